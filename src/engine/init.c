@@ -1,0 +1,40 @@
+/* init.c - parameter initialization that does not depend on how a tensor is sharded: element i of
+ * parameter "name" is a pure function of (seed, name, i) (a counter-based generator: splitmix64
+ * of the key and index, Box-Muller on the two 32-bit halves). Any rank can fill any slice. */
+#include "engine/init.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t zt_init_key(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the name */
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 1099511628211ULL;
+    return splitmix64(seed ^ splitmix64(h));
+}
+
+void zt_init_fill(float *dst, int64_t begin, int64_t count, zt_init_kind kind, float std,
+                  uint64_t key) {
+    if (kind == ZT_INIT_ZEROS) {
+        memset(dst, 0, (size_t)count * sizeof *dst);
+        return;
+    }
+    if (kind == ZT_INIT_ONES) {
+        for (int64_t i = 0; i < count; i++) dst[i] = 1.0f;
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        uint64_t r = splitmix64(key + (uint64_t)(begin + i) * 0x9e3779b97f4a7c15ULL);
+        /* u1 in (0, 1], u2 in [0, 1) from 32 bits each */
+        double u1 = ((double)(r >> 32) + 1.0) / 4294967296.0;
+        double u2 = (double)(r & 0xffffffffu) / 4294967296.0;
+        dst[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    }
+}

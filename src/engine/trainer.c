@@ -1,0 +1,175 @@
+/* trainer.c - the training loop behind `zerotrain train`: data → forward/backward per micro-batch
+ * → clip + optimizer → metrics, with periodic validation and a final weights file.
+ *
+ * The loop reads like pseudocode (llm.c): for each step, for each micro-batch, take the next
+ * global samples, forward_backward (gradients accumulate); then step(lr). The loss is normalized
+ * by the tokens of the whole global batch (dloss = 1 / (B·T·accumulation)), so splitting a batch
+ * into micro-batches does not change the gradient. */
+#include "engine/trainer.h"
+#include "ckpt/weights.h"
+#include "data/sampler.h"
+#include "metrics/metrics.h"
+#include "metrics/peak.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double now(void) { return omp_get_wtime(); }
+
+/* Mean loss over the first cfg->eval_batches micro-batches of the validation file (always the same
+ * windows, in file order, so successive evaluations are comparable). */
+static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, int32_t *inp,
+                    int32_t *tgt, double *out, zt_error *err) {
+    int B = cfg->micro_batch, T = cfg->seq_len, V = zt_engine_model(e)->vocab_size;
+    uint64_t per_pass = val->n_windows;
+    int n = cfg->eval_batches;
+    if ((uint64_t)n * (uint64_t)B > per_pass) n = (int)(per_pass / (uint64_t)B);
+    if (n < 1) n = 1;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = zt_sampler_batch(val, (uint64_t)i * (uint64_t)B, 1, B, inp, tgt, V, err);
+        if (rc) return rc;
+        zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt, .dloss = 0, .logits_pos = -1};
+        float loss;
+        if ((rc = zt_engine_forward(e, &b, &loss, NULL, err))) return rc;
+        sum += loss;
+    }
+    *out = sum / n;
+    return ZT_OK;
+}
+
+int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
+             zt_error *err) {
+    int rc = zt_train_config_validate(cfg, err);
+    if (rc) return rc;
+    FILE *out = opts && opts->out ? opts->out : stdout;
+    zt_token_file train = {0}, valf = {0};
+    zt_sampler ts = {0}, vs = {0};
+    zt_model *model = NULL;
+    zt_engine *e = NULL;
+    zt_jsonl log = {0};
+    int32_t *inp = NULL, *tgt = NULL;
+    int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
+    bool have_val = cfg->val_path[0] != '\0';
+
+    if ((rc = zt_token_file_open(&train, cfg->train_path, err))) goto done;
+    if ((rc = zt_sampler_init(&ts, &train, T, cfg->seed, true, err)))
+        goto data_error_train;
+    if (have_val) {
+        if ((rc = zt_token_file_open(&valf, cfg->val_path, err))) goto done;
+        if ((rc = zt_sampler_init(&vs, &valf, T, cfg->seed, false, err))) {
+            zt_error_prefix(err, "data.val %s", cfg->val_path);
+            goto done;
+        }
+    }
+    if ((rc = zt_gpt2_create(&cfg->model, &model, err))) goto done;
+    zt_engine_options eo = {.B = B, .T = T, .seed = cfg->seed, .optim = cfg->optim};
+    if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
+    if (opts && opts->init_weights && opts->init_weights[0]) {
+        if ((rc = zt_weights_load(e, opts->init_weights, err))) goto done;
+    } else if ((rc = zt_engine_init_params(e, err))) {
+        goto done;
+    }
+    inp = malloc((size_t)B * T * sizeof *inp);
+    tgt = malloc((size_t)B * T * sizeof *tgt);
+    if (!inp || !tgt) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        goto done;
+    }
+    if (cfg->log_path[0] && (rc = zt_jsonl_open(&log, cfg->log_path, err))) goto done;
+
+    int64_t tokens_per_step = (int64_t)B * T * A;
+    int threads = omp_get_max_threads();
+    double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
+    double peak = zt_cpu_fp32_peak_flops(threads);
+    zt_memory_report mem;
+    zt_engine_memory(e, &mem);
+    fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters\n",
+            ZT_VERSION, cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
+            cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6);
+    fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d = "
+            "%lld tokens/step | %d threads\n",
+            cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,
+            have_val ? cfg->val_path : "none", B, T, A, (long long)tokens_per_step, threads);
+    fprintf(out, "precision fp32 (storage, compute, gradients, master, moments) | optimizer %s | "
+            "memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
+            cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", mem.params / 1048576.0,
+            mem.grads / 1048576.0, mem.optimizer / 1048576.0, mem.activations / 1048576.0);
+
+    zt_progress prog;
+    zt_progress_init(&prog, out);
+    uint64_t sample = 0;
+    double t_start = now(), first_loss = NAN, last_loss = NAN, last_val = NAN;
+    for (int64_t step = 0; step < cfg->steps; step++) {
+        double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
+        float lr = zt_lr_at(&cfg->lr, step);
+        for (int micro = 0; micro < A; micro++) {
+            double td = now();
+            if ((rc = zt_sampler_batch(&ts, sample, 1, B, inp, tgt, model->vocab_size, err)))
+                goto data_error_train;
+            sample += (uint64_t)B;
+            double tf = now();
+            data_s += tf - td;
+            zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
+                          .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
+            float loss;
+            if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) goto done;
+            fb_s += now() - tf;
+            loss_sum += loss;
+        }
+        double to = now();
+        zt_step_report rep;
+        if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
+        double t1 = now();
+        zt_step_metrics m = {.step = step + 1, .total_steps = cfg->steps, .loss = loss_sum / A,
+                             .val_loss = NAN, .lr = lr, .grad_norm = rep.grad_norm,
+                             .clip_coef = rep.clip_coef, .tokens = tokens_per_step,
+                             .step_s = t1 - t0, .data_s = data_s, .fwdbwd_s = fb_s,
+                             .optim_s = t1 - to, .elapsed_s = t1 - t_start};
+        m.tok_per_s = (double)tokens_per_step / m.step_s;
+        m.mfu = peak > 0 ? flops_per_token * m.tok_per_s / peak : NAN;
+        if (step == 0) first_loss = m.loss;
+        last_loss = m.loss;
+        bool last = step + 1 == cfg->steps;
+        if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
+            if ((rc = evaluate(e, &vs, cfg, inp, tgt, &m.val_loss, err))) goto done;
+            last_val = m.val_loss;
+            zt_progress_message(&prog, "step %lld: val loss %.4f", (long long)m.step, m.val_loss);
+        }
+        if (cfg->print_every > 0 && ((step + 1) % cfg->print_every == 0 || last || step == 0))
+            zt_progress_step(&prog, &m);
+        if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
+    }
+    zt_progress_finish(&prog);
+    if (result) {
+        result->first_loss = first_loss;
+        result->final_loss = last_loss;
+        result->final_val_loss = last_val;
+        result->param_hash = zt_engine_param_hash(e);
+        result->steps = cfg->steps;
+        result->seconds = now() - t_start;
+    }
+    fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
+            (long long)cfg->steps, now() - t_start, first_loss, last_loss, last_val,
+            (unsigned long long)zt_engine_param_hash(e));
+    if (opts && opts->save_path && opts->save_path[0]) {
+        if ((rc = zt_weights_save(e, opts->save_path, err))) goto done;
+        fprintf(out, "weights saved to %s\n", opts->save_path);
+    }
+    goto done;
+data_error_train:
+    zt_error_prefix(err, "data.train %s", cfg->train_path);
+done:
+    zt_jsonl_close(&log);
+    free(inp);
+    free(tgt);
+    zt_engine_free(e);
+    zt_model_free(model);
+    zt_sampler_free(&ts);
+    zt_sampler_free(&vs);
+    zt_token_file_close(&train);
+    zt_token_file_close(&valf);
+    return rc;
+}

@@ -1,0 +1,25 @@
+/* trainer.h - the training loop behind `zerotrain train` (see trainer.c). */
+#ifndef ZT_TRAINER_H
+#define ZT_TRAINER_H
+
+#include "config/train_config.h"
+
+#include <stdio.h>
+
+typedef struct zt_train_options {
+    FILE *out;                /* progress and summary (stdout when NULL) */
+    const char *save_path;    /* write the final parameters here (weights file), or NULL */
+    const char *init_weights; /* start from this weights file instead of the seeded init, or NULL */
+} zt_train_options;
+
+typedef struct zt_train_result {
+    double first_loss, final_loss, final_val_loss, seconds;
+    int64_t steps;
+    uint64_t param_hash; /* xxh64 of the final parameters */
+} zt_train_result;
+
+/* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite. */
+int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
+             zt_error *err);
+
+#endif

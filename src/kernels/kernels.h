@@ -1,0 +1,73 @@
+/* kernels.h - the compute kernels of zerotrain, each op's forward and backward side by side in
+ * src/kernels/<op>.c (llm.c's layout). Kernels are pure functions of their arguments: no
+ * allocation, no globals, no errors (shapes are checked by the caller). They are threaded with
+ * OpenMP over a static partition, so that a given thread count always gives the same bits.
+ *
+ * Shapes: B batch, T sequence length, C channels, OC output channels, NH heads, V vocabulary,
+ * N = B*T rows. Argument order: outputs first, then saved values, inputs, weights, sizes; in a
+ * backward the gradients come first. Parameter gradients accumulate (+=); activation gradients
+ * are assigned (=) unless the comment says +=.
+ */
+#ifndef ZT_KERNELS_H
+#define ZT_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- encoder.c: token + position embedding ------------------------------------------------- */
+/* out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T), wte (V,C), wpe (maxT,C). */
+void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
+                     int T, int C);
+/* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C). Deterministic:
+ * threads split the channel dimension, each row's additions happen in (b,t) order. */
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
+                      int C);
+
+/* ---- layernorm.c ------------------------------------------------------------------------------ */
+/* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                       const float *bias, int N, int C);
+/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight, dbias (C) +=. */
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean, const float *rstd,
+                        int N, int C);
+
+/* ---- matmul.c: the Linear layer through BLAS ------------------------------------------------- */
+/* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC); bias may be NULL. */
+void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                    int C, int OC);
+/* dinp (N,C) = dout @ weight (or += when accumulate_dinp); dweight (OC,C) += dout^T @ inp;
+ * dbias (OC) += column sums of dout. Any of dinp, dweight, dbias may be NULL (skipped). */
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int C, int OC,
+                     bool accumulate_dinp);
+
+/* ---- attention.c: causal multi-head self-attention -------------------------------------------- */
+/* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
+ * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0). */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* Floats of scratch attention_backward needs. */
+size_t attention_scratch_floats(int B, int T, int C, int NH);
+/* dqkv (B,T,3C) = d loss / d qkv (assigned). scratch: attention_scratch_floats(B,T,C,NH). */
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH);
+
+/* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
+void gelu_forward(float *out, const float *inp, size_t N);
+/* dinp = gelu'(inp) * dout (assigned). */
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+
+/* ---- residual.c ------------------------------------------------------------------------------ */
+/* out = a + b, N floats. */
+void residual_forward(float *out, const float *a, const float *b, size_t N);
+
+/* ---- crossentropy.c: softmax + cross-entropy, fused ----------------------------------------- */
+/* logits (N,V) are turned into probabilities in place; losses (N) = -log p[target]. */
+void softmax_xent_forward(float *losses, float *logits_to_probs, const int32_t *targets, int N,
+                          int V);
+/* probs (N,V) are turned into d loss / d logits in place: (p - onehot(target)) * dlosses[n]. */
+void softmax_xent_backward(float *probs_to_dlogits, const int32_t *targets, const float *dlosses,
+                           int N, int V);
+
+#endif /* ZT_KERNELS_H */

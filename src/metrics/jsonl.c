@@ -1,0 +1,60 @@
+/* jsonl.c - the per-step metrics log: one JSON object per line, flushed each step so a crashed
+ * run keeps what it logged. */
+#include "metrics/metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err) {
+    memset(j, 0, sizeof *j);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->fp = fopen(path, "w");
+    if (!j->fp) return zt_error_set(err, ZT_ERR_IO, "cannot create log %s: %s", path, strerror(errno));
+    return ZT_OK;
+}
+
+static void num(FILE *fp, const char *key, double v, int first) {
+    if (!first) fputc(',', fp);
+    if (isfinite(v)) fprintf(fp, "\"%s\":%.9g", key, v);
+    else fprintf(fp, "\"%s\":null", key);
+}
+
+static int finish_line(zt_jsonl *j, zt_error *err) {
+    fputs("}\n", j->fp);
+    if (fflush(j->fp) != 0 || ferror(j->fp))
+        return zt_error_set(err, ZT_ERR_IO, "writing log %s: %s", j->path, strerror(errno));
+    return ZT_OK;
+}
+
+int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
+    if (!j->fp) return ZT_OK;
+    FILE *fp = j->fp;
+    fprintf(fp, "{\"step\":%lld", (long long)m->step);
+    num(fp, "loss", m->loss, 0);
+    num(fp, "val_loss", m->val_loss, 0);
+    num(fp, "lr", m->lr, 0);
+    num(fp, "grad_norm", m->grad_norm, 0);
+    num(fp, "clip_coef", m->clip_coef, 0);
+    fprintf(fp, ",\"tokens\":%lld", (long long)m->tokens);
+    num(fp, "step_s", m->step_s, 0);
+    num(fp, "data_s", m->data_s, 0);
+    num(fp, "fwdbwd_s", m->fwdbwd_s, 0);
+    num(fp, "optim_s", m->optim_s, 0);
+    num(fp, "tok_per_s", m->tok_per_s, 0);
+    num(fp, "mfu", m->mfu, 0);
+    num(fp, "elapsed_s", m->elapsed_s, 0);
+    return finish_line(j, err);
+}
+
+int zt_jsonl_write_event(zt_jsonl *j, const char *name, const char *fields_json, zt_error *err) {
+    if (!j->fp) return ZT_OK;
+    fprintf(j->fp, "{\"event\":\"%s\"%s%s", name, fields_json && *fields_json ? "," : "",
+            fields_json ? fields_json : "");
+    return finish_line(j, err);
+}
+
+void zt_jsonl_close(zt_jsonl *j) {
+    if (j->fp) fclose(j->fp);
+    j->fp = NULL;
+}

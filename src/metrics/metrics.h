@@ -1,0 +1,53 @@
+/* metrics.h - what a training step reports, and where it goes: a progress display (a bar on a
+ * TTY, plain lines otherwise) and a JSONL log with one object per step. */
+#ifndef ZT_METRICS_H
+#define ZT_METRICS_H
+
+#include "zerotrain/zerotrain.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct zt_step_metrics {
+    int64_t step;          /* 1-based */
+    int64_t total_steps;
+    double loss;           /* mean train loss of the global batch */
+    double val_loss;       /* NaN when not evaluated this step */
+    double lr, grad_norm, clip_coef;
+    int64_t tokens;        /* tokens in this step's global batch */
+    double step_s;         /* wall time of the step */
+    double data_s, fwdbwd_s, optim_s; /* breakdown of step_s */
+    double tok_per_s;
+    double mfu;            /* model FLOPs / (step_s * peak), NaN if the peak is unknown */
+    double elapsed_s;      /* since training started */
+} zt_step_metrics;
+
+typedef struct zt_progress {
+    FILE *out;
+    bool tty;
+    int width;
+} zt_progress;
+
+/* tty: draw a bar that rewrites one line; else print plain lines. */
+void zt_progress_init(zt_progress *p, FILE *out);
+void zt_progress_step(zt_progress *p, const zt_step_metrics *m);
+/* A line that scrolls above the bar (e.g. validation results). */
+void zt_progress_message(zt_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zt_progress_finish(zt_progress *p);
+
+typedef struct zt_jsonl {
+    FILE *fp;
+    char path[1024];
+} zt_jsonl;
+
+int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err);
+/* One line: {"step":..,"loss":..,...}; non-finite numbers are written as null. */
+int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err);
+/* A free-form event line: {"event":"<name>", <fields_json>} where fields_json is "k":v,... */
+int zt_jsonl_write_event(zt_jsonl *j, const char *name, const char *fields_json, zt_error *err);
+void zt_jsonl_close(zt_jsonl *j);
+
+/* "1h02m", "3m05s", "12s". */
+void zt_format_duration(char *buf, size_t cap, double seconds);
+
+#endif

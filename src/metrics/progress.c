@@ -1,0 +1,80 @@
+/* progress.c - the training progress display: on a terminal one line redrawn in place with a bar,
+ * step/total, loss, lr, grad norm, tok/s, MFU and ETA; when stdout is not a terminal (CI, a log
+ * file) one plain line per reported step. */
+#include "metrics/metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+void zt_format_duration(char *buf, size_t cap, double s) {
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, cap, "%lds", t);
+}
+
+void zt_progress_init(zt_progress *p, FILE *out) {
+    p->out = out;
+    p->tty = isatty(fileno(out)) && getenv("ZT_NO_TTY") == NULL;
+    p->width = 100;
+    struct winsize ws;
+    if (p->tty && ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 40) p->width = ws.ws_col;
+}
+
+static void mfu_text(char *buf, size_t cap, double mfu) {
+    if (isfinite(mfu)) snprintf(buf, cap, "%.1f%%", 100.0 * mfu);
+    else snprintf(buf, cap, "n/a");
+}
+
+void zt_progress_step(zt_progress *p, const zt_step_metrics *m) {
+    char eta[32], mfu[32];
+    double per_step = m->elapsed_s / (double)m->step;
+    zt_format_duration(eta, sizeof eta, per_step * (double)(m->total_steps - m->step));
+    mfu_text(mfu, sizeof mfu, m->mfu);
+    if (!p->tty) {
+        fprintf(p->out,
+                "step %6lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | mfu %s | %.0f ms | eta %s\n",
+                (long long)m->step, (long long)m->total_steps, m->loss, m->lr, m->grad_norm,
+                m->tok_per_s, mfu, 1e3 * m->step_s, eta);
+        fflush(p->out);
+        return;
+    }
+    char text[256];
+    int n = snprintf(text, sizeof text, " %lld/%lld loss %.4f lr %.2e norm %.2f %.0f tok/s mfu %s eta %s",
+                     (long long)m->step, (long long)m->total_steps, m->loss, m->lr, m->grad_norm,
+                     m->tok_per_s, mfu, eta);
+    int bar = p->width - n - 3;
+    if (bar > 40) bar = 40;
+    fputs("\r[", p->out);
+    if (bar > 0) {
+        int fill = (int)((double)bar * (double)m->step / (double)m->total_steps);
+        for (int i = 0; i < bar; i++) fputc(i < fill ? '#' : '.', p->out);
+    }
+    fputc(']', p->out);
+    fputs(text, p->out);
+    fputs("\033[K", p->out);
+    fflush(p->out);
+}
+
+void zt_progress_message(zt_progress *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (p->tty) fputs("\r\033[K", p->out);
+    vfprintf(p->out, fmt, ap);
+    fputc('\n', p->out);
+    va_end(ap);
+    fflush(p->out);
+}
+
+void zt_progress_finish(zt_progress *p) {
+    if (p->tty) fputc('\n', p->out);
+    fflush(p->out);
+}

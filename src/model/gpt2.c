@@ -1,0 +1,313 @@
+/* gpt2.c - GPT-2 on the unit API: the embedding unit, L transformer blocks and the head unit
+ * (final layernorm, LM head tied to wte, softmax cross-entropy). Parameter names and shapes are
+ * Hugging Face's (transformers' GPT2LMHeadModel, without the "transformer." prefix), except that
+ * Linear weights are stored (OC, C) like torch.nn.Linear where HF's Conv1D stores (C, OC); export
+ * transposes.
+ *
+ * Block (pre-LN), N = B*T rows:
+ *   ln1 = LN(x); qkv = ln1·Wqkvᵀ + b; y = attention(qkv); r = x + y·Woᵀ + b
+ *   ln2 = LN(r); h = gelu(ln2·Wfcᵀ + b); out = r + h·Wpᵀ + b
+ * The saved activations of a block, in floats:
+ *   ln1 (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty (N,C) | att (B,NH,T,T) |
+ *   res2 (N,C) | ln2 (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C) | fch_gelu (N,4C)
+ */
+#include "zerotrain/zerotrain.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * presets */
+typedef struct preset {
+    const char *name;
+    zt_gpt2_config cfg;
+} preset;
+
+static const preset PRESETS[] = {
+    {"tiny", {128, 50257, 2, 4, 64}},
+    {"gpt2-124M", {1024, 50257, 12, 12, 768}},
+    {"gpt2", {1024, 50257, 12, 12, 768}},
+    {"gpt2-350M", {1024, 50257, 24, 16, 1024}},
+    {"gpt2-774M", {1024, 50257, 36, 20, 1280}},
+    {"gpt2-1558M", {1024, 50257, 48, 25, 1600}},
+};
+
+int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0) {
+            *cfg = PRESETS[i].cfg;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE,
+                        "unknown GPT-2 preset \"%s\" (known: tiny, gpt2-124M, gpt2-350M, gpt2-774M, "
+                        "gpt2-1558M)", name);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * embedding unit: params wte (V,C), wpe (maxT,C) */
+static size_t emb_saved(const zt_unit *u, int B, int T) { return 0; }
+static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
+
+static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], a->batch->B, a->batch->T,
+                    c->n_embd);
+    return ZT_OK;
+}
+
+static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    encoder_backward(a->grads[0], a->grads[1], a->dout, a->batch->inputs, a->batch->B, a->batch->T,
+                     c->n_embd);
+    return ZT_OK;
+}
+
+static const zt_unit_ops EMBEDDING_OPS = {emb_saved, emb_scratch, emb_forward, emb_backward};
+
+/* ---------------------------------------------------------------------------------------------
+ * transformer block unit: 12 params in this order */
+enum {
+    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_BLOCK_COUNT
+};
+
+typedef struct block_saved {
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch,
+        *fch_gelu;
+} block_saved;
+
+static size_t block_layout(const zt_gpt2_config *c, int B, int T, float *base, block_saved *s) {
+    size_t N = (size_t)B * T, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
+    size_t sizes[] = {N * C, N, N, N * 3 * C, N * C, (size_t)B * NH * T * T,
+                      N * C, N * C, N, N, N * 4 * C, N * 4 * C};
+    float **ptrs[] = {&s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->atty, &s->att,
+                      &s->res2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->fch_gelu};
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        if (s) *ptrs[i] = base ? base + off : NULL;
+        off += sizes[i];
+    }
+    return off;
+}
+
+static size_t block_saved_floats(const zt_unit *u, int B, int T) {
+    block_saved s;
+    return block_layout(u->model_cfg, B, T, NULL, &s);
+}
+
+/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch */
+static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_gpt2_config *c = u->model_cfg;
+    size_t N = (size_t)B * T, C = (size_t)c->n_embd;
+    return N * C + 2 * N * 4 * C + attention_scratch_floats(B, T, c->n_embd, c->n_head);
+}
+
+static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
+    float *const *p = a->params;
+    block_saved s;
+    block_layout(c, B, T, a->saved, &s);
+    float *proj = a->scratch; /* (N,C) */
+
+    layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
+    matmul_forward(s.qkv, s.ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
+    attention_forward(s.atty, s.att, s.qkv, B, T, C, c->n_head);
+    matmul_forward(proj, s.atty, p[P_ATTPROJW], p[P_ATTPROJB], N, C, C);
+    residual_forward(s.res2, a->in, proj, (size_t)N * C);
+    layernorm_forward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
+    matmul_forward(s.fch, s.ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+    gelu_forward(s.fch_gelu, s.fch, (size_t)N * 4 * C);
+    matmul_forward(proj, s.fch_gelu, p[P_FCPROJW], p[P_FCPROJB], N, 4 * C, C);
+    residual_forward(a->out, s.res2, proj, (size_t)N * C);
+    return ZT_OK;
+}
+
+static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
+    size_t NC = (size_t)N * C;
+    float *const *p = a->params, *const *g = a->grads;
+    block_saved s;
+    block_layout(c, B, T, a->saved, &s);
+    float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + 4 * NC, *attn_scratch = big2 + 4 * NC;
+    /* din doubles as d res2: the residual passes dout through, both layernorms add into it */
+    float *dres = a->din;
+
+    memcpy(dres, a->dout, NC * sizeof *dres);
+    /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
+    matmul_backward(big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, p[P_FCPROJW], N, 4 * C,
+                    C, false);
+    gelu_backward(big2, s.fch, big1, (size_t)N * 4 * C);
+    matmul_backward(bufC, g[P_FCW], g[P_FCB], big2, s.ln2, p[P_FCW], N, C, 4 * C, false);
+    layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
+                       N, C);
+    /* attention: res2 = x + atty·Woᵀ + b */
+    matmul_backward(bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, p[P_ATTPROJW], N, C, C, false);
+    float *dqkv = big1; /* (N,3C) fits in (N,4C) */
+    attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, C, c->n_head);
+    matmul_backward(bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, p[P_QKVW], N, C, 3 * C, false);
+    layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
+                       N, C);
+    return ZT_OK;
+}
+
+static const zt_unit_ops BLOCK_OPS = {block_saved_floats, block_scratch_floats, block_forward,
+                                      block_backward};
+
+/* ---------------------------------------------------------------------------------------------
+ * head unit: params ln_f.weight, ln_f.bias, wte (tied). out = per-token losses (B,T).
+ * saved: lnf (N,C) | lnf_mean (N) | lnf_rstd (N) | probs (N,V) (logits, then probabilities) */
+static size_t head_saved_floats(const zt_unit *u, int B, int T) {
+    const zt_gpt2_config *c = u->model_cfg;
+    size_t N = (size_t)B * T;
+    return N * c->n_embd + 2 * N + N * c->vocab_size;
+}
+static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_gpt2_config *c = u->model_cfg;
+    return (size_t)B * T * c->n_embd;
+}
+
+static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    const zt_batch *bt = a->batch;
+    int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *logits = rstd + N;
+    layernorm_forward(lnf, mean, rstd, a->in, a->params[0], a->params[1], N, C);
+    matmul_forward(logits, lnf, a->params[2], NULL, N, C, V);
+    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
+        for (int b = 0; b < B; b++)
+            memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
+                   (size_t)V * sizeof(float));
+    if (bt->targets) {
+        for (int i = 0; i < N; i++)
+            if (bt->targets[i] < 0 || bt->targets[i] >= V)
+                return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
+                                    "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
+        softmax_xent_forward(a->out, logits, bt->targets, N, V);
+    } else {
+        memset(a->out, 0, (size_t)N * sizeof *a->out);
+    }
+    return ZT_OK;
+}
+
+static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    const zt_batch *bt = a->batch;
+    int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    if (!bt->targets)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
+    float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *probs = rstd + N;
+    float *dlnf = a->scratch;
+    softmax_xent_backward(probs, bt->targets, a->dout, N, V);
+    matmul_backward(dlnf, a->grads[2], NULL, probs, lnf, a->params[2], N, C, V, false);
+    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], mean, rstd, N, C);
+    return ZT_OK;
+}
+
+static const zt_unit_ops HEAD_OPS = {head_saved_floats, head_scratch_floats, head_forward,
+                                     head_backward};
+
+/* ---------------------------------------------------------------------------------------------
+ * the model */
+
+/* 6 FLOPs per parameter per token for forward + backward of every matmul (wpe is a lookup and
+ * does not count; wte counts because the tied LM head multiplies by it), plus the attention
+ * scores and weighted sums: 2·2·T·C per token per layer forward, x3 with backward (PaLM's
+ * 12·L·C·T, counting the full TxT matrix as llm.c and torchtitan do). */
+static double gpt2_flops_per_token(const zt_model *m, int T) {
+    const zt_gpt2_config *c = m->cfg;
+    double n = (double)zt_model_numel(m) - (double)c->max_seq_len * c->n_embd;
+    return 6.0 * n + 12.0 * c->n_layer * c->n_embd * (double)T;
+}
+
+static int add(zt_model *m, const char *name, int ndim, int64_t d0, int64_t d1, zt_init_kind init,
+               float std, int *idx, zt_error *err) {
+    int64_t shape[2] = {d0, d1};
+    return zt_model_add_param(m, name, ndim, shape, init, std, ndim >= 2, idx, err);
+}
+
+int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
+    *out = NULL;
+    const zt_gpt2_config *c = cfg;
+    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->vocab_size < 2 || c->max_seq_len < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: invalid shape L=%d NH=%d C=%d V=%d maxT=%d",
+                            c->n_layer, c->n_head, c->n_embd, c->vocab_size, c->max_seq_len);
+    if (c->n_embd % c->n_head != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: n_embd %d is not a multiple of n_head %d",
+                            c->n_embd, c->n_head);
+    if (c->vocab_size > 65536)
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: vocab_size %d exceeds the uint16 token format",
+                            c->vocab_size);
+    zt_model *m;
+    int rc = zt_model_create("gpt2", &m, err);
+    if (rc) return rc;
+    zt_gpt2_config *own = malloc(sizeof *own);
+    if (!own) {
+        zt_model_free(m);
+        return zt_error_set(err, ZT_ERR_NOMEM, "gpt2: out of memory");
+    }
+    *own = *c;
+    m->cfg = own;
+    m->vocab_size = c->vocab_size;
+    m->max_seq_len = c->max_seq_len;
+    m->train_flops_per_token = gpt2_flops_per_token;
+
+    int64_t C = c->n_embd, V = c->vocab_size;
+    float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
+    int wte, wpe, lnfw, lnfb;
+    if ((rc = add(m, "wte.weight", 2, V, C, ZT_INIT_NORMAL, std, &wte, err)) ||
+        (rc = add(m, "wpe.weight", 2, c->max_seq_len, C, ZT_INIT_NORMAL, std, &wpe, err)))
+        goto fail;
+    int emb[2] = {wte, wpe};
+    if ((rc = zt_model_add_unit(m, "embedding", &EMBEDDING_OPS, -1, emb, 2, (int)C, err))) goto fail;
+
+    for (int l = 0; l < c->n_layer; l++) {
+        struct {
+            const char *suffix;
+            int ndim;
+            int64_t d0, d1;
+            zt_init_kind init;
+            float std;
+        } spec[P_BLOCK_COUNT] = {
+            {"ln_1.weight", 1, C, 0, ZT_INIT_ONES, 0},
+            {"ln_1.bias", 1, C, 0, ZT_INIT_ZEROS, 0},
+            {"attn.c_attn.weight", 2, 3 * C, C, ZT_INIT_NORMAL, std},
+            {"attn.c_attn.bias", 1, 3 * C, 0, ZT_INIT_ZEROS, 0},
+            {"attn.c_proj.weight", 2, C, C, ZT_INIT_NORMAL, proj_std},
+            {"attn.c_proj.bias", 1, C, 0, ZT_INIT_ZEROS, 0},
+            {"ln_2.weight", 1, C, 0, ZT_INIT_ONES, 0},
+            {"ln_2.bias", 1, C, 0, ZT_INIT_ZEROS, 0},
+            {"mlp.c_fc.weight", 2, 4 * C, C, ZT_INIT_NORMAL, std},
+            {"mlp.c_fc.bias", 1, 4 * C, 0, ZT_INIT_ZEROS, 0},
+            {"mlp.c_proj.weight", 2, C, 4 * C, ZT_INIT_NORMAL, proj_std},
+            {"mlp.c_proj.bias", 1, C, 0, ZT_INIT_ZEROS, 0},
+        };
+        int idx[P_BLOCK_COUNT];
+        for (int i = 0; i < P_BLOCK_COUNT; i++) {
+            char name[ZT_NAME_MAX];
+            snprintf(name, sizeof name, "h.%d.%s", l, spec[i].suffix);
+            if ((rc = add(m, name, spec[i].ndim, spec[i].d0, spec[i].d1, spec[i].init, spec[i].std,
+                          &idx[i], err)))
+                goto fail;
+        }
+        char uname[32];
+        snprintf(uname, sizeof uname, "h.%d", l);
+        if ((rc = zt_model_add_unit(m, uname, &BLOCK_OPS, l, idx, P_BLOCK_COUNT, (int)C, err)))
+            goto fail;
+    }
+    if ((rc = add(m, "ln_f.weight", 1, C, 0, ZT_INIT_ONES, 0, &lnfw, err)) ||
+        (rc = add(m, "ln_f.bias", 1, C, 0, ZT_INIT_ZEROS, 0, &lnfb, err)))
+        goto fail;
+    int head[3] = {lnfw, lnfb, wte};
+    if ((rc = zt_model_add_unit(m, "head", &HEAD_OPS, -1, head, 3, 1, err))) goto fail;
+    *out = m;
+    return ZT_OK;
+fail:
+    zt_model_free(m);
+    return rc;
+}

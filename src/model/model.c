@@ -1,0 +1,109 @@
+/* model.c - the module/unit API: a model is a table of named parameters and a sequence of units.
+ * Invariants: parameter names are unique; every unit lists only declared parameters; a parameter
+ * may be listed by several units (tying) and belongs to the first. No tensor memory lives here. */
+#include "zerotrain/zerotrain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int zt_model_create(const char *name, zt_model **out, zt_error *err) {
+    *out = NULL;
+    zt_model *m = calloc(1, sizeof *m);
+    if (!m) return zt_error_set(err, ZT_ERR_NOMEM, "model %s: out of memory", name);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    *out = m;
+    return ZT_OK;
+}
+
+void zt_model_free(zt_model *m) {
+    if (!m) return;
+    free(m->params);
+    free(m->units);
+    free(m->cfg);
+    free(m);
+}
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need) ncap *= 2;
+    void *np = realloc(*p, (size_t)ncap * elem);
+    if (!np) return -1;
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+int zt_model_find_param(const zt_model *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *shape,
+                       zt_init_kind init, float init_std, bool decay, int *idx, zt_error *err) {
+    if (strlen(name) >= ZT_NAME_MAX)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: parameter name too long: %s", m->name, name);
+    if (ndim < 1 || ndim > ZT_MAX_DIMS)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: parameter %s has %d dims (1..%d allowed)",
+                            m->name, name, ndim, ZT_MAX_DIMS);
+    if (zt_model_find_param(m, name) >= 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: parameter %s declared twice", m->name, name);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] <= 0)
+            return zt_error_set(err, ZT_ERR_USAGE, "model %s: parameter %s: dim %d is %lld", m->name,
+                                name, d, (long long)shape[d]);
+        numel *= shape[d];
+    }
+    if (grow((void **)&m->params, &m->cap_params, m->n_params + 1, sizeof *m->params))
+        return zt_error_set(err, ZT_ERR_NOMEM, "model %s: out of memory", m->name);
+    zt_param_desc *p = &m->params[m->n_params];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
+    p->numel = numel;
+    p->init = init;
+    p->init_std = init_std;
+    p->decay = decay;
+    p->trainable = true;
+    if (idx) *idx = m->n_params;
+    m->n_params++;
+    return ZT_OK;
+}
+
+int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
+                      const int *params, int n_params, int out_width, zt_error *err) {
+    if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s lists %d parameters (max %d)",
+                            m->name, name, n_params, ZT_UNIT_MAX_PARAMS);
+    for (int i = 0; i < n_params; i++)
+        if (params[i] < 0 || params[i] >= m->n_params)
+            return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s lists undeclared parameter %d",
+                                m->name, name, params[i]);
+    if (!ops || !ops->forward || !ops->backward || !ops->saved_floats || !ops->scratch_floats)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s has incomplete ops", m->name, name);
+    if (out_width < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s: out_width %d", m->name, name,
+                            out_width);
+    if (grow((void **)&m->units, &m->cap_units, m->n_units + 1, sizeof *m->units))
+        return zt_error_set(err, ZT_ERR_NOMEM, "model %s: out of memory", m->name);
+    zt_unit *u = &m->units[m->n_units++];
+    memset(u, 0, sizeof *u);
+    snprintf(u->name, sizeof u->name, "%s", name);
+    u->ops = ops;
+    u->model_cfg = m->cfg;
+    u->layer = layer;
+    u->n_params = n_params;
+    memcpy(u->params, params, (size_t)n_params * sizeof *params);
+    u->out_width = out_width;
+    return ZT_OK;
+}
+
+int64_t zt_model_numel(const zt_model *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i].numel;
+    return n;
+}

@@ -1,0 +1,32 @@
+/* optim.h - optimizer kernels on flat fp32 shards (AdamW, SGD with momentum), the gradient-norm
+ * pieces that clipping is built from, and the learning-rate schedule. They work on any slice of
+ * a parameter, so the sharded engine calls them on its local shard unchanged. */
+#ifndef ZT_OPTIM_H
+#define ZT_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW semantics), one slice of n elements:
+ *   g' = g * grad_scale                 (clipping coefficient, 1 when not clipped)
+ *   m = b1·m + (1-b1)·g';  v = b2·v + (1-b2)·g'^2
+ *   p -= lr · ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd · p )
+ * t is the 1-based step number. wd = 0 for parameters without decay. */
+void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                     float b2, float eps, float wd, float grad_scale, int64_t t);
+
+/* SGD with momentum (PyTorch semantics, dampening 0): g' = g·grad_scale + wd·p;
+ * buf = momentum·buf + g' (buf = g' at t == 1); step = nesterov ? g' + momentum·buf : buf;
+ * p -= lr · step. buf may be NULL when momentum == 0. */
+void zt_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                   int nesterov, float wd, float grad_scale, int64_t t);
+
+/* Sum of squares of x in double, in a fixed order (threads over a static partition, partial sums
+ * combined in thread order): the same bits for the same n and thread count. */
+double zt_sum_squares(const float *x, size_t n);
+
+/* Clipping coefficient for a global norm: min(1, max_norm / (norm + 1e-6)), 1 if max_norm <= 0
+ * (torch.nn.utils.clip_grad_norm_'s formula). */
+double zt_clip_coef(double norm, double max_norm);
+
+#endif

@@ -1,0 +1,233 @@
+/* test_data.c - token files (round trip and every malformed header), the deterministic sampler
+ * (same index → same window, each epoch a permutation, rank-count independence of global batches)
+ * and the weights file (round trip, corruption, truncation, mismatched model). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ckpt/weights.h"
+#include "data/sampler.h"
+#include "data/token_file.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static int setup(void **state) {
+    snprintf(dir, sizeof dir, "/tmp/zt_test_data.%d", (int)getpid());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    return system(cmd);
+}
+
+static int teardown(void **state) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+static void path(char *buf, const char *name) { snprintf(buf, 512, "%s/%s", dir, name); }
+
+static void write_raw(const char *p, const int32_t *header, const void *body, size_t body_len) {
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite(header, 4, 256, f);
+    if (body_len) fwrite(body, 1, body_len, f);
+    fclose(f);
+}
+
+static void test_token_file_round_trip(void **state) {
+    char p[512];
+    path(p, "ok.bin");
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)(i * 501);
+    zt_error err = {0};
+    assert_int_equal(zt_token_file_write(p, tok, 100, &err), ZT_OK);
+    zt_token_file f;
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    assert_int_equal(f.n, 100);
+    assert_memory_equal(f.tokens, tok, sizeof tok);
+    zt_token_file_close(&f);
+}
+
+static void test_token_file_errors(void **state) {
+    char p[512];
+    zt_error err = {0};
+    zt_token_file f;
+    int32_t h[256] = {20240520, 1, 10};
+    uint16_t body[10] = {0};
+
+    path(p, "missing.bin");
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_IO);
+    assert_non_null(strstr(err.msg, "missing.bin"));
+
+    path(p, "short.bin");
+    FILE *fp = fopen(p, "wb");
+    fwrite("abc", 1, 3, fp);
+    fclose(fp);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "shorter than"));
+
+    path(p, "magic.bin");
+    h[0] = 12345;
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "bad magic 12345"));
+    assert_non_null(strstr(err.msg, "magic.bin"));
+
+    path(p, "version.bin");
+    h[0] = 20240520;
+    h[1] = 7;
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "version 7"));
+
+    path(p, "count.bin");
+    h[1] = 1;
+    h[2] = 11; /* one more than the body holds */
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "11 tokens"));
+}
+
+static void open_tokens(zt_token_file *f, const char *name, int n, int V) {
+    char p[512];
+    path(p, name);
+    uint16_t *tok = malloc((size_t)n * 2);
+    for (int i = 0; i < n; i++) tok[i] = (uint16_t)(i % V);
+    zt_error err = {0};
+    assert_int_equal(zt_token_file_write(p, tok, (size_t)n, &err), ZT_OK);
+    free(tok);
+    assert_int_equal(zt_token_file_open(f, p, &err), ZT_OK);
+}
+
+static void test_sampler_is_deterministic_and_permutes(void **state) {
+    zt_token_file f;
+    int T = 8, n = 8 * 50 + 1; /* 50 windows */
+    open_tokens(&f, "s.bin", n, 60000);
+    zt_error err = {0};
+    zt_sampler s1, s2;
+    assert_int_equal(zt_sampler_init(&s1, &f, T, 7, true, &err), ZT_OK);
+    assert_int_equal(zt_sampler_init(&s2, &f, T, 7, true, &err), ZT_OK);
+    assert_int_equal(s1.n_windows, 50);
+    int seen[50] = {0};
+    int32_t in[8], tg[8], in2[8], tg2[8];
+    for (uint64_t i = 0; i < 50; i++) {
+        assert_int_equal(zt_sampler_get(&s1, i, in, tg, 65536, &err), ZT_OK);
+        assert_int_equal(in[0] % 8, 0);                  /* windows start at multiples of T */
+        for (int t = 0; t < T; t++) assert_int_equal(tg[t], in[t] + 1);
+        seen[in[0] / 8]++;
+    }
+    for (int w = 0; w < 50; w++) assert_int_equal(seen[w], 1); /* an epoch is a permutation */
+    /* random access in any order gives the same samples (here: epoch 2 first, then epoch 0) */
+    assert_int_equal(zt_sampler_get(&s2, 123, in2, tg2, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s1, 123, in, tg, 65536, &err), ZT_OK);
+    assert_memory_equal(in, in2, sizeof in);
+    assert_int_equal(zt_sampler_get(&s2, 5, in2, tg2, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s1, 5, in, tg, 65536, &err), ZT_OK);
+    assert_memory_equal(in, in2, sizeof in);
+    /* a global batch of 4 read by one rank (stride 1) equals two ranks reading 2 each */
+    int32_t one[32], onet[32], r0[16], r0t[16], r1[16], r1t[16];
+    assert_int_equal(zt_sampler_batch(&s1, 20, 1, 4, one, onet, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_batch(&s2, 20, 1, 2, r0, r0t, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_batch(&s2, 22, 1, 2, r1, r1t, 65536, &err), ZT_OK);
+    assert_memory_equal(one, r0, sizeof r0);
+    assert_memory_equal(one + 16, r1, sizeof r1);
+    /* another seed, another order */
+    zt_sampler s3;
+    assert_int_equal(zt_sampler_init(&s3, &f, T, 8, true, &err), ZT_OK);
+    int differ = 0;
+    for (uint64_t i = 0; i < 10; i++) {
+        zt_sampler_get(&s1, i, in, tg, 65536, &err);
+        zt_sampler_get(&s3, i, in2, tg2, 65536, &err);
+        differ |= in[0] != in2[0];
+    }
+    assert_true(differ);
+    zt_sampler_free(&s1);
+    zt_sampler_free(&s2);
+    zt_sampler_free(&s3);
+    zt_token_file_close(&f);
+}
+
+static void test_sampler_errors(void **state) {
+    zt_token_file f;
+    open_tokens(&f, "small.bin", 5, 100);
+    zt_error err = {0};
+    zt_sampler s;
+    assert_int_equal(zt_sampler_init(&s, &f, 8, 1, true, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "fewer than one window"));
+    assert_int_equal(zt_sampler_init(&s, &f, 2, 1, false, &err), ZT_OK);
+    int32_t in[2], tg[2];
+    assert_int_equal(zt_sampler_get(&s, 1, in, tg, 3, &err), ZT_ERR_DATA); /* tokens 2,3,4 >= V=3 */
+    assert_non_null(strstr(err.msg, "outside the vocabulary"));
+    zt_sampler_free(&s);
+    zt_token_file_close(&f);
+}
+
+static zt_engine *small_engine(zt_model **m, int layers, uint64_t seed) {
+    zt_gpt2_config c = {.max_seq_len = 8, .vocab_size = 50, .n_layer = layers, .n_head = 2, .n_embd = 8};
+    zt_error err = {0};
+    assert_int_equal(zt_gpt2_create(&c, m, &err), ZT_OK);
+    zt_engine_options o = {.B = 1, .T = 4, .seed = seed};
+    zt_optimizer_config_default(&o.optim);
+    zt_engine *e;
+    assert_int_equal(zt_engine_create(*m, &o, &e, &err), ZT_OK);
+    assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
+    return e;
+}
+
+static void test_weights_round_trip_and_corruption(void **state) {
+    char p[512];
+    path(p, "w.ztw");
+    zt_error err = {0};
+    zt_model *m1, *m2, *m3;
+    zt_engine *a = small_engine(&m1, 2, 1), *b = small_engine(&m2, 2, 2), *c = small_engine(&m3, 1, 1);
+    assert_int_equal(zt_weights_save(a, p, &err), ZT_OK);
+    zt_gpt2_config cfg;
+    assert_int_equal(zt_weights_read_config(p, &cfg, &err), ZT_OK);
+    assert_int_equal(cfg.n_layer, 2);
+    assert_true(zt_engine_param_hash(a) != zt_engine_param_hash(b));
+    assert_int_equal(zt_weights_load(b, p, &err), ZT_OK);
+    assert_true(zt_engine_param_hash(a) == zt_engine_param_hash(b));
+    /* another model shape */
+    assert_int_equal(zt_weights_load(c, p, &err), ZT_ERR_CKPT);
+    assert_non_null(strstr(err.msg, "tensors"));
+    /* a flipped bit */
+    FILE *f = fopen(p, "r+b");
+    fseek(f, 200, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, 200, SEEK_SET);
+    fputc(ch ^ 4, f);
+    fclose(f);
+    assert_int_equal(zt_weights_load(b, p, &err), ZT_ERR_CKPT);
+    assert_non_null(strstr(err.msg, "checksum mismatch"));
+    assert_non_null(strstr(err.msg, "w.ztw"));
+    /* truncated */
+    assert_int_equal(zt_weights_save(a, p, &err), ZT_OK);
+    assert_int_equal(truncate(p, 30), 0);
+    assert_int_equal(zt_weights_load(b, p, &err), ZT_ERR_CKPT);
+    assert_non_null(strstr(err.msg, "too short"));
+    path(p, "nonexistent.ztw");
+    assert_int_equal(zt_weights_read_config(p, &cfg, &err), ZT_ERR_CKPT);
+    zt_engine_free(a);
+    zt_engine_free(b);
+    zt_engine_free(c);
+    zt_model_free(m1);
+    zt_model_free(m2);
+    zt_model_free(m3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_file_round_trip),
+        cmocka_unit_test(test_token_file_errors),
+        cmocka_unit_test(test_sampler_is_deterministic_and_permutes),
+        cmocka_unit_test(test_sampler_errors),
+        cmocka_unit_test(test_weights_round_trip_and_corruption),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,305 @@
+/* test_model.c - GPT-2 on the engine as a whole: gradients against central finite differences,
+ * the loss at initialization, overfitting one batch, bit-identical reruns, gradient accumulation,
+ * and the model/unit API's error paths. (Each kernel is checked on its own in test_kernels.c.) */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "zerotrain/zerotrain.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const zt_gpt2_config SMALL = {.max_seq_len = 8, .vocab_size = 37, .n_layer = 2, .n_head = 2,
+                                     .n_embd = 16};
+
+static void make_tokens(int32_t *t, int n, int V, uint64_t seed) {
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        t[i] = (int32_t)((seed >> 33) % (uint64_t)V);
+    }
+}
+
+static zt_engine *make_engine(const zt_gpt2_config *cfg, int B, int T, zt_model **mout) {
+    zt_error err = {0};
+    zt_model *m = NULL;
+    assert_int_equal(zt_gpt2_create(cfg, &m, &err), ZT_OK);
+    zt_engine_options o = {.B = B, .T = T, .seed = 1234};
+    zt_optimizer_config_default(&o.optim);
+    zt_engine *e = NULL;
+    assert_int_equal(zt_engine_create(m, &o, &e, &err), ZT_OK);
+    assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
+    *mout = m;
+    return e;
+}
+
+static double loss_of(zt_engine *e, const zt_batch *b) {
+    zt_error err = {0};
+    float loss;
+    assert_int_equal(zt_engine_forward(e, b, &loss, NULL, &err), ZT_OK);
+    return loss;
+}
+
+/* Directional derivatives: for random directions d over all parameters, (L(p+εd) − L(p−εd)) / 2ε
+ * must match g·d. In fp32 the loss (≈ ln 37 ≈ 3.6) carries ~4e-7 absolute rounding, so with
+ * ε = 1e-2 the difference quotient has ~3e-5 absolute noise plus O(ε²) curvature error; g·d is
+ * O(0.1-1) here, so 1% relative is ~30x above the noise and far below any real gradient bug
+ * (a wrong term, sign or missing factor moves it by 10% or more). Also per-element checks on
+ * a few entries of every tensor with the same reasoning. */
+static void test_gradients_match_finite_differences(void **state) {
+    zt_model *m;
+    int B = 2, T = 5;
+    zt_engine *e = make_engine(&SMALL, B, T, &m);
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, SMALL.vocab_size, 99);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T),
+                  .logits_pos = -1};
+    /* move away from the symmetric init so layernorm weights and biases matter */
+    zt_error err = {0};
+    float loss;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_OK);
+        zt_step_report r;
+        assert_int_equal(zt_engine_step(e, 1e-2f, &r, &err), ZT_OK);
+    }
+    assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_OK);
+    int64_t total = zt_model_numel(m);
+    float *dir = malloc((size_t)total * sizeof *dir);
+    assert_non_null(dir);
+    const float eps = 1e-2f;
+    for (int trial = 0; trial < 3; trial++) {
+        uint64_t s = 1000 + (uint64_t)trial;
+        double gd = 0;
+        int64_t k = 0;
+        for (int i = 0; i < m->n_params; i++) {
+            float *g = zt_engine_grad(e, i);
+            for (int64_t j = 0; j < m->params[i].numel; j++, k++) {
+                s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+                dir[k] = ((float)((s >> 40) & 0xffff) / 65535.0f - 0.5f);
+                gd += (double)g[j] * dir[k];
+            }
+        }
+        double lp, lm;
+        for (int sign = 1; sign >= -1; sign -= 2) {
+            k = 0;
+            for (int i = 0; i < m->n_params; i++) {
+                float *p = zt_engine_param(e, i);
+                for (int64_t j = 0; j < m->params[i].numel; j++, k++) p[j] += sign * eps * dir[k];
+            }
+            double l = loss_of(e, &b);
+            if (sign == 1) lp = l;
+            else lm = l;
+            k = 0;
+            for (int i = 0; i < m->n_params; i++) {
+                float *p = zt_engine_param(e, i);
+                for (int64_t j = 0; j < m->params[i].numel; j++, k++) p[j] -= sign * eps * dir[k];
+            }
+        }
+        double fd = (lp - lm) / (2 * eps);
+        if (fabs(fd - gd) > 1e-2 * fabs(gd) + 1e-4)
+            fail_msg("direction %d: finite difference %.6g vs analytic %.6g", trial, fd, gd);
+    }
+    free(dir);
+    /* per-element: first, middle and last entry of every tensor */
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t n = m->params[i].numel, idx[3] = {0, n / 2, n - 1};
+        for (int q = 0; q < 3; q++) {
+            float *p = zt_engine_param(e, i), g = zt_engine_grad(e, i)[idx[q]], old = p[idx[q]];
+            p[idx[q]] = old + eps;
+            double lp = loss_of(e, &b);
+            p[idx[q]] = old - eps;
+            double lm = loss_of(e, &b);
+            p[idx[q]] = old;
+            double fd = (lp - lm) / (2 * eps);
+            if (fabs(fd - g) > 2e-2 * fabs(g) + 5e-5)
+                fail_msg("%s[%lld]: finite difference %.6g vs analytic %.6g", m->params[i].name,
+                         (long long)idx[q], fd, (double)g);
+        }
+    }
+    zt_engine_free(e);
+    zt_model_free(m);
+}
+
+/* At init the logits are ~N(0, small), so the prediction is close to uniform: loss ≈ ln V. */
+static void test_initial_loss_is_ln_vocab(void **state) {
+    zt_error err = {0};
+    zt_gpt2_config cfg;
+    assert_int_equal(zt_gpt2_preset("tiny", &cfg, &err), ZT_OK);
+    zt_model *m;
+    int B = 2, T = 32;
+    zt_engine *e = make_engine(&cfg, B, T, &m);
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, cfg.vocab_size, 5);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .logits_pos = -1};
+    double l = loss_of(e, &b), lnv = log((double)cfg.vocab_size);
+    if (fabs(l - lnv) > 0.05) fail_msg("initial loss %.4f, ln V = %.4f", l, lnv);
+    zt_engine_free(e);
+    zt_model_free(m);
+}
+
+static void train_steps(zt_engine *e, const zt_batch *b, int steps, float lr, float *losses) {
+    zt_error err = {0};
+    for (int s = 0; s < steps; s++) {
+        float loss;
+        assert_int_equal(zt_engine_forward_backward(e, b, &loss, &err), ZT_OK);
+        zt_step_report r;
+        assert_int_equal(zt_engine_step(e, lr, &r, &err), ZT_OK);
+        if (losses) losses[s] = loss;
+    }
+}
+
+static void test_overfits_one_batch(void **state) {
+    zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 32};
+    zt_model *m;
+    int B = 2, T = 16;
+    zt_engine *e = make_engine(&cfg, B, T, &m);
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, cfg.vocab_size, 77);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T),
+                  .logits_pos = -1};
+    train_steps(e, &b, 300, 3e-3f, NULL);
+    double l = loss_of(e, &b);
+    if (!(l < 0.05)) fail_msg("loss after 300 steps on one batch: %.4f (want < 0.05)", l);
+    zt_engine_free(e);
+    zt_model_free(m);
+}
+
+static void test_two_runs_are_bit_identical(void **state) {
+    float l1[6], l2[6];
+    uint64_t h[2];
+    for (int r = 0; r < 2; r++) {
+        zt_model *m;
+        int B = 2, T = 8;
+        zt_engine *e = make_engine(&SMALL, B, T, &m);
+        int32_t tok[B * T + 1];
+        make_tokens(tok, B * T + 1, SMALL.vocab_size, 3);
+        zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T),
+                      .logits_pos = -1};
+        train_steps(e, &b, 6, 1e-2f, r == 0 ? l1 : l2);
+        h[r] = zt_engine_param_hash(e);
+        zt_engine_free(e);
+        zt_model_free(m);
+    }
+    assert_memory_equal(l1, l2, sizeof l1);
+    assert_true(h[0] == h[1]);
+}
+
+/* One micro-batch of 4 sequences and two of 2 (dloss = 1/(4T) each) give the same gradients up
+ * to float summation order. */
+static void test_gradient_accumulation_matches_full_batch(void **state) {
+    zt_error err = {0};
+    int T = 6;
+    int32_t tok[4 * T + 4];
+    make_tokens(tok, 4 * T + 4, SMALL.vocab_size, 11);
+    int32_t in[4 * T], tg[4 * T];
+    for (int b = 0; b < 4; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = tok[b * (T + 1) + t];
+            tg[b * T + t] = tok[b * (T + 1) + t + 1];
+        }
+    zt_model *m1, *m2;
+    zt_engine *full = make_engine(&SMALL, 4, T, &m1), *acc = make_engine(&SMALL, 2, T, &m2);
+    float loss;
+    zt_batch b = {.B = 4, .T = T, .inputs = in, .targets = tg, .dloss = 1.0f / (4 * T), .logits_pos = -1};
+    assert_int_equal(zt_engine_forward_backward(full, &b, &loss, &err), ZT_OK);
+    for (int h = 0; h < 2; h++) {
+        zt_batch hb = {.B = 2, .T = T, .inputs = in + h * 2 * T, .targets = tg + h * 2 * T,
+                       .dloss = 1.0f / (4 * T), .logits_pos = -1};
+        assert_int_equal(zt_engine_forward_backward(acc, &hb, &loss, &err), ZT_OK);
+    }
+    for (int i = 0; i < m1->n_params; i++) {
+        const float *g1 = zt_engine_grad(full, i), *g2 = zt_engine_grad(acc, i);
+        for (int64_t j = 0; j < m1->params[i].numel; j++)
+            if (fabsf(g1[j] - g2[j]) > 1e-6f + 1e-4f * fabsf(g1[j]))
+                fail_msg("%s[%lld]: %.8g vs %.8g", m1->params[i].name, (long long)j, g1[j], g2[j]);
+    }
+    zt_engine_free(full);
+    zt_engine_free(acc);
+    zt_model_free(m1);
+    zt_model_free(m2);
+}
+
+static void test_model_api_errors(void **state) {
+    zt_error err = {0};
+    zt_model *m;
+    assert_int_equal(zt_model_create("x", &m, &err), ZT_OK);
+    int64_t shape[2] = {3, 4};
+    int idx;
+    assert_int_equal(zt_model_add_param(m, "w", 2, shape, ZT_INIT_NORMAL, 0.02f, true, &idx, &err), ZT_OK);
+    assert_int_equal(zt_model_add_param(m, "w", 2, shape, ZT_INIT_NORMAL, 0.02f, true, &idx, &err),
+                     ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "declared twice"));
+    int64_t bad[1] = {0};
+    assert_int_equal(zt_model_add_param(m, "z", 1, bad, ZT_INIT_ZEROS, 0, false, &idx, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "z"));
+    int params[1] = {5};
+    static const zt_unit_ops none = {0};
+    assert_int_equal(zt_model_add_unit(m, "u", &none, 0, params, 1, 4, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "undeclared parameter 5"));
+    assert_int_equal(zt_model_find_param(m, "w"), 0);
+    assert_int_equal(zt_model_find_param(m, "nope"), -1);
+    zt_model_free(m);
+
+    zt_gpt2_config c = SMALL;
+    c.n_head = 3;
+    assert_int_equal(zt_gpt2_create(&c, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "multiple of n_head"));
+    zt_gpt2_config p;
+    assert_int_equal(zt_gpt2_preset("gpt5", &p, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "gpt5"));
+    assert_int_equal(zt_gpt2_preset("gpt2-1558M", &p, &err), ZT_OK);
+    assert_int_equal(p.n_layer, 48);
+}
+
+static void test_engine_rejects_bad_batches(void **state) {
+    zt_error err = {0};
+    zt_model *m;
+    zt_engine *e = make_engine(&SMALL, 2, 4, &m);
+    int32_t tok[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    zt_batch b = {.B = 2, .T = 8, .inputs = tok, .targets = tok + 1, .logits_pos = -1};
+    float loss;
+    assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "does not fit"));
+    tok[3] = 999;
+    b.T = 4;
+    assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "999"));
+    zt_engine_options o = {.B = 1, .T = 9, .seed = 1};
+    zt_optimizer_config_default(&o.optim);
+    zt_engine *e2;
+    assert_int_equal(zt_engine_create(m, &o, &e2, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "exceeds"));
+    zt_engine_free(e);
+    zt_model_free(m);
+}
+
+/* Non-finite gradients are reported as ZT_ERR_NUMERICS and the parameters stay untouched. */
+static void test_nonfinite_gradients_skip_the_update(void **state) {
+    zt_error err = {0};
+    zt_model *m;
+    zt_engine *e = make_engine(&SMALL, 1, 4, &m);
+    uint64_t before = zt_engine_param_hash(e);
+    zt_engine_grad(e, 0)[3] = NAN;
+    zt_step_report r;
+    assert_int_equal(zt_engine_step(e, 1e-2f, &r, &err), ZT_ERR_NUMERICS);
+    assert_false(r.finite);
+    assert_true(zt_engine_param_hash(e) == before);
+    zt_engine_free(e);
+    zt_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradients_match_finite_differences),
+        cmocka_unit_test(test_initial_loss_is_ln_vocab),
+        cmocka_unit_test(test_overfits_one_batch),
+        cmocka_unit_test(test_two_runs_are_bit_identical),
+        cmocka_unit_test(test_gradient_accumulation_matches_full_batch),
+        cmocka_unit_test(test_model_api_errors),
+        cmocka_unit_test(test_engine_rejects_bad_batches),
+        cmocka_unit_test(test_nonfinite_gradients_skip_the_update),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """torch_oracle.py - the PyTorch oracle: rebuilds zerotrain's GPT-2 in PyTorch from the parameters
 tool_oracle_dump wrote, runs the same batch, and checks the loss and every parameter's gradient.
 

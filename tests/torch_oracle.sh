@@ -6,6 +6,6 @@ set -euo pipefail
 BUILD="$1"; SRC="$2"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tests/tool_oracle_dump" "$tmp/small.bin"
-python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin"
+/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin"
 "$BUILD/tests/tool_oracle_dump" "$tmp/wide.bin" 1 768 12 50257 256 2 128
-python3 "$SRC/tests/torch_oracle.py" "$tmp/wide.bin"
+/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/wide.bin"

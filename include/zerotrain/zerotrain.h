@@ -218,6 +218,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
 void zt_engine_zero_grad(zt_engine *e);
 
 const zt_model *zt_engine_model(const zt_engine *e);
+const zt_engine_options *zt_engine_options_of(const zt_engine *e);
 float *zt_engine_param(zt_engine *e, int idx); /* full tensor of parameter idx */
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);

@@ -275,6 +275,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
 }
 
 const zt_model *zt_engine_model(const zt_engine *e) { return e->model; }
+const zt_engine_options *zt_engine_options_of(const zt_engine *e) { return &e->opt; }
 float *zt_engine_param(zt_engine *e, int idx) { return e->params + e->offset[idx]; }
 float *zt_engine_grad(zt_engine *e, int idx) { return e->grads + e->offset[idx]; }
 uint64_t zt_engine_step_count(const zt_engine *e) { return e->step; }

@@ -8,6 +8,7 @@
 #include "engine/trainer.h"
 #include "ckpt/weights.h"
 #include "data/sampler.h"
+#include "engine/generate.h"
 #include "metrics/metrics.h"
 #include "metrics/peak.h"
 
@@ -154,6 +155,19 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)cfg->steps, now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)zt_engine_param_hash(e));
+    if (cfg->sample_tokens > 0) {
+        char enc[1024], voc[1024];
+        zt_bpe *bpe = NULL;
+        zt_generate_options go = {.tokens = cfg->sample_tokens, .top_k = 40, .temperature = 0.8f,
+                                  .seed = cfg->seed};
+        fprintf(out, "--- sample (%d tokens, top-k 40, temperature 0.8) ---\n", cfg->sample_tokens);
+        if ((rc = zt_bpe_default_paths(enc, voc, sizeof enc, err)) ||
+            (rc = zt_bpe_load(&bpe, enc, voc, err)) || (rc = zt_generate(e, bpe, "", &go, out, err))) {
+            zt_bpe_free(bpe);
+            goto done;
+        }
+        zt_bpe_free(bpe);
+    }
     if (opts && opts->save_path && opts->save_path[0]) {
         if ((rc = zt_weights_save(e, opts->save_path, err))) goto done;
         fprintf(out, "weights saved to %s\n", opts->save_path);

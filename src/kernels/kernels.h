@@ -1,7 +1,12 @@
 /* kernels.h - the compute kernels of zerotrain, each op's forward and backward side by side in
  * src/kernels/<op>.c (llm.c's layout). Kernels are pure functions of their arguments: no
  * allocation, no globals, no errors (shapes are checked by the caller). They are threaded with
- * OpenMP over a static partition, so that a given thread count always gives the same bits.
+ * OpenMP over a static partition, so that a given thread count always gives the same bits. All
+ * but matmul give the same bits for any thread count too (every reduction is owned by one thread
+ * and runs in a fixed order); matmul's may change with the thread count (OpenBLAS 0.3.21 with its
+ * Haswell kernels blocks single- and multi-threaded products differently; its Cooperlake ones
+ * did not on the shapes tested). Call them outside any OpenMP parallel
+ * region (inside one they run on one thread). Vector helpers: vecmath.h (internal).
  *
  * Shapes: B batch, T sequence length, C channels, OC output channels, NH heads, V vocabulary,
  * N = B*T rows. Argument order: outputs first, then saved values, inputs, weights, sizes; in a
@@ -47,7 +52,9 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 /* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
  * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0). */
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-/* Floats of scratch attention_backward needs. */
+/* Floats of scratch attention_backward needs: min(omp_get_max_threads(), B*NH) * T * T, a (T,T)
+ * dP buffer per thread. It depends on the OpenMP thread setting: ask under the setting that the
+ * backward will run with (attention_backward never uses more threads than it sized for then). */
 size_t attention_scratch_floats(int B, int T, int C, int NH);
 /* dqkv (B,T,3C) = d loss / d qkv (assigned). scratch: attention_scratch_floats(B,T,C,NH). */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,

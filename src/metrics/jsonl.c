@@ -5,10 +5,24 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+
+/* mkdir -p of path's parent directory; errors surface when the file is created. */
+static void make_parent_dirs(const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
+}
 
 int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err) {
     memset(j, 0, sizeof *j);
     snprintf(j->path, sizeof j->path, "%s", path);
+    make_parent_dirs(path);
     j->fp = fopen(path, "w");
     if (!j->fp) return zt_error_set(err, ZT_ERR_IO, "cannot create log %s: %s", path, strerror(errno));
     return ZT_OK;

@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""torch_gpt2.py - PyTorch GPT-2 training-throughput peer for zerotrain (CPU).
+
+Same model as zerotrain's src/model/gpt2.c (llm.c / Hugging Face GPT-2): learned wte (V,C) and
+wpe (maxT,C); pre-LayerNorm blocks (eps 1e-5) with fused QKV Linear(C,3C)+bias, causal softmax
+attention scaled by 1/sqrt(hs), output projection Linear(C,C), MLP Linear(C,4C) -> GELU(tanh) ->
+Linear(4C,C); final LayerNorm; LM head tied to wte (no bias); mean cross-entropy.
+Init as GPT-2: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, LN weight 1.
+AdamW(lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-D parameters only).
+
+One timed step = zero_grad + forward + loss + backward + (grad clip) + optimizer.step.
+Prints one line per step and a final JSON line (impl "pytorch").
+
+Run with a Python that has torch: Debian's python3-torch lives in /usr/bin/python3.
+  /usr/bin/python3 bench/torch_gpt2.py --preset gpt2-124M -B 4 -T 256 --steps 10 --warmup 3
+  ... --dtype bf16            (torch.autocast('cpu', dtype=torch.bfloat16) around the forward)
+  ... --openblas-coretype SkylakeX   (see bench/RESULTS.md: OpenBLAS 0.3.21 picks Haswell here)
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+PRESETS = {  # name: (max_seq_len, vocab_size, n_layer, n_head, n_embd), as src/model/gpt2.c
+    "tiny": (128, 50257, 2, 4, 64),
+    "gpt2-124M": (1024, 50257, 12, 12, 768),
+    "gpt2": (1024, 50257, 12, 12, 768),
+    "gpt2-350M": (1024, 50257, 24, 16, 1024),
+    "gpt2-774M": (1024, 50257, 36, 20, 1280),
+    "gpt2-1558M": (1024, 50257, 48, 25, 1600),
+}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", default="gpt2-124M", choices=sorted(PRESETS))
+    p.add_argument("-B", "--batch", type=int, default=4)
+    p.add_argument("-T", "--seq", type=int, default=256)
+    p.add_argument("--steps", type=int, default=10, help="timed steps (after warm-up)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16 = torch.autocast('cpu', bfloat16) around the forward; "
+                        "parameters, gradients and AdamW stay fp32")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--attn", choices=["auto", "sdpa", "explicit"], default="auto",
+                   help="auto: F.scaled_dot_product_attention (or 1.13's private "
+                        "_scaled_dot_product_attention) when present, else explicit masked softmax")
+    p.add_argument("--grad-clip", type=float, default=1.0,
+                   help="global-norm clip as llm.c / zerotrain do; 0 disables")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--data", default=None,
+                   help="token file in llm.c format (256 int32 header, then uint16 tokens); "
+                        "default: random tokens from --seed")
+    p.add_argument("--openblas-coretype", default=None,
+                   help="set OPENBLAS_CORETYPE before torch loads OpenBLAS (e.g. SkylakeX)")
+    p.add_argument("--json-only", action="store_true", help="print only the final JSON line")
+    return p.parse_args()
+
+
+args = parse_args()
+# Both must be in the environment before torch (and with it OpenBLAS and oneDNN) is loaded.
+os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+if args.openblas_coretype:
+    os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover
+    sys.exit(f"torch_gpt2.py: cannot import torch/numpy with {sys.executable} ({e}); "
+             "Debian's python3-torch is in /usr/bin/python3")
+
+torch.set_num_threads(args.threads)
+
+_SDPA = getattr(F, "scaled_dot_product_attention", None)
+_SDPA_NAME = "F.scaled_dot_product_attention"
+if _SDPA is None:
+    _SDPA = getattr(F, "_scaled_dot_product_attention", None)
+    _SDPA_NAME = "F._scaled_dot_product_attention (torch 1.13 private)"
+if args.attn == "explicit" or (args.attn == "auto" and _SDPA is None):
+    ATTN = "explicit masked softmax"
+elif _SDPA is None:
+    sys.exit("torch_gpt2.py: --attn sdpa asked for but this torch has no scaled_dot_product_attention")
+else:
+    ATTN = _SDPA_NAME
+
+
+def cpu_seconds():
+    """(CPU seconds used by all processes, by this one): their difference over a step is what
+    other programs took from the machine meanwhile (this VM is shared; see bench/RESULTS.md)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        hz = os.sysconf("SC_CLK_TCK")
+        allv = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz
+    except (OSError, ValueError, IndexError):
+        allv = float("nan")
+    return allv, time.process_time()
+
+
+def log(*a):
+    if not args.json_only:
+        print(*a, flush=True)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, C, NH, max_T):
+        super().__init__()
+        self.NH = NH
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.c_proj = nn.Linear(C, C)
+        self.c_proj.RESIDUAL = True
+        if ATTN.startswith("explicit"):
+            mask = torch.tril(torch.ones(max_T, max_T, dtype=torch.bool))
+            self.register_buffer("mask", mask.view(1, 1, max_T, max_T), persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.NH
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.NH, hs).transpose(1, 2)  # (B, NH, T, hs)
+        k = k.view(B, T, self.NH, hs).transpose(1, 2)
+        v = v.view(B, T, self.NH, hs).transpose(1, 2)
+        if ATTN.startswith("explicit"):
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+        elif ATTN.startswith("F.scaled"):
+            y = _SDPA(q, k, v, is_causal=True)  # default scale is 1/sqrt(hs)
+        else:  # 1.13 private: (q, k, v, attn_mask, dropout_p, need_attn_weights, is_causal)
+            y = _SDPA(q, k, v, None, 0.0, False, True)[0]
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, C):
+        super().__init__()
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.c_proj = nn.Linear(4 * C, C)
+        self.c_proj.RESIDUAL = True
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH, max_T):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(C, eps=1e-5)
+        self.attn = CausalSelfAttention(C, NH, max_T)
+        self.ln_2 = nn.LayerNorm(C, eps=1e-5)
+        self.mlp = MLP(C)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, max_T, V, L, NH, C):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(max_T, C)
+        self.h = nn.ModuleList(Block(C, NH, max_T) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C, eps=1e-5)
+        resid_std = 0.02 / math.sqrt(2 * L)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0.0, resid_std if getattr(m, "RESIDUAL", False) else 0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        pos = torch.arange(T, dtype=torch.long)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        logits = F.linear(x, self.wte.weight)  # LM head tied to wte, no bias
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def batches(B, T, V):
+    """Yields (inputs, targets) forever: random tokens from --seed, or --data in order."""
+    if args.data is None:
+        g = torch.Generator().manual_seed(args.seed)
+        while True:
+            tok = torch.randint(0, V, (B, T + 1), generator=g, dtype=torch.long)
+            yield tok[:, :-1], tok[:, 1:]
+    header = np.fromfile(args.data, dtype=np.int32, count=256)
+    if header.size < 3 or header[0] != 20240520:
+        sys.exit(f"torch_gpt2.py: {args.data}: not an llm.c token file (magic {header[:1]})")
+    toks = np.memmap(args.data, dtype=np.uint16, mode="r", offset=256 * 4)[: int(header[2])]
+    n = B * T + 1
+    if toks.size < n:
+        sys.exit(f"torch_gpt2.py: {args.data}: {toks.size} tokens < B*T+1 = {n}")
+    pos = 0
+    while True:
+        if pos + n > toks.size:
+            pos = 0
+        chunk = torch.from_numpy(toks[pos:pos + n].astype(np.int64))
+        pos += B * T
+        yield chunk[:-1].view(B, T), chunk[1:].view(B, T)
+
+
+def main():
+    max_T, V, L, NH, C = PRESETS[args.preset]
+    B, T = args.batch, args.seq
+    if T > max_T:
+        sys.exit(f"torch_gpt2.py: -T {T} > max sequence length {max_T} of {args.preset}")
+    torch.manual_seed(args.seed)
+    model = GPT2(max_T, V, L, NH, C)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    # PaLM-style model FLOPs per token: 6 x (params that take part in matmuls, wte counted once
+    # for the tied head; wpe excluded) + 12 L T C for attention scores and values.
+    n_matmul = n_params - max_T * C
+    flops_per_token = 6 * n_matmul + 12 * L * T * C
+
+    log(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
+        f"mkldnn {torch.backends.mkldnn.is_available()}")
+    log(f"model {args.preset}: L={L} C={C} NH={NH} V={V} maxT={max_T}, {n_params:,} parameters; "
+        f"B={B} T={T}, dtype {args.dtype}, attention: {ATTN}, grad clip {args.grad_clip or 'off'}, "
+        f"data: {args.data or f'random tokens (seed {args.seed})'}")
+
+    data = batches(B, T, V)
+    times, others = [], []
+    for step in range(args.warmup + args.steps):
+        x, y = next(data)
+        all0, self0 = cpu_seconds()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        if args.dtype == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(x, y)
+        else:
+            loss = model(x, y)
+        loss.backward()
+        norm = float("nan")
+        if args.grad_clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip))
+        opt.step()
+        lossv = loss.item()
+        dt = time.perf_counter() - t0
+        all1, self1 = cpu_seconds()
+        other = max(0.0, ((all1 - all0) - (self1 - self0)) / dt)
+        timed = step >= args.warmup
+        if timed:
+            times.append(dt)
+            others.append(other)
+        log(f"step {step + 1:3d}/{args.warmup + args.steps} {'timed ' if timed else 'warmup'} "
+            f"loss {lossv:.4f} norm {norm:.3f} {dt * 1e3:9.1f} ms {B * T / dt:8.1f} tok/s  "
+            f"(other processes: {other:.2f} CPUs)")
+
+    med = statistics.median(times)
+    out = {
+        "impl": "pytorch",
+        "version": torch.__version__,
+        "dtype": args.dtype,
+        "threads": torch.get_num_threads(),
+        "preset": args.preset,
+        "B": B,
+        "T": T,
+        "attention": ATTN,
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+        "tok_per_s_median": round(B * T / med, 2),
+        "step_ms_median": round(med * 1e3, 2),
+        "step_ms_min": round(min(times) * 1e3, 2),
+        "gflops": round(flops_per_token * B * T / med * 1e-9, 1),
+        "flops_per_token": flops_per_token,
+        "steps": len(times),
+        "warmup": args.warmup,
+        "final_loss": round(lossv, 4),
+        "other_cpus_median": round(statistics.median(others), 2),
+        "other_cpus_max": round(max(others), 2),
+    }
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

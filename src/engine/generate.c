@@ -1,0 +1,86 @@
+/* generate.c - top-k / temperature sampling on the engine (see generate.h). */
+#include "engine/generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Picks a token from logits (V): the k largest (k <= 0: all), softmax at temperature, one draw. */
+static int pick(const float *logits, int V, int k, float temperature, uint64_t *rng, int *idx,
+                double *prob) {
+    if (k <= 0 || k > V) k = V;
+    for (int i = 0; i < V; i++) idx[i] = i;
+    int sorted = k < V ? k : 1; /* with the full vocabulary only the maximum needs to be first */
+    for (int i = 0; i < sorted; i++) {
+        int best = i;
+        for (int j = i + 1; j < V; j++)
+            if (logits[idx[j]] > logits[idx[best]]) best = j;
+        int t = idx[i];
+        idx[i] = idx[best];
+        idx[best] = t;
+    }
+    if (temperature <= 0) return idx[0];
+    double maxv = logits[idx[0]], sum = 0;
+    for (int i = 0; i < k; i++) sum += prob[i] = exp((logits[idx[i]] - maxv) / temperature);
+    double u = (double)(rng_next(rng) >> 11) / 9007199254740992.0 * sum, c = 0;
+    for (int i = 0; i < k; i++)
+        if ((c += prob[i]) >= u) return idx[i];
+    return idx[k - 1];
+}
+
+int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate_options *o, FILE *out,
+                zt_error *err) {
+    const zt_model *m = zt_engine_model(e);
+    int V = m->vocab_size, context = zt_engine_options_of(e)->T;
+    uint16_t *ptok = NULL;
+    size_t np = 0;
+    int rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
+    if (rc) return rc;
+    size_t total = np + 1 + (size_t)o->tokens;
+    int32_t *ctx = malloc(total * sizeof *ctx);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *prob = malloc((size_t)V * sizeof *prob);
+    int *idx = malloc((size_t)V * sizeof *idx);
+    if (!ctx || !logits || !prob || !idx) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "generate: out of memory");
+        goto out;
+    }
+    int n = 0;
+    ctx[n++] = ZT_BPE_EOT; /* documents start with <|endoftext|> in our token files */
+    for (size_t i = 0; i < np; i++) ctx[n++] = ptok[i];
+    uint64_t rng = o->seed;
+    fputs(prompt, out);
+    for (int g = 0; g < o->tokens; g++) {
+        int start = n > context ? n - context : 0;
+        zt_batch b = {.B = 1, .T = n - start, .inputs = ctx + start, .logits_pos = -1};
+        if ((rc = zt_engine_forward(e, &b, NULL, logits, err))) goto out;
+        int t = pick(logits, V, o->top_k, o->temperature, &rng, idx, prob);
+        ctx[n++] = t;
+        if (t == ZT_BPE_EOT) {
+            fputs("\n<|endoftext|>\n", out);
+        } else {
+            uint16_t t16 = (uint16_t)t;
+            char *piece = NULL;
+            size_t plen = 0;
+            if ((rc = zt_bpe_decode(bpe, &t16, 1, &piece, &plen, err))) goto out;
+            fwrite(piece, 1, plen, out);
+            free(piece);
+        }
+        fflush(out);
+    }
+    fputc('\n', out);
+out:
+    free(ptok);
+    free(ctx);
+    free(logits);
+    free(prob);
+    free(idx);
+    return rc;
+}

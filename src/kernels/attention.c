@@ -1,0 +1,157 @@
+/* attention.c - causal multi-head self-attention through GEMMs: attention_forward /
+ * attention_backward (see kernels.h).
+ *
+ * Per (b, h) pair, with Q, K, V the (T, hs) head slices of qkv (row stride 3C) and scale = 1/sqrt(hs):
+ *   forward   S = scale Q K^T,  P = causal_softmax(S) (saved in att, 0 above the diagonal),
+ *             O = P V (written into out with row stride C)
+ *   backward  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)) * scale,
+ *             dQ = dS K,  dK = dS^T Q,  dV = P^T dO (written into dqkv, row stride 3C)
+ *
+ * Causal blocking: rows are cut into blocks of ATT_TB. Row block i only needs the key columns
+ * 0 .. end of block i, so each GEMM over rows runs on that lower block triangle, and each GEMM
+ * over key columns (dK, dV) only on the rows from that column block down: with T = 256 this does
+ * 10/16 of the full square's flops (the exact triangle would be 8/16).
+ *
+ * Threads: the B*NH pairs are split statically over the OpenMP threads; inside, cblas_sgemm runs
+ * single-threaded (OpenBLAS's OpenMP build does that inside a parallel region). No pair's result
+ * depends on which thread computed it, so the bits do not depend on the thread count.
+ *
+ * Scratch: backward keeps dP/dS (T, T) per thread; attention_scratch_floats returns
+ * min(omp_get_max_threads(), B*NH) * T * T, and attention_backward runs with at most that many
+ * threads, read again from omp_get_max_threads(): size the scratch under the thread setting the
+ * backward will run with.
+ */
+#include <cblas.h>
+
+#include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+
+#ifndef ATT_TB
+#define ATT_TB 64 /* rows per causal block */
+#endif
+
+/* row[0..n) = softmax(row[0..n)); row[n..T) = 0 */
+static void causal_softmax_row(float *row, int n, int T)
+{
+    int i;
+    zt_vf vmax = zt_vset1(-INFINITY);
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        vmax = zt_vmax(vmax, zt_vload(row + i));
+    if (i < n)
+        vmax = zt_vmax(vmax, zt_vloadn(row + i, n - i, -INFINITY));
+    zt_vf m = zt_vset1(zt_vhmax(vmax));
+    zt_vf acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL) {
+        zt_vf e = zt_vexp(zt_vsub(zt_vload(row + i), m));
+        acc = zt_vadd(acc, e);
+        zt_vstore(row + i, e);
+    }
+    if (i < n) {
+        zt_vf e = zt_vexp(zt_vsub(zt_vloadn(row + i, n - i, -INFINITY), m)); /* spare lanes: 0 */
+        acc = zt_vadd(acc, e);
+        zt_vstoren(row + i, e, n - i);
+    }
+    zt_vf inv = zt_vset1(1.0f / zt_vhsum(acc));
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(row + i, zt_vmul(zt_vload(row + i), inv));
+    if (i < n)
+        zt_vstoren(row + i, zt_vmul(zt_vloadn(row + i, n - i, 0.0f), inv), n - i);
+    for (i = n; i < T; i++)
+        row[i] = 0.0f;
+}
+
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+        const float *k = q + C, *v = q + 2 * C;
+        float *P = att + (size_t)bh * T * T;
+        float *o = out + (size_t)b * T * C + (size_t)h * hs;
+        for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+            int m = T - i0 < ATT_TB ? T - i0 : ATT_TB, ncols = i0 + m;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols, hs, scale,
+                        q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
+            for (int t = i0; t < i0 + m; t++)
+                causal_softmax_row(P + (size_t)t * T, t + 1, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols, 1.0f,
+                        P + (size_t)i0 * T, T, v, C3, 0.0f, o + (size_t)i0 * C, C);
+        }
+    }
+}
+
+static int attention_threads(int B, int NH)
+{
+    int nt = zt_max_threads();
+    return nt < B * NH ? nt : B * NH;
+}
+
+size_t attention_scratch_floats(int B, int T, int C, int NH)
+{
+    (void)C;
+    return (size_t)attention_threads(B, NH) * (size_t)T * (size_t)T;
+}
+
+/* in place over row[0..ncols): dS = P * (dP - sum_{j<n} dP P) * scale for j < n, 0 for j >= n */
+static void softmax_backward_row(float *row, const float *p, int n, int ncols, float scale)
+{
+    int i;
+    zt_vf acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        acc = zt_vfmadd(zt_vload(row + i), zt_vload(p + i), acc);
+    if (i < n)
+        acc = zt_vfmadd(zt_vloadn(row + i, n - i, 0.0f), zt_vloadn(p + i, n - i, 0.0f), acc);
+    zt_vf dot = zt_vset1(zt_vhsum(acc)), vs = zt_vset1(scale);
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(row + i, zt_vmul(zt_vmul(zt_vload(p + i), zt_vsub(zt_vload(row + i), dot)), vs));
+    if (i < n)
+        zt_vstoren(row + i,
+                   zt_vmul(zt_vmul(zt_vloadn(p + i, n - i, 0.0f),
+                                   zt_vsub(zt_vloadn(row + i, n - i, 0.0f), dot)),
+                           vs),
+                   n - i);
+    for (i = n; i < ncols; i++)
+        row[i] = 0.0f;
+}
+
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH)
+{
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel num_threads(attention_threads(B, NH))
+    {
+        float *dS = scratch + (size_t)zt_thread_num() * T * T;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            size_t off = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+            const float *P = att + (size_t)bh * T * T;
+            const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+            /* row blocks: dP = dO V^T, dS in place, dQ = dS K */
+            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+                int m = T - i0 < ATT_TB ? T - i0 : ATT_TB, ncols = i0 + m;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols, hs, 1.0f,
+                            dO + (size_t)i0 * C, C, v, C3, 0.0f, dS + (size_t)i0 * T, T);
+                for (int t = i0; t < i0 + m; t++)
+                    softmax_backward_row(dS + (size_t)t * T, P + (size_t)t * T, t + 1, ncols, scale);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols, 1.0f,
+                            dS + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+            }
+            /* column blocks: dV = P^T dO, dK = dS^T Q over the rows from the block down */
+            for (int j0 = 0; j0 < T; j0 += ATT_TB) {
+                int m = T - j0 < ATT_TB ? T - j0 : ATT_TB, nrows = T - j0;
+                size_t corner = (size_t)j0 * T + j0;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, hs, nrows, 1.0f, P + corner,
+                            T, dO + (size_t)j0 * C, C, 0.0f, dv + (size_t)j0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, hs, nrows, 1.0f, dS + corner,
+                            T, q + (size_t)j0 * C3, C3, 0.0f, dk + (size_t)j0 * C3, C3);
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/* encoder.c - token + position embedding: encoder_forward / encoder_backward (see kernels.h).
+ *
+ * Forward is a row-parallel vector add. Backward is a scatter-add by token id, so two rows with
+ * the same token write the same dwte row: threads split the channels instead of the rows, and each
+ * thread walks the rows in (b, t) order over its channel slice. Every dwte/dwpe element is thus a
+ * sum in (b, t) order whatever the thread count: the bits never depend on it.
+ */
+#include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+
+/* dst[0..n) = a + b */
+static void add_row(float *dst, const float *a, const float *b, int n)
+{
+    int i = 0;
+    for (; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(dst + i, zt_vadd(zt_vload(a + i), zt_vload(b + i)));
+    if (i < n)
+        zt_vstoren(dst + i, zt_vadd(zt_vloadn(a + i, n - i, 0.0f), zt_vloadn(b + i, n - i, 0.0f)),
+                   n - i);
+}
+
+void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
+                     int T, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + (size_t)t * C, C);
+    }
+}
+
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
+                      int C)
+{
+#pragma omp parallel
+    {
+        size_t c0, c1;
+        zt_split_range((size_t)C, ZT_VL, zt_thread_num(), zt_num_threads(), &c0, &c1);
+        int n = (int)(c1 - c0);
+        if (n > 0) {
+            for (int bt = 0; bt < B * T; bt++) {
+                const float *d = dout + (size_t)bt * C + c0;
+                float *we = dwte + (size_t)inp[bt] * C + c0;
+                float *pe = dwpe + (size_t)(bt % T) * C + c0;
+                add_row(we, we, d, n);
+                add_row(pe, pe, d, n);
+            }
+        }
+    }
+}

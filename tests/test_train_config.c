@@ -1,0 +1,772 @@
+/* test_train_config.c - the native YAML training config (src/config/train_config.c): defaults,
+ * every key from YAML and from --set, preset-then-override order, min_lr following lr, every error
+ * class with its exact message, cross-field validation, the example files, and the key table
+ * against docs/config-train.md. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config/train_config.h"
+
+#define TRAIN "data:\n  train: data/kjv_train.bin\n"
+
+static int parse(zt_train_config *c, const char *yaml, zt_error *err) {
+    return zt_train_config_parse(c, yaml, strlen(yaml), "t.yaml", err);
+}
+
+static void expect_ok(zt_train_config *c, const char *yaml) {
+    zt_error err = {0};
+    int rc = parse(c, yaml, &err);
+    if (rc != ZT_OK) fail_msg("unexpected error %d: %s\n--- yaml ---\n%s", rc, err.msg, yaml);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+
+static void test_defaults(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_train_config_default(&c);
+    zt_gpt2_config tiny;
+    zt_error err = {0};
+    assert_int_equal(zt_gpt2_preset("tiny", &tiny, &err), ZT_OK);
+    assert_string_equal(c.model_preset, "tiny");
+    assert_memory_equal(&c.model, &tiny, sizeof tiny);
+    assert_string_equal(c.train_path, "");
+    assert_string_equal(c.val_path, "");
+    assert_int_equal(c.micro_batch, 4);
+    assert_int_equal(c.seq_len, 64);
+    assert_int_equal(c.grad_accum, 1);
+    assert_int_equal(c.steps, 100);
+    assert_int_equal(c.seed, 1337);
+    assert_true(c.lr.max_lr == 3e-4f);
+    assert_true(c.lr.min_lr == 3e-4f / 10.0f);
+    assert_int_equal(c.lr.warmup_steps, 0);
+    assert_int_equal(c.lr.total_steps, 100);
+    assert_int_equal(c.lr.decay, ZT_LR_COSINE);
+    assert_int_equal(c.optim.kind, ZT_OPT_ADAMW);
+    assert_true(c.optim.beta1 == 0.9f);
+    assert_true(c.optim.beta2 == 0.95f);
+    assert_true(c.optim.eps == 1e-8f);
+    assert_true(c.optim.weight_decay == 0.1f);
+    assert_true(c.optim.momentum == 0.0f);
+    assert_false(c.optim.nesterov);
+    assert_true(c.optim.grad_clip == 1.0f);
+    assert_int_equal(c.eval_every, 0);
+    assert_int_equal(c.eval_batches, 8);
+    assert_string_equal(c.log_path, "");
+    assert_int_equal(c.print_every, 1);
+    assert_int_equal(c.sample_tokens, 0);
+
+    /* the defaults lack only data.train */
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "data.train: missing"));
+    strcpy(c.train_path, "x.bin");
+    if (c.seq_len > c.model.max_seq_len) c.seq_len = c.model.max_seq_len;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_OK);
+
+    /* parse starts from the defaults: a file with only data.train changes only that */
+    zt_train_config d, want;
+    zt_train_config_default(&want);
+    strcpy(want.train_path, "data/kjv_train.bin");
+    if (want.seq_len <= want.model.max_seq_len) {
+        expect_ok(&d, TRAIN);
+        assert_memory_equal(&d, &want, sizeof d);
+    }
+}
+
+/* Every key, none at its default. */
+static const char *ALL_KEYS =
+    "model:\n"
+    "  preset: gpt2-124M\n"
+    "  n_layer: 3\n"
+    "  n_head: 6\n"
+    "  n_embd: 96\n"
+    "  vocab_size: 50304\n"
+    "  max_seq_len: 512\n"
+    "data:\n"
+    "  train: data/a.bin\n"
+    "  val: 'data/b c.bin'\n"
+    "training:\n"
+    "  micro_batch_size: 8\n"
+    "  seq_len: 128\n"
+    "  gradient_accumulation_steps: 2\n"
+    "  steps: 5000000000\n"
+    "  seed: 18446744073709551615\n"
+    "  lr: 6e-4\n"
+    "  min_lr: 1.5e-5\n"
+    "  warmup_steps: 700\n"
+    "  decay: linear\n"
+    "  grad_clip: 0\n"
+    "optimizer:\n"
+    "  type: SGD\n"
+    "  beta1: 0.8\n"
+    "  beta2: 0.99\n"
+    "  eps: 1e-6\n"
+    "  weight_decay: 0.0\n"
+    "  momentum: 0.85\n"
+    "  nesterov: yes\n"
+    "eval:\n"
+    "  every: 50\n"
+    "  batches: 3\n"
+    "logging:\n"
+    "  jsonl: \"runs/x.jsonl\"\n"
+    "  print_every: 10\n"
+    "sample:\n"
+    "  tokens: 33\n";
+
+static void check_all_keys(const zt_train_config *c) {
+    assert_string_equal(c->model_preset, "gpt2-124M");
+    assert_int_equal(c->model.n_layer, 3);
+    assert_int_equal(c->model.n_head, 6);
+    assert_int_equal(c->model.n_embd, 96);
+    assert_int_equal(c->model.vocab_size, 50304);
+    assert_int_equal(c->model.max_seq_len, 512);
+    assert_string_equal(c->train_path, "data/a.bin");
+    assert_string_equal(c->val_path, "data/b c.bin");
+    assert_int_equal(c->micro_batch, 8);
+    assert_int_equal(c->seq_len, 128);
+    assert_int_equal(c->grad_accum, 2);
+    assert_true(c->steps == 5000000000LL);
+    assert_true(c->lr.total_steps == 5000000000LL);
+    assert_true(c->seed == UINT64_MAX);
+    assert_true(c->lr.max_lr == 6e-4f);
+    assert_true(c->lr.min_lr == 1.5e-5f);
+    assert_int_equal(c->lr.warmup_steps, 700);
+    assert_int_equal(c->lr.decay, ZT_LR_LINEAR);
+    assert_true(c->optim.grad_clip == 0.0f);
+    assert_int_equal(c->optim.kind, ZT_OPT_SGD);
+    assert_true(c->optim.beta1 == 0.8f);
+    assert_true(c->optim.beta2 == 0.99f);
+    assert_true(c->optim.eps == 1e-6f);
+    assert_true(c->optim.weight_decay == 0.0f);
+    assert_true(c->optim.momentum == 0.85f);
+    assert_true(c->optim.nesterov);
+    assert_int_equal(c->eval_every, 50);
+    assert_int_equal(c->eval_batches, 3);
+    assert_string_equal(c->log_path, "runs/x.jsonl");
+    assert_int_equal(c->print_every, 10);
+    assert_int_equal(c->sample_tokens, 33);
+}
+
+static void test_every_key_parses(void **state) {
+    (void)state;
+    zt_train_config c;
+    expect_ok(&c, ALL_KEYS);
+    check_all_keys(&c);
+}
+
+/* The same values through --set give the same struct, byte for byte. */
+static void test_every_key_sets(void **state) {
+    (void)state;
+    static const char *sets[] = {
+        "model.preset=gpt2-124M", "model.n_layer=3", "model.n_head=6", "model.n_embd=96",
+        "model.vocab_size=50304", "model.max_seq_len=512", "data.train=data/a.bin",
+        "data.val=data/b c.bin", "training.micro_batch_size=8", "training.seq_len=128",
+        "training.gradient_accumulation_steps=2", "training.steps=5000000000",
+        "training.seed=18446744073709551615", "training.lr=6e-4", "training.min_lr=1.5e-5",
+        "training.warmup_steps=700", "training.decay=linear", "training.grad_clip=0",
+        "optimizer.type=sgd", "optimizer.beta1=0.8", "optimizer.beta2=0.99", "optimizer.eps=1e-6",
+        "optimizer.weight_decay=0.0", "optimizer.momentum=0.85", "optimizer.nesterov=true",
+        "eval.every=50", "eval.batches=3", "logging.jsonl=runs/x.jsonl", "logging.print_every=10",
+        "sample.tokens=33"};
+    zt_train_config a, b;
+    zt_error err = {0};
+    expect_ok(&a, ALL_KEYS);
+    zt_train_config_default(&b);
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        if (zt_train_config_set(&b, sets[i], &err) != ZT_OK) fail_msg("%s: %s", sets[i], err.msg);
+    check_all_keys(&b);
+    assert_memory_equal(&a, &b, sizeof a);
+    assert_int_equal(zt_train_config_validate(&b, &err), ZT_OK);
+}
+
+static void test_preset_then_overrides(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_gpt2_config g;
+    zt_error err = {0};
+    assert_int_equal(zt_gpt2_preset("gpt2-124M", &g, &err), ZT_OK);
+    /* the override comes before the preset in the file: the preset still applies first */
+    expect_ok(&c, "model:\n  n_layer: 2\n  preset: gpt2-124M\n" TRAIN
+                  "training:\n  seq_len: 256\n");
+    assert_int_equal(c.model.n_layer, 2);
+    assert_int_equal(c.model.n_head, g.n_head);
+    assert_int_equal(c.model.n_embd, g.n_embd);
+    assert_int_equal(c.model.vocab_size, g.vocab_size);
+    assert_int_equal(c.model.max_seq_len, g.max_seq_len);
+    /* model section after the others */
+    expect_ok(&c, TRAIN "model:\n  max_seq_len: 100\n  preset: gpt2\n  vocab_size: 1000\n"
+                        "training:\n  seq_len: 100\n");
+    assert_string_equal(c.model_preset, "gpt2");
+    assert_int_equal(c.model.max_seq_len, 100);
+    assert_int_equal(c.model.vocab_size, 1000);
+    assert_int_equal(c.model.n_layer, g.n_layer);
+    /* every preset name the header lists */
+    static const char *names[] = {"tiny", "gpt2-124M", "gpt2", "gpt2-350M", "gpt2-774M",
+                                  "gpt2-1558M"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char y[256];
+        snprintf(y, sizeof y, "model: {preset: %s}\n" TRAIN "training: {seq_len: 16}\n", names[i]);
+        expect_ok(&c, y);
+        assert_int_equal(zt_gpt2_preset(names[i], &g, &err), ZT_OK);
+        assert_memory_equal(&c.model, &g, sizeof g);
+    }
+    /* --set model.preset resets the model fields to the preset */
+    expect_ok(&c, "model:\n  preset: gpt2\n  n_layer: 2\n" TRAIN);
+    assert_int_equal(zt_train_config_set(&c, "model.preset=gpt2-350M", &err), ZT_OK);
+    assert_int_equal(zt_gpt2_preset("gpt2-350M", &g, &err), ZT_OK);
+    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_string_equal(c.model_preset, "gpt2-350M");
+}
+
+static void test_min_lr_follows_lr(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    expect_ok(&c, TRAIN "training:\n  lr: 1e-3\n");
+    assert_true(c.lr.min_lr == 1e-3f / 10.0f);
+    /* explicit min_lr wins whatever the order, even when it equals the default */
+    expect_ok(&c, TRAIN "training:\n  min_lr: 3e-5\n  lr: 1e-3\n");
+    assert_true(c.lr.min_lr == 3e-5f);
+    expect_ok(&c, TRAIN "training:\n  lr: 1e-3\n  min_lr: 0\n");
+    assert_true(c.lr.min_lr == 0.0f);
+    /* --set lr: min_lr follows while it is still lr/10 */
+    expect_ok(&c, TRAIN "training:\n  lr: 1e-3\n");
+    assert_int_equal(zt_train_config_set(&c, "training.lr=2e-3", &err), ZT_OK);
+    assert_true(c.lr.min_lr == 2e-3f / 10.0f);
+    assert_int_equal(zt_train_config_set(&c, "training.min_lr=1e-5", &err), ZT_OK);
+    assert_int_equal(zt_train_config_set(&c, "training.lr=5e-3", &err), ZT_OK);
+    assert_true(c.lr.min_lr == 1e-5f);
+    /* steps drives the schedule's total */
+    assert_int_equal(zt_train_config_set(&c, "training.steps=321", &err), ZT_OK);
+    assert_int_equal(c.lr.total_steps, 321);
+}
+
+static void test_scalar_forms(void **state) {
+    (void)state;
+    zt_train_config c;
+    /* flow style, comments, +sign, booleans in each spelling, null/empty optional paths */
+    expect_ok(&c, "# a comment\n"
+                  "data: {train: a.bin, val: ~}\n"
+                  "training: {steps: +20, lr: .5, min_lr: 5e-2}   # trailing\n"
+                  "optimizer: {type: sgd, momentum: 0.5, nesterov: True}\n"
+                  "logging:\n  jsonl:\n"
+                  "eval:\n"
+                  "sample:\n");
+    assert_int_equal(c.steps, 20);
+    assert_true(c.lr.max_lr == 0.5f);
+    assert_string_equal(c.val_path, "");
+    assert_string_equal(c.log_path, "");
+    assert_true(c.optim.nesterov);
+    const char *bools[][2] = {{"true", "1"}, {"false", "0"}, {"yes", "1"}, {"no", "0"},
+                              {"YES", "1"}, {"False", "0"}};
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
+        char y[256];
+        snprintf(y, sizeof y, TRAIN "optimizer: {momentum: 0.9, nesterov: %s}\n", bools[i][0]);
+        expect_ok(&c, y);
+        assert_int_equal(c.optim.nesterov, bools[i][1][0] == '1');
+    }
+    /* a path of exactly ZT_PATH_MAX - 1 bytes fits */
+    char *y = malloc(ZT_PATH_MAX + 64);
+    assert_non_null(y);
+    int n = snprintf(y, ZT_PATH_MAX + 64, "data:\n  train: ");
+    memset(y + n, 'p', ZT_PATH_MAX - 1);
+    strcpy(y + n + ZT_PATH_MAX - 1, "\n");
+    expect_ok(&c, y);
+    assert_int_equal(strlen(c.train_path), ZT_PATH_MAX - 1);
+    free(y);
+    /* an empty file: defaults, then data.train is missing */
+    zt_error err = {0};
+    assert_int_equal(zt_train_config_parse(&c, "", 0, "e.yaml", &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "e.yaml: data.train: missing: set the training token file "
+                                 "(data: train: PATH, or --set data.train=PATH)");
+}
+
+/* Every error class: the exact message (or its distinctive part) and an unchanged *c. */
+typedef struct bad_case {
+    const char *yaml;
+    const char *msg; /* substring of err.msg */
+} bad_case;
+
+static const bad_case BAD[] = {
+    /* wrong scalar types and ranges */
+    {TRAIN "training:\n  steps: ten\n",
+     "t.yaml:4:10: training.steps: expected a positive integer, got \"ten\""},
+    {TRAIN "training:\n  steps: 1.5\n",
+     "t.yaml:4:10: training.steps: expected a positive integer, got \"1.5\""},
+    {TRAIN "training:\n  steps: -5\n", "training.steps: expected a positive integer, got \"-5\""},
+    {TRAIN "training:\n  steps: 0\n", "training.steps: expected a positive integer, got \"0\""},
+    {TRAIN "training:\n  steps: 99999999999999999999\n",
+     "training.steps: expected a positive integer, got \"99999999999999999999\""},
+    {TRAIN "training:\n  steps: \"10\"\n",
+     "training.steps: expected a positive integer, got \"10\" (a quoted string)"},
+    {TRAIN "training:\n  steps: 1e3\n", "training.steps: expected a positive integer, got \"1e3\""},
+    {TRAIN "training:\n  steps: 0x10\n",
+     "training.steps: expected a positive integer, got \"0x10\""},
+    {TRAIN "training:\n  steps:\n", "training.steps: expected a positive integer, got \"\""},
+    {TRAIN "training:\n  steps: null\n",
+     "training.steps: expected a positive integer, got \"null\""},
+    {TRAIN "training:\n  micro_batch_size: 70000\n",
+     "training.micro_batch_size: expected an integer in [1, 65536], got \"70000\""},
+    {TRAIN "training:\n  warmup_steps: -1\n",
+     "training.warmup_steps: expected a non-negative integer, got \"-1\""},
+    {TRAIN "eval:\n  every: 3000000000\n",
+     "eval.every: expected a non-negative integer, got \"3000000000\""},
+    {TRAIN "training:\n  seed: -1\n",
+     "training.seed: expected a non-negative integer below 2^64, got \"-1\""},
+    {TRAIN "training:\n  seed: 18446744073709551616\n",
+     "training.seed: expected a non-negative integer below 2^64"},
+    {TRAIN "training:\n  lr: 0\n",
+     "t.yaml:4:7: training.lr: expected a positive number, got \"0\""},
+    {TRAIN "training:\n  lr: -1e-3\n", "training.lr: expected a positive number, got \"-1e-3\""},
+    {TRAIN "training:\n  lr: 1e-50\n", "training.lr: expected a positive number, got \"1e-50\""},
+    {TRAIN "training:\n  lr: 1e39\n", "training.lr: expected a positive number, got \"1e39\""},
+    {TRAIN "training:\n  lr: .inf\n", "training.lr: expected a positive number, got \".inf\""},
+    {TRAIN "training:\n  lr: nan\n", "training.lr: expected a positive number, got \"nan\""},
+    {TRAIN "training:\n  lr: abc\n", "training.lr: expected a positive number, got \"abc\""},
+    {TRAIN "training:\n  lr: 1e-3x\n", "training.lr: expected a positive number, got \"1e-3x\""},
+    {TRAIN "training:\n  grad_clip: -1\n",
+     "training.grad_clip: expected a non-negative number, got \"-1\""},
+    {TRAIN "optimizer:\n  beta1: 1\n", "optimizer.beta1: expected a number in [0, 1), got \"1\""},
+    {TRAIN "optimizer:\n  beta2: -0.1\n",
+     "optimizer.beta2: expected a number in [0, 1), got \"-0.1\""},
+    {TRAIN "optimizer:\n  eps: 0\n", "optimizer.eps: expected a positive number, got \"0\""},
+    {TRAIN "optimizer:\n  momentum: 1.0\n",
+     "optimizer.momentum: expected a number in [0, 1), got \"1.0\""},
+    {TRAIN "optimizer:\n  nesterov: maybe\n",
+     "t.yaml:4:13: optimizer.nesterov: expected true or false (or yes/no), got \"maybe\""},
+    {TRAIN "optimizer:\n  nesterov: 1\n",
+     "optimizer.nesterov: expected true or false (or yes/no), got \"1\""},
+    /* enums list their values */
+    {TRAIN "optimizer:\n  type: adam\n",
+     "t.yaml:4:9: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd)"},
+    {TRAIN "training:\n  decay: step\n",
+     "training.decay: unknown value \"step\" (allowed: cosine, linear, constant)"},
+    {"model:\n  preset: gpt3\n" TRAIN, "t.yaml:2:11: model.preset: unknown preset \"gpt3\" (allowed: tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M)"},
+    {"model:\n  preset:\n" TRAIN, "model.preset: unknown preset \"\""},
+    /* unknown sections and keys */
+    {TRAIN "trainig:\n  steps: 10\n",
+     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample)"},
+    {TRAIN "steps: 10\n", "t.yaml:3:1: steps: unknown section; did you mean training.steps?"},
+    {TRAIN "training.steps: 10\n",
+     "t.yaml:3:1: training.steps: dotted keys are for --set; in YAML write it nested: training: then steps:"},
+    {TRAIN "training:\n  stesp: 10\n",
+     "t.yaml:4:3: training.stesp: unknown key; did you mean training.steps? (training keys: micro_batch_size, seq_len, gradient_accumulation_steps, steps, seed, lr, min_lr, warmup_steps, decay, grad_clip)"},
+    {TRAIN "training:\n  beta1: 0.9\n",
+     "training.beta1: unknown key; did you mean optimizer.beta1?"},
+    {TRAIN "optimizer:\n  zzz: 1\n",
+     "optimizer.zzz: unknown key (optimizer keys: type, beta1, beta2, eps, weight_decay, momentum, nesterov)"},
+    /* duplicates */
+    {TRAIN "training:\n  steps: 10\n  steps: 20\n",
+     "t.yaml:5:3: training.steps: duplicate key (first at line 4)"},
+    {TRAIN "training: {steps: 1}\ntraining: {lr: 1}\n",
+     "t.yaml:4:1: training: duplicate section (first at line 3)"},
+    {TRAIN "model:\n  preset: tiny\n  preset: gpt2\n",
+     "t.yaml:5:3: model.preset: duplicate key (first at line 4)"},
+    /* structure */
+    {TRAIN "training: 5\n",
+     "t.yaml:3:11: training: expected a mapping of training keys (micro_batch_size, seq_len,"},
+    {TRAIN "training:\n  - steps\n", "t.yaml:4:3: training: expected a mapping of training keys"},
+    {TRAIN "training:\n  steps: [1, 2]\n",
+     "t.yaml:4:10: training.steps: expected a positive integer, got a sequence"},
+    {"data:\n  train: {a: 1}\n",
+     "t.yaml:2:10: data.train: expected a non-empty path shorter than 1024 bytes, got a mapping"},
+    {"- data\n- training\n",
+     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample), got a sequence"},
+    {"just text\n", "t.yaml:1:1: expected a mapping of sections"},
+    {TRAIN "? [a, b]\n: 1\n", "t.yaml:3:3: expected a section name, got a sequence"},
+    {TRAIN "training:\n  ? [a]\n  : 1\n",
+     "t.yaml:4:5: training: expected a key name, got a sequence"},
+    /* YAML syntax */
+    {TRAIN "training:\n  steps: 10\n lr: 1\n",
+     "t.yaml:5:2: YAML syntax error: did not find expected key (while parsing a block mapping at line 1)"},
+    {"data:\n  train: [a.bin\n", "t.yaml:3:1: YAML syntax error: did not find expected ',' or ']'"},
+    {"data: \"abc\n", "YAML syntax error: found unexpected end of stream"},
+    {"a: *nope\n", "t.yaml:1:4: YAML syntax error: found undefined alias"},
+    {"data:\n\ttrain: a\n", "YAML syntax error: found character that cannot start any token"},
+    {TRAIN "---\ntraining: {steps: 1}\n",
+     "t.yaml:4:1: a second YAML document: a config is one document"},
+    /* strings */
+    {"data:\n  train: \"a\\0b\"\n", "t.yaml:2:10: data.train: the value contains a NUL byte"},
+    {"data:\n  train: \"\"\n",
+     "t.yaml:2:10: data.train: expected a non-empty path shorter than 1024 bytes, got an empty value"},
+    /* cross-field validation, located at the key the file set */
+    {"data: {train: a}\ntraining:\n  seq_len: 100000\n",
+     "t.yaml:3:3: training.seq_len: 100000 exceeds model.max_seq_len ("},
+    {TRAIN "training:\n  steps: 10\n  warmup_steps: 11\n",
+     "t.yaml:5:3: training.warmup_steps: 11 exceeds training.steps (10)"},
+    {TRAIN "model:\n  n_embd: 100\n  n_head: 3\n",
+     "t.yaml:5:3: model.n_head: 3 does not divide model.n_embd (100)"},
+    {TRAIN "training:\n  lr: 1e-3\n  min_lr: 2e-3\n",
+     "t.yaml:5:3: training.min_lr: 0.002 exceeds training.lr (0.001)"},
+    {TRAIN "eval:\n  every: 10\n",
+     "t.yaml:4:3: eval.every: 10 needs a validation file: set data.val (or eval.every: 0)"},
+    {TRAIN "optimizer:\n  type: sgd\n  nesterov: true\n",
+     "t.yaml:5:3: optimizer.nesterov: needs optimizer.momentum > 0 (it is 0)"},
+    {TRAIN "sample:\n  tokens: 1000000\n",
+     "t.yaml:4:3: sample.tokens: 1000000 exceeds model.max_seq_len ("},
+    {TRAIN "model: {max_seq_len: 1048576}\ntraining: {micro_batch_size: 65536, seq_len: 1048576}\n",
+     "training.micro_batch_size: 65536 sequences of 1048576 tokens is more than 2147483647 tokens per micro-batch"},
+    {"training:\n  steps: 10\n", "t.yaml: data.train: missing"},
+    /* an invariant the file breaks through the other key is located there */
+    {"model:\n  max_seq_len: 32\n" TRAIN,
+     "t.yaml:2:3: training.seq_len: 64 exceeds model.max_seq_len (32)"},
+};
+
+static void test_errors(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        zt_train_config c, before;
+        zt_train_config_default(&c);
+        c.steps = 4242; /* a marker: failures leave *c as it was */
+        before = c;
+        zt_error err = {0};
+        int rc = parse(&c, BAD[i].yaml, &err);
+        if (rc != ZT_ERR_USAGE || !strstr(err.msg, BAD[i].msg))
+            fail_msg("case %zu: rc %d, message\n  %s\nexpected to contain\n  %s\n--- yaml ---\n%s", i,
+                     rc, err.msg, BAD[i].msg, BAD[i].yaml);
+        assert_int_equal(err.code, ZT_ERR_USAGE);
+        assert_memory_equal(&c, &before, sizeof c);
+    }
+}
+
+static void test_long_values(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    /* a path one byte too long */
+    char *y = malloc(ZT_PATH_MAX + 64);
+    assert_non_null(y);
+    int n = snprintf(y, ZT_PATH_MAX + 64, "data:\n  train: ");
+    memset(y + n, 'p', ZT_PATH_MAX);
+    strcpy(y + n + ZT_PATH_MAX, "\n");
+    assert_int_equal(parse(&c, y, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "t.yaml:2:10: data.train: the path is 1024 bytes long; the limit is 1023"));
+    /* a long bad value is shown cut, not overflowing the message */
+    n = snprintf(y, ZT_PATH_MAX + 64, TRAIN "training:\n  steps: ");
+    memset(y + n, 'x', 900);
+    strcpy(y + n + 900, "\n");
+    assert_int_equal(parse(&c, y, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "got \"xxxxxxxxxx"));
+    assert_non_null(strstr(err.msg, "...\""));
+    assert_true(strlen(err.msg) < 200);
+    free(y);
+    /* control bytes in a bad value are not echoed raw */
+    assert_int_equal(parse(&c, TRAIN "training:\n  steps: \"a\\x01b\"\n", &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "got \"a?b\""));
+}
+
+static void test_set(void **state) {
+    (void)state;
+    zt_train_config c, before;
+    zt_error err = {0};
+    zt_train_config_default(&c);
+    assert_int_equal(zt_train_config_set(&c, "training.steps=10", &err), ZT_OK);
+    assert_int_equal(c.steps, 10);
+    assert_int_equal(zt_train_config_set(&c, "  training.steps = 12 ", &err), ZT_OK);
+    assert_int_equal(c.steps, 12);
+    assert_int_equal(zt_train_config_set(&c, "data.val=", &err), ZT_OK);
+    assert_string_equal(c.val_path, "");
+    assert_int_equal(zt_train_config_set(&c, "data.train=a=b.bin", &err), ZT_OK);
+    assert_string_equal(c.train_path, "a=b.bin");
+    assert_int_equal(zt_train_config_set(&c, "optimizer.type=SGD", &err), ZT_OK);
+    assert_int_equal(c.optim.kind, ZT_OPT_SGD);
+
+    static const bad_case BAD_SET[] = {
+        {"training.steps=ten", "--set: training.steps: expected a positive integer, got \"ten\""},
+        {"training.steps=-3", "--set: training.steps: expected a positive integer, got \"-3\""},
+        {"training.steps",
+         "--set: \"training.steps\": expected key=value (e.g. training.steps=10)"},
+        {"training.stepz=1",
+         "--set: training.stepz: unknown key; did you mean training.steps? (training keys: "},
+        {"trainig.steps=1", "--set: trainig: unknown section; did you mean training?"},
+        {"steps=1",
+         "--set: steps: unknown key; did you mean training.steps? (keys are section.key; sections: model, data"},
+        {"training=1", "--set: training: a section, not a key (training keys: micro_batch_size, "},
+        {"training.steps.x=1", "--set: training.steps.x: unknown key"},
+        {" =1", "--set: \" =1\": empty key; expected key=value"},
+        {"optimizer.type=adam",
+         "--set: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd)"},
+        {"optimizer.beta1=1", "--set: optimizer.beta1: expected a number in [0, 1), got \"1\""},
+        {"optimizer.nesterov=on",
+         "--set: optimizer.nesterov: expected true or false (or yes/no), got \"on\""},
+        {"data.train=",
+         "--set: data.train: expected a non-empty path shorter than 1024 bytes, got an empty value"},
+        {"model.preset=nope", "--set: model.preset: unknown preset \"nope\" (allowed: "},
+        {"training.lr=0", "--set: training.lr: expected a positive number, got \"0\""},
+    };
+    for (size_t i = 0; i < sizeof BAD_SET / sizeof BAD_SET[0]; i++) {
+        before = c;
+        int rc = zt_train_config_set(&c, BAD_SET[i].yaml, &err);
+        if (rc != ZT_ERR_USAGE || !strstr(err.msg, BAD_SET[i].msg))
+            fail_msg("--set %s: rc %d, message\n  %s\nexpected to contain\n  %s", BAD_SET[i].yaml, rc,
+                     err.msg, BAD_SET[i].msg);
+        assert_memory_equal(&c, &before, sizeof c);
+    }
+    /* --set does not check cross-field invariants; validate does, without a file location */
+    zt_train_config_default(&c);
+    assert_int_equal(zt_train_config_set(&c, "data.train=x.bin", &err), ZT_OK);
+    assert_int_equal(zt_train_config_set(&c, "training.steps=5", &err), ZT_OK);
+    assert_int_equal(zt_train_config_set(&c, "training.warmup_steps=6", &err), ZT_OK);
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "training.warmup_steps: 6 exceeds training.steps (5)");
+    assert_int_equal(zt_train_config_set(&c, "training.steps=6", &err), ZT_OK);
+    assert_int_equal(zt_train_config_set(&c, "training.seq_len=8", &err), ZT_OK);
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_OK);
+    /* a file that fails only an invariant can be loaded after fixing it with --set? No: the file
+     * must be valid on its own (documented); --set then applies on top. */
+    assert_int_equal(zt_train_config_set(NULL, "training.steps=1", &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_train_config_set(&c, NULL, &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_train_config_set(&c, "training.steps=1", NULL), ZT_OK); /* err optional */
+    assert_int_equal(zt_train_config_set(&c, "training.steps=x", NULL), ZT_ERR_USAGE);
+}
+
+static void test_validate_hand_built(void **state) {
+    (void)state;
+    zt_train_config c, good;
+    zt_error err = {0};
+    expect_ok(&good, TRAIN "training:\n  seq_len: 16\n");
+    assert_int_equal(zt_train_config_validate(&good, &err), ZT_OK);
+    c = good; c.micro_batch = 0;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "training.micro_batch_size: expected an integer in [1, 65536], got 0");
+    c = good; c.optim.kind = (zt_optimizer_kind)7;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "optimizer.type: invalid value 7: expected one of: adamw, sgd");
+    c = good; c.optim.beta2 = 1.0f;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "optimizer.beta2: expected a number in [0, 1), got 1");
+    c = good; c.lr.max_lr = 0.0f / 0.0f;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "training.lr: expected a positive number, got "));
+    c = good; memset(c.log_path, 'x', sizeof c.log_path);
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "logging.jsonl: not NUL-terminated within 1024 bytes");
+    c = good; c.model_preset[0] = '\0';
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "model.preset: missing"));
+    c = good; c.lr.total_steps = 3;
+    assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "training.steps: lr.total_steps (3) differs from steps"));
+    assert_int_equal(zt_train_config_validate(NULL, &err), ZT_ERR_USAGE);
+}
+
+static char *write_temp(const char *text) {
+    char *path = strdup("/tmp/zt_test_train_config_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+static void test_load(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    char *p = write_temp(TRAIN "training:\n  steps: 7\n  seq_len: 8\n");
+    assert_int_equal(zt_train_config_load(&c, p, &err), ZT_OK);
+    assert_int_equal(c.steps, 7);
+    unlink(p);
+    free(p);
+
+    p = write_temp(TRAIN "training:\n  steps: ten\n");
+    assert_int_equal(zt_train_config_load(&c, p, &err), ZT_ERR_USAGE);
+    char want[256];
+    snprintf(want, sizeof want, "%s:4:10: training.steps: expected a positive integer, got \"ten\"", p);
+    assert_string_equal(err.msg, want);
+    unlink(p);
+    free(p);
+
+    assert_int_equal(zt_train_config_load(&c, "/nonexistent/x.yaml", &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "/nonexistent/x.yaml: cannot open: No such file or directory");
+    assert_int_equal(zt_train_config_load(&c, "/tmp", &err), ZT_ERR_USAGE);
+    assert_string_equal(err.msg, "/tmp: is a directory, not a config file");
+    assert_int_equal(zt_train_config_load(&c, NULL, &err), ZT_ERR_USAGE);
+
+    /* over 1 MiB: refused before parsing */
+    char *big = malloc((1u << 20) + 16);
+    assert_non_null(big);
+    memset(big, '#', (1u << 20) + 8);
+    big[(1u << 20) + 8] = '\0';
+    p = write_temp(big);
+    free(big);
+    assert_int_equal(zt_train_config_load(&c, p, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "larger than 1048576 bytes"));
+    unlink(p);
+    free(p);
+    /* parse with NULL name and NULL text */
+    assert_int_equal(zt_train_config_parse(&c, NULL, 5, NULL, &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_train_config_parse(NULL, "a: 1", 4, "n", &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_train_config_parse(&c, "x: [", 4, NULL, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "<config>:"));
+}
+
+/* A realistic file, as a user writes it. */
+static void test_realistic_file(void **state) {
+    (void)state;
+    const char *y =
+        "# GPT-2 small on the King James Bible, one node\n"
+        "model:\n"
+        "  preset: gpt2-124M          # 12 layers, 12 heads, 768 channels\n"
+        "  max_seq_len: 1024\n"
+        "\n"
+        "data:\n"
+        "  train: data/kjv_train.bin  # relative to the working directory\n"
+        "  val: data/kjv_val.bin\n"
+        "\n"
+        "training:\n"
+        "  micro_batch_size: 4\n"
+        "  seq_len: 256\n"
+        "  gradient_accumulation_steps: 8\n"
+        "  steps: 2000\n"
+        "  seed: 42\n"
+        "  lr: 6.0e-4\n"
+        "  warmup_steps: 100\n"
+        "  decay: cosine\n"
+        "  grad_clip: 1.0\n"
+        "\n"
+        "optimizer:\n"
+        "  type: adamw\n"
+        "  beta1: 0.9\n"
+        "  beta2: 0.95\n"
+        "  eps: 1.0e-8\n"
+        "  weight_decay: 0.1\n"
+        "\n"
+        "eval:\n"
+        "  every: 250\n"
+        "  batches: 20\n"
+        "\n"
+        "logging:\n"
+        "  jsonl: runs/gpt2-124M.jsonl\n"
+        "  print_every: 10\n"
+        "\n"
+        "sample:\n"
+        "  tokens: 64\n";
+    zt_train_config c;
+    expect_ok(&c, y);
+    assert_int_equal(c.model.n_layer, 12);
+    assert_int_equal(c.micro_batch, 4);
+    assert_int_equal(c.seq_len, 256);
+    assert_int_equal(c.grad_accum, 8);
+    assert_int_equal(c.steps, 2000);
+    assert_true(c.lr.max_lr == 6e-4f);
+    assert_true(c.lr.min_lr == 6e-4f / 10.0f);
+    assert_string_equal(c.val_path, "data/kjv_val.bin");
+    assert_int_equal(c.eval_every, 250);
+    assert_string_equal(c.log_path, "runs/gpt2-124M.jsonl");
+}
+
+/* examples/tiny.yaml and gpt2-124M.yaml load and say what they claim. */
+static void test_examples(void **state) {
+    (void)state;
+    const char *src = getenv("ZT_SOURCE_DIR");
+    if (!src) skip();
+    char path[1024];
+    zt_train_config c;
+    zt_error err = {0};
+    snprintf(path, sizeof path, "%s/examples/tiny.yaml", src);
+    if (zt_train_config_load(&c, path, &err) != ZT_OK) fail_msg("%s", err.msg);
+    assert_string_equal(c.model_preset, "tiny");
+    assert_string_equal(c.train_path, "data/kjv_train.bin");
+    assert_string_equal(c.val_path, "data/kjv_val.bin");
+    assert_true(c.steps >= 100 && c.steps <= 1000);
+
+    snprintf(path, sizeof path, "%s/examples/gpt2-124M.yaml", src);
+    if (zt_train_config_load(&c, path, &err) != ZT_OK) fail_msg("%s", err.msg);
+    zt_gpt2_config g;
+    assert_int_equal(zt_gpt2_preset("gpt2-124M", &g, &err), ZT_OK);
+    assert_string_equal(c.model_preset, "gpt2-124M");
+    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_int_equal(c.micro_batch, 4);
+    assert_int_equal(c.seq_len, 256);
+}
+
+/* The key table against docs/config-train.md: every key the parser knows (the unknown-key
+ * message lists them per section) is documented, and every documented default, set through
+ * --set, gives back the default configuration. */
+static void test_docs_match_table(void **state) {
+    (void)state;
+    const char *src = getenv("ZT_SOURCE_DIR");
+    if (!src) skip();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/config-train.md", src);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char doc[1 << 16];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+
+    static const char *sections[] = {"model", "data", "training", "optimizer", "eval", "logging",
+                                     "sample"};
+    int total = 0;
+    for (size_t s = 0; s < sizeof sections / sizeof sections[0]; s++) {
+        zt_train_config c;
+        zt_error err = {0};
+        char probe[64];
+        zt_train_config_default(&c);
+        snprintf(probe, sizeof probe, "%s.no_such_key=1", sections[s]);
+        assert_int_equal(zt_train_config_set(&c, probe, &err), ZT_ERR_USAGE);
+        char open[64];
+        snprintf(open, sizeof open, "(%s keys: ", sections[s]);
+        char *list = strstr(err.msg, open);
+        assert_non_null(list);
+        list += strlen(open);
+        char *end = strchr(list, ')');
+        assert_non_null(end);
+        *end = '\0';
+        for (char *tok = strtok(list, ", "); tok; tok = strtok(NULL, ", ")) {
+            char row[128];
+            snprintf(row, sizeof row, "| `%s.%s` |", sections[s], tok);
+            if (!strstr(doc, row)) fail_msg("docs/config-train.md has no row for %s.%s", sections[s], tok);
+            total++;
+        }
+    }
+    assert_int_equal(total, 30);
+
+    /* rows: | `key` | type | default | ... ; a default in backticks is a value */
+    zt_train_config want, got;
+    zt_error err = {0};
+    zt_train_config_default(&want);
+    zt_train_config_default(&got);
+    int checked = 0;
+    for (char *line = doc; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "| `", 3) != 0) continue;
+        char key[96], type[64], def[96];
+        if (sscanf(line, "| `%95[^`]` | %63[^|] | `%95[^`]` |", key, type, def) != 3) continue;
+        char assign[200];
+        snprintf(assign, sizeof assign, "%s=%s", key, def);
+        if (zt_train_config_set(&got, assign, &err) != ZT_OK) fail_msg("docs default %s: %s", assign, err.msg);
+        checked++;
+    }
+    assert_int_equal(checked, 21);
+    assert_memory_equal(&got, &want, sizeof got);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_key_parses),
+        cmocka_unit_test(test_every_key_sets),
+        cmocka_unit_test(test_preset_then_overrides),
+        cmocka_unit_test(test_min_lr_follows_lr),
+        cmocka_unit_test(test_scalar_forms),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_long_values),
+        cmocka_unit_test(test_set),
+        cmocka_unit_test(test_validate_hand_built),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_realistic_file),
+        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_docs_match_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -79,13 +79,15 @@ static void report(const char *name, double gflop_f, double gflop_b)
     double nt = omp_get_max_threads();
     double f = median(tf, reps), b = median(tb, reps);
     double xf = median(cf, reps) / nt, xb = median(cb, reps) / nt;
-    printf("%-25s wall fwd %7.2f (%7.2f) bwd %7.2f (%7.2f) ms | cpu fwd %7.2f bwd %7.2f sum %7.2f ms",
-           name, 1e3 * f, 1e3 * tf[0], 1e3 * b, 1e3 * tb[0], 1e3 * xf, 1e3 * xb, 1e3 * (xf + xb));
+    printf(
+        "%-25s wall fwd %7.2f (%7.2f) bwd %7.2f (%7.2f) ms | cpu fwd %7.2f bwd %7.2f sum %7.2f ms",
+        name, 1e3 * f, 1e3 * tf[0], 1e3 * b, 1e3 * tb[0], 1e3 * xf, 1e3 * xb, 1e3 * (xf + xb));
     if (gflop_f > 0)
-        printf("\n%-25s GFLOP/s fwd %6.1f bwd %6.1f (best wall); fwd %6.1f bwd %6.1f (cpu) = %3.0f%% / "
-               "%3.0f%% of %g", "", gflop_f / tf[0], gflop_b / tb[0], gflop_f / xf, gflop_b / xb,
-               100 * gflop_f / xf / PEAK_GFLOPS / (nt / 2), 100 * gflop_b / xb / PEAK_GFLOPS / (nt / 2),
-               PEAK_GFLOPS * nt / 2);
+        printf("\n%-25s GFLOP/s fwd %6.1f bwd %6.1f (best wall); fwd %6.1f bwd %6.1f (cpu) = "
+               "%3.0f%% / %3.0f%% of %g",
+               "", gflop_f / tf[0], gflop_b / tb[0], gflop_f / xf, gflop_b / xb,
+               100 * gflop_f / xf / PEAK_GFLOPS / (nt / 2),
+               100 * gflop_b / xb / PEAK_GFLOPS / (nt / 2), PEAK_GFLOPS * nt / 2);
     printf("\n");
 }
 
@@ -150,7 +152,8 @@ int main(int argc, char **argv)
     }
     { /* layernorm */
         float *inp = buf((size_t)N * C), *w = buf(C), *b = buf(C), *out = buf((size_t)N * C);
-        float *mean = buf(N), *rstd = buf(N), *dinp = buf((size_t)N * C), *dw = buf(C), *db = buf(C);
+        float *mean = buf(N), *rstd = buf(N), *dinp = buf((size_t)N * C), *dw = buf(C),
+              *db = buf(C);
         TIME_FB((void)0, layernorm_forward(out, mean, rstd, inp, w, b, N, C), (void)0,
                 layernorm_backward(dinp, dw, db, out, inp, w, mean, rstd, N, C));
         report("layernorm", 0, 0);
@@ -174,8 +177,8 @@ int main(int argc, char **argv)
             sum_cols += (i0 + blk < T ? i0 + blk : T) * (double)(T - i0 < blk ? T - i0 : blk);
         double g = 2.0 * 2.0 * sum_cols * (C / NH) * B * NH * 1e-9;
         report("attention", g, 2 * g);
-        printf("%-25s (%.3f / %.3f GFLOP run; the full T x T square would be %.3f / %.3f)\n", "",
-               g, 2 * g, 4.0 * T * T * C * B * 1e-9, 8.0 * T * T * C * B * 1e-9);
+        printf("%-25s (%.3f / %.3f GFLOP run; the full T x T square would be %.3f / %.3f)\n", "", g,
+               2 * g, 4.0 * T * T * C * B * 1e-9, 8.0 * T * T * C * B * 1e-9);
         free(qkv), free(out), free(att), free(dqkv), free(scratch);
     }
     { /* gelu */

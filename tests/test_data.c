@@ -186,7 +186,7 @@ static void test_weights_round_trip_and_corruption(void **state) {
     zt_error err = {0};
     zt_model *m1, *m2, *m3;
     zt_engine *a = small_engine(&m1, 2, 1), *b = small_engine(&m2, 2, 2), *c = small_engine(&m3, 1, 1);
-    assert_int_equal(zt_weights_save(a, p, &err), ZT_OK);
+    assert_int_equal(zt_weights_save(a, p, true, &err), ZT_OK);
     zt_gpt2_config cfg;
     assert_int_equal(zt_weights_read_config(p, &cfg, &err), ZT_OK);
     assert_int_equal(cfg.n_layer, 2);
@@ -207,7 +207,7 @@ static void test_weights_round_trip_and_corruption(void **state) {
     assert_non_null(strstr(err.msg, "checksum mismatch"));
     assert_non_null(strstr(err.msg, "w.ztw"));
     /* truncated */
-    assert_int_equal(zt_weights_save(a, p, &err), ZT_OK);
+    assert_int_equal(zt_weights_save(a, p, true, &err), ZT_OK);
     assert_int_equal(truncate(p, 30), 0);
     assert_int_equal(zt_weights_load(b, p, &err), ZT_ERR_CKPT);
     assert_non_null(strstr(err.msg, "too short"));

@@ -31,7 +31,7 @@
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
-/* ---- helpers ---------------------------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -92,7 +92,8 @@ static double rms(const double *x, size_t n)
 }
 
 /* fp32 kernel vs double reference: |got - ref| <= rtol (|ref| + rms(ref)) element-wise */
-static void check_close(const char *what, const float *got, const double *ref, size_t n, double rtol)
+static void check_close(const char *what, const float *got, const double *ref, size_t n,
+                        double rtol)
 {
     double scale = rms(ref, n), worst = 0.0;
     size_t at = 0;
@@ -166,8 +167,8 @@ static void ref_encoder_forward(double *out, const int32_t *inp, const double *w
             out[(size_t)bt * C + c] = wte[(size_t)inp[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
 }
 
-static void ref_encoder_backward(double *dwte, double *dwpe, const double *dout,
-                                 const int32_t *inp, int B, int T, int C)
+static void ref_encoder_backward(double *dwte, double *dwpe, const double *dout, const int32_t *inp,
+                                 int B, int T, int C)
 {
     for (int bt = 0; bt < B * T; bt++)
         for (int c = 0; c < C; c++) {
@@ -358,7 +359,7 @@ static void ref_xent_backward(double *dlogits, const double *probs, const int32_
                 (probs[(size_t)r * V + i] - (i == targets[r] ? 1.0 : 0.0)) * dlosses[r];
 }
 
-/* ---- vecmath.h -------------------------------------------------------------------------------- */
+/* ---- vecmath.h ------------------------------------------------------------------------------- */
 
 typedef zt_vf (*vfun)(zt_vf);
 
@@ -461,7 +462,7 @@ static void test_vecmath(void **state)
     assert_true(zt_vhmax(zt_vload(v)) == (float)ZT_VL);
 }
 
-/* ---- encoder ---------------------------------------------------------------------------------- */
+/* ---- encoder --------------------------------------------------------------------------------- */
 
 typedef struct {
     int B, T, C;
@@ -507,7 +508,8 @@ static void run_encoder(int B, int T, int C, int V, bool fd)
     check_close("encoder_backward dwpe", dwpe, dwpe_d, (size_t)T * C, 1e-5);
 
     /* run to run, and 1 vs 2 threads: identical bits */
-    float *out2 = falloc(n), *dwte2 = fdup(dwte0, (size_t)V * C), *dwpe2 = fdup(dwpe0, (size_t)T * C);
+    float *out2 = falloc(n), *dwte2 = fdup(dwte0, (size_t)V * C),
+          *dwpe2 = fdup(dwpe0, (size_t)T * C);
     int nt = omp_get_max_threads();
     for (int rep = 0; rep < 2; rep++) {
         omp_set_num_threads(rep == 0 ? nt : 1);
@@ -543,7 +545,7 @@ static void test_encoder(void **state)
     run_encoder(3, 17, 768, 50, false);
 }
 
-/* ---- layernorm -------------------------------------------------------------------------------- */
+/* ---- layernorm ------------------------------------------------------------------------------- */
 
 typedef struct {
     int N, C;
@@ -574,7 +576,8 @@ static void run_layernorm(int N, int C, bool fd)
     fill(db, C, 1.0f);
     float *dinp0 = fdup(dinp, n), *dw0 = fdup(dw, C), *db0 = fdup(db, C);
     double *inp_d = to_double(inp, n), *w_d = to_double(w, C), *b_d = to_double(b, C);
-    double *dout_d = to_double(dout, n), *out_d = dalloc(n), *mean_d = dalloc(N), *rstd_d = dalloc(N);
+    double *dout_d = to_double(dout, n), *out_d = dalloc(n), *mean_d = dalloc(N),
+           *rstd_d = dalloc(N);
     double *dinp_d = to_double(dinp, n), *dw_d = to_double(dw, C), *db_d = to_double(db, C);
 
     layernorm_forward(out, mean, rstd, inp, w, b, N, C);
@@ -639,7 +642,7 @@ static void test_layernorm(void **state)
     run_layernorm(64, 100, false);
 }
 
-/* ---- matmul ----------------------------------------------------------------------------------- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct {
     int N, C, OC;
@@ -673,8 +676,8 @@ static void run_matmul(int N, int C, int OC, bool with_bias, bool accumulate, bo
     ref_matmul_forward(out_d, inp_d, w_d, bias_d, N, C, OC);
     /* OpenBLAS accumulates each output in one FMA chain over K terms of random sign: the
      * rounding errors random-walk to ~u |t| sqrt(sum_k k) = u |t| K / sqrt 2, against an output
-     * of RMS ~|t| sqrt(K), i.e. relative ~u sqrt(K/2) (measured: 0.65 u sqrt(K)). Bound: 4 u (2 + sqrt(K)),
-     * K = C for out, OC for dinp, N for dweight and dbias. */
+     * of RMS ~|t| sqrt(K), i.e. relative ~u sqrt(K/2) (measured: 0.65 u sqrt(K)).
+     * Bound: 4 u (2 + sqrt(K)), K = C for out, OC for dinp, N for dweight and dbias. */
     const double u = 0x1p-24;
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d%s", N, OC, C, bias ? " +bias" : "");
@@ -732,7 +735,7 @@ static void test_matmul(void **state)
     run_matmul(130, 96, 2304, true, false, false); /* OC like the QKV projection */
 }
 
-/* ---- attention -------------------------------------------------------------------------------- */
+/* ---- attention ------------------------------------------------------------------------------- */
 
 typedef struct {
     int B, T, C, NH;
@@ -821,12 +824,12 @@ static void test_attention(void **state)
     (void)state;
     run_attention(2, 7, 20, 2, 1.0f, true);
     run_attention(1, 5, 12, 3, 2.0f, true);
-    run_attention(2, 130, 96, 3, 1.0f, false); /* 3 causal blocks, the last partial */
+    run_attention(2, 130, 96, 3, 1.0f, false);   /* 3 causal blocks, the last partial */
     run_attention(1, 256, 768, 12, 0.5f, false); /* W1's head shape */
     run_attention(3, 64, 64, 1, 3.0f, false);
 }
 
-/* ---- gelu ------------------------------------------------------------------------------------- */
+/* ---- gelu ------------------------------------------------------------------------------------ */
 
 typedef struct {
     size_t n;
@@ -849,7 +852,8 @@ static void test_gelu(void **state)
     float *x = falloc(n), *y = falloc(n), *d = falloc(n), *dx = falloc(n);
     fill(x, n, 6.0f);
     fill(d, n, 1.0f);
-    float special[] = {0.0f, -0.0f, 1e-20f, -1e-20f, 10.0f, -10.0f, 30.0f, -30.0f, 1e4f, -1e4f};
+    float special[] = {0.0f, -0.0f, 1e-20f, -1e-20f, 10.0f, -10.0f, 30.0f, -30.0f, 1e4f, -1e4f,
+                       3e38f, -3e38f, 19.9f, -19.9f, 20.1f, -20.1f};
     memcpy(x, special, sizeof special);
     double *y_d = dalloc(n), *dx_d = dalloc(n);
     for (size_t i = 0; i < n; i++) {
@@ -860,12 +864,25 @@ static void test_gelu(void **state)
     gelu_backward(dx, x, d, n);
     /* elementwise, a handful of roundings after a 2-ulp exp: ~1e-6 relative; near the zero of
      * gelu' (x ~ -0.75) the derivative cancels, which the RMS term of the bound absorbs */
-    check_close("gelu_forward", y, y_d, n, 2e-6);
-    check_close("gelu_backward", dx, dx_d, n, 2e-6);
+    const size_t ns = sizeof special / sizeof special[0]; /* huge specials would swamp the RMS */
+    check_close("gelu_forward", y + ns, y_d + ns, n - ns, 2e-6);
+    check_close("gelu_backward", dx + ns, dx_d + ns, n - ns, 2e-6);
+    /* the specials one by one; 1e-30 absolute: the double reference's 1 + tanh(u) loses all its
+     * digits for u < -18 (x < -7.2), where the true values are below 1e-15 in magnitude */
+    for (size_t i = 0; i < ns; i++) {
+        assert_true(fabs(y[i] - y_d[i]) <= 4e-7 * fabs(y_d[i]) + 1e-30);
+        assert_true(fabs(dx[i] - dx_d[i]) <= 1e-6 * fabs(d[i]) + 1e-30);
+    }
     for (size_t i = 0; i < n; i++)
         assert_true(isfinite(y[i]) && isfinite(dx[i]));
-    assert_true(y[9] == 0.0f || fabsf(y[9]) < 1e-30f); /* gelu(-1e4) */
-    assert_true(y[8] == 1e4f);
+    assert_true(y[9] == 0.0f && y[11] == 0.0f); /* gelu(-1e4), gelu(-3e38): -0 */
+    assert_true(y[8] == 1e4f && y[10] == 3e38f);
+    assert_true(dx[8] == d[8] && dx[9] == 0.0f && dx[10] == d[10] && dx[11] == 0.0f);
+    float nan_in = NAN, nan_out, nan_d = 1.0f;
+    gelu_forward(&nan_out, &nan_in, 1);
+    assert_true(isnan(nan_out));
+    gelu_backward(&nan_out, &nan_in, &nan_d, 1);
+    assert_true(isnan(nan_out));
 
     float *y2 = falloc(n), *dx2 = falloc(n);
     int nt = omp_get_max_threads();
@@ -877,6 +894,13 @@ static void test_gelu(void **state)
         assert_same_bits("gelu_backward rerun", dx, dx2, n);
     }
     omp_set_num_threads(nt);
+    /* in place: dinp = dout and dinp = inp give the same bits */
+    memcpy(dx2, d, n * 4);
+    gelu_backward(dx2, x, dx2, n);
+    assert_same_bits("gelu_backward in place (dout)", dx, dx2, n);
+    memcpy(dx2, x, n * 4);
+    gelu_backward(dx2, dx2, d, n);
+    assert_same_bits("gelu_backward in place (inp)", dx, dx2, n);
 
     /* FD of the reference over 37 points in [-6, 6] */
     size_t m = 37;
@@ -892,7 +916,7 @@ static void test_gelu(void **state)
     free(xs), free(gs), free(an);
 }
 
-/* ---- residual --------------------------------------------------------------------------------- */
+/* ---- residual -------------------------------------------------------------------------------- */
 
 static void test_residual(void **state)
 {
@@ -909,11 +933,14 @@ static void test_residual(void **state)
         assert_true(o[n] == 12345.0f);
         residual_forward(o2, a, b, n);
         assert_same_bits("residual_forward rerun", o, o2, n);
+        memcpy(o2, a, n * 4); /* in place: out = a */
+        residual_forward(o2, o2, b, n);
+        assert_same_bits("residual_forward in place", o, o2, n);
         free(a), free(b), free(o), free(o2);
     }
 }
 
-/* ---- softmax + cross-entropy ------------------------------------------------------------------ */
+/* ---- softmax + cross-entropy ----------------------------------------------------------------- */
 
 typedef struct {
     int N, V;
@@ -1002,8 +1029,8 @@ static void test_softmax_xent_extremes(void **state)
     int32_t tg[3] = {0, 1, 2};
     for (int i = 0; i < N * V; i++)
         x[i] = (i % 2) ? 80.0f : -80.0f;
-    x[0] = -80.0f;      /* row 0: target at -80, others up to +80: p = e^-160 underflows */
-    x[V + 1] = 80.0f;   /* row 1: target at the max */
+    x[0] = -80.0f;    /* row 0: target at -80, others up to +80: p = e^-160 underflows */
+    x[V + 1] = 80.0f; /* row 1: target at the max */
     for (int i = 0; i < V; i++)
         x[2 * V + i] = 1e30f; /* row 2: all equal and huge */
     softmax_xent_forward(loss, x, tg, N, V);
@@ -1023,10 +1050,14 @@ static void test_softmax_xent_extremes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vecmath),     cmocka_unit_test(test_encoder),
-        cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_attention),   cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_residual),    cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_vecmath),
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_softmax_xent_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,7 @@
 #include "zerotrain/zerotrain.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,18 +91,30 @@ static void test_clip_and_sum_squares(void **state) {
     assert_float_equal(zt_clip_coef(2.0, 1.0), 1.0 / (2.0 + 1e-6), 1e-12);
     assert_float_equal(zt_clip_coef(0.5, 1.0), 1.0, 0);
     assert_float_equal(zt_clip_coef(100.0, 0.0), 1.0, 0);
-    size_t n = 1 << 20;
-    float *x = malloc(n * sizeof *x);
+    int64_t n = (1 << 20) + 100, chunk = 1024, nch = (n + chunk - 1) / chunk;
+    float *x = malloc((size_t)n * sizeof *x);
+    double *p1 = malloc((size_t)nch * sizeof *p1), *p2 = malloc((size_t)nch * sizeof *p2);
     assert_non_null(x);
     double ref = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         x[i] = (float)((i % 17) - 8) * 0.25f;
         ref += (double)x[i] * x[i];
     }
-    double a = zt_sum_squares(x, n), b = zt_sum_squares(x, n);
-    assert_memory_equal(&a, &b, sizeof a);
+    zt_chunk_sum_squares(x, n, chunk, p1);
+    /* a shard starting on a chunk boundary gets the same partials as the whole tensor */
+    zt_chunk_sum_squares(x, 5 * chunk, chunk, p2);
+    zt_chunk_sum_squares(x + 5 * chunk, n - 5 * chunk, chunk, p2 + 5);
+    assert_memory_equal(p1, p2, (size_t)nch * sizeof *p1);
+    double a = zt_sum_in_order(p1, nch);
     assert_float_equal(a, ref, 1e-9 * ref);
+    /* one thread or many: the same bits */
+    omp_set_num_threads(1);
+    zt_chunk_sum_squares(x, n, chunk, p2);
+    omp_set_num_threads(2);
+    assert_memory_equal(p1, p2, (size_t)nch * sizeof *p1);
     free(x);
+    free(p1);
+    free(p2);
 }
 
 int main(void) {

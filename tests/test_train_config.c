@@ -352,7 +352,7 @@ static const bad_case BAD[] = {
     {"model:\n  preset:\n" TRAIN, "model.preset: unknown preset \"\""},
     /* unknown sections and keys */
     {TRAIN "trainig:\n  steps: 10\n",
-     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample)"},
+     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample, parallel)"},
     {TRAIN "steps: 10\n", "t.yaml:3:1: steps: unknown section; did you mean training.steps?"},
     {TRAIN "training.steps: 10\n",
      "t.yaml:3:1: training.steps: dotted keys are for --set; in YAML write it nested: training: then steps:"},
@@ -378,7 +378,7 @@ static const bad_case BAD[] = {
     {"data:\n  train: {a: 1}\n",
      "t.yaml:2:10: data.train: expected a non-empty path shorter than 1024 bytes, got a mapping"},
     {"- data\n- training\n",
-     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample), got a sequence"},
+     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample, parallel), got a sequence"},
     {"just text\n", "t.yaml:1:1: expected a mapping of sections"},
     {TRAIN "? [a, b]\n: 1\n", "t.yaml:3:3: expected a section name, got a sequence"},
     {TRAIN "training:\n  ? [a]\n  : 1\n",
@@ -706,7 +706,7 @@ static void test_docs_match_table(void **state) {
     doc[n] = '\0';
 
     static const char *sections[] = {"model", "data", "training", "optimizer", "eval", "logging",
-                                     "sample"};
+                                     "sample", "parallel"};
     int total = 0;
     for (size_t s = 0; s < sizeof sections / sizeof sections[0]; s++) {
         zt_train_config c;

@@ -187,11 +187,50 @@ typedef struct zt_optimizer_config {
 
 void zt_optimizer_config_default(zt_optimizer_config *c); /* AdamW(0.9, 0.95, 1e-8), wd 0.1, clip 1.0 */
 
+/* Sharding strategies (DESIGN.md): what each rank holds between steps.
+ *   ddp    parameters, gradients, optimizer state replicated; gradients all-reduced (ZeRO-0, NO_SHARD)
+ *   zero1  optimizer state (and the fp32 master) sharded; gradients reduce-scattered, updated
+ *          parameters all-gathered
+ *   zero2  zero1 + gradients sharded: a unit's full gradients are freed once reduced (SHARD_GRAD_OP)
+ *   zero3  zero2 + parameters sharded per parameter along dim 0, gathered unit by unit (FULL_SHARD)
+ *   hybrid zero3 (or zero2) inside shard groups of S consecutive ranks, replicated across groups
+ * All of them give bit-identical parameters for the same world size and global batch. */
+typedef enum zt_strategy {
+    ZT_STRATEGY_DDP = 0,
+    ZT_STRATEGY_ZERO1 = 1,
+    ZT_STRATEGY_ZERO2 = 2,
+    ZT_STRATEGY_ZERO3 = 3,
+    ZT_STRATEGY_HYBRID = 4
+} zt_strategy;
+
+const char *zt_strategy_name(zt_strategy s);
+/* "ddp", "zero1", ...; ZT_ERR_USAGE lists the names on a miss. */
+int zt_strategy_parse(const char *name, zt_strategy *out, zt_error *err);
+
+typedef struct zt_comm zt_comm; /* a communicator (src/comm/comm.h) */
+
 typedef struct zt_engine_options {
     int B, T;                 /* micro-batch shape the activation buffers are sized for */
     uint64_t seed;            /* parameter initialization seed */
     zt_optimizer_config optim;
+    /* distribution (all zero = one process) */
+    zt_strategy strategy;
+    zt_comm *comm;            /* the data-parallel world; NULL: single process */
+    int hybrid_shard_size;    /* hybrid: S ranks per shard group (divides the world size) */
+    zt_strategy hybrid_inner; /* hybrid: ZT_STRATEGY_ZERO3 (default) or ZT_STRATEGY_ZERO2 in a group */
+    bool keep_params_after_forward; /* zero3: FSDP2's reshard_after_forward = false */
+    int grad_accum;           /* micro-batches per rank per step (>= 1; 0 means 1) */
+    bool reduce_every_micro_batch;  /* zero2/zero3 with grad_accum > 1: reduce-scatter each
+                                       micro-batch into fp32 shard accumulators (memory-lean,
+                                       DeepSpeed's way) instead of keeping full gradients until
+                                       the last one (FSDP's no_sync). Deterministic either way,
+                                       but only the deferred order is bit-identical to ddp/zero1
+                                       (docs/strategies.md says why). */
+    size_t bucket_bytes;      /* gradient fusion bucket size; 0 = 25 MiB */
 } zt_engine_options;
+
+/* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
+void zt_engine_options_default(zt_engine_options *o);
 
 typedef struct zt_step_report {
     double grad_norm;      /* global L2 norm before clipping */
@@ -219,14 +258,35 @@ void zt_engine_zero_grad(zt_engine *e);
 
 const zt_model *zt_engine_model(const zt_engine *e);
 const zt_engine_options *zt_engine_options_of(const zt_engine *e);
-float *zt_engine_param(zt_engine *e, int idx); /* full tensor of parameter idx */
+/* Parameter idx as this rank holds it: the full tensor (ddp/zero1/zero2, or any strategy on one
+ * rank) or, for zero3/hybrid, this rank's dim-0 shard; *numel and *begin (optional) say which
+ * elements of the full tensor the pointer covers. */
+float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel);
+/* Copies the full tensor of parameter idx into dst (gathering shards: a collective, every rank
+ * of the shard group must call it in the same order). */
+int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
+/* Single-process conveniences (strategy ddp without a comm): the full tensors, in place. */
+float *zt_engine_param(zt_engine *e, int idx);
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);
-/* xxHash64 of all parameters in table order: two runs agree iff this agrees. */
-uint64_t zt_engine_param_hash(const zt_engine *e);
-/* Bytes held by the engine per class (parameters, gradients, optimizer, activations). */
+/* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree
+ * iff this agrees. A collective under zero3/hybrid (it gathers); same value on every rank. */
+uint64_t zt_engine_param_hash(zt_engine *e);
+/* Bytes this rank sent and received in collectives since the last call, by kind (reduce-scatter,
+ * all-gather, all-reduce, small control messages). */
+typedef struct zt_comm_bytes {
+    uint64_t sent_rs, sent_ag, sent_ar, sent_small;
+    uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+} zt_comm_bytes;
+void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
+/* *x = the sum of every rank's *x over the data-parallel world, added in rank order (the same
+ * bits on every rank). A collective; a no-op on one process. */
+int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
+/* Bytes held by the engine per class (parameters, gradients, optimizer, activations): now and
+ * the high-water mark since creation. Gathered zero3 parameters count as params. */
 typedef struct zt_memory_report {
     size_t params, grads, optimizer, activations;
+    size_t peak_params, peak_grads;
 } zt_memory_report;
 void zt_engine_memory(const zt_engine *e, zt_memory_report *r);
 /* Cumulative wall time spent in a unit's forward and backward since creation or the last reset. */

@@ -46,7 +46,21 @@ static int build_header(const zt_model *m, buf *b) {
     return bad;
 }
 
-int zt_weights_save(zt_engine *e, const char *path, zt_error *err) {
+/* Non-writers: take part in the gathers, write nothing. */
+static int gather_only(zt_engine *e, zt_error *err) {
+    const zt_model *m = zt_engine_model(e);
+    int rc = ZT_OK;
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        float *t = malloc((size_t)m->params[i].numel * sizeof *t);
+        if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "saving weights: out of memory");
+        rc = zt_engine_param_gather(e, i, t, err);
+        free(t);
+    }
+    return rc;
+}
+
+int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) {
+    if (!writer) return gather_only(e, err);
     const zt_model *m = zt_engine_model(e);
     buf hb = {0};
     if (build_header(m, &hb)) {
@@ -67,11 +81,20 @@ int zt_weights_save(zt_engine *e, const char *path, zt_error *err) {
         XXH64_update(h, hb.p, hb.len);
     }
     free(hb.p);
+    int rc = ZT_OK;
     for (int i = 0; i < m->n_params && ok; i++) {
         size_t bytes = (size_t)m->params[i].numel * sizeof(float);
-        const float *d = zt_engine_param(e, i);
+        float *d = malloc(bytes);
+        if (!d || (rc = zt_engine_param_gather(e, i, d, err))) {
+            free(d);
+            fclose(fp);
+            unlink(tmp);
+            XXH64_freeState(h);
+            return rc ? rc : zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
+        }
         ok = fwrite(d, 1, bytes, fp) == bytes;
         XXH64_update(h, d, bytes);
+        free(d);
     }
     uint64_t digest = ok ? XXH64_digest(h) : 0;
     if (h) XXH64_freeState(h);
@@ -185,7 +208,9 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
     for (int i = 0; i < m->n_params; i++) {
         size_t bytes = (size_t)m->params[i].numel * sizeof(float);
         if (off + bytes > end) goto truncated;
-        memcpy(zt_engine_param(e, i), d + off, bytes);
+        int64_t begin, numel; /* this rank's part: the whole tensor, or its dim-0 shard */
+        float *dst = zt_engine_param_local(e, i, &begin, &numel);
+        memcpy(dst, d + off + (size_t)begin * sizeof(float), (size_t)numel * sizeof(float));
         off += bytes;
     }
     if (off != end) {

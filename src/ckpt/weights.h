@@ -11,7 +11,9 @@
 
 #include "zerotrain/zerotrain.h"
 
-int zt_weights_save(zt_engine *e, const char *path, zt_error *err);
+/* A collective under zero3/hybrid (tensors are gathered): every rank calls it; only the rank
+ * with writer = true writes the file. */
+int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err);
 /* Reads just the model shape, to build the model before loading. ZT_ERR_CKPT on a bad file. */
 int zt_weights_read_config(const char *path, zt_gpt2_config *cfg, zt_error *err);
 /* Loads every tensor into e; names and shapes must match e's model (ZT_ERR_CKPT names the tensor). */

@@ -63,6 +63,11 @@ typedef struct key_def {
 } key_def;
 
 static const enum_value OPTIMIZERS[] = {{"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {NULL, 0}};
+static const enum_value STRATEGIES[] = {{"ddp", ZT_STRATEGY_DDP},     {"zero1", ZT_STRATEGY_ZERO1},
+                                         {"zero2", ZT_STRATEGY_ZERO2}, {"zero3", ZT_STRATEGY_ZERO3},
+                                         {"hybrid", ZT_STRATEGY_HYBRID}, {NULL, 0}};
+static const enum_value INNER_STRATEGIES[] = {
+    {"zero2", ZT_STRATEGY_ZERO2}, {"zero3", ZT_STRATEGY_ZERO3}, {NULL, 0}};
 static const enum_value DECAYS[] = {
     {"cosine", ZT_LR_COSINE}, {"linear", ZT_LR_LINEAR}, {"constant", ZT_LR_CONSTANT}, {NULL, 0}};
 
@@ -113,11 +118,26 @@ static const key_def KEYS[] = {
     K_INT("logging.print_every", print_every, 1, INT_MAX, "1",
           "print a progress line every N steps"),
     K_INT("sample.tokens", sample_tokens, 0, 1048576, "0", "tokens to sample after training"),
+    K_INT("parallel.nproc", nproc, 1, 4096, "1",
+          "local ranks `zerotrain train` starts (through mpirun); --nproc overrides"),
+    K_ENUM("parallel.strategy", strategy, STRATEGIES, "ddp",
+           "sharding strategy (docs/strategies.md)"),
+    K_INT("parallel.hybrid_shard_size", hybrid_shard_size, 0, 1048576, "0",
+          "hybrid: ranks per shard group (divides the world); 0: the whole world"),
+    K_ENUM("parallel.hybrid_inner", hybrid_inner, INNER_STRATEGIES, "zero3",
+           "hybrid: the strategy inside a shard group"),
+    K_BOOL("parallel.reshard_after_forward", reshard_after_forward, "true",
+           "zero3: free gathered parameters after forward (FSDP2's reshard_after_forward)"),
+    K_BOOL("parallel.reduce_every_micro_batch", reduce_every_micro_batch, "false",
+           "zero2/zero3 with accumulation: reduce-scatter each micro-batch (memory-lean) instead of "
+           "deferring to the last (no_sync)"),
+    K_FLT("parallel.bucket_mb", bucket_mb, 0.0, HUGE_VAL, F_OPEN_LO, "25",
+          "gradient fusion bucket size in MiB"),
 };
 #define N_KEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
 static const char *const SECTIONS[] = {"model", "data", "training", "optimizer", "eval", "logging",
-                                       "sample"};
+                                       "sample", "parallel"};
 #define N_SECTIONS ((int)(sizeof SECTIONS / sizeof SECTIONS[0]))
 
 /* Presets zt_gpt2_preset knows (for messages only: zt_gpt2_preset decides). */

@@ -34,6 +34,14 @@ typedef struct zt_train_config {
     int print_every;            /* logging.print_every, default 1 */
     /* sampling at the end: */
     int sample_tokens;          /* sample.tokens, default 0 (none) */
+    /* parallelism (docs/strategies.md): */
+    int nproc;                  /* parallel.nproc: local ranks to start, default 1 */
+    zt_strategy strategy;       /* parallel.strategy, default ddp */
+    int hybrid_shard_size;      /* parallel.hybrid_shard_size, 0 = the world */
+    zt_strategy hybrid_inner;   /* parallel.hybrid_inner: zero2 | zero3 (default) */
+    bool reshard_after_forward; /* parallel.reshard_after_forward, default true */
+    bool reduce_every_micro_batch; /* parallel.reduce_every_micro_batch, default false */
+    float bucket_mb;            /* parallel.bucket_mb, default 25 */
 } zt_train_config;
 
 /* Fills every field with its default. */

@@ -1,17 +1,14 @@
-/* engine.c - the single-process engine: owns every byte of parameter, gradient, optimizer and
- * activation memory of a model and runs its units forward and backward.
+/* engine.c - the engine: owns every byte of parameter, gradient, optimizer and activation memory
+ * of a model, lays it out per strategy (engine_internal.h has the table), and runs the units
+ * forward and backward, gathering a unit's sharded parameters just before it runs (zero3) and
+ * releasing them after. Gradient storage and the micro-batch tree are in grads.c; reduction,
+ * clipping and the optimizer in step.c.
  *
- * Layout: parameters live in one flat fp32 buffer, each tensor at a 64-byte aligned offset, in the
- * model's table order; gradients and optimizer moments mirror that layout. Each unit gets its own
- * output and saved-activation buffers (sized for the configured micro-batch) and shares one
- * scratch buffer. Backward ping-pongs the activation gradient between two buffers.
- *
- * Invariants: gradients accumulate across forward_backward calls until step() zeroes them; a
- * unit's forward/backward only ever see full tensors through pointer tables (the seam where the
- * sharded engine gathers). */
-#include "zerotrain/zerotrain.h"
+ * Invariants: a unit's forward/backward only ever see full tensors through pointer tables;
+ * the model never sees a rank. */
+#include "engine/engine_internal.h"
+#include "comm/comm.h"
 #include "engine/init.h"
-#include "optim/optim.h"
 
 #include <math.h>
 #include <omp.h>
@@ -19,35 +16,47 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define ALIGN_FLOATS 16 /* 64 bytes */
+const char *zt_strategy_name(zt_strategy s) {
+    static const char *names[] = {"ddp", "zero1", "zero2", "zero3", "hybrid"};
+    return (unsigned)s < 5 ? names[s] : "unknown";
+}
 
-typedef struct unit_state {
-    float **params, **grads; /* (n_params) pointers into the flat buffers */
-    float *out;              /* (B, T, out_width) */
-    float *saved;            /* saved_floats(B, T) */
-    double fwd_s, bwd_s;     /* cumulative wall time of forward / backward */
-} unit_state;
+int zt_strategy_parse(const char *name, zt_strategy *out, zt_error *err) {
+    for (int s = 0; s < 5; s++)
+        if (strcmp(name, zt_strategy_name((zt_strategy)s)) == 0) {
+            *out = (zt_strategy)s;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE,
+                        "unknown strategy \"%s\" (known: ddp, zero1, zero2, zero3, hybrid)", name);
+}
 
-struct zt_engine {
-    zt_model *model;
-    zt_engine_options opt;
-    size_t total;     /* floats in the flat parameter layout (with alignment padding) */
-    size_t *offset;   /* (n_params) float offset of each parameter */
-    float *params, *grads, *m, *v;
-    unit_state *units;
-    float *scratch;
-    float *dact[2];   /* activation-gradient ping-pong, (B, T, max out_width) each */
-    float *dloss;     /* (B, T) */
-    uint64_t step;
-    zt_memory_report mem;
-};
+void zt_engine_options_default(zt_engine_options *o) {
+    memset(o, 0, sizeof *o);
+    o->B = 1;
+    o->T = 1;
+    zt_optimizer_config_default(&o->optim);
+    o->strategy = ZT_STRATEGY_DDP;
+    o->hybrid_inner = ZT_STRATEGY_ZERO3;
+    o->bucket_bytes = 25u << 20;
+}
 
-static void *alloc_floats(size_t n, size_t *counter) {
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
+void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
+    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, bytes);
-    if (p && counter) *counter += bytes;
+    if (p && counter) {
+        *counter += bytes;
+        if (counter == &e->mem.params && e->mem.params > e->mem.peak_params) e->mem.peak_params = e->mem.params;
+        if (counter == &e->mem.grads && e->mem.grads > e->mem.peak_grads) e->mem.peak_grads = e->mem.grads;
+    }
     return p;
+}
+
+void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
+    if (!*p) return;
+    free(*p);
+    *p = NULL;
+    if (counter) *counter -= ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {
@@ -61,6 +70,37 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->grad_clip = 1.0f;
 }
 
+/* Which comm shards and which replicates, from the strategy and the world. */
+static int setup_groups(zt_engine *e, zt_error *err) {
+    zt_engine_options *o = &e->opt;
+    zt_strategy s = o->strategy;
+    e->rank = o->comm ? zt_comm_rank(o->comm) : 0;
+    e->world = o->comm ? zt_comm_size(o->comm) : 1;
+    if (s == ZT_STRATEGY_HYBRID) {
+        int S = o->hybrid_shard_size;
+        if (S < 1 || e->world % S != 0)
+            return zt_error_set(err, ZT_ERR_USAGE,
+                                "hybrid: shard group size %d does not divide the world size %d", S, e->world);
+        if (o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
+            return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
+                                "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
+        if (o->comm) {
+            int rc;
+            if ((rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
+                (rc = zt_comm_split(o->comm, e->rank % S, e->rank / S, &e->replica_comm, err)))
+                return rc;
+            e->owns_comms = true;
+        }
+        s = o->hybrid_inner;
+    } else {
+        e->shard_comm = o->comm;
+    }
+    e->shard_optim = s != ZT_STRATEGY_DDP;
+    e->shard_grads = s == ZT_STRATEGY_ZERO2 || s == ZT_STRATEGY_ZERO3;
+    e->shard_params = s == ZT_STRATEGY_ZERO3;
+    return ZT_OK;
+}
+
 int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err) {
     *out = NULL;
     if (opt->B < 1 || opt->T < 1)
@@ -70,30 +110,42 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
                             opt->T, m->max_seq_len);
     if (m->n_units < 1)
         return zt_error_set(err, ZT_ERR_USAGE, "engine: model %s has no units", m->name);
+    if ((unsigned)opt->strategy > ZT_STRATEGY_HYBRID)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: unknown strategy %d", (int)opt->strategy);
     zt_engine *e = calloc(1, sizeof *e);
     if (!e) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     e->model = m;
     e->opt = *opt;
-    int rc = ZT_OK;
+    if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;
+    int rc = setup_groups(e, err);
+    if (rc) goto fail;
+    int nshards = e->shard_optim && e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
+    int shard = nshards > 1 ? zt_comm_rank(e->shard_comm) : 0;
+    if ((rc = zt_plan_create(m, nshards, shard, &e->plan, err))) goto fail;
 
-    e->offset = calloc((size_t)m->n_params, sizeof *e->offset);
+    const zt_plan *pl = &e->plan;
+    size_t full = pl->full_floats, piece = pl->shard_floats;
+    bool adam = opt->optim.kind == ZT_OPT_ADAMW, mom = adam || opt->optim.momentum != 0.0f;
+    size_t state = e->shard_optim ? piece : full;
+    e->gathered = calloc((size_t)m->n_params, sizeof *e->gathered);
+    e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
-    if (!e->offset || !e->units) goto nomem;
-    for (int i = 0; i < m->n_params; i++) {
-        e->offset[i] = e->total;
-        e->total += ((size_t)m->params[i].numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    e->norm_partials = calloc((size_t)pl->norm_chunks + 1, sizeof *e->norm_partials);
+    if (!e->gathered || !e->pgrad || !e->units || !e->norm_partials) goto nomem;
+    if (e->shard_params) {
+        if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
+        memset(e->pieces, 0, piece * sizeof(float));
+    } else {
+        if (!(e->full_params = zt_engine_alloc(e, full, &e->mem.params))) goto nomem;
+        memset(e->full_params, 0, full * sizeof(float));
     }
-    if (!(e->params = alloc_floats(e->total, &e->mem.params))) goto nomem;
-    if (!(e->grads = alloc_floats(e->total, &e->mem.grads))) goto nomem;
-    memset(e->params, 0, e->total * sizeof(float));
-    memset(e->grads, 0, e->total * sizeof(float));
-    if (opt->optim.kind == ZT_OPT_ADAMW || opt->optim.momentum != 0.0f) {
-        if (!(e->m = alloc_floats(e->total, &e->mem.optimizer))) goto nomem;
-        memset(e->m, 0, e->total * sizeof(float));
-    }
-    if (opt->optim.kind == ZT_OPT_ADAMW) {
-        if (!(e->v = alloc_floats(e->total, &e->mem.optimizer))) goto nomem;
-        memset(e->v, 0, e->total * sizeof(float));
+    if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
+    if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
+    if (e->m) memset(e->m, 0, state * sizeof(float));
+    if (e->v) memset(e->v, 0, state * sizeof(float));
+    if (e->shard_optim) {
+        if (!(e->grad_pieces = zt_engine_alloc(e, piece, &e->mem.grads))) goto nomem;
+        memset(e->grad_pieces, 0, piece * sizeof(float));
     }
 
     size_t BT = (size_t)opt->B * opt->T, max_width = 1, max_scratch = 0;
@@ -103,63 +155,83 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         s->params = calloc((size_t)un->n_params, sizeof *s->params);
         s->grads = calloc((size_t)un->n_params, sizeof *s->grads);
         if (!s->params || !s->grads) goto nomem;
-        for (int k = 0; k < un->n_params; k++) {
-            s->params[k] = e->params + e->offset[un->params[k]];
-            s->grads[k] = e->grads + e->offset[un->params[k]];
-        }
-        if (!(s->out = alloc_floats(BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
+        if (e->full_params)
+            for (int k = 0; k < un->n_params; k++) s->params[k] = e->full_params + pl->p[un->params[k]].full_off;
+        if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
         size_t saved = un->ops->saved_floats(un, opt->B, opt->T);
-        if (saved && !(s->saved = alloc_floats(saved, &e->mem.activations))) goto nomem;
+        if (saved && !(s->saved = zt_engine_alloc(e, saved, &e->mem.activations))) goto nomem;
         size_t scratch = un->ops->scratch_floats(un, opt->B, opt->T);
         if (scratch > max_scratch) max_scratch = scratch;
         if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
     }
-    if (!(e->scratch = alloc_floats(max_scratch, &e->mem.activations))) goto nomem;
+    if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations))) goto nomem;
     for (int i = 0; i < 2; i++)
-        if (!(e->dact[i] = alloc_floats(BT * max_width, &e->mem.activations))) goto nomem;
-    if (!(e->dloss = alloc_floats(BT, &e->mem.activations))) goto nomem;
+        if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
+    if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
     *out = e;
     return ZT_OK;
 nomem:
     rc = zt_error_set(err, ZT_ERR_NOMEM,
-                      "engine: out of memory laying out model %s (%lld parameters, B=%d T=%d)",
-                      m->name, (long long)zt_model_numel(m), opt->B, opt->T);
+                      "engine: out of memory laying out model %s (%lld parameters, B=%d T=%d, %s)",
+                      m->name, (long long)zt_model_numel(m), opt->B, opt->T, zt_strategy_name(opt->strategy));
+fail:
     zt_engine_free(e);
     return rc;
 }
 
 void zt_engine_free(zt_engine *e) {
     if (!e) return;
+    zt_grads_reset(e);
+    const zt_model *m = e->model;
     if (e->units)
-        for (int u = 0; u < e->model->n_units; u++) {
+        for (int u = 0; u < m->n_units; u++) {
             free(e->units[u].params);
             free(e->units[u].grads);
             free(e->units[u].out);
             free(e->units[u].saved);
         }
+    if (e->gathered)
+        for (int i = 0; i < m->n_params; i++) free(e->gathered[i]);
     free(e->units);
-    free(e->offset);
-    free(e->params);
-    free(e->grads);
+    free(e->gathered);
+    free(e->pgrad);
+    free(e->norm_partials);
+    free(e->full_params);
+    free(e->pieces);
     free(e->m);
     free(e->v);
+    free(e->grad_pieces);
+    free(e->micro_grads);
+    free(e->micro_pieces);
+    free(e->pack);
     free(e->scratch);
     free(e->dact[0]);
     free(e->dact[1]);
     free(e->dloss);
+    zt_plan_free(&e->plan);
+    if (e->owns_comms) {
+        zt_comm_free(e->shard_comm);
+        zt_comm_free(e->replica_comm);
+    }
     free(e);
 }
 
 int zt_engine_init_params(zt_engine *e, zt_error *err) {
     const zt_model *m = e->model;
+    const zt_plan *pl = &e->plan;
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
-        zt_init_fill(e->params + e->offset[i], 0, p->numel, p->init, p->init_std,
-                     zt_init_key(e->opt.seed, p->name));
+        uint64_t key = zt_init_key(e->opt.seed, p->name);
+        if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
+            zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
+                         zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
+        else
+            zt_init_fill(e->full_params + pl->p[i].full_off, 0, p->numel, p->init, p->init_std, key);
     }
-    memset(e->grads, 0, e->total * sizeof(float));
-    if (e->m) memset(e->m, 0, e->total * sizeof(float));
-    if (e->v) memset(e->v, 0, e->total * sizeof(float));
+    size_t state = e->shard_optim ? pl->shard_floats : pl->full_floats;
+    if (e->m) memset(e->m, 0, state * sizeof(float));
+    if (e->v) memset(e->v, 0, state * sizeof(float));
+    zt_grads_reset(e);
     e->step = 0;
     return ZT_OK;
 }
@@ -177,19 +249,54 @@ static int check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) {
     return ZT_OK;
 }
 
-/* Runs every unit forward; *loss = mean of the last unit's per-token output. */
-static int run_forward(zt_engine *e, const zt_batch *b, float *loss, zt_error *err) {
+/* zero3: makes every parameter of unit u available as a full tensor, gathering the missing ones
+ * in one all-gather (their pieces packed rank-major). */
+static int gather_unit(zt_engine *e, int u, zt_error *err) {
+    const zt_unit *un = &e->model->units[u];
+    unit_state *s = &e->units[u];
+    if (!e->shard_params) return ZT_OK;
+    int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        bool dup = false;
+        for (int j = 0; j < nm; j++) dup |= missing[j] == i;
+        if (!e->gathered[i] && !dup) missing[nm++] = i;
+    }
+    for (int j = 0; j < nm; j++) {
+        int i = missing[j];
+        if (!(e->gathered[i] = zt_engine_alloc(e, (size_t)e->model->params[i].numel, &e->mem.params)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
+    }
+    int rc = nm ? zt_engine_gather_params(e, missing, nm, un->name, err) : ZT_OK;
+    if (rc) return rc;
+    for (int k = 0; k < un->n_params; k++) s->params[k] = e->gathered[un->params[k]];
+    return ZT_OK;
+}
+
+static void release_param(zt_engine *e, int i) {
+    zt_engine_release(e, &e->gathered[i], (size_t)e->model->params[i].numel, &e->mem.params);
+}
+
+/* Runs every unit forward; *loss = mean of the last unit's per-token output. With `training`,
+ * zero3 keeps a parameter gathered until its last use in forward (or, keep_params_after_forward,
+ * until backward is done with it). */
+static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *loss, zt_error *err) {
     const zt_model *m = e->model;
     const float *in = NULL;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
+        int rc = gather_unit(e, u, err);
+        if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .saved = s->saved, .scratch = e->scratch};
         double t0 = omp_get_wtime();
-        int rc = un->ops->forward(un, &a, err);
+        rc = un->ops->forward(un, &a, err);
         s->fwd_s += omp_get_wtime() - t0;
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
+        if (e->shard_params && !(training && e->opt.keep_params_after_forward))
+            for (int k = 0; k < un->n_params; k++)
+                if (e->plan.p[un->params[k]].last_fwd_unit == u) release_param(e, un->params[k]);
         in = s->out;
     }
     const float *losses = e->units[m->n_units - 1].out;
@@ -209,14 +316,14 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
         bb.logits_out = logits_out;
         bb.logits_pos = b->T - 1;
     }
-    return run_forward(e, &bb, loss, err);
+    return run_forward(e, &bb, false, loss, err);
 }
 
 int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_error *err) {
     int rc = check_batch(e, b, err);
     if (rc) return rc;
     if (!b->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
-    if ((rc = run_forward(e, b, loss, err))) return rc;
+    if ((rc = zt_grads_begin_micro(e, err)) || (rc = run_forward(e, b, true, loss, err))) return rc;
     const zt_model *m = e->model;
     size_t n = (size_t)b->B * b->T;
     for (size_t i = 0; i < n; i++) e->dloss[i] = b->dloss;
@@ -225,6 +332,9 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
+        if ((rc = gather_unit(e, u, err))) return rc;
+        for (int k = 0; k < un->n_params; k++)
+            if (!(s->grads[k] = zt_grads_for(e, un->params[k], err))) return err->code;
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
@@ -233,59 +343,75 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         rc = un->ops->backward(un, &a, err);
         s->bwd_s += omp_get_wtime() - t0;
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
+        if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
+            for (int k = 0; k < un->n_params; k++)
+                if (e->plan.p[un->params[k]].owner_unit == u) release_param(e, un->params[k]);
+        if ((rc = zt_grads_unit_done(e, u, err))) return rc;
         dout = din;
         flip ^= 1;
     }
-    return ZT_OK;
-}
-
-void zt_engine_zero_grad(zt_engine *e) { memset(e->grads, 0, e->total * sizeof(float)); }
-
-int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err) {
-    const zt_model *m = e->model;
-    const zt_optimizer_config *o = &e->opt.optim;
-    double ss = 0;
-    for (int i = 0; i < m->n_params; i++)
-        ss += zt_sum_squares(e->grads + e->offset[i], (size_t)m->params[i].numel);
-    double norm = sqrt(ss);
-    zt_step_report r = {.grad_norm = norm, .clip_coef = zt_clip_coef(norm, o->grad_clip),
-                        .finite = isfinite(norm)};
-    if (report) *report = r;
-    if (!r.finite) {
-        zt_engine_zero_grad(e);
-        return zt_error_set(err, ZT_ERR_NUMERICS,
-                            "step %llu: gradient norm is not finite; the update was not applied",
-                            (unsigned long long)e->step + 1);
-    }
-    e->step++;
-    for (int i = 0; i < m->n_params; i++) {
-        const zt_param_desc *p = &m->params[i];
-        if (!p->trainable) continue;
-        size_t off = e->offset[i], n = (size_t)p->numel;
-        float wd = p->decay ? o->weight_decay : 0.0f;
-        if (o->kind == ZT_OPT_ADAMW)
-            zt_adamw_update(e->params + off, e->grads + off, e->m + off, e->v + off, n, lr, o->beta1,
-                            o->beta2, o->eps, wd, (float)r.clip_coef, (int64_t)e->step);
-        else
-            zt_sgd_update(e->params + off, e->grads + off, e->m ? e->m + off : NULL, n, lr,
-                          o->momentum, o->nesterov, wd, (float)r.clip_coef, (int64_t)e->step);
-    }
-    zt_engine_zero_grad(e);
-    return ZT_OK;
+    return zt_grads_end_micro(e, err);
 }
 
 const zt_model *zt_engine_model(const zt_engine *e) { return e->model; }
 const zt_engine_options *zt_engine_options_of(const zt_engine *e) { return &e->opt; }
-float *zt_engine_param(zt_engine *e, int idx) { return e->params + e->offset[idx]; }
-float *zt_engine_grad(zt_engine *e, int idx) { return e->grads + e->offset[idx]; }
 uint64_t zt_engine_step_count(const zt_engine *e) { return e->step; }
 
-uint64_t zt_engine_param_hash(const zt_engine *e) {
+float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel) {
+    const zt_plan *pl = &e->plan;
+    if (e->shard_params) {
+        if (begin) *begin = zt_plan_shard_begin(pl, idx, pl->shard);
+        if (numel) *numel = zt_plan_shard_numel(pl, idx, pl->shard);
+        return e->pieces + pl->p[idx].shard_off;
+    }
+    if (begin) *begin = 0;
+    if (numel) *numel = e->model->params[idx].numel;
+    return e->full_params + pl->p[idx].full_off;
+}
+
+float *zt_engine_param(zt_engine *e, int idx) {
+    return e->full_params ? e->full_params + e->plan.p[idx].full_off : NULL;
+}
+
+float *zt_engine_grad(zt_engine *e, int idx) {
+    zt_error err;
+    if (e->world != 1 || e->shard_optim) return NULL;
+    if (zt_grads_finish(e, &err)) return NULL;
+    return e->micro_grads ? e->micro_grads + e->plan.p[idx].full_off : NULL;
+}
+
+int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+    if (!e->shard_params) {
+        memcpy(dst, e->full_params + e->plan.p[idx].full_off,
+               (size_t)e->model->params[idx].numel * sizeof(float));
+        return ZT_OK;
+    }
+    return zt_engine_gather_param(e, idx, dst, err);
+}
+
+uint64_t zt_engine_param_hash(zt_engine *e) {
+    const zt_model *m = e->model;
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
     XXH64_reset(st, 0);
-    for (int i = 0; i < e->model->n_params; i++)
-        XXH64_update(st, e->params + e->offset[i], (size_t)e->model->params[i].numel * sizeof(float));
+    float *tmp = NULL;
+    for (int i = 0; i < m->n_params; i++) {
+        size_t n = (size_t)m->params[i].numel;
+        if (e->shard_params) {
+            zt_error err;
+            float *t = realloc(tmp, n * sizeof *t);
+            if (!t || zt_engine_gather_param(e, i, t, &err)) {
+                free(t ? t : tmp);
+                XXH64_freeState(st);
+                return 0;
+            }
+            tmp = t;
+            XXH64_update(st, tmp, n * sizeof(float));
+        } else {
+            XXH64_update(st, e->full_params + e->plan.p[i].full_off, n * sizeof(float));
+        }
+    }
+    free(tmp);
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;

@@ -20,25 +20,29 @@
 static double now(void) { return omp_get_wtime(); }
 
 /* Mean loss over the first cfg->eval_batches micro-batches of the validation file (always the same
- * windows, in file order, so successive evaluations are comparable). */
-static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, int32_t *inp,
-                    int32_t *tgt, double *out, zt_error *err) {
+ * windows, in file order, so successive evaluations are comparable). Rank r takes batches r, r+W,
+ * ...; every rank runs the same number of forwards (zero3 gathers are collectives), the batches
+ * past the end count zero. */
+static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, int rank, int world,
+                    int32_t *inp, int32_t *tgt, double *out, zt_error *err) {
     int B = cfg->micro_batch, T = cfg->seq_len, V = zt_engine_model(e)->vocab_size;
-    uint64_t per_pass = val->n_windows;
-    int n = cfg->eval_batches;
-    if ((uint64_t)n * (uint64_t)B > per_pass) n = (int)(per_pass / (uint64_t)B);
+    int64_t avail = (int64_t)(val->n_windows / (uint64_t)B), n = cfg->eval_batches;
+    if (n > avail) n = avail;
     if (n < 1) n = 1;
+    int64_t per_rank = (n + world - 1) / world;
     double sum = 0;
-    for (int i = 0; i < n; i++) {
-        int rc = zt_sampler_batch(val, (uint64_t)i * (uint64_t)B, 1, B, inp, tgt, V, err);
+    for (int64_t j = 0; j < per_rank; j++) {
+        int64_t i = j * world + rank;
+        int rc = zt_sampler_batch(val, (uint64_t)(i < n ? i : 0) * (uint64_t)B, 1, B, inp, tgt, V, err);
         if (rc) return rc;
         zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt, .dloss = 0, .logits_pos = -1};
         float loss;
         if ((rc = zt_engine_forward(e, &b, &loss, NULL, err))) return rc;
-        sum += loss;
+        if (i < n) sum += loss;
     }
-    *out = sum / n;
-    return ZT_OK;
+    int rc = zt_engine_sum_ranks(e, &sum, err);
+    *out = sum / (double)n;
+    return rc;
 }
 
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
@@ -54,6 +58,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int32_t *inp = NULL, *tgt = NULL;
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
+    zt_comm *world_comm = opts ? opts->world : NULL;
+    int rank = world_comm ? zt_comm_rank(world_comm) : 0, world = world_comm ? zt_comm_size(world_comm) : 1;
+    FILE *devnull = NULL;
+    if (rank != 0) { /* every rank runs the same code; only rank 0 speaks */
+        devnull = fopen("/dev/null", "w");
+        if (!devnull) return zt_error_set(err, ZT_ERR_IO, "rank %d: cannot open /dev/null", rank);
+        out = devnull;
+    }
 
     if ((rc = zt_token_file_open(&train, cfg->train_path, err))) goto done;
     if ((rc = zt_sampler_init(&ts, &train, T, cfg->seed, true, err)))
@@ -66,7 +78,20 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
     }
     if ((rc = zt_gpt2_create(&cfg->model, &model, err))) goto done;
-    zt_engine_options eo = {.B = B, .T = T, .seed = cfg->seed, .optim = cfg->optim};
+    zt_engine_options eo;
+    zt_engine_options_default(&eo);
+    eo.B = B;
+    eo.T = T;
+    eo.seed = cfg->seed;
+    eo.optim = cfg->optim;
+    eo.strategy = cfg->strategy;
+    eo.comm = world > 1 ? world_comm : NULL;
+    eo.hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size : world;
+    eo.hybrid_inner = cfg->hybrid_inner;
+    eo.keep_params_after_forward = !cfg->reshard_after_forward;
+    eo.grad_accum = A;
+    eo.reduce_every_micro_batch = cfg->reduce_every_micro_batch;
+    eo.bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     if (opts && opts->init_weights && opts->init_weights[0]) {
         if ((rc = zt_weights_load(e, opts->init_weights, err))) goto done;
@@ -79,9 +104,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
         goto done;
     }
-    if (cfg->log_path[0] && (rc = zt_jsonl_open(&log, cfg->log_path, err))) goto done;
+    if (rank == 0 && cfg->log_path[0] && (rc = zt_jsonl_open(&log, cfg->log_path, err))) goto done;
 
-    int64_t tokens_per_step = (int64_t)B * T * A;
+    int64_t micro_per_step = (int64_t)A * world, tokens_per_step = (int64_t)B * T * micro_per_step;
     int threads = omp_get_max_threads();
     double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
     double peak = zt_cpu_fp32_peak_flops(threads);
@@ -90,27 +115,34 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters\n",
             ZT_VERSION, cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
             cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6);
-    fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d = "
-            "%lld tokens/step | %d threads\n",
+    fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
+            "%d ranks = %lld tokens/step | %d threads per rank\n",
             cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,
-            have_val ? cfg->val_path : "none", B, T, A, (long long)tokens_per_step, threads);
+            have_val ? cfg->val_path : "none", B, T, A, world, (long long)tokens_per_step, threads);
+    fprintf(out, "parallel: strategy %s on %d rank%s", zt_strategy_name(cfg->strategy), world,
+            world > 1 ? "s" : "");
+    if (cfg->strategy == ZT_STRATEGY_HYBRID)
+        fprintf(out, " (%s in shard groups of %d)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size);
+    fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
+            cfg->reduce_every_micro_batch ? " | reduce every micro-batch" : "");
     fprintf(out, "precision fp32 (storage, compute, gradients, master, moments) | optimizer %s | "
-            "memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
+            "memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
             cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", mem.params / 1048576.0,
             mem.grads / 1048576.0, mem.optimizer / 1048576.0, mem.activations / 1048576.0);
 
     zt_progress prog;
     zt_progress_init(&prog, out);
-    uint64_t sample = 0;
+    uint64_t per_step_samples = (uint64_t)B * (uint64_t)micro_per_step;
     double t_start = now(), first_loss = NAN, last_loss = NAN, last_val = NAN;
     for (int64_t step = 0; step < cfg->steps; step++) {
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         float lr = zt_lr_at(&cfg->lr, step);
         for (int micro = 0; micro < A; micro++) {
             double td = now();
-            if ((rc = zt_sampler_batch(&ts, sample, 1, B, inp, tgt, model->vocab_size, err)))
+            /* rank r's micro-batch k is global micro-batch r*A + k of this step */
+            uint64_t first = (uint64_t)step * per_step_samples + ((uint64_t)rank * A + micro) * (uint64_t)B;
+            if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
                 goto data_error_train;
-            sample += (uint64_t)B;
             double tf = now();
             data_s += tf - td;
             zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
@@ -123,8 +155,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double to = now();
         zt_step_report rep;
         if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
+        if ((rc = zt_engine_sum_ranks(e, &loss_sum, err))) goto done;
         double t1 = now();
-        zt_step_metrics m = {.step = step + 1, .total_steps = cfg->steps, .loss = loss_sum / A,
+        zt_comm_bytes bytes;
+        zt_engine_comm_bytes(e, &bytes, true);
+        if (result) result->last_step_bytes = bytes;
+        zt_step_metrics m = {.step = step + 1, .total_steps = cfg->steps, .loss = loss_sum / (double)micro_per_step,
                              .val_loss = NAN, .lr = lr, .grad_norm = rep.grad_norm,
                              .clip_coef = rep.clip_coef, .tokens = tokens_per_step,
                              .step_s = t1 - t0, .data_s = data_s, .fwdbwd_s = fb_s,
@@ -135,26 +171,28 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         last_loss = m.loss;
         bool last = step + 1 == cfg->steps;
         if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
-            if ((rc = evaluate(e, &vs, cfg, inp, tgt, &m.val_loss, err))) goto done;
+            if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
             last_val = m.val_loss;
             zt_progress_message(&prog, "step %lld: val loss %.4f", (long long)m.step, m.val_loss);
         }
         if (cfg->print_every > 0 && ((step + 1) % cfg->print_every == 0 || last || step == 0))
             zt_progress_step(&prog, &m);
+        m.bytes = bytes;
         if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
     }
     zt_progress_finish(&prog);
+    uint64_t hash = zt_engine_param_hash(e); /* a collective under zero3: every rank calls it */
     if (result) {
         result->first_loss = first_loss;
         result->final_loss = last_loss;
         result->final_val_loss = last_val;
-        result->param_hash = zt_engine_param_hash(e);
+        result->param_hash = hash;
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)cfg->steps, now() - t_start, first_loss, last_loss, last_val,
-            (unsigned long long)zt_engine_param_hash(e));
+            (unsigned long long)hash);
     if (cfg->sample_tokens > 0) {
         char enc[1024], voc[1024];
         zt_bpe *bpe = NULL;
@@ -169,7 +207,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_bpe_free(bpe);
     }
     if (opts && opts->save_path && opts->save_path[0]) {
-        if ((rc = zt_weights_save(e, opts->save_path, err))) goto done;
+        if ((rc = zt_weights_save(e, opts->save_path, rank == 0, err))) goto done;
         fprintf(out, "weights saved to %s\n", opts->save_path);
     }
     goto done;
@@ -185,5 +223,6 @@ done:
     zt_sampler_free(&vs);
     zt_token_file_close(&train);
     zt_token_file_close(&valf);
+    if (devnull) fclose(devnull);
     return rc;
 }

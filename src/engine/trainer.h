@@ -7,7 +7,8 @@
 #include <stdio.h>
 
 typedef struct zt_train_options {
-    FILE *out;                /* progress and summary (stdout when NULL) */
+    FILE *out;                /* progress and summary (stdout when NULL); rank 0 only */
+    zt_comm *world;           /* the data-parallel world, or NULL for one process */
     const char *save_path;    /* write the final parameters here (weights file), or NULL */
     const char *init_weights; /* start from this weights file instead of the seeded init, or NULL */
 } zt_train_options;
@@ -15,7 +16,8 @@ typedef struct zt_train_options {
 typedef struct zt_train_result {
     double first_loss, final_loss, final_val_loss, seconds;
     int64_t steps;
-    uint64_t param_hash; /* xxh64 of the final parameters */
+    uint64_t param_hash; /* xxh64 of the final parameters (full tensors, any strategy) */
+    zt_comm_bytes last_step_bytes; /* this rank's collective traffic in the last step */
 } zt_train_result;
 
 /* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite. */

@@ -2,15 +2,18 @@
  *
  *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *
- * computed in the equivalent sigmoid form 0.5 (1 + tanh(u)) = s = 1 / (1 + e), e = exp(-2u), which
- * has no cancellation anywhere (1 + tanh(u) near u << 0 would lose every digit):
+ * computed in the equivalent sigmoid form s = 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), which has
+ * no cancellation (1 + tanh(u) for u << 0 would lose every digit), and with a = exp(-2|u|) <= 1
+ * so that nothing overflows:
  *
+ *   s = 1 / (1 + a) for u >= 0,  a / (1 + a) for u < 0;   s (1 - s) = a / (1 + a)^2
  *   gelu(x)  = x s
- *   gelu'(x) = s + x * 2 s (1 - s) * du/dx,  1 - s = e s,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+ *   gelu'(x) = s + 2 x s (1 - s) du/dx,   du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
  *
- * -2u is clamped at 80 so that e stays finite: there s < 2e-35 and gelu(x) = x s and its
- * derivative are below 1e-33 in magnitude, where the exact values are smaller still. Elementwise,
- * so the bits do not depend on the thread count. Error: a few ulp (exp <= 2 ulp, then 3-4 roundings).
+ * s and gelu' are computed from x clamped to [-20, 20], where a = e^-602 = 0 in float: s and
+ * gelu' are then exactly 1 or 0 as the true values are in float, gelu(x) = x or -0, and x^3 can
+ * not overflow. NaN propagates. Elementwise, so the bits do not depend on the thread count.
+ * Error: a few ulp (exp <= 2 ulp, then 3-4 roundings).
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
@@ -19,29 +22,31 @@
 #define GELU_A 0.044715f
 #define GELU_SERIAL_MAX 4096
 
-/* e = exp(-2u) for a vector of x, clamped at e^80 */
-static inline zt_vf gelu_e(zt_vf x)
+/* x clamped to [-20, 20] (NaN stays NaN), s, and s (1 - s) when wanted */
+static inline zt_vf gelu_s(zt_vf x, zt_vf *xc_out, zt_vf *s1s_out)
 {
-    zt_vf x2 = zt_vmul(x, x);
-    zt_vf u = zt_vmul(zt_vmul(zt_vset1(GELU_K), x), zt_vfmadd(zt_vset1(GELU_A), x2, zt_vset1(1.0f)));
-    zt_vf m2u = zt_vmul(zt_vset1(-2.0f), u);
-    return zt_vexp(zt_vmin(zt_vset1(80.0f), m2u));
+    zt_vf xc = zt_vmax(zt_vset1(-20.0f), zt_vmin(zt_vset1(20.0f), x));
+    zt_vf u = zt_vmul(zt_vmul(zt_vset1(GELU_K), xc),
+                      zt_vfmadd(zt_vset1(GELU_A), zt_vmul(xc, xc), zt_vset1(1.0f)));
+    zt_vf a = zt_vexp(zt_vmul(zt_vset1(-2.0f), zt_vabs(u)));
+    zt_vf r = zt_vdiv(zt_vset1(1.0f), zt_vadd(zt_vset1(1.0f), a));
+    zt_vf ar = zt_vmul(a, r);
+    if (xc_out != NULL) {
+        *xc_out = xc;
+        *s1s_out = zt_vmul(ar, r);
+    }
+    return zt_vselect_neg(u, ar, r);
 }
 
-static inline zt_vf gelu_fwd_v(zt_vf x)
-{
-    zt_vf s = zt_vdiv(zt_vset1(1.0f), zt_vadd(zt_vset1(1.0f), gelu_e(x)));
-    return zt_vmul(x, s);
-}
+static inline zt_vf gelu_fwd_v(zt_vf x) { return zt_vmul(x, gelu_s(x, NULL, NULL)); }
 
 static inline zt_vf gelu_bwd_v(zt_vf x, zt_vf d)
 {
-    zt_vf e = gelu_e(x);
-    zt_vf s = zt_vdiv(zt_vset1(1.0f), zt_vadd(zt_vset1(1.0f), e));
-    zt_vf x2 = zt_vmul(x, x);
-    zt_vf dudx = zt_vmul(zt_vset1(GELU_K), zt_vfmadd(zt_vset1(3.0f * GELU_A), x2, zt_vset1(1.0f)));
-    zt_vf s1s = zt_vmul(zt_vmul(e, s), s); /* s (1 - s) */
-    zt_vf g = zt_vfmadd(zt_vmul(zt_vadd(x, x), s1s), dudx, s);
+    zt_vf xc, s1s;
+    zt_vf s = gelu_s(x, &xc, &s1s);
+    zt_vf dudx = zt_vmul(zt_vset1(GELU_K),
+                         zt_vfmadd(zt_vset1(3.0f * GELU_A), zt_vmul(xc, xc), zt_vset1(1.0f)));
+    zt_vf g = zt_vfmadd(zt_vmul(zt_vadd(xc, xc), s1s), dudx, s);
     return zt_vmul(g, d);
 }
 
@@ -72,8 +77,8 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
             zt_vstore(dinp + i, gelu_bwd_v(zt_vload(inp + i), zt_vload(dout + i)));
         if (i < i1) {
             int n = (int)(i1 - i);
-            zt_vstoren(dinp + i, gelu_bwd_v(zt_vloadn(inp + i, n, 0.0f), zt_vloadn(dout + i, n, 0.0f)),
-                       n);
+            zt_vstoren(dinp + i,
+                       gelu_bwd_v(zt_vloadn(inp + i, n, 0.0f), zt_vloadn(dout + i, n, 0.0f)), n);
         }
     }
 }

@@ -62,11 +62,11 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);
-/* dinp = gelu'(inp) * dout (assigned). */
+/* dinp = gelu'(inp) * dout (assigned). dinp may be dout or inp (in place). */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 
 /* ---- residual.c ------------------------------------------------------------------------------ */
-/* out = a + b, N floats. */
+/* out = a + b, N floats. out may be a or b (in place). */
 void residual_forward(float *out, const float *a, const float *b, size_t N);
 
 /* ---- crossentropy.c: softmax + cross-entropy, fused ----------------------------------------- */

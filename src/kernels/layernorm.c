@@ -48,7 +48,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
         if (i < C) {
             int n = C - i;
             zt_vf nrm = zt_vmul(zt_vsub(zt_vloadn(x + i, n, 0.0f), vm), vs);
-            zt_vstoren(o + i, zt_vfmadd(nrm, zt_vloadn(weight + i, n, 0.0f), zt_vloadn(bias + i, n, 0.0f)),
+            zt_vstoren(o + i,
+                       zt_vfmadd(nrm, zt_vloadn(weight + i, n, 0.0f), zt_vloadn(bias + i, n, 0.0f)),
                        n);
         }
         mean[r] = m;
@@ -129,10 +130,10 @@ static void layernorm_backward_params(float *dw, float *db, const float *dout, c
             zt_vstore(dw + c0 + k * ZT_VL, zt_vadd(zt_vload(dw + c0 + k * ZT_VL), aw[k]));
             zt_vstore(db + c0 + k * ZT_VL, zt_vadd(zt_vload(db + c0 + k * ZT_VL), ab[k]));
         } else {
-            zt_vstoren(dw + c0 + k * ZT_VL, zt_vadd(zt_vloadn(dw + c0 + k * ZT_VL, left, 0.0f), aw[k]),
-                       left);
-            zt_vstoren(db + c0 + k * ZT_VL, zt_vadd(zt_vloadn(db + c0 + k * ZT_VL, left, 0.0f), ab[k]),
-                       left);
+            zt_vstoren(dw + c0 + k * ZT_VL,
+                       zt_vadd(zt_vloadn(dw + c0 + k * ZT_VL, left, 0.0f), aw[k]), left);
+            zt_vstoren(db + c0 + k * ZT_VL,
+                       zt_vadd(zt_vloadn(db + c0 + k * ZT_VL, left, 0.0f), ab[k]), left);
         }
     }
 }

@@ -75,9 +75,8 @@ static void dbias_block(float *dbias, const float *dout, int N, int OC, int c0, 
     }
 }
 
-void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int C, int OC,
-                     bool accumulate_dinp)
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                     const float *weight, int N, int C, int OC, bool accumulate_dinp)
 {
     if (dinp != NULL)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,

@@ -58,6 +58,13 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     num(fp, "tok_per_s", m->tok_per_s, 0);
     num(fp, "mfu", m->mfu, 0);
     num(fp, "elapsed_s", m->elapsed_s, 0);
+    const zt_comm_bytes *b = &m->bytes;
+    fprintf(fp, ",\"bytes_sent\":{\"reduce_scatter\":%llu,\"all_gather\":%llu,\"all_reduce\":%llu,"
+            "\"small\":%llu}", (unsigned long long)b->sent_rs, (unsigned long long)b->sent_ag,
+            (unsigned long long)b->sent_ar, (unsigned long long)b->sent_small);
+    fprintf(fp, ",\"bytes_recv\":{\"reduce_scatter\":%llu,\"all_gather\":%llu,\"all_reduce\":%llu,"
+            "\"small\":%llu}", (unsigned long long)b->recv_rs, (unsigned long long)b->recv_ag,
+            (unsigned long long)b->recv_ar, (unsigned long long)b->recv_small);
     return finish_line(j, err);
 }
 

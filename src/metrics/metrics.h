@@ -20,6 +20,7 @@ typedef struct zt_step_metrics {
     double tok_per_s;
     double mfu;            /* model FLOPs / (step_s * peak), NaN if the peak is unknown */
     double elapsed_s;      /* since training started */
+    zt_comm_bytes bytes;   /* this rank's collective traffic in the step, by kind */
 } zt_step_metrics;
 
 typedef struct zt_progress {

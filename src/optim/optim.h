@@ -21,9 +21,14 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, flo
 void zt_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    int nesterov, float wd, float grad_scale, int64_t t);
 
-/* Sum of squares of x in double, in a fixed order (threads over a static partition, partial sums
- * combined in thread order): the same bits for the same n and thread count. */
-double zt_sum_squares(const float *x, size_t n);
+/* partial[c] = sum of x[i]^2 over chunk c = [c*chunk, min((c+1)*chunk, n)), in double, in index
+ * order (8 interleaved accumulators combined pairwise). Threads split the chunks, never a chunk,
+ * so the bits do not depend on the thread count, and a shard that starts on a chunk boundary gets
+ * the same partials as the whole tensor: the gradient norm is then the in-order sum of all chunk
+ * partials (zt_sum_in_order), identical for every strategy and world size. */
+void zt_chunk_sum_squares(const float *x, int64_t n, int64_t chunk, double *partial);
+/* Left-to-right sum of x[0..n). */
+double zt_sum_in_order(const double *x, int64_t n);
 
 /* Clipping coefficient for a global norm: min(1, max_norm / (norm + 1e-6)), 1 if max_norm <= 0
  * (torch.nn.utils.clip_grad_norm_'s formula). */

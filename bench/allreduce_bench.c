@@ -1,0 +1,159 @@
+/* allreduce_bench.c - zerotrain's deterministic all-reduce (zt_all_reduce_f32: reduce-scatter +
+ * all-gather, floats summed by zerotrain in tree order) against Open MPI's MPI_Allreduce
+ * (MPI_SUM on MPI_FLOAT, MPI's own order) in the same run, interleaved, median of --reps.
+ *
+ *   mpirun -np 2 build/bench/allreduce_bench [--min-mb 1] [--max-mb 256] [--reps 7]
+ *
+ * Bus bandwidth = 2(N-1)/N x bytes / time (the nccl-tests convention: the bytes each rank must
+ * move for a bandwidth-optimal all-reduce). Each timed call starts from the same input (copied
+ * in before the barrier, untimed) and its time is the slowest rank's. On 2 ranks the two
+ * results must be the same bits (one addition, a+b = b+a), which is checked. Prints a markdown
+ * table, the ratio at 64 MB, and how much CPU other processes took meanwhile.
+ */
+#include "comm/comm.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* CPU seconds used by every process on the machine (/proc/stat) and by this one. */
+static void cpu_seconds(double *all, double *self) {
+    *all = *self = 0;
+    const double hz = 100;
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long v[8] = {0};
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8)
+            *all = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+        fclose(f);
+    }
+    f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[2048];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+            *self = (double)(ut + st) / hz;
+        fclose(f);
+    }
+}
+
+static double timed(int which, zt_comm *zc, float *buf, const float *src, size_t n, int *bad) {
+    memcpy(buf, src, n * sizeof *buf);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (which == 0) {
+        zt_error err = {0};
+        if (zt_all_reduce_f32(zc, buf, n, "bench", &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            *bad = 1;
+        }
+    } else {
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double t = MPI_Wtime() - t0, tmax;
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return tmax;
+}
+
+int main(int argc, char **argv) {
+    zt_error err = {0};
+    zt_comm *world;
+    if (zt_comm_init(&argc, &argv, &world, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int me = zt_comm_rank(world), N = zt_comm_size(world);
+    int min_mb = 1, max_mb = 256, reps = 7;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--min-mb") && i + 1 < argc) min_mb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-mb") && i + 1 < argc) max_mb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            if (me == 0)
+                fprintf(stderr, "usage: mpirun -np N allreduce_bench [--min-mb 1] [--max-mb 256] "
+                                "[--reps 7]\n  (ZT_COMM_CHUNK_BYTES sets zerotrain's chunk)\n");
+            zt_comm_free(world);
+            zt_comm_finalize(NULL);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    if (min_mb < 1) min_mb = 1;
+    double all0, self0;
+    cpu_seconds(&all0, &self0);
+    double wall0 = MPI_Wtime();
+    if (me == 0) {
+        printf("all-reduce, %d ranks, float32, median of %d, interleaved; zerotrain chunk %zu "
+               "bytes; bus bandwidth = 2(N-1)/N x bytes / time\n\n",
+               N, reps, zt_comm_chunk_bytes(world));
+        printf("| size | zerotrain ms | zerotrain GB/s | Open MPI ms | Open MPI GB/s | zerotrain / "
+               "Open MPI |\n|---:|---:|---:|---:|---:|---:|\n");
+    }
+    size_t maxn = (size_t)max_mb << 18;
+    float *buf = malloc(maxn * sizeof *buf), *src = malloc(maxn * sizeof *src),
+          *keep = malloc(maxn * sizeof *keep);
+    if (!buf || !src || !keep) {
+        fprintf(stderr, "rank %d: out of memory\n", me);
+        MPI_Abort(MPI_COMM_WORLD, 7);
+    }
+    for (size_t i = 0; i < maxn; i++) src[i] = (float)((i * 2654435761u + (size_t)me * 97) % 1000) * 1e-3f - 0.5f;
+    double *tz = malloc((size_t)reps * sizeof *tz), *tm = malloc((size_t)reps * sizeof *tm);
+    double ratio64 = 0;
+    int bad = 0;
+    for (int mb = min_mb; mb <= max_mb; mb *= 2) {
+        size_t n = (size_t)mb << 18, bytes = n * sizeof(float);
+        zt_error e2 = {0};
+        zt_comm_reserve_scratch(world, zt_comm_scratch_bytes_for(world, n / (size_t)N + 1), &e2);
+        /* warm-up of both, and the bit check on 2 ranks */
+        timed(0, world, buf, src, n, &bad);
+        memcpy(keep, buf, bytes);
+        timed(1, world, buf, src, n, &bad);
+        if (N == 2 && memcmp(keep, buf, bytes)) {
+            if (me == 0) fprintf(stderr, "%d MB: zerotrain and Open MPI results differ\n", mb);
+            bad = 1;
+        }
+        for (int r = 0; r < reps; r++) {
+            if (r % 2) {
+                tz[r] = timed(0, world, buf, src, n, &bad);
+                tm[r] = timed(1, world, buf, src, n, &bad);
+            } else {
+                tm[r] = timed(1, world, buf, src, n, &bad);
+                tz[r] = timed(0, world, buf, src, n, &bad);
+            }
+        }
+        double z = median(tz, reps), m = median(tm, reps);
+        double f = 2.0 * (N - 1) / N * (double)bytes / 1e9;
+        if (mb == 64) ratio64 = m / z;
+        if (me == 0)
+            printf("| %d MB | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", mb, 1e3 * z, f / z, 1e3 * m,
+                   f / m, 100 * m / z);
+    }
+    double all1, self1, selfsum = 0;
+    cpu_seconds(&all1, &self1);
+    double mine = self1 - self0;
+    MPI_Reduce(&mine, &selfsum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (me == 0) {
+        double wall = MPI_Wtime() - wall0;
+        if (ratio64 > 0) printf("\nzerotrain / Open MPI at 64 MB: %.0f%%\n", 100 * ratio64);
+        printf("other processes: %.2f CPUs\n", (all1 - all0 - selfsum) / wall);
+    }
+    free(buf), free(src), free(keep), free(tz), free(tm);
+    zt_comm_free(world);
+    zt_comm_finalize(NULL);
+    return bad;
+}

@@ -1,0 +1,259 @@
+/* comm.h - the communication layer: the MPI world and its sub-groups, deterministic float
+ * collectives, per-comm traffic counters and collective deadlines.
+ *
+ * The rule this layer exists for: MPI only moves bytes; zerotrain adds floats itself, in a fixed
+ * order, so a run is bit-for-bit reproducible. The order is a pairwise tree over the rank index
+ * (zt_tree_sum_f32 below); the engine uses the same tree over micro-batches, so for power-of-two
+ * sizes 1 rank x 4 micro-batches, 2 x 2 and 4 x 1 give the same bits. No MPI_SUM on floats.
+ *
+ * One file per concern (Open MPI coll style: one function per algorithm, each with Accepts /
+ * Returns / Limitations and a diagram):
+ *   world.c           MPI init/finalize, zt_comm create/split/dup/free, names, ranks
+ *   tree_sum.c        zt_tree_sum_f32, the fixed summation order
+ *   reduce_scatter.c  pairwise exchange + tree sum, chunk-pipelined through a bounded scratch
+ *   all_gather.c      pairwise exchange (also moves the bytes of the small collectives)
+ *   all_reduce.c      reduce-scatter then all-gather: the same bits as calling both
+ *   broadcast.c       pipelined binomial tree
+ *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
+ *   counters.c        bytes / calls / seconds per collective kind, per comm
+ *   deadline.c        the one polling wait loop: deadlines, peer-naming errors, cancellation
+ *   comm_internal.h   the zt_comm struct and the op machinery shared by the files above
+ *
+ * Contracts common to every collective here:
+ *   - Every rank of the comm calls the same collectives in the same order with the same sizes
+ *     (counts, n, bytes, root); that is MPI's rule. A count mismatch that shows up as a message of
+ *     the wrong length fails with ZT_ERR_MISMATCH naming the peer, never corrupts silently.
+ *   - Every wait polls non-blocking requests (MPI_Testsome) under the comm's deadline
+ *     (zt_comm_set_timeout, default 300 s, env ZT_COMM_TIMEOUT): when no message completes for
+ *     that long the call returns ZT_ERR_PEER with a message naming the collective, its tag and
+ *     size, this rank and the peer ranks whose data have not arrived, e.g.
+ *       "reduce_scatter (bucket 'h.3', 2.4 MB) on rank 1: no data from rank 3 after 30 s".
+ *     The clock restarts whenever a message completes, so a long collective that is moving never
+ *     times out; a stuck one fails `timeout` seconds after its last progress.
+ *   - An MPI error becomes ZT_ERR_PEER with MPI_Error_string (every comm has MPI_ERRORS_RETURN).
+ *   - After any ZT_ERR_PEER / ZT_ERR_MISMATCH the comm is *broken*: later calls on it fail at
+ *     once with ZT_ERR_PEER quoting the first failure. Pending receives are cancelled before
+ *     the call returns; a send that no peer ever takes may stay queued in MPI and keeps reading
+ *     its buffer, so after such a failure the caller should end the run (zt_comm_abort from
+ *     main) rather than reuse the buffers for something else.
+ *   - `tag` is a short label printed verbatim in messages (e.g. "bucket 'h.3'"); NULL is fine.
+ *   - Library code here never exits, aborts or asserts; errors go through zt_error.
+ *
+ * Threads. MPI is initialized with MPI_THREAD_MULTIPLE when the library offers it
+ * (zt_comm_thread_level says what was provided). A zt_comm is used by ONE thread at a time:
+ * concurrent calls on the same comm would post their messages in different orders on different
+ * ranks, which no lock can make correct. The engine gives its background communication thread
+ * its own comm (zt_comm_dup). Calls on different comms may run concurrently. A second thread
+ * entering a comm that is in use gets ZT_ERR_INTERNAL instead of undefined behaviour. Counters
+ * (zt_comm_counters_get/reset) may be read from any thread at any time.
+ *
+ * Non-blocking use: zt_*_start posts every message and returns an op; zt_comm_op_test makes
+ * progress and reports completion without blocking; zt_comm_op_wait finishes it under the
+ * deadline. At most one op is in flight per comm (another call on that comm, blocking or not,
+ * returns ZT_ERR_INTERNAL until it finishes); use one comm per concurrent stream.
+ *
+ * Memory. Each comm owns a scratch buffer for the reduce-scatter, grown on demand and kept until
+ * zt_comm_free; zt_comm_scratch_bytes_for tells the memory plan how much it will need and
+ * zt_comm_reserve_scratch allocates it up front so the first step allocates nothing. Request
+ * bookkeeping (a few dozen bytes per message) is grown the same way.
+ *
+ * Limits: counts are size_t elements; messages are cut into chunks of zt_comm_chunk_bytes
+ * (default 4 MiB, env ZT_COMM_CHUNK_BYTES, which must be equal on all ranks), so there is no
+ * 2 GiB MPI count limit. Float payloads are float32; anything else moves as bytes.
+ */
+#ifndef ZT_COMM_H
+#define ZT_COMM_H
+
+#include "zerotrain/zerotrain.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_comm zt_comm;       /* a communicator: an MPI comm plus zerotrain's state */
+typedef struct zt_comm_op zt_comm_op; /* a collective in flight (non-blocking API) */
+
+/* ---- world.c: MPI, the world and sub-groups ------------------------------------------------ */
+
+/* Thread levels, the values of MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE in order. */
+typedef enum zt_comm_threads {
+    ZT_COMM_THREAD_SINGLE = 0,
+    ZT_COMM_THREAD_FUNNELED = 1,
+    ZT_COMM_THREAD_SERIALIZED = 2,
+    ZT_COMM_THREAD_MULTIPLE = 3
+} zt_comm_threads;
+
+/* Initializes MPI if nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; started without
+ * mpirun this is a 1-rank singleton) and returns the world: a dup of MPI_COMM_WORLD named
+ * "world", MPI_ERRORS_RETURN, timeout from ZT_COMM_TIMEOUT (default 300 s). argc/argv may be
+ * NULL. May be called again (each call returns a new world comm; MPI is initialized once).
+ * Fails with ZT_ERR_USAGE for a malformed ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES, ZT_ERR_PEER
+ * when MPI cannot start or a rank does not arrive within the timeout. */
+int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err);
+/* Finalizes MPI if zt_comm_init initialized it (no-op otherwise, or when already finalized).
+ * Free every comm first. After a ZT_ERR_PEER, call zt_comm_abort instead: MPI_Finalize waits
+ * for all ranks and would hang on a lost one. */
+int zt_comm_finalize(zt_error *err);
+/* MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job. For main() only (the CLI maps
+ * ZT_ERR_PEER to exit code 5 this way); library code never calls it. */
+void zt_comm_abort(int code);
+/* The thread level MPI provided (a zt_comm_threads value); -1 before zt_comm_init. */
+int zt_comm_thread_level(void);
+
+int zt_comm_rank(const zt_comm *c);
+int zt_comm_size(const zt_comm *c);
+/* The MPI_COMM_WORLD rank of this comm's rank r (0 <= r < size), for messages and logs. */
+int zt_comm_world_rank(const zt_comm *c, int r);
+/* Name used in messages ("world", "shard", ...); set_name copies up to 31 characters. */
+const char *zt_comm_name(const zt_comm *c);
+void zt_comm_set_name(zt_comm *c, const char *name);
+
+/* MPI_Comm_split, preceded by a deadline-guarded exchange so a missing rank is named instead of
+ * hanging. Collective over parent. Ranks with equal color form one new comm, ordered by (key,
+ * parent rank). color < 0: this rank joins no comm and *out is NULL. The new comm inherits the
+ * parent's timeout and chunk size; its name is "<parent>.<color>" (set a better one). Counted
+ * under ZT_COLL_SETUP. */
+int zt_comm_split(zt_comm *parent, int color, int key, zt_comm **out, zt_error *err);
+/* MPI_Comm_dup, deadline-guarded the same way: same ranks, separate message space, own scratch
+ * and counters, inherits timeout, chunk size and name. For a second thread. */
+int zt_comm_dup(zt_comm *c, zt_comm **out, zt_error *err);
+/* The hybrid mesh (FSDP HYBRID_SHARD / MiCS): world ranks r = g*shard_size + i form shard group
+ * g (members i = 0..shard_size-1, "shard") and replicate group i (members g = 0.., "replicate").
+ * shard_size must divide the world size (ZT_ERR_USAGE otherwise). */
+int zt_comm_mesh_2d(zt_comm *world, int shard_size, zt_comm **shard, zt_comm **replicate,
+                    zt_error *err);
+/* Frees the comm (MPI_Comm_free when MPI is still up), its scratch and counters. NULL is fine.
+ * Not collective in effect, but call it on all ranks. */
+void zt_comm_free(zt_comm *c);
+
+/* Chunk size in bytes for cutting large messages (rounded down to a multiple of 4, at least
+ * 4 KiB). Must be the same on all ranks of the comm: it decides message boundaries (a mismatch
+ * fails with ZT_ERR_MISMATCH). ZT_ERR_USAGE for a value below 4 KiB. */
+int zt_comm_set_chunk_bytes(zt_comm *c, size_t bytes);
+size_t zt_comm_chunk_bytes(const zt_comm *c);
+
+/* ---- deadline.c: timeouts and the non-blocking op interface ------------------------------- */
+
+/* Seconds without progress after which a wait fails with ZT_ERR_PEER. seconds must be > 0 and
+ * finite (ZT_ERR_USAGE otherwise). Local: ranks may differ. */
+int zt_comm_set_timeout(zt_comm *c, double seconds);
+double zt_comm_timeout(const zt_comm *c);
+/* True after a ZT_ERR_PEER / ZT_ERR_MISMATCH on this comm (see the contract above). */
+bool zt_comm_broken(const zt_comm *c);
+
+/* Makes progress on op without blocking; *done = true once it finished (then op is gone, as
+ * after zt_comm_op_wait). Never times out: the deadline only runs inside zt_comm_op_wait.
+ * On error the op is gone too and the comm is broken. */
+int zt_comm_op_test(zt_comm_op *op, bool *done, zt_error *err);
+/* Blocks until op finishes or fails (deadline as above). op is gone after it returns. */
+int zt_comm_op_wait(zt_comm_op *op, zt_error *err);
+
+/* ---- tree_sum.c: the fixed summation order -------------------------------------------------- */
+
+/* out[i] = sum over k of parts[k][i], i < n, added as the pairwise tree over k:
+ *   sum(lo,hi) = hi-lo == 1 ? parts[lo] : sum(lo,mid) + sum(mid,hi),  mid = lo + (hi-lo)/2
+ * so 4 parts give ((p0+p1)+(p2+p3)), 3 give (p0+(p1+p2)). The bits depend only on the values and
+ * nparts (not on n, alignment, blocking or the CPU's vector width). out may be the same pointer
+ * as any parts[k] (exact alias; no other overlap). nparts >= 1 (nparts < 1 leaves out alone).
+ * Works in L1-sized blocks with vectorized inner loops; no allocation, cannot fail. */
+void zt_tree_sum_f32(float *out, const float *const *parts, int nparts, size_t n);
+
+/* ---- reduce_scatter.c --------------------------------------------------------------------- */
+
+/* send: rank-major, block j (counts[j] floats, blocks back to back) is this rank's contribution
+ * to rank j; counts has size() entries, equal on all ranks, zero allowed.
+ * recv (counts[rank]) = zt_tree_sum_f32 over source ranks r = 0..N-1 of block `rank` of r.
+ * recv may be exactly send's own block (send + sum of counts[j<rank]); no other overlap.
+ * Traffic per rank: exactly sum_{j != rank} counts[j]*4 bytes sent and (N-1)*counts[rank]*4
+ * received, no headers, no padding; zero-size blocks send no message. Uses the comm's scratch
+ * (zt_comm_scratch_bytes_for). */
+int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                          const char *tag, zt_error *err);
+/* Non-blocking: posts everything and returns; send and recv must stay untouched until the op
+ * finishes; counts is read during the call only. */
+int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                                const char *tag, zt_comm_op **op, zt_error *err);
+/* Bytes of scratch a reduce-scatter on c with blocks of at most max_block floats uses:
+ * 2 rounds x (N-1) sources x min(max_block, chunk) floats x 4. For the memory plan. */
+size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block);
+/* Grows the comm's scratch to at least bytes now (ZT_ERR_NOMEM on failure). */
+int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err);
+/* Bytes of scratch the comm holds now. */
+size_t zt_comm_scratch_bytes(const zt_comm *c);
+
+/* ---- all_gather.c ------------------------------------------------------------------------- */
+
+/* recv = the N blocks rank-major (block j: counts[j] floats from rank j). send holds
+ * counts[rank] floats and may be exactly recv's own block. Traffic per rank: (N-1)*counts[rank]*4
+ * bytes sent, sum_{j != rank} counts[j]*4 received. Bit-exact copy. */
+int zt_all_gather_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                      const char *tag, zt_error *err);
+int zt_all_gather_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                            const char *tag, zt_comm_op **op, zt_error *err);
+
+/* ---- all_reduce.c ------------------------------------------------------------------------- */
+
+/* counts[j] = n/N, plus one for j < n%N: the block split zt_all_reduce_f32 uses. */
+void zt_comm_even_counts(size_t n, int nranks, size_t *counts);
+/* buf (n floats, in place) = tree sum over ranks, identical bits on all ranks and equal to
+ * zt_reduce_scatter_f32 + zt_all_gather_f32 over zt_comm_even_counts(n, N). Traffic per rank:
+ * (n - c_me)*4 + (N-1)*c_me*4 bytes each way, i.e. 2n(N-1)/N floats when N divides n. */
+int zt_all_reduce_f32(zt_comm *c, float *buf, size_t n, const char *tag, zt_error *err);
+int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **op,
+                            zt_error *err);
+
+/* ---- broadcast.c -------------------------------------------------------------------------- */
+
+/* buf (bytes) on every rank = buf on root. Pipelined binomial tree: a rank with k children in
+ * the tree sends k*bytes, every non-root receives bytes once (sum over ranks: (N-1)*bytes). */
+int zt_broadcast_bytes(zt_comm *c, void *buf, size_t bytes, int root, const char *tag,
+                       zt_error *err);
+
+/* ---- small.c: a few scalars, exact ops -------------------------------------------------- */
+/* These move a few bytes with the pairwise all-gather (so a missing rank is named) and reduce
+ * locally: max and logical AND are exact and order-independent, so the result is the same on
+ * every rank whatever the order. Counted under ZT_COLL_SMALL (barrier under ZT_COLL_SETUP). */
+
+/* *value = max over ranks; NaN on any rank gives NaN everywhere (MPI_MAX leaves that undefined). */
+int zt_all_reduce_max_f64(zt_comm *c, double *value, const char *tag, zt_error *err);
+/* *flag = 1 if every rank's *flag != 0, else 0 (the finite check all ranks agree on). */
+int zt_all_reduce_and_int(zt_comm *c, int *flag, const char *tag, zt_error *err);
+/* recv (N*n doubles, rank-major) = every rank's send (n doubles): norm partials. Meant for small
+ * n (it is the pairwise all-gather: N-1 messages each way per rank). */
+int zt_all_gather_f64(zt_comm *c, const double *send, double *recv, size_t n, const char *tag,
+                      zt_error *err);
+/* Returns once every rank has entered it (or fails naming who did not). */
+int zt_comm_barrier(zt_comm *c, const char *tag, zt_error *err);
+
+/* ---- counters.c --------------------------------------------------------------------------- */
+
+typedef enum zt_coll_kind {
+    ZT_COLL_REDUCE_SCATTER = 0,
+    ZT_COLL_ALL_GATHER = 1,
+    ZT_COLL_ALL_REDUCE = 2, /* counted as itself only: its two phases are not counted again */
+    ZT_COLL_BROADCAST = 3,
+    ZT_COLL_SMALL = 4,      /* max, and, all_gather_f64 */
+    ZT_COLL_SETUP = 5,      /* split, dup, barrier, init */
+    ZT_COLL_NKINDS = 6
+} zt_coll_kind;
+
+typedef struct zt_coll_counters {
+    uint64_t calls;      /* collectives finished successfully (failed ones are not counted) */
+    uint64_t bytes_sent; /* payload bytes this rank sent (MPI headers excluded) */
+    uint64_t bytes_recv; /* payload bytes this rank received */
+    double seconds;      /* wall time from start to completion (overlapped time included) */
+    double wait_seconds; /* time spent blocked in waits: the exposed, not-overlapped part */
+} zt_coll_counters;
+
+typedef struct zt_comm_counters {
+    zt_coll_counters kind[ZT_COLL_NKINDS];
+    zt_coll_counters total; /* sum over kinds */
+} zt_comm_counters;
+
+/* Thread-safe snapshot / reset of the comm's counters. */
+void zt_comm_counters_get(const zt_comm *c, zt_comm_counters *out);
+void zt_comm_counters_reset(zt_comm *c);
+/* "reduce_scatter", "all_gather", ... ; "?" for an unknown kind. */
+const char *zt_coll_kind_name(int kind);
+
+#endif /* ZT_COMM_H */

@@ -1,0 +1,201 @@
+/* comm_internal.h - what the files of src/comm/ share: the zt_comm struct, the op in flight and
+ * the request bookkeeping the deadline loop polls. Not for use outside src/comm/ (the engine
+ * sees only comm.h, which does not include mpi.h).
+ *
+ * Invariants:
+ *   - A comm has at most one op in flight (c->op, c->op_active); its requests are the first
+ *     c->op.nreq entries of c->reqs / c->info, MPI_REQUEST_NULL until posted.
+ *   - Public entry points bracket their work with zt_comm_enter_ / zt_comm_leave_ (the one-thread
+ *     guard); internal helpers (suffix _) assume the caller entered.
+ *   - Message tags are (seq << 3) | subkind, seq counting ops on this comm (1..tag_seq_mod-1),
+ *     so messages of different collectives never match each other. seq 0 is reserved for setup
+ *     fences, which use a fixed tag so ranks that disagree on seq can still meet and say so.
+ */
+#ifndef ZT_COMM_INTERNAL_H
+#define ZT_COMM_INTERNAL_H
+
+#include "comm/comm.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* subkind: the low 3 bits of a message tag */
+enum {
+    ZT_SUB_RS = 0,
+    ZT_SUB_AG = 1,
+    ZT_SUB_AR_RS = 2,
+    ZT_SUB_AR_AG = 3,
+    ZT_SUB_BCAST = 4,
+    ZT_SUB_SMALL = 5,
+    ZT_SUB_SETUP = 6
+};
+
+enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
+
+#define ZT_RS_DEPTH 2                     /* reduce-scatter rounds of chunks in flight */
+#define ZT_COMM_DEFAULT_TIMEOUT 300.0     /* seconds */
+#define ZT_COMM_DEFAULT_CHUNK (4u << 20)  /* bytes */
+#define ZT_COMM_MIN_CHUNK 4096u
+
+typedef struct zt_req_info {
+    int peer;      /* comm rank at the other end */
+    int aux;       /* op-specific: reduce-scatter round, broadcast chunk, all-reduce chunk */
+    size_t bytes;  /* message length (a receive checks the arrived length against it) */
+    bool recv;
+    uint8_t state; /* ZT_REQ_* */
+} zt_req_info;
+
+struct zt_comm_op {
+    zt_comm *c;
+    int kind;               /* zt_coll_kind, for counters */
+    int subkind;            /* ZT_SUB_*, for the message tag */
+    const char *name;       /* "reduce_scatter", ... */
+    char tag[64];           /* the caller's label */
+    size_t payload;         /* bytes shown in messages */
+    bool count;             /* add to the counters when finished */
+    int mpi_tag;
+    double t_start, t_wait; /* start time; seconds blocked in waits */
+    uint64_t sent, recvd;   /* payload bytes of finished requests */
+    int nreq, pending;      /* requests in use; posted and not finished */
+    bool done;              /* set by advance when the collective's work is complete */
+    /* Called once per finished request (may be NULL), then advance once per batch and once
+     * right after the start; advance posts what can be posted, sums what can be summed and sets
+     * done. Either returns a zt_status (non-zero fails the op). */
+    int (*on_complete)(zt_comm_op *op, int idx, zt_error *err);
+    int (*advance)(zt_comm_op *op, zt_error *err);
+
+    /* reduce-scatter (and the first phase of all-reduce) */
+    struct {
+        const float *send;   /* own contribution: send + off_me */
+        float *recv;         /* counts[me] floats */
+        size_t n;            /* counts[me] */
+        size_t chunk;        /* floats per chunk */
+        int nchunks;         /* chunks of the own block */
+        int next_sum;        /* next chunk to sum */
+        int recv_base;       /* request index of round 0, slot 0 */
+        int arrived[ZT_RS_DEPTH];
+        float *slots;        /* scratch: ZT_RS_DEPTH x (N-1) x chunk floats */
+    } rs;
+    /* all-reduce: buffer and the block split (the phases reuse rs / the all-gather posting) */
+    struct {
+        float *buf;
+        size_t n;
+        int phase; /* 0 reduce-scatter, 1 all-gather */
+        int (*rs_advance)(zt_comm_op *op, zt_error *err);
+    } ar;
+    /* broadcast */
+    struct {
+        unsigned char *buf;
+        size_t bytes, chunk;
+        int nchunks, parent, nchildren, children[32];
+        int send_base;
+    } bc;
+};
+
+struct zt_comm {
+    MPI_Comm mpi;
+    bool owned;             /* MPI_Comm_free on zt_comm_free */
+    int rank, size;
+    int *world_ranks;       /* [size] */
+    bool is_world;          /* same ranks in the same order as MPI_COMM_WORLD: messages say
+                               "rank 3" instead of "rank 3 (world 7)" */
+    char name[32];
+    double timeout;         /* seconds without progress */
+    size_t chunk_bytes;
+    int tag_seq_mod;        /* seq values available in a tag */
+    uint64_t seq;           /* ops begun on this comm */
+    bool broken;
+    char broken_msg[1024];
+    atomic_int busy;        /* the one-thread guard */
+
+    zt_comm_op op;
+    bool op_active;
+
+    /* grown on demand, kept until free */
+    MPI_Request *reqs;
+    zt_req_info *info;
+    MPI_Status *st;
+    int *idx;
+    int req_cap;
+    size_t *off;            /* [size+1] block offsets of the op being started */
+    size_t *ucounts;        /* [size] uniform counts for small ops / all-reduce */
+    const float **parts;    /* [size] tree-sum inputs */
+    float *scratch;
+    size_t scratch_bytes;
+    void *small;            /* small-op staging */
+    size_t small_bytes;
+
+    pthread_mutex_t counters_lock;
+    zt_comm_counters counters;
+};
+
+/* ---- world.c ---- */
+/* "rank 3" on the world, "rank 3 (world 7)" on a sub-comm. */
+void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap);
+/* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES into *timeout / *chunk (defaults when unset). */
+int zt_comm_env_(double *timeout, size_t *chunk, zt_error *err);
+
+/* ---- deadline.c: the op machinery ---- */
+int zt_comm_enter_(zt_comm *c, const char *what, zt_error *err);
+void zt_comm_leave_(zt_comm *c);
+/* ZT_ERR_PEER when the comm is broken, ZT_ERR_INTERNAL when an op is in flight: checked by
+ * every collective before it touches the comm's shared state. */
+int zt_comm_ready_(zt_comm *c, const char *name, zt_error *err);
+/* Starts c->op: checks the comm is usable, reserves nreq request slots (all unposted), picks
+ * the tag. seq0 = true uses the fixed setup tag. */
+int zt_op_begin_(zt_comm *c, int kind, int subkind, const char *name, const char *tag,
+                 size_t payload, int nreq, bool count, bool seq0, zt_comm_op **out,
+                 zt_error *err);
+/* Grows the request arrays to hold n (keeps the first op->nreq); called by phases that need more. */
+int zt_op_reserve_(zt_comm_op *op, int n, zt_error *err);
+/* Posts request idx: Irecv (recv) or Isend of bytes to/from comm rank peer. */
+int zt_op_post_(zt_comm_op *op, int idx, bool recv, void *buf, size_t bytes, int peer,
+                zt_error *err);
+/* Runs op->advance once (after posting the first requests); finishes the op if it is done. */
+int zt_op_kick_(zt_comm_op *op, zt_error *err);
+/* Blocks until the op is done, under the deadline; finishes (counters) or fails it. */
+int zt_op_wait_(zt_comm_op *op, zt_error *err);
+/* Fails the op: cancels pending requests, breaks the comm, releases the op; returns code. */
+int zt_op_fail_(zt_comm_op *op, int code, zt_error *err);
+/* "reduce_scatter (bucket 'h.3', 2.4 MB) on rank 1" */
+void zt_op_where_(const zt_comm_op *op, char *buf, size_t cap);
+/* An MPI error code as ZT_ERR_PEER: "<where>: <call> <peer>: <MPI_Error_string>". */
+int zt_op_mpi_fail_(zt_comm_op *op, int rc, const char *call, int peer, zt_error *err);
+/* "2.4 MB" */
+void zt_fmt_bytes_(size_t bytes, char *buf, size_t cap);
+
+/* ---- counters.c ---- */
+void zt_counters_add_(zt_comm *c, int kind, uint64_t sent, uint64_t recvd, double seconds,
+                      double wait_seconds);
+
+/* ---- reduce_scatter.c / all_gather.c: phases reused by all_reduce.c and small.c ---- */
+/* Number of chunks of a block of `bytes` bytes (0 for an empty block). */
+size_t zt_nchunks_(size_t bytes, size_t chunk_bytes);
+/* Grows the comm's scratch to bytes. */
+int zt_comm_scratch_grow_(zt_comm *c, size_t bytes, zt_error *err);
+/* Validates counts, fills c->off; total elements through *total. */
+int zt_counts_check_(zt_comm *c, const char *name, const size_t *counts, size_t *total,
+                     zt_error *err);
+/* Posts the reduce-scatter of op (op->rs set up by the caller except slots/requests) with block
+ * offsets c->off; requests start at index base. Sets on_complete/advance. */
+int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, int base, zt_error *err);
+/* Posts the pairwise all-gather of blocks c->off (in bytes when elem = 1) at request index base.
+ * send may be NULL when the own block already sits in recv. */
+int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, int base,
+                zt_error *err);
+/* Requests zt_rs_post_ / zt_ag_post_ will use with the current c->off. */
+int zt_rs_nreq_(const zt_comm *c, size_t chunk_floats);
+int zt_ag_nreq_(const zt_comm *c, size_t elem);
+/* A generic advance: done when nothing is pending. */
+int zt_advance_when_idle_(zt_comm_op *op, zt_error *err);
+/* small.c: the setup fence. Every rank sends (its op count, color, key) to every other rank
+ * under the deadline, with a fixed tag; out (optional) receives [N][2] (color, key) pairs.
+ * ZT_ERR_MISMATCH when the ranks have run different numbers of collectives on c. */
+int zt_setup_exchange_(zt_comm *c, const char *name, int color, int key, int32_t *out,
+                       zt_error *err);
+/* The all-gather of a uniform byte block per rank under kind/subkind/name (small.c, world.c). */
+int zt_all_gather_bytes_(zt_comm *c, int kind, int subkind, const char *name, const void *send,
+                         void *recv, size_t bytes, const char *tag, bool seq0, zt_error *err);
+
+#endif /* ZT_COMM_INTERNAL_H */

@@ -1,0 +1,250 @@
+/* reduce_scatter.c - deterministic reduce-scatter of float32 blocks: MPI moves the blocks,
+ * zt_tree_sum_f32 adds them in rank order. Also the block bookkeeping shared with all_gather.c
+ * and all_reduce.c (counts check, chunking, the comm's scratch).
+ *
+ * Invariants:
+ *   - Bytes on the wire are exactly the blocks that leave this rank, cut at chunk boundaries
+ *     (no headers, no padding); empty blocks send no message.
+ *   - recv's bits depend only on the inputs and N (never on timing, chunk size or arrival
+ *     order): each chunk is summed once all N contributions to it are here, by the tree.
+ */
+#include "comm/comm_internal.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t zt_nchunks_(size_t bytes, size_t chunk_bytes) {
+    return bytes == 0 ? 0 : (bytes - 1) / chunk_bytes + 1;
+}
+
+int zt_comm_scratch_grow_(zt_comm *c, size_t bytes, zt_error *err) {
+    if (bytes <= c->scratch_bytes) return ZT_OK;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0 || !p) {
+        char s[32];
+        zt_fmt_bytes_(bytes, s, sizeof s);
+        return zt_error_set(err, ZT_ERR_NOMEM, "comm '%s' on rank %d: out of memory for %s of "
+                            "reduce-scatter scratch", c->name, c->rank, s);
+    }
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_bytes = bytes;
+    return ZT_OK;
+}
+
+int zt_counts_check_(zt_comm *c, const char *name, const size_t *counts, size_t *total,
+                     zt_error *err) {
+    if (!counts) return zt_error_set(err, ZT_ERR_USAGE, "%s on comm '%s': counts is NULL", name,
+                                     c->name);
+    size_t t = 0;
+    c->off[0] = 0;
+    for (int j = 0; j < c->size; j++) {
+        if (counts[j] > (SIZE_MAX / 16) - t)
+            return zt_error_set(err, ZT_ERR_USAGE, "%s on comm '%s': counts overflow at block %d",
+                                name, c->name, j);
+        t += counts[j];
+        c->off[j + 1] = t;
+    }
+    *total = t;
+    return ZT_OK;
+}
+
+static size_t chunk_len(size_t n, size_t chunk, int k) {
+    size_t lo = (size_t)k * chunk;
+    return n - lo < chunk ? n - lo : chunk;
+}
+
+int zt_rs_nreq_(const zt_comm *c, size_t chunk_f) {
+    size_t n = 0;
+    for (int j = 0; j < c->size; j++) {
+        if (j == c->rank) continue;
+        n += zt_nchunks_(c->off[j + 1] - c->off[j], chunk_f);
+    }
+    n += (size_t)(c->size - 1) * zt_nchunks_(c->off[c->rank + 1] - c->off[c->rank], chunk_f);
+    return n > INT32_MAX / 2 ? INT32_MAX / 2 : (int)n;
+}
+
+size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
+    size_t chunk_f = c->chunk_bytes / sizeof(float);
+    size_t nch = zt_nchunks_(max_block, chunk_f);
+    size_t cap = max_block < chunk_f ? max_block : chunk_f;
+    size_t rounds = nch < ZT_RS_DEPTH ? nch : ZT_RS_DEPTH;
+    return rounds * (size_t)(c->size - 1) * cap * sizeof(float);
+}
+
+int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err) {
+    zt_error local;
+    if (!err) err = &local;
+    int rc = zt_comm_enter_(c, "zt_comm_reserve_scratch", err);
+    if (rc) return rc;
+    rc = zt_comm_scratch_grow_(c, bytes, err);
+    zt_comm_leave_(c);
+    return rc;
+}
+
+size_t zt_comm_scratch_bytes(const zt_comm *c) { return c->scratch_bytes; }
+
+/* Slot of source rank r (r != me) inside a round: the step s that receives from r, minus one. */
+static int src_slot(int me, int r, int N) { return (me - r + N) % N - 1; }
+
+static int post_round(zt_comm_op *op, int k, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, me = c->rank;
+    size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
+    size_t len = chunk_len(op->rs.n, op->rs.chunk, k);
+    for (int s = 1; s < N; s++) {
+        int r = (me - s + N) % N, j = s - 1;
+        int idx = op->rs.recv_base + k * (N - 1) + j;
+        float *slot = op->rs.slots + ((size_t)(k % ZT_RS_DEPTH) * (size_t)(N - 1) + (size_t)j) * cap;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_(op, idx, true, slot, len * sizeof(float), r, err);
+        if (rc) return rc;
+    }
+    return ZT_OK;
+}
+
+static int rs_on_complete(zt_comm_op *op, int idx, zt_error *err) {
+    zt_comm *c = op->c;
+    int end = op->rs.recv_base + op->rs.nchunks * (c->size - 1);
+    if (idx >= op->rs.recv_base && idx < end) op->rs.arrived[c->info[idx].aux % ZT_RS_DEPTH]++;
+    return ZT_OK;
+}
+
+/* Sums every chunk whose N-1 pieces are here, reuses its slots for the chunk ZT_RS_DEPTH on. */
+static int rs_advance(zt_comm_op *op, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, me = c->rank;
+    size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
+    while (op->rs.next_sum < op->rs.nchunks &&
+           op->rs.arrived[op->rs.next_sum % ZT_RS_DEPTH] == N - 1) {
+        int k = op->rs.next_sum, round = k % ZT_RS_DEPTH;
+        size_t lo = (size_t)k * op->rs.chunk, len = chunk_len(op->rs.n, op->rs.chunk, k);
+        for (int r = 0; r < N; r++)
+            c->parts[r] = r == me ? op->rs.send + lo
+                                  : op->rs.slots + ((size_t)round * (size_t)(N - 1) +
+                                                    (size_t)src_slot(me, r, N)) * cap;
+        zt_tree_sum_f32(op->rs.recv + lo, c->parts, N, len);
+        op->rs.arrived[round] = 0;
+        op->rs.next_sum++;
+        if (k + ZT_RS_DEPTH < op->rs.nchunks) {
+            int rc = post_round(op, k + ZT_RS_DEPTH, err);
+            if (rc) return rc;
+        }
+    }
+    if (op->rs.next_sum == op->rs.nchunks && op->pending == 0) op->done = true;
+    return ZT_OK;
+}
+
+int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, int base, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, me = c->rank;
+    size_t chunk = c->chunk_bytes / sizeof(float);
+    op->rs.send = send + c->off[me];
+    op->rs.recv = recv;
+    op->rs.n = c->off[me + 1] - c->off[me];
+    op->rs.chunk = chunk;
+    op->rs.nchunks = (int)zt_nchunks_(op->rs.n, chunk);
+    op->rs.next_sum = 0;
+    op->rs.recv_base = base;
+    memset(op->rs.arrived, 0, sizeof op->rs.arrived);
+    int rc = zt_comm_scratch_grow_(c, zt_comm_scratch_bytes_for(c, op->rs.n), err);
+    if (rc) return zt_op_fail_(op, rc, err);
+    op->rs.slots = c->scratch;
+    op->on_complete = rs_on_complete;
+    op->advance = rs_advance;
+    /* receives first (two rounds), so the first chunks find a posted buffer */
+    for (int k = 0; k < op->rs.nchunks && k < ZT_RS_DEPTH; k++)
+        if ((rc = post_round(op, k, err))) return rc;
+    /* sends chunk-major: chunk k of every block before chunk k+1, so each receiver gets what
+     * it sums next first */
+    int idx = base + op->rs.nchunks * (N - 1), kmax = 0;
+    for (int d = 0; d < N; d++) {
+        int nk = (int)zt_nchunks_(c->off[d + 1] - c->off[d], chunk);
+        if (d != me && nk > kmax) kmax = nk;
+    }
+    for (int k = 0; k < kmax; k++)
+        for (int s = 1; s < N; s++) {
+            int d = (me + s) % N;
+            size_t nd = c->off[d + 1] - c->off[d];
+            if ((size_t)k * chunk >= nd) continue;
+            size_t len = chunk_len(nd, chunk, k);
+            rc = zt_op_post_(op, idx++, false, (void *)(send + c->off[d] + (size_t)k * chunk),
+                             len * sizeof(float), d, err);
+            if (rc) return rc;
+        }
+    return ZT_OK;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * reduce_scatter_intra_pairwise
+ *
+ * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place).
+ * Returns:     recv = tree sum over r of block `me` of rank r; the same bits for any timing.
+ * Limitations: N-1 messages (per chunk) in and out of every rank at once: latency-bound for
+ *              tiny blocks on large N (a recursive-halving variant would be the choice there,
+ *              but it adds partial sums in an order that depends on N's factorization).
+ *
+ *   N = 4, rank 1's view; r.j = block j of rank r's send; all posted at once:
+ *     s=1:  send 1.2 -> rank 2    recv 0.1 <- rank 0   (slot 0)
+ *     s=2:  send 1.3 -> rank 3    recv 3.1 <- rank 3   (slot 1)
+ *     s=3:  send 1.0 -> rank 0    recv 2.1 <- rank 2   (slot 2)
+ *     recv = (0.1 + 1.1) + (2.1 + 3.1)         tree over source rank; 1.1 read in place
+ *
+ *   Blocks longer than a chunk go chunk by chunk through ZT_RS_DEPTH rounds of slots:
+ *     chunk k's N-1 pieces land in round k%2; when all are in, chunk k is summed into recv
+ *     and round k%2 is re-posted for chunk k+2 - scratch stays 2 x (N-1) x chunk floats
+ *     however large the bucket, and summing chunk k overlaps receiving chunk k+1.
+ * ---------------------------------------------------------------------------------------------- */
+static int rs_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                    const char *tag, zt_comm_op **out, zt_error *err) {
+    size_t total;
+    int rc = zt_comm_ready_(c, "reduce_scatter", err);
+    if (rc) return rc;
+    rc = zt_counts_check_(c, "reduce_scatter", counts, &total, err);
+    if (rc) return rc;
+    size_t n = counts[c->rank];
+    if ((!send && total) || (!recv && n))
+        return zt_error_set(err, ZT_ERR_USAGE, "reduce_scatter on comm '%s': NULL buffer",
+                            c->name);
+    const float *own = send ? send + c->off[c->rank] : NULL;
+    if (n && recv != own && recv < send + total && send < recv + n)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "reduce_scatter on comm '%s': recv overlaps send other than as the "
+                            "own block",
+                            c->name);
+    zt_comm_op *op = NULL;
+    rc = zt_op_begin_(c, ZT_COLL_REDUCE_SCATTER, ZT_SUB_RS, "reduce_scatter", tag,
+                      total * sizeof(float), zt_rs_nreq_(c, c->chunk_bytes / sizeof(float)), true,
+                      false, &op, err);
+    if (rc) return rc;
+    if ((rc = zt_rs_post_(op, send, recv, 0, err))) return rc;
+    if ((rc = zt_op_kick_(op, err))) return rc;
+    *out = op;
+    return ZT_OK;
+}
+
+int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                                const char *tag, zt_comm_op **op, zt_error *err) {
+    zt_error local;
+    if (!err) err = &local;
+    *op = NULL;
+    int rc = zt_comm_enter_(c, "reduce_scatter", err);
+    if (rc) return rc;
+    rc = rs_start(c, send, recv, counts, tag, op, err);
+    zt_comm_leave_(c);
+    return rc;
+}
+
+int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                          const char *tag, zt_error *err) {
+    zt_error local;
+    if (!err) err = &local;
+    int rc = zt_comm_enter_(c, "reduce_scatter", err);
+    if (rc) return rc;
+    zt_comm_op *op = NULL;
+    rc = rs_start(c, send, recv, counts, tag, &op, err);
+    if (!rc) rc = zt_op_wait_(op, err);
+    zt_comm_leave_(c);
+    return rc;
+}

@@ -1,0 +1,66 @@
+/* tree_sum.c - zt_tree_sum_f32: the one order in which zerotrain adds floats that come from
+ * different ranks (and, in the engine, from different micro-batches).
+ *
+ *   sum(lo,hi) = hi-lo == 1 ? p[lo] : sum(lo,mid) + sum(mid,hi),   mid = lo + (hi-lo)/2
+ *
+ *   nparts = 4:          +            nparts = 3:        +
+ *                      /   \                            / \
+ *                     +     +                         p0   +
+ *                    / \   / \                            / \
+ *                   p0 p1 p2 p3                          p1  p2
+ *
+ * Invariants:
+ *   - Element i of the result depends only on parts[0..nparts-1][i] and nparts: the tree is the
+ *     same for every element, blocks only bound the working set. Vectorizing changes nothing
+ *     (IEEE addition of two floats is exactly rounded, and each + is one instruction per lane;
+ *     no FMA can form, since nothing is multiplied).
+ *   - The work goes in blocks of ZT_TS_BLOCK floats; an inner node's partial sum lives in a
+ *     block-sized temporary on the stack (two per tree level), so the inputs stream from memory
+ *     once and the temporaries stay in L1. Leaves are read in place, never copied.
+ *   - out may be the same pointer as a part: each output block is written last, by one
+ *     element-wise loop whose operands are read at the same index before the store.
+ * Single-threaded on purpose: the engine calls it from its communication thread while OpenMP
+ * kernels own the other cores.
+ */
+#include "comm/comm.h"
+
+#include <string.h>
+
+#define ZT_TS_BLOCK 512 /* floats: 2 KiB per temporary */
+
+/* d[i] = a[i] + b[i]; d may be a or b (same index only), hence no restrict and ivdep. */
+static void add2(float *d, const float *a, const float *b, size_t n) {
+#pragma GCC ivdep
+    for (size_t i = 0; i < n; i++) d[i] = a[i] + b[i];
+}
+
+/* sum(lo,hi) over elements [i0, i0+m) into dst, returning where the result is (a leaf is
+ * returned in place). tmp holds two blocks per level below `level`. */
+static const float *tree_block(const float *const *parts, int lo, int hi, size_t i0, size_t m,
+                               float (*tmp)[ZT_TS_BLOCK], int level, float *dst) {
+    if (hi - lo == 1) return parts[lo] + i0;
+    int mid = lo + (hi - lo) / 2;
+    const float *a = tree_block(parts, lo, mid, i0, m, tmp, level + 1, tmp[2 * level]);
+    const float *b = tree_block(parts, mid, hi, i0, m, tmp, level + 1, tmp[2 * level + 1]);
+    add2(dst, a, b, m);
+    return dst;
+}
+
+void zt_tree_sum_f32(float *out, const float *const *parts, int nparts, size_t n) {
+    if (nparts < 1 || n == 0) return;
+    if (nparts == 1) {
+        if (out != parts[0]) memmove(out, parts[0], n * sizeof *out);
+        return;
+    }
+    if (nparts == 2) { /* the common case: one streaming loop, no temporaries */
+        add2(out, parts[0], parts[1], n);
+        return;
+    }
+    int depth = 0; /* levels of inner nodes below the root: ceil(log2(nparts)) - 1 */
+    while ((1 << (depth + 1)) < nparts) depth++;
+    float tmp[2 * depth + 2][ZT_TS_BLOCK] __attribute__((aligned(64)));
+    for (size_t i0 = 0; i0 < n; i0 += ZT_TS_BLOCK) {
+        size_t m = n - i0 < ZT_TS_BLOCK ? n - i0 : ZT_TS_BLOCK;
+        tree_block(parts, 0, nparts, i0, m, tmp, 0, out + i0);
+    }
+}

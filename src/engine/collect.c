@@ -1,0 +1,257 @@
+/* collect.c - the engine's collectives over its shard plan: parameters and gradients are packed
+ * rank-major (block s = shard s's rows of each parameter in the bucket, back to back, no padding)
+ * so one reduce-scatter or all-gather moves a whole bucket (Horovod's tensor fusion), and the
+ * traffic is exactly the formulas: a reduce-scatter sends sum_{s != me} |block s|, an all-gather
+ * sends (N-1)·|own block|. Buckets hold whole parameters up to opt.bucket_bytes (a parameter
+ * larger than that is a bucket of its own). */
+#include "comm/comm.h"
+#include "engine/engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
+    if (floats <= e->pack_floats) return ZT_OK;
+    free(e->pack);
+    e->pack = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    e->pack_floats = e->pack ? floats : 0;
+    return e->pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
+}
+
+/* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
+typedef int (*bucket_fn)(zt_engine *e, const int *params, int n, void *ctx, const char *tag, zt_error *err);
+
+static int for_each_bucket(zt_engine *e, const int *params, int n, bucket_fn fn, void *ctx,
+                           const char *tag, zt_error *err) {
+    size_t limit = e->opt.bucket_bytes / sizeof(float), acc = 0;
+    int first = 0;
+    for (int k = 0; k < n; k++) {
+        size_t numel = (size_t)e->model->params[params[k]].numel;
+        if (k > first && acc + numel > limit) {
+            int rc = fn(e, params + first, k - first, ctx, tag, err);
+            if (rc) return rc;
+            first = k;
+            acc = 0;
+        }
+        acc += numel;
+    }
+    return n > first ? fn(e, params + first, n - first, ctx, tag, err) : ZT_OK;
+}
+
+static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
+    const zt_plan *pl = &e->plan;
+    *total = 0;
+    for (int s = 0; s < pl->nshards; s++) {
+        counts[s] = 0;
+        for (int k = 0; k < n; k++) counts[s] += (size_t)zt_plan_shard_numel(pl, params[k], s);
+        *total += counts[s];
+    }
+}
+
+/* ---- reduce-scatter of full gradients into pieces -------------------------------------------- */
+typedef struct rs_ctx {
+    float *const *src; /* indexed like the full params list */
+    const int *all;    /* the full params list, to find src of a bucket's parameter */
+    float *dst;
+} rs_ctx;
+
+static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
+    rs_ctx *c = vctx;
+    const zt_plan *pl = &e->plan;
+    size_t counts[pl->nshards], total;
+    block_counts(e, params, n, counts, &total);
+    int rc = ensure_pack(e, total, err);
+    if (rc) return rc;
+    const int base = (int)(params - c->all);
+    float *w = e->pack;
+    for (int s = 0; s < pl->nshards; s++)
+        for (int k = 0; k < n; k++) {
+            size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], s);
+            memcpy(w, c->src[base + k] + zt_plan_shard_begin(pl, params[k], s), cnt * sizeof(float));
+            w += cnt;
+        }
+    float *own = e->pack;
+    for (int s = 0; s < pl->shard; s++) own += counts[s];
+    if (pl->nshards > 1 && (rc = zt_reduce_scatter_f32(e->shard_comm, e->pack, own, counts, tag, err)))
+        return rc;
+    for (int k = 0; k < n; k++) {
+        size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
+        memcpy(c->dst + pl->p[params[k]].shard_off, own, cnt * sizeof(float));
+        own += cnt;
+    }
+    return ZT_OK;
+}
+
+int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
+                             const char *tag, zt_error *err) {
+    rs_ctx c = {src, params, dst};
+    return for_each_bucket(e, params, n, rs_bucket, &c, tag, err);
+}
+
+/* ---- all-gather of pieces into full tensors --------------------------------------------------- */
+typedef struct ag_ctx {
+    const float *pieces; /* shard layout source, or NULL: the piece regions of full_params */
+    float **dst;         /* per parameter index: full tensor destination */
+} ag_ctx;
+
+static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
+    ag_ctx *c = vctx;
+    const zt_plan *pl = &e->plan;
+    size_t counts[pl->nshards], total;
+    block_counts(e, params, n, counts, &total);
+    int rc = ensure_pack(e, total, err);
+    if (rc) return rc;
+    float *own = e->pack;
+    for (int s = 0; s < pl->shard; s++) own += counts[s];
+    float *w = own;
+    for (int k = 0; k < n; k++) {
+        int i = params[k];
+        size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        const float *src = c->pieces ? c->pieces + pl->p[i].shard_off
+                                     : c->dst[i] + zt_plan_shard_begin(pl, i, pl->shard);
+        memcpy(w, src, cnt * sizeof(float));
+        w += cnt;
+    }
+    if (pl->nshards > 1 && (rc = zt_all_gather_f32(e->shard_comm, own, e->pack, counts, tag, err)))
+        return rc;
+    const float *r = e->pack;
+    for (int s = 0; s < pl->nshards; s++)
+        for (int k = 0; k < n; k++) {
+            int i = params[k];
+            size_t cnt = (size_t)zt_plan_shard_numel(pl, i, s);
+            memcpy(c->dst[i] + zt_plan_shard_begin(pl, i, s), r, cnt * sizeof(float));
+            r += cnt;
+        }
+    return ZT_OK;
+}
+
+int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    ag_ctx c = {e->pieces, e->gathered};
+    return for_each_bucket(e, params, n, ag_bucket, &c, tag, err);
+}
+
+int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
+    float **dsts = calloc((size_t)e->model->n_params, sizeof *dsts);
+    if (!dsts) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    dsts[i] = dst;
+    ag_ctx c = {e->pieces, dsts};
+    int rc = ag_bucket(e, &i, 1, &c, e->model->params[i].name, err);
+    free(dsts);
+    return rc;
+}
+
+int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
+    int n = e->model->n_params;
+    int *all = malloc((size_t)n * sizeof *all);
+    float **dsts = malloc((size_t)n * sizeof *dsts);
+    int rc = ZT_OK;
+    if (!all || !dsts) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        all[i] = i;
+        dsts[i] = e->full_params + e->plan.p[i].full_off;
+    }
+    ag_ctx c = {NULL, dsts};
+    if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", err);
+    free(all);
+    free(dsts);
+    return rc;
+}
+
+/* ---- all-reduce of packed regions (ddp gradients, hybrid pieces) ------------------------------ */
+typedef struct ar_ctx {
+    zt_comm *comm;
+    float *base;
+    bool pieces; /* regions are this rank's pieces (shard layout) instead of full tensors */
+} ar_ctx;
+
+static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
+    ar_ctx *c = vctx;
+    const zt_plan *pl = &e->plan;
+    size_t total = 0;
+    for (int k = 0; k < n; k++)
+        total += c->pieces ? (size_t)zt_plan_shard_numel(pl, params[k], pl->shard)
+                           : (size_t)e->model->params[params[k]].numel;
+    int rc = ensure_pack(e, total, err);
+    if (rc) return rc;
+    float *w = e->pack;
+    for (int k = 0; k < n; k++) {
+        int i = params[k];
+        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
+        memcpy(w, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), cnt * sizeof(float));
+        w += cnt;
+    }
+    if ((rc = zt_all_reduce_f32(c->comm, e->pack, total, tag, err))) return rc;
+    const float *r = e->pack;
+    for (int k = 0; k < n; k++) {
+        int i = params[k];
+        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
+        memcpy(c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), r, cnt * sizeof(float));
+        r += cnt;
+    }
+    return ZT_OK;
+}
+
+static int all_reduce_all(zt_engine *e, zt_comm *comm, float *base, bool pieces, const char *tag, zt_error *err) {
+    int n = e->model->n_params;
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    for (int i = 0; i < n; i++) all[i] = i;
+    ar_ctx c = {comm, base, pieces};
+    int rc = for_each_bucket(e, all, n, ar_bucket, &c, tag, err);
+    free(all);
+    return rc;
+}
+
+int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err) {
+    return all_reduce_all(e, e->opt.comm, G, false, "gradients", err);
+}
+
+int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err) {
+    return all_reduce_all(e, e->replica_comm, pieces, true, "gradient pieces across replicas", err);
+}
+
+/* ---- small exact sums ---------------------------------------------------------------------------- */
+int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
+    int N = zt_comm_size(e->shard_comm);
+    double *all = malloc((size_t)N * (size_t)n * sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for norm partials");
+    int rc = zt_all_gather_f64(e->shard_comm, x, all, (size_t)n, "gradient norm partials", err);
+    if (!rc)
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0; /* at most one non-zero term: exact in any order */
+            for (int r = 0; r < N; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
+            x[i] = s;
+        }
+    free(all);
+    return rc;
+}
+
+int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) {
+    if (!e->opt.comm || e->world == 1) return ZT_OK;
+    double all[e->world];
+    int rc = zt_all_gather_f64(e->opt.comm, x, all, 1, "loss", err);
+    if (rc) return rc;
+    double s = 0;
+    for (int r = 0; r < e->world; r++) s += all[r];
+    *x = s;
+    return ZT_OK;
+}
+
+void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
+    memset(out, 0, sizeof *out);
+    zt_comm *comms[3] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm};
+    for (int k = 0; k < 3; k++) {
+        if (!comms[k]) continue;
+        zt_comm_counters c;
+        zt_comm_counters_get(comms[k], &c);
+        out->sent_rs += c.kind[ZT_COLL_REDUCE_SCATTER].bytes_sent;
+        out->recv_rs += c.kind[ZT_COLL_REDUCE_SCATTER].bytes_recv;
+        out->sent_ag += c.kind[ZT_COLL_ALL_GATHER].bytes_sent;
+        out->recv_ag += c.kind[ZT_COLL_ALL_GATHER].bytes_recv;
+        out->sent_ar += c.kind[ZT_COLL_ALL_REDUCE].bytes_sent;
+        out->recv_ar += c.kind[ZT_COLL_ALL_REDUCE].bytes_recv;
+        out->sent_small += c.kind[ZT_COLL_SMALL].bytes_sent + c.kind[ZT_COLL_BROADCAST].bytes_sent;
+        out->recv_small += c.kind[ZT_COLL_SMALL].bytes_recv + c.kind[ZT_COLL_BROADCAST].bytes_recv;
+        if (reset) zt_comm_counters_reset(comms[k]);
+    }
+}

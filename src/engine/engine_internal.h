@@ -1,0 +1,112 @@
+/* engine_internal.h - the engine's state, shared by its files: engine.c (layout, accessors,
+ * forward/backward unit by unit, zero3 gather/release), grads.c (gradient buffers and the fixed
+ * summation tree over micro-batches), step.c (reduction, norm, clipping, optimizer, all-gather).
+ *
+ * Who holds what, per strategy (P = parameters, S = the shard group, "piece" = this rank's rows):
+ *   strategy  params between steps   grads during backward          optimizer (m, v)
+ *   ddp       full                   full, all-reduced at the step  full
+ *   zero1     full                   full, reduce-scattered         pieces
+ *   zero2     full                   per unit, freed once reduced*  pieces
+ *   zero3     pieces (gathered per   per unit, freed once reduced*  pieces
+ *             unit, freed after)
+ *   * with gradient accumulation and reduce_every_micro_batch = false (no_sync), the full
+ *     gradients are kept until the last micro-batch, as FSDP's no_sync does.
+ * hybrid = zero3/zero2 inside groups of S consecutive ranks; after the reduce-scatter in the group
+ * the pieces are all-reduced across the groups (replicas).
+ *
+ * Determinism: each micro-batch's gradient is computed into zeroed buffers and combined with the
+ * others in a fixed pairwise tree over the global micro-batch index (ranks hold contiguous runs of
+ * micro-batches, so the local tree is a subtree of the global one, and the collectives sum ranks
+ * in the same pairwise tree). The gradient norm is the in-order sum of fixed-chunk partials. */
+#ifndef ZT_ENGINE_INTERNAL_H
+#define ZT_ENGINE_INTERNAL_H
+
+#include "zerotrain/zerotrain.h"
+#include "shard/plan.h"
+
+#define ZT_TREE_MAX 32
+
+typedef struct unit_state {
+    float **params, **grads; /* (n_params) full tensors handed to the unit */
+    float *out;              /* (B, T, out_width) */
+    float *saved;            /* saved_floats(B, T) */
+    double fwd_s, bwd_s;     /* cumulative wall time of forward / backward */
+} unit_state;
+
+/* A binary counter of partial sums: entry i holds the sum of 2^level[i] consecutive items. */
+typedef struct grad_tree {
+    int depth;
+    int level[ZT_TREE_MAX];
+    float *buf[ZT_TREE_MAX];
+} grad_tree;
+
+struct zt_engine {
+    zt_model *model;
+    zt_engine_options opt;
+    int rank, world;            /* in opt.comm (0, 1 without) */
+    zt_comm *shard_comm;        /* the shard group (the world, or the hybrid group) */
+    zt_comm *replica_comm;      /* hybrid: ranks holding the same pieces; NULL otherwise */
+    bool owns_comms;
+    bool shard_params, shard_grads, shard_optim; /* what the strategy shards */
+    zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
+
+    float *full_params;         /* full layout, or NULL (zero3) */
+    float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
+    float *m, *v;               /* optimizer state: full layout (ddp) or shard layout */
+    float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
+    float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
+    grad_tree full_tree;        /* ddp/zero1/deferred: full-layout partial sums over micro-batches */
+    grad_tree piece_tree;       /* reduce-every-micro-batch: shard-layout partial sums */
+    float *micro_grads;         /* full layout, the current micro-batch (ddp/zero1/deferred) */
+    float *micro_pieces;        /* shard layout, the current micro-batch's reduced pieces */
+    float *grad_pieces;         /* shard layout: the reduced gradient of this rank's pieces */
+    int micro_in_step;          /* micro-batches since the last step */
+    bool reduce_now;            /* zero2/zero3: reduce each unit's gradients as soon as its
+                                   backward is done (GA = 1, or reduce_every_micro_batch) */
+    bool grads_final;           /* the step's gradient is reduced (or, one process, folded) */
+    float *pack;                /* staging for bucketed collectives */
+    size_t pack_floats;
+    double *norm_partials;      /* (plan.norm_chunks) */
+
+    unit_state *units;
+    float *scratch;
+    float *dact[2];             /* activation-gradient ping-pong */
+    float *dloss;               /* (B, T) */
+    uint64_t step;
+    zt_memory_report mem;
+};
+
+/* engine.c */
+void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter);
+void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
+
+/* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
+int zt_grads_begin_micro(zt_engine *e, zt_error *err);
+float *zt_grads_for(zt_engine *e, int param, zt_error *err);  /* full grad of param (zeroed on first use) */
+int zt_grads_unit_done(zt_engine *e, int unit, zt_error *err); /* after unit's backward */
+int zt_grads_end_micro(zt_engine *e, zt_error *err);
+int zt_grads_finish(zt_engine *e, zt_error *err);               /* fold trees, reduce what is deferred */
+void zt_grads_reset(zt_engine *e);
+float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), void *ctx);
+
+/* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
+/* zero3: all-gather the listed parameters' pieces into e->gathered[i] (allocated by the caller). */
+int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
+/* Full tensor of parameter i into dst (any strategy). */
+int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
+/* Reduce-scatter the listed parameters' full gradients src[k] (full tensors) into this rank's
+ * pieces of dst (shard layout), over the shard group, in buckets of opt.bucket_bytes. */
+int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
+                             const char *tag, zt_error *err);
+/* All-reduce every parameter's full gradient in G (full layout) over the world (ddp). */
+int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
+/* hybrid: all-reduce this rank's pieces (shard layout) across the replica groups. */
+int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err);
+/* zero1/zero2: all-gather the updated pieces of full_params. */
+int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
+/* Exact sum over the shard group of a double array where each element has at most one non-zero
+ * contributor (norm partials): order-independent, so deterministic. */
+int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
+
+
+#endif

@@ -1,0 +1,167 @@
+/* grads.c - gradient storage during backward and the fixed summation tree over micro-batches.
+ *
+ * Each micro-batch's gradient is computed into zeroed storage and then pushed into a binary
+ * counter of partial sums (grad_tree): pushing item k merges it with the equal-sized partial sums
+ * before it, so after 2^j items the tree holds ((g0+g1)+(g2+g3))... exactly the pairwise tree over
+ * the micro-batch index. Ranks hold contiguous runs of the global micro-batch index, and the
+ * collectives sum ranks in the same pairwise tree, so 1 rank x 4 micro-batches, 2 x 2 and 4 x 1
+ * give the same bits (for power-of-two counts; other counts are deterministic too, but then the
+ * local and global trees need not nest).
+ *
+ * Storage per mode:
+ *   deferred (ddp, zero1, zero2/zero3 with accumulation and no reduce_every_micro_batch): one
+ *     full-layout buffer per micro-batch, folded and reduced at the step.
+ *   reduce_now (zero2/zero3): each parameter's full gradient lives from its first use in backward
+ *     until its owning unit's backward is done, then is reduce-scattered into the micro-batch's
+ *     pieces and freed; the pieces go through the tree. */
+#include "engine/engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void add_into(float *restrict left, const float *restrict right, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) left[i] += right[i];
+}
+
+/* Pushes buf (the sum of one micro-batch) into t, merging equal levels: left = left + right. */
+static void tree_push(zt_engine *e, grad_tree *t, float *buf, size_t n) {
+    int level = 0;
+    while (t->depth > 0 && t->level[t->depth - 1] == level) {
+        float *left = t->buf[--t->depth];
+        add_into(left, buf, n);
+        zt_engine_release(e, &buf, n, &e->mem.grads);
+        buf = left;
+        level++;
+    }
+    t->buf[t->depth] = buf;
+    t->level[t->depth++] = level;
+}
+
+/* Folds the partial sums right to left into one buffer (NULL when empty). */
+static float *tree_fold(zt_engine *e, grad_tree *t, size_t n) {
+    if (t->depth == 0) return NULL;
+    float *acc = t->buf[t->depth - 1];
+    for (int i = t->depth - 2; i >= 0; i--) {
+        add_into(t->buf[i], acc, n);
+        zt_engine_release(e, &acc, n, &e->mem.grads);
+        acc = t->buf[i];
+    }
+    t->depth = 0;
+    return acc;
+}
+
+static void tree_clear(zt_engine *e, grad_tree *t, size_t n) {
+    for (int i = 0; i < t->depth; i++) zt_engine_release(e, &t->buf[i], n, &e->mem.grads);
+    t->depth = 0;
+}
+
+void zt_grads_reset(zt_engine *e) {
+    const zt_plan *pl = &e->plan;
+    tree_clear(e, &e->full_tree, pl->full_floats);
+    tree_clear(e, &e->piece_tree, pl->shard_floats);
+    zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+    zt_engine_release(e, &e->micro_pieces, pl->shard_floats, &e->mem.grads);
+    if (e->pgrad)
+        for (int i = 0; i < e->model->n_params; i++)
+            zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+    e->micro_in_step = 0;
+    e->grads_final = false;
+}
+
+int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
+    if (e->grads_final)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward after the step's gradient "
+                            "was finalized (call zt_engine_step first)");
+    if (e->micro_in_step == 0) e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
+    size_t n = e->reduce_now ? pl->shard_floats : pl->full_floats;
+    float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
+    if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads)))
+        return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for gradients (%zu floats)", n);
+    memset(*buf, 0, n * sizeof(float));
+    return ZT_OK;
+}
+
+float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
+    if (!e->reduce_now) return e->micro_grads + e->plan.p[i].full_off;
+    if (!e->pgrad[i]) {
+        size_t n = (size_t)e->model->params[i].numel;
+        if (!(e->pgrad[i] = zt_engine_alloc(e, n, &e->mem.grads))) {
+            zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the gradient of %s",
+                         e->model->params[i].name);
+            return NULL;
+        }
+        memset(e->pgrad[i], 0, n * sizeof(float));
+    }
+    return e->pgrad[i];
+}
+
+int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
+    if (!e->reduce_now) return ZT_OK;
+    const zt_unit *un = &e->model->units[u];
+    int own[ZT_UNIT_MAX_PARAMS], n = 0;
+    float *src[ZT_UNIT_MAX_PARAMS];
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (e->plan.p[i].owner_unit == u) {
+            own[n] = i;
+            src[n++] = e->pgrad[i];
+        }
+    }
+    int rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
+    for (int k = 0; k < n; k++)
+        zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->model->params[own[k]].numel, &e->mem.grads);
+    return rc;
+}
+
+int zt_grads_end_micro(zt_engine *e, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    if (e->reduce_now) {
+        tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);
+        e->micro_pieces = NULL;
+    } else {
+        tree_push(e, &e->full_tree, e->micro_grads, pl->full_floats);
+        e->micro_grads = NULL;
+    }
+    e->micro_in_step++;
+    return ZT_OK;
+}
+
+/* After the last micro-batch: fold the trees and reduce what is still local. The result is in
+ * e->micro_grads (full layout: ddp, or one process) and/or e->grad_pieces (sharded optimizer). */
+int zt_grads_finish(zt_engine *e, zt_error *err) {
+    if (e->grads_final) return ZT_OK;
+    if (e->micro_in_step == 0) return zt_error_set(err, ZT_ERR_USAGE, "engine: step without a micro-batch");
+    const zt_plan *pl = &e->plan;
+    int rc = ZT_OK;
+    if (e->reduce_now) {
+        float *p = tree_fold(e, &e->piece_tree, pl->shard_floats);
+        memcpy(e->grad_pieces, p, pl->shard_floats * sizeof(float));
+        zt_engine_release(e, &p, pl->shard_floats, &e->mem.grads);
+    } else {
+        float *G = tree_fold(e, &e->full_tree, pl->full_floats);
+        e->micro_grads = G;
+        if (!e->shard_optim) {
+            if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
+        } else {
+            int n = e->model->n_params;
+            int *all = malloc((size_t)n * sizeof *all);
+            float **src = malloc((size_t)n * sizeof *src);
+            if (!all || !src) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+            for (int i = 0; i < n && !rc; i++) {
+                all[i] = i;
+                src[i] = G + pl->p[i].full_off;
+            }
+            if (!rc) rc = zt_engine_reduce_scatter(e, all, n, src, e->grad_pieces, "gradients", err);
+            free(all);
+            free(src);
+            /* the full gradient is not needed any more under a sharded optimizer */
+            zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+        }
+    }
+    if (!rc && e->replica_comm) rc = zt_engine_all_reduce_pieces(e, e->grad_pieces, err);
+    if (!rc) e->grads_final = true;
+    return rc;
+}

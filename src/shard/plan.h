@@ -1,0 +1,55 @@
+/* plan.h - who owns which rows of which parameter: the per-parameter dim-0 shard plan (FSDP2's
+ * layout). Every parameter's rows are split into `nshards` contiguous ranges whose boundaries are
+ * multiples of a granule of rows chosen so that each shard starts on a ZT_NORM_CHUNK-element
+ * boundary of the parameter. Then the gradient norm, which is summed per fixed chunk of each
+ * parameter and then over the chunks in order, has the same bits however the parameter is
+ * sharded (see zt_plan_norm_* and src/optim/clip.c). Shards may be uneven or empty (a small
+ * parameter can live on one rank); the plan never pads.
+ *
+ * Layouts: the "full" layout is the single-process one (each parameter whole, 64-byte aligned,
+ * table order). The "shard" layout of rank r holds r's rows of every parameter, in table order,
+ * each piece 64-byte aligned. */
+#ifndef ZT_PLAN_H
+#define ZT_PLAN_H
+
+#include "zerotrain/zerotrain.h"
+
+#define ZT_NORM_CHUNK 1024 /* elements per gradient-norm partial sum */
+
+typedef struct zt_param_plan {
+    int64_t rows, row_len;   /* dim 0, and numel / dim 0 */
+    int64_t *row_begin;      /* (nshards + 1) boundaries: shard s owns rows [row_begin[s], row_begin[s+1]) */
+    size_t full_off;         /* float offset in the full layout */
+    size_t shard_off;        /* float offset of this rank's piece in its shard layout */
+    int owner_unit;          /* the first unit that lists this parameter */
+    int last_fwd_unit;       /* the last unit (forward order) that lists it */
+} zt_param_plan;
+
+typedef struct zt_plan {
+    int nshards, shard;      /* shard group size and this rank's index in it */
+    int n_params;
+    zt_param_plan *p;
+    size_t full_floats;      /* floats in the full layout */
+    size_t shard_floats;     /* floats in this rank's shard layout */
+    int64_t norm_chunks;     /* chunks over all parameters (a parameter's last chunk may be short) */
+} zt_plan;
+
+/* Builds the plan of model m for shard index `shard` of `nshards`. */
+int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *plan, zt_error *err);
+void zt_plan_free(zt_plan *plan);
+
+/* Elements of parameter i held by shard s, and their offset inside the full tensor. */
+static inline int64_t zt_plan_shard_numel(const zt_plan *pl, int i, int s) {
+    const zt_param_plan *p = &pl->p[i];
+    return (p->row_begin[s + 1] - p->row_begin[s]) * p->row_len;
+}
+static inline int64_t zt_plan_shard_begin(const zt_plan *pl, int i, int s) {
+    return pl->p[i].row_begin[s] * pl->p[i].row_len;
+}
+
+/* Gradient norm support: chunk partial sums of squares. For parameter i, shard s's piece covers
+ * chunks [first, first + count) of the parameter's chunks (global chunk indices, all parameters
+ * in table order). */
+void zt_plan_norm_chunks(const zt_plan *pl, int i, int s, int64_t *first, int64_t *count);
+
+#endif

@@ -1,0 +1,533 @@
+/* tool_comm_check.c - the multi-rank check of src/comm/, driven by tests/comm_collectives.sh.
+ * Run under mpirun with any rank count (or alone: a 1-rank singleton).
+ *
+ *   tool_comm_check              every collective against a local reference computed in the same
+ *                                tree order (memcmp), uneven and empty blocks, in-place forms,
+ *                                multi-chunk pipelines, non-blocking ops, byte counters against
+ *                                the formulas, error paths; prints "digest <rank> <hex>" (XXH64
+ *                                of every result) so two runs can be compared bit for bit
+ *   tool_comm_check --timeout    one rank skips collectives; the others must fail with
+ *                                ZT_ERR_PEER within the 2 s deadline, naming that rank
+ *
+ * Inputs are pure functions of (rank, block, index), so every rank can compute every other
+ * rank's contribution and the expected result locally. Exit status: 0 all passed, 1 otherwise.
+ */
+#include "comm/comm.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+static int g_rank, g_size, g_fail, g_checks;
+static XXH64_state_t *g_digest;
+
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        g_checks++;                                                                      \
+        if (!(cond)) {                                                                   \
+            g_fail++;                                                                    \
+            fprintf(stderr, "rank %d: FAIL %s:%d: ", g_rank, __FILE__, __LINE__);        \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+        }                                                                                \
+    } while (0)
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Rank r's value at index i of a buffer labelled `what`: mixed signs and exponents so that the
+ * order of additions shows in the low bits. */
+static float val(uint64_t what, int r, size_t i) {
+    uint64_t h = mix(what * 1000003u ^ mix((uint64_t)r * 7919u + 1) ^ (uint64_t)i * 0x100000001b3ULL);
+    float m = (float)(h & 0xffffff) / (float)0x1000000 + 0.5f;
+    int e = (int)((h >> 24) % 24) - 12;
+    return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+}
+
+/* the pairwise tree over x[lo..hi), scalar, as specified */
+static float tree_ref(const float *x, int lo, int hi) {
+    if (hi - lo == 1) return x[lo];
+    int mid = lo + (hi - lo) / 2;
+    return tree_ref(x, lo, mid) + tree_ref(x, mid, hi);
+}
+
+static void digest(const void *p, size_t bytes) { XXH64_update(g_digest, p, bytes); }
+
+static size_t sum_counts(const size_t *c, int n) {
+    size_t t = 0;
+    for (int j = 0; j < n; j++) t += c[j];
+    return t;
+}
+
+static zt_coll_counters delta(zt_comm *c, int kind) {
+    zt_comm_counters k;
+    zt_comm_counters_get(c, &k);
+    zt_comm_counters_reset(c);
+    return k.kind[kind];
+}
+
+/* ---- zt_tree_sum_f32 on its own -------------------------------------------------------------- */
+static void check_tree_sum(void) {
+    enum { MAXP = 9, MAXN = 1500 };
+    static float in[MAXP][MAXN], out[MAXN], ref[MAXN];
+    size_t ns[] = {0, 1, 7, 512, 513, 1500};
+    for (int np = 1; np <= MAXP; np++)
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            size_t n = ns[t];
+            const float *parts[MAXP];
+            for (int k = 0; k < np; k++) {
+                for (size_t i = 0; i < n; i++) in[k][i] = val(1, k, i);
+                parts[k] = in[k];
+            }
+            for (size_t i = 0; i < n; i++) {
+                float x[MAXP];
+                for (int k = 0; k < np; k++) x[k] = in[k][i];
+                ref[i] = tree_ref(x, 0, np);
+            }
+            zt_tree_sum_f32(out, parts, np, n);
+            CHECK(!memcmp(out, ref, n * sizeof(float)), "tree_sum nparts=%d n=%zu", np, n);
+            for (int a = 0; a < np; a++) { /* out aliasing each part */
+                static float save[MAXN];
+                memcpy(save, in[a], n * sizeof(float));
+                zt_tree_sum_f32(in[a], parts, np, n);
+                CHECK(!memcmp(in[a], ref, n * sizeof(float)), "tree_sum alias part %d of %d n=%zu", a,
+                      np, n);
+                memcpy(in[a], save, n * sizeof(float));
+            }
+        }
+    /* the order is really the tree: for these, a left fold gives other bits */
+    float x3[3] = {1.0f, 1e8f, -1e8f}, x4[4] = {1e8f, 1.0f, -1e8f, 1.0f};
+    CHECK(tree_ref(x3, 0, 3) == 1.0f && (x3[0] + x3[1]) + x3[2] == 0.0f, "crafted 3");
+    CHECK(tree_ref(x4, 0, 4) == 0.0f && ((x4[0] + x4[1]) + x4[2]) + x4[3] == 1.0f, "crafted 4");
+    const float *p3[3] = {&x3[0], &x3[1], &x3[2]}, *p4[4] = {&x4[0], &x4[1], &x4[2], &x4[3]};
+    float o;
+    zt_tree_sum_f32(&o, p3, 3, 1);
+    CHECK(o == 1.0f, "tree_sum crafted 3 gave %g", o);
+    zt_tree_sum_f32(&o, p4, 4, 1);
+    CHECK(o == 0.0f, "tree_sum crafted 4 gave %g", o);
+}
+
+/* ---- reduce-scatter -------------------------------------------------------------------------- */
+static void check_rs(zt_comm *c, const size_t *counts, uint64_t what, bool in_place, bool nb) {
+    int N = g_size, me = g_rank;
+    size_t total = sum_counts(counts, N), off = sum_counts(counts, me), n = counts[me];
+    float *send = malloc((total + 1) * sizeof(float)), *recv = malloc((n + 1) * sizeof(float));
+    float *ref = malloc((n + 1) * sizeof(float)), *x = malloc((size_t)N * sizeof(float));
+    for (size_t i = 0; i < total; i++) send[i] = val(what, me, i);
+    for (size_t i = 0; i < n; i++) {
+        for (int r = 0; r < N; r++) x[r] = val(what, r, off + i);
+        ref[i] = tree_ref(x, 0, N);
+    }
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    float *dst = in_place ? send + off : recv;
+    int rc;
+    if (nb) {
+        zt_comm_op *op;
+        rc = zt_reduce_scatter_f32_start(c, send, dst, counts, "check rs", &op, &err);
+        bool done = false;
+        for (int spins = 0; !rc && !done && spins < 3; spins++) rc = zt_comm_op_test(op, &done, &err);
+        if (!rc && !done) rc = zt_comm_op_wait(op, &err);
+    } else {
+        rc = zt_reduce_scatter_f32(c, send, dst, counts, "check rs", &err);
+    }
+    CHECK(rc == ZT_OK, "reduce_scatter: %s", err.msg);
+    CHECK(!memcmp(dst, ref, n * sizeof(float)), "reduce_scatter %llu result (n=%zu in_place=%d)",
+          (unsigned long long)what, n, in_place);
+    zt_coll_counters k = delta(c, ZT_COLL_REDUCE_SCATTER);
+    CHECK(k.calls == 1 && k.bytes_sent == (total - n) * 4 && k.bytes_recv == (size_t)(N - 1) * n * 4,
+          "reduce_scatter counters: calls %llu sent %llu (want %zu) recv %llu (want %zu)",
+          (unsigned long long)k.calls, (unsigned long long)k.bytes_sent, (total - n) * 4,
+          (unsigned long long)k.bytes_recv, (size_t)(N - 1) * n * 4);
+    digest(dst, n * sizeof(float));
+    free(send), free(recv), free(ref), free(x);
+}
+
+/* ---- all-gather ------------------------------------------------------------------------------ */
+static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_place, bool nb) {
+    int N = g_size, me = g_rank;
+    size_t total = sum_counts(counts, N), off = sum_counts(counts, me), n = counts[me];
+    float *send = malloc((n + 1) * sizeof(float)), *recv = malloc((total + 1) * sizeof(float));
+    float *ref = malloc((total + 1) * sizeof(float));
+    for (int r = 0, o = 0; r < N; o += (int)counts[r], r++)
+        for (size_t i = 0; i < counts[r]; i++) ref[(size_t)o + i] = val(what, r, i);
+    for (size_t i = 0; i < n; i++) send[i] = val(what, me, i);
+    for (size_t i = 0; i < total; i++) recv[i] = NAN;
+    if (in_place) memcpy(recv + off, send, n * sizeof(float));
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    const float *src = in_place ? recv + off : send;
+    int rc;
+    if (nb) {
+        zt_comm_op *op;
+        rc = zt_all_gather_f32_start(c, src, recv, counts, "check ag", &op, &err);
+        if (!rc) rc = zt_comm_op_wait(op, &err);
+    } else {
+        rc = zt_all_gather_f32(c, src, recv, counts, "check ag", &err);
+    }
+    CHECK(rc == ZT_OK, "all_gather: %s", err.msg);
+    CHECK(!memcmp(recv, ref, total * sizeof(float)), "all_gather result (total=%zu)", total);
+    zt_coll_counters k = delta(c, ZT_COLL_ALL_GATHER);
+    CHECK(k.calls == 1 && k.bytes_sent == (size_t)(N - 1) * n * 4 && k.bytes_recv == (total - n) * 4,
+          "all_gather counters: sent %llu recv %llu", (unsigned long long)k.bytes_sent,
+          (unsigned long long)k.bytes_recv);
+    digest(recv, total * sizeof(float));
+    free(send), free(recv), free(ref);
+}
+
+/* ---- all-reduce: reference, RS+AG equality, same bits on every rank ------------------------- */
+static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb) {
+    int N = g_size, me = g_rank;
+    float *buf = malloc((n + 1) * sizeof(float)), *ref = malloc((n + 1) * sizeof(float));
+    float *x = malloc((size_t)N * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = val(what, me, i);
+        for (int r = 0; r < N; r++) x[r] = val(what, r, i);
+        ref[i] = tree_ref(x, 0, N);
+    }
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    int rc;
+    if (nb) {
+        zt_comm_op *op;
+        rc = zt_all_reduce_f32_start(c, buf, n, "check ar", &op, &err);
+        if (!rc) rc = zt_comm_op_wait(op, &err);
+    } else {
+        rc = zt_all_reduce_f32(c, buf, n, "check ar", &err);
+    }
+    CHECK(rc == ZT_OK, "all_reduce: %s", err.msg);
+    CHECK(!memcmp(buf, ref, n * sizeof(float)), "all_reduce result n=%zu", n);
+    size_t *counts = malloc((size_t)N * sizeof *counts);
+    zt_comm_even_counts(n, N, counts);
+    size_t cme = counts[me];
+    zt_coll_counters k = delta(c, ZT_COLL_ALL_REDUCE);
+    size_t want = ((n - cme) + (size_t)(N - 1) * cme) * 4;
+    CHECK(k.calls == 1 && k.bytes_sent == want && k.bytes_recv == want,
+          "all_reduce counters: sent %llu recv %llu want %zu", (unsigned long long)k.bytes_sent,
+          (unsigned long long)k.bytes_recv, want);
+    if (n % (size_t)N == 0)
+        CHECK(k.bytes_sent == 2 * n * (size_t)(N - 1) / (size_t)N * 4, "all_reduce 2n(N-1)/N");
+    /* the same as reduce-scatter + all-gather */
+    float *b2 = malloc((n + 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) b2[i] = val(what, me, i);
+    size_t off = sum_counts(counts, me);
+    rc = zt_reduce_scatter_f32(c, b2, b2 + off, counts, "rs of ar", &err);
+    if (!rc) rc = zt_all_gather_f32(c, b2 + off, b2, counts, "ag of ar", &err);
+    CHECK(rc == ZT_OK && !memcmp(b2, buf, n * sizeof(float)), "all_reduce != rs+ag: %s", err.msg);
+    /* every rank holds the same bits */
+    uint64_t h = XXH64(buf, n * sizeof(float), 0);
+    uint64_t *all = malloc((size_t)N * sizeof *all);
+    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int r = 0; r < N; r++) CHECK(all[r] == h, "all_reduce: rank %d holds other bits", r);
+    digest(buf, n * sizeof(float));
+    zt_comm_counters_reset(c);
+    free(buf), free(ref), free(x), free(counts), free(b2), free(all);
+}
+
+/* ---- broadcast ------------------------------------------------------------------------------- */
+static int bcast_children(int N, int me, int root) {
+    int v = (me - root + N) % N, low = 1, k = 0;
+    if (v == 0) while (low < N) low <<= 1;
+    else low = v & -v;
+    for (int m = low >> 1; m >= 1; m >>= 1) k += v + m < N;
+    return k;
+}
+
+static void check_bcast(zt_comm *c, size_t bytes, int root) {
+    unsigned char *buf = malloc(bytes + 1), *ref = malloc(bytes + 1);
+    for (size_t i = 0; i < bytes; i++) {
+        ref[i] = (unsigned char)mix(i * 31 + (uint64_t)root);
+        buf[i] = g_rank == root ? ref[i] : 0xAA;
+    }
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    int rc = zt_broadcast_bytes(c, buf, bytes, root, "check bcast", &err);
+    CHECK(rc == ZT_OK, "broadcast: %s", err.msg);
+    CHECK(!memcmp(buf, ref, bytes), "broadcast result bytes=%zu root=%d", bytes, root);
+    zt_coll_counters k = delta(c, ZT_COLL_BROADCAST);
+    size_t want_sent = (size_t)bcast_children(g_size, g_rank, root) * bytes;
+    size_t want_recv = g_rank == root ? 0 : bytes;
+    CHECK(k.bytes_sent == want_sent && k.bytes_recv == want_recv,
+          "broadcast counters: sent %llu (want %zu) recv %llu (want %zu)",
+          (unsigned long long)k.bytes_sent, want_sent, (unsigned long long)k.bytes_recv, want_recv);
+    digest(buf, bytes);
+    free(buf), free(ref);
+}
+
+/* ---- small ops ------------------------------------------------------------------------------- */
+static void check_small(zt_comm *c) {
+    int N = g_size, me = g_rank;
+    zt_error err = {0};
+    double v = (double)((me * 7) % N) - 0.5;
+    int rc = zt_all_reduce_max_f64(c, &v, "max", &err);
+    CHECK(rc == ZT_OK && v == (double)(N - 1) - 0.5, "max: %g %s", v, err.msg);
+    v = me == N - 1 ? NAN : 1.0;
+    rc = zt_all_reduce_max_f64(c, &v, "max nan", &err);
+    CHECK(rc == ZT_OK && isnan(v), "max with a NaN gave %g", v);
+    int f = 1;
+    rc = zt_all_reduce_and_int(c, &f, "and", &err);
+    CHECK(rc == ZT_OK && f == 1, "and all true");
+    f = me != N / 2;
+    rc = zt_all_reduce_and_int(c, &f, "and", &err);
+    CHECK(rc == ZT_OK && f == 0, "and one false");
+    double mine[3] = {me, me * 0.5, -me}, *all = malloc((size_t)N * 3 * sizeof(double));
+    rc = zt_all_gather_f64(c, mine, all, 3, "norm partials", &err);
+    CHECK(rc == ZT_OK, "all_gather_f64: %s", err.msg);
+    for (int r = 0; r < N; r++)
+        CHECK(all[3 * r] == r && all[3 * r + 1] == r * 0.5 && all[3 * r + 2] == -r,
+              "all_gather_f64 block %d", r);
+    zt_comm_counters_reset(c);
+    rc = zt_all_gather_f64(c, mine, all, 3, "norm partials", &err);
+    zt_coll_counters k = delta(c, ZT_COLL_SMALL);
+    CHECK(rc == ZT_OK && k.bytes_sent == (size_t)(N - 1) * 24 && k.bytes_recv == (size_t)(N - 1) * 24,
+          "small counters");
+    rc = zt_comm_barrier(c, "barrier", &err);
+    CHECK(rc == ZT_OK, "barrier: %s", err.msg);
+    free(all);
+}
+
+/* Crafted inputs where the tree and a left fold disagree: the collective must give the tree. */
+static void check_order(zt_comm *c) {
+    int N = g_size;
+    if (N < 3) return; /* one addition: every order is the same */
+    const float pool[5] = {1e8f, -1e8f, 1.0f, -1.0f, 3.0f};
+    float x[64];
+    uint64_t s = 0;
+    for (;; s++) { /* the same deterministic search on every rank */
+        for (int r = 0; r < N; r++) x[r] = pool[mix(s * 131 + (uint64_t)r) % 5];
+        float fold = x[0];
+        for (int r = 1; r < N; r++) fold += x[r];
+        if (fold != tree_ref(x, 0, N)) break;
+    }
+    float fold = x[0];
+    for (int r = 1; r < N; r++) fold += x[r];
+    float *buf = malloc((size_t)N * sizeof(float));
+    for (int j = 0; j < N; j++) buf[j] = x[g_rank];
+    zt_error err = {0};
+    int rc = zt_all_reduce_f32(c, buf, (size_t)N, "crafted", &err);
+    float tree = tree_ref(x, 0, N);
+    CHECK(rc == ZT_OK && buf[0] == tree && buf[0] != fold,
+          "crafted order: got %g, tree %g, left fold %g", buf[0], tree, fold);
+    if (g_rank == 0) printf("order: tree gives %g, a left fold would give %g\n", tree, fold);
+    free(buf);
+}
+
+/* Errors that need no timeout: usage, op in flight, size mismatch, diverged sequences. */
+static void check_errors(zt_comm *world) {
+    int N = g_size, me = g_rank;
+    zt_error err = {0};
+    float f = 1;
+    CHECK(zt_reduce_scatter_f32(world, &f, &f, NULL, "x", &err) == ZT_ERR_USAGE, "NULL counts");
+    CHECK(zt_broadcast_bytes(world, &f, 4, N, "x", &err) == ZT_ERR_USAGE, "root out of range");
+    CHECK(zt_comm_set_timeout(world, 0) == ZT_ERR_USAGE, "timeout 0");
+    /* a second collective while a non-blocking one is in flight */
+    size_t *counts = malloc((size_t)N * sizeof *counts);
+    for (int j = 0; j < N; j++) counts[j] = 100;
+    float *a = calloc((size_t)N * 100, sizeof(float)), *b = calloc(100, sizeof(float));
+    zt_comm_op *op;
+    int rc = zt_reduce_scatter_f32_start(world, a, b, counts, "in flight", &op, &err);
+    CHECK(rc == ZT_OK, "start: %s", err.msg);
+    rc = zt_all_gather_f32(world, b, a, counts, "second", &err);
+    CHECK(rc == ZT_ERR_INTERNAL && strstr(err.msg, "in flight"), "op in flight: %d %s", rc, err.msg);
+    rc = zt_comm_op_wait(op, &err);
+    CHECK(rc == ZT_OK, "wait after refused call: %s", err.msg);
+    if (N >= 2) {
+        /* rank 0 expects one float less from rank 1: a length mismatch, named */
+        zt_comm *d;
+        rc = zt_comm_dup(world, &d, &err);
+        CHECK(rc == ZT_OK, "dup: %s", err.msg);
+        size_t *bad = malloc((size_t)N * sizeof *bad);
+        memcpy(bad, counts, (size_t)N * sizeof *bad);
+        if (me == 0) bad[1] = 99;
+        rc = zt_all_gather_f32(d, b, a, bad, "mismatch", &err);
+        if (me == 0)
+            CHECK(rc == ZT_ERR_MISMATCH && strstr(err.msg, "rank 1") && zt_comm_broken(d),
+                  "mismatch on rank 0: %d %s", rc, err.msg);
+        if (me == 0) {
+            rc = zt_comm_barrier(d, "after", &err);
+            CHECK(rc == ZT_ERR_PEER && strstr(err.msg, "unusable"), "broken comm refuses: %s", err.msg);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        zt_comm_free(d);
+        free(bad);
+        /* a rank that skipped a (message-free) collective: the next fence says so */
+        rc = zt_comm_dup(world, &d, &err);
+        CHECK(rc == ZT_OK, "dup: %s", err.msg);
+        size_t *zero = calloc((size_t)N, sizeof *zero);
+        if (me != N - 1) zt_reduce_scatter_f32(d, a, b, zero, "empty", &err);
+        rc = zt_comm_barrier(d, "fence", &err);
+        CHECK(rc == ZT_ERR_MISMATCH && strstr(err.msg, "diverged"), "diverged: %d %s", rc, err.msg);
+        zt_comm_free(d);
+        free(zero);
+    }
+    free(counts), free(a), free(b);
+}
+
+/* ---- the deadline ---------------------------------------------------------------------------- */
+static int run_timeout(zt_comm *world) {
+    int N = g_size, skip = N - 1;
+    zt_error err = {0};
+    zt_comm *d;
+    if (zt_comm_dup(world, &d, &err)) {
+        fprintf(stderr, "rank %d: dup: %s\n", g_rank, err.msg);
+        return 1;
+    }
+    zt_comm_set_timeout(d, 2.0);
+    size_t *counts = malloc((size_t)N * sizeof *counts);
+    for (int j = 0; j < N; j++) counts[j] = 64;
+    float *a = calloc((size_t)N * 64, sizeof(float)), *b = calloc(64, sizeof(float));
+    char want[64];
+    snprintf(want, sizeof want, "no data from rank %d after 2 s", skip);
+    if (g_rank != skip) {
+        double t0 = MPI_Wtime();
+        int rc = zt_reduce_scatter_f32(d, a, b, counts, "bucket 'h.3'", &err);
+        double t = MPI_Wtime() - t0;
+        printf("rank %d: %.2f s: %s\n", g_rank, t, err.msg);
+        CHECK(rc == ZT_ERR_PEER && strstr(err.msg, want) && strstr(err.msg, "reduce_scatter (bucket 'h.3'"),
+              "timeout message: %s", err.msg);
+        char onme[32];
+        snprintf(onme, sizeof onme, "on rank %d:", g_rank);
+        CHECK(strstr(err.msg, onme) != NULL, "message names this rank: %s", err.msg);
+        CHECK(t >= 1.9 && t < 5.0, "failed after %.2f s, deadline 2 s", t);
+        CHECK(zt_comm_broken(d), "comm broken after timeout");
+    }
+    /* a small op on the world's sub-comm of everyone, the skipping rank absent */
+    zt_comm *e;
+    if (zt_comm_dup(world, &e, &err)) {
+        fprintf(stderr, "rank %d: dup: %s\n", g_rank, err.msg);
+        return 1;
+    }
+    zt_comm_set_timeout(e, 2.0);
+    if (g_rank != skip) {
+        double v = g_rank, t0 = MPI_Wtime();
+        int rc = zt_all_reduce_max_f64(e, &v, "grad norm", &err);
+        double t = MPI_Wtime() - t0;
+        printf("rank %d: %.2f s: %s\n", g_rank, t, err.msg);
+        CHECK(rc == ZT_ERR_PEER && strstr(err.msg, want), "small timeout message: %s", err.msg);
+        CHECK(t >= 1.9 && t < 5.0, "small op failed after %.2f s, deadline 2 s", t);
+    }
+    /* everyone meets again on the healthy world, then drops the broken comms */
+    int rc = zt_comm_barrier(world, "after timeout", &err);
+    CHECK(rc == ZT_OK, "world barrier after timeouts: %s", err.msg);
+    zt_comm_free(d);
+    zt_comm_free(e);
+    free(counts), free(a), free(b);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    zt_error err = {0};
+    zt_comm *world;
+    if (zt_comm_init(&argc, &argv, &world, &err)) {
+        fprintf(stderr, "zt_comm_init: %s\n", err.msg);
+        return 1;
+    }
+    g_rank = zt_comm_rank(world);
+    g_size = zt_comm_size(world);
+    int N = g_size;
+    if (g_rank == 0)
+        printf("comm_check: %d ranks, thread level %d, chunk %zu bytes\n", N,
+               zt_comm_thread_level(), zt_comm_chunk_bytes(world));
+    if (argc > 1 && !strcmp(argv[1], "--timeout")) {
+        run_timeout(world);
+    } else {
+        g_digest = XXH64_createState();
+        XXH64_reset(g_digest, 0);
+        check_tree_sum();
+        /* a comm with a 4 KiB chunk: the multi-chunk pipelines on small data */
+        zt_comm *small;
+        if (zt_comm_dup(world, &small, &err)) {
+            fprintf(stderr, "dup: %s\n", err.msg);
+            return 1;
+        }
+        zt_comm_set_chunk_bytes(small, 4096);
+        size_t *counts = malloc((size_t)N * sizeof *counts);
+        zt_comm *comms[2] = {world, small};
+        for (int ci = 0; ci < 2; ci++) {
+            zt_comm *c = comms[ci];
+            for (int pat = 0; pat < 6; pat++) {
+                for (int j = 0; j < N; j++) {
+                    switch (pat) {
+                    case 0: counts[j] = 1000; break;                     /* even */
+                    case 1: counts[j] = 1 + (size_t)j * 337; break;      /* uneven */
+                    case 2: counts[j] = j % 2 ? 0 : 2500; break;         /* empty blocks */
+                    case 3: counts[j] = 0; break;                        /* all empty */
+                    case 4: counts[j] = j == N - 1 ? 5000 : 1; break;   /* one big */
+                    default: counts[j] = 3000 + (size_t)j; break;        /* 3 chunks+ at 4 KiB */
+                    }
+                }
+                uint64_t what = 100 + (uint64_t)pat;
+                check_rs(c, counts, what, false, false);
+                check_rs(c, counts, what, true, false);
+                check_rs(c, counts, what, false, true);
+                check_ag(c, counts, what, false, false);
+                check_ag(c, counts, what, true, true);
+            }
+            size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
+            for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+                check_ar(c, ns[t], 200 + t, false);
+                check_ar(c, ns[t], 200 + t, true);
+            }
+            size_t bs[] = {0, 1, 5000, 300001};
+            for (size_t t = 0; t < sizeof bs / sizeof bs[0]; t++)
+                for (int root = 0; root < N; root++) check_bcast(c, bs[t], root);
+        }
+        /* the default 4 MiB chunk, more than one chunk per block */
+        check_ar(world, (size_t)N * (1u << 20) + 5, 300, false);
+        for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
+        check_rs(world, counts, 301, true, false);
+        check_small(world);
+        check_order(world);
+        check_order(small);
+        zt_comm_free(small);
+        /* sub-groups: split in two halves and the 2-D mesh, collectives inside them */
+        zt_comm *half;
+        int rc = zt_comm_split(world, g_rank % 2, g_rank, &half, &err);
+        CHECK(rc == ZT_OK && half && zt_comm_size(half) == (N + 1 - g_rank % 2) / 2,
+              "split: %s", err.msg);
+        if (half) {
+            CHECK(zt_comm_world_rank(half, zt_comm_rank(half)) == g_rank, "world rank of split");
+            float v = (float)g_rank;
+            rc = zt_all_reduce_f32(half, &v, 1, "half", &err);
+            float want = 0;
+            for (int r = g_rank % 2; r < N; r += 2) want += (float)r; /* small ints: exact */
+            CHECK(rc == ZT_OK && v == want, "all_reduce in split: %g want %g %s", v, want, err.msg);
+            zt_comm_free(half);
+        }
+        zt_comm *none;
+        rc = zt_comm_split(world, g_rank == 0 ? -1 : 1, 0, &none, &err);
+        CHECK(rc == ZT_OK && (g_rank == 0) == (none == NULL), "split with color -1");
+        zt_comm_free(none);
+        if (N % 2 == 0) {
+            zt_comm *sh, *rep;
+            rc = zt_comm_mesh_2d(world, 2, &sh, &rep, &err);
+            CHECK(rc == ZT_OK && zt_comm_size(sh) == 2 && zt_comm_size(rep) == N / 2 &&
+                      zt_comm_rank(sh) == g_rank % 2 && zt_comm_rank(rep) == g_rank / 2,
+                  "mesh_2d: %s", err.msg);
+            CHECK(!strcmp(zt_comm_name(sh), "shard"), "mesh name");
+            zt_comm_free(sh);
+            zt_comm_free(rep);
+        }
+        check_errors(world);
+        uint64_t h = XXH64_digest(g_digest);
+        XXH64_freeState(g_digest);
+        printf("digest %d %016llx\n", g_rank, (unsigned long long)h);
+        free(counts);
+    }
+    int fails = g_fail, all_fails = 0, all_checks = 0;
+    MPI_Allreduce(&fails, &all_fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&g_checks, &all_checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("comm_check: %d ranks: %d checks, %d failed\n", N, all_checks, all_fails);
+    zt_comm_free(world);
+    zt_comm_finalize(&err);
+    return all_fails ? 1 : 0;
+}

@@ -1,0 +1,148 @@
+/* tool_dist_check.c - one rank of a distributed determinism run (tests/strategies.sh drives it
+ * under mpirun). Trains a small GPT-2 on synthetic tokens that are a pure function of the global
+ * sample index, so any world size and accumulation sees the same global batches, then prints
+ * (rank 0) the losses as hex and the xxh64 of the final parameters. It also checks, on every
+ * rank, the bytes each collective kind sent in each step against the formulas:
+ *   ddp               all-reduce 2·P·(N−1)/N per rank on average
+ *   zero1, zero2      reduce-scatter P·(N−1)/N + all-gather P·(N−1)/N
+ *   zero3             all-gather 2·P·(N−1)/N (forward + backward) + reduce-scatter P·(N−1)/N
+ *                     (all-gather P·(N−1)/N with keep_params_after_forward)
+ * exactly, summed over the ranks (shards may be uneven, so one rank's share can differ from the
+ * average by a few rows; the sum over ranks cannot). Accumulation multiplies the zero3 gathers
+ * and, with reduce_every_micro_batch, the reduce-scatters by the micro-batch count.
+ *   tool_dist_check STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]
+ * Exit 0 when every check passes, 1 with a message otherwise. */
+#include "comm/comm.h"
+#include "zerotrain/zerotrain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const zt_gpt2_config CFG = {.max_seq_len = 16, .vocab_size = 96, .n_layer = 2, .n_head = 2,
+                                   .n_embd = 32};
+enum { B = 2, T = 16 };
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Sample s: T+1 tokens from a hash of (s, t), with some structure so the loss can fall. */
+static void sample(uint64_t s, int32_t *in, int32_t *tg) {
+    int32_t tok[T + 1];
+    for (int t = 0; t <= T; t++) tok[t] = (int32_t)((mix(s * 131 + (uint64_t)t / 2) % CFG.vocab_size));
+    memcpy(in, tok, T * sizeof *in);
+    memcpy(tg, tok + 1, T * sizeof *tg);
+}
+
+static int fail(zt_comm *w, const char *what, const zt_error *err) {
+    fprintf(stderr, "rank %d: %s: %s\n", w ? zt_comm_rank(w) : 0, what, err ? err->msg : "");
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]\n", argv[0]);
+        return 2;
+    }
+    zt_error err = {0};
+    zt_comm *world = NULL;
+    if (zt_comm_init(&argc, &argv, &world, &err)) return fail(NULL, "init", &err);
+    int rank = zt_comm_rank(world), N = zt_comm_size(world);
+    zt_engine_options o;
+    zt_engine_options_default(&o);
+    if (zt_strategy_parse(argv[1], &o.strategy, &err)) return fail(world, "strategy", &err);
+    int GA = atoi(argv[2]), steps = atoi(argv[3]);
+    o.B = B;
+    o.T = T;
+    o.seed = 7;
+    o.comm = N > 1 ? world : NULL;
+    o.grad_accum = GA;
+    o.hybrid_shard_size = N;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keep")) o.keep_params_after_forward = true;
+        else if (!strcmp(argv[i], "--reduce-every")) o.reduce_every_micro_batch = true;
+        else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
+    }
+    zt_model *m;
+    zt_engine *e;
+    if (zt_gpt2_create(&CFG, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+        return fail(world, "setup", &err);
+    int64_t P = zt_model_numel(m);
+    int32_t in[B * T], tg[B * T];
+    int status = 0;
+    if (rank == 0) printf("losses");
+    for (int s = 0; s < steps; s++) {
+        zt_comm_bytes bytes;
+        zt_engine_comm_bytes(e, &bytes, true); /* start the step at zero */
+        double loss_sum = 0;
+        for (int k = 0; k < GA; k++) {
+            uint64_t micro = (uint64_t)rank * GA + k, first = ((uint64_t)s * N * GA + micro) * B;
+            for (int b = 0; b < B; b++) sample(first + b, in + b * T, tg + b * T);
+            zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg,
+                           .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
+            float loss;
+            if (zt_engine_forward_backward(e, &bt, &loss, &err)) return fail(world, "forward_backward", &err);
+            loss_sum += loss;
+        }
+        zt_step_report r;
+        if (zt_engine_step(e, 1e-2f, &r, &err)) return fail(world, "step", &err);
+        zt_engine_comm_bytes(e, &bytes, true);
+        if (zt_engine_sum_ranks(e, &loss_sum, &err)) return fail(world, "loss", &err);
+        double mean = loss_sum / (N * GA);
+        if (rank == 0) printf(" %a", mean);
+        /* the byte formulas, summed over ranks: (N-1)·P·(kinds) floats of 4 bytes */
+        double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
+        if (N > 64) continue;
+        if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return fail(world, "gather bytes", &err);
+        double tot[3] = {0, 0, 0};
+        for (int q = 0; q < N; q++)
+            for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
+        double unit = 4.0 * (double)(N - 1) * (double)P; /* one pass of P elements over N ranks */
+        double want[3] = {0, 0, 0};
+        int S = o.strategy == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : N, R = N / S;
+        double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
+        switch (o.strategy) {
+        case ZT_STRATEGY_DDP: want[2] = 2 * unit; break;
+        case ZT_STRATEGY_ZERO1: want[0] = unit; want[1] = unit; break;
+        case ZT_STRATEGY_ZERO2:
+            want[0] = unit * (o.reduce_every_micro_batch ? GA : 1);
+            want[1] = unit;
+            break;
+        case ZT_STRATEGY_ZERO3:
+            want[0] = unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
+            want[1] = unit * GA * (o.keep_params_after_forward ? 1 : 2);
+            break;
+        case ZT_STRATEGY_HYBRID: /* zero3 in the group, all-reduce of the pieces across groups */
+            want[0] = shard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
+            want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2);
+            want[2] = 2.0 * 4.0 * (double)P * (R - 1); /* each piece all-reduced over R replicas */
+            break;
+        }
+        if (N == 1) want[0] = want[1] = want[2] = 0;
+        for (int k = 0; k < 3; k++)
+            if (tot[k] != want[k]) {
+                if (rank == 0)
+                    fprintf(stderr, "step %d: %s bytes sent over all ranks: %.0f, formula %.0f (P=%lld, N=%d)\n",
+                            s + 1, k == 0 ? "reduce-scatter" : k == 1 ? "all-gather" : "all-reduce", tot[k],
+                            want[k], (long long)P, N);
+                status = 1;
+            }
+    }
+    uint64_t h = zt_engine_param_hash(e);
+    zt_memory_report mem;
+    zt_engine_memory(e, &mem);
+    if (rank == 0) {
+        printf("\nhash %016llx\n", (unsigned long long)h);
+        printf("memory params %zu optimizer %zu grads_peak %zu\n", mem.params, mem.optimizer, mem.peak_grads);
+    }
+    zt_engine_free(e);
+    zt_model_free(m);
+    zt_comm_free(world);
+    zt_comm_finalize(&err);
+    return status;
+}

@@ -59,4 +59,17 @@ if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then
 else
   echo "FAIL zero3 reduce_every_micro_batch differs between two runs"; fail=1
 fi
+# a rank that stops answering: the others fail with a peer error naming it, within the deadline
+start=$(date +%s)
+set +e
+out="$(ZT_COMM_TIMEOUT=3 timeout 60 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS \
+       -x ZT_COMM_TIMEOUT "$TOOL" zero3 1 5 --stall-rank 1 2>&1)"
+rc=$?
+set -e
+took=$(( $(date +%s) - start ))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 45 ] && grep -q "rank 1" <<<"$out"; then
+  echo "ok   a stalled rank is reported within the deadline ($took s): $(grep -m1 -o 'rank 0:.*' <<<"$out" | cut -c1-160)"
+else
+  echo "FAIL stalled rank: rc $rc after $took s"; echo "$out" | tail -5; fail=1
+fi
 exit $fail

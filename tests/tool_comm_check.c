@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +372,78 @@ static void check_errors(zt_comm *world) {
     free(counts), free(a), free(b);
 }
 
+/* ---- two threads: a comm thread reduce-scatters on a dup while the main thread all-reduces --- */
+typedef struct thread_job {
+    zt_comm *c;
+    int rounds, rc;
+    zt_error err;
+    uint64_t hash;
+} thread_job;
+
+static void *comm_thread(void *arg) {
+    thread_job *j = arg;
+    int N = g_size;
+    size_t *counts = malloc((size_t)N * sizeof *counts);
+    for (int r = 0; r < N; r++) counts[r] = 20000 + (size_t)r;
+    size_t total = sum_counts(counts, N), off = sum_counts(counts, g_rank);
+    float *send = malloc(total * sizeof(float));
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    for (int it = 0; it < j->rounds && !j->rc; it++) {
+        for (size_t i = 0; i < total; i++) send[i] = val(400 + (uint64_t)it, g_rank, i);
+        j->rc = zt_reduce_scatter_f32(j->c, send, send + off, counts, "comm thread", &j->err);
+        XXH64_update(h, send + off, counts[g_rank] * sizeof(float));
+    }
+    j->hash = XXH64_digest(h);
+    XXH64_freeState(h);
+    free(send), free(counts);
+    return NULL;
+}
+
+static void check_threads(zt_comm *world) {
+    if (zt_comm_thread_level() < ZT_COMM_THREAD_MULTIPLE) {
+        if (g_rank == 0) printf("threads: MPI_THREAD_MULTIPLE not provided, skipped\n");
+        return;
+    }
+    zt_error err = {0};
+    thread_job j = {.rounds = 20};
+    int rc = zt_comm_dup(world, &j.c, &err);
+    CHECK(rc == ZT_OK, "dup for the comm thread: %s", err.msg);
+    if (rc) return;
+    pthread_t t;
+    pthread_create(&t, NULL, comm_thread, &j);
+    size_t n = 30011;
+    float *buf = malloc(n * sizeof(float));
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    for (int it = 0; it < 20 && !rc; it++) {
+        for (size_t i = 0; i < n; i++) buf[i] = val(500 + (uint64_t)it, g_rank, i);
+        rc = zt_all_reduce_f32(world, buf, n, "main thread", &err);
+        XXH64_update(h, buf, n * sizeof(float));
+    }
+    pthread_join(t, NULL);
+    CHECK(rc == ZT_OK, "main thread all-reduce beside the comm thread: %s", err.msg);
+    CHECK(j.rc == ZT_OK, "comm thread reduce-scatter: %s", j.err.msg);
+    /* against the same collectives run one after the other on one thread */
+    uint64_t h_main = XXH64_digest(h);
+    XXH64_reset(h, 0);
+    for (int it = 0; it < 20; it++) {
+        for (size_t i = 0; i < n; i++) buf[i] = val(500 + (uint64_t)it, g_rank, i);
+        zt_all_reduce_f32(world, buf, n, "serial", &err);
+        XXH64_update(h, buf, n * sizeof(float));
+    }
+    CHECK(XXH64_digest(h) == h_main, "threaded all-reduce bits differ from serial ones");
+    uint64_t h_thread = j.hash;
+    j.rc = 0;
+    comm_thread(&j);
+    CHECK(j.hash == h_thread, "threaded reduce-scatter bits differ from serial ones");
+    digest(&h_main, sizeof h_main);
+    digest(&h_thread, sizeof h_thread);
+    XXH64_freeState(h);
+    free(buf);
+    zt_comm_free(j.c);
+}
+
 /* ---- the deadline ---------------------------------------------------------------------------- */
 static int run_timeout(zt_comm *world) {
     int N = g_size, skip = N - 1;
@@ -414,11 +487,33 @@ static int run_timeout(zt_comm *world) {
         CHECK(rc == ZT_ERR_PEER && strstr(err.msg, want), "small timeout message: %s", err.msg);
         CHECK(t >= 1.9 && t < 5.0, "small op failed after %.2f s, deadline 2 s", t);
     }
+    /* on a sub-comm the message gives comm ranks and world ranks: the odd ranks, the last skips */
+    zt_comm *odd = NULL;
+    if (N >= 4) {
+        if (zt_comm_split(world, g_rank % 2, g_rank, &odd, &err)) {
+            fprintf(stderr, "rank %d: split: %s\n", g_rank, err.msg);
+            return 1;
+        }
+        zt_comm_set_name(odd, "replicate");
+        zt_comm_set_timeout(odd, 2.0);
+        if (g_rank % 2 == 1 && g_rank != skip) {
+            float v[8] = {0};
+            size_t cnt[8] = {0};
+            for (int j = 0; j < zt_comm_size(odd); j++) cnt[j] = 1;
+            int rc = zt_all_gather_f32(odd, v, v, cnt, "params 'h.0'", &err);
+            printf("rank %d: %s\n", g_rank, err.msg);
+            char w2[160];
+            snprintf(w2, sizeof w2, "all_gather (params 'h.0', 8 B) on rank %d of 'replicate' (world rank %d): no data from rank %d (world %d) after 2 s",
+                     zt_comm_rank(odd), g_rank, zt_comm_size(odd) - 1, skip);
+            CHECK(rc == ZT_ERR_PEER && !strcmp(strchr(err.msg, 'a'), w2), "sub-comm message: %s\nwant %s", err.msg, w2);
+        }
+    }
     /* everyone meets again on the healthy world, then drops the broken comms */
     int rc = zt_comm_barrier(world, "after timeout", &err);
     CHECK(rc == ZT_OK, "world barrier after timeouts: %s", err.msg);
     zt_comm_free(d);
     zt_comm_free(e);
+    zt_comm_free(odd);
     free(counts), free(a), free(b);
     return 0;
 }
@@ -517,6 +612,7 @@ int main(int argc, char **argv) {
             zt_comm_free(rep);
         }
         check_errors(world);
+        check_threads(world);
         uint64_t h = XXH64_digest(g_digest);
         XXH64_freeState(g_digest);
         printf("digest %d %016llx\n", g_rank, (unsigned long long)h);

@@ -11,6 +11,8 @@
  * average by a few rows; the sum over ranks cannot). Accumulation multiplies the zero3 gathers
  * and, with reduce_every_micro_batch, the reduce-scatters by the micro-batch count.
  *   tool_dist_check STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]
+ *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
+ *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
 #include "zerotrain/zerotrain.h"
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const zt_gpt2_config CFG = {.max_seq_len = 16, .vocab_size = 96, .n_layer = 2, .n_head = 2,
                                    .n_embd = 32};
@@ -62,11 +65,13 @@ int main(int argc, char **argv) {
     o.comm = N > 1 ? world : NULL;
     o.grad_accum = GA;
     o.hybrid_shard_size = N;
+    int stall = -1;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) o.keep_params_after_forward = true;
         else if (!strcmp(argv[i], "--reduce-every")) o.reduce_every_micro_batch = true;
         else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
+        else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
     }
     zt_model *m;
     zt_engine *e;
@@ -80,17 +85,26 @@ int main(int argc, char **argv) {
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true); /* start the step at zero */
         double loss_sum = 0;
+        if (s == 1 && rank == stall) sleep(600);
         for (int k = 0; k < GA; k++) {
             uint64_t micro = (uint64_t)rank * GA + k, first = ((uint64_t)s * N * GA + micro) * B;
             for (int b = 0; b < B; b++) sample(first + b, in + b * T, tg + b * T);
             zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg,
                            .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
             float loss;
-            if (zt_engine_forward_backward(e, &bt, &loss, &err)) return fail(world, "forward_backward", &err);
+            if (zt_engine_forward_backward(e, &bt, &loss, &err)) {
+                fail(world, "forward_backward", &err);
+                if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
+                return 1;
+            }
             loss_sum += loss;
         }
         zt_step_report r;
-        if (zt_engine_step(e, 1e-2f, &r, &err)) return fail(world, "step", &err);
+        if (zt_engine_step(e, 1e-2f, &r, &err)) {
+            fail(world, "step", &err);
+            if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
+            return 1;
+        }
         zt_engine_comm_bytes(e, &bytes, true);
         if (zt_engine_sum_ranks(e, &loss_sum, &err)) return fail(world, "loss", &err);
         double mean = loss_sum / (N * GA);
@@ -138,7 +152,15 @@ int main(int argc, char **argv) {
     zt_engine_memory(e, &mem);
     if (rank == 0) {
         printf("\nhash %016llx\n", (unsigned long long)h);
-        printf("memory params %zu optimizer %zu grads_peak %zu\n", mem.params, mem.optimizer, mem.peak_grads);
+        printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
+               mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
+    }
+    /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
+     * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M) */
+    if (o.strategy == ZT_STRATEGY_ZERO3 && (mem.grads != mem.params || mem.optimizer != 2 * mem.params)) {
+        fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "
+                "grads = params and optimizer = 2 x params\n", rank, mem.params, mem.grads, mem.optimizer);
+        status = 1;
     }
     zt_engine_free(e);
     zt_model_free(m);

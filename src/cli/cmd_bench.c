@@ -1,8 +1,11 @@
 /* cmd_bench.c - `zerotrain bench`: training throughput of a GPT-2 preset on random tokens (the
- * W1 benchmark: gpt2-124M, B=4, T=256, fp32, AdamW), with achieved GFLOP/s against both the
- * nominal fp32 peak and the GEMM rate measured here, and the time per unit. The last line is JSON
- * for bench/w1.sh. */
+ * W1 benchmark: gpt2-124M, B=4, T=256 per rank, fp32, AdamW), with achieved GFLOP/s against both
+ * the nominal fp32 peak and the GEMM rate measured here, and the time per unit. With --nproc N it
+ * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid). The last line is
+ * JSON for bench/w1.sh and bench/dist.sh. */
 #include "cli/commands.h"
+#include "cli/launch.h"
+#include "comm/comm.h"
 #include "metrics/peak.h"
 
 #include <cblas.h>
@@ -41,11 +44,13 @@ static double measure_gemm_gflops(int N, int C) {
 int zt_cmd_bench(int argc, char **argv) {
     zt_error err = {0};
     const char *preset = "gpt2-124M";
-    int B = 4, T = 256, steps = 10, warmup = 2;
+    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1;
+    zt_strategy strategy = ZT_STRATEGY_DDP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n");
+            printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
+                   "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n");
             return 0;
         }
         if (!v) {
@@ -58,16 +63,28 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-T")) T = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--steps")) steps = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
-        else {
+        else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--strategy")) {
+            if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
+        } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0) {
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
         i++;
     }
+    zt_comm *world = NULL;
+    if (zt_launched_by_mpi()) {
+        if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
+    } else if (nproc > 1) {
+        zt_launch_local(nproc, argc, argv, &err);
+        return zt_cli_fail(&err);
+    }
+    int rank = world ? zt_comm_rank(world) : 0, nranks = world ? zt_comm_size(world) : 1;
+    FILE *out = rank == 0 ? stdout : fopen("/dev/null", "w");
     zt_gpt2_config cfg;
     zt_model *m = NULL;
     zt_engine *e = NULL;
@@ -75,8 +92,14 @@ int zt_cmd_bench(int argc, char **argv) {
     double *times = NULL;
     int rc;
     if ((rc = zt_gpt2_preset(preset, &cfg, &err)) || (rc = zt_gpt2_create(&cfg, &m, &err))) goto out;
-    zt_engine_options eo = {.B = B, .T = T, .seed = 1337};
-    zt_optimizer_config_default(&eo.optim);
+    zt_engine_options eo;
+    zt_engine_options_default(&eo);
+    eo.B = B;
+    eo.T = T;
+    eo.seed = 1337;
+    eo.strategy = strategy;
+    eo.comm = nranks > 1 ? world : NULL;
+    eo.hybrid_shard_size = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     if ((rc = zt_engine_create(m, &eo, &e, &err)) || (rc = zt_engine_init_params(e, &err))) goto out;
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
     times = malloc((size_t)steps * sizeof *times);
@@ -84,12 +107,13 @@ int zt_cmd_bench(int argc, char **argv) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
     }
-    uint64_t s = 12345;
+    uint64_t s = 12345 + (uint64_t)rank * 7919;
     int threads = omp_get_max_threads();
     double fpt = m->train_flops_per_token(m, T);
-    printf("bench: %s L=%d C=%d NH=%d V=%d, %.1fM params, B=%d T=%d, fp32, AdamW, %d threads, "
-           "%.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
-           zt_model_numel(m) / 1e6, B, T, threads, fpt / 1e9);
+    fprintf(out, "bench: %s L=%d C=%d NH=%d V=%d, %.1fM params, B=%d T=%d per rank, fp32, AdamW, %d rank%s x "
+            "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
+            cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, nranks, nranks > 1 ? "s" : "", threads,
+            zt_strategy_name(strategy), fpt / 1e9);
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -98,16 +122,17 @@ int zt_cmd_bench(int argc, char **argv) {
         if (it == warmup) zt_engine_reset_times(e);
         double t0 = omp_get_wtime();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
-                      .dloss = 1.0f / (float)(B * T), .logits_pos = -1};
+                      .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
         float loss;
         zt_step_report rep;
         if ((rc = zt_engine_forward_backward(e, &b, &loss, &err)) ||
             (rc = zt_engine_step(e, 3e-4f, &rep, &err)))
             goto out;
         double t = omp_get_wtime() - t0;
-        printf("%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
-               it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, B * T / t);
-        fflush(stdout);
+        if (nranks > 1 && (rc = zt_all_reduce_max_f64(world, &t, "step time", &err))) goto out;
+        fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
+                it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
+        fflush(out);
         if (it >= warmup) times[it - warmup] = t;
     }
     /* where the time goes, per unit, averaged over the timed steps */
@@ -118,32 +143,42 @@ int zt_cmd_bench(int argc, char **argv) {
         fwd_total += f;
         bwd_total += bw;
         if (u < 2 || u == m->n_units - 1)
-            printf("  unit %-10s forward %7.1f ms  backward %7.1f ms\n", m->units[u].name, 1e3 * f / steps,
-                   1e3 * bw / steps);
+            fprintf(out, "  unit %-10s forward %7.1f ms  backward %7.1f ms\n", m->units[u].name,
+                    1e3 * f / steps, 1e3 * bw / steps);
     }
     double sum = 0;
     for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
     double med = times[steps / 2], mean = sum / steps;
-    printf("  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
+    fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
            1e3 * fwd_total / steps, 1e3 * bwd_total / steps, 1e3 * (mean - (fwd_total + bwd_total) / steps),
            1e3 * mean);
-    double tps = B * T / med, gflops = fpt * tps / 1e9;
-    double peak = zt_cpu_fp32_peak_flops(threads) / 1e9, gemm = measure_gemm_gflops(B * T, cfg.n_embd);
-    printf("zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = %.1f%% of nominal fp32 peak %.0f "
-           "GFLOP/s, %.1f%% of measured sgemm %.0f GFLOP/s\n", tps, steps, gflops, 100 * gflops / peak,
-           peak, 100 * gflops / gemm, gemm);
-    printf("{\"impl\":\"zerotrain\",\"version\":\"%s\",\"preset\":\"%s\",\"dtype\":\"fp32\",\"threads\":%d,"
-           "\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,\"step_ms_median\":%.1f,"
-           "\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,\"gemm_gflops\":%.1f,"
-           "\"peak_fraction\":%.4f}\n",
-           ZT_VERSION, preset, threads, B, T, steps, tps, 1e3 * med, 1e3 * times[0], gflops, peak, gemm,
-           gflops / gemm);
+    double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
+    /* the peak of all the cores the job uses; the GEMM rate measured on this rank's threads */
+    double peak = zt_cpu_fp32_peak_flops(threads * nranks) / 1e9;
+    double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * nranks : 0;
+    fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = %.1f%% of nominal fp32 peak %.0f "
+            "GFLOP/s, %.1f%% of measured sgemm %.0f GFLOP/s (OpenBLAS core %s)\n", tps, steps, gflops,
+            100 * gflops / peak, peak, 100 * gflops / gemm, gemm, openblas_get_corename());
+    fprintf(out, "{\"impl\":\"zerotrain\",\"version\":\"%s\",\"preset\":\"%s\",\"dtype\":\"fp32\",\"threads\":%d,"
+            "\"ranks\":%d,\"strategy\":\"%s\",\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,"
+            "\"step_ms_median\":%.1f,\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,"
+            "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\"}\n",
+            ZT_VERSION, preset, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
+            1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename());
     rc = ZT_OK;
 out:
     free(tok);
     free(times);
     zt_engine_free(e);
     zt_model_free(m);
-    return rc ? zt_cli_fail(&err) : 0;
+    if (out && out != stdout) fclose(out);
+    if (rc) {
+        int code = zt_cli_fail(&err);
+        if (world && nranks > 1) zt_comm_abort(code);
+        return code;
+    }
+    zt_comm_free(world);
+    if (world) zt_comm_finalize(&err);
+    return 0;
 }

@@ -28,6 +28,8 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
         snprintf(threads, sizeof threads, "%ld", cores / nproc > 0 ? cores / nproc : 1);
         setenv("OMP_NUM_THREADS", threads, 1);
     }
+    /* mpirun hands rank 0 a pseudo-terminal whatever the real stdout is: tell the ranks */
+    setenv("ZT_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
     if (geteuid() == 0) { /* Open MPI refuses root unless told twice */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -48,6 +50,8 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
     args[k++] = "none";
     args[k++] = "-x";
     args[k++] = "OMP_NUM_THREADS";
+    args[k++] = "-x";
+    args[k++] = "ZT_STDOUT_TTY";
     args[k++] = self;
     for (int i = 0; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;

@@ -9,44 +9,76 @@
 
 #include <string.h>
 
-int zt_ag_nreq_(const zt_comm *c, size_t elem) {
-    size_t chunk = c->chunk_bytes / elem, n = 0;
-    for (int j = 0; j < c->size; j++) {
-        size_t nk = zt_nchunks_(c->off[j + 1] - c->off[j], chunk);
-        n += j == c->rank ? (size_t)(c->size - 1) * nk : nk;
+int zt_ag_nreq_(const zt_comm *c) { return 2 * ZT_COMM_WINDOW * (c->size - 1); }
+
+/* Request slots (W = ZT_COMM_WINDOW, s = 1..N-1 the exchange step):
+ *   receive of chunk k of block me-s:  (k % W) * (N-1) + s-1
+ *   send of chunk k of the own block to rank me+s:  send_base + (k % W) * (N-1) + s-1
+ * A slot takes chunk k+W once chunk k through it has finished; each peer's chunks are posted
+ * strictly in order (next_recv / next_send), since MPI matches in posting order. */
+
+/* Posts the next chunks of block r (from rank r), in order, while their slots are free. */
+static int pump_recv(zt_comm_op *op, int r, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, s = (c->rank - r + N) % N;
+    size_t nr = c->off[r + 1] - c->off[r];
+    while ((size_t)c->next_recv[r] * op->ag.chunk < nr) {
+        int k = c->next_recv[r];
+        size_t lo = (size_t)k * op->ag.chunk, len = nr - lo < op->ag.chunk ? nr - lo : op->ag.chunk;
+        int idx = (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
+        if (c->info[idx].state == ZT_REQ_PENDING) break;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_(op, idx, true, op->ag.recv + (c->off[r] + lo) * op->ag.elem,
+                             len * op->ag.elem, r, err);
+        if (rc) return rc;
+        c->next_recv[r]++;
     }
-    return n > INT32_MAX / 2 ? INT32_MAX / 2 : (int)n;
+    return ZT_OK;
 }
 
-int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, int base,
-                zt_error *err) {
+/* Posts the next chunks of the own block to rank d, in order, while their slots are free. */
+static int pump_send(zt_comm_op *op, int d, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, s = (d - c->rank + N) % N;
+    size_t n = c->off[c->rank + 1] - c->off[c->rank];
+    while ((size_t)c->next_send[d] * op->ag.chunk < n) {
+        int k = c->next_send[d];
+        size_t lo = (size_t)k * op->ag.chunk, len = n - lo < op->ag.chunk ? n - lo : op->ag.chunk;
+        int idx = op->ag.send_base + (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
+        if (c->info[idx].state == ZT_REQ_PENDING) break;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_(op, idx, false, (void *)(op->ag.send + lo * op->ag.elem),
+                             len * op->ag.elem, d, err);
+        if (rc) return rc;
+        c->next_send[d]++;
+    }
+    return ZT_OK;
+}
+
+static int ag_on_complete(zt_comm_op *op, int idx, zt_error *err) {
+    zt_req_info *in = &op->c->info[idx];
+    return idx < op->ag.send_base ? pump_recv(op, in->peer, err) : pump_send(op, in->peer, err);
+}
+
+int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
-    size_t chunk = c->chunk_bytes / elem; /* elements */
-    unsigned char *r8 = recv;
-    unsigned char *own = r8 + c->off[me] * elem;
+    unsigned char *own = (unsigned char *)recv + c->off[me] * elem;
     size_t own_n = c->off[me + 1] - c->off[me];
-    const unsigned char *src = send ? send : own;
     if (send && send != own && own_n) memcpy(own, send, own_n * elem);
-    int idx = base, rc;
-    for (int s = 1; s < N; s++) { /* receives first */
-        int r = (me - s + N) % N;
-        size_t nr = c->off[r + 1] - c->off[r];
-        for (size_t lo = 0; lo < nr; lo += chunk) {
-            size_t len = nr - lo < chunk ? nr - lo : chunk;
-            if ((rc = zt_op_post_(op, idx++, true, r8 + (c->off[r] + lo) * elem, len * elem, r,
-                                  err)))
-                return rc;
-        }
-    }
-    for (size_t lo = 0; lo < own_n; lo += chunk) /* sends chunk-major */
-        for (int s = 1; s < N; s++) {
-            size_t len = own_n - lo < chunk ? own_n - lo : chunk;
-            if ((rc = zt_op_post_(op, idx++, false, (void *)(src + lo * elem), len * elem,
-                                  (me + s) % N, err)))
-                return rc;
-        }
+    op->ag.send = send ? send : own;
+    op->ag.recv = recv;
+    op->ag.elem = elem;
+    op->ag.chunk = c->chunk_bytes / elem;
+    op->ag.send_base = ZT_COMM_WINDOW * (N - 1);
+    op->on_complete = ag_on_complete;
     if (!op->advance) op->advance = zt_advance_when_idle_;
+    int rc;
+    for (int j = 0; j < N; j++) c->next_send[j] = c->next_recv[j] = 0;
+    for (int s = 1; s < N; s++) /* receives first */
+        if ((rc = pump_recv(op, (me - s + N) % N, err))) return rc;
+    for (int s = 1; s < N; s++)
+        if ((rc = pump_send(op, (me + s) % N, err))) return rc;
     return ZT_OK;
 }
 
@@ -62,7 +94,9 @@ int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, int b
  *     s=1:  send B_1 -> rank 2    recv B_0 <- rank 0
  *     s=2:  send B_1 -> rank 3    recv B_3 <- rank 3
  *     s=3:  send B_1 -> rank 0    recv B_2 <- rank 2
- *     recv: [ B_0 | B_1 | B_2 | B_3 ]       all posted at once, straight into recv
+ *     recv: [ B_0 | B_1 | B_2 | B_3 ]       all at once, straight into recv
+ *   Blocks longer than a chunk flow ZT_COMM_WINDOW chunks at a time per peer and direction
+ *   (chunk k+W is posted when chunk k has finished): 2W(N-1) requests whatever the size.
  * ---------------------------------------------------------------------------------------------- */
 static int ag_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {
@@ -82,9 +116,9 @@ static int ag_start(zt_comm *c, const float *send, float *recv, const size_t *co
                             c->name);
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_ALL_GATHER, ZT_SUB_AG, "all_gather", tag, total * sizeof(float),
-                      zt_ag_nreq_(c, sizeof(float)), true, false, &op, err);
+                      zt_ag_nreq_(c), true, false, &op, err);
     if (rc) return rc;
-    if ((rc = zt_ag_post_(op, send, recv, sizeof(float), 0, err))) return rc;
+    if ((rc = zt_ag_post_(op, send, recv, sizeof(float), err))) return rc;
     if ((rc = zt_op_kick_(op, err))) return rc;
     *out = op;
     return ZT_OK;
@@ -124,9 +158,9 @@ int zt_all_gather_bytes_(zt_comm *c, int kind, int subkind, const char *name, co
     int rc = zt_counts_check_(c, name, c->ucounts, &total, err);
     if (rc) return rc;
     zt_comm_op *op = NULL;
-    rc = zt_op_begin_(c, kind, subkind, name, tag, total, zt_ag_nreq_(c, 1), true, seq0, &op, err);
+    rc = zt_op_begin_(c, kind, subkind, name, tag, total, zt_ag_nreq_(c), true, seq0, &op, err);
     if (rc) return rc;
-    if ((rc = zt_ag_post_(op, send, recv, 1, 0, err))) return rc;
+    if ((rc = zt_ag_post_(op, send, recv, 1, err))) return rc;
     if ((rc = zt_op_kick_(op, err))) return rc;
     return zt_op_wait_(op, err);
 }

@@ -23,7 +23,7 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
         if (rc || !op->done) return rc;
         op->ar.phase = 1;
         op->done = false;
-        int nreq = zt_ag_nreq_(c, sizeof(float));
+        int nreq = zt_ag_nreq_(c);
         if ((rc = zt_op_reserve_(op, nreq, err))) return rc;
         for (int i = 0; i < nreq; i++) {
             c->reqs[i] = MPI_REQUEST_NULL;
@@ -32,7 +32,7 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
         op->nreq = nreq;
         op->on_complete = NULL;
         op->mpi_tag = (op->mpi_tag & ~7) | ZT_SUB_AR_AG;
-        if ((rc = zt_ag_post_(op, NULL, op->ar.buf, sizeof(float), 0, err))) return rc;
+        if ((rc = zt_ag_post_(op, NULL, op->ar.buf, sizeof(float), err))) return rc;
     }
     if (op->pending == 0) op->done = true;
     return ZT_OK;
@@ -62,8 +62,7 @@ static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_o
     size_t total;
     rc = zt_counts_check_(c, "all_reduce", c->ucounts, &total, err);
     if (rc) return rc;
-    int nrs = zt_rs_nreq_(c, c->chunk_bytes / sizeof(float));
-    int nag = zt_ag_nreq_(c, sizeof(float));
+    int nrs = zt_rs_nreq_(c), nag = zt_ag_nreq_(c);
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * sizeof(float),
                       nrs > nag ? nrs : nag, true, false, &op, err);
@@ -72,7 +71,7 @@ static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_o
     op->ar.buf = buf;
     op->ar.n = n;
     op->ar.phase = 0;
-    if ((rc = zt_rs_post_(op, buf, buf + c->off[c->rank], 0, err))) return rc;
+    if ((rc = zt_rs_post_(op, buf, buf + c->off[c->rank], err))) return rc;
     op->ar.rs_advance = op->advance;
     op->advance = ar_advance;
     if ((rc = zt_op_kick_(op, err))) return rc;

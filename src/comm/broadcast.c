@@ -22,19 +22,53 @@ static void tree(int N, int me, int root, int *parent, int *children, int *nchil
         if (v + m < N) children[(*nchildren)++] = (v + m + root) % N;
 }
 
-static int bc_post_sends(zt_comm_op *op, int k, zt_error *err) {
+/* Request slots (W = ZT_COMM_WINDOW): receive of chunk k: k % W; send of chunk k to child i:
+ * send_base + (k % W) * nchildren + i. A slot takes chunk k+W once chunk k through it is done. */
+
+static size_t bc_len(const zt_comm_op *op, int k) {
     size_t lo = (size_t)k * op->bc.chunk;
-    size_t len = op->bc.bytes - lo < op->bc.chunk ? op->bc.bytes - lo : op->bc.chunk;
-    for (int i = 0; i < op->bc.nchildren; i++) {
-        int rc = zt_op_post_(op, op->bc.send_base + k * op->bc.nchildren + i, false,
-                             op->bc.buf + lo, len, op->bc.children[i], err);
-        if (rc) return rc;
-    }
-    return ZT_OK;
+    return op->bc.bytes - lo < op->bc.chunk ? op->bc.bytes - lo : op->bc.chunk;
 }
 
 static int bc_on_complete(zt_comm_op *op, int idx, zt_error *err) {
-    if (idx < op->bc.send_base) return bc_post_sends(op, op->c->info[idx].aux, err);
+    if (idx >= op->bc.send_base) return ZT_OK;
+    int k = op->c->info[idx].aux;
+    op->bc.slot_chunk[idx] = k;
+    while (op->bc.have < op->bc.nchunks && /* chunks arrived in order so far */
+           op->bc.slot_chunk[op->bc.have % ZT_COMM_WINDOW] == op->bc.have)
+        op->bc.have++;
+    return ZT_OK;
+}
+
+/* Forwards every chunk that is here to every child whose slot for it is free. */
+static int bc_advance(zt_comm_op *op, zt_error *err) {
+    zt_comm *c = op->c;
+    int rc;
+    for (int i = 0; i < op->bc.nchildren; i++)
+        while (op->bc.next_send[i] < op->bc.have) {
+            int k = op->bc.next_send[i];
+            int idx = op->bc.send_base + (k % ZT_COMM_WINDOW) * op->bc.nchildren + i;
+            if (c->info[idx].state == ZT_REQ_PENDING) break;
+            c->info[idx].aux = k;
+            if ((rc = zt_op_post_(op, idx, false, op->bc.buf + (size_t)k * op->bc.chunk,
+                                  bc_len(op, k), op->bc.children[i], err)))
+                return rc;
+            op->bc.next_send[i]++;
+        }
+    /* receives in chunk order, into slots whose previous chunk is here and counted */
+    while (op->bc.parent >= 0 && op->bc.next_recv < op->bc.nchunks) {
+        int j = op->bc.next_recv % ZT_COMM_WINDOW;
+        if (c->info[j].state == ZT_REQ_PENDING || op->bc.slot_chunk[j] >= op->bc.have) break;
+        op->bc.slot_chunk[j] = -1;
+        c->info[j].aux = op->bc.next_recv;
+        if ((rc = zt_op_post_(op, j, true, op->bc.buf + (size_t)op->bc.next_recv * op->bc.chunk,
+                              bc_len(op, op->bc.next_recv), op->bc.parent, err)))
+            return rc;
+        op->bc.next_recv++;
+    }
+    bool sent = true;
+    for (int i = 0; i < op->bc.nchildren; i++) sent = sent && op->bc.next_send[i] == op->bc.nchunks;
+    if (sent && op->bc.have == op->bc.nchunks && op->pending == 0) op->done = true;
     return ZT_OK;
 }
 
@@ -46,7 +80,8 @@ static int bc_on_complete(zt_comm_op *op, int idx, zt_error *err) {
  * Limitations: ceil(log2 N) hops; the root sends ceil(log2 N) copies, so for very large
  *              buffers on many ranks a scatter + all-gather would use the links better.
  *
- *   N = 8, root 0 (relative ranks), chunk k flows as soon as it lands:
+ *   N = 8, root 0 (relative ranks), chunk k flows on as soon as it lands (W chunks in
+ *   flight per link):
  *        0 --> 4 --> 6 --> 7
  *        |     '---> 5
  *        |--> 2 --> 3
@@ -67,10 +102,9 @@ int zt_broadcast_bytes(zt_comm *c, void *buf, size_t bytes, int root, const char
     tree(c->size, c->rank, root, &parent, children, &nchildren);
     size_t chunk = c->chunk_bytes;
     int nch = (int)zt_nchunks_(bytes, chunk);
-    int nrecv = parent >= 0 ? nch : 0;
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_BROADCAST, ZT_SUB_BCAST, "broadcast", tag, bytes,
-                      nrecv + nch * nchildren, true, false, &op, err);
+                      ZT_COMM_WINDOW * (1 + nchildren), true, false, &op, err);
     if (rc) goto done;
     op->bc.buf = buf;
     op->bc.bytes = bytes;
@@ -79,17 +113,13 @@ int zt_broadcast_bytes(zt_comm *c, void *buf, size_t bytes, int root, const char
     op->bc.parent = parent;
     op->bc.nchildren = nchildren;
     memcpy(op->bc.children, children, sizeof children);
-    op->bc.send_base = nrecv;
+    op->bc.have = parent < 0 ? nch : 0; /* the root has everything */
+    for (int j = 0; j < ZT_COMM_WINDOW; j++) op->bc.slot_chunk[j] = -1;
+    memset(op->bc.next_send, 0, sizeof op->bc.next_send);
+    op->bc.next_recv = 0;
+    op->bc.send_base = ZT_COMM_WINDOW;
     op->on_complete = bc_on_complete;
-    op->advance = zt_advance_when_idle_;
-    for (int k = 0; k < nrecv; k++) {
-        size_t lo = (size_t)k * chunk, len = bytes - lo < chunk ? bytes - lo : chunk;
-        c->info[k].aux = k;
-        if ((rc = zt_op_post_(op, k, true, (unsigned char *)buf + lo, len, parent, err))) goto done;
-    }
-    if (parent < 0)
-        for (int k = 0; k < nch; k++)
-            if ((rc = bc_post_sends(op, k, err))) goto done;
+    op->advance = bc_advance; /* the kick posts the first receives (and the root's sends) */
     if ((rc = zt_op_kick_(op, err))) goto done;
     rc = zt_op_wait_(op, err);
 done:

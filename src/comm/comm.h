@@ -58,8 +58,10 @@
  * bookkeeping (a few dozen bytes per message) is grown the same way.
  *
  * Limits: counts are size_t elements; messages are cut into chunks of zt_comm_chunk_bytes
- * (default 4 MiB, env ZT_COMM_CHUNK_BYTES, which must be equal on all ranks), so there is no
- * 2 GiB MPI count limit. Float payloads are float32; anything else moves as bytes.
+ * (default 256 KiB, env ZT_COMM_CHUNK_BYTES, which must be equal on all ranks), so there is no
+ * 2 GiB MPI count limit; a collective keeps a bounded window of chunks in flight per peer
+ * (4(N-1) requests for a reduce-scatter, 8(N-1) for an all-gather, whatever the size). Float
+ * payloads are float32; anything else moves as bytes.
  */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -138,6 +140,11 @@ size_t zt_comm_chunk_bytes(const zt_comm *c);
  * finite (ZT_ERR_USAGE otherwise). Local: ranks may differ. */
 int zt_comm_set_timeout(zt_comm *c, double seconds);
 double zt_comm_timeout(const zt_comm *c);
+/* Seconds a wait keeps polling MPI in a tight loop after the last progress before it starts to
+ * yield the core (and to sleep after 10x that). Default 1 ms, env ZT_COMM_SPIN_US. Larger: less
+ * latency on a busy machine; smaller: idle waits cost the compute threads less. >= 0, else
+ * ZT_ERR_USAGE. Local: ranks may differ. */
+int zt_comm_set_spin(zt_comm *c, double seconds);
 /* True after a ZT_ERR_PEER / ZT_ERR_MISMATCH on this comm (see the contract above). */
 bool zt_comm_broken(const zt_comm *c);
 
@@ -174,7 +181,8 @@ int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size
 int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                                 const char *tag, zt_comm_op **op, zt_error *err);
 /* Bytes of scratch a reduce-scatter on c with blocks of at most max_block floats uses:
- * 2 rounds x (N-1) sources x min(max_block, chunk) floats x 4. For the memory plan. */
+ * 2 rounds x (N-1) sources x min(max_block, chunk) floats x 4 (2 MiB on 4 ranks with the
+ * default chunk, whatever the bucket size). For the memory plan. */
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block);
 /* Grows the comm's scratch to at least bytes now (ZT_ERR_NOMEM on failure). */
 int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err);

@@ -34,8 +34,10 @@ enum {
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 
 #define ZT_RS_DEPTH 2                     /* reduce-scatter rounds of chunks in flight */
+#define ZT_COMM_WINDOW 4                  /* all-gather / broadcast chunks in flight per peer */
 #define ZT_COMM_DEFAULT_TIMEOUT 300.0     /* seconds */
-#define ZT_COMM_DEFAULT_CHUNK (4u << 20)  /* bytes */
+#define ZT_COMM_DEFAULT_CHUNK (256u << 10) /* bytes: measured, bench/RESULTS.md "Collectives" */
+#define ZT_COMM_DEFAULT_SPIN 1e-3         /* seconds a wait spins before it yields */
 #define ZT_COMM_MIN_CHUNK 4096u
 
 typedef struct zt_req_info {
@@ -67,17 +69,25 @@ struct zt_comm_op {
 
     /* reduce-scatter (and the first phase of all-reduce) */
     struct {
-        const float *send;   /* own contribution: send + off_me */
+        const float *send;   /* the whole send buffer (blocks rank-major) */
+        const float *own;    /* own contribution: send + off[me] */
         float *recv;         /* counts[me] floats */
         size_t n;            /* counts[me] */
         size_t chunk;        /* floats per chunk */
         int nchunks;         /* chunks of the own block */
         int next_sum;        /* next chunk to sum */
-        int recv_base;       /* request index of round 0, slot 0 */
+        int send_base;       /* request index of the first send slot */
         int arrived[ZT_RS_DEPTH];
-        float *slots;        /* scratch: ZT_RS_DEPTH x (N-1) x chunk floats */
+        float *slots;        /* scratch: ZT_RS_DEPTH x (N-1) x min(chunk, n) floats */
     } rs;
-    /* all-reduce: buffer and the block split (the phases reuse rs / the all-gather posting) */
+    /* all-gather (and the second phase of all-reduce) */
+    struct {
+        const unsigned char *send; /* own block */
+        unsigned char *recv;       /* all blocks */
+        size_t elem, chunk;        /* bytes per element, elements per chunk */
+        int send_base;
+    } ag;
+    /* all-reduce */
     struct {
         float *buf;
         size_t n;
@@ -89,6 +99,10 @@ struct zt_comm_op {
         unsigned char *buf;
         size_t bytes, chunk;
         int nchunks, parent, nchildren, children[32];
+        int have;                      /* chunks 0..have-1 are here */
+        int next_recv;                 /* next chunk to post a receive for */
+        int slot_chunk[ZT_COMM_WINDOW]; /* chunk received through each receive slot, -1 none */
+        int next_send[32];             /* next chunk to send to each child */
         int send_base;
     } bc;
 };
@@ -102,6 +116,7 @@ struct zt_comm {
                                "rank 3" instead of "rank 3 (world 7)" */
     char name[32];
     double timeout;         /* seconds without progress */
+    double spin;            /* seconds of no progress a wait spins before yielding */
     size_t chunk_bytes;
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */
@@ -121,6 +136,9 @@ struct zt_comm {
     size_t *off;            /* [size+1] block offsets of the op being started */
     size_t *ucounts;        /* [size] uniform counts for small ops / all-reduce */
     const float **parts;    /* [size] tree-sum inputs */
+    int *next_send, *next_recv; /* [size] next chunk to post per peer: messages between two
+                                   ranks match in posting order, so each peer's chunks are
+                                   posted strictly in order */
     float *scratch;
     size_t scratch_bytes;
     void *small;            /* small-op staging */
@@ -133,8 +151,8 @@ struct zt_comm {
 /* ---- world.c ---- */
 /* "rank 3" on the world, "rank 3 (world 7)" on a sub-comm. */
 void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap);
-/* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES into *timeout / *chunk (defaults when unset). */
-int zt_comm_env_(double *timeout, size_t *chunk, zt_error *err);
+/* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US (defaults when unset). */
+int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err);
 
 /* ---- deadline.c: the op machinery ---- */
 int zt_comm_enter_(zt_comm *c, const char *what, zt_error *err);
@@ -177,16 +195,15 @@ int zt_comm_scratch_grow_(zt_comm *c, size_t bytes, zt_error *err);
 /* Validates counts, fills c->off; total elements through *total. */
 int zt_counts_check_(zt_comm *c, const char *name, const size_t *counts, size_t *total,
                      zt_error *err);
-/* Posts the reduce-scatter of op (op->rs set up by the caller except slots/requests) with block
- * offsets c->off; requests start at index base. Sets on_complete/advance. */
-int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, int base, zt_error *err);
-/* Posts the pairwise all-gather of blocks c->off (in bytes when elem = 1) at request index base.
- * send may be NULL when the own block already sits in recv. */
-int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, int base,
-                zt_error *err);
-/* Requests zt_rs_post_ / zt_ag_post_ will use with the current c->off. */
-int zt_rs_nreq_(const zt_comm *c, size_t chunk_floats);
-int zt_ag_nreq_(const zt_comm *c, size_t elem);
+/* Posts the first window of the reduce-scatter of op over blocks c->off and sets on_complete /
+ * advance; the rest is posted as slots free up. Uses requests 0 .. zt_rs_nreq_ - 1. */
+int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err);
+/* The same for the pairwise all-gather of blocks c->off (elem bytes per element). send may be
+ * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */
+int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err);
+/* Request slots the two use: bounded by the window, whatever the sizes. */
+int zt_rs_nreq_(const zt_comm *c);
+int zt_ag_nreq_(const zt_comm *c);
 /* A generic advance: done when nothing is pending. */
 int zt_advance_when_idle_(zt_comm_op *op, zt_error *err);
 /* small.c: the setup fence. Every rank sends (its op count, color, key) to every other rank

@@ -55,15 +55,7 @@ static size_t chunk_len(size_t n, size_t chunk, int k) {
     return n - lo < chunk ? n - lo : chunk;
 }
 
-int zt_rs_nreq_(const zt_comm *c, size_t chunk_f) {
-    size_t n = 0;
-    for (int j = 0; j < c->size; j++) {
-        if (j == c->rank) continue;
-        n += zt_nchunks_(c->off[j + 1] - c->off[j], chunk_f);
-    }
-    n += (size_t)(c->size - 1) * zt_nchunks_(c->off[c->rank + 1] - c->off[c->rank], chunk_f);
-    return n > INT32_MAX / 2 ? INT32_MAX / 2 : (int)n;
-}
+int zt_rs_nreq_(const zt_comm *c) { return 2 * ZT_RS_DEPTH * (c->size - 1); }
 
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
     size_t chunk_f = c->chunk_bytes / sizeof(float);
@@ -85,30 +77,54 @@ int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err) {
 
 size_t zt_comm_scratch_bytes(const zt_comm *c) { return c->scratch_bytes; }
 
-/* Slot of source rank r (r != me) inside a round: the step s that receives from r, minus one. */
-static int src_slot(int me, int r, int N) { return (me - r + N) % N - 1; }
+/* Request slots (D = ZT_RS_DEPTH, s = 1..N-1 the exchange step):
+ *   receive of chunk k from rank me-s:  (k % D) * (N-1) + s-1     (its scratch slot: the same)
+ *   send of chunk k to rank me+s:       send_base + (k % D) * (N-1) + s-1
+ * A slot takes chunk k+D once chunk k is done with it (summed / sent). Each peer's chunks are
+ * posted strictly in order (rounds of receives in summing order, sends by next_send): MPI
+ * matches two ranks' messages in posting order, and completions may come in any order. */
 
-static int post_round(zt_comm_op *op, int k, zt_error *err) {
+static int post_recv(zt_comm_op *op, int k, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
     size_t len = chunk_len(op->rs.n, op->rs.chunk, k);
     for (int s = 1; s < N; s++) {
-        int r = (me - s + N) % N, j = s - 1;
-        int idx = op->rs.recv_base + k * (N - 1) + j;
-        float *slot = op->rs.slots + ((size_t)(k % ZT_RS_DEPTH) * (size_t)(N - 1) + (size_t)j) * cap;
+        int idx = (k % ZT_RS_DEPTH) * (N - 1) + s - 1;
         c->info[idx].aux = k;
-        int rc = zt_op_post_(op, idx, true, slot, len * sizeof(float), r, err);
+        int rc = zt_op_post_(op, idx, true, op->rs.slots + (size_t)idx * cap,
+                             len * sizeof(float), (me - s + N) % N, err);
         if (rc) return rc;
     }
     return ZT_OK;
 }
 
-static int rs_on_complete(zt_comm_op *op, int idx, zt_error *err) {
+/* Posts block d's next chunks to rank d, in order, while their slots are free. */
+static int pump_send(zt_comm_op *op, int d, zt_error *err) {
     zt_comm *c = op->c;
-    int end = op->rs.recv_base + op->rs.nchunks * (c->size - 1);
-    if (idx >= op->rs.recv_base && idx < end) op->rs.arrived[c->info[idx].aux % ZT_RS_DEPTH]++;
+    int N = c->size, s = (d - c->rank + N) % N;
+    size_t nd = c->off[d + 1] - c->off[d];
+    while ((size_t)c->next_send[d] * op->rs.chunk < nd) {
+        int k = c->next_send[d];
+        int idx = op->rs.send_base + (k % ZT_RS_DEPTH) * (N - 1) + s - 1;
+        if (c->info[idx].state == ZT_REQ_PENDING) break;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_(op, idx, false,
+                             (void *)(op->rs.send + c->off[d] + (size_t)k * op->rs.chunk),
+                             chunk_len(nd, op->rs.chunk, k) * sizeof(float), d, err);
+        if (rc) return rc;
+        c->next_send[d]++;
+    }
     return ZT_OK;
+}
+
+static int rs_on_complete(zt_comm_op *op, int idx, zt_error *err) {
+    zt_req_info *in = &op->c->info[idx];
+    if (idx < op->rs.send_base) {
+        op->rs.arrived[in->aux % ZT_RS_DEPTH]++;
+        return ZT_OK;
+    }
+    return pump_send(op, in->peer, err);
 }
 
 /* Sums every chunk whose N-1 pieces are here, reuses its slots for the chunk ZT_RS_DEPTH on. */
@@ -120,15 +136,15 @@ static int rs_advance(zt_comm_op *op, zt_error *err) {
            op->rs.arrived[op->rs.next_sum % ZT_RS_DEPTH] == N - 1) {
         int k = op->rs.next_sum, round = k % ZT_RS_DEPTH;
         size_t lo = (size_t)k * op->rs.chunk, len = chunk_len(op->rs.n, op->rs.chunk, k);
-        for (int r = 0; r < N; r++)
-            c->parts[r] = r == me ? op->rs.send + lo
+        for (int r = 0; r < N; r++) /* source r arrived at step s = me - r */
+            c->parts[r] = r == me ? op->rs.own + lo
                                   : op->rs.slots + ((size_t)round * (size_t)(N - 1) +
-                                                    (size_t)src_slot(me, r, N)) * cap;
+                                                    (size_t)((me - r + N) % N - 1)) * cap;
         zt_tree_sum_f32(op->rs.recv + lo, c->parts, N, len);
         op->rs.arrived[round] = 0;
         op->rs.next_sum++;
         if (k + ZT_RS_DEPTH < op->rs.nchunks) {
-            int rc = post_round(op, k + ZT_RS_DEPTH, err);
+            int rc = post_recv(op, k + ZT_RS_DEPTH, err);
             if (rc) return rc;
         }
     }
@@ -136,43 +152,29 @@ static int rs_advance(zt_comm_op *op, zt_error *err) {
     return ZT_OK;
 }
 
-int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, int base, zt_error *err) {
+int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
-    size_t chunk = c->chunk_bytes / sizeof(float);
-    op->rs.send = send + c->off[me];
+    op->rs.send = send;
+    op->rs.own = send + c->off[me];
     op->rs.recv = recv;
     op->rs.n = c->off[me + 1] - c->off[me];
-    op->rs.chunk = chunk;
-    op->rs.nchunks = (int)zt_nchunks_(op->rs.n, chunk);
+    op->rs.chunk = c->chunk_bytes / sizeof(float);
+    op->rs.nchunks = (int)zt_nchunks_(op->rs.n, op->rs.chunk);
     op->rs.next_sum = 0;
-    op->rs.recv_base = base;
+    op->rs.send_base = ZT_RS_DEPTH * (N - 1);
     memset(op->rs.arrived, 0, sizeof op->rs.arrived);
     int rc = zt_comm_scratch_grow_(c, zt_comm_scratch_bytes_for(c, op->rs.n), err);
     if (rc) return zt_op_fail_(op, rc, err);
     op->rs.slots = c->scratch;
     op->on_complete = rs_on_complete;
     op->advance = rs_advance;
-    /* receives first (two rounds), so the first chunks find a posted buffer */
+    /* receives first, so the first chunks find a posted buffer; then sends chunk-major */
     for (int k = 0; k < op->rs.nchunks && k < ZT_RS_DEPTH; k++)
-        if ((rc = post_round(op, k, err))) return rc;
-    /* sends chunk-major: chunk k of every block before chunk k+1, so each receiver gets what
-     * it sums next first */
-    int idx = base + op->rs.nchunks * (N - 1), kmax = 0;
-    for (int d = 0; d < N; d++) {
-        int nk = (int)zt_nchunks_(c->off[d + 1] - c->off[d], chunk);
-        if (d != me && nk > kmax) kmax = nk;
-    }
-    for (int k = 0; k < kmax; k++)
-        for (int s = 1; s < N; s++) {
-            int d = (me + s) % N;
-            size_t nd = c->off[d + 1] - c->off[d];
-            if ((size_t)k * chunk >= nd) continue;
-            size_t len = chunk_len(nd, chunk, k);
-            rc = zt_op_post_(op, idx++, false, (void *)(send + c->off[d] + (size_t)k * chunk),
-                             len * sizeof(float), d, err);
-            if (rc) return rc;
-        }
+        if ((rc = post_recv(op, k, err))) return rc;
+    for (int d = 0; d < N; d++) c->next_send[d] = 0;
+    for (int s = 1; s < N; s++)
+        if ((rc = pump_send(op, (me + s) % N, err))) return rc;
     return ZT_OK;
 }
 
@@ -191,10 +193,12 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, int base, zt_err
  *     s=3:  send 1.0 -> rank 0    recv 2.1 <- rank 2   (slot 2)
  *     recv = (0.1 + 1.1) + (2.1 + 3.1)         tree over source rank; 1.1 read in place
  *
- *   Blocks longer than a chunk go chunk by chunk through ZT_RS_DEPTH rounds of slots:
+ *   Blocks longer than a chunk go chunk by chunk through ZT_RS_DEPTH (2) rounds of slots:
  *     chunk k's N-1 pieces land in round k%2; when all are in, chunk k is summed into recv
- *     and round k%2 is re-posted for chunk k+2 - scratch stays 2 x (N-1) x chunk floats
- *     however large the bucket, and summing chunk k overlaps receiving chunk k+1.
+ *     and round k%2 is re-posted for chunk k+2. Sends are windowed the same way (chunk k+2 to
+ *     rank d leaves when chunk k to d has been taken). So scratch stays 2 x (N-1) x chunk
+ *     floats and requests 4 x (N-1) however large the bucket, summing chunk k (from cache)
+ *     overlaps receiving chunk k+1, and no receiver is flooded with early messages.
  * ---------------------------------------------------------------------------------------------- */
 static int rs_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {
@@ -215,10 +219,9 @@ static int rs_start(zt_comm *c, const float *send, float *recv, const size_t *co
                             c->name);
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_REDUCE_SCATTER, ZT_SUB_RS, "reduce_scatter", tag,
-                      total * sizeof(float), zt_rs_nreq_(c, c->chunk_bytes / sizeof(float)), true,
-                      false, &op, err);
+                      total * sizeof(float), zt_rs_nreq_(c), true, false, &op, err);
     if (rc) return rc;
-    if ((rc = zt_rs_post_(op, send, recv, 0, err))) return rc;
+    if ((rc = zt_rs_post_(op, send, recv, err))) return rc;
     if ((rc = zt_op_kick_(op, err))) return rc;
     *out = op;
     return ZT_OK;

@@ -30,9 +30,10 @@ void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap) {
     else snprintf(buf, cap, "rank %d (world %d)", r, c->world_ranks[r]);
 }
 
-int zt_comm_env_(double *timeout, size_t *chunk, zt_error *err) {
+int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err) {
     *timeout = ZT_COMM_DEFAULT_TIMEOUT;
     *chunk = ZT_COMM_DEFAULT_CHUNK;
+    *spin = ZT_COMM_DEFAULT_SPIN;
     const char *s = getenv("ZT_COMM_TIMEOUT");
     if (s && *s) {
         char *end;
@@ -61,12 +62,22 @@ int zt_comm_env_(double *timeout, size_t *chunk, zt_error *err) {
                                 s);
         *chunk = (size_t)(v * mul) & ~(size_t)3;
     }
+    s = getenv("ZT_COMM_SPIN_US");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || *end || !(v >= 0) || !isfinite(v))
+            return zt_error_set(err, ZT_ERR_USAGE,
+                                "ZT_COMM_SPIN_US='%s': expected microseconds, a number >= 0", s);
+        *spin = v * 1e-6;
+    }
     return ZT_OK;
 }
 
 /* Wraps MPI comm m (taking ownership when owned) into a new zt_comm. */
 static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, size_t chunk,
-                     zt_comm **out, zt_error *err) {
+                     double spin, zt_comm **out, zt_error *err) {
     *out = NULL;
     zt_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -77,6 +88,7 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, s
     c->owned = owned;
     c->timeout = timeout;
     c->chunk_bytes = chunk;
+    c->spin = spin;
     snprintf(c->name, sizeof c->name, "%s", name);
     atomic_init(&c->busy, 0);
     pthread_mutex_init(&c->counters_lock, NULL);
@@ -90,7 +102,10 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, s
     c->off = malloc(((size_t)c->size + 1) * sizeof *c->off);
     c->ucounts = malloc((size_t)c->size * sizeof *c->ucounts);
     c->parts = malloc((size_t)c->size * sizeof *c->parts);
-    if (!c->world_ranks || !ranks || !c->off || !c->ucounts || !c->parts) {
+    c->next_send = malloc((size_t)c->size * sizeof(int));
+    c->next_recv = malloc((size_t)c->size * sizeof(int));
+    if (!c->world_ranks || !ranks || !c->off || !c->ucounts || !c->parts || !c->next_send ||
+        !c->next_recv) {
         free(ranks);
         zt_comm_free(c);
         return zt_error_set(err, ZT_ERR_NOMEM, "comm '%s': out of memory", name);
@@ -117,9 +132,9 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     *world = NULL;
-    double timeout;
+    double timeout, spin;
     size_t chunk;
-    int rc = zt_comm_env_(&timeout, &chunk, err);
+    int rc = zt_comm_env_(&timeout, &chunk, &spin, err);
     if (rc) return rc;
     pthread_mutex_lock(&g_mpi.lock);
     int inited = 0, finalized = 0;
@@ -146,7 +161,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
 
     /* fence on MPI_COMM_WORLD itself (not owned), then dup */
     zt_comm *w;
-    rc = comm_wrap(MPI_COMM_WORLD, false, "world", timeout, chunk, &w, err);
+    rc = comm_wrap(MPI_COMM_WORLD, false, "world", timeout, chunk, spin, &w, err);
     if (rc) return rc;
     rc = zt_comm_enter_(w, "zt_comm_init", err);
     if (!rc) {
@@ -163,7 +178,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
         MPI_Error_string(rc, s, &len);
         return zt_error_set(err, ZT_ERR_PEER, "zt_comm_init: MPI_Comm_dup failed: %s", s);
     }
-    return comm_wrap(m, true, "world", timeout, chunk, world, err);
+    return comm_wrap(m, true, "world", timeout, chunk, spin, world, err);
 }
 
 int zt_comm_finalize(zt_error *err) {
@@ -221,7 +236,7 @@ static int derive(zt_comm *p, bool dup, int color, int key, const char *name, zt
         goto done;
     }
     rc = ZT_OK;
-    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, p->timeout, p->chunk_bytes, out, err);
+    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, p->timeout, p->chunk_bytes, p->spin, out, err);
 done:
     zt_comm_leave_(p);
     return rc;
@@ -285,6 +300,8 @@ void zt_comm_free(zt_comm *c) {
     free(c->off);
     free(c->ucounts);
     free(c->parts);
+    free(c->next_send);
+    free(c->next_recv);
     free(c->scratch);
     free(c->small);
     free(c);

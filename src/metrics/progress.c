@@ -23,7 +23,10 @@ void zt_format_duration(char *buf, size_t cap, double s) {
 
 void zt_progress_init(zt_progress *p, FILE *out) {
     p->out = out;
-    p->tty = isatty(fileno(out)) && getenv("ZT_NO_TTY") == NULL;
+    /* ZT_STDOUT_TTY: set by the launcher, since under mpirun stdout is a pty either way */
+    const char *t = getenv("ZT_STDOUT_TTY");
+    p->tty = t ? strcmp(t, "1") == 0 : isatty(fileno(out));
+    if (getenv("ZT_NO_TTY")) p->tty = false;
     p->width = 100;
     struct winsize ws;
     if (p->tty && ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 40) p->width = ws.ws_col;

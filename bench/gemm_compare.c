@@ -167,9 +167,12 @@ static void print_machine(double *ghz_out, int *threads_out) {
   printf("clock measured (dependent integer adds, 1/cycle): %.3f GHz\n", ghz);
   printf("fp32 peak = %d threads x %.3f GHz x 2 FMA x 16 lanes x 2 = %.1f GFLOP/s\n", threads, ghz,
          threads * ghz * 64.0);
-  printf("fp32 FMA microbenchmark (AVX-512, 12 chains): 1 thread %.1f GFLOP/s, %d threads %.1f "
-         "GFLOP/s\n",
-         fma1, threads, fmaN);
+  if (fma1 > 0)
+    printf("fp32 FMA microbenchmark (AVX-512, 12 chains): 1 thread %.1f GFLOP/s, %d threads %.1f "
+           "GFLOP/s\n",
+           fma1, threads, fmaN);
+  else
+    printf("fp32 FMA microbenchmark: skipped (not compiled with AVX-512; use -march=native)\n");
   printf("OpenBLAS: %s, core %s, threads %d\n", openblas_get_config(), openblas_get_corename(),
          openblas_get_num_threads());
   *ghz_out = ghz;

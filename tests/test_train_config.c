@@ -730,7 +730,7 @@ static void test_docs_match_table(void **state) {
             total++;
         }
     }
-    assert_int_equal(total, 30);
+    assert_int_equal(total, 37);
 
     /* rows: | `key` | type | default | ... ; a default in backticks is a value */
     zt_train_config want, got;
@@ -747,7 +747,7 @@ static void test_docs_match_table(void **state) {
         if (zt_train_config_set(&got, assign, &err) != ZT_OK) fail_msg("docs default %s: %s", assign, err.msg);
         checked++;
     }
-    assert_int_equal(checked, 21);
+    assert_int_equal(checked, 28);
     assert_memory_equal(&got, &want, sizeof got);
 }
 

@@ -141,7 +141,8 @@ size_t zt_comm_chunk_bytes(const zt_comm *c);
 int zt_comm_set_timeout(zt_comm *c, double seconds);
 double zt_comm_timeout(const zt_comm *c);
 /* Seconds a wait keeps polling MPI in a tight loop after the last progress before it starts to
- * yield the core (and to sleep after 10x that). Default 1 ms, env ZT_COMM_SPIN_US. Larger: less
+ * yield the core (and to sleep after 10x that). Default 1 ms (0 when the node runs more ranks
+ * than cores), env ZT_COMM_SPIN_US; split/dup inherit it. Larger: less
  * latency on a busy machine; smaller: idle waits cost the compute threads less. >= 0, else
  * ZT_ERR_USAGE. Local: ranks may differ. */
 int zt_comm_set_spin(zt_comm *c, double seconds);

@@ -33,8 +33,12 @@ enum {
 
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 
+#ifndef ZT_RS_DEPTH /* (overridable at build time for tuning) */
 #define ZT_RS_DEPTH 2                     /* reduce-scatter rounds of chunks in flight */
+#endif
+#ifndef ZT_COMM_WINDOW
 #define ZT_COMM_WINDOW 4                  /* all-gather / broadcast chunks in flight per peer */
+#endif
 #define ZT_COMM_DEFAULT_TIMEOUT 300.0     /* seconds */
 #define ZT_COMM_DEFAULT_CHUNK (256u << 10) /* bytes: measured, bench/RESULTS.md "Collectives" */
 #define ZT_COMM_DEFAULT_SPIN 1e-3         /* seconds a wait spins before it yields */

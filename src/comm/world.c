@@ -8,6 +8,8 @@
  *     messages cannot meet anyone else's, with MPI_ERRORS_RETURN set on it.
  *   - Creating a comm (init, split, dup) first runs the setup fence of small.c under the parent's
  *     deadline, so a missing rank is named; the MPI call that follows then finds every rank.
+ *   - The world's spin (deadline.c) is 1 ms, or 0 when this node runs more ranks than it has
+ *     cores (--oversubscribe): then a spinning rank would hold the core its peer needs.
  */
 #include "comm/comm_internal.h"
 
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct {
     pthread_mutex_t lock;
@@ -177,6 +180,19 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
         int len;
         MPI_Error_string(rc, s, &len);
         return zt_error_set(err, ZT_ERR_PEER, "zt_comm_init: MPI_Comm_dup failed: %s", s);
+    }
+    /* more ranks on this node than cores: a spinning wait takes the core from the rank it waits
+     * for, so yield at once (unless ZT_COMM_SPIN_US says otherwise) */
+    const char *spin_env = getenv("ZT_COMM_SPIN_US");
+    if (!spin_env || !*spin_env) {
+        MPI_Comm node;
+        int on_node = 1;
+        if (MPI_Comm_split_type(m, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_size(node, &on_node);
+            MPI_Comm_free(&node);
+        }
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus > 0 && on_node > cpus) spin = 0;
     }
     return comm_wrap(m, true, "world", timeout, chunk, spin, world, err);
 }

@@ -6,7 +6,9 @@
  * by the tokens of the whole global batch (dloss = 1 / (B·T·accumulation)), so splitting a batch
  * into micro-batches does not change the gradient. */
 #include "engine/trainer.h"
+#include "ckpt/checkpoint.h"
 #include "ckpt/weights.h"
+#include "comm/comm.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "metrics/metrics.h"
@@ -93,10 +95,23 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     eo.reduce_every_micro_batch = cfg->reduce_every_micro_batch;
     eo.bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
-    if (opts && opts->init_weights && opts->init_weights[0]) {
-        if ((rc = zt_weights_load(e, opts->init_weights, err))) goto done;
-    } else if ((rc = zt_engine_init_params(e, err))) {
+    int64_t start_step = 0;
+    uint64_t sample_base = 0; /* global sample index where start_step begins */
+    if ((rc = zt_engine_init_params(e, err))) goto done;
+    if (opts && opts->init_weights && opts->init_weights[0] &&
+        (rc = zt_weights_load(e, opts->init_weights, err)))
         goto done;
+    if (opts && opts->resume && opts->resume[0]) {
+        zt_ckpt_meta meta;
+        char commit[4096];
+        if ((rc = zt_ckpt_resolve(opts->resume, commit, sizeof commit, err)) ||
+            (rc = zt_ckpt_load(e, commit, &meta, err)))
+            goto done;
+        start_step = meta.step;
+        sample_base = meta.samples_consumed;
+        fprintf(out, "resumed from %s: step %lld, next global sample %llu (saved by %s on %d rank%s)\n",
+                commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
+                meta.world, meta.world == 1 ? "" : "s");
     }
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
@@ -134,13 +149,16 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_progress_init(&prog, out);
     uint64_t per_step_samples = (uint64_t)B * (uint64_t)micro_per_step;
     double t_start = now(), first_loss = NAN, last_loss = NAN, last_val = NAN;
-    for (int64_t step = 0; step < cfg->steps; step++) {
+    int64_t end_step = cfg->steps;
+    if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    for (int64_t step = start_step; step < end_step; step++) {
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         float lr = zt_lr_at(&cfg->lr, step);
         for (int micro = 0; micro < A; micro++) {
             double td = now();
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
-            uint64_t first = (uint64_t)step * per_step_samples + ((uint64_t)rank * A + micro) * (uint64_t)B;
+            uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
+                             ((uint64_t)rank * A + micro) * (uint64_t)B;
             if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
                 goto data_error_train;
             double tf = now();
@@ -167,9 +185,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                              .optim_s = t1 - to, .elapsed_s = t1 - t_start};
         m.tok_per_s = (double)tokens_per_step / m.step_s;
         m.mfu = peak > 0 ? flops_per_token * m.tok_per_s / peak : NAN;
-        if (step == 0) first_loss = m.loss;
+        if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
-        bool last = step + 1 == cfg->steps;
+        bool last = step + 1 == end_step;
         if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
             last_val = m.val_loss;
@@ -179,8 +197,25 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_progress_step(&prog, &m);
         m.bytes = bytes;
         if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
+        if (opts && opts->ckpt_dir && opts->ckpt_dir[0] &&
+            (last || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
+            zt_ckpt_meta meta = {.step = step + 1,
+                                 .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples};
+            double tc = now();
+            if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
+            zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)", (long long)(step + 1),
+                                opts->ckpt_dir, (long long)(step + 1), now() - tc);
+        }
     }
     zt_progress_finish(&prog);
+    if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
+        /* nothing to train (resumed at or past --stop-after): save the loaded state in this run's
+         * layout, i.e. reshard the checkpoint to this world size and strategy */
+        zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base};
+        if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
+        fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
+                (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));
+    }
     uint64_t hash = zt_engine_param_hash(e); /* a collective under zero3: every rank calls it */
     if (result) {
         result->first_loss = first_loss;
@@ -191,7 +226,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->seconds = now() - t_start;
     }
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
-            (long long)cfg->steps, now() - t_start, first_loss, last_loss, last_val,
+            (long long)(end_step - start_step), now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);
     if (cfg->sample_tokens > 0) {
         char enc[1024], voc[1024];

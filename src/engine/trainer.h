@@ -11,6 +11,11 @@ typedef struct zt_train_options {
     zt_comm *world;           /* the data-parallel world, or NULL for one process */
     const char *save_path;    /* write the final parameters here (weights file), or NULL */
     const char *init_weights; /* start from this weights file instead of the seeded init, or NULL */
+    const char *ckpt_dir;     /* sharded checkpoints go here (src/ckpt/checkpoint.h), or NULL */
+    int64_t ckpt_every;       /* save every N steps (0: only at the end) */
+    int keep_last;            /* keep the newest K commits (0: all) */
+    const char *resume;       /* a commit or checkpoint directory to resume from, or NULL */
+    int64_t stop_after;       /* stop (after saving) once this step is done; 0: run to the end */
 } zt_train_options;
 
 typedef struct zt_train_result {

@@ -46,6 +46,7 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     FILE *fp = j->fp;
     fprintf(fp, "{\"step\":%lld", (long long)m->step);
     num(fp, "loss", m->loss, 0);
+    fprintf(fp, ",\"loss_hex\":\"%a\"", m->loss); /* exact, for bitwise comparisons */
     num(fp, "val_loss", m->val_loss, 0);
     num(fp, "lr", m->lr, 0);
     num(fp, "grad_norm", m->grad_norm, 0);

@@ -1,0 +1,705 @@
+/* checkpoint.c - sharded checkpoints: save (collective, atomic commit), load with resharding,
+ * verify, retention. The format is in checkpoint.h and docs/checkpoints.md.
+ *
+ * Who writes what: the writers are the ranks of the first replica of the engine's shard plan
+ * (rank 0 alone for ddp, every rank for zero1/2/3, the first shard group for hybrid); writer s
+ * writes its plan rows of every parameter and optimizer moment. Rank 0 can compute every writer's
+ * slices from the plan (it is a pure function of the model and the shard count), so the only
+ * messages are each file's size and checksum, gathered to rank 0, and the commit status,
+ * broadcast back. */
+#include "ckpt/checkpoint.h"
+#include "comm/comm.h"
+#include "engine/engine_internal.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FORMAT "zerotrain-checkpoint"
+#define VERSION 1
+#define NKINDS 3
+static const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"};
+
+/* ---- small file helpers ---------------------------------------------------------------------- */
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_at(int fd, void *p, size_t n, off_t off) {
+    char *c = p;
+    while (n) {
+        ssize_t r = pread(fd, c, n, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        c += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return 0;
+}
+
+static int fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Writes text to path through path.tmp + fsync + rename. */
+static int write_file_atomic(const char *path, const char *text, size_t len, zt_error *err) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    int bad = write_all(fd, text, len) || fsync(fd);
+    bad |= close(fd);
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return zt_error_set(err, ZT_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    }
+    return ZT_OK;
+}
+
+static int rm_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return unlink(path);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char sub[4200];
+        snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+        rm_tree(sub);
+    }
+    closedir(d);
+    return rmdir(path);
+}
+
+/* xxh64 and size of a whole file, streamed. */
+static int hash_file(const char *path, uint64_t *hash, uint64_t *size, zt_error *err) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", path, strerror(errno));
+    XXH64_state_t *st = XXH64_createState();
+    char *buf = malloc(1 << 22);
+    if (!st || !buf) {
+        close(fd);
+        free(buf);
+        XXH64_freeState(st);
+        return zt_error_set(err, ZT_ERR_NOMEM, "hashing %s: out of memory", path);
+    }
+    XXH64_reset(st, 0);
+    uint64_t total = 0;
+    ssize_t r;
+    while ((r = read(fd, buf, 1 << 22)) > 0) {
+        XXH64_update(st, buf, (size_t)r);
+        total += (uint64_t)r;
+    }
+    int rc = r < 0 ? zt_error_set(err, ZT_ERR_IO, "reading %s: %s", path, strerror(errno)) : ZT_OK;
+    *hash = XXH64_digest(st);
+    *size = total;
+    XXH64_freeState(st);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ---- what a writer holds ----------------------------------------------------------------------- */
+
+static int n_kinds(const zt_engine *e) { return e->v ? 3 : e->m ? 2 : 1; }
+
+/* Rows [row0, row0 + rows) of kind k of parameter i in shard s's slice, and (for the local
+ * writer) where they are in memory. */
+static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_plan *p = &pl->p[i];
+    *row0 = p->row_begin[pl->shard];
+    *rows = p->row_begin[pl->shard + 1] - *row0;
+    size_t begin = (size_t)(*row0 * p->row_len);
+    if (k == 0)
+        return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
+    float *state = k == 1 ? e->m : e->v;
+    return e->shard_optim ? state + p->shard_off : state + p->full_off; /* ddp: full, row0 = 0 */
+}
+
+static bool is_writer(const zt_engine *e) {
+    if (e->replica_comm) return zt_comm_rank(e->replica_comm) == 0;
+    if (!e->shard_optim) return e->rank == 0;
+    return true;
+}
+
+/* ---- save --------------------------------------------------------------------------------------- */
+
+static int write_rank_file(zt_engine *e, const char *path, uint64_t *hash, uint64_t *size, zt_error *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint64_t total = 0;
+    int bad = 0;
+    for (int i = 0; i < e->model->n_params && !bad; i++)
+        for (int k = 0; k < n_kinds(e) && !bad; k++) {
+            int64_t row0, rows;
+            const float *src = local_rows(e, i, k, &row0, &rows);
+            size_t bytes = (size_t)(rows * e->plan.p[i].row_len) * sizeof(float);
+            bad = write_all(fd, src, bytes);
+            XXH64_update(st, src, bytes);
+            total += bytes;
+        }
+    bad |= fsync(fd);
+    bad |= close(fd);
+    *hash = XXH64_digest(st);
+    *size = total;
+    XXH64_freeState(st);
+    return bad ? zt_error_set(err, ZT_ERR_IO, "writing %s: %s", path, strerror(errno)) : ZT_OK;
+}
+
+static cJSON *model_json(const zt_engine *e) {
+    const zt_gpt2_config *c = e->model->cfg;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "arch", e->model->name);
+    cJSON_AddNumberToObject(m, "max_seq_len", c->max_seq_len);
+    cJSON_AddNumberToObject(m, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(m, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(m, "n_head", c->n_head);
+    cJSON_AddNumberToObject(m, "n_embd", c->n_embd);
+    return m;
+}
+
+static void hex64(char out[17], uint64_t v) { snprintf(out, 17, "%016" PRIx64, v); }
+
+/* Rank 0: the manifest for writers 0..nwriters-1 with the gathered file sizes and hashes. */
+static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters, const uint64_t *sizes,
+                            const uint64_t *hashes) {
+    const zt_model *m = e->model;
+    cJSON *root = cJSON_CreateObject();
+    char hex[17];
+    cJSON_AddStringToObject(root, "format", FORMAT);
+    cJSON_AddNumberToObject(root, "version", VERSION);
+    cJSON_AddNumberToObject(root, "step", (double)meta->step);
+    cJSON_AddNumberToObject(root, "samples_consumed", (double)meta->samples_consumed);
+    hex64(hex, meta->config_hash);
+    cJSON_AddStringToObject(root, "config_hash", hex);
+    cJSON_AddStringToObject(root, "strategy", zt_strategy_name(e->opt.strategy));
+    cJSON_AddNumberToObject(root, "world", e->world);
+    cJSON_AddNumberToObject(root, "shards", nwriters);
+    cJSON *prec = cJSON_AddObjectToObject(root, "precision");
+    const char *fields[] = {"storage", "compute", "reduce", "master", "moments"};
+    for (int k = 0; k < 5; k++) cJSON_AddStringToObject(prec, fields[k], "fp32");
+    cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
+    cJSON_AddItemToObject(root, "model", model_json(e));
+    cJSON *files = cJSON_AddArrayToObject(root, "files");
+    for (int s = 0; s < nwriters; s++) {
+        cJSON *f = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "rank-%05d.bin", s);
+        cJSON_AddStringToObject(f, "name", name);
+        cJSON_AddNumberToObject(f, "bytes", (double)sizes[s]);
+        hex64(hex, hashes[s]);
+        cJSON_AddStringToObject(f, "xxh64", hex);
+        cJSON_AddItemToArray(files, f);
+    }
+    /* offsets: writer s writes (i, kind) in table order, so they are running sums */
+    uint64_t *off = calloc((size_t)nwriters, sizeof *off);
+    cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
+    for (int i = 0; i < m->n_params; i++) {
+        const zt_param_desc *p = &m->params[i];
+        const zt_param_plan *pp = &e->plan.p[i];
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", p->name);
+        cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+        for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[d]));
+        cJSON_AddStringToObject(t, "dtype", "f32");
+        cJSON *slices = cJSON_AddArrayToObject(t, "slices");
+        for (int k = 0; k < n_kinds(e); k++)
+            for (int s = 0; s < nwriters; s++) {
+                int64_t row0 = pp->row_begin[s], rows = pp->row_begin[s + 1] - row0;
+                cJSON *sl = cJSON_CreateObject();
+                cJSON_AddStringToObject(sl, "kind", KIND_NAMES[k]);
+                cJSON_AddNumberToObject(sl, "file", s);
+                /* writer s wrote this parameter's kinds one after another */
+                uint64_t slice_bytes = (uint64_t)(rows * pp->row_len) * 4;
+                cJSON_AddNumberToObject(sl, "offset", (double)(off[s] + (uint64_t)k * slice_bytes));
+                cJSON_AddNumberToObject(sl, "row0", (double)row0);
+                cJSON_AddNumberToObject(sl, "rows", (double)rows);
+                cJSON_AddItemToArray(slices, sl);
+            }
+        /* advance offsets in the writers' order: (i, kind) */
+        for (int s = 0; s < nwriters; s++)
+            off[s] += (uint64_t)n_kinds(e) * (uint64_t)((pp->row_begin[s + 1] - pp->row_begin[s]) * pp->row_len) * 4;
+        cJSON_AddItemToArray(tensors, t);
+    }
+    free(off);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+static int commit_dir_names(const char *dir, int64_t step, char *tmp, char *fin, size_t cap) {
+    int a = snprintf(tmp, cap, "%s/step-%08lld.tmp", dir, (long long)step);
+    int b = snprintf(fin, cap, "%s/step-%08lld", dir, (long long)step);
+    return (a < 0 || (size_t)a >= cap || b < 0 || (size_t)b >= cap) ? -1 : 0;
+}
+
+static int step_of(const char *name, int64_t *step) {
+    long long s;
+    int n = 0;
+    if (sscanf(name, "step-%lld%n", &s, &n) == 1 && name[n] == '\0') {
+        *step = s;
+        return 1;
+    }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
+static void retain(const char *dir, int keep_last, int64_t keep) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int64_t steps[4096];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 4096) {
+        int64_t s;
+        if (step_of(de->d_name, &s)) steps[n++] = s;
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
+    for (int k = 0; k < n - keep_last; k++) {
+        if (steps[k] == keep) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)steps[k]);
+        rm_tree(path);
+    }
+}
+
+int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err) {
+    zt_comm *world = e->opt.comm;
+    char tmp[4096], fin[4096], path[4200];
+    if (commit_dir_names(dir, meta->step, tmp, fin, sizeof tmp))
+        return zt_error_set(err, ZT_ERR_USAGE, "checkpoint directory name too long: %s", dir);
+    int status = ZT_OK;
+    if (e->rank == 0) {
+        mkdir(dir, 0755);
+        rm_tree(tmp); /* a leftover of a killed save */
+        if (mkdir(tmp, 0755) != 0)
+            status = zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    }
+    if (world) {
+        int ok = status == ZT_OK;
+        int rc = zt_all_reduce_and_int(world, &ok, "checkpoint start", err);
+        if (rc) return rc;
+        if (!ok) return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not create it", tmp);
+    } else if (status) {
+        return status;
+    }
+    /* every writer writes its slices */
+    uint64_t hash = 0, size = 0;
+    bool writer = is_writer(e);
+    int shard = e->plan.shard;
+    if (writer) {
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, shard);
+        status = write_rank_file(e, path, &hash, &size, err);
+    }
+    /* gather (ok, writer, shard, size, hash) to everyone; rank 0 needs them for the manifest */
+    int N = e->world, nwriters = e->plan.nshards;
+    double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
+    mine[0] = status == ZT_OK;
+    mine[1] = writer;
+    mine[2] = shard;
+    memcpy(&mine[3], &size, 8);
+    memcpy(&mine[4], &hash, 8);
+    if (world) {
+        int rc = zt_all_gather_f64(world, mine, all, 5, "checkpoint files", err);
+        if (rc) {
+            free(all);
+            return rc;
+        }
+    } else {
+        memcpy(all, mine, sizeof mine);
+    }
+    int bad_rank = -1;
+    for (int r = 0; r < N; r++)
+        if (all[5 * r] == 0 && bad_rank < 0) bad_rank = r;
+    if (bad_rank >= 0) {
+        free(all);
+        return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank %d failed to write its shard; "
+                                              "nothing was committed", tmp, bad_rank);
+    }
+    int commit = ZT_OK;
+    if (e->rank == 0) {
+        uint64_t *sizes = calloc((size_t)nwriters, 8), *hashes = calloc((size_t)nwriters, 8);
+        for (int r = 0; r < N && sizes && hashes; r++)
+            if (all[5 * r + 1] != 0) {
+                int s = (int)all[5 * r + 2];
+                memcpy(&sizes[s], &all[5 * r + 3], 8);
+                memcpy(&hashes[s], &all[5 * r + 4], 8);
+            }
+        char *text = sizes && hashes ? build_manifest(e, meta, nwriters, sizes, hashes) : NULL;
+        free(sizes);
+        free(hashes);
+        if (!text) {
+            commit = zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for the manifest");
+        } else {
+            char sum[32];
+            snprintf(sum, sizeof sum, "%016" PRIx64 "\n", XXH64(text, strlen(text), 0));
+            snprintf(path, sizeof path, "%s/manifest.json", tmp);
+            commit = write_file_atomic(path, text, strlen(text), err);
+            snprintf(path, sizeof path, "%s/manifest.json.xxh64", tmp);
+            if (!commit) commit = write_file_atomic(path, sum, strlen(sum), err);
+            free(text);
+        }
+        if (!commit) {
+            rm_tree(fin); /* an older commit of the same step is replaced */
+            if (fsync_path(tmp) != 0 || rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+                commit = zt_error_set(err, ZT_ERR_IO, "cannot commit %s -> %s: %s", tmp, fin, strerror(errno));
+        }
+        if (!commit) {
+            char latest[4200], line[64];
+            snprintf(latest, sizeof latest, "%s/latest", dir);
+            snprintf(line, sizeof line, "step-%08lld\n", (long long)meta->step);
+            commit = write_file_atomic(latest, line, strlen(line), err);
+            if (!commit && keep_last > 0) retain(dir, keep_last, meta->step);
+        }
+    }
+    free(all);
+    if (world) {
+        int ok = commit == ZT_OK;
+        int rc = zt_all_reduce_and_int(world, &ok, "checkpoint commit", err);
+        if (rc) return rc;
+        if (!ok && !commit) return zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not commit it", fin);
+    }
+    return commit;
+}
+
+/* ---- reading the manifest ----------------------------------------------------------------------- */
+
+static char *read_text(const char *path, size_t *len, zt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", path, strerror(errno));
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *t = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!t || fread(t, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(t);
+        zt_error_set(err, ZT_ERR_IO, "cannot read %s", path);
+        return NULL;
+    }
+    fclose(f);
+    t[n] = '\0';
+    *len = (size_t)n;
+    return t;
+}
+
+/* Parses and checksums commit/manifest.json. */
+static cJSON *load_manifest(const char *commit, zt_error *err) {
+    char path[4200];
+    size_t len, slen;
+    snprintf(path, sizeof path, "%s/manifest.json", commit);
+    char *text = read_text(path, &len, err);
+    if (!text) return NULL;
+    snprintf(path, sizeof path, "%s/manifest.json.xxh64", commit);
+    char *sum = read_text(path, &slen, err);
+    if (!sum) {
+        free(text);
+        return NULL;
+    }
+    uint64_t want = strtoull(sum, NULL, 16), have = XXH64(text, len, 0);
+    free(sum);
+    if (want != have) {
+        free(text);
+        zt_error_set(err, ZT_ERR_CKPT, "checkpoint manifest %s/manifest.json: checksum mismatch (expected "
+                     "%016" PRIx64 ", found %016" PRIx64 ")", commit, want, have);
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
+    const cJSON *ver = root ? cJSON_GetObjectItemCaseSensitive(root, "version") : NULL;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0 || !cJSON_IsNumber(ver)) {
+        cJSON_Delete(root);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest", commit);
+        return NULL;
+    }
+    if (ver->valueint != VERSION) {
+        cJSON_Delete(root);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: format version %d, this build reads %d", commit,
+                     ver->valueint, VERSION);
+        return NULL;
+    }
+    return root;
+}
+
+static double num(const cJSON *o, const char *key, bool *ok) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) {
+        *ok = false;
+        return 0;
+    }
+    return v->valuedouble;
+}
+
+static bool has_manifest(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    return access(path, R_OK) == 0;
+}
+
+int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err) {
+    zt_error ignore;
+    if (has_manifest(path)) {
+        snprintf(commit, cap, "%s", path);
+        return ZT_OK;
+    }
+    char latest[4200], cand[4200];
+    size_t len;
+    snprintf(latest, sizeof latest, "%s/latest", path);
+    char *name = access(latest, R_OK) == 0 ? read_text(latest, &len, &ignore) : NULL;
+    if (name) {
+        name[strcspn(name, "\r\n")] = '\0';
+        snprintf(cand, sizeof cand, "%s/%s", path, name);
+        free(name);
+        cJSON *m = load_manifest(cand, &ignore);
+        if (m) {
+            cJSON_Delete(m);
+            snprintf(commit, cap, "%s", cand);
+            return ZT_OK;
+        }
+    }
+    /* newest step-N whose manifest checks out; step-N.tmp leftovers never match step_of */
+    DIR *d = opendir(path);
+    if (!d) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no such directory", path);
+    int64_t best = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int64_t s;
+        if (!step_of(de->d_name, &s) || s <= best) continue;
+        snprintf(cand, sizeof cand, "%s/%s", path, de->d_name);
+        cJSON *m = load_manifest(cand, &ignore);
+        if (m) {
+            cJSON_Delete(m);
+            best = s;
+        }
+    }
+    closedir(d);
+    if (best < 0) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no valid commit (no step-N with a good manifest)", path);
+    snprintf(commit, cap, "%s/step-%08lld", path, (long long)best);
+    return ZT_OK;
+}
+
+/* Checks every file listed in the manifest (size and xxh64); want[f] selects which (NULL: all). */
+static int verify_files(const char *commit, const cJSON *root, const bool *want, zt_error *err) {
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f;
+    int idx = 0;
+    cJSON_ArrayForEach(f, files) {
+        int i = idx++;
+        if (want && !want[i]) continue;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
+        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && !strchr(name->valuestring, '/');
+        uint64_t bytes = (uint64_t)num(f, "bytes", &ok);
+        if (!ok) return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: file entry %d is malformed", commit, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", commit, name->valuestring);
+        uint64_t h = 0, size = 0;
+        int rc = hash_file(path, &h, &size, err);
+        if (rc) return rc;
+        if (size != bytes)
+            return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s: %" PRIu64 " bytes, the manifest expects %" PRIu64,
+                                path, size, bytes);
+        uint64_t expect = strtoull(hx->valuestring, NULL, 16);
+        if (h != expect)
+            return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s: checksum mismatch (expected %016" PRIx64
+                                ", found %016" PRIx64 ")", path, expect, h);
+    }
+    return ZT_OK;
+}
+
+int zt_ckpt_verify(const char *path, zt_error *err) {
+    char commit[4096];
+    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
+    if (rc) return rc;
+    cJSON *root = load_manifest(commit, err);
+    if (!root) return err->code;
+    rc = verify_files(commit, root, NULL, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int zt_ckpt_read_model(const char *path, zt_gpt2_config *cfg, zt_error *err) {
+    char commit[4096];
+    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
+    if (rc) return rc;
+    cJSON *root = load_manifest(commit, err);
+    if (!root) return err->code;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    bool ok = cJSON_IsObject(m);
+    cfg->max_seq_len = (int)num(m, "max_seq_len", &ok);
+    cfg->vocab_size = (int)num(m, "vocab_size", &ok);
+    cfg->n_layer = (int)num(m, "n_layer", &ok);
+    cfg->n_head = (int)num(m, "n_head", &ok);
+    cfg->n_embd = (int)num(m, "n_embd", &ok);
+    cJSON_Delete(root);
+    return ok ? ZT_OK : zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: model shape missing", commit);
+}
+
+/* ---- load --------------------------------------------------------------------------------------- */
+
+/* Fills rows [lo, hi) of kind k of parameter t (manifest tensor `tj`) into dst from the slices. */
+static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int64_t lo, int64_t hi,
+                     int64_t row_len, float *dst, const int *fds, int nfiles, const uint64_t *fsize,
+                     const char *pname, zt_error *err) {
+    const cJSON *slices = cJSON_GetObjectItemCaseSensitive(tj, "slices"), *s;
+    int64_t covered = 0;
+    cJSON_ArrayForEach(s, slices) {
+        const cJSON *kn = cJSON_GetObjectItemCaseSensitive(s, "kind");
+        if (!cJSON_IsString(kn) || strcmp(kn->valuestring, kind) != 0) continue;
+        bool ok = true;
+        int f = (int)num(s, "file", &ok);
+        uint64_t off = (uint64_t)num(s, "offset", &ok);
+        int64_t row0 = (int64_t)num(s, "row0", &ok), rows = (int64_t)num(s, "rows", &ok);
+        if (!ok || f < 0 || f >= nfiles || row0 < 0 || rows < 0)
+            return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: a slice of %s is malformed", commit, pname);
+        if (off + (uint64_t)(rows * row_len) * 4 > fsize[f])
+            return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: the %s slice of %s (rows %lld..%lld) lies "
+                                "past the end of file %d", commit, kind, pname, (long long)row0,
+                                (long long)(row0 + rows), f);
+        int64_t a = row0 > lo ? row0 : lo, b = row0 + rows < hi ? row0 + rows : hi;
+        if (a >= b) continue;
+        size_t bytes = (size_t)((b - a) * row_len) * 4;
+        if (read_at(fds[f], dst + (a - lo) * row_len, bytes, (off_t)(off + (uint64_t)((a - row0) * row_len) * 4)))
+            return zt_error_set(err, ZT_ERR_IO, "reading %s of %s from file %d of %s: %s", kind, pname, f, commit,
+                                strerror(errno));
+        covered += b - a;
+    }
+    if (covered != hi - lo)
+        return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s lacks %s rows of %s (needs %lld..%lld, found %lld rows)",
+                            commit, kind, pname, (long long)lo, (long long)hi, (long long)covered);
+    return ZT_OK;
+}
+
+int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *err) {
+    char commit[4096];
+    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
+    if (rc) return rc;
+    cJSON *root = load_manifest(commit, err);
+    if (!root) return err->code;
+    const zt_model *m = e->model;
+    const zt_plan *pl = &e->plan;
+    bool ok = true;
+    memset(meta, 0, sizeof *meta);
+    meta->step = (int64_t)num(root, "step", &ok);
+    meta->samples_consumed = (uint64_t)num(root, "samples_consumed", &ok);
+    meta->world = (int)num(root, "world", &ok);
+    const cJSON *strat = cJSON_GetObjectItemCaseSensitive(root, "strategy");
+    if (cJSON_IsString(strat)) snprintf(meta->strategy, sizeof meta->strategy, "%s", strat->valuestring);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "config_hash");
+    if (cJSON_IsString(ch)) meta->config_hash = strtoull(ch->valuestring, NULL, 16);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
+    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
+    int nfiles = cJSON_GetArraySize(files);
+    if (!ok || !cJSON_IsArray(files) || !cJSON_IsArray(tensors) || nfiles < 1 || nfiles > 1 << 20) {
+        cJSON_Delete(root);
+        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, files or tensors missing", commit);
+    }
+    if (cJSON_GetArraySize(tensors) != m->n_params) {
+        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: %d tensors, the model has %d", commit, cJSON_GetArraySize(tensors),
+                          m->n_params);
+        cJSON_Delete(root);
+        return rc;
+    }
+    int *fds = malloc((size_t)nfiles * sizeof *fds);
+    uint64_t *fsize = malloc((size_t)nfiles * sizeof *fsize);
+    bool *want = calloc((size_t)nfiles, sizeof *want);
+    if (!fds || !fsize || !want) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
+        goto out;
+    }
+    for (int f = 0; f < nfiles; f++) fds[f] = -1;
+    int kinds = n_kinds(e);
+    for (int f = 0; f < nfiles; f++) want[f] = true; /* every file this rank may read is verified */
+    if ((rc = verify_files(commit, root, want, err))) goto out;
+    int f = 0;
+    const cJSON *fe;
+    cJSON_ArrayForEach(fe, files) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fe, "name");
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", commit, name->valuestring);
+        fds[f] = open(p, O_RDONLY);
+        fsize[f] = (uint64_t)num(fe, "bytes", &ok);
+        if (fds[f] < 0) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", p, strerror(errno));
+            goto out;
+        }
+        f++;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        const cJSON *tj = cJSON_GetArrayItem(tensors, i);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(tj, "name");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
+        const zt_param_desc *p = &m->params[i];
+        bool same = cJSON_IsString(name) && !strcmp(name->valuestring, p->name) && cJSON_GetArraySize(shape) == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++)
+            same = cJSON_GetArrayItem(shape, d)->valuedouble == (double)p->shape[d];
+        if (!same) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %d is %s, the model expects %s with another shape or name",
+                              commit, i, cJSON_IsString(name) ? name->valuestring : "?", p->name);
+            goto out;
+        }
+        for (int k = 0; k < kinds; k++) {
+            /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
+             * replicated (zero1/zero2 parameters, everything under ddp) */
+            bool sharded = k == 0 ? e->shard_params : e->shard_optim;
+            int64_t lo = sharded ? pl->p[i].row_begin[pl->shard] : 0;
+            int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
+            float *dst;
+            if (k == 0) {
+                dst = e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+            } else {
+                float *state = k == 1 ? e->m : e->v;
+                dst = e->shard_optim ? state + pl->p[i].shard_off : state + pl->p[i].full_off;
+            }
+            if ((rc = fill_rows(commit, tj, KIND_NAMES[k], lo, hi, pl->p[i].row_len, dst, fds, nfiles, fsize,
+                                p->name, err)))
+                goto out;
+        }
+    }
+    zt_grads_reset(e);
+    e->step = (uint64_t)meta->step;
+out:
+    if (fds)
+        for (int q = 0; q < nfiles; q++)
+            if (fds[q] >= 0) close(fds[q]);
+    free(fds);
+    free(fsize);
+    free(want);
+    cJSON_Delete(root);
+    return rc;
+}

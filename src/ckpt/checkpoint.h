@@ -1,0 +1,46 @@
+/* checkpoint.h - sharded, checksummed, atomically committed training checkpoints that load into
+ * any world size and any strategy (docs/checkpoints.md has the format).
+ *
+ *   DIR/step-00000100/manifest.json        what every slice is and where it lives
+ *   DIR/step-00000100/manifest.json.xxh64  the manifest's own checksum (16 hex digits)
+ *   DIR/step-00000100/rank-00003.bin       rank 3's slices: raw fp32 rows, back to back
+ *   DIR/latest                             "step-00000100\n", replaced by tmp + rename
+ *
+ * A slice is a row range [row0, row0 + rows) of one kind (param, exp_avg, exp_avg_sq, momentum)
+ * of one parameter. Saving writes each rank's own rows (replicas write nothing twice); loading
+ * reads, for the rows the new layout gives this rank, whichever slices overlap them, so any
+ * strategy and world size loads any other. */
+#ifndef ZT_CHECKPOINT_H
+#define ZT_CHECKPOINT_H
+
+#include "zerotrain/zerotrain.h"
+
+typedef struct zt_ckpt_meta {
+    int64_t step;              /* optimizer steps done */
+    uint64_t samples_consumed; /* the global sample index the next step starts at */
+    uint64_t config_hash;      /* of the resolved config (informational; mismatch is reported) */
+    char strategy[16];         /* as saved */
+    int world;                 /* as saved */
+} zt_ckpt_meta;
+
+/* Collective over the engine's world: writes DIR/step-<meta->step> atomically and points
+ * DIR/latest at it. Every rank returns the same status (a failure anywhere means no commit).
+ * keep_last > 0 deletes older commits beyond the newest keep_last (never the one just written). */
+int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err);
+
+/* Loads a commit (a step-N directory, or DIR holding `latest`/step-N commits: the newest valid one)
+ * into e, resharding as needed; fills meta. ZT_ERR_CKPT names the file and what is wrong. Not a
+ * collective (each rank reads what it needs). */
+int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *err);
+
+/* Resolves path to a commit directory: itself if it holds a manifest, else DIR/latest, else the
+ * newest step-N with a valid manifest. */
+int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err);
+
+/* Checks the manifest's checksum and every file's size and xxh64. */
+int zt_ckpt_verify(const char *path, zt_error *err);
+
+/* Reads a commit's model shape (to build the model before loading). */
+int zt_ckpt_read_model(const char *path, zt_gpt2_config *cfg, zt_error *err);
+
+#endif

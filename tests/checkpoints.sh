@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# checkpoints.sh BUILD SOURCE - sharded checkpoints through the real CLI:
+#  1. bitwise resume for every strategy (2 ranks): 6 steps straight = 3 steps, save, a new process
+#     resumes, 3 steps (same losses as hex, same final parameter hash);
+#  2. reshard: saved by 2 ranks zero1, loaded by 1 rank ddp and by 4 ranks zero3 (and back from
+#     zero3 x4 to zero1 x2): every tensor of every kind element-for-element equal, same step and
+#     data cursor; a resumed 1-rank run with the same global batch continues bit-identically;
+#  3. a truncated, bit-flipped or missing shard or manifest is refused with exit code 4 and a
+#     message naming the file; leftovers of a killed save are ignored; keep_last; verify.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl_train.bin" --val-fraction 0.1 --val-out "$T/gpl_val.bin" >/dev/null
+cat > "$T/c.yaml" <<YAML
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/gpl_train.bin, val: $T/gpl_val.bin}
+training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
+logging: {print_every: 100}
+YAML
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+hash_of() { grep -o 'params xxh64 [0-9a-f]*' "$1" | cut -d' ' -f3; }
+losses() { /usr/bin/python3 -c "import json,sys; print(' '.join(json.loads(l)['loss_hex'] for f in sys.argv[1:] for l in open(f)))" "$@"; }
+
+# 1. bitwise resume, every strategy
+for s in ddp zero1 zero2 zero3 hybrid; do
+  d="$T/r-$s"; mkdir -p "$d"
+  "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=$s --set logging.jsonl=$d/a.jsonl > "$d/a.out"
+  "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=$s --set logging.jsonl=$d/b1.jsonl --stop-after 3 --ckpt-dir "$d/ck" > "$d/b1.out"
+  "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=$s --set logging.jsonl=$d/b2.jsonl --resume "$d/ck" > "$d/b2.out"
+  if [ "$(hash_of "$d/a.out")" = "$(hash_of "$d/b2.out")" ] && [ "$(losses "$d/a.jsonl")" = "$(losses "$d/b1.jsonl" "$d/b2.jsonl")" ]; then
+    ok "$s: 6 steps = 3 + save + resume 3 ($(hash_of "$d/a.out"))"
+  else
+    bad "$s resume: $(hash_of "$d/a.out") vs $(hash_of "$d/b2.out")"
+  fi
+done
+
+# 2. reshard across strategies and world sizes
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --stop-after 3 --ckpt-dir "$T/z1" >/dev/null
+"$Z" train "$T/c.yaml" --set parallel.strategy=ddp --resume "$T/z1" --stop-after 3 --ckpt-dir "$T/ddp1" >/dev/null
+"$Z" train "$T/c.yaml" --nproc 4 --set parallel.strategy=zero3 --resume "$T/z1" --stop-after 3 --ckpt-dir "$T/z3x4" >/dev/null
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --resume "$T/z3x4" --stop-after 3 --ckpt-dir "$T/back" >/dev/null
+for pair in "z1 ddp1" "z1 z3x4" "z3x4 back"; do
+  set -- $pair
+  if /usr/bin/python3 "$SRC/tests/ckpt_compare.py" "$T/$1/step-00000003" "$T/$2/step-00000003"; then ok "reshard $1 -> $2"; else bad "reshard $1 -> $2"; fi
+done
+# same global batch (2 ranks x 1 micro-batch = 1 rank x 2): the resumed run continues bit-identically
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 > "$T/straight.out"
+"$Z" train "$T/c.yaml" --set training.gradient_accumulation_steps=2 --resume "$T/z1" > "$T/cont.out"
+grep -q "next global sample 12 " "$T/cont.out" && ok "data cursor: next global sample 12 after 3 steps of 4 samples" || bad "data cursor"
+[ "$(hash_of "$T/straight.out")" = "$(hash_of "$T/cont.out")" ] && ok "zero1 x2 -> ddp x1 (GA 2) continues bit-identically" || bad "zero1 x2 -> ddp x1 continuation"
+
+# 3. damage: each case on a fresh copy, exit 4 and the file named
+expect4() { # label file-named cmd...
+  local label="$1" name="$2"; shift 2
+  set +e; out="$("$@" 2>&1)"; rc=$?; set -e
+  if [ $rc -eq 4 ] && grep -q "$name" <<<"$out"; then ok "$label: exit 4, $(grep -o 'error.*' <<<"$out" | head -1 | cut -c1-150)"
+  else bad "$label: rc $rc: $out"; fi
+}
+fresh() { rm -rf "$T/dmg"; cp -r "$T/z1" "$T/dmg"; }
+C="$T/dmg/step-00000003"
+fresh; truncate -s 1000 "$C/rank-00001.bin"; expect4 "truncated shard" rank-00001.bin "$Z" train "$T/c.yaml" --resume "$C"
+fresh; printf '\x01' | dd of="$C/rank-00000.bin" bs=1 seek=77 conv=notrunc status=none; expect4 "bit-flipped shard" rank-00000.bin "$Z" verify "$C"
+fresh; rm "$C/rank-00001.bin"; expect4 "missing shard" rank-00001.bin "$Z" train "$T/c.yaml" --resume "$C"
+fresh; sed -i 's/"step":\s*3/"step": 4/' "$C/manifest.json"; expect4 "edited manifest" manifest.json "$Z" verify "$C"
+fresh; rm "$C/manifest.json"; expect4 "missing manifest" "no valid commit" "$Z" train "$T/c.yaml" --resume "$T/dmg"
+# a killed save: a newer step-N.tmp and a newer step-N without a manifest are ignored
+fresh; mkdir -p "$T/dmg/step-00000009.tmp" "$T/dmg/step-00000008"; echo junk > "$T/dmg/step-00000009.tmp/rank-00000.bin"
+echo "step-00000008" > "$T/dmg/latest"
+"$Z" train "$T/c.yaml" --set training.gradient_accumulation_steps=2 --resume "$T/dmg" > "$T/killed.out"
+grep -q "step-00000003: step 3" "$T/killed.out" && ok "killed save: resumed from the last good commit" || { bad "killed save"; tail -3 "$T/killed.out"; }
+# keep_last and verify
+"$Z" train "$T/c.yaml" --ckpt-dir "$T/keep" --ckpt-every 1 --keep-last 2 >/dev/null
+[ "$(ls "$T/keep" | grep -c '^step-')" = 2 ] && [ -d "$T/keep/step-00000006" ] && ok "keep_last 2 keeps step-5 and step-6" || bad "keep_last: $(ls "$T/keep")"
+"$Z" verify "$T/keep" >/dev/null && ok "verify" || bad "verify"
+exit $fail

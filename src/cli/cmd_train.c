@@ -33,7 +33,7 @@ int zt_cmd_train(int argc, char **argv) {
     value_opt opt[O_COUNT] = {
         [O_SET] = {"--set", "override one config key, e.g. --set training.steps=10 (repeatable)"},
         [O_SAVE] = {"--save", "write the final parameters to a weights file (for `zerotrain sample`)"},
-        [O_INIT] = {"--init", "start from a weights file instead of the seeded initialization"},
+        [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
         [O_NPROC] = {"--nproc", "start N local ranks through mpirun (parallel.nproc)", NULL, true},
         [O_CKPT_DIR] = {"--ckpt-dir", "write sharded checkpoints to DIR/step-N (docs/checkpoints.md)"},
         [O_CKPT_EVERY] = {"--ckpt-every", "checkpoint every N steps (and always at the end)", NULL, true},

@@ -19,6 +19,7 @@ static void usage(FILE *out) {
             "  zerotrain sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X]\n"
             "  zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps N] [--warmup W]\n"
             "  zerotrain verify CKPT\n"
+            "  zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]\n"
             "  zerotrain version\n\n"
             "exit codes: 0 ok, 2 config/usage, 3 data, 4 checkpoint, 5 peer lost, 6 numerics,\n"
             "            7 out of memory, 8 I/O, 9 mismatch across ranks\n",
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sample")) return zt_cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return zt_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return zt_cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return zt_cmd_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("zerotrain %s\n", ZT_VERSION);
         return 0;

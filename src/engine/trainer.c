@@ -7,6 +7,7 @@
  * into micro-batches does not change the gradient. */
 #include "engine/trainer.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "comm/comm.h"
 #include "data/sampler.h"
@@ -98,9 +99,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */
     if ((rc = zt_engine_init_params(e, err))) goto done;
-    if (opts && opts->init_weights && opts->init_weights[0] &&
-        (rc = zt_weights_load(e, opts->init_weights, err)))
-        goto done;
+    if (opts && opts->init_weights && opts->init_weights[0]) {
+        size_t n = strlen(opts->init_weights);
+        bool st = n > 12 && !strcmp(opts->init_weights + n - 12, ".safetensors");
+        if ((rc = st ? zt_safetensors_load(e, opts->init_weights, err) : zt_weights_load(e, opts->init_weights, err)))
+            goto done;
+    }
     if (opts && opts->resume && opts->resume[0]) {
         zt_ckpt_meta meta;
         char commit[4096];

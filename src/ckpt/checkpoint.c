@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,27 +148,62 @@ static bool is_writer(const zt_engine *e) {
 
 /* ---- save --------------------------------------------------------------------------------------- */
 
-static int write_rank_file(zt_engine *e, const char *path, uint64_t *hash, uint64_t *size, zt_error *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    uint64_t total = 0;
-    int bad = 0;
-    for (int i = 0; i < e->model->n_params && !bad; i++)
-        for (int k = 0; k < n_kinds(e) && !bad; k++) {
+/* Visits this writer's slices in file order: (parameter, kind) in table order. */
+typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
+
+static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx) {
+    for (int i = 0; i < e->model->n_params; i++)
+        for (int k = 0; k < n_kinds(e); k++) {
             int64_t row0, rows;
             const float *src = local_rows(e, i, k, &row0, &rows);
-            size_t bytes = (size_t)(rows * e->plan.p[i].row_len) * sizeof(float);
-            bad = write_all(fd, src, bytes);
-            XXH64_update(st, src, bytes);
-            total += bytes;
+            int rc = fn(ctx, src, (size_t)(rows * e->plan.p[i].row_len) * sizeof(float));
+            if (rc) return rc;
         }
-    bad |= fsync(fd);
-    bad |= close(fd);
-    *hash = XXH64_digest(st);
-    *size = total;
-    XXH64_freeState(st);
+    return 0;
+}
+
+static int slice_bytes(void *ctx, const float *rows, size_t bytes) {
+    *(size_t *)ctx += bytes;
+    return 0;
+}
+
+static int slice_copy(void *ctx, const float *rows, size_t bytes) {
+    char **w = ctx;
+    memcpy(*w, rows, bytes);
+    *w += bytes;
+    return 0;
+}
+
+typedef struct file_sink {
+    int fd;
+    XXH64_state_t *st;
+    uint64_t total;
+} file_sink;
+
+static int slice_write(void *ctx, const float *rows, size_t bytes) {
+    file_sink *f = ctx;
+    XXH64_update(f->st, rows, bytes);
+    f->total += bytes;
+    return write_all(f->fd, rows, bytes);
+}
+
+/* Writes this writer's file, from the engine (snapshot NULL) or from a snapshot of it. */
+static int write_rank_file(zt_engine *e, const char *path, const char *snapshot, size_t snap_len,
+                           uint64_t *hash, uint64_t *size, zt_error *err) {
+    file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState()};
+    if (f.fd < 0 || !f.st) {
+        int en = errno;
+        if (f.fd >= 0) close(f.fd);
+        XXH64_freeState(f.st);
+        return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", path, strerror(en));
+    }
+    XXH64_reset(f.st, 0);
+    int bad = snapshot ? slice_write(&f, (const float *)snapshot, snap_len) : for_each_slice(e, slice_write, &f);
+    bad |= fsync(f.fd);
+    bad |= close(f.fd);
+    *hash = XXH64_digest(f.st);
+    *size = f.total;
+    XXH64_freeState(f.st);
     return bad ? zt_error_set(err, ZT_ERR_IO, "writing %s: %s", path, strerror(errno)) : ZT_OK;
 }
 
@@ -294,10 +330,10 @@ static void retain(const char *dir, int keep_last, int64_t keep) {
     }
 }
 
-int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err) {
-    zt_comm *world = e->opt.comm;
-    char tmp[4096], fin[4096], path[4200];
-    if (commit_dir_names(dir, meta->step, tmp, fin, sizeof tmp))
+/* Phase 1 (collective): rank 0 makes DIR/step-N.tmp; everyone learns whether it could. */
+static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, char *tmp, char *fin,
+                      size_t cap, zt_error *err) {
+    if (commit_dir_names(dir, meta->step, tmp, fin, cap))
         return zt_error_set(err, ZT_ERR_USAGE, "checkpoint directory name too long: %s", dir);
     int status = ZT_OK;
     if (e->rank == 0) {
@@ -306,36 +342,34 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int ke
         if (mkdir(tmp, 0755) != 0)
             status = zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     }
-    if (world) {
-        int ok = status == ZT_OK;
-        int rc = zt_all_reduce_and_int(world, &ok, "checkpoint start", err);
-        if (rc) return rc;
-        if (!ok) return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not create it", tmp);
-    } else if (status) {
-        return status;
-    }
-    /* every writer writes its slices */
-    uint64_t hash = 0, size = 0;
-    bool writer = is_writer(e);
-    int shard = e->plan.shard;
-    if (writer) {
-        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, shard);
-        status = write_rank_file(e, path, &hash, &size, err);
-    }
-    /* gather (ok, writer, shard, size, hash) to everyone; rank 0 needs them for the manifest */
+    if (!e->opt.comm) return status;
+    int ok = status == ZT_OK;
+    int rc = zt_all_reduce_and_int(e->opt.comm, &ok, "checkpoint start", err);
+    if (rc) return rc;
+    if (!ok) return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not create it", tmp);
+    return ZT_OK;
+}
+
+/* Phase 3 (collective): gather every file's status, size and checksum; rank 0 writes the manifest
+ * and commits; every rank returns the same outcome. status is this rank's write result. */
+static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
+                       const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
+    zt_comm *world = e->opt.comm;
     int N = e->world, nwriters = e->plan.nshards;
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
-    mine[1] = writer;
-    mine[2] = shard;
+    mine[1] = is_writer(e);
+    mine[2] = e->plan.shard;
     memcpy(&mine[3], &size, 8);
     memcpy(&mine[4], &hash, 8);
     if (world) {
-        int rc = zt_all_gather_f64(world, mine, all, 5, "checkpoint files", err);
+        zt_error gerr;
+        int rc = zt_all_gather_f64(world, mine, all, 5, "checkpoint files", &gerr);
         if (rc) {
             free(all);
-            return rc;
+            if (!status) *err = gerr;
+            return status ? status : rc;
         }
     } else {
         memcpy(all, mine, sizeof mine);
@@ -349,6 +383,7 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int ke
                                               "nothing was committed", tmp, bad_rank);
     }
     int commit = ZT_OK;
+    char path[4200];
     if (e->rank == 0) {
         uint64_t *sizes = calloc((size_t)nwriters, 8), *hashes = calloc((size_t)nwriters, 8);
         for (int r = 0; r < N && sizes && hashes; r++)
@@ -392,6 +427,88 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int ke
         if (!ok && !commit) return zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not commit it", fin);
     }
     return commit;
+}
+
+int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err) {
+    char tmp[4096], fin[4096], path[4200];
+    int rc = save_begin(e, dir, meta, tmp, fin, sizeof tmp, err);
+    if (rc) return rc;
+    uint64_t hash = 0, size = 0;
+    int status = ZT_OK;
+    if (is_writer(e)) {
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, e->plan.shard);
+        status = write_rank_file(e, path, NULL, 0, &hash, &size, err);
+    }
+    return save_finish(e, dir, meta, tmp, fin, keep_last, status, size, hash, err);
+}
+
+/* ---- async save: snapshot now, write in a thread, commit at the next step boundary ------------ */
+struct zt_ckpt_async {
+    zt_engine *e;
+    char dir[4096], tmp[4096], fin[4096], path[4200];
+    zt_ckpt_meta meta;
+    int keep_last;
+    char *snapshot;
+    size_t len;
+    pthread_t thread;
+    bool started;
+    int status;
+    uint64_t hash, size;
+    zt_error err;
+};
+
+static void *async_writer(void *arg) {
+    zt_ckpt_async *a = arg;
+    a->status = write_rank_file(a->e, a->path, a->snapshot, a->len, &a->hash, &a->size, &a->err);
+    return NULL;
+}
+
+int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last,
+                       zt_ckpt_async **out, zt_error *err) {
+    *out = NULL;
+    zt_ckpt_async *a = calloc(1, sizeof *a);
+    if (!a) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
+    a->e = e;
+    a->meta = *meta;
+    a->keep_last = keep_last;
+    snprintf(a->dir, sizeof a->dir, "%s", dir);
+    int rc = save_begin(e, dir, meta, a->tmp, a->fin, sizeof a->tmp, err);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    if (is_writer(e)) {
+        for_each_slice(e, slice_bytes, &a->len);
+        a->snapshot = malloc(a->len ? a->len : 1);
+        if (!a->snapshot) {
+            a->status = zt_error_set(&a->err, ZT_ERR_NOMEM, "checkpoint: out of memory for a %zu-byte snapshot", a->len);
+        } else {
+            char *w = a->snapshot;
+            for_each_slice(e, slice_copy, &w);
+            snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
+            if (pthread_create(&a->thread, NULL, async_writer, a) == 0) a->started = true;
+            else a->status = zt_error_set(&a->err, ZT_ERR_IO, "checkpoint: cannot start the writer thread");
+        }
+    }
+    *out = a;
+    return ZT_OK;
+}
+
+void zt_ckpt_async_abandon(zt_ckpt_async *a) {
+    if (!a) return;
+    if (a->started) pthread_join(a->thread, NULL);
+    free(a->snapshot);
+    free(a);
+}
+
+int zt_ckpt_async_finish(zt_ckpt_async *a, zt_error *err) {
+    if (!a) return ZT_OK;
+    if (a->started) pthread_join(a->thread, NULL);
+    if (a->status) *err = a->err;
+    int rc = save_finish(a->e, a->dir, &a->meta, a->tmp, a->fin, a->keep_last, a->status, a->size, a->hash, err);
+    free(a->snapshot);
+    free(a);
+    return rc;
 }
 
 /* ---- reading the manifest ----------------------------------------------------------------------- */

@@ -28,6 +28,17 @@ typedef struct zt_ckpt_meta {
  * keep_last > 0 deletes older commits beyond the newest keep_last (never the one just written). */
 int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err);
 
+/* Async save: everything zt_ckpt_save does, but this rank's shard is snapshotted into memory now
+ * and written by a background thread while training continues; zt_ckpt_async_finish (at the next
+ * step boundary, on every rank) waits for the write and commits. A write error on any rank
+ * surfaces there, on every rank, and nothing is committed. Costs one copy of this rank's states. */
+typedef struct zt_ckpt_async zt_ckpt_async;
+int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last,
+                       zt_ckpt_async **out, zt_error *err);
+int zt_ckpt_async_finish(zt_ckpt_async *a, zt_error *err);
+/* On an error path (not a collective): waits for the writer thread and drops the save uncommitted. */
+void zt_ckpt_async_abandon(zt_ckpt_async *a);
+
 /* Loads a commit (a step-N directory, or DIR holding `latest`/step-N commits: the newest valid one)
  * into e, resharding as needed; fills meta. ZT_ERR_CKPT names the file and what is wrong. Not a
  * collective (each rank reads what it needs). */

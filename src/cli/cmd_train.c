@@ -17,7 +17,8 @@ typedef struct value_opt {
     bool is_count; /* a positive integer */
 } value_opt;
 
-enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_RESUME, O_STOP_AFTER, O_COUNT };
+enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
+       O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -38,6 +39,8 @@ int zt_cmd_train(int argc, char **argv) {
         [O_CKPT_DIR] = {"--ckpt-dir", "write sharded checkpoints to DIR/step-N (docs/checkpoints.md)"},
         [O_CKPT_EVERY] = {"--ckpt-every", "checkpoint every N steps (and always at the end)", NULL, true},
         [O_KEEP_LAST] = {"--keep-last", "keep only the newest K checkpoints", NULL, true},
+        [O_CKPT_ASYNC] = {"--ckpt-async", "1: snapshot, write in the background, commit at the next step",
+                          NULL, true},
         [O_RESUME] = {"--resume", "resume from a checkpoint (DIR: its newest valid commit)"},
         [O_STOP_AFTER] = {"--stop-after", "stop after step N (as if preempted; the schedule still "
                                           "spans training.steps)", NULL, true},
@@ -99,6 +102,7 @@ int zt_cmd_train(int argc, char **argv) {
     zt_train_options opts = {.out = stdout, .world = world, .save_path = opt[O_SAVE].value,
                              .init_weights = opt[O_INIT].value, .ckpt_dir = opt[O_CKPT_DIR].value,
                              .ckpt_every = counts[O_CKPT_EVERY], .keep_last = (int)counts[O_KEEP_LAST],
+                             .ckpt_async = counts[O_CKPT_ASYNC] != 0,
                              .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER]};
     zt_train_result res;
     int rc = zt_train(&cfg, &opts, &res, &err);

@@ -59,6 +59,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_engine *e = NULL;
     zt_jsonl log = {0};
     int32_t *inp = NULL, *tgt = NULL;
+    zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
+    int64_t pending_step = -1;
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
@@ -206,10 +208,33 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples};
             double tc = now();
-            if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
-            zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)", (long long)(step + 1),
-                                opts->ckpt_dir, (long long)(step + 1), now() - tc);
+            if (opts->ckpt_async && !last) {
+                zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
+                pending = NULL;
+                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
+                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) goto done;
+                pending_step = step;
+                zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the background",
+                                    (long long)(step + 1), now() - tc);
+            } else {
+                zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
+                pending = NULL;
+                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
+                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
+                zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
+                                    (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+            }
+        } else if (pending && step > pending_step) {
+            /* the step after an async snapshot: commit it (errors surface here, on every rank) */
+            zt_ckpt_async *a = pending;
+            pending = NULL;
+            if ((rc = zt_ckpt_async_finish(a, err))) goto done;
         }
+    }
+    if (pending) {
+        zt_ckpt_async *a = pending;
+        pending = NULL;
+        if ((rc = zt_ckpt_async_finish(a, err))) goto done;
     }
     zt_progress_finish(&prog);
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
@@ -253,6 +278,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
 data_error_train:
     zt_error_prefix(err, "data.train %s", cfg->train_path);
 done:
+    zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
     free(inp);
     free(tgt);

@@ -14,6 +14,7 @@ typedef struct zt_train_options {
     const char *ckpt_dir;     /* sharded checkpoints go here (src/ckpt/checkpoint.h), or NULL */
     int64_t ckpt_every;       /* save every N steps (0: only at the end) */
     int keep_last;            /* keep the newest K commits (0: all) */
+    bool ckpt_async;          /* write checkpoints in the background, commit at the next step */
     const char *resume;       /* a commit or checkpoint directory to resume from, or NULL */
     int64_t stop_after;       /* stop (after saving) once this step is done; 0: run to the end */
 } zt_train_options;

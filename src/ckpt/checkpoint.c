@@ -9,6 +9,7 @@
  * broadcast back. */
 #include "ckpt/checkpoint.h"
 #include "comm/comm.h"
+#include "core/file.h"
 #include "engine/engine_internal.h"
 
 #include <cjson/cJSON.h>
@@ -513,25 +514,10 @@ int zt_ckpt_async_finish(zt_ckpt_async *a, zt_error *err) {
 
 /* ---- reading the manifest ----------------------------------------------------------------------- */
 
+/* A checkpoint file whole; a file that cannot be read is a checkpoint error (exit 4). */
 static char *read_text(const char *path, size_t *len, zt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *t = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!t || fread(t, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(t);
-        zt_error_set(err, ZT_ERR_IO, "cannot read %s", path);
-        return NULL;
-    }
-    fclose(f);
-    t[n] = '\0';
-    *len = (size_t)n;
+    char *t = NULL;
+    if (zt_read_file(path, "checkpoint file", &t, len, err) == ZT_ERR_IO) err->code = ZT_ERR_CKPT;
     return t;
 }
 

@@ -6,6 +6,7 @@
  * to the validation file and the rest to out.bin. Exit status is the zt_status: 2 usage, 3 data
  * (tokenizer files or a token count the format cannot hold), 8 I/O, 7 out of memory. */
 #include "cli/commands.h"
+#include "core/file.h"
 #include "data/bpe.h"
 #include "data/token_file.h"
 
@@ -44,35 +45,6 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Reads path whole into a malloc'd buffer. */
-static int slurp(const char *path, char **buf, size_t *len, zt_error *err) {
-    *buf = NULL;
-    *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return zt_error_set(err, ZT_ERR_IO, "cannot open text file %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(fp);
-        return zt_error_set(err, ZT_ERR_IO, "text file %s is not a regular file", path);
-    }
-    char *b = malloc((size_t)st.st_size + 1);
-    if (!b) {
-        fclose(fp);
-        return zt_error_set(err, ZT_ERR_NOMEM, "no memory for text file %s (%lld bytes)", path,
-                            (long long)st.st_size);
-    }
-    size_t got = fread(b, 1, (size_t)st.st_size, fp);
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad || got != (size_t)st.st_size) {
-        free(b);
-        return zt_error_set(err, ZT_ERR_IO, "cannot read text file %s: %s", path,
-                            bad ? strerror(errno) : "file changed size while reading");
-    }
-    *buf = b;
-    *len = got;
-    return ZT_OK;
-}
 
 static int tokenize_run(char **inputs, int n_inputs, const char *out, double val_fraction,
                         const char *val_out, zt_error *err) {
@@ -89,7 +61,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
     for (int i = 0; i < n_inputs && !rc; i++) {
         char *text;
         size_t len;
-        rc = slurp(inputs[i], &text, &len, err);
+        rc = zt_read_file(inputs[i], "text file", &text, &len, err);
         if (rc) break;
         bytes += len;
         uint16_t *toks;

@@ -11,6 +11,7 @@
  *     (checked at load), so encoding fails only on out-of-memory or a PCRE2 error.
  */
 #include "data/bpe.h"
+#include "core/file.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
@@ -482,36 +483,6 @@ static size_t utf8_repair(const unsigned char *s, size_t len, unsigned char *out
     return o;
 }
 
-/* Reads a whole file into a malloc'd, NUL-terminated buffer. */
-static int read_file(const char *path, const char *what, char **buf, size_t *len, zt_error *err) {
-    *buf = NULL;
-    *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return zt_error_set(err, ZT_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(fp);
-        return zt_error_set(err, ZT_ERR_IO, "%s %s is not a regular file", what, path);
-    }
-    char *b = malloc((size_t)st.st_size + 1);
-    if (!b) {
-        fclose(fp);
-        return zt_error_set(err, ZT_ERR_NOMEM, "no memory for %s %s (%lld bytes)", what, path,
-                            (long long)st.st_size);
-    }
-    size_t got = fread(b, 1, (size_t)st.st_size, fp);
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad || got != (size_t)st.st_size) {
-        free(b);
-        return zt_error_set(err, ZT_ERR_IO, "cannot read %s %s: %s", what, path,
-                            bad ? strerror(errno) : "file changed size while reading");
-    }
-    b[got] = 0;
-    *buf = b;
-    *len = got;
-    return ZT_OK;
-}
 
 /* Converts a string of GPT-2 byte characters (UTF-8) into the bytes they stand for, in place
  * (the result is never longer). Returns the byte count, or -1 if a character is no byte's. */
@@ -536,7 +507,7 @@ static int load_encoder(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_C
                         zt_error *err) {
     char *text;
     size_t len;
-    int rc = read_file(path, "encoder.json file", &text, &len, err);
+    int rc = zt_read_file(path, "encoder.json file", &text, &len, err);
     if (rc) return rc;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
@@ -631,7 +602,7 @@ static int load_merges(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_CP
                        zt_error *err) {
     char *text;
     size_t len;
-    int rc = read_file(path, "vocab.bpe file", &text, &len, err);
+    int rc = zt_read_file(path, "vocab.bpe file", &text, &len, err);
     if (rc) return rc;
     size_t bad = utf8_first_invalid((const unsigned char *)text, len);
     if (bad < len) {

@@ -540,7 +540,10 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (tot_f > 0) {
+  int rows_all = 0, rows_run = 0;
+  for (int si = 0; si < NSHAPES; si++) rows_all += SHAPES[si].per_step > 0;
+  for (int ji = 0; ji < njobs; ji++) rows_run += jobs[ji].s->per_step > 0;
+  if (tot_f > 0 && rows_run == rows_all) { /* only meaningful with every trainer row */
     printf("\nOne GPT-2 124M training step's Linear GEMMs at B*T = 1024 (12 x each block row + 1 x "
            "each lm_head row; attention's batched products excluded), %.0f GFLOP, from the best "
            "times above:\n",

@@ -1,5 +1,5 @@
 /* all_reduce.c - deterministic all-reduce of float32: the reduce-scatter of reduce_scatter.c
- * over an even block split, then the all-gather of all_gather.c, as one op.
+ * over an even block split, with an all-gather that sends each chunk as soon as it is summed.
  *
  * Invariants: the result is bit-identical on every rank (each block is summed by exactly one
  * rank, then copied) and bit-identical to calling zt_reduce_scatter_f32 and zt_all_gather_f32
@@ -15,42 +15,103 @@ void zt_comm_even_counts(size_t n, int nranks, size_t *counts) {
     for (int j = 0; j < nranks; j++) counts[j] = q + ((size_t)j < r ? 1 : 0);
 }
 
-/* Phase 0 runs the reduce-scatter's advance; when it is done, phase 1 posts the all-gather. */
+/* Request slots: [0, ag_base) the reduce-scatter's (reduce_scatter.c), then, W = ZT_COMM_WINDOW
+ * and s = 1..N-1 the exchange step:
+ *   all-gather receive of chunk k of block me-s:   ag_base + (k % W) * (N-1) + s-1
+ *   all-gather send of summed chunk k to me+s:     ag_base + W(N-1) + (k % W) * (N-1) + s-1 */
+
+static size_t block(const zt_comm *c, int r) { return c->off[r + 1] - c->off[r]; }
+
+static size_t clen(size_t n, size_t chunk, int k) {
+    size_t lo = (size_t)k * chunk;
+    return n - lo < chunk ? n - lo : chunk;
+}
+
+/* Receives of block r's sums, in order, each only once this rank's reduce-scatter send of the
+ * same chunk has finished: the sum lands where that send read from. */
+static int pump_ag_recv(zt_comm_op *op, int r, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, s = (c->rank - r + N) % N;
+    size_t nr = block(c, r), chunk = op->rs.chunk;
+    while (c->next_recv[r] < op->ar.sent_contig[r] && (size_t)c->next_recv[r] * chunk < nr) {
+        int k = c->next_recv[r];
+        int idx = op->ar.ag_base + (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
+        if (c->info[idx].state == ZT_REQ_PENDING) break;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_tag_(op, idx, true, op->ar.buf + c->off[r] + (size_t)k * chunk,
+                                 clen(nr, chunk, k) * sizeof(float), r, op->ar.tag_ag, err);
+        if (rc) return rc;
+        c->next_recv[r]++;
+    }
+    return ZT_OK;
+}
+
+/* Sends of the own block's summed chunks to rank d, in order, as soon as they are summed. */
+static int pump_ag_send(zt_comm_op *op, int d, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, s = (d - c->rank + N) % N;
+    size_t chunk = op->rs.chunk;
+    while (op->ar.next_ag_send[d] < op->rs.next_sum) {
+        int k = op->ar.next_ag_send[d];
+        int idx = op->ar.ag_base + ZT_COMM_WINDOW * (N - 1) + (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
+        if (c->info[idx].state == ZT_REQ_PENDING) break;
+        c->info[idx].aux = k;
+        int rc = zt_op_post_tag_(op, idx, false, op->rs.recv + (size_t)k * chunk,
+                                 clen(op->rs.n, chunk, k) * sizeof(float), d, op->ar.tag_ag, err);
+        if (rc) return rc;
+        op->ar.next_ag_send[d]++;
+    }
+    return ZT_OK;
+}
+
+static int ar_on_complete(zt_comm_op *op, int idx, zt_error *err) {
+    zt_comm *c = op->c;
+    zt_req_info *in = &c->info[idx];
+    int N = c->size, D = op->rs.depth, r = in->peer;
+    if (idx < op->rs.send_base) return op->ar.rs_on_complete(op, idx, err); /* a piece to sum */
+    if (idx < op->ar.ag_base) { /* a reduce-scatter send to r finished */
+        int *mark = op->ar.sent_mark + (size_t)r * (size_t)D;
+        mark[in->aux % D] = in->aux;
+        while (mark[op->ar.sent_contig[r] % D] == op->ar.sent_contig[r]) op->ar.sent_contig[r]++;
+        int rc = op->ar.rs_on_complete(op, idx, err);
+        return rc ? rc : pump_ag_recv(op, r, err);
+    }
+    if (idx < op->ar.ag_base + ZT_COMM_WINDOW * (N - 1)) return pump_ag_recv(op, r, err);
+    return pump_ag_send(op, r, err);
+}
+
 static int ar_advance(zt_comm_op *op, zt_error *err) {
     zt_comm *c = op->c;
-    if (op->ar.phase == 0) {
-        int rc = op->ar.rs_advance(op, err);
-        if (rc || !op->done) return rc;
-        op->ar.phase = 1;
-        op->done = false;
-        int nreq = zt_ag_nreq_(c);
-        if ((rc = zt_op_reserve_(op, nreq, err))) return rc;
-        for (int i = 0; i < nreq; i++) {
-            c->reqs[i] = MPI_REQUEST_NULL;
-            memset(&c->info[i], 0, sizeof c->info[i]);
-        }
-        op->nreq = nreq;
-        op->on_complete = NULL;
-        op->mpi_tag = (op->mpi_tag & ~7) | ZT_SUB_AR_AG;
-        if ((rc = zt_ag_post_(op, NULL, op->ar.buf, sizeof(float), err))) return rc;
+    int N = c->size, me = c->rank;
+    int rc = op->ar.rs_advance(op, err); /* sums what arrived, re-posts its slots */
+    if (rc) return rc;
+    op->done = false;
+    bool all = op->rs.next_sum == op->rs.nchunks;
+    for (int s = 1; s < N; s++) {
+        int d = (me + s) % N;
+        if ((rc = pump_ag_send(op, d, err))) return rc;
+        all = all && op->ar.next_ag_send[d] == op->rs.nchunks &&
+              (size_t)c->next_recv[d] * op->rs.chunk >= block(c, d);
     }
-    if (op->pending == 0) op->done = true;
+    if (all && op->pending == 0) op->done = true;
     return ZT_OK;
 }
 
 /* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_rs_ag
+ * all_reduce_intra_rs_ag_pipelined
  *
  * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 floats, zero when n < N), in place.
- * Returns:     buf = tree sum over ranks, identical bits on all ranks.
- * Limitations: the all-gather starts when this rank's reduce-scatter is complete (no overlap of
- *              the two phases); bandwidth-optimal: 2(N-1)/N * n floats each way per rank.
+ * Returns:     buf = tree sum over ranks, identical bits on all ranks, equal to
+ *              zt_reduce_scatter_f32 then zt_all_gather_f32 (the same sums, the same bytes).
+ * Limitations: bandwidth-optimal (2(N-1)/N x n floats each way per rank) but N-1 messages per
+ *              chunk: for tiny n on many ranks recursive doubling would have less latency.
  *
- *   N = 4, n split in blocks b0..b3:
- *     reduce-scatter:  rank j ends with sum_r b_j(r), tree-ordered   (reduce_scatter.c)
- *     all-gather:      every rank receives the other three sums      (all_gather.c)
- *        rank 0: [S0 . . .] -> [S0 S1 S2 S3]
- *        rank 1: [. S1 . .] -> [S0 S1 S2 S3]   ...
+ *   N = 2, rank 0 (block A = its own, B = rank 1's), chunks a0 a1 .. / b0 b1 ..:
+ *     reduce-scatter:  b_k -> rank 1             a_k(rank 1) -> slot, a_k = a_k + slot
+ *     all-gather:      each a_k as soon as summed -> rank 1 (read from cache there)
+ *                      b_k(sum) <- rank 1 into B, once our send of b_k has finished
+ *   so the all-gather of chunk k overlaps the reduce-scatter of chunk k+1.. instead of
+ *   waiting for the whole block (measured: bench/RESULTS.md "Collectives").
  * ---------------------------------------------------------------------------------------------- */
 static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **out,
                     zt_error *err) {
@@ -58,21 +119,29 @@ static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_o
                                        c->name);
     int rc = zt_comm_ready_(c, "all_reduce", err);
     if (rc) return rc;
-    zt_comm_even_counts(n, c->size, c->ucounts);
+    int N = c->size;
+    zt_comm_even_counts(n, N, c->ucounts);
     size_t total;
-    rc = zt_counts_check_(c, "all_reduce", c->ucounts, &total, err);
-    if (rc) return rc;
-    int nrs = zt_rs_nreq_(c), nag = zt_ag_nreq_(c);
-    zt_comm_op *op = NULL;
+    if ((rc = zt_counts_check_(c, "all_reduce", c->ucounts, &total, err))) return rc;
+    zt_comm_op *op;
     rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * sizeof(float),
-                      nrs > nag ? nrs : nag, true, false, &op, err);
+                      zt_rs_nreq_(c) + 2 * ZT_COMM_WINDOW * (N - 1), true, false, &op, err);
     if (rc) return rc;
-    op->nreq = nrs;
     op->ar.buf = buf;
-    op->ar.n = n;
-    op->ar.phase = 0;
+    op->ar.tag_ag = (op->mpi_tag & ~7) | ZT_SUB_AR_AG;
+    op->ar.ag_base = zt_rs_nreq_(c);
+    int D = zt_rs_depth_(N);
+    op->ar.sent_contig = c->iwork;
+    op->ar.next_ag_send = c->iwork + N;
+    op->ar.sent_mark = c->iwork + 2 * N;
+    for (int r = 0; r < N; r++) {
+        op->ar.sent_contig[r] = op->ar.next_ag_send[r] = c->next_recv[r] = 0;
+        for (int j = 0; j < D; j++) op->ar.sent_mark[r * D + j] = -1;
+    }
     if ((rc = zt_rs_post_(op, buf, buf + c->off[c->rank], err))) return rc;
+    op->ar.rs_on_complete = op->on_complete;
     op->ar.rs_advance = op->advance;
+    op->on_complete = ar_on_complete;
     op->advance = ar_advance;
     if ((rc = zt_op_kick_(op, err))) return rc;
     *out = op;

@@ -12,7 +12,7 @@
  *   tree_sum.c        zt_tree_sum_f32, the fixed summation order
  *   reduce_scatter.c  pairwise exchange + tree sum, chunk-pipelined through a bounded scratch
  *   all_gather.c      pairwise exchange (also moves the bytes of the small collectives)
- *   all_reduce.c      reduce-scatter then all-gather: the same bits as calling both
+ *   all_reduce.c      reduce-scatter with the all-gather fed per chunk: the bits of both
  *   broadcast.c       pipelined binomial tree
  *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
  *   counters.c        bytes / calls / seconds per collective kind, per comm
@@ -47,21 +47,24 @@
  * entering a comm that is in use gets ZT_ERR_INTERNAL instead of undefined behaviour. Counters
  * (zt_comm_counters_get/reset) may be read from any thread at any time.
  *
- * Non-blocking use: zt_*_start posts every message and returns an op; zt_comm_op_test makes
- * progress and reports completion without blocking; zt_comm_op_wait finishes it under the
- * deadline. At most one op is in flight per comm (another call on that comm, blocking or not,
- * returns ZT_ERR_INTERNAL until it finishes); use one comm per concurrent stream.
+ * Non-blocking use: zt_*_start posts the first window of messages and returns an op;
+ * zt_comm_op_test makes progress (posts the next chunks, sums what arrived) and reports
+ * completion without blocking; zt_comm_op_wait finishes it under the deadline. Nothing moves
+ * between calls (MPI over shared memory and TCP progresses only inside MPI calls), so overlap
+ * needs either test calls sprinkled through the compute or, better, a communication thread
+ * that calls the blocking form on its own comm. At most one op is in flight per comm (another
+ * call on that comm, blocking or not, returns ZT_ERR_INTERNAL until it finishes).
  *
  * Memory. Each comm owns a scratch buffer for the reduce-scatter, grown on demand and kept until
  * zt_comm_free; zt_comm_scratch_bytes_for tells the memory plan how much it will need and
  * zt_comm_reserve_scratch allocates it up front so the first step allocates nothing. Request
- * bookkeeping (a few dozen bytes per message) is grown the same way.
+ * bookkeeping (a few dozen bytes per in-flight chunk) is grown the same way.
  *
  * Limits: counts are size_t elements; messages are cut into chunks of zt_comm_chunk_bytes
  * (default 256 KiB, env ZT_COMM_CHUNK_BYTES, which must be equal on all ranks), so there is no
  * 2 GiB MPI count limit; a collective keeps a bounded window of chunks in flight per peer
- * (4(N-1) requests for a reduce-scatter, 8(N-1) for an all-gather, whatever the size). Float
- * payloads are float32; anything else moves as bytes.
+ * (at most 32(N-1) requests, whatever the size). Float payloads are float32; anything else
+ * moves as bytes.
  */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -182,8 +185,9 @@ int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size
 int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                                 const char *tag, zt_comm_op **op, zt_error *err);
 /* Bytes of scratch a reduce-scatter on c with blocks of at most max_block floats uses:
- * 2 rounds x (N-1) sources x min(max_block, chunk) floats x 4 (2 MiB on 4 ranks with the
- * default chunk, whatever the bucket size). For the memory plan. */
+ * D rounds x (N-1) sources x min(max_block, chunk) floats x 4, D = 8/(N-1) clamped to [2, 8]
+ * (2 MiB on 2..5 ranks with the default chunk, 512 KiB x (N-1) beyond; never more than
+ * D x (N-1) x max_block x 4, whatever the bucket size). For the memory plan. */
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block);
 /* Grows the comm's scratch to at least bytes now (ZT_ERR_NOMEM on failure). */
 int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err);

@@ -33,12 +33,11 @@ enum {
 
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 
-#ifndef ZT_RS_DEPTH /* (overridable at build time for tuning) */
-#define ZT_RS_DEPTH 2                     /* reduce-scatter rounds of chunks in flight */
-#endif
-#ifndef ZT_COMM_WINDOW
-#define ZT_COMM_WINDOW 4                  /* all-gather / broadcast chunks in flight per peer */
-#endif
+/* Chunks in flight. Measured on 2 ranks (bench/RESULTS.md "Collectives"): windows of 2-4
+ * chunks leave 4-16 MB all-reduces at 70-85% of Open MPI, 8 brings them to ~90%. */
+#define ZT_RS_MAX_DEPTH 8  /* reduce-scatter rounds: 8/(N-1) clamped to [2, 8] (zt_rs_depth_), so
+                              about 8 chunks of scratch per rank whatever N */
+#define ZT_COMM_WINDOW 8   /* all-gather / broadcast chunks in flight per peer and direction */
 #define ZT_COMM_DEFAULT_TIMEOUT 300.0     /* seconds */
 #define ZT_COMM_DEFAULT_CHUNK (256u << 10) /* bytes: measured, bench/RESULTS.md "Collectives" */
 #define ZT_COMM_DEFAULT_SPIN 1e-3         /* seconds a wait spins before it yields */
@@ -81,8 +80,9 @@ struct zt_comm_op {
         int nchunks;         /* chunks of the own block */
         int next_sum;        /* next chunk to sum */
         int send_base;       /* request index of the first send slot */
-        int arrived[ZT_RS_DEPTH];
-        float *slots;        /* scratch: ZT_RS_DEPTH x (N-1) x min(chunk, n) floats */
+        int depth;           /* rounds of chunks in flight (zt_rs_depth_) */
+        int arrived[ZT_RS_MAX_DEPTH];
+        float *slots;        /* scratch: depth x (N-1) x min(chunk, n) floats */
     } rs;
     /* all-gather (and the second phase of all-reduce) */
     struct {
@@ -91,12 +91,16 @@ struct zt_comm_op {
         size_t elem, chunk;        /* bytes per element, elements per chunk */
         int send_base;
     } ag;
-    /* all-reduce */
+    /* all-reduce: the reduce-scatter above plus an all-gather fed chunk by chunk */
     struct {
         float *buf;
-        size_t n;
-        int phase; /* 0 reduce-scatter, 1 all-gather */
+        int tag_ag;              /* the all-gather messages' tag (the op's is the reduce-scatter's) */
+        int ag_base;             /* first all-gather receive slot; sends follow W(N-1) later */
+        int (*rs_on_complete)(zt_comm_op *op, int idx, zt_error *err);
         int (*rs_advance)(zt_comm_op *op, zt_error *err);
+        int *sent_contig;        /* [N] leading chunks of block r whose reduce-scatter send is done */
+        int *sent_mark;          /* [N][depth] last chunk finished through each send slot */
+        int *next_ag_send;       /* [N] next summed chunk to send to each peer */
     } ar;
     /* broadcast */
     struct {
@@ -143,6 +147,7 @@ struct zt_comm {
     int *next_send, *next_recv; /* [size] next chunk to post per peer: messages between two
                                    ranks match in posting order, so each peer's chunks are
                                    posted strictly in order */
+    int *iwork;             /* [size * (2 + ZT_RS_MAX_DEPTH)] per-peer state of all_reduce.c */
     float *scratch;
     size_t scratch_bytes;
     void *small;            /* small-op staging */
@@ -171,9 +176,12 @@ int zt_op_begin_(zt_comm *c, int kind, int subkind, const char *name, const char
                  zt_error *err);
 /* Grows the request arrays to hold n (keeps the first op->nreq); called by phases that need more. */
 int zt_op_reserve_(zt_comm_op *op, int n, zt_error *err);
-/* Posts request idx: Irecv (recv) or Isend of bytes to/from comm rank peer. */
+/* Posts request idx: Irecv (recv) or Isend of bytes to/from comm rank peer, with the op's tag
+ * (zt_op_post_) or another one (zt_op_post_tag_). */
 int zt_op_post_(zt_comm_op *op, int idx, bool recv, void *buf, size_t bytes, int peer,
                 zt_error *err);
+int zt_op_post_tag_(zt_comm_op *op, int idx, bool recv, void *buf, size_t bytes, int peer,
+                    int tag, zt_error *err);
 /* Runs op->advance once (after posting the first requests); finishes the op if it is done. */
 int zt_op_kick_(zt_comm_op *op, zt_error *err);
 /* Blocks until the op is done, under the deadline; finishes (counters) or fails it. */
@@ -206,6 +214,7 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err);
  * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */
 int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err);
 /* Request slots the two use: bounded by the window, whatever the sizes. */
+int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);
 int zt_ag_nreq_(const zt_comm *c);
 /* A generic advance: done when nothing is pending. */

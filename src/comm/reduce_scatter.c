@@ -55,13 +55,18 @@ static size_t chunk_len(size_t n, size_t chunk, int k) {
     return n - lo < chunk ? n - lo : chunk;
 }
 
-int zt_rs_nreq_(const zt_comm *c) { return 2 * ZT_RS_DEPTH * (c->size - 1); }
+int zt_rs_depth_(int nranks) {
+    int d = nranks > 1 ? ZT_RS_MAX_DEPTH / (nranks - 1) : ZT_RS_MAX_DEPTH;
+    return d < 2 ? 2 : d > ZT_RS_MAX_DEPTH ? ZT_RS_MAX_DEPTH : d;
+}
+
+int zt_rs_nreq_(const zt_comm *c) { return 2 * zt_rs_depth_(c->size) * (c->size - 1); }
 
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
     size_t chunk_f = c->chunk_bytes / sizeof(float);
     size_t nch = zt_nchunks_(max_block, chunk_f);
     size_t cap = max_block < chunk_f ? max_block : chunk_f;
-    size_t rounds = nch < ZT_RS_DEPTH ? nch : ZT_RS_DEPTH;
+    size_t depth = (size_t)zt_rs_depth_(c->size), rounds = nch < depth ? nch : depth;
     return rounds * (size_t)(c->size - 1) * cap * sizeof(float);
 }
 
@@ -77,7 +82,7 @@ int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err) {
 
 size_t zt_comm_scratch_bytes(const zt_comm *c) { return c->scratch_bytes; }
 
-/* Request slots (D = ZT_RS_DEPTH, s = 1..N-1 the exchange step):
+/* Request slots (D = op->rs.depth, s = 1..N-1 the exchange step):
  *   receive of chunk k from rank me-s:  (k % D) * (N-1) + s-1     (its scratch slot: the same)
  *   send of chunk k to rank me+s:       send_base + (k % D) * (N-1) + s-1
  * A slot takes chunk k+D once chunk k is done with it (summed / sent). Each peer's chunks are
@@ -90,7 +95,7 @@ static int post_recv(zt_comm_op *op, int k, zt_error *err) {
     size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
     size_t len = chunk_len(op->rs.n, op->rs.chunk, k);
     for (int s = 1; s < N; s++) {
-        int idx = (k % ZT_RS_DEPTH) * (N - 1) + s - 1;
+        int idx = (k % op->rs.depth) * (N - 1) + s - 1;
         c->info[idx].aux = k;
         int rc = zt_op_post_(op, idx, true, op->rs.slots + (size_t)idx * cap,
                              len * sizeof(float), (me - s + N) % N, err);
@@ -106,7 +111,7 @@ static int pump_send(zt_comm_op *op, int d, zt_error *err) {
     size_t nd = c->off[d + 1] - c->off[d];
     while ((size_t)c->next_send[d] * op->rs.chunk < nd) {
         int k = c->next_send[d];
-        int idx = op->rs.send_base + (k % ZT_RS_DEPTH) * (N - 1) + s - 1;
+        int idx = op->rs.send_base + (k % op->rs.depth) * (N - 1) + s - 1;
         if (c->info[idx].state == ZT_REQ_PENDING) break;
         c->info[idx].aux = k;
         int rc = zt_op_post_(op, idx, false,
@@ -121,20 +126,20 @@ static int pump_send(zt_comm_op *op, int d, zt_error *err) {
 static int rs_on_complete(zt_comm_op *op, int idx, zt_error *err) {
     zt_req_info *in = &op->c->info[idx];
     if (idx < op->rs.send_base) {
-        op->rs.arrived[in->aux % ZT_RS_DEPTH]++;
+        op->rs.arrived[in->aux % op->rs.depth]++;
         return ZT_OK;
     }
     return pump_send(op, in->peer, err);
 }
 
-/* Sums every chunk whose N-1 pieces are here, reuses its slots for the chunk ZT_RS_DEPTH on. */
+/* Sums every chunk whose N-1 pieces are here and re-posts its slots for the chunk D later. */
 static int rs_advance(zt_comm_op *op, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
     while (op->rs.next_sum < op->rs.nchunks &&
-           op->rs.arrived[op->rs.next_sum % ZT_RS_DEPTH] == N - 1) {
-        int k = op->rs.next_sum, round = k % ZT_RS_DEPTH;
+           op->rs.arrived[op->rs.next_sum % op->rs.depth] == N - 1) {
+        int k = op->rs.next_sum, round = k % op->rs.depth;
         size_t lo = (size_t)k * op->rs.chunk, len = chunk_len(op->rs.n, op->rs.chunk, k);
         for (int r = 0; r < N; r++) /* source r arrived at step s = me - r */
             c->parts[r] = r == me ? op->rs.own + lo
@@ -143,8 +148,8 @@ static int rs_advance(zt_comm_op *op, zt_error *err) {
         zt_tree_sum_f32(op->rs.recv + lo, c->parts, N, len);
         op->rs.arrived[round] = 0;
         op->rs.next_sum++;
-        if (k + ZT_RS_DEPTH < op->rs.nchunks) {
-            int rc = post_recv(op, k + ZT_RS_DEPTH, err);
+        if (k + op->rs.depth < op->rs.nchunks) {
+            int rc = post_recv(op, k + op->rs.depth, err);
             if (rc) return rc;
         }
     }
@@ -162,15 +167,16 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
     op->rs.chunk = c->chunk_bytes / sizeof(float);
     op->rs.nchunks = (int)zt_nchunks_(op->rs.n, op->rs.chunk);
     op->rs.next_sum = 0;
-    op->rs.send_base = ZT_RS_DEPTH * (N - 1);
+    op->rs.depth = zt_rs_depth_(N);
+    op->rs.send_base = op->rs.depth * (N - 1);
     memset(op->rs.arrived, 0, sizeof op->rs.arrived);
     int rc = zt_comm_scratch_grow_(c, zt_comm_scratch_bytes_for(c, op->rs.n), err);
     if (rc) return zt_op_fail_(op, rc, err);
     op->rs.slots = c->scratch;
     op->on_complete = rs_on_complete;
     op->advance = rs_advance;
-    /* receives first, so the first chunks find a posted buffer; then sends chunk-major */
-    for (int k = 0; k < op->rs.nchunks && k < ZT_RS_DEPTH; k++)
+    /* receives first, so the first chunks find a posted buffer; then the first sends */
+    for (int k = 0; k < op->rs.nchunks && k < op->rs.depth; k++)
         if ((rc = post_recv(op, k, err))) return rc;
     for (int d = 0; d < N; d++) c->next_send[d] = 0;
     for (int s = 1; s < N; s++)
@@ -187,18 +193,19 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
  *              tiny blocks on large N (a recursive-halving variant would be the choice there,
  *              but it adds partial sums in an order that depends on N's factorization).
  *
- *   N = 4, rank 1's view; r.j = block j of rank r's send; all posted at once:
+ *   N = 4, rank 1's view; r.j = block j of rank r's send; posted together:
  *     s=1:  send 1.2 -> rank 2    recv 0.1 <- rank 0   (slot 0)
  *     s=2:  send 1.3 -> rank 3    recv 3.1 <- rank 3   (slot 1)
  *     s=3:  send 1.0 -> rank 0    recv 2.1 <- rank 2   (slot 2)
  *     recv = (0.1 + 1.1) + (2.1 + 3.1)         tree over source rank; 1.1 read in place
  *
- *   Blocks longer than a chunk go chunk by chunk through ZT_RS_DEPTH (2) rounds of slots:
- *     chunk k's N-1 pieces land in round k%2; when all are in, chunk k is summed into recv
- *     and round k%2 is re-posted for chunk k+2. Sends are windowed the same way (chunk k+2 to
- *     rank d leaves when chunk k to d has been taken). So scratch stays 2 x (N-1) x chunk
- *     floats and requests 4 x (N-1) however large the bucket, summing chunk k (from cache)
- *     overlaps receiving chunk k+1, and no receiver is flooded with early messages.
+ *   Blocks longer than a chunk go chunk by chunk through D rounds of slots (D = 8/(N-1) in
+ *     [2, 8], zt_rs_depth_): chunk k's N-1 pieces land in round k%D; when all are in, chunk k
+ *     is summed into recv and round k%D is re-posted for chunk k+D. Sends are windowed the
+ *     same way (chunk k+D to rank d leaves when chunk k to d has been taken). So scratch stays
+ *     D x (N-1) x chunk floats (~8 chunks) and requests 2D(N-1) however large the bucket,
+ *     summing chunk k (from cache) overlaps receiving the next ones, and no receiver is
+ *     flooded with early messages.
  * ---------------------------------------------------------------------------------------------- */
 static int rs_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {

@@ -107,8 +107,9 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, s
     c->parts = malloc((size_t)c->size * sizeof *c->parts);
     c->next_send = malloc((size_t)c->size * sizeof(int));
     c->next_recv = malloc((size_t)c->size * sizeof(int));
+    c->iwork = malloc((size_t)c->size * (2 + ZT_RS_MAX_DEPTH) * sizeof(int));
     if (!c->world_ranks || !ranks || !c->off || !c->ucounts || !c->parts || !c->next_send ||
-        !c->next_recv) {
+        !c->next_recv || !c->iwork) {
         free(ranks);
         zt_comm_free(c);
         return zt_error_set(err, ZT_ERR_NOMEM, "comm '%s': out of memory", name);
@@ -318,6 +319,7 @@ void zt_comm_free(zt_comm *c) {
     free(c->parts);
     free(c->next_send);
     free(c->next_recv);
+    free(c->iwork);
     free(c->scratch);
     free(c->small);
     free(c);

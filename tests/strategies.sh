@@ -52,6 +52,9 @@ check "N=4 GA=1 hybrid" ga "$(run 4 hybrid 1 $STEPS --hybrid 2)"
 check "N=4 GA=2 hybrid / N=2 GA=4 zero3" ga2 "$(run 4 hybrid 2 $STEPS --hybrid 2)"
 check "N=2 GA=4 zero3" ga2 "$(run 2 zero3 4 $STEPS)"
 
+# the communication thread changes timing, never bits: the inline reductions give the same hash
+check "N=4 zero3, reductions inline (ZT_OVERLAP_COMM=0)" n4 "$(ZT_OVERLAP_COMM=0 mpirun -np 4 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_OVERLAP_COMM "$TOOL" zero3 1 $STEPS 2>&1)"
+
 # reduce_every_micro_batch: a different (still deterministic) order when GA > 1
 a="$(run 2 zero3 2 $STEPS --reduce-every)"; b="$(run 2 zero3 2 $STEPS --reduce-every)"
 if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then

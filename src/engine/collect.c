@@ -10,12 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int grow_pack(float **pack, size_t *cap, size_t floats, zt_error *err) {
+    if (floats <= *cap) return ZT_OK;
+    free(*pack);
+    *pack = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    *cap = *pack ? floats : 0;
+    return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
+}
+
 static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
-    if (floats <= e->pack_floats) return ZT_OK;
-    free(e->pack);
-    e->pack = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
-    e->pack_floats = e->pack ? floats : 0;
-    return e->pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
+    return grow_pack(&e->pack, &e->pack_floats, floats, err);
 }
 
 /* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
@@ -53,6 +57,9 @@ typedef struct rs_ctx {
     float *const *src; /* indexed like the full params list */
     const int *all;    /* the full params list, to find src of a bucket's parameter */
     float *dst;
+    zt_comm *comm;     /* the shard group, or the communication thread's duplicate of it */
+    float **pack;      /* staging owned by the calling thread */
+    size_t *pack_cap;
 } rs_ctx;
 
 static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
@@ -60,19 +67,19 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards], total;
     block_counts(e, params, n, counts, &total);
-    int rc = ensure_pack(e, total, err);
+    int rc = grow_pack(c->pack, c->pack_cap, total, err);
     if (rc) return rc;
     const int base = (int)(params - c->all);
-    float *w = e->pack;
+    float *pack = *c->pack, *w = pack;
     for (int s = 0; s < pl->nshards; s++)
         for (int k = 0; k < n; k++) {
             size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], s);
             memcpy(w, c->src[base + k] + zt_plan_shard_begin(pl, params[k], s), cnt * sizeof(float));
             w += cnt;
         }
-    float *own = e->pack;
+    float *own = pack;
     for (int s = 0; s < pl->shard; s++) own += counts[s];
-    if (pl->nshards > 1 && (rc = zt_reduce_scatter_f32(e->shard_comm, e->pack, own, counts, tag, err)))
+    if (pl->nshards > 1 && (rc = zt_reduce_scatter_f32(c->comm, pack, own, counts, tag, err)))
         return rc;
     for (int k = 0; k < n; k++) {
         size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
@@ -82,10 +89,15 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     return ZT_OK;
 }
 
+int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
+                                int n, float *const *src, float *dst, const char *tag, zt_error *err) {
+    rs_ctx c = {src, params, dst, comm, pack, pack_cap};
+    return for_each_bucket(e, params, n, rs_bucket, &c, tag, err);
+}
+
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
                              const char *tag, zt_error *err) {
-    rs_ctx c = {src, params, dst};
-    return for_each_bucket(e, params, n, rs_bucket, &c, tag, err);
+    return zt_engine_reduce_scatter_on(e, e->shard_comm, &e->pack, &e->pack_floats, params, n, src, dst, tag, err);
 }
 
 /* ---- all-gather of pieces into full tensors --------------------------------------------------- */
@@ -239,8 +251,9 @@ int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) {
 
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
     memset(out, 0, sizeof *out);
-    zt_comm *comms[3] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm};
-    for (int k = 0; k < 3; k++) {
+    zt_comm *comms[4] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm,
+                         zt_overlap_comm(e)};
+    for (int k = 0; k < 4; k++) {
         if (!comms[k]) continue;
         zt_comm_counters c;
         zt_comm_counters_get(comms[k], &c);

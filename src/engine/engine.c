@@ -45,9 +45,11 @@ void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
     size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, bytes);
     if (p && counter) {
+        pthread_mutex_lock(&e->mem_lock);
         *counter += bytes;
         if (counter == &e->mem.params && e->mem.params > e->mem.peak_params) e->mem.peak_params = e->mem.params;
         if (counter == &e->mem.grads && e->mem.grads > e->mem.peak_grads) e->mem.peak_grads = e->mem.grads;
+        pthread_mutex_unlock(&e->mem_lock);
     }
     return p;
 }
@@ -56,7 +58,11 @@ void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
     if (!*p) return;
     free(*p);
     *p = NULL;
-    if (counter) *counter -= ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+    if (counter) {
+        pthread_mutex_lock(&e->mem_lock);
+        *counter -= ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+        pthread_mutex_unlock(&e->mem_lock);
+    }
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {
@@ -116,6 +122,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!e) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     e->model = m;
     e->opt = *opt;
+    pthread_mutex_init(&e->mem_lock, NULL);
     if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;
     int rc = setup_groups(e, err);
     if (rc) goto fail;
@@ -168,6 +175,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
+    if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
 nomem:
@@ -181,6 +189,7 @@ fail:
 
 void zt_engine_free(zt_engine *e) {
     if (!e) return;
+    zt_overlap_stop(e);
     zt_grads_reset(e);
     const zt_model *m = e->model;
     if (e->units)
@@ -213,6 +222,7 @@ void zt_engine_free(zt_engine *e) {
         zt_comm_free(e->shard_comm);
         zt_comm_free(e->replica_comm);
     }
+    pthread_mutex_destroy(&e->mem_lock);
     free(e);
 }
 

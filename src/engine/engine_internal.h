@@ -24,7 +24,11 @@
 #include "zerotrain/zerotrain.h"
 #include "shard/plan.h"
 
+#include <pthread.h>
+
 #define ZT_TREE_MAX 32
+
+typedef struct zt_overlap zt_overlap; /* overlap.c */
 
 typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
@@ -74,6 +78,8 @@ struct zt_engine {
     float *dloss;               /* (B, T) */
     uint64_t step;
     zt_memory_report mem;
+    pthread_mutex_t mem_lock;   /* alloc/release may run on the communication thread too */
+    zt_overlap *overlap;        /* the communication thread, or NULL */
 };
 
 /* engine.c */
@@ -98,6 +104,24 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
  * pieces of dst (shard layout), over the shard group, in buckets of opt.bucket_bytes. */
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
                              const char *tag, zt_error *err);
+/* The same on another comm with the caller's own staging buffer (the communication thread). */
+int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
+                                int n, float *const *src, float *dst, const char *tag, zt_error *err);
+
+/* overlap.c: the background communication thread (DeepSpeed's overlap_comm). While backward goes
+ * on, it reduce-scatters each finished unit's gradients on its own duplicate of the shard comm,
+ * in submission order (the same order on every rank), and frees them. */
+/* Starts the thread when it can help: more than one shard, MPI_THREAD_MULTIPLE, and not switched
+ * off (ZT_OVERLAP_COMM=0). Leaves e->overlap NULL otherwise (then reductions run inline). */
+int zt_overlap_start(zt_engine *e, zt_error *err);
+/* Queues the reduce-scatter of these parameters' gradients (e->pgrad) into e->micro_pieces; the
+ * thread frees each e->pgrad[i] when done. */
+int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
+/* Waits until the queue is empty; returns the first error the thread met (ZT_ERR_PEER, ...). */
+int zt_overlap_drain(zt_engine *e, zt_error *err);
+void zt_overlap_stop(zt_engine *e);
+/* The thread's comm (for the byte counters), or NULL. */
+zt_comm *zt_overlap_comm(const zt_engine *e);
 /* All-reduce every parameter's full gradient in G (full layout) over the world (ddp). */
 int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
 /* hybrid: all-reduce this rank's pieces (shard layout) across the replica groups. */

@@ -58,6 +58,8 @@ static void tree_clear(zt_engine *e, grad_tree *t, size_t n) {
 
 void zt_grads_reset(zt_engine *e) {
     const zt_plan *pl = &e->plan;
+    zt_error ignore;
+    zt_overlap_drain(e, &ignore); /* the thread may still hold gradients of an abandoned step */
     tree_clear(e, &e->full_tree, pl->full_floats);
     tree_clear(e, &e->piece_tree, pl->shard_floats);
     zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
@@ -110,6 +112,7 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
             src[n++] = e->pgrad[i];
         }
     }
+    if (n && e->overlap) return zt_overlap_submit(e, own, n, un->name, err); /* reduced in the background */
     int rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
     for (int k = 0; k < n; k++)
         zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->model->params[own[k]].numel, &e->mem.grads);
@@ -118,6 +121,8 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
 
 int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     const zt_plan *pl = &e->plan;
+    int rc = zt_overlap_drain(e, err);
+    if (rc) return rc;
     if (e->reduce_now) {
         tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);
         e->micro_pieces = NULL;

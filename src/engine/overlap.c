@@ -1,0 +1,150 @@
+/* overlap.c - the background communication thread: gradient reduce-scatters overlapped with the
+ * rest of backward (DeepSpeed's overlap_comm, FSDP's separate reduce-scatter stream, Horovod's
+ * background thread). The main thread queues a unit's gradients as soon as the unit's backward is
+ * done and goes on with the next unit; the thread reduce-scatters them, in queue order, on its own
+ * duplicate of the shard comm (a comm is used by one thread at a time; the main thread keeps
+ * gathering zero3 parameters on the original), writes this rank's pieces into e->micro_pieces and
+ * frees the full gradients. The queue order is the backward order, the same on every rank, so the
+ * collectives match up, and the sums are the same bits as inline reductions. */
+#include "comm/comm.h"
+#include "engine/engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    int params[ZT_UNIT_MAX_PARAMS];
+    int n;
+    char tag[ZT_NAME_MAX];
+} job;
+
+struct zt_overlap {
+    zt_engine *e;
+    zt_comm *comm;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, idle;
+    job *q;
+    int cap, head, count;
+    bool busy, stop;
+    int status;
+    zt_error err;
+    float *pack;
+    size_t pack_cap;
+};
+
+static void *run(void *arg) {
+    zt_overlap *o = arg;
+    zt_engine *e = o->e;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (o->count == 0 && !o->stop) pthread_cond_wait(&o->wake, &o->mu);
+        if (o->count == 0 && o->stop) break;
+        job j = o->q[o->head];
+        o->head = (o->head + 1) % o->cap;
+        o->count--;
+        o->busy = true;
+        bool failed = o->status != ZT_OK;
+        pthread_mutex_unlock(&o->mu);
+
+        float *src[ZT_UNIT_MAX_PARAMS];
+        for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
+        zt_error err = {0};
+        /* after a failure the comm is broken: drop the work, keep freeing */
+        int rc = failed ? ZT_OK
+                        : zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, src,
+                                                      e->micro_pieces, j.tag, &err);
+        for (int k = 0; k < j.n; k++)
+            zt_engine_release(e, &e->pgrad[j.params[k]], (size_t)e->model->params[j.params[k]].numel, &e->mem.grads);
+
+        pthread_mutex_lock(&o->mu);
+        if (rc && o->status == ZT_OK) {
+            o->status = rc;
+            o->err = err;
+        }
+        o->busy = false;
+        if (o->count == 0) pthread_cond_broadcast(&o->idle);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+int zt_overlap_start(zt_engine *e, zt_error *err) {
+    const char *env = getenv("ZT_OVERLAP_COMM");
+    if (!e->shard_grads || !e->shard_comm || e->plan.nshards < 2 || (env && !strcmp(env, "0")) ||
+        zt_comm_thread_level() != ZT_COMM_THREAD_MULTIPLE)
+        return ZT_OK;
+    zt_overlap *o = calloc(1, sizeof *o);
+    if (!o) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
+    o->e = e;
+    o->cap = 2 * e->model->n_units + 2;
+    o->q = calloc((size_t)o->cap, sizeof *o->q);
+    int rc = o->q ? zt_comm_dup(e->shard_comm, &o->comm, err)
+                  : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
+    if (rc) {
+        free(o->q);
+        free(o);
+        return rc;
+    }
+    zt_comm_set_name(o->comm, "gradients (communication thread)");
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->wake, NULL);
+    pthread_cond_init(&o->idle, NULL);
+    if (pthread_create(&o->thread, NULL, run, o) != 0) {
+        zt_comm_free(o->comm);
+        free(o->q);
+        free(o);
+        return zt_error_set(err, ZT_ERR_INTERNAL, "engine: cannot start the communication thread");
+    }
+    e->overlap = o;
+    return ZT_OK;
+}
+
+int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    zt_overlap *o = e->overlap;
+    pthread_mutex_lock(&o->mu);
+    if (o->count == o->cap) { /* cannot happen: at most one job per unit between drains */
+        pthread_mutex_unlock(&o->mu);
+        return zt_error_set(err, ZT_ERR_INTERNAL, "engine: communication queue full at %s", tag);
+    }
+    job *j = &o->q[(o->head + o->count) % o->cap];
+    memcpy(j->params, params, (size_t)n * sizeof *params);
+    j->n = n;
+    snprintf(j->tag, sizeof j->tag, "%s", tag);
+    o->count++;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+    return ZT_OK;
+}
+
+int zt_overlap_drain(zt_engine *e, zt_error *err) {
+    zt_overlap *o = e->overlap;
+    if (!o) return ZT_OK;
+    pthread_mutex_lock(&o->mu);
+    while (o->count > 0 || o->busy) pthread_cond_wait(&o->idle, &o->mu);
+    int rc = o->status;
+    if (rc) *err = o->err;
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+void zt_overlap_stop(zt_engine *e) {
+    zt_overlap *o = e->overlap;
+    if (!o) return;
+    pthread_mutex_lock(&o->mu);
+    o->stop = true;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+    pthread_join(o->thread, NULL);
+    pthread_mutex_destroy(&o->mu);
+    pthread_cond_destroy(&o->wake);
+    pthread_cond_destroy(&o->idle);
+    zt_comm_free(o->comm);
+    free(o->pack);
+    free(o->q);
+    free(o);
+    e->overlap = NULL;
+}
+
+zt_comm *zt_overlap_comm(const zt_engine *e) { return e->overlap ? e->overlap->comm : NULL; }

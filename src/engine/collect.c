@@ -22,6 +22,7 @@ static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
     return grow_pack(&e->pack, &e->pack_floats, floats, err);
 }
 
+
 /* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
 typedef int (*bucket_fn)(zt_engine *e, const int *params, int n, void *ctx, const char *tag, zt_error *err);
 
@@ -104,6 +105,9 @@ int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *cons
 typedef struct ag_ctx {
     const float *pieces; /* shard layout source, or NULL: the piece regions of full_params */
     float **dst;         /* per parameter index: full tensor destination */
+    zt_comm *comm;       /* the shard group, or the communication thread's duplicate of it */
+    float **pack;        /* staging owned by the calling thread */
+    size_t *pack_cap;
 } ag_ctx;
 
 static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
@@ -111,9 +115,9 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards], total;
     block_counts(e, params, n, counts, &total);
-    int rc = ensure_pack(e, total, err);
+    int rc = grow_pack(c->pack, c->pack_cap, total, err);
     if (rc) return rc;
-    float *own = e->pack;
+    float *pack = *c->pack, *own = pack;
     for (int s = 0; s < pl->shard; s++) own += counts[s];
     float *w = own;
     for (int k = 0; k < n; k++) {
@@ -124,9 +128,9 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
         memcpy(w, src, cnt * sizeof(float));
         w += cnt;
     }
-    if (pl->nshards > 1 && (rc = zt_all_gather_f32(e->shard_comm, own, e->pack, counts, tag, err)))
+    if (pl->nshards > 1 && (rc = zt_all_gather_f32(c->comm, own, pack, counts, tag, err)))
         return rc;
-    const float *r = e->pack;
+    const float *r = pack;
     for (int s = 0; s < pl->nshards; s++)
         for (int k = 0; k < n; k++) {
             int i = params[k];
@@ -137,16 +141,21 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     return ZT_OK;
 }
 
-int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
-    ag_ctx c = {e->pieces, e->gathered};
+int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
+                               int n, const char *tag, zt_error *err) {
+    ag_ctx c = {e->pieces, e->gathered, comm, pack, pack_cap};
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, err);
+}
+
+int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    return zt_engine_gather_params_on(e, e->shard_comm, &e->pack, &e->pack_floats, params, n, tag, err);
 }
 
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
     float **dsts = calloc((size_t)e->model->n_params, sizeof *dsts);
     if (!dsts) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     dsts[i] = dst;
-    ag_ctx c = {e->pieces, dsts};
+    ag_ctx c = {e->pieces, dsts, e->shard_comm, &e->pack, &e->pack_floats};
     int rc = ag_bucket(e, &i, 1, &c, e->model->params[i].name, err);
     free(dsts);
     return rc;
@@ -162,7 +171,7 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
         all[i] = i;
         dsts[i] = e->full_params + e->plan.p[i].full_off;
     }
-    ag_ctx c = {NULL, dsts};
+    ag_ctx c = {NULL, dsts, e->shard_comm, &e->pack, &e->pack_floats};
     if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", err);
     free(all);
     free(dsts);

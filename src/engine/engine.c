@@ -135,10 +135,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     bool adam = opt->optim.kind == ZT_OPT_ADAMW, mom = adam || opt->optim.momentum != 0.0f;
     size_t state = e->shard_optim ? piece : full;
     e->gathered = calloc((size_t)m->n_params, sizeof *e->gathered);
+    e->gather_seq = calloc((size_t)m->n_params, sizeof *e->gather_seq);
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
     e->norm_partials = calloc((size_t)pl->norm_chunks + 1, sizeof *e->norm_partials);
-    if (!e->gathered || !e->pgrad || !e->units || !e->norm_partials) goto nomem;
+    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->units || !e->norm_partials) goto nomem;
     if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
@@ -203,6 +204,7 @@ void zt_engine_free(zt_engine *e) {
         for (int i = 0; i < m->n_params; i++) free(e->gathered[i]);
     free(e->units);
     free(e->gathered);
+    free(e->gather_seq);
     free(e->pgrad);
     free(e->norm_partials);
     free(e->full_params);
@@ -259,12 +261,11 @@ static int check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) {
     return ZT_OK;
 }
 
-/* zero3: makes every parameter of unit u available as a full tensor, gathering the missing ones
- * in one all-gather (their pieces packed rank-major). */
-static int gather_unit(zt_engine *e, int u, zt_error *err) {
+/* zero3: starts gathering the parameters of unit u that are not gathered yet (allocating their
+ * full tensors): in the communication thread when there is one (the gather then overlaps the
+ * compute until gather_unit waits for it), else here and now. */
+static int issue_gather(zt_engine *e, int u, zt_error *err) {
     const zt_unit *un = &e->model->units[u];
-    unit_state *s = &e->units[u];
-    if (!e->shard_params) return ZT_OK;
     int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
     for (int k = 0; k < un->n_params; k++) {
         int i = un->params[k];
@@ -272,13 +273,34 @@ static int gather_unit(zt_engine *e, int u, zt_error *err) {
         for (int j = 0; j < nm; j++) dup |= missing[j] == i;
         if (!e->gathered[i] && !dup) missing[nm++] = i;
     }
+    if (nm == 0) return ZT_OK;
     for (int j = 0; j < nm; j++) {
         int i = missing[j];
         if (!(e->gathered[i] = zt_engine_alloc(e, (size_t)e->model->params[i].numel, &e->mem.params)))
             return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
     }
-    int rc = nm ? zt_engine_gather_params(e, missing, nm, un->name, err) : ZT_OK;
+    if (!e->overlap) return zt_engine_gather_params(e, missing, nm, un->name, err);
+    uint64_t seq;
+    int rc = zt_overlap_submit_gather(e, missing, nm, un->name, &seq, err);
+    for (int j = 0; j < nm && !rc; j++) e->gather_seq[missing[j]] = seq;
+    return rc;
+}
+
+/* zero3: unit u's parameters as full tensors, then the prefetch of unit `next` (-1: none), so its
+ * gather runs while u computes (FSDP's forward/backward prefetch). */
+static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
+    const zt_unit *un = &e->model->units[u];
+    unit_state *s = &e->units[u];
+    if (!e->shard_params) return ZT_OK;
+    int rc = issue_gather(e, u, err);
     if (rc) return rc;
+    if (e->overlap) {
+        uint64_t need = 0;
+        for (int k = 0; k < un->n_params; k++)
+            if (e->gather_seq[un->params[k]] > need) need = e->gather_seq[un->params[k]];
+        if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
+        if (next >= 0 && (rc = issue_gather(e, next, err))) return rc;
+    }
     for (int k = 0; k < un->n_params; k++) s->params[k] = e->gathered[un->params[k]];
     return ZT_OK;
 }
@@ -296,7 +318,7 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        int rc = gather_unit(e, u, err);
+        int rc = gather_unit(e, u, u + 1 < m->n_units ? u + 1 : -1, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .saved = s->saved, .scratch = e->scratch};
@@ -342,7 +364,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        if ((rc = gather_unit(e, u, err))) return rc;
+        if ((rc = gather_unit(e, u, u - 1, err))) return rc;
         for (int k = 0; k < un->n_params; k++)
             if (!(s->grads[k] = zt_grads_for(e, un->params[k], err))) return err->code;
         float *din = u > 0 ? e->dact[flip] : NULL;

@@ -58,6 +58,7 @@ struct zt_engine {
     float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
     float *m, *v;               /* optimizer state: full layout (ddp) or shard layout */
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
+    uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
     grad_tree full_tree;        /* ddp/zero1/deferred: full-layout partial sums over micro-batches */
     grad_tree piece_tree;       /* reduce-every-micro-batch: shard-layout partial sums */
@@ -98,6 +99,8 @@ float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), 
 /* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
 /* zero3: all-gather the listed parameters' pieces into e->gathered[i] (allocated by the caller). */
 int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
+int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
+                               int n, const char *tag, zt_error *err);
 /* Full tensor of parameter i into dst (any strategy). */
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
 /* Reduce-scatter the listed parameters' full gradients src[k] (full tensors) into this rank's
@@ -117,6 +120,12 @@ int zt_overlap_start(zt_engine *e, zt_error *err);
 /* Queues the reduce-scatter of these parameters' gradients (e->pgrad) into e->micro_pieces; the
  * thread frees each e->pgrad[i] when done. */
 int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
+/* zero3 prefetch: queues the all-gather of these parameters' pieces into e->gathered[i] (already
+ * allocated); *seq identifies the job for zt_overlap_wait. */
+int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,
+                             zt_error *err);
+/* Waits until job seq (and every job before it) is done; the first error the thread met. */
+int zt_overlap_wait(zt_engine *e, uint64_t seq, zt_error *err);
 /* Waits until the queue is empty; returns the first error the thread met (ZT_ERR_PEER, ...). */
 int zt_overlap_drain(zt_engine *e, zt_error *err);
 void zt_overlap_stop(zt_engine *e);

@@ -13,9 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef enum job_kind { JOB_REDUCE, JOB_GATHER } job_kind;
+
 typedef struct job {
+    job_kind kind;
     int params[ZT_UNIT_MAX_PARAMS];
     int n;
+    uint64_t seq;
     char tag[ZT_NAME_MAX];
 } job;
 
@@ -28,6 +32,7 @@ struct zt_overlap {
     job *q;
     int cap, head, count;
     bool busy, stop;
+    uint64_t next_seq, done_seq; /* jobs are numbered from 1 and finish in order */
     int status;
     zt_error err;
     float *pack;
@@ -48,15 +53,22 @@ static void *run(void *arg) {
         bool failed = o->status != ZT_OK;
         pthread_mutex_unlock(&o->mu);
 
-        float *src[ZT_UNIT_MAX_PARAMS];
-        for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
         zt_error err = {0};
-        /* after a failure the comm is broken: drop the work, keep freeing */
-        int rc = failed ? ZT_OK
-                        : zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, src,
-                                                      e->micro_pieces, j.tag, &err);
-        for (int k = 0; k < j.n; k++)
-            zt_engine_release(e, &e->pgrad[j.params[k]], (size_t)e->model->params[j.params[k]].numel, &e->mem.grads);
+        int rc = ZT_OK;
+        if (j.kind == JOB_GATHER) {
+            if (!failed)
+                rc = zt_engine_gather_params_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, j.tag, &err);
+        } else {
+            float *src[ZT_UNIT_MAX_PARAMS];
+            for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
+            /* after a failure the comm is broken: drop the work, keep freeing */
+            if (!failed)
+                rc = zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, src,
+                                                 e->micro_pieces, j.tag, &err);
+            for (int k = 0; k < j.n; k++)
+                zt_engine_release(e, &e->pgrad[j.params[k]], (size_t)e->model->params[j.params[k]].numel,
+                                  &e->mem.grads);
+        }
 
         pthread_mutex_lock(&o->mu);
         if (rc && o->status == ZT_OK) {
@@ -64,7 +76,8 @@ static void *run(void *arg) {
             o->err = err;
         }
         o->busy = false;
-        if (o->count == 0) pthread_cond_broadcast(&o->idle);
+        o->done_seq = j.seq;
+        pthread_cond_broadcast(&o->idle);
     }
     pthread_mutex_unlock(&o->mu);
     return NULL;
@@ -78,7 +91,7 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     zt_overlap *o = calloc(1, sizeof *o);
     if (!o) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
     o->e = e;
-    o->cap = 2 * e->model->n_units + 2;
+    o->cap = 4 * e->model->n_units + 4; /* per micro-batch: a reduce and two gathers per unit at most */
     o->q = calloc((size_t)o->cap, sizeof *o->q);
     int rc = o->q ? zt_comm_dup(e->shard_comm, &o->comm, err)
                   : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
@@ -101,7 +114,8 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     return ZT_OK;
 }
 
-int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+static int submit(zt_engine *e, job_kind kind, const int *params, int n, const char *tag, uint64_t *seq,
+                  zt_error *err) {
     zt_overlap *o = e->overlap;
     pthread_mutex_lock(&o->mu);
     if (o->count == o->cap) { /* cannot happen: at most one job per unit between drains */
@@ -109,13 +123,35 @@ int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, z
         return zt_error_set(err, ZT_ERR_INTERNAL, "engine: communication queue full at %s", tag);
     }
     job *j = &o->q[(o->head + o->count) % o->cap];
+    j->kind = kind;
     memcpy(j->params, params, (size_t)n * sizeof *params);
     j->n = n;
+    j->seq = ++o->next_seq;
+    if (seq) *seq = j->seq;
     snprintf(j->tag, sizeof j->tag, "%s", tag);
     o->count++;
     pthread_cond_signal(&o->wake);
     pthread_mutex_unlock(&o->mu);
     return ZT_OK;
+}
+
+int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    return submit(e, JOB_REDUCE, params, n, tag, NULL, err);
+}
+
+int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,
+                             zt_error *err) {
+    return submit(e, JOB_GATHER, params, n, tag, seq, err);
+}
+
+int zt_overlap_wait(zt_engine *e, uint64_t seq, zt_error *err) {
+    zt_overlap *o = e->overlap;
+    pthread_mutex_lock(&o->mu);
+    while (o->done_seq < seq && o->status == ZT_OK) pthread_cond_wait(&o->idle, &o->mu);
+    int rc = o->status;
+    if (rc) *err = o->err;
+    pthread_mutex_unlock(&o->mu);
+    return rc;
 }
 
 int zt_overlap_drain(zt_engine *e, zt_error *err) {

@@ -277,6 +277,7 @@ uint64_t zt_engine_param_hash(zt_engine *e);
 typedef struct zt_comm_bytes {
     uint64_t sent_rs, sent_ag, sent_ar, sent_small;
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+    double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
 /* *x = the sum of every rank's *x over the data-parallel world, added in rank order (the same
@@ -292,6 +293,9 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r);
 /* Cumulative wall time spent in a unit's forward and backward since creation or the last reset. */
 void zt_engine_unit_times(const zt_engine *e, int unit, double *fwd_s, double *bwd_s);
 void zt_engine_reset_times(zt_engine *e);
+/* Cumulative wall time of the engine's collectives on the calling thread: bucket packing, the
+ * collective, unpacking; the small exact sums (norm partials, loss). Reset with the unit times. */
+double zt_engine_comm_seconds(const zt_engine *e);
 
 /* ---------------------------------------------------------------------------------------------
  * Learning-rate schedule: linear warmup, then cosine or linear decay to min_lr at total_steps. */

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
+#include "metrics/mfu.h"
 #include "metrics/peak.h"
 
 #include <cblas.h>
@@ -48,6 +49,8 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_strategy strategy = ZT_STRATEGY_DDP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--peak")) /* the peak table and the measured GEMM rate, nothing else */
+            return zt_peak_report(stdout, omp_get_max_threads());
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n");

@@ -18,7 +18,7 @@ typedef struct value_opt {
 } value_opt;
 
 enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_COUNT };
+       O_TRACE, O_COMM_LOG, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -44,6 +44,9 @@ int zt_cmd_train(int argc, char **argv) {
         [O_RESUME] = {"--resume", "resume from a checkpoint (DIR: its newest valid commit)"},
         [O_STOP_AFTER] = {"--stop-after", "stop after step N (as if preempted; the schedule still "
                                           "spans training.steps)", NULL, true},
+        [O_TRACE] = {"--trace", "write a Chrome/Perfetto timeline: OUT.rankN.json per rank, merged into OUT"},
+        [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
+                        NULL, true},
     };
     const char *config = NULL;
     static zt_train_config cfg; /* large (paths): keep it off the stack */
@@ -103,7 +106,8 @@ int zt_cmd_train(int argc, char **argv) {
                              .init_weights = opt[O_INIT].value, .ckpt_dir = opt[O_CKPT_DIR].value,
                              .ckpt_every = counts[O_CKPT_EVERY], .keep_last = (int)counts[O_KEEP_LAST],
                              .ckpt_async = counts[O_CKPT_ASYNC] != 0,
-                             .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER]};
+                             .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER],
+                             .trace_path = opt[O_TRACE].value, .comm_log = counts[O_COMM_LOG] != 0};
     zt_train_result res;
     int rc = zt_train(&cfg, &opts, &res, &err);
     if (rc) {

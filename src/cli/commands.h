@@ -9,6 +9,7 @@ int zt_cmd_train(int argc, char **argv);
 int zt_cmd_tokenize(int argc, char **argv);
 int zt_cmd_sample(int argc, char **argv);
 int zt_cmd_bench(int argc, char **argv);
+int zt_cmd_plot(int argc, char **argv);
 int zt_cmd_verify(int argc, char **argv);
 int zt_cmd_export(int argc, char **argv);
 

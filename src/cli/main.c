@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return zt_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return zt_cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return zt_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plot")) return zt_cmd_plot(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return zt_cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return zt_cmd_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

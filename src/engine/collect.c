@@ -6,7 +6,9 @@
  * larger than that is a bucket of its own). */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
+#include "metrics/trace.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,21 +28,35 @@ static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
 /* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
 typedef int (*bucket_fn)(zt_engine *e, const int *params, int n, void *ctx, const char *tag, zt_error *err);
 
+/* One bucket: traced, its wall time added to *timer. */
+static int run_bucket(zt_engine *e, const int *params, int n, size_t floats, bucket_fn fn, void *ctx,
+                      const char *tag, double *timer, zt_error *err) {
+    zt_trace_begin("bucket", tag);
+    double t0 = omp_get_wtime();
+    int rc = fn(e, params, n, ctx, tag, err);
+    *timer += omp_get_wtime() - t0;
+    zt_trace_end_args(2, (zt_trace_arg[]){ZT_TARG_NUM("params", n), ZT_TARG_NUM("floats", floats)});
+    return rc;
+}
+
+/* Splits params[0..n) into buckets of whole parameters up to opt.bucket_bytes and runs fn on each.
+ * timer: the calling thread's communication-time accumulator (the main thread's is e->comm_s; the
+ * communication thread keeps its own, since its time overlaps the compute). */
 static int for_each_bucket(zt_engine *e, const int *params, int n, bucket_fn fn, void *ctx,
-                           const char *tag, zt_error *err) {
+                           const char *tag, double *timer, zt_error *err) {
     size_t limit = e->opt.bucket_bytes / sizeof(float), acc = 0;
     int first = 0;
     for (int k = 0; k < n; k++) {
         size_t numel = (size_t)e->model->params[params[k]].numel;
         if (k > first && acc + numel > limit) {
-            int rc = fn(e, params + first, k - first, ctx, tag, err);
+            int rc = run_bucket(e, params + first, k - first, acc, fn, ctx, tag, timer, err);
             if (rc) return rc;
             first = k;
             acc = 0;
         }
         acc += numel;
     }
-    return n > first ? fn(e, params + first, n - first, ctx, tag, err) : ZT_OK;
+    return n > first ? run_bucket(e, params + first, n - first, acc, fn, ctx, tag, timer, err) : ZT_OK;
 }
 
 static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
@@ -90,15 +106,17 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     return ZT_OK;
 }
 
-int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
-                                int n, float *const *src, float *dst, const char *tag, zt_error *err) {
+int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                                const int *params, int n, float *const *src, float *dst, const char *tag,
+                                zt_error *err) {
     rs_ctx c = {src, params, dst, comm, pack, pack_cap};
-    return for_each_bucket(e, params, n, rs_bucket, &c, tag, err);
+    return for_each_bucket(e, params, n, rs_bucket, &c, tag, timer, err);
 }
 
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
                              const char *tag, zt_error *err) {
-    return zt_engine_reduce_scatter_on(e, e->shard_comm, &e->pack, &e->pack_floats, params, n, src, dst, tag, err);
+    return zt_engine_reduce_scatter_on(e, e->shard_comm, &e->pack, &e->pack_floats, &e->comm_s, params, n, src,
+                                       dst, tag, err);
 }
 
 /* ---- all-gather of pieces into full tensors --------------------------------------------------- */
@@ -141,14 +159,15 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     return ZT_OK;
 }
 
-int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
-                               int n, const char *tag, zt_error *err) {
+int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                               const int *params, int n, const char *tag, zt_error *err) {
     ag_ctx c = {e->pieces, e->gathered, comm, pack, pack_cap};
-    return for_each_bucket(e, params, n, ag_bucket, &c, tag, err);
+    return for_each_bucket(e, params, n, ag_bucket, &c, tag, timer, err);
 }
 
 int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
-    return zt_engine_gather_params_on(e, e->shard_comm, &e->pack, &e->pack_floats, params, n, tag, err);
+    return zt_engine_gather_params_on(e, e->shard_comm, &e->pack, &e->pack_floats, &e->comm_s, params, n, tag,
+                                      err);
 }
 
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
@@ -172,7 +191,7 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
         dsts[i] = e->full_params + e->plan.p[i].full_off;
     }
     ag_ctx c = {NULL, dsts, e->shard_comm, &e->pack, &e->pack_floats};
-    if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", err);
+    if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
     free(dsts);
     return rc;
@@ -218,7 +237,7 @@ static int all_reduce_all(zt_engine *e, zt_comm *comm, float *base, bool pieces,
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     for (int i = 0; i < n; i++) all[i] = i;
     ar_ctx c = {comm, base, pieces};
-    int rc = for_each_bucket(e, all, n, ar_bucket, &c, tag, err);
+    int rc = for_each_bucket(e, all, n, ar_bucket, &c, tag, &e->comm_s, err);
     free(all);
     return rc;
 }
@@ -236,7 +255,9 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
     int N = zt_comm_size(e->shard_comm);
     double *all = malloc((size_t)N * (size_t)n * sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for norm partials");
+    double t0 = omp_get_wtime();
     int rc = zt_all_gather_f64(e->shard_comm, x, all, (size_t)n, "gradient norm partials", err);
+    e->comm_s += omp_get_wtime() - t0;
     if (!rc)
         for (int64_t i = 0; i < n; i++) {
             double s = 0; /* at most one non-zero term: exact in any order */
@@ -250,7 +271,9 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
 int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) {
     if (!e->opt.comm || e->world == 1) return ZT_OK;
     double all[e->world];
+    double t0 = omp_get_wtime();
     int rc = zt_all_gather_f64(e->opt.comm, x, all, 1, "loss", err);
+    e->comm_s += omp_get_wtime() - t0;
     if (rc) return rc;
     double s = 0;
     for (int r = 0; r < e->world; r++) s += all[r];
@@ -274,6 +297,7 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
         out->recv_ar += c.kind[ZT_COLL_ALL_REDUCE].bytes_recv;
         out->sent_small += c.kind[ZT_COLL_SMALL].bytes_sent + c.kind[ZT_COLL_BROADCAST].bytes_sent;
         out->recv_small += c.kind[ZT_COLL_SMALL].bytes_recv + c.kind[ZT_COLL_BROADCAST].bytes_recv;
+        out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
     }
 }

@@ -9,6 +9,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "engine/init.h"
+#include "metrics/trace.h"
 
 #include <math.h>
 #include <omp.h>
@@ -322,9 +323,11 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .saved = s->saved, .scratch = e->scratch};
+        zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->forward(un, &a, err);
         s->fwd_s += omp_get_wtime() - t0;
+        zt_trace_end();
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
         if (e->shard_params && !(training && e->opt.keep_params_after_forward))
             for (int k = 0; k < un->n_params; k++)
@@ -371,9 +374,11 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
                           .saved = s->saved, .scratch = e->scratch, .dout = dout, .din = din};
+        zt_trace_begin("backward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->backward(un, &a, err);
         s->bwd_s += omp_get_wtime() - t0;
+        zt_trace_end();
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
         if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
             for (int k = 0; k < un->n_params; k++)
@@ -458,4 +463,7 @@ void zt_engine_unit_times(const zt_engine *e, int unit, double *fwd_s, double *b
 
 void zt_engine_reset_times(zt_engine *e) {
     for (int u = 0; u < e->model->n_units; u++) e->units[u].fwd_s = e->units[u].bwd_s = 0;
+    e->comm_s = 0;
 }
+
+double zt_engine_comm_seconds(const zt_engine *e) { return e->comm_s; }

@@ -74,6 +74,8 @@ struct zt_engine {
     double *norm_partials;      /* (plan.norm_chunks) */
 
     unit_state *units;
+    double comm_s;              /* wall time in the engine's collectives (bucket packing included)
+                                   since creation or zt_engine_reset_times */
     float *scratch;
     float *dact[2];             /* activation-gradient ping-pong */
     float *dloss;               /* (B, T) */
@@ -99,8 +101,8 @@ float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), 
 /* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
 /* zero3: all-gather the listed parameters' pieces into e->gathered[i] (allocated by the caller). */
 int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
-int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
-                               int n, const char *tag, zt_error *err);
+int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                               const int *params, int n, const char *tag, zt_error *err);
 /* Full tensor of parameter i into dst (any strategy). */
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
 /* Reduce-scatter the listed parameters' full gradients src[k] (full tensors) into this rank's
@@ -108,8 +110,9 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
                              const char *tag, zt_error *err);
 /* The same on another comm with the caller's own staging buffer (the communication thread). */
-int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, const int *params,
-                                int n, float *const *src, float *dst, const char *tag, zt_error *err);
+int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                                const int *params, int n, float *const *src, float *dst, const char *tag,
+                                zt_error *err);
 
 /* overlap.c: the background communication thread (DeepSpeed's overlap_comm). While backward goes
  * on, it reduce-scatters each finished unit's gradients on its own duplicate of the shard comm,

@@ -37,6 +37,7 @@ struct zt_overlap {
     zt_error err;
     float *pack;
     size_t pack_cap;
+    double busy_s; /* time in collectives, overlapped with the main thread's compute */
 };
 
 static void *run(void *arg) {
@@ -57,14 +58,15 @@ static void *run(void *arg) {
         int rc = ZT_OK;
         if (j.kind == JOB_GATHER) {
             if (!failed)
-                rc = zt_engine_gather_params_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, j.tag, &err);
+                rc = zt_engine_gather_params_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n, j.tag,
+                                                &err);
         } else {
             float *src[ZT_UNIT_MAX_PARAMS];
             for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
             /* after a failure the comm is broken: drop the work, keep freeing */
             if (!failed)
-                rc = zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, j.params, j.n, src,
-                                                 e->micro_pieces, j.tag, &err);
+                rc = zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n,
+                                                 src, e->micro_pieces, j.tag, &err);
             for (int k = 0; k < j.n; k++)
                 zt_engine_release(e, &e->pgrad[j.params[k]], (size_t)e->model->params[j.params[k]].numel,
                                   &e->mem.grads);

@@ -12,8 +12,10 @@
 #include "comm/comm.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
+#include "metrics/commlog.h"
 #include "metrics/metrics.h"
-#include "metrics/peak.h"
+#include "metrics/mfu.h"
+#include "metrics/trace.h"
 
 #include <math.h>
 #include <omp.h>
@@ -126,16 +128,26 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (rank == 0 && cfg->log_path[0] && (rc = zt_jsonl_open(&log, cfg->log_path, err))) goto done;
+    /* one file per rank (merged into trace_path at the end); a single process writes it directly */
+    if (opts && opts->trace_path && opts->trace_path[0] &&
+        (rc = zt_trace_open(opts->trace_path, world > 1 ? rank : -1, err)))
+        goto done;
+    if (opts && opts->comm_log) {
+        zt_commlog_reset();
+        zt_commlog_enable(true);
+    }
 
     int64_t micro_per_step = (int64_t)A * world, tokens_per_step = (int64_t)B * T * micro_per_step;
     int threads = omp_get_max_threads();
     double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
-    double peak = zt_cpu_fp32_peak_flops(threads);
+    /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the fp32 peak of every core the job uses */
+    double peak = zt_job_peak_flops(threads, world, false);
+    double hw_flops_per_token = zt_hfu_flops_per_token(flops_per_token, 0.0 /* no recomputation yet */);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters\n",
+    fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters (%lld)\n",
             ZT_VERSION, cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
-            cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6);
+            cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6, (long long)zt_model_numel(model));
     fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
             "%d ranks = %lld tokens/step | %d threads per rank\n",
             cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,
@@ -158,9 +170,16 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
+        zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
+        zt_engine_comm_bytes(e, &junk, true);
+        zt_engine_reset_times(e);
+        char step_name[32];
+        snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
+        zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         float lr = zt_lr_at(&cfg->lr, step);
         for (int micro = 0; micro < A; micro++) {
+            zt_trace_begin("data", "batch");
             double td = now();
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
@@ -169,6 +188,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 goto data_error_train;
             double tf = now();
             data_s += tf - td;
+            zt_trace_end();
             zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
                           .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
             float loss;
@@ -176,11 +196,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             fb_s += now() - tf;
             loss_sum += loss;
         }
+        double comm_mid = zt_engine_comm_seconds(e); /* forward/backward's collectives */
         double to = now();
         zt_step_report rep;
+        zt_trace_begin("optimizer", "step");
         if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
+        zt_trace_end();
         if ((rc = zt_engine_sum_ranks(e, &loss_sum, err))) goto done;
         double t1 = now();
+        zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("lr", lr)}); /* the step span */
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true);
         if (result) result->last_step_bytes = bytes;
@@ -190,19 +214,45 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                              .step_s = t1 - t0, .data_s = data_s, .fwdbwd_s = fb_s,
                              .optim_s = t1 - to, .elapsed_s = t1 - t_start};
         m.tok_per_s = (double)tokens_per_step / m.step_s;
-        m.mfu = peak > 0 ? flops_per_token * m.tok_per_s / peak : NAN;
+        m.mfu = zt_utilization(flops_per_token, (double)tokens_per_step, m.step_s, peak);
+        m.hfu = zt_utilization(hw_flops_per_token, (double)tokens_per_step, m.step_s, peak);
+        /* the breakdown: disjoint parts of [t0, t1] (metrics.h) */
+        m.has_times = true;
+        for (int u = 0; u < model->n_units; u++) {
+            double f, bw;
+            zt_engine_unit_times(e, u, &f, &bw);
+            m.forward_s += f;
+            m.backward_s += bw;
+        }
+        m.comm_s = zt_engine_comm_seconds(e);
+        m.comm_wait_s = bytes.wait_s; /* the part of comm_s spent blocked in waits */
+        m.optim_s = (t1 - to) - (m.comm_s - comm_mid);
+        m.io_s = 0;
+        m.other_s = m.step_s - (m.data_s + m.forward_s + m.backward_s + m.comm_s + m.optim_s + m.io_s);
+        m.has_memory = true;
+        zt_engine_memory(e, &m.mem);
+        m.rss_peak = zt_rss_peak_bytes();
+        zt_trace_counter("memory MiB", 4, (zt_trace_arg[]){ZT_TARG_NUM("params", m.mem.params / 1048576.0),
+                         ZT_TARG_NUM("grads peak", m.mem.peak_grads / 1048576.0),
+                         ZT_TARG_NUM("optimizer", m.mem.optimizer / 1048576.0),
+                         ZT_TARG_NUM("activations", m.mem.activations / 1048576.0)});
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
         if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
+            double te = now();
+            zt_trace_begin("eval", "validation");
             if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
+            zt_trace_end();
+            m.eval_s = now() - te;
             last_val = m.val_loss;
             zt_progress_message(&prog, "step %lld: val loss %.4f", (long long)m.step, m.val_loss);
         }
         if (cfg->print_every > 0 && ((step + 1) % cfg->print_every == 0 || last || step == 0))
             zt_progress_step(&prog, &m);
         m.bytes = bytes;
-        if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
+        double tck = now();
+        zt_trace_begin("checkpoint", "save");
         if (opts && opts->ckpt_dir && opts->ckpt_dir[0] &&
             (last || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
             zt_ckpt_meta meta = {.step = step + 1,
@@ -230,6 +280,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             pending = NULL;
             if ((rc = zt_ckpt_async_finish(a, err))) goto done;
         }
+        zt_trace_end();
+        m.ckpt_s = now() - tck;
+        if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
     }
     if (pending) {
         zt_ckpt_async *a = pending;
@@ -257,6 +310,26 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)(end_step - start_step), now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);
+    if (opts && opts->comm_log) {
+        zt_commlog_enable(false);
+        if (rank == 0) zt_commlog_print(out, rank);
+        if ((rc = zt_commlog_write_jsonl(&log, err))) goto done;
+    }
+    if (zt_trace_on()) {
+        if ((rc = zt_trace_close(err))) goto done;
+        /* every rank's file is complete once all have passed the barrier; rank 0 merges them */
+        if (world > 1 && (rc = zt_comm_barrier(world_comm, "trace merge", err))) goto done;
+        if (world > 1 && rank == 0) {
+            zt_error merr;
+            if (zt_trace_merge_ranks(opts->trace_path, world, &merr))
+                fprintf(out, "trace: per-rank files kept, not merged: %s\n", merr.msg);
+            else
+                fprintf(out, "trace: %s (%d ranks; chrome://tracing or https://ui.perfetto.dev)\n",
+                        opts->trace_path, world);
+        } else if (world == 1) {
+            fprintf(out, "trace: %s (chrome://tracing or https://ui.perfetto.dev)\n", opts->trace_path);
+        }
+    }
     if (cfg->sample_tokens > 0) {
         char enc[1024], voc[1024];
         zt_bpe *bpe = NULL;
@@ -278,6 +351,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
 data_error_train:
     zt_error_prefix(err, "data.train %s", cfg->train_path);
 done:
+    zt_trace_close(NULL); /* an error path: the file is closed, the per-rank files stay unmerged */
+    zt_commlog_enable(false);
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
     free(inp);

@@ -14,6 +14,8 @@ typedef struct zt_train_options {
     const char *ckpt_dir;     /* sharded checkpoints go here (src/ckpt/checkpoint.h), or NULL */
     int64_t ckpt_every;       /* save every N steps (0: only at the end) */
     int keep_last;            /* keep the newest K commits (0: all) */
+    const char *trace_path;   /* Chrome trace: <path>.rank<r>.json per rank, merged into path; or NULL */
+    bool comm_log;            /* record every collective; rank 0 prints the comm log at the end */
     bool ckpt_async;          /* write checkpoints in the background, commit at the next step */
     const char *resume;       /* a commit or checkpoint directory to resume from, or NULL */
     int64_t stop_after;       /* stop (after saving) once this step is done; 0: run to the end */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* mkdir -p of path's parent directory; errors surface when the file is created. */
@@ -17,6 +18,16 @@ static void make_parent_dirs(const char *path) {
             mkdir(dir, 0777);
             *p = '/';
         }
+}
+
+uint64_t zt_rss_peak_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u; /* Linux: KiB */
+}
+
+uint64_t zt_memory_peak_total(const zt_memory_report *m) {
+    return (uint64_t)m->peak_params + m->peak_grads + m->optimizer + m->activations;
 }
 
 int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err) {
@@ -58,7 +69,30 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     num(fp, "optim_s", m->optim_s, 0);
     num(fp, "tok_per_s", m->tok_per_s, 0);
     num(fp, "mfu", m->mfu, 0);
+    num(fp, "hfu", m->hfu > 0 ? m->hfu : NAN, 0);
     num(fp, "elapsed_s", m->elapsed_s, 0);
+    double no = NAN;
+    bool t = m->has_times;
+    num(fp, "forward_s", t ? m->forward_s : no, 0);
+    num(fp, "backward_s", t ? m->backward_s : no, 0);
+    num(fp, "comm_s", t ? m->comm_s : no, 0);
+    num(fp, "comm_wait_s", t ? m->comm_wait_s : no, 0);
+    num(fp, "io_s", t ? m->io_s : no, 0);
+    num(fp, "other_s", t ? m->other_s : no, 0);
+    num(fp, "eval_s", t ? m->eval_s : no, 0);
+    num(fp, "ckpt_s", t ? m->ckpt_s : no, 0);
+    num(fp, "loss_scale", m->has_loss_scale ? m->loss_scale : no, 0);
+    if (m->has_loss_scale) fprintf(fp, ",\"skipped_steps\":%lld", (long long)m->skipped_steps);
+    else fputs(",\"skipped_steps\":null", fp);
+    if (m->has_memory) {
+        const zt_memory_report *r = &m->mem;
+        fprintf(fp, ",\"memory\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"activations\":%zu,"
+                "\"peak_params\":%zu,\"peak_grads\":%zu,\"peak_total\":%llu,\"rss_peak\":%llu}",
+                r->params, r->grads, r->optimizer, r->activations, r->peak_params, r->peak_grads,
+                (unsigned long long)zt_memory_peak_total(r), (unsigned long long)m->rss_peak);
+    } else {
+        fputs(",\"memory\":null", fp);
+    }
     const zt_comm_bytes *b = &m->bytes;
     fprintf(fp, ",\"bytes_sent\":{\"reduce_scatter\":%llu,\"all_gather\":%llu,\"all_reduce\":%llu,"
             "\"small\":%llu}", (unsigned long long)b->sent_rs, (unsigned long long)b->sent_ag,

@@ -16,12 +16,42 @@ typedef struct zt_step_metrics {
     double lr, grad_norm, clip_coef;
     int64_t tokens;        /* tokens in this step's global batch */
     double step_s;         /* wall time of the step */
-    double data_s, fwdbwd_s, optim_s; /* breakdown of step_s */
+    double data_s, fwdbwd_s, optim_s; /* data loading; forward+backward wall; optimizer (below) */
     double tok_per_s;
-    double mfu;            /* model FLOPs / (step_s * peak), NaN if the peak is unknown */
+    double mfu;            /* model FLOPs / (step_s * peak), NaN if the peak is unknown (mfu.h) */
+    double hfu;            /* hardware FLOPs (recomputation counted) / (step_s * peak); written
+                              as null when 0 or NaN (not computed) */
     double elapsed_s;      /* since training started */
     zt_comm_bytes bytes;   /* this rank's collective traffic in the step, by kind */
+
+    /* The time breakdown (docs/observability.md), written when has_times. Disjoint parts of
+     * step_s, so data_s + forward_s + backward_s + comm_s + optim_s + io_s + other_s = step_s:
+     * forward_s/backward_s are the units' compute (zt_engine_unit_times), comm_s the training
+     * thread's time in the engine's collectives (bucket packing, the collective, unpacking: the
+     * exposed communication), optim_s the optimizer phase without its collectives (norm, clip,
+     * update), io_s offload/NVMe waits inside the step, other_s the rest (allocating and zeroing
+     * gradient buffers, the micro-batch tree, bookkeeping). comm_wait_s is the part of comm_s
+     * spent blocked in waits (not in the sum). eval_s and ckpt_s are spent after the step,
+     * outside step_s. */
+    bool has_times;
+    double forward_s, backward_s, comm_s, comm_wait_s, io_s, other_s, eval_s, ckpt_s;
+
+    /* Memory high-water per buffer class (engine's zt_memory_report, bytes) and the process's
+     * peak resident set (zt_rss_peak_bytes), written when has_memory. */
+    bool has_memory;
+    zt_memory_report mem;
+    uint64_t rss_peak;
+
+    /* fp16 dynamic loss scaling, written when has_loss_scale (null otherwise). */
+    bool has_loss_scale;
+    double loss_scale;
+    int64_t skipped_steps; /* since training started */
 } zt_step_metrics;
+
+/* Peak resident set size of this process in bytes (getrusage), 0 when unknown. */
+uint64_t zt_rss_peak_bytes(void);
+/* Planned high-water of the engine's buffers: peak_params + peak_grads + optimizer + activations. */
+uint64_t zt_memory_peak_total(const zt_memory_report *m);
 
 typedef struct zt_progress {
     FILE *out;

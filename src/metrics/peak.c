@@ -1,12 +1,27 @@
-/* peak.c - the machine's nominal fp32 peak, for MFU: threads x clock x FMA units x SIMD lanes x 2.
- * The clock is the highest of cpuinfo_max_freq (sysfs) and "cpu MHz" (/proc/cpuinfo); two FMA
- * units per core is assumed for AVX-512 and AVX2 server cores (Skylake-SP and later, Zen 4/5).
- * ZT_PEAK_GFLOPS overrides it. `zerotrain bench` also measures the achievable GEMM rate. */
+/* peak.c - the machine's nominal peak, for MFU: cores in use x clock x FLOPs per cycle per core.
+ *
+ * FLOPs per cycle per core (an FMA counts 2), from the flags in /proc/cpuinfo:
+ *   fp32  avx512f, Intel and AMD family >= 0x1A (Zen 5): 2 FMA units x 16 lanes x 2 = 64
+ *         avx512f, AMD family 0x19 (Zen 4: 512-bit ops issue as two 256-bit halves)  = 32
+ *         avx2 + fma: 2 FMA units x 8 lanes x 2                                   = 32
+ *         otherwise (SSE: one 4-wide add + one 4-wide mul)                         = 8
+ *   bf16  amx_bf16 (Sapphire Rapids and later): TDPBF16PS, 16x16x32 MACs every 16 cycles = 1024
+ *         avx512_bf16: VDPBF16PS, 32 bf16 products into 16 fp32 per instruction, as many per
+ *         cycle as fp32 FMAs: 2 x the fp32 rate
+ *         neither: 0 (bf16 math converts to fp32 and runs at the fp32 rate)
+ * Vendors' published per-core rates (Intel optimization manual, AMD software optimization guides
+ * for families 19h and 1Ah); parts with one AVX-512 FMA unit (some Xeon Bronze/Silver) or a
+ * 256-bit Zen 5 datapath (mobile) are overestimated 2x: set ZT_PEAK_GFLOPS there.
+ * The clock is the highest of cpuinfo_max_freq (sysfs) and "cpu MHz" (/proc/cpuinfo): the
+ * nominal turbo clock, not the lower all-core AVX-512 clock, so MFU is conservative.
+ * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
+ * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "metrics/peak.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 double zt_cpu_clock_ghz(void) {
     double ghz = 0;
@@ -37,10 +52,111 @@ int zt_cpu_fp32_lanes(void) {
     return 4;
 }
 
-double zt_cpu_fp32_peak_flops(int threads) {
+/* " flag " is in the space-separated list (a word match, so "avx512f" does not match "avx512fp16"). */
+static bool has_flag(const char *flags, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = flags; (p = strstr(p, flag)); p += n)
+        if ((p == flags || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+static void value_of(const char *line, char *out, size_t cap) {
+    const char *v = strchr(line, ':');
+    v = v ? v + 1 : line;
+    while (*v == ' ' || *v == '\t') v++;
+    snprintf(out, cap, "%s", v);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+void zt_cpu_peak_detect(zt_cpu_peak *p) {
+    memset(p, 0, sizeof *p);
+    p->threads_per_core = 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    p->online_cores = online > 0 ? (int)online : 1;
+    char *flags = NULL;
+    int siblings = 0, cpu_cores = 0;
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (fp) {
+        char *line = NULL;
+        size_t cap = 0;
+        while (getline(&line, &cap, fp) > 0) {
+            char v[128];
+            if (!strncmp(line, "vendor_id", 9) && !p->vendor[0]) value_of(line, p->vendor, sizeof p->vendor);
+            else if (!strncmp(line, "model name", 10) && !p->model_name[0])
+                value_of(line, p->model_name, sizeof p->model_name);
+            else if (!strncmp(line, "cpu family", 10) && !p->family) value_of(line, v, sizeof v), p->family = atoi(v);
+            else if (!strncmp(line, "model\t", 6) && !p->model) value_of(line, v, sizeof v), p->model = atoi(v);
+            else if (!strncmp(line, "siblings", 8) && !siblings) value_of(line, v, sizeof v), siblings = atoi(v);
+            else if (!strncmp(line, "cpu cores", 9) && !cpu_cores) value_of(line, v, sizeof v), cpu_cores = atoi(v);
+            else if (!strncmp(line, "flags", 5) && !flags) flags = strdup(strchr(line, ':') ? strchr(line, ':') + 1 : line);
+        }
+        free(line);
+        fclose(fp);
+    }
+    if (siblings > 0 && cpu_cores > 0 && siblings >= cpu_cores) p->threads_per_core = siblings / cpu_cores;
+    p->clock_ghz = zt_cpu_clock_ghz();
+    const char *f = flags ? flags : "";
+    bool amd = !strcmp(p->vendor, "AuthenticAMD");
+    if (has_flag(f, "avx512f")) {
+        if (amd && p->family == 0x19) {
+            p->fp32_per_cycle = 32;
+            snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx512f on 2x256-bit FMA (Zen 4)");
+        } else {
+            p->fp32_per_cycle = 64;
+            snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx512f 2 FMA units x 16 lanes");
+        }
+    } else if (has_flag(f, "avx2") && has_flag(f, "fma")) {
+        p->fp32_per_cycle = 32;
+        snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx2+fma 2 FMA units x 8 lanes");
+    } else if (flags) {
+        p->fp32_per_cycle = 8;
+        snprintf(p->fp32_isa, sizeof p->fp32_isa, "sse 4-wide add + mul");
+    } else { /* no /proc/cpuinfo: ask the compiler's runtime */
+        p->fp32_per_cycle = 2.0 * 2.0 * zt_cpu_fp32_lanes();
+        snprintf(p->fp32_isa, sizeof p->fp32_isa, "%d lanes x 2 FMA units (cpuid)", zt_cpu_fp32_lanes());
+    }
+    if (has_flag(f, "amx_bf16")) {
+        p->bf16_per_cycle = 1024;
+        snprintf(p->bf16_isa, sizeof p->bf16_isa, "amx_bf16 tdpbf16ps 1024/cycle");
+    } else if (has_flag(f, "avx512_bf16")) {
+        p->bf16_per_cycle = 2 * p->fp32_per_cycle;
+        snprintf(p->bf16_isa, sizeof p->bf16_isa, "avx512_bf16 vdpbf16ps (2x fp32)");
+    } else {
+        snprintf(p->bf16_isa, sizeof p->bf16_isa, "none (fp32 rate)");
+    }
+    free(flags);
     const char *env = getenv("ZT_PEAK_GFLOPS");
-    if (env && atof(env) > 0) return atof(env) * 1e9;
-    double ghz = zt_cpu_clock_ghz();
-    if (ghz <= 0) return 0;
-    return (double)threads * ghz * 1e9 * 2.0 /* FMA units */ * zt_cpu_fp32_lanes() * 2.0 /* mul+add */;
+    if (env && atof(env) > 0) p->override_gflops = atof(env);
+}
+
+double zt_cpu_peak_flops(const zt_cpu_peak *p, double cores, int ranks, bool bf16) {
+    if (p->override_gflops > 0) return p->override_gflops * 1e9 * (ranks > 0 ? ranks : 1);
+    if (p->clock_ghz <= 0) return 0;
+    double per = bf16 && p->bf16_per_cycle > 0 ? p->bf16_per_cycle : p->fp32_per_cycle;
+    return cores * p->clock_ghz * 1e9 * per;
+}
+
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    return v ? atoi(v) : 0;
+}
+
+double zt_cores_per_rank(int threads) {
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local < 1) local = env_int("MPI_LOCALNRANKS");
+    if (local < 1) local = env_int("SLURM_NTASKS_PER_NODE"); /* "2(x3)" reads as 2 */
+    if (local < 1) local = 1;
+    zt_cpu_peak p;
+    zt_cpu_peak_detect(&p);
+    double cores = (double)p.online_cores / (p.threads_per_core > 0 ? p.threads_per_core : 1);
+    double share = cores / local;
+    return threads < share ? (double)threads : share;
+}
+
+double zt_cpu_fp32_peak_flops(int threads) {
+    zt_cpu_peak p;
+    zt_cpu_peak_detect(&p);
+    if (p.override_gflops > 0) return p.override_gflops * 1e9;
+    return zt_cpu_peak_flops(&p, threads, 1, false);
 }

@@ -1,5 +1,5 @@
 /* progress.c - the training progress display: on a terminal one line redrawn in place with a bar,
- * step/total, loss, lr, grad norm, tok/s, MFU and ETA; when stdout is not a terminal (CI, a log
+ * step/total, loss, lr, grad norm, tok/s, MFU, memory and ETA; when stdout is not a terminal (CI, a log
  * file) one plain line per reported step. */
 #include "metrics/metrics.h"
 
@@ -37,23 +37,34 @@ static void mfu_text(char *buf, size_t cap, double mfu) {
     else snprintf(buf, cap, "n/a");
 }
 
+/* " | mem 123 MiB": the process's peak resident set, else the engine's planned high-water;
+ * "" when the step carries no memory report. */
+static void mem_text(char *buf, size_t cap, const zt_step_metrics *m, const char *sep) {
+    uint64_t b = !m->has_memory ? 0 : m->rss_peak ? m->rss_peak : zt_memory_peak_total(&m->mem);
+    if (!b) snprintf(buf, cap, "%s", "");
+    else if (b >= (10ull << 30)) snprintf(buf, cap, "%smem %.1f GiB", sep, (double)b / 1073741824.0);
+    else snprintf(buf, cap, "%smem %.0f MiB", sep, (double)b / 1048576.0);
+}
+
 void zt_progress_step(zt_progress *p, const zt_step_metrics *m) {
-    char eta[32], mfu[32];
+    char eta[32], mfu[32], mem[48];
     double per_step = m->elapsed_s / (double)m->step;
     zt_format_duration(eta, sizeof eta, per_step * (double)(m->total_steps - m->step));
     mfu_text(mfu, sizeof mfu, m->mfu);
     if (!p->tty) {
+        mem_text(mem, sizeof mem, m, " | ");
         fprintf(p->out,
-                "step %6lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | mfu %s | %.0f ms | eta %s\n",
+                "step %6lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | mfu %s | %.0f ms%s | eta %s\n",
                 (long long)m->step, (long long)m->total_steps, m->loss, m->lr, m->grad_norm,
-                m->tok_per_s, mfu, 1e3 * m->step_s, eta);
+                m->tok_per_s, mfu, 1e3 * m->step_s, mem, eta);
         fflush(p->out);
         return;
     }
     char text[256];
-    int n = snprintf(text, sizeof text, " %lld/%lld loss %.4f lr %.2e norm %.2f %.0f tok/s mfu %s eta %s",
+    mem_text(mem, sizeof mem, m, " ");
+    int n = snprintf(text, sizeof text, " %lld/%lld loss %.4f lr %.2e norm %.2f %.0f tok/s mfu %s%s eta %s",
                      (long long)m->step, (long long)m->total_steps, m->loss, m->lr, m->grad_norm,
-                     m->tok_per_s, mfu, eta);
+                     m->tok_per_s, mfu, mem, eta);
     int bar = p->width - n - 3;
     if (bar > 40) bar = 40;
     fputs("\r[", p->out);

@@ -11,10 +11,11 @@
  *   zt_trace_close(&err);                         // writes the rest, closes the file
  *   zt_trace_merge_ranks("trace.json", nranks, &err);   // rank 0, after every rank closed
  *
- * Cost when disabled: one load of a global flag and a predicted-not-taken branch per call (the
- * calls below are static inline). When enabled: two clock reads per span and ~0.5 us to format
- * the event into a 1 MiB process buffer under a mutex; the buffer goes to the file when full, so
- * a long run writes in 1 MiB chunks and holds no more than that in memory.
+ * Cost: disabled, one load of a global flag and a predicted-not-taken branch per call (the
+ * calls below are static inline; measured 0.3 ns per begin/end pair). Enabled, two clock reads
+ * per span and the formatting of one line into a 1 MiB process buffer under a mutex (measured
+ * ~1 us per span on a busy 2-core VM, file writes included); the buffer goes to the file when
+ * full, so a long run writes in 1 MiB chunks and holds no more than that in memory.
  *
  * Clock and alignment: ts/dur are microseconds of CLOCK_MONOTONIC since zt_trace_open. The file
  * records the CLOCK_REALTIME of that instant (otherData.epoch_unix_us); the merge shifts each

@@ -227,6 +227,9 @@ typedef struct zt_engine_options {
                                        but only the deferred order is bit-identical to ddp/zero1
                                        (docs/strategies.md says why). */
     size_t bucket_bytes;      /* gradient fusion bucket size; 0 = 25 MiB */
+    bool no_overlap_comm;     /* reduce inline instead of in the communication thread (DeepSpeed's
+                                 overlap_comm: false; ZT_OVERLAP_COMM=0 does the same) */
+    bool no_prefetch;         /* zero3: gather each unit only when it runs */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */

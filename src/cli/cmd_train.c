@@ -29,6 +29,41 @@ static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     return ZT_OK;
 }
 
+static void print_warning(void *f, zt_config_level level, const char *text) {
+    if (level == ZT_CONFIG_WARNING) fprintf(f, "zerotrain: warning: %s\n", text); /* notes: `zerotrain config` */
+}
+
+/* After a failure: the other ranks would wait for this one in their next collective (or in
+ * MPI_Finalize), so a multi-rank job ends as a whole with this exit code. */
+static int end_job(zt_comm *world, int code) {
+    if (world && zt_comm_size(world) > 1) zt_comm_abort(code);
+    zt_error ignore;
+    zt_comm_free(world);
+    if (world) zt_comm_finalize(&ignore);
+    return code;
+}
+
+/* Every rank must have resolved the same configuration (the same file and --set everywhere):
+ * ZT_ERR_MISMATCH naming the ranks whose hash differs from rank 0's. */
+static int same_config_everywhere(const zt_train_config *cfg, zt_comm *world, zt_error *err) {
+    int n = zt_comm_size(world);
+    uint64_t h = zt_train_config_hash(cfg);
+    double mine, *all = calloc((size_t)n, sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "train: out of memory");
+    memcpy(&mine, &h, 8); /* the hash travels as 8 raw bytes */
+    int rc = zt_all_gather_f64(world, &mine, all, 1, "config hash", err);
+    char ranks[256] = "";
+    size_t used = 0;
+    for (int r = 1; r < n && !rc; r++)
+        if (memcmp(&all[r], &all[0], 8) != 0 && used + 12 < sizeof ranks)
+            used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", used ? ", " : "", r);
+    free(all);
+    if (!rc && used)
+        rc = zt_error_set(err, ZT_ERR_MISMATCH, "the ranks resolved different configurations: rank(s) %s differ "
+                          "from rank 0 (same file and --set on every rank?)", ranks);
+    return rc;
+}
+
 int zt_cmd_train(int argc, char **argv) {
     zt_error err = {0};
     value_opt opt[O_COUNT] = {
@@ -94,31 +129,41 @@ int zt_cmd_train(int argc, char **argv) {
         }
         cfg.nproc = (int)counts[O_NPROC];
     }
+    /* check everything that can be checked before any rank starts: with the launcher's world
+     * size here, and again in every rank with the real one */
+    bool under_mpi = zt_launched_by_mpi();
+    if (!under_mpi && (zt_train_config_validate_world(&cfg, cfg.nproc, &err) || zt_train_config_validate(&cfg, &err)))
+        return zt_cli_fail(&err);
     zt_comm *world = NULL;
-    if (zt_launched_by_mpi()) {
+    if (under_mpi) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
     } else if (cfg.nproc > 1) {
+        zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
         zt_launch_local(cfg.nproc, argc, argv, &err);
         return zt_cli_fail(&err);
     }
+    int rank = world ? zt_comm_rank(world) : 0;
+    int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
+    if (!rc) rc = zt_train_config_validate(&cfg, &err);
+    if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
+    if (rc) return end_job(world, zt_cli_fail(&err));
+    /* a job started by the launcher printed the warnings already */
+    if (rank == 0 && !getenv("ZT_LAUNCHED")) zt_train_config_notes(&cfg, print_warning, stderr);
+    /* the command line wins over the configuration's checkpoint and logging keys */
     zt_train_options opts = {.out = stdout, .world = world, .save_path = opt[O_SAVE].value,
-                             .init_weights = opt[O_INIT].value, .ckpt_dir = opt[O_CKPT_DIR].value,
-                             .ckpt_every = counts[O_CKPT_EVERY], .keep_last = (int)counts[O_KEEP_LAST],
+                             .init_weights = opt[O_INIT].value,
+                             .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value
+                                                               : (cfg.ckpt_dir[0] ? cfg.ckpt_dir : NULL),
+                             .ckpt_every = opt[O_CKPT_EVERY].value ? counts[O_CKPT_EVERY] : cfg.ckpt_every,
+                             .keep_last = opt[O_KEEP_LAST].value ? (int)counts[O_KEEP_LAST] : cfg.ckpt_keep_last,
                              .ckpt_async = counts[O_CKPT_ASYNC] != 0,
                              .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER],
-                             .trace_path = opt[O_TRACE].value, .comm_log = counts[O_COMM_LOG] != 0};
+                             .trace_path = opt[O_TRACE].value,
+                             .comm_log = opt[O_COMM_LOG].value ? counts[O_COMM_LOG] != 0 : cfg.comms_log};
     zt_train_result res;
-    int rc = zt_train(&cfg, &opts, &res, &err);
-    if (rc) {
-        int code = zt_cli_fail(&err);
-        /* the other ranks would wait for this one in their next collective (or in MPI_Finalize):
-         * end the whole job with this exit code */
-        if (world && zt_comm_size(world) > 1) zt_comm_abort(code);
-        zt_comm_free(world);
-        if (world) zt_comm_finalize(&err);
-        return code;
-    }
+    rc = zt_train(&cfg, &opts, &res, &err);
+    if (rc) return end_job(world, zt_cli_fail(&err));
     zt_comm_free(world);
     if (world && zt_comm_finalize(&err)) return zt_cli_fail(&err);
     return 0;

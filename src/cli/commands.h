@@ -12,6 +12,7 @@ int zt_cmd_bench(int argc, char **argv);
 int zt_cmd_plot(int argc, char **argv);
 int zt_cmd_verify(int argc, char **argv);
 int zt_cmd_export(int argc, char **argv);
+int zt_cmd_config(int argc, char **argv);
 
 /* Prints "zerotrain: <status>: <message>" to stderr and returns err->code. */
 int zt_cli_fail(const zt_error *err);

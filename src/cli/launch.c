@@ -30,6 +30,7 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
     }
     /* mpirun hands rank 0 a pseudo-terminal whatever the real stdout is: tell the ranks */
     setenv("ZT_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
+    setenv("ZT_LAUNCHED", "1", 1); /* the ranks know the launcher already printed the warnings */
     if (geteuid() == 0) { /* Open MPI refuses root unless told twice */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -52,6 +53,8 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
     args[k++] = "OMP_NUM_THREADS";
     args[k++] = "-x";
     args[k++] = "ZT_STDOUT_TTY";
+    args[k++] = "-x";
+    args[k++] = "ZT_LAUNCHED";
     args[k++] = self;
     for (int i = 0; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;

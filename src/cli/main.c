@@ -39,6 +39,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plot")) return zt_cmd_plot(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return zt_cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return zt_cmd_export(argc - 1, argv + 1);
+    if (!strcmp(cmd, "config")) return zt_cmd_config(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("zerotrain %s\n", ZT_VERSION);
         return 0;

@@ -300,7 +300,7 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
         for (int k = 0; k < un->n_params; k++)
             if (e->gather_seq[un->params[k]] > need) need = e->gather_seq[un->params[k]];
         if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
-        if (next >= 0 && (rc = issue_gather(e, next, err))) return rc;
+        if (next >= 0 && !e->opt.no_prefetch && (rc = issue_gather(e, next, err))) return rc;
     }
     for (int k = 0; k < un->n_params; k++) s->params[k] = e->gathered[un->params[k]];
     return ZT_OK;

@@ -89,7 +89,7 @@ static void *run(void *arg) {
 
 int zt_overlap_start(zt_engine *e, zt_error *err) {
     const char *env = getenv("ZT_OVERLAP_COMM");
-    if (!e->shard_grads || !e->shard_comm || e->plan.nshards < 2 || (env && !strcmp(env, "0")) ||
+    if (!e->shard_grads || !e->shard_comm || e->plan.nshards < 2 || (env && !strcmp(env, "0")) || e->opt.no_overlap_comm ||
         zt_comm_thread_level() != ZT_COMM_THREAD_MULTIPLE)
         return ZT_OK;
     zt_overlap *o = calloc(1, sizeof *o);

@@ -99,6 +99,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     eo.grad_accum = A;
     eo.reduce_every_micro_batch = cfg->reduce_every_micro_batch;
     eo.bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
+    eo.no_overlap_comm = !cfg->overlap_comm;
+    eo.no_prefetch = !cfg->prefetch;
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */
@@ -256,7 +258,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (opts && opts->ckpt_dir && opts->ckpt_dir[0] &&
             (last || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
             zt_ckpt_meta meta = {.step = step + 1,
-                                 .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples};
+                                 .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
+                                 .config_hash = zt_train_config_hash(cfg)};
             double tc = now();
             if (opts->ckpt_async && !last) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
@@ -293,7 +296,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
         /* nothing to train (resumed at or past --stop-after): save the loaded state in this run's
          * layout, i.e. reshard the checkpoint to this world size and strategy */
-        zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base};
+        zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base,
+                             .config_hash = zt_train_config_hash(cfg)};
         if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
         fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
                 (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));

@@ -1,0 +1,688 @@
+/* keys.c - the one key table of the training configuration (zt_cfg_keys) and what works on a
+ * single key: parsing a value with its type and range, formatting it canonically, describing it
+ * for messages and docs, did-you-mean. Every reader (native YAML, --set, DeepSpeed JSON,
+ * Accelerate YAML), the validation, the hash, `zerotrain config` and docs/config.md go through it.
+ *
+ * Invariants:
+ *   - every configurable field has exactly one row, named "section.key", and at most
+ *     ZT_CONFIG_MAX_KEYS rows exist (checked at compile time);
+ *   - a row's type and bounds are enforced on every path that writes the field and re-checked by
+ *     zt_cfg_check_field for structs built by hand;
+ *   - zt_cfg_format's text parses back (zt_cfg_parse_value) to the same value, bit for bit.
+ * Nothing here exits, aborts or asserts on input. */
+#include "config/config_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * The table. */
+
+static const enum_value OPTIMIZERS[] = {{"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {NULL, 0}};
+static const enum_value STRATEGIES[] = {{"ddp", ZT_STRATEGY_DDP},     {"zero1", ZT_STRATEGY_ZERO1},
+                                         {"zero2", ZT_STRATEGY_ZERO2}, {"zero3", ZT_STRATEGY_ZERO3},
+                                         {"hybrid", ZT_STRATEGY_HYBRID}, {NULL, 0}};
+static const enum_value INNER_STRATEGIES[] = {
+    {"zero2", ZT_STRATEGY_ZERO2}, {"zero3", ZT_STRATEGY_ZERO3}, {NULL, 0}};
+static const enum_value DECAYS[] = {
+    {"cosine", ZT_LR_COSINE}, {"linear", ZT_LR_LINEAR}, {"constant", ZT_LR_CONSTANT}, {NULL, 0}};
+static const enum_value PRECISIONS[] = {{"fp32", ZT_CFG_PREC_FP32},
+                                        {"bf16", ZT_CFG_PREC_BF16},
+                                        {"bf16-low", ZT_CFG_PREC_BF16_LOW},
+                                        {"fp16", ZT_CFG_PREC_FP16},
+                                        {NULL, 0}};
+static const enum_value DTYPES[] = {
+    {"fp32", ZT_CFG_DTYPE_FP32}, {"bf16", ZT_CFG_DTYPE_BF16}, {"fp16", ZT_CFG_DTYPE_FP16}, {NULL, 0}};
+static const enum_value OFFLOADS[] = {
+    {"none", ZT_CFG_OFFLOAD_NONE}, {"cpu", ZT_CFG_OFFLOAD_CPU}, {"nvme", ZT_CFG_OFFLOAD_NVME}, {NULL, 0}};
+static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
+                                        {"full", ZT_CFG_RECOMPUTE_FULL},
+                                        {"selective", ZT_CFG_RECOMPUTE_SELECTIVE},
+                                        {NULL, 0}};
+
+#define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
+#define K_INT(k, f, lo, hi, d, h, r) {k, KT_INT, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
+#define K_I64(k, f, lo, hi, d, h, r) {k, KT_INT64, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
+#define K_U64(k, f, d, h) {k, KT_U64, FIELD(f), 0, 0, 0, 0, 0, NULL, d, h, NULL}
+#define K_FLT(k, f, lo, hi, fl, d, h, r) {k, KT_FLOAT, FIELD(f), 0, 0, lo, hi, fl, NULL, d, h, r}
+#define K_BOOL(k, f, d, h) {k, KT_BOOL, FIELD(f), 0, 0, 0, 0, 0, NULL, d, h, NULL}
+#define K_STR(k, f, fl, d, h) {k, KT_STR, FIELD(f), 0, 0, 0, 0, fl, NULL, d, h, NULL}
+#define K_ENUM(k, f, e, d, h) {k, KT_ENUM, FIELD(f), 0, 0, 0, 0, 0, e, d, h, NULL}
+
+/* Order: model.preset first (defaults apply it before anything else), then by section. */
+const key_def zt_cfg_keys[] = {
+    {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
+     "GPT-2 shape to start from: tiny, gpt2-124M (alias gpt2), gpt2-350M, gpt2-774M, gpt2-1558M",
+     NULL},
+    K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
+    K_INT("model.n_head", model.n_head, 1, 1024, NULL, "attention heads (NH)",
+          "divides model.n_embd"),
+    K_INT("model.n_embd", model.n_embd, 1, 65536, NULL, "channels (C)", NULL),
+    K_INT("model.vocab_size", model.vocab_size, 1, 16777216, NULL,
+          "vocabulary (V); every token id in the data must be below it", NULL),
+    K_INT("model.max_seq_len", model.max_seq_len, 1, 1048576, NULL,
+          "positions (rows of wpe); bounds training.seq_len", NULL),
+    K_STR("data.train", train_path, F_REQUIRED, NULL,
+          "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
+    K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
+    K_INT("training.micro_batch_size", micro_batch, 0, 65536, "4",
+          "sequences per micro-batch per rank (B); 0: derived at launch from global_batch_size",
+          NULL),
+    K_INT("training.seq_len", seq_len, 1, 1048576, "64", "tokens per sequence (T)",
+          "<= model.max_seq_len"),
+    K_INT("training.gradient_accumulation_steps", grad_accum, 0, 1048576, "1",
+          "micro-batches per rank per optimizer step; 0: derived at launch from global_batch_size",
+          NULL),
+    K_INT("training.global_batch_size", global_batch, 0, INT_MAX, "0",
+          "sequences per optimizer step over all ranks; 0: micro_batch_size x "
+          "gradient_accumulation_steps x world size; else checked against it at launch",
+          NULL),
+    K_I64("training.steps", steps, 1, INT64_MAX, "100", "optimizer steps; the schedule's total",
+          NULL),
+    K_U64("training.seed", seed, "1337", "initialization and data-order seed"),
+    K_FLT("training.lr", lr.max_lr, 0.0, HUGE_VAL, F_OPEN_LO, "3e-4",
+          "peak learning rate, reached after warmup", NULL),
+    K_FLT("training.min_lr", lr.min_lr, 0.0, HUGE_VAL, 0, NULL,
+          "learning rate at the last step; default (derived): training.lr / 10", "<= training.lr"),
+    K_I64("training.warmup_steps", lr.warmup_steps, 0, INT64_MAX, "0",
+          "linear warmup from lr / warmup_steps to lr", "<= training.steps"),
+    K_ENUM("training.decay", lr.decay, DECAYS, "cosine", "decay from lr to min_lr after warmup"),
+    K_FLT("training.grad_clip", optim.grad_clip, 0.0, HUGE_VAL, 0, "1.0",
+          "global-norm clipping threshold; 0: no clipping", NULL),
+    K_ENUM("optimizer.type", optim.kind, OPTIMIZERS, "adamw", "optimizer (docs/optimizer.md)"),
+    K_FLT("optimizer.beta1", optim.beta1, 0.0, 1.0, F_OPEN_HI, "0.9", "AdamW first-moment decay",
+          NULL),
+    K_FLT("optimizer.beta2", optim.beta2, 0.0, 1.0, F_OPEN_HI, "0.95",
+          "AdamW second-moment decay", NULL),
+    K_FLT("optimizer.eps", optim.eps, 0.0, HUGE_VAL, F_OPEN_LO, "1e-8", "AdamW epsilon", NULL),
+    K_FLT("optimizer.weight_decay", optim.weight_decay, 0.0, HUGE_VAL, 0, "0.1",
+          "weight decay (decoupled in AdamW, L2 in SGD), on 2-D weights only", NULL),
+    K_FLT("optimizer.momentum", optim.momentum, 0.0, 1.0, F_OPEN_HI, "0", "SGD momentum", NULL),
+    K_BOOL("optimizer.nesterov", optim.nesterov, "false",
+           "SGD Nesterov momentum; needs momentum > 0"),
+    K_INT("eval.every", eval_every, 0, INT_MAX, "0",
+          "validation loss every N steps (and after the last); 0: only after the last; > 0 "
+          "needs data.val",
+          NULL),
+    K_INT("eval.batches", eval_batches, 1, 1048576, "8", "validation micro-batches per evaluation",
+          NULL),
+    K_STR("logging.jsonl", log_path, 0, "", "one JSON line of metrics per step; empty: none"),
+    K_INT("logging.print_every", print_every, 1, INT_MAX, "1",
+          "a progress line every N steps (and the first and last)", NULL),
+    K_BOOL("logging.wall_clock_breakdown", wall_clock_breakdown, "false",
+           "time per phase (forward, backward, communication, optimizer) in the log"),
+    K_BOOL("logging.comms_log", comms_log, "false",
+           "per-collective counts, sizes and bandwidth at the end (DeepSpeed's comms_logger)"),
+    K_INT("sample.tokens", sample_tokens, 0, 1048576, "0",
+          "tokens to sample after training; 0: none", "<= model.max_seq_len"),
+    K_INT("parallel.nproc", nproc, 1, 4096, "1",
+          "local ranks `zerotrain train` starts through mpirun; --nproc N overrides", NULL),
+    K_ENUM("parallel.strategy", strategy, STRATEGIES, "ddp",
+           "sharding strategy (docs/strategies.md)"),
+    K_INT("parallel.hybrid_shard_size", hybrid_shard_size, 0, 1048576, "0",
+          "hybrid: ranks per shard group; 0: the whole world", "divides the world size"),
+    K_INT("parallel.hybrid_replicas", hybrid_replicas, 0, 1048576, "0",
+          "hybrid: shard groups (replicas); 0: world / hybrid_shard_size; else checked at launch",
+          NULL),
+    K_ENUM("parallel.hybrid_inner", hybrid_inner, INNER_STRATEGIES, "zero3",
+           "hybrid: the strategy inside a shard group"),
+    K_BOOL("parallel.reshard_after_forward", reshard_after_forward, "true",
+           "zero3: free gathered parameters after forward (FSDP2's reshard_after_forward)"),
+    K_BOOL("parallel.reduce_every_micro_batch", reduce_every_micro_batch, "false",
+           "zero2/zero3 with accumulation: reduce-scatter every micro-batch (memory-lean) instead "
+           "of deferring to the last one (no_sync)"),
+    K_FLT("parallel.bucket_mb", bucket_mb, 0.0, HUGE_VAL, F_OPEN_LO, "25",
+          "gradient fusion bucket size in MiB", NULL),
+    K_BOOL("parallel.prefetch", prefetch, "true",
+           "zero3: all-gather the next unit on the communication thread while the current one "
+           "computes (FSDP's forward/backward prefetch)"),
+    K_BOOL("parallel.overlap_comm", overlap_comm, "true",
+           "zero2/zero3/hybrid: reduce-scatter each unit's gradients on a communication thread "
+           "while backward goes on (DeepSpeed's overlap_comm)"),
+    K_INT("parallel.tensor_parallel_size", tensor_parallel_size, 1, 1048576, "1",
+          "tensor-parallel degree", NULL),
+    K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
+          "context/sequence-parallel degree", NULL),
+    K_ENUM("precision.mode", precision, PRECISIONS, "fp32",
+           "fp32; bf16: bf16 compute with fp32 master weights and moments; bf16-low: bf16 "
+           "everywhere; fp16: fp16 compute, fp32 master, dynamic loss scaling"),
+    K_ENUM("precision.reduce_dtype", reduce_dtype, DTYPES, "fp32",
+           "dtype gradients are reduced in across ranks"),
+    K_FLT("precision.loss_scale", loss_scale, 0.0, HUGE_VAL, 0, "0",
+          "fp16: static loss scale; 0: dynamic", NULL),
+    K_INT("precision.initial_scale_power", initial_scale_power, 0, 64, "16",
+          "fp16: the dynamic scale starts at 2^N", NULL),
+    K_INT("precision.loss_scale_window", loss_scale_window, 1, INT_MAX, "1000",
+          "fp16: steps without overflow before the scale doubles", NULL),
+    K_INT("precision.hysteresis", hysteresis, 1, INT_MAX, "2",
+          "fp16: overflows tolerated before the scale halves", NULL),
+    K_BOOL("precision.consecutive_hysteresis", consecutive_hysteresis, "false",
+           "fp16: refill the hysteresis after a step without overflow"),
+    K_FLT("precision.min_loss_scale", min_loss_scale, 0.0, HUGE_VAL, F_OPEN_LO, "1",
+          "fp16: the dynamic scale never goes below this", NULL),
+    K_ENUM("memory.activation_checkpointing", activation_checkpointing, RECOMPUTES, "none",
+           "recompute activations in backward: full (keep unit inputs) or selective"),
+    K_ENUM("memory.offload_optimizer", offload_optimizer, OFFLOADS, "none",
+           "where the fp32 master weights and optimizer moments live"),
+    K_ENUM("memory.offload_param", offload_param, OFFLOADS, "none",
+           "where zero3's parameter shards live between uses"),
+    K_STR("memory.offload_optimizer_nvme_path", offload_optimizer_nvme_path, 0, "",
+          "directory for offload_optimizer: nvme"),
+    K_STR("memory.offload_param_nvme_path", offload_param_nvme_path, 0, "",
+          "directory for offload_param: nvme"),
+    K_STR("checkpoint.dir", ckpt_dir, 0, "", "directory for checkpoints; empty: none"),
+    K_INT("checkpoint.every", ckpt_every, 0, INT_MAX, "0", "checkpoint every N steps; 0: never",
+          NULL),
+    K_INT("checkpoint.keep_last", ckpt_keep_last, 0, INT_MAX, "0",
+          "checkpoints to keep; 0: all", NULL),
+    K_BOOL("checkpoint.save_consolidated", ckpt_consolidated, "false",
+           "also write the full (consolidated) weights with each checkpoint"),
+};
+const int zt_cfg_n_keys = (int)(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0]);
+_Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
+               "raise ZT_CONFIG_MAX_KEYS");
+
+const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer",
+                                       "eval",     "logging",   "sample",   "parallel",
+                                       "precision", "memory",   "checkpoint"};
+const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
+
+/* Presets zt_gpt2_preset knows (for messages only: zt_gpt2_preset decides). */
+#define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M"
+
+/* ---------------------------------------------------------------------------------------------
+ * Public lookups. */
+
+int zt_config_key_count(void) { return zt_cfg_n_keys; }
+
+const char *zt_config_key_name(int i) {
+    return i >= 0 && i < zt_cfg_n_keys ? zt_cfg_keys[i].key : NULL;
+}
+
+const char *zt_config_key_value(const zt_train_config *c, int i, char *out, size_t cap) {
+    if (!out || !cap) return out;
+    out[0] = '\0';
+    if (c && i >= 0 && i < zt_cfg_n_keys) zt_cfg_format(c, &zt_cfg_keys[i], out, cap);
+    return out;
+}
+
+const zt_config_source *zt_config_key_source(const zt_train_config *c, int i) {
+    return c && i >= 0 && i < zt_cfg_n_keys ? &c->source[i] : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Names. */
+
+const char *zt_cfg_leaf(const key_def *k) { return strchr(k->key, '.') + 1; }
+
+static size_t section_len(const key_def *k) { return (size_t)(strchr(k->key, '.') - k->key); }
+
+int zt_cfg_find_section(const char *s, size_t len) {
+    for (int i = 0; i < zt_cfg_n_sections; i++)
+        if (strlen(zt_cfg_sections[i]) == len && memcmp(zt_cfg_sections[i], s, len) == 0) return i;
+    return -1;
+}
+
+static bool in_section(const key_def *k, int sec) {
+    size_t sl = strlen(zt_cfg_sections[sec]);
+    return section_len(k) == sl && memcmp(k->key, zt_cfg_sections[sec], sl) == 0;
+}
+
+int zt_cfg_find_key(int sec, const char *leaf, size_t len) {
+    for (int i = 0; i < zt_cfg_n_keys; i++) {
+        const char *lf = zt_cfg_leaf(&zt_cfg_keys[i]);
+        if (in_section(&zt_cfg_keys[i], sec) && strlen(lf) == len && memcmp(lf, leaf, len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int zt_cfg_key_index(const char *dotted) {
+    if (!dotted) return -1;
+    for (int i = 0; i < zt_cfg_n_keys; i++)
+        if (strcmp(zt_cfg_keys[i].key, dotted) == 0) return i;
+    return -1;
+}
+
+size_t zt_cfg_edit_distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64) return 99;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j], best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+void zt_cfg_suggest_key(char *out, size_t cap, int sec, const char *leaf, size_t len) {
+    int best = -1;
+    size_t best_d = 3;
+    for (int i = 0; i < zt_cfg_n_keys; i++) {
+        bool same = sec >= 0 && in_section(&zt_cfg_keys[i], sec);
+        size_t d = zt_cfg_edit_distance(leaf, len, zt_cfg_leaf(&zt_cfg_keys[i]));
+        if (!same && d != 0) continue; /* other sections: exact leaf only */
+        if (d < best_d) {
+            best_d = d;
+            best = i;
+        }
+    }
+    if (best >= 0)
+        snprintf(out, cap, "; did you mean %s?", zt_cfg_keys[best].key);
+    else if (cap)
+        out[0] = '\0';
+}
+
+static void append(char *out, size_t cap, size_t *n, const char *s) {
+    if (*n >= cap) return;
+    int w = snprintf(out + *n, cap - *n, "%s", s);
+    if (w < 0) return;
+    *n = (size_t)w >= cap - *n ? cap - 1 : *n + (size_t)w;
+}
+
+void zt_cfg_list_keys(char *out, size_t cap, int sec) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < zt_cfg_n_keys; i++) {
+        if (!in_section(&zt_cfg_keys[i], sec)) continue;
+        if (n) append(out, cap, &n, ", ");
+        append(out, cap, &n, zt_cfg_leaf(&zt_cfg_keys[i]));
+    }
+}
+
+void zt_cfg_list_sections(char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < zt_cfg_n_sections; i++) {
+        if (i) append(out, cap, &n, ", ");
+        append(out, cap, &n, zt_cfg_sections[i]);
+    }
+}
+
+void zt_cfg_list_enum(char *out, size_t cap, const enum_value *e) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; e[i].name; i++) {
+        if (i) append(out, cap, &n, ", ");
+        append(out, cap, &n, e[i].name);
+    }
+}
+
+void zt_cfg_show(char *out, size_t cap, const char *s, size_t len) {
+    size_t n = 0, lim = len < 60 ? len : 60;
+    if (!cap) return;
+    for (size_t i = 0; i < lim && n + 4 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        out[n++] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+    }
+    if (lim < len && n + 4 <= cap) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n < cap ? n : cap - 1] = '\0';
+}
+
+void zt_cfg_describe(const key_def *k, char *out, size_t cap) {
+    switch (k->type) {
+    case KT_INT:
+    case KT_INT64: {
+        int64_t tmax = k->type == KT_INT ? INT_MAX : INT64_MAX;
+        if (k->imax == tmax && k->imin == 1)
+            snprintf(out, cap, "a positive integer");
+        else if (k->imax == tmax && k->imin == 0)
+            snprintf(out, cap, "a non-negative integer");
+        else
+            snprintf(out, cap, "an integer in [%lld, %lld]", (long long)k->imin,
+                     (long long)k->imax);
+        break;
+    }
+    case KT_U64: snprintf(out, cap, "a non-negative integer below 2^64"); break;
+    case KT_FLOAT:
+        if (isinf(k->fmax) && k->fmin == 0.0)
+            snprintf(out, cap, "a %s number", (k->flags & F_OPEN_LO) ? "positive" : "non-negative");
+        else
+            snprintf(out, cap, "a number in %c%g, %g%c", (k->flags & F_OPEN_LO) ? '(' : '[',
+                     k->fmin, k->fmax, (k->flags & F_OPEN_HI) ? ')' : ']');
+        break;
+    case KT_BOOL: snprintf(out, cap, "true or false (or yes/no)"); break;
+    case KT_STR:
+        snprintf(out, cap, "a %spath shorter than %zu bytes",
+                 (k->flags & F_REQUIRED) ? "non-empty " : "", k->size);
+        break;
+    case KT_ENUM: {
+        char names[160];
+        zt_cfg_list_enum(names, sizeof names, k->enums);
+        snprintf(out, cap, "one of: %s", names);
+        break;
+    }
+    case KT_PRESET: snprintf(out, cap, "a preset name (%s)", PRESET_NAMES); break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Values. */
+
+static bool text_is_null(const char *s, size_t len, bool quoted) {
+    return !quoted && (len == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
+                       strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0);
+}
+
+/* Decimal integer, optional sign, digits only, whole string, no overflow. */
+static bool parse_i64(const char *s, int64_t *out) {
+    const char *p = s + (*s == '+' || *s == '-');
+    if (*p < '0' || *p > '9') return false;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9') return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || *end) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    const char *p = s + (*s == '+');
+    if (*p < '0' || *p > '9') return false;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9') return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno == ERANGE || *end) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* Decimal number ("3e-4", "0.9", "10"): no hex, inf, nan, spaces or YAML's ".inf". */
+static bool parse_double(const char *s, double *out) {
+    const char *p = s + (*s == '+' || *s == '-');
+    if (!((*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9'))) return false;
+    if (strpbrk(s, "xXpP")) return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+/* Paths must be UTF-8: --print writes them into YAML, which is UTF-8 only. */
+static bool valid_utf8(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        int more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+        if (more < 0 || (c & 0xfe) == 0xc0 || c > 0xf4) return false; /* overlong or out of range */
+        for (int i = 0; i < more; i++)
+            if (p >= end || (*p++ & 0xc0) != 0x80) return false;
+    }
+    return true;
+}
+
+static bool float_in_range(const key_def *k, float f) {
+    bool lo_ok = (k->flags & F_OPEN_LO) ? f > k->fmin : f >= k->fmin;
+    bool hi_ok = (k->flags & F_OPEN_HI) ? f < k->fmax : f <= k->fmax;
+    return isfinite(f) && lo_ok && hi_ok;
+}
+
+int zt_cfg_parse_value(zt_train_config *c, const key_def *k, const char *s, size_t len, bool quoted,
+                       char *why, size_t cap) {
+    char got[96], want[192];
+    zt_cfg_show(got, sizeof got, s, len);
+    zt_cfg_describe(k, want, sizeof want);
+    if (strlen(s) != len) {
+        snprintf(why, cap, "the value contains a NUL byte");
+        return -1;
+    }
+    const char *kind = quoted ? " (a quoted string)" : "";
+    char *dst = (char *)c + k->offset;
+    switch (k->type) {
+    case KT_INT:
+    case KT_INT64: {
+        int64_t x;
+        if (quoted || text_is_null(s, len, quoted) || !parse_i64(s, &x) || x < k->imin ||
+            x > k->imax) {
+            snprintf(why, cap, "expected %s, got \"%s\"%s", want, got, kind);
+            return -1;
+        }
+        if (k->type == KT_INT) {
+            int i = (int)x;
+            memcpy(dst, &i, sizeof i);
+        } else {
+            memcpy(dst, &x, sizeof x);
+        }
+        break;
+    }
+    case KT_U64: {
+        uint64_t x;
+        if (quoted || text_is_null(s, len, quoted) || !parse_u64(s, &x)) {
+            snprintf(why, cap, "expected %s, got \"%s\"%s", want, got, kind);
+            return -1;
+        }
+        memcpy(dst, &x, sizeof x);
+        break;
+    }
+    case KT_FLOAT: {
+        double d;
+        if (quoted || text_is_null(s, len, quoted) || !parse_double(s, &d)) {
+            snprintf(why, cap, "expected %s, got \"%s\"%s", want, got, kind);
+            return -1;
+        }
+        float f = (float)d; /* the range applies to the value actually stored */
+        if (!float_in_range(k, f)) {
+            snprintf(why, cap, "expected %s, got \"%s\"", want, got);
+            return -1;
+        }
+        memcpy(dst, &f, sizeof f);
+        break;
+    }
+    case KT_BOOL: {
+        bool b;
+        if (!quoted && (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0))
+            b = true;
+        else if (!quoted && (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0))
+            b = false;
+        else {
+            snprintf(why, cap, "expected %s, got \"%s\"%s", want, got, kind);
+            return -1;
+        }
+        memcpy(dst, &b, sizeof b);
+        break;
+    }
+    case KT_STR: {
+        size_t n = text_is_null(s, len, quoted) ? 0 : len;
+        if (!valid_utf8(s, n)) {
+            snprintf(why, cap, "the path is not valid UTF-8");
+            return -1;
+        }
+        if (n == 0 && (k->flags & F_REQUIRED)) {
+            snprintf(why, cap, "expected %s, got an empty value", want);
+            return -1;
+        }
+        if (n >= k->size) {
+            snprintf(why, cap, "the path is %zu bytes long; the limit is %zu", n, k->size - 1);
+            return -1;
+        }
+        memset(dst, 0, k->size);
+        memcpy(dst, s, n);
+        break;
+    }
+    case KT_ENUM: {
+        int i;
+        for (i = 0; k->enums[i].name; i++)
+            if (strcasecmp(k->enums[i].name, s) == 0) break;
+        if (!k->enums[i].name || text_is_null(s, len, quoted)) {
+            char names[160];
+            zt_cfg_list_enum(names, sizeof names, k->enums);
+            snprintf(why, cap, "unknown value \"%s\" (allowed: %s)", got, names);
+            return -1;
+        }
+        memcpy(dst, &k->enums[i].value, sizeof(int));
+        break;
+    }
+    case KT_PRESET: {
+        zt_gpt2_config m;
+        zt_error perr = {0};
+        if (text_is_null(s, len, quoted) || len >= k->size ||
+            zt_gpt2_preset(s, &m, &perr) != ZT_OK) {
+            snprintf(why, cap, "unknown preset \"%s\" (allowed: %s)", got, PRESET_NAMES);
+            return -1;
+        }
+        memset(dst, 0, k->size);
+        memcpy(dst, s, len);
+        c->model = m;
+        break;
+    }
+    }
+    return 0;
+}
+
+/* The shortest %g form that reads back as the same float. */
+static void format_float(float f, char *out, size_t cap) {
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(out, cap, "%.*g", prec, (double)f);
+        if ((float)strtod(out, NULL) == f) break;
+    }
+    /* "1e-08" and "25" both parse back; keep a number YAML reads as a number */
+}
+
+void zt_cfg_format(const zt_train_config *c, const key_def *k, char *out, size_t cap) {
+    const char *p = (const char *)c + k->offset;
+    if (!cap) return;
+    out[0] = '\0';
+    switch (k->type) {
+    case KT_INT: {
+        int i;
+        memcpy(&i, p, sizeof i);
+        snprintf(out, cap, "%d", i);
+        break;
+    }
+    case KT_INT64: {
+        int64_t x;
+        memcpy(&x, p, sizeof x);
+        snprintf(out, cap, "%lld", (long long)x);
+        break;
+    }
+    case KT_U64: {
+        uint64_t x;
+        memcpy(&x, p, sizeof x);
+        snprintf(out, cap, "%llu", (unsigned long long)x);
+        break;
+    }
+    case KT_FLOAT: {
+        float f;
+        memcpy(&f, p, sizeof f);
+        format_float(f, out, cap);
+        break;
+    }
+    case KT_BOOL: {
+        bool b;
+        memcpy(&b, p, sizeof b);
+        snprintf(out, cap, "%s", b ? "true" : "false");
+        break;
+    }
+    case KT_STR:
+    case KT_PRESET: {
+        size_t n = strnlen(p, k->size);
+        if (n >= k->size) n = k->size - 1;
+        if (n >= cap) n = cap - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        break;
+    }
+    case KT_ENUM: {
+        int x;
+        memcpy(&x, p, sizeof x);
+        for (int i = 0; k->enums[i].name; i++)
+            if (k->enums[i].value == x) {
+                snprintf(out, cap, "%s", k->enums[i].name);
+                return;
+            }
+        snprintf(out, cap, "%d", x);
+        break;
+    }
+    }
+}
+
+int zt_cfg_check_field(const zt_train_config *c, const key_def *k, char *why, size_t cap) {
+    const char *p = (const char *)c + k->offset;
+    char want[192];
+    zt_cfg_describe(k, want, sizeof want);
+    switch (k->type) {
+    case KT_INT:
+    case KT_INT64: {
+        int64_t x;
+        if (k->type == KT_INT) {
+            int i;
+            memcpy(&i, p, sizeof i);
+            x = i;
+        } else {
+            memcpy(&x, p, sizeof x);
+        }
+        if (x < k->imin || x > k->imax) {
+            snprintf(why, cap, "expected %s, got %lld", want, (long long)x);
+            return -1;
+        }
+        break;
+    }
+    case KT_FLOAT: {
+        float f;
+        memcpy(&f, p, sizeof f);
+        if (!float_in_range(k, f)) {
+            snprintf(why, cap, "expected %s, got %g", want, (double)f);
+            return -1;
+        }
+        break;
+    }
+    case KT_STR:
+    case KT_PRESET:
+        if (!memchr(p, '\0', k->size)) {
+            snprintf(why, cap, "not NUL-terminated within %zu bytes", k->size);
+            return -1;
+        }
+        if (k->type == KT_PRESET && p[0] == '\0') {
+            snprintf(why, cap, "missing: expected %s", want);
+            return -1;
+        }
+        break;
+    case KT_ENUM: {
+        int x;
+        memcpy(&x, p, sizeof x);
+        int i;
+        for (i = 0; k->enums[i].name; i++)
+            if (k->enums[i].value == x) break;
+        if (!k->enums[i].name) {
+            snprintf(why, cap, "invalid value %d: expected %s", x, want);
+            return -1;
+        }
+        break;
+    }
+    case KT_U64:
+    case KT_BOOL: break;
+    }
+    return 0;
+}
+
+void zt_cfg_apply_preset_sources(zt_train_config *c) {
+    for (int i = 0; i < zt_cfg_n_keys; i++) {
+        if (strncmp(zt_cfg_keys[i].key, "model.", 6) != 0 || strcmp(zt_cfg_keys[i].key, "model.preset") == 0)
+            continue;
+        c->source[i].origin = ZT_ORIGIN_DERIVED;
+        c->source[i].base = ZT_ORIGIN_DERIVED;
+        snprintf(c->source[i].text, sizeof c->source[i].text, "model.preset %s", c->model_preset);
+    }
+}

@@ -118,4 +118,14 @@ expect "not implemented (config)" "zerotrain train would refuse this configurati
   "$ZT" config "$tmp/bf16.json" "${DATA[@]}"
 expect "--set unknown key" "--set: training.stepz: unknown key; did you mean training.steps?" \
   "$ZT" config "$EX/native_zero3.yaml" --set training.stepz=3
+# ranks that resolved different configurations stop with exit 9 naming them (MPMD: rank 1 gets
+# another --set than rank 0)
+set +e
+out="$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe \
+  -np 1 "$ZT" train "$EX/native_zero3.yaml" "${DATA[@]}" --set training.steps=2 : \
+  -np 1 "$ZT" train "$EX/native_zero3.yaml" "${DATA[@]}" --set training.steps=3 2>&1)"
+rc=$?
+set -e
+if [ $rc -eq 9 ] && grep -q "rank(s) 1 differ from rank 0" <<<"$out"; then ok "different configs across ranks: exit 9, rank 1 named"
+else bad "config mismatch across ranks: rc $rc"; echo "$out" | tail -5; fi
 exit $fail

@@ -206,6 +206,19 @@ typedef struct dctx {
     void *state;               /* the dialect's own */
 } dctx;
 
+/* The nodes a dialect's rows saw, by dotted path, for handlers that combine several keys (both
+ * dialects keep one of these as their d->state). */
+#define ZT_CFG_MAX_RECORDS 96
+typedef struct dialect_records {
+    int n;
+    const char *path[ZT_CFG_MAX_RECORDS];
+    const cfg_node *node[ZT_CFG_MAX_RECORDS];
+} dialect_records;
+/* The node recorded under path, or NULL. */
+const cfg_node *zt_cfg_record_get(const dctx *d, const char *path);
+/* A row handler that records its node in d->state (a dialect_records). */
+int zt_cfg_record_row(dctx *d, const dialect_row *r, const cfg_node *n);
+
 /* Walks map n (at path prefix, "" for the root) against d->rows: unknown keys (with
  * did-you-mean), kinds, "auto"; calls each row's handler or default mapping. */
 void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix);

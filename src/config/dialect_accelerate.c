@@ -25,35 +25,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_REC 96
-
-typedef struct acc_state {
-    int n;
-    const char *path[MAX_REC];
-    const cfg_node *node[MAX_REC];
-} acc_state;
-
-static const cfg_node *rec(const dctx *d, const char *path) {
-    const acc_state *s = d->state;
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->path[i], path) == 0) return s->node[i];
-    return NULL;
-}
-
-static int h_record(dctx *d, const dialect_row *r, const cfg_node *n) {
-    acc_state *s = d->state;
-    if (s->n < MAX_REC) {
-        s->path[s->n] = r->path;
-        s->node[s->n] = n;
-        s->n++;
-    }
-    return 0;
-}
 
 /* parallelism_config keys are written with a "parallelism_config_" prefix; the bare name works too. */
 static int h_alias(dctx *d, const dialect_row *r, const cfg_node *n) {
-    acc_state *s = d->state;
-    if (s->n < MAX_REC) {
+    dialect_records *s = d->state;
+    if (s->n < ZT_CFG_MAX_RECORDS) {
         s->path[s->n] = r->doc; /* the canonical row's path */
         s->node[s->n] = n;
         s->n++;
@@ -121,12 +97,12 @@ static int h_compute_env(dctx *d, const dialect_row *r, const cfg_node *n) {
 
 static const dialect_row ROWS[] = {
     {"compute_environment", A_STR, NULL, h_compute_env, NOTE, "LOCAL_MACHINE (SageMaker: an error)"},
-    {"distributed_type", A_STR | A_BOOL, "parallel.strategy", h_record, NOTE,
+    {"distributed_type", A_STR | A_BOOL, "parallel.strategy", zt_cfg_record_row, NOTE,
      "NO, MULTI_CPU (and MULTI_GPU etc., on CPUs here): ddp; DEEPSPEED: from deepspeed_config; "
      "FSDP: from fsdp_config; XLA, MEGATRON_LM: an error"},
-    {"num_processes", A_INT, "parallel.nproc", h_record, NOTE,
+    {"num_processes", A_INT, "parallel.nproc", zt_cfg_record_row, NOTE,
      "ranks in all; with num_machines 1 the local ranks `zerotrain train` starts"},
-    {"num_machines", A_INT, NULL, h_record, NOTE,
+    {"num_machines", A_INT, NULL, zt_cfg_record_row, NOTE,
      "> 1: start the ranks with mpirun -np N -hostfile HOSTS (a warning)"},
     {"machine_rank", A_INT, NULL, h_note_unless_neutral, NOTE, "mpirun assigns ranks"},
     {"main_process_ip", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
@@ -134,7 +110,7 @@ static const dialect_row ROWS[] = {
     {"rdzv_backend", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
     {"same_network", A_BOOL | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
     {"gpu_ids", A_STR | A_INT | A_NULL, NULL, h_note_unless_neutral, NOTE, "no GPUs on this build"},
-    {"mixed_precision", A_STR | A_BOOL | A_NULL, "precision.mode", h_record, NOTE,
+    {"mixed_precision", A_STR | A_BOOL | A_NULL, "precision.mode", zt_cfg_record_row, NOTE,
      "no: fp32; bf16: bf16; fp16: fp16 (fp32 master weights for both backends, Accelerate's "
      "alignment); fp8: an error"},
     {"use_cpu", A_BOOL, NULL, h_note_unless_neutral, NOTE, "this build runs on CPUs"},
@@ -160,85 +136,85 @@ static const dialect_row ROWS[] = {
     {"mpirun_config", BLOCK, NULL, h_block, NOTE,
      "run mpirun -hostfile yourself: `mpirun -np N -hostfile HOSTS zerotrain train CONFIG`"},
     {"ipex_config", BLOCK, NULL, h_block, NOTE, "Intel extension for PyTorch: not applicable"},
-    {"deepspeed_config", BLOCK, NULL, h_record, NOTE, "read when distributed_type is DEEPSPEED"},
-    {"fsdp_config", BLOCK, NULL, h_record, NOTE, "read when distributed_type is FSDP"},
-    {"parallelism_config", BLOCK, NULL, h_record, NOTE, "FSDP2's 2-D mesh and beyond"},
+    {"deepspeed_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is DEEPSPEED"},
+    {"fsdp_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is FSDP"},
+    {"parallelism_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "FSDP2's 2-D mesh and beyond"},
     /* deepspeed_config (what `accelerate config` asks; DeepSpeedPlugin's defaults) */
-    {"deepspeed_config.zero_stage", A_INT, "parallel.strategy", h_record, NOTE,
+    {"deepspeed_config.zero_stage", A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
      "0 ddp, 1 zero1, 2 zero2, 3 zero3; absent: 2 (DeepSpeedPlugin's default)"},
     {"deepspeed_config.gradient_accumulation_steps", A_INT | A_AUTO,
-     "training.gradient_accumulation_steps", h_record, NOTE, "same meaning; absent: \"auto\""},
-    {"deepspeed_config.gradient_clipping", A_NUM | A_AUTO, "training.grad_clip", h_record, NOTE,
+     "training.gradient_accumulation_steps", zt_cfg_record_row, NOTE, "same meaning; absent: \"auto\""},
+    {"deepspeed_config.gradient_clipping", A_NUM | A_AUTO, "training.grad_clip", zt_cfg_record_row, NOTE,
      "same meaning; absent: DeepSpeed's default (1.0)"},
-    {"deepspeed_config.offload_optimizer_device", A_STR | A_NULL, "memory.offload_optimizer", h_record,
+    {"deepspeed_config.offload_optimizer_device", A_STR | A_NULL, "memory.offload_optimizer", zt_cfg_record_row,
      NOTE, "none | cpu (no-op here: a warning) | nvme (issue 7: an error)"},
-    {"deepspeed_config.offload_param_device", A_STR | A_NULL, "memory.offload_param", h_record, NOTE,
+    {"deepspeed_config.offload_param_device", A_STR | A_NULL, "memory.offload_param", zt_cfg_record_row, NOTE,
      "none | cpu (no-op here: a warning) | nvme (issue 7: an error)"},
     {"deepspeed_config.offload_optimizer_nvme_path", A_STR | A_NULL,
-     "memory.offload_optimizer_nvme_path", h_record, NOTE, "same meaning (\"none\": unset)"},
+     "memory.offload_optimizer_nvme_path", zt_cfg_record_row, NOTE, "same meaning (\"none\": unset)"},
     {"deepspeed_config.offload_param_nvme_path", A_STR | A_NULL, "memory.offload_param_nvme_path",
-     h_record, NOTE, "same meaning (\"none\": unset)"},
-    {"deepspeed_config.zero3_init_flag", A_BOOL, NULL, h_record, NOTE,
+     zt_cfg_record_row, NOTE, "same meaning (\"none\": unset)"},
+    {"deepspeed_config.zero3_init_flag", A_BOOL, NULL, zt_cfg_record_row, NOTE,
      "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
-    {"deepspeed_config.zero3_save_16bit_model", A_BOOL, "checkpoint.save_consolidated", h_record, NOTE,
+    {"deepspeed_config.zero3_save_16bit_model", A_BOOL, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
      "same meaning (a warning when true, see the table above)"},
-    {"deepspeed_config.deepspeed_config_file", A_STR, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_config_file", A_STR, NULL, zt_cfg_record_row, NOTE,
      "a DeepSpeed JSON read as such (relative to this file, else to the working directory); the "
      "keys above are then errors, as in Accelerate"},
-    {"deepspeed_config.deepspeed_multinode_launcher", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_multinode_launcher", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_hostfile", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_hostfile", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_exclusion_filter", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_exclusion_filter", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_inclusion_filter", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_inclusion_filter", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_moe_layer_cls_names", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"deepspeed_config.deepspeed_moe_layer_cls_names", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "mixture of experts is not implemented (a warning)"},
     /* fsdp_config */
-    {"fsdp_config.fsdp_version", A_INT, NULL, h_record, NOTE, "1 or 2; absent: 1"},
-    {"fsdp_config.fsdp_sharding_strategy", A_STR | A_INT, "parallel.strategy", h_record, NOTE,
+    {"fsdp_config.fsdp_version", A_INT, NULL, zt_cfg_record_row, NOTE, "1 or 2; absent: 1"},
+    {"fsdp_config.fsdp_sharding_strategy", A_STR | A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
      "FULL_SHARD (1) zero3; SHARD_GRAD_OP (2) zero2; NO_SHARD (3) ddp; HYBRID_SHARD (4) hybrid "
      "with zero3 per machine; HYBRID_SHARD_ZERO2 (5) hybrid with zero2 per machine"},
     {"fsdp_config.fsdp_reshard_after_forward", A_BOOL | A_STR | A_INT, "parallel.reshard_after_forward",
-     h_record, NOTE,
+     zt_cfg_record_row, NOTE,
      "FSDP2: true zero3; false zero3 with parallel.reshard_after_forward false. FSDP1: a sharding "
      "strategy name or number, as fsdp_sharding_strategy"},
-    {"fsdp_config.fsdp_offload_params", A_BOOL | A_STR, "memory.offload_param", h_record, NOTE,
+    {"fsdp_config.fsdp_offload_params", A_BOOL | A_STR, "memory.offload_param", zt_cfg_record_row, NOTE,
      "true: memory.offload_param and memory.offload_optimizer cpu (no-op here: a warning)"},
-    {"fsdp_config.fsdp_auto_wrap_policy", A_STR | A_NULL, NULL, h_record, NOTE,
+    {"fsdp_config.fsdp_auto_wrap_policy", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "TRANSFORMER_BASED_WRAP: zerotrain's units are the transformer blocks already; SIZE_BASED_WRAP, "
      "NO_WRAP: a warning (units stay per block)"},
-    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", A_STR | A_SEQ | A_NULL, NULL, h_record, NOTE,
+    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", A_STR | A_SEQ | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "GPT-2's units are its blocks, whatever the class name"},
-    {"fsdp_config.fsdp_min_num_params", A_INT, NULL, h_record, NOTE, "units are per block"},
-    {"fsdp_config.fsdp_state_dict_type", A_STR | A_INT, "checkpoint.save_consolidated", h_record, NOTE,
+    {"fsdp_config.fsdp_min_num_params", A_INT, NULL, zt_cfg_record_row, NOTE, "units are per block"},
+    {"fsdp_config.fsdp_state_dict_type", A_STR | A_INT, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
      "FULL_STATE_DICT: true; SHARDED_STATE_DICT: false; LOCAL_STATE_DICT: false (obsolete)"},
     {"fsdp_config.fsdp_activation_checkpointing", A_BOOL | A_STR, "memory.activation_checkpointing",
-     h_record, NOTE, "true: full (issue 7: a warning)"},
-    {"fsdp_config.fsdp_cpu_ram_efficient_loading", A_BOOL | A_STR, NULL, h_record, NOTE,
+     zt_cfg_record_row, NOTE, "true: full (issue 7: a warning)"},
+    {"fsdp_config.fsdp_cpu_ram_efficient_loading", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
      "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
-    {"fsdp_config.fsdp_sync_module_states", A_BOOL | A_STR, NULL, h_record, NOTE,
+    {"fsdp_config.fsdp_sync_module_states", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
      "every rank initializes the same values from the seed: nothing to broadcast"},
-    {"fsdp_config.fsdp_backward_prefetch", A_STR | A_INT | A_NULL, "parallel.prefetch", h_record, NOTE,
+    {"fsdp_config.fsdp_backward_prefetch", A_STR | A_INT | A_NULL, "parallel.prefetch", zt_cfg_record_row, NOTE,
      "FSDP1 BACKWARD_PRE, BACKWARD_POST: prefetch true; NO_PREFETCH: false unless "
      "fsdp_forward_prefetch is true; FSDP2 ignores it"},
-    {"fsdp_config.fsdp_backward_prefetch_policy", A_STR | A_INT | A_NULL, "parallel.prefetch", h_record,
+    {"fsdp_config.fsdp_backward_prefetch_policy", A_STR | A_INT | A_NULL, "parallel.prefetch", zt_cfg_record_row,
      NOTE, "the older name of fsdp_backward_prefetch"},
-    {"fsdp_config.fsdp_forward_prefetch", A_BOOL | A_STR, "parallel.prefetch", h_record, NOTE,
+    {"fsdp_config.fsdp_forward_prefetch", A_BOOL | A_STR, "parallel.prefetch", zt_cfg_record_row, NOTE,
      "FSDP1 true: prefetch true"},
-    {"fsdp_config.fsdp_use_orig_params", A_BOOL | A_STR, NULL, h_record, NOTE,
+    {"fsdp_config.fsdp_use_orig_params", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
      "parameters are always kept per tensor (FSDP2's way)"},
     /* parallelism_config (FSDP2) */
     {"parallelism_config.parallelism_config_dp_replicate_size", A_INT, "parallel.hybrid_replicas",
-     h_record, NOTE, "> 1: hybrid, replicated across this many groups"},
+     zt_cfg_record_row, NOTE, "> 1: hybrid, replicated across this many groups"},
     {"parallelism_config.parallelism_config_dp_shard_size", A_INT, "parallel.hybrid_shard_size",
-     h_record, NOTE, "ranks per shard group"},
-    {"parallelism_config.parallelism_config_tp_size", A_INT, "parallel.tensor_parallel_size", h_record,
+     zt_cfg_record_row, NOTE, "ranks per shard group"},
+    {"parallelism_config.parallelism_config_tp_size", A_INT, "parallel.tensor_parallel_size", zt_cfg_record_row,
      NOTE, "> 1: not implemented (an error)"},
-    {"parallelism_config.parallelism_config_cp_size", A_INT, "parallel.context_parallel_size", h_record,
+    {"parallelism_config.parallelism_config_cp_size", A_INT, "parallel.context_parallel_size", zt_cfg_record_row,
      NOTE, "> 1: not implemented (an error)"},
-    {"parallelism_config.parallelism_config_sp_size", A_INT, "parallel.context_parallel_size", h_record,
+    {"parallelism_config.parallelism_config_sp_size", A_INT, "parallel.context_parallel_size", zt_cfg_record_row,
      NOTE, "> 1: not implemented (an error)"},
     {"parallelism_config.parallelism_config_cp_comm_strategy", A_STR, NULL, NULL, NOTE,
      "context-parallel detail"},
@@ -277,7 +253,7 @@ static bool get_flag(dctx *d, const cfg_node *n, const char *path, bool *out) {
 }
 
 static void resolve_precision(dctx *d, bool ds_file) {
-    const cfg_node *mp = rec(d, "mixed_precision");
+    const cfg_node *mp = zt_cfg_record_get(d, "mixed_precision");
     if (!mp || mp->kind == CN_NULL) return;
     if (ds_file) return; /* an error already */
     const char *v = mp->kind == CN_BOOL ? (mp->b ? "?" : "no") : mp->text;
@@ -300,7 +276,7 @@ static void resolve_precision(dctx *d, bool ds_file) {
 }
 
 static void map_device(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = rec(d, path);
+    const cfg_node *n = zt_cfg_record_get(d, path);
     if (!n) return;
     const char *v = n->kind == CN_NULL ? "none" : n->text;
     if (strcasecmp(v, "none") && strcasecmp(v, "cpu") && strcasecmp(v, "nvme")) {
@@ -313,13 +289,13 @@ static void map_device(dctx *d, const char *path, const char *key) {
 }
 
 static void map_path(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = rec(d, path);
+    const cfg_node *n = zt_cfg_record_get(d, path);
     if (!n || n->kind == CN_NULL || !strcasecmp(n->text, "none")) return;
     zt_cfg_map(d, n, path, key, n->text);
 }
 
 static void map_plain(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = rec(d, path);
+    const cfg_node *n = zt_cfg_record_get(d, path);
     if (!n) return;
     char w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
     if (zt_cfg_is_auto(n)) {
@@ -339,21 +315,21 @@ static void resolve_deepspeed(dctx *d) {
         "deepspeed_config.zero_stage", "deepspeed_config.offload_optimizer_device",
         "deepspeed_config.offload_param_device", "deepspeed_config.offload_param_nvme_path",
         "deepspeed_config.offload_optimizer_nvme_path", "deepspeed_config.zero3_save_16bit_model"};
-    const cfg_node *file = rec(d, "deepspeed_config.deepspeed_config_file");
+    const cfg_node *file = zt_cfg_record_get(d, "deepspeed_config.deepspeed_config_file");
     for (size_t i = 0; i < sizeof REJECTED / sizeof REJECTED[0]; i++) {
-        const cfg_node *n = rec(d, REJECTED[i]);
+        const cfg_node *n = zt_cfg_record_get(d, REJECTED[i]);
         if (!n) continue;
         if (file)
             zt_cfg_derror(d, n, REJECTED[i],
                           "cannot be combined with deepspeed_config_file (Accelerate raises a "
                           "ValueError too): set it in the DeepSpeed file");
     }
-    const cfg_node *mp = rec(d, "mixed_precision");
+    const cfg_node *mp = zt_cfg_record_get(d, "mixed_precision");
     if (file && mp && mp->kind != CN_NULL)
         zt_cfg_derror(d, mp, "mixed_precision",
                       "cannot be combined with deepspeed_config_file (Accelerate raises a "
                       "ValueError too): enable bf16 or fp16 in the DeepSpeed file");
-    const cfg_node *moe = rec(d, "deepspeed_config.deepspeed_moe_layer_cls_names");
+    const cfg_node *moe = zt_cfg_record_get(d, "deepspeed_config.deepspeed_moe_layer_cls_names");
     if (moe && moe->kind != CN_NULL)
         zt_cfg_dnote(d, ZT_CONFIG_WARNING, moe, "deepspeed_config.deepspeed_moe_layer_cls_names",
                      "mixture of experts is not implemented: no effect");
@@ -362,12 +338,12 @@ static void resolve_deepspeed(dctx *d) {
                                         "deepspeed_config.deepspeed_exclusion_filter",
                                         "deepspeed_config.deepspeed_inclusion_filter"};
     for (size_t i = 0; i < 4; i++) {
-        const cfg_node *n = rec(d, MULTI[i]);
+        const cfg_node *n = zt_cfg_record_get(d, MULTI[i]);
         if (n)
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, MULTI[i],
                          "multi-node starts with `mpirun -np N -hostfile HOSTS zerotrain train CONFIG`");
     }
-    const cfg_node *init = rec(d, "deepspeed_config.zero3_init_flag");
+    const cfg_node *init = zt_cfg_record_get(d, "deepspeed_config.zero3_init_flag");
     if (init)
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, init, "deepspeed_config.zero3_init_flag",
                      "zerotrain always initializes each shard in place from the seed");
@@ -403,7 +379,7 @@ static void resolve_deepspeed(dctx *d) {
         return;
     }
     /* DeepSpeedPlugin without a file: its defaults are stage 2 and "auto" elsewhere */
-    const cfg_node *st = rec(d, "deepspeed_config.zero_stage");
+    const cfg_node *st = zt_cfg_record_get(d, "deepspeed_config.zero_stage");
     static const char *const NAMES[] = {"ddp", "zero1", "zero2", "zero3"};
     int64_t stage = 2;
     if (st) {
@@ -458,7 +434,7 @@ static void map_sharding(dctx *d, const cfg_node *n, const char *path, int s, in
 }
 
 static int fsdp_version(dctx *d) {
-    const cfg_node *ver = rec(d, "fsdp_config.fsdp_version");
+    const cfg_node *ver = zt_cfg_record_get(d, "fsdp_config.fsdp_version");
     int64_t version = 1;
     if (ver && !zt_cfg_get_int(d, ver, "fsdp_config.fsdp_version", 1, 2, &version)) version = 1;
     return (int)version;
@@ -467,8 +443,8 @@ static int fsdp_version(dctx *d) {
 /* mesh_hybrid: parallelism_config made the strategy hybrid (FSDP2 on a 2-D mesh); then
  * fsdp_reshard_after_forward says what happens inside a shard group. */
 static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool mesh_hybrid) {
-    const cfg_node *ss = rec(d, "fsdp_config.fsdp_sharding_strategy");
-    const cfg_node *raf = rec(d, "fsdp_config.fsdp_reshard_after_forward");
+    const cfg_node *ss = zt_cfg_record_get(d, "fsdp_config.fsdp_sharding_strategy");
+    const cfg_node *raf = zt_cfg_record_get(d, "fsdp_config.fsdp_reshard_after_forward");
     char s[100];
     if (ss) {
         int k = sharding_of(ss);
@@ -534,12 +510,12 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
                              "fsdp_config");
     }
     bool b;
-    const cfg_node *n = rec(d, "fsdp_config.fsdp_offload_params");
+    const cfg_node *n = zt_cfg_record_get(d, "fsdp_config.fsdp_offload_params");
     if (n && get_flag(d, n, "fsdp_config.fsdp_offload_params", &b) && b) {
         zt_cfg_map(d, n, "fsdp_config.fsdp_offload_params", "memory.offload_param", "cpu");
         zt_cfg_map(d, n, "fsdp_config.fsdp_offload_params", "memory.offload_optimizer", "cpu");
     }
-    n = rec(d, "fsdp_config.fsdp_auto_wrap_policy");
+    n = zt_cfg_record_get(d, "fsdp_config.fsdp_auto_wrap_policy");
     if (n && n->kind == CN_STR) {
         if (!strcasecmp(n->text, "TRANSFORMER_BASED_WRAP"))
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_auto_wrap_policy",
@@ -565,8 +541,8 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
         "every rank initializes the same values from the seed: nothing to broadcast",
         "parameters are always kept per tensor (FSDP2's way)"};
     for (size_t i = 0; i < sizeof NOTES / sizeof NOTES[0]; i++)
-        if ((n = rec(d, NOTES[i]))) zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, NOTES[i], "%s", WHY[i]);
-    n = rec(d, "fsdp_config.fsdp_state_dict_type");
+        if ((n = zt_cfg_record_get(d, NOTES[i]))) zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, NOTES[i], "%s", WHY[i]);
+    n = zt_cfg_record_get(d, "fsdp_config.fsdp_state_dict_type");
     if (n) {
         static const char *const T[] = {"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT"};
         int k = 0;
@@ -580,7 +556,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
             zt_cfg_map(d, n, "fsdp_config.fsdp_state_dict_type", "checkpoint.save_consolidated",
                        k == 1 ? "true" : "false");
     }
-    n = rec(d, "fsdp_config.fsdp_activation_checkpointing");
+    n = zt_cfg_record_get(d, "fsdp_config.fsdp_activation_checkpointing");
     if (n && get_flag(d, n, "fsdp_config.fsdp_activation_checkpointing", &b))
         zt_cfg_map(d, n, "fsdp_config.fsdp_activation_checkpointing", "memory.activation_checkpointing",
                    b ? "full" : "none");
@@ -591,7 +567,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
     const cfg_node *on = NULL, *off = NULL;
     const char *on_path = NULL, *off_path = NULL;
     for (int i = 0; i < 2; i++) {
-        n = rec(d, BP[i]);
+        n = zt_cfg_record_get(d, BP[i]);
         if (!n || n->kind == CN_NULL) continue;
         bool pre = (n->kind == CN_STR && (!strcasecmp(n->text, "BACKWARD_PRE") ||
                                           !strcasecmp(n->text, "BACKWARD_POST") ||
@@ -611,7 +587,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
             off_path = BP[i];
         }
     }
-    n = rec(d, "fsdp_config.fsdp_forward_prefetch");
+    n = zt_cfg_record_get(d, "fsdp_config.fsdp_forward_prefetch");
     if (n && get_flag(d, n, "fsdp_config.fsdp_forward_prefetch", &b) && b) {
         if (version == 2) {
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_forward_prefetch",
@@ -629,7 +605,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
 
 /* Returns true when it made the strategy hybrid. */
 static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) {
-    const cfg_node *blk = rec(d, "parallelism_config");
+    const cfg_node *blk = zt_cfg_record_get(d, "parallelism_config");
     if (!blk || blk->kind != CN_MAP || !blk->child) return false;
     if (!fsdp || version != 2) {
         zt_cfg_derror(d, blk, "parallelism_config",
@@ -645,7 +621,7 @@ static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) 
                                     "parallelism_config.parallelism_config_sp_size"};
     const cfg_node *n[5];
     for (int i = 0; i < 5; i++) {
-        n[i] = rec(d, K[i]);
+        n[i] = zt_cfg_record_get(d, K[i]);
         if (n[i] && !zt_cfg_get_int(d, n[i], K[i], 1, 1048576, &v[i])) return false;
     }
     int64_t r = v[0], s = v[1];
@@ -682,10 +658,10 @@ static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) 
 void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char *name) {
     cfg_node *root = zt_cfg_yaml_tree(x, text, len, name);
     if (!root) return;
-    acc_state st = {0};
+    dialect_records st = {0};
     dctx d = {x, name, "accelerate", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st};
     zt_cfg_walk(&d, root, "");
-    const cfg_node *dt = rec(&d, "distributed_type");
+    const cfg_node *dt = zt_cfg_record_get(&d, "distributed_type");
     if (!dt && zt_cfg_child(root, "distributed_type")) { /* refused by the walk already */
         zt_cfg_node_free(root);
         return;
@@ -715,8 +691,8 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
         }
     }
     /* the blocks, once the type is known: only the selected one is read */
-    const cfg_node *dsb = rec(&d, "deepspeed_config"), *fb = rec(&d, "fsdp_config"),
-                   *pb = rec(&d, "parallelism_config");
+    const cfg_node *dsb = zt_cfg_record_get(&d, "deepspeed_config"), *fb = zt_cfg_record_get(&d, "fsdp_config"),
+                   *pb = zt_cfg_record_get(&d, "parallelism_config");
     bool is_ds = !strcmp(dt->text, "DEEPSPEED"), is_fsdp = !strcmp(dt->text, "FSDP");
     if (dsb && dsb->kind == CN_MAP) {
         if (is_ds)
@@ -735,7 +711,7 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
     if (pb && pb->kind == CN_MAP) zt_cfg_walk(&d, pb, "parallelism_config");
 
     /* ranks */
-    const cfg_node *np = rec(&d, "num_processes"), *nm = rec(&d, "num_machines");
+    const cfg_node *np = zt_cfg_record_get(&d, "num_processes"), *nm = zt_cfg_record_get(&d, "num_machines");
     int64_t procs = -1, machines = 1;
     if (nm && !zt_cfg_get_int(&d, nm, "num_machines", 1, 1048576, &machines)) machines = 1;
     if (np && !zt_cfg_get_int(&d, np, "num_processes", -1, 1048576, &procs)) procs = -1;
@@ -778,6 +754,6 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
         zt_cfg_derror(&d, dt, "distributed_type",
                       "%s is not supported (NO, MULTI_CPU, DEEPSPEED or FSDP)", s);
     }
-    resolve_precision(&d, is_ds && rec(&d, "deepspeed_config.deepspeed_config_file"));
+    resolve_precision(&d, is_ds && zt_cfg_record_get(&d, "deepspeed_config.deepspeed_config_file"));
     zt_cfg_node_free(root);
 }

@@ -818,3 +818,20 @@ void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix) {
             default_row(d, r, c, path);
     }
 }
+
+const cfg_node *zt_cfg_record_get(const dctx *d, const char *path) {
+    const dialect_records *s = d->state;
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->path[i], path) == 0) return s->node[i];
+    return NULL;
+}
+
+int zt_cfg_record_row(dctx *d, const dialect_row *r, const cfg_node *n) {
+    dialect_records *s = d->state;
+    if (s->n < ZT_CFG_MAX_RECORDS) {
+        s->path[s->n] = r->path;
+        s->node[s->n] = n;
+        s->n++;
+    }
+    return 0;
+}

@@ -28,30 +28,6 @@
 /* ---------------------------------------------------------------------------------------------
  * What the walk records for resolve(). */
 
-#define MAX_REC 64
-
-typedef struct ds_state {
-    int n;
-    const char *path[MAX_REC];
-    const cfg_node *node[MAX_REC];
-} ds_state;
-
-static const cfg_node *rec(const dctx *d, const char *path) {
-    const ds_state *s = d->state;
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->path[i], path) == 0) return s->node[i];
-    return NULL;
-}
-
-static int h_record(dctx *d, const dialect_row *r, const cfg_node *n) {
-    ds_state *s = d->state;
-    if (s->n < MAX_REC) {
-        s->path[s->n] = r->path;
-        s->node[s->n] = n;
-        s->n++;
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Handlers. */
@@ -268,13 +244,13 @@ static int h_tensor_parallel(dctx *d, const dialect_row *r, const cfg_node *n) {
 
 static const dialect_row ROWS[] = {
     /* batch sizes: train_batch_size = micro x GA x world (checked at launch) */
-    {"train_batch_size", INTA, "training.global_batch_size", h_record, NOTE,
+    {"train_batch_size", INTA, "training.global_batch_size", zt_cfg_record_row, NOTE,
      "global batch; \"auto\": micro x GA x world (0)"},
-    {"train_micro_batch_size_per_gpu", INTA, "training.micro_batch_size", h_record, NOTE,
+    {"train_micro_batch_size_per_gpu", INTA, "training.micro_batch_size", zt_cfg_record_row, NOTE,
      "per-rank micro-batch; derived at launch when only train_batch_size gives it"},
-    {"gradient_accumulation_steps", INTA, "training.gradient_accumulation_steps", h_record, NOTE,
+    {"gradient_accumulation_steps", INTA, "training.gradient_accumulation_steps", zt_cfg_record_row, NOTE,
      "derived at launch from train_batch_size / (micro x world) when absent"},
-    {"gradient_clipping", NUMA, "training.grad_clip", h_record, NOTE,
+    {"gradient_clipping", NUMA, "training.grad_clip", zt_cfg_record_row, NOTE,
      "same meaning; absent: 1.0 (DeepSpeed's code default since PR #8068, 2026-06; before it the "
      "code said 0 = off while the docs said 1.0)"},
     {"steps_per_print", A_INT | A_NUM | A_AUTO, "logging.print_every", NULL, NOTE, "same meaning"},
@@ -290,15 +266,15 @@ static const dialect_row ROWS[] = {
      "detail of DeepSpeed's comms logger: no effect"},
     /* ZeRO */
     {"zero_optimization", BLOCK, NULL, NULL, NOTE, "block"},
-    {"zero_optimization.stage", A_INT, "parallel.strategy", h_record, NOTE,
+    {"zero_optimization.stage", A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
      "0 ddp, 1 zero1, 2 zero2, 3 zero3 (hybrid with mics_shard_size or zero_hpz_partition_size); "
      "absent: 0"},
-    {"zero_optimization.mics_shard_size", A_INT, "parallel.hybrid_shard_size", h_record, NOTE,
+    {"zero_optimization.mics_shard_size", A_INT, "parallel.hybrid_shard_size", zt_cfg_record_row, NOTE,
      "> 0 with stage 3: strategy hybrid, zero3 inside groups of this many ranks, replicated across "
      "them (MiCS = FSDP's HYBRID_SHARD)"},
     {"zero_optimization.mics_hierarchical_params_gather", A_BOOL, NULL, NULL, NOTE,
      "communication detail of MiCS: no effect on results"},
-    {"zero_optimization.zero_hpz_partition_size", A_INT, "parallel.hybrid_shard_size", h_record, NOTE,
+    {"zero_optimization.zero_hpz_partition_size", A_INT, "parallel.hybrid_shard_size", zt_cfg_record_row, NOTE,
      "> 1 with stage 3: approximated by strategy hybrid with shard groups of this size (warning: "
      "hpZ keeps the optimizer state sharded over all ranks; same results, more memory here)"},
     {"zero_optimization.reduce_bucket_size", NUMA, "parallel.bucket_mb", h_bucket, NOTE,
@@ -410,7 +386,7 @@ static const dialect_row ROWS[] = {
     {"zero_optimization.zenflow", BLOCK, NULL, h_block, WARN, "ZenFlow is not implemented"},
     /* precision */
     {"bf16", BLOCK, NULL, NULL, NOTE, "block"},
-    {"bf16.enabled", BOOLA, "precision.mode", h_record, NOTE,
+    {"bf16.enabled", BOOLA, "precision.mode", zt_cfg_record_row, NOTE,
      "true: bf16 (mixed: fp32 master weights, as DeepSpeed keeps them)"},
     {"bf16.immediate_grad_update", A_BOOL, NULL, NULL, NOTE, "gradients are accumulated in fp32"},
     {"bf16.check_overflow", A_BOOL, NULL, NULL, NOTE, "every step checks the gradients are finite"},
@@ -420,7 +396,7 @@ static const dialect_row ROWS[] = {
      "bf16 optimizer states: zerotrain's bf16 keeps fp32 moments (bf16-low has bf16 ones)"},
     {"bfloat16", BLOCK, NULL, h_bfloat16, NOTE, "the older name of bf16"},
     {"fp16", BLOCK, NULL, NULL, NOTE, "block"},
-    {"fp16.enabled", BOOLA, "precision.mode", h_record, NOTE, "true: fp16 with dynamic loss scaling"},
+    {"fp16.enabled", BOOLA, "precision.mode", zt_cfg_record_row, NOTE, "true: fp16 with dynamic loss scaling"},
     {"fp16.loss_scale", A_NUM, "precision.loss_scale", NULL, NOTE, "same meaning (0: dynamic)"},
     {"fp16.initial_scale_power", A_INT, "precision.initial_scale_power", NULL, NOTE, "same meaning"},
     {"fp16.loss_scale_window", A_INT, "precision.loss_scale_window", NULL, NOTE, "same meaning"},
@@ -443,50 +419,50 @@ static const dialect_row ROWS[] = {
      "gradients are accumulated in fp32 whatever this says"},
     /* optimizer and schedule */
     {"optimizer", A_MAP, NULL, h_typed_block, NOTE, "block"},
-    {"optimizer.type", A_STR, "optimizer.type", h_record, NOTE,
+    {"optimizer.type", A_STR, "optimizer.type", zt_cfg_record_row, NOTE,
      "AdamW -> adamw; Adam -> adamw (DeepSpeed's adam_w_mode defaults to true); SGD -> sgd"},
     {"optimizer.legacy_fusion", A_BOOL, NULL, NULL, NOTE, "no effect"},
     {"optimizer.params", A_MAP, NULL, NULL, NOTE, "block"},
-    {"optimizer.params.lr", NUMA, "training.lr", h_record, NOTE,
+    {"optimizer.params.lr", NUMA, "training.lr", zt_cfg_record_row, NOTE,
      "same meaning; absent: 1e-3 (torch's default)"},
-    {"optimizer.params.betas", A_SEQ | A_AUTO, "optimizer.beta1", h_record, NOTE,
+    {"optimizer.params.betas", A_SEQ | A_AUTO, "optimizer.beta1", zt_cfg_record_row, NOTE,
      "[beta1, beta2]; absent: [0.9, 0.999] (torch's defaults, not zerotrain's 0.95)"},
-    {"optimizer.params.eps", NUMA, "optimizer.eps", h_record, NOTE, "same meaning; absent: 1e-8"},
-    {"optimizer.params.weight_decay", NUMA, "optimizer.weight_decay", h_record, NOTE,
+    {"optimizer.params.eps", NUMA, "optimizer.eps", zt_cfg_record_row, NOTE, "same meaning; absent: 1e-8"},
+    {"optimizer.params.weight_decay", NUMA, "optimizer.weight_decay", zt_cfg_record_row, NOTE,
      "same meaning; absent: 0 (DeepSpeed's FusedAdam default, not zerotrain's 0.1)"},
-    {"optimizer.params.adam_w_mode", A_BOOL, NULL, h_record, NOTE,
+    {"optimizer.params.adam_w_mode", A_BOOL, NULL, zt_cfg_record_row, NOTE,
      "false (Adam with L2 decay) runs only with weight_decay 0"},
     {"optimizer.params.torch_adam", A_BOOL, NULL, NULL, NOTE, "no effect (zerotrain's own AdamW)"},
-    {"optimizer.params.bias_correction", A_BOOL, NULL, h_record, NOTE,
+    {"optimizer.params.bias_correction", A_BOOL, NULL, zt_cfg_record_row, NOTE,
      "false is not supported (AdamW always corrects the bias)"},
-    {"optimizer.params.amsgrad", A_BOOL, NULL, h_record, NOTE, "true is not supported"},
-    {"optimizer.params.momentum", NUMA, "optimizer.momentum", h_record, NOTE, "SGD: same meaning"},
-    {"optimizer.params.nesterov", A_BOOL, "optimizer.nesterov", h_record, NOTE, "SGD: same meaning"},
-    {"optimizer.params.dampening", A_NUM, NULL, h_record, NOTE, "SGD: only 0 is supported"},
-    {"optimizer.params.maximize", A_BOOL, NULL, h_record, NOTE, "true is not supported"},
+    {"optimizer.params.amsgrad", A_BOOL, NULL, zt_cfg_record_row, NOTE, "true is not supported"},
+    {"optimizer.params.momentum", NUMA, "optimizer.momentum", zt_cfg_record_row, NOTE, "SGD: same meaning"},
+    {"optimizer.params.nesterov", A_BOOL, "optimizer.nesterov", zt_cfg_record_row, NOTE, "SGD: same meaning"},
+    {"optimizer.params.dampening", A_NUM, NULL, zt_cfg_record_row, NOTE, "SGD: only 0 is supported"},
+    {"optimizer.params.maximize", A_BOOL, NULL, zt_cfg_record_row, NOTE, "true is not supported"},
     {"optimizer.params.fused", A_BOOL | A_NULL, NULL, NULL, NOTE, "no effect"},
     {"optimizer.params.foreach", A_BOOL | A_NULL, NULL, NULL, NOTE, "no effect"},
     {"optimizer.params.capturable", A_BOOL, NULL, NULL, NOTE, "no effect"},
     {"optimizer.params.differentiable", A_BOOL, NULL, NULL, NOTE, "no effect"},
     {"scheduler", A_MAP, NULL, h_typed_block, NOTE, "block"},
-    {"scheduler.type", A_STR, "training.decay", h_record, NOTE,
+    {"scheduler.type", A_STR, "training.decay", zt_cfg_record_row, NOTE,
      "WarmupLR -> constant; WarmupDecayLR -> linear; WarmupCosineLR -> cosine; absent: zerotrain's "
      "schedule (as Hugging Face's Trainer supplies its own)"},
     {"scheduler.params", A_MAP, NULL, NULL, NOTE, "block"},
-    {"scheduler.params.warmup_min_lr", NUMA, "training.min_lr", h_record, NOTE,
+    {"scheduler.params.warmup_min_lr", NUMA, "training.min_lr", zt_cfg_record_row, NOTE,
      "WarmupDecayLR: the final lr (min_lr); warmup starts at lr / warmup_steps here, not at it"},
-    {"scheduler.params.warmup_max_lr", NUMA, "training.lr", h_record, NOTE,
+    {"scheduler.params.warmup_max_lr", NUMA, "training.lr", zt_cfg_record_row, NOTE,
      "the peak lr (DeepSpeed uses it over optimizer.params.lr)"},
-    {"scheduler.params.warmup_num_steps", INTA, "training.warmup_steps", h_record, NOTE,
+    {"scheduler.params.warmup_num_steps", INTA, "training.warmup_steps", zt_cfg_record_row, NOTE,
      "same meaning (DeepSpeed uses at least 2)"},
-    {"scheduler.params.warmup_type", A_STR, NULL, h_record, NOTE,
+    {"scheduler.params.warmup_type", A_STR, NULL, zt_cfg_record_row, NOTE,
      "log (DeepSpeed's default) and linear are both read as zerotrain's linear warmup (a warning for "
      "log)"},
-    {"scheduler.params.total_num_steps", INTA, "training.steps", h_record, NOTE,
+    {"scheduler.params.total_num_steps", INTA, "training.steps", zt_cfg_record_row, NOTE,
      "WarmupDecayLR, WarmupCosineLR: the schedule's end, which is training.steps here"},
-    {"scheduler.params.warmup_min_ratio", NUMA, NULL, h_record, NOTE,
+    {"scheduler.params.warmup_min_ratio", NUMA, NULL, zt_cfg_record_row, NOTE,
      "WarmupCosineLR: warmup starts at lr / warmup_steps here (a warning when not 0)"},
-    {"scheduler.params.cos_min_ratio", NUMA, "training.min_lr", h_record, NOTE,
+    {"scheduler.params.cos_min_ratio", NUMA, "training.min_lr", zt_cfg_record_row, NOTE,
      "WarmupCosineLR: min_lr = lr x cos_min_ratio (absent: 1e-4)"},
     {"scheduler.params.last_batch_iteration", A_INT, NULL, NULL, NOTE, "resuming: --resume CKPT"},
     /* activation checkpointing: configures deepspeed.checkpointing for model code */
@@ -586,8 +562,8 @@ static void map_or_auto(dctx *d, const cfg_node *n, const char *path, const char
 static bool explicit_node(const cfg_node *n) { return n && !zt_cfg_is_auto(n); }
 
 static void resolve_batch(dctx *d) {
-    const cfg_node *t = rec(d, "train_batch_size"), *m = rec(d, "train_micro_batch_size_per_gpu"),
-                   *g = rec(d, "gradient_accumulation_steps");
+    const cfg_node *t = zt_cfg_record_get(d, "train_batch_size"), *m = zt_cfg_record_get(d, "train_micro_batch_size_per_gpu"),
+                   *g = zt_cfg_record_get(d, "gradient_accumulation_steps");
     int64_t v;
     if (t && (zt_cfg_is_auto(t) || zt_cfg_get_int(d, t, t->key, 1, INT32_MAX, &v)))
         map_or_auto(d, t, "train_batch_size", "training.global_batch_size");
@@ -619,9 +595,9 @@ static void resolve_batch(dctx *d) {
 }
 
 static void resolve_stage(dctx *d) {
-    const cfg_node *st = rec(d, "zero_optimization.stage");
-    const cfg_node *mics = rec(d, "zero_optimization.mics_shard_size");
-    const cfg_node *hpz = rec(d, "zero_optimization.zero_hpz_partition_size");
+    const cfg_node *st = zt_cfg_record_get(d, "zero_optimization.stage");
+    const cfg_node *mics = zt_cfg_record_get(d, "zero_optimization.mics_shard_size");
+    const cfg_node *hpz = zt_cfg_record_get(d, "zero_optimization.zero_hpz_partition_size");
     int64_t stage = 0, ms = -1, hs = 1;
     if (st && !zt_cfg_get_int(d, st, "zero_optimization.stage", 0, 3, &stage)) return;
     if (mics && !zt_cfg_get_int(d, mics, "zero_optimization.mics_shard_size", -1, 1048576, &ms)) return;
@@ -673,7 +649,7 @@ static void resolve_stage(dctx *d) {
 }
 
 static void resolve_precision(dctx *d) {
-    const cfg_node *b = rec(d, "bf16.enabled"), *f = rec(d, "fp16.enabled");
+    const cfg_node *b = zt_cfg_record_get(d, "bf16.enabled"), *f = zt_cfg_record_get(d, "fp16.enabled");
     bool bon = false, fon = false;
     if (explicit_node(b) && !zt_cfg_get_bool(d, b, "bf16.enabled", &bon)) return;
     if (explicit_node(f) && !zt_cfg_get_bool(d, f, "fp16.enabled", &fon)) return;
@@ -695,30 +671,30 @@ static void resolve_precision(dctx *d) {
 
 /* The scheduler's peak lr, when it sets one (DeepSpeed uses it over the optimizer's lr). */
 static const cfg_node *sched_max_lr(dctx *d, const char **type) {
-    const cfg_node *t = rec(d, "scheduler.type");
+    const cfg_node *t = zt_cfg_record_get(d, "scheduler.type");
     *type = t ? t->text : NULL;
     if (!t) return NULL;
-    return rec(d, "scheduler.params.warmup_max_lr");
+    return zt_cfg_record_get(d, "scheduler.params.warmup_max_lr");
 }
 
 static void resolve_optimizer(dctx *d) {
-    const cfg_node *t = rec(d, "optimizer.type");
+    const cfg_node *t = zt_cfg_record_get(d, "optimizer.type");
     if (!t) {
         zt_cfg_note(d->x, ZT_CONFIG_NOTE, "%s: no optimizer block: the native optimizer settings apply",
                     d->file);
         return;
     }
     bool sgd = strcasecmp(t->text, "sgd") == 0, adam = strcasecmp(t->text, "adam") == 0;
-    const cfg_node *lr = rec(d, "optimizer.params.lr"), *betas = rec(d, "optimizer.params.betas"),
-                   *eps = rec(d, "optimizer.params.eps"),
-                   *wd = rec(d, "optimizer.params.weight_decay"),
-                   *awm = rec(d, "optimizer.params.adam_w_mode"),
-                   *bc = rec(d, "optimizer.params.bias_correction"),
-                   *ams = rec(d, "optimizer.params.amsgrad"),
-                   *mom = rec(d, "optimizer.params.momentum"),
-                   *nes = rec(d, "optimizer.params.nesterov"),
-                   *damp = rec(d, "optimizer.params.dampening"),
-                   *max = rec(d, "optimizer.params.maximize");
+    const cfg_node *lr = zt_cfg_record_get(d, "optimizer.params.lr"), *betas = zt_cfg_record_get(d, "optimizer.params.betas"),
+                   *eps = zt_cfg_record_get(d, "optimizer.params.eps"),
+                   *wd = zt_cfg_record_get(d, "optimizer.params.weight_decay"),
+                   *awm = zt_cfg_record_get(d, "optimizer.params.adam_w_mode"),
+                   *bc = zt_cfg_record_get(d, "optimizer.params.bias_correction"),
+                   *ams = zt_cfg_record_get(d, "optimizer.params.amsgrad"),
+                   *mom = zt_cfg_record_get(d, "optimizer.params.momentum"),
+                   *nes = zt_cfg_record_get(d, "optimizer.params.nesterov"),
+                   *damp = zt_cfg_record_get(d, "optimizer.params.dampening"),
+                   *max = zt_cfg_record_get(d, "optimizer.params.maximize");
     bool b;
     double x;
     if (bc && zt_cfg_get_bool(d, bc, "optimizer.params.bias_correction", &b) && !b)
@@ -799,9 +775,9 @@ static void resolve_optimizer(dctx *d) {
 }
 
 static void resolve_scheduler(dctx *d) {
-    const cfg_node *t = rec(d, "scheduler.type");
+    const cfg_node *t = zt_cfg_record_get(d, "scheduler.type");
     if (!t) {
-        if (rec(d, "optimizer.type"))
+        if (zt_cfg_record_get(d, "optimizer.type"))
             zt_cfg_note(d->x, ZT_CONFIG_NOTE,
                         "%s: no scheduler block: zerotrain's schedule applies (training.warmup_steps, "
                         "training.decay), as Hugging Face's Trainer supplies its own; DeepSpeed alone "
@@ -810,13 +786,13 @@ static void resolve_scheduler(dctx *d) {
         return;
     }
     const char *type = t->text;
-    const cfg_node *minlr = rec(d, "scheduler.params.warmup_min_lr"),
-                   *maxlr = rec(d, "scheduler.params.warmup_max_lr"),
-                   *wn = rec(d, "scheduler.params.warmup_num_steps"),
-                   *wt = rec(d, "scheduler.params.warmup_type"),
-                   *tot = rec(d, "scheduler.params.total_num_steps"),
-                   *wmr = rec(d, "scheduler.params.warmup_min_ratio"),
-                   *cmr = rec(d, "scheduler.params.cos_min_ratio");
+    const cfg_node *minlr = zt_cfg_record_get(d, "scheduler.params.warmup_min_lr"),
+                   *maxlr = zt_cfg_record_get(d, "scheduler.params.warmup_max_lr"),
+                   *wn = zt_cfg_record_get(d, "scheduler.params.warmup_num_steps"),
+                   *wt = zt_cfg_record_get(d, "scheduler.params.warmup_type"),
+                   *tot = zt_cfg_record_get(d, "scheduler.params.total_num_steps"),
+                   *wmr = zt_cfg_record_get(d, "scheduler.params.warmup_min_ratio"),
+                   *cmr = zt_cfg_record_get(d, "scheduler.params.cos_min_ratio");
     bool lr_sched = !strcmp(type, "WarmupLR"), decay = !strcmp(type, "WarmupDecayLR"),
          cosine = !strcmp(type, "WarmupCosineLR");
     double x;
@@ -907,7 +883,7 @@ static void resolve_scheduler(dctx *d) {
 }
 
 static void resolve_clip(dctx *d) {
-    const cfg_node *c = rec(d, "gradient_clipping");
+    const cfg_node *c = zt_cfg_record_get(d, "gradient_clipping");
     double x;
     if (c) {
         if (zt_cfg_is_auto(c) || zt_cfg_get_num(d, c, "gradient_clipping", 0, INFINITY, &x))
@@ -931,7 +907,7 @@ void zt_cfg_read_deepspeed(cfg_ctx *x, const char *text, size_t len, const char 
                      name);
         return;
     }
-    ds_state st = {0};
+    dialect_records st = {0};
     dctx d = {x, name, "deepspeed", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st};
     zt_cfg_walk(&d, root, "");
     resolve_batch(&d);

@@ -36,3 +36,14 @@ int zt_read_file(const char *path, const char *what, char **buf, size_t *len, zt
     *len = got;
     return ZT_OK;
 }
+
+void zt_make_parent_dirs(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
+}

@@ -9,4 +9,7 @@
  * cannot be opened or read, ZT_ERR_NOMEM when it does not fit. */
 int zt_read_file(const char *path, const char *what, char **buf, size_t *len, zt_error *err);
 
+/* mkdir -p of path's parent directory; failures surface when the file itself is created. */
+void zt_make_parent_dirs(const char *path);
+
 #endif

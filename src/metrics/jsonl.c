@@ -1,5 +1,6 @@
 /* jsonl.c - the per-step metrics log: one JSON object per line, flushed each step so a crashed
  * run keeps what it logged. */
+#include "core/file.h"
 #include "metrics/metrics.h"
 
 #include <errno.h>
@@ -8,17 +9,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-/* mkdir -p of path's parent directory; errors surface when the file is created. */
-static void make_parent_dirs(const char *path) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = '/';
-        }
-}
 
 uint64_t zt_rss_peak_bytes(void) {
     struct rusage ru;
@@ -33,7 +23,7 @@ uint64_t zt_memory_peak_total(const zt_memory_report *m) {
 int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err) {
     memset(j, 0, sizeof *j);
     snprintf(j->path, sizeof j->path, "%s", path);
-    make_parent_dirs(path);
+    zt_make_parent_dirs(path);
     j->fp = fopen(path, "w");
     if (!j->fp) return zt_error_set(err, ZT_ERR_IO, "cannot create log %s: %s", path, strerror(errno));
     return ZT_OK;

@@ -9,6 +9,7 @@
  *     thread in a new session gives it a fresh tid and names it in the file.
  */
 #define _GNU_SOURCE
+#include "core/file.h"
 #include "metrics/trace.h"
 
 #include <errno.h>
@@ -203,16 +204,6 @@ static void emit(const line *l) {
 
 /* ---- open / close ----------------------------------------------------------------------------- */
 
-static void make_parent_dirs(const char *path) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = '/';
-        }
-}
 
 void zt_trace_rank_path(const char *path, int rank, char *out, size_t cap) {
     if (rank < 0) {
@@ -239,7 +230,7 @@ int zt_trace_open(const char *path, int rank, zt_error *err) {
         pthread_mutex_unlock(&g.lock);
         return zt_error_set(err, ZT_ERR_NOMEM, "trace %s: out of memory for the 1 MiB buffer", file);
     }
-    make_parent_dirs(file);
+    zt_make_parent_dirs(file);
     FILE *fp = fopen(file, "w");
     if (!fp) {
         int e = errno;
@@ -439,7 +430,7 @@ int zt_trace_merge(const char *const *inputs, int n, const char *output, zt_erro
         if ((rc = read_header(in[i], inputs[i], &epoch[i], err))) goto done;
         if (i == 0 || epoch[i] < base) base = epoch[i];
     }
-    make_parent_dirs(output);
+    zt_make_parent_dirs(output);
     if (!(out = fopen(output, "w"))) {
         rc = zt_error_set(err, ZT_ERR_IO, "merge traces: cannot create %s: %s", output, strerror(errno));
         goto done;

@@ -1,43 +1,31 @@
-/* matmul.c - the Linear layer through OpenBLAS: matmul_forward / matmul_backward (see kernels.h).
+/* matmul.c - the Linear layer: matmul_forward / matmul_backward (see kernels.h), its products
+ * through zt_gemm (gemm.h: OpenBLAS sgemm or a cached oneDNN matmul primitive, one backend per
+ * process, chosen in gemm.c).
  *
- *   forward   out (N,OC)     = inp (N,C) @ weight (OC,C)^T + bias   sgemm NoTrans x Trans
- *   backward  dinp (N,C)    (+)= dout (N,OC) @ weight (OC,C)        sgemm NoTrans x NoTrans
- *             dweight (OC,C) += dout^T @ inp                         sgemm Trans x NoTrans, beta 1
- *             dbias (OC)     += column sums of dout
+ *   forward   out (N,OC)     = inp (N,C) @ weight (OC,C)^T + bias   NoTrans x Trans, bias fused
+ *   backward  dinp (N,C)    (+)= dout (N,OC) @ weight (OC,C)        NoTrans x NoTrans, beta 0 or 1
+ *             dweight (OC,C) += dout^T @ inp                         Trans x NoTrans, beta 1
+ *             dbias (OC)     += column sums of dout                  here, vectorized
  *
- * The bias is fused for free: OpenBLAS applies beta in a separate sweep over out before the
- * product (beta = 0 zeroes out), so out is first filled with bias rows and the product runs with
- * beta = 1, which skips that sweep. sgemm is called outside any parallel region, so OpenBLAS
- * threads it itself (OMP_NUM_THREADS) over a partition fixed by the shape and the thread count:
- * the bits are the same run to run. They may differ between thread counts (they do with
- * OPENBLAS_CORETYPE=Haswell, whose single-threaded path blocks differently).
+ * The bias is fused: oneDNN takes it as the matmul's bias operand; on OpenBLAS out is first
+ * filled with bias rows and the product runs with beta = 1 (OpenBLAS applies beta in a separate
+ * sweep over out, which beta = 1 skips). += on oneDNN is a sum post-op. Products are called
+ * outside any parallel region, so the library threads them itself (OMP_NUM_THREADS) over a
+ * partition fixed by the shape and the thread count: the bits are the same run to run for one
+ * backend. They may differ between thread counts (they do with OPENBLAS_CORETYPE=Haswell, whose
+ * single-threaded path blocks differently) and they differ between backends.
  *
  * dbias splits the OC columns over threads in blocks of 8 vectors; each column is summed over the
- * rows in order in a register: independent of the thread count.
+ * rows in order in a register: independent of the thread count and of the backend.
  */
-#include <cblas.h>
-
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
                     int C, int OC)
 {
-    float beta = 0.0f;
-    if (bias != NULL) {
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < N; r++) {
-            float *o = out + (size_t)r * OC;
-            int i = 0;
-            for (; i + ZT_VL <= OC; i += ZT_VL)
-                zt_vstore(o + i, zt_vload(bias + i));
-            if (i < OC)
-                zt_vstoren(o + i, zt_vloadn(bias + i, OC - i, 0.0f), OC - i);
-        }
-        beta = 1.0f;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta,
-                out, OC);
+    zt_gemm_f32_bias(false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
 }
 
 #define DBIAS_NV 8 /* vectors per column block */
@@ -79,11 +67,10 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
                      const float *weight, int N, int C, int OC, bool accumulate_dinp)
 {
     if (dinp != NULL)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+        zt_gemm_f32(false, false, N, C, OC, 1.0f, dout, OC, weight, C,
                     accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     if (dweight != NULL)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                    dweight, C);
+        zt_gemm_f32(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias != NULL) {
         const int bw = DBIAS_NV * ZT_VL;
         int nblocks = (OC + bw - 1) / bw;

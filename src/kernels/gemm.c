@@ -1,0 +1,564 @@
+/* gemm.c - the fp32 GEMM dispatch (gemm.h): OpenBLAS sgemm, or a oneDNN matmul primitive kept in
+ * a small cache, one backend per process.
+ *
+ * Which backend (decided once, on the first call; never by timing, since the two give different
+ * bits):
+ *   1. ZT_GEMM=openblas | onednn (also: dnnl) forces it; ZT_GEMM=auto or unset: the rule below.
+ *   2. OpenBLAS when the core it loaded (openblas_get_corename) has AVX-512 kernels: SkylakeX,
+ *      Cooperlake, SapphireRapids. Then the two tie: W1 (GPT-2 124M, B=4, T=256, 2 threads) ran
+ *      431 vs 434 and 395 vs 395 tok/s (OpenBLAS vs oneDNN, pairs side by side), and one step's
+ *      Linear GEMMs take 1936 vs 1939 ms. OpenBLAS is kept there: the library attention.c uses
+ *      anyway, and the one PyTorch's fp32 path uses.
+ *   3. oneDNN otherwise, when oneDNN's own ISA (dnnl_get_effective_cpu_isa) is AVX2 or better.
+ *      Where the CPU has AVX-512 but OpenBLAS was held to AVX2 kernels (OPENBLAS_CORETYPE=Haswell,
+ *      as this sandbox exports; an OpenBLAS without AVX-512 kernels for this CPU), oneDNN runs
+ *      the W1 GEMMs 2x faster (~400 vs ~200 GFLOP/s) and W1 1.65-1.8x faster (397-424 vs 233-241
+ *      tok/s; 2 ranks x 1 thread: 390 vs 234). Where both are held to AVX2 (measured here with
+ *      DNNL_MAX_CPU_ISA=AVX2), oneDNN's gemm:jit is 0-12% ahead of OpenBLAS's Haswell kernels on
+ *      every W1 shape.
+ *   4. OpenBLAS otherwise (oneDNN without its x86 JIT kernels: an older x86, another
+ *      architecture; not measured).
+ * If oneDNN cannot create its engine, OpenBLAS (zt_gemm_backend_reason says so). Evidence and
+ * commands: bench/RESULTS.md, "GEMM backend choice".
+ *
+ * oneDNN products. One matmul primitive per key (trans_a, trans_b, M, N, K, lda, ldb, ldc,
+ * alpha, beta, bias present, OpenMP thread count), created on the first call with that key and
+ * reused. The operands are described in place with strides (a transposed operand is a (rows,
+ * cols) descriptor with strides (1, ld)): no copies. beta != 0 is a sum post-op with scale beta
+ * (C = alpha AB + beta C in one pass), alpha != 1 an output scale, the bias the matmul's bias
+ * operand (1,N). alpha != 1 together with a bias goes to OpenBLAS (oneDNN 2.x would scale the
+ * bias too). The cache holds ZT_GEMM_CACHE_MAX entries and evicts the least recently used;
+ * GPT-2 training needs ~21 (5 Linear shapes x forward, dinp, dweight, some in parts, below). A
+ * key whose creation failed, or for which oneDNN offers only its reference implementation, is
+ * cached as "OpenBLAS": the same shape always goes to the same library, so the bits stay fixed.
+ *
+ * oneDNN shape policy. oneDNN 2.6 picks its brgemm matmul for plain operands, and that slows to
+ * 75-85% of its best when the plain B of one call is large (NN: K x N > 3 MiB; TN likewise) or the
+ * product has tens of thousands of rows (the LM head's dweight, 50257 rows): lm_head dinp ran at
+ * 284-303 GFLOP/s against OpenBLAS-SkylakeX's 386-393. Such products run in parts, fixed by the
+ * shape (onednn_product): K-slices accumulated with the sum post-op (NN), row blocks and column
+ * blocks (TN). The parts have strided operands, which oneDNN runs with its gemm:jit kernels;
+ * together they bring the oneDNN step's Linear GEMMs from 2152 to 1939 ms (OpenBLAS-SkylakeX:
+ * 1936). Splitting K changes the summation order, not its accuracy (a blocked sum).
+ *
+ * Threads: the cache and the oneDNN stream are guarded by one mutex (the engine calls kernels
+ * from one thread; the mutex only makes a stray second caller safe). Calls made inside an OpenMP
+ * parallel region go to OpenBLAS without touching the cache.
+ */
+#include "kernels/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/vecmath.h"
+
+#ifndef ZT_GEMM_CACHE_MAX
+#define ZT_GEMM_CACHE_MAX 64
+#endif
+
+typedef struct {
+    /* key */
+    int ta, tb, M, N, K, lda, ldb, ldc, nthr, has_bias;
+    uint32_t alpha_bits, beta_bits;
+    /* value */
+    bool use_blas; /* creation failed or only a reference implementation: OpenBLAS */
+    bool failed;   /* use_blas because oneDNN refused (else by design) */
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c, bias;
+    unsigned long long last_use;
+} gemm_entry;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_once_t once;
+    zt_gemm_backend backend;
+    char reason[320];
+    bool have_engine;
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    gemm_entry cache[ZT_GEMM_CACHE_MAX];
+    int n;
+    unsigned long long tick;
+    int inject; /* fault injection: creations left to fail */
+    zt_gemm_stats st;
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+
+#define STAT_ADD(field) __atomic_add_fetch(&G.st.field, 1, __ATOMIC_RELAXED)
+
+// ---- the choice ------------------------------------------------------------------------------
+
+static const char *isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+/* Does OpenBLAS's loaded core run AVX-512 sgemm kernels? (names of OpenBLAS 0.3.x's dynamic.c;
+ * Zen, Haswell and older run AVX2 or narrower kernels) */
+static bool core_has_avx512(const char *core)
+{
+    static const char *const avx512_cores[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    for (size_t i = 0; i < sizeof avx512_cores / sizeof *avx512_cores; i++)
+        if (core != NULL && strcasecmp(core, avx512_cores[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool create_engine(dnnl_status_t *st)
+{
+    *st = dnnl_engine_create(&G.eng, dnnl_cpu, 0);
+    if (*st != dnnl_success)
+        return false;
+    *st = dnnl_stream_create(&G.stream, G.eng, dnnl_stream_default_flags);
+    if (*st != dnnl_success) {
+        dnnl_engine_destroy(G.eng);
+        return false;
+    }
+    G.have_engine = true;
+    return true;
+}
+
+zt_gemm_backend zt_gemm_choose(const char *env, const char *core, const char *onednn_isa,
+                               bool onednn_jit, char *why, size_t why_size)
+{
+    core = core != NULL ? core : "?";
+    if (env != NULL && strcasecmp(env, "openblas") == 0) {
+        snprintf(why, why_size, "ZT_GEMM=openblas (OpenBLAS core %s)", core);
+        return ZT_GEMM_OPENBLAS;
+    }
+    if (env != NULL && (strcasecmp(env, "onednn") == 0 || strcasecmp(env, "dnnl") == 0)) {
+        snprintf(why, why_size, "ZT_GEMM=onednn (oneDNN ISA %s)", onednn_isa);
+        return ZT_GEMM_ONEDNN;
+    }
+    char prefix[80] = "auto";
+    if (env != NULL && *env != '\0' && strcasecmp(env, "auto") != 0)
+        snprintf(prefix, sizeof prefix, "ZT_GEMM='%.24s' is not openblas|onednn|auto; auto", env);
+    if (core_has_avx512(core)) {
+        snprintf(why, why_size, "%s: OpenBLAS core %s has AVX-512 kernels", prefix, core);
+        return ZT_GEMM_OPENBLAS;
+    }
+    if (onednn_jit) {
+        snprintf(why, why_size, "%s: OpenBLAS core %s has no AVX-512 kernels, oneDNN ISA %s",
+                 prefix, core, onednn_isa);
+        return ZT_GEMM_ONEDNN;
+    }
+    snprintf(why, why_size, "%s: OpenBLAS core %s, oneDNN has no AVX2 JIT (ISA %s)", prefix,
+             core, onednn_isa);
+    return ZT_GEMM_OPENBLAS;
+}
+
+static void decide(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    /* AVX2 or better: every x86 ISA from avx2 up has the avx2 bits */
+    bool jit = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2;
+    char why[200];
+    zt_gemm_backend b = zt_gemm_choose(getenv("ZT_GEMM"), openblas_get_corename(), isa_name(isa),
+                                       jit, why, sizeof why);
+    dnnl_status_t st = dnnl_success;
+    if (b == ZT_GEMM_ONEDNN && !create_engine(&st)) {
+        b = ZT_GEMM_OPENBLAS;
+        STAT_ADD(fallbacks);
+        snprintf(G.reason, sizeof G.reason, "%s, but oneDNN engine creation failed (status %d)",
+                 why, (int)st);
+    } else {
+        snprintf(G.reason, sizeof G.reason, "%s", why);
+    }
+    G.backend = b;
+}
+
+static void ensure_decided(void)
+{
+    pthread_once(&G.once, decide);
+}
+
+zt_gemm_backend zt_gemm_backend_get(void)
+{
+    ensure_decided();
+    return G.backend;
+}
+
+const char *zt_gemm_backend_name(void)
+{
+    return zt_gemm_backend_get() == ZT_GEMM_ONEDNN ? "onednn" : "openblas";
+}
+
+const char *zt_gemm_backend_reason(void)
+{
+    ensure_decided();
+    return G.reason;
+}
+
+zt_gemm_backend zt_gemm_backend_set(zt_gemm_backend b)
+{
+    ensure_decided();
+    pthread_mutex_lock(&G.lock);
+    zt_gemm_backend prev = G.backend;
+    dnnl_status_t st;
+    if (b == ZT_GEMM_ONEDNN && !G.have_engine && !create_engine(&st))
+        STAT_ADD(fallbacks); /* stays on OpenBLAS */
+    else
+        G.backend = b;
+    pthread_mutex_unlock(&G.lock);
+    return prev;
+}
+
+void zt_gemm_stats_get(zt_gemm_stats *out)
+{
+    __atomic_load(&G.st.calls_onednn, &out->calls_onednn, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.calls_openblas, &out->calls_openblas, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.created, &out->created, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.cache_hits, &out->cache_hits, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.evictions, &out->evictions, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.fallbacks, &out->fallbacks, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.rerouted, &out->rerouted, __ATOMIC_RELAXED);
+}
+
+void zt_gemm_stats_reset(void)
+{
+    pthread_mutex_lock(&G.lock);
+    memset(&G.st, 0, sizeof G.st);
+    pthread_mutex_unlock(&G.lock);
+}
+
+void zt_gemm_inject_create_failures(int n)
+{
+    pthread_mutex_lock(&G.lock);
+    G.inject = n > 0 ? n : 0;
+    pthread_mutex_unlock(&G.lock);
+}
+
+// ---- OpenBLAS --------------------------------------------------------------------------------
+
+/* C = beta C + bias rows (C = bias rows when beta == 0, without reading C) */
+static void add_bias_rows(float *C, int ldc, const float *bias, float beta, int M, int N)
+{
+    bool par = !omp_in_parallel() && (size_t)M * (size_t)N >= 16384;
+#pragma omp parallel for schedule(static) if (par)
+    for (int r = 0; r < M; r++) {
+        float *c = C + (size_t)r * ldc;
+        if (beta == 0.0f) {
+            int i = 0;
+            for (; i + ZT_VL <= N; i += ZT_VL)
+                zt_vstore(c + i, zt_vload(bias + i));
+            if (i < N)
+                zt_vstoren(c + i, zt_vloadn(bias + i, N - i, 0.0f), N - i);
+        } else {
+            for (int i = 0; i < N; i++)
+                c[i] = beta * c[i] + bias[i];
+        }
+    }
+}
+
+/* The bias goes in first (OpenBLAS applies beta in a separate sweep over C before the product,
+ * so filling C with the bias and running with beta = 1 costs no extra pass). */
+static void blas_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
+{
+    STAT_ADD(calls_openblas);
+    if (bias != NULL) {
+        add_bias_rows(C, ldc, bias, beta, M, N);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// ---- oneDNN ----------------------------------------------------------------------------------
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void entry_destroy(gemm_entry *e)
+{
+    if (e->a != NULL)
+        dnnl_memory_destroy(e->a);
+    if (e->b != NULL)
+        dnnl_memory_destroy(e->b);
+    if (e->c != NULL)
+        dnnl_memory_destroy(e->c);
+    if (e->bias != NULL)
+        dnnl_memory_destroy(e->bias);
+    if (e->prim != NULL)
+        dnnl_primitive_destroy(e->prim);
+    e->a = e->b = e->c = e->bias = NULL;
+    e->prim = NULL;
+}
+
+void zt_gemm_cache_clear(void)
+{
+    pthread_mutex_lock(&G.lock);
+    for (int i = 0; i < G.n; i++)
+        entry_destroy(&G.cache[i]);
+    G.n = 0;
+    pthread_mutex_unlock(&G.lock);
+}
+
+/* (rows, cols) descriptor of a row-major matrix with leading dimension ld, or of the transpose
+ * of a stored (cols, rows) one */
+static dnnl_status_t md_2d(dnnl_memory_desc_t *md, int rows, int cols, int ld, bool trans)
+{
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+}
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if ((st = (x)) != dnnl_success)                                                            \
+            goto fail;                                                                             \
+    } while (0)
+
+/* Fill e (key set) with a primitive and its memory objects. Returns false when oneDNN refused:
+ * e is then an OpenBLAS entry, counted in fallbacks. */
+static bool entry_create(gemm_entry *e, float alpha, float beta)
+{
+    dnnl_status_t st = dnnl_success;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
+    if (G.inject > 0) {
+        G.inject--;
+        st = dnnl_runtime_error;
+        goto fail;
+    }
+    TRY(md_2d(&a_md, e->M, e->K, e->lda, e->ta));
+    TRY(md_2d(&b_md, e->K, e->N, e->ldb, e->tb));
+    TRY(md_2d(&c_md, e->M, e->N, e->ldc, false));
+    TRY(md_2d(&bias_md, 1, e->N, e->N, false));
+    TRY(dnnl_primitive_attr_create(&attr));
+    if (alpha != 1.0f)
+        TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha));
+    if (beta != 0.0f) {
+        TRY(dnnl_post_ops_create(&po));
+        TRY(dnnl_post_ops_append_sum(po, beta));
+        TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    dnnl_matmul_desc_t desc;
+    TRY(dnnl_matmul_desc_init(&desc, &a_md, &b_md, e->has_bias ? &bias_md : NULL, &c_md));
+    TRY(dnnl_primitive_desc_create(&pd, &desc, attr, G.eng, NULL));
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl != NULL && strncmp(impl, "ref", 3) == 0) {
+        /* the reference loops: OpenBLAS is faster, by design not a failure */
+        e->use_blas = true;
+        goto done;
+    }
+    TRY(dnnl_primitive_create(&e->prim, pd));
+    TRY(dnnl_memory_create(&e->a, &a_md, G.eng, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->b, &b_md, G.eng, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->c, &c_md, G.eng, DNNL_MEMORY_NONE));
+    if (e->has_bias)
+        TRY(dnnl_memory_create(&e->bias, &bias_md, G.eng, DNNL_MEMORY_NONE));
+    STAT_ADD(created);
+    goto done;
+fail:
+    entry_destroy(e);
+    e->use_blas = true;
+    e->failed = true;
+    STAT_ADD(fallbacks);
+done:
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (po != NULL)
+        dnnl_post_ops_destroy(po);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return st == dnnl_success;
+}
+
+/* The cached entry for this key, created (evicting the least recently used) when missing.
+ * Called with G.lock held. */
+static gemm_entry *entry_get(const gemm_entry *key, float alpha, float beta)
+{
+    for (int i = 0; i < G.n; i++) {
+        gemm_entry *e = &G.cache[i];
+        if (e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
+            e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
+            e->nthr == key->nthr && e->has_bias == key->has_bias &&
+            e->alpha_bits == key->alpha_bits && e->beta_bits == key->beta_bits) {
+            if (!e->use_blas)
+                STAT_ADD(cache_hits);
+            e->last_use = ++G.tick;
+            return e;
+        }
+    }
+    gemm_entry *e;
+    if (G.n < ZT_GEMM_CACHE_MAX) {
+        e = &G.cache[G.n++];
+    } else {
+        e = &G.cache[0];
+        for (int i = 1; i < G.n; i++)
+            if (G.cache[i].last_use < e->last_use)
+                e = &G.cache[i];
+        entry_destroy(e);
+        STAT_ADD(evictions);
+    }
+    *e = *key;
+    e->use_blas = false;
+    e->failed = false;
+    e->prim = NULL;
+    e->a = e->b = e->c = e->bias = NULL;
+    e->last_use = ++G.tick;
+    entry_create(e, alpha, beta);
+    return e;
+}
+
+/* Run the product on oneDNN. Returns false when it did not (the caller runs OpenBLAS): an
+ * OpenBLAS entry, or an execution failure (oneDNN checks and allocates its scratchpad before it
+ * writes dst, so C is still intact). */
+static bool onednn_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
+{
+    gemm_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
+                      .ldc = ldc, .nthr = omp_get_max_threads(), .has_bias = bias != NULL,
+                      .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
+    bool ok = false;
+    pthread_mutex_lock(&G.lock);
+    gemm_entry *e = entry_get(&key, alpha, beta);
+    if (e->use_blas) {
+        if (!e->failed)
+            STAT_ADD(rerouted);
+        goto out;
+    }
+    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->b, (void *)B);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->c, C);
+    if (st == dnnl_success && bias != NULL)
+        st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a},
+                                   {DNNL_ARG_WEIGHTS, e->b},
+                                   {DNNL_ARG_DST, e->c},
+                                   {DNNL_ARG_BIAS, e->bias}};
+        st = dnnl_primitive_execute(e->prim, G.stream, bias != NULL ? 4 : 3, args);
+        if (st == dnnl_success)
+            st = dnnl_stream_wait(G.stream);
+    }
+    if (st == dnnl_success) {
+        STAT_ADD(calls_onednn);
+        ok = true;
+    } else {
+        STAT_ADD(fallbacks);
+    }
+out:
+    pthread_mutex_unlock(&G.lock);
+    return ok;
+}
+
+/* One part of a product on oneDNN, or on OpenBLAS where oneDNN will not run it. */
+static void onednn_part(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                        const float *bias)
+{
+    if (!onednn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias))
+        blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
+/* n items in equal parts of at most max_part, rounded up to a multiple of 16: the part size */
+static int part_size(int n, int max_part)
+{
+    int parts = (n + max_part - 1) / max_part;
+    int p = (n + parts - 1) / parts;
+    return (p + 15) / 16 * 16;
+}
+
+/* oneDNN's shape policy (top comment): products with a large plain B or many rows run in parts
+ *   NN, B (K,N) > ONEDNN_B_BYTES: a chain of K-slices, the first with beta and the bias, the
+ *       others accumulating (sum post-op);
+ *   TN, more than ONEDNN_TN_M_MAX rows: row blocks of at most ONEDNN_TN_M_BLOCK;
+ *   TN, B (K,N) > ONEDNN_B_BYTES: column blocks (strided B and C, no copies).
+ * Fixed by the shape, so the bits are fixed too. A part that oneDNN refuses runs on OpenBLAS:
+ * every part is a complete GEMM of its own, so that stays exact. */
+#define ONEDNN_B_BYTES ((size_t)3 << 20)
+#define ONEDNN_PART_MIN 256
+#define ONEDNN_TN_M_MAX 8192
+#define ONEDNN_TN_M_BLOCK 4096
+
+/* the part size for splitting n so that each part's B (other x part floats) fits ONEDNN_B_BYTES */
+static int b_part(int n, int other)
+{
+    int max_part = (int)(ONEDNN_B_BYTES / (sizeof(float) * (size_t)other));
+    return part_size(n, max_part < ONEDNN_PART_MIN ? ONEDNN_PART_MIN : max_part);
+}
+
+static void onednn_product(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                           int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                           const float *bias)
+{
+    size_t b_bytes = (size_t)K * (size_t)N * sizeof(float);
+    if (!ta && !tb && b_bytes > ONEDNN_B_BYTES && K > ONEDNN_PART_MIN) {
+        int kc = b_part(K, N);
+        for (int k0 = 0; k0 < K; k0 += kc) {
+            int kk = K - k0 < kc ? K - k0 : kc;
+            onednn_part(false, false, M, N, kk, alpha, A + k0, lda, B + (size_t)k0 * ldb, ldb,
+                        k0 == 0 ? beta : 1.0f, C, ldc, k0 == 0 ? bias : NULL);
+        }
+    } else if (ta && !tb && M > ONEDNN_TN_M_MAX) {
+        int mc = part_size(M, ONEDNN_TN_M_BLOCK);
+        for (int m0 = 0; m0 < M; m0 += mc) {
+            int mm = M - m0 < mc ? M - m0 : mc;
+            onednn_product(true, false, mm, N, K, alpha, A + m0, lda, B, ldb, beta,
+                           C + (size_t)m0 * ldc, ldc, bias);
+        }
+    } else if (ta && !tb && b_bytes > ONEDNN_B_BYTES && N > ONEDNN_PART_MIN) {
+        int nc = b_part(N, K);
+        for (int n0 = 0; n0 < N; n0 += nc) {
+            int nn = N - n0 < nc ? N - n0 : nc;
+            onednn_part(true, false, M, nn, K, alpha, A, lda, B + n0, ldb, beta, C + n0, ldc,
+                        bias != NULL ? bias + n0 : NULL);
+        }
+    } else {
+        onednn_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    }
+}
+
+// ---- entry points ----------------------------------------------------------------------------
+
+void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, const float *bias)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    ensure_decided();
+    if (G.backend == ZT_GEMM_ONEDNN) {
+        if (K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
+            onednn_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+            return;
+        }
+        STAT_ADD(rerouted);
+    }
+    blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
+void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_gemm_f32_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}

@@ -1,0 +1,77 @@
+/* gemm.h - zerotrain's fp32 matrix product, C = alpha op(A) op(B) + beta C (+ bias), routed to
+ * OpenBLAS sgemm or to a cached oneDNN matmul primitive. gemm.c says how the backend is chosen
+ * (ZT_GEMM=openblas|onednn, else a fixed rule per machine) and why.
+ *
+ * Row-major, cblas semantics: op(A) is (M,K), op(B) is (K,N), C is (M,N); A is stored (M,K) with
+ * leading dimension lda, or (K,M) when trans_a; B is stored (K,N) with ldb, or (N,K) when trans_b;
+ * C (M,N) with ldc. beta = 0 overwrites C without reading it (NaNs in C do not leak).
+ *
+ * Contract: no allocation visible to the caller, no errors, never exit/abort. A oneDNN failure
+ * (primitive creation, execution) makes that product run on OpenBLAS instead and is counted in
+ * zt_gemm_stats.fallbacks, which the engine can report. Bits: for a given backend, shape,
+ * transposes, alpha/beta, bias presence and OpenMP thread count the result is the same run to
+ * run; the two backends give different bits (different blockings), so the backend is chosen once
+ * per process and never by timing. Calls from inside an OpenMP parallel region run on OpenBLAS
+ * (single-threaded there, like attention.c's per-head products).
+ */
+#ifndef ZT_KERNELS_GEMM_H
+#define ZT_KERNELS_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    ZT_GEMM_OPENBLAS = 0,
+    ZT_GEMM_ONEDNN = 1,
+} zt_gemm_backend;
+
+/* C (M,N) = alpha op(A) op(B) + beta C. */
+void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* C (M,N) = alpha op(A) op(B) + beta C + bias, bias (N) added to every row (NULL: none). */
+void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, const float *bias);
+
+/* The backend the products of this process go to, decided on the first call of any zt_gemm_
+ * function (ZT_GEMM, then the per-machine rule) and fixed afterwards. */
+zt_gemm_backend zt_gemm_backend_get(void);
+/* "openblas" or "onednn": for `zerotrain bench` and logs. */
+const char *zt_gemm_backend_name(void);
+/* One line saying why, e.g. "auto: OpenBLAS core Haswell has no AVX-512 kernels, oneDNN ISA
+ * avx512_core_bf16" or "ZT_GEMM=openblas"; it names an unrecognised ZT_GEMM value (then the
+ * automatic rule applies). Static storage, valid for the process. */
+const char *zt_gemm_backend_reason(void);
+
+/* Counters since the process started (or since zt_gemm_stats_reset). */
+typedef struct {
+    long long calls_onednn;    /* oneDNN primitive executions (a product run in parts, see
+                                  gemm.c, counts each part) */
+    long long calls_openblas;  /* sgemm calls (backend, fallback or reroute; parts likewise) */
+    long long created;         /* oneDNN matmul primitives created */
+    long long cache_hits;      /* products that reused a cached primitive */
+    long long evictions;       /* primitives dropped because the cache was full */
+    long long fallbacks;       /* oneDNN failures (create or execute) answered by OpenBLAS */
+    long long rerouted;        /* shapes sent to OpenBLAS by design on the oneDNN backend:
+                                  oneDNN offered only its reference implementation, alpha != 1
+                                  with a bias, K = 0, or a call inside a parallel region */
+} zt_gemm_stats;
+void zt_gemm_stats_get(zt_gemm_stats *out);
+void zt_gemm_stats_reset(void);
+
+/* ---- for tests and benchmarks ---------------------------------------------------------------- */
+/* Switch the backend of the process (before or between products, from the thread that makes
+ * them); returns the previous one. The choice is otherwise fixed for the process. */
+zt_gemm_backend zt_gemm_backend_set(zt_gemm_backend b);
+/* Destroy every cached primitive (the next products create them again). */
+void zt_gemm_cache_clear(void);
+/* The rule alone, for tests: the backend for a ZT_GEMM value (NULL: unset), an OpenBLAS core
+ * name, oneDNN's ISA name and whether that ISA is AVX2 or better (its x86 JIT kernels); why
+ * gets the reason line. */
+zt_gemm_backend zt_gemm_choose(const char *env, const char *core, const char *onednn_isa,
+                               bool onednn_jit, char *why, size_t why_size);
+/* Fault injection: the next n oneDNN primitive creations fail as if oneDNN had refused them. */
+void zt_gemm_inject_create_failures(int n);
+
+#endif /* ZT_KERNELS_GEMM_H */

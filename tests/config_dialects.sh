@@ -111,10 +111,10 @@ printf 'deepspeed_config: ds.json\nparallel: {strategy: zero2}\n' > "$tmp/run.ya
 cp "$EX/ds_zero3.json" "$tmp/ds.json"
 expect "native vs dialect contradiction" "ds.json:14:14: zero_optimization.stage: parallel.strategy zero3 contradicts zero2 from $tmp/run.yaml:2:22" \
   "$ZT" config "$tmp/run.yaml"
-printf '{"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 4}\n' > "$tmp/bf16.json"
-expect "not implemented (train, before any rank starts)" "precision.mode bf16 is not implemented in this build yet (issue 6)" \
+printf '{"bf16": {"enabled": true}, "communication_data_type": "bf16", "train_micro_batch_size_per_gpu": 4}\n' > "$tmp/bf16.json"
+expect "not implemented (train, before any rank starts)" "precision.reduce_dtype bf16 is not implemented: gradients are reduced in fp32" \
   "$ZT" train "$tmp/bf16.json" "${DATA[@]}"
-expect "not implemented (config)" "zerotrain train would refuse this configuration: precision.mode bf16" \
+expect "not implemented (config)" "zerotrain train would refuse this configuration: precision.reduce_dtype bf16" \
   "$ZT" config "$tmp/bf16.json" "${DATA[@]}"
 expect "--set unknown key" "--set: training.stepz: unknown key; did you mean training.steps?" \
   "$ZT" config "$EX/native_zero3.yaml" --set training.stepz=3

@@ -160,9 +160,7 @@ static void test_mixed_precision(void **state) {
     ok(HEAD "distributed_type: FSDP\nmixed_precision: bf16\n");
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     has_note("bf16 with fp32 master weights for DeepSpeed and FSDP alike");
-    assert_int_equal(validate(&err), ZT_ERR_USAGE);
-    assert_string_equal(err.msg, "precision.mode bf16 is not implemented in this build yet (issue 6) "
-                                 "(from acc.yaml:5:18 accelerate mixed_precision=\"bf16\")");
+    assert_int_equal(validate(&err), ZT_OK); /* honored (src/precision) */
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: fp16\n");
     assert_int_equal(C.precision, ZT_CFG_PREC_FP16);
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: no\n"); /* PyYAML reads it as false */

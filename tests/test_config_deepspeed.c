@@ -237,9 +237,13 @@ static void test_precision(void **state) {
     ok("{\"bf16\": {\"enabled\": true}}");
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     strcpy(C.train_path, "x.bin");
+    assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK); /* honored (src/precision) */
+    ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"bf16\"}");
+    strcpy(C.train_path, "x.bin");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
-    assert_string_equal(err.msg, "precision.mode bf16 is not implemented in this build yet (issue 6) "
-                                 "(from ds.json:1:22 deepspeed bf16.enabled=true)");
+    assert_string_equal(err.msg, "precision.reduce_dtype bf16 is not implemented: gradients are reduced in "
+                                 "fp32 in every precision mode (docs/precision.md) (from ds.json:1:56 "
+                                 "deepspeed communication_data_type=\"bf16\")");
     ok("{\"bfloat16\": {\"enabled\": true}}"); /* the older name */
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     ok("{\"fp16\": {\"enabled\": true, \"loss_scale\": 0, \"initial_scale_power\": 12, "
@@ -252,8 +256,7 @@ static void test_precision(void **state) {
     assert_true(C.min_loss_scale == 0.5f);
     assert_true(C.consecutive_hysteresis);
     strcpy(C.train_path, "x.bin");
-    assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "precision.mode fp16 is not implemented in this build yet (issue 6)"));
+    assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK); /* honored (src/precision) */
     bad("{\"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": true}}",
         "fp16.enabled: bf16 and fp16 cannot both be enabled");
     ok("{\"bf16\": {\"enabled\": \"auto\"}}");

@@ -242,10 +242,8 @@ static void test_support_table(void **state) {
         const char *set, *msg;
         zt_config_level level;
     } R[] = {
-        {"precision.mode=bf16", "precision.mode bf16 is not implemented in this build yet (issue 6)", ZT_CONFIG_ERROR},
-        {"precision.mode=bf16-low", "precision.mode bf16-low is not implemented in this build yet (issue 6)", ZT_CONFIG_ERROR},
-        {"precision.mode=fp16", "precision.mode fp16 is not implemented in this build yet (issue 6)", ZT_CONFIG_ERROR},
-        {"precision.reduce_dtype=bf16", "precision.reduce_dtype bf16 is not implemented in this build yet (issue 6)", ZT_CONFIG_ERROR},
+        {"precision.reduce_dtype=bf16", "precision.reduce_dtype bf16 is not implemented: gradients are reduced in fp32", ZT_CONFIG_ERROR},
+        {"precision.reduce_dtype=fp16", "precision.reduce_dtype fp16 is not implemented: gradients are reduced in fp32", ZT_CONFIG_ERROR},
         {"memory.offload_optimizer=cpu", "memory.offload_optimizer cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
         {"memory.offload_param=cpu", "memory.offload_param cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
         {"memory.activation_checkpointing=full", "memory.activation_checkpointing full is not implemented in this build yet (issue 7)", ZT_CONFIG_WARNING},
@@ -285,7 +283,7 @@ static void test_support_table(void **state) {
     zt_train_config_notes(&C, collect, NULL);
     assert_non_null(strstr(NOTES, "0 parallel.hybrid_shard_size 2 has no effect: parallel.strategy is not hybrid"));
     /* all refusals together */
-    parse("data: {train: a.bin}\nprecision: {mode: bf16}\nmemory: {offload_param: nvme, "
+    parse("data: {train: a.bin}\nprecision: {mode: bf16, reduce_dtype: bf16}\nmemory: {offload_param: nvme, "
           "offload_param_nvme_path: /n}\n");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "2 problems in the configuration:"));

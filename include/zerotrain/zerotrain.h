@@ -109,6 +109,12 @@ typedef struct zt_unit_args {
     float *scratch;       /* scratch_floats(B, T) floats: undefined on entry, free after return */
     const float *dout;    /* backward: d loss / d out, (B, T, out_width) */
     float *din;           /* backward: d loss / d in, assigned (=); NULL for the first unit */
+    /* Low-precision compute (zt_precision.compute bf16 or fp16; lp_kind 0 under fp32): */
+    int lp_kind;          /* a zt_lp_kind of src/kernels/kernels.h: 1 bf16, 2 fp16; 0 none */
+    const void *const *params_lp; /* the compute copy of each parameter the engine keeps one of
+                                     (the matrices, ndim >= 2): bf16 bits (uint16_t), or fp32
+                                     holding fp16 values; NULL entries (or NULL): use params */
+    void *staging;        /* staging_bytes(B, T, lp_kind) bytes for rounded operands */
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -118,6 +124,9 @@ typedef struct zt_unit_ops {
     size_t (*scratch_floats)(const zt_unit *u, int B, int T);
     int (*forward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
     int (*backward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
+    /* Optional: bytes of staging the unit's low-precision products need (matmul_lp_staging_bytes
+     * of its largest Linear); NULL: the unit has no low-precision path and always uses params. */
+    size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
 } zt_unit_ops;
 
 struct zt_unit {
@@ -209,6 +218,49 @@ int zt_strategy_parse(const char *name, zt_strategy *out, zt_error *err);
 
 typedef struct zt_comm zt_comm; /* a communicator (src/comm/comm.h) */
 
+/* ---------------------------------------------------------------------------------------------
+ * Precision: one contract, whatever the strategy (src/precision/policy.c, docs/precision.md).
+ *   mode      params (master)  compute (matmul operands)  grads reduced / accumulated / stepped  moments
+ *   fp32      fp32             fp32                       fp32 / fp32 / fp32                      fp32
+ *   bf16      fp32             bf16                       fp32 / fp32 / fp32                      fp32
+ *   bf16-low  bf16             bf16                       fp32 / fp32 / bf16                      bf16
+ *   fp16      fp32             fp16                       fp32 / fp32 / fp16 (loss-scaled)        fp32
+ * Elementwise ops, layernorm statistics, softmax and the loss run in fp32 in every mode. */
+typedef enum zt_precision_mode {
+    ZT_PRECISION_FP32 = 0,
+    ZT_PRECISION_BF16 = 1,     /* mixed: bf16 compute, fp32 master weights, gradients and moments */
+    ZT_PRECISION_BF16_LOW = 2, /* bf16 parameters, gradients and moments (no fp32 master) */
+    ZT_PRECISION_FP16 = 3      /* fp16 compute and gradients, fp32 master, dynamic loss scaling */
+} zt_precision_mode;
+typedef enum zt_dtype { ZT_DTYPE_FP32 = 0, ZT_DTYPE_BF16 = 1, ZT_DTYPE_FP16 = 2 } zt_dtype;
+
+typedef struct zt_precision {
+    zt_precision_mode mode;
+    zt_dtype params;      /* what the optimizer updates and checkpoints hold (master) */
+    zt_dtype compute;     /* matrix-product operands (weights and activations) */
+    zt_dtype reduce;      /* gradient collectives on the wire and in the summation tree */
+    zt_dtype accumulate;  /* gradient accumulation over micro-batches */
+    zt_dtype grads;       /* the reduced gradient the optimizer reads */
+    zt_dtype moments;     /* optimizer moments */
+    bool stochastic_rounding; /* bf16-low: round updated parameters stochastically */
+    /* fp16 loss scaling, DeepSpeed's semantics (fp16 config block) */
+    float loss_scale;          /* > 0: static scale; 0: dynamic */
+    int initial_scale_power;   /* dynamic: starts at 2^this (16) */
+    int loss_scale_window;     /* steps without overflow before the scale doubles (1000) */
+    int hysteresis;            /* overflows tolerated before the scale halves (2) */
+    bool consecutive_hysteresis; /* refill the hysteresis after every good step (false) */
+    float min_loss_scale;      /* the scale never goes below (1) */
+} zt_precision;
+
+/* The policy of a mode with DeepSpeed's loss-scaling defaults. */
+void zt_precision_default(zt_precision *p, zt_precision_mode mode);
+const char *zt_precision_mode_name(zt_precision_mode m); /* "fp32", "bf16", "bf16-low", "fp16" */
+const char *zt_dtype_name(zt_dtype d);                    /* "fp32", "bf16", "fp16" */
+/* ZT_ERR_USAGE with the supported combinations when the policy is not one this build runs. */
+int zt_precision_check(const zt_precision *p, zt_error *err);
+/* One line naming each dtype: "bf16 mixed: params fp32 | compute bf16 | reduce fp32 | ..." */
+void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
+
 typedef struct zt_engine_options {
     int B, T;                 /* micro-batch shape the activation buffers are sized for */
     uint64_t seed;            /* parameter initialization seed */
@@ -230,6 +282,7 @@ typedef struct zt_engine_options {
     bool no_overlap_comm;     /* reduce inline instead of in the communication thread (DeepSpeed's
                                  overlap_comm: false; ZT_OVERLAP_COMM=0 does the same) */
     bool no_prefetch;         /* zero3: gather each unit only when it runs */
+    zt_precision precision;   /* all zero = fp32 */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
@@ -239,6 +292,9 @@ typedef struct zt_step_report {
     double grad_norm;      /* global L2 norm before clipping */
     double clip_coef;      /* factor applied to the gradients (1 when not clipped) */
     bool finite;           /* false: non-finite gradients, the step was not applied */
+    bool skipped;          /* fp16: the gradients overflowed at this loss scale; the update was
+                              skipped on every rank and the scale adjusted (not an error) */
+    double loss_scale;     /* fp16: the scale this step's gradients carried (1 otherwise) */
 } zt_step_report;
 
 typedef struct zt_engine zt_engine;
@@ -257,6 +313,19 @@ int zt_engine_forward(zt_engine *e, const zt_batch *batch, float *loss, float *l
                       zt_error *err);
 /* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients. */
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err);
+/* fp16's dynamic loss scaler (DeepSpeed's DynamicLossScaler, src/precision/loss_scaler.c): the
+ * state a checkpoint carries so that a resumed run scales exactly as the uninterrupted one. */
+typedef struct zt_loss_scaler {
+    double scale;
+    int cur_hysteresis;
+    int64_t cur_iter, last_overflow_iter;
+} zt_loss_scaler;
+void zt_loss_scaler_init(zt_loss_scaler *s, const zt_precision *p);
+/* After a step: overflow halves the scale (once the hysteresis is used up) and is remembered;
+ * loss_scale_window good steps since the last overflow double it. */
+void zt_loss_scaler_update(zt_loss_scaler *s, const zt_precision *p, bool overflow);
+void zt_engine_get_loss_scaler(const zt_engine *e, zt_loss_scaler *out);
+void zt_engine_set_loss_scaler(zt_engine *e, const zt_loss_scaler *in);
 void zt_engine_zero_grad(zt_engine *e);
 
 const zt_model *zt_engine_model(const zt_engine *e);

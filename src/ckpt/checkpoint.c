@@ -237,9 +237,24 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     cJSON_AddStringToObject(root, "strategy", zt_strategy_name(e->opt.strategy));
     cJSON_AddNumberToObject(root, "world", e->world);
     cJSON_AddNumberToObject(root, "shards", nwriters);
+    /* the policy the state was trained under (the shards hold fp32 arrays in every mode: master
+     * weights, or bf16-low's bf16 values, and moments) */
+    const zt_precision *pol = &e->opt.precision;
     cJSON *prec = cJSON_AddObjectToObject(root, "precision");
-    const char *fields[] = {"storage", "compute", "reduce", "master", "moments"};
-    for (int k = 0; k < 5; k++) cJSON_AddStringToObject(prec, fields[k], "fp32");
+    cJSON_AddStringToObject(prec, "mode", zt_precision_mode_name(pol->mode));
+    const char *fields[] = {"params", "compute", "reduce", "accumulate", "grads", "moments"};
+    const zt_dtype dts[] = {pol->params, pol->compute, pol->reduce, pol->accumulate, pol->grads, pol->moments};
+    for (int k = 0; k < 6; k++) cJSON_AddStringToObject(prec, fields[k], zt_dtype_name(dts[k]));
+    cJSON_AddStringToObject(prec, "stored_as", "fp32");
+    /* Adam's step count (fp16 skips updates, so it can trail "step") and fp16's loss scaler */
+    cJSON_AddNumberToObject(root, "optimizer_step", (double)meta->optimizer_step);
+    if (pol->mode == ZT_PRECISION_FP16) {
+        cJSON *ls = cJSON_AddObjectToObject(prec, "loss_scaler");
+        cJSON_AddNumberToObject(ls, "scale", meta->scaler.scale);
+        cJSON_AddNumberToObject(ls, "cur_hysteresis", meta->scaler.cur_hysteresis);
+        cJSON_AddNumberToObject(ls, "cur_iter", (double)meta->scaler.cur_iter);
+        cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)meta->scaler.last_overflow_iter);
+    }
     cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
     cJSON_AddItemToObject(root, "model", model_json(e));
     cJSON *files = cJSON_AddArrayToObject(root, "files");
@@ -430,7 +445,17 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     return commit;
 }
 
-int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, int keep_last, zt_error *err) {
+/* the caller's meta plus the engine state it carries, as of now */
+static zt_ckpt_meta meta_now(const zt_engine *e, const zt_ckpt_meta *meta) {
+    zt_ckpt_meta m = *meta;
+    m.optimizer_step = e->step;
+    m.scaler = e->scaler;
+    return m;
+}
+
+int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta_in, int keep_last, zt_error *err) {
+    zt_ckpt_meta now_meta = meta_now(e, meta_in);
+    const zt_ckpt_meta *meta = &now_meta;
     char tmp[4096], fin[4096], path[4200];
     int rc = save_begin(e, dir, meta, tmp, fin, sizeof tmp, err);
     if (rc) return rc;
@@ -470,7 +495,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     zt_ckpt_async *a = calloc(1, sizeof *a);
     if (!a) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     a->e = e;
-    a->meta = *meta;
+    a->meta = meta_now(e, meta);
     a->keep_last = keep_last;
     snprintf(a->dir, sizeof a->dir, "%s", dir);
     int rc = save_begin(e, dir, meta, a->tmp, a->fin, sizeof a->tmp, err);
@@ -796,6 +821,23 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     }
     zt_grads_reset(e);
     e->step = (uint64_t)meta->step;
+    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
+    if (cJSON_IsNumber(ostep) && ostep->valuedouble >= 0) e->step = (uint64_t)ostep->valuedouble;
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
+    if (ls && e->opt.precision.mode == ZT_PRECISION_FP16) {
+        bool lok = true;
+        zt_loss_scaler sc = {.scale = num(ls, "scale", &lok),
+                             .cur_hysteresis = (int)num(ls, "cur_hysteresis", &lok),
+                             .cur_iter = (int64_t)num(ls, "cur_iter", &lok),
+                             .last_overflow_iter = (int64_t)num(ls, "last_overflow_iter", &lok)};
+        if (!lok || !(sc.scale > 0)) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
+            goto out;
+        }
+        e->scaler = sc;
+    }
+    e->lp_stale = true;
 out:
     if (fds)
         for (int q = 0; q < nfiles; q++)

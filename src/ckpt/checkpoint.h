@@ -21,6 +21,10 @@ typedef struct zt_ckpt_meta {
     uint64_t config_hash;      /* of the resolved config (informational; mismatch is reported) */
     char strategy[16];         /* as saved */
     int world;                 /* as saved */
+    /* engine state the manifest carries, taken when the save starts (an async commit happens a
+     * step later): Adam's step count (fp16 skips can make it trail step), fp16's loss scaler */
+    uint64_t optimizer_step;
+    zt_loss_scaler scaler;
 } zt_ckpt_meta;
 
 /* Collective over the engine's world: writes DIR/step-<meta->step> atomically and points

@@ -47,13 +47,15 @@ int zt_cmd_bench(int argc, char **argv) {
     const char *preset = "gpt2-124M";
     int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1;
     zt_strategy strategy = ZT_STRATEGY_DDP;
+    zt_precision_mode precision = ZT_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--peak")) /* the peak table and the measured GEMM rate, nothing else */
             return zt_peak_report(stdout, omp_get_max_threads());
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
-                   "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n");
+                   "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n"
+                   "                       [--precision fp32|bf16|bf16-low|fp16]\n");
             return 0;
         }
         if (!v) {
@@ -67,7 +69,16 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--strategy")) {
+        else if (!strcmp(a, "--precision")) {
+            int k = 0;
+            while (k < 4 && strcmp(v, zt_precision_mode_name((zt_precision_mode)k))) k++;
+            if (k == 4) {
+                zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown precision \"%s\" (known: fp32, bf16, "
+                             "bf16-low, fp16)", v);
+                return zt_cli_fail(&err);
+            }
+            precision = (zt_precision_mode)k;
+        } else if (!strcmp(a, "--strategy")) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
@@ -103,6 +114,8 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.strategy = strategy;
     eo.comm = nranks > 1 ? world : NULL;
     eo.hybrid_shard_size = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
+    zt_precision_default(&eo.precision, precision);
+    const char *pname = zt_precision_mode_name(precision);
     if ((rc = zt_engine_create(m, &eo, &e, &err)) || (rc = zt_engine_init_params(e, &err))) goto out;
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
     times = malloc((size_t)steps * sizeof *times);
@@ -113,9 +126,9 @@ int zt_cmd_bench(int argc, char **argv) {
     uint64_t s = 12345 + (uint64_t)rank * 7919;
     int threads = omp_get_max_threads();
     double fpt = m->train_flops_per_token(m, T);
-    fprintf(out, "bench: %s L=%d C=%d NH=%d V=%d, %.1fM params, B=%d T=%d per rank, fp32, AdamW, %d rank%s x "
+    fprintf(out, "bench: %s L=%d C=%d NH=%d V=%d, %.1fM params, B=%d T=%d per rank, %s, AdamW, %d rank%s x "
             "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
-            cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, nranks, nranks > 1 ? "s" : "", threads,
+            cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, nranks, nranks > 1 ? "s" : "", threads,
             zt_strategy_name(strategy), fpt / 1e9);
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
@@ -163,11 +176,11 @@ int zt_cmd_bench(int argc, char **argv) {
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = %.1f%% of nominal fp32 peak %.0f "
             "GFLOP/s, %.1f%% of measured sgemm %.0f GFLOP/s (OpenBLAS core %s)\n", tps, steps, gflops,
             100 * gflops / peak, peak, 100 * gflops / gemm, gemm, openblas_get_corename());
-    fprintf(out, "{\"impl\":\"zerotrain\",\"version\":\"%s\",\"preset\":\"%s\",\"dtype\":\"fp32\",\"threads\":%d,"
+    fprintf(out, "{\"impl\":\"zerotrain\",\"version\":\"%s\",\"preset\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
             "\"ranks\":%d,\"strategy\":\"%s\",\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,"
             "\"step_ms_median\":%.1f,\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,"
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\"}\n",
-            ZT_VERSION, preset, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
+            ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename());
     rc = ZT_OK;
 out:

@@ -154,6 +154,9 @@ const key_def zt_cfg_keys[] = {
            "everywhere; fp16: fp16 compute, fp32 master, dynamic loss scaling"),
     K_ENUM("precision.reduce_dtype", reduce_dtype, DTYPES, "fp32",
            "dtype gradients are reduced in across ranks"),
+    K_BOOL("precision.stochastic_rounding", stochastic_rounding, "false",
+           "bf16-low: round updated parameters to bf16 stochastically (llm.c's rounding) instead of "
+           "to nearest"),
     K_FLT("precision.loss_scale", loss_scale, 0.0, HUGE_VAL, 0, "0",
           "fp16: static loss scale; 0: dynamic", NULL),
     K_INT("precision.initial_scale_power", initial_scale_power, 0, 64, "16",

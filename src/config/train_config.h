@@ -126,9 +126,10 @@ typedef struct zt_train_config {
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
     int tensor_parallel_size;   /* parallel.tensor_parallel_size, 1 (others: not implemented) */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
-    /* precision (issue 6; only fp32 runs on this build): */
+    /* precision (src/precision, docs/precision.md): */
     int precision;              /* precision.mode: a zt_cfg_precision */
     int reduce_dtype;           /* precision.reduce_dtype: a zt_cfg_dtype */
+    bool stochastic_rounding;   /* precision.stochastic_rounding (bf16-low) */
     float loss_scale;           /* precision.loss_scale: 0 = dynamic (fp16) */
     int initial_scale_power;    /* precision.initial_scale_power, 16 (scale 2^16) */
     int loss_scale_window;      /* precision.loss_scale_window, 1000 */

@@ -9,6 +9,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "engine/init.h"
+#include "kernels/kernels.h"
 #include "metrics/trace.h"
 
 #include <math.h>
@@ -177,6 +178,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
+    if ((rc = zt_engine_lp_setup(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
@@ -193,6 +195,7 @@ void zt_engine_free(zt_engine *e) {
     if (!e) return;
     zt_overlap_stop(e);
     zt_grads_reset(e);
+    zt_engine_lp_free(e);
     const zt_model *m = e->model;
     if (e->units)
         for (int u = 0; u < m->n_units; u++) {
@@ -241,10 +244,15 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
         else
             zt_init_fill(e->full_params + pl->p[i].full_off, 0, p->numel, p->init, p->init_std, key);
     }
+    if (e->opt.precision.params == ZT_DTYPE_BF16) /* bf16-low starts from bf16 values */
+        zt_round_bf16(e->shard_params ? e->pieces : e->full_params,
+                      e->shard_params ? pl->shard_floats : pl->full_floats);
     size_t state = e->shard_optim ? pl->shard_floats : pl->full_floats;
     if (e->m) memset(e->m, 0, state * sizeof(float));
     if (e->v) memset(e->v, 0, state * sizeof(float));
     zt_grads_reset(e);
+    zt_loss_scaler_init(&e->scaler, &e->opt.precision);
+    e->lp_stale = true;
     e->step = 0;
     return ZT_OK;
 }
@@ -307,6 +315,7 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
 }
 
 static void release_param(zt_engine *e, int i) {
+    zt_engine_lp_release(e, i);
     zt_engine_release(e, &e->gathered[i], (size_t)e->model->params[i].numel, &e->mem.params);
 }
 
@@ -320,9 +329,11 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
         int rc = gather_unit(e, u, u + 1 < m->n_units ? u + 1 : -1, err);
+        if (!rc) rc = zt_engine_lp_refresh_unit(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
-                          .out = s->out, .saved = s->saved, .scratch = e->scratch};
+                          .out = s->out, .saved = s->saved, .scratch = e->scratch,
+                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->forward(un, &a, err);
@@ -361,19 +372,22 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
     if ((rc = zt_grads_begin_micro(e, err)) || (rc = run_forward(e, b, true, loss, err))) return rc;
     const zt_model *m = e->model;
     size_t n = (size_t)b->B * b->T;
-    for (size_t i = 0; i < n; i++) e->dloss[i] = b->dloss;
+    float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */
+    for (size_t i = 0; i < n; i++) e->dloss[i] = dloss;
     const float *dout = e->dloss;
     int flip = 0;
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        if ((rc = gather_unit(e, u, u - 1, err))) return rc;
+        if ((rc = gather_unit(e, u, u - 1, err)) || (rc = zt_engine_lp_refresh_unit(e, u, err)))
+            return rc;
         for (int k = 0; k < un->n_params; k++)
             if (!(s->grads[k] = zt_grads_for(e, un->params[k], err))) return err->code;
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
-                          .saved = s->saved, .scratch = e->scratch, .dout = dout, .din = din};
+                          .saved = s->saved, .scratch = e->scratch, .dout = dout, .din = din,
+                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
         zt_trace_begin("backward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->backward(un, &a, err);
@@ -396,6 +410,7 @@ uint64_t zt_engine_step_count(const zt_engine *e) { return e->step; }
 
 float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel) {
     const zt_plan *pl = &e->plan;
+    e->lp_stale = true; /* the caller may write through the pointer */
     if (e->shard_params) {
         if (begin) *begin = zt_plan_shard_begin(pl, idx, pl->shard);
         if (numel) *numel = zt_plan_shard_numel(pl, idx, pl->shard);
@@ -407,6 +422,7 @@ float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *num
 }
 
 float *zt_engine_param(zt_engine *e, int idx) {
+    e->lp_stale = true;
     return e->full_params ? e->full_params + e->plan.p[idx].full_off : NULL;
 }
 

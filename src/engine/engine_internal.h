@@ -32,6 +32,7 @@ typedef struct zt_overlap zt_overlap; /* overlap.c */
 
 typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
+    const void **params_lp;  /* (n_params) compute copies (precision.compute != fp32), else NULL */
     float *out;              /* (B, T, out_width) */
     float *saved;            /* saved_floats(B, T) */
     double fwd_s, bwd_s;     /* cumulative wall time of forward / backward */
@@ -78,6 +79,13 @@ struct zt_engine {
                                    since creation or zt_engine_reset_times */
     float *scratch;
     float *dact[2];             /* activation-gradient ping-pong */
+    /* precision (engine_precision.c) */
+    int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute */
+    void *full_lp;              /* ddp/zero1/zero2: compute copies of the matrices, full layout */
+    bool lp_stale;              /* full_lp no longer matches the parameters */
+    void **gathered_lp;         /* (n_params) zero3: the compute copy while gathered */
+    void *staging;              /* the units' low-precision operand staging */
+    zt_loss_scaler scaler;      /* fp16 */
     float *dloss;               /* (B, T) */
     uint64_t step;
     zt_memory_report mem;
@@ -88,6 +96,20 @@ struct zt_engine {
 /* engine.c */
 void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter);
 void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
+
+/* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */
+bool zt_engine_has_lp(const zt_engine *e, int param);          /* keeps a compute copy of param */
+size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel);  /* bytes of one compute copy */
+int zt_engine_lp_setup(zt_engine *e, zt_error *err);            /* at create: copies, staging */
+void zt_engine_lp_free(zt_engine *e);
+int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err); /* before unit u runs */
+void zt_engine_lp_release(zt_engine *e, int param);            /* zero3: with the gathered tensor */
+float zt_engine_loss_scale(const zt_engine *e);                /* dloss multiplier */
+/* Before the norm: round the reduced gradient to the policy's gradient dtype (fp16, bf16). */
+void zt_engine_round_grads(zt_engine *e);
+/* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */
+void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
+                             int64_t begin);
 
 /* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);

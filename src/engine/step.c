@@ -36,15 +36,30 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
-    double norm;
+    const zt_precision *prec = &e->opt.precision;
+    double norm, scale = zt_engine_loss_scale(e);
     int rc = zt_grads_finish(e, err);
-    if (!rc) rc = grad_norm(e, &norm, err);
+    if (!rc) {
+        zt_engine_round_grads(e);
+        rc = grad_norm(e, &norm, err);
+    }
     if (rc) {
         zt_grads_reset(e);
         return rc;
     }
+    norm /= scale; /* the gradient carries the loss scale (1 outside fp16) */
     zt_step_report r = {.grad_norm = norm, .clip_coef = zt_clip_coef(norm, o->grad_clip),
-                        .finite = isfinite(norm)};
+                        .finite = isfinite(norm), .loss_scale = scale};
+    if (prec->mode == ZT_PRECISION_FP16) {
+        /* every rank saw the same norm, so every rank skips (or not) and scales alike */
+        zt_loss_scaler_update(&e->scaler, prec, !r.finite);
+        if (!r.finite) {
+            r.skipped = true;
+            if (report) *report = r;
+            zt_grads_reset(e);
+            return ZT_OK;
+        }
+    }
     if (report) *report = r;
     if (!r.finite) {
         zt_grads_reset(e);
@@ -58,6 +73,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         if (!p->trainable) continue;
         float *w, *g, *mm, *vv;
         size_t n;
+        int64_t begin = 0;
         if (!e->shard_optim) {
             size_t off = pl->p[i].full_off;
             n = (size_t)p->numel;
@@ -68,6 +84,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         } else {
             size_t off = pl->p[i].shard_off;
             n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+            begin = zt_plan_shard_begin(pl, i, pl->shard);
             w = e->shard_params ? e->pieces + off
                                 : e->full_params + pl->p[i].full_off + zt_plan_shard_begin(pl, i, pl->shard);
             g = e->grad_pieces + off;
@@ -76,13 +93,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         }
         if (n == 0) continue;
         float wd = p->decay ? o->weight_decay : 0.0f;
+        float gscale = (float)(r.clip_coef / scale); /* clipping and unscaling in one factor */
         if (o->kind == ZT_OPT_ADAMW)
-            zt_adamw_update(w, g, mm, vv, n, lr, o->beta1, o->beta2, o->eps, wd, (float)r.clip_coef,
+            zt_adamw_update(w, g, mm, vv, n, lr, o->beta1, o->beta2, o->eps, wd, gscale,
                             (int64_t)e->step);
         else
-            zt_sgd_update(w, g, mm, n, lr, o->momentum, o->nesterov, wd, (float)r.clip_coef,
-                          (int64_t)e->step);
+            zt_sgd_update(w, g, mm, n, lr, o->momentum, o->nesterov, wd, gscale, (int64_t)e->step);
+        zt_engine_round_updated(e, i, w, mm, vv, n, begin);
     }
+    e->lp_stale = true;
     zt_grads_reset(e);
     if (e->shard_optim && !e->shard_params && pl->nshards > 1) return zt_engine_all_gather_full(e, err);
     return ZT_OK;

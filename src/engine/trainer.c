@@ -50,6 +50,12 @@ static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, i
     return rc;
 }
 
+static double scaler_now(const zt_engine *e) {
+    zt_loss_scaler s;
+    zt_engine_get_loss_scaler(e, &s);
+    return s.scale;
+}
+
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
              zt_error *err) {
     int rc = zt_train_config_validate(cfg, err);
@@ -101,6 +107,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     eo.bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
     eo.no_overlap_comm = !cfg->overlap_comm;
     eo.no_prefetch = !cfg->prefetch;
+    zt_precision_default(&eo.precision, (zt_precision_mode)cfg->precision);
+    eo.precision.reduce = (zt_dtype)cfg->reduce_dtype;
+    eo.precision.stochastic_rounding = cfg->stochastic_rounding;
+    eo.precision.loss_scale = cfg->loss_scale;
+    eo.precision.initial_scale_power = cfg->initial_scale_power;
+    eo.precision.loss_scale_window = cfg->loss_scale_window;
+    eo.precision.hysteresis = cfg->hysteresis;
+    eo.precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
+    eo.precision.min_loss_scale = cfg->min_loss_scale;
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */
@@ -160,7 +175,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         fprintf(out, " (%s in shard groups of %d)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size);
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
             cfg->reduce_every_micro_batch ? " | reduce every micro-batch" : "");
-    fprintf(out, "precision fp32 (storage, compute, gradients, master, moments) | optimizer %s | "
+    char policy[256];
+    zt_precision_describe(&eo.precision, policy, sizeof policy);
+    fprintf(out, "precision %s\n", policy);
+    fprintf(out, "optimizer %s | "
             "memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
             cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", mem.params / 1048576.0,
             mem.grads / 1048576.0, mem.optimizer / 1048576.0, mem.activations / 1048576.0);
@@ -169,6 +187,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_progress_init(&prog, out);
     uint64_t per_step_samples = (uint64_t)B * (uint64_t)micro_per_step;
     double t_start = now(), first_loss = NAN, last_loss = NAN, last_val = NAN;
+    int64_t skipped_steps = 0;
+    if (rank == 0 && log.fp) {
+        char ev[400];
+        snprintf(ev, sizeof ev, "\"mode\":\"%s\",\"params\":\"%s\",\"compute\":\"%s\",\"reduce\":\"%s\","
+                 "\"accumulate\":\"%s\",\"grads\":\"%s\",\"moments\":\"%s\",\"stochastic_rounding\":%s",
+                 zt_precision_mode_name(eo.precision.mode), zt_dtype_name(eo.precision.params),
+                 zt_dtype_name(eo.precision.compute), zt_dtype_name(eo.precision.reduce),
+                 zt_dtype_name(eo.precision.accumulate), zt_dtype_name(eo.precision.grads),
+                 zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false");
+        if ((rc = zt_jsonl_write_event(&log, "precision", ev, err))) goto done;
+    }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -216,6 +245,16 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                              .step_s = t1 - t0, .data_s = data_s, .fwdbwd_s = fb_s,
                              .optim_s = t1 - to, .elapsed_s = t1 - t_start};
         m.tok_per_s = (double)tokens_per_step / m.step_s;
+        if (eo.precision.mode == ZT_PRECISION_FP16) {
+            skipped_steps += rep.skipped;
+            m.has_loss_scale = true;
+            m.loss_scale = rep.loss_scale;
+            m.skipped_steps = skipped_steps;
+            if (rep.skipped)
+                zt_progress_message(&prog, "step %lld: fp16 gradients overflowed at loss scale %g: "
+                                    "update skipped on every rank, scale now %g", (long long)(step + 1),
+                                    rep.loss_scale, scaler_now(e));
+        }
         m.mfu = zt_utilization(flops_per_token, (double)tokens_per_step, m.step_s, peak);
         m.hfu = zt_utilization(hw_flops_per_token, (double)tokens_per_step, m.step_s, peak);
         /* the breakdown: disjoint parts of [t0, t1] (metrics.h) */

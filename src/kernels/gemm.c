@@ -65,7 +65,7 @@
 
 typedef struct {
     /* key */
-    int ta, tb, M, N, K, lda, ldb, ldc, nthr, has_bias;
+    int ta, tb, M, N, K, lda, ldb, ldc, nthr, has_bias, bf16; /* bf16: A and B bf16, C fp32 */
     uint32_t alpha_bits, beta_bits;
     /* value */
     bool use_blas; /* creation failed or only a reference implementation: OpenBLAS */
@@ -318,11 +318,12 @@ void zt_gemm_cache_clear(void)
 
 /* (rows, cols) descriptor of a row-major matrix with leading dimension ld, or of the transpose
  * of a stored (cols, rows) one */
-static dnnl_status_t md_2d(dnnl_memory_desc_t *md, int rows, int cols, int ld, bool trans)
+static dnnl_status_t md_2d(dnnl_memory_desc_t *md, int rows, int cols, int ld, bool trans,
+                           dnnl_data_type_t dt)
 {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
 }
 
 #define TRY(x)                                                                                     \
@@ -345,10 +346,11 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
         st = dnnl_runtime_error;
         goto fail;
     }
-    TRY(md_2d(&a_md, e->M, e->K, e->lda, e->ta));
-    TRY(md_2d(&b_md, e->K, e->N, e->ldb, e->tb));
-    TRY(md_2d(&c_md, e->M, e->N, e->ldc, false));
-    TRY(md_2d(&bias_md, 1, e->N, e->N, false));
+    dnnl_data_type_t in_dt = e->bf16 ? dnnl_bf16 : dnnl_f32;
+    TRY(md_2d(&a_md, e->M, e->K, e->lda, e->ta, in_dt));
+    TRY(md_2d(&b_md, e->K, e->N, e->ldb, e->tb, in_dt));
+    TRY(md_2d(&c_md, e->M, e->N, e->ldc, false, dnnl_f32));
+    TRY(md_2d(&bias_md, 1, e->N, e->N, false, dnnl_f32));
     TRY(dnnl_primitive_attr_create(&attr));
     if (alpha != 1.0f)
         TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha));
@@ -362,8 +364,9 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
     TRY(dnnl_primitive_desc_create(&pd, &desc, attr, G.eng, NULL));
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl != NULL && strncmp(impl, "ref", 3) == 0) {
-        /* the reference loops: OpenBLAS is faster, by design not a failure */
+        impl != NULL && strncmp(impl, "ref", 3) == 0 && !e->bf16) {
+        /* the reference loops: OpenBLAS is faster, by design not a failure (bf16 has no OpenBLAS
+         * path, so its reference implementation is still the best there is) */
         e->use_blas = true;
         goto done;
     }
@@ -398,7 +401,7 @@ static gemm_entry *entry_get(const gemm_entry *key, float alpha, float beta)
         gemm_entry *e = &G.cache[i];
         if (e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
-            e->nthr == key->nthr && e->has_bias == key->has_bias &&
+            e->nthr == key->nthr && e->has_bias == key->has_bias && e->bf16 == key->bf16 &&
             e->alpha_bits == key->alpha_bits && e->beta_bits == key->beta_bits) {
             if (!e->use_blas)
                 STAT_ADD(cache_hits);
@@ -429,13 +432,14 @@ static gemm_entry *entry_get(const gemm_entry *key, float alpha, float beta)
 
 /* Run the product on oneDNN. Returns false when it did not (the caller runs OpenBLAS): an
  * OpenBLAS entry, or an execution failure (oneDNN checks and allocates its scratchpad before it
- * writes dst, so C is still intact). */
-static bool onednn_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
+ * writes dst, so C is still intact). A and B are float, or bf16 (uint16_t) when bf16. */
+static bool onednn_gemm(bool bf16, bool ta, bool tb, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                        int ldc, const float *bias)
 {
     gemm_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
                       .ldc = ldc, .nthr = omp_get_max_threads(), .has_bias = bias != NULL,
-                      .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
+                      .bf16 = bf16, .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
     bool ok = false;
     pthread_mutex_lock(&G.lock);
     gemm_entry *e = entry_get(&key, alpha, beta);
@@ -471,12 +475,45 @@ out:
     return ok;
 }
 
-/* One part of a product on oneDNN, or on OpenBLAS where oneDNN will not run it. */
-static void onednn_part(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                        const float *bias)
+static inline float bf16_value(const uint16_t *p, size_t i)
 {
-    if (!onednn_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias))
+    uint32_t u = (uint32_t)p[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The bf16 product where oneDNN will not run it (Debian's OpenBLAS has no bf16 GEMM): exact
+ * products of the bf16 values summed in double, one output per iteration. Slow; counted in
+ * fallbacks by the caller's path, never chosen by design. */
+static void bf16_reference(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A,
+                           int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
+                           const float *bias)
+{
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)bf16_value(A, ta ? (size_t)k * lda + i : (size_t)i * lda + k) *
+                       bf16_value(B, tb ? (size_t)j * ldb + k : (size_t)k * ldb + j);
+            float *c = C + (size_t)i * ldc + j;
+            float v = alpha * (float)acc + (bias != NULL ? bias[j] : 0.0f);
+            *c = beta == 0.0f ? v : beta * *c + v;
+        }
+}
+
+/* One part of a product on oneDNN, or on OpenBLAS (bf16: the reference loops) where oneDNN will
+ * not run it. */
+static void onednn_part(bool bf16, bool ta, bool tb, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                        int ldc, const float *bias)
+{
+    if (onednn_gemm(bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias))
+        return;
+    if (bf16)
+        bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    else
         blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
@@ -494,47 +531,51 @@ static int part_size(int n, int max_part)
  *   TN, more than ONEDNN_TN_M_MAX rows: row blocks of at most ONEDNN_TN_M_BLOCK;
  *   TN, B (K,N) > ONEDNN_B_BYTES: column blocks (strided B and C, no copies).
  * Fixed by the shape, so the bits are fixed too. A part that oneDNN refuses runs on OpenBLAS:
- * every part is a complete GEMM of its own, so that stays exact. */
+ * every part is a complete GEMM of its own, so that stays exact. bf16 products follow the same
+ * policy with B measured in bf16 bytes. */
 #define ONEDNN_B_BYTES ((size_t)3 << 20)
 #define ONEDNN_PART_MIN 256
 #define ONEDNN_TN_M_MAX 8192
 #define ONEDNN_TN_M_BLOCK 4096
 
-/* the part size for splitting n so that each part's B (other x part floats) fits ONEDNN_B_BYTES */
-static int b_part(int n, int other)
+/* the part size for splitting n so that each part's B (other x part elements) fits */
+static int b_part(int n, int other, size_t esize)
 {
-    int max_part = (int)(ONEDNN_B_BYTES / (sizeof(float) * (size_t)other));
+    int max_part = (int)(ONEDNN_B_BYTES / (esize * (size_t)other));
     return part_size(n, max_part < ONEDNN_PART_MIN ? ONEDNN_PART_MIN : max_part);
 }
 
-static void onednn_product(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                           int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                           const float *bias)
+static void onednn_product(bool bf16, bool ta, bool tb, int M, int N, int K, float alpha,
+                           const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                           int ldc, const float *bias)
 {
-    size_t b_bytes = (size_t)K * (size_t)N * sizeof(float);
+    size_t es = bf16 ? 2 : 4;
+    const char *a = A, *b = B;
+    size_t b_bytes = (size_t)K * (size_t)N * es;
     if (!ta && !tb && b_bytes > ONEDNN_B_BYTES && K > ONEDNN_PART_MIN) {
-        int kc = b_part(K, N);
+        int kc = b_part(K, N, es);
         for (int k0 = 0; k0 < K; k0 += kc) {
             int kk = K - k0 < kc ? K - k0 : kc;
-            onednn_part(false, false, M, N, kk, alpha, A + k0, lda, B + (size_t)k0 * ldb, ldb,
-                        k0 == 0 ? beta : 1.0f, C, ldc, k0 == 0 ? bias : NULL);
+            onednn_part(bf16, false, false, M, N, kk, alpha, a + k0 * es, lda,
+                        b + (size_t)k0 * ldb * es, ldb, k0 == 0 ? beta : 1.0f, C, ldc,
+                        k0 == 0 ? bias : NULL);
         }
     } else if (ta && !tb && M > ONEDNN_TN_M_MAX) {
         int mc = part_size(M, ONEDNN_TN_M_BLOCK);
         for (int m0 = 0; m0 < M; m0 += mc) {
             int mm = M - m0 < mc ? M - m0 : mc;
-            onednn_product(true, false, mm, N, K, alpha, A + m0, lda, B, ldb, beta,
+            onednn_product(bf16, true, false, mm, N, K, alpha, a + m0 * es, lda, B, ldb, beta,
                            C + (size_t)m0 * ldc, ldc, bias);
         }
     } else if (ta && !tb && b_bytes > ONEDNN_B_BYTES && N > ONEDNN_PART_MIN) {
-        int nc = b_part(N, K);
+        int nc = b_part(N, K, es);
         for (int n0 = 0; n0 < N; n0 += nc) {
             int nn = N - n0 < nc ? N - n0 : nc;
-            onednn_part(true, false, M, nn, K, alpha, A, lda, B + n0, ldb, beta, C + n0, ldc,
-                        bias != NULL ? bias + n0 : NULL);
+            onednn_part(bf16, true, false, M, nn, K, alpha, A, lda, b + n0 * es, ldb, beta,
+                        C + n0, ldc, bias != NULL ? bias + n0 : NULL);
         }
     } else {
-        onednn_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        onednn_part(bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
     }
 }
 
@@ -549,7 +590,8 @@ void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
     ensure_decided();
     if (G.backend == ZT_GEMM_ONEDNN) {
         if (K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
-            onednn_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+            onednn_product(false, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                           bias);
             return;
         }
         STAT_ADD(rerouted);
@@ -561,4 +603,26 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_f32_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+/* bf16 products always go to oneDNN (whatever the fp32 backend: OpenBLAS has no bf16 here),
+ * needing only the engine; without it, or inside a parallel region, or with alpha != 1 and a
+ * bias, the reference loops. */
+void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    ensure_decided();
+    pthread_mutex_lock(&G.lock);
+    dnnl_status_t st = dnnl_success;
+    bool have = G.have_engine || create_engine(&st);
+    pthread_mutex_unlock(&G.lock);
+    if (have && K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
+        onednn_product(true, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        return;
+    }
+    STAT_ADD(rerouted);
+    bf16_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }

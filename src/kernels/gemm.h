@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     ZT_GEMM_OPENBLAS = 0,
@@ -33,6 +34,14 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, const float *bias);
+
+/* bf16 operands, fp32 result: C (M,N) = alpha op(A) op(B) + beta C + bias (NULL: none), A and B
+ * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32
+ * (oneDNN's avx512_core_bf16 / AMX kernels). Always oneDNN, whichever the fp32 backend; where
+ * oneDNN refuses, reference loops (counted in fallbacks). Same bit rule as the fp32 products. */
+void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
+                  const float *bias);
 
 /* The backend the products of this process go to, decided on the first call of any zt_gemm_
  * function (ZT_GEMM, then the per-machine rule) and fixed afterwards. */

@@ -48,6 +48,31 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
                      const float *inp, const float *weight, int N, int C, int OC,
                      bool accumulate_dinp);
 
+/* ---- matmul_lp.c: the Linear layer in low precision (precision modes, src/precision) ----------
+ * ZT_LP_BF16: weight is bf16 (uint16_t); inp and dout are rounded to bf16 into staging and the
+ * products run on oneDNN's bf16 kernels with fp32 accumulation and fp32 results.
+ * ZT_LP_FP16: weight is fp32 holding fp16 values (this CPU has no fp16 arithmetic); inp and dout
+ * are rounded to fp16 into staging (overflow becomes infinity, as in fp16 storage) and the
+ * products run in fp32, like fp16 tensor cores with fp32 accumulation.
+ * dbias sums the fp32 dout, as matmul_backward does. staging holds matmul_lp_staging_bytes. */
+typedef enum { ZT_LP_BF16 = 1, ZT_LP_FP16 = 2 } zt_lp_kind;
+size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int C, int OC);
+void matmul_forward_lp(float *out, const float *inp, const void *weight, const float *bias, int N,
+                       int C, int OC, zt_lp_kind kind, void *staging);
+void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const void *weight, int N, int C, int OC,
+                        bool accumulate_dinp, zt_lp_kind kind, void *staging);
+/* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
+void matmul_dbias(float *dbias, const float *dout, int N, int OC);
+
+/* ---- convert.c: fp32 <-> bf16 / fp16 ---------------------------------------------------------- */
+void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-even */
+void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);   /* exact */
+void zt_round_bf16(float *x, size_t n);                           /* in place, nearest-even */
+void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
+/* in place, stochastic; element i draws its bits from (seed, first_index + i) */
+void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
+
 /* ---- attention.c: causal multi-head self-attention -------------------------------------------- */
 /* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
  * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0). */

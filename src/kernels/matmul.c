@@ -71,13 +71,17 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
                     accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     if (dweight != NULL)
         zt_gemm_f32(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias != NULL) {
-        const int bw = DBIAS_NV * ZT_VL;
-        int nblocks = (OC + bw - 1) / bw;
+    if (dbias != NULL)
+        matmul_dbias(dbias, dout, N, OC);
+}
+
+void matmul_dbias(float *dbias, const float *dout, int N, int OC)
+{
+    const int bw = DBIAS_NV * ZT_VL;
+    int nblocks = (OC + bw - 1) / bw;
 #pragma omp parallel for schedule(static)
-        for (int blk = 0; blk < nblocks; blk++) {
-            int c0 = blk * bw;
-            dbias_block(dbias, dout, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
-        }
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c0 = blk * bw;
+        dbias_block(dbias, dout, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
     }
 }

@@ -47,6 +47,32 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Linear layers: through the engine's low-precision compute copy of the weight when there is one
+ * (precision bf16/fp16, zt_unit_args.params_lp), else in fp32 */
+static const void *lp_weight(const zt_unit_args *a, int k) {
+    return a->lp_kind && a->params_lp ? a->params_lp[k] : NULL;
+}
+
+static void linear_forward(const zt_unit_args *a, int k, float *out, const float *inp,
+                           const float *bias, int N, int C, int OC) {
+    const void *w = lp_weight(a, k);
+    if (w)
+        matmul_forward_lp(out, inp, w, bias, N, C, OC, (zt_lp_kind)a->lp_kind, a->staging);
+    else
+        matmul_forward(out, inp, a->params[k], bias, N, C, OC);
+}
+
+static void linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, int N, int C, int OC) {
+    const void *w = lp_weight(a, k);
+    if (w)
+        matmul_backward_lp(dinp, dweight, dbias, dout, inp, w, N, C, OC, false,
+                           (zt_lp_kind)a->lp_kind, a->staging);
+    else
+        matmul_backward(dinp, dweight, dbias, dout, inp, a->params[k], N, C, OC, false);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * embedding unit: params wte (V,C), wpe (maxT,C) */
 static size_t emb_saved(const zt_unit *u, int B, int T) { return 0; }
 static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
@@ -65,7 +91,7 @@ static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     return ZT_OK;
 }
 
-static const zt_unit_ops EMBEDDING_OPS = {emb_saved, emb_scratch, emb_forward, emb_backward};
+static const zt_unit_ops EMBEDDING_OPS = {emb_saved, emb_scratch, emb_forward, emb_backward, NULL};
 
 /* ---------------------------------------------------------------------------------------------
  * transformer block unit: 12 params in this order */
@@ -114,14 +140,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *proj = a->scratch; /* (N,C) */
 
     layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    matmul_forward(s.qkv, s.ln1, p[P_QKVW], p[P_QKVB], N, C, 3 * C);
+    linear_forward(a, P_QKVW, s.qkv, s.ln1, p[P_QKVB], N, C, 3 * C);
     attention_forward(s.atty, s.att, s.qkv, B, T, C, c->n_head);
-    matmul_forward(proj, s.atty, p[P_ATTPROJW], p[P_ATTPROJB], N, C, C);
+    linear_forward(a, P_ATTPROJW, proj, s.atty, p[P_ATTPROJB], N, C, C);
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     layernorm_forward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    matmul_forward(s.fch, s.ln2, p[P_FCW], p[P_FCB], N, C, 4 * C);
+    linear_forward(a, P_FCW, s.fch, s.ln2, p[P_FCB], N, C, 4 * C);
     gelu_forward(s.fch_gelu, s.fch, (size_t)N * 4 * C);
-    matmul_forward(proj, s.fch_gelu, p[P_FCPROJW], p[P_FCPROJB], N, 4 * C, C);
+    linear_forward(a, P_FCPROJW, proj, s.fch_gelu, p[P_FCPROJB], N, 4 * C, C);
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
@@ -131,6 +157,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
+    (void)p;
     block_saved s;
     block_layout(c, B, T, a->saved, &s);
     float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + 4 * NC, *attn_scratch = big2 + 4 * NC;
@@ -139,24 +166,29 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
-    matmul_backward(big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, p[P_FCPROJW], N, 4 * C,
-                    C, false);
+    linear_backward(a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C);
     gelu_backward(big2, s.fch, big1, (size_t)N * 4 * C);
-    matmul_backward(bufC, g[P_FCW], g[P_FCB], big2, s.ln2, p[P_FCW], N, C, 4 * C, false);
+    linear_backward(a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C);
     layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
                        N, C);
     /* attention: res2 = x + atty·Woᵀ + b */
-    matmul_backward(bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, p[P_ATTPROJW], N, C, C, false);
+    linear_backward(a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C);
     float *dqkv = big1; /* (N,3C) fits in (N,4C) */
     attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, C, c->n_head);
-    matmul_backward(bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, p[P_QKVW], N, C, 3 * C, false);
+    linear_backward(a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C);
     layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
                        N, C);
     return ZT_OK;
 }
 
+/* the largest Linear of a block: c_fc / c_proj, N x (C + 4C) operands */
+static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
+    const zt_gpt2_config *c = u->model_cfg;
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, 4 * c->n_embd);
+}
+
 static const zt_unit_ops BLOCK_OPS = {block_saved_floats, block_scratch_floats, block_forward,
-                                      block_backward};
+                                      block_backward, block_staging_bytes};
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params ln_f.weight, ln_f.bias, wte (tied). out = per-token losses (B,T).
@@ -177,7 +209,7 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *logits = rstd + N;
     layernorm_forward(lnf, mean, rstd, a->in, a->params[0], a->params[1], N, C);
-    matmul_forward(logits, lnf, a->params[2], NULL, N, C, V);
+    linear_forward(a, 2, logits, lnf, NULL, N, C, V);
     if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
         for (int b = 0; b < B; b++)
             memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
@@ -203,14 +235,20 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *probs = rstd + N;
     float *dlnf = a->scratch;
     softmax_xent_backward(probs, bt->targets, a->dout, N, V);
-    matmul_backward(dlnf, a->grads[2], NULL, probs, lnf, a->params[2], N, C, V, false);
+    linear_backward(a, 2, dlnf, a->grads[2], NULL, probs, lnf, N, C, V);
     memset(a->din, 0, (size_t)N * C * sizeof *a->din);
     layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], mean, rstd, N, C);
     return ZT_OK;
 }
 
+/* the LM head: N x (C + V) operands */
+static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
+    const zt_gpt2_config *c = u->model_cfg;
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, c->vocab_size);
+}
+
 static const zt_unit_ops HEAD_OPS = {head_saved_floats, head_scratch_floats, head_forward,
-                                     head_backward};
+                                     head_backward, head_staging_bytes};
 
 /* ---------------------------------------------------------------------------------------------
  * the model */

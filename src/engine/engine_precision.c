@@ -1,0 +1,172 @@
+/* engine_precision.c - the engine's side of the precision contract (zerotrain.h, "Precision"):
+ *
+ * Compute copies. Under bf16 and fp16 compute the engine keeps a low-precision copy of every
+ * matrix parameter (ndim >= 2: the Linear weights and the tied LM head) for the units' matrix
+ * products (zt_unit_args.params_lp): bf16 bits, or fp32 holding fp16 values (this CPU has no fp16
+ * arithmetic, kernels.h). ddp/zero1/zero2 keep one full-layout copy, refreshed once after every
+ * change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale);
+ * zero3 makes the copy of a parameter right after its all-gather and frees it with the gathered
+ * tensor. The copy is round-to-nearest-even of the fp32 parameter, an elementwise function, so
+ * every strategy computes with the same bits.
+ *
+ * Stepped state. fp16: the reduced gradient is rounded to fp16 (overflow -> inf, what fp16
+ * gradient storage would hold) and carries the loss scale; step.c skips the update when it is not
+ * finite and the scaler (src/precision/loss_scaler.c) adjusts. bf16-low: the reduced gradient is
+ * rounded to bf16, and after the update the parameters (nearest-even or stochastic) and both
+ * moments (nearest-even) are rounded to bf16: the values bf16 storage would hold. They are kept in
+ * fp32 arrays, so bf16-low has bf16 numerics but not yet bf16 storage's memory (docs/precision.md).
+ */
+#include "engine/engine_internal.h"
+#include "kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool zt_engine_has_lp(const zt_engine *e, int param)
+{
+    return e->lp_kind != 0 && e->model->params[param].ndim >= 2;
+}
+
+size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel)
+{
+    return (size_t)numel * (e->lp_kind == ZT_LP_BF16 ? 2 : 4);
+}
+
+static size_t bytes_to_floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+int zt_engine_lp_setup(zt_engine *e, zt_error *err)
+{
+    const zt_precision *p = &e->opt.precision;
+    int rc = zt_precision_check(p, err);
+    if (rc) return rc;
+    zt_loss_scaler_init(&e->scaler, p);
+    e->lp_kind = p->compute == ZT_DTYPE_BF16 ? ZT_LP_BF16 : p->compute == ZT_DTYPE_FP16 ? ZT_LP_FP16 : 0;
+    if (!e->lp_kind) return ZT_OK;
+    const zt_model *m = e->model;
+    const zt_plan *pl = &e->plan;
+    if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;
+    if (!e->shard_params &&
+        !(e->full_lp = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
+                                       &e->mem.params)))
+        goto nomem;
+    e->lp_stale = true;
+    size_t staging = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        const zt_unit *un = &m->units[u];
+        unit_state *s = &e->units[u];
+        if (!(s->params_lp = calloc((size_t)un->n_params, sizeof *s->params_lp))) goto nomem;
+        if (un->ops->staging_bytes) {
+            size_t b = un->ops->staging_bytes(un, e->opt.B, e->opt.T, e->lp_kind);
+            if (b > staging) staging = b;
+        }
+        if (e->full_lp)
+            for (int k = 0; k < un->n_params; k++) {
+                int i = un->params[k];
+                if (zt_engine_has_lp(e, i))
+                    s->params_lp[k] = (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off);
+            }
+    }
+    if (staging && !(e->staging = zt_engine_alloc(e, bytes_to_floats(staging), &e->mem.activations)))
+        goto nomem;
+    return ZT_OK;
+nomem:
+    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the %s compute copies",
+                        zt_dtype_name(p->compute));
+}
+
+void zt_engine_lp_free(zt_engine *e)
+{
+    if (e->units)
+        for (int u = 0; u < e->model->n_units; u++) free((void *)e->units[u].params_lp);
+    if (e->gathered_lp)
+        for (int i = 0; i < e->model->n_params; i++) free(e->gathered_lp[i]);
+    free(e->gathered_lp);
+    free(e->full_lp);
+    free(e->staging);
+}
+
+static void make_copy(zt_engine *e, void *dst, const float *src, size_t n)
+{
+    if (e->lp_kind == ZT_LP_BF16)
+        zt_f32_to_bf16(dst, src, n);
+    else
+        zt_round_fp16(dst, src, n);
+}
+
+int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
+{
+    if (!e->lp_kind) return ZT_OK;
+    const zt_model *m = e->model;
+    const zt_plan *pl = &e->plan;
+    if (e->full_lp) {
+        if (!e->lp_stale) return ZT_OK;
+        for (int i = 0; i < m->n_params; i++)
+            if (zt_engine_has_lp(e, i))
+                make_copy(e, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),
+                          e->full_params + pl->p[i].full_off, (size_t)m->params[i].numel);
+        e->lp_stale = false;
+        return ZT_OK;
+    }
+    const zt_unit *un = &m->units[u];
+    unit_state *s = &e->units[u];
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (!zt_engine_has_lp(e, i)) continue;
+        if (!e->gathered_lp[i]) {
+            size_t n = (size_t)m->params[i].numel;
+            if (!(e->gathered_lp[i] = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)n)),
+                                                      &e->mem.params)))
+                return zt_error_set(err, ZT_ERR_NOMEM, "the %s copy of %s: out of memory",
+                                    zt_dtype_name(e->opt.precision.compute), m->params[i].name);
+            make_copy(e, e->gathered_lp[i], e->gathered[i], n);
+        }
+        s->params_lp[k] = e->gathered_lp[i];
+    }
+    return ZT_OK;
+}
+
+void zt_engine_lp_release(zt_engine *e, int i)
+{
+    if (!e->gathered_lp || !e->gathered_lp[i]) return;
+    size_t n = bytes_to_floats(zt_engine_lp_bytes(e, e->model->params[i].numel));
+    zt_engine_release(e, (float **)&e->gathered_lp[i], n, &e->mem.params);
+}
+
+float zt_engine_loss_scale(const zt_engine *e)
+{
+    return e->opt.precision.mode == ZT_PRECISION_FP16 ? (float)e->scaler.scale : 1.0f;
+}
+
+void zt_engine_round_grads(zt_engine *e)
+{
+    const zt_precision *p = &e->opt.precision;
+    if (p->grads == ZT_DTYPE_FP32) return;
+    float *g = e->shard_optim ? e->grad_pieces : e->micro_grads;
+    size_t n = e->shard_optim ? e->plan.shard_floats : e->plan.full_floats;
+    if (!g) return;
+    if (p->grads == ZT_DTYPE_FP16)
+        zt_round_fp16(g, g, n);
+    else
+        zt_round_bf16(g, n);
+}
+
+void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
+                             int64_t begin)
+{
+    const zt_precision *p = &e->opt.precision;
+    if (p->params == ZT_DTYPE_BF16) {
+        if (p->stochastic_rounding) /* the draw depends on (seed, step, parameter, element) only */
+            zt_round_bf16_stochastic(w, n, e->opt.seed ^ (e->step * 0xD1B54A32D192ED03ull) ^
+                                               ((uint64_t)(i + 1) * 0x8CB92BA72F3D8DD7ull),
+                                     (uint64_t)begin);
+        else
+            zt_round_bf16(w, n);
+    }
+    if (p->moments == ZT_DTYPE_BF16) {
+        if (m) zt_round_bf16(m, n);
+        if (v) zt_round_bf16(v, n);
+    }
+}
+
+void zt_engine_get_loss_scaler(const zt_engine *e, zt_loss_scaler *out) { *out = e->scaler; }
+void zt_engine_set_loss_scaler(zt_engine *e, const zt_loss_scaler *in) { e->scaler = *in; }

@@ -1,0 +1,115 @@
+/* convert.c - fp32 <-> low-precision conversions for the precision modes (src/precision): fp32 to
+ * bf16 bit patterns with round-to-nearest-even (AVX512_BF16's vcvtne2ps2bf16 where the build
+ * has it, the same rule in scalar code otherwise), bf16 back to fp32 (exact), rounding fp32 values
+ * in place to the nearest bf16 or fp16 value (fp16: F16C's vcvtps2ph, round-to-nearest-even,
+ * overflow to infinity as fp16 storage would), and stochastic rounding to bf16.
+ *
+ * Stochastic rounding (as llm.c's adamw_kernel3 with stochastic_rounding): x rounds up to the next
+ * bf16 with probability (x - down) / (up - down), so the expected stored value is x and updates
+ * smaller than half a bf16 ulp are not all lost. The random bits come from a counter-based hash of
+ * (seed, i) where i is the element's index in the full parameter, so the result does not depend
+ * on how the parameter is sharded or threaded.
+ *
+ * All are elementwise, so any thread count and any split give the same bits. NaN stays NaN
+ * (quiet), infinities stay infinities.
+ */
+#include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+
+#include <string.h>
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline uint16_t bf16_rne(float f)
+{
+    uint32_t u = f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+    size_t nblk = (n + 4095) / 4096;
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t b = 0; b < nblk; b++) {
+        size_t i = b * 4096, end = i + 4096 < n ? i + 4096 : n;
+#if defined(__AVX512BF16__)
+        for (; i + 32 <= end; i += 32) {
+            __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+            _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
+        }
+#endif
+        for (; i < end; i++) dst[i] = bf16_rne(src[i]);
+    }
+}
+
+void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) dst[i] = u2f((uint32_t)src[i] << 16);
+}
+
+void zt_round_bf16(float *x, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
+}
+
+/* fp16 round trip: nearest-even, |x| >= 65520 becomes infinity, small values go subnormal */
+static inline float fp16_rne_scalar(float f)
+{
+    if (f != f) return f;
+    float a = f < 0 ? -f : f;
+    if (a >= 65520.0f) return f < 0 ? -INFINITY : INFINITY;
+    if (a < 6.103515625e-05f) { /* subnormal fp16: a multiple of 2^-24 */
+        float q = nearbyintf(a * 16777216.0f) / 16777216.0f;
+        return f < 0 ? -q : q;
+    }
+    uint32_t u = f2u(f);
+    u += 0xfffu + ((u >> 13) & 1u); /* keep 10 mantissa bits */
+    return u2f(u & 0xffffe000u);
+}
+
+void zt_round_fp16(float *dst, const float *src, size_t n)
+{
+    size_t nblk = (n + 4095) / 4096;
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t b = 0; b < nblk; b++) {
+        size_t i = b * 4096, end = i + 4096 < n ? i + 4096 : n;
+#if defined(__AVX512F__)
+        for (; i + 16 <= end; i += 16) {
+            __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+        }
+#endif
+        for (; i < end; i++) dst[i] = fp16_rne_scalar(src[i]);
+    }
+}
+
+static inline uint32_t sr_bits(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed ^ (i * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index)
+{
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = f2u(x[i]);
+        if ((u & 0x7f800000u) == 0x7f800000u) { /* inf, NaN: nearest */
+            x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
+            continue;
+        }
+        /* adding 16 random bits below the kept half then truncating rounds up with probability
+         * equal to the dropped fraction (magnitude-wise, so the sign is symmetric) */
+        uint32_t r = sr_bits(seed, first_index + i) & 0xffffu;
+        uint32_t t = (u + r) & 0xffff0000u;
+        if ((t & 0x7f800000u) == 0x7f800000u) t = u & 0xffff0000u; /* never round up to inf */
+        x[i] = u2f(t);
+    }
+}

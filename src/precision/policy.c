@@ -1,0 +1,106 @@
+/* policy.c - the precision contract (zerotrain.h, "Precision"): each mode's dtypes for parameters,
+ * compute, reduction, accumulation, the stepped gradient and the moments; names; the one line
+ * printed at start and written into the JSONL log and checkpoints; which policies this build runs.
+ *
+ * Why these dtypes (docs/precision.md): bf16 is the mixed mode DeepSpeed's bf16 block and
+ * Accelerate's aligned FSDP mode run (fp32 master weights and moments, so updates far below a
+ * bf16 ulp of the weight still land); bf16-low is Accelerate's memory-constrained pure-bf16 mode
+ * (FSDP with param_dtype bf16 and no fp32 copy), where they do not; fp16 is DeepSpeed's fp16 with
+ * dynamic loss scaling. Gradients are reduced and accumulated in fp32 in every mode, so the
+ * summation tree (and the bit-identity across strategies) is the fp32 one.
+ */
+#include "zerotrain/zerotrain.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void zt_precision_default(zt_precision *p, zt_precision_mode mode)
+{
+    memset(p, 0, sizeof *p);
+    p->mode = mode;
+    switch (mode) {
+    case ZT_PRECISION_BF16:
+        p->compute = ZT_DTYPE_BF16;
+        break;
+    case ZT_PRECISION_BF16_LOW:
+        p->params = p->compute = p->grads = p->moments = ZT_DTYPE_BF16;
+        break;
+    case ZT_PRECISION_FP16:
+        p->compute = p->grads = ZT_DTYPE_FP16;
+        break;
+    default:
+        p->mode = ZT_PRECISION_FP32;
+        break;
+    }
+    p->initial_scale_power = 16;
+    p->loss_scale_window = 1000;
+    p->hysteresis = 2;
+    p->min_loss_scale = 1.0f;
+}
+
+const char *zt_precision_mode_name(zt_precision_mode m)
+{
+    static const char *names[] = {"fp32", "bf16", "bf16-low", "fp16"};
+    return (unsigned)m < 4 ? names[m] : "unknown";
+}
+
+const char *zt_dtype_name(zt_dtype d)
+{
+    static const char *names[] = {"fp32", "bf16", "fp16"};
+    return (unsigned)d < 3 ? names[d] : "unknown";
+}
+
+int zt_precision_check(const zt_precision *p, zt_error *err)
+{
+    if ((unsigned)p->mode > ZT_PRECISION_FP16)
+        return zt_error_set(err, ZT_ERR_USAGE, "precision: unknown mode %d", (int)p->mode);
+    zt_precision want;
+    zt_precision_default(&want, p->mode);
+    const char *what = NULL;
+    zt_dtype got = ZT_DTYPE_FP32, need = ZT_DTYPE_FP32;
+    if (p->params != want.params) what = "params", got = p->params, need = want.params;
+    else if (p->compute != want.compute) what = "compute", got = p->compute, need = want.compute;
+    else if (p->reduce != want.reduce) what = "reduce", got = p->reduce, need = want.reduce;
+    else if (p->accumulate != want.accumulate) what = "accumulate", got = p->accumulate, need = want.accumulate;
+    else if (p->grads != want.grads) what = "grads", got = p->grads, need = want.grads;
+    else if (p->moments != want.moments) what = "moments", got = p->moments, need = want.moments;
+    if (what)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "precision %s: %s dtype %s is not supported (this build runs %s there; "
+                            "gradients are reduced and accumulated in fp32 in every mode)",
+                            zt_precision_mode_name(p->mode), what, zt_dtype_name(got),
+                            zt_dtype_name(need));
+    if (p->mode == ZT_PRECISION_FP16) {
+        if (p->loss_scale < 0 || p->min_loss_scale <= 0 || p->loss_scale_window < 1 ||
+            p->hysteresis < 1 || p->initial_scale_power < 0 || p->initial_scale_power > 64)
+            return zt_error_set(err, ZT_ERR_USAGE,
+                                "precision fp16: loss scaling needs loss_scale >= 0, min_loss_scale > 0, "
+                                "loss_scale_window >= 1, hysteresis >= 1, 0 <= initial_scale_power <= 64");
+    }
+    if (p->stochastic_rounding && p->mode != ZT_PRECISION_BF16_LOW)
+        return zt_error_set(err, ZT_ERR_USAGE, "precision %s: stochastic rounding applies to bf16-low "
+                            "only (the other modes keep fp32 parameters)", zt_precision_mode_name(p->mode));
+    return ZT_OK;
+}
+
+void zt_precision_describe(const zt_precision *p, char *buf, size_t size)
+{
+    const char *label = p->mode == ZT_PRECISION_BF16 ? "bf16 mixed" : zt_precision_mode_name(p->mode);
+    int n = snprintf(buf, size, "%s: params %s | compute %s | reduce %s | accumulate %s | grads %s | "
+                     "moments %s", label, zt_dtype_name(p->params), zt_dtype_name(p->compute),
+                     zt_dtype_name(p->reduce), zt_dtype_name(p->accumulate),
+                     zt_dtype_name(p->grads), zt_dtype_name(p->moments));
+    if (n < 0 || (size_t)n >= size) return;
+    if (p->mode == ZT_PRECISION_BF16_LOW)
+        snprintf(buf + n, size - (size_t)n, " | rounding %s",
+                 p->stochastic_rounding ? "stochastic" : "nearest");
+    else if (p->mode == ZT_PRECISION_FP16) {
+        if (p->loss_scale > 0)
+            snprintf(buf + n, size - (size_t)n, " | static loss scale %g", (double)p->loss_scale);
+        else
+            snprintf(buf + n, size - (size_t)n,
+                     " | dynamic loss scale 2^%d, window %d, hysteresis %d, min %g",
+                     p->initial_scale_power, p->loss_scale_window, p->hysteresis,
+                     (double)p->min_loss_scale);
+    }
+}

@@ -11,6 +11,7 @@
  * average by a few rows; the sum over ranks cannot). Accumulation multiplies the zero3 gathers
  * and, with reduce_every_micro_batch, the reduce-scatters by the micro-batch count.
  *   tool_dist_check STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]
+ *                   [--precision fp32|bf16|bf16-low|fp16] [--stochastic-rounding] [--scale-power K]
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  * Exit 0 when every check passes, 1 with a message otherwise. */
@@ -72,6 +73,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reduce-every")) o.reduce_every_micro_batch = true;
         else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            const char *v = argv[++i];
+            int k = 0;
+            while (k < 4 && strcmp(v, zt_precision_mode_name((zt_precision_mode)k))) k++;
+            if (k == 4) return fail(world, "precision", &err);
+            bool sr = o.precision.stochastic_rounding;
+            zt_precision_default(&o.precision, (zt_precision_mode)k);
+            o.precision.stochastic_rounding = sr;
+        } else if (!strcmp(argv[i], "--stochastic-rounding")) o.precision.stochastic_rounding = true;
+        else if (!strcmp(argv[i], "--scale-power") && i + 1 < argc) o.precision.initial_scale_power = atoi(argv[++i]);
     }
     zt_model *m;
     zt_engine *e;
@@ -108,7 +119,7 @@ int main(int argc, char **argv) {
         zt_engine_comm_bytes(e, &bytes, true);
         if (zt_engine_sum_ranks(e, &loss_sum, &err)) return fail(world, "loss", &err);
         double mean = loss_sum / (N * GA);
-        if (rank == 0) printf(" %a", mean);
+        if (rank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
         /* the byte formulas, summed over ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
         if (N > 64) continue;

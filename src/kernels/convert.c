@@ -10,6 +10,10 @@
  * (seed, i) where i is the element's index in the full parameter, so the result does not depend
  * on how the parameter is sharded or threaded.
  *
+ * bf16 conversion flushes subnormal inputs to (signed) zero: AVX512_BF16's vcvtne2ps2bf16 does,
+ * and the scalar code (tails, builds without the instruction) does the same, so the bits never
+ * depend on where a vector boundary falls. fp16 rounding keeps fp16's own subnormals.
+ *
  * All are elementwise, so any thread count and any split give the same bits. NaN stays NaN
  * (quiet), infinities stay infinities.
  */
@@ -25,6 +29,7 @@ static inline uint16_t bf16_rne(float f)
 {
     uint32_t u = f2u(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u); /* subnormal: signed 0 */
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "metrics/mfu.h"
 #include "metrics/peak.h"
+#include "kernels/gemm.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -172,16 +173,24 @@ int zt_cmd_bench(int argc, char **argv) {
     double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
     /* the peak of all the cores the job uses; the GEMM rate measured on this rank's threads */
     double peak = zt_cpu_fp32_peak_flops(threads * nranks) / 1e9;
+    zt_cpu_peak cpk;
+    zt_cpu_peak_detect(&cpk);
+    double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads), nranks, true) / 1e9;
     double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * nranks : 0;
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = %.1f%% of nominal fp32 peak %.0f "
             "GFLOP/s, %.1f%% of measured sgemm %.0f GFLOP/s (OpenBLAS core %s)\n", tps, steps, gflops,
             100 * gflops / peak, peak, 100 * gflops / gemm, gemm, openblas_get_corename());
+    if (precision == ZT_PRECISION_BF16 || precision == ZT_PRECISION_BF16_LOW)
+        fprintf(out, "  bf16 products: %.1f%% of the nominal bf16 peak %.0f GFLOP/s (%s), GEMM backend %s\n",
+                100 * gflops / peak_bf16, peak_bf16, cpk.bf16_isa, zt_gemm_backend_name());
     fprintf(out, "{\"impl\":\"zerotrain\",\"version\":\"%s\",\"preset\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
             "\"ranks\":%d,\"strategy\":\"%s\",\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,"
             "\"step_ms_median\":%.1f,\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,"
-            "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\"}\n",
+            "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
+            "\"gemm_backend\":\"%s\"}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
-            1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename());
+            1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
+            zt_gemm_backend_name());
     rc = ZT_OK;
 out:
     free(tok);

@@ -157,8 +157,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int64_t micro_per_step = (int64_t)A * world, tokens_per_step = (int64_t)B * T * micro_per_step;
     int threads = omp_get_max_threads();
     double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
-    /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the fp32 peak of every core the job uses */
-    double peak = zt_job_peak_flops(threads, world, false);
+    /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the peak of every core the job uses, for
+     * the dtype the matrix products run in (bf16: the bf16 instruction's rate; fp16 runs in fp32) */
+    double peak = zt_job_peak_flops(threads, world, eo.precision.compute == ZT_DTYPE_BF16);
     double hw_flops_per_token = zt_hfu_flops_per_token(flops_per_token, 0.0 /* no recomputation yet */);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);

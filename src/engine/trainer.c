@@ -209,7 +209,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
-        float lr = zt_lr_at(&cfg->lr, step);
+        /* the schedule follows applied updates: an fp16 step skipped for overflow does not advance
+         * it (DeepSpeed steps its scheduler only when the optimizer stepped); in every other mode
+         * the two counts are equal */
+        float lr = zt_lr_at(&cfg->lr, (int64_t)zt_engine_step_count(e));
         for (int micro = 0; micro < A; micro++) {
             zt_trace_begin("data", "batch");
             double td = now();

@@ -116,6 +116,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     eo.precision.hysteresis = cfg->hysteresis;
     eo.precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo.precision.min_loss_scale = cfg->min_loss_scale;
+    eo.activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */

@@ -191,7 +191,7 @@ static const dialect_row ROWS[] = {
     {"fsdp_config.fsdp_state_dict_type", A_STR | A_INT, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
      "FULL_STATE_DICT: true; SHARDED_STATE_DICT: false; LOCAL_STATE_DICT: false (obsolete)"},
     {"fsdp_config.fsdp_activation_checkpointing", A_BOOL | A_STR, "memory.activation_checkpointing",
-     zt_cfg_record_row, NOTE, "true: full (issue 7: a warning)"},
+     zt_cfg_record_row, NOTE, "true: full (every unit recomputed in backward); false: none"},
     {"fsdp_config.fsdp_cpu_ram_efficient_loading", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
      "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
     {"fsdp_config.fsdp_sync_module_states", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,

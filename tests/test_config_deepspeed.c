@@ -477,17 +477,17 @@ static void test_native_include(void **state) {
     /* activation_checkpointing: the block means full; a native selective stays, a native none
      * contradicts it; a null block is off */
     put("ds3.json", "{\"activation_checkpointing\": {\"partition_activations\": false}}");
-    put("run6.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: selective}\n");
-    if (load("run6.yaml", &err)) fail_msg("%s", err.msg);
+    put("ac1.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: selective}\n");
+    if (load("ac1.yaml", &err)) fail_msg("%s", err.msg);
     assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_SELECTIVE);
-    source_is("memory.activation_checkpointing", ZT_ORIGIN_FILE, "run6.yaml:3:36");
-    put("run7.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: none}\n");
-    assert_int_equal(load("run7.yaml", &err), ZT_ERR_USAGE);
+    source_is("memory.activation_checkpointing", ZT_ORIGIN_FILE, "ac1.yaml:3:36");
+    put("ac2.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: none}\n");
+    assert_int_equal(load("ac2.yaml", &err), ZT_ERR_USAGE);
     if (!strstr(err.msg, "activation_checkpointing: memory.activation_checkpointing full contradicts none"))
         fail_msg("%s", err.msg);
     put("ds4.json", "{\"activation_checkpointing\": null}");
-    put("run8.yaml", "deepspeed_config: ds4.json\ndata: {train: a.bin}\n");
-    if (load("run8.yaml", &err)) fail_msg("%s", err.msg);
+    put("ac3.yaml", "deepspeed_config: ds4.json\ndata: {train: a.bin}\n");
+    if (load("ac3.yaml", &err)) fail_msg("%s", err.msg);
     assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_NONE);
     /* a DeepSpeed default does not override a native value */
     put("ds2.json", "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}");
@@ -512,7 +512,8 @@ static void test_native_include(void **state) {
     assert_string_equal(C.dialect, "deepspeed");
     assert_int_equal(C.strategy, ZT_STRATEGY_ZERO3);
     const char *names[] = {"ds.json", "ds2.json", "run.yaml", "run2.yaml", "run3.yaml", "run4.yaml",
-                           "run5.yaml", "run6.yaml", "run7.yaml"};
+                           "run5.yaml", "run6.yaml", "run7.yaml", "ds3.json", "ds4.json", "ac1.yaml",
+                           "ac2.yaml", "ac3.yaml"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", DIR, names[i]);

@@ -381,6 +381,26 @@ static void test_engine_recomputes_what_it_should(void **state) {
     }
 }
 
+/* HFU's recomputed FLOPs (docs/observability.md): GPT-2 124M at T = 1024 recomputes 73% of its
+ * forward under full (every block, not the head) and 6.6% under selective (the scores Q·Kᵀ). */
+static void test_recompute_flops(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_gpt2_config cfg;
+    zt_model *m;
+    assert_int_equal(zt_gpt2_preset("gpt2-124M", &cfg, &err), ZT_OK);
+    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+    double fwd = m->train_flops_per_token(m, 1024) / 3.0;
+    double full = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_FULL);
+    double sel = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_SELECTIVE);
+    assert_true(m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_NONE) == 0.0);
+    assert_true(full == 12.0 * (24.0 * 768 * 768 + 4.0 * 768 * 1024));
+    assert_true(sel == 12.0 * 2.0 * 768 * 1024);
+    if (fabs(full / fwd - 0.7283) > 1e-3 || fabs(sel / fwd - 0.0662) > 1e-3)
+        fail_msg("recomputed fraction of the forward: full %.4f, selective %.4f", full / fwd, sel / fwd);
+    zt_model_free(m);
+}
+
 static void test_api_errors(void **state) {
     (void)state;
     zt_error err = {0};
@@ -440,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_engine_modes_are_bit_identical),
         cmocka_unit_test(test_activation_bytes_drop_as_planned),
         cmocka_unit_test(test_engine_recomputes_what_it_should),
+        cmocka_unit_test(test_recompute_flops),
         cmocka_unit_test(test_api_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -123,6 +123,26 @@ typedef struct zt_unit_args {
 
 typedef struct zt_unit zt_unit;
 
+/* Activation checkpointing (docs/memory.md, "Activation checkpointing"): what a unit keeps
+ * between its forward and its backward. The gradients are bit-identical in every mode.
+ *   none       every unit keeps its whole saved buffer
+ *   full       every unit keeps only its output (the next unit's input); its saved buffer is
+ *              rebuilt by re-running its forward just before its backward, in one buffer shared
+ *              by all units
+ *   selective  every unit keeps what its ops declare cheap (zt_unit_ops.kept_floats) and
+ *              rebuilds the rest (zt_unit_ops.recompute) in the shared buffer; units that declare
+ *              nothing keep everything (for GPT-2: the blocks recompute the attention matrix and
+ *              gelu(fch), Megatron's selective recomputation; the head keeps its logits) */
+typedef enum zt_recompute {
+    ZT_RECOMPUTE_NONE = 0,
+    ZT_RECOMPUTE_FULL = 1,
+    ZT_RECOMPUTE_SELECTIVE = 2
+} zt_recompute;
+
+const char *zt_recompute_name(zt_recompute r);
+/* "none", "full", "selective"; ZT_ERR_USAGE lists the names on a miss. */
+int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err);
+
 /* A unit's operations. forward and backward must be deterministic (the same inputs give the same
  * bits): activation checkpointing re-runs them and relies on it.
  *
@@ -177,6 +197,9 @@ typedef struct zt_model {
     /* Model FLOPs per token of a training step (forward + backward) for sequence length T,
      * the 6N + attention formula of the PaLM paper / llm.c; NULL if unknown. */
     double (*train_flops_per_token)(const struct zt_model *m, int T);
+    /* FLOPs per token that activation checkpointing adds to a training step (the recomputation
+     * in backward) for sequence length T and a mode; NULL if unknown (HFU then equals MFU). */
+    double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
 } zt_model;
 
@@ -287,25 +310,6 @@ const char *zt_dtype_name(zt_dtype d);                    /* "fp32", "bf16", "fp
 int zt_precision_check(const zt_precision *p, zt_error *err);
 /* One line naming each dtype: "bf16 mixed: params fp32 | compute bf16 | reduce fp32 | ..." */
 void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
-/* Activation checkpointing (docs/memory.md, "Activation checkpointing"): what a unit keeps
- * between its forward and its backward. The gradients are bit-identical in every mode.
- *   none       every unit keeps its whole saved buffer
- *   full       every unit keeps only its output (the next unit's input); its saved buffer is
- *              rebuilt by re-running its forward just before its backward, in one buffer shared
- *              by all units
- *   selective  every unit keeps what its ops declare cheap (zt_unit_ops.kept_floats) and
- *              rebuilds the rest (zt_unit_ops.recompute) in the shared buffer; units that declare
- *              nothing keep everything (for GPT-2: the blocks recompute the attention matrix and
- *              gelu(fch), Megatron's selective recomputation; the head keeps its logits) */
-typedef enum zt_recompute {
-    ZT_RECOMPUTE_NONE = 0,
-    ZT_RECOMPUTE_FULL = 1,
-    ZT_RECOMPUTE_SELECTIVE = 2
-} zt_recompute;
-
-const char *zt_recompute_name(zt_recompute r);
-/* "none", "full", "selective"; ZT_ERR_USAGE lists the names on a miss. */
-int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err);
 
 typedef struct zt_engine_options {
     int B, T;                 /* micro-batch shape the activation buffers are sized for */

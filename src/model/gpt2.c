@@ -306,6 +306,18 @@ static double gpt2_flops_per_token(const zt_model *m, int T) {
     return 6.0 * n + 12.0 * c->n_layer * c->n_embd * (double)T;
 }
 
+/* What checkpointing recomputes, per token, counted as gpt2_flops_per_token counts: full re-runs
+ * every block's forward (its matmuls 2·12·C², its attention 2·2·T·C; the head is never re-run,
+ * recompute.c says why); selective re-runs the blocks' scores Q·Kᵀ (2·T·C; the softmax and gelu
+ * are not counted, like every elementwise op). */
+static double gpt2_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
+    const zt_gpt2_config *c = m->cfg;
+    double C = c->n_embd, L = c->n_layer;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T);
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
+    return 0;
+}
+
 static int add(zt_model *m, const char *name, int ndim, int64_t d0, int64_t d1, zt_init_kind init,
                float std, int *idx, zt_error *err) {
     int64_t shape[2] = {d0, d1};
@@ -337,6 +349,7 @@ int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
     m->vocab_size = c->vocab_size;
     m->max_seq_len = c->max_seq_len;
     m->train_flops_per_token = gpt2_flops_per_token;
+    m->recompute_flops_per_token = gpt2_recompute_flops_per_token;
 
     int64_t C = c->n_embd, V = c->vocab_size;
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);

@@ -123,7 +123,7 @@ typedef struct zt_unit_args {
 
 typedef struct zt_unit zt_unit;
 
-/* Activation checkpointing (docs/memory.md, "Activation checkpointing"): what a unit keeps
+/* Activation checkpointing (docs/activation-checkpointing.md): what a unit keeps
  * between its forward and its backward. The gradients are bit-identical in every mode.
  *   none       every unit keeps its whole saved buffer
  *   full       every unit keeps only its output (the next unit's input); its saved buffer is
@@ -146,7 +146,7 @@ int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err);
 /* A unit's operations. forward and backward must be deterministic (the same inputs give the same
  * bits): activation checkpointing re-runs them and relies on it.
  *
- * Activation checkpointing (zt_engine_options.activation_checkpointing, docs/memory.md):
+ * Activation checkpointing (zt_engine_options.activation_checkpointing):
  *   full       forward runs into one saved buffer shared by all units; before a unit's backward
  *              the engine re-runs its forward (from its kept input, into a throwaway output).
  *              Needs nothing from the unit.

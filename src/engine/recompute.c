@@ -1,6 +1,6 @@
 /* recompute.c - activation checkpointing: what each unit keeps of its saved activations between
  * its forward and its backward, the one buffer shared by all units for the rest, and rebuilding
- * that rest just before the unit's backward (docs/memory.md, "Activation checkpointing").
+ * that rest just before the unit's backward (docs/activation-checkpointing.md).
  *
  * Per unit u, with S = saved_floats(B, T) and K = kept_floats(B, T):
  *   mode       kept (own buffer)   rest (in the shared buffer)   rebuilt before backward by

@@ -8,7 +8,8 @@
 #     too; the activation bytes order none > selective > full;
 #  2. through the CLI on 2 ranks (zero3): the key from the native config (--set), from DeepSpeed's
 #     activation_checkpointing block in an included JSON, and no "not implemented" warning; the
-#     same losses and parameters, and the JSONL's activation bytes drop.
+#     same losses and parameters, and the JSONL's activation bytes drop; the same under
+#     precision.mode bf16 (the recomputation reads the same bf16 compute copies).
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
 BUILD="$1"
@@ -73,8 +74,9 @@ for v in none ac; do
     "$base" "$v" > "$T/ds_$v.yaml"
 done
 hash_of() { grep -o 'params xxh64 [0-9a-f]*' "$1" | cut -d' ' -f3; }
-losses() { /usr/bin/python3 -c "import json,sys; print(' '.join(json.loads(l)['loss_hex'] for l in open(sys.argv[1])))" "$1"; }
-acts() { /usr/bin/python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['memory']['activations'])" "$1"; }
+# the step lines of a JSONL log (others, such as the precision event, have no "step")
+losses() { /usr/bin/python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(' '.join(x['loss_hex'] for x in r if 'step' in x))" "$1"; }
+acts() { /usr/bin/python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print([x for x in r if 'step' in x][0]['memory']['activations'])" "$1"; }
 train() { # name config args...
   local name="$1" cfg="$2"; shift 2
   "$Z" train "$cfg" --nproc 2 --set logging.jsonl="$T/$name.jsonl" "$@" > "$T/$name.out" 2>&1 || { bad "train $name"; tail -5 "$T/$name.out"; }
@@ -84,6 +86,9 @@ train full "$T/native.yaml" --set parallel.strategy=zero3 --set memory.activatio
 train selective "$T/native.yaml" --set parallel.strategy=zero3 --set memory.activation_checkpointing=selective
 train ds_none "$T/ds_none.yaml"
 train ds_ac "$T/ds_ac.yaml"
+train bf16_none "$T/native.yaml" --set parallel.strategy=zero3 --set precision.mode=bf16
+train bf16_selective "$T/native.yaml" --set parallel.strategy=zero3 --set precision.mode=bf16 --set memory.activation_checkpointing=selective
+train bf16_full "$T/native.yaml" --set parallel.strategy=zero3 --set precision.mode=bf16 --set memory.activation_checkpointing=full
 for r in full selective; do
   if [ -n "$(hash_of "$T/none.out")" ] && [ "$(hash_of "$T/$r.out")" = "$(hash_of "$T/none.out")" ] &&
      [ "$(losses "$T/$r.jsonl")" = "$(losses "$T/none.jsonl")" ] && [ "$(acts "$T/$r.jsonl")" -lt "$(acts "$T/none.jsonl")" ]; then
@@ -97,6 +102,13 @@ if [ -n "$(hash_of "$T/ds_none.out")" ] && [ "$(hash_of "$T/ds_ac.out")" = "$(ha
   ok "DeepSpeed activation_checkpointing block: full (activations $(acts "$T/ds_ac.jsonl") bytes), same parameters"
 else
   bad "DeepSpeed block: hash $(hash_of "$T/ds_ac.out") vs $(hash_of "$T/ds_none.out"), activations $(acts "$T/ds_ac.jsonl") vs full $(acts "$T/full.jsonl")"
+fi
+h="$(hash_of "$T/bf16_none.out")"
+if [ -n "$h" ] && [ "$(hash_of "$T/bf16_full.out")" = "$h" ] && [ "$(hash_of "$T/bf16_selective.out")" = "$h" ] &&
+   [ "$(losses "$T/bf16_full.jsonl")" = "$(losses "$T/bf16_none.jsonl")" ] && [ "$h" != "$(hash_of "$T/none.out")" ]; then
+  ok "precision.mode bf16 (bf16 compute copies): none, full and selective give the same parameters ($h)"
+else
+  bad "bf16: none $h, full $(hash_of "$T/bf16_full.out"), selective $(hash_of "$T/bf16_selective.out")"
 fi
 if grep -q "activation_checkpointing.*not implemented" "$T"/*.out; then bad "a 'not implemented' warning is printed"; else ok "no 'not implemented' warning"; fi
 exit $fail

@@ -269,7 +269,17 @@ static void test_deepspeed_config_file(void **state) {
     assert_int_equal(C.strategy, ZT_STRATEGY_ZERO3);
     assert_int_equal(C.micro_batch, 2);
     assert_int_equal(C.nproc, 2);
-    const char *names[] = {"ds.json", "a.yaml", "b.yaml", "c.yaml", "d.json", "run.yaml"};
+    /* fsdp_activation_checkpointing true under a native selective keeps selective; false contradicts it */
+    put("e.yaml", HEAD "distributed_type: FSDP\nfsdp_config: {fsdp_activation_checkpointing: true}\n");
+    put("run2.yaml", "accelerate_config: e.yaml\ndata: {train: t.bin}\nmemory: {activation_checkpointing: selective}\n");
+    if (load("run2.yaml", &err)) fail_msg("%s", err.msg);
+    assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_SELECTIVE);
+    put("f.yaml", HEAD "distributed_type: FSDP\nfsdp_config: {fsdp_activation_checkpointing: false}\n");
+    put("run3.yaml", "accelerate_config: f.yaml\ndata: {train: t.bin}\nmemory: {activation_checkpointing: selective}\n");
+    assert_int_equal(load("run3.yaml", &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "memory.activation_checkpointing none contradicts selective")) fail_msg("%s", err.msg);
+    const char *names[] = {"ds.json", "a.yaml", "b.yaml", "c.yaml", "d.json", "run.yaml",
+                           "e.yaml", "f.yaml", "run2.yaml", "run3.yaml"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", DIR, names[i]);
@@ -344,8 +354,8 @@ static void test_fsdp_block(void **state) {
     assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_FULL);
     assert_true(C.ckpt_consolidated);
     assert_true(C.prefetch);
-    has_note("warning: memory.activation_checkpointing full is not implemented in this build yet (issue 7)");
     has_note("warning: memory.offload_param cpu changes nothing");
+    assert_null(strstr(NOTES, "warning: memory.activation_checkpointing")); /* honored (issue 7) */
     has_note("warning: acc.yaml:11:3: fsdp_config.fsdp_auto_wrap_policy: SIZE_BASED_WRAP: not honored");
     assert_int_equal(validate(&err), ZT_OK); /* warnings only */
     /* prefetch: one key for both directions */

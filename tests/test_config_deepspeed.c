@@ -365,7 +365,9 @@ static void test_other_keys(void **state) {
     assert_true(C.wall_clock_breakdown && C.comms_log);
     has_note("note: logging.wall_clock_breakdown true is what logging.jsonl records every step");
     has_note("warning: ds.json:3:63: activation_checkpointing.cpu_checkpointing: activations already");
-    has_note("note: ds.json:3:2: activation_checkpointing: configures DeepSpeed's checkpointing API");
+    assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_FULL); /* the block turns it on */
+    source_is("memory.activation_checkpointing", ZT_ORIGIN_DIALECT, "ds.json:3:30 deepspeed activation_checkpointing");
+    assert_null(strstr(notes(), "memory.activation_checkpointing full")); /* honored: no warning */
     has_note("note: ds.json:4:2: flops_profiler: the flops profiler is not implemented: the progress "
              "line and logging.jsonl report MFU (not enabled)");
     has_note("warning: ds.json:4:40: tensorboard: not implemented: zerotrain writes logging.jsonl");
@@ -472,6 +474,21 @@ static void test_native_include(void **state) {
     assert_non_null(strstr(err.msg, "run3.yaml:3:22"));
     assert_non_null(strstr(err.msg, "ds.json:3:34: gradient_accumulation_steps: "
                                     "training.gradient_accumulation_steps 2 contradicts 4 from "));
+    /* activation_checkpointing: the block means full; a native selective stays, a native none
+     * contradicts it; a null block is off */
+    put("ds3.json", "{\"activation_checkpointing\": {\"partition_activations\": false}}");
+    put("ac1.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: selective}\n");
+    if (load("ac1.yaml", &err)) fail_msg("%s", err.msg);
+    assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_SELECTIVE);
+    source_is("memory.activation_checkpointing", ZT_ORIGIN_FILE, "ac1.yaml:3:36");
+    put("ac2.yaml", "deepspeed_config: ds3.json\ndata: {train: a.bin}\nmemory: {activation_checkpointing: none}\n");
+    assert_int_equal(load("ac2.yaml", &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "activation_checkpointing: memory.activation_checkpointing full contradicts none"))
+        fail_msg("%s", err.msg);
+    put("ds4.json", "{\"activation_checkpointing\": null}");
+    put("ac3.yaml", "deepspeed_config: ds4.json\ndata: {train: a.bin}\n");
+    if (load("ac3.yaml", &err)) fail_msg("%s", err.msg);
+    assert_int_equal(C.activation_checkpointing, ZT_CFG_RECOMPUTE_NONE);
     /* a DeepSpeed default does not override a native value */
     put("ds2.json", "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}");
     put("run4.yaml", "deepspeed_config: ds2.json\noptimizer: {beta2: 0.98}\n");
@@ -495,7 +512,8 @@ static void test_native_include(void **state) {
     assert_string_equal(C.dialect, "deepspeed");
     assert_int_equal(C.strategy, ZT_STRATEGY_ZERO3);
     const char *names[] = {"ds.json", "ds2.json", "run.yaml", "run2.yaml", "run3.yaml", "run4.yaml",
-                           "run5.yaml", "run6.yaml", "run7.yaml"};
+                           "run5.yaml", "run6.yaml", "run7.yaml", "ds3.json", "ds4.json", "ac1.yaml",
+                           "ac2.yaml", "ac3.yaml"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s", DIR, names[i]);

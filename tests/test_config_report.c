@@ -246,8 +246,6 @@ static void test_support_table(void **state) {
         {"precision.reduce_dtype=fp16", "precision.reduce_dtype fp16 is not implemented: gradients are reduced in fp32", ZT_CONFIG_ERROR},
         {"memory.offload_optimizer=cpu", "memory.offload_optimizer cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
         {"memory.offload_param=cpu", "memory.offload_param cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
-        {"memory.activation_checkpointing=full", "memory.activation_checkpointing full is not implemented in this build yet (issue 7)", ZT_CONFIG_WARNING},
-        {"memory.activation_checkpointing=selective", "memory.activation_checkpointing selective is not implemented", ZT_CONFIG_WARNING},
         {"checkpoint.save_consolidated=true", "checkpoint.save_consolidated true is not read from the configuration yet", ZT_CONFIG_WARNING},
         {"parallel.context_parallel_size=2", "parallel.context_parallel_size 2 is not supported", ZT_CONFIG_ERROR},
     };

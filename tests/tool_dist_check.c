@@ -14,6 +14,9 @@
  *                   [--precision fp32|bf16|bf16-low|fp16] [--stochastic-rounding] [--scale-power K]
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
+ *                   [--recompute none|full|selective] [--no-prefetch]
+ * Rank 0 also prints "activations BYTES" (the engine's activation class) and, with --recompute,
+ * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
 #include "zerotrain/zerotrain.h"
@@ -83,6 +86,13 @@ int main(int argc, char **argv) {
             o.precision.stochastic_rounding = sr;
         } else if (!strcmp(argv[i], "--stochastic-rounding")) o.precision.stochastic_rounding = true;
         else if (!strcmp(argv[i], "--scale-power") && i + 1 < argc) o.precision.initial_scale_power = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-prefetch")) o.no_prefetch = true;
+        else if (!strcmp(argv[i], "--recompute") && i + 1 < argc) {
+            if (zt_recompute_parse(argv[++i], &o.activation_checkpointing, &err)) return fail(world, "args", &err);
+        } else {
+            fprintf(stderr, "unknown argument %s\n", argv[i]);
+            return 2;
+        }
     }
     zt_model *m;
     zt_engine *e;
@@ -165,6 +175,7 @@ int main(int argc, char **argv) {
         printf("\nhash %016llx\n", (unsigned long long)h);
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
+        printf("activations %zu\n", mem.activations);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M) */

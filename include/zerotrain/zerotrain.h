@@ -115,10 +115,46 @@ typedef struct zt_unit_args {
                                      (the matrices, ndim >= 2): bf16 bits (uint16_t), or fp32
                                      holding fp16 values; NULL entries (or NULL): use params */
     void *staging;        /* staging_bytes(B, T, lp_kind) bytes for rounded operands */
+    float *saved_rest;    /* selective activation checkpointing (zt_unit_ops.kept_floats): where
+                             floats [kept, saved) of the saved buffer live, apart from the kept
+                             part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
+                             it. Units without kept_floats always get NULL. */
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
 
+/* Activation checkpointing (docs/activation-checkpointing.md): what a unit keeps
+ * between its forward and its backward. The gradients are bit-identical in every mode.
+ *   none       every unit keeps its whole saved buffer
+ *   full       every unit keeps only its output (the next unit's input); its saved buffer is
+ *              rebuilt by re-running its forward just before its backward, in one buffer shared
+ *              by all units
+ *   selective  every unit keeps what its ops declare cheap (zt_unit_ops.kept_floats) and
+ *              rebuilds the rest (zt_unit_ops.recompute) in the shared buffer; units that declare
+ *              nothing keep everything (for GPT-2: the blocks recompute the attention matrix and
+ *              gelu(fch), Megatron's selective recomputation; the head keeps its logits) */
+typedef enum zt_recompute {
+    ZT_RECOMPUTE_NONE = 0,
+    ZT_RECOMPUTE_FULL = 1,
+    ZT_RECOMPUTE_SELECTIVE = 2
+} zt_recompute;
+
+const char *zt_recompute_name(zt_recompute r);
+/* "none", "full", "selective"; ZT_ERR_USAGE lists the names on a miss. */
+int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err);
+
+/* A unit's operations. forward and backward must be deterministic (the same inputs give the same
+ * bits): activation checkpointing re-runs them and relies on it.
+ *
+ * Activation checkpointing (zt_engine_options.activation_checkpointing):
+ *   full       forward runs into one saved buffer shared by all units; before a unit's backward
+ *              the engine re-runs its forward (from its kept input, into a throwaway output).
+ *              Needs nothing from the unit.
+ *   selective  the unit keeps the first kept_floats(B, T) floats of its saved buffer between
+ *              forward and backward; the rest lives in the shared buffer (at a->saved_rest) and
+ *              is rebuilt by recompute() before backward. Units that leave kept_floats and
+ *              recompute NULL keep their whole saved buffer under selective (nothing recomputed).
+ * kept_floats and recompute are optional and come together (zt_model_add_unit checks it). */
 typedef struct zt_unit_ops {
     size_t (*saved_floats)(const zt_unit *u, int B, int T);
     size_t (*scratch_floats)(const zt_unit *u, int B, int T);
@@ -127,7 +163,18 @@ typedef struct zt_unit_ops {
     /* Optional: bytes of staging the unit's low-precision products need (matmul_lp_staging_bytes
      * of its largest Linear); NULL: the unit has no low-precision path and always uses params. */
     size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
+    /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats). */
+    size_t (*kept_floats)(const zt_unit *u, int B, int T);
+    /* Optional: rewrites saved floats [kept, saved) (at zt_unit_saved_rest) exactly as forward
+     * wrote them, from the kept part, a->in and a->params; may use a->scratch; must not write
+     * a->out (NULL here) or the kept part. */
+    int (*recompute)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
 } zt_unit_ops;
+
+/* Where the saved floats after the first `kept` live (see zt_unit_args.saved_rest). */
+static inline float *zt_unit_saved_rest(const zt_unit_args *a, size_t kept) {
+    return a->saved_rest ? a->saved_rest : a->saved + kept;
+}
 
 struct zt_unit {
     char name[ZT_NAME_MAX];
@@ -150,6 +197,9 @@ typedef struct zt_model {
     /* Model FLOPs per token of a training step (forward + backward) for sequence length T,
      * the 6N + attention formula of the PaLM paper / llm.c; NULL if unknown. */
     double (*train_flops_per_token)(const struct zt_model *m, int T);
+    /* FLOPs per token that activation checkpointing adds to a training step (the recomputation
+     * in backward) for sequence length T and a mode; NULL if unknown (HFU then equals MFU). */
+    double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
 } zt_model;
 
@@ -283,6 +333,7 @@ typedef struct zt_engine_options {
                                  overlap_comm: false; ZT_OVERLAP_COMM=0 does the same) */
     bool no_prefetch;         /* zero3: gather each unit only when it runs */
     zt_precision precision;   /* all zero = fp32 */
+    zt_recompute activation_checkpointing; /* none (default), full or selective */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */

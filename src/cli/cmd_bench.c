@@ -49,6 +49,7 @@ int zt_cmd_bench(int argc, char **argv) {
     int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1;
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
+    zt_recompute recompute = ZT_RECOMPUTE_NONE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--peak")) /* the peak table and the measured GEMM rate, nothing else */
@@ -56,7 +57,8 @@ int zt_cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n"
-                   "                       [--precision fp32|bf16|bf16-low|fp16]\n");
+                   "                       [--precision fp32|bf16|bf16-low|fp16]\n"
+                   "                       [--recompute none|full|selective]\n");
             return 0;
         }
         if (!v) {
@@ -81,6 +83,8 @@ int zt_cmd_bench(int argc, char **argv) {
             precision = (zt_precision_mode)k;
         } else if (!strcmp(a, "--strategy")) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
+        } else if (!strcmp(a, "--recompute")) { /* activation checkpointing */
+            if (zt_recompute_parse(v, &recompute, &err)) return zt_cli_fail(&err);
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
@@ -113,6 +117,7 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.T = T;
     eo.seed = 1337;
     eo.strategy = strategy;
+    eo.activation_checkpointing = recompute;
     eo.comm = nranks > 1 ? world : NULL;
     eo.hybrid_shard_size = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     zt_precision_default(&eo.precision, precision);
@@ -131,6 +136,10 @@ int zt_cmd_bench(int argc, char **argv) {
             "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
             cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, nranks, nranks > 1 ? "s" : "", threads,
             zt_strategy_name(strategy), fpt / 1e9);
+    zt_memory_report mem;
+    zt_engine_memory(e, &mem);
+    fprintf(out, "activation checkpointing %s: activations %.1f MiB per rank\n", zt_recompute_name(recompute),
+            mem.activations / 1048576.0);
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -187,10 +196,10 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"ranks\":%d,\"strategy\":\"%s\",\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,"
             "\"step_ms_median\":%.1f,\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,"
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
-            "\"gemm_backend\":\"%s\"}\n",
+            "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
-            zt_gemm_backend_name());
+            zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations);
     rc = ZT_OK;
 out:
     free(tok);

@@ -191,7 +191,7 @@ static const dialect_row ROWS[] = {
     {"fsdp_config.fsdp_state_dict_type", A_STR | A_INT, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
      "FULL_STATE_DICT: true; SHARDED_STATE_DICT: false; LOCAL_STATE_DICT: false (obsolete)"},
     {"fsdp_config.fsdp_activation_checkpointing", A_BOOL | A_STR, "memory.activation_checkpointing",
-     zt_cfg_record_row, NOTE, "true: full (issue 7: a warning)"},
+     zt_cfg_record_row, NOTE, "true: full (every unit recomputed in backward; a native selective stays); false: none"},
     {"fsdp_config.fsdp_cpu_ram_efficient_loading", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
      "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
     {"fsdp_config.fsdp_sync_module_states", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
@@ -556,10 +556,17 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
             zt_cfg_map(d, n, "fsdp_config.fsdp_state_dict_type", "checkpoint.save_consolidated",
                        k == 1 ? "true" : "false");
     }
+    /* true is full, unless the including native file chose selective (a refinement of true) */
     n = zt_cfg_record_get(d, "fsdp_config.fsdp_activation_checkpointing");
-    if (n && get_flag(d, n, "fsdp_config.fsdp_activation_checkpointing", &b))
-        zt_cfg_map(d, n, "fsdp_config.fsdp_activation_checkpointing", "memory.activation_checkpointing",
-                   b ? "full" : "none");
+    if (n && get_flag(d, n, "fsdp_config.fsdp_activation_checkpointing", &b)) {
+        int ki = zt_cfg_key_index("memory.activation_checkpointing");
+        if (b && ki >= 0 && d->x->native_set[ki] && d->x->c->activation_checkpointing == ZT_CFG_RECOMPUTE_SELECTIVE)
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_activation_checkpointing",
+                         "keeps the native memory.activation_checkpointing selective (true alone means full)");
+        else
+            zt_cfg_map(d, n, "fsdp_config.fsdp_activation_checkpointing", "memory.activation_checkpointing",
+                       b ? "full" : "none");
+    }
     /* one native key for both directions: true when either asks, false when backward says
      * NO_PREFETCH and forward does not ask */
     static const char *const BP[] = {"fsdp_config.fsdp_backward_prefetch",

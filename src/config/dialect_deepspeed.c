@@ -163,8 +163,21 @@ static int h_accum_dtype(dctx *d, const dialect_row *r, const cfg_node *n) {
     return 0;
 }
 
+/* The block's presence turns checkpointing on: DeepSpeed configures the checkpointing that model
+ * code asks for (deepspeed.checkpointing.checkpoint around each layer); zerotrain checkpoints
+ * every unit, i.e. full. A native file that chose selective keeps it (a refinement, not a
+ * contradiction); a native none contradicts the block (an error, as for any key). */
 static int h_activation_checkpointing(dctx *d, const dialect_row *r, const cfg_node *n) {
-    zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path, "%s", r->doc);
+    if (n->kind == CN_NULL) {
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path, "null: no activation checkpointing");
+        return 0;
+    }
+    int ki = zt_cfg_key_index("memory.activation_checkpointing");
+    if (ki >= 0 && d->x->native_set[ki] && d->x->c->activation_checkpointing == ZT_CFG_RECOMPUTE_SELECTIVE)
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path, "keeps the native memory.activation_checkpointing "
+                     "selective (the block alone means full)");
+    else if (zt_cfg_map(d, n, r->path, "memory.activation_checkpointing", "full"))
+        return -1;
     zt_cfg_walk(d, n, r->path);
     return 0;
 }
@@ -466,9 +479,9 @@ static const dialect_row ROWS[] = {
      "WarmupCosineLR: min_lr = lr x cos_min_ratio (absent: 1e-4)"},
     {"scheduler.params.last_batch_iteration", A_INT, NULL, NULL, NOTE, "resuming: --resume CKPT"},
     /* activation checkpointing: configures deepspeed.checkpointing for model code */
-    {"activation_checkpointing", BLOCK, NULL, h_activation_checkpointing, NOTE,
-     "configures DeepSpeed's checkpointing API that model code calls; zerotrain's switch is "
-     "memory.activation_checkpointing"},
+    {"activation_checkpointing", BLOCK, "memory.activation_checkpointing", h_activation_checkpointing, NOTE,
+     "present (a mapping, even empty): full, every unit recomputed in backward (DeepSpeed's block "
+     "configures the checkpointing that model code calls per layer); a native selective stays"},
     {"activation_checkpointing.partition_activations", A_BOOL, NULL, h_warn_if_true, NOTE,
      "no tensor parallelism to partition activations over"},
     {"activation_checkpointing.cpu_checkpointing", A_BOOL, NULL, h_warn_if_true, NOTE,

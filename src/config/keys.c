@@ -170,7 +170,10 @@ const key_def zt_cfg_keys[] = {
     K_FLT("precision.min_loss_scale", min_loss_scale, 0.0, HUGE_VAL, F_OPEN_LO, "1",
           "fp16: the dynamic scale never goes below this", NULL),
     K_ENUM("memory.activation_checkpointing", activation_checkpointing, RECOMPUTES, "none",
-           "recompute activations in backward: full (keep unit inputs) or selective"),
+           "activations kept between forward and backward: none (all), full (each unit's input; "
+           "its forward re-runs before its backward) or selective (GPT-2 blocks recompute the "
+           "attention matrix and gelu); same gradients, bit for bit "
+           "(docs/activation-checkpointing.md)"),
     K_ENUM("memory.offload_optimizer", offload_optimizer, OFFLOADS, "none",
            "where the fp32 master weights and optimizer moments live"),
     K_ENUM("memory.offload_param", offload_param, OFFLOADS, "none",

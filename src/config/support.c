@@ -30,10 +30,6 @@ const support_row zt_cfg_support[] = {
      "changes nothing on this CPU-only build: the parameters already live in host memory (no "
      "offload)"},
     {"memory.offload_param", "nvme", ZT_CONFIG_ERROR, NOT_YET("7")},
-    {"memory.activation_checkpointing", "full", ZT_CONFIG_WARNING,
-     NOT_YET("7") ": activations are kept, so memory is higher; the results are the same"},
-    {"memory.activation_checkpointing", "selective", ZT_CONFIG_WARNING,
-     NOT_YET("7") ": activations are kept, so memory is higher; the results are the same"},
     /* checkpoints (docs/checkpoints.md) */
     {"checkpoint.save_consolidated", "true", ZT_CONFIG_WARNING,
      "is not read from the configuration yet: `zerotrain export CKPT -o model.safetensors` "

@@ -2,7 +2,8 @@
  * of a model, lays it out per strategy (engine_internal.h has the table), and runs the units
  * forward and backward, gathering a unit's sharded parameters just before it runs (zero3) and
  * releasing them after. Gradient storage and the micro-batch tree are in grads.c; reduction,
- * clipping and the optimizer in step.c.
+ * clipping and the optimizer in step.c; what each unit keeps of its saved activations and their
+ * recomputation before backward (activation checkpointing) in recompute.c.
  *
  * Invariants: a unit's forward/backward only ever see full tensors through pointer tables;
  * the model never sees a rank. */
@@ -168,12 +169,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->full_params)
             for (int k = 0; k < un->n_params; k++) s->params[k] = e->full_params + pl->p[un->params[k]].full_off;
         if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
-        size_t saved = un->ops->saved_floats(un, opt->B, opt->T);
-        if (saved && !(s->saved = zt_engine_alloc(e, saved, &e->mem.activations))) goto nomem;
         size_t scratch = un->ops->scratch_floats(un, opt->B, opt->T);
         if (scratch > max_scratch) max_scratch = scratch;
         if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
     }
+    if ((rc = zt_ckpt_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
     if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations))) goto nomem;
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
@@ -220,6 +220,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->micro_pieces);
     free(e->pack);
     free(e->scratch);
+    free(e->ckpt_shared);
     free(e->dact[0]);
     free(e->dact[1]);
     free(e->dloss);
@@ -325,6 +326,7 @@ static void release_param(zt_engine *e, int i) {
 static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *loss, zt_error *err) {
     const zt_model *m = e->model;
     const float *in = NULL;
+    e->ckpt_owner = -1;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
@@ -332,14 +334,16 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         if (!rc) rc = zt_engine_lp_refresh_unit(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
-                          .out = s->out, .saved = s->saved, .scratch = e->scratch,
+                          .out = s->out, .scratch = e->scratch,
                           .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+        zt_ckpt_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->forward(un, &a, err);
         s->fwd_s += omp_get_wtime() - t0;
         zt_trace_end();
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
+        zt_ckpt_forward_done(e, u);
         if (e->shard_params && !(training && e->opt.keep_params_after_forward))
             for (int k = 0; k < un->n_params; k++)
                 if (e->plan.p[un->params[k]].last_fwd_unit == u) release_param(e, un->params[k]);
@@ -386,13 +390,18 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
-                          .saved = s->saved, .scratch = e->scratch, .dout = dout, .din = din,
+                          .scratch = e->scratch, .dout = dout, .din = din,
                           .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+        zt_ckpt_args(e, u, &a);
+        /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
+         * assigns it, so a full recomputation's output goes there */
+        if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) return rc;
         zt_trace_begin("backward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->backward(un, &a, err);
         s->bwd_s += omp_get_wtime() - t0;
         zt_trace_end();
+        zt_ckpt_backward_done(e, u);
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
         if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
             for (int k = 0; k < un->n_params; k++)

@@ -1,6 +1,7 @@
 /* engine_internal.h - the engine's state, shared by its files: engine.c (layout, accessors,
- * forward/backward unit by unit, zero3 gather/release), grads.c (gradient buffers and the fixed
- * summation tree over micro-batches), step.c (reduction, norm, clipping, optimizer, all-gather).
+ * forward/backward unit by unit, zero3 gather/release), recompute.c (activation checkpointing),
+ * grads.c (gradient buffers and the fixed summation tree over micro-batches), step.c (reduction,
+ * norm, clipping, optimizer, all-gather).
  *
  * Who holds what, per strategy (P = parameters, S = the shard group, "piece" = this rank's rows):
  *   strategy  params between steps   grads during backward          optimizer (m, v)
@@ -34,8 +35,12 @@ typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
     const void **params_lp;  /* (n_params) compute copies (precision.compute != fp32), else NULL */
     float *out;              /* (B, T, out_width) */
-    float *saved;            /* saved_floats(B, T) */
-    double fwd_s, bwd_s;     /* cumulative wall time of forward / backward */
+    float *saved;            /* (kept) the part of saved_floats(B, T) the unit keeps between its
+                                forward and its backward (all of it without checkpointing);
+                                NULL when kept is 0 */
+    size_t kept, rest;       /* saved floats kept / rebuilt in e->ckpt_shared (recompute.c) */
+    double fwd_s, bwd_s;     /* cumulative wall time of forward / backward (recomputation
+                                included in backward) */
 } unit_state;
 
 /* A binary counter of partial sums: entry i holds the sum of 2^level[i] consecutive items. */
@@ -78,6 +83,10 @@ struct zt_engine {
     double comm_s;              /* wall time in the engine's collectives (bucket packing included)
                                    since creation or zt_engine_reset_times */
     float *scratch;
+    float *ckpt_shared;         /* activation checkpointing: (max rest) the recomputed part of the
+                                   saved buffers, shared by all units; NULL without */
+    int ckpt_owner;             /* the unit whose rest ckpt_shared holds as its forward wrote it,
+                                   or -1 (then the next backward that needs it recomputes) */
     float *dact[2];             /* activation-gradient ping-pong */
     /* precision (engine_precision.c) */
     int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute */
@@ -110,6 +119,21 @@ void zt_engine_round_grads(zt_engine *e);
 /* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */
 void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
                              int64_t begin);
+/* recompute.c: activation checkpointing (zt_engine_options.activation_checkpointing). */
+/* Decides what each unit keeps and rebuilds (units[u].kept/rest) and allocates the kept saved
+ * buffers and the shared one (class activations). ZT_ERR_USAGE when a unit's kept_floats
+ * exceeds its saved_floats; ZT_ERR_NOMEM. */
+int zt_ckpt_layout(zt_engine *e, zt_error *err);
+/* Points a->saved / a->saved_rest at unit u's saved buffer for forward, recompute or backward. */
+void zt_ckpt_args(const zt_engine *e, int u, zt_unit_args *a);
+/* After unit u's forward: the shared buffer now holds u's rest (when it has one). */
+void zt_ckpt_forward_done(zt_engine *e, int u);
+/* Before unit u's backward: rebuilds its saved buffer unless it is still there. a holds the
+ * backward's arguments (params gathered, in, scratch); throwaway is a (B, T, out_width) buffer
+ * whose contents do not matter (full recomputation writes the unit's output there). */
+int zt_ckpt_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *throwaway, zt_error *err);
+/* After unit u's backward (which may overwrite its saved buffer): nothing is held any more. */
+void zt_ckpt_backward_done(zt_engine *e, int u);
 
 /* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);

@@ -116,6 +116,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     eo.precision.hysteresis = cfg->hysteresis;
     eo.precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo.precision.min_loss_scale = cfg->min_loss_scale;
+    eo.activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */
@@ -160,7 +161,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the peak of every core the job uses, for
      * the dtype the matrix products run in (bf16: the bf16 instruction's rate; fp16 runs in fp32) */
     double peak = zt_job_peak_flops(threads, world, eo.precision.compute == ZT_DTYPE_BF16);
-    double hw_flops_per_token = zt_hfu_flops_per_token(flops_per_token, 0.0 /* no recomputation yet */);
+    /* HFU adds what activation checkpointing recomputes: r = recomputed / forward FLOPs */
+    double recompute_flops = model->recompute_flops_per_token
+                                 ? model->recompute_flops_per_token(model, T, eo.activation_checkpointing) : 0;
+    double hw_flops_per_token =
+        zt_hfu_flops_per_token(flops_per_token, flops_per_token > 0 ? 3.0 * recompute_flops / flops_per_token : 0.0);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
     fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters (%lld)\n",
@@ -174,6 +179,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             world > 1 ? "s" : "");
     if (cfg->strategy == ZT_STRATEGY_HYBRID)
         fprintf(out, " (%s in shard groups of %d)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size);
+    if (eo.activation_checkpointing != ZT_RECOMPUTE_NONE)
+        fprintf(out, " | activation checkpointing %s", zt_recompute_name(eo.activation_checkpointing));
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
             cfg->reduce_every_micro_batch ? " | reduce every micro-batch" : "");
     char policy[256];

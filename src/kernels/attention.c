@@ -69,15 +69,16 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
         const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
         const float *k = q + C, *v = q + 2 * C;
         float *P = att + (size_t)bh * T * T;
-        float *o = out + (size_t)b * T * C + (size_t)h * hs;
+        float *o = out ? out + (size_t)b * T * C + (size_t)h * hs : NULL;
         for (int i0 = 0; i0 < T; i0 += ATT_TB) {
             int m = T - i0 < ATT_TB ? T - i0 : ATT_TB, ncols = i0 + m;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols, hs, scale,
                         q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
             for (int t = i0; t < i0 + m; t++)
                 causal_softmax_row(P + (size_t)t * T, t + 1, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols, 1.0f,
-                        P + (size_t)i0 * T, T, v, C3, 0.0f, o + (size_t)i0 * C, C);
+            if (o) /* NULL out: only the probabilities (selective recomputation) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols, 1.0f,
+                            P + (size_t)i0 * T, T, v, C3, 0.0f, o + (size_t)i0 * C, C);
         }
     }
 }

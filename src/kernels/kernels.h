@@ -75,7 +75,8 @@ void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_
 
 /* ---- attention.c: causal multi-head self-attention -------------------------------------------- */
 /* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
- * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0). */
+ * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0).
+ * out may be NULL: then only att is computed, with the same bits (activation recomputation). */
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 /* Floats of scratch attention_backward needs: min(omp_get_max_threads(), B*NH) * T * T, a (T,T)
  * dP buffer per thread. It depends on the OpenMP thread setting: ask under the setting that the

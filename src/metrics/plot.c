@@ -349,8 +349,8 @@ static const struct {
     const char *cat, *rgb;
 } TL_CATS[] = {{"step", "#d9d9d9"},      {"bucket", "#f4b6c2"},   {"data", "#9467bd"},
                {"optimizer", "#2ca02c"}, {"eval", "#17becf"},     {"checkpoint", "#8c564b"},
-               {"forward", "#1f77b4"},   {"backward", "#ff7f0e"}, {"comm", "#d62728"},
-               {"wait", "#7f0000"},      {"other", "#7f7f7f"}};
+               {"forward", "#1f77b4"},   {"backward", "#ff7f0e"}, {"recompute", "#ffbb78"},
+               {"comm", "#d62728"},      {"wait", "#7f0000"},     {"other", "#7f7f7f"}};
 enum { TL_NCATS = sizeof TL_CATS / sizeof *TL_CATS };
 
 static int tl_cat(const char *c) {

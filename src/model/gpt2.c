@@ -7,9 +7,16 @@
  * Block (pre-LN), N = B*T rows:
  *   ln1 = LN(x); qkv = ln1·Wqkvᵀ + b; y = attention(qkv); r = x + y·Woᵀ + b
  *   ln2 = LN(r); h = gelu(ln2·Wfcᵀ + b); out = r + h·Wpᵀ + b
- * The saved activations of a block, in floats:
- *   ln1 (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty (N,C) | att (B,NH,T,T) |
- *   res2 (N,C) | ln2 (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C) | fch_gelu (N,4C)
+ * The saved activations of a block, in floats, the kept part first:
+ *   kept: ln1 (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty (N,C) | res2 (N,C) |
+ *         ln2 (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C)          N·(11C + 4) floats
+ *   rest: att (B,NH,T,T) | fch_gelu (N,4C)                             B·NH·T² + 4·N·C floats
+ * Selective activation checkpointing keeps the first part and recomputes the rest before
+ * backward (block_recompute): the attention probabilities from qkv (Megatron's selective
+ * recomputation of the core attention, without the P·V product, whose output atty is kept) and
+ * gelu(fch), the two largest buffers per token that are cheap to rebuild. The embedding keeps
+ * nothing, and the head does not declare a kept part: its logits cost an (N,C)x(C,V) product,
+ * so under selective it keeps everything.
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
@@ -91,7 +98,8 @@ static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     return ZT_OK;
 }
 
-static const zt_unit_ops EMBEDDING_OPS = {emb_saved, emb_scratch, emb_forward, emb_backward, NULL};
+static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_floats = emb_scratch,
+                                          .forward = emb_forward, .backward = emb_backward};
 
 /* ---------------------------------------------------------------------------------------------
  * transformer block unit: 12 params in this order */
@@ -101,27 +109,42 @@ enum {
 };
 
 typedef struct block_saved {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch,
-        *fch_gelu;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch; /* kept */
+    float *att, *fch_gelu;                                                                  /* rest */
 } block_saved;
 
-static size_t block_layout(const zt_gpt2_config *c, int B, int T, float *base, block_saved *s) {
+enum { BLOCK_KEPT_BUFFERS = 10 };
+
+/* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or
+ * just counts (a NULL). Returns the total floats; *kept (optional) gets the kept part's. */
+static size_t block_layout(const zt_gpt2_config *c, int B, int T, const zt_unit_args *a, block_saved *s,
+                           size_t *kept) {
     size_t N = (size_t)B * T, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
-    size_t sizes[] = {N * C, N, N, N * 3 * C, N * C, (size_t)B * NH * T * T,
-                      N * C, N * C, N, N, N * 4 * C, N * 4 * C};
-    float **ptrs[] = {&s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->atty, &s->att,
-                      &s->res2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->fch_gelu};
-    size_t off = 0;
+    size_t sizes[] = {N * C, N, N, N * 3 * C, N * C, N * C, N * C, N, N, N * 4 * C,
+                      (size_t)B * NH * T * T, N * 4 * C};
+    float **ptrs[] = {&s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->atty, &s->res2, &s->ln2,
+                      &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->att, &s->fch_gelu};
+    size_t off = 0, k = 0;
+    for (size_t i = 0; i < BLOCK_KEPT_BUFFERS; i++) k += sizes[i];
+    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        if (s) *ptrs[i] = base ? base + off : NULL;
+        *ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
         off += sizes[i];
     }
+    if (kept) *kept = k;
     return off;
 }
 
 static size_t block_saved_floats(const zt_unit *u, int B, int T) {
     block_saved s;
-    return block_layout(u->model_cfg, B, T, NULL, &s);
+    return block_layout(u->model_cfg, B, T, NULL, &s, NULL);
+}
+
+static size_t block_kept_floats(const zt_unit *u, int B, int T) {
+    block_saved s;
+    size_t kept;
+    block_layout(u->model_cfg, B, T, NULL, &s, &kept);
+    return kept;
 }
 
 /* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch */
@@ -136,7 +159,7 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     float *const *p = a->params;
     block_saved s;
-    block_layout(c, B, T, a->saved, &s);
+    block_layout(c, B, T, a, &s, NULL);
     float *proj = a->scratch; /* (N,C) */
 
     layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
@@ -159,7 +182,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     float *const *p = a->params, *const *g = a->grads;
     (void)p;
     block_saved s;
-    block_layout(c, B, T, a->saved, &s);
+    block_layout(c, B, T, a, &s, NULL);
     float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + 4 * NC, *attn_scratch = big2 + 4 * NC;
     /* din doubles as d res2: the residual passes dout through, both layernorms add into it */
     float *dres = a->din;
@@ -187,8 +210,25 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, 4 * c->n_embd);
 }
 
-static const zt_unit_ops BLOCK_OPS = {block_saved_floats, block_scratch_floats, block_forward,
-                                      block_backward, block_staging_bytes};
+/* Selective checkpointing: rebuilds att and fch_gelu exactly as block_forward wrote them (the
+ * same kernels on the same kept inputs; attention_forward without its output skips P·V). */
+static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_gpt2_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
+    block_saved s;
+    block_layout(c, B, T, a, &s, NULL);
+    attention_forward(NULL, s.att, s.qkv, B, T, C, c->n_head);
+    gelu_forward(s.fch_gelu, s.fch, (size_t)N * 4 * C);
+    return ZT_OK;
+}
+
+static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
+                                      .scratch_floats = block_scratch_floats,
+                                      .forward = block_forward,
+                                      .backward = block_backward,
+                                      .staging_bytes = block_staging_bytes,
+                                      .kept_floats = block_kept_floats,
+                                      .recompute = block_recompute};
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params ln_f.weight, ln_f.bias, wte (tied). out = per-token losses (B,T).
@@ -247,8 +287,11 @@ static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, c->vocab_size);
 }
 
-static const zt_unit_ops HEAD_OPS = {head_saved_floats, head_scratch_floats, head_forward,
-                                     head_backward, head_staging_bytes};
+static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
+                                     .scratch_floats = head_scratch_floats,
+                                     .forward = head_forward,
+                                     .backward = head_backward,
+                                     .staging_bytes = head_staging_bytes}; /* keeps its logits: see the top */
 
 /* ---------------------------------------------------------------------------------------------
  * the model */
@@ -261,6 +304,18 @@ static double gpt2_flops_per_token(const zt_model *m, int T) {
     const zt_gpt2_config *c = m->cfg;
     double n = (double)zt_model_numel(m) - (double)c->max_seq_len * c->n_embd;
     return 6.0 * n + 12.0 * c->n_layer * c->n_embd * (double)T;
+}
+
+/* What checkpointing recomputes, per token, counted as gpt2_flops_per_token counts: full re-runs
+ * every block's forward (its matmuls 2·12·C², its attention 2·2·T·C; the head is never re-run,
+ * recompute.c says why); selective re-runs the blocks' scores Q·Kᵀ (2·T·C; the softmax and gelu
+ * are not counted, like every elementwise op). */
+static double gpt2_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
+    const zt_gpt2_config *c = m->cfg;
+    double C = c->n_embd, L = c->n_layer;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T);
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
+    return 0;
 }
 
 static int add(zt_model *m, const char *name, int ndim, int64_t d0, int64_t d1, zt_init_kind init,
@@ -294,6 +349,7 @@ int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
     m->vocab_size = c->vocab_size;
     m->max_seq_len = c->max_seq_len;
     m->train_flops_per_token = gpt2_flops_per_token;
+    m->recompute_flops_per_token = gpt2_recompute_flops_per_token;
 
     int64_t C = c->n_embd, V = c->vocab_size;
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);

@@ -85,6 +85,11 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
                                 m->name, name, params[i]);
     if (!ops || !ops->forward || !ops->backward || !ops->saved_floats || !ops->scratch_floats)
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s has incomplete ops", m->name, name);
+    if (!ops->kept_floats != !ops->recompute)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s declares %s without %s (selective "
+                            "activation checkpointing needs both or neither)", m->name, name,
+                            ops->kept_floats ? "kept_floats" : "recompute",
+                            ops->kept_floats ? "recompute" : "kept_floats");
     if (out_width < 1)
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: unit %s: out_width %d", m->name, name,
                             out_width);

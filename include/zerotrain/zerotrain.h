@@ -406,13 +406,58 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
 /* *x = the sum of every rank's *x over the data-parallel world, added in rank order (the same
  * bits on every rank). A collective; a no-op on one process. */
 int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
-/* Bytes held by the engine per class (parameters, gradients, optimizer, activations): now and
- * the high-water mark since creation. Gathered zero3 parameters count as params. */
+/* Memory classes (docs/memory.md): every buffer the engine allocates belongs to exactly one. */
+typedef enum zt_mem_class {
+    ZT_MEM_PARAMS = 0,       /* parameters between steps: the full tensors (ddp, zero1, zero2) or this
+                                rank's pieces (zero3, hybrid); the fp32 master in every precision */
+    ZT_MEM_COMPUTE_COPY = 1, /* the bf16/fp16 compute copy of the matrices (ddp, zero1, zero2) */
+    ZT_MEM_GATHERED = 2,     /* zero3: units' full parameters while gathered (+ their compute copies) */
+    ZT_MEM_GRADS = 3,        /* micro-batch gradients, the summation tree, per-unit full gradients
+                                in flight, the reduced pieces */
+    ZT_MEM_OPTIMIZER = 4,    /* optimizer state (AdamW m and v, SGD momentum) or its I/O staging */
+    ZT_MEM_ACTIVATIONS = 5,  /* units' outputs and saved buffers, scratch, the activation-gradient
+                                ping-pong, d loss, low-precision operand staging */
+    ZT_MEM_COMM = 6,         /* collective staging (bucket pack buffers), gradient-norm partials */
+    ZT_MEM_CLASSES = 7
+} zt_mem_class;
+
+/* "params", "compute_copy", "gathered", "grads", "optimizer", "activations", "comm". */
+const char *zt_mem_class_name(zt_mem_class c);
+
+/* Bytes the engine holds per class: now, and the high-water since creation; total is the sum of
+ * the classes now and peak_total the high-water of that sum (not the sum of the class peaks).
+ * The named fields and the arrays are the same storage. */
 typedef struct zt_memory_report {
-    size_t params, grads, optimizer, activations;
-    size_t peak_params, peak_grads;
+    union {
+        struct { size_t params, compute_copy, gathered, grads, optimizer, activations, comm; };
+        size_t now[ZT_MEM_CLASSES];
+    };
+    union {
+        struct {
+            size_t peak_params, peak_compute_copy, peak_gathered, peak_grads, peak_optimizer,
+                peak_activations, peak_comm;
+        };
+        size_t peak[ZT_MEM_CLASSES];
+    };
+    size_t total, peak_total;
 } zt_memory_report;
 void zt_engine_memory(const zt_engine *e, zt_memory_report *r);
+
+/* The memory plan (src/memory/plan.c): what the engine will hold per class, computed before the
+ * first step from the model, the options and (world, rank). Exact for the engine's allocations:
+ * a training run's measured zt_memory_report peaks equal plan.peak (tests/memory_plan.sh). */
+typedef struct zt_memory_plan {
+    size_t peak[ZT_MEM_CLASSES]; /* high-water per class over training steps */
+    size_t rest[ZT_MEM_CLASSES]; /* held between steps (after zt_engine_step) */
+    size_t peak_total;           /* high-water of the sum of the classes */
+    int world, rank;             /* what it was computed for */
+    int nshards, shard;          /* the shard group's size and this rank's index in it */
+    bool overlap;                /* the communication thread reduces (and gathers) */
+    size_t pack_main, pack_thread;  /* bytes of the bucket staging of the two threads (in comm) */
+    size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
+} zt_memory_plan;
+/* The plan the engine computed at creation and allocates by. */
+void zt_engine_memory_plan(const zt_engine *e, zt_memory_plan *out);
 /* Cumulative wall time spent in a unit's forward and backward since creation or the last reset. */
 void zt_engine_unit_times(const zt_engine *e, int unit, double *fwd_s, double *bwd_s);
 void zt_engine_reset_times(zt_engine *e);

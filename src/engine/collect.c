@@ -12,16 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow_pack(float **pack, size_t *cap, size_t floats, zt_error *err) {
+/* The staging buffers are allocated at creation with the memory plan's size (the largest bucket
+ * each thread stages), so this only grows one when the plan missed a bucket: the measured comm
+ * class then exceeds the plan, which tests/memory_plan.sh would report. */
+static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_error *err) {
     if (floats <= *cap) return ZT_OK;
-    free(*pack);
-    *pack = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    zt_engine_release(e, pack, *cap, &e->mem.comm);
+    *pack = zt_engine_alloc(e, floats, &e->mem.comm);
     *cap = *pack ? floats : 0;
     return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
 }
 
 static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
-    return grow_pack(&e->pack, &e->pack_floats, floats, err);
+    return grow_pack(e, &e->pack, &e->pack_floats, floats, err);
 }
 
 
@@ -44,19 +47,16 @@ static int run_bucket(zt_engine *e, const int *params, int n, size_t floats, buc
  * communication thread keeps its own, since its time overlaps the compute). */
 static int for_each_bucket(zt_engine *e, const int *params, int n, bucket_fn fn, void *ctx,
                            const char *tag, double *timer, zt_error *err) {
-    size_t limit = e->opt.bucket_bytes / sizeof(float), acc = 0;
-    int first = 0;
-    for (int k = 0; k < n; k++) {
-        size_t numel = (size_t)e->model->params[params[k]].numel;
-        if (k > first && acc + numel > limit) {
-            int rc = run_bucket(e, params + first, k - first, acc, fn, ctx, tag, timer, err);
-            if (rc) return rc;
-            first = k;
-            acc = 0;
-        }
-        acc += numel;
+    size_t limit = e->opt.bucket_bytes / sizeof(float);
+    for (int first = 0; first < n;) {
+        int end = zt_plan_bucket_end(e->model, params, n, first, limit);
+        size_t acc = 0;
+        for (int k = first; k < end; k++) acc += (size_t)e->model->params[params[k]].numel;
+        int rc = run_bucket(e, params + first, end - first, acc, fn, ctx, tag, timer, err);
+        if (rc) return rc;
+        first = end;
     }
-    return n > first ? run_bucket(e, params + first, n - first, acc, fn, ctx, tag, timer, err) : ZT_OK;
+    return ZT_OK;
 }
 
 static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
@@ -84,7 +84,7 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards], total;
     block_counts(e, params, n, counts, &total);
-    int rc = grow_pack(c->pack, c->pack_cap, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
     if (rc) return rc;
     const int base = (int)(params - c->all);
     float *pack = *c->pack, *w = pack;
@@ -133,7 +133,7 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards], total;
     block_counts(e, params, n, counts, &total);
-    int rc = grow_pack(c->pack, c->pack_cap, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
     if (rc) return rc;
     float *pack = *c->pack, *own = pack;
     for (int s = 0; s < pl->shard; s++) own += counts[s];
@@ -170,13 +170,18 @@ int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *
                                       err);
 }
 
+/* One parameter needs no staging: shard s's rows are block s of the full tensor, so the
+ * all-gather runs in place in dst (outside the steps: hashes, exports, consolidated weights). */
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
-    float **dsts = calloc((size_t)e->model->n_params, sizeof *dsts);
-    if (!dsts) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
-    dsts[i] = dst;
-    ag_ctx c = {e->pieces, dsts, e->shard_comm, &e->pack, &e->pack_floats};
-    int rc = ag_bucket(e, &i, 1, &c, e->model->params[i].name, err);
-    free(dsts);
+    const zt_plan *pl = &e->plan;
+    size_t counts[pl->nshards];
+    for (int s = 0; s < pl->nshards; s++) counts[s] = (size_t)zt_plan_shard_numel(pl, i, s);
+    float *own = dst + zt_plan_shard_begin(pl, i, pl->shard);
+    memcpy(own, e->pieces + pl->p[i].shard_off, counts[pl->shard] * sizeof(float));
+    if (pl->nshards < 2) return ZT_OK;
+    double t0 = omp_get_wtime();
+    int rc = zt_all_gather_f32(e->shard_comm, own, dst, counts, e->model->params[i].name, err);
+    e->comm_s += omp_get_wtime() - t0;
     return rc;
 }
 
@@ -253,8 +258,10 @@ int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err) {
 /* ---- small exact sums ---------------------------------------------------------------------------- */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
     int N = zt_comm_size(e->shard_comm);
-    double *all = malloc((size_t)N * (size_t)n * sizeof *all);
-    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for norm partials");
+    double *all = e->norm_gather; /* (N x plan.norm_chunks), allocated at creation */
+    if (!all || N != e->plan.nshards || n > e->plan.norm_chunks)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "engine: norm partials of %lld chunks over %d ranks: no buffer",
+                            (long long)n, N);
     double t0 = omp_get_wtime();
     int rc = zt_all_gather_f64(e->shard_comm, x, all, (size_t)n, "gradient norm partials", err);
     e->comm_s += omp_get_wtime() - t0;
@@ -264,7 +271,6 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
             for (int r = 0; r < N; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
             x[i] = s;
         }
-    free(all);
     return rc;
 }
 

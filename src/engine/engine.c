@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "engine/init.h"
 #include "kernels/kernels.h"
+#include "memory/plan.h"
 #include "metrics/trace.h"
 
 #include <math.h>
@@ -44,16 +45,28 @@ void zt_engine_options_default(zt_engine_options *o) {
     o->bucket_bytes = 25u << 20;
 }
 
-void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
-    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes);
-    if (p && counter) {
-        pthread_mutex_lock(&e->mem_lock);
+/* counter is one of e->mem's per-class fields: the class's bytes now, its high-water, the total
+ * and the total's high-water move together (under mem_lock: the communication thread allocates
+ * and frees too). */
+static void account(zt_engine *e, size_t *counter, size_t bytes, bool add) {
+    pthread_mutex_lock(&e->mem_lock);
+    ptrdiff_t c = counter - e->mem.now;
+    if (add) {
         *counter += bytes;
-        if (counter == &e->mem.params && e->mem.params > e->mem.peak_params) e->mem.peak_params = e->mem.params;
-        if (counter == &e->mem.grads && e->mem.grads > e->mem.peak_grads) e->mem.peak_grads = e->mem.grads;
-        pthread_mutex_unlock(&e->mem_lock);
+        e->mem.total += bytes;
+        if (c >= 0 && c < ZT_MEM_CLASSES && *counter > e->mem.peak[c]) e->mem.peak[c] = *counter;
+        if (e->mem.total > e->mem.peak_total) e->mem.peak_total = e->mem.total;
+    } else {
+        *counter -= bytes;
+        e->mem.total -= bytes;
     }
+    pthread_mutex_unlock(&e->mem_lock);
+}
+
+void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
+    size_t bytes = zt_memory_alloc_bytes(n);
+    void *p = aligned_alloc(64, bytes);
+    if (p && counter) account(e, counter, bytes, true);
     return p;
 }
 
@@ -61,11 +74,7 @@ void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
     if (!*p) return;
     free(*p);
     *p = NULL;
-    if (counter) {
-        pthread_mutex_lock(&e->mem_lock);
-        *counter -= ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-        pthread_mutex_unlock(&e->mem_lock);
-    }
+    if (counter) account(e, counter, zt_memory_alloc_bytes(n), false);
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {
@@ -132,6 +141,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     int nshards = e->shard_optim && e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
     int shard = nshards > 1 ? zt_comm_rank(e->shard_comm) : 0;
     if ((rc = zt_plan_create(m, nshards, shard, &e->plan, err))) goto fail;
+    /* the memory plan: what follows allocates exactly this (src/memory/plan.c mirrors it) */
+    zt_memory_plan_options po;
+    zt_memory_plan_options_default(&po);
+    po.overlap = zt_overlap_wanted(e);
+    if ((rc = zt_memory_plan_compute(m, &e->opt, &po, e->world, e->rank, &e->mem_plan, err))) goto fail;
 
     const zt_plan *pl = &e->plan;
     size_t full = pl->full_floats, piece = pl->shard_floats;
@@ -141,8 +155,18 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     e->gather_seq = calloc((size_t)m->n_params, sizeof *e->gather_seq);
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
-    e->norm_partials = calloc((size_t)pl->norm_chunks + 1, sizeof *e->norm_partials);
-    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->units || !e->norm_partials) goto nomem;
+    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->units) goto nomem;
+    /* gradient-norm partials (doubles) and their all-gather over the shard group; the main
+     * thread's bucket staging, sized by the plan (the communication thread's: overlap.c) */
+    if (!(e->norm_partials = zt_engine_alloc(e, 2 * ((size_t)pl->norm_chunks + 1), &e->mem.comm))) goto nomem;
+    memset(e->norm_partials, 0, ((size_t)pl->norm_chunks + 1) * sizeof *e->norm_partials);
+    if (e->shard_optim && pl->nshards > 1 &&
+        !(e->norm_gather = zt_engine_alloc(e, 2 * (size_t)pl->nshards * (size_t)pl->norm_chunks, &e->mem.comm)))
+        goto nomem;
+    if (e->mem_plan.pack_main) {
+        e->pack_floats = e->mem_plan.pack_main / sizeof(float);
+        if (!(e->pack = zt_engine_alloc(e, e->pack_floats, &e->mem.comm))) goto nomem;
+    }
     if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
@@ -211,6 +235,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->gather_seq);
     free(e->pgrad);
     free(e->norm_partials);
+    free(e->norm_gather);
     free(e->full_params);
     free(e->pieces);
     free(e->m);
@@ -286,7 +311,7 @@ static int issue_gather(zt_engine *e, int u, zt_error *err) {
     if (nm == 0) return ZT_OK;
     for (int j = 0; j < nm; j++) {
         int i = missing[j];
-        if (!(e->gathered[i] = zt_engine_alloc(e, (size_t)e->model->params[i].numel, &e->mem.params)))
+        if (!(e->gathered[i] = zt_engine_alloc(e, (size_t)e->model->params[i].numel, &e->mem.gathered)))
             return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
     }
     if (!e->overlap) return zt_engine_gather_params(e, missing, nm, un->name, err);
@@ -317,7 +342,7 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
 
 static void release_param(zt_engine *e, int i) {
     zt_engine_lp_release(e, i);
-    zt_engine_release(e, &e->gathered[i], (size_t)e->model->params[i].numel, &e->mem.params);
+    zt_engine_release(e, &e->gathered[i], (size_t)e->model->params[i].numel, &e->mem.gathered);
 }
 
 /* Runs every unit forward; *loss = mean of the last unit's per-token output. With `training`,
@@ -479,7 +504,13 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     return h;
 }
 
-void zt_engine_memory(const zt_engine *e, zt_memory_report *r) { *r = e->mem; }
+void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
+    pthread_mutex_lock((pthread_mutex_t *)&e->mem_lock);
+    *r = e->mem;
+    pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
+}
+
+void zt_engine_memory_plan(const zt_engine *e, zt_memory_plan *out) { *out = e->mem_plan; }
 
 void zt_engine_unit_times(const zt_engine *e, int unit, double *fwd_s, double *bwd_s) {
     *fwd_s = e->units[unit].fwd_s;

@@ -78,6 +78,11 @@ struct zt_engine {
     float *pack;                /* staging for bucketed collectives */
     size_t pack_floats;
     double *norm_partials;      /* (plan.norm_chunks) */
+    double *norm_gather;        /* (nshards x plan.norm_chunks) their all-gather (sharded optimizer) */
+    zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
+    int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
+    int n_inflight;             /* whose reduction was queued last (their full gradients live until */
+    uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
 
     unit_state *units;
     double comm_s;              /* wall time in the engine's collectives (bucket packing included)
@@ -166,9 +171,12 @@ int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_
 /* Starts the thread when it can help: more than one shard, MPI_THREAD_MULTIPLE, and not switched
  * off (ZT_OVERLAP_COMM=0). Leaves e->overlap NULL otherwise (then reductions run inline). */
 int zt_overlap_start(zt_engine *e, zt_error *err);
-/* Queues the reduce-scatter of these parameters' gradients (e->pgrad) into e->micro_pieces; the
- * thread frees each e->pgrad[i] when done. */
-int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
+/* Whether zt_overlap_start will start the thread (the memory plan needs to know first). */
+bool zt_overlap_wanted(const zt_engine *e);
+/* Queues the reduce-scatter of these parameters' gradients (e->pgrad) into e->micro_pieces; *seq
+ * identifies the job. The caller frees the gradients after zt_overlap_wait(seq) (grads.c does it
+ * one unit later, so that the memory in flight is the same whatever the thread's timing). */
+int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq, zt_error *err);
 /* zero3 prefetch: queues the all-gather of these parameters' pieces into e->gathered[i] (already
  * allocated); *seq identifies the job for zt_overlap_wait. */
 int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,

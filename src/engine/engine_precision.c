@@ -18,6 +18,7 @@
  */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
+#include "memory/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,10 @@ bool zt_engine_has_lp(const zt_engine *e, int param)
     return e->lp_kind != 0 && e->model->params[param].ndim >= 2;
 }
 
+/* bytes per element of a compute copy: the memory plan's precision table (src/memory/plan.c) */
 size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel)
 {
-    return (size_t)numel * (e->lp_kind == ZT_LP_BF16 ? 2 : 4);
+    return (size_t)numel * (size_t)zt_precision_bytes_of(e->opt.precision.mode)->copy;
 }
 
 static size_t bytes_to_floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
@@ -47,7 +49,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
     if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;
     if (!e->shard_params &&
         !(e->full_lp = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
-                                       &e->mem.params)))
+                                       &e->mem.compute_copy)))
         goto nomem;
     e->lp_stale = true;
     size_t staging = 0;
@@ -115,7 +117,7 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         if (!e->gathered_lp[i]) {
             size_t n = (size_t)m->params[i].numel;
             if (!(e->gathered_lp[i] = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)n)),
-                                                      &e->mem.params)))
+                                                      &e->mem.gathered)))
                 return zt_error_set(err, ZT_ERR_NOMEM, "the %s copy of %s: out of memory",
                                     zt_dtype_name(e->opt.precision.compute), m->params[i].name);
             make_copy(e, e->gathered_lp[i], e->gathered[i], n);
@@ -129,7 +131,7 @@ void zt_engine_lp_release(zt_engine *e, int i)
 {
     if (!e->gathered_lp || !e->gathered_lp[i]) return;
     size_t n = bytes_to_floats(zt_engine_lp_bytes(e, e->model->params[i].numel));
-    zt_engine_release(e, (float **)&e->gathered_lp[i], n, &e->mem.params);
+    zt_engine_release(e, (float **)&e->gathered_lp[i], n, &e->mem.gathered);
 }
 
 float zt_engine_loss_scale(const zt_engine *e)

@@ -13,7 +13,10 @@
  *     full-layout buffer per micro-batch, folded and reduced at the step.
  *   reduce_now (zero2/zero3): each parameter's full gradient lives from its first use in backward
  *     until its owning unit's backward is done, then is reduce-scattered into the micro-batch's
- *     pieces and freed; the pieces go through the tree. */
+ *     pieces and freed; the pieces go through the tree. With the communication thread the
+ *     reduction runs while the next unit computes, and the gradients are freed when the unit
+ *     after that is queued: two units' gradients are in flight, whatever the thread's timing
+ *     (the memory plan counts exactly that). */
 #include "engine/engine_internal.h"
 
 #include <stdlib.h>
@@ -67,6 +70,7 @@ void zt_grads_reset(zt_engine *e) {
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+    e->n_inflight = 0;
     e->micro_in_step = 0;
     e->grads_final = false;
 }
@@ -100,6 +104,18 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
     return e->pgrad[i];
 }
 
+/* Waits for the reduction queued last (if any) and frees the full gradients it read. */
+static int retire_inflight(zt_engine *e, zt_error *err) {
+    if (!e->n_inflight) return ZT_OK;
+    int rc = zt_overlap_wait(e, e->inflight_seq, err);
+    for (int k = 0; k < e->n_inflight; k++) {
+        int i = e->inflight[k];
+        zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+    }
+    e->n_inflight = 0;
+    return rc;
+}
+
 int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
     if (!e->reduce_now) return ZT_OK;
     const zt_unit *un = &e->model->units[u];
@@ -112,7 +128,16 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
             src[n++] = e->pgrad[i];
         }
     }
-    if (n && e->overlap) return zt_overlap_submit(e, own, n, un->name, err); /* reduced in the background */
+    if (n && e->overlap) { /* reduced in the background while the next unit computes */
+        uint64_t seq;
+        int rc = zt_overlap_submit(e, own, n, un->name, &seq, err);
+        if (!rc) rc = retire_inflight(e, err); /* the previous unit's: done while this one computed */
+        if (rc) return rc;
+        memcpy(e->inflight, own, (size_t)n * sizeof *own);
+        e->n_inflight = n;
+        e->inflight_seq = seq;
+        return ZT_OK;
+    }
     int rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
     for (int k = 0; k < n; k++)
         zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->model->params[own[k]].numel, &e->mem.grads);
@@ -122,6 +147,7 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
 int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     const zt_plan *pl = &e->plan;
     int rc = zt_overlap_drain(e, err);
+    if (!rc) rc = retire_inflight(e, err);
     if (rc) return rc;
     if (e->reduce_now) {
         tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);

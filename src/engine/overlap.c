@@ -3,9 +3,12 @@
  * background thread). The main thread queues a unit's gradients as soon as the unit's backward is
  * done and goes on with the next unit; the thread reduce-scatters them, in queue order, on its own
  * duplicate of the shard comm (a comm is used by one thread at a time; the main thread keeps
- * gathering zero3 parameters on the original), writes this rank's pieces into e->micro_pieces and
- * frees the full gradients. The queue order is the backward order, the same on every rank, so the
- * collectives match up, and the sums are the same bits as inline reductions. */
+ * gathering zero3 parameters on the original) and writes this rank's pieces into e->micro_pieces.
+ * The main thread frees the full gradients once it has waited for the job, one unit later
+ * (grads.c), so the gradient memory in flight does not depend on the thread's timing (the plan
+ * counts two units' worth, DeepSpeed's double-buffered reduction). The queue order is the backward
+ * order, the same on every rank, so the collectives match up, and the sums are the same bits as
+ * inline reductions. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
 #include "metrics/trace.h"
@@ -65,13 +68,11 @@ static void *run(void *arg) {
         } else {
             float *src[ZT_UNIT_MAX_PARAMS];
             for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
-            /* after a failure the comm is broken: drop the work, keep freeing */
+            /* after a failure the comm is broken: drop the work (the main thread frees the
+             * gradients once it has waited for this job) */
             if (!failed)
                 rc = zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n,
                                                  src, e->micro_pieces, j.tag, &err);
-            for (int k = 0; k < j.n; k++)
-                zt_engine_release(e, &e->pgrad[j.params[k]], (size_t)e->model->params[j.params[k]].numel,
-                                  &e->mem.grads);
         }
 
         pthread_mutex_lock(&o->mu);
@@ -87,19 +88,29 @@ static void *run(void *arg) {
     return NULL;
 }
 
-int zt_overlap_start(zt_engine *e, zt_error *err) {
+bool zt_overlap_wanted(const zt_engine *e) {
     const char *env = getenv("ZT_OVERLAP_COMM");
-    if (!e->shard_grads || !e->shard_comm || e->plan.nshards < 2 || (env && !strcmp(env, "0")) || e->opt.no_overlap_comm ||
-        zt_comm_thread_level() != ZT_COMM_THREAD_MULTIPLE)
-        return ZT_OK;
+    return e->shard_grads && e->shard_comm && e->plan.nshards >= 2 && !(env && !strcmp(env, "0")) &&
+           !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE;
+}
+
+int zt_overlap_start(zt_engine *e, zt_error *err) {
+    if (!zt_overlap_wanted(e)) return ZT_OK;
     zt_overlap *o = calloc(1, sizeof *o);
     if (!o) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
     o->e = e;
     o->cap = 4 * e->model->n_units + 4; /* per micro-batch: a reduce and two gathers per unit at most */
     o->q = calloc((size_t)o->cap, sizeof *o->q);
-    int rc = o->q ? zt_comm_dup(e->shard_comm, &o->comm, err)
-                  : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
+    /* the thread's bucket staging, sized by the memory plan (its largest bucket) */
+    if (o->q && e->mem_plan.pack_thread) {
+        o->pack_cap = e->mem_plan.pack_thread / sizeof(float);
+        if (!(o->pack = zt_engine_alloc(e, o->pack_cap, &e->mem.comm))) o->pack_cap = 0;
+    }
+    int rc = o->q && (o->pack || !e->mem_plan.pack_thread)
+                 ? zt_comm_dup(e->shard_comm, &o->comm, err)
+                 : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
     if (rc) {
+        zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
         free(o);
         return rc;
@@ -112,6 +123,7 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     pthread_cond_init(&o->idle, NULL);
     if (pthread_create(&o->thread, NULL, run, o) != 0) {
         zt_comm_free(o->comm);
+        zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
         free(o);
         return zt_error_set(err, ZT_ERR_INTERNAL, "engine: cannot start the communication thread");
@@ -141,8 +153,8 @@ static int submit(zt_engine *e, job_kind kind, const int *params, int n, const c
     return ZT_OK;
 }
 
-int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
-    return submit(e, JOB_REDUCE, params, n, tag, NULL, err);
+int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq, zt_error *err) {
+    return submit(e, JOB_REDUCE, params, n, tag, seq, err);
 }
 
 int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,
@@ -192,7 +204,7 @@ void zt_overlap_stop(zt_engine *e) {
     pthread_cond_destroy(&o->wake);
     pthread_cond_destroy(&o->idle);
     zt_comm_free(o->comm);
-    free(o->pack);
+    zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
     free(o->q);
     free(o);
     e->overlap = NULL;

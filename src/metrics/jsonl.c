@@ -16,9 +16,7 @@ uint64_t zt_rss_peak_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024u; /* Linux: KiB */
 }
 
-uint64_t zt_memory_peak_total(const zt_memory_report *m) {
-    return (uint64_t)m->peak_params + m->peak_grads + m->optimizer + m->activations;
-}
+uint64_t zt_memory_peak_total(const zt_memory_report *m) { return (uint64_t)m->peak_total; }
 
 int zt_jsonl_open(zt_jsonl *j, const char *path, zt_error *err) {
     memset(j, 0, sizeof *j);

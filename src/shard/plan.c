@@ -68,6 +68,17 @@ void zt_plan_free(zt_plan *pl) {
     memset(pl, 0, sizeof *pl);
 }
 
+int zt_plan_bucket_end(const zt_model *m, const int *params, int n, int first, size_t limit_floats) {
+    size_t acc = 0;
+    int k = first;
+    for (; k < n; k++) {
+        size_t numel = (size_t)m->params[params[k]].numel;
+        if (k > first && acc + numel > limit_floats) break;
+        acc += numel;
+    }
+    return k;
+}
+
 void zt_plan_norm_chunks(const zt_plan *pl, int i, int s, int64_t *first, int64_t *count) {
     int64_t base = 0;
     for (int j = 0; j < i; j++) base += chunks_of(pl->p[j].rows * pl->p[j].row_len);

@@ -47,6 +47,12 @@ static inline int64_t zt_plan_shard_begin(const zt_plan *pl, int i, int s) {
     return pl->p[i].row_begin[s] * pl->p[i].row_len;
 }
 
+/* Bucket splitting (Horovod's tensor fusion), shared by the engine's collectives (collect.c) and
+ * the memory plan: the bucket that starts at params[first] holds whole parameters while their
+ * elements fit in limit_floats (a parameter larger than that is a bucket of its own). Returns the
+ * index one past its last parameter (> first when first < n). */
+int zt_plan_bucket_end(const zt_model *m, const int *params, int n, int first, size_t limit_floats);
+
 /* Gradient norm support: chunk partial sums of squares. For parameter i, shard s's piece covers
  * chunks [first, first + count) of the parameter's chunks (global chunk indices, all parameters
  * in table order). */

@@ -1,0 +1,415 @@
+/* plan.c - the memory plan (plan.h): the engine's allocations per class, replayed over sizes.
+ *
+ * The replay follows the engine step by step; each section names the engine function it mirrors.
+ * If you change when the engine allocates or frees, change the mirror here: tests/memory_plan.sh
+ * compares the two per class, rank by rank, for every strategy.
+ *
+ *   creation   engine.c zt_engine_create: parameters (full or pieces), optimizer state (or its
+ *              NVMe staging), reduced pieces, units' outputs and kept saved buffers, the shared
+ *              recomputation buffer, scratch, activation-gradient ping-pong, d loss, compute
+ *              copies and operand staging (engine_precision.c), gradient-norm partials and the
+ *              bucket staging of both threads (collect.c, overlap.c; sized by this plan)
+ *   a step     for each micro-batch: its gradient buffer (grads.c), forward unit by unit with
+ *              zero3 gathers, prefetch and releases, backward unit by unit with per-unit full
+ *              gradients (reduce_now) in flight two units at a time (overlap.c), the summation
+ *              tree; then the fold, the reductions, the update, the all-gather of the pieces
+ *
+ * Everything allocated at creation stays until zt_engine_free; the step's buffers are all freed by
+ * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
+#include "memory/plan.h"
+#include "memory/shapes.h"
+#include "shard/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * the precision table */
+static const zt_precision_bytes PRECISION_BYTES[] = {
+    [ZT_PRECISION_FP32] = {.master = 4, .copy = 0, .grads = 4, .moment = 4},
+    [ZT_PRECISION_BF16] = {.master = 4, .copy = 2, .grads = 4, .moment = 4},
+    [ZT_PRECISION_BF16_LOW] = {.master = 4, .copy = 2, .grads = 4, .moment = 4}, /* bf16 values, fp32 arrays */
+    [ZT_PRECISION_FP16] = {.master = 4, .copy = 4, .grads = 4, .moment = 4},     /* fp16 values, fp32 arrays */
+};
+
+const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode) {
+    return (unsigned)mode <= ZT_PRECISION_FP16 ? &PRECISION_BYTES[mode] : &PRECISION_BYTES[0];
+}
+
+const char *zt_mem_class_name(zt_mem_class c) {
+    static const char *names[ZT_MEM_CLASSES] = {"params", "compute_copy", "gathered", "grads",
+                                                "optimizer", "activations", "comm"};
+    return (unsigned)c < ZT_MEM_CLASSES ? names[c] : "unknown";
+}
+
+void zt_memory_plan_options_default(zt_memory_plan_options *po) {
+    memset(po, 0, sizeof *po);
+    po->overlap = -1;
+}
+
+size_t zt_memory_plan_model_states(const zt_memory_plan *p) {
+    return p->rest[ZT_MEM_PARAMS] + p->rest[ZT_MEM_COMPUTE_COPY] + p->rest[ZT_MEM_GRADS] +
+           p->rest[ZT_MEM_OPTIMIZER];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the activation hook's default rule */
+size_t zt_memory_default_kept(const zt_model *m, const zt_unit *u, int B, int T) {
+    size_t saved = u->ops->saved_floats(u, B, T), N = (size_t)B * T, drop = 0;
+    if (u->layer >= 0 && !strcmp(m->name, "gpt2")) { /* gpt2.c block_layout: att and fch_gelu */
+        const zt_gpt2_config *c = u->model_cfg;
+        drop = (size_t)B * c->n_head * T * T + N * 4 * (size_t)c->n_embd;
+    } else if (u->layer >= 0 && !strcmp(m->name, "llama")) { /* shapes.c: att and silu(gate)*up */
+        const zt_llama_shape *c = u->model_cfg;
+        drop = (size_t)B * c->n_head * T * T + N * (size_t)c->ffn;
+    }
+    return drop <= saved ? saved - drop : saved;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the replay */
+typedef struct sim {
+    const zt_model *m;
+    const zt_engine_options *o;
+    const zt_plan *pl;
+    const zt_precision_bytes *pb;
+    size_t now[ZT_MEM_CLASSES], peak[ZT_MEM_CLASSES], total, peak_total;
+    bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
+    int world, ga;
+    bool *gathered, *gathered_copy, *pgrad;
+    int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
+    int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
+    int tree_depth, tree_level[64];
+    size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
+} sim;
+
+static void take(sim *s, zt_mem_class c, size_t bytes) {
+    s->now[c] += bytes;
+    s->total += bytes;
+    if (s->now[c] > s->peak[c]) s->peak[c] = s->now[c];
+    if (s->total > s->peak_total) s->peak_total = s->total;
+}
+
+static void give(sim *s, zt_mem_class c, size_t bytes) {
+    s->now[c] -= bytes;
+    s->total -= bytes;
+}
+
+static void alloc(sim *s, zt_mem_class c, size_t floats) { take(s, c, zt_memory_alloc_bytes(floats)); }
+static void release(sim *s, zt_mem_class c, size_t floats) { give(s, c, zt_memory_alloc_bytes(floats)); }
+
+static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel; }
+static size_t bytes_to_floats(size_t b) { return (b + sizeof(float) - 1) / sizeof(float); }
+/* engine_precision.c: a compute copy for every matrix when compute is low precision */
+static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
+static size_t copy_floats(const sim *s, size_t n) { return bytes_to_floats(n * (size_t)s->pb->copy); }
+
+/* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
+ * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's. */
+static void stage(sim *s, bool thread, const int *params, int n, bool pieces) {
+    size_t limit = s->o->bucket_bytes / sizeof(float);
+    for (int first = 0; first < n;) {
+        int end = zt_plan_bucket_end(s->m, params, n, first, limit);
+        size_t floats = 0;
+        for (int k = first; k < end; k++)
+            floats += pieces ? (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard) : numel(s, params[k]);
+        size_t *cap = thread ? &s->pack_thread : &s->pack_main;
+        if (floats > *cap) *cap = floats;
+        first = end;
+    }
+}
+
+static void stage_all(sim *s, bool pieces) { stage(s, false, s->all, s->m->n_params, pieces); }
+
+/* engine.c issue_gather */
+static void issue_gather(sim *s, int u) {
+    const zt_unit *un = &s->m->units[u];
+    int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        bool dup = false;
+        for (int j = 0; j < nm; j++) dup |= missing[j] == i;
+        if (!s->gathered[i] && !dup) missing[nm++] = i;
+    }
+    if (nm == 0) return;
+    for (int j = 0; j < nm; j++) {
+        alloc(s, ZT_MEM_GATHERED, numel(s, missing[j]));
+        s->gathered[missing[j]] = true;
+    }
+    stage(s, s->overlap, missing, nm, false);
+}
+
+/* engine.c gather_unit: u now, and the prefetch of `next` while u computes */
+static void gather_unit(sim *s, int u, int next) {
+    if (!s->shard_params) return;
+    issue_gather(s, u);
+    if (s->overlap && next >= 0 && !s->o->no_prefetch) issue_gather(s, next);
+}
+
+/* engine_precision.c zt_engine_lp_refresh_unit (zero3: a copy per gathered matrix) */
+static void refresh_copies(sim *s, int u) {
+    if (!s->pb->copy || !s->shard_params) return;
+    const zt_unit *un = &s->m->units[u];
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (!has_copy(s, i) || s->gathered_copy[i]) continue;
+        alloc(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
+        s->gathered_copy[i] = true;
+    }
+}
+
+/* engine.c release_param */
+static void release_param(sim *s, int i) {
+    if (s->gathered_copy[i]) {
+        release(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
+        s->gathered_copy[i] = false;
+    }
+    if (s->gathered[i]) {
+        release(s, ZT_MEM_GATHERED, numel(s, i));
+        s->gathered[i] = false;
+    }
+}
+
+static void release_pgrad(sim *s, int i) {
+    if (!s->pgrad[i]) return;
+    release(s, ZT_MEM_GRADS, numel(s, i));
+    s->pgrad[i] = false;
+}
+
+/* grads.c zt_grads_unit_done (+ overlap.c: the reduction of the previous unit is retired, and its
+ * full gradients freed, once this one is queued) */
+static void unit_done(sim *s, int u) {
+    if (!s->reduce_now) return;
+    const zt_unit *un = &s->m->units[u];
+    int own[ZT_UNIT_MAX_PARAMS], n = 0;
+    for (int k = 0; k < un->n_params; k++)
+        if (s->pl->p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+    if (n && s->overlap) {
+        stage(s, true, own, n, false);
+        for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
+        memcpy(s->inflight, own, (size_t)n * sizeof *own);
+        s->n_inflight = n;
+        return;
+    }
+    if (n) stage(s, false, own, n, false);
+    for (int k = 0; k < n; k++) release_pgrad(s, own[k]);
+}
+
+/* grads.c tree_push: merging equal levels frees the incoming buffer */
+static void tree_push(sim *s, size_t floats) {
+    int level = 0;
+    while (s->tree_depth > 0 && s->tree_level[s->tree_depth - 1] == level) {
+        s->tree_depth--;
+        release(s, ZT_MEM_GRADS, floats);
+        level++;
+    }
+    s->tree_level[s->tree_depth++] = level;
+}
+
+/* engine.c zt_engine_forward_backward for one micro-batch */
+static void micro_batch(sim *s, int micro) {
+    const zt_model *m = s->m;
+    const zt_plan *pl = s->pl;
+    /* grads.c zt_grads_begin_micro */
+    if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
+    size_t tree_floats = s->reduce_now ? pl->shard_floats : pl->full_floats;
+    alloc(s, ZT_MEM_GRADS, tree_floats);
+    /* run_forward (training) */
+    for (int u = 0; u < m->n_units; u++) {
+        gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
+        refresh_copies(s, u);
+        if (s->shard_params && !s->o->keep_params_after_forward)
+            for (int k = 0; k < m->units[u].n_params; k++)
+                if (pl->p[m->units[u].params[k]].last_fwd_unit == u) release_param(s, m->units[u].params[k]);
+    }
+    /* backward */
+    for (int u = m->n_units - 1; u >= 0; u--) {
+        const zt_unit *un = &m->units[u];
+        gather_unit(s, u, u - 1);
+        refresh_copies(s, u);
+        for (int k = 0; k < un->n_params; k++) { /* zt_grads_for */
+            int i = un->params[k];
+            if (s->reduce_now && !s->pgrad[i]) {
+                alloc(s, ZT_MEM_GRADS, numel(s, i));
+                s->pgrad[i] = true;
+            }
+        }
+        if (s->shard_params)
+            for (int k = 0; k < un->n_params; k++)
+                if (pl->p[un->params[k]].owner_unit == u) release_param(s, un->params[k]);
+        unit_done(s, u);
+    }
+    /* zt_grads_end_micro: drain, retire the last reduction, push the micro-batch into the tree */
+    for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
+    s->n_inflight = 0;
+    tree_push(s, tree_floats);
+}
+
+/* step.c zt_engine_step: grads.c zt_grads_finish, the update, zt_grads_reset, the all-gather */
+static void optimizer_step(sim *s) {
+    const zt_plan *pl = s->pl;
+    size_t n = s->reduce_now ? pl->shard_floats : pl->full_floats;
+    while (s->tree_depth > 1) { /* tree_fold: one buffer is left */
+        s->tree_depth--;
+        release(s, ZT_MEM_GRADS, n);
+    }
+    s->tree_depth = 0;
+    if (s->reduce_now) {
+        release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces */
+    } else if (!s->shard_optim) {
+        if (s->has_comm && s->world > 1) stage_all(s, false); /* all-reduce, in place */
+        release(s, ZT_MEM_GRADS, n);                          /* (by zt_grads_reset after the update) */
+    } else {
+        stage_all(s, false); /* reduce-scatter of the whole gradient */
+        release(s, ZT_MEM_GRADS, n);
+    }
+    if (s->replicas) stage_all(s, true); /* hybrid: the pieces all-reduced across the replicas */
+    if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, false); /* all-gather */
+}
+
+/* NVMe offload staging (src/offload/nvme_store.c of branch offload): buffer_count buffers, each
+ * one chunk of every state kind, chunk = buffer_bytes / kinds rounded down to 4 KiB (in floats),
+ * at most the state's own size rounded up to 4 KiB. */
+static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds, size_t floats) {
+    size_t nbuf = po->offload_buffer_count > 0 ? (size_t)po->offload_buffer_count : 4;
+    size_t bytes = po->offload_buffer_bytes ? po->offload_buffer_bytes : (size_t)64 << 20;
+    size_t chunk = bytes / (size_t)kinds / 4096 * 1024;
+    size_t need = ((floats ? floats : 1) + 1023) / 1024 * 1024;
+    if (chunk > need) chunk = need;
+    return nbuf * chunk * sizeof(float) * (size_t)kinds;
+}
+
+int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po_in,
+                           int world, int rank, zt_memory_plan *out, zt_error *err) {
+    memset(out, 0, sizeof *out);
+    zt_memory_plan_options po_default;
+    zt_memory_plan_options_default(&po_default);
+    const zt_memory_plan_options *po = po_in ? po_in : &po_default;
+    if (world < 1 || rank < 0 || rank >= world)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: rank %d of a world of %d", rank, world);
+    if (o->B < 1 || o->T < 1 || o->T > m->max_seq_len)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: micro-batch B=%d T=%d (model %s: T in 1..%d)", o->B,
+                            o->T, m->name, m->max_seq_len);
+    if (m->n_units < 1) return zt_error_set(err, ZT_ERR_USAGE, "memory plan: model %s has no units", m->name);
+    if ((unsigned)o->strategy > ZT_STRATEGY_HYBRID)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown strategy %d", (int)o->strategy);
+    if ((unsigned)po->recompute > ZT_PLAN_RECOMPUTE_SELECTIVE)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown activation checkpointing mode %d", po->recompute);
+    if ((unsigned)o->precision.mode > ZT_PRECISION_FP16)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown precision mode %d", (int)o->precision.mode);
+    if (o->grad_accum < 0) return zt_error_set(err, ZT_ERR_USAGE, "memory plan: grad_accum %d", o->grad_accum);
+    if (o->bucket_bytes < sizeof(float))
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: bucket_bytes %zu (at least one element)", o->bucket_bytes);
+
+    /* engine.c setup_groups */
+    zt_strategy s_in = o->strategy;
+    int nshards = world, shard = rank;
+    if (o->strategy == ZT_STRATEGY_HYBRID) {
+        int S = o->hybrid_shard_size;
+        if (S < 1 || world % S != 0)
+            return zt_error_set(err, ZT_ERR_USAGE, "memory plan: hybrid shard group size %d does not divide the "
+                                "world size %d", S, world);
+        if (o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
+            return zt_error_set(err, ZT_ERR_USAGE, "memory plan: hybrid inner strategy must be zero2 or zero3, "
+                                "not %s", zt_strategy_name(o->hybrid_inner));
+        s_in = o->hybrid_inner;
+        nshards = S;
+        shard = rank % S;
+    }
+    bool has_comm = world > 1 || o->comm;
+    sim s = {.m = m, .o = o, .pb = zt_precision_bytes_of(o->precision.mode), .world = world,
+             .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm};
+    s.shard_optim = s_in != ZT_STRATEGY_DDP;
+    s.shard_grads = s_in == ZT_STRATEGY_ZERO2 || s_in == ZT_STRATEGY_ZERO3;
+    s.shard_params = s_in == ZT_STRATEGY_ZERO3;
+    s.replicas = o->strategy == ZT_STRATEGY_HYBRID && has_comm;
+    if (!s.shard_optim || !has_comm) nshards = 1, shard = 0;
+    zt_plan pl;
+    int rc = zt_plan_create(m, nshards, shard, &pl, err);
+    if (rc) return rc;
+    s.pl = &pl;
+    s.overlap = po->overlap >= 0 ? po->overlap != 0
+                                 : s.shard_grads && has_comm && nshards >= 2 && !o->no_overlap_comm;
+    s.gathered = calloc((size_t)m->n_params, sizeof *s.gathered);
+    s.gathered_copy = calloc((size_t)m->n_params, sizeof *s.gathered_copy);
+    s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
+    s.all = malloc((size_t)m->n_params * sizeof *s.all);
+    if (!s.gathered || !s.gathered_copy || !s.pgrad || !s.all) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < m->n_params; i++) s.all[i] = i;
+
+    /* ---- creation (engine.c zt_engine_create) ---- */
+    size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
+    bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
+    int kinds = adam ? 2 : mom ? 1 : 0;
+    alloc(&s, ZT_MEM_PARAMS, bytes_to_floats((s.shard_params ? piece : full) * (size_t)s.pb->master));
+    if (po->offload_optimizer && kinds) {
+        take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(po, kinds, state));
+        out->offload_file_bytes = (size_t)kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
+    } else {
+        for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, bytes_to_floats(state * (size_t)s.pb->moment));
+    }
+    if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, bytes_to_floats(piece * (size_t)s.pb->grads));
+    size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
+    zt_memory_kept_fn kept_fn = po->kept ? po->kept : zt_memory_default_kept;
+    int lp_kind = o->precision.compute == ZT_DTYPE_BF16 ? 1 : o->precision.compute == ZT_DTYPE_FP16 ? 2 : 0;
+    for (int u = 0; u < m->n_units; u++) {
+        const zt_unit *un = &m->units[u];
+        alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
+        size_t saved = un->ops->saved_floats(un, o->B, o->T), kept = saved;
+        if (po->recompute == ZT_PLAN_RECOMPUTE_FULL) kept = 0;
+        else if (po->recompute == ZT_PLAN_RECOMPUTE_SELECTIVE) kept = kept_fn(m, un, o->B, o->T);
+        if (kept > saved) {
+            rc = zt_error_set(err, ZT_ERR_USAGE, "memory plan: unit %s keeps %zu floats of a saved buffer of %zu",
+                              un->name, kept, saved);
+            goto done;
+        }
+        if (kept) alloc(&s, ZT_MEM_ACTIVATIONS, kept);
+        if (saved - kept > shared) shared = saved - kept;
+        size_t scratch = un->ops->scratch_floats(un, o->B, o->T);
+        if (scratch > max_scratch) max_scratch = scratch;
+        if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
+        if (lp_kind && un->ops->staging_bytes) {
+            size_t b = un->ops->staging_bytes(un, o->B, o->T, lp_kind);
+            if (b > staging) staging = b;
+        }
+    }
+    if (shared) alloc(&s, ZT_MEM_ACTIVATIONS, shared);
+    alloc(&s, ZT_MEM_ACTIVATIONS, max_scratch);
+    for (int i = 0; i < 2; i++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * max_width);
+    alloc(&s, ZT_MEM_ACTIVATIONS, BT);
+    if (s.pb->copy && !s.shard_params) alloc(&s, ZT_MEM_COMPUTE_COPY, copy_floats(&s, full));
+    if (staging) alloc(&s, ZT_MEM_ACTIVATIONS, bytes_to_floats(staging));
+    /* gradient-norm partials, and their all-gather over the shard group (doubles) */
+    alloc(&s, ZT_MEM_COMM, 2 * ((size_t)pl.norm_chunks + 1));
+    if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.nshards * (size_t)pl.norm_chunks);
+
+    /* ---- one optimizer step ---- */
+    for (int micro = 0; micro < s.ga; micro++) micro_batch(&s, micro);
+    optimizer_step(&s);
+
+    /* the bucket staging is sized by the step and allocated at creation, so it is there all along */
+    out->pack_main = s.pack_main ? zt_memory_alloc_bytes(s.pack_main) : 0;
+    out->pack_thread = s.pack_thread ? zt_memory_alloc_bytes(s.pack_thread) : 0;
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) {
+        out->peak[c] = s.peak[c];
+        out->rest[c] = s.now[c];
+    }
+    out->peak[ZT_MEM_COMM] += out->pack_main + out->pack_thread;
+    out->rest[ZT_MEM_COMM] += out->pack_main + out->pack_thread;
+    out->peak_total = s.peak_total + out->pack_main + out->pack_thread;
+    out->world = world;
+    out->rank = rank;
+    out->nshards = pl.nshards;
+    out->shard = pl.shard;
+    out->overlap = s.overlap;
+done:
+    free(s.gathered);
+    free(s.gathered_copy);
+    free(s.pgrad);
+    free(s.all);
+    zt_plan_free(&pl);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* plan.h - the memory plan: every byte the engine will allocate, per class (zt_mem_class), for a
+ * model, engine options and (world, rank), computed before the first step (docs/memory.md).
+ *
+ * How: zt_memory_plan_compute replays the engine's allocation sequence (engine.c at creation,
+ * then one optimizer step: grads.c, overlap.c, collect.c, engine_precision.c) over sizes only,
+ * keeping the bytes per class now, their high-water and the high-water of their sum. It uses the
+ * engine's own shard plan (src/shard/plan.h) and bucket splitting, so it is rank-exact; the engine
+ * computes its plan at creation and allocates its communication staging from it, and
+ * tests/memory_plan.sh checks that the measured high-water per class equals the plan.
+ *
+ * Everything that changes the plan but is not (yet) in zt_engine_options is a field of
+ * zt_memory_plan_options: activation checkpointing (branch actckpt), NVMe offload of the optimizer
+ * state (branch offload), whether the communication thread runs. */
+#ifndef ZT_MEMORY_PLAN_H
+#define ZT_MEMORY_PLAN_H
+
+#include "zerotrain/zerotrain.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Bytes per element the engine stores, per precision mode (the one table the plan, the engine's
+ * compute copies and the estimator read). One row per mode:
+ *   master   the parameters array (fp32 master weights; bf16-low keeps bf16 values in fp32)
+ *   copy     the compute copy of each matrix (0: none, compute reads the master)
+ *   grads    every gradient buffer (reduced and accumulated in fp32 in every mode)
+ *   moment   each optimizer state array (AdamW has two, SGD with momentum one)
+ * bf16-low and fp16 hold bf16/fp16 values in fp32 arrays today (engine_precision.c): their bytes
+ * are the fp32 ones until the engine stores them narrower; change the row then. */
+typedef struct zt_precision_bytes {
+    int master, copy, grads, moment;
+} zt_precision_bytes;
+
+const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode);
+
+/* ---------------------------------------------------------------------------------------------
+ * Activation checkpointing, as the plan models it (the engine of branch actckpt implements it):
+ *   none       every unit keeps its whole saved buffer between forward and backward
+ *   full       every unit keeps only its output (the next unit's input, kept anyway); its saved
+ *              buffer is recomputed before its backward into ONE buffer shared by all units, of
+ *              the largest unit's saved_floats
+ *   selective  every unit keeps kept(u) floats of its saved buffer and recomputes the rest into
+ *              the shared buffer (of the largest rest)
+ * Values equal zt_cfg_recompute (src/config/train_config.h). */
+enum { ZT_PLAN_RECOMPUTE_NONE = 0, ZT_PLAN_RECOMPUTE_FULL = 1, ZT_PLAN_RECOMPUTE_SELECTIVE = 2 };
+
+/* The hook: floats of unit u's saved buffer it keeps under selective checkpointing (<= its
+ * saved_floats). zt_memory_default_kept is the rule for the models zerotrain knows: a GPT-2 block
+ * recomputes its attention matrix att (B,NH,T,T) and gelu(fch) (B,T,4C); a Llama block (shape
+ * model, memory/shapes.c) its attention matrix and silu(gate)*up (B,T,ffn); other units keep
+ * everything. Once units declare zt_unit_ops.kept_floats (branch actckpt) it becomes that. */
+typedef size_t (*zt_memory_kept_fn)(const zt_model *m, const zt_unit *u, int B, int T);
+size_t zt_memory_default_kept(const zt_model *m, const zt_unit *u, int B, int T);
+
+typedef struct zt_memory_plan_options {
+    int recompute;             /* ZT_PLAN_RECOMPUTE_* */
+    zt_memory_kept_fn kept;    /* selective: NULL = zt_memory_default_kept */
+    int overlap;               /* the communication thread: -1 = as the engine decides it (shard
+                                  group > 1, zero2/zero3 inner strategy, not opt.no_overlap_comm,
+                                  MPI thread support assumed); 0 no; 1 yes */
+    /* NVMe offload of the optimizer state (ZeRO-Infinity): the moments live in files, memory
+     * holds buffer_count staging buffers, each one chunk of every state array (nvme_store.c's
+     * rule: chunk = buffer_bytes / kinds rounded down to 4 KiB, at most the state's size). */
+    bool offload_optimizer;
+    int offload_buffer_count;  /* 0: 4 */
+    size_t offload_buffer_bytes; /* 0: 64 MiB */
+} zt_memory_plan_options;
+
+/* Defaults: no checkpointing, the communication thread as the engine decides, no offload. */
+void zt_memory_plan_options_default(zt_memory_plan_options *po);
+
+/* The plan of rank `rank` of `world` ranks (world 1: one process). o gives the strategy, B, T,
+ * grad_accum, reduce_every_micro_batch, bucket_bytes, keep_params_after_forward, no_prefetch,
+ * hybrid_shard_size / hybrid_inner, the optimizer kind and the precision; o->comm is not used
+ * (the world size is). Fails with ZT_ERR_USAGE naming the bad value (shape, hybrid size, rank). */
+int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po,
+                           int world, int rank, zt_memory_plan *out, zt_error *err);
+
+/* Bytes of one engine allocation of n floats (zt_engine_alloc: 64-byte granules, at least one). */
+static inline size_t zt_memory_alloc_bytes(size_t floats) {
+    return ((floats ? floats : 1) * sizeof(float) + 63) & ~(size_t)63;
+}
+
+/* Sum of the classes params, compute_copy, grads, optimizer at rest: the model states. */
+size_t zt_memory_plan_model_states(const zt_memory_plan *p);
+
+#endif

@@ -1,0 +1,213 @@
+/* tool_memory_check.c - one rank of a memory-plan run (tests/memory_plan.sh drives it under
+ * mpirun): trains a GPT-2 for a few steps and compares, on every rank, the engine's measured
+ * high-water per memory class (zt_engine_memory) with the plan it computed at creation
+ * (zt_engine_memory_plan) and with the plan computed independently from the options alone
+ * (zt_memory_plan_compute, as `zerotrain estimate-memory` does). Rank 0 prints one line per rank:
+ *   rank R: class plan/measured ... | peak total plan/measured | worst deviation
+ * and, for zero3 with fp32 AdamW, checks the model states at rest (parameters, gradients, m, v):
+ * 16 bytes per element this rank owns, and, with --balanced, within 1% of 16·Ψ/N.
+ *   tool_memory_check STRATEGY GA STEPS [--preset tiny] [--B b] [--T t] [--hybrid S] [--keep]
+ *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
+ *                     [--no-prefetch] [--inner-zero2] [--balanced] [--tolerance PCT]
+ * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
+#include "comm/comm.h"
+#include "memory/plan.h"
+#include "zerotrain/zerotrain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const zt_gpt2_config SMALL = {.max_seq_len = 16, .vocab_size = 96, .n_layer = 2, .n_head = 2, .n_embd = 32};
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int fail(zt_comm *w, const char *what, const zt_error *err) {
+    fprintf(stderr, "rank %d: %s: %s\n", w ? zt_comm_rank(w) : 0, what, err ? err->msg : "");
+    return 1;
+}
+
+/* what each rank sends to rank 0: plan peak, measured peak per class, totals, states, elements */
+enum { NV = 2 * ZT_MEM_CLASSES + 6 };
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s STRATEGY GA STEPS [options]\n", argv[0]);
+        return 2;
+    }
+    zt_error err = {0};
+    zt_comm *world = NULL;
+    if (zt_comm_init(&argc, &argv, &world, &err)) return fail(NULL, "init", &err);
+    int rank = zt_comm_rank(world), N = zt_comm_size(world);
+    zt_engine_options o;
+    zt_engine_options_default(&o);
+    if (zt_strategy_parse(argv[1], &o.strategy, &err)) return fail(world, "strategy", &err);
+    int GA = atoi(argv[2]), steps = atoi(argv[3]);
+    zt_gpt2_config cfg = SMALL;
+    o.B = 2;
+    o.T = 16;
+    o.seed = 7;
+    o.comm = N > 1 ? world : NULL;
+    o.grad_accum = GA;
+    o.hybrid_shard_size = N;
+    bool balanced = false;
+    double tol = 3.0;
+    zt_precision_mode prec = ZT_PRECISION_FP32;
+    for (int i = 4; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--preset") && i + 1 < argc) {
+            if (zt_gpt2_preset(v, &cfg, &err)) return fail(world, "preset", &err);
+            i++;
+        } else if (!strcmp(a, "--B") && i + 1 < argc) o.B = atoi(argv[++i]);
+        else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
+        else if (!strcmp(a, "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
+        else if (!strcmp(a, "--keep")) o.keep_params_after_forward = true;
+        else if (!strcmp(a, "--inner-zero2")) o.hybrid_inner = ZT_STRATEGY_ZERO2;
+        else if (!strcmp(a, "--reduce-every")) o.reduce_every_micro_batch = true;
+        else if (!strcmp(a, "--no-prefetch")) o.no_prefetch = true;
+        else if (!strcmp(a, "--balanced")) balanced = true;
+        else if (!strcmp(a, "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
+        else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--precision") && i + 1 < argc) {
+            int k = 0;
+            while (k < 4 && strcmp(zt_precision_mode_name((zt_precision_mode)k), v)) k++;
+            if (k == 4) {
+                fprintf(stderr, "unknown precision %s\n", v);
+                return 2;
+            }
+            prec = (zt_precision_mode)k;
+            i++;
+        } else {
+            fprintf(stderr, "unknown option %s\n", a);
+            return 2;
+        }
+    }
+    zt_precision_default(&o.precision, prec);
+    zt_model *m;
+    zt_engine *e;
+    if (zt_gpt2_create(&cfg, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+        return fail(world, "setup", &err);
+    /* the plan from the options alone (the estimator's way) must be the engine's own */
+    zt_memory_plan plan, indep;
+    zt_engine_memory_plan(e, &plan);
+    zt_memory_plan_options po;
+    zt_memory_plan_options_default(&po);
+    po.overlap = plan.overlap; /* the engine knows whether MPI gave it thread support */
+    if (zt_memory_plan_compute(m, &o, &po, N, rank, &indep, &err)) return fail(world, "plan", &err);
+    int status = 0;
+    if (memcmp(indep.peak, plan.peak, sizeof plan.peak) || indep.peak_total != plan.peak_total) {
+        fprintf(stderr, "rank %d: the plan from the options differs from the engine's\n", rank);
+        status = 1;
+    }
+    size_t BT = (size_t)o.B * o.T;
+    int32_t *in = malloc(BT * sizeof *in), *tg = malloc(BT * sizeof *tg);
+    if (!in || !tg) return fail(world, "alloc", NULL);
+    for (int s = 0; s < steps; s++) {
+        for (int k = 0; k < GA; k++) {
+            uint64_t first = ((uint64_t)s * N * GA + (uint64_t)rank * GA + k) * (uint64_t)o.B;
+            for (size_t t = 0; t < BT; t++) {
+                in[t] = (int32_t)(mix((first + t / o.T) * 131 + t % o.T / 2) % (uint64_t)cfg.vocab_size);
+                tg[t] = (int32_t)(mix((first + t / o.T) * 131 + (t % o.T + 1) / 2) % (uint64_t)cfg.vocab_size);
+            }
+            zt_batch bt = {.B = o.B, .T = o.T, .inputs = in, .targets = tg,
+                           .dloss = 1.0f / (float)(BT * GA * N), .logits_pos = -1};
+            float loss;
+            if (zt_engine_forward_backward(e, &bt, &loss, &err)) return fail(world, "forward_backward", &err);
+        }
+        zt_step_report r;
+        if (zt_engine_step(e, 1e-3f, &r, &err)) return fail(world, "step", &err);
+    }
+    zt_memory_report mem;
+    zt_engine_memory(e, &mem);
+    /* model states at rest: parameters + gradients + optimizer (bytes) */
+    double states = (double)mem.params + mem.compute_copy + mem.grads + mem.optimizer;
+    int64_t owned = 0; /* elements this rank's pieces hold (zero3) */
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t n;
+        zt_engine_param_local(e, i, NULL, &n);
+        owned += n;
+    }
+    double mine[NV], *all = calloc((size_t)N * NV, sizeof *all);
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) {
+        mine[c] = (double)plan.peak[c];
+        mine[ZT_MEM_CLASSES + c] = (double)mem.peak[c];
+    }
+    double *tail = mine + 2 * ZT_MEM_CLASSES;
+    tail[0] = (double)plan.peak_total;
+    tail[1] = (double)mem.peak_total;
+    tail[2] = states;
+    tail[3] = (double)owned;
+    tail[4] = (double)zt_memory_plan_model_states(&plan);
+    tail[5] = 0;
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) /* at rest the engine holds the plan's rest */
+        if (mem.now[c] != plan.rest[c]) tail[5] = 1;
+    if (!all || zt_all_gather_f64(world, mine, all, NV, "memory check", &err)) return fail(world, "gather", &err);
+    int64_t P = zt_model_numel(m);
+    if (rank == 0) {
+        int exact = 0, checked = 0;
+        double total_owned = 0;
+        for (int r = 0; r < N; r++) {
+            const double *v = all + (size_t)r * NV, *t = v + 2 * ZT_MEM_CLASSES;
+            double worst = 0;
+            printf("rank %d:", r);
+            for (int c = 0; c <= ZT_MEM_CLASSES; c++) {
+                double p = c < ZT_MEM_CLASSES ? v[c] : t[0], q = c < ZT_MEM_CLASSES ? v[ZT_MEM_CLASSES + c] : t[1];
+                double dev = p > 0 ? 100.0 * fabs(q - p) / p : (q > 0 ? 100.0 : 0.0);
+                if (dev > worst) worst = dev;
+                checked++;
+                exact += p == q;
+                if (p > 0 || q > 0)
+                    printf(" %s %.0f/%.0f", c < ZT_MEM_CLASSES ? zt_mem_class_name((zt_mem_class)c) : "| total", p, q);
+                if (dev > tol) {
+                    fprintf(stderr, "rank %d: %s planned %.0f bytes, measured %.0f (%.2f%% > %.1f%%)\n", r,
+                            c < ZT_MEM_CLASSES ? zt_mem_class_name((zt_mem_class)c) : "peak total", p, q, dev, tol);
+                    status = 1;
+                }
+            }
+            printf(" | worst %.3f%%\n", worst);
+            if (t[5] != 0) {
+                fprintf(stderr, "rank %d: the bytes held at rest differ from the plan's rest\n", r);
+                status = 1;
+            }
+            total_owned += t[3];
+            if (o.strategy == ZT_STRATEGY_ZERO3 && prec == ZT_PRECISION_FP32) {
+                /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
+                 * 64-byte aligned: 16 x the shard layout exactly */
+                double want = 16.0 * t[3], ideal = 16.0 * (double)P / N;
+                printf("  zero3 model states at rest: %.0f bytes = 16 x %.0f owned elements + %.0f alignment; "
+                       "16·Ψ/N = %.0f (%+.3f%%)\n", t[2], t[3], t[2] - want, ideal, 100.0 * (t[2] - ideal) / ideal);
+                if (t[2] < want || t[2] - want > 4.0 * 64.0 * m->n_params || t[2] != t[4]) {
+                    fprintf(stderr, "rank %d: zero3 model states %.0f bytes, expected 16 x %.0f (+ alignment) = plan %.0f\n",
+                            r, t[2], t[3], t[4]);
+                    status = 1;
+                }
+                if (balanced && fabs(t[2] - ideal) > 0.01 * ideal) {
+                    fprintf(stderr, "rank %d: zero3 model states %.0f bytes, more than 1%% from 16·Ψ/N = %.0f\n", r,
+                            t[2], ideal);
+                    status = 1;
+                }
+            }
+        }
+        if (o.strategy == ZT_STRATEGY_ZERO3 && N > 1 && total_owned != (double)P) {
+            fprintf(stderr, "zero3: the ranks own %.0f elements together, the model has %lld\n", total_owned,
+                    (long long)P);
+            status = 1;
+        }
+        printf("%d of %d (class, rank) high-waters exact; plan overlap %s, staging main %zu thread %zu\n", exact,
+               checked, plan.overlap ? "on" : "off", plan.pack_main, plan.pack_thread);
+    }
+    free(all);
+    free(in);
+    free(tg);
+    zt_engine_free(e);
+    zt_model_free(m);
+    zt_comm_free(world);
+    zt_comm_finalize(&err);
+    return status;
+}

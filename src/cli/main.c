@@ -14,7 +14,9 @@ static void usage(FILE *out) {
     fprintf(out,
             "zerotrain %s - distributed training engine in C\n\n"
             "usage:\n"
-            "  zerotrain train CONFIG [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
+            "  zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
+            "  zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--json]\n"
+            "  zerotrain estimate-memory --model gpt2-124M|...|llama-70b --nproc N [-B b] [-T t] [--json]\n"
             "  zerotrain tokenize TEXT... -o data.bin [--val-fraction f]\n"
             "  zerotrain sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X]\n"
             "  zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps N] [--warmup W]\n"
@@ -40,6 +42,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "verify")) return zt_cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return zt_cmd_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "config")) return zt_cmd_config(argc - 1, argv + 1);
+    if (!strcmp(cmd, "estimate-memory")) return zt_cmd_estimate(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("zerotrain %s\n", ZT_VERSION);
         return 0;

@@ -50,10 +50,79 @@ static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, i
     return rc;
 }
 
+/* After the last step: each rank's planned and measured high-water per class and its RSS peak,
+ * gathered to rank 0, which prints the table and logs the "memory" event. */
+static int report_memory(zt_engine *e, zt_comm *world_comm, int world, int rank, FILE *out, zt_jsonl *log,
+                         zt_error *err) {
+    enum { NV = 2 * ZT_MEM_CLASSES + 3 };
+    zt_memory_plan plan;
+    zt_memory_report mem;
+    zt_engine_memory_plan(e, &plan);
+    zt_engine_memory(e, &mem);
+    double mine[NV], *all = calloc((size_t)world * NV, sizeof *all);
+    zt_memory_rank *ranks = calloc((size_t)world, sizeof *ranks);
+    int rc = ZT_OK;
+    if (!all || !ranks) rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) {
+        mine[c] = (double)plan.peak[c];
+        mine[ZT_MEM_CLASSES + c] = (double)mem.peak[c];
+    }
+    mine[2 * ZT_MEM_CLASSES] = (double)plan.peak_total;
+    mine[2 * ZT_MEM_CLASSES + 1] = (double)mem.peak_total;
+    mine[2 * ZT_MEM_CLASSES + 2] = (double)zt_rss_peak_bytes();
+    if (!rc && world > 1) rc = zt_all_gather_f64(world_comm, mine, all, NV, "memory report", err);
+    else if (!rc) memcpy(all, mine, sizeof mine);
+    if (!rc && rank == 0) {
+        for (int r = 0; r < world; r++) {
+            const double *v = all + (size_t)r * NV;
+            for (int c = 0; c < ZT_MEM_CLASSES; c++) {
+                ranks[r].planned[c] = (size_t)v[c];
+                ranks[r].measured[c] = (size_t)v[ZT_MEM_CLASSES + c];
+            }
+            ranks[r].planned_total = (size_t)v[2 * ZT_MEM_CLASSES];
+            ranks[r].measured_total = (size_t)v[2 * ZT_MEM_CLASSES + 1];
+            ranks[r].rss_peak = (uint64_t)v[2 * ZT_MEM_CLASSES + 2];
+        }
+        zt_memory_print_ranks(out, ranks, world);
+        rc = zt_jsonl_write_memory_ranks(log, ranks, world, err);
+    }
+    free(all);
+    free(ranks);
+    return rc;
+}
+
 static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
     zt_engine_get_loss_scaler(e, &s);
     return s.scale;
+}
+
+void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {
+    zt_engine_options_default(eo);
+    eo->B = cfg->micro_batch;
+    eo->T = cfg->seq_len;
+    eo->seed = cfg->seed;
+    eo->optim = cfg->optim;
+    eo->strategy = cfg->strategy;
+    eo->comm = world > 1 ? comm : NULL;
+    eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size : world;
+    eo->hybrid_inner = cfg->hybrid_inner;
+    eo->keep_params_after_forward = !cfg->reshard_after_forward;
+    eo->grad_accum = cfg->grad_accum;
+    eo->reduce_every_micro_batch = cfg->reduce_every_micro_batch;
+    eo->bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
+    eo->no_overlap_comm = !cfg->overlap_comm;
+    eo->no_prefetch = !cfg->prefetch;
+    zt_precision_default(&eo->precision, (zt_precision_mode)cfg->precision);
+    eo->precision.reduce = (zt_dtype)cfg->reduce_dtype;
+    eo->precision.stochastic_rounding = cfg->stochastic_rounding;
+    eo->precision.loss_scale = cfg->loss_scale;
+    eo->precision.initial_scale_power = cfg->initial_scale_power;
+    eo->precision.loss_scale_window = cfg->loss_scale_window;
+    eo->precision.hysteresis = cfg->hysteresis;
+    eo->precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
+    eo->precision.min_loss_scale = cfg->min_loss_scale;
+    eo->activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
 }
 
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
@@ -92,31 +161,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     if ((rc = zt_gpt2_create(&cfg->model, &model, err))) goto done;
     zt_engine_options eo;
-    zt_engine_options_default(&eo);
-    eo.B = B;
-    eo.T = T;
-    eo.seed = cfg->seed;
-    eo.optim = cfg->optim;
-    eo.strategy = cfg->strategy;
-    eo.comm = world > 1 ? world_comm : NULL;
-    eo.hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size : world;
-    eo.hybrid_inner = cfg->hybrid_inner;
-    eo.keep_params_after_forward = !cfg->reshard_after_forward;
-    eo.grad_accum = A;
-    eo.reduce_every_micro_batch = cfg->reduce_every_micro_batch;
-    eo.bucket_bytes = (size_t)((double)cfg->bucket_mb * 1048576.0);
-    eo.no_overlap_comm = !cfg->overlap_comm;
-    eo.no_prefetch = !cfg->prefetch;
-    zt_precision_default(&eo.precision, (zt_precision_mode)cfg->precision);
-    eo.precision.reduce = (zt_dtype)cfg->reduce_dtype;
-    eo.precision.stochastic_rounding = cfg->stochastic_rounding;
-    eo.precision.loss_scale = cfg->loss_scale;
-    eo.precision.initial_scale_power = cfg->initial_scale_power;
-    eo.precision.loss_scale_window = cfg->loss_scale_window;
-    eo.precision.hysteresis = cfg->hysteresis;
-    eo.precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
-    eo.precision.min_loss_scale = cfg->min_loss_scale;
-    eo.activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
+    zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;
     uint64_t sample_base = 0; /* global sample index where start_step begins */
@@ -166,8 +211,6 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                                  ? model->recompute_flops_per_token(model, T, eo.activation_checkpointing) : 0;
     double hw_flops_per_token =
         zt_hfu_flops_per_token(flops_per_token, flops_per_token > 0 ? 3.0 * recompute_flops / flops_per_token : 0.0);
-    zt_memory_report mem;
-    zt_engine_memory(e, &mem);
     fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters (%lld)\n",
             ZT_VERSION, cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
             cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6, (long long)zt_model_numel(model));
@@ -186,10 +229,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     char policy[256];
     zt_precision_describe(&eo.precision, policy, sizeof policy);
     fprintf(out, "precision %s\n", policy);
-    fprintf(out, "optimizer %s | "
-            "memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
-            cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", mem.params / 1048576.0,
-            mem.grads / 1048576.0, mem.optimizer / 1048576.0, mem.activations / 1048576.0);
+    zt_memory_plan plan;
+    zt_engine_memory_plan(e, &plan);
+    char plan_text[512];
+    zt_memory_plan_line(&plan, plan_text, sizeof plan_text);
+    fprintf(out, "optimizer %s | memory plan of rank 0 (zerotrain estimate-memory): %s\n",
+            cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", plan_text);
 
     zt_progress prog;
     zt_progress_init(&prog, out);
@@ -204,7 +249,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                  zt_dtype_name(eo.precision.compute), zt_dtype_name(eo.precision.reduce),
                  zt_dtype_name(eo.precision.accumulate), zt_dtype_name(eo.precision.grads),
                  zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false");
-        if ((rc = zt_jsonl_write_event(&log, "precision", ev, err))) goto done;
+        if ((rc = zt_jsonl_write_event(&log, "precision", ev, err)) ||
+            (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
+            goto done;
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
@@ -343,6 +390,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if ((rc = zt_ckpt_async_finish(a, err))) goto done;
     }
     zt_progress_finish(&prog);
+    /* planned against measured memory, every rank (a collective: all ranks are here) */
+    if ((rc = report_memory(e, world_comm, world, rank, out, &log, err))) goto done;
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
         /* nothing to train (resumed at or past --stop-after): save the loaded state in this run's
          * layout, i.e. reshard the checkpoint to this world size and strategy */

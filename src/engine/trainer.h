@@ -28,6 +28,10 @@ typedef struct zt_train_result {
     zt_comm_bytes last_step_bytes; /* this rank's collective traffic in the last step */
 } zt_train_result;
 
+/* The engine options a configuration gives on `world` ranks (comm: the world, used when world > 1):
+ * what zt_train creates its engine with, and what `zerotrain estimate-memory CONFIG` plans. */
+void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo);
+
 /* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite. */
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
              zt_error *err);

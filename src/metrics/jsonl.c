@@ -72,12 +72,15 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     num(fp, "loss_scale", m->has_loss_scale ? m->loss_scale : no, 0);
     if (m->has_loss_scale) fprintf(fp, ",\"skipped_steps\":%lld", (long long)m->skipped_steps);
     else fputs(",\"skipped_steps\":null", fp);
-    if (m->has_memory) {
+    if (m->has_memory) { /* per class: bytes now, then high-water; the total's; the process's RSS peak */
         const zt_memory_report *r = &m->mem;
-        fprintf(fp, ",\"memory\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"activations\":%zu,"
-                "\"peak_params\":%zu,\"peak_grads\":%zu,\"peak_total\":%llu,\"rss_peak\":%llu}",
-                r->params, r->grads, r->optimizer, r->activations, r->peak_params, r->peak_grads,
-                (unsigned long long)zt_memory_peak_total(r), (unsigned long long)m->rss_peak);
+        fputs(",\"memory\":{", fp);
+        for (int c = 0; c < ZT_MEM_CLASSES; c++)
+            fprintf(fp, "\"%s\":%zu,", zt_mem_class_name((zt_mem_class)c), r->now[c]);
+        for (int c = 0; c < ZT_MEM_CLASSES; c++)
+            fprintf(fp, "\"peak_%s\":%zu,", zt_mem_class_name((zt_mem_class)c), r->peak[c]);
+        fprintf(fp, "\"total\":%zu,\"peak_total\":%zu,\"rss_peak\":%llu}", r->total, r->peak_total,
+                (unsigned long long)m->rss_peak);
     } else {
         fputs(",\"memory\":null", fp);
     }

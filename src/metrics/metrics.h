@@ -50,7 +50,7 @@ typedef struct zt_step_metrics {
 
 /* Peak resident set size of this process in bytes (getrusage), 0 when unknown. */
 uint64_t zt_rss_peak_bytes(void);
-/* Planned high-water of the engine's buffers: peak_params + peak_grads + optimizer + activations. */
+/* The engine's measured high-water of all its buffers together (m->peak_total). */
 uint64_t zt_memory_peak_total(const zt_memory_report *m);
 
 typedef struct zt_progress {
@@ -77,6 +77,26 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err);
 /* A free-form event line: {"event":"<name>", <fields_json>} where fields_json is "k":v,... */
 int zt_jsonl_write_event(zt_jsonl *j, const char *name, const char *fields_json, zt_error *err);
 void zt_jsonl_close(zt_jsonl *j);
+
+/* Memory (memory.c). One rank's plan and measurement at the end of training. */
+typedef struct zt_memory_rank {
+    size_t planned[ZT_MEM_CLASSES], measured[ZT_MEM_CLASSES]; /* high-water per class */
+    size_t planned_total, measured_total;                     /* high-water of the sum */
+    uint64_t rss_peak;                                        /* the process's peak resident set */
+} zt_memory_rank;
+/* "123 B", "12.3 KiB", "45.6 MiB", "7.89 GiB", "1.23 TiB". */
+void zt_format_bytes(char *buf, size_t cap, double bytes);
+/* "params 12.0 MiB | grads 24.0 MiB | ... | high-water 80.0 MiB": the plan's classes that hold bytes. */
+void zt_memory_plan_line(const zt_memory_plan *p, char *buf, size_t cap);
+/* The end-of-training table: per rank, each class's planned / measured high-water, the totals and
+ * the RSS peak; then whether everything was exact, or the largest deviation. */
+void zt_memory_print_ranks(FILE *out, const zt_memory_rank *ranks, int n);
+/* {"event":"memory_plan","rank":r,"world":N,"shards":S,"overlap":b,"peak":{class:bytes},
+ *  "rest":{...},"peak_total":..,"offload_file_bytes":..} */
+int zt_jsonl_write_memory_plan(zt_jsonl *j, const zt_memory_plan *p, zt_error *err);
+/* {"event":"memory","ranks":[{"rank":r,"planned":{..},"measured":{..},"planned_total":..,
+ *  "measured_total":..,"rss_peak":..}, ...]} */
+int zt_jsonl_write_memory_ranks(zt_jsonl *j, const zt_memory_rank *ranks, int n, zt_error *err);
 
 /* "1h02m", "3m05s", "12s". */
 void zt_format_duration(char *buf, size_t cap, double seconds);

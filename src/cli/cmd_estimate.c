@@ -1,0 +1,431 @@
+/* cmd_estimate.c - `zerotrain estimate-memory`: the per-rank memory plan before any run, for every
+ * strategy side by side, with activation checkpointing and NVMe offload variants (docs/memory.md).
+ *   zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]
+ *   zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]
+ *                             [--precision p] [--hybrid-shard S] [--checkpointing c] [--offload o]
+ *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]
+ * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
+ * and planned with the engine options the trainer builds from it. GPT-2 models are the engine's
+ * own, so the numbers are what the engine allocates; Llama models are shape-only (formula
+ * estimates, said in the output). Bad input: exit 2 with a message naming the option. */
+#include "cli/commands.h"
+#include "config/train_config.h"
+#include "engine/trainer.h"
+#include "memory/estimate.h"
+#include "memory/shapes.h"
+#include "metrics/metrics.h"
+
+#include <cjson/cJSON.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]\n"
+            "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
+            "                                 [--precision fp32|bf16|bf16-low|fp16] [--hybrid-shard S]\n"
+            "                                 [--checkpointing none|full|selective] [--offload none|nvme]\n"
+            "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
+            "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
+            "                  as `zerotrain train` would; the numbers are what the engine allocates\n"
+            "  --model         gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M (the engine's model: exact),\n"
+            "                  llama-7b, llama-13b, llama-70b (shape-only: formula estimates)\n"
+            "  --nproc         ranks (default: parallel.nproc, or 1)\n"
+            "  -B, -T          micro-batch size (1) and sequence length (the model's context)\n"
+            "  --grad-accum    micro-batches per rank per step (1)\n"
+            "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
+            "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
+            "                  cores / N); sizes the attention backward's scratch\n"
+            "  --json          the same numbers as one JSON object\n"
+            "Per rank, for the rank that needs the most: each memory class's high-water, the high-water of\n"
+            "their sum, the model states at rest, and the high-water with activation checkpointing\n"
+            "(full, selective) and with the optimizer state on NVMe. Exit code 0, or 2 on bad input.\n");
+}
+
+/* ---- argument parsing ------------------------------------------------------------------------ */
+static int parse_int(const char *opt, const char *text, long lo, long hi, int *out, zt_error *err) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < lo || v > hi)
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s wants an integer in [%ld, %ld], got \"%s\"", opt,
+                            lo, hi, text);
+    *out = (int)v;
+    return ZT_OK;
+}
+
+static int parse_precision(const char *text, zt_precision_mode *out, zt_error *err) {
+    for (int k = 0; k <= ZT_PRECISION_FP16; k++)
+        if (!strcmp(text, zt_precision_mode_name((zt_precision_mode)k))) {
+            *out = (zt_precision_mode)k;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: --precision \"%s\" (known: fp32, bf16, bf16-low, fp16)",
+                        text);
+}
+
+static int parse_choice(const char *opt, const char *text, const char *const *names, int n, int *out,
+                        zt_error *err) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(text, names[k])) {
+            *out = k;
+            return ZT_OK;
+        }
+    char known[128] = "";
+    for (int k = 0; k < n; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", names[k]);
+    return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s \"%s\" (known: %s)", opt, text, known);
+}
+
+/* threads per rank as the launcher gives them (launch.c): OMP_NUM_THREADS, else cores / N */
+static int default_threads(int nproc) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    int t = env ? atoi(env) : 0;
+    if (t > 0) return t;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    t = (int)(cores / (nproc > 0 ? nproc : 1));
+    return t > 0 ? t : 1;
+}
+
+static int default_hybrid_shard(int world) { return world >= 4 && world % 2 == 0 ? world / 2 : world; }
+
+/* ---- what is shown ---------------------------------------------------------------------------- */
+typedef struct shown {
+    const char *title;          /* model or config */
+    const char *model_name;
+    bool formula;
+    const zt_model *model;
+    const zt_engine_options *opt;
+    const zt_memory_plan_options *po;
+    int world, threads;
+    int configured;             /* the configuration's strategy column, or -1 */
+    const char *config_path;
+} shown;
+
+static const char *unit_name(double max, double *div, int *decimals) {
+    if (max >= 8.0 * 1073741824.0) return *div = 1073741824.0, *decimals = 2, "GiB";
+    if (max >= 8.0 * 1048576.0) return *div = 1048576.0, *decimals = 1, "MiB";
+    return *div = 1024.0, *decimals = 1, "KiB";
+}
+
+static void cell(FILE *out, size_t bytes, double div, int decimals) {
+    if (!bytes) fprintf(out, " %10s", "-");
+    else fprintf(out, " %10.*f", decimals, (double)bytes / div);
+}
+
+static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
+    const zt_engine_options *o = w->opt;
+    const zt_precision_bytes *pb = zt_precision_bytes_of(o->precision.mode);
+    int64_t P = zt_model_numel(w->model);
+    bool adam = o->optim.kind == ZT_OPT_ADAMW;
+    int moments = adam ? 2 : o->optim.momentum != 0.0f ? 1 : 0;
+    fprintf(out, "zerotrain estimate-memory: %s | %.2fM parameters (%lld) | %d rank%s x %d thread%s\n", w->title,
+            (double)P / 1e6, (long long)P, w->world, w->world > 1 ? "s" : "", w->threads, w->threads > 1 ? "s" : "");
+    fprintf(out, "micro-batch %d x %d tokens, accumulation %d | precision %s: %d B master + %d B compute copy + %d B "
+            "grads + %d x %d B moments per parameter | %s | buckets %.0f MiB\n",
+            o->B, o->T, o->grad_accum > 0 ? o->grad_accum : 1, zt_precision_mode_name(o->precision.mode), pb->master,
+            pb->copy, pb->grads, moments, pb->moment, adam ? "adamw" : "sgd", (double)o->bucket_bytes / 1048576.0);
+    if (w->formula)
+        fprintf(out, "FORMULA ESTIMATE: %s does not exist in the engine. Its numbers come from a shape-only model\n"
+                "(src/memory/shapes.h: the parameter table and the activation formula of docs/memory.md) run\n"
+                "through the engine's plan; they are not a plan of code that runs.\n", w->model_name);
+    else if (w->config_path)
+        fprintf(out, "the engine's plan for %s (* = its strategy): `zerotrain train` allocates these bytes and prints\n"
+                "planned against measured high-water per rank at the end\n", w->config_path);
+    else
+        fprintf(out, "the engine's plan: `zerotrain train` allocates these bytes per class (tests/memory_plan.sh)\n");
+    double max = 0, div;
+    int decimals;
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++)
+        for (int v = 0; v < ZT_EST_VARIANTS; v++)
+            if ((double)est->col[s].peak[v] > max) max = (double)est->col[s].peak[v];
+    const char *unit = unit_name(max, &div, &decimals);
+    char head[64];
+    snprintf(head, sizeof head, "per rank (%s), the rank needing the most", unit);
+    fprintf(out, "\n%-44s", head);
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) {
+        char name[32];
+        if (s == ZT_STRATEGY_HYBRID)
+            snprintf(name, sizeof name, "hybrid/%d%s", o->hybrid_shard_size, s == w->configured ? "*" : "");
+        else
+            snprintf(name, sizeof name, "%s%s", zt_strategy_name((zt_strategy)s), s == w->configured ? "*" : "");
+        fprintf(out, " %10s", name);
+    }
+    fputc('\n', out);
+    static const char *labels[ZT_MEM_CLASSES] = {
+        "  params (fp32 master; pieces for zero3)", "  compute copy (bf16/fp16 matrices)",
+        "  gathered units (zero3, with prefetch)", "  grads (buffers, tree, in flight)",
+        "  optimizer state (or its NVMe staging)", "  activations (outputs, saved, scratch)",
+        "  communication staging, norm partials"};
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) {
+        bool any = false;
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) any |= est->col[s].plan.peak[c] != 0;
+        if (!any) continue;
+        fprintf(out, "%-44s", labels[c]);
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].plan.peak[c], div, decimals);
+        fputc('\n', out);
+    }
+    fprintf(out, "%-44s", "high-water (all classes at once)");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].peak[ZT_EST_AS_GIVEN], div, decimals);
+    fprintf(out, "\n%-44s", "  model states at rest (params+grads+optim)");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, zt_memory_plan_model_states(&est->col[s].plan), div, decimals);
+    fprintf(out, "\n%-44s", "  ... in bytes per parameter");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++)
+        fprintf(out, " %10.2f", (double)zt_memory_plan_model_states(&est->col[s].plan) / (double)P);
+    fprintf(out, "\nhigh-water with\n");
+    static const char *vlabels[ZT_EST_VARIANTS] = {NULL, "  activation checkpointing full",
+                                                   "  activation checkpointing selective", NULL,
+                                                   "  checkpointing full + optimizer on NVMe"};
+    char nvme_label[80];
+    size_t nbuf = w->po->offload_buffer_count > 0 ? (size_t)w->po->offload_buffer_count : 4;
+    size_t nbytes = w->po->offload_buffer_bytes ? w->po->offload_buffer_bytes : (size_t)64 << 20;
+    snprintf(nvme_label, sizeof nvme_label, "  optimizer state on NVMe (%zu x %.0f MiB)", nbuf, nbytes / 1048576.0);
+    for (int v = 1; v < ZT_EST_VARIANTS; v++) {
+        fprintf(out, "%-44s", v == ZT_EST_NVME ? nvme_label : vlabels[v]);
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].peak[v], div, decimals);
+        fputc('\n', out);
+    }
+    fprintf(out, "%-44s", "  (NVMe files per rank)");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].offload_file_bytes, div, decimals);
+    fputc('\n', out);
+    fprintf(out, "\nClass rows are each class's own high-water; they peak at different moments, so the high-water of\n"
+            "their sum is below the sum of the rows. ");
+    if (est->ranks_evaluated < w->world)
+        fprintf(out, "%d of %d ranks planned (rank 0, the last, those holding the most). ", est->ranks_evaluated,
+                w->world);
+    fprintf(out, "The smallest rank's high-water:");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) {
+        char b[32];
+        zt_format_bytes(b, sizeof b, (double)est->col[s].min_peak);
+        fprintf(out, " %s %s (rank %d)%s", zt_strategy_name((zt_strategy)s), b, est->col[s].min_rank,
+                s + 1 < ZT_EST_STRATEGIES ? "," : ".\n");
+    }
+    fprintf(out, "Checkpointing and NVMe rows are the plan of docs/memory.md (\"Activation checkpointing\", \"NVMe\n"
+            "offload\"): the NVMe staging is a parameter of the plan; nothing else of the state stays in memory.\n");
+}
+
+static cJSON *classes_json(const size_t *v) {
+    cJSON *o = cJSON_CreateObject();
+    for (int c = 0; c < ZT_MEM_CLASSES; c++) cJSON_AddNumberToObject(o, zt_mem_class_name((zt_mem_class)c), (double)v[c]);
+    return o;
+}
+
+static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_error *err) {
+    const zt_engine_options *o = w->opt;
+    const zt_precision_bytes *pb = zt_precision_bytes_of(o->precision.mode);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", w->model_name);
+    if (w->config_path) cJSON_AddStringToObject(root, "config", w->config_path);
+    cJSON_AddStringToObject(root, "source", w->formula ? "formula" : "engine plan");
+    cJSON_AddNumberToObject(root, "parameters", (double)zt_model_numel(w->model));
+    cJSON_AddNumberToObject(root, "world", w->world);
+    cJSON_AddNumberToObject(root, "threads_per_rank", w->threads);
+    cJSON_AddNumberToObject(root, "micro_batch", o->B);
+    cJSON_AddNumberToObject(root, "seq_len", o->T);
+    cJSON_AddNumberToObject(root, "grad_accum", o->grad_accum > 0 ? o->grad_accum : 1);
+    cJSON_AddStringToObject(root, "precision", zt_precision_mode_name(o->precision.mode));
+    cJSON *bpp = cJSON_AddObjectToObject(root, "bytes_per_element");
+    cJSON_AddNumberToObject(bpp, "master", pb->master);
+    cJSON_AddNumberToObject(bpp, "compute_copy", pb->copy);
+    cJSON_AddNumberToObject(bpp, "grads", pb->grads);
+    cJSON_AddNumberToObject(bpp, "moment", pb->moment);
+    cJSON_AddStringToObject(root, "optimizer", o->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
+    cJSON_AddNumberToObject(root, "hybrid_shard_size", o->hybrid_shard_size);
+    cJSON_AddNumberToObject(root, "ranks_evaluated", est->ranks_evaluated);
+    if (w->configured >= 0) cJSON_AddStringToObject(root, "strategy", zt_strategy_name((zt_strategy)w->configured));
+    cJSON *st = cJSON_AddObjectToObject(root, "strategies");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) {
+        const zt_estimate_column *col = &est->col[s];
+        cJSON *c = cJSON_AddObjectToObject(st, zt_strategy_name((zt_strategy)s));
+        cJSON_AddNumberToObject(c, "rank", col->plan.rank);
+        cJSON_AddItemToObject(c, "peak", classes_json(col->plan.peak));
+        cJSON_AddItemToObject(c, "rest", classes_json(col->plan.rest));
+        cJSON_AddNumberToObject(c, "peak_total", (double)col->peak[ZT_EST_AS_GIVEN]);
+        cJSON_AddNumberToObject(c, "model_states", (double)zt_memory_plan_model_states(&col->plan));
+        cJSON_AddNumberToObject(c, "min_peak_total", (double)col->min_peak);
+        cJSON_AddNumberToObject(c, "min_rank", col->min_rank);
+        cJSON *v = cJSON_AddObjectToObject(c, "variants");
+        for (int k = 0; k < ZT_EST_VARIANTS; k++)
+            cJSON_AddNumberToObject(v, zt_est_variant_name((zt_est_variant)k), (double)col->peak[k]);
+        cJSON_AddNumberToObject(c, "nvme_file_bytes", (double)col->offload_file_bytes);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return zt_error_set(err, ZT_ERR_NOMEM, "estimate-memory: out of memory for the JSON");
+    fprintf(out, "%s\n", text);
+    free(text);
+    return ZT_OK;
+}
+
+/* the configured strategy's high-water on every rank (they differ: shards are uneven) */
+static int print_ranks(FILE *out, const shown *w, zt_error *err) {
+    if (w->configured < 0 || w->world < 2 || w->world > 16) return ZT_OK;
+    fprintf(out, "per rank (%s):", zt_strategy_name((zt_strategy)w->configured));
+    for (int r = 0; r < w->world; r++) {
+        zt_memory_plan p;
+        int rc = zt_memory_plan_compute(w->model, w->opt, w->po, w->world, r, &p, err);
+        if (rc) return rc;
+        char b[32];
+        zt_format_bytes(b, sizeof b, (double)p.peak_total);
+        fprintf(out, " %d: %s%s", r, b, r + 1 < w->world ? "," : "\n");
+    }
+    return ZT_OK;
+}
+
+int zt_cmd_estimate(int argc, char **argv) {
+    zt_error err = {0};
+    const char *config = NULL, *model_name = NULL;
+    int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
+    bool json = false, model_only_opt = false;
+    zt_precision_mode prec = ZT_PRECISION_FP32;
+    static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision",
+                                           "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
+                                           "--nvme-buffers", "--nvme-buffer-mb"};
+        bool takes = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
+        if (takes) {
+            if (i + 1 >= argc) {
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: %s needs a value", a);
+                return zt_cli_fail(&err);
+            }
+            const char *v = argv[++i];
+            int rc = ZT_OK;
+            if (!strcmp(a, "--model")) model_name = v;
+            else if (!strcmp(a, "--nproc")) rc = parse_int(a, v, 1, 65536, &nproc, &err);
+            else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 4096, &threads, &err);
+            else if (!strcmp(a, "--set")) continue; /* applied after the file, below */
+            else {
+                model_only_opt = true;
+                if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
+                else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
+                else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
+                else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
+                else if (!strcmp(a, "--nvme-buffers")) rc = parse_int(a, v, 2, 1024, &nbuf, &err);
+                else if (!strcmp(a, "--nvme-buffer-mb")) rc = parse_int(a, v, 1, 1 << 20, &nbuf_mb, &err);
+                else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
+                else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
+                else if (!strcmp(a, "--offload")) {
+                    rc = parse_choice(a, v, OFFLOAD, 2, &pick, &err);
+                    offload = pick;
+                }
+            }
+            if (rc) return zt_cli_fail(&err);
+        } else if (a[0] == '-') {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: unknown option %s (see zerotrain estimate-memory --help)", a);
+            return zt_cli_fail(&err);
+        } else if (config) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: more than one CONFIG (%s, %s)", config, a);
+            return zt_cli_fail(&err);
+        } else {
+            config = a;
+        }
+    }
+    if (!config == !model_name) {
+        zt_error_set(&err, ZT_ERR_USAGE, config ? "estimate-memory: give a CONFIG or --model NAME, not both"
+                                                : "estimate-memory: give a CONFIG or --model NAME (see --help)");
+        return zt_cli_fail(&err);
+    }
+    if (config && model_only_opt) {
+        zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --hybrid-shard, "
+                     "--checkpointing, --offload and --nvme-* go with --model; with a CONFIG use --set (e.g. "
+                     "--set training.micro_batch_size=8)");
+        return zt_cli_fail(&err);
+    }
+    zt_model *model = NULL;
+    bool formula = false;
+    zt_engine_options eo;
+    zt_memory_plan_options po;
+    zt_memory_plan_options_default(&po);
+    shown w = {.configured = -1, .config_path = config};
+    static zt_train_config cfg; /* large (paths): off the stack */
+    char title[600];
+    if (config) {
+        zt_train_config_default(&cfg);
+        if (zt_train_config_load(&cfg, config, &err)) return zt_cli_fail(&err);
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--set") && i + 1 < argc && zt_train_config_set(&cfg, argv[++i], &err))
+                return zt_cli_fail(&err);
+        if (nproc) cfg.nproc = nproc;
+        nproc = cfg.nproc;
+        if (zt_train_config_validate_world(&cfg, nproc, &err)) {
+            zt_error_prefix(&err, "with %d rank%s", nproc, nproc == 1 ? "" : "s");
+            return zt_cli_fail(&err);
+        }
+        if (zt_gpt2_create(&cfg.model, &model, &err)) return zt_cli_fail(&err);
+        zt_train_engine_options(&cfg, nproc, NULL, &eo);
+        if (cfg.strategy != ZT_STRATEGY_HYBRID && !cfg.hybrid_shard_size)
+            eo.hybrid_shard_size = default_hybrid_shard(nproc);
+        po.recompute = cfg.activation_checkpointing;
+        po.offload_optimizer = cfg.offload_optimizer == ZT_CFG_OFFLOAD_NVME;
+        w.configured = cfg.strategy;
+        snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
+        model_name = cfg.model_preset;
+    } else {
+        if (zt_estimator_model(model_name, &model, &formula, &err)) return zt_cli_fail(&err);
+        if (!nproc) nproc = 1;
+        if (!T) T = model->max_seq_len;
+        if (T > model->max_seq_len) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -T %d exceeds %s's context of %d tokens", T, model_name,
+                         model->max_seq_len);
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        if (!hybrid) hybrid = default_hybrid_shard(nproc);
+        if (nproc % hybrid) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
+                         nproc);
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        zt_engine_options_default(&eo);
+        eo.B = B;
+        eo.T = T;
+        eo.grad_accum = ga;
+        eo.hybrid_shard_size = hybrid;
+        zt_precision_default(&eo.precision, prec);
+        po.recompute = ckpt;
+        po.offload_optimizer = offload == 1;
+        snprintf(title, sizeof title, "%s", model_name);
+    }
+    po.offload_buffer_count = nbuf;
+    po.offload_buffer_bytes = (size_t)nbuf_mb << 20;
+    if (!threads) threads = default_threads(nproc);
+    omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
+    w.title = title;
+    w.model_name = model_name;
+    w.formula = formula;
+    w.model = model;
+    w.opt = &eo;
+    w.po = &po;
+    w.world = nproc;
+    w.threads = threads;
+    zt_estimate_request rq = {.model = model, .opt = eo, .plan = po, .world = nproc};
+    zt_estimate *est = calloc(1, sizeof *est);
+    int rc = est ? zt_estimate_run(&rq, est, &err) : zt_error_set(&err, ZT_ERR_NOMEM, "estimate-memory: out of memory");
+    if (!rc && json) rc = print_json(stdout, &w, est, &err);
+    if (!rc && !json) {
+        print_text(stdout, &w, est);
+        if (config) {
+            zt_engine_options mine = eo;
+            mine.strategy = cfg.strategy;
+            if (cfg.strategy != ZT_STRATEGY_HYBRID) mine.hybrid_shard_size = eo.hybrid_shard_size;
+            w.opt = &mine;
+            rc = print_ranks(stdout, &w, &err);
+        }
+    }
+    free(est);
+    zt_model_free(model);
+    return rc ? zt_cli_fail(&err) : 0;
+}

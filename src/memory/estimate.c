@@ -1,0 +1,97 @@
+/* estimate.c - the estimator's grid (estimate.h): one memory plan per (strategy, variant, rank),
+ * reduced to the rank that needs the most. */
+#include "memory/estimate.h"
+#include "shard/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *zt_est_variant_name(zt_est_variant v) {
+    static const char *names[ZT_EST_VARIANTS] = {"as_given", "ckpt_full", "ckpt_selective", "nvme", "ckpt_full_nvme"};
+    return (unsigned)v < ZT_EST_VARIANTS ? names[v] : "unknown";
+}
+
+static void variant_options(const zt_memory_plan_options *base, zt_est_variant v, zt_memory_plan_options *po) {
+    *po = *base;
+    if (v == ZT_EST_CKPT_FULL || v == ZT_EST_FULL_NVME) po->recompute = ZT_PLAN_RECOMPUTE_FULL;
+    if (v == ZT_EST_CKPT_SELECTIVE) po->recompute = ZT_PLAN_RECOMPUTE_SELECTIVE;
+    if (v == ZT_EST_NVME || v == ZT_EST_FULL_NVME) po->offload_optimizer = true;
+}
+
+typedef struct owned {
+    int rank;
+    int64_t elements;
+} owned;
+
+static int by_elements(const void *a, const void *b) {
+    const owned *x = a, *y = b;
+    if (x->elements != y->elements) return x->elements > y->elements ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+int zt_estimate_ranks(const zt_model *m, int world, int group, int *out, int cap) {
+    int n = 0;
+    if (world <= 64) {
+        for (int r = 0; r < world && n < cap; r++) out[n++] = r;
+        return n;
+    }
+    if (group < 1) group = world;
+    zt_plan pl;
+    zt_error ignore;
+    owned *o = calloc((size_t)group, sizeof *o);
+    if (!o || zt_plan_create(m, group, 0, &pl, &ignore)) { /* fall back to the ends */
+        free(o);
+        out[n++] = 0;
+        if (n < cap && world > 1) out[n++] = world - 1;
+        return n;
+    }
+    for (int s = 0; s < group; s++) {
+        o[s].rank = s;
+        for (int i = 0; i < m->n_params; i++) o[s].elements += zt_plan_shard_numel(&pl, i, s);
+    }
+    zt_plan_free(&pl);
+    qsort(o, (size_t)group, sizeof *o, by_elements);
+    int want[10] = {0, world - 1}, k = 2;
+    for (int s = 0; s < group && k < 10; s++) want[k++] = o[s].rank; /* shard index = rank in group 0 */
+    free(o);
+    for (int i = 0; i < k && n < cap; i++) {
+        bool dup = false;
+        for (int j = 0; j < n; j++) dup |= out[j] == want[i];
+        if (!dup) out[n++] = want[i];
+    }
+    return n;
+}
+
+int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
+    memset(out, 0, sizeof *out);
+    int ranks[64];
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) {
+        zt_estimate_column *col = &out->col[s];
+        zt_engine_options o = rq->opt;
+        o.strategy = (zt_strategy)s;
+        col->strategy = o.strategy;
+        int group = s == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : s == ZT_STRATEGY_DDP ? 1 : rq->world;
+        int n = zt_estimate_ranks(rq->model, rq->world, group, ranks, 64);
+        if (n > out->ranks_evaluated) out->ranks_evaluated = n;
+        col->min_peak = (size_t)-1;
+        for (int v = 0; v < ZT_EST_VARIANTS; v++) {
+            zt_memory_plan_options po;
+            variant_options(&rq->plan, (zt_est_variant)v, &po);
+            for (int k = 0; k < n; k++) {
+                zt_memory_plan p;
+                int rc = zt_memory_plan_compute(rq->model, &o, &po, rq->world, ranks[k], &p, err);
+                if (rc) return zt_error_prefix(err, "%s", zt_strategy_name(o.strategy));
+                if (p.peak_total > col->peak[v]) { /* every plan holds something: k = 0 always lands */
+                    col->peak[v] = p.peak_total;
+                    if (v == ZT_EST_AS_GIVEN) col->plan = p;
+                    if (v == ZT_EST_NVME) col->offload_file_bytes = p.offload_file_bytes;
+                }
+                if (v == ZT_EST_AS_GIVEN && p.peak_total < col->min_peak) {
+                    col->min_peak = p.peak_total;
+                    col->min_rank = ranks[k];
+                }
+            }
+        }
+    }
+    return ZT_OK;
+}

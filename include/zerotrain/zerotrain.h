@@ -454,6 +454,9 @@ typedef struct zt_memory_plan {
     int nshards, shard;          /* the shard group's size and this rank's index in it */
     bool overlap;                /* the communication thread reduces (and gathers) */
     size_t pack_main, pack_thread;  /* bytes of the bucket staging of the two threads (in comm) */
+    size_t scratch_main, scratch_thread, scratch_replica; /* reduce-scatter scratch the comms hold
+                                    (src/comm): the shard group's (the world's for ddp), the
+                                    communication thread's, hybrid's replica group's (in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
 } zt_memory_plan;
 /* The plan the engine computed at creation and allocates by. */

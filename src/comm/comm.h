@@ -189,6 +189,11 @@ int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, cons
  * (2 MiB on 2..5 ranks with the default chunk, 512 KiB x (N-1) beyond; never more than
  * D x (N-1) x max_block x 4, whatever the bucket size). For the memory plan. */
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block);
+/* The same for a comm of nranks ranks and chunk_bytes chunks that does not exist yet (the memory
+ * plan, the estimator); 0 for one rank. */
+size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block);
+/* The chunk size new comms get: ZT_COMM_CHUNK_BYTES, or the default (256 KiB) when unset or bad. */
+size_t zt_comm_default_chunk_bytes(void);
 /* Grows the comm's scratch to at least bytes now (ZT_ERR_NOMEM on failure). */
 int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err);
 /* Bytes of scratch the comm holds now. */
@@ -235,6 +240,11 @@ int zt_all_reduce_and_int(zt_comm *c, int *flag, const char *tag, zt_error *err)
  * n (it is the pairwise all-gather: N-1 messages each way per rank). */
 int zt_all_gather_f64(zt_comm *c, const double *send, double *recv, size_t n, const char *tag,
                       zt_error *err);
+/* recv = the N blocks rank-major (block j: counts[j] doubles from rank j); send holds
+ * counts[rank] doubles and may be exactly recv's own block. Counted under ZT_COLL_SMALL (the
+ * gradient-norm partials each rank owns: their sizes differ by rank). Bit-exact copy. */
+int zt_all_gather_f64v(zt_comm *c, const double *send, double *recv, const size_t *counts, const char *tag,
+                       zt_error *err);
 /* Returns once every rank has entered it (or fails naming who did not). */
 int zt_comm_barrier(zt_comm *c, const char *tag, zt_error *err);
 

@@ -62,12 +62,24 @@ int zt_rs_depth_(int nranks) {
 
 int zt_rs_nreq_(const zt_comm *c) { return 2 * zt_rs_depth_(c->size) * (c->size - 1); }
 
-size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
-    size_t chunk_f = c->chunk_bytes / sizeof(float);
+size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block) {
+    if (nranks < 2) return 0;
+    size_t chunk_f = chunk_bytes / sizeof(float);
     size_t nch = zt_nchunks_(max_block, chunk_f);
     size_t cap = max_block < chunk_f ? max_block : chunk_f;
-    size_t depth = (size_t)zt_rs_depth_(c->size), rounds = nch < depth ? nch : depth;
-    return rounds * (size_t)(c->size - 1) * cap * sizeof(float);
+    size_t depth = (size_t)zt_rs_depth_(nranks), rounds = nch < depth ? nch : depth;
+    return rounds * (size_t)(nranks - 1) * cap * sizeof(float);
+}
+
+size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
+    return zt_comm_scratch_bytes_for_size(c->size, c->chunk_bytes, max_block);
+}
+
+size_t zt_comm_default_chunk_bytes(void) {
+    double timeout, spin;
+    size_t chunk;
+    zt_error ignore;
+    return zt_comm_env_(&timeout, &chunk, &spin, &ignore) == ZT_OK ? chunk : ZT_COMM_DEFAULT_CHUNK;
 }
 
 int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err) {

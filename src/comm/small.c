@@ -1,6 +1,7 @@
 /* small.c - the few-byte collectives: max of a double (grad norm, loss scale agreement), logical
- * AND of an int (the finite check), all-gather of a few doubles (norm partials), the barrier and
- * the setup fence that comm creation runs.
+ * AND of an int (the finite check), all-gather of a few doubles, the variable-count all-gather of
+ * doubles (each rank's gradient-norm partials), the barrier and the setup fence that comm creation
+ * runs.
  *
  * Invariants:
  *   - Each is the pairwise all-gather of all_gather.c followed by a local reduction over the
@@ -130,6 +131,28 @@ int zt_all_gather_f64(zt_comm *c, const double *send, double *recv, size_t n, co
         rc = zt_error_set(err, ZT_ERR_USAGE, "all_gather_f64 on comm '%s': NULL buffer", c->name);
     else
         rc = gather_f64(c, "all_gather_f64", send, recv, n, tag, err);
+    zt_comm_leave_(c);
+    return rc;
+}
+
+int zt_all_gather_f64v(zt_comm *c, const double *send, double *recv, const size_t *counts, const char *tag,
+                       zt_error *err) {
+    zt_error local;
+    if (!err) err = &local;
+    int rc = zt_comm_enter_(c, "all_gather_f64v", err);
+    if (rc) return rc;
+    size_t total = 0;
+    if (!(rc = zt_comm_ready_(c, "all_gather_f64v", err)))
+        rc = zt_counts_check_(c, "all_gather_f64v", counts, &total, err);
+    if (!rc && ((total && !recv) || (counts[c->rank] && !send)))
+        rc = zt_error_set(err, ZT_ERR_USAGE, "all_gather_f64v on comm '%s': NULL buffer", c->name);
+    zt_comm_op *op = NULL;
+    if (!rc)
+        rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_SMALL, "all_gather_f64v", tag, total * sizeof(double),
+                          zt_ag_nreq_(c), true, false, &op, err);
+    if (!rc) rc = zt_ag_post_(op, send, recv, sizeof(double), err);
+    if (!rc) rc = zt_op_kick_(op, err);
+    if (!rc) rc = zt_op_wait_(op, err);
     zt_comm_leave_(c);
     return rc;
 }

@@ -256,21 +256,53 @@ int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err) {
 }
 
 /* ---- small exact sums ---------------------------------------------------------------------------- */
+/* Chunks [*first, *first + result) of the norm partials (global indices) are parameter i's rows
+ * held by shard s; base is parameter i's first chunk. As zt_plan_norm_chunks, without its scan. */
+static size_t shard_chunks(const zt_plan *pl, int i, int s, int64_t base, int64_t *first) {
+    int64_t begin = zt_plan_shard_begin(pl, i, s), cnt = zt_plan_shard_numel(pl, i, s);
+    *first = base + begin / ZT_NORM_CHUNK;
+    return cnt ? (size_t)((begin + cnt + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK - begin / ZT_NORM_CHUNK) : 0;
+}
+
+/* Visits every (shard, parameter) chunk range in that order; off = its place in the gathered
+ * array. pass 0 packs this rank's ranges, pass 1 unpacks the others'. */
+static size_t walk_chunks(const zt_engine *e, double *x, double *all, size_t *counts, int pass) {
+    const zt_plan *pl = &e->plan;
+    size_t off = 0;
+    for (int s = 0; s < pl->nshards; s++) {
+        int64_t base = 0, first;
+        if (counts) counts[s] = 0;
+        for (int i = 0; i < e->model->n_params; i++) {
+            size_t k = shard_chunks(pl, i, s, base, &first);
+            if (k && pass == 0 && s == pl->shard) memcpy(all + off, x + first, k * sizeof *x);
+            if (k && pass == 1 && s != pl->shard) memcpy(x + first, all + off, k * sizeof *x);
+            off += k;
+            if (counts) counts[s] += k;
+            base += (e->model->params[i].numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+        }
+    }
+    return off;
+}
+
+/* A chunk of the norm partials belongs to the one shard whose rows hold it (shards start on
+ * chunk boundaries, plan.h), so each rank sends only its own chunks and receives every other
+ * rank's: plan.norm_chunks doubles in all, whatever the number of ranks (the all-gather of the
+ * whole array from every rank held N times that). Each x[c] becomes its owner's value, which is
+ * what the sum of the owner's value and everyone else's zeros was: the same bits. */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
+    const zt_plan *pl = &e->plan;
     int N = zt_comm_size(e->shard_comm);
-    double *all = e->norm_gather; /* (N x plan.norm_chunks), allocated at creation */
-    if (!all || N != e->plan.nshards || n > e->plan.norm_chunks)
+    double *all = e->norm_gather; /* (plan.norm_chunks), allocated at creation */
+    if (!all || N != pl->nshards || n != pl->norm_chunks)
         return zt_error_set(err, ZT_ERR_INTERNAL, "engine: norm partials of %lld chunks over %d ranks: no buffer",
                             (long long)n, N);
+    size_t counts[N], own = 0;
+    walk_chunks(e, x, all, counts, 0);
+    for (int s = 0; s < pl->shard; s++) own += counts[s];
     double t0 = omp_get_wtime();
-    int rc = zt_all_gather_f64(e->shard_comm, x, all, (size_t)n, "gradient norm partials", err);
+    int rc = zt_all_gather_f64v(e->shard_comm, all + own, all, counts, "gradient norm partials", err);
     e->comm_s += omp_get_wtime() - t0;
-    if (!rc)
-        for (int64_t i = 0; i < n; i++) {
-            double s = 0; /* at most one non-zero term: exact in any order */
-            for (int r = 0; r < N; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
-            x[i] = s;
-        }
+    if (!rc) walk_chunks(e, x, all, NULL, 1);
     return rc;
 }
 

@@ -63,6 +63,15 @@ static void account(zt_engine *e, size_t *counter, size_t bytes, bool add) {
     pthread_mutex_unlock(&e->mem_lock);
 }
 
+int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, zt_error *err) {
+    if (!c || !bytes) return ZT_OK;
+    int rc = zt_comm_reserve_scratch(c, bytes, err);
+    if (rc) return rc;
+    account(e, &e->mem.comm, bytes, true);
+    e->scratch_reserved[slot] = bytes;
+    return ZT_OK;
+}
+
 void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
     size_t bytes = zt_memory_alloc_bytes(n);
     void *p = aligned_alloc(64, bytes);
@@ -161,12 +170,15 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!(e->norm_partials = zt_engine_alloc(e, 2 * ((size_t)pl->norm_chunks + 1), &e->mem.comm))) goto nomem;
     memset(e->norm_partials, 0, ((size_t)pl->norm_chunks + 1) * sizeof *e->norm_partials);
     if (e->shard_optim && pl->nshards > 1 &&
-        !(e->norm_gather = zt_engine_alloc(e, 2 * (size_t)pl->nshards * (size_t)pl->norm_chunks, &e->mem.comm)))
+        !(e->norm_gather = zt_engine_alloc(e, 2 * (size_t)pl->norm_chunks, &e->mem.comm)))
         goto nomem;
     if (e->mem_plan.pack_main) {
         e->pack_floats = e->mem_plan.pack_main / sizeof(float);
         if (!(e->pack = zt_engine_alloc(e, e->pack_floats, &e->mem.comm))) goto nomem;
     }
+    if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
+        (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
+        goto fail;
     if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
@@ -508,6 +520,17 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     pthread_mutex_lock((pthread_mutex_t *)&e->mem_lock);
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
+    /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
+    zt_comm *comms[3] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm};
+    for (int k = 0; k < 3; k++) {
+        size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
+        if (have <= e->scratch_reserved[k]) continue;
+        size_t extra = have - e->scratch_reserved[k];
+        r->comm += extra;
+        r->total += extra;
+        if (r->comm > r->peak_comm) r->peak_comm = r->comm;
+        r->peak_total += extra;
+    }
 }
 
 void zt_engine_memory_plan(const zt_engine *e, zt_memory_plan *out) { *out = e->mem_plan; }

@@ -78,8 +78,10 @@ struct zt_engine {
     float *pack;                /* staging for bucketed collectives */
     size_t pack_floats;
     double *norm_partials;      /* (plan.norm_chunks) */
-    double *norm_gather;        /* (nshards x plan.norm_chunks) their all-gather (sharded optimizer) */
+    double *norm_gather;        /* (plan.norm_chunks) every shard's own partials, gathered (collect.c) */
     zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
+    size_t scratch_reserved[3]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
+                                   replica_comm (counted in mem.comm; growth beyond shows too) */
     int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
     int n_inflight;             /* whose reduction was queued last (their full gradients live until */
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
@@ -108,6 +110,9 @@ struct zt_engine {
 };
 
 /* engine.c */
+/* Reserves bytes of reduce-scatter scratch on comm c (slot 0 shard_comm, 1 the communication
+ * thread's, 2 replica_comm) and counts them in mem.comm. */
+int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, zt_error *err);
 void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter);
 void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
 
@@ -194,8 +199,8 @@ int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
 int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err);
 /* zero1/zero2: all-gather the updated pieces of full_params. */
 int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
-/* Exact sum over the shard group of a double array where each element has at most one non-zero
- * contributor (norm partials): order-independent, so deterministic. */
+/* x (n = plan.norm_chunks norm partials, this rank's chunks filled in) gets every other shard's
+ * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
 
 

@@ -116,6 +116,13 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
         return rc;
     }
     zt_comm_set_name(o->comm, "gradients (communication thread)");
+    if ((rc = zt_engine_reserve_scratch(e, o->comm, e->mem_plan.scratch_thread, 1, err))) {
+        zt_comm_free(o->comm);
+        zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
+        free(o->q);
+        free(o);
+        return rc;
+    }
     /* the thread shares the cores with the compute: block in waits instead of spinning */
     zt_comm_set_spin(o->comm, 0);
     pthread_mutex_init(&o->mu, NULL);

@@ -17,6 +17,7 @@
  * Everything allocated at creation stays until zt_engine_free; the step's buffers are all freed by
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
+#include "comm/comm.h"
 #include "memory/shapes.h"
 #include "shard/plan.h"
 
@@ -81,7 +82,13 @@ typedef struct sim {
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
+    int rank;                      /* in the world (ddp's all-reduce, hybrid's replica group) */
+    size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
+                                      (all-reduces reduce-scatter first) on each comm, floats */
 } sim;
+
+/* what a staged bucket is for: its reduce-scatter scratch depends on it */
+typedef enum stage_kind { ST_RS, ST_AG, ST_AR_FULL, ST_AR_PIECES } stage_kind;
 
 static void take(sim *s, zt_mem_class c, size_t bytes) {
     s->now[c] += bytes;
@@ -105,21 +112,35 @@ static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i
 static size_t copy_floats(const sim *s, size_t n) { return bytes_to_floats(n * (size_t)s->pb->copy); }
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
- * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's. */
-static void stage(sim *s, bool thread, const int *params, int n, bool pieces) {
+ * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
+ * src/comm: a reduce-scatter's scratch follows the largest own block on its comm; an all-reduce
+ * reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
+static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind) {
     size_t limit = s->o->bucket_bytes / sizeof(float);
     for (int first = 0; first < n;) {
         int end = zt_plan_bucket_end(s->m, params, n, first, limit);
-        size_t floats = 0;
-        for (int k = first; k < end; k++)
-            floats += pieces ? (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard) : numel(s, params[k]);
+        size_t floats = 0, own = 0;
+        for (int k = first; k < end; k++) {
+            size_t mine = (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard);
+            floats += kind == ST_AR_PIECES ? mine : numel(s, params[k]);
+            own += mine;
+        }
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
         if (floats > *cap) *cap = floats;
+        size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
+        size_t b = 0;
+        if (kind == ST_RS && s->pl->nshards > 1) b = own;
+        if (kind == ST_AR_FULL) b = floats / (size_t)s->world + ((size_t)s->rank < floats % (size_t)s->world);
+        if (kind == ST_AR_PIECES) {
+            int R = s->world / s->pl->nshards, rr = s->rank / s->pl->nshards;
+            b = floats / (size_t)R + ((size_t)rr < floats % (size_t)R);
+        }
+        if (b > *block) *block = b;
         first = end;
     }
 }
 
-static void stage_all(sim *s, bool pieces) { stage(s, false, s->all, s->m->n_params, pieces); }
+static void stage_all(sim *s, stage_kind kind) { stage(s, false, s->all, s->m->n_params, kind); }
 
 /* engine.c issue_gather */
 static void issue_gather(sim *s, int u) {
@@ -136,7 +157,7 @@ static void issue_gather(sim *s, int u) {
         alloc(s, ZT_MEM_GATHERED, numel(s, missing[j]));
         s->gathered[missing[j]] = true;
     }
-    stage(s, s->overlap, missing, nm, false);
+    stage(s, s->overlap, missing, nm, ST_AG);
 }
 
 /* engine.c gather_unit: u now, and the prefetch of `next` while u computes */
@@ -185,13 +206,13 @@ static void unit_done(sim *s, int u) {
     for (int k = 0; k < un->n_params; k++)
         if (s->pl->p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
     if (n && s->overlap) {
-        stage(s, true, own, n, false);
+        stage(s, true, own, n, ST_RS);
         for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
         memcpy(s->inflight, own, (size_t)n * sizeof *own);
         s->n_inflight = n;
         return;
     }
-    if (n) stage(s, false, own, n, false);
+    if (n) stage(s, false, own, n, ST_RS);
     for (int k = 0; k < n; k++) release_pgrad(s, own[k]);
 }
 
@@ -257,14 +278,14 @@ static void optimizer_step(sim *s) {
     if (s->reduce_now) {
         release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces */
     } else if (!s->shard_optim) {
-        if (s->has_comm && s->world > 1) stage_all(s, false); /* all-reduce, in place */
-        release(s, ZT_MEM_GRADS, n);                          /* (by zt_grads_reset after the update) */
+        if (s->has_comm && s->world > 1) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
+        release(s, ZT_MEM_GRADS, n);                               /* (by zt_grads_reset after the update) */
     } else {
-        stage_all(s, false); /* reduce-scatter of the whole gradient */
+        stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
-    if (s->replicas) stage_all(s, true); /* hybrid: the pieces all-reduced across the replicas */
-    if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, false); /* all-gather */
+    if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
+    if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, ST_AG); /* all-gather */
 }
 
 /* NVMe offload staging (src/offload/nvme_store.c of branch offload): buffer_count buffers, each
@@ -317,7 +338,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         shard = rank % S;
     }
     bool has_comm = world > 1 || o->comm;
-    sim s = {.m = m, .o = o, .pb = zt_precision_bytes_of(o->precision.mode), .world = world,
+    sim s = {.m = m, .o = o, .pb = zt_precision_bytes_of(o->precision.mode), .world = world, .rank = rank,
              .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm};
     s.shard_optim = s_in != ZT_STRATEGY_DDP;
     s.shard_grads = s_in == ZT_STRATEGY_ZERO2 || s_in == ZT_STRATEGY_ZERO3;
@@ -382,9 +403,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     alloc(&s, ZT_MEM_ACTIVATIONS, BT);
     if (s.pb->copy && !s.shard_params) alloc(&s, ZT_MEM_COMPUTE_COPY, copy_floats(&s, full));
     if (staging) alloc(&s, ZT_MEM_ACTIVATIONS, bytes_to_floats(staging));
-    /* gradient-norm partials, and their all-gather over the shard group (doubles) */
+    /* gradient-norm partials, and every shard's own partials gathered (doubles; collect.c) */
     alloc(&s, ZT_MEM_COMM, 2 * ((size_t)pl.norm_chunks + 1));
-    if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.nshards * (size_t)pl.norm_chunks);
+    if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.norm_chunks);
 
     /* ---- one optimizer step ---- */
     for (int micro = 0; micro < s.ga; micro++) micro_batch(&s, micro);
@@ -397,9 +418,17 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         out->peak[c] = s.peak[c];
         out->rest[c] = s.now[c];
     }
-    out->peak[ZT_MEM_COMM] += out->pack_main + out->pack_thread;
-    out->rest[ZT_MEM_COMM] += out->pack_main + out->pack_thread;
-    out->peak_total = s.peak_total + out->pack_main + out->pack_thread;
+    /* the comms' reduce-scatter scratch, reserved at creation too: the shard group's (or the
+     * world's), the thread's duplicate of it, the replica group's */
+    size_t chunk = po->comm_chunk_bytes ? po->comm_chunk_bytes : zt_comm_default_chunk_bytes();
+    int main_ranks = s.shard_optim ? pl.nshards : world;
+    out->scratch_main = zt_comm_scratch_bytes_for_size(main_ranks, chunk, s.block_main);
+    out->scratch_thread = s.overlap ? zt_comm_scratch_bytes_for_size(pl.nshards, chunk, s.block_thread) : 0;
+    out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
+    size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica;
+    out->peak[ZT_MEM_COMM] += held;
+    out->rest[ZT_MEM_COMM] += held;
+    out->peak_total = s.peak_total + held;
     out->world = world;
     out->rank = rank;
     out->nshards = pl.nshards;

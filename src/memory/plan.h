@@ -59,6 +59,7 @@ typedef struct zt_memory_plan_options {
     /* NVMe offload of the optimizer state (ZeRO-Infinity): the moments live in files, memory
      * holds buffer_count staging buffers, each one chunk of every state array (nvme_store.c's
      * rule: chunk = buffer_bytes / kinds rounded down to 4 KiB, at most the state's size). */
+    size_t comm_chunk_bytes;   /* the comms' chunk size (reduce-scatter scratch); 0: new comms' */
     bool offload_optimizer;
     int offload_buffer_count;  /* 0: 4 */
     size_t offload_buffer_bytes; /* 0: 64 MiB */

@@ -65,7 +65,6 @@ static void test_model_states_per_strategy(void **state) {
         for (int s = ZT_STRATEGY_DDP; s <= ZT_STRATEGY_ZERO3; s++) {
             zt_engine_options o;
             options(&o, (zt_strategy)s);
-            double sum = 0;
             for (int r = 0; r < N; r++) {
                 zt_memory_plan p = plan_of(m, &o, NULL, N, r);
                 double states = (double)zt_memory_plan_model_states(&p);
@@ -76,10 +75,8 @@ static void test_model_states_per_strategy(void **state) {
                 double want = s == ZT_STRATEGY_DDP ? 3 * F : s == ZT_STRATEGY_ZERO3 ? 4 * piece : F + 3 * piece;
                 if (states != want) fail_msg("%s N=%d rank %d: model states %.0f, want %.0f", zt_strategy_name(o.strategy), N, r, states, want);
                 assert_int_equal(p.rest[ZT_MEM_GATHERED], 0);
-                sum += states;
                 zt_plan_free(&pl);
             }
-            (void)sum;
         }
     }
     zt_plan_free(&full);

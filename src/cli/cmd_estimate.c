@@ -189,20 +189,14 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     fprintf(out, "%-44s", "  (NVMe files per rank)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].offload_file_bytes, div, decimals);
     fputc('\n', out);
-    fprintf(out, "\nClass rows are each class's own high-water; they peak at different moments, so the high-water of\n"
-            "their sum is below the sum of the rows. ");
+    fprintf(out, "%-44s", "  (high-water of the rank needing the least)");
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].min_peak, div, decimals);
+    fprintf(out, "\n\nClass rows are each class's own high-water; classes peak at different moments, so the\n"
+            "high-water of their sum is below the sum of the rows. Shards are uneven, so ranks differ.\n");
     if (est->ranks_evaluated < w->world)
-        fprintf(out, "%d of %d ranks planned (rank 0, the last, those holding the most). ", est->ranks_evaluated,
-                w->world);
-    fprintf(out, "The smallest rank's high-water:");
-    for (int s = 0; s < ZT_EST_STRATEGIES; s++) {
-        char b[32];
-        zt_format_bytes(b, sizeof b, (double)est->col[s].min_peak);
-        fprintf(out, " %s %s (rank %d)%s", zt_strategy_name((zt_strategy)s), b, est->col[s].min_rank,
-                s + 1 < ZT_EST_STRATEGIES ? "," : ".\n");
-    }
-    fprintf(out, "Checkpointing and NVMe rows are the plan of docs/memory.md (\"Activation checkpointing\", \"NVMe\n"
-            "offload\"): the NVMe staging is a parameter of the plan; nothing else of the state stays in memory.\n");
+        fprintf(out, "%d of %d ranks planned: rank 0, the last, and those whose shards hold the most.\n",
+                est->ranks_evaluated, w->world);
+    fprintf(out, "Checkpointing and NVMe rows follow docs/memory.md (\"Activation checkpointing\", \"NVMe offload\").\n");
 }
 
 static cJSON *classes_json(const size_t *v) {

@@ -5,7 +5,8 @@
 #     the plan the engine made at creation, which equals the plan computed from the options alone
 #     (as `zerotrain estimate-memory` does); the tool also checks the bytes held at rest;
 #  2. the same under accumulation (deferred and reduce-every-micro-batch), keep_params_after_forward,
-#     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies;
+#     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies, activation
+#     checkpointing full and selective;
 #  3. zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
 #     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ.
 # tests/tool_memory_check.c does the checks; this script runs the matrix.
@@ -40,6 +41,9 @@ run "N=4 hybrid over zero2, GA=2" 4 hybrid 2 2 --hybrid 2 --inner-zero2
 run "N=2 zero3 bf16 (compute copies gathered)" 2 zero3 1 2 --precision bf16
 run "N=2 zero2 bf16-low" 2 zero2 1 2 --precision bf16-low
 run "N=2 ddp fp16 GA=2" 2 ddp 2 2 --precision fp16
+run "N=2 zero3 activation checkpointing full" 2 zero3 1 2 --recompute full
+run "N=4 zero2 activation checkpointing selective, GA=2" 4 zero2 2 2 --recompute selective
+run "N=1 ddp selective, bf16" 1 ddp 1 2 --recompute selective --precision bf16
 for n in 1 2 4; do
   run "N=$n zero3 tiny preset: 16·Ψ/N" $n zero3 1 1 --preset tiny --B 1 --T 16 --balanced
 done

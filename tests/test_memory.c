@@ -101,15 +101,13 @@ static void test_activations_closed_form(void **state) {
     size_t common = zt_memory_alloc_bytes(N * C) /* embedding out */ + L * zt_memory_alloc_bytes(N * C) +
                     zt_memory_alloc_bytes(N) /* head out */ + zt_memory_alloc_bytes(scratch) +
                     2 * zt_memory_alloc_bytes(N * C) + zt_memory_alloc_bytes(N);
-    zt_memory_plan_options po;
-    zt_memory_plan_options_default(&po);
-    zt_memory_plan none = plan_of(m, &o, &po, 1, 0);
+    zt_memory_plan none = plan_of(m, &o, NULL, 1, 0);
     assert_int_equal(none.peak[ZT_MEM_ACTIVATIONS], common + L * zt_memory_alloc_bytes(block) + zt_memory_alloc_bytes(head));
-    po.recompute = ZT_PLAN_RECOMPUTE_FULL; /* nothing kept; one buffer of the largest saved */
-    zt_memory_plan full = plan_of(m, &o, &po, 1, 0);
+    o.activation_checkpointing = ZT_RECOMPUTE_FULL; /* nothing kept; one buffer of the largest saved */
+    zt_memory_plan full = plan_of(m, &o, NULL, 1, 0);
     assert_int_equal(full.peak[ZT_MEM_ACTIVATIONS], common + zt_memory_alloc_bytes(block > head ? block : head));
-    po.recompute = ZT_PLAN_RECOMPUTE_SELECTIVE; /* blocks keep all but att and gelu(fch); the head keeps all */
-    zt_memory_plan sel = plan_of(m, &o, &po, 1, 0);
+    o.activation_checkpointing = ZT_RECOMPUTE_SELECTIVE; /* blocks keep all but att and gelu(fch); the head all */
+    zt_memory_plan sel = plan_of(m, &o, NULL, 1, 0);
     assert_int_equal(sel.peak[ZT_MEM_ACTIVATIONS],
                      common + L * zt_memory_alloc_bytes(block - rest) + zt_memory_alloc_bytes(head) + zt_memory_alloc_bytes(rest));
     assert_true(full.peak_total < sel.peak_total && sel.peak_total < none.peak_total);
@@ -187,7 +185,7 @@ static void test_llama_shapes(void **state) {
         size_t kv = (size_t)c->n_kv_head * d / (size_t)c->n_head;
         const zt_unit *u = &m->units[1];
         assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T), N * (5 * d + 2 * kv + 3 * f + 2) + B * (size_t)c->n_head * T * T);
-        assert_int_equal(zt_memory_default_kept(m, u, (int)B, (int)T), N * (5 * d + 2 * kv + 2 * f + 2));
+        assert_int_equal(u->ops->kept_floats(u, (int)B, (int)T), N * (5 * d + 2 * kv + 2 * f + 2));
         zt_unit_args a = {0};
         assert_int_equal(u->ops->forward(u, &a, &err), ZT_ERR_USAGE); /* shape-only */
         zt_model_free(m);
@@ -264,10 +262,8 @@ static void test_bad_inputs(void **state) {
     o.bucket_bytes = 0;
     assert_int_equal(zt_memory_plan_compute(m, &o, NULL, 1, 0, &p, &err), ZT_ERR_USAGE);
     options(&o, ZT_STRATEGY_DDP);
-    zt_memory_plan_options po;
-    zt_memory_plan_options_default(&po);
-    po.recompute = 7;
-    assert_int_equal(zt_memory_plan_compute(m, &o, &po, 1, 0, &p, &err), ZT_ERR_USAGE);
+    o.activation_checkpointing = (zt_recompute)7;
+    assert_int_equal(zt_memory_plan_compute(m, &o, NULL, 1, 0, &p, &err), ZT_ERR_USAGE);
     assert_string_equal(zt_mem_class_name(ZT_MEM_GATHERED), "gathered");
     assert_string_equal(zt_mem_class_name((zt_mem_class)42), "unknown");
     zt_model_free(m);

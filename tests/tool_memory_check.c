@@ -8,7 +8,8 @@
  * 16 bytes per element this rank owns, and, with --balanced, within 1% of 16·Ψ/N.
  *   tool_memory_check STRATEGY GA STEPS [--preset tiny] [--B b] [--T t] [--hybrid S] [--keep]
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
- *                     [--no-prefetch] [--inner-zero2] [--balanced] [--tolerance PCT]
+ *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
+ *                     [--balanced] [--tolerance PCT]
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -69,6 +70,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
         else if (!strcmp(a, "--keep")) o.keep_params_after_forward = true;
         else if (!strcmp(a, "--inner-zero2")) o.hybrid_inner = ZT_STRATEGY_ZERO2;
+        else if (!strcmp(a, "--recompute") && i + 1 < argc) {
+            if (zt_recompute_parse(argv[++i], &o.activation_checkpointing, &err)) return fail(world, "recompute", &err);
+        }
         else if (!strcmp(a, "--reduce-every")) o.reduce_every_micro_batch = true;
         else if (!strcmp(a, "--no-prefetch")) o.no_prefetch = true;
         else if (!strcmp(a, "--balanced")) balanced = true;

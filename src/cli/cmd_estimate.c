@@ -361,7 +361,6 @@ int zt_cmd_estimate(int argc, char **argv) {
         zt_train_engine_options(&cfg, nproc, NULL, &eo);
         if (cfg.strategy != ZT_STRATEGY_HYBRID && !cfg.hybrid_shard_size)
             eo.hybrid_shard_size = default_hybrid_shard(nproc);
-        po.recompute = cfg.activation_checkpointing;
         po.offload_optimizer = cfg.offload_optimizer == ZT_CFG_OFFLOAD_NVME;
         w.configured = cfg.strategy;
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
@@ -389,7 +388,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         eo.grad_accum = ga;
         eo.hybrid_shard_size = hybrid;
         zt_precision_default(&eo.precision, prec);
-        po.recompute = ckpt;
+        eo.activation_checkpointing = (zt_recompute)ckpt;
         po.offload_optimizer = offload == 1;
         snprintf(title, sizeof title, "%s", model_name);
     }

@@ -11,10 +11,11 @@ const char *zt_est_variant_name(zt_est_variant v) {
     return (unsigned)v < ZT_EST_VARIANTS ? names[v] : "unknown";
 }
 
-static void variant_options(const zt_memory_plan_options *base, zt_est_variant v, zt_memory_plan_options *po) {
-    *po = *base;
-    if (v == ZT_EST_CKPT_FULL || v == ZT_EST_FULL_NVME) po->recompute = ZT_PLAN_RECOMPUTE_FULL;
-    if (v == ZT_EST_CKPT_SELECTIVE) po->recompute = ZT_PLAN_RECOMPUTE_SELECTIVE;
+/* The variant's engine options and plan options: one change from the request's. */
+static void variant(const zt_estimate_request *rq, zt_est_variant v, zt_engine_options *o, zt_memory_plan_options *po) {
+    *po = rq->plan;
+    if (v == ZT_EST_CKPT_FULL || v == ZT_EST_FULL_NVME) o->activation_checkpointing = ZT_RECOMPUTE_FULL;
+    if (v == ZT_EST_CKPT_SELECTIVE) o->activation_checkpointing = ZT_RECOMPUTE_SELECTIVE;
     if (v == ZT_EST_NVME || v == ZT_EST_FULL_NVME) po->offload_optimizer = true;
 }
 
@@ -75,11 +76,12 @@ int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *e
         if (n > out->ranks_evaluated) out->ranks_evaluated = n;
         col->min_peak = (size_t)-1;
         for (int v = 0; v < ZT_EST_VARIANTS; v++) {
+            zt_engine_options ov = o;
             zt_memory_plan_options po;
-            variant_options(&rq->plan, (zt_est_variant)v, &po);
+            variant(rq, (zt_est_variant)v, &ov, &po);
             for (int k = 0; k < n; k++) {
                 zt_memory_plan p;
-                int rc = zt_memory_plan_compute(rq->model, &o, &po, rq->world, ranks[k], &p, err);
+                int rc = zt_memory_plan_compute(rq->model, &ov, &po, rq->world, ranks[k], &p, err);
                 if (rc) return zt_error_prefix(err, "%s", zt_strategy_name(o.strategy));
                 if (p.peak_total > col->peak[v]) { /* every plan holds something: k = 0 always lands */
                     col->peak[v] = p.peak_total;

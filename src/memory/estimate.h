@@ -23,10 +23,10 @@ const char *zt_est_variant_name(zt_est_variant v); /* "as_given", "ckpt_full", .
 
 typedef struct zt_estimate_request {
     const zt_model *model;
-    zt_engine_options opt;        /* B, T, grad_accum, precision, optimizer, buckets, ...; the
-                                     strategy is set per column; hybrid_shard_size and
-                                     hybrid_inner are the hybrid column's */
-    zt_memory_plan_options plan;  /* the request's checkpointing and offload */
+    zt_engine_options opt;        /* B, T, grad_accum, precision, optimizer, buckets, activation
+                                     checkpointing, ...; the strategy is set per column;
+                                     hybrid_shard_size and hybrid_inner are the hybrid column's */
+    zt_memory_plan_options plan;  /* the request's offload */
     int world;
 } zt_estimate_request;
 

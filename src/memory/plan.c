@@ -5,8 +5,8 @@
  * compares the two per class, rank by rank, for every strategy.
  *
  *   creation   engine.c zt_engine_create: parameters (full or pieces), optimizer state (or its
- *              NVMe staging), reduced pieces, units' outputs and kept saved buffers, the shared
- *              recomputation buffer, scratch, activation-gradient ping-pong, d loss, compute
+ *              NVMe staging), reduced pieces, units' outputs, their kept saved buffers and the
+ *              shared recomputation buffer (recompute.c), scratch, activation-gradient ping-pong, d loss, compute
  *              copies and operand staging (engine_precision.c), gradient-norm partials and the
  *              bucket staging of both threads (collect.c, overlap.c; sized by this plan)
  *   a step     for each micro-batch: its gradient buffer (grads.c), forward unit by unit with
@@ -18,7 +18,6 @@
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
 #include "comm/comm.h"
-#include "memory/shapes.h"
 #include "shard/plan.h"
 
 #include <stdlib.h>
@@ -51,20 +50,6 @@ void zt_memory_plan_options_default(zt_memory_plan_options *po) {
 size_t zt_memory_plan_model_states(const zt_memory_plan *p) {
     return p->rest[ZT_MEM_PARAMS] + p->rest[ZT_MEM_COMPUTE_COPY] + p->rest[ZT_MEM_GRADS] +
            p->rest[ZT_MEM_OPTIMIZER];
-}
-
-/* ---------------------------------------------------------------------------------------------
- * the activation hook's default rule */
-size_t zt_memory_default_kept(const zt_model *m, const zt_unit *u, int B, int T) {
-    size_t saved = u->ops->saved_floats(u, B, T), N = (size_t)B * T, drop = 0;
-    if (u->layer >= 0 && !strcmp(m->name, "gpt2")) { /* gpt2.c block_layout: att and fch_gelu */
-        const zt_gpt2_config *c = u->model_cfg;
-        drop = (size_t)B * c->n_head * T * T + N * 4 * (size_t)c->n_embd;
-    } else if (u->layer >= 0 && !strcmp(m->name, "llama")) { /* shapes.c: att and silu(gate)*up */
-        const zt_llama_shape *c = u->model_cfg;
-        drop = (size_t)B * c->n_head * T * T + N * (size_t)c->ffn;
-    }
-    return drop <= saved ? saved - drop : saved;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -314,8 +299,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (m->n_units < 1) return zt_error_set(err, ZT_ERR_USAGE, "memory plan: model %s has no units", m->name);
     if ((unsigned)o->strategy > ZT_STRATEGY_HYBRID)
         return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown strategy %d", (int)o->strategy);
-    if ((unsigned)po->recompute > ZT_PLAN_RECOMPUTE_SELECTIVE)
-        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown activation checkpointing mode %d", po->recompute);
+    zt_recompute ckpt = o->activation_checkpointing;
+    if ((unsigned)ckpt > ZT_RECOMPUTE_SELECTIVE)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown activation checkpointing mode %d", (int)ckpt);
     if ((unsigned)o->precision.mode > ZT_PRECISION_FP16)
         return zt_error_set(err, ZT_ERR_USAGE, "memory plan: unknown precision mode %d", (int)o->precision.mode);
     if (o->grad_accum < 0) return zt_error_set(err, ZT_ERR_USAGE, "memory plan: grad_accum %d", o->grad_accum);
@@ -374,14 +360,15 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     }
     if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, bytes_to_floats(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
-    zt_memory_kept_fn kept_fn = po->kept ? po->kept : zt_memory_default_kept;
     int lp_kind = o->precision.compute == ZT_DTYPE_BF16 ? 1 : o->precision.compute == ZT_DTYPE_FP16 ? 2 : 0;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
+        /* recompute.c zt_ckpt_layout: what the unit keeps; the rest goes to the shared buffer */
         size_t saved = un->ops->saved_floats(un, o->B, o->T), kept = saved;
-        if (po->recompute == ZT_PLAN_RECOMPUTE_FULL) kept = 0;
-        else if (po->recompute == ZT_PLAN_RECOMPUTE_SELECTIVE) kept = kept_fn(m, un, o->B, o->T);
+        if (ckpt == ZT_RECOMPUTE_FULL) kept = 0;
+        else if (ckpt == ZT_RECOMPUTE_SELECTIVE && un->ops->kept_floats && un->ops->recompute)
+            kept = un->ops->kept_floats(un, o->B, o->T);
         if (kept > saved) {
             rc = zt_error_set(err, ZT_ERR_USAGE, "memory plan: unit %s keeps %zu floats of a saved buffer of %zu",
                               un->name, kept, saved);

@@ -8,9 +8,9 @@
  * computes its plan at creation and allocates its communication staging from it, and
  * tests/memory_plan.sh checks that the measured high-water per class equals the plan.
  *
- * Everything that changes the plan but is not (yet) in zt_engine_options is a field of
- * zt_memory_plan_options: activation checkpointing (branch actckpt), NVMe offload of the optimizer
- * state (branch offload), whether the communication thread runs. */
+ * What changes the plan but is not (yet) in zt_engine_options is a field of
+ * zt_memory_plan_options: NVMe offload of the optimizer state (branch offload), whether the
+ * communication thread runs, the comms' chunk size. */
 #ifndef ZT_MEMORY_PLAN_H
 #define ZT_MEMORY_PLAN_H
 
@@ -31,28 +31,13 @@ typedef struct zt_precision_bytes {
 
 const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode);
 
-/* ---------------------------------------------------------------------------------------------
- * Activation checkpointing, as the plan models it (the engine of branch actckpt implements it):
- *   none       every unit keeps its whole saved buffer between forward and backward
- *   full       every unit keeps only its output (the next unit's input, kept anyway); its saved
- *              buffer is recomputed before its backward into ONE buffer shared by all units, of
- *              the largest unit's saved_floats
- *   selective  every unit keeps kept(u) floats of its saved buffer and recomputes the rest into
- *              the shared buffer (of the largest rest)
- * Values equal zt_cfg_recompute (src/config/train_config.h). */
-enum { ZT_PLAN_RECOMPUTE_NONE = 0, ZT_PLAN_RECOMPUTE_FULL = 1, ZT_PLAN_RECOMPUTE_SELECTIVE = 2 };
-
-/* The hook: floats of unit u's saved buffer it keeps under selective checkpointing (<= its
- * saved_floats). zt_memory_default_kept is the rule for the models zerotrain knows: a GPT-2 block
- * recomputes its attention matrix att (B,NH,T,T) and gelu(fch) (B,T,4C); a Llama block (shape
- * model, memory/shapes.c) its attention matrix and silu(gate)*up (B,T,ffn); other units keep
- * everything. Once units declare zt_unit_ops.kept_floats (branch actckpt) it becomes that. */
-typedef size_t (*zt_memory_kept_fn)(const zt_model *m, const zt_unit *u, int B, int T);
-size_t zt_memory_default_kept(const zt_model *m, const zt_unit *u, int B, int T);
+/* Activation checkpointing comes from zt_engine_options.activation_checkpointing, and what a unit
+ * keeps under selective from its zt_unit_ops.kept_floats, as the engine (recompute.c) lays them
+ * out: none keeps every saved buffer; full keeps none and recomputes each into one buffer shared by
+ * all units (of the largest saved_floats); selective keeps kept_floats and recomputes the rest into
+ * the shared buffer (of the largest rest); units without kept_floats keep everything. */
 
 typedef struct zt_memory_plan_options {
-    int recompute;             /* ZT_PLAN_RECOMPUTE_* */
-    zt_memory_kept_fn kept;    /* selective: NULL = zt_memory_default_kept */
     int overlap;               /* the communication thread: -1 = as the engine decides it (shard
                                   group > 1, zero2/zero3 inner strategy, not opt.no_overlap_comm,
                                   MPI thread support assumed); 0 no; 1 yes */
@@ -65,13 +50,13 @@ typedef struct zt_memory_plan_options {
     size_t offload_buffer_bytes; /* 0: 64 MiB */
 } zt_memory_plan_options;
 
-/* Defaults: no checkpointing, the communication thread as the engine decides, no offload. */
+/* Defaults: the communication thread as the engine decides, no offload, new comms' chunks. */
 void zt_memory_plan_options_default(zt_memory_plan_options *po);
 
 /* The plan of rank `rank` of `world` ranks (world 1: one process). o gives the strategy, B, T,
  * grad_accum, reduce_every_micro_batch, bucket_bytes, keep_params_after_forward, no_prefetch,
- * hybrid_shard_size / hybrid_inner, the optimizer kind and the precision; o->comm is not used
- * (the world size is). Fails with ZT_ERR_USAGE naming the bad value (shape, hybrid size, rank). */
+ * hybrid_shard_size / hybrid_inner, activation_checkpointing, the optimizer kind and the
+ * precision; o->comm only says that there is a comm (the world size is what counts). Fails with ZT_ERR_USAGE naming the bad value (shape, hybrid size, rank). */
 int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po,
                            int world, int rank, zt_memory_plan *out, zt_error *err);
 

@@ -77,9 +77,16 @@ static size_t head_staging(const zt_unit *u, int B, int T, int lp_kind) {
 
 static const zt_unit_ops EMB_OPS = {.saved_floats = none, .scratch_floats = none, .forward = no_compute,
                                     .backward = no_compute};
+/* selective checkpointing keeps all but the attention matrix and silu(gate)*up (shapes.h) */
+static size_t block_kept(const zt_unit *u, int B, int T) {
+    const zt_llama_shape *c = u->model_cfg;
+    return block_saved(u, B, T) - (size_t)B * c->n_head * T * T - (size_t)B * T * c->ffn;
+}
+
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved, .scratch_floats = block_scratch,
                                       .forward = no_compute, .backward = no_compute,
-                                      .staging_bytes = block_staging};
+                                      .staging_bytes = block_staging, .kept_floats = block_kept,
+                                      .recompute = no_compute};
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved, .scratch_floats = head_scratch,
                                      .forward = no_compute, .backward = no_compute, .staging_bytes = head_staging};
 

@@ -3,9 +3,9 @@
 #  1. every bad input exits with code 2 and a message naming what is wrong;
 #  2. the model-only form: GPT-2 is the engine's plan (zero3 model states 16·Ψ/N, zero3 below
 #     ddp), Llama is flagged as a formula estimate, --json carries the same numbers as the table;
-#  3. the CONFIG form plans what `zerotrain train` then allocates: for zero2, zero3 and hybrid on 2
-#     ranks (and bf16 on zero3), the largest rank's planned and measured high-water of a real run
-#     (its JSONL "memory" event) equal the estimate's, class by class.
+#  3. the CONFIG form plans what `zerotrain train` then allocates: for zero2, zero3 (bf16), hybrid
+#     and zero1 (selective checkpointing) on 2 ranks, the largest rank's planned and measured
+#     high-water of a real run (its JSONL "memory" event) equal the estimate's, class by class.
 set -uo pipefail
 BUILD="$1"
 ZT="$BUILD/zerotrain"
@@ -136,6 +136,7 @@ EOF
 agree "zero2, 2 ranks" --set parallel.strategy=zero2
 agree "zero3, 2 ranks, bf16" --set parallel.strategy=zero3 --set precision.mode=bf16
 agree "hybrid (zero3 in groups of 1), 2 ranks" --set parallel.strategy=hybrid --set parallel.hybrid_shard_size=1
+agree "zero1, 2 ranks, selective checkpointing" --set parallel.strategy=zero1 --set memory.activation_checkpointing=selective
 grep -q "every class of every rank reached exactly its planned high-water" "$T/train.out" &&
   echo "ok   train prints planned against measured per rank" || { echo "FAIL train's memory table"; fail=1; }
 exit $fail

@@ -48,7 +48,7 @@ void zt_engine_options_default(zt_engine_options *o) {
 /* counter is one of e->mem's per-class fields: the class's bytes now, its high-water, the total
  * and the total's high-water move together (under mem_lock: the communication thread allocates
  * and frees too). */
-static void account(zt_engine *e, size_t *counter, size_t bytes, bool add) {
+void zt_engine_account(zt_engine *e, size_t *counter, size_t bytes, bool add) {
     pthread_mutex_lock(&e->mem_lock);
     ptrdiff_t c = counter - e->mem.now;
     if (add) {
@@ -67,7 +67,7 @@ int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, 
     if (!c || !bytes) return ZT_OK;
     int rc = zt_comm_reserve_scratch(c, bytes, err);
     if (rc) return rc;
-    account(e, &e->mem.comm, bytes, true);
+    zt_engine_account(e, &e->mem.comm, bytes, true);
     e->scratch_reserved[slot] = bytes;
     return ZT_OK;
 }
@@ -75,7 +75,7 @@ int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, 
 void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
     size_t bytes = zt_memory_alloc_bytes(n);
     void *p = aligned_alloc(64, bytes);
-    if (p && counter) account(e, counter, bytes, true);
+    if (p && counter) zt_engine_account(e, counter, bytes, true);
     return p;
 }
 
@@ -83,7 +83,7 @@ void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
     if (!*p) return;
     free(*p);
     *p = NULL;
-    if (counter) account(e, counter, zt_memory_alloc_bytes(n), false);
+    if (counter) zt_engine_account(e, counter, zt_memory_alloc_bytes(n), false);
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {

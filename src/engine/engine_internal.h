@@ -113,6 +113,10 @@ struct zt_engine {
 /* Reserves bytes of reduce-scatter scratch on comm c (slot 0 shard_comm, 1 the communication
  * thread's, 2 replica_comm) and counts them in mem.comm. */
 int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, zt_error *err);
+/* Counts bytes allocated (add) or freed elsewhere in a class of e->mem (counter: &e->mem.<class>),
+ * keeping the class's and the total's high-water: for memory the engine does not get from
+ * zt_engine_alloc (an offload store's staging, say). */
+void zt_engine_account(zt_engine *e, size_t *counter, size_t bytes, bool add);
 void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter);
 void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
 

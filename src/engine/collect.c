@@ -23,10 +23,6 @@ static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_
     return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
 }
 
-static int ensure_pack(zt_engine *e, size_t floats, zt_error *err) {
-    return grow_pack(e, &e->pack, &e->pack_floats, floats, err);
-}
-
 
 /* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
 typedef int (*bucket_fn)(zt_engine *e, const int *params, int n, void *ctx, const char *tag, zt_error *err);
@@ -207,6 +203,8 @@ typedef struct ar_ctx {
     zt_comm *comm;
     float *base;
     bool pieces; /* regions are this rank's pieces (shard layout) instead of full tensors */
+    float **pack; /* the calling thread's bucket staging */
+    size_t *pack_cap;
 } ar_ctx;
 
 static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
@@ -216,17 +214,17 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++)
         total += c->pieces ? (size_t)zt_plan_shard_numel(pl, params[k], pl->shard)
                            : (size_t)e->model->params[params[k]].numel;
-    int rc = ensure_pack(e, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
     if (rc) return rc;
-    float *w = e->pack;
+    float *w = *c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
         memcpy(w, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), cnt * sizeof(float));
         w += cnt;
     }
-    if ((rc = zt_all_reduce_f32(c->comm, e->pack, total, tag, err))) return rc;
-    const float *r = e->pack;
+    if ((rc = zt_all_reduce_f32(c->comm, *c->pack, total, tag, err))) return rc;
+    const float *r = *c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
@@ -241,10 +239,16 @@ static int all_reduce_all(zt_engine *e, zt_comm *comm, float *base, bool pieces,
     int *all = malloc((size_t)n * sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     for (int i = 0; i < n; i++) all[i] = i;
-    ar_ctx c = {comm, base, pieces};
+    ar_ctx c = {comm, base, pieces, &e->pack, &e->pack_floats};
     int rc = for_each_bucket(e, all, n, ar_bucket, &c, tag, &e->comm_s, err);
     free(all);
     return rc;
+}
+
+int zt_engine_all_reduce_full_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                                 const int *params, int n, float *G, const char *tag, zt_error *err) {
+    ar_ctx c = {comm, G, false, pack, pack_cap};
+    return for_each_bucket(e, params, n, ar_bucket, &c, tag, timer, err);
 }
 
 int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err) {

@@ -72,6 +72,8 @@ struct zt_engine {
     float *micro_pieces;        /* shard layout, the current micro-batch's reduced pieces */
     float *grad_pieces;         /* shard layout: the reduced gradient of this rank's pieces */
     int micro_in_step;          /* micro-batches since the last step */
+    bool reduce_early;          /* ddp/zero1, one micro-batch per step, communication thread:
+                                   each unit's final gradient is reduced while backward goes on */
     bool reduce_now;            /* zero2/zero3: reduce each unit's gradients as soon as its
                                    backward is done (GA = 1, or reduce_every_micro_batch) */
     bool grads_final;           /* the step's gradient is reduced (or, one process, folded) */
@@ -197,6 +199,13 @@ int zt_overlap_drain(zt_engine *e, zt_error *err);
 void zt_overlap_stop(zt_engine *e);
 /* The thread's comm (for the byte counters), or NULL. */
 zt_comm *zt_overlap_comm(const zt_engine *e);
+/* The listed parameters' full gradients in G (full layout), all-reduced in place on comm with the
+ * caller's staging (ddp's early reduction on the communication thread). */
+int zt_engine_all_reduce_full_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
+                                 const int *params, int n, float *G, const char *tag, zt_error *err);
+/* ddp/zero1 with one micro-batch per step: queue the reduction of these parameters' final
+ * gradients in e->micro_grads (all-reduce in place, or reduce-scatter into e->grad_pieces). */
+int zt_overlap_submit_full(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
 /* All-reduce every parameter's full gradient in G (full layout) over the world (ddp). */
 int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
 /* hybrid: all-reduce this rank's pieces (shard layout) across the replica groups. */

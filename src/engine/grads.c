@@ -11,6 +11,9 @@
  * Storage per mode:
  *   deferred (ddp, zero1, zero2/zero3 with accumulation and no reduce_every_micro_batch): one
  *     full-layout buffer per micro-batch, folded and reduced at the step.
+ *   reduce_early (ddp/zero1 with one micro-batch per step and the communication thread): the
+ *     full-layout buffer of deferred mode, each unit's own parameters reduced by the thread as soon
+ *     as the unit's backward is done (all-reduced in place, or reduce-scattered into the pieces).
  *   reduce_now (zero2/zero3): each parameter's full gradient lives from its first use in backward
  *     until its owning unit's backward is done, then is reduce-scattered into the micro-batch's
  *     pieces and freed; the pieces go through the tree. With the communication thread the
@@ -81,7 +84,14 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     if (e->grads_final)
         return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward after the step's gradient "
                             "was finalized (call zt_engine_step first)");
-    if (e->micro_in_step == 0) e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
+    if (e->micro_in_step > 0 && e->reduce_early)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: a second micro-batch before the step, but the engine "
+                            "was created with grad_accum 1 and has already reduced the first one's gradient "
+                            "(create it with grad_accum = the micro-batches per step)");
+    if (e->micro_in_step == 0) {
+        e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
+        e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL;
+    }
     size_t n = e->reduce_now ? pl->shard_floats : pl->full_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
     if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads)))
@@ -116,7 +126,18 @@ static int retire_inflight(zt_engine *e, zt_error *err) {
     return rc;
 }
 
+/* ddp/zero1, one micro-batch: a unit's own parameters have their final gradient once its backward
+ * is done (a parameter belongs to its first user, the last one backward reaches) */
+static int reduce_early(zt_engine *e, int u, zt_error *err) {
+    const zt_unit *un = &e->model->units[u];
+    int own[ZT_UNIT_MAX_PARAMS], n = 0;
+    for (int k = 0; k < un->n_params; k++)
+        if (e->plan.p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+    return n ? zt_overlap_submit_full(e, own, n, un->name, err) : ZT_OK;
+}
+
 int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
+    if (e->reduce_early) return reduce_early(e, u, err);
     if (!e->reduce_now) return ZT_OK;
     const zt_unit *un = &e->model->units[u];
     int own[ZT_UNIT_MAX_PARAMS], n = 0;
@@ -174,7 +195,9 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     } else {
         float *G = tree_fold(e, &e->full_tree, pl->full_floats);
         e->micro_grads = G;
-        if (!e->shard_optim) {
+        if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
+            if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+        } else if (!e->shard_optim) {
             if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
         } else {
             int n = e->model->n_params;

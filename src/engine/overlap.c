@@ -18,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum job_kind { JOB_REDUCE, JOB_GATHER } job_kind;
+typedef enum job_kind {
+    JOB_REDUCE, /* zero2/zero3: e->pgrad -> e->micro_pieces */
+    JOB_GATHER, /* zero3: pieces -> e->gathered */
+    JOB_FULL    /* ddp: e->micro_grads all-reduced in place; zero1: -> e->grad_pieces */
+} job_kind;
 
 typedef struct job {
     job_kind kind;
@@ -65,6 +69,15 @@ static void *run(void *arg) {
             if (!failed)
                 rc = zt_engine_gather_params_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n, j.tag,
                                                 &err);
+        } else if (j.kind == JOB_FULL) {
+            float *src[ZT_UNIT_MAX_PARAMS];
+            for (int k = 0; k < j.n; k++) src[k] = e->micro_grads + e->plan.p[j.params[k]].full_off;
+            if (!failed && !e->shard_optim)
+                rc = zt_engine_all_reduce_full_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n,
+                                                  e->micro_grads, j.tag, &err);
+            else if (!failed)
+                rc = zt_engine_reduce_scatter_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n,
+                                                 src, e->grad_pieces, j.tag, &err);
         } else {
             float *src[ZT_UNIT_MAX_PARAMS];
             for (int k = 0; k < j.n; k++) src[k] = e->pgrad[j.params[k]];
@@ -88,9 +101,14 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* zero2/zero3 with shards, and ddp/zero1 with one micro-batch per step and more than one rank
+ * (their only micro-batch's gradient is final as each unit finishes; with accumulation it is
+ * final only after the micro-batch tree folds at the step, so they reduce there) */
 bool zt_overlap_wanted(const zt_engine *e) {
     const char *env = getenv("ZT_OVERLAP_COMM");
-    return e->shard_grads && e->shard_comm && e->plan.nshards >= 2 && !(env && !strcmp(env, "0")) &&
+    int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
+    bool early = !e->shard_grads && ga == 1 && (e->shard_optim ? e->plan.nshards >= 2 : e->world > 1);
+    return ((e->shard_grads && e->plan.nshards >= 2) || early) && e->shard_comm && !(env && !strcmp(env, "0")) &&
            !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE;
 }
 
@@ -162,6 +180,10 @@ static int submit(zt_engine *e, job_kind kind, const int *params, int n, const c
 
 int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq, zt_error *err) {
     return submit(e, JOB_REDUCE, params, n, tag, seq, err);
+}
+
+int zt_overlap_submit_full(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    return submit(e, JOB_FULL, params, n, tag, NULL, err);
 }
 
 int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,

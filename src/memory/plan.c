@@ -61,6 +61,7 @@ typedef struct sim {
     const zt_precision_bytes *pb;
     size_t now[ZT_MEM_CLASSES], peak[ZT_MEM_CLASSES], total, peak_total;
     bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
+    bool early; /* ddp/zero1, one micro-batch: each unit reduced by the thread (grads.c reduce_early) */
     int world, ga;
     bool *gathered, *gathered_copy, *pgrad;
     int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
@@ -185,6 +186,14 @@ static void release_pgrad(sim *s, int i) {
 /* grads.c zt_grads_unit_done (+ overlap.c: the reduction of the previous unit is retired, and its
  * full gradients freed, once this one is queued) */
 static void unit_done(sim *s, int u) {
+    if (s->early) { /* grads.c reduce_early: the thread reduces the unit's own parameters */
+        const zt_unit *un = &s->m->units[u];
+        int own[ZT_UNIT_MAX_PARAMS], n = 0;
+        for (int k = 0; k < un->n_params; k++)
+            if (s->pl->p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+        if (n) stage(s, true, own, n, s->shard_optim ? ST_RS : ST_AR_FULL);
+        return;
+    }
     if (!s->reduce_now) return;
     const zt_unit *un = &s->m->units[u];
     int own[ZT_UNIT_MAX_PARAMS], n = 0;
@@ -263,10 +272,10 @@ static void optimizer_step(sim *s) {
     if (s->reduce_now) {
         release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces */
     } else if (!s->shard_optim) {
-        if (s->has_comm && s->world > 1) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
-        release(s, ZT_MEM_GRADS, n);                               /* (by zt_grads_reset after the update) */
+        if (s->has_comm && s->world > 1 && !s->early) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
+        release(s, ZT_MEM_GRADS, n); /* (by zt_grads_reset after the update) */
     } else {
-        stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
+        if (!s->early) stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
     if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
@@ -335,8 +344,12 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     int rc = zt_plan_create(m, nshards, shard, &pl, err);
     if (rc) return rc;
     s.pl = &pl;
+    /* overlap.c zt_overlap_wanted (the engine passes its own answer, which also knows the MPI
+     * thread level and ZT_OVERLAP_COMM) */
+    bool early_ok = !s.shard_grads && s.ga == 1 && has_comm && (s.shard_optim ? nshards >= 2 : world > 1);
     s.overlap = po->overlap >= 0 ? po->overlap != 0
-                                 : s.shard_grads && has_comm && nshards >= 2 && !o->no_overlap_comm;
+                                 : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm;
+    s.early = s.overlap && early_ok;
     s.gathered = calloc((size_t)m->n_params, sizeof *s.gathered);
     s.gathered_copy = calloc((size_t)m->n_params, sizeof *s.gathered_copy);
     s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
@@ -410,7 +423,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t chunk = po->comm_chunk_bytes ? po->comm_chunk_bytes : zt_comm_default_chunk_bytes();
     int main_ranks = s.shard_optim ? pl.nshards : world;
     out->scratch_main = zt_comm_scratch_bytes_for_size(main_ranks, chunk, s.block_main);
-    out->scratch_thread = s.overlap ? zt_comm_scratch_bytes_for_size(pl.nshards, chunk, s.block_thread) : 0;
+    /* the thread's comm duplicates the shard group's (ddp: the world) */
+    out->scratch_thread = s.overlap ? zt_comm_scratch_bytes_for_size(s.shard_optim ? pl.nshards : world, chunk,
+                                                                     s.block_thread)
+                                    : 0;
     out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica;
     out->peak[ZT_MEM_COMM] += held;

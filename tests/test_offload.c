@@ -68,25 +68,34 @@ static void test_io_roundtrip_and_errors(void **state) {
     char *a = malloc(n), *b = calloc(1, n);
     for (size_t i = 0; i < n; i++) a[i] = (char)(i * 7 + 3);
     zt_io_ticket t = {0};
-    assert_int_equal(zt_io_submit(io, &t, fd, path, a, n, 0, true, &err), ZT_OK); /* 13 blocks */
+    uint64_t sums[13] = {0};
+    assert_int_equal(zt_io_block_bytes(io), 8192);
+    assert_int_equal(zt_io_submit(io, &t, fd, path, a, n, 0, true, sums, &err), ZT_OK); /* 13 blocks */
     assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_OK);
-    assert_int_equal(zt_io_submit(io, &t, fd, path, b, n, 0, false, &err), ZT_OK);
+    for (int k = 0; k < 13; k++) assert_true(sums[k] != 0);
+    assert_int_equal(zt_io_submit(io, &t, fd, path, b, n, 0, false, sums, &err), ZT_OK);
     assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_OK);
     assert_memory_equal(a, b, n);
+    /* a byte changed behind the I/O layer's back: block 2 (offset 16384) fails its checksum */
+    assert_int_equal(pwrite(fd, "x", 1, 20000), 1);
+    assert_int_equal(zt_io_submit(io, &t, fd, path, b, n, 0, false, sums, &err), ZT_OK);
+    assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_ERR_IO);
+    assert_non_null(strstr(err.msg, "offset 16384"));
+    assert_non_null(strstr(err.msg, "checksum mismatch"));
     /* past the end: a short read naming the file and the offset where it ended */
-    assert_int_equal(zt_io_submit(io, &t, fd, path, b, 4096, (off_t)n - 100, false, &err), ZT_OK);
+    assert_int_equal(zt_io_submit(io, &t, fd, path, b, 4096, (off_t)n - 100, false, NULL, &err), ZT_OK);
     assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_ERR_IO);
     assert_non_null(strstr(err.msg, path));
     assert_non_null(strstr(err.msg, "short read"));
     assert_non_null(strstr(err.msg, "offset 100000"));
     /* the ticket is reusable after an error */
-    assert_int_equal(zt_io_submit(io, &t, fd, path, b, 10, 0, false, &err), ZT_OK);
+    assert_int_equal(zt_io_submit(io, &t, fd, path, b, 10, 0, false, NULL, &err), ZT_OK);
     assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_OK);
     close(fd);
     /* a full device */
     int full = open("/dev/full", O_WRONLY);
     if (full >= 0) {
-        assert_int_equal(zt_io_submit(io, &t, full, "/dev/full", a, 4096, 0, true, &err), ZT_OK);
+        assert_int_equal(zt_io_submit(io, &t, full, "/dev/full", a, 4096, 0, true, NULL, &err), ZT_OK);
         assert_int_equal(zt_io_wait(io, &t, NULL, &err), ZT_ERR_IO);
         assert_non_null(strstr(err.msg, "/dev/full"));
         assert_non_null(strstr(err.msg, strerror(ENOSPC)));
@@ -234,12 +243,23 @@ static void test_store_errors(void **state) {
     int calls = 0;
     assert_int_equal(zt_nvme_store_stream(s, stop_at_2, &calls, &err), ZT_ERR_NUMERICS);
     assert_string_equal(err.msg, "stop here");
+    float ones[5000];
+    for (int i = 0; i < 5000; i++) ones[i] = 1.0f;
+    assert_int_equal(zt_nvme_store_write(s, 1, 0, 5000, ones, &err), ZT_OK);
+    calls = -100;
+    assert_int_equal(zt_nvme_store_stream(s, stop_at_2, &calls, &err), ZT_OK); /* every chunk written */
     assert_int_equal(truncate(zt_nvme_store_path(s, 1), 4096), 0);
     calls = 0;
     assert_int_equal(zt_nvme_store_stream(s, stop_at_2, &calls, &err), ZT_ERR_IO);
     assert_non_null(strstr(err.msg, zt_nvme_store_path(s, 1)));
+    assert_non_null(strstr(err.msg, "is 4096 bytes, the run wrote 20480"));
     assert_non_null(strstr(err.msg, "offset 4096"));
-    assert_non_null(strstr(err.msg, "short read"));
+    /* cut and grown back to its size (zeros where the data was): the checksums catch it */
+    assert_int_equal(truncate(zt_nvme_store_path(s, 1), 20480), 0);
+    assert_int_equal(zt_nvme_store_stream(s, stop_at_2, &calls, &err), ZT_ERR_IO);
+    assert_non_null(strstr(err.msg, zt_nvme_store_path(s, 1)));
+    assert_non_null(strstr(err.msg, "offset 0 (8192 bytes): checksum mismatch"));
+    assert_int_equal(truncate(zt_nvme_store_path(s, 1), 4096), 0);
     float x[8];
     assert_int_equal(zt_nvme_store_read(s, 1, 4000, 8, x, &err), ZT_ERR_IO);
     assert_non_null(strstr(err.msg, "offset 16000"));

@@ -41,15 +41,14 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
                                 .floats = e->state_floats, .buffer_count = o->buffer_count,
                                 .buffer_bytes = o->buffer_bytes, .io_threads = o->io_threads,
                                 .buffered = o->buffered};
+    const char *direct = getenv("ZT_OFFLOAD_DIRECT"); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
+    if (direct && !strcmp(direct, "0")) so.buffered = true;
     bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
     for (int k = 0; k < e->state_kinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
     zt_error mine = {0};
     rc = zt_nvme_store_create(&so, &e->optim_store, &mine);
-    if (e->optim_store) {
-        pthread_mutex_lock(&e->mem_lock);
-        e->mem.optimizer += zt_nvme_store_memory(e->optim_store);
-        pthread_mutex_unlock(&e->mem_lock);
-    }
+    if (e->optim_store) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
+        zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), true);
     if (e->opt.comm) { /* everyone learns whether every rank has its files */
         int ok = rc == ZT_OK, arc = zt_all_reduce_and_int(e->opt.comm, &ok, "offload files", err);
         if (arc) return arc;
@@ -65,6 +64,7 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
 }
 
 void zt_engine_offload_close(zt_engine *e) {
+    if (e->optim_store) zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), false);
     zt_nvme_store_free(e->optim_store);
     e->optim_store = NULL;
 }

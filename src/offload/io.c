@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define ZT_IO_MAX_THREADS 64
 
@@ -26,6 +27,7 @@ typedef struct io_block {
     size_t len;
     off_t off;
     bool write;
+    uint64_t *sum;           /* this block's checksum slot, or NULL */
 } io_block;
 
 struct zt_io {
@@ -49,6 +51,7 @@ static double now_s(void) {
 /* One block, start to end; 0 or an errno-like failure described in msg. */
 static int do_block(const io_block *b, char *msg, size_t cap) {
     size_t done = 0;
+    if (b->write && b->sum) *b->sum = XXH3_64bits(b->buf, b->len);
     while (done < b->len) {
         ssize_t r = b->write ? pwrite(b->fd, b->buf + done, b->len - done, b->off + (off_t)done)
                              : pread(b->fd, b->buf + done, b->len - done, b->off + (off_t)done);
@@ -73,6 +76,11 @@ static int do_block(const io_block *b, char *msg, size_t cap) {
             return EIO;
         }
         done += (size_t)r;
+    }
+    if (!b->write && b->sum && *b->sum && XXH3_64bits(b->buf, b->len) != *b->sum) {
+        snprintf(msg, cap, "reading %s at offset %lld (%zu bytes): checksum mismatch, the file changed under the "
+                 "run (truncated, overwritten or corrupted)", b->path, (long long)b->off, b->len);
+        return EIO;
     }
     return 0;
 }
@@ -171,8 +179,10 @@ static int reserve(zt_io *io, size_t n) {
     return 0;
 }
 
+size_t zt_io_block_bytes(const zt_io *io) { return io->block; }
+
 int zt_io_submit(zt_io *io, zt_io_ticket *t, int fd, const char *path, void *buf, size_t len, off_t off,
-                 bool write, zt_error *err) {
+                 bool write, uint64_t *sums, zt_error *err) {
     size_t n = (len + io->block - 1) / io->block;
     if (!n) return ZT_OK;
     pthread_mutex_lock(&io->mu);
@@ -184,7 +194,7 @@ int zt_io_submit(zt_io *io, zt_io_ticket *t, int fd, const char *path, void *buf
         size_t at = k * io->block, l = len - at < io->block ? len - at : io->block;
         io->q[(io->head + io->count) % io->cap] =
             (io_block){.t = t, .fd = fd, .path = path, .buf = (char *)buf + at, .len = l, .off = off + (off_t)at,
-                       .write = write};
+                       .write = write, .sum = sums ? sums + k : NULL};
         io->count++;
         t->pending++;
     }

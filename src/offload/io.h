@@ -38,9 +38,15 @@ void zt_io_free(zt_io *io);
  * counted against t (which the caller zeroed before its first use, or reuses after a wait).
  * path names the file in error messages (kept by pointer: it must outlive the request). A
  * short read (end of file before len bytes) is an error, as is a write that makes no progress.
- * Cannot fail: the queue grows as needed (returns ZT_ERR_NOMEM only if that growth fails). */
+ * sums (optional, one per block of the request: ceil(len / block bytes)): a write stores each
+ * block's XXH3-64 there before writing it; a read checks each block against its entry (0:
+ * unknown, not checked) and fails naming the file and offset when they differ, so a file changed
+ * under the run (truncated and re-extended, overwritten, corrupted) is caught, not consumed.
+ * Returns ZT_ERR_NOMEM only if the queue cannot grow. */
 int zt_io_submit(zt_io *io, zt_io_ticket *t, int fd, const char *path, void *buf, size_t len, off_t off,
-                 bool write, zt_error *err);
+                 bool write, uint64_t *sums, zt_error *err);
+/* Bytes per block (requests are cut into blocks of this size). */
+size_t zt_io_block_bytes(const zt_io *io);
 /* Blocks until every block submitted against t is done; returns t->code (copied into err). The
  * ticket is then empty and reusable. *waited_s (optional) += the seconds spent blocked. */
 int zt_io_wait(zt_io *io, zt_io_ticket *t, double *waited_s, zt_error *err);

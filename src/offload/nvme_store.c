@@ -46,6 +46,8 @@ struct zt_nvme_store {
     int nbuf;
     char *staging;                  /* nbuf x slot_bytes, 4 KiB aligned */
     zt_io_ticket *rd, *wr;          /* (nbuf) */
+    size_t nchunks, bpc;            /* chunks per kind, I/O blocks per chunk */
+    uint64_t *sums;                 /* (nkinds, nchunks, bpc) XXH3 of each block as last written; 0: unknown */
     zt_io *io;
     int io_threads;
     bool direct;
@@ -178,6 +180,12 @@ int zt_nvme_store_create(const zt_nvme_store_options *o, zt_nvme_store **out, zt
     }
     memset(s->staging, 0, (size_t)nbuf * s->slot_bytes); /* resident now: the plan counts it */
     if ((rc = make_files(s, o, err)) || (rc = zt_io_create(threads, 0, &s->io, err))) goto fail;
+    s->nchunks = (s->floats + chunk - 1) / chunk;
+    s->bpc = (chunk * sizeof(float) + zt_io_block_bytes(s->io) - 1) / zt_io_block_bytes(s->io);
+    if (!(s->sums = calloc((size_t)s->nkinds * s->nchunks * s->bpc + 1, sizeof *s->sums))) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "offload: out of memory");
+        goto fail;
+    }
     int n = snprintf(s->desc, sizeof s->desc, "%s/rank-%05d.{", s->run_dir, o->rank);
     for (int k = 0; k < s->nkinds && n < (int)sizeof s->desc; k++)
         n += snprintf(s->desc + n, sizeof s->desc - (size_t)n, "%s%s", k ? "," : "", o->kinds[k]);
@@ -205,6 +213,7 @@ void zt_nvme_store_free(zt_nvme_store *s) {
     }
     if (s->run_dir[0]) rmdir(s->run_dir); /* fails while other ranks' files are there: the last one removes it */
     free(s->staging);
+    free(s->sums);
     free(s->rd);
     free(s->wr);
     free(s);
@@ -227,14 +236,30 @@ static int queue_chunk(zt_nvme_store *s, size_t c, bool write, zt_error *err) {
     off_t off = (off_t)(c * s->chunk * sizeof(float));
     for (int k = 0; k < s->nkinds; k++) {
         int rc = zt_io_submit(s->io, write ? &s->wr[slot] : &s->rd[slot], s->fd[k], s->path[k], slot_kind(s, slot, k),
-                              bytes, off, write, err);
+                              bytes, off, write, s->sums + ((size_t)k * s->nchunks + c) * s->bpc, err);
         if (rc) return rc;
+    }
+    return ZT_OK;
+}
+
+/* A file shorter than the store made it was cut under the run: say so before reading it. */
+static int check_sizes(const zt_nvme_store *s, zt_error *err) {
+    for (int k = 0; k < s->nkinds; k++) {
+        struct stat sb;
+        if (fstat(s->fd[k], &sb) != 0)
+            return zt_error_set(err, ZT_ERR_IO, "cannot stat %s: %s", s->path[k], strerror(errno));
+        if ((size_t)sb.st_size != s->file_bytes)
+            return zt_error_set(err, ZT_ERR_IO, "%s is %lld bytes, the run wrote %zu: it was truncated or changed "
+                                "under the run (offset %lld onwards is missing)", s->path[k], (long long)sb.st_size,
+                                s->file_bytes, (long long)sb.st_size);
     }
     return ZT_OK;
 }
 
 int zt_nvme_store_stream(zt_nvme_store *s, zt_nvme_chunk_fn fn, void *ctx, zt_error *err) {
     double t0 = now_s();
+    int src = check_sizes(s, err);
+    if (src) return src;
     size_t C = (s->floats + s->chunk - 1) / s->chunk;
     size_t ahead = (size_t)s->nbuf - 1;
     int rc = ZT_OK;
@@ -295,8 +320,15 @@ static int rand_io(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf
                                               : "short read: the file is shorter than its state (truncated while in use?)");
         done += (size_t)r;
     }
-    if (write) s->st.write_bytes += len;
-    else s->st.read_bytes += len;
+    if (write) { /* the stream's checksums of these chunks no longer hold */
+        s->st.write_bytes += len;
+        if (n) {
+            size_t c0 = begin / s->chunk, c1 = (begin + n - 1) / s->chunk;
+            memset(s->sums + ((size_t)kind * s->nchunks + c0) * s->bpc, 0, (c1 - c0 + 1) * s->bpc * sizeof *s->sums);
+        }
+    } else {
+        s->st.read_bytes += len;
+    }
     return ZT_OK;
 }
 
@@ -315,6 +347,7 @@ int zt_nvme_store_zero(zt_nvme_store *s, zt_error *err) {
         int rc = reserve(s, k, err);
         if (rc) return rc;
     }
+    memset(s->sums, 0, (size_t)s->nkinds * s->nchunks * s->bpc * sizeof *s->sums);
     return ZT_OK;
 }
 

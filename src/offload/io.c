@@ -70,8 +70,8 @@ static int do_block(const io_block *b, char *msg, size_t cap) {
                 snprintf(msg, cap, "writing %s at offset %lld: the device accepted 0 of %zu bytes (full?)",
                          b->path, (long long)(b->off + (off_t)done), b->len - done);
             else
-                snprintf(msg, cap, "reading %s at offset %lld: short read, the file ends %zu bytes early "
-                         "(was it truncated or replaced while in use?)",
+                snprintf(msg, cap, "reading %s at offset %lld: short read, the file ends there and %zu more "
+                         "bytes were expected (was it truncated or replaced while in use?)",
                          b->path, (long long)(b->off + (off_t)done), b->len - done);
             return EIO;
         }

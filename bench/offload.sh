@@ -70,6 +70,8 @@ for r in $(seq 1 "$rounds"); do
   rm -f "$dir/dd.bin"
   l3="$(load)"
   echo "round $r: load average $l0 / $l1 / $l2 / $l3 (before in-memory / offloaded / dd / after)"
+  echo "  in memory: $(grep -m1 'all units' <<<"$mem" | sed 's/^ *all units: //')"
+  echo "  offloaded: $(grep -m1 'all units' <<<"$off" | sed 's/^ *all units: //')"
   grep -E "^offload:|offload per step" <<<"$off" | sed 's/^/  /'
   rows+=("$(python3 - "$jm" "$jo" "$rrate" "$wrate" <<'PY'
 import json, sys

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# offload.sh BUILD SOURCE - NVMe offload of the optimizer state (docs/memory.md "NVMe offload"):
+# offload.sh BUILD SOURCE - NVMe offload of the optimizer state (docs/offload.md):
 #  1. through the CLI, 1 rank ddp, 2 ranks zero2 and 2 ranks zero3 (one of them configured in
-#     DeepSpeed's JSON): the offloaded run's final parameters are bit-identical to the in-memory
-#     run's; a checkpoint of an offloaded run resumes bit-identically; no file is left behind;
+#     DeepSpeed's JSON, one in bf16-low with stochastic rounding): the offloaded run's final
+#     parameters are bit-identical to the in-memory run's; a checkpoint of an offloaded run
+#     resumes bit-identically; no file is left behind;
 #  2. under an address-space limit (RLIMIT_AS) on each rank, set halfway between the offloaded
 #     and the in-memory run's measured peaks (1 rank ddp and 2 ranks zero3): the in-memory run
 #     fails with exit 7 (the limit bites), the offloaded run completes with the same parameters;
@@ -44,6 +45,16 @@ for case in "1 ddp" "2 zero2" "2 zero3"; do
   fi
   [ "$2" = zero3 ] && ref3="$(hash_of "$a")"
 done
+# a precision mode that rounds the stepped state (bf16-low, stochastic rounding keyed by element)
+a="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --set precision.mode=bf16-low \
+     --set precision.stochastic_rounding=true 2>&1)"
+b="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --set precision.mode=bf16-low \
+     --set precision.stochastic_rounding=true "${OFF[@]}" 2>&1)"
+if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then
+  ok "zero3 x2 bf16-low with stochastic rounding: offloaded = in memory ($(hash_of "$a"))"
+else
+  bad "bf16-low: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -3
+fi
 # the same through DeepSpeed's keys (a native file including a DeepSpeed JSON)
 cat > "$T/ds.json" <<JSON
 {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,

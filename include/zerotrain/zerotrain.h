@@ -310,12 +310,13 @@ const char *zt_dtype_name(zt_dtype d);                    /* "fp32", "bf16", "fp
 int zt_precision_check(const zt_precision *p, zt_error *err);
 /* One line naming each dtype: "bf16 mixed: params fp32 | compute bf16 | reduce fp32 | ..." */
 void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
-/* NVMe offload (ZeRO-Infinity; docs/memory.md "NVMe offload"). With optimizer_dir set, the
- * optimizer state of the elements this rank updates (AdamW's m and v, SGD's momentum) lives in
- * files optimizer_dir/<run>/rank-NNNNN.<kind> instead of memory, and each step streams it through
+/* NVMe offload (ZeRO-Infinity; docs/offload.md). With optimizer_dir set, the optimizer state of
+ * the elements this rank updates (AdamW's m and v, SGD's momentum) lives in files
+ * optimizer_dir/<run>/rank-NNNNN.<kind> instead of memory, and each step streams it through
  * buffer_count staging buffers of buffer_bytes (reading ahead, updating, writing back, all
- * overlapped). The parameters, which are the fp32 compute weights, stay in memory. Results are
- * bit-identical to the in-memory run. The strings are copied by zt_engine_create. */
+ * overlapped). The fp32 parameters (the master weights under bf16/fp16 compute) stay in memory.
+ * Results are bit-identical to the in-memory run in every precision mode. The strings are copied
+ * by zt_engine_create. */
 typedef struct zt_offload_options {
     const char *optimizer_dir;  /* an existing directory on a local disk; NULL or "": in memory */
     int buffer_count;           /* staging buffers, >= 2; 0: 4 */

@@ -175,8 +175,8 @@ const key_def zt_cfg_keys[] = {
            "attention matrix and gelu); same gradients, bit for bit "
            "(docs/activation-checkpointing.md)"),
     K_ENUM("memory.offload_optimizer", offload_optimizer, OFFLOADS, "none",
-           "where the optimizer state (moments; master weights where separate) lives: nvme "
-           "streams it from files under offload_optimizer_nvme_path (docs/memory.md)"),
+           "where the optimizer state (AdamW moments, SGD momentum) lives: nvme streams it "
+           "from files under offload_optimizer_nvme_path (docs/offload.md)"),
     K_ENUM("memory.offload_param", offload_param, OFFLOADS, "none",
            "where zero3's parameter shards live between uses"),
     K_STR("memory.offload_optimizer_nvme_path", offload_optimizer_nvme_path, 0, "",

@@ -74,7 +74,7 @@ typedef enum zt_cfg_dtype { ZT_CFG_DTYPE_FP32 = 0, ZT_CFG_DTYPE_BF16 = 1, ZT_CFG
 typedef enum zt_cfg_offload {
     ZT_CFG_OFFLOAD_NONE = 0,
     ZT_CFG_OFFLOAD_CPU = 1,   /* host memory: on this CPU-only build, where everything already is */
-    ZT_CFG_OFFLOAD_NVME = 2   /* files on a local disk (docs/memory.md "NVMe offload") */
+    ZT_CFG_OFFLOAD_NVME = 2   /* files on a local disk (docs/offload.md) */
 } zt_cfg_offload;
 typedef enum zt_cfg_recompute {
     ZT_CFG_RECOMPUTE_NONE = 0,

@@ -333,6 +333,17 @@ static void test_engine_bit_identical(void **state) {
         train(mem, 0, 4);
         train(off, 0, 4);
         assert_true(zt_engine_param_hash(mem) == zt_engine_param_hash(off));
+        /* the memory plan (src/memory/plan.c) models the staging exactly: planned = measured */
+        zt_memory_plan plan;
+        zt_engine_memory_plan(off, &plan);
+        zt_engine_memory(off, &b);
+        for (int c = 0; c < ZT_MEM_CLASSES; c++)
+            if (plan.peak[c] != b.peak[c])
+                fail_msg("class %s: planned %zu, measured %zu", zt_mem_class_name((zt_mem_class)c), plan.peak[c],
+                         b.peak[c]);
+        assert_int_equal(plan.peak[ZT_MEM_OPTIMIZER], 3 * 2 * 8192);
+        size_t kinds = kind == ZT_OPT_ADAMW ? 2 : 1, least = kinds * (size_t)zt_model_numel(m) * 4;
+        assert_true(plan.offload_file_bytes >= least && plan.offload_file_bytes < least + kinds * 8192);
         zt_offload_stats st;
         zt_engine_offload_stats(off, &st, false);
         assert_int_equal(st.streams, 4);

@@ -215,14 +215,26 @@ static void test_offload(void **state) {
     has_note("warning: memory.offload_param cpu changes nothing on this CPU-only build");
     strcpy(C.train_path, "x.bin");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK); /* runs, with the warnings */
+    /* nvme: honored, with DeepSpeed's buffer_count and aio.thread_count mapped */
     ok("{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", "
-       "\"nvme_path\": \"/local_nvme\"}}}");
+       "\"nvme_path\": \"/local_nvme\", \"buffer_count\": 6, \"pin_memory\": true, \"pipeline_read\": true}}, "
+       "\"aio\": {\"thread_count\": 3, \"block_size\": 1048576, \"queue_depth\": 8}}");
+    assert_int_equal(C.offload_optimizer, ZT_CFG_OFFLOAD_NVME);
     assert_string_equal(C.offload_optimizer_nvme_path, "/local_nvme");
+    assert_int_equal(C.offload_buffer_count, 6);
+    assert_int_equal(C.offload_io_threads, 3);
+    assert_true(C.offload_buffer_mb == 64.0f);
+    strcpy(C.train_path, "x.bin");
+    assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK);
+    bad("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/n\", "
+        "\"buffer_count\": 1}}}",
+        "zero_optimization.offload_optimizer.buffer_count");
+    ok("{\"zero_optimization\": {\"stage\": 1, \"offload_optimizer\": {\"device\": \"nvme\", "
+       "\"nvme_path\": \"/n\"}}}");
+    C.offload_buffer_mb = 0.001f; /* 1 KiB: less than a block per state */
     strcpy(C.train_path, "x.bin");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
-    assert_string_equal(err.msg, "memory.offload_optimizer nvme is not implemented in this build yet "
-                                 "(issue 7) (from ds.json:1:68 deepspeed "
-                                 "zero_optimization.offload_optimizer.device=\"nvme\")");
+    assert_non_null(strstr(err.msg, "memory.offload_buffer_mb: 0.001 MiB cannot hold"));
     bad("{\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\"}}}",
         "memory.offload_param: nvme needs memory.offload_param_nvme_path");
     bad("{\"zero_optimization\": {\"offload_param\": {\"device\": \"gpu\"}}}",

@@ -310,6 +310,29 @@ const char *zt_dtype_name(zt_dtype d);                    /* "fp32", "bf16", "fp
 int zt_precision_check(const zt_precision *p, zt_error *err);
 /* One line naming each dtype: "bf16 mixed: params fp32 | compute bf16 | reduce fp32 | ..." */
 void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
+/* NVMe offload (ZeRO-Infinity; docs/offload.md). With optimizer_dir set, the optimizer state of
+ * the elements this rank updates (AdamW's m and v, SGD's momentum) lives in files
+ * optimizer_dir/<run>/rank-NNNNN.<kind> instead of memory, and each step streams it through
+ * buffer_count staging buffers of buffer_bytes (reading ahead, updating, writing back, all
+ * overlapped). The fp32 parameters (the master weights under bf16/fp16 compute) stay in memory.
+ * Results are bit-identical to the in-memory run in every precision mode. The strings are copied
+ * by zt_engine_create. */
+typedef struct zt_offload_options {
+    const char *optimizer_dir;  /* an existing directory on a local disk; NULL or "": in memory */
+    int buffer_count;           /* staging buffers, >= 2; 0: 4 */
+    size_t buffer_bytes;        /* bytes per staging buffer; 0: 64 MiB */
+    int io_threads;             /* I/O threads; 0: 2 */
+    bool buffered;              /* never O_DIRECT (default: O_DIRECT where the file system allows) */
+} zt_offload_options;
+
+/* What the offload tier did since the last reset (zt_engine_offload_stats). */
+typedef struct zt_offload_stats {
+    uint64_t read_bytes, write_bytes; /* moved between the files and the staging buffers */
+    double stream_s;            /* wall time of the offloaded optimizer updates */
+    double wait_s;              /* of which blocked on I/O (the part not hidden behind updates) */
+    double update_s;            /* of which updating */
+    int64_t streams;            /* optimizer passes over the files */
+} zt_offload_stats;
 
 typedef struct zt_engine_options {
     int B, T;                 /* micro-batch shape the activation buffers are sized for */
@@ -334,6 +357,7 @@ typedef struct zt_engine_options {
     bool no_prefetch;         /* zero3: gather each unit only when it runs */
     zt_precision precision;   /* all zero = fp32 */
     zt_recompute activation_checkpointing; /* none (default), full or selective */
+    zt_offload_options offload; /* NVMe tier for the optimizer state (all zero: none) */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
@@ -467,6 +491,10 @@ void zt_engine_reset_times(zt_engine *e);
 /* Cumulative wall time of the engine's collectives on the calling thread: bucket packing, the
  * collective, unpacking; the small exact sums (norm partials, loss). Reset with the unit times. */
 double zt_engine_comm_seconds(const zt_engine *e);
+/* The NVMe offload tier: one line saying where the files are and how they are read and written
+ * ("" when nothing is offloaded), and the I/O done since the last reset (zeros when none). */
+const char *zt_engine_offload_describe(const zt_engine *e);
+void zt_engine_offload_stats(zt_engine *e, zt_offload_stats *out, bool reset);
 
 /* ---------------------------------------------------------------------------------------------
  * Learning-rate schedule: linear warmup, then cosine or linear decay to min_lr at total_steps. */

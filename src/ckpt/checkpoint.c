@@ -125,10 +125,15 @@ static int hash_file(const char *path, uint64_t *hash, uint64_t *size, zt_error 
 
 /* ---- what a writer holds ----------------------------------------------------------------------- */
 
-static int n_kinds(const zt_engine *e) { return e->v ? 3 : e->m ? 2 : 1; }
+static int n_kinds(const zt_engine *e) { return 1 + e->state_kinds; }
+
+/* Where parameter i's rows of an optimizer state start in this rank's state layout. */
+static size_t state_base(const zt_engine *e, int i) {
+    return e->shard_optim ? e->plan.p[i].shard_off : e->plan.p[i].full_off; /* ddp: full, row0 = 0 */
+}
 
 /* Rows [row0, row0 + rows) of kind k of parameter i in shard s's slice, and (for the local
- * writer) where they are in memory. */
+ * writer) where they are in memory: NULL for an optimizer state that lives in NVMe files. */
 static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
     const zt_plan *pl = &e->plan;
     const zt_param_plan *p = &pl->p[i];
@@ -137,8 +142,8 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
     size_t begin = (size_t)(*row0 * p->row_len);
     if (k == 0)
         return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
-    float *state = k == 1 ? e->m : e->v;
-    return e->shard_optim ? state + p->shard_off : state + p->full_off; /* ddp: full, row0 = 0 */
+    float *state = zt_engine_state_ptr(e, k - 1);
+    return state ? state + state_base(e, i) : NULL;
 }
 
 static bool is_writer(const zt_engine *e) {
@@ -149,16 +154,31 @@ static bool is_writer(const zt_engine *e) {
 
 /* ---- save --------------------------------------------------------------------------------------- */
 
-/* Visits this writer's slices in file order: (parameter, kind) in table order. */
+/* Visits this writer's slices in file order: (parameter, kind) in table order. fn may be called
+ * several times per slice (offloaded states come through the staging memory piece by piece).
+ * Returns 0, fn's nonzero result, or a zt_status with err filled (reading an offloaded state). */
 typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 
-static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx) {
+static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
+    size_t bounce_n;
+    float *bounce = zt_engine_state_bounce(e, &bounce_n);
     for (int i = 0; i < e->model->n_params; i++)
         for (int k = 0; k < n_kinds(e); k++) {
             int64_t row0, rows;
             const float *src = local_rows(e, i, k, &row0, &rows);
-            int rc = fn(ctx, src, (size_t)(rows * e->plan.p[i].row_len) * sizeof(float));
-            if (rc) return rc;
+            size_t n = (size_t)(rows * e->plan.p[i].row_len);
+            if (src) {
+                int rc = fn(ctx, src, n * sizeof(float));
+                if (rc) return rc;
+                continue;
+            }
+            for (size_t done = 0; done < n;) {
+                size_t len = n - done < bounce_n ? n - done : bounce_n;
+                int rc = zt_engine_state_read(e, k - 1, state_base(e, i) + done, len, bounce, err);
+                if (rc) return zt_error_prefix(err, "checkpoint: %s of %s", KIND_NAMES[k], e->model->params[i].name);
+                if ((rc = fn(ctx, bounce, len * sizeof(float)))) return rc;
+                done += len;
+            }
         }
     return 0;
 }
@@ -199,7 +219,14 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
         return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", path, strerror(en));
     }
     XXH64_reset(f.st, 0);
-    int bad = snapshot ? slice_write(&f, (const float *)snapshot, snap_len) : for_each_slice(e, slice_write, &f);
+    zt_error serr = {0};
+    int bad = snapshot ? slice_write(&f, (const float *)snapshot, snap_len) : for_each_slice(e, slice_write, &f, &serr);
+    if (bad > 0) { /* an offloaded state could not be read: its message */
+        close(f.fd);
+        XXH64_freeState(f.st);
+        *err = serr;
+        return bad;
+    }
     bad |= fsync(f.fd);
     bad |= close(f.fd);
     *hash = XXH64_digest(f.st);
@@ -503,14 +530,19 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         free(a);
         return rc;
     }
-    if (is_writer(e)) {
-        for_each_slice(e, slice_bytes, &a->len);
+    if (is_writer(e) && e->optim_store) {
+        /* the optimizer state is in NVMe files: a snapshot would bring it all into memory, so
+         * this rank's file is written now; only the commit waits for the next step boundary */
+        snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
+        a->status = write_rank_file(e, a->path, NULL, 0, &a->hash, &a->size, &a->err);
+    } else if (is_writer(e)) {
+        for_each_slice(e, slice_bytes, &a->len, NULL);
         a->snapshot = malloc(a->len ? a->len : 1);
         if (!a->snapshot) {
             a->status = zt_error_set(&a->err, ZT_ERR_NOMEM, "checkpoint: out of memory for a %zu-byte snapshot", a->len);
         } else {
             char *w = a->snapshot;
-            for_each_slice(e, slice_copy, &w);
+            for_each_slice(e, slice_copy, &w, NULL);
             snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
             if (pthread_create(&a->thread, NULL, async_writer, a) == 0) a->started = true;
             else a->status = zt_error_set(&a->err, ZT_ERR_IO, "checkpoint: cannot start the writer thread");
@@ -733,6 +765,32 @@ static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int6
     return ZT_OK;
 }
 
+/* fill_rows for an optimizer state in NVMe files: rows [lo, hi) of kind k of parameter i go
+ * through the idle staging memory (one row at a time only if a row is larger than it). */
+static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int k, int i, int64_t lo, int64_t hi,
+                          const int *fds, int nfiles, const uint64_t *fsize, zt_error *err) {
+    int64_t row_len = e->plan.p[i].row_len;
+    size_t cap;
+    float *buf = zt_engine_state_bounce(e, &cap), *tmp = NULL;
+    if (!buf || cap < (size_t)row_len) {
+        if (!(tmp = malloc((size_t)row_len * sizeof *tmp)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for a row of %s", e->model->params[i].name);
+        buf = tmp;
+        cap = (size_t)row_len;
+    }
+    int64_t per = (int64_t)(cap / (size_t)row_len);
+    int rc = ZT_OK;
+    for (int64_t r = lo; r < hi && !rc; r += per) {
+        int64_t r2 = r + per < hi ? r + per : hi;
+        rc = fill_rows(commit, tj, KIND_NAMES[k], r, r2, row_len, buf, fds, nfiles, fsize, e->model->params[i].name, err);
+        if (!rc)
+            rc = zt_engine_state_write(e, k - 1, state_base(e, i) + (size_t)((r - lo) * row_len),
+                                       (size_t)((r2 - r) * row_len), buf, err);
+    }
+    free(tmp);
+    return rc;
+}
+
 int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *err) {
     char commit[4096];
     int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
@@ -811,12 +869,16 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             if (k == 0) {
                 dst = e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             } else {
-                float *state = k == 1 ? e->m : e->v;
-                dst = e->shard_optim ? state + pl->p[i].shard_off : state + pl->p[i].full_off;
+                float *state = zt_engine_state_ptr(e, k - 1);
+                dst = state ? state + state_base(e, i) : NULL;
             }
-            if ((rc = fill_rows(commit, tj, KIND_NAMES[k], lo, hi, pl->p[i].row_len, dst, fds, nfiles, fsize,
-                                p->name, err)))
+            if (dst) {
+                if ((rc = fill_rows(commit, tj, KIND_NAMES[k], lo, hi, pl->p[i].row_len, dst, fds, nfiles, fsize,
+                                    p->name, err)))
+                    goto out;
+            } else if ((rc = fill_offloaded(e, commit, tj, k, i, lo, hi, fds, nfiles, fsize, err))) {
                 goto out;
+            }
         }
     }
     zt_grads_reset(e);

@@ -50,6 +50,8 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
+    zt_offload_options off = {0};
+    double off_mb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--peak")) /* the peak table and the measured GEMM rate, nothing else */
@@ -58,7 +60,9 @@ int zt_cmd_bench(int argc, char **argv) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
-                   "                       [--recompute none|full|selective]\n");
+                   "                       [--recompute none|full|selective]\n"
+                   "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
+                   "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n");
             return 0;
         }
         if (!v) {
@@ -72,6 +76,10 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
+        else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--offload-buffer-mb")) off_mb = strtod(v, &end);
+        else if (!strcmp(a, "--offload-io-threads")) off.io_threads = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--precision")) {
             int k = 0;
             while (k < 4 && strcmp(v, zt_precision_mode_name((zt_precision_mode)k))) k++;
@@ -122,7 +130,11 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.hybrid_shard_size = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     zt_precision_default(&eo.precision, precision);
     const char *pname = zt_precision_mode_name(precision);
+    eo.offload = off;
+    eo.offload.buffer_bytes = (size_t)(off_mb * 1048576.0);
     if ((rc = zt_engine_create(m, &eo, &e, &err)) || (rc = zt_engine_init_params(e, &err))) goto out;
+    zt_offload_stats io_sum = {0}, io;
+    if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
     times = malloc((size_t)steps * sizeof *times);
     if (!tok || !times) {
@@ -146,6 +158,7 @@ int zt_cmd_bench(int argc, char **argv) {
             tok[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
         }
         if (it == warmup) zt_engine_reset_times(e);
+        zt_engine_offload_stats(e, &io, true);
         double t0 = omp_get_wtime();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
@@ -160,6 +173,14 @@ int zt_cmd_bench(int argc, char **argv) {
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
         fflush(out);
         if (it >= warmup) times[it - warmup] = t;
+        zt_engine_offload_stats(e, &io, true);
+        if (it >= warmup) {
+            io_sum.read_bytes += io.read_bytes;
+            io_sum.write_bytes += io.write_bytes;
+            io_sum.stream_s += io.stream_s;
+            io_sum.wait_s += io.wait_s;
+            io_sum.update_s += io.update_s;
+        }
     }
     /* where the time goes, per unit, averaged over the timed steps */
     double fwd_total = 0, bwd_total = 0;
@@ -179,6 +200,14 @@ int zt_cmd_bench(int argc, char **argv) {
     fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
            1e3 * fwd_total / steps, 1e3 * bwd_total / steps, 1e3 * (mean - (fwd_total + bwd_total) / steps),
            1e3 * mean);
+    /* NVMe offload: what one optimizer pass moved, and how fast (rank 0's files) */
+    double io_gbps = io_sum.stream_s > 0 ? (double)(io_sum.read_bytes + io_sum.write_bytes) / io_sum.stream_s / 1e9 : 0;
+    if (io_sum.stream_s > 0)
+        fprintf(out, "  offload per step: read %.1f MB, wrote %.1f MB; optimizer pass %.1f ms (updating %.1f ms, waiting "
+                "on the disk %.1f ms); I/O rate over the pass %.2f GB/s (read %.2f + write %.2f)\n",
+                io_sum.read_bytes / 1e6 / steps, io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps,
+                1e3 * io_sum.update_s / steps, 1e3 * io_sum.wait_s / steps, io_gbps,
+                (double)io_sum.read_bytes / io_sum.stream_s / 1e9, (double)io_sum.write_bytes / io_sum.stream_s / 1e9);
     double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
     /* the peak of all the cores the job uses; the GEMM rate measured on this rank's threads */
     double peak = zt_cpu_fp32_peak_flops(threads * nranks) / 1e9;
@@ -196,10 +225,15 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"ranks\":%d,\"strategy\":\"%s\",\"B\":%d,\"T\":%d,\"steps\":%d,\"tok_per_s_median\":%.2f,"
             "\"step_ms_median\":%.1f,\"step_ms_min\":%.1f,\"gflops\":%.1f,\"nominal_peak_gflops\":%.1f,"
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
-            "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu}\n",
+            "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
+            "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
+            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
-            zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations);
+            zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
+            zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
+            io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
+            1e3 * io_sum.update_s / steps, io_gbps);
     rc = ZT_OK;
 out:
     free(tok);

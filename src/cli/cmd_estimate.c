@@ -180,7 +180,8 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     char nvme_label[80];
     size_t nbuf = w->po->offload_buffer_count > 0 ? (size_t)w->po->offload_buffer_count : 4;
     size_t nbytes = w->po->offload_buffer_bytes ? w->po->offload_buffer_bytes : (size_t)64 << 20;
-    snprintf(nvme_label, sizeof nvme_label, "  optimizer state on NVMe (%zu x %.0f MiB)", nbuf, nbytes / 1048576.0);
+    snprintf(nvme_label, sizeof nvme_label, "  optimizer state on NVMe (%zu x %.*f MiB)", nbuf,
+             nbytes % 1048576 ? 2 : 0, nbytes / 1048576.0);
     for (int v = 1; v < ZT_EST_VARIANTS; v++) {
         fprintf(out, "%-44s", v == ZT_EST_NVME ? nvme_label : vlabels[v]);
         for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].peak[v], div, decimals);
@@ -392,8 +393,9 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_optimizer = offload == 1;
         snprintf(title, sizeof title, "%s", model_name);
     }
-    po.offload_buffer_count = nbuf;
-    po.offload_buffer_bytes = (size_t)nbuf_mb << 20;
+    /* the buffers: --nvme-* when given, else a CONFIG's memory.offload_buffer_* (eo.offload) */
+    po.offload_buffer_count = nbuf ? nbuf : eo.offload.buffer_count;
+    po.offload_buffer_bytes = nbuf_mb ? (size_t)nbuf_mb << 20 : eo.offload.buffer_bytes;
     if (!threads) threads = default_threads(nproc);
     omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
     w.title = title;

@@ -175,13 +175,22 @@ const key_def zt_cfg_keys[] = {
            "attention matrix and gelu); same gradients, bit for bit "
            "(docs/activation-checkpointing.md)"),
     K_ENUM("memory.offload_optimizer", offload_optimizer, OFFLOADS, "none",
-           "where the fp32 master weights and optimizer moments live"),
+           "where the optimizer state (AdamW moments, SGD momentum) lives: nvme streams it "
+           "from files under offload_optimizer_nvme_path (docs/offload.md)"),
     K_ENUM("memory.offload_param", offload_param, OFFLOADS, "none",
            "where zero3's parameter shards live between uses"),
     K_STR("memory.offload_optimizer_nvme_path", offload_optimizer_nvme_path, 0, "",
           "directory for offload_optimizer: nvme"),
     K_STR("memory.offload_param_nvme_path", offload_param_nvme_path, 0, "",
           "directory for offload_param: nvme"),
+    K_INT("memory.offload_buffer_count", offload_buffer_count, 2, 1024, "4",
+          "NVMe offload: staging buffers in memory, each holding one chunk of every offloaded "
+          "state; 3 or more overlap reading ahead, updating and writing back",
+          NULL),
+    K_FLT("memory.offload_buffer_mb", offload_buffer_mb, 0.0, HUGE_VAL, F_OPEN_LO, "64",
+          "NVMe offload: MiB per staging buffer (at least 4 KiB per offloaded state)", NULL),
+    K_INT("memory.offload_io_threads", offload_io_threads, 1, 64, "2",
+          "NVMe offload: threads doing the file reads and writes (the I/O queue depth)", NULL),
     K_STR("checkpoint.dir", ckpt_dir, 0, "", "directory for checkpoints; empty: none"),
     K_INT("checkpoint.every", ckpt_every, 0, INT_MAX, "0", "checkpoint every N steps; 0: never",
           NULL),

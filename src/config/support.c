@@ -25,11 +25,12 @@ const support_row zt_cfg_support[] = {
     {"memory.offload_optimizer", "cpu", ZT_CONFIG_WARNING,
      "changes nothing on this CPU-only build: the optimizer state already lives in host memory "
      "(no offload)"},
-    {"memory.offload_optimizer", "nvme", ZT_CONFIG_ERROR, NOT_YET("7")},
     {"memory.offload_param", "cpu", ZT_CONFIG_WARNING,
      "changes nothing on this CPU-only build: the parameters already live in host memory (no "
      "offload)"},
-    {"memory.offload_param", "nvme", ZT_CONFIG_ERROR, NOT_YET("7")},
+    {"memory.offload_param", "nvme", ZT_CONFIG_ERROR,
+     "is not implemented yet: zero3's parameter pieces stay in memory (memory.offload_optimizer "
+     "nvme offloads the optimizer state)"},
     /* checkpoints (docs/checkpoints.md) */
     {"checkpoint.save_consolidated", "true", ZT_CONFIG_WARNING,
      "is not read from the configuration yet: `zerotrain export CKPT -o model.safetensors` "
@@ -110,6 +111,17 @@ void zt_cfg_support_check(const zt_train_config *c, zt_config_note_fn fn, void *
     if (c->offload_optimizer != ZT_CFG_OFFLOAD_NVME)
         note_unused(c, d, "memory.offload_optimizer_nvme_path",
                     "has no effect: memory.offload_optimizer is not nvme", fn, ctx);
+    if (c->offload_optimizer != ZT_CFG_OFFLOAD_NVME && c->offload_param != ZT_CFG_OFFLOAD_NVME) {
+        static const char *const nvme_keys[] = {"memory.offload_buffer_count", "memory.offload_buffer_mb",
+                                                "memory.offload_io_threads"};
+        for (size_t i = 0; i < sizeof nvme_keys / sizeof nvme_keys[0]; i++)
+            note_unused(c, d, nvme_keys[i], "has no effect: nothing is offloaded to nvme", fn, ctx);
+    }
+    if (c->offload_optimizer == ZT_CFG_OFFLOAD_NVME && c->optim.kind == ZT_OPT_SGD && c->optim.momentum == 0.0f) {
+        int ki = zt_cfg_key_index("memory.offload_optimizer");
+        if (ki >= 0)
+            emit(c, ki, ZT_CONFIG_WARNING, "has no effect: SGD without momentum keeps no optimizer state", fn, ctx);
+    }
     if (c->offload_param != ZT_CFG_OFFLOAD_NVME)
         note_unused(c, d, "memory.offload_param_nvme_path", "has no effect: memory.offload_param is not nvme",
                     fn, ctx);

@@ -352,6 +352,12 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%smemory.offload_optimizer: nvme needs memory.offload_optimizer_nvme_path",
                      PFX(w));
     }
+    if (c->offload_optimizer == ZT_CFG_OFFLOAD_NVME && c->offload_buffer_mb * 1048576.0 < 2 * 4096.0) {
+        w = LOC("memory.offload_buffer_mb", "memory.offload_optimizer");
+        zt_cfg_error(x, "%s%smemory.offload_buffer_mb: %g MiB cannot hold a 4 KiB block of each "
+                        "optimizer state (at least 0.0078125, i.e. 8 KiB)",
+                     PFX(w), (double)c->offload_buffer_mb);
+    }
     if (c->offload_param == ZT_CFG_OFFLOAD_NVME && !c->offload_param_nvme_path[0]) {
         w = LOC("memory.offload_param", "memory.offload_param_nvme_path");
         zt_cfg_error(x, "%s%smemory.offload_param: nvme needs memory.offload_param_nvme_path", PFX(w));

@@ -74,7 +74,7 @@ typedef enum zt_cfg_dtype { ZT_CFG_DTYPE_FP32 = 0, ZT_CFG_DTYPE_BF16 = 1, ZT_CFG
 typedef enum zt_cfg_offload {
     ZT_CFG_OFFLOAD_NONE = 0,
     ZT_CFG_OFFLOAD_CPU = 1,   /* host memory: on this CPU-only build, where everything already is */
-    ZT_CFG_OFFLOAD_NVME = 2   /* files on a local disk (issue 7) */
+    ZT_CFG_OFFLOAD_NVME = 2   /* files on a local disk (docs/offload.md) */
 } zt_cfg_offload;
 typedef enum zt_cfg_recompute {
     ZT_CFG_RECOMPUTE_NONE = 0,
@@ -142,6 +142,9 @@ typedef struct zt_train_config {
     int offload_param;          /* memory.offload_param: a zt_cfg_offload */
     char offload_optimizer_nvme_path[ZT_PATH_MAX]; /* memory.offload_optimizer_nvme_path */
     char offload_param_nvme_path[ZT_PATH_MAX];     /* memory.offload_param_nvme_path */
+    int offload_buffer_count;   /* memory.offload_buffer_count, default 4 */
+    float offload_buffer_mb;    /* memory.offload_buffer_mb, default 64 */
+    int offload_io_threads;     /* memory.offload_io_threads, default 2 */
     /* checkpoints (issue 8): */
     char ckpt_dir[ZT_PATH_MAX]; /* checkpoint.dir */
     int ckpt_every;             /* checkpoint.every (steps; 0 = never) */

@@ -143,6 +143,13 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!e) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     e->model = m;
     e->opt = *opt;
+    if (opt->offload.optimizer_dir && opt->offload.optimizer_dir[0]) { /* the caller's string may go */
+        if (!(e->offload_dir = strdup(opt->offload.optimizer_dir))) {
+            free(e);
+            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+        }
+        e->opt.offload.optimizer_dir = e->offload_dir;
+    }
     pthread_mutex_init(&e->mem_lock, NULL);
     if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;
     int rc = setup_groups(e, err);
@@ -186,10 +193,15 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (!(e->full_params = zt_engine_alloc(e, full, &e->mem.params))) goto nomem;
         memset(e->full_params, 0, full * sizeof(float));
     }
-    if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
-    if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
-    if (e->m) memset(e->m, 0, state * sizeof(float));
-    if (e->v) memset(e->v, 0, state * sizeof(float));
+    e->state_kinds = adam ? 2 : mom ? 1 : 0;
+    e->state_floats = state;
+    bool offload = e->offload_dir != NULL;
+    if (!offload) {
+        if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
+        if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
+        if (e->m) memset(e->m, 0, state * sizeof(float));
+        if (e->v) memset(e->v, 0, state * sizeof(float));
+    }
     if (e->shard_optim) {
         if (!(e->grad_pieces = zt_engine_alloc(e, piece, &e->mem.grads))) goto nomem;
         memset(e->grad_pieces, 0, piece * sizeof(float));
@@ -215,6 +227,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
     if ((rc = zt_engine_lp_setup(e, err))) goto fail;
+    if (offload && (rc = zt_engine_offload_open(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
@@ -232,6 +245,7 @@ void zt_engine_free(zt_engine *e) {
     zt_overlap_stop(e);
     zt_grads_reset(e);
     zt_engine_lp_free(e);
+    zt_engine_offload_close(e);
     const zt_model *m = e->model;
     if (e->units)
         for (int u = 0; u < m->n_units; u++) {
@@ -267,6 +281,7 @@ void zt_engine_free(zt_engine *e) {
         zt_comm_free(e->replica_comm);
     }
     pthread_mutex_destroy(&e->mem_lock);
+    free(e->offload_dir);
     free(e);
 }
 
@@ -285,14 +300,11 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
     if (e->opt.precision.params == ZT_DTYPE_BF16) /* bf16-low starts from bf16 values */
         zt_round_bf16(e->shard_params ? e->pieces : e->full_params,
                       e->shard_params ? pl->shard_floats : pl->full_floats);
-    size_t state = e->shard_optim ? pl->shard_floats : pl->full_floats;
-    if (e->m) memset(e->m, 0, state * sizeof(float));
-    if (e->v) memset(e->v, 0, state * sizeof(float));
     zt_grads_reset(e);
     zt_loss_scaler_init(&e->scaler, &e->opt.precision);
     e->lp_stale = true;
     e->step = 0;
-    return ZT_OK;
+    return zt_engine_state_zero(e, err);
 }
 
 static int check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) {

@@ -30,6 +30,7 @@
 #define ZT_TREE_MAX 32
 
 typedef struct zt_overlap zt_overlap; /* overlap.c */
+typedef struct zt_nvme_store zt_nvme_store; /* src/offload/nvme_store.h */
 
 typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
@@ -62,7 +63,12 @@ struct zt_engine {
 
     float *full_params;         /* full layout, or NULL (zero3) */
     float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
-    float *m, *v;               /* optimizer state: full layout (ddp) or shard layout */
+    float *m, *v;               /* optimizer state: full layout (ddp) or shard layout; NULL
+                                   when it lives in files (optim_store) */
+    int state_kinds;            /* optimizer state arrays: 2 AdamW (m, v), 1 SGD with momentum */
+    size_t state_floats;        /* elements per state array (full or shard layout) */
+    zt_nvme_store *optim_store; /* NVMe offload of the state kinds (offload.c), or NULL */
+    char *offload_dir;          /* the engine's copy of opt.offload.optimizer_dir */
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
     uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
@@ -216,5 +222,19 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
  * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
 
+/* offload.c: the optimizer state in memory or in files, seen the same way. Kind 0 is exp_avg
+ * (AdamW) or the momentum (SGD), kind 1 exp_avg_sq; elements index the state layout. */
+int zt_engine_offload_open(zt_engine *e, zt_error *err);  /* collective when offloading */
+void zt_engine_offload_close(zt_engine *e);
+int zt_engine_state_zero(zt_engine *e, zt_error *err);
+/* The in-memory array of kind k, or NULL when it is in files (or does not exist). */
+float *zt_engine_state_ptr(zt_engine *e, int k);
+int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err);
+int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err);
+/* After an offloaded update: every rank learns whether all ranks' I/O succeeded (rc is this
+ * rank's outcome); a failure elsewhere names the rank. Returns the outcome to report here. */
+int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err);
+/* Offloaded: idle staging memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
+float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
 
 #endif

@@ -3,6 +3,7 @@
  * finite check (every rank sees the same norm, so every rank agrees), the optimizer on what this
  * rank owns, and the all-gather of updated parameters where the strategy keeps them replicated. */
 #include "engine/engine_internal.h"
+#include "offload/nvme_store.h"
 #include "optim/optim.h"
 
 #include <math.h>
@@ -32,8 +33,62 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
     return ZT_OK;
 }
 
+/* The optimizer on elements [lo, lo + n) of this rank's state layout (full for ddp, shard
+ * otherwise): every trainable parameter on its overlap with the range. m and v (NULL when the
+ * optimizer keeps none) point at element lo of the state, in memory or in an NVMe staging
+ * buffer; element by element the arithmetic is the same however the range is cut. */
+typedef struct update_ctx {
+    zt_engine *e;
+    float lr, gscale;
+} update_ctx;
+
+static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v) {
+    zt_engine *e = c->e;
+    const zt_model *md = e->model;
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    for (int i = 0; i < md->n_params; i++) {
+        const zt_param_desc *p = &md->params[i];
+        if (!p->trainable) continue;
+        float *w, *g;
+        size_t off, cnt;
+        int64_t begin = 0; /* the piece's first element in the full tensor */
+        if (!e->shard_optim) {
+            off = pl->p[i].full_off;
+            cnt = (size_t)p->numel;
+            w = e->full_params + off;
+            g = e->micro_grads + off;
+        } else {
+            off = pl->p[i].shard_off;
+            cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+            begin = zt_plan_shard_begin(pl, i, pl->shard);
+            w = e->shard_params ? e->pieces + off : e->full_params + pl->p[i].full_off + begin;
+            g = e->grad_pieces + off;
+        }
+        size_t a = off > lo ? off : lo, b = off + cnt < lo + n ? off + cnt : lo + n;
+        if (a >= b) continue;
+        float *mm = m ? m + (a - lo) : NULL, *vv = v ? v + (a - lo) : NULL;
+        w += a - off;
+        g += a - off;
+        float wd = p->decay ? o->weight_decay : 0.0f;
+        if (o->kind == ZT_OPT_ADAMW)
+            zt_adamw_update(w, g, mm, vv, b - a, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale,
+                            (int64_t)e->step);
+        else
+            zt_sgd_update(w, g, mm, b - a, c->lr, o->momentum, o->nesterov, wd, c->gscale, (int64_t)e->step);
+        /* bf16-low rounding: elementwise, keyed by the element's index in the full tensor */
+        zt_engine_round_updated(e, i, w, mm, vv, b - a, begin + (int64_t)(a - off));
+    }
+}
+
+/* NVMe offload: one chunk of the streamed state (state[0] = m, state[1] = v). */
+static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, zt_error *err) {
+    const update_ctx *c = ctx;
+    update_range(c, begin, n, state[0], c->e->state_kinds > 1 ? state[1] : NULL);
+    return ZT_OK;
+}
+
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err) {
-    const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
     const zt_precision *prec = &e->opt.precision;
@@ -68,41 +123,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
                             (unsigned long long)e->step + 1);
     }
     e->step++;
-    for (int i = 0; i < m->n_params; i++) {
-        const zt_param_desc *p = &m->params[i];
-        if (!p->trainable) continue;
-        float *w, *g, *mm, *vv;
-        size_t n;
-        int64_t begin = 0;
-        if (!e->shard_optim) {
-            size_t off = pl->p[i].full_off;
-            n = (size_t)p->numel;
-            w = e->full_params + off;
-            g = e->micro_grads + off;
-            mm = e->m ? e->m + off : NULL;
-            vv = e->v ? e->v + off : NULL;
-        } else {
-            size_t off = pl->p[i].shard_off;
-            n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-            begin = zt_plan_shard_begin(pl, i, pl->shard);
-            w = e->shard_params ? e->pieces + off
-                                : e->full_params + pl->p[i].full_off + zt_plan_shard_begin(pl, i, pl->shard);
-            g = e->grad_pieces + off;
-            mm = e->m ? e->m + off : NULL;
-            vv = e->v ? e->v + off : NULL;
-        }
-        if (n == 0) continue;
-        float wd = p->decay ? o->weight_decay : 0.0f;
-        float gscale = (float)(r.clip_coef / scale); /* clipping and unscaling in one factor */
-        if (o->kind == ZT_OPT_ADAMW)
-            zt_adamw_update(w, g, mm, vv, n, lr, o->beta1, o->beta2, o->eps, wd, gscale,
-                            (int64_t)e->step);
-        else
-            zt_sgd_update(w, g, mm, n, lr, o->momentum, o->nesterov, wd, gscale, (int64_t)e->step);
-        zt_engine_round_updated(e, i, w, mm, vv, n, begin);
-    }
+    /* clipping and unscaling in one factor */
+    update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale)};
+    if (e->optim_store) /* the state streams through the staging buffers, chunk by chunk */
+        rc = zt_engine_offload_agree(e, zt_nvme_store_stream(e->optim_store, update_chunk, &uc, err), err);
+    else
+        update_range(&uc, 0, e->state_floats, e->m, e->v);
     e->lp_stale = true;
     zt_grads_reset(e);
+    if (rc) return rc;
     if (e->shard_optim && !e->shard_params && pl->nshards > 1) return zt_engine_all_gather_full(e, err);
     return ZT_OK;
 }

@@ -123,6 +123,12 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo->precision.min_loss_scale = cfg->min_loss_scale;
     eo->activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
+    if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME) { /* docs/offload.md */
+        eo->offload.optimizer_dir = cfg->offload_optimizer_nvme_path;
+        eo->offload.buffer_count = cfg->offload_buffer_count;
+        eo->offload.buffer_bytes = (size_t)((double)cfg->offload_buffer_mb * 1048576.0);
+        eo->offload.io_threads = cfg->offload_io_threads;
+    }
 }
 
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
@@ -235,6 +241,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_memory_plan_line(&plan, plan_text, sizeof plan_text);
     fprintf(out, "optimizer %s | memory plan of rank 0 (zerotrain estimate-memory): %s\n",
             cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", plan_text);
+    if (zt_engine_offload_describe(e)[0])
+        fprintf(out, "offload: optimizer state in files (memory holds the staging buffers): %s\n",
+                zt_engine_offload_describe(e));
+    bool ckpt_async = opts && opts->ckpt_async;
+    if (ckpt_async && zt_engine_offload_describe(e)[0]) {
+        fprintf(out, "checkpoint: --ckpt-async writes in the foreground when the optimizer state is offloaded "
+                "(a snapshot would bring it back into memory)\n");
+        ckpt_async = false;
+    }
 
     zt_progress prog;
     zt_progress_init(&prog, out);
@@ -258,6 +273,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
+        zt_offload_stats io;
+        zt_engine_offload_stats(e, &io, true);
         zt_engine_reset_times(e);
         char step_name[32];
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
@@ -325,8 +342,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         m.comm_s = zt_engine_comm_seconds(e);
         m.comm_wait_s = bytes.wait_s; /* the part of comm_s spent blocked in waits */
-        m.optim_s = (t1 - to) - (m.comm_s - comm_mid);
-        m.io_s = 0;
+        zt_engine_offload_stats(e, &io, false);
+        m.io_s = io.wait_s; /* the offloaded update's waits for the disk (0 without offload) */
+        m.optim_s = (t1 - to) - (m.comm_s - comm_mid) - m.io_s;
         m.other_s = m.step_s - (m.data_s + m.forward_s + m.backward_s + m.comm_s + m.optim_s + m.io_s);
         m.has_memory = true;
         zt_engine_memory(e, &m.mem);
@@ -358,7 +376,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
             double tc = now();
-            if (opts->ckpt_async && !last) {
+            if (ckpt_async && !last) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
                 if ((rc = zt_ckpt_async_finish(prev, err))) goto done;

@@ -282,7 +282,7 @@ static void optimizer_step(sim *s) {
     if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, ST_AG); /* all-gather */
 }
 
-/* NVMe offload staging (src/offload/nvme_store.c of branch offload): buffer_count buffers, each
+/* NVMe offload staging (src/offload/nvme_store.c's rule): buffer_count buffers, each
  * one chunk of every state kind, chunk = buffer_bytes / kinds rounded down to 4 KiB (in floats),
  * at most the state's own size rounded up to 4 KiB. */
 static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds, size_t floats) {
@@ -365,8 +365,13 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
     alloc(&s, ZT_MEM_PARAMS, bytes_to_floats((s.shard_params ? piece : full) * (size_t)s.pb->master));
-    if (po->offload_optimizer && kinds) {
-        take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(po, kinds, state));
+    /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
+    zt_memory_plan_options pe = *po;
+    if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;
+    if (!pe.offload_buffer_count) pe.offload_buffer_count = o->offload.buffer_count;
+    if (!pe.offload_buffer_bytes) pe.offload_buffer_bytes = o->offload.buffer_bytes;
+    if (pe.offload_optimizer && kinds) {
+        take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, kinds, state));
         out->offload_file_bytes = (size_t)kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
     } else {
         for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, bytes_to_floats(state * (size_t)s.pb->moment));

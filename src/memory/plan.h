@@ -8,9 +8,10 @@
  * computes its plan at creation and allocates its communication staging from it, and
  * tests/memory_plan.sh checks that the measured high-water per class equals the plan.
  *
- * What changes the plan but is not (yet) in zt_engine_options is a field of
- * zt_memory_plan_options: NVMe offload of the optimizer state (branch offload), whether the
- * communication thread runs, the comms' chunk size. */
+ * What changes the plan but is not in zt_engine_options is a field of zt_memory_plan_options:
+ * whether the communication thread runs, the comms' chunk size, and NVMe offload of the
+ * optimizer state for estimates without a directory (zt_engine_options.offload turns it on too;
+ * po's buffer count/size, when set, win over the options'). */
 #ifndef ZT_MEMORY_PLAN_H
 #define ZT_MEMORY_PLAN_H
 

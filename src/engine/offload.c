@@ -1,0 +1,141 @@
+/* offload.c - the engine's use of the NVMe tier (src/offload): which optimizer states go to files
+ * (AdamW's exp_avg and exp_avg_sq, SGD's momentum: the "state kinds", over this rank's state
+ * layout, i.e. the full layout for ddp and its shard layout otherwise), the run directory name all
+ * ranks share, and element-range access to the states that works the same whether they are in
+ * memory or in files (checkpoints use it).
+ *
+ * Invariants: with a store, e->m and e->v are NULL and e->optim_store holds e->state_kinds kinds
+ * of e->state_floats elements; without one, kind 0 is e->m and kind 1 is e->v. Every rank of the
+ * world opens its store in zt_engine_create and all agree on the outcome, so a rank whose disk
+ * fails does not leave the others waiting in the first collective. */
+#include "engine/engine_internal.h"
+#include "comm/comm.h"
+#include "offload/nvme_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const KIND_FILES[2][2] = {{"exp_avg", "exp_avg_sq"}, {"momentum", ""}};
+
+int zt_engine_offload_open(zt_engine *e, zt_error *err) {
+    const zt_offload_options *o = &e->opt.offload;
+    int rc = ZT_OK;
+    if (e->state_kinds == 0) return ZT_OK; /* SGD without momentum: no state to offload */
+    /* the run directory: named by rank 0 (time and pid), the same on every rank */
+    char run[64] = {0};
+    if (e->rank == 0) {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(run, sizeof run, "zerotrain-%s-%ld", stamp, (long)getpid());
+    }
+    if (e->opt.comm && (rc = zt_broadcast_bytes(e->opt.comm, run, sizeof run, 0, "offload run name", err)))
+        return rc;
+    run[sizeof run - 1] = '\0';
+    zt_nvme_store_options so = {.dir = o->optimizer_dir, .run = run, .rank = e->rank, .nkinds = e->state_kinds,
+                                .floats = e->state_floats, .buffer_count = o->buffer_count,
+                                .buffer_bytes = o->buffer_bytes, .io_threads = o->io_threads,
+                                .buffered = o->buffered};
+    const char *direct = getenv("ZT_OFFLOAD_DIRECT"); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
+    if (direct && !strcmp(direct, "0")) so.buffered = true;
+    bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
+    for (int k = 0; k < e->state_kinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
+    zt_error mine = {0};
+    rc = zt_nvme_store_create(&so, &e->optim_store, &mine);
+    if (e->optim_store) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
+        zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), true);
+    if (e->opt.comm) { /* everyone learns whether every rank has its files */
+        int ok = rc == ZT_OK, arc = zt_all_reduce_and_int(e->opt.comm, &ok, "offload files", err);
+        if (arc) return arc;
+        if (!ok && !rc)
+            return zt_error_set(err, ZT_ERR_IO, "offload: another rank could not create its files under %s/%s "
+                                "(its own message says why)", o->optimizer_dir, run);
+    }
+    if (rc) {
+        *err = mine;
+        return zt_error_prefix(err, "rank %d: memory.offload_optimizer nvme", e->rank);
+    }
+    return ZT_OK;
+}
+
+void zt_engine_offload_close(zt_engine *e) {
+    if (e->optim_store) zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), false);
+    zt_nvme_store_free(e->optim_store);
+    e->optim_store = NULL;
+}
+
+int zt_engine_state_zero(zt_engine *e, zt_error *err) {
+    if (e->optim_store) return zt_nvme_store_zero(e->optim_store, err);
+    if (e->m) memset(e->m, 0, e->state_floats * sizeof(float));
+    if (e->v) memset(e->v, 0, e->state_floats * sizeof(float));
+    return ZT_OK;
+}
+
+float *zt_engine_state_ptr(zt_engine *e, int k) {
+    if (e->optim_store || k < 0 || k >= e->state_kinds) return NULL;
+    return k == 0 ? e->m : e->v;
+}
+
+int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err) {
+    if (e->optim_store) return zt_nvme_store_read(e->optim_store, k, begin, n, dst, err);
+    float *p = zt_engine_state_ptr(e, k);
+    if (!p) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: no optimizer state kind %d", k);
+    memcpy(dst, p + begin, n * sizeof(float));
+    return ZT_OK;
+}
+
+int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err) {
+    if (e->optim_store) return zt_nvme_store_write(e->optim_store, k, begin, n, src, err);
+    float *p = zt_engine_state_ptr(e, k);
+    if (!p) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: no optimizer state kind %d", k);
+    memcpy(p + begin, src, n * sizeof(float));
+    return ZT_OK;
+}
+
+int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err) {
+    if (!e->opt.comm || e->world < 2) return rc;
+    double mine = rc, small[256];
+    double *st = e->world <= 256 ? small : malloc((size_t)e->world * sizeof *st);
+    zt_error gerr;
+    int grc = st ? zt_all_gather_f64(e->opt.comm, &mine, st, 1, "offload status", &gerr)
+                 : zt_error_set(&gerr, ZT_ERR_NOMEM, "offload: out of memory");
+    int bad = -1, bad_code = ZT_OK;
+    for (int r = 0; !grc && r < e->world && bad < 0; r++)
+        if (st[r] != 0) bad = r, bad_code = (int)st[r];
+    if (st != small) free(st);
+    if (rc) return rc; /* this rank's own error says more */
+    if (grc) {
+        *err = gerr;
+        return grc;
+    }
+    if (bad >= 0)
+        return zt_error_set(err, bad_code, "step %llu: rank %d's offloaded optimizer update failed (its message "
+                            "says why); this rank stops too", (unsigned long long)e->step, bad);
+    return ZT_OK;
+}
+
+float *zt_engine_state_bounce(zt_engine *e, size_t *floats) {
+    if (!e->optim_store) {
+        *floats = 0;
+        return NULL;
+    }
+    return zt_nvme_store_scratch(e->optim_store, floats);
+}
+
+const char *zt_engine_offload_describe(const zt_engine *e) {
+    return e->optim_store ? zt_nvme_store_describe(e->optim_store) : "";
+}
+
+void zt_engine_offload_stats(zt_engine *e, zt_offload_stats *out, bool reset) {
+    memset(out, 0, sizeof *out);
+    if (!e->optim_store) return;
+    zt_nvme_stats st;
+    zt_nvme_store_stats(e->optim_store, &st, reset);
+    *out = (zt_offload_stats){.read_bytes = st.read_bytes, .write_bytes = st.write_bytes, .stream_s = st.stream_s,
+                              .wait_s = st.wait_s, .update_s = st.update_s, .streams = st.streams};
+}

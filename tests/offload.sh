@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# offload.sh BUILD SOURCE - NVMe offload of the optimizer state (docs/offload.md):
+#  1. through the CLI, 1 rank ddp, 2 ranks zero2 and 2 ranks zero3 (one of them configured in
+#     DeepSpeed's JSON, one in bf16-low with stochastic rounding): the offloaded run's final
+#     parameters are bit-identical to the in-memory run's; a checkpoint of an offloaded run
+#     resumes bit-identically; no file is left behind;
+#  2. under an address-space limit (RLIMIT_AS) on each rank, set halfway between the offloaded
+#     and the in-memory run's measured peaks (1 rank ddp and 2 ranks zero3): the in-memory run
+#     fails with exit 7 (the limit bites), the offloaded run completes with the same parameters;
+#  3. I/O errors: a missing directory, a path under a file, a state file truncated under a running
+#     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed.
+set -euo pipefail
+BUILD="$1"
+Z="$BUILD/zerotrain"
+TOOL="$BUILD/tests/tool_offload_mem"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=60
+T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+NV="$T/nvme"; mkdir -p "$NV"
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
+cat > "$T/c.yaml" <<YAML
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/train.bin}
+training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
+logging: {print_every: 100}
+YAML
+# 64 KiB buffers: 8192-element chunks of m and v, so chunk boundaries cut through parameters
+OFF=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$NV"
+     --set memory.offload_buffer_mb=0.0625 --set memory.offload_buffer_count=3)
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+hash_of() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" | cut -d' ' -f3; }
+empty_nvme() { [ -z "$(ls -A "$NV")" ]; }
+
+# 1. bit-identical to the in-memory run, through the CLI
+for case in "1 ddp" "2 zero2" "2 zero3"; do
+  set -- $case
+  a="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 2>&1)"
+  b="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${OFF[@]}" 2>&1)"
+  if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ] && grep -q "offload: optimizer state in files" <<<"$b" \
+     && empty_nvme; then
+    ok "$2 on $1 rank(s): offloaded = in memory ($(hash_of "$a")); $(grep -o '[0-9] staging buffers[^,]*' <<<"$b" | head -1)"
+  else
+    bad "$2 on $1 rank(s): in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -3
+  fi
+  [ "$2" = zero3 ] && ref3="$(hash_of "$a")"
+done
+# a precision mode that rounds the stepped state (bf16-low, stochastic rounding keyed by element)
+a="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --set precision.mode=bf16-low \
+     --set precision.stochastic_rounding=true 2>&1)"
+b="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --set precision.mode=bf16-low \
+     --set precision.stochastic_rounding=true "${OFF[@]}" 2>&1)"
+if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then
+  ok "zero3 x2 bf16-low with stochastic rounding: offloaded = in memory ($(hash_of "$a"))"
+else
+  bad "bf16-low: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -3
+fi
+# the same through DeepSpeed's keys (a native file including a DeepSpeed JSON)
+cat > "$T/ds.json" <<JSON
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "$NV",
+   "buffer_count": 3, "pin_memory": true}},
+ "aio": {"thread_count": 3, "block_size": 1048576}}
+JSON
+sed "s|^logging:|deepspeed_config: $T/ds.json\nlogging:|" "$T/c.yaml" > "$T/ds.yaml"
+b="$("$Z" train "$T/ds.yaml" --nproc 2 --set memory.offload_buffer_mb=0.0625 2>&1)"
+if [ "$(hash_of "$b")" = "$ref3" ] && grep -q "3 staging buffers.*3 I/O threads" <<<"$b"; then
+  ok "DeepSpeed offload_optimizer {device: nvme, buffer_count: 3} + aio.thread_count 3: same parameters"
+else
+  bad "DeepSpeed config: $(hash_of "$b") vs $ref3"; echo "$b" | tail -3
+fi
+# checkpoint of an offloaded run: 3 steps, save, resume 3 (the moments stream into the files)
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${OFF[@]}" --stop-after 3 --ckpt-dir "$T/ck" >/dev/null 2>&1
+b="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${OFF[@]}" --resume "$T/ck" 2>&1)"
+if [ "$(hash_of "$b")" = "$ref3" ] && "$Z" verify "$T/ck" >/dev/null 2>&1 && empty_nvme; then
+  ok "zero3 offloaded: 3 steps + checkpoint + resume 3 = 6 steps in memory"
+else
+  bad "checkpoint/resume with offload: $(hash_of "$b") vs $ref3"; echo "$b" | tail -3
+fi
+
+# 2. a memory limit below the in-memory need, above the offloaded one. Deterministic virtual
+# sizes: one malloc arena, a fixed mmap threshold, no communication thread.
+export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 ZT_OVERLAP_COMM=0
+MX=(-x OMP_NUM_THREADS -x MALLOC_ARENA_MAX -x MALLOC_MMAP_THRESHOLD_ -x ZT_OVERLAP_COMM -x ZT_COMM_TIMEOUT)
+peak_of() { grep '^vmpeak' <<<"$1" | awk 'BEGIN{m=0} {if ($3>m) m=$3} END{print m}'; }
+thash() { grep '^hash' <<<"$1" | cut -d' ' -f2; }
+for case in "1 ddp" "2 zero3"; do
+  set -- $case
+  run() { mpirun -np $1 --bind-to none "${MX[@]}" "$TOOL" $2 2 --embd 128 --warm-up "$NV" "${@:3}" 2>&1; }
+  mem="$(run $1 $2)"; off="$(run $1 $2 --offload "$NV" --buffer-kb 256)"
+  pm="$(peak_of "$mem")"; po="$(peak_of "$off")"
+  if [ -z "$(thash "$mem")" ] || [ "$(thash "$mem")" != "$(thash "$off")" ] || [ "$pm" -le "$po" ]; then
+    bad "$2 x$1 unlimited: hashes $(thash "$mem") / $(thash "$off"), peaks $pm / $po"; continue
+  fi
+  limit=$(( (pm + po) / 2 ))
+  set +e
+  lmem="$(run $1 $2 --limit-as $limit)"; rm_=$?
+  loff="$(run $1 $2 --limit-as $limit --offload "$NV" --buffer-kb 256)"; ro=$?
+  set -e
+  if [ $rm_ -ne 0 ] && grep -q "out of memory" <<<"$lmem" && [ $ro -eq 0 ] && [ "$(thash "$loff")" = "$(thash "$mem")" ]; then
+    ok "$2 x$1 under RLIMIT_AS $((limit >> 20)) MiB (peaks: in memory $((pm >> 20)), offloaded $((po >> 20)) MiB):" \
+       "in memory fails ($(grep -m1 -o 'out of memory[^;]*' <<<"$lmem")), offloaded completes, same parameters"
+  else
+    bad "$2 x$1 under $limit bytes: in memory rc $rm_, offloaded rc $ro"; echo "$lmem" | grep -v '^-' | head -3; echo "$loff" | tail -3
+  fi
+done
+unset MALLOC_ARENA_MAX MALLOC_MMAP_THRESHOLD_ ZT_OVERLAP_COMM
+
+# 3. I/O errors: exit 8, the path named
+expect8() { # label pattern cmd...
+  local label="$1" pat="$2"; shift 2
+  set +e; out="$("$@" 2>&1)"; rc=$?; set -e
+  if [ $rc -eq 8 ] && grep -q -- "$pat" <<<"$out"; then ok "$label: exit 8, $(grep -m1 -o 'error.*' <<<"$out" | cut -c1-170)"
+  else bad "$label: rc $rc"; echo "$out" | tail -4; fi
+}
+expect8 "missing directory" "$T/absent: No such file" \
+  "$Z" train "$T/c.yaml" --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/absent"
+touch "$T/afile"
+expect8 "a path under a file" "$T/afile" \
+  "$Z" train "$T/c.yaml" --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/afile/sub"
+# a state file truncated while a 2-rank job runs: both ranks stop with exit 8, rank 1's file named
+set +e
+timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero2 "${OFF[@]}" --set training.steps=100000 > "$T/trunc.out" 2>&1 &
+job=$!
+for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.exp_avg_sq 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
+sleep 0.5
+[ -n "$f" ] && truncate -s 4096 "$f"
+wait $job; rc=$?
+set -e
+out="$(cat "$T/trunc.out")"
+if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.exp_avg_sq" <<<"$out" && grep -q "offset" <<<"$out" && empty_nvme; then
+  ok "truncated under a running job: exit 8, $(grep -m1 -o 'rank-00001.exp_avg_sq[^(]*' <<<"$out"); files removed"
+else
+  bad "truncation: file '$f', rc $rc"; tail -5 "$T/trunc.out"; ls -R "$NV"
+fi
+exit $fail

@@ -271,11 +271,57 @@ static void test_policy(void **state) {
     assert_non_null(strstr(line, "dynamic loss scale 2^16, window 1000, hysteresis 2, min 1"));
 }
 
+/* bf16-low stores its moments as bf16: the engine's optimizer class is half of fp32's plus the two
+ * fp32 update chunks, and training goes on. (The bits equal those of fp32 arrays of bf16 values:
+ * when the storage narrowed, tests/precision_strategies.sh's 2-rank bf16-low hash stayed
+ * fdc1edddffab8310, and its strategies and offloaded runs, which keep fp32 files, still agree.) */
+static void test_bf16_low_moments(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_gpt2_config cfg = {64, 512, 2, 2, 64};
+    size_t opt_bytes[2];
+    float first = 0, last = 0;
+    for (int run = 0; run < 2; run++) {
+        zt_model *m;
+        zt_engine *e;
+        zt_engine_options o;
+        zt_engine_options_default(&o);
+        o.B = 2, o.T = 16, o.seed = 3;
+        zt_precision_default(&o.precision, run ? ZT_PRECISION_BF16_LOW : ZT_PRECISION_FP32);
+        assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+        assert_int_equal(zt_engine_create(m, &o, &e, &err), ZT_OK);
+        assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
+        int32_t tok[2 * 16 + 1];
+        for (int i = 0; i < 33; i++) tok[i] = (i * 7) % 512;
+        zt_batch b = {.B = 2, .T = 16, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / 32, .logits_pos = -1};
+        for (int step = 0; step < 8; step++) {
+            float loss;
+            zt_step_report r;
+            assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_OK);
+            assert_int_equal(zt_engine_step(e, 3e-3f, &r, &err), ZT_OK);
+            if (run && step == 0) first = loss;
+            if (run) last = loss;
+        }
+        zt_memory_report mr;
+        zt_engine_memory(e, &mr);
+        opt_bytes[run] = mr.optimizer;
+        zt_engine_free(e);
+        zt_model_free(m);
+    }
+    int64_t P = 0;
+    { zt_model *m; zt_gpt2_create(&cfg, &m, &err); P = zt_model_numel(m); zt_model_free(m); }
+    size_t chunks = 2 * sizeof(float) * (size_t)(P < 65536 ? P : 65536);
+    assert_true(opt_bytes[0] >= (size_t)(8 * P));              /* fp32: m and v, 4 bytes each */
+    assert_true(opt_bytes[1] <= (size_t)(4 * P) + chunks + 256); /* bf16-low: 2 bytes each + the chunks */
+    assert_true(isfinite(last) && last < first);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_conversion), cmocka_unit_test(test_fp16_rounding),
         cmocka_unit_test(test_stochastic_rounding), cmocka_unit_test(test_linear_bf16),
         cmocka_unit_test(test_linear_fp16), cmocka_unit_test(test_loss_scaler), cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_bf16_low_moments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

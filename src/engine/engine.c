@@ -196,7 +196,16 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     e->state_kinds = adam ? 2 : mom ? 1 : 0;
     e->state_floats = state;
     bool offload = e->offload_dir != NULL;
-    if (!offload) {
+    if (!offload && opt->precision.moments == ZT_DTYPE_BF16 && e->state_kinds) {
+        /* bf16-low: 2-byte moments, updated through fp32 chunks (step.c) */
+        size_t chunk = state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK;
+        for (int k = 0; k < e->state_kinds; k++) {
+            if (!(e->state16[k] = zt_engine_alloc(e, (state * sizeof(uint16_t) + 3) / 4, &e->mem.optimizer)))
+                goto nomem;
+            memset(e->state16[k], 0, state * sizeof(uint16_t));
+        }
+        if (!(e->state_tmp = zt_engine_alloc(e, (size_t)e->state_kinds * chunk, &e->mem.optimizer))) goto nomem;
+    } else if (!offload) {
         if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
         if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
         if (e->m) memset(e->m, 0, state * sizeof(float));
@@ -266,6 +275,9 @@ void zt_engine_free(zt_engine *e) {
     free(e->pieces);
     free(e->m);
     free(e->v);
+    free(e->state16[0]);
+    free(e->state16[1]);
+    free(e->state_tmp);
     free(e->grad_pieces);
     free(e->micro_grads);
     free(e->micro_pieces);

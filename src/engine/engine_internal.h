@@ -23,6 +23,7 @@
 #define ZT_ENGINE_INTERNAL_H
 
 #include "zerotrain/zerotrain.h"
+#include "memory/plan.h"
 #include "shard/plan.h"
 
 #include <pthread.h>
@@ -65,6 +66,8 @@ struct zt_engine {
     float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
     float *m, *v;               /* optimizer state: full layout (ddp) or shard layout; NULL
                                    when it lives in files (optim_store) */
+    uint16_t *state16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
+    float *state_tmp;           /* ... and ZT_STATE_CHUNK fp32 elements per kind to update them in */
     int state_kinds;            /* optimizer state arrays: 2 AdamW (m, v), 1 SGD with momentum */
     size_t state_floats;        /* elements per state array (full or shard layout) */
     zt_nvme_store *optim_store; /* NVMe offload of the state kinds (offload.c), or NULL */
@@ -227,14 +230,16 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
 int zt_engine_offload_open(zt_engine *e, zt_error *err);  /* collective when offloading */
 void zt_engine_offload_close(zt_engine *e);
 int zt_engine_state_zero(zt_engine *e, zt_error *err);
-/* The in-memory array of kind k, or NULL when it is in files (or does not exist). */
+/* The in-memory fp32 array of kind k, or NULL when it is in files, bf16, or does not exist. */
 float *zt_engine_state_ptr(zt_engine *e, int k);
 int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err);
 int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err);
 /* After an offloaded update: every rank learns whether all ranks' I/O succeeded (rc is this
  * rank's outcome); a failure elsewhere names the rank. Returns the outcome to report here. */
 int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err);
-/* Offloaded: idle staging memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
+/* Whether the state kinds are kept as bf16 in memory (moments dtype bf16, not offloaded). */
+bool zt_engine_state_is_bf16(const zt_engine *e);
+/* Offloaded or bf16: memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
 float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
 
 #endif

@@ -13,8 +13,9 @@
  * gradient storage would hold) and carries the loss scale; step.c skips the update when it is not
  * finite and the scaler (src/precision/loss_scaler.c) adjusts. bf16-low: the reduced gradient is
  * rounded to bf16, and after the update the parameters (nearest-even or stochastic) and both
- * moments (nearest-even) are rounded to bf16: the values bf16 storage would hold. They are kept in
- * fp32 arrays, so bf16-low has bf16 numerics but not yet bf16 storage's memory (docs/precision.md).
+ * moments (nearest-even) are rounded to bf16: the values bf16 storage would hold. The moments are
+ * then stored as bf16 (offload.c, step.c); parameters and gradients stay bf16 values in fp32 arrays
+ * (docs/precision.md says what 2-byte parameters would need).
  */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"

@@ -4,6 +4,9 @@
  * ranks share, and element-range access to the states that works the same whether they are in
  * memory or in files (checkpoints use it).
  *
+ * bf16-low keeps its moments as bf16 in memory (e->state16; e->m, e->v NULL): read and write
+ * widen and round them, and the step updates them through fp32 chunks (step.c).
+ *
  * Invariants: with a store, e->m and e->v are NULL and e->optim_store holds e->state_kinds kinds
  * of e->state_floats elements; without one, kind 0 is e->m and kind 1 is e->v. Every rank of the
  * world opens its store in zt_engine_create and all agree on the outcome, so a rank whose disk
@@ -11,6 +14,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "offload/nvme_store.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +73,12 @@ void zt_engine_offload_close(zt_engine *e) {
     e->optim_store = NULL;
 }
 
+bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state16[0] != NULL; }
+
 int zt_engine_state_zero(zt_engine *e, zt_error *err) {
     if (e->optim_store) return zt_nvme_store_zero(e->optim_store, err);
+    for (int k = 0; k < 2; k++)
+        if (e->state16[k]) memset(e->state16[k], 0, e->state_floats * sizeof(uint16_t));
     if (e->m) memset(e->m, 0, e->state_floats * sizeof(float));
     if (e->v) memset(e->v, 0, e->state_floats * sizeof(float));
     return ZT_OK;
@@ -83,6 +91,10 @@ float *zt_engine_state_ptr(zt_engine *e, int k) {
 
 int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err) {
     if (e->optim_store) return zt_nvme_store_read(e->optim_store, k, begin, n, dst, err);
+    if (e->state16[0] && k >= 0 && k < e->state_kinds) { /* exact: bf16 widens to fp32 */
+        zt_bf16_to_f32(dst, e->state16[k] + begin, n);
+        return ZT_OK;
+    }
     float *p = zt_engine_state_ptr(e, k);
     if (!p) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: no optimizer state kind %d", k);
     memcpy(dst, p + begin, n * sizeof(float));
@@ -91,6 +103,10 @@ int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst
 
 int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err) {
     if (e->optim_store) return zt_nvme_store_write(e->optim_store, k, begin, n, src, err);
+    if (e->state16[0] && k >= 0 && k < e->state_kinds) { /* nearest-even: exact for bf16 values */
+        zt_f32_to_bf16(e->state16[k] + begin, src, n);
+        return ZT_OK;
+    }
     float *p = zt_engine_state_ptr(e, k);
     if (!p) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: no optimizer state kind %d", k);
     memcpy(p + begin, src, n * sizeof(float));
@@ -120,6 +136,11 @@ int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err) {
 }
 
 float *zt_engine_state_bounce(zt_engine *e, size_t *floats) {
+    if (e->state16[0]) { /* idle outside the step: every kind's chunk */
+        size_t chunk = e->state_floats < ZT_STATE_CHUNK ? (e->state_floats ? e->state_floats : 1) : ZT_STATE_CHUNK;
+        *floats = chunk * (size_t)e->state_kinds;
+        return e->state_tmp;
+    }
     if (!e->optim_store) {
         *floats = 0;
         return NULL;

@@ -3,6 +3,7 @@
  * finite check (every rank sees the same norm, so every rank agrees), the optimizer on what this
  * rank owns, and the all-gather of updated parameters where the strategy keeps them replicated. */
 #include "engine/engine_internal.h"
+#include "kernels/kernels.h"
 #include "offload/nvme_store.h"
 #include "optim/optim.h"
 
@@ -88,6 +89,22 @@ static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, 
     return ZT_OK;
 }
 
+/* bf16-low in memory: the bf16 moments widen into fp32 chunks, update_range updates (and rounds
+ * them to bf16 values), and they narrow back exactly: the same bits as fp32 arrays of bf16 values */
+static void update_bf16_state(const update_ctx *c) {
+    zt_engine *e = c->e;
+    size_t chunk = e->state_floats < ZT_STATE_CHUNK ? e->state_floats : ZT_STATE_CHUNK;
+    float *m = e->state_tmp, *v = e->state_kinds > 1 ? e->state_tmp + chunk : NULL;
+    for (size_t lo = 0; lo < e->state_floats; lo += chunk) {
+        size_t n = e->state_floats - lo < chunk ? e->state_floats - lo : chunk;
+        zt_bf16_to_f32(m, e->state16[0] + lo, n);
+        if (v) zt_bf16_to_f32(v, e->state16[1] + lo, n);
+        update_range(c, lo, n, m, v);
+        zt_f32_to_bf16(e->state16[0] + lo, m, n);
+        if (v) zt_f32_to_bf16(e->state16[1] + lo, v, n);
+    }
+}
+
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err) {
     const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
@@ -127,6 +144,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale)};
     if (e->optim_store) /* the state streams through the staging buffers, chunk by chunk */
         rc = zt_engine_offload_agree(e, zt_nvme_store_stream(e->optim_store, update_chunk, &uc, err), err);
+    else if (e->state16[0])
+        update_bf16_state(&uc);
     else
         update_range(&uc, 0, e->state_floats, e->m, e->v);
     e->lp_stale = true;

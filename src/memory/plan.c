@@ -28,7 +28,7 @@
 static const zt_precision_bytes PRECISION_BYTES[] = {
     [ZT_PRECISION_FP32] = {.master = 4, .copy = 0, .grads = 4, .moment = 4},
     [ZT_PRECISION_BF16] = {.master = 4, .copy = 2, .grads = 4, .moment = 4},
-    [ZT_PRECISION_BF16_LOW] = {.master = 4, .copy = 2, .grads = 4, .moment = 4}, /* bf16 values, fp32 arrays */
+    [ZT_PRECISION_BF16_LOW] = {.master = 4, .copy = 2, .grads = 4, .moment = 2}, /* params: bf16 values in fp32 arrays */
     [ZT_PRECISION_FP16] = {.master = 4, .copy = 4, .grads = 4, .moment = 4},     /* fp16 values, fp32 arrays */
 };
 
@@ -375,6 +375,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         out->offload_file_bytes = (size_t)kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
     } else {
         for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, bytes_to_floats(state * (size_t)s.pb->moment));
+        /* 2-byte moments are updated through fp32 chunks (step.c update_bf16_state) */
+        if (kinds && s.pb->moment == 2)
+            alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
     if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, bytes_to_floats(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;

@@ -17,6 +17,10 @@
 
 #include "zerotrain/zerotrain.h"
 
+/* bf16 optimizer state in memory (bf16-low) is updated through fp32 chunks of this many elements
+ * per state kind (engine step.c; counted in the optimizer class) */
+#define ZT_STATE_CHUNK 65536
+
 /* ---------------------------------------------------------------------------------------------
  * Bytes per element the engine stores, per precision mode (the one table the plan, the engine's
  * compute copies and the estimator read). One row per mode:

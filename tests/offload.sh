@@ -79,9 +79,11 @@ else
 fi
 
 # 2. a memory limit below the in-memory need, above the offloaded one. Deterministic virtual
-# sizes: one malloc arena, a fixed mmap threshold, no communication thread.
-export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 ZT_OVERLAP_COMM=0
-MX=(-x OMP_NUM_THREADS -x MALLOC_ARENA_MAX -x MALLOC_MMAP_THRESHOLD_ -x ZT_OVERLAP_COMM -x ZT_COMM_TIMEOUT)
+# sizes: one malloc arena, a fixed mmap threshold, no communication thread, no engine block cache
+# (it keeps freed blocks while memory allows and gives them back when an allocation fails, so an
+# unlimited run's peak would overstate what the run needs).
+export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=131072 ZT_OVERLAP_COMM=0 ZT_BLOCK_CACHE=0
+MX=(-x OMP_NUM_THREADS -x MALLOC_ARENA_MAX -x MALLOC_MMAP_THRESHOLD_ -x ZT_OVERLAP_COMM -x ZT_BLOCK_CACHE -x ZT_COMM_TIMEOUT)
 peak_of() { grep '^vmpeak' <<<"$1" | awk 'BEGIN{m=0} {if ($3>m) m=$3} END{print m}'; }
 thash() { grep '^hash' <<<"$1" | cut -d' ' -f2; }
 for case in "1 ddp" "2 zero3"; do

@@ -72,18 +72,95 @@ int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, 
     return ZT_OK;
 }
 
+/* The block cache. The engine's allocations repeat every step with the same sizes (a gathered
+ * parameter, its gradient, ddp's gradient buffer), and glibc serves blocks this large with fresh
+ * mmap'd pages: every 4 KiB then costs a page fault and the kernel's zeroing again (measured on
+ * W1: ddp's 498 MB gradient buffer alone is 121k faults per rank per step). A freed block of at
+ * least ZT_BLOCK_CACHE_MIN bytes is kept, in up to ZT_BLOCK_CACHE_SLOTS slots (the oldest goes
+ * first), for the next allocation of exactly its size. Cached blocks are free memory, not counted
+ * in any class; the accounted total plus the cache is kept within the plan's peak total (a new
+ * block evicts cached ones first, and an allocation that fails empties the cache and retries), so
+ * the cache never makes the engine's memory exceed its plan. ZT_BLOCK_CACHE=0 turns it off (the
+ * process's peak virtual size is then malloc's alone: tests/offload.sh's limit test wants that).
+ * Contents are undefined, as aligned_alloc's. */
+static void *cache_take(zt_engine *e, size_t bytes) {
+    void *p = NULL;
+    pthread_mutex_lock(&e->mem_lock);
+    for (int k = 0; k < e->n_cached && !p; k++)
+        if (e->cache[k].bytes == bytes) {
+            p = e->cache[k].p;
+            e->cached_bytes -= bytes;
+            memmove(&e->cache[k], &e->cache[k + 1], (size_t)(e->n_cached - k - 1) * sizeof e->cache[0]);
+            e->n_cached--;
+        }
+    pthread_mutex_unlock(&e->mem_lock);
+    return p;
+}
+
+/* Keeps p (bytes, already uncounted) when it fits the bounds; frees what does not fit. */
+static void cache_put(zt_engine *e, void *p, size_t bytes) {
+    void *evicted[ZT_BLOCK_CACHE_SLOTS + 1];
+    int n_evicted = 0;
+    pthread_mutex_lock(&e->mem_lock);
+    size_t limit = e->mem_plan.peak_total;
+    while (e->n_cached > 0 &&
+           (e->n_cached == ZT_BLOCK_CACHE_SLOTS || e->mem.total + e->cached_bytes + bytes > limit)) {
+        evicted[n_evicted++] = e->cache[0].p;
+        e->cached_bytes -= e->cache[0].bytes;
+        memmove(&e->cache[0], &e->cache[1], (size_t)(e->n_cached - 1) * sizeof e->cache[0]);
+        e->n_cached--;
+    }
+    if (e->mem.total + e->cached_bytes + bytes <= limit) {
+        e->cache[e->n_cached].p = p;
+        e->cache[e->n_cached++].bytes = bytes;
+        e->cached_bytes += bytes;
+    } else {
+        evicted[n_evicted++] = p;
+    }
+    pthread_mutex_unlock(&e->mem_lock);
+    for (int k = 0; k < n_evicted; k++) free(evicted[k]);
+}
+
+/* Frees cached blocks, oldest first, until the accounted total plus the cache plus `coming` bytes
+ * is within the plan's peak total (all of them when that cannot be reached). */
+static void cache_trim(zt_engine *e, size_t coming) {
+    void *evicted[ZT_BLOCK_CACHE_SLOTS];
+    int n_evicted = 0;
+    pthread_mutex_lock(&e->mem_lock);
+    while (e->n_cached > 0 && e->mem.total + e->cached_bytes + coming > e->mem_plan.peak_total) {
+        evicted[n_evicted++] = e->cache[0].p;
+        e->cached_bytes -= e->cache[0].bytes;
+        memmove(&e->cache[0], &e->cache[1], (size_t)(e->n_cached - 1) * sizeof e->cache[0]);
+        e->n_cached--;
+    }
+    pthread_mutex_unlock(&e->mem_lock);
+    for (int k = 0; k < n_evicted; k++) free(evicted[k]);
+}
+
 void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
     size_t bytes = zt_memory_alloc_bytes(n);
-    void *p = aligned_alloc(64, bytes);
+    void *p = bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache ? cache_take(e, bytes) : NULL;
+    if (!p) {
+        cache_trim(e, bytes); /* a new block: the cache makes room first */
+        p = aligned_alloc(64, bytes);
+        if (!p && e->n_cached) { /* out of memory: give everything cached back and try again */
+            cache_trim(e, SIZE_MAX / 2);
+            p = aligned_alloc(64, bytes);
+        }
+    }
     if (p && counter) zt_engine_account(e, counter, bytes, true);
     return p;
 }
 
 void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
     if (!*p) return;
-    free(*p);
+    size_t bytes = zt_memory_alloc_bytes(n);
+    if (counter) zt_engine_account(e, counter, bytes, false);
+    if (counter && bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache)
+        cache_put(e, *p, bytes);
+    else
+        free(*p);
     *p = NULL;
-    if (counter) zt_engine_account(e, counter, zt_memory_alloc_bytes(n), false);
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {
@@ -150,6 +227,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         }
         e->opt.offload.optimizer_dir = e->offload_dir;
     }
+    const char *cache_env = getenv("ZT_BLOCK_CACHE");
+    e->use_cache = !(cache_env && !strcmp(cache_env, "0"));
     pthread_mutex_init(&e->mem_lock, NULL);
     if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;
     int rc = setup_groups(e, err);
@@ -292,6 +371,7 @@ void zt_engine_free(zt_engine *e) {
         zt_comm_free(e->shard_comm);
         zt_comm_free(e->replica_comm);
     }
+    for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
     pthread_mutex_destroy(&e->mem_lock);
     free(e->offload_dir);
     free(e);

@@ -31,6 +31,11 @@
 #define ZT_TREE_MAX 32
 
 typedef struct zt_overlap zt_overlap; /* overlap.c */
+
+/* Block cache (engine.c): a freed buffer of at least ZT_BLOCK_CACHE_MIN bytes is kept in one of
+ * ZT_BLOCK_CACHE_SLOTS slots for the next allocation of exactly its size. */
+#define ZT_BLOCK_CACHE_SLOTS 16
+#define ZT_BLOCK_CACHE_MIN ((size_t)1 << 20)
 typedef struct zt_nvme_store zt_nvme_store; /* src/offload/nvme_store.h */
 
 typedef struct unit_state {
@@ -117,6 +122,11 @@ struct zt_engine {
     uint64_t step;
     zt_memory_report mem;
     pthread_mutex_t mem_lock;   /* alloc/release may run on the communication thread too */
+    /* freed blocks kept for the next allocation of the same size (engine.c, block cache) */
+    struct { void *p; size_t bytes; } cache[ZT_BLOCK_CACHE_SLOTS];
+    int n_cached;
+    size_t cached_bytes;
+    bool use_cache;             /* ZT_BLOCK_CACHE=0 turns the cache off */
     zt_overlap *overlap;        /* the communication thread, or NULL */
 };
 

@@ -77,12 +77,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            const char *v = argv[++i];
-            int k = 0;
-            while (k < 4 && strcmp(v, zt_precision_mode_name((zt_precision_mode)k))) k++;
-            if (k == 4) return fail(world, "precision", &err);
+            zt_precision_mode mode;
+            if (zt_precision_mode_parse(argv[++i], &mode, &err)) return fail(world, "precision", &err);
             bool sr = o.precision.stochastic_rounding;
-            zt_precision_default(&o.precision, (zt_precision_mode)k);
+            zt_precision_default(&o.precision, mode);
             o.precision.stochastic_rounding = sr;
         } else if (!strcmp(argv[i], "--stochastic-rounding")) o.precision.stochastic_rounding = true;
         else if (!strcmp(argv[i], "--scale-power") && i + 1 < argc) o.precision.initial_scale_power = atoi(argv[++i]);

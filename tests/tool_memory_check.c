@@ -79,13 +79,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else if (!strcmp(a, "--precision") && i + 1 < argc) {
-            int k = 0;
-            while (k < 4 && strcmp(zt_precision_mode_name((zt_precision_mode)k), v)) k++;
-            if (k == 4) {
-                fprintf(stderr, "unknown precision %s\n", v);
+            if (zt_precision_mode_parse(v, &prec, &err)) {
+                fprintf(stderr, "%s\n", err.msg);
                 return 2;
             }
-            prec = (zt_precision_mode)k;
             i++;
         } else {
             fprintf(stderr, "unknown option %s\n", a);

@@ -306,6 +306,8 @@ typedef struct zt_precision {
 void zt_precision_default(zt_precision *p, zt_precision_mode mode);
 const char *zt_precision_mode_name(zt_precision_mode m); /* "fp32", "bf16", "bf16-low", "fp16" */
 const char *zt_dtype_name(zt_dtype d);                    /* "fp32", "bf16", "fp16" */
+/* "fp32", "bf16", ...; ZT_ERR_USAGE lists the names on a miss. */
+int zt_precision_mode_parse(const char *name, zt_precision_mode *out, zt_error *err);
 /* ZT_ERR_USAGE with the supported combinations when the policy is not one this build runs. */
 int zt_precision_check(const zt_precision *p, zt_error *err);
 /* One line naming each dtype: "bf16 mixed: params fp32 | compute bf16 | reduce fp32 | ..." */

@@ -81,14 +81,10 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--offload-buffer-mb")) off_mb = strtod(v, &end);
         else if (!strcmp(a, "--offload-io-threads")) off.io_threads = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--precision")) {
-            int k = 0;
-            while (k < 4 && strcmp(v, zt_precision_mode_name((zt_precision_mode)k))) k++;
-            if (k == 4) {
-                zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown precision \"%s\" (known: fp32, bf16, "
-                             "bf16-low, fp16)", v);
+            if (zt_precision_mode_parse(v, &precision, &err)) {
+                zt_error_prefix(&err, "bench: --precision");
                 return zt_cli_fail(&err);
             }
-            precision = (zt_precision_mode)k;
         } else if (!strcmp(a, "--strategy")) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
         } else if (!strcmp(a, "--recompute")) { /* activation checkpointing */

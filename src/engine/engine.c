@@ -97,54 +97,47 @@ static void *cache_take(zt_engine *e, size_t bytes) {
     return p;
 }
 
-/* Keeps p (bytes, already uncounted) when it fits the bounds; frees what does not fit. */
-static void cache_put(zt_engine *e, void *p, size_t bytes) {
-    void *evicted[ZT_BLOCK_CACHE_SLOTS + 1];
+/* Frees cached blocks, oldest first, until at most max_kept are left and the accounted total plus
+ * the cache plus `coming` bytes is within the plan's peak total (all of them when that cannot be
+ * reached). */
+static void cache_trim(zt_engine *e, size_t coming, int max_kept) {
+    void *evicted[ZT_BLOCK_CACHE_SLOTS];
     int n_evicted = 0;
     pthread_mutex_lock(&e->mem_lock);
-    size_t limit = e->mem_plan.peak_total;
     while (e->n_cached > 0 &&
-           (e->n_cached == ZT_BLOCK_CACHE_SLOTS || e->mem.total + e->cached_bytes + bytes > limit)) {
+           (e->n_cached > max_kept || e->mem.total + e->cached_bytes + coming > e->mem_plan.peak_total)) {
         evicted[n_evicted++] = e->cache[0].p;
         e->cached_bytes -= e->cache[0].bytes;
         memmove(&e->cache[0], &e->cache[1], (size_t)(e->n_cached - 1) * sizeof e->cache[0]);
         e->n_cached--;
-    }
-    if (e->mem.total + e->cached_bytes + bytes <= limit) {
-        e->cache[e->n_cached].p = p;
-        e->cache[e->n_cached++].bytes = bytes;
-        e->cached_bytes += bytes;
-    } else {
-        evicted[n_evicted++] = p;
     }
     pthread_mutex_unlock(&e->mem_lock);
     for (int k = 0; k < n_evicted; k++) free(evicted[k]);
 }
 
-/* Frees cached blocks, oldest first, until the accounted total plus the cache plus `coming` bytes
- * is within the plan's peak total (all of them when that cannot be reached). */
-static void cache_trim(zt_engine *e, size_t coming) {
-    void *evicted[ZT_BLOCK_CACHE_SLOTS];
-    int n_evicted = 0;
+/* Keeps p (bytes, already uncounted): older blocks make room (the slots, the plan's bound), and p
+ * is freed when even an empty cache would break the bound. */
+static void cache_put(zt_engine *e, void *p, size_t bytes) {
+    cache_trim(e, bytes, ZT_BLOCK_CACHE_SLOTS - 1);
     pthread_mutex_lock(&e->mem_lock);
-    while (e->n_cached > 0 && e->mem.total + e->cached_bytes + coming > e->mem_plan.peak_total) {
-        evicted[n_evicted++] = e->cache[0].p;
-        e->cached_bytes -= e->cache[0].bytes;
-        memmove(&e->cache[0], &e->cache[1], (size_t)(e->n_cached - 1) * sizeof e->cache[0]);
-        e->n_cached--;
+    bool keep = e->n_cached < ZT_BLOCK_CACHE_SLOTS && e->mem.total + e->cached_bytes + bytes <= e->mem_plan.peak_total;
+    if (keep) {
+        e->cache[e->n_cached].p = p;
+        e->cache[e->n_cached++].bytes = bytes;
+        e->cached_bytes += bytes;
     }
     pthread_mutex_unlock(&e->mem_lock);
-    for (int k = 0; k < n_evicted; k++) free(evicted[k]);
+    if (!keep) free(p);
 }
 
 void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
     size_t bytes = zt_memory_alloc_bytes(n);
     void *p = bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache ? cache_take(e, bytes) : NULL;
     if (!p) {
-        cache_trim(e, bytes); /* a new block: the cache makes room first */
+        cache_trim(e, bytes, ZT_BLOCK_CACHE_SLOTS); /* a new block: the cache makes room first */
         p = aligned_alloc(64, bytes);
         if (!p && e->n_cached) { /* out of memory: give everything cached back and try again */
-            cache_trim(e, SIZE_MAX / 2);
+            cache_trim(e, SIZE_MAX / 2, 0);
             p = aligned_alloc(64, bytes);
         }
     }
@@ -279,7 +272,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         /* bf16-low: 2-byte moments, updated through fp32 chunks (step.c) */
         size_t chunk = state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK;
         for (int k = 0; k < e->state_kinds; k++) {
-            if (!(e->state16[k] = zt_engine_alloc(e, (state * sizeof(uint16_t) + 3) / 4, &e->mem.optimizer)))
+            if (!(e->state16[k] = zt_engine_alloc(e, zt_memory_floats_for_bytes(state * sizeof(uint16_t)), &e->mem.optimizer)))
                 goto nomem;
             memset(e->state16[k], 0, state * sizeof(uint16_t));
         }

@@ -35,8 +35,6 @@ size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel)
     return (size_t)numel * (size_t)zt_precision_bytes_of(e->opt.precision.mode)->copy;
 }
 
-static size_t bytes_to_floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
-
 int zt_engine_lp_setup(zt_engine *e, zt_error *err)
 {
     const zt_precision *p = &e->opt.precision;
@@ -49,7 +47,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
     const zt_plan *pl = &e->plan;
     if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;
     if (!e->shard_params &&
-        !(e->full_lp = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
+        !(e->full_lp = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
                                        &e->mem.compute_copy)))
         goto nomem;
     e->lp_stale = true;
@@ -69,7 +67,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
                     s->params_lp[k] = (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off);
             }
     }
-    if (staging && !(e->staging = zt_engine_alloc(e, bytes_to_floats(staging), &e->mem.activations)))
+    if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations)))
         goto nomem;
     return ZT_OK;
 nomem:
@@ -88,14 +86,6 @@ void zt_engine_lp_free(zt_engine *e)
     free(e->staging);
 }
 
-static void make_copy(zt_engine *e, void *dst, const float *src, size_t n)
-{
-    if (e->lp_kind == ZT_LP_BF16)
-        zt_f32_to_bf16(dst, src, n);
-    else
-        zt_round_fp16(dst, src, n);
-}
-
 int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
 {
     if (!e->lp_kind) return ZT_OK;
@@ -105,7 +95,7 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         if (!e->lp_stale) return ZT_OK;
         for (int i = 0; i < m->n_params; i++)
             if (zt_engine_has_lp(e, i))
-                make_copy(e, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),
+                zt_round_to_lp((zt_lp_kind)e->lp_kind, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),
                           e->full_params + pl->p[i].full_off, (size_t)m->params[i].numel);
         e->lp_stale = false;
         return ZT_OK;
@@ -117,11 +107,11 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         if (!zt_engine_has_lp(e, i)) continue;
         if (!e->gathered_lp[i]) {
             size_t n = (size_t)m->params[i].numel;
-            if (!(e->gathered_lp[i] = zt_engine_alloc(e, bytes_to_floats(zt_engine_lp_bytes(e, (int64_t)n)),
+            if (!(e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)n)),
                                                       &e->mem.gathered)))
                 return zt_error_set(err, ZT_ERR_NOMEM, "the %s copy of %s: out of memory",
                                     zt_dtype_name(e->opt.precision.compute), m->params[i].name);
-            make_copy(e, e->gathered_lp[i], e->gathered[i], n);
+            zt_round_to_lp((zt_lp_kind)e->lp_kind, e->gathered_lp[i], e->gathered[i], n);
         }
         s->params_lp[k] = e->gathered_lp[i];
     }
@@ -131,7 +121,7 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
 void zt_engine_lp_release(zt_engine *e, int i)
 {
     if (!e->gathered_lp || !e->gathered_lp[i]) return;
-    size_t n = bytes_to_floats(zt_engine_lp_bytes(e, e->model->params[i].numel));
+    size_t n = zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, e->model->params[i].numel));
     zt_engine_release(e, (float **)&e->gathered_lp[i], n, &e->mem.gathered);
 }
 

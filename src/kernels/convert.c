@@ -93,6 +93,14 @@ void zt_round_fp16(float *dst, const float *src, size_t n)
     }
 }
 
+void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n)
+{
+    if (kind == ZT_LP_BF16)
+        zt_f32_to_bf16(dst, src, n);
+    else
+        zt_round_fp16(dst, src, n);
+}
+
 static inline uint32_t sr_bits(uint64_t seed, uint64_t i)
 {
     uint64_t z = seed ^ (i * 0x9E3779B97F4A7C15ull);

@@ -70,6 +70,8 @@ void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-eve
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);   /* exact */
 void zt_round_bf16(float *x, size_t n);                           /* in place, nearest-even */
 void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
+/* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values */
+void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
 

@@ -13,26 +13,25 @@
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
+/* bytes per element of a rounded operand */
+static size_t lp_size(zt_lp_kind kind) { return kind == ZT_LP_BF16 ? 2 : 4; }
+
 size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int C, int OC)
 {
-    size_t es = kind == ZT_LP_BF16 ? 2 : 4;
-    return es * (size_t)N * ((size_t)C + (size_t)OC) + 128;
+    return lp_size(kind) * (size_t)N * ((size_t)C + (size_t)OC) + 128;
 }
 
-/* rnd(src) (n) into dst, 64-byte aligned after the previous piece */
+/* rnd(src) (n) into dst */
 static void *round_into(zt_lp_kind kind, void *dst, const float *src, size_t n)
 {
-    if (kind == ZT_LP_BF16)
-        zt_f32_to_bf16(dst, src, n);
-    else
-        zt_round_fp16(dst, src, n);
+    zt_round_to_lp(kind, dst, src, n);
     return dst;
 }
 
+/* the staging right after n rounded elements at p, 64-byte aligned */
 static void *after(void *p, size_t n, zt_lp_kind kind)
 {
-    size_t bytes = n * (kind == ZT_LP_BF16 ? 2 : 4);
-    return (char *)p + ((bytes + 63) & ~(size_t)63);
+    return (char *)p + ((n * lp_size(kind) + 63) & ~(size_t)63);
 }
 
 static void product(zt_lp_kind kind, bool ta, bool tb, int M, int N, int K, const void *A, int lda,

@@ -92,10 +92,9 @@ static void alloc(sim *s, zt_mem_class c, size_t floats) { take(s, c, zt_memory_
 static void release(sim *s, zt_mem_class c, size_t floats) { give(s, c, zt_memory_alloc_bytes(floats)); }
 
 static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel; }
-static size_t bytes_to_floats(size_t b) { return (b + sizeof(float) - 1) / sizeof(float); }
 /* engine_precision.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
-static size_t copy_floats(const sim *s, size_t n) { return bytes_to_floats(n * (size_t)s->pb->copy); }
+static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
  * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
@@ -364,7 +363,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
-    alloc(&s, ZT_MEM_PARAMS, bytes_to_floats((s.shard_params ? piece : full) * (size_t)s.pb->master));
+    alloc(&s, ZT_MEM_PARAMS, zt_memory_floats_for_bytes((s.shard_params ? piece : full) * (size_t)s.pb->master));
     /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
     zt_memory_plan_options pe = *po;
     if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;
@@ -374,12 +373,12 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, kinds, state));
         out->offload_file_bytes = (size_t)kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
     } else {
-        for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, bytes_to_floats(state * (size_t)s.pb->moment));
+        for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, zt_memory_floats_for_bytes(state * (size_t)s.pb->moment));
         /* 2-byte moments are updated through fp32 chunks (step.c update_bf16_state) */
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
-    if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, bytes_to_floats(piece * (size_t)s.pb->grads));
+    if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = o->precision.compute == ZT_DTYPE_BF16 ? 1 : o->precision.compute == ZT_DTYPE_FP16 ? 2 : 0;
     for (int u = 0; u < m->n_units; u++) {
@@ -410,7 +409,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     for (int i = 0; i < 2; i++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * max_width);
     alloc(&s, ZT_MEM_ACTIVATIONS, BT);
     if (s.pb->copy && !s.shard_params) alloc(&s, ZT_MEM_COMPUTE_COPY, copy_floats(&s, full));
-    if (staging) alloc(&s, ZT_MEM_ACTIVATIONS, bytes_to_floats(staging));
+    if (staging) alloc(&s, ZT_MEM_ACTIVATIONS, zt_memory_floats_for_bytes(staging));
     /* gradient-norm partials, and every shard's own partials gathered (doubles; collect.c) */
     alloc(&s, ZT_MEM_COMM, 2 * ((size_t)pl.norm_chunks + 1));
     if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.norm_chunks);

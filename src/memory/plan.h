@@ -65,6 +65,8 @@ void zt_memory_plan_options_default(zt_memory_plan_options *po);
 int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po,
                            int world, int rank, zt_memory_plan *out, zt_error *err);
 
+/* The engine allocates in floats: a buffer of `bytes` bytes of another type takes this many. */
+static inline size_t zt_memory_floats_for_bytes(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
 /* Bytes of one engine allocation of n floats (zt_engine_alloc: 64-byte granules, at least one). */
 static inline size_t zt_memory_alloc_bytes(size_t floats) {
     return ((floats ? floats : 1) * sizeof(float) + 63) & ~(size_t)63;

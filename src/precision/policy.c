@@ -50,6 +50,17 @@ const char *zt_dtype_name(zt_dtype d)
     return (unsigned)d < 3 ? names[d] : "unknown";
 }
 
+int zt_precision_mode_parse(const char *name, zt_precision_mode *out, zt_error *err)
+{
+    for (int k = 0; k <= ZT_PRECISION_FP16; k++)
+        if (strcmp(name, zt_precision_mode_name((zt_precision_mode)k)) == 0) {
+            *out = (zt_precision_mode)k;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE,
+                        "unknown precision mode \"%s\" (known: fp32, bf16, bf16-low, fp16)", name);
+}
+
 int zt_precision_check(const zt_precision *p, zt_error *err)
 {
     if ((unsigned)p->mode > ZT_PRECISION_FP16)

@@ -1,8 +1,10 @@
 /* test_checkpointing.c - activation checkpointing (src/engine/recompute.c, the GPT-2 block's
  * kept_floats/recompute): the GPT-2 block's selective recomputation and full re-run rebuild its
- * saved activations bit for bit and give the plain backward's gradients bit for bit; the engine's
- * gradients, losses and parameters after steps agree bit for bit under none, full and selective;
- * the engine's activation bytes drop by the closed-form amounts; the engine recomputes exactly
+ * saved activations bit for bit and give the plain backward's gradients bit for bit, in fp32 and
+ * under bf16/fp16 compute (where the Linears' saved inputs are the rounded operands); the engine's
+ * gradients, losses and parameters after steps agree bit for bit under none, full and selective
+ * in fp32, bf16 and fp16; the engine's activation bytes drop by the closed-form amounts (fp32 and
+ * bf16 saved buffers); the engine recomputes exactly
  * the units it should (counted on a toy model); the unit API's error paths.
  * (Multi-rank ddp/zero3 runs: tests/activation_checkpointing.sh.) */
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "kernels/kernels.h"
 #include "zerotrain/zerotrain.h"
 
 #include <math.h>
@@ -49,8 +52,8 @@ typedef struct block_run {
     float *din;
 } block_run;
 
-static void test_block_recompute_is_bit_identical(void **state) {
-    (void)state;
+/* lp_kind 0 (fp32), ZT_LP_BF16 or ZT_LP_FP16: the block with compute copies of its matrices */
+static void check_block_recompute(int lp_kind) {
     zt_error err = {0};
     const zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 50, .n_layer = 1, .n_head = 4, .n_embd = 32};
     zt_model *m;
@@ -61,18 +64,27 @@ static void test_block_recompute_is_bit_identical(void **state) {
     assert_non_null(u->ops->recompute);
     const int B = 2, T = 16, C = cfg.n_embd, NH = cfg.n_head;
     const size_t N = (size_t)B * T, NC = N * C;
-    size_t S = u->ops->saved_floats(u, B, T), K = u->ops->kept_floats(u, B, T);
-    /* closed forms (gpt2.c's layout comment): kept N(11C+4), rest B·NH·T² + 4NC */
-    assert_int_equal(K, N * (11 * C + 4));
-    assert_int_equal(S - K, (size_t)B * NH * T * T + 4 * NC);
+    size_t S = u->ops->saved_floats(u, B, T, lp_kind), K = u->ops->kept_floats(u, B, T, lp_kind);
+    /* closed forms (gpt2.c's layout comment): kept N(11C+4), rest B·NH·T² + 4NC; under bf16 the
+     * Linears' inputs ln1, atty, ln2 (kept) and gelu(fch) (rest) take half: 1.5NC and 2NC less */
+    size_t saved_bf16 = lp_kind == ZT_LP_BF16 ? 1 : 0;
+    assert_int_equal(K, N * (11 * C + 4) - saved_bf16 * 3 * NC / 2);
+    assert_int_equal(S - K, (size_t)B * NH * T * T + 4 * NC - saved_bf16 * 2 * NC);
 
     float *params[ZT_UNIT_MAX_PARAMS];
+    const void *params_lp[ZT_UNIT_MAX_PARAMS] = {0};
     for (int k = 0; k < u->n_params; k++) {
         const zt_param_desc *p = &m->params[u->params[k]];
         params[k] = xcalloc((size_t)p->numel);
         bool ln_weight = strstr(p->name, "ln_") && strstr(p->name, "weight");
         fill(params[k], (size_t)p->numel, ln_weight ? 0.8f : -0.1f, ln_weight ? 1.2f : 0.1f, 100 + k);
+        if (lp_kind && p->ndim >= 2) { /* the engine's compute copy */
+            void *c = xcalloc((size_t)p->numel);
+            zt_round_to_lp((zt_lp_kind)lp_kind, c, params[k], (size_t)p->numel);
+            params_lp[k] = c;
+        }
     }
+    void *staging = lp_kind ? xcalloc(u->ops->staging_bytes(u, B, T, lp_kind) / sizeof(float) + 1) : NULL;
     float *in = xcalloc(NC), *dout = xcalloc(NC), *out = xcalloc(NC), *out2 = xcalloc(NC);
     fill(in, NC, -1, 1, 1);
     fill(dout, NC, -1e-2f, 1e-2f, 2);
@@ -87,14 +99,19 @@ static void test_block_recompute_is_bit_identical(void **state) {
     /* 0: plain, one contiguous saved buffer */
     float *saved = xcalloc(S);
     zt_unit_args a = {.batch = &batch, .params = params, .grads = run[0].grads, .in = in, .out = out,
-                      .saved = saved, .scratch = scratch, .dout = dout, .din = run[0].din};
+                      .saved = saved, .scratch = scratch, .dout = dout, .din = run[0].din,
+                      .lp_kind = lp_kind, .params_lp = lp_kind ? params_lp : NULL, .staging = staging};
     assert_int_equal(u->ops->forward(u, &a, &err), ZT_OK);
     assert_int_equal(u->ops->backward(u, &a, &err), ZT_OK);
 
     /* 1: selective, the kept part and the rest apart; the rest poisoned, then recomputed */
     float *kept = xcalloc(K), *rest = xcalloc(S - K), *kept_copy = xcalloc(K);
-    zt_unit_args s = {.batch = &batch, .params = params, .grads = run[1].grads, .in = in, .out = out2,
-                      .saved = kept, .saved_rest = rest, .scratch = scratch, .dout = dout, .din = run[1].din};
+    zt_unit_args s = a;
+    s.grads = run[1].grads;
+    s.out = out2;
+    s.saved = kept;
+    s.saved_rest = rest;
+    s.din = run[1].din;
     assert_int_equal(u->ops->forward(u, &s, &err), ZT_OK);
     assert_memory_equal(out2, out, NC * sizeof(float));
     assert_memory_equal(kept, saved, K * sizeof(float)); /* the same layout, split */
@@ -110,7 +127,8 @@ static void test_block_recompute_is_bit_identical(void **state) {
     assert_int_equal(u->ops->recompute(u, &r, &err), ZT_OK);
     assert_memory_equal(kept, kept_copy, K * sizeof(float)); /* the kept part is read, not written */
     float *ref = xcalloc(S);
-    zt_unit_args f = {.batch = &batch, .params = params, .in = in, .out = out2, .saved = ref, .scratch = scratch};
+    zt_unit_args f = {.batch = &batch, .params = params, .in = in, .out = out2, .saved = ref, .scratch = scratch,
+                      .lp_kind = lp_kind, .params_lp = a.params_lp, .staging = staging};
     assert_int_equal(u->ops->forward(u, &f, &err), ZT_OK);
     assert_memory_equal(rest, ref + K, (S - K) * sizeof(float)); /* att and gelu(fch), bit for bit */
     assert_int_equal(u->ops->backward(u, &s, &err), ZT_OK);
@@ -118,7 +136,8 @@ static void test_block_recompute_is_bit_identical(void **state) {
     /* 2: full, the whole saved buffer poisoned, then the forward re-run into a throwaway output */
     poison(saved, S);
     fill(out2, NC, 5, 6, 3);
-    zt_unit_args g = {.batch = &batch, .params = params, .in = in, .out = out2, .saved = saved, .scratch = scratch};
+    zt_unit_args g = f;
+    g.saved = saved;
     assert_int_equal(u->ops->forward(u, &g, &err), ZT_OK);
     assert_memory_equal(out2, out, NC * sizeof(float));
     zt_unit_args b2 = a;
@@ -140,7 +159,8 @@ static void test_block_recompute_is_bit_identical(void **state) {
     for (size_t i = 0; i < (size_t)m->params[u->params[2]].numel; i++) gsum += fabs(run[0].grads[2][i]);
     assert_true(gsum > 0);
 
-    for (int k = 0; k < u->n_params; k++) free(params[k]);
+    for (int k = 0; k < u->n_params; k++) free(params[k]), free((void *)params_lp[k]);
+    free(staging);
     for (int v = 0; v < 3; v++) {
         for (int k = 0; k < u->n_params; k++) free(run[v].grads[k]);
         free(run[v].din);
@@ -150,10 +170,68 @@ static void test_block_recompute_is_bit_identical(void **state) {
     zt_model_free(m);
 }
 
+static void test_block_recompute_is_bit_identical(void **state) {
+    (void)state;
+    check_block_recompute(0);
+    check_block_recompute(ZT_LP_BF16);
+    check_block_recompute(ZT_LP_FP16);
+}
+
+/* Under bf16 compute the Linears' saved inputs are the bf16 operands: ln1 is rnd(LN(x)), the
+ * input c_attn multiplied by, and gelu(fch) rnd(gelu(fch)), rebuilt rounded by the recompute. */
+static void test_block_saves_rounded_operands(void **state) {
+    (void)state;
+    zt_error err = {0};
+    const zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 50, .n_layer = 1, .n_head = 4, .n_embd = 32};
+    zt_model *m;
+    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+    const zt_unit *u = &m->units[1];
+    const int B = 2, T = 16, C = cfg.n_embd;
+    const size_t N = (size_t)B * T, NC = N * C;
+    float *params[ZT_UNIT_MAX_PARAMS];
+    const void *params_lp[ZT_UNIT_MAX_PARAMS] = {0};
+    for (int k = 0; k < u->n_params; k++) {
+        const zt_param_desc *p = &m->params[u->params[k]];
+        params[k] = xcalloc((size_t)p->numel);
+        bool ln_weight = strstr(p->name, "ln_") && strstr(p->name, "weight");
+        fill(params[k], (size_t)p->numel, ln_weight ? 0.8f : -0.1f, ln_weight ? 1.2f : 0.1f, 200 + k);
+        if (p->ndim >= 2) {
+            void *c = xcalloc((size_t)p->numel);
+            zt_round_to_lp(ZT_LP_BF16, c, params[k], (size_t)p->numel);
+            params_lp[k] = c;
+        }
+    }
+    size_t S = u->ops->saved_floats(u, B, T, ZT_LP_BF16);
+    float *in = xcalloc(NC), *out = xcalloc(NC), *saved = xcalloc(S), *scratch = xcalloc(u->ops->scratch_floats(u, B, T));
+    void *staging = xcalloc(u->ops->staging_bytes(u, B, T, ZT_LP_BF16) / sizeof(float) + 1);
+    fill(in, NC, -1, 1, 7);
+    zt_batch batch = {.B = B, .T = T, .logits_pos = -1};
+    zt_unit_args a = {.batch = &batch, .params = params, .in = in, .out = out, .saved = saved, .scratch = scratch,
+                      .lp_kind = ZT_LP_BF16, .params_lp = params_lp, .staging = staging};
+    assert_int_equal(u->ops->forward(u, &a, &err), ZT_OK);
+    /* ln1 = rnd(LN(in)) at the start of the saved buffer, its mean and rstd right after (64-byte aligned) */
+    float *ln = xcalloc(NC), *mean = xcalloc(N), *rstd = xcalloc(N);
+    uint16_t *want = xcalloc(NC);
+    layernorm_forward(ln, mean, rstd, in, params[0], params[1], (int)N, C);
+    zt_f32_to_bf16(want, ln, NC);
+    assert_memory_equal(saved, want, NC * sizeof(uint16_t));
+    assert_memory_equal(saved + NC / 2, mean, N * sizeof(float));
+    assert_memory_equal(saved + NC / 2 + N, rstd, N * sizeof(float));
+    /* the missing compute copy of a Linear weight is an internal error, not a silent fp32 product */
+    const void *none[ZT_UNIT_MAX_PARAMS] = {0};
+    a.params_lp = none;
+    assert_int_equal(u->ops->forward(u, &a, &err), ZT_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "h.0: compute (lp_kind 1) without a compute copy of parameter 2"));
+    for (int k = 0; k < u->n_params; k++) free(params[k]), free((void *)params_lp[k]);
+    free(in), free(out), free(saved), free(scratch), free(staging), free(ln), free(mean), free(rstd), free(want);
+    zt_model_free(m);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The engine, one process. */
 
-static zt_engine *engine(const zt_gpt2_config *cfg, int B, int T, zt_recompute mode, zt_model **mout) {
+static zt_engine *engine(const zt_gpt2_config *cfg, int B, int T, zt_recompute mode, zt_precision_mode precision,
+                         zt_model **mout) {
     zt_error err = {0};
     zt_model *m = NULL;
     assert_int_equal(zt_gpt2_create(cfg, &m, &err), ZT_OK);
@@ -163,6 +241,7 @@ static zt_engine *engine(const zt_gpt2_config *cfg, int B, int T, zt_recompute m
     o.T = T;
     o.seed = 99;
     o.activation_checkpointing = mode;
+    zt_precision_default(&o.precision, precision);
     zt_engine *e = NULL;
     if (zt_engine_create(m, &o, &e, &err)) fail_msg("%s", err.msg);
     assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
@@ -172,8 +251,7 @@ static zt_engine *engine(const zt_gpt2_config *cfg, int B, int T, zt_recompute m
 
 /* Gradients of two micro-batches (the second one shorter than planned), then losses and the
  * parameter hash over 4 steps, under none, full and selective: all bit-identical. */
-static void test_engine_modes_are_bit_identical(void **state) {
-    (void)state;
+static void check_engine_modes(zt_precision_mode precision) {
     const zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 61, .n_layer = 3, .n_head = 2, .n_embd = 16};
     const int B = 2, T = 12;
     int32_t tok[2][B * T + 1];
@@ -185,7 +263,7 @@ static void test_engine_modes_are_bit_identical(void **state) {
     for (int mode = 0; mode < 3; mode++) {
         zt_error err = {0};
         zt_model *m;
-        zt_engine *e = engine(&cfg, B, T, (zt_recompute)mode, &m);
+        zt_engine *e = engine(&cfg, B, T, (zt_recompute)mode, precision, &m);
         total = (size_t)zt_model_numel(m);
         zt_batch b0 = {.B = B, .T = T, .inputs = tok[0], .targets = tok[0] + 1, .dloss = 1.0f / (2 * B * T),
                        .logits_pos = -1};
@@ -222,13 +300,20 @@ static void test_engine_modes_are_bit_identical(void **state) {
     for (int mode = 0; mode < 3; mode++) free(grads[mode]);
 }
 
+static void test_engine_modes_are_bit_identical(void **state) {
+    (void)state;
+    check_engine_modes(ZT_PRECISION_FP32);
+    check_engine_modes(ZT_PRECISION_BF16);
+    check_engine_modes(ZT_PRECISION_FP16);
+}
+
 static size_t rounded(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
 
 /* The activation class drops by exactly what recompute.c's table says, in closed form for GPT-2:
  * full frees every block's and the head's saved buffer for one buffer of the largest; selective
- * frees every block's rest (att, gelu(fch)) for one buffer of a rest. */
-static void test_activation_bytes_drop_as_planned(void **state) {
-    (void)state;
+ * frees every block's rest (att, gelu(fch)) for one buffer of a rest. In fp32 and in bf16, where
+ * the Linears' inputs (ln1, atty, ln2, gelu(fch); the head's lnf) are saved as bf16. */
+static void check_activation_bytes(zt_precision_mode precision) {
     const int B = 2, T = 16;
     const zt_gpt2_config cfgs[2] = {
         {.max_seq_len = 16, .vocab_size = 64, .n_layer = 3, .n_head = 2, .n_embd = 32},  /* block largest */
@@ -238,12 +323,17 @@ static void test_activation_bytes_drop_as_planned(void **state) {
         const zt_gpt2_config *g = &cfgs[c];
         size_t N = (size_t)B * T, C = (size_t)g->n_embd, L = (size_t)g->n_layer;
         size_t att = (size_t)B * g->n_head * T * T;
-        size_t S_block = N * (15 * C + 4) + att, K_block = N * (11 * C + 4), R_block = S_block - K_block;
-        size_t S_head = N * (C + 2 + (size_t)g->vocab_size);
+        size_t bf16 = precision == ZT_PRECISION_BF16, NC = N * C;
+        size_t S_block = N * (15 * C + 4) + att - bf16 * 7 * NC / 2, K_block = N * (11 * C + 4) - bf16 * 3 * NC / 2;
+        size_t R_block = S_block - K_block;
+        size_t S_head = N * (C + 2 + (size_t)g->vocab_size) - bf16 * NC / 2;
         size_t act[3];
         for (int mode = 0; mode < 3; mode++) {
             zt_model *m;
-            zt_engine *e = engine(g, B, T, (zt_recompute)mode, &m);
+            zt_engine *e = engine(g, B, T, (zt_recompute)mode, precision, &m);
+            assert_int_equal(m->units[1].ops->saved_floats(&m->units[1], B, T, bf16), S_block);
+            assert_int_equal(m->units[1].ops->kept_floats(&m->units[1], B, T, bf16), K_block);
+            assert_int_equal(m->units[L + 1].ops->saved_floats(&m->units[L + 1], B, T, bf16), S_head);
             zt_memory_report r;
             zt_engine_memory(e, &r);
             act[mode] = r.activations;
@@ -254,9 +344,16 @@ static void test_activation_bytes_drop_as_planned(void **state) {
         size_t drop_full = L * rounded(S_block) + rounded(S_head) - rounded(largest);
         size_t drop_sel = L * (rounded(S_block) - rounded(K_block)) - rounded(R_block);
         if (act[0] - act[1] != drop_full || act[0] - act[2] != drop_sel)
-            fail_msg("config %d: activations none %zu, full %zu (drop %zu, expected %zu), selective %zu (drop %zu, "
-                     "expected %zu)", c, act[0], act[1], act[0] - act[1], drop_full, act[2], act[0] - act[2], drop_sel);
+            fail_msg("%s config %d: activations none %zu, full %zu (drop %zu, expected %zu), selective %zu (drop "
+                     "%zu, expected %zu)", zt_precision_mode_name(precision), c, act[0], act[1], act[0] - act[1],
+                     drop_full, act[2], act[0] - act[2], drop_sel);
     }
+}
+
+static void test_activation_bytes_drop_as_planned(void **state) {
+    (void)state;
+    check_activation_bytes(ZT_PRECISION_FP32);
+    check_activation_bytes(ZT_PRECISION_BF16);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -265,9 +362,9 @@ static void test_activation_bytes_drop_as_planned(void **state) {
 enum { W = 4 };
 static int n_forward, n_recompute;
 
-static size_t toy_saved(const zt_unit *u, int B, int T) { return (size_t)2 * B * T * W; }
-static size_t toy_kept(const zt_unit *u, int B, int T) { return (size_t)B * T * W; }
-static size_t toy_kept_too_many(const zt_unit *u, int B, int T) { return (size_t)3 * B * T * W; }
+static size_t toy_saved(const zt_unit *u, int B, int T, int lp_kind) { return (size_t)2 * B * T * W; }
+static size_t toy_kept(const zt_unit *u, int B, int T, int lp_kind) { return (size_t)B * T * W; }
+static size_t toy_kept_too_many(const zt_unit *u, int B, int T, int lp_kind) { return (size_t)3 * B * T * W; }
 static size_t toy_scratch(const zt_unit *u, int B, int T) { return 0; }
 
 static int toy_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -457,6 +554,7 @@ static void test_api_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_recompute_is_bit_identical),
+        cmocka_unit_test(test_block_saves_rounded_operands),
         cmocka_unit_test(test_engine_modes_are_bit_identical),
         cmocka_unit_test(test_activation_bytes_drop_as_planned),
         cmocka_unit_test(test_engine_recomputes_what_it_should),

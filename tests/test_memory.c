@@ -179,13 +179,23 @@ static void test_llama_shapes(void **state) {
         assert_int_equal(zt_estimator_model(want[k].name, &m, &formula, &err), ZT_OK);
         assert_true(formula);
         assert_int_equal(zt_model_numel(m), want[k].params);
-        /* a block's saved floats: N(5d + 2kv + 3f + 2) + B·NH·T² */
+        /* a block's saved floats: N(5d + 2kv + 3f + 2) + B·NH·T²; under bf16 compute the Linears'
+         * inputs rms1, atty, rms2 (N,d) and h (N,f) are bf16: N(3.5d + 2kv + 2.5f + 2) + B·NH·T² */
         const zt_llama_shape *c = m->cfg;
         size_t B = 2, T = 64, N = B * T, d = (size_t)c->d_model, f = (size_t)c->ffn;
-        size_t kv = (size_t)c->n_kv_head * d / (size_t)c->n_head;
+        size_t kv = (size_t)c->n_kv_head * d / (size_t)c->n_head, att = B * (size_t)c->n_head * T * T;
         const zt_unit *u = &m->units[1];
-        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T), N * (5 * d + 2 * kv + 3 * f + 2) + B * (size_t)c->n_head * T * T);
-        assert_int_equal(u->ops->kept_floats(u, (int)B, (int)T), N * (5 * d + 2 * kv + 2 * f + 2));
+        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 3 * f + 2) + att);
+        assert_int_equal(u->ops->kept_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 2 * f + 2));
+        assert_int_equal(2 * u->ops->saved_floats(u, (int)B, (int)T, 1), N * (7 * d + 4 * kv + 5 * f + 4) + 2 * att);
+        assert_int_equal(2 * u->ops->kept_floats(u, (int)B, (int)T, 1), N * (7 * d + 4 * kv + 4 * f + 4));
+        /* fp16 values are kept in fp32 arrays: the fp32 sizes */
+        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 2), u->ops->saved_floats(u, (int)B, (int)T, 0));
+        /* the head's rms (N,d) is the output Linear's input */
+        const zt_unit *h = &m->units[m->n_units - 1];
+        size_t V = (size_t)c->vocab_size;
+        assert_int_equal(h->ops->saved_floats(h, (int)B, (int)T, 0), N * (d + 1 + V));
+        assert_int_equal(2 * h->ops->saved_floats(h, (int)B, (int)T, 1), N * (d + 2 + 2 * V));
         zt_unit_args a = {0};
         assert_int_equal(u->ops->forward(u, &a, &err), ZT_ERR_USAGE); /* shape-only */
         zt_model_free(m);

@@ -147,9 +147,15 @@ static void check_linear(int kind) {
         zt_round_fp16(wq, w, OC * C);
         wl = wq;
     }
-    void *staging = aligned_alloc(64, (matmul_lp_staging_bytes(kind, N, C, OC) + 63) / 64 * 64);
-    matmul_forward_lp(out, x, wl, b, N, C, OC, kind, staging);
-    matmul_backward_lp(dx, dw, db, dout, x, wl, N, C, OC, false, kind, staging);
+    void *staging = aligned_alloc(64, (matmul_lp_staging_bytes(kind, N, OC) + 63) / 64 * 64);
+    /* the saved input: rnd(x) as the kernel leaves it, what backward multiplies by */
+    size_t xl_floats = matmul_saved_input_floats(kind, N * C);
+    assert_int_equal(xl_floats, kind == ZT_LP_BF16 ? (N * C * 2 + 63) / 64 * 16 : (N * C * 4 + 63) / 64 * 16);
+    float *xl = aligned_alloc(64, xl_floats * 4), *xr = aligned_alloc(64, xl_floats * 4);
+    matmul_forward_lp(out, xl, x, wl, b, N, C, OC, kind);
+    zt_round_to_lp(kind, xr, x, N * C);
+    assert_memory_equal(xl, xr, (size_t)N * C * (kind == ZT_LP_BF16 ? 2 : 4));
+    matmul_backward_lp(dx, dw, db, dout, xl, wl, N, C, OC, false, kind, staging);
     /* against double sums of the rounded operands: only fp32 accumulation error remains */
     double tol = 4 * 5.96e-8 * (2 + sqrt((double)C + OC + N));
     for (int n = 0; n < N; n++)
@@ -190,6 +196,7 @@ static void check_linear(int kind) {
     double unit = kind == ZT_LP_BF16 ? 1.0 / 256 : 1.0 / 2048;
     if (worst > 2 * unit) fail_msg("dW vs fp32: worst relative error %g above 2 ulp of the format (%g)", worst, 2 * unit);
     free(x), free(w), free(b), free(out), free(dout), free(dx), free(dw), free(db), free(wq), free(wh), free(staging);
+    free(xl), free(xr);
 }
 
 static void test_linear_bf16(void **state) { (void)state; check_linear(ZT_LP_BF16); }

@@ -105,12 +105,14 @@ typedef struct zt_unit_args {
     float *const *grads;  /* same order; backward accumulates (+=) into them */
     const float *in;      /* (B, T, in_width) the previous unit's output; NULL for the first unit */
     float *out;           /* (B, T, out_width); the last unit writes per-token losses (B, T) */
-    float *saved;         /* saved_floats(B, T) floats: written by forward, read by backward */
+    float *saved;         /* saved_floats(B, T, lp_kind) floats, 64-byte aligned: written by
+                             forward, read by backward */
     float *scratch;       /* scratch_floats(B, T) floats: undefined on entry, free after return */
     const float *dout;    /* backward: d loss / d out, (B, T, out_width) */
     float *din;           /* backward: d loss / d in, assigned (=); NULL for the first unit */
     /* Low-precision compute (zt_precision.compute bf16 or fp16; lp_kind 0 under fp32): */
-    int lp_kind;          /* a zt_lp_kind of src/kernels/kernels.h: 1 bf16, 2 fp16; 0 none */
+    int lp_kind;          /* a zt_lp_kind of src/kernels/kernels.h: 1 bf16, 2 fp16; 0 none. The
+                             saved buffer was sized for it (zt_unit_ops.saved_floats) */
     const void *const *params_lp; /* the compute copy of each parameter the engine keeps one of
                                      (the matrices, ndim >= 2): bf16 bits (uint16_t), or fp32
                                      holding fp16 values; NULL entries (or NULL): use params */
@@ -150,21 +152,27 @@ int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err);
  *   full       forward runs into one saved buffer shared by all units; before a unit's backward
  *              the engine re-runs its forward (from its kept input, into a throwaway output).
  *              Needs nothing from the unit.
- *   selective  the unit keeps the first kept_floats(B, T) floats of its saved buffer between
+ *   selective  the unit keeps the first kept_floats(B, T, lp_kind) floats of its saved buffer between
  *              forward and backward; the rest lives in the shared buffer (at a->saved_rest) and
  *              is rebuilt by recompute() before backward. Units that leave kept_floats and
  *              recompute NULL keep their whole saved buffer under selective (nothing recomputed).
- * kept_floats and recompute are optional and come together (zt_model_add_unit checks it). */
+ * kept_floats and recompute are optional and come together (zt_model_add_unit checks it).
+ *
+ * Sizes depend on the compute precision: lp_kind is what zt_unit_args.lp_kind will be (0 under
+ * fp32 compute, 1 bf16, 2 fp16). A unit may store an activation that only feeds a matrix product
+ * as the rounded operand (GPT-2 stores its Linears' inputs as bf16 under bf16 compute: 2 bytes an
+ * element, packed in the float buffer); a unit that ignores lp_kind saves fp32 and stays correct. */
 typedef struct zt_unit_ops {
-    size_t (*saved_floats)(const zt_unit *u, int B, int T);
+    size_t (*saved_floats)(const zt_unit *u, int B, int T, int lp_kind);
     size_t (*scratch_floats)(const zt_unit *u, int B, int T);
     int (*forward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
     int (*backward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
     /* Optional: bytes of staging the unit's low-precision products need (matmul_lp_staging_bytes
      * of its largest Linear); NULL: the unit has no low-precision path and always uses params. */
     size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
-    /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats). */
-    size_t (*kept_floats)(const zt_unit *u, int B, int T);
+    /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats;
+     * a multiple of 16 keeps the rest 64-byte aligned when it follows the kept part). */
+    size_t (*kept_floats)(const zt_unit *u, int B, int T, int lp_kind);
     /* Optional: rewrites saved floats [kept, saved) (at zt_unit_saved_rest) exactly as forward
      * wrote them, from the kept part, a->in and a->params; may use a->scratch; must not write
      * a->out (NULL here) or the kept part. */

@@ -213,6 +213,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!e) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     e->model = m;
     e->opt = *opt;
+    e->lp_kind = zt_precision_lp_kind(&opt->precision); /* sizes the units' saved buffers and staging */
     if (opt->offload.optimizer_dir && opt->offload.optimizer_dir[0]) { /* the caller's string may go */
         if (!(e->offload_dir = strdup(opt->offload.optimizer_dir))) {
             free(e);

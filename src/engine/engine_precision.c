@@ -41,8 +41,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
     int rc = zt_precision_check(p, err);
     if (rc) return rc;
     zt_loss_scaler_init(&e->scaler, p);
-    e->lp_kind = p->compute == ZT_DTYPE_BF16 ? ZT_LP_BF16 : p->compute == ZT_DTYPE_FP16 ? ZT_LP_FP16 : 0;
-    if (!e->lp_kind) return ZT_OK;
+    if (!e->lp_kind) return ZT_OK; /* set by zt_engine_create: the saved buffers are sized by it */
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;

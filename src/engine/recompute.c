@@ -2,7 +2,8 @@
  * its forward and its backward, the one buffer shared by all units for the rest, and rebuilding
  * that rest just before the unit's backward (docs/activation-checkpointing.md).
  *
- * Per unit u, with S = saved_floats(B, T) and K = kept_floats(B, T):
+ * Per unit u, with S = saved_floats(B, T, lp_kind) and K = kept_floats(B, T, lp_kind) (lp_kind:
+ * the compute precision's, e->lp_kind):
  *   mode       kept (own buffer)   rest (in the shared buffer)   rebuilt before backward by
  *   none       S                   0                             -
  *   full       0                   S                             ops->forward (output thrown away)
@@ -50,11 +51,11 @@ int zt_ckpt_layout(zt_engine *e, zt_error *err) {
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        size_t S = un->ops->saved_floats(un, B, T), K = S;
+        size_t S = un->ops->saved_floats(un, B, T, e->lp_kind), K = S;
         if (mode == ZT_RECOMPUTE_FULL) {
             K = 0;
         } else if (mode == ZT_RECOMPUTE_SELECTIVE && un->ops->kept_floats && un->ops->recompute) {
-            K = un->ops->kept_floats(un, B, T);
+            K = un->ops->kept_floats(un, B, T, e->lp_kind);
             if (K > S)
                 return zt_error_set(err, ZT_ERR_USAGE, "engine: unit %s keeps %zu floats of a saved "
                                     "buffer of %zu (kept_floats > saved_floats, B=%d T=%d)", un->name, K, S, B, T);

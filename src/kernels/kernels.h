@@ -49,18 +49,29 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
                      bool accumulate_dinp);
 
 /* ---- matmul_lp.c: the Linear layer in low precision (precision modes, src/precision) ----------
- * ZT_LP_BF16: weight is bf16 (uint16_t); inp and dout are rounded to bf16 into staging and the
- * products run on oneDNN's bf16 kernels with fp32 accumulation and fp32 results.
- * ZT_LP_FP16: weight is fp32 holding fp16 values (this CPU has no fp16 arithmetic); inp and dout
- * are rounded to fp16 into staging (overflow becomes infinity, as in fp16 storage) and the
- * products run in fp32, like fp16 tensor cores with fp32 accumulation.
- * dbias sums the fp32 dout, as matmul_backward does. staging holds matmul_lp_staging_bytes. */
+ * ZT_LP_BF16: weight is bf16 (uint16_t); the products run on oneDNN's bf16 kernels with fp32
+ * accumulation and fp32 results. ZT_LP_FP16: weight is fp32 holding fp16 values (this CPU has no
+ * fp16 arithmetic); the products run in fp32, like fp16 tensor cores with fp32 accumulation.
+ * Rounding is to nearest-even (fp16: overflow becomes infinity, as in fp16 storage).
+ * The input is rounded once, in forward, into inp_lp: the caller keeps it (a unit's saved
+ * activation) and hands it to backward, which multiplies by it as it is. Backward rounds dout
+ * into staging (matmul_lp_staging_bytes); dbias sums the fp32 dout, as matmul_backward does. */
 typedef enum { ZT_LP_BF16 = 1, ZT_LP_FP16 = 2 } zt_lp_kind;
-size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int C, int OC);
-void matmul_forward_lp(float *out, const float *inp, const void *weight, const float *bias, int N,
-                       int C, int OC, zt_lp_kind kind, void *staging);
+/* Bytes of staging matmul_backward_lp needs: rnd(dout) (N,OC). */
+size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC);
+/* Floats that n elements of a Linear's saved input take in a unit's saved buffer (float array):
+ * kind 0 (fp32 compute) n floats, else the rounded operand (bf16: 2 bytes, fp16 values: 4 bytes
+ * each); padded to 64 bytes so that the next buffer stays 64-byte aligned. */
+size_t matmul_saved_input_floats(int kind, size_t n);
+/* inp_lp (N,C) = rnd(inp); out (N,OC) = inp_lp @ weight^T + bias (bias may be NULL). inp_lp holds
+ * matmul_saved_input_floats(kind, N*C) floats. */
+void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *weight,
+                       const float *bias, int N, int C, int OC, zt_lp_kind kind);
+/* dinp (N,C) = rnd(dout) @ weight (or += when accumulate_dinp); dweight (OC,C) += rnd(dout)^T @
+ * inp_lp, inp_lp the forward's rounded input; dbias (OC) += column sums of dout. Any of dinp,
+ * dweight, dbias may be NULL (skipped). */
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
-                        const float *inp, const void *weight, int N, int C, int OC,
+                        const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging);
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);

@@ -36,6 +36,10 @@ const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode) {
     return (unsigned)mode <= ZT_PRECISION_FP16 ? &PRECISION_BYTES[mode] : &PRECISION_BYTES[0];
 }
 
+int zt_precision_lp_kind(const zt_precision *p) {
+    return p->compute == ZT_DTYPE_BF16 ? 1 : p->compute == ZT_DTYPE_FP16 ? 2 : 0;
+}
+
 const char *zt_mem_class_name(zt_mem_class c) {
     static const char *names[ZT_MEM_CLASSES] = {"params", "compute_copy", "gathered", "grads",
                                                 "optimizer", "activations", "comm"};
@@ -380,15 +384,15 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     }
     if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
-    int lp_kind = o->precision.compute == ZT_DTYPE_BF16 ? 1 : o->precision.compute == ZT_DTYPE_FP16 ? 2 : 0;
+    int lp_kind = zt_precision_lp_kind(&o->precision);
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
         /* recompute.c zt_ckpt_layout: what the unit keeps; the rest goes to the shared buffer */
-        size_t saved = un->ops->saved_floats(un, o->B, o->T), kept = saved;
+        size_t saved = un->ops->saved_floats(un, o->B, o->T, lp_kind), kept = saved;
         if (ckpt == ZT_RECOMPUTE_FULL) kept = 0;
         else if (ckpt == ZT_RECOMPUTE_SELECTIVE && un->ops->kept_floats && un->ops->recompute)
-            kept = un->ops->kept_floats(un, o->B, o->T);
+            kept = un->ops->kept_floats(un, o->B, o->T, lp_kind);
         if (kept > saved) {
             rc = zt_error_set(err, ZT_ERR_USAGE, "memory plan: unit %s keeps %zu floats of a saved buffer of %zu",
                               un->name, kept, saved);

@@ -35,6 +35,9 @@ typedef struct zt_precision_bytes {
 } zt_precision_bytes;
 
 const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode);
+/* The zt_lp_kind (src/kernels/kernels.h) units compute with under p: 1 bf16, 2 fp16, 0 fp32. It
+ * sizes their saved buffers (zt_unit_ops.saved_floats) and staging, in the engine and the plan. */
+int zt_precision_lp_kind(const zt_precision *p);
 
 /* Activation checkpointing comes from zt_engine_options.activation_checkpointing, and what a unit
  * keeps under selective from its zt_unit_ops.kept_floats, as the engine (recompute.c) lays them

@@ -38,13 +38,27 @@ static int no_compute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
 }
 
 static size_t none(const zt_unit *u, int B, int T) { return 0; }
+static size_t none_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
 
 static size_t kv_width(const zt_llama_shape *c) { return (size_t)c->n_kv_head * (c->d_model / c->n_head); }
 
-static size_t block_saved(const zt_unit *u, int B, int T) {
+/* floats of n fp32 elements in a saved buffer (64-byte aligned buffers, as gpt2.c lays them) */
+static size_t fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
+
+/* the block's saved buffers (shapes.h), those recomputed under selective (att, h) apart */
+static size_t block_saved_parts(const zt_unit *u, int B, int T, int lp_kind, size_t *recomputed) {
     const zt_llama_shape *c = u->model_cfg;
-    size_t N = (size_t)B * T, d = (size_t)c->d_model, f = (size_t)c->ffn;
-    return N * (5 * d + 2 * kv_width(c) + 3 * f + 2) + (size_t)B * c->n_head * T * T;
+    size_t N = (size_t)B * T, d = (size_t)c->d_model, f = (size_t)c->ffn, kv = kv_width(c);
+    size_t in_d = matmul_saved_input_floats(lp_kind, N * d); /* rms1, atty, rms2: Linear inputs */
+    size_t att = fp32_floats((size_t)B * c->n_head * T * T), h = matmul_saved_input_floats(lp_kind, N * f);
+    *recomputed = att + h;
+    return 3 * in_d + 2 * fp32_floats(N) + 2 * fp32_floats(N * d) + 2 * fp32_floats(N * kv) + att +
+           2 * fp32_floats(N * f) + h;
+}
+
+static size_t block_saved(const zt_unit *u, int B, int T, int lp_kind) {
+    size_t recomputed;
+    return block_saved_parts(u, B, T, lp_kind, &recomputed);
 }
 
 static size_t block_scratch(const zt_unit *u, int B, int T) {
@@ -54,15 +68,17 @@ static size_t block_scratch(const zt_unit *u, int B, int T) {
            attention_scratch_floats(B, T, c->d_model, c->n_head);
 }
 
+/* rnd(dout) of the widest Linear output: w1/w3's (N,f) */
 static size_t block_staging(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_shape *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->d_model, c->ffn);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->ffn);
 }
 
-static size_t head_saved(const zt_unit *u, int B, int T) {
+static size_t head_saved(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_shape *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    return N * (size_t)c->d_model + N + N * (size_t)c->vocab_size;
+    return matmul_saved_input_floats(lp_kind, N * (size_t)c->d_model) + fp32_floats(N) +
+           fp32_floats(N * (size_t)c->vocab_size);
 }
 
 static size_t head_scratch(const zt_unit *u, int B, int T) {
@@ -72,15 +88,15 @@ static size_t head_scratch(const zt_unit *u, int B, int T) {
 
 static size_t head_staging(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_shape *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->d_model, c->vocab_size);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
 }
 
-static const zt_unit_ops EMB_OPS = {.saved_floats = none, .scratch_floats = none, .forward = no_compute,
+static const zt_unit_ops EMB_OPS = {.saved_floats = none_saved, .scratch_floats = none, .forward = no_compute,
                                     .backward = no_compute};
 /* selective checkpointing keeps all but the attention matrix and silu(gate)*up (shapes.h) */
-static size_t block_kept(const zt_unit *u, int B, int T) {
-    const zt_llama_shape *c = u->model_cfg;
-    return block_saved(u, B, T) - (size_t)B * c->n_head * T * T - (size_t)B * T * c->ffn;
+static size_t block_kept(const zt_unit *u, int B, int T, int lp_kind) {
+    size_t recomputed, saved = block_saved_parts(u, B, T, lp_kind, &recomputed);
+    return saved - recomputed;
 }
 
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved, .scratch_floats = block_scratch,

@@ -8,13 +8,17 @@
  * kv = n_kv_head * d / n_head, f = ffn:
  *   parameters  attention_norm (d) | wq (d,d) | wk (kv,d) | wv (kv,d) | wo (d,d) | ffn_norm (d) |
  *               w1 (f,d) gate | w2 (d,f) down | w3 (f,d) up            = 2·d² + 2·kv·d + 3·d·f + 2·d
- *   saved       rms1 (N,d) | rms1_rstd (N) | q (N,d) | k (N,kv) | v (N,kv) | att (B,NH,T,T) |
- *               atty (N,d) | res2 (N,d) | rms2 (N,d) | rms2_rstd (N) | gate (N,f) | up (N,f) |
- *               h = silu(gate)*up (N,f)            = N·(5d + 2kv + 3f + 2) + B·NH·T² floats
- *   selective   recomputes att and h: keeps N·(5d + 2kv + 2f + 2)
+ *   saved       rms1* (N,d) | rms1_rstd (N) | q (N,d) | k (N,kv) | v (N,kv) | att (B,NH,T,T) |
+ *               atty* (N,d) | res2 (N,d) | rms2* (N,d) | rms2_rstd (N) | gate (N,f) | up (N,f) |
+ *               h* = silu(gate)*up (N,f)           = N·(5d + 2kv + 3f + 2) + B·NH·T² floats
+ *               (fp32, N a multiple of 16: each buffer is 64-byte aligned as in gpt2.c)
+ *   bf16        the starred buffers, read only by Linears, hold the bf16 operand (as GPT-2's):
+ *               N·(3.5d + 2kv + 2.5f + 2) + B·NH·T²
+ *   selective   recomputes att and h: keeps N·(5d + 2kv + 2f + 2) (bf16: N·(3.5d + 2kv + 2f + 2))
  *   scratch     (N,d) + 2·(N,f) + min(threads, B·NH)·T² (the attention backward, as GPT-2's)
+ *   staging     rnd(dout) of the widest Linear output (N,f) under bf16/fp16 compute
  * embedding: tok_embeddings (V,d), saved nothing; head: norm (d) and an untied output (V,d),
- * saved rms (N,d) | rstd (N) | logits (N,V), scratch (N,d). */
+ * saved rms* (N,d) | rstd (N) | logits (N,V), scratch (N,d), staging rnd(dlogits) (N,V). */
 #ifndef ZT_MEMORY_SHAPES_H
 #define ZT_MEMORY_SHAPES_H
 

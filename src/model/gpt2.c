@@ -7,16 +7,25 @@
  * Block (pre-LN), N = B*T rows:
  *   ln1 = LN(x); qkv = ln1·Wqkvᵀ + b; y = attention(qkv); r = x + y·Woᵀ + b
  *   ln2 = LN(r); h = gelu(ln2·Wfcᵀ + b); out = r + h·Wpᵀ + b
- * The saved activations of a block, in floats, the kept part first:
- *   kept: ln1 (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty (N,C) | res2 (N,C) |
- *         ln2 (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C)          N·(11C + 4) floats
- *   rest: att (B,NH,T,T) | fch_gelu (N,4C)                             B·NH·T² + 4·N·C floats
+ * The saved activations of a block, the kept part first, each buffer 64-byte aligned:
+ *   kept: ln1* (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty* (N,C) | res2 (N,C) |
+ *         ln2* (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C)
+ *   rest: att (B,NH,T,T) | fch_gelu* (N,4C)
+ * The starred buffers are read only by a Linear (its input, in forward and for dW in backward:
+ * layernorm backward reads the block input and mean/rstd, gelu backward reads fch, attention
+ * backward reads qkv and att). Under bf16/fp16 compute they hold the rounded operand itself
+ * (matmul_forward_lp rounds into them; bf16: 2 bytes per element), since the product only ever
+ * reads that; everything else stays fp32 (layernorm statistics, softmax, GELU, the residual
+ * stream: docs/precision.md). In floats, N a multiple of 16 (else each buffer rounds up to 16):
+ *   fp32: kept N·(11C + 4), rest B·NH·T² + 4·N·C
+ *   bf16: kept N·(9.5C + 4), rest B·NH·T² + 2·N·C (fp16 values are kept in fp32: as fp32)
  * Selective activation checkpointing keeps the first part and recomputes the rest before
  * backward (block_recompute): the attention probabilities from qkv (Megatron's selective
  * recomputation of the core attention, without the P·V product, whose output atty is kept) and
  * gelu(fch), the two largest buffers per token that are cheap to rebuild. The embedding keeps
  * nothing, and the head does not declare a kept part: its logits cost an (N,C)x(C,V) product,
- * so under selective it keeps everything.
+ * so under selective it keeps everything. The head saves lnf* (N,C) | mean (N) | rstd (N) |
+ * logits, then probabilities (N,V).
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
@@ -54,34 +63,52 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Linear layers: through the engine's low-precision compute copy of the weight when there is one
- * (precision bf16/fp16, zt_unit_args.params_lp), else in fp32 */
-static const void *lp_weight(const zt_unit_args *a, int k) {
-    return a->lp_kind && a->params_lp ? a->params_lp[k] : NULL;
+ * Linear layers. Under bf16/fp16 compute (a->lp_kind) they multiply by the engine's compute copy
+ * of the weight (zt_unit_args.params_lp), and their input is saved as the rounded operand: forward
+ * computes the fp32 input into scratch (linear_input) and the Linear rounds it into the saved
+ * slot; backward multiplies by that slot as it is. Under fp32 the slot is the fp32 input itself. */
+
+/* floats of a buffer of n fp32 elements in a saved buffer, padded to 64 bytes */
+static size_t fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
+
+/* ZT_ERR_INTERNAL unless every listed Linear weight has a compute copy under lp compute */
+static int check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err) {
+    if (!a->lp_kind) return ZT_OK;
+    for (int i = 0; i < n; i++)
+        if (!a->params_lp || !a->params_lp[weights[i]])
+            return zt_error_set(err, ZT_ERR_INTERNAL, "%s: compute (lp_kind %d) without a compute copy of "
+                                "parameter %d (zt_unit_args.params_lp)", u->name, a->lp_kind, weights[i]);
+    return ZT_OK;
 }
 
-static void linear_forward(const zt_unit_args *a, int k, float *out, const float *inp,
+/* Where forward writes the fp32 input of a Linear that saves it in slot: the slot itself under
+ * fp32 compute, else tmp (scratch), from which linear_forward rounds it into the slot. */
+static float *linear_input(const zt_unit_args *a, void *slot, float *tmp) {
+    return a->lp_kind ? tmp : slot;
+}
+
+/* out = inp·W_kᵀ + bias; inp is linear_input(a, slot, ...) */
+static void linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                            const float *bias, int N, int C, int OC) {
-    const void *w = lp_weight(a, k);
-    if (w)
-        matmul_forward_lp(out, inp, w, bias, N, C, OC, (zt_lp_kind)a->lp_kind, a->staging);
+    if (a->lp_kind)
+        matmul_forward_lp(out, slot, inp, a->params_lp[k], bias, N, C, OC, (zt_lp_kind)a->lp_kind);
     else
         matmul_forward(out, inp, a->params[k], bias, N, C, OC);
 }
 
+/* slot: the Linear's saved input, as linear_forward left it */
 static void linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, int N, int C, int OC) {
-    const void *w = lp_weight(a, k);
-    if (w)
-        matmul_backward_lp(dinp, dweight, dbias, dout, inp, w, N, C, OC, false,
+                            const float *dout, const void *slot, int N, int C, int OC) {
+    if (a->lp_kind)
+        matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, false,
                            (zt_lp_kind)a->lp_kind, a->staging);
     else
-        matmul_backward(dinp, dweight, dbias, dout, inp, a->params[k], N, C, OC, false);
+        matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, false);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * embedding unit: params wte (V,C), wpe (maxT,C) */
-static size_t emb_saved(const zt_unit *u, int B, int T) { return 0; }
+static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
 static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -108,46 +135,56 @@ enum {
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_BLOCK_COUNT
 };
 
+/* the saved buffers; the Linear inputs (void *) are rounded operands under lp compute */
 typedef struct block_saved {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch; /* kept */
-    float *att, *fch_gelu;                                                                  /* rest */
+    void *ln1;  float *ln1_mean, *ln1_rstd, *qkv; void *atty; float *res2; /* kept ... */
+    void *ln2;  float *ln2_mean, *ln2_rstd, *fch;                          /* ... kept */
+    float *att; void *fch_gelu;                                            /* rest */
 } block_saved;
 
 enum { BLOCK_KEPT_BUFFERS = 10 };
 
 /* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or
- * just counts (a NULL). Returns the total floats; *kept (optional) gets the kept part's. */
-static size_t block_layout(const zt_gpt2_config *c, int B, int T, const zt_unit_args *a, block_saved *s,
-                           size_t *kept) {
+ * just counts (a NULL), for lp_kind (a->lp_kind when a is given). Returns the total floats;
+ * *kept (optional) gets the kept part's. */
+static size_t block_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, const zt_unit_args *a,
+                           block_saved *s, size_t *kept) {
     size_t N = (size_t)B * T, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
-    size_t sizes[] = {N * C, N, N, N * 3 * C, N * C, N * C, N * C, N, N, N * 4 * C,
-                      (size_t)B * NH * T * T, N * 4 * C};
-    float **ptrs[] = {&s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->atty, &s->res2, &s->ln2,
-                      &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->att, &s->fch_gelu};
+    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t sizes[] = {in_C, fp32_floats(N), fp32_floats(N), fp32_floats(N * 3 * C), in_C,
+                      fp32_floats(N * C), in_C, fp32_floats(N), fp32_floats(N), fp32_floats(N * 4 * C),
+                      fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * 4 * C)};
+    void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = 0, k = 0;
     for (size_t i = 0; i < BLOCK_KEPT_BUFFERS; i++) k += sizes[i];
     float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        *ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
+        ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
         off += sizes[i];
     }
+    *s = (block_saved){.ln1 = ptrs[0], .ln1_mean = ptrs[1], .ln1_rstd = ptrs[2], .qkv = ptrs[3],
+                       .atty = ptrs[4], .res2 = ptrs[5], .ln2 = ptrs[6], .ln2_mean = ptrs[7],
+                       .ln2_rstd = ptrs[8], .fch = ptrs[9], .att = ptrs[10], .fch_gelu = ptrs[11]};
     if (kept) *kept = k;
     return off;
 }
 
-static size_t block_saved_floats(const zt_unit *u, int B, int T) {
+static size_t block_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
-    return block_layout(u->model_cfg, B, T, NULL, &s, NULL);
+    return block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, NULL);
 }
 
-static size_t block_kept_floats(const zt_unit *u, int B, int T) {
+static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
     size_t kept;
-    block_layout(u->model_cfg, B, T, NULL, &s, &kept);
+    block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, &kept);
     return kept;
 }
 
-/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch */
+static const int BLOCK_LINEARS[] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
+
+/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch; forward uses
+ * bufC for the projections' output and big1 for the Linears' fp32 inputs under lp compute */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
     size_t N = (size_t)B * T, C = (size_t)c->n_embd;
@@ -158,19 +195,26 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     const zt_gpt2_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     float *const *p = a->params;
+    int rc = check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
+    if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a, &s, NULL);
-    float *proj = a->scratch; /* (N,C) */
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,4C) */
+    float *x;
 
-    layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    linear_forward(a, P_QKVW, s.qkv, s.ln1, p[P_QKVB], N, C, 3 * C);
-    attention_forward(s.atty, s.att, s.qkv, B, T, C, c->n_head);
-    linear_forward(a, P_ATTPROJW, proj, s.atty, p[P_ATTPROJB], N, C, C);
+    x = linear_input(a, s.ln1, tmp);
+    layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
+    linear_forward(a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
+    x = linear_input(a, s.atty, tmp);
+    attention_forward(x, s.att, s.qkv, B, T, C, c->n_head);
+    linear_forward(a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    layernorm_forward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    linear_forward(a, P_FCW, s.fch, s.ln2, p[P_FCB], N, C, 4 * C);
-    gelu_forward(s.fch_gelu, s.fch, (size_t)N * 4 * C);
-    linear_forward(a, P_FCPROJW, proj, s.fch_gelu, p[P_FCPROJB], N, 4 * C, C);
+    x = linear_input(a, s.ln2, tmp);
+    layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
+    linear_forward(a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
+    x = linear_input(a, s.fch_gelu, tmp);
+    gelu_forward(x, s.fch, (size_t)N * 4 * C);
+    linear_forward(a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
@@ -180,9 +224,10 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
-    (void)p;
+    int rc = check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
+    if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a, &s, NULL);
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
     float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + 4 * NC, *attn_scratch = big2 + 4 * NC;
     /* din doubles as d res2: the residual passes dout through, both layernorms add into it */
     float *dres = a->din;
@@ -204,21 +249,24 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     return ZT_OK;
 }
 
-/* the largest Linear of a block: c_fc / c_proj, N x (C + 4C) operands */
+/* rnd(dout) of the widest Linear output: c_fc's (N,4C) */
 static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_gpt2_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, 4 * c->n_embd);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, 4 * c->n_embd);
 }
 
 /* Selective checkpointing: rebuilds att and fch_gelu exactly as block_forward wrote them (the
- * same kernels on the same kept inputs; attention_forward without its output skips P·V). */
+ * same kernels on the same kept inputs; attention_forward without its output skips P·V; under lp
+ * compute gelu(fch) goes through scratch and is rounded into its slot, as c_proj's forward did). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     block_saved s;
-    block_layout(c, B, T, a, &s, NULL);
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
     attention_forward(NULL, s.att, s.qkv, B, T, C, c->n_head);
-    gelu_forward(s.fch_gelu, s.fch, (size_t)N * 4 * C);
+    float *x = linear_input(a, s.fch_gelu, a->scratch);
+    gelu_forward(x, s.fch, (size_t)N * 4 * C);
+    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * 4 * C);
     return ZT_OK;
 }
 
@@ -232,12 +280,30 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params ln_f.weight, ln_f.bias, wte (tied). out = per-token losses (B,T).
- * saved: lnf (N,C) | lnf_mean (N) | lnf_rstd (N) | probs (N,V) (logits, then probabilities) */
-static size_t head_saved_floats(const zt_unit *u, int B, int T) {
-    const zt_gpt2_config *c = u->model_cfg;
+ * saved: lnf (N,C) (the LM head's input: rounded under lp compute) | lnf_mean (N) | lnf_rstd (N) |
+ * probs (N,V) (logits, then probabilities), each 64-byte aligned */
+typedef struct head_saved {
+    void *lnf;
+    float *mean, *rstd, *probs;
+} head_saved;
+
+static size_t head_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
     size_t N = (size_t)B * T;
-    return N * c->n_embd + 2 * N + N * c->vocab_size;
+    size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = fp32_floats(N);
+    *s = !saved ? (head_saved){0}
+                : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
+                               .probs = saved + lnf + 2 * stat};
+    return lnf + 2 * stat + fp32_floats(N * c->vocab_size);
 }
+
+static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
+    head_saved s;
+    return head_layout(u->model_cfg, B, T, lp_kind, NULL, &s);
+}
+
+static const int HEAD_LINEARS[] = {2};
+
+/* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C) */
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
     return (size_t)B * T * c->n_embd;
@@ -247,9 +313,13 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     const zt_gpt2_config *c = u->model_cfg;
     const zt_batch *bt = a->batch;
     int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
-    float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *logits = rstd + N;
-    layernorm_forward(lnf, mean, rstd, a->in, a->params[0], a->params[1], N, C);
-    linear_forward(a, 2, logits, lnf, NULL, N, C, V);
+    int rc = check_lp_weights(u, a, HEAD_LINEARS, 1, err);
+    if (rc) return rc;
+    head_saved s;
+    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    float *logits = s.probs, *x = linear_input(a, s.lnf, a->scratch);
+    layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
+    linear_forward(a, 2, logits, s.lnf, x, NULL, N, C, V);
     if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
         for (int b = 0; b < B; b++)
             memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
@@ -272,19 +342,22 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     if (!bt->targets)
         return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
-    float *lnf = a->saved, *mean = lnf + (size_t)N * C, *rstd = mean + N, *probs = rstd + N;
+    int rc = check_lp_weights(u, a, HEAD_LINEARS, 1, err);
+    if (rc) return rc;
+    head_saved s;
+    head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
-    softmax_xent_backward(probs, bt->targets, a->dout, N, V);
-    linear_backward(a, 2, dlnf, a->grads[2], NULL, probs, lnf, N, C, V);
+    softmax_xent_backward(s.probs, bt->targets, a->dout, N, V);
+    linear_backward(a, 2, dlnf, a->grads[2], NULL, s.probs, s.lnf, N, C, V);
     memset(a->din, 0, (size_t)N * C * sizeof *a->din);
-    layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], mean, rstd, N, C);
+    layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], s.mean, s.rstd, N, C);
     return ZT_OK;
 }
 
-/* the LM head: N x (C + V) operands */
+/* rnd(dlogits) (N,V) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_gpt2_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->n_embd, c->vocab_size);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,

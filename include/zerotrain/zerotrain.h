@@ -115,8 +115,9 @@ typedef struct zt_unit_args {
                              saved buffer was sized for it (zt_unit_ops.saved_floats) */
     const void *const *params_lp; /* the compute copy of each parameter the engine keeps one of
                                      (the matrices, ndim >= 2): bf16 bits (uint16_t), or fp32
-                                     holding fp16 values; NULL entries (or NULL): use params */
-    void *staging;        /* staging_bytes(B, T, lp_kind) bytes for rounded operands */
+                                     holding fp16 values; NULL entries (the vectors; all of
+                                     them when lp_kind is 0): no copy, use params */
+    void *staging;        /* staging_bytes(B, T, lp_kind) bytes for rounded operands (64-byte aligned) */
     float *saved_rest;    /* selective activation checkpointing (zt_unit_ops.kept_floats): where
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
@@ -167,8 +168,9 @@ typedef struct zt_unit_ops {
     size_t (*scratch_floats)(const zt_unit *u, int B, int T);
     int (*forward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
     int (*backward)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
-    /* Optional: bytes of staging the unit's low-precision products need (matmul_lp_staging_bytes
-     * of its largest Linear); NULL: the unit has no low-precision path and always uses params. */
+    /* Optional: bytes of staging the unit's low-precision products need (matmul_lp_staging_bytes:
+     * the rounded output gradient of its widest Linear; inputs are rounded into the saved buffer);
+     * NULL: the unit needs none. */
     size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
     /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats;
      * a multiple of 16 keeps the rest 64-byte aligned when it follows the kept part). */

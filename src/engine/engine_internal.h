@@ -42,7 +42,7 @@ typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
     const void **params_lp;  /* (n_params) compute copies (precision.compute != fp32), else NULL */
     float *out;              /* (B, T, out_width) */
-    float *saved;            /* (kept) the part of saved_floats(B, T) the unit keeps between its
+    float *saved;            /* (kept) the part of saved_floats(B, T, lp_kind) the unit keeps between its
                                 forward and its backward (all of it without checkpointing);
                                 NULL when kept is 0 */
     size_t kept, rest;       /* saved floats kept / rebuilt in e->ckpt_shared (recompute.c) */
@@ -112,7 +112,8 @@ struct zt_engine {
                                    or -1 (then the next backward that needs it recomputes) */
     float *dact[2];             /* activation-gradient ping-pong */
     /* precision (engine_precision.c) */
-    int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute */
+    int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute. Set first at
+                                   creation: it sizes the units' saved buffers (recompute.c) */
     void *full_lp;              /* ddp/zero1/zero2: compute copies of the matrices, full layout */
     bool lp_stale;              /* full_lp no longer matches the parameters */
     void **gathered_lp;         /* (n_params) zero3: the compute copy while gathered */

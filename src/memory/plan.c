@@ -28,7 +28,7 @@
 static const zt_precision_bytes PRECISION_BYTES[] = {
     [ZT_PRECISION_FP32] = {.master = 4, .copy = 0, .grads = 4, .moment = 4},
     [ZT_PRECISION_BF16] = {.master = 4, .copy = 2, .grads = 4, .moment = 4},
-    [ZT_PRECISION_BF16_LOW] = {.master = 4, .copy = 2, .grads = 4, .moment = 2}, /* params: bf16 values in fp32 arrays */
+    [ZT_PRECISION_BF16_LOW] = {.master = 2, .copy = 0, .grads = 4, .moment = 2}, /* bf16 params: their own compute copy */
     [ZT_PRECISION_FP16] = {.master = 4, .copy = 4, .grads = 4, .moment = 4},     /* fp16 values, fp32 arrays */
 };
 
@@ -95,6 +95,26 @@ static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel;
 /* engine_precision.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
 static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
+/* a parameter as stored (and gathered, and all-gathered): fp32, or bf16-low's bf16 */
+static size_t param_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->master); }
+
+/* params16.c zt_params16_needs_view: bf16-low gives a running unit an fp32 view of each
+ * parameter it does not read through params_lp (a matrix under a unit whose reads_lp says so) */
+static bool needs_view(const sim *s, int u, int k) {
+    const zt_unit *un = &s->m->units[u];
+    bool lp = s->o->precision.compute != ZT_DTYPE_FP32 && s->m->params[un->params[k]].ndim >= 2;
+    return s->pb->master == 2 && !(lp && un->ops->reads_lp && un->ops->reads_lp(un, k));
+}
+
+/* params16.c zt_params16_views_make / _free around unit u's forward or backward */
+static void views(sim *s, int u, bool make) {
+    const zt_unit *un = &s->m->units[u];
+    for (int k = 0; k < un->n_params; k++)
+        if (needs_view(s, u, k)) {
+            if (make) alloc(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
+            else release(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
+        }
+}
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
  * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
@@ -111,7 +131,8 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             own += mine;
         }
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
-        if (floats > *cap) *cap = floats;
+        size_t need = kind == ST_AG ? param_floats(s, floats) : floats; /* all-gathers move parameters */
+        if (need > *cap) *cap = need;
         size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
         size_t b = 0;
         if (kind == ST_RS && s->pl->nshards > 1) b = own;
@@ -139,7 +160,7 @@ static void issue_gather(sim *s, int u) {
     }
     if (nm == 0) return;
     for (int j = 0; j < nm; j++) {
-        alloc(s, ZT_MEM_GATHERED, numel(s, missing[j]));
+        alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
         s->gathered[missing[j]] = true;
     }
     stage(s, s->overlap, missing, nm, ST_AG);
@@ -171,7 +192,7 @@ static void release_param(sim *s, int i) {
         s->gathered_copy[i] = false;
     }
     if (s->gathered[i]) {
-        release(s, ZT_MEM_GATHERED, numel(s, i));
+        release(s, ZT_MEM_GATHERED, param_floats(s, numel(s, i)));
         s->gathered[i] = false;
     }
 }
@@ -232,6 +253,8 @@ static void micro_batch(sim *s, int micro) {
     for (int u = 0; u < m->n_units; u++) {
         gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
         refresh_copies(s, u);
+        views(s, u, true);
+        views(s, u, false);
         if (s->shard_params && !s->o->keep_params_after_forward)
             for (int k = 0; k < m->units[u].n_params; k++)
                 if (pl->p[m->units[u].params[k]].last_fwd_unit == u) release_param(s, m->units[u].params[k]);
@@ -248,6 +271,8 @@ static void micro_batch(sim *s, int micro) {
                 s->pgrad[i] = true;
             }
         }
+        views(s, u, true);
+        views(s, u, false);
         if (s->shard_params)
             for (int k = 0; k < un->n_params; k++)
                 if (pl->p[un->params[k]].owner_unit == u) release_param(s, un->params[k]);
@@ -363,7 +388,11 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
-    alloc(&s, ZT_MEM_PARAMS, zt_memory_floats_for_bytes((s.shard_params ? piece : full) * (size_t)s.pb->master));
+    alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params ? piece : full));
+    if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
+        size_t local = s.shard_params ? piece : full;
+        alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
+    }
     /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
     zt_memory_plan_options pe = *po;
     if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;

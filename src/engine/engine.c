@@ -286,7 +286,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->m) memset(e->m, 0, state * sizeof(float));
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
-    if (e->shard_optim) {
+    e->grad_pieces_transient = e->params16 && e->shard_optim;
+    if (e->shard_optim && !e->grad_pieces_transient) {
         if (!(e->grad_pieces = zt_engine_alloc(e, piece, &e->mem.grads))) goto nomem;
         memset(e->grad_pieces, 0, piece * sizeof(float));
     }

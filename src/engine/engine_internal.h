@@ -92,6 +92,10 @@ struct zt_engine {
     float *micro_grads;         /* full layout, the current micro-batch (ddp/zero1/deferred) */
     float *micro_pieces;        /* shard layout, the current micro-batch's reduced pieces */
     float *grad_pieces;         /* shard layout: the reduced gradient of this rank's pieces */
+    bool grad_pieces_transient; /* bf16-low: grad_pieces is held only from the step's first
+                                   reduction into it to the end of the update, not between steps
+                                   (grads.c: adopted from the summation tree under reduce_now,
+                                   allocated at the reduction otherwise) */
     int micro_in_step;          /* micro-batches since the last step */
     bool reduce_early;          /* ddp/zero1, one micro-batch per step, communication thread:
                                    each unit's final gradient is reduced while backward goes on */

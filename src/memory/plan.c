@@ -62,6 +62,7 @@ typedef struct sim {
     size_t now[ZT_MEM_CLASSES], peak[ZT_MEM_CLASSES], total, peak_total;
     bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
     bool early; /* ddp/zero1, one micro-batch: each unit reduced by the thread (grads.c reduce_early) */
+    bool transient; /* bf16-low: the reduced pieces are held during a step only (grads.c) */
     int world, ga;
     bool *gathered, *gathered_copy, *pgrad;
     int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
@@ -249,6 +250,7 @@ static void micro_batch(sim *s, int micro) {
     if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
     size_t tree_floats = s->reduce_now ? pl->shard_floats : pl->full_floats;
     alloc(s, ZT_MEM_GRADS, tree_floats);
+    if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
         gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
@@ -294,15 +296,17 @@ static void optimizer_step(sim *s) {
     }
     s->tree_depth = 0;
     if (s->reduce_now) {
-        release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces */
+        if (!s->transient) release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces (transient: is them) */
     } else if (!s->shard_optim) {
         if (s->has_comm && s->world > 1 && !s->early) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
         release(s, ZT_MEM_GRADS, n); /* (by zt_grads_reset after the update) */
     } else {
+        if (s->transient && !s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
         if (!s->early) stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
     if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
+    if (s->transient) release(s, ZT_MEM_GRADS, pl->shard_floats); /* zt_grads_reset after the update */
     if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, ST_AG); /* all-gather */
 }
 
@@ -407,7 +411,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
-    if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
+    s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
+    if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = o->precision.compute == ZT_DTYPE_BF16 ? 1 : o->precision.compute == ZT_DTYPE_FP16 ? 2 : 0;
     for (int u = 0; u < m->n_units; u++) {

@@ -4,7 +4,8 @@
 #     resumes, 3 steps (same losses as hex, same final parameter hash);
 #  2. reshard: saved by 2 ranks zero1, loaded by 1 rank ddp and by 4 ranks zero3 (and back from
 #     zero3 x4 to zero1 x2): every tensor of every kind element-for-element equal, same step and
-#     data cursor; a resumed 1-rank run with the same global batch continues bit-identically;
+#     data cursor; a resumed 1-rank run with the same global batch continues bit-identically; the
+#     same for bf16-low (2-byte parameters and moments) across strategies, world sizes and into fp32;
 #  3. a truncated, bit-flipped or missing shard or manifest is refused with exit code 4 and a
 #     message naming the file; leftovers of a killed save are ignored; keep_last; verify.
 set -euo pipefail
@@ -79,6 +80,19 @@ done
 "$Z" train "$T/c.yaml" --set training.gradient_accumulation_steps=2 --resume "$T/z1" > "$T/cont.out"
 grep -q "next global sample 12 " "$T/cont.out" && ok "data cursor: next global sample 12 after 3 steps of 4 samples" || bad "data cursor"
 [ "$(hash_of "$T/straight.out")" = "$(hash_of "$T/cont.out")" ] && ok "zero1 x2 -> ddp x1 (GA 2) continues bit-identically" || bad "zero1 x2 -> ddp x1 continuation"
+# bf16-low (2-byte parameters and moments in memory, f32 tensors on disk): saved by zero2 x2 (the
+# resume test above), loaded by zero3 x4 and by ddp x1 in bf16-low and by zero1 x2 in fp32: every
+# tensor equal (the f32 values of bf16 numbers go through bf16 storage and back exactly)
+L="$T/r-zero2-bf16-low/ck/step-00000003"
+LOW=(--set precision.mode=bf16-low --set precision.stochastic_rounding=true)
+"$Z" train "$T/c.yaml" --nproc 4 --set parallel.strategy=zero3 "${LOW[@]}" --resume "$L" --stop-after 3 --ckpt-dir "$T/low-z3x4" >/dev/null
+"$Z" train "$T/c.yaml" --set parallel.strategy=ddp "${LOW[@]}" --resume "$T/low-z3x4" --stop-after 3 --ckpt-dir "$T/low-ddp1" >/dev/null
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --resume "$T/low-z3x4" --stop-after 3 --ckpt-dir "$T/low-fp32" >/dev/null
+for pair in "$L $T/low-z3x4/step-00000003" "$T/low-z3x4/step-00000003 $T/low-ddp1/step-00000003" \
+            "$T/low-z3x4/step-00000003 $T/low-fp32/step-00000003"; do
+  set -- $pair
+  if /usr/bin/python3 "$SRC/tests/ckpt_compare.py" "$1" "$2" >/dev/null; then ok "bf16-low reshard ${1#$T/} -> ${2#$T/}"; else bad "bf16-low reshard $1 -> $2"; fi
+done
 
 # 3. damage: each case on a fresh copy, exit 4 and the file named
 expect4() { # label file-named cmd...

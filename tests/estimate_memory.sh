@@ -136,6 +136,8 @@ EOF
 agree "zero2, 2 ranks" --set parallel.strategy=zero2
 agree "zero3, 2 ranks, bf16" --set parallel.strategy=zero3 --set precision.mode=bf16
 agree "hybrid (zero3 in groups of 1), 2 ranks" --set parallel.strategy=hybrid --set parallel.hybrid_shard_size=1
+agree "zero3, 2 ranks, bf16-low (2-byte parameters)" --set parallel.strategy=zero3 --set precision.mode=bf16-low
+agree "ddp, 2 ranks, bf16-low" --set parallel.strategy=ddp --set precision.mode=bf16-low
 agree "zero1, 2 ranks, selective checkpointing" --set parallel.strategy=zero1 --set memory.activation_checkpointing=selective
 grep -q "every class of every rank reached exactly its planned high-water" "$T/train.out" &&
   echo "ok   train prints planned against measured per rank" || { echo "FAIL train's memory table"; fail=1; }

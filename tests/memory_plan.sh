@@ -5,10 +5,12 @@
 #     the plan the engine made at creation, which equals the plan computed from the options alone
 #     (as `zerotrain estimate-memory` does); the tool also checks the bytes held at rest;
 #  2. the same under accumulation (deferred and reduce-every-micro-batch), keep_params_after_forward,
-#     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies, activation
-#     checkpointing full and selective;
+#     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies, bf16-low's 2-byte
+#     parameters (bf16 all-gathers, fp32 views) in every strategy, activation checkpointing full
+#     and selective;
 #  3. zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
-#     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ.
+#     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ; bf16-low holds 6
+#     (bf16 parameter, m, v; no gradient between steps) plus three fp32 update chunks.
 # tests/tool_memory_check.c does the checks; this script runs the matrix.
 set -euo pipefail
 BUILD="$1"
@@ -23,7 +25,7 @@ run() { # label N args...
   if [ $rc -ne 0 ] || [ -z "$exact" ]; then
     echo "FAIL $label (rc $rc)"; echo "$out" | tail -12; fail=1
   else
-    echo "ok   $label: $exact$(grep -m1 -o 'zero3 model states at rest.*' <<<"$out" | sed 's/^/; /' || true)"
+    echo "ok   $label: $exact$(grep -m1 -o 'zero3 [a-z0-9 -]*model states at rest.*' <<<"$out" | sed 's/^/; /' || true)"
   fi
 }
 
@@ -40,6 +42,13 @@ run "N=4 zero3 no prefetch, 10 KB buckets" 4 zero3 1 2 --no-prefetch --bucket-mb
 run "N=4 hybrid over zero2, GA=2" 4 hybrid 2 2 --hybrid 2 --inner-zero2
 run "N=2 zero3 bf16 (compute copies gathered)" 2 zero3 1 2 --precision bf16
 run "N=2 zero2 bf16-low" 2 zero2 1 2 --precision bf16-low
+run "N=2 zero3 bf16-low (bf16 pieces gathered, fp32 views)" 2 zero3 1 2 --precision bf16-low
+run "N=4 hybrid bf16-low, activation checkpointing full" 4 hybrid 1 2 --hybrid 2 --precision bf16-low --recompute full
+run "N=1 ddp bf16-low selective, GA=2" 1 ddp 2 2 --precision bf16-low --recompute selective
+run "N=2 zero1 bf16-low, 10 KB buckets" 2 zero1 1 2 --precision bf16-low --bucket-mb 0.01
+run "N=2 zero3 bf16-low GA=2 deferred" 2 zero3 2 2 --precision bf16-low
+run "N=4 zero1 bf16-low GA=2" 4 zero1 2 2 --precision bf16-low
+run "N=2 zero3 tiny preset bf16-low: 6 bytes per owned element" 2 zero3 1 1 --preset tiny --B 1 --T 16 --precision bf16-low
 run "N=2 ddp fp16 GA=2" 2 ddp 2 2 --precision fp16
 run "N=2 zero3 activation checkpointing full" 2 zero3 1 2 --recompute full
 run "N=4 zero2 activation checkpointing selective, GA=2" 4 zero2 2 2 --recompute selective

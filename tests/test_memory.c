@@ -43,13 +43,16 @@ static zt_memory_plan plan_of(const zt_model *m, const zt_engine_options *o, con
 }
 
 static void test_precision_table(void **state) {
-    /* the bytes the engine stores per element: fp32 master everywhere, a 2-byte bf16 copy, a
-     * 4-byte fp16 copy (fp16 values in fp32: no fp16 arithmetic on this CPU), fp32 grads/moments */
+    /* the bytes the engine stores per element: an fp32 master (bf16-low: 2-byte parameters that
+     * are their own compute copy, and 2-byte moments), a 2-byte bf16 copy, a 4-byte fp16 copy (fp16
+     * values in fp32: no fp16 arithmetic on this CPU), fp32 grads */
     const zt_precision_bytes *f = zt_precision_bytes_of(ZT_PRECISION_FP32), *b = zt_precision_bytes_of(ZT_PRECISION_BF16),
                              *l = zt_precision_bytes_of(ZT_PRECISION_BF16_LOW), *h = zt_precision_bytes_of(ZT_PRECISION_FP16);
     assert_int_equal(f->master + f->copy + f->grads + 2 * f->moment, 16);
     assert_int_equal(b->master + b->copy + b->grads + 2 * b->moment, 18);
-    assert_int_equal(l->copy, 2);
+    assert_int_equal(l->master + l->copy + l->grads + 2 * l->moment, 10);
+    assert_int_equal(l->master, 2);
+    assert_int_equal(l->copy, 0);
     assert_int_equal(h->copy, 4);
     assert_ptr_equal(zt_precision_bytes_of((zt_precision_mode)99), f);
 }

@@ -278,15 +278,18 @@ static void test_policy(void **state) {
     assert_non_null(strstr(line, "dynamic loss scale 2^16, window 1000, hysteresis 2, min 1"));
 }
 
-/* bf16-low stores its moments as bf16: the engine's optimizer class is half of fp32's plus the two
- * fp32 update chunks, and training goes on. (The bits equal those of fp32 arrays of bf16 values:
- * when the storage narrowed, tests/precision_strategies.sh's 2-rank bf16-low hash stayed
- * fdc1edddffab8310, and its strategies and offloaded runs, which keep fp32 files, still agree.) */
-static void test_bf16_low_moments(void **state) {
+/* bf16-low stores its parameters and moments as bf16: the engine's params class is 2 bytes per
+ * parameter, there is no compute copy (the parameters are the copy), the optimizer class is the
+ * two 2-byte moments plus the fp32 update chunks (two for the moments, one for the parameters),
+ * the parameters read back as bf16 values, a set rounds to the nearest bf16, and training goes
+ * on. (The bits equal those of fp32 arrays of bf16 values: when the storage narrowed,
+ * tests/precision_strategies.sh's 2-rank bf16-low hash stayed fdc1edddffab8310, and its
+ * strategies and offloaded runs, which keep fp32 files, still agree.) */
+static void test_bf16_low_storage(void **state) {
     (void)state;
     zt_error err = {0};
     zt_gpt2_config cfg = {64, 512, 2, 2, 64};
-    size_t opt_bytes[2];
+    size_t opt_bytes[2], param_bytes[2], copy_bytes[2];
     float first = 0, last = 0;
     for (int run = 0; run < 2; run++) {
         zt_model *m;
@@ -312,14 +315,41 @@ static void test_bf16_low_moments(void **state) {
         zt_memory_report mr;
         zt_engine_memory(e, &mr);
         opt_bytes[run] = mr.optimizer;
+        param_bytes[run] = mr.params;
+        copy_bytes[run] = mr.compute_copy;
+        if (run) { /* the accessors: no fp32 pointer, fp32 copies of bf16 values, sets that round */
+            int64_t numel = 0;
+            assert_null(zt_engine_param_local(e, 2, NULL, &numel));
+            assert_null(zt_engine_param(e, 2));
+            float *w = malloc((size_t)numel * sizeof *w);
+            assert_int_equal(zt_engine_param_gather(e, 2, w, &err), ZT_OK);
+            int moved = 0;
+            for (int64_t i = 0; i < numel; i++) {
+                uint32_t u;
+                memcpy(&u, &w[i], 4);
+                assert_int_equal(u & 0xffffu, 0);
+                moved |= w[i] != 0.0f;
+            }
+            assert_true(moved);
+            w[0] = 1.00390625f + 1e-4f; /* 1 + 2^-8 + a bit: the nearest bf16 is 1 + 2^-7 */
+            assert_int_equal(zt_engine_param_set(e, 2, w, &err), ZT_OK);
+            assert_int_equal(zt_engine_param_gather(e, 2, w, &err), ZT_OK);
+            assert_true(w[0] == 1.0078125f);
+            assert_int_equal(zt_engine_param_set(e, m->n_params, w, &err), ZT_ERR_USAGE);
+            free(w);
+        }
         zt_engine_free(e);
         zt_model_free(m);
     }
     int64_t P = 0;
     { zt_model *m; zt_gpt2_create(&cfg, &m, &err); P = zt_model_numel(m); zt_model_free(m); }
-    size_t chunks = 2 * sizeof(float) * (size_t)(P < 65536 ? P : 65536);
+    size_t chunks = 3 * sizeof(float) * (size_t)(P < 65536 ? P : 65536);
     assert_true(opt_bytes[0] >= (size_t)(8 * P));              /* fp32: m and v, 4 bytes each */
     assert_true(opt_bytes[1] <= (size_t)(4 * P) + chunks + 256); /* bf16-low: 2 bytes each + the chunks */
+    assert_true(param_bytes[0] >= (size_t)(4 * P));
+    assert_true(param_bytes[1] >= (size_t)(2 * P) && param_bytes[1] <= (size_t)(2 * P) + 64);
+    assert_int_equal(copy_bytes[0], 0);
+    assert_int_equal(copy_bytes[1], 0); /* no compute copy: the bf16 parameters are the operands */
     assert_true(isfinite(last) && last < first);
 }
 
@@ -328,7 +358,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_conversion), cmocka_unit_test(test_fp16_rounding),
         cmocka_unit_test(test_stochastic_rounding), cmocka_unit_test(test_linear_bf16),
         cmocka_unit_test(test_linear_fp16), cmocka_unit_test(test_loss_scaler), cmocka_unit_test(test_policy),
-        cmocka_unit_test(test_bf16_low_moments),
+        cmocka_unit_test(test_bf16_low_storage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,29 @@ static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
     free(send), free(recv), free(ref);
 }
 
+/* bf16 elements (bf16-low's parameters): the same exchange in 2-byte elements, bytes counted so */
+static void check_ag_bf16(zt_comm *c, const size_t *counts, uint64_t what, bool in_place) {
+    int N = g_size, me = g_rank;
+    size_t total = sum_counts(counts, N), off = sum_counts(counts, me), n = counts[me];
+    uint16_t *send = malloc((n + 1) * sizeof *send), *recv = malloc((total + 1) * sizeof *recv);
+    uint16_t *ref = malloc((total + 1) * sizeof *ref);
+    for (int r = 0, o = 0; r < N; o += (int)counts[r], r++)
+        for (size_t i = 0; i < counts[r]; i++) ref[(size_t)o + i] = (uint16_t)(what * 977 + (uint64_t)r * 131 + i);
+    for (size_t i = 0; i < n; i++) send[i] = ref[off + i];
+    for (size_t i = 0; i < total; i++) recv[i] = 0xffff;
+    if (in_place) memcpy(recv + off, send, n * sizeof *send);
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    int rc = zt_all_gather_bf16(c, in_place ? recv + off : send, recv, counts, "check ag bf16", &err);
+    CHECK(rc == ZT_OK, "all_gather_bf16: %s", err.msg);
+    CHECK(!memcmp(recv, ref, total * sizeof *recv), "all_gather_bf16 result (total=%zu)", total);
+    zt_coll_counters k = delta(c, ZT_COLL_ALL_GATHER);
+    CHECK(k.calls == 1 && k.bytes_sent == (size_t)(N - 1) * n * 2 && k.bytes_recv == (total - n) * 2,
+          "all_gather_bf16 counters: sent %llu recv %llu", (unsigned long long)k.bytes_sent,
+          (unsigned long long)k.bytes_recv);
+    free(send), free(recv), free(ref);
+}
+
 /* ---- all-reduce: reference, RS+AG equality, same bits on every rank ------------------------- */
 static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb) {
     int N = g_size, me = g_rank;
@@ -565,6 +588,8 @@ int main(int argc, char **argv) {
                 check_rs(c, counts, what, false, true);
                 check_ag(c, counts, what, false, false);
                 check_ag(c, counts, what, true, true);
+                check_ag_bf16(c, counts, what, false);
+                check_ag_bf16(c, counts, what, true);
             }
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {

@@ -194,6 +194,20 @@ int main(int argc, char **argv) {
                     status = 1;
                 }
             }
+            if (o.strategy == ZT_STRATEGY_ZERO3 && prec == ZT_PRECISION_BF16_LOW && o.optim.kind == ZT_OPT_ADAMW) {
+                /* bf16-low AdamW: 2 (bf16 param) + 2 + 2 (bf16 m, v) bytes per owned element, no
+                 * gradient between steps (the reduced pieces live during the step only), and the
+                 * three fp32 update chunks (parameters, m, v) of min(65536, owned) elements */
+                double chunk = t[3] < 65536 ? (t[3] > 0 ? t[3] : 1) : 65536;
+                double want = 6.0 * t[3] + 3.0 * 4.0 * chunk;
+                printf("  zero3 bf16-low model states at rest: %.0f bytes = 6 x %.0f owned elements + 3 fp32 chunks "
+                       "of %.0f + %.0f alignment\n", t[2], t[3], chunk, t[2] - want);
+                if (t[2] < want || t[2] - want > 3.0 * 64.0 * m->n_params + 3.0 * 64.0 || t[2] != t[4]) {
+                    fprintf(stderr, "rank %d: zero3 bf16-low model states %.0f bytes, expected 6 x %.0f + chunks "
+                            "(+ alignment) = plan %.0f\n", r, t[2], t[3], t[4]);
+                    status = 1;
+                }
+            }
         }
         if (o.strategy == ZT_STRATEGY_ZERO3 && N > 1 && total_owned != (double)P) {
             fprintf(stderr, "zero3: the ranks own %.0f elements together, the model has %lld\n", total_owned,

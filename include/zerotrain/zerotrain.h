@@ -101,7 +101,10 @@ typedef struct zt_batch {
 /* Everything a unit's forward or backward touches, owned by the engine. */
 typedef struct zt_unit_args {
     const zt_batch *batch;
-    float *const *params; /* the unit's parameters, full tensors, in the unit's listed order */
+    float *const *params; /* the unit's parameters, full fp32 tensors, in the unit's listed order;
+                             NULL where the unit reads the parameter from params_lp (its
+                             zt_unit_ops.reads_lp says so) and the engine stores it in the compute
+                             dtype (bf16-low): params_lp[k] then holds its exact values */
     float *const *grads;  /* same order; backward accumulates (+=) into them */
     const float *in;      /* (B, T, in_width) the previous unit's output; NULL for the first unit */
     float *out;           /* (B, T, out_width); the last unit writes per-token losses (B, T) */
@@ -172,6 +175,12 @@ typedef struct zt_unit_ops {
      * the rounded output gradient of its widest Linear; inputs are rounded into the saved buffer);
      * NULL: the unit needs none. */
     size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
+    /* Optional: true when the unit reads its k-th parameter from params_lp whenever that is given
+     * (and from params only when params[k] is not NULL besides): the Linear weights, embedding
+     * tables read as bf16 rows. bf16-low stores its parameters as bf16, and those are the compute
+     * copy: the engine then passes params[k] = NULL for these instead of an fp32 view of the
+     * whole tensor. NULL: the unit gets fp32 params for every parameter in every mode. */
+    bool (*reads_lp)(const zt_unit *u, int k);
     /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats;
      * a multiple of 16 keeps the rest 64-byte aligned when it follows the kept part). */
     size_t (*kept_floats)(const zt_unit *u, int B, int T, int lp_kind);
@@ -419,12 +428,18 @@ const zt_model *zt_engine_model(const zt_engine *e);
 const zt_engine_options *zt_engine_options_of(const zt_engine *e);
 /* Parameter idx as this rank holds it: the full tensor (ddp/zero1/zero2, or any strategy on one
  * rank) or, for zero3/hybrid, this rank's dim-0 shard; *numel and *begin (optional) say which
- * elements of the full tensor the pointer covers. */
+ * elements of the full tensor the pointer covers. NULL (with *begin and *numel filled) when the
+ * parameters are not stored as fp32 (bf16-low: use zt_engine_param_set / _gather). */
 float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel);
+/* Sets parameter idx from its full tensor (fp32, numel elements, any alignment): this rank keeps
+ * its part (the whole tensor, or its dim-0 shard), in the parameters' dtype (bf16-low rounds to
+ * the nearest bf16). Not a collective. ZT_ERR_USAGE for a bad index. */
+int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err);
 /* Copies the full tensor of parameter idx into dst (gathering shards: a collective, every rank
  * of the shard group must call it in the same order). */
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
-/* Single-process conveniences (strategy ddp without a comm): the full tensors, in place. */
+/* Single-process conveniences (strategy ddp without a comm): the full tensors, in place (NULL
+ * for parameters when they are not stored as fp32: bf16-low). */
 float *zt_engine_param(zt_engine *e, int idx);
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);
@@ -445,9 +460,11 @@ int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
 /* Memory classes (docs/memory.md): every buffer the engine allocates belongs to exactly one. */
 typedef enum zt_mem_class {
     ZT_MEM_PARAMS = 0,       /* parameters between steps: the full tensors (ddp, zero1, zero2) or this
-                                rank's pieces (zero3, hybrid); the fp32 master in every precision */
-    ZT_MEM_COMPUTE_COPY = 1, /* the bf16/fp16 compute copy of the matrices (ddp, zero1, zero2) */
-    ZT_MEM_GATHERED = 2,     /* zero3: units' full parameters while gathered (+ their compute copies) */
+                                rank's pieces (zero3, hybrid); the fp32 master, or bf16-low's bf16 */
+    ZT_MEM_COMPUTE_COPY = 1, /* the bf16/fp16 compute copy of the matrices (ddp, zero1, zero2; none
+                                in bf16-low, whose parameters are bf16) */
+    ZT_MEM_GATHERED = 2,     /* zero3: units' full parameters while gathered (+ their compute copies);
+                                bf16-low: the running unit's fp32 views of its parameters */
     ZT_MEM_GRADS = 3,        /* micro-batch gradients, the summation tree, per-unit full gradients
                                 in flight, the reduced pieces */
     ZT_MEM_OPTIMIZER = 4,    /* optimizer state (AdamW m and v, SGD momentum) or its I/O staging */

@@ -132,14 +132,46 @@ static size_t state_base(const zt_engine *e, int i) {
     return e->shard_optim ? e->plan.p[i].shard_off : e->plan.p[i].full_off; /* ddp: full, row0 = 0 */
 }
 
+/* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
+ * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0; the states'
+ * rows of this rank start at state_base. */
+static size_t kind_base(const zt_engine *e, int i, int k) {
+    if (k > 0 || e->shard_params) return 0;
+    return (size_t)(e->plan.p[i].row_begin[e->plan.shard] * e->plan.p[i].row_len);
+}
+
+/* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)
+ * or of its rows in the state layout (state_base + at), through fp32: parameters stored as bf16
+ * (bf16-low), states in files or in bf16. */
+static int kind_read(zt_engine *e, int k, int i, size_t at, size_t n, float *dst, zt_error *err) {
+    if (k > 0) return zt_engine_state_read(e, k - 1, state_base(e, i) + at, n, dst, err);
+    zt_engine_param_read(e, i, at, n, dst);
+    return ZT_OK;
+}
+
+static int kind_write(zt_engine *e, int k, int i, size_t at, size_t n, const float *src, zt_error *err) {
+    if (k > 0) return zt_engine_state_write(e, k - 1, state_base(e, i) + at, n, src, err);
+    zt_engine_param_write(e, i, at, n, src);
+    return ZT_OK;
+}
+
+/* Idle fp32 memory to bounce kind k through (*floats of it), or NULL. */
+static float *kind_bounce(zt_engine *e, int k, size_t *floats) {
+    if (k > 0) return zt_engine_state_bounce(e, floats);
+    *floats = e->param_tmp ? e->param_chunk : 0;
+    return e->param_tmp;
+}
+
 /* Rows [row0, row0 + rows) of kind k of parameter i in shard s's slice, and (for the local
- * writer) where they are in memory: NULL for an optimizer state that lives in NVMe files. */
+ * writer) where they are in memory as fp32: NULL for an optimizer state that lives in NVMe
+ * files, for bf16 states and for bf16 parameters (bf16-low), which go through kind_read. */
 static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
     const zt_plan *pl = &e->plan;
     const zt_param_plan *p = &pl->p[i];
     *row0 = p->row_begin[pl->shard];
     *rows = p->row_begin[pl->shard + 1] - *row0;
     size_t begin = (size_t)(*row0 * p->row_len);
+    if (k == 0 && e->params16) return NULL;
     if (k == 0)
         return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
     float *state = zt_engine_state_ptr(e, k - 1);
@@ -160,8 +192,6 @@ static bool is_writer(const zt_engine *e) {
 typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
-    size_t bounce_n;
-    float *bounce = zt_engine_state_bounce(e, &bounce_n);
     for (int i = 0; i < e->model->n_params; i++)
         for (int k = 0; k < n_kinds(e); k++) {
             int64_t row0, rows;
@@ -172,9 +202,14 @@ static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
                 if (rc) return rc;
                 continue;
             }
+            size_t bounce_n;
+            float *bounce = kind_bounce(e, k, &bounce_n);
+            if (n && (!bounce || !bounce_n))
+                return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: no staging memory for %s of %s", KIND_NAMES[k],
+                                    e->model->params[i].name);
             for (size_t done = 0; done < n;) {
                 size_t len = n - done < bounce_n ? n - done : bounce_n;
-                int rc = zt_engine_state_read(e, k - 1, state_base(e, i) + done, len, bounce, err);
+                int rc = kind_read(e, k, i, kind_base(e, i, k) + done, len, bounce, err);
                 if (rc) return zt_error_prefix(err, "checkpoint: %s of %s", KIND_NAMES[k], e->model->params[i].name);
                 if ((rc = fn(ctx, bounce, len * sizeof(float)))) return rc;
                 done += len;
@@ -765,13 +800,14 @@ static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int6
     return ZT_OK;
 }
 
-/* fill_rows for an optimizer state in NVMe files: rows [lo, hi) of kind k of parameter i go
- * through the idle staging memory (one row at a time only if a row is larger than it). */
+/* fill_rows for what is not fp32 in memory (an optimizer state in NVMe files or in bf16, bf16-low's
+ * parameters): rows [lo, hi) of kind k of parameter i go through the idle staging memory (one
+ * row at a time only if a row is larger than it). */
 static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int k, int i, int64_t lo, int64_t hi,
                           const int *fds, int nfiles, const uint64_t *fsize, zt_error *err) {
     int64_t row_len = e->plan.p[i].row_len;
     size_t cap;
-    float *buf = zt_engine_state_bounce(e, &cap), *tmp = NULL;
+    float *buf = kind_bounce(e, k, &cap), *tmp = NULL;
     if (!buf || cap < (size_t)row_len) {
         if (!(tmp = malloc((size_t)row_len * sizeof *tmp)))
             return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for a row of %s", e->model->params[i].name);
@@ -784,8 +820,7 @@ static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int
         int64_t r2 = r + per < hi ? r + per : hi;
         rc = fill_rows(commit, tj, KIND_NAMES[k], r, r2, row_len, buf, fds, nfiles, fsize, e->model->params[i].name, err);
         if (!rc)
-            rc = zt_engine_state_write(e, k - 1, state_base(e, i) + (size_t)((r - lo) * row_len),
-                                       (size_t)((r2 - r) * row_len), buf, err);
+            rc = kind_write(e, k, i, (size_t)((r - lo) * row_len), (size_t)((r2 - r) * row_len), buf, err);
     }
     free(tmp);
     return rc;
@@ -867,7 +902,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
             float *dst;
             if (k == 0) {
-                dst = e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+                dst = e->params16 ? NULL /* bf16-low: through fill_offloaded's staging */
+                      : e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             } else {
                 float *state = zt_engine_state_ptr(e, k - 1);
                 dst = state ? state + state_base(e, i) : NULL;

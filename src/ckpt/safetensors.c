@@ -163,9 +163,7 @@ int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
                 for (size_t k = n; k-- > 0;) tmp[k] = from_bf16(((uint16_t *)tmp)[k]);
             if (tr) transpose(full, tmp, p->shape[1], p->shape[0]);
             else memcpy(full, tmp, n * sizeof *full);
-            int64_t begin, numel;
-            float *dst = zt_engine_param_local(e, i, &begin, &numel);
-            memcpy(dst, full + begin, (size_t)numel * sizeof *dst);
+            rc = zt_engine_param_set(e, i, full, err); /* this rank's part, in the parameters' dtype */
         }
         free(full);
         free(tmp);

@@ -208,9 +208,8 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
     for (int i = 0; i < m->n_params; i++) {
         size_t bytes = (size_t)m->params[i].numel * sizeof(float);
         if (off + bytes > end) goto truncated;
-        int64_t begin, numel; /* this rank's part: the whole tensor, or its dim-0 shard */
-        float *dst = zt_engine_param_local(e, i, &begin, &numel);
-        memcpy(dst, d + off + (size_t)begin * sizeof(float), (size_t)numel * sizeof(float));
+        /* this rank's part (the whole tensor, or its dim-0 shard), in the parameters' dtype */
+        if ((rc = zt_engine_param_set(e, i, (const float *)(const void *)(d + off), err))) goto out;
         off += bytes;
     }
     if (off != end) {

@@ -154,8 +154,8 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     }
     fputc('\n', out);
     static const char *labels[ZT_MEM_CLASSES] = {
-        "  params (fp32 master; pieces for zero3)", "  compute copy (bf16/fp16 matrices)",
-        "  gathered units (zero3, with prefetch)", "  grads (buffers, tree, in flight)",
+        "  params (master; pieces for zero3)", "  compute copy (bf16/fp16 matrices)",
+        "  gathered (zero3 units; bf16-low views)", "  grads (buffers, tree, in flight)",
         "  optimizer state (or its NVMe staging)", "  activations (outputs, saved, scratch)",
         "  communication staging, norm partials"};
     for (int c = 0; c < ZT_MEM_CLASSES; c++) {

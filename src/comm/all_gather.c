@@ -1,6 +1,6 @@
 /* all_gather.c - all-gather by pairwise exchange: every rank's block to every other rank, moved
- * as bytes. The float32 collective of the engine, and the byte mover under small.c's scalars
- * and the setup fences.
+ * as bytes. The float32 collective of the engine, its bf16 twin (bf16-low's 2-byte parameters),
+ * and the byte mover under small.c's scalars and the setup fences.
  *
  * Invariants: bytes on the wire are exactly the own block, once per peer, cut at chunk
  * boundaries (elements never split); empty blocks send nothing; the result is a copy.
@@ -98,7 +98,7 @@ int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_er
  *   Blocks longer than a chunk flow ZT_COMM_WINDOW chunks at a time per peer and direction
  *   (chunk k+W is posted when chunk k has finished): 2W(N-1) requests whatever the size.
  * ---------------------------------------------------------------------------------------------- */
-static int ag_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+static int ag_start(zt_comm *c, const void *send, void *recv, size_t elem, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {
     size_t total;
     int rc = zt_comm_ready_(c, "all_gather", err);
@@ -108,17 +108,17 @@ static int ag_start(zt_comm *c, const float *send, float *recv, const size_t *co
     size_t n = counts[c->rank];
     if ((!recv && total) || (!send && n))
         return zt_error_set(err, ZT_ERR_USAGE, "all_gather on comm '%s': NULL buffer", c->name);
-    const float *own = recv ? recv + c->off[c->rank] : NULL;
-    if (n && send != own && send < recv + total && recv < send + n)
+    const char *s = send, *r = recv, *own = r ? r + c->off[c->rank] * elem : NULL;
+    if (n && s != own && s < r + total * elem && r < s + n * elem)
         return zt_error_set(err, ZT_ERR_USAGE,
                             "all_gather on comm '%s': send overlaps recv other than as the own "
                             "block",
                             c->name);
     zt_comm_op *op = NULL;
-    rc = zt_op_begin_(c, ZT_COLL_ALL_GATHER, ZT_SUB_AG, "all_gather", tag, total * sizeof(float),
+    rc = zt_op_begin_(c, ZT_COLL_ALL_GATHER, ZT_SUB_AG, "all_gather", tag, total * elem,
                       zt_ag_nreq_(c), true, false, &op, err);
     if (rc) return rc;
-    if ((rc = zt_ag_post_(op, send, recv, sizeof(float), err))) return rc;
+    if ((rc = zt_ag_post_(op, send, recv, elem, err))) return rc;
     if ((rc = zt_op_kick_(op, err))) return rc;
     *out = op;
     return ZT_OK;
@@ -131,22 +131,33 @@ int zt_all_gather_f32_start(zt_comm *c, const float *send, float *recv, const si
     *op = NULL;
     int rc = zt_comm_enter_(c, "all_gather", err);
     if (rc) return rc;
-    rc = ag_start(c, send, recv, counts, tag, op, err);
+    rc = ag_start(c, send, recv, sizeof(float), counts, tag, op, err);
+    zt_comm_leave_(c);
+    return rc;
+}
+
+/* The blocking all-gather of elements of elem bytes (fp32, or bf16's 2-byte elements). */
+static int ag_blocking(zt_comm *c, const void *send, void *recv, size_t elem, const size_t *counts,
+                       const char *tag, zt_error *err) {
+    zt_error local;
+    if (!err) err = &local;
+    int rc = zt_comm_enter_(c, "all_gather", err);
+    if (rc) return rc;
+    zt_comm_op *op = NULL;
+    rc = ag_start(c, send, recv, elem, counts, tag, &op, err);
+    if (!rc) rc = zt_op_wait_(op, err);
     zt_comm_leave_(c);
     return rc;
 }
 
 int zt_all_gather_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
                       const char *tag, zt_error *err) {
-    zt_error local;
-    if (!err) err = &local;
-    int rc = zt_comm_enter_(c, "all_gather", err);
-    if (rc) return rc;
-    zt_comm_op *op = NULL;
-    rc = ag_start(c, send, recv, counts, tag, &op, err);
-    if (!rc) rc = zt_op_wait_(op, err);
-    zt_comm_leave_(c);
-    return rc;
+    return ag_blocking(c, send, recv, sizeof(float), counts, tag, err);
+}
+
+int zt_all_gather_bf16(zt_comm *c, const uint16_t *send, uint16_t *recv, const size_t *counts,
+                       const char *tag, zt_error *err) {
+    return ag_blocking(c, send, recv, sizeof(uint16_t), counts, tag, err);
 }
 
 int zt_all_gather_bytes_(zt_comm *c, int kind, int subkind, const char *name, const void *send,

@@ -208,6 +208,9 @@ int zt_all_gather_f32(zt_comm *c, const float *send, float *recv, const size_t *
                       const char *tag, zt_error *err);
 int zt_all_gather_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                             const char *tag, zt_comm_op **op, zt_error *err);
+/* The same for bf16 elements (counts in elements, 2 bytes each): bf16-low's parameters. */
+int zt_all_gather_bf16(zt_comm *c, const uint16_t *send, uint16_t *recv, const size_t *counts,
+                       const char *tag, zt_error *err);
 
 /* ---- all_reduce.c ------------------------------------------------------------------------- */
 

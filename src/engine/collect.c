@@ -6,6 +6,7 @@
  * larger than that is a bucket of its own). */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
+#include "memory/plan.h"
 #include "metrics/trace.h"
 
 #include <omp.h>
@@ -116,9 +117,12 @@ int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *cons
 }
 
 /* ---- all-gather of pieces into full tensors --------------------------------------------------- */
+/* Elements are fp32, or bf16-low's 2-byte parameters (elem 2: half the bytes on the wire and in
+ * the staging; the buckets are the same parameters either way). */
 typedef struct ag_ctx {
-    const float *pieces; /* shard layout source, or NULL: the piece regions of full_params */
-    float **dst;         /* per parameter index: full tensor destination */
+    const void *pieces;  /* shard layout source, or NULL: the piece regions of the destinations */
+    void **dst;          /* per parameter index: full tensor destination */
+    size_t elem;         /* bytes per element: 4, or 2 (bf16) */
     zt_comm *comm;       /* the shard group, or the communication thread's duplicate of it */
     float **pack;        /* staging owned by the calling thread */
     size_t *pack_cap;
@@ -127,37 +131,40 @@ typedef struct ag_ctx {
 static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
     ag_ctx *c = vctx;
     const zt_plan *pl = &e->plan;
-    size_t counts[pl->nshards], total;
+    size_t counts[pl->nshards], total, E = c->elem;
     block_counts(e, params, n, counts, &total);
-    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * E), err);
     if (rc) return rc;
-    float *pack = *c->pack, *own = pack;
-    for (int s = 0; s < pl->shard; s++) own += counts[s];
-    float *w = own;
+    char *pack = (char *)*c->pack, *own = pack;
+    for (int s = 0; s < pl->shard; s++) own += counts[s] * E;
+    char *w = own;
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-        const float *src = c->pieces ? c->pieces + pl->p[i].shard_off
-                                     : c->dst[i] + zt_plan_shard_begin(pl, i, pl->shard);
-        memcpy(w, src, cnt * sizeof(float));
-        w += cnt;
+        const char *src = c->pieces ? (const char *)c->pieces + pl->p[i].shard_off * E
+                                    : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, pl->shard) * E;
+        memcpy(w, src, cnt * E);
+        w += cnt * E;
     }
-    if (pl->nshards > 1 && (rc = zt_all_gather_f32(c->comm, own, pack, counts, tag, err)))
+    if (pl->nshards > 1 &&
+        (rc = E == sizeof(float) ? zt_all_gather_f32(c->comm, (float *)own, (float *)pack, counts, tag, err)
+                                 : zt_all_gather_bf16(c->comm, (uint16_t *)own, (uint16_t *)pack, counts, tag, err)))
         return rc;
-    const float *r = pack;
+    const char *r = pack;
     for (int s = 0; s < pl->nshards; s++)
         for (int k = 0; k < n; k++) {
             int i = params[k];
             size_t cnt = (size_t)zt_plan_shard_numel(pl, i, s);
-            memcpy(c->dst[i] + zt_plan_shard_begin(pl, i, s), r, cnt * sizeof(float));
-            r += cnt;
+            memcpy((char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, s) * E, r, cnt * E);
+            r += cnt * E;
         }
     return ZT_OK;
 }
 
 int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                const int *params, int n, const char *tag, zt_error *err) {
-    ag_ctx c = {e->pieces, e->gathered, comm, pack, pack_cap};
+    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), comm, pack, pack_cap}
+                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), comm, pack, pack_cap};
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, timer, err);
 }
 
@@ -172,6 +179,24 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards];
     for (int s = 0; s < pl->nshards; s++) counts[s] = (size_t)zt_plan_shard_numel(pl, i, s);
+    if (e->params16) { /* bf16 in the first half of dst, then widened in place from the back */
+        uint16_t *half = (uint16_t *)(void *)dst, *own = half + zt_plan_shard_begin(pl, i, pl->shard);
+        memcpy(own, e->pieces16 + pl->p[i].shard_off, counts[pl->shard] * sizeof(uint16_t));
+        int rc = ZT_OK;
+        if (pl->nshards > 1) {
+            double t0 = omp_get_wtime();
+            rc = zt_all_gather_bf16(e->shard_comm, own, half, counts, e->model->params[i].name, err);
+            e->comm_s += omp_get_wtime() - t0;
+        }
+        /* element j's 4 bytes overlap only bf16 elements >= j, already widened */
+        for (size_t j = (size_t)e->model->params[i].numel; !rc && j-- > 0;) {
+            uint16_t h;
+            memcpy(&h, (char *)dst + j * sizeof h, sizeof h);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy((char *)dst + j * sizeof(float), &u, sizeof u);
+        }
+        return rc;
+    }
     float *own = dst + zt_plan_shard_begin(pl, i, pl->shard);
     memcpy(own, e->pieces + pl->p[i].shard_off, counts[pl->shard] * sizeof(float));
     if (pl->nshards < 2) return ZT_OK;
@@ -184,14 +209,14 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
 int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
     int n = e->model->n_params;
     int *all = malloc((size_t)n * sizeof *all);
-    float **dsts = malloc((size_t)n * sizeof *dsts);
+    void **dsts = malloc((size_t)n * sizeof *dsts);
     int rc = ZT_OK;
     if (!all || !dsts) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
     for (int i = 0; i < n && !rc; i++) {
         all[i] = i;
-        dsts[i] = e->full_params + e->plan.p[i].full_off;
+        dsts[i] = e->params16 ? (void *)(e->full16 + e->plan.p[i].full_off) : (void *)(e->full_params + e->plan.p[i].full_off);
     }
-    ag_ctx c = {NULL, dsts, e->shard_comm, &e->pack, &e->pack_floats};
+    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), e->shard_comm, &e->pack, &e->pack_floats};
     if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
     free(dsts);

@@ -259,7 +259,10 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
         goto fail;
-    if (e->shard_params) {
+    e->params16 = opt->precision.params == ZT_DTYPE_BF16;
+    if (e->params16) { /* bf16-low: 2-byte parameters (params16.c) */
+        if ((rc = zt_params16_alloc(e, err))) goto fail;
+    } else if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
     } else {
@@ -284,7 +287,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->m) memset(e->m, 0, state * sizeof(float));
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
-    if (e->shard_optim) {
+    e->grad_pieces_transient = e->params16 && e->shard_optim;
+    if (e->shard_optim && !e->grad_pieces_transient) {
         if (!(e->grad_pieces = zt_engine_alloc(e, piece, &e->mem.grads))) goto nomem;
         memset(e->grad_pieces, 0, piece * sizeof(float));
     }
@@ -296,7 +300,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         s->params = calloc((size_t)un->n_params, sizeof *s->params);
         s->grads = calloc((size_t)un->n_params, sizeof *s->grads);
         if (!s->params || !s->grads) goto nomem;
-        if (e->full_params)
+        if (e->full_params) /* bf16-low: the views of params16.c, made when the unit runs */
             for (int k = 0; k < un->n_params; k++) s->params[k] = e->full_params + pl->p[un->params[k]].full_off;
         if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
         size_t scratch = un->ops->scratch_floats(un, opt->B, opt->T);
@@ -331,6 +335,7 @@ void zt_engine_free(zt_engine *e) {
     const zt_model *m = e->model;
     if (e->units)
         for (int u = 0; u < m->n_units; u++) {
+            if (e->params16 && e->units[u].params) zt_params16_views_free(e, u);
             free(e->units[u].params);
             free(e->units[u].grads);
             free(e->units[u].out);
@@ -346,6 +351,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->norm_gather);
     free(e->full_params);
     free(e->pieces);
+    zt_params16_free(e);
     free(e->m);
     free(e->v);
     free(e->state16[0]);
@@ -377,15 +383,14 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
         uint64_t key = zt_init_key(e->opt.seed, p->name);
-        if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
+        if (e->params16) /* bf16-low: the same values rounded to bf16 (nearest-even) */
+            zt_params16_init(e, i, key);
+        else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
             zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
                          zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
         else
             zt_init_fill(e->full_params + pl->p[i].full_off, 0, p->numel, p->init, p->init_std, key);
     }
-    if (e->opt.precision.params == ZT_DTYPE_BF16) /* bf16-low starts from bf16 values */
-        zt_round_bf16(e->shard_params ? e->pieces : e->full_params,
-                      e->shard_params ? pl->shard_floats : pl->full_floats);
     zt_grads_reset(e);
     zt_loss_scaler_init(&e->scaler, &e->opt.precision);
     e->lp_stale = true;
@@ -416,13 +421,16 @@ static int issue_gather(zt_engine *e, int u, zt_error *err) {
         int i = un->params[k];
         bool dup = false;
         for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-        if (!e->gathered[i] && !dup) missing[nm++] = i;
+        if (!(e->params16 ? e->gathered_lp[i] : e->gathered[i]) && !dup) missing[nm++] = i;
     }
     if (nm == 0) return ZT_OK;
     for (int j = 0; j < nm; j++) {
         int i = missing[j];
-        if (!(e->gathered[i] = zt_engine_alloc(e, (size_t)e->model->params[i].numel, &e->mem.gathered)))
-            return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
+        size_t n = (size_t)e->model->params[i].numel;
+        void *p = e->params16 ? (e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)),
+                                                                     &e->mem.gathered))
+                              : (e->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered));
+        if (!p) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
     }
     if (!e->overlap) return zt_engine_gather_params(e, missing, nm, un->name, err);
     uint64_t seq;
@@ -467,6 +475,7 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         unit_state *s = &e->units[u];
         int rc = gather_unit(e, u, u + 1 < m->n_units ? u + 1 : -1, err);
         if (!rc) rc = zt_engine_lp_refresh_unit(e, u, err);
+        if (!rc) rc = zt_params16_views_make(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .scratch = e->scratch,
@@ -477,6 +486,7 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         rc = un->ops->forward(un, &a, err);
         s->fwd_s += omp_get_wtime() - t0;
         zt_trace_end();
+        zt_params16_views_free(e, u);
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
         zt_ckpt_forward_done(e, u);
         if (e->shard_params && !(training && e->opt.keep_params_after_forward))
@@ -522,6 +532,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
             return rc;
         for (int k = 0; k < un->n_params; k++)
             if (!(s->grads[k] = zt_grads_for(e, un->params[k], err))) return err->code;
+        if ((rc = zt_params16_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
@@ -530,13 +541,17 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         zt_ckpt_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
-        if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) return rc;
+        if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) {
+            zt_params16_views_free(e, u);
+            return rc;
+        }
         zt_trace_begin("backward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->backward(un, &a, err);
         s->bwd_s += omp_get_wtime() - t0;
         zt_trace_end();
         zt_ckpt_backward_done(e, u);
+        zt_params16_views_free(e, u);
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
         if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
             for (int k = 0; k < un->n_params; k++)
@@ -558,11 +573,31 @@ float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *num
     if (e->shard_params) {
         if (begin) *begin = zt_plan_shard_begin(pl, idx, pl->shard);
         if (numel) *numel = zt_plan_shard_numel(pl, idx, pl->shard);
-        return e->pieces + pl->p[idx].shard_off;
+        return e->pieces ? e->pieces + pl->p[idx].shard_off : NULL;
     }
     if (begin) *begin = 0;
     if (numel) *numel = e->model->params[idx].numel;
-    return e->full_params + pl->p[idx].full_off;
+    return e->full_params ? e->full_params + pl->p[idx].full_off : NULL;
+}
+
+int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
+    if (idx < 0 || idx >= e->model->n_params)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
+                            e->model->n_params);
+    const zt_plan *pl = &e->plan;
+    int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
+    size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, idx, pl->shard) : (size_t)e->model->params[idx].numel;
+    const char *src = (const char *)(full + begin); /* read with memcpy: any alignment */
+    if (!e->params16) {
+        memcpy(zt_engine_param_local(e, idx, NULL, NULL), src, n * sizeof(float));
+        return ZT_OK;
+    }
+    for (size_t done = 0; done < n; done += e->param_chunk) { /* through the aligned chunk */
+        size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
+        memcpy(e->param_tmp, src + done * sizeof(float), len * sizeof(float));
+        zt_engine_param_write(e, idx, done, len, e->param_tmp);
+    }
+    return ZT_OK;
 }
 
 float *zt_engine_param(zt_engine *e, int idx) {
@@ -578,6 +613,10 @@ float *zt_engine_grad(zt_engine *e, int idx) {
 }
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+    if (!e->shard_params && e->params16) {
+        zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst);
+        return ZT_OK;
+    }
     if (!e->shard_params) {
         memcpy(dst, e->full_params + e->plan.p[idx].full_off,
                (size_t)e->model->params[idx].numel * sizeof(float));
@@ -594,10 +633,10 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
         size_t n = (size_t)m->params[i].numel;
-        if (e->shard_params) {
+        if (e->shard_params || e->params16) { /* bf16-low: hashed as fp32, the same bytes as before */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
-            if (!t || zt_engine_gather_param(e, i, t, &err)) {
+            if (!t || zt_engine_param_gather(e, i, t, &err)) {
                 free(t ? t : tmp);
                 XXH64_freeState(st);
                 return 0;

@@ -67,8 +67,15 @@ struct zt_engine {
     bool shard_params, shard_grads, shard_optim; /* what the strategy shards */
     zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
 
-    float *full_params;         /* full layout, or NULL (zero3) */
+    float *full_params;         /* full layout, or NULL (zero3, bf16-low) */
     float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
+    bool params16;              /* bf16-low: the parameters are stored as bf16 (params16.c) in
+                                   full16 / pieces16 instead of full_params / pieces; zero3 gathers
+                                   them into gathered_lp (gathered stays NULL) */
+    uint16_t *full16, *pieces16;
+    float *param_tmp;           /* bf16-low: param_chunk fp32 elements to update, load and save
+                                   the parameters through */
+    size_t param_chunk;
     float *m, *v;               /* optimizer state: full layout (ddp) or shard layout; NULL
                                    when it lives in files (optim_store) */
     uint16_t *state16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
@@ -85,6 +92,10 @@ struct zt_engine {
     float *micro_grads;         /* full layout, the current micro-batch (ddp/zero1/deferred) */
     float *micro_pieces;        /* shard layout, the current micro-batch's reduced pieces */
     float *grad_pieces;         /* shard layout: the reduced gradient of this rank's pieces */
+    bool grad_pieces_transient; /* bf16-low: grad_pieces is held only from the step's first
+                                   reduction into it to the end of the update, not between steps
+                                   (grads.c: adopted from the summation tree under reduce_now,
+                                   allocated at the reduction otherwise) */
     int micro_in_step;          /* micro-batches since the last step */
     bool reduce_early;          /* ddp/zero1, one micro-batch per step, communication thread:
                                    each unit's final gradient is reduced while backward goes on */
@@ -116,7 +127,8 @@ struct zt_engine {
                                    creation: it sizes the units' saved buffers (recompute.c) */
     void *full_lp;              /* ddp/zero1/zero2: compute copies of the matrices, full layout */
     bool lp_stale;              /* full_lp no longer matches the parameters */
-    void **gathered_lp;         /* (n_params) zero3: the compute copy while gathered */
+    void **gathered_lp;         /* (n_params) zero3: the compute copy while gathered (bf16-low:
+                                   the gathered bf16 parameter itself, matrices or not) */
     void *staging;              /* the units' low-precision operand staging */
     zt_loss_scaler scaler;      /* fp16 */
     float *dloss;               /* (B, T) */
@@ -155,6 +167,26 @@ void zt_engine_round_grads(zt_engine *e);
 /* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */
 void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
                              int64_t begin);
+/* params16.c: bf16-low's 2-byte parameters. Elements index this rank's local layout of a
+ * parameter (the full tensor, or its piece under zero3). */
+int zt_params16_alloc(zt_engine *e, zt_error *err);                     /* at create */
+void zt_params16_free(zt_engine *e);
+/* dst/src (n fp32) <- / -> elements [begin, begin + n) of parameter i as this rank holds it
+ * (bf16 widens exactly; writing rounds to the nearest bf16); any storage dtype. */
+void zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst);
+void zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src);
+/* The counter-based init of parameter i's local part (engine/init.h), in its storage dtype. */
+void zt_params16_init(zt_engine *e, int i, uint64_t key);
+/* The bf16 storage of parameter i's local part. */
+uint16_t *zt_params16_local(zt_engine *e, int i);
+/* Whether unit u's k-th parameter reaches it as an fp32 view (bf16-low, a parameter the unit
+ * does not read through params_lp). */
+bool zt_params16_needs_view(const zt_engine *e, int u, int k);
+/* Before unit u runs: its fp32 views (class gathered) and NULL params for the rest; after it:
+ * the views freed. No-ops outside bf16-low. */
+int zt_params16_views_make(zt_engine *e, int u, zt_error *err);
+void zt_params16_views_free(zt_engine *e, int u);
+
 /* recompute.c: activation checkpointing (zt_engine_options.activation_checkpointing). */
 /* Decides what each unit keeps and rebuilds (units[u].kept/rest) and allocates the kept saved
  * buffers and the shared one (class activations). ZT_ERR_USAGE when a unit's kept_floats

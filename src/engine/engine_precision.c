@@ -7,15 +7,16 @@
  * change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale);
  * zero3 makes the copy of a parameter right after its all-gather and frees it with the gathered
  * tensor. The copy is round-to-nearest-even of the fp32 parameter, an elementwise function, so
- * every strategy computes with the same bits.
+ * every strategy computes with the same bits. bf16-low keeps no copy: its parameters are stored
+ * as bf16 (params16.c) and are the compute operands themselves (params_lp points into them, or
+ * at zero3's gathered bf16 tensor).
  *
  * Stepped state. fp16: the reduced gradient is rounded to fp16 (overflow -> inf, what fp16
  * gradient storage would hold) and carries the loss scale; step.c skips the update when it is not
  * finite and the scaler (src/precision/loss_scaler.c) adjusts. bf16-low: the reduced gradient is
  * rounded to bf16, and after the update the parameters (nearest-even or stochastic) and both
- * moments (nearest-even) are rounded to bf16: the values bf16 storage would hold. The moments are
- * then stored as bf16 (offload.c, step.c); parameters and gradients stay bf16 values in fp32 arrays
- * (docs/precision.md says what 2-byte parameters would need).
+ * moments (nearest-even) are rounded to bf16, and stored as bf16 (parameters: params16.c;
+ * moments: offload.c, step.c). The reduced gradient stays bf16 values in an fp32 array.
  */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
@@ -29,10 +30,12 @@ bool zt_engine_has_lp(const zt_engine *e, int param)
     return e->lp_kind != 0 && e->model->params[param].ndim >= 2;
 }
 
-/* bytes per element of a compute copy: the memory plan's precision table (src/memory/plan.c) */
+/* bytes per element of a compute copy: the memory plan's precision table (src/memory/plan.c);
+ * bf16-low's (zero3's gathered bf16 parameters) are its bf16 parameters' */
 size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel)
 {
-    return (size_t)numel * (size_t)zt_precision_bytes_of(e->opt.precision.mode)->copy;
+    const zt_precision_bytes *pb = zt_precision_bytes_of(e->opt.precision.mode);
+    return (size_t)numel * (size_t)(e->params16 ? pb->master : pb->copy);
 }
 
 int zt_engine_lp_setup(zt_engine *e, zt_error *err)
@@ -45,7 +48,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;
-    if (!e->shard_params &&
+    if (!e->shard_params && !e->params16 &&
         !(e->full_lp = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
                                        &e->mem.compute_copy)))
         goto nomem;
@@ -59,11 +62,12 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
             size_t b = un->ops->staging_bytes(un, e->opt.B, e->opt.T, e->lp_kind);
             if (b > staging) staging = b;
         }
-        if (e->full_lp)
+        if (e->full_lp || e->full16) /* bf16-low: the parameters are the copy */
             for (int k = 0; k < un->n_params; k++) {
                 int i = un->params[k];
                 if (zt_engine_has_lp(e, i))
-                    s->params_lp[k] = (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off);
+                    s->params_lp[k] = e->full16 ? (void *)(e->full16 + pl->p[i].full_off)
+                                                : (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off);
             }
     }
     if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations)))
@@ -99,12 +103,13 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         e->lp_stale = false;
         return ZT_OK;
     }
+    if (e->full16) return ZT_OK; /* bf16-low, full layout: params_lp point into it for good */
     const zt_unit *un = &m->units[u];
     unit_state *s = &e->units[u];
     for (int k = 0; k < un->n_params; k++) {
         int i = un->params[k];
         if (!zt_engine_has_lp(e, i)) continue;
-        if (!e->gathered_lp[i]) {
+        if (!e->gathered_lp[i]) { /* (bf16-low: gathered as bf16 already, issue_gather) */
             size_t n = (size_t)m->params[i].numel;
             if (!(e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)n)),
                                                       &e->mem.gathered)))

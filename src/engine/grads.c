@@ -70,12 +70,21 @@ void zt_grads_reset(zt_engine *e) {
     tree_clear(e, &e->piece_tree, pl->shard_floats);
     zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
     zt_engine_release(e, &e->micro_pieces, pl->shard_floats, &e->mem.grads);
+    if (e->grad_pieces_transient) zt_engine_release(e, &e->grad_pieces, pl->shard_floats, &e->mem.grads);
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
     e->n_inflight = 0;
     e->micro_in_step = 0;
     e->grads_final = false;
+}
+
+/* bf16-low: the transient reduced pieces (zt_engine.grad_pieces_transient) before a reduction
+ * writes them. Returns 0, or the floats it could not allocate. */
+static size_t reduced_pieces(zt_engine *e) {
+    size_t n = e->plan.shard_floats;
+    if (!e->grad_pieces_transient || e->grad_pieces) return 0;
+    return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads)) ? 0 : n;
 }
 
 int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
@@ -96,6 +105,9 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
     if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads)))
         return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for gradients (%zu floats)", n);
+    /* zero1's early reduction writes the reduced pieces during backward */
+    size_t miss = e->reduce_early && e->shard_optim ? reduced_pieces(e) : 0;
+    if (miss) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the reduced gradient (%zu floats)", miss);
     memset(*buf, 0, n * sizeof(float));
     return ZT_OK;
 }
@@ -190,8 +202,12 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     int rc = ZT_OK;
     if (e->reduce_now) {
         float *p = tree_fold(e, &e->piece_tree, pl->shard_floats);
-        memcpy(e->grad_pieces, p, pl->shard_floats * sizeof(float));
-        zt_engine_release(e, &p, pl->shard_floats, &e->mem.grads);
+        if (e->grad_pieces_transient) { /* the folded sum is the reduced gradient: no copy */
+            e->grad_pieces = p;
+        } else {
+            memcpy(e->grad_pieces, p, pl->shard_floats * sizeof(float));
+            zt_engine_release(e, &p, pl->shard_floats, &e->mem.grads);
+        }
     } else {
         float *G = tree_fold(e, &e->full_tree, pl->full_floats);
         e->micro_grads = G;
@@ -204,6 +220,8 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             int *all = malloc((size_t)n * sizeof *all);
             float **src = malloc((size_t)n * sizeof *src);
             if (!all || !src) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+            size_t miss = rc ? 0 : reduced_pieces(e);
+            if (miss) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the reduced gradient (%zu floats)", miss);
             for (int i = 0; i < n && !rc; i++) {
                 all[i] = i;
                 src[i] = G + pl->p[i].full_off;

@@ -43,42 +43,60 @@ typedef struct update_ctx {
     float lr, gscale;
 } update_ctx;
 
+/* The update of elements [0, n) of parameter i's slice w / g / m / v, whose first element is
+ * element `first` of the full tensor, and its bf16-low rounding (elementwise, keyed by that
+ * index). */
+static void update_elems(const update_ctx *c, int i, float *w, const float *g, float *m, float *v, size_t n,
+                         int64_t first) {
+    zt_engine *e = c->e;
+    const zt_optimizer_config *o = &e->opt.optim;
+    float wd = e->model->params[i].decay ? o->weight_decay : 0.0f;
+    if (o->kind == ZT_OPT_ADAMW)
+        zt_adamw_update(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step);
+    else
+        zt_sgd_update(w, g, m, n, c->lr, o->momentum, o->nesterov, wd, c->gscale, (int64_t)e->step);
+    zt_engine_round_updated(e, i, w, m, v, n, first);
+}
+
 static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v) {
     zt_engine *e = c->e;
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
-    const zt_optimizer_config *o = &e->opt.optim;
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
-        float *w, *g;
-        size_t off, cnt;
+        float *g;
+        size_t off, cnt, local0 = 0; /* local0: the slice's first element in the local layout */
         int64_t begin = 0; /* the piece's first element in the full tensor */
         if (!e->shard_optim) {
             off = pl->p[i].full_off;
             cnt = (size_t)p->numel;
-            w = e->full_params + off;
             g = e->micro_grads + off;
         } else {
             off = pl->p[i].shard_off;
             cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
             begin = zt_plan_shard_begin(pl, i, pl->shard);
-            w = e->shard_params ? e->pieces + off : e->full_params + pl->p[i].full_off + begin;
+            local0 = e->shard_params ? 0 : (size_t)begin;
             g = e->grad_pieces + off;
         }
         size_t a = off > lo ? off : lo, b = off + cnt < lo + n ? off + cnt : lo + n;
         if (a >= b) continue;
         float *mm = m ? m + (a - lo) : NULL, *vv = v ? v + (a - lo) : NULL;
-        w += a - off;
         g += a - off;
-        float wd = p->decay ? o->weight_decay : 0.0f;
-        if (o->kind == ZT_OPT_ADAMW)
-            zt_adamw_update(w, g, mm, vv, b - a, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale,
-                            (int64_t)e->step);
-        else
-            zt_sgd_update(w, g, mm, b - a, c->lr, o->momentum, o->nesterov, wd, c->gscale, (int64_t)e->step);
-        /* bf16-low rounding: elementwise, keyed by the element's index in the full tensor */
-        zt_engine_round_updated(e, i, w, mm, vv, b - a, begin + (int64_t)(a - off));
+        size_t w0 = local0 + (a - off); /* the first updated element in the local layout */
+        int64_t first = begin + (int64_t)(a - off);
+        if (!e->params16) {
+            float *w = e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+            update_elems(c, i, w + w0, g, mm, vv, b - a, first);
+            continue;
+        }
+        /* bf16-low: widen a chunk, update and round it in fp32, narrow it back (exact) */
+        for (size_t d = 0; d < b - a; d += e->param_chunk) {
+            size_t len = b - a - d < e->param_chunk ? b - a - d : e->param_chunk;
+            zt_engine_param_read(e, i, w0 + d, len, e->param_tmp);
+            update_elems(c, i, e->param_tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d);
+            zt_engine_param_write(e, i, w0 + d, len, e->param_tmp);
+        }
     }
 }
 

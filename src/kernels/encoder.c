@@ -1,12 +1,14 @@
 /* encoder.c - token + position embedding: encoder_forward / encoder_backward (see kernels.h).
  *
- * Forward is a row-parallel vector add. Backward is a scatter-add by token id, so two rows with
+ * Forward is a row-parallel vector add (from fp32 tables, or bf16 ones widened exactly). Backward is a scatter-add by token id, so two rows with
  * the same token write the same dwte row: threads split the channels instead of the rows, and each
  * thread walks the rows in (b, t) order over its channel slice. Every dwte/dwpe element is thus a
  * sum in (b, t) order whatever the thread count: the bits never depend on it.
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
+
+#include <string.h>
 
 /* dst[0..n) = a + b */
 static void add_row(float *dst, const float *a, const float *b, int n)
@@ -26,6 +28,23 @@ void encoder_forward(float *out, const int32_t *inp, const float *wte, const flo
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + (size_t)t * C, C);
+    }
+}
+
+void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, const uint16_t *wpe, int B,
+                          int T, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const uint16_t *a = wte + (size_t)inp[bt] * C, *b = wpe + (size_t)(bt % T) * C;
+        float *dst = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) {
+            uint32_t ua = (uint32_t)a[c] << 16, ub = (uint32_t)b[c] << 16;
+            float fa, fb;
+            memcpy(&fa, &ua, sizeof fa);
+            memcpy(&fb, &ub, sizeof fb);
+            dst[c] = fa + fb;
+        }
     }
 }
 

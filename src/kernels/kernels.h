@@ -26,6 +26,10 @@ void encoder_forward(float *out, const int32_t *inp, const float *wte, const flo
                      int T, int C);
 /* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C). Deterministic:
  * threads split the channel dimension, each row's additions happen in (b,t) order. */
+/* The same from bf16 tables (bf16-low's parameters, uint16_t bits): each row is widened (exact)
+ * and added in fp32, so the bits equal encoder_forward's on fp32 tables holding those values. */
+void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, const uint16_t *wpe, int B,
+                          int T, int C);
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                       int C);
 

@@ -28,7 +28,7 @@
 static const zt_precision_bytes PRECISION_BYTES[] = {
     [ZT_PRECISION_FP32] = {.master = 4, .copy = 0, .grads = 4, .moment = 4},
     [ZT_PRECISION_BF16] = {.master = 4, .copy = 2, .grads = 4, .moment = 4},
-    [ZT_PRECISION_BF16_LOW] = {.master = 4, .copy = 2, .grads = 4, .moment = 2}, /* params: bf16 values in fp32 arrays */
+    [ZT_PRECISION_BF16_LOW] = {.master = 2, .copy = 0, .grads = 4, .moment = 2}, /* bf16 params: their own compute copy */
     [ZT_PRECISION_FP16] = {.master = 4, .copy = 4, .grads = 4, .moment = 4},     /* fp16 values, fp32 arrays */
 };
 
@@ -66,6 +66,7 @@ typedef struct sim {
     size_t now[ZT_MEM_CLASSES], peak[ZT_MEM_CLASSES], total, peak_total;
     bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
     bool early; /* ddp/zero1, one micro-batch: each unit reduced by the thread (grads.c reduce_early) */
+    bool transient; /* bf16-low: the reduced pieces are held during a step only (grads.c) */
     int world, ga;
     bool *gathered, *gathered_copy, *pgrad;
     int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
@@ -99,6 +100,26 @@ static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel;
 /* engine_precision.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
 static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
+/* a parameter as stored (and gathered, and all-gathered): fp32, or bf16-low's bf16 */
+static size_t param_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->master); }
+
+/* params16.c zt_params16_needs_view: bf16-low gives a running unit an fp32 view of each
+ * parameter it does not read through params_lp (a matrix under a unit whose reads_lp says so) */
+static bool needs_view(const sim *s, int u, int k) {
+    const zt_unit *un = &s->m->units[u];
+    bool lp = s->o->precision.compute != ZT_DTYPE_FP32 && s->m->params[un->params[k]].ndim >= 2;
+    return s->pb->master == 2 && !(lp && un->ops->reads_lp && un->ops->reads_lp(un, k));
+}
+
+/* params16.c zt_params16_views_make / _free around unit u's forward or backward */
+static void views(sim *s, int u, bool make) {
+    const zt_unit *un = &s->m->units[u];
+    for (int k = 0; k < un->n_params; k++)
+        if (needs_view(s, u, k)) {
+            if (make) alloc(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
+            else release(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
+        }
+}
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
  * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
@@ -115,7 +136,8 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             own += mine;
         }
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
-        if (floats > *cap) *cap = floats;
+        size_t need = kind == ST_AG ? param_floats(s, floats) : floats; /* all-gathers move parameters */
+        if (need > *cap) *cap = need;
         size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
         size_t b = 0;
         if (kind == ST_RS && s->pl->nshards > 1) b = own;
@@ -143,7 +165,7 @@ static void issue_gather(sim *s, int u) {
     }
     if (nm == 0) return;
     for (int j = 0; j < nm; j++) {
-        alloc(s, ZT_MEM_GATHERED, numel(s, missing[j]));
+        alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
         s->gathered[missing[j]] = true;
     }
     stage(s, s->overlap, missing, nm, ST_AG);
@@ -175,7 +197,7 @@ static void release_param(sim *s, int i) {
         s->gathered_copy[i] = false;
     }
     if (s->gathered[i]) {
-        release(s, ZT_MEM_GATHERED, numel(s, i));
+        release(s, ZT_MEM_GATHERED, param_floats(s, numel(s, i)));
         s->gathered[i] = false;
     }
 }
@@ -232,10 +254,13 @@ static void micro_batch(sim *s, int micro) {
     if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
     size_t tree_floats = s->reduce_now ? pl->shard_floats : pl->full_floats;
     alloc(s, ZT_MEM_GRADS, tree_floats);
+    if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
         gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
         refresh_copies(s, u);
+        views(s, u, true);
+        views(s, u, false);
         if (s->shard_params && !s->o->keep_params_after_forward)
             for (int k = 0; k < m->units[u].n_params; k++)
                 if (pl->p[m->units[u].params[k]].last_fwd_unit == u) release_param(s, m->units[u].params[k]);
@@ -252,6 +277,8 @@ static void micro_batch(sim *s, int micro) {
                 s->pgrad[i] = true;
             }
         }
+        views(s, u, true);
+        views(s, u, false);
         if (s->shard_params)
             for (int k = 0; k < un->n_params; k++)
                 if (pl->p[un->params[k]].owner_unit == u) release_param(s, un->params[k]);
@@ -273,15 +300,17 @@ static void optimizer_step(sim *s) {
     }
     s->tree_depth = 0;
     if (s->reduce_now) {
-        release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces */
+        if (!s->transient) release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces (transient: is them) */
     } else if (!s->shard_optim) {
         if (s->has_comm && s->world > 1 && !s->early) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
         release(s, ZT_MEM_GRADS, n); /* (by zt_grads_reset after the update) */
     } else {
+        if (s->transient && !s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
         if (!s->early) stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
     if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
+    if (s->transient) release(s, ZT_MEM_GRADS, pl->shard_floats); /* zt_grads_reset after the update */
     if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, ST_AG); /* all-gather */
 }
 
@@ -367,7 +396,11 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
-    alloc(&s, ZT_MEM_PARAMS, zt_memory_floats_for_bytes((s.shard_params ? piece : full) * (size_t)s.pb->master));
+    alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params ? piece : full));
+    if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
+        size_t local = s.shard_params ? piece : full;
+        alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
+    }
     /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
     zt_memory_plan_options pe = *po;
     if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;
@@ -382,7 +415,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
-    if (s.shard_optim) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
+    s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
+    if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = zt_precision_lp_kind(&o->precision);
     for (int u = 0; u < m->n_units; u++) {

@@ -24,12 +24,17 @@
 /* ---------------------------------------------------------------------------------------------
  * Bytes per element the engine stores, per precision mode (the one table the plan, the engine's
  * compute copies and the estimator read). One row per mode:
- *   master   the parameters array (fp32 master weights; bf16-low keeps bf16 values in fp32)
- *   copy     the compute copy of each matrix (0: none, compute reads the master)
+ *   master   the parameters array (fp32 master weights; bf16-low: bf16 parameters, 2 bytes)
+ *   copy     the compute copy of each matrix (0: none, compute reads the master: fp32, or
+ *            bf16-low, whose bf16 parameters are their own compute copy)
  *   grads    every gradient buffer (reduced and accumulated in fp32 in every mode)
  *   moment   each optimizer state array (AdamW has two, SGD with momentum one)
- * bf16-low and fp16 hold bf16/fp16 values in fp32 arrays today (engine_precision.c): their bytes
- * are the fp32 ones until the engine stores them narrower; change the row then. */
+ * fp16 holds fp16 values in fp32 arrays (its compute copy too: this CPU has no fp16 arithmetic).
+ *
+ * bf16-low (master 2) also holds, per the engine (src/engine/params16.c): ZT_STATE_CHUNK fp32
+ * elements to update, load and save the parameters through (optimizer class), and fp32 views of
+ * the parameters a running unit reads as fp32 (the 1-D ones for GPT-2), made before the unit
+ * runs and freed after it (gathered class). */
 typedef struct zt_precision_bytes {
     int master, copy, grads, moment;
 } zt_precision_bytes;

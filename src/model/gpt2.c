@@ -113,10 +113,21 @@ static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], a->batch->B, a->batch->T,
-                    c->n_embd);
+    if (a->params[0] && a->params[1]) {
+        encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], a->batch->B, a->batch->T,
+                        c->n_embd);
+        return ZT_OK;
+    }
+    /* bf16-low: the tables are stored as bf16 (emb_reads_lp) */
+    if (a->lp_kind != ZT_LP_BF16 || !a->params_lp || !a->params_lp[0] || !a->params_lp[1])
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor bf16 embedding tables were given", u->name);
+    encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], a->batch->B, a->batch->T,
+                         c->n_embd);
     return ZT_OK;
 }
+
+/* wte and wpe: read as bf16 rows when the engine stores them so (zt_unit_ops.reads_lp) */
+static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0 || k == 1; }
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
@@ -126,7 +137,8 @@ static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
 }
 
 static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_floats = emb_scratch,
-                                          .forward = emb_forward, .backward = emb_backward};
+                                          .forward = emb_forward, .backward = emb_backward,
+                                          .reads_lp = emb_reads_lp};
 
 /* ---------------------------------------------------------------------------------------------
  * transformer block unit: 12 params in this order */
@@ -255,6 +267,11 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, 4 * c->n_embd);
 }
 
+/* the four Linear weights go through linear_forward/_backward, which take params_lp when given */
+static bool block_reads_lp(const zt_unit *u, int k) {
+    return k == P_QKVW || k == P_ATTPROJW || k == P_FCW || k == P_FCPROJW;
+}
+
 /* Selective checkpointing: rebuilds att and fch_gelu exactly as block_forward wrote them (the
  * same kernels on the same kept inputs; attention_forward without its output skips P·V; under lp
  * compute gelu(fch) goes through scratch and is rounded into its slot, as c_proj's forward did). */
@@ -274,6 +291,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .scratch_floats = block_scratch_floats,
                                       .forward = block_forward,
                                       .backward = block_backward,
+                                      .reads_lp = block_reads_lp,
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute};
@@ -354,6 +372,9 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     return ZT_OK;
 }
 
+/* the LM head's weight (wte, tied) goes through linear_forward/_backward */
+static bool head_reads_lp(const zt_unit *u, int k) { return k == 2; }
+
 /* rnd(dlogits) (N,V) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_gpt2_config *c = u->model_cfg;
@@ -364,6 +385,7 @@ static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
                                      .scratch_floats = head_scratch_floats,
                                      .forward = head_forward,
                                      .backward = head_backward,
+                                     .reads_lp = head_reads_lp,
                                      .staging_bytes = head_staging_bytes}; /* keeps its logits: see the top */
 
 /* ---------------------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+/* params16.c - bf16-low's 2-byte parameters: their storage, element access in fp32, their init,
+ * and the fp32 views a running unit gets of them.
+ *
+ * Under bf16-low (precision.params bf16) the parameters are stored as bf16 bits: e->full16 (ddp,
+ * zero1, zero2: the full layout) or e->pieces16 (zero3: this rank's pieces), 2 bytes an element,
+ * and e->full_params / e->pieces stay NULL. Those bits are also the matrices' compute copy, so no
+ * separate copy exists (zt_unit_args.params_lp points into full16, or at zero3's gathered bf16
+ * tensor, e->gathered_lp). Everything that computes on parameters in fp32 goes through exact
+ * widenings:
+ *   - the optimizer (step.c) widens a chunk of e->param_chunk elements into e->param_tmp, updates
+ *     and rounds it there (nearest or stochastic, keyed by the element's index in the full
+ *     tensor), and narrows it back, which is exact for a rounded value;
+ *   - checkpoints and the public accessors read and write through zt_engine_param_read/_write;
+ *   - a unit reads the parameters it does not take through params_lp (zt_unit_ops.reads_lp;
+ *     for GPT-2 the layernorm weights and the biases) as fp32 views: full tensors made just
+ *     before it runs (forward, recomputation, backward) and freed right after (class gathered).
+ * The numbers are the same bits as fp32 arrays holding bf16 values: every stored value is a bf16
+ * value, and widening is exact.
+ */
+#include "engine/engine_internal.h"
+#include "engine/init.h"
+#include "kernels/kernels.h"
+#include "memory/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int zt_params16_alloc(zt_engine *e, zt_error *err)
+{
+    const zt_plan *pl = &e->plan;
+    size_t n = e->shard_params ? pl->shard_floats : pl->full_floats;
+    uint16_t **dst = e->shard_params ? &e->pieces16 : &e->full16;
+    if (!(*dst = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)), &e->mem.params)))
+        goto nomem;
+    memset(*dst, 0, n * sizeof(uint16_t));
+    e->param_chunk = n < ZT_STATE_CHUNK ? (n ? n : 1) : ZT_STATE_CHUNK;
+    if (!(e->param_tmp = zt_engine_alloc(e, e->param_chunk, &e->mem.optimizer))) goto nomem;
+    return ZT_OK;
+nomem:
+    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the bf16 parameters of model %s (%zu elements)",
+                        e->model->name, n);
+}
+
+void zt_params16_free(zt_engine *e)
+{
+    free(e->full16);
+    free(e->pieces16);
+    free(e->param_tmp);
+    e->full16 = e->pieces16 = NULL;
+    e->param_tmp = NULL;
+}
+
+uint16_t *zt_params16_local(zt_engine *e, int i)
+{
+    const zt_param_plan *p = &e->plan.p[i];
+    return e->shard_params ? e->pieces16 + p->shard_off : e->full16 + p->full_off;
+}
+
+static float *fp32_local(zt_engine *e, int i)
+{
+    const zt_param_plan *p = &e->plan.p[i];
+    return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off;
+}
+
+void zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst)
+{
+    if (e->params16)
+        zt_bf16_to_f32(dst, zt_params16_local(e, i) + begin, n);
+    else
+        memcpy(dst, fp32_local(e, i) + begin, n * sizeof(float));
+}
+
+void zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src)
+{
+    if (e->params16)
+        zt_f32_to_bf16(zt_params16_local(e, i) + begin, src, n);
+    else
+        memcpy(fp32_local(e, i) + begin, src, n * sizeof(float));
+    e->lp_stale = true;
+}
+
+void zt_params16_init(zt_engine *e, int i, uint64_t key)
+{
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, i, pl->shard) : 0;
+    size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)p->numel;
+    uint16_t *dst = zt_params16_local(e, i);
+    for (size_t done = 0; done < n; done += e->param_chunk) { /* element j's value: (seed, name, j) */
+        size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
+        zt_init_fill(e->param_tmp, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+        zt_f32_to_bf16(dst + done, e->param_tmp, len);
+    }
+}
+
+bool zt_params16_needs_view(const zt_engine *e, int u, int k)
+{
+    if (!e->params16) return false;
+    const zt_unit *un = &e->model->units[u];
+    return !(zt_engine_has_lp(e, un->params[k]) && un->ops->reads_lp && un->ops->reads_lp(un, k));
+}
+
+/* Where unit u's k-th parameter is as bf16 now: the full layout, or zero3's gathered tensor. */
+static const uint16_t *bf16_full(zt_engine *e, int u, int k)
+{
+    int i = e->model->units[u].params[k];
+    return e->shard_params ? (const uint16_t *)e->gathered_lp[i] : e->full16 + e->plan.p[i].full_off;
+}
+
+int zt_params16_views_make(zt_engine *e, int u, zt_error *err)
+{
+    if (!e->params16) return ZT_OK;
+    const zt_unit *un = &e->model->units[u];
+    unit_state *s = &e->units[u];
+    for (int k = 0; k < un->n_params; k++) {
+        s->params[k] = NULL;
+        if (!zt_params16_needs_view(e, u, k)) continue;
+        const zt_param_desc *p = &e->model->params[un->params[k]];
+        if (!(s->params[k] = zt_engine_alloc(e, (size_t)p->numel, &e->mem.gathered)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "unit %s: out of memory for the fp32 view of %s", un->name,
+                                p->name);
+        zt_bf16_to_f32(s->params[k], bf16_full(e, u, k), (size_t)p->numel);
+    }
+    return ZT_OK;
+}
+
+void zt_params16_views_free(zt_engine *e, int u)
+{
+    if (!e->params16) return;
+    const zt_unit *un = &e->model->units[u];
+    unit_state *s = &e->units[u];
+    for (int k = 0; k < un->n_params; k++)
+        zt_engine_release(e, &s->params[k], (size_t)e->model->params[un->params[k]].numel, &e->mem.gathered);
+}

@@ -69,8 +69,9 @@ typedef struct sim {
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
     int rank;                      /* in the world (ddp's all-reduce, hybrid's replica group) */
+    size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
     size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
-                                      (all-reduces reduce-scatter first) on each comm, floats */
+                                      (all-reduces reduce-scatter first) on each comm, bytes */
 } sim;
 
 /* what a staged bucket is for: its reduce-scatter scratch depends on it */
@@ -98,8 +99,9 @@ static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
  * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
- * src/comm: a reduce-scatter's scratch follows the largest own block on its comm; an all-reduce
- * reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
+ * Gradient buckets (rs, ar) hold elements of the reduce dtype, parameter buckets (ag) fp32.
+ * src/comm: a reduce-scatter's scratch follows the largest own block on its comm, in bytes; an
+ * all-reduce reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
 static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind) {
     size_t limit = s->o->bucket_bytes / sizeof(float);
     for (int first = 0; first < n;) {
@@ -110,8 +112,10 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             floats += kind == ST_AR_PIECES ? mine : numel(s, params[k]);
             own += mine;
         }
+        size_t elem = kind == ST_AG ? sizeof(float) : s->reduce_elem;
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
-        if (floats > *cap) *cap = floats;
+        size_t staged = zt_memory_floats_for_bytes(floats * elem);
+        if (staged > *cap) *cap = staged;
         size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
         size_t b = 0;
         if (kind == ST_RS && s->pl->nshards > 1) b = own;
@@ -120,7 +124,7 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             int R = s->world / s->pl->nshards, rr = s->rank / s->pl->nshards;
             b = floats / (size_t)R + ((size_t)rr < floats % (size_t)R);
         }
-        if (b > *block) *block = b;
+        if (b * elem > *block) *block = b * elem;
         first = end;
     }
 }
@@ -333,7 +337,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     }
     bool has_comm = world > 1 || o->comm;
     sim s = {.m = m, .o = o, .pb = zt_precision_bytes_of(o->precision.mode), .world = world, .rank = rank,
-             .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm};
+             .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm,
+             .reduce_elem = zt_dtype_bytes(o->precision.reduce)};
     s.shard_optim = s_in != ZT_STRATEGY_DDP;
     s.shard_grads = s_in == ZT_STRATEGY_ZERO2 || s_in == ZT_STRATEGY_ZERO3;
     s.shard_params = s_in == ZT_STRATEGY_ZERO3;

@@ -101,10 +101,11 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
 /* ----------------------------------------------------------------------------------------------
  * all_reduce_intra_rs_ag_pipelined
  *
- * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 floats, zero when n < N), in place.
+ * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 elements, zero when n < N), in place;
+ *              fp32 or bf16 elements.
  * Returns:     buf = tree sum over ranks, identical bits on all ranks, equal to
- *              zt_reduce_scatter_f32 then zt_all_gather_f32 (the same sums, the same bytes).
- * Limitations: bandwidth-optimal (2(N-1)/N x n floats each way per rank) but N-1 messages per
+ *              zt_reduce_scatter then an all-gather of the sums (the same sums, the same bytes).
+ * Limitations: bandwidth-optimal (2(N-1)/N x n elements each way per rank) but N-1 messages per
  *              chunk: for tiny n on many ranks recursive doubling would have less latency.
  *
  *   N = 2, rank 0 (block A = its own, B = rank 1's), chunks a0 a1 .. / b0 b1 ..:

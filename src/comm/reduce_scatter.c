@@ -209,8 +209,10 @@ int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt
 /* ----------------------------------------------------------------------------------------------
  * reduce_scatter_intra_pairwise
  *
- * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place).
- * Returns:     recv = tree sum over r of block `me` of rank r; the same bits for any timing.
+ * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place);
+ *              fp32 or bf16 elements (bf16: chunks of chunk_bytes hold twice the elements).
+ * Returns:     recv = tree sum over r of block `me` of rank r (bf16: every partial sum rounded,
+ *              zt_tree_sum_bf16); the same bits for any timing.
  * Limitations: N-1 messages (per chunk) in and out of every rank at once: latency-bound for
  *              tiny blocks on large N (a recursive-halving variant would be the choice there,
  *              but it adds partial sums in an order that depends on N's factorization).
@@ -225,7 +227,7 @@ int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt
  *     [2, 8], zt_rs_depth_): chunk k's N-1 pieces land in round k%D; when all are in, chunk k
  *     is summed into recv and round k%D is re-posted for chunk k+D. Sends are windowed the
  *     same way (chunk k+D to rank d leaves when chunk k to d has been taken). So scratch stays
- *     D x (N-1) x chunk floats (~8 chunks) and requests 2D(N-1) however large the bucket,
+ *     D x (N-1) x chunk_bytes (~8 chunks) and requests 2D(N-1) however large the bucket,
  *     summing chunk k (from cache) overlaps receiving the next ones, and no receiver is
  *     flooded with early messages.
  * ---------------------------------------------------------------------------------------------- */

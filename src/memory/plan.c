@@ -8,7 +8,8 @@
  *              NVMe staging), reduced pieces, units' outputs, their kept saved buffers and the
  *              shared recomputation buffer (recompute.c), scratch, activation-gradient ping-pong, d loss, compute
  *              copies and operand staging (engine_precision.c), gradient-norm partials and the
- *              bucket staging of both threads (collect.c, overlap.c; sized by this plan)
+ *              bucket staging of both threads (collect.c, overlap.c; sized by this plan: gradient
+ *              buckets in the reduce dtype, 2 bytes per element under bf16 reduction)
  *   a step     for each micro-batch: its gradient buffer (grads.c), forward unit by unit with
  *              zero3 gathers, prefetch and releases, backward unit by unit with per-unit full
  *              gradients (reduce_now) in flight two units at a time (overlap.c), the summation
@@ -106,7 +107,7 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
     size_t limit = s->o->bucket_bytes / sizeof(float);
     for (int first = 0; first < n;) {
         int end = zt_plan_bucket_end(s->m, params, n, first, limit);
-        size_t floats = 0, own = 0;
+        size_t floats = 0, own = 0; /* elements of the bucket, of them this rank's */
         for (int k = first; k < end; k++) {
             size_t mine = (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard);
             floats += kind == ST_AR_PIECES ? mine : numel(s, params[k]);

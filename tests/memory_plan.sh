@@ -9,7 +9,7 @@
 #     checkpointing full and selective;
 #  3. zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
 #     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ;
-#  4. gradients reduced in bf16 (precision.reduce_dtype): the gradient buckets' staging and the
+#  4. gradients reduced in bf16 or fp16 (precision.reduce_dtype): the gradient buckets' staging and the
 #     reduce-scatter scratch hold 2-byte elements; every strategy, the communication thread and
 #     inline, hybrid's replica all-reduce, accumulation: planned == measured to the byte.
 # tests/tool_memory_check.c does the checks; this script runs the matrix.
@@ -60,6 +60,8 @@ run "N=4 hybrid over zero2, GA=2, reduce bf16" 4 hybrid 2 2 --hybrid 2 --inner-z
 run "N=2 zero3 GA=2 deferred, reduce bf16" 2 zero3 2 2 --reduce bf16 --precision bf16
 run "N=4 zero2 GA=2 reduce every micro-batch, 10 KB buckets, reduce bf16" 4 zero2 2 2 --reduce-every --bucket-mb 0.01 --reduce bf16
 run "N=1 ddp, reduce bf16" 1 ddp 1 2 --reduce bf16 --precision bf16
+run "N=4 zero3 fp16, reduce fp16" 4 zero3 1 2 --precision fp16 --reduce fp16
+run "N=2 ddp fp16 GA=2, reduce fp16" 2 ddp 2 2 --precision fp16 --reduce fp16
 ZT_OVERLAP_COMM=0 run "N=2 ddp, reductions inline, reduce bf16" 2 ddp 1 2 --reduce bf16
 ZT_OVERLAP_COMM=0 run "N=4 zero3, reductions inline, reduce bf16" 4 zero3 1 2 --reduce bf16
 unset RUN_EXACT

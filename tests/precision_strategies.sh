@@ -11,6 +11,8 @@
 # inline reductions equal the communication thread's, and with accumulation (2 ranks x GA 2) the
 # strategies agree too; the result differs from fp32 reduction. What cannot hold, and is checked
 # to differ: 1 x GA4 vs 4 x GA1 (the micro-batch sum is fp32, the rank sum rounds to bf16).
+# fp16 with gradients reduced in fp16 (DeepSpeed's default): the same five-way identity on 2 and 4
+# ranks, overflowing steps skipped alike, and other parameters than fp16 reduced in fp32.
 set -euo pipefail
 BUILD="$1"
 TOOL="$BUILD/tests/tool_dist_check"
@@ -57,6 +59,18 @@ for mode in bf16 bf16-low fp32; do
     check "$mode reduce bf16 N=$n hybrid (zero3 in groups of 2)" "r-$mode-n$n" "$(run $n hybrid 1 $STEPS --hybrid 2 "${extra[@]}")"
   done
 done
+for n in 2 4; do
+  for s in ddp zero1 zero2 zero3; do
+    check "fp16 reduce fp16 N=$n $s" "r-fp16-n$n" "$(run $n $s 1 $STEPS --precision fp16 --scale-power 20 --reduce fp16)"
+  done
+  check "fp16 reduce fp16 N=$n hybrid (zero3 in groups of 2)" "r-fp16-n$n" \
+    "$(run $n hybrid 1 $STEPS --hybrid 2 --precision fp16 --scale-power 20 --reduce fp16)"
+done
+l16="${ref[r-fp16-n4]#* }"
+skips16=$(grep -o 'skipped' <<<"$l16" | wc -l)
+if [ "${ref[r-fp16-n4]%% *}" != "${ref[fp16-n4]%% *}" ] && [ "$skips16" -ge 1 ] && [ "$skips16" -lt "$STEPS" ]; then
+  echo "ok   fp16 reduced in fp16: $skips16 of $STEPS steps skipped (the overflow reaches the finite check), other parameters than fp32 reduction"
+else echo "FAIL fp16 reduced in fp16: $skips16 skips, or the same parameters as fp32 reduction"; fail=1; fi
 check "bf16 reduce bf16 N=4 hybrid in groups of 1 (the whole sum across the replicas)" "r-bf16-n4" \
   "$(run 4 hybrid 1 $STEPS --hybrid 1 --precision bf16 --reduce bf16)"
 check "bf16 reduce bf16 N=4 ddp, reductions inline" "r-bf16-n4" \

@@ -171,11 +171,12 @@ static void test_mixed_precision(void **state) {
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32);
     ok(HEAD "distributed_type: FSDP\nmixed_precision: fp16\n");
-    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32);
-    has_note("would reduce gradients in fp16, zerotrain keeps precision.reduce_dtype fp32");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP16);
+    has_note("gradients reduced in fp16, as Accelerate's FSDP (reduce_dtype) and DeepSpeed");
+    assert_int_equal(validate(&err), ZT_OK);
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: fp16\n");
     assert_int_equal(C.precision, ZT_CFG_PREC_FP16);
-    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32);
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP16);
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: no\n"); /* PyYAML reads it as false */
     assert_int_equal(C.precision, ZT_CFG_PREC_FP32);
     bad(HEAD "distributed_type: FSDP\nmixed_precision: fp8\n",

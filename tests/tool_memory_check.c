@@ -9,7 +9,7 @@
  *   tool_memory_check STRATEGY GA STEPS [--preset tiny] [--B b] [--T t] [--hybrid S] [--keep]
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
- *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16]
+ *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -80,11 +80,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else if (!strcmp(a, "--reduce") && i + 1 < argc) {
-            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
-                fprintf(stderr, "--reduce %s: fp32 or bf16\n", v);
+            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                fprintf(stderr, "--reduce %s: fp32, bf16 or fp16\n", v);
                 return 2;
             }
-            reduce = strcmp(v, "bf16") ? ZT_DTYPE_FP32 : ZT_DTYPE_BF16;
+            reduce = !strcmp(v, "bf16") ? ZT_DTYPE_BF16 : !strcmp(v, "fp16") ? ZT_DTYPE_FP16 : ZT_DTYPE_FP32;
             i++;
         }
         else if (!strcmp(a, "--precision") && i + 1 < argc) {

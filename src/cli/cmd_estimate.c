@@ -27,7 +27,7 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
-            "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16]\n"
+            "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
             "                                 [--hybrid-shard S]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
@@ -38,7 +38,7 @@ static void usage(FILE *out) {
             "  --nproc         ranks (default: parallel.nproc, or 1)\n"
             "  -B, -T          micro-batch size (1) and sequence length (the model's context)\n"
             "  --grad-accum    micro-batches per rank per step (1)\n"
-            "  --reduce-dtype  the gradient reductions' dtype (precision.reduce_dtype; bf16 halves their\n"
+            "  --reduce-dtype  the gradient reductions' dtype (precision.reduce_dtype; bf16/fp16 halve their\n"
             "                  staging and scratch)\n"
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
@@ -281,7 +281,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     bool json = false, model_only_opt = false;
     zt_precision_mode prec = ZT_PRECISION_FP32;
     static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme"},
-                      *REDUCE[] = {"fp32", "bf16"}; /* index = zt_dtype */
+                      *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -318,7 +318,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--nvme-buffers")) rc = parse_int(a, v, 2, 1024, &nbuf, &err);
                 else if (!strcmp(a, "--nvme-buffer-mb")) rc = parse_int(a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
-                else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 2, &reduce, &err);
+                else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 3, &reduce, &err);
                 else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
                 else if (!strcmp(a, "--offload")) {
                     rc = parse_choice(a, v, OFFLOAD, 2, &pick, &err);

@@ -1,6 +1,6 @@
-/* all_reduce.c - deterministic all-reduce of float32 or bf16: the reduce-scatter of
+/* all_reduce.c - deterministic all-reduce of float32, bf16 or fp16: the reduce-scatter of
  * reduce_scatter.c over an even block split, with an all-gather that sends each chunk as soon as
- * it is summed (in bf16 the all-gather moves the bf16 sums: 2 bytes per element both ways).
+ * it is summed (in bf16/fp16 the all-gather moves the 2-byte sums: 2 bytes per element both ways).
  *
  * Invariants: the result is bit-identical on every rank (each block is summed by exactly one
  * rank, then copied) and bit-identical to calling zt_reduce_scatter_f32 and zt_all_gather_f32
@@ -102,7 +102,7 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
  * all_reduce_intra_rs_ag_pipelined
  *
  * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 elements, zero when n < N), in place;
- *              fp32 or bf16 elements.
+ *              fp32, bf16 or fp16 elements.
  * Returns:     buf = tree sum over ranks, identical bits on all ranks, equal to
  *              zt_reduce_scatter then an all-gather of the sums (the same sums, the same bytes).
  * Limitations: bandwidth-optimal (2(N-1)/N x n elements each way per rank) but N-1 messages per

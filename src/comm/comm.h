@@ -75,8 +75,11 @@
  *                  per step, so the result is a bf16 value; the all-reduce's all-gather half
  *                  moves those bf16 sums. The caller rounds its contribution to bf16 (the
  *                  engine does it while packing a bucket) and widens the result.
- * Chunks stay zt_comm_chunk_bytes long in either dtype (a bf16 chunk holds twice the elements);
- * the scratch follows the block's bytes. Other dtypes (fp16) fail with ZT_ERR_USAGE.
+ *   ZT_DTYPE_FP16  fp16 bit patterns, the same way with fp16 rounding (zt_tree_sum_fp16): a sum
+ *                  past 65504 is infinity, as in an fp16 NCCL sum; fp16 training's finite check
+ *                  then skips the step.
+ * Chunks stay zt_comm_chunk_bytes long in any dtype (a 2-byte chunk holds twice the elements);
+ * the scratch follows the block's bytes. Any other dtype value fails with ZT_ERR_USAGE.
  */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -186,9 +189,12 @@ void zt_tree_sum_f32(float *out, const float *const *parts, int nparts, size_t n
  * sums of aligned subtrees gives the bits of the whole tree. Same aliasing, blocking and
  * threading rules as zt_tree_sum_f32. */
 void zt_tree_sum_bf16(uint16_t *out, const uint16_t *const *parts, int nparts, size_t n);
+/* The same over fp16 bit patterns: each + rounded to the nearest fp16 (F16C, nearest-even; past
+ * 65504 it is infinity, and infinity stays), fp16 subnormals kept. */
+void zt_tree_sum_fp16(uint16_t *out, const uint16_t *const *parts, int nparts, size_t n);
 /* Bytes per element of a payload dtype (4 for fp32, 2 for bf16 and fp16). */
 size_t zt_dtype_bytes(zt_dtype dtype);
-/* zt_tree_sum_f32 or zt_tree_sum_bf16 by dtype (fp32 or bf16; the collectives check it). */
+/* zt_tree_sum_f32, _bf16 or _fp16 by dtype. */
 void zt_tree_sum(zt_dtype dtype, void *out, const void *const *parts, int nparts, size_t n);
 
 /* ---- reduce_scatter.c --------------------------------------------------------------------- */
@@ -206,10 +212,10 @@ int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size
  * finishes; counts is read during the call only. */
 int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                                 const char *tag, zt_comm_op **op, zt_error *err);
-/* The same over elements of dtype (fp32 or bf16, "Payload dtypes" above): counts are elements,
+/* The same over elements of dtype (fp32, bf16 or fp16, "Payload dtypes" above): counts are elements,
  * send and recv hold elements of that type, recv = zt_tree_sum(dtype, ...) of the blocks, and the
  * traffic is the formulas above with zt_dtype_bytes(dtype) bytes per element. ZT_ERR_USAGE for
- * another dtype. The _f32 entry points are these with ZT_DTYPE_FP32. */
+ * an unknown dtype. The _f32 entry points are these with ZT_DTYPE_FP32. */
 int zt_reduce_scatter(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
                       const char *tag, zt_error *err);
 int zt_reduce_scatter_start(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
@@ -251,9 +257,9 @@ void zt_comm_even_counts(size_t n, int nranks, size_t *counts);
 int zt_all_reduce_f32(zt_comm *c, float *buf, size_t n, const char *tag, zt_error *err);
 int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **op,
                             zt_error *err);
-/* The same over n elements of dtype (fp32 or bf16): buf = zt_tree_sum(dtype) over ranks, equal to
+/* The same over n elements of dtype (fp32, bf16, fp16): buf = zt_tree_sum(dtype) over ranks, equal to
  * zt_reduce_scatter + an all-gather of the summed blocks; traffic as above with
- * zt_dtype_bytes(dtype) bytes per element (bf16: half of fp32's, both phases). */
+ * zt_dtype_bytes(dtype) bytes per element (bf16, fp16: half of fp32's, both phases). */
 int zt_all_reduce(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_error *err);
 int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **op,
                         zt_error *err);

@@ -72,7 +72,7 @@ struct zt_comm_op {
 
     /* reduce-scatter (and the first phase of all-reduce) */
     struct {
-        zt_dtype dtype;      /* the elements' type (fp32 or bf16), tree_sum.c's rule */
+        zt_dtype dtype;      /* the elements' type (fp32, bf16, fp16), tree_sum.c's rule */
         size_t elem;         /* bytes per element */
         const unsigned char *send; /* the whole send buffer (blocks rank-major) */
         const unsigned char *own;  /* own contribution: send + off[me] elements */
@@ -213,7 +213,7 @@ int zt_counts_check_(zt_comm *c, const char *name, const size_t *counts, size_t 
  * sets on_complete / advance; the rest is posted as slots free up. Uses requests 0 ..
  * zt_rs_nreq_ - 1. */
 int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt_error *err);
-/* ZT_ERR_USAGE unless dtype is one the reductions sum (fp32, bf16). */
+/* ZT_ERR_USAGE unless dtype is one the reductions sum (fp32, bf16, fp16). */
 int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, zt_error *err);
 /* The same for the pairwise all-gather of blocks c->off (elem bytes per element). send may be
  * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */

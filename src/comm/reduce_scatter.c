@@ -1,5 +1,5 @@
-/* reduce_scatter.c - deterministic reduce-scatter of float32 or bf16 blocks: MPI moves the
- * blocks, zt_tree_sum_f32 / zt_tree_sum_bf16 add them in rank order. Also the block bookkeeping shared with all_gather.c
+/* reduce_scatter.c - deterministic reduce-scatter of float32, bf16 or fp16 blocks: MPI moves the
+ * blocks, zt_tree_sum (f32, bf16, fp16) adds them in rank order. Also the block bookkeeping shared with all_gather.c
  * and all_reduce.c (counts check, chunking, the comm's scratch).
  *
  * Invariants:
@@ -62,7 +62,7 @@ int zt_rs_depth_(int nranks) {
 
 int zt_rs_nreq_(const zt_comm *c) { return 2 * zt_rs_depth_(c->size) * (c->size - 1); }
 
-/* A block of b bytes (fp32 or bf16: chunk_bytes is a multiple of 4, so a chunk is a whole number
+/* A block of b bytes (any dtype: chunk_bytes is a multiple of 4, so a chunk is a whole number
  * of elements of either) is cut into ceil(b / chunk_bytes) chunks of at most chunk_bytes. */
 size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block_bytes) {
     if (nranks < 2) return 0;
@@ -77,9 +77,9 @@ size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
 }
 
 int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, zt_error *err) {
-    if (dtype == ZT_DTYPE_FP32 || dtype == ZT_DTYPE_BF16) return ZT_OK;
-    return zt_error_set(err, ZT_ERR_USAGE, "%s on comm '%s': cannot sum %s elements (fp32 or bf16)", name,
-                        c->name, zt_dtype_name(dtype));
+    if (dtype == ZT_DTYPE_FP32 || dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_FP16) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "%s on comm '%s': cannot sum elements of dtype %d (fp32, bf16 or fp16)",
+                        name, c->name, (int)dtype);
 }
 
 size_t zt_comm_default_chunk_bytes(void) {
@@ -210,9 +210,9 @@ int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt
  * reduce_scatter_intra_pairwise
  *
  * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place);
- *              fp32 or bf16 elements (bf16: chunks of chunk_bytes hold twice the elements).
- * Returns:     recv = tree sum over r of block `me` of rank r (bf16: every partial sum rounded,
- *              zt_tree_sum_bf16); the same bits for any timing.
+ *              fp32, bf16 or fp16 elements (2-byte ones: a chunk of chunk_bytes holds twice as many).
+ * Returns:     recv = tree sum over r of block `me` of rank r (bf16, fp16: every partial sum
+ *              rounded, zt_tree_sum); the same bits for any timing.
  * Limitations: N-1 messages (per chunk) in and out of every rank at once: latency-bound for
  *              tiny blocks on large N (a recursive-halving variant would be the choice there,
  *              but it adds partial sums in an order that depends on N's factorization).

@@ -141,8 +141,8 @@ static int h_dtype(dctx *d, const dialect_row *r, const cfg_node *n) {
     zt_cfg_record_row(d, r, n); /* resolve_precision: present or not decides the bf16 default */
     if (n->kind == CN_NULL) {
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path,
-                     "null: DeepSpeed's default, the training dtype (bf16 under the bf16 block; "
-                     "zerotrain reduces fp16 training in fp32)");
+                     "null: DeepSpeed's default, the training dtype (bf16 or fp16 under those blocks, "
+                     "else fp32)");
         return 0;
     }
     static const struct {
@@ -433,9 +433,8 @@ static const dialect_row ROWS[] = {
     {"torch_autocast", BLOCK, NULL, h_block_error, NOTE,
      "torch autocast is not supported: use the bf16 or fp16 block (precision.mode)"},
     {"communication_data_type", A_STR | A_NULL, "precision.reduce_dtype", h_dtype, NOTE,
-     "fp32 | bf16 | fp16 (fp16: not implemented); absent or null: DeepSpeed's default, the training "
-     "dtype: bf16 under the bf16 block, fp32 otherwise (DeepSpeed's fp16 default is fp16: zerotrain "
-     "reduces fp16 training in fp32)"},
+     "fp32 | bf16 | fp16; absent or null: DeepSpeed's default, the training dtype: bf16 under the "
+     "bf16 block, fp16 under the fp16 block, fp32 otherwise"},
     {"seq_parallel_communication_data_type", A_STR | A_NULL, NULL, NULL, NOTE,
      "no sequence parallelism"},
     {"data_types", BLOCK, NULL, NULL, NOTE, "block"},
@@ -698,8 +697,13 @@ static void resolve_precision(dctx *d) {
         if (!cd || cd->kind == CN_NULL)
             ds_default(d, "precision.reduce_dtype", "bf16",
                        "communication_data_type absent under bf16: gradients reduced in bf16");
-    } else if (fon)
+    } else if (fon) {
         zt_cfg_map(d, f, "fp16.enabled", "precision.mode", "fp16");
+        const cfg_node *cd = zt_cfg_record_get(d, "communication_data_type");
+        if (!cd || cd->kind == CN_NULL)
+            ds_default(d, "precision.reduce_dtype", "fp16",
+                       "communication_data_type absent under fp16: gradients reduced in fp16");
+    }
     else if (zt_cfg_is_auto(b))
         map_or_auto(d, b, "bf16.enabled", "precision.mode");
     else if (zt_cfg_is_auto(f))

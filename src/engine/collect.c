@@ -5,10 +5,10 @@
  * sends (N-1)·|own block|. Buckets hold whole parameters up to opt.bucket_bytes (a parameter
  * larger than that is a bucket of its own).
  *
- * Gradient reductions run in the policy's reduce dtype (precision.reduce): in bf16 each rank's
- * fp32 gradient is rounded to bf16 as it is packed (its contribution, a leaf of the summation
- * tree), the collective moves and sums bf16 (src/comm: every partial sum rounded to bf16), and the
- * result is widened back into the fp32 buffers, which then hold bf16 values. This happens even
+ * Gradient reductions run in the policy's reduce dtype (precision.reduce): in bf16 (or fp16) each
+ * rank's fp32 gradient is rounded to bf16 as it is packed (its contribution, a leaf of the
+ * summation tree), the collective moves and sums bf16 (src/comm: every partial sum rounded to
+ * bf16), and the result is widened back into the fp32 buffers, which then hold bf16 values. This happens even
  * where no message moves (one shard, one rank): the reduce dtype is what a rank contributes, so
  * one rank's result is its own gradient rounded, as DeepSpeed's communication_data_type does.
  * Parameter all-gathers move fp32 whatever the reduce dtype. */
@@ -33,11 +33,14 @@ static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_
 }
 
 
-/* A gradient into the bucket in the reduce dtype (bf16: rounded nearest-even), and the reduced
- * elements back into fp32. Serial: they run on the communication thread too. */
+/* A gradient into the bucket in the reduce dtype (bf16, fp16: rounded nearest-even; fp16 past
+ * 65504 becomes infinity), and the reduced elements back into fp32. Serial: they run on the
+ * communication thread too. */
 static void pack_grad(zt_dtype dt, unsigned char *dst, const float *src, size_t n) {
     if (dt == ZT_DTYPE_BF16)
         zt_f32_to_bf16_serial((uint16_t *)dst, src, n);
+    else if (dt == ZT_DTYPE_FP16)
+        zt_f32_to_fp16_serial((uint16_t *)dst, src, n);
     else
         memcpy(dst, src, n * sizeof(float));
 }
@@ -45,6 +48,8 @@ static void pack_grad(zt_dtype dt, unsigned char *dst, const float *src, size_t 
 static void unpack_grad(zt_dtype dt, float *dst, const unsigned char *src, size_t n) {
     if (dt == ZT_DTYPE_BF16)
         zt_bf16_to_f32_serial(dst, (const uint16_t *)src, n);
+    else if (dt == ZT_DTYPE_FP16)
+        zt_fp16_to_f32_serial(dst, (const uint16_t *)src, n);
     else
         memcpy(dst, src, n * sizeof(float));
 }

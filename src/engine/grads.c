@@ -202,6 +202,7 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
             /* one rank: its contribution is the sum, in the reduce dtype all the same (collect.c) */
             else if (e->opt.precision.reduce == ZT_DTYPE_BF16) zt_round_bf16(G, pl->full_floats);
+            else if (e->opt.precision.reduce == ZT_DTYPE_FP16) zt_round_fp16(G, G, pl->full_floats);
         } else {
             int n = e->model->n_params;
             int *all = malloc((size_t)n * sizeof *all);

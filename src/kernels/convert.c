@@ -119,6 +119,68 @@ void zt_round_fp16(float *dst, const float *src, size_t n)
     }
 }
 
+/* fp16 bit patterns (the fp16 gradient reduction): F16C's vcvtps2ph / vcvtph2ps, nearest-even,
+ * overflow to infinity, fp16 subnormals kept; the scalar tails use the same instructions, so the
+ * bits never depend on where a vector boundary falls (builds without F16C decode by hand). */
+static inline uint16_t fp16_bits(float f)
+{
+#if defined(__F16C__)
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    uint32_t u = f2u(f), sign = (u >> 16) & 0x8000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
+    float q = fp16_rne_scalar(f), a = q < 0 ? -q : q;
+    if (a == INFINITY) return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) return (uint16_t)(sign | (uint32_t)(a * 16777216.0f));
+    uint32_t v = f2u(a);
+    return (uint16_t)(sign | ((((v >> 23) & 0xffu) - 112u) << 10) | ((v >> 13) & 0x3ffu));
+#endif
+}
+
+static inline float fp16_value(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) return u2f(sign) + (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
+    return u2f(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+
+void zt_f32_to_fp16_serial(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = fp16_bits(src[i]);
+}
+
+void zt_fp16_to_f32_serial(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = fp16_value(src[i]);
+}
+
+void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        __m512 s = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT)));
+    }
+#endif
+    for (; i < n; i++) d[i] = fp16_value(fp16_bits(a[i] + b[i]));
+}
+
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n)
 {
     if (kind == ZT_LP_BF16)

@@ -12,7 +12,10 @@
  * every partial sum of the summation tree rounded to bf16 (src/comm/tree_sum.c), half the bytes
  * on the wire. It is allowed with fp32, bf16 and bf16-low, as FSDP allows reduce_dtype whatever
  * param_dtype is; not with fp16, whose loss-scaled gradients keep 10 mantissa bits that a bf16
- * reduction (7 bits) would throw away. fp16 reduction is not implemented.
+ * reduction (7 bits) would throw away. reduce_dtype fp16 (DeepSpeed's default under fp16) goes
+ * with fp16 only: its sums overflow past 65504, and only fp16's loss scaling turns that into a
+ * skipped step (elsewhere it would end the run with a non-finite norm) and keeps small gradients
+ * out of fp16's subnormals.
  */
 #include "zerotrain/zerotrain.h"
 
@@ -76,7 +79,8 @@ int zt_precision_check(const zt_precision *p, zt_error *err)
     zt_dtype got = ZT_DTYPE_FP32, need = ZT_DTYPE_FP32;
     if (p->params != want.params) what = "params", got = p->params, need = want.params;
     else if (p->compute != want.compute) what = "compute", got = p->compute, need = want.compute;
-    else if (p->reduce != want.reduce && !(p->reduce == ZT_DTYPE_BF16 && p->mode != ZT_PRECISION_FP16))
+    else if (p->reduce != want.reduce && !(p->reduce == ZT_DTYPE_BF16 && p->mode != ZT_PRECISION_FP16) &&
+             !(p->reduce == ZT_DTYPE_FP16 && p->mode == ZT_PRECISION_FP16))
         what = "reduce", got = p->reduce, need = want.reduce;
     else if (p->accumulate != want.accumulate) what = "accumulate", got = p->accumulate, need = want.accumulate;
     else if (p->grads != want.grads) what = "grads", got = p->grads, need = want.grads;
@@ -84,8 +88,8 @@ int zt_precision_check(const zt_precision *p, zt_error *err)
     if (what && !strcmp(what, "reduce"))
         return zt_error_set(err, ZT_ERR_USAGE,
                             "precision %s: reduce dtype %s is not supported (gradients are reduced in "
-                            "fp32, or in bf16 under the fp32, bf16 and bf16-low modes; fp16's loss-scaled "
-                            "gradients are reduced in fp32)",
+                            "fp32 in every mode, in bf16 under fp32, bf16 and bf16-low, in fp16 under fp16 "
+                            "with its loss scaling)",
                             zt_precision_mode_name(p->mode), zt_dtype_name(got));
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE,

@@ -26,7 +26,7 @@
  * compute copies and the estimator read). One row per mode:
  *   master   the parameters array (fp32 master weights; bf16-low keeps bf16 values in fp32)
  *   copy     the compute copy of each matrix (0: none, compute reads the master)
- *   grads    every gradient buffer (reduced and accumulated in fp32 in every mode)
+ *   grads    every gradient buffer (fp32 in every mode; bf16/fp16 reduction packs 2-byte buckets, plan.c)
  *   moment   each optimizer state array (AdamW has two, SGD with momentum one)
  * bf16-low and fp16 hold bf16/fp16 values in fp32 arrays today (engine_precision.c): their bytes
  * are the fp32 ones until the engine stores them narrower; change the row then. */

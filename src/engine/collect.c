@@ -5,13 +5,13 @@
  * sends (N-1)·|own block|. Buckets hold whole parameters up to opt.bucket_bytes (a parameter
  * larger than that is a bucket of its own).
  *
- * Gradient reductions run in the policy's reduce dtype (precision.reduce): in bf16 (or fp16) each
- * rank's fp32 gradient is rounded to bf16 as it is packed (its contribution, a leaf of the
+ * Gradient reductions run in the policy's reduce dtype (precision.reduce): in bf16 (fp16 alike)
+ * each rank's fp32 gradient is rounded to bf16 as it is packed (its contribution, a leaf of the
  * summation tree), the collective moves and sums bf16 (src/comm: every partial sum rounded to
- * bf16), and the result is widened back into the fp32 buffers, which then hold bf16 values. This happens even
- * where no message moves (one shard, one rank): the reduce dtype is what a rank contributes, so
- * one rank's result is its own gradient rounded, as DeepSpeed's communication_data_type does.
- * Parameter all-gathers move fp32 whatever the reduce dtype. */
+ * bf16), and the result is widened back into the fp32 buffers, which then hold bf16 values. This
+ * happens even where no message moves (one shard, one rank): the reduce dtype is what a rank
+ * contributes, so one rank's result is its own gradient rounded, as DeepSpeed's
+ * communication_data_type does. Parameter all-gathers move fp32 whatever the reduce dtype. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"

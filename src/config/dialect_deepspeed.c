@@ -138,7 +138,7 @@ static int h_legacy_cpu(dctx *d, const dialect_row *r, const cfg_node *n) {
 }
 
 static int h_dtype(dctx *d, const dialect_row *r, const cfg_node *n) {
-    zt_cfg_record_row(d, r, n); /* resolve_precision: present or not decides the bf16 default */
+    zt_cfg_record_row(d, r, n); /* resolve_precision: absent or null takes DeepSpeed's default */
     if (n->kind == CN_NULL) {
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path,
                      "null: DeepSpeed's default, the training dtype (bf16 or fp16 under those blocks, "
@@ -703,8 +703,7 @@ static void resolve_precision(dctx *d) {
         if (!cd || cd->kind == CN_NULL)
             ds_default(d, "precision.reduce_dtype", "fp16",
                        "communication_data_type absent under fp16: gradients reduced in fp16");
-    }
-    else if (zt_cfg_is_auto(b))
+    } else if (zt_cfg_is_auto(b))
         map_or_auto(d, b, "bf16.enabled", "precision.mode");
     else if (zt_cfg_is_auto(f))
         map_or_auto(d, f, "fp16.enabled", "precision.mode");

@@ -7,7 +7,10 @@
 #     data cursor; a resumed 1-rank run with the same global batch continues bit-identically; the
 #     same for bf16-low (2-byte parameters and moments) across strategies, world sizes and into fp32;
 #  3. a truncated, bit-flipped or missing shard or manifest is refused with exit code 4 and a
-#     message naming the file; leftovers of a killed save are ignored; keep_last; verify.
+#     message naming the file; leftovers of a killed save are ignored; keep_last; verify;
+#  4. the reduce dtype is not state: a checkpoint saved with gradients reduced in bf16 resumes
+#     bitwise under bf16 reduction and loads into an fp32-reduce run, and vice versa (the first
+#     resumed loss, computed before any reduction, is the same either way).
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 Z="$BUILD/zerotrain"
@@ -42,7 +45,8 @@ done
 # bitwise resume in the precision modes: fp16's loss scaler (mid-hysteresis at the save: the
 # first 4 steps overflow at 2^20) and Adam's step count, which skipped steps leave behind, travel
 # in the manifest; bf16-low's stochastic rounding draws from (seed, step, element) only
-for spec in "zero3 fp16 --set precision.initial_scale_power=20" "zero2 bf16-low --set precision.stochastic_rounding=true" "ddp bf16"; do
+for spec in "zero3 fp16 --set precision.initial_scale_power=20" "zero2 bf16-low --set precision.stochastic_rounding=true" "ddp bf16" \
+            "zero2 bf16 --set precision.reduce_dtype=bf16"; do
   set -- $spec; s="$1" p="$2"; shift 2
   d="$T/r-$s-$p"; mkdir -p "$d"
   "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=$s --set precision.mode=$p "$@" --set logging.jsonl=$d/a.jsonl > "$d/a.out"
@@ -55,6 +59,18 @@ for spec in "zero3 fp16 --set precision.initial_scale_power=20" "zero2 bf16-low 
   fi
 done
 grep -q '"skipped_steps":4' "$T/r-zero3-fp16/a.jsonl" && ok "fp16: the resumed run crossed 4 skipped steps" || bad "fp16: expected 4 skipped steps"
+# 4. across reduce dtypes: r-zero2-bf16 saved under reduce bf16, r-ddp-bf16 under reduce fp32
+first_loss() { losses "$1" | cut -d' ' -f1; }
+for pair in "r-zero2-bf16 fp32" "r-ddp-bf16 bf16"; do
+  set -- $pair; d="$T/$1"
+  if "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero2 --set precision.mode=bf16 --set precision.reduce_dtype=$2 \
+       --set logging.jsonl=$d/x.jsonl --resume "$d/ck" > "$d/x.out" 2>&1 &&
+     grep -q "reduce $2" "$d/x.out" && [ -n "$(first_loss "$d/x.jsonl")" ] && [ "$(first_loss "$d/x.jsonl")" = "$(first_loss "$d/b2.jsonl")" ]; then
+    ok "$1's checkpoint resumes with precision.reduce_dtype $2: the same first loss $(first_loss "$d/x.jsonl")"
+  else
+    bad "$1's checkpoint under reduce $2"; tail -3 "$d/x.out"
+  fi
+done
 
 # async save: the same commits as the synchronous save, bit for bit
 d="$T/async"; mkdir -p "$d"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # comm_collectives.sh BUILD SOURCE - the communication layer (src/comm/) on 1, 2, 3 and 4 ranks
 # (local processes, --oversubscribe): every collective against a tree-ordered reference, byte
-# counters, error paths (tool_comm_check); the same bits on a second run and with another chunk
-# size; the 2 s deadline naming the rank that skipped a collective. About 20 s.
+# counters, error paths (tool_comm_check), the reductions in fp32 and in bf16 (each partial sum
+# rounded to bf16, 2 bytes per element on the wire, a short bf16 message named as a mismatch);
+# the same bits on a second run and with another chunk size; the 2 s deadline naming the rank
+# that skipped a collective. About 20 s.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 TOOL="$BUILD/tests/tool_comm_check"

@@ -78,6 +78,24 @@ else
   bad "the runs differ: ${hash[*]:-none}"
 fi
 
+# mixed_precision bf16 / fp16: Accelerate's FSDP plugin (reduce_dtype) and DeepSpeed's default
+# communication_data_type both reduce gradients in that dtype, so the two files still resolve alike
+for p in bf16 fp16; do
+  for f in accelerate_deepspeed.yaml accelerate_fsdp.yaml; do
+    sed "s/^mixed_precision:.*/mixed_precision: $p/" "$EX/$f" > "$tmp/$p-$f"
+    "$ZT" config "$tmp/$p-$f" --nproc 2 "${DATA[@]}" --json | values > "$tmp/$p-$f.values"
+  done
+  printf '{"%s": {"enabled": true}, "zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 4}\n' $p > "$tmp/$p-ds.json"
+  "$ZT" config "$tmp/$p-ds.json" --nproc 2 "${DATA[@]}" --json | values > "$tmp/$p-ds.values"
+  if grep -qx "precision.reduce_dtype=\"$p\"" "$tmp/$p-accelerate_fsdp.yaml.values" &&
+     diff -q "$tmp/$p-accelerate_deepspeed.yaml.values" "$tmp/$p-accelerate_fsdp.yaml.values" >/dev/null &&
+     grep -qx "precision.reduce_dtype=\"$p\"" "$tmp/$p-ds.values"; then
+    ok "mixed_precision $p: DEEPSPEED and FSDP both resolve to precision.reduce_dtype $p, as does a DeepSpeed $p block"
+  else
+    bad "mixed_precision $p: reduce dtypes $(grep -h reduce_dtype "$tmp"/$p-*.values | tr '\n' ' ')"
+  fi
+done
+
 # 3. --print reads back; the docs are current
 for f in accelerate_fsdp.yaml ds_zero3.json native_zero3.yaml; do
   "$ZT" config "$EX/$f" --nproc 2 "${DATA[@]}" --print > "$tmp/printed.yaml"
@@ -111,11 +129,12 @@ printf 'deepspeed_config: ds.json\nparallel: {strategy: zero2}\n' > "$tmp/run.ya
 cp "$EX/ds_zero3.json" "$tmp/ds.json"
 expect "native vs dialect contradiction" "ds.json:14:14: zero_optimization.stage: parallel.strategy zero3 contradicts zero2 from $tmp/run.yaml:2:22" \
   "$ZT" config "$tmp/run.yaml"
-printf '{"bf16": {"enabled": true}, "communication_data_type": "bf16", "train_micro_batch_size_per_gpu": 4}\n' > "$tmp/bf16.json"
-expect "not implemented (train, before any rank starts)" "precision.reduce_dtype bf16 is not implemented: gradients are reduced in fp32" \
-  "$ZT" train "$tmp/bf16.json" "${DATA[@]}"
-expect "not implemented (config)" "zerotrain train would refuse this configuration: precision.reduce_dtype bf16" \
-  "$ZT" config "$tmp/bf16.json" "${DATA[@]}"
+printf '{"bf16": {"enabled": true}, "communication_data_type": "fp16", "train_micro_batch_size_per_gpu": 4}\n' > "$tmp/bf16h.json"
+expect "fp16 reduction without loss scaling (train, before any rank starts)" "bf16h.json:1:56: precision.reduce_dtype: fp16 needs precision.mode fp16" \
+  "$ZT" train "$tmp/bf16h.json" "${DATA[@]}"
+printf '{"fp16": {"enabled": true}, "communication_data_type": "bf16", "train_micro_batch_size_per_gpu": 4}\n' > "$tmp/fp16b.json"
+expect "bf16 reduction of fp16 gradients" "fp16b.json:1:56: precision.reduce_dtype: bf16 with precision.mode fp16" \
+  "$ZT" config "$tmp/fp16b.json" "${DATA[@]}"
 expect "--set unknown key" "--set: training.stepz: unknown key; did you mean training.steps?" \
   "$ZT" config "$EX/native_zero3.yaml" --set training.stepz=3
 # ranks that resolved different configurations stop with exit 9 naming them (MPMD: rank 1 gets

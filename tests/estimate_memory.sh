@@ -52,6 +52,7 @@ bad "-T wants an integer" --model gpt2-124M -T 12x
 bad "-T 5000 exceeds llama-7b's context of 4096 tokens" --model llama-7b -T 5000
 bad "--grad-accum wants an integer" --model gpt2-124M --grad-accum -1
 bad "--precision \"fp8\" (known: fp32, bf16, bf16-low, fp16)" --model gpt2-124M --precision fp8
+bad "precision fp16: reduce dtype bf16 is not supported" --model gpt2-124M --precision fp16 --reduce-dtype bf16
 bad "--hybrid-shard 3 does not divide --nproc 8" --model gpt2-124M --nproc 8 --hybrid-shard 3
 bad "--checkpointing \"partial\" (known: none, full, selective)" --model gpt2-124M --checkpointing partial
 bad "--offload \"cpu\" (known: none, nvme)" --model gpt2-124M --offload cpu
@@ -139,6 +140,8 @@ agree "hybrid (zero3 in groups of 1), 2 ranks" --set parallel.strategy=hybrid --
 agree "zero3, 2 ranks, bf16-low (2-byte parameters)" --set parallel.strategy=zero3 --set precision.mode=bf16-low
 agree "ddp, 2 ranks, bf16-low" --set parallel.strategy=ddp --set precision.mode=bf16-low
 agree "zero1, 2 ranks, selective checkpointing" --set parallel.strategy=zero1 --set memory.activation_checkpointing=selective
+agree "ddp, 2 ranks, bf16, gradients reduced in bf16" --set parallel.strategy=ddp --set precision.mode=bf16 --set precision.reduce_dtype=bf16
+agree "hybrid (zero3 in groups of 1), 2 ranks, reduced in bf16" --set parallel.strategy=hybrid --set parallel.hybrid_shard_size=1 --set precision.reduce_dtype=bf16
 grep -q "every class of every rank reached exactly its planned high-water" "$T/train.out" &&
   echo "ok   train prints planned against measured per rank" || { echo "FAIL train's memory table"; fail=1; }
 exit $fail

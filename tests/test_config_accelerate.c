@@ -160,9 +160,23 @@ static void test_mixed_precision(void **state) {
     ok(HEAD "distributed_type: FSDP\nmixed_precision: bf16\n");
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     has_note("bf16 with fp32 master weights for DeepSpeed and FSDP alike");
+    /* Accelerate's FSDP plugin sets reduce_dtype = the mixed precision dtype, and DeepSpeed
+     * reduces in the training dtype: bf16 under both */
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_BF16);
+    has_note("gradients reduced in bf16, as Accelerate's FSDP (reduce_dtype) and DeepSpeed");
     assert_int_equal(validate(&err), ZT_OK); /* honored (src/precision) */
+    ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: bf16\n");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_BF16);
+    ok(HEAD "distributed_type: MULTI_CPU\nmixed_precision: bf16\n"); /* DDP: fp32 gradients, fp32 all-reduce */
+    assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32);
+    ok(HEAD "distributed_type: FSDP\nmixed_precision: fp16\n");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP16);
+    has_note("gradients reduced in fp16, as Accelerate's FSDP (reduce_dtype) and DeepSpeed");
+    assert_int_equal(validate(&err), ZT_OK);
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: fp16\n");
     assert_int_equal(C.precision, ZT_CFG_PREC_FP16);
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP16);
     ok(HEAD "distributed_type: DEEPSPEED\nmixed_precision: no\n"); /* PyYAML reads it as false */
     assert_int_equal(C.precision, ZT_CFG_PREC_FP32);
     bad(HEAD "distributed_type: FSDP\nmixed_precision: fp8\n",

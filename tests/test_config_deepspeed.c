@@ -248,14 +248,32 @@ static void test_precision(void **state) {
     zt_error err = {0};
     ok("{\"bf16\": {\"enabled\": true}}");
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
+    /* communication_data_type absent: DeepSpeed's engine reduces in the training dtype */
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_BF16);
+    source_is("precision.reduce_dtype", ZT_ORIGIN_DIALECT,
+              "deepspeed default: communication_data_type absent under bf16: gradients reduced in bf16");
     strcpy(C.train_path, "x.bin");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK); /* honored (src/precision) */
     ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"bf16\"}");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_BF16);
     strcpy(C.train_path, "x.bin");
-    assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
-    assert_string_equal(err.msg, "precision.reduce_dtype bf16 is not implemented: gradients are reduced in "
-                                 "fp32 in every precision mode (docs/precision.md) (from ds.json:1:56 "
-                                 "deepspeed communication_data_type=\"bf16\")");
+    assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK); /* bf16 reduction is implemented */
+    ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32); /* an explicit fp32 wins */
+    ok("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": null}");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_BF16); /* null: DeepSpeed's default */
+    bad("{\"fp16\": {\"enabled\": true}, \"communication_data_type\": \"bf16\"}",
+        "ds.json:1:56: precision.reduce_dtype: bf16 with precision.mode fp16");
+    ok("{\"fp16\": {\"enabled\": true}}"); /* DeepSpeed's default under fp16: fp16 */
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP16);
+    source_is("precision.reduce_dtype", ZT_ORIGIN_DIALECT,
+              "deepspeed default: communication_data_type absent under fp16: gradients reduced in fp16");
+    ok("{\"fp16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}");
+    assert_int_equal(C.reduce_dtype, ZT_CFG_DTYPE_FP32);
+    strcpy(C.train_path, "x.bin");
+    assert_int_equal(zt_train_config_validate(&C, &err), ZT_OK);
+    bad("{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp16\"}",
+        "ds.json:1:56: precision.reduce_dtype: fp16 needs precision.mode fp16");
     ok("{\"bfloat16\": {\"enabled\": true}}"); /* the older name */
     assert_int_equal(C.precision, ZT_CFG_PREC_BF16);
     ok("{\"fp16\": {\"enabled\": true, \"loss_scale\": 0, \"initial_scale_power\": 12, "

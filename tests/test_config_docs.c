@@ -74,7 +74,7 @@ static void test_docs_complete(void **state) {
         "| `fsdp_config.fsdp_reshard_after_forward` |", "| `deepspeed_config.zero_stage` |",
         "| `deepspeed_config.deepspeed_config_file` |",
         "| `parallelism_config.parallelism_config_dp_replicate_size` |", "| `mixed_precision` |",
-        "| `precision.reduce_dtype` | bf16 | error |"};
+        "| `communication_data_type` |"};
     for (size_t i = 0; i < sizeof mapped / sizeof mapped[0]; i++)
         if (!strstr(doc, mapped[i])) fail_msg("docs/config.md lacks %s", mapped[i]);
     free(doc);

@@ -242,8 +242,6 @@ static void test_support_table(void **state) {
         const char *set, *msg;
         zt_config_level level;
     } R[] = {
-        {"precision.reduce_dtype=bf16", "precision.reduce_dtype bf16 is not implemented: gradients are reduced in fp32", ZT_CONFIG_ERROR},
-        {"precision.reduce_dtype=fp16", "precision.reduce_dtype fp16 is not implemented: gradients are reduced in fp32", ZT_CONFIG_ERROR},
         {"memory.offload_optimizer=cpu", "memory.offload_optimizer cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
         {"memory.offload_param=cpu", "memory.offload_param cpu changes nothing on this CPU-only build", ZT_CONFIG_WARNING},
         {"checkpoint.save_consolidated=true", "checkpoint.save_consolidated true is not read from the configuration yet", ZT_CONFIG_WARNING},
@@ -281,10 +279,26 @@ static void test_support_table(void **state) {
     zt_train_config_notes(&C, collect, NULL);
     assert_non_null(strstr(NOTES, "0 parallel.hybrid_shard_size 2 has no effect: parallel.strategy is not hybrid"));
     /* all refusals together */
-    parse("data: {train: a.bin}\nprecision: {mode: bf16, reduce_dtype: bf16}\nmemory: {offload_param: nvme, "
+    parse("data: {train: a.bin}\nparallel: {context_parallel_size: 2}\nmemory: {offload_param: nvme, "
           "offload_param_nvme_path: /n}\n");
     assert_int_equal(zt_train_config_validate(&C, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "2 problems in the configuration:"));
+    /* reduce bf16 is honored with fp32, bf16 and bf16-low, refused with fp16; reduce fp16 the
+     * other way round */
+    static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
+    for (int k = 0; k < 4; k++)
+        for (int d = 0; d < 2; d++) {
+            char y[160];
+            snprintf(y, sizeof y, "data: {train: a.bin}\nprecision: {mode: %s, reduce_dtype: %s}\n", modes[k],
+                     d ? "fp16" : "bf16");
+            zt_train_config_default(&C);
+            int rc = zt_train_config_parse(&C, y, strlen(y), "run.yaml", &err);
+            if (!rc) rc = zt_train_config_validate(&C, &err);
+            bool want_ok = d ? k == 3 : k < 3;
+            if (want_ok && rc != ZT_OK) fail_msg("reduce %s with mode %s: %s", d ? "fp16" : "bf16", modes[k], err.msg);
+            if (!want_ok && (rc != ZT_ERR_USAGE || !strstr(err.msg, "run.yaml:2:")))
+                fail_msg("reduce %s with mode %s: rc %d: %s", d ? "fp16" : "bf16", modes[k], rc, err.msg);
+        }
 }
 
 int main(void) {

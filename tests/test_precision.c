@@ -256,9 +256,26 @@ static void test_policy(void **state) {
     }
     zt_precision_default(&p, ZT_PRECISION_BF16);
     assert_true(p.params == ZT_DTYPE_FP32 && p.compute == ZT_DTYPE_BF16 && p.moments == ZT_DTYPE_FP32);
+    /* reduce bf16: with fp32, bf16 and bf16-low (FSDP's reduce_dtype is independent of
+     * param_dtype), not with fp16's loss-scaled gradients; reduce fp16 with fp16 only */
+    for (int m = 0; m < 4; m++) {
+        zt_precision_default(&p, (zt_precision_mode)m);
+        p.reduce = ZT_DTYPE_BF16;
+        assert_int_equal(zt_precision_check(&p, &err), m == ZT_PRECISION_FP16 ? ZT_ERR_USAGE : ZT_OK);
+        p.reduce = ZT_DTYPE_FP16;
+        assert_int_equal(zt_precision_check(&p, &err), m == ZT_PRECISION_FP16 ? ZT_OK : ZT_ERR_USAGE);
+        if (m != ZT_PRECISION_FP16) assert_non_null(strstr(err.msg, "reduce dtype fp16 is not supported"));
+    }
+    zt_precision_default(&p, ZT_PRECISION_FP16);
     p.reduce = ZT_DTYPE_BF16;
     assert_int_equal(zt_precision_check(&p, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "precision bf16: reduce dtype bf16 is not supported"));
+    assert_non_null(strstr(err.msg, "precision fp16: reduce dtype bf16 is not supported"));
+    zt_precision_default(&p, ZT_PRECISION_BF16);
+    p.reduce = ZT_DTYPE_BF16;
+    char line0[256];
+    zt_precision_describe(&p, line0, sizeof line0);
+    assert_string_equal(line0, "bf16 mixed: params fp32 | compute bf16 | reduce bf16 | accumulate fp32 | grads fp32 | "
+                               "moments fp32");
     zt_precision_default(&p, ZT_PRECISION_FP32);
     p.stochastic_rounding = true;
     assert_int_equal(zt_precision_check(&p, &err), ZT_ERR_USAGE);

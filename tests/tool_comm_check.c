@@ -4,8 +4,11 @@
  *   tool_comm_check              every collective against a local reference computed in the same
  *                                tree order (memcmp), uneven and empty blocks, in-place forms,
  *                                multi-chunk pipelines, non-blocking ops, byte counters against
- *                                the formulas, error paths; prints "digest <rank> <hex>" (XXH64
- *                                of every result) so two runs can be compared bit for bit
+ *                                the formulas, error paths; the reductions in fp32, bf16 and
+ *                                fp16 (reference: the same tree, each partial sum rounded by a
+ *                                scalar rounding written here; 2 bytes per element on the
+ *                                wire; fp16 overflow to infinity); prints "digest <rank> <hex>" (XXH64 of every result) so
+ *                                two runs can be compared bit for bit
  *   tool_comm_check --timeout    one rank skips collectives; the others must fail with
  *                                ZT_ERR_PEER within the 2 s deadline, naming that rank
  *
@@ -59,6 +62,54 @@ static float tree_ref(const float *x, int lo, int hi) {
     int mid = lo + (hi - lo) / 2;
     return tree_ref(x, lo, mid) + tree_ref(x, mid, hi);
 }
+
+/* bf16 by hand (not the library's code): nearest-even, subnormals to signed zero, quiet NaN */
+static uint16_t bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float f_of_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* fp16 by hand: nearest-even on the value (11 significant bits, ulp 2^-24 in the subnormals),
+ * infinity from 65520 on; finite inputs only */
+static uint16_t fp16_of(float f) {
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    double a = fabs((double)f);
+    if (a >= 65520.0) return sign | 0x7c00;
+    int e;
+    frexp(a, &e);
+    int q = e - 11 < -24 ? -24 : e - 11;
+    double r = nearbyint(ldexp(a, -q)); /* integer count of ulps, ties to even */
+    if (r == 0) return sign;
+    double v = ldexp(r, q);
+    if (v < 0x1p-14) return sign | (uint16_t)ldexp(v, 24); /* subnormal */
+    frexp(v, &e);                                          /* v = 0.m x 2^e, e - 1 = the exponent */
+    return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)(ldexp(v, 11 - e) - 1024);
+}
+static float f_of_fp16(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 31 ? INFINITY : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return (float)(h & 0x8000 ? -v : v);
+}
+static uint16_t half_of(zt_dtype dt, float f) { return dt == ZT_DTYPE_FP16 ? fp16_of(f) : bf16_of(f); }
+static float f_of_half(zt_dtype dt, uint16_t h) { return dt == ZT_DTYPE_FP16 ? f_of_fp16(h) : f_of_bf16(h); }
+/* the tree with every partial sum rounded to bf16 or fp16 (x holds values of that format) */
+static float tree_ref_half(zt_dtype dt, const float *x, int lo, int hi) {
+    if (hi - lo == 1) return x[lo];
+    int mid = lo + (hi - lo) / 2;
+    return f_of_half(dt, half_of(dt, tree_ref_half(dt, x, lo, mid) + tree_ref_half(dt, x, mid, hi)));
+}
+static float tree_ref_bf16(const float *x, int lo, int hi) { return tree_ref_half(ZT_DTYPE_BF16, x, lo, hi); }
+/* rank r's contribution in bf16 or fp16: val rounded */
+static uint16_t val_half(zt_dtype dt, uint64_t what, int r, size_t i) { return half_of(dt, val(what, r, i)); }
+static uint16_t val_bf16(uint64_t what, int r, size_t i) { return bf16_of(val(what, r, i)); }
 
 static void digest(const void *p, size_t bytes) { XXH64_update(g_digest, p, bytes); }
 
@@ -116,6 +167,88 @@ static void check_tree_sum(void) {
     CHECK(o == 0.0f, "tree_sum crafted 4 gave %g", o);
 }
 
+/* ---- zt_tree_sum_bf16 on its own ------------------------------------------------------------- */
+static void check_tree_sum_bf16(void) {
+    enum { MAXP = 9, MAXN = 1500 };
+    static uint16_t in[MAXP][MAXN], out[MAXN], ref[MAXN];
+    size_t ns[] = {0, 1, 7, 17, 512, 513, 1500};
+    for (int np = 1; np <= MAXP; np++)
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            size_t n = ns[t];
+            const uint16_t *parts[MAXP];
+            for (int k = 0; k < np; k++) {
+                for (size_t i = 0; i < n; i++) in[k][i] = val_bf16(2, k, i);
+                parts[k] = in[k];
+            }
+            for (size_t i = 0; i < n; i++) {
+                float x[MAXP];
+                for (int k = 0; k < np; k++) x[k] = f_of_bf16(in[k][i]);
+                ref[i] = bf16_of(tree_ref_bf16(x, 0, np));
+            }
+            zt_tree_sum_bf16(out, parts, np, n);
+            CHECK(!memcmp(out, ref, n * sizeof *out), "tree_sum_bf16 nparts=%d n=%zu", np, n);
+            for (int a = 0; a < np; a++) { /* out aliasing each part */
+                static uint16_t save[MAXN];
+                memcpy(save, in[a], n * sizeof *save);
+                zt_tree_sum_bf16(in[a], parts, np, n);
+                CHECK(!memcmp(in[a], ref, n * sizeof *ref), "tree_sum_bf16 alias part %d of %d n=%zu", a, np, n);
+                memcpy(in[a], save, n * sizeof *save);
+            }
+        }
+    /* every partial sum is rounded, not just the result: 1 + 2^-8 is a tie that rounds to 1, so
+     * ((1 + 2^-8) + (2^-8 + 0)) is 1 in bf16 steps, while the fp32 sum rounded once is 1 + 2^-7 */
+    float x4[4] = {1.0f, 0x1p-8f, 0x1p-8f, 0.0f};
+    uint16_t h4[4], o;
+    const uint16_t *p4[4];
+    for (int k = 0; k < 4; k++) h4[k] = bf16_of(x4[k]), p4[k] = &h4[k];
+    zt_tree_sum_bf16(&o, p4, 4, 1);
+    CHECK(f_of_bf16(o) == 1.0f && tree_ref(x4, 0, 4) == 1.0f + 0x1p-7f, "tree_sum_bf16 crafted gave %g",
+          (double)f_of_bf16(o));
+    /* overflow rounds to infinity, and a NaN stays a NaN */
+    uint16_t big[2] = {bf16_of(3e38f), bf16_of(3e38f)}, nan2[2] = {bf16_of(NAN), bf16_of(1.0f)};
+    const uint16_t *pb[2] = {&big[0], &big[1]}, *pn[2] = {&nan2[0], &nan2[1]};
+    zt_tree_sum_bf16(&o, pb, 2, 1);
+    CHECK(isinf(f_of_bf16(o)), "tree_sum_bf16 overflow gave %g", (double)f_of_bf16(o));
+    zt_tree_sum_bf16(&o, pn, 2, 1);
+    CHECK(isnan(f_of_bf16(o)), "tree_sum_bf16 NaN gave %g", (double)f_of_bf16(o));
+}
+
+/* ---- zt_tree_sum_fp16 on its own: the hand-rounded reference, overflow to infinity ------------- */
+static void check_tree_sum_fp16(void) {
+    enum { MAXP = 9, MAXN = 600 };
+    static uint16_t in[MAXP][MAXN], out[MAXN], ref[MAXN];
+    size_t ns[] = {1, 17, 600};
+    for (int np = 1; np <= MAXP; np++)
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            size_t n = ns[t];
+            const uint16_t *parts[MAXP];
+            for (int k = 0; k < np; k++) {
+                /* a tenth of the elements tiny (subnormal sums), the rest val's range */
+                for (size_t i = 0; i < n; i++) in[k][i] = fp16_of(val(3, k, i) * (i % 10 ? 1.0f : 0x1p-12f));
+                parts[k] = in[k];
+            }
+            for (size_t i = 0; i < n; i++) {
+                float x[MAXP];
+                for (int k = 0; k < np; k++) x[k] = f_of_fp16(in[k][i]);
+                ref[i] = fp16_of(tree_ref_half(ZT_DTYPE_FP16, x, 0, np));
+            }
+            zt_tree_sum_fp16(out, parts, np, n);
+            CHECK(!memcmp(out, ref, n * sizeof *out), "tree_sum_fp16 nparts=%d n=%zu", np, n);
+        }
+    /* the values round-trip through the hand code (the encoder is checked against itself) */
+    uint32_t bad_h = 0, nbad = 0;
+    for (uint32_t h = 0; h < 0x7c00; h++)
+        if (fp16_of(f_of_fp16((uint16_t)h)) != h) bad_h = h, nbad++;
+    CHECK(nbad == 0, "fp16 by hand: %u patterns do not round-trip (e.g. %x)", nbad, bad_h);
+    /* 40000 + 40000 is past 65504: infinity, and infinity stays through the rest of the tree */
+    uint16_t big[3] = {fp16_of(40000.0f), fp16_of(40000.0f), fp16_of(-1.0f)}, o;
+    const uint16_t *pb[3] = {&big[1], &big[0], &big[2]}, *p2[2] = {&big[0], &big[1]};
+    zt_tree_sum_fp16(&o, p2, 2, 1);
+    CHECK(o == 0x7c00, "tree_sum_fp16 overflow gave %x", o);
+    zt_tree_sum_fp16(&o, pb, 3, 1); /* 40000 + (40000 + -1): overflows at the root */
+    CHECK(o == 0x7c00, "tree_sum_fp16 overflow at the root gave %x", o);
+}
+
 /* ---- reduce-scatter -------------------------------------------------------------------------- */
 static void check_rs(zt_comm *c, const size_t *counts, uint64_t what, bool in_place, bool nb) {
     int N = g_size, me = g_rank;
@@ -150,6 +283,44 @@ static void check_rs(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
           (unsigned long long)k.bytes_recv, (size_t)(N - 1) * n * 4);
     digest(dst, n * sizeof(float));
     free(send), free(recv), free(ref), free(x);
+}
+
+/* the same in bf16 or fp16: contributions rounded, the tree rounding every partial sum, 2 bytes
+ * per element on the wire */
+static void check_rs_half(zt_dtype dt, zt_comm *c, const size_t *counts, uint64_t what, bool in_place, bool nb) {
+    int N = g_size, me = g_rank;
+    const char *dn = zt_dtype_name(dt);
+    size_t total = sum_counts(counts, N), off = sum_counts(counts, me), n = counts[me];
+    uint16_t *send = malloc((total + 1) * 2), *recv = malloc((n + 1) * 2), *ref = malloc((n + 1) * 2);
+    float *x = malloc((size_t)N * sizeof(float));
+    for (size_t i = 0; i < total; i++) send[i] = val_half(dt, what, me, i);
+    for (size_t i = 0; i < n; i++) {
+        for (int r = 0; r < N; r++) x[r] = f_of_half(dt, val_half(dt, what, r, off + i));
+        ref[i] = half_of(dt, tree_ref_half(dt, x, 0, N));
+    }
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    uint16_t *dst = in_place ? send + off : recv;
+    int rc;
+    if (nb) {
+        zt_comm_op *op;
+        rc = zt_reduce_scatter_start(c, dt, send, dst, counts, "check rs half", &op, &err);
+        if (!rc) rc = zt_comm_op_wait(op, &err);
+    } else {
+        rc = zt_reduce_scatter(c, dt, send, dst, counts, "check rs half", &err);
+    }
+    CHECK(rc == ZT_OK, "reduce_scatter %s: %s", dn, err.msg);
+    CHECK(!memcmp(dst, ref, n * 2), "reduce_scatter %s %llu result (n=%zu in_place=%d)", dn, (unsigned long long)what,
+          n, in_place);
+    zt_coll_counters k = delta(c, ZT_COLL_REDUCE_SCATTER);
+    CHECK(k.calls == 1 && k.bytes_sent == (total - n) * 2 && k.bytes_recv == (size_t)(N - 1) * n * 2,
+          "reduce_scatter %s counters: sent %llu (want %zu) recv %llu (want %zu)", dn, (unsigned long long)k.bytes_sent,
+          (total - n) * 2, (unsigned long long)k.bytes_recv, (size_t)(N - 1) * n * 2);
+    digest(dst, n * 2);
+    free(send), free(recv), free(ref), free(x);
+}
+static void check_rs_bf16(zt_comm *c, const size_t *counts, uint64_t what, bool in_place, bool nb) {
+    check_rs_half(ZT_DTYPE_BF16, c, counts, what, in_place, nb);
 }
 
 /* ---- all-gather ------------------------------------------------------------------------------ */
@@ -256,6 +427,50 @@ static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb) {
     free(buf), free(ref), free(x), free(counts), free(b2), free(all);
 }
 
+/* all-reduce in bf16 or fp16: the reference tree, half of fp32's bytes both ways, the same bits on
+ * every rank, and each element's bits those of the reduce-scatter of the even split */
+static void check_ar_half(zt_dtype dt, zt_comm *c, size_t n, uint64_t what, bool nb) {
+    int N = g_size, me = g_rank;
+    const char *dn = zt_dtype_name(dt);
+    uint16_t *buf = malloc((n + 1) * 2), *ref = malloc((n + 1) * 2), *b2 = malloc((n + 1) * 2);
+    float *x = malloc((size_t)N * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = b2[i] = val_half(dt, what, me, i);
+        for (int r = 0; r < N; r++) x[r] = f_of_half(dt, val_half(dt, what, r, i));
+        ref[i] = half_of(dt, tree_ref_half(dt, x, 0, N));
+    }
+    zt_error err = {0};
+    zt_comm_counters_reset(c);
+    int rc;
+    if (nb) {
+        zt_comm_op *op;
+        rc = zt_all_reduce_start(c, dt, buf, n, "check ar half", &op, &err);
+        if (!rc) rc = zt_comm_op_wait(op, &err);
+    } else {
+        rc = zt_all_reduce(c, dt, buf, n, "check ar half", &err);
+    }
+    CHECK(rc == ZT_OK, "all_reduce %s: %s", dn, err.msg);
+    CHECK(!memcmp(buf, ref, n * 2), "all_reduce %s result n=%zu", dn, n);
+    size_t *counts = malloc((size_t)N * sizeof *counts);
+    zt_comm_even_counts(n, N, counts);
+    size_t cme = counts[me], want = ((n - cme) + (size_t)(N - 1) * cme) * 2;
+    zt_coll_counters k = delta(c, ZT_COLL_ALL_REDUCE);
+    CHECK(k.calls == 1 && k.bytes_sent == want && k.bytes_recv == want,
+          "all_reduce %s counters: sent %llu recv %llu want %zu (half of fp32's)", dn, (unsigned long long)k.bytes_sent,
+          (unsigned long long)k.bytes_recv, want);
+    size_t off = sum_counts(counts, me);
+    rc = zt_reduce_scatter(c, dt, b2, b2 + off, counts, "rs of ar half", &err);
+    CHECK(rc == ZT_OK && !memcmp(b2 + off, buf + off, cme * 2), "all_reduce %s != its reduce-scatter: %s", dn, err.msg);
+    uint64_t h = XXH64(buf, n * 2, 0);
+    uint64_t *all = malloc((size_t)N * sizeof *all);
+    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int r = 0; r < N; r++) CHECK(all[r] == h, "all_reduce %s: rank %d holds other bits", dn, r);
+    digest(buf, n * 2);
+    zt_comm_counters_reset(c);
+    free(buf), free(ref), free(b2), free(x), free(counts), free(all);
+}
+static void check_ar_bf16(zt_comm *c, size_t n, uint64_t what, bool nb) { check_ar_half(ZT_DTYPE_BF16, c, n, what, nb); }
+
 /* ---- broadcast ------------------------------------------------------------------------------- */
 static int bcast_children(int N, int me, int root) {
     int v = (me - root + N) % N, low = 1, k = 0;
@@ -352,6 +567,8 @@ static void check_errors(zt_comm *world) {
     CHECK(zt_reduce_scatter_f32(world, &f, &f, NULL, "x", &err) == ZT_ERR_USAGE, "NULL counts");
     CHECK(zt_broadcast_bytes(world, &f, 4, N, "x", &err) == ZT_ERR_USAGE, "root out of range");
     CHECK(zt_comm_set_timeout(world, 0) == ZT_ERR_USAGE, "timeout 0");
+    CHECK(zt_all_reduce(world, (zt_dtype)7, &f, 1, "x", &err) == ZT_ERR_USAGE && strstr(err.msg, "dtype 7"),
+          "an unknown dtype is refused: %s", err.msg);
     /* a second collective while a non-blocking one is in flight */
     size_t *counts = malloc((size_t)N * sizeof *counts);
     for (int j = 0; j < N; j++) counts[j] = 100;
@@ -382,6 +599,21 @@ static void check_errors(zt_comm *world) {
         MPI_Barrier(MPI_COMM_WORLD);
         zt_comm_free(d);
         free(bad);
+        /* the same in a bf16 reduce-scatter: rank 0 sends rank 1 one element less */
+        rc = zt_comm_dup(world, &d, &err);
+        CHECK(rc == ZT_OK, "dup: %s", err.msg);
+        bad = malloc((size_t)N * sizeof *bad);
+        memcpy(bad, counts, (size_t)N * sizeof *bad);
+        if (me == 0) bad[1] = 99;
+        uint16_t *h16 = calloc((size_t)N * 100, 2);
+        rc = zt_reduce_scatter(d, ZT_DTYPE_BF16, h16, h16 + (size_t)me * 100, bad, "bf16 mismatch", &err);
+        if (me == 1)
+            CHECK(rc == ZT_ERR_MISMATCH && strstr(err.msg, "rank 0") && zt_comm_broken(d),
+                  "bf16 mismatch on rank 1: %d %s", rc, err.msg);
+        MPI_Barrier(MPI_COMM_WORLD);
+        zt_comm_free(d);
+        free(bad);
+        free(h16);
         /* a rank that skipped a (message-free) collective: the next fence says so */
         rc = zt_comm_dup(world, &d, &err);
         CHECK(rc == ZT_OK, "dup: %s", err.msg);
@@ -560,6 +792,8 @@ int main(int argc, char **argv) {
         g_digest = XXH64_createState();
         XXH64_reset(g_digest, 0);
         check_tree_sum();
+        check_tree_sum_bf16();
+        check_tree_sum_fp16();
         /* a comm with a 4 KiB chunk: the multi-chunk pipelines on small data */
         zt_comm *small;
         if (zt_comm_dup(world, &small, &err)) {
@@ -590,11 +824,16 @@ int main(int argc, char **argv) {
                 check_ag(c, counts, what, true, true);
                 check_ag_bf16(c, counts, what, false);
                 check_ag_bf16(c, counts, what, true);
+                check_rs_bf16(c, counts, what, false, false);
+                check_rs_bf16(c, counts, what, true, true);
+                check_rs_half(ZT_DTYPE_FP16, c, counts, what + 50, true, false);
             }
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
                 check_ar(c, ns[t], 200 + t, false);
                 check_ar(c, ns[t], 200 + t, true);
+                check_ar_bf16(c, ns[t], 250 + t, t % 2 == 1);
+                check_ar_half(ZT_DTYPE_FP16, c, ns[t], 270 + t, t % 2 == 0);
             }
             size_t bs[] = {0, 1, 5000, 300001};
             for (size_t t = 0; t < sizeof bs / sizeof bs[0]; t++)
@@ -604,6 +843,9 @@ int main(int argc, char **argv) {
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false);
         for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
         check_rs(world, counts, 301, true, false);
+        for (int j = 0; j < N; j++) counts[j] = (1u << 18) * 3 + (size_t)j; /* bf16: three chunks */
+        check_rs_bf16(world, counts, 302, true, false);
+        check_ar_bf16(world, (size_t)N * (1u << 18) * 2 + 7, 303, false);
         check_small(world);
         check_order(world);
         check_order(small);

@@ -9,9 +9,12 @@
  *                     (all-gather P·(N−1)/N with keep_params_after_forward)
  * exactly, summed over the ranks (shards may be uneven, so one rank's share can differ from the
  * average by a few rows; the sum over ranks cannot). Accumulation multiplies the zero3 gathers
- * and, with reduce_every_micro_batch, the reduce-scatters by the micro-batch count.
+ * and, with reduce_every_micro_batch, the reduce-scatters by the micro-batch count. With
+ * --reduce bf16 or fp16 the gradient collectives (reduce-scatter, all-reduce) move 2 bytes per element
+ * instead of 4: their formulas halve, the parameter all-gathers stay fp32.
  *   tool_dist_check STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]
  *                   [--precision fp32|bf16|bf16-low|fp16] [--stochastic-rounding] [--scale-power K]
+ *                   [--reduce fp32|bf16|fp16]   (precision.reduce_dtype; give it after --precision)
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch]
@@ -82,6 +85,13 @@ int main(int argc, char **argv) {
             bool sr = o.precision.stochastic_rounding;
             zt_precision_default(&o.precision, mode);
             o.precision.stochastic_rounding = sr;
+        } else if (!strcmp(argv[i], "--reduce") && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (strcmp(d, "fp32") && strcmp(d, "bf16") && strcmp(d, "fp16")) {
+                fprintf(stderr, "--reduce %s: fp32, bf16 or fp16\n", d);
+                return 2;
+            }
+            o.precision.reduce = !strcmp(d, "bf16") ? ZT_DTYPE_BF16 : !strcmp(d, "fp16") ? ZT_DTYPE_FP16 : ZT_DTYPE_FP32;
         } else if (!strcmp(argv[i], "--stochastic-rounding")) o.precision.stochastic_rounding = true;
         else if (!strcmp(argv[i], "--scale-power") && i + 1 < argc) o.precision.initial_scale_power = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-prefetch")) o.no_prefetch = true;
@@ -135,25 +145,28 @@ int main(int argc, char **argv) {
         double tot[3] = {0, 0, 0};
         for (int q = 0; q < N; q++)
             for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
-        double unit = 4.0 * (double)(N - 1) * (double)P; /* one pass of P elements over N ranks */
+        /* one pass of P elements over N ranks: gradients in the reduce dtype, parameters in fp32 */
+        double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
+        double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)P;
         double want[3] = {0, 0, 0};
         int S = o.strategy == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
+        double gshard_unit = gbytes * (double)(S - 1) * (double)P * R;
         switch (o.strategy) {
-        case ZT_STRATEGY_DDP: want[2] = 2 * unit; break;
-        case ZT_STRATEGY_ZERO1: want[0] = unit; want[1] = unit; break;
+        case ZT_STRATEGY_DDP: want[2] = 2 * gunit; break;
+        case ZT_STRATEGY_ZERO1: want[0] = gunit; want[1] = unit; break;
         case ZT_STRATEGY_ZERO2:
-            want[0] = unit * (o.reduce_every_micro_batch ? GA : 1);
+            want[0] = gunit * (o.reduce_every_micro_batch ? GA : 1);
             want[1] = unit;
             break;
         case ZT_STRATEGY_ZERO3:
-            want[0] = unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
+            want[0] = gunit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
             want[1] = unit * GA * (o.keep_params_after_forward ? 1 : 2);
             break;
         case ZT_STRATEGY_HYBRID: /* zero3 in the group, all-reduce of the pieces across groups */
-            want[0] = shard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
+            want[0] = gshard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
             want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2);
-            want[2] = 2.0 * 4.0 * (double)P * (R - 1); /* each piece all-reduced over R replicas */
+            want[2] = 2.0 * gbytes * (double)P * (R - 1); /* each piece all-reduced over R replicas */
             break;
         }
         if (N == 1) want[0] = want[1] = want[2] = 0;

@@ -9,7 +9,7 @@
  *   tool_memory_check STRATEGY GA STEPS [--preset tiny] [--B b] [--T t] [--hybrid S] [--keep]
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
- *                     [--balanced] [--tolerance PCT]
+ *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -60,6 +60,7 @@ int main(int argc, char **argv) {
     bool balanced = false;
     double tol = 3.0;
     zt_precision_mode prec = ZT_PRECISION_FP32;
+    zt_dtype reduce = ZT_DTYPE_FP32; /* precision.reduce_dtype */
     for (int i = 4; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--preset") && i + 1 < argc) {
@@ -78,6 +79,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--balanced")) balanced = true;
         else if (!strcmp(a, "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--reduce") && i + 1 < argc) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                fprintf(stderr, "--reduce %s: fp32, bf16 or fp16\n", v);
+                return 2;
+            }
+            reduce = !strcmp(v, "bf16") ? ZT_DTYPE_BF16 : !strcmp(v, "fp16") ? ZT_DTYPE_FP16 : ZT_DTYPE_FP32;
+            i++;
+        }
         else if (!strcmp(a, "--precision") && i + 1 < argc) {
             if (zt_precision_mode_parse(v, &prec, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
@@ -90,6 +99,7 @@ int main(int argc, char **argv) {
         }
     }
     zt_precision_default(&o.precision, prec);
+    o.precision.reduce = reduce;
     zt_model *m;
     zt_engine *e;
     if (zt_gpt2_create(&cfg, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))

@@ -290,10 +290,13 @@ typedef struct zt_comm zt_comm; /* a communicator (src/comm/comm.h) */
 /* ---------------------------------------------------------------------------------------------
  * Precision: one contract, whatever the strategy (src/precision/policy.c, docs/precision.md).
  *   mode      params (master)  compute (matmul operands)  grads reduced / accumulated / stepped  moments
- *   fp32      fp32             fp32                       fp32 / fp32 / fp32                      fp32
- *   bf16      fp32             bf16                       fp32 / fp32 / fp32                      fp32
- *   bf16-low  bf16             bf16                       fp32 / fp32 / bf16                      bf16
- *   fp16      fp32             fp16                       fp32 / fp32 / fp16 (loss-scaled)        fp32
+ *   fp32      fp32             fp32                       fp32* / fp32 / fp32                     fp32
+ *   bf16      fp32             bf16                       fp32* / fp32 / fp32                     fp32
+ *   bf16-low  bf16             bf16                       fp32* / fp32 / bf16                     bf16
+ *   fp16      fp32             fp16                       fp32+ / fp32 / fp16 (loss-scaled)       fp32
+ * * reduce may be set to bf16 (FSDP's reduce_dtype, DeepSpeed's communication_data_type): each
+ *   rank's gradient and every partial sum over ranks rounded to bf16, half the bytes on the wire.
+ * + reduce may be set to fp16 the same way (an overflow is an infinity the loss scaler skips).
  * Elementwise ops, layernorm statistics, softmax and the loss run in fp32 in every mode. */
 typedef enum zt_precision_mode {
     ZT_PRECISION_FP32 = 0,
@@ -307,7 +310,8 @@ typedef struct zt_precision {
     zt_precision_mode mode;
     zt_dtype params;      /* what the optimizer updates and checkpoints hold (master) */
     zt_dtype compute;     /* matrix-product operands (weights and activations) */
-    zt_dtype reduce;      /* gradient collectives on the wire and in the summation tree */
+    zt_dtype reduce;      /* gradient collectives on the wire and in the summation tree: fp32, bf16
+                             in modes fp32, bf16 and bf16-low, fp16 in mode fp16 (src/comm/tree_sum.c) */
     zt_dtype accumulate;  /* gradient accumulation over micro-batches */
     zt_dtype grads;       /* the reduced gradient the optimizer reads */
     zt_dtype moments;     /* optimizer moments */

@@ -2,7 +2,8 @@
  * strategy side by side, with activation checkpointing and NVMe offload variants (docs/memory.md).
  *   zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]
  *   zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]
- *                             [--precision p] [--hybrid-shard S] [--checkpointing c] [--offload o]
+ *                             [--precision p] [--reduce-dtype d] [--hybrid-shard S] [--checkpointing c]
+ *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. GPT-2 models are the engine's
@@ -26,7 +27,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
-            "                                 [--precision fp32|bf16|bf16-low|fp16] [--hybrid-shard S]\n"
+            "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
+            "                                 [--hybrid-shard S]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -36,6 +38,8 @@ static void usage(FILE *out) {
             "  --nproc         ranks (default: parallel.nproc, or 1)\n"
             "  -B, -T          micro-batch size (1) and sequence length (the model's context)\n"
             "  --grad-accum    micro-batches per rank per step (1)\n"
+            "  --reduce-dtype  the gradient reductions' dtype (precision.reduce_dtype; bf16/fp16 halve their\n"
+            "                  staging and scratch)\n"
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
@@ -123,9 +127,10 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     fprintf(out, "zerotrain estimate-memory: %s | %.2fM parameters (%lld) | %d rank%s x %d thread%s\n", w->title,
             (double)P / 1e6, (long long)P, w->world, w->world > 1 ? "s" : "", w->threads, w->threads > 1 ? "s" : "");
     fprintf(out, "micro-batch %d x %d tokens, accumulation %d | precision %s: %d B master + %d B compute copy + %d B "
-            "grads + %d x %d B moments per parameter | %s | buckets %.0f MiB\n",
+            "grads + %d x %d B moments per parameter, reduced in %s | %s | buckets %.0f MiB\n",
             o->B, o->T, o->grad_accum > 0 ? o->grad_accum : 1, zt_precision_mode_name(o->precision.mode), pb->master,
-            pb->copy, pb->grads, moments, pb->moment, adam ? "adamw" : "sgd", (double)o->bucket_bytes / 1048576.0);
+            pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), adam ? "adamw" : "sgd",
+            (double)o->bucket_bytes / 1048576.0);
     if (w->formula)
         fprintf(out, "FORMULA ESTIMATE: %s does not exist in the engine. Its numbers come from a shape-only model\n"
                 "(src/memory/shapes.h: the parameter table and the activation formula of docs/memory.md) run\n"
@@ -220,6 +225,7 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
     cJSON_AddNumberToObject(root, "seq_len", o->T);
     cJSON_AddNumberToObject(root, "grad_accum", o->grad_accum > 0 ? o->grad_accum : 1);
     cJSON_AddStringToObject(root, "precision", zt_precision_mode_name(o->precision.mode));
+    cJSON_AddStringToObject(root, "reduce_dtype", zt_dtype_name(o->precision.reduce));
     cJSON *bpp = cJSON_AddObjectToObject(root, "bytes_per_element");
     cJSON_AddNumberToObject(bpp, "master", pb->master);
     cJSON_AddNumberToObject(bpp, "compute_copy", pb->copy);
@@ -274,7 +280,9 @@ int zt_cmd_estimate(int argc, char **argv) {
     int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
     bool json = false, model_only_opt = false;
     zt_precision_mode prec = ZT_PRECISION_FP32;
-    static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme"};
+    static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme"},
+                      *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
+    int reduce = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -285,7 +293,7 @@ int zt_cmd_estimate(int argc, char **argv) {
             json = true;
             continue;
         }
-        static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision",
+        static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb"};
         bool takes = false;
@@ -310,6 +318,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--nvme-buffers")) rc = parse_int(a, v, 2, 1024, &nbuf, &err);
                 else if (!strcmp(a, "--nvme-buffer-mb")) rc = parse_int(a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
+                else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 3, &reduce, &err);
                 else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
                 else if (!strcmp(a, "--offload")) {
                     rc = parse_choice(a, v, OFFLOAD, 2, &pick, &err);
@@ -333,7 +342,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         return zt_cli_fail(&err);
     }
     if (config && model_only_opt) {
-        zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --hybrid-shard, "
+        zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
                      "--checkpointing, --offload and --nvme-* go with --model; with a CONFIG use --set (e.g. "
                      "--set training.micro_batch_size=8)");
         return zt_cli_fail(&err);
@@ -389,6 +398,11 @@ int zt_cmd_estimate(int argc, char **argv) {
         eo.grad_accum = ga;
         eo.hybrid_shard_size = hybrid;
         zt_precision_default(&eo.precision, prec);
+        eo.precision.reduce = (zt_dtype)reduce;
+        if (zt_precision_check(&eo.precision, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         eo.activation_checkpointing = (zt_recompute)ckpt;
         po.offload_optimizer = offload == 1;
         snprintf(title, sizeof title, "%s", model_name);

@@ -1,5 +1,6 @@
-/* all_reduce.c - deterministic all-reduce of float32: the reduce-scatter of reduce_scatter.c
- * over an even block split, with an all-gather that sends each chunk as soon as it is summed.
+/* all_reduce.c - deterministic all-reduce of float32, bf16 or fp16: the reduce-scatter of
+ * reduce_scatter.c over an even block split, with an all-gather that sends each chunk as soon as
+ * it is summed (in bf16/fp16 the all-gather moves the 2-byte sums: 2 bytes per element both ways).
  *
  * Invariants: the result is bit-identical on every rank (each block is summed by exactly one
  * rank, then copied) and bit-identical to calling zt_reduce_scatter_f32 and zt_all_gather_f32
@@ -38,8 +39,8 @@ static int pump_ag_recv(zt_comm_op *op, int r, zt_error *err) {
         int idx = op->ar.ag_base + (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
         if (c->info[idx].state == ZT_REQ_PENDING) break;
         c->info[idx].aux = k;
-        int rc = zt_op_post_tag_(op, idx, true, op->ar.buf + c->off[r] + (size_t)k * chunk,
-                                 clen(nr, chunk, k) * sizeof(float), r, op->ar.tag_ag, err);
+        int rc = zt_op_post_tag_(op, idx, true, op->ar.buf + (c->off[r] + (size_t)k * chunk) * op->rs.elem,
+                                 clen(nr, chunk, k) * op->rs.elem, r, op->ar.tag_ag, err);
         if (rc) return rc;
         c->next_recv[r]++;
     }
@@ -56,8 +57,8 @@ static int pump_ag_send(zt_comm_op *op, int d, zt_error *err) {
         int idx = op->ar.ag_base + ZT_COMM_WINDOW * (N - 1) + (k % ZT_COMM_WINDOW) * (N - 1) + s - 1;
         if (c->info[idx].state == ZT_REQ_PENDING) break;
         c->info[idx].aux = k;
-        int rc = zt_op_post_tag_(op, idx, false, op->rs.recv + (size_t)k * chunk,
-                                 clen(op->rs.n, chunk, k) * sizeof(float), d, op->ar.tag_ag, err);
+        int rc = zt_op_post_tag_(op, idx, false, op->rs.recv + (size_t)k * chunk * op->rs.elem,
+                                 clen(op->rs.n, chunk, k) * op->rs.elem, d, op->ar.tag_ag, err);
         if (rc) return rc;
         op->ar.next_ag_send[d]++;
     }
@@ -100,10 +101,11 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
 /* ----------------------------------------------------------------------------------------------
  * all_reduce_intra_rs_ag_pipelined
  *
- * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 floats, zero when n < N), in place.
+ * Accepts:     any N >= 1, any n (blocks of n/N or n/N+1 elements, zero when n < N), in place;
+ *              fp32, bf16 or fp16 elements.
  * Returns:     buf = tree sum over ranks, identical bits on all ranks, equal to
- *              zt_reduce_scatter_f32 then zt_all_gather_f32 (the same sums, the same bytes).
- * Limitations: bandwidth-optimal (2(N-1)/N x n floats each way per rank) but N-1 messages per
+ *              zt_reduce_scatter then an all-gather of the sums (the same sums, the same bytes).
+ * Limitations: bandwidth-optimal (2(N-1)/N x n elements each way per rank) but N-1 messages per
  *              chunk: for tiny n on many ranks recursive doubling would have less latency.
  *
  *   N = 2, rank 0 (block A = its own, B = rank 1's), chunks a0 a1 .. / b0 b1 ..:
@@ -113,18 +115,20 @@ static int ar_advance(zt_comm_op *op, zt_error *err) {
  *   so the all-gather of chunk k overlaps the reduce-scatter of chunk k+1.. instead of
  *   waiting for the whole block (measured: bench/RESULTS.md "Collectives").
  * ---------------------------------------------------------------------------------------------- */
-static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **out,
+static int ar_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **out,
                     zt_error *err) {
     if (!buf && n) return zt_error_set(err, ZT_ERR_USAGE, "all_reduce on comm '%s': NULL buffer",
                                        c->name);
     int rc = zt_comm_ready_(c, "all_reduce", err);
     if (rc) return rc;
+    if ((rc = zt_reduce_dtype_check_(c, "all_reduce", dtype, err))) return rc;
     int N = c->size;
+    size_t elem = zt_dtype_bytes(dtype);
     zt_comm_even_counts(n, N, c->ucounts);
     size_t total;
     if ((rc = zt_counts_check_(c, "all_reduce", c->ucounts, &total, err))) return rc;
     zt_comm_op *op;
-    rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * sizeof(float),
+    rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * elem,
                       zt_rs_nreq_(c) + 2 * ZT_COMM_WINDOW * (N - 1), true, false, &op, err);
     if (rc) return rc;
     op->ar.buf = buf;
@@ -138,7 +142,7 @@ static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_o
         op->ar.sent_contig[r] = op->ar.next_ag_send[r] = c->next_recv[r] = 0;
         for (int j = 0; j < D; j++) op->ar.sent_mark[r * D + j] = -1;
     }
-    if ((rc = zt_rs_post_(op, buf, buf + c->off[c->rank], err))) return rc;
+    if ((rc = zt_rs_post_(op, dtype, buf, op->ar.buf + c->off[c->rank] * elem, err))) return rc;
     op->ar.rs_on_complete = op->on_complete;
     op->ar.rs_advance = op->advance;
     op->on_complete = ar_on_complete;
@@ -148,26 +152,35 @@ static int ar_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_o
     return ZT_OK;
 }
 
-int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **op,
-                            zt_error *err) {
+int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **op,
+                        zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     *op = NULL;
     int rc = zt_comm_enter_(c, "all_reduce", err);
     if (rc) return rc;
-    rc = ar_start(c, buf, n, tag, op, err);
+    rc = ar_start(c, dtype, buf, n, tag, op, err);
     zt_comm_leave_(c);
     return rc;
 }
 
-int zt_all_reduce_f32(zt_comm *c, float *buf, size_t n, const char *tag, zt_error *err) {
+int zt_all_reduce(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     int rc = zt_comm_enter_(c, "all_reduce", err);
     if (rc) return rc;
     zt_comm_op *op = NULL;
-    rc = ar_start(c, buf, n, tag, &op, err);
+    rc = ar_start(c, dtype, buf, n, tag, &op, err);
     if (!rc) rc = zt_op_wait_(op, err);
     zt_comm_leave_(c);
     return rc;
+}
+
+int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **op,
+                            zt_error *err) {
+    return zt_all_reduce_start(c, ZT_DTYPE_FP32, buf, n, tag, op, err);
+}
+
+int zt_all_reduce_f32(zt_comm *c, float *buf, size_t n, const char *tag, zt_error *err) {
+    return zt_all_reduce(c, ZT_DTYPE_FP32, buf, n, tag, err);
 }

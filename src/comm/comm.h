@@ -9,7 +9,7 @@
  * One file per concern (Open MPI coll style: one function per algorithm, each with Accepts /
  * Returns / Limitations and a diagram):
  *   world.c           MPI init/finalize, zt_comm create/split/dup/free, names, ranks
- *   tree_sum.c        zt_tree_sum_f32, the fixed summation order
+ *   tree_sum.c        zt_tree_sum_f32 / _bf16, the fixed summation order
  *   reduce_scatter.c  pairwise exchange + tree sum, chunk-pipelined through a bounded scratch
  *   all_gather.c      pairwise exchange (also moves the bytes of the small collectives)
  *   all_reduce.c      reduce-scatter with the all-gather fed per chunk: the bits of both
@@ -63,8 +63,23 @@
  * Limits: counts are size_t elements; messages are cut into chunks of zt_comm_chunk_bytes
  * (default 256 KiB, env ZT_COMM_CHUNK_BYTES, which must be equal on all ranks), so there is no
  * 2 GiB MPI count limit; a collective keeps a bounded window of chunks in flight per peer
- * (at most 32(N-1) requests, whatever the size). Float payloads are float32; anything else
- * moves as bytes.
+ * (at most 32(N-1) requests, whatever the size). The reductions' payload is float32 or bf16
+ * (below, "Payload dtypes"); the all-gather moves float32, anything else moves as bytes.
+ *
+ * Payload dtypes (the gradient reductions, precision.reduce_dtype): zt_reduce_scatter and
+ * zt_all_reduce take the element type of their buffers.
+ *   ZT_DTYPE_FP32  float32 elements, summed by zt_tree_sum_f32.
+ *   ZT_DTYPE_BF16  bf16 bit patterns (uint16_t): 2 bytes per element on the wire (half the fp32
+ *                  traffic, and the counters say so), summed by zt_tree_sum_bf16: every + of the
+ *                  tree adds in fp32 and rounds to bf16 (nearest-even), as NCCL's bf16 sum does
+ *                  per step, so the result is a bf16 value; the all-reduce's all-gather half
+ *                  moves those bf16 sums. The caller rounds its contribution to bf16 (the
+ *                  engine does it while packing a bucket) and widens the result.
+ *   ZT_DTYPE_FP16  fp16 bit patterns, the same way with fp16 rounding (zt_tree_sum_fp16): a sum
+ *                  past 65504 is infinity, as in an fp16 NCCL sum; fp16 training's finite check
+ *                  then skips the step.
+ * Chunks stay zt_comm_chunk_bytes long in any dtype (a 2-byte chunk holds twice the elements);
+ * the scratch follows the block's bytes. Any other dtype value fails with ZT_ERR_USAGE.
  */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -168,6 +183,19 @@ int zt_comm_op_wait(zt_comm_op *op, zt_error *err);
  * as any parts[k] (exact alias; no other overlap). nparts >= 1 (nparts < 1 leaves out alone).
  * Works in L1-sized blocks with vectorized inner loops; no allocation, cannot fail. */
 void zt_tree_sum_f32(float *out, const float *const *parts, int nparts, size_t n);
+/* The same tree over bf16 bit patterns: each + is the fp32 sum of two bf16 values rounded to the
+ * nearest bf16 (nearest-even; a subnormal sum becomes a signed zero, src/kernels/convert.c), and
+ * out receives the root's bf16 bits. Hence a subtree's sum is itself a bf16 value: summing the
+ * sums of aligned subtrees gives the bits of the whole tree. Same aliasing, blocking and
+ * threading rules as zt_tree_sum_f32. */
+void zt_tree_sum_bf16(uint16_t *out, const uint16_t *const *parts, int nparts, size_t n);
+/* The same over fp16 bit patterns: each + rounded to the nearest fp16 (F16C, nearest-even; past
+ * 65504 it is infinity, and infinity stays), fp16 subnormals kept. */
+void zt_tree_sum_fp16(uint16_t *out, const uint16_t *const *parts, int nparts, size_t n);
+/* Bytes per element of a payload dtype (4 for fp32, 2 for bf16 and fp16). */
+size_t zt_dtype_bytes(zt_dtype dtype);
+/* zt_tree_sum_f32, _bf16 or _fp16 by dtype. */
+void zt_tree_sum(zt_dtype dtype, void *out, const void *const *parts, int nparts, size_t n);
 
 /* ---- reduce_scatter.c --------------------------------------------------------------------- */
 
@@ -184,14 +212,24 @@ int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size
  * finishes; counts is read during the call only. */
 int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
                                 const char *tag, zt_comm_op **op, zt_error *err);
+/* The same over elements of dtype (fp32, bf16 or fp16, "Payload dtypes" above): counts are elements,
+ * send and recv hold elements of that type, recv = zt_tree_sum(dtype, ...) of the blocks, and the
+ * traffic is the formulas above with zt_dtype_bytes(dtype) bytes per element. ZT_ERR_USAGE for
+ * an unknown dtype. The _f32 entry points are these with ZT_DTYPE_FP32. */
+int zt_reduce_scatter(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
+                      const char *tag, zt_error *err);
+int zt_reduce_scatter_start(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
+                            const char *tag, zt_comm_op **op, zt_error *err);
 /* Bytes of scratch a reduce-scatter on c with blocks of at most max_block floats uses:
- * D rounds x (N-1) sources x min(max_block, chunk) floats x 4, D = 8/(N-1) clamped to [2, 8]
- * (2 MiB on 2..5 ranks with the default chunk, 512 KiB x (N-1) beyond; never more than
+ * D rounds x (N-1) sources x min(max_block x 4, chunk_bytes) bytes, D = 8/(N-1) clamped to
+ * [2, 8] (2 MiB on 2..5 ranks with the default chunk, 512 KiB x (N-1) beyond; never more than
  * D x (N-1) x max_block x 4, whatever the bucket size). For the memory plan. */
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block);
 /* The same for a comm of nranks ranks and chunk_bytes chunks that does not exist yet (the memory
- * plan, the estimator); 0 for one rank. */
-size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block);
+ * plan, the estimator), for blocks of at most max_block_bytes bytes (elements x
+ * zt_dtype_bytes: a bf16 block needs the scratch of an fp32 block of half its elements); 0 for
+ * one rank. */
+size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block_bytes);
 /* The chunk size new comms get: ZT_COMM_CHUNK_BYTES, or the default (256 KiB) when unset or bad. */
 size_t zt_comm_default_chunk_bytes(void);
 /* Grows the comm's scratch to at least bytes now (ZT_ERR_NOMEM on failure). */
@@ -222,6 +260,12 @@ void zt_comm_even_counts(size_t n, int nranks, size_t *counts);
 int zt_all_reduce_f32(zt_comm *c, float *buf, size_t n, const char *tag, zt_error *err);
 int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, zt_comm_op **op,
                             zt_error *err);
+/* The same over n elements of dtype (fp32, bf16, fp16): buf = zt_tree_sum(dtype) over ranks, equal to
+ * zt_reduce_scatter + an all-gather of the summed blocks; traffic as above with
+ * zt_dtype_bytes(dtype) bytes per element (bf16, fp16: half of fp32's, both phases). */
+int zt_all_reduce(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_error *err);
+int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **op,
+                        zt_error *err);
 
 /* ---- broadcast.c -------------------------------------------------------------------------- */
 

@@ -72,17 +72,19 @@ struct zt_comm_op {
 
     /* reduce-scatter (and the first phase of all-reduce) */
     struct {
-        const float *send;   /* the whole send buffer (blocks rank-major) */
-        const float *own;    /* own contribution: send + off[me] */
-        float *recv;         /* counts[me] floats */
+        zt_dtype dtype;      /* the elements' type (fp32, bf16, fp16), tree_sum.c's rule */
+        size_t elem;         /* bytes per element */
+        const unsigned char *send; /* the whole send buffer (blocks rank-major) */
+        const unsigned char *own;  /* own contribution: send + off[me] elements */
+        unsigned char *recv; /* counts[me] elements */
         size_t n;            /* counts[me] */
-        size_t chunk;        /* floats per chunk */
+        size_t chunk;        /* elements per chunk (chunk_bytes / elem) */
         int nchunks;         /* chunks of the own block */
         int next_sum;        /* next chunk to sum */
         int send_base;       /* request index of the first send slot */
         int depth;           /* rounds of chunks in flight (zt_rs_depth_) */
         int arrived[ZT_RS_MAX_DEPTH];
-        float *slots;        /* scratch: depth x (N-1) x min(chunk, n) floats */
+        unsigned char *slots; /* scratch: depth x (N-1) x min(chunk, n) elements */
     } rs;
     /* all-gather (and the second phase of all-reduce) */
     struct {
@@ -93,7 +95,7 @@ struct zt_comm_op {
     } ag;
     /* all-reduce: the reduce-scatter above plus an all-gather fed chunk by chunk */
     struct {
-        float *buf;
+        unsigned char *buf;      /* n elements of op->rs.elem bytes */
         int tag_ag;              /* the all-gather messages' tag (the op's is the reduce-scatter's) */
         int ag_base;             /* first all-gather receive slot; sends follow W(N-1) later */
         int (*rs_on_complete)(zt_comm_op *op, int idx, zt_error *err);
@@ -143,7 +145,7 @@ struct zt_comm {
     int req_cap;
     size_t *off;            /* [size+1] block offsets of the op being started */
     size_t *ucounts;        /* [size] uniform counts for small ops / all-reduce */
-    const float **parts;    /* [size] tree-sum inputs */
+    const void **parts;     /* [size] tree-sum inputs */
     int *next_send, *next_recv; /* [size] next chunk to post per peer: messages between two
                                    ranks match in posting order, so each peer's chunks are
                                    posted strictly in order */
@@ -207,9 +209,12 @@ int zt_comm_scratch_grow_(zt_comm *c, size_t bytes, zt_error *err);
 /* Validates counts, fills c->off; total elements through *total. */
 int zt_counts_check_(zt_comm *c, const char *name, const size_t *counts, size_t *total,
                      zt_error *err);
-/* Posts the first window of the reduce-scatter of op over blocks c->off and sets on_complete /
- * advance; the rest is posted as slots free up. Uses requests 0 .. zt_rs_nreq_ - 1. */
-int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err);
+/* Posts the first window of the reduce-scatter of op over blocks c->off (elements of dtype) and
+ * sets on_complete / advance; the rest is posted as slots free up. Uses requests 0 ..
+ * zt_rs_nreq_ - 1. */
+int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt_error *err);
+/* ZT_ERR_USAGE unless dtype is one the reductions sum (fp32, bf16, fp16). */
+int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, zt_error *err);
 /* The same for the pairwise all-gather of blocks c->off (elem bytes per element). send may be
  * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */
 int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err);

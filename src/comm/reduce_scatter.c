@@ -1,5 +1,5 @@
-/* reduce_scatter.c - deterministic reduce-scatter of float32 blocks: MPI moves the blocks,
- * zt_tree_sum_f32 adds them in rank order. Also the block bookkeeping shared with all_gather.c
+/* reduce_scatter.c - deterministic reduce-scatter of float32, bf16 or fp16 blocks: MPI moves the
+ * blocks, zt_tree_sum (f32, bf16, fp16) adds them in rank order. Also the block bookkeeping shared with all_gather.c
  * and all_reduce.c (counts check, chunking, the comm's scratch).
  *
  * Invariants:
@@ -62,17 +62,24 @@ int zt_rs_depth_(int nranks) {
 
 int zt_rs_nreq_(const zt_comm *c) { return 2 * zt_rs_depth_(c->size) * (c->size - 1); }
 
-size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block) {
+/* A block of b bytes (any dtype: chunk_bytes is a multiple of 4, so a chunk is a whole number
+ * of elements of either) is cut into ceil(b / chunk_bytes) chunks of at most chunk_bytes. */
+size_t zt_comm_scratch_bytes_for_size(int nranks, size_t chunk_bytes, size_t max_block_bytes) {
     if (nranks < 2) return 0;
-    size_t chunk_f = chunk_bytes / sizeof(float);
-    size_t nch = zt_nchunks_(max_block, chunk_f);
-    size_t cap = max_block < chunk_f ? max_block : chunk_f;
+    size_t nch = zt_nchunks_(max_block_bytes, chunk_bytes);
+    size_t cap = max_block_bytes < chunk_bytes ? max_block_bytes : chunk_bytes;
     size_t depth = (size_t)zt_rs_depth_(nranks), rounds = nch < depth ? nch : depth;
-    return rounds * (size_t)(nranks - 1) * cap * sizeof(float);
+    return rounds * (size_t)(nranks - 1) * cap;
 }
 
 size_t zt_comm_scratch_bytes_for(const zt_comm *c, size_t max_block) {
-    return zt_comm_scratch_bytes_for_size(c->size, c->chunk_bytes, max_block);
+    return zt_comm_scratch_bytes_for_size(c->size, c->chunk_bytes, max_block * sizeof(float));
+}
+
+int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, zt_error *err) {
+    if (dtype == ZT_DTYPE_FP32 || dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_FP16) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "%s on comm '%s': cannot sum elements of dtype %d (fp32, bf16 or fp16)",
+                        name, c->name, (int)dtype);
 }
 
 size_t zt_comm_default_chunk_bytes(void) {
@@ -109,8 +116,8 @@ static int post_recv(zt_comm_op *op, int k, zt_error *err) {
     for (int s = 1; s < N; s++) {
         int idx = (k % op->rs.depth) * (N - 1) + s - 1;
         c->info[idx].aux = k;
-        int rc = zt_op_post_(op, idx, true, op->rs.slots + (size_t)idx * cap,
-                             len * sizeof(float), (me - s + N) % N, err);
+        int rc = zt_op_post_(op, idx, true, op->rs.slots + (size_t)idx * cap * op->rs.elem,
+                             len * op->rs.elem, (me - s + N) % N, err);
         if (rc) return rc;
     }
     return ZT_OK;
@@ -127,8 +134,8 @@ static int pump_send(zt_comm_op *op, int d, zt_error *err) {
         if (c->info[idx].state == ZT_REQ_PENDING) break;
         c->info[idx].aux = k;
         int rc = zt_op_post_(op, idx, false,
-                             (void *)(op->rs.send + c->off[d] + (size_t)k * op->rs.chunk),
-                             chunk_len(nd, op->rs.chunk, k) * sizeof(float), d, err);
+                             (void *)(op->rs.send + (c->off[d] + (size_t)k * op->rs.chunk) * op->rs.elem),
+                             chunk_len(nd, op->rs.chunk, k) * op->rs.elem, d, err);
         if (rc) return rc;
         c->next_send[d]++;
     }
@@ -148,16 +155,16 @@ static int rs_on_complete(zt_comm_op *op, int idx, zt_error *err) {
 static int rs_advance(zt_comm_op *op, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
-    size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk;
+    size_t cap = op->rs.n < op->rs.chunk ? op->rs.n : op->rs.chunk, elem = op->rs.elem;
     while (op->rs.next_sum < op->rs.nchunks &&
            op->rs.arrived[op->rs.next_sum % op->rs.depth] == N - 1) {
         int k = op->rs.next_sum, round = k % op->rs.depth;
         size_t lo = (size_t)k * op->rs.chunk, len = chunk_len(op->rs.n, op->rs.chunk, k);
         for (int r = 0; r < N; r++) /* source r arrived at step s = me - r */
-            c->parts[r] = r == me ? op->rs.own + lo
+            c->parts[r] = r == me ? op->rs.own + lo * elem
                                   : op->rs.slots + ((size_t)round * (size_t)(N - 1) +
-                                                    (size_t)((me - r + N) % N - 1)) * cap;
-        zt_tree_sum_f32(op->rs.recv + lo, c->parts, N, len);
+                                                    (size_t)((me - r + N) % N - 1)) * cap * elem;
+        zt_tree_sum(op->rs.dtype, op->rs.recv + lo * elem, c->parts, N, len);
         op->rs.arrived[round] = 0;
         op->rs.next_sum++;
         if (k + op->rs.depth < op->rs.nchunks) {
@@ -169,22 +176,25 @@ static int rs_advance(zt_comm_op *op, zt_error *err) {
     return ZT_OK;
 }
 
-int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
+int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
+    op->rs.dtype = dtype;
+    op->rs.elem = zt_dtype_bytes(dtype);
     op->rs.send = send;
-    op->rs.own = send + c->off[me];
+    op->rs.own = op->rs.send ? op->rs.send + c->off[me] * op->rs.elem : NULL;
     op->rs.recv = recv;
     op->rs.n = c->off[me + 1] - c->off[me];
-    op->rs.chunk = c->chunk_bytes / sizeof(float);
+    op->rs.chunk = c->chunk_bytes / op->rs.elem;
     op->rs.nchunks = (int)zt_nchunks_(op->rs.n, op->rs.chunk);
     op->rs.next_sum = 0;
     op->rs.depth = zt_rs_depth_(N);
     op->rs.send_base = op->rs.depth * (N - 1);
     memset(op->rs.arrived, 0, sizeof op->rs.arrived);
-    int rc = zt_comm_scratch_grow_(c, zt_comm_scratch_bytes_for(c, op->rs.n), err);
+    int rc = zt_comm_scratch_grow_(c, zt_comm_scratch_bytes_for_size(N, c->chunk_bytes, op->rs.n * op->rs.elem),
+                                   err);
     if (rc) return zt_op_fail_(op, rc, err);
-    op->rs.slots = c->scratch;
+    op->rs.slots = (unsigned char *)c->scratch;
     op->on_complete = rs_on_complete;
     op->advance = rs_advance;
     /* receives first, so the first chunks find a posted buffer; then the first sends */
@@ -199,8 +209,10 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
 /* ----------------------------------------------------------------------------------------------
  * reduce_scatter_intra_pairwise
  *
- * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place).
- * Returns:     recv = tree sum over r of block `me` of rank r; the same bits for any timing.
+ * Accepts:     any N >= 1, any counts (uneven, zero), recv == own block of send (in place);
+ *              fp32, bf16 or fp16 elements (2-byte ones: a chunk of chunk_bytes holds twice as many).
+ * Returns:     recv = tree sum over r of block `me` of rank r (bf16, fp16: every partial sum
+ *              rounded, zt_tree_sum); the same bits for any timing.
  * Limitations: N-1 messages (per chunk) in and out of every rank at once: latency-bound for
  *              tiny blocks on large N (a recursive-halving variant would be the choice there,
  *              but it adds partial sums in an order that depends on N's factorization).
@@ -215,58 +227,70 @@ int zt_rs_post_(zt_comm_op *op, const float *send, float *recv, zt_error *err) {
  *     [2, 8], zt_rs_depth_): chunk k's N-1 pieces land in round k%D; when all are in, chunk k
  *     is summed into recv and round k%D is re-posted for chunk k+D. Sends are windowed the
  *     same way (chunk k+D to rank d leaves when chunk k to d has been taken). So scratch stays
- *     D x (N-1) x chunk floats (~8 chunks) and requests 2D(N-1) however large the bucket,
+ *     D x (N-1) x chunk_bytes (~8 chunks) and requests 2D(N-1) however large the bucket,
  *     summing chunk k (from cache) overlaps receiving the next ones, and no receiver is
  *     flooded with early messages.
  * ---------------------------------------------------------------------------------------------- */
-static int rs_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+static int rs_start(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {
     size_t total;
     int rc = zt_comm_ready_(c, "reduce_scatter", err);
     if (rc) return rc;
+    if ((rc = zt_reduce_dtype_check_(c, "reduce_scatter", dtype, err))) return rc;
     rc = zt_counts_check_(c, "reduce_scatter", counts, &total, err);
     if (rc) return rc;
-    size_t n = counts[c->rank];
+    size_t n = counts[c->rank], elem = zt_dtype_bytes(dtype);
     if ((!send && total) || (!recv && n))
         return zt_error_set(err, ZT_ERR_USAGE, "reduce_scatter on comm '%s': NULL buffer",
                             c->name);
-    const float *own = send ? send + c->off[c->rank] : NULL;
-    if (n && recv != own && recv < send + total && send < recv + n)
+    const unsigned char *s0 = send, *r0 = recv;
+    const unsigned char *own = s0 ? s0 + c->off[c->rank] * elem : NULL;
+    if (n && r0 != own && r0 < s0 + total * elem && s0 < r0 + n * elem)
         return zt_error_set(err, ZT_ERR_USAGE,
                             "reduce_scatter on comm '%s': recv overlaps send other than as the "
                             "own block",
                             c->name);
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_REDUCE_SCATTER, ZT_SUB_RS, "reduce_scatter", tag,
-                      total * sizeof(float), zt_rs_nreq_(c), true, false, &op, err);
+                      total * elem, zt_rs_nreq_(c), true, false, &op, err);
     if (rc) return rc;
-    if ((rc = zt_rs_post_(op, send, recv, err))) return rc;
+    if ((rc = zt_rs_post_(op, dtype, send, recv, err))) return rc;
     if ((rc = zt_op_kick_(op, err))) return rc;
     *out = op;
     return ZT_OK;
 }
 
-int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
-                                const char *tag, zt_comm_op **op, zt_error *err) {
+int zt_reduce_scatter_start(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
+                            const char *tag, zt_comm_op **op, zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     *op = NULL;
     int rc = zt_comm_enter_(c, "reduce_scatter", err);
     if (rc) return rc;
-    rc = rs_start(c, send, recv, counts, tag, op, err);
+    rc = rs_start(c, dtype, send, recv, counts, tag, op, err);
     zt_comm_leave_(c);
     return rc;
 }
 
-int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
-                          const char *tag, zt_error *err) {
+int zt_reduce_scatter(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
+                      const char *tag, zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     int rc = zt_comm_enter_(c, "reduce_scatter", err);
     if (rc) return rc;
     zt_comm_op *op = NULL;
-    rc = rs_start(c, send, recv, counts, tag, &op, err);
+    rc = rs_start(c, dtype, send, recv, counts, tag, &op, err);
     if (!rc) rc = zt_op_wait_(op, err);
     zt_comm_leave_(c);
     return rc;
+}
+
+int zt_reduce_scatter_f32_start(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                                const char *tag, zt_comm_op **op, zt_error *err) {
+    return zt_reduce_scatter_start(c, ZT_DTYPE_FP32, send, recv, counts, tag, op, err);
+}
+
+int zt_reduce_scatter_f32(zt_comm *c, const float *send, float *recv, const size_t *counts,
+                          const char *tag, zt_error *err) {
+    return zt_reduce_scatter(c, ZT_DTYPE_FP32, send, recv, counts, tag, err);
 }

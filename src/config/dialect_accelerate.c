@@ -10,7 +10,8 @@
  *   - only the block distributed_type selects is read (Accelerate ignores the other one too);
  *   - Accelerate's precision alignment: mixed_precision bf16/fp16 keeps fp32 master weights for
  *     DeepSpeed and FSDP alike (accelerate#2624, fixed in 0.30 by upcasting FSDP's trainable
- *     parameters), which is zerotrain's precision.mode bf16 / fp16 either way;
+ *     parameters), which is zerotrain's precision.mode bf16 / fp16 either way; both reduce
+ *     gradients in that dtype (precision.reduce_dtype, resolve_precision says why);
  *   - with deepspeed_config_file, the YAML keys Accelerate rejects next to it (gradient
  *     accumulation, clipping, zero_stage, offload devices and paths, zero3_save_16bit_model,
  *     mixed_precision) are errors here too, and the JSON is read as a DeepSpeed config;
@@ -112,7 +113,8 @@ static const dialect_row ROWS[] = {
     {"gpu_ids", A_STR | A_INT | A_NULL, NULL, h_note_unless_neutral, NOTE, "no GPUs on this build"},
     {"mixed_precision", A_STR | A_BOOL | A_NULL, "precision.mode", zt_cfg_record_row, NOTE,
      "no: fp32; bf16: bf16; fp16: fp16 (fp32 master weights for both backends, Accelerate's "
-     "alignment); fp8: an error"},
+     "alignment); with FSDP or DEEPSPEED, precision.reduce_dtype follows (FSDP's reduce_dtype, "
+     "DeepSpeed's communication_data_type default); fp8: an error"},
     {"use_cpu", A_BOOL, NULL, h_note_unless_neutral, NOTE, "this build runs on CPUs"},
     {"debug", A_BOOL, NULL, h_note_unless_neutral, NOTE,
      "zerotrain's collectives always check their peers (ZT_COMM_TIMEOUT)"},
@@ -252,7 +254,14 @@ static bool get_flag(dctx *d, const cfg_node *n, const char *path, bool *out) {
     return zt_cfg_get_bool(d, n, path, out);
 }
 
-static void resolve_precision(dctx *d, bool ds_file) {
+/* mixed_precision: the mode, and for FSDP and DeepSpeed the reduction dtype their runs get.
+ * Accelerate's FSDP plugin builds MixedPrecision(param_dtype=dtype, reduce_dtype=dtype, ...) from
+ * mixed_precision (src/accelerate/utils/dataclasses.py, FullyShardedDataParallelPlugin.
+ * set_mixed_precision: dtype_args = {"param_dtype": dtype, "reduce_dtype": dtype}), and the
+ * DeepSpeed config it writes leaves communication_data_type unset, which DeepSpeed's engine reads
+ * as the training dtype (runtime/engine.py, communication_data_type): bf16 reduces gradients in
+ * bf16 and fp16 in fp16 under both, so the DEEPSPEED and FSDP files still resolve alike. */
+static void resolve_precision(dctx *d, bool ds_file, bool sharded) {
     const cfg_node *mp = zt_cfg_record_get(d, "mixed_precision");
     if (!mp || mp->kind == CN_NULL) return;
     if (ds_file) return; /* an error already */
@@ -261,11 +270,14 @@ static void resolve_precision(dctx *d, bool ds_file) {
         zt_cfg_map(d, mp, "mixed_precision", "precision.mode", "fp32");
     else if (!strcasecmp(v, "bf16") || !strcasecmp(v, "fp16")) {
         zt_cfg_map(d, mp, "mixed_precision", "precision.mode", v);
+        const char *dt = !strcasecmp(v, "bf16") ? "bf16" : "fp16";
+        if (sharded) zt_cfg_map(d, mp, "mixed_precision", "precision.reduce_dtype", dt);
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, mp, "mixed_precision",
                      "%s with fp32 master weights for DeepSpeed and FSDP alike (Accelerate's "
-                     "alignment, accelerate#2624); Accelerate's FSDP would also reduce gradients in "
-                     "%s, zerotrain keeps precision.reduce_dtype fp32",
-                     v, v);
+                     "alignment, accelerate#2624)%s%s%s",
+                     v, sharded ? "; gradients reduced in " : "", sharded ? dt : "",
+                     sharded ? ", as Accelerate's FSDP (reduce_dtype) and DeepSpeed (communication_data_type) do"
+                             : "");
     } else if (!strcasecmp(v, "fp8"))
         zt_cfg_derror(d, mp, "mixed_precision", "fp8 is not supported (no, bf16 or fp16)");
     else {
@@ -761,6 +773,6 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
         zt_cfg_derror(&d, dt, "distributed_type",
                       "%s is not supported (NO, MULTI_CPU, DEEPSPEED or FSDP)", s);
     }
-    resolve_precision(&d, is_ds && zt_cfg_record_get(&d, "deepspeed_config.deepspeed_config_file"));
+    resolve_precision(&d, is_ds && zt_cfg_record_get(&d, "deepspeed_config.deepspeed_config_file"), is_ds || is_fsdp);
     zt_cfg_node_free(root);
 }

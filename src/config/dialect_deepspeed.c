@@ -138,10 +138,11 @@ static int h_legacy_cpu(dctx *d, const dialect_row *r, const cfg_node *n) {
 }
 
 static int h_dtype(dctx *d, const dialect_row *r, const cfg_node *n) {
+    zt_cfg_record_row(d, r, n); /* resolve_precision: absent or null takes DeepSpeed's default */
     if (n->kind == CN_NULL) {
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, r->path,
-                     "null: DeepSpeed reduces in the training dtype; zerotrain keeps "
-                     "precision.reduce_dtype");
+                     "null: DeepSpeed's default, the training dtype (bf16 or fp16 under those blocks, "
+                     "else fp32)");
         return 0;
     }
     static const struct {
@@ -432,7 +433,8 @@ static const dialect_row ROWS[] = {
     {"torch_autocast", BLOCK, NULL, h_block_error, NOTE,
      "torch autocast is not supported: use the bf16 or fp16 block (precision.mode)"},
     {"communication_data_type", A_STR | A_NULL, "precision.reduce_dtype", h_dtype, NOTE,
-     "fp32 | bf16 | fp16; absent: zerotrain keeps fp32 (DeepSpeed follows the training dtype)"},
+     "fp32 | bf16 | fp16; absent or null: DeepSpeed's default, the training dtype: bf16 under the "
+     "bf16 block, fp16 under the fp16 block, fp32 otherwise"},
     {"seq_parallel_communication_data_type", A_STR | A_NULL, NULL, NULL, NOTE,
      "no sequence parallelism"},
     {"data_types", BLOCK, NULL, NULL, NOTE, "block"},
@@ -687,11 +689,21 @@ static void resolve_precision(dctx *d) {
         zt_cfg_derror(d, f, "fp16.enabled", "bf16 and fp16 cannot both be enabled");
         return;
     }
-    if (bon)
+    if (bon) {
         zt_cfg_map(d, b, "bf16.enabled", "precision.mode", "bf16");
-    else if (fon)
+        /* DeepSpeed's engine (runtime/engine.py, DeepSpeedEngine.communication_data_type) reduces
+         * gradients in bf16 when the bf16 block is on and communication_data_type is not set */
+        const cfg_node *cd = zt_cfg_record_get(d, "communication_data_type");
+        if (!cd || cd->kind == CN_NULL)
+            ds_default(d, "precision.reduce_dtype", "bf16",
+                       "communication_data_type absent under bf16: gradients reduced in bf16");
+    } else if (fon) {
         zt_cfg_map(d, f, "fp16.enabled", "precision.mode", "fp16");
-    else if (zt_cfg_is_auto(b))
+        const cfg_node *cd = zt_cfg_record_get(d, "communication_data_type");
+        if (!cd || cd->kind == CN_NULL)
+            ds_default(d, "precision.reduce_dtype", "fp16",
+                       "communication_data_type absent under fp16: gradients reduced in fp16");
+    } else if (zt_cfg_is_auto(b))
         map_or_auto(d, b, "bf16.enabled", "precision.mode");
     else if (zt_cfg_is_auto(f))
         map_or_auto(d, f, "fp16.enabled", "precision.mode");

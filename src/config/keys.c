@@ -153,7 +153,9 @@ const key_def zt_cfg_keys[] = {
            "fp32; bf16: bf16 compute with fp32 master weights and moments; bf16-low: bf16 "
            "everywhere; fp16: fp16 compute, fp32 master, dynamic loss scaling"),
     K_ENUM("precision.reduce_dtype", reduce_dtype, DTYPES, "fp32",
-           "dtype gradients are reduced in across ranks"),
+           "dtype gradients are reduced in across ranks: fp32, bf16 (modes fp32, bf16, bf16-low) or "
+           "fp16 (mode fp16); bf16/fp16 halve the bytes and round each rank's gradient and every "
+           "partial sum of the rank tree; micro-batches are accumulated in fp32 either way"),
     K_BOOL("precision.stochastic_rounding", stochastic_rounding, "false",
            "bf16-low: round updated parameters to bf16 stochastically (llm.c's rounding) instead of "
            "to nearest"),

@@ -16,11 +16,6 @@
 #define NOT_YET(issue) "is not implemented in this build yet (issue " issue ")"
 
 const support_row zt_cfg_support[] = {
-    /* issue 6: precision */
-    {"precision.reduce_dtype", "bf16", ZT_CONFIG_ERROR,
-     "is not implemented: gradients are reduced in fp32 in every precision mode (docs/precision.md)"},
-    {"precision.reduce_dtype", "fp16", ZT_CONFIG_ERROR,
-     "is not implemented: gradients are reduced in fp32 in every precision mode (docs/precision.md)"},
     /* issue 7: memory */
     {"memory.offload_optimizer", "cpu", ZT_CONFIG_WARNING,
      "changes nothing on this CPU-only build: the optimizer state already lives in host memory "

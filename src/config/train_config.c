@@ -342,6 +342,22 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                          c->micro_batch * c->grad_accum);
         }
     }
+    if (!bad(x, "precision.reduce_dtype") && !bad(x, "precision.mode") && c->reduce_dtype == ZT_CFG_DTYPE_BF16 &&
+        c->precision == ZT_CFG_PREC_FP16) {
+        w = LOC("precision.reduce_dtype", "precision.mode");
+        zt_cfg_error(x, "%s%sprecision.reduce_dtype: bf16 with precision.mode fp16 would drop 3 of the 10 "
+                        "mantissa bits of fp16's loss-scaled gradients; reduce them in fp16 or fp32, or use "
+                        "precision.mode bf16 (src/precision/policy.c)",
+                     PFX(w));
+    }
+    if (!bad(x, "precision.reduce_dtype") && !bad(x, "precision.mode") && c->reduce_dtype == ZT_CFG_DTYPE_FP16 &&
+        c->precision != ZT_CFG_PREC_FP16) {
+        w = LOC("precision.reduce_dtype", "precision.mode");
+        zt_cfg_error(x, "%s%sprecision.reduce_dtype: fp16 needs precision.mode fp16, whose loss scaling keeps the "
+                        "sums within fp16's range (an overflow skips the step) and small gradients out of its "
+                        "subnormals; reduce in bf16 or fp32 (src/precision/policy.c)",
+                     PFX(w));
+    }
     if (c->hybrid_replicas > 0 && c->hybrid_shard_size == 0 && c->strategy == ZT_STRATEGY_HYBRID) {
         w = LOC("parallel.hybrid_replicas", "parallel.hybrid_shard_size");
         zt_cfg_error(x, "%s%sparallel.hybrid_replicas: %d needs parallel.hybrid_shard_size", PFX(w),

@@ -3,10 +3,19 @@
  * so one reduce-scatter or all-gather moves a whole bucket (Horovod's tensor fusion), and the
  * traffic is exactly the formulas: a reduce-scatter sends sum_{s != me} |block s|, an all-gather
  * sends (N-1)·|own block|. Buckets hold whole parameters up to opt.bucket_bytes (a parameter
- * larger than that is a bucket of its own). */
+ * larger than that is a bucket of its own).
+ *
+ * Gradient reductions run in the policy's reduce dtype (precision.reduce): in bf16 (fp16 alike)
+ * each rank's fp32 gradient is rounded to bf16 as it is packed (its contribution, a leaf of the
+ * summation tree), the collective moves and sums bf16 (src/comm: every partial sum rounded to
+ * bf16), and the result is widened back into the fp32 buffers, which then hold bf16 values. This
+ * happens even where no message moves (one shard, one rank): the reduce dtype is what a rank
+ * contributes, so one rank's result is its own gradient rounded, as DeepSpeed's
+ * communication_data_type does. Parameter all-gathers move fp32 whatever the reduce dtype. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
 #include "memory/plan.h"
+#include "kernels/kernels.h"
 #include "metrics/trace.h"
 
 #include <omp.h>
@@ -24,6 +33,27 @@ static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_
     return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
 }
 
+
+/* A gradient into the bucket in the reduce dtype (bf16, fp16: rounded nearest-even; fp16 past
+ * 65504 becomes infinity), and the reduced elements back into fp32. Serial: they run on the
+ * communication thread too. */
+static void pack_grad(zt_dtype dt, unsigned char *dst, const float *src, size_t n) {
+    if (dt == ZT_DTYPE_BF16)
+        zt_f32_to_bf16_serial((uint16_t *)dst, src, n);
+    else if (dt == ZT_DTYPE_FP16)
+        zt_f32_to_fp16_serial((uint16_t *)dst, src, n);
+    else
+        memcpy(dst, src, n * sizeof(float));
+}
+
+static void unpack_grad(zt_dtype dt, float *dst, const unsigned char *src, size_t n) {
+    if (dt == ZT_DTYPE_BF16)
+        zt_bf16_to_f32_serial(dst, (const uint16_t *)src, n);
+    else if (dt == ZT_DTYPE_FP16)
+        zt_fp16_to_f32_serial(dst, (const uint16_t *)src, n);
+    else
+        memcpy(dst, src, n * sizeof(float));
+}
 
 /* Splits params[0..n) into buckets; calls fn(e, first, count, ...) for each. */
 typedef int (*bucket_fn)(zt_engine *e, const int *params, int n, void *ctx, const char *tag, zt_error *err);
@@ -79,26 +109,28 @@ typedef struct rs_ctx {
 static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
     rs_ctx *c = vctx;
     const zt_plan *pl = &e->plan;
+    zt_dtype dt = e->opt.precision.reduce;
+    size_t elem = zt_dtype_bytes(dt);
     size_t counts[pl->nshards], total;
     block_counts(e, params, n, counts, &total);
-    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * elem), err);
     if (rc) return rc;
     const int base = (int)(params - c->all);
-    float *pack = *c->pack, *w = pack;
+    unsigned char *pack = (unsigned char *)*c->pack, *w = pack;
     for (int s = 0; s < pl->nshards; s++)
         for (int k = 0; k < n; k++) {
             size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], s);
-            memcpy(w, c->src[base + k] + zt_plan_shard_begin(pl, params[k], s), cnt * sizeof(float));
-            w += cnt;
+            pack_grad(dt, w, c->src[base + k] + zt_plan_shard_begin(pl, params[k], s), cnt);
+            w += cnt * elem;
         }
-    float *own = pack;
-    for (int s = 0; s < pl->shard; s++) own += counts[s];
-    if (pl->nshards > 1 && (rc = zt_reduce_scatter_f32(c->comm, pack, own, counts, tag, err)))
+    unsigned char *own = pack;
+    for (int s = 0; s < pl->shard; s++) own += counts[s] * elem;
+    if (pl->nshards > 1 && (rc = zt_reduce_scatter(c->comm, dt, pack, own, counts, tag, err)))
         return rc;
     for (int k = 0; k < n; k++) {
         size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
-        memcpy(c->dst + pl->p[params[k]].shard_off, own, cnt * sizeof(float));
-        own += cnt;
+        unpack_grad(dt, c->dst + pl->p[params[k]].shard_off, own, cnt);
+        own += cnt * elem;
     }
     return ZT_OK;
 }
@@ -235,26 +267,28 @@ typedef struct ar_ctx {
 static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
     ar_ctx *c = vctx;
     const zt_plan *pl = &e->plan;
+    zt_dtype dt = e->opt.precision.reduce;
+    size_t elem = zt_dtype_bytes(dt);
     size_t total = 0;
     for (int k = 0; k < n; k++)
         total += c->pieces ? (size_t)zt_plan_shard_numel(pl, params[k], pl->shard)
                            : (size_t)e->model->params[params[k]].numel;
-    int rc = grow_pack(e, c->pack, c->pack_cap, total, err);
+    int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * elem), err);
     if (rc) return rc;
-    float *w = *c->pack;
+    unsigned char *w = (unsigned char *)*c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        memcpy(w, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), cnt * sizeof(float));
-        w += cnt;
+        pack_grad(dt, w, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), cnt);
+        w += cnt * elem;
     }
-    if ((rc = zt_all_reduce_f32(c->comm, *c->pack, total, tag, err))) return rc;
-    const float *r = *c->pack;
+    if ((rc = zt_all_reduce(c->comm, dt, *c->pack, total, tag, err))) return rc;
+    const unsigned char *r = (const unsigned char *)*c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        memcpy(c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), r, cnt * sizeof(float));
-        r += cnt;
+        unpack_grad(dt, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), r, cnt);
+        r += cnt * elem;
     }
     return ZT_OK;
 }

@@ -18,7 +18,10 @@
  * Determinism: each micro-batch's gradient is computed into zeroed buffers and combined with the
  * others in a fixed pairwise tree over the global micro-batch index (ranks hold contiguous runs of
  * micro-batches, so the local tree is a subtree of the global one, and the collectives sum ranks
- * in the same pairwise tree). The gradient norm is the in-order sum of fixed-chunk partials. */
+ * in the same pairwise tree). The gradient norm is the in-order sum of fixed-chunk partials.
+ * Under precision.reduce bf16 (or fp16) the collectives' leaves (each rank's fp32 tree result) and
+ * every partial sum over ranks are rounded to it (collect.c, src/comm/tree_sum.c): the strategies
+ * still agree, but the micro-batch tree (fp32) and the rank tree (rounded) no longer nest. */
 #ifndef ZT_ENGINE_INTERNAL_H
 #define ZT_ENGINE_INTERNAL_H
 

@@ -21,6 +21,7 @@
  *     after that is queued: two units' gradients are in flight, whatever the thread's timing
  *     (the memory plan counts exactly that). */
 #include "engine/engine_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,9 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
         } else if (!e->shard_optim) {
             if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
+            /* one rank: its contribution is the sum, in the reduce dtype all the same (collect.c) */
+            else if (e->opt.precision.reduce == ZT_DTYPE_BF16) zt_round_bf16(G, pl->full_floats);
+            else if (e->opt.precision.reduce == ZT_DTYPE_FP16) zt_round_fp16(G, G, pl->full_floats);
         } else {
             int n = e->model->n_params;
             int *all = malloc((size_t)n * sizeof *all);

@@ -34,26 +34,52 @@ static inline uint16_t bf16_rne(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* dst[i0, end) = bf16 of src: 32 lanes at a time with vcvtne2ps2bf16, the same rule in scalar code */
+static void f32_to_bf16_range(uint16_t *dst, const float *src, size_t i, size_t end)
+{
+#if defined(__AVX512BF16__)
+    for (; i + 32 <= end; i += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
+    }
+#endif
+    for (; i < end; i++) dst[i] = bf16_rne(src[i]);
+}
+
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
     size_t nblk = (n + 4095) / 4096;
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
-    for (size_t b = 0; b < nblk; b++) {
-        size_t i = b * 4096, end = i + 4096 < n ? i + 4096 : n;
-#if defined(__AVX512BF16__)
-        for (; i + 32 <= end; i += 32) {
-            __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
-            _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
-        }
-#endif
-        for (; i < end; i++) dst[i] = bf16_rne(src[i]);
-    }
+    for (size_t b = 0; b < nblk; b++)
+        f32_to_bf16_range(dst, src, b * 4096, b * 4096 + 4096 < n ? b * 4096 + 4096 : n);
 }
 
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
     for (size_t i = 0; i < n; i++) dst[i] = u2f((uint32_t)src[i] << 16);
+}
+
+void zt_f32_to_bf16_serial(uint16_t *dst, const float *src, size_t n) { f32_to_bf16_range(dst, src, 0, n); }
+
+void zt_bf16_to_f32_serial(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = u2f((uint32_t)src[i] << 16);
+}
+
+/* One node of a bf16 summation: the fp32 sum of two bf16 values (exact inputs, one IEEE add)
+ * rounded to bf16 by the rule above, 16 lanes at a time with vcvtneps2bf16 */
+void zt_add_round_bf16(float *d, const float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512BF16__)
+    for (; i + 16 <= n; i += 16) {
+        __m512 s = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(s);
+        _mm512_storeu_si512((void *)(d + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+#endif
+    for (; i < n; i++) d[i] = u2f((uint32_t)bf16_rne(a[i] + b[i]) << 16);
 }
 
 void zt_round_bf16(float *x, size_t n)
@@ -91,6 +117,68 @@ void zt_round_fp16(float *dst, const float *src, size_t n)
 #endif
         for (; i < end; i++) dst[i] = fp16_rne_scalar(src[i]);
     }
+}
+
+/* fp16 bit patterns (the fp16 gradient reduction): F16C's vcvtps2ph / vcvtph2ps, nearest-even,
+ * overflow to infinity, fp16 subnormals kept; the scalar tails use the same instructions, so the
+ * bits never depend on where a vector boundary falls (builds without F16C decode by hand). */
+static inline uint16_t fp16_bits(float f)
+{
+#if defined(__F16C__)
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    uint32_t u = f2u(f), sign = (u >> 16) & 0x8000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
+    float q = fp16_rne_scalar(f), a = q < 0 ? -q : q;
+    if (a == INFINITY) return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) return (uint16_t)(sign | (uint32_t)(a * 16777216.0f));
+    uint32_t v = f2u(a);
+    return (uint16_t)(sign | ((((v >> 23) & 0xffu) - 112u) << 10) | ((v >> 13) & 0x3ffu));
+#endif
+}
+
+static inline float fp16_value(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) return u2f(sign) + (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
+    return u2f(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+
+void zt_f32_to_fp16_serial(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = fp16_bits(src[i]);
+}
+
+void zt_fp16_to_f32_serial(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = fp16_value(src[i]);
+}
+
+void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        __m512 s = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT)));
+    }
+#endif
+    for (; i < n; i++) d[i] = fp16_value(fp16_bits(a[i] + b[i]));
 }
 
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n)

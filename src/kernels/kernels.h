@@ -84,6 +84,18 @@ void matmul_dbias(float *dbias, const float *dout, int N, int OC);
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-even */
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);   /* exact */
 void zt_round_bf16(float *x, size_t n);                           /* in place, nearest-even */
+/* The same conversions on the calling thread only (never an OpenMP team): the gradient
+ * collectives' packing and summation, which run on the communication thread beside the compute */
+void zt_f32_to_bf16_serial(uint16_t *dst, const float *src, size_t n);
+void zt_bf16_to_f32_serial(float *dst, const uint16_t *src, size_t n);
+/* d[i] = a[i] + b[i] in fp32, rounded to the nearest bf16 (zt_f32_to_bf16's rule) and kept as an
+ * fp32 value: one node of the bf16 summation tree (src/comm/tree_sum.c). d may be a or b. Serial. */
+void zt_add_round_bf16(float *d, const float *a, const float *b, size_t n);
+/* The same for fp16 bit patterns (F16C: nearest-even, overflow to infinity, fp16 subnormals kept):
+ * the fp16 gradient reduction. Serial. */
+void zt_f32_to_fp16_serial(uint16_t *dst, const float *src, size_t n);
+void zt_fp16_to_f32_serial(float *dst, const uint16_t *src, size_t n);
+void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n);
 void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
 /* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values */
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);

@@ -8,7 +8,8 @@
  *              NVMe staging), reduced pieces, units' outputs, their kept saved buffers and the
  *              shared recomputation buffer (recompute.c), scratch, activation-gradient ping-pong, d loss, compute
  *              copies and operand staging (engine_precision.c), gradient-norm partials and the
- *              bucket staging of both threads (collect.c, overlap.c; sized by this plan)
+ *              bucket staging of both threads (collect.c, overlap.c; sized by this plan: gradient
+ *              buckets in the reduce dtype, 2 bytes per element under bf16 reduction)
  *   a step     for each micro-batch: its gradient buffer (grads.c), forward unit by unit with
  *              zero3 gathers, prefetch and releases, backward unit by unit with per-unit full
  *              gradients (reduce_now) in flight two units at a time (overlap.c), the summation
@@ -74,8 +75,9 @@ typedef struct sim {
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
     int rank;                      /* in the world (ddp's all-reduce, hybrid's replica group) */
+    size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
     size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
-                                      (all-reduces reduce-scatter first) on each comm, floats */
+                                      (all-reduces reduce-scatter first) on each comm, bytes */
 } sim;
 
 /* what a staged bucket is for: its reduce-scatter scratch depends on it */
@@ -123,20 +125,22 @@ static void views(sim *s, int u, bool make) {
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
  * shard's rows of their parameters (their full size); all-reduces of pieces hold this rank's.
- * src/comm: a reduce-scatter's scratch follows the largest own block on its comm; an all-reduce
- * reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
+ * Gradient buckets (rs, ar) hold elements of the reduce dtype, parameter buckets (ag) fp32.
+ * src/comm: a reduce-scatter's scratch follows the largest own block on its comm, in bytes; an
+ * all-reduce reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
 static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind) {
     size_t limit = s->o->bucket_bytes / sizeof(float);
     for (int first = 0; first < n;) {
         int end = zt_plan_bucket_end(s->m, params, n, first, limit);
-        size_t floats = 0, own = 0;
+        size_t floats = 0, own = 0; /* elements of the bucket, of them this rank's */
         for (int k = first; k < end; k++) {
             size_t mine = (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard);
             floats += kind == ST_AR_PIECES ? mine : numel(s, params[k]);
             own += mine;
         }
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
-        size_t need = kind == ST_AG ? param_floats(s, floats) : floats; /* all-gathers move parameters */
+        size_t need = kind == ST_AG ? param_floats(s, floats) /* all-gathers move parameters */
+                                    : zt_memory_floats_for_bytes(floats * s->reduce_elem);
         if (need > *cap) *cap = need;
         size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
         size_t b = 0;
@@ -146,7 +150,8 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             int R = s->world / s->pl->nshards, rr = s->rank / s->pl->nshards;
             b = floats / (size_t)R + ((size_t)rr < floats % (size_t)R);
         }
-        if (b > *block) *block = b;
+        size_t elem = s->reduce_elem; /* the reduce-scatter scratch holds gradient elements */
+        if (b * elem > *block) *block = b * elem;
         first = end;
     }
 }
@@ -366,7 +371,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     }
     bool has_comm = world > 1 || o->comm;
     sim s = {.m = m, .o = o, .pb = zt_precision_bytes_of(o->precision.mode), .world = world, .rank = rank,
-             .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm};
+             .ga = o->grad_accum > 0 ? o->grad_accum : 1, .has_comm = has_comm,
+             .reduce_elem = zt_dtype_bytes(o->precision.reduce)};
     s.shard_optim = s_in != ZT_STRATEGY_DDP;
     s.shard_grads = s_in == ZT_STRATEGY_ZERO2 || s_in == ZT_STRATEGY_ZERO3;
     s.shard_params = s_in == ZT_STRATEGY_ZERO3;

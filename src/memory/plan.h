@@ -27,7 +27,7 @@
  *   master   the parameters array (fp32 master weights; bf16-low: bf16 parameters, 2 bytes)
  *   copy     the compute copy of each matrix (0: none, compute reads the master: fp32, or
  *            bf16-low, whose bf16 parameters are their own compute copy)
- *   grads    every gradient buffer (reduced and accumulated in fp32 in every mode)
+ *   grads    every gradient buffer (fp32 in every mode; bf16/fp16 reduction packs 2-byte buckets, plan.c)
  *   moment   each optimizer state array (AdamW has two, SGD with momentum one)
  * fp16 holds fp16 values in fp32 arrays (its compute copy too: this CPU has no fp16 arithmetic).
  *

@@ -6,8 +6,16 @@
  * Accelerate's aligned FSDP mode run (fp32 master weights and moments, so updates far below a
  * bf16 ulp of the weight still land); bf16-low is Accelerate's memory-constrained pure-bf16 mode
  * (FSDP with param_dtype bf16 and no fp32 copy), where they do not; fp16 is DeepSpeed's fp16 with
- * dynamic loss scaling. Gradients are reduced and accumulated in fp32 in every mode, so the
- * summation tree (and the bit-identity across strategies) is the fp32 one.
+ * dynamic loss scaling. Gradients are accumulated over micro-batches in fp32 in every mode and
+ * reduced across ranks in fp32 by default; precision.reduce_dtype bf16 (FSDP's reduce_dtype,
+ * DeepSpeed's communication_data_type) reduces them in bf16 instead: each rank's contribution and
+ * every partial sum of the summation tree rounded to bf16 (src/comm/tree_sum.c), half the bytes
+ * on the wire. It is allowed with fp32, bf16 and bf16-low, as FSDP allows reduce_dtype whatever
+ * param_dtype is; not with fp16, whose loss-scaled gradients keep 10 mantissa bits that a bf16
+ * reduction (7 bits) would throw away. reduce_dtype fp16 (DeepSpeed's default under fp16) goes
+ * with fp16 only: its sums overflow past 65504, and only fp16's loss scaling turns that into a
+ * skipped step (elsewhere it would end the run with a non-finite norm) and keeps small gradients
+ * out of fp16's subnormals.
  */
 #include "zerotrain/zerotrain.h"
 
@@ -71,14 +79,22 @@ int zt_precision_check(const zt_precision *p, zt_error *err)
     zt_dtype got = ZT_DTYPE_FP32, need = ZT_DTYPE_FP32;
     if (p->params != want.params) what = "params", got = p->params, need = want.params;
     else if (p->compute != want.compute) what = "compute", got = p->compute, need = want.compute;
-    else if (p->reduce != want.reduce) what = "reduce", got = p->reduce, need = want.reduce;
+    else if (p->reduce != want.reduce && !(p->reduce == ZT_DTYPE_BF16 && p->mode != ZT_PRECISION_FP16) &&
+             !(p->reduce == ZT_DTYPE_FP16 && p->mode == ZT_PRECISION_FP16))
+        what = "reduce", got = p->reduce, need = want.reduce;
     else if (p->accumulate != want.accumulate) what = "accumulate", got = p->accumulate, need = want.accumulate;
     else if (p->grads != want.grads) what = "grads", got = p->grads, need = want.grads;
     else if (p->moments != want.moments) what = "moments", got = p->moments, need = want.moments;
+    if (what && !strcmp(what, "reduce"))
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "precision %s: reduce dtype %s is not supported (gradients are reduced in "
+                            "fp32 in every mode, in bf16 under fp32, bf16 and bf16-low, in fp16 under fp16 "
+                            "with its loss scaling)",
+                            zt_precision_mode_name(p->mode), zt_dtype_name(got));
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE,
                             "precision %s: %s dtype %s is not supported (this build runs %s there; "
-                            "gradients are reduced and accumulated in fp32 in every mode)",
+                            "gradients are accumulated in fp32 in every mode)",
                             zt_precision_mode_name(p->mode), what, zt_dtype_name(got),
                             zt_dtype_name(need));
     if (p->mode == ZT_PRECISION_FP16) {

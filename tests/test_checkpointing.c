@@ -52,6 +52,24 @@ typedef struct block_run {
     float *din;
 } block_run;
 
+/* The block's parameters filled from seed (layernorm weights near 1, the rest near 0) and, under
+ * lp_kind, the engine's compute copy of each matrix in params_lp (NULL entries otherwise). */
+static void block_params(const zt_model *m, const zt_unit *u, int lp_kind, int seed, float **params,
+                         const void **params_lp) {
+    for (int k = 0; k < u->n_params; k++) {
+        const zt_param_desc *p = &m->params[u->params[k]];
+        params[k] = xcalloc((size_t)p->numel);
+        bool ln_weight = strstr(p->name, "ln_") && strstr(p->name, "weight");
+        fill(params[k], (size_t)p->numel, ln_weight ? 0.8f : -0.1f, ln_weight ? 1.2f : 0.1f, seed + k);
+        params_lp[k] = NULL;
+        if (lp_kind && p->ndim >= 2) { /* the engine's compute copy */
+            void *c = xcalloc((size_t)p->numel);
+            zt_round_to_lp((zt_lp_kind)lp_kind, c, params[k], (size_t)p->numel);
+            params_lp[k] = c;
+        }
+    }
+}
+
 /* lp_kind 0 (fp32), ZT_LP_BF16 or ZT_LP_FP16: the block with compute copies of its matrices */
 static void check_block_recompute(int lp_kind) {
     zt_error err = {0};
@@ -73,17 +91,7 @@ static void check_block_recompute(int lp_kind) {
 
     float *params[ZT_UNIT_MAX_PARAMS];
     const void *params_lp[ZT_UNIT_MAX_PARAMS] = {0};
-    for (int k = 0; k < u->n_params; k++) {
-        const zt_param_desc *p = &m->params[u->params[k]];
-        params[k] = xcalloc((size_t)p->numel);
-        bool ln_weight = strstr(p->name, "ln_") && strstr(p->name, "weight");
-        fill(params[k], (size_t)p->numel, ln_weight ? 0.8f : -0.1f, ln_weight ? 1.2f : 0.1f, 100 + k);
-        if (lp_kind && p->ndim >= 2) { /* the engine's compute copy */
-            void *c = xcalloc((size_t)p->numel);
-            zt_round_to_lp((zt_lp_kind)lp_kind, c, params[k], (size_t)p->numel);
-            params_lp[k] = c;
-        }
-    }
+    block_params(m, u, lp_kind, 100, params, params_lp);
     void *staging = lp_kind ? xcalloc(u->ops->staging_bytes(u, B, T, lp_kind) / sizeof(float) + 1) : NULL;
     float *in = xcalloc(NC), *dout = xcalloc(NC), *out = xcalloc(NC), *out2 = xcalloc(NC);
     fill(in, NC, -1, 1, 1);
@@ -190,17 +198,7 @@ static void test_block_saves_rounded_operands(void **state) {
     const size_t N = (size_t)B * T, NC = N * C;
     float *params[ZT_UNIT_MAX_PARAMS];
     const void *params_lp[ZT_UNIT_MAX_PARAMS] = {0};
-    for (int k = 0; k < u->n_params; k++) {
-        const zt_param_desc *p = &m->params[u->params[k]];
-        params[k] = xcalloc((size_t)p->numel);
-        bool ln_weight = strstr(p->name, "ln_") && strstr(p->name, "weight");
-        fill(params[k], (size_t)p->numel, ln_weight ? 0.8f : -0.1f, ln_weight ? 1.2f : 0.1f, 200 + k);
-        if (p->ndim >= 2) {
-            void *c = xcalloc((size_t)p->numel);
-            zt_round_to_lp(ZT_LP_BF16, c, params[k], (size_t)p->numel);
-            params_lp[k] = c;
-        }
-    }
+    block_params(m, u, ZT_LP_BF16, 200, params, params_lp);
     size_t S = u->ops->saved_floats(u, B, T, ZT_LP_BF16);
     float *in = xcalloc(NC), *out = xcalloc(NC), *saved = xcalloc(S), *scratch = xcalloc(u->ops->scratch_floats(u, B, T));
     void *staging = xcalloc(u->ops->staging_bytes(u, B, T, ZT_LP_BF16) / sizeof(float) + 1);

@@ -95,7 +95,7 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     if (e->full_lp) {
-        if (!e->lp_stale) return ZT_OK;
+        if (!e->lp_stale || e->shard_master) return ZT_OK; /* shard_master: kept current (master_shard.c) */
         for (int i = 0; i < m->n_params; i++)
             if (zt_engine_has_lp(e, i))
                 zt_round_to_lp((zt_lp_kind)e->lp_kind, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),

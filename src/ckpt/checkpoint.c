@@ -827,13 +827,15 @@ static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int
 }
 
 /* zero1/zero2 with master pieces (engine master_shard.c): every rank's compute copies of parameter
- * i from all its rows in the checkpoint, read in chunks of whole rows (no collective). */
+ * i from all its rows in the checkpoint, read in chunks of whole rows of about 64Ki elements (no
+ * collective; the chunk is transient load-time memory, outside the memory plan like the loader's
+ * other buffers). */
 static int fill_copies(zt_engine *e, const char *commit, const cJSON *tj, int i, const int *fds, int nfiles,
                        const uint64_t *fsize, zt_error *err) {
     int64_t row_len = e->plan.p[i].row_len, rows = e->plan.p[i].rows;
     int64_t per = row_len >= 65536 ? 1 : 65536 / (row_len ? row_len : 1);
     if (per > rows) per = rows > 0 ? rows : 1;
-    float *buf = malloc((size_t)(per * row_len) * sizeof *buf + 1);
+    float *buf = malloc((size_t)(per * row_len > 0 ? per * row_len : 1) * sizeof *buf);
     if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for rows of %s", e->model->params[i].name);
     int rc = ZT_OK;
     for (int64_t r = 0; r < rows && !rc; r += per) {

@@ -5,7 +5,8 @@
 #  2. reshard: saved by 2 ranks zero1, loaded by 1 rank ddp and by 4 ranks zero3 (and back from
 #     zero3 x4 to zero1 x2): every tensor of every kind element-for-element equal, same step and
 #     data cursor; a resumed 1-rank run with the same global batch continues bit-identically; the
-#     same for bf16-low (2-byte parameters and moments) across strategies, world sizes and into fp32;
+#     same for bf16-low (2-byte parameters and moments) across strategies, world sizes and into fp32,
+#     and for zero1 bf16 (fp32 master as pieces) through zero3, ddp and zero2 and back;
 #  3. a truncated, bit-flipped or missing shard or manifest is refused with exit code 4 and a
 #     message naming the file; leftovers of a killed save are ignored; keep_last; verify;
 #  4. the reduce dtype is not state: a checkpoint saved with gradients reduced in bf16 resumes
@@ -45,7 +46,7 @@ done
 # bitwise resume in the precision modes: fp16's loss scaler (mid-hysteresis at the save: the
 # first 4 steps overflow at 2^20) and Adam's step count, which skipped steps leave behind, travel
 # in the manifest; bf16-low's stochastic rounding draws from (seed, step, element) only
-for spec in "zero3 fp16 --set precision.initial_scale_power=20" "zero2 bf16-low --set precision.stochastic_rounding=true" "ddp bf16" \
+for spec in "zero3 fp16 --set precision.initial_scale_power=20" "zero2 bf16-low --set precision.stochastic_rounding=true" "ddp bf16" "zero1 bf16" \
             "zero2 bf16 --set precision.reduce_dtype=bf16"; do
   set -- $spec; s="$1" p="$2"; shift 2
   d="$T/r-$s-$p"; mkdir -p "$d"
@@ -109,6 +110,28 @@ for pair in "$L $T/low-z3x4/step-00000003" "$T/low-z3x4/step-00000003 $T/low-ddp
   set -- $pair
   if /usr/bin/python3 "$SRC/tests/ckpt_compare.py" "$1" "$2" >/dev/null; then ok "bf16-low reshard ${1#$T/} -> ${2#$T/}"; else bad "bf16-low reshard $1 -> $2"; fi
 done
+
+# zero1 under bf16 keeps its fp32 master as pieces and replicates the compute copies
+# (src/engine/master_shard.c): its checkpoint (the resume test above) holds the fp32 master from the
+# pieces; loaded by zero3 x4, then ddp x1, then zero2 x2 (pieces again), every tensor equal; and
+# zero3 x2 and ddp x1 (GA 2) resumed from it continue bit-identically to zero1's 6 straight steps
+# (the loaded compute copies are right)
+B="$T/r-zero1-bf16/ck/step-00000003"
+BF=(--set precision.mode=bf16)
+"$Z" train "$T/c.yaml" --nproc 4 --set parallel.strategy=zero3 "${BF[@]}" --resume "$B" --stop-after 3 --ckpt-dir "$T/bf-z3x4" >/dev/null
+"$Z" train "$T/c.yaml" --set parallel.strategy=ddp "${BF[@]}" --resume "$T/bf-z3x4" --stop-after 3 --ckpt-dir "$T/bf-ddp1" >/dev/null
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero2 "${BF[@]}" --resume "$T/bf-ddp1" --stop-after 3 --ckpt-dir "$T/bf-z2" >/dev/null
+for pair in "$B $T/bf-z3x4/step-00000003" "$T/bf-z3x4/step-00000003 $T/bf-ddp1/step-00000003" \
+            "$T/bf-ddp1/step-00000003 $T/bf-z2/step-00000003"; do
+  set -- $pair
+  if /usr/bin/python3 "$SRC/tests/ckpt_compare.py" "$1" "$2" >/dev/null; then ok "bf16 reshard ${1#$T/} -> ${2#$T/}"; else bad "bf16 reshard $1 -> $2"; fi
+done
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${BF[@]}" --resume "$B" > "$T/bf-cont3.out"
+"$Z" train "$T/c.yaml" --set training.gradient_accumulation_steps=2 "${BF[@]}" --resume "$T/bf-z2" > "$T/bf-cont1.out"
+want="$(hash_of "$T/r-zero1-bf16/a.out")"
+[ -n "$want" ] && [ "$(hash_of "$T/bf-cont3.out")" = "$want" ] && [ "$(hash_of "$T/bf-cont1.out")" = "$want" ] &&
+  ok "zero1 bf16 x2 -> zero3 x2 and -> (zero3 x4, ddp x1, zero2 x2) -> ddp x1 GA 2 continue bit-identically ($want)" ||
+  bad "zero1 bf16 continuation: $want vs $(hash_of "$T/bf-cont3.out") (zero3 x2), $(hash_of "$T/bf-cont1.out") (ddp x1)"
 
 # 3. damage: each case on a fresh copy, exit 4 and the file named
 expect4() { # label file-named cmd...

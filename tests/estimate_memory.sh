@@ -3,8 +3,8 @@
 #  1. every bad input exits with code 2 and a message naming what is wrong;
 #  2. the model-only form: GPT-2 is the engine's plan (zero3 model states 16·Ψ/N, zero3 below
 #     ddp), Llama is flagged as a formula estimate, --json carries the same numbers as the table;
-#  3. the CONFIG form plans what `zerotrain train` then allocates: for zero2, zero3 (bf16), hybrid
-#     and zero1 (selective checkpointing) on 2 ranks, the largest rank's planned and measured
+#  3. the CONFIG form plans what `zerotrain train` then allocates: for zero2, zero3 (bf16), hybrid,
+#     zero1 (selective checkpointing), zero1 bf16 and zero2 fp16 (sharded fp32 master) on 2 ranks, the largest rank's planned and measured
 #     high-water of a real run (its JSONL "memory" event) equal the estimate's, class by class.
 set -uo pipefail
 BUILD="$1"
@@ -77,10 +77,11 @@ out="$("$ZT" estimate-memory --model llama-7b --nproc 8 -T 1024 2>&1)"
 grep -q "FORMULA ESTIMATE" <<<"$out" && echo "ok   llama-7b is flagged as a formula estimate" \
   || { echo "FAIL llama-7b not flagged"; fail=1; }
 "$ZT" estimate-memory --model gpt2-124M --nproc 8 --json > "$T/g.json" 2>&1 &&
-"$ZT" estimate-memory --model llama-70b --nproc 128 -T 2048 --precision bf16 --checkpointing full --json > "$T/l.json" 2>&1
-$PY - "$T/g.json" "$T/l.json" <<'EOF' || fail=1
+"$ZT" estimate-memory --model llama-70b --nproc 128 -T 2048 --precision bf16 --checkpointing full --json > "$T/l.json" 2>&1 &&
+"$ZT" estimate-memory --model gpt2-124M --nproc 8 --precision bf16 --json > "$T/b.json" 2>&1
+$PY - "$T/g.json" "$T/l.json" "$T/b.json" <<'EOF' || fail=1
 import json, sys
-g = json.load(open(sys.argv[1])); l = json.load(open(sys.argv[2]))
+g = json.load(open(sys.argv[1])); l = json.load(open(sys.argv[2])); b = json.load(open(sys.argv[3]))
 ok = True
 def check(c, what):
     global ok
@@ -101,6 +102,11 @@ check(l["source"] == "formula" and l["parameters"] == 68976648192 and l["precisi
       "llama-70b: formula, 68.98B parameters, bf16")
 check(l["ranks_evaluated"] < 128 and l["bytes_per_element"]["compute_copy"] == 2,
       f"llama-70b on 128 ranks: {l['ranks_evaluated']} ranks planned, 2-byte compute copy")
+# bf16: zero1/zero2 keep the fp32 master sharded (master_shard.c): 2 (bf16 copy) + 16/N at rest
+for st in ("zero1", "zero2"):
+    per = b["strategies"][st]["model_states"] / P
+    check(abs(per - (2 + 16 / N)) <= 0.01 * (2 + 16 / N),
+          f"bf16 {st} model states {per:.3f} bytes per parameter = 2 + 16/N = {2 + 16 / N:.3f} within 1%")
 sys.exit(0 if ok else 1)
 EOF
 
@@ -142,6 +148,8 @@ agree "ddp, 2 ranks, bf16-low" --set parallel.strategy=ddp --set precision.mode=
 agree "zero1, 2 ranks, selective checkpointing" --set parallel.strategy=zero1 --set memory.activation_checkpointing=selective
 agree "ddp, 2 ranks, bf16, gradients reduced in bf16" --set parallel.strategy=ddp --set precision.mode=bf16 --set precision.reduce_dtype=bf16
 agree "hybrid (zero3 in groups of 1), 2 ranks, reduced in bf16" --set parallel.strategy=hybrid --set parallel.hybrid_shard_size=1 --set precision.reduce_dtype=bf16
+agree "zero1, 2 ranks, bf16 (fp32 master sharded)" --set parallel.strategy=zero1 --set precision.mode=bf16
+agree "zero2, 2 ranks, fp16 (fp32 master sharded)" --set parallel.strategy=zero2 --set precision.mode=fp16
 grep -q "every class of every rank reached exactly its planned high-water" "$T/train.out" &&
   echo "ok   train prints planned against measured per rank" || { echo "FAIL train's memory table"; fail=1; }
 exit $fail

@@ -8,7 +8,11 @@
 #     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies, bf16-low's 2-byte
 #     parameters (bf16 all-gathers, fp32 views) in every strategy, activation checkpointing full
 #     and selective;
-#  3. zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
+#  3. zero1/zero2 under bf16/fp16 hold their fp32 master as pieces: at rest 16 bytes per owned
+#     element (master, reduced gradient, m, v) plus the replicated compute copy (2 bytes bf16, 4
+#     fp16) of every parameter and 4 of each parameter read as fp32, i.e. 2 + 16/N bytes per
+#     parameter plus the layernorm weights and biases for bf16 (DeepSpeed: 2 + 2 + 12/N);
+#     zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
 #     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ; bf16-low holds 6
 #     (bf16 parameter, m, v; no gradient between steps) plus three fp32 update chunks.
 #  4. gradients reduced in bf16 or fp16 (precision.reduce_dtype): the gradient buckets' staging and the
@@ -31,7 +35,7 @@ run() { # label N args...
   if [ $rc -ne 0 ] || [ -z "$exact" ] || [ $whole = 0 ]; then
     echo "FAIL $label (rc $rc)"; echo "$out" | tail -12; fail=1
   else
-    echo "ok   $label: $exact$(grep -m1 -o 'zero3 [a-z0-9 -]*model states at rest.*' <<<"$out" | sed 's/^/; /' || true)"
+    echo "ok   $label: $exact$(grep -m1 -o 'zero[123] [a-z0-9 -]*model states at rest.*' <<<"$out" | sed 's/^/; /' || true)"
   fi
 }
 
@@ -47,6 +51,14 @@ run "N=4 zero3 keep_params_after_forward" 4 zero3 1 2 --keep
 run "N=4 zero3 no prefetch, 10 KB buckets" 4 zero3 1 2 --no-prefetch --bucket-mb 0.01
 run "N=4 hybrid over zero2, GA=2" 4 hybrid 2 2 --hybrid 2 --inner-zero2
 run "N=2 zero3 bf16 (compute copies gathered)" 2 zero3 1 2 --precision bf16
+# zero1/zero2 under bf16/fp16: fp32 master pieces, replicated compute copies (master_shard.c)
+run "N=2 zero1 bf16 (master pieces, copies all-gathered)" 2 zero1 1 2 --precision bf16
+run "N=4 zero2 bf16" 4 zero2 1 2 --precision bf16
+run "N=2 zero1 bf16 GA=2, 10 KB buckets" 2 zero1 2 2 --precision bf16 --bucket-mb 0.01
+run "N=1 zero2 bf16 (one shard: copies made locally)" 1 zero2 1 2 --precision bf16
+run "N=4 hybrid over zero2 bf16" 4 hybrid 1 2 --hybrid 2 --inner-zero2 --precision bf16
+run "N=2 zero2 fp16, activation checkpointing selective" 2 zero2 1 2 --precision fp16 --recompute selective
+run "N=2 zero1 tiny preset bf16: 2 + 16/N bytes per parameter" 2 zero1 1 1 --preset tiny --B 1 --T 16 --precision bf16 --balanced
 run "N=2 zero2 bf16-low" 2 zero2 1 2 --precision bf16-low
 run "N=2 zero3 bf16-low (bf16 pieces gathered, fp32 views)" 2 zero3 1 2 --precision bf16-low
 run "N=4 hybrid bf16-low, activation checkpointing full" 4 hybrid 1 2 --hybrid 2 --precision bf16-low --recompute full

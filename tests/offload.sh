@@ -55,6 +55,15 @@ if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then
 else
   bad "bf16-low: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -3
 fi
+# zero1 under bf16: the fp32 master pieces are updated from the streamed state, then the bf16
+# copies all-gathered (src/engine/master_shard.c)
+a="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --set precision.mode=bf16 2>&1)"
+b="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --set precision.mode=bf16 "${OFF[@]}" 2>&1)"
+if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ]; then
+  ok "zero1 x2 bf16 (fp32 master sharded): offloaded = in memory ($(hash_of "$a"))"
+else
+  bad "zero1 bf16: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -3
+fi
 # the same through DeepSpeed's keys (a native file including a DeepSpeed JSON)
 cat > "$T/ds.json" <<JSON
 {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,

@@ -8,6 +8,11 @@
 # multiple of 16 and the 64-byte padding of the saved buffers shows) trained 4 steps with
 # `zerotrain train`, and tests/tool_dist_check's model 12 steps, in every precision mode and
 # activation checkpointing mode, one rank and zero3 on two. This build must end at the same bits.
+# The bf16 and fp16 references were re-recorded once since, on purpose: GPT-2's embedding lookup
+# now reads wte/wpe through their compute copy under bf16/fp16 compute in every strategy (bf16
+# rows, fp16 values; docs/precision.md), as zero1/zero2 no longer replicate the fp32 tables. With
+# the lookup switched back to the fp32 tables, that build gave the old tool hashes (21252fdd...,
+# ecaec66c...) bit for bit: the lookup is the only change.
 # Hashes depend on the GEMM kernels the CPU gets: on another CPU (the fp32 hash, which the change
 # does not touch, or the bf16 instructions differ) the references do not apply and the test is
 # skipped (exit 77) with the reason.
@@ -26,25 +31,25 @@ REF="train fp32 none 1 5b2274657dc562a3
 train fp32 selective 1 5b2274657dc562a3
 train fp32 selective 2 87129f8c59f51210
 train fp32 full 1 5b2274657dc562a3
-train bf16 none 1 dbd031d1dfb4e513
-train bf16 selective 1 dbd031d1dfb4e513
-train bf16 selective 2 78b71df9aaf73696
-train bf16 full 1 dbd031d1dfb4e513
-train fp16 none 1 4cce6c484fb433af
-train fp16 selective 1 4cce6c484fb433af
-train fp16 selective 2 80b2cc7d74481d1c
-train fp16 full 1 4cce6c484fb433af
+train bf16 none 1 2ae82679de2a9b4e
+train bf16 selective 1 2ae82679de2a9b4e
+train bf16 selective 2 595498abcbd678fe
+train bf16 full 1 2ae82679de2a9b4e
+train fp16 none 1 64a15a2253a10568
+train fp16 selective 1 64a15a2253a10568
+train fp16 selective 2 a169989272024dd9
+train fp16 full 1 64a15a2253a10568
 train bf16-low none 1 017ae60f5715f448
 train bf16-low selective 1 017ae60f5715f448
 train bf16-low selective 2 36162f88dd925dfc
 train bf16-low full 1 017ae60f5715f448
 tool fp32 none 1 547cb6593dc5f49e
-tool bf16 none 1 21252fddc10bb94f
-tool bf16 selective 1 21252fddc10bb94f
-tool bf16 full 1 21252fddc10bb94f
-tool fp16 none 1 ecaec66c0d006ca6
-tool fp16 selective 1 ecaec66c0d006ca6
-tool fp16 full 1 ecaec66c0d006ca6
+tool bf16 none 1 b4b1d588f02d71bd
+tool bf16 selective 1 b4b1d588f02d71bd
+tool bf16 full 1 b4b1d588f02d71bd
+tool fp16 none 1 90eed6c9106ea139
+tool fp16 selective 1 90eed6c9106ea139
+tool fp16 full 1 90eed6c9106ea139
 tool bf16-low none 1 05f71c3015b177e7
 tool bf16-low selective 1 05f71c3015b177e7
 tool bf16-low full 1 05f71c3015b177e7"

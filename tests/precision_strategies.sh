@@ -2,7 +2,7 @@
 # precision_strategies.sh BUILD SOURCE - the precision contract holds whatever the strategy: in
 # bf16 (mixed), bf16-low (with stochastic rounding) and fp16 (dynamic loss scaling), 12 steps of a
 # small GPT-2 give bit-identical losses and final parameters for ddp, zero1, zero2, zero3 and
-# hybrid on 2 and 4 ranks, and 1 x GA4 = 2 x GA2 = 4 x GA1 (deferred reduction). fp16 starts from
+# hybrid (over zero3 and zero2) on 2 and 4 ranks, zero1 with buckets smaller than a parameter, and 1 x GA4 = 2 x GA2 = 4 x GA1 (deferred reduction). fp16 starts from
 # a loss scale of 2^20, so its first steps overflow, are skipped on every rank and halve the
 # scale: the skips must happen, and identically everywhere. One OpenMP thread per rank.
 # Gradients reduced in bf16 (precision.reduce_dtype bf16; bf16, bf16-low and fp32 modes): ddp,
@@ -43,6 +43,9 @@ for mode in bf16 bf16-low fp16; do
     done
     check "$mode N=$n hybrid (zero3 in groups of 2)" "$mode-n$n" "$(run $n hybrid 1 $STEPS --hybrid 2 "${extra[@]}")"
   done
+  # zero2 inside the groups: under bf16/fp16 its fp32 master is sharded too (master_shard.c)
+  check "$mode N=4 hybrid (zero2 in groups of 2)" "$mode-n4" "$(run 4 hybrid 1 $STEPS --hybrid 2 --inner-zero2 "${extra[@]}")"
+  check "$mode N=2 zero1, 10 KB buckets" "$mode-n2" "$(run 2 zero1 1 $STEPS --bucket-mb 0.01 "${extra[@]}")"
   check "$mode N=1 GA=4 zero3" "$mode-ga" "$(run 1 zero3 4 $STEPS "${extra[@]}")"
   check "$mode N=2 GA=2 zero1" "$mode-ga" "$(run 2 zero1 2 $STEPS "${extra[@]}")"
   check "$mode N=4 GA=1 ddp" "$mode-ga" "$(run 4 ddp 1 $STEPS "${extra[@]}")"

@@ -3,7 +3,8 @@
  * past 65504, subnormals, ties), stochastic rounding (unbiased, deterministic per index, never to
  * infinity), the low-precision Linear (forward and backward against double references on the
  * rounded operands, and against fp32 within bf16's accuracy), DeepSpeed's loss scaler step by
- * step, and the policy table (supported combinations, the description line).
+ * step, and the policy table (supported combinations, the description line); bf16-low's 2-byte
+ * storage; zero1's sharded fp32 master under bf16 against ddp on one process.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -370,12 +371,83 @@ static void test_bf16_low_storage(void **state) {
     assert_true(isfinite(last) && last < first);
 }
 
+/* zero1 under bf16 keeps its fp32 master as pieces and replicates the compute copies (engine
+ * master_shard.c); on one process the pieces are whole tensors and the copies are made locally.
+ * Against ddp (full fp32 parameters, copies rounded from them) on the same model and batches: the
+ * same losses and parameters step by step, a zt_engine_param_set reaches the copies the next
+ * forward reads (the loss after it is ddp's), and zero1's compute-copy class adds only the fp32
+ * copy of the vectors (the layernorm weights and biases) to ddp's. */
+static void test_master_shard_one_process(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_gpt2_config cfg = {64, 512, 2, 2, 64};
+    zt_model *m[2];
+    zt_engine *e[2];
+    for (int k = 0; k < 2; k++) {
+        zt_engine_options o;
+        zt_engine_options_default(&o);
+        o.B = 2, o.T = 16, o.seed = 5;
+        o.strategy = k ? ZT_STRATEGY_ZERO1 : ZT_STRATEGY_DDP;
+        zt_precision_default(&o.precision, ZT_PRECISION_BF16);
+        assert_int_equal(zt_gpt2_create(&cfg, &m[k], &err), ZT_OK);
+        assert_int_equal(zt_engine_create(m[k], &o, &e[k], &err), ZT_OK);
+        assert_int_equal(zt_engine_init_params(e[k], &err), ZT_OK);
+    }
+    int32_t tok[2 * 16 + 1];
+    for (int i = 0; i < 33; i++) tok[i] = (i * 11 + 3) % 512;
+    zt_batch b = {.B = 2, .T = 16, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / 32, .logits_pos = -1};
+    for (int step = 0; step < 4; step++) {
+        float loss[2];
+        for (int k = 0; k < 2; k++) {
+            zt_step_report r;
+            assert_int_equal(zt_engine_forward_backward(e[k], &b, &loss[k], &err), ZT_OK);
+            assert_int_equal(zt_engine_step(e[k], 3e-3f, &r, &err), ZT_OK);
+        }
+        assert_true(f2u(loss[0]) == f2u(loss[1]));
+    }
+    assert_true(zt_engine_param_hash(e[0]) == zt_engine_param_hash(e[1]));
+    /* zero1's parameter is its piece (here the whole tensor); set wte (a matrix, read through its
+     * bf16 copy by the embedding and the head) and ln_f.weight (read as fp32) in both */
+    int64_t begin = -1, numel = 0;
+    assert_non_null(zt_engine_param_local(e[1], 0, &begin, &numel));
+    assert_true(begin == 0 && numel == m[1]->params[0].numel);
+    int set[2] = {0, m[0]->n_params - 2};
+    assert_string_equal(m[0]->params[set[0]].name, "wte.weight");
+    assert_string_equal(m[0]->params[set[1]].name, "ln_f.weight");
+    for (int t = 0; t < 2; t++) {
+        int idx = set[t];
+        size_t n = (size_t)m[0]->params[idx].numel;
+        float *w = malloc(n * sizeof *w), *back = malloc(n * sizeof *back);
+        for (size_t i = 0; i < n; i++) w[i] = 0.05f * frand();
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(zt_engine_param_set(e[k], idx, w, &err), ZT_OK);
+            assert_int_equal(zt_engine_param_gather(e[k], idx, back, &err), ZT_OK);
+            assert_memory_equal(w, back, n * sizeof *w);
+        }
+        free(w);
+        free(back);
+    }
+    float loss[2];
+    for (int k = 0; k < 2; k++) assert_int_equal(zt_engine_forward(e[k], &b, &loss[k], NULL, &err), ZT_OK);
+    assert_true(f2u(loss[0]) == f2u(loss[1]));
+    zt_memory_report r[2];
+    for (int k = 0; k < 2; k++) zt_engine_memory(e[k], &r[k]);
+    size_t vectors = 0;
+    for (int i = 0; i < m[0]->n_params; i++)
+        if (m[0]->params[i].ndim == 1) vectors += ((size_t)m[0]->params[i].numel + 15) / 16 * 16 * sizeof(float);
+    assert_int_equal(r[1].compute_copy, r[0].compute_copy + vectors);
+    for (int k = 0; k < 2; k++) {
+        zt_engine_free(e[k]);
+        zt_model_free(m[k]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_conversion), cmocka_unit_test(test_fp16_rounding),
         cmocka_unit_test(test_stochastic_rounding), cmocka_unit_test(test_linear_bf16),
         cmocka_unit_test(test_linear_fp16), cmocka_unit_test(test_loss_scaler), cmocka_unit_test(test_policy),
-        cmocka_unit_test(test_bf16_low_storage),
+        cmocka_unit_test(test_bf16_low_storage), cmocka_unit_test(test_master_shard_one_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) o.keep_params_after_forward = true;
+        else if (!strcmp(argv[i], "--inner-zero2")) o.hybrid_inner = ZT_STRATEGY_ZERO2;
         else if (!strcmp(argv[i], "--reduce-every")) o.reduce_every_micro_batch = true;
         else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);

@@ -218,6 +218,33 @@ int main(int argc, char **argv) {
                     status = 1;
                 }
             }
+            if ((o.strategy == ZT_STRATEGY_ZERO1 || o.strategy == ZT_STRATEGY_ZERO2) && o.optim.kind == ZT_OPT_ADAMW &&
+                (prec == ZT_PRECISION_BF16 || prec == ZT_PRECISION_FP16)) {
+                /* the fp32 master is sharded (master_shard.c): 4 (master) + 4 (reduced gradient) +
+                 * 8 (m, v) bytes per owned element, plus the replicated compute copy of every
+                 * parameter (2 bytes bf16, 4 fp16: full layout) and an fp32 copy of those read as
+                 * fp32 (4 bytes: the layernorm weights and biases) */
+                int lp = zt_precision_lp_kind(&o.precision);
+                double copy = prec == ZT_PRECISION_BF16 ? 2.0 : 4.0, P32 = 0;
+                for (int i = 0; i < m->n_params; i++)
+                    if (zt_param_reads_fp32(m, lp, i)) P32 += (double)m->params[i].numel;
+                double want = 16.0 * t[3] + copy * (double)P + 4.0 * P32;
+                double closed = copy + 16.0 / N + 4.0 * P32 / (double)P;
+                printf("  %s %s model states at rest: %.0f bytes = %.0f + 16 x %.0f owned + 4 x %.0f fp32-read + %.0f "
+                       "alignment; %.4f bytes per parameter, closed form %.0f + 16/%d + 4·%.0f/Ψ = %.4f\n",
+                       zt_strategy_name(o.strategy), zt_precision_mode_name(prec), t[2], copy * (double)P, t[3], P32,
+                       t[2] - want, t[2] / (double)P, copy, N, P32, closed);
+                if (t[2] < want || t[2] - want > 6.0 * 64.0 * m->n_params || t[2] != t[4]) {
+                    fprintf(stderr, "rank %d: %s model states %.0f bytes, expected %.0f (+ alignment) = plan %.0f\n", r,
+                            zt_strategy_name(o.strategy), t[2], want, t[4]);
+                    status = 1;
+                }
+                if (balanced && fabs(t[2] / (double)P - closed) > 0.01 * closed) {
+                    fprintf(stderr, "rank %d: %.4f bytes per parameter, more than 1%% from the closed form %.4f\n", r,
+                            t[2] / (double)P, closed);
+                    status = 1;
+                }
+            }
         }
         if (o.strategy == ZT_STRATEGY_ZERO3 && N > 1 && total_owned != (double)P) {
             fprintf(stderr, "zero3: the ranks own %.0f elements together, the model has %lld\n", total_owned,

@@ -102,9 +102,9 @@ typedef struct zt_batch {
 typedef struct zt_unit_args {
     const zt_batch *batch;
     float *const *params; /* the unit's parameters, full fp32 tensors, in the unit's listed order;
-                             NULL where the unit reads the parameter from params_lp (its
-                             zt_unit_ops.reads_lp says so) and the engine stores it in the compute
-                             dtype (bf16-low): params_lp[k] then holds its exact values */
+                             NULL where the unit reads the parameter through params_lp (under
+                             bf16/fp16 compute, a matrix its zt_unit_ops.reads_lp declares), in
+                             every strategy */
     float *const *grads;  /* same order; backward accumulates (+=) into them */
     const float *in;      /* (B, T, in_width) the previous unit's output; NULL for the first unit */
     float *out;           /* (B, T, out_width); the last unit writes per-token losses (B, T) */
@@ -175,11 +175,14 @@ typedef struct zt_unit_ops {
      * the rounded output gradient of its widest Linear; inputs are rounded into the saved buffer);
      * NULL: the unit needs none. */
     size_t (*staging_bytes)(const zt_unit *u, int B, int T, int lp_kind);
-    /* Optional: true when the unit reads its k-th parameter from params_lp whenever that is given
-     * (and from params only when params[k] is not NULL besides): the Linear weights, embedding
-     * tables read as bf16 rows. bf16-low stores its parameters as bf16, and those are the compute
-     * copy: the engine then passes params[k] = NULL for these instead of an fp32 view of the
-     * whole tensor. NULL: the unit gets fp32 params for every parameter in every mode. */
+    /* Optional: true when the unit reads its k-th parameter through params_lp alone under any
+     * low-precision compute (bf16, bf16-low, fp16; the parameter must be a matrix, ndim >= 2,
+     * which is what has a compute copy): the Linear weights, embedding tables read as bf16 rows.
+     * The engine then passes params[k] = NULL in every strategy, so every strategy hands the unit
+     * the same values, and it need not hold the fp32 tensor: zero1/zero2 replicate only the
+     * compute copy of such a parameter (their fp32 master is sharded), bf16-low's bf16
+     * parameters are the copy. NULL: the unit gets fp32 params for every parameter in every mode
+     * (zero1/zero2 then replicate an fp32 copy of each beside its compute copy). */
     bool (*reads_lp)(const zt_unit *u, int k);
     /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats;
      * a multiple of 16 keeps the rest 64-byte aligned when it follows the kept part). */
@@ -297,7 +300,10 @@ typedef struct zt_comm zt_comm; /* a communicator (src/comm/comm.h) */
  * * reduce may be set to bf16 (FSDP's reduce_dtype, DeepSpeed's communication_data_type): each
  *   rank's gradient and every partial sum over ranks rounded to bf16, half the bytes on the wire.
  * + reduce may be set to fp16 the same way (an overflow is an infinity the loss scaler skips).
- * Elementwise ops, layernorm statistics, softmax and the loss run in fp32 in every mode. */
+ * Elementwise ops, layernorm statistics, softmax and the loss run in fp32 in every mode. Under
+ * bf16/fp16 compute the matrices a unit declares in zt_unit_ops.reads_lp (GPT-2: Linear weights,
+ * LM head, embedding tables) are read through their compute copy in every strategy; zero1/zero2
+ * then keep the fp32 master sharded and replicate only the compute copies. */
 typedef enum zt_precision_mode {
     ZT_PRECISION_FP32 = 0,
     ZT_PRECISION_BF16 = 1,     /* mixed: bf16 compute, fp32 master weights, gradients and moments */
@@ -430,10 +436,13 @@ void zt_engine_zero_grad(zt_engine *e);
 
 const zt_model *zt_engine_model(const zt_engine *e);
 const zt_engine_options *zt_engine_options_of(const zt_engine *e);
-/* Parameter idx as this rank holds it: the full tensor (ddp/zero1/zero2, or any strategy on one
- * rank) or, for zero3/hybrid, this rank's dim-0 shard; *numel and *begin (optional) say which
- * elements of the full tensor the pointer covers. NULL (with *begin and *numel filled) when the
- * parameters are not stored as fp32 (bf16-low: use zt_engine_param_set / _gather). */
+/* Parameter idx as this rank holds it: the full tensor (ddp, zero1/zero2 under fp32 compute) or
+ * this rank's dim-0 shard (zero3/hybrid, and zero1/zero2 under bf16/fp16 compute, whose fp32
+ * master is sharded); *numel and *begin (optional) say which elements of the full tensor the
+ * pointer covers. NULL (with *begin and *numel filled) when the parameters are not stored as
+ * fp32 (bf16-low: use zt_engine_param_set / _gather). Writing through a shard of zero1/zero2
+ * changes the master only; the compute copies follow at the next step (zt_engine_param_set
+ * updates both). */
 float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel);
 /* Sets parameter idx from its full tensor (fp32, numel elements, any alignment): this rank keeps
  * its part (the whole tensor, or its dim-0 shard), in the parameters' dtype (bf16-low rounds to

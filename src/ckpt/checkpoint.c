@@ -136,7 +136,7 @@ static size_t state_base(const zt_engine *e, int i) {
  * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0; the states'
  * rows of this rank start at state_base. */
 static size_t kind_base(const zt_engine *e, int i, int k) {
-    if (k > 0 || e->shard_params) return 0;
+    if (k > 0 || e->shard_params || e->shard_master) return 0;
     return (size_t)(e->plan.p[i].row_begin[e->plan.shard] * e->plan.p[i].row_len);
 }
 
@@ -172,8 +172,8 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
     *rows = p->row_begin[pl->shard + 1] - *row0;
     size_t begin = (size_t)(*row0 * p->row_len);
     if (k == 0 && e->params16) return NULL;
-    if (k == 0)
-        return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
+    if (k == 0) /* the pieces: zero3, and zero1/zero2's fp32 master under bf16/fp16 compute */
+        return e->pieces ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
     float *state = zt_engine_state_ptr(e, k - 1);
     return state ? state + state_base(e, i) : NULL;
 }
@@ -826,6 +826,27 @@ static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int
     return rc;
 }
 
+/* zero1/zero2 with master pieces (engine master_shard.c): every rank's compute copies of parameter
+ * i from all its rows in the checkpoint, read in chunks of whole rows of about 64Ki elements (no
+ * collective; the chunk is transient load-time memory, outside the memory plan like the loader's
+ * other buffers). */
+static int fill_copies(zt_engine *e, const char *commit, const cJSON *tj, int i, const int *fds, int nfiles,
+                       const uint64_t *fsize, zt_error *err) {
+    int64_t row_len = e->plan.p[i].row_len, rows = e->plan.p[i].rows;
+    int64_t per = row_len >= 65536 ? 1 : 65536 / (row_len ? row_len : 1);
+    if (per > rows) per = rows > 0 ? rows : 1;
+    float *buf = malloc((size_t)(per * row_len > 0 ? per * row_len : 1) * sizeof *buf);
+    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for rows of %s", e->model->params[i].name);
+    int rc = ZT_OK;
+    for (int64_t r = 0; r < rows && !rc; r += per) {
+        int64_t r2 = r + per < rows ? r + per : rows;
+        rc = fill_rows(commit, tj, KIND_NAMES[0], r, r2, row_len, buf, fds, nfiles, fsize, e->model->params[i].name, err);
+        if (!rc) zt_master_copies_write(e, i, (size_t)(r * row_len), (size_t)((r2 - r) * row_len), buf);
+    }
+    free(buf);
+    return rc;
+}
+
 int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *err) {
     char commit[4096];
     int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
@@ -897,13 +918,13 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         for (int k = 0; k < kinds; k++) {
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */
-            bool sharded = k == 0 ? e->shard_params : e->shard_optim;
+            bool sharded = k == 0 ? e->shard_params || e->shard_master : e->shard_optim;
             int64_t lo = sharded ? pl->p[i].row_begin[pl->shard] : 0;
             int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
             float *dst;
             if (k == 0) {
                 dst = e->params16 ? NULL /* bf16-low: through fill_offloaded's staging */
-                      : e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+                      : e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             } else {
                 float *state = zt_engine_state_ptr(e, k - 1);
                 dst = state ? state + state_base(e, i) : NULL;
@@ -915,6 +936,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             } else if ((rc = fill_offloaded(e, commit, tj, k, i, lo, hi, fds, nfiles, fsize, err))) {
                 goto out;
             }
+            if (k == 0 && e->shard_master && (rc = fill_copies(e, commit, tj, i, fds, nfiles, fsize, err))) goto out;
         }
     }
     zt_grads_reset(e);

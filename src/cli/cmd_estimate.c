@@ -159,7 +159,7 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     }
     fputc('\n', out);
     static const char *labels[ZT_MEM_CLASSES] = {
-        "  params (master; pieces for zero3)", "  compute copy (bf16/fp16 matrices)",
+        "  params (master; pieces where sharded)", "  compute copies (bf16/fp16, fp32 vectors)",
         "  gathered (zero3 units; bf16-low views)", "  grads (buffers, tree, in flight)",
         "  optimizer state (or its NVMe staging)", "  activations (outputs, saved, scratch)",
         "  communication staging, norm partials"};

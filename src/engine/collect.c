@@ -14,6 +14,7 @@
  * communication_data_type does. Parameter all-gathers move fp32 whatever the reduce dtype. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
+#include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "kernels/kernels.h"
 #include "metrics/trace.h"
@@ -153,8 +154,9 @@ int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *cons
  * the staging; the buckets are the same parameters either way). */
 typedef struct ag_ctx {
     const void *pieces;  /* shard layout source, or NULL: the piece regions of the destinations */
-    void **dst;          /* per parameter index: full tensor destination */
+    void *const *dst;    /* per parameter index: full tensor destination */
     size_t elem;         /* bytes per element: 4, or 2 (bf16) */
+    int round_kind;      /* nonzero: pieces are fp32, packed rounded to this zt_lp_kind (elem bytes) */
     zt_comm *comm;       /* the shard group, or the communication thread's duplicate of it */
     float **pack;        /* staging owned by the calling thread */
     size_t *pack_cap;
@@ -173,9 +175,12 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-        const char *src = c->pieces ? (const char *)c->pieces + pl->p[i].shard_off * E
-                                    : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, pl->shard) * E;
-        memcpy(w, src, cnt * E);
+        if (c->round_kind) /* master_shard.c: the compute copy of the fp32 master's rows */
+            zt_round_to_lp((zt_lp_kind)c->round_kind, w, (const float *)c->pieces + pl->p[i].shard_off, cnt);
+        else
+            memcpy(w, c->pieces ? (const char *)c->pieces + pl->p[i].shard_off * E
+                                : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, pl->shard) * E,
+                   cnt * E);
         w += cnt * E;
     }
     if (pl->nshards > 1 &&
@@ -195,8 +200,8 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
 
 int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                const int *params, int n, const char *tag, zt_error *err) {
-    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), comm, pack, pack_cap}
-                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), comm, pack, pack_cap};
+    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), 0, comm, pack, pack_cap}
+                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), 0, comm, pack, pack_cap};
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, timer, err);
 }
 
@@ -248,11 +253,17 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
         all[i] = i;
         dsts[i] = e->params16 ? (void *)(e->full16 + e->plan.p[i].full_off) : (void *)(e->full_params + e->plan.p[i].full_off);
     }
-    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), e->shard_comm, &e->pack, &e->pack_floats};
+    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats};
     if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
     free(dsts);
     return rc;
+}
+
+int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *const *dst, size_t elem,
+                                 int round_kind, const char *tag, zt_error *err) {
+    ag_ctx c = {e->pieces, dst, elem, round_kind, e->shard_comm, &e->pack, &e->pack_floats};
+    return for_each_bucket(e, params, n, ag_bucket, &c, tag, &e->comm_s, err);
 }
 
 /* ---- all-reduce of packed regions (ddp gradients, hybrid pieces) ------------------------------ */

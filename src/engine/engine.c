@@ -260,8 +260,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
         goto fail;
     e->params16 = opt->precision.params == ZT_DTYPE_BF16;
+    e->shard_master = zt_master_sharded(opt, e->shard_optim, e->shard_params);
     if (e->params16) { /* bf16-low: 2-byte parameters (params16.c) */
         if ((rc = zt_params16_alloc(e, err))) goto fail;
+    } else if (e->shard_master) { /* zero1/zero2 under bf16/fp16 compute: master pieces */
+        if ((rc = zt_master_alloc(e, err))) goto fail;
     } else if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
@@ -300,8 +303,12 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         s->params = calloc((size_t)un->n_params, sizeof *s->params);
         s->grads = calloc((size_t)un->n_params, sizeof *s->grads);
         if (!s->params || !s->grads) goto nomem;
-        if (e->full_params) /* bf16-low: the views of params16.c, made when the unit runs */
-            for (int k = 0; k < un->n_params; k++) s->params[k] = e->full_params + pl->p[un->params[k]].full_off;
+        /* what the unit reads as fp32 (a parameter it reads through params_lp gets NULL; zero3
+         * points at the gathered tensors, bf16-low at the views of params16.c, as the unit runs) */
+        for (int k = 0; k < un->n_params && !e->shard_params && !e->params16; k++)
+            if (!zt_unit_reads_lp(m, e->lp_kind, u, k))
+                s->params[k] = e->full_params ? e->full_params + pl->p[un->params[k]].full_off
+                                              : zt_master_fp32_view(e, un->params[k]);
         if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
         size_t scratch = un->ops->scratch_floats(un, opt->B, opt->T);
         if (scratch > max_scratch) max_scratch = scratch;
@@ -351,6 +358,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->norm_gather);
     free(e->full_params);
     free(e->pieces);
+    zt_master_free(e);
     zt_params16_free(e);
     free(e->m);
     free(e->v);
@@ -385,6 +393,8 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
         uint64_t key = zt_init_key(e->opt.seed, p->name);
         if (e->params16) /* bf16-low: the same values rounded to bf16 (nearest-even) */
             zt_params16_init(e, i, key);
+        else if (e->shard_master) /* the pieces, and every rank's compute copies */
+            zt_master_init(e, i, key);
         else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
             zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
                          zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
@@ -454,7 +464,8 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
         if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
         if (next >= 0 && !e->opt.no_prefetch && (rc = issue_gather(e, next, err))) return rc;
     }
-    for (int k = 0; k < un->n_params; k++) s->params[k] = e->gathered[un->params[k]];
+    for (int k = 0; k < un->n_params; k++) /* NULL: read through params_lp */
+        s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : e->gathered[un->params[k]];
     return ZT_OK;
 }
 
@@ -570,7 +581,7 @@ uint64_t zt_engine_step_count(const zt_engine *e) { return e->step; }
 float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel) {
     const zt_plan *pl = &e->plan;
     e->lp_stale = true; /* the caller may write through the pointer */
-    if (e->shard_params) {
+    if (e->shard_params || e->shard_master) {
         if (begin) *begin = zt_plan_shard_begin(pl, idx, pl->shard);
         if (numel) *numel = zt_plan_shard_numel(pl, idx, pl->shard);
         return e->pieces ? e->pieces + pl->p[idx].shard_off : NULL;
@@ -585,9 +596,21 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
         return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
                             e->model->n_params);
     const zt_plan *pl = &e->plan;
-    int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
-    size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, idx, pl->shard) : (size_t)e->model->params[idx].numel;
+    bool piece = e->shard_params || e->shard_master;
+    int64_t begin = piece ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
+    size_t n = piece ? (size_t)zt_plan_shard_numel(pl, idx, pl->shard) : (size_t)e->model->params[idx].numel;
     const char *src = (const char *)(full + begin); /* read with memcpy: any alignment */
+    if (e->shard_master) { /* the piece, and the compute copies from the whole tensor */
+        float chunk[4096];
+        size_t numel = (size_t)e->model->params[idx].numel;
+        memcpy(e->pieces + pl->p[idx].shard_off, src, n * sizeof(float));
+        for (size_t done = 0; done < numel; done += 4096) {
+            size_t len = numel - done < 4096 ? numel - done : 4096;
+            memcpy(chunk, (const char *)full + done * sizeof(float), len * sizeof(float));
+            zt_master_copies_write(e, idx, done, len, chunk);
+        }
+        return ZT_OK;
+    }
     if (!e->params16) {
         memcpy(zt_engine_param_local(e, idx, NULL, NULL), src, n * sizeof(float));
         return ZT_OK;
@@ -613,6 +636,7 @@ float *zt_engine_grad(zt_engine *e, int idx) {
 }
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+    if (e->shard_master) return zt_engine_gather_param(e, idx, dst, err); /* from the pieces */
     if (!e->shard_params && e->params16) {
         zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst);
         return ZT_OK;
@@ -633,7 +657,7 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
         size_t n = (size_t)m->params[i].numel;
-        if (e->shard_params || e->params16) { /* bf16-low: hashed as fp32, the same bytes as before */
+        if (e->shard_params || e->params16 || e->shard_master) { /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
             if (!t || zt_engine_param_gather(e, i, t, &err)) {

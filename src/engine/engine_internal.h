@@ -6,12 +6,15 @@
  * Who holds what, per strategy (P = parameters, S = the shard group, "piece" = this rank's rows):
  *   strategy  params between steps   grads during backward          optimizer (m, v)
  *   ddp       full                   full, all-reduced at the step  full
- *   zero1     full                   full, reduce-scattered         pieces
- *   zero2     full                   per unit, freed once reduced*  pieces
+ *   zero1     full (pieces+)         full, reduce-scattered         pieces
+ *   zero2     full (pieces+)         per unit, freed once reduced*  pieces
  *   zero3     pieces (gathered per   per unit, freed once reduced*  pieces
  *             unit, freed after)
  *   * with gradient accumulation and reduce_every_micro_batch = false (no_sync), the full
  *     gradients are kept until the last micro-batch, as FSDP's no_sync does.
+ *   + under bf16/fp16 compute with fp32 master weights (mode bf16, fp16) zero1/zero2 hold the
+ *     fp32 master as pieces (like zero3) and replicate only the compute copies the units read:
+ *     the matrices' copies and fp32 copies of the parameters read as fp32 (master_shard.c).
  * hybrid = zero3/zero2 inside groups of S consecutive ranks; after the reduce-scatter in the group
  * the pieces are all-reduced across the groups (replicas).
  *
@@ -71,7 +74,14 @@ struct zt_engine {
     zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
 
     float *full_params;         /* full layout, or NULL (zero3, bf16-low) */
-    float *pieces;              /* shard layout: the parameters' pieces (zero3); NULL otherwise */
+    float *pieces;              /* shard layout: the parameters' pieces (zero3, and zero1/zero2
+                                   under shard_master); NULL otherwise */
+    bool shard_master;          /* zero1/zero2 under bf16/fp16 compute with fp32 master weights:
+                                   the master is e->pieces, full_params is NULL, and the units read
+                                   full_lp and full32 (master_shard.c) */
+    float *full32;              /* shard_master: fp32 copies of the parameters units read as fp32
+                                   (zt_param_reads_fp32), at full32_off[i]; NULL when none */
+    size_t *full32_off;         /* (n_params) SIZE_MAX for the parameters without one */
     bool params16;              /* bf16-low: the parameters are stored as bf16 (params16.c) in
                                    full16 / pieces16 instead of full_params / pieces; zero3 gathers
                                    them into gathered_lp (gathered stays NULL) */
@@ -190,6 +200,20 @@ bool zt_params16_needs_view(const zt_engine *e, int u, int k);
 int zt_params16_views_make(zt_engine *e, int u, zt_error *err);
 void zt_params16_views_free(zt_engine *e, int u);
 
+/* master_shard.c: zero1/zero2's fp32 master pieces and replicated compute copies (shard_master) */
+int zt_master_alloc(zt_engine *e, zt_error *err);   /* at create: pieces, full32 (full_lp: lp_setup) */
+void zt_master_free(zt_engine *e);
+/* The full fp32 tensor parameter i is handed to units as, or NULL (read through params_lp only). */
+float *zt_master_fp32_view(zt_engine *e, int i);
+/* Elements [begin, begin + n) of parameter i's full tensor are now src: its compute copies (the
+ * fp32 copy, and the matrix copy rounded) take them. Local; the pieces are the caller's. */
+void zt_master_copies_write(zt_engine *e, int i, size_t begin, size_t n, const float *src);
+/* After the optimizer updated the pieces: the ranks all-gather the new compute copies (2-byte
+ * elements under bf16) and fp32 copies over the shard group; one shard: rounded locally. */
+int zt_master_refresh(zt_engine *e, zt_error *err);
+/* Initial values: the pieces and every rank's copies from the counter-based init (engine/init.h). */
+void zt_master_init(zt_engine *e, int i, uint64_t key);
+
 /* recompute.c: activation checkpointing (zt_engine_options.activation_checkpointing). */
 /* Decides what each unit keeps and rebuilds (units[u].kept/rest) and allocates the kept saved
  * buffers and the shared one (class activations). ZT_ERR_USAGE when a unit's kept_floats
@@ -267,6 +291,10 @@ int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
 int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err);
 /* zero1/zero2: all-gather the updated pieces of full_params. */
 int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
+/* All-gather the listed parameters from the fp32 pieces in e->pieces into dst[i] (full tensors of
+ * elem-byte elements): each rank packs its own rows rounded to lp kind round_kind (0: as fp32). */
+int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *const *dst, size_t elem,
+                                 int round_kind, const char *tag, zt_error *err);
 /* x (n = plan.norm_chunks norm partials, this rank's chunks filled in) gets every other shard's
  * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);

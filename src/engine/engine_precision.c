@@ -3,8 +3,10 @@
  * Compute copies. Under bf16 and fp16 compute the engine keeps a low-precision copy of every
  * matrix parameter (ndim >= 2: the Linear weights and the tied LM head) for the units' matrix
  * products (zt_unit_args.params_lp): bf16 bits, or fp32 holding fp16 values (this CPU has no fp16
- * arithmetic, kernels.h). ddp/zero1/zero2 keep one full-layout copy, refreshed once after every
- * change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale);
+ * arithmetic, kernels.h). ddp/zero1/zero2 keep one full-layout copy: ddp refreshes it once after
+ * every change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale);
+ * zero1/zero2, whose fp32 master is sharded under low-precision compute, all-gather it after each
+ * step and write it at init and load (master_shard.c);
  * zero3 makes the copy of a parameter right after its all-gather and frees it with the gathered
  * tensor. The copy is round-to-nearest-even of the fp32 parameter, an elementwise function, so
  * every strategy computes with the same bits. bf16-low keeps no copy: its parameters are stored
@@ -95,7 +97,7 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     if (e->full_lp) {
-        if (!e->lp_stale) return ZT_OK;
+        if (!e->lp_stale || e->shard_master) return ZT_OK; /* shard_master: kept current (master_shard.c) */
         for (int i = 0; i < m->n_params; i++)
             if (zt_engine_has_lp(e, i))
                 zt_round_to_lp((zt_lp_kind)e->lp_kind, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),

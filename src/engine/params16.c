@@ -59,7 +59,7 @@ uint16_t *zt_params16_local(zt_engine *e, int i)
 static float *fp32_local(zt_engine *e, int i)
 {
     const zt_param_plan *p = &e->plan.p[i];
-    return e->shard_params ? e->pieces + p->shard_off : e->full_params + p->full_off;
+    return e->pieces ? e->pieces + p->shard_off : e->full_params + p->full_off; /* zero3, shard_master */
 }
 
 void zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst)

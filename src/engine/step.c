@@ -1,7 +1,8 @@
 /* step.c - the optimizer step: finish the gradient (fold the micro-batch tree, reduce), the global
  * norm from fixed-chunk partials (same bits for every strategy and world size), clipping and the
  * finite check (every rank sees the same norm, so every rank agrees), the optimizer on what this
- * rank owns, and the all-gather of updated parameters where the strategy keeps them replicated. */
+ * rank owns, and the all-gather of updated parameters where the strategy keeps them replicated
+ * (zero1/zero2 under bf16/fp16 compute: of the compute copies, master_shard.c). */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 #include "offload/nvme_store.h"
@@ -76,7 +77,7 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
             off = pl->p[i].shard_off;
             cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
             begin = zt_plan_shard_begin(pl, i, pl->shard);
-            local0 = e->shard_params ? 0 : (size_t)begin;
+            local0 = e->shard_params || e->shard_master ? 0 : (size_t)begin;
             g = e->grad_pieces + off;
         }
         size_t a = off > lo ? off : lo, b = off + cnt < lo + n ? off + cnt : lo + n;
@@ -86,7 +87,7 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         size_t w0 = local0 + (a - off); /* the first updated element in the local layout */
         int64_t first = begin + (int64_t)(a - off);
         if (!e->params16) {
-            float *w = e->shard_params ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+            float *w = e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             update_elems(c, i, w + w0, g, mm, vv, b - a, first);
             continue;
         }
@@ -169,6 +170,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     e->lp_stale = true;
     zt_grads_reset(e);
     if (rc) return rc;
+    if (e->shard_master) return zt_master_refresh(e, err); /* the compute copies from the pieces */
     if (e->shard_optim && !e->shard_params && pl->nshards > 1) return zt_engine_all_gather_full(e, err);
     return ZT_OK;
 }

@@ -41,6 +41,30 @@ int zt_precision_lp_kind(const zt_precision *p) {
     return p->compute == ZT_DTYPE_BF16 ? 1 : p->compute == ZT_DTYPE_FP16 ? 2 : 0;
 }
 
+bool zt_unit_reads_lp(const zt_model *m, int lp_kind, int u, int k) {
+    const zt_unit *un = &m->units[u];
+    return lp_kind != 0 && m->params[un->params[k]].ndim >= 2 && un->ops->reads_lp && un->ops->reads_lp(un, k);
+}
+
+bool zt_param_reads_fp32(const zt_model *m, int lp_kind, int i) {
+    for (int u = 0; u < m->n_units; u++)
+        for (int k = 0; k < m->units[u].n_params; k++)
+            if (m->units[u].params[k] == i && !zt_unit_reads_lp(m, lp_kind, u, k)) return true;
+    return false;
+}
+
+bool zt_master_sharded(const zt_engine_options *o, bool shard_optim, bool shard_params) {
+    return shard_optim && !shard_params && zt_precision_lp_kind(&o->precision) != 0 &&
+           o->precision.params == ZT_DTYPE_FP32;
+}
+
+size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (zt_param_reads_fp32(m, lp_kind, i)) n += ((size_t)m->params[i].numel + 15) / 16 * 16;
+    return n;
+}
+
 const char *zt_mem_class_name(zt_mem_class c) {
     static const char *names[ZT_MEM_CLASSES] = {"params", "compute_copy", "gathered", "grads",
                                                 "optimizer", "activations", "comm"};
@@ -68,9 +92,13 @@ typedef struct sim {
     bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
     bool early; /* ddp/zero1, one micro-batch: each unit reduced by the thread (grads.c reduce_early) */
     bool transient; /* bf16-low: the reduced pieces are held during a step only (grads.c) */
+    bool master;    /* zero1/zero2 under lp compute: fp32 master pieces, replicated copies
+                       (master_shard.c) */
+    int ag_bytes;   /* bytes per element of the all-gathers being staged; 0: the parameters' */
     int world, ga;
     bool *gathered, *gathered_copy, *pgrad;
     int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
+    int *list;                    /* (n_params) room for another parameter list */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
@@ -139,7 +167,8 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
             own += mine;
         }
         size_t *cap = thread ? &s->pack_thread : &s->pack_main;
-        size_t need = kind == ST_AG ? param_floats(s, floats) /* all-gathers move parameters */
+        size_t need = kind == ST_AG ? (s->ag_bytes ? zt_memory_floats_for_bytes(floats * (size_t)s->ag_bytes)
+                                                   : param_floats(s, floats)) /* all-gathers move parameters */
                                     : zt_memory_floats_for_bytes(floats * s->reduce_elem);
         if (need > *cap) *cap = need;
         size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
@@ -316,7 +345,23 @@ static void optimizer_step(sim *s) {
     }
     if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
     if (s->transient) release(s, ZT_MEM_GRADS, pl->shard_floats); /* zt_grads_reset after the update */
-    if (s->shard_optim && !s->shard_params && pl->nshards > 1) stage_all(s, ST_AG); /* all-gather */
+    if (s->master) { /* master_shard.c zt_master_refresh: the compute copies from the pieces */
+        if (pl->nshards > 1) {
+            /* the parameters read as fp32 (fp32 elements), then the other matrices (copies) */
+            int lp_kind = zt_precision_lp_kind(&s->o->precision), n32 = 0, nlp = 0, *list = s->list;
+            for (int i = 0; i < s->m->n_params; i++)
+                if (zt_param_reads_fp32(s->m, lp_kind, i)) list[n32++] = i;
+            s->ag_bytes = 4;
+            stage(s, false, list, n32, ST_AG);
+            for (int i = 0; i < s->m->n_params; i++)
+                if (!zt_param_reads_fp32(s->m, lp_kind, i) && has_copy(s, i)) list[nlp++] = i;
+            s->ag_bytes = s->pb->copy;
+            stage(s, false, list, nlp, ST_AG);
+            s->ag_bytes = 0;
+        }
+    } else if (s->shard_optim && !s->shard_params && pl->nshards > 1) {
+        stage_all(s, ST_AG); /* all-gather */
+    }
 }
 
 /* NVMe offload staging (src/offload/nvme_store.c's rule): buffer_count buffers, each
@@ -392,7 +437,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     s.gathered_copy = calloc((size_t)m->n_params, sizeof *s.gathered_copy);
     s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
     s.all = malloc((size_t)m->n_params * sizeof *s.all);
-    if (!s.gathered || !s.gathered_copy || !s.pgrad || !s.all) {
+    s.list = malloc((size_t)m->n_params * sizeof *s.list);
+    if (!s.gathered || !s.gathered_copy || !s.pgrad || !s.all || !s.list) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
         goto done;
     }
@@ -402,7 +448,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
-    alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params ? piece : full));
+    s.master = zt_master_sharded(o, s.shard_optim, s.shard_params);
+    alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
         size_t local = s.shard_params ? piece : full;
         alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
@@ -453,6 +500,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     for (int i = 0; i < 2; i++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * max_width);
     alloc(&s, ZT_MEM_ACTIVATIONS, BT);
     if (s.pb->copy && !s.shard_params) alloc(&s, ZT_MEM_COMPUTE_COPY, copy_floats(&s, full));
+    size_t fp32_copy = s.master ? zt_fp32_copy_floats(m, lp_kind) : 0; /* master_shard.c */
+    if (fp32_copy) alloc(&s, ZT_MEM_COMPUTE_COPY, fp32_copy);
     if (staging) alloc(&s, ZT_MEM_ACTIVATIONS, zt_memory_floats_for_bytes(staging));
     /* gradient-norm partials, and every shard's own partials gathered (doubles; collect.c) */
     alloc(&s, ZT_MEM_COMM, 2 * ((size_t)pl.norm_chunks + 1));
@@ -493,6 +542,7 @@ done:
     free(s.gathered_copy);
     free(s.pgrad);
     free(s.all);
+    free(s.list);
     zt_plan_free(&pl);
     return rc;
 }

@@ -44,6 +44,21 @@ const zt_precision_bytes *zt_precision_bytes_of(zt_precision_mode mode);
  * sizes their saved buffers (zt_unit_ops.saved_floats) and staging, in the engine and the plan. */
 int zt_precision_lp_kind(const zt_precision *p);
 
+/* The compute-copy rule (zerotrain.h, zt_unit_ops.reads_lp): under low-precision compute (lp_kind
+ * != 0) every matrix (ndim >= 2) has a compute copy, and a unit reads its k-th parameter through
+ * that copy alone when its reads_lp says so; it then gets params[k] = NULL, in every strategy.
+ * zt_unit_reads_lp says whether unit u reads its k-th parameter so; zt_param_reads_fp32 whether
+ * some unit reads parameter i as fp32 (a vector, or a matrix whose unit does not declare it). */
+bool zt_unit_reads_lp(const zt_model *m, int lp_kind, int u, int k);
+bool zt_param_reads_fp32(const zt_model *m, int lp_kind, int i);
+/* zero1/zero2 (and hybrid over zero2) under low-precision compute with fp32 master weights keep
+ * the master as this rank's pieces (shard layout) and replicate only what the units read: the
+ * compute copy of the matrices and an fp32 copy of the parameters read as fp32
+ * (src/engine/master_shard.c). That fp32 copy is one array, each parameter starting on 16 floats
+ * (64 bytes); this is its size in floats (0: no parameter is read as fp32). */
+bool zt_master_sharded(const zt_engine_options *o, bool shard_optim, bool shard_params);
+size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind);
+
 /* Activation checkpointing comes from zt_engine_options.activation_checkpointing, and what a unit
  * keeps under selective from its zt_unit_ops.kept_floats, as the engine (recompute.c) lays them
  * out: none keeps every saved buffer; full keeps none and recomputes each into one buffer shared by

@@ -91,8 +91,15 @@ static size_t head_staging(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
 }
 
+/* as GPT-2's units (src/model/gpt2.c) the Linears, the embedding table and the output matrix are
+ * read through their compute copy under low-precision compute; the RMSNorm weights as fp32 */
+static bool matrices_read_lp(const zt_unit *u, int k) {
+    (void)u, (void)k;
+    return true; /* the engine asks only about matrices (ndim >= 2) */
+}
+
 static const zt_unit_ops EMB_OPS = {.saved_floats = none_saved, .scratch_floats = none, .forward = no_compute,
-                                    .backward = no_compute};
+                                    .backward = no_compute, .reads_lp = matrices_read_lp};
 /* selective checkpointing keeps all but the attention matrix and silu(gate)*up (shapes.h) */
 static size_t block_kept(const zt_unit *u, int B, int T, int lp_kind) {
     size_t recomputed, saved = block_saved_parts(u, B, T, lp_kind, &recomputed);
@@ -102,9 +109,10 @@ static size_t block_kept(const zt_unit *u, int B, int T, int lp_kind) {
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved, .scratch_floats = block_scratch,
                                       .forward = no_compute, .backward = no_compute,
                                       .staging_bytes = block_staging, .kept_floats = block_kept,
-                                      .recompute = no_compute};
+                                      .recompute = no_compute, .reads_lp = matrices_read_lp};
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved, .scratch_floats = head_scratch,
-                                     .forward = no_compute, .backward = no_compute, .staging_bytes = head_staging};
+                                     .forward = no_compute, .backward = no_compute, .staging_bytes = head_staging,
+                                     .reads_lp = matrices_read_lp};
 
 static int add(zt_model *m, const char *name, int64_t d0, int64_t d1, int *idx, zt_error *err) {
     int64_t shape[2] = {d0, d1};

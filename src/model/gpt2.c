@@ -113,20 +113,25 @@ static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    if (a->params[0] && a->params[1]) {
-        encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], a->batch->B, a->batch->T,
-                        c->n_embd);
+    int B = a->batch->B, T = a->batch->T;
+    /* under low-precision compute the tables are read as their compute copy (emb_reads_lp), as
+     * FSDP's and DeepSpeed's bf16 modules do: bf16 rows widened in the lookup, or fp32 arrays of
+     * fp16 values */
+    if (a->lp_kind && a->params_lp && a->params_lp[0] && a->params_lp[1]) {
+        if (a->lp_kind == ZT_LP_BF16)
+            encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
+        else
+            encoder_forward(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
         return ZT_OK;
     }
-    /* bf16-low: the tables are stored as bf16 (emb_reads_lp) */
-    if (a->lp_kind != ZT_LP_BF16 || !a->params_lp || !a->params_lp[0] || !a->params_lp[1])
-        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor bf16 embedding tables were given", u->name);
-    encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], a->batch->B, a->batch->T,
-                         c->n_embd);
+    if (!a->params[0] || !a->params[1])
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
+                            "(lp_kind %d)", u->name, a->lp_kind);
+    encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], B, T, c->n_embd);
     return ZT_OK;
 }
 
-/* wte and wpe: read as bf16 rows when the engine stores them so (zt_unit_ops.reads_lp) */
+/* wte and wpe: read through their compute copy under low-precision compute (zt_unit_ops.reads_lp) */
 static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0 || k == 1; }
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {

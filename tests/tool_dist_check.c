@@ -22,6 +22,7 @@
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
+#include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
 #include <stdio.h>
@@ -48,65 +49,33 @@ static void sample(uint64_t s, int32_t *in, int32_t *tg) {
     memcpy(tg, tok + 1, T * sizeof *tg);
 }
 
-static int fail(zt_comm *w, const char *what, const zt_error *err) {
-    fprintf(stderr, "rank %d: %s: %s\n", w ? zt_comm_rank(w) : 0, what, err ? err->msg : "");
-    return 1;
-}
-
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s STRATEGY GA STEPS [--hybrid S] [--keep] [--reduce-every] [--bucket-mb X]\n", argv[0]);
-        return 2;
-    }
     zt_error err = {0};
     zt_comm *world = NULL;
-    if (zt_comm_init(&argc, &argv, &world, &err)) return fail(NULL, "init", &err);
-    int rank = zt_comm_rank(world), N = zt_comm_size(world);
     zt_engine_options o;
-    zt_engine_options_default(&o);
-    if (zt_strategy_parse(argv[1], &o.strategy, &err)) return fail(world, "strategy", &err);
-    int GA = atoi(argv[2]), steps = atoi(argv[3]);
+    tool_precision pr;
+    int GA = 0, steps = 0;
+    int rc = tool_start(&argc, &argv, "[common options: tool_common.h] [--stall-rank R]", &world, &o, &pr, &GA, &steps);
+    if (rc) return rc;
+    int rank = zt_comm_rank(world), N = zt_comm_size(world);
     o.B = B;
     o.T = T;
-    o.seed = 7;
-    o.comm = N > 1 ? world : NULL;
-    o.grad_accum = GA;
-    o.hybrid_shard_size = N;
     int stall = -1;
     for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--keep")) o.keep_params_after_forward = true;
-        else if (!strcmp(argv[i], "--inner-zero2")) o.hybrid_inner = ZT_STRATEGY_ZERO2;
-        else if (!strcmp(argv[i], "--reduce-every")) o.reduce_every_micro_batch = true;
-        else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
-        else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            zt_precision_mode mode;
-            if (zt_precision_mode_parse(argv[++i], &mode, &err)) return fail(world, "precision", &err);
-            bool sr = o.precision.stochastic_rounding;
-            zt_precision_default(&o.precision, mode);
-            o.precision.stochastic_rounding = sr;
-        } else if (!strcmp(argv[i], "--reduce") && i + 1 < argc) {
-            const char *d = argv[++i];
-            if (strcmp(d, "fp32") && strcmp(d, "bf16") && strcmp(d, "fp16")) {
-                fprintf(stderr, "--reduce %s: fp32, bf16 or fp16\n", d);
-                return 2;
-            }
-            o.precision.reduce = !strcmp(d, "bf16") ? ZT_DTYPE_BF16 : !strcmp(d, "fp16") ? ZT_DTYPE_FP16 : ZT_DTYPE_FP32;
-        } else if (!strcmp(argv[i], "--stochastic-rounding")) o.precision.stochastic_rounding = true;
-        else if (!strcmp(argv[i], "--scale-power") && i + 1 < argc) o.precision.initial_scale_power = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-prefetch")) o.no_prefetch = true;
-        else if (!strcmp(argv[i], "--recompute") && i + 1 < argc) {
-            if (zt_recompute_parse(argv[++i], &o.activation_checkpointing, &err)) return fail(world, "args", &err);
-        } else {
+        int got = tool_engine_option(argc, argv, &i, &o, &pr);
+        if (got < 0) return 2;
+        if (got) continue;
+        if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
+        else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
         }
     }
+    tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
     if (zt_gpt2_create(&CFG, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
-        return fail(world, "setup", &err);
+        return tool_fail(world, "setup", &err);
     int64_t P = zt_model_numel(m);
     int32_t in[B * T], tg[B * T];
     int status = 0;
@@ -123,7 +92,7 @@ int main(int argc, char **argv) {
                            .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
             float loss;
             if (zt_engine_forward_backward(e, &bt, &loss, &err)) {
-                fail(world, "forward_backward", &err);
+                tool_fail(world, "forward_backward", &err);
                 if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
                 return 1;
             }
@@ -131,18 +100,18 @@ int main(int argc, char **argv) {
         }
         zt_step_report r;
         if (zt_engine_step(e, 1e-2f, &r, &err)) {
-            fail(world, "step", &err);
+            tool_fail(world, "step", &err);
             if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
             return 1;
         }
         zt_engine_comm_bytes(e, &bytes, true);
-        if (zt_engine_sum_ranks(e, &loss_sum, &err)) return fail(world, "loss", &err);
+        if (zt_engine_sum_ranks(e, &loss_sum, &err)) return tool_fail(world, "loss", &err);
         double mean = loss_sum / (N * GA);
         if (rank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
         /* the byte formulas, summed over ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
         if (N > 64) continue;
-        if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return fail(world, "gather bytes", &err);
+        if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return tool_fail(world, "gather bytes", &err);
         double tot[3] = {0, 0, 0};
         for (int q = 0; q < N; q++)
             for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];

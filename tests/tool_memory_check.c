@@ -13,6 +13,7 @@
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
+#include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
 #include <math.h>
@@ -29,88 +30,51 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static int fail(zt_comm *w, const char *what, const zt_error *err) {
-    fprintf(stderr, "rank %d: %s: %s\n", w ? zt_comm_rank(w) : 0, what, err ? err->msg : "");
-    return 1;
-}
-
 /* what each rank sends to rank 0: plan peak, measured peak per class, totals, states, elements */
 enum { NV = 2 * ZT_MEM_CLASSES + 6 };
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s STRATEGY GA STEPS [options]\n", argv[0]);
-        return 2;
-    }
     zt_error err = {0};
     zt_comm *world = NULL;
-    if (zt_comm_init(&argc, &argv, &world, &err)) return fail(NULL, "init", &err);
-    int rank = zt_comm_rank(world), N = zt_comm_size(world);
     zt_engine_options o;
-    zt_engine_options_default(&o);
-    if (zt_strategy_parse(argv[1], &o.strategy, &err)) return fail(world, "strategy", &err);
-    int GA = atoi(argv[2]), steps = atoi(argv[3]);
+    tool_precision pr;
+    int GA = 0, steps = 0;
+    int rc = tool_start(&argc, &argv, "[options]", &world, &o, &pr, &GA, &steps);
+    if (rc) return rc;
+    int rank = zt_comm_rank(world), N = zt_comm_size(world);
     zt_gpt2_config cfg = SMALL;
     o.B = 2;
     o.T = 16;
-    o.seed = 7;
-    o.comm = N > 1 ? world : NULL;
-    o.grad_accum = GA;
-    o.hybrid_shard_size = N;
     bool balanced = false;
     double tol = 3.0;
-    zt_precision_mode prec = ZT_PRECISION_FP32;
-    zt_dtype reduce = ZT_DTYPE_FP32; /* precision.reduce_dtype */
     for (int i = 4; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        int got = tool_engine_option(argc, argv, &i, &o, &pr);
+        if (got < 0) return 2;
+        if (got) continue;
+        const char *a = argv[i];
         if (!strcmp(a, "--preset") && i + 1 < argc) {
-            if (zt_gpt2_preset(v, &cfg, &err)) return fail(world, "preset", &err);
-            i++;
+            if (zt_gpt2_preset(argv[++i], &cfg, &err)) return tool_fail(world, "preset", &err);
         } else if (!strcmp(a, "--B") && i + 1 < argc) o.B = atoi(argv[++i]);
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
-        else if (!strcmp(a, "--hybrid") && i + 1 < argc) o.hybrid_shard_size = atoi(argv[++i]);
-        else if (!strcmp(a, "--keep")) o.keep_params_after_forward = true;
-        else if (!strcmp(a, "--inner-zero2")) o.hybrid_inner = ZT_STRATEGY_ZERO2;
-        else if (!strcmp(a, "--recompute") && i + 1 < argc) {
-            if (zt_recompute_parse(argv[++i], &o.activation_checkpointing, &err)) return fail(world, "recompute", &err);
-        }
-        else if (!strcmp(a, "--reduce-every")) o.reduce_every_micro_batch = true;
-        else if (!strcmp(a, "--no-prefetch")) o.no_prefetch = true;
         else if (!strcmp(a, "--balanced")) balanced = true;
-        else if (!strcmp(a, "--bucket-mb") && i + 1 < argc) o.bucket_bytes = (size_t)(atof(argv[++i]) * 1048576);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
-        else if (!strcmp(a, "--reduce") && i + 1 < argc) {
-            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
-                fprintf(stderr, "--reduce %s: fp32, bf16 or fp16\n", v);
-                return 2;
-            }
-            reduce = !strcmp(v, "bf16") ? ZT_DTYPE_BF16 : !strcmp(v, "fp16") ? ZT_DTYPE_FP16 : ZT_DTYPE_FP32;
-            i++;
-        }
-        else if (!strcmp(a, "--precision") && i + 1 < argc) {
-            if (zt_precision_mode_parse(v, &prec, &err)) {
-                fprintf(stderr, "%s\n", err.msg);
-                return 2;
-            }
-            i++;
-        } else {
+        else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }
     }
-    zt_precision_default(&o.precision, prec);
-    o.precision.reduce = reduce;
+    tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
     if (zt_gpt2_create(&cfg, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
-        return fail(world, "setup", &err);
+        return tool_fail(world, "setup", &err);
     /* the plan from the options alone (the estimator's way) must be the engine's own */
     zt_memory_plan plan, indep;
     zt_engine_memory_plan(e, &plan);
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
     po.overlap = plan.overlap; /* the engine knows whether MPI gave it thread support */
-    if (zt_memory_plan_compute(m, &o, &po, N, rank, &indep, &err)) return fail(world, "plan", &err);
+    if (zt_memory_plan_compute(m, &o, &po, N, rank, &indep, &err)) return tool_fail(world, "plan", &err);
     int status = 0;
     if (memcmp(indep.peak, plan.peak, sizeof plan.peak) || indep.peak_total != plan.peak_total) {
         fprintf(stderr, "rank %d: the plan from the options differs from the engine's\n", rank);
@@ -118,7 +82,7 @@ int main(int argc, char **argv) {
     }
     size_t BT = (size_t)o.B * o.T;
     int32_t *in = malloc(BT * sizeof *in), *tg = malloc(BT * sizeof *tg);
-    if (!in || !tg) return fail(world, "alloc", NULL);
+    if (!in || !tg) return tool_fail(world, "alloc", NULL);
     for (int s = 0; s < steps; s++) {
         for (int k = 0; k < GA; k++) {
             uint64_t first = ((uint64_t)s * N * GA + (uint64_t)rank * GA + k) * (uint64_t)o.B;
@@ -129,10 +93,10 @@ int main(int argc, char **argv) {
             zt_batch bt = {.B = o.B, .T = o.T, .inputs = in, .targets = tg,
                            .dloss = 1.0f / (float)(BT * GA * N), .logits_pos = -1};
             float loss;
-            if (zt_engine_forward_backward(e, &bt, &loss, &err)) return fail(world, "forward_backward", &err);
+            if (zt_engine_forward_backward(e, &bt, &loss, &err)) return tool_fail(world, "forward_backward", &err);
         }
         zt_step_report r;
-        if (zt_engine_step(e, 1e-3f, &r, &err)) return fail(world, "step", &err);
+        if (zt_engine_step(e, 1e-3f, &r, &err)) return tool_fail(world, "step", &err);
     }
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
@@ -158,7 +122,7 @@ int main(int argc, char **argv) {
     tail[5] = 0;
     for (int c = 0; c < ZT_MEM_CLASSES; c++) /* at rest the engine holds the plan's rest */
         if (mem.now[c] != plan.rest[c]) tail[5] = 1;
-    if (!all || zt_all_gather_f64(world, mine, all, NV, "memory check", &err)) return fail(world, "gather", &err);
+    if (!all || zt_all_gather_f64(world, mine, all, NV, "memory check", &err)) return tool_fail(world, "gather", &err);
     int64_t P = zt_model_numel(m);
     if (rank == 0) {
         int exact = 0, checked = 0;
@@ -187,7 +151,7 @@ int main(int argc, char **argv) {
                 status = 1;
             }
             total_owned += t[3];
-            if (o.strategy == ZT_STRATEGY_ZERO3 && prec == ZT_PRECISION_FP32) {
+            if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32) {
                 /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
                  * 64-byte aligned: 16 x the shard layout exactly */
                 double want = 16.0 * t[3], ideal = 16.0 * (double)P / N;
@@ -204,7 +168,7 @@ int main(int argc, char **argv) {
                     status = 1;
                 }
             }
-            if (o.strategy == ZT_STRATEGY_ZERO3 && prec == ZT_PRECISION_BF16_LOW && o.optim.kind == ZT_OPT_ADAMW) {
+            if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_BF16_LOW && o.optim.kind == ZT_OPT_ADAMW) {
                 /* bf16-low AdamW: 2 (bf16 param) + 2 + 2 (bf16 m, v) bytes per owned element, no
                  * gradient between steps (the reduced pieces live during the step only), and the
                  * three fp32 update chunks (parameters, m, v) of min(65536, owned) elements */
@@ -219,20 +183,20 @@ int main(int argc, char **argv) {
                 }
             }
             if ((o.strategy == ZT_STRATEGY_ZERO1 || o.strategy == ZT_STRATEGY_ZERO2) && o.optim.kind == ZT_OPT_ADAMW &&
-                (prec == ZT_PRECISION_BF16 || prec == ZT_PRECISION_FP16)) {
+                (pr.mode == ZT_PRECISION_BF16 || pr.mode == ZT_PRECISION_FP16)) {
                 /* the fp32 master is sharded (master_shard.c): 4 (master) + 4 (reduced gradient) +
                  * 8 (m, v) bytes per owned element, plus the replicated compute copy of every
                  * parameter (2 bytes bf16, 4 fp16: full layout) and an fp32 copy of those read as
                  * fp32 (4 bytes: the layernorm weights and biases) */
                 int lp = zt_precision_lp_kind(&o.precision);
-                double copy = prec == ZT_PRECISION_BF16 ? 2.0 : 4.0, P32 = 0;
+                double copy = pr.mode == ZT_PRECISION_BF16 ? 2.0 : 4.0, P32 = 0;
                 for (int i = 0; i < m->n_params; i++)
                     if (zt_param_reads_fp32(m, lp, i)) P32 += (double)m->params[i].numel;
                 double want = 16.0 * t[3] + copy * (double)P + 4.0 * P32;
                 double closed = copy + 16.0 / N + 4.0 * P32 / (double)P;
                 printf("  %s %s model states at rest: %.0f bytes = %.0f + 16 x %.0f owned + 4 x %.0f fp32-read + %.0f "
                        "alignment; %.4f bytes per parameter, closed form %.0f + 16/%d + 4·%.0f/Ψ = %.4f\n",
-                       zt_strategy_name(o.strategy), zt_precision_mode_name(prec), t[2], copy * (double)P, t[3], P32,
+                       zt_strategy_name(o.strategy), zt_precision_mode_name(pr.mode), t[2], copy * (double)P, t[3], P32,
                        t[2] - want, t[2] / (double)P, copy, N, P32, closed);
                 if (t[2] < want || t[2] - want > 6.0 * 64.0 * m->n_params || t[2] != t[4]) {
                     fprintf(stderr, "rank %d: %s model states %.0f bytes, expected %.0f (+ alignment) = plan %.0f\n", r,

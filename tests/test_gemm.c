@@ -32,18 +32,8 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* uniform in [-1, 1) */
-static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-52 - 1.0; }
+#define TEST_RNG_SEED 0x243F6A8885A308D3ull
+#include "test_rng.h"
 
 static float *falloc(size_t n)
 {

@@ -33,18 +33,7 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* uniform in [-1, 1) */
-static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-52 - 1.0; }
+#include "test_rng.h"
 
 static void fill(float *x, size_t n, float scale)
 {

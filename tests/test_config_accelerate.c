@@ -14,57 +14,17 @@
 
 #include <cmocka.h>
 
-#include "config/train_config.h"
+#define TEST_DIALECT_PARSE zt_train_config_parse_accelerate
+#define TEST_DIALECT_FILE "acc.yaml"
+#include "test_config_support.h"
 
-static zt_train_config C, D;
+static zt_train_config D;
 
 #define HEAD "compute_environment: LOCAL_MACHINE\nnum_machines: 1\nnum_processes: 2\n"
-
-static int acc(const char *yaml, zt_error *err) {
-    zt_train_config_default(&C);
-    return zt_train_config_parse_accelerate(&C, yaml, strlen(yaml), "acc.yaml", err);
-}
-
-static void ok(const char *yaml) {
-    zt_error err = {0};
-    if (acc(yaml, &err) != ZT_OK) fail_msg("unexpected error: %s\n--- yaml ---\n%s", err.msg, yaml);
-}
-
-static void bad(const char *yaml, const char *want) {
-    zt_error err = {0};
-    zt_train_config_default(&C);
-    C.steps = 4242;
-    zt_train_config before = C;
-    int rc = zt_train_config_parse_accelerate(&C, yaml, strlen(yaml), "acc.yaml", &err);
-    if (rc != ZT_ERR_USAGE || !strstr(err.msg, want))
-        fail_msg("rc %d, message\n  %s\nexpected to contain\n  %s\n--- yaml ---\n%s", rc, err.msg, want,
-                 yaml);
-    assert_memory_equal(&C, &before, sizeof C);
-}
-
-static const zt_config_source *src(const char *name) {
-    for (int i = 0; i < zt_config_key_count(); i++)
-        if (!strcmp(zt_config_key_name(i), name)) return zt_config_key_source(&C, i);
-    fail_msg("no key %s", name);
-    return NULL;
-}
 
 static void source_has(const char *name, const char *text) {
     if (!strstr(src(name)->text, text))
         fail_msg("%s: source \"%s\" lacks \"%s\"", name, src(name)->text, text);
-}
-
-static char NOTES[1 << 16];
-static void collect(void *ctx, zt_config_level level, const char *text) {
-    (void)ctx;
-    size_t n = strlen(NOTES);
-    snprintf(NOTES + n, sizeof NOTES - n, "%s: %s\n", level == ZT_CONFIG_WARNING ? "warning" : "note",
-             text);
-}
-static void has_note(const char *want) {
-    NOTES[0] = '\0';
-    zt_train_config_notes(&C, collect, NULL);
-    if (!strstr(NOTES, want)) fail_msg("no note containing\n  %s\nnotes:\n%s", want, NOTES);
 }
 
 static int validate(zt_error *err) {
@@ -231,23 +191,6 @@ static void test_deepspeed_block(void **state) {
             "fsdp_config: {fsdp_sharding_strategy: NO_SHARD}\n");
     assert_int_equal(C.strategy, ZT_STRATEGY_ZERO3);
     has_note("note: acc.yaml:6:1: fsdp_config: ignored: distributed_type is DEEPSPEED");
-}
-
-static char DIR[64];
-static void put(const char *name, const char *text) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", DIR, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static int load(const char *name, zt_error *err) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", DIR, name);
-    zt_train_config_default(&C);
-    return zt_train_config_load(&C, path, err);
 }
 
 static void test_deepspeed_config_file(void **state) {
@@ -440,7 +383,7 @@ static void test_errors(void **state) {
     bad("distributed_type: FSDP\n---\ndistributed_type: NO\n", "a second YAML document");
     /* all reported together */
     zt_error err = {0};
-    assert_int_equal(acc("distributed_type: DEEPSPEED\nnum_proceses: 2\nmixed_precision: fp4\n"
+    assert_int_equal(parse("distributed_type: DEEPSPEED\nnum_proceses: 2\nmixed_precision: fp4\n"
                          "deepspeed_config: {zero_stage: 9}\n",
                          &err),
                      ZT_ERR_USAGE);

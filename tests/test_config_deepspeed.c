@@ -14,63 +14,15 @@
 
 #include <cmocka.h>
 
-#include "config/train_config.h"
-
-static zt_train_config C; /* large: off the stack */
-
-static int ds(const char *json, zt_error *err) {
-    zt_train_config_default(&C);
-    return zt_train_config_parse_deepspeed(&C, json, strlen(json), "ds.json", err);
-}
-
-static void ok(const char *json) {
-    zt_error err = {0};
-    if (ds(json, &err) != ZT_OK) fail_msg("unexpected error: %s\n--- json ---\n%s", err.msg, json);
-}
-
-static void bad(const char *json, const char *want) {
-    zt_error err = {0};
-    zt_train_config_default(&C);
-    C.steps = 4242;
-    zt_train_config before = C;
-    int rc = zt_train_config_parse_deepspeed(&C, json, strlen(json), "ds.json", &err);
-    if (rc != ZT_ERR_USAGE || !strstr(err.msg, want))
-        fail_msg("rc %d, message\n  %s\nexpected to contain\n  %s\n--- json ---\n%s", rc, err.msg,
-                 want, json);
-    assert_memory_equal(&C, &before, sizeof C); /* a failure changes nothing */
-}
-
-static int key(const char *name) {
-    for (int i = 0; i < zt_config_key_count(); i++)
-        if (!strcmp(zt_config_key_name(i), name)) return i;
-    fail_msg("no key %s", name);
-    return -1;
-}
-
-static const zt_config_source *src(const char *name) { return zt_config_key_source(&C, key(name)); }
+#define TEST_DIALECT_PARSE zt_train_config_parse_deepspeed
+#define TEST_DIALECT_FILE "ds.json"
+#include "test_config_support.h"
 
 static void source_is(const char *name, zt_config_origin o, const char *text) {
     const zt_config_source *s = src(name);
     if (s->origin != o || !strstr(s->text, text))
         fail_msg("%s: source %d \"%s\", expected %d containing \"%s\"", name, s->origin, s->text, o,
                  text);
-}
-
-/* Notes and warnings, joined, for substring checks. */
-static char NOTES[1 << 16];
-static void collect(void *ctx, zt_config_level level, const char *text) {
-    (void)ctx;
-    size_t n = strlen(NOTES);
-    snprintf(NOTES + n, sizeof NOTES - n, "%s: %s\n", level == ZT_CONFIG_WARNING ? "warning" : "note",
-             text);
-}
-static const char *notes(void) {
-    NOTES[0] = '\0';
-    zt_train_config_notes(&C, collect, NULL);
-    return NOTES;
-}
-static void has_note(const char *want) {
-    if (!strstr(notes(), want)) fail_msg("no note containing\n  %s\nnotes:\n%s", want, NOTES);
 }
 
 /* ------------------------------------------------------------------------------------------- */
@@ -445,7 +397,7 @@ static void test_syntax_and_keys(void **state) {
     bad("{\"distributed_type\": \"FSDP\"}", "ds.json: an Accelerate config (distributed_type), not a DeepSpeed one");
     /* everything reported together */
     zt_error err = {0};
-    assert_int_equal(ds("{\"zero_optimisation\": {}, \"train_batch_size\": -1,\n"
+    assert_int_equal(parse("{\"zero_optimisation\": {}, \"train_batch_size\": -1,\n"
                         " \"gradient_clipping\": -2, \"bf16\": {\"enabld\": true}}",
                         &err),
                      ZT_ERR_USAGE);
@@ -457,23 +409,6 @@ static void test_syntax_and_keys(void **state) {
 }
 
 /* A native file that includes a DeepSpeed file: its keys must agree with the native ones. */
-static char DIR[64];
-static void put(const char *name, const char *text) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", DIR, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static int load(const char *name, zt_error *err) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", DIR, name);
-    zt_train_config_default(&C);
-    return zt_train_config_load(&C, path, err);
-}
-
 static void test_native_include(void **state) {
     (void)state;
     zt_error err = {0};

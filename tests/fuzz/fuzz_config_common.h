@@ -8,6 +8,7 @@
 
 #include "config/train_config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,22 @@ static void fuzz_check_success(zt_train_config *c) {
             if (rc != ZT_OK && rc != ZT_ERR_USAGE && rc != ZT_ERR_NOMEM) __builtin_trap();
         }
     }
+}
+
+/* One input through a reader (zt_train_config_parse, _deepspeed or _accelerate) with the contracts
+ * above. c and before are the caller's (static: large); c holds the result. */
+typedef int (*fuzz_reader)(zt_train_config *c, const char *text, size_t size, const char *name, zt_error *err);
+static void fuzz_read(fuzz_reader read, const uint8_t *data, size_t size, const char *name, zt_train_config *c,
+                      zt_train_config *before) {
+    zt_error err;
+    zt_train_config_default(c);
+    *before = *c;
+    memset(&err, 0, sizeof err);
+    int rc = read(c, (const char *)data, size, name, &err);
+    if (rc == ZT_OK)
+        fuzz_check_success(c);
+    else
+        fuzz_check_failure(rc, &err, c, before);
 }
 
 #endif

@@ -9,14 +9,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static zt_train_config c, before; /* large: off the stack */
-    zt_error err;
-    zt_train_config_default(&c);
-    before = c;
-    memset(&err, 0, sizeof err);
-    int rc = zt_train_config_parse_deepspeed(&c, (const char *)data, size, "fuzz.json", &err);
-    if (rc == ZT_OK)
-        fuzz_check_success(&c);
-    else
-        fuzz_check_failure(rc, &err, &c, &before);
+    fuzz_read(zt_train_config_parse_deepspeed, data, size, "fuzz.json", &c, &before);
     return 0;
 }

@@ -16,7 +16,6 @@
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
-#include "kernels/kernels.h"
 #include "metrics/trace.h"
 
 #include <omp.h>

@@ -170,6 +170,8 @@ void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
 /* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */
 bool zt_engine_has_lp(const zt_engine *e, int param);          /* keeps a compute copy of param */
 size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel);  /* bytes of one compute copy */
+/* Parameter i's compute copy in e->full_lp (the full layout), from its element begin. */
+void *zt_engine_full_lp_at(const zt_engine *e, int i, size_t begin);
 int zt_engine_lp_setup(zt_engine *e, zt_error *err);            /* at create: copies, staging */
 void zt_engine_lp_free(zt_engine *e);
 int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err); /* before unit u runs */

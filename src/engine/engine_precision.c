@@ -40,6 +40,11 @@ size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel)
     return (size_t)numel * (size_t)(e->params16 ? pb->master : pb->copy);
 }
 
+void *zt_engine_full_lp_at(const zt_engine *e, int i, size_t begin)
+{
+    return (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)(e->plan.p[i].full_off + begin));
+}
+
 int zt_engine_lp_setup(zt_engine *e, zt_error *err)
 {
     const zt_precision *p = &e->opt.precision;
@@ -69,7 +74,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
                 int i = un->params[k];
                 if (zt_engine_has_lp(e, i))
                     s->params_lp[k] = e->full16 ? (void *)(e->full16 + pl->p[i].full_off)
-                                                : (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off);
+                                                : zt_engine_full_lp_at(e, i, 0);
             }
     }
     if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations)))
@@ -100,8 +105,8 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         if (!e->lp_stale || e->shard_master) return ZT_OK; /* shard_master: kept current (master_shard.c) */
         for (int i = 0; i < m->n_params; i++)
             if (zt_engine_has_lp(e, i))
-                zt_round_to_lp((zt_lp_kind)e->lp_kind, (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)pl->p[i].full_off),
-                          e->full_params + pl->p[i].full_off, (size_t)m->params[i].numel);
+                zt_round_to_lp((zt_lp_kind)e->lp_kind, zt_engine_full_lp_at(e, i, 0), e->full_params + pl->p[i].full_off,
+                               (size_t)m->params[i].numel);
         e->lp_stale = false;
         return ZT_OK;
     }

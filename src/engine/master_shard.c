@@ -70,8 +70,7 @@ void zt_master_copies_write(zt_engine *e, int i, size_t begin, size_t n, const f
     float *f = zt_master_fp32_view(e, i);
     if (f) memcpy(f + begin, src, n * sizeof(float));
     if (e->full_lp && zt_engine_has_lp(e, i))
-        zt_round_to_lp((zt_lp_kind)e->lp_kind,
-                       (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)(e->plan.p[i].full_off + begin)), src, n);
+        zt_round_to_lp((zt_lp_kind)e->lp_kind, zt_engine_full_lp_at(e, i, begin), src, n);
 }
 
 /* Without other shards the pieces are the whole tensors: the copies are made here. */
@@ -104,14 +103,13 @@ int zt_master_refresh(zt_engine *e, zt_error *err)
         goto out;
     for (int k = 0; k < n; k++)
         if (zt_engine_has_lp(e, list[k]))
-            zt_round_to_lp((zt_lp_kind)e->lp_kind,
-                           (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)e->plan.p[list[k]].full_off),
-                           dst[list[k]], (size_t)m->params[list[k]].numel);
+            zt_round_to_lp((zt_lp_kind)e->lp_kind, zt_engine_full_lp_at(e, list[k], 0), dst[list[k]],
+                           (size_t)m->params[list[k]].numel);
     /* the other matrices move as their compute copy, rounded from each rank's own rows */
     n = 0;
     for (int i = 0; i < m->n_params; i++)
         if (!zt_master_fp32_view(e, i) && zt_engine_has_lp(e, i)) {
-            dst[i] = (char *)e->full_lp + zt_engine_lp_bytes(e, (int64_t)e->plan.p[i].full_off);
+            dst[i] = zt_engine_full_lp_at(e, i, 0);
             list[n++] = i;
         }
     if (n)

@@ -93,6 +93,11 @@ check(P == 124439808 and g["source"] == "engine plan", f"gpt2-124M: {P} paramete
 check(abs(z3["model_states"] - 16 * P / N) <= 0.01 * 16 * P / N,
       f"zero3 model states {z3['model_states']} = 16·Ψ/N = {16*P/N:.0f} within 1%")
 s = g["strategies"]
+for name, v in s.items():  # the "at rest" row is exactly its four parts (cmd_estimate.c, docs/memory.md)
+    parts = sum(v["rest"].get(c, 0) for c in ("params", "compute_copy", "grads", "optimizer"))
+    check(v["model_states"] == parts, f"{name}: model states at rest {v['model_states']} = params+copies+grads+optim {parts}")
+check(s["ddp"]["rest"].get("grads", 0) == 0 and s["zero3"]["rest"]["grads"] > 0,
+      "at rest ddp holds no gradient (freed after the step), zero3 keeps its reduced pieces")
 check(s["zero3"]["peak_total"] < s["zero2"]["peak_total"] < s["ddp"]["peak_total"],
       "high-water: zero3 < zero2 < ddp")
 check(all(v["variants"]["ckpt_full"] < v["variants"]["as_given"] for v in s.values()),

@@ -13,9 +13,12 @@
 # rows, fp16 values; docs/precision.md), as zero1/zero2 no longer replicate the fp32 tables. With
 # the lookup switched back to the fp32 tables, that build gave the old tool hashes (21252fdd...,
 # ecaec66c...) bit for bit: the lookup is the only change.
-# Hashes depend on the GEMM kernels the CPU gets: on another CPU (the fp32 hash, which the change
-# does not touch, or the bf16 instructions differ) the references do not apply and the test is
-# skipped (exit 77) with the reason.
+# Checked on every machine, within the run: in every precision mode the parameters end at the same
+# bits whatever the activation checkpointing (none, selective, full; one rank, and zero3 on two),
+# i.e. what a unit saves as its rounded operand is exactly what recomputation rebuilds and what the
+# product reads. Hashes depend on the GEMM kernels the CPU gets, so the recorded references are
+# compared in addition only where they apply (the fp32 hash, which the change does not touch,
+# matches); elsewhere the test says so and still checks the property.
 set -uo pipefail
 BUILD="$1"
 SRC="${2:-$(dirname "$0")/..}"
@@ -29,19 +32,27 @@ trap 'rm -rf "$tmp"' EXIT
 # KIND MODE CHECKPOINTING RANKS HASH (train: zerotrain train, ranks 2 = zero3; tool: tool_dist_check ddp)
 REF="train fp32 none 1 5b2274657dc562a3
 train fp32 selective 1 5b2274657dc562a3
+train fp32 none 2 -
 train fp32 selective 2 87129f8c59f51210
+train fp32 full 2 -
 train fp32 full 1 5b2274657dc562a3
 train bf16 none 1 2ae82679de2a9b4e
 train bf16 selective 1 2ae82679de2a9b4e
+train bf16 none 2 -
 train bf16 selective 2 595498abcbd678fe
+train bf16 full 2 -
 train bf16 full 1 2ae82679de2a9b4e
 train fp16 none 1 64a15a2253a10568
 train fp16 selective 1 64a15a2253a10568
+train fp16 none 2 -
 train fp16 selective 2 a169989272024dd9
+train fp16 full 2 -
 train fp16 full 1 64a15a2253a10568
 train bf16-low none 1 017ae60f5715f448
 train bf16-low selective 1 017ae60f5715f448
+train bf16-low none 2 -
 train bf16-low selective 2 36162f88dd925dfc
+train bf16-low full 2 -
 train bf16-low full 1 017ae60f5715f448
 tool fp32 none 1 547cb6593dc5f49e
 tool bf16 none 1 b4b1d588f02d71bd
@@ -72,20 +83,27 @@ run() { # kind mode ckpt ranks -> hash
   fi
 }
 
-# the references apply on the CPU they were recorded on
-flags="$(grep -m1 '^flags' /proc/cpuinfo)"
-grep -qw avx512_bf16 <<<"$flags" && ! grep -qw amx_bf16 <<<"$flags" ||
-  { echo "SKIP: the references were recorded with AVX512_BF16 and without AMX; this CPU differs"; exit 77; }
+# the references apply where the fp32 hashes (which the change does not touch) match
+refs=1
 for kind in train tool; do
   want="$(grep "^$kind fp32 none 1 " <<<"$REF" | cut -d' ' -f5)"
   got="$(run "$kind" fp32 none 1 </dev/null)"
-  [ "$got" = "$want" ] || { echo "SKIP: the $kind fp32 hash is $got here, $want where the references were recorded (other GEMM kernels)"; exit 77; }
+  [ -n "$got" ] || { echo "FAIL $kind fp32: no hash (the run failed)"; exit 1; }
+  [ "$got" = "$want" ] || { echo "note: the $kind fp32 hash is $got here, $want where the references were recorded (other GEMM kernels): checking the property alone"; refs=0; }
 done
 
 fail=0
+declare -A first  # "kind mode ranks" -> the hash of its first checkpointing mode
 while read -r kind mode ck np want; do
   got="$(run "$kind" "$mode" "$ck" "$np" </dev/null)"  # mpirun would read the list
-  if [ "$got" = "$want" ]; then echo "ok   $kind $mode checkpointing $ck on $np rank(s): $got"
-  else echo "FAIL $kind $mode checkpointing $ck on $np rank(s): params $got, before the change $want"; fail=1; fi
+  key="$kind $mode $np"
+  if [ -z "$got" ]; then echo "FAIL $kind $mode checkpointing $ck on $np rank(s): no hash (the run failed)"; fail=1; continue; fi
+  if [ -z "${first[$key]:-}" ]; then first[$key]="$got $ck"
+  elif [ "$got" != "${first[$key]% *}" ]; then
+    echo "FAIL $kind $mode on $np rank(s): checkpointing $ck ends at $got, ${first[$key]#* } at ${first[$key]% *}"; fail=1; continue
+  fi
+  if [ "$refs" = 1 ] && [ "$want" != - ] && [ "$got" != "$want" ]; then
+    echo "FAIL $kind $mode checkpointing $ck on $np rank(s): params $got, before the change $want"; fail=1
+  else echo "ok   $kind $mode checkpointing $ck on $np rank(s): $got$([ "$refs" = 1 ] && [ "$want" != - ] && echo ' (= reference)')"; fi
 done <<<"$REF"
 exit $fail

@@ -387,6 +387,13 @@ static void test_peak_table(void **state) {
     assert_true(zt_cpu_peak_flops(&p, 2, 1, true) == 256e9);
     p.override_gflops = 100;                                  /* ZT_PEAK_GFLOPS: per rank */
     assert_true(zt_cpu_peak_flops(&p, 2, 4, false) == 400e9);
+    p = (zt_cpu_peak){.clock_ghz = 2.0, .fp32_per_cycle = 64, .bf16_per_cycle = 128};
+    p.measured_fp32 = 100e9;                                  /* measured: wins over clock x table */
+    assert_true(zt_cpu_peak_flops(&p, 2, 1, false) == 200e9);
+    assert_true(zt_cpu_peak_flops(&p, 2, 1, true) == 200e9); /* bf16 not measured: the fp32 rate */
+    p.measured_bf16 = 300e9;
+    assert_true(zt_cpu_peak_flops(&p, 0.5, 1, true) == 150e9);
+    assert_string_equal(zt_cpu_peak_source(&p, true), "measured bf16 dot-product peak");
     p = (zt_cpu_peak){0};
     assert_true(zt_cpu_peak_flops(&p, 2, 1, false) == 0); /* unknown clock */
     /* this machine: some fp32 rate, cores and a sane per-rank share */
@@ -399,8 +406,41 @@ static void test_peak_table(void **state) {
     assert_true(zt_cores_per_rank(1) <= 1.0);
     setenv("ZT_PEAK_GFLOPS", "50", 1);
     assert_true(zt_job_peak_flops(1, 3, false) == 150e9);
-    assert_true(zt_cpu_fp32_peak_flops(7) == 50e9); /* the older call: as is */
     unsetenv("ZT_PEAK_GFLOPS");
+}
+
+/* The measured peak: a core's FMA rate is within what the table allows at a plausible clock, the
+ * cache returns the same numbers without measuring, and a cache of another CPU is not used. */
+static void test_peak_measured(void **state) {
+    char dir[] = "/tmp/zt_peak_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("ZT_CACHE_DIR", dir, 1);
+    unsetenv("ZT_PEAK_CACHE");
+    zt_cpu_peak p;
+    zt_cpu_peak_detect(&p);
+    zt_cpu_peak_measure(&p);
+    assert_string_equal(p.measured_from, "measured now");
+    double ghz = p.measured_fp32 / p.fp32_per_cycle / 1e9; /* the clock the rate implies */
+    assert_true(ghz > 0.3 && ghz < 7.0);
+    if (p.measured_bf16 > 0) assert_true(p.measured_bf16 > p.measured_fp32 * 0.9);
+    zt_cpu_peak q;
+    zt_cpu_peak_detect(&q);
+    zt_cpu_peak_measure(&q);
+    assert_true(!strncmp(q.measured_from, "cache ", 6));
+    assert_true(fabs(q.measured_fp32 / p.measured_fp32 - 1) < 1e-5); /* written with 6 digits */
+    char path[600];
+    snprintf(path, sizeof path, "%s/peak-v1", dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "another cpu|1|2|x|y\t1e15\t1e15\n");
+    fclose(fp);
+    zt_cpu_peak_detect(&q);
+    zt_cpu_peak_measure(&q);
+    assert_string_equal(q.measured_from, "measured now");
+    assert_true(q.measured_fp32 < 1e13);
+    unlink(path);
+    rmdir(dir);
+    unsetenv("ZT_CACHE_DIR");
 }
 
 static void test_measure_sgemm(void **state) {
@@ -593,6 +633,7 @@ int main(void) {
         cmocka_unit_test(test_commlog_bins_and_bandwidth),
         cmocka_unit_test(test_mfu_gpt2_124m),
         cmocka_unit_test(test_peak_table),
+        cmocka_unit_test(test_peak_measured),
         cmocka_unit_test(test_measure_sgemm),
         cmocka_unit_test(test_jsonl_step_line),
         cmocka_unit_test(test_plot),

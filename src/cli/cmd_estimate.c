@@ -173,8 +173,19 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     }
     fprintf(out, "%-44s", "high-water (all classes at once)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].peak[ZT_EST_AS_GIVEN], div, decimals);
-    fprintf(out, "\n%-44s", "  model states at rest (params+grads+optim)");
+    /* at rest = between two steps (docs/memory.md): ddp frees its gradient buffer after the update */
+    fprintf(out, "\n%-44s", "  model states at rest (between steps)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, zt_memory_plan_model_states(&est->col[s].plan), div, decimals);
+    static const struct { zt_mem_class c; const char *label; } parts[] = {
+        {ZT_MEM_PARAMS, "    = params"}, {ZT_MEM_COMPUTE_COPY, "    + compute copies"},
+        {ZT_MEM_GRADS, "    + grads kept (ddp: freed after the step)"}, {ZT_MEM_OPTIMIZER, "    + optimizer state"}};
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+        bool any = false;
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) any |= est->col[s].plan.rest[parts[k].c] != 0;
+        if (!any && parts[k].c != ZT_MEM_GRADS) continue;
+        fprintf(out, "\n%-44s", parts[k].label);
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].plan.rest[parts[k].c], div, decimals);
+    }
     fprintf(out, "\n%-44s", "  ... in bytes per parameter");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++)
         fprintf(out, " %10.2f", (double)zt_memory_plan_model_states(&est->col[s].plan) / (double)P);

@@ -1,5 +1,7 @@
-/* main.c - the zerotrain command: dispatches to one subcommand per file (cmd_*.c) and maps
- * errors to the exit codes of DESIGN.md. */
+/* main.c - the zerotrain command: one table of subcommands (name, one-line summary, synopsis, the
+ * function in its cmd_<name>.c), the dispatch over it, and the exit codes of docs/design.md.
+ * `zerotrain --help` lists every row; `zerotrain NAME --help` prints the row's summary before the
+ * subcommand's own usage. */
 #include "cli/commands.h"
 
 #include <stdio.h>
@@ -10,23 +12,53 @@ int zt_cli_fail(const zt_error *err) {
     return err->code ? err->code : ZT_ERR_INTERNAL;
 }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "zerotrain %s - distributed training engine in C\n\n"
-            "usage:\n"
-            "  zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
-            "  zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--json]\n"
-            "  zerotrain estimate-memory --model gpt2-124M|...|llama-70b --nproc N [-B b] [-T t] [--json]\n"
-            "  zerotrain tokenize TEXT... -o data.bin [--val-fraction f]\n"
-            "  zerotrain sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X]\n"
-            "  zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps N] [--warmup W]\n"
-            "  zerotrain verify CKPT\n"
-            "  zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]\n"
-            "  zerotrain version\n\n"
-            "exit codes: 0 ok, 2 config/usage, 3 data, 4 checkpoint, 5 peer lost, 6 numerics,\n"
-            "            7 out of memory, 8 I/O, 9 mismatch across ranks\n",
-            ZT_VERSION);
+static int cmd_version(int argc, char **argv) {
+    printf("zerotrain %s\n", ZT_VERSION);
+    return 0;
 }
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the name */
+    const char *summary;               /* what it does, one line */
+    const char *synopsis;              /* its main forms; `zerotrain NAME --help` has every option */
+} subcommand;
+
+static const subcommand COMMANDS[] = {
+    {"train", zt_cmd_train, "train a model from a config, on this process or on --nproc local ranks",
+     "train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
+     "      [--ckpt-dir DIR] [--ckpt-every N] [--resume DIR]"},
+    {"config", zt_cmd_config, "resolve a native, DeepSpeed or Accelerate config and print the run it means",
+     "config CONFIG [--set key=value ...] [--nproc N] [--print | --json]   |   config --docs"},
+    {"estimate-memory", zt_cmd_estimate, "bytes per rank for every strategy, before any run",
+     "estimate-memory CONFIG [--nproc N] [--set key=value ...] [--json]\n"
+     "      estimate-memory --model gpt2-124M|...|llama-70b --nproc N [-B b] [-T t] [--json]"},
+    {"tokenize", zt_cmd_tokenize, "GPT-2 BPE of text files into llm.c-format token files",
+     "tokenize TEXT... -o data.bin [--val-fraction f]"},
+    {"sample", zt_cmd_sample, "generate text from trained weights",
+     "sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X]"},
+    {"bench", zt_cmd_bench, "time training steps of a preset (tokens/s, MFU, time breakdown)",
+     "bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps N] [--warmup W] [--nproc N]"},
+    {"verify", zt_cmd_verify, "check a checkpoint commit's manifest and every file's checksum",
+     "verify CKPT"},
+    {"export", zt_cmd_export, "write a checkpoint or a .ztw weights file as safetensors",
+     "export CKPT|W.ztw -o model.safetensors [--dtype fp32|bf16]"},
+    {"plot", zt_cmd_plot, "plot JSONL metrics or a trace timeline to PNG; merge per-rank traces",
+     "plot RUN.jsonl... -o out.png   |   plot --timeline trace.json -o t.png   |   plot --merge-traces ..."},
+    {"version", cmd_version, "print the version", "version"},
+};
+#define N_COMMANDS (sizeof COMMANDS / sizeof *COMMANDS)
+
+static void usage(FILE *out) {
+    fprintf(out, "zerotrain %s - distributed training engine in C\n\nusage: zerotrain COMMAND [options]"
+                 "   (zerotrain COMMAND --help: its options)\n\ncommands:\n", ZT_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-16s %s\n      %s\n", COMMANDS[i].name, COMMANDS[i].summary, COMMANDS[i].synopsis);
+    fprintf(out, "\nexit codes: 0 ok, 2 config/usage, 3 data, 4 checkpoint, 5 peer lost, 6 numerics,\n"
+                 "            7 out of memory, 8 I/O, 9 mismatch across ranks, 70 internal error\n");
+}
+
+static bool is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h") || !strcmp(s, "help"); }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -34,22 +66,16 @@ int main(int argc, char **argv) {
         return ZT_ERR_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "train")) return zt_cmd_train(argc - 1, argv + 1);
-    if (!strcmp(cmd, "tokenize")) return zt_cmd_tokenize(argc - 1, argv + 1);
-    if (!strcmp(cmd, "sample")) return zt_cmd_sample(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return zt_cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "plot")) return zt_cmd_plot(argc - 1, argv + 1);
-    if (!strcmp(cmd, "verify")) return zt_cmd_verify(argc - 1, argv + 1);
-    if (!strcmp(cmd, "export")) return zt_cmd_export(argc - 1, argv + 1);
-    if (!strcmp(cmd, "config")) return zt_cmd_config(argc - 1, argv + 1);
-    if (!strcmp(cmd, "estimate-memory")) return zt_cmd_estimate(argc - 1, argv + 1);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("zerotrain %s\n", ZT_VERSION);
-        return 0;
-    }
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    if (is_help(cmd)) {
         usage(stdout);
         return 0;
+    }
+    if (!strcmp(cmd, "--version")) cmd = "version";
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(cmd, COMMANDS[i].name)) continue;
+        if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")))
+            printf("zerotrain %s: %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+        return COMMANDS[i].run(argc - 1, argv + 1);
     }
     fprintf(stderr, "zerotrain: unknown command \"%s\"\n\n", cmd);
     usage(stderr);

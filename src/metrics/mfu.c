@@ -1,5 +1,5 @@
-/* mfu.c - model and hardware FLOPs utilization (the formula is in mfu.h), and the measured GEMM
- * rate that `zerotrain bench --peak` prints beside the nominal peak of peak.c. */
+/* mfu.c - model and hardware FLOPs utilization (the formula is in mfu.h) against the measured peak
+ * of peak.c, and the measured GEMM rate that `zerotrain bench --peak` prints beside it. */
 #include "metrics/mfu.h"
 #include "metrics/peak.h"
 #include "zerotrain/zerotrain.h"
@@ -26,6 +26,7 @@ double zt_utilization(double flops_per_token, double tokens, double seconds, dou
 double zt_job_peak_flops(int threads_per_rank, int world, bool bf16) {
     zt_cpu_peak p;
     zt_cpu_peak_detect(&p);
+    if (p.override_gflops <= 0) zt_cpu_peak_measure(&p);
     if (world < 1) world = 1;
     return zt_cpu_peak_flops(&p, (double)world * zt_cores_per_rank(threads_per_rank), world, bf16);
 }
@@ -66,10 +67,16 @@ int zt_peak_report(FILE *out, int threads) {
     fprintf(out, "clock %.3f GHz (max of cpuinfo_max_freq and cpu MHz)\n", p.clock_ghz);
     fprintf(out, "fp32: %.0f FLOP/cycle/core (%s)\n", p.fp32_per_cycle, p.fp32_isa);
     fprintf(out, "bf16: %.0f FLOP/cycle/core (%s)\n", p.bf16_per_cycle, p.bf16_isa);
-    double fp32 = zt_cpu_peak_flops(&p, cores, 1, false), bf16 = zt_cpu_peak_flops(&p, cores, 1, true);
+    double nominal32 = zt_cpu_peak_flops(&p, cores, 1, false), nominal16 = zt_cpu_peak_flops(&p, cores, 1, true);
     fprintf(out, "nominal peak of %g core%s (%d thread%s): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s%s\n", cores,
-            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", fp32 / 1e9, bf16 / 1e9,
+            cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", nominal32 / 1e9, nominal16 / 1e9,
             p.override_gflops > 0 ? " (ZT_PEAK_GFLOPS)" : "");
+    zt_cpu_peak_measure(&p);
+    double fp32 = zt_cpu_peak_flops(&p, cores, 1, false), bf16 = zt_cpu_peak_flops(&p, cores, 1, true);
+    fprintf(out, "measured peak (what MFU divides by; %s): one core fp32 %.1f GFLOP/s = %.2f GHz effective, "
+                 "bf16 %.1f GFLOP/s; %g core%s: fp32 %.1f, bf16 %.1f GFLOP/s\n",
+            p.measured_from, p.measured_fp32 / 1e9, p.fp32_per_cycle > 0 ? p.measured_fp32 / p.fp32_per_cycle / 1e9 : 0,
+            p.measured_bf16 / 1e9, cores, cores == 1 ? "" : "s", fp32 / 1e9, bf16 / 1e9);
     static const int shapes[][3] = {{1024, 3072, 768}, {1024, 768, 3072}, {1024, 1024, 1024}, {2048, 2048, 2048}};
     const char *what[] = {"GPT-2 124M MLP up (B*T=1024, C->4C)", "GPT-2 124M MLP down", "square 1024",
                           "square 2048"};
@@ -79,11 +86,13 @@ int zt_peak_report(FILE *out, int threads) {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         double g = zt_measure_sgemm_gflops(shapes[i][0], shapes[i][1], shapes[i][2]);
         if (g > best) best = g;
-        fprintf(out, "  M=%-5d N=%-5d K=%-5d %8.1f GFLOP/s = %5.1f%% of nominal fp32  (%s)\n", shapes[i][0],
+        fprintf(out, "  M=%-5d N=%-5d K=%-5d %8.1f GFLOP/s = %5.1f%% of measured fp32  (%s)\n", shapes[i][0],
                 shapes[i][1], shapes[i][2], g, fp32 > 0 ? 100 * g * 1e9 / fp32 : NAN, what[i]);
     }
     fprintf(out, "{\"clock_ghz\":%.4f,\"cores\":%g,\"fp32_per_cycle\":%.0f,\"bf16_per_cycle\":%.0f,"
-            "\"nominal_fp32_gflops\":%.1f,\"nominal_bf16_gflops\":%.1f,\"best_sgemm_gflops\":%.1f}\n",
-            p.clock_ghz, cores, p.fp32_per_cycle, p.bf16_per_cycle, fp32 / 1e9, bf16 / 1e9, best);
+            "\"nominal_fp32_gflops\":%.1f,\"nominal_bf16_gflops\":%.1f,\"peak_fp32_gflops\":%.1f,"
+            "\"peak_bf16_gflops\":%.1f,\"best_sgemm_gflops\":%.1f}\n",
+            p.clock_ghz, cores, p.fp32_per_cycle, p.bf16_per_cycle, nominal32 / 1e9, nominal16 / 1e9, fp32 / 1e9,
+            bf16 / 1e9, best);
     return ZT_OK;
 }

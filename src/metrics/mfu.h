@@ -9,7 +9,8 @@
  *     12·L·C·T  attention scores Q·Kᵀ and the weighted sum A·V: 2 matmuls x 2 FLOPs x T keys x C
  *        per token and layer in forward (4·C·T), x3 for backward; the full T x T square, not the
  *        causal half, as PaLM/llm.c count it.
- *   MFU = F · tokens / (seconds · peak)      peak: peak.h, the cores in use in the run's precision
+ *   MFU = F · tokens / (seconds · peak)      peak: peak.h, the cores in use at their measured rate
+ *                                            in the run's precision (fp32 FMA or bf16 dot product)
  *   HFU = F_hw · tokens / (seconds · peak),  F_hw = F + r·(2·N + 4·L·C·T) = F·(1 + r/3), with r the
  *        fraction of the forward pass recomputed in backward (activation checkpointing: r = 1 for
  *        every block; 0 without it, then HFU = MFU). */
@@ -27,7 +28,8 @@ double zt_hfu_flops_per_token(double model_flops_per_token, double recompute_fra
 /* flops_per_token · tokens / (seconds · peak_flops); NaN when peak, seconds or flops are <= 0. */
 double zt_utilization(double flops_per_token, double tokens, double seconds, double peak_flops);
 /* The peak the trainer divides by: world x zt_cores_per_rank(threads_per_rank) cores of this
- * machine at the fp32 (or bf16) rate; ZT_PEAK_GFLOPS per rank x world when set. 0 when unknown. */
+ * machine at the measured fp32 (or bf16) rate (zt_cpu_peak_measure: cached, else ~0.25 s);
+ * ZT_PEAK_GFLOPS per rank x world when set. 0 when unknown. */
 double zt_job_peak_flops(int threads_per_rank, int world, bool bf16);
 
 /* Achieved GFLOP/s of cblas_sgemm C(M,N) = A(M,K)·B(K,N) on the calling thread's OpenMP

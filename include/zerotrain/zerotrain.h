@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION "0.1.0"
 
 /* ---------------------------------------------------------------------------------------------
- * Status codes. The values are the CLI's exit codes (DESIGN.md), so main() returns them as is. */
+ * Status codes. The values are the CLI's exit codes (docs/design.md), so main() returns them as is. */
 typedef enum zt_status {
     ZT_OK = 0,
     ZT_ERR_USAGE = 2,     /* bad configuration, option or argument */
@@ -268,7 +268,7 @@ typedef struct zt_optimizer_config {
 
 void zt_optimizer_config_default(zt_optimizer_config *c); /* AdamW(0.9, 0.95, 1e-8), wd 0.1, clip 1.0 */
 
-/* Sharding strategies (DESIGN.md): what each rank holds between steps.
+/* Sharding strategies (docs/strategies.md): what each rank holds between steps.
  *   ddp    parameters, gradients, optimizer state replicated; gradients all-reduced (ZeRO-0, NO_SHARD)
  *   zero1  optimizer state (and the fp32 master) sharded; gradients reduce-scattered, updated
  *          parameters all-gathered

@@ -8,7 +8,13 @@
 #     and the in-memory run's measured peaks (1 rank ddp and 2 ranks zero3): the in-memory run
 #     fails with exit 7 (the limit bites), the offloaded run completes with the same parameters;
 #  3. I/O errors: a missing directory, a path under a file, a state file truncated under a running
-#     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed.
+#     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed;
+#  4. parameter offload (zero3's pieces in files, memory.offload_param nvme): alone and with the
+#     optimizer offloaded, fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks:
+#     bit-identical to the in-memory run with every class at exactly its planned high-water; a
+#     checkpoint of it resumes bitwise on zero3 and on ddp x1; DeepSpeed's offload_param block;
+#     refused under zero2 (exit 2); a piece file corrupted under a running job: exit 8, the
+#     parameter and the file named, never trained on.
 set -euo pipefail
 BUILD="$1"
 Z="$BUILD/zerotrain"
@@ -143,5 +149,73 @@ if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.exp_avg_sq" <<<"$out" && 
   ok "truncated under a running job: exit 8, $(grep -m1 -o 'rank-00001.exp_avg_sq[^(]*' <<<"$out"); files removed"
 else
   bad "truncation: file '$f', rc $rc"; tail -5 "$T/trunc.out"; ls -R "$NV"
+fi
+
+# 4. parameter offload
+PO=(--set memory.offload_param=nvme --set memory.offload_param_nvme_path="$NV")
+for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16" \
+            "2 zero3 training.gradient_accumulation_steps=2 training.global_batch_size=8" "1 zero3" \
+            "4 hybrid parallel.hybrid_shard_size=2 training.global_batch_size=8"; do
+  set -- $case
+  extra=(); for kv in "${@:3}"; do extra+=(--set "$kv"); done
+  a="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" 2>&1)"
+  for with in param param+optimizer; do
+    more=("${PO[@]}" --set memory.offload_buffer_mb=0.0625 --set memory.offload_buffer_count=3)
+    [ $with = param+optimizer ] && more+=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$NV")
+    b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" 2>&1)"
+    if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ] && grep -q "parameter pieces" <<<"$b" \
+       && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" && empty_nvme; then
+      ok "$2 x$1 ${*:3} offload $with: = in memory ($(hash_of "$a")), every class exactly as planned"
+    else
+      bad "$2 x$1 ${*:3} offload $with: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -6
+    fi
+  done
+done
+# a checkpoint with the pieces (and moments) in files resumes bitwise, on zero3 and on ddp x1
+rm -rf "$T/ckp"
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" "${OFF[@]}" --stop-after 3 --ckpt-dir "$T/ckp" >/dev/null 2>&1
+b="$("$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" --resume "$T/ckp" 2>&1)"
+c="$("$Z" train "$T/c.yaml" --set parallel.strategy=ddp --set training.gradient_accumulation_steps=2 --resume "$T/ckp" 2>&1)"
+if [ "$(hash_of "$b")" = "$ref3" ] && [ "$(hash_of "$c")" = "$ref3" ] && "$Z" verify "$T/ckp" >/dev/null 2>&1 && empty_nvme; then
+  ok "pieces in files: 3 steps + checkpoint, resumed 3 on zero3 (offloaded) and on ddp x1 = 6 steps in memory"
+else
+  bad "parameter offload checkpoint: $(hash_of "$b") / $(hash_of "$c") vs $ref3"; echo "$b" | tail -3; echo "$c" | tail -3
+fi
+# DeepSpeed's offload_param block maps
+cat > "$T/dsp.json" <<JSON
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "$NV", "buffer_count": 3}}}
+JSON
+sed "s|^logging:|deepspeed_config: $T/dsp.json\nlogging:|" "$T/c.yaml" > "$T/dsp.yaml"
+b="$("$Z" train "$T/dsp.yaml" --nproc 2 2>&1)"
+if [ "$(hash_of "$b")" = "$ref3" ] && grep -q "offload: parameter pieces in files" <<<"$b"; then
+  ok "DeepSpeed offload_param {device: nvme}: pieces in files, same parameters"
+else
+  bad "DeepSpeed offload_param: $(hash_of "$b") vs $ref3"; echo "$b" | tail -3
+fi
+set +e; out="$("$Z" train "$T/c.yaml" --set parallel.strategy=zero2 "${PO[@]}" 2>&1)"; rc=$?; set -e
+if [ $rc -eq 2 ] && grep -q "needs parallel.strategy zero3" <<<"$out"; then ok "offload_param under zero2: exit 2, $(grep -m1 -o 'memory.offload_param: [^(]*' <<<"$out")"
+else bad "offload_param under zero2: rc $rc"; echo "$out" | tail -2; fi
+# a piece file overwritten under a running job (garbage written again and again: a step may
+# rewrite it): detected when the pieces are read for a gather, or by the stream's block checksums
+set +e
+timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" --set training.steps=100000 > "$T/corrupt.out" 2>&1 &
+job=$!
+f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.param 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
+sleep 0.5
+while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
+  printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.02
+done
+wait $job; rc=$?
+set -e
+out="$(cat "$T/corrupt.out")"
+# (caught by a gather, the other rank is inside that all-gather and the job aborts: the aborted
+# ranks leave their files, as a killed run does; caught by the step's stream, all ranks agree and
+# remove them)
+if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.param.*\(checksum\|does not match\)" <<<"$out"; then
+  ok "piece file overwritten under a running job: exit 8, $(grep -m1 -o 'error.*rank-00001.param.*' <<<"$out" | cut -c1-220)"
+  rm -rf "${NV:?}"/*
+else
+  bad "piece corruption: file '$f', rc $rc"; tail -5 "$T/corrupt.out"; ls -R "$NV"
 fi
 exit $fail

@@ -345,11 +345,16 @@ void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
  * the elements this rank updates (AdamW's m and v, SGD's momentum) lives in files
  * optimizer_dir/<run>/rank-NNNNN.<kind> instead of memory, and each step streams it through
  * buffer_count staging buffers of buffer_bytes (reading ahead, updating, writing back, all
- * overlapped). The fp32 parameters (the master weights under bf16/fp16 compute) stay in memory.
- * Results are bit-identical to the in-memory run in every precision mode. The strings are copied
- * by zt_engine_create. */
+ * overlapped). With param_dir set (zero3, and hybrid over zero3; fp32 parameters, i.e. every mode
+ * but bf16-low), this rank's parameter pieces (the fp32 master) live in
+ * param_dir/<run>/rank-NNNNN.param too: each unit's pieces are read (O_DIRECT, by the
+ * communication thread, one unit ahead) into a window just before its all-gather and dropped
+ * after it, and the step streams them beside the optimizer state, writing the updated pieces
+ * back as it goes. Results are bit-identical to the in-memory run in every supported mode. The
+ * strings are copied by zt_engine_create. */
 typedef struct zt_offload_options {
     const char *optimizer_dir;  /* an existing directory on a local disk; NULL or "": in memory */
+    const char *param_dir;      /* the same for zero3's parameter pieces; NULL or "": in memory */
     int buffer_count;           /* staging buffers, >= 2; 0: 4 */
     size_t buffer_bytes;        /* bytes per staging buffer; 0: 64 MiB */
     int io_threads;             /* I/O threads; 0: 2 */
@@ -363,6 +368,8 @@ typedef struct zt_offload_stats {
     double wait_s;              /* of which blocked on I/O (the part not hidden behind updates) */
     double update_s;            /* of which updating */
     int64_t streams;            /* optimizer passes over the files */
+    uint64_t gather_read_bytes; /* parameter offload: pieces read for the all-gathers (not in
+                                   read_bytes) */
 } zt_offload_stats;
 
 typedef struct zt_engine_options {
@@ -388,7 +395,8 @@ typedef struct zt_engine_options {
     bool no_prefetch;         /* zero3: gather each unit only when it runs */
     zt_precision precision;   /* all zero = fp32 */
     zt_recompute activation_checkpointing; /* none (default), full or selective */
-    zt_offload_options offload; /* NVMe tier for the optimizer state (all zero: none) */
+    zt_offload_options offload; /* NVMe tier for the optimizer state and the parameter pieces
+                                   (all zero: none) */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */

@@ -8,6 +8,7 @@
  * messages are each file's size and checksum, gathered to rank 0, and the commit status,
  * broadcast back. */
 #include "ckpt/checkpoint.h"
+#include "offload/nvme_store.h"
 #include "comm/comm.h"
 #include "core/file.h"
 #include "engine/engine_internal.h"
@@ -145,19 +146,18 @@ static size_t kind_base(const zt_engine *e, int i, int k) {
  * (bf16-low), states in files or in bf16. */
 static int kind_read(zt_engine *e, int k, int i, size_t at, size_t n, float *dst, zt_error *err) {
     if (k > 0) return zt_engine_state_read(e, k - 1, state_base(e, i) + at, n, dst, err);
-    zt_engine_param_read(e, i, at, n, dst);
-    return ZT_OK;
+    return zt_engine_param_read(e, i, at, n, dst, err);
 }
 
 static int kind_write(zt_engine *e, int k, int i, size_t at, size_t n, const float *src, zt_error *err) {
     if (k > 0) return zt_engine_state_write(e, k - 1, state_base(e, i) + at, n, src, err);
-    zt_engine_param_write(e, i, at, n, src);
-    return ZT_OK;
+    return zt_engine_param_write(e, i, at, n, src, err);
 }
 
 /* Idle fp32 memory to bounce kind k through (*floats of it), or NULL. */
 static float *kind_bounce(zt_engine *e, int k, size_t *floats) {
     if (k > 0) return zt_engine_state_bounce(e, floats);
+    if (e->param_kind >= 0) return zt_nvme_store_scratch(e->nvme, floats); /* pieces in a file */
     *floats = e->param_tmp ? e->param_chunk : 0;
     return e->param_tmp;
 }
@@ -171,7 +171,7 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
     *row0 = p->row_begin[pl->shard];
     *rows = p->row_begin[pl->shard + 1] - *row0;
     size_t begin = (size_t)(*row0 * p->row_len);
-    if (k == 0 && e->params16) return NULL;
+    if (k == 0 && (e->params16 || e->param_kind >= 0)) return NULL;
     if (k == 0) /* the pieces: zero3, and zero1/zero2's fp32 master under bf16/fp16 compute */
         return e->pieces ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
     float *state = zt_engine_state_ptr(e, k - 1);
@@ -565,8 +565,8 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         free(a);
         return rc;
     }
-    if (is_writer(e) && e->optim_store) {
-        /* the optimizer state is in NVMe files: a snapshot would bring it all into memory, so
+    if (is_writer(e) && e->nvme) {
+        /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
         snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
         a->status = write_rank_file(e, a->path, NULL, 0, &a->hash, &a->size, &a->err);
@@ -923,7 +923,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
             float *dst;
             if (k == 0) {
-                dst = e->params16 ? NULL /* bf16-low: through fill_offloaded's staging */
+                dst = e->params16 || e->param_kind >= 0 ? NULL /* bf16-low, files: through fill_offloaded's staging */
                       : e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             } else {
                 float *state = zt_engine_state_ptr(e, k - 1);

@@ -23,9 +23,6 @@ const support_row zt_cfg_support[] = {
     {"memory.offload_param", "cpu", ZT_CONFIG_WARNING,
      "changes nothing on this CPU-only build: the parameters already live in host memory (no "
      "offload)"},
-    {"memory.offload_param", "nvme", ZT_CONFIG_ERROR,
-     "is not implemented yet: zero3's parameter pieces stay in memory (memory.offload_optimizer "
-     "nvme offloads the optimizer state)"},
     /* checkpoints (docs/checkpoints.md) */
     {"checkpoint.save_consolidated", "true", ZT_CONFIG_WARNING,
      "is not read from the configuration yet: `zerotrain export CKPT -o model.safetensors` "

@@ -378,6 +378,20 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         w = LOC("memory.offload_param", "memory.offload_param_nvme_path");
         zt_cfg_error(x, "%s%smemory.offload_param: nvme needs memory.offload_param_nvme_path", PFX(w));
     }
+    bool zero3 = c->strategy == ZT_STRATEGY_ZERO3 ||
+                 (c->strategy == ZT_STRATEGY_HYBRID && c->hybrid_inner == ZT_STRATEGY_ZERO3);
+    if (c->offload_param == ZT_CFG_OFFLOAD_NVME && !zero3) {
+        w = LOC("memory.offload_param", "parallel.strategy");
+        zt_cfg_error(x, "%s%smemory.offload_param: nvme offloads zero3's parameter pieces: it needs "
+                        "parallel.strategy zero3 (or hybrid with hybrid_inner zero3), not %s "
+                        "(other strategies keep whole parameters on every rank)",
+                     PFX(w), zt_strategy_name(c->strategy));
+    }
+    if (c->offload_param == ZT_CFG_OFFLOAD_NVME && c->precision == ZT_CFG_PREC_BF16_LOW) {
+        w = LOC("memory.offload_param", "precision.mode");
+        zt_cfg_error(x, "%s%smemory.offload_param: nvme keeps fp32 parameter pieces in files; precision.mode "
+                        "bf16-low stores bf16 parameters and is not supported with it (use bf16)", PFX(w));
+    }
     if (c->ckpt_every > 0 && !c->ckpt_dir[0]) {
         w = LOC("checkpoint.every", "checkpoint.dir");
         zt_cfg_error(x, "%s%scheckpoint.every: %d needs checkpoint.dir", PFX(w), c->ckpt_every);

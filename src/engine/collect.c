@@ -159,6 +159,8 @@ typedef struct ag_ctx {
     zt_comm *comm;       /* the shard group, or the communication thread's duplicate of it */
     float **pack;        /* staging owned by the calling thread */
     size_t *pack_cap;
+    float *const *piece_at; /* parameter offload: per parameter index, its piece read into a window
+                               (param_offload.c); NULL otherwise */
 } ag_ctx;
 
 static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
@@ -176,6 +178,8 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
         size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
         if (c->round_kind) /* master_shard.c: the compute copy of the fp32 master's rows */
             zt_round_to_lp((zt_lp_kind)c->round_kind, w, (const float *)c->pieces + pl->p[i].shard_off, cnt);
+        else if (c->piece_at)
+            memcpy(w, c->piece_at[i], cnt * E);
         else
             memcpy(w, c->pieces ? (const char *)c->pieces + pl->p[i].shard_off * E
                                 : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, pl->shard) * E,
@@ -199,8 +203,15 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
 
 int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                const int *params, int n, const char *tag, zt_error *err) {
-    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), 0, comm, pack, pack_cap}
-                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), 0, comm, pack, pack_cap};
+    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), 0, comm, pack, pack_cap, NULL}
+                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), 0, comm, pack, pack_cap, NULL};
+    if (e->param_kind >= 0) { /* parameter offload: the pieces come from their file first */
+        zt_trace_begin("offload", "read pieces");
+        int rc = zt_param_offload_load(e, params, n, err);
+        zt_trace_end();
+        if (rc) return rc;
+        c.piece_at = e->piece_at;
+    }
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, timer, err);
 }
 
@@ -234,7 +245,12 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
         return rc;
     }
     float *own = dst + zt_plan_shard_begin(pl, i, pl->shard);
-    memcpy(own, e->pieces + pl->p[i].shard_off, counts[pl->shard] * sizeof(float));
+    if (e->param_kind >= 0) { /* parameter offload: straight from the file */
+        int rc = zt_param_offload_read(e, i, 0, counts[pl->shard], own, err);
+        if (rc) return rc;
+    } else {
+        memcpy(own, e->pieces + pl->p[i].shard_off, counts[pl->shard] * sizeof(float));
+    }
     if (pl->nshards < 2) return ZT_OK;
     double t0 = omp_get_wtime();
     int rc = zt_all_gather_f32(e->shard_comm, own, dst, counts, e->model->params[i].name, err);
@@ -252,7 +268,8 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
         all[i] = i;
         dsts[i] = e->params16 ? (void *)(e->full16 + e->plan.p[i].full_off) : (void *)(e->full_params + e->plan.p[i].full_off);
     }
-    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats};
+    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats,
+                NULL};
     if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
     free(dsts);
@@ -261,7 +278,7 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
 
 int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *const *dst, size_t elem,
                                  int round_kind, const char *tag, zt_error *err) {
-    ag_ctx c = {e->pieces, dst, elem, round_kind, e->shard_comm, &e->pack, &e->pack_floats};
+    ag_ctx c = {e->pieces, dst, elem, round_kind, e->shard_comm, &e->pack, &e->pack_floats, NULL};
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, &e->comm_s, err);
 }
 

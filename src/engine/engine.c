@@ -10,6 +10,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "engine/init.h"
+#include "offload/nvme_store.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "metrics/trace.h"
@@ -221,6 +222,16 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         }
         e->opt.offload.optimizer_dir = e->offload_dir;
     }
+    e->param_kind = -1;
+    if (opt->offload.param_dir && opt->offload.param_dir[0]) {
+        if (!(e->param_dir = strdup(opt->offload.param_dir))) {
+            free(e->offload_dir);
+    free(e->param_dir);
+            free(e);
+            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+        }
+        e->opt.offload.param_dir = e->param_dir;
+    }
     const char *cache_env = getenv("ZT_BLOCK_CACHE");
     e->use_cache = !(cache_env && !strcmp(cache_env, "0"));
     pthread_mutex_init(&e->mem_lock, NULL);
@@ -260,11 +271,19 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
         goto fail;
     e->params16 = opt->precision.params == ZT_DTYPE_BF16;
+    if (e->param_dir && (!e->shard_params || e->params16)) {
+        rc = zt_error_set(err, ZT_ERR_USAGE, "engine: parameter offload (memory.offload_param nvme) keeps zero3's "
+                          "fp32 parameter pieces in files: it needs strategy zero3 (or hybrid over zero3) and "
+                          "fp32 parameters, not %s%s", zt_strategy_name(opt->strategy),
+                          e->params16 ? " with bf16-low's bf16 parameters" : "");
+        goto fail;
+    }
     e->shard_master = zt_master_sharded(opt, e->shard_optim, e->shard_params);
     if (e->params16) { /* bf16-low: 2-byte parameters (params16.c) */
         if ((rc = zt_params16_alloc(e, err))) goto fail;
     } else if (e->shard_master) { /* zero1/zero2 under bf16/fp16 compute: master pieces */
         if ((rc = zt_master_alloc(e, err))) goto fail;
+    } else if (e->shard_params && e->param_dir) { /* the pieces live in a file (param_offload.c) */
     } else if (e->shard_params) {
         if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
@@ -320,7 +339,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
     if ((rc = zt_engine_lp_setup(e, err))) goto fail;
-    if (offload && (rc = zt_engine_offload_open(e, err))) goto fail;
+    if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
@@ -395,7 +414,17 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
             zt_params16_init(e, i, key);
         else if (e->shard_master) /* the pieces, and every rank's compute copies */
             zt_master_init(e, i, key);
-        else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
+        else if (e->param_kind >= 0) { /* the pieces in their file, through the idle staging memory */
+            size_t cap, n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+            float *buf = zt_nvme_store_scratch(e->nvme, &cap);
+            int64_t begin = zt_plan_shard_begin(pl, i, pl->shard);
+            for (size_t done = 0; done < n; done += cap) {
+                size_t len = n - done < cap ? n - done : cap;
+                zt_init_fill(buf, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+                int rc = zt_param_offload_write(e, i, done, len, buf, err);
+                if (rc) return zt_error_prefix(err, "initializing %s", p->name);
+            }
+        } else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
             zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
                          zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
         else
@@ -442,9 +471,16 @@ static int issue_gather(zt_engine *e, int u, zt_error *err) {
                               : (e->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered));
         if (!p) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
     }
-    if (!e->overlap) return zt_engine_gather_params(e, missing, nm, un->name, err);
+    /* parameter offload: the window the gather reads the pieces into (released once waited for) */
+    int rc = e->param_kind >= 0 ? zt_param_offload_window(e, u, missing, nm, err) : ZT_OK;
+    if (rc) return rc;
+    if (!e->overlap) {
+        rc = zt_engine_gather_params(e, missing, nm, un->name, err);
+        zt_param_offload_window_release(e, u);
+        return rc;
+    }
     uint64_t seq;
-    int rc = zt_overlap_submit_gather(e, missing, nm, un->name, &seq, err);
+    rc = zt_overlap_submit_gather(e, missing, nm, un->name, &seq, err);
     for (int j = 0; j < nm && !rc; j++) e->gather_seq[missing[j]] = seq;
     return rc;
 }
@@ -462,6 +498,7 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
         for (int k = 0; k < un->n_params; k++)
             if (e->gather_seq[un->params[k]] > need) need = e->gather_seq[un->params[k]];
         if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
+        zt_param_offload_window_release(e, u); /* its pieces are gathered */
         if (next >= 0 && !e->opt.no_prefetch && (rc = issue_gather(e, next, err))) return rc;
     }
     for (int k = 0; k < un->n_params; k++) /* NULL: read through params_lp */
@@ -611,6 +648,17 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
         }
         return ZT_OK;
     }
+    if (e->param_kind >= 0) { /* the piece's file, through the idle staging memory */
+        size_t cap;
+        float *buf = zt_nvme_store_scratch(e->nvme, &cap);
+        for (size_t done = 0; done < n; done += cap) {
+            size_t len = n - done < cap ? n - done : cap;
+            memcpy(buf, src + done * sizeof(float), len * sizeof(float));
+            int rc = zt_engine_param_write(e, idx, done, len, buf, err);
+            if (rc) return rc;
+        }
+        return ZT_OK;
+    }
     if (!e->params16) {
         memcpy(zt_engine_param_local(e, idx, NULL, NULL), src, n * sizeof(float));
         return ZT_OK;
@@ -618,7 +666,7 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
     for (size_t done = 0; done < n; done += e->param_chunk) { /* through the aligned chunk */
         size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
         memcpy(e->param_tmp, src + done * sizeof(float), len * sizeof(float));
-        zt_engine_param_write(e, idx, done, len, e->param_tmp);
+        zt_engine_param_write(e, idx, done, len, e->param_tmp, NULL); /* in memory: cannot fail */
     }
     return ZT_OK;
 }
@@ -637,10 +685,8 @@ float *zt_engine_grad(zt_engine *e, int idx) {
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     if (e->shard_master) return zt_engine_gather_param(e, idx, dst, err); /* from the pieces */
-    if (!e->shard_params && e->params16) {
-        zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst);
-        return ZT_OK;
-    }
+    if (!e->shard_params && e->params16)
+        return zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst, err);
     if (!e->shard_params) {
         memcpy(dst, e->full_params + e->plan.p[idx].full_off,
                (size_t)e->model->params[idx].numel * sizeof(float));

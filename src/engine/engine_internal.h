@@ -95,8 +95,21 @@ struct zt_engine {
     float *state_tmp;           /* ... and ZT_STATE_CHUNK fp32 elements per kind to update them in */
     int state_kinds;            /* optimizer state arrays: 2 AdamW (m, v), 1 SGD with momentum */
     size_t state_floats;        /* elements per state array (full or shard layout) */
-    zt_nvme_store *optim_store; /* NVMe offload of the state kinds (offload.c), or NULL */
+    zt_nvme_store *nvme;        /* the NVMe files of this rank (offload.c), or NULL: its kinds are
+                                   the optimizer state kinds (when offloaded), then the parameter
+                                   pieces (when offloaded) */
+    zt_nvme_store *optim_store; /* = nvme when the optimizer state is offloaded, else NULL */
+    int param_kind;             /* the pieces' kind in nvme (param_offload.c), or -1: in memory */
     char *offload_dir;          /* the engine's copy of opt.offload.optimizer_dir */
+    char *param_dir;            /* ... and of opt.offload.param_dir */
+    /* parameter offload (param_offload.c): piece_at[i] is parameter i's piece inside a window
+     * while its unit's gather holds one, else NULL; unit_window[u] the window of the gather
+     * issued for unit u (released once that gather is waited for); piece_sum[i] the XXH3 of
+     * the piece as the last step wrote it (0: written since by random access, not checked) */
+    float **piece_at;
+    struct { float *buf; size_t floats; } *unit_window;
+    uint64_t *piece_sum;
+    void *piece_hash;           /* (n_params) XXH3 states, one per piece, during the step */
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
     uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
@@ -182,14 +195,35 @@ void zt_engine_round_grads(zt_engine *e);
 /* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */
 void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
                              int64_t begin);
+/* param_offload.c: zero3's parameter pieces in NVMe files (e->param_kind >= 0). */
+int zt_param_offload_setup(zt_engine *e, zt_error *err);      /* at create, after the store opens */
+void zt_param_offload_free(zt_engine *e);
+/* Allocates unit u's window for params[0..n) (class params) and points piece_at[] into it; the
+ * gather (collect.c) reads the pieces into it. */
+int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err);
+/* Frees unit u's window, if any (after its gather was waited for). */
+void zt_param_offload_window_release(zt_engine *e, int u);
+/* Reads params[0..n)'s pieces from the file into their windows and checks each against its
+ * checksum; any thread, no stream running. ZT_ERR_IO names the file and the parameter. */
+int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err);
+/* Element access to parameter i's piece [begin, begin + n) in the file (checkpoints, init,
+ * gathers of one tensor); writing marks its checksum unknown. */
+int zt_param_offload_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
+int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
+/* The step's stream: before it, after updating [w, w + n) of parameter i's piece (in order), and
+ * after it (the checksums of what was written back). */
+void zt_param_offload_hash_begin(zt_engine *e);
+void zt_param_offload_hash_add(zt_engine *e, int i, const float *w, size_t n);
+void zt_param_offload_hash_end(zt_engine *e);
+
 /* params16.c: bf16-low's 2-byte parameters. Elements index this rank's local layout of a
  * parameter (the full tensor, or its piece under zero3). */
 int zt_params16_alloc(zt_engine *e, zt_error *err);                     /* at create */
 void zt_params16_free(zt_engine *e);
 /* dst/src (n fp32) <- / -> elements [begin, begin + n) of parameter i as this rank holds it
  * (bf16 widens exactly; writing rounds to the nearest bf16); any storage dtype. */
-void zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst);
-void zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src);
+int zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
+int zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
 /* The counter-based init of parameter i's local part (engine/init.h), in its storage dtype. */
 void zt_params16_init(zt_engine *e, int i, uint64_t key);
 /* The bf16 storage of parameter i's local part. */

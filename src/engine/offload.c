@@ -1,8 +1,9 @@
 /* offload.c - the engine's use of the NVMe tier (src/offload): which optimizer states go to files
  * (AdamW's exp_avg and exp_avg_sq, SGD's momentum: the "state kinds", over this rank's state
- * layout, i.e. the full layout for ddp and its shard layout otherwise), the run directory name all
- * ranks share, and element-range access to the states that works the same whether they are in
- * memory or in files (checkpoints use it).
+ * layout, i.e. the full layout for ddp and its shard layout otherwise) and, with parameter
+ * offload, zero3's parameter pieces as one more kind (param_offload.c; the shard layout is the
+ * state layout there), the run directory name all ranks share, and element-range access to the
+ * states that works the same whether they are in memory or in files (checkpoints use it).
  *
  * bf16-low keeps its moments as bf16 in memory (e->state16; e->m, e->v NULL): read and write
  * widen and round them, and the step updates them through fp32 chunks (step.c).
@@ -27,7 +28,9 @@ static const char *const KIND_FILES[2][2] = {{"exp_avg", "exp_avg_sq"}, {"moment
 int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     const zt_offload_options *o = &e->opt.offload;
     int rc = ZT_OK;
-    if (e->state_kinds == 0) return ZT_OK; /* SGD without momentum: no state to offload */
+    bool optim = e->offload_dir && e->state_kinds > 0; /* SGD without momentum: no state to offload */
+    bool params = e->param_dir != NULL;
+    if (!optim && !params) return ZT_OK;
     /* the run directory: named by rank 0 (time and pid), the same on every rank */
     char run[64] = {0};
     if (e->rank == 0) {
@@ -41,42 +44,55 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     if (e->opt.comm && (rc = zt_broadcast_bytes(e->opt.comm, run, sizeof run, 0, "offload run name", err)))
         return rc;
     run[sizeof run - 1] = '\0';
-    zt_nvme_store_options so = {.dir = o->optimizer_dir, .run = run, .rank = e->rank, .nkinds = e->state_kinds,
-                                .floats = e->state_floats, .buffer_count = o->buffer_count,
-                                .buffer_bytes = o->buffer_bytes, .io_threads = o->io_threads,
-                                .buffered = o->buffered};
+    zt_nvme_store_options so = {.dir = optim ? e->offload_dir : e->param_dir, .run = run, .rank = e->rank,
+                                .nkinds = optim ? e->state_kinds : 0, .floats = e->state_floats,
+                                .buffer_count = o->buffer_count, .buffer_bytes = o->buffer_bytes,
+                                .io_threads = o->io_threads, .buffered = o->buffered};
     const char *direct = getenv("ZT_OFFLOAD_DIRECT"); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
     if (direct && !strcmp(direct, "0")) so.buffered = true;
     bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
-    for (int k = 0; k < e->state_kinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
+    for (int k = 0; k < so.nkinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
+    if (params) { /* the pieces: one more kind, in their own directory */
+        e->param_kind = so.nkinds;
+        so.kinds[so.nkinds] = "param";
+        so.kind_dirs[so.nkinds++] = e->param_dir;
+    }
     zt_error mine = {0};
-    rc = zt_nvme_store_create(&so, &e->optim_store, &mine);
-    if (e->optim_store) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
-        zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), true);
+    rc = zt_nvme_store_create(&so, &e->nvme, &mine);
+    if (e->nvme) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
+        zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->nvme), true);
+    if (optim) e->optim_store = e->nvme;
     if (e->opt.comm) { /* everyone learns whether every rank has its files */
         int ok = rc == ZT_OK, arc = zt_all_reduce_and_int(e->opt.comm, &ok, "offload files", err);
         if (arc) return arc;
         if (!ok && !rc)
             return zt_error_set(err, ZT_ERR_IO, "offload: another rank could not create its files under %s/%s "
-                                "(its own message says why)", o->optimizer_dir, run);
+                                "(its own message says why)", so.dir, run);
     }
     if (rc) {
         *err = mine;
-        return zt_error_prefix(err, "rank %d: memory.offload_optimizer nvme", e->rank);
+        return zt_error_prefix(err, "rank %d: %s nvme", e->rank, optim ? "memory.offload_optimizer" : "memory.offload_param");
     }
-    return ZT_OK;
+    return params ? zt_param_offload_setup(e, err) : ZT_OK;
 }
 
 void zt_engine_offload_close(zt_engine *e) {
-    if (e->optim_store) zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->optim_store), false);
-    zt_nvme_store_free(e->optim_store);
-    e->optim_store = NULL;
+    zt_param_offload_free(e);
+    if (e->nvme) zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->nvme), false);
+    zt_nvme_store_free(e->nvme);
+    e->nvme = e->optim_store = NULL;
 }
 
 bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state16[0] != NULL; }
 
 int zt_engine_state_zero(zt_engine *e, zt_error *err) {
-    if (e->optim_store) return zt_nvme_store_zero(e->optim_store, err);
+    if (e->optim_store) { /* the moments' kinds only: the pieces' kind holds the parameters */
+        for (int k = 0; k < e->state_kinds; k++) {
+            int rc = zt_nvme_store_zero_kind(e->optim_store, k, err);
+            if (rc) return rc;
+        }
+        return ZT_OK;
+    }
     for (int k = 0; k < 2; k++)
         if (e->state16[k]) memset(e->state16[k], 0, e->state_floats * sizeof(uint16_t));
     if (e->m) memset(e->m, 0, e->state_floats * sizeof(float));
@@ -149,14 +165,15 @@ float *zt_engine_state_bounce(zt_engine *e, size_t *floats) {
 }
 
 const char *zt_engine_offload_describe(const zt_engine *e) {
-    return e->optim_store ? zt_nvme_store_describe(e->optim_store) : "";
+    return e->nvme ? zt_nvme_store_describe(e->nvme) : "";
 }
 
 void zt_engine_offload_stats(zt_engine *e, zt_offload_stats *out, bool reset) {
     memset(out, 0, sizeof *out);
-    if (!e->optim_store) return;
+    if (!e->nvme) return;
     zt_nvme_stats st;
-    zt_nvme_store_stats(e->optim_store, &st, reset);
+    zt_nvme_store_stats(e->nvme, &st, reset);
     *out = (zt_offload_stats){.read_bytes = st.read_bytes, .write_bytes = st.write_bytes, .stream_s = st.stream_s,
-                              .wait_s = st.wait_s, .update_s = st.update_s, .streams = st.streams};
+                              .wait_s = st.wait_s, .update_s = st.update_s, .streams = st.streams,
+                              .gather_read_bytes = st.span_read_bytes};
 }

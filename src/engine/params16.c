@@ -62,21 +62,25 @@ static float *fp32_local(zt_engine *e, int i)
     return e->pieces ? e->pieces + p->shard_off : e->full_params + p->full_off; /* zero3, shard_master */
 }
 
-void zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst)
+int zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err)
 {
+    if (e->param_kind >= 0) return zt_param_offload_read(e, i, begin, n, dst, err); /* in a file */
     if (e->params16)
         zt_bf16_to_f32(dst, zt_params16_local(e, i) + begin, n);
     else
         memcpy(dst, fp32_local(e, i) + begin, n * sizeof(float));
+    return ZT_OK;
 }
 
-void zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src)
+int zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err)
 {
+    e->lp_stale = true;
+    if (e->param_kind >= 0) return zt_param_offload_write(e, i, begin, n, src, err);
     if (e->params16)
         zt_f32_to_bf16(zt_params16_local(e, i) + begin, src, n);
     else
         memcpy(fp32_local(e, i) + begin, src, n * sizeof(float));
-    e->lp_stale = true;
+    return ZT_OK;
 }
 
 void zt_params16_init(zt_engine *e, int i, uint64_t key)

@@ -59,7 +59,9 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     zt_engine_round_updated(e, i, w, m, v, n, first);
 }
 
-static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v) {
+/* Elements [lo, lo + n) of the state layout; m, v (NULL where the optimizer keeps none) and
+ * wchunk (the parameter pieces streamed from their file, or NULL: in memory) point at element lo. */
+static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v, float *wchunk) {
     zt_engine *e = c->e;
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
@@ -86,6 +88,12 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         g += a - off;
         size_t w0 = local0 + (a - off); /* the first updated element in the local layout */
         int64_t first = begin + (int64_t)(a - off);
+        if (wchunk) { /* parameter offload: the piece's elements in the staging buffer */
+            float *w = wchunk + (a - lo);
+            update_elems(c, i, w, g, mm, vv, b - a, first);
+            zt_param_offload_hash_add(e, i, w, b - a);
+            continue;
+        }
         if (!e->params16) {
             float *w = e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
             update_elems(c, i, w + w0, g, mm, vv, b - a, first);
@@ -94,17 +102,27 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         /* bf16-low: widen a chunk, update and round it in fp32, narrow it back (exact) */
         for (size_t d = 0; d < b - a; d += e->param_chunk) {
             size_t len = b - a - d < e->param_chunk ? b - a - d : e->param_chunk;
-            zt_engine_param_read(e, i, w0 + d, len, e->param_tmp);
+            zt_engine_param_read(e, i, w0 + d, len, e->param_tmp, NULL); /* in memory: cannot fail */
             update_elems(c, i, e->param_tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d);
-            zt_engine_param_write(e, i, w0 + d, len, e->param_tmp);
+            zt_engine_param_write(e, i, w0 + d, len, e->param_tmp, NULL);
         }
     }
 }
 
-/* NVMe offload: one chunk of the streamed state (state[0] = m, state[1] = v). */
+/* NVMe offload: one chunk of the streamed kinds (state[0] = m, state[1] = v when the optimizer
+ * state is offloaded; state[param_kind] = the parameter pieces when they are). */
 static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, zt_error *err) {
     const update_ctx *c = ctx;
-    update_range(c, begin, n, state[0], c->e->state_kinds > 1 ? state[1] : NULL);
+    zt_engine *e = c->e;
+    float *m, *v;
+    if (e->optim_store) {
+        m = state[0];
+        v = e->state_kinds > 1 ? state[1] : NULL;
+    } else {
+        m = e->m ? e->m + begin : NULL;
+        v = e->v ? e->v + begin : NULL;
+    }
+    update_range(c, begin, n, m, v, e->param_kind >= 0 ? state[e->param_kind] : NULL);
     return ZT_OK;
 }
 
@@ -118,7 +136,7 @@ static void update_bf16_state(const update_ctx *c) {
         size_t n = e->state_floats - lo < chunk ? e->state_floats - lo : chunk;
         zt_bf16_to_f32(m, e->state16[0] + lo, n);
         if (v) zt_bf16_to_f32(v, e->state16[1] + lo, n);
-        update_range(c, lo, n, m, v);
+        update_range(c, lo, n, m, v, NULL);
         zt_f32_to_bf16(e->state16[0] + lo, m, n);
         if (v) zt_f32_to_bf16(e->state16[1] + lo, v, n);
     }
@@ -161,12 +179,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     e->step++;
     /* clipping and unscaling in one factor */
     update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale)};
-    if (e->optim_store) /* the state streams through the staging buffers, chunk by chunk */
-        rc = zt_engine_offload_agree(e, zt_nvme_store_stream(e->optim_store, update_chunk, &uc, err), err);
-    else if (e->state16[0])
+    if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
+        if (e->param_kind >= 0) zt_param_offload_hash_begin(e);
+        rc = zt_engine_offload_agree(e, zt_nvme_store_stream(e->nvme, update_chunk, &uc, err), err);
+        if (e->param_kind >= 0) zt_param_offload_hash_end(e);
+    } else if (e->state16[0]) {
         update_bf16_state(&uc);
-    else
-        update_range(&uc, 0, e->state_floats, e->m, e->v);
+    } else {
+        update_range(&uc, 0, e->state_floats, e->m, e->v, NULL);
+    }
     e->lp_stale = true;
     zt_grads_reset(e);
     if (rc) return rc;

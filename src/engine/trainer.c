@@ -123,8 +123,9 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo->precision.min_loss_scale = cfg->min_loss_scale;
     eo->activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
-    if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME) { /* docs/offload.md */
-        eo->offload.optimizer_dir = cfg->offload_optimizer_nvme_path;
+    if (cfg->offload_param == ZT_CFG_OFFLOAD_NVME) eo->offload.param_dir = cfg->offload_param_nvme_path;
+    if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME || cfg->offload_param == ZT_CFG_OFFLOAD_NVME) { /* docs/offload.md */
+        if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME) eo->offload.optimizer_dir = cfg->offload_optimizer_nvme_path;
         eo->offload.buffer_count = cfg->offload_buffer_count;
         eo->offload.buffer_bytes = (size_t)((double)cfg->offload_buffer_mb * 1048576.0);
         eo->offload.io_threads = cfg->offload_io_threads;
@@ -242,11 +243,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "optimizer %s | memory plan of rank 0 (zerotrain estimate-memory): %s\n",
             cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", plan_text);
     if (zt_engine_offload_describe(e)[0])
-        fprintf(out, "offload: optimizer state in files (memory holds the staging buffers): %s\n",
-                zt_engine_offload_describe(e));
+        fprintf(out, "offload: %s in files (memory holds the staging buffers%s): %s\n",
+                eo.offload.optimizer_dir && eo.offload.param_dir ? "optimizer state and parameter pieces"
+                : eo.offload.param_dir                           ? "parameter pieces"
+                                                                 : "optimizer state",
+                eo.offload.param_dir ? " and one unit's pieces at a time" : "", zt_engine_offload_describe(e));
     bool ckpt_async = opts && opts->ckpt_async;
     if (ckpt_async && zt_engine_offload_describe(e)[0]) {
-        fprintf(out, "checkpoint: --ckpt-async writes in the foreground when the optimizer state is offloaded "
+        fprintf(out, "checkpoint: --ckpt-async writes in the foreground when state is offloaded "
                 "(a snapshot would bring it back into memory)\n");
         ckpt_async = false;
     }

@@ -19,6 +19,7 @@
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
 #include "comm/comm.h"
+#include "offload/nvme_store.h"
 #include "shard/plan.h"
 
 #include <stdlib.h>
@@ -76,6 +77,15 @@ void zt_memory_plan_options_default(zt_memory_plan_options *po) {
     po->overlap = -1;
 }
 
+size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n) {
+    size_t floats = 1024; /* aligning the window's start to 4 KiB */
+    for (int k = 0; k < n; k++) {
+        int i = params[k];
+        floats += zt_nvme_span_bytes(pl->p[i].shard_off, (size_t)zt_plan_shard_numel(pl, i, pl->shard)) / sizeof(float);
+    }
+    return floats;
+}
+
 size_t zt_memory_plan_model_states(const zt_memory_plan *p) {
     return p->rest[ZT_MEM_PARAMS] + p->rest[ZT_MEM_COMPUTE_COPY] + p->rest[ZT_MEM_GRADS] +
            p->rest[ZT_MEM_OPTIMIZER];
@@ -99,6 +109,8 @@ typedef struct sim {
     bool *gathered, *gathered_copy, *pgrad;
     int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
     int *list;                    /* (n_params) room for another parameter list */
+    bool offload_param;           /* param_offload.c: pieces in files, read into per-unit windows */
+    size_t *window;               /* (n_units) floats of the window of the gather issued for a unit */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
@@ -187,6 +199,13 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
 
 static void stage_all(sim *s, stage_kind kind) { stage(s, false, s->all, s->m->n_params, kind); }
 
+/* param_offload.c zt_param_offload_window_release */
+static void release_window(sim *s, int u) {
+    if (!s->window || !s->window[u]) return;
+    release(s, ZT_MEM_PARAMS, s->window[u]);
+    s->window[u] = 0;
+}
+
 /* engine.c issue_gather */
 static void issue_gather(sim *s, int u) {
     const zt_unit *un = &s->m->units[u];
@@ -202,13 +221,19 @@ static void issue_gather(sim *s, int u) {
         alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
         s->gathered[missing[j]] = true;
     }
+    if (s->offload_param) { /* the window the gather reads the pieces into */
+        s->window[u] = zt_memory_window_floats(s->pl, missing, nm);
+        alloc(s, ZT_MEM_PARAMS, s->window[u]);
+    }
     stage(s, s->overlap, missing, nm, ST_AG);
+    if (s->offload_param && !s->overlap) release_window(s, u); /* gathered at once */
 }
 
 /* engine.c gather_unit: u now, and the prefetch of `next` while u computes */
 static void gather_unit(sim *s, int u, int next) {
     if (!s->shard_params) return;
     issue_gather(s, u);
+    if (s->overlap) release_window(s, u); /* waited for */
     if (s->overlap && next >= 0 && !s->o->no_prefetch) issue_gather(s, next);
 }
 
@@ -449,20 +474,29 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
     s.master = zt_master_sharded(o, s.shard_optim, s.shard_params);
-    alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
+    /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
+    zt_memory_plan_options pe = *po;
+    if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;
+    if (o->offload.param_dir && o->offload.param_dir[0]) pe.offload_param = true;
+    if (!pe.offload_buffer_count) pe.offload_buffer_count = o->offload.buffer_count;
+    if (!pe.offload_buffer_bytes) pe.offload_buffer_bytes = o->offload.buffer_bytes;
+    s.offload_param = pe.offload_param && s.shard_params && s.pb->master == 4;
+    if (s.offload_param && !(s.window = calloc((size_t)m->n_units, sizeof *s.window))) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
+        goto done;
+    }
+    if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
         size_t local = s.shard_params ? piece : full;
         alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
     }
-    /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
-    zt_memory_plan_options pe = *po;
-    if (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) pe.offload_optimizer = true;
-    if (!pe.offload_buffer_count) pe.offload_buffer_count = o->offload.buffer_count;
-    if (!pe.offload_buffer_bytes) pe.offload_buffer_bytes = o->offload.buffer_bytes;
-    if (pe.offload_optimizer && kinds) {
-        take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, kinds, state));
-        out->offload_file_bytes = (size_t)kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
-    } else {
+    /* the store's kinds: the optimizer states (when offloaded), the pieces (when offloaded) */
+    int store_kinds = (pe.offload_optimizer ? kinds : 0) + (s.offload_param ? 1 : 0);
+    if (store_kinds) {
+        take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, store_kinds, state));
+        out->offload_file_bytes = (size_t)store_kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
+    }
+    if (!(pe.offload_optimizer && kinds)) {
         for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, zt_memory_floats_for_bytes(state * (size_t)s.pb->moment));
         /* 2-byte moments are updated through fp32 chunks (step.c update_bf16_state) */
         if (kinds && s.pb->moment == 2)
@@ -541,6 +575,7 @@ done:
     free(s.gathered);
     free(s.gathered_copy);
     free(s.pgrad);
+    free(s.window);
     free(s.all);
     free(s.list);
     zt_plan_free(&pl);

@@ -15,6 +15,7 @@
 #ifndef ZT_MEMORY_PLAN_H
 #define ZT_MEMORY_PLAN_H
 
+#include "shard/plan.h"
 #include "zerotrain/zerotrain.h"
 
 /* bf16 optimizer state in memory (bf16-low) is updated through fp32 chunks of this many elements
@@ -74,6 +75,8 @@ typedef struct zt_memory_plan_options {
      * rule: chunk = buffer_bytes / kinds rounded down to 4 KiB, at most the state's size). */
     size_t comm_chunk_bytes;   /* the comms' chunk size (reduce-scatter scratch); 0: new comms' */
     bool offload_optimizer;
+    bool offload_param;        /* zero3's parameter pieces in files too (one more streamed kind;
+                                  each gather reads its unit's pieces into a window) */
     int offload_buffer_count;  /* 0: 4 */
     size_t offload_buffer_bytes; /* 0: 64 MiB */
 } zt_memory_plan_options;
@@ -94,6 +97,10 @@ static inline size_t zt_memory_floats_for_bytes(size_t bytes) { return (bytes + 
 static inline size_t zt_memory_alloc_bytes(size_t floats) {
     return ((floats ? floats : 1) * sizeof(float) + 63) & ~(size_t)63;
 }
+
+/* Parameter offload: floats of the window one gather reads params[0..n)'s pieces into (each
+ * piece's enclosing 4 KiB blocks, plus 4 KiB to align the start; engine/param_offload.c). */
+size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
 
 /* Sum of the classes params, compute_copy, grads, optimizer at rest: the model states. */
 size_t zt_memory_plan_model_states(const zt_memory_plan *p);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +35,7 @@
 #define PATH_CAP 4200
 
 struct zt_nvme_store {
-    char run_dir[PATH_CAP];
+    char run_dir[ZT_NVME_MAX_KINDS][PATH_CAP]; /* each kind's DIR/RUN (kinds may live on other disks) */
     char path[ZT_NVME_MAX_KINDS][PATH_CAP + 80];
     int fd[ZT_NVME_MAX_KINDS];      /* streams: O_DIRECT where allowed */
     int fd_rand[ZT_NVME_MAX_KINDS]; /* random access: buffered */
@@ -54,6 +55,7 @@ struct zt_nvme_store {
     char why_buffered[200];
     char desc[1024];
     zt_nvme_stats st;
+    uint64_t span_read_bytes;       /* zt_nvme_store_read_span's, from any thread (atomic) */
 };
 
 static double now_s(void) {
@@ -72,7 +74,7 @@ static int reserve(zt_nvme_store *s, int k, zt_error *err) {
     int en = errno;
     if (en == ENOSPC || en == EDQUOT || en == EFBIG) {
         struct statvfs vfs;
-        double free_mib = statvfs(s->run_dir, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0 : -1;
+        double free_mib = statvfs(s->run_dir[k], &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0 : -1;
         return zt_error_set(err, ZT_ERR_IO, "cannot reserve %.1f MiB for %s: %s (%.1f MiB free on that file system)",
                             (double)s->file_bytes / 1048576.0, s->path[k], strerror(en), free_mib);
     }
@@ -89,23 +91,29 @@ static int go_buffered(zt_nvme_store *s, int k, zt_error *err) {
     return ZT_OK;
 }
 
+/* Kind k's directory: its own where given, else the store's. */
+static const char *kind_dir(const zt_nvme_store_options *o, int k) {
+    return o->kind_dirs[k] && o->kind_dirs[k][0] ? o->kind_dirs[k] : o->dir;
+}
+
 static int make_files(zt_nvme_store *s, const zt_nvme_store_options *o, zt_error *err) {
-    struct stat sb;
-    if (stat(o->dir, &sb) != 0)
-        return zt_error_set(err, ZT_ERR_IO, "offload directory %s: %s (create it first: zerotrain makes only "
-                            "the run directory inside it)", o->dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return zt_error_set(err, ZT_ERR_IO, "offload directory %s is not a directory", o->dir);
-    if (snprintf(s->run_dir, sizeof s->run_dir, "%s/%s", o->dir, o->run) >= (int)sizeof s->run_dir)
-        return zt_error_set(err, ZT_ERR_USAGE, "offload directory name too long: %s", o->dir);
-    if (mkdir(s->run_dir, 0700) != 0 && errno != EEXIST)
-        return zt_error_set(err, ZT_ERR_IO, "cannot create the offload run directory %s: %s", s->run_dir,
-                            strerror(errno));
     s->direct = !o->buffered;
     if (o->buffered) snprintf(s->why_buffered, sizeof s->why_buffered, "buffered I/O was asked for");
     for (int k = 0; k < s->nkinds; k++) {
-        if (snprintf(s->path[k], sizeof s->path[k], "%s/rank-%05d.%.32s", s->run_dir, o->rank, o->kinds[k]) >=
+        const char *dir = kind_dir(o, k);
+        struct stat sb;
+        if (stat(dir, &sb) != 0)
+            return zt_error_set(err, ZT_ERR_IO, "offload directory %s: %s (create it first: zerotrain makes only "
+                                "the run directory inside it)", dir, strerror(errno));
+        if (!S_ISDIR(sb.st_mode)) return zt_error_set(err, ZT_ERR_IO, "offload directory %s is not a directory", dir);
+        if (snprintf(s->run_dir[k], sizeof s->run_dir[k], "%s/%s", dir, o->run) >= (int)sizeof s->run_dir[k])
+            return zt_error_set(err, ZT_ERR_USAGE, "offload directory name too long: %s", dir);
+        if (mkdir(s->run_dir[k], 0700) != 0 && errno != EEXIST)
+            return zt_error_set(err, ZT_ERR_IO, "cannot create the offload run directory %s: %s", s->run_dir[k],
+                                strerror(errno));
+        if (snprintf(s->path[k], sizeof s->path[k], "%s/rank-%05d.%.32s", s->run_dir[k], o->rank, o->kinds[k]) >=
             (int)sizeof s->path[k])
-            return zt_error_set(err, ZT_ERR_USAGE, "offload file name too long under %s", s->run_dir);
+            return zt_error_set(err, ZT_ERR_USAGE, "offload file name too long under %s", s->run_dir[k]);
         int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
         s->fd[k] = s->direct ? open(s->path[k], flags | O_DIRECT, 0600) : -1;
         if (s->fd[k] < 0 && s->direct && errno == EINVAL) {
@@ -148,8 +156,10 @@ int zt_nvme_store_create(const zt_nvme_store_options *o, zt_nvme_store **out, zt
     int threads = o->io_threads ? o->io_threads : 2;
     if (o->nkinds < 1 || o->nkinds > ZT_NVME_MAX_KINDS)
         return zt_error_set(err, ZT_ERR_USAGE, "offload: %d state kinds (1..%d)", o->nkinds, ZT_NVME_MAX_KINDS);
-    if (!o->dir || !o->dir[0] || !o->run || !o->run[0])
-        return zt_error_set(err, ZT_ERR_USAGE, "offload: no directory given");
+    if (!o->run || !o->run[0]) return zt_error_set(err, ZT_ERR_USAGE, "offload: no run name given");
+    for (int k = 0; k < o->nkinds; k++)
+        if (!kind_dir(o, k) || !kind_dir(o, k)[0])
+            return zt_error_set(err, ZT_ERR_USAGE, "offload: no directory given for %s", o->kinds[k]);
     if (nbuf < 2 || nbuf > 1024)
         return zt_error_set(err, ZT_ERR_USAGE, "offload: %d staging buffers; at least 2 are needed (one updating, "
                             "one reading or writing), 3 or more to overlap reads and writes", nbuf);
@@ -186,9 +196,13 @@ int zt_nvme_store_create(const zt_nvme_store_options *o, zt_nvme_store **out, zt
         rc = zt_error_set(err, ZT_ERR_NOMEM, "offload: out of memory");
         goto fail;
     }
-    int n = snprintf(s->desc, sizeof s->desc, "%s/rank-%05d.{", s->run_dir, o->rank);
+    int n = snprintf(s->desc, sizeof s->desc, "%s/rank-%05d.{", s->run_dir[0], o->rank);
     for (int k = 0; k < s->nkinds && n < (int)sizeof s->desc; k++)
         n += snprintf(s->desc + n, sizeof s->desc - (size_t)n, "%s%s", k ? "," : "", o->kinds[k]);
+    for (int k = 1; k < s->nkinds && n < (int)sizeof s->desc; k++) /* kinds kept elsewhere */
+        if (strcmp(s->run_dir[k], s->run_dir[0]))
+            n += snprintf(s->desc + n, sizeof s->desc - (size_t)n, "%s %s in %s", k == 1 ? "" : ",", o->kinds[k],
+                          s->run_dir[k]);
     if (n < (int)sizeof s->desc)
         snprintf(s->desc + n, sizeof s->desc - (size_t)n,
                  "}: %d file%s of %.1f MiB, %s%s%s, %d staging buffers x %.1f MiB (chunks of %zu elements), "
@@ -211,7 +225,8 @@ void zt_nvme_store_free(zt_nvme_store *s) {
         if (s->fd_rand[k] >= 0) close(s->fd_rand[k]);
         if (s->created[k]) unlink(s->path[k]);
     }
-    if (s->run_dir[0]) rmdir(s->run_dir); /* fails while other ranks' files are there: the last one removes it */
+    for (int k = 0; k < s->nkinds; k++) /* fails while other ranks' files are there: the last one removes it */
+        if (s->run_dir[k][0]) rmdir(s->run_dir[k]);
     free(s->staging);
     free(s->sums);
     free(s->rd);
@@ -298,7 +313,7 @@ int zt_nvme_store_stream(zt_nvme_store *s, zt_nvme_chunk_fn fn, void *ctx, zt_er
 static int check_range(const zt_nvme_store *s, int kind, size_t begin, size_t n, zt_error *err) {
     if (kind < 0 || kind >= s->nkinds || begin > s->floats || n > s->floats - begin)
         return zt_error_set(err, ZT_ERR_INTERNAL, "offload: elements [%zu, %zu) of kind %d are outside %s (%zu "
-                            "elements, %d kinds)", begin, begin + n, kind, s->run_dir, s->floats, s->nkinds);
+                            "elements, %d kinds)", begin, begin + n, kind, s->run_dir[0], s->floats, s->nkinds);
     return ZT_OK;
 }
 
@@ -340,14 +355,44 @@ int zt_nvme_store_write(zt_nvme_store *s, int kind, size_t begin, size_t n, cons
     return rand_io(s, kind, begin, n, (void *)src, true, err);
 }
 
+int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap, float **data,
+                            zt_error *err) {
+    int rc = check_range(s, kind, begin, n, err);
+    if (rc) return rc;
+    size_t lo = begin * sizeof(float) / ALIGN * ALIGN, hi = round_up((begin + n) * sizeof(float), ALIGN);
+    if (hi > s->file_bytes) hi = s->file_bytes;
+    if (((uintptr_t)buf % ALIGN) || cap < hi - lo)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "offload: a span read of %zu bytes into a %zu-byte buffer at %p "
+                            "(4 KiB alignment needed)", hi - lo, cap, buf);
+    int fd = s->fd[kind]; /* the stream's descriptor: O_DIRECT where the store has it */
+    size_t done = 0, len = hi - lo;
+    while (done < len) {
+        ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(lo + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return zt_error_set(err, ZT_ERR_IO, "reading %s at offset %zu (%zu bytes): %s", s->path[kind], lo + done,
+                                len - done, r < 0 ? strerror(errno) : "short read: the file is shorter than its state");
+        done += (size_t)r;
+    }
+    __atomic_add_fetch(&s->span_read_bytes, (uint64_t)len, __ATOMIC_RELAXED);
+    *data = (float *)(void *)((char *)buf + (begin * sizeof(float) - lo));
+    return ZT_OK;
+}
+
+int zt_nvme_store_zero_kind(zt_nvme_store *s, int k, zt_error *err) {
+    if (k < 0 || k >= s->nkinds) return zt_error_set(err, ZT_ERR_INTERNAL, "offload: no kind %d", k);
+    if (ftruncate(s->fd[k], 0) != 0) return zt_error_set(err, ZT_ERR_IO, "cannot clear %s: %s", s->path[k], strerror(errno));
+    int rc = reserve(s, k, err);
+    if (rc) return rc;
+    memset(s->sums + (size_t)k * s->nchunks * s->bpc, 0, s->nchunks * s->bpc * sizeof *s->sums);
+    return ZT_OK;
+}
+
 int zt_nvme_store_zero(zt_nvme_store *s, zt_error *err) {
     for (int k = 0; k < s->nkinds; k++) {
-        if (ftruncate(s->fd[k], 0) != 0)
-            return zt_error_set(err, ZT_ERR_IO, "cannot clear %s: %s", s->path[k], strerror(errno));
-        int rc = reserve(s, k, err);
+        int rc = zt_nvme_store_zero_kind(s, k, err);
         if (rc) return rc;
     }
-    memset(s->sums, 0, (size_t)s->nkinds * s->nchunks * s->bpc * sizeof *s->sums);
     return ZT_OK;
 }
 
@@ -367,6 +412,8 @@ void zt_nvme_store_stats(zt_nvme_store *s, zt_nvme_stats *out, bool reset) {
     uint64_t r = 0, w = 0;
     zt_io_bytes(s->io, &r, &w);
     *out = s->st;
+    uint64_t span = __atomic_exchange_n(&s->span_read_bytes, reset ? 0 : s->span_read_bytes, __ATOMIC_RELAXED);
+    out->span_read_bytes = span;
     out->read_bytes += r;
     out->write_bytes += w;
     if (reset) {

@@ -27,6 +27,8 @@ typedef struct zt_nvme_store zt_nvme_store;
 
 typedef struct zt_nvme_store_options {
     const char *dir;            /* an existing directory (the nvme_path); RUN is made inside it */
+    const char *kind_dirs[ZT_NVME_MAX_KINDS]; /* optional: kind k's own directory (NULL: dir), so
+                                   parameters and optimizer states may live on different disks */
     const char *run;            /* the run's directory name, same on every rank of a job */
     int rank;                   /* the file names' NNNNN */
     int nkinds;                 /* 1..ZT_NVME_MAX_KINDS */
@@ -44,6 +46,7 @@ typedef struct zt_nvme_stats {
     double wait_s;              /* of which the caller was blocked on I/O (not hidden by updates) */
     double update_s;            /* of which in the caller's chunk function */
     int64_t streams;            /* calls of zt_nvme_store_stream */
+    uint64_t span_read_bytes;   /* of read_bytes: by zt_nvme_store_read_span (not in read_bytes) */
 } zt_nvme_stats;
 
 /* Makes DIR/RUN (if needed) and the K files, filled with zeros; allocates the staging buffers
@@ -66,8 +69,20 @@ int zt_nvme_store_stream(zt_nvme_store *s, zt_nvme_chunk_fn fn, void *ctx, zt_er
  * the page cache (not a stream; never while one runs). */
 int zt_nvme_store_read(zt_nvme_store *s, int kind, size_t begin, size_t n, float *dst, zt_error *err);
 int zt_nvme_store_write(zt_nvme_store *s, int kind, size_t begin, size_t n, const float *src, zt_error *err);
-/* Sets every element of every kind to zero. */
+/* Elements [begin, begin + n) of kind k read straight from the file into buf (4 KiB aligned, cap
+ * bytes: at least zt_nvme_span_bytes(begin, n)) through the stream's descriptor (O_DIRECT where
+ * the store has it), the enclosing 4 KiB blocks read whole; *data points at element begin inside
+ * buf. Safe from any thread while no stream runs (a plain pread). ZT_ERR_IO names the file. */
+int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap, float **data,
+                            zt_error *err);
+/* Bytes zt_nvme_store_read_span reads for elements [begin, begin + n). */
+static inline size_t zt_nvme_span_bytes(size_t begin, size_t n) {
+    size_t lo = begin * 4 / 4096 * 4096, hi = ((begin + n) * 4 + 4095) / 4096 * 4096;
+    return hi - lo;
+}
+/* Sets every element of every kind (of kind k) to zero. */
 int zt_nvme_store_zero(zt_nvme_store *s, zt_error *err);
+int zt_nvme_store_zero_kind(zt_nvme_store *s, int k, zt_error *err);
 
 /* A staging buffer the caller may use between streams as bounce memory for random access
  * (checkpoint save/load stay within the planned staging memory); *floats is its size. */

@@ -128,6 +128,9 @@ struct zt_engine {
     bool reduce_now;            /* zero2/zero3: reduce each unit's gradients as soon as its
                                    backward is done (GA = 1, or reduce_every_micro_batch) */
     bool grads_final;           /* the step's gradient is reduced (or, one process, folded) */
+    bool micro_direct;          /* reduce_now with one micro-batch per step: the reduce-scatters
+                                   write grad_pieces itself (micro_pieces aliases it; no tree, no
+                                   second shard-sized buffer, no copy) */
     float *pack;                /* staging for bucketed collectives */
     size_t pack_floats;
     double *norm_partials;      /* (plan.norm_chunks) */

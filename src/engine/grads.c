@@ -16,7 +16,9 @@
  *     as the unit's backward is done (all-reduced in place, or reduce-scattered into the pieces).
  *   reduce_now (zero2/zero3): each parameter's full gradient lives from its first use in backward
  *     until its owning unit's backward is done, then is reduce-scattered into the micro-batch's
- *     pieces and freed; the pieces go through the tree. With the communication thread the
+ *     pieces and freed; the pieces go through the tree. With one micro-batch per step (no
+ *     accumulation) the tree would hold that one item: the reduce-scatters write the reduced
+ *     gradient's pieces (grad_pieces) directly, micro_direct. With the communication thread the
  *     reduction runs while the next unit computes, and the gradients are freed when the unit
  *     after that is queued: two units' gradients are in flight, whatever the thread's timing
  *     (the memory plan counts exactly that). */
@@ -70,7 +72,9 @@ void zt_grads_reset(zt_engine *e) {
     tree_clear(e, &e->full_tree, pl->full_floats);
     tree_clear(e, &e->piece_tree, pl->shard_floats);
     zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
-    zt_engine_release(e, &e->micro_pieces, pl->shard_floats, &e->mem.grads);
+    if (e->micro_direct) e->micro_pieces = NULL; /* it was grad_pieces */
+    else zt_engine_release(e, &e->micro_pieces, pl->shard_floats, &e->mem.grads);
+    e->micro_direct = false;
     if (e->grad_pieces_transient) zt_engine_release(e, &e->grad_pieces, pl->shard_floats, &e->mem.grads);
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
@@ -101,6 +105,8 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     if (e->micro_in_step == 0) {
         e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
         e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL;
+        e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && e->grad_pieces;
+        if (e->micro_direct) e->micro_pieces = e->grad_pieces;
     }
     size_t n = e->reduce_now ? pl->shard_floats : pl->full_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
@@ -184,7 +190,7 @@ int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     if (!rc) rc = retire_inflight(e, err);
     if (rc) return rc;
     if (e->reduce_now) {
-        tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);
+        if (!e->micro_direct) tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);
         e->micro_pieces = NULL;
     } else {
         tree_push(e, &e->full_tree, e->micro_grads, pl->full_floats);
@@ -201,7 +207,9 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     if (e->micro_in_step == 0) return zt_error_set(err, ZT_ERR_USAGE, "engine: step without a micro-batch");
     const zt_plan *pl = &e->plan;
     int rc = ZT_OK;
-    if (e->reduce_now) {
+    if (e->reduce_now && e->micro_direct) {
+        /* the reduce-scatters wrote grad_pieces: nothing to fold */
+    } else if (e->reduce_now) {
         float *p = tree_fold(e, &e->piece_tree, pl->shard_floats);
         if (e->grad_pieces_transient) { /* the folded sum is the reduced gradient: no copy */
             e->grad_pieces = p;

@@ -100,6 +100,7 @@ typedef struct sim {
     const zt_precision_bytes *pb;
     size_t now[ZT_MEM_CLASSES], peak[ZT_MEM_CLASSES], total, peak_total;
     bool shard_params, shard_grads, shard_optim, overlap, replicas, has_comm, reduce_now;
+    bool direct;    /* grads.c micro_direct: one micro-batch, reduced straight into the pieces */
     bool early; /* ddp/zero1, one micro-batch: each unit reduced by the thread (grads.c reduce_early) */
     bool transient; /* bf16-low: the reduced pieces are held during a step only (grads.c) */
     bool master;    /* zero1/zero2 under lp compute: fp32 master pieces, replicated copies
@@ -311,8 +312,9 @@ static void micro_batch(sim *s, int micro) {
     const zt_plan *pl = s->pl;
     /* grads.c zt_grads_begin_micro */
     if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
+    s->direct = s->reduce_now && s->ga == 1 && !s->transient; /* micro_direct: into the reduced pieces */
     size_t tree_floats = s->reduce_now ? pl->shard_floats : pl->full_floats;
-    alloc(s, ZT_MEM_GRADS, tree_floats);
+    if (!s->direct) alloc(s, ZT_MEM_GRADS, tree_floats);
     if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
@@ -346,7 +348,7 @@ static void micro_batch(sim *s, int micro) {
     /* zt_grads_end_micro: drain, retire the last reduction, push the micro-batch into the tree */
     for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
     s->n_inflight = 0;
-    tree_push(s, tree_floats);
+    if (!s->direct) tree_push(s, tree_floats);
 }
 
 /* step.c zt_engine_step: grads.c zt_grads_finish, the update, zt_grads_reset, the all-gather */
@@ -359,7 +361,7 @@ static void optimizer_step(sim *s) {
     }
     s->tree_depth = 0;
     if (s->reduce_now) {
-        if (!s->transient) release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces (transient: is them) */
+        if (!s->transient && !s->direct) release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces (transient: is them) */
     } else if (!s->shard_optim) {
         if (s->has_comm && s->world > 1 && !s->early) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
         release(s, ZT_MEM_GRADS, n); /* (by zt_grads_reset after the update) */

@@ -24,21 +24,9 @@ run() { # N args...
   local n="$1"; shift
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama 2>&1
 }
-hash_of() { grep '^hash' <<<"$1" | cut -d' ' -f2; }
-losses_of() { grep '^losses' <<<"$1"; }
-fail=0
-declare -A ref_hash ref_loss
-check() { # label key output
-  local label="$1" key="$2" out="$3"
-  local h; h="$(hash_of "$out")"
-  if [ -z "$h" ]; then echo "FAIL $label: no result"; echo "$out" | tail -5; fail=1; return; fi
-  if [ -z "${ref_hash[$key]:-}" ]; then ref_hash[$key]="$h"; ref_loss[$key]="$(losses_of "$out")"; fi
-  if [ "$h" != "${ref_hash[$key]}" ] || [ "$(losses_of "$out")" != "${ref_loss[$key]}" ]; then
-    echo "FAIL $label: hash $h, expected ${ref_hash[$key]} (or the losses differ)"; fail=1
-  else
-    echo "ok   $label: $h"
-  fi
-}
+SRC="$2"
+# hash_of, losses_of, fail, check LABEL KEY OUTPUT
+source "$SRC/tests/dist_check.bash"
 falls() { # label output: the last loss below 0.95 x the first (ln 96 = 4.56 at the start)
   $PY - "$1" "$(losses_of "$2")" <<'PYEOF' || fail=1
 import sys

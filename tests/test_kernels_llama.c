@@ -23,24 +23,6 @@
 #include "kernels/kernels.h"
 #include "test_kernel_check.h"
 
-/* d loss / d x[i] by central differences of f, for every element of x (double) */
-typedef double (*dloss_fn)(void *ctx);
-static double *fd_grad(dloss_fn f, void *ctx, double *x, size_t n)
-{
-    const double eps = 1e-6;
-    double *g = dalloc(n);
-    for (size_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + eps;
-        double lp = f(ctx);
-        x[i] = x0 - eps;
-        double lm = f(ctx);
-        x[i] = x0;
-        g[i] = (lp - lm) / (2.0 * eps);
-    }
-    return g;
-}
-
 /* got (fp32, minus the value it held before a += kernel) vs a double gradient */
 static void check_grad(const char *what, const float *got, const float *before, const double *ref,
                        size_t n, double rtol)

@@ -68,24 +68,10 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
 static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
 static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
+/* under low-precision compute the tables are read as their compute copy (emb_reads_lp) */
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T;
-    /* under low-precision compute the tables are read as their compute copy (emb_reads_lp), as
-     * FSDP's and DeepSpeed's bf16 modules do: bf16 rows widened in the lookup, or fp32 arrays of
-     * fp16 values */
-    if (a->lp_kind && a->params_lp && a->params_lp[0] && a->params_lp[1]) {
-        if (a->lp_kind == ZT_LP_BF16)
-            encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
-        else
-            encoder_forward(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
-        return ZT_OK;
-    }
-    if (!a->params[0] || !a->params[1])
-        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
-                            "(lp_kind %d)", u->name, a->lp_kind);
-    encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], B, T, c->n_embd);
-    return ZT_OK;
+    return zt_embedding_forward(u, a, 0, 1, c->n_embd, err);
 }
 
 /* wte and wpe: read through their compute copy under low-precision compute (zt_unit_ops.reads_lp) */
@@ -129,17 +115,10 @@ static size_t block_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, c
                       zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 4 * C),
                       zt_fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * 4 * C)};
     void *ptrs[sizeof sizes / sizeof *sizes];
-    size_t off = 0, k = 0;
-    for (size_t i = 0; i < BLOCK_KEPT_BUFFERS; i++) k += sizes[i];
-    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
-        off += sizes[i];
-    }
+    size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.ln1 = ptrs[0], .ln1_mean = ptrs[1], .ln1_rstd = ptrs[2], .qkv = ptrs[3],
                        .atty = ptrs[4], .res2 = ptrs[5], .ln2 = ptrs[6], .ln2_mean = ptrs[7],
                        .ln2_rstd = ptrs[8], .fch = ptrs[9], .att = ptrs[10], .fch_gelu = ptrs[11]};
-    if (kept) *kept = k;
     return off;
 }
 
@@ -305,18 +284,12 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    const zt_batch *bt = a->batch;
-    int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
-    if (!bt->targets)
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
-    int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
-    if (rc) return rc;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
-    softmax_xent_backward(s.probs, bt->targets, a->dout, N, V);
-    zt_linear_backward(a, 2, dlnf, a->grads[2], NULL, s.probs, s.lnf, N, C, V, false);
-    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    int rc = zt_head_loss_backward(u, a, 2, s.probs, s.lnf, dlnf, C, V, err);
+    if (rc) return rc;
     layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], s.mean, s.rstd, N, C);
     return ZT_OK;
 }

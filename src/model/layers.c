@@ -1,6 +1,6 @@
 /* layers.c - the pieces gpt2.c and llama.c share: the Linear layer under fp32 and low-precision
- * compute (the weight's compute copy, the input saved as the rounded operand), and the head's loss
- * tail. See layers.h for the contracts. */
+ * compute (the weight's compute copy, the input saved as the rounded operand), the embedding
+ * lookup, the head's loss, and the saved-buffer layout. See layers.h for the contracts. */
 #include "model/layers.h"
 
 #include <string.h>
@@ -54,4 +54,47 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits,
         memset(a->out, 0, (size_t)N * sizeof *a->out);
     }
     return ZT_OK;
+}
+
+int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
+    int B = a->batch->B, T = a->batch->T;
+    const void *const *lp = a->params_lp;
+    if (a->lp_kind && lp && lp[k_wte] && (k_wpe < 0 || lp[k_wpe])) {
+        const void *wpe = k_wpe >= 0 ? lp[k_wpe] : NULL;
+        if (a->lp_kind == ZT_LP_BF16)
+            encoder_forward_bf16(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+        else
+            encoder_forward(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+        return ZT_OK;
+    }
+    if (!a->params[k_wte] || (k_wpe >= 0 && !a->params[k_wpe]))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
+                            "(lp_kind %d)", u->name, a->lp_kind);
+    encoder_forward(a->out, a->batch->inputs, a->params[k_wte], k_wpe >= 0 ? a->params[k_wpe] : NULL, B, T, C);
+    return ZT_OK;
+}
+
+int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
+                          float *dinp, int C, int V, zt_error *err) {
+    const zt_batch *bt = a->batch;
+    int N = bt->B * bt->T;
+    if (!bt->targets) return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
+    int rc = zt_check_lp_weights(u, a, &k, 1, err);
+    if (rc) return rc;
+    softmax_xent_backward(probs, bt->targets, a->dout, N, V);
+    zt_linear_backward(a, k, dinp, a->grads[k], NULL, probs, slot, N, C, V, false);
+    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    return ZT_OK;
+}
+
+size_t zt_saved_layout(const size_t *sizes, int n, int n_kept, const zt_unit_args *a, void **ptrs, size_t *kept) {
+    size_t off = 0, k = 0;
+    for (int i = 0; i < n_kept; i++) k += sizes[i];
+    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
+    for (int i = 0; i < n; i++) {
+        ptrs[i] = !a ? NULL : i < n_kept ? a->saved + off : rest + (off - k);
+        off += sizes[i];
+    }
+    if (kept) *kept = k;
+    return off;
 }

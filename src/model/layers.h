@@ -34,4 +34,21 @@ void zt_linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweigh
  * logits into probabilities and a->out into per-token losses (zeros without targets). */
 int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err);
 
+/* The lookup of an embedding unit: out (B,T,C) = table k_wte's rows (+ table k_wpe's row t when
+ * k_wpe >= 0), read through the compute copies under low-precision compute (bf16 rows widened, or
+ * fp32 arrays of fp16 values), as FSDP's and DeepSpeed's bf16 modules do; ZT_ERR_INTERNAL when
+ * neither form was given. */
+int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err);
+
+/* The head's backward after its loss, before its norm: needs targets (ZT_ERR_USAGE), turns probs
+ * (N,V) into d logits in place, dinp (N,C) = d logits · W_k and dW_k += d logitsᵀ · slot (the LM
+ * head k's saved input), and zeroes a->din (N,C) for the norm's backward to add into. */
+int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
+                          float *dinp, int C, int V, zt_error *err);
+
+/* A unit's saved buffers laid out in order, each sizes[i] floats: the first n_kept from a->saved,
+ * the rest from zt_unit_saved_rest (selective checkpointing), or only counted (a NULL: ptrs get
+ * NULL). Returns the total floats; *kept (optional) gets the kept part's. */
+size_t zt_saved_layout(const size_t *sizes, int n, int n_kept, const zt_unit_args *a, void **ptrs, size_t *kept);
+
 #endif

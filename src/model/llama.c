@@ -77,19 +77,7 @@ static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T;
-    if (a->lp_kind && a->params_lp && a->params_lp[0]) {
-        if (a->lp_kind == ZT_LP_BF16)
-            encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], NULL, B, T, c->n_embd);
-        else
-            encoder_forward(a->out, a->batch->inputs, a->params_lp[0], NULL, B, T, c->n_embd);
-        return ZT_OK;
-    }
-    if (!a->params[0])
-        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither an fp32 nor a compute-copy embed_tokens was given "
-                            "(lp_kind %d)", u->name, a->lp_kind);
-    encoder_forward(a->out, a->batch->inputs, a->params[0], NULL, B, T, c->n_embd);
-    return ZT_OK;
+    return zt_embedding_forward(u, a, 0, -1, c->n_embd, err);
 }
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -128,17 +116,10 @@ static size_t block_layout(const zt_llama_config *c, int B, int T, int lp_kind, 
                       zt_fp32_floats(N * I), zt_fp32_floats(N * I),
                       zt_fp32_floats((size_t)B * c->n_head * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
-    size_t off = 0, k = 0;
-    for (size_t i = 0; i < BLOCK_KEPT_BUFFERS; i++) k += sizes[i];
-    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
-        off += sizes[i];
-    }
+    size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
                        .atty = ptrs[5], .res2 = ptrs[6], .xn2 = ptrs[7], .rstd2 = ptrs[8], .gate = ptrs[9],
                        .up = ptrs[10], .att = ptrs[11], .h = ptrs[12]};
-    if (kept) *kept = k;
     return off;
 }
 
@@ -322,17 +303,12 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    const zt_batch *bt = a->batch;
-    int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
-    if (!bt->targets) return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
-    int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
-    if (rc) return rc;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *dxn = a->scratch;
-    softmax_xent_backward(s.probs, bt->targets, a->dout, N, V);
-    zt_linear_backward(a, 1, dxn, a->grads[1], NULL, s.probs, s.xn, N, C, V, false);
-    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
+    if (rc) return rc;
     rmsnorm_backward(a->din, a->grads[0], dxn, a->in, a->params[0], s.rstd, N, C);
     return ZT_OK;
 }

@@ -249,6 +249,11 @@ static void test_llama_keys(void **state) {
     assert_true(c.model.rope_theta == 500000.0f && c.model.rope_scaling.factor == 8.0f &&
                 c.model.rope_scaling.high_freq_factor == 4.0f && c.model.n_kv_head == 1 && c.model.tie_embeddings);
     assert_int_equal(c.model.rope_scaling.original_max_position_embeddings, 64);
+    zt_train_config d;
+    expect_ok(&d, "model:\n  preset: llama-tiny\n  rope_theta: 500000\n  rope_scaling: {factor: 8, low_freq_factor: 1,"
+                  " high_freq_factor: 4, original_max_position_embeddings: 64}\n  n_kv_head: 1\n"
+                  "  tie_embeddings: true\n" TRAIN "training: {seq_len: 16}\n");
+    assert_memory_equal(&d.model, &c.model, sizeof c.model); /* a nested mapping reads as the dotted leaves */
     assert_int_equal(zt_train_config_set(&c, "model.intermediate_size=100", &err), ZT_OK);
     assert_int_equal(c.model.intermediate_size, 100);
     /* a GPT-2 shape as a Llama */
@@ -471,6 +476,8 @@ static const bad_case BAD[] = {
      "t.yaml:2:19: model.tie_embeddings: GPT-2's LM head is always tied to wte"},
     {"model:\n  preset: llama-tiny\n  n_embd: 60\n" TRAIN "training: {seq_len: 16}\n",
      "t.yaml:3:11: model.n_embd: the head size 15 (n_embd / n_head) must be even"},
+    {"model:\n  preset: llama-tiny\n  rope_scaling: {fator: 8}\n" TRAIN,
+     "t.yaml:3:18: model.rope_scaling.fator: unknown key; did you mean model.rope_scaling.factor?"},
     {"model:\n  preset: llama-tiny\n  rope_scaling.factor: 8\n" TRAIN,
      "t.yaml:3:24: model.rope_scaling.factor: 8 needs 0 < low_freq_factor (0) < high_freq_factor (0)"},
 };

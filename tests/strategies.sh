@@ -16,21 +16,9 @@ run() { # N args...
   local n="$1"; shift
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
 }
-hash_of() { grep '^hash' <<<"$1" | cut -d' ' -f2; }
-losses_of() { grep '^losses' <<<"$1"; }
-fail=0
-declare -A ref_hash ref_loss
-check() { # label N output
-  local label="$1" out="$3" key="$2"
-  local h; h="$(hash_of "$out")"
-  if [ -z "$h" ]; then echo "FAIL $label: no result"; echo "$out" | tail -5; fail=1; return; fi
-  if [ -z "${ref_hash[$key]:-}" ]; then ref_hash[$key]="$h"; ref_loss[$key]="$(losses_of "$out")"; fi
-  if [ "$h" != "${ref_hash[$key]}" ] || [ "$(losses_of "$out")" != "${ref_loss[$key]}" ]; then
-    echo "FAIL $label: hash $h, expected ${ref_hash[$key]} (or the losses differ)"; fail=1
-  else
-    echo "ok   $label: $h"
-  fi
-}
+SRC="$2"
+# hash_of, losses_of, fail, check LABEL KEY OUTPUT
+source "$SRC/tests/dist_check.bash"
 
 for n in 1 2 4; do
   for s in ddp zero1 zero2 zero3; do

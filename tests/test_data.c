@@ -187,9 +187,10 @@ static void test_weights_round_trip_and_corruption(void **state) {
     zt_model *m1, *m2, *m3;
     zt_engine *a = small_engine(&m1, 2, 1), *b = small_engine(&m2, 2, 2), *c = small_engine(&m3, 1, 1);
     assert_int_equal(zt_weights_save(a, p, true, &err), ZT_OK);
-    zt_gpt2_config cfg;
+    zt_model_spec cfg;
     assert_int_equal(zt_weights_read_config(p, &cfg, &err), ZT_OK);
-    assert_int_equal(cfg.n_layer, 2);
+    assert_int_equal(cfg.arch, ZT_ARCH_GPT2);
+    assert_int_equal(cfg.gpt2.n_layer, 2);
     assert_true(zt_engine_param_hash(a) != zt_engine_param_hash(b));
     assert_int_equal(zt_weights_load(b, p, &err), ZT_OK);
     assert_true(zt_engine_param_hash(a) == zt_engine_param_hash(b));

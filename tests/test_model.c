@@ -22,17 +22,24 @@ static void make_tokens(int32_t *t, int n, int V, uint64_t seed) {
     }
 }
 
+/* An initialized single-process engine on model m (either family), with optional options. */
+static zt_engine *engine_for(zt_model *m, int B, int T, const zt_engine_options *opt) {
+    zt_error err = {0};
+    zt_engine_options o = {.B = B, .T = T, .seed = 1234};
+    if (opt) o = *opt;
+    else zt_optimizer_config_default(&o.optim);
+    zt_engine *e = NULL;
+    if (zt_engine_create(m, &o, &e, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
+    return e;
+}
+
 static zt_engine *make_engine(const zt_gpt2_config *cfg, int B, int T, zt_model **mout) {
     zt_error err = {0};
     zt_model *m = NULL;
     assert_int_equal(zt_gpt2_create(cfg, &m, &err), ZT_OK);
-    zt_engine_options o = {.B = B, .T = T, .seed = 1234};
-    zt_optimizer_config_default(&o.optim);
-    zt_engine *e = NULL;
-    assert_int_equal(zt_engine_create(m, &o, &e, &err), ZT_OK);
-    assert_int_equal(zt_engine_init_params(e, &err), ZT_OK);
     *mout = m;
-    return e;
+    return engine_for(m, B, T, NULL);
 }
 
 static double loss_of(zt_engine *e, const zt_batch *b) {
@@ -73,12 +80,11 @@ static double richardson(zt_engine *e, const zt_model *m, const zt_batch *b, con
  * ~1e-4 absolute noise; the bounds (1% relative + 1e-4 along directions, 2% + 2e-4 per element)
  * sit above that noise and far below what a real gradient bug does (a wrong term, sign or factor
  * moves a gradient by 10% or more). Every kernel is also checked in double in test_kernels.c. */
-static void test_gradients_match_finite_differences(void **state) {
-    zt_model *m;
+static void check_gradients(zt_model *m) {
     int B = 2, T = 5;
-    zt_engine *e = make_engine(&SMALL, B, T, &m);
+    zt_engine *e = engine_for(m, B, T, NULL);
     int32_t tok[B * T + 1];
-    make_tokens(tok, B * T + 1, SMALL.vocab_size, 99);
+    make_tokens(tok, B * T + 1, m->vocab_size, 99);
     zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T),
                   .logits_pos = -1};
     /* move away from the symmetric init so layernorm weights and biases matter */
@@ -127,7 +133,35 @@ static void test_gradients_match_finite_differences(void **state) {
     }
     free(dir);
     zt_engine_free(e);
+}
+
+static void test_gradients_match_finite_differences(void **state) {
+    zt_error err = {0};
+    zt_model *m;
+    assert_int_equal(zt_gpt2_create(&SMALL, &m, &err), ZT_OK);
+    check_gradients(m);
     zt_model_free(m);
+}
+
+/* A small Llama: GQA (4 query heads over 2 KV heads), Llama 3's rope scaling with all three
+ * frequency regimes at hs = 8 (wavelengths 6.3, 19.9, 62.8, 199 against 8/4 and 8/1), an odd
+ * intermediate size; then the same with tied embeddings. Same bounds as GPT-2's. */
+static const zt_llama_config LLAMA_SMALL = {.max_seq_len = 8, .vocab_size = 37, .n_layer = 2, .n_head = 4,
+                                            .n_embd = 32, .n_kv_head = 2, .intermediate_size = 40,
+                                            .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
+                                            .rope_scaling = {8.0f, 1.0f, 4.0f, 8}};
+
+static void test_llama_gradients_match_finite_differences(void **state) {
+    zt_error err = {0};
+    for (int tied = 0; tied < 2; tied++) {
+        zt_llama_config c = LLAMA_SMALL;
+        c.tie_embeddings = tied;
+        zt_model *m;
+        assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+        assert_int_equal(zt_model_find_param(m, "lm_head.weight") >= 0, !tied);
+        check_gradients(m);
+        zt_model_free(m);
+    }
 }
 
 /* At init the logits are ~N(0, small), so the prediction is close to uniform: loss ≈ ln V. */
@@ -192,6 +226,88 @@ static void test_two_runs_are_bit_identical(void **state) {
     }
     assert_memory_equal(l1, l2, sizeof l1);
     assert_true(h[0] == h[1]);
+}
+
+/* Parameter counts of the presets against the released models' totals (transformers'
+ * num_parameters() of the Hugging Face checkpoints), the names of a block, and the spec round trip. */
+static void test_llama_presets(void **state) {
+    static const struct { const char *name; int64_t params; } known[] = {
+        {"llama-7b", 6738415616LL},  {"llama-13b", 13015864320LL}, {"llama-70b", 68976648192LL},
+        {"llama3-8b", 8030261248LL}, {"llama3-70b", 70553706496LL}, {"mistral-7b", 7241732096LL},
+    };
+    zt_error err = {0};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        zt_model_spec spec;
+        assert_int_equal(zt_model_preset(known[i].name, &spec, &err), ZT_OK);
+        assert_int_equal(spec.arch, ZT_ARCH_LLAMA);
+        zt_model *m;
+        assert_int_equal(zt_model_spec_create(&spec, &m, &err), ZT_OK);
+        if (zt_model_numel(m) != known[i].params)
+            fail_msg("%s: %lld parameters, the released model has %lld", known[i].name,
+                     (long long)zt_model_numel(m), (long long)known[i].params);
+        zt_model_spec back;
+        assert_int_equal(zt_model_spec_of(m, &back, &err), ZT_OK);
+        assert_memory_equal(&back.llama, &spec.llama, sizeof spec.llama);
+        zt_model_free(m);
+    }
+    zt_llama_config c;
+    assert_int_equal(zt_llama_preset("llama-tiny", &c, &err), ZT_OK);
+    zt_model *m;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    const char *names[] = {"embed_tokens.weight", "layers.1.self_attn.q_proj.weight",
+                           "layers.1.self_attn.k_proj.weight", "layers.0.mlp.gate_proj.weight",
+                           "layers.0.mlp.down_proj.weight", "layers.1.input_layernorm.weight",
+                           "layers.1.post_attention_layernorm.weight", "norm.weight", "lm_head.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (zt_model_find_param(m, names[i]) < 0) fail_msg("llama-tiny has no parameter %s", names[i]);
+    const zt_param_desc *k = &m->params[zt_model_find_param(m, "layers.1.self_attn.k_proj.weight")];
+    assert_true(k->shape[0] == 32 && k->shape[1] == 64); /* (NKV·hs, C) like torch.nn.Linear */
+    const zt_param_desc *d = &m->params[zt_model_find_param(m, "layers.0.mlp.down_proj.weight")];
+    assert_true(d->shape[0] == 64 && d->shape[1] == 192);
+    zt_model_free(m);
+    c.n_kv_head = 3;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "n_kv_head"));
+    assert_int_equal(zt_model_preset("llama-9b", &(zt_model_spec){0}, &err), ZT_ERR_USAGE);
+}
+
+/* llama-tiny at init predicts near-uniformly (loss ≈ ln V), overfits one batch, and activation
+ * checkpointing full and selective give bit-identical parameters to none, in fp32 and bf16. */
+static void test_llama_trains_and_checkpointing_is_exact(void **state) {
+    zt_error err = {0};
+    zt_llama_config c;
+    assert_int_equal(zt_llama_preset("llama-tiny", &c, &err), ZT_OK);
+    zt_model *m;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    int B = 2, T = 16;
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, 64, 21); /* 64 distinct tokens: learnable in a few steps */
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T), .logits_pos = -1};
+    for (int mode = 0; mode < 2; mode++) {
+        uint64_t h[3];
+        for (int r = 0; r < 3; r++) {
+            zt_engine_options o = {.B = B, .T = T, .seed = 7, .activation_checkpointing = (zt_recompute)r};
+            zt_optimizer_config_default(&o.optim);
+            zt_precision_default(&o.precision, mode ? ZT_PRECISION_BF16 : ZT_PRECISION_FP32);
+            zt_engine *e = engine_for(m, B, T, &o);
+            float losses[40];
+            if (r == 0 && mode == 0) {
+                double l = loss_of(e, &b), lnv = log((double)c.vocab_size);
+                if (fabs(l - lnv) > 0.05) fail_msg("llama-tiny initial loss %.4f, ln V = %.4f", l, lnv);
+            }
+            train_steps(e, &b, 40, 3e-3f, losses);
+            if (r == 0 && !(losses[39] < 0.5f * losses[0]))
+                fail_msg("llama-tiny (%s) on one batch: loss %.4f -> %.4f", mode ? "bf16" : "fp32", losses[0],
+                         losses[39]);
+            h[r] = zt_engine_param_hash(e);
+            zt_engine_free(e);
+        }
+        if (h[0] != h[1] || h[0] != h[2])
+            fail_msg("llama-tiny %s: parameter hashes none %016llx full %016llx selective %016llx",
+                     mode ? "bf16" : "fp32", (unsigned long long)h[0], (unsigned long long)h[1],
+                     (unsigned long long)h[2]);
+    }
+    zt_model_free(m);
 }
 
 /* One micro-batch of 4 sequences and two of 2 (dloss = 1/(4T) each) give the same gradients up
@@ -305,6 +421,9 @@ static void test_nonfinite_gradients_skip_the_update(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_finite_differences),
+        cmocka_unit_test(test_llama_gradients_match_finite_differences),
+        cmocka_unit_test(test_llama_presets),
+        cmocka_unit_test(test_llama_trains_and_checkpointing_is_exact),
         cmocka_unit_test(test_initial_loss_is_ln_vocab),
         cmocka_unit_test(test_overfits_one_batch),
         cmocka_unit_test(test_two_runs_are_bit_identical),

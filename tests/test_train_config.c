@@ -226,6 +226,54 @@ static void test_preset_then_overrides(void **state) {
     assert_string_equal(c.model_preset, "gpt2-350M");
 }
 
+/* model.preset llama-* selects the Llama architecture and fills the llama keys; they override
+ * like the others; model.arch turns a GPT-2 shape into a Llama; the model spec follows. */
+static void test_llama_keys(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_llama_config l;
+    zt_model_spec spec;
+    zt_error err = {0};
+    expect_ok(&c, "model:\n  preset: llama-tiny\n" TRAIN "training: {seq_len: 16}\n");
+    assert_int_equal(zt_llama_preset("llama-tiny", &l, &err), ZT_OK);
+    assert_int_equal(c.model_arch, ZT_ARCH_LLAMA);
+    assert_memory_equal(&c.model, &l, sizeof l);
+    zt_train_config_model(&c, &spec);
+    assert_int_equal(spec.arch, ZT_ARCH_LLAMA);
+    assert_memory_equal(&spec.llama, &l, sizeof l);
+    /* Llama 3's rope scaling in the file (dotted leaves) and by --set */
+    expect_ok(&c, "model:\n  preset: llama-tiny\n  rope_theta: 500000\n  rope_scaling.factor: 8\n"
+                  "  rope_scaling.low_freq_factor: 1\n  rope_scaling.high_freq_factor: 4\n"
+                  "  rope_scaling.original_max_position_embeddings: 64\n  n_kv_head: 1\n"
+                  "  tie_embeddings: true\n" TRAIN "training: {seq_len: 16}\n");
+    assert_true(c.model.rope_theta == 500000.0f && c.model.rope_scaling.factor == 8.0f &&
+                c.model.rope_scaling.high_freq_factor == 4.0f && c.model.n_kv_head == 1 && c.model.tie_embeddings);
+    assert_int_equal(c.model.rope_scaling.original_max_position_embeddings, 64);
+    zt_train_config d;
+    expect_ok(&d, "model:\n  preset: llama-tiny\n  rope_theta: 500000\n  rope_scaling: {factor: 8, low_freq_factor: 1,"
+                  " high_freq_factor: 4, original_max_position_embeddings: 64}\n  n_kv_head: 1\n"
+                  "  tie_embeddings: true\n" TRAIN "training: {seq_len: 16}\n");
+    assert_memory_equal(&d.model, &c.model, sizeof c.model); /* a nested mapping reads as the dotted leaves */
+    assert_int_equal(zt_train_config_set(&c, "model.intermediate_size=100", &err), ZT_OK);
+    assert_int_equal(c.model.intermediate_size, 100);
+    /* a GPT-2 shape as a Llama */
+    expect_ok(&c, "model:\n  preset: tiny\n  arch: llama\n  n_kv_head: 2\n" TRAIN "training: {seq_len: 16}\n");
+    assert_int_equal(c.model_arch, ZT_ARCH_LLAMA);
+    assert_int_equal(c.model.n_kv_head, 2);
+    assert_int_equal(c.model.intermediate_size, 4 * c.model.n_embd);
+    zt_model *m;
+    zt_train_config_model(&c, &spec);
+    assert_int_equal(zt_model_spec_create(&spec, &m, &err), ZT_OK);
+    assert_true(zt_model_find_param(m, "layers.1.mlp.up_proj.weight") >= 0);
+    zt_model_free(m);
+    /* GPT-2 presets: arch gpt2, tied, NKV = NH */
+    expect_ok(&c, "model:\n  preset: gpt2-124M\n" TRAIN);
+    assert_int_equal(c.model_arch, ZT_ARCH_GPT2);
+    assert_true(c.model.tie_embeddings && c.model.n_kv_head == c.model.n_head);
+    /* a printed GPT-2 configuration (every key, the llama ones at the preset's values) reads back */
+    expect_ok(&c, "model:\n  preset: tiny\n  n_kv_head: 4\n  rope_theta: 10000\n" TRAIN);
+}
+
 static void test_min_lr_follows_lr(void **state) {
     (void)state;
     zt_train_config c;
@@ -351,7 +399,7 @@ static const bad_case BAD[] = {
      "t.yaml:4:9: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd)"},
     {TRAIN "training:\n  decay: step\n",
      "training.decay: unknown value \"step\" (allowed: cosine, linear, constant)"},
-    {"model:\n  preset: gpt3\n" TRAIN, "t.yaml:2:11: model.preset: unknown preset \"gpt3\" (allowed: tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M)"},
+    {"model:\n  preset: gpt3\n" TRAIN, "t.yaml:2:11: model.preset: unknown preset \"gpt3\" (allowed: tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny"},
     {"model:\n  preset:\n" TRAIN, "model.preset: unknown preset \"\""},
     /* unknown sections and keys */
     {TRAIN "trainig:\n  steps: 10\n",
@@ -419,6 +467,19 @@ static const bad_case BAD[] = {
     /* an invariant the file breaks through the other key is located there */
     {"model:\n  max_seq_len: 32\n" TRAIN,
      "t.yaml:2:16: training.seq_len: 64 exceeds model.max_seq_len (32)"},
+    {"model:\n  preset: llama-tiny\n  n_kv_head: 3\n" TRAIN,
+     "t.yaml:3:14: model.n_kv_head: 3 does not divide model.n_head (4)"},
+    {"model:\n  n_kv_head: 2\n" TRAIN,
+     "t.yaml:2:14: model.n_kv_head: applies to model.arch llama; this model is gpt2 (model.preset tiny)"},
+    {"model:\n  arch: bert\n" TRAIN, "t.yaml:2:9: model.arch: unknown value \"bert\" (allowed: gpt2, llama)"},
+    {"model:\n  tie_embeddings: false\n" TRAIN,
+     "t.yaml:2:19: model.tie_embeddings: GPT-2's LM head is always tied to wte"},
+    {"model:\n  preset: llama-tiny\n  n_embd: 60\n" TRAIN "training: {seq_len: 16}\n",
+     "t.yaml:3:11: model.n_embd: the head size 15 (n_embd / n_head) must be even"},
+    {"model:\n  preset: llama-tiny\n  rope_scaling: {fator: 8}\n" TRAIN,
+     "t.yaml:3:18: model.rope_scaling.fator: unknown key; did you mean model.rope_scaling.factor?"},
+    {"model:\n  preset: llama-tiny\n  rope_scaling.factor: 8\n" TRAIN,
+     "t.yaml:3:24: model.rope_scaling.factor: 8 needs 0 < low_freq_factor (0) < high_freq_factor (0)"},
 };
 
 static void test_errors(void **state) {
@@ -711,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_every_key_parses),
         cmocka_unit_test(test_every_key_sets),
         cmocka_unit_test(test_preset_then_overrides),
+        cmocka_unit_test(test_llama_keys),
         cmocka_unit_test(test_min_lr_follows_lr),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_errors),

@@ -17,7 +17,7 @@
  *                   [--reduce fp32|bf16|fp16]   (precision.reduce_dtype; give it after --precision)
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
- *                   [--recompute none|full|selective] [--no-prefetch]
+ *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
  * Rank 0 also prints "activations BYTES" (the engine's activation class) and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
@@ -32,6 +32,11 @@
 
 static const zt_gpt2_config CFG = {.max_seq_len = 16, .vocab_size = 96, .n_layer = 2, .n_head = 2,
                                    .n_embd = 32};
+/* --arch llama: the same size as a Llama (4 query heads over 2 KV heads, untied, rope scaling) */
+static const zt_llama_config LLAMA = {.max_seq_len = 16, .vocab_size = 96, .n_layer = 2, .n_head = 4,
+                                      .n_embd = 32, .n_kv_head = 2, .intermediate_size = 48,
+                                      .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
+                                      .rope_scaling = {8.0f, 1.0f, 4.0f, 8}};
 enum { B = 2, T = 16 };
 
 static uint64_t mix(uint64_t x) {
@@ -61,11 +66,13 @@ int main(int argc, char **argv) {
     o.B = B;
     o.T = T;
     int stall = -1;
+    bool llama = false;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -74,7 +81,8 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
-    if (zt_gpt2_create(&CFG, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+    if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
+        zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     int64_t P = zt_model_numel(m);
     int32_t in[B * T], tg[B * T];

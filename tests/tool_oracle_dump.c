@@ -1,8 +1,10 @@
-/* tool_oracle_dump.c - for the PyTorch oracle test (torch_oracle.sh): builds a GPT-2, writes its
- * initial parameters, one batch, zerotrain's loss and every parameter's gradient to a file that
- * torch_oracle.py reads.
+/* tool_oracle_dump.c - for the PyTorch oracle test (torch_oracle.sh): builds a GPT-2 or a Llama,
+ * writes its initial parameters, one batch, zerotrain's loss and every parameter's gradient to a
+ * file that torch_oracle.py reads.
  *   tool_oracle_dump OUT [L C NH V maxT B T]
- * Format (little-endian): "ZTORACLE" | u32 1 | i32 maxT V L NH C B T | i32 inputs[B*T] |
+ *   tool_oracle_dump OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE
+ * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama) | i32 maxT V L NH C B T |
+ * version 2: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | i32 inputs[B*T] |
  * i32 targets[B*T] | f32 loss | u32 n_params | per parameter: u16 name_len, name, u32 ndim,
  * i64 shape[ndim], f32 param[numel], f32 grad[numel]. */
 #include "zerotrain/zerotrain.h"
@@ -12,22 +14,39 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    if (argc != 2 && argc != 9) {
-        fprintf(stderr, "usage: %s OUT [L C NH V maxT B T]\n", argv[0]);
+    bool llama = argc == 18 && !strcmp(argv[2], "llama");
+    if (argc != 2 && argc != 9 && !llama) {
+        fprintf(stderr, "usage: %s OUT [L C NH V maxT B T]\n"
+                "       %s OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE\n", argv[0], argv[0]);
         return 2;
     }
     zt_gpt2_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .vocab_size = 50257, .max_seq_len = 64};
+    zt_llama_config lc = {0};
     int B = 2, T = 32;
     if (argc == 9) {
         c.n_layer = atoi(argv[2]), c.n_embd = atoi(argv[3]), c.n_head = atoi(argv[4]);
         c.vocab_size = atoi(argv[5]), c.max_seq_len = atoi(argv[6]), B = atoi(argv[7]), T = atoi(argv[8]);
+    }
+    if (llama) {
+        char **a = argv + 3;
+        lc = (zt_llama_config){.n_layer = atoi(a[0]), .n_embd = atoi(a[1]), .n_head = atoi(a[2]),
+                               .n_kv_head = atoi(a[3]), .intermediate_size = atoi(a[4]),
+                               .vocab_size = atoi(a[5]), .max_seq_len = atoi(a[6]), .rope_theta = strtof(a[9], NULL),
+                               .rms_norm_eps = 1e-5f,
+                               .rope_scaling = {strtof(a[10], NULL), strtof(a[11], NULL), strtof(a[12], NULL),
+                                                atoi(a[13])},
+                               .tie_embeddings = atoi(a[14]) != 0};
+        B = atoi(a[7]), T = atoi(a[8]);
+        c = (zt_gpt2_config){.n_layer = lc.n_layer, .n_embd = lc.n_embd, .n_head = lc.n_head,
+                             .vocab_size = lc.vocab_size, .max_seq_len = lc.max_seq_len};
     }
     zt_error err = {0};
     zt_model *m;
     zt_engine *e;
     zt_engine_options o = {.B = B, .T = T, .seed = 2024};
     zt_optimizer_config_default(&o.optim);
-    if (zt_gpt2_create(&c, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err)) {
+    if ((llama ? zt_llama_create(&lc, &m, &err) : zt_gpt2_create(&c, &m, &err)) ||
+        zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return err.code;
     }
@@ -50,11 +69,20 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 8;
     }
-    uint32_t version = 1, np = (uint32_t)m->n_params;
+    uint32_t version = llama ? 2 : 1, np = (uint32_t)m->n_params;
     int32_t hdr[7] = {c.max_seq_len, c.vocab_size, c.n_layer, c.n_head, c.n_embd, B, T};
     fwrite("ZTORACLE", 1, 8, f);
     fwrite(&version, 4, 1, f);
     fwrite(hdr, 4, 7, f);
+    if (llama) {
+        int32_t ints[2] = {lc.n_kv_head, lc.intermediate_size}, tail[2] = {
+            lc.rope_scaling.original_max_position_embeddings, lc.tie_embeddings};
+        float fl[5] = {lc.rope_theta, lc.rms_norm_eps, lc.rope_scaling.factor, lc.rope_scaling.low_freq_factor,
+                       lc.rope_scaling.high_freq_factor};
+        fwrite(ints, 4, 2, f);
+        fwrite(fl, 4, 5, f);
+        fwrite(tail, 4, 2, f);
+    }
     fwrite(tok, 4, (size_t)n, f);
     fwrite(tok + 1, 4, (size_t)n, f);
     fwrite(&loss, 4, 1, f);

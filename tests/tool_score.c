@@ -17,7 +17,7 @@ int main(int argc, char **argv) {
     }
     int B = atoi(argv[3]), T = atoi(argv[4]);
     zt_error err = {0};
-    zt_gpt2_config cfg;
+    zt_model_spec spec;
     zt_model *m;
     zt_engine *e;
     zt_engine_options o;
@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
     zt_ckpt_meta meta;
     zt_token_file tf;
     zt_sampler s;
-    if (zt_ckpt_read_model(argv[1], &cfg, &err) || zt_gpt2_create(&cfg, &m, &err) ||
+    if (zt_ckpt_read_model(argv[1], &spec, &err) || zt_model_spec_create(&spec, &m, &err) ||
         zt_engine_create(m, &o, &e, &err) || zt_ckpt_load(e, argv[1], &meta, &err) ||
         (argc == 6 && zt_safetensors_load(e, argv[5], &err)) || zt_token_file_open(&tf, argv[2], &err) ||
         zt_sampler_init(&s, &tf, T, 0, false, &err)) {
@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
         return err.code;
     }
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
-    if (zt_sampler_batch(&s, 0, 1, B, in, tg, cfg.vocab_size, &err)) {
+    if (zt_sampler_batch(&s, 0, 1, B, in, tg, m->vocab_size, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return err.code;
     }

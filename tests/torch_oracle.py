@@ -1,11 +1,20 @@
 #!/usr/bin/python3
-"""torch_oracle.py - the PyTorch oracle: rebuilds zerotrain's GPT-2 in PyTorch from the parameters
-tool_oracle_dump wrote, runs the same batch, and checks the loss and every parameter's gradient.
+"""torch_oracle.py - the PyTorch oracle: rebuilds zerotrain's GPT-2 or Llama in PyTorch from the
+parameters tool_oracle_dump wrote, runs the same batch, and checks the loss and every parameter's
+gradient. The Llama is written out here by hand (RMSNorm, rotary embedding in transformers'
+rotate_half layout with Llama 3's frequency scaling, grouped-query attention, SwiGLU), from
+transformers' modeling_llama.py, not imported from it.
 
 Criteria (fp32 both sides): loss relative error <= 1e-5; for every tensor, the relative error of
 its gradient norm <= 1e-4 and ||g_zt - g_torch|| / ||g_torch|| <= 1e-3 (elementwise agreement;
 the issue asks for the norm criterion, the second one catches gradients that are permuted or wrong
-in sign but of the right size)."""
+in sign but of the right size).
+
+Llama is held to tighter bounds: loss 1e-6, gradient norm 1e-6, difference 1e-5. Both sides round
+every product and sum to fp32 (u = 6e-8) in different orders (BLAS blocking, torch's fused
+softmax/cross-entropy), so each element differs by ~sqrt(K)·u for a K-term contraction: with
+K <= 2048 that is <= 2.7e-6 per element, and the norms, averaging over many elements, ~u. Measured
+on the three shapes of torch_oracle.sh: loss <= 1.8e-7, norms <= 1.6e-7, differences <= 8.4e-7."""
 import math
 import struct
 import sys
@@ -28,8 +37,15 @@ def read_dump(path):
     assert data[:8] == b"ZTORACLE", "not an oracle dump"
     off = 8
     (version,) = take("I")
-    assert version == 1
+    assert version in (1, 2)
     maxT, V, L, NH, C, B, T = take("7i")
+    llama = None
+    if version == 2:
+        NKV, I = take("2i")
+        theta, eps, factor, low, high = take("5f")
+        orig, tie = take("2i")
+        llama = dict(NKV=NKV, I=I, theta=theta, eps=eps, factor=factor, low=low, high=high, orig=orig,
+                     tie=bool(tie))
     n = B * T
     inputs = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
     targets = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
@@ -50,7 +66,7 @@ def read_dump(path):
         params[name] = p.clone().requires_grad_(True)
         grads[name] = g.clone()
     assert off == len(data), "trailing bytes in dump"
-    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, B=B, T=T)
+    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, B=B, T=T, llama=llama)
     return cfg, inputs, targets, loss, params, grads
 
 
@@ -80,15 +96,73 @@ def gpt2_loss(cfg, P, idx, targets):
     return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def rope_inv_freq(hs, lc):
+    """transformers' default inverse frequencies, then _compute_llama3_parameters (factor > 0); in
+    float64, rounded to float32 as zerotrain stores them"""
+    inv = (1.0 / (lc["theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))).float().double()
+    if lc["factor"] > 0:
+        old, lo, hi, factor = float(lc["orig"]), float(lc["low"]), float(lc["high"]), float(lc["factor"])
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
+        inv = torch.where(medium, smoothed, scaled)
+    return inv.float()
+
+
+def rotate(x, cos, sin):
+    """x (B, H, T, hs) rotated as transformers' apply_rotary_pos_emb: x cos + rotate_half(x) sin"""
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rot * sin
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def llama_loss(cfg, P, idx, targets):
+    B, T = idx.shape
+    C, NH, L, lc = cfg["C"], cfg["NH"], cfg["L"], cfg["llama"]
+    NKV, hs, eps = lc["NKV"], C // NH, lc["eps"]
+    inv = rope_inv_freq(hs, lc)
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]  # fp32 angles, as transformers
+    emb = torch.cat((ang, ang), dim=-1).double()
+    cos, sin = emb.cos().float(), emb.sin().float()
+    x = P["embed_tokens.weight"][idx]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(L):
+        h = lambda s: P[f"layers.{l}.{s}"]
+        xn = rms_norm(x, h("input_layernorm.weight"), eps)
+        q = F.linear(xn, h("self_attn.q_proj.weight")).view(B, T, NH, hs).transpose(1, 2)
+        k = F.linear(xn, h("self_attn.k_proj.weight")).view(B, T, NKV, hs).transpose(1, 2)
+        v = F.linear(xn, h("self_attn.v_proj.weight")).view(B, T, NKV, hs).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        k = k.repeat_interleave(NH // NKV, dim=1)  # transformers' repeat_kv
+        v = v.repeat_interleave(NH // NKV, dim=1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + F.linear(y, h("self_attn.o_proj.weight"))
+        xn = rms_norm(x, h("post_attention_layernorm.weight"), eps)
+        g = F.silu(F.linear(xn, h("mlp.gate_proj.weight"))) * F.linear(xn, h("mlp.up_proj.weight"))
+        x = x + F.linear(g, h("mlp.down_proj.weight"))
+    x = rms_norm(x, P["norm.weight"], eps)
+    logits = F.linear(x, P["embed_tokens.weight"] if lc["tie"] else P["lm_head.weight"])
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
 def main():
     torch.set_num_threads(2)
     cfg, idx, targets, zt_loss, params, zt_grads = read_dump(sys.argv[1])
-    loss = gpt2_loss(cfg, params, idx, targets)
+    loss = (llama_loss if cfg["llama"] else gpt2_loss)(cfg, params, idx, targets)
     loss.backward()
     failures = 0
     lrel = abs(loss.item() - zt_loss) / abs(loss.item())
     print(f"loss: torch {loss.item():.7f} zerotrain {zt_loss:.7f} rel {lrel:.2e}")
-    if lrel > 1e-5:
+    tol_loss, tol_norm, tol_diff = (1e-6, 1e-6, 1e-5) if cfg["llama"] else (1e-5, 1e-4, 1e-3)
+    if lrel > tol_loss:
         failures += 1
         print("FAIL loss")
     worst_norm, worst_diff = 0.0, 0.0
@@ -98,7 +172,7 @@ def main():
         norm_rel = abs(nz - nt) / max(nt, 1e-30)
         diff_rel = (gz - gt).norm().item() / max(nt, 1e-30)
         worst_norm, worst_diff = max(worst_norm, norm_rel), max(worst_diff, diff_rel)
-        bad = norm_rel > 1e-4 or diff_rel > 1e-3
+        bad = norm_rel > tol_norm or diff_rel > tol_diff
         if bad or "-v" in sys.argv:
             print(f"{'FAIL' if bad else 'ok  '} {name:28s} |g| torch {nt:.6e} zerotrain {nz:.6e} "
                   f"norm rel {norm_rel:.1e} diff rel {diff_rel:.1e}")

@@ -253,6 +253,61 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err);
 int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * Llama (src/model/llama.c; docs/models.md): pre-RMSNorm blocks, grouped-query attention with
+ * rotary position embedding, SwiGLU MLP, no biases, untied (or tied) embeddings. Parameter names
+ * are Hugging Face LlamaForCausalLM's without the "model." prefix, Linear weights (OC, C) as
+ * torch.nn.Linear stores them. Also Mistral-7B (the same architecture). */
+typedef struct zt_rope_scaling {
+    float factor;           /* Llama 3's rope_type "llama3": factor > 0 (8 for Llama 3.1); 0: none */
+    float low_freq_factor;  /* 1 for Llama 3.1 */
+    float high_freq_factor; /* 4 for Llama 3.1 */
+    int original_max_position_embeddings; /* 8192 for Llama 3.1 */
+} zt_rope_scaling;
+
+typedef struct zt_llama_config {
+    int max_seq_len;        /* longest sequence it runs (HF max_position_embeddings) */
+    int vocab_size;         /* V */
+    int n_layer;            /* L */
+    int n_head;             /* NH; head size hs = n_embd / n_head (even) */
+    int n_embd;             /* C (HF hidden_size) */
+    int n_kv_head;          /* NKV, divides NH (HF num_key_value_heads; = NH: no grouping) */
+    int intermediate_size;  /* the MLP's width (gate, up: (I,C); down: (C,I)) */
+    float rope_theta;       /* RoPE base (10000 Llama 2, 500000 Llama 3) */
+    float rms_norm_eps;     /* 1e-5 (Llama 2, 3, Mistral) */
+    zt_rope_scaling rope_scaling;
+    bool tie_embeddings;    /* the LM head reads embed_tokens (HF tie_word_embeddings; no lm_head) */
+} zt_llama_config;
+
+/* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",
+ * "llama-13b", "llama-70b" (Llama 2), "llama3-8b", "llama3-70b" (Llama 3.1: theta 500000, rope
+ * scaling 8/1/4/8192, V=128256), "mistral-7b" (v0.1). ZT_ERR_USAGE lists them on a miss. */
+int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err);
+int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Model families (src/model/arch.c): one record that builds either model, what the trainer,
+ * checkpoints and the commands carry. */
+typedef enum zt_arch { ZT_ARCH_GPT2 = 0, ZT_ARCH_LLAMA = 1 } zt_arch;
+typedef struct zt_model_spec {
+    zt_arch arch;
+    zt_gpt2_config gpt2;   /* arch gpt2 */
+    zt_llama_config llama; /* arch llama */
+} zt_model_spec;
+const char *zt_arch_name(zt_arch a); /* "gpt2", "llama" */
+/* "gpt2" | "llama"; ZT_ERR_USAGE names both on a miss. */
+int zt_arch_parse(const char *name, zt_arch *out, zt_error *err);
+/* A preset of either family (GPT-2's names, then Llama's); ZT_ERR_USAGE lists all on a miss. */
+int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err);
+/* Builds the model spec describes. */
+int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err);
+/* The spec a model built by zt_gpt2_create / zt_llama_create was made from; ZT_ERR_USAGE for
+ * any other model (a shape-only one). */
+int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err);
+/* The common shape of either family: layers, heads, channels, vocabulary, longest sequence. */
+void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, int *n_embd,
+                         int *vocab_size, int *max_seq_len);
+
+/* ---------------------------------------------------------------------------------------------
  * The engine: owns parameter, gradient, optimizer and activation memory for one model. This is
  * the single-process engine; the distributed engine shards the same layout. */
 typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_SGD = 1 } zt_optimizer_kind;

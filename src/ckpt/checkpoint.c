@@ -14,6 +14,7 @@
 #include "engine/engine_internal.h"
 
 #include <cjson/cJSON.h>
+#include "ckpt/model_meta.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -270,18 +271,6 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
     return bad ? zt_error_set(err, ZT_ERR_IO, "writing %s: %s", path, strerror(errno)) : ZT_OK;
 }
 
-static cJSON *model_json(const zt_engine *e) {
-    const zt_gpt2_config *c = e->model->cfg;
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "arch", e->model->name);
-    cJSON_AddNumberToObject(m, "max_seq_len", c->max_seq_len);
-    cJSON_AddNumberToObject(m, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(m, "n_layer", c->n_layer);
-    cJSON_AddNumberToObject(m, "n_head", c->n_head);
-    cJSON_AddNumberToObject(m, "n_embd", c->n_embd);
-    return m;
-}
-
 static void hex64(char out[17], uint64_t v) { snprintf(out, 17, "%016" PRIx64, v); }
 
 /* Rank 0: the manifest for writers 0..nwriters-1 with the gathered file sizes and hashes. */
@@ -318,7 +307,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)meta->scaler.last_overflow_iter);
     }
     cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
-    cJSON_AddItemToObject(root, "model", model_json(e));
+    cJSON_AddItemToObject(root, "model", zt_model_meta_json(e->model));
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     for (int s = 0; s < nwriters; s++) {
         cJSON *f = cJSON_CreateObject();
@@ -748,21 +737,16 @@ int zt_ckpt_verify(const char *path, zt_error *err) {
     return rc;
 }
 
-int zt_ckpt_read_model(const char *path, zt_gpt2_config *cfg, zt_error *err) {
-    char commit[4096];
+int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
+    char commit[4096], where[4200];
     int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
     if (rc) return rc;
     cJSON *root = load_manifest(commit, err);
     if (!root) return err->code;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
-    bool ok = cJSON_IsObject(m);
-    cfg->max_seq_len = (int)num(m, "max_seq_len", &ok);
-    cfg->vocab_size = (int)num(m, "vocab_size", &ok);
-    cfg->n_layer = (int)num(m, "n_layer", &ok);
-    cfg->n_head = (int)num(m, "n_head", &ok);
-    cfg->n_embd = (int)num(m, "n_embd", &ok);
+    snprintf(where, sizeof where, "%s/manifest.json", commit);
+    rc = zt_model_meta_parse(cJSON_GetObjectItemCaseSensitive(root, "model"), where, spec, err);
     cJSON_Delete(root);
-    return ok ? ZT_OK : zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: model shape missing", commit);
+    return rc;
 }
 
 /* ---- load --------------------------------------------------------------------------------------- */

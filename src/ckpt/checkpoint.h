@@ -55,7 +55,8 @@ int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err);
 /* Checks the manifest's checksum and every file's size and xxh64. */
 int zt_ckpt_verify(const char *path, zt_error *err);
 
-/* Reads a commit's model shape (to build the model before loading). */
-int zt_ckpt_read_model(const char *path, zt_gpt2_config *cfg, zt_error *err);
+/* Reads the model a commit was saved from (to build it before loading); a manifest without
+ * model.arch is GPT-2. */
+int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err);
 
 #endif

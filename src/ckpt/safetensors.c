@@ -1,5 +1,7 @@
-/* safetensors.c - GPT-2 weights in Hugging Face's safetensors format: export (consolidated, fp32 or
- * bf16) and import (to start fine-tuning from a Hugging Face checkpoint or an export).
+/* safetensors.c - GPT-2 and Llama weights in Hugging Face's safetensors format: export
+ * (consolidated, fp32 or bf16) and import (to start fine-tuning from a Hugging Face checkpoint or
+ * an export). Llama's parameters are written with their names and (out, in) layouts as they are
+ * (LlamaForCausalLM's without "model."), and read with or without that prefix.
  *
  * The format: u64 little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
  * then the raw tensors. Names and layouts are transformers' GPT2Model ones: "wte.weight",
@@ -131,9 +133,9 @@ int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
     int rc = hdr ? ZT_OK : zt_error_set(err, ZT_ERR_CKPT, "%s: the header is not valid JSON", path);
     for (int i = 0; i < m->n_params && !rc; i++) {
         const zt_param_desc *p = &m->params[i];
-        /* Hugging Face checkpoints may prefix names with "transformer." */
+        /* Hugging Face checkpoints may prefix names with "transformer." (GPT-2) or "model." (Llama) */
         char alt[ZT_NAME_MAX + 16];
-        snprintf(alt, sizeof alt, "transformer.%s", p->name);
+        snprintf(alt, sizeof alt, "%s.%s", strcmp(m->name, "llama") ? "transformer" : "model", p->name);
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(hdr, p->name);
         if (!t) t = cJSON_GetObjectItemCaseSensitive(hdr, alt);
         const cJSON *dt = t ? cJSON_GetObjectItemCaseSensitive(t, "dtype") : NULL;

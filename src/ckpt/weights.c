@@ -9,7 +9,17 @@
 #include <xxhash.h>
 
 #define MAGIC "ZTWEIGHT"
-#define VERSION 1u
+#define VERSION 1u       /* GPT-2 */
+#define VERSION_LLAMA 2u /* with the Llama block after the shape */
+#define LLAMA_BLOCK 40   /* bytes of that block */
+
+/* the Llama block of weights.h's layout */
+typedef struct llama_block {
+    int32_t arch, n_kv_head, intermediate_size;
+    float rope_theta, rms_norm_eps, factor, low_freq_factor, high_freq_factor;
+    int32_t original_max_position_embeddings, tie_embeddings;
+} llama_block;
+_Static_assert(sizeof(llama_block) == LLAMA_BLOCK, "llama_block is packed");
 
 typedef struct buf {
     unsigned char *p;
@@ -31,11 +41,21 @@ static int put(buf *b, const void *src, size_t n) {
 }
 
 /* The header: magic, version, model shape, and each tensor's name and shape. */
-static int build_header(const zt_model *m, buf *b) {
-    const zt_gpt2_config *c = m->cfg;
-    uint32_t version = VERSION, np = (uint32_t)m->n_params;
-    int32_t shape5[5] = {c->max_seq_len, c->vocab_size, c->n_layer, c->n_head, c->n_embd};
-    int bad = put(b, MAGIC, 8) | put(b, &version, 4) | put(b, shape5, sizeof shape5) | put(b, &np, 4);
+static int build_header(const zt_model *m, buf *b, zt_error *err) {
+    zt_model_spec s;
+    if (zt_model_spec_of(m, &s, err)) return -1;
+    int32_t shape5[5];
+    zt_model_spec_shape(&s, &shape5[2], &shape5[3], &shape5[4], &shape5[1], &shape5[0]);
+    uint32_t version = s.arch == ZT_ARCH_LLAMA ? VERSION_LLAMA : VERSION, np = (uint32_t)m->n_params;
+    int bad = put(b, MAGIC, 8) | put(b, &version, 4) | put(b, shape5, sizeof shape5);
+    if (s.arch == ZT_ARCH_LLAMA) {
+        const zt_llama_config *c = &s.llama;
+        llama_block k = {ZT_ARCH_LLAMA, c->n_kv_head, c->intermediate_size, c->rope_theta, c->rms_norm_eps,
+                         c->rope_scaling.factor, c->rope_scaling.low_freq_factor, c->rope_scaling.high_freq_factor,
+                         c->rope_scaling.original_max_position_embeddings, c->tie_embeddings};
+        bad |= put(b, &k, sizeof k);
+    }
+    bad |= put(b, &np, 4);
     for (int i = 0; i < m->n_params && !bad; i++) {
         const zt_param_desc *p = &m->params[i];
         uint16_t nl = (uint16_t)strlen(p->name);
@@ -63,9 +83,11 @@ int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) 
     if (!writer) return gather_only(e, err);
     const zt_model *m = zt_engine_model(e);
     buf hb = {0};
-    if (build_header(m, &hb)) {
+    zt_error herr = {0};
+    if (build_header(m, &hb, &herr)) {
         free(hb.p);
-        return zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
+        return herr.code ? zt_error_prefix(&herr, "saving %s", path), *err = herr, herr.code
+                         : zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
     }
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -149,21 +171,45 @@ static int read_all(const char *path, unsigned char **data, size_t *len, zt_erro
     return ZT_OK;
 }
 
-int zt_weights_read_config(const char *path, zt_gpt2_config *cfg, zt_error *err) {
-    unsigned char *d;
-    size_t len;
-    int rc = read_all(path, &d, &len, err);
-    if (rc) return rc;
+/* The model of the header in d (len bytes, checksum verified); *data_off: where n_params is. */
+static int parse_model(const unsigned char *d, size_t len, const char *path, zt_model_spec *spec,
+                       size_t *n_params_off, zt_error *err) {
     uint32_t version;
     int32_t s[5];
+    memset(spec, 0, sizeof *spec);
+    if (len < 8 + 4 + 20 + 4 + 8) return zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated header", path);
     memcpy(&version, d + 8, 4);
     memcpy(s, d + 12, sizeof s);
-    free(d);
-    if (version != VERSION)
-        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u", path,
-                            version, VERSION);
-    *cfg = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    if (version != VERSION && version != VERSION_LLAMA)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u and %u", path, version,
+                            VERSION, VERSION_LLAMA);
+    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    *n_params_off = 8 + 4 + 20;
+    if (version == VERSION) return ZT_OK;
+    llama_block k;
+    if (len < *n_params_off + LLAMA_BLOCK + 4 + 8)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated header", path);
+    memcpy(&k, d + *n_params_off, sizeof k);
+    *n_params_off += LLAMA_BLOCK;
+    if (k.arch != ZT_ARCH_LLAMA)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version 2 with architecture %d (1 is llama)", path, k.arch);
+    spec->arch = ZT_ARCH_LLAMA;
+    spec->llama = (zt_llama_config){s[0], s[1], s[2], s[3], s[4], k.n_kv_head, k.intermediate_size, k.rope_theta,
+                                    k.rms_norm_eps,
+                                    {k.factor, k.low_freq_factor, k.high_freq_factor,
+                                     k.original_max_position_embeddings},
+                                    k.tie_embeddings != 0};
     return ZT_OK;
+}
+
+int zt_weights_read_config(const char *path, zt_model_spec *spec, zt_error *err) {
+    unsigned char *d;
+    size_t len, off;
+    int rc = read_all(path, &d, &len, err);
+    if (rc) return rc;
+    rc = parse_model(d, len, path, spec, &off, err);
+    free(d);
+    return rc;
 }
 
 int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
@@ -172,7 +218,9 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
     size_t len;
     int rc = read_all(path, &d, &len, err);
     if (rc) return rc;
-    size_t off = 8 + 4 + 20, end = len - 8;
+    size_t off = 0, end = len - 8;
+    zt_model_spec spec;
+    if ((rc = parse_model(d, len, path, &spec, &off, err))) goto out;
     uint32_t np;
     memcpy(&np, d + off, 4);
     off += 4;

@@ -1,4 +1,4 @@
-/* cmd_bench.c - `zerotrain bench`: training throughput of a GPT-2 preset on random tokens (the
+/* cmd_bench.c - `zerotrain bench`: training throughput of a model preset (GPT-2 or Llama) on random tokens (the
  * W1 benchmark: gpt2-124M, B=4, T=256 per rank, fp32, AdamW), with achieved GFLOP/s against both
  * the measured peak in the run's precision (MFU, metrics/peak.h) and the GEMM rate measured here,
  * and the time per unit. With --nproc N it
@@ -109,13 +109,15 @@ int zt_cmd_bench(int argc, char **argv) {
     }
     int rank = world ? zt_comm_rank(world) : 0, nranks = world ? zt_comm_size(world) : 1;
     FILE *out = rank == 0 ? stdout : fopen("/dev/null", "w");
-    zt_gpt2_config cfg;
+    zt_model_spec spec;
+    zt_gpt2_config cfg; /* the common shape of either family */
     zt_model *m = NULL;
     zt_engine *e = NULL;
     int32_t *tok = NULL;
     double *times = NULL;
     int rc;
-    if ((rc = zt_gpt2_preset(preset, &cfg, &err)) || (rc = zt_gpt2_create(&cfg, &m, &err))) goto out;
+    if ((rc = zt_model_preset(preset, &spec, &err)) || (rc = zt_model_spec_create(&spec, &m, &err))) goto out;
+    zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
     zt_engine_options eo;
     zt_engine_options_default(&eo);
     eo.B = B;

@@ -6,9 +6,8 @@
  *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
- * and planned with the engine options the trainer builds from it. GPT-2 models are the engine's
- * own, so the numbers are what the engine allocates; Llama models are shape-only (formula
- * estimates, said in the output). Bad input: exit 2 with a message naming the option. */
+ * and planned with the engine options the trainer builds from it. Every --model is a preset of the
+ * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
 #include "cli/commands.h"
 #include "config/train_config.h"
 #include "engine/trainer.h"
@@ -33,8 +32,8 @@ static void usage(FILE *out) {
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
             "                  as `zerotrain train` would; the numbers are what the engine allocates\n"
-            "  --model         gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M (the engine's model: exact),\n"
-            "                  llama-7b, llama-13b, llama-70b (shape-only: formula estimates)\n"
+            "  --model         a preset of the engine's models: gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M,\n"
+            "                  llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b (exact plans)\n"
             "  --nproc         ranks (default: parallel.nproc, or 1)\n"
             "  -B, -T          micro-batch size (1) and sequence length (the model's context)\n"
             "  --grad-accum    micro-batches per rank per step (1)\n"
@@ -98,7 +97,6 @@ static int default_hybrid_shard(int world) { return world >= 4 && world % 2 == 0
 typedef struct shown {
     const char *title;          /* model or config */
     const char *model_name;
-    bool formula;
     const zt_model *model;
     const zt_engine_options *opt;
     const zt_memory_plan_options *po;
@@ -131,11 +129,7 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
             o->B, o->T, o->grad_accum > 0 ? o->grad_accum : 1, zt_precision_mode_name(o->precision.mode), pb->master,
             pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), adam ? "adamw" : "sgd",
             (double)o->bucket_bytes / 1048576.0);
-    if (w->formula)
-        fprintf(out, "FORMULA ESTIMATE: %s does not exist in the engine. Its numbers come from a shape-only model\n"
-                "(src/memory/shapes.h: the parameter table and the activation formula of docs/memory.md) run\n"
-                "through the engine's plan; they are not a plan of code that runs.\n", w->model_name);
-    else if (w->config_path)
+    if (w->config_path)
         fprintf(out, "the engine's plan for %s (* = its strategy): `zerotrain train` allocates these bytes and prints\n"
                 "planned against measured high-water per rank at the end\n", w->config_path);
     else
@@ -228,7 +222,7 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", w->model_name);
     if (w->config_path) cJSON_AddStringToObject(root, "config", w->config_path);
-    cJSON_AddStringToObject(root, "source", w->formula ? "formula" : "engine plan");
+    cJSON_AddStringToObject(root, "source", "engine plan");
     cJSON_AddNumberToObject(root, "parameters", (double)zt_model_numel(w->model));
     cJSON_AddNumberToObject(root, "world", w->world);
     cJSON_AddNumberToObject(root, "threads_per_rank", w->threads);
@@ -359,7 +353,6 @@ int zt_cmd_estimate(int argc, char **argv) {
         return zt_cli_fail(&err);
     }
     zt_model *model = NULL;
-    bool formula = false;
     zt_engine_options eo;
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
@@ -378,7 +371,9 @@ int zt_cmd_estimate(int argc, char **argv) {
             zt_error_prefix(&err, "with %d rank%s", nproc, nproc == 1 ? "" : "s");
             return zt_cli_fail(&err);
         }
-        if (zt_gpt2_create(&cfg.model, &model, &err)) return zt_cli_fail(&err);
+        zt_model_spec spec;
+        zt_train_config_model(&cfg, &spec);
+        if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
         zt_train_engine_options(&cfg, nproc, NULL, &eo);
         if (cfg.strategy != ZT_STRATEGY_HYBRID && !cfg.hybrid_shard_size)
             eo.hybrid_shard_size = default_hybrid_shard(nproc);
@@ -387,7 +382,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
         model_name = cfg.model_preset;
     } else {
-        if (zt_estimator_model(model_name, &model, &formula, &err)) return zt_cli_fail(&err);
+        if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
         if (T > model->max_seq_len) {
@@ -425,7 +420,6 @@ int zt_cmd_estimate(int argc, char **argv) {
     omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
     w.title = title;
     w.model_name = model_name;
-    w.formula = formula;
     w.model = model;
     w.opt = &eo;
     w.po = &po;

@@ -30,7 +30,7 @@ int zt_cmd_export(int argc, char **argv) {
         return zt_cli_fail(&err);
     }
     char commit[4096];
-    zt_gpt2_config cfg;
+    zt_model_spec spec;
     zt_model *m = NULL;
     zt_engine *e = NULL;
     zt_ckpt_meta meta;
@@ -39,8 +39,8 @@ int zt_cmd_export(int argc, char **argv) {
     o.optim.kind = ZT_OPT_SGD; /* parameters only: no optimizer state to load */
     o.optim.momentum = 0;
     int rc;
-    if ((rc = zt_ckpt_resolve(ckpt, commit, sizeof commit, &err)) || (rc = zt_ckpt_read_model(commit, &cfg, &err)) ||
-        (rc = zt_gpt2_create(&cfg, &m, &err)) || (rc = zt_engine_create(m, &o, &e, &err)) ||
+    if ((rc = zt_ckpt_resolve(ckpt, commit, sizeof commit, &err)) || (rc = zt_ckpt_read_model(commit, &spec, &err)) ||
+        (rc = zt_model_spec_create(&spec, &m, &err)) || (rc = zt_engine_create(m, &o, &e, &err)) ||
         (rc = zt_ckpt_load(e, commit, &meta, &err)) ||
         (rc = zt_safetensors_export(e, out, !strcmp(dtype, "bf16"), &err)))
         goto done;

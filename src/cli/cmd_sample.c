@@ -59,15 +59,15 @@ int zt_cmd_sample(int argc, char **argv) {
         zt_error_set(&err, ZT_ERR_USAGE, "sample: --tokens must be >= 1 and --temperature >= 0");
         return zt_cli_fail(&err);
     }
-    zt_gpt2_config cfg;
+    zt_model_spec spec;
     zt_model *model = NULL;
     zt_engine *e = NULL;
     zt_bpe *bpe = NULL;
     char enc[1024], voc[1024];
     int rc;
-    if ((rc = zt_weights_read_config(path, &cfg, &err))) goto out;
-    if (context <= 0 || context > cfg.max_seq_len) context = cfg.max_seq_len < 256 ? cfg.max_seq_len : 256;
-    if ((rc = zt_gpt2_create(&cfg, &model, &err))) goto out;
+    if ((rc = zt_weights_read_config(path, &spec, &err)) || (rc = zt_model_spec_create(&spec, &model, &err)))
+        goto out;
+    if (context <= 0 || context > model->max_seq_len) context = model->max_seq_len < 256 ? model->max_seq_len : 256;
     /* inference only: SGD without momentum allocates no optimizer state */
     zt_engine_options eo = {.B = 1, .T = context};
     zt_optimizer_config_default(&eo.optim);

@@ -77,6 +77,8 @@ int zt_cfg_parse_value(zt_train_config *c, const key_def *k, const char *s, size
                        char *why, size_t cap);
 /* Range check of the value in c (structs built by hand); reason into why. */
 int zt_cfg_check_field(const zt_train_config *c, const key_def *k, char *why, size_t cap);
+/* The model.* fields a preset sets (a GPT-2 preset: what GPT-2 is in the llama-only fields). */
+void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out);
 /* Sets every model.* key from the preset in c->model_preset, with source "model.preset X". */
 void zt_cfg_apply_preset_sources(zt_train_config *c);
 

@@ -46,6 +46,8 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
                                         {"selective", ZT_CFG_RECOMPUTE_SELECTIVE},
                                         {NULL, 0}};
 
+static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
+
 #define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
 #define K_INT(k, f, lo, hi, d, h, r) {k, KT_INT, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
 #define K_I64(k, f, lo, hi, d, h, r) {k, KT_INT64, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
@@ -58,8 +60,11 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
 /* Order: model.preset first (defaults apply it before anything else), then by section. */
 const key_def zt_cfg_keys[] = {
     {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
-     "GPT-2 shape to start from: tiny, gpt2-124M (alias gpt2), gpt2-350M, gpt2-774M, gpt2-1558M",
-     NULL},
+     "model to start from (sets model.arch and every model.* key): GPT-2 tiny, gpt2-124M (alias "
+     "gpt2), gpt2-350M, gpt2-774M, gpt2-1558M; Llama llama-tiny, llama-7b, llama-13b, llama-70b, "
+     "llama3-8b, llama3-70b, mistral-7b (docs/models.md)", NULL},
+    K_ENUM("model.arch", model_arch, ARCHS, NULL,
+           "architecture: gpt2 or llama (docs/models.md); from model.preset unless set"),
     K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
     K_INT("model.n_head", model.n_head, 1, 1024, NULL, "attention heads (NH)",
           "divides model.n_embd"),
@@ -68,6 +73,25 @@ const key_def zt_cfg_keys[] = {
           "vocabulary (V); every token id in the data must be below it", NULL),
     K_INT("model.max_seq_len", model.max_seq_len, 1, 1048576, NULL,
           "positions (rows of wpe); bounds training.seq_len", NULL),
+    K_INT("model.n_kv_head", model.n_kv_head, 1, 1024, NULL,
+          "llama: key/value heads of grouped-query attention (NKV); n_head: none", "divides model.n_head"),
+    K_INT("model.intermediate_size", model.intermediate_size, 1, 1048576, NULL,
+          "llama: width of the SwiGLU MLP (gate/up/down)", NULL),
+    K_FLT("model.rope_theta", model.rope_theta, 1.0, 1e9, F_OPEN_LO, NULL,
+          "llama: rotary embedding base (10000 Llama 2, 500000 Llama 3)", NULL),
+    K_FLT("model.rms_norm_eps", model.rms_norm_eps, 0.0, 1.0, F_OPEN_LO, NULL,
+          "llama: epsilon of the RMSNorms", NULL),
+    K_FLT("model.rope_scaling.factor", model.rope_scaling.factor, 0.0, 1024.0, 0, NULL,
+          "llama: Llama 3's rope scaling (transformers' rope_type llama3) factor; 0: none", NULL),
+    K_FLT("model.rope_scaling.low_freq_factor", model.rope_scaling.low_freq_factor, 0.0, 1024.0, 0, NULL,
+          "llama: rope scaling low_freq_factor (1 for Llama 3.1)", NULL),
+    K_FLT("model.rope_scaling.high_freq_factor", model.rope_scaling.high_freq_factor, 0.0, 1024.0, 0,
+          NULL, "llama: rope scaling high_freq_factor (4 for Llama 3.1)", "> low_freq_factor"),
+    K_INT("model.rope_scaling.original_max_position_embeddings",
+          model.rope_scaling.original_max_position_embeddings, 0, 16777216, NULL,
+          "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
+    K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
+           "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
@@ -210,8 +234,22 @@ const char *const zt_cfg_sections[] = {"model",    "data",      "training", "opt
                                        "precision", "memory",   "checkpoint"};
 const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
 
-/* Presets zt_gpt2_preset knows (for messages only: zt_gpt2_preset decides). */
-#define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M"
+/* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */
+#define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny, llama-7b, " \
+                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
+
+void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
+    if (m->arch == ZT_ARCH_LLAMA) {
+        *out = m->llama;
+        return;
+    }
+    /* GPT-2 in the llama fields: ungrouped heads, a 4C MLP, tied embeddings */
+    const zt_gpt2_config *g = &m->gpt2;
+    *out = (zt_llama_config){.max_seq_len = g->max_seq_len, .vocab_size = g->vocab_size, .n_layer = g->n_layer,
+                             .n_head = g->n_head, .n_embd = g->n_embd, .n_kv_head = g->n_head,
+                             .intermediate_size = 4 * g->n_embd, .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
+                             .tie_embeddings = true};
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Public lookups. */
@@ -552,16 +590,17 @@ int zt_cfg_parse_value(zt_train_config *c, const key_def *k, const char *s, size
         break;
     }
     case KT_PRESET: {
-        zt_gpt2_config m;
+        zt_model_spec m;
         zt_error perr = {0};
         if (text_is_null(s, len, quoted) || len >= k->size ||
-            zt_gpt2_preset(s, &m, &perr) != ZT_OK) {
+            zt_model_preset(s, &m, &perr) != ZT_OK) {
             snprintf(why, cap, "unknown preset \"%s\" (allowed: %s)", got, PRESET_NAMES);
             return -1;
         }
         memset(dst, 0, k->size);
         memcpy(dst, s, len);
-        c->model = m;
+        c->model_arch = m.arch;
+        zt_cfg_preset_model(&m, &c->model);
         break;
     }
     }

@@ -125,19 +125,13 @@ static void apply_preset_first(cfg_ctx *x, native_state *st, yaml_document_t *do
     }
 }
 
-static void walk_section(cfg_ctx *x, native_state *st, yaml_document_t *doc, int s,
-                         yaml_node_t *v) {
+/* The keys of one mapping under section s; prefix ("" or "rope_scaling.") is put before each leaf,
+ * so that a nested mapping (model: {rope_scaling: {factor: 8}}) reads as the dotted leaves
+ * (model.rope_scaling.factor) the key table has. One level of nesting. */
+static void walk_pairs(cfg_ctx *x, native_state *st, yaml_document_t *doc, int s, yaml_node_t *v,
+                       const char *prefix) {
     where w;
-    char names[640];
     int preset_ki = zt_cfg_key_index("model.preset");
-    if (is_null_scalar(v)) return; /* "eval:" with nothing under it */
-    if (v->type != YAML_MAPPING_NODE) {
-        at(&w, st->name, v);
-        zt_cfg_list_keys(names, sizeof names, s);
-        zt_cfg_error(x, "%s: %s: expected a mapping of %s keys (%s), got %s", w.text,
-                     zt_cfg_sections[s], zt_cfg_sections[s], names, node_kind(v));
-        return;
-    }
     for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
         yaml_node_t *kk = yaml_document_get_node(doc, q->key);
         yaml_node_t *vv = yaml_document_get_node(doc, q->value);
@@ -151,9 +145,25 @@ static void walk_section(cfg_ctx *x, native_state *st, yaml_document_t *doc, int
                          node_kind(kk));
             continue;
         }
-        const char *ks = (const char *)kk->data.scalar.value;
-        size_t kl = kk->data.scalar.length;
-        int ki = strlen(ks) == kl ? zt_cfg_find_key(s, ks, kl) : -1;
+        char leaf[160];
+        const char *raw = (const char *)kk->data.scalar.value;
+        size_t rl = kk->data.scalar.length;
+        int n = strlen(raw) == rl ? snprintf(leaf, sizeof leaf, "%s%s", prefix, raw) : -1;
+        const char *ks = n > 0 && (size_t)n < sizeof leaf ? leaf : raw;
+        size_t kl = ks == leaf ? (size_t)n : rl;
+        int ki = ks == leaf ? zt_cfg_find_key(s, ks, kl) : -1;
+        if (ki < 0 && !prefix[0] && ks == leaf && vv->type == YAML_MAPPING_NODE && kl + 2 < sizeof leaf) {
+            char sub[162], full[200];
+            snprintf(sub, sizeof sub, "%s.", leaf);
+            snprintf(full, sizeof full, "%s.%s", zt_cfg_sections[s], sub);
+            for (int k = 0; k < zt_cfg_n_keys; k++) /* a prefix of some key: read its mapping */
+                if (!strncmp(zt_cfg_keys[k].key, full, strlen(full))) {
+                    walk_pairs(x, st, doc, s, vv, sub);
+                    ki = -2;
+                    break;
+                }
+            if (ki == -2) continue;
+        }
         if (ki < 0) {
             unknown_key(x, w.text, s, ks, kl);
             continue;
@@ -169,6 +179,21 @@ static void walk_section(cfg_ctx *x, native_state *st, yaml_document_t *doc, int
         if (ki == preset_ki && vv->type == YAML_SCALAR_NODE) continue; /* applied first */
         apply_node(x, st, ki, vv);
     }
+}
+
+static void walk_section(cfg_ctx *x, native_state *st, yaml_document_t *doc, int s,
+                         yaml_node_t *v) {
+    where w;
+    char names[640];
+    if (is_null_scalar(v)) return; /* "eval:" with nothing under it */
+    if (v->type != YAML_MAPPING_NODE) {
+        at(&w, st->name, v);
+        zt_cfg_list_keys(names, sizeof names, s);
+        zt_cfg_error(x, "%s: %s: expected a mapping of %s keys (%s), got %s", w.text,
+                     zt_cfg_sections[s], zt_cfg_sections[s], names, node_kind(v));
+        return;
+    }
+    walk_pairs(x, st, doc, s, v, "");
 }
 
 static void walk(cfg_ctx *x, native_state *st, yaml_document_t *doc) {

@@ -153,14 +153,15 @@ int zt_cfg_apply(cfg_ctx *x, int ki, const char *val, size_t len, bool quoted,
     const key_def *k = &zt_cfg_keys[ki];
     char why[512], before[VAL_MAX], after[VAL_MAX];
     unsigned char saved[ZT_PATH_MAX];
-    zt_gpt2_config saved_model = c->model;
+    zt_llama_config saved_model = c->model;
+    zt_arch saved_arch = c->model_arch;
     size_t sz = k->size < sizeof saved ? k->size : sizeof saved;
     memcpy(saved, (char *)c + k->offset, sz);
     zt_cfg_format(c, k, before, sizeof before);
     const char *lp = loc && loc[0] ? loc : NULL;
     if (zt_cfg_parse_value(c, k, val, len, quoted, why, sizeof why) != 0) {
         memcpy((char *)c + k->offset, saved, sz);
-        c->model = saved_model;
+        c->model = saved_model, c->model_arch = saved_arch;
         x->bad[ki] = true;
         if (label && strcmp(label, k->key) != 0)
             zt_cfg_error(x, "%s%s%s (-> %s): %s", lp ? lp : "", lp ? ": " : "", label, k->key, why);
@@ -173,7 +174,7 @@ int zt_cfg_apply(cfg_ctx *x, int ki, const char *val, size_t len, bool quoted,
         zt_cfg_format(c, k, after, sizeof after);
         if (strcmp(before, after) != 0) {
             memcpy((char *)c + k->offset, saved, sz);
-            c->model = saved_model;
+            c->model = saved_model, c->model_arch = saved_arch;
             x->bad[ki] = true;
             zt_cfg_error(x, "%s%s%s: %s %s contradicts %s from %s", lp ? lp : "", lp ? ": " : "",
                          label ? label : k->key, k->key, after, before, s->text);
@@ -236,6 +237,15 @@ void zt_train_config_default(zt_train_config *c) {
     snprintf(c->dialect, sizeof c->dialect, "native");
 }
 
+void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
+    memset(out, 0, sizeof *out);
+    out->arch = c->model_arch;
+    out->llama = c->model;
+    out->gpt2 = (zt_gpt2_config){.max_seq_len = c->model.max_seq_len, .vocab_size = c->model.vocab_size,
+                                 .n_layer = c->model.n_layer, .n_head = c->model.n_head,
+                                 .n_embd = c->model.n_embd};
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Checks. */
 
@@ -274,6 +284,56 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         w = LOC("model.n_head", "model.n_embd");
         zt_cfg_error(x, "%s%smodel.n_head: %d does not divide model.n_embd (%d)", PFX(w),
                      c->model.n_head, c->model.n_embd);
+    }
+    if (c->model_arch == ZT_ARCH_LLAMA) {
+        if (!bad(x, "model.n_kv_head") && !bad(x, "model.n_head") && c->model.n_kv_head > 0 &&
+            c->model.n_head % c->model.n_kv_head != 0) {
+            w = LOC("model.n_kv_head", "model.n_head");
+            zt_cfg_error(x, "%s%smodel.n_kv_head: %d does not divide model.n_head (%d)", PFX(w),
+                         c->model.n_kv_head, c->model.n_head);
+        }
+        if (c->model.n_head > 0 && c->model.n_embd % c->model.n_head == 0 &&
+            (c->model.n_embd / c->model.n_head) % 2 != 0) {
+            w = LOC("model.n_embd", "model.n_head");
+            zt_cfg_error(x, "%s%smodel.n_embd: the head size %d (n_embd / n_head) must be even for the rotary "
+                         "embedding", PFX(w), c->model.n_embd / c->model.n_head);
+        }
+        const zt_rope_scaling *r = &c->model.rope_scaling;
+        if (r->factor > 0.0f && (!(r->low_freq_factor > 0.0f) || !(r->high_freq_factor > r->low_freq_factor) ||
+                                 r->original_max_position_embeddings < 1)) {
+            w = LOC("model.rope_scaling.factor", "model.preset");
+            zt_cfg_error(x, "%s%smodel.rope_scaling.factor: %g needs 0 < low_freq_factor (%g) < high_freq_factor "
+                         "(%g) and original_max_position_embeddings >= 1 (%d)", PFX(w), (double)r->factor,
+                         (double)r->low_freq_factor, (double)r->high_freq_factor,
+                         r->original_max_position_embeddings);
+        }
+    } else {
+        /* keys GPT-2 has no use for: set by hand to another value than the preset's (a printed
+         * configuration repeats those), they would be silently ignored */
+        static const char *const llama_only[] = {
+            "model.n_kv_head", "model.intermediate_size", "model.rope_theta", "model.rms_norm_eps",
+            "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+            "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings"};
+        zt_model_spec ps;
+        zt_error ignore;
+        zt_train_config preset = *c;
+        if (zt_model_preset(c->model_preset, &ps, &ignore) == ZT_OK) zt_cfg_preset_model(&ps, &preset.model);
+        for (size_t i = 0; i < sizeof llama_only / sizeof *llama_only; i++) {
+            int ki = zt_cfg_key_index(llama_only[i]);
+            char now[64], was[64];
+            if (ki < 0 || x->bad[ki] || c->source[ki].origin < ZT_ORIGIN_FILE) continue;
+            zt_cfg_format(c, &zt_cfg_keys[ki], now, sizeof now);
+            zt_cfg_format(&preset, &zt_cfg_keys[ki], was, sizeof was);
+            if (strcmp(now, was) != 0) {
+                w = LOC(llama_only[i], "model.arch");
+                zt_cfg_error(x, "%s%s%s: applies to model.arch llama; this model is gpt2 (model.preset %s)",
+                             PFX(w), llama_only[i], c->model_preset);
+            }
+        }
+        if (!c->model.tie_embeddings) {
+            w = LOC("model.tie_embeddings", "model.arch");
+            zt_cfg_error(x, "%s%smodel.tie_embeddings: GPT-2's LM head is always tied to wte", PFX(w));
+        }
     }
     if (!bad(x, "training.seq_len") && !bad(x, "model.max_seq_len") &&
         c->seq_len > c->model.max_seq_len) {

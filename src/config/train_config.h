@@ -84,9 +84,14 @@ typedef enum zt_cfg_recompute {
 
 typedef struct zt_train_config {
     /* model: */
-    char model_preset[64];      /* model.preset: tiny | gpt2-124M | ... (default "tiny") */
-    zt_gpt2_config model;       /* resolved from the preset, then model.{n_layer,n_head,n_embd,
-                                   vocab_size,max_seq_len} override single fields */
+    char model_preset[64];      /* model.preset: tiny | gpt2-124M | llama-tiny | ... (default "tiny") */
+    zt_arch model_arch;         /* model.arch: gpt2 | llama, from the preset unless set */
+    zt_llama_config model;      /* resolved from the preset, then single fields overridden:
+                                   model.{n_layer,n_head,n_embd,vocab_size,max_seq_len} (both
+                                   architectures; the first five fields are zt_gpt2_config's),
+                                   model.{n_kv_head,intermediate_size,rope_theta,rms_norm_eps,
+                                   rope_scaling.*,tie_embeddings} (llama only; a GPT-2 preset
+                                   fills them with what GPT-2 is: NKV = NH, 4C, tied) */
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */
@@ -194,6 +199,8 @@ int zt_train_config_set(zt_train_config *c, const char *assignment, zt_error *er
  * support table: a value this build does not honor ("precision.mode bf16 is not implemented in
  * this build yet (issue 6)") is an error here. All problems are reported together. */
 int zt_train_config_validate(const zt_train_config *c, zt_error *err);
+/* The model the configuration describes (model.arch and the model.* keys). */
+void zt_train_config_model(const zt_train_config *c, zt_model_spec *out);
 
 /* Resolves and checks what depends on the data-parallel world size, before any rank allocates:
  * a derived training.micro_batch_size or gradient_accumulation_steps (0: DeepSpeed's

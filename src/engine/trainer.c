@@ -166,7 +166,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
-    if ((rc = zt_gpt2_create(&cfg->model, &model, err))) goto done;
+    zt_model_spec spec;
+    zt_train_config_model(cfg, &spec);
+    if ((rc = zt_model_spec_create(&spec, &model, err))) goto done;
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
@@ -218,9 +220,13 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                                  ? model->recompute_flops_per_token(model, T, eo.activation_checkpointing) : 0;
     double hw_flops_per_token =
         zt_hfu_flops_per_token(flops_per_token, flops_per_token > 0 ? 3.0 * recompute_flops / flops_per_token : 0.0);
-    fprintf(out, "zerotrain %s | model gpt2 (%s) L=%d C=%d NH=%d V=%d | %.2fM parameters (%lld)\n",
-            ZT_VERSION, cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
-            cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6, (long long)zt_model_numel(model));
+    fprintf(out, "zerotrain %s | model %s (%s) L=%d C=%d NH=%d", ZT_VERSION, zt_arch_name(spec.arch),
+            cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head);
+    if (spec.arch == ZT_ARCH_LLAMA)
+        fprintf(out, " NKV=%d I=%d%s", cfg->model.n_kv_head, cfg->model.intermediate_size,
+                cfg->model.tie_embeddings ? " tied" : "");
+    fprintf(out, " V=%d | %.2fM parameters (%lld)\n", cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6,
+            (long long)zt_model_numel(model));
     fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
             "%d ranks = %lld tokens/step | %d threads per rank\n",
             cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,

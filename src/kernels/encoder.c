@@ -1,5 +1,6 @@
 /* encoder.c - token + position embedding: encoder_forward / encoder_backward (see kernels.h).
  *
+ * wpe may be NULL (Llama: token embedding only; dwpe NULL then too).
  * Forward is a row-parallel vector add (from fp32 tables, or bf16 ones widened exactly). Backward is a scatter-add by token id, so two rows with
  * the same token write the same dwte row: threads split the channels instead of the rows, and each
  * thread walks the rows in (b, t) order over its channel slice. Every dwte/dwpe element is thus a
@@ -27,7 +28,10 @@ void encoder_forward(float *out, const int32_t *inp, const float *wte, const flo
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
-        add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + (size_t)t * C, C);
+        if (wpe)
+            add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + (size_t)t * C, C);
+        else
+            memcpy(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, (size_t)C * sizeof(float));
     }
 }
 
@@ -36,10 +40,10 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
 {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const uint16_t *a = wte + (size_t)inp[bt] * C, *b = wpe + (size_t)(bt % T) * C;
+        const uint16_t *a = wte + (size_t)inp[bt] * C, *b = wpe ? wpe + (size_t)(bt % T) * C : NULL;
         float *dst = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) {
-            uint32_t ua = (uint32_t)a[c] << 16, ub = (uint32_t)b[c] << 16;
+            uint32_t ua = (uint32_t)a[c] << 16, ub = b ? (uint32_t)b[c] << 16 : 0; /* +0: exact */
             float fa, fb;
             memcpy(&fa, &ua, sizeof fa);
             memcpy(&fb, &ub, sizeof fb);
@@ -60,9 +64,9 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t
             for (int bt = 0; bt < B * T; bt++) {
                 const float *d = dout + (size_t)bt * C + c0;
                 float *we = dwte + (size_t)inp[bt] * C + c0;
-                float *pe = dwpe + (size_t)(bt % T) * C + c0;
+                float *pe = dwpe ? dwpe + (size_t)(bt % T) * C + c0 : NULL;
                 add_row(we, we, d, n);
-                add_row(pe, pe, d, n);
+                if (dwpe) add_row(pe, pe, d, n);
             }
         }
     }

@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 /* ---- encoder.c: token + position embedding ------------------------------------------------- */
-/* out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T), wte (V,C), wpe (maxT,C). */
+/* out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T), wte (V,C), wpe (maxT,C), or NULL: no
+ * position table (Llama's token embedding; dwpe NULL in backward then). */
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
                      int T, int C);
 /* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C). Deterministic:
@@ -114,6 +115,45 @@ size_t attention_scratch_floats(int B, int T, int C, int NH);
 /* dqkv (B,T,3C) = d loss / d qkv (assigned). scratch: attention_scratch_floats(B,T,C,NH). */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
+
+/* Grouped-query attention on separate q (B,T,NH*hs) with row stride sq and k, v (B,T,NKV*hs) with
+ * row stride skv; NKV divides NH, query head h reads KV head h / (NH/NKV). out (B,T,NH*hs) (or
+ * NULL: att only), att (B,NH,T,T) as attention_forward. attention_forward is this with NKV = NH,
+ * q/k/v = qkv + 0/C/2C, sq = skv = 3C. */
+void attention_gqa_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                           int B, int T, int NH, int NKV, int hs, int sq, int skv);
+/* Scratch of attention_gqa_backward: min(omp_get_max_threads(), B*NKV) * T * T floats. */
+size_t attention_gqa_scratch_floats(int B, int T, int NKV);
+/* dq (stride sq), dk, dv (stride skv) = d loss / d q, k, v (assigned; dk and dv are sums over
+ * the NH/NKV query heads that share them). */
+void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                            const float *q, const float *k, const float *v, const float *att, int B,
+                            int T, int NH, int NKV, int hs, int sq, int skv);
+
+/* ---- rmsnorm.c: root-mean-square norm (Llama) ------------------------------------------------ */
+/* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
+                     int N, int C);
+/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight (C) +=. */
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                      const float *weight, const float *rstd, int N, int C);
+
+/* ---- rope.c: rotary position embedding (Llama, rotate_half layout) --------------------------- */
+/* inv_freq (hs/2) = theta^(-2i/hs); factor > 0 applies Llama 3's scaling (low/high_freq_factor,
+ * original_max_pos; transformers' _compute_llama3_parameters); factor <= 0: none. */
+void rope_inv_freq(float *inv_freq, int hs, double theta, double factor, double low_freq_factor,
+                   double high_freq_factor, int original_max_pos);
+/* x (B,T,nh,hs) rotated in place by position t; hs even. */
+void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs);
+/* dx (B,T,nh,hs): the gradient through rope_forward, in place (the inverse rotation). */
+void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs);
+
+/* ---- swiglu.c: Llama's gated MLP activation ------------------------------------------------- */
+/* out (n) = silu(gate) * up. out may alias neither input. */
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+/* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (assigned). dgate may be dout. */
+void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                     size_t n);
 
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);

@@ -29,6 +29,7 @@
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
+#include "model/layers.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,72 +64,14 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Linear layers. Under bf16/fp16 compute (a->lp_kind) they multiply by the engine's compute copy
- * of the weight (zt_unit_args.params_lp), and their input is saved as the rounded operand: forward
- * computes the fp32 input into scratch (linear_input) and the Linear rounds it into the saved
- * slot; backward multiplies by that slot as it is. Under fp32 the slot is the fp32 input itself. */
-
-/* floats of a buffer of n fp32 elements in a saved buffer, padded to 64 bytes */
-static size_t fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
-
-/* ZT_ERR_INTERNAL unless every listed Linear weight has a compute copy under lp compute */
-static int check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err) {
-    if (!a->lp_kind) return ZT_OK;
-    for (int i = 0; i < n; i++)
-        if (!a->params_lp || !a->params_lp[weights[i]])
-            return zt_error_set(err, ZT_ERR_INTERNAL, "%s: compute (lp_kind %d) without a compute copy of "
-                                "parameter %d (zt_unit_args.params_lp)", u->name, a->lp_kind, weights[i]);
-    return ZT_OK;
-}
-
-/* Where forward writes the fp32 input of a Linear that saves it in slot: the slot itself under
- * fp32 compute, else tmp (scratch), from which linear_forward rounds it into the slot. */
-static float *linear_input(const zt_unit_args *a, void *slot, float *tmp) {
-    return a->lp_kind ? tmp : slot;
-}
-
-/* out = inp·W_kᵀ + bias; inp is linear_input(a, slot, ...) */
-static void linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
-                           const float *bias, int N, int C, int OC) {
-    if (a->lp_kind)
-        matmul_forward_lp(out, slot, inp, a->params_lp[k], bias, N, C, OC, (zt_lp_kind)a->lp_kind);
-    else
-        matmul_forward(out, inp, a->params[k], bias, N, C, OC);
-}
-
-/* slot: the Linear's saved input, as linear_forward left it */
-static void linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const void *slot, int N, int C, int OC) {
-    if (a->lp_kind)
-        matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, false,
-                           (zt_lp_kind)a->lp_kind, a->staging);
-    else
-        matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, false);
-}
-
-/* ---------------------------------------------------------------------------------------------
  * embedding unit: params wte (V,C), wpe (maxT,C) */
 static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
 static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
 
+/* under low-precision compute the tables are read as their compute copy (emb_reads_lp) */
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T;
-    /* under low-precision compute the tables are read as their compute copy (emb_reads_lp), as
-     * FSDP's and DeepSpeed's bf16 modules do: bf16 rows widened in the lookup, or fp32 arrays of
-     * fp16 values */
-    if (a->lp_kind && a->params_lp && a->params_lp[0] && a->params_lp[1]) {
-        if (a->lp_kind == ZT_LP_BF16)
-            encoder_forward_bf16(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
-        else
-            encoder_forward(a->out, a->batch->inputs, a->params_lp[0], a->params_lp[1], B, T, c->n_embd);
-        return ZT_OK;
-    }
-    if (!a->params[0] || !a->params[1])
-        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
-                            "(lp_kind %d)", u->name, a->lp_kind);
-    encoder_forward(a->out, a->batch->inputs, a->params[0], a->params[1], B, T, c->n_embd);
-    return ZT_OK;
+    return zt_embedding_forward(u, a, 0, 1, c->n_embd, err);
 }
 
 /* wte and wpe: read through their compute copy under low-precision compute (zt_unit_ops.reads_lp) */
@@ -168,21 +111,14 @@ static size_t block_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, c
                            block_saved *s, size_t *kept) {
     size_t N = (size_t)B * T, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
     size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
-    size_t sizes[] = {in_C, fp32_floats(N), fp32_floats(N), fp32_floats(N * 3 * C), in_C,
-                      fp32_floats(N * C), in_C, fp32_floats(N), fp32_floats(N), fp32_floats(N * 4 * C),
-                      fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * 4 * C)};
+    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 3 * C), in_C,
+                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 4 * C),
+                      zt_fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * 4 * C)};
     void *ptrs[sizeof sizes / sizeof *sizes];
-    size_t off = 0, k = 0;
-    for (size_t i = 0; i < BLOCK_KEPT_BUFFERS; i++) k += sizes[i];
-    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        ptrs[i] = !a ? NULL : i < BLOCK_KEPT_BUFFERS ? a->saved + off : rest + (off - k);
-        off += sizes[i];
-    }
+    size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.ln1 = ptrs[0], .ln1_mean = ptrs[1], .ln1_rstd = ptrs[2], .qkv = ptrs[3],
                        .atty = ptrs[4], .res2 = ptrs[5], .ln2 = ptrs[6], .ln2_mean = ptrs[7],
                        .ln2_rstd = ptrs[8], .fch = ptrs[9], .att = ptrs[10], .fch_gelu = ptrs[11]};
-    if (kept) *kept = k;
     return off;
 }
 
@@ -212,26 +148,26 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     const zt_gpt2_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     float *const *p = a->params;
-    int rc = check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
     if (rc) return rc;
     block_saved s;
     block_layout(c, B, T, a->lp_kind, a, &s, NULL);
     float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,4C) */
     float *x;
 
-    x = linear_input(a, s.ln1, tmp);
+    x = zt_linear_input(a, s.ln1, tmp);
     layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    linear_forward(a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
-    x = linear_input(a, s.atty, tmp);
+    zt_linear_forward(a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
+    x = zt_linear_input(a, s.atty, tmp);
     attention_forward(x, s.att, s.qkv, B, T, C, c->n_head);
-    linear_forward(a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
+    zt_linear_forward(a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    x = linear_input(a, s.ln2, tmp);
+    x = zt_linear_input(a, s.ln2, tmp);
     layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    linear_forward(a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
-    x = linear_input(a, s.fch_gelu, tmp);
+    zt_linear_forward(a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
+    x = zt_linear_input(a, s.fch_gelu, tmp);
     gelu_forward(x, s.fch, (size_t)N * 4 * C);
-    linear_forward(a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
+    zt_linear_forward(a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
@@ -241,7 +177,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
-    int rc = check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
     if (rc) return rc;
     block_saved s;
     block_layout(c, B, T, a->lp_kind, a, &s, NULL);
@@ -251,16 +187,16 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
-    linear_backward(a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C);
+    zt_linear_backward(a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C, false);
     gelu_backward(big2, s.fch, big1, (size_t)N * 4 * C);
-    linear_backward(a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C);
+    zt_linear_backward(a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C, false);
     layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
                        N, C);
     /* attention: res2 = x + atty·Woᵀ + b */
-    linear_backward(a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C);
+    zt_linear_backward(a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C, false);
     float *dqkv = big1; /* (N,3C) fits in (N,4C) */
     attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, C, c->n_head);
-    linear_backward(a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C);
+    zt_linear_backward(a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C, false);
     layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
                        N, C);
     return ZT_OK;
@@ -286,7 +222,7 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
     block_saved s;
     block_layout(c, B, T, a->lp_kind, a, &s, NULL);
     attention_forward(NULL, s.att, s.qkv, B, T, C, c->n_head);
-    float *x = linear_input(a, s.fch_gelu, a->scratch);
+    float *x = zt_linear_input(a, s.fch_gelu, a->scratch);
     gelu_forward(x, s.fch, (size_t)N * 4 * C);
     if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * 4 * C);
     return ZT_OK;
@@ -312,11 +248,11 @@ typedef struct head_saved {
 
 static size_t head_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
     size_t N = (size_t)B * T;
-    size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = fp32_floats(N);
+    size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
                                .probs = saved + lnf + 2 * stat};
-    return lnf + 2 * stat + fp32_floats(N * c->vocab_size);
+    return lnf + 2 * stat + zt_fp32_floats(N * c->vocab_size);
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
@@ -336,43 +272,24 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     const zt_gpt2_config *c = u->model_cfg;
     const zt_batch *bt = a->batch;
     int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
-    int rc = check_lp_weights(u, a, HEAD_LINEARS, 1, err);
+    int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
     if (rc) return rc;
     head_saved s;
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = linear_input(a, s.lnf, a->scratch);
+    float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
     layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
-    linear_forward(a, 2, logits, s.lnf, x, NULL, N, C, V);
-    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
-        for (int b = 0; b < B; b++)
-            memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
-                   (size_t)V * sizeof(float));
-    if (bt->targets) {
-        for (int i = 0; i < N; i++)
-            if (bt->targets[i] < 0 || bt->targets[i] >= V)
-                return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
-                                    "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
-        softmax_xent_forward(a->out, logits, bt->targets, N, V);
-    } else {
-        memset(a->out, 0, (size_t)N * sizeof *a->out);
-    }
-    return ZT_OK;
+    zt_linear_forward(a, 2, logits, s.lnf, x, NULL, N, C, V);
+    return zt_head_loss_forward(u, a, logits, V, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    const zt_batch *bt = a->batch;
-    int B = bt->B, T = bt->T, C = c->n_embd, V = c->vocab_size, N = B * T;
-    if (!bt->targets)
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
-    int rc = check_lp_weights(u, a, HEAD_LINEARS, 1, err);
-    if (rc) return rc;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
-    softmax_xent_backward(s.probs, bt->targets, a->dout, N, V);
-    linear_backward(a, 2, dlnf, a->grads[2], NULL, s.probs, s.lnf, N, C, V);
-    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    int rc = zt_head_loss_backward(u, a, 2, s.probs, s.lnf, dlnf, C, V, err);
+    if (rc) return rc;
     layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], s.mean, s.rstd, N, C);
     return ZT_OK;
 }

@@ -1,0 +1,104 @@
+/* rmsnorm.c - root-mean-square normalization over the last dimension (Llama's LlamaRMSNorm):
+ * rmsnorm_forward / rmsnorm_backward (see kernels.h).
+ *
+ * Forward, per row (rows split statically over threads): ms = mean(x²) in fp32 with 16 lane-wise
+ * partial sums, rstd = 1/sqrt(ms + eps), out = (x·rstd)·w (the order of transformers' fp32 path:
+ * normalize, then scale by the weight).
+ *
+ * Backward, with n = x·rstd: dx = rstd·(w·dy - n·mean(w·dy·n)), accumulated (+=) into dinp (the
+ * residual stream's gradient, as layernorm_backward); dw += Σ_rows dy·n. As in layernorm.c the
+ * rows are split over threads for dinp and the channels for dweight, each channel summing its rows
+ * in order, so the bits never depend on the thread count.
+ */
+#include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
+                     int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        const float *x = inp + (size_t)r * C;
+        float *o = out + (size_t)r * C;
+        int i;
+        zt_vf acc = zt_vzero();
+        for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
+            zt_vf v = zt_vload(x + i);
+            acc = zt_vfmadd(v, v, acc);
+        }
+        if (i < C) {
+            zt_vf v = zt_vloadn(x + i, C - i, 0.0f);
+            acc = zt_vfmadd(v, v, acc);
+        }
+        float s = 1.0f / sqrtf(zt_vhsum(acc) / (float)C + eps);
+        zt_vf vs = zt_vset1(s);
+        for (i = 0; i + ZT_VL <= C; i += ZT_VL)
+            zt_vstore(o + i, zt_vmul(zt_vmul(zt_vload(x + i), vs), zt_vload(weight + i)));
+        if (i < C)
+            zt_vstoren(o + i, zt_vmul(zt_vmul(zt_vloadn(x + i, C - i, 0.0f), vs),
+                                      zt_vloadn(weight + i, C - i, 0.0f)), C - i);
+        rstd[r] = s;
+    }
+}
+
+/* dx += rstd (w dy - n mean(w dy n)) for one row, n = x rstd */
+static void rmsnorm_backward_row(float *dx, const float *dy, const float *x, const float *w, float s,
+                                 int C)
+{
+    zt_vf vs = zt_vset1(s), acc = zt_vzero();
+    int i;
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL)
+        acc = zt_vfmadd(zt_vmul(zt_vload(w + i), zt_vload(dy + i)), zt_vmul(zt_vload(x + i), vs), acc);
+    if (i < C) {
+        int n = C - i;
+        acc = zt_vfmadd(zt_vmul(zt_vloadn(w + i, n, 0.0f), zt_vloadn(dy + i, n, 0.0f)),
+                        zt_vmul(zt_vloadn(x + i, n, 0.0f), vs), acc);
+    }
+    zt_vf dnmean = zt_vset1(zt_vhsum(acc) / (float)C);
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
+        zt_vf nrm = zt_vmul(zt_vload(x + i), vs);
+        zt_vf v = zt_vfnmadd(nrm, dnmean, zt_vmul(zt_vload(w + i), zt_vload(dy + i)));
+        zt_vstore(dx + i, zt_vfmadd(v, vs, zt_vload(dx + i)));
+    }
+    if (i < C) {
+        int n = C - i;
+        zt_vf nrm = zt_vmul(zt_vloadn(x + i, n, 0.0f), vs);
+        zt_vf v = zt_vfnmadd(nrm, dnmean, zt_vmul(zt_vloadn(w + i, n, 0.0f), zt_vloadn(dy + i, n, 0.0f)));
+        zt_vstoren(dx + i, zt_vfmadd(v, vs, zt_vloadn(dx + i, n, 0.0f)), n);
+    }
+}
+
+/* dweight[c0..c0+n) += Σ_r x rstd dout over the rows in order; n <= ZT_VL */
+static void rmsnorm_backward_weight(float *dw, const float *dout, const float *inp, const float *rstd,
+                                    int N, int C, int c0, int n)
+{
+    zt_vf aw = zt_vzero();
+    for (int r = 0; r < N; r++) {
+        const float *x = inp + (size_t)r * C + c0, *dy = dout + (size_t)r * C + c0;
+        zt_vf xv = n == ZT_VL ? zt_vload(x) : zt_vloadn(x, n, 0.0f);
+        zt_vf d = n == ZT_VL ? zt_vload(dy) : zt_vloadn(dy, n, 0.0f);
+        aw = zt_vfmadd(zt_vmul(xv, zt_vset1(rstd[r])), d, aw);
+    }
+    if (n == ZT_VL)
+        zt_vstore(dw + c0, zt_vadd(zt_vload(dw + c0), aw));
+    else
+        zt_vstoren(dw + c0, zt_vadd(zt_vloadn(dw + c0, n, 0.0f), aw), n);
+}
+
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                      const float *weight, const float *rstd, int N, int C)
+{
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+        for (int r = 0; r < N; r++)
+            rmsnorm_backward_row(dinp + (size_t)r * C, dout + (size_t)r * C, inp + (size_t)r * C,
+                                 weight, rstd[r], C);
+        int nblocks = (C + ZT_VL - 1) / ZT_VL;
+#pragma omp for schedule(static)
+        for (int blk = 0; blk < nblocks; blk++) {
+            int c0 = blk * ZT_VL, n = C - c0 < ZT_VL ? C - c0 : ZT_VL;
+            rmsnorm_backward_weight(dweight, dout, inp, rstd, N, C, c0, n);
+        }
+    }
+}

@@ -1,0 +1,75 @@
+/* rope.c - rotary position embedding (Su et al., RoFormer), as Llama applies it to the query and
+ * key heads: rope_inv_freq (with Llama 3's frequency scaling), rope_forward / rope_backward (see
+ * kernels.h).
+ *
+ * Layout: transformers' rotate_half convention. A head vector x (hs, hs even) is cut into halves
+ * x1 = x[0, hs/2), x2 = x[hs/2, hs); at position t, for i < hs/2 with angle a = t·inv_freq[i]:
+ *   forward   y1 = x1·cos a - x2·sin a,  y2 = x2·cos a + x1·sin a
+ *   backward  the transposed rotation: dx1 = dy1·cos a + dy2·sin a,  dx2 = dy2·cos a - dy1·sin a
+ * Both run in place. The angle is formed as transformers does in fp32 (float(t)·inv_freq[i]
+ * rounded to fp32), its cosine and sine in double rounded to fp32 (torch's fp32 cos/sin are within
+ * an ulp of that). Per (b, t) row the hs/2 cosines and sines are computed once and applied to every
+ * head; rows are split statically over threads (bits independent of the thread count).
+ *
+ * inv_freq[i] = theta^(-2i/hs), in double rounded to fp32. Llama 3's scaling (transformers'
+ * _compute_llama3_parameters), with wavelen = 2π/inv_freq, lo = old_ctx/low_freq_factor, hi =
+ * old_ctx/high_freq_factor: wavelen < hi keeps inv_freq; wavelen > lo divides it by factor; in
+ * between it blends, s = (old_ctx/wavelen - low_freq_factor)/(high_freq_factor - low_freq_factor),
+ * inv = (1-s)·inv/factor + s·inv.
+ */
+#include "kernels/kernels.h"
+
+#include <math.h>
+
+void rope_inv_freq(float *inv_freq, int hs, double theta, double factor, double low_freq_factor,
+                   double high_freq_factor, int original_max_pos)
+{
+    for (int i = 0; i < hs / 2; i++) {
+        double inv = (double)(float)(1.0 / pow(theta, (double)(2 * i) / (double)hs));
+        if (factor > 0) {
+            double old_ctx = original_max_pos, wavelen = 2.0 * M_PI / inv;
+            double lo_wavelen = old_ctx / low_freq_factor, hi_wavelen = old_ctx / high_freq_factor;
+            if (wavelen > lo_wavelen) {
+                inv = inv / factor;
+            } else if (!(wavelen < hi_wavelen)) {
+                double s = (old_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                inv = (1.0 - s) * inv / factor + s * inv;
+            }
+        }
+        inv_freq[i] = (float)inv;
+    }
+}
+
+/* rotates the nh heads (stride hs) of one row at position t by sign·angle */
+static void rope_row(float *x, const float *inv_freq, int t, int nh, int hs, float sign)
+{
+    int half = hs / 2;
+    float c[half], s[half];
+    for (int i = 0; i < half; i++) {
+        float a = (float)t * inv_freq[i];
+        c[i] = (float)cos((double)a);
+        s[i] = sign * (float)sin((double)a);
+    }
+    for (int h = 0; h < nh; h++) {
+        float *x1 = x + (size_t)h * hs, *x2 = x1 + half;
+        for (int i = 0; i < half; i++) {
+            float a = x1[i], b = x2[i];
+            x1[i] = a * c[i] - b * s[i];
+            x2[i] = b * c[i] + a * s[i];
+        }
+    }
+}
+
+void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++)
+        rope_row(x + (size_t)bt * nh * hs, inv_freq, bt % T, nh, hs, 1.0f);
+}
+
+void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++)
+        rope_row(dx + (size_t)bt * nh * hs, inv_freq, bt % T, nh, hs, -1.0f);
+}

@@ -1,0 +1,50 @@
+/* swiglu.c - the SwiGLU gate of Llama's MLP: swiglu_forward / swiglu_backward (see kernels.h).
+ *
+ *   forward   h = silu(g)·u,  silu(g) = g·σ(g)
+ *   backward  dg = dh·u·σ(g)·(1 + g·(1 - σ(g))),  du = dh·silu(g)
+ * Elementwise, split statically over threads: the bits never depend on the thread count. σ is
+ * vecmath.h's zt_vsigmoid (a few ulp).
+ */
+#include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+#pragma omp parallel
+    {
+        size_t i0, i1;
+        zt_split_range(n, ZT_VL, zt_thread_num(), zt_num_threads(), &i0, &i1);
+        size_t i = i0;
+        for (; i + ZT_VL <= i1; i += ZT_VL) {
+            zt_vf g = zt_vload(gate + i);
+            zt_vstore(out + i, zt_vmul(zt_vmul(g, zt_vsigmoid(g)), zt_vload(up + i)));
+        }
+        if (i < i1) {
+            int k = (int)(i1 - i);
+            zt_vf g = zt_vloadn(gate + i, k, 0.0f);
+            zt_vstoren(out + i, zt_vmul(zt_vmul(g, zt_vsigmoid(g)), zt_vloadn(up + i, k, 0.0f)), k);
+        }
+    }
+}
+
+/* dgate, dup (n) = (assigned); dgate may be dout (in place); dup must not alias gate or up */
+void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                     size_t n)
+{
+#pragma omp parallel
+    {
+        size_t i0, i1;
+        zt_split_range(n, ZT_VL, zt_thread_num(), zt_num_threads(), &i0, &i1);
+        zt_vf one = zt_vset1(1.0f);
+        for (size_t i = i0; i < i1; i += ZT_VL) {
+            int k = i1 - i < ZT_VL ? (int)(i1 - i) : ZT_VL;
+            zt_vf g = zt_vloadn(gate + i, k, 0.0f), u = zt_vloadn(up + i, k, 0.0f);
+            zt_vf d = zt_vloadn(dout + i, k, 0.0f), s = zt_vsigmoid(g);
+            zt_vf silu = zt_vmul(g, s);
+            /* silu'(g) = s (1 + g (1 - s)) */
+            zt_vf dsilu = zt_vmul(s, zt_vfmadd(g, zt_vsub(one, s), one));
+            zt_vstoren(dup + i, zt_vmul(d, silu), k);
+            zt_vstoren(dgate + i, zt_vmul(zt_vmul(d, u), dsilu), k);
+        }
+    }
+}

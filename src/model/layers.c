@@ -1,0 +1,100 @@
+/* layers.c - the pieces gpt2.c and llama.c share: the Linear layer under fp32 and low-precision
+ * compute (the weight's compute copy, the input saved as the rounded operand), the embedding
+ * lookup, the head's loss, and the saved-buffer layout. See layers.h for the contracts. */
+#include "model/layers.h"
+
+#include <string.h>
+
+size_t zt_fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
+
+int zt_check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err) {
+    if (!a->lp_kind) return ZT_OK;
+    for (int i = 0; i < n; i++)
+        if (!a->params_lp || !a->params_lp[weights[i]])
+            return zt_error_set(err, ZT_ERR_INTERNAL, "%s: compute (lp_kind %d) without a compute copy of "
+                                "parameter %d (zt_unit_args.params_lp)", u->name, a->lp_kind, weights[i]);
+    return ZT_OK;
+}
+
+float *zt_linear_input(const zt_unit_args *a, void *slot, float *tmp) {
+    return a->lp_kind ? tmp : slot;
+}
+
+void zt_linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+                       const float *bias, int N, int C, int OC) {
+    if (a->lp_kind)
+        matmul_forward_lp(out, slot, inp, a->params_lp[k], bias, N, C, OC, (zt_lp_kind)a->lp_kind);
+    else
+        matmul_forward(out, inp, a->params[k], bias, N, C, OC);
+}
+
+void zt_linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
+                        const float *dout, const void *slot, int N, int C, int OC, bool accumulate) {
+    if (a->lp_kind)
+        matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, accumulate,
+                           (zt_lp_kind)a->lp_kind, a->staging);
+    else
+        matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, accumulate);
+}
+
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err) {
+    const zt_batch *bt = a->batch;
+    int B = bt->B, T = bt->T, N = B * T;
+    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
+        for (int b = 0; b < B; b++)
+            memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
+                   (size_t)V * sizeof(float));
+    if (bt->targets) {
+        for (int i = 0; i < N; i++)
+            if (bt->targets[i] < 0 || bt->targets[i] >= V)
+                return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
+                                    "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
+        softmax_xent_forward(a->out, logits, bt->targets, N, V);
+    } else {
+        memset(a->out, 0, (size_t)N * sizeof *a->out);
+    }
+    return ZT_OK;
+}
+
+int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
+    int B = a->batch->B, T = a->batch->T;
+    const void *const *lp = a->params_lp;
+    if (a->lp_kind && lp && lp[k_wte] && (k_wpe < 0 || lp[k_wpe])) {
+        const void *wpe = k_wpe >= 0 ? lp[k_wpe] : NULL;
+        if (a->lp_kind == ZT_LP_BF16)
+            encoder_forward_bf16(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+        else
+            encoder_forward(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+        return ZT_OK;
+    }
+    if (!a->params[k_wte] || (k_wpe >= 0 && !a->params[k_wpe]))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
+                            "(lp_kind %d)", u->name, a->lp_kind);
+    encoder_forward(a->out, a->batch->inputs, a->params[k_wte], k_wpe >= 0 ? a->params[k_wpe] : NULL, B, T, C);
+    return ZT_OK;
+}
+
+int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
+                          float *dinp, int C, int V, zt_error *err) {
+    const zt_batch *bt = a->batch;
+    int N = bt->B * bt->T;
+    if (!bt->targets) return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
+    int rc = zt_check_lp_weights(u, a, &k, 1, err);
+    if (rc) return rc;
+    softmax_xent_backward(probs, bt->targets, a->dout, N, V);
+    zt_linear_backward(a, k, dinp, a->grads[k], NULL, probs, slot, N, C, V, false);
+    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    return ZT_OK;
+}
+
+size_t zt_saved_layout(const size_t *sizes, int n, int n_kept, const zt_unit_args *a, void **ptrs, size_t *kept) {
+    size_t off = 0, k = 0;
+    for (int i = 0; i < n_kept; i++) k += sizes[i];
+    float *rest = a ? zt_unit_saved_rest(a, k) : NULL;
+    for (int i = 0; i < n; i++) {
+        ptrs[i] = !a ? NULL : i < n_kept ? a->saved + off : rest + (off - k);
+        off += sizes[i];
+    }
+    if (kept) *kept = k;
+    return off;
+}

@@ -1,0 +1,54 @@
+/* layers.h - pieces the models share (src/model/layers.c): the Linear layer under fp32 and
+ * low-precision compute, and the loss tail of a head unit (logits -> per-token losses). Internal
+ * to src/model/. */
+#ifndef ZT_MODEL_LAYERS_H
+#define ZT_MODEL_LAYERS_H
+
+#include "zerotrain/zerotrain.h"
+#include "kernels/kernels.h"
+
+/* Linear layers. Under bf16/fp16 compute (a->lp_kind) they multiply by the engine's compute copy
+ * of the weight (zt_unit_args.params_lp), and their input is saved as the rounded operand: forward
+ * computes the fp32 input into scratch (zt_linear_input) and the Linear rounds it into the saved
+ * slot; backward multiplies by that slot as it is. Under fp32 the slot is the fp32 input itself. */
+
+/* floats of a buffer of n fp32 elements in a saved buffer, padded to 64 bytes */
+size_t zt_fp32_floats(size_t n);
+/* ZT_ERR_INTERNAL unless every listed Linear weight (unit parameter positions) has a compute copy
+ * under lp compute */
+int zt_check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err);
+/* Where forward writes the fp32 input of a Linear that saves it in slot: the slot itself under
+ * fp32 compute, else tmp (scratch), from which zt_linear_forward rounds it into the slot. */
+float *zt_linear_input(const zt_unit_args *a, void *slot, float *tmp);
+/* out (N,OC) = inp·W_kᵀ + bias (bias may be NULL); inp is zt_linear_input(a, slot, ...), W_k the
+ * unit's k-th parameter (OC,C) */
+void zt_linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+                       const float *bias, int N, int C, int OC);
+/* dinp (N,C) = (or += with accumulate) dout·W_k; dW_k += doutᵀ·slot; dbias += Σ dout (any of the
+ * three may be NULL). slot: the Linear's saved input, as zt_linear_forward left it. */
+void zt_linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
+                        const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
+
+/* The head's tail after its logits (N,V), N = B*T: copies the logits of batch->logits_pos into
+ * batch->logits_out when asked, checks the targets (ZT_ERR_DATA naming the position) and turns the
+ * logits into probabilities and a->out into per-token losses (zeros without targets). */
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err);
+
+/* The lookup of an embedding unit: out (B,T,C) = table k_wte's rows (+ table k_wpe's row t when
+ * k_wpe >= 0), read through the compute copies under low-precision compute (bf16 rows widened, or
+ * fp32 arrays of fp16 values), as FSDP's and DeepSpeed's bf16 modules do; ZT_ERR_INTERNAL when
+ * neither form was given. */
+int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err);
+
+/* The head's backward after its loss, before its norm: needs targets (ZT_ERR_USAGE), turns probs
+ * (N,V) into d logits in place, dinp (N,C) = d logits · W_k and dW_k += d logitsᵀ · slot (the LM
+ * head k's saved input), and zeroes a->din (N,C) for the norm's backward to add into. */
+int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
+                          float *dinp, int C, int V, zt_error *err);
+
+/* A unit's saved buffers laid out in order, each sizes[i] floats: the first n_kept from a->saved,
+ * the rest from zt_unit_saved_rest (selective checkpointing), or only counted (a NULL: ptrs get
+ * NULL). Returns the total floats; *kept (optional) gets the kept part's. */
+size_t zt_saved_layout(const size_t *sizes, int n, int n_kept, const zt_unit_args *a, void **ptrs, size_t *kept);
+
+#endif

@@ -1,0 +1,442 @@
+/* llama.c - Llama on the unit API: the embedding unit (embed_tokens), L decoder blocks and the
+ * head unit (final RMSNorm, lm_head, softmax cross-entropy). Parameter names and shapes are Hugging
+ * Face's LlamaForCausalLM's without the "model." prefix; Linear weights are stored (OC, C) like
+ * torch.nn.Linear, so they export as they are. No biases anywhere. With tie_embeddings the head
+ * reads embed_tokens (GPT-2's tying) and there is no lm_head.weight.
+ *
+ * Block (pre-RMSNorm), N = B*T rows, hs = C/NH, KV = NKV·hs, I = intermediate_size:
+ *   xn1 = RMSNorm(x); q = xn1·Wqᵀ, k = xn1·Wkᵀ, v = xn1·Wvᵀ; q, k = RoPE(q, k)
+ *   y = GQA-attention(q, k, v); r = x + y·Woᵀ
+ *   xn2 = RMSNorm(r); h = silu(xn2·Wgᵀ) * (xn2·Wuᵀ); out = r + h·Wdᵀ
+ * The saved activations of a block, the kept part first, each buffer 64-byte aligned (the table
+ * of src/memory/shapes.h's formula, which this model now is):
+ *   kept: xn1* (N,C) | rstd1 (N) | q (N,C) | k (N,KV) | v (N,KV) | atty* (N,C) | res2 (N,C) |
+ *         xn2* (N,C) | rstd2 (N) | gate (N,I) | up (N,I)
+ *   rest: att (B,NH,T,T) | h* (N,I)
+ * q and k are saved after the rotation (attention backward reads them; RoPE's backward needs
+ * only the positions). The starred buffers are read only by Linears and hold the rounded operand
+ * under bf16/fp16 compute (as GPT-2's; docs/precision.md); everything else is fp32. Selective
+ * checkpointing keeps the first part and recomputes att (the probabilities, from q and k) and
+ * h = silu(gate)·up before backward (block_recompute), as GPT-2 recomputes att and gelu(fch).
+ * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
+ * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product).
+ */
+#include "zerotrain/zerotrain.h"
+#include "kernels/kernels.h"
+#include "model/layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * presets */
+typedef struct preset {
+    const char *name;
+    zt_llama_config cfg;
+} preset;
+
+#define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
+#define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
+static const preset PRESETS[] = {
+    /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied */
+    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false}},
+    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false}},
+    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false}},
+    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false}},
+    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
+    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
+    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false}},
+};
+#define PRESET_NAMES "llama-tiny, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
+
+int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0) {
+            *cfg = PRESETS[i].cfg;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE, "unknown Llama preset \"%s\" (known: " PRESET_NAMES ")", name);
+}
+
+static int head_size(const zt_llama_config *c) { return c->n_embd / c->n_head; }
+static size_t kv_width(const zt_llama_config *c) { return (size_t)c->n_kv_head * head_size(c); }
+
+/* the rotary frequencies of the config, hs/2 floats */
+static void inv_freq_of(const zt_llama_config *c, float *inv_freq) {
+    const zt_rope_scaling *r = &c->rope_scaling;
+    rope_inv_freq(inv_freq, head_size(c), c->rope_theta, r->factor, r->low_freq_factor, r->high_freq_factor,
+                  r->original_max_position_embeddings);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * embedding unit: embed_tokens (V,C); read through its compute copy under low-precision compute */
+static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
+static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
+
+static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    return zt_embedding_forward(u, a, 0, -1, c->n_embd, err);
+}
+
+static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    encoder_backward(a->grads[0], NULL, a->dout, a->batch->inputs, a->batch->B, a->batch->T, c->n_embd);
+    return ZT_OK;
+}
+
+static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0; }
+
+static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_floats = emb_scratch,
+                                          .forward = emb_forward, .backward = emb_backward,
+                                          .reads_lp = emb_reads_lp};
+
+/* ---------------------------------------------------------------------------------------------
+ * decoder block unit: 9 params in Hugging Face's state-dict order */
+enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT };
+static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
+
+typedef struct block_saved {
+    void *xn1; float *rstd1, *q, *k, *v; void *atty; float *res2; /* kept ... */
+    void *xn2; float *rstd2, *gate, *up;                          /* ... kept */
+    float *att; void *h;                                          /* rest */
+} block_saved;
+
+enum { BLOCK_KEPT_BUFFERS = 11 };
+
+/* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or just
+ * counts (a NULL). Returns the total floats; *kept (optional) gets the kept part's. */
+static size_t block_layout(const zt_llama_config *c, int B, int T, int lp_kind, const zt_unit_args *a,
+                           block_saved *s, size_t *kept) {
+    size_t N = (size_t)B * T, C = (size_t)c->n_embd, KV = kv_width(c), I = (size_t)c->intermediate_size;
+    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * C), zt_fp32_floats(N * KV),
+                      zt_fp32_floats(N * KV), in_C, zt_fp32_floats(N * C), in_C, zt_fp32_floats(N),
+                      zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      zt_fp32_floats((size_t)B * c->n_head * T * T), matmul_saved_input_floats(lp_kind, N * I)};
+    void *ptrs[sizeof sizes / sizeof *sizes];
+    size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
+    *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
+                       .atty = ptrs[5], .res2 = ptrs[6], .xn2 = ptrs[7], .rstd2 = ptrs[8], .gate = ptrs[9],
+                       .up = ptrs[10], .att = ptrs[11], .h = ptrs[12]};
+    return off;
+}
+
+static size_t block_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
+    block_saved s;
+    return block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, NULL);
+}
+
+static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
+    block_saved s;
+    size_t kept;
+    block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, &kept);
+    return kept;
+}
+
+/* floats per row of each of the two wide scratch buffers: I, or more when dq|dk|dv (C + 2KV) or
+ * a Linear's fp32 input (C) would not fit in the two (never for the presets) */
+static size_t wide_floats(const zt_llama_config *c) {
+    size_t I = (size_t)c->intermediate_size, need = ((size_t)c->n_embd + 2 * kv_width(c) + 1) / 2;
+    return I > need ? I : need;
+}
+
+/* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch. Forward: bufC holds the
+ * projections' output, wide1.. the Linears' fp32 inputs under lp compute. Backward: bufC the
+ * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
+static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_llama_config *c = u->model_cfg;
+    size_t N = (size_t)B * T;
+    return N * (size_t)c->n_embd + 2 * N * wide_floats(c) + attention_gqa_scratch_floats(B, T, c->n_kv_head);
+}
+
+static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
+    int KV = (int)kv_width(c), I = c->intermediate_size;
+    float *const *p = a->params;
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
+    if (rc) return rc;
+    block_saved s;
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    float *proj = a->scratch, *tmp = proj + (size_t)N * C;
+    float inv_freq[hs / 2];
+    inv_freq_of(c, inv_freq);
+    float *x;
+
+    x = zt_linear_input(a, s.xn1, tmp);
+    rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
+    zt_linear_forward(a, P_Q, s.q, s.xn1, x, NULL, N, C, C);
+    zt_linear_forward(a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
+    zt_linear_forward(a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
+    rope_forward(s.q, inv_freq, B, T, c->n_head, hs);
+    rope_forward(s.k, inv_freq, B, T, c->n_kv_head, hs);
+    x = zt_linear_input(a, s.atty, tmp);
+    attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, hs, C, KV);
+    zt_linear_forward(a, P_O, proj, s.atty, x, NULL, N, C, C);
+    residual_forward(s.res2, a->in, proj, (size_t)N * C);
+    x = zt_linear_input(a, s.xn2, tmp);
+    rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
+    zt_linear_forward(a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
+    x = zt_linear_input(a, s.h, tmp);
+    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
+    zt_linear_forward(a, P_DOWN, proj, s.h, x, NULL, N, I, C);
+    residual_forward(a->out, s.res2, proj, (size_t)N * C);
+    return ZT_OK;
+}
+
+static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
+    int KV = (int)kv_width(c), I = c->intermediate_size;
+    size_t NC = (size_t)N * C;
+    float *const *p = a->params, *const *g = a->grads;
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
+    if (rc) return rc;
+    block_saved s;
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    float *bufC = a->scratch, *wide1 = bufC + NC, *wide2 = wide1 + (size_t)N * wide_floats(c);
+    float *attn_scratch = wide2 + (size_t)N * wide_floats(c);
+    float inv_freq[hs / 2];
+    inv_freq_of(c, inv_freq);
+    /* din doubles as d res2: the residual passes dout through, both RMSNorms add into it */
+    float *dres = a->din;
+
+    memcpy(dres, a->dout, NC * sizeof *dres);
+    /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
+    zt_linear_backward(a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
+    swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
+    zt_linear_backward(a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
+    zt_linear_backward(a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
+    /* attention: res2 = x + atty·Woᵀ */
+    zt_linear_backward(a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, C, C, false);
+    float *dq = wide1, *dk = dq + NC, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
+    attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, c->n_head,
+                           c->n_kv_head, hs, C, KV);
+    rope_backward(dq, inv_freq, B, T, c->n_head, hs);
+    rope_backward(dk, inv_freq, B, T, c->n_kv_head, hs);
+    zt_linear_backward(a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, C, false);
+    zt_linear_backward(a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
+    zt_linear_backward(a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+    rmsnorm_backward(dres, g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, N, C);
+    return ZT_OK;
+}
+
+/* rnd(dout) of the widest Linear output: gate/up's (N,I), or q/o's (N,C) */
+static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
+    const zt_llama_config *c = u->model_cfg;
+    int w = c->intermediate_size > c->n_embd ? c->intermediate_size : c->n_embd;
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w);
+}
+
+/* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp */
+static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN; }
+
+/* Selective checkpointing: rebuilds att and h exactly as block_forward wrote them (the same
+ * kernels on the same kept q, k, gate, up; attention without its output skips P·V; under lp
+ * compute h goes through scratch and is rounded into its slot, as down_proj's forward did). */
+static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, N = B * T, I = c->intermediate_size;
+    block_saved s;
+    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, head_size(c), c->n_embd,
+                          (int)kv_width(c));
+    float *x = zt_linear_input(a, s.h, a->scratch);
+    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
+    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
+    return ZT_OK;
+}
+
+static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
+                                      .scratch_floats = block_scratch_floats,
+                                      .forward = block_forward,
+                                      .backward = block_backward,
+                                      .reads_lp = block_reads_lp,
+                                      .staging_bytes = block_staging_bytes,
+                                      .kept_floats = block_kept_floats,
+                                      .recompute = block_recompute};
+
+/* ---------------------------------------------------------------------------------------------
+ * head unit: params norm.weight, lm_head.weight (or embed_tokens, tied). out = per-token losses.
+ * saved: xn (N,C) (lm_head's input: rounded under lp compute) | rstd (N) | probs (N,V) */
+typedef struct head_saved {
+    void *xn;
+    float *rstd, *probs;
+} head_saved;
+
+static size_t head_layout(const zt_llama_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
+    size_t N = (size_t)B * T;
+    size_t xn = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
+    *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
+    return xn + stat + zt_fp32_floats(N * c->vocab_size);
+}
+
+static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
+    head_saved s;
+    return head_layout(u->model_cfg, B, T, lp_kind, NULL, &s);
+}
+
+static const int HEAD_LINEARS[] = {1};
+
+/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C) */
+static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_llama_config *c = u->model_cfg;
+    return (size_t)B * T * c->n_embd;
+}
+
+static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
+    if (rc) return rc;
+    head_saved s;
+    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
+    rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
+    zt_linear_forward(a, 1, logits, s.xn, x, NULL, N, C, V);
+    return zt_head_loss_forward(u, a, logits, V, err);
+}
+
+static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    head_saved s;
+    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    float *dxn = a->scratch;
+    int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
+    if (rc) return rc;
+    rmsnorm_backward(a->din, a->grads[0], dxn, a->in, a->params[0], s.rstd, N, C);
+    return ZT_OK;
+}
+
+static bool head_reads_lp(const zt_unit *u, int k) { return k == 1; }
+
+/* rnd(dlogits) (N,V) */
+static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
+    const zt_llama_config *c = u->model_cfg;
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
+}
+
+static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
+                                     .scratch_floats = head_scratch_floats,
+                                     .forward = head_forward,
+                                     .backward = head_backward,
+                                     .reads_lp = head_reads_lp,
+                                     .staging_bytes = head_staging_bytes}; /* keeps its logits: see the top */
+
+/* ---------------------------------------------------------------------------------------------
+ * the model */
+
+/* matmul parameters of one block: q, o (C,C), k, v (KV,C), gate, up, down (I,C) */
+static double block_matmul_params(const zt_llama_config *c) {
+    double C = c->n_embd, KV = (double)kv_width(c), I = c->intermediate_size;
+    return 2.0 * C * C + 2.0 * KV * C + 3.0 * I * C;
+}
+
+/* 6 FLOPs per matmul parameter per token (the blocks' Linears and lm_head, or the tied
+ * embed_tokens it reads; the embedding lookup and the norms do not count) plus the attention
+ * scores and weighted sums, 12·L·C·T as GPT-2's (NH·hs = C query channels). */
+static double llama_flops_per_token(const zt_model *m, int T) {
+    const zt_llama_config *c = m->cfg;
+    double head = (double)c->vocab_size * c->n_embd;
+    return 6.0 * (c->n_layer * block_matmul_params(c) + head) + 12.0 * c->n_layer * c->n_embd * (double)T;
+}
+
+/* full re-runs every block's forward (2 FLOPs per matmul parameter, attention 4·T·C); selective
+ * re-runs the scores Q·Kᵀ (2·T·C) */
+static double llama_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
+    const zt_llama_config *c = m->cfg;
+    double C = c->n_embd, L = c->n_layer;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T);
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
+    return 0;
+}
+
+static int check_config(const zt_llama_config *c, zt_error *err) {
+    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->vocab_size < 2 || c->max_seq_len < 1 ||
+        c->n_kv_head < 1 || c->intermediate_size < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: invalid shape L=%d NH=%d NKV=%d C=%d I=%d V=%d maxT=%d",
+                            c->n_layer, c->n_head, c->n_kv_head, c->n_embd, c->intermediate_size,
+                            c->vocab_size, c->max_seq_len);
+    if (c->n_embd % c->n_head != 0 || (c->n_embd / c->n_head) % 2 != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: n_embd %d must be n_head %d times an even head size "
+                            "(rotary embedding rotates pairs)", c->n_embd, c->n_head);
+    if (c->n_head % c->n_kv_head != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: n_kv_head %d does not divide n_head %d", c->n_kv_head,
+                            c->n_head);
+    if (!(c->rope_theta > 1.0f) || !(c->rms_norm_eps > 0.0f))
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: rope_theta %g must be > 1 and rms_norm_eps %g > 0",
+                            (double)c->rope_theta, (double)c->rms_norm_eps);
+    const zt_rope_scaling *r = &c->rope_scaling;
+    if (r->factor != 0.0f && (!(r->factor > 0.0f) || !(r->low_freq_factor > 0.0f) ||
+                              !(r->high_freq_factor > r->low_freq_factor) ||
+                              r->original_max_position_embeddings < 1))
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: rope_scaling factor %g low_freq_factor %g high_freq_factor "
+                            "%g original_max_position_embeddings %d: need factor > 0, 0 < low < high, orig >= 1",
+                            (double)r->factor, (double)r->low_freq_factor, (double)r->high_freq_factor,
+                            r->original_max_position_embeddings);
+    return ZT_OK;
+}
+
+static int add(zt_model *m, const char *name, int64_t d0, int64_t d1, int *idx, zt_error *err) {
+    int64_t shape[2] = {d0, d1};
+    /* transformers' _init_weights: N(0, 0.02²) for Linears and the embedding, ones for the norms */
+    return zt_model_add_param(m, name, d1 ? 2 : 1, shape, d1 ? ZT_INIT_NORMAL : ZT_INIT_ONES, d1 ? 0.02f : 0.0f,
+                              d1 != 0, idx, err);
+}
+
+int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
+    *out = NULL;
+    int rc = check_config(cfg, err);
+    if (rc) return rc;
+    zt_model *m;
+    if ((rc = zt_model_create("llama", &m, err))) return rc;
+    zt_llama_config *own = malloc(sizeof *own);
+    if (!own) {
+        zt_model_free(m);
+        return zt_error_set(err, ZT_ERR_NOMEM, "llama: out of memory");
+    }
+    *own = *cfg;
+    m->cfg = own;
+    m->vocab_size = cfg->vocab_size;
+    m->max_seq_len = cfg->max_seq_len;
+    m->train_flops_per_token = llama_flops_per_token;
+    m->recompute_flops_per_token = llama_recompute_flops_per_token;
+
+    int64_t C = cfg->n_embd, V = cfg->vocab_size, KV = (int64_t)kv_width(cfg), I = cfg->intermediate_size;
+    int emb, norm, lm_head;
+    if ((rc = add(m, "embed_tokens.weight", V, C, &emb, err)) ||
+        (rc = zt_model_add_unit(m, "embedding", &EMBEDDING_OPS, -1, &emb, 1, (int)C, err)))
+        goto fail;
+    for (int l = 0; l < cfg->n_layer; l++) {
+        static const char *suffix[P_BLOCK_COUNT] = {
+            "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+            "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+            "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
+        const int64_t shape[P_BLOCK_COUNT][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {I, C},
+                                                 {I, C}, {C, I},  {C, 0},  {C, 0}};
+        int idx[P_BLOCK_COUNT];
+        for (int i = 0; i < P_BLOCK_COUNT; i++) {
+            char name[ZT_NAME_MAX];
+            snprintf(name, sizeof name, "layers.%d.%s", l, suffix[i]);
+            if ((rc = add(m, name, shape[i][0], shape[i][1], &idx[i], err))) goto fail;
+        }
+        char uname[32];
+        snprintf(uname, sizeof uname, "layers.%d", l);
+        if ((rc = zt_model_add_unit(m, uname, &BLOCK_OPS, l, idx, P_BLOCK_COUNT, (int)C, err))) goto fail;
+    }
+    if ((rc = add(m, "norm.weight", C, 0, &norm, err))) goto fail;
+    lm_head = emb;
+    if (!cfg->tie_embeddings && (rc = add(m, "lm_head.weight", V, C, &lm_head, err))) goto fail;
+    int head[2] = {norm, lm_head};
+    if ((rc = zt_model_add_unit(m, "head", &HEAD_OPS, -1, head, 2, 1, err))) goto fail;
+    *out = m;
+    return ZT_OK;
+fail:
+    zt_model_free(m);
+    return rc;
+}

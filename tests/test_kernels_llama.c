@@ -1,0 +1,359 @@
+/* test_kernels_llama.c - unit tests of Llama's kernels (kernels.h): rmsnorm, rope (with Llama 3's
+ * frequency scaling), swiglu and grouped-query attention. Each fp32 forward is compared with a
+ * plain double-precision reference written here, and each fp32 backward with central finite
+ * differences of that double reference (the loss L = Σ g·forward(...) with a random upstream g,
+ * every element of every input perturbed; eps = 1e-6 in double, so the differences are exact to
+ * ~1e-10 relative and the bound measures the fp32 kernel alone). Reruns on 1 and 2 threads must
+ * give the same bits. Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h);
+ * each rtol is argued at its check.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <omp.h>
+
+#define TEST_RNG_SEED 0x4C4C414D41ull
+#include "kernels/kernels.h"
+#include "test_kernel_check.h"
+
+/* got (fp32, minus the value it held before a += kernel) vs a double gradient */
+static void check_grad(const char *what, const float *got, const float *before, const double *ref,
+                       size_t n, double rtol)
+{
+    float *d = falloc(n);
+    for (size_t i = 0; i < n; i++)
+        d[i] = before ? got[i] - before[i] : got[i];
+    check_close(what, d, ref, n, rtol);
+    free(d);
+}
+
+/* ---- rmsnorm ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    int N, C;
+    double eps, *x, *w, *g;
+} rms_ctx;
+
+static void ref_rmsnorm(double *out, const double *x, const double *w, double eps, int N, int C)
+{
+    for (int r = 0; r < N; r++) {
+        double ms = 0;
+        for (int i = 0; i < C; i++)
+            ms += x[(size_t)r * C + i] * x[(size_t)r * C + i];
+        double s = 1.0 / sqrt(ms / C + eps);
+        for (int i = 0; i < C; i++)
+            out[(size_t)r * C + i] = x[(size_t)r * C + i] * s * w[i];
+    }
+}
+
+static double rms_loss(void *p)
+{
+    rms_ctx *c = p;
+    size_t n = (size_t)c->N * c->C;
+    double *o = dalloc(n);
+    ref_rmsnorm(o, c->x, c->w, c->eps, c->N, c->C);
+    double l = dot_gd(c->g, o, n);
+    free(o);
+    return l;
+}
+
+static void run_rmsnorm(int N, int C)
+{
+    size_t n = (size_t)N * C;
+    float *x = falloc(n), *w = falloc(C), *g = falloc(n), *out = falloc(n), *rstd = falloc(N);
+    fill(x, n, 2.0f), fill(g, n, 1.0f);
+    for (int i = 0; i < C; i++)
+        w[i] = 1.0f + 0.5f * (float)rng_uniform();
+    float eps = 1e-5f;
+    rmsnorm_forward(out, rstd, x, w, eps, N, C);
+    rms_ctx c = {N, C, eps, to_double(x, n), to_double(w, C), to_double(g, n)};
+    double *ref = dalloc(n);
+    ref_rmsnorm(ref, c.x, c.w, eps, N, C);
+    /* mean of C squares (~sqrt(C/16) u in the lane sums), a sqrt and two products: ~10 u */
+    check_close("rmsnorm_forward", out, ref, n, 2e-6);
+    /* backward accumulates (+=): start from nonzero values and subtract them */
+    float *dx = falloc(n), *dw = falloc(C), *dx0 = falloc(n), *dw0 = falloc(C);
+    fill(dx0, n, 1.0f), fill(dw0, C, 1.0f);
+    memcpy(dx, dx0, n * 4), memcpy(dw, dw0, (size_t)C * 4);
+    rmsnorm_backward(dx, dw, g, x, w, rstd, N, C);
+    double *gx = fd_grad(rms_loss, &c, c.x, n), *gw = fd_grad(rms_loss, &c, c.w, C);
+    /* dx: a C-term dot product cancelling against w·dy (~sqrt(C) u), then the subtraction of the
+     * nonzero start; dw: an N-term sum. 2e-6 ~ 30 u (measured up to 1.8e-7) */
+    check_grad("rmsnorm_backward dinp (FD)", dx, dx0, gx, n, 2e-6);
+    check_grad("rmsnorm_backward dweight (FD)", dw, dw0, gw, C, 2e-6);
+    /* the same bits on 1 thread */
+    int nt = omp_get_max_threads();
+    float *out2 = falloc(n), *rstd2 = falloc(N), *dx2 = fdup(dx0, n), *dw2 = fdup(dw0, C);
+    omp_set_num_threads(1);
+    rmsnorm_forward(out2, rstd2, x, w, eps, N, C);
+    rmsnorm_backward(dx2, dw2, g, x, w, rstd2, N, C);
+    omp_set_num_threads(nt);
+    assert_same_bits("rmsnorm out 1 thread", out, out2, n);
+    assert_same_bits("rmsnorm dinp 1 thread", dx, dx2, n);
+    assert_same_bits("rmsnorm dweight 1 thread", dw, dw2, C);
+    free(x), free(w), free(g), free(out), free(rstd), free(dx), free(dw), free(dx0), free(dw0);
+    free(out2), free(rstd2), free(dx2), free(dw2), free(c.x), free(c.w), free(c.g), free(ref), free(gx), free(gw);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    run_rmsnorm(5, 37);
+    run_rmsnorm(3, 64);
+    run_rmsnorm(17, 130);
+}
+
+/* ---- rope ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int B, T, nh, hs;
+    const double *inv;
+    double *x, *g;
+} rope_ctx;
+
+static void ref_rope(double *out, const double *x, const double *inv, int B, int T, int nh, int hs)
+{
+    int half = hs / 2;
+    for (int bt = 0; bt < B * T; bt++)
+        for (int h = 0; h < nh; h++) {
+            const double *xi = x + ((size_t)bt * nh + h) * hs;
+            double *o = out + ((size_t)bt * nh + h) * hs;
+            for (int i = 0; i < half; i++) {
+                double a = (double)(float)((float)(bt % T) * (float)inv[i]); /* fp32 angle, as the kernel */
+                o[i] = xi[i] * cos(a) - xi[i + half] * sin(a);
+                o[i + half] = xi[i + half] * cos(a) + xi[i] * sin(a);
+            }
+        }
+}
+
+static double rope_loss(void *p)
+{
+    rope_ctx *c = p;
+    size_t n = (size_t)c->B * c->T * c->nh * c->hs;
+    double *o = dalloc(n);
+    ref_rope(o, c->x, c->inv, c->B, c->T, c->nh, c->hs);
+    double l = dot_gd(c->g, o, n);
+    free(o);
+    return l;
+}
+
+/* transformers' _compute_llama3_parameters, written out again in double */
+static double ref_llama3_inv(int i, int hs, double theta, double factor, double lo, double hi, double old)
+{
+    double inv = 1.0 / pow(theta, 2.0 * i / hs), wavelen = 2 * M_PI / inv;
+    double scaled = wavelen > old / lo ? inv / factor : inv;
+    double smooth = (old / wavelen - lo) / (hi - lo);
+    bool medium = !(wavelen < old / hi) && !(wavelen > old / lo);
+    return medium ? (1 - smooth) * scaled / factor + smooth * scaled : scaled;
+}
+
+static void run_rope(int B, int T, int nh, int hs, double theta, bool scaled)
+{
+    size_t n = (size_t)B * T * nh * hs;
+    float *x = falloc(n), *g = falloc(n), inv[hs / 2];
+    fill(x, n, 1.0f), fill(g, n, 1.0f);
+    rope_inv_freq(inv, hs, theta, scaled ? 8.0 : 0.0, 1.0, 4.0, 8192);
+    double invd[hs / 2];
+    for (int i = 0; i < hs / 2; i++) {
+        double r = scaled ? ref_llama3_inv(i, hs, theta, 8.0, 1.0, 4.0, 8192) : pow(theta, -2.0 * i / hs);
+        /* fp32 rounding of inv, and of theta^(-2i/hs) before the blend: a few ulp */
+        assert_true(fabs(inv[i] - r) <= 4e-7 * r);
+        invd[i] = inv[i];
+    }
+    if (scaled) { /* the three regimes all occur at hs = 128, theta = 500000 */
+        assert_true(fabs(inv[1] - pow(theta, -2.0 / hs)) <= 4e-7 * inv[1]);              /* high freq kept */
+        assert_true(fabs(inv[hs / 2 - 1] - pow(theta, -(hs - 2.0) / hs) / 8) <= 4e-7 * inv[hs / 2 - 1]); /* /8 */
+    }
+    float *y = fdup(x, n);
+    rope_forward(y, inv, B, T, nh, hs);
+    rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n)};
+    double *ref = dalloc(n);
+    ref_rope(ref, c.x, invd, B, T, nh, hs);
+    /* cos and sin in double rounded to fp32, two products and a sum: ~3 u */
+    check_close("rope_forward", y, ref, n, 1e-6);
+    float *dx = fdup(g, n);
+    rope_backward(dx, inv, B, T, nh, hs);
+    double *gx = fd_grad(rope_loss, &c, c.x, n);
+    check_grad("rope_backward (FD)", dx, NULL, gx, n, 1e-6);
+    float *y2 = fdup(x, n);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    rope_forward(y2, inv, B, T, nh, hs);
+    omp_set_num_threads(nt);
+    assert_same_bits("rope 1 thread", y, y2, n);
+    free(x), free(g), free(y), free(y2), free(dx), free(c.x), free(c.g), free(ref), free(gx);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    run_rope(2, 7, 3, 8, 10000.0, false);
+    run_rope(1, 33, 2, 16, 10000.0, false);
+    run_rope(1, 9, 2, 128, 500000.0, true);
+}
+
+/* ---- swiglu ----------------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t n;
+    double *gate, *up, *g;
+} swiglu_ctx;
+
+static double ref_silu(double x) { return x / (1.0 + exp(-x)); }
+
+static double swiglu_loss(void *p)
+{
+    swiglu_ctx *c = p;
+    double s = 0;
+    for (size_t i = 0; i < c->n; i++)
+        s += c->g[i] * ref_silu(c->gate[i]) * c->up[i];
+    return s;
+}
+
+static void test_swiglu(void **state)
+{
+    (void)state;
+    size_t n = 1003;
+    float *gate = falloc(n), *up = falloc(n), *g = falloc(n), *out = falloc(n), *dg = falloc(n), *du = falloc(n);
+    fill(gate, n, 6.0f), fill(up, n, 2.0f), fill(g, n, 1.0f);
+    swiglu_forward(out, gate, up, n);
+    swiglu_ctx c = {n, to_double(gate, n), to_double(up, n), to_double(g, n)};
+    double *ref = dalloc(n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = ref_silu(c.gate[i]) * c.up[i];
+    /* vecmath's sigmoid (exp within a few ulp, a division) and two products: ~8 u */
+    check_close("swiglu_forward", out, ref, n, 2e-6);
+    memcpy(dg, g, n * 4); /* in place: dgate over dout */
+    swiglu_backward(dg, du, dg, gate, up, n);
+    double *gg = fd_grad(swiglu_loss, &c, c.gate, n), *gu = fd_grad(swiglu_loss, &c, c.up, n);
+    check_grad("swiglu_backward dgate (FD)", dg, NULL, gg, n, 4e-6);
+    check_grad("swiglu_backward dup (FD)", du, NULL, gu, n, 2e-6);
+    free(gate), free(up), free(g), free(out), free(dg), free(du), free(c.gate), free(c.up), free(c.g);
+    free(ref), free(gg), free(gu);
+}
+
+/* ---- grouped-query attention ----------------------------------------------------------------- */
+
+typedef struct {
+    int B, T, NH, NKV, hs;
+    double *q, *k, *v, *g;
+} gqa_ctx;
+
+static void ref_gqa(double *out, const gqa_ctx *c)
+{
+    int C = c->NH * c->hs, KV = c->NKV * c->hs, G = c->NH / c->NKV, T = c->T;
+    double *p = dalloc((size_t)T);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->NH; h++)
+            for (int t = 0; t < T; t++) {
+                const double *qi = c->q + ((size_t)b * T + t) * C + h * c->hs;
+                double mx = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *ku = c->k + ((size_t)b * T + u) * KV + (h / G) * c->hs;
+                    double s = 0;
+                    for (int i = 0; i < c->hs; i++)
+                        s += qi[i] * ku[i];
+                    p[u] = s / sqrt((double)c->hs);
+                    mx = p[u] > mx ? p[u] : mx;
+                }
+                for (int u = 0; u <= t; u++)
+                    sum += (p[u] = exp(p[u] - mx));
+                double *o = out + ((size_t)b * T + t) * C + h * c->hs;
+                for (int i = 0; i < c->hs; i++) {
+                    double s = 0;
+                    for (int u = 0; u <= t; u++)
+                        s += p[u] / sum * c->v[((size_t)b * T + u) * KV + (h / G) * c->hs + i];
+                    o[i] = s;
+                }
+            }
+    free(p);
+}
+
+static double gqa_loss(void *p)
+{
+    gqa_ctx *c = p;
+    size_t n = (size_t)c->B * c->T * c->NH * c->hs;
+    double *o = dalloc(n);
+    ref_gqa(o, c);
+    double l = dot_gd(c->g, o, n);
+    free(o);
+    return l;
+}
+
+static void run_gqa(int B, int T, int NH, int NKV, int hs)
+{
+    int C = NH * hs, KV = NKV * hs;
+    size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, na = (size_t)B * NH * T * T;
+    float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq), *out = falloc(nq), *att = falloc(na);
+    fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
+    attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    double *ref = dalloc(nq);
+    ref_gqa(ref, &c);
+    char what[96];
+    snprintf(what, sizeof what, "attention_gqa_forward B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
+    /* test_kernels.c's attention argument (scores of ~|q||k| scale, softmax, T-term sums) at
+     * these short T: 3e-6 ~ 50 u (measured up to 1.6e-7) */
+    check_close(what, out, ref, nq, 3e-6);
+    float *dq = falloc(nq), *dk = falloc(nk), *dv = falloc(nk);
+    float *scratch = falloc(attention_gqa_scratch_floats(B, T, NKV));
+    fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: the backward assigns */
+    attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
+    double *gq = fd_grad(gqa_loss, &c, c.q, nq), *gk = fd_grad(gqa_loss, &c, c.k, nk), *gv = fd_grad(gqa_loss, &c, c.v, nk);
+    /* 2-3x the forward's, as test_kernels.c argues; dk and dv add G heads' terms (measured up to
+     * 4.5e-7) */
+    check_grad("attention_gqa_backward dq (FD)", dq, NULL, gq, nq, 6e-6);
+    check_grad("attention_gqa_backward dk (FD)", dk, NULL, gk, nk, 6e-6);
+    check_grad("attention_gqa_backward dv (FD)", dv, NULL, gv, nk, 6e-6);
+    /* with every KV head repeated G times, plain multi-head attention gives the same bits */
+    float *qkv = falloc(3 * nq), *out2 = falloc(nq), *att2 = falloc(na);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs; i++) {
+                size_t kvi = (size_t)bt * KV + (size_t)(h / (NH / NKV)) * hs + i;
+                qkv[(size_t)bt * 3 * C + h * hs + i] = q[(size_t)bt * C + h * hs + i];
+                qkv[(size_t)bt * 3 * C + C + h * hs + i] = k[kvi];
+                qkv[(size_t)bt * 3 * C + 2 * C + h * hs + i] = v[kvi];
+            }
+    attention_forward(out2, att2, qkv, B, T, C, NH);
+    assert_same_bits("gqa = mha with repeated KV heads: out", out, out2, nq);
+    /* 1 thread: the same bits */
+    float *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
+    omp_set_num_threads(nt);
+    assert_same_bits("gqa dq 1 thread", dq, dq2, nq);
+    assert_same_bits("gqa dk 1 thread", dk, dk2, nk);
+    assert_same_bits("gqa dv 1 thread", dv, dv2, nk);
+    free(q), free(k), free(v), free(g), free(out), free(att), free(c.q), free(c.k), free(c.v), free(c.g);
+    free(ref), free(dq), free(dk), free(dv), free(scratch), free(gq), free(gk), free(gv), free(qkv);
+    free(out2), free(att2), free(dq2), free(dk2), free(dv2);
+}
+
+static void test_gqa_attention(void **state)
+{
+    (void)state;
+    run_gqa(2, 6, 4, 2, 4);
+    run_gqa(1, 9, 6, 2, 6);
+    run_gqa(2, 5, 3, 3, 8); /* NKV = NH: multi-head */
+    run_gqa(1, 7, 4, 1, 4); /* one KV head (multi-query) */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_gqa_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

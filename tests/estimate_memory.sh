@@ -55,7 +55,7 @@ bad "--precision \"fp8\" (known: fp32, bf16, bf16-low, fp16)" --model gpt2-124M 
 bad "precision fp16: reduce dtype bf16 is not supported" --model gpt2-124M --precision fp16 --reduce-dtype bf16
 bad "--hybrid-shard 3 does not divide --nproc 8" --model gpt2-124M --nproc 8 --hybrid-shard 3
 bad "--checkpointing \"partial\" (known: none, full, selective)" --model gpt2-124M --checkpointing partial
-bad "--offload \"cpu\" (known: none, nvme)" --model gpt2-124M --offload cpu
+bad "--offload \"cpu\" (known: none, nvme, nvme+param)" --model gpt2-124M --offload cpu
 bad "--nvme-buffers wants an integer in [2, 1024]" --model gpt2-124M --nvme-buffers 1
 bad "--model needs a value" --model
 bad "unknown option --batch" --model gpt2-124M --batch 4
@@ -157,4 +157,34 @@ agree "zero1, 2 ranks, bf16 (fp32 master sharded)" --set parallel.strategy=zero1
 agree "zero2, 2 ranks, fp16 (fp32 master sharded)" --set parallel.strategy=zero2 --set precision.mode=fp16
 grep -q "every class of every rank reached exactly its planned high-water" "$T/train.out" &&
   echo "ok   train prints planned against measured per rank" || { echo "FAIL train's memory table"; fail=1; }
+agree "zero3, 2 ranks, parameters and optimizer on NVMe" --set parallel.strategy=zero3 \
+  --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T" \
+  --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
+
+# 4. --fit: the largest GPT-2-XL-shaped model for each choice, under fixed budgets (11 GiB and 40
+# GiB per rank, 2 ranks: this machine's 23 GiB of RAM). Every answer's plan is within the budgets,
+# the answer grows with each memory-saving choice, and GPT-2 1558M itself (48 layers, 24.9 GB of
+# fp32 model states) does not fit two such ranks in memory, and does with NVMe offload.
+"$ZT" estimate-memory --model gpt2-1558M --nproc 2 -T 64 --fit --ram-gib 11 --disk-gib 40 --json > "$T/fit.json" 2>&1
+$PY - "$T/fit.json" <<'EOF' || fail=1
+import json, sys
+f = json.load(open(sys.argv[1]))
+ok = True
+def check(c, what):
+    global ok
+    print(("ok   " if c else "FAIL ") + what)
+    ok &= bool(c)
+row = {(r["strategy"], r["offload"], r["checkpointing"]): r for r in f["fits"]}
+ram, disk = f["ram_per_rank"], f["disk_per_rank"]
+check(all(r["peak"] + (256 << 20) <= ram and r["file_bytes"] <= disk for r in f["fits"] if r["n_layer"]),
+      f"--fit: every answer's plan within {ram >> 30} GiB of RAM and {disk >> 30} GiB of disk per rank")
+z = lambda off, ck="none": row[("zero3", off, ck)]["n_layer"]
+check(z("none") < z("optimizer") < z("optimizer+params"),
+      f"--fit zero3: no offload {z('none')} layers < optimizer on NVMe {z('optimizer')} < and parameters {z('optimizer+params')}")
+check(row[("ddp", "none", "none")]["n_layer"] <= z("none"), "--fit: ddp fits no more layers than zero3")
+check(z("none") < 48 <= z("optimizer"),
+      f"--fit: GPT-2 1558M (48 layers, 24.9 GB of states) does not fit 2 x 11 GiB in memory ({z('none')} layers), "
+      f"does with NVMe offload ({z('optimizer')} with the optimizer's, {z('optimizer+params')} with the parameters' too)")
+sys.exit(0 if ok else 1)
+EOF
 exit $fail

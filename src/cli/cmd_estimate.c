@@ -12,6 +12,7 @@
 #include "config/train_config.h"
 #include "engine/trainer.h"
 #include "memory/estimate.h"
+#include "memory/fit.h"
 #include "memory/shapes.h"
 #include "metrics/metrics.h"
 
@@ -19,6 +20,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/statvfs.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,8 +30,10 @@ static void usage(FILE *out) {
             "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
             "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
             "                                 [--hybrid-shard S]\n"
-            "                                 [--checkpointing none|full|selective] [--offload none|nvme]\n"
+            "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
+            "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
+            "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
             "                  as `zerotrain train` would; the numbers are what the engine allocates\n"
             "  --model         a preset of the engine's models: gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M,\n"
@@ -42,7 +46,13 @@ static void usage(FILE *out) {
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
+            "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
             "  --json          the same numbers as one JSON object\n"
+            "  --fit           the largest model of NAME's shape (its width, heads, vocabulary; layers varied)\n"
+            "                  that fits this machine, for every strategy, offload and checkpointing: the\n"
+            "                  RAM budget is MemAvailable shared by the N local ranks (--ram-gib X: X GiB\n"
+            "                  instead), less 256 MiB per rank for the process; the disk budget is the free\n"
+            "                  space of --offload-dir (default .) shared by the ranks (--disk-gib Y instead)\n"
             "Per rank, for the rank that needs the most: each memory class's high-water, the high-water of\n"
             "their sum, the model states at rest, and the high-water with activation checkpointing\n"
             "(full, selective) and with the optimizer state on NVMe. Exit code 0, or 2 on bad input.\n");
@@ -279,13 +289,93 @@ static int print_ranks(FILE *out, const shown *w, zt_error *err) {
     return ZT_OK;
 }
 
+/* ---- --fit: the largest model of a shape that fits this machine -------------------------------- */
+static double mem_available_bytes(void) {
+    FILE *fp = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = 0;
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (fp) fclose(fp);
+    return kb * 1024.0;
+}
+
+static int print_fit(FILE *out, const char *name, const zt_engine_options *base_opt, int nproc, const char *dir,
+                     double ram_gib, double disk_gib, bool json, zt_error *err) {
+    zt_model_spec spec;
+    int rc = zt_model_preset(name, &spec, err);
+    if (rc) return rc;
+    struct statvfs vfs;
+    double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
+    if (!ram_gib && !(avail > 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory --fit: cannot read MemAvailable from /proc/meminfo; "
+                            "give --ram-gib");
+    size_t ram = ram_gib ? (size_t)(ram_gib * 1073741824.0) : (size_t)(avail / nproc);
+    size_t disk = disk_gib ? (size_t)(disk_gib * 1073741824.0) : (size_t)(free_disk / nproc);
+    size_t overhead = (size_t)256 << 20; /* the process: code, libraries, MPI (docs/memory.md) */
+    int L, NH, C, V, S;
+    zt_model_spec_shape(&spec, &L, &NH, &C, &V, &S);
+    if (!json)
+        fprintf(out, "the largest %s-shaped model (%s, C=%d, NH=%d, V=%d; layers varied) that fits %d rank%s x "
+                     "%.1f GiB of RAM (%s; 256 MiB of each kept for the process) and %.1f GiB of disk each (%s)\n"
+                     "micro-batch %d x %d tokens, accumulation %d, precision %s, AdamW\n\n"
+                     "%-8s %-20s %-14s %8s %12s %16s %12s\n",
+                name, zt_arch_name(spec.arch), C, NH, V, nproc, nproc == 1 ? "" : "s", ram / 1073741824.0,
+                ram_gib ? "--ram-gib" : "MemAvailable shared by the ranks", disk / 1073741824.0,
+                disk_gib ? "--disk-gib" : dir, base_opt->B, base_opt->T, base_opt->grad_accum > 0 ? base_opt->grad_accum : 1,
+                zt_precision_mode_name(base_opt->precision.mode), "strategy", "offload (nvme)", "checkpointing",
+                "layers", "parameters", "high-water/rank", "files/rank");
+    else
+        fprintf(out, "{\"model\":\"%s\",\"ranks\":%d,\"ram_per_rank\":%zu,\"disk_per_rank\":%zu,\"fits\":[", name,
+                nproc, ram, disk);
+    static const char *OFF[] = {"none", "optimizer", "optimizer+params"};
+    bool first = true;
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++)
+        for (int off = 0; off < 3; off++)
+            for (int ck = 0; ck < 2; ck++) {
+                bool zero3 = s == ZT_STRATEGY_ZERO3 || s == ZT_STRATEGY_HYBRID;
+                if (off == 2 && !zero3) continue; /* parameter offload is zero3's */
+                zt_engine_options o = *base_opt;
+                o.strategy = (zt_strategy)s;
+                o.activation_checkpointing = ck ? ZT_RECOMPUTE_FULL : ZT_RECOMPUTE_NONE;
+                zt_memory_plan_options po;
+                zt_memory_plan_options_default(&po);
+                po.offload_optimizer = off >= 1;
+                po.offload_param = off == 2;
+                zt_fit_result r;
+                if ((rc = zt_fit_layers(&spec, &o, &po, nproc, ram, overhead, disk, 4096, &r, err))) return rc;
+                char params[32] = "-", peak[32] = "-", files[32] = "-";
+                if (r.n_layer) {
+                    snprintf(params, sizeof params, "%.2fB%s", (double)r.params / 1e9, r.capped ? "+" : "");
+                    snprintf(peak, sizeof peak, "%.2f GiB", r.peak / 1073741824.0);
+                    snprintf(files, sizeof files, "%.2f GiB", r.file_bytes / 1073741824.0);
+                }
+                if (!json)
+                    fprintf(out, "%-8s %-20s %-14s %8d %12s %16s %12s\n", s == ZT_STRATEGY_HYBRID ? "hybrid" :
+                            zt_strategy_name((zt_strategy)s), OFF[off], ck ? "full" : "none", r.n_layer, params, peak, files);
+                else
+                    fprintf(out, "%s{\"strategy\":\"%s\",\"offload\":\"%s\",\"checkpointing\":\"%s\",\"n_layer\":%d,"
+                            "\"parameters\":%lld,\"peak\":%zu,\"file_bytes\":%zu}", first ? "" : ",",
+                            zt_strategy_name((zt_strategy)s), OFF[off], ck ? "full" : "none", r.n_layer,
+                            (long long)r.params, r.peak, r.file_bytes);
+                first = false;
+            }
+    if (json) fprintf(out, "]}\n");
+    else fprintf(out, "\nlayers: the most the plan fits (+: the search's cap of 4096 layers); hybrid shards over %d "
+                      "ranks. The plans count what the engine allocates (docs/memory.md), not the process itself.\n",
+                 base_opt->hybrid_shard_size);
+    return ZT_OK;
+}
+
 int zt_cmd_estimate(int argc, char **argv) {
     zt_error err = {0};
     const char *config = NULL, *model_name = NULL;
     int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
-    bool json = false, model_only_opt = false;
+    bool json = false, model_only_opt = false, fit = false;
+    const char *offload_dir = ".";
+    double ram_gib = 0, disk_gib = 0;
     zt_precision_mode prec = ZT_PRECISION_FP32;
-    static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme"},
+    static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme", "nvme+param"},
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     for (int i = 1; i < argc; i++) {
@@ -298,9 +388,14 @@ int zt_cmd_estimate(int argc, char **argv) {
             json = true;
             continue;
         }
+        if (!strcmp(a, "--fit")) {
+            fit = true;
+            continue;
+        }
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
-                                           "--nvme-buffers", "--nvme-buffer-mb"};
+                                           "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
+                                           "--disk-gib"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -314,6 +409,14 @@ int zt_cmd_estimate(int argc, char **argv) {
             else if (!strcmp(a, "--nproc")) rc = parse_int(a, v, 1, 65536, &nproc, &err);
             else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 4096, &threads, &err);
             else if (!strcmp(a, "--set")) continue; /* applied after the file, below */
+            else if (!strcmp(a, "--offload-dir")) offload_dir = v;
+            else if (!strcmp(a, "--ram-gib") || !strcmp(a, "--disk-gib")) {
+                char *end;
+                double x = strtod(v, &end);
+                if (*end || !(x > 0)) rc = zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: %s %s: expected a "
+                                                        "positive number of GiB", a, v);
+                *(!strcmp(a, "--ram-gib") ? &ram_gib : &disk_gib) = x;
+            }
             else {
                 model_only_opt = true;
                 if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
@@ -326,7 +429,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 3, &reduce, &err);
                 else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
                 else if (!strcmp(a, "--offload")) {
-                    rc = parse_choice(a, v, OFFLOAD, 2, &pick, &err);
+                    rc = parse_choice(a, v, OFFLOAD, 3, &pick, &err);
                     offload = pick;
                 }
             }
@@ -410,7 +513,8 @@ int zt_cmd_estimate(int argc, char **argv) {
             return zt_cli_fail(&err);
         }
         eo.activation_checkpointing = (zt_recompute)ckpt;
-        po.offload_optimizer = offload == 1;
+        po.offload_optimizer = offload >= 1;
+        po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
     }
     /* the buffers: --nvme-* when given, else a CONFIG's memory.offload_buffer_* (eo.offload) */
@@ -418,6 +522,12 @@ int zt_cmd_estimate(int argc, char **argv) {
     po.offload_buffer_bytes = nbuf_mb ? (size_t)nbuf_mb << 20 : eo.offload.buffer_bytes;
     if (!threads) threads = default_threads(nproc);
     omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
+    if (fit) {
+        int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
+                        : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
+        zt_model_free(model);
+        return rc ? zt_cli_fail(&err) : 0;
+    }
     w.title = title;
     w.model_name = model_name;
     w.model = model;

@@ -300,8 +300,8 @@ int zt_arch_parse(const char *name, zt_arch *out, zt_error *err);
 int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err);
 /* Builds the model spec describes. */
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err);
-/* The spec a model built by zt_gpt2_create / zt_llama_create was made from; ZT_ERR_USAGE for
- * any other model (a shape-only one). */
+/* The spec a model built by zt_gpt2_create / zt_llama_create was made from (read from m->name
+ * and m->cfg); ZT_ERR_USAGE for a model of another name. */
 int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err);
 /* The common shape of either family: layers, heads, channels, vocabulary, longest sequence. */
 void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, int *n_embd,

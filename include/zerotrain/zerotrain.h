@@ -8,6 +8,8 @@
  *   zt_engine *e; zt_engine_create(m, &opts, &e, &err);    // the engine lays out and owns the memory
  *   zt_engine_forward_backward(e, &batch, &loss, &err);    // unit by unit, gradients accumulate (+=)
  *   zt_engine_step(e, lr, &report, &err);                  // clip, AdamW/SGD, zero the gradients
+ * A Llama is built the same way (zt_llama_preset("llama-tiny", ...), zt_llama_create), or either
+ * family from a preset name or a config through zt_model_spec (zt_model_preset, _spec_create).
  *
  * Conventions: every fallible function returns ZT_OK (0) or a zt_status and fills a zt_error whose
  * message names what is wrong and where (file, key, tensor). Objects come back through out-

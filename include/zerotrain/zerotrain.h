@@ -8,6 +8,8 @@
  *   zt_engine *e; zt_engine_create(m, &opts, &e, &err);    // the engine lays out and owns the memory
  *   zt_engine_forward_backward(e, &batch, &loss, &err);    // unit by unit, gradients accumulate (+=)
  *   zt_engine_step(e, lr, &report, &err);                  // clip, AdamW/SGD, zero the gradients
+ * A Llama is built the same way (zt_llama_preset("llama-tiny", ...), zt_llama_create), or either
+ * family from a preset name or a config through zt_model_spec (zt_model_preset, _spec_create).
  *
  * Conventions: every fallible function returns ZT_OK (0) or a zt_status and fills a zt_error whose
  * message names what is wrong and where (file, key, tensor). Objects come back through out-
@@ -300,8 +302,8 @@ int zt_arch_parse(const char *name, zt_arch *out, zt_error *err);
 int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err);
 /* Builds the model spec describes. */
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err);
-/* The spec a model built by zt_gpt2_create / zt_llama_create was made from; ZT_ERR_USAGE for
- * any other model (a shape-only one). */
+/* The spec a model built by zt_gpt2_create / zt_llama_create was made from (read from m->name
+ * and m->cfg); ZT_ERR_USAGE for a model of another name. */
 int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err);
 /* The common shape of either family: layers, heads, channels, vocabulary, longest sequence. */
 void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, int *n_embd,

@@ -72,7 +72,7 @@ const key_def zt_cfg_keys[] = {
     K_INT("model.vocab_size", model.vocab_size, 1, 16777216, NULL,
           "vocabulary (V); every token id in the data must be below it", NULL),
     K_INT("model.max_seq_len", model.max_seq_len, 1, 1048576, NULL,
-          "positions (rows of wpe); bounds training.seq_len", NULL),
+          "longest sequence (GPT-2: rows of wpe); bounds training.seq_len", NULL),
     K_INT("model.n_kv_head", model.n_kv_head, 1, 1024, NULL,
           "llama: key/value heads of grouped-query attention (NKV); n_head: none", "divides model.n_head"),
     K_INT("model.intermediate_size", model.intermediate_size, 1, 1048576, NULL,

@@ -40,7 +40,7 @@ int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err) {
     if (!strcmp(m->name, "gpt2")) {
         out->arch = ZT_ARCH_GPT2;
         out->gpt2 = *(const zt_gpt2_config *)m->cfg;
-    } else if (!strcmp(m->name, "llama") && m->train_flops_per_token) { /* not shapes.c's shape-only model */
+    } else if (!strcmp(m->name, "llama")) {
         out->arch = ZT_ARCH_LLAMA;
         out->llama = *(const zt_llama_config *)m->cfg;
     } else {

@@ -13,6 +13,7 @@ PACKAGES=(
   python3 python3-numpy python3-torch           # the PyTorch oracle test and the benchmark peer
   bible-kjv bible-kjv-text                      # the demo corpus: the King James Bible, 4.4 MB
   gnuplot-nox                                   # plots
+  iproute2 iputils-ping                         # scripts/netns_cluster.sh: hosts as network namespaces
 )
 
 SUDO=""

@@ -10,6 +10,7 @@
 #define ZT_TOOL_COMMON_H
 
 #include "comm/comm.h"
+#include "comm/launcher.h"
 #include "zerotrain/zerotrain.h"
 
 #include <stdio.h>
@@ -64,7 +65,10 @@ static int tool_engine_option(int argc, char **argv, int *i, zt_engine_options *
     else if (!strcmp(a, "--no-prefetch")) o->no_prefetch = true;
     else if (!strcmp(a, "--stochastic-rounding")) pr->stochastic_rounding = true;
     else if (!has_value) return 0;
-    else if (!strcmp(a, "--hybrid")) o->hybrid_shard_size = atoi(argv[++*i]);
+    else if (!strcmp(a, "--hybrid")) { /* 0: ranks per node from the launcher, as the trainer does */
+        o->hybrid_shard_size = atoi(argv[++*i]);
+        if (o->hybrid_shard_size == 0) o->hybrid_shard_size = zt_launcher_default_shard_size(o->comm ? zt_comm_size(o->comm) : 1, NULL);
+    }
     else if (!strcmp(a, "--bucket-mb")) o->bucket_bytes = (size_t)(atof(argv[++*i]) * 1048576);
     else if (!strcmp(a, "--scale-power")) pr->scale_power = atoi(argv[++*i]);
     else if (!strcmp(a, "--recompute")) {

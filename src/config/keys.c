@@ -150,7 +150,7 @@ const key_def zt_cfg_keys[] = {
     K_ENUM("parallel.strategy", strategy, STRATEGIES, "ddp",
            "sharding strategy (docs/strategies.md)"),
     K_INT("parallel.hybrid_shard_size", hybrid_shard_size, 0, 1048576, "0",
-          "hybrid: ranks per shard group; 0: the whole world", "divides the world size"),
+          "hybrid: ranks per shard group; 0: ranks per node from the launcher (docs/multihost.md), else the world", "divides the world size"),
     K_INT("parallel.hybrid_replicas", hybrid_replicas, 0, 1048576, "0",
           "hybrid: shard groups (replicas); 0: world / hybrid_shard_size; else checked at launch",
           NULL),

@@ -13,6 +13,7 @@
  *     another: equal values are fine, different ones are errors naming both places;
  *   - nothing here prints, exits, aborts or asserts on input. */
 #include "config/config_internal.h"
+#include "comm/launcher.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -557,11 +558,12 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
     if (tmp->strategy == ZT_STRATEGY_HYBRID) {
         int ks = zt_cfg_key_index("parallel.hybrid_shard_size");
         int kr = zt_cfg_key_index("parallel.hybrid_replicas");
-        int s = tmp->hybrid_shard_size > 0 ? tmp->hybrid_shard_size : world;
+        const char *from = "";
+        int s = tmp->hybrid_shard_size > 0 ? tmp->hybrid_shard_size : zt_launcher_default_shard_size(world, &from);
         if (world % s != 0) {
             w = loc_of(tmp, ks, NULL, where, sizeof where);
-            zt_cfg_error(&x, "%s%sparallel.hybrid_shard_size: %d does not divide the world size %d",
-                         PFX(w), s, world);
+            zt_cfg_error(&x, "%s%sparallel.hybrid_shard_size: %d%s%s does not divide the world size %d",
+                         PFX(w), s, *from ? " (0: ranks per node from " : "", *from ? from : "", world);
         } else if (tmp->hybrid_replicas > 0 && tmp->hybrid_replicas * s != world) {
             w = loc_of(tmp, kr, NULL, where, sizeof where);
             zt_cfg_error(&x, "%s%sparallel.hybrid_replicas: %d replicas x shard size %d = %d ranks, "

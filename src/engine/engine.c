@@ -9,6 +9,7 @@
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
+#include "comm/launcher.h"
 #include "engine/init.h"
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
@@ -184,7 +185,8 @@ static int setup_groups(zt_engine *e, zt_error *err) {
                                 "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
         if (o->comm) {
             int rc;
-            if ((rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
+            if ((rc = zt_launcher_check_shard_groups(o->comm, S, err)) ||
+                (rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
                 (rc = zt_comm_split(o->comm, e->rank % S, e->rank / S, &e->replica_comm, err)))
                 return rc;
             e->owns_comms = true;

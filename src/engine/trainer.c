@@ -10,6 +10,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "comm/comm.h"
+#include "comm/launcher.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "metrics/commlog.h"
@@ -105,7 +106,8 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->optim = cfg->optim;
     eo->strategy = cfg->strategy;
     eo->comm = world > 1 ? comm : NULL;
-    eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size : world;
+    eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size
+                                                       : zt_launcher_default_shard_size(world, NULL);
     eo->hybrid_inner = cfg->hybrid_inner;
     eo->keep_params_after_forward = !cfg->reshard_after_forward;
     eo->grad_accum = cfg->grad_accum;
@@ -233,8 +235,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             have_val ? cfg->val_path : "none", B, T, A, world, (long long)tokens_per_step, threads);
     fprintf(out, "parallel: strategy %s on %d rank%s", zt_strategy_name(cfg->strategy), world,
             world > 1 ? "s" : "");
-    if (cfg->strategy == ZT_STRATEGY_HYBRID)
-        fprintf(out, " (%s in shard groups of %d)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size);
+    if (cfg->strategy == ZT_STRATEGY_HYBRID) { /* with 0: where the default came from */
+        const char *src = "";
+        if (cfg->hybrid_shard_size == 0) zt_launcher_default_shard_size(world, &src);
+        fprintf(out, " (%s in shard groups of %d%s%s)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size,
+                *src ? ", ranks per node from " : cfg->hybrid_shard_size == 0 ? ", the world: one node" : "", src);
+    }
     if (eo.activation_checkpointing != ZT_RECOMPUTE_NONE)
         fprintf(out, " | activation checkpointing %s", zt_recompute_name(eo.activation_checkpointing));
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,

@@ -20,6 +20,7 @@
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "metrics/peak.h"
+#include "comm/launcher.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -216,16 +217,10 @@ double zt_cpu_peak_flops(const zt_cpu_peak *p, double cores, int ranks, bool bf1
     return cores * p->clock_ghz * 1e9 * per;
 }
 
-static int env_int(const char *name) {
-    const char *v = getenv(name);
-    return v ? atoi(v) : 0;
-}
-
 double zt_cores_per_rank(int threads) {
-    int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (local < 1) local = env_int("MPI_LOCALNRANKS");
-    if (local < 1) local = env_int("SLURM_NTASKS_PER_NODE"); /* "2(x3)" reads as 2 */
-    if (local < 1) local = 1;
+    zt_launcher_node node;
+    zt_launcher_node_get(&node);
+    int local = node.local_size > 0 ? node.local_size : 1;
     zt_cpu_peak p;
     zt_cpu_peak_detect(&p);
     double cores = (double)p.online_cores / (p.threads_per_core > 0 ? p.threads_per_core : 1);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# multihost.sh BUILD SOURCE - zerotrain across two "hosts" (network namespaces on a bridge, made by
+# scripts/netns_cluster.sh; 2 ranks each, shared memory inside a host, TCP between hosts):
+#  1. zero3 and hybrid (one shard group per host, parallel.hybrid_shard_size 0 = the launcher's
+#     ranks per node) train a small GPT-2 for 20 steps with final parameters bit-identical to the
+#     same runs on 4 local ranks;
+#  2. bytes really crossed the link (eth0 counters), and hybrid moved fewer of them than zero3;
+#  3. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
+#     message naming the rank) instead of training with shard groups that span hosts.
+# Skips (77) when this machine cannot create namespaces (not root, no CAP_SYS_ADMIN).
+set -euo pipefail
+BUILD="$(cd "$1" && pwd)"; SRC="$(cd "$2" && pwd)"
+if [ -z "${ZT_NETNS_MPIRUN:-}" ]; then
+  exec bash "$SRC/scripts/netns_cluster.sh" --hosts 2 --slots 2 --subnet 10.77.$(( $$ % 200 + 20 )) \
+    exec bash "$SRC/tests/multihost.sh" "$BUILD" "$SRC"
+fi
+TOOL="$BUILD/tests/tool_dist_check"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+STEPS=20
+source "$SRC/tests/dist_check.bash"
+local4() { mpirun -np 4 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1; }
+hosts() { "$ZT_NETNS_MPIRUN" -np 4 --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$@" 2>&1; }
+tx_total() { "$ZT_NETNS_BYTES" | awk '{ s += $2 } END { print s }'; }
+
+check "4 local ranks, zero3" n4 "$(local4 zero3 1 $STEPS)"
+check "4 local ranks, hybrid in groups of 2" n4 "$(local4 hybrid 1 $STEPS --hybrid 2)"
+
+where="$(hosts sh -c 'echo "$(hostname) rank $OMPI_COMM_WORLD_RANK local $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE"' | sort)"
+if [ "$(grep -c '^h1 rank [01] local [01]/2$' <<<"$where")" = 2 ] && [ "$(grep -c '^h2 rank [23] local [01]/2$' <<<"$where")" = 2 ]; then
+  echo "ok   ranks 0,1 on host h1 and 2,3 on host h2, 2 per node"
+else
+  echo "FAIL placement across the hosts:"; echo "$where"; fail=1
+fi
+
+t0=$(tx_total)
+check "2 hosts x 2 ranks, zero3" n4 "$(hosts "$TOOL" zero3 1 $STEPS)"
+t1=$(tx_total)
+out="$(hosts "$TOOL" hybrid 1 $STEPS --hybrid 0)"
+check "2 hosts x 2 ranks, hybrid with the per-node default" n4 "$out"
+t2=$(tx_total)
+z=$(( t1 - t0 )); h=$(( t2 - t1 ))
+if [ "$z" -gt 0 ] && [ "$h" -gt 0 ] && [ "$h" -lt "$z" ]; then
+  echo "ok   bytes sent between the hosts: zero3 $z, hybrid $h"
+else
+  echo "FAIL bytes sent between the hosts: zero3 $z, hybrid $h (expected both > 0, hybrid < zero3)"; fail=1
+fi
+
+set +e
+bad="$(hosts --map-by node "$TOOL" hybrid 1 2 --hybrid 0)"; rc=$?
+set -e
+if [ $rc -ne 0 ] && grep -q "is not local rank" <<<"$bad"; then
+  echo "ok   round-robin placement refused: $(grep -m1 -o 'hybrid: rank .*' <<<"$bad" | cut -c1-120)"
+else
+  echo "FAIL --map-by node with per-node shard groups: rc $rc"; echo "$bad" | tail -5; fail=1
+fi
+exit $fail

@@ -93,11 +93,13 @@ for i in $(seq 1 "$HOSTS"); do
       [ "$side" = "ip link" ] || { dev=eth0; pre="ip netns exec $n"; }
       parent="root"
       if [ -n "$DELAY" ]; then
-        $pre tc qdisc add dev "$dev" root handle 1: netem delay "$DELAY" limit 100000
+        $pre tc qdisc add dev "$dev" root handle 1: netem delay "$DELAY" limit 100000 2>"$WORK/err" ||
+          { echo "netns_cluster: --delay $DELAY: tc netem: $(cat "$WORK/err") (this kernel has no sch_netem?)" >&2; exit 1; }
         parent="parent 1:"
       fi
       if [ -n "$RATE" ]; then
-        $pre tc qdisc add dev "$dev" $parent handle 2: tbf rate "$RATE" burst 256kb latency 100ms
+        $pre tc qdisc add dev "$dev" $parent handle 2: tbf rate "$RATE" burst 256kb latency 100ms 2>"$WORK/err" ||
+          { echo "netns_cluster: --rate $RATE: tc tbf: $(cat "$WORK/err")" >&2; exit 1; }
       fi
     done
   fi

@@ -439,8 +439,8 @@ static void map_sharding(dctx *d, const cfg_node *n, const char *path, int s, in
             zt_cfg_map(d, n, path, "parallel.hybrid_shard_size", v);
         } else {
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path,
-                         "shards within a machine, replicates across machines: with one machine "
-                         "the shard group is the whole world (parallel.hybrid_shard_size 0)");
+                         "shards within a machine, replicates across machines: parallel.hybrid_shard_size "
+                         "0, the launcher's ranks per node (the whole world on one machine)");
         }
     }
 }

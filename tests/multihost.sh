@@ -5,7 +5,9 @@
 #     ranks per node) train a small GPT-2 for 20 steps with final parameters bit-identical to the
 #     same runs on 4 local ranks;
 #  2. bytes really crossed the link (eth0 counters), and hybrid moved fewer of them than zero3;
-#  3. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
+#  3. `zerotrain train` with strategy hybrid and hybrid_shard_size left at 0 shards per host and
+#     ends on zero3's parameters on 4 local ranks;
+#  4. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
 #     message naming the rank) instead of training with shard groups that span hosts.
 # Skips (77) when this machine cannot create namespaces (not root, no CAP_SYS_ADMIN).
 set -euo pipefail
@@ -43,6 +45,28 @@ if [ "$z" -gt 0 ] && [ "$h" -gt 0 ] && [ "$h" -lt "$z" ]; then
   echo "ok   bytes sent between the hosts: zero3 $z, hybrid $h"
 else
   echo "FAIL bytes sent between the hosts: zero3 $z, hybrid $h (expected both > 0, hybrid < zero3)"; fail=1
+fi
+
+# the command-line trainer: hybrid with parallel.hybrid_shard_size left at 0 takes one shard group
+# per host from the launcher, and ends on the parameters of zero3 on 4 local ranks
+Z="$BUILD/zerotrain"
+T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
+cat > "$T/c.yaml" <<YAML
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/train.bin}
+training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
+logging: {print_every: 100}
+YAML
+params_of() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" | cut -d' ' -f3; }
+ref="$("$Z" train "$T/c.yaml" --nproc 4 --set parallel.strategy=zero3 2>&1)"
+got="$(hosts "$Z" train "$T/c.yaml" --set parallel.strategy=hybrid)"
+if grep -q "shard groups of 2, ranks per node from OMPI_COMM_WORLD_LOCAL_SIZE" <<<"$got" && [ -n "$(params_of "$ref")" ] &&
+   [ "$(params_of "$got")" = "$(params_of "$ref")" ]; then
+  echo "ok   zerotrain train, hybrid across the hosts (shard group per host from the launcher) = zero3 on 4 local ranks: $(params_of "$got")"
+else
+  echo "FAIL zerotrain train across the hosts: params $(params_of "$got") vs $(params_of "$ref")"
+  grep -m1 "^parallel" <<<"$got" || echo "$got" | tail -5; fail=1
 fi
 
 set +e

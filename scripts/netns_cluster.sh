@@ -5,8 +5,10 @@
 #   netns_cluster.sh [options] run [mpirun args...]     mpirun across the hosts, then clean up
 #   netns_cluster.sh [options] exec CMD [args...]       CMD in the root namespace while the hosts
 #                                                        exist (ZT_NETNS_MPIRUN names a wrapper
-#                                                        that runs mpirun across them)
+#                                                        that runs mpirun across them; see
+#                                                        docs/multihost.md for the others)
 #   netns_cluster.sh [options] check                    create, ping every host, clean up
+#   netns_cluster.sh [options] srun [srun args...]      srun across the hosts (implies --slurm)
 # options:
 #   --hosts N        namespaces ("hosts"), default 2
 #   --slots K        ranks per host in the hostfile, default 2
@@ -14,6 +16,9 @@
 #   --rate R         shape every host's link: tbf rate R (tc syntax: 1gbit, 100mbit), egress
 #                    of both ends, so each direction is limited
 #   --delay D        netem delay D (tc syntax: 1ms) on both ends of every link
+#   --slurm          also start a Slurm cluster on the hosts (munged in the root namespace,
+#                    slurmctld on host 1, one slurmd per host, mpi/pmix) for the srun subcommand
+#                    and ZT_NETNS_SRUN; needs slurmctld, slurmd, srun and munged
 #
 # Layout: host i is namespace zt<pid>h<i> with eth0 = <subnet>.<i>/24, its veth peer on bridge
 # ztbr<pid> in the root namespace; loopback up in every namespace. mpirun runs inside host 1;
@@ -28,8 +33,8 @@
 # with the reason on stderr; 2 for a usage error.
 set -euo pipefail
 
-HOSTS=2 SLOTS=2 SUBNET=10.77.0 RATE="" DELAY=""
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+HOSTS=2 SLOTS=2 SUBNET=10.77.0 RATE="" DELAY="" SLURM=0
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) HOSTS="$2"; shift 2 ;;
@@ -37,7 +42,8 @@ while [ $# -gt 0 ]; do
     --subnet) SUBNET="$2"; shift 2 ;;
     --rate) RATE="$2"; shift 2 ;;
     --delay) DELAY="$2"; shift 2 ;;
-    run|exec|check) break ;;
+    --slurm) SLURM=1; shift ;;
+    run|exec|check|srun) break ;;
     *) usage ;;
   esac
 done
@@ -51,11 +57,18 @@ refuse() { echo "netns_cluster: cannot create network namespaces here: $*" >&2; 
 [ "$(id -u)" = 0 ] || refuse "not root (needs CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 command -v ip >/dev/null || refuse "no 'ip' command (Debian package iproute2)"
 command -v mpirun >/dev/null || [ "$CMD" = check ] || refuse "no mpirun on PATH"
+if [ "$CMD" = srun ]; then SLURM=1; fi
+if [ $SLURM = 1 ]; then
+  for c in slurmctld slurmd srun sinfo munged; do
+    command -v $c >/dev/null || refuse "--slurm: no '$c' (Debian packages slurmctld slurmd slurm-client munge)"
+  done
+fi
 if [ -n "$RATE$DELAY" ]; then command -v tc >/dev/null || refuse "no 'tc' command (iproute2) for --rate/--delay"; fi
 
 TAG="zt$$"
 BR="${TAG}br"
 WORK="$(mktemp -d /tmp/netns_cluster.XXXXXX)"
+MUNGE_PID=""
 ns() { echo "${TAG}h$1"; }
 addr() { echo "$SUBNET.$1"; }
 
@@ -67,6 +80,7 @@ cleanup() {
     ip netns del "$(ns "$i")" 2>/dev/null || true
   done
   ip link del "$BR" 2>/dev/null || true
+  [ -z "$MUNGE_PID" ] || kill "$MUNGE_PID" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -152,6 +166,56 @@ done < "$WORK/hosts.map"
 EOF
 chmod +x "$WORK/bytes"
 
+# Slurm: every daemon in its host's namespace with that host's name; each slurmd in its own
+# mount namespace where $S/nodetmp (Slurm's TmpFS, where mpi/pmix puts its per-step
+# directories) is that host's own directory, so two "hosts" on one disk do not collide
+if [ $SLURM = 1 ]; then
+  S="$WORK/slurm"; mkdir -p "$S/state" "$S/nodetmp"
+  {
+    echo "ClusterName=ztnetns"
+    echo "SlurmctldHost=h1($(addr 1))"
+    echo "SlurmUser=root"; echo "SlurmdUser=root"
+    echo "AuthType=auth/munge"; echo "CredType=cred/munge"; echo "AuthInfo=socket=$S/munge.sock"
+    echo "StateSaveLocation=$S/state"; echo "SlurmdSpoolDir=$S/spool-%n"; echo "TmpFS=$S/nodetmp"
+    echo "SlurmctldPidFile=$S/ctld.pid"; echo "SlurmdPidFile=$S/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$S/ctld.log"; echo "SlurmdLogFile=$S/slurmd-%n.log"
+    echo "ProctrackType=proctrack/linuxproc"; echo "TaskPlugin=task/none"; echo "MpiDefault=pmix"
+    echo "SchedulerType=sched/builtin"; echo "SelectType=select/cons_tres"; echo "SelectTypeParameters=CR_CPU"
+    echo "ReturnToService=2"; echo "JobCompType=jobcomp/none"; echo "AccountingStorageType=accounting_storage/none"
+    for i in $(seq 1 "$HOSTS"); do echo "NodeName=h$i NodeAddr=$(addr "$i") CPUs=$SLOTS State=UNKNOWN"; done
+    echo "PartitionName=all Nodes=h[1-$HOSTS] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
+  } > "$S/slurm.conf"
+  # slurmd loads a cgroup plugin even with proctrack/linuxproc; v1 accepts this container's mounts
+  printf 'CgroupPlugin=cgroup/v1\n' > "$S/cgroup.conf"
+  export SLURM_CONF="$S/slurm.conf"
+  munged --force -S "$S/munge.sock" --pid-file "$S/munge.pid" 2>"$WORK/err" ||
+    { echo "netns_cluster: --slurm: munged: $(cat "$WORK/err")" >&2; exit 1; }
+  MUNGE_PID="$(cat "$S/munge.pid")"
+  ip netns exec "$(ns 1)" unshare --uts sh -c 'hostname h1; exec slurmctld -D' > "$S/ctld.out" 2>&1 & disown
+  for i in $(seq 1 "$HOSTS"); do
+    mkdir -p "$S/spool-h$i" "$S/tmp-h$i"
+    ip netns exec "$(ns "$i")" unshare --uts --mount sh -c \
+      "hostname h$i; mount --bind '$S/tmp-h$i' '$S/nodetmp' && exec slurmd -D -N h$i" > "$S/slurmd-h$i.out" 2>&1 & disown
+  done
+  up=0
+  for _ in $(seq 1 60); do
+    st="$(ip netns exec "$(ns 1)" sinfo -h -N -o %t 2>/dev/null | sort -u | tr '\n' ' ')"
+    [ "$st" = "idle " ] && { up=1; break; }
+    sleep 0.5
+  done
+  if [ $up = 0 ]; then
+    echo "netns_cluster: --slurm: the nodes did not come up (states: ${st:-none}); the logs say:" >&2
+    tail -n 3 "$S"/*.out "$S"/*.log >&2 2>/dev/null || true
+    exit 1
+  fi
+  cat > "$WORK/srun" <<EOF
+#!/bin/sh
+# srun across netns_cluster.sh's Slurm hosts, from host 1; arguments go to srun
+SLURM_CONF="$S/slurm.conf" exec ip netns exec "$(ns 1)" unshare --uts sh -c 'hostname h1; exec srun "\$@"' srun "\$@"
+EOF
+  chmod +x "$WORK/srun"
+fi
+
 case "$CMD" in
   check)
     echo "netns_cluster: $HOSTS hosts up on $SUBNET.0/24${RATE:+, rate $RATE}${DELAY:+, delay $DELAY}; every host reaches every other"
@@ -160,9 +224,15 @@ case "$CMD" in
     set +e; "$WORK/mpirun" "$@"; rc=$?; set -e
     exit $rc
     ;;
+  srun)
+    set +e; "$WORK/srun" "$@"; rc=$?; set -e
+    exit $rc
+    ;;
   exec)
     set +e
-    ZT_NETNS_MPIRUN="$WORK/mpirun" ZT_NETNS_BYTES="$WORK/bytes" ZT_NETNS_HOSTS="$HOSTS" "$@"
+    ZT_NETNS_MPIRUN="$WORK/mpirun" ZT_NETNS_BYTES="$WORK/bytes" ZT_NETNS_HOSTS="$HOSTS" \
+      ZT_NETNS_NAMES="$(for i in $(seq 1 "$HOSTS"); do printf '%s ' "$(ns "$i")"; done)" ZT_NETNS_SUBNET="$SUBNET" \
+      ZT_NETNS_SRUN="$([ $SLURM = 1 ] && echo "$WORK/srun")" "$@"
     rc=$?; set -e
     exit $rc
     ;;

@@ -14,6 +14,7 @@ PACKAGES=(
   bible-kjv bible-kjv-text                      # the demo corpus: the King James Bible, 4.4 MB
   gnuplot-nox                                   # plots
   iproute2 iputils-ping                         # scripts/netns_cluster.sh: hosts as network namespaces
+  slurmctld slurmd slurm-client munge           # its --slurm: srun across those hosts (tests/multihost.sh)
 )
 
 SUDO=""

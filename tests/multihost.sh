@@ -7,13 +7,17 @@
 #  2. bytes really crossed the link (eth0 counters), and hybrid moved fewer of them than zero3;
 #  3. `zerotrain train` with strategy hybrid and hybrid_shard_size left at 0 shards per host and
 #     ends on zero3's parameters on 4 local ranks;
-#  4. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
+#  4. the same under Slurm's srun (when slurmctld/slurmd/munged are installed; else said and skipped),
+#     one slurmd per namespace host, S from SLURM_TASKS_PER_NODE;
+#  5. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
 #     message naming the rank) instead of training with shard groups that span hosts.
 # Skips (77) when this machine cannot create namespaces (not root, no CAP_SYS_ADMIN).
 set -euo pipefail
 BUILD="$(cd "$1" && pwd)"; SRC="$(cd "$2" && pwd)"
 if [ -z "${ZT_NETNS_MPIRUN:-}" ]; then
-  exec bash "$SRC/scripts/netns_cluster.sh" --hosts 2 --slots 2 --subnet 10.77.$(( $$ % 200 + 20 )) \
+  slurm=()   # Slurm on the hosts too when its daemons are installed (scripts/setup.sh installs them)
+  if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then slurm=(--slurm); fi
+  exec bash "$SRC/scripts/netns_cluster.sh" --hosts 2 --slots 2 --subnet 10.77.$(( $$ % 200 + 20 )) "${slurm[@]}" \
     exec bash "$SRC/tests/multihost.sh" "$BUILD" "$SRC"
 fi
 TOOL="$BUILD/tests/tool_dist_check"
@@ -39,6 +43,7 @@ check "2 hosts x 2 ranks, zero3" n4 "$(hosts "$TOOL" zero3 1 $STEPS)"
 t1=$(tx_total)
 out="$(hosts "$TOOL" hybrid 1 $STEPS --hybrid 0)"
 check "2 hosts x 2 ranks, hybrid with the per-node default" n4 "$out"
+grep -q "^shard groups of 2$" <<<"$out" || { echo "FAIL hybrid's per-node default: $(grep shard <<<"$out")"; fail=1; }
 t2=$(tx_total)
 z=$(( t1 - t0 )); h=$(( t2 - t1 ))
 if [ "$z" -gt 0 ] && [ "$h" -gt 0 ] && [ "$h" -lt "$z" ]; then
@@ -67,6 +72,25 @@ if grep -q "shard groups of 2, ranks per node from OMPI_COMM_WORLD_LOCAL_SIZE" <
 else
   echo "FAIL zerotrain train across the hosts: params $(params_of "$got") vs $(params_of "$ref")"
   grep -m1 "^parallel" <<<"$got" || echo "$got" | tail -5; fail=1
+fi
+
+# Slurm: srun starts the ranks itself (mpi/pmix); S comes from SLURM_TASKS_PER_NODE (no OMPI_ variables)
+if [ -n "${ZT_NETNS_SRUN:-}" ]; then
+  srun_() { "$ZT_NETNS_SRUN" -N 2 -n 4 --distribution=block "$@" 2>&1; }
+  check "srun, 2 hosts x 2 ranks, zero3" n4 "$(srun_ "$TOOL" zero3 1 $STEPS)"
+  out="$(srun_ "$TOOL" hybrid 1 $STEPS --hybrid 0)"
+  check "srun, 2 hosts x 2 ranks, hybrid with the per-node default" n4 "$out"
+  grep -q "^shard groups of 2$" <<<"$out" || { echo "FAIL hybrid's per-node default under srun: $(grep shard <<<"$out")"; fail=1; }
+  set +e
+  bad="$(srun_ --distribution=cyclic "$TOOL" hybrid 1 2 --hybrid 0)"; rc=$?
+  set -e
+  if [ $rc -ne 0 ] && grep -q "is not local rank" <<<"$bad"; then
+    echo "ok   srun --distribution=cyclic refused: $(grep -m1 -o 'hybrid: rank .*' <<<"$bad" | cut -c1-80)"
+  else
+    echo "FAIL srun --distribution=cyclic with per-node shard groups: rc $rc"; echo "$bad" | tail -5; fail=1
+  fi
+else
+  echo "skip srun: Slurm's daemons (slurmctld, slurmd, munged) are not installed"
 fi
 
 set +e

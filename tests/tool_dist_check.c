@@ -18,7 +18,8 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
- * Rank 0 also prints "activations BYTES" (the engine's activation class) and, with --recompute,
+ * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
+ * hybrid (--hybrid 0: S from the launcher's ranks per node), and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);
+        if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", o.hybrid_shard_size);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M) */

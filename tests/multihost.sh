@@ -26,7 +26,26 @@ STEPS=20
 source "$SRC/tests/dist_check.bash"
 local4() { mpirun -np 4 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1; }
 hosts() { "$ZT_NETNS_MPIRUN" -np 4 --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$@" 2>&1; }
-tx_total() { "$ZT_NETNS_BYTES" | awk '{ s += $2 } END { print s }'; }
+tx_total() { "$ZT_NETNS_BYTES" | awk '{ s += $2 } END { printf "%.0f", s }'; }
+# hybrid_default LABEL LAUNCHER...: hybrid with --hybrid 0 (the launcher's ranks per node) under
+# LAUNCHER gives zero3's bits in shard groups of 2
+hybrid_default() {
+  local label="$1"; shift
+  local out; out="$("$@" "$TOOL" hybrid 1 $STEPS --hybrid 0)"
+  check "$label, hybrid with the per-node default" n4 "$out"
+  grep -q "^shard groups of 2$" <<<"$out" || { echo "FAIL $label: hybrid's per-node default: $(grep shard <<<"$out")"; fail=1; }
+}
+# refused LABEL LAUNCHER...: ranks placed round-robin with per-node shard groups must fail, naming the rank
+refused() {
+  local label="$1"; shift
+  local bad rc
+  set +e; bad="$("$@" "$TOOL" hybrid 1 2 --hybrid 0)"; rc=$?; set -e
+  if [ $rc -ne 0 ] && grep -q "is not local rank" <<<"$bad"; then
+    echo "ok   $label refused: $(grep -m1 -o 'hybrid: rank .*' <<<"$bad" | cut -c1-100)"
+  else
+    echo "FAIL $label with per-node shard groups: rc $rc"; echo "$bad" | tail -5; fail=1
+  fi
+}
 
 check "4 local ranks, zero3" n4 "$(local4 zero3 1 $STEPS)"
 check "4 local ranks, hybrid in groups of 2" n4 "$(local4 hybrid 1 $STEPS --hybrid 2)"
@@ -41,9 +60,7 @@ fi
 t0=$(tx_total)
 check "2 hosts x 2 ranks, zero3" n4 "$(hosts "$TOOL" zero3 1 $STEPS)"
 t1=$(tx_total)
-out="$(hosts "$TOOL" hybrid 1 $STEPS --hybrid 0)"
-check "2 hosts x 2 ranks, hybrid with the per-node default" n4 "$out"
-grep -q "^shard groups of 2$" <<<"$out" || { echo "FAIL hybrid's per-node default: $(grep shard <<<"$out")"; fail=1; }
+hybrid_default "2 hosts x 2 ranks" hosts
 t2=$(tx_total)
 z=$(( t1 - t0 )); h=$(( t2 - t1 ))
 if [ "$z" -gt 0 ] && [ "$h" -gt 0 ] && [ "$h" -lt "$z" ]; then
@@ -74,31 +91,15 @@ else
   grep -m1 "^parallel" <<<"$got" || echo "$got" | tail -5; fail=1
 fi
 
+refused "mpirun --map-by node" hosts --map-by node
+
 # Slurm: srun starts the ranks itself (mpi/pmix); S comes from SLURM_TASKS_PER_NODE (no OMPI_ variables)
 if [ -n "${ZT_NETNS_SRUN:-}" ]; then
   srun_() { "$ZT_NETNS_SRUN" -N 2 -n 4 --distribution=block "$@" 2>&1; }
   check "srun, 2 hosts x 2 ranks, zero3" n4 "$(srun_ "$TOOL" zero3 1 $STEPS)"
-  out="$(srun_ "$TOOL" hybrid 1 $STEPS --hybrid 0)"
-  check "srun, 2 hosts x 2 ranks, hybrid with the per-node default" n4 "$out"
-  grep -q "^shard groups of 2$" <<<"$out" || { echo "FAIL hybrid's per-node default under srun: $(grep shard <<<"$out")"; fail=1; }
-  set +e
-  bad="$(srun_ --distribution=cyclic "$TOOL" hybrid 1 2 --hybrid 0)"; rc=$?
-  set -e
-  if [ $rc -ne 0 ] && grep -q "is not local rank" <<<"$bad"; then
-    echo "ok   srun --distribution=cyclic refused: $(grep -m1 -o 'hybrid: rank .*' <<<"$bad" | cut -c1-80)"
-  else
-    echo "FAIL srun --distribution=cyclic with per-node shard groups: rc $rc"; echo "$bad" | tail -5; fail=1
-  fi
+  hybrid_default "srun, 2 hosts x 2 ranks" srun_
+  refused "srun --distribution=cyclic" srun_ --distribution=cyclic
 else
   echo "skip srun: Slurm's daemons (slurmctld, slurmd, munged) are not installed"
-fi
-
-set +e
-bad="$(hosts --map-by node "$TOOL" hybrid 1 2 --hybrid 0)"; rc=$?
-set -e
-if [ $rc -ne 0 ] && grep -q "is not local rank" <<<"$bad"; then
-  echo "ok   round-robin placement refused: $(grep -m1 -o 'hybrid: rank .*' <<<"$bad" | cut -c1-120)"
-else
-  echo "FAIL --map-by node with per-node shard groups: rc $rc"; echo "$bad" | tail -5; fail=1
 fi
 exit $fail

@@ -9,7 +9,9 @@
 #     ends on zero3's parameters on 4 local ranks;
 #  4. the same under Slurm's srun (when slurmctld/slurmd/munged are installed; else said and skipped),
 #     one slurmd per namespace host, S from SLURM_TASKS_PER_NODE;
-#  5. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
+#  5. a host lost mid-run (its link down after a checkpoint): a peer error naming its ranks within
+#     ZT_COMM_TIMEOUT, and the run resumes from the last commit bit for bit;
+#  6. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
 #     message naming the rank) instead of training with shard groups that span hosts.
 # Skips (77) when this machine cannot create namespaces (not root, no CAP_SYS_ADMIN).
 set -euo pipefail
@@ -89,6 +91,35 @@ if grep -q "shard groups of 2, ranks per node from OMPI_COMM_WORLD_LOCAL_SIZE" <
 else
   echo "FAIL zerotrain train across the hosts: params $(params_of "$got") vs $(params_of "$ref")"
   grep -m1 "^parallel" <<<"$got" || echo "$got" | tail -5; fail=1
+fi
+
+# a host lost mid-run: host 2's link goes down after a checkpoint; the ranks on host 1 fail with a
+# peer error naming host 2's ranks within ZT_COMM_TIMEOUT (5 s here), mpirun ends (its daemon
+# keepalive set short: by default Open MPI waits minutes for an unreachable host), and the run
+# resumes from the last commit on both hosts, bit for bit with a run never interrupted
+sed 's/steps: 6,/steps: 3000,/' "$T/c.yaml" > "$T/long.yaml"
+set -- $ZT_NETNS_NAMES; ns2="$2"
+ZT_COMM_TIMEOUT=5 timeout 120 "$ZT_NETNS_MPIRUN" --mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 1 \
+  --mca oob_tcp_keepalive_probes 3 -np 4 --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT \
+  "$Z" train "$T/long.yaml" --set parallel.strategy=hybrid --ckpt-dir "$T/ck" --ckpt-every 50 > "$T/lost.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do [ -e "$T/ck/step-00000050" ] && break; sleep 0.1; done
+ip -n "$ns2" link set eth0 down
+t0=$(date +%s)
+set +e; wait $pid; rc=$?; set -e
+took=$(( $(date +%s) - t0 ))
+ip -n "$ns2" link set eth0 up
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 60 ] && grep -qE "error \(peer\).*(world [23]\)|ranks? [23])" "$T/lost.out"; then
+  echo "ok   host 2 lost after step 50: rc $rc after $took s: $(grep -m1 -oE 'error \(peer\).*' "$T/lost.out" | cut -c1-110)"
+else
+  echo "FAIL host 2 lost: rc $rc after $took s"; grep -v '^\[h' "$T/lost.out" | tail -5; fail=1
+fi
+ref="$("$Z" train "$T/long.yaml" --nproc 4 --set parallel.strategy=hybrid --stop-after 105 2>&1)"
+got="$(hosts "$Z" train "$T/long.yaml" --set parallel.strategy=hybrid --resume "$T/ck" --stop-after 105)"
+if [ -n "$(params_of "$ref")" ] && [ "$(params_of "$got")" = "$(params_of "$ref")" ]; then
+  echo "ok   resumed across the hosts from $(cat "$T/ck/latest"), step 105 = never interrupted: $(params_of "$got")"
+else
+  echo "FAIL resume after the lost host: params $(params_of "$got") vs $(params_of "$ref")"; echo "$got" | tail -3; fail=1
 fi
 
 refused "mpirun --map-by node" hosts --map-by node

@@ -49,7 +49,7 @@ for f in "$REAL"/*.json "$REAL"/*.yaml "$REAL"/*.yml; do
     # the first problem: "file:l:c: key: reason" or "... key VALUE is not supported: reason"
     line="$(grep -m1 -E '^(zerotrain: error|  )' "$tmp/err" | sed 's/^zerotrain: error (usage): //; s/^  //')"
     if [[ "$line" =~ 2\ problems|[0-9]+\ problems ]]; then line="$(sed -n 2p "$tmp/err" | sed 's/^  //')"; fi
-    key="$(printf '%s\n' "$line" | grep -oE '(^|: )[a-z_][a-zA-Z0-9_.]*(\[[0-9]+\])?: [^ ]|[a-z_]+\.[a-z_.]+ [^ ]+ is not supported: ' | head -1 | sed -E 's/^: //; s/: .$//; s/ .*//')"
+    key="$(printf '%s\n' "$line" | grep -oE '(^|: )[a-z_][a-zA-Z0-9_.]*(\[[0-9]+\])?: [^ ]|[a-z_]+\.[a-z_.]+ [^ ]+ (is|are) not [^:]*: ' | head -1 | sed -E 's/^: //; s/: .$//; s/ .*//')"
     if [ -z "$key" ]; then
       echo "FAIL $name: refused without naming a key: $line"; fail=1
     else

@@ -204,6 +204,9 @@ typedef struct dctx {
     const dialect_row *rows;
     int n_rows;
     void *state;               /* the dialect's own */
+    const char *strict_root;   /* non-NULL: an unknown top-level key is an error, for this reason
+                                  (Accelerate refuses them); else unknown keys with no close match
+                                  are warnings (DeepSpeed ignores them) */
 } dctx;
 
 /* The nodes a dialect's rows saw, by dotted path, for handlers that combine several keys (both
@@ -238,6 +241,11 @@ bool zt_cfg_get_num(dctx *d, const cfg_node *n, const char *path, double lo, dou
 bool zt_cfg_get_bool(dctx *d, const cfg_node *n, const char *path, bool *out);
 /* Maps a dialect value to a native key: the source is "<file:l:c> <dialect> <path>=<value>". */
 int zt_cfg_map(dctx *d, const cfg_node *n, const char *path, const char *native, const char *val);
+/* A native default nobody set (no file, no --set) that a dialect value outgrows (training.steps
+ * below a scheduler's warmup_num_steps): key is raised to need, with a warning naming the key to
+ * set, instead of the conflict refusing the file. Does nothing when key was set or is large
+ * enough. */
+void zt_cfg_fit_default(dctx *d, const char *key, int64_t need, const cfg_node *n, const char *path);
 /* Records a note/warning located at n: "<file:l:c>: <path>: <text>". */
 void zt_cfg_dnote(dctx *d, zt_config_level level, const cfg_node *n, const char *path,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -138,6 +138,19 @@ static const dialect_row ROWS[] = {
     {"mpirun_config", BLOCK, NULL, h_block, NOTE,
      "run mpirun -hostfile yourself: `mpirun -np N -hostfile HOSTS zerotrain train CONFIG`"},
     {"ipex_config", BLOCK, NULL, h_block, NOTE, "Intel extension for PyTorch: not applicable"},
+    /* SageMakerConfig's own keys: compute_environment AMAZON_SAGEMAKER is refused already */
+    {"ec2_instance_type", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"iam_role_name", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"image_uri", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"profile", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"region", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"base_job_name", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"pytorch_version", A_STR | A_NUM | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"transformers_version", A_STR | A_NUM | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"py_version", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"sagemaker_inputs_file", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"sagemaker_metrics_file", A_STR | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
+    {"additional_args", A_MAP | A_NULL, NULL, NULL, NOTE, "SageMaker only"},
     {"deepspeed_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is DEEPSPEED"},
     {"fsdp_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is FSDP"},
     {"parallelism_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "FSDP2's 2-D mesh and beyond"},
@@ -173,7 +186,11 @@ static const dialect_row ROWS[] = {
      "multi-node: mpirun -hostfile"},
     {"deepspeed_config.deepspeed_moe_layer_cls_names", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
      "mixture of experts is not implemented (a warning)"},
+    {"deepspeed_config.seq_parallel_communication_data_type", A_STR | A_NULL, NULL, NULL, NOTE,
+     "sequence-parallel detail: no sequence parallelism"},
     /* fsdp_config */
+    {"fsdp_config.fsdp_ignored_modules", A_STR | A_SEQ | A_NULL, NULL, NULL, NOTE,
+     "every parameter of the built-in models is sharded (null or empty: none ignored)"},
     {"fsdp_config.fsdp_version", A_INT, NULL, zt_cfg_record_row, NOTE, "1 or 2; absent: 1"},
     {"fsdp_config.fsdp_sharding_strategy", A_STR | A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
      "FULL_SHARD (1) zero3; SHARD_GRAD_OP (2) zero2; NO_SHARD (3) ddp; HYBRID_SHARD (4) hybrid "
@@ -623,13 +640,13 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
 }
 
 /* Returns true when it made the strategy hybrid. */
-static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) {
+static bool resolve_parallelism(dctx *d, bool fsdp, bool ds, int version, int64_t procs) {
     const cfg_node *blk = zt_cfg_record_get(d, "parallelism_config");
     if (!blk || blk->kind != CN_MAP || !blk->child) return false;
-    if (!fsdp || version != 2) {
+    if (!ds && (!fsdp || version != 2)) {
         zt_cfg_derror(d, blk, "parallelism_config",
-                      "needs distributed_type FSDP with fsdp_config.fsdp_version 2 (Accelerate "
-                      "raises a ValueError too)");
+                      "needs distributed_type FSDP with fsdp_config.fsdp_version 2, or DEEPSPEED "
+                      "(Accelerate raises a ValueError too)");
         return false;
     }
     int64_t v[5] = {1, 1, 1, 1, 1};
@@ -645,7 +662,12 @@ static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) 
     }
     int64_t r = v[0], s = v[1];
     char t[32];
-    if (r > 1 && s > 1) {
+    if (ds) { /* DeepSpeed shards over all data-parallel ranks; the mesh adds sequence parallelism */
+        if (n[0] || n[1])
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
+                         "with DEEPSPEED the ZeRO stage shards over all data-parallel ranks");
+        r = s = 1;
+    } else if (r > 1 && s > 1) {
         zt_cfg_map(d, n[0], K[0], "parallel.strategy", "hybrid");
         snprintf(t, sizeof t, "%lld", (long long)s);
         zt_cfg_map(d, n[1], K[1], "parallel.hybrid_shard_size", t);
@@ -678,7 +700,8 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
     cfg_node *root = zt_cfg_yaml_tree(x, text, len, name);
     if (!root) return;
     dialect_records st = {0};
-    dctx d = {x, name, "accelerate", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st};
+    dctx d = {x, name, "accelerate", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st,
+              "Accelerate refuses unknown top-level keys too: ClusterConfig.from_yaml_file"};
     zt_cfg_walk(&d, root, "");
     const cfg_node *dt = zt_cfg_record_get(&d, "distributed_type");
     if (!dt && zt_cfg_child(root, "distributed_type")) { /* refused by the walk already */
@@ -751,7 +774,7 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
     }
     /* the strategy: a 2-D mesh first (FSDP2), then what happens inside a shard group */
     int version = is_fsdp ? fsdp_version(&d) : 1;
-    bool mesh_hybrid = resolve_parallelism(&d, is_fsdp, version, procs);
+    bool mesh_hybrid = resolve_parallelism(&d, is_fsdp, is_ds, version, procs);
     if (!strcmp(dt->text, "NO")) {
         zt_cfg_map(&d, dt, "distributed_type", "parallel.strategy", "ddp");
         if (procs > 1)

@@ -667,6 +667,22 @@ int zt_cfg_map(dctx *d, const cfg_node *n, const char *path, const char *native,
     return zt_cfg_apply_str(d->x, native, val, ZT_ORIGIN_DIALECT, w, desc, path);
 }
 
+void zt_cfg_fit_default(dctx *d, const char *key, int64_t need, const cfg_node *n, const char *path) {
+    int ki = zt_cfg_key_index(key);
+    zt_train_config *c = d->x->c;
+    if (ki < 0 || d->x->native_set[ki] || c->source[ki].origin != ZT_ORIGIN_DEFAULT) return;
+    char have[64], v[32], w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
+    zt_cfg_format(c, &zt_cfg_keys[ki], have, sizeof have);
+    if (strtoll(have, NULL, 10) >= need) return;
+    snprintf(v, sizeof v, "%lld", (long long)need);
+    snprintf(desc, sizeof desc, "raised from the default %s to fit %s %s=%lld: set %s", have,
+             d->dialect, path, (long long)need, key);
+    zt_cfg_apply_str(d->x, key, v, ZT_ORIGIN_DERIVED, zt_cfg_where(d, n, false, w, sizeof w), desc, key);
+    zt_cfg_dnote(d, ZT_CONFIG_WARNING, n, path, "%lld exceeds %s's default %s, which no file set: "
+                 "%s raised to %lld (set %s to choose)", (long long)need, key, have, key,
+                 (long long)need, key);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The walker. */
 
@@ -737,12 +753,23 @@ static void unknown(dctx *d, const cfg_node *n, const char *prefix, const char *
             const char *rp = d->rows[i].path, *dot = strrchr(rp, '.');
             if (strcmp(dot ? dot + 1 : rp, n->key) == 0) best = rp;
         }
-    if (best) snprintf(hint, sizeof hint, "; did you mean %s?", best);
     char shown[96];
     zt_cfg_show(shown, sizeof shown, path, strlen(path));
-    zt_cfg_error(d->x, "%s: %s: unknown %s key%s", zt_cfg_where(d, n, true, w, sizeof w), shown,
-                 d->dialect, hint);
+    zt_cfg_where(d, n, true, w, sizeof w);
+    if (best) {
+        snprintf(hint, sizeof hint, "; did you mean %s?", best);
+        zt_cfg_error(d->x, "%s: %s: unknown %s key%s", w, shown, d->dialect, hint);
+    } else if (!pl && d->strict_root) {
+        zt_cfg_error(d->x, "%s: %s: unknown %s key (%s)", w, shown, d->dialect, d->strict_root);
+    } else {
+        zt_cfg_note(d->x, ZT_CONFIG_WARNING, "%s: %s: unknown %s key, close to none known: ignored (%s "
+                    "ignores keys it does not read)", w, shown, d->dialect,
+                    !strcmp(d->dialect, "deepspeed") ? "DeepSpeed" : "Accelerate");
+    }
 }
+
+/* Keys that are comments by convention ("_comment", "_note", "//"): never configuration. */
+static bool comment_key(const char *k) { return k[0] == '_' || !strncmp(k, "//", 2); }
 
 static void default_row(dctx *d, const dialect_row *r, const cfg_node *n, const char *path) {
     if (n->kind == CN_MAP && (r->accept & A_MAP) && !r->native) {
@@ -794,6 +821,10 @@ void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix) {
             char where[ZT_PATH_MAX + 32];
             zt_cfg_error(d->x, "%s: %s: duplicate key (first at line %d)",
                          zt_cfg_where(d, c, true, where, sizeof where), path, first->line);
+            continue;
+        }
+        if (comment_key(c->key)) {
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, c, path, "a comment by convention: ignored");
             continue;
         }
         const dialect_row *r = find_row(d, path);

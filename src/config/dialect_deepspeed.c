@@ -331,11 +331,11 @@ static const dialect_row ROWS[] = {
      NOTE, "same meaning"},
     {"zero_optimization.offload_param.pin_memory", A_BOOL, NULL, NULL, NOTE,
      "no pinned memory on a CPU-only build"},
-    {"zero_optimization.offload_param.buffer_count", A_INT, NULL, NULL, NOTE,
+    {"zero_optimization.offload_param.buffer_count", INTA, NULL, NULL, NOTE,
      "parameter offload buffers: parameter offload to nvme is not implemented yet"},
-    {"zero_optimization.offload_param.buffer_size", A_NUM, NULL, NULL, NOTE,
+    {"zero_optimization.offload_param.buffer_size", NUMA, NULL, NULL, NOTE,
      "parameter offload buffers: parameter offload to nvme is not implemented yet"},
-    {"zero_optimization.offload_param.max_in_cpu", A_NUM, NULL, NULL, NOTE,
+    {"zero_optimization.offload_param.max_in_cpu", NUMA, NULL, NULL, NOTE,
      "parameter offload buffers: parameter offload to nvme is not implemented yet"},
     {"zero_optimization.offload_optimizer", BLOCK, NULL, NULL, NOTE, "block"},
     {"zero_optimization.offload_optimizer.device", A_STR | A_NULL, "memory.offload_optimizer", h_device,
@@ -344,7 +344,7 @@ static const dialect_row ROWS[] = {
      "memory.offload_optimizer_nvme_path", NULL, NOTE, "same meaning"},
     {"zero_optimization.offload_optimizer.pin_memory", A_BOOL, NULL, NULL, NOTE,
      "no pinned memory on a CPU-only build"},
-    {"zero_optimization.offload_optimizer.buffer_count", A_INT, "memory.offload_buffer_count", NULL, NOTE,
+    {"zero_optimization.offload_optimizer.buffer_count", INTA, "memory.offload_buffer_count", NULL, NOTE,
      "staging buffers; zerotrain's each hold one chunk of every state (m and v), sized by "
      "memory.offload_buffer_mb"},
     {"zero_optimization.offload_optimizer.pipeline_read", A_BOOL, NULL, NULL, NOTE,
@@ -430,8 +430,12 @@ static const dialect_row ROWS[] = {
      "fp16 master weights: zerotrain keeps fp32 master weights"},
     {"amp", BLOCK, NULL, h_block_error, NOTE,
      "NVIDIA Apex AMP is not supported: use the bf16 or fp16 block (precision.mode)"},
-    {"torch_autocast", BLOCK, NULL, h_block_error, NOTE,
-     "torch autocast is not supported: use the bf16 or fp16 block (precision.mode)"},
+    {"torch_autocast", BLOCK, NULL, zt_cfg_record_row, NOTE,
+     "enabled with the bf16 or fp16 block: approximated by that block's precision.mode (a warning); "
+     "alone: not supported (use the bf16 or fp16 block)"},
+    {"torch_autocast.enabled", A_BOOL, NULL, NULL, NOTE, "see torch_autocast"},
+    {"torch_autocast.dtype", A_STR | A_NULL, NULL, NULL, NOTE, "see torch_autocast"},
+    {"torch_autocast.lower_precision_safe_modules", A_SEQ | A_NULL, NULL, NULL, NOTE, "see torch_autocast"},
     {"communication_data_type", A_STR | A_NULL, "precision.reduce_dtype", h_dtype, NOTE,
      "fp32 | bf16 | fp16; absent or null: DeepSpeed's default, the training dtype: bf16 under the "
      "bf16 block, fp16 under the fp16 block, fp32 otherwise"},
@@ -525,7 +529,7 @@ static const dialect_row ROWS[] = {
     {"aio", BLOCK, NULL, NULL, NOTE, "block"},
     {"aio.thread_count", A_INT, "memory.offload_io_threads", NULL, NOTE,
      "I/O threads of the NVMe offload (each keeps one block in flight)"},
-    {"aio.block_size", A_NUM, NULL, NULL, NOTE, "no effect: requests are whole chunks cut into 8 MiB blocks"},
+    {"aio.block_size", NUMA, NULL, NULL, NOTE, "no effect: requests are whole chunks cut into 8 MiB blocks"},
     {"aio.queue_depth", A_INT, NULL, NULL, NOTE,
      "no effect: the queue depth is memory.offload_io_threads (blocking pread/pwrite threads)"},
     {"aio.single_submit", A_BOOL, NULL, NULL, NOTE, "no effect (libaio detail)"},
@@ -689,6 +693,16 @@ static void resolve_precision(dctx *d) {
         zt_cfg_derror(d, f, "fp16.enabled", "bf16 and fp16 cannot both be enabled");
         return;
     }
+    const cfg_node *ta = zt_cfg_record_get(d, "torch_autocast"), *ten = ta ? zt_cfg_child(ta, "enabled") : NULL;
+    if (ten && ten->kind == CN_BOOL && ten->b && (bon || fon))
+        zt_cfg_dnote(d, ZT_CONFIG_WARNING, ta, "torch_autocast",
+                     "approximated by the %s block's precision.mode (casts per unit, not per op)",
+                     bon ? "bf16" : "fp16");
+    else if (ten && ten->kind == CN_BOOL && ten->b)
+        zt_cfg_derror(d, ta, "torch_autocast",
+                      "torch autocast alone is not supported: use the bf16 or fp16 block (precision.mode)");
+    else if (ta)
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, ta, "torch_autocast", "not enabled");
     if (bon) {
         zt_cfg_map(d, b, "bf16.enabled", "precision.mode", "bf16");
         /* DeepSpeed's engine (runtime/engine.py, DeepSpeedEngine.communication_data_type) reduces
@@ -864,8 +878,13 @@ static void resolve_scheduler(dctx *d) {
         if (zt_cfg_is_auto(wn) ||
             zt_cfg_get_int(d, wn, "scheduler.params.warmup_num_steps", 0, INT64_MAX, (int64_t[]){0}))
             map_or_auto(d, wn, "scheduler.params.warmup_num_steps", "training.warmup_steps");
+        if (!zt_cfg_is_auto(wn) && wn->kind == CN_NUM && !tot)
+            zt_cfg_fit_default(d, "training.steps", (int64_t)wn->num, wn,
+                               "scheduler.params.warmup_num_steps");
     } else {
         ds_default(d, "training.warmup_steps", "1000", "scheduler.params.warmup_num_steps absent: 1000");
+        if (!tot && !d->x->native_set[zt_cfg_key_index("training.warmup_steps")])
+            zt_cfg_fit_default(d, "training.steps", 1000, t, "scheduler.params.warmup_num_steps (absent: 1000)");
     }
     if (!wt || !strcmp(wt->text, "log"))
         zt_cfg_note(d->x, ZT_CONFIG_WARNING,
@@ -950,7 +969,7 @@ void zt_cfg_read_deepspeed(cfg_ctx *x, const char *text, size_t len, const char 
         return;
     }
     dialect_records st = {0};
-    dctx d = {x, name, "deepspeed", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st};
+    dctx d = {x, name, "deepspeed", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st, NULL};
     zt_cfg_walk(&d, root, "");
     resolve_batch(&d);
     resolve_stage(&d);

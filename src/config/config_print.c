@@ -46,9 +46,21 @@ typedef struct note_list {
     int n;
 } note_list;
 
+/* Writes s as the rest of a YAML comment line: control bytes and bytes >= 0x80 (a dialect key or
+ * value quoted in a note may hold invalid UTF-8, which YAML refuses even in comments) as '?'. */
+static void comment_text(FILE *out, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc(*p < 0x20 || *p >= 0x7f ? '?' : *p, out);
+}
+
 static void print_note(void *ctx, zt_config_level level, const char *text) {
     note_list *l = ctx;
-    fprintf(l->out, "%s%s: %s\n", l->prefix, level_name(level), text);
+    fprintf(l->out, "%s%s: ", l->prefix, level_name(level));
+    if (l->prefix[0] == '#')
+        comment_text(l->out, text);
+    else
+        fputs(text, l->out);
+    fputc('\n', l->out);
     l->n++;
 }
 
@@ -103,8 +115,6 @@ static int write_yaml(const zt_train_config *c, FILE *out) {
         }
         zt_cfg_format(c, k, v, sizeof v);
         source_text(c, i, s, sizeof s);
-        for (char *p = s; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
         if ((k->type == KT_STR) && !v[0] && (k->flags & F_REQUIRED)) {
             fprintf(out, "  # %s: not set (required to train: --set %s=PATH)\n", zt_cfg_leaf(k), k->key);
             continue;
@@ -114,7 +124,9 @@ static int write_yaml(const zt_train_config *c, FILE *out) {
             yaml_quote(out, v);
         else
             fputs(v, out);
-        fprintf(out, "  # %s\n", s);
+        fputs("  # ", out);
+        comment_text(out, s);
+        fputc('\n', out);
     }
     note_list l = {out, "# ", 0};
     zt_train_config_notes(c, print_note, &l);

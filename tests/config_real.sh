@@ -5,7 +5,9 @@
 #  - every file resolves (exit 0) or is refused with exit 2 and an error line that names the key
 #    and the reason ("file:line:col: key: reason", or "key N is not supported: reason"); any
 #    other exit (a crash, a sanitizer abort) or a refusal without a key fails;
-#  - the share that resolves is printed, with the refusals grouped by key; below 90% fails.
+#  - the share that resolves is printed, with the refusals grouped by key; below 90% fails;
+#  - each DeepSpeed file that resolves also resolves alone, without --set (`zerotrain config`
+#    notes the missing data.train instead of refusing).
 # An Accelerate file that names its DeepSpeed JSON (deepspeed_config_file) is run from a folder
 # laid out as in its repository, so the relative path finds the corpus copy.
 set -uo pipefail
@@ -45,6 +47,12 @@ for f in "$REAL"/*.json "$REAL"/*.yaml "$REAL"/*.yml; do
   rc=$?
   if [ $rc = 0 ]; then
     resolved=$((resolved + 1))
+    # a DeepSpeed file alone (no --set) resolves too: a missing data.train is only a note
+    case "$name" in *.json)
+      if ! (cd "$cwd" && "$ZT" config "$run" > /dev/null 2> "$tmp/err2"); then
+        echo "FAIL $name resolves with data.train set but not alone: $(head -c 300 "$tmp/err2")"; fail=1
+      fi;;
+    esac
   elif [ $rc = 2 ]; then
     # the first problem: "file:l:c: key: reason" or "... key VALUE is not supported: reason"
     line="$(grep -m1 -E '^(zerotrain: error|  )' "$tmp/err" | sed 's/^zerotrain: error (usage): //; s/^  //')"

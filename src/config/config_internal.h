@@ -200,8 +200,10 @@ typedef enum row_kind {
                         other keys are walked only then; else an error: doc is the reason */
     RK_ALIAS,        /* another name of the row at native (a dialect path): read as that row,
                         with doc as a note when doc is set */
-    RK_NOTE,         /* no effect here: doc as a note (nothing at arg's neutral values) */
-    RK_WARN,         /* changes what runs: doc as a warning, a note at arg's neutral values */
+    RK_NOTE,         /* no effect here: doc as a note (with arg: nothing at its neutral values,
+                        null or an empty list) */
+    RK_WARN,         /* changes what runs: doc as a warning (nothing at arg's neutral values:
+                        a neutral value asks for what zerotrain does anyway) */
     RK_REFUSE,       /* known but cannot run: an error with doc as the reason, unless the value
                         is one of arg's neutral values */
     RK_BLOCK_NOTE,   /* a block zerotrain does not read: a note (" (not enabled)" when off) */

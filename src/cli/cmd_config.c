@@ -23,7 +23,7 @@ static void usage(FILE *out) {
             "  --json    values, sources, notes and hash as JSON\n"
             "  --docs    write docs/config.md (the key and mapping tables) to stdout\n"
             "exit code 0, or 2 when the configuration has errors or `zerotrain train` would refuse "
-            "it (a missing data.train is only a note here)\n");
+            "it\n");
 }
 
 int zt_cmd_config(int argc, char **argv) {
@@ -105,11 +105,11 @@ int zt_cmd_config(int argc, char **argv) {
      * missing data.train alone does not fail `config` (DeepSpeed and Accelerate files cannot
      * name data): it is checked as if set, and said in a note */
     zt_error werr = {0}, verr = {0};
-    static zt_train_config chk;
+    int wrc = zt_train_config_validate_world(&cfg, cfg.nproc, &werr);
+    static zt_train_config chk; /* cfg with a stand-in data.train, for the checks only */
     chk = cfg;
     bool no_data = !chk.train_path[0];
     if (no_data) snprintf(chk.train_path, sizeof chk.train_path, "DATA");
-    int wrc = zt_train_config_validate_world(&chk, chk.nproc, &werr);
     int vrc = wrc ? 0 : zt_train_config_validate(&chk, &verr);
     if (zt_train_config_write(&cfg, format, stdout, &err)) return zt_cli_fail(&err);
     if (wrc) {

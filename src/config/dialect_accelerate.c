@@ -6,8 +6,15 @@
  * zero_stage: 3 / fsdp_sharding_strategy: FULL_SHARD) resolve to the same native configuration,
  * so they train bit-identically (examples/accelerate_*.yaml, tests/config_dialects.sh).
  *
+ * One row per key in dialect_accelerate.def, applied by the interpreter in dialect_common.c;
+ * this file holds what rows cannot say: distributed_type choosing the block to read, the rank
+ * counts, the sharding strategy from FSDP1/FSDP2 keys and the parallelism mesh, prefetch from
+ * three keys, mixed_precision, and a deepspeed_config_file read as a DeepSpeed config.
+ *
  * Rules (docs/config.md says them to users):
  *   - only the block distributed_type selects is read (Accelerate ignores the other one too);
+ *   - an unknown top-level key is an error, as Accelerate's ClusterConfig raises on it; inside
+ *     the blocks one close to no known key is a warning and ignored;
  *   - Accelerate's precision alignment: mixed_precision bf16/fp16 keeps fp32 master weights for
  *     DeepSpeed and FSDP alike (accelerate#2624, fixed in 0.30 by upcasting FSDP's trainable
  *     parameters), which is zerotrain's precision.mode bf16 / fp16 either way; both reduce
@@ -25,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
 
 /* ---------------------------------------------------------------------------------------------
  * The rows: dialect_accelerate.def, one per Accelerate key (config_internal.h says what each

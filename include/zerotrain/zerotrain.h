@@ -589,6 +589,9 @@ typedef struct zt_memory_plan {
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
+    size_t offload_read_bytes;   /* ... and reads from them per training step: the optimizer
+                                    pass's stream, and (parameter offload) every gather's pieces */
+    size_t offload_write_bytes;  /* ... and writes per step (the stream's write-back) */
 } zt_memory_plan;
 /* The plan the engine computed at creation and allocates by. */
 void zt_engine_memory_plan(const zt_engine *e, zt_memory_plan *out);

@@ -278,6 +278,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
             goto done;
     }
+    zt_offload_stats last_io = {0}; /* the last step's NVMe traffic (rank 0's files) */
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -354,6 +355,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         m.comm_wait_s = bytes.wait_s; /* the part of comm_s spent blocked in waits */
         zt_engine_offload_stats(e, &io, false);
         m.io_s = io.wait_s; /* the offloaded update's waits for the disk (0 without offload) */
+        last_io = io;
         m.optim_s = (t1 - to) - (m.comm_s - comm_mid) - m.io_s;
         m.other_s = m.step_s - (m.data_s + m.forward_s + m.backward_s + m.comm_s + m.optim_s + m.io_s);
         m.has_memory = true;
@@ -420,6 +422,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_progress_finish(&prog);
     /* planned against measured memory, every rank (a collective: all ranks are here) */
     if ((rc = report_memory(e, world_comm, world, rank, out, &log, err))) goto done;
+    if (rank == 0 && zt_engine_offload_describe(e)[0] && end_step > start_step) {
+        zt_memory_plan io_plan;
+        zt_engine_memory_plan(e, &io_plan);
+        fprintf(out, "offload I/O of the last step, rank 0: read %.2f MiB (the optimizer pass %.2f, the gathers' pieces "
+                "%.2f), wrote %.2f MiB; planned read %.2f, write %.2f MiB\n",
+                (last_io.read_bytes + last_io.gather_read_bytes) / 1048576.0, last_io.read_bytes / 1048576.0,
+                last_io.gather_read_bytes / 1048576.0, last_io.write_bytes / 1048576.0,
+                io_plan.offload_read_bytes / 1048576.0, io_plan.offload_write_bytes / 1048576.0);
+    }
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
         /* nothing to train (resumed at or past --stop-after): save the loaded state in this run's
          * layout, i.e. reshard the checkpoint to this world size and strategy */

@@ -470,6 +470,9 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
 /* *x = the sum of every rank's *x over the data-parallel world, added in rank order (the same
  * bits on every rank). A collective; a no-op on one process. */
 int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
+/* The same for x[0..n), 1 <= n <= 16, each element summed in rank order; `what` names the
+ * collective in errors. The trainer's per-step agreement (loss, stop request) is one call. */
+int zt_engine_sum_ranks_n(zt_engine *e, double *x, int n, const char *what, zt_error *err);
 /* Memory classes (docs/memory.md): every buffer the engine allocates belongs to exactly one. */
 typedef enum zt_mem_class {
     ZT_MEM_PARAMS = 0,       /* parameters between steps: the full tensors (ddp, zero1, zero2) or this

@@ -4,6 +4,8 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
+#include "core/fault.h"
+#include "core/stop.h"
 #include "engine/trainer.h"
 
 #include <stdio.h>
@@ -140,14 +142,17 @@ int zt_cmd_train(int argc, char **argv) {
     } else if (cfg.nproc > 1) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
-        zt_launch_local(cfg.nproc, argc, argv, &err);
-        return zt_cli_fail(&err);
+        int code = zt_launch_local(cfg.nproc, cfg.fault_grace_s, argc, argv, &err);
+        return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0;
     int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
     if (!rc) rc = zt_train_config_validate(&cfg, &err);
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
+    if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
     if (rc) return end_job(world, zt_cli_fail(&err));
+    zt_stop_install(); /* SIGTERM/SIGINT: stop at the next step boundary, saved (docs/reliability.md) */
+    zt_launch_register_rank(rank); /* the launcher forwards signals to this pid */
     /* a job started by the launcher printed the warnings already */
     if (rank == 0 && !getenv("ZT_LAUNCHED")) zt_train_config_notes(&cfg, print_warning, stderr);
     /* the command line wins over the configuration's checkpoint and logging keys */
@@ -161,10 +166,10 @@ int zt_cmd_train(int argc, char **argv) {
                              .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER],
                              .trace_path = opt[O_TRACE].value,
                              .comm_log = opt[O_COMM_LOG].value ? counts[O_COMM_LOG] != 0 : cfg.comms_log};
-    zt_train_result res;
+    zt_train_result res = {0};
     rc = zt_train(&cfg, &opts, &res, &err);
     if (rc) return end_job(world, zt_cli_fail(&err));
     zt_comm_free(world);
     if (world && zt_comm_finalize(&err)) return zt_cli_fail(&err);
-    return 0;
+    return res.stop_signal ? ZT_EXIT_STOPPED : 0;
 }

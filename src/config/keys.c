@@ -200,6 +200,9 @@ const key_def zt_cfg_keys[] = {
           "checkpoints to keep; 0: all", NULL),
     K_BOOL("checkpoint.save_consolidated", ckpt_consolidated, "false",
            "also write the full (consolidated) weights with each checkpoint"),
+    K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
+          "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
+          "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),
 };
 const int zt_cfg_n_keys = (int)(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0]);
 _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
@@ -207,7 +210,7 @@ _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
 
 const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer",
                                        "eval",     "logging",   "sample",   "parallel",
-                                       "precision", "memory",   "checkpoint"};
+                                       "precision", "memory",   "checkpoint", "fault"};
 const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
 
 /* Presets zt_gpt2_preset knows (for messages only: zt_gpt2_preset decides). */

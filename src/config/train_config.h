@@ -150,6 +150,8 @@ typedef struct zt_train_config {
     int ckpt_every;             /* checkpoint.every (steps; 0 = never) */
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
+    /* faults (docs/reliability.md): */
+    float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and
      * zt_train_config_equal ignore them). source[i] belongs to the key table's row i. */

@@ -10,6 +10,8 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "comm/comm.h"
+#include "core/fault.h"
+#include "core/stop.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "metrics/commlog.h"
@@ -18,6 +20,7 @@
 #include "metrics/trace.h"
 
 #include <math.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +281,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_engine_reset_times(e);
         char step_name[32];
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
+        zt_fault_set_step(step + 1);
+        zt_fault_point(ZT_FAULT_AT_STEP);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         /* the schedule follows applied updates: an fp16 step skipped for overflow does not advance
@@ -297,6 +302,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_trace_end();
             zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
                           .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
+            zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD); /* ZT_FAULT nan/inf: a poisoned gradient */
+            if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
             float loss;
             if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) goto done;
             fb_s += now() - tf;
@@ -304,11 +311,18 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         double comm_mid = zt_engine_comm_seconds(e); /* forward/backward's collectives */
         double to = now();
+        /* every cross-rank decision comes from this one sum (docs/reliability.md): the loss, and
+         * how many ranks were asked to stop by SIGTERM, by SIGINT */
+        int sig_here = zt_stop_requested();
+        double agree[3] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT};
+        if ((rc = zt_engine_sum_ranks_n(e, agree, 3, "step agreement (loss, stop requests)", err))) goto done;
+        loss_sum = agree[0];
+        bool stop = agree[1] + agree[2] > 0;
+        zt_fault_point(ZT_FAULT_AT_OPTIM);
         zt_step_report rep;
         zt_trace_begin("optimizer", "step");
         if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
         zt_trace_end();
-        if ((rc = zt_engine_sum_ranks(e, &loss_sum, err))) goto done;
         double t1 = now();
         zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("lr", lr)}); /* the step span */
         zt_comm_bytes bytes;
@@ -356,7 +370,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
-        if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
+        if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
             if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
@@ -371,12 +385,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double tck = now();
         zt_trace_begin("checkpoint", "save");
         if (opts && opts->ckpt_dir && opts->ckpt_dir[0] &&
-            (last || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
+            (last || stop || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
             double tc = now();
-            if (ckpt_async && !last) {
+            if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
                 if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
@@ -401,6 +415,27 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_trace_end();
         m.ckpt_s = now() - tck;
         if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
+        if (stop) {
+            zt_progress_finish(&prog);
+            int sig = agree[1] > 0 ? SIGTERM : SIGINT;
+            double asked = agree[1] + agree[2];
+            if (opts && opts->ckpt_dir && opts->ckpt_dir[0])
+                fprintf(out, "stop requested (%s on %.0f of %d rank%s): step %lld committed to %s/step-%08lld; "
+                        "exiting %d (continue with --resume %s)\n", zt_signal_name(sig), asked,
+                        world, world == 1 ? "" : "s", (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1),
+                        ZT_EXIT_STOPPED, opts->ckpt_dir);
+            else
+                fprintf(out, "stop requested (%s on %.0f of %d rank%s) after step %lld: no checkpoint directory "
+                        "(checkpoint.dir or --ckpt-dir), so nothing could be saved; exiting %d\n",
+                        zt_signal_name(sig), asked, world, world == 1 ? "" : "s",
+                        (long long)(step + 1), ZT_EXIT_STOPPED);
+            fflush(out);
+            if (result) {
+                result->stop_signal = sig;
+                result->steps = step + 1;
+            }
+            goto done;
+        }
     }
     if (pending) {
         zt_ckpt_async *a = pending;
@@ -421,6 +456,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     uint64_t hash = zt_engine_param_hash(e); /* a collective under zero3: every rank calls it */
     if (result) {
+        result->stop_signal = 0;
         result->first_loss = first_loss;
         result->final_loss = last_loss;
         result->final_val_loss = last_val;

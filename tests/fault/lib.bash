@@ -1,0 +1,81 @@
+# lib.bash - the fault-matrix harness (sourced by tests/fault/<ROW>.sh; rows of
+# ../shared/reference/reliability.md §4, docs/reliability.md): a tiny GPT-2 on 2 ranks, a reference
+# run R, and the "nothing lost" check (NL) after a fault and a resume.
+#   fresh_reference         R: STEPS steps straight (R.jsonl, R.out)
+#   run_job NAME ARGS...    zerotrain train c.yaml --nproc 2 ... under a hard timeout; $NAME.out/.err,
+#                           $NAME.jsonl, exit code in RC (124: it hung = failure)
+#   nl_check NAME CKDIR     resume from CKDIR's last commit: it verifies; resumed run's losses after
+#                           the commit + the interrupted run's up to it = R's, every step once, bit for
+#                           bit; the data cursor = commit step x samples per step; same final params
+set -uo pipefail
+BUILD="$1"; SRC="$2"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=60
+unset ZT_FAULT
+T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+ROW="$(basename "$0" .sh)"
+STEPS=${STEPS:-8}
+SAMPLES_PER_STEP=4 # 2 ranks x micro-batch 2
+HARD_TIMEOUT=${HARD_TIMEOUT:-90}
+fail=0
+ok() { echo "ok   $ROW: $*"; }
+bad() { echo "FAIL $ROW: $*"; fail=1; }
+finish() { exit $fail; }
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" --val-fraction 0.1 --val-out "$T/val.bin" >/dev/null
+cat > "$T/c.yaml" <<YAML
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/train.bin}
+training: {micro_batch_size: 2, seq_len: 16, steps: $STEPS, warmup_steps: 1, lr: 3e-3}
+logging: {print_every: 100}
+YAML
+hash_of() { grep -o 'params xxh64 [0-9a-f]*' "$1" | cut -d' ' -f3; }
+# step:loss_hex per line, for the steps in [lo, hi] of the given jsonl files
+losses() { /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+for f in sys.argv[3:]:
+    for l in open(f):
+        r = json.loads(l)
+        if 'event' not in r and lo <= r['step'] <= hi: print(f"{r['step']}:{r['loss_hex']}")
+PY
+}
+start_job() { # NAME ARGS...: the job in the background under the hard timeout; JOB = timeout's pid
+  local name="$1"; shift
+  timeout -k 5 "$HARD_TIMEOUT" "$Z" train "$T/c.yaml" --nproc 2 --set logging.jsonl="$T/$name.jsonl" "$@" \
+    > "$T/$name.out" 2> "$T/$name.err" &
+  JOB=$!
+}
+wait_job() { # NAME: RC = the job's exit code (124/137: it hung = a failure)
+  wait "$JOB"; RC=$?
+  if [ $RC = 124 ] || [ $RC = 137 ]; then bad "$1 hung past ${HARD_TIMEOUT} s"; fi
+  return 0
+}
+run_job() { start_job "$@"; wait_job "$1"; }
+launcher_of() { pgrep -P "$JOB" -f zerotrain | head -1; } # the launcher, child of timeout
+wait_step() { # NAME S: until the job's log has step S (at most 20 s)
+  for _ in $(seq 200); do grep -q "\"step\":$2," "$T/$1.jsonl" 2>/dev/null && return 0; sleep 0.1; done
+  bad "$1 never reached step $2"
+}
+fresh_reference() { run_job R "$@"; [ $RC = 0 ] || bad "reference run: exit $RC"; }
+last_commit() { sed -n 's/^step-0*\([0-9]*\)$/\1/p' "$1/latest" 2>/dev/null; }
+nl_check() { # NAME CKDIR [ARGS...]: resume and compare with R
+  local name="$1" ck="$2"; shift 2
+  local c; c="$(last_commit "$ck")"
+  if [ -z "$c" ]; then bad "$name: no commit in $ck"; return; fi
+  if "$Z" verify "$ck" > "$T/verify.out" 2>&1; then ok "$name: the last commit (step $c) validates"; else bad "$name: verify: $(cat "$T/verify.out")"; fi
+  ls "$ck" | grep -q '\.tmp$' && ok "$name: a leftover *.tmp is present and must be ignored"
+  run_job "$name-resume" --resume "$ck" "$@"
+  [ $RC = 0 ] || { bad "$name: resume exit $RC: $(tail -2 "$T/$name-resume.err")"; return; }
+  local want=$((c * SAMPLES_PER_STEP))
+  grep -q "next global sample $want " "$T/$name-resume.out" && ok "$name: resumed at global sample $want (step $c x $SAMPLES_PER_STEP), none skipped or repeated" ||
+    bad "$name: data cursor: $(grep -o 'next global sample [0-9]*' "$T/$name-resume.out")"
+  local got; got="$( { losses 1 "$c" "$T/$name.jsonl"; losses $((c + 1)) 999999 "$T/$name-resume.jsonl"; } | tr '\n' ' ')"
+  local ref; ref="$(losses 1 999999 "$T/R.jsonl" | tr '\n' ' ')"
+  [ -n "$ref" ] && [ "$got" = "$ref" ] && ok "$name: losses of steps 1..$STEPS equal R's bit for bit (each step once)" ||
+    bad "$name: losses differ from R: got [$got] want [$ref]"
+  [ -n "$(hash_of "$T/R.out")" ] && [ "$(hash_of "$T/$name-resume.out")" = "$(hash_of "$T/R.out")" ] &&
+    ok "$name: final parameters equal R's ($(hash_of "$T/R.out"))" || bad "$name: params $(hash_of "$T/$name-resume.out") vs R $(hash_of "$T/R.out")"
+}
+expect_rc() { # WANT LABEL
+  [ "$RC" = "$1" ] && ok "$2: exit $RC" || { bad "$2: exit $RC, want $1"; tail -5 "$T/$3.err" 2>/dev/null; }
+}

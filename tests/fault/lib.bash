@@ -79,3 +79,19 @@ nl_check() { # NAME CKDIR [ARGS...]: resume and compare with R
 expect_rc() { # WANT LABEL
   [ "$RC" = "$1" ] && ok "$2: exit $RC" || { bad "$2: exit $RC, want $1"; tail -5 "$T/$3.err" 2>/dev/null; }
 }
+no_orphans() { # NAME: no process of this test's jobs is left
+  sleep 0.5
+  if pgrep -f "$T/c.yaml" > /dev/null; then bad "$1: processes left behind: $(pgrep -af "$T/c.yaml" | head -3)"; pkill -KILL -f "$T/c.yaml"
+  else ok "$1: no process left behind"; fi
+}
+lost_peer() { # NAME FAULT WANT_TEXT: a rank lost by ZT_FAULT mid-run: exit 5 naming it, promptly; NL
+  local name="$1" fault="$2" want="$3"
+  local t0; t0=$(date +%s.%N)
+  ZT_FAULT="$fault" run_job "$name" --ckpt-dir "$T/ck-$name" --ckpt-every 2
+  local took; took=$(echo "$(date +%s.%N) - $t0" | bc)
+  expect_rc 5 "$fault" "$name"
+  grep -q "$want" "$T/$name.err" && ok "$name: $(grep -o 'error (peer lost).*' "$T/$name.err")" || bad "$name: no '$want' in: $(tail -3 "$T/$name.err")"
+  [ "$(echo "$took < 15" | bc)" = 1 ] && ok "$name: the job ended ${took%??????} s after it started (within T + 10 s)" || bad "$name: took $took s"
+  no_orphans "$name"
+  nl_check "$name" "$T/ck-$name"
+}

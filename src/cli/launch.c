@@ -178,25 +178,29 @@ static bool is_zerotrain_code(int c) { return (c >= 2 && c <= 9) || c == 70 || c
 static int job_code(const job_news *n, int status, bool stopping, bool killed, double grace) {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (killed) {
-        fprintf(stderr, "zerotrain: error (peer lost): the ranks did not stop within fault.grace_s = %g s of the "
+        fprintf(stderr, "zerotrain: error (peer): the ranks did not stop within fault.grace_s = %g s of the "
                 "stop request: killed, nothing saved since the last commit\n", grace);
         return ZT_ERR_PEER;
     }
     if (code == 0) return 0;
+    if (stopping && g_signals >= 2 && n->signal == SIGINT) { /* Ctrl-C twice: the user's call */
+        fprintf(stderr, "zerotrain: stopped at once by a second SIGINT: nothing saved since the last commit\n");
+        return 128 + SIGINT;
+    }
     if (n->rank >= 0 && n->signal > 0) {
-        fprintf(stderr, "zerotrain: error (peer lost): rank %d died of %s (signal %d)%s; the job was stopped\n",
+        fprintf(stderr, "zerotrain: error (peer): rank %d died of %s (signal %d)%s; the job was stopped\n",
                 n->rank, zt_signal_name(n->signal), n->signal, stopping ? " while stopping" : "");
         return ZT_ERR_PEER;
     }
     if (n->abort_rank >= 0 && is_zerotrain_code(code)) return code; /* the rank said why */
     if (n->rank >= 0 && n->code >= 0) {
         if (is_zerotrain_code(n->code)) return n->code; /* the rank said why */
-        fprintf(stderr, "zerotrain: error (peer lost): rank %d exited with code %d; the job was stopped\n",
+        fprintf(stderr, "zerotrain: error (peer): rank %d exited with code %d; the job was stopped\n",
                 n->rank, n->code);
         return ZT_ERR_PEER;
     }
     if (is_zerotrain_code(code)) return code;
-    fprintf(stderr, "zerotrain: error (peer lost): mpirun ended with %s %d (its messages above); the job "
+    fprintf(stderr, "zerotrain: error (peer): mpirun ended with %s %d (its messages above); the job "
             "was stopped\n", WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? code : WTERMSIG(status));
     return ZT_ERR_PEER;
 }
@@ -253,15 +257,15 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
             if (w == child) done = true;
         }
         if (done) continue;
-        int sigs = g_signals;
-        if (sigs > forwarded) { /* forward each signal once, as it came */
+        for (int sigs = g_signals; forwarded < sigs; forwarded++) { /* each signal once, as it came */
             int sig = g_last_sig;
             if (!forwarded) {
                 stop_at = mono();
                 fprintf(stderr, "zerotrain: %s: asking the %d ranks to save at the next step boundary and stop "
                         "(fault.grace_s = %g s)\n", zt_signal_name(sig), nproc, grace);
+            } else {
+                usleep(20000); /* two signals at once would merge into one in the rank */
             }
-            forwarded = sigs;
             signal_ranks(run_dir, nproc, child, sig);
         }
         if (forwarded && !killed && mono() - stop_at > grace) {
@@ -277,11 +281,13 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     return job_code(&news, status, forwarded > 0, killed, grace);
 }
 
-/* Removes the run directory's pid files and the directory (ours only). */
+/* Removes the run directory's pid files and status boards, and the directory (ours only). */
 static void remove_run_dir(const char *dir, int nproc) {
     char path[4200];
     for (int r = 0; r < nproc; r++) {
         snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/board-%d", dir, r); /* a killed rank's status board */
         unlink(path);
     }
     rmdir(dir);

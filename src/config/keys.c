@@ -200,6 +200,11 @@ const key_def zt_cfg_keys[] = {
           "checkpoints to keep; 0: all", NULL),
     K_BOOL("checkpoint.save_consolidated", ckpt_consolidated, "false",
            "also write the full (consolidated) weights with each checkpoint"),
+    K_FLT("comm.timeout_s", comm_timeout_s, 0.0, HUGE_VAL, 0, "0",
+          "collective deadline: a collective in which no message arrives for this long fails with "
+          "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "
+          "until the first step is done, then max(60 s, 10 x the slowest step), and max(300 s, "
+          "10 x the slowest save) around checkpoints and evaluation)", NULL),
     K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
           "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
           "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),
@@ -210,7 +215,7 @@ _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
 
 const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer",
                                        "eval",     "logging",   "sample",   "parallel",
-                                       "precision", "memory",   "checkpoint", "fault"};
+                                       "precision", "memory",   "checkpoint", "comm", "fault"};
 const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
 
 /* Presets zt_gpt2_preset knows (for messages only: zt_gpt2_preset decides). */

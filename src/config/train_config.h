@@ -151,6 +151,7 @@ typedef struct zt_train_config {
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
     /* faults (docs/reliability.md): */
+    float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and

@@ -94,6 +94,33 @@ static int report_memory(zt_engine *e, zt_comm *world_comm, int world, int rank,
     return rc;
 }
 
+/* The collective deadline (comm.timeout_s, docs/reliability.md): fixed when the key is > 0 (or
+ * ZT_COMM_TIMEOUT is set); else automatic: the comms' 300 s until the first step is done, then
+ * max(60 s, 10 x the slowest step so far) during steps and max(300 s, 10 x the slowest save or
+ * evaluation so far) around them. A deadline only fires when no message moves for that long. */
+typedef struct deadline {
+    bool automatic;
+    double slowest_step, slowest_save;
+} deadline;
+
+static void deadline_init(deadline *d, const zt_train_config *cfg, FILE *out) {
+    const char *env = getenv("ZT_COMM_TIMEOUT");
+    *d = (deadline){.automatic = !(cfg->comm_timeout_s > 0) && !(env && *env)};
+    if (cfg->comm_timeout_s > 0) zt_comm_set_job_timeout(cfg->comm_timeout_s);
+    if (cfg->comm_timeout_s > 0)
+        fprintf(out, "collective deadline %g s (comm.timeout_s)\n", cfg->comm_timeout_s);
+    else if (!d->automatic)
+        fprintf(out, "collective deadline %s s (ZT_COMM_TIMEOUT)\n", env);
+}
+
+static void deadline_for_steps(const deadline *d) {
+    if (d->automatic && d->slowest_step > 0) zt_comm_set_job_timeout(fmax(60.0, 10.0 * d->slowest_step));
+}
+
+static void deadline_for_save(const deadline *d) {
+    if (d->automatic) zt_comm_set_job_timeout(fmax(300.0, 10.0 * d->slowest_save));
+}
+
 static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
     zt_engine_get_loss_scaler(e, &s);
@@ -271,6 +298,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
             goto done;
     }
+    deadline dl;
+    deadline_init(&dl, cfg, out);
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -282,6 +311,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         char step_name[32];
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
         zt_fault_set_step(step + 1);
+        zt_comm_note_step(step + 1);
         zt_fault_point(ZT_FAULT_AT_STEP);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
@@ -370,6 +400,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
+        dl.slowest_step = fmax(dl.slowest_step, m.step_s);
+        deadline_for_save(&dl); /* evaluation and checkpoints (a no-op when neither comes) */
         if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
@@ -414,6 +446,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         zt_trace_end();
         m.ckpt_s = now() - tck;
+        dl.slowest_save = fmax(dl.slowest_save, fmax(m.ckpt_s, m.eval_s));
+        deadline_for_steps(&dl);
         if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
         if (stop) {
             zt_progress_finish(&prog);
@@ -508,6 +542,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
 data_error_train:
     zt_error_prefix(err, "data.train %s", cfg->train_path);
 done:
+    zt_comm_set_job_timeout(0); /* this run's deadline ends with it */
     zt_trace_close(NULL); /* an error path: the file is closed, the per-rank files stay unmerged */
     zt_commlog_enable(false);
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */

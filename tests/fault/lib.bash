@@ -90,7 +90,7 @@ lost_peer() { # NAME FAULT WANT_TEXT: a rank lost by ZT_FAULT mid-run: exit 5 na
   ZT_FAULT="$fault" run_job "$name" --ckpt-dir "$T/ck-$name" --ckpt-every 2
   local took; took=$(echo "$(date +%s.%N) - $t0" | bc)
   expect_rc 5 "$fault" "$name"
-  grep -q "$want" "$T/$name.err" && ok "$name: $(grep -o 'error (peer lost).*' "$T/$name.err")" || bad "$name: no '$want' in: $(tail -3 "$T/$name.err")"
+  grep -q "$want" "$T/$name.err" && ok "$name: $(grep -o 'error (peer).*' "$T/$name.err")" || bad "$name: no '$want' in: $(tail -3 "$T/$name.err")"
   [ "$(echo "$took < 15" | bc)" = 1 ] && ok "$name: the job ended ${took%??????} s after it started (within T + 10 s)" || bad "$name: took $took s"
   no_orphans "$name"
   nl_check "$name" "$T/ck-$name"

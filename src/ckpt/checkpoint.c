@@ -387,19 +387,24 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
-static void retain(const char *dir, int keep_last, int64_t keep) {
+int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
     DIR *d = opendir(dir);
-    if (!d) return;
-    int64_t steps[4096];
+    if (!d) return 0;
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 4096) {
+    while ((de = readdir(d)) && n < cap) {
         int64_t s;
         if (step_of(de->d_name, &s)) steps[n++] = s;
     }
     closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
+    return n;
+}
+
+/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
+static void retain(const char *dir, int keep_last, int64_t keep) {
+    int64_t steps[4096];
+    int n = zt_ckpt_list_steps(dir, steps, 4096);
     for (int k = 0; k < n - keep_last; k++) {
         if (steps[k] == keep) continue;
         char path[4200];

@@ -133,6 +133,7 @@ static void write_all(const char *s, size_t len) {
  * mpirun's banners about a failed rank or an MPI_Abort, which the launcher's last line replaces. */
 static void on_line(job_news *n, const char *s, size_t len) {
     bool dashes = len >= 20 && strspn(s, "-") >= 20;
+    if (strstr(s, "has sent help message") || strstr(s, "orte_base_help_aggregate")) return; /* about banners */
     if (!n->in_banner && !dashes) {
         write_all(s, len);
         return;

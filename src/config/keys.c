@@ -200,6 +200,10 @@ const key_def zt_cfg_keys[] = {
           "checkpoints to keep; 0: all", NULL),
     K_BOOL("checkpoint.save_consolidated", ckpt_consolidated, "false",
            "also write the full (consolidated) weights with each checkpoint"),
+    K_BOOL("checkpoint.fallback", ckpt_fallback, "true",
+           "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
+           "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
+           "(docs/reliability.md)"),
     K_FLT("comm.timeout_s", comm_timeout_s, 0.0, HUGE_VAL, 0, "0",
           "collective deadline: a collective in which no message arrives for this long fails with "
           "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "

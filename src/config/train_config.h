@@ -150,6 +150,7 @@ typedef struct zt_train_config {
     int ckpt_every;             /* checkpoint.every (steps; 0 = never) */
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
+    bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */

@@ -211,9 +211,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->resume && opts->resume[0]) {
         zt_ckpt_meta meta;
         char commit[4096];
-        if ((rc = zt_ckpt_resolve(opts->resume, commit, sizeof commit, err)) ||
-            (rc = zt_ckpt_load(e, commit, &meta, err)))
+        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, out, commit, sizeof commit, &meta, err)))
             goto done;
+        /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
+        double agree = (double)meta.step;
+        if ((rc = zt_engine_sum_ranks(e, &agree, err))) goto done;
+        if (agree != (double)meta.step * world) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "rank %d resumed from %s (step %lld) but the ranks did not all "
+                              "choose the same commit (their steps sum to %.0f): do they see the same files?",
+                              rank, commit, (long long)meta.step, agree);
+            goto done;
+        }
         start_step = meta.step;
         sample_base = meta.samples_consumed;
         fprintf(out, "resumed from %s: step %lld, next global sample %llu (saved by %s on %d rank%s)\n",

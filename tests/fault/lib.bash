@@ -14,7 +14,7 @@ export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 unset ZT_FAULT
 T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
 ROW="$(basename "$0" .sh)"
-STEPS=${STEPS:-8}
+STEPS=${STEPS:-8}   # the run's length; STRATEGY (ddp) its strategy
 SAMPLES_PER_STEP=4 # 2 ranks x micro-batch 2
 HARD_TIMEOUT=${HARD_TIMEOUT:-90}
 fail=0
@@ -27,6 +27,7 @@ model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
 data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: $STEPS, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}
+parallel: {strategy: ${STRATEGY:-ddp}}
 YAML
 hash_of() { grep -o 'params xxh64 [0-9a-f]*' "$1" | cut -d' ' -f3; }
 # step:loss_hex per line, for the steps in [lo, hi] of the given jsonl files
@@ -60,9 +61,10 @@ fresh_reference() { run_job R "$@"; [ $RC = 0 ] || bad "reference run: exit $RC"
 last_commit() { sed -n 's/^step-0*\([0-9]*\)$/\1/p' "$1/latest" 2>/dev/null; }
 nl_check() { # NAME CKDIR [ARGS...]: resume and compare with R
   local name="$1" ck="$2"; shift 2
-  local c; c="$(last_commit "$ck")"
+  local c; c="${NL_FROM:-$(last_commit "$ck")}" # NL_FROM: the commit the resume must use
   if [ -z "$c" ]; then bad "$name: no commit in $ck"; return; fi
-  if "$Z" verify "$ck" > "$T/verify.out" 2>&1; then ok "$name: the last commit (step $c) validates"; else bad "$name: verify: $(cat "$T/verify.out")"; fi
+  if "$Z" verify "$ck/$(printf 'step-%08d' "$c")" > "$T/verify.out" 2>&1; then ok "$name: the commit it resumes (step $c) validates"
+  else bad "$name: verify: $(cat "$T/verify.out")"; fi
   ls "$ck" | grep -q '\.tmp$' && ok "$name: a leftover *.tmp is present and must be ignored"
   run_job "$name-resume" --resume "$ck" "$@"
   [ $RC = 0 ] || { bad "$name: resume exit $RC: $(tail -2 "$T/$name-resume.err")"; return; }
@@ -94,4 +96,19 @@ lost_peer() { # NAME FAULT WANT_TEXT: a rank lost by ZT_FAULT mid-run: exit 5 na
   [ "$(echo "$took < 15" | bc)" = 1 ] && ok "$name: the job ended ${took%??????} s after it started (within T + 10 s)" || bad "$name: took $took s"
   no_orphans "$name"
   nl_check "$name" "$T/ck-$name"
+}
+damaged_newest() { # ROW-TEXT WANT_TEXT DAMAGE...: commits at steps 2, 4, 6 (then stopped), DAMAGE
+  # run on step-6 ($C); without fallback: exit 4 naming WANT_TEXT; with it (the default): step-6
+  # skipped and named, resumed from step-4 -> NL
+  local want="$1"; shift
+  run_job A --stop-after 6 --ckpt-dir "$T/ck" --ckpt-every 2
+  [ $RC = 0 ] || bad "the run to damage: exit $RC"
+  C="$T/ck/step-00000006"
+  "$@"
+  run_job strict --resume "$T/ck" --set checkpoint.fallback=false
+  expect_rc 4 "checkpoint.fallback=false" strict
+  grep -q "$want" "$T/strict.err" && ok "strict: $(grep -o 'error.*' "$T/strict.err" | head -1 | cut -c1-220)" || bad "strict: no '$want': $(tail -2 "$T/strict.err")"
+  NL_FROM=4 nl_check A "$T/ck"
+  grep -q "skipped $C: .*$want" "$T/A-resume.out" && grep -q "resuming from $T/ck/step-00000004, the newest intact commit" "$T/A-resume.out" &&
+    ok "fallback: $(grep -o 'skipped .*step-00000006.*' "$T/A-resume.out" | head -1 | cut -c1-200)" || bad "fallback message: $(grep checkpoint: "$T/A-resume.out")"
 }

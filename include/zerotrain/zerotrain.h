@@ -389,17 +389,29 @@ typedef struct zt_engine_options {
     zt_precision precision;   /* all zero = fp32 */
     zt_recompute activation_checkpointing; /* none (default), full or selective */
     zt_offload_options offload; /* NVMe tier for the optimizer state (all zero: none) */
+    bool skip_nonfinite;      /* a step whose gradients are not finite is skipped (report.skipped,
+                                 ZT_SKIP_NONFINITE) instead of failing with ZT_ERR_NUMERICS; fp16
+                                 always skips (ZT_SKIP_OVERFLOW, its loss scaler's rule) */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
 void zt_engine_options_default(zt_engine_options *o);
 
+/* Why zt_engine_step skipped an update. Every rank decides alike: the norm is global (the same
+ * bits everywhere) and a requested skip comes from the caller's all-reduced decision. */
+typedef enum zt_skip {
+    ZT_SKIP_NONE = 0,
+    ZT_SKIP_OVERFLOW,  /* fp16: the gradients overflowed at this loss scale; the scale adjusted */
+    ZT_SKIP_NONFINITE, /* skip_nonfinite: NaN/Inf in the gradients */
+    ZT_SKIP_REQUESTED, /* zt_engine_skip_next_step (e.g. a loss spike) */
+} zt_skip;
+
 typedef struct zt_step_report {
     double grad_norm;      /* global L2 norm before clipping */
     double clip_coef;      /* factor applied to the gradients (1 when not clipped) */
     bool finite;           /* false: non-finite gradients, the step was not applied */
-    bool skipped;          /* fp16: the gradients overflowed at this loss scale; the update was
-                              skipped on every rank and the scale adjusted (not an error) */
+    bool skipped;          /* the update was skipped on every rank (not an error), for skip_reason */
+    int skip_reason;       /* a zt_skip: why skipped */
     double loss_scale;     /* fp16: the scale this step's gradients carried (1 otherwise) */
 } zt_step_report;
 
@@ -417,8 +429,13 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *batch, float *loss,
  * receives the logits of position (b=0, t=T-1) for generation. */
 int zt_engine_forward(zt_engine *e, const zt_batch *batch, float *loss, float *logits_out,
                       zt_error *err);
-/* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients. */
+/* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients.
+ * A skipped update (report->skipped) leaves parameters, optimizer state and the step count as
+ * they were and zeroes the gradients. */
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err);
+/* The next zt_engine_step finishes the gradients and skips the update (ZT_SKIP_REQUESTED). Every
+ * rank must ask alike (take the decision from an all-reduced value). */
+void zt_engine_skip_next_step(zt_engine *e);
 /* fp16's dynamic loss scaler (DeepSpeed's DynamicLossScaler, src/precision/loss_scaler.c): the
  * state a checkpoint carries so that a resumed run scales exactly as the uninterrupted one. */
 typedef struct zt_loss_scaler {

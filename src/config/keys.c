@@ -209,6 +209,14 @@ const key_def zt_cfg_keys[] = {
           "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "
           "until the first step is done, then max(60 s, 10 x the slowest step), and max(300 s, "
           "10 x the slowest save) around checkpoints and evaluation)", NULL),
+    K_INT("fault.nonfinite_skips", fault_nonfinite_skips, 0, 1000000, "3",
+          "a step whose gradients hold NaN/Inf is skipped on every rank and logged; this many in a "
+          "row stop the run (exit 6); 0: stop at the first (fp16 overflows follow the loss scaler)", NULL),
+    K_FLT("fault.loss_spike_z", fault_loss_spike_z, 0.0, HUGE_VAL, 0, "0",
+          "skip the update of a step whose loss lies more than this many standard deviations above "
+          "the mean of the last loss_spike_window applied steps (logged); 0: off", NULL),
+    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 1000000, "50",
+          "steps the loss-spike z-score is taken over (it fires once the window is full)", NULL),
     K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
           "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
           "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),

@@ -154,6 +154,9 @@ typedef struct zt_train_config {
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
+    int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
+    float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
+    int fault_loss_spike_window; /* fault.loss_spike_window */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and
      * zt_train_config_equal ignore them). source[i] belongs to the key table's row i. */

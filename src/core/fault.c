@@ -21,6 +21,7 @@ typedef struct spec {
     zt_fault_phase at;
     int rank;      /* -1: every rank */
     int64_t step;  /* -1: every step */
+    bool from;     /* step and every later one */
     long arg;      /* exit code or milliseconds */
     atomic_long left; /* firings left; < 0: no limit */
 } spec;
@@ -39,12 +40,13 @@ static const struct {
     {"hang", ZT_FAULT_HANG, ZT_FAULT_AT_STEP},       {"exit", ZT_FAULT_EXIT, ZT_FAULT_AT_STEP},
     {"sleep", ZT_FAULT_SLEEP, ZT_FAULT_AT_STEP},     {"nan", ZT_FAULT_NAN, ZT_FAULT_AT_FWD},
     {"inf", ZT_FAULT_INF, ZT_FAULT_AT_FWD},          {"eio", ZT_FAULT_EIO, ZT_FAULT_AT_SAVE_SHARD},
+    {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "optim", "save_shard", "save_commit"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
-                        "[:ms=M][:code=C], kinds sigkill sigterm sigint abort hang exit sleep nan inf eio)",
+                        "[:from=S][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike eio)",
                         whole, why, part);
 }
 
@@ -81,11 +83,12 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
             return bad(whole, val, "expected a non-negative integer, got", err);
         } else if (!strcmp(tok, "rank")) {
             s->rank = (int)v;
-        } else if (!strcmp(tok, "step")) {
+        } else if (!strcmp(tok, "step") || !strcmp(tok, "from")) {
             s->step = v;
+            s->from = tok[0] == 'f';
         } else if (!strcmp(tok, "n")) {
             n = v;
-        } else if (!strcmp(tok, "ms") || !strcmp(tok, "code")) {
+        } else if (!strcmp(tok, "ms") || !strcmp(tok, "code") || !strcmp(tok, "x")) {
             s->arg = v;
         } else {
             return bad(whole, tok, "unknown key", err);
@@ -127,11 +130,12 @@ static bool take(spec *s) {
     return false;
 }
 
-zt_fault_kind zt_fault_point(zt_fault_phase phase) {
+zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg) {
     int64_t step = atomic_load(&g_step);
     for (int i = 0; i < g_n; i++) {
         spec *s = &g_specs[i];
-        if (s->at != phase || (s->step >= 0 && s->step != step) || !take(s)) continue;
+        bool when = s->step < 0 || s->step == step || (s->from && step > s->step);
+        if (s->at != phase || !when || !take(s)) continue;
         if (s->kind != ZT_FAULT_SLEEP || step <= 1) /* a sleep every step says so once */
             fprintf(stderr, "zerotrain: ZT_FAULT: injecting %s at %s of step %lld (pid %d)\n",
                 KINDS[s->kind - 1].name, PHASES[phase], (long long)step, (int)getpid());
@@ -149,7 +153,9 @@ zt_fault_kind zt_fault_point(zt_fault_phase phase) {
             nanosleep(&ts, NULL);
             break;
         }
-        default: return s->kind; /* NAN, INF, EIO: the caller applies them */
+        default: /* NAN, INF, EIO, SPIKE: the caller applies them */
+            if (arg) *arg = s->arg;
+            return s->kind;
         }
     }
     return ZT_FAULT_NONE;

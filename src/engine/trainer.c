@@ -14,6 +14,7 @@
 #include "core/stop.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
+#include "engine/guard.h"
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
@@ -153,6 +154,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo->precision.min_loss_scale = cfg->min_loss_scale;
     eo->activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
+    eo->skip_nonfinite = cfg->fault_nonfinite_skips > 0; /* the step guard counts them (guard.c) */
     if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME) { /* docs/offload.md */
         eo->offload.optimizer_dir = cfg->offload_optimizer_nvme_path;
         eo->offload.buffer_count = cfg->offload_buffer_count;
@@ -173,6 +175,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_jsonl log = {0};
     int32_t *inp = NULL, *tgt = NULL;
     zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
+    zt_guard guard = {0};          /* the non-finite and loss-spike policies */
     int64_t pending_step = -1;
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
@@ -308,6 +311,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     deadline dl;
     deadline_init(&dl, cfg, out);
+    if ((rc = zt_guard_init(&guard, cfg, err))) goto done;
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -320,7 +324,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
         zt_fault_set_step(step + 1);
         zt_comm_note_step(step + 1);
-        zt_fault_point(ZT_FAULT_AT_STEP);
+        zt_fault_point(ZT_FAULT_AT_STEP, NULL);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         /* the schedule follows applied updates: an fp16 step skipped for overflow does not advance
@@ -340,10 +344,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_trace_end();
             zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
                           .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
-            zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD); /* ZT_FAULT nan/inf: a poisoned gradient */
+            long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
+            zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
             if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
             float loss;
             if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) goto done;
+            if (fk == ZT_FAULT_SPIKE) loss *= (float)farg;
             fb_s += now() - tf;
             loss_sum += loss;
         }
@@ -356,7 +362,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if ((rc = zt_engine_sum_ranks_n(e, agree, 3, "step agreement (loss, stop requests)", err))) goto done;
         loss_sum = agree[0];
         bool stop = agree[1] + agree[2] > 0;
-        zt_fault_point(ZT_FAULT_AT_OPTIM);
+        double spike_z, spike_mean, spike_sd; /* the loss-spike policy: skip this update everywhere */
+        bool spike = zt_guard_spike(&guard, loss_sum / (double)micro_per_step, &spike_z, &spike_mean, &spike_sd);
+        if (spike) zt_engine_skip_next_step(e);
+        zt_fault_point(ZT_FAULT_AT_OPTIM, NULL);
         zt_step_report rep;
         zt_trace_begin("optimizer", "step");
         if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
@@ -377,7 +386,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             m.has_loss_scale = true;
             m.loss_scale = rep.loss_scale;
             m.skipped_steps = skipped_steps;
-            if (rep.skipped)
+            if (rep.skip_reason == ZT_SKIP_OVERFLOW)
                 zt_progress_message(&prog, "step %lld: fp16 gradients overflowed at loss scale %g: "
                                     "update skipped on every rank, scale now %g", (long long)(step + 1),
                                     rep.loss_scale, scaler_now(e));
@@ -405,6 +414,23 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                          ZT_TARG_NUM("grads peak", m.mem.peak_grads / 1048576.0),
                          ZT_TARG_NUM("optimizer", m.mem.optimizer / 1048576.0),
                          ZT_TARG_NUM("activations", m.mem.activations / 1048576.0)});
+        int grc = zt_guard_after(&guard, &rep, m.loss, step + 1, err); /* counts, maybe stops: below */
+        if (rep.skip_reason == ZT_SKIP_NONFINITE)
+            zt_progress_message(&prog, "step %lld: gradient norm %g is not finite: update skipped on every rank "
+                                "(%d in a row; fault.nonfinite_skips = %d)", (long long)(step + 1), rep.grad_norm,
+                                guard.nonfinite_run, guard.max_nonfinite);
+        else if (rep.skip_reason == ZT_SKIP_REQUESTED)
+            zt_progress_message(&prog, "step %lld: loss %.4f is a spike (z %.1f over the last %d steps: mean %.4f, "
+                                "sd %.4f; fault.loss_spike_z = %g): update skipped on every rank",
+                                (long long)(step + 1), m.loss, spike_z, guard.window, spike_mean, spike_sd,
+                                guard.spike_z);
+        if (rank == 0 && log.fp && rep.skipped && rep.skip_reason != ZT_SKIP_OVERFLOW) {
+            char ev[96];
+            snprintf(ev, sizeof ev, "\"step\":%lld,\"reason\":\"%s\"", (long long)(step + 1),
+                     rep.skip_reason == ZT_SKIP_NONFINITE ? "nonfinite" : "loss_spike");
+            if ((rc = zt_jsonl_write_event(&log, "skipped_step", ev, err))) goto done;
+        }
+        if ((rc = grc)) goto done;
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
@@ -555,6 +581,7 @@ done:
     zt_commlog_enable(false);
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
+    zt_guard_free(&guard);
     free(inp);
     free(tgt);
     zt_engine_free(e);

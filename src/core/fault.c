@@ -42,7 +42,8 @@ static const struct {
     {"inf", ZT_FAULT_INF, ZT_FAULT_AT_FWD},          {"eio", ZT_FAULT_EIO, ZT_FAULT_AT_SAVE_SHARD},
     {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},
 };
-static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "optim", "save_shard", "save_commit"};
+static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "optim", "save_shard", "save_manifest",
+                                                     "save_commit"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
@@ -77,7 +78,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         if (!strcmp(tok, "at")) {
             int p = 0;
             while (p < ZT_FAULT_PHASES && strcmp(PHASES[p], val)) p++;
-            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd optim save_shard save_commit)", err);
+            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd optim save_shard save_manifest save_commit)", err);
             s->at = (zt_fault_phase)p;
         } else if (!parse_long(val, 0, &v)) {
             return bad(whole, val, "expected a non-negative integer, got", err);
@@ -131,7 +132,10 @@ static bool take(spec *s) {
 }
 
 zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg) {
-    int64_t step = atomic_load(&g_step);
+    return zt_fault_point_step(phase, atomic_load(&g_step), arg);
+}
+
+zt_fault_kind zt_fault_point_step(zt_fault_phase phase, int64_t step, long *arg) {
     for (int i = 0; i < g_n; i++) {
         spec *s = &g_specs[i];
         bool when = s->step < 0 || s->step == step || (s->from && step > s->step);

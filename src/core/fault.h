@@ -11,8 +11,9 @@
  *           from=S  in step S and every later one
  *           at=P    where: step (a step begins), fwd (a micro-batch's forward/backward),
  *                   optim (before the optimizer step), save_shard (this rank's checkpoint file
- *                   written, before the commit), save_commit (the commit renamed, before
- *                   `latest`); each kind has a default (docs/reliability.md)
+ *                   written, not yet synced), save_manifest (rank 0: every file written, no
+ *                   manifest yet), save_commit (rank 0: the commit renamed, `latest` not yet
+ *                   moved); each kind has a default (docs/reliability.md)
  *           n=K     fire at most K times in this process (default: no limit)
  *
  * Example: ZT_FAULT=sigkill:rank=1:step=3 kills rank 1 as step 3 begins. A malformed ZT_FAULT is a
@@ -27,6 +28,7 @@ typedef enum zt_fault_phase {
     ZT_FAULT_AT_FWD,
     ZT_FAULT_AT_OPTIM,
     ZT_FAULT_AT_SAVE_SHARD,
+    ZT_FAULT_AT_SAVE_MANIFEST,
     ZT_FAULT_AT_SAVE_COMMIT,
     ZT_FAULT_PHASES
 } zt_fault_phase;
@@ -58,6 +60,8 @@ bool zt_fault_armed(void);
  * ZT_FAULT_NONE; *arg (may be NULL) receives its argument (spike: the factor). Thread-safe for the
  * data kinds (the checkpoint writer thread calls it). */
 zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg);
+/* The same for a given step (a background writer's save belongs to the step it was taken at). */
+zt_fault_kind zt_fault_point_step(zt_fault_phase phase, int64_t step, long *arg);
 
 /* The step the hooks attribute to, 1-based (the trainer sets it as a step begins). */
 void zt_fault_set_step(int64_t step);

@@ -112,3 +112,14 @@ damaged_newest() { # ROW-TEXT WANT_TEXT DAMAGE...: commits at steps 2, 4, 6 (the
   grep -q "skipped $C: .*$want" "$T/A-resume.out" && grep -q "resuming from $T/ck/step-00000004, the newest intact commit" "$T/A-resume.out" &&
     ok "fallback: $(grep -o 'skipped .*step-00000006.*' "$T/A-resume.out" | head -1 | cut -c1-200)" || bad "fallback message: $(grep checkpoint: "$T/A-resume.out")"
 }
+killed_save() { # FAULT WANT_COMMIT: a save interrupted by FAULT at step 6 (commits every 2); the
+  # job ends with exit 5; step-6 is invisible (no manifest-less step-6) and the resume uses
+  # WANT_COMMIT -> NL
+  local fault="$1" want="$2"
+  ZT_FAULT="$fault" run_job A --ckpt-dir "$T/ck" --ckpt-every 2
+  expect_rc 5 "$fault" A
+  grep -q "error (peer).*died of SIGKILL" "$T/A.err" && ok "$(grep -o 'error (peer).*' "$T/A.err")" || bad "message: $(tail -2 "$T/A.err")"
+  if [ -d "$T/ck/step-00000006" ] && [ ! -f "$T/ck/step-00000006/manifest.json" ]; then bad "step-6 visible without a manifest"; fi
+  ls "$T/ck" | tr '\n' ' ' | sed "s/^/ok   $ROW: left in the checkpoint directory: /"; echo
+  NL_FROM=$want nl_check A "$T/ck"
+}

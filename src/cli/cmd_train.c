@@ -20,7 +20,7 @@ typedef struct value_opt {
 } value_opt;
 
 enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_TRACE, O_COMM_LOG, O_COUNT };
+       O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -82,6 +82,9 @@ int zt_cmd_train(int argc, char **argv) {
         [O_STOP_AFTER] = {"--stop-after", "stop after step N (as if preempted; the schedule still "
                                           "spans training.steps)", NULL, true},
         [O_TRACE] = {"--trace", "write a Chrome/Perfetto timeline: OUT.rankN.json per rank, merged into OUT"},
+        [O_MAX_RESTARTS] = {"--max-restarts", "--nproc: start the job again up to N times after a lost rank or "
+                                              "a deadline (exit 5), resuming from the checkpoint directory",
+                            NULL, true},
         [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
                         NULL, true},
     };
@@ -142,7 +145,9 @@ int zt_cmd_train(int argc, char **argv) {
     } else if (cfg.nproc > 1) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
-        int code = zt_launch_local(cfg.nproc, cfg.fault_grace_s, argc, argv, &err);
+        zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
+                                .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir};
+        int code = zt_launch_local(cfg.nproc, &pol, argc, argv, &err);
         return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0;

@@ -8,12 +8,16 @@
  *     exit 5 and one line naming the rank and how it died; mpirun stops the others (SIGTERM, then
  *     SIGKILL 1 s later). A rank that failed with one of zerotrain's codes (it printed its own
  *     error) gives the job that code.
+ *   - With --max-restarts N, a job that ended with exit 5 (a rank lost, a deadline) is started
+ *     again, up to N times, resuming from the checkpoint directory's newest commit (torchrun's
+ *     restart, with the state recovery done here); $ZT_RESTART_ATTEMPT tells the ranks which try.
  *   - mpirun runs in its own process group (a terminal's Ctrl-C reaches only the launcher, which
  *     forwards it) and is sent SIGTERM if the launcher itself dies (PR_SET_PDEATHSIG).
  * What happened is read from mpirun's exit status and its stderr (passed through, line by line):
  * "process rank R ... exited on signal N", "Process name: [[J,1],R] / Exit code: C".
  * Under mpirun -hostfile or srun the ranks start directly and this file only detects that. */
 #include "cli/launch.h"
+#include "ckpt/checkpoint.h"
 #include "core/stop.h"
 
 #include <errno.h>
@@ -282,8 +286,8 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     return job_code(&news, status, forwarded > 0, killed, grace);
 }
 
-/* Removes the run directory's pid files and status boards, and the directory (ours only). */
-static void remove_run_dir(const char *dir, int nproc) {
+/* Removes the run directory's pid files and status boards (left by killed ranks). */
+static void clear_ranks(const char *dir, int nproc) {
     char path[4200];
     for (int r = 0; r < nproc; r++) {
         snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
@@ -291,10 +295,9 @@ static void remove_run_dir(const char *dir, int nproc) {
         snprintf(path, sizeof path, "%s/board-%d", dir, r); /* a killed rank's status board */
         unlink(path);
     }
-    rmdir(dir);
 }
 
-int zt_launch_local(int nproc, double grace_s, int argc, char **argv, zt_error *err) {
+int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **argv, zt_error *err) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     char np[32], threads[32];
@@ -329,7 +332,7 @@ int zt_launch_local(int nproc, double grace_s, int argc, char **argv, zt_error *
     if (n <= 0) return -zt_error_set(err, ZT_ERR_USAGE, "launch: cannot find my own executable: %s", strerror(errno));
     self[n] = '\0';
     const char *mpirun = getenv("ZT_MPIRUN") ? getenv("ZT_MPIRUN") : "mpirun";
-    char **args = calloc((size_t)argc + 20, sizeof *args);
+    char **args = calloc((size_t)argc + 24, sizeof *args);
     if (!args) return -zt_error_set(err, ZT_ERR_NOMEM, "launch: out of memory");
     int k = 0;
     args[k++] = (char *)mpirun;
@@ -338,16 +341,46 @@ int zt_launch_local(int nproc, double grace_s, int argc, char **argv, zt_error *
     if (nproc > cores) args[k++] = "--oversubscribe";
     args[k++] = "--bind-to";
     args[k++] = "none";
-    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR"};
+    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR", "ZT_RESTART_ATTEMPT"};
     for (size_t i = 0; i < sizeof exported / sizeof *exported; i++) {
         args[k++] = "-x";
         args[k++] = (char *)exported[i];
     }
     args[k++] = self;
-    for (int i = 0; i < argc; i++) args[k++] = argv[i];
-    args[k] = NULL;
-    int code = supervise(args, run_dir, nproc, grace_s, err);
+    int code = 0, attempt = 0;
+    for (;; attempt++) {
+        char att[16], commit[4200];
+        snprintf(att, sizeof att, "%d", attempt);
+        setenv("ZT_RESTART_ATTEMPT", att, 1);
+        zt_error ignore;
+        /* a restart resumes from the newest commit (replacing any --resume of the command line) */
+        bool resume = attempt > 0 && pol->ckpt_dir && pol->ckpt_dir[0] &&
+                      zt_ckpt_resolve(pol->ckpt_dir, commit, sizeof commit, &ignore) == ZT_OK;
+        int m = k;
+        for (int i = 0; i < argc; i++) {
+            if (resume && !strcmp(argv[i], "--resume") && i + 1 < argc) {
+                i++;
+                continue;
+            }
+            args[m++] = argv[i];
+        }
+        if (resume) {
+            args[m++] = "--resume";
+            args[m++] = (char *)pol->ckpt_dir;
+        }
+        args[m] = NULL;
+        code = supervise(args, run_dir, nproc, pol->grace_s, err);
+        clear_ranks(run_dir, nproc);
+        if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;
+        fprintf(stderr, "zerotrain: restart %d/%d (--max-restarts): starting the %d ranks again from %s\n", attempt + 1,
+                pol->max_restarts, nproc,
+                pol->ckpt_dir && pol->ckpt_dir[0] && zt_ckpt_resolve(pol->ckpt_dir, commit, sizeof commit, &ignore) == 0
+                    ? commit : "the command line's start (no commit to resume from)");
+    }
+    if (code == ZT_ERR_PEER && pol->max_restarts > 0 && attempt >= pol->max_restarts && !g_signals)
+        fprintf(stderr, "zerotrain: error (peer): restart budget exhausted (%d/%d); the job failed %d times\n",
+                pol->max_restarts, pol->max_restarts, attempt + 1);
     free(args);
-    if (own_dir) remove_run_dir(run_dir, nproc);
+    if (own_dir) rmdir(run_dir);
     return code;
 }

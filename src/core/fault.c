@@ -22,7 +22,8 @@ typedef struct spec {
     int rank;      /* -1: every rank */
     int64_t step;  /* -1: every step */
     bool from;     /* step and every later one */
-    long arg;      /* exit code or milliseconds */
+    long arg;      /* exit code, milliseconds or factor */
+    long attempt;  /* only in this launch attempt ($ZT_RESTART_ATTEMPT, 0 first); -1: every one */
     atomic_long left; /* firings left; < 0: no limit */
 } spec;
 
@@ -47,7 +48,7 @@ static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "optim", "sav
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
-                        "[:from=S][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike eio)",
+                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike eio)",
                         whole, why, part);
 }
 
@@ -67,7 +68,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
     size_t k = 0;
     while (k < sizeof KINDS / sizeof *KINDS && strcmp(KINDS[k].name, tok)) k++;
     if (k == sizeof KINDS / sizeof *KINDS) return bad(whole, tok, "unknown kind", err);
-    *s = (spec){.kind = KINDS[k].kind, .at = KINDS[k].at, .rank = -1, .step = -1, .arg = 1};
+    *s = (spec){.kind = KINDS[k].kind, .at = KINDS[k].at, .rank = -1, .step = -1, .arg = 1, .attempt = -1};
     long n = -1;
     while ((tok = strtok_r(NULL, ":", &save))) {
         char *eq = strchr(tok, '=');
@@ -89,6 +90,8 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
             s->from = tok[0] == 'f';
         } else if (!strcmp(tok, "n")) {
             n = v;
+        } else if (!strcmp(tok, "attempt")) {
+            s->attempt = v;
         } else if (!strcmp(tok, "ms") || !strcmp(tok, "code") || !strcmp(tok, "x")) {
             s->arg = v;
         } else {
@@ -96,7 +99,10 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         }
     }
     atomic_store(&s->left, n);
-    if (s->rank < 0 || s->rank == rank) g_n++; /* another rank's spec is not armed here */
+    const char *att = getenv("ZT_RESTART_ATTEMPT"); /* set by the launcher (--max-restarts) */
+    long this_attempt = att && *att ? strtol(att, NULL, 10) : 0;
+    /* another rank's or another attempt's spec is not armed here */
+    if ((s->rank < 0 || s->rank == rank) && (s->attempt < 0 || s->attempt == this_attempt)) g_n++;
     return ZT_OK;
 }
 

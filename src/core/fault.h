@@ -15,6 +15,7 @@
  *                   manifest yet), save_commit (rank 0: the commit renamed, `latest` not yet
  *                   moved); each kind has a default (docs/reliability.md)
  *           n=K     fire at most K times in this process (default: no limit)
+ *           attempt=A  only in launch attempt A of `--max-restarts` (0: the first; default: all)
  *
  * Example: ZT_FAULT=sigkill:rank=1:step=3 kills rank 1 as step 3 begins. A malformed ZT_FAULT is a
  * usage error (zt_fault_init), never ignored. */

@@ -24,7 +24,8 @@ static void usage(FILE *out) {
             "  zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]\n"
             "  zerotrain version\n\n"
             "exit codes: 0 ok, 2 config/usage, 3 data, 4 checkpoint, 5 peer lost, 6 numerics,\n"
-            "            7 out of memory, 8 I/O, 9 mismatch across ranks\n",
+            "            7 out of memory, 8 I/O, 9 mismatch across ranks, 75 stopped by SIGTERM/SIGINT\n"
+            "            after committing a checkpoint (docs/reliability.md)\n",
             ZT_VERSION);
 }
 

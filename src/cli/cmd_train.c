@@ -20,7 +20,7 @@ typedef struct value_opt {
 } value_opt;
 
 enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_COUNT };
+       O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -85,6 +85,8 @@ int zt_cmd_train(int argc, char **argv) {
         [O_MAX_RESTARTS] = {"--max-restarts", "--nproc: start the job again up to N times after a lost rank or "
                                               "a deadline (exit 5), resuming from the checkpoint directory",
                             NULL, true},
+        [O_MIN_NPROC] = {"--min-nproc", "--max-restarts: a rank lost in two attempts in a row lets the job go on "
+                                        "with as few as M ranks, the global batch unchanged (elastic)", NULL, true},
         [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
                         NULL, true},
     };
@@ -146,7 +148,8 @@ int zt_cmd_train(int argc, char **argv) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
         zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
-                                .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir};
+                                .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir,
+                                .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum};
         int code = zt_launch_local(cfg.nproc, &pol, argc, argv, &err);
         return code < 0 ? zt_cli_fail(&err) : code;
     }

@@ -11,6 +11,11 @@
  *   - With --max-restarts N, a job that ended with exit 5 (a rank lost, a deadline) is started
  *     again, up to N times, resuming from the checkpoint directory's newest commit (torchrun's
  *     restart, with the state recovery done here); $ZT_RESTART_ATTEMPT tells the ranks which try.
+ *     With --min-nproc M < N, a rank that failed in two attempts in a row is taken as lost for
+ *     good: the job continues on the largest world in [M, N) that divides the global batch's
+ *     micro-batches, with the gradient accumulation raised so the global batch is unchanged (the
+ *     loader reshards the commit; the continuation is bit-identical where the reduction trees
+ *     match, docs/strategies.md).
  *   - mpirun runs in its own process group (a terminal's Ctrl-C reaches only the launcher, which
  *     forwards it) and is sent SIGTERM if the launcher itself dies (PR_SET_PDEATHSIG).
  * What happened is read from mpirun's exit status and its stderr (passed through, line by line):
@@ -211,7 +216,7 @@ static int job_code(const job_news *n, int status, bool stopping, bool killed, d
 }
 
 /* Runs args (mpirun ...) as a child and supervises it until it ends; returns the job's code. */
-static int supervise(char **args, const char *run_dir, int nproc, double grace, zt_error *err) {
+static int supervise(char **args, const char *run_dir, int nproc, double grace, int *failed_rank, zt_error *err) {
     int fds[2];
     if (pipe(fds)) return -zt_error_set(err, ZT_ERR_IO, "launch: pipe: %s", strerror(errno));
     struct sigaction sa, old_term, old_int;
@@ -283,6 +288,7 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
+    *failed_rank = news.rank;
     return job_code(&news, status, forwarded > 0, killed, grace);
 }
 
@@ -347,11 +353,13 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
         args[k++] = (char *)exported[i];
     }
     args[k++] = self;
-    int code = 0, attempt = 0;
+    int code = 0, attempt = 0, world = nproc, accum = pol->grad_accum, failed = -1, failed_before = -1;
+    char ga_set[64];
     for (;; attempt++) {
         char att[16], commit[4200];
         snprintf(att, sizeof att, "%d", attempt);
         setenv("ZT_RESTART_ATTEMPT", att, 1);
+        snprintf(np, sizeof np, "%d", world);
         zt_error ignore;
         /* a restart resumes from the newest commit (replacing any --resume of the command line) */
         bool resume = attempt > 0 && pol->ckpt_dir && pol->ckpt_dir[0] &&
@@ -368,12 +376,35 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
             args[m++] = "--resume";
             args[m++] = (char *)pol->ckpt_dir;
         }
+        if (world != nproc) { /* elastic: the same global batch on fewer ranks */
+            snprintf(ga_set, sizeof ga_set, "training.gradient_accumulation_steps=%d", accum);
+            args[m++] = "--set";
+            args[m++] = ga_set;
+        }
         args[m] = NULL;
-        code = supervise(args, run_dir, nproc, pol->grace_s, err);
-        clear_ranks(run_dir, nproc);
+        code = supervise(args, run_dir, world, pol->grace_s, &failed, err);
+        clear_ranks(run_dir, world);
         if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;
+        /* the same rank lost twice in a row: lost for good, continue on fewer ranks if allowed */
+        if (failed >= 0 && failed == failed_before && pol->min_nproc > 0 && pol->min_nproc < world && accum > 0) {
+            int micro = world * accum, smaller = world - 1;
+            while (smaller >= pol->min_nproc && micro % smaller) smaller--;
+            if (smaller >= pol->min_nproc) {
+                fprintf(stderr, "zerotrain: rank %d failed in two attempts in a row: continuing on %d ranks with "
+                        "gradient accumulation %d (the same global batch of %d micro-batches)\n", failed, smaller,
+                        micro / smaller, micro);
+                world = smaller;
+                accum = micro / smaller;
+                failed = -1;
+            } else {
+                fprintf(stderr, "zerotrain: rank %d failed twice, but no world size in [%d, %d] divides the global "
+                        "batch's %d micro-batches: trying %d ranks again\n", failed, pol->min_nproc, world - 1, micro,
+                        world);
+            }
+        }
+        failed_before = failed;
         fprintf(stderr, "zerotrain: restart %d/%d (--max-restarts): starting the %d ranks again from %s\n", attempt + 1,
-                pol->max_restarts, nproc,
+                pol->max_restarts, world,
                 pol->ckpt_dir && pol->ckpt_dir[0] && zt_ckpt_resolve(pol->ckpt_dir, commit, sizeof commit, &ignore) == 0
                     ? commit : "the command line's start (no commit to resume from)");
     }
@@ -381,6 +412,9 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
         fprintf(stderr, "zerotrain: error (peer): restart budget exhausted (%d/%d); the job failed %d times\n",
                 pol->max_restarts, pol->max_restarts, attempt + 1);
     free(args);
-    if (own_dir) rmdir(run_dir);
+    if (own_dir) {
+        clear_ranks(run_dir, nproc);
+        rmdir(run_dir);
+    }
     return code;
 }

@@ -11,6 +11,9 @@ typedef struct zt_launch_policy {
     double grace_s;       /* fault.grace_s: from forwarding SIGTERM/SIGINT to killing the ranks */
     int max_restarts;     /* --max-restarts: jobs that end with exit 5 are started again this often */
     const char *ckpt_dir; /* where a restart resumes from (its newest commit); NULL/"": from the start */
+    int min_nproc;        /* --min-nproc: a rank lost twice in a row shrinks the world down to this
+                             (0: never shrink) */
+    int grad_accum;       /* the resolved gradient accumulation at the launch world size */
 } zt_launch_policy;
 
 /* Runs this program as `mpirun -np nproc ... <self> argv...` and supervises the job (launch.c):

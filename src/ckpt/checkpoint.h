@@ -66,6 +66,10 @@ int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap);
 int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
                    zt_ckpt_meta *meta, zt_error *err);
 
+/* probe.c: creates DIR (and its parents) and writes and removes a probe file there as rank `rank`:
+ * ZT_ERR_IO naming the directory and the error when this rank could not save into it. */
+int zt_ckpt_probe(const char *dir, int rank, zt_error *err);
+
 /* Checks the manifest's checksum and every file's size and xxh64. */
 int zt_ckpt_verify(const char *path, zt_error *err);
 

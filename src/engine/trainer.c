@@ -231,6 +231,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
                 meta.world, meta.world == 1 ? "" : "s");
     }
+    if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
+        zt_error perr = {0};
+        double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
+        if ((rc = zt_engine_sum_ranks(e, &any, err))) goto done;
+        if (any > 0) {
+            rc = bad ? (*err = perr, perr.code)
+                     : zt_error_set(err, ZT_ERR_IO, "checkpoint directory %s is not writable by %.0f of the ranks "
+                                    "(their messages say why)", opts->ckpt_dir, any);
+            goto done;
+        }
+    }
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {

@@ -490,6 +490,9 @@ int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
 /* The same for x[0..n), 1 <= n <= 16, each element summed in rank order; `what` names the
  * collective in errors. The trainer's per-step agreement (loss, stop request) is one call. */
 int zt_engine_sum_ranks_n(zt_engine *e, double *x, int n, const char *what, zt_error *err);
+/* all[r * n + i] = rank r's x[i] over the data-parallel world (all: world * n doubles; on one
+ * process a copy). A collective. */
+int zt_engine_gather_ranks(zt_engine *e, const double *x, int n, double *all, const char *what, zt_error *err);
 /* Memory classes (docs/memory.md): every buffer the engine allocates belongs to exactly one. */
 typedef enum zt_mem_class {
     ZT_MEM_PARAMS = 0,       /* parameters between steps: the full tensors (ddp, zero1, zero2) or this

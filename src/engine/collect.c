@@ -379,13 +379,22 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
     return rc;
 }
 
+int zt_engine_gather_ranks(zt_engine *e, const double *x, int n, double *all, const char *what, zt_error *err) {
+    if (!e->opt.comm || e->world == 1) {
+        memcpy(all, x, (size_t)n * sizeof *x);
+        return ZT_OK;
+    }
+    double t0 = omp_get_wtime();
+    int rc = zt_all_gather_f64(e->opt.comm, x, all, (size_t)n, what, err);
+    e->comm_s += omp_get_wtime() - t0;
+    return rc;
+}
+
 int zt_engine_sum_ranks_n(zt_engine *e, double *x, int n, const char *what, zt_error *err) {
     if (!e->opt.comm || e->world == 1) return ZT_OK;
     if (n < 1 || n > 16) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: sum of %d values over the ranks (1..16)", n);
     double all[e->world * n];
-    double t0 = omp_get_wtime();
-    int rc = zt_all_gather_f64(e->opt.comm, x, all, (size_t)n, what, err);
-    e->comm_s += omp_get_wtime() - t0;
+    int rc = zt_engine_gather_ranks(e, x, n, all, what, err);
     if (rc) return rc;
     for (int i = 0; i < n; i++) {
         double s = 0;

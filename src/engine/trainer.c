@@ -175,7 +175,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_jsonl log = {0};
     int32_t *inp = NULL, *tgt = NULL;
     zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
-    zt_guard guard = {0};          /* the non-finite and loss-spike policies */
+    zt_guard guard = {0};          /* the non-finite and loss-spike policies, the straggler report */
+    double *per_rank = NULL, *work = NULL; /* (world * 4), (world): the step agreement's values */
     int64_t pending_step = -1;
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
@@ -322,7 +323,13 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     deadline dl;
     deadline_init(&dl, cfg, out);
-    if ((rc = zt_guard_init(&guard, cfg, err))) goto done;
+    if ((rc = zt_guard_init(&guard, cfg, world, err))) goto done;
+    per_rank = malloc((size_t)world * 4 * sizeof *per_rank);
+    work = malloc((size_t)world * sizeof *work);
+    if (!per_rank || !work) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        goto done;
+    }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -366,13 +373,31 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         double comm_mid = zt_engine_comm_seconds(e); /* forward/backward's collectives */
         double to = now();
-        /* every cross-rank decision comes from this one sum (docs/reliability.md): the loss, and
-         * how many ranks were asked to stop by SIGTERM, by SIGINT */
+        /* every cross-rank decision comes from this one all-gather (docs/reliability.md): the loss
+         * and how many ranks were asked to stop by SIGTERM, by SIGINT (each summed in rank order),
+         * and each rank's own work this step (its time less its time in collectives) */
         int sig_here = zt_stop_requested();
-        double agree[3] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT};
-        if ((rc = zt_engine_sum_ranks_n(e, agree, 3, "step agreement (loss, stop requests)", err))) goto done;
+        double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
+        if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+            goto done;
+        for (int r = 0; r < world; r++)
+            for (int i = 0; i < 3; i++) agree[i] += per_rank[4 * r + i];
+        for (int r = 0; r < world; r++) work[r] = per_rank[4 * r + 3];
         loss_sum = agree[0];
         bool stop = agree[1] + agree[2] > 0;
+        double slow_mean, slow_median;
+        int slow = zt_guard_straggler(&guard, work, &slow_mean, &slow_median);
+        if (slow >= 0) {
+            zt_progress_message(&prog, "step %lld: straggler: rank %d's own work took %.3f s per step (%d steps in a "
+                                "row) against a median of %.3f s; the others wait for it", (long long)(step + 1), slow,
+                                slow_mean, guard.slow_run[slow], slow_median);
+            if (rank == 0 && log.fp) {
+                char ev[160];
+                snprintf(ev, sizeof ev, "\"step\":%lld,\"rank\":%d,\"work_s\":%.4f,\"median_s\":%.4f,\"steps\":%d",
+                         (long long)(step + 1), slow, slow_mean, slow_median, guard.slow_run[slow]);
+                if ((rc = zt_jsonl_write_event(&log, "straggler", ev, err))) goto done;
+            }
+        }
         double spike_z, spike_mean, spike_sd; /* the loss-spike policy: skip this update everywhere */
         bool spike = zt_guard_spike(&guard, loss_sum / (double)micro_per_step, &spike_z, &spike_mean, &spike_sd);
         if (spike) zt_engine_skip_next_step(e);
@@ -593,6 +618,8 @@ done:
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
     zt_guard_free(&guard);
+    free(per_rank);
+    free(work);
     free(inp);
     free(tgt);
     zt_engine_free(e);

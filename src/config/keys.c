@@ -208,7 +208,7 @@ const key_def zt_cfg_keys[] = {
           "collective deadline: a collective in which no message arrives for this long fails with "
           "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "
           "until the first step is done, then max(60 s, 10 x the slowest step), and max(300 s, "
-          "10 x the slowest save) around checkpoints and evaluation)", NULL),
+          "10 x the slowest save) around checkpoints, evaluation and after the last step)", NULL),
     K_INT("fault.nonfinite_skips", fault_nonfinite_skips, 0, 1000000, "3",
           "a step whose gradients hold NaN/Inf is skipped on every rank and logged; this many in a "
           "row stop the run (exit 6); 0: stop at the first (fp16 overflows follow the loss scaler)", NULL),

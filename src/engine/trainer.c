@@ -98,7 +98,7 @@ static int report_memory(zt_engine *e, zt_comm *world_comm, int world, int rank,
 /* The collective deadline (comm.timeout_s, docs/reliability.md): fixed when the key is > 0 (or
  * ZT_COMM_TIMEOUT is set); else automatic: the comms' 300 s until the first step is done, then
  * max(60 s, 10 x the slowest step so far) during steps and max(300 s, 10 x the slowest save or
- * evaluation so far) around them. A deadline only fires when no message moves for that long. */
+ * evaluation so far) around them and after the last step. A deadline only fires when no message moves for that long. */
 typedef struct deadline {
     bool automatic;
     double slowest_step, slowest_save;
@@ -541,6 +541,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    deadline_for_save(&dl); /* what follows the loop saves, gathers and writes */
     if (pending) {
         zt_ckpt_async *a = pending;
         pending = NULL;

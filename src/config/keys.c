@@ -217,6 +217,10 @@ const key_def zt_cfg_keys[] = {
           "the mean of the last loss_spike_window applied steps (logged); 0: off", NULL),
     K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 1000000, "50",
           "steps the loss-spike z-score is taken over (it fires once the window is full)", NULL),
+    K_INT("fault.replica_check_every", fault_replica_check_every, 0, INT_MAX, "0",
+          "every N steps the ranks compare a hash of the parameters they hold; replicas that differ "
+          "(silent corruption) stop the run with exit 6 before the step's checkpoint; 0: never. "
+          "Meaningful where parameters are replicated (ddp, zero1/zero2 in fp32)", NULL),
     K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
           "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
           "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),

@@ -157,6 +157,7 @@ typedef struct zt_train_config {
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
     float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
     int fault_loss_spike_window; /* fault.loss_spike_window */
+    int fault_replica_check_every; /* fault.replica_check_every: steps between replica hash checks */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and
      * zt_train_config_equal ignore them). source[i] belongs to the key table's row i. */

@@ -41,14 +41,14 @@ static const struct {
     {"hang", ZT_FAULT_HANG, ZT_FAULT_AT_STEP},       {"exit", ZT_FAULT_EXIT, ZT_FAULT_AT_STEP},
     {"sleep", ZT_FAULT_SLEEP, ZT_FAULT_AT_STEP},     {"nan", ZT_FAULT_NAN, ZT_FAULT_AT_FWD},
     {"inf", ZT_FAULT_INF, ZT_FAULT_AT_FWD},          {"eio", ZT_FAULT_EIO, ZT_FAULT_AT_SAVE_SHARD},
-    {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},
+    {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},       {"bitflip", ZT_FAULT_BITFLIP, ZT_FAULT_AT_STEP},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "optim", "save_shard", "save_manifest",
                                                      "save_commit"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
-                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike eio)",
+                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike bitflip eio)",
                         whole, why, part);
 }
 
@@ -163,7 +163,7 @@ zt_fault_kind zt_fault_point_step(zt_fault_phase phase, int64_t step, long *arg)
             nanosleep(&ts, NULL);
             break;
         }
-        default: /* NAN, INF, EIO, SPIKE: the caller applies them */
+        default: /* NAN, INF, EIO, SPIKE, BITFLIP: the caller applies them */
             if (arg) *arg = s->arg;
             return s->kind;
         }

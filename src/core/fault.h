@@ -5,6 +5,7 @@
  *   kinds   sigkill sigterm sigint abort hang (the process acts on itself), exit (code=C),
  *           sleep (ms=M), nan inf (the micro-batch's loss gradient becomes NaN / +Inf),
  *           spike (x=F: the micro-batch's reported loss is multiplied by F; its gradient is not),
+ *           bitflip (one bit of this rank's copy of the first parameter, as a step begins),
  *           eio (a checkpoint file write fails with EIO)
  *   keys    rank=R  only on world rank R (default: every rank)
  *           step=S  only in step S (1-based, the step being computed; default: every step)
@@ -47,6 +48,7 @@ typedef enum zt_fault_kind {
     ZT_FAULT_INF,
     ZT_FAULT_EIO,
     ZT_FAULT_SPIKE,
+    ZT_FAULT_BITFLIP,
 } zt_fault_kind;
 
 /* Parses ZT_FAULT (unset or empty: nothing armed) for this world rank. ZT_ERR_USAGE naming the
@@ -57,7 +59,7 @@ int zt_fault_init(int rank, zt_error *err);
 bool zt_fault_armed(void);
 
 /* The hook at phase P of the current step (zt_fault_set_step): performs the process-level kinds armed there (kills, exits, hangs, sleeps: may not return) and
- * returns the data kind armed there (NAN, INF, EIO, SPIKE) for the caller to apply, else
+ * returns the data kind armed there (NAN, INF, EIO, SPIKE, BITFLIP) for the caller to apply, else
  * ZT_FAULT_NONE; *arg (may be NULL) receives its argument (spike: the factor). Thread-safe for the
  * data kinds (the checkpoint writer thread calls it). */
 zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg);

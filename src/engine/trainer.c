@@ -122,6 +122,42 @@ static void deadline_for_save(const deadline *d) {
     if (d->automatic) zt_comm_set_job_timeout(fmax(300.0, 10.0 * d->slowest_save));
 }
 
+/* ZT_FAULT bitflip: one bit of this rank's copy of the first parameter (silent corruption). */
+static void flip_a_bit(zt_engine *e) {
+    int64_t n = 0;
+    float *p = zt_engine_param_local(e, 0, NULL, &n);
+    if (!p || n < 1) return;
+    uint32_t u;
+    memcpy(&u, p, 4);
+    u ^= 1u << 22;
+    memcpy(p, &u, 4);
+}
+
+/* fault.replica_check_every: every rank hashes the parameters as it holds them and the ranks
+ * compare; a replica that differs from rank 0's is silent corruption (or a bug): ZT_ERR_NUMERICS
+ * naming the ranks. all: (world) scratch doubles. A collective. */
+static int check_replicas(zt_engine *e, int world, int64_t step, int every, double *all, zt_error *err) {
+    uint64_t h = zt_engine_param_hash(e); /* local for replicated fp32 parameters */
+    double mine;
+    memcpy(&mine, &h, 8);
+    int rc = zt_engine_gather_ranks(e, &mine, 1, all, "replica check", err);
+    if (rc) return rc;
+    char ranks[160] = "";
+    size_t used = 0;
+    uint64_t h0, hr = 0;
+    memcpy(&h0, &all[0], 8);
+    for (int r = 1; r < world && used + 12 < sizeof ranks; r++)
+        if (memcmp(&all[r], &all[0], 8)) {
+            if (!used) memcpy(&hr, &all[r], 8);
+            used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", used ? ", " : "", r);
+        }
+    if (!used) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_NUMERICS, "step %lld: the replicas diverge: rank(s) %s hold parameters hashing "
+                        "%016llx where rank 0's hash %016llx (fault.replica_check_every = %d; silent data corruption "
+                        "or a bug): stopping before this step's checkpoint", (long long)step, ranks,
+                        (unsigned long long)hr, (unsigned long long)h0, every);
+}
+
 static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
     zt_engine_get_loss_scaler(e, &s);
@@ -342,7 +378,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
         zt_fault_set_step(step + 1);
         zt_comm_note_step(step + 1);
-        zt_fault_point(ZT_FAULT_AT_STEP, NULL);
+        if (zt_fault_point(ZT_FAULT_AT_STEP, NULL) == ZT_FAULT_BITFLIP) flip_a_bit(e);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         /* the schedule follows applied updates: an fp16 step skipped for overflow does not advance
@@ -467,6 +503,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             if ((rc = zt_jsonl_write_event(&log, "skipped_step", ev, err))) goto done;
         }
         if ((rc = grc)) goto done;
+        if (cfg->fault_replica_check_every > 0 && (step + 1) % cfg->fault_replica_check_every == 0 &&
+            (rc = check_replicas(e, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
+            goto done;
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;

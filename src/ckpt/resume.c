@@ -82,8 +82,11 @@ int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, c
     }
     free(steps);
     if (rc == ZT_ERR_CKPT && notes && strcmp(commit, first)) fprintf(notes, "checkpoint: warning: skipped %s: %s\n", commit, why.msg);
-    if (rc == ZT_ERR_CKPT)
+    if (rc == ZT_ERR_CKPT && strcmp(commit, first)) { /* older commits were tried, in vain */
+        char reason[sizeof err->msg];
+        snprintf(reason, sizeof reason, "%s", err->msg); /* the newest commit's own reason */
         rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no intact commit (checkpoint.fallback tried every step-N, "
-                          "newest first; %s: %s)", path, base(first), err->msg);
-    return rc;
+                          "newest first; %s: %s)", path, base(first), reason);
+    }
+    return rc; /* with only the one commit, its own message */
 }

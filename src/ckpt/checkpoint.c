@@ -7,6 +7,7 @@
  * slices from the plan (it is a pure function of the model and the shard count), so the only
  * messages are each file's size and checksum, gathered to rank 0, and the commit status,
  * broadcast back. */
+#define _GNU_SOURCE /* renameat2 (an atomic exchange when a step is saved again) */
 #include "ckpt/checkpoint.h"
 #include "core/fault.h"
 #include "comm/comm.h"
@@ -498,11 +499,17 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
             free(text);
         }
         if (!commit) {
-            rm_tree(fin); /* an older commit of the same step is replaced */
-            if (fsync_path(tmp) != 0 || rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+            /* an older commit of the same step is swapped out in one atomic exchange (never a moment
+             * with neither, never a half-overwritten one), then removed */
+            bool replace = access(fin, F_OK) == 0;
+            if (fsync_path(tmp) != 0 ||
+                (replace ? renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) : rename(tmp, fin)) != 0 ||
+                fsync_path(dir) != 0) {
                 commit = zt_error_set(err, ZT_ERR_IO, "cannot commit %s -> %s: %s", tmp, fin, strerror(errno));
-            else
+            } else {
+                if (replace) rm_tree(tmp); /* the old commit, now under the tmp name */
                 zt_fault_point(ZT_FAULT_AT_SAVE_COMMIT, NULL); /* committed, `latest` not yet moved */
+            }
         }
         if (!commit) {
             char latest[4200], line[64];

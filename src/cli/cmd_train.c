@@ -8,6 +8,7 @@
 #include "core/stop.h"
 #include "engine/trainer.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,7 @@ int zt_cmd_train(int argc, char **argv) {
     bool under_mpi = zt_launched_by_mpi();
     if (!under_mpi && (zt_train_config_validate_world(&cfg, cfg.nproc, &err) || zt_train_config_validate(&cfg, &err)))
         return zt_cli_fail(&err);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error (EFBIG, exit 8), not a death */
     zt_comm *world = NULL;
     if (under_mpi) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);

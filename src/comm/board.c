@@ -80,6 +80,7 @@ void zt_board_close_(void) {
 }
 
 void zt_comm_note_step(int64_t step) {
+    zt_fingerprint_step_(step);
     if (!g_board) return;
     g_board->step = step;
     g_board->t_step = mono();

@@ -18,6 +18,7 @@
  *   counters.c        bytes / calls / seconds per collective kind, per comm
  *   deadline.c        the one polling wait loop: deadlines, peer-naming errors, cancellation
  *   board.c           the status board: each rank's step and recent collectives, read on a deadline
+ *   fingerprint.c     the debug check that every rank calls the same collective
  *   comm_internal.h   the zt_comm struct and the op machinery shared by the files above
  *
  * Contracts common to every collective here:
@@ -165,6 +166,9 @@ void zt_comm_set_job_timeout(double seconds);
 /* The training step this rank is computing (1-based), for the status board: a deadline's message
  * says which step and collective each rank was in (board.c). */
 void zt_comm_note_step(int64_t step);
+/* The debug check of collective fingerprints (fingerprint.c) on or off for this process; default
+ * from ZT_COMM_CHECK (unset: off). Costs one small all-gather before every collective. */
+void zt_comm_set_check(bool on);
 double zt_comm_timeout(const zt_comm *c);
 /* Seconds a wait keeps polling MPI in a tight loop after the last progress before it starts to
  * yield the core (and to sleep after 10x that). Default 1 ms (0 when the node runs more ranks

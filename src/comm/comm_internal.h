@@ -179,6 +179,12 @@ void zt_board_peers_(const zt_comm *c, char *out, size_t cap);
 /* This rank's ring, oldest first, to f. */
 void zt_board_dump_(FILE *f);
 
+/* ---- fingerprint.c: the debug check that every rank calls the same collective ---- */
+/* With the check on: all-gathers (c->seq, name + tag, payload, step) and fails with ZT_ERR_MISMATCH
+ * naming each rank's collective when they differ (ZT_ERR_PEER when the exchange times out). */
+int zt_fingerprint_check_(zt_comm *c, const char *name, const char *tag, size_t payload, zt_error *err);
+void zt_fingerprint_step_(int64_t step);
+
 /* ---- deadline.c: the op machinery ---- */
 int zt_comm_enter_(zt_comm *c, const char *what, zt_error *err);
 void zt_comm_leave_(zt_comm *c);

@@ -132,6 +132,7 @@ int zt_op_begin_(zt_comm *c, int kind, int subkind, const char *name, const char
         c->seq++;
         seq = 1 + (int)((c->seq - 1) % (uint64_t)(c->tag_seq_mod - 1));
     }
+    if (!seq0 && (rc = zt_fingerprint_check_(c, name, tag, payload, err))) return rc; /* debug mode only */
     op->mpi_tag = (seq << 3) | subkind;
     rc = zt_op_reserve_(op, nreq, err);
     if (rc) {

@@ -204,6 +204,10 @@ const key_def zt_cfg_keys[] = {
            "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
            "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
            "(docs/reliability.md)"),
+    K_BOOL("comm.check_collectives", comm_check_collectives, "false",
+           "debug: before every collective the ranks compare its fingerprint (sequence, operation, "
+           "tag, bytes, step) and stop with exit 9 naming what each was about to do when they differ "
+           "(ZT_COMM_CHECK=1 does the same); costs one small all-gather per collective"),
     K_FLT("comm.timeout_s", comm_timeout_s, 0.0, HUGE_VAL, 0, "0",
           "collective deadline: a collective in which no message arrives for this long fails with "
           "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "

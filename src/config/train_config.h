@@ -153,6 +153,7 @@ typedef struct zt_train_config {
     bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
+    bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
     float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */

@@ -6,12 +6,13 @@
  *           sleep (ms=M), nan inf (the micro-batch's loss gradient becomes NaN / +Inf),
  *           spike (x=F: the micro-batch's reported loss is multiplied by F; its gradient is not),
  *           bitflip (one bit of this rank's copy of the first parameter, as a step begins),
+ *           skipcoll (this rank skips the step's agreement collective: a desync),
  *           eio (a checkpoint file write fails with EIO)
  *   keys    rank=R  only on world rank R (default: every rank)
  *           step=S  only in step S (1-based, the step being computed; default: every step)
  *           from=S  in step S and every later one
  *           at=P    where: step (a step begins), fwd (a micro-batch's forward/backward),
- *                   optim (before the optimizer step), save_shard (this rank's checkpoint file
+ *                   agree (the step's agreement collective), optim (before the optimizer step), save_shard (this rank's checkpoint file
  *                   written, not yet synced), save_manifest (rank 0: every file written, no
  *                   manifest yet), save_commit (rank 0: the commit renamed, `latest` not yet
  *                   moved); each kind has a default (docs/reliability.md)
@@ -28,6 +29,7 @@
 typedef enum zt_fault_phase {
     ZT_FAULT_AT_STEP = 0,
     ZT_FAULT_AT_FWD,
+    ZT_FAULT_AT_AGREE,
     ZT_FAULT_AT_OPTIM,
     ZT_FAULT_AT_SAVE_SHARD,
     ZT_FAULT_AT_SAVE_MANIFEST,
@@ -49,6 +51,7 @@ typedef enum zt_fault_kind {
     ZT_FAULT_EIO,
     ZT_FAULT_SPIKE,
     ZT_FAULT_BITFLIP,
+    ZT_FAULT_SKIPCOLL,
 } zt_fault_kind;
 
 /* Parses ZT_FAULT (unset or empty: nothing armed) for this world rank. ZT_ERR_USAGE naming the
@@ -59,7 +62,7 @@ int zt_fault_init(int rank, zt_error *err);
 bool zt_fault_armed(void);
 
 /* The hook at phase P of the current step (zt_fault_set_step): performs the process-level kinds armed there (kills, exits, hangs, sleeps: may not return) and
- * returns the data kind armed there (NAN, INF, EIO, SPIKE, BITFLIP) for the caller to apply, else
+ * returns the data kind armed there (NAN, INF, EIO, SPIKE, BITFLIP, SKIPCOLL) for the caller to apply, else
  * ZT_FAULT_NONE; *arg (may be NULL) receives its argument (spike: the factor). Thread-safe for the
  * data kinds (the checkpoint writer thread calls it). */
 zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg);

@@ -359,6 +359,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     deadline dl;
     deadline_init(&dl, cfg, out);
+    if (cfg->comm_check_collectives) zt_comm_set_check(true); /* every rank has the same config */
     if ((rc = zt_guard_init(&guard, cfg, world, err))) goto done;
     per_rank = malloc((size_t)world * 4 * sizeof *per_rank);
     work = malloc((size_t)world * sizeof *work);
@@ -414,7 +415,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
          * and each rank's own work this step (its time less its time in collectives) */
         int sig_here = zt_stop_requested();
         double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
-        if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+        if (zt_fault_point(ZT_FAULT_AT_AGREE, NULL) == ZT_FAULT_SKIPCOLL) /* ZT_FAULT skipcoll: a desync */
+            for (int r = 0; r < world; r++) memcpy(per_rank + 4 * r, mine, sizeof mine);
+        else if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
             goto done;
         for (int r = 0; r < world; r++)
             for (int i = 0; i < 3; i++) agree[i] += per_rank[4 * r + i];

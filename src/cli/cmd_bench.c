@@ -106,8 +106,9 @@ int zt_cmd_bench(int argc, char **argv) {
     if (zt_launched_by_mpi()) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
     } else if (nproc > 1) {
-        zt_launch_local(nproc, argc, argv, &err);
-        return zt_cli_fail(&err);
+        zt_launch_policy pol = {.grace_s = 10.0}; /* a benchmark saves nothing */
+        int code = zt_launch_local(nproc, &pol, argc, argv, &err);
+        return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0, nranks = world ? zt_comm_size(world) : 1;
     FILE *out = rank == 0 ? stdout : fopen("/dev/null", "w");

@@ -4,8 +4,11 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
+#include "core/fault.h"
+#include "core/stop.h"
 #include "engine/trainer.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@ typedef struct value_opt {
 } value_opt;
 
 enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_TRACE, O_COMM_LOG, O_COUNT };
+       O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -80,6 +83,11 @@ int zt_cmd_train(int argc, char **argv) {
         [O_STOP_AFTER] = {"--stop-after", "stop after step N (as if preempted; the schedule still "
                                           "spans training.steps)", NULL, true},
         [O_TRACE] = {"--trace", "write a Chrome/Perfetto timeline: OUT.rankN.json per rank, merged into OUT"},
+        [O_MAX_RESTARTS] = {"--max-restarts", "--nproc: start the job again up to N times after a lost rank or "
+                                              "a deadline (exit 5), resuming from the checkpoint directory",
+                            NULL, true},
+        [O_MIN_NPROC] = {"--min-nproc", "--max-restarts: a rank lost in two attempts in a row lets the job go on "
+                                        "with as few as M ranks, the global batch unchanged (elastic)", NULL, true},
         [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
                         NULL, true},
     };
@@ -134,20 +142,27 @@ int zt_cmd_train(int argc, char **argv) {
     bool under_mpi = zt_launched_by_mpi();
     if (!under_mpi && (zt_train_config_validate_world(&cfg, cfg.nproc, &err) || zt_train_config_validate(&cfg, &err)))
         return zt_cli_fail(&err);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error (EFBIG, exit 8), not a death */
     zt_comm *world = NULL;
     if (under_mpi) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
     } else if (cfg.nproc > 1) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
-        zt_launch_local(cfg.nproc, argc, argv, &err);
-        return zt_cli_fail(&err);
+        zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
+                                .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir,
+                                .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum};
+        int code = zt_launch_local(cfg.nproc, &pol, argc, argv, &err);
+        return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0;
     int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
     if (!rc) rc = zt_train_config_validate(&cfg, &err);
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
+    if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
     if (rc) return end_job(world, zt_cli_fail(&err));
+    zt_stop_install(); /* SIGTERM/SIGINT: stop at the next step boundary, saved (docs/reliability.md) */
+    zt_launch_register_rank(rank); /* the launcher forwards signals to this pid */
     /* a job started by the launcher printed the warnings already */
     if (rank == 0 && !getenv("ZT_LAUNCHED")) zt_train_config_notes(&cfg, print_warning, stderr);
     /* the command line wins over the configuration's checkpoint and logging keys */
@@ -161,10 +176,10 @@ int zt_cmd_train(int argc, char **argv) {
                              .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER],
                              .trace_path = opt[O_TRACE].value,
                              .comm_log = opt[O_COMM_LOG].value ? counts[O_COMM_LOG] != 0 : cfg.comms_log};
-    zt_train_result res;
+    zt_train_result res = {0};
     rc = zt_train(&cfg, &opts, &res, &err);
     if (rc) return end_job(world, zt_cli_fail(&err));
     zt_comm_free(world);
     if (world && zt_comm_finalize(&err)) return zt_cli_fail(&err);
-    return 0;
+    return res.stop_signal ? ZT_EXIT_STOPPED : 0;
 }

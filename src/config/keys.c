@@ -68,6 +68,9 @@ const key_def zt_cfg_keys[] = {
           "vocabulary (V); every token id in the data must be below it", NULL),
     K_INT("model.max_seq_len", model.max_seq_len, 1, 1048576, NULL,
           "positions (rows of wpe); bounds training.seq_len", NULL),
+    K_STR("model.init_hf", init_hf, 0, "",
+          "Hugging Face model directory to start from (config.json + safetensors; `train "
+          "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),

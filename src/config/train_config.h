@@ -87,6 +87,8 @@ typedef struct zt_train_config {
     char model_preset[64];      /* model.preset: tiny | gpt2-124M | ... (default "tiny") */
     zt_gpt2_config model;       /* resolved from the preset, then model.{n_layer,n_head,n_embd,
                                    vocab_size,max_seq_len} override single fields */
+    char init_hf[ZT_PATH_MAX];  /* model.init_hf: a Hugging Face model directory to start from
+                                   ("" = none); `train` takes the shape from its config.json */
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */

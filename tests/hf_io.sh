@@ -67,7 +67,27 @@ s3="$("$Z" sample --hf "$T/one" --prompt "The" --tokens 12 --seed 7)"
 s4="$("$Z" sample "$T/w.ztw" --tokenizer "$T/tokenizer.json" --prompt "The" --tokens 12 --seed 7)"
 [ "$s1" = "$s2" ] && [ "$s1" = "$s3" ] && [ "$s1" = "$s4" ] ||
   { echo "sample --hf differs: [$s1] vs [$s2] vs [$s3] vs [$s4]"; exit 1; }
-echo "sample --hf (sharded with its tokenizer.json; one file with GPT-2's encoder), sample --tokenizer: same text as sample W.ztw"
+# GPT2LMHeadModel's names ("transformer." + name) in the index and the shards load the same
+cp -r "$T/hf" "$T/hfp"
+/usr/bin/python3 - "$T/hfp" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+ip = os.path.join(d, "model.safetensors.index.json")
+j = json.load(open(ip))
+j["weight_map"] = {"transformer." + k: v for k, v in j["weight_map"].items()}
+json.dump(j, open(ip, "w"))
+for f in set(j["weight_map"].values()):
+    p = os.path.join(d, f)
+    data = open(p, "rb").read()
+    (hl,) = struct.unpack_from("<Q", data, 0)
+    h = {(k if k == "__metadata__" else "transformer." + k): v for k, v in json.loads(data[8:8 + hl]).items()}
+    b = json.dumps(h).encode()
+    b += b" " * (-len(b) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(b)) + b + data[8 + hl:])
+PY
+s5="$("$Z" sample --hf "$T/hfp" --prompt "The" --tokens 12 --seed 7)"
+[ "$s1" = "$s5" ] || { echo "transformer.-prefixed names: sample differs: [$s5]"; exit 1; }
+echo "sample --hf (sharded with its tokenizer.json; one file with GPT-2's encoder), sample --tokenizer: same text as sample W.ztw; also with transformer.-prefixed names"
 
 # bad inputs: each a copy of the good directory with one thing broken
 edit() { /usr/bin/python3 - "$@" <<'PY'

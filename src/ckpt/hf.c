@@ -110,6 +110,11 @@ int zt_hf_export_dir(zt_engine *e, const char *dir, const zt_hf_export_options *
     int n = 0, rc;
     *n_shards = 0;
     if ((rc = zt_hf_arch_for_model(m, &a, err)) || (rc = zt_hf_entries(m, &ents, &n, err))) return rc;
+    if (!a->write) {
+        free(ents);
+        return zt_error_set(err, ZT_ERR_USAGE, "export --hf: no config.json writer for model %s yet (src/ckpt/hf_arch.c)",
+                            m->name);
+    }
     char probe[PATH_MAX];
     snprintf(probe, sizeof probe, "%s/config.json", dir);
     zt_make_parent_dirs(probe);
@@ -218,12 +223,13 @@ static void shard_cache_free(shard_cache *sc) {
     free(sc->files);
 }
 
+static bool has_in_index(const void *wmap, const char *name) { return cJSON_GetObjectItemCaseSensitive(wmap, name); }
+
 int zt_hf_load_dir(zt_engine *e, const char *dir, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
-    const zt_hf_arch *a;
     zt_st_entry *ents = NULL;
-    int n = 0, rc;
-    if ((rc = zt_hf_arch_for_model(m, &a, err)) || (rc = zt_hf_entries(m, &ents, &n, err))) return rc;
+    int n = 0, rc = zt_hf_entries(m, &ents, &n, err);
+    if (rc) return rc;
     char ipath[PATH_MAX];
     snprintf(ipath, sizeof ipath, "%s/" INDEX_NAME, dir);
     struct stat st;
@@ -245,12 +251,8 @@ int zt_hf_load_dir(zt_engine *e, const char *dir, zt_error *err) {
     free(text);
     shard_cache sc = {0};
     for (int i = 0; i < n && !rc; i++) {
+        zt_hf_alt_name(m, has_in_index, wmap, &ents[i]);
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(wmap, ents[i].name);
-        if (!fn && a->alt_prefix) { /* the prefixed name, e.g. "transformer.wte.weight" */
-            char alt[sizeof ents[i].name];
-            snprintf(alt, sizeof alt, "%s%s", a->alt_prefix, ents[i].name);
-            if ((fn = cJSON_GetObjectItemCaseSensitive(wmap, alt))) memcpy(ents[i].name, alt, sizeof alt);
-        }
         zt_st_file *f = NULL;
         if (!cJSON_IsString(fn))
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s: weight_map has no file for tensor %s", ipath, ents[i].name);

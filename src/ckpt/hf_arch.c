@@ -227,7 +227,7 @@ const zt_hf_arch *zt_hf_arch_by_type(const char *model_type) {
 
 int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *err) {
     for (int i = 0; i < N_ARCHS; i++)
-        if (!strcmp(ARCHS[i].model_name, m->name) && ARCHS[i].write) {
+        if (!strcmp(ARCHS[i].model_name, m->name)) {
             *out = &ARCHS[i];
             return ZT_OK;
         }
@@ -275,11 +275,20 @@ int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) 
     return ZT_OK;
 }
 
-void zt_hf_alt_name(const zt_model *m, const zt_st_file *f, zt_st_entry *ent) {
+bool zt_hf_has_in_file(const void *st_file, const char *name) { return zt_st_has(st_file, name); }
+
+void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_entry *ent) {
     const zt_hf_arch *a;
     zt_error ignore;
-    if (zt_st_has(f, ent->name) || zt_hf_arch_for_model(m, &a, &ignore) || !a->alt_prefix) return;
+    if (has(ctx, ent->name) || zt_hf_arch_for_model(m, &a, &ignore)) return;
     char alt[sizeof ent->name];
-    snprintf(alt, sizeof alt, "%s%s", a->alt_prefix, ent->name);
-    if (zt_st_has(f, alt)) memcpy(ent->name, alt, sizeof alt);
+    if (a->alt_prefix) {
+        snprintf(alt, sizeof alt, "%s%s", a->alt_prefix, ent->name);
+        if (has(ctx, alt)) {
+            memcpy(ent->name, alt, sizeof alt);
+            return;
+        }
+    }
+    snprintf(alt, sizeof alt, "%s", m->params[ent->param].name);
+    if (has(ctx, alt)) memcpy(ent->name, alt, sizeof alt);
 }

@@ -57,7 +57,12 @@ int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *er
 int zt_hf_config_parse(const char *json, size_t len, const char *path, zt_hf_model_config *c, zt_error *err);
 /* The stored tensors of m, in m's parameter order: *ents (malloc'd, caller frees), *n. */
 int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err);
-/* When f lacks ent->name but has its architecture's alt_prefix + name, renames ent to that. */
-void zt_hf_alt_name(const zt_model *m, const zt_st_file *f, zt_st_entry *ent);
+/* Whether a file or index holds a tensor of that name. */
+typedef bool (*zt_hf_has_fn)(const void *ctx, const char *name);
+/* When has(ctx, ent->name) is false, renames ent to the first alternative that is there: the
+ * architecture's alt_prefix + name ("transformer.wte.weight"), then zerotrain's own parameter name
+ * (files written without transformers' prefix, e.g. "tok_embeddings..." vs "model...."). */
+void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_entry *ent);
+bool zt_hf_has_in_file(const void *st_file, const char *name);
 
 #endif

@@ -218,7 +218,7 @@ int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
     int n = 0, rc = zt_hf_entries(zt_engine_model(e), &ents, &n, err);
     if (!rc) rc = zt_st_open(path, &f, err);
     for (int i = 0; i < n && !rc; i++) {
-        zt_hf_alt_name(zt_engine_model(e), f, &ents[i]); /* e.g. "transformer." + name */
+        zt_hf_alt_name(zt_engine_model(e), zt_hf_has_in_file, f, &ents[i]); /* e.g. "transformer." + name */
         rc = zt_st_read(f, e, &ents[i], err);
     }
     zt_st_close(f);

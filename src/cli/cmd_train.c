@@ -1,8 +1,9 @@
 /* cmd_train.c - `zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw]
- * [--init W.ztw]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
+ * [--init W.ztw] [--init-hf DIR]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
  * under mpirun; started by mpirun or srun it joins the world and trains as one rank. */
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "ckpt/hf.h"
 #include "comm/comm.h"
 #include "core/fault.h"
 #include "core/stop.h"
@@ -20,8 +21,8 @@ typedef struct value_opt {
     bool is_count; /* a positive integer */
 } value_opt;
 
-enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
+enum { O_SET, O_SAVE, O_INIT, O_INIT_HF, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME,
+       O_STOP_AFTER, O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -67,12 +68,63 @@ static int same_config_everywhere(const zt_train_config *cfg, zt_comm *world, zt
     return rc;
 }
 
+static int set_init_hf(zt_train_config *cfg, const char *dir, zt_error *err) {
+    char kv[ZT_PATH_MAX + 32];
+    if (snprintf(kv, sizeof kv, "model.init_hf=%s", dir) >= (int)sizeof kv)
+        return zt_error_set(err, ZT_ERR_USAGE, "train: --init-hf path too long");
+    return zt_train_config_set(cfg, kv, err);
+}
+
+/* model.init_hf: the model shape is the directory's config.json (either family), set through the
+ * key table so ranges and invariants still apply. */
+static int hf_shape(zt_train_config *cfg, zt_error *err) {
+    zt_hf_model_config hc;
+    int rc = zt_hf_read_config(cfg->init_hf, &hc, err);
+    if (rc) return rc;
+    bool llama = strcmp(hc.arch->model_type, "gpt2") != 0;
+    const zt_hf_llama_config *l = &hc.llama;
+    char kv[32][96];
+    int n = 0;
+#define KV(...) snprintf(kv[n++], sizeof kv[0], __VA_ARGS__)
+    if (llama) {
+        KV("model.preset=llama-tiny"); /* the family; every shape key follows */
+        KV("model.n_layer=%d", l->num_hidden_layers);
+        KV("model.n_head=%d", l->num_attention_heads);
+        KV("model.n_embd=%d", l->hidden_size);
+        KV("model.vocab_size=%d", l->vocab_size);
+        KV("model.max_seq_len=%d", l->max_position_embeddings);
+        KV("model.n_kv_head=%d", l->num_key_value_heads);
+        KV("model.intermediate_size=%d", l->intermediate_size);
+        KV("model.rope_theta=%.9g", l->rope_theta);
+        KV("model.rms_norm_eps=%.9g", l->rms_norm_eps);
+        KV("model.tie_embeddings=%s", l->tie_word_embeddings ? "true" : "false");
+        KV("model.rope_scaling.factor=%.9g", l->rope_scaling_type[0] ? l->rope_factor : 0.0);
+        if (l->rope_scaling_type[0]) {
+            KV("model.rope_scaling.low_freq_factor=%.9g", l->rope_low_freq_factor);
+            KV("model.rope_scaling.high_freq_factor=%.9g", l->rope_high_freq_factor);
+            KV("model.rope_scaling.original_max_position_embeddings=%d", l->rope_original_max_position_embeddings);
+        }
+    } else {
+        KV("model.n_layer=%d", hc.gpt2.n_layer);
+        KV("model.n_head=%d", hc.gpt2.n_head);
+        KV("model.n_embd=%d", hc.gpt2.n_embd);
+        KV("model.vocab_size=%d", hc.gpt2.vocab_size);
+        KV("model.max_seq_len=%d", hc.gpt2.max_seq_len);
+    }
+#undef KV
+    for (int i = 0; i < n && !rc; i++) rc = zt_train_config_set(cfg, kv[i], err);
+    if (rc) zt_error_prefix(err, "%s/config.json", cfg->init_hf);
+    return rc;
+}
+
 int zt_cmd_train(int argc, char **argv) {
     zt_error err = {0};
     value_opt opt[O_COUNT] = {
         [O_SET] = {"--set", "override one config key, e.g. --set training.steps=10 (repeatable)"},
         [O_SAVE] = {"--save", "write the final parameters to a weights file (for `zerotrain sample`)"},
         [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
+        [O_INIT_HF] = {"--init-hf", "start from a Hugging Face model directory (model.init_hf; its "
+                                    "config.json sets the model shape)"},
         [O_NPROC] = {"--nproc", "start N local ranks through mpirun (parallel.nproc)", NULL, true},
         [O_CKPT_DIR] = {"--ckpt-dir", "write sharded checkpoints to DIR/step-N (docs/checkpoints.md)"},
         [O_CKPT_EVERY] = {"--ckpt-every", "checkpoint every N steps (and always at the end)", NULL, true},
@@ -127,6 +179,8 @@ int zt_cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) /* the file first, then every --set in order */
         if (!strcmp(argv[i], "--set") && i + 1 < argc && zt_train_config_set(&cfg, argv[++i], &err))
             return zt_cli_fail(&err);
+    if (opt[O_INIT_HF].value && set_init_hf(&cfg, opt[O_INIT_HF].value, &err)) return zt_cli_fail(&err);
+    if (cfg.init_hf[0] && hf_shape(&cfg, &err)) return zt_cli_fail(&err);
     int64_t counts[O_COUNT] = {0};
     for (int k = 0; k < O_COUNT; k++)
         if (opt[k].is_count && opt[k].value && count_value(&opt[k], &counts[k], &err)) return zt_cli_fail(&err);

@@ -92,6 +92,9 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_STR("model.init_hf", init_hf, 0, "",
+          "Hugging Face model directory to start from (config.json + safetensors; `train "
+          "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),

@@ -92,6 +92,8 @@ typedef struct zt_train_config {
                                    model.{n_kv_head,intermediate_size,rope_theta,rms_norm_eps,
                                    rope_scaling.*,tie_embeddings} (llama only; a GPT-2 preset
                                    fills them with what GPT-2 is: NKV = NH, 4C, tied) */
+    char init_hf[ZT_PATH_MAX];  /* model.init_hf: a Hugging Face model directory to start from
+                                   ("" = none); `train` takes the shape from its config.json */
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */

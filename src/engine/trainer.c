@@ -7,6 +7,7 @@
  * into micro-batches does not change the gradient. */
 #include "engine/trainer.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "comm/comm.h"
@@ -251,6 +252,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if ((rc = st ? zt_safetensors_load(e, opts->init_weights, err) : zt_weights_load(e, opts->init_weights, err)))
             goto done;
     }
+    if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) goto done;
     if (opts && opts->resume && opts->resume[0]) {
         zt_ckpt_meta meta;
         char commit[4096];

@@ -6,6 +6,10 @@
 #
 #   bench/offload.sh [--dir DIR] [--steps N] [--warmup W] [--rounds R] [--threads P] [--preset NAME]
 #                    [-B 4] [-T 256] [--buffers 4] [--buffer-mb 64] [--io-threads 2] [--build DIR]
+#                    [--param]
+#
+# --param: zero3 (one rank) in both runs, and the offloaded run keeps the parameter pieces in
+# files too (--offload-param-nvme): its step also reads each unit's pieces before each gather.
 #
 # Per round: `zerotrain bench` in memory, then with --offload-nvme DIR (files under DIR/<run>/,
 # removed at exit), then dd: write DIR/dd.bin with bs = one state's chunk (buffer-mb / 2 MiB) and
@@ -22,7 +26,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 dir="$root/runs/offload-bench" steps=3 warmup=1 rounds=1 threads=2 preset=gpt2-124M B=4 T=256
-buffers=4 buffer_mb=64 io_threads=2 build="$root/build"
+buffers=4 buffer_mb=64 io_threads=2 build="$root/build" param=0
 die() { echo "offload.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --buffer-mb) buffer_mb="$2"; shift 2 ;;
     --io-threads) io_threads="$2"; shift 2 ;;
     --build) build="$(realpath -m "$2")"; shift 2 ;;
+    --param) param=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
@@ -53,11 +58,13 @@ field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]
 dd_rate() { awk '/copied/ {for (i = 1; i <= NF; i++) if ($i == "copied,") t = $(i + 1); b = $1} END {printf "%.0f", b / t}'; }
 
 common=(bench --preset "$preset" -B "$B" -T "$T" --steps "$steps" --warmup "$warmup")
+poff=()
+if [ "$param" = 1 ]; then common+=(--strategy zero3); poff=(--offload-param-nvme "$dir"); fi
 rows=()
 for r in $(seq 1 "$rounds"); do
   l0="$(load)"; mem="$("$zt" "${common[@]}" 2>&1)" || die "in-memory run failed: $(tail -3 <<<"$mem")"
   l1="$(load)"; off="$("$zt" "${common[@]}" --offload-nvme "$dir" --offload-buffers "$buffers" \
-                      --offload-buffer-mb "$buffer_mb" --offload-io-threads "$io_threads" 2>&1)" \
+                      --offload-buffer-mb "$buffer_mb" --offload-io-threads "$io_threads" "${poff[@]}" 2>&1)" \
                 || die "offloaded run failed: $(tail -3 <<<"$off")"
   l2="$(load)"
   jm="$(json_of "$mem")"; jo="$(json_of "$off")"
@@ -73,17 +80,19 @@ for r in $(seq 1 "$rounds"); do
   echo "  in memory: $(grep -m1 'all units' <<<"$mem" | sed 's/^ *all units: //')"
   echo "  offloaded: $(grep -m1 'all units' <<<"$off" | sed 's/^ *all units: //')"
   grep -E "^offload:|offload per step" <<<"$off" | sed 's/^/  /'
+  echo "  CPU family $(grep -m1 'cpu family' /proc/cpuinfo | awk '{print $NF}'), OpenBLAS core $(grep -o 'OpenBLAS core [A-Za-z0-9]*' <<<"$mem" | head -1 | cut -d' ' -f3)"
   rows+=("$(python3 - "$jm" "$jo" "$rrate" "$wrate" <<'PY'
 import json, sys
 m, o = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 rr, wr = float(sys.argv[3]), float(sys.argv[4])
-disk_ms = 1e3 * (o["offload_read_mb"] * 1e6 / rr + o["offload_write_mb"] * 1e6 / wr)
+g = o.get("offload_gather_read_mb", 0.0)
+disk_ms = 1e3 * ((o["offload_read_mb"] + g) * 1e6 / rr + o["offload_write_mb"] * 1e6 / wr)
 print(json.dumps({"mem_ms": m["step_ms_median"], "off_ms": o["step_ms_median"],
                   "ratio": o["step_ms_median"] / m["step_ms_median"], "pass_ms": o["offload_pass_ms"],
                   "update_ms": o["offload_update_ms"], "wait_ms": o["offload_wait_ms"],
                   "io_gbps": o["offload_io_gbps"], "dd_read_gbps": rr / 1e9, "dd_write_gbps": wr / 1e9,
                   "disk_ms": disk_ms, "pass_over_disk": o["offload_pass_ms"] / disk_ms,
-                  "read_mb": o["offload_read_mb"], "write_mb": o["offload_write_mb"]}))
+                  "read_mb": o["offload_read_mb"], "write_mb": o["offload_write_mb"], "gather_read_mb": g}))
 PY
 )")
 done
@@ -99,7 +108,7 @@ print("| step in memory | step offloaded | ratio (goal <= 1.5) | optimizer pass 
 print("|---|---|---|---|---|---|---|---|")
 print(f"| {med['mem_ms']:.0f} ms | {med['off_ms']:.0f} ms | {med['ratio']:.2f}x | {med['pass_ms']:.0f} ms "
       f"({med['update_ms']:.0f} / {med['wait_ms']:.0f}) | {med['io_gbps']:.2f} GB/s "
-      f"({med['read_mb']:.0f} MB read + {med['write_mb']:.0f} MB written) | {med['dd_read_gbps']:.2f} / "
+      f"({med['read_mb']:.0f} MB read + {med['write_mb']:.0f} MB written, gathers {med['gather_read_mb']:.0f} MB) | {med['dd_read_gbps']:.2f} / "
       f"{med['dd_write_gbps']:.2f} GB/s | {med['disk_ms']:.0f} ms | {med['pass_over_disk']:.2f} |")
 med.update(preset=preset, B=int(B), T=int(T), threads=int(threads), buffers=int(nb), buffer_mb=float(mb),
            io_threads=int(iot), rounds=len(rows))

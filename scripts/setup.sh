@@ -11,6 +11,7 @@ PACKAGES=(
   libyaml-dev libcjson-dev libxxhash-dev libpcre2-dev libcmocka-dev
   libopenmpi-dev openmpi-bin                    # the distributed engine
   python3 python3-numpy python3-torch           # the PyTorch oracle test and the benchmark peer
+  python3-regex                                 # \p{L} in the tokenizer.json reference (tests/tokenizer_json_ref.py)
   bible-kjv bible-kjv-text                      # the demo corpus: the King James Bible, 4.4 MB
   gnuplot-nox                                   # plots
   iproute2 iputils-ping                         # scripts/netns_cluster.sh: hosts as network namespaces

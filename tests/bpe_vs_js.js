@@ -1,7 +1,7 @@
 // bpe_vs_js.js - the JavaScript half of tests/bpe_vs_js.sh: checks zerotrain's C GPT-2 BPE
 // (src/data/bpe.c) token for token against the npm package gpt-3-encoder@1.1.4 running in node.
 //
-//   node bpe_vs_js.js tables                    print the Unicode class tables as bpe.c embeds them
+//   node bpe_vs_js.js tables                    print the Unicode class tables as src/data/bpe_unicode.h embeds them
 //   node bpe_vs_js.js hard OUT                  write the "hard" test text (UTF-8 plus invalid bytes)
 //   node bpe_vs_js.js compare --pkg DIR --bin F [--val F2 --val-fraction f] TEXT...
 //                                               encode each TEXT with the package, as documents
@@ -17,8 +17,8 @@ const EOT = 50256;
 
 // ---------------------------------------------------------------------------------------------
 // Unicode tables. The package's pre-tokenizer regex uses \p{L}, \p{N} and \s as *this* node's
-// regex engine defines them; bpe.c embeds the same sets as explicit code point ranges (PCRE2 has
-// its own, older, Unicode version). `tables` prints them in bpe.c's exact text form so the shell
+// regex engine defines them; bpe_unicode.h embeds the same sets as explicit code point ranges (PCRE2 has
+// its own, older, Unicode version). `tables` prints them in bpe_unicode.h's exact text form so the shell
 // test can diff the two.
 
 function classRanges(re) {

@@ -3,7 +3,7 @@
 #
 #   bash tests/bpe_vs_js.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
 #
-# 1. The Unicode tables embedded in src/data/bpe.c equal \p{L}, \p{N}, \s of this node.
+# 1. The Unicode tables embedded in src/data/bpe_unicode.h equal \p{L}, \p{N}, \s of this node.
 # 2. The KJV Bible (data/kjv.txt, made from the Debian bible-kjv packages when absent, ~4 MB) and a
 #    generated "hard" text (accents, CJK, emoji, tabs, space runs, contractions, digits, Unicode
 #    spaces, class boundaries, comma merges, random mixtures, invalid UTF-8) are encoded by
@@ -39,10 +39,10 @@ trap 'rm -rf "$WORK"' EXIT
 
 # --- 1. Unicode tables -------------------------------------------------------------------------
 node "$JS" tables >"$WORK/tables.node"
-sed -n '/BEGIN UNICODE TABLES/,/END UNICODE TABLES/p' "$SRC/src/data/bpe.c" | sed '1d;$d' >"$WORK/tables.c"
+sed -n '/BEGIN UNICODE TABLES/,/END UNICODE TABLES/p' "$SRC/src/data/bpe_unicode.h" | sed '1d;$d' >"$WORK/tables.c"
 if ! diff -q "$WORK/tables.node" "$WORK/tables.c" >/dev/null; then
     diff "$WORK/tables.node" "$WORK/tables.c" | head -20 >&2
-    fail "the Unicode tables in src/data/bpe.c differ from node $(node -p process.version)'s (Unicode" \
+    fail "the Unicode tables in src/data/bpe_unicode.h differ from node $(node -p process.version)'s (Unicode" \
         "$(node -p process.versions.unicode)); regenerate the block with 'node tests/bpe_vs_js.js tables'"
 fi
 echo "bpe_vs_js: Unicode tables match node $(node -p process.version) (Unicode $(node -p process.versions.unicode))"
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
 EOF
     cc -std=gnu17 -O2 -I"$SRC/include" -I"$SRC/src" $(pkg-config --cflags libcjson libpcre2-8 libxxhash) \
         "$WORK/main.c" "$SRC/src/cli/cmd_tokenize.c" "$SRC/src/data/bpe.c" \
-        "$SRC/src/data/token_file.c" "$SRC/src/core/error.c" \
+        "$SRC/src/data/tokenizer_json.c" "$SRC/src/data/token_file.c" "$SRC/src/core/error.c" "$SRC/src/core/file.c" \
         $(pkg-config --libs libcjson libpcre2-8 libxxhash) -lm -o "$WORK/zerotrain" ||
         fail "cannot compile the stand-in tokenize tool"
     TOOL=("$WORK/zerotrain" tokenize)

@@ -25,3 +25,11 @@ zt16="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16 "$T/m16.safetensors")"
 # import: loading the fp32 export over the checkpoint gives the same loss exactly
 zt2="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16 "$T/m.safetensors")"
 [ "$zt" = "$zt2" ] && echo "import of the export: same loss $zt" || { echo "import changed the loss: $zt vs $zt2"; exit 1; }
+# a .ztw weights file (train --save) exports too, to the same bytes as the checkpoint of the same run
+"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 --save "$T/w.ztw" --ckpt-dir "$T/ck2" >/dev/null
+"$Z" export "$T/w.ztw" -o "$T/w.safetensors" >/dev/null
+"$Z" export "$T/ck2" -o "$T/c2.safetensors" >/dev/null
+cmp "$T/w.safetensors" "$T/c2.safetensors" && echo "export of the .ztw = export of the checkpoint, byte for byte" ||
+  { echo "export of the .ztw differs from the checkpoint's"; exit 1; }
+set +e; out="$("$Z" export "$T/c.yaml" -o "$T/x.safetensors" 2>&1)"; rc=$?; set -e
+[ $rc -ne 0 ] && echo "a file that is not weights: exit $rc, $out" || { echo "export of a YAML file succeeded"; exit 1; }

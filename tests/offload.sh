@@ -11,7 +11,8 @@
 #     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed;
 #  4. parameter offload (zero3's pieces in files, memory.offload_param nvme): alone and with the
 #     optimizer offloaded, fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks:
-#     bit-identical to the in-memory run with every class at exactly its planned high-water; a
+#     bit-identical to the in-memory run with every class at exactly its planned high-water and
+#     the last step's NVMe reads and writes exactly the planned bytes; a
 #     checkpoint of it resumes bitwise on zero3 and on ddp x1; DeepSpeed's offload_param block;
 #     refused under zero2 (exit 2); a piece file corrupted under a running job: exit 8, the
 #     parameter and the file named, never trained on.
@@ -164,8 +165,10 @@ for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16
     [ $with = param+optimizer ] && more+=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$NV")
     b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" 2>&1)"
     if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ] && grep -q "parameter pieces" <<<"$b" \
-       && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" && empty_nvme; then
-      ok "$2 x$1 ${*:3} offload $with: = in memory ($(hash_of "$a")), every class exactly as planned"
+       && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" && empty_nvme \
+       && grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b"; then
+      ok "$2 x$1 ${*:3} offload $with: = in memory ($(hash_of "$a")), every class exactly as planned, I/O per step" \
+         "as planned ($(grep -o 'read [0-9.]* MiB (the' <<<"$b" | cut -d' ' -f2) MiB read)"
     else
       bad "$2 x$1 ${*:3} offload $with: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -6
     fi

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""safetensors_torch.py MODEL.safetensors TOKENS.bin B T N_HEAD ZT_LOSS - reads a safetensors file
-with a small reader (8-byte header length, JSON header, raw tensors), builds GPT-2 in PyTorch the
+"""safetensors_torch.py MODEL.safetensors|HF_DIR TOKENS.bin B T N_HEAD ZT_LOSS - reads a safetensors
+file with a small reader (8-byte header length, JSON header, raw tensors), or a Hugging Face model
+directory (config.json's n_head; model.safetensors, or the shards model.safetensors.index.json's
+weight_map names, each tensor from the shard the index gives), builds GPT-2 in PyTorch the
 way Hugging Face's GPT2LMHeadModel computes it (Conv1D weights (in, out): y = x @ W + b; LM head
 tied to wte), takes the first B windows of T+1 tokens of the llm.c token file, and checks that the
 mean cross-entropy matches zerotrain's to 1e-5 relative."""
 import json
 import math
+import os
 import struct
 import sys
 
@@ -34,9 +37,36 @@ def read_safetensors(path):
     return out
 
 
+def read_hf_dir(d):
+    """Every tensor of a Hugging Face model directory, read through the index when there is one:
+    each weight_map entry must be in the shard it names, and every shard's tensors in the map."""
+    index = os.path.join(d, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(d, "model.safetensors"))
+    wmap = json.load(open(index))["weight_map"]
+    out = {}
+    for shard in sorted(set(wmap.values())):
+        part = read_safetensors(os.path.join(d, shard))
+        for name in part:
+            if wmap.get(name) != shard:
+                raise SystemExit(f"{shard}: tensor {name} is not in the index's weight_map for this shard")
+        out.update(part)
+    missing = set(wmap) - set(out)
+    if missing:
+        raise SystemExit(f"index names tensors no shard holds: {sorted(missing)}")
+    print(f"{d}: {len(out)} tensors from {len(set(wmap.values()))} shards via the index")
+    return out
+
+
 def main():
     path, tokens, B, T, NH, zt_loss = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-    P = read_safetensors(path)
+    if os.path.isdir(path):
+        cfg = json.load(open(os.path.join(path, "config.json")))
+        if cfg["model_type"] != "gpt2" or cfg["n_head"] != NH:
+            raise SystemExit(f"config.json: model_type {cfg['model_type']}, n_head {cfg['n_head']}")
+        P = read_hf_dir(path)
+    else:
+        P = read_safetensors(path)
     raw = open(tokens, "rb").read()
     toks = np.frombuffer(raw, np.uint16, offset=256 * 4).astype(np.int64)
     idx = torch.tensor(np.stack([toks[b * T: b * T + T] for b in range(B)]))

@@ -451,7 +451,7 @@ static void test_malformed_vocab(void **state) {
         {"a\n", "line 2", "found 1"},
         {"a b\n\n", "line 3", "found 0"},
         {"a \xe4\xb8\x80\n", "line 2", "not made of GPT-2 byte characters"},
-        {"b a\n", "line 2", "encoder.json lacks"},
+        {"b a\n", "line 2", "the vocabulary lacks"},
         {"", "no merge lines", NULL},
         {"a b", "no merge lines", NULL}, /* the only merge has no newline: the package drops it */
     };

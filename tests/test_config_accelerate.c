@@ -370,6 +370,16 @@ static void test_parallelism_config(void **state) {
 
 static void test_errors(void **state) {
     (void)state;
+    /* issue 15: Accelerate's ClusterConfig refuses unknown top-level keys, and so does zerotrain;
+     * inside fsdp_config an unknown key with no close match is ignored with a warning (Accelerate
+     * passes the block on as launch arguments and ignores what it does not read); every key of
+     * Accelerate's own classes is known (fsdp_ignored_modules, SageMaker's keys) */
+    bad(HEAD "distributed_type: FSDP\nno_such_thing: 1\n",
+        "acc.yaml:5:1: no_such_thing: unknown accelerate key (Accelerate refuses unknown top-level keys too");
+    ok("distributed_type: FSDP\nfsdp_config: {fsdp_ignored_modules: null, no_such_thing: 1, _note: x}\n");
+    has_note("warning: acc.yaml:2:43: fsdp_config.no_such_thing: unknown accelerate key, close to none known: ignored");
+    has_note("note: acc.yaml:2:61: fsdp_config._note: a comment by convention: ignored");
+    has_note("fsdp_config.fsdp_ignored_modules: every parameter of the built-in models is sharded");
     bad(HEAD "distributed_typ: FSDP\n",
         "acc.yaml:4:1: distributed_typ: unknown accelerate key; did you mean distributed_type?");
     bad(HEAD "distributed_type: FSDP\nnum_processes: 3\n",

@@ -190,7 +190,7 @@ static void test_offload(void **state) {
     bad("{\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\"}}}",
         "memory.offload_param: nvme needs memory.offload_param_nvme_path");
     bad("{\"zero_optimization\": {\"offload_param\": {\"device\": \"gpu\"}}}",
-        "ds.json:1:52: zero_optimization.offload_param.device: expected \"none\", \"cpu\" or \"nvme\", got \"gpu\"");
+        "ds.json:1:52: zero_optimization.offload_param.device: expected none, cpu or nvme, got \"gpu\"");
     ok("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 0.3}}}");
     has_note("warning: ds.json:1:63: zero_optimization.offload_optimizer.ratio: partial optimizer offload");
 }
@@ -322,9 +322,16 @@ static void test_scheduler(void **state) {
        "\"warmup_num_steps\": 5}}}");
     assert_true(C.lr.max_lr == 5e-4f);
     has_note("warning: ds.json:1:44: optimizer.params.lr: no effect: DeepSpeed's WarmupLR sets the lr");
-    /* with the default warmup of 1000 steps and 100 training steps: the invariant names both */
-    bad("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": 5e-4}}}",
-        "ds.json: training.warmup_steps: 1000 exceeds training.steps (100)");
+    /* the default warmup of 1000 steps against the default 100 training steps that no file set
+     * (issue 15): training.steps is raised to fit, with a warning naming the key to set */
+    ok("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": 5e-4}}}");
+    assert_int_equal(C.steps, 1000);
+    assert_int_equal(src("training.steps")->origin, ZT_ORIGIN_DERIVED);
+    has_note("warning: ds.json:1:16: scheduler.params.warmup_num_steps (absent: 1000): 1000 exceeds "
+             "training.steps's default 100, which no file set: training.steps raised to 1000 (set "
+             "training.steps to choose)");
+    ok("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 300}}}");
+    assert_int_equal(C.steps, 300);
     bad("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0}}}",
         "ds.json:1:24: scheduler.type: \"OneCycle\" is not supported (WarmupLR, WarmupDecayLR or "
         "WarmupCosineLR)");
@@ -384,7 +391,13 @@ static void test_syntax_and_keys(void **state) {
     bad("{\"zero_optimization\": {\"offload_param\": {\"devcie\": \"cpu\"}}}",
         "zero_optimization.offload_param.devcie: unknown deepspeed key; did you mean "
         "zero_optimization.offload_param.device?");
-    bad("{\"no_such_thing\": 1}", "ds.json:1:2: no_such_thing: unknown deepspeed key");
+    /* no close match: ignored with a warning, as DeepSpeed ignores keys it does not read; keys
+     * that are comments by convention are ignored with a note (issue 15) */
+    ok("{\"no_such_thing\": 1, \"_comment\": \"zero 2\", \"//\": \"x\"}");
+    has_note("warning: ds.json:1:2: no_such_thing: unknown deepspeed key, close to none known: ignored "
+             "(DeepSpeed ignores keys it does not read)");
+    has_note("note: ds.json:1:22: _comment: a comment by convention: ignored");
+    has_note("note: ds.json:1:44: //: a comment by convention: ignored");
     /* duplicates (JSON allows them; DeepSpeed keeps the last silently) */
     bad("{\"train_batch_size\": 8,\n \"train_batch_size\": 16}",
         "ds.json:2:2: train_batch_size: duplicate key (first at line 1)");

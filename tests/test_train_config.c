@@ -403,7 +403,7 @@ static const bad_case BAD[] = {
     {"model:\n  preset:\n" TRAIN, "model.preset: unknown preset \"\""},
     /* unknown sections and keys */
     {TRAIN "trainig:\n  steps: 10\n",
-     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint; includes: deepspeed_config, accelerate_config)"},
+     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault; includes: deepspeed_config, accelerate_config)"},
     {TRAIN "steps: 10\n", "t.yaml:3:1: steps: unknown section; did you mean training.steps?"},
     {TRAIN "training.steps: 10\n",
      "t.yaml:3:1: training.steps: dotted keys are for --set; in YAML write it nested: training: then steps:"},
@@ -429,7 +429,7 @@ static const bad_case BAD[] = {
     {"data:\n  train: {a: 1}\n",
      "t.yaml:2:10: data.train: expected a non-empty path shorter than 1024 bytes, got a mapping"},
     {"- data\n- training\n",
-     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint), got a sequence"},
+     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault), got a sequence"},
     {"just text\n", "t.yaml:1:1: expected a mapping of sections"},
     {TRAIN "? [a, b]\n: 1\n", "t.yaml:3:3: expected a section name, got a sequence"},
     {TRAIN "training:\n  ? [a]\n  : 1\n",

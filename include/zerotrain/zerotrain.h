@@ -454,17 +454,29 @@ typedef struct zt_engine_options {
     zt_recompute activation_checkpointing; /* none (default), full or selective */
     zt_offload_options offload; /* NVMe tier for the optimizer state and the parameter pieces
                                    (all zero: none) */
+    bool skip_nonfinite;      /* a step whose gradients are not finite is skipped (report.skipped,
+                                 ZT_SKIP_NONFINITE) instead of failing with ZT_ERR_NUMERICS; fp16
+                                 always skips (ZT_SKIP_OVERFLOW, its loss scaler's rule) */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
 void zt_engine_options_default(zt_engine_options *o);
 
+/* Why zt_engine_step skipped an update. Every rank decides alike: the norm is global (the same
+ * bits everywhere) and a requested skip comes from the caller's all-reduced decision. */
+typedef enum zt_skip {
+    ZT_SKIP_NONE = 0,
+    ZT_SKIP_OVERFLOW,  /* fp16: the gradients overflowed at this loss scale; the scale adjusted */
+    ZT_SKIP_NONFINITE, /* skip_nonfinite: NaN/Inf in the gradients */
+    ZT_SKIP_REQUESTED, /* zt_engine_skip_next_step (e.g. a loss spike) */
+} zt_skip;
+
 typedef struct zt_step_report {
     double grad_norm;      /* global L2 norm before clipping */
     double clip_coef;      /* factor applied to the gradients (1 when not clipped) */
     bool finite;           /* false: non-finite gradients, the step was not applied */
-    bool skipped;          /* fp16: the gradients overflowed at this loss scale; the update was
-                              skipped on every rank and the scale adjusted (not an error) */
+    bool skipped;          /* the update was skipped on every rank (not an error), for skip_reason */
+    int skip_reason;       /* a zt_skip: why skipped */
     double loss_scale;     /* fp16: the scale this step's gradients carried (1 otherwise) */
 } zt_step_report;
 
@@ -482,8 +494,13 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *batch, float *loss,
  * receives the logits of position (b=0, t=T-1) for generation. */
 int zt_engine_forward(zt_engine *e, const zt_batch *batch, float *loss, float *logits_out,
                       zt_error *err);
-/* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients. */
+/* Global-norm clipping, finite check, optimizer update with learning rate lr, zero gradients.
+ * A skipped update (report->skipped) leaves parameters, optimizer state and the step count as
+ * they were and zeroes the gradients. */
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err);
+/* The next zt_engine_step finishes the gradients and skips the update (ZT_SKIP_REQUESTED). Every
+ * rank must ask alike (take the decision from an all-reduced value). */
+void zt_engine_skip_next_step(zt_engine *e);
 /* fp16's dynamic loss scaler (DeepSpeed's DynamicLossScaler, src/precision/loss_scaler.c): the
  * state a checkpoint carries so that a resumed run scales exactly as the uninterrupted one. */
 typedef struct zt_loss_scaler {
@@ -535,6 +552,12 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
 /* *x = the sum of every rank's *x over the data-parallel world, added in rank order (the same
  * bits on every rank). A collective; a no-op on one process. */
 int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err);
+/* The same for x[0..n), 1 <= n <= 16, each element summed in rank order; `what` names the
+ * collective in errors. The trainer's per-step agreement (loss, stop request) is one call. */
+int zt_engine_sum_ranks_n(zt_engine *e, double *x, int n, const char *what, zt_error *err);
+/* all[r * n + i] = rank r's x[i] over the data-parallel world (all: world * n doubles; on one
+ * process a copy). A collective. */
+int zt_engine_gather_ranks(zt_engine *e, const double *x, int n, double *all, const char *what, zt_error *err);
 /* Memory classes (docs/memory.md): every buffer the engine allocates belongs to exactly one. */
 typedef enum zt_mem_class {
     ZT_MEM_PARAMS = 0,       /* parameters between steps: the full tensors (ddp, zero1, zero2) or this
@@ -589,6 +612,9 @@ typedef struct zt_memory_plan {
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
+    size_t offload_read_bytes;   /* ... and reads from them per training step: the optimizer
+                                    pass's stream, and (parameter offload) every gather's pieces */
+    size_t offload_write_bytes;  /* ... and writes per step (the stream's write-back) */
 } zt_memory_plan;
 /* The plan the engine computed at creation and allocates by. */
 void zt_engine_memory_plan(const zt_engine *e, zt_memory_plan *out);

@@ -7,7 +7,9 @@
  * slices from the plan (it is a pure function of the model and the shard count), so the only
  * messages are each file's size and checksum, gathered to rank 0, and the commit status,
  * broadcast back. */
+#define _GNU_SOURCE /* renameat2 (an atomic exchange when a step is saved again) */
 #include "ckpt/checkpoint.h"
+#include "core/fault.h"
 #include "offload/nvme_store.h"
 #include "comm/comm.h"
 #include "core/file.h"
@@ -245,7 +247,7 @@ static int slice_write(void *ctx, const float *rows, size_t bytes) {
 }
 
 /* Writes this writer's file, from the engine (snapshot NULL) or from a snapshot of it. */
-static int write_rank_file(zt_engine *e, const char *path, const char *snapshot, size_t snap_len,
+static int write_rank_file(zt_engine *e, const char *path, const char *snapshot, size_t snap_len, int64_t step,
                            uint64_t *hash, uint64_t *size, zt_error *err) {
     file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState()};
     if (f.fd < 0 || !f.st) {
@@ -263,8 +265,14 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
         *err = serr;
         return bad;
     }
+    if (zt_fault_point_step(ZT_FAULT_AT_SAVE_SHARD, step, NULL) == ZT_FAULT_EIO) { /* ZT_FAULT eio: a failed write */
+        bad = 1;
+        errno = EIO;
+    }
     bad |= fsync(f.fd);
+    int en = errno;
     bad |= close(f.fd);
+    if (bad && en) errno = en;
     *hash = XXH64_digest(f.st);
     *size = f.total;
     XXH64_freeState(f.st);
@@ -376,19 +384,24 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
-static void retain(const char *dir, int keep_last, int64_t keep) {
+int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
     DIR *d = opendir(dir);
-    if (!d) return;
-    int64_t steps[4096];
+    if (!d) return 0;
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 4096) {
+    while ((de = readdir(d)) && n < cap) {
         int64_t s;
         if (step_of(de->d_name, &s)) steps[n++] = s;
     }
     closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
+    return n;
+}
+
+/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
+static void retain(const char *dir, int keep_last, int64_t keep) {
+    int64_t steps[4096];
+    int n = zt_ckpt_list_steps(dir, steps, 4096);
     for (int k = 0; k < n - keep_last; k++) {
         if (steps[k] == keep) continue;
         char path[4200];
@@ -452,6 +465,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     int commit = ZT_OK;
     char path[4200];
     if (e->rank == 0) {
+        zt_fault_point(ZT_FAULT_AT_SAVE_MANIFEST, NULL); /* every shard written, no manifest yet */
         uint64_t *sizes = calloc((size_t)nwriters, 8), *hashes = calloc((size_t)nwriters, 8);
         for (int r = 0; r < N && sizes && hashes; r++)
             if (all[5 * r + 1] != 0) {
@@ -474,9 +488,17 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
             free(text);
         }
         if (!commit) {
-            rm_tree(fin); /* an older commit of the same step is replaced */
-            if (fsync_path(tmp) != 0 || rename(tmp, fin) != 0 || fsync_path(dir) != 0)
+            /* an older commit of the same step is swapped out in one atomic exchange (never a moment
+             * with neither, never a half-overwritten one), then removed */
+            bool replace = access(fin, F_OK) == 0;
+            if (fsync_path(tmp) != 0 ||
+                (replace ? renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) : rename(tmp, fin)) != 0 ||
+                fsync_path(dir) != 0) {
                 commit = zt_error_set(err, ZT_ERR_IO, "cannot commit %s -> %s: %s", tmp, fin, strerror(errno));
+            } else {
+                if (replace) rm_tree(tmp); /* the old commit, now under the tmp name */
+                zt_fault_point(ZT_FAULT_AT_SAVE_COMMIT, NULL); /* committed, `latest` not yet moved */
+            }
         }
         if (!commit) {
             char latest[4200], line[64];
@@ -514,7 +536,7 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta_in, int
     int status = ZT_OK;
     if (is_writer(e)) {
         snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, e->plan.shard);
-        status = write_rank_file(e, path, NULL, 0, &hash, &size, err);
+        status = write_rank_file(e, path, NULL, 0, meta->step, &hash, &size, err);
     }
     return save_finish(e, dir, meta, tmp, fin, keep_last, status, size, hash, err);
 }
@@ -536,7 +558,7 @@ struct zt_ckpt_async {
 
 static void *async_writer(void *arg) {
     zt_ckpt_async *a = arg;
-    a->status = write_rank_file(a->e, a->path, a->snapshot, a->len, &a->hash, &a->size, &a->err);
+    a->status = write_rank_file(a->e, a->path, a->snapshot, a->len, a->meta.step, &a->hash, &a->size, &a->err);
     return NULL;
 }
 
@@ -558,7 +580,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
         snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
-        a->status = write_rank_file(e, a->path, NULL, 0, &a->hash, &a->size, &a->err);
+        a->status = write_rank_file(e, a->path, NULL, 0, a->meta.step, &a->hash, &a->size, &a->err);
     } else if (is_writer(e)) {
         for_each_slice(e, slice_bytes, &a->len, NULL);
         a->snapshot = malloc(a->len ? a->len : 1);

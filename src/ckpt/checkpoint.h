@@ -15,6 +15,8 @@
 
 #include "zerotrain/zerotrain.h"
 
+#include <stdio.h>
+
 typedef struct zt_ckpt_meta {
     int64_t step;              /* optimizer steps done */
     uint64_t samples_consumed; /* the global sample index the next step starts at */
@@ -51,6 +53,22 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
 /* Resolves path to a commit directory: itself if it holds a manifest, else DIR/latest, else the
  * newest step-N with a valid manifest. */
 int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err);
+
+/* The steps N of DIR's step-N directories (committed or not; step-N.tmp never), ascending, at most
+ * cap of them; 0 when DIR cannot be read. */
+int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap);
+
+/* resume.c: loads what `path` names into e (a collective only in that every rank calls it):
+ * a step-N commit as given; a checkpoint directory's commit per zt_ckpt_resolve, and when that
+ * one is damaged (ZT_ERR_CKPT: a checksum, size, missing file or manifest) and fallback is set,
+ * the newest older commit that loads, after writing one line per skipped commit, naming it and
+ * why, to notes (NULL: none). ZT_ERR_CKPT listing every commit tried when none loads. */
+int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
+                   zt_ckpt_meta *meta, zt_error *err);
+
+/* probe.c: creates DIR (and its parents) and writes and removes a probe file there as rank `rank`:
+ * ZT_ERR_IO naming the directory and the error when this rank could not save into it. */
+int zt_ckpt_probe(const char *dir, int rank, zt_error *err);
 
 /* Checks the manifest's checksum and every file's size and xxh64. */
 int zt_ckpt_verify(const char *path, zt_error *err);

@@ -1,47 +1,33 @@
-/* safetensors.c - GPT-2 and Llama weights in Hugging Face's safetensors format: export
- * (consolidated, fp32 or bf16) and import (to start fine-tuning from a Hugging Face checkpoint or
- * an export). Llama's parameters are written with their names and (out, in) layouts as they are
- * (LlamaForCausalLM's without "model."), and read with or without that prefix.
+/* safetensors.c - one file in Hugging Face's safetensors format: write named parameters (fp32 or
+ * bf16), read them back one tensor at a time (so a model larger than memory twice over loads).
  *
- * The format: u64 little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
- * then the raw tensors. Names and layouts are transformers' GPT2Model ones: "wte.weight",
- * "h.0.attn.c_attn.weight", ... with the Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc,
- * mlp.c_proj) stored (in, out), the transpose of zerotrain's (out, in). The LM head is tied to wte
- * and not stored (transformers ties it on load). */
+ * The format: u64 little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}
+ * (offsets relative to the end of the header), then the raw little-endian tensors. Which names
+ * and layouts a model uses is the architecture table's business (hf_arch.c); this file only moves
+ * tensors between the engine and one file. */
+#define _FILE_OFFSET_BITS 64
 #include "ckpt/safetensors.h"
+
+#include "ckpt/hf_arch.h"
+#include "kernels/kernels.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
-
-/* zerotrain stores Linear weights (out, in); Hugging Face's GPT-2 Conv1D stores (in, out). Every
- * 2-D parameter of a block is a Conv1D weight; wte and wpe are not. */
-static bool is_conv1d(const zt_param_desc *p) { return p->ndim == 2 && strncmp(p->name, "h.", 2) == 0; }
 
 static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                        /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
+/* the on-disk shape of parameter p: reversed when transposed (2-D only) */
+static int64_t disk_dim(const zt_param_desc *p, bool tr, int d) { return p->shape[tr ? p->ndim - 1 - d : d]; }
 
-static float from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *err) {
+int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, bool bf16, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
     size_t elem = bf16 ? 2 : 4;
     cJSON *hdr = cJSON_CreateObject();
@@ -49,14 +35,13 @@ int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *e
     cJSON_AddStringToObject(meta, "format", "pt");
     cJSON_AddStringToObject(meta, "producer", "zerotrain " ZT_VERSION);
     size_t off = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        const zt_param_desc *p = &m->params[i];
-        cJSON *t = cJSON_AddObjectToObject(hdr, p->name);
+    for (int i = 0; i < n; i++) {
+        const zt_param_desc *p = &m->params[ents[i].param];
+        cJSON *t = cJSON_AddObjectToObject(hdr, ents[i].name);
         cJSON_AddStringToObject(t, "dtype", bf16 ? "BF16" : "F32");
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-        bool tr = is_conv1d(p);
         for (int d = 0; d < p->ndim; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[tr ? p->ndim - 1 - d : d]));
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)disk_dim(p, ents[i].transpose, d)));
         cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
         off += (size_t)p->numel * elem;
@@ -78,26 +63,27 @@ int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *e
     for (size_t k = jlen; k < padded && ok; k++) ok = fputc(' ', f) != EOF;
     free(json);
     int rc = ZT_OK;
-    for (int i = 0; i < m->n_params && ok && !rc; i++) {
-        const zt_param_desc *p = &m->params[i];
-        size_t n = (size_t)p->numel;
-        float *full = malloc(n * sizeof *full), *out = malloc(n * sizeof *out);
+    for (int i = 0; i < n && ok && !rc; i++) {
+        const zt_param_desc *p = &m->params[ents[i].param];
+        size_t cnt = (size_t)p->numel;
+        float *full = malloc(cnt * sizeof *full), *out = malloc(cnt * sizeof *out);
         if (!full || !out) rc = zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory for %s", p->name);
-        if (!rc) rc = zt_engine_param_gather(e, i, full, err);
+        if (!rc) rc = zt_engine_param_gather(e, ents[i].param, full, err);
         if (!rc) {
-            if (is_conv1d(p)) transpose(out, full, p->shape[0], p->shape[1]);
-            else memcpy(out, full, n * sizeof *out);
+            if (ents[i].transpose) transpose(out, full, p->shape[0], p->shape[1]);
+            else memcpy(out, full, cnt * sizeof *out);
             if (bf16) {
                 uint16_t *h = (uint16_t *)full; /* reuse: 2 bytes per element fit */
-                for (size_t k = 0; k < n; k++) h[k] = to_bf16(out[k]);
-                ok = fwrite(h, 2, n, f) == n;
+                zt_f32_to_bf16(h, out, cnt);
+                ok = fwrite(h, 2, cnt, f) == cnt;
             } else {
-                ok = fwrite(out, 4, n, f) == n;
+                ok = fwrite(out, 4, cnt, f) == cnt;
             }
         }
         free(full);
         free(out);
     }
+    ok = (fflush(f) == 0 && fsync(fileno(f)) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
     if (rc || !ok || rename(tmp, path) != 0) {
         int en = errno;
@@ -107,70 +93,135 @@ int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *e
     return ZT_OK;
 }
 
-int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
-    const zt_model *m = zt_engine_model(e);
-    FILE *f = fopen(path, "rb");
-    if (!f) return zt_error_set(err, ZT_ERR_CKPT, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long fsize = ftell(f);
-    fseek(f, 0, SEEK_SET);
+struct zt_st_file {
+    char path[4096];
+    FILE *f;
+    uint64_t hl, data_len; /* header bytes, data bytes after it */
+    cJSON *hdr;
+};
+
+void zt_st_close(zt_st_file *f) {
+    if (!f) return;
+    if (f->f) fclose(f->f);
+    cJSON_Delete(f->hdr);
+    free(f);
+}
+
+int zt_st_open(const char *path, zt_st_file **out, zt_error *err) {
+    *out = NULL;
+    zt_st_file *s = calloc(1, sizeof *s);
+    if (!s) return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    s->f = fopen(path, "rb");
+    if (!s->f) {
+        int en = errno;
+        zt_st_close(s);
+        return zt_error_set(err, ZT_ERR_CKPT, "cannot open %s: %s", path, strerror(en));
+    }
+    fseeko(s->f, 0, SEEK_END);
+    off_t fsize = ftello(s->f);
+    fseeko(s->f, 0, SEEK_SET);
     uint64_t hl = 0;
-    if (fsize < 8 || fread(&hl, 8, 1, f) != 1 || hl > (uint64_t)fsize - 8 || hl > (100u << 20)) {
-        fclose(f);
-        return zt_error_set(err, ZT_ERR_CKPT, "%s: not a safetensors file (header length %llu, file %ld bytes)",
-                            path, (unsigned long long)hl, fsize);
+    if (fsize < 8 || fread(&hl, 8, 1, s->f) != 1 || hl > (uint64_t)fsize - 8 || hl > (100u << 20)) {
+        zt_st_close(s);
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: not a safetensors file (header length %llu, file %lld bytes)",
+                            path, (unsigned long long)hl, (long long)fsize);
     }
     char *json = malloc(hl + 1);
-    if (!json || fread(json, 1, hl, f) != hl) {
+    if (!json || fread(json, 1, hl, s->f) != hl) {
         free(json);
-        fclose(f);
+        zt_st_close(s);
         return zt_error_set(err, ZT_ERR_CKPT, "%s: truncated header", path);
     }
-    json[hl] = '\0';
-    cJSON *hdr = cJSON_ParseWithLength(json, hl);
+    s->hdr = cJSON_ParseWithLength(json, hl);
     free(json);
-    uint64_t data_len = (uint64_t)fsize - 8 - hl;
-    int rc = hdr ? ZT_OK : zt_error_set(err, ZT_ERR_CKPT, "%s: the header is not valid JSON", path);
-    for (int i = 0; i < m->n_params && !rc; i++) {
-        const zt_param_desc *p = &m->params[i];
-        /* Hugging Face checkpoints may prefix names with "transformer." (GPT-2) or "model." (Llama) */
-        char alt[ZT_NAME_MAX + 16];
-        snprintf(alt, sizeof alt, "%s.%s", strcmp(m->name, "llama") ? "transformer" : "model", p->name);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(hdr, p->name);
-        if (!t) t = cJSON_GetObjectItemCaseSensitive(hdr, alt);
-        const cJSON *dt = t ? cJSON_GetObjectItemCaseSensitive(t, "dtype") : NULL;
-        const cJSON *sh = t ? cJSON_GetObjectItemCaseSensitive(t, "shape") : NULL;
-        const cJSON *of = t ? cJSON_GetObjectItemCaseSensitive(t, "data_offsets") : NULL;
-        if (!t || !cJSON_IsString(dt) || !cJSON_IsArray(sh) || cJSON_GetArraySize(of) != 2) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s is missing or malformed", path, p->name);
-            break;
-        }
-        bool bf = !strcmp(dt->valuestring, "BF16"), f32 = !strcmp(dt->valuestring, "F32");
-        bool tr = is_conv1d(p), same = (bf || f32) && cJSON_GetArraySize(sh) == p->ndim;
-        for (int d = 0; same && d < p->ndim; d++)
-            same = cJSON_GetArrayItem(sh, d)->valuedouble == (double)p->shape[tr ? p->ndim - 1 - d : d];
-        uint64_t a = (uint64_t)cJSON_GetArrayItem(of, 0)->valuedouble, b = (uint64_t)cJSON_GetArrayItem(of, 1)->valuedouble;
-        size_t n = (size_t)p->numel, elem = bf ? 2 : 4;
-        if (!same || b < a || b - a != n * elem || b > data_len) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has dtype %s / shape / byte range that do not "
-                              "match the model", path, p->name, dt->valuestring);
-            break;
-        }
-        float *full = malloc(n * sizeof *full), *tmp = malloc(n * sizeof *tmp);
-        if (!full || !tmp) rc = zt_error_set(err, ZT_ERR_NOMEM, "loading %s: out of memory", path);
-        if (!rc && (fseek(f, (long)(8 + hl + a), SEEK_SET) != 0 || fread(tmp, elem, n, f) != n))
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: cannot read tensor %s", path, p->name);
-        if (!rc) {
-            if (bf) /* widen in place from the back: element k's 2 bytes sit below its 4 */
-                for (size_t k = n; k-- > 0;) tmp[k] = from_bf16(((uint16_t *)tmp)[k]);
-            if (tr) transpose(full, tmp, p->shape[1], p->shape[0]);
-            else memcpy(full, tmp, n * sizeof *full);
-            rc = zt_engine_param_set(e, i, full, err); /* this rank's part, in the parameters' dtype */
-        }
-        free(full);
-        free(tmp);
+    s->hl = hl;
+    s->data_len = (uint64_t)fsize - 8 - hl;
+    if (!cJSON_IsObject(s->hdr)) {
+        zt_st_close(s);
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: the header is not a JSON object", path);
     }
-    cJSON_Delete(hdr);
-    fclose(f);
+    *out = s;
+    return ZT_OK;
+}
+
+bool zt_st_has(const zt_st_file *f, const char *name) { return cJSON_GetObjectItemCaseSensitive(f->hdr, name); }
+
+int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *err) {
+    const zt_param_desc *p = &zt_engine_model(e)->params[ent->param];
+    const char *path = s->path, *name = ent->name;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->hdr, name);
+    const cJSON *dt = t ? cJSON_GetObjectItemCaseSensitive(t, "dtype") : NULL;
+    const cJSON *sh = t ? cJSON_GetObjectItemCaseSensitive(t, "shape") : NULL;
+    const cJSON *of = t ? cJSON_GetObjectItemCaseSensitive(t, "data_offsets") : NULL;
+    if (!t) return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s is missing", path, name);
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || cJSON_GetArraySize(of) != 2)
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has no dtype, shape or data_offsets", path, name);
+    bool bf = !strcmp(dt->valuestring, "BF16"), f16 = !strcmp(dt->valuestring, "F16");
+    if (!bf && !f16 && strcmp(dt->valuestring, "F32"))
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has dtype %s (F32, BF16 or F16 load)", path, name,
+                            dt->valuestring);
+    char want[160] = "", got[160] = "";
+    size_t wl = 0, gl = 0;
+    for (int d = 0; d < p->ndim; d++)
+        wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s%lld", d ? ", " : "",
+                               (long long)disk_dim(p, ent->transpose, d));
+    bool same = cJSON_GetArraySize(sh) == p->ndim;
+    for (int d = 0; d < cJSON_GetArraySize(sh) && gl < sizeof got; d++) {
+        double v = cJSON_GetArrayItem(sh, d)->valuedouble;
+        gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%.0f", d ? ", " : "", v);
+        if (d < p->ndim && v != (double)disk_dim(p, ent->transpose, d)) same = false;
+    }
+    if (!same)
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has shape (%s), the model needs (%s)", path, name, got,
+                            want);
+    uint64_t a = (uint64_t)cJSON_GetArrayItem(of, 0)->valuedouble, b = (uint64_t)cJSON_GetArrayItem(of, 1)->valuedouble;
+    size_t n = (size_t)p->numel, elem = bf || f16 ? 2 : 4;
+    if (b < a || b - a != n * elem)
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s: data_offsets [%llu, %llu) hold %llu bytes, its dtype "
+                            "and shape need %zu", path, name, (unsigned long long)a, (unsigned long long)b,
+                            (unsigned long long)(b - a), n * elem);
+    if (b > s->data_len)
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s ends at byte %llu of the data, the file holds %llu "
+                            "(truncated?)", path, name, (unsigned long long)b, (unsigned long long)s->data_len);
+    float *full = malloc(n * sizeof *full), *tmp = malloc(n * sizeof *tmp);
+    int rc = ZT_OK;
+    if (!full || !tmp) rc = zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory for tensor %s", path, name);
+    if (!rc && (fseeko(s->f, (off_t)(8 + s->hl + a), SEEK_SET) != 0 || fread(tmp, elem, n, s->f) != n))
+        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: cannot read tensor %s", path, name);
+    if (!rc) {
+        if (elem == 2) { /* widen into full, then move back: the 2-byte values sit in tmp */
+            if (bf) zt_bf16_to_f32(full, (const uint16_t *)tmp, n);
+            else zt_fp16_to_f32_serial(full, (const uint16_t *)tmp, n);
+            memcpy(tmp, full, n * sizeof *tmp);
+        }
+        if (ent->transpose) transpose(full, tmp, p->shape[1], p->shape[0]);
+        else memcpy(full, tmp, n * sizeof *full);
+        rc = zt_engine_param_set(e, ent->param, full, err); /* this rank's part, in the parameters' dtype */
+    }
+    free(full);
+    free(tmp);
+    return rc;
+}
+
+int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *err) {
+    zt_st_entry *ents = NULL;
+    int n = 0, rc = zt_hf_entries(zt_engine_model(e), &ents, &n, err);
+    if (!rc) rc = zt_st_write(e, path, ents, n, bf16, err);
+    free(ents);
+    return rc;
+}
+
+int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
+    zt_st_entry *ents = NULL;
+    zt_st_file *f = NULL;
+    int n = 0, rc = zt_hf_entries(zt_engine_model(e), &ents, &n, err);
+    if (!rc) rc = zt_st_open(path, &f, err);
+    for (int i = 0; i < n && !rc; i++) {
+        zt_hf_alt_name(zt_engine_model(e), zt_hf_has_in_file, f, &ents[i]); /* e.g. "transformer." + name */
+        rc = zt_st_read(f, e, &ents[i], err);
+    }
+    zt_st_close(f);
+    free(ents);
     return rc;
 }

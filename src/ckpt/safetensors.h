@@ -1,14 +1,41 @@
-/* safetensors.h - GPT-2 and Llama weights as Hugging Face safetensors (see safetensors.c). */
+/* safetensors.h - one safetensors file: write a list of the model's parameters under given names,
+ * read them back tensor by tensor (see safetensors.c). Names and layouts per architecture come
+ * from src/ckpt/hf_arch.c; whole Hugging Face directories (shards + index) from src/ckpt/hf.c. */
 #ifndef ZT_SAFETENSORS_H
 #define ZT_SAFETENSORS_H
 
 #include "zerotrain/zerotrain.h"
 
-/* Writes every parameter, consolidated (a collective under zero3: all ranks call it; pass a
- * single-process engine for a file on disk), fp32 or bf16 (round to nearest even). */
+/* One stored tensor: parameter `param` of the engine's model, under the file name `name`,
+ * transposed ((out, in) in zerotrain, (in, out) on disk) when `transpose`. */
+typedef struct zt_st_entry {
+    char name[ZT_NAME_MAX + 16];
+    int param;
+    bool transpose;
+} zt_st_entry;
+
+/* Writes ents[0..n) into path (tmp + rename), fp32 or bf16 (nearest even), with __metadata__
+ * {"format": "pt"}. A collective under zero3/hybrid (tensors are gathered): every rank calls it;
+ * pass a single-process engine for a file on disk. Memory: two copies of the largest tensor. */
+int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, bool bf16, zt_error *err);
+
+/* An open safetensors file: its parsed header; tensors are read one at a time. */
+typedef struct zt_st_file zt_st_file;
+/* ZT_ERR_CKPT naming path when it cannot be opened, is shorter than its header says, or the
+ * header is not JSON with valid byte ranges. */
+int zt_st_open(const char *path, zt_st_file **out, zt_error *err);
+void zt_st_close(zt_st_file *f);
+/* Whether the header lists a tensor of that name. */
+bool zt_st_has(const zt_st_file *f, const char *name);
+/* Reads tensor `name` (F32, BF16 or F16) into parameter ent->param of e (this rank's part, in the
+ * parameters' dtype), transposing when ent->transpose. ZT_ERR_CKPT names the file and the tensor
+ * when it is missing, of another dtype, shape or byte count, or cut short. Memory: two copies of
+ * the tensor, transiently. */
+int zt_st_read(zt_st_file *f, zt_engine *e, const zt_st_entry *ent, zt_error *err);
+
+/* A GPT-2 model as one file with Hugging Face's GPT2Model names (hf_arch.c's map). */
 int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *err);
-/* Loads every parameter from a safetensors file with the model's names (optionally prefixed with
- * "transformer." for GPT-2, "model." for Llama), F32 or BF16; ZT_ERR_CKPT names the tensor that is missing or does not fit. */
+/* Loads every parameter from one file with those names (optionally prefixed "transformer."). */
 int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err);
 
 #endif

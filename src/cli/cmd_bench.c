@@ -63,7 +63,8 @@ int zt_cmd_bench(int argc, char **argv) {
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
                    "                       [--recompute none|full|selective]\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
-                   "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n");
+                   "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
+                   "                       [--offload-param-nvme DIR]   zero3's parameter pieces in files too\n");
             return 0;
         }
         if (!v) {
@@ -78,6 +79,7 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
+        else if (!strcmp(a, "--offload-param-nvme")) off.param_dir = v;
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-buffer-mb")) off_mb = strtod(v, &end);
         else if (!strcmp(a, "--offload-io-threads")) off.io_threads = (int)strtol(v, &end, 10);
@@ -104,8 +106,9 @@ int zt_cmd_bench(int argc, char **argv) {
     if (zt_launched_by_mpi()) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
     } else if (nproc > 1) {
-        zt_launch_local(nproc, argc, argv, &err);
-        return zt_cli_fail(&err);
+        zt_launch_policy pol = {.grace_s = 10.0}; /* a benchmark saves nothing */
+        int code = zt_launch_local(nproc, &pol, argc, argv, &err);
+        return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0, nranks = world ? zt_comm_size(world) : 1;
     FILE *out = rank == 0 ? stdout : fopen("/dev/null", "w");
@@ -179,6 +182,7 @@ int zt_cmd_bench(int argc, char **argv) {
             io_sum.stream_s += io.stream_s;
             io_sum.wait_s += io.wait_s;
             io_sum.update_s += io.update_s;
+            io_sum.gather_read_bytes += io.gather_read_bytes;
         }
     }
     /* where the time goes, per unit, averaged over the timed steps */
@@ -201,6 +205,9 @@ int zt_cmd_bench(int argc, char **argv) {
            1e3 * mean);
     /* NVMe offload: what one optimizer pass moved, and how fast (rank 0's files) */
     double io_gbps = io_sum.stream_s > 0 ? (double)(io_sum.read_bytes + io_sum.write_bytes) / io_sum.stream_s / 1e9 : 0;
+    if (io_sum.gather_read_bytes)
+        fprintf(out, "  parameter offload per step: the gathers read %.1f MB of pieces\n",
+                io_sum.gather_read_bytes / 1e6 / steps);
     if (io_sum.stream_s > 0)
         fprintf(out, "  offload per step: read %.1f MB, wrote %.1f MB; optimizer pass %.1f ms (updating %.1f ms, waiting "
                 "on the disk %.1f ms); I/O rate over the pass %.2f GB/s (read %.2f + write %.2f)\n",
@@ -230,13 +237,13 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
-            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f}\n",
+            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps);
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps);
     rc = ZT_OK;
 out:
     free(tok);

@@ -210,6 +210,15 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     fprintf(out, "%-44s", "  (NVMe files per rank)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].offload_file_bytes, div, decimals);
     fputc('\n', out);
+    bool io = false;
+    for (int s = 0; s < ZT_EST_STRATEGIES; s++) io |= est->col[s].plan.offload_read_bytes != 0;
+    if (io) { /* the request's own offload: what each step moves */
+        fprintf(out, "%-44s", "NVMe I/O per step as given: read");
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].plan.offload_read_bytes, div, decimals);
+        fprintf(out, "\n%-44s", "                            write");
+        for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].plan.offload_write_bytes, div, decimals);
+        fputc('\n', out);
+    }
     fprintf(out, "%-44s", "  (high-water of the rank needing the least)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].min_peak, div, decimals);
     fprintf(out, "\n\nClass rows are each class's own high-water; classes peak at different moments, so the\n"
@@ -265,6 +274,8 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
         for (int k = 0; k < ZT_EST_VARIANTS; k++)
             cJSON_AddNumberToObject(v, zt_est_variant_name((zt_est_variant)k), (double)col->peak[k]);
         cJSON_AddNumberToObject(c, "nvme_file_bytes", (double)col->offload_file_bytes);
+        cJSON_AddNumberToObject(c, "nvme_read_bytes_per_step", (double)col->plan.offload_read_bytes);
+        cJSON_AddNumberToObject(c, "nvme_write_bytes_per_step", (double)col->plan.offload_write_bytes);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

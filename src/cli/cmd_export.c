@@ -1,51 +1,91 @@
-/* cmd_export.c - `zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]`: consolidates a
- * sharded checkpoint (any world size and strategy) into one safetensors file with Hugging Face's
- * GPT-2 names and layouts. */
+/* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR) [--dtype fp32|bf16]
+ * [--shard-size 5GB] [--tokenizer FILE]...`: consolidates a sharded checkpoint (any world size and
+ * strategy), a weights file (`train --save`) or a Hugging Face directory (to reshard it) into one safetensors file or a Hugging Face model
+ * directory (src/ckpt/hf.c), with transformers' names and layouts. */
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/weights.h"
 #include "cli/commands.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#define EXPORT_USAGE                                                                                  \
+    "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR) [--dtype fp32|bf16]\n"   \
+    "                        [--shard-size SIZE] [--tokenizer FILE]...\n"                            \
+    "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
+    "  W.ztw           a weights file (train --save)\n"                                               \
+    "  HF_DIR          a Hugging Face model directory (to reshard it or change its dtype)\n"          \
+    "  -o FILE         one safetensors file with Hugging Face's tensor names\n"                      \
+    "  --hf DIR        a Hugging Face model directory: config.json, model.safetensors or shards\n"    \
+    "                  with model.safetensors.index.json, generation_config.json\n"                   \
+    "  --shard-size S  --hf: at most S tensor bytes per shard (5GB, 500MB, 64MiB; default 5GB)\n"     \
+    "  --tokenizer F   --hf: copy F (tokenizer.json, tokenizer_config.json, ...) into DIR (repeat)\n"
 
 int zt_cmd_export(int argc, char **argv) {
     zt_error err = {0};
-    const char *ckpt = NULL, *out = NULL, *dtype = "fp32";
+    const char *src = NULL, *out = NULL, *hf = NULL, *dtype = "fp32", *shard = "5GB";
+    const char *copy[16];
+    int n_copy = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]\n");
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf(EXPORT_USAGE);
             return 0;
-        } else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--dtype")) && i + 1 < argc) {
-            if (argv[i][1] == 'o') out = argv[++i];
-            else dtype = argv[++i];
-        } else if (argv[i][0] == '-' || ckpt) {
-            zt_error_set(&err, ZT_ERR_USAGE, "export: unexpected argument %s", argv[i]);
+        }
+        const char **slot = !strcmp(a, "-o") ? &out : !strcmp(a, "--hf") ? &hf : !strcmp(a, "--dtype") ? &dtype
+                          : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
+                          : NULL;
+        if (slot && v) {
+            *slot = v;
+            n_copy += slot == &copy[n_copy];
+            i++;
+        } else if (a[0] == '-' || src) {
+            zt_error_set(&err, ZT_ERR_USAGE, "export: unexpected argument %s%s", a, slot ? " (needs a value)" : "");
             return zt_cli_fail(&err);
         } else {
-            ckpt = argv[i];
+            src = a;
         }
     }
-    if (!ckpt || !out || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))) {
-        zt_error_set(&err, ZT_ERR_USAGE, "export: usage: zerotrain export CKPT -o model.safetensors [--dtype fp32|bf16]");
+    uint64_t shard_bytes = 0;
+    if (!src || !out == !hf || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) || (n_copy && !hf)) {
+        zt_error_set(&err, ZT_ERR_USAGE, "export: " EXPORT_USAGE);
         return zt_cli_fail(&err);
     }
+    if (zt_hf_parse_size(shard, &shard_bytes, &err)) return zt_cli_fail(&err);
+    struct stat st;
+    bool ztw = stat(src, &st) == 0 && S_ISREG(st.st_mode);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/config.json", src);
+    bool from_hf = !ztw && stat(probe, &st) == 0;
     char commit[4096];
     zt_model_spec spec;
     zt_model *m = NULL;
     zt_engine *e = NULL;
-    zt_ckpt_meta meta;
+    zt_ckpt_meta meta = {0};
     zt_engine_options o;
     zt_engine_options_default(&o);
     o.optim.kind = ZT_OPT_SGD; /* parameters only: no optimizer state to load */
     o.optim.momentum = 0;
-    int rc;
-    if ((rc = zt_ckpt_resolve(ckpt, commit, sizeof commit, &err)) || (rc = zt_ckpt_read_model(commit, &spec, &err)) ||
-        (rc = zt_model_spec_create(&spec, &m, &err)) || (rc = zt_engine_create(m, &o, &e, &err)) ||
-        (rc = zt_ckpt_load(e, commit, &meta, &err)) ||
-        (rc = zt_safetensors_export(e, out, !strcmp(dtype, "bf16"), &err)))
+    int rc, shards = 1;
+    if (from_hf) rc = zt_hf_create_model(src, &m, &err);
+    else if (ztw) rc = zt_weights_read_config(src, &spec, &err);
+    else if (!(rc = zt_ckpt_resolve(src, commit, sizeof commit, &err))) rc = zt_ckpt_read_model(commit, &spec, &err);
+    if (rc || (!m && (rc = zt_model_spec_create(&spec, &m, &err))) || (rc = zt_engine_create(m, &o, &e, &err)) ||
+        (rc = from_hf ? zt_hf_load_dir(e, src, &err)
+              : ztw   ? zt_weights_load(e, src, &err)
+                      : zt_ckpt_load(e, commit, &meta, &err)))
         goto done;
-    printf("exported %s (step %lld, %lld parameters, %s) to %s\n", commit, (long long)meta.step,
-           (long long)zt_model_numel(m), dtype, out);
+    bool bf16 = !strcmp(dtype, "bf16");
+    zt_hf_export_options ho = {.bf16 = bf16, .shard_bytes = shard_bytes, .copy = copy, .n_copy = n_copy};
+    if ((rc = hf ? zt_hf_export_dir(e, hf, &ho, &shards, &err) : zt_safetensors_export(e, out, bf16, &err))) goto done;
+    if (ztw || from_hf) printf("exported %s (%lld parameters, %s) to %s", src, (long long)zt_model_numel(m), dtype, hf ? hf : out);
+    else printf("exported %s (step %lld, %lld parameters, %s) to %s", commit, (long long)meta.step,
+                (long long)zt_model_numel(m), dtype, hf ? hf : out);
+    if (hf) printf(" (%d shard%s)", shards, shards == 1 ? "" : "s");
+    printf("\n");
 done:
     zt_engine_free(e);
     zt_model_free(m);

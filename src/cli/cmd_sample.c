@@ -1,8 +1,10 @@
-/* cmd_sample.c - `zerotrain sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K]
+/* cmd_sample.c - `zerotrain sample (W.ztw | --hf DIR) [--prompt TEXT] [--tokens N] [--top-k K]
  * [--temperature X] [--seed S] [--context T]`: generate text from trained parameters, so a user
  * sees what the model learned (src/engine/generate.c does the work). */
 #include "cli/commands.h"
+#include "ckpt/hf.h"
 #include "ckpt/weights.h"
+#include "data/tokenizer_json.h"
 #include "engine/generate.h"
 
 #include <stdio.h>
@@ -11,15 +13,19 @@
 
 int zt_cmd_sample(int argc, char **argv) {
     zt_error err = {0};
-    const char *path = NULL, *prompt = "";
+    const char *path = NULL, *hf = NULL, *tokenizer = NULL, *prompt = "";
     int context = 0;
     zt_generate_options go = {.tokens = 200, .top_k = 40, .temperature = 0.8f, .seed = 42};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: zerotrain sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] "
-                   "[--temperature X] [--seed S] [--context T]\n");
+            printf("usage: zerotrain sample (W.ztw | --hf DIR) [--prompt TEXT] [--tokens N] [--top-k K] "
+                   "[--temperature X] [--seed S] [--context T]\n"
+                   "  W.ztw     weights written by train --save\n"
+                   "  --hf DIR  a Hugging Face model directory (config.json + safetensors, export --hf);\n"
+                   "            its tokenizer.json when it has one\n"
+                   "  --tokenizer FILE  a Hugging Face tokenizer.json (default: GPT-2's encoder)\n");
             return 0;
         }
         if (a[0] != '-') {
@@ -36,6 +42,8 @@ int zt_cmd_sample(int argc, char **argv) {
         }
         char *end = NULL;
         if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--hf")) hf = v;
+        else if (!strcmp(a, "--tokenizer")) tokenizer = v;
         else if (!strcmp(a, "--tokens")) go.tokens = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--top-k")) go.top_k = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--context")) context = (int)strtol(v, &end, 10);
@@ -51,8 +59,8 @@ int zt_cmd_sample(int argc, char **argv) {
         }
         i++;
     }
-    if (!path) {
-        zt_error_set(&err, ZT_ERR_USAGE, "sample: missing weights file (train with --save W.ztw)");
+    if (!path == !hf) {
+        zt_error_set(&err, ZT_ERR_USAGE, "sample: give a weights file (train with --save W.ztw) or --hf DIR, not both");
         return zt_cli_fail(&err);
     }
     if (go.tokens < 1 || go.temperature < 0) {
@@ -63,19 +71,24 @@ int zt_cmd_sample(int argc, char **argv) {
     zt_model *model = NULL;
     zt_engine *e = NULL;
     zt_bpe *bpe = NULL;
-    char enc[1024], voc[1024];
+    char tok_path[4200];
     int rc;
-    if ((rc = zt_weights_read_config(path, &spec, &err)) || (rc = zt_model_spec_create(&spec, &model, &err)))
-        goto out;
+    if (hf && !tokenizer) { /* the model's own tokenizer, when the directory has one */
+        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", hf);
+        FILE *probe = fopen(tok_path, "rb");
+        if (probe) fclose(probe), tokenizer = tok_path;
+    }
+    if (hf) rc = zt_hf_create_model(hf, &model, &err);
+    else if (!(rc = zt_weights_read_config(path, &spec, &err))) rc = zt_model_spec_create(&spec, &model, &err);
+    if (rc) goto out;
     if (context <= 0 || context > model->max_seq_len) context = model->max_seq_len < 256 ? model->max_seq_len : 256;
     /* inference only: SGD without momentum allocates no optimizer state */
     zt_engine_options eo = {.B = 1, .T = context};
     zt_optimizer_config_default(&eo.optim);
     eo.optim.kind = ZT_OPT_SGD;
     eo.optim.momentum = 0;
-    if ((rc = zt_engine_create(model, &eo, &e, &err)) || (rc = zt_weights_load(e, path, &err)) ||
-        (rc = zt_bpe_default_paths(enc, voc, sizeof enc, &err)) ||
-        (rc = zt_bpe_load(&bpe, enc, voc, &err)))
+    if ((rc = zt_engine_create(model, &eo, &e, &err)) || (rc = hf ? zt_hf_load_dir(e, hf, &err) : zt_weights_load(e, path, &err)) ||
+        (rc = zt_tokenizer_open(&bpe, tokenizer, &err)))
         goto out;
     rc = zt_generate(e, bpe, prompt, &go, stdout, &err);
 out:

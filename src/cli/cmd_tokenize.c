@@ -1,5 +1,6 @@
-/* cmd_tokenize.c - `zerotrain tokenize TEXT... -o out.bin`: GPT-2 BPE (data/bpe.h) of text files
- * into llm.c token files (data/token_file.h).
+/* cmd_tokenize.c - `zerotrain tokenize TEXT... -o out.bin [--tokenizer tokenizer.json]`: GPT-2 BPE
+ * (data/bpe.h), or a Hugging Face tokenizer.json (data/tokenizer_json.h), of text files into llm.c
+ * token files (data/token_file.h). With a tokenizer.json the separator is its end-of-text token.
  *
  * Each input file is one document: its tokens are preceded by <|endoftext|> (50256), as llm.c's
  * data scripts do. With --val-fraction f the last floor(f * total) tokens of the concatenation go
@@ -9,6 +10,7 @@
 #include "core/file.h"
 #include "data/bpe.h"
 #include "data/token_file.h"
+#include "data/tokenizer_json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,6 +24,7 @@
 static void tokenize_usage(FILE *f) {
     fprintf(f,
             "usage: zerotrain tokenize TEXT... -o OUT.bin [--val-fraction F] [--val-out VAL.bin]\n"
+            "                          [--tokenizer tokenizer.json]\n"
             "\n"
             "GPT-2 byte-level BPE (identical to the npm package gpt-3-encoder@1.1.4) of UTF-8 text\n"
             "files into llm.c-format token files. Each TEXT is a document, preceded by the\n"
@@ -32,6 +35,9 @@ static void tokenize_usage(FILE *f) {
             "                          file instead (default 0: no validation file)\n"
             "  --val-out VAL.bin       the validation file (default: OUT with .bin replaced by\n"
             "                          .val.bin, or OUT.val.bin)\n"
+            "  --tokenizer FILE        a Hugging Face tokenizer.json (byte-level BPE, ids < 65536)\n"
+            "                          instead of GPT-2's files; documents are separated by its\n"
+            "                          <|endoftext|>, <|end_of_text|> or </s>\n"
             "  -h, --help              this text\n"
             "\n"
             "The vocabulary (encoder.json, vocab.bpe) is found through $ZT_BPE_DIR, else\n"
@@ -47,13 +53,15 @@ static double now_seconds(void) {
 
 
 static int tokenize_run(char **inputs, int n_inputs, const char *out, double val_fraction,
-                        const char *val_out, zt_error *err) {
-    char enc_path[PATH_MAX], vocab_path[PATH_MAX];
-    int rc = zt_bpe_default_paths(enc_path, vocab_path, sizeof enc_path, err);
-    if (rc) return rc;
+                        const char *val_out, const char *tokenizer, zt_error *err) {
     zt_bpe *bpe = NULL;
-    rc = zt_bpe_load(&bpe, enc_path, vocab_path, err);
-    if (rc) return rc;
+    uint16_t eot = ZT_BPE_EOT;
+    int rc = zt_tokenizer_open(&bpe, tokenizer, err);
+    if (!rc && tokenizer) rc = zt_tokenizer_eot(bpe, &eot, err);
+    if (rc) {
+        zt_bpe_free(bpe);
+        return rc;
+    }
 
     uint16_t *all = NULL;
     size_t n_all = 0, cap = 0, bytes = 0;
@@ -86,7 +94,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
             all = na;
             cap = ncap;
         }
-        all[n_all++] = ZT_BPE_EOT;
+        all[n_all++] = eot;
         memcpy(all + n_all, toks, n * sizeof *toks);
         n_all += n;
         free(toks);
@@ -119,7 +127,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
 }
 
 int zt_cmd_tokenize(int argc, char **argv) {
-    const char *out = NULL, *val_out = NULL;
+    const char *out = NULL, *val_out = NULL, *tokenizer = NULL;
     double val_fraction = 0;
     char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int n_inputs = 0, rc = ZT_OK;
@@ -138,6 +146,9 @@ int zt_cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!has_value) rc = zt_error_set(&err, ZT_ERR_USAGE, "%s needs a file name", a);
             else out = argv[++i];
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!has_value) rc = zt_error_set(&err, ZT_ERR_USAGE, "%s needs a file name", a);
+            else tokenizer = argv[++i];
         } else if (!strcmp(a, "--val-out")) {
             if (!has_value) rc = zt_error_set(&err, ZT_ERR_USAGE, "%s needs a file name", a);
             else val_out = argv[++i];
@@ -177,7 +188,7 @@ int zt_cmd_tokenize(int argc, char **argv) {
     }
     if (!rc && val_out && !strcmp(val_out, out))
         rc = zt_error_set(&err, ZT_ERR_USAGE, "the validation file %s is also the output file", out);
-    if (!rc) rc = tokenize_run(inputs, n_inputs, out, val_fraction, val_out, &err);
+    if (!rc) rc = tokenize_run(inputs, n_inputs, out, val_fraction, val_out, tokenizer, &err);
     if (rc) zt_cli_fail(&err);
     free(val_default);
     free(inputs);

@@ -1,11 +1,15 @@
 /* cmd_train.c - `zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw]
- * [--init W.ztw]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
+ * [--init W.ztw] [--init-hf DIR]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
  * under mpirun; started by mpirun or srun it joins the world and trains as one rank. */
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "ckpt/hf.h"
 #include "comm/comm.h"
+#include "core/fault.h"
+#include "core/stop.h"
 #include "engine/trainer.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +21,8 @@ typedef struct value_opt {
     bool is_count; /* a positive integer */
 } value_opt;
 
-enum { O_SET, O_SAVE, O_INIT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME, O_STOP_AFTER,
-       O_TRACE, O_COMM_LOG, O_COUNT };
+enum { O_SET, O_SAVE, O_INIT, O_INIT_HF, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME,
+       O_STOP_AFTER, O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -64,12 +68,63 @@ static int same_config_everywhere(const zt_train_config *cfg, zt_comm *world, zt
     return rc;
 }
 
+static int set_init_hf(zt_train_config *cfg, const char *dir, zt_error *err) {
+    char kv[ZT_PATH_MAX + 32];
+    if (snprintf(kv, sizeof kv, "model.init_hf=%s", dir) >= (int)sizeof kv)
+        return zt_error_set(err, ZT_ERR_USAGE, "train: --init-hf path too long");
+    return zt_train_config_set(cfg, kv, err);
+}
+
+/* model.init_hf: the model shape is the directory's config.json (either family), set through the
+ * key table so ranges and invariants still apply. */
+static int hf_shape(zt_train_config *cfg, zt_error *err) {
+    zt_hf_model_config hc;
+    int rc = zt_hf_read_config(cfg->init_hf, &hc, err);
+    if (rc) return rc;
+    bool llama = strcmp(hc.arch->model_type, "gpt2") != 0;
+    const zt_hf_llama_config *l = &hc.llama;
+    char kv[32][96];
+    int n = 0;
+#define KV(...) snprintf(kv[n++], sizeof kv[0], __VA_ARGS__)
+    if (llama) {
+        KV("model.preset=llama-tiny"); /* the family; every shape key follows */
+        KV("model.n_layer=%d", l->num_hidden_layers);
+        KV("model.n_head=%d", l->num_attention_heads);
+        KV("model.n_embd=%d", l->hidden_size);
+        KV("model.vocab_size=%d", l->vocab_size);
+        KV("model.max_seq_len=%d", l->max_position_embeddings);
+        KV("model.n_kv_head=%d", l->num_key_value_heads);
+        KV("model.intermediate_size=%d", l->intermediate_size);
+        KV("model.rope_theta=%.9g", l->rope_theta);
+        KV("model.rms_norm_eps=%.9g", l->rms_norm_eps);
+        KV("model.tie_embeddings=%s", l->tie_word_embeddings ? "true" : "false");
+        KV("model.rope_scaling.factor=%.9g", l->rope_scaling_type[0] ? l->rope_factor : 0.0);
+        if (l->rope_scaling_type[0]) {
+            KV("model.rope_scaling.low_freq_factor=%.9g", l->rope_low_freq_factor);
+            KV("model.rope_scaling.high_freq_factor=%.9g", l->rope_high_freq_factor);
+            KV("model.rope_scaling.original_max_position_embeddings=%d", l->rope_original_max_position_embeddings);
+        }
+    } else {
+        KV("model.n_layer=%d", hc.gpt2.n_layer);
+        KV("model.n_head=%d", hc.gpt2.n_head);
+        KV("model.n_embd=%d", hc.gpt2.n_embd);
+        KV("model.vocab_size=%d", hc.gpt2.vocab_size);
+        KV("model.max_seq_len=%d", hc.gpt2.max_seq_len);
+    }
+#undef KV
+    for (int i = 0; i < n && !rc; i++) rc = zt_train_config_set(cfg, kv[i], err);
+    if (rc) zt_error_prefix(err, "%s/config.json", cfg->init_hf);
+    return rc;
+}
+
 int zt_cmd_train(int argc, char **argv) {
     zt_error err = {0};
     value_opt opt[O_COUNT] = {
         [O_SET] = {"--set", "override one config key, e.g. --set training.steps=10 (repeatable)"},
         [O_SAVE] = {"--save", "write the final parameters to a weights file (for `zerotrain sample`)"},
         [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
+        [O_INIT_HF] = {"--init-hf", "start from a Hugging Face model directory (model.init_hf; its "
+                                    "config.json sets the model shape)"},
         [O_NPROC] = {"--nproc", "start N local ranks through mpirun (parallel.nproc)", NULL, true},
         [O_CKPT_DIR] = {"--ckpt-dir", "write sharded checkpoints to DIR/step-N (docs/checkpoints.md)"},
         [O_CKPT_EVERY] = {"--ckpt-every", "checkpoint every N steps (and always at the end)", NULL, true},
@@ -80,6 +135,11 @@ int zt_cmd_train(int argc, char **argv) {
         [O_STOP_AFTER] = {"--stop-after", "stop after step N (as if preempted; the schedule still "
                                           "spans training.steps)", NULL, true},
         [O_TRACE] = {"--trace", "write a Chrome/Perfetto timeline: OUT.rankN.json per rank, merged into OUT"},
+        [O_MAX_RESTARTS] = {"--max-restarts", "--nproc: start the job again up to N times after a lost rank or "
+                                              "a deadline (exit 5), resuming from the checkpoint directory",
+                            NULL, true},
+        [O_MIN_NPROC] = {"--min-nproc", "--max-restarts: a rank lost in two attempts in a row lets the job go on "
+                                        "with as few as M ranks, the global batch unchanged (elastic)", NULL, true},
         [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
                         NULL, true},
     };
@@ -119,6 +179,8 @@ int zt_cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) /* the file first, then every --set in order */
         if (!strcmp(argv[i], "--set") && i + 1 < argc && zt_train_config_set(&cfg, argv[++i], &err))
             return zt_cli_fail(&err);
+    if (opt[O_INIT_HF].value && set_init_hf(&cfg, opt[O_INIT_HF].value, &err)) return zt_cli_fail(&err);
+    if (cfg.init_hf[0] && hf_shape(&cfg, &err)) return zt_cli_fail(&err);
     int64_t counts[O_COUNT] = {0};
     for (int k = 0; k < O_COUNT; k++)
         if (opt[k].is_count && opt[k].value && count_value(&opt[k], &counts[k], &err)) return zt_cli_fail(&err);
@@ -134,20 +196,27 @@ int zt_cmd_train(int argc, char **argv) {
     bool under_mpi = zt_launched_by_mpi();
     if (!under_mpi && (zt_train_config_validate_world(&cfg, cfg.nproc, &err) || zt_train_config_validate(&cfg, &err)))
         return zt_cli_fail(&err);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error (EFBIG, exit 8), not a death */
     zt_comm *world = NULL;
     if (under_mpi) {
         if (zt_comm_init(NULL, NULL, &world, &err)) return zt_cli_fail(&err);
     } else if (cfg.nproc > 1) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
-        zt_launch_local(cfg.nproc, argc, argv, &err);
-        return zt_cli_fail(&err);
+        zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
+                                .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir,
+                                .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum};
+        int code = zt_launch_local(cfg.nproc, &pol, argc, argv, &err);
+        return code < 0 ? zt_cli_fail(&err) : code;
     }
     int rank = world ? zt_comm_rank(world) : 0;
     int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
     if (!rc) rc = zt_train_config_validate(&cfg, &err);
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
+    if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
     if (rc) return end_job(world, zt_cli_fail(&err));
+    zt_stop_install(); /* SIGTERM/SIGINT: stop at the next step boundary, saved (docs/reliability.md) */
+    zt_launch_register_rank(rank); /* the launcher forwards signals to this pid */
     /* a job started by the launcher printed the warnings already */
     if (rank == 0 && !getenv("ZT_LAUNCHED")) zt_train_config_notes(&cfg, print_warning, stderr);
     /* the command line wins over the configuration's checkpoint and logging keys */
@@ -161,10 +230,10 @@ int zt_cmd_train(int argc, char **argv) {
                              .resume = opt[O_RESUME].value, .stop_after = counts[O_STOP_AFTER],
                              .trace_path = opt[O_TRACE].value,
                              .comm_log = opt[O_COMM_LOG].value ? counts[O_COMM_LOG] != 0 : cfg.comms_log};
-    zt_train_result res;
+    zt_train_result res = {0};
     rc = zt_train(&cfg, &opts, &res, &err);
     if (rc) return end_job(world, zt_cli_fail(&err));
     zt_comm_free(world);
     if (world && zt_comm_finalize(&err)) return zt_cli_fail(&err);
-    return 0;
+    return res.stop_signal ? ZT_EXIT_STOPPED : 0;
 }

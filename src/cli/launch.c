@@ -1,13 +1,40 @@
-/* launch.c - the embedded launcher: `zerotrain train CONFIG --nproc N` on one machine re-executes
- * itself as N local ranks through Open MPI's mpirun (the user never types mpirun), passing the
- * arguments through unchanged. Under mpirun -hostfile or srun the ranks start directly and this
- * file only detects that. */
+/* launch.c - the embedded launcher: `zerotrain train CONFIG --nproc N` on one machine runs itself
+ * as N local ranks under Open MPI's mpirun (the user never types mpirun), passing the arguments
+ * through unchanged, and supervises the job (docs/reliability.md):
+ *   - SIGTERM/SIGINT to the launcher are forwarded to every rank (each rank registers its pid in
+ *     the job's run directory, $ZT_RUN_DIR); the ranks save at the next step boundary and exit 75.
+ *     After fault.grace_s seconds without the job ending, the ranks are killed.
+ *   - A rank that dies (a signal, or an exit code that is not one of zerotrain's) ends the job with
+ *     exit 5 and one line naming the rank and how it died; mpirun stops the others (SIGTERM, then
+ *     SIGKILL 1 s later). A rank that failed with one of zerotrain's codes (it printed its own
+ *     error) gives the job that code.
+ *   - With --max-restarts N, a job that ended with exit 5 (a rank lost, a deadline) is started
+ *     again, up to N times, resuming from the checkpoint directory's newest commit (torchrun's
+ *     restart, with the state recovery done here); $ZT_RESTART_ATTEMPT tells the ranks which try.
+ *     With --min-nproc M < N, a rank that failed in two attempts in a row is taken as lost for
+ *     good: the job continues on the largest world in [M, N) that divides the global batch's
+ *     micro-batches, with the gradient accumulation raised so the global batch is unchanged (the
+ *     loader reshards the commit; the continuation is bit-identical where the reduction trees
+ *     match, docs/strategies.md).
+ *   - mpirun runs in its own process group (a terminal's Ctrl-C reaches only the launcher, which
+ *     forwards it) and is sent SIGTERM if the launcher itself dies (PR_SET_PDEATHSIG).
+ * What happened is read from mpirun's exit status and its stderr (passed through, line by line):
+ * "process rank R ... exited on signal N", "Process name: [[J,1],R] / Exit code: C".
+ * Under mpirun -hostfile or srun the ranks start directly and this file only detects that. */
 #include "cli/launch.h"
+#include "ckpt/checkpoint.h"
+#include "core/stop.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 bool zt_launched_by_mpi(void) {
@@ -18,7 +45,265 @@ bool zt_launched_by_mpi(void) {
     return false;
 }
 
-int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
+void zt_launch_register_rank(int rank) {
+    const char *dir = getenv("ZT_RUN_DIR");
+    if (!dir || !*dir) return;
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/rank-%d.pid", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return; /* the launcher then signals mpirun instead */
+    fprintf(f, "%d\n", (int)getpid());
+    if (fclose(f) == 0) rename(tmp, path);
+}
+
+/* ---- the supervisor ---------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t g_signals, g_last_sig;
+
+static void on_signal(int sig) {
+    g_last_sig = sig;
+    g_signals++;
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int rank_pid(const char *dir, int r) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1) pid = 0;
+        fclose(f);
+    }
+    return pid;
+}
+
+/* Sends sig to every registered rank; mpirun's group too when a rank has not registered yet (it
+ * is still starting: nothing to save). */
+static void signal_ranks(const char *dir, int nproc, pid_t mpirun, int sig) {
+    bool all = true;
+    for (int r = 0; r < nproc; r++) {
+        int pid = rank_pid(dir, r);
+        if (pid > 0) kill(pid, sig);
+        else all = false;
+    }
+    if (!all || sig == SIGKILL) kill(-mpirun, sig);
+}
+
+/* What mpirun said about the first rank that failed. */
+typedef struct job_news {
+    int rank, signal, code; /* -1: not said */
+    int abort_rank;         /* MPI_ABORT was invoked on this rank (it reported its own error) */
+    char line[512];         /* the partial line being read */
+    size_t len;
+    bool expect_code;       /* "Process name: [[J,1],R]" seen, "Exit code: C" follows */
+    bool in_banner;         /* between mpirun's dashed lines */
+    char banner[4096];      /* the banner so far */
+    size_t banner_len;
+} job_news;
+
+/* Reads one of mpirun's lines; true when it is part of a banner the launcher summarizes itself. */
+static bool read_line(job_news *n, const char *s) {
+    const char *p;
+    int r, sig;
+    bool known = true;
+    if (n->rank < 0 && (p = strstr(s, "process rank ")) && sscanf(p, "process rank %d", &r) == 1 &&
+        (p = strstr(s, "exited on signal ")) && sscanf(p, "exited on signal %d", &sig) == 1) {
+        n->rank = r;
+        n->signal = sig;
+    } else if ((p = strstr(s, "Process name: [[")) && (p = strstr(p, "],")) && sscanf(p, "],%d]", &r) == 1) {
+        if (n->rank < 0) {
+            n->rank = r;
+            n->expect_code = true;
+        }
+    } else if (n->expect_code && (p = strstr(s, "Exit code:")) && sscanf(p, "Exit code: %d", &r) == 1) {
+        n->code = r;
+        n->expect_code = false;
+    } else if ((p = strstr(s, "MPI_ABORT was invoked on rank ")) && sscanf(p, "MPI_ABORT was invoked on rank %d", &r) == 1) {
+        if (n->abort_rank < 0) n->abort_rank = r;
+    } else {
+        known = strstr(s, "Primary job  terminated normally") != NULL;
+    }
+    return known;
+}
+
+static void write_all(const char *s, size_t len) {
+    fwrite(s, 1, len, stderr);
+    fflush(stderr);
+}
+
+/* One complete line of mpirun's stderr (the ranks' stderr comes through it too): passed on, except
+ * mpirun's banners about a failed rank or an MPI_Abort, which the launcher's last line replaces. */
+static void on_line(job_news *n, const char *s, size_t len) {
+    bool dashes = len >= 20 && strspn(s, "-") >= 20;
+    if (strstr(s, "has sent help message") || strstr(s, "orte_base_help_aggregate")) return; /* about banners */
+    if (!n->in_banner && !dashes) {
+        write_all(s, len);
+        return;
+    }
+    if (n->banner_len + len < sizeof n->banner) {
+        memcpy(n->banner + n->banner_len, s, len);
+        n->banner_len += len;
+    }
+    if (!n->in_banner) {
+        n->in_banner = true;
+        return;
+    }
+    if (!dashes) return;
+    /* the closing line: keep the banner unless one of its lines is one we summarize */
+    n->in_banner = false;
+    n->banner[n->banner_len < sizeof n->banner ? n->banner_len : sizeof n->banner - 1] = '\0';
+    bool known = false;
+    for (char *save = NULL, *t = strtok_r(n->banner, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+        known |= read_line(n, t);
+    if (!known) {
+        n->banner[n->banner_len < sizeof n->banner ? n->banner_len : sizeof n->banner - 1] = '\0';
+        for (size_t i = 0; i < n->banner_len && i < sizeof n->banner; i++)
+            if (n->banner[i] == '\0') n->banner[i] = '\n'; /* strtok's cuts */
+        write_all(n->banner, n->banner_len);
+    }
+    n->banner_len = 0;
+}
+
+/* Splits what mpirun wrote into lines (a partial line waits for its end, or for mpirun's exit). */
+static void pass_through(job_news *n, const char *buf, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        n->line[n->len++] = buf[i];
+        if (buf[i] == '\n' || n->len == sizeof n->line) {
+            on_line(n, n->line, n->len);
+            n->len = 0;
+        }
+    }
+}
+
+static bool is_zerotrain_code(int c) { return (c >= 2 && c <= 9) || c == 70 || c == 75; }
+
+/* The job's exit code from mpirun's status and what it said. */
+static int job_code(const job_news *n, int status, bool stopping, bool killed, double grace) {
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (killed) {
+        fprintf(stderr, "zerotrain: error (peer): the ranks did not stop within fault.grace_s = %g s of the "
+                "stop request: killed, nothing saved since the last commit\n", grace);
+        return ZT_ERR_PEER;
+    }
+    if (code == 0) return 0;
+    if (stopping && g_signals >= 2 && n->signal == SIGINT) { /* Ctrl-C twice: the user's call */
+        fprintf(stderr, "zerotrain: stopped at once by a second SIGINT: nothing saved since the last commit\n");
+        return 128 + SIGINT;
+    }
+    if (n->rank >= 0 && n->signal > 0) {
+        fprintf(stderr, "zerotrain: error (peer): rank %d died of %s (signal %d)%s; the job was stopped\n",
+                n->rank, zt_signal_name(n->signal), n->signal, stopping ? " while stopping" : "");
+        return ZT_ERR_PEER;
+    }
+    if (n->abort_rank >= 0 && is_zerotrain_code(code)) return code; /* the rank said why */
+    if (n->rank >= 0 && n->code >= 0) {
+        if (is_zerotrain_code(n->code)) return n->code; /* the rank said why */
+        fprintf(stderr, "zerotrain: error (peer): rank %d exited with code %d; the job was stopped\n",
+                n->rank, n->code);
+        return ZT_ERR_PEER;
+    }
+    if (is_zerotrain_code(code)) return code;
+    fprintf(stderr, "zerotrain: error (peer): mpirun ended with %s %d (its messages above); the job "
+            "was stopped\n", WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? code : WTERMSIG(status));
+    return ZT_ERR_PEER;
+}
+
+/* Runs args (mpirun ...) as a child and supervises it until it ends; returns the job's code. */
+static int supervise(char **args, const char *run_dir, int nproc, double grace, int *failed_rank, zt_error *err) {
+    int fds[2];
+    if (pipe(fds)) return -zt_error_set(err, ZT_ERR_IO, "launch: pipe: %s", strerror(errno));
+    struct sigaction sa, old_term, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    signal(SIGPIPE, SIG_IGN);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) return -zt_error_set(err, ZT_ERR_IO, "launch: fork: %s", strerror(errno));
+    if (child == 0) {
+        setpgid(0, 0);                   /* Ctrl-C reaches the launcher only */
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* the launcher gone: mpirun tears the ranks down */
+        if (getppid() == 1) _exit(ZT_ERR_PEER);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execvp(args[0], args);
+        fprintf(stderr, "zerotrain: error (usage): launch: cannot run %s for %d local ranks: %s (install "
+                "openmpi-bin: scripts/setup.sh)\n", args[0], nproc, strerror(errno));
+        _exit(ZT_ERR_USAGE);
+    }
+    setpgid(child, child);
+    close(fds[1]);
+    job_news news = {.rank = -1, .signal = -1, .code = -1, .abort_rank = -1};
+    int status = 0, forwarded = 0;
+    bool done = false, open_pipe = true, killed = false;
+    double stop_at = 0;
+    while (!done || open_pipe) {
+        if (open_pipe) {
+            struct pollfd p = {.fd = fds[0], .events = POLLIN};
+            if (poll(&p, 1, done ? 200 : 50) > 0) {
+                char buf[4096];
+                ssize_t got = read(fds[0], buf, sizeof buf);
+                if (got > 0) pass_through(&news, buf, (size_t)got);
+                else if (got == 0 || errno != EINTR) open_pipe = false;
+            } else if (done) {
+                open_pipe = false; /* mpirun is gone; something it left holds the pipe */
+            }
+        }
+        if (!done) {
+            pid_t w = waitpid(child, &status, WNOHANG);
+            if (w == child) done = true;
+        }
+        if (done) continue;
+        for (int sigs = g_signals; forwarded < sigs; forwarded++) { /* each signal once, as it came */
+            int sig = g_last_sig;
+            if (!forwarded) {
+                stop_at = mono();
+                fprintf(stderr, "zerotrain: %s: asking the %d ranks to save at the next step boundary and stop "
+                        "(fault.grace_s = %g s)\n", zt_signal_name(sig), nproc, grace);
+            } else {
+                usleep(20000); /* two signals at once would merge into one in the rank */
+            }
+            signal_ranks(run_dir, nproc, child, sig);
+        }
+        if (forwarded && !killed && mono() - stop_at > grace) {
+            killed = true;
+            signal_ranks(run_dir, nproc, child, SIGKILL);
+        }
+    }
+    if (news.len) on_line(&news, news.line, news.len); /* an unterminated last line */
+    if (news.in_banner) write_all(news.banner, news.banner_len);
+    close(fds[0]);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    *failed_rank = news.rank;
+    return job_code(&news, status, forwarded > 0, killed, grace);
+}
+
+/* Removes the run directory's pid files and status boards (left by killed ranks). */
+static void clear_ranks(const char *dir, int nproc) {
+    char path[4200];
+    for (int r = 0; r < nproc; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/board-%d", dir, r); /* a killed rank's status board */
+        unlink(path);
+    }
+}
+
+int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **argv, zt_error *err) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     char np[32], threads[32];
@@ -35,13 +320,26 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     }
+    /* the job's run directory: where the ranks register their pids (the user's, or a fresh one) */
+    char run_dir[4096];
+    bool own_dir = !getenv("ZT_RUN_DIR") || !*getenv("ZT_RUN_DIR");
+    if (own_dir) {
+        const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(run_dir, sizeof run_dir, "%s/zerotrain-job-XXXXXX", tmp);
+        if (!mkdtemp(run_dir))
+            return -zt_error_set(err, ZT_ERR_IO, "launch: cannot create the job's run directory %s: %s", run_dir,
+                                 strerror(errno));
+        setenv("ZT_RUN_DIR", run_dir, 1);
+    } else {
+        snprintf(run_dir, sizeof run_dir, "%s", getenv("ZT_RUN_DIR"));
+    }
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return zt_error_set(err, ZT_ERR_USAGE, "launch: cannot find my own executable: %s", strerror(errno));
+    if (n <= 0) return -zt_error_set(err, ZT_ERR_USAGE, "launch: cannot find my own executable: %s", strerror(errno));
     self[n] = '\0';
     const char *mpirun = getenv("ZT_MPIRUN") ? getenv("ZT_MPIRUN") : "mpirun";
-    char **args = calloc((size_t)argc + 16, sizeof *args);
-    if (!args) return zt_error_set(err, ZT_ERR_NOMEM, "launch: out of memory");
+    char **args = calloc((size_t)argc + 24, sizeof *args);
+    if (!args) return -zt_error_set(err, ZT_ERR_NOMEM, "launch: out of memory");
     int k = 0;
     args[k++] = (char *)mpirun;
     args[k++] = "-np";
@@ -49,20 +347,74 @@ int zt_launch_local(int nproc, int argc, char **argv, zt_error *err) {
     if (nproc > cores) args[k++] = "--oversubscribe";
     args[k++] = "--bind-to";
     args[k++] = "none";
-    args[k++] = "-x";
-    args[k++] = "OMP_NUM_THREADS";
-    args[k++] = "-x";
-    args[k++] = "ZT_STDOUT_TTY";
-    args[k++] = "-x";
-    args[k++] = "ZT_LAUNCHED";
+    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR", "ZT_RESTART_ATTEMPT"};
+    for (size_t i = 0; i < sizeof exported / sizeof *exported; i++) {
+        args[k++] = "-x";
+        args[k++] = (char *)exported[i];
+    }
     args[k++] = self;
-    for (int i = 0; i < argc; i++) args[k++] = argv[i];
-    args[k] = NULL;
-    fflush(NULL);
-    execvp(mpirun, args);
-    int e = errno;
+    int code = 0, attempt = 0, world = nproc, accum = pol->grad_accum, failed = -1, failed_before = -1;
+    char ga_set[64];
+    for (;; attempt++) {
+        char att[16], commit[4200];
+        snprintf(att, sizeof att, "%d", attempt);
+        setenv("ZT_RESTART_ATTEMPT", att, 1);
+        snprintf(np, sizeof np, "%d", world);
+        zt_error ignore;
+        /* a restart resumes from the newest commit (replacing any --resume of the command line) */
+        bool resume = attempt > 0 && pol->ckpt_dir && pol->ckpt_dir[0] &&
+                      zt_ckpt_resolve(pol->ckpt_dir, commit, sizeof commit, &ignore) == ZT_OK;
+        int m = k;
+        for (int i = 0; i < argc; i++) {
+            if (resume && !strcmp(argv[i], "--resume") && i + 1 < argc) {
+                i++;
+                continue;
+            }
+            args[m++] = argv[i];
+        }
+        if (resume) {
+            args[m++] = "--resume";
+            args[m++] = (char *)pol->ckpt_dir;
+        }
+        if (world != nproc) { /* elastic: the same global batch on fewer ranks */
+            snprintf(ga_set, sizeof ga_set, "training.gradient_accumulation_steps=%d", accum);
+            args[m++] = "--set";
+            args[m++] = ga_set;
+        }
+        args[m] = NULL;
+        code = supervise(args, run_dir, world, pol->grace_s, &failed, err);
+        clear_ranks(run_dir, world);
+        if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;
+        /* the same rank lost twice in a row: lost for good, continue on fewer ranks if allowed */
+        if (failed >= 0 && failed == failed_before && pol->min_nproc > 0 && pol->min_nproc < world && accum > 0) {
+            int micro = world * accum, smaller = world - 1;
+            while (smaller >= pol->min_nproc && micro % smaller) smaller--;
+            if (smaller >= pol->min_nproc) {
+                fprintf(stderr, "zerotrain: rank %d failed in two attempts in a row: continuing on %d ranks with "
+                        "gradient accumulation %d (the same global batch of %d micro-batches)\n", failed, smaller,
+                        micro / smaller, micro);
+                world = smaller;
+                accum = micro / smaller;
+                failed = -1;
+            } else {
+                fprintf(stderr, "zerotrain: rank %d failed twice, but no world size in [%d, %d] divides the global "
+                        "batch's %d micro-batches: trying %d ranks again\n", failed, pol->min_nproc, world - 1, micro,
+                        world);
+            }
+        }
+        failed_before = failed;
+        fprintf(stderr, "zerotrain: restart %d/%d (--max-restarts): starting the %d ranks again from %s\n", attempt + 1,
+                pol->max_restarts, world,
+                pol->ckpt_dir && pol->ckpt_dir[0] && zt_ckpt_resolve(pol->ckpt_dir, commit, sizeof commit, &ignore) == 0
+                    ? commit : "the command line's start (no commit to resume from)");
+    }
+    if (code == ZT_ERR_PEER && pol->max_restarts > 0 && attempt >= pol->max_restarts && !g_signals)
+        fprintf(stderr, "zerotrain: error (peer): restart budget exhausted (%d/%d); the job failed %d times\n",
+                pol->max_restarts, pol->max_restarts, attempt + 1);
     free(args);
-    return zt_error_set(err, ZT_ERR_USAGE,
-                        "launch: cannot run %s for %d local ranks: %s (install openmpi-bin: "
-                        "scripts/setup.sh)", mpirun, nproc, strerror(e));
+    if (own_dir) {
+        clear_ranks(run_dir, nproc);
+        rmdir(run_dir);
+    }
+    return code;
 }

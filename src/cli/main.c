@@ -55,7 +55,8 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-16s %s\n      %s\n", COMMANDS[i].name, COMMANDS[i].summary, COMMANDS[i].synopsis);
     fprintf(out, "\nexit codes: 0 ok, 2 config/usage, 3 data, 4 checkpoint, 5 peer lost, 6 numerics,\n"
-                 "            7 out of memory, 8 I/O, 9 mismatch across ranks, 70 internal error\n");
+                 "            7 out of memory, 8 I/O, 9 mismatch across ranks, 70 internal error,\n"
+                 "            75 stopped by SIGTERM/SIGINT after committing a checkpoint (docs/reliability.md)\n");
 }
 
 static bool is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h") || !strcmp(s, "help"); }

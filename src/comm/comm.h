@@ -17,6 +17,8 @@
  *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
  *   counters.c        bytes / calls / seconds per collective kind, per comm
  *   deadline.c        the one polling wait loop: deadlines, peer-naming errors, cancellation
+ *   board.c           the status board: each rank's step and recent collectives, read on a deadline
+ *   fingerprint.c     the debug check that every rank calls the same collective
  *   comm_internal.h   the zt_comm struct and the op machinery shared by the files above
  *
  * Contracts common to every collective here:
@@ -24,7 +26,8 @@
  *     (counts, n, bytes, root); that is MPI's rule. A count mismatch that shows up as a message of
  *     the wrong length fails with ZT_ERR_MISMATCH naming the peer, never corrupts silently.
  *   - Every wait polls non-blocking requests (MPI_Testsome) under the comm's deadline
- *     (zt_comm_set_timeout, default 300 s, env ZT_COMM_TIMEOUT): when no message completes for
+ *     (zt_comm_set_timeout, default 300 s, env ZT_COMM_TIMEOUT; zt_comm_set_job_timeout overrides
+ *     it for every comm: the trainer's comm.timeout_s): when no message completes for
  *     that long the call returns ZT_ERR_PEER with a message naming the collective, its tag and
  *     size, this rank and the peer ranks whose data have not arrived, e.g.
  *       "reduce_scatter (bucket 'h.3', 2.4 MB) on rank 1: no data from rank 3 after 30 s".
@@ -157,6 +160,15 @@ size_t zt_comm_chunk_bytes(const zt_comm *c);
 /* Seconds without progress after which a wait fails with ZT_ERR_PEER. seconds must be > 0 and
  * finite (ZT_ERR_USAGE otherwise). Local: ranks may differ. */
 int zt_comm_set_timeout(zt_comm *c, double seconds);
+/* The job's deadline, for every comm of this process (existing and future) in place of their own
+ * (seconds > 0; 0 or less: each comm's own again). The trainer sets it from comm.timeout_s. */
+void zt_comm_set_job_timeout(double seconds);
+/* The training step this rank is computing (1-based), for the status board: a deadline's message
+ * says which step and collective each rank was in (board.c). */
+void zt_comm_note_step(int64_t step);
+/* The debug check of collective fingerprints (fingerprint.c) on or off for this process; default
+ * from ZT_COMM_CHECK (unset: off). Costs one small all-gather before every collective. */
+void zt_comm_set_check(bool on);
 double zt_comm_timeout(const zt_comm *c);
 /* Seconds a wait keeps polling MPI in a tight loop after the last progress before it starts to
  * yield the core (and to sleep after 10x that). Default 1 ms (0 when the node runs more ranks

@@ -19,6 +19,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 /* subkind: the low 3 bits of a message tag */
 enum {
@@ -64,6 +65,7 @@ struct zt_comm_op {
     uint64_t sent, recvd;   /* payload bytes of finished requests */
     int nreq, pending;      /* requests in use; posted and not finished */
     bool done;              /* set by advance when the collective's work is complete */
+    int board_slot;         /* this op's entry on the status board (board.c), -1: none */
     /* Called once per finished request (may be NULL), then advance once per batch and once
      * right after the start; advance posts what can be posted, sums what can be summed and sets
      * done. Either returns a zt_status (non-zero fails the op). */
@@ -164,6 +166,24 @@ struct zt_comm {
 void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap);
 /* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US (defaults when unset). */
 int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err);
+
+/* ---- board.c: the status board (flight recorder) of this rank, in $ZT_RUN_DIR ---- */
+void zt_board_open_(int world_rank);  /* at init; no-op without $ZT_RUN_DIR */
+void zt_board_close_(void);           /* at finalize: unmaps and removes this rank's file */
+/* Records an op's begin; returns the ring slot for zt_board_end_ (-1: no board). */
+int zt_board_begin_(const zt_comm *c, const char *op, const char *tag, uint64_t seq);
+void zt_board_end_(int slot, bool ok);
+/* "rank 0 (this rank): step 5, in all_gather 'loss' #41 on world for 5.0 s; rank 1: ..." for every
+ * rank of c, into out (cap bytes). */
+void zt_board_peers_(const zt_comm *c, char *out, size_t cap);
+/* This rank's ring, oldest first, to f. */
+void zt_board_dump_(FILE *f);
+
+/* ---- fingerprint.c: the debug check that every rank calls the same collective ---- */
+/* With the check on: all-gathers (c->seq, name + tag, payload, step) and fails with ZT_ERR_MISMATCH
+ * naming each rank's collective when they differ (ZT_ERR_PEER when the exchange times out). */
+int zt_fingerprint_check_(zt_comm *c, const char *name, const char *tag, size_t payload, zt_error *err);
+void zt_fingerprint_step_(int64_t step);
 
 /* ---- deadline.c: the op machinery ---- */
 int zt_comm_enter_(zt_comm *c, const char *what, zt_error *err);

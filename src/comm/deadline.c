@@ -3,8 +3,11 @@
  * collective, this rank and the peers whose messages have not arrived.
  *
  * Invariants:
- *   - The deadline is "no request completed for c->timeout seconds" and only runs inside a
- *     blocking wait (zt_op_wait_); zt_comm_op_test never times out.
+ *   - The deadline is "no request completed for T seconds", T = the job's deadline when one is set
+ *     (zt_comm_set_job_timeout: the trainer's comm.timeout_s) else c->timeout, and only runs
+ *     inside a blocking wait (zt_op_wait_); zt_comm_op_test never times out. On expiry the
+ *     message says what every rank of the comm was doing (the status board, board.c) and this
+ *     rank's last collectives go to stderr.
  *   - A failed op leaves nothing posted that can still write into the caller's buffers: pending
  *     receives are cancelled (and waited for, briefly) before the call returns; sends that no
  *     peer takes are released to MPI (MPI_Request_free) and the comm is marked broken.
@@ -129,6 +132,7 @@ int zt_op_begin_(zt_comm *c, int kind, int subkind, const char *name, const char
         c->seq++;
         seq = 1 + (int)((c->seq - 1) % (uint64_t)(c->tag_seq_mod - 1));
     }
+    if (!seq0 && (rc = zt_fingerprint_check_(c, name, tag, payload, err))) return rc; /* debug mode only */
     op->mpi_tag = (seq << 3) | subkind;
     rc = zt_op_reserve_(op, nreq, err);
     if (rc) {
@@ -142,6 +146,7 @@ int zt_op_begin_(zt_comm *c, int kind, int subkind, const char *name, const char
     }
     op->nreq = nreq;
     op->t_start = MPI_Wtime();
+    op->board_slot = zt_board_begin_(c, name, op->tag, c->seq);
     c->op_active = true;
     *out = op;
     return ZT_OK;
@@ -188,6 +193,7 @@ static void op_finish(zt_comm_op *op) {
                                            ZT_TARG_NUM("bytes", op->payload), ZT_TARG_NUM("sent", op->sent),
                                            ZT_TARG_NUM("recv", op->recvd), ZT_TARG_NUM("wait_ms", 1e3 * op->t_wait)});
     }
+    zt_board_end_(op->board_slot, true);
     c->op_active = false;
 }
 
@@ -216,6 +222,7 @@ int zt_op_fail_(zt_comm_op *op, int code, zt_error *err) {
         if (c->reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&c->reqs[i]);
     c->broken = true;
     snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err ? err->msg : zt_status_name(code));
+    zt_board_end_(op->board_slot, false);
     c->op_active = false;
     return code;
 }
@@ -288,7 +295,15 @@ int zt_op_kick_(zt_comm_op *op, zt_error *err) {
     return ZT_OK;
 }
 
-/* The deadline message: the peers of pending receives, else of pending sends. */
+static _Atomic double g_job_timeout; /* > 0: every comm's deadline (zt_comm_set_job_timeout) */
+
+static double deadline_of(const zt_comm *c) {
+    double t = g_job_timeout;
+    return t > 0 ? t : c->timeout;
+}
+
+/* The deadline message: the peers of pending receives, else of pending sends; then what every
+ * rank was doing (board.c). This rank's ring goes to stderr. */
 static int op_timeout(zt_comm_op *op, zt_error *err) {
     zt_comm *c = op->c;
     char where[256], list[400] = "";
@@ -321,11 +336,15 @@ static int op_timeout(zt_comm_op *op, zt_error *err) {
         list[4] = 's';
     }
     if (more) snprintf(list + strlen(list), sizeof list - strlen(list), " and %d more", more);
+    char peers[640];
+    zt_board_peers_(c, peers, sizeof peers);
     if (want_recv)
-        zt_error_set(err, ZT_ERR_PEER, "%s: no data from %s after %g s", where, list, c->timeout);
+        zt_error_set(err, ZT_ERR_PEER, "%s: no data from %s after %g s (comm.timeout_s or ZT_COMM_TIMEOUT). What the ranks were "
+                     "doing: %s", where, list, deadline_of(c), peers);
     else
-        zt_error_set(err, ZT_ERR_PEER, "%s: %s did not take our data after %g s", where, list,
-                     c->timeout);
+        zt_error_set(err, ZT_ERR_PEER, "%s: %s did not take our data after %g s (comm.timeout_s or ZT_COMM_TIMEOUT). What the ranks "
+                     "were doing: %s", where, list, deadline_of(c), peers);
+    zt_board_dump_(stderr);
     return zt_op_fail_(op, ZT_ERR_PEER, err);
 }
 
@@ -348,7 +367,7 @@ int zt_op_wait_(zt_comm_op *op, zt_error *err) {
             return zt_op_fail_(op, ZT_ERR_INTERNAL, err);
         }
         double idle = now - last;
-        if (idle > c->timeout) return op_timeout(op, err);
+        if (idle > deadline_of(c)) return op_timeout(op, err);
         if (idle > 10 * c->spin) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
@@ -369,7 +388,9 @@ int zt_comm_set_timeout(zt_comm *c, double seconds) {
     return ZT_OK;
 }
 
-double zt_comm_timeout(const zt_comm *c) { return c ? c->timeout : 0; }
+double zt_comm_timeout(const zt_comm *c) { return c ? deadline_of(c) : 0; }
+
+void zt_comm_set_job_timeout(double seconds) { g_job_timeout = seconds > 0 && isfinite(seconds) ? seconds : 0; }
 
 int zt_comm_set_spin(zt_comm *c, double seconds) {
     if (!c || !(seconds >= 0) || !isfinite(seconds)) return ZT_ERR_USAGE;

@@ -167,6 +167,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
     zt_comm *w;
     rc = comm_wrap(MPI_COMM_WORLD, false, "world", timeout, chunk, spin, &w, err);
     if (rc) return rc;
+    zt_board_open_(w->rank); /* the status board, when $ZT_RUN_DIR is set (board.c) */
     rc = zt_comm_enter_(w, "zt_comm_init", err);
     if (!rc) {
         rc = zt_setup_exchange_(w, "init", 0, 0, NULL, err);
@@ -199,6 +200,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
 }
 
 int zt_comm_finalize(zt_error *err) {
+    zt_board_close_();
     pthread_mutex_lock(&g_mpi.lock);
     int inited = 0, finalized = 0, rc = MPI_SUCCESS;
     MPI_Initialized(&inited);

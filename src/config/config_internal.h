@@ -1,15 +1,17 @@
 /* config_internal.h - what the files of src/config share: the key table (keys.c), the error and
  * note collector every reader uses (so all problems are reported together), setting a key with its
  * provenance (contradictions between sources are found there), the support table (support.c), and
- * the generic dialect walker (dialect_common.c) that DeepSpeed JSON and Accelerate YAML are read
- * through: their documents become cfg_node trees, matched against per-dialect row tables that
- * also generate docs/config.md. Not installed; not an API. */
+ * the dialect interpreter (dialect_common.c) that DeepSpeed JSON and Accelerate YAML are read
+ * through: their documents become cfg_node trees (dialect_tree.c), matched against per-dialect
+ * row tables (dialect_*.def) that also generate docs/config.md. Not installed; not an API. */
 #ifndef ZT_CONFIG_INTERNAL_H
 #define ZT_CONFIG_INTERNAL_H
 
 #include "config/train_config.h"
 
 #include <stdarg.h>
+
+#define ZT_CFG_MAX_SEEN 256
 
 /* ---------------------------------------------------------------------------------------------
  * The key table (keys.c). */
@@ -153,7 +155,7 @@ extern const int zt_cfg_n_support;
 void zt_cfg_support_check(const zt_train_config *c, zt_config_note_fn fn, void *ctx);
 
 /* ---------------------------------------------------------------------------------------------
- * Dialect documents as trees (dialect_common.c). */
+ * Dialect documents as trees (dialect_tree.c). */
 
 typedef enum cn_kind { CN_NULL, CN_BOOL, CN_NUM, CN_STR, CN_MAP, CN_SEQ } cn_kind;
 
@@ -186,18 +188,50 @@ enum {
     A_AUTO = 128u, A_ANY = 127u
 };
 
-struct dctx;
-typedef struct dialect_row dialect_row;
-typedef int (*dialect_fn)(struct dctx *d, const dialect_row *r, const cfg_node *n);
+/* What the interpreter (dialect_common.c, row_apply) does with a row's value. Every kind is one
+ * branch there; a dialect adds keys by adding rows, never code. "On" for the BLOCK_* kinds: the
+ * switch child named by arg ("child=neutral") is present and not neutral; with arg NULL, an
+ * "enabled" child that is not false, or else any content. */
+typedef enum row_kind {
+    RK_MAP,          /* value -> native through the transform; "auto" keeps the native value */
+    RK_MAP_NOTE,     /* the same, and doc as a note (a deprecated name, a detail) */
+    RK_WALK,         /* a mapping whose keys are rows of their own */
+    RK_LATER,        /* recorded for the dialect's resolve code (keys that interact); a mapping
+                        is walked too */
+    RK_TYPED,        /* a mapping with a "type" that must be one of arg ("a|b|c", any case); its
+                        other keys are walked only then; else an error: doc is the reason */
+    RK_ALIAS,        /* another name of the row at native (a dialect path): read as that row,
+                        with doc as a note when doc is set */
+    RK_NOTE,         /* no effect here: doc as a note (with arg: nothing at its neutral values,
+                        null or an empty list) */
+    RK_WARN,         /* changes what runs: doc as a warning (nothing at arg's neutral values:
+                        a neutral value asks for what zerotrain does anyway) */
+    RK_REFUSE,       /* known but cannot run: an error with doc as the reason, unless the value
+                        is one of arg's neutral values */
+    RK_BLOCK_NOTE,   /* a block zerotrain does not read: a note (" (not enabled)" when off) */
+    RK_BLOCK_WARN,   /* the same, a warning when on */
+    RK_BLOCK_REFUSE  /* the same, an error when on: doc is the reason */
+} row_kind;
 
-struct dialect_row {
-    const char *path;      /* dotted from the root; "x.*" accepts anything below x */
-    unsigned accept;       /* A_* */
-    const char *native;    /* the native key it maps to, for docs and the default mapping */
-    dialect_fn fn;         /* NULL: a map recurses; with native, the value maps as is; else a note */
-    zt_config_level level; /* unmapped rows: NOTE or WARNING when present */
-    const char *doc;       /* how it maps, in words (docs/config.md; the note's text) */
-};
+/* How a value becomes the native key's text (RK_MAP, RK_MAP_NOTE). */
+typedef enum row_xf {
+    XF_SAME,   /* as written (booleans true/false) */
+    XF_TABLE,  /* by arg: "in=out,in=out" (any case; "in=" maps nothing; "null=x" for null; "*"
+                  passes any other value as is; else an error listing the inputs) */
+    XF_MIB4,   /* elements of 4 bytes -> MiB: DeepSpeed's bucket sizes */
+    XF_ON      /* a number > 0 -> true, 0 -> false */
+} row_xf;
+
+typedef struct dialect_row {
+    const char *path;   /* their key, dotted from the root; "x.*": any key below x */
+    unsigned accept;    /* A_* */
+    const char *native; /* our key (RK_MAP*, and what RK_LATER resolves to); RK_ALIAS: the row */
+    row_kind kind;
+    row_xf xf;
+    const char *arg;    /* XF_TABLE's table; RK_TYPED's types; neutral values "a|b" of RK_NOTE,
+                           RK_WARN, RK_REFUSE; the switch "child=neutral" of RK_BLOCK_*; or NULL */
+    const char *doc;    /* how it maps, in words (docs/config.md), and the note or the reason */
+} dialect_row;
 
 typedef struct dctx {
     cfg_ctx *x;
@@ -205,21 +239,16 @@ typedef struct dctx {
     const char *dialect;       /* "deepspeed" or "accelerate" */
     const dialect_row *rows;
     int n_rows;
-    void *state;               /* the dialect's own */
+    const char *strict_root;   /* non-NULL: an unknown top-level key is an error, for this reason
+                                  (Accelerate refuses them); else unknown keys with no close match
+                                  are warnings (DeepSpeed ignores them) */
+    int n_seen;                /* every node the walk met, by row path, for the resolve code */
+    const char *seen_path[ZT_CFG_MAX_SEEN];
+    const cfg_node *seen_node[ZT_CFG_MAX_SEEN];
 } dctx;
 
-/* The nodes a dialect's rows saw, by dotted path, for handlers that combine several keys (both
- * dialects keep one of these as their d->state). */
-#define ZT_CFG_MAX_RECORDS 96
-typedef struct dialect_records {
-    int n;
-    const char *path[ZT_CFG_MAX_RECORDS];
-    const cfg_node *node[ZT_CFG_MAX_RECORDS];
-} dialect_records;
-/* The node recorded under path, or NULL. */
-const cfg_node *zt_cfg_record_get(const dctx *d, const char *path);
-/* A row handler that records its node in d->state (a dialect_records). */
-int zt_cfg_record_row(dctx *d, const dialect_row *r, const cfg_node *n);
+/* The node the walk met under a row's path (an alias under its row's), or NULL. */
+const cfg_node *zt_cfg_seen(const dctx *d, const char *path);
 
 /* Walks map n (at path prefix, "" for the root) against d->rows: unknown keys (with
  * did-you-mean), kinds, "auto"; calls each row's handler or default mapping. */
@@ -238,8 +267,22 @@ bool zt_cfg_get_num(dctx *d, const cfg_node *n, const char *path, double lo, dou
                     double *out);
 /* Booleans: true/false; strings "true"/"false"/"yes"/"no" too (Accelerate's str_to_bool). */
 bool zt_cfg_get_bool(dctx *d, const cfg_node *n, const char *path, bool *out);
+/* Maps a node's value as written (true/false, numbers, strings; null: empty) to a native key;
+ * "auto" keeps the native value and says so in its source. */
+int zt_cfg_map_node(dctx *d, const cfg_node *n, const char *path, const char *native);
+/* Activation checkpointing asked for by a dialect key (DeepSpeed's block, FSDP's flag): on is
+ * full, unless the including native file chose selective (a refinement, noted; what names the
+ * dialect's way of asking); off is none. */
+void zt_cfg_map_checkpointing(dctx *d, const cfg_node *n, const char *path, bool on, const char *what);
+/* docs/config.md's words for a row's kind ("`training.lr`", "(note)", "(refused when enabled)"). */
+void zt_cfg_row_kind_words(const dialect_row *r, char *out, size_t cap);
 /* Maps a dialect value to a native key: the source is "<file:l:c> <dialect> <path>=<value>". */
 int zt_cfg_map(dctx *d, const cfg_node *n, const char *path, const char *native, const char *val);
+/* A native default nobody set (no file, no --set) that a dialect value outgrows (training.steps
+ * below a scheduler's warmup_num_steps): key is raised to need, with a warning naming the key to
+ * set, instead of the conflict refusing the file. Does nothing when key was set or is large
+ * enough. */
+void zt_cfg_fit_default(dctx *d, const char *key, int64_t need, const cfg_node *n, const char *path);
 /* Records a note/warning located at n: "<file:l:c>: <path>: <text>". */
 void zt_cfg_dnote(dctx *d, zt_config_level level, const cfg_node *n, const char *path,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -6,8 +6,15 @@
  * zero_stage: 3 / fsdp_sharding_strategy: FULL_SHARD) resolve to the same native configuration,
  * so they train bit-identically (examples/accelerate_*.yaml, tests/config_dialects.sh).
  *
+ * One row per key in dialect_accelerate.def, applied by the interpreter in dialect_common.c;
+ * this file holds what rows cannot say: distributed_type choosing the block to read, the rank
+ * counts, the sharding strategy from FSDP1/FSDP2 keys and the parallelism mesh, prefetch from
+ * three keys, mixed_precision, and a deepspeed_config_file read as a DeepSpeed config.
+ *
  * Rules (docs/config.md says them to users):
  *   - only the block distributed_type selects is read (Accelerate ignores the other one too);
+ *   - an unknown top-level key is an error, as Accelerate's ClusterConfig raises on it; inside
+ *     the blocks one close to no known key is a warning and ignored;
  *   - Accelerate's precision alignment: mixed_precision bf16/fp16 keeps fp32 master weights for
  *     DeepSpeed and FSDP alike (accelerate#2624, fixed in 0.30 by upcasting FSDP's trainable
  *     parameters), which is zerotrain's precision.mode bf16 / fp16 either way; both reduce
@@ -26,221 +33,16 @@
 #include <string.h>
 #include <strings.h>
 
+/* ---------------------------------------------------------------------------------------------
+ * The rows: dialect_accelerate.def, one per Accelerate key (config_internal.h says what each
+ * column and kind means; dialect_common.c applies them). */
 
-/* parallelism_config keys are written with a "parallelism_config_" prefix; the bare name works too. */
-static int h_alias(dctx *d, const dialect_row *r, const cfg_node *n) {
-    dialect_records *s = d->state;
-    if (s->n < ZT_CFG_MAX_RECORDS) {
-        s->path[s->n] = r->doc; /* the canonical row's path */
-        s->node[s->n] = n;
-        s->n++;
-    }
-    return 0;
-}
-
-static int h_warn_if_true(dctx *d, const dialect_row *r, const cfg_node *n) {
-    bool b;
-    if (!zt_cfg_get_bool(d, n, r->path, &b)) return -1;
-    if (b) zt_cfg_dnote(d, ZT_CONFIG_WARNING, n, r->path, "%s", r->doc);
-    return 0;
-}
-
-/* A block that only warns when it has content. */
-static int h_block(dctx *d, const dialect_row *r, const cfg_node *n) {
-    bool content = n->kind == CN_MAP && n->child;
-    zt_cfg_dnote(d, content && r->level == ZT_CONFIG_WARNING ? ZT_CONFIG_WARNING : ZT_CONFIG_NOTE, n,
-                 r->path, "%s", r->doc);
-    return 0;
-}
-
-static int h_dynamo(dctx *d, const dialect_row *r, const cfg_node *n) {
-    const cfg_node *b = zt_cfg_child(n, "dynamo_backend");
-    bool on = b && b->kind == CN_STR && strcasecmp(b->text, "no") != 0;
-    zt_cfg_dnote(d, on ? ZT_CONFIG_WARNING : ZT_CONFIG_NOTE, n, r->path, "%s", r->doc);
-    return 0;
-}
-
-/* Keys that only matter at a value other than Accelerate's neutral one: nothing is said about
- * the neutral value (it asks for nothing), a note about any other. */
-static const struct {
-    const char *path, *neutral;
-} NEUTRAL[] = {{"debug", "false"},         {"use_cpu", "false"},        {"downcast_bf16", "no"},
-               {"downcast_bf16", "false"}, {"machine_rank", "0"},       {"main_training_function", "main"},
-               {"rdzv_backend", "static"}, {"same_network", "true"},    {"same_network", "false"},
-               {"tpu_use_cluster", "false"}, {"tpu_use_sudo", "false"}, {"gpu_ids", "all"},
-               {"main_process_ip", ""},    {"main_process_port", ""},   {"tpu_name", ""},
-               {"tpu_zone", ""},           {"command_file", ""}};
-
-static int h_note_unless_neutral(dctx *d, const dialect_row *r, const cfg_node *n) {
-    char v[64];
-    if (n->kind == CN_NULL || (n->kind == CN_SEQ && !n->child)) return 0;
-    if (n->kind == CN_BOOL)
-        snprintf(v, sizeof v, "%s", n->b ? "true" : "false");
-    else
-        snprintf(v, sizeof v, "%s", n->text ? n->text : "");
-    for (size_t i = 0; i < sizeof NEUTRAL / sizeof NEUTRAL[0]; i++)
-        if (!strcmp(NEUTRAL[i].path, r->path) && !strcasecmp(NEUTRAL[i].neutral, v)) return 0;
-    zt_cfg_dnote(d, r->level, n, r->path, "%s", r->doc);
-    return 0;
-}
-
-static int h_compute_env(dctx *d, const dialect_row *r, const cfg_node *n) {
-    if (strcmp(n->text, "LOCAL_MACHINE") == 0) return 0;
-    zt_cfg_derror(d, n, r->path, "\"%s\" is not supported (LOCAL_MACHINE: one or more machines "
-                                 "started with mpirun)",
-                  n->text);
-    return -1;
-}
-
-#define NOTE ZT_CONFIG_NOTE
-#define WARN ZT_CONFIG_WARNING
 #define BLOCK (A_MAP | A_NULL)
+#define DEVICES "none=none,cpu=cpu,nvme=nvme,null=none"
 
 static const dialect_row ROWS[] = {
-    {"compute_environment", A_STR, NULL, h_compute_env, NOTE, "LOCAL_MACHINE (SageMaker: an error)"},
-    {"distributed_type", A_STR | A_BOOL, "parallel.strategy", zt_cfg_record_row, NOTE,
-     "NO, MULTI_CPU (and MULTI_GPU etc., on CPUs here): ddp; DEEPSPEED: from deepspeed_config; "
-     "FSDP: from fsdp_config; XLA, MEGATRON_LM: an error"},
-    {"num_processes", A_INT, "parallel.nproc", zt_cfg_record_row, NOTE,
-     "ranks in all; with num_machines 1 the local ranks `zerotrain train` starts"},
-    {"num_machines", A_INT, NULL, zt_cfg_record_row, NOTE,
-     "> 1: start the ranks with mpirun -np N -hostfile HOSTS (a warning)"},
-    {"machine_rank", A_INT, NULL, h_note_unless_neutral, NOTE, "mpirun assigns ranks"},
-    {"main_process_ip", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
-    {"main_process_port", A_INT | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
-    {"rdzv_backend", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
-    {"same_network", A_BOOL | A_NULL, NULL, h_note_unless_neutral, NOTE, "mpirun connects the ranks"},
-    {"gpu_ids", A_STR | A_INT | A_NULL, NULL, h_note_unless_neutral, NOTE, "no GPUs on this build"},
-    {"mixed_precision", A_STR | A_BOOL | A_NULL, "precision.mode", zt_cfg_record_row, NOTE,
-     "no: fp32; bf16: bf16; fp16: fp16 (fp32 master weights for both backends, Accelerate's "
-     "alignment); with FSDP or DEEPSPEED, precision.reduce_dtype follows (FSDP's reduce_dtype, "
-     "DeepSpeed's communication_data_type default); fp8: an error"},
-    {"use_cpu", A_BOOL, NULL, h_note_unless_neutral, NOTE, "this build runs on CPUs"},
-    {"debug", A_BOOL, NULL, h_note_unless_neutral, NOTE,
-     "zerotrain's collectives always check their peers (ZT_COMM_TIMEOUT)"},
-    {"downcast_bf16", A_BOOL | A_STR, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"enable_cpu_affinity", A_BOOL, NULL, h_warn_if_true, NOTE,
-     "ranks start with --bind-to none; pin threads with OMP_PROC_BIND and OMP_PLACES"},
-    {"main_training_function", A_STR, NULL, h_note_unless_neutral, NOTE, "zerotrain has its own training loop"},
-    {"tpu_name", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"tpu_zone", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"tpu_use_cluster", A_BOOL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"tpu_use_sudo", A_BOOL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"tpu_env", A_SEQ | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"tpu_vm", A_SEQ | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"command_file", A_STR | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"commands", A_SEQ | A_NULL, NULL, h_note_unless_neutral, NOTE, "TPU only"},
-    {"dynamo_config", BLOCK, NULL, h_dynamo, NOTE, "torch.compile: not applicable (zerotrain is C)"},
-    {"dynamo_backend", A_STR, NULL, NULL, NOTE, "torch.compile: not applicable (zerotrain is C)"},
-    {"fp8_config", BLOCK, NULL, h_block, NOTE, "fp8 recipes: fp8 is not supported"},
-    {"megatron_lm_config", BLOCK, NULL, h_block, WARN,
-     "the Megatron-LM plugin (tensor and pipeline parallelism) is not implemented"},
-    {"mpirun_config", BLOCK, NULL, h_block, NOTE,
-     "run mpirun -hostfile yourself: `mpirun -np N -hostfile HOSTS zerotrain train CONFIG`"},
-    {"ipex_config", BLOCK, NULL, h_block, NOTE, "Intel extension for PyTorch: not applicable"},
-    {"deepspeed_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is DEEPSPEED"},
-    {"fsdp_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "read when distributed_type is FSDP"},
-    {"parallelism_config", BLOCK, NULL, zt_cfg_record_row, NOTE, "FSDP2's 2-D mesh and beyond"},
-    /* deepspeed_config (what `accelerate config` asks; DeepSpeedPlugin's defaults) */
-    {"deepspeed_config.zero_stage", A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
-     "0 ddp, 1 zero1, 2 zero2, 3 zero3; absent: 2 (DeepSpeedPlugin's default)"},
-    {"deepspeed_config.gradient_accumulation_steps", A_INT | A_AUTO,
-     "training.gradient_accumulation_steps", zt_cfg_record_row, NOTE, "same meaning; absent: \"auto\""},
-    {"deepspeed_config.gradient_clipping", A_NUM | A_AUTO, "training.grad_clip", zt_cfg_record_row, NOTE,
-     "same meaning; absent: DeepSpeed's default (1.0)"},
-    {"deepspeed_config.offload_optimizer_device", A_STR | A_NULL, "memory.offload_optimizer", zt_cfg_record_row,
-     NOTE, "none | cpu (no-op here: a warning) | nvme (the moments stream from files)"},
-    {"deepspeed_config.offload_param_device", A_STR | A_NULL, "memory.offload_param", zt_cfg_record_row, NOTE,
-     "none | cpu (no-op here: a warning) | nvme (not implemented yet: an error)"},
-    {"deepspeed_config.offload_optimizer_nvme_path", A_STR | A_NULL,
-     "memory.offload_optimizer_nvme_path", zt_cfg_record_row, NOTE, "same meaning (\"none\": unset)"},
-    {"deepspeed_config.offload_param_nvme_path", A_STR | A_NULL, "memory.offload_param_nvme_path",
-     zt_cfg_record_row, NOTE, "same meaning (\"none\": unset)"},
-    {"deepspeed_config.zero3_init_flag", A_BOOL, NULL, zt_cfg_record_row, NOTE,
-     "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
-    {"deepspeed_config.zero3_save_16bit_model", A_BOOL, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
-     "same meaning (a warning when true, see the table above)"},
-    {"deepspeed_config.deepspeed_config_file", A_STR, NULL, zt_cfg_record_row, NOTE,
-     "a DeepSpeed JSON read as such (relative to this file, else to the working directory); the "
-     "keys above are then errors, as in Accelerate"},
-    {"deepspeed_config.deepspeed_multinode_launcher", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_hostfile", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_exclusion_filter", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_inclusion_filter", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "multi-node: mpirun -hostfile"},
-    {"deepspeed_config.deepspeed_moe_layer_cls_names", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "mixture of experts is not implemented (a warning)"},
-    /* fsdp_config */
-    {"fsdp_config.fsdp_version", A_INT, NULL, zt_cfg_record_row, NOTE, "1 or 2; absent: 1"},
-    {"fsdp_config.fsdp_sharding_strategy", A_STR | A_INT, "parallel.strategy", zt_cfg_record_row, NOTE,
-     "FULL_SHARD (1) zero3; SHARD_GRAD_OP (2) zero2; NO_SHARD (3) ddp; HYBRID_SHARD (4) hybrid "
-     "with zero3 per machine; HYBRID_SHARD_ZERO2 (5) hybrid with zero2 per machine"},
-    {"fsdp_config.fsdp_reshard_after_forward", A_BOOL | A_STR | A_INT, "parallel.reshard_after_forward",
-     zt_cfg_record_row, NOTE,
-     "FSDP2: true zero3; false zero3 with parallel.reshard_after_forward false. FSDP1: a sharding "
-     "strategy name or number, as fsdp_sharding_strategy"},
-    {"fsdp_config.fsdp_offload_params", A_BOOL | A_STR, "memory.offload_param", zt_cfg_record_row, NOTE,
-     "true: memory.offload_param and memory.offload_optimizer cpu (no-op here: a warning)"},
-    {"fsdp_config.fsdp_auto_wrap_policy", A_STR | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "TRANSFORMER_BASED_WRAP: zerotrain's units are the transformer blocks already; SIZE_BASED_WRAP, "
-     "NO_WRAP: a warning (units stay per block)"},
-    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", A_STR | A_SEQ | A_NULL, NULL, zt_cfg_record_row, NOTE,
-     "GPT-2's units are its blocks, whatever the class name"},
-    {"fsdp_config.fsdp_min_num_params", A_INT, NULL, zt_cfg_record_row, NOTE, "units are per block"},
-    {"fsdp_config.fsdp_state_dict_type", A_STR | A_INT, "checkpoint.save_consolidated", zt_cfg_record_row, NOTE,
-     "FULL_STATE_DICT: true; SHARDED_STATE_DICT: false; LOCAL_STATE_DICT: false (obsolete)"},
-    {"fsdp_config.fsdp_activation_checkpointing", A_BOOL | A_STR, "memory.activation_checkpointing",
-     zt_cfg_record_row, NOTE, "true: full (every unit recomputed in backward; a native selective stays); false: none"},
-    {"fsdp_config.fsdp_cpu_ram_efficient_loading", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
-     "zerotrain always initializes each shard in place from the seed (no full copy on a rank)"},
-    {"fsdp_config.fsdp_sync_module_states", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
-     "every rank initializes the same values from the seed: nothing to broadcast"},
-    {"fsdp_config.fsdp_backward_prefetch", A_STR | A_INT | A_NULL, "parallel.prefetch", zt_cfg_record_row, NOTE,
-     "FSDP1 BACKWARD_PRE, BACKWARD_POST: prefetch true; NO_PREFETCH: false unless "
-     "fsdp_forward_prefetch is true; FSDP2 ignores it"},
-    {"fsdp_config.fsdp_backward_prefetch_policy", A_STR | A_INT | A_NULL, "parallel.prefetch", zt_cfg_record_row,
-     NOTE, "the older name of fsdp_backward_prefetch"},
-    {"fsdp_config.fsdp_forward_prefetch", A_BOOL | A_STR, "parallel.prefetch", zt_cfg_record_row, NOTE,
-     "FSDP1 true: prefetch true"},
-    {"fsdp_config.fsdp_use_orig_params", A_BOOL | A_STR, NULL, zt_cfg_record_row, NOTE,
-     "parameters are always kept per tensor (FSDP2's way)"},
-    /* parallelism_config (FSDP2) */
-    {"parallelism_config.parallelism_config_dp_replicate_size", A_INT, "parallel.hybrid_replicas",
-     zt_cfg_record_row, NOTE, "> 1: hybrid, replicated across this many groups"},
-    {"parallelism_config.parallelism_config_dp_shard_size", A_INT, "parallel.hybrid_shard_size",
-     zt_cfg_record_row, NOTE, "ranks per shard group"},
-    {"parallelism_config.parallelism_config_tp_size", A_INT, "parallel.tensor_parallel_size", zt_cfg_record_row,
-     NOTE, "> 1: not implemented (an error)"},
-    {"parallelism_config.parallelism_config_cp_size", A_INT, "parallel.context_parallel_size", zt_cfg_record_row,
-     NOTE, "> 1: not implemented (an error)"},
-    {"parallelism_config.parallelism_config_sp_size", A_INT, "parallel.context_parallel_size", zt_cfg_record_row,
-     NOTE, "> 1: not implemented (an error)"},
-    {"parallelism_config.parallelism_config_cp_comm_strategy", A_STR, NULL, NULL, NOTE,
-     "context-parallel detail"},
-    {"parallelism_config.parallelism_config_cp_backend", A_STR, NULL, NULL, NOTE, "context-parallel detail"},
-    {"parallelism_config.parallelism_config_sp_backend", A_STR, NULL, NULL, NOTE, "sequence-parallel detail"},
-    {"parallelism_config.parallelism_config_sp_seq_length", A_INT | A_NULL, NULL, NULL, NOTE,
-     "sequence-parallel detail"},
-    {"parallelism_config.parallelism_config_sp_seq_length_is_variable", A_BOOL, NULL, NULL, NOTE,
-     "sequence-parallel detail"},
-    {"parallelism_config.parallelism_config_sp_attn_implementation", A_STR | A_NULL, NULL, NULL, NOTE,
-     "sequence-parallel detail"},
-    {"parallelism_config.dp_replicate_size", A_INT, NULL, h_alias, NOTE,
-     "parallelism_config.parallelism_config_dp_replicate_size"},
-    {"parallelism_config.dp_shard_size", A_INT, NULL, h_alias, NOTE,
-     "parallelism_config.parallelism_config_dp_shard_size"},
-    {"parallelism_config.tp_size", A_INT, NULL, h_alias, NOTE,
-     "parallelism_config.parallelism_config_tp_size"},
-    {"parallelism_config.cp_size", A_INT, NULL, h_alias, NOTE,
-     "parallelism_config.parallelism_config_cp_size"},
-    {"parallelism_config.sp_size", A_INT, NULL, h_alias, NOTE,
-     "parallelism_config.parallelism_config_sp_size"},
+#include "config/dialect_accelerate.def"
 };
-#undef NOTE
-#undef WARN
 
 const dialect_row *zt_cfg_accelerate_rows(int *n) {
     *n = (int)(sizeof ROWS / sizeof ROWS[0]);
@@ -250,10 +52,6 @@ const dialect_row *zt_cfg_accelerate_rows(int *n) {
 /* ---------------------------------------------------------------------------------------------
  * Resolution. */
 
-static bool get_flag(dctx *d, const cfg_node *n, const char *path, bool *out) {
-    return zt_cfg_get_bool(d, n, path, out);
-}
-
 /* mixed_precision: the mode, and for FSDP and DeepSpeed the reduction dtype their runs get.
  * Accelerate's FSDP plugin builds MixedPrecision(param_dtype=dtype, reduce_dtype=dtype, ...) from
  * mixed_precision (src/accelerate/utils/dataclasses.py, FullyShardedDataParallelPlugin.
@@ -262,7 +60,7 @@ static bool get_flag(dctx *d, const cfg_node *n, const char *path, bool *out) {
  * as the training dtype (runtime/engine.py, communication_data_type): bf16 reduces gradients in
  * bf16 and fp16 in fp16 under both, so the DEEPSPEED and FSDP files still resolve alike. */
 static void resolve_precision(dctx *d, bool ds_file, bool sharded) {
-    const cfg_node *mp = zt_cfg_record_get(d, "mixed_precision");
+    const cfg_node *mp = zt_cfg_seen(d, "mixed_precision");
     if (!mp || mp->kind == CN_NULL) return;
     if (ds_file) return; /* an error already */
     const char *v = mp->kind == CN_BOOL ? (mp->b ? "?" : "no") : mp->text;
@@ -287,78 +85,26 @@ static void resolve_precision(dctx *d, bool ds_file, bool sharded) {
     }
 }
 
-static void map_device(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = zt_cfg_record_get(d, path);
-    if (!n) return;
-    const char *v = n->kind == CN_NULL ? "none" : n->text;
-    if (strcasecmp(v, "none") && strcasecmp(v, "cpu") && strcasecmp(v, "nvme")) {
-        char s[100];
-        zt_cfg_node_show(n, s, sizeof s);
-        zt_cfg_derror(d, n, path, "expected none, cpu or nvme, got %s", s);
-        return;
-    }
-    zt_cfg_map(d, n, path, key, v);
-}
-
-static void map_path(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = zt_cfg_record_get(d, path);
-    if (!n || n->kind == CN_NULL || !strcasecmp(n->text, "none")) return;
-    zt_cfg_map(d, n, path, key, n->text);
-}
-
-static void map_plain(dctx *d, const char *path, const char *key) {
-    const cfg_node *n = zt_cfg_record_get(d, path);
-    if (!n) return;
-    char w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
-    if (zt_cfg_is_auto(n)) {
-        zt_cfg_auto(d->x, key, zt_cfg_where(d, n, false, w, sizeof w),
-                    zt_cfg_src(d, n, path, desc, sizeof desc));
-        return;
-    }
-    if (n->kind == CN_BOOL)
-        zt_cfg_map(d, n, path, key, n->b ? "true" : "false");
-    else
-        zt_cfg_map(d, n, path, key, n->text ? n->text : "");
-}
-
 static void resolve_deepspeed(dctx *d) {
     static const char *const REJECTED[] = {
         "deepspeed_config.gradient_accumulation_steps", "deepspeed_config.gradient_clipping",
         "deepspeed_config.zero_stage", "deepspeed_config.offload_optimizer_device",
         "deepspeed_config.offload_param_device", "deepspeed_config.offload_param_nvme_path",
         "deepspeed_config.offload_optimizer_nvme_path", "deepspeed_config.zero3_save_16bit_model"};
-    const cfg_node *file = zt_cfg_record_get(d, "deepspeed_config.deepspeed_config_file");
+    const cfg_node *file = zt_cfg_seen(d, "deepspeed_config.deepspeed_config_file");
     for (size_t i = 0; i < sizeof REJECTED / sizeof REJECTED[0]; i++) {
-        const cfg_node *n = zt_cfg_record_get(d, REJECTED[i]);
+        const cfg_node *n = zt_cfg_seen(d, REJECTED[i]);
         if (!n) continue;
         if (file)
             zt_cfg_derror(d, n, REJECTED[i],
                           "cannot be combined with deepspeed_config_file (Accelerate raises a "
                           "ValueError too): set it in the DeepSpeed file");
     }
-    const cfg_node *mp = zt_cfg_record_get(d, "mixed_precision");
+    const cfg_node *mp = zt_cfg_seen(d, "mixed_precision");
     if (file && mp && mp->kind != CN_NULL)
         zt_cfg_derror(d, mp, "mixed_precision",
                       "cannot be combined with deepspeed_config_file (Accelerate raises a "
                       "ValueError too): enable bf16 or fp16 in the DeepSpeed file");
-    const cfg_node *moe = zt_cfg_record_get(d, "deepspeed_config.deepspeed_moe_layer_cls_names");
-    if (moe && moe->kind != CN_NULL)
-        zt_cfg_dnote(d, ZT_CONFIG_WARNING, moe, "deepspeed_config.deepspeed_moe_layer_cls_names",
-                     "mixture of experts is not implemented: no effect");
-    static const char *const MULTI[] = {"deepspeed_config.deepspeed_multinode_launcher",
-                                        "deepspeed_config.deepspeed_hostfile",
-                                        "deepspeed_config.deepspeed_exclusion_filter",
-                                        "deepspeed_config.deepspeed_inclusion_filter"};
-    for (size_t i = 0; i < 4; i++) {
-        const cfg_node *n = zt_cfg_record_get(d, MULTI[i]);
-        if (n)
-            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, MULTI[i],
-                         "multi-node starts with `mpirun -np N -hostfile HOSTS zerotrain train CONFIG`");
-    }
-    const cfg_node *init = zt_cfg_record_get(d, "deepspeed_config.zero3_init_flag");
-    if (init)
-        zt_cfg_dnote(d, ZT_CONFIG_NOTE, init, "deepspeed_config.zero3_init_flag",
-                     "zerotrain always initializes each shard in place from the seed");
     if (file) {
         if (d->x->n_errors) return;
         char path[ZT_PATH_MAX + 64], w[ZT_PATH_MAX + 32];
@@ -391,7 +137,7 @@ static void resolve_deepspeed(dctx *d) {
         return;
     }
     /* DeepSpeedPlugin without a file: its defaults are stage 2 and "auto" elsewhere */
-    const cfg_node *st = zt_cfg_record_get(d, "deepspeed_config.zero_stage");
+    const cfg_node *st = zt_cfg_seen(d, "deepspeed_config.zero_stage");
     static const char *const NAMES[] = {"ddp", "zero1", "zero2", "zero3"};
     int64_t stage = 2;
     if (st) {
@@ -404,13 +150,6 @@ static void resolve_deepspeed(dctx *d) {
                              "accelerate default: deepspeed_config.zero_stage absent: 2",
                              "deepspeed_config.zero_stage");
     }
-    map_plain(d, "deepspeed_config.gradient_accumulation_steps", "training.gradient_accumulation_steps");
-    map_plain(d, "deepspeed_config.gradient_clipping", "training.grad_clip");
-    map_device(d, "deepspeed_config.offload_optimizer_device", "memory.offload_optimizer");
-    map_device(d, "deepspeed_config.offload_param_device", "memory.offload_param");
-    map_path(d, "deepspeed_config.offload_optimizer_nvme_path", "memory.offload_optimizer_nvme_path");
-    map_path(d, "deepspeed_config.offload_param_nvme_path", "memory.offload_param_nvme_path");
-    map_plain(d, "deepspeed_config.zero3_save_16bit_model", "checkpoint.save_consolidated");
 }
 
 /* FSDP1 sharding strategies by name or number (FSDP_SHARDING_STRATEGY order, 1-based). */
@@ -446,7 +185,7 @@ static void map_sharding(dctx *d, const cfg_node *n, const char *path, int s, in
 }
 
 static int fsdp_version(dctx *d) {
-    const cfg_node *ver = zt_cfg_record_get(d, "fsdp_config.fsdp_version");
+    const cfg_node *ver = zt_cfg_seen(d, "fsdp_config.fsdp_version");
     int64_t version = 1;
     if (ver && !zt_cfg_get_int(d, ver, "fsdp_config.fsdp_version", 1, 2, &version)) version = 1;
     return (int)version;
@@ -455,8 +194,8 @@ static int fsdp_version(dctx *d) {
 /* mesh_hybrid: parallelism_config made the strategy hybrid (FSDP2 on a 2-D mesh); then
  * fsdp_reshard_after_forward says what happens inside a shard group. */
 static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool mesh_hybrid) {
-    const cfg_node *ss = zt_cfg_record_get(d, "fsdp_config.fsdp_sharding_strategy");
-    const cfg_node *raf = zt_cfg_record_get(d, "fsdp_config.fsdp_reshard_after_forward");
+    const cfg_node *ss = zt_cfg_seen(d, "fsdp_config.fsdp_sharding_strategy");
+    const cfg_node *raf = zt_cfg_seen(d, "fsdp_config.fsdp_reshard_after_forward");
     char s[100];
     if (ss) {
         int k = sharding_of(ss);
@@ -478,7 +217,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
         bool b;
         int k = sharding_of(raf);
         if (raf->kind == CN_BOOL || (raf->kind == CN_STR && !k)) {
-            if (get_flag(d, raf, "fsdp_config.fsdp_reshard_after_forward", &b)) {
+            if (zt_cfg_get_bool(d, raf, "fsdp_config.fsdp_reshard_after_forward", &b)) {
                 if (version == 1)
                     zt_cfg_dnote(d, ZT_CONFIG_NOTE, raf, "fsdp_config.fsdp_reshard_after_forward",
                                  "a boolean with FSDP1 (Accelerate expects a strategy name): read "
@@ -522,12 +261,12 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
                              "fsdp_config");
     }
     bool b;
-    const cfg_node *n = zt_cfg_record_get(d, "fsdp_config.fsdp_offload_params");
-    if (n && get_flag(d, n, "fsdp_config.fsdp_offload_params", &b) && b) {
+    const cfg_node *n = zt_cfg_seen(d, "fsdp_config.fsdp_offload_params");
+    if (n && zt_cfg_get_bool(d, n, "fsdp_config.fsdp_offload_params", &b) && b) {
         zt_cfg_map(d, n, "fsdp_config.fsdp_offload_params", "memory.offload_param", "cpu");
         zt_cfg_map(d, n, "fsdp_config.fsdp_offload_params", "memory.offload_optimizer", "cpu");
     }
-    n = zt_cfg_record_get(d, "fsdp_config.fsdp_auto_wrap_policy");
+    n = zt_cfg_seen(d, "fsdp_config.fsdp_auto_wrap_policy");
     if (n && n->kind == CN_STR) {
         if (!strcasecmp(n->text, "TRANSFORMER_BASED_WRAP"))
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_auto_wrap_policy",
@@ -541,44 +280,10 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
             zt_cfg_derror(d, n, "fsdp_config.fsdp_auto_wrap_policy",
                           "expected TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
     }
-    static const char *const NOTES[] = {"fsdp_config.fsdp_transformer_layer_cls_to_wrap",
-                                        "fsdp_config.fsdp_min_num_params",
-                                        "fsdp_config.fsdp_cpu_ram_efficient_loading",
-                                        "fsdp_config.fsdp_sync_module_states",
-                                        "fsdp_config.fsdp_use_orig_params"};
-    static const char *const WHY[] = {
-        "GPT-2's units are its blocks, whatever the class name",
-        "units are per block",
-        "zerotrain always initializes each shard in place from the seed",
-        "every rank initializes the same values from the seed: nothing to broadcast",
-        "parameters are always kept per tensor (FSDP2's way)"};
-    for (size_t i = 0; i < sizeof NOTES / sizeof NOTES[0]; i++)
-        if ((n = zt_cfg_record_get(d, NOTES[i]))) zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, NOTES[i], "%s", WHY[i]);
-    n = zt_cfg_record_get(d, "fsdp_config.fsdp_state_dict_type");
-    if (n) {
-        static const char *const T[] = {"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT"};
-        int k = 0;
-        for (int i = 0; i < 3; i++)
-            if (n->kind == CN_STR && !strcasecmp(n->text, T[i])) k = i + 1;
-        if (n->kind == CN_NUM && n->num >= 1 && n->num <= 3 && n->num == floor(n->num)) k = (int)n->num;
-        if (!k)
-            zt_cfg_derror(d, n, "fsdp_config.fsdp_state_dict_type",
-                          "expected FULL_STATE_DICT, SHARDED_STATE_DICT or LOCAL_STATE_DICT");
-        else
-            zt_cfg_map(d, n, "fsdp_config.fsdp_state_dict_type", "checkpoint.save_consolidated",
-                       k == 1 ? "true" : "false");
-    }
     /* true is full, unless the including native file chose selective (a refinement of true) */
-    n = zt_cfg_record_get(d, "fsdp_config.fsdp_activation_checkpointing");
-    if (n && get_flag(d, n, "fsdp_config.fsdp_activation_checkpointing", &b)) {
-        int ki = zt_cfg_key_index("memory.activation_checkpointing");
-        if (b && ki >= 0 && d->x->native_set[ki] && d->x->c->activation_checkpointing == ZT_CFG_RECOMPUTE_SELECTIVE)
-            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_activation_checkpointing",
-                         "keeps the native memory.activation_checkpointing selective (true alone means full)");
-        else
-            zt_cfg_map(d, n, "fsdp_config.fsdp_activation_checkpointing", "memory.activation_checkpointing",
-                       b ? "full" : "none");
-    }
+    n = zt_cfg_seen(d, "fsdp_config.fsdp_activation_checkpointing");
+    if (n && zt_cfg_get_bool(d, n, "fsdp_config.fsdp_activation_checkpointing", &b))
+        zt_cfg_map_checkpointing(d, n, "fsdp_config.fsdp_activation_checkpointing", b, "true");
     /* one native key for both directions: true when either asks, false when backward says
      * NO_PREFETCH and forward does not ask */
     static const char *const BP[] = {"fsdp_config.fsdp_backward_prefetch",
@@ -586,7 +291,7 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
     const cfg_node *on = NULL, *off = NULL;
     const char *on_path = NULL, *off_path = NULL;
     for (int i = 0; i < 2; i++) {
-        n = zt_cfg_record_get(d, BP[i]);
+        n = zt_cfg_seen(d, BP[i]);
         if (!n || n->kind == CN_NULL) continue;
         bool pre = (n->kind == CN_STR && (!strcasecmp(n->text, "BACKWARD_PRE") ||
                                           !strcasecmp(n->text, "BACKWARD_POST") ||
@@ -606,8 +311,8 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
             off_path = BP[i];
         }
     }
-    n = zt_cfg_record_get(d, "fsdp_config.fsdp_forward_prefetch");
-    if (n && get_flag(d, n, "fsdp_config.fsdp_forward_prefetch", &b) && b) {
+    n = zt_cfg_seen(d, "fsdp_config.fsdp_forward_prefetch");
+    if (n && zt_cfg_get_bool(d, n, "fsdp_config.fsdp_forward_prefetch", &b) && b) {
         if (version == 2) {
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, "fsdp_config.fsdp_forward_prefetch",
                          "ignored with FSDP2 (Accelerate's FSDP2 does not implement it)");
@@ -623,13 +328,13 @@ static void resolve_fsdp(dctx *d, int machines, int64_t procs, int version, bool
 }
 
 /* Returns true when it made the strategy hybrid. */
-static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) {
-    const cfg_node *blk = zt_cfg_record_get(d, "parallelism_config");
+static bool resolve_parallelism(dctx *d, bool fsdp, bool ds, int version, int64_t procs) {
+    const cfg_node *blk = zt_cfg_seen(d, "parallelism_config");
     if (!blk || blk->kind != CN_MAP || !blk->child) return false;
-    if (!fsdp || version != 2) {
+    if (!ds && (!fsdp || version != 2)) {
         zt_cfg_derror(d, blk, "parallelism_config",
-                      "needs distributed_type FSDP with fsdp_config.fsdp_version 2 (Accelerate "
-                      "raises a ValueError too)");
+                      "needs distributed_type FSDP with fsdp_config.fsdp_version 2, or DEEPSPEED "
+                      "(Accelerate raises a ValueError too)");
         return false;
     }
     int64_t v[5] = {1, 1, 1, 1, 1};
@@ -640,12 +345,20 @@ static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) 
                                     "parallelism_config.parallelism_config_sp_size"};
     const cfg_node *n[5];
     for (int i = 0; i < 5; i++) {
-        n[i] = zt_cfg_record_get(d, K[i]);
+        n[i] = zt_cfg_seen(d, K[i]);
         if (n[i] && !zt_cfg_get_int(d, n[i], K[i], 1, 1048576, &v[i])) return false;
     }
     int64_t r = v[0], s = v[1];
     char t[32];
-    if (r > 1 && s > 1) {
+    if (ds) { /* DeepSpeed shards over all data-parallel ranks; the mesh adds sequence parallelism */
+        if (n[0] || n[1])
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
+                         "with DEEPSPEED the ZeRO stage shards over all data-parallel ranks");
+        r = s = 1;
+    } else if (v[2] * v[3] * v[4] > 1 && (r > 1 || s > 1)) { /* the data-parallel part of a mesh */
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
+                     "not mapped: the mesh's tensor/context parallelism cannot run here (below)");
+    } else if (r > 1 && s > 1) {
         zt_cfg_map(d, n[0], K[0], "parallel.strategy", "hybrid");
         snprintf(t, sizeof t, "%lld", (long long)s);
         zt_cfg_map(d, n[1], K[1], "parallel.hybrid_shard_size", t);
@@ -677,10 +390,11 @@ static bool resolve_parallelism(dctx *d, bool fsdp, int version, int64_t procs) 
 void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char *name) {
     cfg_node *root = zt_cfg_yaml_tree(x, text, len, name);
     if (!root) return;
-    dialect_records st = {0};
-    dctx d = {x, name, "accelerate", ROWS, (int)(sizeof ROWS / sizeof ROWS[0]), &st};
+    dctx d = {.x = x, .file = name, .dialect = "accelerate", .rows = ROWS,
+              .n_rows = (int)(sizeof ROWS / sizeof ROWS[0]),
+              .strict_root = "Accelerate refuses unknown top-level keys too: ClusterConfig.from_yaml_file"};
     zt_cfg_walk(&d, root, "");
-    const cfg_node *dt = zt_cfg_record_get(&d, "distributed_type");
+    const cfg_node *dt = zt_cfg_seen(&d, "distributed_type");
     if (!dt && zt_cfg_child(root, "distributed_type")) { /* refused by the walk already */
         zt_cfg_node_free(root);
         return;
@@ -710,8 +424,8 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
         }
     }
     /* the blocks, once the type is known: only the selected one is read */
-    const cfg_node *dsb = zt_cfg_record_get(&d, "deepspeed_config"), *fb = zt_cfg_record_get(&d, "fsdp_config"),
-                   *pb = zt_cfg_record_get(&d, "parallelism_config");
+    const cfg_node *dsb = zt_cfg_seen(&d, "deepspeed_config"), *fb = zt_cfg_seen(&d, "fsdp_config"),
+                   *pb = zt_cfg_seen(&d, "parallelism_config");
     bool is_ds = !strcmp(dt->text, "DEEPSPEED"), is_fsdp = !strcmp(dt->text, "FSDP");
     if (dsb && dsb->kind == CN_MAP) {
         if (is_ds)
@@ -730,7 +444,7 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
     if (pb && pb->kind == CN_MAP) zt_cfg_walk(&d, pb, "parallelism_config");
 
     /* ranks */
-    const cfg_node *np = zt_cfg_record_get(&d, "num_processes"), *nm = zt_cfg_record_get(&d, "num_machines");
+    const cfg_node *np = zt_cfg_seen(&d, "num_processes"), *nm = zt_cfg_seen(&d, "num_machines");
     int64_t procs = -1, machines = 1;
     if (nm && !zt_cfg_get_int(&d, nm, "num_machines", 1, 1048576, &machines)) machines = 1;
     if (np && !zt_cfg_get_int(&d, np, "num_processes", -1, 1048576, &procs)) procs = -1;
@@ -751,7 +465,7 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
     }
     /* the strategy: a 2-D mesh first (FSDP2), then what happens inside a shard group */
     int version = is_fsdp ? fsdp_version(&d) : 1;
-    bool mesh_hybrid = resolve_parallelism(&d, is_fsdp, version, procs);
+    bool mesh_hybrid = resolve_parallelism(&d, is_fsdp, is_ds, version, procs);
     if (!strcmp(dt->text, "NO")) {
         zt_cfg_map(&d, dt, "distributed_type", "parallel.strategy", "ddp");
         if (procs > 1)
@@ -773,6 +487,6 @@ void zt_cfg_read_accelerate(cfg_ctx *x, const char *text, size_t len, const char
         zt_cfg_derror(&d, dt, "distributed_type",
                       "%s is not supported (NO, MULTI_CPU, DEEPSPEED or FSDP)", s);
     }
-    resolve_precision(&d, is_ds && zt_cfg_record_get(&d, "deepspeed_config.deepspeed_config_file"), is_ds || is_fsdp);
+    resolve_precision(&d, is_ds && zt_cfg_seen(&d, "deepspeed_config.deepspeed_config_file"), is_ds || is_fsdp);
     zt_cfg_node_free(root);
 }

@@ -1,570 +1,21 @@
-/* dialect_common.c - what the DeepSpeed and Accelerate readers share: their documents as cfg_node
- * trees with line:column positions (JSON through cJSON, YAML through libyaml), and one walker that
- * matches a tree against a dialect's row table (dialect_row): unknown keys with did-you-mean,
- * duplicate keys, value kinds, "auto", and each row's mapping to a native key.
+/* dialect_common.c - the one interpreter of the dialect row tables (dialect_deepspeed.def,
+ * dialect_accelerate.def): it walks a document tree against a dialect's rows and applies each
+ * row's kind (config_internal.h, row_kind): unknown keys (a typo is an error with did-you-mean;
+ * no close match is a warning, or an error at the root of a strict dialect), comment keys,
+ * duplicates, value kinds, "auto", the transforms to native keys, notes, warnings and refusals.
+ * Also the messages with positions and the typed reads the dialects' resolve code uses.
  *
- * cJSON keeps no positions, so after it has accepted a text a small scanner lists every object
- * key's position in document order; a depth-first walk of cJSON's tree meets the keys in the same
- * order, which pairs them. If the two ever disagreed the positions would be left out (0), never
- * wrong.
- *
- * Invariants: trees are bounded (nesting <= 64 levels for YAML and cJSON's own 1000 for JSON,
- * at most 100000 YAML nodes, so aliases cannot blow up); every problem is recorded in the
- * cfg_ctx and the walk goes on. */
+ * Invariants: every problem is recorded in the cfg_ctx and the walk goes on; a row's path is
+ * met at most once per document (duplicates are refused), so the seen list is bounded by the
+ * rows. */
 #include "config/config_internal.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <yaml.h>
-
-#define YAML_MAX_DEPTH 64
-#define YAML_MAX_NODES 100000
-
-/* ---------------------------------------------------------------------------------------------
- * Nodes. */
-
-void zt_cfg_node_free(cfg_node *n) {
-    while (n) {
-        cfg_node *next = n->next;
-        zt_cfg_node_free(n->child);
-        free(n->key);
-        free(n->text);
-        free(n);
-        n = next;
-    }
-}
-
-static cfg_node *node_new(cfg_ctx *x, cn_kind kind, const char *key) {
-    cfg_node *n = calloc(1, sizeof *n);
-    if (!n) {
-        x->nomem = true;
-        return NULL;
-    }
-    n->kind = kind;
-    if (key && !(n->key = strdup(key))) {
-        free(n);
-        x->nomem = true;
-        return NULL;
-    }
-    return n;
-}
-
-static bool set_text(cfg_ctx *x, cfg_node *n, const char *s) {
-    n->text = strdup(s ? s : "");
-    if (!n->text) x->nomem = true;
-    return n->text != NULL;
-}
-
-const cfg_node *zt_cfg_child(const cfg_node *n, const char *key) {
-    if (!n || n->kind != CN_MAP) return NULL;
-    for (const cfg_node *c = n->child; c; c = c->next)
-        if (c->key && strcmp(c->key, key) == 0) return c;
-    return NULL;
-}
-
-const char *zt_cfg_kind_name(const cfg_node *n) {
-    switch (n->kind) {
-    case CN_NULL: return "null";
-    case CN_BOOL: return "a boolean";
-    case CN_NUM: return "a number";
-    case CN_STR: return "a string";
-    case CN_MAP: return "a mapping";
-    case CN_SEQ: return "a list";
-    }
-    return "?";
-}
-
-bool zt_cfg_is_auto(const cfg_node *n) {
-    return n && n->kind == CN_STR && n->text && strcmp(n->text, "auto") == 0;
-}
-
-void zt_cfg_node_show(const cfg_node *n, char *out, size_t cap) {
-    char s[96];
-    switch (n->kind) {
-    case CN_NULL: snprintf(out, cap, "null"); break;
-    case CN_BOOL: snprintf(out, cap, "%s", n->b ? "true" : "false"); break;
-    case CN_NUM: snprintf(out, cap, "%s", n->text ? n->text : "?"); break;
-    case CN_STR:
-        zt_cfg_show(s, sizeof s, n->text ? n->text : "", n->text ? strlen(n->text) : 0);
-        snprintf(out, cap, "\"%s\"", s);
-        break;
-    case CN_MAP: snprintf(out, cap, "{...}"); break;
-    case CN_SEQ: snprintf(out, cap, "[...]"); break;
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------
- * JSON. */
-
-/* Blanks // and block comments (DeepSpeed reads its config with hjson, which allows them), keeping
- * every other byte and every newline where it was, so positions stay right. */
-static void blank_comments(char *t, size_t len) {
-    bool in_str = false;
-    for (size_t i = 0; i < len; i++) {
-        if (in_str) {
-            if (t[i] == '\\' && i + 1 < len)
-                i++;
-            else if (t[i] == '"')
-                in_str = false;
-            continue;
-        }
-        if (t[i] == '"') {
-            in_str = true;
-        } else if (t[i] == '/' && i + 1 < len && t[i + 1] == '/') {
-            while (i < len && t[i] != '\n') t[i++] = ' ';
-        } else if (t[i] == '/' && i + 1 < len && t[i + 1] == '*') {
-            t[i] = t[i + 1] = ' ';
-            i += 2;
-            while (i < len && !(t[i] == '*' && i + 1 < len && t[i + 1] == '/')) {
-                if (t[i] != '\n') t[i] = ' ';
-                i++;
-            }
-            if (i < len) t[i] = t[i + 1] = ' ', i++;
-        } else if (t[i] == '#') { /* hjson's other comment form */
-            while (i < len && t[i] != '\n') t[i++] = ' ';
-        }
-    }
-}
-
-typedef struct jpos {
-    int kline, kcol, vline, vcol;
-} jpos;
-
-typedef struct scan {
-    const char *t;
-    size_t len, i;
-    int line, col;
-} scan;
-
-static void adv(scan *s) {
-    if (s->i >= s->len) return;
-    if (s->t[s->i] == '\n') {
-        s->line++;
-        s->col = 1;
-    } else {
-        s->col++;
-    }
-    s->i++;
-}
-
-static void skip_ws(scan *s) {
-    while (s->i < s->len && (s->t[s->i] == ' ' || s->t[s->i] == '\t' || s->t[s->i] == '\n' ||
-                             s->t[s->i] == '\r'))
-        adv(s);
-}
-
-/* Positions of every object key, in document order. Returns the count, -1 on no memory. */
-static int scan_keys(const char *t, size_t len, jpos **out) {
-    scan s = {t, len, 0, 1, 1};
-    int n = 0, cap = 0;
-    jpos *p = NULL;
-    while (s.i < s.len) {
-        if (t[s.i] != '"') {
-            adv(&s);
-            continue;
-        }
-        int line = s.line, col = s.col;
-        adv(&s);
-        while (s.i < s.len && t[s.i] != '"') {
-            if (t[s.i] == '\\') adv(&s);
-            adv(&s);
-        }
-        adv(&s); /* the closing quote */
-        skip_ws(&s);
-        if (s.i < s.len && t[s.i] == ':') {
-            adv(&s);
-            skip_ws(&s);
-            if (n == cap) {
-                cap = cap ? 2 * cap : 64;
-                jpos *q = realloc(p, (size_t)cap * sizeof *q);
-                if (!q) {
-                    free(p);
-                    return -1;
-                }
-                p = q;
-            }
-            p[n++] = (jpos){line, col, s.line, s.col};
-        }
-    }
-    *out = p;
-    return n;
-}
-
-typedef struct jbuild {
-    cfg_ctx *x;
-    jpos *pos;
-    int n_pos, next;
-    bool positions_ok;
-} jbuild;
-
-static cfg_node *from_cjson(jbuild *b, const cJSON *j, const char *key) {
-    cn_kind kind;
-    if (cJSON_IsNull(j))
-        kind = CN_NULL;
-    else if (cJSON_IsBool(j))
-        kind = CN_BOOL;
-    else if (cJSON_IsNumber(j))
-        kind = CN_NUM;
-    else if (cJSON_IsString(j))
-        kind = CN_STR;
-    else if (cJSON_IsArray(j))
-        kind = CN_SEQ;
-    else
-        kind = CN_MAP;
-    cfg_node *n = node_new(b->x, kind, key);
-    if (!n) return NULL;
-    if (key) {
-        if (b->next < b->n_pos && b->positions_ok) {
-            n->line = b->pos[b->next].kline;
-            n->col = b->pos[b->next].kcol;
-            n->vline = b->pos[b->next].vline;
-            n->vcol = b->pos[b->next].vcol;
-        }
-        b->next++;
-    }
-    char num[64];
-    switch (kind) {
-    case CN_BOOL: n->b = cJSON_IsTrue(j); break;
-    case CN_NUM:
-        n->num = j->valuedouble;
-        if (fabs(n->num) < 9e15 && n->num == floor(n->num)) {
-            snprintf(num, sizeof num, "%.0f", n->num);
-        } else {
-            for (int prec = 15; prec <= 17; prec++) { /* the shortest text that reads back */
-                snprintf(num, sizeof num, "%.*g", prec, n->num);
-                if (strtod(num, NULL) == n->num) break;
-            }
-        }
-        if (!set_text(b->x, n, num)) goto oom;
-        break;
-    case CN_STR:
-        n->quoted = true;
-        if (!set_text(b->x, n, j->valuestring)) goto oom;
-        break;
-    case CN_MAP:
-    case CN_SEQ: {
-        cfg_node **tail = &n->child;
-        for (const cJSON *c = j->child; c; c = c->next) {
-            cfg_node *m = from_cjson(b, c, kind == CN_MAP ? (c->string ? c->string : "") : NULL);
-            if (!m) goto oom;
-            if (!m->line) { /* sequence items: the enclosing key's position */
-                m->line = n->line ? n->line : 0;
-                m->col = n->col;
-                m->vline = n->vline;
-                m->vcol = n->vcol;
-            }
-            *tail = m;
-            tail = &m->next;
-        }
-        break;
-    }
-    case CN_NULL: break;
-    }
-    return n;
-oom:
-    zt_cfg_node_free(n);
-    return NULL;
-}
-
-static void offset_to_line_col(const char *t, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (t[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
-cfg_node *zt_cfg_json_tree(cfg_ctx *x, const char *text, size_t len, const char *name) {
-    char *t = malloc(len + 1);
-    if (!t) {
-        x->nomem = true;
-        return NULL;
-    }
-    memcpy(t, text, len);
-    t[len] = '\0';
-    blank_comments(t, len);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(t, len, &end, false);
-    int line, col;
-    if (!root) {
-        size_t off = end && end >= t && end <= t + len ? (size_t)(end - t) : 0;
-        offset_to_line_col(t, off, &line, &col);
-        char near[40];
-        zt_cfg_show(near, sizeof near, t + off, len - off < 20 ? len - off : 20);
-        if (off >= len)
-            zt_cfg_error(x, "%s:%d:%d: JSON syntax error: unexpected end of the text", name, line, col);
-        else
-            zt_cfg_error(x, "%s:%d:%d: JSON syntax error near \"%s\"", name, line, col, near);
-        free(t);
-        return NULL;
-    }
-    size_t off = end ? (size_t)(end - t) : len;
-    while (off < len && (t[off] == ' ' || t[off] == '\t' || t[off] == '\n' || t[off] == '\r')) off++;
-    if (off < len) {
-        offset_to_line_col(t, off, &line, &col);
-        zt_cfg_error(x, "%s:%d:%d: JSON syntax error: text after the end of the object", name, line,
-                     col);
-        cJSON_Delete(root);
-        free(t);
-        return NULL;
-    }
-    if (!cJSON_IsObject(root)) {
-        zt_cfg_error(x, "%s:1:1: expected a JSON object ({...}) at the top", name);
-        cJSON_Delete(root);
-        free(t);
-        return NULL;
-    }
-    jbuild b = {x, NULL, 0, 0, true};
-    b.n_pos = scan_keys(t, len, &b.pos);
-    if (b.n_pos < 0) {
-        x->nomem = true;
-        b.n_pos = 0;
-        b.positions_ok = false;
-    }
-    cfg_node *n = from_cjson(&b, root, NULL);
-    if (n && b.next != b.n_pos) { /* the scanner and cJSON disagree: drop the positions */
-        zt_cfg_node_free(n);
-        b.positions_ok = false;
-        b.next = 0;
-        n = from_cjson(&b, root, NULL);
-    }
-    if (n) {
-        const char *brace = memchr(t, '{', len);
-        offset_to_line_col(t, brace ? (size_t)(brace - t) : 0, &n->line, &n->col);
-        n->vline = n->line;
-        n->vcol = n->col;
-    }
-    free(b.pos);
-    cJSON_Delete(root);
-    free(t);
-    return n;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * YAML, read as PyYAML reads it (YAML 1.1 scalars). */
-
-typedef struct ybuild {
-    cfg_ctx *x;
-    yaml_document_t *doc;
-    const char *name;
-    int nodes;
-    bool failed;
-} ybuild;
-
-static bool is_int_text(const char *s) {
-    const char *p = s + (*s == '+' || *s == '-');
-    if (!*p) return false;
-    for (; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || *p == '_')) return false;
-    return true;
-}
-
-static bool is_float_text(const char *s, double *v) {
-    const char *p = s + (*s == '+' || *s == '-');
-    if (!((*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9'))) return false;
-    if (strpbrk(s, "xXpP")) return false;
-    char *end;
-    double d = strtod(s, &end);
-    if (*end || !isfinite(d)) return false;
-    *v = d;
-    return true;
-}
-
-static void classify_scalar(cfg_node *n, const yaml_node_t *y) {
-    const char *s = n->text;
-    if (y->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-        n->kind = CN_STR;
-        n->quoted = true;
-        return;
-    }
-    static const char *const T[] = {"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"};
-    static const char *const F[] = {"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"};
-    if (!*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL")) {
-        n->kind = CN_NULL;
-        return;
-    }
-    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
-        if (!strcmp(s, T[i])) {
-            n->kind = CN_BOOL;
-            n->b = true;
-            return;
-        }
-        if (!strcmp(s, F[i])) {
-            n->kind = CN_BOOL;
-            n->b = false;
-            return;
-        }
-    }
-    double v;
-    if (is_int_text(s)) {
-        char digits[64];
-        size_t k = 0;
-        for (const char *p = s; *p && k + 1 < sizeof digits; p++)
-            if (*p != '_') digits[k++] = *p;
-        digits[k] = '\0';
-        char *end;
-        double d = strtod(digits, &end);
-        if (!*end && isfinite(d)) {
-            n->kind = CN_NUM;
-            n->num = d;
-            return;
-        }
-    }
-    if (is_float_text(s, &v)) {
-        n->kind = CN_NUM;
-        n->num = v;
-        return;
-    }
-    n->kind = CN_STR;
-}
-
-static cfg_node *from_yaml(ybuild *b, yaml_node_t *y, const char *key, const yaml_node_t *ykey,
-                           int depth) {
-    if (++b->nodes > YAML_MAX_NODES) {
-        if (!b->failed)
-            zt_cfg_error(b->x, "%s: more than %d YAML nodes (aliases?): not a config file", b->name,
-                         YAML_MAX_NODES);
-        b->failed = true;
-        return NULL;
-    }
-    if (depth > YAML_MAX_DEPTH) {
-        if (!b->failed)
-            zt_cfg_error(b->x, "%s:%zu:%zu: nested deeper than %d levels", b->name,
-                         y->start_mark.line + 1, y->start_mark.column + 1, YAML_MAX_DEPTH);
-        b->failed = true;
-        return NULL;
-    }
-    cfg_node *n = node_new(b->x, CN_NULL, key);
-    if (!n) return NULL;
-    const yaml_node_t *at = ykey ? ykey : y;
-    n->line = (int)at->start_mark.line + 1;
-    n->col = (int)at->start_mark.column + 1;
-    n->vline = (int)y->start_mark.line + 1;
-    n->vcol = (int)y->start_mark.column + 1;
-    switch (y->type) {
-    case YAML_SCALAR_NODE: {
-        const char *s = (const char *)y->data.scalar.value;
-        if (strlen(s) != y->data.scalar.length) {
-            zt_cfg_error(b->x, "%s:%d:%d: the value contains a NUL byte", b->name, n->vline, n->vcol);
-            b->failed = true;
-            zt_cfg_node_free(n);
-            return NULL;
-        }
-        if (!set_text(b->x, n, s)) goto fail;
-        classify_scalar(n, y);
-        break;
-    }
-    case YAML_SEQUENCE_NODE: {
-        n->kind = CN_SEQ;
-        cfg_node **tail = &n->child;
-        for (yaml_node_item_t *it = y->data.sequence.items.start; it < y->data.sequence.items.top;
-             it++) {
-            yaml_node_t *c = yaml_document_get_node(b->doc, *it);
-            if (!c) goto fail;
-            cfg_node *m = from_yaml(b, c, NULL, NULL, depth + 1);
-            if (!m) goto fail;
-            *tail = m;
-            tail = &m->next;
-        }
-        break;
-    }
-    case YAML_MAPPING_NODE: {
-        n->kind = CN_MAP;
-        cfg_node **tail = &n->child;
-        for (yaml_node_pair_t *p = y->data.mapping.pairs.start; p < y->data.mapping.pairs.top;
-             p++) {
-            yaml_node_t *k = yaml_document_get_node(b->doc, p->key);
-            yaml_node_t *v = yaml_document_get_node(b->doc, p->value);
-            if (!k || !v) goto fail;
-            if (k->type != YAML_SCALAR_NODE ||
-                strlen((const char *)k->data.scalar.value) != k->data.scalar.length) {
-                zt_cfg_error(b->x, "%s:%zu:%zu: expected a key name, got %s", b->name,
-                             k->start_mark.line + 1, k->start_mark.column + 1,
-                             k->type == YAML_SCALAR_NODE ? "a name with a NUL byte"
-                             : k->type == YAML_MAPPING_NODE ? "a mapping" : "a sequence");
-                continue;
-            }
-            cfg_node *m = from_yaml(b, v, (const char *)k->data.scalar.value, k, depth + 1);
-            if (!m) goto fail;
-            *tail = m;
-            tail = &m->next;
-        }
-        break;
-    }
-    default: break;
-    }
-    return n;
-fail:
-    zt_cfg_node_free(n);
-    return NULL;
-}
-
-cfg_node *zt_cfg_yaml_tree(cfg_ctx *x, const char *text, size_t len, const char *name) {
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) {
-        x->nomem = true;
-        return NULL;
-    }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    cfg_node *root = NULL;
-    if (!yaml_parser_load(&parser, &doc)) {
-        if (parser.error == YAML_MEMORY_ERROR) {
-            x->nomem = true;
-        } else {
-            const char *problem = parser.problem ? parser.problem : "unknown error";
-            if (parser.error == YAML_READER_ERROR)
-                zt_cfg_error(x, "%s: byte %zu: YAML syntax error: %s", name, parser.problem_offset,
-                             problem);
-            else
-                zt_cfg_error(x, "%s:%zu:%zu: YAML syntax error: %s", name,
-                             parser.problem_mark.line + 1, parser.problem_mark.column + 1, problem);
-        }
-        yaml_parser_delete(&parser);
-        return NULL;
-    }
-    yaml_node_t *y = yaml_document_get_root_node(&doc);
-    if (!y) {
-        zt_cfg_error(x, "%s: empty: expected a mapping of keys", name);
-    } else if (y->type != YAML_MAPPING_NODE) {
-        zt_cfg_error(x, "%s:%zu:%zu: expected a mapping of keys at the top", name,
-                     y->start_mark.line + 1, y->start_mark.column + 1);
-    } else {
-        ybuild b = {x, &doc, name, 0, false};
-        root = from_yaml(&b, y, NULL, NULL, 0);
-        if (b.failed) {
-            zt_cfg_node_free(root);
-            root = NULL;
-        }
-    }
-    yaml_document_delete(&doc);
-    if (root) { /* one document per file */
-        yaml_document_t second;
-        if (yaml_parser_load(&parser, &second)) {
-            yaml_node_t *r2 = yaml_document_get_root_node(&second);
-            if (r2)
-                zt_cfg_error(x, "%s:%zu:%zu: a second YAML document: a config is one document",
-                             name, r2->start_mark.line + 1, r2->start_mark.column + 1);
-            yaml_document_delete(&second);
-        } else {
-            zt_cfg_error(x, "%s:%zu:%zu: YAML syntax error: %s", name, parser.problem_mark.line + 1,
-                         parser.problem_mark.column + 1,
-                         parser.problem ? parser.problem : "unknown error");
-        }
-    }
-    yaml_parser_delete(&parser);
-    return root;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Messages and typed reads. */
@@ -635,26 +86,25 @@ bool zt_cfg_get_num(dctx *d, const cfg_node *n, const char *path, double lo, dou
     return false;
 }
 
-bool zt_cfg_get_bool(dctx *d, const cfg_node *n, const char *path, bool *out) {
-    char v[100];
+/* A boolean node, or a string Accelerate's str_to_bool reads, into out; false when neither. */
+static bool bool_of(const cfg_node *n, bool *out) {
+    static const char *const T[] = {"true", "yes", "y", "t", "on", "1"};
+    static const char *const F[] = {"false", "no", "n", "f", "off", "0"};
     if (n->kind == CN_BOOL) {
         *out = n->b;
         return true;
     }
-    if (n->kind == CN_STR && n->text) {
-        static const char *const T[] = {"true", "yes", "y", "t", "on", "1"};
-        static const char *const F[] = {"false", "no", "n", "f", "off", "0"};
-        for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
-            if (!strcasecmp(n->text, T[i])) {
-                *out = true;
-                return true;
-            }
-            if (!strcasecmp(n->text, F[i])) {
-                *out = false;
-                return true;
-            }
+    for (size_t i = 0; n->kind == CN_STR && n->text && i < sizeof T / sizeof T[0]; i++)
+        if (!strcasecmp(n->text, T[i]) || !strcasecmp(n->text, F[i])) {
+            *out = !strcasecmp(n->text, T[i]);
+            return true;
         }
-    }
+    return false;
+}
+
+bool zt_cfg_get_bool(dctx *d, const cfg_node *n, const char *path, bool *out) {
+    char v[100];
+    if (bool_of(n, out)) return true;
     zt_cfg_node_show(n, v, sizeof v);
     zt_cfg_derror(d, n, path, "expected true or false, got %s", v);
     return false;
@@ -665,6 +115,228 @@ int zt_cfg_map(dctx *d, const cfg_node *n, const char *path, const char *native,
     zt_cfg_where(d, n, false, w, sizeof w);
     zt_cfg_src(d, n, path, desc, sizeof desc);
     return zt_cfg_apply_str(d->x, native, val, ZT_ORIGIN_DIALECT, w, desc, path);
+}
+
+void zt_cfg_fit_default(dctx *d, const char *key, int64_t need, const cfg_node *n, const char *path) {
+    int ki = zt_cfg_key_index(key);
+    zt_train_config *c = d->x->c;
+    if (ki < 0 || d->x->native_set[ki] || c->source[ki].origin != ZT_ORIGIN_DEFAULT) return;
+    char have[64], v[32], w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
+    zt_cfg_format(c, &zt_cfg_keys[ki], have, sizeof have);
+    if (strtoll(have, NULL, 10) >= need) return;
+    snprintf(v, sizeof v, "%lld", (long long)need);
+    snprintf(desc, sizeof desc, "raised from the default %s to fit %s %s=%lld: set %s", have,
+             d->dialect, path, (long long)need, key);
+    zt_cfg_apply_str(d->x, key, v, ZT_ORIGIN_DERIVED, zt_cfg_where(d, n, false, w, sizeof w), desc, key);
+    zt_cfg_dnote(d, ZT_CONFIG_WARNING, n, path, "%lld exceeds %s's default %s, which no file set: "
+                 "%s raised to %lld (set %s to choose)", (long long)need, key, have, key,
+                 (long long)need, key);
+}
+
+void zt_cfg_map_checkpointing(dctx *d, const cfg_node *n, const char *path, bool on, const char *what) {
+    int ki = zt_cfg_key_index("memory.activation_checkpointing");
+    if (on && ki >= 0 && d->x->native_set[ki] && d->x->c->activation_checkpointing == ZT_CFG_RECOMPUTE_SELECTIVE)
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "keeps the native memory.activation_checkpointing "
+                     "selective (%s alone means full)", what);
+    else
+        zt_cfg_map(d, n, path, "memory.activation_checkpointing", on ? "full" : "none");
+}
+
+/* The text a table or a neutral list matches: true/false, null, a number or string as written. */
+static const char *scalar_text(const cfg_node *n) {
+    switch (n->kind) {
+    case CN_BOOL: return n->b ? "true" : "false";
+    case CN_NULL: return "null";
+    case CN_MAP: return "{...}";
+    case CN_SEQ: return n->child ? "[...]" : "[]";
+    default: return n->text ? n->text : "";
+    }
+}
+
+/* The i-th entry of a list "a|b" (sep '|') or a table "a=x,b=y" (sep ','), into out; false past
+ * the end. */
+static bool entry(const char *list, char sep, int i, char *out, size_t cap) {
+    for (const char *p = list; p; i--) {
+        const char *e = strchr(p, sep);
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (i == 0) {
+            snprintf(out, cap, "%.*s", (int)len, p);
+            return true;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+/* Whether the value is one of the neutral values "a|b" (any case). */
+static bool neutral(const char *list, const cfg_node *n) {
+    char e[64];
+    const char *v = scalar_text(n);
+    for (int i = 0; list && entry(list, '|', i, e, sizeof e); i++)
+        if (!strcasecmp(e, v)) return true;
+    return false;
+}
+
+/* "a, b or c" from a list or a table's inputs (without "null" and "*"). */
+static void inputs(const char *list, char sep, char *out, size_t cap) {
+    char e[64], *eq;
+    const char *pick[32];
+    char buf[32][64];
+    int k = 0;
+    for (int i = 0; k < 32 && entry(list, sep, i, e, sizeof e); i++) {
+        if ((eq = strchr(e, '='))) *eq = '\0';
+        if (!strcmp(e, "*") || !strcmp(e, "null")) continue;
+        snprintf(buf[k], sizeof buf[k], "%s", e);
+        pick[k] = buf[k];
+        k++;
+    }
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k; i++) {
+        int w = snprintf(out + n, cap - n, "%s%s", i == 0 ? "" : i == k - 1 ? " or " : ", ", pick[i]);
+        if (w < 0 || (size_t)w >= cap - n) break;
+        n += (size_t)w;
+    }
+}
+
+/* XF_TABLE: the output for value v into out; false when v has no entry. */
+static bool table_lookup(const char *table, const char *v, char *out, size_t cap) {
+    char e[128];
+    for (int i = 0; entry(table, ',', i, e, sizeof e); i++) {
+        char *eq = strchr(e, '=');
+        if (!eq && !strcmp(e, "*")) {
+            snprintf(out, cap, "%s", v);
+            return true;
+        }
+        if (!eq) continue;
+        *eq = '\0';
+        if (!strcasecmp(e, v)) {
+            snprintf(out, cap, "%s", eq + 1);
+            return true;
+        }
+    }
+    return false;
+}
+
+int zt_cfg_map_node(dctx *d, const cfg_node *n, const char *path, const char *native) {
+    char w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
+    if (zt_cfg_is_auto(n)) {
+        zt_cfg_auto(d->x, native, zt_cfg_where(d, n, false, w, sizeof w),
+                    zt_cfg_src(d, n, path, desc, sizeof desc));
+        return 0;
+    }
+    return zt_cfg_map(d, n, path, native, n->kind == CN_NULL ? "" : scalar_text(n));
+}
+
+/* RK_MAP: the value through the row's transform to its native key. */
+static int map_value(dctx *d, const dialect_row *r, const cfg_node *n, const char *path) {
+    char v[ZT_PATH_MAX + 8], s[100], want[400];
+    double e;
+    bool b;
+    if (zt_cfg_is_auto(n) || r->xf == XF_SAME) return zt_cfg_map_node(d, n, path, r->native);
+    switch (r->xf) {
+    case XF_TABLE: {
+        const char *t = scalar_text(n);
+        if (n->kind == CN_STR && (r->accept & A_BOOL) && bool_of(n, &b))
+            t = b ? "true" : "false";
+        if (!table_lookup(r->arg, t, v, sizeof v)) {
+            inputs(r->arg, ',', want, sizeof want);
+            zt_cfg_node_show(n, s, sizeof s);
+            zt_cfg_derror(d, n, path, "expected %s, got %s", want, s);
+            return -1;
+        }
+        if (!v[0]) return 0; /* maps nothing ("none" paths, false flags) */
+        break;
+    }
+    case XF_MIB4:
+        if (!zt_cfg_get_num(d, n, path, 1, 1e15, &e)) return -1;
+        snprintf(v, sizeof v, "%.9g", e * 4.0 / 1048576.0);
+        break;
+    case XF_ON:
+        if (!zt_cfg_get_num(d, n, path, 0, 1e15, &e)) return -1;
+        snprintf(v, sizeof v, "%s", e > 0 ? "true" : "false");
+        break;
+    default: return -1;
+    }
+    return zt_cfg_map(d, n, path, r->native, v);
+}
+
+/* RK_BLOCK_*: on, and whether the block has its switch child (for " (not enabled)"). */
+static bool block_on(const dialect_row *r, const cfg_node *n, bool *has_switch) {
+    char sw[64] = "enabled", off[64] = "false";
+    if (r->arg && sscanf(r->arg, "%63[^=]=%63s", sw, off) < 1) sw[0] = '\0';
+    const cfg_node *c = zt_cfg_child(n, sw);
+    *has_switch = c != NULL;
+    if (c) return !neutral(off, c) && c->kind != CN_NULL;
+    return !r->arg && n->kind == CN_MAP && n->child; /* a named switch that is absent is off */
+}
+
+static const dialect_row *find_row(const dctx *d, const char *path);
+static void record(dctx *d, const char *path, const cfg_node *n);
+
+/* One row's kind applied to its node (the interpreter: every kind is one case). */
+static void row_apply(dctx *d, const dialect_row *r, const cfg_node *n, const char *path) {
+    char s[100], want[300];
+    bool sw, on;
+    if (zt_cfg_is_auto(n) && r->kind != RK_MAP && r->kind != RK_MAP_NOTE && r->kind != RK_LATER) {
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "\"auto\": %s", r->doc ? r->doc : "no effect");
+        return;
+    }
+    switch (r->kind) {
+    case RK_MAP_NOTE: zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "%s", r->doc); /* fall through */
+    case RK_MAP: map_value(d, r, n, path); return;
+    case RK_WALK:
+    case RK_LATER: zt_cfg_walk(d, n, path); return;
+    case RK_TYPED: {
+        const cfg_node *t = zt_cfg_child(n, "type");
+        char tp[520];
+        snprintf(tp, sizeof tp, "%s.type", path);
+        if (!t) {
+            zt_cfg_derror(d, n, path, "no \"type\"");
+        } else if (t->kind != CN_STR) {
+            zt_cfg_node_show(t, s, sizeof s);
+            zt_cfg_derror(d, t, tp, "expected a string, got %s", s);
+        } else if (!neutral(r->arg, t)) {
+            zt_cfg_node_show(t, s, sizeof s);
+            zt_cfg_derror(d, t, tp, "%s is not supported (%s)", s, r->doc);
+        } else {
+            zt_cfg_walk(d, n, path);
+        }
+        return;
+    }
+    case RK_ALIAS: {
+        const dialect_row *to = find_row(d, r->native);
+        if (r->doc) zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "%s", r->doc);
+        if (!to) return;
+        record(d, to->path, n);
+        row_apply(d, to, n, to->path);
+        return;
+    }
+    case RK_NOTE:
+        if (r->arg && (neutral(r->arg, n) || n->kind == CN_NULL || (n->kind == CN_SEQ && !n->child))) return;
+        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "%s", r->doc ? r->doc : "recognized; no effect");
+        return;
+    case RK_WARN:
+        if (!neutral(r->arg, n)) zt_cfg_dnote(d, ZT_CONFIG_WARNING, n, path, "%s", r->doc);
+        return;
+    case RK_REFUSE:
+        if (neutral(r->arg, n)) return;
+        zt_cfg_node_show(n, s, sizeof s);
+        if (r->arg) inputs(r->arg, '|', want, sizeof want);
+        zt_cfg_derror(d, n, path, "%s is not supported (%s%s%s)", s, r->arg ? want : "", r->arg ? ": " : "",
+                      r->doc);
+        return;
+    case RK_BLOCK_NOTE:
+    case RK_BLOCK_WARN:
+    case RK_BLOCK_REFUSE:
+        on = block_on(r, n, &sw);
+        if (on && r->kind == RK_BLOCK_REFUSE)
+            zt_cfg_derror(d, n, path, "%s", r->doc);
+        else
+            zt_cfg_dnote(d, on && r->kind == RK_BLOCK_WARN ? ZT_CONFIG_WARNING : ZT_CONFIG_NOTE, n, path,
+                         "%s%s", r->doc, sw && !on ? " (not enabled)" : "");
+        return;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -704,96 +376,92 @@ static void describe_accept(unsigned a, char *out, size_t cap) {
     }
 }
 
-static const dialect_row *find_row(const dctx *d, const char *path) {
-    for (int i = 0; i < d->n_rows; i++)
-        if (strcmp(d->rows[i].path, path) == 0) return &d->rows[i];
-    return NULL;
-}
-
 /* The parent part of a row's path. */
 static size_t parent_len(const char *path) {
     const char *dot = strrchr(path, '.');
     return dot ? (size_t)(dot - path) : 0;
 }
 
+/* The row of path, or its parent's "x.*" row, or NULL. */
+static const dialect_row *find_row(const dctx *d, const char *path) {
+    size_t pl = parent_len(path);
+    for (int i = 0; i < d->n_rows; i++)
+        if (strcmp(d->rows[i].path, path) == 0) return &d->rows[i];
+    for (int i = 0; pl && i < d->n_rows; i++) {
+        const char *rp = d->rows[i].path;
+        if (parent_len(rp) == pl && !strncmp(rp, path, pl) && !strcmp(rp + pl, ".*")) return &d->rows[i];
+    }
+    return NULL;
+}
+
+static void record(dctx *d, const char *path, const cfg_node *n) {
+    if (d->n_seen >= ZT_CFG_MAX_SEEN) {
+        zt_cfg_error(d->x, "%s: more than %d keys", d->file, ZT_CFG_MAX_SEEN);
+        return;
+    }
+    d->seen_path[d->n_seen] = path;
+    d->seen_node[d->n_seen++] = n;
+}
+
+const cfg_node *zt_cfg_seen(const dctx *d, const char *path) {
+    for (int i = 0; i < d->n_seen; i++)
+        if (strcmp(d->seen_path[i], path) == 0) return d->seen_node[i];
+    return NULL;
+}
+
 static void unknown(dctx *d, const cfg_node *n, const char *prefix, const char *path) {
-    char w[ZT_PATH_MAX + 32], hint[200] = "";
-    size_t pl = strlen(prefix), best_d = 4;
+    char w[ZT_PATH_MAX + 32], shown[96];
+    size_t pl = strlen(prefix), best_d = 4, kl = strlen(n->key);
     const char *best = NULL;
-    size_t kl = strlen(n->key);
     for (int i = 0; i < d->n_rows; i++) {
         const char *rp = d->rows[i].path;
         if (parent_len(rp) != pl || strncmp(rp, prefix, pl) != 0) continue;
         const char *leaf = rp + pl + (pl ? 1 : 0);
-        size_t dist = zt_cfg_edit_distance(n->key, kl, leaf);
-        size_t lim = kl < 6 ? 2 : 3;
+        size_t dist = zt_cfg_edit_distance(n->key, kl, leaf), lim = kl < 6 ? 2 : 3;
         if (dist <= lim && dist < best_d) {
             best_d = dist;
             best = rp;
         }
     }
-    if (!best) /* the right name under another parent */
-        for (int i = 0; i < d->n_rows && !best; i++) {
-            const char *rp = d->rows[i].path, *dot = strrchr(rp, '.');
-            if (strcmp(dot ? dot + 1 : rp, n->key) == 0) best = rp;
-        }
-    if (best) snprintf(hint, sizeof hint, "; did you mean %s?", best);
-    char shown[96];
+    for (int i = 0; i < d->n_rows && !best; i++) { /* the right name under another parent */
+        const char *rp = d->rows[i].path, *dot = strrchr(rp, '.');
+        if (strcmp(dot ? dot + 1 : rp, n->key) == 0) best = rp;
+    }
     zt_cfg_show(shown, sizeof shown, path, strlen(path));
-    zt_cfg_error(d->x, "%s: %s: unknown %s key%s", zt_cfg_where(d, n, true, w, sizeof w), shown,
-                 d->dialect, hint);
+    zt_cfg_where(d, n, true, w, sizeof w);
+    if (best)
+        zt_cfg_error(d->x, "%s: %s: unknown %s key; did you mean %s?", w, shown, d->dialect, best);
+    else if (!pl && d->strict_root)
+        zt_cfg_error(d->x, "%s: %s: unknown %s key (%s)", w, shown, d->dialect, d->strict_root);
+    else
+        zt_cfg_note(d->x, ZT_CONFIG_WARNING, "%s: %s: unknown %s key, close to none known: ignored (%s "
+                    "ignores keys it does not read)", w, shown, d->dialect,
+                    !strcmp(d->dialect, "deepspeed") ? "DeepSpeed" : "Accelerate");
 }
 
-static void default_row(dctx *d, const dialect_row *r, const cfg_node *n, const char *path) {
-    if (n->kind == CN_MAP && (r->accept & A_MAP) && !r->native) {
-        zt_cfg_walk(d, n, path);
-        return;
-    }
-    if (zt_cfg_is_auto(n)) {
-        char w[ZT_PATH_MAX + 32], desc[ZT_CONFIG_SOURCE_MAX];
-        if (r->native) {
-            zt_cfg_auto(d->x, r->native, zt_cfg_where(d, n, false, w, sizeof w),
-                        zt_cfg_src(d, n, path, desc, sizeof desc));
-        } else {
-            zt_cfg_dnote(d, ZT_CONFIG_NOTE, n, path, "\"auto\": %s", r->doc ? r->doc : "no effect");
-        }
-        return;
-    }
-    if (r->native) {
-        char v[ZT_PATH_MAX + 8];
-        switch (n->kind) {
-        case CN_BOOL: snprintf(v, sizeof v, "%s", n->b ? "true" : "false"); break;
-        case CN_NULL: v[0] = '\0'; break;
-        default: snprintf(v, sizeof v, "%s", n->text ? n->text : ""); break;
-        }
-        zt_cfg_map(d, n, path, r->native, v);
-        return;
-    }
-    zt_cfg_dnote(d, r->level, n, path, "%s", r->doc ? r->doc : "recognized; no effect");
-}
+/* Keys that are comments by convention ("_comment", "_note", "//"): never configuration. */
+static bool comment_key(const char *k) { return k[0] == '_' || !strncmp(k, "//", 2); }
 
 void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix) {
     if (!n || n->kind != CN_MAP) return;
-    char path[512];
+    char path[512], where[ZT_PATH_MAX + 32];
     for (const cfg_node *c = n->child; c; c = c->next) {
         if (!c->key) continue;
-        /* duplicates: the first one counts */
-        const cfg_node *first = NULL;
-        for (const cfg_node *e = n->child; e != c; e = e->next)
-            if (e->key && strcmp(e->key, c->key) == 0) {
-                first = e;
-                break;
-            }
+        const cfg_node *first = NULL; /* duplicates: the first one counts */
+        for (const cfg_node *e = n->child; e != c && !first; e = e->next)
+            if (e->key && strcmp(e->key, c->key) == 0) first = e;
         int w = snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", c->key);
         if (w < 0 || (size_t)w >= sizeof path) {
-            char where[ZT_PATH_MAX + 32];
             zt_cfg_error(d->x, "%s: key path too long", zt_cfg_where(d, c, true, where, sizeof where));
             continue;
         }
         if (first) {
-            char where[ZT_PATH_MAX + 32];
             zt_cfg_error(d->x, "%s: %s: duplicate key (first at line %d)",
                          zt_cfg_where(d, c, true, where, sizeof where), path, first->line);
+            continue;
+        }
+        if (comment_key(c->key)) {
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, c, path, "a comment by convention: ignored");
             continue;
         }
         const dialect_row *r = find_row(d, path);
@@ -801,8 +469,7 @@ void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix) {
             unknown(d, c, prefix, path);
             continue;
         }
-        unsigned k = kind_flags(c);
-        if (!(k & r->accept)) {
+        if (!(kind_flags(c) & r->accept)) {
             char want[160], got[100];
             describe_accept(r->accept, want, sizeof want);
             zt_cfg_node_show(c, got, sizeof got);
@@ -812,26 +479,39 @@ void zt_cfg_walk(dctx *d, const cfg_node *n, const char *prefix) {
                 zt_cfg_derror(d, c, path, "expected %s, got %s %s", want, zt_cfg_kind_name(c), got);
             continue;
         }
-        if (r->fn)
-            r->fn(d, r, c);
-        else
-            default_row(d, r, c, path);
+        if (!strstr(r->path, ".*")) record(d, r->path, c);
+        row_apply(d, r, c, path);
     }
 }
 
-const cfg_node *zt_cfg_record_get(const dctx *d, const char *path) {
-    const dialect_records *s = d->state;
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->path[i], path) == 0) return s->node[i];
-    return NULL;
-}
-
-int zt_cfg_record_row(dctx *d, const dialect_row *r, const cfg_node *n) {
-    dialect_records *s = d->state;
-    if (s->n < ZT_CFG_MAX_RECORDS) {
-        s->path[s->n] = r->path;
-        s->node[s->n] = n;
-        s->n++;
+/* The words of a row's kind for docs/config.md's "native key" column. */
+void zt_cfg_row_kind_words(const dialect_row *r, char *out, size_t cap) {
+    char l[300];
+    switch (r->kind) {
+    case RK_MAP:
+    case RK_MAP_NOTE:
+    case RK_LATER:
+        if (r->native) {
+            snprintf(out, cap, "`%s`", r->native);
+            return;
+        }
+        snprintf(out, cap, "(resolved with other keys)");
+        return;
+    case RK_WALK: snprintf(out, cap, "(block)"); return;
+    case RK_TYPED: inputs(r->arg, '|', l, sizeof l); snprintf(out, cap, "(type %s)", l); return;
+    case RK_ALIAS: snprintf(out, cap, "as `%s`", r->native); return;
+    case RK_NOTE:
+    case RK_BLOCK_NOTE: snprintf(out, cap, "(note)"); return;
+    case RK_WARN:
+        if (r->arg) inputs(r->arg, '|', l, sizeof l);
+        snprintf(out, cap, r->arg ? "(warning unless %s)" : "(warning)", l);
+        return;
+    case RK_REFUSE:
+        if (r->arg) inputs(r->arg, '|', l, sizeof l);
+        snprintf(out, cap, r->arg ? "(refused unless %s)" : "(refused)", l);
+        return;
+    case RK_BLOCK_WARN: snprintf(out, cap, "(warning when enabled)"); return;
+    case RK_BLOCK_REFUSE: snprintf(out, cap, "(refused when enabled)"); return;
     }
-    return 0;
+    out[0] = '\0';
 }

@@ -92,6 +92,9 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_STR("model.init_hf", init_hf, 0, "",
+          "Hugging Face model directory to start from (config.json + safetensors; `train "
+          "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
@@ -224,6 +227,34 @@ const key_def zt_cfg_keys[] = {
           "checkpoints to keep; 0: all", NULL),
     K_BOOL("checkpoint.save_consolidated", ckpt_consolidated, "false",
            "also write the full (consolidated) weights with each checkpoint"),
+    K_BOOL("checkpoint.fallback", ckpt_fallback, "true",
+           "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
+           "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
+           "(docs/reliability.md)"),
+    K_BOOL("comm.check_collectives", comm_check_collectives, "false",
+           "debug: before every collective the ranks compare its fingerprint (sequence, operation, "
+           "tag, bytes, step) and stop with exit 9 naming what each was about to do when they differ "
+           "(ZT_COMM_CHECK=1 does the same); costs one small all-gather per collective"),
+    K_FLT("comm.timeout_s", comm_timeout_s, 0.0, HUGE_VAL, 0, "0",
+          "collective deadline: a collective in which no message arrives for this long fails with "
+          "exit 5, naming what every rank was doing; 0: auto (ZT_COMM_TIMEOUT if set, else 300 s "
+          "until the first step is done, then max(60 s, 10 x the slowest step), and max(300 s, "
+          "10 x the slowest save) around checkpoints, evaluation and after the last step)", NULL),
+    K_INT("fault.nonfinite_skips", fault_nonfinite_skips, 0, 1000000, "3",
+          "a step whose gradients hold NaN/Inf is skipped on every rank and logged; this many in a "
+          "row stop the run (exit 6); 0: stop at the first (fp16 overflows follow the loss scaler)", NULL),
+    K_FLT("fault.loss_spike_z", fault_loss_spike_z, 0.0, HUGE_VAL, 0, "0",
+          "skip the update of a step whose loss lies more than this many standard deviations above "
+          "the mean of the last loss_spike_window applied steps (logged); 0: off", NULL),
+    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 1000000, "50",
+          "steps the loss-spike z-score is taken over (it fires once the window is full)", NULL),
+    K_INT("fault.replica_check_every", fault_replica_check_every, 0, INT_MAX, "0",
+          "every N steps the ranks compare a hash of the parameters they hold; replicas that differ "
+          "(silent corruption) stop the run with exit 6 before the step's checkpoint; 0: never. "
+          "Meaningful where parameters are replicated (ddp, zero1/zero2 in fp32)", NULL),
+    K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
+          "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
+          "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),
 };
 const int zt_cfg_n_keys = (int)(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0]);
 _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
@@ -231,7 +262,7 @@ _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
 
 const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer",
                                        "eval",     "logging",   "sample",   "parallel",
-                                       "precision", "memory",   "checkpoint"};
+                                       "precision", "memory",   "checkpoint", "comm", "fault"};
 const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
 
 /* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */

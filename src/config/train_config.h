@@ -92,6 +92,8 @@ typedef struct zt_train_config {
                                    model.{n_kv_head,intermediate_size,rope_theta,rms_norm_eps,
                                    rope_scaling.*,tie_embeddings} (llama only; a GPT-2 preset
                                    fills them with what GPT-2 is: NKV = NH, 4C, tied) */
+    char init_hf[ZT_PATH_MAX];  /* model.init_hf: a Hugging Face model directory to start from
+                                   ("" = none); `train` takes the shape from its config.json */
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */
@@ -155,6 +157,15 @@ typedef struct zt_train_config {
     int ckpt_every;             /* checkpoint.every (steps; 0 = never) */
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
+    bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
+    /* faults (docs/reliability.md): */
+    float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
+    bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
+    float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
+    int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
+    float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
+    int fault_loss_spike_window; /* fault.loss_spike_window */
+    int fault_replica_check_every; /* fault.replica_check_every: steps between replica hash checks */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and
      * zt_train_config_equal ignore them). source[i] belongs to the key table's row i. */

@@ -10,8 +10,10 @@
  *   - Every piece a merge of vocab.bpe produces and every single byte is in encoder.json
  *     (checked at load), so encoding fails only on out-of-memory or a PCRE2 error.
  */
+#define _GNU_SOURCE /* memmem */
 #include "data/bpe.h"
 #include "core/file.h"
+#include "data/bpe_build.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
@@ -26,231 +28,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* ---------------------------------------------------------------------------------------------
- * Unicode classes of the pre-tokenizer, as node 20's regex engine (ICU) defines \p{L}, \p{N} and
- * \s. PCRE2 10.42 knows Unicode 14 and its \s includes U+0085 and lacks U+FEFF, so we spell the
- * classes out. tests/bpe_vs_js.sh regenerates the block between the markers from node and fails
- * when it differs. */
-#define ZT_BPE_UNICODE_VERSION "17.0"
-/* BEGIN UNICODE TABLES: `node tests/bpe_vs_js.js tables` prints this block */
-static const uint32_t zt_bpe_letter_ranges[][2] = {
-    {0x000041, 0x00005a}, {0x000061, 0x00007a}, {0x0000aa, 0x0000aa}, {0x0000b5, 0x0000b5},
-    {0x0000ba, 0x0000ba}, {0x0000c0, 0x0000d6}, {0x0000d8, 0x0000f6}, {0x0000f8, 0x0002c1},
-    {0x0002c6, 0x0002d1}, {0x0002e0, 0x0002e4}, {0x0002ec, 0x0002ec}, {0x0002ee, 0x0002ee},
-    {0x000370, 0x000374}, {0x000376, 0x000377}, {0x00037a, 0x00037d}, {0x00037f, 0x00037f},
-    {0x000386, 0x000386}, {0x000388, 0x00038a}, {0x00038c, 0x00038c}, {0x00038e, 0x0003a1},
-    {0x0003a3, 0x0003f5}, {0x0003f7, 0x000481}, {0x00048a, 0x00052f}, {0x000531, 0x000556},
-    {0x000559, 0x000559}, {0x000560, 0x000588}, {0x0005d0, 0x0005ea}, {0x0005ef, 0x0005f2},
-    {0x000620, 0x00064a}, {0x00066e, 0x00066f}, {0x000671, 0x0006d3}, {0x0006d5, 0x0006d5},
-    {0x0006e5, 0x0006e6}, {0x0006ee, 0x0006ef}, {0x0006fa, 0x0006fc}, {0x0006ff, 0x0006ff},
-    {0x000710, 0x000710}, {0x000712, 0x00072f}, {0x00074d, 0x0007a5}, {0x0007b1, 0x0007b1},
-    {0x0007ca, 0x0007ea}, {0x0007f4, 0x0007f5}, {0x0007fa, 0x0007fa}, {0x000800, 0x000815},
-    {0x00081a, 0x00081a}, {0x000824, 0x000824}, {0x000828, 0x000828}, {0x000840, 0x000858},
-    {0x000860, 0x00086a}, {0x000870, 0x000887}, {0x000889, 0x00088f}, {0x0008a0, 0x0008c9},
-    {0x000904, 0x000939}, {0x00093d, 0x00093d}, {0x000950, 0x000950}, {0x000958, 0x000961},
-    {0x000971, 0x000980}, {0x000985, 0x00098c}, {0x00098f, 0x000990}, {0x000993, 0x0009a8},
-    {0x0009aa, 0x0009b0}, {0x0009b2, 0x0009b2}, {0x0009b6, 0x0009b9}, {0x0009bd, 0x0009bd},
-    {0x0009ce, 0x0009ce}, {0x0009dc, 0x0009dd}, {0x0009df, 0x0009e1}, {0x0009f0, 0x0009f1},
-    {0x0009fc, 0x0009fc}, {0x000a05, 0x000a0a}, {0x000a0f, 0x000a10}, {0x000a13, 0x000a28},
-    {0x000a2a, 0x000a30}, {0x000a32, 0x000a33}, {0x000a35, 0x000a36}, {0x000a38, 0x000a39},
-    {0x000a59, 0x000a5c}, {0x000a5e, 0x000a5e}, {0x000a72, 0x000a74}, {0x000a85, 0x000a8d},
-    {0x000a8f, 0x000a91}, {0x000a93, 0x000aa8}, {0x000aaa, 0x000ab0}, {0x000ab2, 0x000ab3},
-    {0x000ab5, 0x000ab9}, {0x000abd, 0x000abd}, {0x000ad0, 0x000ad0}, {0x000ae0, 0x000ae1},
-    {0x000af9, 0x000af9}, {0x000b05, 0x000b0c}, {0x000b0f, 0x000b10}, {0x000b13, 0x000b28},
-    {0x000b2a, 0x000b30}, {0x000b32, 0x000b33}, {0x000b35, 0x000b39}, {0x000b3d, 0x000b3d},
-    {0x000b5c, 0x000b5d}, {0x000b5f, 0x000b61}, {0x000b71, 0x000b71}, {0x000b83, 0x000b83},
-    {0x000b85, 0x000b8a}, {0x000b8e, 0x000b90}, {0x000b92, 0x000b95}, {0x000b99, 0x000b9a},
-    {0x000b9c, 0x000b9c}, {0x000b9e, 0x000b9f}, {0x000ba3, 0x000ba4}, {0x000ba8, 0x000baa},
-    {0x000bae, 0x000bb9}, {0x000bd0, 0x000bd0}, {0x000c05, 0x000c0c}, {0x000c0e, 0x000c10},
-    {0x000c12, 0x000c28}, {0x000c2a, 0x000c39}, {0x000c3d, 0x000c3d}, {0x000c58, 0x000c5a},
-    {0x000c5c, 0x000c5d}, {0x000c60, 0x000c61}, {0x000c80, 0x000c80}, {0x000c85, 0x000c8c},
-    {0x000c8e, 0x000c90}, {0x000c92, 0x000ca8}, {0x000caa, 0x000cb3}, {0x000cb5, 0x000cb9},
-    {0x000cbd, 0x000cbd}, {0x000cdc, 0x000cde}, {0x000ce0, 0x000ce1}, {0x000cf1, 0x000cf2},
-    {0x000d04, 0x000d0c}, {0x000d0e, 0x000d10}, {0x000d12, 0x000d3a}, {0x000d3d, 0x000d3d},
-    {0x000d4e, 0x000d4e}, {0x000d54, 0x000d56}, {0x000d5f, 0x000d61}, {0x000d7a, 0x000d7f},
-    {0x000d85, 0x000d96}, {0x000d9a, 0x000db1}, {0x000db3, 0x000dbb}, {0x000dbd, 0x000dbd},
-    {0x000dc0, 0x000dc6}, {0x000e01, 0x000e30}, {0x000e32, 0x000e33}, {0x000e40, 0x000e46},
-    {0x000e81, 0x000e82}, {0x000e84, 0x000e84}, {0x000e86, 0x000e8a}, {0x000e8c, 0x000ea3},
-    {0x000ea5, 0x000ea5}, {0x000ea7, 0x000eb0}, {0x000eb2, 0x000eb3}, {0x000ebd, 0x000ebd},
-    {0x000ec0, 0x000ec4}, {0x000ec6, 0x000ec6}, {0x000edc, 0x000edf}, {0x000f00, 0x000f00},
-    {0x000f40, 0x000f47}, {0x000f49, 0x000f6c}, {0x000f88, 0x000f8c}, {0x001000, 0x00102a},
-    {0x00103f, 0x00103f}, {0x001050, 0x001055}, {0x00105a, 0x00105d}, {0x001061, 0x001061},
-    {0x001065, 0x001066}, {0x00106e, 0x001070}, {0x001075, 0x001081}, {0x00108e, 0x00108e},
-    {0x0010a0, 0x0010c5}, {0x0010c7, 0x0010c7}, {0x0010cd, 0x0010cd}, {0x0010d0, 0x0010fa},
-    {0x0010fc, 0x001248}, {0x00124a, 0x00124d}, {0x001250, 0x001256}, {0x001258, 0x001258},
-    {0x00125a, 0x00125d}, {0x001260, 0x001288}, {0x00128a, 0x00128d}, {0x001290, 0x0012b0},
-    {0x0012b2, 0x0012b5}, {0x0012b8, 0x0012be}, {0x0012c0, 0x0012c0}, {0x0012c2, 0x0012c5},
-    {0x0012c8, 0x0012d6}, {0x0012d8, 0x001310}, {0x001312, 0x001315}, {0x001318, 0x00135a},
-    {0x001380, 0x00138f}, {0x0013a0, 0x0013f5}, {0x0013f8, 0x0013fd}, {0x001401, 0x00166c},
-    {0x00166f, 0x00167f}, {0x001681, 0x00169a}, {0x0016a0, 0x0016ea}, {0x0016f1, 0x0016f8},
-    {0x001700, 0x001711}, {0x00171f, 0x001731}, {0x001740, 0x001751}, {0x001760, 0x00176c},
-    {0x00176e, 0x001770}, {0x001780, 0x0017b3}, {0x0017d7, 0x0017d7}, {0x0017dc, 0x0017dc},
-    {0x001820, 0x001878}, {0x001880, 0x001884}, {0x001887, 0x0018a8}, {0x0018aa, 0x0018aa},
-    {0x0018b0, 0x0018f5}, {0x001900, 0x00191e}, {0x001950, 0x00196d}, {0x001970, 0x001974},
-    {0x001980, 0x0019ab}, {0x0019b0, 0x0019c9}, {0x001a00, 0x001a16}, {0x001a20, 0x001a54},
-    {0x001aa7, 0x001aa7}, {0x001b05, 0x001b33}, {0x001b45, 0x001b4c}, {0x001b83, 0x001ba0},
-    {0x001bae, 0x001baf}, {0x001bba, 0x001be5}, {0x001c00, 0x001c23}, {0x001c4d, 0x001c4f},
-    {0x001c5a, 0x001c7d}, {0x001c80, 0x001c8a}, {0x001c90, 0x001cba}, {0x001cbd, 0x001cbf},
-    {0x001ce9, 0x001cec}, {0x001cee, 0x001cf3}, {0x001cf5, 0x001cf6}, {0x001cfa, 0x001cfa},
-    {0x001d00, 0x001dbf}, {0x001e00, 0x001f15}, {0x001f18, 0x001f1d}, {0x001f20, 0x001f45},
-    {0x001f48, 0x001f4d}, {0x001f50, 0x001f57}, {0x001f59, 0x001f59}, {0x001f5b, 0x001f5b},
-    {0x001f5d, 0x001f5d}, {0x001f5f, 0x001f7d}, {0x001f80, 0x001fb4}, {0x001fb6, 0x001fbc},
-    {0x001fbe, 0x001fbe}, {0x001fc2, 0x001fc4}, {0x001fc6, 0x001fcc}, {0x001fd0, 0x001fd3},
-    {0x001fd6, 0x001fdb}, {0x001fe0, 0x001fec}, {0x001ff2, 0x001ff4}, {0x001ff6, 0x001ffc},
-    {0x002071, 0x002071}, {0x00207f, 0x00207f}, {0x002090, 0x00209c}, {0x002102, 0x002102},
-    {0x002107, 0x002107}, {0x00210a, 0x002113}, {0x002115, 0x002115}, {0x002119, 0x00211d},
-    {0x002124, 0x002124}, {0x002126, 0x002126}, {0x002128, 0x002128}, {0x00212a, 0x00212d},
-    {0x00212f, 0x002139}, {0x00213c, 0x00213f}, {0x002145, 0x002149}, {0x00214e, 0x00214e},
-    {0x002183, 0x002184}, {0x002c00, 0x002ce4}, {0x002ceb, 0x002cee}, {0x002cf2, 0x002cf3},
-    {0x002d00, 0x002d25}, {0x002d27, 0x002d27}, {0x002d2d, 0x002d2d}, {0x002d30, 0x002d67},
-    {0x002d6f, 0x002d6f}, {0x002d80, 0x002d96}, {0x002da0, 0x002da6}, {0x002da8, 0x002dae},
-    {0x002db0, 0x002db6}, {0x002db8, 0x002dbe}, {0x002dc0, 0x002dc6}, {0x002dc8, 0x002dce},
-    {0x002dd0, 0x002dd6}, {0x002dd8, 0x002dde}, {0x002e2f, 0x002e2f}, {0x003005, 0x003006},
-    {0x003031, 0x003035}, {0x00303b, 0x00303c}, {0x003041, 0x003096}, {0x00309d, 0x00309f},
-    {0x0030a1, 0x0030fa}, {0x0030fc, 0x0030ff}, {0x003105, 0x00312f}, {0x003131, 0x00318e},
-    {0x0031a0, 0x0031bf}, {0x0031f0, 0x0031ff}, {0x003400, 0x004dbf}, {0x004e00, 0x00a48c},
-    {0x00a4d0, 0x00a4fd}, {0x00a500, 0x00a60c}, {0x00a610, 0x00a61f}, {0x00a62a, 0x00a62b},
-    {0x00a640, 0x00a66e}, {0x00a67f, 0x00a69d}, {0x00a6a0, 0x00a6e5}, {0x00a717, 0x00a71f},
-    {0x00a722, 0x00a788}, {0x00a78b, 0x00a7dc}, {0x00a7f1, 0x00a801}, {0x00a803, 0x00a805},
-    {0x00a807, 0x00a80a}, {0x00a80c, 0x00a822}, {0x00a840, 0x00a873}, {0x00a882, 0x00a8b3},
-    {0x00a8f2, 0x00a8f7}, {0x00a8fb, 0x00a8fb}, {0x00a8fd, 0x00a8fe}, {0x00a90a, 0x00a925},
-    {0x00a930, 0x00a946}, {0x00a960, 0x00a97c}, {0x00a984, 0x00a9b2}, {0x00a9cf, 0x00a9cf},
-    {0x00a9e0, 0x00a9e4}, {0x00a9e6, 0x00a9ef}, {0x00a9fa, 0x00a9fe}, {0x00aa00, 0x00aa28},
-    {0x00aa40, 0x00aa42}, {0x00aa44, 0x00aa4b}, {0x00aa60, 0x00aa76}, {0x00aa7a, 0x00aa7a},
-    {0x00aa7e, 0x00aaaf}, {0x00aab1, 0x00aab1}, {0x00aab5, 0x00aab6}, {0x00aab9, 0x00aabd},
-    {0x00aac0, 0x00aac0}, {0x00aac2, 0x00aac2}, {0x00aadb, 0x00aadd}, {0x00aae0, 0x00aaea},
-    {0x00aaf2, 0x00aaf4}, {0x00ab01, 0x00ab06}, {0x00ab09, 0x00ab0e}, {0x00ab11, 0x00ab16},
-    {0x00ab20, 0x00ab26}, {0x00ab28, 0x00ab2e}, {0x00ab30, 0x00ab5a}, {0x00ab5c, 0x00ab69},
-    {0x00ab70, 0x00abe2}, {0x00ac00, 0x00d7a3}, {0x00d7b0, 0x00d7c6}, {0x00d7cb, 0x00d7fb},
-    {0x00f900, 0x00fa6d}, {0x00fa70, 0x00fad9}, {0x00fb00, 0x00fb06}, {0x00fb13, 0x00fb17},
-    {0x00fb1d, 0x00fb1d}, {0x00fb1f, 0x00fb28}, {0x00fb2a, 0x00fb36}, {0x00fb38, 0x00fb3c},
-    {0x00fb3e, 0x00fb3e}, {0x00fb40, 0x00fb41}, {0x00fb43, 0x00fb44}, {0x00fb46, 0x00fbb1},
-    {0x00fbd3, 0x00fd3d}, {0x00fd50, 0x00fd8f}, {0x00fd92, 0x00fdc7}, {0x00fdf0, 0x00fdfb},
-    {0x00fe70, 0x00fe74}, {0x00fe76, 0x00fefc}, {0x00ff21, 0x00ff3a}, {0x00ff41, 0x00ff5a},
-    {0x00ff66, 0x00ffbe}, {0x00ffc2, 0x00ffc7}, {0x00ffca, 0x00ffcf}, {0x00ffd2, 0x00ffd7},
-    {0x00ffda, 0x00ffdc}, {0x010000, 0x01000b}, {0x01000d, 0x010026}, {0x010028, 0x01003a},
-    {0x01003c, 0x01003d}, {0x01003f, 0x01004d}, {0x010050, 0x01005d}, {0x010080, 0x0100fa},
-    {0x010280, 0x01029c}, {0x0102a0, 0x0102d0}, {0x010300, 0x01031f}, {0x01032d, 0x010340},
-    {0x010342, 0x010349}, {0x010350, 0x010375}, {0x010380, 0x01039d}, {0x0103a0, 0x0103c3},
-    {0x0103c8, 0x0103cf}, {0x010400, 0x01049d}, {0x0104b0, 0x0104d3}, {0x0104d8, 0x0104fb},
-    {0x010500, 0x010527}, {0x010530, 0x010563}, {0x010570, 0x01057a}, {0x01057c, 0x01058a},
-    {0x01058c, 0x010592}, {0x010594, 0x010595}, {0x010597, 0x0105a1}, {0x0105a3, 0x0105b1},
-    {0x0105b3, 0x0105b9}, {0x0105bb, 0x0105bc}, {0x0105c0, 0x0105f3}, {0x010600, 0x010736},
-    {0x010740, 0x010755}, {0x010760, 0x010767}, {0x010780, 0x010785}, {0x010787, 0x0107b0},
-    {0x0107b2, 0x0107ba}, {0x010800, 0x010805}, {0x010808, 0x010808}, {0x01080a, 0x010835},
-    {0x010837, 0x010838}, {0x01083c, 0x01083c}, {0x01083f, 0x010855}, {0x010860, 0x010876},
-    {0x010880, 0x01089e}, {0x0108e0, 0x0108f2}, {0x0108f4, 0x0108f5}, {0x010900, 0x010915},
-    {0x010920, 0x010939}, {0x010940, 0x010959}, {0x010980, 0x0109b7}, {0x0109be, 0x0109bf},
-    {0x010a00, 0x010a00}, {0x010a10, 0x010a13}, {0x010a15, 0x010a17}, {0x010a19, 0x010a35},
-    {0x010a60, 0x010a7c}, {0x010a80, 0x010a9c}, {0x010ac0, 0x010ac7}, {0x010ac9, 0x010ae4},
-    {0x010b00, 0x010b35}, {0x010b40, 0x010b55}, {0x010b60, 0x010b72}, {0x010b80, 0x010b91},
-    {0x010c00, 0x010c48}, {0x010c80, 0x010cb2}, {0x010cc0, 0x010cf2}, {0x010d00, 0x010d23},
-    {0x010d4a, 0x010d65}, {0x010d6f, 0x010d85}, {0x010e80, 0x010ea9}, {0x010eb0, 0x010eb1},
-    {0x010ec2, 0x010ec7}, {0x010f00, 0x010f1c}, {0x010f27, 0x010f27}, {0x010f30, 0x010f45},
-    {0x010f70, 0x010f81}, {0x010fb0, 0x010fc4}, {0x010fe0, 0x010ff6}, {0x011003, 0x011037},
-    {0x011071, 0x011072}, {0x011075, 0x011075}, {0x011083, 0x0110af}, {0x0110d0, 0x0110e8},
-    {0x011103, 0x011126}, {0x011144, 0x011144}, {0x011147, 0x011147}, {0x011150, 0x011172},
-    {0x011176, 0x011176}, {0x011183, 0x0111b2}, {0x0111c1, 0x0111c4}, {0x0111da, 0x0111da},
-    {0x0111dc, 0x0111dc}, {0x011200, 0x011211}, {0x011213, 0x01122b}, {0x01123f, 0x011240},
-    {0x011280, 0x011286}, {0x011288, 0x011288}, {0x01128a, 0x01128d}, {0x01128f, 0x01129d},
-    {0x01129f, 0x0112a8}, {0x0112b0, 0x0112de}, {0x011305, 0x01130c}, {0x01130f, 0x011310},
-    {0x011313, 0x011328}, {0x01132a, 0x011330}, {0x011332, 0x011333}, {0x011335, 0x011339},
-    {0x01133d, 0x01133d}, {0x011350, 0x011350}, {0x01135d, 0x011361}, {0x011380, 0x011389},
-    {0x01138b, 0x01138b}, {0x01138e, 0x01138e}, {0x011390, 0x0113b5}, {0x0113b7, 0x0113b7},
-    {0x0113d1, 0x0113d1}, {0x0113d3, 0x0113d3}, {0x011400, 0x011434}, {0x011447, 0x01144a},
-    {0x01145f, 0x011461}, {0x011480, 0x0114af}, {0x0114c4, 0x0114c5}, {0x0114c7, 0x0114c7},
-    {0x011580, 0x0115ae}, {0x0115d8, 0x0115db}, {0x011600, 0x01162f}, {0x011644, 0x011644},
-    {0x011680, 0x0116aa}, {0x0116b8, 0x0116b8}, {0x011700, 0x01171a}, {0x011740, 0x011746},
-    {0x011800, 0x01182b}, {0x0118a0, 0x0118df}, {0x0118ff, 0x011906}, {0x011909, 0x011909},
-    {0x01190c, 0x011913}, {0x011915, 0x011916}, {0x011918, 0x01192f}, {0x01193f, 0x01193f},
-    {0x011941, 0x011941}, {0x0119a0, 0x0119a7}, {0x0119aa, 0x0119d0}, {0x0119e1, 0x0119e1},
-    {0x0119e3, 0x0119e3}, {0x011a00, 0x011a00}, {0x011a0b, 0x011a32}, {0x011a3a, 0x011a3a},
-    {0x011a50, 0x011a50}, {0x011a5c, 0x011a89}, {0x011a9d, 0x011a9d}, {0x011ab0, 0x011af8},
-    {0x011bc0, 0x011be0}, {0x011c00, 0x011c08}, {0x011c0a, 0x011c2e}, {0x011c40, 0x011c40},
-    {0x011c72, 0x011c8f}, {0x011d00, 0x011d06}, {0x011d08, 0x011d09}, {0x011d0b, 0x011d30},
-    {0x011d46, 0x011d46}, {0x011d60, 0x011d65}, {0x011d67, 0x011d68}, {0x011d6a, 0x011d89},
-    {0x011d98, 0x011d98}, {0x011db0, 0x011ddb}, {0x011ee0, 0x011ef2}, {0x011f02, 0x011f02},
-    {0x011f04, 0x011f10}, {0x011f12, 0x011f33}, {0x011fb0, 0x011fb0}, {0x012000, 0x012399},
-    {0x012480, 0x012543}, {0x012f90, 0x012ff0}, {0x013000, 0x01342f}, {0x013441, 0x013446},
-    {0x013460, 0x0143fa}, {0x014400, 0x014646}, {0x016100, 0x01611d}, {0x016800, 0x016a38},
-    {0x016a40, 0x016a5e}, {0x016a70, 0x016abe}, {0x016ad0, 0x016aed}, {0x016b00, 0x016b2f},
-    {0x016b40, 0x016b43}, {0x016b63, 0x016b77}, {0x016b7d, 0x016b8f}, {0x016d40, 0x016d6c},
-    {0x016e40, 0x016e7f}, {0x016ea0, 0x016eb8}, {0x016ebb, 0x016ed3}, {0x016f00, 0x016f4a},
-    {0x016f50, 0x016f50}, {0x016f93, 0x016f9f}, {0x016fe0, 0x016fe1}, {0x016fe3, 0x016fe3},
-    {0x016ff2, 0x016ff3}, {0x017000, 0x018cd5}, {0x018cff, 0x018d1e}, {0x018d80, 0x018df2},
-    {0x01aff0, 0x01aff3}, {0x01aff5, 0x01affb}, {0x01affd, 0x01affe}, {0x01b000, 0x01b122},
-    {0x01b132, 0x01b132}, {0x01b150, 0x01b152}, {0x01b155, 0x01b155}, {0x01b164, 0x01b167},
-    {0x01b170, 0x01b2fb}, {0x01bc00, 0x01bc6a}, {0x01bc70, 0x01bc7c}, {0x01bc80, 0x01bc88},
-    {0x01bc90, 0x01bc99}, {0x01d400, 0x01d454}, {0x01d456, 0x01d49c}, {0x01d49e, 0x01d49f},
-    {0x01d4a2, 0x01d4a2}, {0x01d4a5, 0x01d4a6}, {0x01d4a9, 0x01d4ac}, {0x01d4ae, 0x01d4b9},
-    {0x01d4bb, 0x01d4bb}, {0x01d4bd, 0x01d4c3}, {0x01d4c5, 0x01d505}, {0x01d507, 0x01d50a},
-    {0x01d50d, 0x01d514}, {0x01d516, 0x01d51c}, {0x01d51e, 0x01d539}, {0x01d53b, 0x01d53e},
-    {0x01d540, 0x01d544}, {0x01d546, 0x01d546}, {0x01d54a, 0x01d550}, {0x01d552, 0x01d6a5},
-    {0x01d6a8, 0x01d6c0}, {0x01d6c2, 0x01d6da}, {0x01d6dc, 0x01d6fa}, {0x01d6fc, 0x01d714},
-    {0x01d716, 0x01d734}, {0x01d736, 0x01d74e}, {0x01d750, 0x01d76e}, {0x01d770, 0x01d788},
-    {0x01d78a, 0x01d7a8}, {0x01d7aa, 0x01d7c2}, {0x01d7c4, 0x01d7cb}, {0x01df00, 0x01df1e},
-    {0x01df25, 0x01df2a}, {0x01e030, 0x01e06d}, {0x01e100, 0x01e12c}, {0x01e137, 0x01e13d},
-    {0x01e14e, 0x01e14e}, {0x01e290, 0x01e2ad}, {0x01e2c0, 0x01e2eb}, {0x01e4d0, 0x01e4eb},
-    {0x01e5d0, 0x01e5ed}, {0x01e5f0, 0x01e5f0}, {0x01e6c0, 0x01e6de}, {0x01e6e0, 0x01e6e2},
-    {0x01e6e4, 0x01e6e5}, {0x01e6e7, 0x01e6ed}, {0x01e6f0, 0x01e6f4}, {0x01e6fe, 0x01e6ff},
-    {0x01e7e0, 0x01e7e6}, {0x01e7e8, 0x01e7eb}, {0x01e7ed, 0x01e7ee}, {0x01e7f0, 0x01e7fe},
-    {0x01e800, 0x01e8c4}, {0x01e900, 0x01e943}, {0x01e94b, 0x01e94b}, {0x01ee00, 0x01ee03},
-    {0x01ee05, 0x01ee1f}, {0x01ee21, 0x01ee22}, {0x01ee24, 0x01ee24}, {0x01ee27, 0x01ee27},
-    {0x01ee29, 0x01ee32}, {0x01ee34, 0x01ee37}, {0x01ee39, 0x01ee39}, {0x01ee3b, 0x01ee3b},
-    {0x01ee42, 0x01ee42}, {0x01ee47, 0x01ee47}, {0x01ee49, 0x01ee49}, {0x01ee4b, 0x01ee4b},
-    {0x01ee4d, 0x01ee4f}, {0x01ee51, 0x01ee52}, {0x01ee54, 0x01ee54}, {0x01ee57, 0x01ee57},
-    {0x01ee59, 0x01ee59}, {0x01ee5b, 0x01ee5b}, {0x01ee5d, 0x01ee5d}, {0x01ee5f, 0x01ee5f},
-    {0x01ee61, 0x01ee62}, {0x01ee64, 0x01ee64}, {0x01ee67, 0x01ee6a}, {0x01ee6c, 0x01ee72},
-    {0x01ee74, 0x01ee77}, {0x01ee79, 0x01ee7c}, {0x01ee7e, 0x01ee7e}, {0x01ee80, 0x01ee89},
-    {0x01ee8b, 0x01ee9b}, {0x01eea1, 0x01eea3}, {0x01eea5, 0x01eea9}, {0x01eeab, 0x01eebb},
-    {0x020000, 0x02a6df}, {0x02a700, 0x02b81d}, {0x02b820, 0x02cead}, {0x02ceb0, 0x02ebe0},
-    {0x02ebf0, 0x02ee5d}, {0x02f800, 0x02fa1d}, {0x030000, 0x03134a}, {0x031350, 0x033479},
-};
-static const uint32_t zt_bpe_number_ranges[][2] = {
-    {0x000030, 0x000039}, {0x0000b2, 0x0000b3}, {0x0000b9, 0x0000b9}, {0x0000bc, 0x0000be},
-    {0x000660, 0x000669}, {0x0006f0, 0x0006f9}, {0x0007c0, 0x0007c9}, {0x000966, 0x00096f},
-    {0x0009e6, 0x0009ef}, {0x0009f4, 0x0009f9}, {0x000a66, 0x000a6f}, {0x000ae6, 0x000aef},
-    {0x000b66, 0x000b6f}, {0x000b72, 0x000b77}, {0x000be6, 0x000bf2}, {0x000c66, 0x000c6f},
-    {0x000c78, 0x000c7e}, {0x000ce6, 0x000cef}, {0x000d58, 0x000d5e}, {0x000d66, 0x000d78},
-    {0x000de6, 0x000def}, {0x000e50, 0x000e59}, {0x000ed0, 0x000ed9}, {0x000f20, 0x000f33},
-    {0x001040, 0x001049}, {0x001090, 0x001099}, {0x001369, 0x00137c}, {0x0016ee, 0x0016f0},
-    {0x0017e0, 0x0017e9}, {0x0017f0, 0x0017f9}, {0x001810, 0x001819}, {0x001946, 0x00194f},
-    {0x0019d0, 0x0019da}, {0x001a80, 0x001a89}, {0x001a90, 0x001a99}, {0x001b50, 0x001b59},
-    {0x001bb0, 0x001bb9}, {0x001c40, 0x001c49}, {0x001c50, 0x001c59}, {0x002070, 0x002070},
-    {0x002074, 0x002079}, {0x002080, 0x002089}, {0x002150, 0x002182}, {0x002185, 0x002189},
-    {0x002460, 0x00249b}, {0x0024ea, 0x0024ff}, {0x002776, 0x002793}, {0x002cfd, 0x002cfd},
-    {0x003007, 0x003007}, {0x003021, 0x003029}, {0x003038, 0x00303a}, {0x003192, 0x003195},
-    {0x003220, 0x003229}, {0x003248, 0x00324f}, {0x003251, 0x00325f}, {0x003280, 0x003289},
-    {0x0032b1, 0x0032bf}, {0x00a620, 0x00a629}, {0x00a6e6, 0x00a6ef}, {0x00a830, 0x00a835},
-    {0x00a8d0, 0x00a8d9}, {0x00a900, 0x00a909}, {0x00a9d0, 0x00a9d9}, {0x00a9f0, 0x00a9f9},
-    {0x00aa50, 0x00aa59}, {0x00abf0, 0x00abf9}, {0x00ff10, 0x00ff19}, {0x010107, 0x010133},
-    {0x010140, 0x010178}, {0x01018a, 0x01018b}, {0x0102e1, 0x0102fb}, {0x010320, 0x010323},
-    {0x010341, 0x010341}, {0x01034a, 0x01034a}, {0x0103d1, 0x0103d5}, {0x0104a0, 0x0104a9},
-    {0x010858, 0x01085f}, {0x010879, 0x01087f}, {0x0108a7, 0x0108af}, {0x0108fb, 0x0108ff},
-    {0x010916, 0x01091b}, {0x0109bc, 0x0109bd}, {0x0109c0, 0x0109cf}, {0x0109d2, 0x0109ff},
-    {0x010a40, 0x010a48}, {0x010a7d, 0x010a7e}, {0x010a9d, 0x010a9f}, {0x010aeb, 0x010aef},
-    {0x010b58, 0x010b5f}, {0x010b78, 0x010b7f}, {0x010ba9, 0x010baf}, {0x010cfa, 0x010cff},
-    {0x010d30, 0x010d39}, {0x010d40, 0x010d49}, {0x010e60, 0x010e7e}, {0x010f1d, 0x010f26},
-    {0x010f51, 0x010f54}, {0x010fc5, 0x010fcb}, {0x011052, 0x01106f}, {0x0110f0, 0x0110f9},
-    {0x011136, 0x01113f}, {0x0111d0, 0x0111d9}, {0x0111e1, 0x0111f4}, {0x0112f0, 0x0112f9},
-    {0x011450, 0x011459}, {0x0114d0, 0x0114d9}, {0x011650, 0x011659}, {0x0116c0, 0x0116c9},
-    {0x0116d0, 0x0116e3}, {0x011730, 0x01173b}, {0x0118e0, 0x0118f2}, {0x011950, 0x011959},
-    {0x011bf0, 0x011bf9}, {0x011c50, 0x011c6c}, {0x011d50, 0x011d59}, {0x011da0, 0x011da9},
-    {0x011de0, 0x011de9}, {0x011f50, 0x011f59}, {0x011fc0, 0x011fd4}, {0x012400, 0x01246e},
-    {0x016130, 0x016139}, {0x016a60, 0x016a69}, {0x016ac0, 0x016ac9}, {0x016b50, 0x016b59},
-    {0x016b5b, 0x016b61}, {0x016d70, 0x016d79}, {0x016e80, 0x016e96}, {0x016ff4, 0x016ff6},
-    {0x01ccf0, 0x01ccf9}, {0x01d2c0, 0x01d2d3}, {0x01d2e0, 0x01d2f3}, {0x01d360, 0x01d378},
-    {0x01d7ce, 0x01d7ff}, {0x01e140, 0x01e149}, {0x01e2f0, 0x01e2f9}, {0x01e4f0, 0x01e4f9},
-    {0x01e5f1, 0x01e5fa}, {0x01e8c7, 0x01e8cf}, {0x01e950, 0x01e959}, {0x01ec71, 0x01ecab},
-    {0x01ecad, 0x01ecaf}, {0x01ecb1, 0x01ecb4}, {0x01ed01, 0x01ed2d}, {0x01ed2f, 0x01ed3d},
-    {0x01f100, 0x01f10c}, {0x01fbf0, 0x01fbf9},
-};
-static const uint32_t zt_bpe_space_ranges[][2] = {
-    {0x000009, 0x00000d}, {0x000020, 0x000020}, {0x0000a0, 0x0000a0}, {0x001680, 0x001680},
-    {0x002000, 0x00200a}, {0x002028, 0x002029}, {0x00202f, 0x00202f}, {0x00205f, 0x00205f},
-    {0x003000, 0x003000}, {0x00feff, 0x00feff},
-};
-/* END UNICODE TABLES */
+#include "data/bpe_unicode.h" /* \p{L}, \p{N}, \s as node defines them */
 
 #define ZT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -349,6 +127,7 @@ static int table_put(bpe_table *t, const void *key, size_t len, uint64_t h, uint
  * The tokenizer. */
 
 #define BPE_NO_RANK UINT32_MAX
+#define BPE_CP_LIMIT 0x144
 #define BPE_CACHE_MAX_WORDS (1u << 20)        /* the word cache is emptied when it gets bigger */
 #define BPE_CACHE_MAX_TOKENS (16u << 20)
 
@@ -376,6 +155,14 @@ struct zt_bpe {
     uint32_t *old;          /* for an unmerged new symbol: its index before the sweep */
     uint8_t *merged;        /* new symbol i was made by the sweep */
     char *key;              /* a merge key being looked up, first ',' second */
+    int16_t cp_byte[BPE_CP_LIMIT]; /* GPT-2 byte character -> byte, or -1 */
+    bool ignore_merges;            /* a whole word found in the vocabulary is one token */
+    /* added tokens (tokenizer.json): matched in the text before pre-tokenization, longest first
+     * at a position; special[i] (special_len[i] bytes) is id special_id[i] */
+    int n_special;
+    char **special;
+    size_t *special_len;
+    uint32_t *special_id;
 };
 
 static int vec_reserve(bpe_vec *v, size_t extra) {
@@ -392,7 +179,6 @@ static int vec_reserve(bpe_vec *v, size_t extra) {
 /* GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
  * (controls, space, 0x7f-0xa0, 0xad) for U+0100.. in byte order. Fills both directions;
  * cp_byte[cp] is -1 for code points that are no byte's character. */
-#define BPE_CP_LIMIT 0x144
 static void bytes_to_unicode(uint32_t byte_cp[256], int16_t cp_byte[BPE_CP_LIMIT]) {
     for (int c = 0; c < BPE_CP_LIMIT; c++) cp_byte[c] = -1;
     int n = 0;
@@ -501,10 +287,71 @@ static long byte_chars_to_bytes(char *s, size_t len, const int16_t cp_byte[BPE_C
 /* ---------------------------------------------------------------------------------------------
  * Loading. */
 
+/* The decoder (dec_off/dec_len from the final vocab table) and the single-byte ids; what/path
+ * name the source in messages. */
+static int build_decoder(zt_bpe *b, const char *what, const char *path, zt_error *err) {
+    b->n_ids = 0;
+    for (size_t i = 0; i < b->vocab.cap; i++)
+        if (b->vocab.slots[i].hash && b->vocab.slots[i].val + 1 > b->n_ids)
+            b->n_ids = b->vocab.slots[i].val + 1;
+    free(b->dec_off);
+    free(b->dec_len);
+    b->dec_off = malloc(b->n_ids * sizeof *b->dec_off);
+    b->dec_len = malloc(b->n_ids * sizeof *b->dec_len);
+    if (!b->dec_off || !b->dec_len) return zt_error_set(err, ZT_ERR_NOMEM, "%s %s: out of memory", what, path);
+    memset(b->dec_len, 0xff, b->n_ids * sizeof *b->dec_len);
+    for (size_t i = 0; i < b->vocab.cap; i++) {
+        const bpe_slot *s = &b->vocab.slots[i];
+        if (!s->hash) continue;
+        if (b->dec_len[s->val] != UINT32_MAX)
+            return zt_error_set(err, ZT_ERR_DATA,
+                                "%s %s: id %u is given to two pieces (\"%.*s\" and "
+                                "\"%.*s\", shown as bytes)", what, path, s->val, (int)b->dec_len[s->val],
+                                b->vocab.keys + b->dec_off[s->val], (int)s->len, b->vocab.keys + s->off);
+        b->dec_off[s->val] = s->off;
+        b->dec_len[s->val] = s->len;
+    }
+    for (int c = 0; c < 256; c++) {
+        char byte = (char)c;
+        const bpe_slot *s = table_find(&b->vocab, &byte, 1, bpe_hash(&byte, 1));
+        if (!s)
+            return zt_error_set(err, ZT_ERR_DATA,
+                                "%s %s: no piece for the single byte 0x%02x (a "
+                                "byte-level BPE vocabulary needs all 256)", what, path, c);
+        b->byte_id[c] = (uint16_t)s->val;
+    }
+    return ZT_OK;
+}
+
+int zt_bpe_set_vocab(zt_bpe *b, const cJSON *root, const char *what, const char *path, zt_error *err) {
+    const int16_t *cp_byte = b->cp_byte;
+    if (!cJSON_IsObject(root) || !root->child)
+        return zt_error_set(err, ZT_ERR_DATA, "%s %s: expected a non-empty JSON object of piece -> id", what, path);
+    for (cJSON *it = root->child; it; it = it->next) {
+        double v = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !(v >= 0 && v <= 65535) || v != floor(v)) {
+            char *s = cJSON_PrintUnformatted(it);
+            int rc = zt_error_set(err, ZT_ERR_DATA,
+                                  "%s %s: piece \"%.64s\" has id %.32s; ids must be "
+                                  "integers in 0..65535 (out of range for uint16 token files)",
+                                  what, path, it->string, s ? s : "?");
+            free(s);
+            return rc;
+        }
+        size_t klen = strlen(it->string);
+        long blen = byte_chars_to_bytes(it->string, klen, cp_byte); /* in place: the key shrinks */
+        if (blen <= 0)
+            return zt_error_set(err, ZT_ERR_DATA, "%s %s: piece with id %d is %s", what, path, (int)v,
+                                blen == 0 ? "empty" : "not made of GPT-2 byte characters");
+        if (table_put(&b->vocab, it->string, (size_t)blen, bpe_hash(it->string, (size_t)blen), (uint32_t)v, 0) != 0)
+            return zt_error_set(err, ZT_ERR_NOMEM, "%s %s: out of memory", what, path);
+    }
+    return build_decoder(b, what, path, err);
+}
+
 /* encoder.json: one JSON object, piece (in byte characters) -> id. A repeated key keeps its last
  * id, as JSON.parse does. */
-static int load_encoder(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_CP_LIMIT],
-                        zt_error *err) {
+static int load_encoder(zt_bpe *b, const char *path, zt_error *err) {
     char *text;
     size_t len;
     int rc = zt_read_file(path, "encoder.json file", &text, &len, err);
@@ -515,76 +362,9 @@ static int load_encoder(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_C
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
         rc = zt_error_set(err, ZT_ERR_DATA, "encoder.json file %s: malformed JSON near byte %zu",
                           path, at);
-        goto done;
+    } else {
+        rc = zt_bpe_set_vocab(b, root, "encoder.json file", path, err);
     }
-    if (!cJSON_IsObject(root) || !root->child) {
-        rc = zt_error_set(err, ZT_ERR_DATA,
-                          "encoder.json file %s: expected a non-empty JSON object of piece -> id",
-                          path);
-        goto done;
-    }
-    for (cJSON *it = root->child; it; it = it->next) {
-        double v = it->valuedouble;
-        if (!cJSON_IsNumber(it) || !(v >= 0 && v <= 65535) || v != floor(v)) {
-            char *s = cJSON_PrintUnformatted(it);
-            rc = zt_error_set(err, ZT_ERR_DATA,
-                              "encoder.json file %s: piece \"%.64s\" has id %.32s; ids must be "
-                              "integers in 0..65535 (out of range for uint16 token files)",
-                              path, it->string, s ? s : "?");
-            free(s);
-            goto done;
-        }
-        size_t klen = strlen(it->string);
-        long blen = byte_chars_to_bytes(it->string, klen, cp_byte);
-        if (blen <= 0) {
-            rc = zt_error_set(err, ZT_ERR_DATA,
-                              "encoder.json file %s: piece with id %d is %s", path, (int)v,
-                              blen == 0 ? "empty" : "not made of GPT-2 byte characters");
-            goto done;
-        }
-        if (table_put(&b->vocab, it->string, (size_t)blen, bpe_hash(it->string, (size_t)blen),
-                      (uint32_t)v, 0) != 0) {
-            rc = zt_error_set(err, ZT_ERR_NOMEM, "encoder.json file %s: out of memory", path);
-            goto done;
-        }
-    }
-    /* the decoder, from the final mapping */
-    for (size_t i = 0; i < b->vocab.cap; i++)
-        if (b->vocab.slots[i].hash && b->vocab.slots[i].val + 1 > b->n_ids)
-            b->n_ids = b->vocab.slots[i].val + 1;
-    b->dec_off = malloc(b->n_ids * sizeof *b->dec_off);
-    b->dec_len = malloc(b->n_ids * sizeof *b->dec_len);
-    if (!b->dec_off || !b->dec_len) {
-        rc = zt_error_set(err, ZT_ERR_NOMEM, "encoder.json file %s: out of memory", path);
-        goto done;
-    }
-    memset(b->dec_len, 0xff, b->n_ids * sizeof *b->dec_len);
-    for (size_t i = 0; i < b->vocab.cap; i++) {
-        const bpe_slot *s = &b->vocab.slots[i];
-        if (!s->hash) continue;
-        if (b->dec_len[s->val] != UINT32_MAX) {
-            rc = zt_error_set(err, ZT_ERR_DATA,
-                              "encoder.json file %s: id %u is given to two pieces (\"%.*s\" and "
-                              "\"%.*s\", shown as bytes)", path, s->val, (int)b->dec_len[s->val],
-                              b->vocab.keys + b->dec_off[s->val], (int)s->len,
-                              b->vocab.keys + s->off);
-            goto done;
-        }
-        b->dec_off[s->val] = s->off;
-        b->dec_len[s->val] = s->len;
-    }
-    for (int c = 0; c < 256; c++) {
-        char byte = (char)c;
-        const bpe_slot *s = table_find(&b->vocab, &byte, 1, bpe_hash(&byte, 1));
-        if (!s) {
-            rc = zt_error_set(err, ZT_ERR_DATA,
-                              "encoder.json file %s: no piece for the single byte 0x%02x (a "
-                              "byte-level BPE vocabulary needs all 256)", path, c);
-            goto done;
-        }
-        b->byte_id[c] = (uint16_t)s->val;
-    }
-done:
     cJSON_Delete(root);
     free(text);
     return rc;
@@ -594,12 +374,42 @@ static bool is_ascii_space(char c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
+int zt_bpe_add_merge(zt_bpe *b, const char *x, size_t xl, const char *y, size_t yl, uint32_t rank,
+                     const char *what, const char *path, const char *unit, size_t lineno, zt_error *err) {
+    const int16_t *cp_byte = b->cp_byte;
+    char *buf = malloc(xl + yl + 2), *y2 = buf ? buf + xl + 1 : NULL;
+    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "%s %s: out of memory", what, path);
+    memcpy(buf, x, xl);
+    memcpy(y2, y, yl);
+    long a = byte_chars_to_bytes(buf, xl, cp_byte);
+    long c = a < 0 ? -1 : byte_chars_to_bytes(y2, yl, cp_byte);
+    int rc = ZT_OK;
+    if (a < 0 || c < 0) {
+        rc = zt_error_set(err, ZT_ERR_DATA, "%s %s %s %zu: symbol \"%.*s\" is not made of GPT-2 byte characters",
+                          what, path, unit, lineno, (int)(a < 0 ? xl : yl), a < 0 ? x : y);
+    } else {
+        memmove(buf + a, y2, (size_t)c); /* the merged piece must exist */
+        if (!table_find(&b->vocab, buf, (size_t)(a + c), bpe_hash(buf, (size_t)(a + c)))) {
+            rc = zt_error_set(err, ZT_ERR_DATA, "%s %s %s %zu: merging \"%.*s\" and \"%.*s\" gives a piece "
+                              "the vocabulary lacks: the two do not belong together", what, path, unit, lineno, (int)xl, x,
+                              (int)yl, y);
+        } else {
+            memmove(buf + a + 1, buf + a, (size_t)c);
+            buf[a] = ',';
+            size_t need = (size_t)(a + c + 1);
+            if (table_put(&b->merges, buf, need, bpe_hash(buf, need), rank, 0) != 0)
+                rc = zt_error_set(err, ZT_ERR_NOMEM, "%s %s: out of memory", what, path);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
 /* vocab.bpe: a header line, then one merge "first second" per line, rank = its index. As in the
  * package (lines.slice(1, lines.length - 1)) the first line and the text after the last "\n" are
  * not merges. The key is first ',' second and a later line with the same key overwrites the
  * rank of an earlier one (dictZip). */
-static int load_merges(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_CP_LIMIT],
-                       zt_error *err) {
+static int load_merges(zt_bpe *b, const char *path, zt_error *err) {
     char *text;
     size_t len;
     int rc = zt_read_file(path, "vocab.bpe file", &text, &len, err);
@@ -619,8 +429,6 @@ static int load_merges(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_CP
     line++;
     uint32_t rank = 0;
     size_t lineno = 2;
-    char *buf = NULL;
-    size_t buf_cap = 0;
     for (char *eol; (eol = memchr(line, '\n', (size_t)(text + len - line))); line = eol + 1, lineno++) {
         char *f[3];
         size_t fl[3];
@@ -641,44 +449,10 @@ static int load_merges(zt_bpe *b, const char *path, const int16_t cp_byte[BPE_CP
                               nf ? f[0] : "");
             break;
         }
-        long a = byte_chars_to_bytes(f[0], fl[0], cp_byte);
-        long c = a < 0 ? -1 : byte_chars_to_bytes(f[1], fl[1], cp_byte);
-        if (a < 0 || c < 0) {
-            rc = zt_error_set(err, ZT_ERR_DATA, "vocab.bpe file %s line %zu: symbol \"%.*s\" is not "
-                              "made of GPT-2 byte characters", path, lineno,
-                              (int)fl[a < 0 ? 0 : 1], f[a < 0 ? 0 : 1]);
-            break;
-        }
-        size_t need = (size_t)a + (size_t)c + 1;
-        if (need > buf_cap) {
-            char *nb = realloc(buf, need * 2);
-            if (!nb) {
-                rc = zt_error_set(err, ZT_ERR_NOMEM, "vocab.bpe file %s: out of memory", path);
-                break;
-            }
-            buf = nb;
-            buf_cap = need * 2;
-        }
-        /* the merged piece must exist */
-        memcpy(buf, f[0], (size_t)a);
-        memcpy(buf + a, f[1], (size_t)c);
-        if (!table_find(&b->vocab, buf, need - 1, bpe_hash(buf, need - 1))) {
-            rc = zt_error_set(err, ZT_ERR_DATA,
-                              "vocab.bpe file %s line %zu: merging \"%.*s\" and \"%.*s\" (as bytes) "
-                              "gives a piece encoder.json lacks: the two files do not belong "
-                              "together", path, lineno, (int)a, f[0], (int)c, f[1]);
-            break;
-        }
-        memcpy(buf, f[0], (size_t)a);
-        buf[a] = ',';
-        memcpy(buf + a + 1, f[1], (size_t)c);
-        if (table_put(&b->merges, buf, need, bpe_hash(buf, need), rank, 0) != 0) {
-            rc = zt_error_set(err, ZT_ERR_NOMEM, "vocab.bpe file %s: out of memory", path);
-            break;
-        }
+        rc = zt_bpe_add_merge(b, f[0], fl[0], f[1], fl[1], rank, "vocab.bpe file", path, "line", lineno, err);
+        if (rc) break;
         rank++;
     }
-    free(buf);
     if (!rc && rank == 0)
         rc = zt_error_set(err, ZT_ERR_DATA, "vocab.bpe file %s: no merge lines (expected a "
                           "'#version' line, then lines of two symbols)", path);
@@ -696,12 +470,23 @@ static void append_ranges(char *s, size_t *n, size_t cap, const uint32_t (*r)[2]
     }
 }
 
-/* The package's regex with \p{L}, \p{N}, \s and \S spelled out:
- *   's|'t|'re|'ve|'m|'ll|'d| ?[L]+| ?[N]+| ?[^SLN]+|[S]+(?![^S])|[S]+                         */
-static int compile_pretokenizer(zt_bpe *b, zt_error *err) {
+/* NULL: the package's regex with \p{L}, \p{N}, \s and \S spelled out:
+ *   's|'t|'re|'ve|'m|'ll|'d| ?[L]+| ?[N]+| ?[^SLN]+|[S]+(?![^S])|[S]+
+ * else the given PCRE2 pattern (UTF, UCP). */
+int zt_bpe_set_pattern(zt_bpe *b, const char *pattern, zt_error *err) {
     size_t cap = 64 * 1024, n = 0;
     char *p = malloc(cap);
     if (!p) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for the BPE pre-tokenizer pattern");
+    pcre2_match_data_free(b->md);
+    pcre2_code_free(b->re);
+    b->md = NULL;
+    b->re = NULL;
+    if (pattern) {
+        n = strlen(pattern) < cap - 1 ? strlen(pattern) : cap - 1;
+        memcpy(p, pattern, n);
+        p[n] = 0;
+        goto compile;
+    }
 #define LIT(s) n += (size_t)snprintf(p + n, cap - n, "%s", s)
 #define L_ append_ranges(p, &n, cap, zt_bpe_letter_ranges, ZT_ARRAY_LEN(zt_bpe_letter_ranges))
 #define N_ append_ranges(p, &n, cap, zt_bpe_number_ranges, ZT_ARRAY_LEN(zt_bpe_number_ranges))
@@ -725,6 +510,7 @@ static int compile_pretokenizer(zt_bpe *b, zt_error *err) {
 #undef L_
 #undef N_
 #undef S_
+compile:
     if (n >= cap - 1) {
         free(p);
         return zt_error_set(err, ZT_ERR_INTERNAL, "BPE pre-tokenizer pattern longer than %zu bytes", cap);
@@ -736,8 +522,8 @@ static int compile_pretokenizer(zt_bpe *b, zt_error *err) {
     if (!b->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ecode, msg, sizeof msg);
-        return zt_error_set(err, ZT_ERR_INTERNAL, "PCRE2 rejects the BPE pre-tokenizer pattern at "
-                            "offset %zu: %s", (size_t)eoff, (char *)msg);
+        return zt_error_set(err, pattern ? ZT_ERR_DATA : ZT_ERR_INTERNAL, "PCRE2 rejects the BPE pre-tokenizer "
+                            "pattern at offset %zu: %s", (size_t)eoff, (char *)msg);
     }
     b->jit = pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE) == 0; /* else the interpreter */
     b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
@@ -745,19 +531,52 @@ static int compile_pretokenizer(zt_bpe *b, zt_error *err) {
     return ZT_OK;
 }
 
+int zt_bpe_new(zt_bpe **out, zt_error *err) {
+    zt_bpe *b = calloc(1, sizeof *b);
+    if (!b) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for the BPE tokenizer");
+    uint32_t byte_cp[256];
+    bytes_to_unicode(byte_cp, b->cp_byte);
+    *out = b;
+    return ZT_OK;
+}
+
+void zt_bpe_set_ignore_merges(zt_bpe *b, bool on) { b->ignore_merges = on; }
+
+int zt_bpe_add_special(zt_bpe *b, const char *content, size_t len, uint32_t id, zt_error *err) {
+    if (!len || id > 65535)
+        return zt_error_set(err, ZT_ERR_DATA, "added token \"%.*s\" (id %u): %s", (int)len, content, id,
+                            len ? "ids must be below 65536 (uint16 token files)" : "empty");
+    int n = b->n_special;
+    char **s = realloc(b->special, (size_t)(n + 1) * sizeof *s);
+    if (s) b->special = s;
+    size_t *l = realloc(b->special_len, (size_t)(n + 1) * sizeof *l);
+    if (l) b->special_len = l;
+    uint32_t *d = realloc(b->special_id, (size_t)(n + 1) * sizeof *d);
+    if (d) b->special_id = d;
+    char *c = s && l && d ? malloc(len) : NULL;
+    if (!c || table_put(&b->vocab, content, len, bpe_hash(content, len), id, 0) != 0) {
+        free(c);
+        return zt_error_set(err, ZT_ERR_NOMEM, "no memory for added token %u", id);
+    }
+    memcpy(c, content, len);
+    b->special[n] = c;
+    b->special_len[n] = len;
+    b->special_id[n] = id;
+    b->n_special = n + 1;
+    return build_decoder(b, "added token", content, err); /* its id decodes to its text */
+}
+
 int zt_bpe_load(zt_bpe **out, const char *encoder_json_path, const char *vocab_bpe_path,
                 zt_error *err) {
     *out = NULL;
     if (!encoder_json_path || !vocab_bpe_path)
         return zt_error_set(err, ZT_ERR_USAGE, "zt_bpe_load: NULL path");
-    zt_bpe *b = calloc(1, sizeof *b);
-    if (!b) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for the BPE tokenizer");
-    uint32_t byte_cp[256];
-    int16_t cp_byte[BPE_CP_LIMIT];
-    bytes_to_unicode(byte_cp, cp_byte);
-    int rc = load_encoder(b, encoder_json_path, cp_byte, err);
-    if (!rc) rc = load_merges(b, vocab_bpe_path, cp_byte, err);
-    if (!rc) rc = compile_pretokenizer(b, err);
+    zt_bpe *b;
+    int rc = zt_bpe_new(&b, err);
+    if (rc) return rc;
+    rc = load_encoder(b, encoder_json_path, err);
+    if (!rc) rc = load_merges(b, vocab_bpe_path, err);
+    if (!rc) rc = zt_bpe_set_pattern(b, NULL, err);
     if (rc) {
         zt_bpe_free(b);
         return rc;
@@ -783,6 +602,10 @@ void zt_bpe_free(zt_bpe *b) {
     free(b->old);
     free(b->merged);
     free(b->key);
+    for (int i = 0; i < b->n_special; i++) free(b->special[i]);
+    free(b->special);
+    free(b->special_len);
+    free(b->special_id);
     free(b);
 }
 
@@ -898,7 +721,13 @@ static int encode_word(zt_bpe *b, const uint8_t *w, size_t n, bpe_vec *out, zt_e
         return ZT_OK;
     }
     uint64_t h = bpe_hash(w, n);
-    const bpe_slot *s = table_find(&b->cache, w, n, h);
+    const bpe_slot *s = b->ignore_merges ? table_find(&b->vocab, w, n, h) : NULL;
+    if (s) { /* tokenizer.json's ignore_merges: a word in the vocabulary is one token */
+        if (vec_reserve(out, 1) != 0) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for tokens");
+        out->v[out->n++] = (uint16_t)s->val;
+        return ZT_OK;
+    }
+    s = table_find(&b->cache, w, n, h);
     if (s) {
         if (vec_reserve(out, s->val2) != 0) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for tokens");
         memcpy(out->v + out->n, b->cache_tokens.v + s->val, s->val2 * sizeof *out->v);
@@ -921,6 +750,30 @@ static int encode_word(zt_bpe *b, const uint8_t *w, size_t n, bpe_vec *out, zt_e
     return ZT_OK;
 }
 
+/* Pre-tokenizes text[start, end) and appends its words' ids to out. */
+static int encode_span(zt_bpe *b, const unsigned char *text, size_t start, size_t end, bpe_vec *out, zt_error *err) {
+    for (size_t off = start; off < end;) {
+        int m = b->jit ? pcre2_jit_match(b->re, text, end, off, PCRE2_NO_UTF_CHECK, b->md, NULL)
+                       : pcre2_match(b->re, text, end, off, PCRE2_NO_UTF_CHECK, b->md, NULL);
+        if (m == PCRE2_ERROR_NOMATCH) /* the rest is one piece (Split's "Isolated": gaps are pieces) */
+            return encode_word(b, text + off, end - off, out, err);
+        if (m < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(m, msg, sizeof msg);
+            return zt_error_set(err, ZT_ERR_INTERNAL, "BPE pre-tokenizer failed at byte %zu: %s", off, (char *)msg);
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
+        int rc = ov[0] > off ? encode_word(b, text + off, ov[0] - off, out, err) : ZT_OK; /* the gap */
+        if (rc) return rc;
+        if (ov[1] <= off || ov[0] >= ov[1]) /* a pattern that matches empty (tokenizer.json's) */
+            return zt_error_set(err, ZT_ERR_DATA, "BPE pre-tokenizer made no progress at byte %zu", off);
+        rc = encode_word(b, text + ov[0], ov[1] - ov[0], out, err);
+        if (rc) return rc;
+        off = ov[1];
+    }
+    return ZT_OK;
+}
+
 int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint16_t **tokens, size_t *n,
                   zt_error *err) {
     *tokens = NULL;
@@ -940,26 +793,34 @@ int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint16_t **tokens, si
         rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for the tokens of %zu bytes", len);
         goto done;
     }
-    for (size_t off = 0; off < len;) {
-        int m = b->jit ? pcre2_jit_match(b->re, text, len, off, PCRE2_NO_UTF_CHECK, b->md, NULL)
-                       : pcre2_match(b->re, text, len, off, PCRE2_NO_UTF_CHECK, b->md, NULL);
-        if (m == PCRE2_ERROR_NOMATCH) break;
-        if (m < 0) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(m, msg, sizeof msg);
-            rc = zt_error_set(err, ZT_ERR_INTERNAL, "BPE pre-tokenizer failed at byte %zu: %s",
-                              off, (char *)msg);
-            goto done;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
-        if (ov[1] <= off || ov[0] >= ov[1]) { /* cannot happen: no alternative matches empty */
-            rc = zt_error_set(err, ZT_ERR_INTERNAL, "BPE pre-tokenizer made no progress at byte %zu", off);
-            goto done;
-        }
-        rc = encode_word(b, text + ov[0], ov[1] - ov[0], &out, err);
-        if (rc) goto done;
-        off = ov[1];
+    /* added tokens split the text; each span between them is pre-tokenized on its own (the
+     * regex sees only the span, as in Hugging Face tokenizers) */
+    size_t *next = NULL;
+    if (b->n_special && !(next = calloc((size_t)b->n_special, sizeof *next))) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for the added tokens");
+        goto done;
     }
+    for (size_t pos = 0; pos < len;) {
+        size_t at = len;
+        int which = -1;
+        for (int i = 0; i < b->n_special; i++) {
+            if (pos == 0 || (next[i] != SIZE_MAX && next[i] < pos)) {
+                const void *hit = memmem(text + pos, len - pos, b->special[i], b->special_len[i]);
+                next[i] = hit ? (size_t)((const unsigned char *)hit - text) : SIZE_MAX;
+            }
+            if (next[i] < at || (next[i] == at && which >= 0 && b->special_len[i] > b->special_len[which]))
+                at = next[i], which = i;
+        }
+        if ((rc = encode_span(b, text, pos, at, &out, err))) break;
+        if (which < 0) break;
+        if (vec_reserve(&out, 1) != 0) {
+            rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for the tokens of %zu bytes", len);
+            break;
+        }
+        out.v[out.n++] = (uint16_t)b->special_id[which];
+        pos = at + b->special_len[which];
+    }
+    free(next);
 done:
     free(repaired);
     if (rc) {

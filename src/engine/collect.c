@@ -396,18 +396,32 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
     return rc;
 }
 
-int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) {
-    if (!e->opt.comm || e->world == 1) return ZT_OK;
-    double all[e->world];
+int zt_engine_gather_ranks(zt_engine *e, const double *x, int n, double *all, const char *what, zt_error *err) {
+    if (!e->opt.comm || e->world == 1) {
+        memcpy(all, x, (size_t)n * sizeof *x);
+        return ZT_OK;
+    }
     double t0 = omp_get_wtime();
-    int rc = zt_all_gather_f64(e->opt.comm, x, all, 1, "loss", err);
+    int rc = zt_all_gather_f64(e->opt.comm, x, all, (size_t)n, what, err);
     e->comm_s += omp_get_wtime() - t0;
+    return rc;
+}
+
+int zt_engine_sum_ranks_n(zt_engine *e, double *x, int n, const char *what, zt_error *err) {
+    if (!e->opt.comm || e->world == 1) return ZT_OK;
+    if (n < 1 || n > 16) return zt_error_set(err, ZT_ERR_INTERNAL, "engine: sum of %d values over the ranks (1..16)", n);
+    double all[e->world * n];
+    int rc = zt_engine_gather_ranks(e, x, n, all, what, err);
     if (rc) return rc;
-    double s = 0;
-    for (int r = 0; r < e->world; r++) s += all[r];
-    *x = s;
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int r = 0; r < e->world; r++) s += all[r * n + i];
+        x[i] = s;
+    }
     return ZT_OK;
 }
+
+int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) { return zt_engine_sum_ranks_n(e, x, 1, "loss", err); }
 
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
     memset(out, 0, sizeof *out);

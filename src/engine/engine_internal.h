@@ -66,6 +66,7 @@ typedef struct grad_tree {
 struct zt_engine {
     zt_model *model;
     zt_engine_options opt;
+    bool skip_next;             /* zt_engine_skip_next_step: the next step skips its update */
     int rank, world;            /* in opt.comm (0, 1 without) */
     zt_comm *shard_comm;        /* the shard group (the world, or the hybrid group) */
     zt_comm *replica_comm;      /* hybrid: ranks holding the same pieces; NULL otherwise */

@@ -1,6 +1,8 @@
 /* generate.c - top-k / temperature sampling on the engine (see generate.h). */
 #include "engine/generate.h"
 
+#include "data/tokenizer_json.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +43,9 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
     int V = m->vocab_size, context = zt_engine_options_of(e)->T;
     uint16_t *ptok = NULL;
     size_t np = 0;
-    int rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
+    uint16_t eot; /* the tokenizer's document separator (50256 for GPT-2) */
+    int rc = zt_tokenizer_eot(bpe, &eot, err);
+    if (!rc) rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
     if (rc) return rc;
     size_t total = np + 1 + (size_t)o->tokens;
     int32_t *ctx = malloc(total * sizeof *ctx);
@@ -53,7 +57,7 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         goto out;
     }
     int n = 0;
-    ctx[n++] = ZT_BPE_EOT; /* documents start with <|endoftext|> in our token files */
+    ctx[n++] = eot; /* documents start with the end-of-text token in our token files */
     for (size_t i = 0; i < np; i++) ctx[n++] = ptok[i];
     uint64_t rng = o->seed;
     fputs(prompt, out);
@@ -63,16 +67,14 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         if ((rc = zt_engine_forward(e, &b, NULL, logits, err))) goto out;
         int t = pick(logits, V, o->top_k, o->temperature, &rng, idx, prob);
         ctx[n++] = t;
-        if (t == ZT_BPE_EOT) {
-            fputs("\n<|endoftext|>\n", out);
-        } else {
-            uint16_t t16 = (uint16_t)t;
-            char *piece = NULL;
-            size_t plen = 0;
-            if ((rc = zt_bpe_decode(bpe, &t16, 1, &piece, &plen, err))) goto out;
-            fwrite(piece, 1, plen, out);
-            free(piece);
-        }
+        uint16_t t16 = (uint16_t)t;
+        char *piece = NULL;
+        size_t plen = 0;
+        if ((rc = zt_bpe_decode(bpe, &t16, 1, &piece, &plen, err))) goto out;
+        if (t == eot) fputc('\n', out); /* "\n<|endoftext|>\n" */
+        fwrite(piece, 1, plen, out);
+        if (t == eot) fputc('\n', out);
+        free(piece);
         fflush(out);
     }
     fputc('\n', out);

@@ -159,17 +159,18 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     norm /= scale; /* the gradient carries the loss scale (1 outside fp16) */
     zt_step_report r = {.grad_norm = norm, .clip_coef = zt_clip_coef(norm, o->grad_clip),
                         .finite = isfinite(norm), .loss_scale = scale};
-    if (prec->mode == ZT_PRECISION_FP16) {
-        /* every rank saw the same norm, so every rank skips (or not) and scales alike */
-        zt_loss_scaler_update(&e->scaler, prec, !r.finite);
-        if (!r.finite) {
-            r.skipped = true;
-            if (report) *report = r;
-            zt_grads_reset(e);
-            return ZT_OK;
-        }
-    }
+    /* every rank saw the same norm (and was asked alike), so every rank skips (or not) alike */
+    if (prec->mode == ZT_PRECISION_FP16) zt_loss_scaler_update(&e->scaler, prec, !r.finite);
+    if (!r.finite && prec->mode == ZT_PRECISION_FP16) r.skip_reason = ZT_SKIP_OVERFLOW;
+    else if (!r.finite && e->opt.skip_nonfinite) r.skip_reason = ZT_SKIP_NONFINITE;
+    else if (e->skip_next) r.skip_reason = ZT_SKIP_REQUESTED;
+    e->skip_next = false;
+    r.skipped = r.skip_reason != ZT_SKIP_NONE;
     if (report) *report = r;
+    if (r.skipped) {
+        zt_grads_reset(e);
+        return ZT_OK;
+    }
     if (!r.finite) {
         zt_grads_reset(e);
         return zt_error_set(err, ZT_ERR_NUMERICS,
@@ -197,3 +198,5 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
 }
 
 void zt_engine_zero_grad(zt_engine *e) { zt_grads_reset(e); }
+
+void zt_engine_skip_next_step(zt_engine *e) { e->skip_next = true; }

@@ -7,18 +7,23 @@
  * into micro-batches does not change the gradient. */
 #include "engine/trainer.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
+#include "core/fault.h"
+#include "core/stop.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
+#include "engine/guard.h"
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
 #include "metrics/trace.h"
 
 #include <math.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +97,69 @@ static int report_memory(zt_engine *e, zt_comm *world_comm, int world, int rank,
     return rc;
 }
 
+/* The collective deadline (comm.timeout_s, docs/reliability.md): fixed when the key is > 0 (or
+ * ZT_COMM_TIMEOUT is set); else automatic: the comms' 300 s until the first step is done, then
+ * max(60 s, 10 x the slowest step so far) during steps and max(300 s, 10 x the slowest save or
+ * evaluation so far) around them and after the last step. A deadline only fires when no message moves for that long. */
+typedef struct deadline {
+    bool automatic;
+    double slowest_step, slowest_save;
+} deadline;
+
+static void deadline_init(deadline *d, const zt_train_config *cfg, FILE *out) {
+    const char *env = getenv("ZT_COMM_TIMEOUT");
+    *d = (deadline){.automatic = !(cfg->comm_timeout_s > 0) && !(env && *env)};
+    if (cfg->comm_timeout_s > 0) zt_comm_set_job_timeout(cfg->comm_timeout_s);
+    if (cfg->comm_timeout_s > 0)
+        fprintf(out, "collective deadline %g s (comm.timeout_s)\n", cfg->comm_timeout_s);
+    else if (!d->automatic)
+        fprintf(out, "collective deadline %s s (ZT_COMM_TIMEOUT)\n", env);
+}
+
+static void deadline_for_steps(const deadline *d) {
+    if (d->automatic && d->slowest_step > 0) zt_comm_set_job_timeout(fmax(60.0, 10.0 * d->slowest_step));
+}
+
+static void deadline_for_save(const deadline *d) {
+    if (d->automatic) zt_comm_set_job_timeout(fmax(300.0, 10.0 * d->slowest_save));
+}
+
+/* ZT_FAULT bitflip: one bit of this rank's copy of the first parameter (silent corruption). */
+static void flip_a_bit(zt_engine *e) {
+    int64_t n = 0;
+    float *p = zt_engine_param_local(e, 0, NULL, &n);
+    if (!p || n < 1) return;
+    uint32_t u;
+    memcpy(&u, p, 4);
+    u ^= 1u << 22;
+    memcpy(p, &u, 4);
+}
+
+/* fault.replica_check_every: every rank hashes the parameters as it holds them and the ranks
+ * compare; a replica that differs from rank 0's is silent corruption (or a bug): ZT_ERR_NUMERICS
+ * naming the ranks. all: (world) scratch doubles. A collective. */
+static int check_replicas(zt_engine *e, int world, int64_t step, int every, double *all, zt_error *err) {
+    uint64_t h = zt_engine_param_hash(e); /* local for replicated fp32 parameters */
+    double mine;
+    memcpy(&mine, &h, 8);
+    int rc = zt_engine_gather_ranks(e, &mine, 1, all, "replica check", err);
+    if (rc) return rc;
+    char ranks[160] = "";
+    size_t used = 0;
+    uint64_t h0, hr = 0;
+    memcpy(&h0, &all[0], 8);
+    for (int r = 1; r < world && used + 12 < sizeof ranks; r++)
+        if (memcmp(&all[r], &all[0], 8)) {
+            if (!used) memcpy(&hr, &all[r], 8);
+            used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", used ? ", " : "", r);
+        }
+    if (!used) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_NUMERICS, "step %lld: the replicas diverge: rank(s) %s hold parameters hashing "
+                        "%016llx where rank 0's hash %016llx (fault.replica_check_every = %d; silent data corruption "
+                        "or a bug): stopping before this step's checkpoint", (long long)step, ranks,
+                        (unsigned long long)hr, (unsigned long long)h0, every);
+}
+
 static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
     zt_engine_get_loss_scaler(e, &s);
@@ -125,6 +193,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->precision.consecutive_hysteresis = cfg->consecutive_hysteresis;
     eo->precision.min_loss_scale = cfg->min_loss_scale;
     eo->activation_checkpointing = (zt_recompute)cfg->activation_checkpointing; /* same values */
+    eo->skip_nonfinite = cfg->fault_nonfinite_skips > 0; /* the step guard counts them (guard.c) */
     if (cfg->offload_param == ZT_CFG_OFFLOAD_NVME) eo->offload.param_dir = cfg->offload_param_nvme_path;
     if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME || cfg->offload_param == ZT_CFG_OFFLOAD_NVME) { /* docs/offload.md */
         if (cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME) eo->offload.optimizer_dir = cfg->offload_optimizer_nvme_path;
@@ -146,6 +215,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_jsonl log = {0};
     int32_t *inp = NULL, *tgt = NULL;
     zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
+    zt_guard guard = {0};          /* the non-finite and loss-spike policies, the straggler report */
+    double *per_rank = NULL, *work = NULL; /* (world * 4), (world): the step agreement's values */
     int64_t pending_step = -1;
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
@@ -183,17 +254,37 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if ((rc = st ? zt_safetensors_load(e, opts->init_weights, err) : zt_weights_load(e, opts->init_weights, err)))
             goto done;
     }
+    if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) goto done;
     if (opts && opts->resume && opts->resume[0]) {
         zt_ckpt_meta meta;
         char commit[4096];
-        if ((rc = zt_ckpt_resolve(opts->resume, commit, sizeof commit, err)) ||
-            (rc = zt_ckpt_load(e, commit, &meta, err)))
+        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, out, commit, sizeof commit, &meta, err)))
             goto done;
+        /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
+        double agree = (double)meta.step;
+        if ((rc = zt_engine_sum_ranks(e, &agree, err))) goto done;
+        if (agree != (double)meta.step * world) {
+            rc = zt_error_set(err, ZT_ERR_CKPT, "rank %d resumed from %s (step %lld) but the ranks did not all "
+                              "choose the same commit (their steps sum to %.0f): do they see the same files?",
+                              rank, commit, (long long)meta.step, agree);
+            goto done;
+        }
         start_step = meta.step;
         sample_base = meta.samples_consumed;
         fprintf(out, "resumed from %s: step %lld, next global sample %llu (saved by %s on %d rank%s)\n",
                 commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
                 meta.world, meta.world == 1 ? "" : "s");
+    }
+    if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
+        zt_error perr = {0};
+        double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
+        if ((rc = zt_engine_sum_ranks(e, &any, err))) goto done;
+        if (any > 0) {
+            rc = bad ? (*err = perr, perr.code)
+                     : zt_error_set(err, ZT_ERR_IO, "checkpoint directory %s is not writable by %.0f of the ranks "
+                                    "(their messages say why)", opts->ckpt_dir, any);
+            goto done;
+        }
     }
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
@@ -284,6 +375,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
             goto done;
     }
+    zt_offload_stats last_io = {0}; /* the last step's NVMe traffic (rank 0's files) */
+    deadline dl;
+    deadline_init(&dl, cfg, out);
+    if (cfg->comm_check_collectives) zt_comm_set_check(true); /* every rank has the same config */
+    if ((rc = zt_guard_init(&guard, cfg, world, err))) goto done;
+    per_rank = malloc((size_t)world * 4 * sizeof *per_rank);
+    work = malloc((size_t)world * sizeof *work);
+    if (!per_rank || !work) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        goto done;
+    }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     for (int64_t step = start_step; step < end_step; step++) {
@@ -294,6 +396,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_engine_reset_times(e);
         char step_name[32];
         snprintf(step_name, sizeof step_name, "step %lld", (long long)step + 1);
+        zt_fault_set_step(step + 1);
+        zt_comm_note_step(step + 1);
+        if (zt_fault_point(ZT_FAULT_AT_STEP, NULL) == ZT_FAULT_BITFLIP) flip_a_bit(e);
         zt_trace_begin("step", step_name);
         double t0 = now(), data_s = 0, fb_s = 0, loss_sum = 0;
         /* the schedule follows applied updates: an fp16 step skipped for overflow does not advance
@@ -313,18 +418,52 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_trace_end();
             zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
                           .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
+            long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
+            zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
+            if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
             float loss;
             if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) goto done;
+            if (fk == ZT_FAULT_SPIKE) loss *= (float)farg;
             fb_s += now() - tf;
             loss_sum += loss;
         }
         double comm_mid = zt_engine_comm_seconds(e); /* forward/backward's collectives */
         double to = now();
+        /* every cross-rank decision comes from this one all-gather (docs/reliability.md): the loss
+         * and how many ranks were asked to stop by SIGTERM, by SIGINT (each summed in rank order),
+         * and each rank's own work this step (its time less its time in collectives) */
+        int sig_here = zt_stop_requested();
+        double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
+        if (zt_fault_point(ZT_FAULT_AT_AGREE, NULL) == ZT_FAULT_SKIPCOLL) /* ZT_FAULT skipcoll: a desync */
+            for (int r = 0; r < world; r++) memcpy(per_rank + 4 * r, mine, sizeof mine);
+        else if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+            goto done;
+        for (int r = 0; r < world; r++)
+            for (int i = 0; i < 3; i++) agree[i] += per_rank[4 * r + i];
+        for (int r = 0; r < world; r++) work[r] = per_rank[4 * r + 3];
+        loss_sum = agree[0];
+        bool stop = agree[1] + agree[2] > 0;
+        double slow_mean, slow_median;
+        int slow = zt_guard_straggler(&guard, work, &slow_mean, &slow_median);
+        if (slow >= 0) {
+            zt_progress_message(&prog, "step %lld: straggler: rank %d's own work took %.3f s per step (%d steps in a "
+                                "row) against a median of %.3f s; the others wait for it", (long long)(step + 1), slow,
+                                slow_mean, guard.slow_run[slow], slow_median);
+            if (rank == 0 && log.fp) {
+                char ev[160];
+                snprintf(ev, sizeof ev, "\"step\":%lld,\"rank\":%d,\"work_s\":%.4f,\"median_s\":%.4f,\"steps\":%d",
+                         (long long)(step + 1), slow, slow_mean, slow_median, guard.slow_run[slow]);
+                if ((rc = zt_jsonl_write_event(&log, "straggler", ev, err))) goto done;
+            }
+        }
+        double spike_z, spike_mean, spike_sd; /* the loss-spike policy: skip this update everywhere */
+        bool spike = zt_guard_spike(&guard, loss_sum / (double)micro_per_step, &spike_z, &spike_mean, &spike_sd);
+        if (spike) zt_engine_skip_next_step(e);
+        zt_fault_point(ZT_FAULT_AT_OPTIM, NULL);
         zt_step_report rep;
         zt_trace_begin("optimizer", "step");
         if ((rc = zt_engine_step(e, lr, &rep, err))) goto done;
         zt_trace_end();
-        if ((rc = zt_engine_sum_ranks(e, &loss_sum, err))) goto done;
         double t1 = now();
         zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("lr", lr)}); /* the step span */
         zt_comm_bytes bytes;
@@ -341,7 +480,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             m.has_loss_scale = true;
             m.loss_scale = rep.loss_scale;
             m.skipped_steps = skipped_steps;
-            if (rep.skipped)
+            if (rep.skip_reason == ZT_SKIP_OVERFLOW)
                 zt_progress_message(&prog, "step %lld: fp16 gradients overflowed at loss scale %g: "
                                     "update skipped on every rank, scale now %g", (long long)(step + 1),
                                     rep.loss_scale, scaler_now(e));
@@ -360,6 +499,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         m.comm_wait_s = bytes.wait_s; /* the part of comm_s spent blocked in waits */
         zt_engine_offload_stats(e, &io, false);
         m.io_s = io.wait_s; /* the offloaded update's waits for the disk (0 without offload) */
+        last_io = io;
         m.optim_s = (t1 - to) - (m.comm_s - comm_mid) - m.io_s;
         m.other_s = m.step_s - (m.data_s + m.forward_s + m.backward_s + m.comm_s + m.optim_s + m.io_s);
         m.has_memory = true;
@@ -369,10 +509,32 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                          ZT_TARG_NUM("grads peak", m.mem.peak_grads / 1048576.0),
                          ZT_TARG_NUM("optimizer", m.mem.optimizer / 1048576.0),
                          ZT_TARG_NUM("activations", m.mem.activations / 1048576.0)});
+        int grc = zt_guard_after(&guard, &rep, m.loss, step + 1, err); /* counts, maybe stops: below */
+        if (rep.skip_reason == ZT_SKIP_NONFINITE)
+            zt_progress_message(&prog, "step %lld: gradient norm %g is not finite: update skipped on every rank "
+                                "(%d in a row; fault.nonfinite_skips = %d)", (long long)(step + 1), rep.grad_norm,
+                                guard.nonfinite_run, guard.max_nonfinite);
+        else if (rep.skip_reason == ZT_SKIP_REQUESTED)
+            zt_progress_message(&prog, "step %lld: loss %.4f is a spike (z %.1f over the last %d steps: mean %.4f, "
+                                "sd %.4f; fault.loss_spike_z = %g): update skipped on every rank",
+                                (long long)(step + 1), m.loss, spike_z, guard.window, spike_mean, spike_sd,
+                                guard.spike_z);
+        if (rank == 0 && log.fp && rep.skipped && rep.skip_reason != ZT_SKIP_OVERFLOW) {
+            char ev[96];
+            snprintf(ev, sizeof ev, "\"step\":%lld,\"reason\":\"%s\"", (long long)(step + 1),
+                     rep.skip_reason == ZT_SKIP_NONFINITE ? "nonfinite" : "loss_spike");
+            if ((rc = zt_jsonl_write_event(&log, "skipped_step", ev, err))) goto done;
+        }
+        if ((rc = grc)) goto done;
+        if (cfg->fault_replica_check_every > 0 && (step + 1) % cfg->fault_replica_check_every == 0 &&
+            (rc = check_replicas(e, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
+            goto done;
         if (step == start_step) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
-        if (have_val && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
+        dl.slowest_step = fmax(dl.slowest_step, m.step_s);
+        deadline_for_save(&dl); /* evaluation and checkpoints (a no-op when neither comes) */
+        if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
             if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
@@ -387,12 +549,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double tck = now();
         zt_trace_begin("checkpoint", "save");
         if (opts && opts->ckpt_dir && opts->ckpt_dir[0] &&
-            (last || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
+            (last || stop || (opts->ckpt_every > 0 && (step + 1) % opts->ckpt_every == 0))) {
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
             double tc = now();
-            if (ckpt_async && !last) {
+            if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
                 if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
@@ -416,8 +578,32 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         zt_trace_end();
         m.ckpt_s = now() - tck;
+        dl.slowest_save = fmax(dl.slowest_save, fmax(m.ckpt_s, m.eval_s));
+        deadline_for_steps(&dl);
         if ((rc = zt_jsonl_write_step(&log, &m, err))) goto done;
+        if (stop) {
+            zt_progress_finish(&prog);
+            int sig = agree[1] > 0 ? SIGTERM : SIGINT;
+            double asked = agree[1] + agree[2];
+            if (opts && opts->ckpt_dir && opts->ckpt_dir[0])
+                fprintf(out, "stop requested (%s on %.0f of %d rank%s): step %lld committed to %s/step-%08lld; "
+                        "exiting %d (continue with --resume %s)\n", zt_signal_name(sig), asked,
+                        world, world == 1 ? "" : "s", (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1),
+                        ZT_EXIT_STOPPED, opts->ckpt_dir);
+            else
+                fprintf(out, "stop requested (%s on %.0f of %d rank%s) after step %lld: no checkpoint directory "
+                        "(checkpoint.dir or --ckpt-dir), so nothing could be saved; exiting %d\n",
+                        zt_signal_name(sig), asked, world, world == 1 ? "" : "s",
+                        (long long)(step + 1), ZT_EXIT_STOPPED);
+            fflush(out);
+            if (result) {
+                result->stop_signal = sig;
+                result->steps = step + 1;
+            }
+            goto done;
+        }
     }
+    deadline_for_save(&dl); /* what follows the loop saves, gathers and writes */
     if (pending) {
         zt_ckpt_async *a = pending;
         pending = NULL;
@@ -426,6 +612,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_progress_finish(&prog);
     /* planned against measured memory, every rank (a collective: all ranks are here) */
     if ((rc = report_memory(e, world_comm, world, rank, out, &log, err))) goto done;
+    if (rank == 0 && zt_engine_offload_describe(e)[0] && end_step > start_step) {
+        zt_memory_plan io_plan;
+        zt_engine_memory_plan(e, &io_plan);
+        fprintf(out, "offload I/O of the last step, rank 0: read %.2f MiB (the optimizer pass %.2f, the gathers' pieces "
+                "%.2f), wrote %.2f MiB; planned read %.2f, write %.2f MiB\n",
+                (last_io.read_bytes + last_io.gather_read_bytes) / 1048576.0, last_io.read_bytes / 1048576.0,
+                last_io.gather_read_bytes / 1048576.0, last_io.write_bytes / 1048576.0,
+                io_plan.offload_read_bytes / 1048576.0, io_plan.offload_write_bytes / 1048576.0);
+    }
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0] && end_step <= start_step) {
         /* nothing to train (resumed at or past --stop-after): save the loaded state in this run's
          * layout, i.e. reshard the checkpoint to this world size and strategy */
@@ -437,6 +632,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     uint64_t hash = zt_engine_param_hash(e); /* a collective under zero3: every rank calls it */
     if (result) {
+        result->stop_signal = 0;
         result->first_loss = first_loss;
         result->final_loss = last_loss;
         result->final_val_loss = last_val;
@@ -488,10 +684,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
 data_error_train:
     zt_error_prefix(err, "data.train %s", cfg->train_path);
 done:
+    zt_comm_set_job_timeout(0); /* this run's deadline ends with it */
     zt_trace_close(NULL); /* an error path: the file is closed, the per-rank files stay unmerged */
     zt_commlog_enable(false);
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
+    zt_guard_free(&guard);
+    free(per_rank);
+    free(work);
     free(inp);
     free(tgt);
     zt_engine_free(e);

@@ -26,13 +26,21 @@ typedef struct zt_train_result {
     int64_t steps;
     uint64_t param_hash; /* xxh64 of the final parameters (full tensors, any strategy) */
     zt_comm_bytes last_step_bytes; /* this rank's collective traffic in the last step */
+    int stop_signal; /* != 0: stopped early on a stop request (SIGTERM or SIGINT, on any rank)
+                        after saving what could be saved; the job exits ZT_EXIT_STOPPED */
 } zt_train_result;
+
+/* The exit code of a run stopped by SIGTERM/SIGINT at a step boundary (EX_TEMPFAIL: "try again";
+ * its checkpoint, when a directory is configured, is committed). */
+#define ZT_EXIT_STOPPED 75
 
 /* The engine options a configuration gives on `world` ranks (comm: the world, used when world > 1):
  * what zt_train creates its engine with, and what `zerotrain estimate-memory CONFIG` plans. */
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo);
 
-/* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite. */
+/* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite.
+ * A stop request (core/stop.h) seen by any rank ends the run at the next step boundary on every
+ * rank, after a synchronous checkpoint when opts->ckpt_dir is set: ZT_OK with result->stop_signal. */
 int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_result *result,
              zt_error *err);
 

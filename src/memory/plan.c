@@ -112,6 +112,7 @@ typedef struct sim {
     int *list;                    /* (n_params) room for another parameter list */
     bool offload_param;           /* param_offload.c: pieces in files, read into per-unit windows */
     size_t *window;               /* (n_units) floats of the window of the gather issued for a unit */
+    size_t io_read;               /* bytes the gathers read from the pieces' file during the step */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
@@ -222,9 +223,12 @@ static void issue_gather(sim *s, int u) {
         alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
         s->gathered[missing[j]] = true;
     }
-    if (s->offload_param) { /* the window the gather reads the pieces into */
+    if (s->offload_param) { /* the window the gather reads the pieces into, with one read each */
         s->window[u] = zt_memory_window_floats(s->pl, missing, nm);
         alloc(s, ZT_MEM_PARAMS, s->window[u]);
+        for (int j = 0; j < nm; j++)
+            s->io_read += zt_nvme_span_bytes(s->pl->p[missing[j]].shard_off,
+                                             (size_t)zt_plan_shard_numel(s->pl, missing[j], s->pl->shard));
     }
     stage(s, s->overlap, missing, nm, ST_AG);
     if (s->offload_param && !s->overlap) release_window(s, u); /* gathered at once */
@@ -497,6 +501,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (store_kinds) {
         take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, store_kinds, state));
         out->offload_file_bytes = (size_t)store_kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
+        out->offload_read_bytes = out->offload_write_bytes = out->offload_file_bytes; /* the stream */
     }
     if (!(pe.offload_optimizer && kinds)) {
         for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, zt_memory_floats_for_bytes(state * (size_t)s.pb->moment));
@@ -568,6 +573,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;
+    out->offload_read_bytes += s.io_read;
     out->world = world;
     out->rank = rank;
     out->nshards = pl.nshards;

@@ -1,5 +1,5 @@
 /* fuzz_config_accelerate.c - libFuzzer target for the Accelerate YAML reader
- * (src/config/dialect_accelerate.c, dialect_common.c): the input as an `accelerate config` file
+ * (src/config/dialect_accelerate.c and .def, dialect_common.c): the input as an `accelerate config` file
  * (a deepspeed_config_file it names is looked up on disk and normally missing: an error). Not
  * built by CMake; tests/fuzz/README.md says how. Contracts: fuzz_config_common.h. */
 #include "fuzz_config_common.h"

@@ -1,6 +1,6 @@
 /* fuzz_config_deepspeed.c - libFuzzer target for the DeepSpeed JSON reader
- * (src/config/dialect_deepspeed.c, dialect_common.c): the input as a ds_config.json. Not built by
- * CMake; tests/fuzz/README.md says how. Contracts: fuzz_config_common.h. */
+ * (src/config/dialect_deepspeed.c and .def, dialect_common.c): the input as a ds_config.json.
+ * Not built by CMake; tests/fuzz/README.md says how. Contracts: fuzz_config_common.h. */
 #include "fuzz_config_common.h"
 
 #include <stdint.h>

@@ -1,0 +1,338 @@
+/* hf_arch.c - the Hugging Face architecture table (hf_arch.h): for each model family, the
+ * config.json fields it reads and refuses, the config.json it writes, and its parameters'
+ * transformers names and layouts.
+ *
+ * GPT-2 (model_type gpt2): zerotrain's parameter names are GPT2Model's ("wte.weight",
+ * "h.0.attn.c_attn.weight", ...); transformers' Conv1D stores (in, out), the transpose of
+ * zerotrain's (out, in), for every 2-D parameter of a block; the LM head is tied to wte and not
+ * stored. Checkpoints saved from GPT2LMHeadModel prefix names with "transformer.".
+ * Llama (model_type llama, mistral): config.json is parsed into zt_hf_llama_config and its
+ * names are transformers' LlamaForCausalLM ones: "model." + the name, except lm_head.weight; Linear
+ * weights are (out, in) in both. Its create and write functions come with the Llama model (branch
+ * llama): until then such a directory is refused after parsing, saying so. */
+#include "ckpt/hf_arch.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * config.json field readers: each names the file and the field in its error. */
+
+/* An integer field in [lo, hi]; absent: def (def < 0: required). */
+static int get_int(const cJSON *j, const char *key, int def, int lo, int hi, const char *path, int *out,
+                   zt_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s is missing", path, key);
+        *out = def;
+        return ZT_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s must be an integer in [%d, %d]", path, key, lo, hi);
+    *out = (int)v->valuedouble;
+    return ZT_OK;
+}
+
+static int get_num(const cJSON *j, const char *key, double def, const char *path, double *out, zt_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ZT_OK;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s must be a positive number", path, key);
+    *out = v->valuedouble;
+    return ZT_OK;
+}
+
+/* A boolean field that must be `need` when present (absent: its default, which is `need`). */
+static int want_bool(const cJSON *j, const char *key, bool need, const char *why, const char *path, zt_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    if (!cJSON_IsBool(v) || cJSON_IsTrue(v) != need)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s must be %s: %s", path, key, need ? "true" : "false", why);
+    return ZT_OK;
+}
+
+/* A string field that, when present, must be one of the NULL-terminated list. */
+static int want_str(const cJSON *j, const char *key, const char *const *ok, const char *path, zt_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    for (int i = 0; cJSON_IsString(v) && ok[i]; i++)
+        if (!strcmp(v->valuestring, ok[i])) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s is %s; zerotrain builds %s", path, key,
+                        cJSON_IsString(v) ? v->valuestring : "not a string", ok[0]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * GPT-2 */
+
+/* config.json field -> zt_gpt2_config field (all required: transformers' defaults are GPT-2
+ * small's, and a file without them is not one to guess at). */
+static const struct {
+    const char *key;
+    size_t off;
+} GPT2_FIELDS[] = {
+    {"vocab_size", offsetof(zt_gpt2_config, vocab_size)}, {"n_positions", offsetof(zt_gpt2_config, max_seq_len)},
+    {"n_embd", offsetof(zt_gpt2_config, n_embd)},         {"n_layer", offsetof(zt_gpt2_config, n_layer)},
+    {"n_head", offsetof(zt_gpt2_config, n_head)},
+};
+
+static int gpt2_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
+    static const char *const act[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    zt_gpt2_config *g = &c->gpt2;
+    int rc = ZT_OK;
+    for (size_t i = 0; i < sizeof GPT2_FIELDS / sizeof *GPT2_FIELDS && !rc; i++)
+        rc = get_int(j, GPT2_FIELDS[i].key, -1, 1, 1 << 24, path, (int *)((char *)g + GPT2_FIELDS[i].off), err);
+    if (rc) return rc;
+    if (g->vocab_size > 65536)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field vocab_size %d exceeds 65536 (uint16 token files)", path,
+                            g->vocab_size);
+    if (g->n_embd % g->n_head)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field n_head %d does not divide n_embd %d", path, g->n_head,
+                            g->n_embd);
+    int inner = 0;
+    double eps = 0;
+    if ((rc = get_int(j, "n_inner", 4 * g->n_embd, 1, 1 << 26, path, &inner, err))) return rc;
+    if (inner != 4 * g->n_embd)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field n_inner %d: zerotrain's GPT-2 MLP is 4 x n_embd = %d", path,
+                            inner, 4 * g->n_embd);
+    if ((rc = get_num(j, "layer_norm_epsilon", 1e-5, path, &eps, err))) return rc;
+    if (fabs(eps - 1e-5) > 1e-12)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field layer_norm_epsilon %g: zerotrain's layernorm uses 1e-5",
+                            path, eps);
+    if ((rc = want_str(j, "activation_function", act, path, err)) ||
+        (rc = want_bool(j, "tie_word_embeddings", true, "the LM head is wte", path, err)) ||
+        (rc = want_bool(j, "scale_attn_weights", true, "attention scales by 1/sqrt(head size)", path, err)) ||
+        (rc = want_bool(j, "scale_attn_by_inverse_layer_idx", false, "not implemented", path, err)) ||
+        (rc = want_bool(j, "add_cross_attention", false, "a decoder-only model", path, err)))
+        return rc;
+    return ZT_OK;
+}
+
+static int gpt2_create(const zt_hf_model_config *c, zt_model **out, zt_error *err) {
+    return zt_gpt2_create(&c->gpt2, out, err);
+}
+
+static void gpt2_write(const zt_model *m, cJSON *j) {
+    const zt_gpt2_config *g = m->cfg;
+    for (size_t i = 0; i < sizeof GPT2_FIELDS / sizeof *GPT2_FIELDS; i++)
+        cJSON_AddNumberToObject(j, GPT2_FIELDS[i].key, *(const int *)((const char *)g + GPT2_FIELDS[i].off));
+    cJSON_AddNumberToObject(j, "n_ctx", g->max_seq_len);
+    cJSON_AddNullToObject(j, "n_inner");
+    cJSON_AddStringToObject(j, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(j, "layer_norm_epsilon", 1e-5);
+    cJSON_AddNumberToObject(j, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(j, "scale_attn_weights", true);
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", true);
+    cJSON_AddNumberToObject(j, "resid_pdrop", 0);
+    cJSON_AddNumberToObject(j, "embd_pdrop", 0);
+    cJSON_AddNumberToObject(j, "attn_pdrop", 0);
+    if (g->vocab_size > 50256) { /* GPT-2's <|endoftext|> */
+        cJSON_AddNumberToObject(j, "bos_token_id", 50256);
+        cJSON_AddNumberToObject(j, "eos_token_id", 50256);
+    }
+}
+
+static bool gpt2_name(const zt_param_desc *p, char *out, size_t cap, bool *transpose) {
+    *transpose = p->ndim == 2 && strncmp(p->name, "h.", 2) == 0; /* the blocks' Conv1D weights */
+    snprintf(out, cap, "%s", p->name);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Llama / Mistral: config.json parsed into zt_hf_llama_config (transformers' LlamaConfig and
+ * MistralConfig defaults where a field is absent). */
+
+static int llama_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
+    static const char *const act[] = {"silu", NULL};
+    zt_hf_llama_config *l = &c->llama;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    bool mistral = cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral");
+    int rc;
+    if ((rc = get_int(j, "vocab_size", 32000, 2, 1 << 24, path, &l->vocab_size, err)) ||
+        (rc = get_int(j, "hidden_size", 4096, 1, 1 << 20, path, &l->hidden_size, err)) ||
+        (rc = get_int(j, "intermediate_size", mistral ? 14336 : 11008, 1, 1 << 22, path, &l->intermediate_size,
+                      err)) ||
+        (rc = get_int(j, "num_hidden_layers", 32, 1, 4096, path, &l->num_hidden_layers, err)) ||
+        (rc = get_int(j, "num_attention_heads", 32, 1, 4096, path, &l->num_attention_heads, err)) ||
+        (rc = get_int(j, "num_key_value_heads", mistral ? 8 : l->num_attention_heads, 1, 4096, path,
+                      &l->num_key_value_heads, err)) ||
+        (rc = get_int(j, "max_position_embeddings", mistral ? 4096 * 32 : 2048, 1, 1 << 24, path,
+                      &l->max_position_embeddings, err)) ||
+        (rc = get_num(j, "rms_norm_eps", mistral ? 1e-5 : 1e-6, path, &l->rms_norm_eps, err)) ||
+        (rc = get_num(j, "rope_theta", 10000.0, path, &l->rope_theta, err)) ||
+        (rc = want_str(j, "hidden_act", act, path, err)) ||
+        (rc = want_bool(j, "attention_bias", false, "zerotrain's Llama has no biases", path, err)) ||
+        (rc = want_bool(j, "mlp_bias", false, "zerotrain's Llama has no biases", path, err)))
+        return rc;
+    if (l->hidden_size % l->num_attention_heads)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field num_attention_heads %d does not divide hidden_size %d", path,
+                            l->num_attention_heads, l->hidden_size);
+    if (l->num_attention_heads % l->num_key_value_heads)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field num_key_value_heads %d does not divide "
+                            "num_attention_heads %d", path, l->num_key_value_heads, l->num_attention_heads);
+    int head_dim = 0;
+    if ((rc = get_int(j, "head_dim", l->hidden_size / l->num_attention_heads, 1, 1 << 16, path, &head_dim, err)))
+        return rc;
+    if (head_dim != l->hidden_size / l->num_attention_heads)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field head_dim %d: zerotrain needs hidden_size / "
+                            "num_attention_heads = %d", path, head_dim, l->hidden_size / l->num_attention_heads);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings");
+    l->tie_word_embeddings = cJSON_IsTrue(tie);
+    l->rope_scaling_type[0] = '\0';
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        if (!cJSON_IsObject(rs) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "llama3") != 0)
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field rope_scaling: zerotrain builds rope_type llama3 only "
+                                "(got %s)", path, cJSON_IsString(ty) ? ty->valuestring : "no rope_type");
+        snprintf(l->rope_scaling_type, sizeof l->rope_scaling_type, "%s", ty->valuestring);
+        double omax = 0;
+        if ((rc = get_num(rs, "factor", 8.0, path, &l->rope_factor, err)) ||
+            (rc = get_num(rs, "low_freq_factor", 1.0, path, &l->rope_low_freq_factor, err)) ||
+            (rc = get_num(rs, "high_freq_factor", 4.0, path, &l->rope_high_freq_factor, err)) ||
+            (rc = get_num(rs, "original_max_position_embeddings", 8192, path, &omax, err)))
+            return rc;
+        l->rope_original_max_position_embeddings = (int)omax;
+    }
+    return ZT_OK;
+}
+
+/* The Llama model config.json describes (zerotrain's llama.c; Mistral v0.1 is the same network
+ * with full attention within its context: sliding_window is not read). */
+static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *err) {
+    const zt_hf_llama_config *l = &c->llama;
+    zt_model_spec spec = {.arch = ZT_ARCH_LLAMA};
+    spec.llama = (zt_llama_config){.max_seq_len = l->max_position_embeddings, .vocab_size = l->vocab_size,
+                                   .n_layer = l->num_hidden_layers, .n_head = l->num_attention_heads,
+                                   .n_embd = l->hidden_size, .n_kv_head = l->num_key_value_heads,
+                                   .intermediate_size = l->intermediate_size, .rope_theta = (float)l->rope_theta,
+                                   .rms_norm_eps = (float)l->rms_norm_eps, .tie_embeddings = l->tie_word_embeddings};
+    if (l->rope_scaling_type[0])
+        spec.llama.rope_scaling = (zt_rope_scaling){(float)l->rope_factor, (float)l->rope_low_freq_factor,
+                                                    (float)l->rope_high_freq_factor,
+                                                    l->rope_original_max_position_embeddings};
+    return zt_model_spec_create(&spec, out, err);
+}
+
+static void llama_write(const zt_model *m, cJSON *j) {
+    const zt_llama_config *l = m->cfg;
+    cJSON_AddNumberToObject(j, "vocab_size", l->vocab_size);
+    cJSON_AddNumberToObject(j, "hidden_size", l->n_embd);
+    cJSON_AddNumberToObject(j, "intermediate_size", l->intermediate_size);
+    cJSON_AddNumberToObject(j, "num_hidden_layers", l->n_layer);
+    cJSON_AddNumberToObject(j, "num_attention_heads", l->n_head);
+    cJSON_AddNumberToObject(j, "num_key_value_heads", l->n_kv_head);
+    cJSON_AddNumberToObject(j, "max_position_embeddings", l->max_seq_len);
+    cJSON_AddNumberToObject(j, "rms_norm_eps", l->rms_norm_eps);
+    cJSON_AddNumberToObject(j, "rope_theta", l->rope_theta);
+    cJSON_AddStringToObject(j, "hidden_act", "silu");
+    cJSON_AddBoolToObject(j, "attention_bias", false);
+    cJSON_AddBoolToObject(j, "mlp_bias", false);
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", l->tie_embeddings);
+    if (l->rope_scaling.factor > 0) {
+        cJSON *rs = cJSON_AddObjectToObject(j, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "llama3");
+        cJSON_AddNumberToObject(rs, "factor", l->rope_scaling.factor);
+        cJSON_AddNumberToObject(rs, "low_freq_factor", l->rope_scaling.low_freq_factor);
+        cJSON_AddNumberToObject(rs, "high_freq_factor", l->rope_scaling.high_freq_factor);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", l->rope_scaling.original_max_position_embeddings);
+    } else {
+        cJSON_AddNullToObject(j, "rope_scaling");
+    }
+}
+
+static bool llama_name(const zt_param_desc *p, char *out, size_t cap, bool *transpose) {
+    *transpose = false; /* torch.nn.Linear stores (out, in), as zerotrain does */
+    snprintf(out, cap, "%s%s", strncmp(p->name, "lm_head.", 8) ? "model." : "", p->name);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The table. */
+
+static const zt_hf_arch ARCHS[] = {
+    {"gpt2", "GPT2LMHeadModel", "gpt2", gpt2_parse, gpt2_create, gpt2_write, gpt2_name, "transformer."},
+    {"llama", "LlamaForCausalLM", "llama", llama_parse, llama_create, llama_write, llama_name, NULL},
+    {"mistral", "MistralForCausalLM", "mistral", llama_parse, llama_create, llama_write, llama_name, NULL},
+};
+#define N_ARCHS ((int)(sizeof ARCHS / sizeof *ARCHS))
+
+const zt_hf_arch *zt_hf_arch_by_type(const char *model_type) {
+    for (int i = 0; i < N_ARCHS; i++)
+        if (!strcmp(ARCHS[i].model_type, model_type)) return &ARCHS[i];
+    return NULL;
+}
+
+int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *err) {
+    for (int i = 0; i < N_ARCHS; i++)
+        if (!strcmp(ARCHS[i].model_name, m->name)) {
+            *out = &ARCHS[i];
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE, "model %s: no Hugging Face architecture row exports it (src/ckpt/hf_arch.c)",
+                        m->name);
+}
+
+int zt_hf_config_parse(const char *json, size_t len, const char *path, zt_hf_model_config *c, zt_error *err) {
+    memset(c, 0, sizeof *c);
+    cJSON *j = cJSON_ParseWithLength(json, len);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: not a JSON object", path);
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    int rc;
+    if (!cJSON_IsString(mt)) {
+        rc = zt_error_set(err, ZT_ERR_USAGE, "%s: field model_type is missing or not a string", path);
+    } else if (!(c->arch = zt_hf_arch_by_type(mt->valuestring))) {
+        char known[256] = "";
+        for (int i = 0; i < N_ARCHS; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", ARCHS[i].model_type);
+        rc = zt_error_set(err, ZT_ERR_USAGE, "%s: field model_type \"%s\" is not an architecture zerotrain builds "
+                          "(known: %s)", path, mt->valuestring, known);
+    } else {
+        rc = c->arch->parse(j, path, c, err);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) {
+    const zt_hf_arch *a;
+    *ents = NULL;
+    *n = 0;
+    int rc = zt_hf_arch_for_model(m, &a, err);
+    if (rc) return rc;
+    zt_st_entry *v = calloc((size_t)m->n_params + 1, sizeof *v);
+    if (!v) return zt_error_set(err, ZT_ERR_NOMEM, "out of memory for %d tensor names", m->n_params);
+    int k = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (a->name(&m->params[i], v[k].name, sizeof v[k].name, &v[k].transpose)) v[k++].param = i;
+    *ents = v;
+    *n = k;
+    return ZT_OK;
+}
+
+bool zt_hf_has_in_file(const void *st_file, const char *name) { return zt_st_has(st_file, name); }
+
+void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_entry *ent) {
+    const zt_hf_arch *a;
+    zt_error ignore;
+    if (has(ctx, ent->name) || zt_hf_arch_for_model(m, &a, &ignore)) return;
+    char alt[sizeof ent->name];
+    if (a->alt_prefix) {
+        snprintf(alt, sizeof alt, "%s%s", a->alt_prefix, ent->name);
+        if (has(ctx, alt)) {
+            memcpy(ent->name, alt, sizeof alt);
+            return;
+        }
+    }
+    snprintf(alt, sizeof alt, "%s", m->params[ent->param].name);
+    if (has(ctx, alt)) memcpy(ent->name, alt, sizeof alt);
+}

@@ -1,0 +1,92 @@
+/* resume.c - which commit a run resumes from (docs/checkpoints.md, docs/reliability.md): a step-N
+ * commit as given, or a checkpoint directory's newest commit (`latest`, else the newest good
+ * manifest); with checkpoint.fallback, past damaged commits to the newest intact older one, each
+ * skipped commit named with the reason. zt_ckpt_load checks every file's size and checksum before
+ * it reads a tensor, so a refused commit has left the engine untouched. */
+#include "ckpt/checkpoint.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool is_commit(const char *path) {
+    char m[4200];
+    snprintf(m, sizeof m, "%s/manifest.json", path);
+    return access(m, F_OK) == 0;
+}
+
+static const char *base(const char *p) { return strrchr(p, '/') ? strrchr(p, '/') + 1 : p; }
+
+/* Notes on what a directory holds besides commits: a `latest` that names no commit, and
+ * step-N.tmp leftovers of interrupted saves (never resumed from). */
+static void note_leftovers(const char *dir, const char *commit, FILE *notes) {
+    char path[4200], name[256] = "";
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(name, sizeof name, f)) name[strcspn(name, "\r\n")] = '\0';
+        fclose(f);
+        if (name[0] && strcmp(name, base(commit)))
+            fprintf(notes, "checkpoint: warning: %s names %s, which is not an intact commit; using %s\n", path, name,
+                    base(commit));
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (!strncmp(de->d_name, "step-", 5) && n > 4 && !strcmp(de->d_name + n - 4, ".tmp"))
+            fprintf(notes, "checkpoint: ignoring %s/%s (a save that never committed)\n", dir, de->d_name);
+    }
+    closedir(d);
+}
+
+int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
+                   zt_ckpt_meta *meta, zt_error *err) {
+    int rc = zt_ckpt_resolve(path, commit, cap, err);
+    if (rc) return rc; /* no commit with a readable manifest at all */
+    rc = zt_ckpt_load(e, commit, meta, err);
+    if (is_commit(path)) return rc; /* an explicit commit never falls back */
+    if (rc == ZT_OK && notes) note_leftovers(path, commit, notes);
+    if (rc != ZT_ERR_CKPT || !fallback) return rc;
+    /* the directory's newest commit is damaged: the older ones, newest first */
+    enum { MAX = 4096 };
+    int64_t *steps = malloc(MAX * sizeof *steps);
+    if (!steps) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    int n = zt_ckpt_list_steps(path, steps, MAX);
+    char first[4200], skipped[1024] = "";
+    snprintf(first, sizeof first, "%s", commit);
+    zt_error why = *err;
+    for (int k = n - 1; k >= 0; k--) {
+        char cand[4200];
+        snprintf(cand, sizeof cand, "%s/step-%08lld", path, (long long)steps[k]);
+        if (!strcmp(cand, first)) continue;
+        if (why.code) { /* the commit just refused */
+            if (notes) fprintf(notes, "checkpoint: warning: skipped %s: %s\n", commit, why.msg);
+            size_t len = strlen(skipped);
+            snprintf(skipped + len, sizeof skipped - len, "%s%s", len ? ", " : "", base(commit));
+        }
+        snprintf(commit, cap, "%s", cand);
+        rc = zt_ckpt_load(e, cand, meta, &why);
+        if (rc == ZT_OK) {
+            if (notes) note_leftovers(path, commit, notes);
+            if (notes) fprintf(notes, "checkpoint: resuming from %s, the newest intact commit (checkpoint.fallback; "
+                               "skipped %s): the steps after it are computed again\n", cand, skipped);
+            break;
+        }
+        if (rc != ZT_ERR_CKPT) {
+            *err = why;
+            break;
+        }
+    }
+    free(steps);
+    if (rc == ZT_ERR_CKPT && notes && strcmp(commit, first)) fprintf(notes, "checkpoint: warning: skipped %s: %s\n", commit, why.msg);
+    if (rc == ZT_ERR_CKPT && strcmp(commit, first)) { /* older commits were tried, in vain */
+        char reason[sizeof err->msg];
+        snprintf(reason, sizeof reason, "%s", err->msg); /* the newest commit's own reason */
+        rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no intact commit (checkpoint.fallback tried every step-N, "
+                          "newest first; %s: %s)", path, base(first), reason);
+    }
+    return rc; /* with only the one commit, its own message */
+}

@@ -1,0 +1,21 @@
+/* tokenizer_json.h - Hugging Face tokenizer.json files of byte-level BPE (GPT-2, Llama 3, Qwen,
+ * newer Mistral), read into the same zt_bpe that encoder.json + vocab.bpe give (see
+ * tokenizer_json.c for what is read and what is refused). */
+#ifndef ZT_TOKENIZER_JSON_H
+#define ZT_TOKENIZER_JSON_H
+
+#include "data/bpe.h"
+
+/* Loads path. On error *out is NULL: ZT_ERR_IO when unreadable, ZT_ERR_DATA naming the field
+ * (model.type, pre_tokenizer, normalizer, an added token, a merge, a piece) that is malformed or
+ * describes a tokenizer this reader does not run, ZT_ERR_NOMEM. */
+int zt_tokenizer_json_load(zt_bpe **out, const char *path, zt_error *err);
+
+/* The tokenizer for a command: a path -> zt_tokenizer_json_load; NULL -> GPT-2's encoder.json +
+ * vocab.bpe (zt_bpe_default_paths). */
+int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err);
+/* The id that separates documents: the piece <|endoftext|> (GPT-2, Qwen), else <|end_of_text|>
+ * (Llama 3), else </s>; ZT_ERR_DATA when the vocabulary has none of them. */
+int zt_tokenizer_eot(const zt_bpe *b, uint16_t *id, zt_error *err);
+
+#endif

@@ -57,6 +57,7 @@ refuse() { echo "netns_cluster: cannot create network namespaces here: $*" >&2; 
 [ "$(id -u)" = 0 ] || refuse "not root (needs CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 command -v ip >/dev/null || refuse "no 'ip' command (Debian package iproute2)"
 command -v mpirun >/dev/null || [ "$CMD" = check ] || refuse "no mpirun on PATH"
+command -v ping >/dev/null || { echo "netns_cluster: no 'ping' to check the links (Debian package iputils-ping)" >&2; exit 1; }
 if [ "$CMD" = srun ]; then SLURM=1; fi
 if [ $SLURM = 1 ]; then
   for c in slurmctld slurmd srun sinfo munged; do

@@ -650,14 +650,22 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
     const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
     const cJSON *ver = root ? cJSON_GetObjectItemCaseSensitive(root, "version") : NULL;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0 || !cJSON_IsNumber(ver)) {
+        /* the format string is the manifest's magic: name what was found */
+        char found[80];
+        if (!root) snprintf(found, sizeof found, "not JSON");
+        else if (!cJSON_IsString(fmt)) snprintf(found, sizeof found, "no \"format\" string");
+        else if (strcmp(fmt->valuestring, FORMAT) != 0) snprintf(found, sizeof found, "bad magic: format \"%.40s\"", fmt->valuestring);
+        else snprintf(found, sizeof found, "no \"version\" number");
         cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest", commit);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest (%s; want format \""
+                     FORMAT "\")", commit, found);
         return NULL;
     }
-    if (ver->valueint != VERSION) {
+    if (ver->valuedouble != VERSION) { /* never guess at a layout this build does not know */
+        double v = ver->valuedouble;
         cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: format version %d, this build reads %d", commit,
-                     ver->valueint, VERSION);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: checkpoint format v%g not supported (max v%d)", commit,
+                     v, VERSION);
         return NULL;
     }
     return root;

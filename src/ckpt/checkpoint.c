@@ -781,6 +781,83 @@ int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
 
 /* ---- load --------------------------------------------------------------------------------------- */
 
+/* appends to a bounded list; once full, counts what did not fit in *dropped */
+static void list_add(char *buf, size_t cap, const char *item, int *dropped) {
+    size_t len = strlen(buf);
+    if (len + strlen(item) + 3 >= cap) {
+        (*dropped)++;
+        return;
+    }
+    snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", item);
+}
+
+static void shape_text(char *out, size_t cap, const int64_t *dims, int nd) {
+    size_t len = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < nd && len < cap; d++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? "," : "", (long long)dims[d]);
+    if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+/* The manifest's tensors against the model's, by name: ONE error (exit 4) listing the model's
+ * tensors the checkpoint lacks, the checkpoint's the model lacks, and each shape pair
+ * (checkpoint vs model), the counts first; ZT_OK when every name and shape agrees in order. */
+static int compare_tensors(const char *commit, const cJSON *tensors, const zt_model *m, zt_error *err) {
+    int nt = cJSON_GetArraySize(tensors), nmiss = 0, nextra = 0, nshape = 0, nmoved = 0, dropped = 0;
+    char miss[400] = "", extra[400] = "", shapes[600] = "", item[300], a[96], b[96];
+    for (int i = 0; i < m->n_params; i++) { /* the model's tensors: present? same shape? */
+        const zt_param_desc *p = &m->params[i];
+        const cJSON *tj = NULL, *t;
+        int at = 0, found = -1;
+        cJSON_ArrayForEach(t, tensors) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, p->name)) {
+                tj = t;
+                found = at;
+                break;
+            }
+            at++;
+        }
+        if (!tj) {
+            nmiss++;
+            list_add(miss, sizeof miss, p->name, &dropped);
+            continue;
+        }
+        if (found != i) nmoved++;
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
+        int nd = cJSON_GetArraySize(shape);
+        int64_t dims[8];
+        bool same = cJSON_IsArray(shape) && nd == p->ndim && nd <= 8;
+        for (int d = 0; d < nd && d < 8; d++) {
+            const cJSON *v = cJSON_GetArrayItem(shape, d);
+            dims[d] = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+            if (d < p->ndim && dims[d] != p->shape[d]) same = false;
+        }
+        if (same) continue;
+        nshape++;
+        shape_text(a, sizeof a, dims, nd < 8 ? nd : 8);
+        shape_text(b, sizeof b, p->shape, p->ndim);
+        snprintf(item, sizeof item, "%s %s vs %s", p->name, a, b);
+        list_add(shapes, sizeof shapes, item, &dropped);
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tensors) { /* the checkpoint's tensors the model lacks */
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+        bool known = false;
+        for (int i = 0; cJSON_IsString(name) && i < m->n_params && !known; i++)
+            known = !strcmp(name->valuestring, m->params[i].name);
+        if (known) continue;
+        nextra++;
+        list_add(extra, sizeof extra, cJSON_IsString(name) ? name->valuestring : "(unnamed)", &dropped);
+    }
+    if (!nmiss && !nextra && !nshape && !nmoved && nt == m->n_params) return ZT_OK;
+    char more[48] = "";
+    if (dropped) snprintf(more, sizeof more, "; %d more not listed", dropped);
+    return zt_error_set(err, ZT_ERR_CKPT, "%s: the model (%d tensors) does not match the checkpoint (%d): "
+                        "%d missing [%s]; %d unexpected [%s]; %d shapes differ, checkpoint vs model [%s]%s%s",
+                        commit, m->n_params, nt, nmiss, miss, nextra, extra, nshape, shapes,
+                        nmoved && !nmiss && !nextra ? "; tensors in another order" : "", more);
+}
+
 /* Fills rows [lo, hi) of kind k of parameter t (manifest tensor `tj`) into dst from the slices. */
 static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int64_t lo, int64_t hi,
                      int64_t row_len, float *dst, const int *fds, int nfiles, const uint64_t *fsize,
@@ -885,9 +962,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         cJSON_Delete(root);
         return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, files or tensors missing", commit);
     }
-    if (cJSON_GetArraySize(tensors) != m->n_params) {
-        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: %d tensors, the model has %d", commit, cJSON_GetArraySize(tensors),
-                          m->n_params);
+    if ((rc = compare_tensors(commit, tensors, m, err))) {
         cJSON_Delete(root);
         return rc;
     }
@@ -917,18 +992,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         f++;
     }
     for (int i = 0; i < m->n_params; i++) {
-        const cJSON *tj = cJSON_GetArrayItem(tensors, i);
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(tj, "name");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
+        const cJSON *tj = cJSON_GetArrayItem(tensors, i); /* in the model's order (compare_tensors) */
         const zt_param_desc *p = &m->params[i];
-        bool same = cJSON_IsString(name) && !strcmp(name->valuestring, p->name) && cJSON_GetArraySize(shape) == p->ndim;
-        for (int d = 0; same && d < p->ndim; d++)
-            same = cJSON_GetArrayItem(shape, d)->valuedouble == (double)p->shape[d];
-        if (!same) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %d is %s, the model expects %s with another shape or name",
-                              commit, i, cJSON_IsString(name) ? name->valuestring : "?", p->name);
-            goto out;
-        }
         for (int k = 0; k < kinds; k++) {
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */

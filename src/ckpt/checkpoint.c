@@ -398,15 +398,36 @@ int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
     return n;
 }
 
-/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
+static bool is_purge_leftover(const char *name) {
+    size_t n = strlen(name);
+    return !strncmp(name, "step-", 5) && n > 6 && !strcmp(name + n - 6, ".purge");
+}
+
+/* Deletes committed step directories beyond the newest keep_last (never `keep`, the commit just
+ * made): each is first renamed to step-N.purge (one atomic step: it stops being a commit before any
+ * file of it goes, so a crash mid-purge never leaves a half-deleted step-N), then removed. The
+ * .purge leftovers of an interrupted purge are removed first. */
 static void retain(const char *dir, int keep_last, int64_t keep) {
+    char path[4200], gone[4300];
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (!is_purge_leftover(de->d_name)) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            rm_tree(path);
+        }
+        closedir(d);
+    }
     int64_t steps[4096];
     int n = zt_ckpt_list_steps(dir, steps, 4096);
     for (int k = 0; k < n - keep_last; k++) {
         if (steps[k] == keep) continue;
-        char path[4200];
         snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)steps[k]);
-        rm_tree(path);
+        snprintf(gone, sizeof gone, "%s.purge", path);
+        if (rename(path, gone) != 0) continue; /* left as it is: still a whole commit */
+        zt_fault_point_step(ZT_FAULT_AT_SAVE_PURGE, keep, NULL); /* ZT_FAULT: a crash mid-purge */
+        rm_tree(gone);
     }
 }
 

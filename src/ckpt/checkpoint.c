@@ -22,6 +22,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +703,25 @@ static double num(const cJSON *o, const char *key, bool *ok) {
     return v->valuedouble;
 }
 
+#define WHOLE_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
+
+/* A whole number in [lo, hi] (|lo|, |hi| <= 2^53) at key; anything else (missing, fractional,
+ * out of range, huge) clears *ok and gives lo: never a float-to-integer cast out of range. */
+static int64_t num_int(const cJSON *o, const char *key, double lo, double hi, bool *ok) {
+    bool here = true;
+    double v = num(o, key, &here);
+    if (!here || !(v >= lo && v <= hi) || v != floor(v)) {
+        *ok = false;
+        return (int64_t)lo;
+    }
+    return (int64_t)v;
+}
+
+/* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
+static bool plain_name(const char *n) {
+    return n[0] && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) < 256;
+}
+
 static bool has_manifest(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -719,6 +740,8 @@ int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err) {
     char *name = access(latest, R_OK) == 0 ? read_text(latest, &len, &ignore) : NULL;
     if (name) {
         name[strcspn(name, "\r\n")] = '\0';
+        int64_t named;
+        if (!step_of(name, &named)) name[0] = '\0'; /* `latest` names a step-N here, nothing else (no path) */
         snprintf(cand, sizeof cand, "%s/%s", path, name);
         free(name);
         cJSON *m = load_manifest(cand, &ignore);
@@ -758,8 +781,8 @@ static int verify_files(const char *commit, const cJSON *root, const bool *want,
         if (want && !want[i]) continue;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
-        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && !strchr(name->valuestring, '/');
-        uint64_t bytes = (uint64_t)num(f, "bytes", &ok);
+        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && plain_name(name->valuestring);
+        uint64_t bytes = (uint64_t)num_int(f, "bytes", 0, WHOLE_MAX, &ok);
         if (!ok) return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: file entry %d is malformed", commit, i);
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", commit, name->valuestring);
@@ -802,83 +825,6 @@ int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
 
 /* ---- load --------------------------------------------------------------------------------------- */
 
-/* appends to a bounded list; once full, counts what did not fit in *dropped */
-static void list_add(char *buf, size_t cap, const char *item, int *dropped) {
-    size_t len = strlen(buf);
-    if (len + strlen(item) + 3 >= cap) {
-        (*dropped)++;
-        return;
-    }
-    snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", item);
-}
-
-static void shape_text(char *out, size_t cap, const int64_t *dims, int nd) {
-    size_t len = (size_t)snprintf(out, cap, "[");
-    for (int d = 0; d < nd && len < cap; d++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? "," : "", (long long)dims[d]);
-    if (len < cap) snprintf(out + len, cap - len, "]");
-}
-
-/* The manifest's tensors against the model's, by name: ONE error (exit 4) listing the model's
- * tensors the checkpoint lacks, the checkpoint's the model lacks, and each shape pair
- * (checkpoint vs model), the counts first; ZT_OK when every name and shape agrees in order. */
-static int compare_tensors(const char *commit, const cJSON *tensors, const zt_model *m, zt_error *err) {
-    int nt = cJSON_GetArraySize(tensors), nmiss = 0, nextra = 0, nshape = 0, nmoved = 0, dropped = 0;
-    char miss[400] = "", extra[400] = "", shapes[600] = "", item[300], a[96], b[96];
-    for (int i = 0; i < m->n_params; i++) { /* the model's tensors: present? same shape? */
-        const zt_param_desc *p = &m->params[i];
-        const cJSON *tj = NULL, *t;
-        int at = 0, found = -1;
-        cJSON_ArrayForEach(t, tensors) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
-            if (cJSON_IsString(name) && !strcmp(name->valuestring, p->name)) {
-                tj = t;
-                found = at;
-                break;
-            }
-            at++;
-        }
-        if (!tj) {
-            nmiss++;
-            list_add(miss, sizeof miss, p->name, &dropped);
-            continue;
-        }
-        if (found != i) nmoved++;
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
-        int nd = cJSON_GetArraySize(shape);
-        int64_t dims[8];
-        bool same = cJSON_IsArray(shape) && nd == p->ndim && nd <= 8;
-        for (int d = 0; d < nd && d < 8; d++) {
-            const cJSON *v = cJSON_GetArrayItem(shape, d);
-            dims[d] = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
-            if (d < p->ndim && dims[d] != p->shape[d]) same = false;
-        }
-        if (same) continue;
-        nshape++;
-        shape_text(a, sizeof a, dims, nd < 8 ? nd : 8);
-        shape_text(b, sizeof b, p->shape, p->ndim);
-        snprintf(item, sizeof item, "%s %s vs %s", p->name, a, b);
-        list_add(shapes, sizeof shapes, item, &dropped);
-    }
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tensors) { /* the checkpoint's tensors the model lacks */
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
-        bool known = false;
-        for (int i = 0; cJSON_IsString(name) && i < m->n_params && !known; i++)
-            known = !strcmp(name->valuestring, m->params[i].name);
-        if (known) continue;
-        nextra++;
-        list_add(extra, sizeof extra, cJSON_IsString(name) ? name->valuestring : "(unnamed)", &dropped);
-    }
-    if (!nmiss && !nextra && !nshape && !nmoved && nt == m->n_params) return ZT_OK;
-    char more[48] = "";
-    if (dropped) snprintf(more, sizeof more, "; %d more not listed", dropped);
-    return zt_error_set(err, ZT_ERR_CKPT, "%s: the model (%d tensors) does not match the checkpoint (%d): "
-                        "%d missing [%s]; %d unexpected [%s]; %d shapes differ, checkpoint vs model [%s]%s%s",
-                        commit, m->n_params, nt, nmiss, miss, nextra, extra, nshape, shapes,
-                        nmoved && !nmiss && !nextra ? "; tensors in another order" : "", more);
-}
-
 /* Fills rows [lo, hi) of kind k of parameter t (manifest tensor `tj`) into dst from the slices. */
 static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int64_t lo, int64_t hi,
                      int64_t row_len, float *dst, const int *fds, int nfiles, const uint64_t *fsize,
@@ -889,12 +835,13 @@ static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int6
         const cJSON *kn = cJSON_GetObjectItemCaseSensitive(s, "kind");
         if (!cJSON_IsString(kn) || strcmp(kn->valuestring, kind) != 0) continue;
         bool ok = true;
-        int f = (int)num(s, "file", &ok);
-        uint64_t off = (uint64_t)num(s, "offset", &ok);
-        int64_t row0 = (int64_t)num(s, "row0", &ok), rows = (int64_t)num(s, "rows", &ok);
-        if (!ok || f < 0 || f >= nfiles || row0 < 0 || rows < 0)
+        int f = (int)num_int(s, "file", 0, nfiles - 1, &ok);
+        uint64_t off = (uint64_t)num_int(s, "offset", 0, WHOLE_MAX, &ok);
+        int64_t row0 = num_int(s, "row0", 0, WHOLE_MAX, &ok), rows = num_int(s, "rows", 0, WHOLE_MAX, &ok);
+        if (!ok)
             return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: a slice of %s is malformed", commit, pname);
-        if (off + (uint64_t)(rows * row_len) * 4 > fsize[f])
+        /* off + rows x row_len x 4 <= the file's size, without overflow */
+        if (off > fsize[f] || (row_len > 0 && (uint64_t)rows > (fsize[f] - off) / ((uint64_t)row_len * 4)))
             return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: the %s slice of %s (rows %lld..%lld) lies "
                                 "past the end of file %d", commit, kind, pname, (long long)row0,
                                 (long long)(row0 + rows), f);
@@ -969,9 +916,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     const zt_plan *pl = &e->plan;
     bool ok = true;
     memset(meta, 0, sizeof *meta);
-    meta->step = (int64_t)num(root, "step", &ok);
-    meta->samples_consumed = (uint64_t)num(root, "samples_consumed", &ok);
-    meta->world = (int)num(root, "world", &ok);
+    meta->step = num_int(root, "step", 0, WHOLE_MAX, &ok);
+    meta->samples_consumed = (uint64_t)num_int(root, "samples_consumed", 0, WHOLE_MAX, &ok);
+    meta->world = (int)num_int(root, "world", 1, INT_MAX, &ok);
     const cJSON *strat = cJSON_GetObjectItemCaseSensitive(root, "strategy");
     if (cJSON_IsString(strat)) snprintf(meta->strategy, sizeof meta->strategy, "%s", strat->valuestring);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "config_hash");
@@ -981,9 +928,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     int nfiles = cJSON_GetArraySize(files);
     if (!ok || !cJSON_IsArray(files) || !cJSON_IsArray(tensors) || nfiles < 1 || nfiles > 1 << 20) {
         cJSON_Delete(root);
-        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, files or tensors missing", commit);
+        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
-    if ((rc = compare_tensors(commit, tensors, m, err))) {
+    if ((rc = zt_model_meta_compare(commit, tensors, m, err))) {
         cJSON_Delete(root);
         return rc;
     }
@@ -1005,7 +952,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", commit, name->valuestring);
         fds[f] = open(p, O_RDONLY);
-        fsize[f] = (uint64_t)num(fe, "bytes", &ok);
+        fsize[f] = (uint64_t)num_int(fe, "bytes", 0, WHOLE_MAX, &ok); /* checked by verify_files */
         if (fds[f] < 0) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", p, strerror(errno));
             goto out;
@@ -1042,15 +989,17 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     zt_grads_reset(e);
     e->step = (uint64_t)meta->step;
     const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
-    if (cJSON_IsNumber(ostep) && ostep->valuedouble >= 0) e->step = (uint64_t)ostep->valuedouble;
+    bool sok = true;
+    int64_t os = num_int(root, "optimizer_step", 0, WHOLE_MAX, &sok);
+    if (cJSON_IsNumber(ostep) && sok) e->step = (uint64_t)os;
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
     const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
     if (ls && e->opt.precision.mode == ZT_PRECISION_FP16) {
         bool lok = true;
         zt_loss_scaler sc = {.scale = num(ls, "scale", &lok),
-                             .cur_hysteresis = (int)num(ls, "cur_hysteresis", &lok),
-                             .cur_iter = (int64_t)num(ls, "cur_iter", &lok),
-                             .last_overflow_iter = (int64_t)num(ls, "last_overflow_iter", &lok)};
+                             .cur_hysteresis = (int)num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
+                             .cur_iter = num_int(ls, "cur_iter", -WHOLE_MAX, WHOLE_MAX, &lok),
+                             .last_overflow_iter = num_int(ls, "last_overflow_iter", -WHOLE_MAX, WHOLE_MAX, &lok)};
         if (!lok || !(sc.scale > 0)) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
             goto out;

@@ -9,6 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev libdnnl-dev            # matrix products (OpenBLAS fp32; oneDNN bf16 later)
   libyaml-dev libcjson-dev libxxhash-dev libpcre2-dev libcmocka-dev
+  xxhash                                        # xxhsum: tests re-seal edited manifests (fault C18)
   libopenmpi-dev openmpi-bin                    # the distributed engine
   python3 python3-numpy python3-torch           # the PyTorch oracle test and the benchmark peer
   python3-regex                                 # \p{L} in the tokenizer.json reference (tests/tokenizer_json_ref.py)

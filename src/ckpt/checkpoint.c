@@ -22,6 +22,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,15 +400,36 @@ int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
     return n;
 }
 
-/* Deletes committed step directories beyond the newest keep_last (never `keep`). */
+static bool is_purge_leftover(const char *name) {
+    size_t n = strlen(name);
+    return !strncmp(name, "step-", 5) && n > 6 && !strcmp(name + n - 6, ".purge");
+}
+
+/* Deletes committed step directories beyond the newest keep_last (never `keep`, the commit just
+ * made): each is first renamed to step-N.purge (one atomic step: it stops being a commit before any
+ * file of it goes, so a crash mid-purge never leaves a half-deleted step-N), then removed. The
+ * .purge leftovers of an interrupted purge are removed first. */
 static void retain(const char *dir, int keep_last, int64_t keep) {
+    char path[4200], gone[4300];
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (!is_purge_leftover(de->d_name)) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            rm_tree(path);
+        }
+        closedir(d);
+    }
     int64_t steps[4096];
     int n = zt_ckpt_list_steps(dir, steps, 4096);
     for (int k = 0; k < n - keep_last; k++) {
         if (steps[k] == keep) continue;
-        char path[4200];
         snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)steps[k]);
-        rm_tree(path);
+        snprintf(gone, sizeof gone, "%s.purge", path);
+        if (rename(path, gone) != 0) continue; /* left as it is: still a whole commit */
+        zt_fault_point_step(ZT_FAULT_AT_SAVE_PURGE, keep, NULL); /* ZT_FAULT: a crash mid-purge */
+        rm_tree(gone);
     }
 }
 
@@ -650,14 +673,22 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
     const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
     const cJSON *ver = root ? cJSON_GetObjectItemCaseSensitive(root, "version") : NULL;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0 || !cJSON_IsNumber(ver)) {
+        /* the format string is the manifest's magic: name what was found */
+        char found[80];
+        if (!root) snprintf(found, sizeof found, "not JSON");
+        else if (!cJSON_IsString(fmt)) snprintf(found, sizeof found, "no \"format\" string");
+        else if (strcmp(fmt->valuestring, FORMAT) != 0) snprintf(found, sizeof found, "bad magic: format \"%.40s\"", fmt->valuestring);
+        else snprintf(found, sizeof found, "no \"version\" number");
         cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest", commit);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest (%s; want format \""
+                     FORMAT "\")", commit, found);
         return NULL;
     }
-    if (ver->valueint != VERSION) {
+    if (ver->valuedouble != VERSION) { /* never guess at a layout this build does not know */
+        double v = ver->valuedouble;
         cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: format version %d, this build reads %d", commit,
-                     ver->valueint, VERSION);
+        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: checkpoint format v%g not supported (max v%d)", commit,
+                     v, VERSION);
         return NULL;
     }
     return root;
@@ -670,6 +701,25 @@ static double num(const cJSON *o, const char *key, bool *ok) {
         return 0;
     }
     return v->valuedouble;
+}
+
+#define WHOLE_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
+
+/* A whole number in [lo, hi] (|lo|, |hi| <= 2^53) at key; anything else (missing, fractional,
+ * out of range, huge) clears *ok and gives lo: never a float-to-integer cast out of range. */
+static int64_t num_int(const cJSON *o, const char *key, double lo, double hi, bool *ok) {
+    bool here = true;
+    double v = num(o, key, &here);
+    if (!here || !(v >= lo && v <= hi) || v != floor(v)) {
+        *ok = false;
+        return (int64_t)lo;
+    }
+    return (int64_t)v;
+}
+
+/* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
+static bool plain_name(const char *n) {
+    return n[0] && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) < 256;
 }
 
 static bool has_manifest(const char *dir) {
@@ -690,6 +740,8 @@ int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err) {
     char *name = access(latest, R_OK) == 0 ? read_text(latest, &len, &ignore) : NULL;
     if (name) {
         name[strcspn(name, "\r\n")] = '\0';
+        int64_t named;
+        if (!step_of(name, &named)) name[0] = '\0'; /* `latest` names a step-N here, nothing else (no path) */
         snprintf(cand, sizeof cand, "%s/%s", path, name);
         free(name);
         cJSON *m = load_manifest(cand, &ignore);
@@ -729,8 +781,8 @@ static int verify_files(const char *commit, const cJSON *root, const bool *want,
         if (want && !want[i]) continue;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
-        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && !strchr(name->valuestring, '/');
-        uint64_t bytes = (uint64_t)num(f, "bytes", &ok);
+        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && plain_name(name->valuestring);
+        uint64_t bytes = (uint64_t)num_int(f, "bytes", 0, WHOLE_MAX, &ok);
         if (!ok) return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: file entry %d is malformed", commit, i);
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", commit, name->valuestring);
@@ -783,12 +835,13 @@ static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int6
         const cJSON *kn = cJSON_GetObjectItemCaseSensitive(s, "kind");
         if (!cJSON_IsString(kn) || strcmp(kn->valuestring, kind) != 0) continue;
         bool ok = true;
-        int f = (int)num(s, "file", &ok);
-        uint64_t off = (uint64_t)num(s, "offset", &ok);
-        int64_t row0 = (int64_t)num(s, "row0", &ok), rows = (int64_t)num(s, "rows", &ok);
-        if (!ok || f < 0 || f >= nfiles || row0 < 0 || rows < 0)
+        int f = (int)num_int(s, "file", 0, nfiles - 1, &ok);
+        uint64_t off = (uint64_t)num_int(s, "offset", 0, WHOLE_MAX, &ok);
+        int64_t row0 = num_int(s, "row0", 0, WHOLE_MAX, &ok), rows = num_int(s, "rows", 0, WHOLE_MAX, &ok);
+        if (!ok)
             return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: a slice of %s is malformed", commit, pname);
-        if (off + (uint64_t)(rows * row_len) * 4 > fsize[f])
+        /* off + rows x row_len x 4 <= the file's size, without overflow */
+        if (off > fsize[f] || (row_len > 0 && (uint64_t)rows > (fsize[f] - off) / ((uint64_t)row_len * 4)))
             return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: the %s slice of %s (rows %lld..%lld) lies "
                                 "past the end of file %d", commit, kind, pname, (long long)row0,
                                 (long long)(row0 + rows), f);
@@ -863,9 +916,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     const zt_plan *pl = &e->plan;
     bool ok = true;
     memset(meta, 0, sizeof *meta);
-    meta->step = (int64_t)num(root, "step", &ok);
-    meta->samples_consumed = (uint64_t)num(root, "samples_consumed", &ok);
-    meta->world = (int)num(root, "world", &ok);
+    meta->step = num_int(root, "step", 0, WHOLE_MAX, &ok);
+    meta->samples_consumed = (uint64_t)num_int(root, "samples_consumed", 0, WHOLE_MAX, &ok);
+    meta->world = (int)num_int(root, "world", 1, INT_MAX, &ok);
     const cJSON *strat = cJSON_GetObjectItemCaseSensitive(root, "strategy");
     if (cJSON_IsString(strat)) snprintf(meta->strategy, sizeof meta->strategy, "%s", strat->valuestring);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "config_hash");
@@ -875,11 +928,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     int nfiles = cJSON_GetArraySize(files);
     if (!ok || !cJSON_IsArray(files) || !cJSON_IsArray(tensors) || nfiles < 1 || nfiles > 1 << 20) {
         cJSON_Delete(root);
-        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, files or tensors missing", commit);
+        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
-    if (cJSON_GetArraySize(tensors) != m->n_params) {
-        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: %d tensors, the model has %d", commit, cJSON_GetArraySize(tensors),
-                          m->n_params);
+    if ((rc = zt_model_meta_compare(commit, tensors, m, err))) {
         cJSON_Delete(root);
         return rc;
     }
@@ -901,7 +952,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", commit, name->valuestring);
         fds[f] = open(p, O_RDONLY);
-        fsize[f] = (uint64_t)num(fe, "bytes", &ok);
+        fsize[f] = (uint64_t)num_int(fe, "bytes", 0, WHOLE_MAX, &ok); /* checked by verify_files */
         if (fds[f] < 0) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", p, strerror(errno));
             goto out;
@@ -909,18 +960,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         f++;
     }
     for (int i = 0; i < m->n_params; i++) {
-        const cJSON *tj = cJSON_GetArrayItem(tensors, i);
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(tj, "name");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
+        const cJSON *tj = cJSON_GetArrayItem(tensors, i); /* in the model's order (compare_tensors) */
         const zt_param_desc *p = &m->params[i];
-        bool same = cJSON_IsString(name) && !strcmp(name->valuestring, p->name) && cJSON_GetArraySize(shape) == p->ndim;
-        for (int d = 0; same && d < p->ndim; d++)
-            same = cJSON_GetArrayItem(shape, d)->valuedouble == (double)p->shape[d];
-        if (!same) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %d is %s, the model expects %s with another shape or name",
-                              commit, i, cJSON_IsString(name) ? name->valuestring : "?", p->name);
-            goto out;
-        }
         for (int k = 0; k < kinds; k++) {
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */
@@ -948,15 +989,17 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     zt_grads_reset(e);
     e->step = (uint64_t)meta->step;
     const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
-    if (cJSON_IsNumber(ostep) && ostep->valuedouble >= 0) e->step = (uint64_t)ostep->valuedouble;
+    bool sok = true;
+    int64_t os = num_int(root, "optimizer_step", 0, WHOLE_MAX, &sok);
+    if (cJSON_IsNumber(ostep) && sok) e->step = (uint64_t)os;
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
     const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
     if (ls && e->opt.precision.mode == ZT_PRECISION_FP16) {
         bool lok = true;
         zt_loss_scaler sc = {.scale = num(ls, "scale", &lok),
-                             .cur_hysteresis = (int)num(ls, "cur_hysteresis", &lok),
-                             .cur_iter = (int64_t)num(ls, "cur_iter", &lok),
-                             .last_overflow_iter = (int64_t)num(ls, "last_overflow_iter", &lok)};
+                             .cur_hysteresis = (int)num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
+                             .cur_iter = num_int(ls, "cur_iter", -WHOLE_MAX, WHOLE_MAX, &lok),
+                             .last_overflow_iter = num_int(ls, "last_overflow_iter", -WHOLE_MAX, WHOLE_MAX, &lok)};
         if (!lok || !(sc.scale > 0)) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
             goto out;

@@ -1,9 +1,85 @@
 /* model_meta.c - the model record of checkpoints (model_meta.h): what `resume`, `export`, `sample`
  * and the score tool rebuild the model from. GPT-2's fields are the ones written before Llama
- * existed, so old manifests read as they did. */
+ * existed, so old manifests read as they did; and the manifest's tensor list against a model. */
 #include "ckpt/model_meta.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* appends to a bounded list; once full, counts what did not fit in *dropped */
+static void list_add(char *buf, size_t cap, const char *item, int *dropped) {
+    size_t len = strlen(buf);
+    if (len + strlen(item) + 3 >= cap) {
+        (*dropped)++;
+        return;
+    }
+    snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", item);
+}
+
+static void shape_text(char *out, size_t cap, const int64_t *dims, int nd) {
+    size_t len = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < nd && len < cap; d++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? "," : "", (long long)dims[d]);
+    if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+/* model_meta.h: the manifest's tensors against the model, one error listing every difference */
+int zt_model_meta_compare(const char *commit, const cJSON *tensors, const zt_model *m, zt_error *err) {
+    int nt = cJSON_GetArraySize(tensors), nmiss = 0, nextra = 0, nshape = 0, nmoved = 0, dropped = 0;
+    char miss[400] = "", extra[400] = "", shapes[600] = "", item[300], a[96], b[96];
+    for (int i = 0; i < m->n_params; i++) { /* the model's tensors: present? same shape? */
+        const zt_param_desc *p = &m->params[i];
+        const cJSON *tj = NULL, *t;
+        int at = 0, found = -1;
+        cJSON_ArrayForEach(t, tensors) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, p->name)) {
+                tj = t;
+                found = at;
+                break;
+            }
+            at++;
+        }
+        if (!tj) {
+            nmiss++;
+            list_add(miss, sizeof miss, p->name, &dropped);
+            continue;
+        }
+        if (found != i) nmoved++;
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(tj, "shape");
+        int nd = cJSON_GetArraySize(shape);
+        int64_t dims[8];
+        bool same = cJSON_IsArray(shape) && nd == p->ndim && nd <= 8;
+        for (int d = 0; d < nd && d < 8; d++) {
+            const cJSON *v = cJSON_GetArrayItem(shape, d);
+            dims[d] = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+            if (d < p->ndim && dims[d] != p->shape[d]) same = false;
+        }
+        if (same) continue;
+        nshape++;
+        shape_text(a, sizeof a, dims, nd < 8 ? nd : 8);
+        shape_text(b, sizeof b, p->shape, p->ndim);
+        snprintf(item, sizeof item, "%s %s vs %s", p->name, a, b);
+        list_add(shapes, sizeof shapes, item, &dropped);
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tensors) { /* the checkpoint's tensors the model lacks */
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+        bool known = false;
+        for (int i = 0; cJSON_IsString(name) && i < m->n_params && !known; i++)
+            known = !strcmp(name->valuestring, m->params[i].name);
+        if (known) continue;
+        nextra++;
+        list_add(extra, sizeof extra, cJSON_IsString(name) ? name->valuestring : "(unnamed)", &dropped);
+    }
+    if (!nmiss && !nextra && !nshape && !nmoved && nt == m->n_params) return ZT_OK;
+    char more[48] = "";
+    if (dropped) snprintf(more, sizeof more, "; %d more not listed", dropped);
+    return zt_error_set(err, ZT_ERR_CKPT, "%s: the model (%d tensors) does not match the checkpoint (%d): "
+                        "%d missing [%s]; %d unexpected [%s]; %d shapes differ, checkpoint vs model [%s]%s%s",
+                        commit, m->n_params, nt, nmiss, miss, nextra, extra, nshape, shapes,
+                        nmoved && !nmiss && !nextra ? "; tensors in another order" : "", more);
+}
 
 cJSON *zt_model_meta_json(const zt_model *m) {
     zt_model_spec s;
@@ -48,6 +124,16 @@ static double field(const cJSON *o, const char *key, const char **bad) {
     return v->valuedouble;
 }
 
+/* the number o[key] as an int; out of int's range (or not a number): *bad = key */
+static int ifield(const cJSON *o, const char *key, const char **bad) {
+    double v = field(o, key, bad);
+    if (!(v >= -2147483648.0 && v <= 2147483647.0)) {
+        if (!*bad) *bad = key;
+        return 0;
+    }
+    return (int)v;
+}
+
 int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, zt_error *err) {
     memset(out, 0, sizeof *out);
     if (!cJSON_IsObject(o)) return zt_error_set(err, ZT_ERR_CKPT, "%s: no model object", where);
@@ -55,11 +141,11 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
     if (a && (!cJSON_IsString(a) || zt_arch_parse(a->valuestring, &out->arch, err)))
         return zt_error_set(err, ZT_ERR_CKPT, "%s: model.arch is not gpt2 or llama", where);
     const char *bad = NULL;
-    zt_gpt2_config g = {.max_seq_len = (int)field(o, "max_seq_len", &bad),
-                        .vocab_size = (int)field(o, "vocab_size", &bad),
-                        .n_layer = (int)field(o, "n_layer", &bad),
-                        .n_head = (int)field(o, "n_head", &bad),
-                        .n_embd = (int)field(o, "n_embd", &bad)};
+    zt_gpt2_config g = {.max_seq_len = ifield(o, "max_seq_len", &bad),
+                        .vocab_size = ifield(o, "vocab_size", &bad),
+                        .n_layer = ifield(o, "n_layer", &bad),
+                        .n_head = ifield(o, "n_head", &bad),
+                        .n_embd = ifield(o, "n_embd", &bad)};
     out->gpt2 = g;
     if (out->arch == ZT_ARCH_LLAMA) {
         zt_llama_config *c = &out->llama;
@@ -67,14 +153,14 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
         const cJSON *tie = cJSON_GetObjectItemCaseSensitive(o, "tie_embeddings");
         *c = (zt_llama_config){.max_seq_len = g.max_seq_len, .vocab_size = g.vocab_size, .n_layer = g.n_layer,
                                .n_head = g.n_head, .n_embd = g.n_embd,
-                               .n_kv_head = (int)field(o, "n_kv_head", &bad),
-                               .intermediate_size = (int)field(o, "intermediate_size", &bad),
+                               .n_kv_head = ifield(o, "n_kv_head", &bad),
+                               .intermediate_size = ifield(o, "intermediate_size", &bad),
                                .rope_theta = (float)field(o, "rope_theta", &bad),
                                .rms_norm_eps = (float)field(o, "rms_norm_eps", &bad),
                                .rope_scaling = {(float)field(r, "factor", &bad),
                                                 (float)field(r, "low_freq_factor", &bad),
                                                 (float)field(r, "high_freq_factor", &bad),
-                                                (int)field(r, "original_max_position_embeddings", &bad)},
+                                                ifield(r, "original_max_position_embeddings", &bad)},
                                .tie_embeddings = cJSON_IsTrue(tie)};
         if (!cJSON_IsBool(tie) && !bad) bad = "tie_embeddings";
     }

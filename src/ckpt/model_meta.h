@@ -15,5 +15,10 @@ cJSON *zt_model_meta_json(const zt_model *m);
 /* The spec from such an object. No "arch" (checkpoints before Llama existed): gpt2. ZT_ERR_CKPT
  * naming where (what) and the missing or bad field. */
 int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, zt_error *err);
+/* The manifest's "tensors" array against the model's parameters, by name: ONE error (ZT_ERR_CKPT,
+ * exit 4, naming commit) counting and listing the model's tensors the checkpoint lacks, the
+ * checkpoint's the model lacks, and each shape pair (checkpoint vs model), within the 1 KiB message;
+ * ZT_OK when every name and shape agrees in the model's order. */
+int zt_model_meta_compare(const char *commit, const cJSON *tensors, const zt_model *m, zt_error *err);
 
 #endif

@@ -19,7 +19,8 @@ static bool is_commit(const char *path) {
 static const char *base(const char *p) { return strrchr(p, '/') ? strrchr(p, '/') + 1 : p; }
 
 /* Notes on what a directory holds besides commits: a `latest` that names no commit, and
- * step-N.tmp leftovers of interrupted saves (never resumed from). */
+ * step-N.tmp leftovers of interrupted saves and step-N.purge ones of interrupted purges (never
+ * resumed from). */
 static void note_leftovers(const char *dir, const char *commit, FILE *notes) {
     char path[4200], name[256] = "";
     snprintf(path, sizeof path, "%s/latest", dir);
@@ -38,6 +39,9 @@ static void note_leftovers(const char *dir, const char *commit, FILE *notes) {
         size_t n = strlen(de->d_name);
         if (!strncmp(de->d_name, "step-", 5) && n > 4 && !strcmp(de->d_name + n - 4, ".tmp"))
             fprintf(notes, "checkpoint: ignoring %s/%s (a save that never committed)\n", dir, de->d_name);
+        if (!strncmp(de->d_name, "step-", 5) && n > 6 && !strcmp(de->d_name + n - 6, ".purge"))
+            fprintf(notes, "checkpoint: ignoring %s/%s (an old commit whose removal by checkpoint.keep_last was "
+                    "interrupted; the next purge removes it)\n", dir, de->d_name);
     }
     closedir(d);
 }

@@ -45,7 +45,7 @@ static const struct {
     {"skipcoll", ZT_FAULT_SKIPCOLL, ZT_FAULT_AT_AGREE},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "agree", "optim", "save_shard", "save_manifest",
-                                                     "save_commit"};
+                                                     "save_commit", "save_purge"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
@@ -80,7 +80,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         if (!strcmp(tok, "at")) {
             int p = 0;
             while (p < ZT_FAULT_PHASES && strcmp(PHASES[p], val)) p++;
-            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit)", err);
+            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge)", err);
             s->at = (zt_fault_phase)p;
         } else if (!parse_long(val, 0, &v)) {
             return bad(whole, val, "expected a non-negative integer, got", err);

@@ -15,7 +15,8 @@
  *                   agree (the step's agreement collective), optim (before the optimizer step), save_shard (this rank's checkpoint file
  *                   written, not yet synced), save_manifest (rank 0: every file written, no
  *                   manifest yet), save_commit (rank 0: the commit renamed, `latest` not yet
- *                   moved); each kind has a default (docs/reliability.md)
+ *                   moved), save_purge (rank 0, checkpoint.keep_last: an old commit renamed to
+ *                   step-N.purge, not yet deleted; step= is the step being saved); each kind has a default (docs/reliability.md)
  *           n=K     fire at most K times in this process (default: no limit)
  *           attempt=A  only in launch attempt A of `--max-restarts` (0: the first; default: all)
  *
@@ -34,6 +35,7 @@ typedef enum zt_fault_phase {
     ZT_FAULT_AT_SAVE_SHARD,
     ZT_FAULT_AT_SAVE_MANIFEST,
     ZT_FAULT_AT_SAVE_COMMIT,
+    ZT_FAULT_AT_SAVE_PURGE,
     ZT_FAULT_PHASES
 } zt_fault_phase;
 

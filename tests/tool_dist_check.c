@@ -18,6 +18,8 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
+ *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
+ *                                       frozen tensors' hash before and after: they must agree)
  * Rank 0 also prints "activations BYTES" (the engine's activation class) and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
@@ -46,6 +48,28 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* --freeze: a hash of the frozen parameters' full tensors (bits), gathered on every rank (a
+ * collective under sharding); 0 when none is frozen or on a failure. */
+static uint64_t frozen_hash(zt_engine *e, const zt_model *m) {
+    uint64_t h = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (m->params[i].trainable) continue;
+        float *buf = malloc((size_t)m->params[i].numel * sizeof *buf);
+        zt_error err = {0};
+        if (!buf || zt_engine_param_gather(e, i, buf, &err)) {
+            free(buf);
+            return 0;
+        }
+        for (int64_t k = 0; k < m->params[i].numel; k++) {
+            uint32_t bits;
+            memcpy(&bits, &buf[k], sizeof bits);
+            h = mix(h ^ bits ^ ((uint64_t)i << 40));
+        }
+        free(buf);
+    }
+    return h;
+}
+
 /* Sample s: T+1 tokens from a hash of (s, t), with some structure so the loss can fall. */
 static void sample(uint64_t s, int32_t *in, int32_t *tg) {
     int32_t tok[T + 1];
@@ -67,12 +91,14 @@ int main(int argc, char **argv) {
     o.T = T;
     int stall = -1;
     bool llama = false;
+    const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
+        else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -82,9 +108,11 @@ int main(int argc, char **argv) {
     zt_model *m;
     zt_engine *e;
     if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
-        zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
+        zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     int64_t P = zt_model_numel(m);
+    uint64_t frozen0 = freeze ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T];
     int status = 0;
     if (rank == 0) printf("losses");
@@ -158,6 +186,11 @@ int main(int argc, char **argv) {
             }
     }
     uint64_t h = zt_engine_param_hash(e);
+    if (freeze) { /* the frozen parameters keep their initial bits, on every strategy */
+        uint64_t frozen1 = frozen_hash(e, m);
+        if (rank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
+        if (!frozen0 || frozen1 != frozen0) status = 1;
+    }
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
     if (rank == 0) {

@@ -237,6 +237,11 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
                       const int *params, int n_params, int out_width, zt_error *err);
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
+/* Freezing (src/model/freeze.c): marks non-trainable every parameter whose whole name matches the
+ * PCRE2 regular expression pattern (e.g. "embed_tokens\\..*|layers\\.0\\..*"); NULL or "": nothing.
+ * *n_frozen (may be NULL) = how many. ZT_ERR_USAGE for a bad pattern, one that matches nothing, or
+ * one that matches every parameter. Call before zt_engine_create. */
+int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err);
 /* Total number of parameter elements (tied parameters counted once). */
 int64_t zt_model_numel(const zt_model *m);
 

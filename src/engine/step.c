@@ -17,6 +17,7 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
     memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
     for (int i = 0; i < m->n_params; i++) {
         int64_t first, count;
+        if (!m->params[i].trainable) continue; /* frozen: no part in the norm (its partials stay 0) */
         if (!e->shard_optim) {
             zt_plan_norm_chunks(pl, i, 0, &first, &count);
             zt_chunk_sum_squares(e->micro_grads + pl->p[i].full_off, m->params[i].numel, ZT_NORM_CHUNK,

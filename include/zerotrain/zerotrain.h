@@ -522,7 +522,8 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
  * of the shard group must call it in the same order). */
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
 /* Single-process conveniences (strategy ddp without a comm): the full tensors, in place (NULL
- * for parameters when they are not stored as fp32: bf16-low). */
+ * for parameters when they are not stored as fp32: bf16-low; NULL for the gradient of a frozen
+ * parameter). */
 float *zt_engine_param(zt_engine *e, int idx);
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);

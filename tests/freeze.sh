@@ -83,6 +83,23 @@ mem "N=2 zero3 bf16" 2 zero3 1 2 --precision bf16
 mem "N=2 zero3 fp16" 2 zero3 1 2 --precision fp16
 mem "N=2 zero3 bf16-low" 2 zero3 1 2 --precision bf16-low
 
+# estimate-memory knows: llama-7b on 8 ranks with its first 10 layers and the embedding frozen
+EST=(estimate-memory --model llama-7b --nproc 8 -B 1 -T 2048 --json)
+if python3 - "$("$Z" "${EST[@]}")" "$("$Z" "${EST[@]}" --freeze '.*(embed_tokens|layers\.[0-9]\.).*')" <<'PYEOF'; then :; else fail=1; fi
+import json, re, sys
+u, f = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+frac = f["trainable_parameters"] / f["parameters"]
+ok = u["trainable_parameters"] == u["parameters"] and frac < 0.9
+for s in ("ddp", "zero1", "zero2", "zero3"):
+    pu, pf = u["strategies"][s]["rest"], f["strategies"][s]["rest"]
+    r = pf["optimizer"] / pu["optimizer"]
+    good = pf["params"] == pu["params"] and abs(r - frac) < 0.02 * frac
+    ok &= good
+    print(("ok   " if good else "FAIL ") + f"estimate llama-7b x8 {s}: optimizer at rest {pu['optimizer']/2**30:.2f} -> "
+          f"{pf['optimizer']/2**30:.2f} GiB (x{r:.3f}, trainable fraction {frac:.3f}); params {pf['params']/2**30:.2f} GiB both")
+sys.exit(0 if ok else 1)
+PYEOF
+
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
 cat > "$T/f.yaml" <<YEOF
 model: {preset: llama-tiny}

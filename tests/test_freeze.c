@@ -18,11 +18,22 @@ static const zt_llama_config LLAMA = {.max_seq_len = 16, .vocab_size = 64, .n_la
 enum { B = 2, T = 16 };
 #define FROZEN "embed_tokens\\..*|layers\\.0\\..*"
 
+static const zt_gpt2_config GPT2 = {.max_seq_len = 16, .vocab_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 32};
+#define GPT2_FROZEN "wte\\.weight|h\\.0\\..*" /* the tied embedding (the head's weight too) */
+
 static zt_model *llama(const char *freeze, int *n_frozen) {
     zt_error err = {0};
     zt_model *m = NULL;
     assert_int_equal(zt_llama_create(&LLAMA, &m, &err), ZT_OK);
     if (zt_model_freeze(m, freeze, n_frozen, &err)) fail_msg("%s", err.msg);
+    return m;
+}
+
+static zt_model *gpt2(const char *freeze) {
+    zt_error err = {0};
+    zt_model *m = NULL;
+    assert_int_equal(zt_gpt2_create(&GPT2, &m, &err), ZT_OK);
+    if (zt_model_freeze(m, freeze, NULL, &err)) fail_msg("%s", err.msg);
     return m;
 }
 
@@ -85,9 +96,11 @@ static zt_step_report train(zt_model *m, const zt_optimizer_config *oc, int step
     return r;
 }
 
-static void test_frozen_keep_bits_trainable_take_the_same_step(void **state) {
-    (void)state;
-    zt_model *free_m = llama(NULL, NULL), *frozen_m = llama(FROZEN, NULL);
+/* Llama (embedding, rmsnorm, matmul backward with NULL weight gradients) and GPT-2 (layernorm with
+ * NULL weight and bias gradients, the tied head) */
+static void check_frozen_step(bool is_gpt2) {
+    zt_model *free_m = is_gpt2 ? gpt2(NULL) : llama(NULL, NULL),
+             *frozen_m = is_gpt2 ? gpt2(GPT2_FROZEN) : llama(FROZEN, NULL);
     int64_t P = zt_model_numel(free_m);
     float *init = malloc((size_t)P * sizeof *init), *a = malloc((size_t)P * sizeof *a),
           *b = malloc((size_t)P * sizeof *b);
@@ -128,10 +141,21 @@ static void test_frozen_keep_bits_trainable_take_the_same_step(void **state) {
     zt_model_free(frozen_m);
 }
 
+static void test_frozen_keep_bits_trainable_take_the_same_step(void **state) {
+    (void)state;
+    check_frozen_step(false);
+}
+
+static void test_gpt2_frozen_keep_bits_trainable_take_the_same_step(void **state) {
+    (void)state;
+    check_frozen_step(true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pattern_matches_whole_names),
         cmocka_unit_test(test_frozen_keep_bits_trainable_take_the_same_step),
+        cmocka_unit_test(test_gpt2_frozen_keep_bits_trainable_take_the_same_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -408,7 +408,7 @@ static const bad_case BAD[] = {
     {TRAIN "training.steps: 10\n",
      "t.yaml:3:1: training.steps: dotted keys are for --set; in YAML write it nested: training: then steps:"},
     {TRAIN "training:\n  stesp: 10\n",
-     "t.yaml:4:3: training.stesp: unknown key; did you mean training.steps? (training keys: micro_batch_size, seq_len, gradient_accumulation_steps, global_batch_size, steps, seed, lr, min_lr, warmup_steps, decay, grad_clip)"},
+     "t.yaml:4:3: training.stesp: unknown key; did you mean training.steps? (training keys: micro_batch_size, seq_len, gradient_accumulation_steps, global_batch_size, steps, seed, freeze, lr, min_lr, warmup_steps, decay, grad_clip)"},
     {TRAIN "training:\n  beta1: 0.9\n",
      "training.beta1: unknown key; did you mean optimizer.beta1?"},
     {TRAIN "optimizer:\n  zzz: 1\n",

@@ -18,11 +18,14 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
+ *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
+ *                                       frozen tensors' hash before and after: they must agree)
  * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
  * hybrid (--hybrid 0: S from the launcher's ranks per node), and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
+#include "shard/plan.h"
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
@@ -47,6 +50,28 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* --freeze: a hash of the frozen parameters' full tensors (bits), gathered on every rank (a
+ * collective under sharding); 0 when none is frozen or on a failure. */
+static uint64_t frozen_hash(zt_engine *e, const zt_model *m) {
+    uint64_t h = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (m->params[i].trainable) continue;
+        float *buf = malloc((size_t)m->params[i].numel * sizeof *buf);
+        zt_error err = {0};
+        if (!buf || zt_engine_param_gather(e, i, buf, &err)) {
+            free(buf);
+            return 0;
+        }
+        for (int64_t k = 0; k < m->params[i].numel; k++) {
+            uint32_t bits;
+            memcpy(&bits, &buf[k], sizeof bits);
+            h = mix(h ^ bits ^ ((uint64_t)i << 40));
+        }
+        free(buf);
+    }
+    return h;
+}
+
 /* Sample s: T+1 tokens from a hash of (s, t), with some structure so the loss can fall. */
 static void sample(uint64_t s, int32_t *in, int32_t *tg) {
     int32_t tok[T + 1];
@@ -68,12 +93,14 @@ int main(int argc, char **argv) {
     o.T = T;
     int stall = -1;
     bool llama = false;
+    const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
+        else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -83,9 +110,13 @@ int main(int argc, char **argv) {
     zt_model *m;
     zt_engine *e;
     if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
-        zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
+        zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
-    int64_t P = zt_model_numel(m);
+    int64_t P = zt_model_numel(m), Pt = 0; /* Pt: the trainable elements, the gradients' */
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].trainable) Pt += m->params[i].numel;
+    uint64_t frozen0 = freeze ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T];
     int status = 0;
     if (rank == 0) printf("losses");
@@ -124,19 +155,21 @@ int main(int argc, char **argv) {
         double tot[3] = {0, 0, 0};
         for (int q = 0; q < N; q++)
             for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
-        /* one pass of P elements over N ranks: gradients in the reduce dtype, parameters in fp32 */
+        /* one pass of P elements over N ranks: gradients in the reduce dtype (of the Pt trainable
+         * elements: a frozen parameter is never reduced), parameters in fp32 */
         double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
-        double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)P;
+        double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)Pt;
         double want[3] = {0, 0, 0};
         int S = o.strategy == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
-        double gshard_unit = gbytes * (double)(S - 1) * (double)P * R;
+        double gshard_unit = gbytes * (double)(S - 1) * (double)Pt * R;
         switch (o.strategy) {
         case ZT_STRATEGY_DDP: want[2] = 2 * gunit; break;
-        case ZT_STRATEGY_ZERO1: want[0] = gunit; want[1] = unit; break;
+        /* zero1/zero2 all-gather the updated parameters: the trainable ones */
+        case ZT_STRATEGY_ZERO1: want[0] = gunit; want[1] = unit * (double)Pt / (double)P; break;
         case ZT_STRATEGY_ZERO2:
             want[0] = gunit * (o.reduce_every_micro_batch ? GA : 1);
-            want[1] = unit;
+            want[1] = unit * (double)Pt / (double)P;
             break;
         case ZT_STRATEGY_ZERO3:
             want[0] = gunit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
@@ -145,7 +178,7 @@ int main(int argc, char **argv) {
         case ZT_STRATEGY_HYBRID: /* zero3 in the group, all-reduce of the pieces across groups */
             want[0] = gshard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
             want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2);
-            want[2] = 2.0 * gbytes * (double)P * (R - 1); /* each piece all-reduced over R replicas */
+            want[2] = 2.0 * gbytes * (double)Pt * (R - 1); /* each piece all-reduced over R replicas */
             break;
         }
         if (N == 1) want[0] = want[1] = want[2] = 0;
@@ -159,6 +192,11 @@ int main(int argc, char **argv) {
             }
     }
     uint64_t h = zt_engine_param_hash(e);
+    if (freeze) { /* the frozen parameters keep their initial bits, on every strategy */
+        uint64_t frozen1 = frozen_hash(e, m);
+        if (rank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
+        if (!frozen0 || frozen1 != frozen0) status = 1;
+    }
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
     if (rank == 0) {
@@ -169,11 +207,21 @@ int main(int argc, char **argv) {
         if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", o.hybrid_shard_size);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
-     * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M) */
-    if (o.strategy == ZT_STRATEGY_ZERO3 && (mem.grads != mem.params || mem.optimizer != 2 * mem.params)) {
-        fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "
-                "grads = params and optimizer = 2 x params\n", rank, mem.params, mem.grads, mem.optimizer);
-        status = 1;
+     * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
+     * --freeze the gradients and m, v cover the trainable parameters' pieces only */
+    zt_plan pl;
+    if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, N, rank, &pl, &err)) {
+        size_t want_p = pl.shard_floats * sizeof(float), want_g = pl.gshard_floats * sizeof(float);
+        if (mem.params != want_p || mem.grads != want_g || mem.optimizer != 2 * want_g) {
+            fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "
+                    "%zu, %zu (the trainable pieces) and 2 x that\n", rank, mem.params, mem.grads, mem.optimizer,
+                    want_p, want_g);
+            status = 1;
+        }
+        if (freeze && rank == 0)
+            printf("zero3 rank 0 at rest: params %zu grads %zu optimizer %zu bytes\n", mem.params, mem.grads,
+                   mem.optimizer);
+        zt_plan_free(&pl);
     }
     zt_engine_free(e);
     zt_model_free(m);

@@ -10,6 +10,8 @@
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
  *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
+ *                     [--freeze REGEX]  (zt_model_freeze: the closed forms below are replaced by,
+ *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -46,6 +48,7 @@ int main(int argc, char **argv) {
     o.B = 2;
     o.T = 16;
     bool balanced = false;
+    const char *freeze = NULL;
     double tol = 3.0;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -57,6 +60,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--B") && i + 1 < argc) o.B = atoi(argv[++i]);
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
         else if (!strcmp(a, "--balanced")) balanced = true;
+        else if (!strcmp(a, "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else {
             fprintf(stderr, "unknown option %s\n", a);
@@ -66,7 +70,8 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
-    if (zt_gpt2_create(&cfg, &m, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
+    if (zt_gpt2_create(&cfg, &m, &err) || zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
+        zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     /* the plan from the options alone (the estimator's way) must be the engine's own */
     zt_memory_plan plan, indep;
@@ -102,11 +107,25 @@ int main(int argc, char **argv) {
     zt_engine_memory(e, &mem);
     /* model states at rest: parameters + gradients + optimizer (bytes) */
     double states = (double)mem.params + mem.compute_copy + mem.grads + mem.optimizer;
-    int64_t owned = 0; /* elements this rank's pieces hold (zero3) */
+    int64_t owned = 0, owned_t = 0; /* elements this rank's pieces hold (zero3); of them trainable */
     for (int i = 0; i < m->n_params; i++) {
         int64_t n;
         zt_engine_param_local(e, i, NULL, &n);
         owned += n;
+        if (m->params[i].trainable) owned_t += n;
+    }
+    if (freeze && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
+        /* frozen: a piece, no gradient, no m and v */
+        double want = 4.0 * (double)owned + 12.0 * (double)owned_t;
+        if (rank == 0)
+            printf("zero3 frozen model states at rest: %.0f bytes = 4 x %lld owned + 12 x %lld trainable + %.0f "
+                   "alignment (grads %zu, optimizer %zu; unfrozen it would be 16 x %lld)\n", states, (long long)owned,
+                   (long long)owned_t, states - want, mem.grads, mem.optimizer, (long long)owned);
+        if (states < want || states - want > 4.0 * 64.0 * m->n_params || states != zt_memory_plan_model_states(&plan)) {
+            fprintf(stderr, "rank %d: zero3 frozen model states %.0f bytes, expected %.0f (+ alignment) = plan %zu\n",
+                    rank, states, want, (size_t)zt_memory_plan_model_states(&plan));
+            status = 1;
+        }
     }
     double mine[NV], *all = calloc((size_t)N * NV, sizeof *all);
     for (int c = 0; c < ZT_MEM_CLASSES; c++) {
@@ -151,6 +170,7 @@ int main(int argc, char **argv) {
                 status = 1;
             }
             total_owned += t[3];
+            if (freeze) continue; /* the closed forms below are for a model without frozen parameters */
             if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32) {
                 /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
                  * 64-byte aligned: 16 x the shard layout exactly */

@@ -237,6 +237,11 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
                       const int *params, int n_params, int out_width, zt_error *err);
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
+/* Freezing (src/model/freeze.c): marks non-trainable every parameter whose whole name matches the
+ * PCRE2 regular expression pattern (e.g. "embed_tokens\\..*|layers\\.0\\..*"); NULL or "": nothing.
+ * *n_frozen (may be NULL) = how many. ZT_ERR_USAGE for a bad pattern, one that matches nothing, or
+ * one that matches every parameter. Call before zt_engine_create. */
+int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err);
 /* Total number of parameter elements (tied parameters counted once). */
 int64_t zt_model_numel(const zt_model *m);
 
@@ -534,7 +539,8 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
  * of the shard group must call it in the same order). */
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
 /* Single-process conveniences (strategy ddp without a comm): the full tensors, in place (NULL
- * for parameters when they are not stored as fp32: bf16-low). */
+ * for parameters when they are not stored as fp32: bf16-low; NULL for the gradient of a frozen
+ * parameter). */
 float *zt_engine_param(zt_engine *e, int idx);
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);

@@ -135,7 +135,8 @@ static int n_kinds(const zt_engine *e) { return 1 + e->state_kinds; }
 
 /* Where parameter i's rows of an optimizer state start in this rank's state layout. */
 static size_t state_base(const zt_engine *e, int i) {
-    return e->shard_optim ? e->plan.p[i].shard_off : e->plan.p[i].full_off; /* ddp: full, row0 = 0 */
+    /* ddp: full, row0 = 0; the gradient layouts (a frozen parameter has no state: callers skip it) */
+    return e->shard_optim ? e->plan.p[i].gshard_off : e->plan.p[i].gfull_off;
 }
 
 /* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
@@ -197,11 +198,19 @@ static bool is_writer(const zt_engine *e) {
 typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
+    static const float zeros[4096];
     for (int i = 0; i < e->model->n_params; i++)
         for (int k = 0; k < n_kinds(e); k++) {
             int64_t row0, rows;
             const float *src = local_rows(e, i, k, &row0, &rows);
             size_t n = (size_t)(rows * e->plan.p[i].row_len);
+            if (k > 0 && !e->model->params[i].trainable) { /* frozen: no state; the file keeps its layout */
+                for (size_t done = 0; done < n; done += 4096) {
+                    int rc = fn(ctx, zeros, (n - done < 4096 ? n - done : 4096) * sizeof(float));
+                    if (rc) return rc;
+                }
+                continue;
+            }
             if (src) {
                 int rc = fn(ctx, src, n * sizeof(float));
                 if (rc) return rc;
@@ -963,6 +972,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         const cJSON *tj = cJSON_GetArrayItem(tensors, i); /* in the model's order (compare_tensors) */
         const zt_param_desc *p = &m->params[i];
         for (int k = 0; k < kinds; k++) {
+            if (k > 0 && !p->trainable) continue; /* a frozen parameter has no optimizer state */
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */
             bool sharded = k == 0 ? e->shard_params || e->shard_master : e->shard_optim;

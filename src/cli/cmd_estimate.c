@@ -4,7 +4,7 @@
  *   zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]
  *                             [--precision p] [--reduce-dtype d] [--hybrid-shard S] [--checkpointing c]
  *                             [--offload o]
- *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]
+ *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
@@ -31,7 +31,7 @@ static void usage(FILE *out) {
             "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
             "                                 [--hybrid-shard S]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
-            "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--threads T] [--json]\n"
+            "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -47,6 +47,8 @@ static void usage(FILE *out) {
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
+            "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
+            "                  their pieces are planned, with no gradient and no optimizer state\n"
             "  --json          the same numbers as one JSON object\n"
             "  --fit           the largest model of NAME's shape (its width, heads, vocabulary; layers varied)\n"
             "                  that fits this machine, for every strategy, offload and checkpointing: the\n"
@@ -243,6 +245,10 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
     if (w->config_path) cJSON_AddStringToObject(root, "config", w->config_path);
     cJSON_AddStringToObject(root, "source", "engine plan");
     cJSON_AddNumberToObject(root, "parameters", (double)zt_model_numel(w->model));
+    double trainable = 0; /* elements: all of them unless --freeze / training.freeze */
+    for (int i = 0; i < w->model->n_params; i++)
+        if (w->model->params[i].trainable) trainable += (double)w->model->params[i].numel;
+    cJSON_AddNumberToObject(root, "trainable_parameters", trainable);
     cJSON_AddNumberToObject(root, "world", w->world);
     cJSON_AddNumberToObject(root, "threads_per_rank", w->threads);
     cJSON_AddNumberToObject(root, "micro_batch", o->B);
@@ -389,6 +395,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     static const char *CKPT[] = {"none", "full", "selective"}, *OFFLOAD[] = {"none", "nvme", "nvme+param"},
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
+    const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -406,7 +413,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib"};
+                                           "--disk-gib", "--freeze"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -431,6 +438,7 @@ int zt_cmd_estimate(int argc, char **argv) {
             else {
                 model_only_opt = true;
                 if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
+                else if (!strcmp(a, "--freeze")) freeze = v;
                 else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
                 else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
                 else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
@@ -493,12 +501,23 @@ int zt_cmd_estimate(int argc, char **argv) {
             eo.hybrid_shard_size = default_hybrid_shard(nproc);
         po.offload_optimizer = cfg.offload_optimizer == ZT_CFG_OFFLOAD_NVME;
         w.configured = cfg.strategy;
+        if (zt_model_freeze(model, cfg.freeze, NULL, &err)) {
+            zt_error_prefix(&err, "training.freeze");
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        freeze = cfg.freeze[0] ? cfg.freeze : NULL;
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
         model_name = cfg.model_preset;
     } else {
         if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
+        if (zt_model_freeze(model, freeze, NULL, &err)) {
+            zt_error_prefix(&err, "estimate-memory: --freeze");
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         if (T > model->max_seq_len) {
             zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -T %d exceeds %s's context of %d tokens", T, model_name,
                          model->max_seq_len);
@@ -528,6 +547,14 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
     }
+    if (freeze) { /* the frozen parameters: pieces without gradients or optimizer state */
+        int64_t frozen = 0;
+        for (int i = 0; i < model->n_params; i++)
+            if (!model->params[i].trainable) frozen += model->params[i].numel;
+        size_t len = strlen(title);
+        snprintf(title + len, sizeof title - len, ", %lld of %lld parameters frozen ('%s')", (long long)frozen,
+                 (long long)zt_model_numel(model), freeze);
+    }
     /* the buffers: --nvme-* when given, else a CONFIG's memory.offload_buffer_* (eo.offload) */
     po.offload_buffer_count = nbuf ? nbuf : eo.offload.buffer_count;
     po.offload_buffer_bytes = nbuf_mb ? (size_t)nbuf_mb << 20 : eo.offload.buffer_bytes;
@@ -535,6 +562,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
     if (fit) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
+                 : freeze ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; it does not take --freeze")
                         : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;

@@ -113,6 +113,9 @@ const key_def zt_cfg_keys[] = {
     K_I64("training.steps", steps, 1, INT64_MAX, "100", "optimizer steps; the schedule's total",
           NULL),
     K_U64("training.seed", seed, "1337", "initialization and data-order seed"),
+    K_STR("training.freeze", freeze, 0, "",
+          "parameters not trained: a PCRE2 regular expression matched against each whole "
+          "parameter name, e.g. 'embed_tokens\\..*|layers\\.0\\..*' (docs/models.md); empty: none"),
     K_FLT("training.lr", lr.max_lr, 0.0, HUGE_VAL, F_OPEN_LO, "3e-4",
           "peak learning rate, reached after warmup", NULL),
     K_FLT("training.min_lr", lr.min_lr, 0.0, HUGE_VAL, 0, NULL,

@@ -106,6 +106,8 @@ typedef struct zt_train_config {
                                    all ranks; 0 = micro_batch x grad_accum x world */
     int64_t steps;              /* training.steps, default 100 */
     uint64_t seed;              /* training.seed, default 1337 */
+    char freeze[256];           /* training.freeze: regex of the frozen parameters' names
+                                   (zt_model_freeze); "" = none */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */
     zt_optimizer_config optim;  /* optimizer.type adamw|sgd, beta1, beta2, eps, weight_decay,

@@ -96,7 +96,7 @@ static void block_counts(const zt_engine *e, const int *params, int n, size_t *c
     }
 }
 
-/* ---- reduce-scatter of full gradients into pieces -------------------------------------------- */
+/* ---- reduce-scatter of full gradients into pieces (dst: the gradient shard layout, gshard_off) - */
 typedef struct rs_ctx {
     float *const *src; /* indexed like the full params list */
     const int *all;    /* the full params list, to find src of a bucket's parameter */
@@ -129,7 +129,7 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
         return rc;
     for (int k = 0; k < n; k++) {
         size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
-        unpack_grad(dt, c->dst + pl->p[params[k]].shard_off, own, cnt);
+        unpack_grad(dt, c->dst + pl->p[params[k]].gshard_off, own, cnt); /* gradient layout */
         own += cnt * elem;
     }
     return ZT_OK;
@@ -264,13 +264,15 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
     void **dsts = malloc((size_t)n * sizeof *dsts);
     int rc = ZT_OK;
     if (!all || !dsts) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    int nt = 0; /* the updated parameters: a frozen one did not change */
     for (int i = 0; i < n && !rc; i++) {
-        all[i] = i;
+        if (!e->model->params[i].trainable) continue;
+        all[nt++] = i;
         dsts[i] = e->params16 ? (void *)(e->full16 + e->plan.p[i].full_off) : (void *)(e->full_params + e->plan.p[i].full_off);
     }
     ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats,
                 NULL};
-    if (!rc) rc = for_each_bucket(e, all, n, ag_bucket, &c, "parameters", &e->comm_s, err);
+    if (!rc && nt) rc = for_each_bucket(e, all, nt, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
     free(dsts);
     return rc;
@@ -282,7 +284,7 @@ int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *c
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, &e->comm_s, err);
 }
 
-/* ---- all-reduce of packed regions (ddp gradients, hybrid pieces) ------------------------------ */
+/* ---- all-reduce of packed regions (ddp gradients, hybrid pieces), in the gradient layouts ------ */
 typedef struct ar_ctx {
     zt_comm *comm;
     float *base;
@@ -306,7 +308,7 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        pack_grad(dt, w, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), cnt);
+        pack_grad(dt, w, c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off), cnt);
         w += cnt * elem;
     }
     if ((rc = zt_all_reduce(c->comm, dt, *c->pack, total, tag, err))) return rc;
@@ -314,7 +316,7 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        unpack_grad(dt, c->base + (c->pieces ? pl->p[i].shard_off : pl->p[i].full_off), r, cnt);
+        unpack_grad(dt, c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off), r, cnt);
         r += cnt * elem;
     }
     return ZT_OK;
@@ -324,9 +326,11 @@ static int all_reduce_all(zt_engine *e, zt_comm *comm, float *base, bool pieces,
     int n = e->model->n_params;
     int *all = malloc((size_t)n * sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
-    for (int i = 0; i < n; i++) all[i] = i;
+    int nt = 0; /* the trainable parameters (a frozen one has no gradient) */
+    for (int i = 0; i < n; i++)
+        if (e->model->params[i].trainable) all[nt++] = i;
     ar_ctx c = {comm, base, pieces, &e->pack, &e->pack_floats};
-    int rc = for_each_bucket(e, all, n, ar_bucket, &c, tag, &e->comm_s, err);
+    int rc = nt ? for_each_bucket(e, all, nt, ar_bucket, &c, tag, &e->comm_s, err) : ZT_OK;
     free(all);
     return rc;
 }

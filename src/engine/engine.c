@@ -243,6 +243,9 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     int nshards = e->shard_optim && e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
     int shard = nshards > 1 ? zt_comm_rank(e->shard_comm) : 0;
     if ((rc = zt_plan_create(m, nshards, shard, &e->plan, err))) goto fail;
+    /* parameter offload streams the pieces with the optimizer state, element for element: one
+     * layout for both (a frozen parameter keeps its never-written gradient and state slots) */
+    if (e->param_dir && e->shard_params && opt->precision.params != ZT_DTYPE_BF16) zt_plan_keep_frozen_slots(&e->plan);
     /* the memory plan: what follows allocates exactly this (src/memory/plan.c mirrors it) */
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
@@ -250,9 +253,9 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if ((rc = zt_memory_plan_compute(m, &e->opt, &po, e->world, e->rank, &e->mem_plan, err))) goto fail;
 
     const zt_plan *pl = &e->plan;
-    size_t full = pl->full_floats, piece = pl->shard_floats;
+    size_t full = pl->full_floats, piece = pl->shard_floats, gpiece = pl->gshard_floats;
     bool adam = opt->optim.kind == ZT_OPT_ADAMW, mom = adam || opt->optim.momentum != 0.0f;
-    size_t state = e->shard_optim ? piece : full;
+    size_t state = e->shard_optim ? gpiece : pl->gfull_floats; /* trainable parameters only */
     e->gathered = calloc((size_t)m->n_params, sizeof *e->gathered);
     e->gather_seq = calloc((size_t)m->n_params, sizeof *e->gather_seq);
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
@@ -313,8 +316,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     }
     e->grad_pieces_transient = e->params16 && e->shard_optim;
     if (e->shard_optim && !e->grad_pieces_transient) {
-        if (!(e->grad_pieces = zt_engine_alloc(e, piece, &e->mem.grads))) goto nomem;
-        memset(e->grad_pieces, 0, piece * sizeof(float));
+        if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads))) goto nomem;
+        memset(e->grad_pieces, 0, gpiece * sizeof(float));
     }
 
     size_t BT = (size_t)opt->B * opt->T, max_width = 1, max_scratch = 0;
@@ -580,8 +583,9 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         unit_state *s = &e->units[u];
         if ((rc = gather_unit(e, u, u - 1, err)) || (rc = zt_engine_lp_refresh_unit(e, u, err)))
             return rc;
-        for (int k = 0; k < un->n_params; k++)
-            if (!(s->grads[k] = zt_grads_for(e, un->params[k], err))) return err->code;
+        for (int k = 0; k < un->n_params; k++) /* a frozen parameter: NULL, the kernels skip it */
+            if (m->params[un->params[k]].trainable && !(s->grads[k] = zt_grads_for(e, un->params[k], err)))
+                return err->code;
         if ((rc = zt_params16_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
@@ -682,7 +686,8 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     zt_error err;
     if (e->world != 1 || e->shard_optim) return NULL;
     if (zt_grads_finish(e, &err)) return NULL;
-    return e->micro_grads ? e->micro_grads + e->plan.p[idx].full_off : NULL;
+    if (!e->model->params[idx].trainable) return NULL;
+    return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
 }
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {

@@ -146,7 +146,7 @@ void zt_engine_round_grads(zt_engine *e)
     const zt_precision *p = &e->opt.precision;
     if (p->grads == ZT_DTYPE_FP32) return;
     float *g = e->shard_optim ? e->grad_pieces : e->micro_grads;
-    size_t n = e->shard_optim ? e->plan.shard_floats : e->plan.full_floats;
+    size_t n = e->shard_optim ? e->plan.gshard_floats : e->plan.gfull_floats; /* gradient layouts */
     if (!g) return;
     if (p->grads == ZT_DTYPE_FP16)
         zt_round_fp16(g, g, n);

@@ -21,7 +21,9 @@
  *     gradient's pieces (grad_pieces) directly, micro_direct. With the communication thread the
  *     reduction runs while the next unit computes, and the gradients are freed when the unit
  *     after that is queued: two units' gradients are in flight, whatever the thread's timing
- *     (the memory plan counts exactly that). */
+ *     (the memory plan counts exactly that).
+ * All of it over the trainable parameters only (the plan's gradient layouts, gfull/gshard): a
+ * frozen parameter gets no gradient storage (its unit sees NULL) and is never reduced. */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 
@@ -69,13 +71,13 @@ void zt_grads_reset(zt_engine *e) {
     const zt_plan *pl = &e->plan;
     zt_error ignore;
     zt_overlap_drain(e, &ignore); /* the thread may still hold gradients of an abandoned step */
-    tree_clear(e, &e->full_tree, pl->full_floats);
-    tree_clear(e, &e->piece_tree, pl->shard_floats);
-    zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+    tree_clear(e, &e->full_tree, pl->gfull_floats);
+    tree_clear(e, &e->piece_tree, pl->gshard_floats);
+    zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
     if (e->micro_direct) e->micro_pieces = NULL; /* it was grad_pieces */
-    else zt_engine_release(e, &e->micro_pieces, pl->shard_floats, &e->mem.grads);
+    else zt_engine_release(e, &e->micro_pieces, pl->gshard_floats, &e->mem.grads);
     e->micro_direct = false;
-    if (e->grad_pieces_transient) zt_engine_release(e, &e->grad_pieces, pl->shard_floats, &e->mem.grads);
+    if (e->grad_pieces_transient) zt_engine_release(e, &e->grad_pieces, pl->gshard_floats, &e->mem.grads);
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
@@ -87,7 +89,7 @@ void zt_grads_reset(zt_engine *e) {
 /* bf16-low: the transient reduced pieces (zt_engine.grad_pieces_transient) before a reduction
  * writes them. Returns 0, or the floats it could not allocate. */
 static size_t reduced_pieces(zt_engine *e) {
-    size_t n = e->plan.shard_floats;
+    size_t n = e->plan.gshard_floats;
     if (!e->grad_pieces_transient || e->grad_pieces) return 0;
     return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads)) ? 0 : n;
 }
@@ -108,7 +110,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
         e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && e->grad_pieces;
         if (e->micro_direct) e->micro_pieces = e->grad_pieces;
     }
-    size_t n = e->reduce_now ? pl->shard_floats : pl->full_floats;
+    size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
     if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads)))
         return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for gradients (%zu floats)", n);
@@ -120,7 +122,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
 }
 
 float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
-    if (!e->reduce_now) return e->micro_grads + e->plan.p[i].full_off;
+    if (!e->reduce_now) return e->micro_grads + e->plan.p[i].gfull_off;
     if (!e->pgrad[i]) {
         size_t n = (size_t)e->model->params[i].numel;
         if (!(e->pgrad[i] = zt_engine_alloc(e, n, &e->mem.grads))) {
@@ -151,7 +153,8 @@ static int reduce_early(zt_engine *e, int u, zt_error *err) {
     const zt_unit *un = &e->model->units[u];
     int own[ZT_UNIT_MAX_PARAMS], n = 0;
     for (int k = 0; k < un->n_params; k++)
-        if (e->plan.p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+        if (e->plan.p[un->params[k]].owner_unit == u && e->model->params[un->params[k]].trainable)
+            own[n++] = un->params[k];
     return n ? zt_overlap_submit_full(e, own, n, un->name, err) : ZT_OK;
 }
 
@@ -163,7 +166,7 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
     float *src[ZT_UNIT_MAX_PARAMS];
     for (int k = 0; k < un->n_params; k++) {
         int i = un->params[k];
-        if (e->plan.p[i].owner_unit == u) {
+        if (e->plan.p[i].owner_unit == u && e->model->params[i].trainable) { /* frozen: no gradient */
             own[n] = i;
             src[n++] = e->pgrad[i];
         }
@@ -190,10 +193,10 @@ int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     if (!rc) rc = retire_inflight(e, err);
     if (rc) return rc;
     if (e->reduce_now) {
-        if (!e->micro_direct) tree_push(e, &e->piece_tree, e->micro_pieces, pl->shard_floats);
+        if (!e->micro_direct) tree_push(e, &e->piece_tree, e->micro_pieces, pl->gshard_floats);
         e->micro_pieces = NULL;
     } else {
-        tree_push(e, &e->full_tree, e->micro_grads, pl->full_floats);
+        tree_push(e, &e->full_tree, e->micro_grads, pl->gfull_floats);
         e->micro_grads = NULL;
     }
     e->micro_in_step++;
@@ -210,23 +213,23 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     if (e->reduce_now && e->micro_direct) {
         /* the reduce-scatters wrote grad_pieces: nothing to fold */
     } else if (e->reduce_now) {
-        float *p = tree_fold(e, &e->piece_tree, pl->shard_floats);
+        float *p = tree_fold(e, &e->piece_tree, pl->gshard_floats);
         if (e->grad_pieces_transient) { /* the folded sum is the reduced gradient: no copy */
             e->grad_pieces = p;
         } else {
-            memcpy(e->grad_pieces, p, pl->shard_floats * sizeof(float));
-            zt_engine_release(e, &p, pl->shard_floats, &e->mem.grads);
+            memcpy(e->grad_pieces, p, pl->gshard_floats * sizeof(float));
+            zt_engine_release(e, &p, pl->gshard_floats, &e->mem.grads);
         }
     } else {
-        float *G = tree_fold(e, &e->full_tree, pl->full_floats);
+        float *G = tree_fold(e, &e->full_tree, pl->gfull_floats);
         e->micro_grads = G;
         if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
-            if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+            if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         } else if (!e->shard_optim) {
             if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
             /* one rank: its contribution is the sum, in the reduce dtype all the same (collect.c) */
-            else if (e->opt.precision.reduce == ZT_DTYPE_BF16) zt_round_bf16(G, pl->full_floats);
-            else if (e->opt.precision.reduce == ZT_DTYPE_FP16) zt_round_fp16(G, G, pl->full_floats);
+            else if (e->opt.precision.reduce == ZT_DTYPE_BF16) zt_round_bf16(G, pl->gfull_floats);
+            else if (e->opt.precision.reduce == ZT_DTYPE_FP16) zt_round_fp16(G, G, pl->gfull_floats);
         } else {
             int n = e->model->n_params;
             int *all = malloc((size_t)n * sizeof *all);
@@ -234,15 +237,17 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             if (!all || !src) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
             size_t miss = rc ? 0 : reduced_pieces(e);
             if (miss) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the reduced gradient (%zu floats)", miss);
-            for (int i = 0; i < n && !rc; i++) {
-                all[i] = i;
-                src[i] = G + pl->p[i].full_off;
-            }
-            if (!rc) rc = zt_engine_reduce_scatter(e, all, n, src, e->grad_pieces, "gradients", err);
+            int nt = 0; /* the trainable parameters: a frozen one has no gradient */
+            for (int i = 0; i < n && !rc; i++)
+                if (e->model->params[i].trainable) {
+                    all[nt] = i;
+                    src[nt++] = G + pl->p[i].gfull_off;
+                }
+            if (!rc && nt) rc = zt_engine_reduce_scatter(e, all, nt, src, e->grad_pieces, "gradients", err);
             free(all);
             free(src);
             /* the full gradient is not needed any more under a sharded optimizer */
-            zt_engine_release(e, &e->micro_grads, pl->full_floats, &e->mem.grads);
+            zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         }
     }
     if (!rc && e->replica_comm) rc = zt_engine_all_reduce_pieces(e, e->grad_pieces, err);

@@ -97,8 +97,9 @@ int zt_master_refresh(zt_engine *e, zt_error *err)
         goto out;
     }
     /* the parameters read as fp32 move as fp32 (a matrix among them then gets its copy here) */
+    /* (a frozen parameter did not change: its copies stay as init or the load wrote them) */
     for (int i = 0; i < m->n_params; i++)
-        if ((dst[i] = zt_master_fp32_view(e, i))) list[n++] = i;
+        if (m->params[i].trainable && (dst[i] = zt_master_fp32_view(e, i))) list[n++] = i;
     if (n && (rc = zt_engine_all_gather_rounded(e, list, n, dst, sizeof(float), 0, "parameters (fp32)", err)))
         goto out;
     for (int k = 0; k < n; k++)
@@ -108,7 +109,7 @@ int zt_master_refresh(zt_engine *e, zt_error *err)
     /* the other matrices move as their compute copy, rounded from each rank's own rows */
     n = 0;
     for (int i = 0; i < m->n_params; i++)
-        if (!zt_master_fp32_view(e, i) && zt_engine_has_lp(e, i)) {
+        if (m->params[i].trainable && !zt_master_fp32_view(e, i) && zt_engine_has_lp(e, i)) {
             dst[i] = zt_engine_full_lp_at(e, i, 0);
             list[n++] = i;
         }

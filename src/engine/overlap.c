@@ -71,7 +71,7 @@ static void *run(void *arg) {
                                                 &err);
         } else if (j.kind == JOB_FULL) {
             float *src[ZT_UNIT_MAX_PARAMS];
-            for (int k = 0; k < j.n; k++) src[k] = e->micro_grads + e->plan.p[j.params[k]].full_off;
+            for (int k = 0; k < j.n; k++) src[k] = e->micro_grads + e->plan.p[j.params[k]].gfull_off;
             if (!failed && !e->shard_optim)
                 rc = zt_engine_all_reduce_full_on(e, o->comm, &o->pack, &o->pack_cap, &o->busy_s, j.params, j.n,
                                                   e->micro_grads, j.tag, &err);

@@ -17,13 +17,14 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
     memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
     for (int i = 0; i < m->n_params; i++) {
         int64_t first, count;
+        if (!m->params[i].trainable) continue; /* frozen: no part in the norm (its partials stay 0) */
         if (!e->shard_optim) {
             zt_plan_norm_chunks(pl, i, 0, &first, &count);
-            zt_chunk_sum_squares(e->micro_grads + pl->p[i].full_off, m->params[i].numel, ZT_NORM_CHUNK,
+            zt_chunk_sum_squares(e->micro_grads + pl->p[i].gfull_off, m->params[i].numel, ZT_NORM_CHUNK,
                                  e->norm_partials + first);
         } else {
             zt_plan_norm_chunks(pl, i, pl->shard, &first, &count);
-            zt_chunk_sum_squares(e->grad_pieces + pl->p[i].shard_off, zt_plan_shard_numel(pl, i, pl->shard),
+            zt_chunk_sum_squares(e->grad_pieces + pl->p[i].gshard_off, zt_plan_shard_numel(pl, i, pl->shard),
                                  ZT_NORM_CHUNK, e->norm_partials + first);
         }
     }
@@ -72,11 +73,11 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         size_t off, cnt, local0 = 0; /* local0: the slice's first element in the local layout */
         int64_t begin = 0; /* the piece's first element in the full tensor */
         if (!e->shard_optim) {
-            off = pl->p[i].full_off;
+            off = pl->p[i].gfull_off; /* the state and the gradient: trainable parameters only */
             cnt = (size_t)p->numel;
             g = e->micro_grads + off;
         } else {
-            off = pl->p[i].shard_off;
+            off = pl->p[i].gshard_off;
             cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
             begin = zt_plan_shard_begin(pl, i, pl->shard);
             local0 = e->shard_params || e->shard_master ? 0 : (size_t)begin;

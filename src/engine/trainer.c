@@ -242,6 +242,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_model_spec spec;
     zt_train_config_model(cfg, &spec);
     if ((rc = zt_model_spec_create(&spec, &model, err))) goto done;
+    int n_frozen = 0;
+    if ((rc = zt_model_freeze(model, cfg->freeze, &n_frozen, err))) {
+        zt_error_prefix(err, "training.freeze");
+        goto done;
+    }
+    if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;

@@ -55,6 +55,7 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                       int C)
 {
+    if (!dwte && !dwpe) return; /* both frozen */
 #pragma omp parallel
     {
         size_t c0, c1;
@@ -63,9 +64,9 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t
         if (n > 0) {
             for (int bt = 0; bt < B * T; bt++) {
                 const float *d = dout + (size_t)bt * C + c0;
-                float *we = dwte + (size_t)inp[bt] * C + c0;
+                float *we = dwte ? dwte + (size_t)inp[bt] * C + c0 : NULL;
                 float *pe = dwpe ? dwpe + (size_t)(bt % T) * C + c0 : NULL;
-                add_row(we, we, d, n);
+                if (dwte) add_row(we, we, d, n);
                 if (dwpe) add_row(pe, pe, d, n);
             }
         }

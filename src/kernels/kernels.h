@@ -25,7 +25,8 @@
  * position table (Llama's token embedding; dwpe NULL in backward then). */
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
                      int T, int C);
-/* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C). Deterministic:
+/* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C); either may be
+ * NULL (a frozen parameter: skipped). Deterministic:
  * threads split the channel dimension, each row's additions happen in (b,t) order. */
 /* The same from bf16 tables (bf16-low's parameters, uint16_t bits): each row is widened (exact)
  * and added in fp32, so the bits equal encoder_forward's on fp32 tables holding those values. */
@@ -38,7 +39,8 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C);
-/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight, dbias (C) +=. */
+/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight, dbias (C) +=; either
+ * may be NULL (a frozen parameter: skipped). */
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, const float *mean, const float *rstd,
                         int N, int C);
@@ -134,7 +136,7 @@ void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, con
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
                      int N, int C);
-/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight (C) +=. */
+/* dinp (N,C) += (accumulates into the residual stream's gradient); dweight (C) +=, or NULL (frozen). */
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                       const float *weight, const float *rstd, int N, int C);
 

@@ -127,13 +127,15 @@ static void layernorm_backward_params(float *dw, float *db, const float *dout, c
     for (int k = 0; k < nv; k++) {
         int left = n - k * ZT_VL;
         if (left >= ZT_VL) {
-            zt_vstore(dw + c0 + k * ZT_VL, zt_vadd(zt_vload(dw + c0 + k * ZT_VL), aw[k]));
-            zt_vstore(db + c0 + k * ZT_VL, zt_vadd(zt_vload(db + c0 + k * ZT_VL), ab[k]));
+            if (dw) zt_vstore(dw + c0 + k * ZT_VL, zt_vadd(zt_vload(dw + c0 + k * ZT_VL), aw[k]));
+            if (db) zt_vstore(db + c0 + k * ZT_VL, zt_vadd(zt_vload(db + c0 + k * ZT_VL), ab[k]));
         } else {
-            zt_vstoren(dw + c0 + k * ZT_VL,
-                       zt_vadd(zt_vloadn(dw + c0 + k * ZT_VL, left, 0.0f), aw[k]), left);
-            zt_vstoren(db + c0 + k * ZT_VL,
-                       zt_vadd(zt_vloadn(db + c0 + k * ZT_VL, left, 0.0f), ab[k]), left);
+            if (dw)
+                zt_vstoren(dw + c0 + k * ZT_VL,
+                           zt_vadd(zt_vloadn(dw + c0 + k * ZT_VL, left, 0.0f), aw[k]), left);
+            if (db)
+                zt_vstoren(db + c0 + k * ZT_VL,
+                           zt_vadd(zt_vloadn(db + c0 + k * ZT_VL, left, 0.0f), ab[k]), left);
         }
     }
 }
@@ -149,7 +151,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
             layernorm_backward_row(dinp + (size_t)r * C, dout + (size_t)r * C, inp + (size_t)r * C,
                                    weight, mean[r], rstd[r], C);
         /* dweight/dbias only read dout, inp, mean, rstd: no barrier needed before */
-        int nblocks = (C + LN_CBLOCK - 1) / LN_CBLOCK;
+        int nblocks = dweight || dbias ? (C + LN_CBLOCK - 1) / LN_CBLOCK : 0; /* frozen: none */
 #pragma omp for schedule(static)
         for (int blk = 0; blk < nblocks; blk++) {
             int c0 = blk * LN_CBLOCK;

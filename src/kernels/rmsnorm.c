@@ -94,7 +94,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
         for (int r = 0; r < N; r++)
             rmsnorm_backward_row(dinp + (size_t)r * C, dout + (size_t)r * C, inp + (size_t)r * C,
                                  weight, rstd[r], C);
-        int nblocks = (C + ZT_VL - 1) / ZT_VL;
+        int nblocks = dweight ? (C + ZT_VL - 1) / ZT_VL : 0; /* dweight NULL (frozen): none */
 #pragma omp for schedule(static)
         for (int blk = 0; blk < nblocks; blk++) {
             int c0 = blk * ZT_VL, n = C - c0 < ZT_VL ? C - c0 : ZT_VL;

@@ -108,7 +108,8 @@ typedef struct sim {
     int ag_bytes;   /* bytes per element of the all-gathers being staged; 0: the parameters' */
     int world, ga;
     bool *gathered, *gathered_copy, *pgrad;
-    int *all;                     /* 0 .. n_params-1: the whole-model collectives' parameter list */
+    int *all, n_all;              /* the trainable parameters in table order: the whole-gradient
+                                     collectives' list (a frozen parameter is never reduced) */
     int *list;                    /* (n_params) room for another parameter list */
     bool offload_param;           /* param_offload.c: pieces in files, read into per-unit windows */
     size_t *window;               /* (n_units) floats of the window of the gather issued for a unit */
@@ -199,7 +200,9 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
     }
 }
 
-static void stage_all(sim *s, stage_kind kind) { stage(s, false, s->all, s->m->n_params, kind); }
+static void stage_all(sim *s, stage_kind kind) {
+    if (s->n_all) stage(s, false, s->all, s->n_all, kind);
+}
 
 /* param_offload.c zt_param_offload_window_release */
 static void release_window(sim *s, int u) {
@@ -279,7 +282,8 @@ static void unit_done(sim *s, int u) {
         const zt_unit *un = &s->m->units[u];
         int own[ZT_UNIT_MAX_PARAMS], n = 0;
         for (int k = 0; k < un->n_params; k++)
-            if (s->pl->p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+            if (s->pl->p[un->params[k]].owner_unit == u && s->m->params[un->params[k]].trainable)
+                own[n++] = un->params[k];
         if (n) stage(s, true, own, n, s->shard_optim ? ST_RS : ST_AR_FULL);
         return;
     }
@@ -287,7 +291,8 @@ static void unit_done(sim *s, int u) {
     const zt_unit *un = &s->m->units[u];
     int own[ZT_UNIT_MAX_PARAMS], n = 0;
     for (int k = 0; k < un->n_params; k++)
-        if (s->pl->p[un->params[k]].owner_unit == u) own[n++] = un->params[k];
+        if (s->pl->p[un->params[k]].owner_unit == u && s->m->params[un->params[k]].trainable)
+            own[n++] = un->params[k];
     if (n && s->overlap) {
         stage(s, true, own, n, ST_RS);
         for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
@@ -317,9 +322,9 @@ static void micro_batch(sim *s, int micro) {
     /* grads.c zt_grads_begin_micro */
     if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
     s->direct = s->reduce_now && s->ga == 1 && !s->transient; /* micro_direct: into the reduced pieces */
-    size_t tree_floats = s->reduce_now ? pl->shard_floats : pl->full_floats;
+    size_t tree_floats = s->reduce_now ? pl->gshard_floats : pl->gfull_floats; /* gradient layouts */
     if (!s->direct) alloc(s, ZT_MEM_GRADS, tree_floats);
-    if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
+    if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->gshard_floats); /* reduced_pieces */
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
         gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
@@ -337,7 +342,7 @@ static void micro_batch(sim *s, int micro) {
         refresh_copies(s, u);
         for (int k = 0; k < un->n_params; k++) { /* zt_grads_for */
             int i = un->params[k];
-            if (s->reduce_now && !s->pgrad[i]) {
+            if (s->reduce_now && !s->pgrad[i] && m->params[i].trainable) {
                 alloc(s, ZT_MEM_GRADS, numel(s, i));
                 s->pgrad[i] = true;
             }
@@ -358,7 +363,7 @@ static void micro_batch(sim *s, int micro) {
 /* step.c zt_engine_step: grads.c zt_grads_finish, the update, zt_grads_reset, the all-gather */
 static void optimizer_step(sim *s) {
     const zt_plan *pl = s->pl;
-    size_t n = s->reduce_now ? pl->shard_floats : pl->full_floats;
+    size_t n = s->reduce_now ? pl->gshard_floats : pl->gfull_floats;
     while (s->tree_depth > 1) { /* tree_fold: one buffer is left */
         s->tree_depth--;
         release(s, ZT_MEM_GRADS, n);
@@ -370,28 +375,29 @@ static void optimizer_step(sim *s) {
         if (s->has_comm && s->world > 1 && !s->early) stage_all(s, ST_AR_FULL); /* all-reduce, in place */
         release(s, ZT_MEM_GRADS, n); /* (by zt_grads_reset after the update) */
     } else {
-        if (s->transient && !s->early) alloc(s, ZT_MEM_GRADS, pl->shard_floats); /* reduced_pieces */
+        if (s->transient && !s->early) alloc(s, ZT_MEM_GRADS, pl->gshard_floats); /* reduced_pieces */
         if (!s->early) stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
     if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
-    if (s->transient) release(s, ZT_MEM_GRADS, pl->shard_floats); /* zt_grads_reset after the update */
+    if (s->transient) release(s, ZT_MEM_GRADS, pl->gshard_floats); /* zt_grads_reset after the update */
     if (s->master) { /* master_shard.c zt_master_refresh: the compute copies from the pieces */
         if (pl->nshards > 1) {
             /* the parameters read as fp32 (fp32 elements), then the other matrices (copies) */
             int lp_kind = zt_precision_lp_kind(&s->o->precision), n32 = 0, nlp = 0, *list = s->list;
-            for (int i = 0; i < s->m->n_params; i++)
-                if (zt_param_reads_fp32(s->m, lp_kind, i)) list[n32++] = i;
+            for (int i = 0; i < s->m->n_params; i++) /* the trainable ones: a frozen one is not updated */
+                if (s->m->params[i].trainable && zt_param_reads_fp32(s->m, lp_kind, i)) list[n32++] = i;
             s->ag_bytes = 4;
             stage(s, false, list, n32, ST_AG);
             for (int i = 0; i < s->m->n_params; i++)
-                if (!zt_param_reads_fp32(s->m, lp_kind, i) && has_copy(s, i)) list[nlp++] = i;
+                if (s->m->params[i].trainable && !zt_param_reads_fp32(s->m, lp_kind, i) && has_copy(s, i))
+                    list[nlp++] = i;
             s->ag_bytes = s->pb->copy;
             stage(s, false, list, nlp, ST_AG);
             s->ag_bytes = 0;
         }
     } else if (s->shard_optim && !s->shard_params && pl->nshards > 1) {
-        stage_all(s, ST_AG); /* all-gather */
+        stage_all(s, ST_AG); /* all-gather of the updated (trainable) parameters */
     }
 }
 
@@ -473,10 +479,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
         goto done;
     }
-    for (int i = 0; i < m->n_params; i++) s.all[i] = i;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].trainable) s.all[s.n_all++] = i;
 
     /* ---- creation (engine.c zt_engine_create) ---- */
-    size_t full = pl.full_floats, piece = pl.shard_floats, state = s.shard_optim ? piece : full;
     bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
     s.master = zt_master_sharded(o, s.shard_optim, s.shard_params);
@@ -487,6 +493,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (!pe.offload_buffer_count) pe.offload_buffer_count = o->offload.buffer_count;
     if (!pe.offload_buffer_bytes) pe.offload_buffer_bytes = o->offload.buffer_bytes;
     s.offload_param = pe.offload_param && s.shard_params && s.pb->master == 4;
+    if (s.offload_param) zt_plan_keep_frozen_slots(&pl); /* engine.c: the store's kinds share one layout */
+    size_t full = pl.full_floats, piece = pl.shard_floats, gpiece = pl.gshard_floats;
+    size_t state = s.shard_optim ? gpiece : pl.gfull_floats; /* trainable parameters only */
     if (s.offload_param && !(s.window = calloc((size_t)m->n_units, sizeof *s.window))) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
         goto done;
@@ -510,7 +519,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
     s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
-    if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(piece * (size_t)s.pb->grads));
+    if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = zt_precision_lp_kind(&o->precision);
     for (int u = 0; u < m->n_units; u++) {

@@ -50,6 +50,12 @@ int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_er
         pl->full_floats += align_up((size_t)d->numel);
         p->shard_off = pl->shard_floats;
         pl->shard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, shard));
+        p->gfull_off = pl->gfull_floats; /* a frozen parameter takes no room in the gradient layouts */
+        p->gshard_off = pl->gshard_floats;
+        if (d->trainable) {
+            pl->gfull_floats += align_up((size_t)d->numel);
+            pl->gshard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, shard));
+        }
         pl->norm_chunks += chunks_of(d->numel);
     }
     for (int u = 0; u < m->n_units; u++)
@@ -59,6 +65,15 @@ int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_er
             p->last_fwd_unit = u;
         }
     return ZT_OK;
+}
+
+void zt_plan_keep_frozen_slots(zt_plan *pl) {
+    for (int i = 0; i < pl->n_params; i++) {
+        pl->p[i].gfull_off = pl->p[i].full_off;
+        pl->p[i].gshard_off = pl->p[i].shard_off;
+    }
+    pl->gfull_floats = pl->full_floats;
+    pl->gshard_floats = pl->shard_floats;
 }
 
 void zt_plan_free(zt_plan *pl) {

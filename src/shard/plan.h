@@ -8,7 +8,9 @@
  *
  * Layouts: the "full" layout is the single-process one (each parameter whole, 64-byte aligned,
  * table order). The "shard" layout of rank r holds r's rows of every parameter, in table order,
- * each piece 64-byte aligned. */
+ * each piece 64-byte aligned. The gradient layouts ("gfull", "gshard") are the same over the
+ * trainable parameters only (zt_param_desc.trainable): gradients and optimizer state live there, so
+ * a frozen parameter has neither. */
 #ifndef ZT_PLAN_H
 #define ZT_PLAN_H
 
@@ -21,6 +23,8 @@ typedef struct zt_param_plan {
     int64_t *row_begin;      /* (nshards + 1) boundaries: shard s owns rows [row_begin[s], row_begin[s+1]) */
     size_t full_off;         /* float offset in the full layout */
     size_t shard_off;        /* float offset of this rank's piece in its shard layout */
+    size_t gfull_off, gshard_off; /* the same in the gradient layouts (trainable parameters only;
+                                     a frozen parameter's is where the next one starts, 0 floats) */
     int owner_unit;          /* the first unit that lists this parameter */
     int last_fwd_unit;       /* the last unit (forward order) that lists it */
 } zt_param_plan;
@@ -31,12 +35,18 @@ typedef struct zt_plan {
     zt_param_plan *p;
     size_t full_floats;      /* floats in the full layout */
     size_t shard_floats;     /* floats in this rank's shard layout */
+    size_t gfull_floats, gshard_floats; /* floats in the gradient layouts (= full_floats and
+                                           shard_floats when nothing is frozen) */
     int64_t norm_chunks;     /* chunks over all parameters (a parameter's last chunk may be short) */
 } zt_plan;
 
 /* Builds the plan of model m for shard index `shard` of `nshards`. */
 int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *plan, zt_error *err);
 void zt_plan_free(zt_plan *plan);
+/* Makes the gradient layouts the parameter layouts again (frozen parameters keep slots, which
+ * stay zero): for parameter offload, whose stream walks the pieces and the optimizer state with
+ * one offset. */
+void zt_plan_keep_frozen_slots(zt_plan *plan);
 
 /* Elements of parameter i held by shard s, and their offset inside the full tensor. */
 static inline int64_t zt_plan_shard_numel(const zt_plan *pl, int i, int s) {

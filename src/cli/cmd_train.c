@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "ckpt/hf.h"
+#include "comm/build_id.h"
 #include "comm/comm.h"
 #include "core/fault.h"
 #include "core/stop.h"
@@ -212,6 +213,7 @@ int zt_cmd_train(int argc, char **argv) {
     int rank = world ? zt_comm_rank(world) : 0;
     int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
     if (!rc) rc = zt_train_config_validate(&cfg, &err);
+    if (!rc && world) rc = zt_build_id_check(world, &err); /* the same build first: it explains the rest */
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
     if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
     if (rc) return end_job(world, zt_cli_fail(&err));

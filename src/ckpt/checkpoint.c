@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 #include "ckpt/model_meta.h"
+#include "ckpt/precision_meta.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -702,6 +703,8 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
     }
     return root;
 }
+
+cJSON *zt_ckpt_manifest_read(const char *commit, zt_error *err) { return load_manifest(commit, err); }
 
 static double num(const cJSON *o, const char *key, bool *ok) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

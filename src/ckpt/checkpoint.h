@@ -62,9 +62,12 @@ int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap);
  * a step-N commit as given; a checkpoint directory's commit per zt_ckpt_resolve, and when that
  * one is damaged (ZT_ERR_CKPT: a checksum, size, missing file or manifest) and fallback is set,
  * the newest older commit that loads, after writing one line per skipped commit, naming it and
- * why, to notes (NULL: none). ZT_ERR_CKPT listing every commit tried when none loads. */
-int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
-                   zt_ckpt_meta *meta, zt_error *err);
+ * why, to notes (NULL: none). ZT_ERR_CKPT listing every commit tried when none loads. A commit
+ * whose fp32 values this run's precision would round (bf16-low) is refused with ZT_ERR_CKPT unless
+ * allow_cast (checkpoint.allow_cast, --allow-cast), and never fallen back from; a widening load
+ * is noted (precision_meta.h). */
+int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, bool allow_cast, FILE *notes, char *commit,
+                   size_t cap, zt_ckpt_meta *meta, zt_error *err);
 
 /* probe.c: creates DIR (and its parents) and writes and removes a probe file there as rank `rank`:
  * ZT_ERR_IO naming the directory and the error when this rank could not save into it. */

@@ -4,6 +4,7 @@
  * skipped commit named with the reason. zt_ckpt_load checks every file's size and checksum before
  * it reads a tensor, so a refused commit has left the engine untouched. */
 #include "ckpt/checkpoint.h"
+#include "ckpt/precision_meta.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -46,11 +47,21 @@ static void note_leftovers(const char *dir, const char *commit, FILE *notes) {
     closedir(d);
 }
 
-int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
-                   zt_ckpt_meta *meta, zt_error *err) {
+/* zt_ckpt_load after the dtype check (precision_meta.h); *refused: the commit is intact but its
+ * values would be narrowed without checkpoint.allow_cast (never a reason to fall back). */
+static int load_checked(zt_engine *e, const char *commit, bool allow_cast, FILE *notes, bool *refused,
+                        zt_ckpt_meta *meta, zt_error *err) {
+    int rc = zt_ckpt_check_cast(commit, e, allow_cast, notes, refused, err);
+    return rc ? rc : zt_ckpt_load(e, commit, meta, err);
+}
+
+int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, bool allow_cast, FILE *notes, char *commit,
+                   size_t cap, zt_ckpt_meta *meta, zt_error *err) {
     int rc = zt_ckpt_resolve(path, commit, cap, err);
     if (rc) return rc; /* no commit with a readable manifest at all */
-    rc = zt_ckpt_load(e, commit, meta, err);
+    bool refused = false;
+    rc = load_checked(e, commit, allow_cast, notes, &refused, meta, err);
+    if (refused) return rc;
     if (is_commit(path)) return rc; /* an explicit commit never falls back */
     if (rc == ZT_OK && notes) note_leftovers(path, commit, notes);
     if (rc != ZT_ERR_CKPT || !fallback) return rc;
@@ -72,7 +83,12 @@ int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, c
             snprintf(skipped + len, sizeof skipped - len, "%s%s", len ? ", " : "", base(commit));
         }
         snprintf(commit, cap, "%s", cand);
-        rc = zt_ckpt_load(e, cand, meta, &why);
+        rc = load_checked(e, cand, allow_cast, notes, &refused, meta, &why);
+        if (refused) { /* an intact older commit this run may not narrow: said as it is */
+            *err = why;
+            free(steps);
+            return rc;
+        }
         if (rc == ZT_OK) {
             if (notes) note_leftovers(path, commit, notes);
             if (notes) fprintf(notes, "checkpoint: resuming from %s, the newest intact commit (checkpoint.fallback; "

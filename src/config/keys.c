@@ -234,6 +234,10 @@ const key_def zt_cfg_keys[] = {
            "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
            "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
            "(docs/reliability.md)"),
+    K_BOOL("checkpoint.allow_cast", ckpt_allow_cast, "false",
+           "resuming a checkpoint whose values are wider than this run keeps them (fp32 master weights "
+           "or moments into precision bf16-low): round them to the nearest (said); false: exit 4 naming "
+           "the dtypes and tensors (`train --allow-cast` sets it). Widening is always exact and said"),
     K_BOOL("comm.check_collectives", comm_check_collectives, "false",
            "debug: before every collective the ranks compare its fingerprint (sequence, operation, "
            "tag, bytes, step) and stop with exit 9 naming what each was about to do when they differ "

@@ -160,6 +160,7 @@ typedef struct zt_train_config {
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
     bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
+    bool ckpt_allow_cast;       /* checkpoint.allow_cast: load fp32 values into bf16-low, rounded */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */

@@ -264,7 +264,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->resume && opts->resume[0]) {
         zt_ckpt_meta meta;
         char commit[4096];
-        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, out, commit, sizeof commit, &meta, err)))
+        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, cfg->ckpt_allow_cast, out, commit, sizeof commit,
+                                  &meta, err)))
             goto done;
         /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
         double agree = (double)meta.step;

@@ -17,6 +17,20 @@
 
 #include <stdio.h>
 
+/* What the training loop carries across a resume besides the engine (run_state.c; the manifest's
+ * "run_state"): the ranges of global samples skipped (data.skip_samples, loss-spike rollbacks) and
+ * the loss-spike detector's window, ring order and all, so a resumed run skips and detects exactly
+ * as the uninterrupted one. */
+#define ZT_CKPT_MAX_SKIPS 64
+#define ZT_CKPT_MAX_WINDOW 4096
+typedef struct zt_ckpt_run_state {
+    int n_skips;
+    uint64_t skip_start[ZT_CKPT_MAX_SKIPS], skip_count[ZT_CKPT_MAX_SKIPS]; /* physical samples */
+    int window;        /* fault.loss_spike_window it was kept for; 0: none kept */
+    int n_losses, head; /* losses[0..n_losses) as the detector's ring holds them; its next slot */
+    double losses[ZT_CKPT_MAX_WINDOW];
+} zt_ckpt_run_state;
+
 typedef struct zt_ckpt_meta {
     int64_t step;              /* optimizer steps done */
     uint64_t samples_consumed; /* the global sample index the next step starts at */
@@ -27,6 +41,7 @@ typedef struct zt_ckpt_meta {
      * step later): Adam's step count (fp16 skips can make it trail step), fp16's loss scaler */
     uint64_t optimizer_step;
     zt_loss_scaler scaler;
+    zt_ckpt_run_state run; /* the trainer's state (above) */
 } zt_ckpt_meta;
 
 /* Collective over the engine's world: writes DIR/step-<meta->step> atomically and points

@@ -49,6 +49,9 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
 static const enum_value SPIKE_POLICIES[] = {
     {"skip", ZT_CFG_SPIKE_SKIP}, {"rollback", ZT_CFG_SPIKE_ROLLBACK}, {NULL, 0}};
 
+static const enum_value SAVE_ERRORS[] = {
+    {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
+
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
 
 #define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
@@ -240,6 +243,10 @@ const key_def zt_cfg_keys[] = {
            "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
            "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
            "(docs/reliability.md)"),
+    K_ENUM("checkpoint.on_save_error", ckpt_on_save_error, SAVE_ERRORS, "exit",
+           "a checkpoint that cannot be written (disk full, I/O error: every rank learns it, nothing is "
+           "committed, the partial step-N.tmp is removed, the last commit is untouched): exit ends the run "
+           "with exit 8; continue warns and trains on, the next save retries (a final save still exits 8)"),
     K_BOOL("checkpoint.allow_cast", ckpt_allow_cast, "false",
            "resuming a checkpoint whose values are wider than this run keeps them (fp32 master weights "
            "or moments into precision bf16-low): round them to the nearest (said); false: exit 4 naming "

@@ -86,6 +86,11 @@ typedef enum zt_cfg_spike_policy {
     ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (engine/trainer.c) */
 } zt_cfg_spike_policy;
 
+typedef enum zt_cfg_save_error {
+    ZT_CFG_SAVE_ERROR_EXIT = 0,    /* a checkpoint that cannot be written ends the run (exit 8) */
+    ZT_CFG_SAVE_ERROR_CONTINUE = 1 /* training goes on, the next save retries (engine/trainer.c) */
+} zt_cfg_save_error;
+
 typedef struct zt_train_config {
     /* model: */
     char model_preset[64];      /* model.preset: tiny | gpt2-124M | llama-tiny | ... (default "tiny") */
@@ -166,6 +171,7 @@ typedef struct zt_train_config {
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
     bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
+    int ckpt_on_save_error;     /* checkpoint.on_save_error: a zt_cfg_save_error */
     bool ckpt_allow_cast;       /* checkpoint.allow_cast: load fp32 values into bf16-low, rounded */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */

@@ -602,6 +602,9 @@ uint64_t zt_engine_step_count(const zt_engine *e);
 /* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree
  * iff this agrees. A collective under zero3/hybrid (it gathers); same value on every rank. */
 uint64_t zt_engine_param_hash(zt_engine *e);
+/* The same over the frozen parameters only (training.freeze, LoRA's base weights): 0 when none is
+ * frozen. A collective under sharding, like zt_engine_param_hash. */
+uint64_t zt_engine_frozen_hash(zt_engine *e);
 /* Bytes this rank sent and received in collectives since the last call, by kind (reduce-scatter,
  * all-gather, all-reduce, small control messages). */
 typedef struct zt_comm_bytes {

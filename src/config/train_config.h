@@ -108,6 +108,8 @@ typedef struct zt_train_config {
     uint64_t seed;              /* training.seed, default 1337 */
     char freeze[256];           /* training.freeze: regex of the frozen parameters' names
                                    (zt_model_freeze); "" = none */
+    zt_lora_config lora;        /* lora.rank (0: no LoRA), alpha (8), dropout (0), target_modules
+                                   ("": the family's default); zt_model_add_lora */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */
     zt_optimizer_config optim;  /* optimizer.type adamw|sgd, beta1, beta2, eps, weight_decay,

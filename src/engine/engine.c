@@ -716,7 +716,8 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     return zt_engine_gather_param(e, idx, dst, err);
 }
 
-uint64_t zt_engine_param_hash(zt_engine *e) {
+/* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
+static uint64_t param_hash(zt_engine *e, int only) {
     const zt_model *m = e->model;
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
@@ -724,6 +725,7 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
         size_t n = (size_t)m->params[i].numel;
+        if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
         if (e->shard_params || e->params16 || e->shard_master) { /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
@@ -742,6 +744,14 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
+}
+
+uint64_t zt_engine_param_hash(zt_engine *e) { return param_hash(e, -1); }
+
+uint64_t zt_engine_frozen_hash(zt_engine *e) {
+    for (int i = 0; i < e->model->n_params; i++)
+        if (!e->model->params[i].trainable) return param_hash(e, 0);
+    return 0;
 }
 
 void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {

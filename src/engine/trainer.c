@@ -248,6 +248,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
+    if (model->lora) { /* what trains: the adapters */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        fprintf(out, "lora: rank %d, alpha %g, dropout %g on %lld Linears (target_modules %s): %lld trainable "
+                "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
+                (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+    }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
@@ -292,6 +303,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {
@@ -646,6 +658,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
+    uint64_t frozen1 = zt_engine_frozen_hash(e);
+    if (frozen0 || frozen1)
+        fprintf(out, "frozen parameters: xxh64 %016llx at the start, %016llx at the end (%s)\n",
+                (unsigned long long)frozen0, (unsigned long long)frozen1, frozen0 == frozen1 ? "unchanged" : "CHANGED");
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)(end_step - start_step), now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);

@@ -151,6 +151,9 @@ const key_def zt_cfg_keys[] = {
           "validation loss every N steps (and after the last); 0: only after the last; > 0 "
           "needs data.val",
           NULL),
+    K_BOOL("eval.at_start", eval_at_start, "false",
+           "also evaluate once before the first step (transformers' eval_on_start): the starting model's "
+           "validation loss, e.g. a pretrained model's on the data it is about to be fine-tuned on"),
     K_INT("eval.batches", eval_batches, 1, 1048576, "8", "validation micro-batches per evaluation",
           NULL),
     K_STR("logging.jsonl", log_path, 0, "", "one JSON line of metrics per step; empty: none"),

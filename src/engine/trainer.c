@@ -406,6 +406,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
+        double v;
+        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
+    }
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);

@@ -119,6 +119,8 @@ typedef struct zt_train_config {
     uint64_t seed;              /* training.seed, default 1337 */
     char freeze[256];           /* training.freeze: regex of the frozen parameters' names
                                    (zt_model_freeze); "" = none */
+    zt_lora_config lora;        /* lora.rank (0: no LoRA), alpha (8), dropout (0), target_modules
+                                   ("": the family's default); zt_model_add_lora */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */
     zt_optimizer_config optim;  /* optimizer.type adamw|sgd, beta1, beta2, eps, weight_decay,
@@ -126,6 +128,7 @@ typedef struct zt_train_config {
     /* evaluation: */
     int eval_every;             /* eval.every (steps; 0 = never), default 0 */
     int eval_batches;           /* eval.batches, default 8 */
+    bool eval_at_start;         /* eval.at_start: evaluate before the first step too, default false */
     /* logging: */
     char log_path[ZT_PATH_MAX]; /* logging.jsonl ("" = none) */
     int print_every;            /* logging.print_every, default 1 */

@@ -348,6 +348,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
+    if (model->lora) { /* what trains: the adapters */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        fprintf(out, "lora: rank %d, alpha %g, dropout %g on %lld Linears (target_modules %s): %lld trainable "
+                "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
+                (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+    }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
@@ -416,6 +427,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {
@@ -522,6 +534,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
+        double v;
+        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
+    }
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
@@ -826,6 +843,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
+    uint64_t frozen1 = zt_engine_frozen_hash(e);
+    if (frozen0 || frozen1)
+        fprintf(out, "frozen parameters: xxh64 %016llx at the start, %016llx at the end (%s)\n",
+                (unsigned long long)frozen0, (unsigned long long)frozen1, frozen0 == frozen1 ? "unchanged" : "CHANGED");
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)steps_done, now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);

@@ -112,7 +112,7 @@ static int added_tokens(zt_bpe *b, const cJSON *at, const char *path, zt_error *
                                 "single_word are not supported", path, i, c->valuestring);
         double v = id->valuedouble;
         if (!(v >= 0 && v <= ZT_BPE_MAX_ID) || v != (double)(uint32_t)v)
-            return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: added_tokens[%d] (\"%s\"): id %g is not an "
+            return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: added_tokens[%d] (\"%s\"): id %.17g is not an "
                                 "integer in 0..%d", path, i, c->valuestring, v, ZT_BPE_MAX_ID);
         int rc = zt_bpe_add_special(b, c->valuestring, strlen(c->valuestring), (uint32_t)v, err);
         if (rc) return zt_error_prefix(err, "tokenizer.json %s: added_tokens[%d]", path, i), rc;

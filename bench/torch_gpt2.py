@@ -273,7 +273,7 @@ def main():
         f"data: {args.data or f'random tokens (seed {args.seed})'}")
 
     data = batches(B, T, V)
-    times, others = [], []
+    times, others, cpus = [], [], []
     step, max_steps = 0, args.warmup + args.steps + 4 * max(0, args.quiet_steps)
     while True:
         n_quiet = sum(1 for o in others if o < args.quiet_cpus)
@@ -301,6 +301,7 @@ def main():
         if timed:
             times.append(dt)
             others.append(other)
+            cpus.append((self1 - self0) / torch.get_num_threads())
         log(f"step {step + 1:3d} {'timed ' if timed else 'warmup'} "
             f"loss {lossv:.4f} norm {norm:.3f} {dt * 1e3:9.1f} ms {B * T / dt:8.1f} tok/s  "
             f"(other processes: {other:.2f} CPUs)")
@@ -329,6 +330,10 @@ def main():
         "other_cpus_median": round(statistics.median(others), 2),
         "other_cpus_max": round(max(others), 2),
         "quiet_steps": len(quiet),
+        # this process's CPU time per step / threads: its own work, which other programs on a
+        # shared machine do not inflate the way they inflate the wall time
+        "cpu_ms_per_step_median": round(statistics.median(cpus) * 1e3, 1),
+        "tok_per_cpu_s": round(B * T / statistics.median(cpus), 2),
         "tok_per_s_median_quiet": round(B * T / statistics.median(quiet), 2) if quiet else None,
     }
     print(json.dumps(out), flush=True)

@@ -17,6 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* CPU seconds of every thread of this process: a step's own work, which other programs on a shared
+ * machine do not inflate the way they inflate its wall time */
+static double process_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -117,7 +126,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_model *m = NULL;
     zt_engine *e = NULL;
     int32_t *tok = NULL;
-    double *times = NULL;
+    double *times = NULL, *cpu = NULL;
     int rc;
     if ((rc = zt_model_preset(preset, &spec, &err)) || (rc = zt_model_spec_create(&spec, &m, &err))) goto out;
     zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
@@ -139,7 +148,8 @@ int zt_cmd_bench(int argc, char **argv) {
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
     times = malloc((size_t)steps * sizeof *times);
-    if (!tok || !times) {
+    cpu = malloc((size_t)steps * sizeof *cpu);
+    if (!tok || !times || !cpu) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
     }
@@ -161,7 +171,7 @@ int zt_cmd_bench(int argc, char **argv) {
         }
         if (it == warmup) zt_engine_reset_times(e);
         zt_engine_offload_stats(e, &io, true);
-        double t0 = omp_get_wtime();
+        double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
         float loss;
@@ -169,12 +179,12 @@ int zt_cmd_bench(int argc, char **argv) {
         if ((rc = zt_engine_forward_backward(e, &b, &loss, &err)) ||
             (rc = zt_engine_step(e, 3e-4f, &rep, &err)))
             goto out;
-        double t = omp_get_wtime() - t0;
+        double t = omp_get_wtime() - t0, c = process_cpu_s() - c0;
         if (nranks > 1 && (rc = zt_all_reduce_max_f64(world, &t, "step time", &err))) goto out;
         fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
         fflush(out);
-        if (it >= warmup) times[it - warmup] = t;
+        if (it >= warmup) times[it - warmup] = t, cpu[it - warmup] = c;
         zt_engine_offload_stats(e, &io, true);
         if (it >= warmup) {
             io_sum.read_bytes += io.read_bytes;
@@ -200,6 +210,10 @@ int zt_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
     double med = times[steps / 2], mean = sum / steps;
+    qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
+    double cpu_med = cpu[steps / 2] / threads; /* rank 0's process CPU per thread */
+    fprintf(out, "  cpu: %.1f ms per step of this process's CPU time / %d threads (wall %.1f ms): %.1f tok/s "
+            "of its own CPU time\n", 1e3 * cpu_med, threads, 1e3 * med, (double)B * T * nranks / cpu_med);
     fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
            1e3 * fwd_total / steps, 1e3 * bwd_total / steps, 1e3 * (mean - (fwd_total + bwd_total) / steps),
            1e3 * mean);
@@ -237,17 +251,20 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
-            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f}\n",
+            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
+            "\"cpu_ms_per_step_median\":%.1f,\"tok_per_cpu_s\":%.2f}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps);
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * cpu_med,
+            (double)B * T * nranks / cpu_med);
     rc = ZT_OK;
 out:
     free(tok);
     free(times);
+    free(cpu);
     zt_engine_free(e);
     zt_model_free(m);
     if (out && out != stdout) fclose(out);

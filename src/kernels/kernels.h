@@ -138,7 +138,7 @@ void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, con
  * by tile from q, k, lse and reads the output (D = rowsum(dO * O)). scratch: per thread, sized by
  * flash_attention_scratch_floats under the OpenMP thread setting both kernels run with (O(T)).
  * Bits do not depend on the thread count. */
-size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV);
+size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV, int hs);
 /* q (B,T,NH*hs) row stride sq, k, v (B,T,NKV*hs) row stride skv (query head h reads KV head
  * h / (NH/NKV)); out (B,T,NH*hs) (row stride NH*hs) and lse (B,NH,T) assigned. */
 void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q,

@@ -183,7 +183,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
     if (version != VERSION && version != VERSION_LLAMA)
         return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u and %u", path, version,
                             VERSION, VERSION_LLAMA);
-    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4], ZT_ATTENTION_FLASH};
     *n_params_off = 8 + 4 + 20;
     if (version == VERSION) return ZT_OK;
     llama_block k;
@@ -198,7 +198,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     k.rms_norm_eps,
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
-                                    k.tie_embeddings != 0};
+                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH};
     return ZT_OK;
 }
 

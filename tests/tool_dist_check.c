@@ -18,6 +18,7 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
+ *                   [--attention flash|naive]   (the model's attention kernel, default flash)
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
  * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
     o.T = T;
     int stall = -1;
     bool llama = false;
+    zt_gpt2_config cfg = CFG;
+    zt_llama_config lcfg = LLAMA;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -100,6 +103,10 @@ int main(int argc, char **argv) {
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
+        else if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &cfg.attention, &err)) return tool_fail(world, "--attention", &err);
+            lcfg.attention = cfg.attention;
+        }
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
@@ -109,7 +116,7 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
-    if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
+    if ((llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
         zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);

@@ -10,6 +10,7 @@
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
  *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
+ *                     [--attention flash|naive]  (the model's attention kernel, default flash)
  *                     [--freeze REGEX]  (zt_model_freeze: the closed forms below are replaced by,
  *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
     o.T = 16;
     bool balanced = false;
     const char *freeze = NULL;
+    zt_attention attention = ZT_ATTENTION_FLASH;
     double tol = 3.0;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -61,13 +63,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
         else if (!strcmp(a, "--balanced")) balanced = true;
         else if (!strcmp(a, "--freeze") && i + 1 < argc) freeze = argv[++i];
-        else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &attention, &err)) return tool_fail(world, "--attention", &err);
+        } else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }
     }
     tool_precision_apply(&o, &pr);
+    cfg.attention = attention; /* after --preset, which sets the whole config */
     zt_model *m;
     zt_engine *e;
     if (zt_gpt2_create(&cfg, &m, &err) || zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||

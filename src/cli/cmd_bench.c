@@ -2,8 +2,11 @@
  * W1 benchmark: gpt2-124M, B=4, T=256 per rank, fp32, AdamW), with achieved GFLOP/s against both
  * the measured peak in the run's precision (MFU, metrics/peak.h) and the GEMM rate measured here,
  * and the time per unit. With --nproc N it
- * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid). The last line is
- * JSON for bench/w1.sh and bench/dist.sh. */
+ * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid). --attention picks
+ * the attention kernel (model.attention), --max-seq-len lengthens the preset's context (GPT-2: more
+ * wpe rows) for long sequences. It prints the memory the plan predicted and what was measured (the
+ * engine's accounting, and the process's peak RSS). The last line is JSON for bench/w1.sh,
+ * bench/dist.sh and bench/long_seq.sh. */
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
@@ -12,6 +15,7 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -51,6 +55,8 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
+    zt_attention attention = ZT_ATTENTION_FLASH;
+    int max_seq_len = 0; /* 0: the preset's */
     zt_offload_options off = {0};
     double off_mb = 0;
     for (int i = 1; i < argc; i++) {
@@ -61,7 +67,8 @@ int zt_cmd_bench(int argc, char **argv) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
-                   "                       [--recompute none|full|selective]\n"
+                   "                       [--recompute none|full|selective] [--attention flash|naive]\n"
+                   "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
                    "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
                    "                       [--offload-param-nvme DIR]   zero3's parameter pieces in files too\n");
@@ -78,6 +85,7 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--max-seq-len")) max_seq_len = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
         else if (!strcmp(a, "--offload-param-nvme")) off.param_dir = v;
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
@@ -92,11 +100,16 @@ int zt_cmd_bench(int argc, char **argv) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
         } else if (!strcmp(a, "--recompute")) { /* activation checkpointing */
             if (zt_recompute_parse(v, &recompute, &err)) return zt_cli_fail(&err);
+        } else if (!strcmp(a, "--attention")) {
+            if (zt_attention_parse(v, &attention, &err)) {
+                zt_error_prefix(&err, "bench: --attention");
+                return zt_cli_fail(&err);
+            }
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1) {
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || max_seq_len < 0) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -119,7 +132,10 @@ int zt_cmd_bench(int argc, char **argv) {
     int32_t *tok = NULL;
     double *times = NULL;
     int rc;
-    if ((rc = zt_model_preset(preset, &spec, &err)) || (rc = zt_model_spec_create(&spec, &m, &err))) goto out;
+    if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
+    spec.gpt2.attention = spec.llama.attention = attention;
+    if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
+    if ((rc = zt_model_spec_create(&spec, &m, &err))) goto out;
     zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
     zt_engine_options eo;
     zt_engine_options_default(&eo);
@@ -152,8 +168,8 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_strategy_name(strategy), fpt / 1e9);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "activation checkpointing %s: activations %.1f MiB per rank\n", zt_recompute_name(recompute),
-            mem.activations / 1048576.0);
+    fprintf(out, "activation checkpointing %s, %s attention: activations %.1f MiB per rank\n",
+            zt_recompute_name(recompute), zt_attention_name(attention), mem.activations / 1048576.0);
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -214,6 +230,17 @@ int zt_cmd_bench(int argc, char **argv) {
                 io_sum.read_bytes / 1e6 / steps, io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps,
                 1e3 * io_sum.update_s / steps, 1e3 * io_sum.wait_s / steps, io_gbps,
                 (double)io_sum.read_bytes / io_sum.stream_s / 1e9, (double)io_sum.write_bytes / io_sum.stream_s / 1e9);
+    /* memory: the plan made before the first step against the engine's accounting after the steps
+     * (rank 0's), and the whole process's peak resident set (libraries, stacks, heap included) */
+    zt_memory_plan plan;
+    zt_engine_memory_plan(e, &plan);
+    zt_engine_memory(e, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    size_t rss = (size_t)ru.ru_maxrss * 1024;
+    fprintf(out, "  memory: planned peak %.1f MiB (activations %.1f), measured peak %.1f MiB (activations %.1f); "
+            "process peak RSS %.1f MiB\n", plan.peak_total / 1048576.0, plan.peak[ZT_MEM_ACTIVATIONS] / 1048576.0,
+            mem.peak_total / 1048576.0, mem.peak_activations / 1048576.0, rss / 1048576.0);
     double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
     /* MFU against the peak of every core the job uses in the precision its products run in (the
      * measured FMA or bf16 dot-product rate, peak.h); the GEMM rate measured on this rank's threads */
@@ -237,13 +264,16 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
-            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f}\n",
+            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
+            "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
+            "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps);
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, zt_attention_name(attention),
+            cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS], mem.peak_activations, rss);
     rc = ZT_OK;
 out:
     free(tok);

@@ -5,6 +5,7 @@
  *                             [--precision p] [--reduce-dtype d] [--hybrid-shard S] [--checkpointing c]
  *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]
+ *                             [--attention flash|naive]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
@@ -32,6 +33,7 @@ static void usage(FILE *out) {
             "                                 [--hybrid-shard S]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]\n"
+            "                                 [--attention flash|naive]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -47,6 +49,8 @@ static void usage(FILE *out) {
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
+            "  --attention     the attention kernel (model.attention): flash (default; activations O(T)) or naive\n"
+            "                  (saves the (B, n_head, T, T) probabilities)\n"
             "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
             "                  their pieces are planned, with no gradient and no optimizer state\n"
             "  --json          the same numbers as one JSON object\n"
@@ -317,11 +321,12 @@ static double mem_available_bytes(void) {
     return kb * 1024.0;
 }
 
-static int print_fit(FILE *out, const char *name, const zt_engine_options *base_opt, int nproc, const char *dir,
-                     double ram_gib, double disk_gib, bool json, zt_error *err) {
+static int print_fit(FILE *out, const char *name, zt_attention attention, const zt_engine_options *base_opt, int nproc,
+                     const char *dir, double ram_gib, double disk_gib, bool json, zt_error *err) {
     zt_model_spec spec;
     int rc = zt_model_preset(name, &spec, err);
     if (rc) return rc;
+    spec.gpt2.attention = spec.llama.attention = attention;
     struct statvfs vfs;
     double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
     if (!ram_gib && !(avail > 0))
@@ -396,6 +401,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
+    zt_attention attention = ZT_ATTENTION_FLASH; /* --attention (with a CONFIG: model.attention) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -413,7 +419,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze"};
+                                           "--disk-gib", "--freeze", "--attention"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -439,6 +445,9 @@ int zt_cmd_estimate(int argc, char **argv) {
                 model_only_opt = true;
                 if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
                 else if (!strcmp(a, "--freeze")) freeze = v;
+                else if (!strcmp(a, "--attention")) {
+                    if ((rc = zt_attention_parse(v, &attention, &err))) zt_error_prefix(&err, "estimate-memory: --attention");
+                }
                 else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
                 else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
                 else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
@@ -470,7 +479,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     }
     if (config && model_only_opt) {
         zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
-                     "--checkpointing, --offload and --nvme-* go with --model; with a CONFIG use --set (e.g. "
+                     "--checkpointing, --offload, --attention and --nvme-* go with --model; with a CONFIG use --set (e.g. "
                      "--set training.micro_batch_size=8)");
         return zt_cli_fail(&err);
     }
@@ -510,7 +519,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
         model_name = cfg.model_preset;
     } else {
-        if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
+        if (zt_estimator_model(model_name, attention, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
         if (zt_model_freeze(model, freeze, NULL, &err)) {
@@ -563,7 +572,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     if (fit) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
                  : freeze ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; it does not take --freeze")
-                        : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
+                        : print_fit(stdout, model_name, attention, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;
     }

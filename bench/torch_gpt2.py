@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -45,6 +46,8 @@ def parse_args():
                    help="bf16 = torch.autocast('cpu', bfloat16) around the forward; "
                         "parameters, gradients and AdamW stay fp32")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-seq-len", type=int, default=0,
+                   help="the preset's context lengthened (wpe rows), as zerotrain bench --max-seq-len")
     p.add_argument("--attn", choices=["auto", "sdpa", "explicit"], default="auto",
                    help="auto: F.scaled_dot_product_attention (or 1.13's private "
                         "_scaled_dot_product_attention) when present, else explicit masked softmax")
@@ -224,6 +227,8 @@ def batches(B, T, V):
 
 def main():
     max_T, V, L, NH, C = PRESETS[args.preset]
+    if args.max_seq_len:
+        max_T = args.max_seq_len
     B, T = args.batch, args.seq
     if T > max_T:
         sys.exit(f"torch_gpt2.py: -T {T} > max sequence length {max_T} of {args.preset}")
@@ -306,6 +311,8 @@ def main():
         "other_cpus_max": round(max(others), 2),
         "quiet_steps": len(quiet),
         "tok_per_s_median_quiet": round(B * T / statistics.median(quiet), 2) if quiet else None,
+        "max_seq_len": max_T,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     print(json.dumps(out), flush=True)
 

@@ -18,40 +18,7 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
-
-static double now_s(int clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float *buf(size_t n)
-{
-    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
-    if (p == NULL) {
-        fprintf(stderr, "attention_compare: out of memory (%zu floats)\n", n);
-        exit(7);
-    }
-    uint32_t s = (uint32_t)n * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = ((float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.2f;
-    }
-    return p;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 enum { MAXREP = 200 };
 
@@ -106,18 +73,18 @@ int main(int argc, char **argv)
         for (int which = 0; which < 2; which++) {
             if ((which == 0 && !run_naive) || (which == 1 && !run_flash)) continue;
             timing *t = which ? tf : tn;
-            double c0 = now_s(CLOCK_PROCESS_CPUTIME_ID), w0 = now_s(CLOCK_MONOTONIC);
+            double c0 = cpu_s(), w0 = now_s();
             if (which)
                 flash_attention_gqa_forward(out, lse, fscratch, q, k, v, B, T, NH, NKV, hs, C, KV);
             else
                 attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
-            double w1 = now_s(CLOCK_MONOTONIC), c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+            double w1 = now_s(), c1 = cpu_s();
             if (which)
                 flash_attention_gqa_backward(dq, dk, dv, fscratch, dout, q, k, v, out, lse, B, T, NH, NKV,
                                              hs, C, KV);
             else
                 attention_gqa_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, hs, C, KV);
-            double w2 = now_s(CLOCK_MONOTONIC), c2 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+            double w2 = now_s(), c2 = cpu_s();
             if (r < 0) continue;
             t->wf[r] = w1 - w0, t->wb[r] = w2 - w1, t->cf[r] = (c1 - c0) / nt, t->cb[r] = (c2 - c1) / nt;
         }

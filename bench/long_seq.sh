@@ -104,7 +104,7 @@ def run(impl, T):
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = p.stdout.strip().splitlines()
-    for line in lines[-4:]:
+    for line in lines[-5:]:
         print("  " + line[:300], flush=True)
     res = None
     for line in reversed(lines):
@@ -142,8 +142,8 @@ def med(vals):
     vals = sorted(v for v in vals if v is not None)
     return vals[len(vals) // 2] if vals else None
 
-print("\n| T | impl | tok/s (median) | peak RSS MiB | zerotrain planned / measured peak MiB | note |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("\n| T | impl | tok/s (median) | CPU ms/step per thread | peak RSS MiB | zerotrain planned / measured peak MiB | note |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 rows = []
 for T in Ts:
     for impl in impls:
@@ -151,15 +151,16 @@ for T in Ts:
         ok = [x for x in rs if "tok_per_s_median" in x]
         if not ok:
             note = rs[0].get("skipped") or rs[0].get("error", "no result") if rs else "not run"
-            print(f"| {T} | {impl} | - | - | - | {note} |")
+            print(f"| {T} | {impl} | - | - | - | - | {note} |")
             rows.append((T, impl, None, None))
             continue
         tps = med([x["tok_per_s_median"] for x in ok])
+        cpu = med([x.get("cpu_step_ms_median") for x in ok])
         rss = med([x.get("max_rss_bytes") for x in ok])
         plan = ok[0].get("planned_peak_bytes")
         meas = ok[0].get("measured_peak_bytes")
         pm = f"{plan / 2**20:.0f} / {meas / 2**20:.0f}" if plan else "-"
-        print(f"| {T} | {impl} | {tps:.1f} | {rss / 2**20:.0f} | {pm} | |")
+        print(f"| {T} | {impl} | {tps:.1f} | {cpu if cpu is not None else '-'} | {rss / 2**20:.0f} | {pm} | |")
         rows.append((T, impl, tps, rss))
 
 if out:

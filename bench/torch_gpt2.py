@@ -254,7 +254,7 @@ def main():
         f"data: {args.data or f'random tokens (seed {args.seed})'}")
 
     data = batches(B, T, V)
-    times, others = [], []
+    times, others, cpu_steps = [], [], []
     step, max_steps = 0, args.warmup + args.steps + 4 * max(0, args.quiet_steps)
     while True:
         n_quiet = sum(1 for o in others if o < args.quiet_cpus)
@@ -282,6 +282,7 @@ def main():
         if timed:
             times.append(dt)
             others.append(other)
+            cpu_steps.append((self1 - self0) / torch.get_num_threads())
         log(f"step {step + 1:3d} {'timed ' if timed else 'warmup'} "
             f"loss {lossv:.4f} norm {norm:.3f} {dt * 1e3:9.1f} ms {B * T / dt:8.1f} tok/s  "
             f"(other processes: {other:.2f} CPUs)")
@@ -313,6 +314,7 @@ def main():
         "tok_per_s_median_quiet": round(B * T / statistics.median(quiet), 2) if quiet else None,
         "max_seq_len": max_T,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "cpu_step_ms_median": round(statistics.median(cpu_steps) * 1e3, 1),
     }
     print(json.dumps(out), flush=True)
 

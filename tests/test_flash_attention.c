@@ -25,95 +25,14 @@
 #define TEST_RNG_SEED 0xF1A5A77Eull
 #include "kernels/kernels.h"
 #include "test_kernel_check.h"
-
-/* ---- double reference on separate q (B,T,C), k, v (B,T,KV) ------------------------------------- */
-
-typedef struct {
-    int B, T, NH, NKV, hs;
-    double *q, *k, *v, *g; /* g: the upstream gradient (B,T,C) */
-} ref_ctx;
-
-/* out (B,T,C), lse (B,NH,T) (NULL: not wanted), P (B,NH,T,T) (NULL: not wanted) */
-static void ref_forward(double *out, double *lse, double *P, const ref_ctx *c)
-{
-    int C = c->NH * c->hs, KV = c->NKV * c->hs, G = c->NH / c->NKV, T = c->T;
-    double *p = dalloc((size_t)T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < c->NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *qi = c->q + ((size_t)b * T + t) * C + h * c->hs;
-                double mx = -INFINITY, sum = 0;
-                for (int u = 0; u <= t; u++) {
-                    const double *ku = c->k + ((size_t)b * T + u) * KV + (h / G) * c->hs;
-                    double s = 0;
-                    for (int i = 0; i < c->hs; i++)
-                        s += qi[i] * ku[i];
-                    p[u] = s / sqrt((double)c->hs);
-                    mx = p[u] > mx ? p[u] : mx;
-                }
-                for (int u = 0; u <= t; u++)
-                    sum += (p[u] = exp(p[u] - mx));
-                if (lse)
-                    lse[((size_t)b * c->NH + h) * T + t] = mx + log(sum);
-                for (int u = 0; u <= t; u++)
-                    p[u] /= sum;
-                if (P)
-                    for (int u = 0; u < T; u++)
-                        P[(((size_t)b * c->NH + h) * T + t) * T + u] = u <= t ? p[u] : 0.0;
-                double *o = out + ((size_t)b * T + t) * C + h * c->hs;
-                for (int i = 0; i < c->hs; i++) {
-                    double s = 0;
-                    for (int u = 0; u <= t; u++)
-                        s += p[u] * c->v[((size_t)b * T + u) * KV + (h / G) * c->hs + i];
-                    o[i] = s;
-                }
-            }
-    free(p);
-}
-
-/* dq (B,T,C), dk, dv (B,T,KV) assigned: d (Σ g·out) */
-static void ref_backward(double *dq, double *dk, double *dv, const ref_ctx *c)
-{
-    int C = c->NH * c->hs, KV = c->NKV * c->hs, G = c->NH / c->NKV, T = c->T, hs = c->hs;
-    size_t nq = (size_t)c->B * T * C, nk = (size_t)c->B * T * KV;
-    double *out = dalloc(nq), *P = dalloc((size_t)c->B * c->NH * T * T), *dp = dalloc((size_t)T);
-    double scale = 1.0 / sqrt((double)hs);
-    ref_forward(out, NULL, P, c);
-    memset(dq, 0, nq * sizeof *dq), memset(dk, 0, nk * sizeof *dk), memset(dv, 0, nk * sizeof *dv);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < c->NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *p = P + (((size_t)b * c->NH + h) * T + t) * T;
-                const double *dO = c->g + ((size_t)b * T + t) * C + h * hs;
-                size_t qo = ((size_t)b * T + t) * C + h * hs;
-                double dot = 0;
-                for (int u = 0; u <= t; u++) {
-                    size_t vo = ((size_t)b * T + u) * KV + (h / G) * hs;
-                    dp[u] = 0;
-                    for (int i = 0; i < hs; i++) {
-                        dp[u] += dO[i] * c->v[vo + i];
-                        dv[vo + i] += p[u] * dO[i];
-                    }
-                    dot += dp[u] * p[u];
-                }
-                for (int u = 0; u <= t; u++) {
-                    double ds = p[u] * (dp[u] - dot) * scale;
-                    size_t ko = ((size_t)b * T + u) * KV + (h / G) * hs;
-                    for (int i = 0; i < hs; i++) {
-                        dq[qo + i] += ds * c->k[ko + i];
-                        dk[ko + i] += ds * c->q[qo + i];
-                    }
-                }
-            }
-    free(out), free(P), free(dp);
-}
+#include "test_attention_ref.h"
 
 static double ref_loss(void *p)
 {
-    ref_ctx *c = p;
+    gqa_ctx *c = p;
     size_t n = (size_t)c->B * c->T * c->NH * c->hs;
     double *o = dalloc(n);
-    ref_forward(o, NULL, NULL, c);
+    ref_gqa_forward(o, NULL, NULL, c);
     double l = dot_gd(c->g, o, n);
     free(o);
     return l;
@@ -154,10 +73,10 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
     flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV);
 
-    ref_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
     double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
-    ref_forward(ro, rl, NULL, &c);
-    ref_backward(rq, rk, rv, &c);
+    ref_gqa_forward(ro, rl, NULL, &c);
+    ref_gqa_backward(rq, rk, rv, &c);
     /* test_kernels.c's argument for attention.c holds here: a score carries ~u sqrt(hs)|q||k| scale
      * of error, exp turns it into a relative error of P (~50 u at |s| ~ 10), and the sums add
      * ~u sqrt(T); the online rescaling adds one rounding of e^(m - m') per key block. 1e-5 */
@@ -288,10 +207,10 @@ static void test_flash_extreme(void **state)
         }
     flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs);
     flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs);
-    ref_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
+    gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
     double *ro = dalloc(n), *rl = dalloc(T), *rq = dalloc(n), *rk = dalloc(n), *rv = dalloc(n);
-    ref_forward(ro, rl, NULL, &c);
-    ref_backward(rq, rk, rv, &c);
+    ref_gqa_forward(ro, rl, NULL, &c);
+    ref_gqa_backward(rq, rk, rv, &c);
     for (size_t i = 0; i < n; i++)
         assert_true(isfinite(out[i]) && isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dv[i]));
     check_close("flash extreme out", out, ro, n, 1e-5);

@@ -21,6 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* CPU seconds of every thread of this process */
+static double process_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -154,7 +162,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
-    times = malloc((size_t)steps * sizeof *times);
+    times = malloc(2 * (size_t)steps * sizeof *times); /* wall, then CPU per thread */
     if (!tok || !times) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
@@ -177,7 +185,7 @@ int zt_cmd_bench(int argc, char **argv) {
         }
         if (it == warmup) zt_engine_reset_times(e);
         zt_engine_offload_stats(e, &io, true);
-        double t0 = omp_get_wtime();
+        double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
         float loss;
@@ -190,7 +198,7 @@ int zt_cmd_bench(int argc, char **argv) {
         fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
         fflush(out);
-        if (it >= warmup) times[it - warmup] = t;
+        if (it >= warmup) times[it - warmup] = t, times[steps + it - warmup] = (process_cpu_s() - c0) / threads;
         zt_engine_offload_stats(e, &io, true);
         if (it >= warmup) {
             io_sum.read_bytes += io.read_bytes;
@@ -215,6 +223,9 @@ int zt_cmd_bench(int argc, char **argv) {
     double sum = 0;
     for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    qsort(times + steps, (size_t)steps, sizeof *times, cmp_double);
+    double cpu_med = times[steps + steps / 2]; /* the process's CPU seconds per step / threads: on a
+                                                  shared machine, what the step cost its own threads */
     double med = times[steps / 2], mean = sum / steps;
     fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
            1e3 * fwd_total / steps, 1e3 * bwd_total / steps, 1e3 * (mean - (fwd_total + bwd_total) / steps),
@@ -251,6 +262,8 @@ int zt_cmd_bench(int argc, char **argv) {
     double peak = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * nranks, nranks, lp) / 1e9;
     double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * nranks, nranks, true) / 1e9;
     double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * nranks : 0;
+    fprintf(out, "  per step (medians): wall %.1f ms, CPU %.1f ms per thread (what the step cost its own threads "
+            "on a shared machine)\n", 1e3 * med, 1e3 * cpu_med);
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = MFU %.1f%% of the %s %.0f GFLOP/s", tps,
             steps, gflops, 100 * gflops / peak, zt_cpu_peak_source(&cpk, lp), peak);
     if (lp) /* an fp32 GEMM rate is no bound for bf16 products: bench/gemm_compare measures the bf16 one */
@@ -266,14 +279,16 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
             "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
-            "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu}\n",
+            "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
+            "\"cpu_step_ms_median\":%.1f}\n",
             ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, zt_attention_name(attention),
-            cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS], mem.peak_activations, rss);
+            cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS], mem.peak_activations, rss,
+            1e3 * cpu_med);
     rc = ZT_OK;
 out:
     free(tok);

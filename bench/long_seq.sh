@@ -7,6 +7,7 @@
 #   bench/long_seq.sh [--T "256 512 1024 2048 4096"] [-B 1] [--steps 3] [--warmup 1] [--rounds 1]
 #                     [--impls "flash naive torch"] [--threads 2] [--precision fp32|bf16]
 #                     [--build DIR] [--out FILE.jsonl] [--plot FILE.png] [--mem-frac 0.8]
+#                     [--from FILE.jsonl]   (no runs: the table and plot of an earlier --out)
 #
 # The preset's context is lengthened to the largest T (wpe rows: --max-seq-len of both sides, so
 # the model has 124.4M + (maxT - 1024)·768 parameters at maxT > 1024). Per T, per round, the impls
@@ -17,15 +18,17 @@
 # counted from their formulas (naive: L·B·NH·T² floats saved plus the same per thread in backward;
 # PyTorch eager 1.13: ~3·L·B·NH·T² floats: scores, probabilities, their gradient), against
 # --mem-frac of MemAvailable.
-# Prints a markdown table (tok/s, peak RSS, zerotrain's planned/measured peak) and, with --out, one
-# JSON line per run; with --plot, a PNG (gnuplot) of tok/s and peak RSS against T.
+# Prints a markdown table (tok/s, CPU time per step, peak RSS, zerotrain's planned/measured peak)
+# and, with --out, one JSON line per run; with --plot, a PNG (gnuplot) against T of the tokens per
+# CPU-second of a thread (B·T over the step's CPU time per thread: on a shared machine the wall
+# time also counts the other tenants; this does far less) and of the peak RSS.
 #
 # Environment: OMP_NUM_THREADS = --threads for both sides; OPENBLAS_CORETYPE as it is (say which).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 Ts="256 512 1024 2048 4096" B=1 steps=3 warmup=1 rounds=1 impls="flash naive torch" threads=2
-precision=fp32 build="$root/build" out="" plot="" memfrac=0.8
+precision=fp32 build="$root/build" out="" plot="" memfrac=0.8 from=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --T) Ts="$2"; shift 2 ;;
@@ -40,7 +43,8 @@ while [ $# -gt 0 ]; do
     --out) out="$(realpath -m "$2")"; shift 2 ;;
     --plot) plot="$(realpath -m "$2")"; shift 2 ;;
     --mem-frac) memfrac="$2"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --from) from="$(realpath -m "$2")"; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "long_seq.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -57,10 +61,10 @@ fi
 export OMP_NUM_THREADS="$threads"
 
 exec python3 - "$build/zerotrain" "$py" "$here/torch_gpt2.py" "$Ts" "$B" "$steps" "$warmup" "$rounds" \
-  "$impls" "$threads" "$precision" "$out" "$plot" "$memfrac" <<'PYEOF'
+  "$impls" "$threads" "$precision" "$out" "$plot" "$memfrac" "$from" <<'PYEOF'
 import json, os, shlex, subprocess, sys, time
 
-zt, py, torch_script, Ts, B, steps, warmup, rounds, impls, threads, prec, out, plot, memfrac = sys.argv[1:]
+zt, py, torch_script, Ts, B, steps, warmup, rounds, impls, threads, prec, out, plot, memfrac, src = sys.argv[1:]
 Ts = [int(t) for t in Ts.split()]
 B, rounds, memfrac, nthreads = int(B), int(rounds), float(memfrac), int(threads)
 impls = impls.split()
@@ -124,8 +128,11 @@ print(f"long_seq: GPT-2 124M (context {maxT}), B={B}, T in {Ts}, {prec}, {steps}
       f"{warmup} warm-up, {rounds} round(s), OMP_NUM_THREADS={threads}, "
       f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: auto-detect)')}")
 print(f"machine: {cpu_line()}; MemAvailable {mem_available() / 2**30:.1f} GiB at the start")
-results = []
-for T in Ts:
+results = [json.loads(line) for line in open(src)] if src else []
+if src:
+    Ts = sorted({x["T"] for x in results})
+    B = results[0].get("B", B)
+for T in Ts if not src else []:
     for r in range(rounds):
         for impl in impls:
             why = too_big(impl, T)
@@ -152,7 +159,7 @@ for T in Ts:
         if not ok:
             note = rs[0].get("skipped") or rs[0].get("error", "no result") if rs else "not run"
             print(f"| {T} | {impl} | - | - | - | - | {note} |")
-            rows.append((T, impl, None, None))
+            rows.append((T, impl, None, None, None))
             continue
         tps = med([x["tok_per_s_median"] for x in ok])
         cpu = med([x.get("cpu_step_ms_median") for x in ok])
@@ -161,7 +168,7 @@ for T in Ts:
         meas = ok[0].get("measured_peak_bytes")
         pm = f"{plan / 2**20:.0f} / {meas / 2**20:.0f}" if plan else "-"
         print(f"| {T} | {impl} | {tps:.1f} | {cpu if cpu is not None else '-'} | {rss / 2**20:.0f} | {pm} | |")
-        rows.append((T, impl, tps, rss))
+        rows.append((T, impl, tps, rss, B * T / (cpu / 1e3) if cpu else None))
 
 if out:
     with open(out, "w") as f:
@@ -177,9 +184,9 @@ if plot:
     for impl in impls:
         path = os.path.join(d, impl + ".dat")
         with open(path, "w") as f:
-            for T, i, tps, rss in rows:
+            for T, i, tps, rss, tpc in rows:
                 if i == impl and tps is not None:
-                    f.write(f"{T} {tps} {rss / 2**30}\n")
+                    f.write(f"{T} {tps} {rss / 2**30} {tpc}\n")
         series.append((impl, path))
     gp = os.path.join(d, "plot.gp")
     title = f"GPT-2 124M, B={B}, {prec}, {threads} threads ({cpu_line().split(',')[0]})"
@@ -187,9 +194,9 @@ if plot:
         f.write(f"set terminal pngcairo size 1400,560 font ',11'\nset output '{plot}'\n")
         f.write(f"set multiplot layout 1,2 title '{title}'\nset logscale x 2\nset xlabel 'sequence length T'\n")
         f.write("set grid\nset key top left\nset xrange [" + str(min(Ts) / 1.2) + ":" + str(max(Ts) * 1.2) + "]\n")
-        f.write("set ylabel 'tokens / s'\nset logscale y 2\nplot " + ", ".join(
-            f"'{p}' using 1:2 with linespoints lw 2 title '{names[i]}'" for i, p in series) + "\n")
-        f.write("set ylabel 'peak RSS (GiB)'\nset key top left\nplot " + ", ".join(
+        f.write("set ylabel 'tokens per CPU-second of a thread'\nset key bottom left\nplot " + ", ".join(
+            f"'{p}' using 1:4 with linespoints lw 2 title '{names[i]}'" for i, p in series) + "\n")
+        f.write("set ylabel 'peak RSS (GiB)'\nset key top left\nset yrange [0:*]\nplot " + ", ".join(
             f"'{p}' using 1:3 with linespoints lw 2 title '{names[i]}'" for i, p in series) + "\n")
         f.write("unset multiplot\n")
     subprocess.run(["gnuplot", gp], check=True)

@@ -440,7 +440,10 @@ typedef struct zt_engine_options {
     zt_optimizer_config optim;
     /* distribution (all zero = one process) */
     zt_strategy strategy;
-    zt_comm *comm;            /* the data-parallel world; NULL: single process */
+    zt_comm *comm;            /* the data-parallel world; NULL: single process (with mesh: set from it) */
+    const struct zt_mesh *mesh; /* the parallel mesh (src/comm/mesh.h: tensor-, data-, pipeline-parallel
+                                 groups); NULL: the engine builds the data-parallel one from comm and
+                                 hybrid_shard_size */
     int hybrid_shard_size;    /* hybrid: S ranks per shard group (divides the world size) */
     zt_strategy hybrid_inner; /* hybrid: ZT_STRATEGY_ZERO3 (default) or ZT_STRATEGY_ZERO2 in a group */
     bool keep_params_after_forward; /* zero3: FSDP2's reshard_after_forward = false */

@@ -9,7 +9,7 @@
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
-#include "comm/launcher.h"
+#include "comm/mesh.h"
 #include "engine/init.h"
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
@@ -169,28 +169,32 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->grad_clip = 1.0f;
 }
 
-/* Which comm shards and which replicates, from the strategy and the world. */
+/* Which comm shards and which replicates: read from the mesh (src/comm/mesh.h), the caller's, or
+ * one built here from opt.comm and the hybrid shard size (data parallelism alone). */
 static int setup_groups(zt_engine *e, zt_error *err) {
     zt_engine_options *o = &e->opt;
     zt_strategy s = o->strategy;
-    e->rank = o->comm ? zt_comm_rank(o->comm) : 0;
-    e->world = o->comm ? zt_comm_size(o->comm) : 1;
+    if (s == ZT_STRATEGY_HYBRID && o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
+        return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
+                            "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
+    if (!o->mesh) {
+        zt_mesh_sizes ms = {.tp = 1, .pp = 1, .hybrid = s == ZT_STRATEGY_HYBRID, .shard = o->hybrid_shard_size};
+        int rc = zt_mesh_create(o->comm, &ms, &e->own_mesh, err);
+        if (rc) return zt_error_prefix(err, "engine");
+        o->mesh = e->own_mesh;
+    }
+    const zt_mesh *M = o->mesh;
+    if ((M->tp > 1 && !M->tp_comm) || M->pp > 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: %s", M->tp, M->pp,
+                            M->pp > 1 ? "pipeline stages are not run by this engine" : "no tp group");
+    /* the data-parallel axis: a group of one is the single-process layout */
+    o->comm = M->dp > 1 ? M->dp_comm : NULL;
+    e->rank = M->dp_rank;
+    e->world = M->dp;
     if (s == ZT_STRATEGY_HYBRID) {
-        int S = o->hybrid_shard_size;
-        if (S < 1 || e->world % S != 0)
-            return zt_error_set(err, ZT_ERR_USAGE,
-                                "hybrid: shard group size %d does not divide the world size %d", S, e->world);
-        if (o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
-            return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
-                                "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
-        if (o->comm) {
-            int rc;
-            if ((rc = zt_launcher_check_shard_groups(o->comm, S, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank % S, e->rank / S, &e->replica_comm, err)))
-                return rc;
-            e->owns_comms = true;
-        }
+        o->hybrid_shard_size = M->shard;
+        e->shard_comm = o->comm ? M->shard_comm : NULL;
+        e->replica_comm = o->comm ? M->replicate_comm : NULL;
         s = o->hybrid_inner;
     } else {
         e->shard_comm = o->comm;
@@ -399,10 +403,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->dact[1]);
     free(e->dloss);
     zt_plan_free(&e->plan);
-    if (e->owns_comms) {
-        zt_comm_free(e->shard_comm);
-        zt_comm_free(e->replica_comm);
-    }
+    zt_mesh_free(e->own_mesh);
     for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
     pthread_mutex_destroy(&e->mem_lock);
     free(e->offload_dir);

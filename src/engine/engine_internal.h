@@ -70,7 +70,9 @@ struct zt_engine {
     int rank, world;            /* in opt.comm (0, 1 without) */
     zt_comm *shard_comm;        /* the shard group (the world, or the hybrid group) */
     zt_comm *replica_comm;      /* hybrid: ranks holding the same pieces; NULL otherwise */
-    bool owns_comms;
+    struct zt_mesh *own_mesh;   /* the mesh built from opt.comm when the caller gave none (opt.mesh
+                                   points at it then); rank, world and the comms above are read from
+                                   opt.mesh, never computed here */
     bool shard_params, shard_grads, shard_optim; /* what the strategy shards */
     zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
 

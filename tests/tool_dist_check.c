@@ -20,12 +20,19 @@
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
+ *                   [--tp P]   (tensor parallelism: the mesh tp P x dp N/P, src/comm/mesh.h; the
+ *                               model cut by zt_tp_apply; the data and the byte formulas are the
+ *                               dp group's, over each tp part's own parameters, and rank 0 prints
+ *                               "tp bytes B" (its units' collectives in the last step))
+ *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
  * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
  * hybrid (--hybrid 0: S from the launcher's ranks per node), and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
+#include "comm/mesh.h"
 #include "shard/plan.h"
+#include "shard/tp.h"
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
@@ -56,13 +63,13 @@ static uint64_t frozen_hash(zt_engine *e, const zt_model *m) {
     uint64_t h = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (m->params[i].trainable) continue;
-        float *buf = malloc((size_t)m->params[i].numel * sizeof *buf);
+        float *buf = malloc((size_t)m->params[i].logical_numel * sizeof *buf);
         zt_error err = {0};
         if (!buf || zt_engine_param_gather(e, i, buf, &err)) {
             free(buf);
             return 0;
         }
-        for (int64_t k = 0; k < m->params[i].numel; k++) {
+        for (int64_t k = 0; k < m->params[i].logical_numel; k++) {
             uint32_t bits;
             memcpy(&bits, &buf[k], sizeof bits);
             h = mix(h ^ bits ^ ((uint64_t)i << 40));
@@ -88,12 +95,13 @@ int main(int argc, char **argv) {
     int GA = 0, steps = 0;
     int rc = tool_start(&argc, &argv, "[common options: tool_common.h] [--stall-rank R]", &world, &o, &pr, &GA, &steps);
     if (rc) return rc;
-    int rank = zt_comm_rank(world), N = zt_comm_size(world);
+    int wrank = zt_comm_rank(world), W = zt_comm_size(world);
     o.B = B;
     o.T = T;
-    int stall = -1;
+    int stall = -1, tp = 1;
     bool llama = false;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
+    const char *dump = NULL;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
@@ -101,6 +109,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -109,22 +119,32 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
+    zt_mesh *mesh = NULL;
+    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID, .shard = o.hybrid_shard_size};
+    if (ms.hybrid && tp > 1 && ms.shard == W) ms.shard = W / tp; /* --hybrid S: dp ranks (default: all) */
+    if (zt_mesh_create(W > 1 ? world : NULL, &ms, &mesh, &err)) return tool_fail(world, "mesh", &err);
+    o.mesh = mesh;
+    /* the data-parallel group: the batch is split over it, the byte formulas are its */
+    int rank = mesh->dp_rank, N = mesh->dp;
     if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
-        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
-        zt_engine_init_params(e, &err))
+        zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) || zt_model_freeze(m, freeze, NULL, &err) ||
+        zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
-    int64_t P = zt_model_numel(m), Pt = 0; /* Pt: the trainable elements, the gradients' */
-    for (int i = 0; i < m->n_params; i++)
+    int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
+    for (int i = 0; i < m->n_params; i++) {
+        P += m->params[i].numel;
         if (m->params[i].trainable) Pt += m->params[i].numel;
+    }
     uint64_t frozen0 = freeze ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T];
     int status = 0;
-    if (rank == 0) printf("losses");
+    uint64_t tp_bytes = 0;
+    if (wrank == 0) printf("losses");
     for (int s = 0; s < steps; s++) {
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true); /* start the step at zero */
         double loss_sum = 0;
-        if (s == 1 && rank == stall) sleep(600);
+        if (s == 1 && wrank == stall) sleep(600);
         for (int k = 0; k < GA; k++) {
             uint64_t micro = (uint64_t)rank * GA + k, first = ((uint64_t)s * N * GA + micro) * B;
             for (int b = 0; b < B; b++) sample(first + b, in + b * T, tg + b * T);
@@ -147,20 +167,22 @@ int main(int argc, char **argv) {
         zt_engine_comm_bytes(e, &bytes, true);
         if (zt_engine_sum_ranks(e, &loss_sum, &err)) return tool_fail(world, "loss", &err);
         double mean = loss_sum / (N * GA);
-        if (rank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
-        /* the byte formulas, summed over ranks: (N-1)·P·(kinds) floats of 4 bytes */
+        if (wrank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
+        if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
+        /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
-        if (N > 64) continue;
+        if (W > 64) continue;
         if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return tool_fail(world, "gather bytes", &err);
         double tot[3] = {0, 0, 0};
-        for (int q = 0; q < N; q++)
-            for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
+        for (int q = 0; q < W; q++) /* the ranks of this rank's dp group */
+            if (q % tp == mesh->tp_rank)
+                for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
         /* one pass of P elements over N ranks: gradients in the reduce dtype (of the Pt trainable
          * elements: a frozen parameter is never reduced), parameters in fp32 */
         double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
         double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)Pt;
         double want[3] = {0, 0, 0};
-        int S = o.strategy == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : N, R = N / S;
+        int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
         double gshard_unit = gbytes * (double)(S - 1) * (double)Pt * R;
         switch (o.strategy) {
@@ -185,26 +207,37 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++)
             if (tot[k] != want[k]) {
                 if (rank == 0)
-                    fprintf(stderr, "step %d: %s bytes sent over all ranks: %.0f, formula %.0f (P=%lld, N=%d)\n",
+                    fprintf(stderr, "step %d: %s bytes sent over the dp group: %.0f, formula %.0f (P=%lld, N=%d)\n",
                             s + 1, k == 0 ? "reduce-scatter" : k == 1 ? "all-gather" : "all-reduce", tot[k],
                             want[k], (long long)P, N);
                 status = 1;
             }
     }
     uint64_t h = zt_engine_param_hash(e);
+    if (dump) { /* the logical tensors (a collective under sharding and tp: every rank gathers) */
+        FILE *f = wrank == 0 ? fopen(dump, "wb") : NULL;
+        for (int i = 0; i < m->n_params; i++) {
+            float *buf = malloc((size_t)m->params[i].logical_numel * sizeof *buf);
+            if (!buf || zt_engine_param_gather(e, i, buf, &err)) return tool_fail(world, "dump", &err);
+            if (f) fwrite(buf, sizeof *buf, (size_t)m->params[i].logical_numel, f);
+            free(buf);
+        }
+        if (f) fclose(f);
+    }
     if (freeze) { /* the frozen parameters keep their initial bits, on every strategy */
         uint64_t frozen1 = frozen_hash(e, m);
-        if (rank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
+        if (wrank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
         if (!frozen0 || frozen1 != frozen0) status = 1;
     }
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    if (rank == 0) {
+    if (wrank == 0) {
         printf("\nhash %016llx\n", (unsigned long long)h);
+        if (tp > 1) printf("tp bytes %llu\n", (unsigned long long)tp_bytes);
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);
-        if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", o.hybrid_shard_size);
+        if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", mesh->shard);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
@@ -218,13 +251,14 @@ int main(int argc, char **argv) {
                     want_p, want_g);
             status = 1;
         }
-        if (freeze && rank == 0)
+        if (freeze && wrank == 0)
             printf("zero3 rank 0 at rest: params %zu grads %zu optimizer %zu bytes\n", mem.params, mem.grads,
                    mem.optimizer);
         zt_plan_free(&pl);
     }
     zt_engine_free(e);
     zt_model_free(m);
+    zt_mesh_free(mesh);
     zt_comm_free(world);
     zt_comm_finalize(&err);
     return status;

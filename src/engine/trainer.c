@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "comm/launcher.h"
 #include "comm/mesh.h"
+#include "shard/tp.h"
 #include "core/fault.h"
 #include "core/stop.h"
 #include "data/sampler.h"
@@ -282,6 +283,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                         .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo.hybrid_shard_size};
     if ((rc = zt_mesh_create(world_comm, &ms, &mesh, err))) goto done;
     eo.mesh = mesh;
+    /* tensor parallelism: this rank's part of the heads, MLP width and vocabulary (src/shard/tp.h) */
+    if ((rc = zt_tp_apply(model, mesh->tp, mesh->tp_rank, err))) {
+        zt_error_prefix(err, "parallel.tensor_parallel_size %d", mesh->tp);
+        goto done;
+    }
     int drank = mesh->dp_rank, dworld = mesh->dp; /* this rank's place in the data-parallel axis */
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0;

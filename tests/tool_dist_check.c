@@ -25,6 +25,9 @@
  *                               dp group's, over each tp part's own parameters, and rank 0 prints
  *                               "tp bytes B" (its units' collectives in the last step))
  *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
+ *                   [--lr X]   (the AdamW learning rate, default 1e-2)
+ *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
+ *                              rounding level, the yardstick tests/tp.sh measures tolerances with)
  * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
  * hybrid (--hybrid 0: S from the launcher's ranks per node), and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
@@ -36,6 +39,7 @@
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +106,8 @@ int main(int argc, char **argv) {
     bool llama = false;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     const char *dump = NULL;
+    float lr = 1e-2f;
+    bool ulp = false;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
@@ -111,6 +117,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ulp")) ulp = true;
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -130,6 +138,14 @@ int main(int argc, char **argv) {
         zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) || zt_model_freeze(m, freeze, NULL, &err) ||
         zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
+    for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
+        size_t n = (size_t)m->params[i].logical_numel;
+        float *buf = malloc(n * sizeof *buf);
+        if (!buf || zt_engine_param_gather(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
+        for (size_t k = 0; k < n; k++) buf[k] = nextafterf(buf[k], INFINITY);
+        if (zt_engine_param_set(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
+        free(buf);
+    }
     int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
     for (int i = 0; i < m->n_params; i++) {
         P += m->params[i].numel;
@@ -159,7 +175,7 @@ int main(int argc, char **argv) {
             loss_sum += loss;
         }
         zt_step_report r;
-        if (zt_engine_step(e, 1e-2f, &r, &err)) {
+        if (zt_engine_step(e, lr, &r, &err)) {
             tool_fail(world, "step", &err);
             if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
             return 1;

@@ -89,10 +89,10 @@ static void bad(int world, int tp, int pp, bool hybrid, int shard, const char *w
 
 static void test_bad_sizes(void **state) {
     (void)state;
-    bad(6, 4, 1, false, 0, "the world size 6 is not divisible by parallel.tensor_parallel_size 4 x "
-                           "parallel.pipeline_parallel_size 1 = 4");
-    bad(8, 2, 3, false, 0, "the world size 8 is not divisible by parallel.tensor_parallel_size 2 x "
-                           "parallel.pipeline_parallel_size 3 = 6");
+    bad(6, 4, 1, false, 0, "parallel.tensor_parallel_size: 4 x parallel.pipeline_parallel_size 1 = 4 does not "
+                           "divide the world size 6");
+    bad(8, 2, 3, false, 0, "parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 3 = 6 does not "
+                           "divide the world size 8");
     bad(8, 2, 1, true, 3, "parallel.hybrid_shard_size 3 does not divide the data-parallel size 4 (world 8 / "
                           "(parallel.tensor_parallel_size 2 x parallel.pipeline_parallel_size 1))");
     bad(4, 0, 1, false, 0, "parallel.tensor_parallel_size: 0, expected at least 1");

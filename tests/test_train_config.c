@@ -504,8 +504,8 @@ static void test_mesh_world(void **state) {
                         "gradient_accumulation_steps: 1, global_batch_size: 8}\n");
     zt_train_config w = c;
     assert_int_equal(zt_train_config_validate_world(&w, 3, &err), ZT_ERR_USAGE);
-    if (!strstr(err.msg, "t.yaml:3:34: the world size 3 is not divisible by parallel.tensor_parallel_size 2 x "
-                         "parallel.pipeline_parallel_size 1 = 2"))
+    if (!strstr(err.msg, "t.yaml:3:34: parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 1 = 2 "
+                         "does not divide the world size 3"))
         fail_msg("%s", err.msg);
     w = c; /* 4 ranks: tp 2 x dp 2, so 8 sequences are 4 per dp rank */
     assert_int_equal(zt_train_config_validate_world(&w, 4, &err), ZT_OK);

@@ -249,7 +249,17 @@ int main(int argc, char **argv) {
     zt_engine_memory(e, &mem);
     if (wrank == 0) {
         printf("\nhash %016llx\n", (unsigned long long)h);
-        if (tp > 1) printf("tp bytes %llu\n", (unsigned long long)tp_bytes);
+        if (tp > 1) { /* docs/parallelism.md: per micro-batch, 2 + 4L all-reduces of (B,T,C) (the embedding,
+                       * each block's two in forward and two in backward, the LM head's input gradient;
+                       * full recomputation re-runs the blocks' two forward ones), the loss's row maxima
+                       * (B·T floats) and sums (2·B·T doubles) all-gathered; per step the norm's double */
+            int L = llama ? LLAMA.n_layer : CFG.n_layer, C = llama ? LLAMA.n_embd : CFG.n_embd, Nt = B * T;
+            double ar = (2.0 + 4.0 * L + (o.activation_checkpointing == ZT_RECOMPUTE_FULL ? 2.0 * L : 0.0)) *
+                        Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
+            double want = GA * (ar + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
+            printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
+            if ((double)tp_bytes != want) status = 1;
+        }
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);

@@ -6,8 +6,9 @@
 #     model's units, a world size not divisible by tp x pp;
 #  2. where the summation order is kept fixed the runs are bit-identical (losses and the final
 #     parameters' hash): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 on 4 ranks under ddp,
-#     zero1, zero3 and hybrid (GPT-2; Llama under zero3), every step's dp collective bytes equal to
-#     the formulas over each part's own parameters (tool_dist_check checks them);
+#     zero1, zero2 with full recomputation, zero3 and hybrid (GPT-2; Llama under zero3), every step's
+#     dp collective bytes equal to the formulas over each part's own parameters and the tp group's
+#     bytes to docs/parallelism.md's formula (tool_dist_check checks both);
 #  3. where it cannot be (tp 2 against one process: the row-parallel products and the input
 #     gradients of the column-parallel ones add their halves in another order, and the smaller
 #     products may block differently), losses and parameters agree within a tolerance derived in
@@ -15,8 +16,8 @@
 #  4. the memory plan covers tp: planned = measured per class and rank (tool_memory_check --tp);
 #  5. checkpoints hold logical tensors: a tp 2 commit re-saved on one process (ddp) and re-saved
 #     back under tp 2 gives byte-identical shard files, the tp 2 run resumed from its commit ends
-#     on the uninterrupted run's hash, and a ddp run resumes from the tp 2 commit exactly as from
-#     its ddp copy;
+#     on the uninterrupted run's hash, a ddp run resumes from the tp 2 commit exactly as from its
+#     ddp copy, and the weights file tp 2 saves is the one-process run's from the same commit;
 #  6. Accelerate's own tp_hsdp config (tp 2 x dp replicate 2 x dp shard 2 on 8 ranks, bf16)
 #     resolves and trains a tiny GPT-2, planned = measured on every rank.
 set -euo pipefail
@@ -49,7 +50,7 @@ bad "tp 4 vs 2 KV heads" "parallel.tensor_parallel_size: 4 does not divide model
   train "$T/g.yaml" --nproc 4 --set model.preset=llama-tiny --set parallel.tensor_parallel_size=4
 bad "pp 5 vs 4 units" "parallel.pipeline_parallel_size: 5 stages for the model's 4 units" \
   train "$T/g.yaml" --nproc 5 --set parallel.pipeline_parallel_size=5
-bad "world 3 vs tp 2" "the world size 3 is not divisible by parallel.tensor_parallel_size 2 x parallel.pipeline_parallel_size 1 = 2" \
+bad "world 3 vs tp 2" "parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 1 = 2 does not divide the world size 3" \
   train "$T/g.yaml" --nproc 3 --set parallel.tensor_parallel_size=2
 
 
@@ -74,8 +75,10 @@ for arch in gpt2 llama; do
     out="$(run 4 $s 1 $STEPS --tp 2 --arch $arch)"; check "$arch tp 2 x dp 2 $s, 4 ranks" "$arch" "$out"; bytes_ok "$arch $s" "$out"
   done
 done
+out="$(run 4 zero2 1 $STEPS --tp 2 --recompute full)"; check "gpt2 tp 2 x dp 2 zero2, full recomputation" gpt2 "$out"
+echo "     tp collective bytes per step (rank 0): $(grep -o 'tp bytes.*' <<<"$out")"
 out="$(run 4 hybrid 1 $STEPS --tp 2 --hybrid 1)"; check "gpt2 tp 2 x dp (replicate 2 x shard 1) hybrid" gpt2 "$out"
-echo "     tp collective bytes per step (rank 0, GPT-2 tp 2): $(grep -o 'tp bytes [0-9]*' <<<"$out")"
+echo "     tp collective bytes per step (rank 0): $(grep -o 'tp bytes.*' <<<"$out")"
 
 # 3. tp 2 against one process, within a tolerance derived here. Both runs compute the same
 # function in fp32; they differ only in the order of some additions (each is correctly rounded,
@@ -134,7 +137,8 @@ mem "tp 2 x dp 2 zero2 selective recompute" 4 zero2 1 2 --tp 2 --recompute selec
 # 5. checkpoints: logical tensors, resharded across tp degrees
 TP=(--nproc 2 --set parallel.tensor_parallel_size=2)
 hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
-out="$("$Z" train "$T/g.yaml" --set training.steps=6 "${TP[@]}" --ckpt-dir "$T/ck" --ckpt-every 3 2>&1)" || { echo "FAIL tp train: $(tail -2 <<<"$out")"; fail=1; }
+out="$("$Z" train "$T/g.yaml" --set training.steps=6 "${TP[@]}" --ckpt-dir "$T/ck" --ckpt-every 3 --save "$T/tp.ztw" 2>&1)" ||
+  { echo "FAIL tp train: $(tail -2 <<<"$out")"; fail=1; }
 want="$(hash_line "$out")"
 o2="$("$Z" train "$T/g.yaml" --set training.steps=6 "${TP[@]}" --resume "$T/ck/step-00000003" 2>&1)" || true
 if [ -n "$want" ] && [ "$(hash_line "$o2")" = "$want" ]; then echo "ok   tp 2 resumed from its step 3 = uninterrupted: $want"
@@ -145,6 +149,9 @@ if cmp -s "$T/ck/step-00000003/rank-00000.bin" "$T/back/step-00000003/rank-00000
    cmp -s "$T/ck/step-00000003/rank-00001.bin" "$T/back/step-00000003/rank-00001.bin"; then
   echo "ok   tp 2 commit -> ddp re-save -> tp 2 re-save: the shard files are byte-identical"
 else echo "FAIL tp 2 -> ddp -> tp 2: the shard files differ (or are missing)"; fail=1; fi
+"$Z" train "$T/g.yaml" --set training.steps=6 --resume "$T/ck" --stop-after 6 --save "$T/ddp.ztw" >/dev/null 2>&1 || true
+if cmp -s "$T/tp.ztw" "$T/ddp.ztw"; then echo "ok   the weights file tp 2 saves (logical tensors) = one process's from its last commit"
+else echo "FAIL tp 2 --save differs from the one-process weights file"; fail=1; fi
 a="$("$Z" train "$T/g.yaml" --set training.steps=6 --resume "$T/ck/step-00000003" 2>&1 || true)"
 b="$("$Z" train "$T/g.yaml" --set training.steps=6 --resume "$T/ddp/step-00000003" 2>&1 || true)"
 if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then

@@ -556,8 +556,12 @@ int zt_cmd_estimate(int argc, char **argv) {
         }
         if (!hybrid) hybrid = default_hybrid_shard(nproc / tp);
         if ((nproc / tp) % hybrid) {
-            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide the %d data-parallel "
-                         "ranks (--nproc %d / --tp %d)", hybrid, nproc / tp, nproc, tp);
+            if (tp == 1)
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
+                             nproc);
+            else
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide the %d "
+                             "data-parallel ranks (--nproc %d / --tp %d)", hybrid, nproc / tp, nproc, tp);
             zt_model_free(model);
             return zt_cli_fail(&err);
         }

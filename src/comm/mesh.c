@@ -20,9 +20,8 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
         return zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size: %d, expected at least 1", s->pp);
     if (world % ((int64_t)s->tp * s->pp) != 0)
         return zt_error_set(err, ZT_ERR_USAGE,
-                            "the world size %d is not divisible by parallel.tensor_parallel_size %d x "
-                            "parallel.pipeline_parallel_size %d = %lld",
-                            world, s->tp, s->pp, (long long)s->tp * s->pp);
+                            "parallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does not "
+                            "divide the world size %d", s->tp, s->pp, (long long)s->tp * s->pp, world);
     int dp = world / (s->tp * s->pp);
     int shard = s->hybrid ? s->shard : dp;
     if (shard < 1 || dp % shard != 0)

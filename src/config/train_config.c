@@ -561,9 +561,9 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
     if (tpp > 1 && world % tpp != 0) {
         const char *wt = loc2(tmp, "parallel.tensor_parallel_size", "parallel.pipeline_parallel_size", NULL,
                               where, sizeof where);
-        zt_cfg_error(&x, "%s%sthe world size %d is not divisible by parallel.tensor_parallel_size %d x "
-                     "parallel.pipeline_parallel_size %d = %lld", PFX(wt), world, tmp->tensor_parallel_size,
-                     tmp->pipeline_parallel_size, (long long)tpp);
+        zt_cfg_error(&x, "%s%sparallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does "
+                     "not divide the world size %d", PFX(wt), tmp->tensor_parallel_size, tmp->pipeline_parallel_size,
+                     (long long)tpp, world);
         int rc = zt_cfg_finish(&x, err);
         zt_cfg_ctx_free(&x);
         free(tmp);

@@ -17,6 +17,8 @@
 
 #include <cjson/cJSON.h>
 #include "ckpt/model_meta.h"
+#include "ckpt/precision_meta.h"
+#include "ckpt/run_state.h"
 #include "ckpt/slices.h"
 #include "comm/mesh.h"
 #include <dirent.h>
@@ -330,6 +332,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     }
     cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
     cJSON_AddItemToObject(root, "model", zt_model_meta_json(e->model));
+    zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     int nfiles = tp * nwriters;
     for (int s = 0; s < nfiles; s++) {
@@ -402,35 +405,6 @@ static int commit_dir_names(const char *dir, int64_t step, char *tmp, char *fin,
     int a = snprintf(tmp, cap, "%s/step-%08lld.tmp", dir, (long long)step);
     int b = snprintf(fin, cap, "%s/step-%08lld", dir, (long long)step);
     return (a < 0 || (size_t)a >= cap || b < 0 || (size_t)b >= cap) ? -1 : 0;
-}
-
-static int step_of(const char *name, int64_t *step) {
-    long long s;
-    int n = 0;
-    if (sscanf(name, "step-%lld%n", &s, &n) == 1 && name[n] == '\0') {
-        *step = s;
-        return 1;
-    }
-    return 0;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < cap) {
-        int64_t s;
-        if (step_of(de->d_name, &s)) steps[n++] = s;
-    }
-    closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
-    return n;
 }
 
 static bool is_purge_leftover(const char *name) {
@@ -727,59 +701,11 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
     return root;
 }
 
+cJSON *zt_ckpt_manifest_read(const char *commit, zt_error *err) { return load_manifest(commit, err); }
+
 /* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
 static bool plain_name(const char *n) {
     return n[0] && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) < 256;
-}
-
-static bool has_manifest(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    return access(path, R_OK) == 0;
-}
-
-int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err) {
-    zt_error ignore;
-    if (has_manifest(path)) {
-        snprintf(commit, cap, "%s", path);
-        return ZT_OK;
-    }
-    char latest[4200], cand[4200];
-    size_t len;
-    snprintf(latest, sizeof latest, "%s/latest", path);
-    char *name = access(latest, R_OK) == 0 ? read_text(latest, &len, &ignore) : NULL;
-    if (name) {
-        name[strcspn(name, "\r\n")] = '\0';
-        int64_t named;
-        if (!step_of(name, &named)) name[0] = '\0'; /* `latest` names a step-N here, nothing else (no path) */
-        snprintf(cand, sizeof cand, "%s/%s", path, name);
-        free(name);
-        cJSON *m = load_manifest(cand, &ignore);
-        if (m) {
-            cJSON_Delete(m);
-            snprintf(commit, cap, "%s", cand);
-            return ZT_OK;
-        }
-    }
-    /* newest step-N whose manifest checks out; step-N.tmp leftovers never match step_of */
-    DIR *d = opendir(path);
-    if (!d) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no such directory", path);
-    int64_t best = -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int64_t s;
-        if (!step_of(de->d_name, &s) || s <= best) continue;
-        snprintf(cand, sizeof cand, "%s/%s", path, de->d_name);
-        cJSON *m = load_manifest(cand, &ignore);
-        if (m) {
-            cJSON_Delete(m);
-            best = s;
-        }
-    }
-    closedir(d);
-    if (best < 0) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no valid commit (no step-N with a good manifest)", path);
-    snprintf(commit, cap, "%s/step-%08lld", path, (long long)best);
-    return ZT_OK;
 }
 
 /* Checks every file listed in the manifest (size and xxh64); want[f] selects which (NULL: all). */
@@ -905,7 +831,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         cJSON_Delete(root);
         return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
-    if ((rc = zt_model_meta_compare(commit, tensors, m, err))) {
+    if ((rc = zt_model_meta_compare(commit, tensors, m, err)) || (rc = zt_run_state_read(root, commit, &meta->run, err))) {
         cJSON_Delete(root);
         return rc;
     }

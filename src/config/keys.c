@@ -46,6 +46,9 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
                                         {"selective", ZT_CFG_RECOMPUTE_SELECTIVE},
                                         {NULL, 0}};
 
+static const enum_value SPIKE_POLICIES[] = {
+    {"skip", ZT_CFG_SPIKE_SKIP}, {"rollback", ZT_CFG_SPIKE_ROLLBACK}, {NULL, 0}};
+
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
 
 #define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
@@ -98,6 +101,9 @@ const key_def zt_cfg_keys[] = {
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
+    K_STR("data.skip_samples", skip_samples, 0, "",
+          "global samples never trained on, START:COUNT[,START:COUNT...] (e.g. the batches around a loss "
+          "spike, as PaLM skipped them); a resumed run also skips what its checkpoint records; empty: none"),
     K_INT("training.micro_batch_size", micro_batch, 0, 65536, "4",
           "sequences per micro-batch per rank (B); 0: derived at launch from global_batch_size",
           NULL),
@@ -239,6 +245,10 @@ const key_def zt_cfg_keys[] = {
            "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
            "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
            "(docs/reliability.md)"),
+    K_BOOL("checkpoint.allow_cast", ckpt_allow_cast, "false",
+           "resuming a checkpoint whose values are wider than this run keeps them (fp32 master weights "
+           "or moments into precision bf16-low): round them to the nearest (said); false: exit 4 naming "
+           "the dtypes and tensors (`train --allow-cast` sets it). Widening is always exact and said"),
     K_BOOL("comm.check_collectives", comm_check_collectives, "false",
            "debug: before every collective the ranks compare its fingerprint (sequence, operation, "
            "tag, bytes, step) and stop with exit 9 naming what each was about to do when they differ "
@@ -252,10 +262,15 @@ const key_def zt_cfg_keys[] = {
           "a step whose gradients hold NaN/Inf is skipped on every rank and logged; this many in a "
           "row stop the run (exit 6); 0: stop at the first (fp16 overflows follow the loss scaler)", NULL),
     K_FLT("fault.loss_spike_z", fault_loss_spike_z, 0.0, HUGE_VAL, 0, "0",
-          "skip the update of a step whose loss lies more than this many standard deviations above "
-          "the mean of the last loss_spike_window applied steps (logged); 0: off", NULL),
-    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 1000000, "50",
-          "steps the loss-spike z-score is taken over (it fires once the window is full)", NULL),
+          "a step whose loss lies more than this many standard deviations above the mean of the last "
+          "loss_spike_window applied steps is a spike, handled by fault.loss_spike_policy (logged); 0: off",
+          NULL),
+    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 4096, "50",
+          "steps the loss-spike z-score is taken over (it fires once the window is full; checkpointed)", NULL),
+    K_ENUM("fault.loss_spike_policy", fault_loss_spike_policy, SPIKE_POLICIES, "skip",
+           "on a loss spike: skip (its update, on every rank) or rollback (every rank reloads the last "
+           "commit and goes on without the spike's batch, the skip recorded in later checkpoints; needs a "
+           "checkpoint directory)"),
     K_INT("fault.replica_check_every", fault_replica_check_every, 0, INT_MAX, "0",
           "every N steps the ranks compare a hash of the parameters they hold; replicas that differ "
           "(silent corruption) stop the run with exit 6 before the step's checkpoint; 0: never. "

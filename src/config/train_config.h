@@ -81,6 +81,10 @@ typedef enum zt_cfg_recompute {
     ZT_CFG_RECOMPUTE_FULL = 1,      /* keep unit inputs, recompute inside (issue 7) */
     ZT_CFG_RECOMPUTE_SELECTIVE = 2  /* keep the cheap-to-store, recompute the rest (issue 7) */
 } zt_cfg_recompute;
+typedef enum zt_cfg_spike_policy {
+    ZT_CFG_SPIKE_SKIP = 0,    /* skip the spike's update on every rank */
+    ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (engine/trainer.c) */
+} zt_cfg_spike_policy;
 
 typedef struct zt_train_config {
     /* model: */
@@ -97,6 +101,8 @@ typedef struct zt_train_config {
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */
+    char skip_samples[256];       /* data.skip_samples: "START:COUNT,..." global samples never trained
+                                     on (zt_sampler_parse_skips); "" = none */
     /* training: */
     int micro_batch;            /* training.micro_batch_size (B), default 4; 0 = derived at launch
                                    from global_batch (zt_train_config_validate_world) */
@@ -161,13 +167,15 @@ typedef struct zt_train_config {
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
     bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
+    bool ckpt_allow_cast;       /* checkpoint.allow_cast: load fp32 values into bf16-low, rounded */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
     float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
-    int fault_loss_spike_window; /* fault.loss_spike_window */
+    int fault_loss_spike_window; /* fault.loss_spike_window (<= ZT_CKPT_MAX_WINDOW: it is checkpointed) */
+    int fault_loss_spike_policy; /* fault.loss_spike_policy: a zt_cfg_spike_policy */
     int fault_replica_check_every; /* fault.replica_check_every: steps between replica hash checks */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and

@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+zt_comm *zt_engine_job_comm(const zt_engine *e) { return e->opt.mesh->world > 1 ? e->opt.mesh->world_comm : NULL; }
+int zt_engine_job_rank(const zt_engine *e) { return e->opt.mesh->rank; }
+int zt_engine_job_size(const zt_engine *e) { return e->opt.mesh->world; }
+
 static zt_engine *engine_of(const zt_unit_group *g) { return g->ctx; }
 
 static int group_sum(const zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err) {
@@ -103,9 +107,8 @@ int zt_engine_tp_setup(zt_engine *e, zt_error *err) {
     e->group = (zt_unit_group){.parts = parts, .sum = group_sum, .sum_f64 = group_sum_f64, .max = group_max,
                                .concat_cols = group_concat_cols, .ctx = e};
     e->tp_work_floats = zt_memory_tp_work_floats(m, e->opt.B, e->opt.T);
-    if (!(e->tp_work = zt_engine_alloc(e, e->tp_work_floats, &e->mem.comm)))
-        return zt_error_set(err, ZT_ERR_NOMEM, "engine: tensor-parallel staging of %zu floats: out of memory",
-                            e->tp_work_floats);
+    if (!(e->tp_work = zt_engine_alloc(e, e->tp_work_floats, &e->mem.comm, "the tensor-parallel staging")))
+        return zt_engine_oom(e, err, "engine");
     return zt_engine_reserve_scratch(e, e->tp_comm, e->mem_plan.scratch_tp, 3, err);
 }
 

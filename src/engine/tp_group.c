@@ -11,6 +11,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "comm/mesh.h"
+#include "metrics/trace.h"
 #include "shard/tp.h"
 
 #include <omp.h>
@@ -23,9 +24,16 @@ int zt_engine_job_size(const zt_engine *e) { return e->opt.mesh->world; }
 
 static zt_engine *engine_of(const zt_unit_group *g) { return g->ctx; }
 
+/* Each collective is a "tp" span of the trace (metrics/trace.h) named by its caller, with its
+ * floats: the timeline shows Megatron's f and g inside the units' forward and backward. */
+static void span_end(size_t floats) { zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("floats", (double)floats)}); }
+
 static int group_sum(const zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err) {
     zt_engine *e = engine_of(g);
-    return zt_all_reduce(e->tp_comm, ZT_DTYPE_FP32, buf, n, what, err);
+    zt_trace_begin("tp", what);
+    int rc = zt_all_reduce(e->tp_comm, ZT_DTYPE_FP32, buf, n, what, err);
+    span_end(n);
+    return rc;
 }
 
 /* work (parts x n elements of `bytes`) <- every part's buf, in part order */
@@ -34,10 +42,17 @@ static int gather_equal(zt_engine *e, const void *buf, size_t n, size_t bytes, c
     if ((size_t)P * n * bytes > e->tp_work_floats * sizeof(float))
         return zt_error_set(err, ZT_ERR_INTERNAL, "tensor-parallel %s: %zu elements x %d parts exceed the planned "
                             "staging (%zu floats)", what, n, P, e->tp_work_floats);
-    if (bytes == sizeof(double)) return zt_all_gather_f64(e->tp_comm, buf, (double *)(void *)e->tp_work, n, what, err);
-    size_t counts[P];
-    for (int p = 0; p < P; p++) counts[p] = n;
-    return zt_all_gather_f32(e->tp_comm, buf, e->tp_work, counts, what, err);
+    zt_trace_begin("tp", what);
+    int rc;
+    if (bytes == sizeof(double)) {
+        rc = zt_all_gather_f64(e->tp_comm, buf, (double *)(void *)e->tp_work, n, what, err);
+    } else {
+        size_t counts[P];
+        for (int p = 0; p < P; p++) counts[p] = n;
+        rc = zt_all_gather_f32(e->tp_comm, buf, e->tp_work, counts, what, err);
+    }
+    span_end(n * bytes / sizeof(float));
+    return rc;
 }
 
 static int group_sum_f64(const zt_unit_group *g, double *buf, size_t n, const char *what, zt_error *err) {

@@ -42,17 +42,22 @@ static const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"}
 
 /* ---- small file helpers ---------------------------------------------------------------------- */
 
-static int write_all(int fd, const void *p, size_t n) {
+/* Writes n bytes, going on after a short write (at most max_call bytes per call: the shortwrite
+ * fault's test of that loop); -1 with errno set on failure. */
+static int write_all_max(int fd, const void *p, size_t n, size_t max_call) {
     const char *c = p;
     while (n) {
-        ssize_t w = write(fd, c, n);
+        ssize_t w = write(fd, c, n < max_call ? n : max_call);
         if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = ENOSPC; /* no progress: the device took nothing */
         if (w <= 0) return -1;
         c += w;
         n -= (size_t)w;
     }
     return 0;
 }
+
+static int write_all(int fd, const void *p, size_t n) { return write_all_max(fd, p, n, SIZE_MAX); }
 
 static int fsync_path(const char *path) {
     int fd = open(path, O_RDONLY);
@@ -250,19 +255,22 @@ typedef struct file_sink {
     int fd;
     XXH64_state_t *st;
     uint64_t total;
+    int64_t step; /* the step being saved (fault injection) */
 } file_sink;
 
 static int slice_write(void *ctx, const float *rows, size_t bytes) {
     file_sink *f = ctx;
     XXH64_update(f->st, rows, bytes);
     f->total += bytes;
-    return write_all(f->fd, rows, bytes);
+    /* ZT_FAULT shortwrite: this call's write(2)s return 4093 bytes at a time */
+    bool cut = zt_fault_armed() && zt_fault_point_step(ZT_FAULT_AT_SAVE_WRITE, f->step, NULL) == ZT_FAULT_SHORTWRITE;
+    return write_all_max(f->fd, rows, bytes, cut ? 4093 : SIZE_MAX);
 }
 
 /* Writes this writer's file, from the engine (snapshot NULL) or from a snapshot of it. */
 static int write_rank_file(zt_engine *e, const char *path, const char *snapshot, size_t snap_len, int64_t step,
                            uint64_t *hash, uint64_t *size, zt_error *err) {
-    file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState()};
+    file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState(), .step = step};
     if (f.fd < 0 || !f.st) {
         int en = errno;
         if (f.fd >= 0) close(f.fd);
@@ -278,9 +286,10 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
         *err = serr;
         return bad;
     }
-    if (zt_fault_point_step(ZT_FAULT_AT_SAVE_SHARD, step, NULL) == ZT_FAULT_EIO) { /* ZT_FAULT eio: a failed write */
+    zt_fault_kind fk = zt_fault_point_step(ZT_FAULT_AT_SAVE_SHARD, step, NULL);
+    if (fk == ZT_FAULT_EIO || fk == ZT_FAULT_ENOSPC) { /* ZT_FAULT eio / enospc: the write failed */
         bad = 1;
-        errno = EIO;
+        errno = fk == ZT_FAULT_EIO ? EIO : ENOSPC;
     }
     bad |= fsync(f.fd);
     int en = errno;
@@ -489,8 +498,15 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         if (all[5 * r] == 0 && bad_rank < 0) bad_rank = r;
     if (bad_rank >= 0) {
         free(all);
-        return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank %d failed to write its shard; "
-                                              "nothing was committed", tmp, bad_rank);
+        if (e->rank == 0) rm_tree(tmp); /* every writer is done with it; a partial commit only takes the disk */
+        /* every rank says the first failing rank's own reason (the file and the errno) */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", status ? err->msg : "");
+        if (world && zt_broadcast_bytes(world, why, sizeof why, bad_rank, "checkpoint failure", NULL) != ZT_OK)
+            why[0] = '\0';
+        if (status) return status;
+        return zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank %d failed to write its shard (%s); nothing was "
+                            "committed", tmp, bad_rank, why[0] ? why : "no reason received");
     }
     int commit = ZT_OK;
     char path[4200];
@@ -539,6 +555,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         }
     }
     free(all);
+    if (commit && e->rank == 0) rm_tree(tmp); /* what is left of a save that was not committed */
     if (world) {
         int ok = commit == ZT_OK;
         int rc = zt_all_reduce_and_int(world, &ok, "checkpoint commit", err);

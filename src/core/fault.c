@@ -43,13 +43,14 @@ static const struct {
     {"inf", ZT_FAULT_INF, ZT_FAULT_AT_FWD},          {"eio", ZT_FAULT_EIO, ZT_FAULT_AT_SAVE_SHARD},
     {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},       {"bitflip", ZT_FAULT_BITFLIP, ZT_FAULT_AT_STEP},
     {"skipcoll", ZT_FAULT_SKIPCOLL, ZT_FAULT_AT_AGREE}, {"oom", ZT_FAULT_OOM, ZT_FAULT_AT_ALLOC},
+    {"enospc", ZT_FAULT_ENOSPC, ZT_FAULT_AT_SAVE_SHARD}, {"shortwrite", ZT_FAULT_SHORTWRITE, ZT_FAULT_AT_SAVE_WRITE},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "agree", "optim", "save_shard", "save_manifest",
-                                                     "save_commit", "save_purge", "alloc"};
+                                                     "save_commit", "save_purge", "alloc", "save_write", "offload"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
-                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike bitflip skipcoll eio oom)",
+                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike bitflip skipcoll eio enospc shortwrite oom)",
                         whole, why, part);
 }
 
@@ -80,7 +81,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         if (!strcmp(tok, "at")) {
             int p = 0;
             while (p < ZT_FAULT_PHASES && strcmp(PHASES[p], val)) p++;
-            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge alloc)", err);
+            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge alloc save_write offload)", err);
             s->at = (zt_fault_phase)p;
         } else if (!parse_long(val, 0, &v)) {
             return bad(whole, val, "expected a non-negative integer, got", err);

@@ -597,6 +597,7 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
     int rc = check_batch(e, b, err);
     if (rc) return rc;
     zt_batch bb = *b;
+    bb.dropout_key = 0; /* evaluation: no dropout */
     if (logits_out) {
         bb.logits_out = logits_out;
         bb.logits_pos = b->T - 1;
@@ -604,10 +605,23 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
     return run_forward(e, &bb, false, loss, err);
 }
 
-int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_error *err) {
-    int rc = check_batch(e, b, err);
+/* The dropout key of the next training micro-batch (zt_batch.dropout_key): a function of the seed,
+ * the step and the global micro-batch index (ranks hold contiguous runs of it, as the gradient
+ * tree does), so every strategy, world split and recomputation draws the same masks. Never 0. */
+static uint64_t dropout_key(const zt_engine *e) {
+    uint64_t ga = e->opt.grad_accum > 0 ? (uint64_t)e->opt.grad_accum : 1;
+    uint64_t micro = (uint64_t)e->rank * ga + (uint64_t)e->micro_in_step;
+    uint64_t k = zt_init_key(e->opt.seed ^ (e->step * 0xD1B54A32D192ED03ULL) ^ (micro * 0x9E3779B97F4A7C15ULL),
+                             "dropout");
+    return k ? k : 1;
+}
+
+int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, zt_error *err) {
+    int rc = check_batch(e, bin, err);
     if (rc) return rc;
-    if (!b->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
+    if (!bin->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
+    zt_batch bb = *bin, *b = &bb; /* every unit and recomputation sees this micro-batch's key */
+    bb.dropout_key = dropout_key(e);
     if ((rc = zt_grads_begin_micro(e, err)) || (rc = run_forward(e, b, true, loss, err))) return rc;
     const zt_model *m = e->model;
     size_t n = (size_t)b->B * b->T;
@@ -763,7 +777,8 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     return rc;
 }
 
-uint64_t zt_engine_param_hash(zt_engine *e) {
+/* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
+static uint64_t param_hash(zt_engine *e, int only) {
     const zt_model *m = e->model;
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
@@ -771,6 +786,7 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
         size_t n = (size_t)m->params[i].logical_numel; /* the logical tensor, gathered when cut */
+        if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
         if (e->shard_params || e->params16 || e->shard_master || m->params[i].tp_parts > 1) {
             /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
@@ -790,6 +806,14 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
+}
+
+uint64_t zt_engine_param_hash(zt_engine *e) { return param_hash(e, -1); }
+
+uint64_t zt_engine_frozen_hash(zt_engine *e) {
+    for (int i = 0; i < e->model->n_params; i++)
+        if (!e->model->params[i].trainable) return param_hash(e, 0);
+    return 0;
 }
 
 void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {

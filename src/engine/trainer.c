@@ -245,6 +245,30 @@ static void sample_ranges_text(const zt_sampler *ts, uint64_t first, uint64_t n,
     }
 }
 
+/* checkpoint.on_save_error continue (docs/reliability.md): a save that failed with an I/O error
+ * fails on every rank alike (the save's own collectives agree on it; nothing was committed and the
+ * partial step-N.tmp is removed), so every rank takes the same turn here: said on the progress line
+ * and as a `save_failed` JSONL event, and training goes on; the next save retries. Any other
+ * failure, the final save (nothing would retry it) or the policy exit: rc, the run ends (exit 8). */
+static int on_save_error(const zt_train_config *cfg, int rc, bool final, long long step, zt_progress *prog,
+                         zt_jsonl *log, int rank, int *failed, zt_error *err) {
+    if (rc != ZT_ERR_IO || final || cfg->ckpt_on_save_error != ZT_CFG_SAVE_ERROR_CONTINUE) return rc;
+    (*failed)++;
+    zt_progress_message(prog, "step %lld: checkpoint not saved: %s; the last commit is untouched, training goes on "
+                        "(checkpoint.on_save_error: continue; %d failed save%s so far) and the next save retries",
+                        step, err->msg, *failed, *failed == 1 ? "" : "s");
+    if (rank == 0 && log->fp) {
+        char ev[96];
+        snprintf(ev, sizeof ev, "\"step\":%lld,\"failed_saves\":%d", step, *failed);
+        zt_error jerr;
+        if (zt_jsonl_write_event(log, "save_failed", ev, &jerr)) {
+            *err = jerr;
+            return jerr.code;
+        }
+    }
+    return ZT_OK;
+}
+
 /* fault.loss_spike_policy rollback (docs/reliability.md): every rank took the same spike decision
  * (from the all-gathered loss) and skipped the step's update. Every rank reloads the checkpoint
  * directory's newest commit (they must agree on it), the spike's global batch (logical samples
@@ -320,6 +344,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     zt_ckpt_meta *cmeta = NULL;    /* the commit resumed from or rolled back to (large: the run state) */
     double *per_rank = NULL, *work = NULL; /* (world * 4), (world): the step agreement's values */
     int64_t pending_step = -1;
+    int failed_saves = 0; /* checkpoint.on_save_error continue: saves that failed so far */
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
@@ -352,6 +377,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
+    if (model->lora) { /* what trains: the adapters */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        fprintf(out, "lora: rank %d, alpha %g, dropout %g on %lld Linears (target_modules %s): %lld trainable "
+                "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
+                (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+    }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     zt_mesh_sizes ms = {.tp = cfg->tensor_parallel_size, .pp = cfg->pipeline_parallel_size,
@@ -430,6 +466,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {
@@ -539,6 +576,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
+        double v;
+        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
+    }
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
@@ -748,24 +790,37 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) goto done;
-                pending_step = step;
-                zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the background",
-                                    (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) {
+                    if ((rc = on_save_error(cfg, rc, false, step + 1, &prog, &log, rank, &failed_saves, err))) goto done;
+                } else {
+                    pending_step = step;
+                    zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the "
+                                        "background", (long long)(step + 1), now() - tc);
+                }
             } else {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
-                zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
-                                    (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) {
+                    if ((rc = on_save_error(cfg, rc, last || stop, step + 1, &prog, &log, rank, &failed_saves, err)))
+                        goto done;
+                } else {
+                    zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
+                                        (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                }
             }
         } else if (pending && step > pending_step) {
             /* the step after an async snapshot: commit it (errors surface here, on every rank) */
             zt_ckpt_async *a = pending;
             pending = NULL;
-            if ((rc = zt_ckpt_async_finish(a, err))) goto done;
+            if ((rc = zt_ckpt_async_finish(a, err)) &&
+                (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                goto done;
         }
         zt_trace_end();
         m.ckpt_s = now() - tck;
@@ -832,6 +887,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
+    uint64_t frozen1 = zt_engine_frozen_hash(e);
+    if (frozen0 || frozen1)
+        fprintf(out, "frozen parameters: xxh64 %016llx at the start, %016llx at the end (%s)\n",
+                (unsigned long long)frozen0, (unsigned long long)frozen1, frozen0 == frozen1 ? "unchanged" : "CHANGED");
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
             (long long)steps_done, now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);

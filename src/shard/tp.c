@@ -121,6 +121,10 @@ int zt_tp_apply(zt_model *m, int parts, int part, zt_error *err) {
         if (m->params[i].tp_parts != 1)
             return zt_error_set(err, ZT_ERR_USAGE, "tensor parallelism: model %s is split already (%s)", m->name,
                                 m->params[i].name);
+    if (m->lora)
+        return zt_error_set(err, ZT_ERR_USAGE, "tensor parallelism over %d ranks: model %s has LoRA adapters, which "
+                            "are not cut for tensor parallelism yet (use data parallelism: lora with "
+                            "parallel.tensor_parallel_size 1)", parts, m->name);
     int n_rules = 0;
     const zt_tp_rule *rules = zt_tp_plan_of(m->name, &n_rules);
     if (!rules || !m->tp_check)

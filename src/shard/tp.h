@@ -30,8 +30,8 @@ void zt_tp_range(int64_t extent, int parts, int part, int64_t *begin, int64_t *c
 
 /* Rewrites m for part `part` of `parts` (parts 1: nothing changes). Call once, after the model is
  * built and before zt_engine_create. ZT_ERR_USAGE when the model cannot be split that way (its
- * tp_check: heads, key/value heads, MLP width) or its family has no plan; the message names the
- * numbers. */
+ * tp_check: heads, key/value heads, MLP width), its family has no plan, or it has LoRA adapters
+ * (not cut yet); the message names the numbers. */
 int zt_tp_apply(zt_model *m, int parts, int part, zt_error *err);
 
 /* Elements of parameter p's part `part` (p->tp_part's is p->numel). */

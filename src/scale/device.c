@@ -1,0 +1,47 @@
+/* device.c - the accelerator table of the scale model (device.h). Figures are the vendors'
+ * datasheet numbers for the SXM/OAM parts, dense (no sparsity):
+ *
+ *   name    part                      bf16 TFLOP/s   fp32 TFLOP/s  memory    HBM TB/s  link per direction
+ *   v100    NVIDIA V100 SXM2 32GB     125 (fp16)     15.7          32 GiB    0.90      NVLink 2: 150 GB/s
+ *   a100    NVIDIA A100 SXM4 80GB     312            19.5          80 GiB    2.04      NVLink 3: 300 GB/s
+ *   h100    NVIDIA H100 SXM5 80GB     989            66.9          80 GiB    3.35      NVLink 4: 450 GB/s
+ *   h200    NVIDIA H200 SXM 141GB     989            66.9          141 GB    4.8       NVLink 4: 450 GB/s
+ *   mi300x  AMD Instinct MI300X       1307           163.4         192 GiB   5.3       Infinity Fabric 7 x 64 GB/s
+ *   b200    NVIDIA B200 (HGX)         2250           75            180 GB    8.0       NVLink 5: 900 GB/s
+ *
+ * V100 has no bf16: its fp16 tensor peak stands in (the ZeRO++ runs were fp16).
+ *
+ * efficiency = 0.75 for every GPU is an assumption, not a measurement: the fraction of the dense
+ * peak that the large matrix products of a transformer step reach with the vendor's BLAS and a
+ * flash-attention kernel. docs/scale.md shows what each published result implies instead (the
+ * IBM FSDP 7B run implies less); `zerotrain plan --efficiency F` sets it.
+ * Latencies per collective step: 2 us inside a node, 5 us between nodes (NCCL's ring steps over
+ * NVLink and InfiniBand are in this range); --intra-latency / --inter-latency set them. */
+#include "scale/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define GiB 1073741824.0
+
+static const zt_scale_device TABLE[] = {
+    {"v100", "NVIDIA V100 SXM2 32GB (fp16 tensor peak)", 125e12, 15.7e12, 32 * GiB, 0.90e12, 150e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    {"a100", "NVIDIA A100 SXM4 80GB", 312e12, 19.5e12, 80 * GiB, 2.039e12, 300e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    {"h100", "NVIDIA H100 SXM5 80GB", 989e12, 66.9e12, 80 * GiB, 3.35e12, 450e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    {"h200", "NVIDIA H200 SXM 141GB", 989e12, 66.9e12, 141e9, 4.8e12, 450e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    {"mi300x", "AMD Instinct MI300X 192GB", 1307e12, 163.4e12, 192 * GiB, 5.3e12, 448e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    {"b200", "NVIDIA B200 180GB (HGX)", 2250e12, 75e12, 180e9, 8.0e12, 900e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+};
+#define N_TABLE (sizeof TABLE / sizeof *TABLE)
+
+const char *zt_scale_device_names(void) { return "v100, a100, h100, h200, mi300x, b200, cpu"; }
+
+int zt_scale_device_lookup(const char *name, zt_scale_device *out, zt_error *err) {
+    for (size_t i = 0; i < N_TABLE; i++)
+        if (name && !strcmp(name, TABLE[i].name)) {
+            *out = TABLE[i];
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE, "--gpu \"%s\": unknown device (known: %s)", name ? name : "",
+                        zt_scale_device_names());
+}

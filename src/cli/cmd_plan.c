@@ -21,7 +21,7 @@ static void usage(FILE *out) {
             "                      [--seq T] [--micro-batch B] [--global-batch G] [--precision bf16|fp32|bf16-low|fp16]\n"
             "                      [--reduce-dtype fp32|bf16] [--ac none|selective|full] [--hybrid S[,S...]]\n"
             "                      [--efficiency F] [--profile nccl|zerotrain] [--no-reshard-after-forward]\n"
-            "                      [--threads N] [--json]\n"
+            "                      [--cpu-share F] [--threads N] [--json]\n"
             "  --model          a preset of the engine's models (gpt2-124M ... llama-70b, llama3-8b, llama3-70b, ...)\n"
             "  --gpu            v100, a100, h100, h200, mi300x, b200 (vendor datasheet peaks), or cpu: this\n"
             "                   machine, measured now (FMA peak, the engine's GEMM at the model's shapes, memory\n"
@@ -45,6 +45,8 @@ static void usage(FILE *out) {
             "                   every micro-batch) or zerotrain (this engine over MPI: pairwise, fp32 gathers,\n"
             "                   reductions in the last micro-batch); default nccl, cpu zerotrain\n"
             "  --no-reshard-after-forward  zero3/hybrid keep gathered parameters from forward to backward\n"
+            "  --cpu-share      cpu: the fraction of a core each device thread gets (default: cores / (devices x\n"
+            "                   threads), capped at 1; on a busy machine, measure it: bench/scale_calibrate.sh)\n"
             "  --threads        OpenMP threads per device (cpu: what the GEMMs are timed with; also sizes the\n"
             "                   memory plan's attention scratch as estimate-memory --threads does; default 1)\n"
             "  --json           the same numbers as one JSON object\n"
@@ -97,7 +99,7 @@ typedef struct args {
     const char *model, *gpu, *intra, *inter, *intra_lat, *inter_lat;
     int nodes, per_node, nics, seq, mb, global, threads, ac, precision, reduce, profile, n_hybrid;
     int hybrid[16];
-    double efficiency;
+    double efficiency, cpu_share;
     bool json, no_reshard;
 } args;
 
@@ -132,7 +134,12 @@ static int parse_args(int argc, char **argv, args *a, zt_error *err) {
         else if (!strcmp(o, "--reduce-dtype")) rc = parse_choice(o, v, REDUCE, 2, &a->reduce, err);
         else if (!strcmp(o, "--profile")) rc = parse_choice(o, v, PROF, 2, &a->profile, err);
         else if (!strcmp(o, "--hybrid")) rc = parse_sizes(v, a->hybrid, 16, &a->n_hybrid, err);
-        else if (!strcmp(o, "--efficiency")) {
+        else if (!strcmp(o, "--cpu-share")) {
+            char *end;
+            a->cpu_share = strtod(v, &end);
+            if (*end || !(a->cpu_share > 0 && a->cpu_share <= 1))
+                rc = zt_error_set(err, ZT_ERR_USAGE, "plan: --cpu-share \"%s\": expected a fraction of a core in (0, 1]", v);
+        } else if (!strcmp(o, "--efficiency")) {
             char *end;
             a->efficiency = strtod(v, &end);
             if (*end || !(a->efficiency > 0 && a->efficiency <= 1))
@@ -174,8 +181,9 @@ static void print_text(FILE *out, const shown *w) {
     fprintf(out, "zerotrain plan: %s (%.2fB parameters) on %d node%s x %d %s = %d devices\n", a->model,
             (double)zt_model_numel(w->m) / 1e9, cl->nodes, cl->nodes == 1 ? "" : "s", cl->per_node, d->name, N);
     if (d->measured)
-        fprintf(out, "device: %s; peak %.1f GFLOP/s %s (measured FMA), memory bandwidth %.1f GB/s (measured triad), "
-                "matrix products timed through the engine's GEMM at the model's shapes\n", d->desc, c->peak / 1e9,
+        fprintf(out, "device: %s, %.2f of a core per thread (%s); peak %.1f GFLOP/s %s (measured FMA), memory "
+                "bandwidth %.1f GB/s (measured triad), matrix products timed through the engine's GEMM at the model's "
+                "shapes\n", d->desc, d->cpu_share, a->cpu_share > 0 ? "--cpu-share" : "cores / threads", c->peak / 1e9,
                 bf16 ? "bf16" : "fp32", d->mem_bw / 1e9);
     else
         fprintf(out, "device: %s; %.0f TFLOP/s %s dense, %.0f GiB at %.2f TB/s; matrix products at %.0f%% of peak "
@@ -183,7 +191,8 @@ static void print_text(FILE *out, const shown *w) {
                 100 * d->efficiency, a->efficiency > 0 ? "--efficiency" : "assumed; --efficiency sets it");
     zt_scale_format_bandwidth(cl->net.intra_bw, b1, sizeof b1);
     zt_scale_format_seconds(cl->net.intra_lat, l1, sizeof l1);
-    fprintf(out, "links (each direction): intra-node %s per device, %s per step", b1, l1);
+    if (cl->per_node > 1) fprintf(out, "links (each direction): intra-node %s per device, %s per step", b1, l1);
+    else fprintf(out, "links (each direction): one device per node");
     if (cl->nodes > 1) {
         zt_scale_format_bandwidth(cl->net.nic_bw, b2, sizeof b2);
         zt_scale_format_seconds(cl->net.inter_lat, l2, sizeof l2);
@@ -223,13 +232,14 @@ static void print_json(FILE *out, const shown *w) {
             "\"intra_lat\":%.6g,\"inter_lat\":%.6g,\"profile\":\"%s\",\"B\":%d,\"T\":%d,\"grad_accum\":%d,"
             "\"precision\":\"%s\",\"reduce_dtype\":\"%s\",\"ac\":\"%s\",\"forward_s\":%.6g,\"backward_s\":%.6g,"
             "\"matmul_s\":%.6g,\"attention_s\":%.6g,\"memory_bound_s\":%.6g,\"recompute_s\":%.6g,"
-            "\"optimizer_s_per_param\":%.6g,\"model_flops_per_token\":%.6g,\"device_memory\":%.6g,\"rows\":[",
+            "\"optimizer_s_per_param\":%.6g,\"model_flops_per_token\":%.6g,\"device_memory\":%.6g,\"cpu_share\":%.6g,"
+            "\"rows\":[",
             w->a->model, (long long)zt_model_numel(w->m), w->d->name, cl->nodes, cl->per_node, cl->nodes * cl->per_node,
             c->peak, w->d->efficiency, w->d->mem_bw, cl->net.intra_bw, cl->net.nic_bw, cl->net.nics, cl->net.intra_lat,
             cl->net.inter_lat, cl->profile == ZT_SCALE_NCCL ? "nccl" : "zerotrain", w->o->B, w->o->T, w->o->grad_accum,
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), c->fwd_total, c->bwd_total, c->matmul_s, c->attention_s,
-            c->memory_s, c->recompute_s, c->opt_s_per_param, c->model_flops_per_token, w->d->memory);
+            c->memory_s, c->recompute_s, c->opt_s_per_param, c->model_flops_per_token, w->d->memory, w->d->cpu_share);
     for (int i = 0; i < w->n_rows; i++) {
         const zt_scale_row *r = &w->rows[i];
         char name[32];
@@ -292,11 +302,14 @@ int zt_cmd_plan(int argc, char **argv) {
     o.keep_params_after_forward = a.no_reshard;
     omp_set_num_threads(a.threads); /* the GEMM timings (cpu) and the plan's attention scratch */
     if (cpu) {
-        zt_scale_cpu_device(a.threads, N, &d);
+        zt_scale_cpu_device(a.threads, N, a.cpu_share, &d);
         if (a.efficiency > 0) {
             rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --efficiency is for table devices; cpu times its products");
             goto done;
         }
+    } else if (a.cpu_share > 0) {
+        rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --cpu-share goes with --gpu cpu");
+        goto done;
     } else if (a.efficiency > 0) d.efficiency = a.efficiency;
     if (!a.intra) cl.net.intra_bw = d.intra_bw > 0 ? d.intra_bw : 1e30; /* one device per node: unused */
     cl.net.intra_lat = lat_in >= 0 ? lat_in : d.intra_lat;

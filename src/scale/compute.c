@@ -7,7 +7,9 @@
  *   Llama block   2 RMSNorms 4C + 2 residual adds 6C + RoPE on q, k 2(C + KV) + SwiGLU 3I
  *   head          the final norm 2C·a + the fp32 logits written and read by the loss 2V·4
  *   embedding     the lookup written (and GPT-2's position rows read) 2C·a
- * backward: twice the forward's bytes. The GEMM operands' own traffic is in the GEMM rate. */
+ * backward: twice the forward's bytes. The GEMM operands' own traffic is in the GEMM rate.
+ * On cpu the activation (gelu, SwiGLU) and the softmax + cross-entropy are the engine's kernels
+ * timed at the model's sizes instead (cpu_device.c), counted in the memory-bound part. */
 #include "scale/compute.h"
 #include "memory/plan.h"
 
@@ -66,6 +68,15 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     double att_fwd = (double)B * NH * frac *
                      (gemm_s(d, c->peak, T, T, (int)hs, false, true, bf16) + gemm_s(d, c->peak, T, (int)hs, T, false, false, bf16));
     double block_bytes = llama ? (10.0 * C + 2.0 * (C + KV) + 3.0 * I) * a : 18.0 * C * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
+    /* cpu: the activation and the loss are timed (they compute more than they move); their bytes
+     * leave the memory-bound count. Forward + backward together, split 1:2 like the rest. */
+    double act_s = 0, xent_s = 0;
+    if (d->measured) {
+        size_t elems = (size_t)n * (size_t)(llama ? I : 4.0 * C);
+        act_s = zt_scale_cpu_kernel_seconds(d, llama ? ZT_SCALE_SWIGLU : ZT_SCALE_GELU, elems, 0);
+        xent_s = zt_scale_cpu_kernel_seconds(d, ZT_SCALE_XENT, (size_t)n * (size_t)V, V);
+        block_bytes -= (llama ? 3.0 * I : 8.0 * C) * a;
+    }
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         double mm_f = 0, mm_b = 0, bytes;
@@ -80,8 +91,8 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
             }
         if (block) bytes = block_bytes;
         else if (embedding) bytes = 2.0 * C * a;
-        else bytes = 2.0 * C * a + 2.0 * V * 4.0;
-        double mem_f = n * bytes / d->mem_bw, att_f = block ? att_fwd : 0;
+        else bytes = 2.0 * C * a + (d->measured ? 0 : 2.0 * V * 4.0);
+        double mem_f = n * bytes / d->mem_bw + (block ? act_s : embedding ? 0 : xent_s) / 3.0, att_f = block ? att_fwd : 0;
         c->fwd[u] = mm_f + att_f + mem_f;
         double re = 0;
         if (block && ac == ZT_RECOMPUTE_FULL) re = c->fwd[u];
@@ -96,7 +107,7 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     }
     /* AdamW: read p, g, m, v; write p, m, v (7 x 4 B); the norm pass reads g (4 B); bf16 writes
      * the compute copy (2 B) */
-    c->opt_s_per_param = (bf16 ? 34.0 : 32.0) / d->mem_bw;
+    c->opt_s_per_param = d->opt_s_per_param > 0 ? d->opt_s_per_param : (bf16 ? 34.0 : 32.0) / d->mem_bw;
     c->model_flops_per_token = m->train_flops_per_token ? m->train_flops_per_token(m, T) : 0;
     return ZT_OK;
 }

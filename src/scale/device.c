@@ -23,14 +23,17 @@
 #include <string.h>
 
 #define GiB 1073741824.0
+#define DEVICE(n, d, bf16, fp32, mem, bw, link)                                                              \
+    {.name = n, .desc = d, .peak_bf16 = bf16, .peak_fp32 = fp32, .memory = mem, .mem_bw = bw, .intra_bw = link, \
+     .intra_lat = 2e-6, .inter_lat = 5e-6, .efficiency = 0.75, .causal_skip = true}
 
 static const zt_scale_device TABLE[] = {
-    {"v100", "NVIDIA V100 SXM2 32GB (fp16 tensor peak)", 125e12, 15.7e12, 32 * GiB, 0.90e12, 150e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
-    {"a100", "NVIDIA A100 SXM4 80GB", 312e12, 19.5e12, 80 * GiB, 2.039e12, 300e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
-    {"h100", "NVIDIA H100 SXM5 80GB", 989e12, 66.9e12, 80 * GiB, 3.35e12, 450e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
-    {"h200", "NVIDIA H200 SXM 141GB", 989e12, 66.9e12, 141e9, 4.8e12, 450e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
-    {"mi300x", "AMD Instinct MI300X 192GB", 1307e12, 163.4e12, 192 * GiB, 5.3e12, 448e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
-    {"b200", "NVIDIA B200 180GB (HGX)", 2250e12, 75e12, 180e9, 8.0e12, 900e9, 2e-6, 5e-6, 0.75, true, false, 0, 0},
+    DEVICE("v100", "NVIDIA V100 SXM2 32GB (fp16 tensor peak)", 125e12, 15.7e12, 32 * GiB, 0.90e12, 150e9),
+    DEVICE("a100", "NVIDIA A100 SXM4 80GB", 312e12, 19.5e12, 80 * GiB, 2.039e12, 300e9),
+    DEVICE("h100", "NVIDIA H100 SXM5 80GB", 989e12, 66.9e12, 80 * GiB, 3.35e12, 450e9),
+    DEVICE("h200", "NVIDIA H200 SXM 141GB", 989e12, 66.9e12, 141e9, 4.8e12, 450e9),
+    DEVICE("mi300x", "AMD Instinct MI300X 192GB", 1307e12, 163.4e12, 192 * GiB, 5.3e12, 448e9),
+    DEVICE("b200", "NVIDIA B200 180GB (HGX)", 2250e12, 75e12, 180e9, 8.0e12, 900e9),
 };
 #define N_TABLE (sizeof TABLE / sizeof *TABLE)
 

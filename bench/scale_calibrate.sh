@@ -33,11 +33,11 @@ BUILD="$1" OUT="$2" STEPS="$3" WARMUP="$4" B="$5" T="$6" STRATEGIES="$7"
 run() { "$ZT_NETNS_MPIRUN" -np 4 --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$@"; }
 # fraction of a core each of n busy processes gets over 2 s (other work on the machine takes the rest)
 share() {
-  local n=$1 pids=() i tot=0 t0 t1
+  local n=$1 pids=() i tot=0 t0 t1 ut st p
   t0=$(date +%s.%N)
   for ((i = 0; i < n; i++)); do (while :; do :; done) & pids+=($!); done
   sleep 2
-  for p in "${pids[@]}"; do read -r u s < <(cut -d' ' -f14,15 "/proc/$p/stat"); tot=$((tot + u + s)); done
+  for p in "${pids[@]}"; do read -r ut st < <(cut -d' ' -f14,15 "/proc/$p/stat"); tot=$((tot + ut + st)); done
   t1=$(date +%s.%N)
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   python3 -c "import os; print(min(1.0, $tot / os.sysconf('SC_CLK_TCK') / ($t1 - $t0) / $n))"

@@ -19,7 +19,7 @@ static void usage(FILE *out) {
             "usage: zerotrain plan --model NAME [--gpu h100] [--nodes 1] [--gpus-per-node 8]\n"
             "                      [--intra BW] [--inter BW] [--nics K] [--intra-latency T] [--inter-latency T]\n"
             "                      [--seq T] [--micro-batch B] [--global-batch G] [--precision bf16|fp32|bf16-low|fp16]\n"
-            "                      [--reduce-dtype fp32|bf16] [--ac none|selective|full] [--hybrid S[,S...]]\n"
+            "                      [--reduce-dtype fp32|bf16|fp16] [--ac none|selective|full] [--hybrid S[,S...]]\n"
             "                      [--efficiency F] [--profile nccl|zerotrain] [--no-reshard-after-forward]\n"
             "                      [--cpu-share F] [--threads N] [--json]\n"
             "  --model          a preset of the engine's models (gpt2-124M ... llama-70b, llama3-8b, llama3-70b, ...)\n"
@@ -40,7 +40,8 @@ static void usage(FILE *out) {
             "  --precision      bf16 (default; cpu: fp32); --reduce-dtype: the gradient collectives (fp32)\n"
             "  --ac             activation checkpointing (none)\n"
             "  --hybrid         hybrid shard sizes to show (default: a node, 2 nodes, 4, ... below all)\n"
-            "  --efficiency     fraction of the dense peak matrix products reach (GPUs; default 0.75, assumed)\n"
+            "  --efficiency     fraction of the dense peak the Linears' products reach (GPUs; default 0.75, measured\n"
+            "                   on an H100 with cuBLAS; attention 0.45 and memory-bound 0.55 likewise: docs/scale.md)\n"
             "  --profile        who runs the collectives: nccl (GPUs: ring/tree, bf16 gathers, zero2/3 reduce\n"
             "                   every micro-batch) or zerotrain (this engine over MPI: pairwise, fp32 gathers,\n"
             "                   reductions in the last micro-batch); default nccl, cpu zerotrain\n"
@@ -106,7 +107,7 @@ typedef struct args {
 static int parse_args(int argc, char **argv, args *a, zt_error *err) {
     memset(a, 0, sizeof *a);
     a->nodes = 1, a->per_node = 8, a->mb = 1, a->threads = 1, a->precision = -1, a->profile = -1;
-    static const char *AC[] = {"none", "full", "selective"}, *REDUCE[] = {"fp32", "bf16"},
+    static const char *AC[] = {"none", "full", "selective"}, *REDUCE[] = {"fp32", "bf16", "fp16"}, /* zt_dtype order */
                       *PREC[] = {"fp32", "bf16", "bf16-low", "fp16"}, *PROF[] = {"nccl", "zerotrain"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -131,7 +132,7 @@ static int parse_args(int argc, char **argv, args *a, zt_error *err) {
         else if (!strcmp(o, "--threads")) rc = parse_int(o, v, 1, 4096, &a->threads, err);
         else if (!strcmp(o, "--ac")) rc = parse_choice(o, v, AC, 3, &a->ac, err);
         else if (!strcmp(o, "--precision")) rc = parse_choice(o, v, PREC, 4, &a->precision, err);
-        else if (!strcmp(o, "--reduce-dtype")) rc = parse_choice(o, v, REDUCE, 2, &a->reduce, err);
+        else if (!strcmp(o, "--reduce-dtype")) rc = parse_choice(o, v, REDUCE, 3, &a->reduce, err);
         else if (!strcmp(o, "--profile")) rc = parse_choice(o, v, PROF, 2, &a->profile, err);
         else if (!strcmp(o, "--hybrid")) rc = parse_sizes(v, a->hybrid, 16, &a->n_hybrid, err);
         else if (!strcmp(o, "--cpu-share")) {
@@ -186,9 +187,11 @@ static void print_text(FILE *out, const shown *w) {
                 "shapes\n", d->desc, d->cpu_share, a->cpu_share > 0 ? "--cpu-share" : "cores / threads", c->peak / 1e9,
                 bf16 ? "bf16" : "fp32", d->mem_bw / 1e9);
     else
-        fprintf(out, "device: %s; %.0f TFLOP/s %s dense, %.0f GiB at %.2f TB/s; matrix products at %.0f%% of peak "
-                "(%s)\n", d->desc, c->peak / 1e12, bf16 ? "bf16" : "fp32", d->memory / 1073741824.0, d->mem_bw / 1e12,
-                100 * d->efficiency, a->efficiency > 0 ? "--efficiency" : "assumed; --efficiency sets it");
+        fprintf(out, "device: %s; %.0f TFLOP/s %s dense, %.0f GiB at %.2f TB/s; Linears at %.0f%% of peak (%s), "
+                "attention at %.0f%%, memory-bound ops at %.0f%% of the bandwidth (measured on an H100: docs/scale.md)\n",
+                d->desc, c->peak / 1e12, bf16 ? "bf16" : "fp32", d->memory / 1073741824.0, d->mem_bw / 1e12,
+                100 * d->efficiency, a->efficiency > 0 ? "--efficiency" : "--efficiency sets it",
+                100 * d->attn_efficiency, 100 * d->mem_efficiency);
     zt_scale_format_bandwidth(cl->net.intra_bw, b1, sizeof b1);
     zt_scale_format_seconds(cl->net.intra_lat, l1, sizeof l1);
     if (cl->per_node > 1) fprintf(out, "links (each direction): intra-node %s per device, %s per step", b1, l1);
@@ -228,14 +231,14 @@ static void print_json(FILE *out, const shown *w) {
     const zt_scale_cluster *cl = w->cl;
     const zt_scale_compute *c = w->c;
     fprintf(out, "{\"model\":\"%s\",\"parameters\":%lld,\"device\":\"%s\",\"nodes\":%d,\"per_node\":%d,\"devices\":%d,"
-            "\"peak_flops\":%.6g,\"efficiency\":%.4g,\"mem_bw\":%.6g,\"intra_bw\":%.6g,\"nic_bw\":%.6g,\"nics\":%d,"
+            "\"peak_flops\":%.6g,\"efficiency\":%.4g,\"attn_efficiency\":%.4g,\"mem_efficiency\":%.4g,\"mem_bw\":%.6g,\"intra_bw\":%.6g,\"nic_bw\":%.6g,\"nics\":%d,"
             "\"intra_lat\":%.6g,\"inter_lat\":%.6g,\"profile\":\"%s\",\"B\":%d,\"T\":%d,\"grad_accum\":%d,"
             "\"precision\":\"%s\",\"reduce_dtype\":\"%s\",\"ac\":\"%s\",\"forward_s\":%.6g,\"backward_s\":%.6g,"
             "\"matmul_s\":%.6g,\"attention_s\":%.6g,\"memory_bound_s\":%.6g,\"recompute_s\":%.6g,"
             "\"optimizer_s_per_param\":%.6g,\"model_flops_per_token\":%.6g,\"device_memory\":%.6g,\"cpu_share\":%.6g,"
             "\"rows\":[",
             w->a->model, (long long)zt_model_numel(w->m), w->d->name, cl->nodes, cl->per_node, cl->nodes * cl->per_node,
-            c->peak, w->d->efficiency, w->d->mem_bw, cl->net.intra_bw, cl->net.nic_bw, cl->net.nics, cl->net.intra_lat,
+            c->peak, w->d->efficiency, w->d->attn_efficiency, w->d->mem_efficiency, w->d->mem_bw, cl->net.intra_bw, cl->net.nic_bw, cl->net.nics, cl->net.intra_lat,
             cl->net.inter_lat, cl->profile == ZT_SCALE_NCCL ? "nccl" : "zerotrain", w->o->B, w->o->T, w->o->grad_accum,
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), c->fwd_total, c->bwd_total, c->matmul_s, c->attention_s,
@@ -296,7 +299,7 @@ int zt_cmd_plan(int argc, char **argv) {
     o.grad_accum = a.global ? a.global / (N * a.mb) : 1;
     zt_precision_default(&o.precision, a.precision >= 0 ? (zt_precision_mode)a.precision
                                                       : cpu ? ZT_PRECISION_FP32 : ZT_PRECISION_BF16);
-    o.precision.reduce = a.reduce ? ZT_DTYPE_BF16 : ZT_DTYPE_FP32;
+    o.precision.reduce = (zt_dtype)a.reduce;
     if ((rc = zt_precision_check(&o.precision, &err))) goto done;
     o.activation_checkpointing = (zt_recompute)a.ac;
     o.keep_params_after_forward = a.no_reshard;

@@ -26,10 +26,11 @@ static double causal_fraction(const zt_scale_device *d, int T) {
     return (nb + 1.0) / (2.0 * nb);
 }
 
-/* Seconds of C(M,N) = op(A) op(B) on d. */
-static double gemm_s(const zt_scale_device *d, double peak, int M, int N, int K, bool ta, bool tb, bool bf16) {
+/* Seconds of C(M,N) = op(A) op(B) on d, at `eff` of the peak (table devices). */
+static double gemm_s(const zt_scale_device *d, double peak, double eff, int M, int N, int K, bool ta, bool tb,
+                     bool bf16) {
     if (d->measured) return zt_scale_cpu_gemm_seconds(d, M, N, K, ta, tb, bf16);
-    return 2.0 * M * N * K / (peak * d->efficiency);
+    return 2.0 * M * N * K / (peak * eff);
 }
 
 void zt_scale_compute_free(zt_scale_compute *c) {
@@ -47,7 +48,8 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     int L, NH, C, V, maxT;
     zt_model_spec_shape(&spec, &L, &NH, &C, &V, &maxT);
     c->peak = bf16 ? d->peak_bf16 : d->peak_fp32;
-    if (!(c->peak > 0) || !(d->mem_bw > 0) || !(d->efficiency > 0))
+    if (!(c->peak > 0) || !(d->mem_bw > 0) || !(d->efficiency > 0) || !(d->attn_efficiency > 0) ||
+        !(d->mem_efficiency > 0))
         return zt_error_set(err, ZT_ERR_USAGE, "device %s: no %s peak or memory bandwidth known", d->name,
                             bf16 ? "bf16" : "fp32");
     if (T < 1 || T > maxT || B < 1)
@@ -66,7 +68,8 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     double frac = causal_fraction(d, T);
     /* attention products per (b, head): S = Q·Kᵀ (T,T,hs) and O = P·V (T,hs,T), the computed fraction */
     double att_fwd = (double)B * NH * frac *
-                     (gemm_s(d, c->peak, T, T, (int)hs, false, true, bf16) + gemm_s(d, c->peak, T, (int)hs, T, false, false, bf16));
+                     (gemm_s(d, c->peak, d->attn_efficiency, T, T, (int)hs, false, true, bf16) +
+                      gemm_s(d, c->peak, d->attn_efficiency, T, (int)hs, T, false, false, bf16));
     double block_bytes = llama ? (10.0 * C + 2.0 * (C + KV) + 3.0 * I) * a : 18.0 * C * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
     /* cpu: the activation and the loss are timed (they compute more than they move); their bytes
      * leave the memory-bound count. Forward + backward together, split 1:2 like the rest. */
@@ -86,22 +89,26 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
                 const zt_param_desc *p = &m->params[un->params[k]];
                 if (p->ndim != 2) continue;
                 int OC = (int)p->shape[0], IC = (int)p->shape[1];
-                mm_f += gemm_s(d, c->peak, (int)n, OC, IC, false, true, bf16);
-                mm_b += gemm_s(d, c->peak, (int)n, IC, OC, false, false, bf16) + gemm_s(d, c->peak, OC, IC, (int)n, true, false, bf16);
+                double e = d->efficiency;
+                mm_f += gemm_s(d, c->peak, e, (int)n, OC, IC, false, true, bf16);
+                mm_b += gemm_s(d, c->peak, e, (int)n, IC, OC, false, false, bf16) +
+                        gemm_s(d, c->peak, e, OC, IC, (int)n, true, false, bf16);
             }
         if (block) bytes = block_bytes;
         else if (embedding) bytes = 2.0 * C * a;
         else bytes = 2.0 * C * a + (d->measured ? 0 : 2.0 * V * 4.0);
-        double mem_f = n * bytes / d->mem_bw + (block ? act_s : embedding ? 0 : xent_s) / 3.0, att_f = block ? att_fwd : 0;
+        double mem_f = n * bytes / (d->mem_bw * d->mem_efficiency) + (block ? act_s : embedding ? 0 : xent_s) / 3.0;
+        double att_f = block ? att_fwd : 0;
         c->fwd[u] = mm_f + att_f + mem_f;
         double re = 0;
         if (block && ac == ZT_RECOMPUTE_FULL) re = c->fwd[u];
         if (block && ac == ZT_RECOMPUTE_SELECTIVE) re = att_f;
-        c->bwd[u] = mm_b + 2.0 * att_f + 2.0 * mem_f + re;
+        double att_b = (d->causal_skip ? 2.5 : 2.0) * att_f; /* flash attention recomputes the scores */
+        c->bwd[u] = mm_b + att_b + 2.0 * mem_f + re;
         c->fwd_total += c->fwd[u];
         c->bwd_total += c->bwd[u];
         c->matmul_s += mm_f + mm_b;
-        c->attention_s += 3.0 * att_f;
+        c->attention_s += att_f + att_b;
         c->memory_s += 3.0 * mem_f;
         c->recompute_s += re;
     }

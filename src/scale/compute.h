@@ -9,10 +9,12 @@
  *   attention        scores and weighted sum, 4·n·T·C FLOPs forward (the full square, as MFU
  *                    counts it) times the fraction really computed: 1/2 where the kernel skips
  *                    the masked half (flash attention), the engine's causal row blocks on cpu;
- *                    backward 2x forward, at the matrix-product rate
+ *                    backward 2.5x forward under flash attention (it recomputes the scores), 2x
+ *                    in the engine's; GPUs at attn_efficiency of the peak, cpu timed
  *   memory-bound     norms, residual adds, activation function, RoPE, softmax and cross-entropy:
- *                    the bytes they read and write per token (compute.c lists them) / the
- *                    device's memory bandwidth; backward moves twice the forward's bytes
+ *                    the bytes they read and write per token (compute.c lists them) / (the
+ *                    device's memory bandwidth · mem_efficiency); backward moves twice the
+ *                    forward's bytes
  *   recomputation    full: a block's backward also re-runs its forward; selective: its attention
  *                    forward (Megatron's selective recomputation)
  *   optimizer        AdamW reads parameter, gradient and two moments and writes three of them

@@ -111,7 +111,7 @@ void zt_scale_cpu_device(int threads, int devices_here, double share, zt_scale_d
     d->opt_s_per_param = measure_optimizer() / d->cpu_share;
     d->intra_bw = 0;                              /* the caller measures its links (bench/) */
     d->intra_lat = 20e-6, d->inter_lat = 50e-6;   /* MPI over shared memory / TCP: refined by bench */
-    d->efficiency = 1.0;                          /* the products are timed, not derated */
+    d->efficiency = d->attn_efficiency = d->mem_efficiency = 1.0; /* timed, not derated */
     d->causal_skip = false;
     d->measured = true;
 }

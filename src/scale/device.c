@@ -11,10 +11,14 @@
  *
  * V100 has no bf16: its fp16 tensor peak stands in (the ZeRO++ runs were fp16).
  *
- * efficiency = 0.75 for every GPU is an assumption, not a measurement: the fraction of the dense
- * peak that the large matrix products of a transformer step reach with the vendor's BLAS and a
- * flash-attention kernel. docs/scale.md shows what each published result implies instead (the
- * IBM FSDP 7B run implies less); `zerotrain plan --efficiency F` sets it.
+ * The fractions of those peaks a training step reaches, measured on one H100 SXM 80GB (700 W)
+ * with PyTorch 2.11 / cuBLAS / SDPA (bench/gpu_efficiency.py, bench/RESULTS.md "GPU efficiency"):
+ *   efficiency       0.75   bf16 matmuls of the Llama 2 7B / 70B Linears at 4096 tokens: 0.74-0.80
+ *   attn_efficiency  0.45   causal flash attention forward + backward, T = 4096-8192: 0.41-0.52
+ *   mem_efficiency   0.55   eager elementwise ops (SwiGLU, RMSNorm, add) per byte compute.c counts:
+ *                           0.50-0.81 of the HBM peak
+ * and applied to every GPU of the table: only the H100 was measured; the others are assumed to
+ * reach the same fractions of their own peaks. `zerotrain plan --efficiency F` sets the first.
  * Latencies per collective step: 2 us inside a node, 5 us between nodes (NCCL's ring steps over
  * NVLink and InfiniBand are in this range); --intra-latency / --inter-latency set them. */
 #include "scale/device.h"
@@ -25,7 +29,8 @@
 #define GiB 1073741824.0
 #define DEVICE(n, d, bf16, fp32, mem, bw, link)                                                              \
     {.name = n, .desc = d, .peak_bf16 = bf16, .peak_fp32 = fp32, .memory = mem, .mem_bw = bw, .intra_bw = link, \
-     .intra_lat = 2e-6, .inter_lat = 5e-6, .efficiency = 0.75, .causal_skip = true}
+     .intra_lat = 2e-6, .inter_lat = 5e-6, .efficiency = 0.75, .attn_efficiency = 0.45, .mem_efficiency = 0.55,     \
+     .causal_skip = true}
 
 static const zt_scale_device TABLE[] = {
     DEVICE("v100", "NVIDIA V100 SXM2 32GB (fp16 tensor peak)", 125e12, 15.7e12, 32 * GiB, 0.90e12, 150e9),

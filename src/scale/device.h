@@ -21,8 +21,11 @@ typedef struct zt_scale_device {
     double intra_bw;         /* default intra-node bandwidth per direction, bytes/s */
     double intra_lat;        /* default intra-node latency per collective step, s */
     double inter_lat;        /* default inter-node latency per collective step, s */
-    double efficiency;       /* fraction of the peak a large matrix product reaches (GPUs: an
-                                assumption, device.c; cpu: measured per shape, see below) */
+    double efficiency;       /* fraction of the peak the Linears' matrix products reach (GPUs:
+                                device.c; cpu: 1, the products are timed per shape, see below) */
+    double attn_efficiency;  /* the same for the attention kernel's FLOPs (flash attention) */
+    double mem_efficiency;   /* fraction of mem_bw the memory-bound ops reach, counted in the
+                                bytes compute.c lists (unfused ops move more than that) */
     bool causal_skip;        /* attention computes the causal half (flash attention) rather than
                                 the engine's row blocks (cpu: zerotrain's attention.c) */
     bool measured;           /* cpu: the numbers are this machine's, taken now */

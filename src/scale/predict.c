@@ -89,13 +89,23 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         if (strategy == ZT_STRATEGY_DDP) b = zt_scale_collective(net, world, ZT_SCALE_ALL_REDUCE, R_u[u] * r);
         else if (strategy == ZT_STRATEGY_HYBRID) {
             b = zt_scale_collective(net, shard, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
-            zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R_u[u] / S * r);
-            b.seconds += ar.seconds, b.node_out_bytes += ar.node_out_bytes;
+            if (cl->profile == ZT_SCALE_NCCL) { /* FSDP's HSDP: right after the unit's reduce-scatter */
+                zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R_u[u] / S * r);
+                b.seconds += ar.seconds, b.node_out_bytes += ar.node_out_bytes;
+            }
         } else b = zt_scale_collective(net, world, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
         reduce[u] = b.seconds;
         node_out += b.node_out_bytes * (every_mb ? GA : 1);
     }
-    double post = 0;
+    double pre = 0, post = 0;
+    if (strategy == ZT_STRATEGY_HYBRID && cl->profile == ZT_SCALE_ZEROTRAIN) {
+        /* the engine all-reduces every piece across the replicas at the step (grads.c), inline */
+        double R = 0;
+        for (int u = 0; u < U; u++) R += R_u[u];
+        zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R / S * r);
+        pre = ar.seconds;
+        node_out += ar.node_out_bytes;
+    }
     if (strategy == ZT_STRATEGY_ZERO1 || strategy == ZT_STRATEGY_ZERO2) {
         zt_scale_cost a = zt_scale_collective(net, world, ZT_SCALE_ALL_GATHER, P * g);
         post = a.seconds;
@@ -106,7 +116,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
                            .gather = sharded_params ? gather : NULL,
                            .gather_bwd = sharded_params ? gather_b : NULL, .reduce = reduce,
                            .regather_backward = regather, .reduce_every_micro_batch = every_mb,
-                           .optimizer_s = local * c->opt_s_per_param, .post_gather_s = post};
+                           .pre_optimizer_s = pre, .optimizer_s = local * c->opt_s_per_param,
+                           .post_gather_s = post};
     out->step = zt_scale_schedule(&t);
     free(gather);
     out->node_out_bytes = cl->nodes > 1 ? node_out : 0;

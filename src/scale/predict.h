@@ -3,9 +3,10 @@
  * estimate-memory's), and communication exposed and hidden. It joins compute.h (seconds per unit),
  * collective.h (seconds per collective) and schedule.h (the overlap of the two).
  *
- * What each strategy communicates, per unit u with P_u parameters gathered and R_u parameters
- * whose gradients complete in u's backward (a tied embedding's, in the first unit), gather bytes
- * g per element, reduce bytes r per element, N devices:
+ * What each strategy communicates, per unit u with P_u parameters gathered (a parameter two units
+ * share: by the first to run it in each pass) and R_u parameters whose gradients complete in u's
+ * backward (a tied embedding's, in the first unit), gather bytes g per element, reduce bytes r
+ * per element, N devices:
  *   ddp     all-reduce R_u·r over N after u's backward (last micro-batch)
  *   zero1   reduce-scatter R_u·r over N (last micro-batch); after the optimizer, all-gather of
  *           every parameter P·g over N
@@ -13,13 +14,15 @@
  *   zero3   all-gather P_u·g over N before u's forward and again before its backward;
  *           reduce-scatter R_u·r over N after u's backward
  *   hybrid  zero3 inside shard groups of S consecutive devices; after the reduce-scatter, the
- *           all-reduce of the R_u/S piece across the N/S replicas (ranks S apart)
+ *           all-reduce of the R_u/S piece across the N/S replicas (ranks S apart): per unit under
+ *           FSDP (nccl), all pieces at once after the last reduce-scatter in zerotrain's engine
  * The optimizer updates P (ddp), P/N (zero1-3) or P/S (hybrid) parameters per device.
  *
  * Two profiles of who runs the collectives: `nccl` (GPUs under FSDP / DeepSpeed: ring and tree
  * collectives, parameters gathered in the compute dtype, zero2/zero3/hybrid reduce every
  * micro-batch) and `zerotrain` (this engine over MPI, `--gpu cpu`: pairwise collectives,
- * parameters gathered in fp32 as the engine does, reductions in the last micro-batch). */
+ * parameters gathered in fp32 as the engine does, reductions in the last micro-batch, hybrid's
+ * replica all-reduce at the step). */
 #ifndef ZT_SCALE_PREDICT_H
 #define ZT_SCALE_PREDICT_H
 

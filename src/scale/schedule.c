@@ -49,6 +49,8 @@ zt_scale_step zt_scale_schedule(const zt_scale_timeline *t) {
     }
     free(ready);
     double end = s.compute > s.comm ? s.compute : s.comm; /* the optimizer needs every reduction */
+    end += t->pre_optimizer_s;
+    s.comm_s += t->pre_optimizer_s;
     end += t->optimizer_s;
     busy += t->optimizer_s;
     end += t->post_gather_s; /* nothing to overlap it with */

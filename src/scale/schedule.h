@@ -12,8 +12,9 @@
  *   reduction  every micro-batch (DeepSpeed zero2/zero3, FSDP without no_sync), or only in the
  *              last (DDP's no_sync, DeepSpeed's stage 1 at the accumulation boundary, zerotrain's
  *              default)
- *   step       after the last reduction: the optimizer on this device's piece, then (zero1,
- *              zero2) the all-gather of the updated parameters, which nothing overlaps
+ *   step       after the last reduction: (zerotrain's hybrid) the replicas' all-reduce of every
+ *              gradient piece at once, then the optimizer on this device's piece, then (zero1,
+ *              zero2) the all-gather of the updated parameters; nothing overlaps these
  * Communication runs one collective at a time, in the order issued (one stream / one thread).
  * The step time is when the last of it ends; communication is exposed for as long as compute
  * waits for it (step - compute), hidden for the rest of its duration. */
@@ -33,6 +34,8 @@ typedef struct zt_scale_timeline {
     const double *reduce;        /* gradient reduction seconds issued after each unit's backward */
     bool regather_backward;      /* gather again before backward (zero3's default) */
     bool reduce_every_micro_batch;
+    double pre_optimizer_s;      /* collectives between the last reduction and the optimizer
+                                    (zerotrain's hybrid: the replicas' all-reduce of every piece) */
     double optimizer_s;          /* the optimizer pass */
     double post_gather_s;        /* zero1/zero2: all-gather of the updated parameters */
 } zt_scale_timeline;

@@ -11,7 +11,8 @@
 #   3. `zerotrain bench` measures that strategy's step (median of STEPS after WARMUP), with its
 #      compute (forward + backward of rank 0) and the time rank 0 waited for communication;
 #   4. plan again with the share the run's own compute implies (predicted compute at a full core
-#      / measured compute): the communication and overlap model alone, compute taken from the run.
+#      / measured compute): the communication and overlap model alone, compute taken from the run;
+#      and that prediction's compute + every collective's duration: the step without any overlap.
 # Prints one markdown table per shape. Env: SHAPES ("none 1gbit"), STRATEGIES ("ddp zero2 zero3
 # hybrid"), STEPS (3), WARMUP (1), B (1), T (64).
 set -euo pipefail
@@ -72,8 +73,8 @@ print(f"collectives alone, 64 MB over 4 ranks, model/measured: all-gather {link[
       f"all-reduce {link['all_reduce_model_s']/link['all_reduce_s']:.2f}")
 print("\n| strategy | share of a core (measured before) | measured step | predicted step | error | "
       "measured fwd+bwd (rank 0) | predicted fwd+bwd | measured comm wait (rank 0) | predicted exposed | "
-      "predicted step with the run's compute | error | load |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+      "predicted step with the run's compute | error | the same without overlap (compute + comm) | error | load |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 res = []
 for s in strategies:
     try:
@@ -90,11 +91,13 @@ for s in strategies:
     p2 = plan(run_share)
     r2 = {x["name"]: x for x in p2["rows"]}[name]
     meas = b["step_ms_median"] / 1e3
+    serial = r2["compute_s"] + r2["comm_s"] # no overlap at all: every collective after the compute
     print(f"| {name} | {share:.2f} | {meas:.2f} s | {r['step_s']:.2f} s | {100*(r['step_s']-meas)/meas:+.0f}% | "
           f"{comp_meas:.2f} s | {comp_pred:.2f} s | {b['comm_wait_ms']/1e3:.2f} s | {r['exposed_s']:.2f} s | "
-          f"{r2['step_s']:.2f} s (share {run_share:.2f}) | {100*(r2['step_s']-meas)/meas:+.0f}% | {open(f'{out}/load-{s}').read().strip()} |")
+          f"{r2['step_s']:.2f} s (share {run_share:.2f}) | {100*(r2['step_s']-meas)/meas:+.0f}% | "
+          f"{serial:.2f} s | {100*(serial-meas)/meas:+.0f}% | {open(f'{out}/load-{s}').read().strip()} |")
     res.append({"strategy": name, "share": share, "measured_step_s": meas, "predicted_step_s": r["step_s"],
-                "run_share": run_share, "predicted_with_run_compute_s": r2["step_s"], "bench": b})
+                "run_share": run_share, "predicted_with_run_compute_s": r2["step_s"], "serial_s": serial, "bench": b})
 print("{\"shape\":\"%s\",\"link\":%s,\"results\":%s}" % (shape, json.dumps(link), json.dumps(res)))
 EOF
 done

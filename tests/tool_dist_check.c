@@ -20,11 +20,16 @@
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
+ *                   [--lora R] [--lora-targets T] [--lora-dropout P]   (zt_model_add_lora, alpha 2R,
+ *                                       targets all-linear by default: the base weights are the
+ *                                       frozen tensors above; zero3 rank 0 prints its pieces at
+ *                                       rest, base and adapters, beside the engine's counters)
  * Rank 0 also prints "activations BYTES" (the engine's activation class), "shard groups of S" for
  * hybrid (--hybrid 0: S from the launcher's ranks per node), and, with --recompute,
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
+#include "memory/plan.h"
 #include "shard/plan.h"
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
@@ -94,6 +99,7 @@ int main(int argc, char **argv) {
     int stall = -1;
     bool llama = false;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
+    zt_lora_config lora = {.target_modules = "all-linear"}; /* --lora R: rank R > 0 */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
         if (got < 0) return 2;
@@ -101,6 +107,10 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc)
+            snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -109,14 +119,17 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
+    lora.alpha = 2.0f * (float)lora.rank;
     if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
+        (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
         zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     int64_t P = zt_model_numel(m), Pt = 0; /* Pt: the trainable elements, the gradients' */
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].trainable) Pt += m->params[i].numel;
-    uint64_t frozen0 = freeze ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
+    bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
+    uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T];
     int status = 0;
     if (rank == 0) printf("losses");
@@ -192,7 +205,7 @@ int main(int argc, char **argv) {
             }
     }
     uint64_t h = zt_engine_param_hash(e);
-    if (freeze) { /* the frozen parameters keep their initial bits, on every strategy */
+    if (frozen) { /* the frozen parameters keep their initial bits, on every strategy */
         uint64_t frozen1 = frozen_hash(e, m);
         if (rank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
         if (!frozen0 || frozen1 != frozen0) status = 1;
@@ -211,16 +224,37 @@ int main(int argc, char **argv) {
      * --freeze the gradients and m, v cover the trainable parameters' pieces only */
     zt_plan pl;
     if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, N, rank, &pl, &err)) {
-        size_t want_p = pl.shard_floats * sizeof(float), want_g = pl.gshard_floats * sizeof(float);
+        /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
+         * trainable element, as LoRA's few small adapters can leave it) */
+        size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);
         if (mem.params != want_p || mem.grads != want_g || mem.optimizer != 2 * want_g) {
             fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "
                     "%zu, %zu (the trainable pieces) and 2 x that\n", rank, mem.params, mem.grads, mem.optimizer,
                     want_p, want_g);
             status = 1;
         }
-        if (freeze && rank == 0)
+        if (frozen && rank == 0)
             printf("zero3 rank 0 at rest: params %zu grads %zu optimizer %zu bytes\n", mem.params, mem.grads,
                    mem.optimizer);
+        if (lora.rank) { /* every rank: its pieces, base weights and adapters, against the counters */
+            int64_t base = 0, adapters = 0;
+            for (int i = 0; i < m->n_params; i++)
+                *(m->params[i].lora ? &adapters : &base) += zt_plan_shard_numel(&pl, i, rank);
+            zt_memory_plan mp;
+            zt_engine_memory_plan(e, &mp);
+            printf("zero3 rank %d at rest: base pieces %lld + adapter pieces %lld elements; engine counters: params "
+                   "%zu grads %zu optimizer %zu bytes; memory plan %zu %zu %zu\n", rank, (long long)base,
+                   (long long)adapters, mem.params, mem.grads, mem.optimizer, mp.rest[ZT_MEM_PARAMS],
+                   mp.rest[ZT_MEM_GRADS], mp.rest[ZT_MEM_OPTIMIZER]);
+            fflush(stdout);
+            if (mem.params != mp.rest[ZT_MEM_PARAMS] || mem.grads != mp.rest[ZT_MEM_GRADS] ||
+                mem.optimizer != mp.rest[ZT_MEM_OPTIMIZER] || mem.params < 4 * (size_t)(base + adapters) ||
+                mem.grads < 4 * (size_t)adapters || mem.grads >= 4 * (size_t)adapters + 64 * (size_t)m->n_params) {
+                fprintf(stderr, "rank %d: LoRA zero3 model states differ from the plan or from 4 x (base + adapters), "
+                        "4 x adapters\n", rank);
+                status = 1;
+            }
+        }
         zt_plan_free(&pl);
     }
     zt_engine_free(e);

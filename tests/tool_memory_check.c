@@ -12,6 +12,9 @@
  *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
  *                     [--freeze REGEX]  (zt_model_freeze: the closed forms below are replaced by,
  *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
+ *                     [--lora R] [--lora-targets T] [--lora-dropout P]  (zt_model_add_lora, default
+ *                     targets all-linear: the base weights frozen, the same closed form as --freeze
+ *                     with the adapters as the trainable elements)
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -49,6 +52,7 @@ int main(int argc, char **argv) {
     o.T = 16;
     bool balanced = false;
     const char *freeze = NULL;
+    zt_lora_config lora = {.alpha = 8.0f, .target_modules = "all-linear"};
     double tol = 3.0;
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -61,6 +65,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
         else if (!strcmp(a, "--balanced")) balanced = true;
         else if (!strcmp(a, "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(a, "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
+        else if (!strcmp(a, "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--lora-targets") && i + 1 < argc)
+            snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else {
             fprintf(stderr, "unknown option %s\n", a);
@@ -70,7 +78,8 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
-    if (zt_gpt2_create(&cfg, &m, &err) || zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
+    if (zt_gpt2_create(&cfg, &m, &err) || (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) ||
+        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
         zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     /* the plan from the options alone (the estimator's way) must be the engine's own */
@@ -114,13 +123,15 @@ int main(int argc, char **argv) {
         owned += n;
         if (m->params[i].trainable) owned_t += n;
     }
-    if (freeze && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
+    bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
+    if (frozen && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
         /* frozen: a piece, no gradient, no m and v */
         double want = 4.0 * (double)owned + 12.0 * (double)owned_t;
         if (rank == 0)
-            printf("zero3 frozen model states at rest: %.0f bytes = 4 x %lld owned + 12 x %lld trainable + %.0f "
-                   "alignment (grads %zu, optimizer %zu; unfrozen it would be 16 x %lld)\n", states, (long long)owned,
-                   (long long)owned_t, states - want, mem.grads, mem.optimizer, (long long)owned);
+            printf("zero3 %s model states at rest: %.0f bytes = 4 x %lld owned + 12 x %lld trainable + %.0f "
+                   "alignment (grads %zu, optimizer %zu; unfrozen it would be 16 x %lld)\n", lora.rank ? "LoRA" : "frozen",
+                   states, (long long)owned, (long long)owned_t, states - want, mem.grads, mem.optimizer,
+                   (long long)owned);
         if (states < want || states - want > 4.0 * 64.0 * m->n_params || states != zt_memory_plan_model_states(&plan)) {
             fprintf(stderr, "rank %d: zero3 frozen model states %.0f bytes, expected %.0f (+ alignment) = plan %zu\n",
                     rank, states, want, (size_t)zt_memory_plan_model_states(&plan));
@@ -170,7 +181,7 @@ int main(int argc, char **argv) {
                 status = 1;
             }
             total_owned += t[3];
-            if (freeze) continue; /* the closed forms below are for a model without frozen parameters */
+            if (frozen) continue; /* the closed forms below are for a model without frozen parameters */
             if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32) {
                 /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
                  * 64-byte aligned: 16 x the shard layout exactly */

@@ -17,6 +17,8 @@
 
 #include <cjson/cJSON.h>
 #include "ckpt/model_meta.h"
+#include "ckpt/precision_meta.h"
+#include "ckpt/run_state.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,17 +40,22 @@ static const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"}
 
 /* ---- small file helpers ---------------------------------------------------------------------- */
 
-static int write_all(int fd, const void *p, size_t n) {
+/* Writes n bytes, going on after a short write (at most max_call bytes per call: the shortwrite
+ * fault's test of that loop); -1 with errno set on failure. */
+static int write_all_max(int fd, const void *p, size_t n, size_t max_call) {
     const char *c = p;
     while (n) {
-        ssize_t w = write(fd, c, n);
+        ssize_t w = write(fd, c, n < max_call ? n : max_call);
         if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = ENOSPC; /* no progress: the device took nothing */
         if (w <= 0) return -1;
         c += w;
         n -= (size_t)w;
     }
     return 0;
 }
+
+static int write_all(int fd, const void *p, size_t n) { return write_all_max(fd, p, n, SIZE_MAX); }
 
 static int read_at(int fd, void *p, size_t n, off_t off) {
     char *c = p;
@@ -248,19 +255,22 @@ typedef struct file_sink {
     int fd;
     XXH64_state_t *st;
     uint64_t total;
+    int64_t step; /* the step being saved (fault injection) */
 } file_sink;
 
 static int slice_write(void *ctx, const float *rows, size_t bytes) {
     file_sink *f = ctx;
     XXH64_update(f->st, rows, bytes);
     f->total += bytes;
-    return write_all(f->fd, rows, bytes);
+    /* ZT_FAULT shortwrite: this call's write(2)s return 4093 bytes at a time */
+    bool cut = zt_fault_armed() && zt_fault_point_step(ZT_FAULT_AT_SAVE_WRITE, f->step, NULL) == ZT_FAULT_SHORTWRITE;
+    return write_all_max(f->fd, rows, bytes, cut ? 4093 : SIZE_MAX);
 }
 
 /* Writes this writer's file, from the engine (snapshot NULL) or from a snapshot of it. */
 static int write_rank_file(zt_engine *e, const char *path, const char *snapshot, size_t snap_len, int64_t step,
                            uint64_t *hash, uint64_t *size, zt_error *err) {
-    file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState()};
+    file_sink f = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .st = XXH64_createState(), .step = step};
     if (f.fd < 0 || !f.st) {
         int en = errno;
         if (f.fd >= 0) close(f.fd);
@@ -276,9 +286,10 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
         *err = serr;
         return bad;
     }
-    if (zt_fault_point_step(ZT_FAULT_AT_SAVE_SHARD, step, NULL) == ZT_FAULT_EIO) { /* ZT_FAULT eio: a failed write */
+    zt_fault_kind fk = zt_fault_point_step(ZT_FAULT_AT_SAVE_SHARD, step, NULL);
+    if (fk == ZT_FAULT_EIO || fk == ZT_FAULT_ENOSPC) { /* ZT_FAULT eio / enospc: the write failed */
         bad = 1;
-        errno = EIO;
+        errno = fk == ZT_FAULT_EIO ? EIO : ENOSPC;
     }
     bad |= fsync(f.fd);
     int en = errno;
@@ -327,6 +338,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     }
     cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
     cJSON_AddItemToObject(root, "model", zt_model_meta_json(e->model));
+    zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     for (int s = 0; s < nwriters; s++) {
         cJSON *f = cJSON_CreateObject();
@@ -378,35 +390,6 @@ static int commit_dir_names(const char *dir, int64_t step, char *tmp, char *fin,
     int a = snprintf(tmp, cap, "%s/step-%08lld.tmp", dir, (long long)step);
     int b = snprintf(fin, cap, "%s/step-%08lld", dir, (long long)step);
     return (a < 0 || (size_t)a >= cap || b < 0 || (size_t)b >= cap) ? -1 : 0;
-}
-
-static int step_of(const char *name, int64_t *step) {
-    long long s;
-    int n = 0;
-    if (sscanf(name, "step-%lld%n", &s, &n) == 1 && name[n] == '\0') {
-        *step = s;
-        return 1;
-    }
-    return 0;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < cap) {
-        int64_t s;
-        if (step_of(de->d_name, &s)) steps[n++] = s;
-    }
-    closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
-    return n;
 }
 
 static bool is_purge_leftover(const char *name) {
@@ -491,8 +474,15 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         if (all[5 * r] == 0 && bad_rank < 0) bad_rank = r;
     if (bad_rank >= 0) {
         free(all);
-        return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank %d failed to write its shard; "
-                                              "nothing was committed", tmp, bad_rank);
+        if (e->rank == 0) rm_tree(tmp); /* every writer is done with it; a partial commit only takes the disk */
+        /* every rank says the first failing rank's own reason (the file and the errno) */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", status ? err->msg : "");
+        if (world && zt_broadcast_bytes(world, why, sizeof why, bad_rank, "checkpoint failure", NULL) != ZT_OK)
+            why[0] = '\0';
+        if (status) return status;
+        return zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank %d failed to write its shard (%s); nothing was "
+                            "committed", tmp, bad_rank, why[0] ? why : "no reason received");
     }
     int commit = ZT_OK;
     char path[4200];
@@ -541,6 +531,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         }
     }
     free(all);
+    if (commit && e->rank == 0) rm_tree(tmp); /* what is left of a save that was not committed */
     if (world) {
         int ok = commit == ZT_OK;
         int rc = zt_all_reduce_and_int(world, &ok, "checkpoint commit", err);
@@ -703,6 +694,8 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
     return root;
 }
 
+cJSON *zt_ckpt_manifest_read(const char *commit, zt_error *err) { return load_manifest(commit, err); }
+
 static double num(const cJSON *o, const char *key, bool *ok) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(v)) {
@@ -729,56 +722,6 @@ static int64_t num_int(const cJSON *o, const char *key, double lo, double hi, bo
 /* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
 static bool plain_name(const char *n) {
     return n[0] && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) < 256;
-}
-
-static bool has_manifest(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    return access(path, R_OK) == 0;
-}
-
-int zt_ckpt_resolve(const char *path, char *commit, size_t cap, zt_error *err) {
-    zt_error ignore;
-    if (has_manifest(path)) {
-        snprintf(commit, cap, "%s", path);
-        return ZT_OK;
-    }
-    char latest[4200], cand[4200];
-    size_t len;
-    snprintf(latest, sizeof latest, "%s/latest", path);
-    char *name = access(latest, R_OK) == 0 ? read_text(latest, &len, &ignore) : NULL;
-    if (name) {
-        name[strcspn(name, "\r\n")] = '\0';
-        int64_t named;
-        if (!step_of(name, &named)) name[0] = '\0'; /* `latest` names a step-N here, nothing else (no path) */
-        snprintf(cand, sizeof cand, "%s/%s", path, name);
-        free(name);
-        cJSON *m = load_manifest(cand, &ignore);
-        if (m) {
-            cJSON_Delete(m);
-            snprintf(commit, cap, "%s", cand);
-            return ZT_OK;
-        }
-    }
-    /* newest step-N whose manifest checks out; step-N.tmp leftovers never match step_of */
-    DIR *d = opendir(path);
-    if (!d) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no such directory", path);
-    int64_t best = -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int64_t s;
-        if (!step_of(de->d_name, &s) || s <= best) continue;
-        snprintf(cand, sizeof cand, "%s/%s", path, de->d_name);
-        cJSON *m = load_manifest(cand, &ignore);
-        if (m) {
-            cJSON_Delete(m);
-            best = s;
-        }
-    }
-    closedir(d);
-    if (best < 0) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s: no valid commit (no step-N with a good manifest)", path);
-    snprintf(commit, cap, "%s/step-%08lld", path, (long long)best);
-    return ZT_OK;
 }
 
 /* Checks every file listed in the manifest (size and xxh64); want[f] selects which (NULL: all). */
@@ -939,7 +882,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         cJSON_Delete(root);
         return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
-    if ((rc = zt_model_meta_compare(commit, tensors, m, err))) {
+    if ((rc = zt_model_meta_compare(commit, tensors, m, err)) || (rc = zt_run_state_read(root, commit, &meta->run, err))) {
         cJSON_Delete(root);
         return rc;
     }

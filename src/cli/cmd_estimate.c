@@ -4,7 +4,8 @@
  *   zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]
  *                             [--precision p] [--reduce-dtype d] [--hybrid-shard S] [--checkpointing c]
  *                             [--offload o]
- *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]
+ *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]
+ *                             [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
@@ -31,7 +32,8 @@ static void usage(FILE *out) {
             "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
             "                                 [--hybrid-shard S]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
-            "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX] [--threads T] [--json]\n"
+            "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
+            "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -49,6 +51,11 @@ static void usage(FILE *out) {
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
             "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
             "                  their pieces are planned, with no gradient and no optimizer state\n"
+            "  --lora-rank r   LoRA adapters of rank r (with a CONFIG: lora.*): the base weights planned as\n"
+            "                  frozen pieces, the adapters with their gradients and optimizer state\n"
+            "  --lora-targets  the adapted Linears, as lora.target_modules (default: q_proj,v_proj for Llama,\n"
+            "                  c_attn for GPT-2; all-linear: every block Linear)\n"
+            "  --lora-dropout  lora.dropout (> 0 adds its (N, C) scratch)\n"
             "  --json          the same numbers as one JSON object\n"
             "  --fit           the largest model of NAME's shape (its width, heads, vocabulary; layers varied)\n"
             "                  that fits this machine, for every strategy, offload and checkpointing: the\n"
@@ -249,6 +256,12 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
     for (int i = 0; i < w->model->n_params; i++)
         if (w->model->params[i].trainable) trainable += (double)w->model->params[i].numel;
     cJSON_AddNumberToObject(root, "trainable_parameters", trainable);
+    if (w->model->lora) {
+        cJSON *l = cJSON_AddObjectToObject(root, "lora");
+        cJSON_AddNumberToObject(l, "rank", w->model->lora->rank);
+        cJSON_AddNumberToObject(l, "dropout", w->model->lora->dropout);
+        cJSON_AddStringToObject(l, "target_modules", w->model->lora->target_modules);
+    }
     cJSON_AddNumberToObject(root, "world", w->world);
     cJSON_AddNumberToObject(root, "threads_per_rank", w->threads);
     cJSON_AddNumberToObject(root, "micro_batch", o->B);
@@ -396,6 +409,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
+    zt_lora_config lora = {.alpha = 8.0f}; /* --lora-rank, --lora-targets, --lora-dropout */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -413,7 +427,8 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze"};
+                                           "--disk-gib", "--freeze", "--lora-rank", "--lora-targets",
+                                           "--lora-dropout"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -439,6 +454,17 @@ int zt_cmd_estimate(int argc, char **argv) {
                 model_only_opt = true;
                 if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
                 else if (!strcmp(a, "--freeze")) freeze = v;
+                else if (!strcmp(a, "--lora-rank")) rc = parse_int(a, v, 1, 65536, &lora.rank, &err);
+                else if (!strcmp(a, "--lora-targets"))
+                    snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
+                else if (!strcmp(a, "--lora-dropout")) {
+                    char *end;
+                    double p = strtod(v, &end);
+                    if (*end || !(p >= 0 && p < 1))
+                        rc = zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --lora-dropout %s: expected a number "
+                                          "in [0, 1)", v);
+                    lora.dropout = (float)p;
+                }
                 else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
                 else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
                 else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
@@ -470,8 +496,8 @@ int zt_cmd_estimate(int argc, char **argv) {
     }
     if (config && model_only_opt) {
         zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
-                     "--checkpointing, --offload and --nvme-* go with --model; with a CONFIG use --set (e.g. "
-                     "--set training.micro_batch_size=8)");
+                     "--checkpointing, --offload, --nvme-*, --freeze and --lora-* go with --model; with a CONFIG use --set "
+                     "(e.g. --set training.micro_batch_size=8, --set lora.rank=8)");
         return zt_cli_fail(&err);
     }
     zt_model *model = NULL;
@@ -513,6 +539,16 @@ int zt_cmd_estimate(int argc, char **argv) {
         if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
+        if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --lora-targets and --lora-dropout go with --lora-rank r");
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        if (lora.rank && zt_model_add_lora(model, &lora, NULL, &err)) {
+            zt_error_prefix(&err, "estimate-memory: --lora-rank %d", lora.rank);
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         if (zt_model_freeze(model, freeze, NULL, &err)) {
             zt_error_prefix(&err, "estimate-memory: --freeze");
             zt_model_free(model);
@@ -547,6 +583,17 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
     }
+    if (model->lora) { /* LoRA: the base frozen, the adapters trained */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        size_t len = strlen(title);
+        snprintf(title + len, sizeof title - len, ", LoRA rank %d on %lld Linears (%s): %lld of %lld parameters trained",
+                 model->lora->rank, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                 (long long)zt_model_numel(model));
+    }
     if (freeze) { /* the frozen parameters: pieces without gradients or optimizer state */
         int64_t frozen = 0;
         for (int i = 0; i < model->n_params; i++)
@@ -562,7 +609,8 @@ int zt_cmd_estimate(int argc, char **argv) {
     omp_set_num_threads(threads); /* the attention scratch follows the ranks' thread count */
     if (fit) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
-                 : freeze ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; it does not take --freeze")
+                 : freeze || model->lora ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; "
+                                                        "it does not take --freeze or --lora-rank")
                         : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;

@@ -3,6 +3,7 @@
  * `zerotrain --help` lists every row; `zerotrain NAME --help` prints the row's summary before the
  * subcommand's own usage. */
 #include "cli/commands.h"
+#include "comm/build_id.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +13,12 @@ int zt_cli_fail(const zt_error *err) {
     return err->code ? err->code : ZT_ERR_INTERNAL;
 }
 
+/* The version, then the build fingerprint the ranks of a job compare at start (comm/build_id.h). */
 static int cmd_version(int argc, char **argv) {
     printf("zerotrain %s\n", ZT_VERSION);
+    zt_build_id b;
+    zt_build_id_get(&b);
+    for (int k = 1; k < ZT_BUILD_FIELDS; k++) printf("  %-9s %s\n", zt_build_field_name(k), b.v[k]);
     return 0;
 }
 

@@ -245,6 +245,7 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
     out->gpt2 = (zt_gpt2_config){.max_seq_len = c->model.max_seq_len, .vocab_size = c->model.vocab_size,
                                  .n_layer = c->model.n_layer, .n_head = c->model.n_head,
                                  .n_embd = c->model.n_embd};
+    out->lora = c->lora; /* rank 0: none */
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -452,6 +453,13 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         w = LOC("memory.offload_param", "precision.mode");
         zt_cfg_error(x, "%s%smemory.offload_param: nvme keeps fp32 parameter pieces in files; precision.mode "
                         "bf16-low stores bf16 parameters and is not supported with it (use bf16)", PFX(w));
+    }
+    if (c->lora.rank == 0 && (c->lora.target_modules[0] || c->lora.dropout != 0.0f || c->lora.alpha != 8.0f)) {
+        const char *set = c->lora.target_modules[0] ? "lora.target_modules" : c->lora.dropout != 0.0f ? "lora.dropout"
+                                                                                                    : "lora.alpha";
+        w = LOC("lora.rank", set);
+        zt_cfg_error(x, "%s%slora.rank: 0 turns LoRA off, but %s is set: give lora.rank >= 1 (e.g. 8) to train "
+                        "adapters, or remove the lora section", PFX(w), set);
     }
     if (c->ckpt_every > 0 && !c->ckpt_dir[0]) {
         w = LOC("checkpoint.every", "checkpoint.dir");

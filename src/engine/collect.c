@@ -28,9 +28,9 @@
 static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_error *err) {
     if (floats <= *cap) return ZT_OK;
     zt_engine_release(e, pack, *cap, &e->mem.comm);
-    *pack = zt_engine_alloc(e, floats, &e->mem.comm);
+    *pack = zt_engine_alloc(e, floats, &e->mem.comm, "a bucket's staging (pack)");
     *cap = *pack ? floats : 0;
-    return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
+    return *pack ? ZT_OK : zt_engine_oom(e, err, "engine: a %zu-float bucket", floats);
 }
 
 

@@ -171,6 +171,7 @@ struct zt_engine {
     size_t cached_bytes;
     bool use_cache;             /* ZT_BLOCK_CACHE=0 turns the cache off */
     zt_overlap *overlap;        /* the communication thread, or NULL */
+    char oom[192];              /* the last allocation that failed: "what (class C, N bytes)" */
 };
 
 /* engine.c */
@@ -181,7 +182,13 @@ int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, 
  * keeping the class's and the total's high-water: for memory the engine does not get from
  * zt_engine_alloc (an offload store's staging, say). */
 void zt_engine_account(zt_engine *e, size_t *counter, size_t bytes, bool add);
-void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter);
+/* floats (64-byte aligned) counted in the class `counter` points at (&e->mem.<class>; NULL: none);
+ * `what` names the buffer. NULL when memory is out (or ZT_FAULT oom says so), with e->oom saying
+ * what failed: zt_engine_oom turns it into the error. */
+void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter, const char *what);
+/* ZT_ERR_NOMEM (exit 7): "<context>: out of memory for <what> (memory-plan class C, N bytes) on
+ * rank R", the buffer from the last failed zt_engine_alloc (else a host allocation). */
+int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
 
 /* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */

@@ -1,6 +1,7 @@
 /* init.c - parameter initialization that does not depend on how a tensor is sharded: element i of
  * parameter "name" is a pure function of (seed, name, i) (a counter-based generator: splitmix64
- * of the key and index, Box-Muller on the two 32-bit halves). Any rank can fill any slice. */
+ * of the key and index; normal: Box-Muller on the two 32-bit halves; uniform: the upper 53 bits).
+ * Any rank can fill any slice. */
 #include "engine/init.h"
 
 #include <math.h>
@@ -27,6 +28,14 @@ void zt_init_fill(float *dst, int64_t begin, int64_t count, zt_init_kind kind, f
     }
     if (kind == ZT_INIT_ONES) {
         for (int64_t i = 0; i < count; i++) dst[i] = 1.0f;
+        return;
+    }
+    if (kind == ZT_INIT_UNIFORM) { /* U(-std, std): std is the bound */
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < count; i++) {
+            uint64_t r = splitmix64(key + (uint64_t)(begin + i) * 0x9e3779b97f4a7c15ULL);
+            dst[i] = (float)(std * (2.0 * ((double)(r >> 11) / 9007199254740992.0) - 1.0));
+        }
         return;
     }
 #pragma omp parallel for schedule(static)

@@ -40,16 +40,16 @@ int zt_master_alloc(zt_engine *e, zt_error *err)
         e->full32_off[i] = at;
         at += ((size_t)m->params[i].numel + 15) / 16 * 16;
     }
-    if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
+    if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params, "the fp32 master pieces"))) goto nomem;
     memset(e->pieces, 0, piece * sizeof(float));
     if (n32) {
-        if (!(e->full32 = zt_engine_alloc(e, n32, &e->mem.compute_copy))) goto nomem;
+        if (!(e->full32 = zt_engine_alloc(e, n32, &e->mem.compute_copy, "the fp32 copy of the parameters read as fp32"))) goto nomem;
         memset(e->full32, 0, n32 * sizeof(float));
     }
     return ZT_OK;
 nomem:
-    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the fp32 master pieces of model %s "
-                        "(%zu elements) and its fp32 copies (%zu)", m->name, piece, n32);
+    return zt_engine_oom(e, err, "engine: the fp32 master pieces of model %s (%zu elements) and its fp32 copies (%zu)",
+                         m->name, piece, n32);
 }
 
 void zt_master_free(zt_engine *e)

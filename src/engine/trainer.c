@@ -166,6 +166,104 @@ static double scaler_now(const zt_engine *e) {
     return s.scale;
 }
 
+/* What a checkpoint carries for the loop (checkpoint.h's zt_ckpt_run_state): the skipped sample
+ * ranges and the loss-spike window as held now. */
+static void run_state_of(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g) {
+    r->n_skips = ts->n_skips; /* ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS */
+    for (int k = 0; k < ts->n_skips; k++) {
+        r->skip_start[k] = ts->skips[k].start;
+        r->skip_count[k] = ts->skips[k].count;
+    }
+    const double *hist;
+    r->window = zt_guard_window(g, &hist, &r->n_losses, &r->head); /* <= ZT_CKPT_MAX_WINDOW (the key's range) */
+    if (r->n_losses) memcpy(r->losses, hist, (size_t)r->n_losses * sizeof *hist);
+}
+_Static_assert(ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS, "a checkpoint holds every skipped range");
+
+/* The skipped ranges a checkpoint recorded, then data.skip_samples: a configured range the commit
+ * does not record must lie at or past the physical sample the resumed cursor reads next (earlier
+ * samples were trained on already). */
+static int apply_skips(zt_sampler *ts, const zt_ckpt_run_state *r, const zt_train_config *cfg, uint64_t cursor,
+                       zt_error *err) {
+    int rc = ZT_OK;
+    for (int k = 0; k < r->n_skips && !rc; k++) rc = zt_sampler_skip(ts, r->skip_start[k], r->skip_count[k], err);
+    zt_sample_range want[ZT_SAMPLER_MAX_SKIPS];
+    int n = 0;
+    if (!rc) rc = zt_sampler_parse_skips(cfg->skip_samples, want, ZT_SAMPLER_MAX_SKIPS, &n, err);
+    uint64_t next = zt_sampler_physical(ts, cursor);
+    for (int k = 0; k < n && !rc; k++) {
+        bool recorded = false;
+        for (int j = 0; j < ts->n_skips; j++)
+            recorded |= ts->skips[j].start <= want[k].start &&
+                        want[k].start + want[k].count <= ts->skips[j].start + ts->skips[j].count;
+        if (!recorded && want[k].start < next)
+            return zt_error_set(err, ZT_ERR_USAGE, "data.skip_samples range %llu:%llu starts before global sample %llu, "
+                                "the next one the resumed run reads: those samples were trained on already",
+                                (unsigned long long)want[k].start, (unsigned long long)want[k].count,
+                                (unsigned long long)next);
+        rc = zt_sampler_skip(ts, want[k].start, want[k].count, err);
+    }
+    return rc;
+}
+
+/* "A..B" for each range of physical samples that logical [first, first + n) reads, into buf. */
+static void sample_ranges_text(const zt_sampler *ts, uint64_t first, uint64_t n, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (uint64_t i = 0, j; i < n && used + 48 < cap; i = j) {
+        uint64_t a = zt_sampler_physical(ts, first + i);
+        for (j = i + 1; j < n && zt_sampler_physical(ts, first + j) == a + (j - i); j++) {}
+        used += (size_t)snprintf(buf + used, cap - used, "%s%llu..%llu", used ? ", " : "", (unsigned long long)a,
+                                 (unsigned long long)(a + (j - i) - 1));
+    }
+}
+
+/* checkpoint.on_save_error continue (docs/reliability.md): a save that failed with an I/O error
+ * fails on every rank alike (the save's own collectives agree on it; nothing was committed and the
+ * partial step-N.tmp is removed), so every rank takes the same turn here: said on the progress line
+ * and as a `save_failed` JSONL event, and training goes on; the next save retries. Any other
+ * failure, the final save (nothing would retry it) or the policy exit: rc, the run ends (exit 8). */
+static int on_save_error(const zt_train_config *cfg, int rc, bool final, long long step, zt_progress *prog,
+                         zt_jsonl *log, int rank, int *failed, zt_error *err) {
+    if (rc != ZT_ERR_IO || final || cfg->ckpt_on_save_error != ZT_CFG_SAVE_ERROR_CONTINUE) return rc;
+    (*failed)++;
+    zt_progress_message(prog, "step %lld: checkpoint not saved: %s; the last commit is untouched, training goes on "
+                        "(checkpoint.on_save_error: continue; %d failed save%s so far) and the next save retries",
+                        step, err->msg, *failed, *failed == 1 ? "" : "s");
+    if (rank == 0 && log->fp) {
+        char ev[96];
+        snprintf(ev, sizeof ev, "\"step\":%lld,\"failed_saves\":%d", step, *failed);
+        zt_error jerr;
+        if (zt_jsonl_write_event(log, "save_failed", ev, &jerr)) {
+            *err = jerr;
+            return jerr.code;
+        }
+    }
+    return ZT_OK;
+}
+
+/* fault.loss_spike_policy rollback (docs/reliability.md): every rank took the same spike decision
+ * (from the all-gathered loss) and skipped the step's update. Every rank reloads the checkpoint
+ * directory's newest commit (they must agree on it), the spike's global batch (logical samples
+ * [first, first + n)) is skipped in the sampler from now on, and the loss window the commit kept is
+ * put back. meta receives the commit's step and cursor. */
+static int roll_back(zt_engine *e, const char *dir, const zt_train_config *cfg, zt_sampler *ts, zt_guard *g,
+                     uint64_t first, uint64_t n, int world, FILE *out, zt_ckpt_meta *meta, char *commit, size_t cap,
+                     zt_error *err) {
+    int rc = zt_sampler_skip_logical(ts, first, n, err);
+    if (rc || (rc = zt_ckpt_resume(e, dir, cfg->ckpt_fallback, false, out, commit, cap, meta, err))) return rc;
+    double agree = (double)meta->step;
+    if ((rc = zt_engine_sum_ranks(e, &agree, err))) return rc;
+    if (agree != (double)meta->step * world)
+        return zt_error_set(err, ZT_ERR_CKPT, "loss-spike rollback: the ranks did not all reload the same commit (this "
+                            "one %s, step %lld): do they see the same files?", commit, (long long)meta->step);
+    for (int k = 0; k < meta->run.n_skips && !rc; k++) /* recorded ones (this sampler holds them already) */
+        rc = zt_sampler_skip(ts, meta->run.skip_start[k], meta->run.skip_count[k], err);
+    if (!zt_guard_window_restore(g, meta->run.window, meta->run.losses, meta->run.n_losses, meta->run.head))
+        zt_guard_window_restore(g, g->window, NULL, 0, 0); /* the commit kept none: refill from empty */
+    return rc;
+}
+
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {
     zt_engine_options_default(eo);
     eo->B = cfg->micro_batch;
@@ -216,8 +314,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int32_t *inp = NULL, *tgt = NULL;
     zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
     zt_guard guard = {0};          /* the non-finite and loss-spike policies, the straggler report */
+    zt_ckpt_meta *cmeta = NULL;    /* the commit resumed from or rolled back to (large: the run state) */
     double *per_rank = NULL, *work = NULL; /* (world * 4), (world): the step agreement's values */
     int64_t pending_step = -1;
+    int failed_saves = 0; /* checkpoint.on_save_error continue: saves that failed so far */
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
@@ -248,11 +348,26 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
+    if (model->lora) { /* what trains: the adapters */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        fprintf(out, "lora: rank %d, alpha %g, dropout %g on %lld Linears (target_modules %s): %lld trainable "
+                "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
+                (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+    }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
-    int64_t start_step = 0;
-    uint64_t sample_base = 0; /* global sample index where start_step begins */
+    int64_t start_step = 0, steps_done = 0;
+    uint64_t sample_base = 0; /* logical global sample index where start_step begins */
+    if (!(cmeta = calloc(1, sizeof *cmeta))) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        goto done;
+    }
     if ((rc = zt_engine_init_params(e, err))) goto done;
     if (opts && opts->init_weights && opts->init_weights[0]) {
         size_t n = strlen(opts->init_weights);
@@ -261,11 +376,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
     }
     if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) goto done;
-    if (opts && opts->resume && opts->resume[0]) {
+    bool resumed = opts && opts->resume && opts->resume[0];
+    if (resumed) {
         zt_ckpt_meta meta;
         char commit[4096];
-        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, out, commit, sizeof commit, &meta, err)))
+        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, cfg->ckpt_allow_cast, out, commit, sizeof commit,
+                                  cmeta, err)))
             goto done;
+        meta = *cmeta;
         /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
         double agree = (double)meta.step;
         if ((rc = zt_engine_sum_ranks(e, &agree, err))) goto done;
@@ -281,6 +399,23 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
                 meta.world, meta.world == 1 ? "" : "s");
     }
+    if ((rc = apply_skips(&ts, &cmeta->run, cfg, sample_base, err))) goto done; /* cmeta: zeroed unless resumed */
+    if (ts.n_skips) {
+        char ranges[256] = "";
+        for (int k = 0, used = 0; k < ts.n_skips && used + 48 < (int)sizeof ranges; k++)
+            used += snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu", k ? ", " : "",
+                             (unsigned long long)ts.skips[k].start,
+                             (unsigned long long)(ts.skips[k].start + ts.skips[k].count - 1));
+        fprintf(out, "data: global samples %s skipped (%s%s%s)\n", ranges, cfg->skip_samples[0] ? "data.skip_samples" : "",
+                cfg->skip_samples[0] && cmeta->run.n_skips ? " and " : "",
+                cmeta->run.n_skips ? "recorded in the checkpoint" : "");
+    }
+    bool rollback_policy = cfg->fault_loss_spike_policy == ZT_CFG_SPIKE_ROLLBACK && cfg->fault_loss_spike_z > 0;
+    if (rollback_policy && !(opts && opts->ckpt_dir && opts->ckpt_dir[0])) {
+        rc = zt_error_set(err, ZT_ERR_USAGE, "fault.loss_spike_policy rollback needs a checkpoint directory to roll "
+                          "back to (checkpoint.dir or --ckpt-dir)");
+        goto done;
+    }
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
         zt_error perr = {0};
         double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
@@ -292,6 +427,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {
@@ -386,6 +522,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     deadline_init(&dl, cfg, out);
     if (cfg->comm_check_collectives) zt_comm_set_check(true); /* every rank has the same config */
     if ((rc = zt_guard_init(&guard, cfg, world, err))) goto done;
+    if (resumed && cmeta->run.window && guard.window &&
+        !zt_guard_window_restore(&guard, cmeta->run.window, cmeta->run.losses, cmeta->run.n_losses, cmeta->run.head))
+        fprintf(out, "fault.loss_spike_window %d: the checkpoint's window of %d losses is not this one; it refills "
+                "from empty\n", guard.window, cmeta->run.window);
     per_rank = malloc((size_t)world * 4 * sizeof *per_rank);
     work = malloc((size_t)world * sizeof *work);
     if (!per_rank || !work) {
@@ -394,6 +534,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
+        double v;
+        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
+    }
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
@@ -416,7 +561,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             double td = now();
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
-                             ((uint64_t)rank * A + micro) * (uint64_t)B;
+                             ((uint64_t)rank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
             if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
                 goto data_error_train;
             double tf = now();
@@ -464,7 +609,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         double spike_z, spike_mean, spike_sd; /* the loss-spike policy: skip this update everywhere */
         bool spike = zt_guard_spike(&guard, loss_sum / (double)micro_per_step, &spike_z, &spike_mean, &spike_sd);
-        if (spike) zt_engine_skip_next_step(e);
+        if (spike) zt_engine_skip_next_step(e); /* rollback too: the engine is left as before the step */
         zt_fault_point(ZT_FAULT_AT_OPTIM, NULL);
         zt_step_report rep;
         zt_trace_begin("optimizer", "step");
@@ -472,6 +617,43 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_trace_end();
         double t1 = now();
         zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("lr", lr)}); /* the step span */
+        if (spike && rollback_policy) {
+            /* an async save in flight is committed first; then only if every rank sees a commit */
+            zt_ckpt_async *prev = pending;
+            pending = NULL;
+            if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
+            char commit[4096];
+            double have = zt_ckpt_resolve(opts->ckpt_dir, commit, sizeof commit, NULL) == ZT_OK;
+            if ((rc = zt_engine_sum_ranks(e, &have, err))) goto done;
+            uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples;
+            char ranges[200];
+            sample_ranges_text(&ts, first, per_step_samples, ranges, sizeof ranges);
+            double loss_now = loss_sum / (double)micro_per_step;
+            if (have == world) {
+                deadline_for_save(&dl);
+                if ((rc = roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world, out, cmeta,
+                                    commit, sizeof commit, err)))
+                    goto done;
+                deadline_for_steps(&dl);
+                zt_progress_message(&prog, "step %lld: loss %.4f is a spike (z %.1f over the last %d steps: mean %.4f, "
+                                    "sd %.4f; fault.loss_spike_z = %g): every rank rolled back to %s (step %lld) and "
+                                    "skips global samples %s (step %lld's batch; recorded in the next checkpoints)",
+                                    (long long)(step + 1), loss_now, spike_z, guard.window, spike_mean, spike_sd,
+                                    guard.spike_z, commit, (long long)cmeta->step, ranges, (long long)(step + 1));
+                if (rank == 0 && log.fp) {
+                    char ev[400];
+                    snprintf(ev, sizeof ev, "\"step\":%lld,\"loss\":%.17g,\"to_step\":%lld,\"skipped_samples\":\"%s\"",
+                             (long long)(step + 1), loss_now, (long long)cmeta->step, ranges);
+                    if ((rc = zt_jsonl_write_event(&log, "rollback", ev, err))) goto done;
+                }
+                start_step = cmeta->step;
+                sample_base = cmeta->samples_consumed;
+                step = start_step - 1; /* the loop goes on at the commit's next step */
+                continue;
+            }
+            zt_progress_message(&prog, "step %lld: loss spike, but no commit to roll back to yet (fault.loss_spike_policy "
+                                "rollback): the update is skipped instead", (long long)(step + 1));
+        }
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true);
         if (result) result->last_step_bytes = bytes;
@@ -535,7 +717,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (cfg->fault_replica_check_every > 0 && (step + 1) % cfg->fault_replica_check_every == 0 &&
             (rc = check_replicas(e, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
             goto done;
-        if (step == start_step) first_loss = m.loss;
+        if (steps_done++ == 0) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
         dl.slowest_step = fmax(dl.slowest_step, m.step_s);
@@ -559,28 +741,42 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
+            run_state_of(&meta.run, &ts, &guard);
             double tc = now();
             if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) goto done;
-                pending_step = step;
-                zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the background",
-                                    (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) {
+                    if ((rc = on_save_error(cfg, rc, false, step + 1, &prog, &log, rank, &failed_saves, err))) goto done;
+                } else {
+                    pending_step = step;
+                    zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the "
+                                        "background", (long long)(step + 1), now() - tc);
+                }
             } else {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
-                zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
-                                    (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) {
+                    if ((rc = on_save_error(cfg, rc, last || stop, step + 1, &prog, &log, rank, &failed_saves, err)))
+                        goto done;
+                } else {
+                    zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
+                                        (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                }
             }
         } else if (pending && step > pending_step) {
             /* the step after an async snapshot: commit it (errors surface here, on every rank) */
             zt_ckpt_async *a = pending;
             pending = NULL;
-            if ((rc = zt_ckpt_async_finish(a, err))) goto done;
+            if ((rc = zt_ckpt_async_finish(a, err)) &&
+                (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                goto done;
         }
         zt_trace_end();
         m.ckpt_s = now() - tck;
@@ -632,6 +828,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
          * layout, i.e. reshard the checkpoint to this world size and strategy */
         zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base,
                              .config_hash = zt_train_config_hash(cfg)};
+        run_state_of(&meta.run, &ts, &guard);
         if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
         fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
                 (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));
@@ -646,8 +843,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
+    uint64_t frozen1 = zt_engine_frozen_hash(e);
+    if (frozen0 || frozen1)
+        fprintf(out, "frozen parameters: xxh64 %016llx at the start, %016llx at the end (%s)\n",
+                (unsigned long long)frozen0, (unsigned long long)frozen1, frozen0 == frozen1 ? "unchanged" : "CHANGED");
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
-            (long long)(end_step - start_step), now() - t_start, first_loss, last_loss, last_val,
+            (long long)steps_done, now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);
     if (opts && opts->comm_log) {
         zt_commlog_enable(false);
@@ -696,6 +897,7 @@ done:
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
     zt_guard_free(&guard);
+    free(cmeta);
     free(per_rank);
     free(work);
     free(inp);

@@ -83,6 +83,23 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);
 
+/* ---- lora.c: a LoRA adapter beside a Linear -------------------------------------------------
+ * out (N,OC) += scale · drop(x)·Aᵀ·Bᵀ, A (r,C), B (OC,r). kind 0: x, A, B fp32; kind ZT_LP_BF16 /
+ * ZT_LP_FP16: x is the Linear's rounded input (matmul_forward_lp's inp_lp), A and B compute copies,
+ * the products round their operands as matmul_lp.c's. drop keeps element i with probability 1-p
+ * (lora_dropout_keep(key, i, p)) and scales it by 1/(1-p); p = 0 or key = 0: no dropout. Nothing
+ * is saved: backward recomputes drop(x)·Aᵀ and the mask. scratch: lora_scratch_floats(N, C, r, p)
+ * floats, 64-byte aligned, undefined on entry and exit. */
+size_t lora_scratch_floats(int N, int C, int r, float p);
+bool lora_dropout_keep(uint64_t key, size_t i, float p);
+void lora_forward(float *out, float *scratch, const void *x, const void *A, const void *B, float scale, float p,
+                  uint64_t key, int N, int C, int OC, int r, int kind);
+/* dx (N,C) += the adapter's input gradient; dA (r,C) +=, dB (OC,r) += (either may be NULL: frozen).
+ * staging: matmul_lp_staging_bytes(kind, N, OC) bytes under lp (rnd(dout)); unused under fp32. */
+void lora_backward(float *dx, float *dA, float *dB, float *scratch, void *staging, const float *dout, const void *x,
+                   const void *A, const void *B, float scale, float p, uint64_t key, int N, int C, int OC, int r,
+                   int kind);
+
 /* ---- convert.c: fp32 <-> bf16 / fp16 ---------------------------------------------------------- */
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-even */
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);   /* exact */

@@ -136,12 +136,13 @@ static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
 
 static const int BLOCK_LINEARS[] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
 
-/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch; forward uses
+/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch | LoRA's; forward uses
  * bufC for the projections' output and big1 for the Linears' fp32 inputs under lp compute */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
     size_t N = (size_t)B * T, C = (size_t)c->n_embd;
-    return N * C + 2 * N * 4 * C + attention_scratch_floats(B, T, c->n_embd, c->n_head);
+    return N * C + 2 * N * 4 * C + attention_scratch_floats(B, T, c->n_embd, c->n_head) +
+           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
 }
 
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -157,17 +158,17 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
     x = zt_linear_input(a, s.ln1, tmp);
     layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    zt_linear_forward(a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
+    zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
     x = zt_linear_input(a, s.atty, tmp);
     attention_forward(x, s.att, s.qkv, B, T, C, c->n_head);
-    zt_linear_forward(a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
+    zt_linear_forward(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.ln2, tmp);
     layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    zt_linear_forward(a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
+    zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
     x = zt_linear_input(a, s.fch_gelu, tmp);
     gelu_forward(x, s.fch, (size_t)N * 4 * C);
-    zt_linear_forward(a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
+    zt_linear_forward(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
@@ -187,16 +188,16 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
-    zt_linear_backward(a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C, false);
+    zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C, false);
     gelu_backward(big2, s.fch, big1, (size_t)N * 4 * C);
-    zt_linear_backward(a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C, false);
+    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C, false);
     layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
                        N, C);
     /* attention: res2 = x + atty·Woᵀ + b */
-    zt_linear_backward(a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C, false);
+    zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C, false);
     float *dqkv = big1; /* (N,3C) fits in (N,4C) */
     attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, C, c->n_head);
-    zt_linear_backward(a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C, false);
+    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C, false);
     layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
                        N, C);
     return ZT_OK;
@@ -208,10 +209,14 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, 4 * c->n_embd);
 }
 
-/* the four Linear weights go through linear_forward/_backward, which take params_lp when given */
-static bool block_reads_lp(const zt_unit *u, int k) {
+/* the four Linear weights go through zt_linear_forward/_backward, which take params_lp when given;
+ * they may carry LoRA adapters */
+static bool block_adaptable(const zt_unit *u, int k) {
     return k == P_QKVW || k == P_ATTPROJW || k == P_FCW || k == P_FCPROJW;
 }
+
+/* ... and so do their LoRA adapters */
+static bool block_reads_lp(const zt_unit *u, int k) { return block_adaptable(u, k) || zt_unit_is_adapter(u, k); }
 
 /* Selective checkpointing: rebuilds att and fch_gelu exactly as block_forward wrote them (the
  * same kernels on the same kept inputs; attention_forward without its output skips P·V; under lp
@@ -233,6 +238,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .forward = block_forward,
                                       .backward = block_backward,
                                       .reads_lp = block_reads_lp,
+                                      .adaptable = block_adaptable,
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute};
@@ -278,7 +284,7 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
     layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
-    zt_linear_forward(a, 2, logits, s.lnf, x, NULL, N, C, V);
+    zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, V);
     return zt_head_loss_forward(u, a, logits, V, err);
 }
 

@@ -1,6 +1,7 @@
 /* layers.c - the pieces gpt2.c and llama.c share: the Linear layer under fp32 and low-precision
- * compute (the weight's compute copy, the input saved as the rounded operand), the embedding
- * lookup, the head's loss, and the saved-buffer layout. See layers.h for the contracts. */
+ * compute (the weight's compute copy, the input saved as the rounded operand) with its LoRA
+ * adapter when it has one, the embedding lookup, the head's loss, and the saved-buffer layout.
+ * See layers.h for the contracts. */
 #include "model/layers.h"
 
 #include <string.h>
@@ -9,32 +10,67 @@ size_t zt_fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
 
 int zt_check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err) {
     if (!a->lp_kind) return ZT_OK;
-    for (int i = 0; i < n; i++)
-        if (!a->params_lp || !a->params_lp[weights[i]])
+    for (int i = 0; i < 3 * n; i++) { /* each weight, then its adapters */
+        int k = i < n ? weights[i] : i < 2 * n ? u->lora_a[weights[i - n]] : u->lora_b[weights[i - 2 * n]];
+        if (i >= n && !k) continue;
+        if (!a->params_lp || !a->params_lp[k])
             return zt_error_set(err, ZT_ERR_INTERNAL, "%s: compute (lp_kind %d) without a compute copy of "
-                                "parameter %d (zt_unit_args.params_lp)", u->name, a->lp_kind, weights[i]);
+                                "parameter %d (zt_unit_args.params_lp)", u->name, a->lp_kind, k);
+    }
     return ZT_OK;
+}
+
+/* ---- LoRA: the adapter of the unit's k-th parameter, beside its Linear (src/kernels/lora.c) ---- */
+
+/* its scratch: the last zt_lora_scratch_floats of the unit's */
+static float *lora_scratch(const zt_unit *u, const zt_unit_args *a) {
+    int B = a->batch->B, T = a->batch->T;
+    return a->scratch + u->ops->scratch_floats(u, B, T) - zt_lora_scratch_floats(u, B, T);
+}
+
+/* the dropout key of adapter ka in this micro-batch: the engine's key and the adapter's parameter
+ * index; 0 (no dropout) in evaluation or without dropout */
+static uint64_t lora_key(const zt_unit *u, const zt_unit_args *a, int ka) {
+    if (!a->batch->dropout_key || !(u->lora->dropout > 0.0f)) return 0;
+    uint64_t key = a->batch->dropout_key ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(u->params[ka] + 1));
+    return key ? key : 1;
+}
+
+static float lora_scale(const zt_unit *u) { return (float)((double)u->lora->alpha / u->lora->rank); }
+
+/* operand k as the products read it: the compute copy under lp compute, else the fp32 tensor */
+static const void *operand(const zt_unit_args *a, int k) {
+    return a->lp_kind ? a->params_lp[k] : (const void *)a->params[k];
 }
 
 float *zt_linear_input(const zt_unit_args *a, void *slot, float *tmp) {
     return a->lp_kind ? tmp : slot;
 }
 
-void zt_linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                        const float *bias, int N, int C, int OC) {
     if (a->lp_kind)
         matmul_forward_lp(out, slot, inp, a->params_lp[k], bias, N, C, OC, (zt_lp_kind)a->lp_kind);
     else
         matmul_forward(out, inp, a->params[k], bias, N, C, OC);
+    int ka = u->lora_a[k], kb = u->lora_b[k];
+    if (ka)
+        lora_forward(out, lora_scratch(u, a), a->lp_kind ? slot : inp, operand(a, ka), operand(a, kb), lora_scale(u),
+                     u->lora->dropout, lora_key(u, a, ka), N, C, OC, u->lora->rank, a->lp_kind);
 }
 
-void zt_linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
+void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate) {
     if (a->lp_kind)
         matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, accumulate,
                            (zt_lp_kind)a->lp_kind, a->staging);
     else
         matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, accumulate);
+    int ka = u->lora_a[k], kb = u->lora_b[k];
+    if (ka)
+        lora_backward(dinp, a->grads[ka], a->grads[kb], lora_scratch(u, a), a->staging, dout, slot, operand(a, ka),
+                      operand(a, kb), lora_scale(u), u->lora->dropout, lora_key(u, a, ka), N, C, OC, u->lora->rank,
+                      a->lp_kind);
 }
 
 int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err) {
@@ -82,7 +118,7 @@ int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float 
     int rc = zt_check_lp_weights(u, a, &k, 1, err);
     if (rc) return rc;
     softmax_xent_backward(probs, bt->targets, a->dout, N, V);
-    zt_linear_backward(a, k, dinp, a->grads[k], NULL, probs, slot, N, C, V, false);
+    zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, V, false);
     memset(a->din, 0, (size_t)N * C * sizeof *a->din);
     return ZT_OK;
 }

@@ -14,19 +14,23 @@
 
 /* floats of a buffer of n fp32 elements in a saved buffer, padded to 64 bytes */
 size_t zt_fp32_floats(size_t n);
-/* ZT_ERR_INTERNAL unless every listed Linear weight (unit parameter positions) has a compute copy
- * under lp compute */
+/* ZT_ERR_INTERNAL unless every listed Linear weight (unit parameter positions), and its LoRA
+ * adapters, has a compute copy under lp compute */
 int zt_check_lp_weights(const zt_unit *u, const zt_unit_args *a, const int *weights, int n, zt_error *err);
 /* Where forward writes the fp32 input of a Linear that saves it in slot: the slot itself under
  * fp32 compute, else tmp (scratch), from which zt_linear_forward rounds it into the slot. */
 float *zt_linear_input(const zt_unit_args *a, void *slot, float *tmp);
 /* out (N,OC) = inp·W_kᵀ + bias (bias may be NULL); inp is zt_linear_input(a, slot, ...), W_k the
- * unit's k-th parameter (OC,C) */
-void zt_linear_forward(const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+ * unit's k-th parameter (OC,C). With a LoRA adapter on W_k (u->lora_a[k]): out += (alpha/r) ·
+ * drop(x)·Aᵀ·Bᵀ (lora_forward), x the Linear's operand (slot under lp compute), using the last
+ * zt_lora_scratch_floats(u, B, T) floats of the unit's scratch, which the unit's scratch_floats
+ * must include at its end. */
+void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                        const float *bias, int N, int C, int OC);
 /* dinp (N,C) = (or += with accumulate) dout·W_k; dW_k += doutᵀ·slot; dbias += Σ dout (any of the
- * three may be NULL). slot: the Linear's saved input, as zt_linear_forward left it. */
-void zt_linear_backward(const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
+ * three may be NULL). slot: the Linear's saved input, as zt_linear_forward left it. With a LoRA
+ * adapter: then dinp += its input gradient, dA and dB += (lora_backward; NULL grads: frozen). */
+void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
 
 /* The head's tail after its logits (N,V), N = B*T: copies the logits of batch->logits_pos into

@@ -142,13 +142,14 @@ static size_t wide_floats(const zt_llama_config *c) {
     return I > need ? I : need;
 }
 
-/* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch. Forward: bufC holds the
+/* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch | LoRA's. Forward: bufC holds the
  * projections' output, wide1.. the Linears' fp32 inputs under lp compute. Backward: bufC the
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    return N * (size_t)c->n_embd + 2 * N * wide_floats(c) + attention_gqa_scratch_floats(B, T, c->n_kv_head);
+    return N * (size_t)c->n_embd + 2 * N * wide_floats(c) + attention_gqa_scratch_floats(B, T, c->n_kv_head) +
+           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
 }
 
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -167,22 +168,22 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
     x = zt_linear_input(a, s.xn1, tmp);
     rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, P_Q, s.q, s.xn1, x, NULL, N, C, C);
-    zt_linear_forward(a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
-    zt_linear_forward(a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
+    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, C);
+    zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
+    zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
     rope_forward(s.q, inv_freq, B, T, c->n_head, hs);
     rope_forward(s.k, inv_freq, B, T, c->n_kv_head, hs);
     x = zt_linear_input(a, s.atty, tmp);
     attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, hs, C, KV);
-    zt_linear_forward(a, P_O, proj, s.atty, x, NULL, N, C, C);
+    zt_linear_forward(u, a, P_O, proj, s.atty, x, NULL, N, C, C);
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.xn2, tmp);
     rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
-    zt_linear_forward(a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
     x = zt_linear_input(a, s.h, tmp);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
-    zt_linear_forward(a, P_DOWN, proj, s.h, x, NULL, N, I, C);
+    zt_linear_forward(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C);
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
@@ -206,21 +207,21 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
-    zt_linear_backward(a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
+    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
-    zt_linear_backward(a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
-    zt_linear_backward(a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
+    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
     rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
     /* attention: res2 = x + atty·Woᵀ */
-    zt_linear_backward(a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, C, C, false);
+    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, C, C, false);
     float *dq = wide1, *dk = dq + NC, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
     attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, c->n_head,
                            c->n_kv_head, hs, C, KV);
     rope_backward(dq, inv_freq, B, T, c->n_head, hs);
     rope_backward(dk, inv_freq, B, T, c->n_kv_head, hs);
-    zt_linear_backward(a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, C, false);
-    zt_linear_backward(a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
-    zt_linear_backward(a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, C, false);
+    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
     rmsnorm_backward(dres, g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, N, C);
     return ZT_OK;
 }
@@ -232,8 +233,12 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w);
 }
 
-/* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp */
-static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN; }
+/* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp, and so
+ * do their LoRA adapters */
+static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN || zt_unit_is_adapter(u, k); }
+
+/* the seven Linears may carry LoRA adapters */
+static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
 /* Selective checkpointing: rebuilds att and h exactly as block_forward wrote them (the same
  * kernels on the same kept q, k, gate, up; attention without its output skips P·V; under lp
@@ -256,6 +261,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .forward = block_forward,
                                       .backward = block_backward,
                                       .reads_lp = block_reads_lp,
+                                      .adaptable = block_adaptable,
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute};
@@ -297,7 +303,7 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_layout(c, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
     rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, 1, logits, s.xn, x, NULL, N, C, V);
+    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, V);
     return zt_head_loss_forward(u, a, logits, V, err);
 }
 

@@ -21,6 +21,7 @@ void zt_model_free(zt_model *m) {
     free(m->params);
     free(m->units);
     free(m->cfg);
+    free(m->lora);
     free(m);
 }
 
@@ -69,6 +70,7 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
     p->init_std = init_std;
     p->decay = decay;
     p->trainable = true;
+    p->lora_base = -1;
     if (idx) *idx = m->n_params;
     m->n_params++;
     return ZT_OK;

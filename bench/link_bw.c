@@ -112,7 +112,9 @@ int main(int argc, char **argv) {
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int L = ls ? atoi(ls) : N;
     if (mb <= 0 || reps < 1 || L < 1 || N % L || N / L < 2) {
-        if (me == 0) fprintf(stderr, "link_bw: needs >= 2 hosts with equal ranks (N=%d, local %d), --mb > 0, --reps >= 1\n", N, L);
+        if (me == 0)
+            fprintf(stderr, "link_bw: needs >= 2 hosts with equal ranks (N=%d, local %d), --mb > 0, --reps >= 1\n",
+                    N, L);
         zt_comm_free(world);
         zt_comm_finalize(NULL);
         return 2;

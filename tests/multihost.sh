@@ -129,6 +129,10 @@ if [ -n "${ZT_NETNS_SRUN:-}" ]; then
   srun_() { "$ZT_NETNS_SRUN" -N 2 -n 4 --distribution=block "$@" 2>&1; }
   check "srun, 2 hosts x 2 ranks, zero3" n4 "$(srun_ "$TOOL" zero3 1 $STEPS)"
   hybrid_default "srun, 2 hosts x 2 ranks" srun_
+  # srun -E keeps the caller's SLURM_TASKS_PER_NODE (a job's 8 per node here) while the step runs 2
+  # per node: the step's SLURM_STEP_TASKS_PER_NODE must win, or S = 8 would not divide 4 ranks
+  srun_job8() { SLURM_TASKS_PER_NODE="8(x2)" "$ZT_NETNS_SRUN" -E -N 2 -n 4 --distribution=block "$@" 2>&1; }
+  hybrid_default "srun -E under a job of 8 per node" srun_job8
   refused "srun --distribution=cyclic" srun_ --distribution=cyclic
 else
   echo "skip srun: Slurm's daemons (slurmctld, slurmd, munged) are not installed"

@@ -253,7 +253,7 @@ static void test_compute_flops(void **state) {
 }
 
 /* docs/multihost.md: between 2 hosts of 2 ranks, zero3 sends 12·P·(N-L) bytes per step over all
- * hosts, hybrid 8·P·(H-1), ddp (pairwise all-reduce) 2 x 4·P·... ; per host half of that. */
+ * hosts and hybrid 8·P·(H-1), each host half of that; ddp's pairwise all-reduce 8·P per host. */
 static void test_bytes_between_hosts(void **state) {
     (void)state;
     zt_model *m = NULL;

@@ -3,6 +3,7 @@
  * them) it predicts, for ddp, zero1, zero2, zero3 and hybrid at several shard sizes: the step
  * time, tokens/s per device, MFU, memory per device (the engine's memory plan: estimate-memory's
  * numbers) and communication exposed and hidden. Bad input: exit 2 naming the option. */
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "memory/plan.h"
 #include "memory/shapes.h"
@@ -60,26 +61,6 @@ static int fail_usage(zt_error *err, const char *fmt, const char *a, const char 
     return zt_cli_fail(err);
 }
 
-static int parse_int(const char *opt, const char *text, long lo, long hi, int *out, zt_error *err) {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < lo || v > hi)
-        return zt_error_set(err, ZT_ERR_USAGE, "plan: %s wants an integer in [%ld, %ld], got \"%s\"", opt, lo, hi, text);
-    *out = (int)v;
-    return ZT_OK;
-}
-
-static int parse_choice(const char *opt, const char *text, const char *const *names, int n, int *out, zt_error *err) {
-    for (int k = 0; k < n; k++)
-        if (!strcmp(text, names[k])) {
-            *out = k;
-            return ZT_OK;
-        }
-    char known[128] = "";
-    for (int k = 0; k < n; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", names[k]);
-    return zt_error_set(err, ZT_ERR_USAGE, "plan: %s \"%s\" (known: %s)", opt, text, known);
-}
-
 /* "8,16,32" into sizes[]; each >= 1. */
 static int parse_sizes(const char *text, int *sizes, int cap, int *n, zt_error *err) {
     *n = 0;
@@ -123,17 +104,17 @@ static int parse_args(int argc, char **argv, args *a, zt_error *err) {
         else if (!strcmp(o, "--inter")) a->inter = v;
         else if (!strcmp(o, "--intra-latency")) a->intra_lat = v;
         else if (!strcmp(o, "--inter-latency")) a->inter_lat = v;
-        else if (!strcmp(o, "--nodes")) rc = parse_int(o, v, 1, 1 << 20, &a->nodes, err);
-        else if (!strcmp(o, "--gpus-per-node")) rc = parse_int(o, v, 1, 1024, &a->per_node, err);
-        else if (!strcmp(o, "--nics")) rc = parse_int(o, v, 1, 1024, &a->nics, err);
-        else if (!strcmp(o, "--seq")) rc = parse_int(o, v, 1, 1 << 24, &a->seq, err);
-        else if (!strcmp(o, "--micro-batch")) rc = parse_int(o, v, 1, 1 << 20, &a->mb, err);
-        else if (!strcmp(o, "--global-batch")) rc = parse_int(o, v, 1, 1 << 30, &a->global, err);
-        else if (!strcmp(o, "--threads")) rc = parse_int(o, v, 1, 4096, &a->threads, err);
-        else if (!strcmp(o, "--ac")) rc = parse_choice(o, v, AC, 3, &a->ac, err);
-        else if (!strcmp(o, "--precision")) rc = parse_choice(o, v, PREC, 4, &a->precision, err);
-        else if (!strcmp(o, "--reduce-dtype")) rc = parse_choice(o, v, REDUCE, 3, &a->reduce, err);
-        else if (!strcmp(o, "--profile")) rc = parse_choice(o, v, PROF, 2, &a->profile, err);
+        else if (!strcmp(o, "--nodes")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 20, &a->nodes, err);
+        else if (!strcmp(o, "--gpus-per-node")) rc = zt_cli_parse_int("plan", o, v, 1, 1024, &a->per_node, err);
+        else if (!strcmp(o, "--nics")) rc = zt_cli_parse_int("plan", o, v, 1, 1024, &a->nics, err);
+        else if (!strcmp(o, "--seq")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 24, &a->seq, err);
+        else if (!strcmp(o, "--micro-batch")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 20, &a->mb, err);
+        else if (!strcmp(o, "--global-batch")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 30, &a->global, err);
+        else if (!strcmp(o, "--threads")) rc = zt_cli_parse_int("plan", o, v, 1, 4096, &a->threads, err);
+        else if (!strcmp(o, "--ac")) rc = zt_cli_parse_choice("plan", o, v, AC, 3, &a->ac, err);
+        else if (!strcmp(o, "--precision")) rc = zt_cli_parse_choice("plan", o, v, PREC, 4, &a->precision, err);
+        else if (!strcmp(o, "--reduce-dtype")) rc = zt_cli_parse_choice("plan", o, v, REDUCE, 3, &a->reduce, err);
+        else if (!strcmp(o, "--profile")) rc = zt_cli_parse_choice("plan", o, v, PROF, 2, &a->profile, err);
         else if (!strcmp(o, "--hybrid")) rc = parse_sizes(v, a->hybrid, 16, &a->n_hybrid, err);
         else if (!strcmp(o, "--cpu-share")) {
             char *end;
@@ -231,14 +212,16 @@ static void print_json(FILE *out, const shown *w) {
     const zt_scale_cluster *cl = w->cl;
     const zt_scale_compute *c = w->c;
     fprintf(out, "{\"model\":\"%s\",\"parameters\":%lld,\"device\":\"%s\",\"nodes\":%d,\"per_node\":%d,\"devices\":%d,"
-            "\"peak_flops\":%.6g,\"efficiency\":%.4g,\"attn_efficiency\":%.4g,\"mem_efficiency\":%.4g,\"mem_bw\":%.6g,\"intra_bw\":%.6g,\"nic_bw\":%.6g,\"nics\":%d,"
+            "\"peak_flops\":%.6g,\"efficiency\":%.4g,\"attn_efficiency\":%.4g,\"mem_efficiency\":%.4g,"
+            "\"mem_bw\":%.6g,\"intra_bw\":%.6g,\"nic_bw\":%.6g,\"nics\":%d,"
             "\"intra_lat\":%.6g,\"inter_lat\":%.6g,\"profile\":\"%s\",\"B\":%d,\"T\":%d,\"grad_accum\":%d,"
             "\"precision\":\"%s\",\"reduce_dtype\":\"%s\",\"ac\":\"%s\",\"forward_s\":%.6g,\"backward_s\":%.6g,"
             "\"matmul_s\":%.6g,\"attention_s\":%.6g,\"memory_bound_s\":%.6g,\"recompute_s\":%.6g,"
             "\"optimizer_s_per_param\":%.6g,\"model_flops_per_token\":%.6g,\"device_memory\":%.6g,\"cpu_share\":%.6g,"
             "\"rows\":[",
             w->a->model, (long long)zt_model_numel(w->m), w->d->name, cl->nodes, cl->per_node, cl->nodes * cl->per_node,
-            c->peak, w->d->efficiency, w->d->attn_efficiency, w->d->mem_efficiency, w->d->mem_bw, cl->net.intra_bw, cl->net.nic_bw, cl->net.nics, cl->net.intra_lat,
+            c->peak, w->d->efficiency, w->d->attn_efficiency, w->d->mem_efficiency, w->d->mem_bw, cl->net.intra_bw,
+            cl->net.nic_bw, cl->net.nics, cl->net.intra_lat,
             cl->net.inter_lat, cl->profile == ZT_SCALE_NCCL ? "nccl" : "zerotrain", w->o->B, w->o->T, w->o->grad_accum,
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), c->fwd_total, c->bwd_total, c->matmul_s, c->attention_s,
@@ -270,14 +253,17 @@ int zt_cmd_plan(int argc, char **argv) {
     zt_scale_device d;
     if (!cpu && zt_scale_device_lookup(a.gpu, &d, &err)) return zt_cli_fail(&err);
     int N = a.nodes * a.per_node;
-    if ((long)a.nodes * a.per_node > 1 << 24) return fail_usage(&err, "plan: %s x %s devices is too many", "--nodes", "--gpus-per-node");
+    if ((long)a.nodes * a.per_node > 1 << 24)
+        return fail_usage(&err, "plan: %s x %s devices is too many", "--nodes", "--gpus-per-node");
     zt_scale_cluster cl = {.nodes = a.nodes, .per_node = a.per_node};
     cl.profile = a.profile >= 0 ? (zt_scale_profile)a.profile : cpu ? ZT_SCALE_ZEROTRAIN : ZT_SCALE_NCCL;
     cl.net.algo = cl.profile == ZT_SCALE_NCCL ? ZT_SCALE_RING : ZT_SCALE_PAIRWISE;
     cl.net.per_node = a.per_node;
     cl.net.nics = a.nics ? a.nics : cpu ? 1 : a.per_node;
-    if (cpu && !a.intra && a.per_node > 1) return fail_usage(&err, "plan: --gpu cpu needs %s (measure it: %s)", "--intra", "bench/scale_calibrate.sh");
-    if (a.nodes > 1 && !a.inter) return fail_usage(&err, "plan: %s is required with more than one node (%s)", "--inter", "e.g. 400Gb/s");
+    if (cpu && !a.intra && a.per_node > 1)
+        return fail_usage(&err, "plan: --gpu cpu needs %s (measure it: %s)", "--intra", "bench/link_bw.c");
+    if (a.nodes > 1 && !a.inter)
+        return fail_usage(&err, "plan: %s is required with more than one node (%s)", "--inter", "e.g. 400Gb/s");
     if (a.intra && zt_scale_parse_bandwidth("plan: --intra", a.intra, &cl.net.intra_bw, &err)) return zt_cli_fail(&err);
     if (a.inter && zt_scale_parse_bandwidth("plan: --inter", a.inter, &cl.net.nic_bw, &err)) return zt_cli_fail(&err);
     double lat_in = -1, lat_out = -1;

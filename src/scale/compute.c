@@ -70,7 +70,8 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     double att_fwd = (double)B * NH * frac *
                      (gemm_s(d, c->peak, d->attn_efficiency, T, T, (int)hs, false, true, bf16) +
                       gemm_s(d, c->peak, d->attn_efficiency, T, (int)hs, T, false, false, bf16));
-    double block_bytes = llama ? (10.0 * C + 2.0 * (C + KV) + 3.0 * I) * a : 18.0 * C * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
+    double block_bytes = llama ? (10.0 * C + 2.0 * (C + KV) + 3.0 * I) * a
+                               : 18.0 * C * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
     /* cpu: the activation and the loss are timed (they compute more than they move); their bytes
      * leave the memory-bound count. Forward + backward together, split 1:2 like the rest. */
     double act_s = 0, xent_s = 0;

@@ -1,11 +1,13 @@
 /* cpu_device.c - this machine as the scale model's device (`zerotrain plan --gpu cpu`): one
  * core's measured FMA peak (metrics/peak.h), the measured memory bandwidth, and the engine's own
- * GEMM timed at the shapes the model asks for, each scaled by the share of the machine one device
- * gets when several run on it (the namespace hosts of bench/multihost.sh share its cores).
+ * GEMM, optimizer pass and elementwise kernels timed at the sizes the model asks for, each scaled
+ * by the share of a core one device gets when several run here (the namespace hosts of
+ * bench/multihost.sh share its cores, and so does whatever else runs on the machine).
  *
- * The GEMM timings are what the calibration rests on (docs/scale.md): the model's compute time
- * on this machine is the sum of these measured products plus the measured-bandwidth time of the
- * memory-bound work, nothing fitted to a training step. */
+ * These timings are what the calibration rests on (docs/scale.md): the model's compute time on
+ * this machine is the sum of these measured pieces plus the measured-bandwidth time of the rest
+ * of the memory-bound work, nothing fitted to a training step. All are taken in one thread's CPU
+ * time, so they are a core's rates; the share (--cpu-share) carries the contention. */
 #include "scale/device.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"

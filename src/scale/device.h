@@ -46,18 +46,22 @@ const char *zt_scale_device_names(void);
 /* cpu_device.c: this machine as a device. `threads` OpenMP threads per device; `devices_here`
  * devices share this machine (the namespace hosts all run here), so each thread gets `share` of
  * a core (0: min(1, physical cores / (devices_here x threads)), an idle machine's) and each device
- * 1/devices_here of the RAM. Measures one core's FMA peak (metrics/peak.h, cached) and the memory
- * bandwidth (a triad over 3 x 32 MiB, best of 5, one thread); the GEMM rates are measured per
- * shape, on demand, by zt_scale_cpu_gemm_seconds. Cannot fail (unmeasurable rates are 0; the
- * caller refuses a 0 peak). */
+ * 1/devices_here of the RAM. Measures one core's FMA peak (metrics/peak.h, cached), the memory
+ * bandwidth (a triad over 3 x 32 MiB, best of 5, one thread) and the engine's optimizer pass
+ * (zt_adamw_update + the norm's zt_chunk_sum_squares over 8M elements, opt_s_per_param), all in
+ * one thread's CPU time; the GEMMs and kernels below are timed per size, on demand. Cannot fail
+ * (unmeasurable rates are 0; the caller refuses a 0 peak). */
 void zt_scale_cpu_device(int threads, int devices_here, double share, zt_scale_device *out);
 
 /* Seconds one product C(M,N) = op(A) op(B) (K inner) takes on this machine through the engine's
  * own GEMM (kernels/gemm.h: zt_gemm_f32, or zt_gemm_bf16 when bf16), with trans_a/trans_b as the
  * engine's Linear calls it, on the calling thread's OpenMP threads (one thread: timed in its CPU
- * time, so other load on the machine does not count), divided by the device's share. Dimensions above 2048 are measured at 2048 and the time scaled by the flops (the rate
- * has saturated there); results are cached per shape for the process. NaN when a buffer cannot
- * be allocated. */
+ * time, so other load on the machine does not count), divided by the device's share. Dimensions
+ * above 2048 are measured at 2048 and the time scaled by the FLOPs (the rate has saturated
+ * there); cached per shape for the process. NaN when a buffer cannot be allocated. */
+double zt_scale_cpu_gemm_seconds(const zt_scale_device *d, int M, int N, int K, bool trans_a, bool trans_b,
+                                 bool bf16);
+
 /* The engine's elementwise kernels the scale model times on cpu rather than counting bytes for
  * (they compute more than they move: tanh, exp, silu): forward + backward of `n` elements of
  * GELU (GPT-2's MLP), SwiGLU (Llama's; n outputs) and the fused softmax + cross-entropy over
@@ -65,8 +69,5 @@ void zt_scale_cpu_device(int threads, int devices_here, double share, zt_scale_d
  * share; cached per size. */
 typedef enum zt_scale_kernel { ZT_SCALE_GELU = 0, ZT_SCALE_SWIGLU = 1, ZT_SCALE_XENT = 2 } zt_scale_kernel;
 double zt_scale_cpu_kernel_seconds(const zt_scale_device *d, zt_scale_kernel k, size_t n, int width);
-
-double zt_scale_cpu_gemm_seconds(const zt_scale_device *d, int M, int N, int K, bool trans_a, bool trans_b,
-                                 bool bf16);
 
 #endif

@@ -266,15 +266,15 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_gflops\":%.1f,\"peak_fraction\":%.4f,\"openblas_core\":\"%s\",\"bf16_peak_gflops\":%.1f,"
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
-            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,\"tp\":%d,"
-            "\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f}\n",
+            "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
+            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f}\n",
             ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, tp, dp_mb,
-            bytes.sent_tp / 1e6 / steps);
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * fwd_total / steps,
+            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps);
     rc = ZT_OK;
 out:
     free(tok);

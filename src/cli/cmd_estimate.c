@@ -9,6 +9,7 @@
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "config/train_config.h"
 #include "engine/trainer.h"
@@ -25,6 +26,8 @@
 #include <sys/statvfs.h>
 #include <string.h>
 #include <unistd.h>
+
+#define CMD "estimate-memory" /* the prefix of its messages */
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -82,16 +85,6 @@ static int cut_for_tp(zt_model *m, int tp, int nproc, zt_error *err) {
 }
 
 /* ---- argument parsing ------------------------------------------------------------------------ */
-static int parse_int(const char *opt, const char *text, long lo, long hi, int *out, zt_error *err) {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < lo || v > hi)
-        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s wants an integer in [%ld, %ld], got \"%s\"", opt,
-                            lo, hi, text);
-    *out = (int)v;
-    return ZT_OK;
-}
-
 static int parse_precision(const char *text, zt_precision_mode *out, zt_error *err) {
     for (int k = 0; k <= ZT_PRECISION_FP16; k++)
         if (!strcmp(text, zt_precision_mode_name((zt_precision_mode)k))) {
@@ -100,18 +93,6 @@ static int parse_precision(const char *text, zt_precision_mode *out, zt_error *e
         }
     return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: --precision \"%s\" (known: fp32, bf16, bf16-low, fp16)",
                         text);
-}
-
-static int parse_choice(const char *opt, const char *text, const char *const *names, int n, int *out,
-                        zt_error *err) {
-    for (int k = 0; k < n; k++)
-        if (!strcmp(text, names[k])) {
-            *out = k;
-            return ZT_OK;
-        }
-    char known[128] = "";
-    for (int k = 0; k < n; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", names[k]);
-    return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s \"%s\" (known: %s)", opt, text, known);
 }
 
 /* threads per rank as the launcher gives them (launch.c): OMP_NUM_THREADS, else cores / N */
@@ -454,8 +435,8 @@ int zt_cmd_estimate(int argc, char **argv) {
             const char *v = argv[++i];
             int rc = ZT_OK;
             if (!strcmp(a, "--model")) model_name = v;
-            else if (!strcmp(a, "--nproc")) rc = parse_int(a, v, 1, 65536, &nproc, &err);
-            else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 4096, &threads, &err);
+            else if (!strcmp(a, "--nproc")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &nproc, &err);
+            else if (!strcmp(a, "--threads")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &threads, &err);
             else if (!strcmp(a, "--set")) continue; /* applied after the file, below */
             else if (!strcmp(a, "--offload-dir")) offload_dir = v;
             else if (!strcmp(a, "--ram-gib") || !strcmp(a, "--disk-gib")) {
@@ -467,9 +448,9 @@ int zt_cmd_estimate(int argc, char **argv) {
             }
             else {
                 model_only_opt = true;
-                if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
+                if (!strcmp(a, "-B")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &B, &err);
                 else if (!strcmp(a, "--freeze")) freeze = v;
-                else if (!strcmp(a, "--lora-rank")) rc = parse_int(a, v, 1, 65536, &lora.rank, &err);
+                else if (!strcmp(a, "--lora-rank")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &lora.rank, &err);
                 else if (!strcmp(a, "--lora-targets"))
                     snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
                 else if (!strcmp(a, "--lora-dropout")) {
@@ -480,17 +461,17 @@ int zt_cmd_estimate(int argc, char **argv) {
                                           "in [0, 1)", v);
                     lora.dropout = (float)p;
                 }
-                else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
-                else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
-                else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
-                else if (!strcmp(a, "--tp")) rc = parse_int(a, v, 1, 4096, &tp, &err);
-                else if (!strcmp(a, "--nvme-buffers")) rc = parse_int(a, v, 2, 1024, &nbuf, &err);
-                else if (!strcmp(a, "--nvme-buffer-mb")) rc = parse_int(a, v, 1, 1 << 20, &nbuf_mb, &err);
+                else if (!strcmp(a, "-T")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 24, &T, &err);
+                else if (!strcmp(a, "--grad-accum")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &ga, &err);
+                else if (!strcmp(a, "--hybrid-shard")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &hybrid, &err);
+                else if (!strcmp(a, "--tp")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &tp, &err);
+                else if (!strcmp(a, "--nvme-buffers")) rc = zt_cli_parse_int(CMD, a, v, 2, 1024, &nbuf, &err);
+                else if (!strcmp(a, "--nvme-buffer-mb")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
-                else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 3, &reduce, &err);
-                else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
+                else if (!strcmp(a, "--reduce-dtype")) rc = zt_cli_parse_choice(CMD, a, v, REDUCE, 3, &reduce, &err);
+                else if (!strcmp(a, "--checkpointing")) rc = zt_cli_parse_choice(CMD, a, v, CKPT, 3, &ckpt, &err);
                 else if (!strcmp(a, "--offload")) {
-                    rc = parse_choice(a, v, OFFLOAD, 3, &pick, &err);
+                    rc = zt_cli_parse_choice(CMD, a, v, OFFLOAD, 3, &pick, &err);
                     offload = pick;
                 }
             }

@@ -17,6 +17,7 @@
 #include "memory/fit.h"
 #include "memory/shapes.h"
 #include "metrics/metrics.h"
+#include "shard/tp.h"
 
 #include <cjson/cJSON.h>
 #include <omp.h>
@@ -33,7 +34,7 @@ static void usage(FILE *out) {
             "usage: zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
             "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
-            "                                 [--hybrid-shard S]\n"
+            "                                 [--hybrid-shard S] [--tp N]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
             "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
@@ -49,6 +50,8 @@ static void usage(FILE *out) {
             "  --reduce-dtype  the gradient reductions' dtype (precision.reduce_dtype; bf16/fp16 halve their\n"
             "                  staging and scratch)\n"
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
+            "  --tp N          tensor parallelism over N consecutive ranks (with a CONFIG: parallel.\n"
+            "                  tensor_parallel_size): the plan of one part over the --nproc / N data-parallel ranks\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
@@ -68,6 +71,17 @@ static void usage(FILE *out) {
             "Per rank, for the rank that needs the most: each memory class's high-water, the high-water of\n"
             "their sum, the model states at rest, and the high-water with activation checkpointing\n"
             "(full, selective) and with the optimizer state on NVMe. Exit code 0, or 2 on bad input.\n");
+}
+
+/* Tensor parallelism over tp of nproc ranks: the model cut as part 0 holds it (src/shard/tp.h;
+ * part 0 has the larger share of an uneven vocabulary, so its plan is the largest). */
+static int cut_for_tp(zt_model *m, int tp, int nproc, zt_error *err) {
+    if (tp <= 1) return ZT_OK;
+    if (nproc % tp)
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: tensor parallelism over %d ranks does not divide the "
+                            "%d ranks", tp, nproc);
+    int rc = zt_tp_apply(m, tp, 0, err);
+    return rc ? zt_error_prefix(err, "estimate-memory: tensor parallel %d", tp) : ZT_OK;
 }
 
 /* ---- argument parsing ------------------------------------------------------------------------ */
@@ -382,6 +396,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     zt_error err = {0};
     const char *config = NULL, *model_name = NULL;
     int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
+    int tp = 1; /* --tp N (with a CONFIG: parallel.tensor_parallel_size): the model cut, planned per part */
     bool json = false, model_only_opt = false, fit = false;
     const char *offload_dir = ".";
     double ram_gib = 0, disk_gib = 0;
@@ -408,7 +423,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze", "--lora-rank", "--lora-targets",
+                                           "--disk-gib", "--freeze", "--tp", "--lora-rank", "--lora-targets",
                                            "--lora-dropout"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
@@ -449,6 +464,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "-T")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 24, &T, &err);
                 else if (!strcmp(a, "--grad-accum")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &ga, &err);
                 else if (!strcmp(a, "--hybrid-shard")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &hybrid, &err);
+                else if (!strcmp(a, "--tp")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &tp, &err);
                 else if (!strcmp(a, "--nvme-buffers")) rc = zt_cli_parse_int(CMD, a, v, 2, 1024, &nbuf, &err);
                 else if (!strcmp(a, "--nvme-buffer-mb")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
@@ -502,10 +518,20 @@ int zt_cmd_estimate(int argc, char **argv) {
         }
         zt_model_spec spec;
         zt_train_config_model(&cfg, &spec);
+        if (cfg.pipeline_parallel_size > 1) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: parallel.pipeline_parallel_size %d: pipeline "
+                         "parallelism is not implemented in this build", cfg.pipeline_parallel_size);
+            return zt_cli_fail(&err);
+        }
+        tp = cfg.tensor_parallel_size;
         if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
+        if (cut_for_tp(model, tp, nproc, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         zt_train_engine_options(&cfg, nproc, NULL, &eo);
         if (cfg.strategy != ZT_STRATEGY_HYBRID && !cfg.hybrid_shard_size)
-            eo.hybrid_shard_size = default_hybrid_shard(nproc);
+            eo.hybrid_shard_size = default_hybrid_shard(nproc / tp);
         po.offload_optimizer = cfg.offload_optimizer == ZT_CFG_OFFLOAD_NVME;
         w.configured = cfg.strategy;
         if (zt_model_freeze(model, cfg.freeze, NULL, &err)) {
@@ -541,10 +567,18 @@ int zt_cmd_estimate(int argc, char **argv) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
-        if (!hybrid) hybrid = default_hybrid_shard(nproc);
-        if (nproc % hybrid) {
-            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
-                         nproc);
+        if (cut_for_tp(model, tp, nproc, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        if (!hybrid) hybrid = default_hybrid_shard(nproc / tp);
+        if ((nproc / tp) % hybrid) {
+            if (tp == 1)
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
+                             nproc);
+            else
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide the %d "
+                             "data-parallel ranks (--nproc %d / --tp %d)", hybrid, nproc / tp, nproc, tp);
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -563,6 +597,12 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_optimizer = offload >= 1;
         po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
+    }
+    if (tp > 1) { /* the plan is one part's, over the data-parallel ranks */
+        size_t len = strlen(title);
+        snprintf(title + len, sizeof title - len, ", tensor parallel %d: part 0 (the larger vocabulary share) over the "
+                 "%d data-parallel ranks", tp, nproc / tp);
+        nproc /= tp;
     }
     if (model->lora) { /* LoRA: the base frozen, the adapters trained */
         int64_t trainable = 0, adapted = 0;

@@ -199,7 +199,12 @@ const key_def zt_cfg_keys[] = {
            "zero2/zero3/hybrid: reduce-scatter each unit's gradients on a communication thread "
            "while backward goes on (DeepSpeed's overlap_comm)"),
     K_INT("parallel.tensor_parallel_size", tensor_parallel_size, 1, 1048576, "1",
-          "tensor-parallel degree", NULL),
+          "tensor-parallel degree: the heads, the MLP width and the vocabulary split over this many "
+          "consecutive ranks (docs/parallelism.md)", "divides model.n_head (and n_kv_head, "
+          "intermediate_size) and, with pipeline_parallel_size, the world size"),
+    K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
+          "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
+          "<= the model's units (n_layer + 2)"),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
           "context/sequence-parallel degree", NULL),
     K_ENUM("precision.mode", precision, PRECISIONS, "fp32",

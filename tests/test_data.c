@@ -168,6 +168,59 @@ static void test_sampler_errors(void **state) {
     zt_token_file_close(&f);
 }
 
+/* Skipped samples: logical index i reads the i-th physical sample outside the skipped ranges;
+ * ranges merge; a step's batch is skipped where it maps; the spec parser refuses bad text. */
+static void test_sampler_skips(void **state) {
+    zt_token_file f;
+    open_tokens(&f, "skip.bin", 8 * 50 + 1, 60000);
+    zt_error err = {0};
+    zt_sampler s, plain;
+    assert_int_equal(zt_sampler_init(&s, &f, 8, 7, true, &err), ZT_OK);
+    assert_int_equal(zt_sampler_init(&plain, &f, 8, 7, true, &err), ZT_OK);
+    assert_int_equal(zt_sampler_skip(&s, 10, 4, &err), ZT_OK);   /* 10..13 */
+    assert_int_equal(zt_sampler_skip(&s, 20, 2, &err), ZT_OK);   /* 20..21 */
+    assert_int_equal(zt_sampler_physical(&s, 9), 9);
+    assert_int_equal(zt_sampler_physical(&s, 10), 14);
+    assert_int_equal(zt_sampler_physical(&s, 15), 19);
+    assert_int_equal(zt_sampler_physical(&s, 16), 22);
+    int32_t in[8], tg[8], in2[8], tg2[8];
+    assert_int_equal(zt_sampler_get(&s, 16, in, tg, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&plain, 22, in2, tg2, 65536, &err), ZT_OK);
+    assert_memory_equal(in, in2, sizeof in);
+    assert_int_equal(zt_sampler_skip(&s, 14, 6, &err), ZT_OK);   /* bridges both: 10..21 */
+    assert_int_equal(s.n_skips, 1);
+    assert_int_equal(s.skips[0].start, 10);
+    assert_int_equal(s.skips[0].count, 12);
+    assert_int_equal(zt_sampler_skip(&s, 11, 3, &err), ZT_OK);   /* inside: nothing changes */
+    assert_int_equal(s.n_skips, 1);
+    assert_int_equal(s.skips[0].count, 12);
+    /* logical 8..11 read physical 8, 9, 22, 23: skipping them leaves 8..23 one range */
+    assert_int_equal(zt_sampler_skip_logical(&s, 8, 4, &err), ZT_OK);
+    assert_int_equal(s.n_skips, 1);
+    assert_int_equal(s.skips[0].start, 8);
+    assert_int_equal(s.skips[0].count, 16);
+    assert_int_equal(zt_sampler_physical(&s, 8), 24);
+    assert_int_equal(zt_sampler_skip(&s, 5, 0, &err), ZT_ERR_USAGE);
+    for (int k = 0; k < ZT_SAMPLER_MAX_SKIPS - 1; k++) assert_int_equal(zt_sampler_skip(&s, 100 + 2 * (uint64_t)k, 1, &err), ZT_OK);
+    assert_int_equal(zt_sampler_skip(&s, 1000, 1, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "separate ranges"));
+    zt_sample_range r[4];
+    int n;
+    assert_int_equal(zt_sampler_parse_skips("28:4,100:1", r, 4, &n, &err), ZT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(r[1].start, 100);
+    assert_int_equal(zt_sampler_parse_skips("", r, 4, &n, &err), ZT_OK);
+    assert_int_equal(n, 0);
+    const char *bad[] = {"28", "28:0", "-1:4", "28:-4", "a:4", "28:4;3:1", "28:4:", "1:1,2:1,3:1,4:1,5:1"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        assert_int_equal(zt_sampler_parse_skips(bad[k], r, 4, &n, &err), ZT_ERR_USAGE);
+        assert_non_null(strstr(err.msg, "data.skip_samples"));
+    }
+    zt_sampler_free(&s);
+    zt_sampler_free(&plain);
+    zt_token_file_close(&f);
+}
+
 static zt_engine *small_engine(zt_model **m, int layers, uint64_t seed) {
     zt_gpt2_config c = {.max_seq_len = 8, .vocab_size = 50, .n_layer = layers, .n_head = 2, .n_embd = 8};
     zt_error err = {0};
@@ -228,6 +281,7 @@ int main(void) {
         cmocka_unit_test(test_token_file_errors),
         cmocka_unit_test(test_sampler_is_deterministic_and_permutes),
         cmocka_unit_test(test_sampler_errors),
+        cmocka_unit_test(test_sampler_skips),
         cmocka_unit_test(test_weights_round_trip_and_corruption),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

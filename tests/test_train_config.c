@@ -281,6 +281,34 @@ static void test_llama_keys(void **state) {
     expect_ok(&c, "model:\n  preset: tiny\n  n_kv_head: 4\n  rope_theta: 10000\n" TRAIN);
 }
 
+/* lora.*: a YAML list or a comma-separated string, the spec the trainer builds from them */
+static void test_lora_keys(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_model_spec spec;
+    zt_error err = {0};
+    expect_ok(&c, "model: {preset: llama-tiny}\n" TRAIN "lora:\n  rank: 16\n  alpha: 32\n  dropout: 0.05\n"
+                  "  target_modules: [q_proj, k_proj, v_proj, o_proj]\n");
+    assert_int_equal(c.lora.rank, 16);
+    assert_true(c.lora.alpha == 32.0f && c.lora.dropout == 0.05f);
+    assert_string_equal(c.lora.target_modules, "q_proj,k_proj,v_proj,o_proj");
+    zt_train_config_model(&c, &spec);
+    assert_int_equal(spec.lora.rank, 16);
+    zt_model *m;
+    assert_int_equal(zt_model_spec_create(&spec, &m, &err), ZT_OK);
+    assert_true(zt_model_find_param(m, "layers.1.self_attn.o_proj.lora_B.weight") >= 0);
+    zt_model_free(m);
+    expect_ok(&c, TRAIN "lora: {rank: 4, target_modules: 'q_proj,v_proj'}\n");
+    assert_string_equal(c.lora.target_modules, "q_proj,v_proj");
+    expect_ok(&c, TRAIN "lora: {rank: 4, target_modules: '.*\\.layers\\.1\\..*'}\n");
+    assert_string_equal(c.lora.target_modules, ".*\\.layers\\.1\\..*");
+    assert_int_equal(zt_train_config_set(&c, "lora.target_modules=all-linear", &err), ZT_OK);
+    assert_string_equal(c.lora.target_modules, "all-linear");
+    expect_ok(&c, TRAIN); /* the defaults: off, PEFT's alpha */
+    assert_int_equal(c.lora.rank, 0);
+    assert_true(c.lora.alpha == 8.0f && c.lora.dropout == 0.0f && !c.lora.target_modules[0]);
+}
+
 static void test_min_lr_follows_lr(void **state) {
     (void)state;
     zt_train_config c;
@@ -410,7 +438,7 @@ static const bad_case BAD[] = {
     {"model:\n  preset:\n" TRAIN, "model.preset: unknown preset \"\""},
     /* unknown sections and keys */
     {TRAIN "trainig:\n  steps: 10\n",
-     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault; includes: deepspeed_config, accelerate_config)"},
+     "t.yaml:3:1: trainig: unknown section; did you mean training? (sections: model, data, training, optimizer, lora, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault; includes: deepspeed_config, accelerate_config)"},
     {TRAIN "steps: 10\n", "t.yaml:3:1: steps: unknown section; did you mean training.steps?"},
     {TRAIN "training.steps: 10\n",
      "t.yaml:3:1: training.steps: dotted keys are for --set; in YAML write it nested: training: then steps:"},
@@ -436,7 +464,7 @@ static const bad_case BAD[] = {
     {"data:\n  train: {a: 1}\n",
      "t.yaml:2:10: data.train: expected a non-empty path shorter than 1024 bytes, got a mapping"},
     {"- data\n- training\n",
-     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault), got a sequence"},
+     "t.yaml:1:1: expected a mapping of sections (model, data, training, optimizer, lora, eval, logging, sample, parallel, precision, memory, checkpoint, comm, fault), got a sequence"},
     {"just text\n", "t.yaml:1:1: expected a mapping of sections"},
     {TRAIN "? [a, b]\n: 1\n", "t.yaml:3:3: expected a section name, got a sequence"},
     {TRAIN "training:\n  ? [a]\n  : 1\n",
@@ -483,11 +511,59 @@ static const bad_case BAD[] = {
      "t.yaml:2:19: model.tie_embeddings: GPT-2's LM head is always tied to wte"},
     {"model:\n  preset: llama-tiny\n  n_embd: 60\n" TRAIN "training: {seq_len: 16}\n",
      "t.yaml:3:11: model.n_embd: the head size 15 (n_embd / n_head) must be even"},
+    /* the parallel sizes against the model (issue 18): whole heads per tp rank, whole units per stage */
+    {TRAIN "parallel:\n  tensor_parallel_size: 3\n",
+     "t.yaml:4:25: parallel.tensor_parallel_size: 3 does not divide model.n_head (4): tensor parallelism gives "
+     "each rank whole attention heads"},
+    {"model:\n  preset: llama-tiny\n" TRAIN "parallel:\n  tensor_parallel_size: 4\n",
+     "t.yaml:6:25: parallel.tensor_parallel_size: 4 does not divide model.n_kv_head (2): tensor parallelism "
+     "gives each rank whole key/value heads"},
+    {"model:\n  preset: llama-tiny\n  intermediate_size: 191\n" TRAIN "parallel:\n  tensor_parallel_size: 2\n",
+     "t.yaml:7:25: parallel.tensor_parallel_size: 2 does not divide model.intermediate_size (191)"},
+    {TRAIN "parallel:\n  pipeline_parallel_size: 5\n",
+     "t.yaml:4:27: parallel.pipeline_parallel_size: 5 stages for the model's 4 units (model.n_layer 2 blocks, "
+     "the embedding and the head): at most 4"},
     {"model:\n  preset: llama-tiny\n  rope_scaling: {fator: 8}\n" TRAIN,
      "t.yaml:3:18: model.rope_scaling.fator: unknown key; did you mean model.rope_scaling.factor?"},
     {"model:\n  preset: llama-tiny\n  rope_scaling.factor: 8\n" TRAIN,
      "t.yaml:3:24: model.rope_scaling.factor: 8 needs 0 < low_freq_factor (0) < high_freq_factor (0)"},
+    /* LoRA: a list key takes a list of names only; rank 0 turns it off, so other lora keys are a mistake */
+    {TRAIN "lora:\n  rank: 8\n  target_modules: [q_proj, [v_proj]]\n",
+     "t.yaml:5:19: lora.target_modules: expected a list of names, got a list item that is a sequence"},
+    {TRAIN "lora:\n  target_modules: [q_proj, v_proj]\n",
+     "t.yaml:4:19: lora.rank: 0 turns LoRA off, but lora.target_modules is set: give lora.rank >= 1"},
+    {TRAIN "lora:\n  rank: -1\n", "t.yaml:4:9: lora.rank: expected an integer in [0, 65536], got \"-1\""},
+    {TRAIN "lora:\n  rank: 4\n  alpha: -16\n", "t.yaml:5:10: lora.alpha: expected a positive number, got \"-16\""},
+    {TRAIN "lora:\n  rank: 4\n  dropout: 1\n", "t.yaml:5:12: lora.dropout: expected a number in [0, 1), got \"1\""},
+    {TRAIN "lora:\n  r: 4\n", "t.yaml:4:3: lora.r: unknown key (lora keys: rank, alpha, dropout, target_modules)"},
 };
+
+/* The world against tp x pp (zt_train_config_validate_world): the batch splits over the dp ranks. */
+static void test_mesh_world(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    zt_train_config_default(&c);
+    expect_ok(&c, TRAIN "parallel: {tensor_parallel_size: 2}\ntraining: {micro_batch_size: 0, "
+                        "gradient_accumulation_steps: 1, global_batch_size: 8}\n");
+    zt_train_config w = c;
+    assert_int_equal(zt_train_config_validate_world(&w, 3, &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "t.yaml:3:34: parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 1 = 2 "
+                         "does not divide the world size 3"))
+        fail_msg("%s", err.msg);
+    w = c; /* 4 ranks: tp 2 x dp 2, so 8 sequences are 4 per dp rank */
+    assert_int_equal(zt_train_config_validate_world(&w, 4, &err), ZT_OK);
+    assert_int_equal(w.micro_batch, 4);
+    w = c;
+    w.strategy = ZT_STRATEGY_HYBRID;
+    w.hybrid_shard_size = 4;
+    assert_int_equal(zt_train_config_validate_world(&w, 12, &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "parallel.hybrid_shard_size: 4 does not divide the data-parallel size 6")) fail_msg("%s", err.msg);
+    w.hybrid_shard_size = 3; /* 12 ranks: tp 2 x dp 6 = replicate 2 x shard 3 */
+    w.global_batch = 12;
+    assert_int_equal(zt_train_config_validate_world(&w, 12, &err), ZT_OK);
+    assert_int_equal(w.micro_batch, 2);
+}
 
 static void test_errors(void **state) {
     (void)state;
@@ -780,9 +856,11 @@ int main(void) {
         cmocka_unit_test(test_every_key_sets),
         cmocka_unit_test(test_preset_then_overrides),
         cmocka_unit_test(test_llama_keys),
+        cmocka_unit_test(test_lora_keys),
         cmocka_unit_test(test_min_lr_follows_lr),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_mesh_world),
         cmocka_unit_test(test_long_values),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_validate_hand_built),

@@ -70,24 +70,37 @@ const char *zt_status_name(int code);
  * parameter along dim 0 and gather a unit just before it runs. */
 
 #define ZT_MAX_DIMS 4
-#define ZT_UNIT_MAX_PARAMS 16
+#define ZT_UNIT_MAX_PARAMS 32
 #define ZT_NAME_MAX 96
 
 typedef enum zt_init_kind {
     ZT_INIT_ZEROS = 0,
     ZT_INIT_ONES = 1,
-    ZT_INIT_NORMAL = 2 /* N(0, std^2), counter-based: element i's value depends only on (seed, name, i) */
+    ZT_INIT_NORMAL = 2, /* N(0, std^2), counter-based: element i's value depends only on (seed, name, i) */
+    ZT_INIT_UNIFORM = 3 /* U(-std, std) (init_std is the bound), counter-based like ZT_INIT_NORMAL */
 } zt_init_kind;
 
 typedef struct zt_param_desc {
     char name[ZT_NAME_MAX]; /* Hugging Face style: "h.3.attn.c_attn.weight" */
     int ndim;
-    int64_t shape[ZT_MAX_DIMS];
+    int64_t shape[ZT_MAX_DIMS]; /* what this process computes with: the logical tensor, or under
+                                   tensor parallelism its part (below) */
     int64_t numel;
     zt_init_kind init;
-    float init_std;   /* for ZT_INIT_NORMAL */
+    float init_std;   /* for ZT_INIT_NORMAL; the bound for ZT_INIT_UNIFORM */
     bool decay;       /* AdamW weight decay applies (2-D matrices; see docs/optimizer.md) */
     bool trainable;
+    /* Tensor parallelism (zt_tp_apply, src/shard/tp.h; docs/parallelism.md): the logical (whole)
+     * tensor, which checkpoints, weights files and zt_engine_param_gather/_set deal in, and where
+     * shape sits in it: dimension tp_dim is tp_blocks equal blocks (GPT-2's fused QKV: 3), each
+     * cut into tp_parts near-equal ranges, and this process holds range tp_part of every block.
+     * tp_parts 1 (zt_model_add_param's default): the whole tensor, logical_shape = shape. */
+    int64_t logical_shape[ZT_MAX_DIMS];
+    int64_t logical_numel;
+    int tp_parts, tp_part, tp_dim, tp_blocks;
+    char lora;        /* 'A' or 'B': a LoRA adapter matrix of parameter lora_base (zt_model_add_lora);
+                         0: any other parameter */
+    int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
 } zt_param_desc;
 
 /* One micro-batch as a unit sees it. */
@@ -98,7 +111,32 @@ typedef struct zt_batch {
     float dloss;            /* d(step loss)/d(per-token loss): 1 / tokens in the global batch */
     int logits_pos;         /* >= 0: the loss unit copies the logits at this position ... */
     float *logits_out;      /* ... of every sequence b into logits_out (B, V); NULL: none */
+    uint64_t dropout_key;   /* set by the engine: in zt_engine_forward_backward a pure function of
+                               (seed, step, global micro-batch index), so every strategy and world
+                               split draws the same dropout masks; 0 (zt_engine_forward): no dropout */
 } zt_batch;
+
+/* Tensor parallelism (docs/parallelism.md): the collectives a unit whose parameters are split
+ * (zt_unit.tp_parts > 1) calls where a partial result must become whole (Megatron's f and g), run
+ * by the engine over the tensor-parallel group. They tell the unit no rank. Each is collective:
+ * every part calls the same ones in the same order with the same sizes; `what` names the call in
+ * errors (a lost peer is ZT_ERR_PEER). */
+typedef struct zt_unit_group {
+    int parts;
+    /* buf (n floats, n <= B·T·the widest unit output) = the sum over the parts of each part's buf,
+     * added in one fixed order, the same bits on every part */
+    int (*sum)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
+    /* buf (n doubles, n <= B·T) = the sum over the parts, in part order */
+    int (*sum_f64)(const struct zt_unit_group *g, double *buf, size_t n, const char *what, zt_error *err);
+    /* buf (n floats, n <= B·T) = the elementwise maximum over the parts (exact) */
+    int (*max)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
+    /* all (rows x total) = every part's (rows x its share of the total columns, zt_tp_range) side
+     * by side in part order; this part's row r is at mine + r * stride (rows <= B, total <= the
+     * vocabulary) */
+    int (*concat_cols)(const struct zt_unit_group *g, const float *mine, int rows, size_t stride, int64_t total,
+                       float *all, const char *what, zt_error *err);
+    void *ctx;
+} zt_unit_group;
 
 /* Everything a unit's forward or backward touches, owned by the engine. */
 typedef struct zt_unit_args {
@@ -127,6 +165,8 @@ typedef struct zt_unit_args {
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
                              it. Units without kept_floats always get NULL. */
+    const zt_unit_group *group; /* the tensor-parallel group's collectives when the unit is split
+                                   (zt_unit.tp_parts > 1), else NULL */
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -186,6 +226,12 @@ typedef struct zt_unit_ops {
      * parameters are the copy. NULL: the unit gets fp32 params for every parameter in every mode
      * (zero1/zero2 then replicate an fp32 copy of each beside its compute copy). */
     bool (*reads_lp)(const zt_unit *u, int k);
+    /* Optional: true when the unit's k-th parameter is a Linear weight (OC, C) that forward and
+     * backward pass through zt_linear_forward / _backward (src/model/layers.h) with the unit, so
+     * that it can carry a LoRA adapter (zt_model_add_lora). A unit that declares it sizes its
+     * scratch with zt_lora_scratch_floats at the end and reads its adapters through params_lp
+     * under low precision (reads_lp true for them, zt_unit_is_adapter). NULL: none. */
+    bool (*adaptable)(const zt_unit *u, int k);
     /* Optional: floats at the start of saved that selective checkpointing keeps (<= saved_floats;
      * a multiple of 16 keeps the rest 64-byte aligned when it follows the kept part). */
     size_t (*kept_floats)(const zt_unit *u, int B, int T, int lp_kind);
@@ -208,6 +254,17 @@ struct zt_unit {
     int n_params;
     int params[ZT_UNIT_MAX_PARAMS];  /* indices into the model's parameter table */
     int out_width;                   /* floats per token of out (1 for the loss unit) */
+    /* Tensor parallelism (zt_tp_apply): the unit computes on 1/tp_parts of its heads, MLP width and
+     * vocabulary; its tables hold vocabulary rows [vocab_begin, vocab_begin + vocab_rows) (0 rows:
+     * the whole vocabulary). 1, 0, 0: the whole model (zt_model_add_unit's default). */
+    int tp_parts;
+    int64_t vocab_begin, vocab_rows;
+    /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
+     * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
+     * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
+    uint8_t lora_a[ZT_UNIT_MAX_PARAMS], lora_b[ZT_UNIT_MAX_PARAMS];
+    const struct zt_lora_config *lora;
+    int lora_width;                  /* the widest input (C) of its adapted Linears (scratch) */
 };
 
 typedef struct zt_model {
@@ -226,6 +283,12 @@ typedef struct zt_model {
      * recomputed by its backward (in every mode); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
+    /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value
+     * heads and MLP widths per part): ZT_ERR_USAGE naming the numbers otherwise; NULL: the model
+     * cannot be split (zt_tp_apply refuses it). */
+    int (*tp_check)(const struct zt_model *m, int parts, zt_error *err);
+    struct zt_lora_config *lora;     /* the LoRA settings (zt_model_add_lora), freed with the model;
+                                        NULL: no adapters */
 } zt_model;
 
 int zt_model_create(const char *name, zt_model **out, zt_error *err);
@@ -243,7 +306,8 @@ int zt_model_find_param(const zt_model *m, const char *name);
  * *n_frozen (may be NULL) = how many. ZT_ERR_USAGE for a bad pattern, one that matches nothing, or
  * one that matches every parameter. Call before zt_engine_create. */
 int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err);
-/* Total number of parameter elements (tied parameters counted once). */
+/* Total number of parameter elements (tied parameters counted once; the logical tensors: under
+ * tensor parallelism the whole model, not this part). */
 int64_t zt_model_numel(const zt_model *m);
 
 /* The causal attention kernel of either model (config key model.attention; docs/models.md):
@@ -254,6 +318,37 @@ typedef enum zt_attention { ZT_ATTENTION_FLASH = 0, ZT_ATTENTION_NAIVE = 1 } zt_
 const char *zt_attention_name(zt_attention a); /* "flash", "naive" */
 /* "flash" | "naive"; ZT_ERR_USAGE names both on a miss. */
 int zt_attention_parse(const char *name, zt_attention *out, zt_error *err);
+/* LoRA (src/model/lora.c; docs/models.md): low-rank adapters beside chosen Linear weights W
+ * (OC, C) of the blocks, y = x·Wᵀ (+ b) + (alpha / r) · dropout(x)·Aᵀ·Bᵀ with A (r, C) and
+ * B (OC, r) new parameters named like PEFT's ("layers.0.self_attn.q_proj.lora_A.weight"), placed
+ * in the parameter table right after W and listed by W's unit, so that every strategy shards,
+ * gathers and reduces them like any parameter. A starts as PEFT's kaiming_uniform(a = sqrt(5)),
+ * U(-1/sqrt(C), 1/sqrt(C)), B as zeros (the model is unchanged until B moves). Every other
+ * parameter is frozen. target_modules, as PEFT's LoraConfig reads it, against module names
+ * (a weight's name without ".weight", zerotrain's "layers.0.self_attn.q_proj" or transformers'
+ * "model.layers.0.self_attn.q_proj" / "transformer.h.0.attn.c_attn"):
+ *   "q_proj,v_proj" (a list; a YAML list joins to it): each entry names the modules whose whole
+ *                   name is it or ends with "." + it; a single plain name is a list of one
+ *   "all-linear"    every adaptable Linear (all the blocks' Linears; not the LM head)
+ *   anything else   a PCRE2 regular expression matched against the whole module name
+ *   ""              the family's default, PEFT's: q_proj,v_proj (Llama), c_attn (GPT-2) */
+typedef struct zt_lora_config {
+    int rank;                  /* r >= 1 (0 in a zt_model_spec: no LoRA) */
+    float alpha;               /* > 0: the update is scaled by alpha / r */
+    float dropout;             /* [0, 1): dropout on the adapters' input in training forward */
+    char target_modules[512];  /* which Linears (above); "": the family's default */
+} zt_lora_config;
+/* Adds the adapters and freezes every other parameter; *n_adapted (may be NULL) = how many Linears
+ * got one. ZT_ERR_USAGE naming the key (lora.rank, lora.alpha, lora.dropout, lora.target_modules)
+ * for a bad value, a list entry or a regular expression that matches no module, one that matches a
+ * parameter no block adapts (an embedding, the LM head), or a model that already has adapters.
+ * Call before zt_engine_create. */
+int zt_model_add_lora(zt_model *m, const zt_lora_config *cfg, int *n_adapted, zt_error *err);
+/* Whether unit u's k-th parameter is a LoRA adapter matrix. */
+bool zt_unit_is_adapter(const zt_unit *u, int k);
+/* Floats of scratch u's adapters need at the end of its scratch (0 without adapters): the largest
+ * of its adapted Linears' lora_scratch_floats for B*T rows. */
+size_t zt_lora_scratch_floats(const zt_unit *u, int B, int T);
 
 /* ---------------------------------------------------------------------------------------------
  * GPT-2 (src/model/gpt2.c). */
@@ -311,16 +406,18 @@ typedef struct zt_model_spec {
     zt_arch arch;
     zt_gpt2_config gpt2;   /* arch gpt2 */
     zt_llama_config llama; /* arch llama */
+    zt_lora_config lora;   /* rank > 0: zt_model_spec_create adds LoRA adapters (zt_model_add_lora) */
 } zt_model_spec;
 const char *zt_arch_name(zt_arch a); /* "gpt2", "llama" */
 /* "gpt2" | "llama"; ZT_ERR_USAGE names both on a miss. */
 int zt_arch_parse(const char *name, zt_arch *out, zt_error *err);
 /* A preset of either family (GPT-2's names, then Llama's); ZT_ERR_USAGE lists all on a miss. */
 int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err);
-/* Builds the model spec describes. */
+/* Builds the model spec describes, with LoRA adapters when spec->lora.rank > 0 (zt_model_add_lora's
+ * errors). */
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err);
 /* The spec a model built by zt_gpt2_create / zt_llama_create was made from (read from m->name
- * and m->cfg); ZT_ERR_USAGE for a model of another name. */
+ * and m->cfg, and m->lora); ZT_ERR_USAGE for a model of another name. */
 int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err);
 /* The common shape of either family: layers, heads, channels, vocabulary, longest sequence. */
 void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, int *n_embd,
@@ -452,7 +549,10 @@ typedef struct zt_engine_options {
     zt_optimizer_config optim;
     /* distribution (all zero = one process) */
     zt_strategy strategy;
-    zt_comm *comm;            /* the data-parallel world; NULL: single process */
+    zt_comm *comm;            /* the data-parallel world; NULL: single process (with mesh: set from it) */
+    const struct zt_mesh *mesh; /* the parallel mesh (src/comm/mesh.h: tensor-, data-, pipeline-parallel
+                                 groups); NULL: the engine builds the data-parallel one from comm and
+                                 hybrid_shard_size */
     int hybrid_shard_size;    /* hybrid: S ranks per shard group (divides the world size) */
     zt_strategy hybrid_inner; /* hybrid: ZT_STRATEGY_ZERO3 (default) or ZT_STRATEGY_ZERO2 in a group */
     bool keep_params_after_forward; /* zero3: FSDP2's reshard_after_forward = false */
@@ -559,11 +659,16 @@ uint64_t zt_engine_step_count(const zt_engine *e);
 /* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree
  * iff this agrees. A collective under zero3/hybrid (it gathers); same value on every rank. */
 uint64_t zt_engine_param_hash(zt_engine *e);
+/* The same over the frozen parameters only (training.freeze, LoRA's base weights): 0 when none is
+ * frozen. A collective under sharding, like zt_engine_param_hash. */
+uint64_t zt_engine_frozen_hash(zt_engine *e);
 /* Bytes this rank sent and received in collectives since the last call, by kind (reduce-scatter,
  * all-gather, all-reduce, small control messages). */
 typedef struct zt_comm_bytes {
     uint64_t sent_rs, sent_ag, sent_ar, sent_small;
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+    uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
+                                  kinds; not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
@@ -629,6 +734,7 @@ typedef struct zt_memory_plan {
     size_t scratch_main, scratch_thread, scratch_replica; /* reduce-scatter scratch the comms hold
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
+    size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
     size_t offload_read_bytes;   /* ... and reads from them per training step: the optimizer
                                     pass's stream, and (parameter offload) every gather's pieces */

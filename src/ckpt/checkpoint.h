@@ -17,6 +17,20 @@
 
 #include <stdio.h>
 
+/* What the training loop carries across a resume besides the engine (run_state.c; the manifest's
+ * "run_state"): the ranges of global samples skipped (data.skip_samples, loss-spike rollbacks) and
+ * the loss-spike detector's window, ring order and all, so a resumed run skips and detects exactly
+ * as the uninterrupted one. */
+#define ZT_CKPT_MAX_SKIPS 64
+#define ZT_CKPT_MAX_WINDOW 4096
+typedef struct zt_ckpt_run_state {
+    int n_skips;
+    uint64_t skip_start[ZT_CKPT_MAX_SKIPS], skip_count[ZT_CKPT_MAX_SKIPS]; /* physical samples */
+    int window;        /* fault.loss_spike_window it was kept for; 0: none kept */
+    int n_losses, head; /* losses[0..n_losses) as the detector's ring holds them; its next slot */
+    double losses[ZT_CKPT_MAX_WINDOW];
+} zt_ckpt_run_state;
+
 typedef struct zt_ckpt_meta {
     int64_t step;              /* optimizer steps done */
     uint64_t samples_consumed; /* the global sample index the next step starts at */
@@ -27,6 +41,7 @@ typedef struct zt_ckpt_meta {
      * step later): Adam's step count (fp16 skips can make it trail step), fp16's loss scaler */
     uint64_t optimizer_step;
     zt_loss_scaler scaler;
+    zt_ckpt_run_state run; /* the trainer's state (above) */
 } zt_ckpt_meta;
 
 /* Collective over the engine's world: writes DIR/step-<meta->step> atomically and points
@@ -62,9 +77,12 @@ int zt_ckpt_list_steps(const char *dir, int64_t *steps, int cap);
  * a step-N commit as given; a checkpoint directory's commit per zt_ckpt_resolve, and when that
  * one is damaged (ZT_ERR_CKPT: a checksum, size, missing file or manifest) and fallback is set,
  * the newest older commit that loads, after writing one line per skipped commit, naming it and
- * why, to notes (NULL: none). ZT_ERR_CKPT listing every commit tried when none loads. */
-int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, FILE *notes, char *commit, size_t cap,
-                   zt_ckpt_meta *meta, zt_error *err);
+ * why, to notes (NULL: none). ZT_ERR_CKPT listing every commit tried when none loads. A commit
+ * whose fp32 values this run's precision would round (bf16-low) is refused with ZT_ERR_CKPT unless
+ * allow_cast (checkpoint.allow_cast, --allow-cast), and never fallen back from; a widening load
+ * is noted (precision_meta.h). */
+int zt_ckpt_resume(zt_engine *e, const char *path, bool fallback, bool allow_cast, FILE *notes, char *commit,
+                   size_t cap, zt_ckpt_meta *meta, zt_error *err);
 
 /* probe.c: creates DIR (and its parents) and writes and removes a probe file there as rank `rank`:
  * ZT_ERR_IO naming the directory and the error when this rank could not save into it. */

@@ -58,7 +58,7 @@ static int write_text(const char *path, const char *text, size_t len, zt_error *
     return ZT_OK;
 }
 
-static int write_json(const char *dir, const char *name, cJSON *j, zt_error *err) {
+int zt_hf_write_json(const char *dir, const char *name, cJSON *j, zt_error *err) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = cJSON_Print(j);
@@ -85,8 +85,8 @@ static int write_configs(const zt_model *m, const zt_hf_arch *a, const char *dir
         cJSON_AddItemToObject(g, "bos_token_id", cJSON_Duplicate(bos, true));
         cJSON_AddItemToObject(g, "eos_token_id", cJSON_Duplicate(eos, true));
     }
-    int rc = write_json(dir, "config.json", j, err);
-    if (g) rc = rc ? (cJSON_Delete(g), rc) : write_json(dir, "generation_config.json", g, err);
+    int rc = zt_hf_write_json(dir, "config.json", j, err);
+    if (g) rc = rc ? (cJSON_Delete(g), rc) : zt_hf_write_json(dir, "generation_config.json", g, err);
     return rc;
 }
 
@@ -125,7 +125,7 @@ int zt_hf_export_dir(zt_engine *e, const char *dir, const zt_hf_export_options *
     uint64_t total = 0, cur = 0;
     if (!first) rc = zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory");
     for (int i = 0; i < n && !rc; i++) {
-        uint64_t b = (uint64_t)m->params[ents[i].param].numel * elem;
+        uint64_t b = (uint64_t)m->params[ents[i].param].logical_numel * elem;
         if (i == 0 || (o->shard_bytes && cur > 0 && cur + b > o->shard_bytes)) {
             first[ns++] = i;
             cur = 0;
@@ -151,7 +151,7 @@ int zt_hf_export_dir(zt_engine *e, const char *dir, const zt_hf_export_options *
     }
     free(first);
     free(ents);
-    if (index) rc = rc ? (cJSON_Delete(index), rc) : write_json(dir, INDEX_NAME, index, err);
+    if (index) rc = rc ? (cJSON_Delete(index), rc) : zt_hf_write_json(dir, INDEX_NAME, index, err);
     if (!rc) rc = write_configs(m, a, dir, o->bf16, err);
     for (int i = 0; i < o->n_copy && !rc; i++) rc = copy_file(o->copy[i], dir, err);
     if (!rc) *n_shards = ns;

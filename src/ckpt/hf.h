@@ -6,6 +6,8 @@
 #include "ckpt/hf_arch.h"
 #include "zerotrain/zerotrain.h"
 
+#include <cjson/cJSON.h>
+
 typedef struct zt_hf_export_options {
     bool bf16;                 /* tensors as BF16 (nearest even) instead of F32 */
     uint64_t shard_bytes;      /* split into shards of at most this many tensor bytes (a larger
@@ -34,6 +36,9 @@ int zt_hf_create_model(const char *dir, zt_model **out, zt_error *err);
  * rank may call it (each sets its own part). ZT_ERR_CKPT names the file and tensor that is
  * missing from the index or its shard, or of the wrong shape, dtype or length. */
 int zt_hf_load_dir(zt_engine *e, const char *dir, zt_error *err);
+
+/* Writes j (consumed) as dir/name, pretty-printed, through a temporary file and a rename. */
+int zt_hf_write_json(const char *dir, const char *name, cJSON *j, zt_error *err);
 
 /* "5GB" (10^9), "500MiB" (2^20), "4096" (bytes) -> *bytes > 0; ZT_ERR_USAGE otherwise. */
 int zt_hf_parse_size(const char *s, uint64_t *bytes, zt_error *err);

@@ -312,8 +312,8 @@ int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) 
     zt_st_entry *v = calloc((size_t)m->n_params + 1, sizeof *v);
     if (!v) return zt_error_set(err, ZT_ERR_NOMEM, "out of memory for %d tensor names", m->n_params);
     int k = 0;
-    for (int i = 0; i < m->n_params; i++)
-        if (a->name(&m->params[i], v[k].name, sizeof v[k].name, &v[k].transpose)) v[k++].param = i;
+    for (int i = 0; i < m->n_params; i++) /* LoRA adapters are not in a model directory (peft.c writes them) */
+        if (!m->params[i].lora && a->name(&m->params[i], v[k].name, sizeof v[k].name, &v[k].transpose)) v[k++].param = i;
     *ents = v;
     *n = k;
     return ZT_OK;

@@ -55,7 +55,8 @@ int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *er
 /* Parses config.json text (from path) with its row. ZT_ERR_USAGE names path and the field:
  * missing model_type, a model_type no row reads, a shape or option the row refuses. */
 int zt_hf_config_parse(const char *json, size_t len, const char *path, zt_hf_model_config *c, zt_error *err);
-/* The stored tensors of m, in m's parameter order: *ents (malloc'd, caller frees), *n. */
+/* The stored tensors of m, in m's parameter order (LoRA adapters are not among them): *ents
+ * (malloc'd, caller frees), *n. */
 int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err);
 /* Whether a file or index holds a tensor of that name. */
 typedef bool (*zt_hf_has_fn)(const void *ctx, const char *name);

@@ -53,12 +53,12 @@ int zt_model_meta_compare(const char *commit, const cJSON *tensors, const zt_mod
         for (int d = 0; d < nd && d < 8; d++) {
             const cJSON *v = cJSON_GetArrayItem(shape, d);
             dims[d] = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
-            if (d < p->ndim && dims[d] != p->shape[d]) same = false;
+            if (d < p->ndim && dims[d] != p->logical_shape[d]) same = false; /* the logical tensor */
         }
         if (same) continue;
         nshape++;
         shape_text(a, sizeof a, dims, nd < 8 ? nd : 8);
-        shape_text(b, sizeof b, p->shape, p->ndim);
+        shape_text(b, sizeof b, p->logical_shape, p->ndim);
         snprintf(item, sizeof item, "%s %s vs %s", p->name, a, b);
         list_add(shapes, sizeof shapes, item, &dropped);
     }
@@ -110,6 +110,15 @@ cJSON *zt_model_meta_json(const zt_model *m) {
                                     c->rope_scaling.original_max_position_embeddings);
         }
         cJSON_AddBoolToObject(o, "tie_embeddings", c->tie_embeddings);
+    }
+    if (s.lora.rank > 0) {
+        cJSON *l = cJSON_AddObjectToObject(o, "lora");
+        if (l) {
+            cJSON_AddNumberToObject(l, "rank", s.lora.rank);
+            cJSON_AddNumberToObject(l, "alpha", s.lora.alpha);
+            cJSON_AddNumberToObject(l, "dropout", s.lora.dropout);
+            cJSON_AddStringToObject(l, "target_modules", s.lora.target_modules);
+        }
     }
     return o;
 }
@@ -163,6 +172,18 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
                                                 ifield(r, "original_max_position_embeddings", &bad)},
                                .tie_embeddings = cJSON_IsTrue(tie)};
         if (!cJSON_IsBool(tie) && !bad) bad = "tie_embeddings";
+    }
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "lora"), *tm = cJSON_GetObjectItemCaseSensitive(l, "target_modules");
+    if (l && !bad) { /* LoRA adapters: their settings rebuild the same table */
+        out->lora.rank = ifield(l, "rank", &bad);
+        out->lora.alpha = (float)field(l, "alpha", &bad);
+        out->lora.dropout = (float)field(l, "dropout", &bad);
+        if (!cJSON_IsString(tm) || strlen(tm->valuestring) >= sizeof out->lora.target_modules) {
+            if (!bad) bad = "lora.target_modules";
+        } else {
+            snprintf(out->lora.target_modules, sizeof out->lora.target_modules, "%s", tm->valuestring);
+        }
+        if (!bad && out->lora.rank < 1) bad = "lora.rank";
     }
     if (bad) return zt_error_set(err, ZT_ERR_CKPT, "%s: model.%s missing or not a number", where, bad);
     return ZT_OK;

@@ -9,7 +9,8 @@
 
 /* {"arch": "gpt2"|"llama", "max_seq_len", "vocab_size", "n_layer", "n_head", "n_embd", and for
  * llama "n_kv_head", "intermediate_size", "rope_theta", "rms_norm_eps", "rope_scaling": {"factor",
- * "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, "tie_embeddings"}.
+ * "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, "tie_embeddings"},
+ * and with LoRA adapters "lora": {"rank", "alpha", "dropout", "target_modules"}.
  * NULL when out of memory or the model is not a GPT-2 or Llama built by this library. */
 cJSON *zt_model_meta_json(const zt_model *m);
 /* The spec from such an object. No "arch" (checkpoints before Llama existed): gpt2. ZT_ERR_CKPT

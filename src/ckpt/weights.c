@@ -11,6 +11,7 @@
 #define MAGIC "ZTWEIGHT"
 #define VERSION 1u       /* GPT-2 */
 #define VERSION_LLAMA 2u /* with the Llama block after the shape */
+#define LORA 2u          /* + the LoRA block: 3 GPT-2, 4 Llama */
 #define LLAMA_BLOCK 40   /* bytes of that block */
 
 /* the Llama block of weights.h's layout */
@@ -46,7 +47,8 @@ static int build_header(const zt_model *m, buf *b, zt_error *err) {
     if (zt_model_spec_of(m, &s, err)) return -1;
     int32_t shape5[5];
     zt_model_spec_shape(&s, &shape5[2], &shape5[3], &shape5[4], &shape5[1], &shape5[0]);
-    uint32_t version = s.arch == ZT_ARCH_LLAMA ? VERSION_LLAMA : VERSION, np = (uint32_t)m->n_params;
+    uint32_t version = (s.arch == ZT_ARCH_LLAMA ? VERSION_LLAMA : VERSION) + (s.lora.rank > 0 ? LORA : 0);
+    uint32_t np = (uint32_t)m->n_params;
     int bad = put(b, MAGIC, 8) | put(b, &version, 4) | put(b, shape5, sizeof shape5);
     if (s.arch == ZT_ARCH_LLAMA) {
         const zt_llama_config *c = &s.llama;
@@ -55,13 +57,19 @@ static int build_header(const zt_model *m, buf *b, zt_error *err) {
                          c->rope_scaling.original_max_position_embeddings, c->tie_embeddings};
         bad |= put(b, &k, sizeof k);
     }
+    if (s.lora.rank > 0) {
+        int32_t r = s.lora.rank;
+        uint16_t tl = (uint16_t)strlen(s.lora.target_modules);
+        bad |= put(b, &r, 4) | put(b, &s.lora.alpha, 4) | put(b, &s.lora.dropout, 4) | put(b, &tl, 2) |
+               put(b, s.lora.target_modules, tl);
+    }
     bad |= put(b, &np, 4);
     for (int i = 0; i < m->n_params && !bad; i++) {
         const zt_param_desc *p = &m->params[i];
         uint16_t nl = (uint16_t)strlen(p->name);
         uint32_t nd = (uint32_t)p->ndim;
         bad |= put(b, &nl, 2) | put(b, p->name, nl) | put(b, &nd, 4) |
-               put(b, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+               put(b, p->logical_shape, sizeof(int64_t) * (size_t)p->ndim);
     }
     return bad;
 }
@@ -71,7 +79,7 @@ static int gather_only(zt_engine *e, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
     int rc = ZT_OK;
     for (int i = 0; i < m->n_params && !rc; i++) {
-        float *t = malloc((size_t)m->params[i].numel * sizeof *t);
+        float *t = malloc((size_t)m->params[i].logical_numel * sizeof *t);
         if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "saving weights: out of memory");
         rc = zt_engine_param_gather(e, i, t, err);
         free(t);
@@ -105,7 +113,7 @@ int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) 
     free(hb.p);
     int rc = ZT_OK;
     for (int i = 0; i < m->n_params && ok; i++) {
-        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         float *d = malloc(bytes);
         if (!d || (rc = zt_engine_param_gather(e, i, d, err))) {
             free(d);
@@ -171,6 +179,26 @@ static int read_all(const char *path, unsigned char **data, size_t *len, zt_erro
     return ZT_OK;
 }
 
+/* The LoRA block at *off into spec->lora; *off moves past it. */
+static int parse_lora(const unsigned char *d, size_t len, const char *path, zt_model_spec *spec, size_t *off,
+                      zt_error *err) {
+    zt_lora_config *l = &spec->lora;
+    uint16_t tl;
+    if (len < *off + 14 + 4 + 8) return zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated LoRA block", path);
+    memcpy(&l->rank, d + *off, 4);
+    memcpy(&l->alpha, d + *off + 4, 4);
+    memcpy(&l->dropout, d + *off + 8, 4);
+    memcpy(&tl, d + *off + 12, 2);
+    *off += 14;
+    if (l->rank < 1 || tl >= sizeof l->target_modules || len < *off + tl + 4 + 8)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: bad LoRA block (rank %d, target_modules of %u bytes)", path,
+                            l->rank, (unsigned)tl);
+    memcpy(l->target_modules, d + *off, tl);
+    l->target_modules[tl] = '\0';
+    *off += tl;
+    return ZT_OK;
+}
+
 /* The model of the header in d (len bytes, checksum verified); *data_off: where n_params is. */
 static int parse_model(const unsigned char *d, size_t len, const char *path, zt_model_spec *spec,
                        size_t *n_params_off, zt_error *err) {
@@ -180,12 +208,14 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
     if (len < 8 + 4 + 20 + 4 + 8) return zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated header", path);
     memcpy(&version, d + 8, 4);
     memcpy(s, d + 12, sizeof s);
-    if (version != VERSION && version != VERSION_LLAMA)
-        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u and %u", path, version,
-                            VERSION, VERSION_LLAMA);
+    if (version < VERSION || version > VERSION_LLAMA + LORA)
+        return zt_error_set(err, ZT_ERR_CKPT, "weights %s: version %u, this build reads %u to %u", path, version,
+                            VERSION, VERSION_LLAMA + LORA);
+    bool lora = version > VERSION_LLAMA;
+    if (lora) version -= LORA;
     spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4], ZT_ATTENTION_FLASH};
     *n_params_off = 8 + 4 + 20;
-    if (version == VERSION) return ZT_OK;
+    if (version == VERSION) return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
     llama_block k;
     if (len < *n_params_off + LLAMA_BLOCK + 4 + 8)
         return zt_error_set(err, ZT_ERR_CKPT, "weights %s: truncated header", path);
@@ -199,7 +229,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
                                     k.tie_embeddings != 0, ZT_ATTENTION_FLASH};
-    return ZT_OK;
+    return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
 }
 
 int zt_weights_read_config(const char *path, zt_model_spec *spec, zt_error *err) {
@@ -246,7 +276,7 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
         memcpy(&nd, d + off, 4);
         off += 4;
         if (nd != (uint32_t)p->ndim || off + 8 * nd > end ||
-            memcmp(d + off, p->shape, 8 * (size_t)nd) != 0) {
+            memcmp(d + off, p->logical_shape, 8 * (size_t)nd) != 0) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: tensor %s has a different shape than the "
                               "model's", path, p->name);
             goto out;
@@ -254,7 +284,7 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
         off += 8 * (size_t)nd;
     }
     for (int i = 0; i < m->n_params; i++) {
-        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         if (off + bytes > end) goto truncated;
         /* this rank's part (the whole tensor, or its dim-0 shard), in the parameters' dtype */
         if ((rc = zt_engine_param_set(e, i, (const float *)(const void *)(d + off), err))) goto out;

@@ -4,10 +4,13 @@
  *
  * Layout (little-endian): "ZTWEIGHT" | u32 version | i32 maxT, V, L, NH, C | [version 2 only:
  * the Llama block: i32 arch=1, NKV, I | f32 rope_theta, rms_norm_eps, rope scaling factor,
- * low_freq_factor, high_freq_factor | i32 original_max_position_embeddings, tie_embeddings] | u32 n_params |
- * per parameter: u16 name_len, name bytes, u32 ndim, i64 shape[ndim] | then every tensor's fp32
- * data in the same order | u64 XXH64 of all preceding bytes. GPT-2 is written as version 1 (the
- * files of before Llama), Llama as version 2. Written to a temporary file, fsynced
+ * low_freq_factor, high_freq_factor | i32 original_max_position_embeddings, tie_embeddings] |
+ * [versions 3 and 4 only: the LoRA block: i32 rank | f32 alpha, dropout | u16 len, target_modules
+ * bytes] | u32 n_params | per parameter: u16 name_len, name bytes, u32 ndim, i64 shape[ndim] | then
+ * every tensor's fp32 data in the same order (the adapters after the weights they adapt) | u64
+ * XXH64 of all preceding bytes. GPT-2 is written as version 1 (the files of before Llama), Llama
+ * as version 2, and either with LoRA adapters as 3 (GPT-2) or 4 (Llama, the Llama block first).
+ * Written to a temporary file, fsynced
  * and renamed, so a reader sees the old file or the new one. */
 #ifndef ZT_WEIGHTS_H
 #define ZT_WEIGHTS_H

@@ -1,9 +1,13 @@
-/* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR) [--dtype fp32|bf16]
- * [--shard-size 5GB] [--tokenizer FILE]...`: consolidates a sharded checkpoint (any world size and
- * strategy), a weights file (`train --save`) or a Hugging Face directory (to reshard it) into one safetensors file or a Hugging Face model
- * directory (src/ckpt/hf.c), with transformers' names and layouts. */
+/* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR)
+ * [--dtype fp32|bf16] [--shard-size 5GB] [--tokenizer FILE]... [--base-model NAME]`: consolidates a
+ * sharded checkpoint (any world size and strategy), a weights file (`train --save`) or a Hugging
+ * Face directory (to reshard it) into one safetensors file or a Hugging Face model directory
+ * (src/ckpt/hf.c), with transformers' names and layouts; a model with LoRA adapters is written
+ * with the adapters merged into their weights, or (--peft) as the adapters alone in PEFT's
+ * layout (src/ckpt/peft.c). */
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/peft.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "cli/commands.h"
@@ -13,8 +17,8 @@
 #include <sys/stat.h>
 
 #define EXPORT_USAGE                                                                                  \
-    "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR) [--dtype fp32|bf16]\n"   \
-    "                        [--shard-size SIZE] [--tokenizer FILE]...\n"                            \
+    "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR)\n"         \
+    "                        [--dtype fp32|bf16] [--shard-size SIZE] [--tokenizer FILE]... [--base-model NAME]\n" \
     "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
     "  W.ztw           a weights file (train --save)\n"                                               \
     "  HF_DIR          a Hugging Face model directory (to reshard it or change its dtype)\n"          \
@@ -22,11 +26,15 @@
     "  --hf DIR        a Hugging Face model directory: config.json, model.safetensors or shards\n"    \
     "                  with model.safetensors.index.json, generation_config.json\n"                   \
     "  --shard-size S  --hf: at most S tensor bytes per shard (5GB, 500MB, 64MiB; default 5GB)\n"     \
-    "  --tokenizer F   --hf: copy F (tokenizer.json, tokenizer_config.json, ...) into DIR (repeat)\n"
+    "  --tokenizer F   --hf: copy F (tokenizer.json, tokenizer_config.json, ...) into DIR (repeat)\n"   \
+    "  --peft DIR      a model with LoRA adapters: the adapters alone as PEFT writes them\n"             \
+    "                  (adapter_model.safetensors, adapter_config.json); -o and --hf merge them into\n" \
+    "                  their weights instead\n"                                                          \
+    "  --base-model N  --peft: adapter_config.json's base_model_name_or_path (default null)\n"
 
 int zt_cmd_export(int argc, char **argv) {
     zt_error err = {0};
-    const char *src = NULL, *out = NULL, *hf = NULL, *dtype = "fp32", *shard = "5GB";
+    const char *src = NULL, *out = NULL, *hf = NULL, *peft = NULL, *base = NULL, *dtype = "fp32", *shard = "5GB";
     const char *copy[16];
     int n_copy = 0;
     for (int i = 1; i < argc; i++) {
@@ -36,6 +44,7 @@ int zt_cmd_export(int argc, char **argv) {
             return 0;
         }
         const char **slot = !strcmp(a, "-o") ? &out : !strcmp(a, "--hf") ? &hf : !strcmp(a, "--dtype") ? &dtype
+                          : !strcmp(a, "--peft") ? &peft : !strcmp(a, "--base-model") ? &base
                           : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
                           : NULL;
         if (slot && v) {
@@ -50,7 +59,8 @@ int zt_cmd_export(int argc, char **argv) {
         }
     }
     uint64_t shard_bytes = 0;
-    if (!src || !out == !hf || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) || (n_copy && !hf)) {
+    if (!src || (out != NULL) + (hf != NULL) + (peft != NULL) != 1 || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) ||
+        (n_copy && !hf) || (base && !peft)) {
         zt_error_set(&err, ZT_ERR_USAGE, "export: " EXPORT_USAGE);
         return zt_cli_fail(&err);
     }
@@ -80,11 +90,22 @@ int zt_cmd_export(int argc, char **argv) {
         goto done;
     bool bf16 = !strcmp(dtype, "bf16");
     zt_hf_export_options ho = {.bf16 = bf16, .shard_bytes = shard_bytes, .copy = copy, .n_copy = n_copy};
-    if ((rc = hf ? zt_hf_export_dir(e, hf, &ho, &shards, &err) : zt_safetensors_export(e, out, bf16, &err))) goto done;
-    if (ztw || from_hf) printf("exported %s (%lld parameters, %s) to %s", src, (long long)zt_model_numel(m), dtype, hf ? hf : out);
+    int merged = 0, adapters = 0;
+    if (peft) {
+        if ((rc = zt_peft_export_dir(e, peft, base, bf16, &adapters, &err))) goto done;
+    } else if ((rc = zt_lora_merge(e, &merged, &err)) || /* a LoRA model: its adapters merged */
+               (rc = hf ? zt_hf_export_dir(e, hf, &ho, &shards, &err) : zt_safetensors_export(e, out, bf16, &err))) {
+        goto done;
+    }
+    const char *dst = peft ? peft : hf ? hf : out;
+    if (ztw || from_hf) printf("exported %s (%lld parameters, %s) to %s", src, (long long)zt_model_numel(m), dtype, dst);
     else printf("exported %s (step %lld, %lld parameters, %s) to %s", commit, (long long)meta.step,
-                (long long)zt_model_numel(m), dtype, hf ? hf : out);
+                (long long)zt_model_numel(m), dtype, dst);
     if (hf) printf(" (%d shard%s)", shards, shards == 1 ? "" : "s");
+    if (merged) printf(" with %d LoRA adapters merged into their weights", merged);
+    if (peft)
+        printf(": %d LoRA adapters (rank %d, alpha %g) as PEFT's adapter_model.safetensors + adapter_config.json",
+               adapters, m->lora->rank, (double)m->lora->alpha);
     printf("\n");
 done:
     zt_engine_free(e);

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "ckpt/hf.h"
+#include "comm/build_id.h"
 #include "comm/comm.h"
 #include "core/fault.h"
 #include "core/stop.h"
@@ -144,6 +145,7 @@ int zt_cmd_train(int argc, char **argv) {
                         NULL, true},
     };
     const char *config = NULL;
+    bool allow_cast = false; /* --allow-cast: checkpoint.allow_cast=true after the file and --set */
     static zt_train_config cfg; /* large (paths): keep it off the stack */
     zt_train_config_default(&cfg);
     for (int i = 1; i < argc; i++) {
@@ -151,7 +153,13 @@ int zt_cmd_train(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain train CONFIG [options]\n  CONFIG          native YAML (docs/config-train.md)\n");
             for (int k = 0; k < O_COUNT; k++) printf("  %-14s  %s\n", opt[k].name, opt[k].help);
+            printf("  %-14s  %s\n", "--allow-cast", "resume a checkpoint whose fp32 values this precision rounds "
+                   "(bf16-low), rounding them (checkpoint.allow_cast)");
             return 0;
+        }
+        if (!strcmp(a, "--allow-cast")) {
+            allow_cast = true;
+            continue;
         }
         int k = 0;
         while (k < O_COUNT && strcmp(a, opt[k].name) != 0) k++;
@@ -179,6 +187,7 @@ int zt_cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) /* the file first, then every --set in order */
         if (!strcmp(argv[i], "--set") && i + 1 < argc && zt_train_config_set(&cfg, argv[++i], &err))
             return zt_cli_fail(&err);
+    if (allow_cast && zt_train_config_set(&cfg, "checkpoint.allow_cast=true", &err)) return zt_cli_fail(&err);
     if (opt[O_INIT_HF].value && set_init_hf(&cfg, opt[O_INIT_HF].value, &err)) return zt_cli_fail(&err);
     if (cfg.init_hf[0] && hf_shape(&cfg, &err)) return zt_cli_fail(&err);
     int64_t counts[O_COUNT] = {0};
@@ -212,6 +221,7 @@ int zt_cmd_train(int argc, char **argv) {
     int rank = world ? zt_comm_rank(world) : 0;
     int rc = zt_train_config_validate_world(&cfg, world ? zt_comm_size(world) : 1, &err);
     if (!rc) rc = zt_train_config_validate(&cfg, &err);
+    if (!rc && world) rc = zt_build_id_check(world, &err); /* the same build first: it explains the rest */
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
     if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
     if (rc) return end_job(world, zt_cli_fail(&err));

@@ -3,6 +3,7 @@
  * `zerotrain --help` lists every row; `zerotrain NAME --help` prints the row's summary before the
  * subcommand's own usage. */
 #include "cli/commands.h"
+#include "comm/build_id.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +13,12 @@ int zt_cli_fail(const zt_error *err) {
     return err->code ? err->code : ZT_ERR_INTERNAL;
 }
 
+/* The version, then the build fingerprint the ranks of a job compare at start (comm/build_id.h). */
 static int cmd_version(int argc, char **argv) {
     printf("zerotrain %s\n", ZT_VERSION);
+    zt_build_id b;
+    zt_build_id_get(&b);
+    for (int k = 1; k < ZT_BUILD_FIELDS; k++) printf("  %-9s %s\n", zt_build_field_name(k), b.v[k]);
     return 0;
 }
 
@@ -33,6 +38,9 @@ static const subcommand COMMANDS[] = {
     {"estimate-memory", zt_cmd_estimate, "bytes per rank for every strategy, before any run",
      "estimate-memory CONFIG [--nproc N] [--set key=value ...] [--json]\n"
      "      estimate-memory --model gpt2-124M|...|llama-70b --nproc N [-B b] [-T t] [--json]"},
+    {"plan", zt_cmd_plan, "predict step time, MFU, memory and exposed communication at scale, per strategy",
+     "plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s\n"
+     "      [--seq 4096] [--micro-batch 1] [--global-batch G] [--precision bf16] [--ac none|selective|full] [--json]"},
     {"tokenize", zt_cmd_tokenize, "GPT-2 BPE of text files into llm.c-format token files",
      "tokenize TEXT... -o data.bin [--val-fraction f]"},
     {"sample", zt_cmd_sample, "generate text from trained weights",

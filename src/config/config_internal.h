@@ -22,12 +22,13 @@ typedef enum key_type {
     KT_U64,    /* uint64_t, any value */
     KT_FLOAT,  /* float, bounds fmin..fmax (open ends per flags), finite */
     KT_BOOL,   /* bool: true/false/yes/no */
-    KT_STR,    /* char[size], a path; length < size */
+    KT_STR,    /* char[size], a path (or a text with F_LIST); length < size */
     KT_ENUM,   /* an int-sized enum, named by enums[] */
     KT_PRESET  /* char[size] naming a zt_gpt2_preset; also fills c->model */
 } key_type;
 
-enum { F_OPEN_LO = 1u, F_OPEN_HI = 2u, F_REQUIRED = 4u };
+/* F_LIST (KT_STR): a text, not a path; a YAML list of scalars is read as them joined by commas */
+enum { F_OPEN_LO = 1u, F_OPEN_HI = 2u, F_REQUIRED = 4u, F_LIST = 8u };
 
 typedef struct enum_value {
     const char *name;

@@ -250,7 +250,7 @@ static const char *type_name(const key_def *k) {
     case KT_U64: return "uint64";
     case KT_FLOAT: return "float";
     case KT_BOOL: return "bool";
-    case KT_STR: return "path";
+    case KT_STR: return (k->flags & F_LIST) ? "string, list" : "path";
     case KT_ENUM: return "enum";
     case KT_PRESET: return "preset";
     }

@@ -46,6 +46,12 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
                                         {"selective", ZT_CFG_RECOMPUTE_SELECTIVE},
                                         {NULL, 0}};
 
+static const enum_value SPIKE_POLICIES[] = {
+    {"skip", ZT_CFG_SPIKE_SKIP}, {"rollback", ZT_CFG_SPIKE_ROLLBACK}, {NULL, 0}};
+
+static const enum_value SAVE_ERRORS[] = {
+    {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
+
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
 static const enum_value ATTENTIONS[] = {{"flash", ZT_ATTENTION_FLASH}, {"naive", ZT_ATTENTION_NAIVE}, {NULL, 0}};
 
@@ -103,6 +109,9 @@ const key_def zt_cfg_keys[] = {
     K_STR("data.train", train_path, F_REQUIRED, NULL,
           "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
     K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
+    K_STR("data.skip_samples", skip_samples, 0, "",
+          "global samples never trained on, START:COUNT[,START:COUNT...] (e.g. the batches around a loss "
+          "spike, as PaLM skipped them); a resumed run also skips what its checkpoint records; empty: none"),
     K_INT("training.micro_batch_size", micro_batch, 0, 65536, "4",
           "sequences per micro-batch per rank (B); 0: derived at launch from global_batch_size",
           NULL),
@@ -141,10 +150,24 @@ const key_def zt_cfg_keys[] = {
     K_FLT("optimizer.momentum", optim.momentum, 0.0, 1.0, F_OPEN_HI, "0", "SGD momentum", NULL),
     K_BOOL("optimizer.nesterov", optim.nesterov, "false",
            "SGD Nesterov momentum; needs momentum > 0"),
+    K_INT("lora.rank", lora.rank, 0, 65536, "0",
+          "rank r of the LoRA adapters (docs/models.md): every other parameter is frozen and only the "
+          "adapters train; 0: no LoRA", NULL),
+    K_FLT("lora.alpha", lora.alpha, 0.0, HUGE_VAL, F_OPEN_LO, "8",
+          "LoRA's lora_alpha: the adapters' update is scaled by alpha / rank", NULL),
+    K_FLT("lora.dropout", lora.dropout, 0.0, 1.0, F_OPEN_HI, "0",
+          "dropout on the adapters' input in training (PEFT's lora_dropout)", NULL),
+    K_STR("lora.target_modules", lora.target_modules, F_LIST, "",
+          "the Linears that get adapters, as PEFT's target_modules: names ([q_proj, v_proj] or "
+          "'q_proj,v_proj': a module whose name is or ends with one), a regular expression matched against "
+          "whole module names, or all-linear; empty: PEFT's default (q_proj,v_proj for llama, c_attn for gpt2)"),
     K_INT("eval.every", eval_every, 0, INT_MAX, "0",
           "validation loss every N steps (and after the last); 0: only after the last; > 0 "
           "needs data.val",
           NULL),
+    K_BOOL("eval.at_start", eval_at_start, "false",
+           "also evaluate once before the first step (transformers' eval_on_start): the starting model's "
+           "validation loss, e.g. a pretrained model's on the data it is about to be fine-tuned on"),
     K_INT("eval.batches", eval_batches, 1, 1048576, "8", "validation micro-batches per evaluation",
           NULL),
     K_STR("logging.jsonl", log_path, 0, "", "one JSON line of metrics per step; empty: none"),
@@ -181,7 +204,12 @@ const key_def zt_cfg_keys[] = {
            "zero2/zero3/hybrid: reduce-scatter each unit's gradients on a communication thread "
            "while backward goes on (DeepSpeed's overlap_comm)"),
     K_INT("parallel.tensor_parallel_size", tensor_parallel_size, 1, 1048576, "1",
-          "tensor-parallel degree", NULL),
+          "tensor-parallel degree: the heads, the MLP width and the vocabulary split over this many "
+          "consecutive ranks (docs/parallelism.md)", "divides model.n_head (and n_kv_head, "
+          "intermediate_size) and, with pipeline_parallel_size, the world size"),
+    K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
+          "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
+          "<= the model's units (n_layer + 2)"),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
           "context/sequence-parallel degree", NULL),
     K_ENUM("precision.mode", precision, PRECISIONS, "fp32",
@@ -239,6 +267,14 @@ const key_def zt_cfg_keys[] = {
            "resuming from a directory whose newest commit is damaged (checksum, size, missing file): "
            "resume from the newest intact older commit, naming what was skipped and why; false: exit 4 "
            "(docs/reliability.md)"),
+    K_ENUM("checkpoint.on_save_error", ckpt_on_save_error, SAVE_ERRORS, "exit",
+           "a checkpoint that cannot be written (disk full, I/O error: every rank learns it, nothing is "
+           "committed, the partial step-N.tmp is removed, the last commit is untouched): exit ends the run "
+           "with exit 8; continue warns and trains on, the next save retries (a final save still exits 8)"),
+    K_BOOL("checkpoint.allow_cast", ckpt_allow_cast, "false",
+           "resuming a checkpoint whose values are wider than this run keeps them (fp32 master weights "
+           "or moments into precision bf16-low): round them to the nearest (said); false: exit 4 naming "
+           "the dtypes and tensors (`train --allow-cast` sets it). Widening is always exact and said"),
     K_BOOL("comm.check_collectives", comm_check_collectives, "false",
            "debug: before every collective the ranks compare its fingerprint (sequence, operation, "
            "tag, bytes, step) and stop with exit 9 naming what each was about to do when they differ "
@@ -252,10 +288,15 @@ const key_def zt_cfg_keys[] = {
           "a step whose gradients hold NaN/Inf is skipped on every rank and logged; this many in a "
           "row stop the run (exit 6); 0: stop at the first (fp16 overflows follow the loss scaler)", NULL),
     K_FLT("fault.loss_spike_z", fault_loss_spike_z, 0.0, HUGE_VAL, 0, "0",
-          "skip the update of a step whose loss lies more than this many standard deviations above "
-          "the mean of the last loss_spike_window applied steps (logged); 0: off", NULL),
-    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 1000000, "50",
-          "steps the loss-spike z-score is taken over (it fires once the window is full)", NULL),
+          "a step whose loss lies more than this many standard deviations above the mean of the last "
+          "loss_spike_window applied steps is a spike, handled by fault.loss_spike_policy (logged); 0: off",
+          NULL),
+    K_INT("fault.loss_spike_window", fault_loss_spike_window, 2, 4096, "50",
+          "steps the loss-spike z-score is taken over (it fires once the window is full; checkpointed)", NULL),
+    K_ENUM("fault.loss_spike_policy", fault_loss_spike_policy, SPIKE_POLICIES, "skip",
+           "on a loss spike: skip (its update, on every rank) or rollback (every rank reloads the last "
+           "commit and goes on without the spike's batch, the skip recorded in later checkpoints; needs a "
+           "checkpoint directory)"),
     K_INT("fault.replica_check_every", fault_replica_check_every, 0, INT_MAX, "0",
           "every N steps the ranks compare a hash of the parameters they hold; replicas that differ "
           "(silent corruption) stop the run with exit 6 before the step's checkpoint; 0: never. "
@@ -268,7 +309,7 @@ const int zt_cfg_n_keys = (int)(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0]);
 _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,
                "raise ZT_CONFIG_MAX_KEYS");
 
-const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer",
+const char *const zt_cfg_sections[] = {"model",    "data",      "training", "optimizer", "lora",
                                        "eval",     "logging",   "sample",   "parallel",
                                        "precision", "memory",   "checkpoint", "comm", "fault"};
 const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_sections[0]);
@@ -453,8 +494,11 @@ void zt_cfg_describe(const key_def *k, char *out, size_t cap) {
         break;
     case KT_BOOL: snprintf(out, cap, "true or false (or yes/no)"); break;
     case KT_STR:
-        snprintf(out, cap, "a %spath shorter than %zu bytes",
-                 (k->flags & F_REQUIRED) ? "non-empty " : "", k->size);
+        if (k->flags & F_LIST)
+            snprintf(out, cap, "a string or a list of strings, shorter than %zu bytes joined by commas", k->size);
+        else
+            snprintf(out, cap, "a %spath shorter than %zu bytes",
+                     (k->flags & F_REQUIRED) ? "non-empty " : "", k->size);
         break;
     case KT_ENUM: {
         char names[160];
@@ -599,8 +643,9 @@ int zt_cfg_parse_value(zt_train_config *c, const key_def *k, const char *s, size
     }
     case KT_STR: {
         size_t n = text_is_null(s, len, quoted) ? 0 : len;
+        const char *what = (k->flags & F_LIST) ? "value" : "path";
         if (!valid_utf8(s, n)) {
-            snprintf(why, cap, "the path is not valid UTF-8");
+            snprintf(why, cap, "the %s is not valid UTF-8", what);
             return -1;
         }
         if (n == 0 && (k->flags & F_REQUIRED)) {
@@ -608,7 +653,7 @@ int zt_cfg_parse_value(zt_train_config *c, const key_def *k, const char *s, size
             return -1;
         }
         if (n >= k->size) {
-            snprintf(why, cap, "the path is %zu bytes long; the limit is %zu", n, k->size - 1);
+            snprintf(why, cap, "the %s is %zu bytes long; the limit is %zu", what, n, k->size - 1);
             return -1;
         }
         memset(dst, 0, k->size);

@@ -86,10 +86,40 @@ static void unknown_key(cfg_ctx *x, const char *wh, int s, const char *leaf, siz
                  names);
 }
 
+/* A list key's sequence of scalars (F_LIST: [q_proj, v_proj]) as its items joined by commas into
+ * out; false (with out naming what is wrong) for anything else in it or a result that is too long. */
+static bool join_sequence(yaml_document_t *doc, const yaml_node_t *seq, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+        const yaml_node_t *n = yaml_document_get_node(doc, *it);
+        if (!n || n->type != YAML_SCALAR_NODE || strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
+            snprintf(out, cap, "a list item that is %s", n ? node_kind(n) : "nothing");
+            return false;
+        }
+        if (len + n->data.scalar.length + 2 >= cap) {
+            snprintf(out, cap, "a list longer than %zu bytes joined", cap - 1);
+            return false;
+        }
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", (const char *)n->data.scalar.value);
+    }
+    return true;
+}
+
 /* One key's value. */
-static void apply_node(cfg_ctx *x, native_state *st, int ki, const yaml_node_t *vv) {
+static void apply_node(cfg_ctx *x, native_state *st, yaml_document_t *doc, int ki, const yaml_node_t *vv) {
     where w;
     at(&w, st->name, vv);
+    if (vv->type == YAML_SEQUENCE_NODE && (zt_cfg_keys[ki].flags & F_LIST)) {
+        char joined[1024];
+        if (!join_sequence(doc, vv, joined, sizeof joined)) {
+            zt_cfg_error(x, "%s: %s: expected a list of names, got %s", w.text, zt_cfg_keys[ki].key, joined);
+            x->bad[ki] = true;
+        } else if (zt_cfg_apply(x, ki, joined, strlen(joined), true, ZT_ORIGIN_FILE, w.text, NULL, NULL) == 0) {
+            x->native_set[ki] = true;
+        }
+        return;
+    }
     if (vv->type != YAML_SCALAR_NODE) {
         char want[192];
         zt_cfg_describe(&zt_cfg_keys[ki], want, sizeof want);
@@ -118,7 +148,7 @@ static void apply_preset_first(cfg_ctx *x, native_state *st, yaml_document_t *do
             yaml_node_t *kk = yaml_document_get_node(doc, q->key);
             yaml_node_t *vv = yaml_document_get_node(doc, q->value);
             if (!kk || !vv || !scalar_is(kk, "preset") || vv->type != YAML_SCALAR_NODE) continue;
-            apply_node(x, st, preset_ki, vv);
+            apply_node(x, st, doc, preset_ki, vv);
             return; /* a duplicate is reported by the walk */
         }
         return; /* only the first model: section; a second one is reported later */
@@ -177,7 +207,7 @@ static void walk_pairs(cfg_ctx *x, native_state *st, yaml_document_t *doc, int s
         st->seen[ki] = true;
         st->line[ki] = kk->start_mark.line + 1;
         if (ki == preset_ki && vv->type == YAML_SCALAR_NODE) continue; /* applied first */
-        apply_node(x, st, ki, vv);
+        apply_node(x, st, doc, ki, vv);
     }
 }
 

@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 96     /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 112    /* rows in the key table (keys.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */
@@ -81,6 +81,15 @@ typedef enum zt_cfg_recompute {
     ZT_CFG_RECOMPUTE_FULL = 1,      /* keep unit inputs, recompute inside (issue 7) */
     ZT_CFG_RECOMPUTE_SELECTIVE = 2  /* keep the cheap-to-store, recompute the rest (issue 7) */
 } zt_cfg_recompute;
+typedef enum zt_cfg_spike_policy {
+    ZT_CFG_SPIKE_SKIP = 0,    /* skip the spike's update on every rank */
+    ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (engine/trainer.c) */
+} zt_cfg_spike_policy;
+
+typedef enum zt_cfg_save_error {
+    ZT_CFG_SAVE_ERROR_EXIT = 0,    /* a checkpoint that cannot be written ends the run (exit 8) */
+    ZT_CFG_SAVE_ERROR_CONTINUE = 1 /* training goes on, the next save retries (engine/trainer.c) */
+} zt_cfg_save_error;
 
 typedef struct zt_train_config {
     /* model: */
@@ -97,6 +106,8 @@ typedef struct zt_train_config {
     /* data: */
     char train_path[ZT_PATH_MAX]; /* data.train (required by zt_train_config_validate) */
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */
+    char skip_samples[256];       /* data.skip_samples: "START:COUNT,..." global samples never trained
+                                     on (zt_sampler_parse_skips); "" = none */
     /* training: */
     int micro_batch;            /* training.micro_batch_size (B), default 4; 0 = derived at launch
                                    from global_batch (zt_train_config_validate_world) */
@@ -108,6 +119,8 @@ typedef struct zt_train_config {
     uint64_t seed;              /* training.seed, default 1337 */
     char freeze[256];           /* training.freeze: regex of the frozen parameters' names
                                    (zt_model_freeze); "" = none */
+    zt_lora_config lora;        /* lora.rank (0: no LoRA), alpha (8), dropout (0), target_modules
+                                   ("": the family's default); zt_model_add_lora */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */
     zt_optimizer_config optim;  /* optimizer.type adamw|sgd, beta1, beta2, eps, weight_decay,
@@ -115,6 +128,7 @@ typedef struct zt_train_config {
     /* evaluation: */
     int eval_every;             /* eval.every (steps; 0 = never), default 0 */
     int eval_batches;           /* eval.batches, default 8 */
+    bool eval_at_start;         /* eval.at_start: evaluate before the first step too, default false */
     /* logging: */
     char log_path[ZT_PATH_MAX]; /* logging.jsonl ("" = none) */
     int print_every;            /* logging.print_every, default 1 */
@@ -133,7 +147,8 @@ typedef struct zt_train_config {
     float bucket_mb;            /* parallel.bucket_mb, default 25 */
     bool prefetch;              /* parallel.prefetch: zero3 gathers the next unit early */
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
-    int tensor_parallel_size;   /* parallel.tensor_parallel_size, 1 (others: not implemented) */
+    int tensor_parallel_size;   /* parallel.tensor_parallel_size, default 1 (docs/parallelism.md) */
+    int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (> 1: not implemented) */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
     /* precision (src/precision, docs/precision.md): */
     int precision;              /* precision.mode: a zt_cfg_precision */
@@ -160,13 +175,16 @@ typedef struct zt_train_config {
     int ckpt_keep_last;         /* checkpoint.keep_last (0 = all) */
     bool ckpt_consolidated;     /* checkpoint.save_consolidated: also one full weights file */
     bool ckpt_fallback;         /* checkpoint.fallback: past a damaged newest commit (resume.c) */
+    int ckpt_on_save_error;     /* checkpoint.on_save_error: a zt_cfg_save_error */
+    bool ckpt_allow_cast;       /* checkpoint.allow_cast: load fp32 values into bf16-low, rounded */
     /* faults (docs/reliability.md): */
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
     float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
-    int fault_loss_spike_window; /* fault.loss_spike_window */
+    int fault_loss_spike_window; /* fault.loss_spike_window (<= ZT_CKPT_MAX_WINDOW: it is checkpointed) */
+    int fault_loss_spike_policy; /* fault.loss_spike_policy: a zt_cfg_spike_policy */
     int fault_replica_check_every; /* fault.replica_check_every: steps between replica hash checks */
 
     /* Provenance and notes: not part of the configuration's value (zt_train_config_hash and
@@ -222,6 +240,10 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out);
  * and hybrid_replicas x shard size equal it. Messages name the keys and where each came from.
  * Call it on every rank with the same world (it is deterministic); it changes only derived keys. */
 int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err);
+/* parallel.hybrid_shard_size 0: the data-parallel ranks of one node, i.e. the launcher's ranks per
+ * node (zt_launcher_default_shard_size; the world on one node) over tensor_parallel_size x
+ * pipeline_parallel_size. *from (optional) names the launcher's variable, or "". */
+int zt_train_config_default_shard(const zt_train_config *c, int world, const char **from);
 
 /* Calls fn for every note and warning: those recorded while reading (dialect mappings that are
  * approximate, keys recognized but without effect) and those the support table gives for the

@@ -42,14 +42,15 @@ static const struct {
     {"sleep", ZT_FAULT_SLEEP, ZT_FAULT_AT_STEP},     {"nan", ZT_FAULT_NAN, ZT_FAULT_AT_FWD},
     {"inf", ZT_FAULT_INF, ZT_FAULT_AT_FWD},          {"eio", ZT_FAULT_EIO, ZT_FAULT_AT_SAVE_SHARD},
     {"spike", ZT_FAULT_SPIKE, ZT_FAULT_AT_FWD},       {"bitflip", ZT_FAULT_BITFLIP, ZT_FAULT_AT_STEP},
-    {"skipcoll", ZT_FAULT_SKIPCOLL, ZT_FAULT_AT_AGREE},
+    {"skipcoll", ZT_FAULT_SKIPCOLL, ZT_FAULT_AT_AGREE}, {"oom", ZT_FAULT_OOM, ZT_FAULT_AT_ALLOC},
+    {"enospc", ZT_FAULT_ENOSPC, ZT_FAULT_AT_SAVE_SHARD}, {"shortwrite", ZT_FAULT_SHORTWRITE, ZT_FAULT_AT_SAVE_WRITE},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "agree", "optim", "save_shard", "save_manifest",
-                                                     "save_commit", "save_purge"};
+                                                     "save_commit", "save_purge", "alloc", "save_write", "offload"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
-                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike bitflip skipcoll eio)",
+                        "[:from=S][:attempt=A][:ms=M][:code=C][:x=F], kinds sigkill sigterm sigint abort hang exit sleep nan inf spike bitflip skipcoll eio enospc shortwrite oom)",
                         whole, why, part);
 }
 
@@ -80,7 +81,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         if (!strcmp(tok, "at")) {
             int p = 0;
             while (p < ZT_FAULT_PHASES && strcmp(PHASES[p], val)) p++;
-            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge)", err);
+            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge alloc save_write offload)", err);
             s->at = (zt_fault_phase)p;
         } else if (!parse_long(val, 0, &v)) {
             return bad(whole, val, "expected a non-negative integer, got", err);
@@ -164,7 +165,7 @@ zt_fault_kind zt_fault_point_step(zt_fault_phase phase, int64_t step, long *arg)
             nanosleep(&ts, NULL);
             break;
         }
-        default: /* NAN, INF, EIO, SPIKE, BITFLIP, SKIPCOLL: the caller applies them */
+        default: /* NAN, INF, EIO, SPIKE, BITFLIP, SKIPCOLL, OOM: the caller applies them */
             if (arg) *arg = s->arg;
             return s->kind;
         }

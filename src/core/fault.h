@@ -7,7 +7,10 @@
  *           spike (x=F: the micro-batch's reported loss is multiplied by F; its gradient is not),
  *           bitflip (one bit of this rank's copy of the first parameter, as a step begins),
  *           skipcoll (this rank skips the step's agreement collective: a desync),
- *           eio (a checkpoint file write fails with EIO)
+ *           eio enospc (a checkpoint file write, or at=offload an NVMe offload block, fails with
+ *           EIO / ENOSPC), shortwrite (a write(2) of the checkpoint file is cut short: the writer
+ *           must go on from where it stopped),
+ *           oom (an engine allocation fails as if memory were out: exit 7 naming the buffer)
  *   keys    rank=R  only on world rank R (default: every rank)
  *           step=S  only in step S (1-based, the step being computed; default: every step)
  *           from=S  in step S and every later one
@@ -16,7 +19,10 @@
  *                   written, not yet synced), save_manifest (rank 0: every file written, no
  *                   manifest yet), save_commit (rank 0: the commit renamed, `latest` not yet
  *                   moved), save_purge (rank 0, checkpoint.keep_last: an old commit renamed to
- *                   step-N.purge, not yet deleted; step= is the step being saved); each kind has a default (docs/reliability.md)
+ *                   step-N.purge, not yet deleted; step= is the step being saved), save_write (one
+ *                   write(2) call of this rank's checkpoint file), offload (an NVMe offload block
+ *                   read or written by the I/O threads: memory.offload_*), alloc (an
+ *                   engine allocation; step 0: before the first step); each kind has a default (docs/reliability.md)
  *           n=K     fire at most K times in this process (default: no limit)
  *           attempt=A  only in launch attempt A of `--max-restarts` (0: the first; default: all)
  *
@@ -36,6 +42,9 @@ typedef enum zt_fault_phase {
     ZT_FAULT_AT_SAVE_MANIFEST,
     ZT_FAULT_AT_SAVE_COMMIT,
     ZT_FAULT_AT_SAVE_PURGE,
+    ZT_FAULT_AT_ALLOC,
+    ZT_FAULT_AT_SAVE_WRITE,
+    ZT_FAULT_AT_OFFLOAD,
     ZT_FAULT_PHASES
 } zt_fault_phase;
 
@@ -54,6 +63,9 @@ typedef enum zt_fault_kind {
     ZT_FAULT_SPIKE,
     ZT_FAULT_BITFLIP,
     ZT_FAULT_SKIPCOLL,
+    ZT_FAULT_OOM,
+    ZT_FAULT_ENOSPC,
+    ZT_FAULT_SHORTWRITE,
 } zt_fault_kind;
 
 /* Parses ZT_FAULT (unset or empty: nothing armed) for this world rank. ZT_ERR_USAGE naming the
@@ -64,7 +76,7 @@ int zt_fault_init(int rank, zt_error *err);
 bool zt_fault_armed(void);
 
 /* The hook at phase P of the current step (zt_fault_set_step): performs the process-level kinds armed there (kills, exits, hangs, sleeps: may not return) and
- * returns the data kind armed there (NAN, INF, EIO, SPIKE, BITFLIP, SKIPCOLL) for the caller to apply, else
+ * returns the data kind armed there (NAN, INF, EIO, ENOSPC, SHORTWRITE, SPIKE, BITFLIP, SKIPCOLL, OOM) for the caller to apply, else
  * ZT_FAULT_NONE; *arg (may be NULL) receives its argument (spike: the factor). Thread-safe for the
  * data kinds (the checkpoint writer thread calls it). */
 zt_fault_kind zt_fault_point(zt_fault_phase phase, long *arg);

@@ -1,6 +1,8 @@
 /* sampler.c - the deterministic window sampler (see sampler.h for the contract). */
 #include "data/sampler.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,8 +56,82 @@ static void build_epoch(zt_sampler *s, uint64_t epoch) {
     s->perm_epoch = epoch;
 }
 
+uint64_t zt_sampler_physical(const zt_sampler *s, uint64_t index) {
+    uint64_t p = index;
+    for (int k = 0; k < s->n_skips && s->skips[k].start <= p; k++) p += s->skips[k].count;
+    return p;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    uint64_t x = ((const zt_sample_range *)a)->start, y = ((const zt_sample_range *)b)->start;
+    return (x > y) - (x < y);
+}
+
+int zt_sampler_skip(zt_sampler *s, uint64_t start, uint64_t count, zt_error *err) {
+    if (count == 0 || start + count < start)
+        return zt_error_set(err, ZT_ERR_USAGE, "sampler: cannot skip %llu samples from %llu", (unsigned long long)count,
+                            (unsigned long long)start);
+    zt_sample_range r[ZT_SAMPLER_MAX_SKIPS + 1];
+    memcpy(r, s->skips, (size_t)s->n_skips * sizeof *r);
+    r[s->n_skips] = (zt_sample_range){start, count};
+    qsort(r, (size_t)s->n_skips + 1, sizeof *r, cmp_range);
+    int n = 0; /* merge what overlaps or touches */
+    for (int k = 0; k <= s->n_skips; k++) {
+        if (n && r[n - 1].start + r[n - 1].count >= r[k].start) {
+            uint64_t end = r[k].start + r[k].count;
+            if (end > r[n - 1].start + r[n - 1].count) r[n - 1].count = end - r[n - 1].start;
+        } else {
+            r[n++] = r[k];
+        }
+    }
+    if (n > ZT_SAMPLER_MAX_SKIPS)
+        return zt_error_set(err, ZT_ERR_USAGE, "sampler: more than %d separate ranges of skipped samples",
+                            ZT_SAMPLER_MAX_SKIPS);
+    memcpy(s->skips, r, (size_t)n * sizeof *r);
+    s->n_skips = n;
+    return ZT_OK;
+}
+
+int zt_sampler_skip_logical(zt_sampler *s, uint64_t first, uint64_t n, zt_error *err) {
+    uint64_t *phys = malloc((n ? n : 1) * sizeof *phys); /* mapped before any of them is skipped */
+    if (!phys) return zt_error_set(err, ZT_ERR_NOMEM, "sampler: out of memory");
+    for (uint64_t i = 0; i < n; i++) phys[i] = zt_sampler_physical(s, first + i);
+    int rc = ZT_OK;
+    for (uint64_t i = 0, j; i < n && !rc; i = j) {
+        for (j = i + 1; j < n && phys[j] == phys[j - 1] + 1; j++) {}
+        rc = zt_sampler_skip(s, phys[i], j - i, err);
+    }
+    free(phys);
+    return rc;
+}
+
+int zt_sampler_parse_skips(const char *spec, zt_sample_range *out, int cap, int *n, zt_error *err) {
+    *n = 0;
+    for (const char *p = spec; *p;) {
+        char *end = NULL;
+        unsigned long long a = 0, c = 0;
+        errno = 0;
+        bool ok = *p >= '0' && *p <= '9';
+        if (ok) a = strtoull(p, &end, 10);
+        ok = ok && *end == ':' && errno == 0;
+        if (ok) {
+            const char *q = end + 1;
+            ok = *q >= '0' && *q <= '9';
+            if (ok) c = strtoull(q, &end, 10);
+            ok = ok && errno == 0 && c > 0 && a + c > a && (*end == ',' || !*end);
+        }
+        if (!ok || *n == cap)
+            return zt_error_set(err, ZT_ERR_USAGE, "data.skip_samples '%s': %s at '%s' (want START:COUNT[,START:COUNT...] "
+                                "of global sample indices, COUNT > 0)", spec, ok ? "too many ranges" : "bad range", p);
+        out[(*n)++] = (zt_sample_range){a, c};
+        p = *end == ',' ? end + 1 : end;
+    }
+    return ZT_OK;
+}
+
 int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targets, int vocab_size,
                    zt_error *err) {
+    index = zt_sampler_physical(s, index);
     uint64_t epoch = index / s->n_windows, w = index % s->n_windows;
     if (s->shuffle) {
         if (s->perm_epoch != epoch) build_epoch(s, epoch);

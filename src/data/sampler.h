@@ -3,13 +3,24 @@
  * a pure function of (file, T, seed, s): windows start at multiples of T (consecutive windows
  * share one token, as in llm.c), and each epoch visits every window once in an order shuffled by
  * (seed, epoch). So the global batches do not depend on how many ranks read them, and the cursor
- * to save is just the next global sample index. */
+ * to save is just the next global sample index.
+ *
+ * Skipped samples (data.skip_samples, the loss-spike rollback: docs/reliability.md): ranges of
+ * physical sample indices the run never trains on. The index the trainer counts is logical: logical
+ * index i reads the i-th physical sample outside every skipped range, so adding a range at or past
+ * the physical sample the cursor has reached moves only what comes next. */
 #ifndef ZT_SAMPLER_H
 #define ZT_SAMPLER_H
 
 #include "data/token_file.h"
 
 #include <stdbool.h>
+
+#define ZT_SAMPLER_MAX_SKIPS 64
+
+typedef struct zt_sample_range {
+    uint64_t start, count; /* physical samples [start, start + count) */
+} zt_sample_range;
 
 typedef struct zt_sampler {
     const zt_token_file *file;
@@ -19,6 +30,8 @@ typedef struct zt_sampler {
     uint64_t n_windows;  /* windows per epoch: (n_tokens - 1) / T */
     uint32_t *perm;      /* (n_windows) order of the cached epoch, NULL when !shuffle */
     uint64_t perm_epoch; /* epoch perm belongs to */
+    zt_sample_range skips[ZT_SAMPLER_MAX_SKIPS]; /* ascending, disjoint, not adjacent */
+    int n_skips;
 } zt_sampler;
 
 /* ZT_ERR_DATA when the file holds fewer than T+1 tokens. */
@@ -29,6 +42,17 @@ void zt_sampler_free(zt_sampler *s);
  * position when a token is outside [0, vocab_size). */
 int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targets, int vocab_size,
                    zt_error *err);
+/* The physical sample logical index `index` reads (itself when nothing is skipped). */
+uint64_t zt_sampler_physical(const zt_sampler *s, uint64_t index);
+/* Skips physical samples [start, start + count), merged with the ranges already skipped.
+ * ZT_ERR_USAGE when count is 0 or ZT_SAMPLER_MAX_SKIPS disjoint ranges would not hold them. */
+int zt_sampler_skip(zt_sampler *s, uint64_t start, uint64_t count, zt_error *err);
+/* Skips the physical samples logical [first, first + n) read now (a step's global batch); they
+ * need not be contiguous. Same errors. */
+int zt_sampler_skip_logical(zt_sampler *s, uint64_t first, uint64_t n, zt_error *err);
+/* Parses "START:COUNT[,START:COUNT...]" (data.skip_samples) into out[0..*n). ZT_ERR_USAGE naming
+ * the bad part. An empty spec is no range. */
+int zt_sampler_parse_skips(const char *spec, zt_sample_range *out, int cap, int *n, zt_error *err);
 /* Fills a micro-batch: B samples first_index, first_index + stride, ... (stride 1 on one rank). */
 int zt_sampler_batch(zt_sampler *s, uint64_t first_index, uint64_t stride, int B, int32_t *inputs,
                      int32_t *targets, int vocab_size, zt_error *err);

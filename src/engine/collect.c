@@ -28,9 +28,9 @@
 static int grow_pack(zt_engine *e, float **pack, size_t *cap, size_t floats, zt_error *err) {
     if (floats <= *cap) return ZT_OK;
     zt_engine_release(e, pack, *cap, &e->mem.comm);
-    *pack = zt_engine_alloc(e, floats, &e->mem.comm);
+    *pack = zt_engine_alloc(e, floats, &e->mem.comm, "a bucket's staging (pack)");
     *cap = *pack ? floats : 0;
-    return *pack ? ZT_OK : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for a %zu-float bucket", floats);
+    return *pack ? ZT_OK : zt_engine_oom(e, err, "engine: a %zu-float bucket", floats);
 }
 
 
@@ -446,5 +446,13 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
         if (comms[k] != zt_overlap_comm(e)) /* the thread's waits overlap compute: not exposed */
             out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
+    }
+    if (e->tp_comm) {
+        zt_comm_counters c;
+        zt_comm_counters_get(e->tp_comm, &c);
+        out->sent_tp = c.total.bytes_sent;
+        out->recv_tp = c.total.bytes_recv;
+        out->wait_s += c.total.wait_seconds;
+        if (reset) zt_comm_counters_reset(e->tp_comm);
     }
 }

@@ -9,8 +9,10 @@
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
-#include "comm/launcher.h"
+#include "comm/mesh.h"
+#include "core/fault.h"
 #include "engine/init.h"
+#include "shard/tp.h"
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
@@ -18,6 +20,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -132,8 +136,21 @@ static void cache_put(zt_engine *e, void *p, size_t bytes) {
     if (!keep) free(p);
 }
 
-void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
+/* Records the allocation that failed, for zt_engine_oom (the communication thread allocates too). */
+static void note_oom(zt_engine *e, const size_t *counter, size_t bytes, const char *what) {
+    ptrdiff_t c = counter ? counter - e->mem.now : -1;
+    pthread_mutex_lock(&e->mem_lock);
+    snprintf(e->oom, sizeof e->oom, "%s (memory-plan class %s, %zu bytes)", what ? what : "a buffer",
+             c >= 0 && c < ZT_MEM_CLASSES ? zt_mem_class_name((zt_mem_class)c) : "none", bytes);
+    pthread_mutex_unlock(&e->mem_lock);
+}
+
+void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what) {
     size_t bytes = zt_memory_alloc_bytes(n);
+    if (zt_fault_armed() && zt_fault_point(ZT_FAULT_AT_ALLOC, NULL) == ZT_FAULT_OOM) { /* ZT_FAULT oom */
+        note_oom(e, counter, bytes, what);
+        return NULL;
+    }
     void *p = bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache ? cache_take(e, bytes) : NULL;
     if (!p) {
         cache_trim(e, bytes, ZT_BLOCK_CACHE_SLOTS); /* a new block: the cache makes room first */
@@ -144,7 +161,21 @@ void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter) {
         }
     }
     if (p && counter) zt_engine_account(e, counter, bytes, true);
+    if (!p) note_oom(e, counter, bytes, what);
     return p;
+}
+
+int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) {
+    char ctx[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&e->mem_lock);
+    char what[sizeof e->oom];
+    snprintf(what, sizeof what, "%s", e->oom[0] ? e->oom : "a host allocation (outside the memory plan)");
+    pthread_mutex_unlock(&e->mem_lock);
+    return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory for %s on rank %d", ctx, what, e->rank);
 }
 
 void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
@@ -169,28 +200,32 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->grad_clip = 1.0f;
 }
 
-/* Which comm shards and which replicates, from the strategy and the world. */
+/* Which comm shards and which replicates: read from the mesh (src/comm/mesh.h), the caller's, or
+ * one built here from opt.comm and the hybrid shard size (data parallelism alone). */
 static int setup_groups(zt_engine *e, zt_error *err) {
     zt_engine_options *o = &e->opt;
     zt_strategy s = o->strategy;
-    e->rank = o->comm ? zt_comm_rank(o->comm) : 0;
-    e->world = o->comm ? zt_comm_size(o->comm) : 1;
+    if (s == ZT_STRATEGY_HYBRID && o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
+        return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
+                            "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
+    if (!o->mesh) {
+        zt_mesh_sizes ms = {.tp = 1, .pp = 1, .hybrid = s == ZT_STRATEGY_HYBRID, .shard = o->hybrid_shard_size};
+        int rc = zt_mesh_create(o->comm, &ms, &e->own_mesh, err);
+        if (rc) return zt_error_prefix(err, "engine");
+        o->mesh = e->own_mesh;
+    }
+    const zt_mesh *M = o->mesh;
+    if ((M->tp > 1 && !M->tp_comm) || M->pp > 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: %s", M->tp, M->pp,
+                            M->pp > 1 ? "pipeline stages are not run by this engine" : "no tp group");
+    /* the data-parallel axis: a group of one is the single-process layout */
+    o->comm = M->dp > 1 ? M->dp_comm : NULL;
+    e->rank = M->dp_rank;
+    e->world = M->dp;
     if (s == ZT_STRATEGY_HYBRID) {
-        int S = o->hybrid_shard_size;
-        if (S < 1 || e->world % S != 0)
-            return zt_error_set(err, ZT_ERR_USAGE,
-                                "hybrid: shard group size %d does not divide the world size %d", S, e->world);
-        if (o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
-            return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
-                                "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
-        if (o->comm) {
-            int rc;
-            if ((rc = zt_launcher_check_shard_groups(o->comm, S, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank % S, e->rank / S, &e->replica_comm, err)))
-                return rc;
-            e->owns_comms = true;
-        }
+        o->hybrid_shard_size = M->shard;
+        e->shard_comm = o->comm ? M->shard_comm : NULL;
+        e->replica_comm = o->comm ? M->replicate_comm : NULL;
         s = o->hybrid_inner;
     } else {
         e->shard_comm = o->comm;
@@ -263,17 +298,18 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!e->gathered || !e->gather_seq || !e->pgrad || !e->units) goto nomem;
     /* gradient-norm partials (doubles) and their all-gather over the shard group; the main
      * thread's bucket staging, sized by the plan (the communication thread's: overlap.c) */
-    if (!(e->norm_partials = zt_engine_alloc(e, 2 * ((size_t)pl->norm_chunks + 1), &e->mem.comm))) goto nomem;
+    if (!(e->norm_partials = zt_engine_alloc(e, 2 * ((size_t)pl->norm_chunks + 1), &e->mem.comm, "the gradient-norm partials"))) goto nomem;
     memset(e->norm_partials, 0, ((size_t)pl->norm_chunks + 1) * sizeof *e->norm_partials);
     if (e->shard_optim && pl->nshards > 1 &&
-        !(e->norm_gather = zt_engine_alloc(e, 2 * (size_t)pl->norm_chunks, &e->mem.comm)))
+        !(e->norm_gather = zt_engine_alloc(e, 2 * (size_t)pl->norm_chunks, &e->mem.comm, "the gathered gradient-norm partials")))
         goto nomem;
     if (e->mem_plan.pack_main) {
         e->pack_floats = e->mem_plan.pack_main / sizeof(float);
-        if (!(e->pack = zt_engine_alloc(e, e->pack_floats, &e->mem.comm))) goto nomem;
+        if (!(e->pack = zt_engine_alloc(e, e->pack_floats, &e->mem.comm, "the bucket staging (pack)"))) goto nomem;
     }
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
-        (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
+        (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
+        (rc = zt_engine_tp_setup(e, err)))
         goto fail;
     e->params16 = opt->precision.params == ZT_DTYPE_BF16;
     if (e->param_dir && (!e->shard_params || e->params16)) {
@@ -290,10 +326,10 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if ((rc = zt_master_alloc(e, err))) goto fail;
     } else if (e->shard_params && e->param_dir) { /* the pieces live in a file (param_offload.c) */
     } else if (e->shard_params) {
-        if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
+        if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params, "the parameter pieces"))) goto nomem;
         memset(e->pieces, 0, piece * sizeof(float));
     } else {
-        if (!(e->full_params = zt_engine_alloc(e, full, &e->mem.params))) goto nomem;
+        if (!(e->full_params = zt_engine_alloc(e, full, &e->mem.params, "the parameters"))) goto nomem;
         memset(e->full_params, 0, full * sizeof(float));
     }
     e->state_kinds = adam ? 2 : mom ? 1 : 0;
@@ -303,20 +339,20 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         /* bf16-low: 2-byte moments, updated through fp32 chunks (step.c) */
         size_t chunk = state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK;
         for (int k = 0; k < e->state_kinds; k++) {
-            if (!(e->state16[k] = zt_engine_alloc(e, zt_memory_floats_for_bytes(state * sizeof(uint16_t)), &e->mem.optimizer)))
+            if (!(e->state16[k] = zt_engine_alloc(e, zt_memory_floats_for_bytes(state * sizeof(uint16_t)), &e->mem.optimizer, k ? "the bf16 exp_avg_sq" : "the bf16 exp_avg")))
                 goto nomem;
             memset(e->state16[k], 0, state * sizeof(uint16_t));
         }
-        if (!(e->state_tmp = zt_engine_alloc(e, (size_t)e->state_kinds * chunk, &e->mem.optimizer))) goto nomem;
+        if (!(e->state_tmp = zt_engine_alloc(e, (size_t)e->state_kinds * chunk, &e->mem.optimizer, "the fp32 state update chunks"))) goto nomem;
     } else if (!offload) {
-        if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
-        if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer))) goto nomem;
+        if (mom && !(e->m = zt_engine_alloc(e, state, &e->mem.optimizer, adam ? "exp_avg" : "the momentum"))) goto nomem;
+        if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer, "exp_avg_sq"))) goto nomem;
         if (e->m) memset(e->m, 0, state * sizeof(float));
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
     e->grad_pieces_transient = e->params16 && e->shard_optim;
     if (e->shard_optim && !e->grad_pieces_transient) {
-        if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads))) goto nomem;
+        if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads, "the reduced gradient pieces"))) goto nomem;
         memset(e->grad_pieces, 0, gpiece * sizeof(float));
     }
 
@@ -333,25 +369,26 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
             if (!zt_unit_reads_lp(m, e->lp_kind, u, k))
                 s->params[k] = e->full_params ? e->full_params + pl->p[un->params[k]].full_off
                                               : zt_master_fp32_view(e, un->params[k]);
-        if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations))) goto nomem;
+        char what[160];
+        snprintf(what, sizeof what, "the output of unit %s", un->name);
+        if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations, what))) goto nomem;
         size_t scratch = un->ops->scratch_floats(un, opt->B, opt->T);
         if (scratch > max_scratch) max_scratch = scratch;
         if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
     }
     if ((rc = zt_ckpt_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
-    if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations))) goto nomem;
+    if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations, "the units' scratch"))) goto nomem;
     for (int i = 0; i < 2; i++)
-        if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations))) goto nomem;
-    if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations))) goto nomem;
+        if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
+    if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
     if ((rc = zt_engine_lp_setup(e, err))) goto fail;
     if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
 nomem:
-    rc = zt_error_set(err, ZT_ERR_NOMEM,
-                      "engine: out of memory laying out model %s (%lld parameters, B=%d T=%d, %s)",
-                      m->name, (long long)zt_model_numel(m), opt->B, opt->T, zt_strategy_name(opt->strategy));
+    rc = zt_engine_oom(e, err, "engine: laying out model %s (%lld parameters, B=%d T=%d, %s)", m->name,
+                       (long long)zt_model_numel(m), opt->B, opt->T, zt_strategy_name(opt->strategy));
 fail:
     zt_engine_free(e);
     return rc;
@@ -380,6 +417,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->pgrad);
     free(e->norm_partials);
     free(e->norm_gather);
+    free(e->tp_work);
     free(e->full_params);
     free(e->pieces);
     zt_master_free(e);
@@ -399,10 +437,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->dact[1]);
     free(e->dloss);
     zt_plan_free(&e->plan);
-    if (e->owns_comms) {
-        zt_comm_free(e->shard_comm);
-        zt_comm_free(e->replica_comm);
-    }
+    zt_mesh_free(e->own_mesh);
     for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
     pthread_mutex_destroy(&e->mem_lock);
     free(e->offload_dir);
@@ -425,15 +460,15 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
             int64_t begin = zt_plan_shard_begin(pl, i, pl->shard);
             for (size_t done = 0; done < n; done += cap) {
                 size_t len = n - done < cap ? n - done : cap;
-                zt_init_fill(buf, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+                zt_init_fill(buf, p, begin + (int64_t)done, (int64_t)len, key);
                 int rc = zt_param_offload_write(e, i, done, len, buf, err);
                 if (rc) return zt_error_prefix(err, "initializing %s", p->name);
             }
         } else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
-            zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
-                         zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
+            zt_init_fill(e->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
+                         zt_plan_shard_numel(pl, i, pl->shard), key);
         else
-            zt_init_fill(e->full_params + pl->p[i].full_off, 0, p->numel, p->init, p->init_std, key);
+            zt_init_fill(e->full_params + pl->p[i].full_off, p, 0, p->numel, key);
     }
     zt_grads_reset(e);
     zt_loss_scaler_init(&e->scaler, &e->opt.precision);
@@ -471,10 +506,12 @@ static int issue_gather(zt_engine *e, int u, zt_error *err) {
     for (int j = 0; j < nm; j++) {
         int i = missing[j];
         size_t n = (size_t)e->model->params[i].numel;
+        char what[160];
+        snprintf(what, sizeof what, "gathered %s", e->model->params[i].name);
         void *p = e->params16 ? (e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)),
-                                                                     &e->mem.gathered))
-                              : (e->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered));
-        if (!p) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", e->model->params[i].name);
+                                                                     &e->mem.gathered, what))
+                              : (e->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered, what));
+        if (!p) return zt_engine_oom(e, err, "zero3: gathering unit %s", un->name);
     }
     /* parameter offload: the window the gather reads the pieces into (released once waited for) */
     int rc = e->param_kind >= 0 ? zt_param_offload_window(e, u, missing, nm, err) : ZT_OK;
@@ -531,8 +568,8 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         if (!rc) rc = zt_params16_views_make(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
-                          .out = s->out, .scratch = e->scratch,
-                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+                          .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
@@ -560,6 +597,7 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
     int rc = check_batch(e, b, err);
     if (rc) return rc;
     zt_batch bb = *b;
+    bb.dropout_key = 0; /* evaluation: no dropout */
     if (logits_out) {
         bb.logits_out = logits_out;
         bb.logits_pos = b->T - 1;
@@ -567,10 +605,23 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
     return run_forward(e, &bb, false, loss, err);
 }
 
-int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_error *err) {
-    int rc = check_batch(e, b, err);
+/* The dropout key of the next training micro-batch (zt_batch.dropout_key): a function of the seed,
+ * the step and the global micro-batch index (ranks hold contiguous runs of it, as the gradient
+ * tree does), so every strategy, world split and recomputation draws the same masks. Never 0. */
+static uint64_t dropout_key(const zt_engine *e) {
+    uint64_t ga = e->opt.grad_accum > 0 ? (uint64_t)e->opt.grad_accum : 1;
+    uint64_t micro = (uint64_t)e->rank * ga + (uint64_t)e->micro_in_step;
+    uint64_t k = zt_init_key(e->opt.seed ^ (e->step * 0xD1B54A32D192ED03ULL) ^ (micro * 0x9E3779B97F4A7C15ULL),
+                             "dropout");
+    return k ? k : 1;
+}
+
+int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, zt_error *err) {
+    int rc = check_batch(e, bin, err);
     if (rc) return rc;
-    if (!b->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
+    if (!bin->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
+    zt_batch bb = *bin, *b = &bb; /* every unit and recomputation sees this micro-batch's key */
+    bb.dropout_key = dropout_key(e);
     if ((rc = zt_grads_begin_micro(e, err)) || (rc = run_forward(e, b, true, loss, err))) return rc;
     const zt_model *m = e->model;
     size_t n = (size_t)b->B * b->T;
@@ -590,8 +641,8 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, float *loss, zt_
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
-                          .scratch = e->scratch, .dout = dout, .din = din,
-                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+                          .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
@@ -634,10 +685,8 @@ float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *num
     return e->full_params ? e->full_params + pl->p[idx].full_off : NULL;
 }
 
-int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
-    if (idx < 0 || idx >= e->model->n_params)
-        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
-                            e->model->n_params);
+/* zt_engine_param_set of the local tensor (this part's, under tensor parallelism) */
+static int param_set_local(zt_engine *e, int idx, const float *full, zt_error *err) {
     const zt_plan *pl = &e->plan;
     bool piece = e->shard_params || e->shard_master;
     int64_t begin = piece ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
@@ -677,6 +726,20 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
     return ZT_OK;
 }
 
+int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
+    if (idx < 0 || idx >= e->model->n_params)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
+                            e->model->n_params);
+    const zt_param_desc *p = &e->model->params[idx];
+    if (p->tp_parts == 1) return param_set_local(e, idx, full, err);
+    float *local = malloc((size_t)p->numel * sizeof *local); /* this part of the logical tensor */
+    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "setting %s: out of memory", p->name);
+    zt_tp_take(p, p->tp_part, full, local);
+    int rc = param_set_local(e, idx, local, err);
+    free(local);
+    return rc;
+}
+
 float *zt_engine_param(zt_engine *e, int idx) {
     e->lp_stale = true;
     return e->full_params ? e->full_params + e->plan.p[idx].full_off : NULL;
@@ -690,7 +753,8 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
 }
 
-int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+/* zt_engine_param_gather of the local tensor (this part's, under tensor parallelism) */
+static int param_gather_local(zt_engine *e, int idx, float *dst, zt_error *err) {
     if (e->shard_master) return zt_engine_gather_param(e, idx, dst, err); /* from the pieces */
     if (!e->shard_params && e->params16)
         return zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst, err);
@@ -702,15 +766,29 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     return zt_engine_gather_param(e, idx, dst, err);
 }
 
-uint64_t zt_engine_param_hash(zt_engine *e) {
+int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+    const zt_param_desc *p = &e->model->params[idx];
+    if (p->tp_parts == 1) return param_gather_local(e, idx, dst, err);
+    float *local = malloc((size_t)p->numel * sizeof *local);
+    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", p->name);
+    int rc = param_gather_local(e, idx, local, err);
+    if (!rc) rc = zt_engine_tp_to_logical(e, idx, local, dst, err);
+    free(local);
+    return rc;
+}
+
+/* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
+static uint64_t param_hash(zt_engine *e, int only) {
     const zt_model *m = e->model;
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
     XXH64_reset(st, 0);
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
-        size_t n = (size_t)m->params[i].numel;
-        if (e->shard_params || e->params16 || e->shard_master) { /* bf16-low: hashed as fp32, the same bytes */
+        size_t n = (size_t)m->params[i].logical_numel; /* the logical tensor, gathered when cut */
+        if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
+        if (e->shard_params || e->params16 || e->shard_master || m->params[i].tp_parts > 1) {
+            /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
             if (!t || zt_engine_param_gather(e, i, t, &err)) {
@@ -730,13 +808,21 @@ uint64_t zt_engine_param_hash(zt_engine *e) {
     return h;
 }
 
+uint64_t zt_engine_param_hash(zt_engine *e) { return param_hash(e, -1); }
+
+uint64_t zt_engine_frozen_hash(zt_engine *e) {
+    for (int i = 0; i < e->model->n_params; i++)
+        if (!e->model->params[i].trainable) return param_hash(e, 0);
+    return 0;
+}
+
 void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     pthread_mutex_lock((pthread_mutex_t *)&e->mem_lock);
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
     /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
-    zt_comm *comms[3] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm};
-    for (int k = 0; k < 3; k++) {
+    zt_comm *comms[4] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm};
+    for (int k = 0; k < 4; k++) {
         size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
         if (have <= e->scratch_reserved[k]) continue;
         size_t extra = have - e->scratch_reserved[k];

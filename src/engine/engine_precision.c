@@ -24,6 +24,7 @@
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
     if (!(e->gathered_lp = calloc((size_t)m->n_params, sizeof *e->gathered_lp))) goto nomem;
     if (!e->shard_params && !e->params16 &&
         !(e->full_lp = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)pl->full_floats)),
-                                       &e->mem.compute_copy)))
+                                       &e->mem.compute_copy, "the compute copy of the matrices")))
         goto nomem;
     e->lp_stale = true;
     size_t staging = 0;
@@ -77,12 +78,11 @@ int zt_engine_lp_setup(zt_engine *e, zt_error *err)
                                                 : zt_engine_full_lp_at(e, i, 0);
             }
     }
-    if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations)))
+    if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations, "the low-precision operand staging")))
         goto nomem;
     return ZT_OK;
 nomem:
-    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the %s compute copies",
-                        zt_dtype_name(p->compute));
+    return zt_engine_oom(e, err, "engine: the %s compute copies", zt_dtype_name(p->compute));
 }
 
 void zt_engine_lp_free(zt_engine *e)
@@ -118,10 +118,12 @@ int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err)
         if (!zt_engine_has_lp(e, i)) continue;
         if (!e->gathered_lp[i]) { /* (bf16-low: gathered as bf16 already, issue_gather) */
             size_t n = (size_t)m->params[i].numel;
+            char what[160];
+            snprintf(what, sizeof what, "the %s copy of gathered %s", zt_dtype_name(e->opt.precision.compute),
+                     m->params[i].name);
             if (!(e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_engine_lp_bytes(e, (int64_t)n)),
-                                                      &e->mem.gathered)))
-                return zt_error_set(err, ZT_ERR_NOMEM, "the %s copy of %s: out of memory",
-                                    zt_dtype_name(e->opt.precision.compute), m->params[i].name);
+                                                      &e->mem.gathered, what)))
+                return zt_engine_oom(e, err, "engine: unit %s", un->name);
             zt_round_to_lp((zt_lp_kind)e->lp_kind, e->gathered_lp[i], e->gathered[i], n);
         }
         s->params_lp[k] = e->gathered_lp[i];

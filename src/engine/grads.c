@@ -27,6 +27,7 @@
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,7 +92,7 @@ void zt_grads_reset(zt_engine *e) {
 static size_t reduced_pieces(zt_engine *e) {
     size_t n = e->plan.gshard_floats;
     if (!e->grad_pieces_transient || e->grad_pieces) return 0;
-    return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads)) ? 0 : n;
+    return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads, "the reduced gradient pieces")) ? 0 : n;
 }
 
 int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
@@ -112,11 +113,12 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     }
     size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
-    if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads)))
-        return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for gradients (%zu floats)", n);
+    if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads, e->reduce_now ? "the micro-batch gradient pieces"
+                                                                               : "the micro-batch gradients")))
+        return zt_engine_oom(e, err, "engine: gradients (%zu floats)", n);
     /* zero1's early reduction writes the reduced pieces during backward */
     size_t miss = e->reduce_early && e->shard_optim ? reduced_pieces(e) : 0;
-    if (miss) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the reduced gradient (%zu floats)", miss);
+    if (miss) return zt_engine_oom(e, err, "engine: the reduced gradient (%zu floats)", miss);
     memset(*buf, 0, n * sizeof(float));
     return ZT_OK;
 }
@@ -125,9 +127,10 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
     if (!e->reduce_now) return e->micro_grads + e->plan.p[i].gfull_off;
     if (!e->pgrad[i]) {
         size_t n = (size_t)e->model->params[i].numel;
-        if (!(e->pgrad[i] = zt_engine_alloc(e, n, &e->mem.grads))) {
-            zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the gradient of %s",
-                         e->model->params[i].name);
+        char what[160];
+        snprintf(what, sizeof what, "the gradient of %s", e->model->params[i].name);
+        if (!(e->pgrad[i] = zt_engine_alloc(e, n, &e->mem.grads, what))) {
+            zt_engine_oom(e, err, "engine: backward");
             return NULL;
         }
         memset(e->pgrad[i], 0, n * sizeof(float));
@@ -236,7 +239,7 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             float **src = malloc((size_t)n * sizeof *src);
             if (!all || !src) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
             size_t miss = rc ? 0 : reduced_pieces(e);
-            if (miss) rc = zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the reduced gradient (%zu floats)", miss);
+            if (miss) rc = zt_engine_oom(e, err, "engine: the reduced gradient (%zu floats)", miss);
             int nt = 0; /* the trainable parameters: a frozen one has no gradient */
             for (int i = 0; i < n && !rc; i++)
                 if (e->model->params[i].trainable) {

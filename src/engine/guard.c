@@ -58,6 +58,22 @@ int zt_guard_straggler(zt_guard *g, const double *work, double *mean_s, double *
     return report;
 }
 
+int zt_guard_window(const zt_guard *g, const double **hist, int *n, int *head) {
+    *hist = g->hist;
+    *n = g->hist ? g->n : 0;
+    *head = g->hist ? g->head : 0;
+    return g->hist ? g->window : 0;
+}
+
+bool zt_guard_window_restore(zt_guard *g, int window, const double *losses, int n, int head) {
+    if (!g->hist || window != g->window || n < 0 || n > window || head < 0 || head >= window || (n < window && head != n))
+        return false;
+    memcpy(g->hist, losses, (size_t)n * sizeof *losses);
+    g->n = n;
+    g->head = head;
+    return true;
+}
+
 bool zt_guard_spike(const zt_guard *g, double loss, double *z, double *mean, double *sd) {
     if (!(g->spike_z > 0) || g->n < g->window) return false;
     double s = 0, ss = 0;

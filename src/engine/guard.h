@@ -36,6 +36,14 @@ bool zt_guard_spike(const zt_guard *g, double loss, double *z, double *mean, dou
  * returns ZT_ERR_NUMERICS (naming `step` and the count) once max_nonfinite have come in a row. */
 int zt_guard_after(zt_guard *g, const zt_step_report *rep, double loss, int64_t step, zt_error *err);
 
+/* The loss window as it is held (a checkpoint carries it, so a resumed run detects spikes as the
+ * uninterrupted one): window size, *n losses hist[0..n) in ring order, *head the next slot; NULL
+ * hist (detection off): *n = 0 and 0 returned. Returns the window size. */
+int zt_guard_window(const zt_guard *g, const double **hist, int *n, int *head);
+/* Puts back a window saved by zt_guard_window. False (nothing changed) when its size is not this
+ * guard's window or detection is off: the window then refills from empty. */
+bool zt_guard_window_restore(zt_guard *g, int window, const double *losses, int n, int head);
+
 /* Straggler report: work[r] is rank r's own work this step (the same array on every rank).
  * Returns the rank to report now (ZT_STRAGGLER_STEPS slow steps in a row, then every 100), else
  * -1; *mean_s its mean work over those steps, *median_s this step's median. */

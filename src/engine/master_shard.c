@@ -40,16 +40,16 @@ int zt_master_alloc(zt_engine *e, zt_error *err)
         e->full32_off[i] = at;
         at += ((size_t)m->params[i].numel + 15) / 16 * 16;
     }
-    if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params))) goto nomem;
+    if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params, "the fp32 master pieces"))) goto nomem;
     memset(e->pieces, 0, piece * sizeof(float));
     if (n32) {
-        if (!(e->full32 = zt_engine_alloc(e, n32, &e->mem.compute_copy))) goto nomem;
+        if (!(e->full32 = zt_engine_alloc(e, n32, &e->mem.compute_copy, "the fp32 copy of the parameters read as fp32"))) goto nomem;
         memset(e->full32, 0, n32 * sizeof(float));
     }
     return ZT_OK;
 nomem:
-    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the fp32 master pieces of model %s "
-                        "(%zu elements) and its fp32 copies (%zu)", m->name, piece, n32);
+    return zt_engine_oom(e, err, "engine: the fp32 master pieces of model %s (%zu elements) and its fp32 copies (%zu)",
+                         m->name, piece, n32);
 }
 
 void zt_master_free(zt_engine *e)
@@ -126,13 +126,13 @@ void zt_master_init(zt_engine *e, int i, uint64_t key)
 {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
-    zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
-                 zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
+    zt_init_fill(e->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
+                 zt_plan_shard_numel(pl, i, pl->shard), key);
     /* every rank computes the whole tensor's values (counter-based: the same bits) for its copies */
     float chunk[4096];
     for (int64_t done = 0; done < p->numel; done += 4096) {
         int64_t len = p->numel - done < 4096 ? p->numel - done : 4096;
-        zt_init_fill(chunk, done, len, p->init, p->init_std, key);
+        zt_init_fill(chunk, p, done, len, key);
         zt_master_copies_write(e, i, (size_t)done, (size_t)len, chunk);
     }
 }

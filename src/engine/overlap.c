@@ -15,6 +15,7 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,11 +123,13 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     /* the thread's bucket staging, sized by the memory plan (its largest bucket) */
     if (o->q && e->mem_plan.pack_thread) {
         o->pack_cap = e->mem_plan.pack_thread / sizeof(float);
-        if (!(o->pack = zt_engine_alloc(e, o->pack_cap, &e->mem.comm))) o->pack_cap = 0;
+        if (!(o->pack = zt_engine_alloc(e, o->pack_cap, &e->mem.comm, "the communication thread's bucket staging (pack)")))
+            o->pack_cap = 0;
     }
-    int rc = o->q && (o->pack || !e->mem_plan.pack_thread)
-                 ? zt_comm_dup(e->shard_comm, &o->comm, err)
-                 : zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the communication thread");
+    int rc = !o->q                                     ? zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the "
+                                                                      "communication thread's queue")
+             : !o->pack && e->mem_plan.pack_thread ? zt_engine_oom(e, err, "engine: the communication thread")
+                                                   : zt_comm_dup(e->shard_comm, &o->comm, err);
     if (rc) {
         zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
@@ -146,12 +149,15 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->wake, NULL);
     pthread_cond_init(&o->idle, NULL);
-    if (pthread_create(&o->thread, NULL, run, o) != 0) {
+    int prc = pthread_create(&o->thread, NULL, run, o);
+    if (prc != 0) {
         zt_comm_free(o->comm);
         zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
         free(o);
-        return zt_error_set(err, ZT_ERR_INTERNAL, "engine: cannot start the communication thread");
+        /* EAGAIN: no memory for its stack, or a thread limit */
+        return zt_error_set(err, prc == EAGAIN ? ZT_ERR_NOMEM : ZT_ERR_INTERNAL, "engine: cannot start the "
+                            "communication thread on rank %d: %s", e->rank, strerror(prc));
     }
     e->overlap = o;
     return ZT_OK;

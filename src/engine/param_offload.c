@@ -21,6 +21,7 @@
 #include "memory/plan.h"
 #include "offload/nvme_store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -65,10 +66,10 @@ static void layout(zt_engine *e, float *buf, const int *params, int n, float **s
 int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
     size_t floats = zt_memory_window_floats(&e->plan, params, n);
     zt_param_offload_window_release(e, u);
-    float *buf = zt_engine_alloc(e, floats, &e->mem.params);
-    if (!buf)
-        return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory for unit %s's window (%zu bytes)",
-                            e->model->units[u].name, floats * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "unit %s's window of parameter pieces", e->model->units[u].name);
+    float *buf = zt_engine_alloc(e, floats, &e->mem.params, what);
+    if (!buf) return zt_engine_oom(e, err, "parameter offload");
     e->unit_window[u].buf = buf;
     e->unit_window[u].floats = floats;
     float *span[ZT_UNIT_MAX_PARAMS];

@@ -22,6 +22,7 @@
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,15 +31,14 @@ int zt_params16_alloc(zt_engine *e, zt_error *err)
     const zt_plan *pl = &e->plan;
     size_t n = e->shard_params ? pl->shard_floats : pl->full_floats;
     uint16_t **dst = e->shard_params ? &e->pieces16 : &e->full16;
-    if (!(*dst = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)), &e->mem.params)))
+    if (!(*dst = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)), &e->mem.params, "the bf16 parameters")))
         goto nomem;
     memset(*dst, 0, n * sizeof(uint16_t));
     e->param_chunk = n < ZT_STATE_CHUNK ? (n ? n : 1) : ZT_STATE_CHUNK;
-    if (!(e->param_tmp = zt_engine_alloc(e, e->param_chunk, &e->mem.optimizer))) goto nomem;
+    if (!(e->param_tmp = zt_engine_alloc(e, e->param_chunk, &e->mem.optimizer, "the fp32 update chunk"))) goto nomem;
     return ZT_OK;
 nomem:
-    return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the bf16 parameters of model %s (%zu elements)",
-                        e->model->name, n);
+    return zt_engine_oom(e, err, "engine: the bf16 parameters of model %s (%zu elements)", e->model->name, n);
 }
 
 void zt_params16_free(zt_engine *e)
@@ -92,7 +92,7 @@ void zt_params16_init(zt_engine *e, int i, uint64_t key)
     uint16_t *dst = zt_params16_local(e, i);
     for (size_t done = 0; done < n; done += e->param_chunk) { /* element j's value: (seed, name, j) */
         size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
-        zt_init_fill(e->param_tmp, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+        zt_init_fill(e->param_tmp, p, begin + (int64_t)done, (int64_t)len, key);
         zt_f32_to_bf16(dst + done, e->param_tmp, len);
     }
 }
@@ -120,9 +120,10 @@ int zt_params16_views_make(zt_engine *e, int u, zt_error *err)
         s->params[k] = NULL;
         if (!zt_params16_needs_view(e, u, k)) continue;
         const zt_param_desc *p = &e->model->params[un->params[k]];
-        if (!(s->params[k] = zt_engine_alloc(e, (size_t)p->numel, &e->mem.gathered)))
-            return zt_error_set(err, ZT_ERR_NOMEM, "unit %s: out of memory for the fp32 view of %s", un->name,
-                                p->name);
+        char what[160];
+        snprintf(what, sizeof what, "the fp32 view of %s", p->name);
+        if (!(s->params[k] = zt_engine_alloc(e, (size_t)p->numel, &e->mem.gathered, what)))
+            return zt_engine_oom(e, err, "unit %s", un->name);
         zt_bf16_to_f32(s->params[k], bf16_full(e, u, k), (size_t)p->numel);
     }
     return ZT_OK;

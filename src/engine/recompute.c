@@ -24,6 +24,7 @@
 #include "metrics/trace.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *zt_recompute_name(zt_recompute r) {
@@ -63,14 +64,15 @@ int zt_ckpt_layout(zt_engine *e, zt_error *err) {
         s->kept = K;
         s->rest = S - K;
         if (s->rest > shared) shared = s->rest;
-        if (K && !(s->saved = zt_engine_alloc(e, K, &e->mem.activations)))
-            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the %zu saved floats of unit %s",
-                                K, un->name);
+        char what[160];
+        snprintf(what, sizeof what, "the saved activations of unit %s", un->name);
+        if (K && !(s->saved = zt_engine_alloc(e, K, &e->mem.activations, what)))
+            return zt_engine_oom(e, err, "engine: laying out activation checkpointing");
     }
     e->ckpt_owner = -1;
-    if (shared && !(e->ckpt_shared = zt_engine_alloc(e, shared, &e->mem.activations)))
-        return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory for the %zu floats of the "
-                            "activation checkpointing buffer (%s)", shared, zt_recompute_name(mode));
+    if (shared && !(e->ckpt_shared = zt_engine_alloc(e, shared, &e->mem.activations,
+                                                      "the shared activation checkpointing buffer")))
+        return zt_engine_oom(e, err, "engine: activation checkpointing (%s)", zt_recompute_name(mode));
     return ZT_OK;
 }
 

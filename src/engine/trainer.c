@@ -12,6 +12,8 @@
 #include "ckpt/weights.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
+#include "comm/mesh.h"
+#include "shard/tp.h"
 #include "core/fault.h"
 #include "core/stop.h"
 #include "data/sampler.h"
@@ -29,6 +31,30 @@
 #include <string.h>
 
 static double now(void) { return omp_get_wtime(); }
+
+/* all[r * n + i] = world rank r's x[i] (a copy on one process). The loop's cross-rank decisions
+ * read what every rank of the job saw: the data-parallel ranks and the tensor-parallel ones. */
+static int gather_world(zt_comm *w, const double *x, int n, double *all, const char *what, zt_error *err) {
+    if (!w || zt_comm_size(w) == 1) {
+        memcpy(all, x, (size_t)n * sizeof *x);
+        return ZT_OK;
+    }
+    return zt_all_gather_f64(w, x, all, (size_t)n, what, err);
+}
+
+/* *x = the sum over the world's ranks, in rank order. */
+static int sum_world(zt_comm *w, double *x, const char *what, zt_error *err) {
+    int n = w ? zt_comm_size(w) : 1;
+    double *all = malloc((size_t)n * sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory", what);
+    int rc = gather_world(w, x, 1, all, what, err);
+    if (!rc) {
+        *x = 0;
+        for (int r = 0; r < n; r++) *x += all[r];
+    }
+    free(all);
+    return rc;
+}
 
 /* Mean loss over the first cfg->eval_batches micro-batches of the validation file (always the same
  * windows, in file order, so successive evaluations are comparable). Rank r takes batches r, r+W,
@@ -138,11 +164,12 @@ static void flip_a_bit(zt_engine *e) {
 /* fault.replica_check_every: every rank hashes the parameters as it holds them and the ranks
  * compare; a replica that differs from rank 0's is silent corruption (or a bug): ZT_ERR_NUMERICS
  * naming the ranks. all: (world) scratch doubles. A collective. */
-static int check_replicas(zt_engine *e, int world, int64_t step, int every, double *all, zt_error *err) {
+static int check_replicas(zt_engine *e, zt_comm *world_comm, int world, int64_t step, int every, double *all,
+                          zt_error *err) {
     uint64_t h = zt_engine_param_hash(e); /* local for replicated fp32 parameters */
     double mine;
     memcpy(&mine, &h, 8);
-    int rc = zt_engine_gather_ranks(e, &mine, 1, all, "replica check", err);
+    int rc = gather_world(world_comm, &mine, 1, all, "replica check", err);
     if (rc) return rc;
     char ranks[160] = "";
     size_t used = 0;
@@ -166,6 +193,104 @@ static double scaler_now(const zt_engine *e) {
     return s.scale;
 }
 
+/* What a checkpoint carries for the loop (checkpoint.h's zt_ckpt_run_state): the skipped sample
+ * ranges and the loss-spike window as held now. */
+static void run_state_of(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g) {
+    r->n_skips = ts->n_skips; /* ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS */
+    for (int k = 0; k < ts->n_skips; k++) {
+        r->skip_start[k] = ts->skips[k].start;
+        r->skip_count[k] = ts->skips[k].count;
+    }
+    const double *hist;
+    r->window = zt_guard_window(g, &hist, &r->n_losses, &r->head); /* <= ZT_CKPT_MAX_WINDOW (the key's range) */
+    if (r->n_losses) memcpy(r->losses, hist, (size_t)r->n_losses * sizeof *hist);
+}
+_Static_assert(ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS, "a checkpoint holds every skipped range");
+
+/* The skipped ranges a checkpoint recorded, then data.skip_samples: a configured range the commit
+ * does not record must lie at or past the physical sample the resumed cursor reads next (earlier
+ * samples were trained on already). */
+static int apply_skips(zt_sampler *ts, const zt_ckpt_run_state *r, const zt_train_config *cfg, uint64_t cursor,
+                       zt_error *err) {
+    int rc = ZT_OK;
+    for (int k = 0; k < r->n_skips && !rc; k++) rc = zt_sampler_skip(ts, r->skip_start[k], r->skip_count[k], err);
+    zt_sample_range want[ZT_SAMPLER_MAX_SKIPS];
+    int n = 0;
+    if (!rc) rc = zt_sampler_parse_skips(cfg->skip_samples, want, ZT_SAMPLER_MAX_SKIPS, &n, err);
+    uint64_t next = zt_sampler_physical(ts, cursor);
+    for (int k = 0; k < n && !rc; k++) {
+        bool recorded = false;
+        for (int j = 0; j < ts->n_skips; j++)
+            recorded |= ts->skips[j].start <= want[k].start &&
+                        want[k].start + want[k].count <= ts->skips[j].start + ts->skips[j].count;
+        if (!recorded && want[k].start < next)
+            return zt_error_set(err, ZT_ERR_USAGE, "data.skip_samples range %llu:%llu starts before global sample %llu, "
+                                "the next one the resumed run reads: those samples were trained on already",
+                                (unsigned long long)want[k].start, (unsigned long long)want[k].count,
+                                (unsigned long long)next);
+        rc = zt_sampler_skip(ts, want[k].start, want[k].count, err);
+    }
+    return rc;
+}
+
+/* "A..B" for each range of physical samples that logical [first, first + n) reads, into buf. */
+static void sample_ranges_text(const zt_sampler *ts, uint64_t first, uint64_t n, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (uint64_t i = 0, j; i < n && used + 48 < cap; i = j) {
+        uint64_t a = zt_sampler_physical(ts, first + i);
+        for (j = i + 1; j < n && zt_sampler_physical(ts, first + j) == a + (j - i); j++) {}
+        used += (size_t)snprintf(buf + used, cap - used, "%s%llu..%llu", used ? ", " : "", (unsigned long long)a,
+                                 (unsigned long long)(a + (j - i) - 1));
+    }
+}
+
+/* checkpoint.on_save_error continue (docs/reliability.md): a save that failed with an I/O error
+ * fails on every rank alike (the save's own collectives agree on it; nothing was committed and the
+ * partial step-N.tmp is removed), so every rank takes the same turn here: said on the progress line
+ * and as a `save_failed` JSONL event, and training goes on; the next save retries. Any other
+ * failure, the final save (nothing would retry it) or the policy exit: rc, the run ends (exit 8). */
+static int on_save_error(const zt_train_config *cfg, int rc, bool final, long long step, zt_progress *prog,
+                         zt_jsonl *log, int rank, int *failed, zt_error *err) {
+    if (rc != ZT_ERR_IO || final || cfg->ckpt_on_save_error != ZT_CFG_SAVE_ERROR_CONTINUE) return rc;
+    (*failed)++;
+    zt_progress_message(prog, "step %lld: checkpoint not saved: %s; the last commit is untouched, training goes on "
+                        "(checkpoint.on_save_error: continue; %d failed save%s so far) and the next save retries",
+                        step, err->msg, *failed, *failed == 1 ? "" : "s");
+    if (rank == 0 && log->fp) {
+        char ev[96];
+        snprintf(ev, sizeof ev, "\"step\":%lld,\"failed_saves\":%d", step, *failed);
+        zt_error jerr;
+        if (zt_jsonl_write_event(log, "save_failed", ev, &jerr)) {
+            *err = jerr;
+            return jerr.code;
+        }
+    }
+    return ZT_OK;
+}
+
+/* fault.loss_spike_policy rollback (docs/reliability.md): every rank took the same spike decision
+ * (from the all-gathered loss) and skipped the step's update. Every rank reloads the checkpoint
+ * directory's newest commit (they must agree on it), the spike's global batch (logical samples
+ * [first, first + n)) is skipped in the sampler from now on, and the loss window the commit kept is
+ * put back. meta receives the commit's step and cursor. */
+static int roll_back(zt_engine *e, const char *dir, const zt_train_config *cfg, zt_sampler *ts, zt_guard *g,
+                     uint64_t first, uint64_t n, zt_comm *world_comm, int world, FILE *out, zt_ckpt_meta *meta,
+                     char *commit, size_t cap, zt_error *err) {
+    int rc = zt_sampler_skip_logical(ts, first, n, err);
+    if (rc || (rc = zt_ckpt_resume(e, dir, cfg->ckpt_fallback, false, out, commit, cap, meta, err))) return rc;
+    double agree = (double)meta->step; /* every rank of the job, tensor-parallel ones included */
+    if ((rc = sum_world(world_comm, &agree, "loss-spike rollback agreement", err))) return rc;
+    if (agree != (double)meta->step * world)
+        return zt_error_set(err, ZT_ERR_CKPT, "loss-spike rollback: the ranks did not all reload the same commit (this "
+                            "one %s, step %lld): do they see the same files?", commit, (long long)meta->step);
+    for (int k = 0; k < meta->run.n_skips && !rc; k++) /* recorded ones (this sampler holds them already) */
+        rc = zt_sampler_skip(ts, meta->run.skip_start[k], meta->run.skip_count[k], err);
+    if (!zt_guard_window_restore(g, meta->run.window, meta->run.losses, meta->run.n_losses, meta->run.head))
+        zt_guard_window_restore(g, g->window, NULL, 0, 0); /* the commit kept none: refill from empty */
+    return rc;
+}
+
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {
     zt_engine_options_default(eo);
     eo->B = cfg->micro_batch;
@@ -175,7 +300,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->strategy = cfg->strategy;
     eo->comm = world > 1 ? comm : NULL;
     eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size
-                                                       : zt_launcher_default_shard_size(world, NULL);
+                                                       : zt_train_config_default_shard(cfg, world, NULL);
     eo->hybrid_inner = cfg->hybrid_inner;
     eo->keep_params_after_forward = !cfg->reshard_after_forward;
     eo->grad_accum = cfg->grad_accum;
@@ -216,11 +341,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int32_t *inp = NULL, *tgt = NULL;
     zt_ckpt_async *pending = NULL; /* an async checkpoint being written */
     zt_guard guard = {0};          /* the non-finite and loss-spike policies, the straggler report */
+    zt_ckpt_meta *cmeta = NULL;    /* the commit resumed from or rolled back to (large: the run state) */
     double *per_rank = NULL, *work = NULL; /* (world * 4), (world): the step agreement's values */
     int64_t pending_step = -1;
+    int failed_saves = 0; /* checkpoint.on_save_error continue: saves that failed so far */
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
+    zt_mesh *mesh = NULL; /* the parallel mesh (src/comm/mesh.h): every rank's coordinates */
+    /* the job: rank 0 speaks, every rank writes its trace; the data: split over the dp ranks */
     int rank = world_comm ? zt_comm_rank(world_comm) : 0, world = world_comm ? zt_comm_size(world_comm) : 1;
     FILE *devnull = NULL;
     if (rank != 0) { /* every rank runs the same code; only rank 0 speaks */
@@ -248,11 +377,36 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     if (n_frozen) fprintf(out, "training.freeze: %d of %d parameters frozen\n", n_frozen, model->n_params);
+    if (model->lora) { /* what trains: the adapters */
+        int64_t trainable = 0, adapted = 0;
+        for (int i = 0; i < model->n_params; i++) {
+            trainable += model->params[i].trainable ? model->params[i].numel : 0;
+            adapted += model->params[i].lora == 'A';
+        }
+        fprintf(out, "lora: rank %d, alpha %g, dropout %g on %lld Linears (target_modules %s): %lld trainable "
+                "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
+                (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
+                (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+    }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
+    zt_mesh_sizes ms = {.tp = cfg->tensor_parallel_size, .pp = cfg->pipeline_parallel_size,
+                        .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo.hybrid_shard_size};
+    if ((rc = zt_mesh_create(world_comm, &ms, &mesh, err))) goto done;
+    eo.mesh = mesh;
+    /* tensor parallelism: this rank's part of the heads, MLP width and vocabulary (src/shard/tp.h) */
+    if ((rc = zt_tp_apply(model, mesh->tp, mesh->tp_rank, err))) {
+        zt_error_prefix(err, "parallel.tensor_parallel_size %d", mesh->tp);
+        goto done;
+    }
+    int drank = mesh->dp_rank, dworld = mesh->dp; /* this rank's place in the data-parallel axis */
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
-    int64_t start_step = 0;
-    uint64_t sample_base = 0; /* global sample index where start_step begins */
+    int64_t start_step = 0, steps_done = 0;
+    uint64_t sample_base = 0; /* logical global sample index where start_step begins */
+    if (!(cmeta = calloc(1, sizeof *cmeta))) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        goto done;
+    }
     if ((rc = zt_engine_init_params(e, err))) goto done;
     if (opts && opts->init_weights && opts->init_weights[0]) {
         size_t n = strlen(opts->init_weights);
@@ -261,14 +415,17 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
     }
     if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) goto done;
-    if (opts && opts->resume && opts->resume[0]) {
+    bool resumed = opts && opts->resume && opts->resume[0];
+    if (resumed) {
         zt_ckpt_meta meta;
         char commit[4096];
-        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, out, commit, sizeof commit, &meta, err)))
+        if ((rc = zt_ckpt_resume(e, opts->resume, cfg->ckpt_fallback, cfg->ckpt_allow_cast, out, commit, sizeof commit,
+                                  cmeta, err)))
             goto done;
+        meta = *cmeta;
         /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
         double agree = (double)meta.step;
-        if ((rc = zt_engine_sum_ranks(e, &agree, err))) goto done;
+        if ((rc = sum_world(world_comm, &agree, "resume agreement", err))) goto done;
         if (agree != (double)meta.step * world) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "rank %d resumed from %s (step %lld) but the ranks did not all "
                               "choose the same commit (their steps sum to %.0f): do they see the same files?",
@@ -281,10 +438,27 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
                 meta.world, meta.world == 1 ? "" : "s");
     }
+    if ((rc = apply_skips(&ts, &cmeta->run, cfg, sample_base, err))) goto done; /* cmeta: zeroed unless resumed */
+    if (ts.n_skips) {
+        char ranges[256] = "";
+        for (int k = 0, used = 0; k < ts.n_skips && used + 48 < (int)sizeof ranges; k++)
+            used += snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu", k ? ", " : "",
+                             (unsigned long long)ts.skips[k].start,
+                             (unsigned long long)(ts.skips[k].start + ts.skips[k].count - 1));
+        fprintf(out, "data: global samples %s skipped (%s%s%s)\n", ranges, cfg->skip_samples[0] ? "data.skip_samples" : "",
+                cfg->skip_samples[0] && cmeta->run.n_skips ? " and " : "",
+                cmeta->run.n_skips ? "recorded in the checkpoint" : "");
+    }
+    bool rollback_policy = cfg->fault_loss_spike_policy == ZT_CFG_SPIKE_ROLLBACK && cfg->fault_loss_spike_z > 0;
+    if (rollback_policy && !(opts && opts->ckpt_dir && opts->ckpt_dir[0])) {
+        rc = zt_error_set(err, ZT_ERR_USAGE, "fault.loss_spike_policy rollback needs a checkpoint directory to roll "
+                          "back to (checkpoint.dir or --ckpt-dir)");
+        goto done;
+    }
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
         zt_error perr = {0};
         double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
-        if ((rc = zt_engine_sum_ranks(e, &any, err))) goto done;
+        if ((rc = sum_world(world_comm, &any, "checkpoint directory probe", err))) goto done;
         if (any > 0) {
             rc = bad ? (*err = perr, perr.code)
                      : zt_error_set(err, ZT_ERR_IO, "checkpoint directory %s is not writable by %.0f of the ranks "
@@ -292,6 +466,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             goto done;
         }
     }
+    uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
     inp = malloc((size_t)B * T * sizeof *inp);
     tgt = malloc((size_t)B * T * sizeof *tgt);
     if (!inp || !tgt) {
@@ -308,7 +483,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_commlog_enable(true);
     }
 
-    int64_t micro_per_step = (int64_t)A * world, tokens_per_step = (int64_t)B * T * micro_per_step;
+    int64_t micro_per_step = (int64_t)A * dworld, tokens_per_step = (int64_t)B * T * micro_per_step;
     int threads = omp_get_max_threads();
     double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
     /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the peak of every core the job uses, for
@@ -329,7 +504,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
             "%d ranks = %lld tokens/step | %d threads per rank\n",
             cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,
-            have_val ? cfg->val_path : "none", B, T, A, world, (long long)tokens_per_step, threads);
+            have_val ? cfg->val_path : "none", B, T, A, dworld, (long long)tokens_per_step, threads);
     fprintf(out, "parallel: strategy %s on %d rank%s", zt_strategy_name(cfg->strategy), world,
             world > 1 ? "s" : "");
     if (cfg->strategy == ZT_STRATEGY_HYBRID) { /* with 0: where the default came from */
@@ -338,6 +513,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         fprintf(out, " (%s in shard groups of %d%s%s)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size,
                 *src ? ", ranks per node from " : cfg->hybrid_shard_size == 0 ? ", the world: one node" : "", src);
     }
+    if (mesh->tp * mesh->pp > 1)
+        fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
+                mesh->pp);
     if (eo.activation_checkpointing != ZT_RECOMPUTE_NONE)
         fprintf(out, " | activation checkpointing %s", zt_recompute_name(eo.activation_checkpointing));
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
@@ -386,6 +564,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     deadline_init(&dl, cfg, out);
     if (cfg->comm_check_collectives) zt_comm_set_check(true); /* every rank has the same config */
     if ((rc = zt_guard_init(&guard, cfg, world, err))) goto done;
+    if (resumed && cmeta->run.window && guard.window &&
+        !zt_guard_window_restore(&guard, cmeta->run.window, cmeta->run.losses, cmeta->run.n_losses, cmeta->run.head))
+        fprintf(out, "fault.loss_spike_window %d: the checkpoint's window of %d losses is not this one; it refills "
+                "from empty\n", guard.window, cmeta->run.window);
     per_rank = malloc((size_t)world * 4 * sizeof *per_rank);
     work = malloc((size_t)world * sizeof *work);
     if (!per_rank || !work) {
@@ -394,6 +576,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     int64_t end_step = cfg->steps;
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
+    if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
+        double v;
+        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
+    }
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
@@ -416,7 +603,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             double td = now();
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
-                             ((uint64_t)rank * A + micro) * (uint64_t)B;
+                             ((uint64_t)drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
             if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
                 goto data_error_train;
             double tf = now();
@@ -442,10 +629,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
         if (zt_fault_point(ZT_FAULT_AT_AGREE, NULL) == ZT_FAULT_SKIPCOLL) /* ZT_FAULT skipcoll: a desync */
             for (int r = 0; r < world; r++) memcpy(per_rank + 4 * r, mine, sizeof mine);
-        else if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+        else if ((rc = gather_world(world_comm, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
             goto done;
+        /* the loss of each data-parallel rank once (its tp ranks hold the same), in dp order */
         for (int r = 0; r < world; r++)
-            for (int i = 0; i < 3; i++) agree[i] += per_rank[4 * r + i];
+            for (int i = 0; i < 3; i++)
+                if (i > 0 || zt_mesh_holds_loss(mesh, r)) agree[i] += per_rank[4 * r + i];
         for (int r = 0; r < world; r++) work[r] = per_rank[4 * r + 3];
         loss_sum = agree[0];
         bool stop = agree[1] + agree[2] > 0;
@@ -464,7 +653,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         double spike_z, spike_mean, spike_sd; /* the loss-spike policy: skip this update everywhere */
         bool spike = zt_guard_spike(&guard, loss_sum / (double)micro_per_step, &spike_z, &spike_mean, &spike_sd);
-        if (spike) zt_engine_skip_next_step(e);
+        if (spike) zt_engine_skip_next_step(e); /* rollback too: the engine is left as before the step */
         zt_fault_point(ZT_FAULT_AT_OPTIM, NULL);
         zt_step_report rep;
         zt_trace_begin("optimizer", "step");
@@ -472,6 +661,43 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_trace_end();
         double t1 = now();
         zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("lr", lr)}); /* the step span */
+        if (spike && rollback_policy) {
+            /* an async save in flight is committed first; then only if every rank sees a commit */
+            zt_ckpt_async *prev = pending;
+            pending = NULL;
+            if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
+            char commit[4096];
+            double have = zt_ckpt_resolve(opts->ckpt_dir, commit, sizeof commit, NULL) == ZT_OK;
+            if ((rc = sum_world(world_comm, &have, "loss-spike rollback: a commit to roll back to", err))) goto done;
+            uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples;
+            char ranges[200];
+            sample_ranges_text(&ts, first, per_step_samples, ranges, sizeof ranges);
+            double loss_now = loss_sum / (double)micro_per_step;
+            if (have == world) {
+                deadline_for_save(&dl);
+                if ((rc = roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world_comm, world, out, cmeta,
+                                    commit, sizeof commit, err)))
+                    goto done;
+                deadline_for_steps(&dl);
+                zt_progress_message(&prog, "step %lld: loss %.4f is a spike (z %.1f over the last %d steps: mean %.4f, "
+                                    "sd %.4f; fault.loss_spike_z = %g): every rank rolled back to %s (step %lld) and "
+                                    "skips global samples %s (step %lld's batch; recorded in the next checkpoints)",
+                                    (long long)(step + 1), loss_now, spike_z, guard.window, spike_mean, spike_sd,
+                                    guard.spike_z, commit, (long long)cmeta->step, ranges, (long long)(step + 1));
+                if (rank == 0 && log.fp) {
+                    char ev[400];
+                    snprintf(ev, sizeof ev, "\"step\":%lld,\"loss\":%.17g,\"to_step\":%lld,\"skipped_samples\":\"%s\"",
+                             (long long)(step + 1), loss_now, (long long)cmeta->step, ranges);
+                    if ((rc = zt_jsonl_write_event(&log, "rollback", ev, err))) goto done;
+                }
+                start_step = cmeta->step;
+                sample_base = cmeta->samples_consumed;
+                step = start_step - 1; /* the loop goes on at the commit's next step */
+                continue;
+            }
+            zt_progress_message(&prog, "step %lld: loss spike, but no commit to roll back to yet (fault.loss_spike_policy "
+                                "rollback): the update is skipped instead", (long long)(step + 1));
+        }
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true);
         if (result) result->last_step_bytes = bytes;
@@ -533,9 +759,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         if ((rc = grc)) goto done;
         if (cfg->fault_replica_check_every > 0 && (step + 1) % cfg->fault_replica_check_every == 0 &&
-            (rc = check_replicas(e, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
+            (rc = check_replicas(e, world_comm, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
             goto done;
-        if (step == start_step) first_loss = m.loss;
+        if (steps_done++ == 0) first_loss = m.loss;
         last_loss = m.loss;
         bool last = step + 1 == end_step;
         dl.slowest_step = fmax(dl.slowest_step, m.step_s);
@@ -543,7 +769,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
-            if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
+            if ((rc = evaluate(e, &vs, cfg, drank, dworld, inp, tgt, &m.val_loss, err))) goto done;
             zt_trace_end();
             m.eval_s = now() - te;
             last_val = m.val_loss;
@@ -559,28 +785,42 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
+            run_state_of(&meta.run, &ts, &guard);
             double tc = now();
             if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) goto done;
-                pending_step = step;
-                zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the background",
-                                    (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) {
+                    if ((rc = on_save_error(cfg, rc, false, step + 1, &prog, &log, rank, &failed_saves, err))) goto done;
+                } else {
+                    pending_step = step;
+                    zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the "
+                                        "background", (long long)(step + 1), now() - tc);
+                }
             } else {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
-                if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
-                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
-                zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
-                                    (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                if ((rc = zt_ckpt_async_finish(prev, err)) &&
+                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    goto done;
+                if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) {
+                    if ((rc = on_save_error(cfg, rc, last || stop, step + 1, &prog, &log, rank, &failed_saves, err)))
+                        goto done;
+                } else {
+                    zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
+                                        (long long)(step + 1), opts->ckpt_dir, (long long)(step + 1), now() - tc);
+                }
             }
         } else if (pending && step > pending_step) {
             /* the step after an async snapshot: commit it (errors surface here, on every rank) */
             zt_ckpt_async *a = pending;
             pending = NULL;
-            if ((rc = zt_ckpt_async_finish(a, err))) goto done;
+            if ((rc = zt_ckpt_async_finish(a, err)) &&
+                (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                goto done;
         }
         zt_trace_end();
         m.ckpt_s = now() - tck;
@@ -632,6 +872,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
          * layout, i.e. reshard the checkpoint to this world size and strategy */
         zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base,
                              .config_hash = zt_train_config_hash(cfg)};
+        run_state_of(&meta.run, &ts, &guard);
         if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
         fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
                 (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));
@@ -646,8 +887,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->steps = cfg->steps;
         result->seconds = now() - t_start;
     }
+    uint64_t frozen1 = zt_engine_frozen_hash(e);
+    if (frozen0 || frozen1)
+        fprintf(out, "frozen parameters: xxh64 %016llx at the start, %016llx at the end (%s)\n",
+                (unsigned long long)frozen0, (unsigned long long)frozen1, frozen0 == frozen1 ? "unchanged" : "CHANGED");
     fprintf(out, "done: %lld steps in %.1f s | loss %.4f -> %.4f | val %.4f | params xxh64 %016llx\n",
-            (long long)(end_step - start_step), now() - t_start, first_loss, last_loss, last_val,
+            (long long)steps_done, now() - t_start, first_loss, last_loss, last_val,
             (unsigned long long)hash);
     if (opts && opts->comm_log) {
         zt_commlog_enable(false);
@@ -696,11 +941,13 @@ done:
     zt_ckpt_async_abandon(pending); /* an error path: the writer thread is joined, nothing commits */
     zt_jsonl_close(&log);
     zt_guard_free(&guard);
+    free(cmeta);
     free(per_rank);
     free(work);
     free(inp);
     free(tgt);
     zt_engine_free(e);
+    zt_mesh_free(mesh);
     zt_model_free(model);
     zt_sampler_free(&ts);
     zt_sampler_free(&vs);

@@ -34,6 +34,18 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
                           int T, int C);
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                       int C);
+/* Vocabulary-parallel (one part of a table cut by rows, docs/parallelism.md): the table holds rows
+ * [v0, v0 + vn) of the vocabulary. Lookup: out (B,T,C) = the token's row when this part holds it,
+ * else zeros (the parts' outputs sum to encoder_forward's without positions); from fp32 rows, or
+ * bf16 rows widened (exactly one of wte, wte16 given). Positions: out += wpe[t] (fp32, or bf16
+ * widened; the add encoder_forward does, so lookup + sum + positions has its bits). Backward:
+ * encoder_backward restricted to the tokens this part holds (dwte indexed from v0); encoder_backward
+ * is this with v0 = 0 and every token held. */
+void encoder_lookup_rows(float *out, const int32_t *inp, const float *wte, const uint16_t *wte16, int B, int T,
+                         int C, int64_t v0, int64_t vn);
+void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C);
+void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                           int64_t v0, int64_t vn);
 
 /* ---- layernorm.c ------------------------------------------------------------------------------ */
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
@@ -82,6 +94,23 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
                         bool accumulate_dinp, zt_lp_kind kind, void *staging);
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);
+
+/* ---- lora.c: a LoRA adapter beside a Linear -------------------------------------------------
+ * out (N,OC) += scale · drop(x)·Aᵀ·Bᵀ, A (r,C), B (OC,r). kind 0: x, A, B fp32; kind ZT_LP_BF16 /
+ * ZT_LP_FP16: x is the Linear's rounded input (matmul_forward_lp's inp_lp), A and B compute copies,
+ * the products round their operands as matmul_lp.c's. drop keeps element i with probability 1-p
+ * (lora_dropout_keep(key, i, p)) and scales it by 1/(1-p); p = 0 or key = 0: no dropout. Nothing
+ * is saved: backward recomputes drop(x)·Aᵀ and the mask. scratch: lora_scratch_floats(N, C, r, p)
+ * floats, 64-byte aligned, undefined on entry and exit. */
+size_t lora_scratch_floats(int N, int C, int r, float p);
+bool lora_dropout_keep(uint64_t key, size_t i, float p);
+void lora_forward(float *out, float *scratch, const void *x, const void *A, const void *B, float scale, float p,
+                  uint64_t key, int N, int C, int OC, int r, int kind);
+/* dx (N,C) += the adapter's input gradient; dA (r,C) +=, dB (OC,r) += (either may be NULL: frozen).
+ * staging: matmul_lp_staging_bytes(kind, N, OC) bytes under lp (rnd(dout)); unused under fp32. */
+void lora_backward(float *dx, float *dA, float *dB, float *scratch, void *staging, const float *dout, const void *x,
+                   const void *A, const void *B, float scale, float p, uint64_t key, int N, int C, int OC, int r,
+                   int kind);
 
 /* ---- convert.c: fp32 <-> bf16 / fp16 ---------------------------------------------------------- */
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-even */
@@ -198,5 +227,21 @@ void softmax_xent_forward(float *losses, float *logits_to_probs, const int32_t *
 /* probs (N,V) are turned into d loss / d logits in place: (p - onehot(target)) * dlosses[n]. */
 void softmax_xent_backward(float *probs_to_dlogits, const int32_t *targets, const float *dlosses,
                            int N, int V);
+/* The same three sweeps one at a time, for logits cut by vocabulary columns (each part holds
+ * columns [v0, v0 + V) of every row; the caller combines the parts between the sweeps, Megatron's
+ * vocab-parallel cross-entropy; one part and these in a row are softmax_xent_forward's bits):
+ *   rowmax   mx[n] = max of row n
+ *   exp      row n = exp(x - mx[n]) in place (mx: the max over every part); sums[n] = its sum
+ *            (double, as the fused kernel); xt[n] = x[target - v0] - mx[n] when this part holds
+ *            the target, else 0 (double)
+ *   finish   row n *= 1/S[n] (S: the sum over every part); losses[n] = log(S[n]) - XT[n] (XT the
+ *            target term summed over the parts: only its holder's is non-zero)
+ * softmax_xent_backward_cols is the backward on the part: the target's -1 only where held. */
+void softmax_xent_rowmax(float *mx, const float *logits, int N, int V);
+void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float *mx, const int32_t *targets,
+                      int N, int V, int64_t v0);
+void softmax_xent_finish(float *losses, float *e_to_probs, const double *S, const double *XT, int N, int V);
+void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
+                                int V, int64_t v0);
 
 #endif /* ZT_KERNELS_H */

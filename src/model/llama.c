@@ -85,7 +85,7 @@ static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    encoder_backward(a->grads[0], NULL, a->dout, a->batch->inputs, a->batch->B, a->batch->T, c->n_embd);
+    zt_embedding_backward(u, a, 0, -1, c->n_embd);
     return ZT_OK;
 }
 
@@ -110,18 +110,33 @@ enum { BLOCK_KEPT_BUFFERS = 13 };
 
 static bool flash(const zt_llama_config *c) { return c->attention == ZT_ATTENTION_FLASH; }
 
+/* A block's widths on its part (tensor parallelism, docs/parallelism.md: P = zt_unit_parts; 1 when
+ * whole): the residual stream C; NH query and NKV key/value heads (n_head/P, n_kv_head/P) of
+ * size hs, i.e. Q = NH·hs query and KV = NKV·hs key/value channels; the MLP's I = I/P. */
+typedef struct widths {
+    int C, NH, NKV, hs, Q, KV, I;
+} widths;
+
+static widths widths_of(const zt_unit *u) {
+    const zt_llama_config *c = u->model_cfg;
+    int P = zt_unit_parts(u), hs = head_size(c);
+    return (widths){.C = c->n_embd, .NH = c->n_head / P, .NKV = c->n_kv_head / P, .hs = hs,
+                    .Q = c->n_head / P * hs, .KV = c->n_kv_head / P * hs, .I = c->intermediate_size / P};
+}
+
 /* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or just
  * counts (a NULL). Returns the total floats; *kept (optional) gets the kept part's. */
-static size_t block_layout(const zt_llama_config *c, int B, int T, int lp_kind, const zt_unit_args *a,
+static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt_unit_args *a,
                            block_saved *s, size_t *kept) {
-    size_t N = (size_t)B * T, C = (size_t)c->n_embd, KV = kv_width(c), I = (size_t)c->intermediate_size;
-    size_t in_C = matmul_saved_input_floats(lp_kind, N * C), NH = (size_t)c->n_head;
-    bool fl = flash(c);
-    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * C), zt_fp32_floats(N * KV),
-                      zt_fp32_floats(N * KV), in_C, fl && lp_kind ? zt_fp32_floats(N * C) : 0,
-                      fl ? zt_fp32_floats((size_t)B * NH * T) : 0, zt_fp32_floats(N * C), in_C, zt_fp32_floats(N),
-                      zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      fl ? 0 : zt_fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
+    widths w = widths_of(u);
+    size_t N = (size_t)B * T, C = (size_t)w.C, Q = (size_t)w.Q, KV = (size_t)w.KV, I = (size_t)w.I;
+    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    bool fl = flash(u->model_cfg);
+    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
+                      zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
+                      fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
+                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
@@ -132,44 +147,49 @@ static size_t block_layout(const zt_llama_config *c, int B, int T, int lp_kind, 
 
 static size_t block_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
-    return block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, NULL);
+    return block_layout(u, B, T, lp_kind, NULL, &s, NULL);
 }
 
 static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
     size_t kept;
-    block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, &kept);
+    block_layout(u, B, T, lp_kind, NULL, &s, &kept);
     return kept;
 }
 
-/* floats per row of each of the two wide scratch buffers: I, or more when dq|dk|dv (C + 2KV) or
- * a Linear's fp32 input (C) would not fit in the two (never for the presets) */
-static size_t wide_floats(const zt_llama_config *c) {
-    size_t I = (size_t)c->intermediate_size, need = ((size_t)c->n_embd + 2 * kv_width(c) + 1) / 2;
-    return I > need ? I : need;
+/* floats per row of each of the two wide scratch buffers: I, or more when dq|dk|dv (Q + 2KV) or
+ * a Linear's fp32 input (C) would not fit in the two (never for the presets whole) */
+static size_t wide_floats(const zt_unit *u) {
+    widths w = widths_of(u);
+    size_t qkv = (size_t)w.Q + 2 * (size_t)w.KV, C = (size_t)w.C, need = ((qkv > C ? qkv : C) + 1) / 2;
+    return (size_t)w.I > need ? (size_t)w.I : need;
 }
 
-/* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch. Forward: bufC holds the
+/* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch | LoRA's. Forward: bufC holds the
  * projections' output, wide1.. the Linears' fp32 inputs under lp compute, the attention scratch
  * flash's. Backward: bufC the
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
-    const zt_llama_config *c = u->model_cfg;
+    widths w = widths_of(u);
     size_t N = (size_t)B * T;
-    size_t att = flash(c) ? flash_attention_scratch_floats(B, T, c->n_head, c->n_kv_head, head_size(c))
-                          : attention_gqa_scratch_floats(B, T, c->n_kv_head);
-    return N * (size_t)c->n_embd + 2 * N * wide_floats(c) + att;
+    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
+                                     : attention_gqa_scratch_floats(B, T, w.NKV);
+    return N * (size_t)w.C + 2 * N * wide_floats(u) + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
 }
 
+/* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
+ * heads, key/value heads and MLP columns), o and down row-parallel, summed over the parts before
+ * the residual (zt_linear_forward_rows); in backward the input gradients of q|k|v and gate|up are
+ * summed (zt_unit_sum) before their RMSNorm. */
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
-    int KV = (int)kv_width(c), I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     float *proj = a->scratch, *tmp = proj + (size_t)N * C;
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
@@ -177,44 +197,44 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
     x = zt_linear_input(a, s.xn1, tmp);
     rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, P_Q, s.q, s.xn1, x, NULL, N, C, C);
-    zt_linear_forward(a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
-    zt_linear_forward(a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
-    rope_forward(s.q, inv_freq, B, T, c->n_head, hs);
-    rope_forward(s.k, inv_freq, B, T, c->n_kv_head, hs);
+    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, Q);
+    zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
+    zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
+    rope_forward(s.q, inv_freq, B, T, w.NH, hs);
+    rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
-        flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(c), s.q, s.k, s.v, B, T, c->n_head,
-                                    c->n_kv_head, hs, C, KV);
+        flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
+                                    hs, Q, KV);
     } else {
         x = zt_linear_input(a, s.atty, tmp);
-        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, hs, C, KV);
+        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
     }
-    zt_linear_forward(a, P_O, proj, s.atty, x, NULL, N, C, C);
+    if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.xn2, tmp);
     rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
-    zt_linear_forward(a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
     x = zt_linear_input(a, s.h, tmp);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
-    zt_linear_forward(a, P_DOWN, proj, s.h, x, NULL, N, I, C);
+    if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
 
 static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
-    int KV = (int)kv_width(c), I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    float *bufC = a->scratch, *wide1 = bufC + NC, *wide2 = wide1 + (size_t)N * wide_floats(c);
-    float *attn_scratch = wide2 + (size_t)N * wide_floats(c);
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    float *bufC = a->scratch, *wide1 = bufC + NC, *wide2 = wide1 + (size_t)N * wide_floats(u);
+    float *attn_scratch = wide2 + (size_t)N * wide_floats(u);
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
     /* din doubles as d res2: the residual passes dout through, both RMSNorms add into it */
@@ -222,52 +242,53 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
-    zt_linear_backward(a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
+    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
-    zt_linear_backward(a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
-    zt_linear_backward(a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
+    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp gate/up input gradient", err))) return rc;
     rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
     /* attention: res2 = x + atty·Woᵀ */
-    zt_linear_backward(a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, C, C, false);
-    float *dq = wide1, *dk = dq + NC, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
+    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, Q, C, false);
+    float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
     if (flash(c))
         flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
-                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, c->n_head, c->n_kv_head, hs,
-                                     C, KV);
+                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
     else
-        attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, c->n_head,
-                               c->n_kv_head, hs, C, KV);
-    rope_backward(dq, inv_freq, B, T, c->n_head, hs);
-    rope_backward(dk, inv_freq, B, T, c->n_kv_head, hs);
-    zt_linear_backward(a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, C, false);
-    zt_linear_backward(a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
-    zt_linear_backward(a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+        attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
+    rope_backward(dq, inv_freq, B, T, w.NH, hs);
+    rope_backward(dk, inv_freq, B, T, w.NKV, hs);
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
+    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "self_attn q/k/v input gradient", err))) return rc;
     rmsnorm_backward(dres, g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, N, C);
     return ZT_OK;
 }
 
-/* rnd(dout) of the widest Linear output: gate/up's (N,I), or q/o's (N,C) */
+/* rnd(dout) of the widest Linear output: gate/up's (N,I), or o/down's (N,C) */
 static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
-    const zt_llama_config *c = u->model_cfg;
-    int w = c->intermediate_size > c->n_embd ? c->intermediate_size : c->n_embd;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w);
+    widths w = widths_of(u);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w.I > w.C ? w.I : w.C);
 }
 
-/* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp */
-static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN; }
+/* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp, and so
+ * do their LoRA adapters */
+static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN || zt_unit_is_adapter(u, k); }
+
+/* the seven Linears may carry LoRA adapters */
+static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
 /* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
  * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
  * skips P·V; under lp compute h goes through scratch and is rounded into its slot, as down_proj's
  * forward did). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
-    const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, N = B * T, I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    if (!flash(c))
-        attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, head_size(c), c->n_embd,
-                              (int)kv_width(c));
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
     float *x = zt_linear_input(a, s.h, a->scratch);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
     if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
@@ -279,6 +300,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .forward = block_forward,
                                       .backward = block_backward,
                                       .reads_lp = block_reads_lp,
+                                      .adaptable = block_adaptable,
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute};
@@ -291,24 +313,25 @@ typedef struct head_saved {
     float *rstd, *probs;
 } head_saved;
 
-static size_t head_layout(const zt_llama_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
+static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
+    const zt_llama_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
     size_t xn = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
     *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
-    return xn + stat + zt_fp32_floats(N * c->vocab_size);
+    return xn + stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     head_saved s;
-    return head_layout(u->model_cfg, B, T, lp_kind, NULL, &s);
+    return head_layout(u, B, T, lp_kind, NULL, &s);
 }
 
 static const int HEAD_LINEARS[] = {1};
 
-/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C) */
+/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C), then the cut loss's rows */
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
-    return (size_t)B * T * c->n_embd;
+    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
 }
 
 static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -317,18 +340,18 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
     if (rc) return rc;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
     rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
-    zt_linear_forward(a, 1, logits, s.xn, x, NULL, N, C, V);
-    return zt_head_loss_forward(u, a, logits, V, err);
+    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dxn = a->scratch;
     int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
     if (rc) return rc;
@@ -338,10 +361,10 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 1; }
 
-/* rnd(dlogits) (N,V) */
+/* rnd(dlogits) (N,V) (this part's vocabulary when cut) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, zt_unit_vocab(u, c->vocab_size));
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
@@ -409,6 +432,18 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
     return ZT_OK;
 }
 
+/* Tensor parallelism cuts whole query heads, whole key/value heads and the MLP's columns evenly. */
+static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
+    const zt_llama_config *c = m->cfg;
+    const char *what = c->n_head % parts ? "n_head" : c->n_kv_head % parts ? "n_kv_head"
+                     : c->intermediate_size % parts ? "intermediate_size" : NULL;
+    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : c->intermediate_size;
+    if (what)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks: %d does not divide %s %d",
+                            parts, parts, what, v);
+    return ZT_OK;
+}
+
 static int add(zt_model *m, const char *name, int64_t d0, int64_t d1, int *idx, zt_error *err) {
     int64_t shape[2] = {d0, d1};
     /* transformers' _init_weights: N(0, 0.02²) for Linears and the embedding, ones for the norms */
@@ -433,6 +468,7 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
     m->max_seq_len = cfg->max_seq_len;
     m->train_flops_per_token = llama_flops_per_token;
     m->recompute_flops_per_token = llama_recompute_flops_per_token;
+    m->tp_check = llama_tp_check;
 
     int64_t C = cfg->n_embd, V = cfg->vocab_size, KV = (int64_t)kv_width(cfg), I = cfg->intermediate_size;
     int emb, norm, lm_head;

@@ -7,6 +7,7 @@
  * reaches zero. */
 #define _GNU_SOURCE
 #include "offload/io.h"
+#include "core/fault.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -52,9 +53,16 @@ static double now_s(void) {
 static int do_block(const io_block *b, char *msg, size_t cap) {
     size_t done = 0;
     if (b->write && b->sum) *b->sum = XXH3_64bits(b->buf, b->len);
+    /* ZT_FAULT eio (reads and writes) / enospc (writes) at=offload: this block fails as the device would */
+    zt_fault_kind fk = zt_fault_armed() ? zt_fault_point(ZT_FAULT_AT_OFFLOAD, NULL) : ZT_FAULT_NONE;
     while (done < b->len) {
         ssize_t r = b->write ? pwrite(b->fd, b->buf + done, b->len - done, b->off + (off_t)done)
                              : pread(b->fd, b->buf + done, b->len - done, b->off + (off_t)done);
+        if (fk == ZT_FAULT_EIO || (fk == ZT_FAULT_ENOSPC && b->write)) {
+            r = -1;
+            errno = fk == ZT_FAULT_EIO ? EIO : ENOSPC;
+            fk = ZT_FAULT_NONE;
+        }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             char eb[128];

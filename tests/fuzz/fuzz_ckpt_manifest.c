@@ -82,7 +82,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (zt_gpt2_create(&cfg, &m, &err)) die("model", &err);
     if (zt_engine_create(m, &o, &g_e, &err) || zt_engine_init_params(g_e, &err)) die("engine", &err);
     snprintf(g_root, sizeof g_root, "%s/zt-fuzz-ckpt-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-    zt_ckpt_meta meta = {.step = 1};
+    static zt_ckpt_meta meta = {.step = 1}; /* with a run_state to mutate: two skipped ranges, a loss window */
+    meta.run = (zt_ckpt_run_state){.n_skips = 2, .skip_start = {28, 100}, .skip_count = {4, 8}, .window = 4,
+                                   .n_losses = 3, .head = 3, .losses = {10.5, 10.25, 10.125}};
     if (zt_ckpt_save(g_e, g_root, &meta, 0, &err)) die("save", &err);
     snprintf(g_commit, sizeof g_commit, "%s/step-00000001", g_root);
     for (int i = 1; i < *argc; i++) { /* the seed: the real manifest, into the corpus directory */

@@ -85,4 +85,16 @@ __attribute__((unused)) static void ref_gqa_backward(double *dq, double *dk, dou
     free(out), free(P), free(dp);
 }
 
+/* L = Σ g·out, the loss whose finite differences check the gradients (fd_grad's loss_fn) */
+__attribute__((unused)) static double ref_gqa_loss(void *p)
+{
+    gqa_ctx *c = p;
+    size_t n = (size_t)c->B * c->T * c->NH * c->hs;
+    double *o = dalloc(n);
+    ref_gqa_forward(o, NULL, NULL, c);
+    double l = dot_gd(c->g, o, n);
+    free(o);
+    return l;
+}
+
 #endif

@@ -20,8 +20,9 @@
  * Vᵀ packed once per (b, KV head) as (hs, Tpad) panels, so a micro-tile is 8 (or 4) rows x 32 keys
  * of broadcast-FMAs; the other products (P V, dS K, Pᵀ dO, dSᵀ Q) read their right operand's rows
  * as they lie (hs contiguous floats) and accumulate 4 rows x hs in registers. The causal triangle
- * is cut at micro-tile granularity (8 or 4 rows x 32 keys), not at whole tiles: at T = 256 the
- * products run ~53% of the T x T square where 64-row blocks would run 62.5%.
+ * is cut at micro-tile granularity (8 or 4 rows x 32 keys, 4 rows x each row's keys), not at
+ * whole tiles: at T = 256 the score products run 56% of the T x T square and the others 51%, where
+ * attention.c's 64-row blocks run 62.5%.
  * Everything is fp32: under bf16/fp16 compute attention runs on fp32 q, k, v and reads the fp32 O
  * (docs/precision.md), as attention.c does. The one float lse is held in costs P a relative error
  * of ~u |lse| in backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.

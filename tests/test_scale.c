@@ -218,7 +218,7 @@ static void test_compute_flops(void **state) {
     (void)state;
     zt_model *m = NULL;
     zt_error err = {0};
-    assert_int_equal(zt_estimator_model("gpt2-124M", &m, &err), ZT_OK);
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
     zt_scale_device d = test_device();
     zt_scale_compute c;
     int B = 2, T = 1024;
@@ -258,7 +258,7 @@ static void test_bytes_between_hosts(void **state) {
     (void)state;
     zt_model *m = NULL;
     zt_error err = {0};
-    assert_int_equal(zt_estimator_model("gpt2-124M", &m, &err), ZT_OK);
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
     zt_scale_device d = test_device();
     zt_scale_compute c;
     assert_int_equal(zt_scale_compute_model(m, &d, 1, 64, false, ZT_RECOMPUTE_NONE, &c, &err), ZT_OK);

@@ -26,6 +26,12 @@ static void expect_ok(zt_train_config *c, const char *yaml) {
     if (rc != ZT_OK) fail_msg("unexpected error %d: %s\n--- yaml ---\n%s", rc, err.msg, yaml);
 }
 
+/* the GPT-2 config g in the model fields (zt_llama_config) a GPT-2 preset fills */
+static void assert_gpt2_model(const zt_llama_config *m, const zt_gpt2_config *g) {
+    assert_true(m->max_seq_len == g->max_seq_len && m->vocab_size == g->vocab_size && m->n_layer == g->n_layer &&
+                m->n_head == g->n_head && m->n_embd == g->n_embd && m->attention == g->attention);
+}
+
 /* ------------------------------------------------------------------------------------------- */
 
 static void test_defaults(void **state) {
@@ -36,7 +42,8 @@ static void test_defaults(void **state) {
     zt_error err = {0};
     assert_int_equal(zt_gpt2_preset("tiny", &tiny, &err), ZT_OK);
     assert_string_equal(c.model_preset, "tiny");
-    assert_memory_equal(&c.model, &tiny, sizeof tiny);
+    assert_gpt2_model(&c.model, &tiny);
+    assert_int_equal(c.model.attention, ZT_ATTENTION_FLASH);
     assert_string_equal(c.train_path, "");
     assert_string_equal(c.val_path, "");
     assert_int_equal(c.micro_batch, 4);
@@ -216,13 +223,13 @@ static void test_preset_then_overrides(void **state) {
         snprintf(y, sizeof y, "model: {preset: %s}\n" TRAIN "training: {seq_len: 16}\n", names[i]);
         expect_ok(&c, y);
         assert_int_equal(zt_gpt2_preset(names[i], &g, &err), ZT_OK);
-        assert_memory_equal(&c.model, &g, sizeof g);
+        assert_gpt2_model(&c.model, &g);
     }
     /* --set model.preset resets the model fields to the preset */
     expect_ok(&c, "model:\n  preset: gpt2\n  n_layer: 2\n" TRAIN);
     assert_int_equal(zt_train_config_set(&c, "model.preset=gpt2-350M", &err), ZT_OK);
     assert_int_equal(zt_gpt2_preset("gpt2-350M", &g, &err), ZT_OK);
-    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_gpt2_model(&c.model, &g);
     assert_string_equal(c.model_preset, "gpt2-350M");
 }
 
@@ -837,7 +844,7 @@ static void test_examples(void **state) {
     zt_gpt2_config g;
     assert_int_equal(zt_gpt2_preset("gpt2-124M", &g, &err), ZT_OK);
     assert_string_equal(c.model_preset, "gpt2-124M");
-    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_gpt2_model(&c.model, &g);
     assert_int_equal(c.micro_batch, 4);
     assert_int_equal(c.seq_len, 256);
 }

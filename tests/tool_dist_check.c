@@ -18,6 +18,7 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
+ *                   [--attention flash|naive]   (the model's attention kernel, default flash)
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
  *                   [--tp P]   (tensor parallelism: the mesh tp P x dp N/P, src/comm/mesh.h; the
@@ -109,6 +110,8 @@ int main(int argc, char **argv) {
     o.T = T;
     int stall = -1, tp = 1;
     bool llama = false;
+    zt_gpt2_config cfg = CFG;
+    zt_llama_config lcfg = LLAMA;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     const char *dump = NULL;
     float lr = 1e-2f;
@@ -120,6 +123,10 @@ int main(int argc, char **argv) {
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
+        else if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &cfg.attention, &err)) return tool_fail(world, "--attention", &err);
+            lcfg.attention = cfg.attention;
+        }
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
@@ -145,7 +152,7 @@ int main(int argc, char **argv) {
     /* the data-parallel group: the batch is split over it, the byte formulas are its */
     int rank = mesh->dp_rank, N = mesh->dp;
     lora.alpha = 2.0f * (float)lora.rank;
-    if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
+    if ((llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) ||
         (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);

@@ -10,6 +10,7 @@
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
  *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
+ *                     [--attention flash|naive]  (the model's attention kernel, default flash)
  *                     [--freeze REGEX]  (zt_model_freeze: the closed forms below are replaced by,
  *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
  *                     [--tp P]  (tensor parallelism: the mesh tp P x dp N/P, the model cut by zt_tp_apply;
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
     o.T = 16;
     bool balanced = false;
     const char *freeze = NULL;
+    zt_attention attention = ZT_ATTENTION_FLASH;
     zt_lora_config lora = {.alpha = 8.0f, .target_modules = "all-linear"};
     double tol = 3.0;
     for (int i = 4; i < argc; i++) {
@@ -69,6 +71,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
         else if (!strcmp(a, "--balanced")) balanced = true;
         else if (!strcmp(a, "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(a, "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &attention, &err)) return tool_fail(world, "--attention", &err);
+        }
         else if (!strcmp(a, "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(a, "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
         else if (!strcmp(a, "--lora-targets") && i + 1 < argc)
@@ -81,6 +86,7 @@ int main(int argc, char **argv) {
         }
     }
     tool_precision_apply(&o, &pr);
+    cfg.attention = attention; /* after --preset, which sets the whole config */
     zt_model *m;
     zt_engine *e;
     zt_mesh *mesh = NULL;

@@ -278,8 +278,9 @@ typedef struct zt_model {
     /* Model FLOPs per token of a training step (forward + backward) for sequence length T,
      * the 6N + attention formula of the PaLM paper / llm.c; NULL if unknown. */
     double (*train_flops_per_token)(const struct zt_model *m, int T);
-    /* FLOPs per token that activation checkpointing adds to a training step (the recomputation
-     * in backward) for sequence length T and a mode; NULL if unknown (HFU then equals MFU). */
+    /* FLOPs per token a training step recomputes for sequence length T and a checkpointing mode:
+     * activation checkpointing's re-runs in backward, and the flash attention's scores Q·Kᵀ
+     * recomputed by its backward (in every mode); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
     /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value
@@ -309,6 +310,14 @@ int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *e
  * tensor parallelism the whole model, not this part). */
 int64_t zt_model_numel(const zt_model *m);
 
+/* The causal attention kernel of either model (config key model.attention; docs/models.md):
+ * flash (src/kernels/flash_attention.c) saves the output and one logsumexp per row and recomputes
+ * the probabilities tile by tile in backward, memory O(T); naive (src/kernels/attention.c) saves the
+ * (B,NH,T,T) probabilities, memory O(T²). Same gradients to fp32 rounding, not the same bits. */
+typedef enum zt_attention { ZT_ATTENTION_FLASH = 0, ZT_ATTENTION_NAIVE = 1 } zt_attention;
+const char *zt_attention_name(zt_attention a); /* "flash", "naive" */
+/* "flash" | "naive"; ZT_ERR_USAGE names both on a miss. */
+int zt_attention_parse(const char *name, zt_attention *out, zt_error *err);
 /* LoRA (src/model/lora.c; docs/models.md): low-rank adapters beside chosen Linear weights W
  * (OC, C) of the blocks, y = x·Wᵀ (+ b) + (alpha / r) · dropout(x)·Aᵀ·Bᵀ with A (r, C) and
  * B (OC, r) new parameters named like PEFT's ("layers.0.self_attn.q_proj.lora_A.weight"), placed
@@ -349,6 +358,7 @@ typedef struct zt_gpt2_config {
     int n_layer;     /* L */
     int n_head;      /* NH */
     int n_embd;      /* C */
+    zt_attention attention; /* the attention kernel (default 0: flash); not part of the weights */
 } zt_gpt2_config;
 
 /* Presets: "tiny" (tests), "gpt2-124M"/"gpt2", "gpt2-350M", "gpt2-774M", "gpt2-1558M". */
@@ -379,6 +389,7 @@ typedef struct zt_llama_config {
     float rms_norm_eps;     /* 1e-5 (Llama 2, 3, Mistral) */
     zt_rope_scaling rope_scaling;
     bool tie_embeddings;    /* the LM head reads embed_tokens (HF tie_word_embeddings; no lm_head) */
+    zt_attention attention; /* the attention kernel (default 0: flash); not part of the weights */
 } zt_llama_config;
 
 /* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",

@@ -213,7 +213,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                             VERSION, VERSION_LLAMA + LORA);
     bool lora = version > VERSION_LLAMA;
     if (lora) version -= LORA;
-    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4], ZT_ATTENTION_FLASH};
     *n_params_off = 8 + 4 + 20;
     if (version == VERSION) return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
     llama_block k;
@@ -228,7 +228,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     k.rms_norm_eps,
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
-                                    k.tie_embeddings != 0};
+                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH};
     return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
 }
 

@@ -4,8 +4,12 @@
  * and the time per unit. With --nproc N it
  * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
  * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
- * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel. The last
- * line is JSON for bench/w1.sh, bench/dist.sh and bench/tp.sh. */
+ * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel.
+ * --attention picks the attention kernel (model.attention), --max-seq-len lengthens the preset's
+ * context (GPT-2: more wpe rows) for long sequences. It prints the memory the plan predicted and
+ * what was measured (the engine's accounting, and the process's peak RSS), and each step's CPU
+ * time beside its wall time. The last line is JSON for bench/w1.sh, bench/dist.sh, bench/tp.sh and
+ * bench/long_seq.sh. */
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
@@ -16,11 +20,20 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* CPU seconds of every thread of this process */
+static double process_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -55,6 +68,8 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
+    zt_attention attention = ZT_ATTENTION_FLASH;
+    int max_seq_len = 0; /* 0: the preset's */
     zt_offload_options off = {0};
     double off_mb = 0;
     for (int i = 1; i < argc; i++) {
@@ -65,7 +80,8 @@ int zt_cmd_bench(int argc, char **argv) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid] [--tp T]\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
-                   "                       [--recompute none|full|selective]\n"
+                   "                       [--recompute none|full|selective] [--attention flash|naive]\n"
+                   "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
                    "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
                    "                       [--offload-param-nvme DIR]   zero3's parameter pieces in files too\n");
@@ -83,6 +99,7 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--tp")) tp = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--max-seq-len")) max_seq_len = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
         else if (!strcmp(a, "--offload-param-nvme")) off.param_dir = v;
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
@@ -97,11 +114,16 @@ int zt_cmd_bench(int argc, char **argv) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
         } else if (!strcmp(a, "--recompute")) { /* activation checkpointing */
             if (zt_recompute_parse(v, &recompute, &err)) return zt_cli_fail(&err);
+        } else if (!strcmp(a, "--attention")) {
+            if (zt_attention_parse(v, &attention, &err)) {
+                zt_error_prefix(&err, "bench: --attention");
+                return zt_cli_fail(&err);
+            }
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1) {
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -131,7 +153,10 @@ int zt_cmd_bench(int argc, char **argv) {
     ms.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     if ((rc = zt_mesh_create(world, &ms, &mesh, &err))) goto out;
     int drank = mesh->dp_rank;
-    if ((rc = zt_model_preset(preset, &spec, &err)) || (rc = zt_model_spec_create(&spec, &m, &err)) ||
+    if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
+    spec.gpt2.attention = spec.llama.attention = attention;
+    if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
+    if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
         (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
         goto out;
     zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
@@ -153,7 +178,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
-    times = malloc((size_t)steps * sizeof *times);
+    times = malloc(2 * (size_t)steps * sizeof *times); /* wall, then CPU per thread */
     if (!tok || !times) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
@@ -168,8 +193,8 @@ int zt_cmd_bench(int argc, char **argv) {
     if (tp > 1) fprintf(out, "mesh tp %d x dp %d: B=%d T=%d per data-parallel rank\n", tp, nranks, B, T);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "activation checkpointing %s: activations %.1f MiB per rank\n", zt_recompute_name(recompute),
-            mem.activations / 1048576.0);
+    fprintf(out, "activation checkpointing %s, %s attention: activations %.1f MiB per rank\n",
+            zt_recompute_name(recompute), zt_attention_name(attention), mem.activations / 1048576.0);
     zt_comm_bytes bytes = {0}, step_bytes;
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
@@ -179,7 +204,7 @@ int zt_cmd_bench(int argc, char **argv) {
         if (it == warmup) zt_engine_reset_times(e);
         zt_engine_comm_bytes(e, &step_bytes, true);
         zt_engine_offload_stats(e, &io, true);
-        double t0 = omp_get_wtime();
+        double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
         float loss;
@@ -199,7 +224,7 @@ int zt_cmd_bench(int argc, char **argv) {
         fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
         fflush(out);
-        if (it >= warmup) times[it - warmup] = t;
+        if (it >= warmup) times[it - warmup] = t, times[steps + it - warmup] = (process_cpu_s() - c0) / threads;
         zt_engine_offload_stats(e, &io, true);
         if (it >= warmup) {
             io_sum.read_bytes += io.read_bytes;
@@ -224,6 +249,9 @@ int zt_cmd_bench(int argc, char **argv) {
     double sum = 0;
     for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    qsort(times + steps, (size_t)steps, sizeof *times, cmp_double);
+    double cpu_med = times[steps + steps / 2]; /* the process's CPU seconds per step / threads: on a
+                                                  shared machine, what the step cost its own threads */
     double med = times[steps / 2], mean = sum / steps;
     fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
            1e3 * fwd_total / steps, 1e3 * bwd_total / steps, 1e3 * (mean - (fwd_total + bwd_total) / steps),
@@ -243,6 +271,19 @@ int zt_cmd_bench(int argc, char **argv) {
     fprintf(out, "  bytes sent per step by rank 0: data-parallel %.2f MB (reduce-scatter %.2f, all-gather %.2f, "
             "all-reduce %.2f), tensor-parallel %.2f MB\n", dp_mb, bytes.sent_rs / 1e6 / steps, bytes.sent_ag / 1e6 / steps,
             bytes.sent_ar / 1e6 / steps, bytes.sent_tp / 1e6 / steps);
+    /* memory: the plan made before the first step against the engine's accounting after the steps
+     * (rank 0's), and the whole process's peak resident set (libraries, stacks, heap included) */
+    zt_memory_plan plan;
+    zt_engine_memory_plan(e, &plan);
+    zt_engine_memory(e, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    size_t rss = (size_t)ru.ru_maxrss * 1024;
+    fprintf(out, "  memory: planned peak %.1f MiB (activations %.1f), measured peak %.1f MiB (activations %.1f); "
+            "process peak RSS %.1f MiB\n", plan.peak_total / 1048576.0, plan.peak[ZT_MEM_ACTIVATIONS] / 1048576.0,
+            mem.peak_total / 1048576.0, mem.peak_activations / 1048576.0, rss / 1048576.0);
+    fprintf(out, "  per step (medians): wall %.1f ms, CPU %.1f ms per thread (what the step cost its own threads "
+            "on a shared machine)\n", 1e3 * med, 1e3 * cpu_med);
     double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
     /* MFU against the peak of every core the job uses in the precision its products run in (the
      * measured FMA or bf16 dot-product rate, peak.h); the GEMM rate measured on this rank's threads */
@@ -267,14 +308,19 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
-            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f}\n",
+            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
+            "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
+            "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
+            "\"cpu_step_ms_median\":%.1f}\n",
             ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * fwd_total / steps,
-            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps);
+            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
+            zt_attention_name(attention), cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
+            mem.peak_activations, rss, 1e3 * cpu_med);
     rc = ZT_OK;
 out:
     free(tok);

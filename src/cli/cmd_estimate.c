@@ -6,6 +6,7 @@
  *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]
  *                             [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]
+ *                             [--attention flash|naive]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
@@ -38,6 +39,7 @@ static void usage(FILE *out) {
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
             "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
+            "                                 [--attention flash|naive]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -55,6 +57,8 @@ static void usage(FILE *out) {
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
+            "  --attention     the attention kernel (model.attention): flash (default; activations O(T)) or naive\n"
+            "                  (saves the (B, n_head, T, T) probabilities)\n"
             "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
             "                  their pieces are planned, with no gradient and no optimizer state\n"
             "  --lora-rank r   LoRA adapters of rank r (with a CONFIG: lora.*): the base weights planned as\n"
@@ -325,11 +329,12 @@ static double mem_available_bytes(void) {
     return kb * 1024.0;
 }
 
-static int print_fit(FILE *out, const char *name, const zt_engine_options *base_opt, int nproc, const char *dir,
-                     double ram_gib, double disk_gib, bool json, zt_error *err) {
+static int print_fit(FILE *out, const char *name, zt_attention attention, const zt_engine_options *base_opt, int nproc,
+                     const char *dir, double ram_gib, double disk_gib, bool json, zt_error *err) {
     zt_model_spec spec;
     int rc = zt_model_preset(name, &spec, err);
     if (rc) return rc;
+    spec.gpt2.attention = spec.llama.attention = attention;
     struct statvfs vfs;
     double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
     if (!ram_gib && !(avail > 0))
@@ -405,6 +410,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
+    zt_attention attention = ZT_ATTENTION_FLASH; /* --attention (with a CONFIG: model.attention) */
     zt_lora_config lora = {.alpha = 8.0f}; /* --lora-rank, --lora-targets, --lora-dropout */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -424,7 +430,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
                                            "--disk-gib", "--freeze", "--tp", "--lora-rank", "--lora-targets",
-                                           "--lora-dropout"};
+                                           "--lora-dropout", "--attention"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -450,6 +456,9 @@ int zt_cmd_estimate(int argc, char **argv) {
                 model_only_opt = true;
                 if (!strcmp(a, "-B")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &B, &err);
                 else if (!strcmp(a, "--freeze")) freeze = v;
+                else if (!strcmp(a, "--attention")) {
+                    if ((rc = zt_attention_parse(v, &attention, &err))) zt_error_prefix(&err, "estimate-memory: --attention");
+                }
                 else if (!strcmp(a, "--lora-rank")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &lora.rank, &err);
                 else if (!strcmp(a, "--lora-targets"))
                     snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
@@ -493,7 +502,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     }
     if (config && model_only_opt) {
         zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
-                     "--checkpointing, --offload, --nvme-*, --freeze and --lora-* go with --model; with a CONFIG use --set "
+                     "--checkpointing, --offload, --nvme-*, --freeze, --attention and --lora-* go with --model; with a CONFIG use --set "
                      "(e.g. --set training.micro_batch_size=8, --set lora.rank=8)");
         return zt_cli_fail(&err);
     }
@@ -543,7 +552,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
         model_name = cfg.model_preset;
     } else {
-        if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
+        if (zt_estimator_model(model_name, attention, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
         if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
@@ -632,7 +641,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
                  : freeze || model->lora ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; "
                                                         "it does not take --freeze or --lora-rank")
-                        : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
+                        : print_fit(stdout, model_name, attention, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;
     }

@@ -271,7 +271,7 @@ int zt_cmd_plan(int argc, char **argv) {
     if (a.inter_lat && zt_scale_parse_latency("plan: --inter-latency", a.inter_lat, &lat_out, &err)) return zt_cli_fail(&err);
 
     zt_model *m = NULL;
-    if (zt_estimator_model(a.model, &m, &err)) return zt_cli_fail(&err);
+    if (zt_estimator_model(a.model, ZT_ATTENTION_FLASH, &m, &err)) return zt_cli_fail(&err); /* the default kernel */
     int rc = ZT_OK;
     zt_engine_options o;
     zt_engine_options_default(&o);

@@ -53,6 +53,7 @@ static const enum_value SAVE_ERRORS[] = {
     {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
 
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
+static const enum_value ATTENTIONS[] = {{"flash", ZT_ATTENTION_FLASH}, {"naive", ZT_ATTENTION_NAIVE}, {NULL, 0}};
 
 #define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
 #define K_INT(k, f, lo, hi, d, h, r) {k, KT_INT, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
@@ -98,6 +99,10 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_ENUM("model.attention", model.attention, ATTENTIONS, "flash",
+           "attention kernel: flash (fused, tiled, online softmax: activation memory O(T), the "
+           "probabilities recomputed in backward) or naive (saves the (B, n_head, T, T) probabilities: "
+           "O(T^2)); same gradients to fp32 rounding (docs/models.md)"),
     K_STR("model.init_hf", init_hf, 0, "",
           "Hugging Face model directory to start from (config.json + safetensors; `train "
           "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
@@ -323,7 +328,7 @@ void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     *out = (zt_llama_config){.max_seq_len = g->max_seq_len, .vocab_size = g->vocab_size, .n_layer = g->n_layer,
                              .n_head = g->n_head, .n_embd = g->n_embd, .n_kv_head = g->n_head,
                              .intermediate_size = 4 * g->n_embd, .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
-                             .tie_embeddings = true};
+                             .tie_embeddings = true, .attention = g->attention};
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -244,7 +244,7 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
     out->llama = c->model;
     out->gpt2 = (zt_gpt2_config){.max_seq_len = c->model.max_seq_len, .vocab_size = c->model.vocab_size,
                                  .n_layer = c->model.n_layer, .n_head = c->model.n_head,
-                                 .n_embd = c->model.n_embd};
+                                 .n_embd = c->model.n_embd, .attention = c->model.attention};
     out->lora = c->lora; /* rank 0: none */
 }
 

@@ -10,14 +10,17 @@
  *   xn2 = RMSNorm(r); h = silu(xn2·Wgᵀ) * (xn2·Wuᵀ); out = r + h·Wdᵀ
  * The saved activations of a block, the kept part first, each buffer 64-byte aligned (the table
  * of src/memory/shapes.h's formula, which this model now is):
- *   kept: xn1* (N,C) | rstd1 (N) | q (N,C) | k (N,KV) | v (N,KV) | atty* (N,C) | res2 (N,C) |
- *         xn2* (N,C) | rstd2 (N) | gate (N,I) | up (N,I)
+ *   kept: xn1* (N,C) | rstd1 (N) | q (N,C) | k (N,KV) | v (N,KV) | atty* (N,C) | atto (N,C) |
+ *         lse (B,NH,T) | res2 (N,C) | xn2* (N,C) | rstd2 (N) | gate (N,I) | up (N,I)
  *   rest: att (B,NH,T,T) | h* (N,I)
- * q and k are saved after the rotation (attention backward reads them; RoPE's backward needs
- * only the positions). The starred buffers are read only by Linears and hold the rounded operand
- * under bf16/fp16 compute (as GPT-2's; docs/precision.md); everything else is fp32. Selective
- * checkpointing keeps the first part and recomputes att (the probabilities, from q and k) and
- * h = silu(gate)·up before backward (block_recompute), as GPT-2 recomputes att and gelu(fch).
+ * As GPT-2's (gpt2.c): flash attention (cfg->attention) saves lse and, under bf16/fp16 compute,
+ * its fp32 output in atto (no att); naive saves att (no atto, no lse). K and V heads are read in
+ * place by their NH/NKV query heads, never repeated. q and k are saved after the rotation
+ * (attention backward reads them; RoPE's backward needs only the positions). The starred buffers
+ * are read only by Linears and hold the rounded operand under bf16/fp16 compute (as GPT-2's;
+ * docs/precision.md); everything else is fp32. Selective checkpointing keeps the first part and
+ * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
+ * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
  * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product).
  */
@@ -40,14 +43,14 @@ typedef struct preset {
 #define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
 #define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
 static const preset PRESETS[] = {
-    /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied */
-    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
-    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
-    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false}},
+    /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
+    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
 };
 #define PRESET_NAMES "llama-tiny, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
 
@@ -98,12 +101,14 @@ enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT
 static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
 
 typedef struct block_saved {
-    void *xn1; float *rstd1, *q, *k, *v; void *atty; float *res2; /* kept ... */
-    void *xn2; float *rstd2, *gate, *up;                          /* ... kept */
-    float *att; void *h;                                          /* rest */
+    void *xn1; float *rstd1, *q, *k, *v; void *atty; float *atto, *lse, *res2; /* kept ... */
+    void *xn2; float *rstd2, *gate, *up;                                       /* ... kept */
+    float *att; void *h;                                                       /* rest */
 } block_saved;
 
-enum { BLOCK_KEPT_BUFFERS = 11 };
+enum { BLOCK_KEPT_BUFFERS = 13 };
+
+static bool flash(const zt_llama_config *c) { return c->attention == ZT_ATTENTION_FLASH; }
 
 /* A block's widths on its part (tensor parallelism, docs/parallelism.md: P = zt_unit_parts; 1 when
  * whole): the residual stream C; NH query and NKV key/value heads (n_head/P, n_kv_head/P) of
@@ -126,15 +131,17 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
     widths w = widths_of(u);
     size_t N = (size_t)B * T, C = (size_t)w.C, Q = (size_t)w.Q, KV = (size_t)w.KV, I = (size_t)w.I;
     size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    bool fl = flash(u->model_cfg);
     size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
-                      zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q), zt_fp32_floats(N * C), in_C,
-                      zt_fp32_floats(N), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
+                      zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
+                      fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
+                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
-                       .atty = ptrs[5], .res2 = ptrs[6], .xn2 = ptrs[7], .rstd2 = ptrs[8], .gate = ptrs[9],
-                       .up = ptrs[10], .att = ptrs[11], .h = ptrs[12]};
+                       .atty = ptrs[5], .atto = ptrs[6], .lse = ptrs[7], .res2 = ptrs[8], .xn2 = ptrs[9],
+                       .rstd2 = ptrs[10], .gate = ptrs[11], .up = ptrs[12], .att = ptrs[13], .h = ptrs[14]};
     return off;
 }
 
@@ -159,13 +166,15 @@ static size_t wide_floats(const zt_unit *u) {
 }
 
 /* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch | LoRA's. Forward: bufC holds the
- * projections' output, wide1.. the Linears' fp32 inputs under lp compute. Backward: bufC the
+ * projections' output, wide1.. the Linears' fp32 inputs under lp compute, the attention scratch
+ * flash's. Backward: bufC the
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
     size_t N = (size_t)B * T;
-    return N * (size_t)w.C + 2 * N * wide_floats(u) + attention_gqa_scratch_floats(B, T, w.NKV) +
-           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
+    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
+                                     : attention_gqa_scratch_floats(B, T, w.NKV);
+    return N * (size_t)w.C + 2 * N * wide_floats(u) + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
 }
 
 /* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
@@ -193,8 +202,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
     rope_forward(s.q, inv_freq, B, T, w.NH, hs);
     rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
-    x = zt_linear_input(a, s.atty, tmp);
-    attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
+    if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
+        x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
+        flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
+                                    hs, Q, KV);
+    } else {
+        x = zt_linear_input(a, s.atty, tmp);
+        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
+    }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.xn2, tmp);
@@ -236,7 +251,11 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     /* attention: res2 = x + atty·Woᵀ */
     zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, Q, C, false);
     float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
-    attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
+    if (flash(c))
+        flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
+                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
+    else
+        attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward(dq, inv_freq, B, T, w.NH, hs);
     rope_backward(dk, inv_freq, B, T, w.NKV, hs);
     zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
@@ -260,15 +279,16 @@ static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN || zt_u
 /* the seven Linears may carry LoRA adapters */
 static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
-/* Selective checkpointing: rebuilds att and h exactly as block_forward wrote them (the same
- * kernels on the same kept q, k, gate, up; attention without its output skips P·V; under lp
- * compute h goes through scratch and is rounded into its slot, as down_proj's forward did). */
+/* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
+ * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
+ * skips P·V; under lp compute h goes through scratch and is rounded into its slot, as down_proj's
+ * forward did). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
-    attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
+    if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
     float *x = zt_linear_input(a, s.h, a->scratch);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
     if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
@@ -373,13 +393,14 @@ static double llama_flops_per_token(const zt_model *m, int T) {
 }
 
 /* full re-runs every block's forward (2 FLOPs per matmul parameter, attention 4·T·C); selective
- * re-runs the scores Q·Kᵀ (2·T·C) */
+ * under naive attention re-runs the scores Q·Kᵀ (2·T·C); flash attention's backward recomputes
+ * them (2·T·C) in every mode, as gpt2.c counts */
 static double llama_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_llama_config *c = m->cfg;
-    double C = c->n_embd, L = c->n_layer;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T);
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
-    return 0;
+    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T, fl = flash(c) ? scores : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
+    return fl;
 }
 
 static int check_config(const zt_llama_config *c, zt_error *err) {
@@ -394,6 +415,9 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
     if (c->n_head % c->n_kv_head != 0)
         return zt_error_set(err, ZT_ERR_USAGE, "llama: n_kv_head %d does not divide n_head %d", c->n_kv_head,
                             c->n_head);
+    if (c->attention != ZT_ATTENTION_FLASH && c->attention != ZT_ATTENTION_NAIVE)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: attention kernel %d is neither flash (0) nor naive (1)",
+                            (int)c->attention);
     if (!(c->rope_theta > 1.0f) || !(c->rms_norm_eps > 0.0f))
         return zt_error_set(err, ZT_ERR_USAGE, "llama: rope_theta %g must be > 1 and rms_norm_eps %g > 0",
                             (double)c->rope_theta, (double)c->rms_norm_eps);

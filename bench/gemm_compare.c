@@ -1,5 +1,5 @@
 /* gemm_compare.c - fp32 and bf16 matrix-product rates on this machine, on the shapes GPT-2 124M
- * training calls with B*T = 1024 tokens.
+ * training calls with B*T = 1024 tokens (or, with --model llama-124M, the Llama of that size).
  *
  *   columns: oneDNN matmul fp32 | OpenBLAS cblas_sgemm fp32 | oneDNN matmul bf16 x bf16 -> fp32
  *
@@ -21,6 +21,7 @@
  * Build alone:  gcc -O3 -march=native bench/gemm_compare.c -o /tmp/gc -DZT_HAVE_DNNL=1 -ldnnl \
  *                   $(pkg-config --cflags --libs openblas) -fopenmp
  * Run:          OMP_NUM_THREADS=2 /tmp/gc [--passes 3] [--reps 3] [--warmup 1] [--quick] [--only NAME]
+ *                   [--model gpt2-124M|llama-124M]
  *               OpenBLAS picks its kernels at load time from OPENBLAS_CORETYPE (this sandbox sets
  *               Haswell = AVX2); compare with OPENBLAS_CORETYPE=SkylakeX ... --skip-dnnl.
  */
@@ -185,7 +186,7 @@ typedef struct {
   const char *name; /* what the trainer uses it for */
   int M, N, K;
   int ta, tb; /* A stored transposed (K x M), B stored transposed (N x K) */
-  int per_step; /* calls per GPT-2 124M training step (12 layers, 1 head); 0 for reference rows */
+  int per_step; /* calls per training step of the model (12 layers, 1 head); 0 for reference rows */
 } shape_t;
 
 static const shape_t SHAPES[] = {
@@ -214,7 +215,29 @@ static const shape_t SHAPES[] = {
     {"lm_head dinp", 1024, 768, 50257, 0, 0, 1},
     {"lm_head dW", 50257, 768, 1024, 1, 0, 1},
 };
-#define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+
+/* --model llama-124M (src/model/llama.c's preset, bench/torch_llama.py's): C 768, 12 query heads over
+ * 4 KV heads (k, v: 256 wide), SwiGLU I = 2048, V = 32000, untied head; separate q, k, v, o, gate,
+ * up, down Linears as src/model/llama.c calls them, N = B*T = 1024. Rows that share a shape count
+ * every Linear of it (q and o; k and v; gate and up). */
+static const shape_t LLAMA_SHAPES[] = {
+    {"q,o fwd", 1024, 768, 768, 0, 1, 24},
+    {"q,o dinp", 1024, 768, 768, 0, 0, 24},
+    {"q,o dW", 768, 768, 1024, 1, 0, 24},
+    {"k,v fwd", 1024, 256, 768, 0, 1, 24},
+    {"k,v dinp", 1024, 768, 256, 0, 0, 24},
+    {"k,v dW", 256, 768, 1024, 1, 0, 24},
+    {"gate,up fwd", 1024, 2048, 768, 0, 1, 24},
+    {"gate,up dinp", 1024, 768, 2048, 0, 0, 24},
+    {"gate,up dW", 2048, 768, 1024, 1, 0, 24},
+    {"down fwd", 1024, 768, 2048, 0, 1, 12},
+    {"down dinp", 1024, 2048, 768, 0, 0, 12},
+    {"down dW", 768, 2048, 1024, 1, 0, 12},
+    {"lm_head fwd", 1024, 32000, 768, 0, 1, 1},
+    {"lm_head dinp", 1024, 768, 32000, 0, 0, 1},
+    {"lm_head dW", 32000, 768, 1024, 1, 0, 1},
+};
+#define MAX_SHAPES 32
 
 static float *alloc_f(size_t n) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
@@ -373,7 +396,7 @@ static double rel_diff(const float *x, const float *y, size_t n) {
 
 int main(int argc, char **argv) {
   int reps = 3, passes = 3, warmup = 1, quick = 0, skip_dnnl = 0;
-  const char *only = NULL;
+  const char *only = NULL, *model = "gpt2-124M";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes = atoi(argv[++i]);
@@ -381,14 +404,24 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--skip-dnnl")) skip_dnnl = 1;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
     else {
       fprintf(stderr,
               "usage: %s [--passes N (3)] [--reps N per pass (3)] [--warmup N per pass (1)]\n"
-              "          [--quick: skip the 50257 shapes] [--only SUBSTRING of a shape name]\n"
-              "          [--skip-dnnl: OpenBLAS column only]\n",
+              "          [--quick: skip the vocabulary shapes] [--only SUBSTRING of a shape name]\n"
+              "          [--skip-dnnl: OpenBLAS column only] [--model gpt2-124M|llama-124M]\n",
               argv[0]);
       return 2;
     }
+  }
+  const shape_t *shapes = SHAPES;
+  int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
+  if (!strcmp(model, "llama-124M")) {
+    shapes = LLAMA_SHAPES;
+    nshapes = (int)(sizeof LLAMA_SHAPES / sizeof LLAMA_SHAPES[0]);
+  } else if (strcmp(model, "gpt2-124M") && strcmp(model, "gpt2")) {
+    fprintf(stderr, "gemm_compare: --model %s: the shapes of gpt2-124M and llama-124M are known\n", model);
+    return 2;
   }
   if (reps < 1) reps = 1;
   if (passes < 1) passes = 1;
@@ -416,11 +449,11 @@ int main(int argc, char **argv) {
 #endif
 
   /* set up every shape once: buffers, bf16 copies, oneDNN primitives */
-  job_t jobs[NSHAPES];
+  job_t jobs[MAX_SHAPES];
   int njobs = 0;
-  for (int si = 0; si < NSHAPES; si++) {
-    const shape_t *s = &SHAPES[si];
-    if (quick && (s->M == 50257 || s->N == 50257 || s->K == 50257)) continue;
+  for (int si = 0; si < nshapes && njobs < MAX_SHAPES; si++) {
+    const shape_t *s = &shapes[si];
+    if (quick && (s->M >= 32000 || s->N >= 32000 || s->K >= 32000)) continue;
     if (only && !strstr(s->name, only)) continue;
     job_t *j = &jobs[njobs++];
     memset(j, 0, sizeof *j);
@@ -541,13 +574,13 @@ int main(int argc, char **argv) {
     }
   }
   int rows_all = 0, rows_run = 0;
-  for (int si = 0; si < NSHAPES; si++) rows_all += SHAPES[si].per_step > 0;
+  for (int si = 0; si < nshapes; si++) rows_all += shapes[si].per_step > 0;
   for (int ji = 0; ji < njobs; ji++) rows_run += jobs[ji].s->per_step > 0;
   if (tot_f > 0 && rows_run == rows_all) { /* only meaningful with every trainer row */
-    printf("\nOne GPT-2 124M training step's Linear GEMMs at B*T = 1024 (12 x each block row + 1 x "
-           "each lm_head row; attention's batched products excluded), %.0f GFLOP, from the best "
-           "times above:\n",
-           tot_f * 1e-9);
+    printf("\nOne %s training step's Linear GEMMs at B*T = 1024 (each row x its calls per step: "
+           "12 or 24 per block shape, 1 per lm_head row; attention's batched products excluded), "
+           "%.0f GFLOP, from the best times above:\n",
+           model, tot_f * 1e-9);
     const char *names[NLIB] = {"oneDNN fp32", "OpenBLAS fp32", "oneDNN bf16"};
     for (int l = 0; l < NLIB; l++)
       if (tot_ok || l == LIB_BLAS)

@@ -1,8 +1,11 @@
 /* kernels_timing.c - times every kernel of src/kernels/ forward + backward at the W1 shapes
  * (GPT-2 124M, B=4, T=256, C=768, NH=12, V=50257; N = B*T = 1024 rows), and the GEMM rate of the
  * GEMM-bound ones against the 333 GFLOP/s fp32 peak of this machine (2 cores x 2.6 GHz x 64).
+ * With --llama, the kernels of one llama-124M step instead (src/model/llama.c's: RMSNorm, RoPE,
+ * grouped-query attention 12 over 4 heads, SwiGLU 2048, the seven Linears, the 32000-wide head),
+ * each also multiplied by its calls per step, so the list adds up to a step's kernel time.
  *
- *   OMP_WAIT_POLICY=passive kernels_timing [reps]   (default 10; OMP_NUM_THREADS sets the threads)
+ *   OMP_WAIT_POLICY=passive kernels_timing [--llama] [reps]   (default 10; OMP_NUM_THREADS: threads)
  *
  * Each kernel: wall time, the median over reps after one warm-up call and in brackets the best;
  * and cpu time, the process's CPU seconds divided by the thread count: on a machine shared with
@@ -85,12 +88,120 @@ static void time_matmul(const char *name, int N, int C, int OC, bool bias)
     free(inp), free(w), free(b), free(out), free(dout), free(dinp), free(dw), free(db);
 }
 
+/* per step: median cpu time (fwd + bwd) x calls, summed over the Llama list */
+static double step_ms;
+
+static void per_step(const char *name, int calls)
+{
+    double nt = omp_get_max_threads();
+    double ms = 1e3 * (median(cf, reps) + median(cb, reps)) / nt * calls;
+    step_ms += ms;
+    printf("%-25s x %2d per step = %8.1f ms (cpu)\n", "", calls, ms);
+    (void)name;
+}
+
+static void time_linear(const char *name, int N, int C, int OC, int calls)
+{
+    time_matmul(name, N, C, OC, false);
+    per_step(name, calls);
+}
+
+/* llama-124M (src/model/llama.c's preset): B=4 T=256 C=768 NH=12 NKV=4 hs=64 I=2048 V=32000 */
+static int llama_main(void)
+{
+    const int B = 4, T = 256, C = 768, NH = 12, NKV = 4, hs = C / NH, KV = NKV * hs, I = 2048, V = 32000;
+    const int N = B * T, L = 12;
+    printf("llama-124M kernels: B=%d T=%d C=%d NH=%d NKV=%d I=%d V=%d, N=%d rows, %d threads, median of %d\n",
+           B, T, C, NH, NKV, I, V, N, omp_get_max_threads(), reps);
+    { /* rmsnorm: two per block + the final one */
+        float *inp = buf((size_t)N * C), *w = buf(C), *out = buf((size_t)N * C), *rstd = buf(N);
+        float *dinp = buf((size_t)N * C), *dw = buf(C);
+        TIME_FB((void)0, rmsnorm_forward(out, rstd, inp, w, 1e-5f, N, C), (void)0,
+                rmsnorm_backward(dinp, dw, out, inp, w, rstd, N, C));
+        report("rmsnorm", 0, 0);
+        per_step("rmsnorm", 2 * L + 1);
+        free(inp), free(w), free(out), free(rstd), free(dinp), free(dw);
+    }
+    { /* rope on q (NH heads) and k (NKV heads) */
+        float inv[32];
+        rope_inv_freq(inv, hs, 10000.0, 0, 0, 0, 0);
+        float *q = buf((size_t)N * C), *k = buf((size_t)N * KV);
+        TIME_FB((void)0, rope_forward(q, inv, B, T, NH, hs), (void)0, rope_backward(q, inv, B, T, NH, hs));
+        report("rope q (12 heads)", 0, 0);
+        per_step("rope q", L);
+        TIME_FB((void)0, rope_forward(k, inv, B, T, NKV, hs), (void)0, rope_backward(k, inv, B, T, NKV, hs));
+        report("rope k (4 heads)", 0, 0);
+        per_step("rope k", L);
+        free(q), free(k);
+    }
+    { /* grouped-query attention */
+        float *q = buf((size_t)N * C), *k = buf((size_t)N * KV), *v = buf((size_t)N * KV);
+        float *out = buf((size_t)N * C), *att = buf((size_t)B * NH * T * T);
+        float *dq = buf((size_t)N * C), *dk = buf((size_t)N * KV), *dv = buf((size_t)N * KV);
+        float *scratch = buf(attention_gqa_scratch_floats(B, T, NKV));
+        TIME_FB((void)0, attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV), (void)0,
+                attention_gqa_backward(dq, dk, dv, scratch, out, q, k, v, att, B, T, NH, NKV, hs, C, KV));
+        double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half of the T x T square */
+        report("attention gqa 12/4", g, 2 * g);
+        per_step("attention", L);
+        free(q), free(k), free(v), free(out), free(att), free(dq), free(dk), free(dv), free(scratch);
+    }
+    { /* swiglu */
+        size_t n = (size_t)N * I;
+        float *g = buf(n), *u = buf(n), *o = buf(n), *dg = buf(n), *du = buf(n);
+        TIME_FB((void)0, swiglu_forward(o, g, u, n), (void)0, swiglu_backward(dg, du, o, g, u, n));
+        report("swiglu (N x 2048)", 0, 0);
+        per_step("swiglu", L);
+        free(g), free(u), free(o), free(dg), free(du);
+    }
+    { /* residual adds, two per block (forward only: backward is a copy into din) */
+        size_t n = (size_t)N * C;
+        float *a = buf(n), *b = buf(n), *o = buf(n);
+        TIME_FB((void)0, residual_forward(o, a, b, n), (void)0, (void)0);
+        report("residual (fwd only)", 0, 0);
+        per_step("residual", 2 * L);
+        free(a), free(b), free(o);
+    }
+    time_linear("matmul q, o   768->768", N, C, C, 2 * L);
+    time_linear("matmul k, v   768->256", N, C, KV, 2 * L);
+    time_linear("matmul gate,up 768->2048", N, C, I, 2 * L);
+    time_linear("matmul down  2048->768", N, I, C, L);
+    time_linear("matmul lm_head 768->32000", N, C, V, 1);
+    { /* softmax cross-entropy over the head's logits */
+        size_t n = (size_t)N * V;
+        float *logits = buf(n), *logits0 = buf(n), *losses = buf(N), *dl = buf(N);
+        int32_t *tg = malloc(sizeof(int32_t) * N);
+        for (int i = 0; i < N; i++) {
+            tg[i] = (int32_t)((i * 104729u) % (unsigned)V);
+            dl[i] = 1.0f / N;
+        }
+        memcpy(logits0, logits, n * sizeof(float));
+        TIME_FB(memcpy(logits, logits0, n * sizeof(float)), softmax_xent_forward(losses, logits, tg, N, V),
+                (void)0, softmax_xent_backward(logits, tg, dl, N, V));
+        report("softmax_xent (N x 32000)", 0, 0);
+        per_step("softmax_xent", 1);
+        free(logits), free(logits0), free(losses), free(dl), free(tg);
+    }
+    printf("\nkernels of one llama-124M step (forward + backward, cpu time, medians x calls): %.1f ms\n", step_ms);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    bool llama = false;
+    if (argc > 1 && !strcmp(argv[1], "--llama")) {
+        llama = true;
+        argv++, argc--;
+    }
     if (argc > 1)
         reps = atoi(argv[1]);
     if (reps < 1 || reps > MAXREP)
         reps = 10;
+    if (llama) {
+        printf("OpenBLAS kernels: %s%s\n", openblas_get_corename(),
+               getenv("OPENBLAS_CORETYPE") ? " (forced by OPENBLAS_CORETYPE)" : "");
+        return llama_main();
+    }
     const int B = 4, T = 256, C = 768, NH = 12, V = 50257, N = B * T;
     const char *wp = getenv("OMP_WAIT_POLICY");
     printf("OpenBLAS kernels: %s%s\n", openblas_get_corename(),

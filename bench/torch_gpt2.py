@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""torch_gpt2.py - PyTorch GPT-2 training-throughput peer for zerotrain (CPU).
+"""torch_gpt2.py - PyTorch GPT-2 (and Llama) training-throughput peer for zerotrain (CPU).
 
 Same model as zerotrain's src/model/gpt2.c (llm.c / Hugging Face GPT-2): learned wte (V,C) and
 wpe (maxT,C); pre-LayerNorm blocks (eps 1e-5) with fused QKV Linear(C,3C)+bias, causal softmax
 attention scaled by 1/sqrt(hs), output projection Linear(C,C), MLP Linear(C,4C) -> GELU(tanh) ->
 Linear(4C,C); final LayerNorm; LM head tied to wte (no bias); mean cross-entropy.
 Init as GPT-2: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, LN weight 1.
+With --preset llama-124M or llama-tiny, the Llama of src/model/llama.c instead (bench/torch_llama.py:
+RMSNorm, rotary embedding, grouped-query attention, SwiGLU, untied lm_head, the PyTorch oracle's
+math), with the same loop, attention function, optimizer and clipping.
 AdamW(lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-D parameters only).
 
 One timed step = zero_grad + forward + loss + backward + (grad clip) + optimizer.step.
@@ -13,6 +16,7 @@ Prints one line per step and a final JSON line (impl "pytorch").
 
 Run with a Python that has torch: Debian's python3-torch lives in /usr/bin/python3.
   /usr/bin/python3 bench/torch_gpt2.py --preset gpt2-124M -B 4 -T 256 --steps 10 --warmup 3
+  /usr/bin/python3 bench/torch_gpt2.py --preset llama-124M -B 4 -T 256 --steps 10 --warmup 3
   ... --dtype bf16            (torch.autocast('cpu', dtype=torch.bfloat16) around the forward)
   ... --openblas-coretype SkylakeX   (see bench/RESULTS.md: OpenBLAS 0.3.21 picks Haswell here)
 """
@@ -35,9 +39,12 @@ PRESETS = {  # name: (max_seq_len, vocab_size, n_layer, n_head, n_embd), as src/
 }
 
 
+LLAMA_PRESETS = ("llama-tiny", "llama-124M")  # bench/torch_llama.py's PRESETS (imported with torch)
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--preset", default="gpt2-124M", choices=sorted(PRESETS))
+    p.add_argument("--preset", default="gpt2-124M", choices=sorted(PRESETS) + list(LLAMA_PRESETS))
     p.add_argument("-B", "--batch", type=int, default=4)
     p.add_argument("-T", "--seq", type=int, default=256)
     p.add_argument("--steps", type=int, default=10, help="timed steps (after warm-up)")
@@ -56,7 +63,8 @@ def parse_args():
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--data", default=None,
-                   help="token file in llm.c format (256 int32 header, then uint16 tokens); "
+                   help="token file in llm.c format (256 int32 header, then uint16 tokens, or "
+                        "uint32 under magic 20240801); "
                         "default: random tokens from --seed")
     p.add_argument("--openblas-coretype", default=None,
                    help="set OPENBLAS_CORETYPE before torch loads OpenBLAS (e.g. SkylakeX)")
@@ -117,6 +125,21 @@ def log(*a):
         print(*a, flush=True)
 
 
+def attend(q, k, v, mask=None):
+    """causal attention of (B, NH, T, hs) q, k, v scaled by 1/sqrt(hs); mask: a (1, 1, maxT, maxT)
+    bool lower triangle for the explicit path"""
+    if ATTN.startswith("explicit"):
+        T = q.shape[-2]
+        if mask is None:
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        att = att.masked_fill(~mask[:, :, :T, :T], float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+    if ATTN.startswith("F.scaled"):
+        return _SDPA(q, k, v, is_causal=True)  # default scale is 1/sqrt(hs)
+    return _SDPA(q, k, v, None, 0.0, False, True)[0]  # 1.13 private: (q, k, v, mask, p, need_w, causal)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, C, NH, max_T):
         super().__init__()
@@ -135,15 +158,7 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.NH, hs).transpose(1, 2)  # (B, NH, T, hs)
         k = k.view(B, T, self.NH, hs).transpose(1, 2)
         v = v.view(B, T, self.NH, hs).transpose(1, 2)
-        if ATTN.startswith("explicit"):
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-            att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
-            att = F.softmax(att, dim=-1)
-            y = att @ v
-        elif ATTN.startswith("F.scaled"):
-            y = _SDPA(q, k, v, is_causal=True)  # default scale is 1/sqrt(hs)
-        else:  # 1.13 private: (q, k, v, attn_mask, dropout_p, need_attn_weights, is_causal)
-            y = _SDPA(q, k, v, None, 0.0, False, True)[0]
+        y = attend(q, k, v, getattr(self, "mask", None))
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -210,9 +225,10 @@ def batches(B, T, V):
             tok = torch.randint(0, V, (B, T + 1), generator=g, dtype=torch.long)
             yield tok[:, :-1], tok[:, 1:]
     header = np.fromfile(args.data, dtype=np.int32, count=256)
-    if header.size < 3 or header[0] != 20240520:
-        sys.exit(f"torch_gpt2.py: {args.data}: not an llm.c token file (magic {header[:1]})")
-    toks = np.memmap(args.data, dtype=np.uint16, mode="r", offset=256 * 4)[: int(header[2])]
+    if header.size < 3 or (header[0], header[1]) not in ((20240520, 1), (20240801, 7)):
+        sys.exit(f"torch_gpt2.py: {args.data}: not an llm.c token file (magic, version {header[:2]})")
+    dt = np.uint16 if header[0] == 20240520 else np.uint32
+    toks = np.memmap(args.data, dtype=dt, mode="r", offset=256 * 4)[: int(header[2])]
     n = B * T + 1
     if toks.size < n:
         sys.exit(f"torch_gpt2.py: {args.data}: {toks.size} tokens < B*T+1 = {n}")
@@ -226,14 +242,22 @@ def batches(B, T, V):
 
 
 def main():
-    max_T, V, L, NH, C = PRESETS[args.preset]
-    if args.max_seq_len:
-        max_T = args.max_seq_len
+    llama = args.preset in LLAMA_PRESETS
     B, T = args.batch, args.seq
+    torch.manual_seed(args.seed)
+    if llama:
+        from torch_llama import Llama
+        model = Llama(args.preset, attend)
+        max_T, V, L, NH, C = model.max_T, model.V, model.L, model.NH, model.C
+        shape = f"NKV={model.NKV} I={model.I} "
+    else:
+        max_T, V, L, NH, C = PRESETS[args.preset]
+        if args.max_seq_len:
+            max_T = args.max_seq_len
+        model = GPT2(max_T, V, L, NH, C)
+        shape = ""
     if T > max_T:
         sys.exit(f"torch_gpt2.py: -T {T} > max sequence length {max_T} of {args.preset}")
-    torch.manual_seed(args.seed)
-    model = GPT2(max_T, V, L, NH, C)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -244,12 +268,12 @@ def main():
     # PaLM-style model FLOPs per token: 6 x (params that take part in matmuls, wte counted once
     # for the tied head; wpe excluded) + 12 L T C for attention scores and values.
     n_matmul = n_params - max_T * C
-    flops_per_token = 6 * n_matmul + 12 * L * T * C
+    flops_per_token = model.flops_per_token(T) if llama else 6 * n_matmul + 12 * L * T * C
 
     log(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
         f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
         f"mkldnn {torch.backends.mkldnn.is_available()}")
-    log(f"model {args.preset}: L={L} C={C} NH={NH} V={V} maxT={max_T}, {n_params:,} parameters; "
+    log(f"model {args.preset}: L={L} C={C} NH={NH} {shape}V={V} maxT={max_T}, {n_params:,} parameters; "
         f"B={B} T={T}, dtype {args.dtype}, attention: {ATTN}, grad clip {args.grad_clip or 'off'}, "
         f"data: {args.data or f'random tokens (seed {args.seed})'}")
 
@@ -311,6 +335,9 @@ def main():
         "other_cpus_median": round(statistics.median(others), 2),
         "other_cpus_max": round(max(others), 2),
         "quiet_steps": len(quiet),
+        # this process's CPU time per step / threads: its own work, which other programs on a
+        # shared machine do not inflate the way they inflate the wall time
+        "tok_per_cpu_s": round(B * T / statistics.median(cpu_steps), 2),
         "tok_per_s_median_quiet": round(B * T / statistics.median(quiet), 2) if quiet else None,
         "max_seq_len": max_T,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # w1.sh - workload W1 side by side: GPT-2 124M training, B=4, T=256, zerotrain vs PyTorch, on this
 # machine's CPU, one after the other (never at the same time: they would share the cores).
+# --preset llama-124M runs the same workload on the Llama of GPT-2 124M's size (W1-llama).
 #
-#   bench/w1.sh [--steps N] [--warmup W] [--rounds R] [--threads P] [--build DIR]
+#   bench/w1.sh [--preset gpt2-124M|llama-124M|...] [--steps N] [--warmup W] [--rounds R] [--threads P] [--build DIR]
 #               [--torch-dtype fp32|bf16] [--openblas-coretype NAME] [--zt-args "..."]
 #               [--torch-args "..."] [--skip-build] [--only zerotrain|pytorch]
 #
 # Builds zerotrain if needed (cmake, Release, in --build DIR, default ./build), then per round runs
-#   DIR/zerotrain bench --preset gpt2-124M -B 4 -T 256 --steps N --warmup W   (+ --zt-args)
-#   python3 bench/torch_gpt2.py --preset gpt2-124M -B 4 -T 256 --steps N --warmup W --dtype D
+#   DIR/zerotrain bench --preset P -B 4 -T 256 --steps N --warmup W   (+ --zt-args)
+#   python3 bench/torch_gpt2.py --preset P -B 4 -T 256 --steps N --warmup W --dtype D
 # Each prints a final JSON line with tok_per_s_median. With --rounds R > 1 the two alternate
 # (zt, torch, zt, torch, ...) and the median over rounds is reported. Prints both tok/s, the
 # ratio zerotrain / PyTorch, and a final JSON line. Exit 1 when a side fails or prints no JSON.
@@ -21,12 +22,13 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-steps=10 warmup=3 rounds=1 threads=2 build="$root/build" tdtype=fp32 coretype="" zt_args=""
+steps=10 warmup=3 rounds=1 threads=2 build="$root/build" tdtype=fp32 coretype="" zt_args="" preset=gpt2-124M
 torch_args="" skip_build=0 only=""
 
 die() { echo "w1.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --preset) preset="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
     --torch-args) torch_args="$2"; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "w1.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,11 +81,26 @@ runner="$(command -v python3 || true)"
 
 # ---- run, alternate, compare (stdlib only) ----------------------------------------------------
 exec "$runner" - "$zt" "$py" "$here/torch_gpt2.py" "$steps" "$warmup" "$rounds" "$threads" \
-  "$tdtype" "$zt_args" "$torch_args" "$only" <<'PYEOF'
+  "$tdtype" "$zt_args" "$torch_args" "$only" "$preset" <<'PYEOF'
 import json, os, resource, shlex, statistics, subprocess, sys, time
 
-zt, py, torch_script, steps, warmup, rounds, threads, tdtype, zt_args, torch_args, only = sys.argv[1:]
+zt, py, torch_script, steps, warmup, rounds, threads, tdtype, zt_args, torch_args, only, preset = sys.argv[1:]
 rounds = int(rounds)
+
+def cpu_family():
+    """'family N (model name)' from /proc/cpuinfo: the numbers depend on the CPU a session gets"""
+    fam, name = "?", "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "cpu family" and fam == "?":
+                    fam = v.strip()
+                elif k.strip() == "model name" and name == "?":
+                    name = v.strip()
+    except OSError:
+        pass
+    return f"family {fam} ({name})"
 
 def cpu_all():
     try:
@@ -128,13 +145,14 @@ def run(name, cmd):
           flush=True)
     return res
 
-common = ["--preset", "gpt2-124M", "-B", "4", "-T", "256", "--steps", steps, "--warmup", warmup]
+common = ["--preset", preset, "-B", "4", "-T", "256", "--steps", steps, "--warmup", warmup]
 zt_cmd = [zt, "bench"] + common + shlex.split(zt_args)
 pt_cmd = [py, torch_script] + common + ["--dtype", tdtype, "--threads", threads] + shlex.split(torch_args)
 
-print(f"W1: GPT-2 124M, B=4, T=256, {steps} timed steps after {warmup} warm-up, {rounds} round(s), "
-      f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-      f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: auto-detect)')}")
+cpu = cpu_family()
+coretype = os.environ.get("OPENBLAS_CORETYPE") or "(unset: auto-detect)"
+print(f"W1: {preset}, B=4, T=256, {steps} timed steps after {warmup} warm-up, {rounds} round(s), "
+      f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, OPENBLAS_CORETYPE={coretype}, CPU {cpu}")
 zr, pr = [], []
 for r in range(rounds):
     if only != "pytorch":
@@ -163,7 +181,8 @@ if ratio is not None:
           f"({zt_tok:.1f} vs {pt_tok:.1f} tok/s)")
 if any(x["_other_cpus"] > 0.2 for x in zr + pr):
     print("NOTE: other programs used CPU during a run; the numbers may be low. Rerun when quiet.")
-print(json.dumps({"workload": "W1", "zerotrain_tok_per_s": zt_tok, "pytorch_tok_per_s": pt_tok,
+print(json.dumps({"workload": "W1", "preset": preset, "cpu": cpu, "openblas_coretype_env": coretype,
+                  "zerotrain_tok_per_s": zt_tok, "pytorch_tok_per_s": pt_tok,
                   "pytorch_dtype": tdtype, "ratio": None if ratio is None else round(ratio, 3),
                   "rounds": rounds, "steps": int(steps), "warmup": int(warmup),
                   "zerotrain": zr, "pytorch": pr}))

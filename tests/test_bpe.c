@@ -119,8 +119,8 @@ static char *subdir(const char *name) {
     return path;
 }
 
-static void expect_tokens(zt_bpe *bpe, const char *text, size_t len, const uint16_t *want, size_t n_want) {
-    uint16_t *toks = NULL;
+static void expect_tokens(zt_bpe *bpe, const char *text, size_t len, const uint32_t *want, size_t n_want) {
+    uint32_t *toks = NULL;
     size_t n = 0;
     zt_error err = {0};
     int rc = zt_bpe_encode(bpe, text, len, &toks, &n, &err);
@@ -138,12 +138,12 @@ static void expect_tokens(zt_bpe *bpe, const char *text, size_t len, const uint1
 
 #define EXPECT(bpe, text, ...)                                                                   \
     do {                                                                                         \
-        static const uint16_t want_[] = {__VA_ARGS__};                                           \
+        static const uint32_t want_[] = {__VA_ARGS__};                                           \
         expect_tokens(bpe, text, sizeof(text) - 1, want_, sizeof want_ / sizeof want_[0]);       \
     } while (0)
 
 static void expect_roundtrip(zt_bpe *bpe, const char *text, size_t len) {
-    uint16_t *toks;
+    uint32_t *toks;
     size_t n, dlen;
     char *back;
     zt_error err = {0};
@@ -215,7 +215,7 @@ static void test_known_encodings(void **state) {
     EXPECT(b, "\xf0\x9f\x98", 4210);
     EXPECT(b, "\xc0\xaf A", 6353, 317);
     /* the empty text */
-    uint16_t *toks = NULL;
+    uint32_t *toks = NULL;
     size_t n = 99;
     zt_error err = {0};
     assert_int_equal(zt_bpe_encode(b, "", 0, &toks, &n, &err), ZT_OK);
@@ -233,7 +233,7 @@ static void test_vocabulary(void **state) {
     assert_int_equal(zt_bpe_piece_id(g_bpe, " world", 6), 995);
     assert_int_equal(zt_bpe_piece_id(g_bpe, "no such piece!", 14), -1);
     /* every id decodes to a piece that maps back to it */
-    for (uint16_t id = 0; id < 50257; id++) {
+    for (uint32_t id = 0; id < 50257; id++) {
         char *s;
         size_t len;
         zt_error err = {0};
@@ -326,7 +326,7 @@ static void test_invalid_utf8(void **state) {
         {"x\xf0\x9f", "x\xef\xbf\xbd"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        uint16_t *toks;
+        uint32_t *toks;
         size_t n, len;
         char *back;
         zt_error err = {0};
@@ -421,10 +421,10 @@ static void test_malformed_encoder(void **state) {
         {"", "malformed JSON"},
         {"[1, 2]", "JSON object"},
         {"{}", "JSON object"},
-        {"{\"a\": 1.5}", "integers in 0..65535"},
-        {"{\"a\": 70000}", "integers in 0..65535"},
-        {"{\"a\": -1}", "integers in 0..65535"},
-        {"{\"a\": \"1\"}", "integers in 0..65535"},
+        {"{\"a\": 1.5}", "integers in 0..16777215"},
+        {"{\"a\": 16777216}", "integers in 0..16777215"},
+        {"{\"a\": -1}", "integers in 0..16777215"},
+        {"{\"a\": \"1\"}", "integers in 0..16777215"},
         {"{\"\\u4e00\": 5}", "not made of GPT-2 byte characters"},
         {"{\"a b\": 5}", "not made of GPT-2 byte characters"},
         {"{\"\": 5}", "empty"},
@@ -480,15 +480,17 @@ static void test_decode_errors(void **state) {
     zt_error err = {0};
     char *s = (char *)1;
     size_t len = 7;
-    const uint16_t bad[] = {15496, 995, 50257};
+    const uint32_t bad[] = {15496, 995, 50257};
     assert_int_equal(zt_bpe_decode(g_bpe, bad, 3, &s, &len, &err), ZT_ERR_DATA);
     assert_null(s);
     assert_int_equal(len, 0);
     assert_non_null(strstr(err.msg, "50257"));
     assert_non_null(strstr(err.msg, "position 2"));
-    const uint16_t big[] = {65535};
+    const uint32_t big[] = {65535, 4000000000u};
     assert_int_equal(zt_bpe_decode(g_bpe, big, 1, &s, &len, &err), ZT_ERR_DATA);
     assert_non_null(strstr(err.msg, "65535"));
+    assert_int_equal(zt_bpe_decode(g_bpe, big + 1, 1, &s, &len, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "4000000000"));
     /* a hole in the id space of a synthetic vocabulary */
     const char *dir = subdir("hole");
     write_vocab(dir, NULL, 0, "a b\n");
@@ -506,7 +508,7 @@ static void test_decode_errors(void **state) {
     if (load_dir(dir, &b, &err)) fail_msg("%s", err.msg);
     assert_int_equal(zt_bpe_vocab_size(b), 301);
     EXPECT(b, "ab", 300);
-    const uint16_t hole[] = {97, 256};
+    const uint32_t hole[] = {97, 256};
     assert_int_equal(zt_bpe_decode(b, hole, 2, &s, &len, &err), ZT_ERR_DATA);
     assert_non_null(strstr(err.msg, "token 256 at position 1"));
     zt_bpe_free(b);

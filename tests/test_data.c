@@ -1,4 +1,5 @@
-/* test_data.c - token files (round trip and every malformed header), the deterministic sampler
+/* test_data.c - token files (round trip of uint16 and uint32 files byte for byte, every malformed
+ * header, tokens that do not fit), the deterministic sampler
  * (same index → same window, each epoch a permutation, rank-count independence of global batches)
  * and the weights file (round trip, corruption, truncation, mismatched model). */
 #include <stdarg.h>
@@ -40,18 +41,73 @@ static void write_raw(const char *p, const int32_t *header, const void *body, si
     fclose(f);
 }
 
+/* The whole file's bytes into buf (cap bytes); returns its length. */
+static size_t read_all(const char *p, unsigned char *buf, size_t cap) {
+    FILE *fp = fopen(p, "rb");
+    assert_non_null(fp);
+    size_t n = fread(buf, 1, cap, fp);
+    fclose(fp);
+    return n;
+}
+
+/* uint16 files: byte for byte llm.c's GPT-2 file (header magic 20240520, version 1, count, zeros;
+ * little-endian uint16 tokens); uint32 files: llm.c's Llama 3 header (20240801, version 7). Both
+ * read back to the same tokens. */
 static void test_token_file_round_trip(void **state) {
     char p[512];
     path(p, "ok.bin");
-    uint16_t tok[100];
-    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)(i * 501);
+    uint32_t tok[100];
+    uint16_t tok16[100];
+    for (int i = 0; i < 100; i++) tok16[i] = (uint16_t)(tok[i] = (uint32_t)(i * 655));
     zt_error err = {0};
-    assert_int_equal(zt_token_file_write(p, tok, 100, &err), ZT_OK);
+    assert_int_equal(zt_token_file_write(p, tok, 100, 2, &err), ZT_OK);
+    static unsigned char want[1024 + 400], got[sizeof want + 1];
+    memset(want, 0, sizeof want);
+    int32_t h16[3] = {20240520, 1, 100};
+    memcpy(want, h16, sizeof h16);
+    for (int i = 0; i < 100; i++) { /* little-endian */
+        want[1024 + 2 * i] = (unsigned char)(tok16[i] & 0xff);
+        want[1024 + 2 * i + 1] = (unsigned char)(tok16[i] >> 8);
+    }
+    assert_int_equal(read_all(p, got, sizeof got), 1024 + 200);
+    assert_memory_equal(got, want, 1024 + 200);
     zt_token_file f;
     assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
     assert_int_equal(f.n, 100);
-    assert_memory_equal(f.tokens, tok, sizeof tok);
+    assert_int_equal(f.width, 2);
+    assert_memory_equal(f.tokens, tok16, sizeof tok16);
+    for (int i = 0; i < 100; i++) assert_int_equal(zt_token_file_at(&f, (size_t)i), tok[i]);
     zt_token_file_close(&f);
+
+    /* uint32: ids past 65535, up to the largest uint32 */
+    for (int i = 0; i < 100; i++) tok[i] = (uint32_t)i * 128255u / 99u;
+    tok[7] = 4294967295u;
+    path(p, "ok32.bin");
+    assert_int_equal(zt_token_file_write(p, tok, 100, 4, &err), ZT_OK);
+    memset(want, 0, sizeof want);
+    int32_t h32[3] = {20240801, 7, 100};
+    memcpy(want, h32, sizeof h32);
+    for (int i = 0; i < 100; i++)
+        for (int k = 0; k < 4; k++) want[1024 + 4 * i + k] = (unsigned char)(tok[i] >> (8 * k));
+    assert_int_equal(read_all(p, got, sizeof got), 1024 + 400);
+    assert_memory_equal(got, want, 1024 + 400);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    assert_int_equal(f.n, 100);
+    assert_int_equal(f.width, 4);
+    for (int i = 0; i < 100; i++) assert_int_equal(zt_token_file_at(&f, (size_t)i), tok[i]);
+    zt_token_file_close(&f);
+
+    /* the empty file of either width */
+    assert_int_equal(zt_token_file_write(p, tok, 0, 4, &err), ZT_OK);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    assert_int_equal(f.n, 0);
+    zt_token_file_close(&f);
+
+    /* the width tokenize picks: uint16 while every id fits */
+    assert_int_equal(zt_token_file_width_for(50257), 2);
+    assert_int_equal(zt_token_file_width_for(65536), 2);
+    assert_int_equal(zt_token_file_width_for(65537), 4);
+    assert_int_equal(zt_token_file_width_for(128256), 4);
 }
 
 static void test_token_file_errors(void **state) {
@@ -79,28 +135,103 @@ static void test_token_file_errors(void **state) {
     assert_non_null(strstr(err.msg, "bad magic 12345"));
     assert_non_null(strstr(err.msg, "magic.bin"));
 
+    /* each magic with the other's version, or another version */
     path(p, "version.bin");
-    h[0] = 20240520;
-    h[1] = 7;
-    write_raw(p, h, body, sizeof body);
-    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
-    assert_non_null(strstr(err.msg, "version 7"));
+    static const int32_t mv[][2] = {{20240520, 7}, {20240520, 2}, {20240801, 1}, {20240801, 8}};
+    for (int i = 0; i < 4; i++) {
+        h[0] = mv[i][0];
+        h[1] = mv[i][1];
+        write_raw(p, h, body, sizeof body);
+        memset(&err, 0, sizeof err);
+        assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+        char want[64];
+        snprintf(want, sizeof want, "magic %d with version %d", mv[i][0], mv[i][1]);
+        assert_non_null(strstr(err.msg, want));
+        assert_null(f.map);
+    }
 
     path(p, "count.bin");
+    h[0] = 20240520;
     h[1] = 1;
     h[2] = 11; /* one more than the body holds */
     write_raw(p, h, body, sizeof body);
     assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
     assert_non_null(strstr(err.msg, "11 tokens"));
+
+    /* a uint16 body under the uint32 header: 20 bytes are 5 uint32 tokens, not 10 */
+    path(p, "width.bin");
+    h[0] = 20240801;
+    h[1] = 7;
+    h[2] = 10;
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "10 tokens of 4 bytes (1064 bytes) but the file has 1044"));
+    h[2] = 5;
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    assert_int_equal(f.n, 5);
+    zt_token_file_close(&f);
+    h[2] = -3;
+    write_raw(p, h, body, sizeof body);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "header says -3 tokens"));
+
+    /* writing: a token past 65535 in a uint16 file, a width that is neither */
+    uint32_t big[3] = {1, 65535, 65536};
+    path(p, "narrow.bin");
+    assert_int_equal(zt_token_file_write(p, big, 3, 2, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "token 65536 at position 2"));
+    assert_int_equal(access(p, F_OK), -1); /* nothing written, no temporary left */
+    assert_int_equal(zt_token_file_write(p, big, 2, 2, &err), ZT_OK);
+    assert_int_equal(zt_token_file_write(p, big, 3, 3, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "width 3"));
+}
+
+/* uint32 files through the sampler: windows hold the ids as written; a model whose vocabulary is
+ * smaller than an id in the window is refused naming the token and its position. */
+static void test_sampler_uint32(void **state) {
+    char p[512];
+    path(p, "s32.bin");
+    enum { N = 4 * 16 + 1, V = 128256 };
+    uint32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)((i * 40009) % V);
+    zt_error err = {0};
+    assert_int_equal(zt_token_file_write(p, tok, N, 4, &err), ZT_OK);
+    zt_token_file f;
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    zt_sampler s;
+    assert_int_equal(zt_sampler_init(&s, &f, 16, 3, false, &err), ZT_OK);
+    int32_t in[16], tg[16];
+    for (uint64_t w = 0; w < 4; w++) {
+        assert_int_equal(zt_sampler_get(&s, w, in, tg, V, &err), ZT_OK);
+        for (int t = 0; t < 16; t++) {
+            assert_int_equal(in[t], (int32_t)tok[w * 16 + (uint64_t)t]);
+            assert_int_equal(tg[t], (int32_t)tok[w * 16 + (uint64_t)t + 1]);
+        }
+    }
+    /* window 0 holds 40009 * 2 = 80018: fine for V = 128256, not for GPT-2's 50257 */
+    assert_int_equal(zt_sampler_get(&s, 0, in, tg, 50257, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "token 80018 at position 2 is outside the vocabulary (V=50257)"));
+    zt_sampler_free(&s);
+    zt_token_file_close(&f);
+    /* an id past INT32_MAX is refused, never turned negative */
+    tok[5] = 4000000000u;
+    assert_int_equal(zt_token_file_write(p, tok, N, 4, &err), ZT_OK);
+    assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
+    assert_int_equal(zt_sampler_init(&s, &f, 16, 3, false, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s, 0, in, tg, 16777216, &err), ZT_ERR_DATA);
+    assert_non_null(strstr(err.msg, "token 4000000000 at position 5"));
+    zt_sampler_free(&s);
+    zt_token_file_close(&f);
 }
 
 static void open_tokens(zt_token_file *f, const char *name, int n, int V) {
     char p[512];
     path(p, name);
-    uint16_t *tok = malloc((size_t)n * 2);
-    for (int i = 0; i < n; i++) tok[i] = (uint16_t)(i % V);
+    uint32_t *tok = malloc((size_t)n * sizeof *tok);
+    for (int i = 0; i < n; i++) tok[i] = (uint32_t)(i % V);
     zt_error err = {0};
-    assert_int_equal(zt_token_file_write(p, tok, (size_t)n, &err), ZT_OK);
+    assert_int_equal(zt_token_file_write(p, tok, (size_t)n, 2, &err), ZT_OK);
     free(tok);
     assert_int_equal(zt_token_file_open(f, p, &err), ZT_OK);
 }
@@ -279,6 +410,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_file_round_trip),
         cmocka_unit_test(test_token_file_errors),
+        cmocka_unit_test(test_sampler_uint32),
         cmocka_unit_test(test_sampler_is_deterministic_and_permutes),
         cmocka_unit_test(test_sampler_errors),
         cmocka_unit_test(test_sampler_skips),

@@ -67,6 +67,7 @@ bad 'model.type is "WordPiece"' 't["model"]["type"]="WordPiece"'
 bad 'normalizer of type "NFC"' 't["normalizer"]={"type":"NFC"}'
 bad 'pre_tokenizer of type "Whitespace"' 't["pre_tokenizer"]={"type":"Whitespace"}'
 bad 'model.merges[3] is not' 't["model"]["merges"][3]="ab"'
-bad 'added_tokens[0]' 't["added_tokens"][0]["id"]=70000'
+bad 'added_tokens[0] ("<|begin_of_text|>"): id 16777216 is not an integer in 0..16777215' 't["added_tokens"][0]["id"]=16777216'
+bad 'added_tokens[1]' 't["added_tokens"][1]["id"]=-1'
 bad 'PCRE2 rejects' 't["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]="(unclosed"'
 "$Z" sample --help >/dev/null

@@ -3,10 +3,13 @@
 zerotrain's tokenizer.json reader (src/data/tokenizer_json.c) against an independent
 implementation on a hand-made tokenizer.json with a Split (regex) pre-tokenizer:
 
-  tokenizer_json_ref.py make CORPUS OUT.json N_MERGES   trains N_MERGES merges on CORPUS with Llama
-      3's pre-tokenizer regex and writes a Llama 3 style tokenizer.json (Sequence[Split(regex,
-      Isolated), ByteLevel(use_regex=false)], ignore_merges, added tokens <|begin_of_text|> and
-      <|end_of_text|>, merges as [a, b] pairs);
+  tokenizer_json_ref.py make CORPUS OUT.json N_MERGES [FIRST_MERGE_ID]   trains N_MERGES merges on
+      CORPUS with Llama 3's pre-tokenizer regex and writes a Llama 3 style tokenizer.json
+      (Sequence[Split(regex, Isolated), ByteLevel(use_regex=false)], ignore_merges, added tokens
+      <|begin_of_text|> and <|end_of_text|>, merges as [a, b] pairs); with FIRST_MERGE_ID the ids
+      256 .. FIRST_MERGE_ID - 1 are filler pieces no text produces (bytes 0x00 0x01 then a number)
+      and the merged pieces and added tokens come after them: a vocabulary of any size, e.g. above
+      65535 ids as Llama 3's 128256;
   tokenizer_json_ref.py encode TOKENIZER.json TEXT      prints the ids of TEXT, one per line, as
       the tokenizers library computes them: added tokens split the text first (leftmost, longest),
       each span is split by the regex (gaps kept as pieces), each piece mapped to GPT-2's byte
@@ -67,10 +70,12 @@ def merge(w, a, b):
     return o
 
 
-def make(corpus, out, n_merges):
+def make(corpus, out, n_merges, first_merge_id=256):
     text = open(corpus, encoding="utf-8", newline="").read()
     words = collections.Counter(tuple(to_chars(p)) for p in pieces(text, LLAMA3))
     vocab = {B2C[b]: i for i, b in enumerate(sorted(B2C))}
+    for i in range(256, first_merge_id):
+        vocab["".join(B2C[b] for b in b"\x00\x01%d" % i)] = i
     merges = []
     for _ in range(n_merges):
         pairs = collections.Counter()
@@ -143,6 +148,6 @@ def encode(tok_path, text_path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 256)
     else:
         encode(sys.argv[2], sys.argv[3])

@@ -8,8 +8,7 @@
  * stored. Checkpoints saved from GPT2LMHeadModel prefix names with "transformer.".
  * Llama (model_type llama, mistral): config.json is parsed into zt_hf_llama_config and its
  * names are transformers' LlamaForCausalLM ones: "model." + the name, except lm_head.weight; Linear
- * weights are (out, in) in both. Its create and write functions come with the Llama model (branch
- * llama): until then such a directory is refused after parsing, saying so. */
+ * weights are (out, in) in both. */
 #include "ckpt/hf_arch.h"
 
 #include <math.h>
@@ -88,9 +87,6 @@ static int gpt2_parse(const cJSON *j, const char *path, zt_hf_model_config *c, z
     for (size_t i = 0; i < sizeof GPT2_FIELDS / sizeof *GPT2_FIELDS && !rc; i++)
         rc = get_int(j, GPT2_FIELDS[i].key, -1, 1, 1 << 24, path, (int *)((char *)g + GPT2_FIELDS[i].off), err);
     if (rc) return rc;
-    if (g->vocab_size > 65536)
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: field vocab_size %d exceeds 65536 (uint16 token files)", path,
-                            g->vocab_size);
     if (g->n_embd % g->n_head)
         return zt_error_set(err, ZT_ERR_USAGE, "%s: field n_head %d does not divide n_embd %d", path, g->n_head,
                             g->n_embd);

@@ -1,6 +1,8 @@
 /* cmd_tokenize.c - `zerotrain tokenize TEXT... -o out.bin [--tokenizer tokenizer.json]`: GPT-2 BPE
  * (data/bpe.h), or a Hugging Face tokenizer.json (data/tokenizer_json.h), of text files into llm.c
  * token files (data/token_file.h). With a tokenizer.json the separator is its end-of-text token.
+ * The file holds uint16 tokens (magic 20240520, version 1) when every id of the tokenizer fits,
+ * else, or with --uint32, uint32 tokens (magic 20240801, version 7: llm.c's Llama 3 files).
  *
  * Each input file is one document: its tokens are preceded by <|endoftext|> (50256), as llm.c's
  * data scripts do. With --val-fraction f the last floor(f * total) tokens of the concatenation go
@@ -24,7 +26,7 @@
 static void tokenize_usage(FILE *f) {
     fprintf(f,
             "usage: zerotrain tokenize TEXT... -o OUT.bin [--val-fraction F] [--val-out VAL.bin]\n"
-            "                          [--tokenizer tokenizer.json]\n"
+            "                          [--tokenizer tokenizer.json] [--uint32]\n"
             "\n"
             "GPT-2 byte-level BPE (identical to the npm package gpt-3-encoder@1.1.4) of UTF-8 text\n"
             "files into llm.c-format token files. Each TEXT is a document, preceded by the\n"
@@ -35,9 +37,13 @@ static void tokenize_usage(FILE *f) {
             "                          file instead (default 0: no validation file)\n"
             "  --val-out VAL.bin       the validation file (default: OUT with .bin replaced by\n"
             "                          .val.bin, or OUT.val.bin)\n"
-            "  --tokenizer FILE        a Hugging Face tokenizer.json (byte-level BPE, ids < 65536)\n"
-            "                          instead of GPT-2's files; documents are separated by its\n"
+            "  --tokenizer FILE        a Hugging Face tokenizer.json (byte-level BPE) instead of\n"
+            "                          GPT-2's files; documents are separated by its\n"
             "                          <|endoftext|>, <|end_of_text|> or </s>\n"
+            "  --uint32                write uint32 tokens (llm.c's Llama 3 header: magic 20240801,\n"
+            "                          version 7) even when every id fits uint16; this is automatic\n"
+            "                          when the tokenizer has ids above 65535 (Llama 3, Qwen).\n"
+            "                          Otherwise uint16 (llm.c's GPT-2 header: 20240520, version 1)\n"
             "  -h, --help              this text\n"
             "\n"
             "The vocabulary (encoder.json, vocab.bpe) is found through $ZT_BPE_DIR, else\n"
@@ -53,9 +59,9 @@ static double now_seconds(void) {
 
 
 static int tokenize_run(char **inputs, int n_inputs, const char *out, double val_fraction,
-                        const char *val_out, const char *tokenizer, zt_error *err) {
+                        const char *val_out, const char *tokenizer, bool uint32, zt_error *err) {
     zt_bpe *bpe = NULL;
-    uint16_t eot = ZT_BPE_EOT;
+    uint32_t eot = ZT_BPE_EOT;
     int rc = zt_tokenizer_open(&bpe, tokenizer, err);
     if (!rc && tokenizer) rc = zt_tokenizer_eot(bpe, &eot, err);
     if (rc) {
@@ -63,7 +69,8 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
         return rc;
     }
 
-    uint16_t *all = NULL;
+    int width = uint32 ? 4 : zt_token_file_width_for(zt_bpe_vocab_size(bpe));
+    uint32_t *all = NULL;
     size_t n_all = 0, cap = 0, bytes = 0;
     double t0 = now_seconds(), t_encode = 0;
     for (int i = 0; i < n_inputs && !rc; i++) {
@@ -72,7 +79,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
         rc = zt_read_file(inputs[i], "text file", &text, &len, err);
         if (rc) break;
         bytes += len;
-        uint16_t *toks;
+        uint32_t *toks;
         size_t n;
         double t1 = now_seconds();
         rc = zt_bpe_encode(bpe, text, len, &toks, &n, err);
@@ -85,7 +92,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
         if (n_all + n + 1 > cap) {
             size_t ncap = cap ? cap : 1024;
             while (ncap < n_all + n + 1) ncap *= 2;
-            uint16_t *na = realloc(all, ncap * sizeof *na);
+            uint32_t *na = realloc(all, ncap * sizeof *na);
             if (!na) {
                 free(toks);
                 rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for %zu tokens", n_all + n + 1);
@@ -112,15 +119,15 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
                             "token", val_fraction, n_all);
     }
     size_t n_train = n_all - n_val;
-    rc = zt_token_file_write(out, all, n_train, err);
-    if (!rc && n_val) rc = zt_token_file_write(val_out, all + n_train, n_val, err);
+    rc = zt_token_file_write(out, all, n_train, width, err);
+    if (!rc && n_val) rc = zt_token_file_write(val_out, all + n_train, n_val, width, err);
     free(all);
     if (rc) return rc;
     double secs = now_seconds() - t0;
     printf("tokenize: %d file%s, %zu bytes -> %zu tokens (%zu -> %s", n_inputs,
            n_inputs == 1 ? "" : "s", bytes, n_all, n_train, out);
     if (n_val) printf(", %zu -> %s", n_val, val_out);
-    printf(") in %.2f s; encode %.2f MB/s, %.0f tokens/s\n", secs,
+    printf(", uint%d) in %.2f s; encode %.2f MB/s, %.0f tokens/s\n", 8 * width, secs,
            t_encode > 0 ? (double)bytes / 1e6 / t_encode : 0.0,
            t_encode > 0 ? (double)n_all / t_encode : 0.0);
     return ZT_OK;
@@ -129,6 +136,7 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
 int zt_cmd_tokenize(int argc, char **argv) {
     const char *out = NULL, *val_out = NULL, *tokenizer = NULL;
     double val_fraction = 0;
+    bool uint32 = false;
     char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int n_inputs = 0, rc = ZT_OK;
     zt_error err = {0};
@@ -149,6 +157,8 @@ int zt_cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--tokenizer")) {
             if (!has_value) rc = zt_error_set(&err, ZT_ERR_USAGE, "%s needs a file name", a);
             else tokenizer = argv[++i];
+        } else if (!strcmp(a, "--uint32")) {
+            uint32 = true;
         } else if (!strcmp(a, "--val-out")) {
             if (!has_value) rc = zt_error_set(&err, ZT_ERR_USAGE, "%s needs a file name", a);
             else val_out = argv[++i];
@@ -188,7 +198,7 @@ int zt_cmd_tokenize(int argc, char **argv) {
     }
     if (!rc && val_out && !strcmp(val_out, out))
         rc = zt_error_set(&err, ZT_ERR_USAGE, "the validation file %s is also the output file", out);
-    if (!rc) rc = tokenize_run(inputs, n_inputs, out, val_fraction, val_out, tokenizer, &err);
+    if (!rc) rc = tokenize_run(inputs, n_inputs, out, val_fraction, val_out, tokenizer, uint32, &err);
     if (rc) zt_cli_fail(&err);
     free(val_default);
     free(inputs);

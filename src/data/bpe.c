@@ -132,7 +132,7 @@ static int table_put(bpe_table *t, const void *key, size_t len, uint64_t h, uint
 #define BPE_CACHE_MAX_TOKENS (16u << 20)
 
 typedef struct bpe_vec {
-    uint16_t *v;
+    uint32_t *v;
     size_t n, cap;
 } bpe_vec;
 
@@ -144,7 +144,7 @@ struct zt_bpe {
     uint32_t *dec_off;    /* (n_ids) piece of id i at vocab.keys + dec_off[i]; */
     uint32_t *dec_len;    /* (n_ids) its length, UINT32_MAX when no piece has id i */
     size_t n_ids;
-    uint16_t byte_id[256]; /* id of the single-byte piece of each byte */
+    uint32_t byte_id[256]; /* id of the single-byte piece of each byte */
     pcre2_code *re;
     pcre2_match_data *md;
     bool jit;
@@ -169,7 +169,7 @@ static int vec_reserve(bpe_vec *v, size_t extra) {
     if (v->n + extra <= v->cap) return 0;
     size_t ncap = v->cap ? v->cap : 256;
     while (ncap < v->n + extra) ncap *= 2;
-    uint16_t *nv = realloc(v->v, ncap * sizeof *nv);
+    uint32_t *nv = realloc(v->v, ncap * sizeof *nv);
     if (!nv) return -1;
     v->v = nv;
     v->cap = ncap;
@@ -318,7 +318,7 @@ static int build_decoder(zt_bpe *b, const char *what, const char *path, zt_error
             return zt_error_set(err, ZT_ERR_DATA,
                                 "%s %s: no piece for the single byte 0x%02x (a "
                                 "byte-level BPE vocabulary needs all 256)", what, path, c);
-        b->byte_id[c] = (uint16_t)s->val;
+        b->byte_id[c] = s->val;
     }
     return ZT_OK;
 }
@@ -329,12 +329,12 @@ int zt_bpe_set_vocab(zt_bpe *b, const cJSON *root, const char *what, const char 
         return zt_error_set(err, ZT_ERR_DATA, "%s %s: expected a non-empty JSON object of piece -> id", what, path);
     for (cJSON *it = root->child; it; it = it->next) {
         double v = it->valuedouble;
-        if (!cJSON_IsNumber(it) || !(v >= 0 && v <= 65535) || v != floor(v)) {
+        if (!cJSON_IsNumber(it) || !(v >= 0 && v <= ZT_BPE_MAX_ID) || v != floor(v)) {
             char *s = cJSON_PrintUnformatted(it);
             int rc = zt_error_set(err, ZT_ERR_DATA,
                                   "%s %s: piece \"%.64s\" has id %.32s; ids must be "
-                                  "integers in 0..65535 (out of range for uint16 token files)",
-                                  what, path, it->string, s ? s : "?");
+                                  "integers in 0..%d (model.vocab_size's limit)",
+                                  what, path, it->string, s ? s : "?", ZT_BPE_MAX_ID);
             free(s);
             return rc;
         }
@@ -543,9 +543,9 @@ int zt_bpe_new(zt_bpe **out, zt_error *err) {
 void zt_bpe_set_ignore_merges(zt_bpe *b, bool on) { b->ignore_merges = on; }
 
 int zt_bpe_add_special(zt_bpe *b, const char *content, size_t len, uint32_t id, zt_error *err) {
-    if (!len || id > 65535)
+    if (!len || id > ZT_BPE_MAX_ID)
         return zt_error_set(err, ZT_ERR_DATA, "added token \"%.*s\" (id %u): %s", (int)len, content, id,
-                            len ? "ids must be below 65536 (uint16 token files)" : "empty");
+                            len ? "ids must be at most 16777215 (model.vocab_size's limit)" : "empty");
     int n = b->n_special;
     char **s = realloc(b->special, (size_t)(n + 1) * sizeof *s);
     if (s) b->special = s;
@@ -708,7 +708,7 @@ static int bpe_word(zt_bpe *b, const uint8_t *w, size_t n, bpe_vec *out, zt_erro
         if (!s) /* only reachable through the package's comma-keyed merge lookup (see bpe.h) */
             return zt_error_set(err, ZT_ERR_DATA, "BPE made the piece \"%.*s\" that encoder.json "
                                 "lacks (the package would emit undefined)", (int)plen, piece);
-        out->v[out->n++] = (uint16_t)s->val;
+        out->v[out->n++] = s->val;
     }
     return ZT_OK;
 }
@@ -724,7 +724,7 @@ static int encode_word(zt_bpe *b, const uint8_t *w, size_t n, bpe_vec *out, zt_e
     const bpe_slot *s = b->ignore_merges ? table_find(&b->vocab, w, n, h) : NULL;
     if (s) { /* tokenizer.json's ignore_merges: a word in the vocabulary is one token */
         if (vec_reserve(out, 1) != 0) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for tokens");
-        out->v[out->n++] = (uint16_t)s->val;
+        out->v[out->n++] = s->val;
         return ZT_OK;
     }
     s = table_find(&b->cache, w, n, h);
@@ -774,7 +774,7 @@ static int encode_span(zt_bpe *b, const unsigned char *text, size_t start, size_
     return ZT_OK;
 }
 
-int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint16_t **tokens, size_t *n,
+int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint32_t **tokens, size_t *n,
                   zt_error *err) {
     *tokens = NULL;
     *n = 0;
@@ -817,7 +817,7 @@ int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint16_t **tokens, si
             rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for the tokens of %zu bytes", len);
             break;
         }
-        out.v[out.n++] = (uint16_t)b->special_id[which];
+        out.v[out.n++] = b->special_id[which];
         pos = at + b->special_len[which];
     }
     free(next);
@@ -837,14 +837,14 @@ done:
 /* ---------------------------------------------------------------------------------------------
  * Decoding. */
 
-int zt_bpe_decode(const zt_bpe *b, const uint16_t *tokens, size_t n, char **utf8, size_t *len,
+int zt_bpe_decode(const zt_bpe *b, const uint32_t *tokens, size_t n, char **utf8, size_t *len,
                   zt_error *err) {
     *utf8 = NULL;
     *len = 0;
     if (!tokens && n) return zt_error_set(err, ZT_ERR_USAGE, "zt_bpe_decode: NULL tokens");
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        uint16_t t = tokens[i];
+        uint32_t t = tokens[i];
         if (t >= b->n_ids || b->dec_len[t] == UINT32_MAX)
             return zt_error_set(err, ZT_ERR_DATA, "token %u at position %zu is not in the "
                                 "vocabulary (%zu ids)", t, i, b->n_ids);

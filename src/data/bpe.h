@@ -20,7 +20,7 @@
  *     want the end-of-text token add ZT_BPE_EOT themselves.
  * Where this is stricter than the package: files the package would half-accept are rejected with
  * ZT_ERR_DATA (a vocab.bpe line that is not exactly two symbols, symbols that are not GPT-2 byte
- * characters, ids above 65535 or used twice, a merge whose result encoder.json lacks, a missing
+ * characters, ids above ZT_BPE_MAX_ID or used twice, a merge whose result encoder.json lacks, a missing
  * single-byte token). Decoding returns the raw bytes of the pieces; the package additionally runs
  * them through TextDecoder, which differs only for token sequences that split a UTF-8 character.
  *
@@ -32,6 +32,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_BPE_EOT 50256 /* <|endoftext|> in GPT-2's encoder.json */
+#define ZT_BPE_MAX_ID 16777215 /* the largest id a vocabulary may use (model.vocab_size <= 2^24) */
 
 typedef struct zt_bpe zt_bpe;
 
@@ -46,11 +47,11 @@ void zt_bpe_free(zt_bpe *bpe);
 /* Encodes len bytes of UTF-8 (need not be NUL-terminated; NUL bytes are text) into *tokens, a
  * malloc'd array of *n ids the caller frees with free(). On error *tokens is NULL, *n is 0.
  * Invalid UTF-8 is replaced (see above), never an error. */
-int zt_bpe_encode(zt_bpe *bpe, const char *utf8, size_t len, uint16_t **tokens, size_t *n,
+int zt_bpe_encode(zt_bpe *bpe, const char *utf8, size_t len, uint32_t **tokens, size_t *n,
                   zt_error *err);
 /* Decodes n ids into *utf8, a malloc'd buffer of *len bytes plus a terminating NUL, freed by the
  * caller. ZT_ERR_DATA names the position and value of an id that is not in encoder.json. */
-int zt_bpe_decode(const zt_bpe *bpe, const uint16_t *tokens, size_t n, char **utf8, size_t *len,
+int zt_bpe_decode(const zt_bpe *bpe, const uint32_t *tokens, size_t n, char **utf8, size_t *len,
                   zt_error *err);
 
 /* Number of ids: one more than the largest id in encoder.json (50257 for GPT-2). */

@@ -10,7 +10,7 @@
 
 /* An empty tokenizer; free with zt_bpe_free. */
 int zt_bpe_new(zt_bpe **out, zt_error *err);
-/* vocab: a JSON object piece (GPT-2 byte characters) -> id in 0..65535; its keys are rewritten
+/* vocab: a JSON object piece (GPT-2 byte characters) -> id in 0..ZT_BPE_MAX_ID; its keys are rewritten
  * in place. Needs all 256 single-byte pieces. ZT_ERR_DATA names the piece. */
 int zt_bpe_set_vocab(zt_bpe *b, const cJSON *vocab, const char *what, const char *path, zt_error *err);
 /* The merge of symbols x and y (GPT-2 byte characters) at rank (lower merges first); the merged

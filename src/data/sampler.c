@@ -138,14 +138,14 @@ int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targ
         w = s->perm[w];
     }
     size_t start = (size_t)w * (size_t)s->T;
-    const uint16_t *tok = s->file->tokens + start;
-    for (int t = 0; t <= s->T; t++)
-        if (tok[t] >= vocab_size)
+    const zt_token_file *f = s->file;
+    for (int t = 0; t <= s->T; t++) {
+        uint32_t tok = zt_token_file_at(f, start + (size_t)t);
+        if (tok >= (uint32_t)vocab_size)
             return zt_error_set(err, ZT_ERR_DATA, "token %u at position %zu is outside the vocabulary "
-                                "(V=%d)", tok[t], start + (size_t)t, vocab_size);
-    for (int t = 0; t < s->T; t++) {
-        inputs[t] = tok[t];
-        targets[t] = tok[t + 1];
+                                "(V=%d)", tok, start + (size_t)t, vocab_size);
+        if (t < s->T) inputs[t] = (int32_t)tok;
+        if (t > 0) targets[t - 1] = (int32_t)tok;
     }
     return ZT_OK;
 }

@@ -14,8 +14,8 @@
  *   added_tokens  [{"id", "content", ...}]: matched in the text before pre-tokenization.
  *   decoder       ByteLevel (or absent): tokens decode to their bytes.
  * Refused, naming the field: another model type, a normalizer, add_prefix_space, a pre-tokenizer
- * other than the two above, an added token with lstrip/rstrip/single_word, ids above 65535 (token
- * files are uint16: Llama 3's 128256-id vocabulary is refused for that reason). The
+ * other than the two above, an added token with lstrip/rstrip/single_word, ids above 16777215
+ * (model.vocab_size's limit; ids above 65535, as Llama 3's 128256, go to uint32 token files). The
  * post_processor (BOS insertion) is not applied: `tokenize` frames documents itself. */
 #include "data/tokenizer_json.h"
 
@@ -110,7 +110,11 @@ static int added_tokens(zt_bpe *b, const cJSON *at, const char *path, zt_error *
         if (is_true(t, "lstrip") || is_true(t, "rstrip") || is_true(t, "single_word"))
             return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: added_tokens[%d] (\"%s\"): lstrip, rstrip and "
                                 "single_word are not supported", path, i, c->valuestring);
-        int rc = zt_bpe_add_special(b, c->valuestring, strlen(c->valuestring), (uint32_t)id->valuedouble, err);
+        double v = id->valuedouble;
+        if (!(v >= 0 && v <= ZT_BPE_MAX_ID) || v != (double)(uint32_t)v)
+            return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: added_tokens[%d] (\"%s\"): id %.17g is not an "
+                                "integer in 0..%d", path, i, c->valuestring, v, ZT_BPE_MAX_ID);
+        int rc = zt_bpe_add_special(b, c->valuestring, strlen(c->valuestring), (uint32_t)v, err);
         if (rc) return zt_error_prefix(err, "tokenizer.json %s: added_tokens[%d]", path, i), rc;
     }
     return ZT_OK;
@@ -179,12 +183,12 @@ int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err) {
     return rc ? rc : zt_bpe_load(out, enc, voc, err);
 }
 
-int zt_tokenizer_eot(const zt_bpe *b, uint16_t *id, zt_error *err) {
+int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err) {
     static const char *const EOT[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
     for (size_t i = 0; i < sizeof EOT / sizeof *EOT; i++) {
         int v = zt_bpe_piece_id(b, EOT[i], strlen(EOT[i]));
         if (v >= 0) {
-            *id = (uint16_t)v;
+            *id = (uint32_t)v;
             return ZT_OK;
         }
     }

@@ -16,6 +16,6 @@ int zt_tokenizer_json_load(zt_bpe **out, const char *path, zt_error *err);
 int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err);
 /* The id that separates documents: the piece <|endoftext|> (GPT-2, Qwen), else <|end_of_text|>
  * (Llama 3), else </s>; ZT_ERR_DATA when the vocabulary has none of them. */
-int zt_tokenizer_eot(const zt_bpe *b, uint16_t *id, zt_error *err);
+int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err);
 
 #endif

@@ -41,9 +41,9 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
                 zt_error *err) {
     const zt_model *m = zt_engine_model(e);
     int V = m->vocab_size, context = zt_engine_options_of(e)->T;
-    uint16_t *ptok = NULL;
+    uint32_t *ptok = NULL;
     size_t np = 0;
-    uint16_t eot; /* the tokenizer's document separator (50256 for GPT-2) */
+    uint32_t eot; /* the tokenizer's document separator (50256 for GPT-2) */
     int rc = zt_tokenizer_eot(bpe, &eot, err);
     if (!rc) rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
     if (rc) return rc;
@@ -57,8 +57,8 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         goto out;
     }
     int n = 0;
-    ctx[n++] = eot; /* documents start with the end-of-text token in our token files */
-    for (size_t i = 0; i < np; i++) ctx[n++] = ptok[i];
+    ctx[n++] = (int32_t)eot; /* documents start with the end-of-text token in our token files */
+    for (size_t i = 0; i < np; i++) ctx[n++] = (int32_t)ptok[i];
     uint64_t rng = o->seed;
     fputs(prompt, out);
     for (int g = 0; g < o->tokens; g++) {
@@ -67,13 +67,13 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         if ((rc = zt_engine_forward(e, &b, NULL, logits, err))) goto out;
         int t = pick(logits, V, o->top_k, o->temperature, &rng, idx, prob);
         ctx[n++] = t;
-        uint16_t t16 = (uint16_t)t;
+        uint32_t t32 = (uint32_t)t;
         char *piece = NULL;
         size_t plen = 0;
-        if ((rc = zt_bpe_decode(bpe, &t16, 1, &piece, &plen, err))) goto out;
-        if (t == eot) fputc('\n', out); /* "\n<|endoftext|>\n" */
+        if ((rc = zt_bpe_decode(bpe, &t32, 1, &piece, &plen, err))) goto out;
+        if (t32 == eot) fputc('\n', out); /* "\n<|endoftext|>\n" */
         fwrite(piece, 1, plen, out);
-        if (t == eot) fputc('\n', out);
+        if (t32 == eot) fputc('\n', out);
         free(piece);
         fflush(out);
     }

@@ -35,7 +35,7 @@ int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err) {
         return ZT_OK;
     }
     return zt_error_set(err, ZT_ERR_USAGE, "unknown model \"%s\" (GPT-2 presets: tiny, gpt2-124M, gpt2-350M, "
-                        "gpt2-774M, gpt2-1558M; Llama presets: llama-tiny, llama-7b, llama-13b, llama-70b, llama3-8b, "
+                        "gpt2-774M, gpt2-1558M; Llama presets: llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, "
                         "llama3-70b, mistral-7b)", name);
 }
 

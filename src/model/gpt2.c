@@ -417,8 +417,8 @@ int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
     if (c->n_embd % c->n_head != 0)
         return zt_error_set(err, ZT_ERR_USAGE, "gpt2: n_embd %d is not a multiple of n_head %d",
                             c->n_embd, c->n_head);
-    if (c->vocab_size > 65536)
-        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: vocab_size %d exceeds the uint16 token format",
+    if (c->vocab_size > (1 << 24))
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: vocab_size %d exceeds 16777216 (model.vocab_size's limit)",
                             c->vocab_size);
     if (c->attention != ZT_ATTENTION_FLASH && c->attention != ZT_ATTENTION_NAIVE)
         return zt_error_set(err, ZT_ERR_USAGE, "gpt2: attention kernel %d is neither flash (0) nor naive (1)",

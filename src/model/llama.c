@@ -45,6 +45,8 @@ typedef struct preset {
 static const preset PRESETS[] = {
     /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
     {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    /* GPT-2 124M's size for bench/ (W1's Llama): Llama's SwiGLU rule I = 256 * ceil(8C/3 / 256) */
+    {"llama-124M", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
     {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
     {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
     {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
@@ -52,7 +54,7 @@ static const preset PRESETS[] = {
     {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
     {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
 };
-#define PRESET_NAMES "llama-tiny, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
+#define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
 
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)

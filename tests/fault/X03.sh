@@ -16,8 +16,8 @@ PY
   grep -q -- "$4" "$T/$1.err" && ok "$1: $(grep -o 'error.*' "$T/$1.err" | head -1 | cut -c1-200)" || bad "$1: no '$4' in: $(tail -2 "$T/$1.err")"
   grep -q '"step":' "$T/$1.jsonl" 2>/dev/null && bad "$1: it trained a step"
 }
-corrupt magic 0 20240521 "bad magic 20240521 (expected 20240520)"
-corrupt version 1 7 "version 7, this build reads 1"
+corrupt magic 0 20240521 "bad magic 20240521 (expected 20240520 for uint16 tokens or 20240801 for uint32)"
+corrupt version 1 7 "magic 20240520 with version 7; this build reads magic 20240520 version 1 (uint16 tokens) and magic 20240801 version 7 (uint32)"
 corrupt count 2 999999999 "header says 999999999 tokens"
 corrupt negative 2 -5 "header says -5 tokens"
 corrupt short -1 600 "600 bytes, shorter than the 1024-byte header"

@@ -1,12 +1,14 @@
 /* fuzz_token_file.c - libFuzzer target for src/data/token_file.c and the sampler over it: the input
- * is a whole token file (header of 256 int32 then uint16 tokens). Not built by CMake;
- * tests/fuzz/README.md says how.
+ * is a whole token file (header of 256 int32 then uint16 or uint32 tokens; the seeds hold one of
+ * each). Not built by CMake; tests/fuzz/README.md says how.
  *
  * Beyond "no crash, no sanitizer report", it traps when a contract breaks: a refused file is
- * ZT_ERR_DATA with a non-empty message and leaves the handle empty; an accepted one has the
- * llm.c magic and version and exactly header + 2 x count bytes; the sampler over it (T from the
- * last input byte) refuses too-short files and bad tokens (>= vocab) with ZT_ERR_DATA, and every
- * sample it returns holds tokens in [0, vocab) with targets = inputs shifted by one. */
+ * ZT_ERR_DATA with a non-empty message and leaves the handle empty; an accepted one has one of
+ * llm.c's magic/version pairs (20240520/1: uint16, 20240801/7: uint32), exactly header + width x
+ * count bytes, and reads back the input's tokens; the sampler over it (T from the last input byte;
+ * the vocabulary from the first token byte, up to 2^24 for uint32 files) refuses too-short files and
+ * bad tokens (>= vocab) with ZT_ERR_DATA, and every sample it returns holds tokens in [0, vocab)
+ * with targets = inputs shifted by one. */
 #define _GNU_SOURCE
 #include "data/sampler.h"
 #include "data/token_file.h"
@@ -45,10 +47,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     int32_t h[3];
     memcpy(h, data, sizeof h);
-    if (size < header || h[0] != ZT_TOKEN_FILE_MAGIC || h[1] != ZT_TOKEN_FILE_VERSION || h[2] < 0 ||
-        f.n != (size_t)h[2] || size != header + 2 * f.n)
+    int width = h[0] == ZT_TOKEN_FILE_MAGIC && h[1] == ZT_TOKEN_FILE_VERSION           ? 2
+                : h[0] == ZT_TOKEN_FILE_MAGIC_U32 && h[1] == ZT_TOKEN_FILE_VERSION_U32 ? 4
+                                                                                        : 0;
+    if (size < header || !width || f.width != width || h[2] < 0 || f.n != (size_t)h[2] ||
+        size != header + (size_t)width * f.n)
         __builtin_trap();
-    int T = 1 + data[size - 1] % 64, vocab = 1 + (int)(data[header % size] * 256 % 50257);
+    for (size_t i = 0; i < f.n; i++) {
+        uint32_t want = 0;
+        memcpy(&want, data + header + (size_t)width * i, (size_t)width); /* little-endian */
+        if (zt_token_file_at(&f, i) != want) __builtin_trap();
+    }
+    int T = 1 + data[size - 1] % 64;
+    int vocab = width == 2 ? 1 + (int)(data[header % size] * 256 % 50257)
+                           : 1 + (int)((uint32_t)data[header % size] * 65793u % 16777216u);
     zt_sampler s;
     memset(&err, 0, sizeof err);
     rc = zt_sampler_init(&s, &f, T, data[0], data[1] & 1, &err);

@@ -22,52 +22,11 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
 #define PEAK_GFLOPS 333.0
 
 char *openblas_get_corename(void); /* OpenBLAS exports it; cblas.h of 0.3.21 declares it too */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds of all threads of the process */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float *buf(size_t n)
-{
-    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
-    if (p == NULL) {
-        fprintf(stderr, "kernels_timing: out of memory (%zu floats)\n", n);
-        exit(7);
-    }
-    uint32_t s = (uint32_t)n * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = ((float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.2f;
-    }
-    return p;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 enum { MAXREP = 100 };
 static int reps = 10;

@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -52,6 +53,8 @@ def parse_args():
                    help="bf16 = torch.autocast('cpu', bfloat16) around the forward; "
                         "parameters, gradients and AdamW stay fp32")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-seq-len", type=int, default=0,
+                   help="the preset's context lengthened (wpe rows), as zerotrain bench --max-seq-len")
     p.add_argument("--attn", choices=["auto", "sdpa", "explicit"], default="auto",
                    help="auto: F.scaled_dot_product_attention (or 1.13's private "
                         "_scaled_dot_product_attention) when present, else explicit masked softmax")
@@ -249,6 +252,8 @@ def main():
         shape = f"NKV={model.NKV} I={model.I} "
     else:
         max_T, V, L, NH, C = PRESETS[args.preset]
+        if args.max_seq_len:
+            max_T = args.max_seq_len
         model = GPT2(max_T, V, L, NH, C)
         shape = ""
     if T > max_T:
@@ -273,7 +278,7 @@ def main():
         f"data: {args.data or f'random tokens (seed {args.seed})'}")
 
     data = batches(B, T, V)
-    times, others, cpus = [], [], []
+    times, others, cpu_steps = [], [], []
     step, max_steps = 0, args.warmup + args.steps + 4 * max(0, args.quiet_steps)
     while True:
         n_quiet = sum(1 for o in others if o < args.quiet_cpus)
@@ -301,7 +306,7 @@ def main():
         if timed:
             times.append(dt)
             others.append(other)
-            cpus.append((self1 - self0) / torch.get_num_threads())
+            cpu_steps.append((self1 - self0) / torch.get_num_threads())
         log(f"step {step + 1:3d} {'timed ' if timed else 'warmup'} "
             f"loss {lossv:.4f} norm {norm:.3f} {dt * 1e3:9.1f} ms {B * T / dt:8.1f} tok/s  "
             f"(other processes: {other:.2f} CPUs)")
@@ -332,9 +337,11 @@ def main():
         "quiet_steps": len(quiet),
         # this process's CPU time per step / threads: its own work, which other programs on a
         # shared machine do not inflate the way they inflate the wall time
-        "cpu_ms_per_step_median": round(statistics.median(cpus) * 1e3, 1),
-        "tok_per_cpu_s": round(B * T / statistics.median(cpus), 2),
+        "tok_per_cpu_s": round(B * T / statistics.median(cpu_steps), 2),
         "tok_per_s_median_quiet": round(B * T / statistics.median(quiet), 2) if quiet else None,
+        "max_seq_len": max_T,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "cpu_step_ms_median": round(statistics.median(cpu_steps) * 1e3, 1),
     }
     print(json.dumps(out), flush=True)
 

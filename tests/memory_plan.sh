@@ -15,6 +15,9 @@
 #     zero3 with fp32 AdamW holds 16 bytes per owned element at rest, 16·Ψ/N within 1% on the tiny
 #     preset (its shards are even to 0.1%), and the ranks' pieces add up to Ψ; bf16-low holds 6
 #     (bf16 parameter, m, v; no gradient between steps) plus three fp32 update chunks.
+#  3b. the attention kernels: flash (the default, every run above) and naive (its (B,NH,T,T)
+#     probabilities) under none, selective and full checkpointing, fp32 and bf16; flash at T=128
+#     on the tiny preset (its O(T) scratch and lse);
 #  4. gradients reduced in bf16 or fp16 (precision.reduce_dtype): the gradient buckets' staging and the
 #     reduce-scatter scratch hold 2-byte elements; every strategy, the communication thread and
 #     inline, hybrid's replica all-reduce, accumulation: planned == measured to the byte.
@@ -74,6 +77,12 @@ run "N=1 ddp selective, bf16" 1 ddp 1 2 --recompute selective --precision bf16
 for n in 1 2 4; do
   run "N=$n zero3 tiny preset: 16·Ψ/N" $n zero3 1 1 --preset tiny --B 1 --T 16 --balanced
 done
+run "N=2 zero3 naive attention" 2 zero3 1 2 --attention naive
+run "N=1 ddp naive attention, selective" 1 ddp 1 2 --attention naive --recompute selective
+run "N=2 zero2 naive attention bf16, full" 2 zero2 1 2 --attention naive --precision bf16 --recompute full
+run "N=2 zero1 naive attention bf16, selective" 2 zero1 1 2 --attention naive --precision bf16 --recompute selective
+run "N=1 ddp flash attention tiny preset T=128 bf16" 1 ddp 1 2 --preset tiny --B 1 --T 128 --precision bf16
+run "N=2 zero3 flash attention tiny preset T=128, selective" 2 zero3 1 2 --preset tiny --B 1 --T 128 --recompute selective
 export RUN_EXACT=1
 for s in ddp zero1 zero2 zero3; do run "N=2 $s bf16, reduce bf16" 2 $s 1 2 --precision bf16 --reduce bf16; done
 run "N=4 hybrid (zero3 in groups of 2) bf16-low, reduce bf16" 4 hybrid 1 2 --hybrid 2 --precision bf16-low --reduce bf16

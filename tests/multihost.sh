@@ -8,7 +8,7 @@
 #  3. `zerotrain train` with strategy hybrid and hybrid_shard_size left at 0 shards per host and
 #     ends on zero3's parameters on 4 local ranks;
 #  4. the same under Slurm's srun (when slurmctld/slurmd/munged are installed; else said and skipped),
-#     one slurmd per namespace host, S from SLURM_TASKS_PER_NODE;
+#     one slurmd per namespace host, S from SLURM_STEP_TASKS_PER_NODE;
 #  5. a host lost mid-run (its link down after a checkpoint): a peer error naming its ranks within
 #     ZT_COMM_TIMEOUT, and the run resumes from the last commit bit for bit;
 #  6. ranks placed round-robin (--map-by node) with the per-node default are refused (exit != 0,
@@ -124,11 +124,15 @@ fi
 
 refused "mpirun --map-by node" hosts --map-by node
 
-# Slurm: srun starts the ranks itself (mpi/pmix); S comes from SLURM_TASKS_PER_NODE (no OMPI_ variables)
+# Slurm: srun starts the ranks itself (mpi/pmix); S comes from SLURM_STEP_TASKS_PER_NODE (no OMPI_ variables)
 if [ -n "${ZT_NETNS_SRUN:-}" ]; then
   srun_() { "$ZT_NETNS_SRUN" -N 2 -n 4 --distribution=block "$@" 2>&1; }
   check "srun, 2 hosts x 2 ranks, zero3" n4 "$(srun_ "$TOOL" zero3 1 $STEPS)"
   hybrid_default "srun, 2 hosts x 2 ranks" srun_
+  # srun -E keeps the caller's SLURM_TASKS_PER_NODE (a job's 8 per node here) while the step runs 2
+  # per node: the step's SLURM_STEP_TASKS_PER_NODE must win, or S = 8 would not divide 4 ranks
+  srun_job8() { SLURM_TASKS_PER_NODE="8(x2)" "$ZT_NETNS_SRUN" -E -N 2 -n 4 --distribution=block "$@" 2>&1; }
+  hybrid_default "srun -E under a job of 8 per node" srun_job8
   refused "srun --distribution=cyclic" srun_ --distribution=cyclic
 else
   echo "skip srun: Slurm's daemons (slurmctld, slurmd, munged) are not installed"

@@ -13,6 +13,12 @@
 # rows, fp16 values; docs/precision.md), as zero1/zero2 no longer replicate the fp32 tables. With
 # the lookup switched back to the fp32 tables, that build gave the old tool hashes (21252fdd...,
 # ecaec66c...) bit for bit: the lookup is the only change.
+# These references were all recorded with the materializing attention (attention.c): since flash
+# attention (flash_attention.c, an online softmax: other bits) became the default, the REF runs set
+# model.attention naive (the tool: --attention naive) and still must end at them where they apply.
+# The same matrix runs again with flash attention against FLASH_REF, recorded with it on a Zen 4
+# VM (AMD EPYC family 25, AVX512_BF16, no AMX; OpenBLAS Cooperlake kernels, oneDNN 2.6 from
+# Debian), applied where its fp32 hashes match in turn.
 # Checked on every machine, within the run: in every precision mode the parameters end at the same
 # bits whatever the activation checkpointing (none, selective, full; one rank, and zero3 on two),
 # i.e. what a unit saves as its rounded operand is exactly what recomputation rebuilds and what the
@@ -64,11 +70,45 @@ tool fp16 full 1 90eed6c9106ea139
 tool bf16-low none 1 05f71c3015b177e7
 tool bf16-low selective 1 05f71c3015b177e7
 tool bf16-low full 1 05f71c3015b177e7"
+FLASH_REF="train fp32 none 1 a98d581f61900409
+train fp32 selective 1 a98d581f61900409
+train fp32 none 2 -
+train fp32 selective 2 884d31b40f65ba6a
+train fp32 full 2 -
+train fp32 full 1 a98d581f61900409
+train bf16 none 1 98f383183d673ac6
+train bf16 selective 1 98f383183d673ac6
+train bf16 none 2 -
+train bf16 selective 2 dccd0749941699a7
+train bf16 full 2 -
+train bf16 full 1 98f383183d673ac6
+train fp16 none 1 59c9e49a4e37b919
+train fp16 selective 1 59c9e49a4e37b919
+train fp16 none 2 -
+train fp16 selective 2 b18c0d2bdb932bcd
+train fp16 full 2 -
+train fp16 full 1 59c9e49a4e37b919
+train bf16-low none 1 a165dcffb72002ea
+train bf16-low selective 1 a165dcffb72002ea
+train bf16-low none 2 -
+train bf16-low selective 2 6f944afbe28b5108
+train bf16-low full 2 -
+train bf16-low full 1 a165dcffb72002ea
+tool fp32 none 1 76c3cbdeb87cb909
+tool bf16 none 1 f05a2c89530a7522
+tool bf16 selective 1 f05a2c89530a7522
+tool bf16 full 1 f05a2c89530a7522
+tool fp16 none 1 3b35311a8e4dcc09
+tool fp16 selective 1 3b35311a8e4dcc09
+tool fp16 full 1 3b35311a8e4dcc09
+tool bf16-low none 1 494622e18027dc82
+tool bf16-low selective 1 494622e18027dc82
+tool bf16-low full 1 494622e18027dc82"
 
-run() { # kind mode ckpt ranks -> hash
-  local kind="$1" mode="$2" ck="$3" np="$4"
+run() { # kind mode ckpt ranks attention -> hash
+  local kind="$1" mode="$2" ck="$3" np="$4" att="$5"
   if [ "$kind" = train ]; then
-    local extra=(--set "precision.mode=$mode" --set "memory.activation_checkpointing=$ck")
+    local extra=(--set "precision.mode=$mode" --set "memory.activation_checkpointing=$ck" --set "model.attention=$att")
     [ "$mode" = bf16-low ] && extra+=(--set precision.stochastic_rounding=true)
     [ "$np" = 2 ] && extra+=(--nproc 2 --set parallel.strategy=zero3 --set training.global_batch_size=4)
     "$ZT" train "$SRC/examples/tiny.yaml" --set "data.train=$tmp/gpl.bin" --set data.val= --set eval.every=0 \
@@ -76,34 +116,39 @@ run() { # kind mode ckpt ranks -> hash
       --set training.seq_len=20 --set sample.tokens=0 --set logging.jsonl= "${extra[@]}" 2>&1 |
       grep -o 'params xxh64 [0-9a-f]*' | cut -d' ' -f3
   else
-    local extra=(--precision "$mode" --recompute "$ck")
+    local extra=(--precision "$mode" --recompute "$ck" --attention "$att")
     [ "$mode" = bf16-low ] && extra+=(--stochastic-rounding)
     [ "$mode" = fp16 ] && extra+=(--scale-power 20)
     mpirun -np "$np" --bind-to none -x OMP_NUM_THREADS "$TOOL" ddp 1 12 "${extra[@]}" 2>&1 | grep '^hash' | cut -d' ' -f2
   fi
 }
 
-# the references apply where the fp32 hashes (which the change does not touch) match
-refs=1
-for kind in train tool; do
-  want="$(grep "^$kind fp32 none 1 " <<<"$REF" | cut -d' ' -f5)"
-  got="$(run "$kind" fp32 none 1 </dev/null)"
-  [ -n "$got" ] || { echo "FAIL $kind fp32: no hash (the run failed)"; exit 1; }
-  [ "$got" = "$want" ] || { echo "note: the $kind fp32 hash is $got here, $want where the references were recorded (other GEMM kernels): checking the property alone"; refs=0; }
-done
-
 fail=0
-declare -A first  # "kind mode ranks" -> the hash of its first checkpointing mode
-while read -r kind mode ck np want; do
-  got="$(run "$kind" "$mode" "$ck" "$np" </dev/null)"  # mpirun would read the list
-  key="$kind $mode $np"
-  if [ -z "$got" ]; then echo "FAIL $kind $mode checkpointing $ck on $np rank(s): no hash (the run failed)"; fail=1; continue; fi
-  if [ -z "${first[$key]:-}" ]; then first[$key]="$got $ck"
-  elif [ "$got" != "${first[$key]% *}" ]; then
-    echo "FAIL $kind $mode on $np rank(s): checkpointing $ck ends at $got, ${first[$key]#* } at ${first[$key]% *}"; fail=1; continue
-  fi
-  if [ "$refs" = 1 ] && [ "$want" != - ] && [ "$got" != "$want" ]; then
-    echo "FAIL $kind $mode checkpointing $ck on $np rank(s): params $got, before the change $want"; fail=1
-  else echo "ok   $kind $mode checkpointing $ck on $np rank(s): $got$([ "$refs" = 1 ] && [ "$want" != - ] && echo ' (= reference)')"; fi
-done <<<"$REF"
+for att in naive flash; do
+  table="$REF"
+  [ "$att" = flash ] && table="$FLASH_REF"
+  # the references apply where the fp32 hashes (which the change does not touch) match
+  refs=1
+  for kind in train tool; do
+    want="$(grep "^$kind fp32 none 1 " <<<"$table" | cut -d' ' -f5)"
+    got="$(run "$kind" fp32 none 1 "$att" </dev/null)"
+    [ -n "$got" ] || { echo "FAIL $kind fp32 $att attention: no hash (the run failed)"; exit 1; }
+    [ "$got" = "$want" ] || { echo "note: the $kind fp32 hash with $att attention is $got here, $want where the references were recorded (other GEMM kernels): checking the property alone"; refs=0; }
+  done
+  declare -A first=()  # "kind mode ranks" -> the hash of its first checkpointing mode
+  while read -r kind mode ck np want; do
+    got="$(run "$kind" "$mode" "$ck" "$np" "$att" </dev/null)"  # mpirun would read the list
+    key="$kind $mode $np"
+    what="$kind $mode $att attention checkpointing $ck on $np rank(s)"
+    if [ -z "$got" ]; then echo "FAIL $what: no hash (the run failed)"; fail=1; continue; fi
+    if [ -z "${first[$key]:-}" ]; then first[$key]="$got $ck"
+    elif [ "$got" != "${first[$key]% *}" ]; then
+      echo "FAIL $kind $mode $att attention on $np rank(s): checkpointing $ck ends at $got, ${first[$key]#* } at ${first[$key]% *}"; fail=1; continue
+    fi
+    if [ "$refs" = 1 ] && [ "$want" != - ] && [ "$got" != "$want" ]; then
+      echo "FAIL $what: params $got, reference $want"; fail=1
+    else echo "ok   $what: $got$([ "$refs" = 1 ] && [ "$want" != - ] && echo ' (= reference)')"; fi
+  done <<<"$table"
+  unset first
+done
 exit $fail

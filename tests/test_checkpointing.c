@@ -70,10 +70,12 @@ static void block_params(const zt_model *m, const zt_unit *u, int lp_kind, int s
     }
 }
 
-/* lp_kind 0 (fp32), ZT_LP_BF16 or ZT_LP_FP16: the block with compute copies of its matrices */
-static void check_block_recompute(int lp_kind) {
+/* lp_kind 0 (fp32), ZT_LP_BF16 or ZT_LP_FP16: the block with compute copies of its matrices; under
+ * either attention kernel */
+static void check_block_recompute(int lp_kind, zt_attention attention) {
     zt_error err = {0};
-    const zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 50, .n_layer = 1, .n_head = 4, .n_embd = 32};
+    const zt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 50, .n_layer = 1, .n_head = 4, .n_embd = 32,
+                                .attention = attention};
     zt_model *m;
     assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
     const zt_unit *u = &m->units[1]; /* h.0 */
@@ -83,11 +85,13 @@ static void check_block_recompute(int lp_kind) {
     const int B = 2, T = 16, C = cfg.n_embd, NH = cfg.n_head;
     const size_t N = (size_t)B * T, NC = N * C;
     size_t S = u->ops->saved_floats(u, B, T, lp_kind), K = u->ops->kept_floats(u, B, T, lp_kind);
-    /* closed forms (gpt2.c's layout comment): kept N(11C+4), rest B·NH·T² + 4NC; under bf16 the
-     * Linears' inputs ln1, atty, ln2 (kept) and gelu(fch) (rest) take half: 1.5NC and 2NC less */
-    size_t saved_bf16 = lp_kind == ZT_LP_BF16 ? 1 : 0;
-    assert_int_equal(K, N * (11 * C + 4) - saved_bf16 * 3 * NC / 2);
-    assert_int_equal(S - K, (size_t)B * NH * T * T + 4 * NC - saved_bf16 * 2 * NC);
+    /* closed forms (gpt2.c's layout comment): kept N(11C+4), rest 4NC, and naive attention's
+     * probabilities B·NH·T² in the rest, or flash's lse B·NH·T kept (and under lp compute its fp32
+     * output NC); under bf16 the Linears' inputs ln1, atty, ln2 (kept) and gelu(fch) (rest) take
+     * half: 1.5NC and 2NC less */
+    size_t saved_bf16 = lp_kind == ZT_LP_BF16 ? 1 : 0, fl = attention == ZT_ATTENTION_FLASH;
+    assert_int_equal(K, N * (11 * C + 4) - saved_bf16 * 3 * NC / 2 + fl * ((size_t)B * NH * T + (lp_kind ? NC : 0)));
+    assert_int_equal(S - K, (1 - fl) * (size_t)B * NH * T * T + 4 * NC - saved_bf16 * 2 * NC);
 
     float *params[ZT_UNIT_MAX_PARAMS];
     const void *params_lp[ZT_UNIT_MAX_PARAMS] = {0};
@@ -138,7 +142,7 @@ static void check_block_recompute(int lp_kind) {
     zt_unit_args f = {.batch = &batch, .params = params, .in = in, .out = out2, .saved = ref, .scratch = scratch,
                       .lp_kind = lp_kind, .params_lp = a.params_lp, .staging = staging};
     assert_int_equal(u->ops->forward(u, &f, &err), ZT_OK);
-    assert_memory_equal(rest, ref + K, (S - K) * sizeof(float)); /* att and gelu(fch), bit for bit */
+    assert_memory_equal(rest, ref + K, (S - K) * sizeof(float)); /* (att and) gelu(fch), bit for bit */
     assert_int_equal(u->ops->backward(u, &s, &err), ZT_OK);
 
     /* 2: full, the whole saved buffer poisoned, then the forward re-run into a throwaway output */
@@ -180,9 +184,12 @@ static void check_block_recompute(int lp_kind) {
 
 static void test_block_recompute_is_bit_identical(void **state) {
     (void)state;
-    check_block_recompute(0);
-    check_block_recompute(ZT_LP_BF16);
-    check_block_recompute(ZT_LP_FP16);
+    for (int k = 0; k < 2; k++) {
+        zt_attention att = k ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH;
+        check_block_recompute(0, att);
+        check_block_recompute(ZT_LP_BF16, att);
+        check_block_recompute(ZT_LP_FP16, att);
+    }
 }
 
 /* Under bf16 compute the Linears' saved inputs are the bf16 operands: ln1 is rnd(LN(x)), the
@@ -309,20 +316,24 @@ static size_t rounded(size_t floats) { return (floats * sizeof(float) + 63) & ~(
 
 /* The activation class drops by exactly what recompute.c's table says, in closed form for GPT-2:
  * full frees every block's and the head's saved buffer for one buffer of the largest; selective
- * frees every block's rest (att, gelu(fch)) for one buffer of a rest. In fp32 and in bf16, where
- * the Linears' inputs (ln1, atty, ln2, gelu(fch); the head's lnf) are saved as bf16. */
-static void check_activation_bytes(zt_precision_mode precision) {
+ * frees every block's rest (gelu(fch), and naive attention's att) for one buffer of a rest. In fp32
+ * and in bf16, where the Linears' inputs (ln1, atty, ln2, gelu(fch); the head's lnf) are saved as
+ * bf16 (and flash attention keeps its fp32 output beside atty). */
+static void check_activation_bytes(zt_precision_mode precision, zt_attention attention) {
     const int B = 2, T = 16;
     const zt_gpt2_config cfgs[2] = {
-        {.max_seq_len = 16, .vocab_size = 64, .n_layer = 3, .n_head = 2, .n_embd = 32},  /* block largest */
-        {.max_seq_len = 16, .vocab_size = 2000, .n_layer = 2, .n_head = 2, .n_embd = 16} /* head largest */
-    };
+        {.max_seq_len = 16, .vocab_size = 64, .n_layer = 3, .n_head = 2, .n_embd = 32, .attention = attention},
+        {.max_seq_len = 16, .vocab_size = 2000, .n_layer = 2, .n_head = 2, .n_embd = 16, .attention = attention}
+    }; /* the block largest, the head largest */
     for (int c = 0; c < 2; c++) {
         const zt_gpt2_config *g = &cfgs[c];
         size_t N = (size_t)B * T, C = (size_t)g->n_embd, L = (size_t)g->n_layer;
-        size_t att = (size_t)B * g->n_head * T * T;
         size_t bf16 = precision == ZT_PRECISION_BF16, NC = N * C;
-        size_t S_block = N * (15 * C + 4) + att - bf16 * 7 * NC / 2, K_block = N * (11 * C + 4) - bf16 * 3 * NC / 2;
+        /* naive: att (B,NH,T,T) in the rest; flash: lse (B,NH,T) and, under bf16, its fp32 O kept */
+        size_t att = attention == ZT_ATTENTION_NAIVE ? (size_t)B * g->n_head * T * T : 0;
+        size_t fl = attention == ZT_ATTENTION_FLASH ? (size_t)B * g->n_head * T + bf16 * NC : 0;
+        size_t S_block = N * (15 * C + 4) + att + fl - bf16 * 7 * NC / 2;
+        size_t K_block = N * (11 * C + 4) + fl - bf16 * 3 * NC / 2;
         size_t R_block = S_block - K_block;
         size_t S_head = N * (C + 2 + (size_t)g->vocab_size) - bf16 * NC / 2;
         size_t act[3];
@@ -350,8 +361,10 @@ static void check_activation_bytes(zt_precision_mode precision) {
 
 static void test_activation_bytes_drop_as_planned(void **state) {
     (void)state;
-    check_activation_bytes(ZT_PRECISION_FP32);
-    check_activation_bytes(ZT_PRECISION_BF16);
+    for (int k = 0; k < 2; k++) {
+        check_activation_bytes(ZT_PRECISION_FP32, k ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH);
+        check_activation_bytes(ZT_PRECISION_BF16, k ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -476,24 +489,31 @@ static void test_engine_recomputes_what_it_should(void **state) {
     }
 }
 
-/* HFU's recomputed FLOPs (docs/observability.md): GPT-2 124M at T = 1024 recomputes 73% of its
- * forward under full (every block, not the head) and 6.6% under selective (the scores Q·Kᵀ). */
+/* HFU's recomputed FLOPs (docs/observability.md): GPT-2 124M at T = 1024 with naive attention
+ * recomputes 73% of its forward under full (every block, not the head) and 6.6% under selective
+ * (the scores Q·Kᵀ); with flash attention its backward recomputes the scores in every mode: 6.6%
+ * more under none and full, the same under selective (which then rebuilds no probabilities). */
 static void test_recompute_flops(void **state) {
     (void)state;
     zt_error err = {0};
     zt_gpt2_config cfg;
-    zt_model *m;
     assert_int_equal(zt_gpt2_preset("gpt2-124M", &cfg, &err), ZT_OK);
-    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
-    double fwd = m->train_flops_per_token(m, 1024) / 3.0;
-    double full = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_FULL);
-    double sel = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_SELECTIVE);
-    assert_true(m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_NONE) == 0.0);
-    assert_true(full == 12.0 * (24.0 * 768 * 768 + 4.0 * 768 * 1024));
-    assert_true(sel == 12.0 * 2.0 * 768 * 1024);
-    if (fabs(full / fwd - 0.7283) > 1e-3 || fabs(sel / fwd - 0.0662) > 1e-3)
-        fail_msg("recomputed fraction of the forward: full %.4f, selective %.4f", full / fwd, sel / fwd);
-    zt_model_free(m);
+    const double scores = 12.0 * 2.0 * 768 * 1024;
+    for (int k = 0; k < 2; k++) {
+        zt_model *m;
+        cfg.attention = k ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH;
+        assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+        double fwd = m->train_flops_per_token(m, 1024) / 3.0, fl = k ? 0.0 : scores;
+        double none = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_NONE);
+        double full = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_FULL);
+        double sel = m->recompute_flops_per_token(m, 1024, ZT_RECOMPUTE_SELECTIVE);
+        assert_true(none == fl);
+        assert_true(full == 12.0 * (24.0 * 768 * 768 + 4.0 * 768 * 1024) + fl);
+        assert_true(sel == scores);
+        if (fabs((full - fl) / fwd - 0.7283) > 1e-3 || fabs(sel / fwd - 0.0662) > 1e-3)
+            fail_msg("recomputed fraction of the forward: full %.4f, selective %.4f", full / fwd, sel / fwd);
+        zt_model_free(m);
+    }
 }
 
 static void test_api_errors(void **state) {

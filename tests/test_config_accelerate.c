@@ -352,10 +352,22 @@ static void test_parallelism_config(void **state) {
     assert_int_equal(C.strategy, ZT_STRATEGY_HYBRID);
     ok("distributed_type: FSDP\nnum_processes: 4\nfsdp_config: {fsdp_version: 2}\n"
        "parallelism_config: {parallelism_config_dp_shard_size: 2, parallelism_config_tp_size: 2}\n");
+    assert_int_equal(C.tensor_parallel_size, 2); /* tp 2 x FSDP over the other 2 (issue 18) */
+    assert_int_equal(validate(&err), ZT_OK);
+    assert_int_equal(C.strategy, ZT_STRATEGY_ZERO3);
+    assert_int_equal(zt_train_config_validate_world(&C, 4, &err), ZT_OK);
+    /* Accelerate's tp_hsdp: dp replicate 2 x dp shard 2 x tp 2 = 8 ranks: hybrid over the dp ranks */
+    ok("distributed_type: FSDP\nnum_processes: 8\nfsdp_config: {fsdp_version: 2}\n"
+       "parallelism_config: {dp_replicate_size: 2, dp_shard_size: 2, tp_size: 2}\n");
+    assert_int_equal(C.strategy, ZT_STRATEGY_HYBRID);
+    assert_int_equal(C.hybrid_shard_size, 2);
+    assert_int_equal(C.hybrid_replicas, 2);
     assert_int_equal(C.tensor_parallel_size, 2);
-    assert_int_equal(validate(&err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "parallel.tensor_parallel_size 2 is not supported: tensor "
-                                    "parallelism is not implemented in this build"));
+    assert_int_equal(validate(&err), ZT_OK);
+    assert_int_equal(zt_train_config_validate_world(&C, 8, &err), ZT_OK);
+    assert_int_equal(zt_train_config_validate_world(&C, 4, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "parallel.hybrid_replicas: 2 replicas x shard size 2 = 4 ranks, but the "
+                                    "data-parallel size is 2"));
     bad("distributed_type: FSDP\nfsdp_config: {fsdp_version: 1}\nparallelism_config: {dp_shard_size: 2}\n",
         "acc.yaml:3:21: parallelism_config: needs distributed_type FSDP with fsdp_config.fsdp_version 2");
     bad("distributed_type: FSDP\nnum_processes: 8\nfsdp_config: {fsdp_version: 2}\n"

@@ -22,6 +22,7 @@
 #define TEST_RNG_SEED 0x4C4C414D41ull
 #include "kernels/kernels.h"
 #include "test_kernel_check.h"
+#include "test_attention_ref.h"
 
 /* got (fp32, minus the value it held before a += kernel) vs a double gradient */
 static void check_grad(const char *what, const float *got, const float *before, const double *ref,
@@ -241,52 +242,6 @@ static void test_swiglu(void **state)
 
 /* ---- grouped-query attention ----------------------------------------------------------------- */
 
-typedef struct {
-    int B, T, NH, NKV, hs;
-    double *q, *k, *v, *g;
-} gqa_ctx;
-
-static void ref_gqa(double *out, const gqa_ctx *c)
-{
-    int C = c->NH * c->hs, KV = c->NKV * c->hs, G = c->NH / c->NKV, T = c->T;
-    double *p = dalloc((size_t)T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < c->NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *qi = c->q + ((size_t)b * T + t) * C + h * c->hs;
-                double mx = -INFINITY, sum = 0;
-                for (int u = 0; u <= t; u++) {
-                    const double *ku = c->k + ((size_t)b * T + u) * KV + (h / G) * c->hs;
-                    double s = 0;
-                    for (int i = 0; i < c->hs; i++)
-                        s += qi[i] * ku[i];
-                    p[u] = s / sqrt((double)c->hs);
-                    mx = p[u] > mx ? p[u] : mx;
-                }
-                for (int u = 0; u <= t; u++)
-                    sum += (p[u] = exp(p[u] - mx));
-                double *o = out + ((size_t)b * T + t) * C + h * c->hs;
-                for (int i = 0; i < c->hs; i++) {
-                    double s = 0;
-                    for (int u = 0; u <= t; u++)
-                        s += p[u] / sum * c->v[((size_t)b * T + u) * KV + (h / G) * c->hs + i];
-                    o[i] = s;
-                }
-            }
-    free(p);
-}
-
-static double gqa_loss(void *p)
-{
-    gqa_ctx *c = p;
-    size_t n = (size_t)c->B * c->T * c->NH * c->hs;
-    double *o = dalloc(n);
-    ref_gqa(o, c);
-    double l = dot_gd(c->g, o, n);
-    free(o);
-    return l;
-}
-
 static void run_gqa(int B, int T, int NH, int NKV, int hs)
 {
     int C = NH * hs, KV = NKV * hs;
@@ -296,7 +251,7 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
     attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
     gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
     double *ref = dalloc(nq);
-    ref_gqa(ref, &c);
+    ref_gqa_forward(ref, NULL, NULL, &c);
     char what[96];
     snprintf(what, sizeof what, "attention_gqa_forward B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
     /* test_kernels.c's attention argument (scores of ~|q||k| scale, softmax, T-term sums) at
@@ -306,7 +261,8 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
     float *scratch = falloc(attention_gqa_scratch_floats(B, T, NKV));
     fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: the backward assigns */
     attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
-    double *gq = fd_grad(gqa_loss, &c, c.q, nq), *gk = fd_grad(gqa_loss, &c, c.k, nk), *gv = fd_grad(gqa_loss, &c, c.v, nk);
+    double *gq = fd_grad(ref_gqa_loss, &c, c.q, nq), *gk = fd_grad(ref_gqa_loss, &c, c.k, nk);
+    double *gv = fd_grad(ref_gqa_loss, &c, c.v, nk);
     /* 2-3x the forward's, as test_kernels.c argues; dk and dv add G heads' terms (measured up to
      * 4.5e-7) */
     check_grad("attention_gqa_backward dq (FD)", dq, NULL, gq, nq, 6e-6);

@@ -1,6 +1,6 @@
 /* test_launcher.c - comm/launcher.c: ranks per node and local rank from Open MPI's, MPICH Hydra's
- * and Slurm's variables (Slurm's "2(x3),1" form per node), precedence, malformed values, and
- * hybrid's per-node default shard size. Runs without MPI: only the environment is read. */
+ * and Slurm's variables (Slurm's "2(x3),1" form per node; the step's layout before the job's),
+ * precedence, malformed values, and hybrid's per-node default shard size. Runs without MPI: only the environment is read. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 static const char *const VARS[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALNRANKS",
-                                   "MPI_LOCALRANKID", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",
+                                   "MPI_LOCALRANKID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",
                                    "SLURM_NTASKS_PER_NODE", "SLURM_LOCALID"};
 
 static int clear_env(void **state) {
@@ -85,6 +85,38 @@ static void test_slurm_tasks_per_node(void **state) {
     assert_int_equal(n.local_size, 4);
 }
 
+/* srun -E (--preserve-env) inside `sbatch --ntasks-per-node=8`: the job's layout stays in
+ * SLURM_TASKS_PER_NODE, the step's (srun -N 2 -n 4: 2 per node) is in SLURM_STEP_TASKS_PER_NODE */
+static void test_slurm_step_first(void **state) {
+    (void)state;
+    setenv("SLURM_TASKS_PER_NODE", "8(x2)", 1);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "8", 1);
+    setenv("SLURM_NODEID", "1", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    zt_launcher_node n;
+    zt_launcher_node_get(&n);
+    assert_int_equal(n.local_size, 2);
+    assert_int_equal(n.local_rank, 1);
+    assert_string_equal(n.source, "SLURM_STEP_TASKS_PER_NODE");
+    const char *src = NULL;
+    assert_int_equal(zt_launcher_default_shard_size(4, &src), 2);
+    assert_string_equal(src, "SLURM_STEP_TASKS_PER_NODE");
+    /* a step entry that does not parse (or has no entry for this node) falls back to the job's */
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(y2)", 1);
+    zt_launcher_node_get(&n);
+    assert_int_equal(n.local_size, 8);
+    assert_string_equal(n.source, "SLURM_TASKS_PER_NODE");
+    setenv("SLURM_STEP_TASKS_PER_NODE", "3", 1); /* one node in the step: node 1 has none */
+    zt_launcher_node_get(&n);
+    assert_int_equal(n.local_size, 8);
+    /* uneven steps: "3,1" gives node 0 three ranks, node 1 one */
+    setenv("SLURM_STEP_TASKS_PER_NODE", "3,1", 1);
+    zt_launcher_node_get(&n);
+    assert_int_equal(n.local_size, 1);
+    assert_string_equal(n.source, "SLURM_STEP_TASKS_PER_NODE");
+}
+
 static void test_slurm_ntasks_and_malformed(void **state) {
     (void)state;
     setenv("SLURM_TASKS_PER_NODE", "2(y3)", 1); /* malformed: falls through */
@@ -109,6 +141,7 @@ int main(void) {
         cmocka_unit_test_setup(test_open_mpi_first, clear_env),
         cmocka_unit_test_setup(test_hydra, clear_env),
         cmocka_unit_test_setup(test_slurm_tasks_per_node, clear_env),
+        cmocka_unit_test_setup(test_slurm_step_first, clear_env),
         cmocka_unit_test_setup(test_slurm_ntasks_and_malformed, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

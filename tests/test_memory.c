@@ -87,15 +87,21 @@ static void test_model_states_per_strategy(void **state) {
 }
 
 /* activations from gpt2.c's layout, written out: per unit out + saved, the shared scratch, two
- * activation-gradient buffers, d loss */
-static void test_activations_closed_form(void **state) {
-    zt_model *m = small_model();
+ * activation-gradient buffers, d loss; under either attention kernel */
+static void check_activations_closed_form(zt_attention attention) {
+    zt_gpt2_config cfg = SMALL;
+    cfg.attention = attention;
+    zt_model *m;
+    zt_error err = {0};
+    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
     zt_engine_options o;
     options(&o, ZT_STRATEGY_DDP);
     size_t B = 2, T = 16, N = B * T, C = 32, NH = 2, V = 96, L = 3;
-    size_t block = N * C + 2 * N + 3 * N * C + N * C + B * NH * T * T + N * C + N * C + 2 * N + 8 * N * C;
+    bool naive = attention == ZT_ATTENTION_NAIVE;
+    size_t att = naive ? B * NH * T * T : 0, lse = naive ? 0 : B * NH * T; /* probabilities, or logsumexps */
+    size_t block = N * C + 2 * N + 3 * N * C + N * C + lse + att + N * C + N * C + 2 * N + 8 * N * C;
     size_t head = N * C + 2 * N + N * V;
-    size_t rest = B * NH * T * T + 4 * N * C; /* att and gelu(fch): selective recomputes them */
+    size_t rest = att + 4 * N * C; /* (att and) gelu(fch): selective recomputes them */
     size_t scratch = 0;
     for (int u = 0; u < m->n_units; u++) {
         size_t sc = m->units[u].ops->scratch_floats(&m->units[u], (int)B, (int)T);
@@ -109,7 +115,7 @@ static void test_activations_closed_form(void **state) {
     o.activation_checkpointing = ZT_RECOMPUTE_FULL; /* nothing kept; one buffer of the largest saved */
     zt_memory_plan full = plan_of(m, &o, NULL, 1, 0);
     assert_int_equal(full.peak[ZT_MEM_ACTIVATIONS], common + zt_memory_alloc_bytes(block > head ? block : head));
-    o.activation_checkpointing = ZT_RECOMPUTE_SELECTIVE; /* blocks keep all but att and gelu(fch); the head all */
+    o.activation_checkpointing = ZT_RECOMPUTE_SELECTIVE; /* blocks keep all but (att and) gelu(fch); the head all */
     zt_memory_plan sel = plan_of(m, &o, NULL, 1, 0);
     assert_int_equal(sel.peak[ZT_MEM_ACTIVATIONS],
                      common + L * zt_memory_alloc_bytes(block - rest) + zt_memory_alloc_bytes(head) + zt_memory_alloc_bytes(rest));
@@ -118,6 +124,43 @@ static void test_activations_closed_form(void **state) {
     for (int c = 0; c < ZT_MEM_CLASSES; c++)
         if (c != ZT_MEM_ACTIVATIONS) assert_int_equal(full.peak[c], none.peak[c]);
     zt_model_free(m);
+}
+
+static void test_activations_closed_form(void **state) {
+    check_activations_closed_form(ZT_ATTENTION_FLASH);
+    check_activations_closed_form(ZT_ATTENTION_NAIVE);
+}
+
+/* flash attention's activations grow linearly in T, naive's quadratically: GPT-2 124M, B=1,
+ * fp32, no checkpointing, 1 thread, the planned activation class at T = 1024, 2048, 4096 (wpe
+ * lengthened to 4096 rows) */
+static void test_activations_linear_in_T(void **state) {
+    zt_error err = {0};
+    zt_gpt2_config cfg;
+    assert_int_equal(zt_gpt2_preset("gpt2-124M", &cfg, &err), ZT_OK);
+    cfg.max_seq_len = 4096;
+    double act[2][3];
+    for (int k = 0; k < 2; k++) {
+        cfg.attention = k ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH;
+        zt_model *m;
+        assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+        for (int i = 0; i < 3; i++) {
+            zt_engine_options o;
+            options(&o, ZT_STRATEGY_DDP);
+            o.B = 1;
+            o.T = 1024 << i;
+            act[k][i] = (double)plan_of(m, &o, NULL, 1, 0).peak[ZT_MEM_ACTIVATIONS];
+        }
+        zt_model_free(m);
+    }
+    print_message("  activations MiB at T=1024/2048/4096: flash %.0f %.0f %.0f, naive %.0f %.0f %.0f\n",
+                  act[0][0] / 1048576, act[0][1] / 1048576, act[0][2] / 1048576, act[1][0] / 1048576,
+                  act[1][1] / 1048576, act[1][2] / 1048576);
+    /* linear: doubling T at most doubles them (the logits (N,V) and every (N,C) buffer double; the
+     * lse and scratch too); quadratic: the (B,NH,T,T) probabilities dominate at 4096 */
+    assert_true(act[0][1] <= 2.0 * act[0][0] && act[0][2] <= 2.0 * act[0][1]);
+    assert_true(act[1][2] > 3.0 * act[1][1]);
+    assert_true(act[1][2] > 3.5 * act[0][2]); /* measured 815/1630/3260 vs 1392/3943/12526 MiB */
 }
 
 static void test_nvme_staging(void **state) {
@@ -178,22 +221,29 @@ static void test_llama_shapes(void **state) {
         const char *name;
         int64_t params;
     } want[] = {{"llama-7b", 6738415616LL}, {"llama-13b", 13015864320LL}, {"llama-70b", 68976648192LL}};
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < 6; k++) {
         zt_model *m;
-        assert_int_equal(zt_estimator_model(want[k].name, &m, &err), ZT_OK);
-        assert_int_equal(zt_model_numel(m), want[k].params);
-        /* a block's saved floats: N(5d + 2kv + 3f + 2) + B·NH·T²; under bf16 compute the Linears'
-         * inputs rms1, atty, rms2 (N,d) and h (N,f) are bf16: N(3.5d + 2kv + 2.5f + 2) + B·NH·T² */
+        bool naive = k >= 3;
+        assert_int_equal(zt_estimator_model(want[k % 3].name, naive ? ZT_ATTENTION_NAIVE : ZT_ATTENTION_FLASH, &m, &err),
+                         ZT_OK);
+        assert_int_equal(zt_model_numel(m), want[k % 3].params);
+        /* a block's saved floats: N(5d + 2kv + 3f + 2) + A, A = B·NH·T² (naive: the probabilities, in
+         * the rest) or B·NH·T (flash: lse, kept); under bf16 compute the Linears' inputs rms1, atty,
+         * rms2 (N,d) and h (N,f) are bf16: N(3.5d + 2kv + 2.5f + 2) + A, and flash keeps its fp32
+         * output beside atty: + N·d */
         const zt_llama_config *c = m->cfg;
         size_t B = 2, T = 64, N = B * T, d = (size_t)c->n_embd, f = (size_t)c->intermediate_size;
-        size_t kv = (size_t)c->n_kv_head * d / (size_t)c->n_head, att = B * (size_t)c->n_head * T * T;
+        size_t kv = (size_t)c->n_kv_head * d / (size_t)c->n_head;
+        size_t att = naive ? B * (size_t)c->n_head * T * T : 0, lse = naive ? 0 : B * (size_t)c->n_head * T;
+        size_t o = naive ? 0 : N * d; /* flash's fp32 output under lp compute */
         const zt_unit *u = &m->units[1];
-        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 3 * f + 2) + att);
-        assert_int_equal(u->ops->kept_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 2 * f + 2));
-        assert_int_equal(2 * u->ops->saved_floats(u, (int)B, (int)T, 1), N * (7 * d + 4 * kv + 5 * f + 4) + 2 * att);
-        assert_int_equal(2 * u->ops->kept_floats(u, (int)B, (int)T, 1), N * (7 * d + 4 * kv + 4 * f + 4));
-        /* fp16 values are kept in fp32 arrays: the fp32 sizes */
-        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 2), u->ops->saved_floats(u, (int)B, (int)T, 0));
+        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 3 * f + 2) + att + lse);
+        assert_int_equal(u->ops->kept_floats(u, (int)B, (int)T, 0), N * (5 * d + 2 * kv + 2 * f + 2) + lse);
+        assert_int_equal(2 * u->ops->saved_floats(u, (int)B, (int)T, 1),
+                         N * (7 * d + 4 * kv + 5 * f + 4) + 2 * (att + lse + o));
+        assert_int_equal(2 * u->ops->kept_floats(u, (int)B, (int)T, 1), N * (7 * d + 4 * kv + 4 * f + 4) + 2 * (lse + o));
+        /* fp16 values are kept in fp32 arrays: the fp32 sizes (and flash's fp32 output) */
+        assert_int_equal(u->ops->saved_floats(u, (int)B, (int)T, 2), u->ops->saved_floats(u, (int)B, (int)T, 0) + o);
         /* the head's rms (N,d) is the output Linear's input */
         const zt_unit *h = &m->units[m->n_units - 1];
         size_t V = (size_t)c->vocab_size;
@@ -202,12 +252,12 @@ static void test_llama_shapes(void **state) {
         zt_model_free(m);
     }
     zt_model *m;
-    assert_int_equal(zt_estimator_model("gpt2-124M", &m, &err), ZT_OK);
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
     assert_int_equal(zt_model_numel(m), 124439808);
     zt_model_free(m);
-    assert_int_equal(zt_estimator_model("llama-8b", &m, &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_estimator_model("llama-8b", ZT_ATTENTION_FLASH, &m, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "llama-70b"));
-    assert_int_equal(zt_estimator_model("gpt3", &m, &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_estimator_model("gpt3", ZT_ATTENTION_FLASH, &m, &err), ZT_ERR_USAGE);
 }
 
 static void test_estimate_grid(void **state) {
@@ -281,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_precision_table),
         cmocka_unit_test(test_model_states_per_strategy),
         cmocka_unit_test(test_activations_closed_form),
+        cmocka_unit_test(test_activations_linear_in_T),
         cmocka_unit_test(test_nvme_staging),
         cmocka_unit_test(test_zero3_gathered_and_prefetch),
         cmocka_unit_test(test_llama_shapes),

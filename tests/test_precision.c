@@ -306,7 +306,7 @@ static void test_policy(void **state) {
 static void test_bf16_low_storage(void **state) {
     (void)state;
     zt_error err = {0};
-    zt_gpt2_config cfg = {64, 512, 2, 2, 64};
+    zt_gpt2_config cfg = {64, 512, 2, 2, 64, ZT_ATTENTION_FLASH};
     size_t opt_bytes[2], param_bytes[2], copy_bytes[2];
     float first = 0, last = 0;
     for (int run = 0; run < 2; run++) {
@@ -380,7 +380,7 @@ static void test_bf16_low_storage(void **state) {
 static void test_master_shard_one_process(void **state) {
     (void)state;
     zt_error err = {0};
-    zt_gpt2_config cfg = {64, 512, 2, 2, 64};
+    zt_gpt2_config cfg = {64, 512, 2, 2, 64, ZT_ATTENTION_FLASH};
     zt_model *m[2];
     zt_engine *e[2];
     for (int k = 0; k < 2; k++) {

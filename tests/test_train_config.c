@@ -26,6 +26,12 @@ static void expect_ok(zt_train_config *c, const char *yaml) {
     if (rc != ZT_OK) fail_msg("unexpected error %d: %s\n--- yaml ---\n%s", rc, err.msg, yaml);
 }
 
+/* the GPT-2 config g in the model fields (zt_llama_config) a GPT-2 preset fills */
+static void assert_gpt2_model(const zt_llama_config *m, const zt_gpt2_config *g) {
+    assert_true(m->max_seq_len == g->max_seq_len && m->vocab_size == g->vocab_size && m->n_layer == g->n_layer &&
+                m->n_head == g->n_head && m->n_embd == g->n_embd && m->attention == g->attention);
+}
+
 /* ------------------------------------------------------------------------------------------- */
 
 static void test_defaults(void **state) {
@@ -36,7 +42,8 @@ static void test_defaults(void **state) {
     zt_error err = {0};
     assert_int_equal(zt_gpt2_preset("tiny", &tiny, &err), ZT_OK);
     assert_string_equal(c.model_preset, "tiny");
-    assert_memory_equal(&c.model, &tiny, sizeof tiny);
+    assert_gpt2_model(&c.model, &tiny);
+    assert_int_equal(c.model.attention, ZT_ATTENTION_FLASH);
     assert_string_equal(c.train_path, "");
     assert_string_equal(c.val_path, "");
     assert_int_equal(c.micro_batch, 4);
@@ -216,13 +223,13 @@ static void test_preset_then_overrides(void **state) {
         snprintf(y, sizeof y, "model: {preset: %s}\n" TRAIN "training: {seq_len: 16}\n", names[i]);
         expect_ok(&c, y);
         assert_int_equal(zt_gpt2_preset(names[i], &g, &err), ZT_OK);
-        assert_memory_equal(&c.model, &g, sizeof g);
+        assert_gpt2_model(&c.model, &g);
     }
     /* --set model.preset resets the model fields to the preset */
     expect_ok(&c, "model:\n  preset: gpt2\n  n_layer: 2\n" TRAIN);
     assert_int_equal(zt_train_config_set(&c, "model.preset=gpt2-350M", &err), ZT_OK);
     assert_int_equal(zt_gpt2_preset("gpt2-350M", &g, &err), ZT_OK);
-    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_gpt2_model(&c.model, &g);
     assert_string_equal(c.model_preset, "gpt2-350M");
 }
 
@@ -504,6 +511,18 @@ static const bad_case BAD[] = {
      "t.yaml:2:19: model.tie_embeddings: GPT-2's LM head is always tied to wte"},
     {"model:\n  preset: llama-tiny\n  n_embd: 60\n" TRAIN "training: {seq_len: 16}\n",
      "t.yaml:3:11: model.n_embd: the head size 15 (n_embd / n_head) must be even"},
+    /* the parallel sizes against the model (issue 18): whole heads per tp rank, whole units per stage */
+    {TRAIN "parallel:\n  tensor_parallel_size: 3\n",
+     "t.yaml:4:25: parallel.tensor_parallel_size: 3 does not divide model.n_head (4): tensor parallelism gives "
+     "each rank whole attention heads"},
+    {"model:\n  preset: llama-tiny\n" TRAIN "parallel:\n  tensor_parallel_size: 4\n",
+     "t.yaml:6:25: parallel.tensor_parallel_size: 4 does not divide model.n_kv_head (2): tensor parallelism "
+     "gives each rank whole key/value heads"},
+    {"model:\n  preset: llama-tiny\n  intermediate_size: 191\n" TRAIN "parallel:\n  tensor_parallel_size: 2\n",
+     "t.yaml:7:25: parallel.tensor_parallel_size: 2 does not divide model.intermediate_size (191)"},
+    {TRAIN "parallel:\n  pipeline_parallel_size: 5\n",
+     "t.yaml:4:27: parallel.pipeline_parallel_size: 5 stages for the model's 4 units (model.n_layer 2 blocks, "
+     "the embedding and the head): at most 4"},
     {"model:\n  preset: llama-tiny\n  rope_scaling: {fator: 8}\n" TRAIN,
      "t.yaml:3:18: model.rope_scaling.fator: unknown key; did you mean model.rope_scaling.factor?"},
     {"model:\n  preset: llama-tiny\n  rope_scaling.factor: 8\n" TRAIN,
@@ -518,6 +537,33 @@ static const bad_case BAD[] = {
     {TRAIN "lora:\n  rank: 4\n  dropout: 1\n", "t.yaml:5:12: lora.dropout: expected a number in [0, 1), got \"1\""},
     {TRAIN "lora:\n  r: 4\n", "t.yaml:4:3: lora.r: unknown key (lora keys: rank, alpha, dropout, target_modules)"},
 };
+
+/* The world against tp x pp (zt_train_config_validate_world): the batch splits over the dp ranks. */
+static void test_mesh_world(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    zt_train_config_default(&c);
+    expect_ok(&c, TRAIN "parallel: {tensor_parallel_size: 2}\ntraining: {micro_batch_size: 0, "
+                        "gradient_accumulation_steps: 1, global_batch_size: 8}\n");
+    zt_train_config w = c;
+    assert_int_equal(zt_train_config_validate_world(&w, 3, &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "t.yaml:3:34: parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 1 = 2 "
+                         "does not divide the world size 3"))
+        fail_msg("%s", err.msg);
+    w = c; /* 4 ranks: tp 2 x dp 2, so 8 sequences are 4 per dp rank */
+    assert_int_equal(zt_train_config_validate_world(&w, 4, &err), ZT_OK);
+    assert_int_equal(w.micro_batch, 4);
+    w = c;
+    w.strategy = ZT_STRATEGY_HYBRID;
+    w.hybrid_shard_size = 4;
+    assert_int_equal(zt_train_config_validate_world(&w, 12, &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, "parallel.hybrid_shard_size: 4 does not divide the data-parallel size 6")) fail_msg("%s", err.msg);
+    w.hybrid_shard_size = 3; /* 12 ranks: tp 2 x dp 6 = replicate 2 x shard 3 */
+    w.global_batch = 12;
+    assert_int_equal(zt_train_config_validate_world(&w, 12, &err), ZT_OK);
+    assert_int_equal(w.micro_batch, 2);
+}
 
 static void test_errors(void **state) {
     (void)state;
@@ -798,7 +844,7 @@ static void test_examples(void **state) {
     zt_gpt2_config g;
     assert_int_equal(zt_gpt2_preset("gpt2-124M", &g, &err), ZT_OK);
     assert_string_equal(c.model_preset, "gpt2-124M");
-    assert_memory_equal(&c.model, &g, sizeof g);
+    assert_gpt2_model(&c.model, &g);
     assert_int_equal(c.micro_batch, 4);
     assert_int_equal(c.seq_len, 256);
 }
@@ -814,6 +860,7 @@ int main(void) {
         cmocka_unit_test(test_min_lr_follows_lr),
         cmocka_unit_test(test_scalar_forms),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_mesh_world),
         cmocka_unit_test(test_long_values),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_validate_hand_built),

@@ -18,8 +18,17 @@
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
  *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama]
+ *                   [--attention flash|naive]   (the model's attention kernel, default flash)
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
+ *                   [--tp P]   (tensor parallelism: the mesh tp P x dp N/P, src/comm/mesh.h; the
+ *                               model cut by zt_tp_apply; the data and the byte formulas are the
+ *                               dp group's, over each tp part's own parameters, and rank 0 prints
+ *                               "tp bytes B" (its units' collectives in the last step))
+ *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
+ *                   [--lr X]   (the AdamW learning rate, default 1e-2)
+ *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
+ *                              rounding level, the yardstick tests/tp.sh measures tolerances with)
  *                   [--lora R] [--lora-targets T] [--lora-dropout P]   (zt_model_add_lora, alpha 2R,
  *                                       targets all-linear by default: the base weights are the
  *                                       frozen tensors above; zero3 rank 0 prints its pieces at
@@ -29,11 +38,14 @@
  * the traffic formulas must hold unchanged (recomputation gathers nothing extra).
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
+#include "comm/mesh.h"
 #include "memory/plan.h"
 #include "shard/plan.h"
+#include "shard/tp.h"
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,13 +73,13 @@ static uint64_t frozen_hash(zt_engine *e, const zt_model *m) {
     uint64_t h = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (m->params[i].trainable) continue;
-        float *buf = malloc((size_t)m->params[i].numel * sizeof *buf);
+        float *buf = malloc((size_t)m->params[i].logical_numel * sizeof *buf);
         zt_error err = {0};
         if (!buf || zt_engine_param_gather(e, i, buf, &err)) {
             free(buf);
             return 0;
         }
-        for (int64_t k = 0; k < m->params[i].numel; k++) {
+        for (int64_t k = 0; k < m->params[i].logical_numel; k++) {
             uint32_t bits;
             memcpy(&bits, &buf[k], sizeof bits);
             h = mix(h ^ bits ^ ((uint64_t)i << 40));
@@ -93,12 +105,17 @@ int main(int argc, char **argv) {
     int GA = 0, steps = 0;
     int rc = tool_start(&argc, &argv, "[common options: tool_common.h] [--stall-rank R]", &world, &o, &pr, &GA, &steps);
     if (rc) return rc;
-    int rank = zt_comm_rank(world), N = zt_comm_size(world);
+    int wrank = zt_comm_rank(world), W = zt_comm_size(world);
     o.B = B;
     o.T = T;
-    int stall = -1;
+    int stall = -1, tp = 1;
     bool llama = false;
+    zt_gpt2_config cfg = CFG;
+    zt_llama_config lcfg = LLAMA;
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
+    const char *dump = NULL;
+    float lr = 1e-2f;
+    bool ulp = false;
     zt_lora_config lora = {.target_modules = "all-linear"}; /* --lora R: rank R > 0 */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -106,7 +123,15 @@ int main(int argc, char **argv) {
         if (got) continue;
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) llama = !strcmp(argv[++i], "llama");
+        else if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &cfg.attention, &err)) return tool_fail(world, "--attention", &err);
+            lcfg.attention = cfg.attention;
+        }
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ulp")) ulp = true;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc)
@@ -119,25 +144,42 @@ int main(int argc, char **argv) {
     tool_precision_apply(&o, &pr);
     zt_model *m;
     zt_engine *e;
+    zt_mesh *mesh = NULL;
+    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID, .shard = o.hybrid_shard_size};
+    if (ms.hybrid && tp > 1 && ms.shard == W) ms.shard = W / tp; /* --hybrid S: dp ranks (default: all) */
+    if (zt_mesh_create(W > 1 ? world : NULL, &ms, &mesh, &err)) return tool_fail(world, "mesh", &err);
+    o.mesh = mesh;
+    /* the data-parallel group: the batch is split over it, the byte formulas are its */
+    int rank = mesh->dp_rank, N = mesh->dp;
     lora.alpha = 2.0f * (float)lora.rank;
-    if ((llama ? zt_llama_create(&LLAMA, &m, &err) : zt_gpt2_create(&CFG, &m, &err)) ||
-        (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) ||
-        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
-        zt_engine_init_params(e, &err))
+    if ((llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) ||
+        (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
+        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
-    int64_t P = zt_model_numel(m), Pt = 0; /* Pt: the trainable elements, the gradients' */
-    for (int i = 0; i < m->n_params; i++)
+    for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
+        size_t n = (size_t)m->params[i].logical_numel;
+        float *buf = malloc(n * sizeof *buf);
+        if (!buf || zt_engine_param_gather(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
+        for (size_t k = 0; k < n; k++) buf[k] = nextafterf(buf[k], INFINITY);
+        if (zt_engine_param_set(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
+        free(buf);
+    }
+    int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
+    for (int i = 0; i < m->n_params; i++) {
+        P += m->params[i].numel;
         if (m->params[i].trainable) Pt += m->params[i].numel;
+    }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
     uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T];
     int status = 0;
-    if (rank == 0) printf("losses");
+    uint64_t tp_bytes = 0;
+    if (wrank == 0) printf("losses");
     for (int s = 0; s < steps; s++) {
         zt_comm_bytes bytes;
         zt_engine_comm_bytes(e, &bytes, true); /* start the step at zero */
         double loss_sum = 0;
-        if (s == 1 && rank == stall) sleep(600);
+        if (s == 1 && wrank == stall) sleep(600);
         for (int k = 0; k < GA; k++) {
             uint64_t micro = (uint64_t)rank * GA + k, first = ((uint64_t)s * N * GA + micro) * B;
             for (int b = 0; b < B; b++) sample(first + b, in + b * T, tg + b * T);
@@ -152,7 +194,7 @@ int main(int argc, char **argv) {
             loss_sum += loss;
         }
         zt_step_report r;
-        if (zt_engine_step(e, 1e-2f, &r, &err)) {
+        if (zt_engine_step(e, lr, &r, &err)) {
             tool_fail(world, "step", &err);
             if (err.code == ZT_ERR_PEER) zt_comm_abort(ZT_ERR_PEER);
             return 1;
@@ -160,20 +202,22 @@ int main(int argc, char **argv) {
         zt_engine_comm_bytes(e, &bytes, true);
         if (zt_engine_sum_ranks(e, &loss_sum, &err)) return tool_fail(world, "loss", &err);
         double mean = loss_sum / (N * GA);
-        if (rank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
-        /* the byte formulas, summed over ranks: (N-1)·P·(kinds) floats of 4 bytes */
+        if (wrank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
+        if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
+        /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
-        if (N > 64) continue;
+        if (W > 64) continue;
         if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return tool_fail(world, "gather bytes", &err);
         double tot[3] = {0, 0, 0};
-        for (int q = 0; q < N; q++)
-            for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
+        for (int q = 0; q < W; q++) /* the ranks of this rank's dp group */
+            if (q % tp == mesh->tp_rank)
+                for (int k = 0; k < 3; k++) tot[k] += all[3 * q + k];
         /* one pass of P elements over N ranks: gradients in the reduce dtype (of the Pt trainable
          * elements: a frozen parameter is never reduced), parameters in fp32 */
         double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
         double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)Pt;
         double want[3] = {0, 0, 0};
-        int S = o.strategy == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : N, R = N / S;
+        int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
         double gshard_unit = gbytes * (double)(S - 1) * (double)Pt * R;
         switch (o.strategy) {
@@ -198,26 +242,48 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++)
             if (tot[k] != want[k]) {
                 if (rank == 0)
-                    fprintf(stderr, "step %d: %s bytes sent over all ranks: %.0f, formula %.0f (P=%lld, N=%d)\n",
+                    fprintf(stderr, "step %d: %s bytes sent over the dp group: %.0f, formula %.0f (P=%lld, N=%d)\n",
                             s + 1, k == 0 ? "reduce-scatter" : k == 1 ? "all-gather" : "all-reduce", tot[k],
                             want[k], (long long)P, N);
                 status = 1;
             }
     }
     uint64_t h = zt_engine_param_hash(e);
+    if (dump) { /* the logical tensors (a collective under sharding and tp: every rank gathers) */
+        FILE *f = wrank == 0 ? fopen(dump, "wb") : NULL;
+        for (int i = 0; i < m->n_params; i++) {
+            float *buf = malloc((size_t)m->params[i].logical_numel * sizeof *buf);
+            if (!buf || zt_engine_param_gather(e, i, buf, &err)) return tool_fail(world, "dump", &err);
+            if (f) fwrite(buf, sizeof *buf, (size_t)m->params[i].logical_numel, f);
+            free(buf);
+        }
+        if (f) fclose(f);
+    }
+
     if (frozen) { /* the frozen parameters keep their initial bits, on every strategy */
         uint64_t frozen1 = frozen_hash(e, m);
-        if (rank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
+        if (wrank == 0) printf("\nfrozen %016llx -> %016llx", (unsigned long long)frozen0, (unsigned long long)frozen1);
         if (!frozen0 || frozen1 != frozen0) status = 1;
     }
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    if (rank == 0) {
+    if (wrank == 0) {
         printf("\nhash %016llx\n", (unsigned long long)h);
+        if (tp > 1) { /* docs/parallelism.md: per micro-batch, 2 + 4L all-reduces of (B,T,C) (the embedding,
+                       * each block's two in forward and two in backward, the LM head's input gradient;
+                       * full recomputation re-runs the blocks' two forward ones), the loss's row maxima
+                       * (B·T floats) and sums (2·B·T doubles) all-gathered; per step the norm's double */
+            int L = llama ? LLAMA.n_layer : CFG.n_layer, C = llama ? LLAMA.n_embd : CFG.n_embd, Nt = B * T;
+            double ar = (2.0 + 4.0 * L + (o.activation_checkpointing == ZT_RECOMPUTE_FULL ? 2.0 * L : 0.0)) *
+                        Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
+            double want = GA * (ar + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
+            printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
+            if ((double)tp_bytes != want) status = 1;
+        }
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);
-        if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", o.hybrid_shard_size);
+        if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", mesh->shard);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
@@ -233,7 +299,7 @@ int main(int argc, char **argv) {
                     want_p, want_g);
             status = 1;
         }
-        if (frozen && rank == 0)
+        if (frozen && wrank == 0)
             printf("zero3 rank 0 at rest: params %zu grads %zu optimizer %zu bytes\n", mem.params, mem.grads,
                    mem.optimizer);
         if (lora.rank) { /* every rank: its pieces, base weights and adapters, against the counters */
@@ -259,6 +325,7 @@ int main(int argc, char **argv) {
     }
     zt_engine_free(e);
     zt_model_free(m);
+    zt_mesh_free(mesh);
     zt_comm_free(world);
     zt_comm_finalize(&err);
     return status;

@@ -10,14 +10,19 @@
  *                     [--reduce-every] [--bucket-mb X] [--precision fp32|bf16|bf16-low|fp16]
  *                     [--no-prefetch] [--inner-zero2] [--recompute none|full|selective]
  *                     [--balanced] [--tolerance PCT] [--reduce fp32|bf16|fp16]
+ *                     [--attention flash|naive]  (the model's attention kernel, default flash)
  *                     [--freeze REGEX]  (zt_model_freeze: the closed forms below are replaced by,
  *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
+ *                     [--tp P]  (tensor parallelism: the mesh tp P x dp N/P, the model cut by zt_tp_apply;
+ *                     every world rank's classes are compared, the closed forms are skipped)
  *                     [--lora R] [--lora-targets T] [--lora-dropout P]  (zt_model_add_lora, default
  *                     targets all-linear: the base weights frozen, the same closed form as --freeze
  *                     with the adapters as the trainable elements)
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
 #include "comm/comm.h"
+#include "comm/mesh.h"
 #include "memory/plan.h"
+#include "shard/tp.h"
 #include "tool_common.h"
 #include "zerotrain/zerotrain.h"
 
@@ -46,12 +51,13 @@ int main(int argc, char **argv) {
     int GA = 0, steps = 0;
     int rc = tool_start(&argc, &argv, "[options]", &world, &o, &pr, &GA, &steps);
     if (rc) return rc;
-    int rank = zt_comm_rank(world), N = zt_comm_size(world);
+    int W = zt_comm_size(world), tp = 1;
     zt_gpt2_config cfg = SMALL;
     o.B = 2;
     o.T = 16;
     bool balanced = false;
     const char *freeze = NULL;
+    zt_attention attention = ZT_ATTENTION_FLASH;
     zt_lora_config lora = {.alpha = 8.0f, .target_modules = "all-linear"};
     double tol = 3.0;
     for (int i = 4; i < argc; i++) {
@@ -65,22 +71,34 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--T") && i + 1 < argc) o.T = atoi(argv[++i]);
         else if (!strcmp(a, "--balanced")) balanced = true;
         else if (!strcmp(a, "--freeze") && i + 1 < argc) freeze = argv[++i];
+        else if (!strcmp(a, "--attention") && i + 1 < argc) {
+            if (zt_attention_parse(argv[++i], &attention, &err)) return tool_fail(world, "--attention", &err);
+        }
         else if (!strcmp(a, "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(a, "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
         else if (!strcmp(a, "--lora-targets") && i + 1 < argc)
             snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
+        else if (!strcmp(a, "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }
     }
     tool_precision_apply(&o, &pr);
+    cfg.attention = attention; /* after --preset, which sets the whole config */
     zt_model *m;
     zt_engine *e;
+    zt_mesh *mesh = NULL;
+    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID, .shard = o.hybrid_shard_size};
+    if (ms.hybrid && tp > 1 && ms.shard == W) ms.shard = W / tp; /* --hybrid S: dp ranks (default: all) */
+    if (zt_mesh_create(W > 1 ? world : NULL, &ms, &mesh, &err)) return tool_fail(world, "mesh", &err);
+    o.mesh = mesh;
+    if (ms.hybrid) o.hybrid_shard_size = mesh->shard;
+    int rank = mesh->dp_rank, N = mesh->dp; /* the data and the plan are the dp group's */
     if (zt_gpt2_create(&cfg, &m, &err) || (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) ||
-        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) ||
-        zt_engine_init_params(e, &err))
+        zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
+        zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     /* the plan from the options alone (the estimator's way) must be the engine's own */
     zt_memory_plan plan, indep;
@@ -127,7 +145,7 @@ int main(int argc, char **argv) {
     if (frozen && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
         /* frozen: a piece, no gradient, no m and v */
         double want = 4.0 * (double)owned + 12.0 * (double)owned_t;
-        if (rank == 0)
+        if (zt_comm_rank(world) == 0)
             printf("zero3 %s model states at rest: %.0f bytes = 4 x %lld owned + 12 x %lld trainable + %.0f "
                    "alignment (grads %zu, optimizer %zu; unfrozen it would be 16 x %lld)\n", lora.rank ? "LoRA" : "frozen",
                    states, (long long)owned, (long long)owned_t, states - want, mem.grads, mem.optimizer,
@@ -138,7 +156,7 @@ int main(int argc, char **argv) {
             status = 1;
         }
     }
-    double mine[NV], *all = calloc((size_t)N * NV, sizeof *all);
+    double mine[NV], *all = calloc((size_t)W * NV, sizeof *all);
     for (int c = 0; c < ZT_MEM_CLASSES; c++) {
         mine[c] = (double)plan.peak[c];
         mine[ZT_MEM_CLASSES + c] = (double)mem.peak[c];
@@ -154,10 +172,10 @@ int main(int argc, char **argv) {
         if (mem.now[c] != plan.rest[c]) tail[5] = 1;
     if (!all || zt_all_gather_f64(world, mine, all, NV, "memory check", &err)) return tool_fail(world, "gather", &err);
     int64_t P = zt_model_numel(m);
-    if (rank == 0) {
+    if (zt_comm_rank(world) == 0) {
         int exact = 0, checked = 0;
         double total_owned = 0;
-        for (int r = 0; r < N; r++) {
+        for (int r = 0; r < W; r++) { /* every world rank */
             const double *v = all + (size_t)r * NV, *t = v + 2 * ZT_MEM_CLASSES;
             double worst = 0;
             printf("rank %d:", r);
@@ -181,7 +199,7 @@ int main(int argc, char **argv) {
                 status = 1;
             }
             total_owned += t[3];
-            if (frozen) continue; /* the closed forms below are for a model without frozen parameters */
+            if (frozen || tp > 1) continue; /* the closed forms below: a whole model, nothing frozen */
             if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32) {
                 /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
                  * 64-byte aligned: 16 x the shard layout exactly */
@@ -241,7 +259,7 @@ int main(int argc, char **argv) {
                 }
             }
         }
-        if (o.strategy == ZT_STRATEGY_ZERO3 && N > 1 && total_owned != (double)P) {
+        if (o.strategy == ZT_STRATEGY_ZERO3 && N > 1 && tp == 1 && total_owned != (double)P) {
             fprintf(stderr, "zero3: the ranks own %.0f elements together, the model has %lld\n", total_owned,
                     (long long)P);
             status = 1;
@@ -254,6 +272,7 @@ int main(int argc, char **argv) {
     free(tg);
     zt_engine_free(e);
     zt_model_free(m);
+    zt_mesh_free(mesh);
     zt_comm_free(world);
     zt_comm_finalize(&err);
     return status;

@@ -83,12 +83,21 @@ typedef enum zt_init_kind {
 typedef struct zt_param_desc {
     char name[ZT_NAME_MAX]; /* Hugging Face style: "h.3.attn.c_attn.weight" */
     int ndim;
-    int64_t shape[ZT_MAX_DIMS];
+    int64_t shape[ZT_MAX_DIMS]; /* what this process computes with: the logical tensor, or under
+                                   tensor parallelism its part (below) */
     int64_t numel;
     zt_init_kind init;
     float init_std;   /* for ZT_INIT_NORMAL; the bound for ZT_INIT_UNIFORM */
     bool decay;       /* AdamW weight decay applies (2-D matrices; see docs/optimizer.md) */
     bool trainable;
+    /* Tensor parallelism (zt_tp_apply, src/shard/tp.h; docs/parallelism.md): the logical (whole)
+     * tensor, which checkpoints, weights files and zt_engine_param_gather/_set deal in, and where
+     * shape sits in it: dimension tp_dim is tp_blocks equal blocks (GPT-2's fused QKV: 3), each
+     * cut into tp_parts near-equal ranges, and this process holds range tp_part of every block.
+     * tp_parts 1 (zt_model_add_param's default): the whole tensor, logical_shape = shape. */
+    int64_t logical_shape[ZT_MAX_DIMS];
+    int64_t logical_numel;
+    int tp_parts, tp_part, tp_dim, tp_blocks;
     char lora;        /* 'A' or 'B': a LoRA adapter matrix of parameter lora_base (zt_model_add_lora);
                          0: any other parameter */
     int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
@@ -106,6 +115,28 @@ typedef struct zt_batch {
                                (seed, step, global micro-batch index), so every strategy and world
                                split draws the same dropout masks; 0 (zt_engine_forward): no dropout */
 } zt_batch;
+
+/* Tensor parallelism (docs/parallelism.md): the collectives a unit whose parameters are split
+ * (zt_unit.tp_parts > 1) calls where a partial result must become whole (Megatron's f and g), run
+ * by the engine over the tensor-parallel group. They tell the unit no rank. Each is collective:
+ * every part calls the same ones in the same order with the same sizes; `what` names the call in
+ * errors (a lost peer is ZT_ERR_PEER). */
+typedef struct zt_unit_group {
+    int parts;
+    /* buf (n floats, n <= B·T·the widest unit output) = the sum over the parts of each part's buf,
+     * added in one fixed order, the same bits on every part */
+    int (*sum)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
+    /* buf (n doubles, n <= B·T) = the sum over the parts, in part order */
+    int (*sum_f64)(const struct zt_unit_group *g, double *buf, size_t n, const char *what, zt_error *err);
+    /* buf (n floats, n <= B·T) = the elementwise maximum over the parts (exact) */
+    int (*max)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
+    /* all (rows x total) = every part's (rows x its share of the total columns, zt_tp_range) side
+     * by side in part order; this part's row r is at mine + r * stride (rows <= B, total <= the
+     * vocabulary) */
+    int (*concat_cols)(const struct zt_unit_group *g, const float *mine, int rows, size_t stride, int64_t total,
+                       float *all, const char *what, zt_error *err);
+    void *ctx;
+} zt_unit_group;
 
 /* Everything a unit's forward or backward touches, owned by the engine. */
 typedef struct zt_unit_args {
@@ -134,6 +165,8 @@ typedef struct zt_unit_args {
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
                              it. Units without kept_floats always get NULL. */
+    const zt_unit_group *group; /* the tensor-parallel group's collectives when the unit is split
+                                   (zt_unit.tp_parts > 1), else NULL */
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -221,6 +254,11 @@ struct zt_unit {
     int n_params;
     int params[ZT_UNIT_MAX_PARAMS];  /* indices into the model's parameter table */
     int out_width;                   /* floats per token of out (1 for the loss unit) */
+    /* Tensor parallelism (zt_tp_apply): the unit computes on 1/tp_parts of its heads, MLP width and
+     * vocabulary; its tables hold vocabulary rows [vocab_begin, vocab_begin + vocab_rows) (0 rows:
+     * the whole vocabulary). 1, 0, 0: the whole model (zt_model_add_unit's default). */
+    int tp_parts;
+    int64_t vocab_begin, vocab_rows;
     /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
      * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
      * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
@@ -240,10 +278,15 @@ typedef struct zt_model {
     /* Model FLOPs per token of a training step (forward + backward) for sequence length T,
      * the 6N + attention formula of the PaLM paper / llm.c; NULL if unknown. */
     double (*train_flops_per_token)(const struct zt_model *m, int T);
-    /* FLOPs per token that activation checkpointing adds to a training step (the recomputation
-     * in backward) for sequence length T and a mode; NULL if unknown (HFU then equals MFU). */
+    /* FLOPs per token a training step recomputes for sequence length T and a checkpointing mode:
+     * activation checkpointing's re-runs in backward, and the flash attention's scores Q·Kᵀ
+     * recomputed by its backward (in every mode); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
+    /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value
+     * heads and MLP widths per part): ZT_ERR_USAGE naming the numbers otherwise; NULL: the model
+     * cannot be split (zt_tp_apply refuses it). */
+    int (*tp_check)(const struct zt_model *m, int parts, zt_error *err);
     struct zt_lora_config *lora;     /* the LoRA settings (zt_model_add_lora), freed with the model;
                                         NULL: no adapters */
 } zt_model;
@@ -263,9 +306,18 @@ int zt_model_find_param(const zt_model *m, const char *name);
  * *n_frozen (may be NULL) = how many. ZT_ERR_USAGE for a bad pattern, one that matches nothing, or
  * one that matches every parameter. Call before zt_engine_create. */
 int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err);
-/* Total number of parameter elements (tied parameters counted once). */
+/* Total number of parameter elements (tied parameters counted once; the logical tensors: under
+ * tensor parallelism the whole model, not this part). */
 int64_t zt_model_numel(const zt_model *m);
 
+/* The causal attention kernel of either model (config key model.attention; docs/models.md):
+ * flash (src/kernels/flash_attention.c) saves the output and one logsumexp per row and recomputes
+ * the probabilities tile by tile in backward, memory O(T); naive (src/kernels/attention.c) saves the
+ * (B,NH,T,T) probabilities, memory O(T²). Same gradients to fp32 rounding, not the same bits. */
+typedef enum zt_attention { ZT_ATTENTION_FLASH = 0, ZT_ATTENTION_NAIVE = 1 } zt_attention;
+const char *zt_attention_name(zt_attention a); /* "flash", "naive" */
+/* "flash" | "naive"; ZT_ERR_USAGE names both on a miss. */
+int zt_attention_parse(const char *name, zt_attention *out, zt_error *err);
 /* LoRA (src/model/lora.c; docs/models.md): low-rank adapters beside chosen Linear weights W
  * (OC, C) of the blocks, y = x·Wᵀ (+ b) + (alpha / r) · dropout(x)·Aᵀ·Bᵀ with A (r, C) and
  * B (OC, r) new parameters named like PEFT's ("layers.0.self_attn.q_proj.lora_A.weight"), placed
@@ -306,6 +358,7 @@ typedef struct zt_gpt2_config {
     int n_layer;     /* L */
     int n_head;      /* NH */
     int n_embd;      /* C */
+    zt_attention attention; /* the attention kernel (default 0: flash); not part of the weights */
 } zt_gpt2_config;
 
 /* Presets: "tiny" (tests), "gpt2-124M"/"gpt2", "gpt2-350M", "gpt2-774M", "gpt2-1558M". */
@@ -336,6 +389,7 @@ typedef struct zt_llama_config {
     float rms_norm_eps;     /* 1e-5 (Llama 2, 3, Mistral) */
     zt_rope_scaling rope_scaling;
     bool tie_embeddings;    /* the LM head reads embed_tokens (HF tie_word_embeddings; no lm_head) */
+    zt_attention attention; /* the attention kernel (default 0: flash); not part of the weights */
 } zt_llama_config;
 
 /* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",
@@ -495,7 +549,10 @@ typedef struct zt_engine_options {
     zt_optimizer_config optim;
     /* distribution (all zero = one process) */
     zt_strategy strategy;
-    zt_comm *comm;            /* the data-parallel world; NULL: single process */
+    zt_comm *comm;            /* the data-parallel world; NULL: single process (with mesh: set from it) */
+    const struct zt_mesh *mesh; /* the parallel mesh (src/comm/mesh.h: tensor-, data-, pipeline-parallel
+                                 groups); NULL: the engine builds the data-parallel one from comm and
+                                 hybrid_shard_size */
     int hybrid_shard_size;    /* hybrid: S ranks per shard group (divides the world size) */
     zt_strategy hybrid_inner; /* hybrid: ZT_STRATEGY_ZERO3 (default) or ZT_STRATEGY_ZERO2 in a group */
     bool keep_params_after_forward; /* zero3: FSDP2's reshard_after_forward = false */
@@ -610,6 +667,8 @@ uint64_t zt_engine_frozen_hash(zt_engine *e);
 typedef struct zt_comm_bytes {
     uint64_t sent_rs, sent_ag, sent_ar, sent_small;
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+    uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
+                                  kinds; not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);
@@ -675,6 +734,7 @@ typedef struct zt_memory_plan {
     size_t scratch_main, scratch_thread, scratch_replica; /* reduce-scatter scratch the comms hold
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
+    size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
     size_t offload_read_bytes;   /* ... and reads from them per training step: the optimizer
                                     pass's stream, and (parameter offload) every gather's pieces */

@@ -19,6 +19,8 @@
 #include "ckpt/model_meta.h"
 #include "ckpt/precision_meta.h"
 #include "ckpt/run_state.h"
+#include "ckpt/slices.h"
+#include "comm/mesh.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +36,7 @@
 #include <xxhash.h>
 
 #define FORMAT "zerotrain-checkpoint"
-#define VERSION 1
+#define VERSION 2 /* 2: slices may be column ranges (col0, cols: tensor parallelism); 1: whole rows */
 #define NKINDS 3
 static const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"};
 
@@ -56,19 +58,6 @@ static int write_all_max(int fd, const void *p, size_t n, size_t max_call) {
 }
 
 static int write_all(int fd, const void *p, size_t n) { return write_all_max(fd, p, n, SIZE_MAX); }
-
-static int read_at(int fd, void *p, size_t n, off_t off) {
-    char *c = p;
-    while (n) {
-        ssize_t r = pread(fd, c, n, off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        c += r;
-        n -= (size_t)r;
-        off += r;
-    }
-    return 0;
-}
 
 static int fsync_path(const char *path) {
     int fd = open(path, O_RDONLY);
@@ -191,6 +180,17 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
     return state ? state + state_base(e, i) : NULL;
 }
 
+/* The job (every rank: the data-parallel ones and, under tensor parallelism, every part) and this
+ * rank's place in it; the files are numbered part-major: tp part t's writer s is file t x S + s. */
+static const zt_mesh *mesh_of(const zt_engine *e) { return e->opt.mesh; }
+static zt_comm *job_comm(const zt_engine *e) { return mesh_of(e)->world > 1 ? mesh_of(e)->world_comm : NULL; }
+static int file_index(const zt_engine *e) { return mesh_of(e)->tp_rank * e->plan.nshards + e->plan.shard; }
+/* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
+ * parts hold the same bits). */
+static bool part_writes(const zt_engine *e, int i) {
+    return e->model->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0;
+}
+
 static bool is_writer(const zt_engine *e) {
     if (e->replica_comm) return zt_comm_rank(e->replica_comm) == 0;
     if (!e->shard_optim) return e->rank == 0;
@@ -207,7 +207,7 @@ typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
     static const float zeros[4096];
     for (int i = 0; i < e->model->n_params; i++)
-        for (int k = 0; k < n_kinds(e); k++) {
+        for (int k = 0; k < n_kinds(e) && part_writes(e, i); k++) {
             int64_t row0, rows;
             const float *src = local_rows(e, i, k, &row0, &rows);
             size_t n = (size_t)(rows * e->plan.p[i].row_len);
@@ -303,21 +303,24 @@ static int write_rank_file(zt_engine *e, const char *path, const char *snapshot,
 
 static void hex64(char out[17], uint64_t v) { snprintf(out, 17, "%016" PRIx64, v); }
 
-/* Rank 0: the manifest for writers 0..nwriters-1 with the gathered file sizes and hashes. */
+/* Rank 0: the manifest for writers 0..nwriters-1 of each tensor-parallel part with the gathered
+ * file sizes and hashes (tp x nwriters files). */
 static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters, const uint64_t *sizes,
                             const uint64_t *hashes) {
     const zt_model *m = e->model;
     cJSON *root = cJSON_CreateObject();
     char hex[17];
     cJSON_AddStringToObject(root, "format", FORMAT);
-    cJSON_AddNumberToObject(root, "version", VERSION);
+    int tp = mesh_of(e)->tp; /* column slices (tensor parallelism) need version 2 */
+    cJSON_AddNumberToObject(root, "version", tp > 1 ? VERSION : 1);
     cJSON_AddNumberToObject(root, "step", (double)meta->step);
     cJSON_AddNumberToObject(root, "samples_consumed", (double)meta->samples_consumed);
     hex64(hex, meta->config_hash);
     cJSON_AddStringToObject(root, "config_hash", hex);
     cJSON_AddStringToObject(root, "strategy", zt_strategy_name(e->opt.strategy));
-    cJSON_AddNumberToObject(root, "world", e->world);
+    cJSON_AddNumberToObject(root, "world", mesh_of(e)->world);
     cJSON_AddNumberToObject(root, "shards", nwriters);
+    if (tp > 1) cJSON_AddNumberToObject(root, "tensor_parallel", tp);
     /* the policy the state was trained under (the shards hold fp32 arrays in every mode: master
      * weights, or bf16-low's bf16 values, and moments) */
     const zt_precision *pol = &e->opt.precision;
@@ -340,7 +343,8 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     cJSON_AddItemToObject(root, "model", zt_model_meta_json(e->model));
     zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
-    for (int s = 0; s < nwriters; s++) {
+    int nfiles = tp * nwriters;
+    for (int s = 0; s < nfiles; s++) {
         cJSON *f = cJSON_CreateObject();
         char name[32];
         snprintf(name, sizeof name, "rank-%05d.bin", s);
@@ -350,34 +354,54 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddStringToObject(f, "xxh64", hex);
         cJSON_AddItemToArray(files, f);
     }
-    /* offsets: writer s writes (i, kind) in table order, so they are running sums */
-    uint64_t *off = calloc((size_t)nwriters, sizeof *off);
+    /* offsets: file f = (part t, writer s) holds (i, kind) in table order, each its plan rows of
+     * part t's local tensor (for_each_slice), so they are running sums; rank 0 computes every
+     * part's rows from the shapes (zt_plan_rows) */
+    uint64_t *off = calloc((size_t)nfiles, sizeof *off);
     cJSON *tensors = cJSON_AddArrayToObject(root, "tensors");
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
-        const zt_param_plan *pp = &e->plan.p[i];
+        int64_t row_len = p->logical_numel / p->logical_shape[0];
         cJSON *t = cJSON_CreateObject();
         cJSON_AddStringToObject(t, "name", p->name);
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-        for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[d]));
+        for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->logical_shape[d]));
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
+        int parts = p->tp_parts > 1 ? tp : 1; /* a whole parameter: part 0's files only */
         for (int k = 0; k < n_kinds(e); k++)
-            for (int s = 0; s < nwriters; s++) {
-                int64_t row0 = pp->row_begin[s], rows = pp->row_begin[s + 1] - row0;
-                cJSON *sl = cJSON_CreateObject();
-                cJSON_AddStringToObject(sl, "kind", KIND_NAMES[k]);
-                cJSON_AddNumberToObject(sl, "file", s);
-                /* writer s wrote this parameter's kinds one after another */
-                uint64_t slice_bytes = (uint64_t)(rows * pp->row_len) * 4;
-                cJSON_AddNumberToObject(sl, "offset", (double)(off[s] + (uint64_t)k * slice_bytes));
-                cJSON_AddNumberToObject(sl, "row0", (double)row0);
-                cJSON_AddNumberToObject(sl, "rows", (double)rows);
-                cJSON_AddItemToArray(slices, sl);
+            for (int f = 0; f < parts * nwriters; f++) {
+                int part = f / nwriters, s = f % nwriters;
+                int64_t rows, len, lo, hi;
+                zt_ckpt_part_shape(p, part, &rows, &len);
+                zt_plan_rows(rows, len, nwriters, s, &lo, &hi);
+                zt_rect rects[8];
+                int nr = zt_ckpt_part_rects(p, part, lo, hi, rects);
+                /* writer f wrote this parameter's kinds one after another; its rows as rectangles */
+                uint64_t at = off[f] + (uint64_t)k * (uint64_t)((hi - lo) * len) * 4;
+                for (int q = 0; q < (nr ? nr : 1); q++) {
+                    zt_rect r = nr ? rects[q] : (zt_rect){lo, 0, 0, row_len}; /* no rows: an empty slice */
+                    cJSON *sl = cJSON_CreateObject();
+                    cJSON_AddStringToObject(sl, "kind", KIND_NAMES[k]);
+                    cJSON_AddNumberToObject(sl, "file", f);
+                    cJSON_AddNumberToObject(sl, "offset", (double)at);
+                    cJSON_AddNumberToObject(sl, "row0", (double)r.r0);
+                    cJSON_AddNumberToObject(sl, "rows", (double)r.nr);
+                    if (r.nc != row_len) { /* a column range: tensor parallelism's row-parallel cut */
+                        cJSON_AddNumberToObject(sl, "col0", (double)r.c0);
+                        cJSON_AddNumberToObject(sl, "cols", (double)r.nc);
+                    }
+                    cJSON_AddItemToArray(slices, sl);
+                    at += (uint64_t)(r.nr * r.nc) * 4;
+                }
             }
         /* advance offsets in the writers' order: (i, kind) */
-        for (int s = 0; s < nwriters; s++)
-            off[s] += (uint64_t)n_kinds(e) * (uint64_t)((pp->row_begin[s + 1] - pp->row_begin[s]) * pp->row_len) * 4;
+        for (int f = 0; f < parts * nwriters; f++) {
+            int64_t rows, len, lo, hi;
+            zt_ckpt_part_shape(p, f / nwriters, &rows, &len);
+            zt_plan_rows(rows, len, nwriters, f % nwriters, &lo, &hi);
+            off[f] += (uint64_t)n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
+        }
         cJSON_AddItemToArray(tensors, t);
     }
     free(off);
@@ -431,15 +455,15 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
     if (commit_dir_names(dir, meta->step, tmp, fin, cap))
         return zt_error_set(err, ZT_ERR_USAGE, "checkpoint directory name too long: %s", dir);
     int status = ZT_OK;
-    if (e->rank == 0) {
+    if (mesh_of(e)->rank == 0) {
         mkdir(dir, 0755);
         rm_tree(tmp); /* a leftover of a killed save */
         if (mkdir(tmp, 0755) != 0)
             status = zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     }
-    if (!e->opt.comm) return status;
+    if (!job_comm(e)) return status;
     int ok = status == ZT_OK;
-    int rc = zt_all_reduce_and_int(e->opt.comm, &ok, "checkpoint start", err);
+    int rc = zt_all_reduce_and_int(job_comm(e), &ok, "checkpoint start", err);
     if (rc) return rc;
     if (!ok) return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not create it", tmp);
     return ZT_OK;
@@ -449,13 +473,13 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
  * and commits; every rank returns the same outcome. status is this rank's write result. */
 static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
                        const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
-    zt_comm *world = e->opt.comm;
-    int N = e->world, nwriters = e->plan.nshards;
+    zt_comm *world = job_comm(e);
+    int N = mesh_of(e)->world, nwriters = e->plan.nshards * mesh_of(e)->tp; /* the files */
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
     mine[1] = is_writer(e);
-    mine[2] = e->plan.shard;
+    mine[2] = file_index(e);
     memcpy(&mine[3], &size, 8);
     memcpy(&mine[4], &hash, 8);
     if (world) {
@@ -486,7 +510,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     }
     int commit = ZT_OK;
     char path[4200];
-    if (e->rank == 0) {
+    if (mesh_of(e)->rank == 0) {
         zt_fault_point(ZT_FAULT_AT_SAVE_MANIFEST, NULL); /* every shard written, no manifest yet */
         uint64_t *sizes = calloc((size_t)nwriters, 8), *hashes = calloc((size_t)nwriters, 8);
         for (int r = 0; r < N && sizes && hashes; r++)
@@ -495,7 +519,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
                 memcpy(&sizes[s], &all[5 * r + 3], 8);
                 memcpy(&hashes[s], &all[5 * r + 4], 8);
             }
-        char *text = sizes && hashes ? build_manifest(e, meta, nwriters, sizes, hashes) : NULL;
+        char *text = sizes && hashes ? build_manifest(e, meta, e->plan.nshards, sizes, hashes) : NULL;
         free(sizes);
         free(hashes);
         if (!text) {
@@ -558,7 +582,7 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta_in, int
     uint64_t hash = 0, size = 0;
     int status = ZT_OK;
     if (is_writer(e)) {
-        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, e->plan.shard);
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, file_index(e));
         status = write_rank_file(e, path, NULL, 0, meta->step, &hash, &size, err);
     }
     return save_finish(e, dir, meta, tmp, fin, keep_last, status, size, hash, err);
@@ -602,7 +626,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     if (is_writer(e) && e->nvme) {
         /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
-        snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
+        snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, file_index(e));
         a->status = write_rank_file(e, a->path, NULL, 0, a->meta.step, &a->hash, &a->size, &a->err);
     } else if (is_writer(e)) {
         for_each_slice(e, slice_bytes, &a->len, NULL);
@@ -612,7 +636,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         } else {
             char *w = a->snapshot;
             for_each_slice(e, slice_copy, &w, NULL);
-            snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, e->plan.shard);
+            snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, file_index(e));
             if (pthread_create(&a->thread, NULL, async_writer, a) == 0) a->started = true;
             else a->status = zt_error_set(&a->err, ZT_ERR_IO, "checkpoint: cannot start the writer thread");
         }
@@ -684,7 +708,7 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
                      FORMAT "\")", commit, found);
         return NULL;
     }
-    if (ver->valuedouble != VERSION) { /* never guess at a layout this build does not know */
+    if (ver->valuedouble != 1 && ver->valuedouble != VERSION) { /* never guess at a layout this build does not know */
         double v = ver->valuedouble;
         cJSON_Delete(root);
         zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: checkpoint format v%g not supported (max v%d)", commit,
@@ -695,29 +719,6 @@ static cJSON *load_manifest(const char *commit, zt_error *err) {
 }
 
 cJSON *zt_ckpt_manifest_read(const char *commit, zt_error *err) { return load_manifest(commit, err); }
-
-static double num(const cJSON *o, const char *key, bool *ok) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v)) {
-        *ok = false;
-        return 0;
-    }
-    return v->valuedouble;
-}
-
-#define WHOLE_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in a double */
-
-/* A whole number in [lo, hi] (|lo|, |hi| <= 2^53) at key; anything else (missing, fractional,
- * out of range, huge) clears *ok and gives lo: never a float-to-integer cast out of range. */
-static int64_t num_int(const cJSON *o, const char *key, double lo, double hi, bool *ok) {
-    bool here = true;
-    double v = num(o, key, &here);
-    if (!here || !(v >= lo && v <= hi) || v != floor(v)) {
-        *ok = false;
-        return (int64_t)lo;
-    }
-    return (int64_t)v;
-}
 
 /* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
 static bool plain_name(const char *n) {
@@ -734,7 +735,7 @@ static int verify_files(const char *commit, const cJSON *root, const bool *want,
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
         bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && plain_name(name->valuestring);
-        uint64_t bytes = (uint64_t)num_int(f, "bytes", 0, WHOLE_MAX, &ok);
+        uint64_t bytes = (uint64_t)zt_ckpt_num_int(f, "bytes", 0, ZT_CKPT_WHOLE_MAX, &ok);
         if (!ok) return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: file entry %d is malformed", commit, i);
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", commit, name->valuestring);
@@ -777,45 +778,11 @@ int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
 
 /* ---- load --------------------------------------------------------------------------------------- */
 
-/* Fills rows [lo, hi) of kind k of parameter t (manifest tensor `tj`) into dst from the slices. */
-static int fill_rows(const char *commit, const cJSON *tj, const char *kind, int64_t lo, int64_t hi,
-                     int64_t row_len, float *dst, const int *fds, int nfiles, const uint64_t *fsize,
-                     const char *pname, zt_error *err) {
-    const cJSON *slices = cJSON_GetObjectItemCaseSensitive(tj, "slices"), *s;
-    int64_t covered = 0;
-    cJSON_ArrayForEach(s, slices) {
-        const cJSON *kn = cJSON_GetObjectItemCaseSensitive(s, "kind");
-        if (!cJSON_IsString(kn) || strcmp(kn->valuestring, kind) != 0) continue;
-        bool ok = true;
-        int f = (int)num_int(s, "file", 0, nfiles - 1, &ok);
-        uint64_t off = (uint64_t)num_int(s, "offset", 0, WHOLE_MAX, &ok);
-        int64_t row0 = num_int(s, "row0", 0, WHOLE_MAX, &ok), rows = num_int(s, "rows", 0, WHOLE_MAX, &ok);
-        if (!ok)
-            return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: a slice of %s is malformed", commit, pname);
-        /* off + rows x row_len x 4 <= the file's size, without overflow */
-        if (off > fsize[f] || (row_len > 0 && (uint64_t)rows > (fsize[f] - off) / ((uint64_t)row_len * 4)))
-            return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: the %s slice of %s (rows %lld..%lld) lies "
-                                "past the end of file %d", commit, kind, pname, (long long)row0,
-                                (long long)(row0 + rows), f);
-        int64_t a = row0 > lo ? row0 : lo, b = row0 + rows < hi ? row0 + rows : hi;
-        if (a >= b) continue;
-        size_t bytes = (size_t)((b - a) * row_len) * 4;
-        if (read_at(fds[f], dst + (a - lo) * row_len, bytes, (off_t)(off + (uint64_t)((a - row0) * row_len) * 4)))
-            return zt_error_set(err, ZT_ERR_IO, "reading %s of %s from file %d of %s: %s", kind, pname, f, commit,
-                                strerror(errno));
-        covered += b - a;
-    }
-    if (covered != hi - lo)
-        return zt_error_set(err, ZT_ERR_CKPT, "checkpoint %s lacks %s rows of %s (needs %lld..%lld, found %lld rows)",
-                            commit, kind, pname, (long long)lo, (long long)hi, (long long)covered);
-    return ZT_OK;
-}
-
-/* fill_rows for what is not fp32 in memory (an optimizer state in NVMe files or in bf16, bf16-low's
- * parameters): rows [lo, hi) of kind k of parameter i go through the idle staging memory (one
- * row at a time only if a row is larger than it). */
-static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int k, int i, int64_t lo, int64_t hi,
-                          const int *fds, int nfiles, const uint64_t *fsize, zt_error *err) {
+/* zt_ckpt_fill_local_rows for what is not fp32 in memory (an optimizer state in NVMe files or in
+ * bf16, bf16-low's parameters): rows [lo, hi) of kind k of parameter i go through the idle staging
+ * memory (one row at a time only if a row is larger than it). */
+static int fill_offloaded(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int k, int i, int64_t lo,
+                          int64_t hi, zt_error *err) {
     int64_t row_len = e->plan.p[i].row_len;
     size_t cap;
     float *buf = kind_bounce(e, k, &cap), *tmp = NULL;
@@ -829,7 +796,7 @@ static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int
     int rc = ZT_OK;
     for (int64_t r = lo; r < hi && !rc; r += per) {
         int64_t r2 = r + per < hi ? r + per : hi;
-        rc = fill_rows(commit, tj, KIND_NAMES[k], r, r2, row_len, buf, fds, nfiles, fsize, e->model->params[i].name, err);
+        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[k], &e->model->params[i], r, r2, buf, err);
         if (!rc)
             rc = kind_write(e, k, i, (size_t)((r - lo) * row_len), (size_t)((r2 - r) * row_len), buf, err);
     }
@@ -841,8 +808,7 @@ static int fill_offloaded(zt_engine *e, const char *commit, const cJSON *tj, int
  * i from all its rows in the checkpoint, read in chunks of whole rows of about 64Ki elements (no
  * collective; the chunk is transient load-time memory, outside the memory plan like the loader's
  * other buffers). */
-static int fill_copies(zt_engine *e, const char *commit, const cJSON *tj, int i, const int *fds, int nfiles,
-                       const uint64_t *fsize, zt_error *err) {
+static int fill_copies(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int i, zt_error *err) {
     int64_t row_len = e->plan.p[i].row_len, rows = e->plan.p[i].rows;
     int64_t per = row_len >= 65536 ? 1 : 65536 / (row_len ? row_len : 1);
     if (per > rows) per = rows > 0 ? rows : 1;
@@ -851,7 +817,7 @@ static int fill_copies(zt_engine *e, const char *commit, const cJSON *tj, int i,
     int rc = ZT_OK;
     for (int64_t r = 0; r < rows && !rc; r += per) {
         int64_t r2 = r + per < rows ? r + per : rows;
-        rc = fill_rows(commit, tj, KIND_NAMES[0], r, r2, row_len, buf, fds, nfiles, fsize, e->model->params[i].name, err);
+        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[0], &e->model->params[i], r, r2, buf, err);
         if (!rc) zt_master_copies_write(e, i, (size_t)(r * row_len), (size_t)((r2 - r) * row_len), buf);
     }
     free(buf);
@@ -868,9 +834,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     const zt_plan *pl = &e->plan;
     bool ok = true;
     memset(meta, 0, sizeof *meta);
-    meta->step = num_int(root, "step", 0, WHOLE_MAX, &ok);
-    meta->samples_consumed = (uint64_t)num_int(root, "samples_consumed", 0, WHOLE_MAX, &ok);
-    meta->world = (int)num_int(root, "world", 1, INT_MAX, &ok);
+    meta->step = zt_ckpt_num_int(root, "step", 0, ZT_CKPT_WHOLE_MAX, &ok);
+    meta->samples_consumed = (uint64_t)zt_ckpt_num_int(root, "samples_consumed", 0, ZT_CKPT_WHOLE_MAX, &ok);
+    meta->world = (int)zt_ckpt_num_int(root, "world", 1, INT_MAX, &ok);
     const cJSON *strat = cJSON_GetObjectItemCaseSensitive(root, "strategy");
     if (cJSON_IsString(strat)) snprintf(meta->strategy, sizeof meta->strategy, "%s", strat->valuestring);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "config_hash");
@@ -904,13 +870,14 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", commit, name->valuestring);
         fds[f] = open(p, O_RDONLY);
-        fsize[f] = (uint64_t)num_int(fe, "bytes", 0, WHOLE_MAX, &ok); /* checked by verify_files */
+        fsize[f] = (uint64_t)zt_ckpt_num_int(fe, "bytes", 0, ZT_CKPT_WHOLE_MAX, &ok); /* checked by verify_files */
         if (fds[f] < 0) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", p, strerror(errno));
             goto out;
         }
         f++;
     }
+    zt_ckpt_files fs = {.commit = commit, .fds = fds, .size = fsize, .n = nfiles};
     for (int i = 0; i < m->n_params; i++) {
         const cJSON *tj = cJSON_GetArrayItem(tensors, i); /* in the model's order (compare_tensors) */
         const zt_param_desc *p = &m->params[i];
@@ -930,29 +897,27 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
                 dst = state ? state + state_base(e, i) : NULL;
             }
             if (dst) {
-                if ((rc = fill_rows(commit, tj, KIND_NAMES[k], lo, hi, pl->p[i].row_len, dst, fds, nfiles, fsize,
-                                    p->name, err)))
-                    goto out;
-            } else if ((rc = fill_offloaded(e, commit, tj, k, i, lo, hi, fds, nfiles, fsize, err))) {
+                if ((rc = zt_ckpt_fill_local_rows(&fs, tj, KIND_NAMES[k], p, lo, hi, dst, err))) goto out;
+            } else if ((rc = fill_offloaded(e, &fs, tj, k, i, lo, hi, err))) {
                 goto out;
             }
-            if (k == 0 && e->shard_master && (rc = fill_copies(e, commit, tj, i, fds, nfiles, fsize, err))) goto out;
+            if (k == 0 && e->shard_master && (rc = fill_copies(e, &fs, tj, i, err))) goto out;
         }
     }
     zt_grads_reset(e);
     e->step = (uint64_t)meta->step;
     const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
     bool sok = true;
-    int64_t os = num_int(root, "optimizer_step", 0, WHOLE_MAX, &sok);
+    int64_t os = zt_ckpt_num_int(root, "optimizer_step", 0, ZT_CKPT_WHOLE_MAX, &sok);
     if (cJSON_IsNumber(ostep) && sok) e->step = (uint64_t)os;
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
     const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
     if (ls && e->opt.precision.mode == ZT_PRECISION_FP16) {
         bool lok = true;
-        zt_loss_scaler sc = {.scale = num(ls, "scale", &lok),
-                             .cur_hysteresis = (int)num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
-                             .cur_iter = num_int(ls, "cur_iter", -WHOLE_MAX, WHOLE_MAX, &lok),
-                             .last_overflow_iter = num_int(ls, "last_overflow_iter", -WHOLE_MAX, WHOLE_MAX, &lok)};
+        zt_loss_scaler sc = {.scale = zt_ckpt_num(ls, "scale", &lok),
+                             .cur_hysteresis = (int)zt_ckpt_num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
+                             .cur_iter = zt_ckpt_num_int(ls, "cur_iter", -ZT_CKPT_WHOLE_MAX, ZT_CKPT_WHOLE_MAX, &lok),
+                             .last_overflow_iter = zt_ckpt_num_int(ls, "last_overflow_iter", -ZT_CKPT_WHOLE_MAX, ZT_CKPT_WHOLE_MAX, &lok)};
         if (!lok || !(sc.scale > 0)) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
             goto out;

@@ -53,12 +53,12 @@ int zt_model_meta_compare(const char *commit, const cJSON *tensors, const zt_mod
         for (int d = 0; d < nd && d < 8; d++) {
             const cJSON *v = cJSON_GetArrayItem(shape, d);
             dims[d] = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
-            if (d < p->ndim && dims[d] != p->shape[d]) same = false;
+            if (d < p->ndim && dims[d] != p->logical_shape[d]) same = false; /* the logical tensor */
         }
         if (same) continue;
         nshape++;
         shape_text(a, sizeof a, dims, nd < 8 ? nd : 8);
-        shape_text(b, sizeof b, p->shape, p->ndim);
+        shape_text(b, sizeof b, p->logical_shape, p->ndim);
         snprintf(item, sizeof item, "%s %s vs %s", p->name, a, b);
         list_add(shapes, sizeof shapes, item, &dropped);
     }

@@ -25,7 +25,7 @@ static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) 
 }
 
 /* the on-disk shape of parameter p: reversed when transposed (2-D only) */
-static int64_t disk_dim(const zt_param_desc *p, bool tr, int d) { return p->shape[tr ? p->ndim - 1 - d : d]; }
+static int64_t disk_dim(const zt_param_desc *p, bool tr, int d) { return p->logical_shape[tr ? p->ndim - 1 - d : d]; }
 
 int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, bool bf16, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
@@ -44,7 +44,7 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
             cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)disk_dim(p, ents[i].transpose, d)));
         cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        off += (size_t)p->numel * elem;
+        off += (size_t)p->logical_numel * elem;
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
     }
     char *json = cJSON_PrintUnformatted(hdr);
@@ -65,12 +65,12 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
     int rc = ZT_OK;
     for (int i = 0; i < n && ok && !rc; i++) {
         const zt_param_desc *p = &m->params[ents[i].param];
-        size_t cnt = (size_t)p->numel;
+        size_t cnt = (size_t)p->logical_numel;
         float *full = malloc(cnt * sizeof *full), *out = malloc(cnt * sizeof *out);
         if (!full || !out) rc = zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory for %s", p->name);
         if (!rc) rc = zt_engine_param_gather(e, ents[i].param, full, err);
         if (!rc) {
-            if (ents[i].transpose) transpose(out, full, p->shape[0], p->shape[1]);
+            if (ents[i].transpose) transpose(out, full, p->logical_shape[0], p->logical_shape[1]);
             else memcpy(out, full, cnt * sizeof *out);
             if (bf16) {
                 uint16_t *h = (uint16_t *)full; /* reuse: 2 bytes per element fit */
@@ -176,7 +176,7 @@ int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *er
         return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has shape (%s), the model needs (%s)", path, name, got,
                             want);
     uint64_t a = (uint64_t)cJSON_GetArrayItem(of, 0)->valuedouble, b = (uint64_t)cJSON_GetArrayItem(of, 1)->valuedouble;
-    size_t n = (size_t)p->numel, elem = bf || f16 ? 2 : 4;
+    size_t n = (size_t)p->logical_numel, elem = bf || f16 ? 2 : 4;
     if (b < a || b - a != n * elem)
         return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s: data_offsets [%llu, %llu) hold %llu bytes, its dtype "
                             "and shape need %zu", path, name, (unsigned long long)a, (unsigned long long)b,
@@ -195,7 +195,7 @@ int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *er
             else zt_fp16_to_f32_serial(full, (const uint16_t *)tmp, n);
             memcpy(tmp, full, n * sizeof *tmp);
         }
-        if (ent->transpose) transpose(full, tmp, p->shape[1], p->shape[0]);
+        if (ent->transpose) transpose(full, tmp, p->logical_shape[1], p->logical_shape[0]);
         else memcpy(full, tmp, n * sizeof *full);
         rc = zt_engine_param_set(e, ent->param, full, err); /* this rank's part, in the parameters' dtype */
     }

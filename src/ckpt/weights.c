@@ -69,7 +69,7 @@ static int build_header(const zt_model *m, buf *b, zt_error *err) {
         uint16_t nl = (uint16_t)strlen(p->name);
         uint32_t nd = (uint32_t)p->ndim;
         bad |= put(b, &nl, 2) | put(b, p->name, nl) | put(b, &nd, 4) |
-               put(b, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+               put(b, p->logical_shape, sizeof(int64_t) * (size_t)p->ndim);
     }
     return bad;
 }
@@ -79,7 +79,7 @@ static int gather_only(zt_engine *e, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
     int rc = ZT_OK;
     for (int i = 0; i < m->n_params && !rc; i++) {
-        float *t = malloc((size_t)m->params[i].numel * sizeof *t);
+        float *t = malloc((size_t)m->params[i].logical_numel * sizeof *t);
         if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "saving weights: out of memory");
         rc = zt_engine_param_gather(e, i, t, err);
         free(t);
@@ -113,7 +113,7 @@ int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) 
     free(hb.p);
     int rc = ZT_OK;
     for (int i = 0; i < m->n_params && ok; i++) {
-        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         float *d = malloc(bytes);
         if (!d || (rc = zt_engine_param_gather(e, i, d, err))) {
             free(d);
@@ -213,7 +213,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                             VERSION, VERSION_LLAMA + LORA);
     bool lora = version > VERSION_LLAMA;
     if (lora) version -= LORA;
-    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4]};
+    spec->gpt2 = (zt_gpt2_config){s[0], s[1], s[2], s[3], s[4], ZT_ATTENTION_FLASH};
     *n_params_off = 8 + 4 + 20;
     if (version == VERSION) return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
     llama_block k;
@@ -228,7 +228,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     k.rms_norm_eps,
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
-                                    k.tie_embeddings != 0};
+                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH};
     return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
 }
 
@@ -276,7 +276,7 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
         memcpy(&nd, d + off, 4);
         off += 4;
         if (nd != (uint32_t)p->ndim || off + 8 * nd > end ||
-            memcmp(d + off, p->shape, 8 * (size_t)nd) != 0) {
+            memcmp(d + off, p->logical_shape, 8 * (size_t)nd) != 0) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "weights %s: tensor %s has a different shape than the "
                               "model's", path, p->name);
             goto out;
@@ -284,7 +284,7 @@ int zt_weights_load(zt_engine *e, const char *path, zt_error *err) {
         off += 8 * (size_t)nd;
     }
     for (int i = 0; i < m->n_params; i++) {
-        size_t bytes = (size_t)m->params[i].numel * sizeof(float);
+        size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         if (off + bytes > end) goto truncated;
         /* this rank's part (the whole tensor, or its dim-0 shard), in the parameters' dtype */
         if ((rc = zt_engine_param_set(e, i, (const float *)(const void *)(d + off), err))) goto out;

@@ -2,16 +2,26 @@
  * W1 benchmark: gpt2-124M, B=4, T=256 per rank, fp32, AdamW), with achieved GFLOP/s against both
  * the measured peak in the run's precision (MFU, metrics/peak.h) and the GEMM rate measured here,
  * and the time per unit. With --nproc N it
- * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid). The last line is
- * JSON for bench/w1.sh and bench/dist.sh. */
+ * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
+ * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
+ * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel.
+ * --attention picks the attention kernel (model.attention), --max-seq-len lengthens the preset's
+ * context (GPT-2: more wpe rows) for long sequences. It prints the memory the plan predicted and
+ * what was measured (the engine's accounting, and the process's peak RSS), and each step's CPU
+ * time beside its wall time. The last line is JSON for bench/w1.sh, bench/dist.sh, bench/tp.sh and
+ * bench/long_seq.sh. */
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
+#include "comm/mesh.h"
 #include "metrics/mfu.h"
+#include "shard/tp.h"
 #include "metrics/peak.h"
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -56,10 +66,12 @@ static double measure_gemm_gflops(int N, int C) {
 int zt_cmd_bench(int argc, char **argv) {
     zt_error err = {0};
     const char *preset = "gpt2-124M";
-    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1;
+    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1, tp = 1;
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
+    zt_attention attention = ZT_ATTENTION_FLASH;
+    int max_seq_len = 0; /* 0: the preset's */
     zt_offload_options off = {0};
     double off_mb = 0;
     for (int i = 1; i < argc; i++) {
@@ -68,9 +80,10 @@ int zt_cmd_bench(int argc, char **argv) {
             return zt_peak_report(stdout, omp_get_max_threads());
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
-                   "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid]\n"
+                   "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid] [--tp T]\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
-                   "                       [--recompute none|full|selective]\n"
+                   "                       [--recompute none|full|selective] [--attention flash|naive]\n"
+                   "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
                    "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
                    "                       [--offload-param-nvme DIR]   zero3's parameter pieces in files too\n");
@@ -87,6 +100,8 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--tp")) tp = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--max-seq-len")) max_seq_len = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
         else if (!strcmp(a, "--offload-param-nvme")) off.param_dir = v;
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
@@ -101,11 +116,16 @@ int zt_cmd_bench(int argc, char **argv) {
             if (zt_strategy_parse(v, &strategy, &err)) return zt_cli_fail(&err);
         } else if (!strcmp(a, "--recompute")) { /* activation checkpointing */
             if (zt_recompute_parse(v, &recompute, &err)) return zt_cli_fail(&err);
+        } else if (!strcmp(a, "--attention")) {
+            if (zt_attention_parse(v, &attention, &err)) {
+                zt_error_prefix(&err, "bench: --attention");
+                return zt_cli_fail(&err);
+            }
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1) {
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -119,16 +139,28 @@ int zt_cmd_bench(int argc, char **argv) {
         int code = zt_launch_local(nproc, &pol, argc, argv, &err);
         return code < 0 ? zt_cli_fail(&err) : code;
     }
-    int rank = world ? zt_comm_rank(world) : 0, nranks = world ? zt_comm_size(world) : 1;
+    int rank = world ? zt_comm_rank(world) : 0, W = world ? zt_comm_size(world) : 1;
     FILE *out = rank == 0 ? stdout : fopen("/dev/null", "w");
     zt_model_spec spec;
     zt_gpt2_config cfg; /* the common shape of either family */
     zt_model *m = NULL;
     zt_engine *e = NULL;
+    zt_mesh *mesh = NULL;
     int32_t *tok = NULL;
-    double *times = NULL, *cpu = NULL;
+    double *times = NULL;
     int rc;
-    if ((rc = zt_model_preset(preset, &spec, &err)) || (rc = zt_model_spec_create(&spec, &m, &err))) goto out;
+    /* the mesh: tp consecutive ranks per tensor-parallel group, the strategy over the dp ranks */
+    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID};
+    int nranks = W / (W % tp ? 1 : tp); /* the data-parallel ranks (the mesh refuses a bad tp) */
+    ms.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
+    if ((rc = zt_mesh_create(world, &ms, &mesh, &err))) goto out;
+    int drank = mesh->dp_rank;
+    if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
+    spec.gpt2.attention = spec.llama.attention = attention;
+    if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
+    if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
+        (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
+        goto out;
     zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
     zt_engine_options eo;
     zt_engine_options_default(&eo);
@@ -137,8 +169,9 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.seed = 1337;
     eo.strategy = strategy;
     eo.activation_checkpointing = recompute;
-    eo.comm = nranks > 1 ? world : NULL;
-    eo.hybrid_shard_size = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
+    eo.comm = W > 1 ? world : NULL;
+    eo.mesh = mesh;
+    eo.hybrid_shard_size = ms.shard;
     zt_precision_default(&eo.precision, precision);
     const char *pname = zt_precision_mode_name(precision);
     eo.offload = off;
@@ -147,29 +180,31 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
-    times = malloc((size_t)steps * sizeof *times);
-    cpu = malloc((size_t)steps * sizeof *cpu);
-    if (!tok || !times || !cpu) {
+    times = malloc(2 * (size_t)steps * sizeof *times); /* wall, then CPU per thread */
+    if (!tok || !times) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
     }
-    uint64_t s = 12345 + (uint64_t)rank * 7919;
+    uint64_t s = 12345 + (uint64_t)drank * 7919; /* a tp group reads the same tokens */
     int threads = omp_get_max_threads();
     double fpt = m->train_flops_per_token(m, T);
     fprintf(out, "bench: %s L=%d C=%d NH=%d V=%d, %.1fM params, B=%d T=%d per rank, %s, AdamW, %d rank%s x "
             "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
-            cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, nranks, nranks > 1 ? "s" : "", threads,
+            cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, W, W > 1 ? "s" : "", threads,
             zt_strategy_name(strategy), fpt / 1e9);
+    if (tp > 1) fprintf(out, "mesh tp %d x dp %d: B=%d T=%d per data-parallel rank\n", tp, nranks, B, T);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "activation checkpointing %s: activations %.1f MiB per rank\n", zt_recompute_name(recompute),
-            mem.activations / 1048576.0);
+    fprintf(out, "activation checkpointing %s, %s attention: activations %.1f MiB per rank\n",
+            zt_recompute_name(recompute), zt_attention_name(attention), mem.activations / 1048576.0);
+    zt_comm_bytes bytes = {0}, step_bytes;
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
             tok[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
         }
         if (it == warmup) zt_engine_reset_times(e);
+        zt_engine_comm_bytes(e, &step_bytes, true);
         zt_engine_offload_stats(e, &io, true);
         double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
@@ -179,12 +214,19 @@ int zt_cmd_bench(int argc, char **argv) {
         if ((rc = zt_engine_forward_backward(e, &b, &loss, &err)) ||
             (rc = zt_engine_step(e, 3e-4f, &rep, &err)))
             goto out;
-        double t = omp_get_wtime() - t0, c = process_cpu_s() - c0;
-        if (nranks > 1 && (rc = zt_all_reduce_max_f64(world, &t, "step time", &err))) goto out;
+        double t = omp_get_wtime() - t0;
+        if (W > 1 && (rc = zt_all_reduce_max_f64(world, &t, "step time", &err))) goto out;
+        zt_engine_comm_bytes(e, &step_bytes, true);
+        if (it >= warmup) { /* this rank's bytes sent per step: data-parallel kinds, tensor-parallel */
+            bytes.sent_rs += step_bytes.sent_rs;
+            bytes.sent_ag += step_bytes.sent_ag;
+            bytes.sent_ar += step_bytes.sent_ar;
+            bytes.sent_tp += step_bytes.sent_tp;
+        }
         fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
         fflush(out);
-        if (it >= warmup) times[it - warmup] = t, cpu[it - warmup] = c;
+        if (it >= warmup) times[it - warmup] = t, times[steps + it - warmup] = (process_cpu_s() - c0) / threads;
         zt_engine_offload_stats(e, &io, true);
         if (it >= warmup) {
             io_sum.read_bytes += io.read_bytes;
@@ -209,9 +251,10 @@ int zt_cmd_bench(int argc, char **argv) {
     double sum = 0;
     for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    qsort(times + steps, (size_t)steps, sizeof *times, cmp_double);
+    double cpu_med = times[steps + steps / 2]; /* the process's CPU seconds per step / threads: on a
+                                                  shared machine, what the step cost its own threads */
     double med = times[steps / 2], mean = sum / steps;
-    qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
-    double cpu_med = cpu[steps / 2] / threads; /* rank 0's process CPU per thread */
     fprintf(out, "  cpu: %.1f ms per step of this process's CPU time / %d threads (wall %.1f ms): %.1f tok/s "
             "of its own CPU time\n", 1e3 * cpu_med, threads, 1e3 * med, (double)B * T * nranks / cpu_med);
     fprintf(out, "  all units: forward %.1f ms, backward %.1f ms; optimizer + rest %.1f ms (mean step %.1f ms)\n",
@@ -228,6 +271,23 @@ int zt_cmd_bench(int argc, char **argv) {
                 io_sum.read_bytes / 1e6 / steps, io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps,
                 1e3 * io_sum.update_s / steps, 1e3 * io_sum.wait_s / steps, io_gbps,
                 (double)io_sum.read_bytes / io_sum.stream_s / 1e9, (double)io_sum.write_bytes / io_sum.stream_s / 1e9);
+    double dp_mb = (double)(bytes.sent_rs + bytes.sent_ag + bytes.sent_ar) / 1e6 / steps;
+    fprintf(out, "  bytes sent per step by rank 0: data-parallel %.2f MB (reduce-scatter %.2f, all-gather %.2f, "
+            "all-reduce %.2f), tensor-parallel %.2f MB\n", dp_mb, bytes.sent_rs / 1e6 / steps, bytes.sent_ag / 1e6 / steps,
+            bytes.sent_ar / 1e6 / steps, bytes.sent_tp / 1e6 / steps);
+    /* memory: the plan made before the first step against the engine's accounting after the steps
+     * (rank 0's), and the whole process's peak resident set (libraries, stacks, heap included) */
+    zt_memory_plan plan;
+    zt_engine_memory_plan(e, &plan);
+    zt_engine_memory(e, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    size_t rss = (size_t)ru.ru_maxrss * 1024;
+    fprintf(out, "  memory: planned peak %.1f MiB (activations %.1f), measured peak %.1f MiB (activations %.1f); "
+            "process peak RSS %.1f MiB\n", plan.peak_total / 1048576.0, plan.peak[ZT_MEM_ACTIVATIONS] / 1048576.0,
+            mem.peak_total / 1048576.0, mem.peak_activations / 1048576.0, rss / 1048576.0);
+    fprintf(out, "  per step (medians): wall %.1f ms, CPU %.1f ms per thread (what the step cost its own threads "
+            "on a shared machine)\n", 1e3 * med, 1e3 * cpu_med);
     double tps = (double)B * T * nranks / med, gflops = fpt * tps / 1e9;
     /* MFU against the peak of every core the job uses in the precision its products run in (the
      * measured FMA or bf16 dot-product rate, peak.h); the GEMM rate measured on this rank's threads */
@@ -235,9 +295,9 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_cpu_peak cpk;
     zt_cpu_peak_detect(&cpk);
     if (cpk.override_gflops <= 0) zt_cpu_peak_measure(&cpk);
-    double peak = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * nranks, nranks, lp) / 1e9;
-    double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * nranks, nranks, true) / 1e9;
-    double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * nranks : 0;
+    double peak = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, lp) / 1e9;
+    double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, true) / 1e9;
+    double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * W : 0;
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = MFU %.1f%% of the %s %.0f GFLOP/s", tps,
             steps, gflops, 100 * gflops / peak, zt_cpu_peak_source(&cpk, lp), peak);
     if (lp) /* an fp32 GEMM rate is no bound for bf16 products: bench/gemm_compare measures the bf16 one */
@@ -252,21 +312,26 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
-            "\"cpu_ms_per_step_median\":%.1f,\"tok_per_cpu_s\":%.2f}\n",
-            ZT_VERSION, preset, pname, threads, nranks, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
+            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
+            "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
+            "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
+            "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f}\n",
+            ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * cpu_med,
-            (double)B * T * nranks / cpu_med);
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * fwd_total / steps,
+            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
+            zt_attention_name(attention), cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
+            mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med);
     rc = ZT_OK;
 out:
     free(tok);
     free(times);
-    free(cpu);
     zt_engine_free(e);
     zt_model_free(m);
+    zt_mesh_free(mesh);
     if (out && out != stdout) fclose(out);
     if (rc) {
         int code = zt_cli_fail(&err);

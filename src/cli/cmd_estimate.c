@@ -6,9 +6,11 @@
  *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]
  *                             [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]
+ *                             [--attention flash|naive]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "config/train_config.h"
 #include "engine/trainer.h"
@@ -16,6 +18,7 @@
 #include "memory/fit.h"
 #include "memory/shapes.h"
 #include "metrics/metrics.h"
+#include "shard/tp.h"
 
 #include <cjson/cJSON.h>
 #include <omp.h>
@@ -25,15 +28,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#define CMD "estimate-memory" /* the prefix of its messages */
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: zerotrain estimate-memory CONFIG [--nproc N] [--set key=value ...] [--threads T] [--json]\n"
             "       zerotrain estimate-memory --model NAME [--nproc N] [-B b] [-T t] [--grad-accum k]\n"
             "                                 [--precision fp32|bf16|bf16-low|fp16] [--reduce-dtype fp32|bf16|fp16]\n"
-            "                                 [--hybrid-shard S]\n"
+            "                                 [--hybrid-shard S] [--tp N]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
             "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
+            "                                 [--attention flash|naive]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -47,9 +53,13 @@ static void usage(FILE *out) {
             "  --reduce-dtype  the gradient reductions' dtype (precision.reduce_dtype; bf16/fp16 halve their\n"
             "                  staging and scratch)\n"
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
+            "  --tp N          tensor parallelism over N consecutive ranks (with a CONFIG: parallel.\n"
+            "                  tensor_parallel_size): the plan of one part over the --nproc / N data-parallel ranks\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
+            "  --attention     the attention kernel (model.attention): flash (default; activations O(T)) or naive\n"
+            "                  (saves the (B, n_head, T, T) probabilities)\n"
             "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
             "                  their pieces are planned, with no gradient and no optimizer state\n"
             "  --lora-rank r   LoRA adapters of rank r (with a CONFIG: lora.*): the base weights planned as\n"
@@ -68,17 +78,18 @@ static void usage(FILE *out) {
             "(full, selective) and with the optimizer state on NVMe. Exit code 0, or 2 on bad input.\n");
 }
 
-/* ---- argument parsing ------------------------------------------------------------------------ */
-static int parse_int(const char *opt, const char *text, long lo, long hi, int *out, zt_error *err) {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < lo || v > hi)
-        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s wants an integer in [%ld, %ld], got \"%s\"", opt,
-                            lo, hi, text);
-    *out = (int)v;
-    return ZT_OK;
+/* Tensor parallelism over tp of nproc ranks: the model cut as part 0 holds it (src/shard/tp.h;
+ * part 0 has the larger share of an uneven vocabulary, so its plan is the largest). */
+static int cut_for_tp(zt_model *m, int tp, int nproc, zt_error *err) {
+    if (tp <= 1) return ZT_OK;
+    if (nproc % tp)
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: tensor parallelism over %d ranks does not divide the "
+                            "%d ranks", tp, nproc);
+    int rc = zt_tp_apply(m, tp, 0, err);
+    return rc ? zt_error_prefix(err, "estimate-memory: tensor parallel %d", tp) : ZT_OK;
 }
 
+/* ---- argument parsing ------------------------------------------------------------------------ */
 static int parse_precision(const char *text, zt_precision_mode *out, zt_error *err) {
     for (int k = 0; k <= ZT_PRECISION_FP16; k++)
         if (!strcmp(text, zt_precision_mode_name((zt_precision_mode)k))) {
@@ -87,18 +98,6 @@ static int parse_precision(const char *text, zt_precision_mode *out, zt_error *e
         }
     return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: --precision \"%s\" (known: fp32, bf16, bf16-low, fp16)",
                         text);
-}
-
-static int parse_choice(const char *opt, const char *text, const char *const *names, int n, int *out,
-                        zt_error *err) {
-    for (int k = 0; k < n; k++)
-        if (!strcmp(text, names[k])) {
-            *out = k;
-            return ZT_OK;
-        }
-    char known[128] = "";
-    for (int k = 0; k < n; k++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", names[k]);
-    return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: %s \"%s\" (known: %s)", opt, text, known);
 }
 
 /* threads per rank as the launcher gives them (launch.c): OMP_NUM_THREADS, else cores / N */
@@ -331,11 +330,12 @@ static double mem_available_bytes(void) {
     return kb * 1024.0;
 }
 
-static int print_fit(FILE *out, const char *name, const zt_engine_options *base_opt, int nproc, const char *dir,
-                     double ram_gib, double disk_gib, bool json, zt_error *err) {
+static int print_fit(FILE *out, const char *name, zt_attention attention, const zt_engine_options *base_opt, int nproc,
+                     const char *dir, double ram_gib, double disk_gib, bool json, zt_error *err) {
     zt_model_spec spec;
     int rc = zt_model_preset(name, &spec, err);
     if (rc) return rc;
+    spec.gpt2.attention = spec.llama.attention = attention;
     struct statvfs vfs;
     double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
     if (!ram_gib && !(avail > 0))
@@ -402,6 +402,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     zt_error err = {0};
     const char *config = NULL, *model_name = NULL;
     int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
+    int tp = 1; /* --tp N (with a CONFIG: parallel.tensor_parallel_size): the model cut, planned per part */
     bool json = false, model_only_opt = false, fit = false;
     const char *offload_dir = ".";
     double ram_gib = 0, disk_gib = 0;
@@ -410,6 +411,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                       *REDUCE[] = {"fp32", "bf16", "fp16"}; /* index = zt_dtype */
     int reduce = 0;
     const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
+    zt_attention attention = ZT_ATTENTION_FLASH; /* --attention (with a CONFIG: model.attention) */
     zt_lora_config lora = {.alpha = 8.0f}; /* --lora-rank, --lora-targets, --lora-dropout */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -428,8 +430,8 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze", "--lora-rank", "--lora-targets",
-                                           "--lora-dropout"};
+                                           "--disk-gib", "--freeze", "--tp", "--lora-rank", "--lora-targets",
+                                           "--lora-dropout", "--attention"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -440,8 +442,8 @@ int zt_cmd_estimate(int argc, char **argv) {
             const char *v = argv[++i];
             int rc = ZT_OK;
             if (!strcmp(a, "--model")) model_name = v;
-            else if (!strcmp(a, "--nproc")) rc = parse_int(a, v, 1, 65536, &nproc, &err);
-            else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, 4096, &threads, &err);
+            else if (!strcmp(a, "--nproc")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &nproc, &err);
+            else if (!strcmp(a, "--threads")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &threads, &err);
             else if (!strcmp(a, "--set")) continue; /* applied after the file, below */
             else if (!strcmp(a, "--offload-dir")) offload_dir = v;
             else if (!strcmp(a, "--ram-gib") || !strcmp(a, "--disk-gib")) {
@@ -453,9 +455,12 @@ int zt_cmd_estimate(int argc, char **argv) {
             }
             else {
                 model_only_opt = true;
-                if (!strcmp(a, "-B")) rc = parse_int(a, v, 1, 1 << 20, &B, &err);
+                if (!strcmp(a, "-B")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &B, &err);
                 else if (!strcmp(a, "--freeze")) freeze = v;
-                else if (!strcmp(a, "--lora-rank")) rc = parse_int(a, v, 1, 65536, &lora.rank, &err);
+                else if (!strcmp(a, "--attention")) {
+                    if ((rc = zt_attention_parse(v, &attention, &err))) zt_error_prefix(&err, "estimate-memory: --attention");
+                }
+                else if (!strcmp(a, "--lora-rank")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &lora.rank, &err);
                 else if (!strcmp(a, "--lora-targets"))
                     snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
                 else if (!strcmp(a, "--lora-dropout")) {
@@ -466,16 +471,17 @@ int zt_cmd_estimate(int argc, char **argv) {
                                           "in [0, 1)", v);
                     lora.dropout = (float)p;
                 }
-                else if (!strcmp(a, "-T")) rc = parse_int(a, v, 1, 1 << 24, &T, &err);
-                else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, 1 << 20, &ga, &err);
-                else if (!strcmp(a, "--hybrid-shard")) rc = parse_int(a, v, 1, 65536, &hybrid, &err);
-                else if (!strcmp(a, "--nvme-buffers")) rc = parse_int(a, v, 2, 1024, &nbuf, &err);
-                else if (!strcmp(a, "--nvme-buffer-mb")) rc = parse_int(a, v, 1, 1 << 20, &nbuf_mb, &err);
+                else if (!strcmp(a, "-T")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 24, &T, &err);
+                else if (!strcmp(a, "--grad-accum")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &ga, &err);
+                else if (!strcmp(a, "--hybrid-shard")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &hybrid, &err);
+                else if (!strcmp(a, "--tp")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &tp, &err);
+                else if (!strcmp(a, "--nvme-buffers")) rc = zt_cli_parse_int(CMD, a, v, 2, 1024, &nbuf, &err);
+                else if (!strcmp(a, "--nvme-buffer-mb")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
-                else if (!strcmp(a, "--reduce-dtype")) rc = parse_choice(a, v, REDUCE, 3, &reduce, &err);
-                else if (!strcmp(a, "--checkpointing")) rc = parse_choice(a, v, CKPT, 3, &ckpt, &err);
+                else if (!strcmp(a, "--reduce-dtype")) rc = zt_cli_parse_choice(CMD, a, v, REDUCE, 3, &reduce, &err);
+                else if (!strcmp(a, "--checkpointing")) rc = zt_cli_parse_choice(CMD, a, v, CKPT, 3, &ckpt, &err);
                 else if (!strcmp(a, "--offload")) {
-                    rc = parse_choice(a, v, OFFLOAD, 3, &pick, &err);
+                    rc = zt_cli_parse_choice(CMD, a, v, OFFLOAD, 3, &pick, &err);
                     offload = pick;
                 }
             }
@@ -497,7 +503,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     }
     if (config && model_only_opt) {
         zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
-                     "--checkpointing, --offload, --nvme-*, --freeze and --lora-* go with --model; with a CONFIG use --set "
+                     "--checkpointing, --offload, --nvme-*, --freeze, --attention and --lora-* go with --model; with a CONFIG use --set "
                      "(e.g. --set training.micro_batch_size=8, --set lora.rank=8)");
         return zt_cli_fail(&err);
     }
@@ -522,10 +528,20 @@ int zt_cmd_estimate(int argc, char **argv) {
         }
         zt_model_spec spec;
         zt_train_config_model(&cfg, &spec);
+        if (cfg.pipeline_parallel_size > 1) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: parallel.pipeline_parallel_size %d: pipeline "
+                         "parallelism is not implemented in this build", cfg.pipeline_parallel_size);
+            return zt_cli_fail(&err);
+        }
+        tp = cfg.tensor_parallel_size;
         if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
+        if (cut_for_tp(model, tp, nproc, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         zt_train_engine_options(&cfg, nproc, NULL, &eo);
         if (cfg.strategy != ZT_STRATEGY_HYBRID && !cfg.hybrid_shard_size)
-            eo.hybrid_shard_size = default_hybrid_shard(nproc);
+            eo.hybrid_shard_size = default_hybrid_shard(nproc / tp);
         po.offload_optimizer = cfg.offload_optimizer == ZT_CFG_OFFLOAD_NVME;
         w.configured = cfg.strategy;
         if (zt_model_freeze(model, cfg.freeze, NULL, &err)) {
@@ -537,7 +553,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         snprintf(title, sizeof title, "%s (model %s)", config, cfg.model_preset);
         model_name = cfg.model_preset;
     } else {
-        if (zt_estimator_model(model_name, &model, &err)) return zt_cli_fail(&err);
+        if (zt_estimator_model(model_name, attention, &model, &err)) return zt_cli_fail(&err);
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
         if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
@@ -561,10 +577,18 @@ int zt_cmd_estimate(int argc, char **argv) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
-        if (!hybrid) hybrid = default_hybrid_shard(nproc);
-        if (nproc % hybrid) {
-            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
-                         nproc);
+        if (cut_for_tp(model, tp, nproc, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        if (!hybrid) hybrid = default_hybrid_shard(nproc / tp);
+        if ((nproc / tp) % hybrid) {
+            if (tp == 1)
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide --nproc %d", hybrid,
+                             nproc);
+            else
+                zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --hybrid-shard %d does not divide the %d "
+                             "data-parallel ranks (--nproc %d / --tp %d)", hybrid, nproc / tp, nproc, tp);
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -583,6 +607,12 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_optimizer = offload >= 1;
         po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
+    }
+    if (tp > 1) { /* the plan is one part's, over the data-parallel ranks */
+        size_t len = strlen(title);
+        snprintf(title + len, sizeof title - len, ", tensor parallel %d: part 0 (the larger vocabulary share) over the "
+                 "%d data-parallel ranks", tp, nproc / tp);
+        nproc /= tp;
     }
     if (model->lora) { /* LoRA: the base frozen, the adapters trained */
         int64_t trainable = 0, adapted = 0;
@@ -612,7 +642,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
                  : freeze || model->lora ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; "
                                                         "it does not take --freeze or --lora-rank")
-                        : print_fit(stdout, model_name, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
+                        : print_fit(stdout, model_name, attention, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;
     }

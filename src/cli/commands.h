@@ -14,6 +14,7 @@ int zt_cmd_verify(int argc, char **argv);
 int zt_cmd_export(int argc, char **argv);
 int zt_cmd_config(int argc, char **argv);
 int zt_cmd_estimate(int argc, char **argv);
+int zt_cmd_plan(int argc, char **argv);
 
 /* Prints "zerotrain: <status>: <message>" to stderr and returns err->code. */
 int zt_cli_fail(const zt_error *err);

@@ -64,11 +64,20 @@ void zt_launcher_node_get(zt_launcher_node *n) {
             return;
         }
     }
-    const char *spec = getenv("SLURM_TASKS_PER_NODE");
+    /* srun writes the step's layout to SLURM_STEP_TASKS_PER_NODE always, and to
+     * SLURM_TASKS_PER_NODE only without --preserve-env (-E), which keeps the job's allocation
+     * there (sbatch --ntasks-per-node=8, then srun -E -n 4 -N 2: the step runs 2 per node) */
+    static const char *specs[] = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"};
     int id = env_nonneg("SLURM_NODEID");
-    if (spec && id >= 0 && (n->local_size = slurm_tasks_on_node(spec, id)) > 0) {
-        n->source = "SLURM_TASKS_PER_NODE";
-    } else if ((n->local_size = env_pos("SLURM_NTASKS_PER_NODE")) > 0) {
+    for (size_t i = 0; i < 2 && id >= 0; i++) {
+        const char *spec = getenv(specs[i]);
+        if (spec && (n->local_size = slurm_tasks_on_node(spec, id)) > 0) {
+            n->source = specs[i];
+            n->local_rank = env_nonneg("SLURM_LOCALID");
+            return;
+        }
+    }
+    if ((n->local_size = env_pos("SLURM_NTASKS_PER_NODE")) > 0) {
         n->source = "SLURM_NTASKS_PER_NODE";
     } else {
         n->local_size = 0;

@@ -10,13 +10,15 @@ typedef struct zt_launcher_node {
     int local_size;        /* ranks on this node; 0 when no launcher variable says */
     int local_rank;        /* this rank among them; -1 when unknown */
     const char *source;    /* the variable local_size came from ("OMPI_COMM_WORLD_LOCAL_SIZE",
-                              "MPI_LOCALNRANKS", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE")
+                              "MPI_LOCALNRANKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+                              "SLURM_NTASKS_PER_NODE")
                               or "" (static storage) */
 } zt_launcher_node;
 
 /* Reads, first found wins: Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE / _LOCAL_RANK, MPICH Hydra's
- * MPI_LOCALNRANKS / MPI_LOCALRANKID, Slurm's SLURM_TASKS_PER_NODE (the entry of this node,
- * SLURM_NODEID, in its "2(x3),1" form) or SLURM_NTASKS_PER_NODE with SLURM_LOCALID. A value that
+ * MPI_LOCALNRANKS / MPI_LOCALRANKID, Slurm's SLURM_STEP_TASKS_PER_NODE then SLURM_TASKS_PER_NODE
+ * (the entry of this node, SLURM_NODEID, in their "2(x3),1" form) or SLURM_NTASKS_PER_NODE, with
+ * SLURM_LOCALID. A value that
  * is not a positive number counts as unset. Never fails. */
 void zt_launcher_node_get(zt_launcher_node *n);
 

@@ -355,9 +355,9 @@ static bool resolve_parallelism(dctx *d, bool fsdp, bool ds, int version, int64_
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
                          "with DEEPSPEED the ZeRO stage shards over all data-parallel ranks");
         r = s = 1;
-    } else if (v[2] * v[3] * v[4] > 1 && (r > 1 || s > 1)) { /* the data-parallel part of a mesh */
+    } else if (v[3] * v[4] > 1 && (r > 1 || s > 1)) { /* the data-parallel part of a cp/sp mesh */
         zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
-                     "not mapped: the mesh's tensor/context parallelism cannot run here (below)");
+                     "not mapped: the mesh's context parallelism cannot run here (below)");
     } else if (r > 1 && s > 1) {
         zt_cfg_map(d, n[0], K[0], "parallel.strategy", "hybrid");
         snprintf(t, sizeof t, "%lld", (long long)s);

@@ -53,6 +53,7 @@ static const enum_value SAVE_ERRORS[] = {
     {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
 
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
+static const enum_value ATTENTIONS[] = {{"flash", ZT_ATTENTION_FLASH}, {"naive", ZT_ATTENTION_NAIVE}, {NULL, 0}};
 
 #define FIELD(f) offsetof(zt_train_config, f), sizeof(((zt_train_config *)0)->f)
 #define K_INT(k, f, lo, hi, d, h, r) {k, KT_INT, FIELD(f), lo, hi, 0, 0, 0, NULL, d, h, r}
@@ -98,6 +99,10 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_ENUM("model.attention", model.attention, ATTENTIONS, "flash",
+           "attention kernel: flash (fused, tiled, online softmax: activation memory O(T), the "
+           "probabilities recomputed in backward) or naive (saves the (B, n_head, T, T) probabilities: "
+           "O(T^2)); same gradients to fp32 rounding (docs/models.md)"),
     K_STR("model.init_hf", init_hf, 0, "",
           "Hugging Face model directory to start from (config.json + safetensors; `train "
           "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
@@ -199,7 +204,12 @@ const key_def zt_cfg_keys[] = {
            "zero2/zero3/hybrid: reduce-scatter each unit's gradients on a communication thread "
            "while backward goes on (DeepSpeed's overlap_comm)"),
     K_INT("parallel.tensor_parallel_size", tensor_parallel_size, 1, 1048576, "1",
-          "tensor-parallel degree", NULL),
+          "tensor-parallel degree: the heads, the MLP width and the vocabulary split over this many "
+          "consecutive ranks (docs/parallelism.md)", "divides model.n_head (and n_kv_head, "
+          "intermediate_size) and, with pipeline_parallel_size, the world size"),
+    K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
+          "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
+          "<= the model's units (n_layer + 2)"),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
           "context/sequence-parallel degree", NULL),
     K_ENUM("precision.mode", precision, PRECISIONS, "fp32",
@@ -318,7 +328,7 @@ void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     *out = (zt_llama_config){.max_seq_len = g->max_seq_len, .vocab_size = g->vocab_size, .n_layer = g->n_layer,
                              .n_head = g->n_head, .n_embd = g->n_embd, .n_kv_head = g->n_head,
                              .intermediate_size = 4 * g->n_embd, .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
-                             .tie_embeddings = true};
+                             .tie_embeddings = true, .attention = g->attention};
 }
 
 /* ---------------------------------------------------------------------------------------------

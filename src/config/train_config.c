@@ -244,7 +244,7 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
     out->llama = c->model;
     out->gpt2 = (zt_gpt2_config){.max_seq_len = c->model.max_seq_len, .vocab_size = c->model.vocab_size,
                                  .n_layer = c->model.n_layer, .n_head = c->model.n_head,
-                                 .n_embd = c->model.n_embd};
+                                 .n_embd = c->model.n_embd, .attention = c->model.attention};
     out->lora = c->lora; /* rank 0: none */
 }
 
@@ -276,6 +276,45 @@ static bool bad(const cfg_ctx *x, const char *key) {
 
 #define LOC(a, b) loc2(c, a, b, x->main_name, where, sizeof where)
 #define PFX(w) (w) ? (w) : "", (w) ? ": " : ""
+
+/* The parallel sizes against the model (the world is checked at launch, zt_mesh_layout): tensor
+ * parallelism splits whole heads (query and key/value) and the MLP's hidden width, pipeline
+ * parallelism whole units (the embedding, each block, the head). */
+static void check_mesh_model(cfg_ctx *x) {
+    const zt_train_config *c = x->c;
+    char where[ZT_CONFIG_SOURCE_MAX];
+    const char *w;
+    int tp = c->tensor_parallel_size, pp = c->pipeline_parallel_size;
+    if (!bad(x, "parallel.tensor_parallel_size") && tp > 1) {
+        const char *llama_keys[] = {"model.n_kv_head", "model.intermediate_size"};
+        int llama_vals[] = {c->model.n_kv_head, c->model.intermediate_size};
+        if (c->model.n_head % tp != 0) {
+            w = LOC("parallel.tensor_parallel_size", "model.n_head");
+            zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d does not divide model.n_head (%d): tensor "
+                         "parallelism gives each rank whole attention heads", PFX(w), tp, c->model.n_head);
+        }
+        for (int k = 0; k < 2 && c->model_arch == ZT_ARCH_LLAMA; k++)
+            if (llama_vals[k] % tp != 0) {
+                w = LOC("parallel.tensor_parallel_size", llama_keys[k]);
+                zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d does not divide %s (%d)%s", PFX(w), tp,
+                             llama_keys[k], llama_vals[k],
+                             k == 0 ? ": tensor parallelism gives each rank whole key/value heads" : "");
+            }
+    }
+    if (!bad(x, "parallel.tensor_parallel_size") && tp > 1 && c->lora.rank > 0) {
+        w = LOC("parallel.tensor_parallel_size", "lora.rank");
+        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d with lora.rank %d: LoRA adapters are not cut for tensor "
+                     "parallelism yet (train them with data parallelism, tensor_parallel_size 1)", PFX(w), tp,
+                     c->lora.rank);
+    }
+    int units = c->model.n_layer + 2;
+    if (!bad(x, "parallel.pipeline_parallel_size") && !bad(x, "model.n_layer") && pp > units) {
+        w = LOC("parallel.pipeline_parallel_size", "model.n_layer");
+        zt_cfg_error(x, "%s%sparallel.pipeline_parallel_size: %d stages for the model's %d units (model.n_layer %d "
+                     "blocks, the embedding and the head): at most %d", PFX(w), pp, units, c->model.n_layer,
+                     units);
+    }
+}
 
 void zt_cfg_check_invariants(cfg_ctx *x) {
     const zt_train_config *c = x->c;
@@ -337,6 +376,7 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
             zt_cfg_error(x, "%s%smodel.tie_embeddings: GPT-2's LM head is always tied to wte", PFX(w));
         }
     }
+    check_mesh_model(x);
     if (!bad(x, "training.seq_len") && !bad(x, "model.max_seq_len") &&
         c->seq_len > c->model.max_seq_len) {
         w = LOC("training.seq_len", "model.max_seq_len");
@@ -513,6 +553,12 @@ static void value_and_source(const zt_train_config *c, const char *key, char *ou
         snprintf(out, cap, "%s %s (default)", key, v);
 }
 
+int zt_train_config_default_shard(const zt_train_config *c, int world, const char **from) {
+    int node = zt_launcher_default_shard_size(world, from);
+    int per = c->tensor_parallel_size * c->pipeline_parallel_size;
+    return per > 1 && node % per == 0 ? node / per : node; /* not a multiple: refused at launch */
+}
+
 int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err) {
     if (!c) return zt_error_set(err, ZT_ERR_USAGE, "train config: NULL configuration");
     if (world < 1)
@@ -523,6 +569,21 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
     *tmp = *c;
     zt_cfg_ctx_init(&x, tmp);
     char a[400], b[400], g[400], where[ZT_CONFIG_SOURCE_MAX], desc[160];
+    /* the batch is split over the data-parallel ranks: world / (tp x pp) (src/comm/mesh.h) */
+    int64_t tpp = (int64_t)tmp->tensor_parallel_size * tmp->pipeline_parallel_size;
+    const char *wname = tpp > 1 ? "data-parallel size" : "world size";
+    if (tpp > 1 && world % tpp != 0) {
+        const char *wt = loc2(tmp, "parallel.tensor_parallel_size", "parallel.pipeline_parallel_size", NULL,
+                              where, sizeof where);
+        zt_cfg_error(&x, "%s%sparallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does "
+                     "not divide the world size %d", PFX(wt), tmp->tensor_parallel_size, tmp->pipeline_parallel_size,
+                     (long long)tpp, world);
+        int rc = zt_cfg_finish(&x, err);
+        zt_cfg_ctx_free(&x);
+        free(tmp);
+        return rc;
+    }
+    world = (int)(world / tpp);
     int kmb = zt_cfg_key_index("training.micro_batch_size");
     int kga = zt_cfg_key_index("training.gradient_accumulation_steps");
     int kgb = zt_cfg_key_index("training.global_batch_size");
@@ -539,16 +600,16 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
         int key = derive_mb ? kmb : kga;
         int64_t hi = zt_cfg_keys[key].imax;
         if (denom <= 0 || tmp->global_batch % denom != 0 || q < 1 || q > hi) {
-            zt_cfg_error(&x, "%s%s%s: cannot be derived: %s is not a multiple of %s x world size %d",
-                         PFX(w), zt_cfg_keys[key].key, g, a, world);
+            zt_cfg_error(&x, "%s%s%s: cannot be derived: %s is not a multiple of %s x %s %d",
+                         PFX(w), zt_cfg_keys[key].key, g, a, wname, world);
         } else {
             if (derive_mb)
                 tmp->micro_batch = (int)q;
             else
                 tmp->grad_accum = (int)q;
-            snprintf(desc, sizeof desc, "global_batch_size %d / (%s %d x world size %d)",
+            snprintf(desc, sizeof desc, "global_batch_size %d / (%s %d x %s %d)",
                      tmp->global_batch, derive_mb ? "gradient_accumulation_steps" : "micro_batch_size",
-                     other, world);
+                     other, wname, world);
             zt_cfg_set_source(tmp, key, ZT_ORIGIN_LAUNCH, NULL, desc);
         }
     }
@@ -557,9 +618,9 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
         value_and_source(tmp, "training.global_batch_size", g, sizeof g);
         value_and_source(tmp, "training.micro_batch_size", a, sizeof a);
         value_and_source(tmp, "training.gradient_accumulation_steps", b, sizeof b);
-        zt_cfg_error(&x, "%s%straining.global_batch_size: micro x accumulation x world != global "
+        zt_cfg_error(&x, "%s%straining.global_batch_size: micro x accumulation x %s != global "
                          "batch: %d x %d x %d = %lld, expected %d; %s; %s; %s",
-                     PFX(w), tmp->micro_batch, tmp->grad_accum, world,
+                     PFX(w), tpp > 1 ? "data-parallel size" : "world", tmp->micro_batch, tmp->grad_accum, world,
                      (long long)tmp->micro_batch * tmp->grad_accum * world, tmp->global_batch, g, a,
                      b);
     }
@@ -567,16 +628,17 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
         int ks = zt_cfg_key_index("parallel.hybrid_shard_size");
         int kr = zt_cfg_key_index("parallel.hybrid_replicas");
         const char *from = "";
-        int s = tmp->hybrid_shard_size > 0 ? tmp->hybrid_shard_size : zt_launcher_default_shard_size(world, &from);
-        if (world % s != 0) {
+        int s = tmp->hybrid_shard_size > 0 ? tmp->hybrid_shard_size
+                                           : zt_train_config_default_shard(tmp, (int)(world * tpp), &from);
+        if (s < 1 || world % s != 0) {
             w = loc_of(tmp, ks, NULL, where, sizeof where);
-            zt_cfg_error(&x, "%s%sparallel.hybrid_shard_size: %d%s%s does not divide the world size %d",
-                         PFX(w), s, *from ? " (0: ranks per node from " : "", *from ? from : "", world);
+            zt_cfg_error(&x, "%s%sparallel.hybrid_shard_size: %d%s%s does not divide the %s %d",
+                         PFX(w), s, *from ? " (0: ranks per node from " : "", *from ? from : "", wname, world);
         } else if (tmp->hybrid_replicas > 0 && tmp->hybrid_replicas * s != world) {
             w = loc_of(tmp, kr, NULL, where, sizeof where);
             zt_cfg_error(&x, "%s%sparallel.hybrid_replicas: %d replicas x shard size %d = %d ranks, "
-                             "but the world size is %d",
-                         PFX(w), tmp->hybrid_replicas, s, tmp->hybrid_replicas * s, world);
+                             "but the %s is %d",
+                         PFX(w), tmp->hybrid_replicas, s, tmp->hybrid_replicas * s, wname, world);
         }
     }
     int rc = zt_cfg_finish(&x, err);

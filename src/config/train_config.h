@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 96     /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 112    /* rows in the key table (keys.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */
@@ -147,7 +147,8 @@ typedef struct zt_train_config {
     float bucket_mb;            /* parallel.bucket_mb, default 25 */
     bool prefetch;              /* parallel.prefetch: zero3 gathers the next unit early */
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
-    int tensor_parallel_size;   /* parallel.tensor_parallel_size, 1 (others: not implemented) */
+    int tensor_parallel_size;   /* parallel.tensor_parallel_size, default 1 (docs/parallelism.md) */
+    int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (> 1: not implemented) */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
     /* precision (src/precision, docs/precision.md): */
     int precision;              /* precision.mode: a zt_cfg_precision */
@@ -239,6 +240,10 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out);
  * and hybrid_replicas x shard size equal it. Messages name the keys and where each came from.
  * Call it on every rank with the same world (it is deterministic); it changes only derived keys. */
 int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err);
+/* parallel.hybrid_shard_size 0: the data-parallel ranks of one node, i.e. the launcher's ranks per
+ * node (zt_launcher_default_shard_size; the world on one node) over tensor_parallel_size x
+ * pipeline_parallel_size. *from (optional) names the launcher's variable, or "". */
+int zt_train_config_default_shard(const zt_train_config *c, int world, const char **from);
 
 /* Calls fn for every note and warning: those recorded while reading (dialect mappings that are
  * approximate, keys recognized but without effect) and those the support table gives for the

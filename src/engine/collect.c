@@ -447,4 +447,12 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
             out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
     }
+    if (e->tp_comm) {
+        zt_comm_counters c;
+        zt_comm_counters_get(e->tp_comm, &c);
+        out->sent_tp = c.total.bytes_sent;
+        out->recv_tp = c.total.bytes_recv;
+        out->wait_s += c.total.wait_seconds;
+        if (reset) zt_comm_counters_reset(e->tp_comm);
+    }
 }

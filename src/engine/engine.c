@@ -9,9 +9,10 @@
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
-#include "comm/launcher.h"
+#include "comm/mesh.h"
 #include "core/fault.h"
 #include "engine/init.h"
+#include "shard/tp.h"
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
@@ -199,28 +200,32 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->grad_clip = 1.0f;
 }
 
-/* Which comm shards and which replicates, from the strategy and the world. */
+/* Which comm shards and which replicates: read from the mesh (src/comm/mesh.h), the caller's, or
+ * one built here from opt.comm and the hybrid shard size (data parallelism alone). */
 static int setup_groups(zt_engine *e, zt_error *err) {
     zt_engine_options *o = &e->opt;
     zt_strategy s = o->strategy;
-    e->rank = o->comm ? zt_comm_rank(o->comm) : 0;
-    e->world = o->comm ? zt_comm_size(o->comm) : 1;
+    if (s == ZT_STRATEGY_HYBRID && o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
+        return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
+                            "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
+    if (!o->mesh) {
+        zt_mesh_sizes ms = {.tp = 1, .pp = 1, .hybrid = s == ZT_STRATEGY_HYBRID, .shard = o->hybrid_shard_size};
+        int rc = zt_mesh_create(o->comm, &ms, &e->own_mesh, err);
+        if (rc) return zt_error_prefix(err, "engine");
+        o->mesh = e->own_mesh;
+    }
+    const zt_mesh *M = o->mesh;
+    if ((M->tp > 1 && !M->tp_comm) || M->pp > 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: %s", M->tp, M->pp,
+                            M->pp > 1 ? "pipeline stages are not run by this engine" : "no tp group");
+    /* the data-parallel axis: a group of one is the single-process layout */
+    o->comm = M->dp > 1 ? M->dp_comm : NULL;
+    e->rank = M->dp_rank;
+    e->world = M->dp;
     if (s == ZT_STRATEGY_HYBRID) {
-        int S = o->hybrid_shard_size;
-        if (S < 1 || e->world % S != 0)
-            return zt_error_set(err, ZT_ERR_USAGE,
-                                "hybrid: shard group size %d does not divide the world size %d", S, e->world);
-        if (o->hybrid_inner != ZT_STRATEGY_ZERO2 && o->hybrid_inner != ZT_STRATEGY_ZERO3)
-            return zt_error_set(err, ZT_ERR_USAGE, "hybrid: the strategy inside a shard group must be "
-                                "zero2 or zero3, not %s", zt_strategy_name(o->hybrid_inner));
-        if (o->comm) {
-            int rc;
-            if ((rc = zt_launcher_check_shard_groups(o->comm, S, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank / S, e->rank % S, &e->shard_comm, err)) ||
-                (rc = zt_comm_split(o->comm, e->rank % S, e->rank / S, &e->replica_comm, err)))
-                return rc;
-            e->owns_comms = true;
-        }
+        o->hybrid_shard_size = M->shard;
+        e->shard_comm = o->comm ? M->shard_comm : NULL;
+        e->replica_comm = o->comm ? M->replicate_comm : NULL;
         s = o->hybrid_inner;
     } else {
         e->shard_comm = o->comm;
@@ -303,7 +308,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (!(e->pack = zt_engine_alloc(e, e->pack_floats, &e->mem.comm, "the bucket staging (pack)"))) goto nomem;
     }
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
-        (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)))
+        (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
+        (rc = zt_engine_tp_setup(e, err)))
         goto fail;
     e->params16 = opt->precision.params == ZT_DTYPE_BF16;
     if (e->param_dir && (!e->shard_params || e->params16)) {
@@ -411,6 +417,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->pgrad);
     free(e->norm_partials);
     free(e->norm_gather);
+    free(e->tp_work);
     free(e->full_params);
     free(e->pieces);
     zt_master_free(e);
@@ -430,10 +437,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->dact[1]);
     free(e->dloss);
     zt_plan_free(&e->plan);
-    if (e->owns_comms) {
-        zt_comm_free(e->shard_comm);
-        zt_comm_free(e->replica_comm);
-    }
+    zt_mesh_free(e->own_mesh);
     for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
     pthread_mutex_destroy(&e->mem_lock);
     free(e->offload_dir);
@@ -456,15 +460,15 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
             int64_t begin = zt_plan_shard_begin(pl, i, pl->shard);
             for (size_t done = 0; done < n; done += cap) {
                 size_t len = n - done < cap ? n - done : cap;
-                zt_init_fill(buf, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+                zt_init_fill(buf, p, begin + (int64_t)done, (int64_t)len, key);
                 int rc = zt_param_offload_write(e, i, done, len, buf, err);
                 if (rc) return zt_error_prefix(err, "initializing %s", p->name);
             }
         } else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
-            zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
-                         zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
+            zt_init_fill(e->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
+                         zt_plan_shard_numel(pl, i, pl->shard), key);
         else
-            zt_init_fill(e->full_params + pl->p[i].full_off, 0, p->numel, p->init, p->init_std, key);
+            zt_init_fill(e->full_params + pl->p[i].full_off, p, 0, p->numel, key);
     }
     zt_grads_reset(e);
     zt_loss_scaler_init(&e->scaler, &e->opt.precision);
@@ -564,8 +568,8 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
         if (!rc) rc = zt_params16_views_make(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
-                          .out = s->out, .scratch = e->scratch,
-                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+                          .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
@@ -637,8 +641,8 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, z
         float *din = u > 0 ? e->dact[flip] : NULL;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
-                          .scratch = e->scratch, .dout = dout, .din = din,
-                          .lp_kind = e->lp_kind, .params_lp = s->params_lp, .staging = e->staging};
+                          .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
@@ -681,10 +685,8 @@ float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *num
     return e->full_params ? e->full_params + pl->p[idx].full_off : NULL;
 }
 
-int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
-    if (idx < 0 || idx >= e->model->n_params)
-        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
-                            e->model->n_params);
+/* zt_engine_param_set of the local tensor (this part's, under tensor parallelism) */
+static int param_set_local(zt_engine *e, int idx, const float *full, zt_error *err) {
     const zt_plan *pl = &e->plan;
     bool piece = e->shard_params || e->shard_master;
     int64_t begin = piece ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
@@ -724,6 +726,20 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
     return ZT_OK;
 }
 
+int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
+    if (idx < 0 || idx >= e->model->n_params)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
+                            e->model->n_params);
+    const zt_param_desc *p = &e->model->params[idx];
+    if (p->tp_parts == 1) return param_set_local(e, idx, full, err);
+    float *local = malloc((size_t)p->numel * sizeof *local); /* this part of the logical tensor */
+    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "setting %s: out of memory", p->name);
+    zt_tp_take(p, p->tp_part, full, local);
+    int rc = param_set_local(e, idx, local, err);
+    free(local);
+    return rc;
+}
+
 float *zt_engine_param(zt_engine *e, int idx) {
     e->lp_stale = true;
     return e->full_params ? e->full_params + e->plan.p[idx].full_off : NULL;
@@ -737,7 +753,8 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
 }
 
-int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+/* zt_engine_param_gather of the local tensor (this part's, under tensor parallelism) */
+static int param_gather_local(zt_engine *e, int idx, float *dst, zt_error *err) {
     if (e->shard_master) return zt_engine_gather_param(e, idx, dst, err); /* from the pieces */
     if (!e->shard_params && e->params16)
         return zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst, err);
@@ -749,6 +766,17 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     return zt_engine_gather_param(e, idx, dst, err);
 }
 
+int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
+    const zt_param_desc *p = &e->model->params[idx];
+    if (p->tp_parts == 1) return param_gather_local(e, idx, dst, err);
+    float *local = malloc((size_t)p->numel * sizeof *local);
+    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", p->name);
+    int rc = param_gather_local(e, idx, local, err);
+    if (!rc) rc = zt_engine_tp_to_logical(e, idx, local, dst, err);
+    free(local);
+    return rc;
+}
+
 /* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
 static uint64_t param_hash(zt_engine *e, int only) {
     const zt_model *m = e->model;
@@ -757,9 +785,10 @@ static uint64_t param_hash(zt_engine *e, int only) {
     XXH64_reset(st, 0);
     float *tmp = NULL;
     for (int i = 0; i < m->n_params; i++) {
-        size_t n = (size_t)m->params[i].numel;
+        size_t n = (size_t)m->params[i].logical_numel; /* the logical tensor, gathered when cut */
         if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
-        if (e->shard_params || e->params16 || e->shard_master) { /* bf16-low: hashed as fp32, the same bytes */
+        if (e->shard_params || e->params16 || e->shard_master || m->params[i].tp_parts > 1) {
+            /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
             if (!t || zt_engine_param_gather(e, i, t, &err)) {
@@ -792,8 +821,8 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
     /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
-    zt_comm *comms[3] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm};
-    for (int k = 0; k < 3; k++) {
+    zt_comm *comms[4] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm};
+    for (int k = 0; k < 4; k++) {
         size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
         if (have <= e->scratch_reserved[k]) continue;
         size_t extra = have - e->scratch_reserved[k];

@@ -70,7 +70,9 @@ struct zt_engine {
     int rank, world;            /* in opt.comm (0, 1 without) */
     zt_comm *shard_comm;        /* the shard group (the world, or the hybrid group) */
     zt_comm *replica_comm;      /* hybrid: ranks holding the same pieces; NULL otherwise */
-    bool owns_comms;
+    struct zt_mesh *own_mesh;   /* the mesh built from opt.comm when the caller gave none (opt.mesh
+                                   points at it then); rank, world and the comms above are read from
+                                   opt.mesh, never computed here */
     bool shard_params, shard_grads, shard_optim; /* what the strategy shards */
     zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
 
@@ -137,8 +139,13 @@ struct zt_engine {
     double *norm_partials;      /* (plan.norm_chunks) */
     double *norm_gather;        /* (plan.norm_chunks) every shard's own partials, gathered (collect.c) */
     zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
-    size_t scratch_reserved[3]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
-                                   replica_comm (counted in mem.comm; growth beyond shows too) */
+    size_t scratch_reserved[4]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
+                                   replica_comm, tp_comm (counted in mem.comm; growth beyond shows too) */
+    /* tensor parallelism (tp_group.c): the cut units' collectives over the mesh's tp group */
+    zt_unit_group group;        /* handed to every unit (zt_unit_args.group) when the model is cut */
+    zt_comm *tp_comm;           /* the mesh's tp group; NULL when the model is whole */
+    float *tp_work;             /* (tp_work_floats) the group's gathers land here (class comm) */
+    size_t tp_work_floats;
     int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
     int n_inflight;             /* whose reduction was queued last (their full gradients live until */
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
@@ -190,6 +197,26 @@ void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter, const char *
  * rank R", the buffer from the last failed zt_engine_alloc (else a host allocation). */
 int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
+
+/* The job: every rank of the mesh (data-parallel and tensor-parallel), for what the whole job
+ * agrees on or names per process (offload files, their status); NULL / 0 / 1 on one process. */
+zt_comm *zt_engine_job_comm(const zt_engine *e);
+int zt_engine_job_rank(const zt_engine *e);
+int zt_engine_job_size(const zt_engine *e);
+
+/* tp_group.c: tensor parallelism */
+/* At create, after the plan: checks the model is cut as the mesh says (ZT_ERR_USAGE), and when it
+ * is cut, the group, its staging (class comm) and the tp comm's scratch. */
+int zt_engine_tp_setup(zt_engine *e, zt_error *err);
+/* The group the units get, or NULL (whole model). */
+const zt_unit_group *zt_engine_group(const zt_engine *e);
+/* *sumsq = the squared gradient norm of the logical model from this part's complete chunk
+ * partials (plan order): the cut parameters' sums of every part, in part order, plus the whole
+ * parameters' once. A collective over the tp group. */
+int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err);
+/* logical (logical_numel floats) <- parameter i's local tensors of every part (local: this part's,
+ * numel floats); a collective over the tp group when i is cut, a copy otherwise. */
+int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err);
 
 /* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */
 bool zt_engine_has_lp(const zt_engine *e, int param);          /* keeps a compute copy of param */

@@ -6,8 +6,9 @@
 
 /* The stream key of parameter name under seed. */
 uint64_t zt_init_key(uint64_t seed, const char *name);
-/* Fills dst[0..count) with elements begin..begin+count of the parameter's initial value. */
-void zt_init_fill(float *dst, int64_t begin, int64_t count, zt_init_kind kind, float std,
-                  uint64_t key);
+/* Fills dst[0..count) with elements begin..begin+count of parameter p's initial value, as this
+ * process holds p (its tensor-parallel part: each element gets its logical index's value). key:
+ * zt_init_key(seed, p->name). */
+void zt_init_fill(float *dst, const zt_param_desc *p, int64_t begin, int64_t count, uint64_t key);
 
 #endif

@@ -126,13 +126,13 @@ void zt_master_init(zt_engine *e, int i, uint64_t key)
 {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
-    zt_init_fill(e->pieces + pl->p[i].shard_off, zt_plan_shard_begin(pl, i, pl->shard),
-                 zt_plan_shard_numel(pl, i, pl->shard), p->init, p->init_std, key);
+    zt_init_fill(e->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
+                 zt_plan_shard_numel(pl, i, pl->shard), key);
     /* every rank computes the whole tensor's values (counter-based: the same bits) for its copies */
     float chunk[4096];
     for (int64_t done = 0; done < p->numel; done += 4096) {
         int64_t len = p->numel - done < 4096 ? p->numel - done : 4096;
-        zt_init_fill(chunk, done, len, p->init, p->init_std, key);
+        zt_init_fill(chunk, p, done, len, key);
         zt_master_copies_write(e, i, (size_t)done, (size_t)len, chunk);
     }
 }

@@ -33,7 +33,9 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     if (!optim && !params) return ZT_OK;
     /* the run directory: named by rank 0 (time and pid), the same on every rank */
     char run[64] = {0};
-    if (e->rank == 0) {
+    zt_comm *job = zt_engine_job_comm(e); /* every rank of the job: tensor-parallel parts have files too */
+    int me = zt_engine_job_rank(e);
+    if (me == 0) {
         time_t t = time(NULL);
         struct tm tm;
         localtime_r(&t, &tm);
@@ -41,10 +43,10 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
         snprintf(run, sizeof run, "zerotrain-%s-%ld", stamp, (long)getpid());
     }
-    if (e->opt.comm && (rc = zt_broadcast_bytes(e->opt.comm, run, sizeof run, 0, "offload run name", err)))
+    if (job && (rc = zt_broadcast_bytes(job, run, sizeof run, 0, "offload run name", err)))
         return rc;
     run[sizeof run - 1] = '\0';
-    zt_nvme_store_options so = {.dir = optim ? e->offload_dir : e->param_dir, .run = run, .rank = e->rank,
+    zt_nvme_store_options so = {.dir = optim ? e->offload_dir : e->param_dir, .run = run, .rank = me,
                                 .nkinds = optim ? e->state_kinds : 0, .floats = e->state_floats,
                                 .buffer_count = o->buffer_count, .buffer_bytes = o->buffer_bytes,
                                 .io_threads = o->io_threads, .buffered = o->buffered};
@@ -62,8 +64,8 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     if (e->nvme) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
         zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->nvme), true);
     if (optim) e->optim_store = e->nvme;
-    if (e->opt.comm) { /* everyone learns whether every rank has its files */
-        int ok = rc == ZT_OK, arc = zt_all_reduce_and_int(e->opt.comm, &ok, "offload files", err);
+    if (job) { /* everyone learns whether every rank has its files */
+        int ok = rc == ZT_OK, arc = zt_all_reduce_and_int(job, &ok, "offload files", err);
         if (arc) return arc;
         if (!ok && !rc)
             return zt_error_set(err, ZT_ERR_IO, "offload: another rank could not create its files under %s/%s "
@@ -71,7 +73,7 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     }
     if (rc) {
         *err = mine;
-        return zt_error_prefix(err, "rank %d: %s nvme", e->rank, optim ? "memory.offload_optimizer" : "memory.offload_param");
+        return zt_error_prefix(err, "rank %d: %s nvme", me, optim ? "memory.offload_optimizer" : "memory.offload_param");
     }
     return params ? zt_param_offload_setup(e, err) : ZT_OK;
 }
@@ -130,14 +132,16 @@ int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const flo
 }
 
 int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err) {
-    if (!e->opt.comm || e->world < 2) return rc;
+    zt_comm *job = zt_engine_job_comm(e); /* the tensor-parallel parts stop together too */
+    int W = zt_engine_job_size(e);
+    if (!job) return rc;
     double mine = rc, small[256];
-    double *st = e->world <= 256 ? small : malloc((size_t)e->world * sizeof *st);
+    double *st = W <= 256 ? small : malloc((size_t)W * sizeof *st);
     zt_error gerr;
-    int grc = st ? zt_all_gather_f64(e->opt.comm, &mine, st, 1, "offload status", &gerr)
+    int grc = st ? zt_all_gather_f64(job, &mine, st, 1, "offload status", &gerr)
                  : zt_error_set(&gerr, ZT_ERR_NOMEM, "offload: out of memory");
     int bad = -1, bad_code = ZT_OK;
-    for (int r = 0; !grc && r < e->world && bad < 0; r++)
+    for (int r = 0; !grc && r < W && bad < 0; r++)
         if (st[r] != 0) bad = r, bad_code = (int)st[r];
     if (st != small) free(st);
     if (rc) return rc; /* this rank's own error says more */

@@ -92,7 +92,7 @@ void zt_params16_init(zt_engine *e, int i, uint64_t key)
     uint16_t *dst = zt_params16_local(e, i);
     for (size_t done = 0; done < n; done += e->param_chunk) { /* element j's value: (seed, name, j) */
         size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
-        zt_init_fill(e->param_tmp, begin + (int64_t)done, (int64_t)len, p->init, p->init_std, key);
+        zt_init_fill(e->param_tmp, p, begin + (int64_t)done, (int64_t)len, key);
         zt_f32_to_bf16(dst + done, e->param_tmp, len);
     }
 }

@@ -32,6 +32,12 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;
     }
+    if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
+        double sumsq;
+        int rc = zt_engine_tp_norm(e, e->norm_partials, &sumsq, err);
+        *norm = sqrt(sumsq);
+        return rc;
+    }
     *norm = sqrt(zt_sum_in_order(e->norm_partials, pl->norm_chunks));
     return ZT_OK;
 }

@@ -12,6 +12,8 @@
 #include "ckpt/weights.h"
 #include "comm/comm.h"
 #include "comm/launcher.h"
+#include "comm/mesh.h"
+#include "shard/tp.h"
 #include "core/fault.h"
 #include "core/stop.h"
 #include "data/sampler.h"
@@ -29,6 +31,30 @@
 #include <string.h>
 
 static double now(void) { return omp_get_wtime(); }
+
+/* all[r * n + i] = world rank r's x[i] (a copy on one process). The loop's cross-rank decisions
+ * read what every rank of the job saw: the data-parallel ranks and the tensor-parallel ones. */
+static int gather_world(zt_comm *w, const double *x, int n, double *all, const char *what, zt_error *err) {
+    if (!w || zt_comm_size(w) == 1) {
+        memcpy(all, x, (size_t)n * sizeof *x);
+        return ZT_OK;
+    }
+    return zt_all_gather_f64(w, x, all, (size_t)n, what, err);
+}
+
+/* *x = the sum over the world's ranks, in rank order. */
+static int sum_world(zt_comm *w, double *x, const char *what, zt_error *err) {
+    int n = w ? zt_comm_size(w) : 1;
+    double *all = malloc((size_t)n * sizeof *all);
+    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory", what);
+    int rc = gather_world(w, x, 1, all, what, err);
+    if (!rc) {
+        *x = 0;
+        for (int r = 0; r < n; r++) *x += all[r];
+    }
+    free(all);
+    return rc;
+}
 
 /* Mean loss over the first cfg->eval_batches micro-batches of the validation file (always the same
  * windows, in file order, so successive evaluations are comparable). Rank r takes batches r, r+W,
@@ -138,11 +164,12 @@ static void flip_a_bit(zt_engine *e) {
 /* fault.replica_check_every: every rank hashes the parameters as it holds them and the ranks
  * compare; a replica that differs from rank 0's is silent corruption (or a bug): ZT_ERR_NUMERICS
  * naming the ranks. all: (world) scratch doubles. A collective. */
-static int check_replicas(zt_engine *e, int world, int64_t step, int every, double *all, zt_error *err) {
+static int check_replicas(zt_engine *e, zt_comm *world_comm, int world, int64_t step, int every, double *all,
+                          zt_error *err) {
     uint64_t h = zt_engine_param_hash(e); /* local for replicated fp32 parameters */
     double mine;
     memcpy(&mine, &h, 8);
-    int rc = zt_engine_gather_ranks(e, &mine, 1, all, "replica check", err);
+    int rc = gather_world(world_comm, &mine, 1, all, "replica check", err);
     if (rc) return rc;
     char ranks[160] = "";
     size_t used = 0;
@@ -248,12 +275,12 @@ static int on_save_error(const zt_train_config *cfg, int rc, bool final, long lo
  * [first, first + n)) is skipped in the sampler from now on, and the loss window the commit kept is
  * put back. meta receives the commit's step and cursor. */
 static int roll_back(zt_engine *e, const char *dir, const zt_train_config *cfg, zt_sampler *ts, zt_guard *g,
-                     uint64_t first, uint64_t n, int world, FILE *out, zt_ckpt_meta *meta, char *commit, size_t cap,
-                     zt_error *err) {
+                     uint64_t first, uint64_t n, zt_comm *world_comm, int world, FILE *out, zt_ckpt_meta *meta,
+                     char *commit, size_t cap, zt_error *err) {
     int rc = zt_sampler_skip_logical(ts, first, n, err);
     if (rc || (rc = zt_ckpt_resume(e, dir, cfg->ckpt_fallback, false, out, commit, cap, meta, err))) return rc;
-    double agree = (double)meta->step;
-    if ((rc = zt_engine_sum_ranks(e, &agree, err))) return rc;
+    double agree = (double)meta->step; /* every rank of the job, tensor-parallel ones included */
+    if ((rc = sum_world(world_comm, &agree, "loss-spike rollback agreement", err))) return rc;
     if (agree != (double)meta->step * world)
         return zt_error_set(err, ZT_ERR_CKPT, "loss-spike rollback: the ranks did not all reload the same commit (this "
                             "one %s, step %lld): do they see the same files?", commit, (long long)meta->step);
@@ -273,7 +300,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->strategy = cfg->strategy;
     eo->comm = world > 1 ? comm : NULL;
     eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size
-                                                       : zt_launcher_default_shard_size(world, NULL);
+                                                       : zt_train_config_default_shard(cfg, world, NULL);
     eo->hybrid_inner = cfg->hybrid_inner;
     eo->keep_params_after_forward = !cfg->reshard_after_forward;
     eo->grad_accum = cfg->grad_accum;
@@ -321,6 +348,8 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     int B = cfg->micro_batch, T = cfg->seq_len, A = cfg->grad_accum;
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
+    zt_mesh *mesh = NULL; /* the parallel mesh (src/comm/mesh.h): every rank's coordinates */
+    /* the job: rank 0 speaks, every rank writes its trace; the data: split over the dp ranks */
     int rank = world_comm ? zt_comm_rank(world_comm) : 0, world = world_comm ? zt_comm_size(world_comm) : 1;
     FILE *devnull = NULL;
     if (rank != 0) { /* every rank runs the same code; only rank 0 speaks */
@@ -361,6 +390,16 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     }
     zt_engine_options eo;
     zt_train_engine_options(cfg, world, world_comm, &eo);
+    zt_mesh_sizes ms = {.tp = cfg->tensor_parallel_size, .pp = cfg->pipeline_parallel_size,
+                        .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo.hybrid_shard_size};
+    if ((rc = zt_mesh_create(world_comm, &ms, &mesh, err))) goto done;
+    eo.mesh = mesh;
+    /* tensor parallelism: this rank's part of the heads, MLP width and vocabulary (src/shard/tp.h) */
+    if ((rc = zt_tp_apply(model, mesh->tp, mesh->tp_rank, err))) {
+        zt_error_prefix(err, "parallel.tensor_parallel_size %d", mesh->tp);
+        goto done;
+    }
+    int drank = mesh->dp_rank, dworld = mesh->dp; /* this rank's place in the data-parallel axis */
     if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
     int64_t start_step = 0, steps_done = 0;
     uint64_t sample_base = 0; /* logical global sample index where start_step begins */
@@ -386,7 +425,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         meta = *cmeta;
         /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
         double agree = (double)meta.step;
-        if ((rc = zt_engine_sum_ranks(e, &agree, err))) goto done;
+        if ((rc = sum_world(world_comm, &agree, "resume agreement", err))) goto done;
         if (agree != (double)meta.step * world) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "rank %d resumed from %s (step %lld) but the ranks did not all "
                               "choose the same commit (their steps sum to %.0f): do they see the same files?",
@@ -419,7 +458,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
         zt_error perr = {0};
         double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
-        if ((rc = zt_engine_sum_ranks(e, &any, err))) goto done;
+        if ((rc = sum_world(world_comm, &any, "checkpoint directory probe", err))) goto done;
         if (any > 0) {
             rc = bad ? (*err = perr, perr.code)
                      : zt_error_set(err, ZT_ERR_IO, "checkpoint directory %s is not writable by %.0f of the ranks "
@@ -444,7 +483,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_commlog_enable(true);
     }
 
-    int64_t micro_per_step = (int64_t)A * world, tokens_per_step = (int64_t)B * T * micro_per_step;
+    int64_t micro_per_step = (int64_t)A * dworld, tokens_per_step = (int64_t)B * T * micro_per_step;
     int threads = omp_get_max_threads();
     double flops_per_token = model->train_flops_per_token ? model->train_flops_per_token(model, T) : 0;
     /* MFU: the model's 6N + 12LCT (metrics/mfu.h) over the peak of every core the job uses, for
@@ -465,7 +504,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
             "%d ranks = %lld tokens/step | %d threads per rank\n",
             cfg->train_path, train.n, (unsigned long long)ts.n_windows, T,
-            have_val ? cfg->val_path : "none", B, T, A, world, (long long)tokens_per_step, threads);
+            have_val ? cfg->val_path : "none", B, T, A, dworld, (long long)tokens_per_step, threads);
     fprintf(out, "parallel: strategy %s on %d rank%s", zt_strategy_name(cfg->strategy), world,
             world > 1 ? "s" : "");
     if (cfg->strategy == ZT_STRATEGY_HYBRID) { /* with 0: where the default came from */
@@ -474,6 +513,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         fprintf(out, " (%s in shard groups of %d%s%s)", zt_strategy_name(cfg->hybrid_inner), eo.hybrid_shard_size,
                 *src ? ", ranks per node from " : cfg->hybrid_shard_size == 0 ? ", the world: one node" : "", src);
     }
+    if (mesh->tp * mesh->pp > 1)
+        fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
+                mesh->pp);
     if (eo.activation_checkpointing != ZT_RECOMPUTE_NONE)
         fprintf(out, " | activation checkpointing %s", zt_recompute_name(eo.activation_checkpointing));
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
@@ -561,7 +603,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             double td = now();
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
-                             ((uint64_t)rank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
+                             ((uint64_t)drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
             if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
                 goto data_error_train;
             double tf = now();
@@ -587,10 +629,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
         if (zt_fault_point(ZT_FAULT_AT_AGREE, NULL) == ZT_FAULT_SKIPCOLL) /* ZT_FAULT skipcoll: a desync */
             for (int r = 0; r < world; r++) memcpy(per_rank + 4 * r, mine, sizeof mine);
-        else if ((rc = zt_engine_gather_ranks(e, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+        else if ((rc = gather_world(world_comm, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
             goto done;
+        /* the loss of each data-parallel rank once (its tp ranks hold the same), in dp order */
         for (int r = 0; r < world; r++)
-            for (int i = 0; i < 3; i++) agree[i] += per_rank[4 * r + i];
+            for (int i = 0; i < 3; i++)
+                if (i > 0 || zt_mesh_holds_loss(mesh, r)) agree[i] += per_rank[4 * r + i];
         for (int r = 0; r < world; r++) work[r] = per_rank[4 * r + 3];
         loss_sum = agree[0];
         bool stop = agree[1] + agree[2] > 0;
@@ -624,14 +668,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
             char commit[4096];
             double have = zt_ckpt_resolve(opts->ckpt_dir, commit, sizeof commit, NULL) == ZT_OK;
-            if ((rc = zt_engine_sum_ranks(e, &have, err))) goto done;
+            if ((rc = sum_world(world_comm, &have, "loss-spike rollback: a commit to roll back to", err))) goto done;
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples;
             char ranges[200];
             sample_ranges_text(&ts, first, per_step_samples, ranges, sizeof ranges);
             double loss_now = loss_sum / (double)micro_per_step;
             if (have == world) {
                 deadline_for_save(&dl);
-                if ((rc = roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world, out, cmeta,
+                if ((rc = roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world_comm, world, out, cmeta,
                                     commit, sizeof commit, err)))
                     goto done;
                 deadline_for_steps(&dl);
@@ -715,7 +759,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
         if ((rc = grc)) goto done;
         if (cfg->fault_replica_check_every > 0 && (step + 1) % cfg->fault_replica_check_every == 0 &&
-            (rc = check_replicas(e, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
+            (rc = check_replicas(e, world_comm, world, step + 1, cfg->fault_replica_check_every, per_rank, err)))
             goto done;
         if (steps_done++ == 0) first_loss = m.loss;
         last_loss = m.loss;
@@ -725,7 +769,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
-            if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &m.val_loss, err))) goto done;
+            if ((rc = evaluate(e, &vs, cfg, drank, dworld, inp, tgt, &m.val_loss, err))) goto done;
             zt_trace_end();
             m.eval_s = now() - te;
             last_val = m.val_loss;
@@ -903,6 +947,7 @@ done:
     free(inp);
     free(tgt);
     zt_engine_free(e);
+    zt_mesh_free(mesh);
     zt_model_free(model);
     zt_sampler_free(&ts);
     zt_sampler_free(&vs);

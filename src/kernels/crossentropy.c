@@ -17,20 +17,31 @@
  *
  * Backward in place: d = (p - onehot(target)) * dloss, with the target entry computed as
  * (p - 1) * dloss. Every row is one thread's, so nothing depends on the thread count.
+ *
+ * Vocabulary-parallel (softmax_xent_rowmax / _exp / _finish, _backward_cols): the three sweeps of
+ * a row, the same row functions, one at a time over every row, so that the caller can combine the
+ * parts' maxima, sums and target terms between them (Megatron's vocab_parallel_cross_entropy); the
+ * full logits are never gathered.
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
-static void xent_row(float *loss, float *x, int target, int V)
+/* max of the row */
+static float row_max(const float *x, int V)
 {
     int i;
-    float xt = x[target];
     zt_vf vmax = zt_vset1(-INFINITY);
     for (i = 0; i + ZT_VL <= V; i += ZT_VL)
         vmax = zt_vmax(vmax, zt_vload(x + i));
     if (i < V)
         vmax = zt_vmax(vmax, zt_vloadn(x + i, V - i, -INFINITY));
-    float mx = zt_vhmax(vmax);
+    return zt_vhmax(vmax);
+}
+
+/* x = exp(x - mx) in place; returns the sum (double, 16 lanes) */
+static double row_exp(float *x, int V, float mx)
+{
+    int i;
     zt_vf m = zt_vset1(mx);
     zt_vacc acc = zt_vacc_zero();
     for (i = 0; i + ZT_VL <= V; i += ZT_VL) {
@@ -43,12 +54,25 @@ static void xent_row(float *loss, float *x, int target, int V)
         zt_vacc_add(&acc, e);
         zt_vstoren(x + i, e, V - i);
     }
-    double S = zt_vacc_sum(acc);
+    return zt_vacc_sum(acc);
+}
+
+/* x *= 1/S */
+static void row_scale(float *x, int V, double S)
+{
+    int i;
     zt_vf inv = zt_vset1((float)(1.0 / S));
     for (i = 0; i + ZT_VL <= V; i += ZT_VL)
         zt_vstore(x + i, zt_vmul(zt_vload(x + i), inv));
     if (i < V)
         zt_vstoren(x + i, zt_vmul(zt_vloadn(x + i, V - i, 0.0f), inv), V - i);
+}
+
+static void xent_row(float *loss, float *x, int target, int V)
+{
+    float xt = x[target], mx = row_max(x, V);
+    double S = row_exp(x, V, mx);
+    row_scale(x, V, S);
     *loss = (float)(log(S) - ((double)xt - (double)mx));
 }
 
@@ -60,20 +84,55 @@ void softmax_xent_forward(float *losses, float *logits_to_probs, const int32_t *
         xent_row(losses + r, logits_to_probs + (size_t)r * V, targets[r], V);
 }
 
+void softmax_xent_rowmax(float *mx, const float *logits, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++)
+        mx[r] = row_max(logits + (size_t)r * V, V);
+}
+
+void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float *mx, const int32_t *targets,
+                      int N, int V, int64_t v0)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        float *x = logits_to_e + (size_t)r * V;
+        int64_t t = (int64_t)targets[r] - v0;
+        xt[r] = t >= 0 && t < V ? (double)x[t] - (double)mx[r] : 0.0;
+        sums[r] = row_exp(x, V, mx[r]);
+    }
+}
+
+void softmax_xent_finish(float *losses, float *e_to_probs, const double *S, const double *XT, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++) {
+        row_scale(e_to_probs + (size_t)r * V, V, S[r]);
+        losses[r] = (float)(log(S[r]) - XT[r]);
+    }
+}
+
 void softmax_xent_backward(float *probs_to_dlogits, const int32_t *targets, const float *dlosses,
                            int N, int V)
+{
+    softmax_xent_backward_cols(probs_to_dlogits, targets, dlosses, N, V, 0);
+}
+
+void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
+                                int V, int64_t v0)
 {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         float *p = probs_to_dlogits + (size_t)r * V;
         float dl = dlosses[r];
-        float pt = p[targets[r]];
+        int64_t t = (int64_t)targets[r] - v0;
+        float pt = t >= 0 && t < V ? p[t] : 0.0f;
         zt_vf d = zt_vset1(dl);
         int i;
         for (i = 0; i + ZT_VL <= V; i += ZT_VL)
             zt_vstore(p + i, zt_vmul(zt_vload(p + i), d));
         if (i < V)
             zt_vstoren(p + i, zt_vmul(zt_vloadn(p + i, V - i, 0.0f), d), V - i);
-        p[targets[r]] = (pt - 1.0f) * dl;
+        if (t >= 0 && t < V) p[t] = (pt - 1.0f) * dl;
     }
 }

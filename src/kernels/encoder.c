@@ -5,10 +5,14 @@
  * the same token write the same dwte row: threads split the channels instead of the rows, and each
  * thread walks the rows in (b, t) order over its channel slice. Every dwte/dwpe element is thus a
  * sum in (b, t) order whatever the thread count: the bits never depend on it.
+ * Vocabulary-parallel (encoder_lookup_rows, encoder_add_positions, encoder_backward_rows): a part
+ * holding rows [v0, v0 + vn) of the table looks up only those tokens (zeros for the rest), the
+ * caller sums the parts and then adds the positions, the same add as the fused forward.
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* dst[0..n) = a + b */
@@ -55,6 +59,12 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                       int C)
 {
+    encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, 0, INT64_MAX);
+}
+
+void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                           int64_t v0, int64_t vn)
+{
     if (!dwte && !dwpe) return; /* both frozen */
 #pragma omp parallel
     {
@@ -64,10 +74,51 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t
         if (n > 0) {
             for (int bt = 0; bt < B * T; bt++) {
                 const float *d = dout + (size_t)bt * C + c0;
-                float *we = dwte ? dwte + (size_t)inp[bt] * C + c0 : NULL;
+                int64_t row = (int64_t)inp[bt] - v0;
+                float *we = dwte && row >= 0 && row < vn ? dwte + (size_t)row * C + c0 : NULL;
                 float *pe = dwpe ? dwpe + (size_t)(bt % T) * C + c0 : NULL;
-                if (dwte) add_row(we, we, d, n);
+                if (we) add_row(we, we, d, n);
                 if (dwpe) add_row(pe, pe, d, n);
+            }
+        }
+    }
+}
+
+void encoder_lookup_rows(float *out, const int32_t *inp, const float *wte, const uint16_t *wte16, int B, int T,
+                         int C, int64_t v0, int64_t vn)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        float *dst = out + (size_t)bt * C;
+        int64_t row = (int64_t)inp[bt] - v0;
+        if (row < 0 || row >= vn) {
+            memset(dst, 0, (size_t)C * sizeof *dst);
+        } else if (wte) {
+            memcpy(dst, wte + (size_t)row * C, (size_t)C * sizeof *dst);
+        } else {
+            const uint16_t *a = wte16 + (size_t)row * C;
+            for (int c = 0; c < C; c++) {
+                uint32_t u = (uint32_t)a[c] << 16;
+                memcpy(&dst[c], &u, sizeof u);
+            }
+        }
+    }
+}
+
+void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        float *dst = out + (size_t)bt * C;
+        if (wpe) {
+            add_row(dst, dst, wpe + (size_t)(bt % T) * C, C);
+        } else {
+            const uint16_t *b = wpe16 + (size_t)(bt % T) * C;
+            for (int c = 0; c < C; c++) {
+                uint32_t u = (uint32_t)b[c] << 16;
+                float f;
+                memcpy(&f, &u, sizeof f);
+                dst[c] = dst[c] + f;
             }
         }
     }

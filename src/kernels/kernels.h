@@ -34,6 +34,18 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
                           int T, int C);
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                       int C);
+/* Vocabulary-parallel (one part of a table cut by rows, docs/parallelism.md): the table holds rows
+ * [v0, v0 + vn) of the vocabulary. Lookup: out (B,T,C) = the token's row when this part holds it,
+ * else zeros (the parts' outputs sum to encoder_forward's without positions); from fp32 rows, or
+ * bf16 rows widened (exactly one of wte, wte16 given). Positions: out += wpe[t] (fp32, or bf16
+ * widened; the add encoder_forward does, so lookup + sum + positions has its bits). Backward:
+ * encoder_backward restricted to the tokens this part holds (dwte indexed from v0); encoder_backward
+ * is this with v0 = 0 and every token held. */
+void encoder_lookup_rows(float *out, const int32_t *inp, const float *wte, const uint16_t *wte16, int B, int T,
+                         int C, int64_t v0, int64_t vn);
+void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C);
+void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                           int64_t v0, int64_t vn);
 
 /* ---- layernorm.c ------------------------------------------------------------------------------ */
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
@@ -149,6 +161,31 @@ void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, con
                             const float *q, const float *k, const float *v, const float *att, int B,
                             int T, int NH, int NKV, int hs, int sq, int skv);
 
+/* ---- flash_attention.c: causal attention in O(T) memory (online softmax, FlashAttention-2) ----- */
+/* The same attention as attention.c's without any (T,T) matrix: forward saves its output and the
+ * per-row logsumexp lse (B,NH,T) of the scaled scores; backward recomputes the probabilities tile
+ * by tile from q, k, lse and reads the output (D = rowsum(dO * O)). scratch: per thread, sized by
+ * flash_attention_scratch_floats under the OpenMP thread setting both kernels run with (O(T)).
+ * Bits do not depend on the thread count. */
+size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV, int hs);
+/* q (B,T,NH*hs) row stride sq, k, v (B,T,NKV*hs) row stride skv (query head h reads KV head
+ * h / (NH/NKV)); out (B,T,NH*hs) (row stride NH*hs) and lse (B,NH,T) assigned. */
+void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q,
+                                 const float *k, const float *v, int B, int T, int NH, int NKV,
+                                 int hs, int sq, int skv);
+/* dq (stride sq), dk, dv (stride skv) = d loss / d q, k, v (assigned; dk and dv sum the NH/NKV
+ * query heads sharing them) from dout (B,T,NH*hs), out and lse as the forward wrote them. */
+void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
+                                  const float *dout, const float *q, const float *k, const float *v,
+                                  const float *out, const float *lse, int B, int T, int NH, int NKV,
+                                  int hs, int sq, int skv);
+/* GPT-2's fused qkv (B,T,3C) as attention_forward: the GQA kernels with NKV = NH, strides 3C */
+void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T,
+                             int C, int NH);
+/* dqkv (B,T,3C) assigned */
+void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH);
+
 /* ---- rmsnorm.c: root-mean-square norm (Llama) ------------------------------------------------ */
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
@@ -190,5 +227,21 @@ void softmax_xent_forward(float *losses, float *logits_to_probs, const int32_t *
 /* probs (N,V) are turned into d loss / d logits in place: (p - onehot(target)) * dlosses[n]. */
 void softmax_xent_backward(float *probs_to_dlogits, const int32_t *targets, const float *dlosses,
                            int N, int V);
+/* The same three sweeps one at a time, for logits cut by vocabulary columns (each part holds
+ * columns [v0, v0 + V) of every row; the caller combines the parts between the sweeps, Megatron's
+ * vocab-parallel cross-entropy; one part and these in a row are softmax_xent_forward's bits):
+ *   rowmax   mx[n] = max of row n
+ *   exp      row n = exp(x - mx[n]) in place (mx: the max over every part); sums[n] = its sum
+ *            (double, as the fused kernel); xt[n] = x[target - v0] - mx[n] when this part holds
+ *            the target, else 0 (double)
+ *   finish   row n *= 1/S[n] (S: the sum over every part); losses[n] = log(S[n]) - XT[n] (XT the
+ *            target term summed over the parts: only its holder's is non-zero)
+ * softmax_xent_backward_cols is the backward on the part: the target's -1 only where held. */
+void softmax_xent_rowmax(float *mx, const float *logits, int N, int V);
+void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float *mx, const int32_t *targets,
+                      int N, int V, int64_t v0);
+void softmax_xent_finish(float *losses, float *e_to_probs, const double *S, const double *XT, int N, int V);
+void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
+                                int V, int64_t v0);
 
 #endif /* ZT_KERNELS_H */

@@ -98,6 +98,11 @@ static inline void zt_vstoren(float *p, zt_vf v, int n)
 {
     _mm512_mask_storeu_ps(p, zt_vmask_(n), v);
 }
+/* lanes [0, n) of v, 0 in the others; any n (<= 0: all 0, >= 16: v) */
+static inline zt_vf zt_vkeepn(zt_vf v, int n)
+{
+    return _mm512_maskz_mov_ps(n <= 0 ? 0 : n >= 16 ? 0xFFFF : zt_vmask_(n), v);
+}
 static inline zt_vf zt_vadd(zt_vf a, zt_vf b) { return _mm512_add_ps(a, b); }
 static inline zt_vf zt_vsub(zt_vf a, zt_vf b) { return _mm512_sub_ps(a, b); }
 static inline zt_vf zt_vmul(zt_vf a, zt_vf b) { return _mm512_mul_ps(a, b); }
@@ -227,6 +232,7 @@ static inline void zt_vstoren(float *p, zt_vf v, int n)
     (void)n;
     *p = v;
 }
+static inline zt_vf zt_vkeepn(zt_vf v, int n) { return n > 0 ? v : 0.0f; }
 static inline zt_vf zt_vadd(zt_vf a, zt_vf b) { return a + b; }
 static inline zt_vf zt_vsub(zt_vf a, zt_vf b) { return a - b; }
 static inline zt_vf zt_vmul(zt_vf a, zt_vf b) { return a * b; }

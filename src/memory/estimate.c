@@ -63,6 +63,24 @@ int zt_estimate_ranks(const zt_model *m, int world, int group, int *out, int cap
     return n;
 }
 
+/* The shard group whose pieces decide which ranks hold the most: hybrid's S, ddp's 1, the world. */
+static int strategy_group(const zt_engine_options *o, int world) {
+    return o->strategy == ZT_STRATEGY_HYBRID ? o->hybrid_shard_size : o->strategy == ZT_STRATEGY_DDP ? 1 : world;
+}
+
+int zt_estimate_peak(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po, int world,
+                     zt_memory_plan *out, zt_error *err) {
+    int ranks[64], n = zt_estimate_ranks(m, world, strategy_group(o, world), ranks, 64);
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < n; k++) {
+        zt_memory_plan p;
+        int rc = zt_memory_plan_compute(m, o, po, world, ranks[k], &p, err);
+        if (rc) return zt_error_prefix(err, "%s", zt_strategy_name(o->strategy));
+        if (k == 0 || p.peak_total > out->peak_total) *out = p;
+    }
+    return ZT_OK;
+}
+
 int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
     memset(out, 0, sizeof *out);
     int ranks[64];
@@ -71,8 +89,7 @@ int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *e
         zt_engine_options o = rq->opt;
         o.strategy = (zt_strategy)s;
         col->strategy = o.strategy;
-        int group = s == ZT_STRATEGY_HYBRID ? o.hybrid_shard_size : s == ZT_STRATEGY_DDP ? 1 : rq->world;
-        int n = zt_estimate_ranks(rq->model, rq->world, group, ranks, 64);
+        int n = zt_estimate_ranks(rq->model, rq->world, strategy_group(&o, rq->world), ranks, 64);
         if (n > out->ranks_evaluated) out->ranks_evaluated = n;
         col->min_peak = (size_t)-1;
         for (int v = 0; v < ZT_EST_VARIANTS; v++) {

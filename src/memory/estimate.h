@@ -48,6 +48,13 @@ typedef struct zt_estimate {
  * strategy. */
 int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err);
 
+/* The plan of the rank needing the most under o (its strategy, hybrid size, ...): the ranks
+ * zt_estimate_run plans for that strategy's column, so its peak_total equals the column's
+ * high-water (`zerotrain plan` shows it beside the predicted step). ZT_ERR_USAGE from the plan
+ * names the strategy. */
+int zt_estimate_peak(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po, int world,
+                     zt_memory_plan *out, zt_error *err);
+
 /* The ranks whose plans the grid takes the maximum over: all of them when world <= 64, else rank
  * 0, the last rank and the 8 whose shard (of a group of `group` ranks) holds the most elements.
  * Writes at most `cap` ranks into out and returns the count. */

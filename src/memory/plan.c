@@ -91,6 +91,14 @@ size_t zt_memory_plan_model_states(const zt_memory_plan *p) {
            p->rest[ZT_MEM_OPTIMIZER];
 }
 
+size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T) {
+    size_t parts = (size_t)m->units[0].tp_parts, N = (size_t)B * T;
+    if (parts <= 1) return 0;
+    size_t gathers = parts * 2 * N * 2;          /* every part's 2N doubles (the loss's sums) */
+    size_t logits = (size_t)B * (size_t)m->vocab_size; /* the generated position's logits */
+    return gathers > logits ? gathers : logits;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * the replay */
 typedef struct sim {
@@ -556,6 +564,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     /* gradient-norm partials, and every shard's own partials gathered (doubles; collect.c) */
     alloc(&s, ZT_MEM_COMM, 2 * ((size_t)pl.norm_chunks + 1));
     if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.norm_chunks);
+    int parts = m->units[0].tp_parts; /* tp_group.c zt_engine_tp_setup: the group's staging */
+    if (parts > 1) alloc(&s, ZT_MEM_COMM, zt_memory_tp_work_floats(m, o->B, o->T));
 
     /* ---- one optimizer step ---- */
     for (int micro = 0; micro < s.ga; micro++) micro_batch(&s, micro);
@@ -578,7 +588,13 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
                                                                      s.block_thread)
                                     : 0;
     out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
-    size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica;
+    /* the tp group's all-reduces (the units' sums): at most a (B, T, widest output) activation,
+     * reduce-scattered in even blocks */
+    size_t tp_sum = BT * max_width;
+    out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
+                                                                             (size_t)parts * sizeof(float)) : 0;
+    size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +
+                  out->scratch_tp;
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;

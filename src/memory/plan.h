@@ -101,6 +101,10 @@ static inline size_t zt_memory_alloc_bytes(size_t floats) {
 /* Parameter offload: floats of the window one gather reads params[0..n)'s pieces into (each
  * piece's enclosing 4 KiB blocks, plus 4 KiB to align the start; engine/param_offload.c). */
 size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
+/* Tensor parallelism (engine/tp_group.c): floats of the group's staging for a model cut into
+ * parts (0 when whole): every part's row sums of the loss (2·B·T doubles each), or the generated
+ * position's logits (B x V), whichever is larger. */
+size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
 
 /* Sum of the classes params, compute_copy, grads, optimizer at rest: the model states. */
 size_t zt_memory_plan_model_states(const zt_memory_plan *p);

@@ -9,7 +9,8 @@
 #include "zerotrain/zerotrain.h"
 
 /* The model of a preset name (gpt2-124M ... gpt2-1558M, tiny; llama-tiny, llama-124M, llama-7b, llama-13b,
- * llama-70b, llama3-8b, llama3-70b, mistral-7b). ZT_ERR_USAGE lists every name on a miss. */
-int zt_estimator_model(const char *name, zt_model **out, zt_error *err);
+ * llama-70b, llama3-8b, llama3-70b, mistral-7b) with the given attention kernel (its saved
+ * buffers and scratch differ). ZT_ERR_USAGE lists every name on a miss. */
+int zt_estimator_model(const char *name, zt_attention attention, zt_model **out, zt_error *err);
 
 #endif

@@ -45,7 +45,7 @@ double zt_measure_core_bf16_flops(void);
 double zt_cpu_peak_flops(const zt_cpu_peak *p, double cores, int ranks, bool bf16);
 /* Cores one rank really has: min(threads, physical cores on this node / ranks on this node),
  * where ranks on this node come from the launcher (comm/launcher.h: OMPI_COMM_WORLD_LOCAL_SIZE,
- * MPI_LOCALNRANKS, SLURM_TASKS_PER_NODE; 1 when none is set). Oversubscribed ranks get a fraction. */
+ * MPI_LOCALNRANKS, SLURM_STEP_TASKS_PER_NODE, ...; 1 when none is set). Oversubscribed ranks get a fraction. */
 double zt_cores_per_rank(int threads);
 
 /* "measured fp32 FMA peak", "measured bf16 dot-product peak", "nominal fp32 peak (clock x table)",

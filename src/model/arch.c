@@ -14,6 +14,15 @@ int zt_arch_parse(const char *name, zt_arch *out, zt_error *err) {
     return ZT_OK;
 }
 
+const char *zt_attention_name(zt_attention a) { return a == ZT_ATTENTION_NAIVE ? "naive" : "flash"; }
+
+int zt_attention_parse(const char *name, zt_attention *out, zt_error *err) {
+    if (!strcmp(name, "flash")) *out = ZT_ATTENTION_FLASH;
+    else if (!strcmp(name, "naive")) *out = ZT_ATTENTION_NAIVE;
+    else return zt_error_set(err, ZT_ERR_USAGE, "unknown attention kernel \"%s\" (known: flash, naive)", name);
+    return ZT_OK;
+}
+
 int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err) {
     zt_error e1, e2;
     memset(spec, 0, sizeof *spec);

@@ -8,21 +8,30 @@
  *   ln1 = LN(x); qkv = ln1·Wqkvᵀ + b; y = attention(qkv); r = x + y·Woᵀ + b
  *   ln2 = LN(r); h = gelu(ln2·Wfcᵀ + b); out = r + h·Wpᵀ + b
  * The saved activations of a block, the kept part first, each buffer 64-byte aligned:
- *   kept: ln1* (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty* (N,C) | res2 (N,C) |
- *         ln2* (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C)
+ *   kept: ln1* (N,C) | ln1_mean (N) | ln1_rstd (N) | qkv (N,3C) | atty* (N,C) | atto (N,C) |
+ *         lse (B,NH,T) | res2 (N,C) | ln2* (N,C) | ln2_mean (N) | ln2_rstd (N) | fch (N,4C)
  *   rest: att (B,NH,T,T) | fch_gelu* (N,4C)
+ * The attention kernel (cfg->attention) decides three of them: flash (flash_attention.c) saves
+ * lse, one logsumexp per row, and reads its output O in backward, so under bf16/fp16 compute it
+ * also keeps the fp32 O in atto (atty holds the rounded operand; under fp32 atty is O and atto is
+ * empty); no att. naive (attention.c) saves the probabilities att (B,NH,T,T); no atto, no lse.
  * The starred buffers are read only by a Linear (its input, in forward and for dW in backward:
  * layernorm backward reads the block input and mean/rstd, gelu backward reads fch, attention
- * backward reads qkv and att). Under bf16/fp16 compute they hold the rounded operand itself
- * (matmul_forward_lp rounds into them; bf16: 2 bytes per element), since the product only ever
- * reads that; everything else stays fp32 (layernorm statistics, softmax, GELU, the residual
- * stream: docs/precision.md). In floats, N a multiple of 16 (else each buffer rounds up to 16):
- *   fp32: kept N·(11C + 4), rest B·NH·T² + 4·N·C
- *   bf16: kept N·(9.5C + 4), rest B·NH·T² + 2·N·C (fp16 values are kept in fp32: as fp32)
+ * backward reads qkv and att, or qkv, O and lse). Under bf16/fp16 compute they hold the rounded
+ * operand itself (matmul_forward_lp rounds into them; bf16: 2 bytes per element), since the
+ * product only ever reads that; everything else stays fp32 (layernorm statistics, softmax, GELU,
+ * the residual stream, the attention's O: docs/precision.md). In floats, N a multiple of 16 (else
+ * each buffer rounds up to 16), whole (tensor parallelism cuts the attention's and the MLP's
+ * buffers by the parts, widths_of):
+ *   flash fp32: kept N·(11C + 4) + B·NH·T, rest 4·N·C
+ *   flash bf16: kept N·(10.5C + 4) + B·NH·T, rest 2·N·C (fp16 values are kept in fp32)
+ *   naive fp32: kept N·(11C + 4), rest B·NH·T² + 4·N·C
+ *   naive bf16: kept N·(9.5C + 4), rest B·NH·T² + 2·N·C
  * Selective activation checkpointing keeps the first part and recomputes the rest before
- * backward (block_recompute): the attention probabilities from qkv (Megatron's selective
- * recomputation of the core attention, without the P·V product, whose output atty is kept) and
- * gelu(fch), the two largest buffers per token that are cheap to rebuild. The embedding keeps
+ * backward (block_recompute): gelu(fch), and under naive attention the probabilities from qkv
+ * (Megatron's selective recomputation of the core attention, without the P·V product, whose
+ * output atty is kept): the largest buffers per token that are cheap to rebuild. (flash has no
+ * probabilities to rebuild: its backward recomputes them tile by tile anyway.) The embedding keeps
  * nothing, and the head does not declare a kept part: its logits cost an (N,C)x(C,V) product,
  * so under selective it keeps everything. The head saves lnf* (N,C) | mean (N) | rstd (N) |
  * logits, then probabilities (N,V).
@@ -44,12 +53,12 @@ typedef struct preset {
 } preset;
 
 static const preset PRESETS[] = {
-    {"tiny", {128, 50257, 2, 4, 64}},
-    {"gpt2-124M", {1024, 50257, 12, 12, 768}},
-    {"gpt2", {1024, 50257, 12, 12, 768}},
-    {"gpt2-350M", {1024, 50257, 24, 16, 1024}},
-    {"gpt2-774M", {1024, 50257, 36, 20, 1280}},
-    {"gpt2-1558M", {1024, 50257, 48, 25, 1600}},
+    {"tiny", {128, 50257, 2, 4, 64, ZT_ATTENTION_FLASH}},
+    {"gpt2-124M", {1024, 50257, 12, 12, 768, ZT_ATTENTION_FLASH}},
+    {"gpt2", {1024, 50257, 12, 12, 768, ZT_ATTENTION_FLASH}},
+    {"gpt2-350M", {1024, 50257, 24, 16, 1024, ZT_ATTENTION_FLASH}},
+    {"gpt2-774M", {1024, 50257, 36, 20, 1280, ZT_ATTENTION_FLASH}},
+    {"gpt2-1558M", {1024, 50257, 48, 25, 1600, ZT_ATTENTION_FLASH}},
 };
 
 int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
@@ -79,8 +88,7 @@ static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0 || k == 1; }
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    encoder_backward(a->grads[0], a->grads[1], a->dout, a->batch->inputs, a->batch->B, a->batch->T,
-                     c->n_embd);
+    zt_embedding_backward(u, a, 0, 1, c->n_embd);
     return ZT_OK;
 }
 
@@ -97,116 +105,156 @@ enum {
 
 /* the saved buffers; the Linear inputs (void *) are rounded operands under lp compute */
 typedef struct block_saved {
-    void *ln1;  float *ln1_mean, *ln1_rstd, *qkv; void *atty; float *res2; /* kept ... */
-    void *ln2;  float *ln2_mean, *ln2_rstd, *fch;                          /* ... kept */
-    float *att; void *fch_gelu;                                            /* rest */
+    void *ln1;  float *ln1_mean, *ln1_rstd, *qkv; void *atty; float *atto, *lse, *res2; /* kept ... */
+    void *ln2;  float *ln2_mean, *ln2_rstd, *fch;                                       /* ... kept */
+    float *att; void *fch_gelu;                                                         /* rest */
 } block_saved;
 
-enum { BLOCK_KEPT_BUFFERS = 10 };
+enum { BLOCK_KEPT_BUFFERS = 12 };
+
+static bool flash(const zt_gpt2_config *c) { return c->attention == ZT_ATTENTION_FLASH; }
+
+/* A block's widths on its part (tensor parallelism, docs/parallelism.md: P = zt_unit_parts; 1 when
+ * whole): the residual stream C, the attention's Ca = C/P channels over NH = n_head/P heads (the
+ * head size stays C/n_head), the MLP's H = 4C/P, and W = max(H, C), the wide scratch buffers' row. */
+typedef struct widths {
+    int C, Ca, NH, H, W;
+} widths;
+
+static widths widths_of(const zt_unit *u) {
+    const zt_gpt2_config *c = u->model_cfg;
+    int P = zt_unit_parts(u), H = 4 * c->n_embd / P;
+    return (widths){.C = c->n_embd, .Ca = c->n_embd / P, .NH = c->n_head / P, .H = H,
+                    .W = H > c->n_embd ? H : c->n_embd};
+}
 
 /* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or
  * just counts (a NULL), for lp_kind (a->lp_kind when a is given). Returns the total floats;
  * *kept (optional) gets the kept part's. */
-static size_t block_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, const zt_unit_args *a,
+static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt_unit_args *a,
                            block_saved *s, size_t *kept) {
-    size_t N = (size_t)B * T, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
+    widths w = widths_of(u);
+    size_t N = (size_t)B * T, C = (size_t)w.C, Ca = (size_t)w.Ca, H = (size_t)w.H;
     size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
-    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 3 * C), in_C,
-                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 4 * C),
-                      zt_fp32_floats((size_t)B * NH * T * T), matmul_saved_input_floats(lp_kind, N * 4 * C)};
+    bool fl = flash(u->model_cfg);
+    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 3 * Ca),
+                      matmul_saved_input_floats(lp_kind, N * Ca), fl && lp_kind ? zt_fp32_floats(N * Ca) : 0,
+                      fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0, zt_fp32_floats(N * C), in_C, zt_fp32_floats(N),
+                      zt_fp32_floats(N), zt_fp32_floats(N * H), fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T),
+                      matmul_saved_input_floats(lp_kind, N * H)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.ln1 = ptrs[0], .ln1_mean = ptrs[1], .ln1_rstd = ptrs[2], .qkv = ptrs[3],
-                       .atty = ptrs[4], .res2 = ptrs[5], .ln2 = ptrs[6], .ln2_mean = ptrs[7],
-                       .ln2_rstd = ptrs[8], .fch = ptrs[9], .att = ptrs[10], .fch_gelu = ptrs[11]};
+                       .atty = ptrs[4], .atto = ptrs[5], .lse = ptrs[6], .res2 = ptrs[7], .ln2 = ptrs[8],
+                       .ln2_mean = ptrs[9], .ln2_rstd = ptrs[10], .fch = ptrs[11], .att = ptrs[12],
+                       .fch_gelu = ptrs[13]};
     return off;
 }
 
 static size_t block_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
-    return block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, NULL);
+    return block_layout(u, B, T, lp_kind, NULL, &s, NULL);
 }
 
 static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
     size_t kept;
-    block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, &kept);
+    block_layout(u, B, T, lp_kind, NULL, &s, &kept);
     return kept;
 }
 
 static const int BLOCK_LINEARS[] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
 
-/* backward scratch: bufC (N,C) | big1 (N,4C) | big2 (N,4C) | attention scratch | LoRA's; forward uses
- * bufC for the projections' output and big1 for the Linears' fp32 inputs under lp compute */
+/* backward scratch: bufC (N,C) | big1 (N,W) | big2 (N,W) | attention scratch | LoRA's; forward uses
+ * bufC for the projections' output, big1 for the Linears' fp32 inputs under lp compute and the
+ * attention scratch (flash) */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
-    const zt_gpt2_config *c = u->model_cfg;
-    size_t N = (size_t)B * T, C = (size_t)c->n_embd;
-    return N * C + 2 * N * 4 * C + attention_scratch_floats(B, T, c->n_embd, c->n_head) +
-           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
+    widths w = widths_of(u);
+    size_t N = (size_t)B * T;
+    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NH, w.Ca / w.NH)
+                                     : attention_scratch_floats(B, T, w.Ca, w.NH);
+    return N * (size_t)w.C + 2 * N * (size_t)w.W + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
 }
 
+/* Cut for tensor parallelism (widths_of), c_attn and c_fc are column-parallel (this part's heads
+ * and MLP columns), the two c_proj row-parallel: their products are summed over the parts
+ * (zt_linear_forward_rows, Megatron's g) before the residual; in backward the input gradients of
+ * c_attn and c_fc are (zt_unit_sum, f's backward) before their layernorm. */
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
-    const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, Ca = w.Ca, H = w.H, N = B * T;
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,4C) */
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,W) */
+    float *attn_scratch = tmp + 2 * (size_t)N * w.W;
     float *x;
 
     x = zt_linear_input(a, s.ln1, tmp);
     layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * C);
-    x = zt_linear_input(a, s.atty, tmp);
-    attention_forward(x, s.att, s.qkv, B, T, C, c->n_head);
-    zt_linear_forward(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, C, C);
+    zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * Ca);
+    if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
+        x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
+        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH);
+    } else {
+        x = zt_linear_input(a, s.atty, tmp);
+        attention_forward(x, s.att, s.qkv, B, T, Ca, w.NH);
+    }
+    if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
+        return rc;
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.ln2, tmp);
     layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, 4 * C);
+    zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, H);
     x = zt_linear_input(a, s.fch_gelu, tmp);
-    gelu_forward(x, s.fch, (size_t)N * 4 * C);
-    zt_linear_forward(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, 4 * C, C);
+    gelu_forward(x, s.fch, (size_t)N * H);
+    if ((rc = zt_linear_forward_rows(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, H, C, "mlp.c_proj", err)))
+        return rc;
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
 
 static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
-    const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
-    size_t NC = (size_t)N * C;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, Ca = w.Ca, H = w.H, N = B * T;
+    size_t NC = (size_t)N * C, NW = (size_t)N * w.W;
     float *const *p = a->params, *const *g = a->grads;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + 4 * NC, *attn_scratch = big2 + 4 * NC;
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + NW, *attn_scratch = big2 + NW;
     /* din doubles as d res2: the residual passes dout through, both layernorms add into it */
     float *dres = a->din;
 
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
-    zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, 4 * C, C, false);
-    gelu_backward(big2, s.fch, big1, (size_t)N * 4 * C);
-    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, 4 * C, false);
+    zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, H, C, false);
+    gelu_backward(big2, s.fch, big1, (size_t)N * H);
+    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, H, false);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp.c_fc input gradient", err))) return rc;
     layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
                        N, C);
     /* attention: res2 = x + atty·Woᵀ + b */
-    zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, C, C, false);
-    float *dqkv = big1; /* (N,3C) fits in (N,4C) */
-    attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, C, c->n_head);
-    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * C, false);
+    zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, Ca, C, false);
+    float *dqkv = big1; /* (N,3Ca) fits in (N,W) */
+    if (flash(u->model_cfg))
+        flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, a->lp_kind ? s.atto : (float *)s.atty, s.lse, B,
+                                 T, Ca, w.NH);
+    else
+        attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
+    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * Ca, false);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "attn.c_attn input gradient", err))) return rc;
     layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
                        N, C);
     return ZT_OK;
 }
 
-/* rnd(dout) of the widest Linear output: c_fc's (N,4C) */
+/* rnd(dout) of the widest Linear output: c_fc's (N,H), or the projections' (N,C) when cut finer */
 static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
-    const zt_gpt2_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, 4 * c->n_embd);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, widths_of(u).W);
 }
 
 /* the four Linear weights go through zt_linear_forward/_backward, which take params_lp when given;
@@ -218,18 +266,19 @@ static bool block_adaptable(const zt_unit *u, int k) {
 /* ... and so do their LoRA adapters */
 static bool block_reads_lp(const zt_unit *u, int k) { return block_adaptable(u, k) || zt_unit_is_adapter(u, k); }
 
-/* Selective checkpointing: rebuilds att and fch_gelu exactly as block_forward wrote them (the
- * same kernels on the same kept inputs; attention_forward without its output skips P·V; under lp
- * compute gelu(fch) goes through scratch and is rounded into its slot, as c_proj's forward did). */
+/* Selective checkpointing: rebuilds fch_gelu, and under naive attention att, exactly as
+ * block_forward wrote them (the same kernels on the same kept inputs; attention_forward without
+ * its output skips P·V; under lp compute gelu(fch) goes through scratch and is rounded into its
+ * slot, as c_proj's forward did). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
-    const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, N = B * T;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    attention_forward(NULL, s.att, s.qkv, B, T, C, c->n_head);
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    if (!flash(u->model_cfg)) attention_forward(NULL, s.att, s.qkv, B, T, w.Ca, w.NH);
     float *x = zt_linear_input(a, s.fch_gelu, a->scratch);
-    gelu_forward(x, s.fch, (size_t)N * 4 * C);
-    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * 4 * C);
+    gelu_forward(x, s.fch, (size_t)N * w.H);
+    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * w.H);
     return ZT_OK;
 }
 
@@ -252,26 +301,27 @@ typedef struct head_saved {
     float *mean, *rstd, *probs;
 } head_saved;
 
-static size_t head_layout(const zt_gpt2_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
+static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
+    const zt_gpt2_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
     size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
                                .probs = saved + lnf + 2 * stat};
-    return lnf + 2 * stat + zt_fp32_floats(N * c->vocab_size);
+    return lnf + 2 * stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     head_saved s;
-    return head_layout(u->model_cfg, B, T, lp_kind, NULL, &s);
+    return head_layout(u, B, T, lp_kind, NULL, &s);
 }
 
 static const int HEAD_LINEARS[] = {2};
 
-/* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C) */
+/* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C), then the cut loss's rows */
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
-    return (size_t)B * T * c->n_embd;
+    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
 }
 
 static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -281,18 +331,18 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
     if (rc) return rc;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
     layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
-    zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, V);
-    return zt_head_loss_forward(u, a, logits, V, err);
+    zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
     int rc = zt_head_loss_backward(u, a, 2, s.probs, s.lnf, dlnf, C, V, err);
     if (rc) return rc;
@@ -303,10 +353,10 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 /* the LM head's weight (wte, tied) goes through linear_forward/_backward */
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 2; }
 
-/* rnd(dlogits) (N,V) */
+/* rnd(dlogits) (N,V) (this part's vocabulary when cut) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_gpt2_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, zt_unit_vocab(u, c->vocab_size));
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
@@ -329,16 +379,27 @@ static double gpt2_flops_per_token(const zt_model *m, int T) {
     return 6.0 * n + 12.0 * c->n_layer * c->n_embd * (double)T;
 }
 
-/* What checkpointing recomputes, per token, counted as gpt2_flops_per_token counts: full re-runs
- * every block's forward (its matmuls 2·12·C², its attention 2·2·T·C; the head is never re-run,
- * recompute.c says why); selective re-runs the blocks' scores Q·Kᵀ (2·T·C; the softmax and gelu
- * are not counted, like every elementwise op). */
+/* What a step recomputes, per token, counted as gpt2_flops_per_token counts: full re-runs every
+ * block's forward (its matmuls 2·12·C², its attention 2·2·T·C; the head is never re-run,
+ * recompute.c says why); selective under naive attention re-runs the blocks' scores Q·Kᵀ (2·T·C;
+ * the softmax and gelu are not counted, like every elementwise op); flash attention's backward
+ * recomputes its scores Q·Kᵀ (2·T·C) in every mode. */
 static double gpt2_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_gpt2_config *c = m->cfg;
-    double C = c->n_embd, L = c->n_layer;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T);
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
-    return 0;
+    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T;
+    double fl = flash(c) ? scores : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T) + fl;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
+    return fl;
+}
+
+/* Tensor parallelism cuts whole heads (and the MLP's 4C columns with them). */
+static int gpt2_tp_check(const zt_model *m, int parts, zt_error *err) {
+    const zt_gpt2_config *c = m->cfg;
+    if (c->n_head % parts != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: tensor parallelism over %d ranks needs whole heads per rank: "
+                            "%d does not divide n_head %d", parts, parts, c->n_head);
+    return ZT_OK;
 }
 
 static int add(zt_model *m, const char *name, int ndim, int64_t d0, int64_t d1, zt_init_kind init,
@@ -359,6 +420,9 @@ int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
     if (c->vocab_size > (1 << 24))
         return zt_error_set(err, ZT_ERR_USAGE, "gpt2: vocab_size %d exceeds 16777216 (model.vocab_size's limit)",
                             c->vocab_size);
+    if (c->attention != ZT_ATTENTION_FLASH && c->attention != ZT_ATTENTION_NAIVE)
+        return zt_error_set(err, ZT_ERR_USAGE, "gpt2: attention kernel %d is neither flash (0) nor naive (1)",
+                            (int)c->attention);
     zt_model *m;
     int rc = zt_model_create("gpt2", &m, err);
     if (rc) return rc;
@@ -373,6 +437,7 @@ int zt_gpt2_create(const zt_gpt2_config *cfg, zt_model **out, zt_error *err) {
     m->max_seq_len = c->max_seq_len;
     m->train_flops_per_token = gpt2_flops_per_token;
     m->recompute_flops_per_token = gpt2_recompute_flops_per_token;
+    m->tp_check = gpt2_tp_check;
 
     int64_t C = c->n_embd, V = c->vocab_size;
     float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);

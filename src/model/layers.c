@@ -1,9 +1,11 @@
 /* layers.c - the pieces gpt2.c and llama.c share: the Linear layer under fp32 and low-precision
  * compute (the weight's compute copy, the input saved as the rounded operand) with its LoRA
- * adapter when it has one, the embedding lookup, the head's loss, and the saved-buffer layout.
+ * adapter when it has one, the embedding lookup, the head's loss, and the saved-buffer layout,
+ * whole or cut for tensor parallelism (the sums through the engine's group, zt_unit_args.group).
  * See layers.h for the contracts. */
 #include "model/layers.h"
 
+#include <stdint.h>
 #include <string.h>
 
 size_t zt_fp32_floats(size_t n) { return matmul_saved_input_floats(0, n); }
@@ -73,18 +75,77 @@ void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *d
                       a->lp_kind);
 }
 
-int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err) {
+int zt_unit_vocab(const zt_unit *u, int V) { return u->tp_parts > 1 ? (int)u->vocab_rows : V; }
+
+int zt_unit_sum(const zt_unit *u, const zt_unit_args *a, float *buf, size_t n, const char *what, zt_error *err) {
+    if (u->tp_parts <= 1) return ZT_OK;
+    if (!a->group || a->group->parts != u->tp_parts)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: cut into %d parts but run without a group of them (%s)",
+                            u->name, u->tp_parts, what);
+    return a->group->sum(a->group, buf, n, what, err);
+}
+
+int zt_linear_forward_rows(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+                           const float *bias, int N, int C, int OC, const char *what, zt_error *err) {
+    if (u->tp_parts <= 1) {
+        zt_linear_forward(u, a, k, out, slot, inp, bias, N, C, OC);
+        return ZT_OK;
+    }
+    zt_linear_forward(u, a, k, out, slot, inp, NULL, N, C, OC);
+    int rc = zt_unit_sum(u, a, out, (size_t)N * OC, what, err);
+    if (rc || !bias) return rc;
+    for (int n = 0; n < N; n++) residual_forward(out + (size_t)n * OC, out + (size_t)n * OC, bias, (size_t)OC);
+    return ZT_OK;
+}
+
+/* the cut loss's rows in scratch: mx (N floats, rounded up to 2) | S (N doubles) | XT (N doubles) */
+size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T) {
+    size_t N = (size_t)B * T;
+    return u->tp_parts > 1 ? (N + 1) / 2 * 2 + 4 * N : 0;
+}
+
+/* The vocabulary-parallel loss (Megatron's vocab_parallel_cross_entropy): the parts' row maxima,
+ * then their sums of exp and target terms, each combined over the group between the sweeps. */
+static int loss_cut(const zt_unit *u, const zt_unit_args *a, float *logits, int Vl, float *scratch, zt_error *err) {
     const zt_batch *bt = a->batch;
-    int B = bt->B, T = bt->T, N = B * T;
-    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T)
-        for (int b = 0; b < B; b++)
-            memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
-                   (size_t)V * sizeof(float));
+    int N = bt->B * bt->T;
+    const zt_unit_group *g = a->group;
+    float *mx = scratch;
+    double *S = (double *)(void *)(scratch + ((size_t)N + 1) / 2 * 2), *XT = S + N;
+    softmax_xent_rowmax(mx, logits, N, Vl);
+    int rc = g->max(g, mx, (size_t)N, "cross-entropy row maxima", err);
+    if (rc) return rc;
+    softmax_xent_exp(S, XT, logits, mx, bt->targets, N, Vl, u->vocab_begin);
+    if ((rc = g->sum_f64(g, S, 2 * (size_t)N, "cross-entropy sums and target logits", err))) return rc;
+    softmax_xent_finish(a->out, logits, S, XT, N, Vl);
+    return ZT_OK;
+}
+
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, size_t scratch_at,
+                         zt_error *err) {
+    const zt_batch *bt = a->batch;
+    int B = bt->B, T = bt->T, N = B * T, Vl = zt_unit_vocab(u, V);
+    bool cut = u->tp_parts > 1;
+    if (cut && (!a->group || a->group->parts != u->tp_parts))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: cut into %d parts but run without a group of them",
+                            u->name, u->tp_parts);
+    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T) {
+        if (cut) { /* the generated position's logits, every part's columns side by side */
+            int rc = a->group->concat_cols(a->group, logits + (size_t)bt->logits_pos * Vl, B, (size_t)T * Vl, V,
+                                           bt->logits_out, "logits of the generated position", err);
+            if (rc) return rc;
+        } else {
+            for (int b = 0; b < B; b++)
+                memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
+                       (size_t)V * sizeof(float));
+        }
+    }
     if (bt->targets) {
         for (int i = 0; i < N; i++)
             if (bt->targets[i] < 0 || bt->targets[i] >= V)
                 return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
                                     "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
+        if (cut) return loss_cut(u, a, logits, Vl, a->scratch + scratch_at, err);
         softmax_xent_forward(a->out, logits, bt->targets, N, V);
     } else {
         memset(a->out, 0, (size_t)N * sizeof *a->out);
@@ -92,9 +153,35 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits,
     return ZT_OK;
 }
 
+/* The vocabulary-parallel lookup: this part's rows (zeros for the other tokens), summed over the
+ * parts, then the positions: the fused lookup's adds, so the same bits. */
+static int embedding_cut(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
+    int B = a->batch->B, T = a->batch->T;
+    const void *const *lp = a->params_lp;
+    bool from_lp = a->lp_kind && lp && lp[k_wte] && (k_wpe < 0 || lp[k_wpe]);
+    bool bf16 = from_lp && a->lp_kind == ZT_LP_BF16;
+    const void *wte = from_lp ? lp[k_wte] : a->params[k_wte];
+    const void *wpe = k_wpe < 0 ? NULL : from_lp ? lp[k_wpe] : a->params[k_wpe];
+    if (!wte || (k_wpe >= 0 && !wpe))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
+                            "(lp_kind %d)", u->name, a->lp_kind);
+    encoder_lookup_rows(a->out, a->batch->inputs, bf16 ? NULL : wte, bf16 ? wte : NULL, B, T, C, u->vocab_begin,
+                        u->vocab_rows);
+    int rc = zt_unit_sum(u, a, a->out, (size_t)B * T * C, "embedding lookup", err);
+    if (!rc && wpe) encoder_add_positions(a->out, bf16 ? NULL : wpe, bf16 ? wpe : NULL, B, T, C);
+    return rc;
+}
+
+void zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C) {
+    bool cut = u->tp_parts > 1;
+    encoder_backward_rows(a->grads[k_wte], k_wpe >= 0 ? a->grads[k_wpe] : NULL, a->dout, a->batch->inputs,
+                          a->batch->B, a->batch->T, C, cut ? u->vocab_begin : 0, cut ? u->vocab_rows : INT64_MAX);
+}
+
 int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
     int B = a->batch->B, T = a->batch->T;
     const void *const *lp = a->params_lp;
+    if (u->tp_parts > 1) return embedding_cut(u, a, k_wte, k_wpe, C, err);
     if (a->lp_kind && lp && lp[k_wte] && (k_wpe < 0 || lp[k_wpe])) {
         const void *wpe = k_wpe >= 0 ? lp[k_wpe] : NULL;
         if (a->lp_kind == ZT_LP_BF16)
@@ -117,8 +204,11 @@ int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float 
     if (!bt->targets) return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
     int rc = zt_check_lp_weights(u, a, &k, 1, err);
     if (rc) return rc;
-    softmax_xent_backward(probs, bt->targets, a->dout, N, V);
-    zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, V, false);
+    int Vl = zt_unit_vocab(u, V);
+    bool cut = u->tp_parts > 1;
+    softmax_xent_backward_cols(probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
+    zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, Vl, false);
+    if ((rc = zt_unit_sum(u, a, dinp, (size_t)N * C, "LM head input gradient", err))) return rc;
     memset(a->din, 0, (size_t)N * C * sizeof *a->din);
     return ZT_OK;
 }

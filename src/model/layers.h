@@ -33,20 +33,48 @@ void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *ou
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
 
-/* The head's tail after its logits (N,V), N = B*T: copies the logits of batch->logits_pos into
- * batch->logits_out when asked, checks the targets (ZT_ERR_DATA naming the position) and turns the
- * logits into probabilities and a->out into per-token losses (zeros without targets). */
-int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, zt_error *err);
+/* Tensor parallelism (docs/parallelism.md): a unit cut into zt_unit.tp_parts parts computes its
+ * share of heads, MLP width and vocabulary and makes partial results whole through these (on one
+ * part they do nothing, or exactly what the whole unit did before). */
+
+/* The parts the unit's heads and MLP width are cut into (1: whole). */
+static inline int zt_unit_parts(const zt_unit *u) { return u->tp_parts > 1 ? u->tp_parts : 1; }
+/* The vocabulary rows the unit's embedding / LM head hold: its part of V, or V. */
+int zt_unit_vocab(const zt_unit *u, int V);
+/* buf (n floats) = the sum over the parts (the group's: Megatron's g after a row-parallel product
+ * in forward, f for the input gradient of column-parallel ones in backward); nothing when whole.
+ * ZT_ERR_INTERNAL when a cut unit runs without a group. */
+int zt_unit_sum(const zt_unit *u, const zt_unit_args *a, float *buf, size_t n, const char *what, zt_error *err);
+/* A row-parallel Linear (its input features cut): out (N,OC) = the sum over the parts of
+ * inp·W_kᵀ, then + bias, added once; whole: zt_linear_forward with its bias fused, as ever. */
+int zt_linear_forward_rows(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
+                           const float *bias, int N, int C, int OC, const char *what, zt_error *err);
+/* Floats of a head unit's scratch its cut loss needs beyond its own (0 when whole): the rows'
+ * maxima, sums and target terms. */
+size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T);
+
+/* The head's tail after its logits (N, zt_unit_vocab(u, V)), N = B*T, V the model's vocabulary:
+ * copies the logits of batch->logits_pos into batch->logits_out (B,V) when asked, checks the
+ * targets (ZT_ERR_DATA naming the position) and turns the logits into probabilities and a->out
+ * into per-token losses (zeros without targets). Cut by vocabulary: the parts' maxima, sums and
+ * target terms are combined between the sweeps (src/kernels/crossentropy.c), in a->scratch from
+ * float `scratch_at` on; the full logits are never gathered (only the generated position's). */
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, size_t scratch_at,
+                         zt_error *err);
 
 /* The lookup of an embedding unit: out (B,T,C) = table k_wte's rows (+ table k_wpe's row t when
  * k_wpe >= 0), read through the compute copies under low-precision compute (bf16 rows widened, or
  * fp32 arrays of fp16 values), as FSDP's and DeepSpeed's bf16 modules do; ZT_ERR_INTERNAL when
  * neither form was given. */
 int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err);
+/* Its backward: dwte += the scatter of dout over the rows this unit holds (all, when whole),
+ * dwpe += dout summed over b (k_wpe -1: none); frozen tables (NULL gradients) are skipped. */
+void zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C);
 
 /* The head's backward after its loss, before its norm: needs targets (ZT_ERR_USAGE), turns probs
- * (N,V) into d logits in place, dinp (N,C) = d logits · W_k and dW_k += d logitsᵀ · slot (the LM
- * head k's saved input), and zeroes a->din (N,C) for the norm's backward to add into. */
+ * (N, zt_unit_vocab(u, V)) into d logits in place, dinp (N,C) = d logits · W_k (summed over the
+ * parts when cut) and dW_k += d logitsᵀ · slot (the LM head k's saved input), and zeroes a->din
+ * (N,C) for the norm's backward to add into. */
 int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
                           float *dinp, int C, int V, zt_error *err);
 

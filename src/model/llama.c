@@ -10,14 +10,17 @@
  *   xn2 = RMSNorm(r); h = silu(xn2·Wgᵀ) * (xn2·Wuᵀ); out = r + h·Wdᵀ
  * The saved activations of a block, the kept part first, each buffer 64-byte aligned (the table
  * of src/memory/shapes.h's formula, which this model now is):
- *   kept: xn1* (N,C) | rstd1 (N) | q (N,C) | k (N,KV) | v (N,KV) | atty* (N,C) | res2 (N,C) |
- *         xn2* (N,C) | rstd2 (N) | gate (N,I) | up (N,I)
+ *   kept: xn1* (N,C) | rstd1 (N) | q (N,C) | k (N,KV) | v (N,KV) | atty* (N,C) | atto (N,C) |
+ *         lse (B,NH,T) | res2 (N,C) | xn2* (N,C) | rstd2 (N) | gate (N,I) | up (N,I)
  *   rest: att (B,NH,T,T) | h* (N,I)
- * q and k are saved after the rotation (attention backward reads them; RoPE's backward needs
- * only the positions). The starred buffers are read only by Linears and hold the rounded operand
- * under bf16/fp16 compute (as GPT-2's; docs/precision.md); everything else is fp32. Selective
- * checkpointing keeps the first part and recomputes att (the probabilities, from q and k) and
- * h = silu(gate)·up before backward (block_recompute), as GPT-2 recomputes att and gelu(fch).
+ * As GPT-2's (gpt2.c): flash attention (cfg->attention) saves lse and, under bf16/fp16 compute,
+ * its fp32 output in atto (no att); naive saves att (no atto, no lse). K and V heads are read in
+ * place by their NH/NKV query heads, never repeated. q and k are saved after the rotation
+ * (attention backward reads them; RoPE's backward needs only the positions). The starred buffers
+ * are read only by Linears and hold the rounded operand under bf16/fp16 compute (as GPT-2's;
+ * docs/precision.md); everything else is fp32. Selective checkpointing keeps the first part and
+ * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
+ * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
  * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product).
  */
@@ -40,16 +43,16 @@ typedef struct preset {
 #define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
 #define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
 static const preset PRESETS[] = {
-    /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied */
-    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false}},
+    /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
+    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
     /* GPT-2 124M's size for bench/ (W1's Llama): Llama's SwiGLU rule I = 256 * ceil(8C/3 / 256) */
-    {"llama-124M", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false}},
-    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
-    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false}},
-    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false}},
+    {"llama-124M", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
 };
 #define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
 
@@ -84,7 +87,7 @@ static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    encoder_backward(a->grads[0], NULL, a->dout, a->batch->inputs, a->batch->B, a->batch->T, c->n_embd);
+    zt_embedding_backward(u, a, 0, -1, c->n_embd);
     return ZT_OK;
 }
 
@@ -100,69 +103,95 @@ enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT
 static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
 
 typedef struct block_saved {
-    void *xn1; float *rstd1, *q, *k, *v; void *atty; float *res2; /* kept ... */
-    void *xn2; float *rstd2, *gate, *up;                          /* ... kept */
-    float *att; void *h;                                          /* rest */
+    void *xn1; float *rstd1, *q, *k, *v; void *atty; float *atto, *lse, *res2; /* kept ... */
+    void *xn2; float *rstd2, *gate, *up;                                       /* ... kept */
+    float *att; void *h;                                                       /* rest */
 } block_saved;
 
-enum { BLOCK_KEPT_BUFFERS = 11 };
+enum { BLOCK_KEPT_BUFFERS = 13 };
+
+static bool flash(const zt_llama_config *c) { return c->attention == ZT_ATTENTION_FLASH; }
+
+/* A block's widths on its part (tensor parallelism, docs/parallelism.md: P = zt_unit_parts; 1 when
+ * whole): the residual stream C; NH query and NKV key/value heads (n_head/P, n_kv_head/P) of
+ * size hs, i.e. Q = NH·hs query and KV = NKV·hs key/value channels; the MLP's I = I/P. */
+typedef struct widths {
+    int C, NH, NKV, hs, Q, KV, I;
+} widths;
+
+static widths widths_of(const zt_unit *u) {
+    const zt_llama_config *c = u->model_cfg;
+    int P = zt_unit_parts(u), hs = head_size(c);
+    return (widths){.C = c->n_embd, .NH = c->n_head / P, .NKV = c->n_kv_head / P, .hs = hs,
+                    .Q = c->n_head / P * hs, .KV = c->n_kv_head / P * hs, .I = c->intermediate_size / P};
+}
 
 /* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or just
  * counts (a NULL). Returns the total floats; *kept (optional) gets the kept part's. */
-static size_t block_layout(const zt_llama_config *c, int B, int T, int lp_kind, const zt_unit_args *a,
+static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt_unit_args *a,
                            block_saved *s, size_t *kept) {
-    size_t N = (size_t)B * T, C = (size_t)c->n_embd, KV = kv_width(c), I = (size_t)c->intermediate_size;
+    widths w = widths_of(u);
+    size_t N = (size_t)B * T, C = (size_t)w.C, Q = (size_t)w.Q, KV = (size_t)w.KV, I = (size_t)w.I;
     size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
-    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * C), zt_fp32_floats(N * KV),
-                      zt_fp32_floats(N * KV), in_C, zt_fp32_floats(N * C), in_C, zt_fp32_floats(N),
-                      zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      zt_fp32_floats((size_t)B * c->n_head * T * T), matmul_saved_input_floats(lp_kind, N * I)};
+    bool fl = flash(u->model_cfg);
+    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
+                      zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
+                      fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
+                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
-                       .atty = ptrs[5], .res2 = ptrs[6], .xn2 = ptrs[7], .rstd2 = ptrs[8], .gate = ptrs[9],
-                       .up = ptrs[10], .att = ptrs[11], .h = ptrs[12]};
+                       .atty = ptrs[5], .atto = ptrs[6], .lse = ptrs[7], .res2 = ptrs[8], .xn2 = ptrs[9],
+                       .rstd2 = ptrs[10], .gate = ptrs[11], .up = ptrs[12], .att = ptrs[13], .h = ptrs[14]};
     return off;
 }
 
 static size_t block_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
-    return block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, NULL);
+    return block_layout(u, B, T, lp_kind, NULL, &s, NULL);
 }
 
 static size_t block_kept_floats(const zt_unit *u, int B, int T, int lp_kind) {
     block_saved s;
     size_t kept;
-    block_layout(u->model_cfg, B, T, lp_kind, NULL, &s, &kept);
+    block_layout(u, B, T, lp_kind, NULL, &s, &kept);
     return kept;
 }
 
-/* floats per row of each of the two wide scratch buffers: I, or more when dq|dk|dv (C + 2KV) or
- * a Linear's fp32 input (C) would not fit in the two (never for the presets) */
-static size_t wide_floats(const zt_llama_config *c) {
-    size_t I = (size_t)c->intermediate_size, need = ((size_t)c->n_embd + 2 * kv_width(c) + 1) / 2;
-    return I > need ? I : need;
+/* floats per row of each of the two wide scratch buffers: I, or more when dq|dk|dv (Q + 2KV) or
+ * a Linear's fp32 input (C) would not fit in the two (never for the presets whole) */
+static size_t wide_floats(const zt_unit *u) {
+    widths w = widths_of(u);
+    size_t qkv = (size_t)w.Q + 2 * (size_t)w.KV, C = (size_t)w.C, need = ((qkv > C ? qkv : C) + 1) / 2;
+    return (size_t)w.I > need ? (size_t)w.I : need;
 }
 
 /* scratch: bufC (N,C) | wide1 (N,W) | wide2 (N,W) | attention scratch | LoRA's. Forward: bufC holds the
- * projections' output, wide1.. the Linears' fp32 inputs under lp compute. Backward: bufC the
+ * projections' output, wide1.. the Linears' fp32 inputs under lp compute, the attention scratch
+ * flash's. Backward: bufC the
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
-    const zt_llama_config *c = u->model_cfg;
+    widths w = widths_of(u);
     size_t N = (size_t)B * T;
-    return N * (size_t)c->n_embd + 2 * N * wide_floats(c) + attention_gqa_scratch_floats(B, T, c->n_kv_head) +
-           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
+    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
+                                     : attention_gqa_scratch_floats(B, T, w.NKV);
+    return N * (size_t)w.C + 2 * N * wide_floats(u) + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
 }
 
+/* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
+ * heads, key/value heads and MLP columns), o and down row-parallel, summed over the parts before
+ * the residual (zt_linear_forward_rows); in backward the input gradients of q|k|v and gate|up are
+ * summed (zt_unit_sum) before their RMSNorm. */
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
-    int KV = (int)kv_width(c), I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     float *proj = a->scratch, *tmp = proj + (size_t)N * C;
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
@@ -170,14 +199,20 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
     x = zt_linear_input(a, s.xn1, tmp);
     rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
-    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, C);
+    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, Q);
     zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
     zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
-    rope_forward(s.q, inv_freq, B, T, c->n_head, hs);
-    rope_forward(s.k, inv_freq, B, T, c->n_kv_head, hs);
-    x = zt_linear_input(a, s.atty, tmp);
-    attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, hs, C, KV);
-    zt_linear_forward(u, a, P_O, proj, s.atty, x, NULL, N, C, C);
+    rope_forward(s.q, inv_freq, B, T, w.NH, hs);
+    rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
+    if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
+        x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
+        flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
+                                    hs, Q, KV);
+    } else {
+        x = zt_linear_input(a, s.atty, tmp);
+        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
+    }
+    if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     residual_forward(s.res2, a->in, proj, (size_t)N * C);
     x = zt_linear_input(a, s.xn2, tmp);
     rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
@@ -185,23 +220,23 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
     x = zt_linear_input(a, s.h, tmp);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
-    zt_linear_forward(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C);
+    if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
 }
 
 static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, N = B * T, hs = head_size(c);
-    int KV = (int)kv_width(c), I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
     if (rc) return rc;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    float *bufC = a->scratch, *wide1 = bufC + NC, *wide2 = wide1 + (size_t)N * wide_floats(c);
-    float *attn_scratch = wide2 + (size_t)N * wide_floats(c);
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    float *bufC = a->scratch, *wide1 = bufC + NC, *wide2 = wide1 + (size_t)N * wide_floats(u);
+    float *attn_scratch = wide2 + (size_t)N * wide_floats(u);
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
     /* din doubles as d res2: the residual passes dout through, both RMSNorms add into it */
@@ -213,26 +248,30 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
     zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
     zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp gate/up input gradient", err))) return rc;
     rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
     /* attention: res2 = x + atty·Woᵀ */
-    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, C, C, false);
-    float *dq = wide1, *dk = dq + NC, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
-    attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, c->n_head,
-                           c->n_kv_head, hs, C, KV);
-    rope_backward(dq, inv_freq, B, T, c->n_head, hs);
-    rope_backward(dk, inv_freq, B, T, c->n_kv_head, hs);
-    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, C, false);
+    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, Q, C, false);
+    float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
+    if (flash(c))
+        flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
+                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
+    else
+        attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
+    rope_backward(dq, inv_freq, B, T, w.NH, hs);
+    rope_backward(dk, inv_freq, B, T, w.NKV, hs);
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
     zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
     zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+    if ((rc = zt_unit_sum(u, a, bufC, NC, "self_attn q/k/v input gradient", err))) return rc;
     rmsnorm_backward(dres, g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, N, C);
     return ZT_OK;
 }
 
-/* rnd(dout) of the widest Linear output: gate/up's (N,I), or q/o's (N,C) */
+/* rnd(dout) of the widest Linear output: gate/up's (N,I), or o/down's (N,C) */
 static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
-    const zt_llama_config *c = u->model_cfg;
-    int w = c->intermediate_size > c->n_embd ? c->intermediate_size : c->n_embd;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w);
+    widths w = widths_of(u);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w.I > w.C ? w.I : w.C);
 }
 
 /* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp, and so
@@ -242,16 +281,16 @@ static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN || zt_u
 /* the seven Linears may carry LoRA adapters */
 static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
-/* Selective checkpointing: rebuilds att and h exactly as block_forward wrote them (the same
- * kernels on the same kept q, k, gate, up; attention without its output skips P·V; under lp
- * compute h goes through scratch and is rounded into its slot, as down_proj's forward did). */
+/* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
+ * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
+ * skips P·V; under lp compute h goes through scratch and is rounded into its slot, as down_proj's
+ * forward did). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
-    const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, N = B * T, I = c->intermediate_size;
+    widths w = widths_of(u);
+    int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
-    block_layout(c, B, T, a->lp_kind, a, &s, NULL);
-    attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, c->n_head, c->n_kv_head, head_size(c), c->n_embd,
-                          (int)kv_width(c));
+    block_layout(u, B, T, a->lp_kind, a, &s, NULL);
+    if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
     float *x = zt_linear_input(a, s.h, a->scratch);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
     if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
@@ -276,24 +315,25 @@ typedef struct head_saved {
     float *rstd, *probs;
 } head_saved;
 
-static size_t head_layout(const zt_llama_config *c, int B, int T, int lp_kind, float *saved, head_saved *s) {
+static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
+    const zt_llama_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
     size_t xn = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
     *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
-    return xn + stat + zt_fp32_floats(N * c->vocab_size);
+    return xn + stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
     head_saved s;
-    return head_layout(u->model_cfg, B, T, lp_kind, NULL, &s);
+    return head_layout(u, B, T, lp_kind, NULL, &s);
 }
 
 static const int HEAD_LINEARS[] = {1};
 
-/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C) */
+/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C), then the cut loss's rows */
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
-    return (size_t)B * T * c->n_embd;
+    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
 }
 
 static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -302,18 +342,18 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     int rc = zt_check_lp_weights(u, a, HEAD_LINEARS, 1, err);
     if (rc) return rc;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
     rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
-    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, V);
-    return zt_head_loss_forward(u, a, logits, V, err);
+    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
     head_saved s;
-    head_layout(c, B, T, a->lp_kind, a->saved, &s);
+    head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dxn = a->scratch;
     int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
     if (rc) return rc;
@@ -323,10 +363,10 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 1; }
 
-/* rnd(dlogits) (N,V) */
+/* rnd(dlogits) (N,V) (this part's vocabulary when cut) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, c->vocab_size);
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, zt_unit_vocab(u, c->vocab_size));
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
@@ -355,13 +395,14 @@ static double llama_flops_per_token(const zt_model *m, int T) {
 }
 
 /* full re-runs every block's forward (2 FLOPs per matmul parameter, attention 4·T·C); selective
- * re-runs the scores Q·Kᵀ (2·T·C) */
+ * under naive attention re-runs the scores Q·Kᵀ (2·T·C); flash attention's backward recomputes
+ * them (2·T·C) in every mode, as gpt2.c counts */
 static double llama_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_llama_config *c = m->cfg;
-    double C = c->n_embd, L = c->n_layer;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T);
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return L * 2.0 * C * T;
-    return 0;
+    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T, fl = flash(c) ? scores : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
+    return fl;
 }
 
 static int check_config(const zt_llama_config *c, zt_error *err) {
@@ -376,6 +417,9 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
     if (c->n_head % c->n_kv_head != 0)
         return zt_error_set(err, ZT_ERR_USAGE, "llama: n_kv_head %d does not divide n_head %d", c->n_kv_head,
                             c->n_head);
+    if (c->attention != ZT_ATTENTION_FLASH && c->attention != ZT_ATTENTION_NAIVE)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: attention kernel %d is neither flash (0) nor naive (1)",
+                            (int)c->attention);
     if (!(c->rope_theta > 1.0f) || !(c->rms_norm_eps > 0.0f))
         return zt_error_set(err, ZT_ERR_USAGE, "llama: rope_theta %g must be > 1 and rms_norm_eps %g > 0",
                             (double)c->rope_theta, (double)c->rms_norm_eps);
@@ -387,6 +431,18 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
                             "%g original_max_position_embeddings %d: need factor > 0, 0 < low < high, orig >= 1",
                             (double)r->factor, (double)r->low_freq_factor, (double)r->high_freq_factor,
                             r->original_max_position_embeddings);
+    return ZT_OK;
+}
+
+/* Tensor parallelism cuts whole query heads, whole key/value heads and the MLP's columns evenly. */
+static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
+    const zt_llama_config *c = m->cfg;
+    const char *what = c->n_head % parts ? "n_head" : c->n_kv_head % parts ? "n_kv_head"
+                     : c->intermediate_size % parts ? "intermediate_size" : NULL;
+    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : c->intermediate_size;
+    if (what)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks: %d does not divide %s %d",
+                            parts, parts, what, v);
     return ZT_OK;
 }
 
@@ -414,6 +470,7 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
     m->max_seq_len = cfg->max_seq_len;
     m->train_flops_per_token = llama_flops_per_token;
     m->recompute_flops_per_token = llama_recompute_flops_per_token;
+    m->tp_check = llama_tp_check;
 
     int64_t C = cfg->n_embd, V = cfg->vocab_size, KV = (int64_t)kv_width(cfg), I = cfg->intermediate_size;
     int emb, norm, lm_head;

@@ -222,6 +222,9 @@ static void adapter_desc(zt_param_desc *d, const zt_param_desc *w, char kind, in
     d->shape[0] = kind == 'A' ? r : w->shape[0];
     d->shape[1] = kind == 'A' ? w->shape[1] : r;
     d->numel = d->shape[0] * d->shape[1];
+    memcpy(d->logical_shape, d->shape, sizeof d->shape); /* whole (tensor parallelism refuses adapters) */
+    d->logical_numel = d->numel;
+    d->tp_parts = d->tp_blocks = 1;
     /* PEFT: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B zeros */
     d->init = kind == 'A' ? ZT_INIT_UNIFORM : ZT_INIT_ZEROS;
     d->init_std = kind == 'A' ? (float)(1.0 / sqrt((double)w->shape[1])) : 0.0f;

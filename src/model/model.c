@@ -66,6 +66,10 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
     p->ndim = ndim;
     memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
     p->numel = numel;
+    memcpy(p->logical_shape, shape, (size_t)ndim * sizeof *shape);
+    p->logical_numel = numel;
+    p->tp_parts = 1;
+    p->tp_blocks = 1;
     p->init = init;
     p->init_std = init_std;
     p->decay = decay;
@@ -106,11 +110,12 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
     u->n_params = n_params;
     memcpy(u->params, params, (size_t)n_params * sizeof *params);
     u->out_width = out_width;
+    u->tp_parts = 1;
     return ZT_OK;
 }
 
 int64_t zt_model_numel(const zt_model *m) {
     int64_t n = 0;
-    for (int i = 0; i < m->n_params; i++) n += m->params[i].numel;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i].logical_numel;
     return n;
 }

@@ -19,6 +19,15 @@ static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS 
 
 static int64_t chunks_of(int64_t numel) { return (numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK; }
 
+void zt_plan_rows(int64_t rows, int64_t row_len, int nshards, int s, int64_t *begin, int64_t *end) {
+    /* granule: the fewest rows whose element count is a multiple of the norm chunk */
+    int64_t granule = ZT_NORM_CHUNK / gcd64(row_len, ZT_NORM_CHUNK);
+    int64_t granules = (rows + granule - 1) / granule;
+    int64_t b = granules * s / nshards * granule, e = granules * (s + 1) / nshards * granule;
+    *begin = b < rows ? b : rows;
+    if (end) *end = e < rows ? e : rows;
+}
+
 int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_error *err) {
     memset(pl, 0, sizeof *pl);
     if (nshards < 1 || shard < 0 || shard >= nshards)
@@ -39,13 +48,8 @@ int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_er
         const zt_param_desc *d = &m->params[i];
         p->rows = d->shape[0];
         p->row_len = d->numel / d->shape[0];
-        /* granule: the fewest rows whose element count is a multiple of the norm chunk */
-        int64_t granule = ZT_NORM_CHUNK / gcd64(p->row_len, ZT_NORM_CHUNK);
-        int64_t granules = (p->rows + granule - 1) / granule;
-        for (int s = 0; s <= nshards; s++) {
-            int64_t r = granules * s / nshards * granule;
-            p->row_begin[s] = r < p->rows ? r : p->rows;
-        }
+        for (int s = 0; s < nshards; s++) zt_plan_rows(p->rows, p->row_len, nshards, s, &p->row_begin[s], NULL);
+        p->row_begin[nshards] = p->rows;
         p->full_off = pl->full_floats;
         pl->full_floats += align_up((size_t)d->numel);
         p->shard_off = pl->shard_floats;

@@ -40,6 +40,10 @@ typedef struct zt_plan {
     int64_t norm_chunks;     /* chunks over all parameters (a parameter's last chunk may be short) */
 } zt_plan;
 
+/* Shard s's rows [*begin, *end) of a parameter of `rows` rows of row_len elements among nshards
+ * (end may be NULL): the plan's boundaries, a pure function of the shape (checkpoints compute
+ * another tensor-parallel part's rows with it). */
+void zt_plan_rows(int64_t rows, int64_t row_len, int nshards, int s, int64_t *begin, int64_t *end);
 /* Builds the plan of model m for shard index `shard` of `nshards`. */
 int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *plan, zt_error *err);
 void zt_plan_free(zt_plan *plan);

@@ -18,13 +18,13 @@ edited() { # LABEL SED WANT: step-6's manifest edited by SED and re-sealed; resu
   grep -q "$3" "$T/$1.err" && ok "$1: $(grep -o 'error.*' "$T/$1.err" | head -1 | cut -c1-220)" || bad "$1: no '$3' in: $(tail -2 "$T/$1.err")"
   grep -q '"step":' "$T/$1.jsonl" 2>/dev/null && bad "$1: it trained a step"
 }
-edited version2 's/"version":[[:space:]]*1,/"version": 2,/' "format v2 not supported (max v1)"
+edited version3 's/"version":[[:space:]]*1,/"version": 3,/' "format v3 not supported (max v2)"
 edited magic 's/"zerotrain-checkpoint"/"zerotrain-chekpoint"/' 'bad magic: format "zerotrain-chekpoint"'
 "$Z" verify "$C" > "$T/verify.out" 2>&1; RC=$?
 expect_rc 4 "verify" verify
 grep -q 'bad magic' "$T/verify.out" && ok "verify names it too" || bad "verify: $(cat "$T/verify.out")"
 # the directory: step-6 is not a commit this build can read; resumed from step 4 -> NL
-edited version9 's/"version":[[:space:]]*1,/"version": 9,/' "format v9 not supported (max v1)"
+edited version9 's/"version":[[:space:]]*1,/"version": 9,/' "format v9 not supported (max v2)"
 NL_FROM=4 nl_check A "$T/ck"
 grep -q "latest names step-00000006, which is not an intact commit; using step-00000004" "$T/A-resume.out" &&
   ok "said: $(grep -o 'checkpoint: warning.*' "$T/A-resume.out" | head -1 | cut -c1-200)" || bad "nothing said: $(grep checkpoint: "$T/A-resume.out")"

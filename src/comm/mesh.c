@@ -1,0 +1,124 @@
+/* mesh.c - the parallel mesh (mesh.h): the sizes checked once, this rank's coordinates, and the
+ * sub-communicators of the tensor-, data- and pipeline-parallel axes and hybrid's two dp sub-axes.
+ *
+ * Invariants: the coordinates come from zt_mesh_layout alone (world rank = (pp_rank x dp + dp_rank)
+ * x tp + tp_rank, dp_rank = replicate_rank x shard + shard_rank); every split below uses them as
+ * its color and key, so a comm's rank order is its axis' order. */
+#include "comm/mesh.h"
+#include "comm/launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt_error *err) {
+    *out = (zt_mesh){0};
+    if (world < 1 || rank < 0 || rank >= world)
+        return zt_error_set(err, ZT_ERR_USAGE, "mesh: rank %d of a world of %d", rank, world);
+    if (s->tp < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "parallel.tensor_parallel_size: %d, expected at least 1", s->tp);
+    if (s->pp < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size: %d, expected at least 1", s->pp);
+    if (world % ((int64_t)s->tp * s->pp) != 0)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "parallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does not "
+                            "divide the world size %d", s->tp, s->pp, (long long)s->tp * s->pp, world);
+    int dp = world / (s->tp * s->pp);
+    int shard = s->hybrid ? s->shard : dp;
+    if (shard < 1 || dp % shard != 0)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "parallel.hybrid_shard_size %d does not divide the data-parallel size %d (world %d / "
+                            "(parallel.tensor_parallel_size %d x parallel.pipeline_parallel_size %d))",
+                            shard, dp, world, s->tp, s->pp);
+    out->world = world;
+    out->rank = rank;
+    out->tp = s->tp;
+    out->pp = s->pp;
+    out->dp = dp;
+    zt_mesh_coords(out, rank, &out->tp_rank, &out->dp_rank, &out->pp_rank);
+    out->shard = shard;
+    out->replicate = dp / shard;
+    out->shard_rank = out->dp_rank % shard;
+    out->replicate_rank = out->dp_rank / shard;
+    return ZT_OK;
+}
+
+void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *dp_rank, int *pp_rank) {
+    *tp_rank = r % m->tp;
+    *dp_rank = r / m->tp % m->dp;
+    *pp_rank = r / (m->tp * m->dp);
+}
+
+int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int dp_rank, int pp_rank) {
+    return (pp_rank * m->dp + dp_rank) * m->tp + tp_rank;
+}
+
+bool zt_mesh_holds_loss(const zt_mesh *m, int r) {
+    int t, d, p;
+    zt_mesh_coords(m, r, &t, &d, &p);
+    return t == 0 && p == m->pp - 1;
+}
+
+void zt_mesh_free(zt_mesh *m) {
+    if (!m) return;
+    zt_comm_free(m->shard_comm);
+    zt_comm_free(m->replicate_comm);
+    zt_comm_free(m->pp_comm);
+    zt_comm_free(m->tp_comm);
+    if (m->owns_dp) zt_comm_free(m->dp_comm);
+    free(m);
+}
+
+/* The comm of the ranks of parent that share `color`, ordered by `key`, named `name`. */
+static int split(zt_comm *parent, int color, int key, const char *name, zt_comm **out, zt_error *err) {
+    int rc = zt_comm_split(parent, color, key, out, err);
+    if (rc) return zt_error_prefix(err, "mesh: %s group", name);
+    zt_comm_set_name(*out, name);
+    return ZT_OK;
+}
+
+int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_error *err) {
+    *out = NULL;
+    zt_mesh *m = calloc(1, sizeof *m);
+    if (!m) return zt_error_set(err, ZT_ERR_NOMEM, "mesh: out of memory");
+    int W = world ? zt_comm_size(world) : 1, r = world ? zt_comm_rank(world) : 0;
+    int rc = zt_mesh_layout(W, r, s, m, err);
+    if (rc) goto fail;
+    m->world_comm = world;
+    if (!world) { /* one process: nothing to split */
+        *out = m;
+        return ZT_OK;
+    }
+    int tp = m->tp, dp = m->dp;
+    /* colors: the coordinates the group shares; keys: the coordinate along the axis */
+    if (tp > 1 && (rc = split(world, r / tp, m->tp_rank, "tp", &m->tp_comm, err))) goto fail;
+    if (m->pp > 1 && (rc = split(world, r % (tp * dp), m->pp_rank, "pp", &m->pp_comm, err))) goto fail;
+    if (tp * m->pp == 1) {
+        m->dp_comm = world;
+    } else {
+        if ((rc = split(world, m->pp_rank * tp + m->tp_rank, m->dp_rank, "dp", &m->dp_comm, err))) goto fail;
+        m->owns_dp = true;
+    }
+    if (s->hybrid) {
+        /* a shard group is shard x tp consecutive world ranks: on one node when the launcher
+         * placed ranks by slot and a node holds that many (checked when the launcher says so) */
+        if ((rc = zt_launcher_check_shard_groups(world, m->shard * tp, err))) goto fail;
+        if ((rc = split(m->dp_comm, m->replicate_rank, m->shard_rank, "shard", &m->shard_comm, err)) ||
+            (rc = split(m->dp_comm, m->shard_rank, m->replicate_rank, "replicate", &m->replicate_comm, err)))
+            goto fail;
+    }
+    *out = m;
+    return ZT_OK;
+fail:
+    zt_mesh_free(m);
+    return rc;
+}
+
+void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap) {
+    char dp[64];
+    if (m->replicate > 1 && m->shard > 1)
+        snprintf(dp, sizeof dp, "%d (replicate %d x shard %d)", m->dp, m->replicate, m->shard);
+    else
+        snprintf(dp, sizeof dp, "%d", m->dp);
+    snprintf(buf, cap, "tp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, dp %d, pp %d", m->tp, dp, m->pp,
+             m->world, m->world == 1 ? "" : "s", m->tp_rank, m->dp_rank, m->pp_rank);
+}

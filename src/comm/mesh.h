@@ -1,0 +1,76 @@
+/* mesh.h - the parallel mesh: one validated record of the parallel sizes, this rank's place on
+ * each axis, and the MPI sub-communicators of the axes, built once from the configuration and read
+ * by every layer (torchtitan's ParallelDims, Megatron-LM's parallel_state). Nothing else computes
+ * rank arithmetic: the engine takes its shard and replicate groups from here, the tensor-parallel
+ * units their group, the trainer its data-parallel rank.
+ *
+ * The axes and the rank order (Megatron-LM's: tensor-parallel innermost, pipeline outermost):
+ *
+ *   world rank = (pp_rank * dp + dp_rank) * tp + tp_rank
+ *   dp_rank    = replicate_rank * shard + shard_rank        (hybrid: dp = replicate x shard)
+ *
+ *   world 8, tp 2, dp 4 (hybrid: replicate 2 x shard 2), pp 1:
+ *     world rank   0  1 | 2  3 | 4  5 | 6  7
+ *     tp_rank      0  1 | 0  1 | 0  1 | 0  1      tp groups {0,1} {2,3} {4,5} {6,7}
+ *     dp_rank      0    | 1    | 2    | 3         dp groups {0,2,4,6} {1,3,5,7}
+ *     shard_rank   0    | 1    | 0    | 1         shard groups {0,2} {4,6} {1,3} {5,7}
+ *     replicate    0    | 0    | 1    | 1         replicate groups {0,4} {2,6} {1,5} {3,7}
+ *
+ * A tp group is tp consecutive world ranks, so with the launcher's placement by slot it stays on
+ * one host (its all-reduces run on every layer, in forward and backward); a hybrid shard group is
+ * shard x tp consecutive ranks, also one host when the node holds that many.
+ *
+ * Invariants: world = pp x dp x tp; under hybrid dp = replicate x shard, else shard = dp and
+ * replicate = 1 (the strategy shards, or not, over the whole dp axis). Every comm an axis of size 1
+ * would have is NULL, except dp_comm, which is the world itself (not owned) when tp = pp = 1 and
+ * NULL only on one process. Built collectively over the world, freed collectively. */
+#ifndef ZT_COMM_MESH_H
+#define ZT_COMM_MESH_H
+
+#include "comm/comm.h"
+
+#include <stdbool.h>
+
+/* What the configuration asks for. */
+typedef struct zt_mesh_sizes {
+    int tp;          /* parallel.tensor_parallel_size, >= 1 */
+    int pp;          /* parallel.pipeline_parallel_size, >= 1 */
+    bool hybrid;     /* parallel.strategy hybrid: the dp axis is replicate x shard */
+    int shard;       /* hybrid: dp ranks per shard group (divides dp) */
+} zt_mesh_sizes;
+
+typedef struct zt_mesh {
+    int world, rank;                   /* the whole job */
+    int tp, dp, pp;                    /* world = pp x dp x tp */
+    int tp_rank, dp_rank, pp_rank;
+    int shard, replicate;              /* dp = replicate x shard */
+    int shard_rank, replicate_rank;
+    zt_comm *world_comm;               /* the caller's (not owned); NULL on one process */
+    zt_comm *tp_comm;                  /* "tp": the tp ranks of this (pp, dp) point; NULL if tp = 1 */
+    zt_comm *dp_comm;                  /* "dp": the dp ranks of this (pp, tp) point */
+    zt_comm *pp_comm;                  /* "pp": the stages of this (dp, tp) point; NULL if pp = 1 */
+    zt_comm *shard_comm, *replicate_comm; /* hybrid only (whatever their sizes): "shard", "replicate" */
+    bool owns_dp;                      /* dp_comm was split from the world */
+} zt_mesh;
+
+/* The record for rank `rank` of `world` ranks without any communicator (pure arithmetic: the
+ * configuration's checks, the memory plan, tests). ZT_ERR_USAGE naming the keys and the numbers:
+ * a size < 1, a world not divisible by tp x pp, a hybrid shard that does not divide the dp size. */
+int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt_error *err);
+/* zt_mesh_layout for world's size and rank, then the axes' comms (collective over world; world
+ * NULL: one process, every size must be 1). Hybrid checks (zt_launcher_check_shard_groups) that
+ * a shard group's shard x tp ranks sit on one node when the launcher says how many a node holds.
+ * *out is freed with zt_mesh_free. */
+int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_error *err);
+void zt_mesh_free(zt_mesh *m);
+/* The coordinates of world rank r (any rank of m's world; the mesh's own rank order). */
+void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *dp_rank, int *pp_rank);
+/* The world rank at (tp_rank, dp_rank, pp_rank). */
+int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int dp_rank, int pp_rank);
+/* Whether world rank r is the one of its data-parallel rank that reports the loss: tp rank 0 of
+ * the last pipeline stage (the tp ranks of a group compute the same loss). */
+bool zt_mesh_holds_loss(const zt_mesh *m, int r);
+/* "tp 2 x dp 2 (replicate 2 x shard 1) x pp 1 on 4 ranks; this rank: tp 1, dp 0, pp 0" */
+void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,248 @@
+/* test_flash_attention.c - unit tests of src/kernels/flash_attention.c (kernels.h): the tiled,
+ * online-softmax causal attention against
+ *   - a plain double-precision reference written here (output, logsumexp, dq, dk, dv),
+ *   - central finite differences of that reference's loss L = Σ g·out (every element of q, k, v
+ *     perturbed; eps = 1e-6 in double, so the bound measures the fp32 kernel alone),
+ *   - the materializing kernel of attention.c on the same inputs (close to fp32 rounding),
+ * for multi-head (NKV = NH, also through GPT-2's fused-qkv wrappers) and grouped-query shapes, at
+ * lengths that make the forward run several key blocks (online rescaling) and the backward several
+ * key blocks and query chunks, with partial tiles. Also: the same bits on 1 and 2 threads and on a
+ * rerun, causality, no NaN from rows whose scores are huge, and scratch linear in T.
+ * Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h); rtol argued at each check.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <omp.h>
+
+#define TEST_RNG_SEED 0xF1A5A77Eull
+#include "kernels/kernels.h"
+#include "test_kernel_check.h"
+#include "test_attention_ref.h"
+
+/* float vs float (the naive kernel's result as the reference) */
+static void check_close_f(const char *what, const float *got, const float *ref, size_t n, double rtol)
+{
+    double *d = to_double(ref, n);
+    check_close(what, got, d, n, rtol);
+    free(d);
+}
+
+/* check_close's measure, returned */
+static double worst_err(const float *got, const double *ref, size_t n)
+{
+    double scale = rms(ref, n), worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + scale);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/* ---- one case ----------------------------------------------------------------------------------- */
+
+static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool fd)
+{
+    int C = NH * hs, KV = NKV * hs;
+    size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, nl = (size_t)B * NH * T;
+    float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq);
+    fill(q, nq, qk_scale), fill(k, nk, qk_scale), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
+    float *out = falloc(nq), *lse = falloc(nl), *dq = falloc(nq), *dk = falloc(nk), *dv = falloc(nk);
+    float *scratch = falloc(flash_attention_scratch_floats(B, T, NH, NKV, hs));
+    fill(dq, nq, 100.0f), fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: assigned */
+    char what[128];
+
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV);
+
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
+    ref_gqa_forward(ro, rl, NULL, &c);
+    ref_gqa_backward(rq, rk, rv, &c);
+    /* test_kernels.c's argument for attention.c holds here: a score carries ~u sqrt(hs)|q||k| scale
+     * of error, exp turns it into a relative error of P (~50 u at |s| ~ 10), and the sums add
+     * ~u sqrt(T); the online rescaling adds one rounding of e^(m - m') per key block. 1e-5 */
+    snprintf(what, sizeof what, "flash fwd out B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
+    check_close(what, out, ro, nq, 1e-5);
+    /* lse = m + log l: l's relative error (~u sqrt(T)) becomes an absolute one in lse; judged
+     * against rms(lse) ~ log T */
+    check_close("flash fwd lse", lse, rl, nl, 1e-6);
+    /* the forward's error, then dP (hs terms), D (hs terms) and T-term products: 2-3x it */
+    check_close("flash bwd dq (ref)", dq, rq, nq, 3e-5);
+    check_close("flash bwd dk (ref)", dk, rk, nk, 3e-5);
+    check_close("flash bwd dv (ref)", dv, rv, nk, 3e-5);
+    if (fd) {
+        double *gq = fd_grad(ref_gqa_loss, &c, c.q, nq), *gk = fd_grad(ref_gqa_loss, &c, c.k, nk);
+        double *gv = fd_grad(ref_gqa_loss, &c, c.v, nk);
+        /* the finite differences are exact to ~1e-10: the bound is the fp32 kernel's, as above */
+        check_close("flash bwd dq (FD)", dq, gq, nq, 3e-5);
+        check_close("flash bwd dk (FD)", dk, gk, nk, 3e-5);
+        check_close("flash bwd dv (FD)", dv, gv, nk, 3e-5);
+        free(gq), free(gk), free(gv);
+    }
+
+    /* the materializing kernel on the same inputs: two fp32 computations of one quantity, each
+     * within the bounds above of the exact one; measured their distance is ~1e-7 */
+    size_t na = (size_t)B * NH * T * T;
+    float *nout = falloc(nq), *att = falloc(na), *ndq = falloc(nq), *ndk = falloc(nk), *ndv = falloc(nk);
+    float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NKV));
+    attention_gqa_forward(nout, att, q, k, v, B, T, NH, NKV, hs, C, KV);
+    attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
+    check_close_f("flash vs attention.c out", out, nout, nq, 1e-5);
+    check_close_f("flash vs attention.c dq", dq, ndq, nq, 3e-5);
+    check_close_f("flash vs attention.c dk", dk, ndk, nk, 3e-5);
+    check_close_f("flash vs attention.c dv", dv, ndv, nk, 3e-5);
+
+    /* a rerun, and 1 thread: the same bits */
+    float *out2 = falloc(nq), *lse2 = falloc(nl), *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);
+    int nt = omp_get_max_threads();
+    for (int rep = 0; rep < 2; rep++) {
+        omp_set_num_threads(rep == 0 ? nt : 1);
+        flash_attention_gqa_forward(out2, lse2, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
+        flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, out2, lse2, B, T, NH, NKV, hs, C, KV);
+        assert_same_bits("flash out rerun / 1 thread", out, out2, nq);
+        assert_same_bits("flash lse rerun / 1 thread", lse, lse2, nl);
+        assert_same_bits("flash dq rerun / 1 thread", dq, dq2, nq);
+        assert_same_bits("flash dk rerun / 1 thread", dk, dk2, nk);
+        assert_same_bits("flash dv rerun / 1 thread", dv, dv2, nk);
+    }
+    omp_set_num_threads(nt);
+
+    /* causality: changing token u's q, k and v leaves every output row t < u bit-identical */
+    int u = T / 2 + 1 < T ? T / 2 + 1 : T - 1;
+    float *q3 = fdup(q, nq), *k3 = fdup(k, nk), *v3 = fdup(v, nk);
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < C; i++)
+            q3[((size_t)b * T + u) * C + i] += 100.0f;
+        for (int i = 0; i < KV; i++)
+            k3[((size_t)b * T + u) * KV + i] += 100.0f, v3[((size_t)b * T + u) * KV + i] += 100.0f;
+    }
+    flash_attention_gqa_forward(out2, lse2, scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV);
+    for (int b = 0; b < B; b++) {
+        assert_same_bits("flash causal: rows before the change", out + (size_t)b * T * C,
+                         out2 + (size_t)b * T * C, (size_t)u * C);
+        assert_true(memcmp(out + ((size_t)b * T + u) * C, out2 + ((size_t)b * T + u) * C, (size_t)C * 4) != 0);
+    }
+
+    /* multi-head: GPT-2's fused-qkv wrappers give the same bits as the strided GQA call */
+    if (NKV == NH) {
+        float *qkv = falloc(3 * nq), *dqkv = falloc(3 * nq);
+        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+            memcpy(qkv + bt * 3 * C, q + bt * C, (size_t)C * 4);
+            memcpy(qkv + bt * 3 * C + C, k + bt * C, (size_t)C * 4);
+            memcpy(qkv + bt * 3 * C + 2 * C, v + bt * C, (size_t)C * 4);
+        }
+        flash_attention_forward(out2, lse2, scratch, qkv, B, T, C, NH);
+        flash_attention_backward(dqkv, scratch, g, qkv, out2, lse2, B, T, C, NH);
+        assert_same_bits("flash fused qkv out", out, out2, nq);
+        assert_same_bits("flash fused qkv lse", lse, lse2, nl);
+        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+            assert_same_bits("flash fused dq", dq + bt * C, dqkv + bt * 3 * C, (size_t)C);
+            assert_same_bits("flash fused dk", dk + bt * C, dqkv + bt * 3 * C + C, (size_t)C);
+            assert_same_bits("flash fused dv", dv + bt * C, dqkv + bt * 3 * C + 2 * C, (size_t)C);
+        }
+        free(qkv), free(dqkv);
+    }
+
+    free(q), free(k), free(v), free(g), free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);
+    free(c.q), free(c.k), free(c.v), free(c.g), free(ro), free(rl), free(rq), free(rk), free(rv);
+    free(nout), free(att), free(ndq), free(ndk), free(ndv), free(nscratch);
+    free(out2), free(lse2), free(dq2), free(dk2), free(dv2), free(q3), free(k3), free(v3);
+}
+
+static void test_flash_small_fd(void **state)
+{
+    (void)state;
+    run_case(2, 7, 2, 2, 10, 1.0f, true); /* GPT-2-like multi-head, one partial tile */
+    run_case(1, 5, 3, 3, 4, 2.0f, true);
+    run_case(2, 6, 4, 2, 4, 1.5f, true); /* grouped-query */
+    run_case(1, 9, 6, 2, 6, 1.5f, true);
+    run_case(1, 7, 4, 1, 4, 1.5f, true); /* one KV head (multi-query) */
+}
+
+static void test_flash_tiles(void **state)
+{
+    (void)state;
+    run_case(2, 130, 3, 3, 32, 1.0f, false); /* 3 query tiles, 3 key blocks backward, partial */
+    run_case(1, 256, 12, 12, 64, 0.5f, false); /* W1's head shape: one forward key block */
+    run_case(1, 600, 2, 1, 64, 1.0f, false);   /* 3 forward key blocks (online rescaling), GQA,
+                                                  3 backward query chunks */
+    run_case(1, 520, 4, 2, 16, 3.0f, false);   /* sharp attention across key blocks */
+}
+
+/* rows with huge scores: s(t, u) = 2u (exact in fp32), so the running max of a row jumps by ~512
+ * from one key block to the next, e^(m - m') underflows to 0, and the softmax is nearly one-hot:
+ * no NaN, nothing of the new block lost. */
+static void test_flash_extreme(void **state)
+{
+    (void)state;
+    int B = 1, T = 600, NH = 1, hs = 16;
+    size_t n = (size_t)T * hs;
+    float *q = falloc(n), *k = falloc(n), *v = falloc(n), *g = falloc(n), *out = falloc(n), *lse = falloc(T);
+    float *dq = falloc(n), *dk = falloc(n), *dv = falloc(n);
+    float *scratch = falloc(flash_attention_scratch_floats(B, T, NH, NH, hs));
+    fill(v, n, 1.0f), fill(g, n, 1.0f);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hs; i++) {
+            q[(size_t)t * hs + i] = 1.0f;
+            k[(size_t)t * hs + i] = (float)t * 0.5f; /* scale 1/4: s = 16 * 0.5 u / 4 = 2u */
+        }
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs);
+    gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
+    double *ro = dalloc(n), *rl = dalloc(T), *rq = dalloc(n), *rk = dalloc(n), *rv = dalloc(n);
+    ref_gqa_forward(ro, rl, NULL, &c);
+    ref_gqa_backward(rq, rk, rv, &c);
+    for (size_t i = 0; i < n; i++)
+        assert_true(isfinite(out[i]) && isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dv[i]));
+    check_close("flash extreme out", out, ro, n, 1e-5);
+    check_close("flash extreme lse", lse, rl, (size_t)T, 1e-6);
+    /* backward: P = exp(S - lse) with lse ~ 600 held in one float, whose rounding (u 600 ~ 4e-5)
+     * is P's relative error (attention.c subtracts the row max, exact here, instead): 1e-4 */
+    check_close("flash extreme dv", dv, rv, n, 1e-4);
+    /* dq: dS = P (dP - D) with P nearly one-hot cancels; at most 2x attention.c's own error */
+    float *att = falloc((size_t)T * T), *ndq = falloc(n), *ndk = falloc(n), *ndv = falloc(n);
+    float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NH));
+    attention_gqa_forward(NULL, att, q, k, v, B, T, NH, NH, hs, hs, hs);
+    attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NH, hs, hs, hs);
+    double eq = worst_err(ndq, rq, n), ek = worst_err(ndk, rk, n);
+    print_message("  attention.c on the same: dq %.2e dk %.2e\n", eq, ek);
+    check_close("flash extreme dq", dq, rq, n, 2 * eq > 1e-4 ? 2 * eq : 1e-4);
+    check_close("flash extreme dk", dk, rk, n, 2 * ek > 1e-4 ? 2 * ek : 1e-4);
+    free(att), free(ndq), free(ndk), free(ndv), free(nscratch);
+    free(q), free(k), free(v), free(g), free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);
+    free(c.q), free(c.k), free(c.v), free(c.g), free(ro), free(rl), free(rq), free(rk), free(rv);
+}
+
+/* the scratch grows linearly in T (attention.c's grows as T²) */
+static void test_flash_scratch_linear(void **state)
+{
+    (void)state;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(2);
+    size_t s1 = flash_attention_scratch_floats(1, 1024, 12, 12, 64), s4 = flash_attention_scratch_floats(1, 4096, 12, 12, 64);
+    size_t s8 = flash_attention_scratch_floats(1, 8192, 12, 12, 64);
+    print_message("  flash scratch floats T=1024 %zu, 4096 %zu, 8192 %zu; attention.c at 4096 %zu\n", s1, s4, s8,
+                  attention_gqa_scratch_floats(1, 4096, 12));
+    assert_true(3 * (s8 - s4) == 4 * (s4 - s1)); /* affine in T: equal steps per token */
+    assert_true(s4 < attention_gqa_scratch_floats(1, 4096, 12) / 10); /* and attention.c also saves (B,NH,T,T) */
+    omp_set_num_threads(nt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flash_small_fd),
+        cmocka_unit_test(test_flash_tiles),
+        cmocka_unit_test(test_flash_extreme),
+        cmocka_unit_test(test_flash_scratch_linear),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

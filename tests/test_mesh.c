@@ -1,0 +1,120 @@
+/* test_mesh.c - the parallel mesh's record (src/comm/mesh.c, zt_mesh_layout): the rank order
+ * (tp innermost, then dp, then pp; hybrid's replicate x shard inside dp) checked against a plain
+ * model of it over every rank of several meshes, the groups each axis forms, and every bad size
+ * refused with the keys and the numbers. Pure arithmetic: no MPI. */
+#include "comm/mesh.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+/* Enumerates (pp, dp, tp) in the documented order and checks that rank r lands on those
+ * coordinates, that coords/world_rank invert each other, and the hybrid sub-axes. */
+static void check_order(int world, int tp, int pp, bool hybrid, int shard) {
+    zt_mesh_sizes s = {.tp = tp, .pp = pp, .hybrid = hybrid, .shard = shard};
+    int dp = world / (tp * pp), r = 0;
+    for (int p = 0; p < pp; p++)
+        for (int d = 0; d < dp; d++)
+            for (int t = 0; t < tp; t++, r++) {
+                zt_mesh m;
+                zt_error err = {0};
+                assert_int_equal(zt_mesh_layout(world, r, &s, &m, &err), ZT_OK);
+                assert_int_equal(m.tp, tp);
+                assert_int_equal(m.pp, pp);
+                assert_int_equal(m.dp, dp);
+                assert_int_equal(m.tp_rank, t);
+                assert_int_equal(m.dp_rank, d);
+                assert_int_equal(m.pp_rank, p);
+                assert_int_equal(zt_mesh_world_rank(&m, t, d, p), r);
+                int sh = hybrid ? shard : dp;
+                assert_int_equal(m.shard, sh);
+                assert_int_equal(m.replicate, dp / sh);
+                assert_int_equal(m.shard_rank, d % sh);
+                assert_int_equal(m.replicate_rank, d / sh);
+                assert_int_equal(zt_mesh_holds_loss(&m, r), t == 0 && p == pp - 1);
+            }
+}
+
+static void test_rank_order(void **state) {
+    (void)state;
+    check_order(1, 1, 1, false, 0);
+    check_order(4, 2, 1, false, 0);
+    check_order(4, 1, 1, true, 2);
+    check_order(8, 2, 1, true, 2);
+    check_order(8, 2, 2, false, 0);
+    check_order(12, 3, 2, true, 1);
+    check_order(16, 2, 2, true, 2);
+    /* mesh.h's diagram: world 8, tp 2, hybrid replicate 2 x shard 2; the tp group of rank 5 is
+     * {4, 5}, its dp group {1, 3, 5, 7}, its shard group {5, 7}, its replicate group {1, 5} */
+    zt_mesh_sizes s = {.tp = 2, .pp = 1, .hybrid = true, .shard = 2};
+    zt_mesh m;
+    zt_error err = {0};
+    assert_int_equal(zt_mesh_layout(8, 5, &s, &m, &err), ZT_OK);
+    int tp_group[2], dp_group[4], shard_group[2], rep_group[2], nt = 0, nd = 0, ns = 0, nr = 0;
+    for (int r = 0; r < 8; r++) {
+        zt_mesh o;
+        assert_int_equal(zt_mesh_layout(8, r, &s, &o, &err), ZT_OK);
+        if (o.dp_rank == m.dp_rank && o.pp_rank == m.pp_rank) tp_group[nt++] = r;
+        if (o.tp_rank == m.tp_rank && o.pp_rank == m.pp_rank) dp_group[nd++] = r;
+        if (o.tp_rank == m.tp_rank && o.replicate_rank == m.replicate_rank) shard_group[ns++] = r;
+        if (o.tp_rank == m.tp_rank && o.shard_rank == m.shard_rank) rep_group[nr++] = r;
+    }
+    assert_int_equal(nt, 2);
+    assert_int_equal(tp_group[0], 4);
+    assert_int_equal(tp_group[1], 5);
+    assert_int_equal(nd, 4);
+    assert_int_equal(dp_group[0], 1);
+    assert_int_equal(dp_group[3], 7);
+    assert_int_equal(ns, 2);
+    assert_int_equal(shard_group[0], 5);
+    assert_int_equal(shard_group[1], 7);
+    assert_int_equal(nr, 2);
+    assert_int_equal(rep_group[0], 1);
+    assert_int_equal(rep_group[1], 5);
+    char d[160];
+    zt_mesh_describe(&m, d, sizeof d);
+    assert_string_equal(d, "tp 2 x dp 4 (replicate 2 x shard 2) x pp 1 on 8 ranks; this rank: tp 1, dp 2, pp 0");
+}
+
+static void bad(int world, int tp, int pp, bool hybrid, int shard, const char *want) {
+    zt_mesh_sizes s = {.tp = tp, .pp = pp, .hybrid = hybrid, .shard = shard};
+    zt_mesh m;
+    zt_error err = {0};
+    assert_int_equal(zt_mesh_layout(world, 0, &s, &m, &err), ZT_ERR_USAGE);
+    if (!strstr(err.msg, want)) fail_msg("got: %s\nwant: %s", err.msg, want);
+}
+
+static void test_bad_sizes(void **state) {
+    (void)state;
+    bad(6, 4, 1, false, 0, "parallel.tensor_parallel_size: 4 x parallel.pipeline_parallel_size 1 = 4 does not "
+                           "divide the world size 6");
+    bad(8, 2, 3, false, 0, "parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 3 = 6 does not "
+                           "divide the world size 8");
+    bad(8, 2, 1, true, 3, "parallel.hybrid_shard_size 3 does not divide the data-parallel size 4 (world 8 / "
+                          "(parallel.tensor_parallel_size 2 x parallel.pipeline_parallel_size 1))");
+    bad(4, 0, 1, false, 0, "parallel.tensor_parallel_size: 0, expected at least 1");
+    bad(4, 1, 0, false, 0, "parallel.pipeline_parallel_size: 0, expected at least 1");
+    /* one process: the mesh has no comms, and asks for none */
+    zt_mesh *m = NULL;
+    zt_error err = {0};
+    zt_mesh_sizes one = {.tp = 1, .pp = 1};
+    assert_int_equal(zt_mesh_create(NULL, &one, &m, &err), ZT_OK);
+    assert_null(m->tp_comm);
+    assert_null(m->dp_comm);
+    assert_int_equal(m->world, 1);
+    zt_mesh_free(m);
+    zt_mesh_sizes two = {.tp = 2, .pp = 1};
+    assert_int_equal(zt_mesh_create(NULL, &two, &m, &err), ZT_ERR_USAGE);
+    assert_null(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rank_order),
+        cmocka_unit_test(test_bad_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,338 @@
+/* test_scale.c - src/scale/: the scale model's formulas against hand-computed values. Bandwidth
+ * and latency parsing (and every malformed form), the alpha-beta cost of ring, tree and pairwise
+ * collectives on one node and across nodes, group shapes for hybrid's shard and replica groups,
+ * the two-stream step schedule (a timeline worked by hand), the compute model's FLOPs against
+ * the 6N + attention formula, and the bytes between hosts per step against docs/multihost.md's
+ * formulas (which bench/RESULTS.md measured on the interface counters), with memory equal to the
+ * estimator's column. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "memory/estimate.h"
+#include "memory/shapes.h"
+#include "scale/predict.h"
+#include "scale/units.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CLOSE(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
+
+static void test_bandwidth(void **state) {
+    (void)state;
+    static const struct { const char *text; double bytes; } ok[] = {
+        {"900GB/s", 900e9}, {"400Gb/s", 50e9}, {"400Gbps", 50e9}, {"1gbit", 1.25e8}, {"100mbit", 12.5e6},
+        {"12.5GiB/s", 12.5 * 1073741824.0}, {"2 GB/s", 2e9}, {"1.5e9B/s", 1.5e9}, {"25GB", 25e9},
+        {"10kbit/s", 1250}, {"3TB/s", 3e12}, {"8Mib/s", 1048576.0}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        double b = 0;
+        zt_error err = {0};
+        assert_int_equal(zt_scale_parse_bandwidth("--inter", ok[i].text, &b, &err), ZT_OK);
+        CLOSE(b, ok[i].bytes);
+    }
+    static const char *bad[] = {"900", "900GB/x", "-5GB/s", "GB/s", "", "abc", "0GB/s", "1Gb/s/s", "5 GHz", "1e999GB/s"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double b = 0;
+        zt_error err = {0};
+        assert_int_equal(zt_scale_parse_bandwidth("--inter", bad[i], &b, &err), ZT_ERR_USAGE);
+        assert_non_null(strstr(err.msg, "--inter"));
+    }
+    double b;
+    zt_error err = {0};
+    assert_int_equal(zt_scale_parse_bandwidth("--intra", NULL, &b, &err), ZT_ERR_USAGE);
+}
+
+static void test_latency(void **state) {
+    (void)state;
+    double s = -1;
+    zt_error err = {0};
+    assert_int_equal(zt_scale_parse_latency("--inter-latency", "5us", &s, &err), ZT_OK);
+    CLOSE(s, 5e-6);
+    assert_int_equal(zt_scale_parse_latency("--inter-latency", "1.5ms", &s, &err), ZT_OK);
+    CLOSE(s, 1.5e-3);
+    assert_int_equal(zt_scale_parse_latency("--inter-latency", "0s", &s, &err), ZT_OK);
+    assert_true(s == 0);
+    assert_int_equal(zt_scale_parse_latency("--inter-latency", "20ns", &s, &err), ZT_OK);
+    CLOSE(s, 20e-9);
+    static const char *bad[] = {"5", "5 sec", "us", "-1us", "5mus"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(zt_scale_parse_latency("--intra-latency", bad[i], &s, &err), ZT_ERR_USAGE);
+        assert_non_null(strstr(err.msg, "--intra-latency"));
+    }
+}
+
+static zt_scale_net dgx(void) {
+    return (zt_scale_net){.per_node = 8, .intra_bw = 450e9, .intra_lat = 2e-6, .nic_bw = 50e9, .inter_lat = 5e-6,
+                          .nics = 8, .algo = ZT_SCALE_RING};
+}
+
+static void test_ring_one_node(void **state) {
+    (void)state;
+    zt_scale_net net = dgx();
+    net.intra_bw = 100e9, net.intra_lat = 1e-6;
+    zt_scale_group g = zt_scale_group_of(&net, 8, 1);
+    assert_int_equal(g.local, 8);
+    assert_int_equal(g.nodes, 1);
+    double S = 8e9;
+    zt_scale_cost ag = zt_scale_collective(&net, g, ZT_SCALE_ALL_GATHER, S);
+    CLOSE(ag.seconds, 7 * 1e-6 + S * 7.0 / 8.0 / 100e9);
+    assert_true(ag.node_out_bytes == 0);
+    zt_scale_cost rs = zt_scale_collective(&net, g, ZT_SCALE_REDUCE_SCATTER, S);
+    CLOSE(rs.seconds, ag.seconds);
+    zt_scale_cost ar = zt_scale_collective(&net, g, ZT_SCALE_ALL_REDUCE, S);
+    CLOSE(ar.seconds, 2 * ag.seconds); /* no tree inside a node */
+    assert_false(ar.tree);
+    /* a group of one costs nothing */
+    zt_scale_cost one = zt_scale_collective(&net, zt_scale_group_of(&net, 1, 1), ZT_SCALE_ALL_REDUCE, S);
+    assert_true(one.seconds == 0);
+}
+
+static void test_ring_across_nodes(void **state) {
+    (void)state;
+    zt_scale_net net = dgx();
+    zt_scale_group g = zt_scale_group_of(&net, 16, 1); /* 2 nodes x 8 */
+    assert_int_equal(g.local, 8);
+    assert_int_equal(g.nodes, 2);
+    assert_int_equal(g.concurrent, 1);
+    double S = 16e9;
+    zt_scale_cost ag = zt_scale_collective(&net, g, ZT_SCALE_ALL_GATHER, S);
+    /* the node's 8 NICs (400 GB/s) are slower than NVLink (450 GB/s): they set the pace */
+    CLOSE(ag.seconds, 15 * 5e-6 + S * 15.0 / 16.0 / 400e9);
+    CLOSE(ag.node_out_bytes, S * 15.0 / 16.0);
+    /* with one NIC per node the inter-node link dominates 8x more */
+    net.nics = 1;
+    zt_scale_cost ag1 = zt_scale_collective(&net, g, ZT_SCALE_ALL_GATHER, S);
+    CLOSE(ag1.seconds, 15 * 5e-6 + S * 15.0 / 16.0 / 50e9);
+}
+
+static void test_tree_or_ring(void **state) {
+    (void)state;
+    zt_scale_net net = dgx();
+    zt_scale_group g = zt_scale_group_of(&net, 8 * 64, 1);
+    /* small: 511 ring steps of 5 us lose to the tree's 2(7 x 2 us + 6 x 5 us) */
+    zt_scale_cost small = zt_scale_collective(&net, g, ZT_SCALE_ALL_REDUCE, 1e6);
+    assert_true(small.tree);
+    CLOSE(small.seconds, 2.0 * (7 * 2e-6 + 6 * 5e-6) + 2.0 * 1e6 / 400e9);
+    /* large: both move about twice the data over the node's NICs; the cheaper formula is taken */
+    double S = 1e10, p = 512;
+    double ring = 2 * (511 * 5e-6 + S * (p - 1) / p / 400e9), tree = 2.0 * (7 * 2e-6 + 6 * 5e-6) + 2.0 * S / 400e9;
+    zt_scale_cost big = zt_scale_collective(&net, g, ZT_SCALE_ALL_REDUCE, S);
+    CLOSE(big.seconds, ring < tree ? ring : tree);
+    assert_true(big.tree == (tree < ring));
+    /* pairwise (zerotrain) never takes a tree */
+    net.algo = ZT_SCALE_PAIRWISE;
+    assert_false(zt_scale_collective(&net, g, ZT_SCALE_ALL_REDUCE, 1e6).tree);
+}
+
+static void test_pairwise(void **state) {
+    (void)state;
+    /* the namespace hosts: 2 hosts x 2 ranks, one link per host */
+    zt_scale_net net = {.per_node = 2, .intra_bw = 1e9, .intra_lat = 0, .nic_bw = 1e8, .inter_lat = 0, .nics = 1,
+                        .algo = ZT_SCALE_PAIRWISE};
+    zt_scale_group w = zt_scale_group_of(&net, 4, 1);
+    double S = 4e8;
+    zt_scale_cost ag = zt_scale_collective(&net, w, ZT_SCALE_ALL_GATHER, S);
+    /* each of the host's 2 ranks sends its S/4 piece to the 2 ranks of the other host: S */
+    CLOSE(ag.node_out_bytes, S);
+    CLOSE(ag.seconds, S / 1e8);
+    /* a ring would send (p-1)/p S = 3/4 S */
+    net.algo = ZT_SCALE_RING;
+    CLOSE(zt_scale_collective(&net, w, ZT_SCALE_ALL_GATHER, S).node_out_bytes, 0.75 * S);
+    net.algo = ZT_SCALE_PAIRWISE;
+    /* hybrid's replicas: ranks 2 apart, one per host, both pairs of a host at once */
+    zt_scale_group r = zt_scale_group_of(&net, 2, 2);
+    assert_int_equal(r.local, 1);
+    assert_int_equal(r.nodes, 2);
+    assert_int_equal(r.concurrent, 2);
+    double piece = S / 2;
+    zt_scale_cost ar = zt_scale_collective(&net, r, ZT_SCALE_ALL_REDUCE, piece);
+    CLOSE(ar.node_out_bytes, 2.0 * piece);         /* 2 passes x 1/2 piece x 2 pairs */
+    CLOSE(ar.seconds, 2.0 * (piece / 2) / (1e8 / 2)); /* each pair gets half the link */
+}
+
+static void test_group_shapes(void **state) {
+    (void)state;
+    zt_scale_net net = dgx();
+    zt_scale_group s8 = zt_scale_group_of(&net, 8, 1), r8 = zt_scale_group_of(&net, 64, 8);
+    assert_int_equal(s8.local, 8), assert_int_equal(s8.nodes, 1), assert_int_equal(s8.concurrent, 1);
+    assert_int_equal(r8.local, 1), assert_int_equal(r8.nodes, 64), assert_int_equal(r8.concurrent, 8);
+    zt_scale_group s4 = zt_scale_group_of(&net, 4, 1), r4 = zt_scale_group_of(&net, 128, 4);
+    assert_int_equal(s4.local, 4), assert_int_equal(s4.nodes, 1), assert_int_equal(s4.concurrent, 2);
+    assert_int_equal(r4.local, 2), assert_int_equal(r4.nodes, 64), assert_int_equal(r4.concurrent, 4);
+    zt_scale_group s32 = zt_scale_group_of(&net, 32, 1), r32 = zt_scale_group_of(&net, 16, 32);
+    assert_int_equal(s32.local, 8), assert_int_equal(s32.nodes, 4), assert_int_equal(s32.concurrent, 1);
+    assert_int_equal(r32.local, 1), assert_int_equal(r32.nodes, 16), assert_int_equal(r32.concurrent, 8);
+}
+
+static void test_schedule_by_hand(void **state) {
+    (void)state;
+    /* zero3, 3 units, forward 1 s and backward 2 s each, every collective 0.5 s, optimizer 0.25 s:
+     *   forward   g0 0-0.5 | u0 0.5-1.5 (g1 0.5-1.0) | u1 1.5-2.5 (g2 1.5-2.0) | u2 2.5-3.5
+     *   backward  g2' 3.5-4.0 | u2 4.0-6.0 (g1' 4.0-4.5, r2 6.0-6.5) | u1 6.0-8.0 (g0' 6.5-7.0,
+     *             r1 8.0-8.5) | u0 8.0-10.0 (r0 10.0-10.5) | optimizer 10.5-10.75
+     * exposed: g0, g2', r0 = 1.5 s; comm 9 x 0.5 = 4.5 s, hidden 3 s */
+    double fwd[3] = {1, 1, 1}, bwd[3] = {2, 2, 2}, g[3] = {0.5, 0.5, 0.5}, r[3] = {0.5, 0.5, 0.5};
+    zt_scale_timeline t = {.n_units = 3, .micro_batches = 1, .fwd = fwd, .bwd = bwd, .gather = g, .reduce = r,
+                           .regather_backward = true, .reduce_every_micro_batch = true, .optimizer_s = 0.25};
+    zt_scale_step s = zt_scale_schedule(&t);
+    CLOSE(s.step_s, 10.75);
+    CLOSE(s.compute_s, 9.25);
+    CLOSE(s.comm_s, 4.5);
+    CLOSE(s.exposed_s, 1.5);
+    CLOSE(s.hidden_s, 3.0);
+    /* parameters kept from forward to backward: no backward gathers, g2' no longer exposed */
+    t.regather_backward = false;
+    s = zt_scale_schedule(&t);
+    CLOSE(s.step_s, 10.25);
+    CLOSE(s.comm_s, 3.0);
+    /* communication-bound: 5 s gathers; the step is at least every collective back to back */
+    double big[3] = {5, 5, 5};
+    t.gather = big, t.regather_backward = true;
+    s = zt_scale_schedule(&t);
+    assert_true(s.step_s >= s.comm_s);
+    CLOSE(s.exposed_s, s.step_s - s.compute_s);
+    /* ddp, 2 micro-batches: all-reduces only in the last, and a post-step gather adds in full */
+    double ar[3] = {1, 1, 1};
+    zt_scale_timeline d = {.n_units = 3, .micro_batches = 2, .fwd = fwd, .bwd = bwd, .reduce = ar,
+                           .reduce_every_micro_batch = false, .post_gather_s = 0.5};
+    s = zt_scale_schedule(&d);
+    CLOSE(s.comm_s, 3.5);
+    /* first micro-batch 0-9 with no reduction; second: forward 9-12, u2 12-14 (r2 14-15), u1 14-16
+     * (r1 16-17), u0 16-18 (r0 18-19); then the 0.5 s gather */
+    CLOSE(s.step_s, 19.5);
+    CLOSE(s.exposed_s, 1.5);
+    d.reduce_every_micro_batch = true;
+    CLOSE(zt_scale_schedule(&d).comm_s, 6.5);
+}
+
+static zt_scale_device test_device(void) {
+    zt_scale_device d;
+    zt_error err = {0};
+    assert_int_equal(zt_scale_device_lookup("h100", &d, &err), ZT_OK);
+    return d;
+}
+
+static void test_compute_flops(void **state) {
+    (void)state;
+    zt_model *m = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
+    zt_scale_device d = test_device();
+    zt_scale_compute c;
+    int B = 2, T = 1024;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, true, ZT_RECOMPUTE_NONE, &c, &err), ZT_OK);
+    double C = 768, V = 50257, L = 12, n = (double)B * T, rate = 989e12 * 0.75;
+    double linears = L * (3 * C * C + C * C + 4 * C * C + 4 * C * C) + V * C; /* the head reads the tied wte */
+    CLOSE(c.matmul_s, 6.0 * linears * n / rate);
+    /* flash attention: the causal half, backward 2.5x forward */
+    CLOSE(c.attention_s, L * 3.5 * 0.5 * 4.0 * T * C * n / (989e12 * 0.45));
+    CLOSE(c.model_flops_per_token, m->train_flops_per_token(m, T));
+    CLOSE(c.peak, 989e12);
+    assert_true(c.memory_s > 0 && c.recompute_s == 0);
+    CLOSE(c.fwd_total + c.bwd_total, c.matmul_s + c.attention_s + c.memory_s);
+    zt_scale_compute full, sel;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, true, ZT_RECOMPUTE_FULL, &full, &err), ZT_OK);
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, true, ZT_RECOMPUTE_SELECTIVE, &sel, &err), ZT_OK);
+    double blocks_fwd = 0;
+    for (int u = 1; u < m->n_units - 1; u++) blocks_fwd += c.fwd[u];
+    CLOSE(full.recompute_s, blocks_fwd);
+    CLOSE(sel.recompute_s, c.attention_s / 3.5);
+    CLOSE(full.bwd_total, c.bwd_total + blocks_fwd);
+    /* fp32 divides by the fp32 peak */
+    zt_scale_compute f32;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, false, ZT_RECOMPUTE_NONE, &f32, &err), ZT_OK);
+    CLOSE(f32.peak, 66.9e12);
+    /* a sequence beyond the context is refused, naming it */
+    zt_scale_compute x;
+    assert_int_equal(zt_scale_compute_model(m, &d, 1, 4096, true, ZT_RECOMPUTE_NONE, &x, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "4096"));
+    zt_scale_compute_free(&c), zt_scale_compute_free(&full), zt_scale_compute_free(&sel), zt_scale_compute_free(&f32);
+    zt_model_free(m);
+}
+
+/* docs/multihost.md: between 2 hosts of 2 ranks, zero3 sends 12·P·(N-L) bytes per step over all
+ * hosts and hybrid 8·P·(H-1), each host half of that; ddp's pairwise all-reduce 8·P per host. */
+static void test_bytes_between_hosts(void **state) {
+    (void)state;
+    zt_model *m = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
+    zt_scale_device d = test_device();
+    zt_scale_compute c;
+    assert_int_equal(zt_scale_compute_model(m, &d, 1, 64, false, ZT_RECOMPUTE_NONE, &c, &err), ZT_OK);
+    zt_scale_request rq = {.model = m, .compute = &c, .device = &d};
+    rq.cluster = (zt_scale_cluster){.nodes = 2, .per_node = 2, .profile = ZT_SCALE_ZEROTRAIN,
+                                    .net = {.per_node = 2, .intra_bw = 1e9, .nic_bw = 1e8, .nics = 1,
+                                            .algo = ZT_SCALE_PAIRWISE}};
+    zt_engine_options_default(&rq.opt);
+    rq.opt.B = 1, rq.opt.T = 64, rq.opt.grad_accum = 1;
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_FP32);
+    zt_memory_plan_options_default(&rq.plan);
+    double P = (double)zt_model_numel(m);
+    zt_scale_row z3, hy, dp;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO3, 0, &z3, &err), ZT_OK);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_HYBRID, 2, &hy, &err), ZT_OK);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &dp, &err), ZT_OK);
+    CLOSE(z3.node_out_bytes, 12.0 * P * (4 - 2) / 2);
+    CLOSE(hy.node_out_bytes, 8.0 * P * (2 - 1) / 2);
+    CLOSE(dp.node_out_bytes, 8.0 * P); /* all-reduce = reduce-scatter + all-gather, 4P per host each */
+    assert_int_equal(z3.shard, 4);
+    assert_int_equal(hy.shard, 2);
+    assert_true(z3.gather_bytes_per_elem == 4); /* zerotrain gathers fp32 */
+    /* the memory is the estimator's column for the same options */
+    zt_estimate_request erq = {.model = m, .opt = rq.opt, .plan = rq.plan, .world = 4};
+    erq.opt.hybrid_shard_size = 2;
+    zt_estimate est;
+    assert_int_equal(zt_estimate_run(&erq, &est, &err), ZT_OK);
+    assert_true(z3.memory == est.col[ZT_STRATEGY_ZERO3].peak[ZT_EST_AS_GIVEN]);
+    assert_true(hy.memory == est.col[ZT_STRATEGY_HYBRID].peak[ZT_EST_AS_GIVEN]);
+    assert_true(dp.memory == est.col[ZT_STRATEGY_DDP].peak[ZT_EST_AS_GIVEN]);
+    /* zerotrain's engine all-reduces the pieces across the replicas at the step, after backward:
+     * that all-reduce is exposed in full (FSDP's HSDP hides it per unit, below) */
+    zt_scale_net *net = &rq.cluster.net;
+    zt_scale_cost ar = zt_scale_collective(net, zt_scale_group_of(net, 2, 2), ZT_SCALE_ALL_REDUCE, P / 2 * 4);
+    assert_true(hy.step.exposed_s >= ar.seconds);
+    assert_true(hy.step.step_s >= hy.step.compute_s + ar.seconds);
+    /* a shard size that does not divide is refused */
+    zt_scale_row bad;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_HYBRID, 3, &bad, &err), ZT_ERR_USAGE);
+    /* under the nccl profile bf16 gathers halve zero3's gather bytes (reductions stay fp32) */
+    rq.cluster.profile = ZT_SCALE_NCCL, rq.cluster.net.algo = ZT_SCALE_RING;
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_BF16);
+    zt_scale_row z3b;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO3, 0, &z3b, &err), ZT_OK);
+    CLOSE(z3b.node_out_bytes, (2 * 2.0 + 4.0) * P * 0.75); /* ring: (p-1)/p of each tensor leaves a node */
+    zt_scale_row hyb;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_HYBRID, 2, &hyb, &err), ZT_OK);
+    assert_true(hyb.step.exposed_s < hyb.step.comm_s); /* per unit: mostly behind the backward */
+    zt_scale_compute_free(&c);
+    zt_model_free(m);
+}
+
+static void test_devices(void **state) {
+    (void)state;
+    zt_scale_device d;
+    zt_error err = {0};
+    static const char *names[] = {"v100", "a100", "h100", "h200", "mi300x", "b200"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        assert_int_equal(zt_scale_device_lookup(names[i], &d, &err), ZT_OK);
+        assert_true(d.peak_bf16 > d.peak_fp32 && d.memory > 0 && d.mem_bw > 0 && d.intra_bw > 0);
+    }
+    assert_int_equal(zt_scale_device_lookup("h1000", &d, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "h1000"));
+    assert_non_null(strstr(err.msg, "mi300x"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bandwidth),        cmocka_unit_test(test_latency),
+        cmocka_unit_test(test_ring_one_node),    cmocka_unit_test(test_ring_across_nodes),
+        cmocka_unit_test(test_tree_or_ring),     cmocka_unit_test(test_pairwise),
+        cmocka_unit_test(test_group_shapes),     cmocka_unit_test(test_schedule_by_hand),
+        cmocka_unit_test(test_compute_flops),    cmocka_unit_test(test_bytes_between_hosts),
+        cmocka_unit_test(test_devices),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -81,6 +81,13 @@ print(f"\nzerotrain fp32 / PyTorch fp32:          median {zf[0] / pf[0]:.2f}x, b
 print(f"zerotrain bf16 / PyTorch bf16 autocast: median {zb[0] / pb[0]:.2f}x, best {zb[1] / pb[1]:.2f}x{goal(1)}")
 print(f"zerotrain bf16 / zerotrain fp32:        median {zb[0] / zf[0]:.2f}x, best {zb[1] / zf[1]:.2f}x")
 print(f"per CPU-second of each process: fp32 {cf / qf:.2f}x, bf16 {cb / qb:.2f}x (zerotrain / PyTorch)")
+print("\nper round (each pair ran back to back; other CPUs in brackets):")
+for i, (rb, rf) in enumerate(zip(b, f)):
+    def pair(r):
+        z, p = r["zerotrain"][0], r["pytorch"][0]
+        return (f"{z['tok_per_s_median']:.1f} [{z['_other_cpus']:.2f}] / {p['tok_per_s_median']:.1f} "
+                f"[{p['_other_cpus']:.2f}] = {z['tok_per_s_median'] / p['tok_per_s_median']:.2f}x")
+    print(f"  round {i + 1}: fp32 {pair(rf)};  bf16 {pair(rb)}")
 zrun = [x for r in b for x in r["zerotrain"]]
 gf, peak = best(zrun, "gflops"), med(zrun, "bf16_peak_gflops")
 print(f"zerotrain bf16 (best): {gf:.0f} GFLOP/s = {100 * gf / peak:.1f}% of the measured bf16 peak {peak:.0f} GFLOP/s")

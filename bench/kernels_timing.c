@@ -88,6 +88,23 @@ static void time_matmul(const char *name, int N, int C, int OC, bool bias)
     free(inp), free(w), free(b), free(out), free(dout), free(dinp), free(dw), free(db);
 }
 
+/* softmax cross-entropy over (N, V) logits (restored before each forward: backward overwrites) */
+static void time_xent(const char *name, int N, int V)
+{
+    size_t n = (size_t)N * V;
+    float *logits = buf(n), *logits0 = buf(n), *losses = buf(N), *dl = buf(N);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) {
+        tg[i] = (int32_t)((i * 104729u) % (unsigned)V);
+        dl[i] = 1.0f / N;
+    }
+    memcpy(logits0, logits, n * sizeof(float));
+    TIME_FB(memcpy(logits, logits0, n * sizeof(float)), softmax_xent_forward(losses, logits, tg, N, V), (void)0,
+            softmax_xent_backward(logits, tg, dl, N, V));
+    report(name, 0, 0);
+    free(logits), free(logits0), free(losses), free(dl), free(tg);
+}
+
 /* per step: median cpu time (fwd + bwd) x calls, summed over the Llama list */
 static double step_ms;
 
@@ -167,21 +184,8 @@ static int llama_main(void)
     time_linear("matmul gate,up 768->2048", N, C, I, 2 * L);
     time_linear("matmul down  2048->768", N, I, C, L);
     time_linear("matmul lm_head 768->32000", N, C, V, 1);
-    { /* softmax cross-entropy over the head's logits */
-        size_t n = (size_t)N * V;
-        float *logits = buf(n), *logits0 = buf(n), *losses = buf(N), *dl = buf(N);
-        int32_t *tg = malloc(sizeof(int32_t) * N);
-        for (int i = 0; i < N; i++) {
-            tg[i] = (int32_t)((i * 104729u) % (unsigned)V);
-            dl[i] = 1.0f / N;
-        }
-        memcpy(logits0, logits, n * sizeof(float));
-        TIME_FB(memcpy(logits, logits0, n * sizeof(float)), softmax_xent_forward(losses, logits, tg, N, V),
-                (void)0, softmax_xent_backward(logits, tg, dl, N, V));
-        report("softmax_xent (N x 32000)", 0, 0);
-        per_step("softmax_xent", 1);
-        free(logits), free(logits0), free(losses), free(dl), free(tg);
-    }
+    time_xent("softmax_xent (N x 32000)", N, V);
+    per_step("softmax_xent", 1);
     printf("\nkernels of one llama-124M step (forward + backward, cpu time, medians x calls): %.1f ms\n", step_ms);
     return 0;
 }
@@ -265,21 +269,8 @@ int main(int argc, char **argv)
         report("residual (fwd only)", 0, 0);
         free(a), free(b), free(o);
     }
-    { /* LM head (tied wte, no bias) + softmax cross-entropy */
-        size_t n = (size_t)N * V;
-        float *logits = buf(n), *logits0 = buf(n), *losses = buf(N), *dl = buf(N);
-        int32_t *tg = malloc(sizeof(int32_t) * N);
-        for (int i = 0; i < N; i++) {
-            tg[i] = (int32_t)((i * 104729u) % (unsigned)V);
-            dl[i] = 1.0f / N;
-        }
-        memcpy(logits0, logits, n * sizeof(float));
-        time_matmul("matmul lmhead 768->50257", N, C, V, false);
-        TIME_FB(memcpy(logits, logits0, n * sizeof(float)),
-                softmax_xent_forward(losses, logits, tg, N, V), (void)0,
-                softmax_xent_backward(logits, tg, dl, N, V));
-        report("softmax_xent (N x 50257)", 0, 0);
-        free(logits), free(logits0), free(losses), free(dl), free(tg);
-    }
+    /* LM head (tied wte, no bias) + softmax cross-entropy */
+    time_matmul("matmul lmhead 768->50257", N, C, V, false);
+    time_xent("softmax_xent (N x 50257)", N, V);
     return 0;
 }

@@ -39,24 +39,7 @@
 static void causal_softmax_row(float *row, int n, int T)
 {
     int i;
-    zt_vf vmax = zt_vset1(-INFINITY);
-    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
-        vmax = zt_vmax(vmax, zt_vload(row + i));
-    if (i < n)
-        vmax = zt_vmax(vmax, zt_vloadn(row + i, n - i, -INFINITY));
-    zt_vf m = zt_vset1(zt_vhmax(vmax));
-    zt_vf acc = zt_vzero();
-    for (i = 0; i + ZT_VL <= n; i += ZT_VL) {
-        zt_vf e = zt_vexp(zt_vsub(zt_vload(row + i), m));
-        acc = zt_vadd(acc, e);
-        zt_vstore(row + i, e);
-    }
-    if (i < n) {
-        zt_vf e = zt_vexp(zt_vsub(zt_vloadn(row + i, n - i, -INFINITY), m)); /* spare lanes: 0 */
-        acc = zt_vadd(acc, e);
-        zt_vstoren(row + i, e, n - i);
-    }
-    zt_vf inv = zt_vset1(1.0f / zt_vhsum(acc));
+    zt_vf inv = zt_vset1(1.0f / zt_row_exp_sum(row, n, zt_row_max(row, n)));
     for (i = 0; i + ZT_VL <= n; i += ZT_VL)
         zt_vstore(row + i, zt_vmul(zt_vload(row + i), inv));
     if (i < n)

@@ -26,18 +26,6 @@
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
-/* max of the row */
-static float row_max(const float *x, int V)
-{
-    int i;
-    zt_vf vmax = zt_vset1(-INFINITY);
-    for (i = 0; i + ZT_VL <= V; i += ZT_VL)
-        vmax = zt_vmax(vmax, zt_vload(x + i));
-    if (i < V)
-        vmax = zt_vmax(vmax, zt_vloadn(x + i, V - i, -INFINITY));
-    return zt_vhmax(vmax);
-}
-
 /* x = exp(x - mx) in place; returns the sum (double, 16 lanes) */
 static double row_exp(float *x, int V, float mx)
 {
@@ -70,7 +58,7 @@ static void row_scale(float *x, int V, double S)
 
 static void xent_row(float *loss, float *x, int target, int V)
 {
-    float xt = x[target], mx = row_max(x, V);
+    float xt = x[target], mx = zt_row_max(x, V);
     double S = row_exp(x, V, mx);
     row_scale(x, V, S);
     *loss = (float)(log(S) - ((double)xt - (double)mx));
@@ -88,7 +76,7 @@ void softmax_xent_rowmax(float *mx, const float *logits, int N, int V)
 {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++)
-        mx[r] = row_max(logits + (size_t)r * V, V);
+        mx[r] = zt_row_max(logits + (size_t)r * V, V);
 }
 
 void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float *mx, const int32_t *targets,

@@ -305,28 +305,12 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
  * factor the row's output so far must be scaled by (0 on the first block). */
 static float online_softmax_row(float *row, int valid, int n, float *m, float *l)
 {
-    int i;
-    zt_vf vmax = zt_vset1(-INFINITY);
-    for (i = 0; i + ZT_VL <= valid; i += ZT_VL)
-        vmax = zt_vmax(vmax, zt_vload(row + i));
-    if (i < valid)
-        vmax = zt_vmax(vmax, zt_vloadn(row + i, valid - i, -INFINITY));
-    float mx = zt_vhmax(vmax), mnew = mx > *m ? mx : *m;
-    zt_vf vm = zt_vset1(mnew), acc = zt_vzero();
-    for (i = 0; i + ZT_VL <= valid; i += ZT_VL) {
-        zt_vf e = zt_vexp(zt_vsub(zt_vload(row + i), vm));
-        acc = zt_vadd(acc, e);
-        zt_vstore(row + i, e);
-    }
-    if (i < valid) {
-        zt_vf e = zt_vexp(zt_vsub(zt_vloadn(row + i, valid - i, -INFINITY), vm)); /* spare lanes: 0 */
-        acc = zt_vadd(acc, e);
-        zt_vstoren(row + i, e, valid - i);
-    }
-    for (i = valid; i < n; i++)
+    float mx = zt_row_max(row, valid), mnew = mx > *m ? mx : *m;
+    float sum = zt_row_exp_sum(row, valid, mnew);
+    for (int i = valid; i < n; i++)
         row[i] = 0.0f;
     float alpha = expf(*m - mnew); /* *m = -inf on the first block: 0 */
-    *l = *l * alpha + zt_vhsum(acc);
+    *l = *l * alpha + sum;
     *m = mnew;
     return alpha;
 }

@@ -261,4 +261,37 @@ static inline void zt_vacc_add(zt_vacc *a, zt_vf v) { a->s += (double)v; }
 static inline double zt_vacc_sum(zt_vacc a) { return a.s; }
 #endif /* __AVX512F__ */
 
+/* ---- row helpers shared by the softmax kernels (attention.c, flash_attention.c, crossentropy.c) */
+
+/* max of row[0..n) (-inf when n == 0) */
+static inline float zt_row_max(const float *row, int n)
+{
+    int i;
+    zt_vf vmax = zt_vset1(-INFINITY);
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        vmax = zt_vmax(vmax, zt_vload(row + i));
+    if (i < n)
+        vmax = zt_vmax(vmax, zt_vloadn(row + i, n - i, -INFINITY));
+    return zt_vhmax(vmax);
+}
+
+/* row[0..n) = exp(row - m) in place; returns their sum, added per lane in float, then across the
+ * lanes (crossentropy.c keeps a double accumulator of its own) */
+static inline float zt_row_exp_sum(float *row, int n, float m)
+{
+    int i;
+    zt_vf vm = zt_vset1(m), acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL) {
+        zt_vf e = zt_vexp(zt_vsub(zt_vload(row + i), vm));
+        acc = zt_vadd(acc, e);
+        zt_vstore(row + i, e);
+    }
+    if (i < n) {
+        zt_vf e = zt_vexp(zt_vsub(zt_vloadn(row + i, n - i, -INFINITY), vm)); /* spare lanes: 0 */
+        acc = zt_vadd(acc, e);
+        zt_vstoren(row + i, e, n - i);
+    }
+    return zt_vhsum(acc);
+}
+
 #endif /* ZT_VECMATH_H */

@@ -518,10 +518,10 @@ void zt_precision_describe(const zt_precision *p, char *buf, size_t size);
  * buffer_count staging buffers of buffer_bytes (reading ahead, updating, writing back, all
  * overlapped). With param_dir set (zero3, and hybrid over zero3; fp32 parameters, i.e. every mode
  * but bf16-low), this rank's parameter pieces (the fp32 master) live in
- * param_dir/<run>/rank-NNNNN.param too: each unit's pieces are read (O_DIRECT, by the
- * communication thread, one unit ahead) into a window just before its all-gather and dropped
- * after it, and the step streams them beside the optimizer state, writing the updated pieces
- * back as it goes. Results are bit-identical to the in-memory run in every supported mode. The
+ * param_dir/<run>/rank-NNNNN.param too: each unit's pieces are read (O_DIRECT, by the I/O
+ * threads, param_prefetch units ahead of the unit being gathered, within param_max_live
+ * elements) into a window and dropped after its all-gather, and the step streams them beside
+ * the optimizer state, writing the updated pieces back as it goes. Results are bit-identical to the in-memory run in every supported mode. The
  * strings are copied by zt_engine_create. */
 typedef struct zt_offload_options {
     const char *optimizer_dir;  /* an existing directory on a local disk; NULL or "": in memory */
@@ -530,6 +530,12 @@ typedef struct zt_offload_options {
     size_t buffer_bytes;        /* bytes per staging buffer; 0: 64 MiB */
     int io_threads;             /* I/O threads; 0: 2 */
     bool buffered;              /* never O_DIRECT (default: O_DIRECT where the file system allows) */
+    int param_prefetch;         /* parameter offload: units whose pieces are read ahead of the unit
+                                   being gathered, in forward and in backward; 0: 1 */
+    size_t param_max_live;      /* parameter offload: the read windows (pieces read or being read
+                                   and not yet gathered) hold at most this many elements (floats,
+                                   4 KiB alignment included); 0: no bound but the prefetch depth.
+                                   Less than the largest unit's window: ZT_ERR_USAGE */
 } zt_offload_options;
 
 /* What the offload tier did since the last reset (zt_engine_offload_stats). */
@@ -541,6 +547,8 @@ typedef struct zt_offload_stats {
     int64_t streams;            /* optimizer passes over the files */
     uint64_t gather_read_bytes; /* parameter offload: pieces read for the all-gathers (not in
                                    read_bytes) */
+    double gather_wait_s;       /* of the gathers, time blocked waiting for their pieces' reads
+                                   (the read-ahead not hidden behind compute) */
 } zt_offload_stats;
 
 typedef struct zt_engine_options {

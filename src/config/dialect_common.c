@@ -256,6 +256,10 @@ static int map_value(dctx *d, const dialect_row *r, const cfg_node *n, const cha
         if (!zt_cfg_get_num(d, n, path, 0, 1e15, &e)) return -1;
         snprintf(v, sizeof v, "%s", e > 0 ? "true" : "false");
         break;
+    case XF_MINUS1:
+        if (!zt_cfg_get_num(d, n, path, 1, 1e6, &e)) return -1;
+        snprintf(v, sizeof v, "%.0f", e - 1 >= 1 ? floor(e) - 1 : 1.0);
+        break;
     default: return -1;
     }
     return zt_cfg_map(d, n, path, r->native, v);

@@ -422,6 +422,41 @@ static void resolve_clip(dctx *d) {
                 d->file);
 }
 
+/* stage3_max_live_parameters and offload_param.buffer_size: with offload_param.device nvme they
+ * bound the read windows of parameter pieces (memory.offload_param_max_live), the smaller of
+ * max_live_parameters and buffer_count x buffer_size; without it they do nothing here. */
+static void resolve_param_window(dctx *d) {
+    static const char *const LIVE = "zero_optimization.stage3_max_live_parameters";
+    static const char *const SIZE = "zero_optimization.offload_param.buffer_size";
+    static const char *const COUNT = "zero_optimization.offload_param.buffer_count";
+    const cfg_node *dev = zt_cfg_seen(d, "zero_optimization.offload_param.device");
+    const cfg_node *live = zt_cfg_seen(d, LIVE), *size = zt_cfg_seen(d, SIZE), *count = zt_cfg_seen(d, COUNT);
+    if (!(dev && dev->text && !strcasecmp(dev->text, "nvme"))) {
+        if (live)
+            zt_cfg_dnote(d, ZT_CONFIG_NOTE, live, LIVE, "zero3 holds one gathered unit at a time (all of them "
+                         "between forward and backward with reshard_after_forward false); it bounds parameter "
+                         "offload's read windows only with offload_param.device nvme");
+        if (size) zt_cfg_dnote(d, ZT_CONFIG_NOTE, size, SIZE, "no effect without offload_param.device nvme");
+        return;
+    }
+    double bound = 0, x, c = 5; /* DeepSpeed's buffer_count default */
+    const cfg_node *from = NULL;
+    const char *path = NULL;
+    if (live && !zt_cfg_is_auto(live)) {
+        if (!zt_cfg_get_num(d, live, LIVE, 1, 1e18, &x)) return;
+        bound = floor(x), from = live, path = LIVE;
+    }
+    if (size && !zt_cfg_is_auto(size)) {
+        if (count && !zt_cfg_is_auto(count) && !zt_cfg_get_num(d, count, COUNT, 1, 1e6, &c)) return;
+        if (!zt_cfg_get_num(d, size, SIZE, 1, 1e18, &x)) return;
+        if (!from || floor(c) * floor(x) < bound) bound = floor(c) * floor(x), from = size, path = SIZE;
+    }
+    if (!from) return;
+    char v[40];
+    snprintf(v, sizeof v, "%.0f", bound);
+    zt_cfg_map(d, from, path, "memory.offload_param_max_live", v);
+}
+
 void zt_cfg_read_deepspeed(cfg_ctx *x, const char *text, size_t len, const char *name) {
     cfg_node *root = zt_cfg_json_tree(x, text, len, name);
     if (!root) return;
@@ -441,6 +476,7 @@ void zt_cfg_read_deepspeed(cfg_ctx *x, const char *text, size_t len, const char 
     resolve_optimizer(&d);
     resolve_scheduler(&d);
     resolve_clip(&d);
+    resolve_param_window(&d);
     const cfg_node *ac = zt_cfg_seen(&d, "activation_checkpointing");
     if (ac && ac->kind == CN_NULL)
         zt_cfg_dnote(&d, ZT_CONFIG_NOTE, ac, "activation_checkpointing", "null: no activation checkpointing");

@@ -114,9 +114,12 @@ void zt_cfg_support_check(const zt_train_config *c, zt_config_note_fn fn, void *
         if (ki >= 0)
             emit(c, ki, ZT_CONFIG_WARNING, "has no effect: SGD without momentum keeps no optimizer state", fn, ctx);
     }
-    if (c->offload_param != ZT_CFG_OFFLOAD_NVME)
-        note_unused(c, d, "memory.offload_param_nvme_path", "has no effect: memory.offload_param is not nvme",
-                    fn, ctx);
+    if (c->offload_param != ZT_CFG_OFFLOAD_NVME) {
+        static const char *const param_keys[] = {"memory.offload_param_nvme_path", "memory.offload_param_prefetch",
+                                                 "memory.offload_param_max_live"};
+        for (size_t i = 0; i < sizeof param_keys / sizeof param_keys[0]; i++)
+            note_unused(c, d, param_keys[i], "has no effect: memory.offload_param is not nvme", fn, ctx);
+    }
     if (c->optim.kind == ZT_OPT_SGD) {
         note_unused(c, d, "optimizer.beta1", "has no effect: it applies to adamw", fn, ctx);
         note_unused(c, d, "optimizer.beta2", "has no effect: it applies to adamw", fn, ctx);

@@ -169,6 +169,8 @@ typedef struct zt_train_config {
     int offload_buffer_count;   /* memory.offload_buffer_count, default 4 */
     float offload_buffer_mb;    /* memory.offload_buffer_mb, default 64 */
     int offload_io_threads;     /* memory.offload_io_threads, default 2 */
+    int offload_param_prefetch; /* memory.offload_param_prefetch, default 1 */
+    int64_t offload_param_max_live; /* memory.offload_param_max_live (elements), default 0: none */
     /* checkpoints (issue 8): */
     char ckpt_dir[ZT_PATH_MAX]; /* checkpoint.dir */
     int ckpt_every;             /* checkpoint.every (steps; 0 = never) */

@@ -205,8 +205,8 @@ int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t
                                const int *params, int n, const char *tag, zt_error *err) {
     ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), 0, comm, pack, pack_cap, NULL}
                            : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), 0, comm, pack, pack_cap, NULL};
-    if (e->param_kind >= 0) { /* parameter offload: the pieces come from their file first */
-        zt_trace_begin("offload", "read pieces");
+    if (e->param_kind >= 0) { /* parameter offload: the pieces' reads (queued ahead) must be done */
+        zt_trace_begin("offload", "wait for pieces");
         int rc = zt_param_offload_load(e, params, n, err);
         zt_trace_end();
         if (rc) return rc;

@@ -533,7 +533,9 @@ static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
     const zt_unit *un = &e->model->units[u];
     unit_state *s = &e->units[u];
     if (!e->shard_params) return ZT_OK;
+    zt_param_offload_pass(e, u, next); /* parameter offload: the read-ahead (param_offload.c) */
     int rc = issue_gather(e, u, err);
+    if (!rc) rc = zt_param_offload_ahead(e, u, err);
     if (rc) return rc;
     if (e->overlap) {
         uint64_t need = 0;

@@ -43,6 +43,17 @@ typedef struct zt_overlap zt_overlap; /* overlap.c */
 #define ZT_BLOCK_CACHE_SLOTS 16
 #define ZT_BLOCK_CACHE_MIN ((size_t)1 << 20)
 typedef struct zt_nvme_store zt_nvme_store; /* src/offload/nvme_store.h */
+struct zt_io_ticket;                        /* src/offload/io.h */
+
+/* Parameter offload: one unit's window of parameter pieces read from the file (param_offload.c). */
+typedef struct zt_param_window {
+    float *buf;                      /* class params; NULL: no window */
+    size_t floats;
+    int params[ZT_UNIT_MAX_PARAMS];  /* the parameters whose pieces it holds */
+    int n;
+    bool reading;                    /* reads queued against ticket and not yet waited for */
+    struct zt_io_ticket *ticket;
+} zt_param_window;
 
 typedef struct unit_state {
     float **params, **grads; /* (n_params) full tensors handed to the unit */
@@ -105,12 +116,18 @@ struct zt_engine {
     int param_kind;             /* the pieces' kind in nvme (param_offload.c), or -1: in memory */
     char *offload_dir;          /* the engine's copy of opt.offload.optimizer_dir */
     char *param_dir;            /* ... and of opt.offload.param_dir */
-    /* parameter offload (param_offload.c): piece_at[i] is parameter i's piece inside a window
-     * while its unit's gather holds one, else NULL; unit_window[u] the window of the gather
-     * issued for unit u (released once that gather is waited for); piece_sum[i] the XXH3 of
-     * the piece as the last step wrote it (0: written since by random access, not checked) */
+    /* parameter offload (param_offload.c): piece_at[i] is parameter i's piece inside the window
+     * of unit piece_unit[i] while one holds it (being read, or read and not yet gathered), else
+     * NULL; unit_window[u] the window of unit u's pieces (read ahead, or made by its gather;
+     * released once that gather is waited for); window_floats what all windows hold; ra_* the
+     * read-ahead of the pass running: its direction (+1 forward, -1 backward, 0 none), the unit
+     * gathered last and the next unit to read ahead; piece_sum[i] the XXH3 of the piece as the
+     * last step wrote it (0: written since by random access, not checked) */
     float **piece_at;
-    struct { float *buf; size_t floats; } *unit_window;
+    int *piece_unit;
+    zt_param_window *unit_window;
+    size_t window_floats;
+    int ra_dir, ra_last, ra_next;
     uint64_t *piece_sum;
     void *piece_hash;           /* (n_params) XXH3 states, one per piece, during the step */
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
@@ -236,12 +253,20 @@ void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, 
 /* param_offload.c: zero3's parameter pieces in NVMe files (e->param_kind >= 0). */
 int zt_param_offload_setup(zt_engine *e, zt_error *err);      /* at create, after the store opens */
 void zt_param_offload_free(zt_engine *e);
-/* Allocates unit u's window for params[0..n) (class params) and points piece_at[] into it; the
- * gather (collect.c) reads the pieces into it. */
+/* Unit u's window for params[0..n) (class params), its pieces' reads queued on the I/O threads
+ * (a window the read-ahead made for exactly these parameters is kept); piece_at[] points into it.
+ * The gather (collect.c) waits for the reads. */
 int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err);
-/* Frees unit u's window, if any (after its gather was waited for). */
+/* Frees unit u's window, if any (after its gather was waited for; a read still queued is waited
+ * for first). */
 void zt_param_offload_window_release(zt_engine *e, int u);
-/* Reads params[0..n)'s pieces from the file into their windows and checks each against its
+/* The read-ahead (engine.c gather_unit): before unit u's gather is issued, pass() notes where the
+ * pass is (next: the unit gathered after u, -1 at the end; a new pass drops what an abandoned one
+ * left); after it, ahead() queues the reads of the next units' pieces, up to
+ * opt.offload.param_prefetch units ahead and opt.offload.param_max_live elements of windows. */
+void zt_param_offload_pass(zt_engine *e, int u, int next);
+int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err);
+/* Waits for params[0..n)'s pieces (read into their windows) and checks each against its
  * checksum; any thread, no stream running. ZT_ERR_IO names the file and the parameter. */
 int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err);
 /* Element access to parameter i's piece [begin, begin + n) in the file (checkpoints, init,

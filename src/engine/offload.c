@@ -179,5 +179,5 @@ void zt_engine_offload_stats(zt_engine *e, zt_offload_stats *out, bool reset) {
     zt_nvme_store_stats(e->nvme, &st, reset);
     *out = (zt_offload_stats){.read_bytes = st.read_bytes, .write_bytes = st.write_bytes, .stream_s = st.stream_s,
                               .wait_s = st.wait_s, .update_s = st.update_s, .streams = st.streams,
-                              .gather_read_bytes = st.span_read_bytes};
+                              .gather_read_bytes = st.span_read_bytes, .gather_wait_s = st.span_wait_s};
 }

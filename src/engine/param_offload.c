@@ -1,13 +1,16 @@
 /* param_offload.c - ZeRO-Infinity's parameter offload for zero3: this rank's parameter pieces
  * (the fp32 master, shard layout) live in the NVMe store's "param" kind instead of e->pieces.
  *
- *   forward/backward  issue_gather(u) (engine.c) allocates unit u's window and points
- *                     piece_at[i] into it; the gather (collect.c, on the communication thread
- *                     when it runs, one unit ahead of the compute) reads each piece with one
- *                     aligned O_DIRECT pread (zt_nvme_store_read_span), checks it against the
- *                     checksum the last step wrote, and all-gathers from there; the main thread
- *                     frees the window as soon as it has waited for that gather. So at most two
- *                     windows (the unit computing and the one prefetched) are resident.
+ *   forward/backward  each unit's pieces are read from the file into a window (one aligned
+ *                     O_DIRECT read per piece, queued on the store's I/O threads) ahead of the
+ *                     unit's gather: the read-ahead keeps the next opt.offload.param_prefetch units
+ *                     of the pass reading while the current one computes, as long as all windows
+ *                     together stay within opt.offload.param_max_live elements (a unit that was not
+ *                     read ahead gets its window when its gather is issued). The gather (collect.c,
+ *                     on the communication thread when it runs) waits for its window's reads,
+ *                     checks each piece against the checksum the last step wrote, and all-gathers
+ *                     from there; the main thread frees the window as soon as it has waited for that
+ *                     gather. The memory plan (src/memory/plan.c) replays exactly this.
  *   step              the optimizer streams the pieces beside the optimizer state (step.c: one
  *                     chunk of each kind per staging buffer, read ahead, written behind) and
  *                     hashes each piece as it is updated: that XXH3 is what the next reads check.
@@ -15,10 +18,18 @@
  *                     through the store's random access; a write marks the piece's checksum
  *                     unknown (0) until the next step rewrites it.
  *
- * Invariants: e->pieces is NULL; piece_at[i] != NULL only between the issue of a gather that
- * covers i and the release of that window; no window is held across a step. */
+ * Which pieces a unit's window holds: those of its parameters that are neither gathered nor in an
+ * earlier unit's window when the read-ahead reaches it. Within a pass (forward: units up; backward:
+ * down) a gathered parameter stays gathered until every later user in the pass has run (forward
+ * releases at its last forward user, backward at its first user), and the read-ahead runs in the
+ * pass's order, so that is exactly the set the unit's gather finds missing.
+ *
+ * Invariants: e->pieces is NULL; piece_at[i] != NULL only between the creation of a window holding
+ * i and its release; windows never outlive their pass (a new pass drops leftovers of an abandoned
+ * one); no window is held across a step; window_floats is the sum of the windows' floats. */
 #include "engine/engine_internal.h"
 #include "memory/plan.h"
+#include "offload/io.h"
 #include "offload/nvme_store.h"
 
 #include <stdio.h>
@@ -28,13 +39,19 @@
 
 int zt_param_offload_setup(zt_engine *e, zt_error *err) {
     int n = e->model->n_params;
+    int nu = e->model->n_units;
     e->piece_at = calloc((size_t)n, sizeof *e->piece_at);
-    e->unit_window = calloc((size_t)e->model->n_units, sizeof *e->unit_window);
+    e->piece_unit = calloc((size_t)n, sizeof *e->piece_unit);
+    e->unit_window = calloc((size_t)nu, sizeof *e->unit_window);
     e->piece_sum = calloc((size_t)n, sizeof *e->piece_sum);
     XXH3_state_t **h = calloc((size_t)n, sizeof *h);
     e->piece_hash = h;
-    if (!e->piece_at || !e->unit_window || !e->piece_sum || !h)
+    e->ra_dir = 0, e->ra_last = -2, e->ra_next = -1;
+    if (!e->piece_at || !e->piece_unit || !e->unit_window || !e->piece_sum || !h)
         return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
+    for (int u = 0; u < nu; u++)
+        if (!(e->unit_window[u].ticket = calloc(1, sizeof(zt_io_ticket))))
+            return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     for (int i = 0; i < n; i++)
         if (!(h[i] = XXH3_createState())) return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     return ZT_OK;
@@ -42,14 +59,18 @@ int zt_param_offload_setup(zt_engine *e, zt_error *err) {
 
 void zt_param_offload_free(zt_engine *e) {
     if (e->unit_window)
-        for (int u = 0; u < e->model->n_units; u++) zt_param_offload_window_release(e, u);
+        for (int u = 0; u < e->model->n_units; u++) {
+            if (e->unit_window[u].ticket) zt_param_offload_window_release(e, u);
+            free(e->unit_window[u].ticket);
+        }
     XXH3_state_t **h = e->piece_hash;
     for (int i = 0; h && i < e->model->n_params; i++) XXH3_freeState(h[i]);
     free(h);
     free(e->piece_at);
+    free(e->piece_unit);
     free(e->unit_window);
     free(e->piece_sum);
-    e->piece_hash = NULL, e->piece_at = NULL, e->unit_window = NULL, e->piece_sum = NULL;
+    e->piece_hash = NULL, e->piece_at = NULL, e->unit_window = NULL, e->piece_sum = NULL, e->piece_unit = NULL;
 }
 
 /* Where each parameter's span starts in unit u's window: spans follow each other, 4 KiB-aligned. */
@@ -63,51 +84,110 @@ static void layout(zt_engine *e, float *buf, const int *params, int n, float **s
     }
 }
 
-int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
-    size_t floats = zt_memory_window_floats(&e->plan, params, n);
-    zt_param_offload_window_release(e, u);
+/* Makes unit u's window for params[0..n) and queues the reads of their pieces into it. */
+static int make_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    zt_param_window *w = &e->unit_window[u];
+    size_t floats = zt_memory_window_floats(pl, params, n);
     char what[160];
     snprintf(what, sizeof what, "unit %s's window of parameter pieces", e->model->units[u].name);
     float *buf = zt_engine_alloc(e, floats, &e->mem.params, what);
     if (!buf) return zt_engine_oom(e, err, "parameter offload");
-    e->unit_window[u].buf = buf;
-    e->unit_window[u].floats = floats;
+    w->buf = buf;
+    w->floats = floats;
+    w->n = n;
+    memcpy(w->params, params, (size_t)n * sizeof *params);
+    e->window_floats += floats;
     float *span[ZT_UNIT_MAX_PARAMS];
     layout(e, buf, params, n, span);
-    for (int k = 0; k < n; k++) e->piece_at[params[k]] = span[k]; /* the span; the piece is inside */
+    for (int k = 0; k < n; k++) {
+        int i = params[k];
+        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        e->piece_unit[i] = u;
+        int rc = zt_nvme_store_read_span_async(e->nvme, e->param_kind, begin, cnt, span[k],
+                                               zt_nvme_span_bytes(begin, cnt), w->ticket, &e->piece_at[i], err);
+        w->reading = true;
+        if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
+    }
     return ZT_OK;
+}
+
+int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
+    zt_param_window *w = &e->unit_window[u];
+    if (w->buf && w->n == n && !memcmp(w->params, params, (size_t)n * sizeof *params)) return ZT_OK; /* read ahead */
+    zt_param_offload_window_release(e, u);
+    return make_window(e, u, params, n, err);
 }
 
 void zt_param_offload_window_release(zt_engine *e, int u) {
     if (!e->unit_window || !e->unit_window[u].buf) return;
-    const zt_unit *un = &e->model->units[u];
-    float *lo = e->unit_window[u].buf, *hi = lo + e->unit_window[u].floats;
-    for (int k = 0; k < un->n_params; k++) { /* only the pointers into this window */
-        int i = un->params[k];
-        if (e->piece_at[i] >= lo && e->piece_at[i] < hi) e->piece_at[i] = NULL;
+    zt_param_window *w = &e->unit_window[u];
+    if (w->reading) { /* abandoned before its gather waited: the threads may still write into it */
+        zt_error ignore;
+        zt_nvme_store_span_wait(e->nvme, w->ticket, &ignore);
+        w->reading = false;
     }
-    zt_engine_release(e, &e->unit_window[u].buf, e->unit_window[u].floats, &e->mem.params);
-    e->unit_window[u].floats = 0;
+    for (int k = 0; k < w->n; k++) e->piece_at[w->params[k]] = NULL;
+    e->window_floats -= w->floats;
+    zt_engine_release(e, &w->buf, w->floats, &e->mem.params);
+    w->floats = 0;
+    w->n = 0;
+}
+
+void zt_param_offload_pass(zt_engine *e, int u, int next) {
+    if (e->param_kind < 0) return;
+    int dir = next >= 0 ? (next > u ? 1 : -1) : e->ra_dir;
+    if (e->ra_dir == 0 || dir != e->ra_dir || u != e->ra_last + e->ra_dir) { /* a new pass */
+        for (int v = 0; v < e->model->n_units; v++) zt_param_offload_window_release(e, v);
+        e->ra_dir = next >= 0 ? dir : 0; /* a pass of one unit reads nothing ahead */
+        e->ra_next = u + e->ra_dir;
+    }
+    e->ra_last = u;
+}
+
+int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err) {
+    if (e->param_kind < 0 || e->ra_dir == 0) return ZT_OK;
+    const zt_model *m = e->model;
+    int dir = e->ra_dir, depth = e->opt.offload.param_prefetch > 0 ? e->opt.offload.param_prefetch : 1;
+    size_t budget = e->opt.offload.param_max_live;
+    if ((e->ra_next - u) * dir <= 0) e->ra_next = u + dir;
+    for (; e->ra_next >= 0 && e->ra_next < m->n_units && (e->ra_next - u) * dir <= depth; e->ra_next += dir) {
+        const zt_unit *un = &m->units[e->ra_next];
+        int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
+        for (int k = 0; k < un->n_params; k++) {
+            int i = un->params[k];
+            bool dup = false;
+            for (int j = 0; j < nm; j++) dup |= missing[j] == i;
+            if (!e->gathered[i] && !e->piece_at[i] && !dup) missing[nm++] = i;
+        }
+        if (!nm) continue;
+        if (budget && e->window_floats + zt_memory_window_floats(&e->plan, missing, nm) > budget) break;
+        int rc = make_window(e, e->ra_next, missing, nm, err);
+        if (rc) return rc;
+    }
+    return ZT_OK;
 }
 
 int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err) {
     const zt_plan *pl = &e->plan;
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-        float *span = e->piece_at[i], *data;
-        if (!span)
+        zt_param_window *w = &e->unit_window[e->piece_unit[i]];
+        float *data = e->piece_at[i];
+        if (!data || !w->buf)
             return zt_error_set(err, ZT_ERR_INTERNAL, "parameter offload: %s has no window", e->model->params[i].name);
-        int rc = zt_nvme_store_read_span(e->nvme, e->param_kind, begin, cnt, span, zt_nvme_span_bytes(begin, cnt),
-                                         &data, err);
-        if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
+        if (w->reading) {
+            w->reading = false;
+            int rc = zt_nvme_store_span_wait(e->nvme, w->ticket, err);
+            if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
+        }
+        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
         uint64_t want = e->piece_sum[i], got = want ? XXH3_64bits(data, cnt * sizeof(float)) : 0;
         if (want && (got ? got : 1) != want)
             return zt_error_set(err, ZT_ERR_IO, "%s: parameter %s's piece (elements %zu..%zu of the file) does not "
                                 "match the checksum the last step wrote: the file was changed under the run; not "
                                 "training on it", zt_nvme_store_path(e->nvme, e->param_kind), e->model->params[i].name,
                                 begin, begin + cnt);
-        e->piece_at[i] = data; /* now the piece itself */
     }
     return ZT_OK;
 }

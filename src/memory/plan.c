@@ -120,7 +120,14 @@ typedef struct sim {
                                      collectives' list (a frozen parameter is never reduced) */
     int *list;                    /* (n_params) room for another parameter list */
     bool offload_param;           /* param_offload.c: pieces in files, read into per-unit windows */
-    size_t *window;               /* (n_units) floats of the window of the gather issued for a unit */
+    size_t *window;               /* (n_units) floats of a unit's window (read ahead, or its gather's) */
+    int *window_params;           /* (n_units x ZT_UNIT_MAX_PARAMS) the parameters each window holds */
+    int *window_n;                /* (n_units) how many */
+    bool *pending;                /* (n_params) a window holds the piece (piece_at != NULL) */
+    size_t window_floats;         /* all windows */
+    int ra_dir, ra_last, ra_next; /* param_offload.c's read-ahead cursor */
+    int depth;                    /* opt.offload.param_prefetch (at least 1) */
+    size_t max_live;              /* opt.offload.param_max_live (0: none) */
     size_t io_read;               /* bytes the gathers read from the pieces' file during the step */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
@@ -216,7 +223,65 @@ static void stage_all(sim *s, stage_kind kind) {
 static void release_window(sim *s, int u) {
     if (!s->window || !s->window[u]) return;
     release(s, ZT_MEM_PARAMS, s->window[u]);
+    s->window_floats -= s->window[u];
+    for (int k = 0; k < s->window_n[u]; k++) s->pending[s->window_params[u * ZT_UNIT_MAX_PARAMS + k]] = false;
     s->window[u] = 0;
+    s->window_n[u] = 0;
+}
+
+/* param_offload.c make_window: unit u's window for params[0..n), one read per piece */
+static void make_window(sim *s, int u, const int *params, int n) {
+    s->window[u] = zt_memory_window_floats(s->pl, params, n);
+    alloc(s, ZT_MEM_PARAMS, s->window[u]);
+    s->window_floats += s->window[u];
+    s->window_n[u] = n;
+    for (int j = 0; j < n; j++) {
+        s->window_params[u * ZT_UNIT_MAX_PARAMS + j] = params[j];
+        s->pending[params[j]] = true;
+        s->io_read += zt_nvme_span_bytes(s->pl->p[params[j]].shard_off,
+                                         (size_t)zt_plan_shard_numel(s->pl, params[j], s->pl->shard));
+    }
+}
+
+/* param_offload.c zt_param_offload_window: the read-ahead's window when it holds these */
+static void offload_window(sim *s, int u, const int *params, int n) {
+    if (s->window[u] && s->window_n[u] == n &&
+        !memcmp(&s->window_params[u * ZT_UNIT_MAX_PARAMS], params, (size_t)n * sizeof *params))
+        return;
+    release_window(s, u);
+    make_window(s, u, params, n);
+}
+
+/* param_offload.c zt_param_offload_pass */
+static void offload_pass(sim *s, int u, int next) {
+    if (!s->offload_param) return;
+    int dir = next >= 0 ? (next > u ? 1 : -1) : s->ra_dir;
+    if (s->ra_dir == 0 || dir != s->ra_dir || u != s->ra_last + s->ra_dir) {
+        for (int v = 0; v < s->m->n_units; v++) release_window(s, v);
+        s->ra_dir = next >= 0 ? dir : 0;
+        s->ra_next = u + s->ra_dir;
+    }
+    s->ra_last = u;
+}
+
+/* param_offload.c zt_param_offload_ahead */
+static void offload_ahead(sim *s, int u) {
+    if (!s->offload_param || s->ra_dir == 0) return;
+    int dir = s->ra_dir;
+    if ((s->ra_next - u) * dir <= 0) s->ra_next = u + dir;
+    for (; s->ra_next >= 0 && s->ra_next < s->m->n_units && (s->ra_next - u) * dir <= s->depth; s->ra_next += dir) {
+        const zt_unit *un = &s->m->units[s->ra_next];
+        int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
+        for (int k = 0; k < un->n_params; k++) {
+            int i = un->params[k];
+            bool dup = false;
+            for (int j = 0; j < nm; j++) dup |= missing[j] == i;
+            if (!s->gathered[i] && !s->pending[i] && !dup) missing[nm++] = i;
+        }
+        if (!nm) continue;
+        if (s->max_live && s->window_floats + zt_memory_window_floats(s->pl, missing, nm) > s->max_live) break;
+        make_window(s, s->ra_next, missing, nm);
+    }
 }
 
 /* engine.c issue_gather */
@@ -234,21 +299,18 @@ static void issue_gather(sim *s, int u) {
         alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
         s->gathered[missing[j]] = true;
     }
-    if (s->offload_param) { /* the window the gather reads the pieces into, with one read each */
-        s->window[u] = zt_memory_window_floats(s->pl, missing, nm);
-        alloc(s, ZT_MEM_PARAMS, s->window[u]);
-        for (int j = 0; j < nm; j++)
-            s->io_read += zt_nvme_span_bytes(s->pl->p[missing[j]].shard_off,
-                                             (size_t)zt_plan_shard_numel(s->pl, missing[j], s->pl->shard));
-    }
+    if (s->offload_param) offload_window(s, u, missing, nm); /* the window the gather reads the pieces from */
     stage(s, s->overlap, missing, nm, ST_AG);
     if (s->offload_param && !s->overlap) release_window(s, u); /* gathered at once */
 }
 
-/* engine.c gather_unit: u now, and the prefetch of `next` while u computes */
+/* engine.c gather_unit: u now (its pieces' read-ahead around it), and the prefetch of `next`
+ * while u computes */
 static void gather_unit(sim *s, int u, int next) {
     if (!s->shard_params) return;
+    offload_pass(s, u, next);
     issue_gather(s, u);
+    offload_ahead(s, u);
     if (s->overlap) release_window(s, u); /* waited for */
     if (s->overlap && next >= 0 && !s->o->no_prefetch) issue_gather(s, next);
 }
@@ -421,6 +483,28 @@ static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds,
     return nbuf * chunk * sizeof(float) * (size_t)kinds;
 }
 
+/* param_offload.c's bound: every unit's window (all its parameters' pieces on this rank) must fit
+ * in param_max_live on its own, or its gather could never run. */
+static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live, int rank, zt_error *err) {
+    if (!max_live) return ZT_OK;
+    for (int u = 0; u < m->n_units; u++) {
+        const zt_unit *un = &m->units[u];
+        int params[ZT_UNIT_MAX_PARAMS], n = 0;
+        for (int k = 0; k < un->n_params; k++) {
+            bool dup = false;
+            for (int j = 0; j < n; j++) dup |= params[j] == un->params[k];
+            if (!dup) params[n++] = un->params[k];
+        }
+        size_t need = zt_memory_window_floats(pl, params, n);
+        if (need > max_live)
+            return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's "
+                                "stage3_max_live_parameters): %zu elements cannot hold unit %s's window of parameter "
+                                "pieces, %zu elements on rank %d (its pieces, each read as whole 4 KiB blocks); give at "
+                                "least %zu, or 0 for no bound", max_live, un->name, need, rank, need);
+    }
+    return ZT_OK;
+}
+
 int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po_in,
                            int world, int rank, zt_memory_plan *out, zt_error *err) {
     memset(out, 0, sizeof *out);
@@ -504,9 +588,19 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (s.offload_param) zt_plan_keep_frozen_slots(&pl); /* engine.c: the store's kinds share one layout */
     size_t full = pl.full_floats, piece = pl.shard_floats, gpiece = pl.gshard_floats;
     size_t state = s.shard_optim ? gpiece : pl.gfull_floats; /* trainable parameters only */
-    if (s.offload_param && !(s.window = calloc((size_t)m->n_units, sizeof *s.window))) {
-        rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
-        goto done;
+    if (s.offload_param) {
+        s.window = calloc((size_t)m->n_units, sizeof *s.window);
+        s.window_n = calloc((size_t)m->n_units, sizeof *s.window_n);
+        s.window_params = calloc((size_t)m->n_units * ZT_UNIT_MAX_PARAMS, sizeof *s.window_params);
+        s.pending = calloc((size_t)m->n_params, sizeof *s.pending);
+        if (!s.window || !s.window_n || !s.window_params || !s.pending) {
+            rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
+            goto done;
+        }
+        s.depth = o->offload.param_prefetch > 0 ? o->offload.param_prefetch : 1;
+        s.max_live = o->offload.param_max_live;
+        s.ra_last = -2;
+        if ((rc = check_max_live(m, &pl, s.max_live, rank, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
@@ -609,6 +703,9 @@ done:
     free(s.gathered_copy);
     free(s.pgrad);
     free(s.window);
+    free(s.window_n);
+    free(s.window_params);
+    free(s.pending);
     free(s.all);
     free(s.list);
     zt_plan_free(&pl);

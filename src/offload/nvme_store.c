@@ -56,6 +56,8 @@ struct zt_nvme_store {
     char desc[1024];
     zt_nvme_stats st;
     uint64_t span_read_bytes;       /* zt_nvme_store_read_span's, from any thread (atomic) */
+    uint64_t span_async_bytes;      /* of them queued on the I/O threads (which count them too), ever */
+    uint64_t span_wait_ns;          /* zt_nvme_store_span_wait's blocked time (atomic) */
 };
 
 static double now_s(void) {
@@ -355,17 +357,28 @@ int zt_nvme_store_write(zt_nvme_store *s, int kind, size_t begin, size_t n, cons
     return rand_io(s, kind, begin, n, (void *)src, true, err);
 }
 
-int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap, float **data,
-                            zt_error *err) {
+/* The enclosing 4 KiB blocks [*lo, *lo + *len) of elements [begin, begin + n), checked against buf. */
+static int span_of(const zt_nvme_store *s, int kind, size_t begin, size_t n, const void *buf, size_t cap, size_t *lo,
+                   size_t *len, zt_error *err) {
     int rc = check_range(s, kind, begin, n, err);
     if (rc) return rc;
-    size_t lo = begin * sizeof(float) / ALIGN * ALIGN, hi = round_up((begin + n) * sizeof(float), ALIGN);
+    size_t l = begin * sizeof(float) / ALIGN * ALIGN, hi = round_up((begin + n) * sizeof(float), ALIGN);
     if (hi > s->file_bytes) hi = s->file_bytes;
-    if (((uintptr_t)buf % ALIGN) || cap < hi - lo)
+    if (((uintptr_t)buf % ALIGN) || cap < hi - l)
         return zt_error_set(err, ZT_ERR_INTERNAL, "offload: a span read of %zu bytes into a %zu-byte buffer at %p "
-                            "(4 KiB alignment needed)", hi - lo, cap, buf);
+                            "(4 KiB alignment needed)", hi - l, cap, buf);
+    *lo = l;
+    *len = hi - l;
+    return ZT_OK;
+}
+
+int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap, float **data,
+                            zt_error *err) {
+    size_t lo = 0, len = 0;
+    int rc = span_of(s, kind, begin, n, buf, cap, &lo, &len, err);
+    if (rc) return rc;
     int fd = s->fd[kind]; /* the stream's descriptor: O_DIRECT where the store has it */
-    size_t done = 0, len = hi - lo;
+    size_t done = 0;
     while (done < len) {
         ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(lo + done));
         if (r < 0 && errno == EINTR) continue;
@@ -377,6 +390,25 @@ int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, 
     __atomic_add_fetch(&s->span_read_bytes, (uint64_t)len, __ATOMIC_RELAXED);
     *data = (float *)(void *)((char *)buf + (begin * sizeof(float) - lo));
     return ZT_OK;
+}
+
+int zt_nvme_store_read_span_async(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap,
+                                  zt_io_ticket *t, float **data, zt_error *err) {
+    size_t lo = 0, len = 0;
+    int rc = span_of(s, kind, begin, n, buf, cap, &lo, &len, err);
+    if (!rc) rc = zt_io_submit(s->io, t, s->fd[kind], s->path[kind], buf, len, (off_t)lo, false, NULL, err);
+    if (rc) return rc;
+    __atomic_add_fetch(&s->span_read_bytes, (uint64_t)len, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->span_async_bytes, (uint64_t)len, __ATOMIC_RELAXED);
+    *data = (float *)(void *)((char *)buf + (begin * sizeof(float) - lo));
+    return ZT_OK;
+}
+
+int zt_nvme_store_span_wait(zt_nvme_store *s, zt_io_ticket *t, zt_error *err) {
+    double w = 0;
+    int rc = zt_io_wait(s->io, t, &w, err);
+    __atomic_add_fetch(&s->span_wait_ns, (uint64_t)(w * 1e9), __ATOMIC_RELAXED);
+    return rc;
 }
 
 int zt_nvme_store_zero_kind(zt_nvme_store *s, int k, zt_error *err) {
@@ -411,9 +443,13 @@ const char *zt_nvme_store_describe(const zt_nvme_store *s) { return s->desc; }
 void zt_nvme_store_stats(zt_nvme_store *s, zt_nvme_stats *out, bool reset) {
     uint64_t r = 0, w = 0;
     zt_io_bytes(s->io, &r, &w);
+    /* the I/O threads count the asynchronous span reads too: those are span bytes, not the stream's */
+    r -= __atomic_load_n(&s->span_async_bytes, __ATOMIC_RELAXED);
     *out = s->st;
     uint64_t span = __atomic_exchange_n(&s->span_read_bytes, reset ? 0 : s->span_read_bytes, __ATOMIC_RELAXED);
+    uint64_t wait = __atomic_exchange_n(&s->span_wait_ns, reset ? 0 : s->span_wait_ns, __ATOMIC_RELAXED);
     out->span_read_bytes = span;
+    out->span_wait_s = (double)wait * 1e-9;
     out->read_bytes += r;
     out->write_bytes += w;
     if (reset) {

@@ -23,6 +23,8 @@
 
 #define ZT_NVME_MAX_KINDS 4
 
+struct zt_io_ticket; /* offload/io.h */
+
 typedef struct zt_nvme_store zt_nvme_store;
 
 typedef struct zt_nvme_store_options {
@@ -46,7 +48,9 @@ typedef struct zt_nvme_stats {
     double wait_s;              /* of which the caller was blocked on I/O (not hidden by updates) */
     double update_s;            /* of which in the caller's chunk function */
     int64_t streams;            /* calls of zt_nvme_store_stream */
-    uint64_t span_read_bytes;   /* of read_bytes: by zt_nvme_store_read_span (not in read_bytes) */
+    uint64_t span_read_bytes;   /* of read_bytes: by zt_nvme_store_read_span and its asynchronous
+                                   form (not in read_bytes) */
+    double span_wait_s;         /* time blocked in zt_nvme_store_span_wait, any thread */
 } zt_nvme_stats;
 
 /* Makes DIR/RUN (if needed) and the K files, filled with zeros; allocates the staging buffers
@@ -75,6 +79,14 @@ int zt_nvme_store_write(zt_nvme_store *s, int kind, size_t begin, size_t n, cons
  * buf. Safe from any thread while no stream runs (a plain pread). ZT_ERR_IO names the file. */
 int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap, float **data,
                             zt_error *err);
+/* The same read queued on the I/O threads against ticket t (zeroed by the caller before its first
+ * use, or reused after a wait): *data is where element begin will be once zt_nvme_store_span_wait
+ * returns. buf must stay valid until then. Not while a stream runs (it shares the threads). */
+int zt_nvme_store_read_span_async(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap,
+                                  struct zt_io_ticket *t, float **data, zt_error *err);
+/* Waits for every span read queued against t (any thread); the time blocked counts in the stats'
+ * span_wait_s. ZT_ERR_IO names the file and the offset. */
+int zt_nvme_store_span_wait(zt_nvme_store *s, struct zt_io_ticket *t, zt_error *err);
 /* Bytes zt_nvme_store_read_span reads for elements [begin, begin + n). */
 static inline size_t zt_nvme_span_bytes(size_t begin, size_t n) {
     size_t lo = begin * 4 / 4096 * 4096, hi = ((begin + n) * 4 + 4095) / 4096 * 4096;

@@ -10,12 +10,16 @@
 #  3. I/O errors: a missing directory, a path under a file, a state file truncated under a running
 #     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed;
 #  4. parameter offload (zero3's pieces in files, memory.offload_param nvme): alone and with the
-#     optimizer offloaded, fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks:
-#     bit-identical to the in-memory run with every class at exactly its planned high-water and
-#     the last step's NVMe reads and writes exactly the planned bytes; a
+#     optimizer offloaded (then, without accumulation, the reduced gradient pieces go to files
+#     too), fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks, and with both
+#     offloads at read-ahead depths 2 and 3 and under the smallest window bound the run accepts
+#     (memory.offload_param_max_live one element less is exit 2 naming the key and the unit):
+#     bit-identical to the in-memory run with every class at exactly its planned high-water, the
+#     windows within the bound, and the last step's NVMe reads and writes exactly the planned bytes; a
 #     checkpoint of it resumes bitwise on zero3 and on ddp x1; DeepSpeed's offload_param block;
 #     refused under zero2 (exit 2); a piece file corrupted under a running job: exit 8, the
-#     parameter and the file named, never trained on.
+#     parameter and the file named, never trained on; a gradient piece file corrupted under a
+#     running job with both offloads: exit 8, the file and the parameter named, the files removed.
 set -euo pipefail
 BUILD="$1"
 Z="$BUILD/zerotrain"
@@ -154,6 +158,17 @@ fi
 
 # 4. parameter offload
 PO=(--set memory.offload_param=nvme --set memory.offload_param_nvme_path="$NV")
+# $b (an offloaded run) against $a (the same in memory): the bits, the plan, the I/O, no files left
+same_as_memory() {
+  if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ] && grep -q "parameter pieces" <<<"$b" \
+     && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" && empty_nvme \
+     && grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b"; then
+    ok "$1: = in memory ($(hash_of "$a")), every class exactly as planned, I/O per step" \
+       "as planned ($(grep -o 'read [0-9.]* MiB (the' <<<"$b" | cut -d' ' -f2) MiB read)"
+  else
+    bad "$1: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -6
+  fi
+}
 for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16" \
             "2 zero3 training.gradient_accumulation_steps=2 training.global_batch_size=8" "1 zero3" \
             "4 hybrid parallel.hybrid_shard_size=2 training.global_batch_size=8"; do
@@ -164,15 +179,35 @@ for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16
     more=("${PO[@]}" --set memory.offload_buffer_mb=0.0625 --set memory.offload_buffer_count=3)
     [ $with = param+optimizer ] && more+=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$NV")
     b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" 2>&1)"
-    if [ -n "$(hash_of "$a")" ] && [ "$(hash_of "$a")" = "$(hash_of "$b")" ] && grep -q "parameter pieces" <<<"$b" \
-       && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" && empty_nvme \
-       && grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b"; then
-      ok "$2 x$1 ${*:3} offload $with: = in memory ($(hash_of "$a")), every class exactly as planned, I/O per step" \
-         "as planned ($(grep -o 'read [0-9.]* MiB (the' <<<"$b" | cut -d' ' -f2) MiB read)"
-    else
-      bad "$2 x$1 ${*:3} offload $with: in memory $(hash_of "$a"), offloaded $(hash_of "$b")"; echo "$b" | tail -6
-    fi
+    same_as_memory "$2 x$1 ${*:3} offload $with"
   done
+  # both offloads, the read-ahead deeper and bounded: the bound one element below the largest
+  # window a rank needs is refused, that window itself runs (and holds the windows within it)
+  more=("${PO[@]}" "${OFF[@]}")
+  for depth in 2 3; do
+    b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
+         --set memory.offload_param_prefetch=$depth 2>&1)" || true
+    same_as_memory "$2 x$1 ${*:3} both offloads, read-ahead $depth units"
+  done
+  set +e; out="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
+                 --set memory.offload_param_max_live=1 2>&1)"; rc=$?; set -e
+  need="$(grep -o 'give at least [0-9]*' <<<"$out" | awk '{print $3}' | sort -n | tail -1)" || true
+  if [ $rc -eq 2 ] && [ -n "$need" ] && grep -q "memory.offload_param_max_live.*cannot hold unit [a-z0-9._]*'s window" <<<"$out"; then
+    set +e; out="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
+                   --set memory.offload_param_max_live=$((need - 1)) 2>&1)"; rc=$?; set -e
+    b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
+         --set memory.offload_param_prefetch=3 --set memory.offload_param_max_live=$need 2>&1)" || true
+    # the params class holds the windows only: at most the bound (MiB, as printed)
+    within="$(awk -v lim="$need" '/^ +[0-9]+ +[0-9.]+\/[0-9.]+ / {split($2, a, "/"); if (a[2] * 1048576 > lim * 4 + 52429) bad = 1}
+              END {print bad ? "no" : "yes"}' <<<"$b")"
+    if [ $rc -eq 2 ] && [ "$within" = yes ]; then
+      same_as_memory "$2 x$1 ${*:3} both offloads, read-ahead 3 within $need elements ($((need - 1)): exit 2)"
+    else
+      bad "$2 x$1 ${*:3} window bound $need: $((need - 1)) gave rc $rc, windows within it: $within"; echo "$b" | tail -6
+    fi
+  else
+    bad "$2 x$1 ${*:3} offload_param_max_live 1: rc $rc, '$need'"; echo "$out" | tail -3
+  fi
 done
 # a checkpoint with the pieces (and moments) in files resumes bitwise, on zero3 and on ddp x1
 rm -rf "$T/ckp"
@@ -220,5 +255,23 @@ if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.param.*\(checksum\|does n
   rm -rf "${NV:?}"/*
 else
   bad "piece corruption: file '$f', rc $rc"; tail -5 "$T/corrupt.out"; ls -R "$NV"
+fi
+# a gradient piece file overwritten under a running job (both offloads): backward rewrites it every
+# step, so garbage that lands between backward's write and the step's read is what must be caught
+set +e
+timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" "${OFF[@]}" --set training.steps=100000 > "$T/gcorrupt.out" 2>&1 &
+job=$!
+f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.grad 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
+sleep 0.5
+while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
+  printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.01
+done
+wait $job; rc=$?
+set -e
+out="$(cat "$T/gcorrupt.out")"
+if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.grad: parameter .* does not match what backward wrote" <<<"$out" && empty_nvme; then
+  ok "gradient piece file overwritten under a running job: exit 8, $(grep -m1 -o 'rank-00001.grad: parameter [^ ]*' <<<"$out"), files removed"
+else
+  bad "gradient piece corruption: file '$f', rc $rc"; tail -5 "$T/gcorrupt.out"; ls -R "$NV"; rm -rf "${NV:?}"/*
 fi
 exit $fail

@@ -193,6 +193,25 @@ static void test_offload(void **state) {
         "ds.json:1:52: zero_optimization.offload_param.device: expected none, cpu or nvme, got \"gpu\"");
     ok("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 0.3}}}");
     has_note("warning: ds.json:1:63: zero_optimization.offload_optimizer.ratio: partial optimizer offload");
+    /* parameter offload's window: buffer_count n -> n - 1 units read ahead; with device nvme the
+     * bound is the smaller of stage3_max_live_parameters and buffer_count x buffer_size */
+    ok("{\"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": 1e9, \"offload_param\": "
+       "{\"device\": \"nvme\", \"nvme_path\": \"/n\", \"buffer_count\": 3, \"buffer_size\": 1e6}}}");
+    assert_int_equal(C.offload_param_prefetch, 2);
+    assert_int_equal(C.offload_param_max_live, 3000000);
+    source_is("memory.offload_param_max_live", ZT_ORIGIN_DIALECT, "offload_param.buffer_size=1000000");
+    ok("{\"zero_optimization\": {\"stage\": 3, \"max_live_parameters\": 2e6, \"offload_param\": "
+       "{\"device\": \"nvme\", \"nvme_path\": \"/n\", \"buffer_size\": 1e6}}}");
+    assert_int_equal(C.offload_param_prefetch, 1); /* native default: buffer_count absent */
+    assert_int_equal(C.offload_param_max_live, 2000000); /* < DeepSpeed's 5 buffers x 1e6 */
+    ok("{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/n\", "
+       "\"buffer_count\": 1}}}");
+    assert_int_equal(C.offload_param_prefetch, 1); /* at least one unit ahead */
+    ok("{\"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": 1e9}}");
+    assert_int_equal(C.offload_param_max_live, 0);
+    has_note("note: ds.json:1:36: zero_optimization.stage3_max_live_parameters: zero3 holds one gathered unit");
+    bad("{\"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": 0, \"offload_param\": "
+        "{\"device\": \"nvme\", \"nvme_path\": \"/n\"}}}", "zero_optimization.stage3_max_live_parameters");
 }
 
 static void test_precision(void **state) {

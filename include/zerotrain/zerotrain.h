@@ -540,7 +540,8 @@ typedef struct zt_offload_options {
 
 /* What the offload tier did since the last reset (zt_engine_offload_stats). */
 typedef struct zt_offload_stats {
-    uint64_t read_bytes, write_bytes; /* moved between the files and the staging buffers */
+    uint64_t read_bytes, write_bytes; /* moved between the files and the staging buffers (writes:
+                                   and, with gradient offload, backward's gradient pieces) */
     double stream_s;            /* wall time of the offloaded optimizer updates */
     double wait_s;              /* of which blocked on I/O (the part not hidden behind updates) */
     double update_s;            /* of which updating */
@@ -549,6 +550,8 @@ typedef struct zt_offload_stats {
                                    read_bytes) */
     double gather_wait_s;       /* of the gathers, time blocked waiting for their pieces' reads
                                    (the read-ahead not hidden behind compute) */
+    double grad_write_wait_s;   /* gradient offload: backward's time blocked waiting for the
+                                   reduced gradient pieces' writes */
 } zt_offload_stats;
 
 typedef struct zt_engine_options {

@@ -86,7 +86,9 @@ int zt_cmd_bench(int argc, char **argv) {
                    "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
                    "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
-                   "                       [--offload-param-nvme DIR]   zero3's parameter pieces in files too\n");
+                   "                       [--offload-param-nvme DIR [--offload-param-prefetch 1]\n"
+                   "                        [--offload-param-max-live ELEMENTS]]   zero3's parameter pieces in files\n"
+                   "                        too, read that many units ahead within that many elements\n");
             return 0;
         }
         if (!v) {
@@ -107,6 +109,8 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-buffer-mb")) off_mb = strtod(v, &end);
         else if (!strcmp(a, "--offload-io-threads")) off.io_threads = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--offload-param-prefetch")) off.param_prefetch = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--offload-param-max-live")) off.param_max_live = (size_t)strtod(v, &end);
         else if (!strcmp(a, "--precision")) {
             if (zt_precision_mode_parse(v, &precision, &err)) {
                 zt_error_prefix(&err, "bench: --precision");
@@ -125,7 +129,8 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0) {
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0 ||
+            off.param_prefetch < 0) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -235,6 +240,8 @@ int zt_cmd_bench(int argc, char **argv) {
             io_sum.wait_s += io.wait_s;
             io_sum.update_s += io.update_s;
             io_sum.gather_read_bytes += io.gather_read_bytes;
+            io_sum.gather_wait_s += io.gather_wait_s;
+            io_sum.grad_write_wait_s += io.grad_write_wait_s;
         }
     }
     /* where the time goes, per unit, averaged over the timed steps */
@@ -263,8 +270,11 @@ int zt_cmd_bench(int argc, char **argv) {
     /* NVMe offload: what one optimizer pass moved, and how fast (rank 0's files) */
     double io_gbps = io_sum.stream_s > 0 ? (double)(io_sum.read_bytes + io_sum.write_bytes) / io_sum.stream_s / 1e9 : 0;
     if (io_sum.gather_read_bytes)
-        fprintf(out, "  parameter offload per step: the gathers read %.1f MB of pieces\n",
-                io_sum.gather_read_bytes / 1e6 / steps);
+        fprintf(out, "  parameter offload per step: the gathers read %.1f MB of pieces and waited %.1f ms for their "
+                "reads (%d unit%s read ahead); backward waited %.1f ms for the gradient pieces' writes\n",
+                io_sum.gather_read_bytes / 1e6 / steps, 1e3 * io_sum.gather_wait_s / steps,
+                off.param_prefetch > 0 ? off.param_prefetch : 1, off.param_prefetch > 1 ? "s" : "",
+                1e3 * io_sum.grad_write_wait_s / steps);
     if (io_sum.stream_s > 0)
         fprintf(out, "  offload per step: read %.1f MB, wrote %.1f MB; optimizer pass %.1f ms (updating %.1f ms, waiting "
                 "on the disk %.1f ms); I/O rate over the pass %.2f GB/s (read %.2f + write %.2f)\n",
@@ -312,6 +322,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"gemm_backend\":\"%s\",\"recompute\":\"%s\",\"activations_bytes\":%zu,\"offload\":%s,"
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
+            "\"offload_gather_wait_ms\":%.1f,\"offload_grad_write_wait_ms\":%.1f,\"offload_param_prefetch\":%d,"
             "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
             "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
@@ -321,7 +332,8 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
-            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps, 1e3 * fwd_total / steps,
+            1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
+            1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, off.param_prefetch > 0 ? off.param_prefetch : 1, 1e3 * fwd_total / steps,
             1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
             zt_attention_name(attention), cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
             mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med);

@@ -129,7 +129,8 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
         return rc;
     for (int k = 0; k < n; k++) {
         size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
-        unpack_grad(dt, c->dst + pl->p[params[k]].gshard_off, own, cnt); /* gradient layout */
+        /* gradient layout, or (gradient offload, dst NULL) the piece's place in its window */
+        unpack_grad(dt, c->dst ? c->dst + pl->p[params[k]].gshard_off : e->grad_at[params[k]], own, cnt);
         own += cnt * elem;
     }
     return ZT_OK;
@@ -287,7 +288,7 @@ int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *c
 /* ---- all-reduce of packed regions (ddp gradients, hybrid pieces), in the gradient layouts ------ */
 typedef struct ar_ctx {
     zt_comm *comm;
-    float *base;
+    float *base;  /* the layout's base, or NULL (pieces): each piece at e->grad_at[i] */
     bool pieces; /* regions are this rank's pieces (shard layout) instead of full tensors */
     float **pack; /* the calling thread's bucket staging */
     size_t *pack_cap;
@@ -308,7 +309,8 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        pack_grad(dt, w, c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off), cnt);
+        pack_grad(dt, w, c->base ? c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off) : e->grad_at[i],
+                  cnt);
         w += cnt * elem;
     }
     if ((rc = zt_all_reduce(c->comm, dt, *c->pack, total, tag, err))) return rc;
@@ -316,7 +318,8 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     for (int k = 0; k < n; k++) {
         int i = params[k];
         size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
-        unpack_grad(dt, c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off), r, cnt);
+        unpack_grad(dt, c->base ? c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off) : e->grad_at[i],
+                    r, cnt);
         r += cnt * elem;
     }
     return ZT_OK;
@@ -347,6 +350,11 @@ int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err) {
 
 int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err) {
     return all_reduce_all(e, e->replica_comm, pieces, true, "gradient pieces across replicas", err);
+}
+
+int zt_engine_all_reduce_pieces_at(zt_engine *e, const int *params, int n, const char *tag, zt_error *err) {
+    ar_ctx c = {e->replica_comm, NULL, true, &e->pack, &e->pack_floats};
+    return for_each_bucket(e, params, n, ar_bucket, &c, tag, &e->comm_s, err);
 }
 
 /* ---- small exact sums ---------------------------------------------------------------------------- */

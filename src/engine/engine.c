@@ -259,7 +259,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         }
         e->opt.offload.optimizer_dir = e->offload_dir;
     }
-    e->param_kind = -1;
+    e->param_kind = e->grad_kind = -1;
     if (opt->offload.param_dir && opt->offload.param_dir[0]) {
         if (!(e->param_dir = strdup(opt->offload.param_dir))) {
             free(e->offload_dir);
@@ -280,7 +280,13 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if ((rc = zt_plan_create(m, nshards, shard, &e->plan, err))) goto fail;
     /* parameter offload streams the pieces with the optimizer state, element for element: one
      * layout for both (a frozen parameter keeps its never-written gradient and state slots) */
-    if (e->param_dir && e->shard_params && opt->precision.params != ZT_DTYPE_BF16) zt_plan_keep_frozen_slots(&e->plan);
+    if (e->param_dir && e->shard_params && opt->precision.params != ZT_DTYPE_BF16) {
+        zt_plan_keep_frozen_slots(&e->plan);
+        zt_plan_align_pieces(&e->plan, 1024); /* whole 4 KiB blocks per piece: O_DIRECT reads and writes */
+        /* with the optimizer's state in files too, and one micro-batch per step, the reduced
+         * gradient goes to the files as each unit's is done (grad_offload.c; memory/plan.c too) */
+        e->grad_offload = e->offload_dir && opt->grad_accum <= 1;
+    }
     /* the memory plan: what follows allocates exactly this (src/memory/plan.c mirrors it) */
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
@@ -351,7 +357,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
     e->grad_pieces_transient = e->params16 && e->shard_optim;
-    if (e->shard_optim && !e->grad_pieces_transient) {
+    if (e->shard_optim && !e->grad_pieces_transient && !e->grad_offload) {
         if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads, "the reduced gradient pieces"))) goto nomem;
         memset(e->grad_pieces, 0, gpiece * sizeof(float));
     }

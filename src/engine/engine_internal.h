@@ -130,6 +130,19 @@ struct zt_engine {
     int ra_dir, ra_last, ra_next;
     uint64_t *piece_sum;
     void *piece_hash;           /* (n_params) XXH3 states, one per piece, during the step */
+    /* gradient offload (grad_offload.c; parameter and optimizer offload, one micro-batch per
+     * step): grad_kind is the reduced gradient pieces' kind in nvme (-1: they are grad_pieces);
+     * grad_at[i] parameter i's reduced piece inside its owning unit's gradient window
+     * (grad_window[u]) from the unit's reduction until the window is written and released;
+     * grad_writing the unit whose window is being written (-1: none); grad_sum[i] the XXH3 of the
+     * piece as written, checked as the step streams it back (grad_hash: the states) */
+    bool grad_offload;          /* decided at create: the store gets the grad kind */
+    int grad_kind;
+    float **grad_at;
+    zt_param_window *grad_window;
+    int grad_writing;
+    uint64_t *grad_sum;
+    void *grad_hash;
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
     uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
@@ -279,6 +292,25 @@ void zt_param_offload_hash_begin(zt_engine *e);
 void zt_param_offload_hash_add(zt_engine *e, int i, const float *w, size_t n);
 void zt_param_offload_hash_end(zt_engine *e);
 
+/* grad_offload.c: the reduced gradient pieces in the store's "grad" kind (e->grad_kind >= 0). */
+int zt_grad_offload_setup(zt_engine *e, zt_error *err);       /* at create, after the store opens */
+void zt_grad_offload_free(zt_engine *e);
+/* Before unit u's reduction: the window (class grads) its own parameters' pieces own[0..n) are
+ * reduced into (grad_at[]); the write still in flight is finished first. */
+int zt_grad_offload_window(zt_engine *e, int u, const int *own, int n, zt_error *err);
+/* After unit u's reduction: the pieces all-reduced across replicas (hybrid), rounded to the
+ * gradient dtype, their norm partials and checksums taken, and their write to the file queued. */
+int zt_grad_offload_finish(zt_engine *e, int u, zt_error *err);
+/* Waits for the write in flight and releases its window (end of a micro-batch). */
+int zt_grad_offload_flush(zt_engine *e, zt_error *err);
+/* Drops every window (waiting for their I/O): an abandoned step. */
+void zt_grad_offload_drop(zt_engine *e);
+/* The step's stream: before it, for each consumed range of parameter i's piece (in order), and
+ * after it: ZT_ERR_IO naming the file and the parameter when a piece is not what was written. */
+void zt_grad_offload_hash_begin(zt_engine *e);
+void zt_grad_offload_hash_add(zt_engine *e, int i, const float *g, size_t n);
+int zt_grad_offload_hash_check(zt_engine *e, zt_error *err);
+
 /* params16.c: bf16-low's 2-byte parameters. Elements index this rank's local layout of a
  * parameter (the full tensor, or its piece under zero3). */
 int zt_params16_alloc(zt_engine *e, zt_error *err);                     /* at create */
@@ -346,7 +378,8 @@ int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t
 /* Full tensor of parameter i into dst (any strategy). */
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err);
 /* Reduce-scatter the listed parameters' full gradients src[k] (full tensors) into this rank's
- * pieces of dst (shard layout), over the shard group, in buckets of opt.bucket_bytes. */
+ * pieces of dst (shard layout; NULL: each piece at e->grad_at[i]), over the shard group, in
+ * buckets of opt.bucket_bytes. */
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
                              const char *tag, zt_error *err);
 /* The same on another comm with the caller's own staging buffer (the communication thread). */
@@ -388,6 +421,8 @@ int zt_overlap_submit_full(zt_engine *e, const int *params, int n, const char *t
 int zt_engine_all_reduce_full(zt_engine *e, float *G, zt_error *err);
 /* hybrid: all-reduce this rank's pieces (shard layout) across the replica groups. */
 int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err);
+/* The same for params[0..n) only, each piece at e->grad_at[i] (gradient offload). */
+int zt_engine_all_reduce_pieces_at(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
 /* zero1/zero2: all-gather the updated pieces of full_params. */
 int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
 /* All-gather the listed parameters from the fp32 pieces in e->pieces into dst[i] (full tensors of

@@ -22,6 +22,9 @@
  *     reduction runs while the next unit computes, and the gradients are freed when the unit
  *     after that is queued: two units' gradients are in flight, whatever the thread's timing
  *     (the memory plan counts exactly that).
+ * With gradient offload (grad_offload.c: parameter and optimizer offload, one micro-batch) the
+ * micro_direct reductions write each unit's pieces into a window that goes to the files instead
+ * of into grad_pieces (which does not exist then).
  * All of it over the trainable parameters only (the plan's gradient layouts, gfull/gshard): a
  * frozen parameter gets no gradient storage (its unit sees NULL) and is never reduced. */
 #include "engine/engine_internal.h"
@@ -79,6 +82,7 @@ void zt_grads_reset(zt_engine *e) {
     else zt_engine_release(e, &e->micro_pieces, pl->gshard_floats, &e->mem.grads);
     e->micro_direct = false;
     if (e->grad_pieces_transient) zt_engine_release(e, &e->grad_pieces, pl->gshard_floats, &e->mem.grads);
+    zt_grad_offload_drop(e);
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
@@ -108,9 +112,12 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     if (e->micro_in_step == 0) {
         e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
         e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL;
-        e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && e->grad_pieces;
+        e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && (e->grad_pieces || e->grad_kind >= 0);
         if (e->micro_direct) e->micro_pieces = e->grad_pieces;
+        /* gradient offload: the norm partials are taken unit by unit as the pieces are written */
+        if (e->grad_kind >= 0) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
     }
+    if (e->micro_direct && e->grad_kind >= 0) return ZT_OK; /* into per-unit windows (grad_offload.c) */
     size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
     if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads, e->reduce_now ? "the micro-batch gradient pieces"
@@ -138,7 +145,8 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
     return e->pgrad[i];
 }
 
-/* Waits for the reduction queued last (if any) and frees the full gradients it read. */
+/* Waits for the reduction queued last (if any) and frees the full gradients it read; with
+ * gradient offload its pieces then go to the files. */
 static int retire_inflight(zt_engine *e, zt_error *err) {
     if (!e->n_inflight) return ZT_OK;
     int rc = zt_overlap_wait(e, e->inflight_seq, err);
@@ -146,6 +154,7 @@ static int retire_inflight(zt_engine *e, zt_error *err) {
         int i = e->inflight[k];
         zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
     }
+    if (!rc && e->grad_kind >= 0) rc = zt_grad_offload_finish(e, e->plan.p[e->inflight[0]].owner_unit, err);
     e->n_inflight = 0;
     return rc;
 }
@@ -174,9 +183,11 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
             src[n++] = e->pgrad[i];
         }
     }
+    int rc = n && e->grad_kind >= 0 ? zt_grad_offload_window(e, u, own, n, err) : ZT_OK;
+    if (rc) return rc;
     if (n && e->overlap) { /* reduced in the background while the next unit computes */
         uint64_t seq;
-        int rc = zt_overlap_submit(e, own, n, un->name, &seq, err);
+        rc = zt_overlap_submit(e, own, n, un->name, &seq, err);
         if (!rc) rc = retire_inflight(e, err); /* the previous unit's: done while this one computed */
         if (rc) return rc;
         memcpy(e->inflight, own, (size_t)n * sizeof *own);
@@ -184,16 +195,17 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
         e->inflight_seq = seq;
         return ZT_OK;
     }
-    int rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
+    rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
     for (int k = 0; k < n; k++)
         zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->model->params[own[k]].numel, &e->mem.grads);
-    return rc;
+    return !rc && n && e->grad_kind >= 0 ? zt_grad_offload_finish(e, u, err) : rc;
 }
 
 int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     const zt_plan *pl = &e->plan;
     int rc = zt_overlap_drain(e, err);
     if (!rc) rc = retire_inflight(e, err);
+    if (!rc && e->grad_kind >= 0) rc = zt_grad_offload_flush(e, err); /* the last unit's write */
     if (rc) return rc;
     if (e->reduce_now) {
         if (!e->micro_direct) tree_push(e, &e->piece_tree, e->micro_pieces, pl->gshard_floats);
@@ -253,7 +265,8 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         }
     }
-    if (!rc && e->replica_comm) rc = zt_engine_all_reduce_pieces(e, e->grad_pieces, err);
+    if (!rc && e->replica_comm && e->grad_kind < 0) /* (gradient offload: per unit, grad_offload.c) */
+        rc = zt_engine_all_reduce_pieces(e, e->grad_pieces, err);
     if (!rc) e->grads_final = true;
     return rc;
 }

@@ -59,6 +59,11 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
         so.kinds[so.nkinds] = "param";
         so.kind_dirs[so.nkinds++] = e->param_dir;
     }
+    if (e->grad_offload) { /* the reduced gradient pieces: the optimizer's input, beside its state */
+        e->grad_kind = so.nkinds;
+        so.read_only[so.nkinds] = true; /* the step reads them; backward writes them */
+        so.kinds[so.nkinds++] = "grad";
+    }
     zt_error mine = {0};
     rc = zt_nvme_store_create(&so, &e->nvme, &mine);
     if (e->nvme) /* the staging buffers are the optimizer class's bytes (docs/memory.md) */
@@ -75,11 +80,13 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
         *err = mine;
         return zt_error_prefix(err, "rank %d: %s nvme", me, optim ? "memory.offload_optimizer" : "memory.offload_param");
     }
-    return params ? zt_param_offload_setup(e, err) : ZT_OK;
+    rc = params ? zt_param_offload_setup(e, err) : ZT_OK;
+    return !rc && e->grad_offload ? zt_grad_offload_setup(e, err) : rc;
 }
 
 void zt_engine_offload_close(zt_engine *e) {
     zt_param_offload_free(e);
+    zt_grad_offload_free(e);
     if (e->nvme) zt_engine_account(e, &e->mem.optimizer, zt_nvme_store_memory(e->nvme), false);
     zt_nvme_store_free(e->nvme);
     e->nvme = e->optim_store = NULL;
@@ -179,5 +186,6 @@ void zt_engine_offload_stats(zt_engine *e, zt_offload_stats *out, bool reset) {
     zt_nvme_store_stats(e->nvme, &st, reset);
     *out = (zt_offload_stats){.read_bytes = st.read_bytes, .write_bytes = st.write_bytes, .stream_s = st.stream_s,
                               .wait_s = st.wait_s, .update_s = st.update_s, .streams = st.streams,
-                              .gather_read_bytes = st.span_read_bytes, .gather_wait_s = st.span_wait_s};
+                              .gather_read_bytes = st.span_read_bytes, .gather_wait_s = st.span_wait_s,
+                              .grad_write_wait_s = st.span_write_wait_s};
 }

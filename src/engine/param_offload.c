@@ -124,7 +124,7 @@ void zt_param_offload_window_release(zt_engine *e, int u) {
     zt_param_window *w = &e->unit_window[u];
     if (w->reading) { /* abandoned before its gather waited: the threads may still write into it */
         zt_error ignore;
-        zt_nvme_store_span_wait(e->nvme, w->ticket, &ignore);
+        zt_nvme_store_span_wait(e->nvme, w->ticket, false, &ignore);
         w->reading = false;
     }
     for (int k = 0; k < w->n; k++) e->piece_at[w->params[k]] = NULL;
@@ -178,7 +178,7 @@ int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err)
             return zt_error_set(err, ZT_ERR_INTERNAL, "parameter offload: %s has no window", e->model->params[i].name);
         if (w->reading) {
             w->reading = false;
-            int rc = zt_nvme_store_span_wait(e->nvme, w->ticket, err);
+            int rc = zt_nvme_store_span_wait(e->nvme, w->ticket, false, err);
             if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
         }
         size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);

@@ -14,8 +14,9 @@
 static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
-    memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
-    for (int i = 0; i < m->n_params; i++) {
+    /* gradient offload: backward took each piece's partials before writing it (grad_offload.c) */
+    if (e->grad_kind < 0) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
+    for (int i = 0; i < m->n_params && e->grad_kind < 0; i++) {
         int64_t first, count;
         if (!m->params[i].trainable) continue; /* frozen: no part in the norm (its partials stay 0) */
         if (!e->shard_optim) {
@@ -66,16 +67,18 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     zt_engine_round_updated(e, i, w, m, v, n, first);
 }
 
-/* Elements [lo, lo + n) of the state layout; m, v (NULL where the optimizer keeps none) and
- * wchunk (the parameter pieces streamed from their file, or NULL: in memory) point at element lo. */
-static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v, float *wchunk) {
+/* Elements [lo, lo + n) of the state layout; m, v (NULL where the optimizer keeps none), wchunk
+ * (the parameter pieces streamed from their file, or NULL: in memory) and gchunk (the reduced
+ * gradient pieces streamed from theirs, or NULL: grad_pieces) point at element lo. */
+static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v, float *wchunk,
+                         const float *gchunk) {
     zt_engine *e = c->e;
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
-        float *g;
+        const float *g;
         size_t off, cnt, local0 = 0; /* local0: the slice's first element in the local layout */
         int64_t begin = 0; /* the piece's first element in the full tensor */
         if (!e->shard_optim) {
@@ -92,7 +95,12 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         size_t a = off > lo ? off : lo, b = off + cnt < lo + n ? off + cnt : lo + n;
         if (a >= b) continue;
         float *mm = m ? m + (a - lo) : NULL, *vv = v ? v + (a - lo) : NULL;
-        g += a - off;
+        if (gchunk) { /* gradient offload: the piece's elements in the staging buffer, checked */
+            g = gchunk + (a - lo);
+            zt_grad_offload_hash_add(e, i, g, b - a);
+        } else {
+            g += a - off;
+        }
         size_t w0 = local0 + (a - off); /* the first updated element in the local layout */
         int64_t first = begin + (int64_t)(a - off);
         if (wchunk) { /* parameter offload: the piece's elements in the staging buffer */
@@ -129,7 +137,8 @@ static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, 
         m = e->m ? e->m + begin : NULL;
         v = e->v ? e->v + begin : NULL;
     }
-    update_range(c, begin, n, m, v, e->param_kind >= 0 ? state[e->param_kind] : NULL);
+    update_range(c, begin, n, m, v, e->param_kind >= 0 ? state[e->param_kind] : NULL,
+                 e->grad_kind >= 0 ? state[e->grad_kind] : NULL);
     return ZT_OK;
 }
 
@@ -143,7 +152,7 @@ static void update_bf16_state(const update_ctx *c) {
         size_t n = e->state_floats - lo < chunk ? e->state_floats - lo : chunk;
         zt_bf16_to_f32(m, e->state16[0] + lo, n);
         if (v) zt_bf16_to_f32(v, e->state16[1] + lo, n);
-        update_range(c, lo, n, m, v, NULL);
+        update_range(c, lo, n, m, v, NULL, NULL);
         zt_f32_to_bf16(e->state16[0] + lo, m, n);
         if (v) zt_f32_to_bf16(e->state16[1] + lo, v, n);
     }
@@ -189,12 +198,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale)};
     if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
         if (e->param_kind >= 0) zt_param_offload_hash_begin(e);
-        rc = zt_engine_offload_agree(e, zt_nvme_store_stream(e->nvme, update_chunk, &uc, err), err);
+        if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
+        int src = zt_nvme_store_stream(e->nvme, update_chunk, &uc, err);
+        if (!src && e->grad_kind >= 0) src = zt_grad_offload_hash_check(e, err);
+        rc = zt_engine_offload_agree(e, src, err);
         if (e->param_kind >= 0) zt_param_offload_hash_end(e);
     } else if (e->state16[0]) {
         update_bf16_state(&uc);
     } else {
-        update_range(&uc, 0, e->state_floats, e->m, e->v, NULL);
+        update_range(&uc, 0, e->state_floats, e->m, e->v, NULL, NULL);
     }
     e->lp_stale = true;
     zt_grads_reset(e);

@@ -536,7 +536,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 eo.offload.optimizer_dir && eo.offload.param_dir ? "optimizer state and parameter pieces"
                 : eo.offload.param_dir                           ? "parameter pieces"
                                                                  : "optimizer state",
-                eo.offload.param_dir ? " and one unit's pieces at a time" : "", zt_engine_offload_describe(e));
+                eo.offload.param_dir ? " and the units' windows of pieces (docs/offload.md)" : "", zt_engine_offload_describe(e));
     bool ckpt_async = opts && opts->ckpt_async;
     if (ckpt_async && zt_engine_offload_describe(e)[0]) {
         fprintf(out, "checkpoint: --ckpt-async writes in the foreground when state is offloaded "

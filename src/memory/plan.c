@@ -129,6 +129,10 @@ typedef struct sim {
     int depth;                    /* opt.offload.param_prefetch (at least 1) */
     size_t max_live;              /* opt.offload.param_max_live (0: none) */
     size_t io_read;               /* bytes the gathers read from the pieces' file during the step */
+    bool grad_offload;            /* grad_offload.c: the reduced pieces go to the files unit by unit */
+    size_t *gwindow;              /* (n_units) floats of a unit's gradient window */
+    int gwriting;                 /* the unit whose gradient window is being written, or -1 */
+    size_t io_write;              /* bytes backward writes (the gradient pieces) during the step */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
     int tree_depth, tree_level[64];
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
@@ -345,6 +349,34 @@ static void release_pgrad(sim *s, int i) {
     s->pgrad[i] = false;
 }
 
+/* grad_offload.c zt_grad_offload_flush: the write in flight done, its window freed */
+static void grad_flush(sim *s) {
+    if (s->gwriting < 0) return;
+    release(s, ZT_MEM_GRADS, s->gwindow[s->gwriting]);
+    s->gwindow[s->gwriting] = 0;
+    s->gwriting = -1;
+}
+
+/* grad_offload.c zt_grad_offload_window: unit u's own pieces' window, after the write in flight */
+static void grad_window(sim *s, int u, const int *own, int n) {
+    grad_flush(s);
+    s->gwindow[u] = zt_memory_window_floats(s->pl, own, n);
+    alloc(s, ZT_MEM_GRADS, s->gwindow[u]);
+}
+
+/* grad_offload.c zt_grad_offload_finish: across the replicas (hybrid), then written */
+static void grad_finish(sim *s, int u) {
+    const zt_unit *un = &s->m->units[u];
+    int own[ZT_UNIT_MAX_PARAMS] = {0}, n = 0;
+    for (int k = 0; k < un->n_params; k++)
+        if (s->pl->p[un->params[k]].owner_unit == u && s->m->params[un->params[k]].trainable) own[n++] = un->params[k];
+    grad_flush(s);
+    if (s->replicas) stage(s, false, own, n, ST_AR_PIECES);
+    for (int k = 0; k < n; k++)
+        s->io_write += zt_nvme_span_bytes(s->pl->p[own[k]].gshard_off, (size_t)zt_plan_shard_numel(s->pl, own[k], s->pl->shard));
+    s->gwriting = u;
+}
+
 /* grads.c zt_grads_unit_done (+ overlap.c: the reduction of the previous unit is retired, and its
  * full gradients freed, once this one is queued) */
 static void unit_done(sim *s, int u) {
@@ -363,15 +395,18 @@ static void unit_done(sim *s, int u) {
     for (int k = 0; k < un->n_params; k++)
         if (s->pl->p[un->params[k]].owner_unit == u && s->m->params[un->params[k]].trainable)
             own[n++] = un->params[k];
+    if (n && s->grad_offload) grad_window(s, u, own, n);
     if (n && s->overlap) {
         stage(s, true, own, n, ST_RS);
         for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
+        if (s->n_inflight && s->grad_offload) grad_finish(s, s->pl->p[s->inflight[0]].owner_unit);
         memcpy(s->inflight, own, (size_t)n * sizeof *own);
         s->n_inflight = n;
         return;
     }
     if (n) stage(s, false, own, n, ST_RS);
     for (int k = 0; k < n; k++) release_pgrad(s, own[k]);
+    if (n && s->grad_offload) grad_finish(s, u);
 }
 
 /* grads.c tree_push: merging equal levels frees the incoming buffer */
@@ -426,7 +461,9 @@ static void micro_batch(sim *s, int micro) {
     }
     /* zt_grads_end_micro: drain, retire the last reduction, push the micro-batch into the tree */
     for (int k = 0; k < s->n_inflight; k++) release_pgrad(s, s->inflight[k]);
+    if (s->n_inflight && s->grad_offload) grad_finish(s, s->pl->p[s->inflight[0]].owner_unit);
     s->n_inflight = 0;
+    if (s->grad_offload) grad_flush(s); /* the last unit's write */
     if (!s->direct) tree_push(s, tree_floats);
 }
 
@@ -449,7 +486,7 @@ static void optimizer_step(sim *s) {
         if (!s->early) stage_all(s, ST_RS); /* reduce-scatter of the whole gradient */
         release(s, ZT_MEM_GRADS, n);
     }
-    if (s->replicas) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
+    if (s->replicas && !s->grad_offload) stage_all(s, ST_AR_PIECES); /* hybrid: the pieces all-reduced across the replicas */
     if (s->transient) release(s, ZT_MEM_GRADS, pl->gshard_floats); /* zt_grads_reset after the update */
     if (s->master) { /* master_shard.c zt_master_refresh: the compute copies from the pieces */
         if (pl->nshards > 1) {
@@ -484,9 +521,11 @@ static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds,
 }
 
 /* param_offload.c's bound: every unit's window (all its parameters' pieces on this rank) must fit
- * in param_max_live on its own, or its gather could never run. */
+ * in param_max_live on its own, or its gather could never run; the error names the largest. */
 static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live, int rank, zt_error *err) {
     if (!max_live) return ZT_OK;
+    size_t most = 0;
+    int worst = 0;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         int params[ZT_UNIT_MAX_PARAMS], n = 0;
@@ -496,12 +535,13 @@ static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live,
             if (!dup) params[n++] = un->params[k];
         }
         size_t need = zt_memory_window_floats(pl, params, n);
-        if (need > max_live)
-            return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's "
-                                "stage3_max_live_parameters): %zu elements cannot hold unit %s's window of parameter "
-                                "pieces, %zu elements on rank %d (its pieces, each read as whole 4 KiB blocks); give at "
-                                "least %zu, or 0 for no bound", max_live, un->name, need, rank, need);
+        if (need > most) most = need, worst = u;
     }
+    if (most > max_live)
+        return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
+                            "%zu elements cannot hold unit %s's window of parameter pieces, %zu elements on rank %d (its "
+                            "pieces, each read as whole 4 KiB blocks, the largest unit's); give at least %zu, or 0 for no "
+                            "bound", max_live, m->units[worst].name, most, rank, most);
     return ZT_OK;
 }
 
@@ -585,7 +625,12 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (!pe.offload_buffer_count) pe.offload_buffer_count = o->offload.buffer_count;
     if (!pe.offload_buffer_bytes) pe.offload_buffer_bytes = o->offload.buffer_bytes;
     s.offload_param = pe.offload_param && s.shard_params && s.pb->master == 4;
-    if (s.offload_param) zt_plan_keep_frozen_slots(&pl); /* engine.c: the store's kinds share one layout */
+    if (s.offload_param) { /* engine.c: the store's kinds share one layout, its pieces on 4 KiB blocks */
+        zt_plan_keep_frozen_slots(&pl);
+        zt_plan_align_pieces(&pl, 1024);
+    }
+    s.grad_offload = s.offload_param && pe.offload_optimizer && s.ga == 1; /* engine.c: grad_offload */
+    s.gwriting = -1;
     size_t full = pl.full_floats, piece = pl.shard_floats, gpiece = pl.gshard_floats;
     size_t state = s.shard_optim ? gpiece : pl.gfull_floats; /* trainable parameters only */
     if (s.offload_param) {
@@ -593,7 +638,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         s.window_n = calloc((size_t)m->n_units, sizeof *s.window_n);
         s.window_params = calloc((size_t)m->n_units * ZT_UNIT_MAX_PARAMS, sizeof *s.window_params);
         s.pending = calloc((size_t)m->n_params, sizeof *s.pending);
-        if (!s.window || !s.window_n || !s.window_params || !s.pending) {
+        s.gwindow = calloc((size_t)m->n_units, sizeof *s.gwindow);
+        if (!s.window || !s.window_n || !s.window_params || !s.pending || !s.gwindow) {
             rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
             goto done;
         }
@@ -608,11 +654,13 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
     }
     /* the store's kinds: the optimizer states (when offloaded), the pieces (when offloaded) */
-    int store_kinds = (pe.offload_optimizer ? kinds : 0) + (s.offload_param ? 1 : 0);
+    int store_kinds = (pe.offload_optimizer ? kinds : 0) + (s.offload_param ? 1 : 0) + (s.grad_offload ? 1 : 0);
     if (store_kinds) {
+        size_t file = (state * sizeof(float) + 4095) / 4096 * 4096;
         take(&s, ZT_MEM_OPTIMIZER, offload_staging_bytes(&pe, store_kinds, state));
-        out->offload_file_bytes = (size_t)store_kinds * ((state * sizeof(float) + 4095) / 4096 * 4096);
-        out->offload_read_bytes = out->offload_write_bytes = out->offload_file_bytes; /* the stream */
+        out->offload_file_bytes = (size_t)store_kinds * file;
+        out->offload_read_bytes = out->offload_file_bytes; /* the stream; it writes the gradients' kind not back */
+        out->offload_write_bytes = (size_t)(store_kinds - (s.grad_offload ? 1 : 0)) * file;
     }
     if (!(pe.offload_optimizer && kinds)) {
         for (int k = 0; k < kinds; k++) alloc(&s, ZT_MEM_OPTIMIZER, zt_memory_floats_for_bytes(state * (size_t)s.pb->moment));
@@ -621,7 +669,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
     s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
-    if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
+    if (s.shard_optim && !s.transient && !s.grad_offload) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = zt_precision_lp_kind(&o->precision);
     for (int u = 0; u < m->n_units; u++) {
@@ -693,6 +741,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;
     out->offload_read_bytes += s.io_read;
+    out->offload_write_bytes += s.io_write;
     out->world = world;
     out->rank = rank;
     out->nshards = pl.nshards;
@@ -704,6 +753,7 @@ done:
     free(s.pgrad);
     free(s.window);
     free(s.window_n);
+    free(s.gwindow);
     free(s.window_params);
     free(s.pending);
     free(s.all);

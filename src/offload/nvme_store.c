@@ -41,6 +41,7 @@ struct zt_nvme_store {
     int fd_rand[ZT_NVME_MAX_KINDS]; /* random access: buffered */
     bool created[ZT_NVME_MAX_KINDS];
     int nkinds;
+    bool read_only[ZT_NVME_MAX_KINDS]; /* not written back by streams */
     size_t floats, file_bytes;
     size_t chunk;                   /* elements per chunk (a multiple of 1024) */
     size_t slot_bytes;              /* one buffer: nkinds x chunk x 4 */
@@ -57,7 +58,7 @@ struct zt_nvme_store {
     zt_nvme_stats st;
     uint64_t span_read_bytes;       /* zt_nvme_store_read_span's, from any thread (atomic) */
     uint64_t span_async_bytes;      /* of them queued on the I/O threads (which count them too), ever */
-    uint64_t span_wait_ns;          /* zt_nvme_store_span_wait's blocked time (atomic) */
+    uint64_t span_wait_ns[2];       /* zt_nvme_store_span_wait's blocked time, reads and writes (atomic) */
 };
 
 static double now_s(void) {
@@ -175,6 +176,7 @@ int zt_nvme_store_create(const zt_nvme_store_options *o, zt_nvme_store **out, zt
     if (!s) return zt_error_set(err, ZT_ERR_NOMEM, "offload: out of memory");
     for (int k = 0; k < ZT_NVME_MAX_KINDS; k++) s->fd[k] = s->fd_rand[k] = -1;
     s->nkinds = o->nkinds;
+    memcpy(s->read_only, o->read_only, sizeof s->read_only);
     s->floats = o->floats;
     s->file_bytes = round_up(o->floats * sizeof(float), ALIGN);
     s->chunk = chunk;
@@ -252,6 +254,7 @@ static int queue_chunk(zt_nvme_store *s, size_t c, bool write, zt_error *err) {
     size_t bytes = round_up(chunk_len(s, c) * sizeof(float), ALIGN);
     off_t off = (off_t)(c * s->chunk * sizeof(float));
     for (int k = 0; k < s->nkinds; k++) {
+        if (write && s->read_only[k]) continue;
         int rc = zt_io_submit(s->io, write ? &s->wr[slot] : &s->rd[slot], s->fd[k], s->path[k], slot_kind(s, slot, k),
                               bytes, off, write, s->sums + ((size_t)k * s->nchunks + c) * s->bpc, err);
         if (rc) return rc;
@@ -404,10 +407,21 @@ int zt_nvme_store_read_span_async(zt_nvme_store *s, int kind, size_t begin, size
     return ZT_OK;
 }
 
-int zt_nvme_store_span_wait(zt_nvme_store *s, zt_io_ticket *t, zt_error *err) {
+int zt_nvme_store_write_span_async(zt_nvme_store *s, int kind, size_t begin, size_t n, const void *buf,
+                                   zt_io_ticket *t, zt_error *err) {
+    size_t lo = 0, len = 0;
+    int rc = span_of(s, kind, begin, n, buf, SIZE_MAX, &lo, &len, err);
+    if (rc) return rc;
+    if (lo != begin * sizeof(float))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "offload: a span write at element %zu of %s does not start a 4 KiB "
+                            "block", begin, s->path[kind]);
+    return zt_io_submit(s->io, t, s->fd[kind], s->path[kind], (void *)buf, len, (off_t)lo, true, NULL, err);
+}
+
+int zt_nvme_store_span_wait(zt_nvme_store *s, zt_io_ticket *t, bool write, zt_error *err) {
     double w = 0;
     int rc = zt_io_wait(s->io, t, &w, err);
-    __atomic_add_fetch(&s->span_wait_ns, (uint64_t)(w * 1e9), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->span_wait_ns[write], (uint64_t)(w * 1e9), __ATOMIC_RELAXED);
     return rc;
 }
 
@@ -447,9 +461,11 @@ void zt_nvme_store_stats(zt_nvme_store *s, zt_nvme_stats *out, bool reset) {
     r -= __atomic_load_n(&s->span_async_bytes, __ATOMIC_RELAXED);
     *out = s->st;
     uint64_t span = __atomic_exchange_n(&s->span_read_bytes, reset ? 0 : s->span_read_bytes, __ATOMIC_RELAXED);
-    uint64_t wait = __atomic_exchange_n(&s->span_wait_ns, reset ? 0 : s->span_wait_ns, __ATOMIC_RELAXED);
+    uint64_t wait = __atomic_exchange_n(&s->span_wait_ns[0], reset ? 0 : s->span_wait_ns[0], __ATOMIC_RELAXED);
+    uint64_t wwait = __atomic_exchange_n(&s->span_wait_ns[1], reset ? 0 : s->span_wait_ns[1], __ATOMIC_RELAXED);
     out->span_read_bytes = span;
     out->span_wait_s = (double)wait * 1e-9;
+    out->span_write_wait_s = (double)wwait * 1e-9;
     out->read_bytes += r;
     out->write_bytes += w;
     if (reset) {

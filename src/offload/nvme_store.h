@@ -40,6 +40,8 @@ typedef struct zt_nvme_store_options {
     size_t buffer_bytes;        /* bytes per staging buffer (0: 64 MiB); >= nkinds x 4 KiB */
     int io_threads;             /* 0: 2 */
     bool buffered;              /* never O_DIRECT */
+    bool read_only[ZT_NVME_MAX_KINDS]; /* kinds the stream reads but does not write back (the caller
+                                   writes them between streams, zt_nvme_store_write_span_async) */
 } zt_nvme_store_options;
 
 typedef struct zt_nvme_stats {
@@ -50,7 +52,8 @@ typedef struct zt_nvme_stats {
     int64_t streams;            /* calls of zt_nvme_store_stream */
     uint64_t span_read_bytes;   /* of read_bytes: by zt_nvme_store_read_span and its asynchronous
                                    form (not in read_bytes) */
-    double span_wait_s;         /* time blocked in zt_nvme_store_span_wait, any thread */
+    double span_wait_s;         /* time blocked in zt_nvme_store_span_wait for reads, any thread */
+    double span_write_wait_s;   /* ... for writes */
 } zt_nvme_stats;
 
 /* Makes DIR/RUN (if needed) and the K files, filled with zeros; allocates the staging buffers
@@ -84,9 +87,16 @@ int zt_nvme_store_read_span(zt_nvme_store *s, int kind, size_t begin, size_t n, 
  * returns. buf must stay valid until then. Not while a stream runs (it shares the threads). */
 int zt_nvme_store_read_span_async(zt_nvme_store *s, int kind, size_t begin, size_t n, void *buf, size_t cap,
                                   struct zt_io_ticket *t, float **data, zt_error *err);
-/* Waits for every span read queued against t (any thread); the time blocked counts in the stats'
- * span_wait_s. ZT_ERR_IO names the file and the offset. */
-int zt_nvme_store_span_wait(zt_nvme_store *s, struct zt_io_ticket *t, zt_error *err);
+/* Elements [begin, begin + n) of kind k written from buf (4 KiB aligned) through the stream's
+ * descriptor, queued on the I/O threads against ticket t: begin must start a 4 KiB block, and the
+ * write covers the enclosing blocks (what follows the elements in the last one is written too:
+ * padding the caller owns). */
+int zt_nvme_store_write_span_async(zt_nvme_store *s, int kind, size_t begin, size_t n, const void *buf,
+                                   struct zt_io_ticket *t, zt_error *err);
+/* Waits for every span read (write: every span write) queued against t (any thread); the time
+ * blocked counts in the stats' span_wait_s (span_write_wait_s). ZT_ERR_IO names the file and the
+ * offset. */
+int zt_nvme_store_span_wait(zt_nvme_store *s, struct zt_io_ticket *t, bool write, zt_error *err);
 /* Bytes zt_nvme_store_read_span reads for elements [begin, begin + n). */
 static inline size_t zt_nvme_span_bytes(size_t begin, size_t n) {
     size_t lo = begin * 4 / 4096 * 4096, hi = ((begin + n) * 4 + 4095) / 4096 * 4096;

@@ -80,6 +80,15 @@ void zt_plan_keep_frozen_slots(zt_plan *pl) {
     pl->gshard_floats = pl->shard_floats;
 }
 
+void zt_plan_align_pieces(zt_plan *pl, size_t align) {
+    pl->shard_floats = 0;
+    for (int i = 0; i < pl->n_params; i++) {
+        pl->p[i].shard_off = pl->p[i].gshard_off = pl->shard_floats;
+        pl->shard_floats += ((size_t)zt_plan_shard_numel(pl, i, pl->shard) + align - 1) / align * align;
+    }
+    pl->gshard_floats = pl->shard_floats;
+}
+
 void zt_plan_free(zt_plan *pl) {
     if (pl->p)
         for (int i = 0; i < pl->n_params; i++) free(pl->p[i].row_begin);

@@ -51,6 +51,10 @@ void zt_plan_free(zt_plan *plan);
  * stay zero): for parameter offload, whose stream walks the pieces and the optimizer state with
  * one offset. */
 void zt_plan_keep_frozen_slots(zt_plan *plan);
+/* Lays the pieces out again, each starting on a multiple of `align` floats (a power of two) in the
+ * shard layout and in the gradient one (which keep_frozen_slots made the same): parameter offload,
+ * whose files are read and written piece by piece with O_DIRECT (4 KiB: align 1024). */
+void zt_plan_align_pieces(zt_plan *plan, size_t align);
 
 /* Elements of parameter i held by shard s, and their offset inside the full tensor. */
 static inline int64_t zt_plan_shard_numel(const zt_plan *pl, int i, int s) {

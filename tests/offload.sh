@@ -191,7 +191,7 @@ for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16
   done
   set +e; out="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
                  --set memory.offload_param_max_live=1 2>&1)"; rc=$?; set -e
-  need="$(grep -o 'give at least [0-9]*' <<<"$out" | awk '{print $3}' | sort -n | tail -1)" || true
+  need="$(grep -o 'give at least [0-9]*' <<<"$out" | awk '{print $4}' | sort -n | tail -1)" || true
   if [ $rc -eq 2 ] && [ -n "$need" ] && grep -q "memory.offload_param_max_live.*cannot hold unit [a-z0-9._]*'s window" <<<"$out"; then
     set +e; out="$("$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
                    --set memory.offload_param_max_live=$((need - 1)) 2>&1)"; rc=$?; set -e
@@ -234,19 +234,26 @@ fi
 set +e; out="$("$Z" train "$T/c.yaml" --set parallel.strategy=zero2 "${PO[@]}" 2>&1)"; rc=$?; set -e
 if [ $rc -eq 2 ] && grep -q "needs parallel.strategy zero3" <<<"$out"; then ok "offload_param under zero2: exit 2, $(grep -m1 -o 'memory.offload_param: [^(]*' <<<"$out")"
 else bad "offload_param under zero2: rc $rc"; echo "$out" | tail -2; fi
-# a piece file overwritten under a running job (garbage written again and again: a step may
-# rewrite it): detected when the pieces are read for a gather, or by the stream's block checksums
-set +e
-timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" --set training.steps=100000 > "$T/corrupt.out" 2>&1 &
-job=$!
-f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.param 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
-sleep 0.5
-while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
-  printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.02
-done
-wait $job; rc=$?
-set -e
-out="$(cat "$T/corrupt.out")"
+# runs a 2-rank job with the options given until it fails, writing garbage into its rank 1 file of
+# kind $1 again and again; sets f (the file), rc and out
+corrupt_running() {
+  local kind="$1"; shift
+  set +e
+  timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "$@" --set training.steps=100000 \
+    > "$T/corrupt.out" 2>&1 &
+  local job=$!
+  f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.$kind 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
+  sleep 0.5
+  while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
+    printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.01
+  done
+  wait $job; rc=$?
+  set -e
+  out="$(cat "$T/corrupt.out")"
+}
+# a piece file overwritten under a running job (a step may rewrite it): detected when the pieces
+# are read for a gather, or by the stream's block checksums
+corrupt_running param "${PO[@]}"
 # (caught by a gather, the other rank is inside that all-gather and the job aborts: the aborted
 # ranks leave their files, as a killed run does; caught by the step's stream, all ranks agree and
 # remove them)
@@ -258,20 +265,10 @@ else
 fi
 # a gradient piece file overwritten under a running job (both offloads): backward rewrites it every
 # step, so garbage that lands between backward's write and the step's read is what must be caught
-set +e
-timeout 120 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero3 "${PO[@]}" "${OFF[@]}" --set training.steps=100000 > "$T/gcorrupt.out" 2>&1 &
-job=$!
-f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.grad 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
-sleep 0.5
-while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
-  printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.01
-done
-wait $job; rc=$?
-set -e
-out="$(cat "$T/gcorrupt.out")"
+corrupt_running grad "${PO[@]}" "${OFF[@]}"
 if [ -n "$f" ] && [ $rc -eq 8 ] && grep -q "rank-00001.grad: parameter .* does not match what backward wrote" <<<"$out" && empty_nvme; then
   ok "gradient piece file overwritten under a running job: exit 8, $(grep -m1 -o 'rank-00001.grad: parameter [^ ]*' <<<"$out"), files removed"
 else
-  bad "gradient piece corruption: file '$f', rc $rc"; tail -5 "$T/gcorrupt.out"; ls -R "$NV"; rm -rf "${NV:?}"/*
+  bad "gradient piece corruption: file '$f', rc $rc"; tail -5 "$T/corrupt.out"; ls -R "$NV"; rm -rf "${NV:?}"/*
 fi
 exit $fail

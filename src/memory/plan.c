@@ -520,28 +520,31 @@ static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds,
     return nbuf * chunk * sizeof(float) * (size_t)kinds;
 }
 
-/* param_offload.c's bound: every unit's window (all its parameters' pieces on this rank) must fit
- * in param_max_live on its own, or its gather could never run; the error names the largest. */
-static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live, int rank, zt_error *err) {
+/* param_offload.c's bound: every unit's window (all its parameters' pieces) must fit in
+ * param_max_live on its own, or its gather could never run. Checked for every shard of the group
+ * (the pieces start 4 KiB blocks: a window is 1024 floats of alignment plus each piece rounded up
+ * to 1024), so every rank refuses alike; the error names the largest unit and its shard. */
+static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live, zt_error *err) {
     if (!max_live) return ZT_OK;
     size_t most = 0;
-    int worst = 0;
+    int worst = 0, worst_shard = 0;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
-        int params[ZT_UNIT_MAX_PARAMS], n = 0;
-        for (int k = 0; k < un->n_params; k++) {
-            bool dup = false;
-            for (int j = 0; j < n; j++) dup |= params[j] == un->params[k];
-            if (!dup) params[n++] = un->params[k];
+        for (int sh = 0; sh < pl->nshards; sh++) {
+            size_t need = 1024;
+            for (int k = 0; k < un->n_params; k++) {
+                bool dup = false;
+                for (int j = 0; j < k; j++) dup |= un->params[j] == un->params[k];
+                if (!dup) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
+            }
+            if (need > most) most = need, worst = u, worst_shard = sh;
         }
-        size_t need = zt_memory_window_floats(pl, params, n);
-        if (need > most) most = need, worst = u;
     }
     if (most > max_live)
         return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
-                            "%zu elements cannot hold unit %s's window of parameter pieces, %zu elements on rank %d (its "
+                            "%zu elements cannot hold unit %s's window of parameter pieces, %zu elements on shard %d (its "
                             "pieces, each read as whole 4 KiB blocks, the largest unit's); give at least %zu, or 0 for no "
-                            "bound", max_live, m->units[worst].name, most, rank, most);
+                            "bound", max_live, m->units[worst].name, most, worst_shard, most);
     return ZT_OK;
 }
 
@@ -646,7 +649,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         s.depth = o->offload.param_prefetch > 0 ? o->offload.param_prefetch : 1;
         s.max_live = o->offload.param_max_live;
         s.ra_last = -2;
-        if ((rc = check_max_live(m, &pl, s.max_live, rank, err))) goto done;
+        if ((rc = check_max_live(m, &pl, s.max_live, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */

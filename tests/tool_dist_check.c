@@ -283,10 +283,14 @@ int main(int argc, char **argv) {
                         Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
             /* --sp: each all-reduce becomes a reduce-scatter and an all-gather of the same (B,T,C),
              * which together move its bytes (the embedding's and the LM head's too: their halves sit
-             * in forward and backward), plus per micro-batch one all-reduce of the norms' weight
-             * gradients per block and one in the head (GPT-2: 4C and 2C floats, Llama: 2C and C) */
+             * in forward and backward); added per micro-batch: the all-gathers that re-build the
+             * column-parallel Linears' whole input in backward (2 per block, 1 for the LM head) in
+             * the operand's dtype (bf16: 2 bytes), and one all-reduce of the norms' weight gradients
+             * per block and one in the head (GPT-2: 4C and 2C floats, Llama: 2C and C) */
+            double op = o.precision.compute == ZT_DTYPE_BF16 ? 2.0 : 4.0;
+            double again = sp ? (2.0 * L + 1.0) * Nt * C * op * (tp - 1) / tp : 0.0;
             double norms = sp ? (llama ? 2.0 * C * L + C : 4.0 * C * L + 2.0 * C) * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
-            double want = GA * (ar + norms + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
+            double want = GA * (ar + again + norms + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
             printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
             if ((double)tp_bytes != want) status = 1;
         }

@@ -140,10 +140,10 @@ typedef struct zt_unit_group {
      * ranges, zt_tp_range's: a range, not a rank) */
     void (*seq_range)(const struct zt_unit_group *g, int T, int *begin, int *count);
     /* all (B, T, C) = every part's (B, count, C) slice `mine` in position order (Megatron's
-     * all-gather before a column-parallel product; the backward of a reduce-scatter); mine may be
-     * the start of all */
-    int (*seq_gather)(const struct zt_unit_group *g, const float *mine, float *all, int B, int T, int C,
-                      const char *what, zt_error *err);
+     * all-gather before a column-parallel product; the backward of a reduce-scatter), elements of
+     * elem_bytes (4: fp32, or fp16 values in fp32; 2: bf16 bits); mine may be the start of all */
+    int (*seq_gather)(const struct zt_unit_group *g, const void *mine, void *all, int B, int T, int C,
+                      int elem_bytes, const char *what, zt_error *err);
     /* mine (B, count, C) = this part's slice of the sum over the parts of full (B, T, C), added in
      * the all-reduce's fixed order (the same bits as `sum` then slicing); mine may be the start of
      * full */

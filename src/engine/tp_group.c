@@ -64,31 +64,38 @@ static int seq_counts(zt_engine *e, int B, int T, int C, size_t *counts, const c
     return ZT_OK;
 }
 
-/* full (B, T, C) <-> the staging's part-major blocks (to_stage: full -> staging) */
-static void seq_stage(zt_engine *e, float *full, int B, int T, int C, bool to_stage) {
+/* full (B, T, C) elements of `elem` bytes <-> the staging's part-major blocks (to_stage: full ->
+ * staging) */
+static void seq_stage(zt_engine *e, void *full, int B, int T, int C, size_t elem, bool to_stage) {
     int P = e->group.parts;
-    float *blk = e->tp_work;
+    char *blk = (char *)e->tp_work;
     for (int p = 0; p < P; p++) {
         int64_t t0, n;
         zt_tp_range(T, P, p, &t0, &n);
-        for (int b = 0; b < B; b++, blk += n * C) {
-            float *row = full + ((size_t)b * T + (size_t)t0) * C;
-            if (to_stage) memcpy(blk, row, (size_t)n * C * sizeof(float));
-            else memcpy(row, blk, (size_t)n * C * sizeof(float));
+        size_t len = (size_t)n * C * elem;
+        for (int b = 0; b < B; b++, blk += len) {
+            char *row = (char *)full + ((size_t)b * T + (size_t)t0) * C * elem;
+            if (to_stage) memcpy(blk, row, len);
+            else memcpy(row, blk, len);
         }
     }
 }
 
-static int group_seq_gather(const zt_unit_group *g, const float *mine, float *all, int B, int T, int C,
-                            const char *what, zt_error *err) {
+static int group_seq_gather(const zt_unit_group *g, const void *mine, void *all, int B, int T, int C,
+                            int elem_bytes, const char *what, zt_error *err) {
     zt_engine *e = engine_of(g);
     size_t counts[g->parts];
     int rc = seq_counts(e, B, T, C, counts, what, err);
     if (rc) return rc;
+    if (elem_bytes != 2 && elem_bytes != 4)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "tensor-parallel %s: elements of %d bytes", what, elem_bytes);
     zt_trace_begin("tp", what);
-    rc = zt_all_gather_f32(e->tp_comm, mine, e->tp_work, counts, what, err);
-    span_end("all_gather", (size_t)B * T * C);
-    if (!rc) seq_stage(e, all, B, T, C, false);
+    if (elem_bytes == 2) /* bf16 operands: 2 bytes an element on the wire */
+        rc = zt_all_gather_bf16(e->tp_comm, mine, (uint16_t *)(void *)e->tp_work, counts, what, err);
+    else
+        rc = zt_all_gather_f32(e->tp_comm, mine, e->tp_work, counts, what, err);
+    span_end("all_gather", (size_t)B * T * C * elem_bytes / sizeof(float));
+    if (!rc) seq_stage(e, all, B, T, C, (size_t)elem_bytes, false);
     return rc;
 }
 
@@ -98,7 +105,7 @@ static int group_seq_reduce_scatter(const zt_unit_group *g, const float *full, f
     size_t counts[g->parts];
     int rc = seq_counts(e, B, T, C, counts, what, err);
     if (rc) return rc;
-    seq_stage(e, (float *)full, B, T, C, true); /* reads full only */
+    seq_stage(e, (void *)full, B, T, C, sizeof(float), true); /* reads full only */
     zt_trace_begin("tp", what);
     rc = zt_reduce_scatter(e->tp_comm, ZT_DTYPE_FP32, e->tp_work, mine, counts, what, err);
     span_end("reduce_scatter", (size_t)B * T * C);

@@ -137,7 +137,7 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
     widths w = widths_of(u);
     size_t N = (size_t)B * T, C = (size_t)w.C, Ca = (size_t)w.Ca, H = (size_t)w.H;
     size_t Nl = zt_unit_rows_max(u, B, T); /* the norms' and the residual's rows: N/P cut along T */
-    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t in_C = matmul_saved_input_floats(lp_kind, Nl * C); /* ln1, ln2: the part's rows (layers.h) */
     bool fl = flash(u->model_cfg);
     size_t sizes[] = {in_C, zt_fp32_floats(Nl), zt_fp32_floats(Nl), zt_fp32_floats(N * 3 * Ca),
                       matmul_saved_input_floats(lp_kind, N * Ca), fl && lp_kind ? zt_fp32_floats(N * Ca) : 0,
@@ -193,6 +193,26 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
  * c_proj products reduce-scattered into the part's rows; backward gathers dout and d res2 before
  * the c_proj backward and reduce-scatters the input gradients, and the layernorms' weight
  * gradients are summed over the parts at the end (zt_unit_norm_grads). */
+/* A layernorm into a column-parallel Linear: x (fp32) and *op (its operand slot) for
+ * zt_linear_forward. Whole: LN(in) in the slot (fp32) or tmp. Cut along T: LN of this part's rows
+ * (in the slot under fp32, else in proj), all-gathered into tmp, the slot keeping the part's rows
+ * and the whole rounded operand going to tmp + N·C (zt_seq_linear_input). */
+static int norm_into_linear(const zt_unit *u, const zt_unit_args *a, void *slot, float *mean, float *rstd,
+                            const float *in, const float *w, const float *b, float *proj, float *tmp, float **x,
+                            void **op, const char *what, zt_error *err) {
+    int C = widths_of(u).C, N = a->batch->B * a->batch->T;
+    *op = slot;
+    if (!zt_unit_seq(u)) {
+        *x = zt_linear_input(a, slot, tmp);
+        layernorm_forward(*x, mean, rstd, in, w, b, N, C);
+        return ZT_OK;
+    }
+    float *xl = a->lp_kind ? proj : slot;
+    layernorm_forward(xl, mean, rstd, in, w, b, zt_unit_rows(u, a, NULL), C);
+    *x = tmp;
+    return zt_seq_linear_input(u, a, xl, slot, tmp, tmp + (size_t)N * C, C, op, what, err);
+}
+
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, C = w.C, Ca = w.Ca, H = w.H, N = B * T;
@@ -204,13 +224,13 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,W) */
     float *attn_scratch = tmp + 2 * (size_t)N * w.W;
     float *x;
-    bool seq = zt_unit_seq(u); /* the layernorms' output: this part's rows in proj, then gathered */
-    int Nl = zt_unit_rows(u, a, NULL);
+    void *op;
+    int Nl = zt_unit_rows(u, a, NULL); /* the layernorms' and residuals' rows */
 
-    x = zt_linear_input(a, s.ln1, tmp);
-    layernorm_forward(seq ? proj : x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], Nl, C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, proj, x, C, "attn.c_attn input (ln_1)", err))) return rc;
-    zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * Ca);
+    if ((rc = norm_into_linear(u, a, s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], proj, tmp, &x, &op,
+                               "attn.c_attn input (ln_1)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH);
@@ -221,10 +241,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
     residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    x = zt_linear_input(a, s.ln2, tmp);
-    layernorm_forward(seq ? proj : x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], Nl, C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, proj, x, C, "mlp.c_fc input (ln_2)", err))) return rc;
-    zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, H);
+    if ((rc = norm_into_linear(u, a, s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], proj, tmp, &x, &op,
+                               "mlp.c_fc input (ln_2)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_FCW, s.fch, op, x, p[P_FCB], N, C, H);
     x = zt_linear_input(a, s.fch_gelu, tmp);
     gelu_forward(x, s.fch, (size_t)N * H);
     if ((rc = zt_linear_forward_rows(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, H, C, "mlp.c_proj", err)))
@@ -259,7 +279,10 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
     zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], dout, s.fch_gelu, N, H, C, false);
     gelu_backward(big2, s.fch, big1, (size_t)N * H);
-    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, H, false);
+    const void *ln2 = s.ln2, *ln1 = s.ln1; /* cut along T: every part's rows of the operands, re-gathered */
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.ln2, big1, C, "mlp.c_fc input (ln_2), again", err))) return rc;
+    if (seq) ln2 = big1;
+    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, ln2, N, C, H, false);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp.c_fc input gradient", err))) return rc;
     layernorm_backward(dres, seq ? ng + 2 * C : g[P_LN2W], seq ? ng + 3 * C : g[P_LN2B], bufC, s.res2, p[P_LN2W],
                        s.ln2_mean, s.ln2_rstd, Nl, C);
@@ -273,7 +296,9 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
                                  T, Ca, w.NH);
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
-    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * Ca, false);
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;
+    if (seq) ln1 = big2;
+    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, ln1, N, C, 3 * Ca, false);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "attn.c_attn input gradient", err))) return rc;
     layernorm_backward(dres, seq ? ng : g[P_LN1W], seq ? ng + C : g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean,
                        s.ln1_rstd, Nl, C);
@@ -333,7 +358,8 @@ typedef struct head_saved {
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_gpt2_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(zt_unit_rows_max(u, B, T));
+    size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: ln_f's rows of this part (layers.h) */
+    size_t lnf = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
                                .probs = saved + lnf + 2 * stat};
@@ -348,7 +374,8 @@ static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
 static const int HEAD_LINEARS[] = {2};
 
 /* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C), then the cut loss's rows;
- * then, cut along T, ln_f's output rows of this part (forward) or its weight gradients (backward) */
+ * then, cut along T: the LM head's whole operand (N,C) | ln_f's output rows of this part (forward)
+ * | its weight gradients (backward, 2C) */
 static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
     return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
@@ -356,7 +383,7 @@ static size_t head_seq_at(const zt_unit *u, int B, int T) {
 
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
-    size_t seq = zt_unit_seq(u) ? (zt_unit_rows_max(u, B, T) + 2) * (size_t)c->n_embd : 0;
+    size_t seq = zt_unit_seq(u) ? ((size_t)B * T + zt_unit_rows_max(u, B, T) + 2) * (size_t)c->n_embd : 0;
     return head_seq_at(u, B, T) + seq;
 }
 
@@ -369,11 +396,16 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
-    bool seq = zt_unit_seq(u); /* cut along T: ln_f on this part's rows, then every position's */
-    float *xl = seq ? a->scratch + head_seq_at(u, B, T) : x;
-    layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, xl, x, C, "LM head input (ln_f)", err))) return rc;
-    zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    void *op = s.lnf;
+    if (zt_unit_seq(u)) { /* cut along T: ln_f on this part's rows, gathered (zt_seq_linear_input) */
+        float *slot_all = a->scratch + head_seq_at(u, B, T), *xl = a->lp_kind ? slot_all + N * C : s.lnf;
+        layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
+        x = a->scratch;
+        if ((rc = zt_seq_linear_input(u, a, xl, s.lnf, x, slot_all, C, &op, "LM head input (ln_f)", err))) return rc;
+    } else {
+        layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
+    }
+    zt_linear_forward(u, a, 2, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
@@ -383,10 +415,12 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
-    int rc = zt_head_loss_backward(u, a, 2, s.probs, s.lnf, dlnf, C, V, err);
+    bool seq = zt_unit_seq(u); /* cut along T: the LM head's operand re-gathered; ln_f's gradients of this
+                                  part's rows, then summed */
+    float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
+    int rc = seq ? zt_seq_linear_operand(u, a, s.lnf, slot_all, C, "LM head input (ln_f), again", err) : ZT_OK;
+    if (!rc) rc = zt_head_loss_backward(u, a, 2, s.probs, seq ? slot_all : s.lnf, dlnf, C, V, err);
     if (rc) return rc;
-    bool seq = zt_unit_seq(u); /* cut along T: ln_f's gradients of this part's rows, then summed */
-    float *ng = a->scratch + head_seq_at(u, B, T);
     if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);
     layernorm_backward(a->din, seq ? ng : a->grads[0], seq ? ng + C : a->grads[1], dlnf, a->in, a->params[0], s.mean,
                        s.rstd, zt_unit_rows(u, a, NULL), C);

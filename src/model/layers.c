@@ -126,7 +126,31 @@ int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *min
         return ZT_OK;
     }
     int rc = seq_group_check(u, a, what, err);
-    return rc ? rc : a->group->seq_gather(a->group, mine, all, a->batch->B, a->batch->T, C, what, err);
+    return rc ? rc : a->group->seq_gather(a->group, mine, all, a->batch->B, a->batch->T, C, sizeof(float), what, err);
+}
+
+/* bytes of an element of a Linear's saved operand: bf16 bits, else fp32 (fp16 values kept in fp32) */
+static int operand_bytes(const zt_unit_args *a) { return a->lp_kind == ZT_LP_BF16 ? 2 : 4; }
+
+int zt_seq_linear_input(const zt_unit *u, const zt_unit_args *a, const float *xl, void *slot, float *all,
+                        void *slot_all, int C, void **operand, const char *what, zt_error *err) {
+    int rc = seq_group_check(u, a, what, err);
+    if (rc) return rc;
+    if ((rc = a->group->seq_gather(a->group, xl, all, a->batch->B, a->batch->T, C, sizeof(float), what, err)))
+        return rc;
+    if (a->lp_kind) /* the part's rows of the operand, rounded as matmul_forward_lp rounds all into slot_all */
+        zt_round_to_lp((zt_lp_kind)a->lp_kind, slot, xl, (size_t)zt_unit_rows(u, a, NULL) * C);
+    else if (slot != xl)
+        memcpy(slot, xl, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *xl);
+    *operand = a->lp_kind ? slot_all : all;
+    return ZT_OK;
+}
+
+int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
+                          const char *what, zt_error *err) {
+    int rc = seq_group_check(u, a, what, err);
+    return rc ? rc : a->group->seq_gather(a->group, slot, slot_all, a->batch->B, a->batch->T, C, operand_bytes(a),
+                                          what, err);
 }
 
 int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, int C, const char *what,

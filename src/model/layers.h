@@ -70,6 +70,18 @@ int zt_unit_rows(const zt_unit *u, const zt_unit_args *a, int *t0);
  * ZT_ERR_INTERNAL when a cut unit runs without a group. */
 int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *mine, float *all, int C,
                        const char *what, zt_error *err);
+/* Cut along T, into a column-parallel Linear (Megatron's sequence-parallel Linear): xl, this
+ * part's rows of the norm's fp32 output, is all-gathered into all (B, T, C), the Linear's whole
+ * fp32 input; slot, the Linear's saved operand, keeps only this part's rows (xl itself under fp32
+ * compute, where xl may be slot; rounded under lp compute), so it is 1/parts of the whole; and
+ * *operand is where zt_linear_forward(.., *operand, all, ..) leaves the whole rounded operand:
+ * slot_all (scratch, matmul_saved_input_floats(lp_kind, B·T·C)) under lp compute, else all. */
+int zt_seq_linear_input(const zt_unit *u, const zt_unit_args *a, const float *xl, void *slot, float *all,
+                        void *slot_all, int C, void **operand, const char *what, zt_error *err);
+/* ... and in backward, for the weight gradient: slot_all = every part's rows of the saved operand
+ * (an all-gather in the operand's dtype, the one sequence parallelism adds to the step's traffic). */
+int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
+                          const char *what, zt_error *err);
 /* buf (B, T, C): the input gradient of column-parallel Linears, a partial sum over the parts
  * (Megatron's f in backward). Whole along T: summed over the parts in place (all-reduce); cut: this
  * part's rows of the sum at buf's start (reduce-scatter), zt_unit_rows(u, a) rows. */

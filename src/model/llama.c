@@ -134,7 +134,7 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
     widths w = widths_of(u);
     size_t N = (size_t)B * T, C = (size_t)w.C, Q = (size_t)w.Q, KV = (size_t)w.KV, I = (size_t)w.I;
     size_t Nl = zt_unit_rows_max(u, B, T); /* the norms' and the residual's rows: N/P cut along T */
-    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t in_C = matmul_saved_input_floats(lp_kind, Nl * C); /* xn1, xn2: the part's rows (layers.h) */
     bool fl = flash(u->model_cfg);
     size_t sizes[] = {in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
@@ -179,10 +179,11 @@ static size_t block_att_floats(const zt_unit *u, int B, int T) {
                                : attention_gqa_scratch_floats(B, T, w.NKV);
 }
 
-/* ... then, cut along T, the two RMSNorms' weight gradients of this part's rows (2C) */
+/* ... then, cut along T, the two RMSNorms' weight gradients of this part's rows (2C) and the
+ * Linears' whole operand (N,C: the rounded one in forward, the re-gathered one in backward) */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
-    size_t N = (size_t)B * T, norms = zt_unit_seq(u) ? 2 * (size_t)w.C : 0;
+    size_t N = (size_t)B * T, norms = zt_unit_seq(u) ? (2 + N) * (size_t)w.C : 0;
     return N * (size_t)w.C + 2 * N * wide_floats(u) + block_att_floats(u, B, T) + norms +
            zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
 }
@@ -193,6 +194,26 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
  * summed (zt_unit_input_grad_sum) before their RMSNorm. Cut along T too (sequence parallelism,
  * layers.h), as GPT-2's block (gpt2.c): the RMSNorms and residuals on this part's rows, gathered
  * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed. */
+/* An RMSNorm into column-parallel Linears: x (fp32) and *op (their operand slot) for
+ * zt_linear_forward, as gpt2.c's norm_into_linear: cut along T, the norm of this part's rows (in
+ * the slot under fp32, else in proj) all-gathered into tmp, the whole rounded operand in slot_all. */
+static int norm_into_linear(const zt_unit *u, const zt_unit_args *a, void *slot, float *rstd, const float *in,
+                            const float *w, float *proj, float *tmp, void *slot_all, float **x, void **op,
+                            const char *what, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int C = c->n_embd, N = a->batch->B * a->batch->T;
+    *op = slot;
+    if (!zt_unit_seq(u)) {
+        *x = zt_linear_input(a, slot, tmp);
+        rmsnorm_forward(*x, rstd, in, w, c->rms_norm_eps, N, C);
+        return ZT_OK;
+    }
+    float *xl = a->lp_kind ? proj : slot;
+    rmsnorm_forward(xl, rstd, in, w, c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
+    *x = tmp;
+    return zt_seq_linear_input(u, a, xl, slot, tmp, slot_all, C, op, what, err);
+}
+
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     widths w = widths_of(u);
@@ -206,15 +227,16 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
     float *x;
-    bool seq = zt_unit_seq(u); /* the RMSNorms' output: this part's rows in proj, then gathered */
-    int Nl = zt_unit_rows(u, a, NULL);
+    void *op;
+    int Nl = zt_unit_rows(u, a, NULL); /* the RMSNorms' and residuals' rows */
+    float *slot_all = tmp + 2 * (size_t)N * wide_floats(u) + block_att_floats(u, B, T) + 2 * (size_t)C;
 
-    x = zt_linear_input(a, s.xn1, tmp);
-    rmsnorm_forward(seq ? proj : x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, Nl, C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, proj, x, C, "q/k/v input (input_layernorm)", err))) return rc;
-    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, Q);
-    zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
-    zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
+    if ((rc = norm_into_linear(u, a, s.xn1, s.rstd1, a->in, p[P_NORM1], proj, tmp, slot_all, &x, &op,
+                               "q/k/v input (input_layernorm)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
+    zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
+    zt_linear_forward(u, a, P_V, s.v, op, x, NULL, N, C, KV);
     rope_forward(s.q, inv_freq, B, T, w.NH, hs);
     rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
@@ -227,12 +249,11 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    x = zt_linear_input(a, s.xn2, tmp);
-    rmsnorm_forward(seq ? proj : x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, Nl, C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, proj, x, C, "gate/up input (post_attention_layernorm)", err)))
+    if ((rc = norm_into_linear(u, a, s.xn2, s.rstd2, s.res2, p[P_NORM2], proj, tmp, slot_all, &x, &op,
+                               "gate/up input (post_attention_layernorm)", err)))
         return rc;
-    zt_linear_forward(u, a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
-    zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_GATE, s.gate, op, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_UP, s.up, op, x, NULL, N, C, I);
     x = zt_linear_input(a, s.h, tmp);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
     if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
@@ -270,8 +291,14 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
     zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
-    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
-    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
+    float *slot_all = ng + 2 * (size_t)C;
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.xn2, slot_all, C, "gate/up input (post_attention_layernorm), "
+                                           "again", err)))
+        return rc;
+    if (seq) xn2 = slot_all;
+    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, xn2, N, C, I, false);
+    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, xn2, N, C, I, true);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp gate/up input gradient", err))) return rc;
     rmsnorm_backward(dres, seq ? ng + C : g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, Nl, C);
     /* attention: res2 = x + atty·Woᵀ; cut along T, every position's d res2 spans wide1|wide2 */
@@ -286,9 +313,12 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward(dq, inv_freq, B, T, w.NH, hs);
     rope_backward(dk, inv_freq, B, T, w.NKV, hs);
-    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
-    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
-    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.xn1, slot_all, C, "q/k/v input (input_layernorm), again", err)))
+        return rc;
+    if (seq) xn1 = slot_all;
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, xn1, N, C, Q, false);
+    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, xn1, N, C, KV, true);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "self_attn q/k/v input gradient", err))) return rc;
     rmsnorm_backward(dres, seq ? ng : g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, Nl, C);
     float *const norms[] = {g[P_NORM1], g[P_NORM2]};
@@ -345,7 +375,8 @@ typedef struct head_saved {
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_llama_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    size_t xn = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(zt_unit_rows_max(u, B, T));
+    size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: the norm's rows of this part (layers.h) */
+    size_t xn = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
     return xn + stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
 }
@@ -358,7 +389,8 @@ static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
 static const int HEAD_LINEARS[] = {1};
 
 /* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C), then the cut loss's rows;
- * then, cut along T, the norm's output rows of this part (forward) or its weight gradient */
+ * then, cut along T: lm_head's whole operand (N,C) | the norm's output rows of this part (forward)
+ * | its weight gradient (backward, C) */
 static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
     return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
@@ -366,7 +398,7 @@ static size_t head_seq_at(const zt_unit *u, int B, int T) {
 
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
-    size_t seq = zt_unit_seq(u) ? (zt_unit_rows_max(u, B, T) + 1) * (size_t)c->n_embd : 0;
+    size_t seq = zt_unit_seq(u) ? ((size_t)B * T + zt_unit_rows_max(u, B, T) + 1) * (size_t)c->n_embd : 0;
     return head_seq_at(u, B, T) + seq;
 }
 
@@ -378,11 +410,16 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
-    bool seq = zt_unit_seq(u); /* cut along T: the norm on this part's rows, then every position's */
-    float *xl = seq ? a->scratch + head_seq_at(u, B, T) : x;
-    rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
-    if (seq && (rc = zt_unit_seq_gather(u, a, xl, x, C, "lm_head input (norm)", err))) return rc;
-    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    void *op = s.xn;
+    if (zt_unit_seq(u)) { /* cut along T: the norm on this part's rows, gathered (zt_seq_linear_input) */
+        float *slot_all = a->scratch + head_seq_at(u, B, T), *xl = a->lp_kind ? slot_all + N * C : s.xn;
+        rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
+        x = a->scratch;
+        if ((rc = zt_seq_linear_input(u, a, xl, s.xn, x, slot_all, C, &op, "lm_head input (norm)", err))) return rc;
+    } else {
+        rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
+    }
+    zt_linear_forward(u, a, 1, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
@@ -392,10 +429,12 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dxn = a->scratch;
-    int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
+    bool seq = zt_unit_seq(u); /* cut along T: lm_head's operand re-gathered; the norm's gradient of this
+                                  part's rows, then summed */
+    float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
+    int rc = seq ? zt_seq_linear_operand(u, a, s.xn, slot_all, C, "lm_head input (norm), again", err) : ZT_OK;
+    if (!rc) rc = zt_head_loss_backward(u, a, 1, s.probs, seq ? slot_all : s.xn, dxn, C, V, err);
     if (rc) return rc;
-    bool seq = zt_unit_seq(u); /* cut along T: the norm's gradient of this part's rows, then summed */
-    float *ng = a->scratch + head_seq_at(u, B, T);
     if (seq) memset(ng, 0, (size_t)C * sizeof *ng);
     rmsnorm_backward(a->din, seq ? ng : a->grads[0], dxn, a->in, a->params[0], s.rstd, zt_unit_rows(u, a, NULL), C);
     float *const norms[] = {a->grads[0]};

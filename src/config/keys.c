@@ -207,6 +207,11 @@ const key_def zt_cfg_keys[] = {
           "tensor-parallel degree: the heads, the MLP width and the vocabulary split over this many "
           "consecutive ranks (docs/parallelism.md)", "divides model.n_head (and n_kv_head, "
           "intermediate_size) and, with pipeline_parallel_size, the world size"),
+    K_BOOL("parallel.sequence_parallel", sequence_parallel, "false",
+           "Megatron-LM's sequence parallelism over the tensor-parallel ranks: the norms, bias adds "
+           "and residuals run on 1/tp of the positions, their activations 1/tp the size; all-gather "
+           "before and reduce-scatter after the parallel Linears in place of the all-reduces "
+           "(docs/parallelism.md; needs tensor_parallel_size > 1 dividing training.seq_len)"),
     K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
           "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
           "<= the model's units (n_layer + 2)"),

@@ -148,6 +148,7 @@ typedef struct zt_train_config {
     bool prefetch;              /* parallel.prefetch: zero3 gathers the next unit early */
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
     int tensor_parallel_size;   /* parallel.tensor_parallel_size, default 1 (docs/parallelism.md) */
+    bool sequence_parallel;     /* parallel.sequence_parallel: Megatron-LM's, over the tp ranks */
     int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (> 1: not implemented) */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
     /* precision (src/precision, docs/precision.md): */

@@ -26,7 +26,9 @@
  *                               dp group's, over each tp part's own parameters, and rank 0 prints
  *                               "tp bytes B" (its units' collectives in the last step))
  *                   [--sp]   (with --tp: sequence parallelism, the model's sequence_parallel; the tp
- *                             bytes formula adds the norms' weight-gradient all-reduces)
+ *                             bytes formula adds backward's re-gathers and the norms' weight-gradient
+ *                             all-reduces)
+ *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
  *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
  *                   [--lr X]   (the AdamW learning rate, default 1e-2)
  *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
@@ -133,6 +135,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) sp = true;
+        else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--ulp")) ulp = true;

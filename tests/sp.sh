@@ -30,7 +30,7 @@ MEMT="$BUILD/tests/tool_memory_check"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check; sets fail=0
+source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad, mem; sets fail=0
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
 cat > "$T/g.yaml" <<YEOF
@@ -40,13 +40,6 @@ training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 1e-3}
 YEOF
 
 # 1. bad settings
-bad() { # label "expected text" zerotrain-args...
-  local label="$1" want="$2"; shift 2
-  local out rc=0
-  out="$("$Z" "$@" 2>&1)" || rc=$?
-  if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then echo "ok   $label: exit 2: $want"
-  else echo "FAIL $label: exit $rc, expected 2 and '$want':"; echo "$out" | tail -3; fail=1; fi
-}
 bad "sp without tp" "parallel.sequence_parallel: true needs parallel.tensor_parallel_size > 1" \
   train "$T/g.yaml" --set parallel.sequence_parallel=true
 bad "sp, seq_len 31 over tp 2" "parallel.sequence_parallel: parallel.tensor_parallel_size 2 does not divide training.seq_len (31)" \
@@ -92,29 +85,7 @@ for arch in gpt2 llama; do
   a="$(cut -d' ' -f2 "$T/ref.losses")" b="$(cut -d' ' -f2 "$T/sp.losses")"
   if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "ok   $arch sp first loss = tp's, bit for bit: $a"
   else echo "FAIL $arch first loss: sp '$b' vs tp '$a'"; fail=1; fi
-  python3 - "$T" "$arch" <<'PYEOF' || fail=1
-import array, sys
-T, arch = sys.argv[1], sys.argv[2]
-def params(n):
-    a = array.array('f'); a.frombytes(open(f"{T}/{n}.bin", "rb").read()); return a
-def losses(n): return [float.fromhex(x) for x in open(f"{T}/{n}.losses").read().split()[1:]]
-ref, rl = params("ref"), losses("ref")
-def dist(n):
-    p, l = params(n), losses(n)
-    assert len(p) == len(ref) and len(l) == len(rl), n
-    return max(abs(x - y) for x, y in zip(p, ref)), max(abs(x - y) / y for x, y in zip(l, rl))
-ulp_p, ulp_l = dist("ulp")
-tol_p, tol_l = 8 * ulp_p, max(8 * ulp_l, 2.0 ** -23)
-ok = True
-for n, want in (("sp", True), ("lr", False)):
-    dp, dl = dist(n)
-    inside = dp <= tol_p and dl <= tol_l
-    ok &= inside == want
-    print(("ok   " if inside == want else "FAIL ") + f"{arch} {'sp tp 2 vs tp 2' if n == 'sp' else 'lr x 1.01 (must fail)'}: "
-          f"params max |diff| {dp:.3g} (tolerance {tol_p:.3g}), losses max rel diff {dl:.3g} (tolerance {tol_l:.3g}): "
-          + ("inside" if inside else "outside"))
-sys.exit(0 if ok else 1)
-PYEOF
+  python3 "$SRC/tests/tolerance.py" "$T" $arch ref ulp "sp=inside=sp tp 2 vs tp 2" "lr=outside=lr x 1.01 (must fail)" || fail=1
 done
 
 # 4. with data parallelism
@@ -126,14 +97,6 @@ out="$(run 2 ddp 2 $STEPS --tp 2 --sp --arch llama)"; check "llama sp tp 2, 2 mi
 out="$(run 4 zero3 1 $STEPS --tp 2 --sp --arch llama)"; check "llama sp tp 2 x dp 2 zero3, 4 ranks" sp-dp-llama "$out"
 
 # 5. memory: planned = measured, and less than without sp
-mem() { # label N args...
-  local label="$1" n="$2"; shift 2
-  local out rc=0
-  out="$(mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$MEMT" "$@" 2>&1)" || rc=$?
-  local exact; exact="$(grep -o '^\([0-9]*\) of \1 (class, rank) high-waters exact' <<<"$out" || true)"
-  if [ $rc -ne 0 ] || [ -z "$exact" ]; then echo "FAIL memory $label (rc $rc)"; echo "$out" | tail -4; fail=1
-  else echo "ok   memory $label: $exact"; fi
-}
 mem "sp tp 2 ddp" 2 ddp 1 2 --tp 2 --sp
 mem "sp tp 2 x dp 2 zero3" 4 zero3 1 2 --tp 2 --sp
 mem "sp tp 2 x dp 2 zero1 bf16, 2 micro-batches" 4 zero1 2 2 --tp 2 --precision bf16 --sp

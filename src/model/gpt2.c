@@ -193,26 +193,6 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
  * c_proj products reduce-scattered into the part's rows; backward gathers dout and d res2 before
  * the c_proj backward and reduce-scatters the input gradients, and the layernorms' weight
  * gradients are summed over the parts at the end (zt_unit_norm_grads). */
-/* A layernorm into a column-parallel Linear: x (fp32) and *op (its operand slot) for
- * zt_linear_forward. Whole: LN(in) in the slot (fp32) or tmp. Cut along T: LN of this part's rows
- * (in the slot under fp32, else in proj), all-gathered into tmp, the slot keeping the part's rows
- * and the whole rounded operand going to tmp + N·C (zt_seq_linear_input). */
-static int norm_into_linear(const zt_unit *u, const zt_unit_args *a, void *slot, float *mean, float *rstd,
-                            const float *in, const float *w, const float *b, float *proj, float *tmp, float **x,
-                            void **op, const char *what, zt_error *err) {
-    int C = widths_of(u).C, N = a->batch->B * a->batch->T;
-    *op = slot;
-    if (!zt_unit_seq(u)) {
-        *x = zt_linear_input(a, slot, tmp);
-        layernorm_forward(*x, mean, rstd, in, w, b, N, C);
-        return ZT_OK;
-    }
-    float *xl = a->lp_kind ? proj : slot;
-    layernorm_forward(xl, mean, rstd, in, w, b, zt_unit_rows(u, a, NULL), C);
-    *x = tmp;
-    return zt_seq_linear_input(u, a, xl, slot, tmp, tmp + (size_t)N * C, C, op, what, err);
-}
-
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, C = w.C, Ca = w.Ca, H = w.H, N = B * T;
@@ -227,8 +207,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     void *op;
     int Nl = zt_unit_rows(u, a, NULL); /* the layernorms' and residuals' rows */
 
-    if ((rc = norm_into_linear(u, a, s.ln1, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], proj, tmp, &x, &op,
-                               "attn.c_attn input (ln_1)", err)))
+    /* cut along T, the layernorms' rows go to proj under lp compute, the whole operand to tmp + N·C */
+    float *xl = zt_norm_output(u, a, s.ln1, proj, tmp), *slot_all = tmp + (size_t)N * C;
+    layernorm_forward(xl, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.ln1, tmp, slot_all, C, &x, &op, "attn.c_attn input (ln_1)", err)))
         return rc;
     zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
@@ -241,8 +223,9 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
     residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    if ((rc = norm_into_linear(u, a, s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], proj, tmp, &x, &op,
-                               "mlp.c_fc input (ln_2)", err)))
+    xl = zt_norm_output(u, a, s.ln2, proj, tmp);
+    layernorm_forward(xl, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.ln2, tmp, slot_all, C, &x, &op, "mlp.c_fc input (ln_2)", err)))
         return rc;
     zt_linear_forward(u, a, P_FCW, s.fch, op, x, p[P_FCB], N, C, H);
     x = zt_linear_input(a, s.fch_gelu, tmp);
@@ -270,12 +253,9 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     bool seq = zt_unit_seq(u);
     int Nl = zt_unit_rows(u, a, NULL);
     float *ng = attn_scratch + block_att_floats(u, B, T);
-    if (seq) memset(ng, 0, 4 * (size_t)C * sizeof *ng);
-    const float *dout = a->dout, *dres_all = dres;
-
-    memcpy(dres, a->dout, (size_t)Nl * C * sizeof *dres);
-    if (seq && (rc = zt_unit_seq_gather(u, a, a->dout, bufC, C, "mlp.c_proj output gradient", err))) return rc;
-    if (seq) dout = bufC; /* every position's */
+    const float *dout, *dres_all = dres; /* dout: every position's (in bufC when cut along T) */
+    if ((rc = zt_block_backward_begin(u, a, ng, 4 * (size_t)C, bufC, C, &dout, "mlp.c_proj output gradient", err)))
+        return rc;
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
     zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], dout, s.fch_gelu, N, H, C, false);
     gelu_backward(big2, s.fch, big1, (size_t)N * H);
@@ -395,16 +375,14 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
-    void *op = s.lnf;
-    if (zt_unit_seq(u)) { /* cut along T: ln_f on this part's rows, gathered (zt_seq_linear_input) */
-        float *slot_all = a->scratch + head_seq_at(u, B, T), *xl = a->lp_kind ? slot_all + N * C : s.lnf;
-        layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
-        x = a->scratch;
-        if ((rc = zt_seq_linear_input(u, a, xl, s.lnf, x, slot_all, C, &op, "LM head input (ln_f)", err))) return rc;
-    } else {
-        layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
-    }
+    float *logits = s.probs, *x;
+    void *op;
+    /* cut along T: ln_f's rows and the LM head's whole operand after the loss's rows (head_seq_at) */
+    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
+    float *xl = zt_norm_output(u, a, s.lnf, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
+    layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
+        return rc;
     zt_linear_forward(u, a, 2, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

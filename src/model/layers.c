@@ -132,10 +132,19 @@ int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *min
 /* bytes of an element of a Linear's saved operand: bf16 bits, else fp32 (fp16 values kept in fp32) */
 static int operand_bytes(const zt_unit_args *a) { return a->lp_kind == ZT_LP_BF16 ? 2 : 4; }
 
-int zt_seq_linear_input(const zt_unit *u, const zt_unit_args *a, const float *xl, void *slot, float *all,
-                        void *slot_all, int C, void **operand, const char *what, zt_error *err) {
+float *zt_norm_output(const zt_unit *u, const zt_unit_args *a, void *slot, float *rows, float *tmp) {
+    if (!zt_unit_seq(u)) return zt_linear_input(a, slot, tmp);
+    return a->lp_kind ? rows : slot;
+}
+
+int zt_norm_into_linear(const zt_unit *u, const zt_unit_args *a, float *xl, void *slot, float *all, void *slot_all,
+                        int C, float **x, void **operand, const char *what, zt_error *err) {
+    *x = xl;
+    *operand = slot;
+    if (!zt_unit_seq(u)) return ZT_OK;
     int rc = seq_group_check(u, a, what, err);
     if (rc) return rc;
+    *x = all;
     if ((rc = a->group->seq_gather(a->group, xl, all, a->batch->B, a->batch->T, C, sizeof(float), what, err)))
         return rc;
     if (a->lp_kind) /* the part's rows of the operand, rounded as matmul_forward_lp rounds all into slot_all */
@@ -158,6 +167,16 @@ int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, 
     if (!zt_unit_seq(u)) return zt_unit_sum(u, a, buf, (size_t)a->batch->B * a->batch->T * C, what, err);
     int rc = seq_group_check(u, a, what, err);
     return rc ? rc : a->group->seq_reduce_scatter(a->group, buf, buf, a->batch->B, a->batch->T, C, what, err);
+}
+
+int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, size_t n, float *buf, int C,
+                            const float **dout_all, const char *what, zt_error *err) {
+    memcpy(a->din, a->dout, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *a->din);
+    *dout_all = a->dout;
+    if (!zt_unit_seq(u)) return ZT_OK;
+    memset(ng, 0, n * sizeof *ng);
+    *dout_all = buf;
+    return zt_unit_seq_gather(u, a, a->dout, buf, C, what, err);
 }
 
 int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, float *const *grads, int n, int C,

@@ -70,14 +70,18 @@ int zt_unit_rows(const zt_unit *u, const zt_unit_args *a, int *t0);
  * ZT_ERR_INTERNAL when a cut unit runs without a group. */
 int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *mine, float *all, int C,
                        const char *what, zt_error *err);
-/* Cut along T, into a column-parallel Linear (Megatron's sequence-parallel Linear): xl, this
- * part's rows of the norm's fp32 output, is all-gathered into all (B, T, C), the Linear's whole
- * fp32 input; slot, the Linear's saved operand, keeps only this part's rows (xl itself under fp32
- * compute, where xl may be slot; rounded under lp compute), so it is 1/parts of the whole; and
- * *operand is where zt_linear_forward(.., *operand, all, ..) leaves the whole rounded operand:
- * slot_all (scratch, matmul_saved_input_floats(lp_kind, B·T·C)) under lp compute, else all. */
-int zt_seq_linear_input(const zt_unit *u, const zt_unit_args *a, const float *xl, void *slot, float *all,
-                        void *slot_all, int C, void **operand, const char *what, zt_error *err);
+/* A norm feeding column-parallel Linears, in two steps. First where it writes its fp32 output:
+ * whole, the Linears' input (zt_linear_input(a, slot, tmp): the slot under fp32, else tmp); cut
+ * along T, this part's rows (zt_unit_rows x C): the slot under fp32, else rows (scratch). */
+float *zt_norm_output(const zt_unit *u, const zt_unit_args *a, void *slot, float *rows, float *tmp);
+/* Then the Linears' fp32 input *x and operand slot *op, for zt_linear_forward(u, a, k, out, *op, *x,
+ * ..): whole, xl and slot. Cut along T (Megatron's sequence-parallel Linear): xl is all-gathered
+ * into all (B, T, C), the Linears' whole fp32 input; slot, their saved operand, keeps only this
+ * part's rows (xl itself under fp32; rounded under lp compute), 1/parts of the whole; *op is where
+ * zt_linear_forward leaves the whole rounded operand: slot_all (scratch of
+ * matmul_saved_input_floats(lp_kind, B·T·C) floats) under lp compute, else all. */
+int zt_norm_into_linear(const zt_unit *u, const zt_unit_args *a, float *xl, void *slot, float *all, void *slot_all,
+                        int C, float **x, void **op, const char *what, zt_error *err);
 /* ... and in backward, for the weight gradient: slot_all = every part's rows of the saved operand
  * (an all-gather in the operand's dtype, the one sequence parallelism adds to the step's traffic). */
 int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
@@ -87,6 +91,11 @@ int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *s
  * part's rows of the sum at buf's start (reduce-scatter), zt_unit_rows(u, a) rows. */
 int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, int C, const char *what,
                            zt_error *err);
+/* The start of a block's backward: a->din (the residual's gradient, zt_unit_rows x C) = a->dout;
+ * *dout_all = a->dout, or cut along T every position's dout, all-gathered into buf (B, T, C), and
+ * ng (n floats, the norms' weight gradients of this part's rows: zt_unit_norm_grads) zeroed. */
+int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, size_t n, float *buf, int C,
+                            const float **dout_all, const char *what, zt_error *err);
 /* Cut along T, a norm's weight gradient is this part's rows' share: buf holds n vectors of C
  * floats computed on them; they are summed over the parts in the group's fixed order (so the parts
  * stay bit-identical) and added to grads[i] (NULL: frozen, skipped). */

@@ -194,26 +194,6 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
  * summed (zt_unit_input_grad_sum) before their RMSNorm. Cut along T too (sequence parallelism,
  * layers.h), as GPT-2's block (gpt2.c): the RMSNorms and residuals on this part's rows, gathered
  * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed. */
-/* An RMSNorm into column-parallel Linears: x (fp32) and *op (their operand slot) for
- * zt_linear_forward, as gpt2.c's norm_into_linear: cut along T, the norm of this part's rows (in
- * the slot under fp32, else in proj) all-gathered into tmp, the whole rounded operand in slot_all. */
-static int norm_into_linear(const zt_unit *u, const zt_unit_args *a, void *slot, float *rstd, const float *in,
-                            const float *w, float *proj, float *tmp, void *slot_all, float **x, void **op,
-                            const char *what, zt_error *err) {
-    const zt_llama_config *c = u->model_cfg;
-    int C = c->n_embd, N = a->batch->B * a->batch->T;
-    *op = slot;
-    if (!zt_unit_seq(u)) {
-        *x = zt_linear_input(a, slot, tmp);
-        rmsnorm_forward(*x, rstd, in, w, c->rms_norm_eps, N, C);
-        return ZT_OK;
-    }
-    float *xl = a->lp_kind ? proj : slot;
-    rmsnorm_forward(xl, rstd, in, w, c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
-    *x = tmp;
-    return zt_seq_linear_input(u, a, xl, slot, tmp, slot_all, C, op, what, err);
-}
-
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     widths w = widths_of(u);
@@ -231,8 +211,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     int Nl = zt_unit_rows(u, a, NULL); /* the RMSNorms' and residuals' rows */
     float *slot_all = tmp + 2 * (size_t)N * wide_floats(u) + block_att_floats(u, B, T) + 2 * (size_t)C;
 
-    if ((rc = norm_into_linear(u, a, s.xn1, s.rstd1, a->in, p[P_NORM1], proj, tmp, slot_all, &x, &op,
-                               "q/k/v input (input_layernorm)", err)))
+    /* cut along T, the RMSNorms' rows go to proj under lp compute, the whole operand to slot_all */
+    float *xl = zt_norm_output(u, a, s.xn1, proj, tmp);
+    rmsnorm_forward(xl, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn1, tmp, slot_all, C, &x, &op, "q/k/v input (input_layernorm)", err)))
         return rc;
     zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
     zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
@@ -249,8 +231,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    if ((rc = norm_into_linear(u, a, s.xn2, s.rstd2, s.res2, p[P_NORM2], proj, tmp, slot_all, &x, &op,
-                               "gate/up input (post_attention_layernorm)", err)))
+    xl = zt_norm_output(u, a, s.xn2, proj, tmp);
+    rmsnorm_forward(xl, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn2, tmp, slot_all, C, &x, &op, "gate/up input (post_attention_layernorm)",
+                                  err)))
         return rc;
     zt_linear_forward(u, a, P_GATE, s.gate, op, x, NULL, N, C, I);
     zt_linear_forward(u, a, P_UP, s.up, op, x, NULL, N, C, I);
@@ -282,12 +266,10 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     bool seq = zt_unit_seq(u);
     int Nl = zt_unit_rows(u, a, NULL);
     float *ng = attn_scratch + block_att_floats(u, B, T);
-    if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);
-    const float *dout = a->dout, *dres_all = dres;
-
-    memcpy(dres, a->dout, (size_t)Nl * C * sizeof *dres);
-    if (seq && (rc = zt_unit_seq_gather(u, a, a->dout, bufC, C, "mlp.down_proj output gradient", err))) return rc;
-    if (seq) dout = bufC; /* every position's */
+    const float *dout, *dres_all = dres; /* dout: every position's (in bufC when cut along T) */
+    if ((rc = zt_block_backward_begin(u, a, ng, 2 * (size_t)C, bufC, C, &dout, "mlp.down_proj output gradient",
+                                      err)))
+        return rc;
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
     zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
@@ -409,16 +391,14 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
-    void *op = s.xn;
-    if (zt_unit_seq(u)) { /* cut along T: the norm on this part's rows, gathered (zt_seq_linear_input) */
-        float *slot_all = a->scratch + head_seq_at(u, B, T), *xl = a->lp_kind ? slot_all + N * C : s.xn;
-        rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
-        x = a->scratch;
-        if ((rc = zt_seq_linear_input(u, a, xl, s.xn, x, slot_all, C, &op, "lm_head input (norm)", err))) return rc;
-    } else {
-        rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
-    }
+    float *logits = s.probs, *x;
+    void *op;
+    /* cut along T: the norm's rows and lm_head's whole operand after the loss's rows (head_seq_at) */
+    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
+    float *xl = zt_norm_output(u, a, s.xn, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
+    rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
+        return rc;
     zt_linear_forward(u, a, 1, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

@@ -19,8 +19,8 @@
 #  5. memory: planned = measured per class and rank with sp (tool_memory_check --sp), and the
 #     activation high-water is smaller than without sp;
 #  6. `zerotrain train` with parallel.sequence_parallel: the losses tp without sp prints, the same
-#     sampled text (generation runs positions counts that tp does not divide), and the comm log's
-#     rows of the tp group.
+#     sampled text (generation runs position counts that tp does not divide), a run resumed from
+#     its checkpoint ends on the uninterrupted run's hash, and the comm log has rows of the tp group.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -118,6 +118,13 @@ if [ -n "$(losses "$a")" ] && [ "$(losses "$a")" = "$(losses "$b")" ] && [ -n "$
    [ "$(sample "$a")" = "$(sample "$b")" ] && grep -q "every class of every rank reached exactly its planned" <<<"$b"; then
   echo "ok   zerotrain train sp: $(losses "$b") as tp, the same sample, planned = measured"
 else echo "FAIL zerotrain train sp: '$(losses "$b")' vs '$(losses "$a")', samples '$(sample "$b")' vs '$(sample "$a")'"; fail=1; fi
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+SP=(--nproc 2 --set parallel.tensor_parallel_size=2 --set parallel.sequence_parallel=true --set training.steps=6)
+c="$("$Z" train "$T/g.yaml" "${SP[@]}" --ckpt-dir "$T/ck" --ckpt-every 3 2>&1)" || true
+d="$("$Z" train "$T/g.yaml" "${SP[@]}" --resume "$T/ck/step-00000003" 2>&1)" || true
+if [ -n "$(hash_line "$c")" ] && [ "$(hash_line "$c")" = "$(hash_line "$d")" ]; then
+  echo "ok   sp resumed from its step 3 = uninterrupted: $(hash_line "$d")"
+else echo "FAIL sp resume: '$(hash_line "$d")' vs '$(hash_line "$c")'"; fail=1; fi
 for op in reduce_scatter all_gather all_reduce; do
   if grep -qE "^$op +tp +2 " <<<"$b"; then echo "ok   comm log: $op rows of the tp group"
   else echo "FAIL comm log: no $op row of the tp group"; fail=1; fi

@@ -123,8 +123,8 @@ typedef struct zt_batch {
  * errors (a lost peer is ZT_ERR_PEER). */
 typedef struct zt_unit_group {
     int parts;
-    /* buf (n floats, n <= B·T·the widest unit output) = the sum over the parts of each part's buf,
-     * added in one fixed order, the same bits on every part */
+    /* buf (n floats, n <= B·T·the widest unit output; under sequence parallelism B·T·C or 4·C) = the
+     * sum over the parts of each part's buf, added in one fixed order, the same bits on every part */
     int (*sum)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
     /* buf (n doubles, n <= B·T) = the sum over the parts, in part order */
     int (*sum_f64)(const struct zt_unit_group *g, double *buf, size_t n, const char *what, zt_error *err);

@@ -602,8 +602,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
     /* the tp group's all-reduces (the units' sums): at most a (B, T, widest output) activation,
      * reduce-scattered in even blocks; with sequence parallelism a (B, T, C) one, in T ranges */
-    size_t seq_full = BT * zt_memory_seq_width(m);
+    size_t seq_full = BT * zt_memory_seq_width(m), norms = 4 * zt_memory_seq_width(m); /* + the norms' sums */
     size_t tp_sum = BT * max_width > seq_full ? BT * max_width : seq_full;
+    if (norms > tp_sum) tp_sum = norms;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +

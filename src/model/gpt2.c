@@ -22,7 +22,8 @@
  * product only ever reads that; everything else stays fp32 (layernorm statistics, softmax, GELU,
  * the residual stream, the attention's O: docs/precision.md). In floats, N a multiple of 16 (else
  * each buffer rounds up to 16), whole (tensor parallelism cuts the attention's and the MLP's
- * buffers by the parts, widths_of):
+ * buffers by the parts, widths_of; sequence parallelism also cuts ln1, ln2, their statistics and
+ * res2 to the part's N/P rows, and the head's lnf, mean and rstd: layers.h):
  *   flash fp32: kept N·(11C + 4) + B·NH·T, rest 4·N·C
  *   flash bf16: kept N·(10.5C + 4) + B·NH·T, rest 2·N·C (fp16 values are kept in fp32)
  *   naive fp32: kept N·(11C + 4), rest B·NH·T² + 4·N·C

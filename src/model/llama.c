@@ -22,7 +22,9 @@
  * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
  * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
- * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product).
+ * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product). Sequence
+ * parallelism (layers.h) cuts xn1, xn2, rstd1, rstd2, res2 and the head's xn and rstd to the
+ * part's N/P rows.
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"

@@ -93,20 +93,23 @@ for run in $RUNS; do
   read -r _ usr sys <"$W/time"
   other=$(awk -v a="$j0" -v b="$j1" -v hz="$(getconf CLK_TCK)" -v u="$usr" -v s="$sys" -v w0="$t0" -v w1="$t1" \
           'BEGIN { o = ((b - a) / hz - u - s) / (w1 - w0); printf "%.2f", o < 0 ? 0 : o }')
-  printf '%-11s target reached at step %4d (val %.4f) after %7.1f s, %8d tokens, %6.0f tok/s; other processes %s CPUs\n' \
-         "$run" "$step" "$val" "$secs" "$toks" "$(awk -v t="$toks" -v s="$secs" 'BEGIN{print t/s}')" "$other"
-  results+=("$run $secs $step $val $toks $other")
-  [ -n "$OUT" ] && printf '{"run":"%s","seconds":%s,"step":%s,"val_loss":%s,"tokens":%s,"other_cpus":%s,"target":%s}\n' \
-                    "$run" "$secs" "$step" "$val" "$toks" "$other" "$TARGET" >>"$OUT"
+  cpu=$(awk -v u="$usr" -v s="$sys" 'BEGIN { printf "%.1f", u + s }')
+  printf '%-11s target reached at step %4d (val %.4f) after %7.1f s, %8d tokens, %6.0f tok/s; %s CPU s (whole process); other processes %s CPUs\n' \
+         "$run" "$step" "$val" "$secs" "$toks" "$(awk -v t="$toks" -v s="$secs" 'BEGIN{print t/s}')" "$cpu" "$other"
+  results+=("$run $secs $step $val $toks $other $cpu")
+  [ -n "$OUT" ] && printf '{"run":"%s","seconds":%s,"cpu_seconds":%s,"step":%s,"val_loss":%s,"tokens":%s,"other_cpus":%s,"target":%s}\n' \
+                    "$run" "$secs" "$cpu" "$step" "$val" "$toks" "$other" "$TARGET" >>"$OUT"
 done
 echo
-echo "| run | steps to target | val loss | seconds | tokens/s | / pt-fp32 | / pt-bf16 | other CPUs |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-ref() { local r; for r in "${results[@]}"; do set -- $r; if [ "$1" = "$REFN" ]; then echo "$2"; fi; done; }
+echo "| run | steps to target | val loss | seconds | tokens/s | / pt-fp32 | / pt-bf16 | CPU s (process) | CPU / pt-fp32 | CPU / pt-bf16 | other CPUs |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+ref() { local r; for r in "${results[@]}"; do set -- $r; if [ "$1" = "$REFN" ]; then eval echo "\${${COL:-2}}"; fi; done; }
 pf=$(REFN=pt-fp32 ref || true); pb=$(REFN=pt-bf16 ref || true)
+cf=$(REFN=pt-fp32 COL=7 ref || true); cb=$(REFN=pt-bf16 COL=7 ref || true)
 for r in "${results[@]}"; do
   set -- $r
   ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
-  printf '| %s | %d | %.4f | %.1f | %.0f | %s | %s | %s |\n' "$1" "$3" "$4" "$2" "$(awk -v t="$5" -v s="$2" 'BEGIN{print t/s}')" \
-         "$(ratio "$2" "$pf")" "$(ratio "$2" "$pb")" "$6"
+  printf '| %s | %d | %.4f | %.1f | %.0f | %s | %s | %s | %s | %s | %s |\n' "$1" "$3" "$4" "$2" \
+         "$(awk -v t="$5" -v s="$2" 'BEGIN{print t/s}')" "$(ratio "$2" "$pf")" "$(ratio "$2" "$pb")" "$7" \
+         "$(ratio "$7" "$cf")" "$(ratio "$7" "$cb")" "$6"
 done

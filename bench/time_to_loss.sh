@@ -16,7 +16,9 @@
 #   --target X --shape L,NH,C --B N --T N --steps N (the schedule's length) --lr X --warmup N
 #   --eval-every N --eval-batches N --strategy S --out FILE.jsonl
 # Prints the CPU family and OpenBLAS core, each run's time, steps, tokens and what other processes
-# took meanwhile, then a markdown table with each time as a ratio to the PyTorch runs.
+# took meanwhile, then a markdown table with each time as a ratio to the PyTorch runs and each
+# run's tokens/s (evaluations included) against the shape's GEMM-bound limit, measured after the
+# runs by build/bench/gemm_compare --gpt2 L,C,B*T (bf16 runs against the bf16 limit).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 Z="$ROOT/build/zerotrain"
@@ -100,16 +102,26 @@ for run in $RUNS; do
   [ -n "$OUT" ] && printf '{"run":"%s","seconds":%s,"cpu_seconds":%s,"step":%s,"val_loss":%s,"tokens":%s,"other_cpus":%s,"target":%s}\n' \
                     "$run" "$secs" "$cpu" "$step" "$val" "$toks" "$other" "$TARGET" >>"$OUT"
 done
+# the GEMM-bound limit of this shape, measured now: tok/s if the step did nothing but its Linears
+limit="$(OMP_NUM_THREADS=2 "$ROOT/build/bench/gemm_compare" --gpt2 "$L,$C,$((B * T))" --passes 2 --reps 2 2>/dev/null |
+         grep -E '^  (oneDNN fp32|oneDNN bf16) ' || true)"
+lf=$(grep 'oneDNN fp32' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
+lb=$(grep 'oneDNN bf16' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
 echo
-echo "| run | steps to target | val loss | seconds | tokens/s | / pt-fp32 | / pt-bf16 | CPU s (process) | CPU / pt-fp32 | CPU / pt-bf16 | other CPUs |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "GEMM-bound limit of this shape (build/bench/gemm_compare --gpt2 $L,$C,$((B * T)), measured after the runs):" \
+     "fp32 ${lf:-?} tok/s, bf16 ${lb:-?} tok/s"
+echo
+echo "| run | steps to target | val loss | seconds | tokens/s | / pt-fp32 | / pt-bf16 | CPU s (process) | CPU / pt-fp32 | CPU / pt-bf16 | tok/s / GEMM limit | other CPUs |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 ref() { local r; for r in "${results[@]}"; do set -- $r; if [ "$1" = "$REFN" ]; then eval echo "\${${COL:-2}}"; fi; done; }
 pf=$(REFN=pt-fp32 ref || true); pb=$(REFN=pt-bf16 ref || true)
 cf=$(REFN=pt-fp32 COL=7 ref || true); cb=$(REFN=pt-bf16 COL=7 ref || true)
 for r in "${results[@]}"; do
   set -- $r
   ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
-  printf '| %s | %d | %.4f | %.1f | %.0f | %s | %s | %s | %s | %s | %s |\n' "$1" "$3" "$4" "$2" \
+  lim=$([ "${1/bf16/}" != "$1" ] && echo "${lb:-}" || echo "${lf:-}")
+  eff=$([ -n "$lim" ] && awk -v t="$5" -v s="$2" -v l="$lim" 'BEGIN { printf "%.0f%%", 100 * t / s / l }' || echo "-")
+  printf '| %s | %d | %.4f | %.1f | %.0f | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$3" "$4" "$2" \
          "$(awk -v t="$5" -v s="$2" 'BEGIN{print t/s}')" "$(ratio "$2" "$pf")" "$(ratio "$2" "$pb")" "$7" \
-         "$(ratio "$7" "$cf")" "$(ratio "$7" "$cb")" "$6"
+         "$(ratio "$7" "$cf")" "$(ratio "$7" "$cb")" "$eff" "$6"
 done

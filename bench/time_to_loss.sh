@@ -23,7 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 Z="$ROOT/build/zerotrain"
 RUNS="zt-fp32 zt-bf16 zt-fp32-x2 zt-bf16-x2 pt-fp32 pt-bf16"
-TARGET=5.2 SHAPE=4,4,256 B=8 T=128 STEPS=500 LR=1e-3 WARMUP=20 EVERY=25 EVAL_BATCHES=8 STRATEGY=zero3 OUT=""
+TARGET=5.6 SHAPE=4,4,256 B=8 T=128 STEPS=500 LR=1e-3 WARMUP=20 EVERY=25 EVAL_BATCHES=8 STRATEGY=zero3 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;; --target) TARGET="$2"; shift 2 ;; --shape) SHAPE="$2"; shift 2 ;;

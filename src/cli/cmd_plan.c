@@ -251,9 +251,9 @@ static void print_text(FILE *out, shown *w) {
         if (w->n_rows) {
             const zt_scale_row *b = &w->rows[0];
             char name[32];
-            fprintf(out, "\nbest: %s with tp %d, pp %d (%d data-parallel ranks, %d micro-batches): %.4g s per step, "
+            fprintf(out, "\nbest: %s with tp %d, pp %d (%d data-parallel rank%s, %d micro-batch%s): %.4g s per step, "
                     "%.1f%% MFU, %.2f GiB per device%s (of %d points searched)\n", row_name(b, name, sizeof name), b->tp,
-                    b->pp, b->dp, b->micro_batches, b->step.step_s, 100 * b->mfu, (double)b->memory / 1073741824.0,
+                    b->pp, b->dp, b->dp == 1 ? "" : "s", b->micro_batches, b->micro_batches == 1 ? "" : "es", b->step.step_s, 100 * b->mfu, (double)b->memory / 1073741824.0,
                     b->fits ? "" : ": NOTHING FITS", w->n_rows);
         }
     }

@@ -98,7 +98,7 @@ for r in plan["rows"]:
 EOF
 
 # 3. gradient accumulation from --global-batch
-json="$("$ZT" plan --model gpt2-124M --gpus-per-node 4 --gpu h100 --seq 1024 --micro-batch 2 --global-batch 32 --json)"
+json="$("$ZT" plan --model gpt2-124M --gpus-per-node 4 --gpu h100 --seq 1024 --micro-batch 2 --global-batch 32 --tp 1 --pp 1 --json)"
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['grad_accum'] == 4, j['grad_accum']" "$json" \
   && ok "--global-batch 32 over 4 devices x 2 = 4 micro-batches" || bad "grad_accum from --global-batch"
 

@@ -514,6 +514,7 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
             args[m++] = ga_set;
         }
         args[m] = NULL;
+        clear_ranks(run_dir, world); /* a user's run directory may hold an earlier job's records */
         code = supervise(args, run_dir, world, pol->grace_s, &failed, err);
         clear_ranks(run_dir, world);
         if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;

@@ -10,7 +10,7 @@
 #      (plan times the engine's GEMMs at the cut model's shapes, its kernels and optimizer itself);
 #   4. `zerotrain bench` measures it (median of STEPS after WARMUP), with the bytes rank 0 sent in
 #      its tp group against the model's (docs/parallelism.md's formula);
-#   5. plan again with the share the run's own compute implies (the communication model alone).
+#   5. plan again with the bandwidth zerotrain's own all-reduce of that size reached alone (link_bw).
 # Env: STEPS (3), WARMUP (1), B (4), T (128), PRESET (gpt2-124M). Prints a markdown table.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,32 +38,31 @@ python3 - "$OUT" "$BUILD/zerotrain" "$B" "$T" "$PRESET" <<'PY'
 import json, subprocess, sys
 out, zt, B, T, preset = sys.argv[1:6]
 link = json.load(open(f"{out}/link.json"))
-def plan(tp, share):
+S = link["mb"] * 1e6
+eff = S / link["all_reduce_s"]  # pairwise all-reduce over 2: 2·S·(p-1)/p = S bytes each way
+def plan(tp, share, bw):
     cmd = [zt, "plan", "--gpu", "cpu", "--model", preset, "--nodes", "1", "--gpus-per-node", "2", "--seq", T,
            "--micro-batch", B, "--micro-batches", "1", "--tp", str(tp), "--pp", "1",
-           "--intra", f"{link['intra_bw']}B/s", "--intra-latency", f"{link['intra_lat']}s",
-           "--cpu-share", f"{share:.4f}", "--json"]
+           "--intra", f"{bw}B/s", "--intra-latency", f"{link['intra_lat']}s", "--cpu-share", f"{share:.4f}", "--json"]
     j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     return [r for r in j["rows"] if r["name"] == "ddp"][0]
-print(f"\nlink (2 ranks, MPI): {link['intra_bw'] / 1e9:.2f} GB/s each way at {link.get('mb', '?')} MB, "
-      f"latency {link['intra_lat'] * 1e6:.1f} us")
-print("\n| run | share of a core | measured step | predicted | error | measured compute + tp (rank 0) | "
-      "predicted compute | predicted tp all-reduces (exposed) | predicted, the run's share | error | "
+print(f"\nlink (2 ranks on this host, MPI): {link['intra_bw'] / 1e9:.2f} GB/s each way ({link['mb']:.0f} MB "
+      f"exchange), latency {link['intra_lat'] * 1e6:.1f} us; zerotrain's all-reduce of {link['mb']:.0f} MB alone: "
+      f"{link['all_reduce_s'] * 1e3:.2f} ms measured, {link['all_reduce_model_s'] * 1e3:.2f} ms modelled from the "
+      f"link = an effective {eff / 1e9:.2f} GB/s")
+print("\n| run | share of a core | measured step | predicted, link bandwidth | error | predicted, the all-reduce's "
+      "own bandwidth | error | measured compute incl. tp (rank 0) | predicted compute + tp | of which tp all-reduces | "
       "tp MB sent/step, measured | model |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for run, tp in (("tp 2 x dp 1", 2), ("ddp: tp 1 x dp 2", 1)):
-    key = "tp" if tp == 2 else "ddp"
+for run, tp, key in (("tp 2 x dp 1", 2, "tp"), ("ddp: tp 1 x dp 2", 1, "ddp")):
     b = json.load(open(f"{out}/bench-{key}.json"))
     share = float(open(f"{out}/share-{key}").read())
     meas = b["step_ms_median"] / 1e3
     comp_meas = (b["fwd_ms"] + b["bwd_ms"]) / 1e3
-    r = plan(tp, share)
-    comp_pred = r["compute_s"] + r["tp_s"]
-    run_share = min(1.0, share * (comp_pred - 0) / comp_meas) if comp_meas > 0 else share
-    r2 = plan(tp, run_share)
-    tp_mb = b.get("tp_sent_mb", 0.0)
+    r, r2 = plan(tp, share, link["intra_bw"]), plan(tp, share, eff)
     print(f"| {run} | {share:.2f} | {meas:.2f} s | {r['step_s']:.2f} s | {100 * (r['step_s'] - meas) / meas:+.0f}% | "
-          f"{comp_meas:.2f} s | {r['compute_s']:.2f} s | {r['tp_s']:.3f} s | {r2['step_s']:.2f} s (share {run_share:.2f}) | "
-          f"{100 * (r2['step_s'] - meas) / meas:+.0f}% | {tp_mb:.3f} | {r['tp_bytes'] / 1e6:.3f} |")
-    print(f"  load during the run: {open(f'{out}/load-{key}').read().strip()}", file=sys.stderr)
+          f"{r2['step_s']:.2f} s | {100 * (r2['step_s'] - meas) / meas:+.0f}% | {comp_meas:.2f} s | "
+          f"{r2['compute_s'] + r2['tp_s']:.2f} s | {r2['tp_s']:.3f} s | {b.get('tp_sent_mb', 0.0):.3f} | "
+          f"{r['tp_bytes'] / 1e6:.3f} |")
+    print(f"  ({run}: load average {open(f'{out}/load-{key}').read().strip()} after the run)")
 PY

@@ -10,7 +10,9 @@
 #      (plan times the engine's GEMMs at the cut model's shapes, its kernels and optimizer itself);
 #   4. `zerotrain bench` measures it (median of STEPS after WARMUP), with the bytes rank 0 sent in
 #      its tp group against the model's (docs/parallelism.md's formula);
-#   5. plan again with the bandwidth zerotrain's own all-reduce of that size reached alone (link_bw).
+#   5. plan again with the bandwidth zerotrain's own all-reduce of that size reached alone (link_bw);
+#   6. the step's CPU time on rank 0's thread (what the step cost, however the core was shared)
+#      against the prediction at a full core (--cpu-share 1): the model without the share's noise.
 # Env: STEPS (3), WARMUP (1), B (4), T (128), PRESET (gpt2-124M). Prints a markdown table.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,17 +54,19 @@ print(f"\nlink (2 ranks on this host, MPI): {link['intra_bw'] / 1e9:.2f} GB/s ea
       f"link = an effective {eff / 1e9:.2f} GB/s")
 print("\n| run | share of a core | measured step | predicted, link bandwidth | error | predicted, the all-reduce's "
       "own bandwidth | error | measured compute incl. tp (rank 0) | predicted compute + tp | of which tp all-reduces | "
-      "tp MB sent/step, measured | model |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+      "CPU time per step (rank 0) | predicted at a full core | error | tp MB sent/step, measured | model |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for run, tp, key in (("tp 2 x dp 1", 2, "tp"), ("ddp: tp 1 x dp 2", 1, "ddp")):
     b = json.load(open(f"{out}/bench-{key}.json"))
     share = float(open(f"{out}/share-{key}").read())
     meas = b["step_ms_median"] / 1e3
     comp_meas = (b["fwd_ms"] + b["bwd_ms"]) / 1e3
-    r, r2 = plan(tp, share, link["intra_bw"]), plan(tp, share, eff)
+    r, r2, full = plan(tp, share, link["intra_bw"]), plan(tp, share, eff), plan(tp, 1.0, eff)
+    cpu = b["cpu_step_ms_median"] / 1e3  # the step's CPU time on rank 0's thread: what it cost, however shared
     print(f"| {run} | {share:.2f} | {meas:.2f} s | {r['step_s']:.2f} s | {100 * (r['step_s'] - meas) / meas:+.0f}% | "
           f"{r2['step_s']:.2f} s | {100 * (r2['step_s'] - meas) / meas:+.0f}% | {comp_meas:.2f} s | "
-          f"{r2['compute_s'] + r2['tp_s']:.2f} s | {r2['tp_s']:.3f} s | {b.get('tp_sent_mb', 0.0):.3f} | "
+          f"{r2['compute_s'] + r2['tp_s']:.2f} s | {r2['tp_s']:.3f} s | {cpu:.2f} s | {full['step_s']:.2f} s | "
+          f"{100 * (full['step_s'] - cpu) / cpu:+.0f}% | {b.get('tp_sent_mb', 0.0):.3f} | "
           f"{r['tp_bytes'] / 1e6:.3f} |")
     print(f"  ({run}: load average {open(f'{out}/load-{key}').read().strip()} after the run)")
 PY

@@ -316,10 +316,11 @@ static int add_row(shown *w, const zt_scale_request *rq, zt_strategy st, int S, 
     return rc;
 }
 
-static void note_skip(shown *w, const char *fmt, int v, const char *why) {
+/* Appends "tp 8 (why)" to the points not searched (as much as fits). */
+static void note_skip(shown *w, const char *what, int v, const char *why) {
     size_t len = strlen(w->skipped);
     if (len + 80 < sizeof w->skipped)
-        snprintf(w->skipped + len, sizeof w->skipped - len, "%s%s %d (%s)", len ? "; " : "", fmt, v, why);
+        snprintf(w->skipped + len, sizeof w->skipped - len, "%s%s %d (%.200s)", len ? "; " : "", what, v, why);
 }
 
 /* Every strategy and hybrid size at one (tp, pp): rows into w. A point that does not divide the
@@ -457,7 +458,7 @@ int zt_cmd_plan(int argc, char **argv) {
                     rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --tp %d: %s", tp, why.msg);
                     break;
                 }
-                note_skip(&w, "tp", tp, "the model cannot be cut so");
+                note_skip(&w, "tp", tp, why.msg);
                 continue;
             }
         }

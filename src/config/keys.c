@@ -170,6 +170,11 @@ const key_def zt_cfg_keys[] = {
            "validation loss, e.g. a pretrained model's on the data it is about to be fine-tuned on"),
     K_INT("eval.batches", eval_batches, 1, 1048576, "8", "validation micro-batches per evaluation",
           NULL),
+    K_FLT("eval.target_loss", eval_target_loss, 0.0, HUGE_VAL, 0, "0",
+          "stop once a validation loss is at or below this (MLPerf's time to train): the run ends after "
+          "that evaluation as after its last step (checkpoint, weights, exit 0) and logs a target_reached "
+          "event with the seconds and tokens it took; 0: never; > 0 needs data.val",
+          NULL),
     K_STR("logging.jsonl", log_path, 0, "", "one JSON line of metrics per step; empty: none"),
     K_INT("logging.print_every", print_every, 1, INT_MAX, "1",
           "a progress line every N steps (and the first and last)", NULL),

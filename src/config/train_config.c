@@ -424,6 +424,11 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%seval.every: %d needs a validation file: set data.val (or eval.every: 0)",
                      PFX(w), c->eval_every);
     }
+    if (c->eval_target_loss > 0.0f && c->val_path[0] == '\0') {
+        w = LOC("eval.target_loss", "data.val");
+        zt_cfg_error(x, "%s%seval.target_loss: %g needs a validation file: set data.val (or eval.target_loss: 0)",
+                     PFX(w), (double)c->eval_target_loss);
+    }
     if (!bad(x, "sample.tokens") && c->sample_tokens > c->model.max_seq_len) {
         w = LOC("sample.tokens", "model.max_seq_len");
         zt_cfg_error(x, "%s%ssample.tokens: %d exceeds model.max_seq_len (%d)", PFX(w),

@@ -129,6 +129,7 @@ typedef struct zt_train_config {
     int eval_every;             /* eval.every (steps; 0 = never), default 0 */
     int eval_batches;           /* eval.batches, default 8 */
     bool eval_at_start;         /* eval.at_start: evaluate before the first step too, default false */
+    float eval_target_loss;     /* eval.target_loss: stop at a validation loss <= it; 0 = never */
     /* logging: */
     char log_path[ZT_PATH_MAX]; /* logging.jsonl ("" = none) */
     int print_every;            /* logging.print_every, default 1 */

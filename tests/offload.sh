@@ -12,7 +12,7 @@
 #  4. parameter offload (zero3's pieces in files, memory.offload_param nvme): alone and with the
 #     optimizer offloaded (then, without accumulation, the reduced gradient pieces go to files
 #     too), fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks, and with both
-#     offloads at read-ahead depths 2 and 3 and under the smallest window bound the run accepts
+#     offloads at read-ahead depths 0 (none), 2 and 3 and under the smallest window bound the run accepts
 #     (memory.offload_param_max_live one element less is exit 2 naming the key and the unit):
 #     bit-identical to the in-memory run with every class at exactly its planned high-water, the
 #     windows within the bound, and the last step's NVMe reads and writes exactly the planned bytes; a
@@ -184,7 +184,7 @@ for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16
   # both offloads, the read-ahead deeper and bounded: the bound one element below the largest
   # window a rank needs is refused, that window itself runs (and holds the windows within it)
   more=("${PO[@]}" "${OFF[@]}")
-  for depth in 2 3; do
+  for depth in 0 2 3; do
     b="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" "${more[@]}" \
          --set memory.offload_param_prefetch=$depth 2>&1)" || true
     same_as_memory "$2 x$1 ${*:3} both offloads, read-ahead $depth units"

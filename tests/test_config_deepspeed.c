@@ -206,7 +206,7 @@ static void test_offload(void **state) {
     assert_int_equal(C.offload_param_max_live, 2000000); /* < DeepSpeed's 5 buffers x 1e6 */
     ok("{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/n\", "
        "\"buffer_count\": 1}}}");
-    assert_int_equal(C.offload_param_prefetch, 1); /* at least one unit ahead */
+    assert_int_equal(C.offload_param_prefetch, 0); /* one buffer: the unit in use, none ahead */
     ok("{\"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": 1e9}}");
     assert_int_equal(C.offload_param_max_live, 0);
     has_note("note: ds.json:1:36: zero_optimization.stage3_max_live_parameters: zero3 holds one gathered unit");

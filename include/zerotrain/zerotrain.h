@@ -554,7 +554,8 @@ typedef struct zt_offload_options {
     int io_threads;             /* I/O threads; 0: 2 */
     bool buffered;              /* never O_DIRECT (default: O_DIRECT where the file system allows) */
     int param_prefetch;         /* parameter offload: units whose pieces are read ahead of the unit
-                                   being gathered, in forward and in backward; 0: 1 */
+                                   being gathered, in forward and in backward; 0: 1 (the default);
+                                   negative: none (each gather reads its own pieces) */
     size_t param_max_live;      /* parameter offload: the read windows (pieces read or being read
                                    and not yet gathered) hold at most this many elements (floats,
                                    4 KiB alignment included); 0: no bound but the prefetch depth.

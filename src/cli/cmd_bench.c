@@ -109,7 +109,10 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-buffer-mb")) off_mb = strtod(v, &end);
         else if (!strcmp(a, "--offload-io-threads")) off.io_threads = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--offload-param-prefetch")) off.param_prefetch = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--offload-param-prefetch")) { /* 0: none ahead (the API's -1) */
+            off.param_prefetch = (int)strtol(v, &end, 10);
+            if (!off.param_prefetch) off.param_prefetch = -1;
+        }
         else if (!strcmp(a, "--offload-param-max-live")) off.param_max_live = (size_t)strtod(v, &end);
         else if (!strcmp(a, "--precision")) {
             if (zt_precision_mode_parse(v, &precision, &err)) {
@@ -130,7 +133,7 @@ int zt_cmd_bench(int argc, char **argv) {
             return zt_cli_fail(&err);
         }
         if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0 ||
-            off.param_prefetch < 0) {
+            off.param_prefetch < -1) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -269,11 +272,12 @@ int zt_cmd_bench(int argc, char **argv) {
            1e3 * mean);
     /* NVMe offload: what one optimizer pass moved, and how fast (rank 0's files) */
     double io_gbps = io_sum.stream_s > 0 ? (double)(io_sum.read_bytes + io_sum.write_bytes) / io_sum.stream_s / 1e9 : 0;
+    int ahead = off.param_prefetch > 0 ? off.param_prefetch : off.param_prefetch == 0; /* -1: none, 0: 1 */
     if (io_sum.gather_read_bytes)
         fprintf(out, "  parameter offload per step: the gathers read %.1f MB of pieces and waited %.1f ms for their "
                 "reads (%d unit%s read ahead); backward waited %.1f ms for the gradient pieces' writes\n",
                 io_sum.gather_read_bytes / 1e6 / steps, 1e3 * io_sum.gather_wait_s / steps,
-                off.param_prefetch > 0 ? off.param_prefetch : 1, off.param_prefetch > 1 ? "s" : "",
+                ahead, ahead == 1 ? "" : "s",
                 1e3 * io_sum.grad_write_wait_s / steps);
     if (io_sum.stream_s > 0)
         fprintf(out, "  offload per step: read %.1f MB, wrote %.1f MB; optimizer pass %.1f ms (updating %.1f ms, waiting "
@@ -333,7 +337,7 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_engine_offload_describe(e)[0] ? "true" : "false", io_sum.read_bytes / 1e6 / steps,
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
-            1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, off.param_prefetch > 0 ? off.param_prefetch : 1, 1e3 * fwd_total / steps,
+            1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, ahead, 1e3 * fwd_total / steps,
             1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
             zt_attention_name(attention), cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
             mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med);

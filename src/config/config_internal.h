@@ -221,7 +221,7 @@ typedef enum row_xf {
                   passes any other value as is; else an error listing the inputs) */
     XF_MIB4,   /* elements of 4 bytes -> MiB: DeepSpeed's bucket sizes */
     XF_ON,     /* a number > 0 -> true, 0 -> false */
-    XF_MINUS1  /* a count n >= 1 -> n - 1, at least 1 (DeepSpeed's buffer counts: one buffer is in use) */
+    XF_MINUS1  /* a count n >= 1 -> n - 1 (DeepSpeed's buffer counts: one buffer is in use) */
 } row_xf;
 
 typedef struct dialect_row {

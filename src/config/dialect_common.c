@@ -258,7 +258,7 @@ static int map_value(dctx *d, const dialect_row *r, const cfg_node *n, const cha
         break;
     case XF_MINUS1:
         if (!zt_cfg_get_num(d, n, path, 1, 1e6, &e)) return -1;
-        snprintf(v, sizeof v, "%.0f", e - 1 >= 1 ? floor(e) - 1 : 1.0);
+        snprintf(v, sizeof v, "%.0f", floor(e) - 1);
         break;
     default: return -1;
     }

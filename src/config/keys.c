@@ -266,9 +266,10 @@ const key_def zt_cfg_keys[] = {
           "NVMe offload: MiB per staging buffer (at least 4 KiB per offloaded state)", NULL),
     K_INT("memory.offload_io_threads", offload_io_threads, 1, 64, "2",
           "NVMe offload: threads doing the file reads and writes (the I/O queue depth)", NULL),
-    K_INT("memory.offload_param_prefetch", offload_param_prefetch, 1, 1024, "1",
+    K_INT("memory.offload_param_prefetch", offload_param_prefetch, 0, 1024, "1",
           "parameter offload: units whose pieces are read from the files ahead of the unit being "
-          "gathered, in forward and in backward (within offload_param_max_live)", NULL),
+          "gathered, in forward and in backward (within offload_param_max_live); 0: none, each "
+          "gather reads its own", NULL),
     K_I64("memory.offload_param_max_live", offload_param_max_live, 0, INT64_MAX, "0",
           "parameter offload: at most this many elements of parameter pieces read from the files and "
           "not yet gathered, on each rank (4 KiB alignment included); 0: no bound but the prefetch "

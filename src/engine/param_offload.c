@@ -148,7 +148,7 @@ void zt_param_offload_pass(zt_engine *e, int u, int next) {
 int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err) {
     if (e->param_kind < 0 || e->ra_dir == 0) return ZT_OK;
     const zt_model *m = e->model;
-    int dir = e->ra_dir, depth = e->opt.offload.param_prefetch > 0 ? e->opt.offload.param_prefetch : 1;
+    int p = e->opt.offload.param_prefetch, dir = e->ra_dir, depth = p > 0 ? p : p == 0 ? 1 : 0;
     size_t budget = e->opt.offload.param_max_live;
     if ((e->ra_next - u) * dir <= 0) e->ra_next = u + dir;
     for (; e->ra_next >= 0 && e->ra_next < m->n_units && (e->ra_next - u) * dir <= depth; e->ra_next += dir) {

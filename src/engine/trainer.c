@@ -339,7 +339,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
         eo->offload.buffer_count = cfg->offload_buffer_count;
         eo->offload.buffer_bytes = (size_t)((double)cfg->offload_buffer_mb * 1048576.0);
         eo->offload.io_threads = cfg->offload_io_threads;
-        eo->offload.param_prefetch = cfg->offload_param_prefetch;
+        eo->offload.param_prefetch = cfg->offload_param_prefetch ? cfg->offload_param_prefetch : -1; /* 0: none */
         eo->offload.param_max_live = (size_t)cfg->offload_param_max_live;
     }
 }

@@ -658,7 +658,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
             rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
             goto done;
         }
-        s.depth = o->offload.param_prefetch > 0 ? o->offload.param_prefetch : 1;
+        int p = o->offload.param_prefetch; /* param_offload.c: 0 is the default 1, negative none */
+        s.depth = p > 0 ? p : p == 0 ? 1 : 0;
         s.max_live = o->offload.param_max_live;
         s.ra_last = -2;
         if ((rc = check_max_live(m, &pl, s.max_live, err))) goto done;

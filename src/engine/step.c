@@ -38,6 +38,12 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         *norm = sqrt(sumsq);
         return rc;
     }
+    if (e->pp) { /* pipeline: every stage's chunks, in stage order */
+        double sumsq;
+        int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
+        *norm = sqrt(sumsq);
+        return rc;
+    }
     *norm = sqrt(zt_sum_in_order(e->norm_partials, pl->norm_chunks));
     return ZT_OK;
 }
@@ -155,6 +161,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     const zt_precision *prec = &e->opt.precision;
     double norm, scale = zt_engine_loss_scale(e);
     int rc = zt_grads_finish(e, err);
+    if (!rc && e->pp) rc = zt_pipeline_tied_grads(e, err); /* GPT-2's wte: both stages' sum */
     if (!rc) {
         zt_engine_round_grads(e);
         rc = grad_norm(e, &norm, err);

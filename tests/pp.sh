@@ -3,7 +3,7 @@
 # up to 4 oversubscribed ranks, 4 micro-batches per step (the pipeline's m):
 #  1. bad input exits 2 naming the keys and the numbers: pp larger than the units, a world size not
 #     divisible by tp x pp, tp x pp together (not built yet), a stage list that does not add up,
-#     checkpoints under pp (not built yet);
+#     a weights file or generation under pp (not built yet);
 #  2. Llama (untied): pp 2 under 1f1b and gpipe, pp 4, and pp 2 x dp 2 under zero1 and zero3 end on
 #     the one-process run's parameter hash with its losses (bit-identical: every stage adds its
 #     micro-batches in the fixed tree and the norm adds every stage's chunks in table order); the
@@ -15,7 +15,11 @@
 #     pp 2 (both schedules) must stay within 8 x that divergence (params and losses), and the
 #     one-process run with lr x 1.01 must fall outside (so the check can fail); pp 2 x dp 2 zero1
 #     and zero3 equal pp 2 bit for bit (the data-parallel order is kept);
-#  4. the trace shows each stage's F<j>/B<j> spans and the transfer waits, and the run prints the
+#  4. checkpoints hold the whole model's logical tensors, each stage writing its own units' (files
+#     numbered stage-major): a Llama pp 2 commit resumes on one process and a one-process commit on
+#     pp 2 x dp 2 zero3, both ending on the uninterrupted one-process hash; pp 2 -> one-process
+#     re-save -> pp 2 re-save gives byte-identical shard files;
+#  5. the trace shows each stage's F<j>/B<j> spans and the transfer waits, and the run prints the
 #     measured bubble beside (p-1)/(m+p-1).
 set -euo pipefail
 BUILD="$1"
@@ -53,8 +57,10 @@ bad "tp 2 x pp 2" "parallel.tensor_parallel_size: 2 with parallel.pipeline_paral
   train "$T/gpt2.yaml" --nproc 4 "${PP2[@]}" --set parallel.tensor_parallel_size=2
 bad "stages 3,3 vs 4 units" "parallel.pipeline_stages \"3,3\": 2 stages of 6 units in all, but parallel.pipeline_parallel_size is 2 and the model has 4 units" \
   train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --set parallel.pipeline_stages=3,3
-bad "checkpoints under pp" "parallel.pipeline_parallel_size 2 with checkpoint.dir (--ckpt-dir): checkpoints and weights loading are not under pipeline parallelism yet" \
-  train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --ckpt-dir "$T/ck"
+bad "a weights file under pp" "parallel.pipeline_parallel_size 2 with --init $T/none.ztw: loading a weights file is not under pipeline parallelism yet" \
+  train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --init "$T/none.ztw"
+bad "generation under pp" "parallel.pipeline_parallel_size: 2 with sample.tokens: not under pipeline parallelism yet" \
+  train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --set sample.tokens=8
 
 # runs: train LABEL NPROC ARCH args... -> $T/LABEL.out, .jsonl, .ztw
 train() {
@@ -76,8 +82,8 @@ same() { # label ref other: hash and losses identical, memory exact
 }
 
 # 2. Llama: bit-identical
-train l1 1 llama
-train l_pp 2 llama "${PP2[@]}"
+train l1 1 llama --ckpt-dir "$T/ck1" --ckpt-every 3          # (its commits: part 4)
+train l_pp 2 llama "${PP2[@]}" --ckpt-dir "$T/ckpp" --ckpt-every 3
 train l_gpipe 2 llama "${PP2[@]}" --set parallel.pipeline_schedule=gpipe
 train l_pp4 4 llama --set parallel.pipeline_parallel_size=4
 same "llama pp 2 1f1b = one process" l1 l_pp
@@ -141,7 +147,24 @@ for s in zero1 zero3; do
   same "gpt2 pp 2 x dp 2 $s = pp 2" g_pp g_$s
 done
 
-# 4. the trace (of the gpipe run above) and the bubble
+# 4. checkpoints across pp degrees (Llama: bit-identical)
+train c_from_pp 1 llama --resume "$T/ckpp/step-00000003"
+train c_to_pp 4 llama "${PP2[@]}" --set parallel.strategy=zero3 --set training.gradient_accumulation_steps=2 \
+  --resume "$T/ck1/step-00000003"
+for r in c_from_pp c_to_pp; do
+  if [ -n "$(hash_of l1)" ] && [ "$(hash_of $r)" = "$(hash_of l1)" ]; then
+    echo "ok   $r: resumed at step 3, ends on the one-process hash $(hash_of l1)"
+  else echo "FAIL $r: '$(hash_of $r)' vs '$(hash_of l1)'"; tail -2 "$T/$r.out"; fail=1; fi
+done
+"$Z" train "$T/llama.yaml" --resume "$T/ckpp/step-00000003" --stop-after 3 --ckpt-dir "$T/ckddp" >/dev/null 2>&1 || true
+"$Z" train "$T/llama.yaml" --nproc 2 "${PP2[@]}" --resume "$T/ckddp/step-00000003" --stop-after 3 --ckpt-dir "$T/ckback" \
+  >/dev/null 2>&1 || true
+if cmp -s "$T/ckpp/step-00000003/rank-00000.bin" "$T/ckback/step-00000003/rank-00000.bin" &&
+   cmp -s "$T/ckpp/step-00000003/rank-00001.bin" "$T/ckback/step-00000003/rank-00001.bin"; then
+  echo "ok   pp 2 commit -> one-process re-save -> pp 2 re-save: the stages' shard files are byte-identical"
+else echo "FAIL pp 2 -> one process -> pp 2: the shard files differ (or are missing)"; fail=1; fi
+
+# 5. the trace (of the gpipe run above) and the bubble
 if python3 - "$T/trace.json" <<'PYEOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))

@@ -137,6 +137,21 @@ fail:
 }
 
 zt_comm *zt_pipeline_comm(const zt_pipeline *p) { return p->coll; }
+const zt_model *zt_pipeline_full_model(const zt_pipeline *p) { return p->full; }
+int zt_pipeline_stage(const zt_pipeline *p) { return p->s; }
+int zt_pipeline_stages(const zt_pipeline *p) { return p->p; }
+int zt_pipeline_owner(const zt_pipeline *p, int k) { return p->owner[k]; }
+
+int zt_pipeline_full_index(const zt_pipeline *p, int i) {
+    for (int k = 0; k < p->full->n_params; k++)
+        if (p->map[k] == i) return k;
+    return -1;
+}
+
+bool zt_pipeline_writes(const zt_pipeline *p, int i) {
+    int k = zt_pipeline_full_index(p, i);
+    return k >= 0 && p->owner[k] == p->s;
+}
 
 /* Waits for t (if posted), the wait shown in the trace as `what`. */
 static int wait_traced(zt_pipeline *p, zt_p2p *t, zt_error *err) {

@@ -417,13 +417,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     smodel = model;
     zt_pp_schedule sched = cfg->pipeline_schedule == ZT_CFG_PP_GPIPE ? ZT_PP_GPIPE : ZT_PP_1F1B;
     if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
-        const char *no = opts && opts->resume && opts->resume[0]             ? "--resume"
-                         : opts && opts->ckpt_dir && opts->ckpt_dir[0]       ? "checkpoint.dir (--ckpt-dir)"
-                         : opts && opts->init_weights && opts->init_weights[0] ? "--init"
-                                                                               : NULL;
-        if (no) {
-            rc = zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size %d with %s: checkpoints and weights "
-                              "loading are not under pipeline parallelism yet", mesh->pp, no);
+        if (opts && opts->init_weights && opts->init_weights[0]) {
+            rc = zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size %d with --init %s: loading a weights "
+                              "file is not under pipeline parallelism yet (a checkpoint is: --resume)", mesh->pp,
+                              opts->init_weights);
             goto done;
         }
         if ((rc = zt_pipeline_cut(model, mesh->pp, cfg->pipeline_stages, B, T, zt_precision_lp_kind(&eo.precision), A,

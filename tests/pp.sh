@@ -93,6 +93,12 @@ for s in zero1 zero3; do
   train l_$s 4 llama "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2
   same "llama pp 2 x dp 2 $s = one process" l1 l_$s
 done
+# estimate-memory plans each stage as the run does (the run's planned high-water per rank)
+est="$("$Z" estimate-memory "$T/llama.yaml" --nproc 2 "${PP2[@]}" 2>&1)" || true
+want="$(grep -A3 '^memory per rank' "$T/l_pp.out" | awk '$1 ~ /^[0-9]+$/ {split($8, a, "/"); printf "%s ", a[1]}')"
+got="$(grep -o 'high-water [0-9.]* MiB' <<<"$est" | awk '{printf "%s ", $2}')"
+if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "ok   estimate-memory per stage = the run's planned high-waters: $got MiB"
+else echo "FAIL estimate-memory per stage: '$got' vs the run's '$want'"; echo "$est" | tail -3; fail=1; fi
 if cmp -s "$T/l1.ztw" "$T/l_pp.ztw"; then echo "ok   llama: the weights file pp 2 saves (gathered from the stages) = one process's"
 else echo "FAIL llama: pp 2 --save differs from one process's"; fail=1; fi
 

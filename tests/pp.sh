@@ -7,7 +7,8 @@
 #  2. Llama (untied): pp 2 under 1f1b and gpipe, pp 4, and pp 2 x dp 2 under zero1 and zero3 end on
 #     the one-process run's parameter hash with its losses (bit-identical: every stage adds its
 #     micro-batches in the fixed tree and the norm adds every stage's chunks in table order); the
-#     memory plan holds exactly on every rank;
+#     memory plan holds exactly on every rank, also under full recomputation with fp16's loss scaler
+#     and with LoRA's dropout; estimate-memory plans each stage as the run does;
 #  3. GPT-2 ties wte between the first stage (embedding) and the last (LM head): each stage sums its
 #     own contribution over the micro-batches and the two sums are added (Megatron-LM's embedding
 #     group), where one process adds both per micro-batch first, so the bits differ at rounding
@@ -93,6 +94,13 @@ for s in zero1 zero3; do
   train l_$s 4 llama "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2
   same "llama pp 2 x dp 2 $s = one process" l1 l_$s
 done
+# the slots under activation checkpointing and fp16's loss scaler; LoRA's dropout masks per micro-batch
+MIX=(--set memory.activation_checkpointing=full --set precision.mode=fp16)
+LORA=(--set lora.rank=4 --set lora.dropout=0.1)
+train m1 1 llama "${MIX[@]}"; train m_pp 2 llama "${PP2[@]}" "${MIX[@]}"
+same "llama pp 2, full recomputation + fp16 = one process" m1 m_pp
+train d1 1 llama "${LORA[@]}"; train d_pp 2 llama "${PP2[@]}" "${LORA[@]}"
+same "llama pp 2, LoRA with dropout = one process" d1 d_pp
 # estimate-memory plans each stage as the run does (the run's planned high-water per rank)
 est="$("$Z" estimate-memory "$T/llama.yaml" --nproc 2 "${PP2[@]}" 2>&1)" || true
 want="$(grep -A3 '^memory per rank' "$T/l_pp.out" | awk '$1 ~ /^[0-9]+$/ {split($8, a, "/"); printf "%s ", a[1]}')"

@@ -2,7 +2,7 @@
 # pp.sh BUILD SOURCE - pipeline parallelism (docs/parallelism.md), `zerotrain train` under mpirun on
 # up to 4 oversubscribed ranks, 4 micro-batches per step (the pipeline's m):
 #  1. bad input exits 2 naming the keys and the numbers: pp larger than the units, a world size not
-#     divisible by tp x pp, tp x pp together (not built yet), a stage list that does not add up,
+#     divisible by tp x pp, a stage list that does not add up,
 #     a weights file or generation under pp (not built yet);
 #  2. Llama (untied): pp 2 under 1f1b and gpipe, pp 4, and pp 2 x dp 2 under zero1 and zero3 end on
 #     the one-process run's parameter hash with its losses (bit-identical: every stage adds its
@@ -20,7 +20,9 @@
 #     numbered stage-major): a Llama pp 2 commit resumes on one process and a one-process commit on
 #     pp 2 x dp 2 zero3, both ending on the uninterrupted one-process hash; pp 2 -> one-process
 #     re-save -> pp 2 re-save gives byte-identical shard files;
-#  5. the trace shows each stage's F<j>/B<j> spans and the transfer waits, and the run prints the
+#  5. tp x pp: tp 2 inside 2 stages equals tp 2 for Llama bit for bit, and its commit reshards to one
+#     process and back byte for byte;
+#  6. the trace shows each stage's F<j>/B<j> spans and the transfer waits, and the run prints the
 #     measured bubble beside (p-1)/(m+p-1).
 set -euo pipefail
 BUILD="$1"
@@ -54,8 +56,8 @@ bad "pp 5 vs 4 units" "parallel.pipeline_parallel_size: 5 stages for the model's
   train "$T/gpt2.yaml" --nproc 5 --set parallel.pipeline_parallel_size=5
 bad "world 3 vs pp 2" "parallel.tensor_parallel_size: 1 x parallel.pipeline_parallel_size 2 = 2 does not divide the world size 3" \
   train "$T/gpt2.yaml" --nproc 3 "${PP2[@]}"
-bad "tp 2 x pp 2" "parallel.tensor_parallel_size: 2 with parallel.pipeline_parallel_size 2: tensor parallelism inside pipeline stages is not built yet" \
-  train "$T/gpt2.yaml" --nproc 4 "${PP2[@]}" --set parallel.tensor_parallel_size=2
+bad "world 6 vs tp 2 x pp 2" "parallel.tensor_parallel_size: 2 x parallel.pipeline_parallel_size 2 = 4 does not divide the world size 6" \
+  train "$T/gpt2.yaml" --nproc 6 "${PP2[@]}" --set parallel.tensor_parallel_size=2
 bad "stages 3,3 vs 4 units" "parallel.pipeline_stages \"3,3\": 2 stages of 6 units in all, but parallel.pipeline_parallel_size is 2 and the model has 4 units" \
   train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --set parallel.pipeline_stages=3,3
 bad "a weights file under pp" "parallel.pipeline_parallel_size 2 with --init $T/none.ztw: loading a weights file is not under pipeline parallelism yet" \
@@ -178,7 +180,22 @@ if cmp -s "$T/ckpp/step-00000003/rank-00000.bin" "$T/ckback/step-00000003/rank-0
   echo "ok   pp 2 commit -> one-process re-save -> pp 2 re-save: the stages' shard files are byte-identical"
 else echo "FAIL pp 2 -> one process -> pp 2: the shard files differ (or are missing)"; fail=1; fi
 
-# 5. the trace (of the gpipe run above) and the bubble
+# 5. tp x pp: tp 2 inside each of 2 stages (4 ranks) = tp 2 alone (2 ranks) for Llama, bit for bit (the
+# norm adds the stages' chunks in the tp norm's order), planned = measured; a tp 2 x pp 2 commit
+# re-saved on one process and back under tp 2 x pp 2 gives byte-identical shard files
+TPP=(--set parallel.tensor_parallel_size=2 "${PP2[@]}")
+train t2 2 llama --set parallel.tensor_parallel_size=2
+train t2p2 4 llama "${TPP[@]}" --ckpt-dir "$T/cktp" --ckpt-every 3
+same "llama tp 2 x pp 2 = tp 2" t2 t2p2
+"$Z" train "$T/llama.yaml" --resume "$T/cktp/step-00000003" --stop-after 3 --ckpt-dir "$T/cktp1" >/dev/null 2>&1 || true
+"$Z" train "$T/llama.yaml" --nproc 4 "${TPP[@]}" --resume "$T/cktp1/step-00000003" --stop-after 3 --ckpt-dir "$T/cktpb" \
+  >/dev/null 2>&1 || true
+same_files=1
+for r in 0 1 2 3; do cmp -s "$T/cktp/step-00000003/rank-0000$r.bin" "$T/cktpb/step-00000003/rank-0000$r.bin" || same_files=0; done
+if [ $same_files = 1 ]; then echo "ok   tp 2 x pp 2 commit -> one-process re-save -> tp 2 x pp 2 re-save: 4 shard files byte-identical"
+else echo "FAIL tp 2 x pp 2 -> one process -> tp 2 x pp 2: the shard files differ (or are missing)"; fail=1; fi
+
+# 6. the trace (of the gpipe run above) and the bubble
 if python3 - "$T/trace.json" <<'PYEOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))

@@ -307,11 +307,6 @@ static void check_mesh_model(cfg_ctx *x) {
                      "parallelism yet (train them with data parallelism, tensor_parallel_size 1)", PFX(w), tp,
                      c->lora.rank);
     }
-    if (!bad(x, "parallel.tensor_parallel_size") && !bad(x, "parallel.pipeline_parallel_size") && tp > 1 && pp > 1) {
-        w = LOC("parallel.tensor_parallel_size", "parallel.pipeline_parallel_size");
-        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d with parallel.pipeline_parallel_size %d: tensor "
-                     "parallelism inside pipeline stages is not built yet (use one of the two)", PFX(w), tp, pp);
-    }
     if (!bad(x, "parallel.pipeline_parallel_size") && pp > 1) {
         static const struct { const char *key, *why; } no[] = {
             {"sample.tokens", "generation runs the whole model on one rank"},

@@ -215,9 +215,8 @@ static int setup_groups(zt_engine *e, zt_error *err) {
         o->mesh = e->own_mesh;
     }
     const zt_mesh *M = o->mesh;
-    if ((M->tp > 1 && !M->tp_comm) || (M->pp > 1 && M->tp > 1))
-        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: %s", M->tp, M->pp,
-                            M->pp > 1 ? "tensor parallelism within pipeline stages is not built yet" : "no tp group");
+    if (M->tp > 1 && !M->tp_comm)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: no tp group", M->tp, M->pp);
     /* the data-parallel axis: a group of one is the single-process layout */
     o->comm = M->dp > 1 ? M->dp_comm : NULL;
     e->rank = M->dp_rank;

@@ -240,7 +240,9 @@ int zt_engine_job_size(const zt_engine *e);
 int zt_pipeline_tied_grads(zt_engine *e, zt_error *err);
 /* *sumsq = the squared gradient norm of the whole model from this stage's complete chunk partials
  * (plan order): every stage's partials in stage order (a copy's chunks left out), summed in order:
- * the one-process sum's bits. A collective over the pipeline group. */
+ * the one-process sum's bits; under tensor parallelism in zt_engine_tp_norm's order over the
+ * whole model (the cut parameters' chunks per part, summed in part order, then the whole ones),
+ * the tp-only run's bits. A collective over the pipeline group (and the tp group). */
 int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *err);
 
 /* tp_group.c: tensor parallelism */

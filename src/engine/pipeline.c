@@ -393,10 +393,30 @@ int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *er
     double *all = malloc((total ? total : 1) * sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "pipeline: out of memory for the gradient norm");
     rc = zt_all_gather_f64v(p->coll, partials, all, counts, "pipeline: gradient-norm partials", err);
-    if (!rc) { /* the stages' chunks in stage order are the whole model's in table order */
+    if (!rc && !e->tp_comm) { /* the stages' chunks in stage order are the whole model's in table order */
         double s = 0;
         for (size_t c = 0; c < total; c++) s += all[c];
         *sumsq = s;
+    } else if (!rc) { /* tp: zt_engine_tp_norm's sums over the stages' chunks in that order */
+        const zt_model *f = p->full;
+        double cut = 0, whole = 0, parts[64];
+        size_t c = 0;
+        for (int s = 0; s < p->p; s++)
+            for (int k = 0; k < f->n_params; k++) {
+                if (!zt_pp_stage_holds(f, &p->cut, s, k)) continue;
+                int64_t n = (f->params[k].numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+                double *to = f->params[k].tp_parts > 1 ? &cut : &whole;
+                for (int64_t q = 0; q < n && c < total; q++) *to += all[c++];
+            }
+        if (c != total || e->group.parts > 64)
+            rc = zt_error_set(err, ZT_ERR_INTERNAL, "pipeline: %zu of %zu gradient-norm chunks placed (%d tp parts)", c,
+                              total, e->group.parts);
+        if (!rc) rc = zt_all_gather_f64(e->tp_comm, &cut, parts, 1, "gradient norm over the parts", err);
+        if (!rc) {
+            double s = 0;
+            for (int q = 0; q < e->group.parts; q++) s += parts[q];
+            *sumsq = s + whole;
+        }
     }
     free(all);
     return rc;

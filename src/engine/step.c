@@ -32,15 +32,15 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;
     }
-    if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
+    if (e->pp) { /* pipeline: every stage's chunks, in stage order (and over the tp parts) */
         double sumsq;
-        int rc = zt_engine_tp_norm(e, e->norm_partials, &sumsq, err);
+        int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
         *norm = sqrt(sumsq);
         return rc;
     }
-    if (e->pp) { /* pipeline: every stage's chunks, in stage order */
+    if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
         double sumsq;
-        int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
+        int rc = zt_engine_tp_norm(e, e->norm_partials, &sumsq, err);
         *norm = sqrt(sumsq);
         return rc;
     }

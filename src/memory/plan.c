@@ -600,6 +600,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     /* the tp group's all-reduces (the units' sums): at most a (B, T, widest output) activation,
      * reduce-scattered in even blocks */
     size_t tp_sum = BT * max_width;
+    /* a later pipeline stage's first unit sums its input gradient (B, T, in width) too (the LM head
+     * alone on a stage: wider than its output) */
+    if (o->pp_in_width > 0 && BT * (size_t)o->pp_in_width > tp_sum) tp_sum = BT * (size_t)o->pp_in_width;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +

@@ -98,15 +98,23 @@ int zt_pp_param_owner(const zt_model *m, const zt_pp_cut *cut, int k) {
     return -1;
 }
 
+static bool lists(const zt_model *m, const zt_pp_cut *cut, int s, int k) {
+    for (int u = cut->first[s]; u < cut->first[s + 1]; u++)
+        for (int j = 0; j < m->units[u].n_params; j++)
+            if (m->units[u].params[j] == k) return true;
+    return false;
+}
+
+bool zt_pp_stage_holds(const zt_model *m, const zt_pp_cut *cut, int s, int k) {
+    /* a LoRA adapter comes with the weight it adapts */
+    return lists(m, cut, s, k) || (m->params[k].lora && lists(m, cut, s, m->params[k].lora_base));
+}
+
 int zt_pp_stage_model(const zt_model *m, const zt_pp_cut *cut, int s, zt_model **out, int *map, zt_error *err) {
     *out = NULL;
     if (s < 0 || s >= cut->stages)
         return zt_error_set(err, ZT_ERR_INTERNAL, "pipeline: stage %d of %d", s, cut->stages);
-    for (int k = 0; k < m->n_params; k++) map[k] = -1;
-    for (int u = cut->first[s]; u < cut->first[s + 1]; u++)
-        for (int j = 0; j < m->units[u].n_params; j++) map[m->units[u].params[j]] = 0;
-    for (int k = 0; k < m->n_params; k++) /* a LoRA adapter comes with the weight it adapts */
-        if (m->params[k].lora && map[m->params[k].lora_base] == 0) map[k] = 0;
+    for (int k = 0; k < m->n_params; k++) map[k] = zt_pp_stage_holds(m, cut, s, k) ? 0 : -1;
     zt_model *sm = calloc(1, sizeof *sm);
     if (!sm) return zt_error_set(err, ZT_ERR_NOMEM, "pipeline: out of memory");
     *sm = *m;

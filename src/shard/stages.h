@@ -42,6 +42,9 @@ int zt_pp_parse_cut(const char *list, int n, int stages, zt_pp_cut *cut, zt_erro
  * they list, in m's table order. map[k] (caller's array of m->n_params ints) = the stage's index of
  * m's parameter k, or -1. m must outlive the stage model (its units read m's configuration). */
 int zt_pp_stage_model(const zt_model *m, const zt_pp_cut *cut, int s, zt_model **out, int *map, zt_error *err);
+/* Whether stage s holds m's parameter k: one of its units lists it, or it is a LoRA adapter of a
+ * weight the stage holds (the stage model's parameters, zt_pp_stage_model). */
+bool zt_pp_stage_holds(const zt_model *m, const zt_pp_cut *cut, int s, int k);
 /* The stage whose units first list m's parameter k (its owner). */
 int zt_pp_param_owner(const zt_model *m, const zt_pp_cut *cut, int k);
 /* "2 stages: units 0-2 (embedding .. h.1), 3-4 (h.2 .. head)" */

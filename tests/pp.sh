@@ -103,6 +103,14 @@ train m1 1 llama "${MIX[@]}"; train m_pp 2 llama "${PP2[@]}" "${MIX[@]}"
 same "llama pp 2, full recomputation + fp16 = one process" m1 m_pp
 train d1 1 llama "${LORA[@]}"; train d_pp 2 llama "${PP2[@]}" "${LORA[@]}"
 same "llama pp 2, LoRA with dropout = one process" d1 d_pp
+# the bytes between the stages per step (rank 0 = stage 0's JSONL): m activations (B, T, C) fp32 sent and
+# their gradients received, 4·m·B·T·C = 65536 each way; GPT-2 adds its tied wte's gradient, V·C·4 each way
+pp_bytes() { # label run want
+  local got; got="$(python3 -c 'import json,sys; print(sorted({(o["bytes_sent"]["pipeline"], o["bytes_recv"]["pipeline"]) for o in map(json.loads, open(sys.argv[1])) if "step" in o and "bytes_sent" in o}))' "$T/$2.jsonl")"
+  if [ "$got" = "[($3, $3)]" ]; then echo "ok   $1: every step sent and received $3 bytes between the stages (the formula)"
+  else echo "FAIL $1: pipeline bytes per step $got, formula $3 each way"; fail=1; fi
+}
+pp_bytes "llama pp 2" l_pp $((4 * 4 * 2 * 32 * 64))
 # estimate-memory plans each stage as the run does (the run's planned high-water per rank)
 est="$("$Z" estimate-memory "$T/llama.yaml" --nproc 2 "${PP2[@]}" 2>&1)" || true
 want="$(grep -A3 '^memory per rank' "$T/l_pp.out" | awk '$1 ~ /^[0-9]+$/ {split($8, a, "/"); printf "%s ", a[1]}')"
@@ -158,6 +166,7 @@ for n, label, want in (("g_pp", "pp 2 1f1b vs one process", True), ("g_gpipe", "
 sys.exit(0 if ok else 1)
 PYEOF
 same "gpt2 pp 2 gpipe = pp 2 1f1b" g_pp g_gpipe
+pp_bytes "gpt2 pp 2 (and the tied wte)" g_pp $((4 * 4 * 2 * 32 * 64 + 50257 * 64 * 4))
 for s in zero1 zero3; do
   train g_$s 4 gpt2 "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2
   same "gpt2 pp 2 x dp 2 $s = pp 2" g_pp g_$s

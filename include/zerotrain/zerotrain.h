@@ -679,6 +679,9 @@ typedef struct zt_comm_bytes {
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
     uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
                                   kinds; not in the fields above) */
+    uint64_t sent_pp, recv_pp; /* pipeline parallelism: this rank's point-to-point transfers to and
+                                  from its neighbouring stages (activations, their gradients, a
+                                  tied parameter's gradient; not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);

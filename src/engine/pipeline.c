@@ -348,31 +348,41 @@ static float *grad_of(zt_engine *e, int i, size_t *n) {
     return e->micro_grads + pl->p[i].gfull_off;
 }
 
+/* The tied gradients go through a fixed chunk of host memory (outside the memory plan, like the
+ * other small host buffers): the exchange never holds a second copy of the tensor. */
+#define TIED_CHUNK ((size_t)1 << 18)
+
 int zt_pipeline_tied_grads(zt_engine *e, zt_error *err) {
     zt_pipeline *p = e->pp;
-    for (int t = 0; t < p->n_tied; t++) {
+    float *other = NULL;
+    int rc = ZT_OK;
+    for (int t = 0; t < p->n_tied && !rc; t++) {
         int i = p->tied[t];
         if (!e->model->params[i].trainable) continue;
         size_t n;
         float *g = grad_of(e, i, &n);
-        float *other = malloc((n ? n : 1) * sizeof *other);
-        if (!other) return zt_error_set(err, ZT_ERR_NOMEM, "pipeline: out of memory summing %s", e->model->params[i].name);
+        if (!other && !(other = malloc(TIED_CHUNK * sizeof *other)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "pipeline: out of memory summing %s", e->model->params[i].name);
         char what[48];
         snprintf(what, sizeof what, "tied gradient %d", t);
-        zt_p2p snd, rcv;
-        int tag = 4 * t + TAG_PARAM; /* the step's transfers are all done: no tag is in flight */
-        int rc = zt_p2p_irecv(p->link, other, n * sizeof(float), p->tied_peer[t], tag, what, &rcv, err);
-        if (!rc) rc = zt_p2p_isend(p->link, g, n * sizeof(float), p->tied_peer[t], tag, what, &snd, err);
-        if (!rc) rc = wait_traced(p, &rcv, err);
-        zt_error junk;
-        int rc2 = wait_traced(p, &snd, rc ? &junk : err);
-        if (!rc) rc = rc2;
-        if (!rc) /* first stage's + last stage's, the same sum on both (addition commutes exactly) */
-            for (size_t x = 0; x < n; x++) g[x] = p->tied_owner[t] ? g[x] + other[x] : other[x] + g[x];
-        free(other);
-        if (rc) return zt_error_prefix(err, "pipeline: summing %s over the stages that hold it", e->model->params[i].name);
+        /* the step's transfers are all done: no tag is in flight; chunks are matched in order */
+        int tag = 4 * t + TAG_PARAM;
+        for (size_t at = 0; at < n && !rc; at += TIED_CHUNK) {
+            size_t len = n - at < TIED_CHUNK ? n - at : TIED_CHUNK;
+            zt_p2p snd, rcv;
+            rc = zt_p2p_irecv(p->link, other, len * sizeof(float), p->tied_peer[t], tag, what, &rcv, err);
+            if (!rc) rc = zt_p2p_isend(p->link, g + at, len * sizeof(float), p->tied_peer[t], tag, what, &snd, err);
+            if (!rc) rc = wait_traced(p, &rcv, err);
+            zt_error junk;
+            int rc2 = wait_traced(p, &snd, rc ? &junk : err);
+            if (!rc) rc = rc2;
+            if (!rc) /* first stage's + last stage's, the same sum on both (addition commutes exactly) */
+                for (size_t x = 0; x < len; x++) g[at + x] = p->tied_owner[t] ? g[at + x] + other[x] : other[x] + g[at + x];
+        }
+        if (rc) zt_error_prefix(err, "pipeline: summing %s over the stages that hold it", e->model->params[i].name);
     }
-    return ZT_OK;
+    free(other);
+    return rc;
 }
 
 int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *err) {

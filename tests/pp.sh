@@ -85,7 +85,8 @@ same() { # label ref other: hash and losses identical, memory exact
 }
 
 # 2. Llama: bit-identical
-train l1 1 llama --ckpt-dir "$T/ck1" --ckpt-every 3          # (its commits: part 4)
+VAL=(--set data.val="$T/gpl.bin" --set eval.every=3 --set eval.batches=3)
+train l1 1 llama --ckpt-dir "$T/ck1" --ckpt-every 3 "${VAL[@]}"         # (its commits: part 4)
 train l_pp 2 llama "${PP2[@]}" --ckpt-dir "$T/ckpp" --ckpt-every 3
 train l_gpipe 2 llama "${PP2[@]}" --set parallel.pipeline_schedule=gpipe
 train l_pp4 4 llama --set parallel.pipeline_parallel_size=4
@@ -93,8 +94,11 @@ same "llama pp 2 1f1b = one process" l1 l_pp
 same "llama pp 2 gpipe = one process" l1 l_gpipe
 same "llama pp 4 1f1b = one process" l1 l_pp4
 for s in zero1 zero3; do
-  train l_$s 4 llama "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2
+  train l_$s 4 llama "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2 "${VAL[@]}"
   same "llama pp 2 x dp 2 $s = one process" l1 l_$s
+  v1="$(grep 'val loss' "$T/l1.out" | tr '\n' ' ')"; v2="$(grep 'val loss' "$T/l_$s.out" | tr '\n' ' ')"
+  if [ -n "$v1" ] && [ "$v1" = "$v2" ]; then echo "ok   llama pp 2 x dp 2 $s: the same validation losses ($v1)"
+  else echo "FAIL llama pp 2 x dp 2 $s validation: '$v2' vs '$v1'"; fail=1; fi
 done
 # the slots under activation checkpointing and fp16's loss scaler; LoRA's dropout masks per micro-batch
 MIX=(--set memory.activation_checkpointing=full --set precision.mode=fp16)

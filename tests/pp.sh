@@ -44,13 +44,7 @@ YEOF
 done
 
 # 1. bad input
-bad() { # label "expected text" zerotrain-args...
-  local label="$1" want="$2"; shift 2
-  local out rc=0
-  out="$("$Z" "$@" 2>&1)" || rc=$?
-  if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then echo "ok   $label: exit 2: $want"
-  else echo "FAIL $label: exit $rc, expected 2 and '$want':"; echo "$out" | tail -3; fail=1; fi
-}
+source "$SRC/tests/exit2.bash" # bad LABEL TEXT ARGS...: exit 2 naming TEXT
 PP2=(--set parallel.pipeline_parallel_size=2)
 bad "pp 5 vs 4 units" "parallel.pipeline_parallel_size: 5 stages for the model's 4 units" \
   train "$T/gpt2.yaml" --nproc 5 --set parallel.pipeline_parallel_size=5

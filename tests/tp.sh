@@ -37,13 +37,7 @@ training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 1e-3}
 YEOF
 
 # 1. bad sizes: exit 2, the message names the key and the numbers
-bad() { # label "expected text" zerotrain-args...
-  local label="$1" want="$2"; shift 2
-  local out rc=0
-  out="$("$Z" "$@" 2>&1)" || rc=$?
-  if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then echo "ok   $label: exit 2: $want"
-  else echo "FAIL $label: exit $rc, expected 2 and '$want':"; echo "$out" | tail -3; fail=1; fi
-}
+source "$SRC/tests/exit2.bash" # bad LABEL TEXT ARGS...: exit 2 naming TEXT
 bad "tp 3 vs 4 heads" "parallel.tensor_parallel_size: 3 does not divide model.n_head (4)" \
   train "$T/g.yaml" --nproc 3 --set parallel.tensor_parallel_size=3
 bad "tp 4 vs 2 KV heads" "parallel.tensor_parallel_size: 4 does not divide model.n_kv_head (2)" \

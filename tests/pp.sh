@@ -44,7 +44,7 @@ YEOF
 done
 
 # 1. bad input
-source "$SRC/tests/exit2.bash" # bad LABEL TEXT ARGS...: exit 2 naming TEXT
+source "$SRC/tests/dist_check.bash" # bad LABEL TEXT ARGS... (its hash_of and losses_of are redefined below)
 PP2=(--set parallel.pipeline_parallel_size=2)
 bad "pp 5 vs 4 units" "parallel.pipeline_parallel_size: 5 stages for the model's 4 units" \
   train "$T/gpt2.yaml" --nproc 5 --set parallel.pipeline_parallel_size=5
@@ -56,6 +56,8 @@ bad "stages 3,3 vs 4 units" "parallel.pipeline_stages \"3,3\": 2 stages of 6 uni
   train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --set parallel.pipeline_stages=3,3
 bad "a weights file under pp" "parallel.pipeline_parallel_size 2 with --init $T/none.ztw: loading a weights file is not under pipeline parallelism yet" \
   train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --init "$T/none.ztw"
+bad "sequence parallelism under pp" "parallel.pipeline_parallel_size: 2 with parallel.sequence_parallel: not under pipeline parallelism yet" \
+  train "$T/gpt2.yaml" --nproc 4 "${PP2[@]}" --set parallel.tensor_parallel_size=2 --set parallel.sequence_parallel=true
 bad "generation under pp" "parallel.pipeline_parallel_size: 2 with sample.tokens: not under pipeline parallelism yet" \
   train "$T/gpt2.yaml" --nproc 2 "${PP2[@]}" --set sample.tokens=8
 

@@ -11,7 +11,8 @@
 #     2-rank job: exit 8 with the file named, every rank stopping (no hang), the files removed;
 #  4. parameter offload (zero3's pieces in files, memory.offload_param nvme): alone and with the
 #     optimizer offloaded (then, without accumulation, the reduced gradient pieces go to files
-#     too), fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on 4 ranks, and with both
+#     too, except in pipeline stages), fp32, bf16, fp16, accumulation, one rank, hybrid over zero3 on
+#     4 ranks, zero3 in 2 pipeline stages of 2 ranks, and with both
 #     offloads at read-ahead depths 0 (none), 2 and 3 and under the smallest window bound the run accepts
 #     (memory.offload_param_max_live one element less is exit 2 naming the key and the unit):
 #     bit-identical to the in-memory run with every class at exactly its planned high-water, the
@@ -171,7 +172,8 @@ same_as_memory() {
 }
 for case in "2 zero3" "2 zero3 precision.mode=bf16" "2 zero3 precision.mode=fp16" \
             "2 zero3 training.gradient_accumulation_steps=2 training.global_batch_size=8" "1 zero3" \
-            "4 hybrid parallel.hybrid_shard_size=2 training.global_batch_size=8"; do
+            "4 hybrid parallel.hybrid_shard_size=2 training.global_batch_size=8" \
+            "4 zero3 parallel.pipeline_parallel_size=2 training.global_batch_size=4"; do
   set -- $case
   extra=(); for kv in "${@:3}"; do extra+=(--set "$kv"); done
   a="$(timeout 300 "$Z" train "$T/c.yaml" --nproc $1 --set parallel.strategy=$2 "${extra[@]}" 2>&1)"

@@ -336,13 +336,16 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         zt_plan_align_pieces(&e->plan, 1024); /* whole 4 KiB blocks per piece: O_DIRECT reads and writes */
         /* with the optimizer's state in files too, and one micro-batch per step, the reduced
          * gradient goes to the files as each unit's is done (grad_offload.c; memory/plan.c too) */
-        e->grad_offload = e->offload_dir && opt->grad_accum <= 1;
+        e->grad_offload = e->offload_dir && opt->grad_accum <= 1 && zt_memory_grad_offload_stage_ok(opt);
     }
     /* the memory plan: what follows allocates exactly this (src/memory/plan.c mirrors it) */
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
     po.overlap = zt_overlap_wanted(e);
-    if ((rc = zt_memory_plan_compute(m, &e->opt, &po, e->world, e->rank, &e->mem_plan, err))) goto fail;
+    po.no_window_check = true; /* over the whole job, below: every rank refuses alike */
+    if ((rc = zt_memory_plan_compute(m, &e->opt, &po, e->world, e->rank, &e->mem_plan, err)) ||
+        (rc = zt_param_offload_check_bound(e, err)))
+        goto fail;
 
     const zt_plan *pl = &e->plan;
     size_t full = pl->full_floats, piece = pl->shard_floats, gpiece = pl->gshard_floats;

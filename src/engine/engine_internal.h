@@ -319,6 +319,9 @@ void zt_param_offload_window_release(zt_engine *e, int u);
  * left); after it, ahead() queues the reads of the next units' pieces, up to
  * opt.offload.param_prefetch units ahead and opt.offload.param_max_live elements of windows. */
 void zt_param_offload_pass(zt_engine *e, int u, int next);
+/* At create, on every rank of the job (a collective when param_max_live is set): ZT_ERR_USAGE on
+ * every rank when the largest window of any rank (any pipeline stage) exceeds the bound. */
+int zt_param_offload_check_bound(zt_engine *e, zt_error *err);
 int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err);
 /* Waits for params[0..n)'s pieces (read into their windows) and checks each against its
  * checksum; any thread, no stream running. ZT_ERR_IO names the file and the parameter. */

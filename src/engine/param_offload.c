@@ -28,6 +28,7 @@
  * i and its release; windows never outlive their pass (a new pass drops leftovers of an abandoned
  * one); no window is held across a step; window_floats is the sum of the windows' floats. */
 #include "engine/engine_internal.h"
+#include "comm/comm.h"
 #include "memory/plan.h"
 #include "offload/io.h"
 #include "offload/nvme_store.h"
@@ -132,6 +133,23 @@ void zt_param_offload_window_release(zt_engine *e, int u) {
     zt_engine_release(e, &w->buf, w->floats, &e->mem.params);
     w->floats = 0;
     w->n = 0;
+}
+
+int zt_param_offload_check_bound(zt_engine *e, zt_error *err) {
+    size_t bound = e->opt.offload.param_max_live;
+    if (!e->param_dir || !e->shard_params || e->opt.precision.params == ZT_DTYPE_BF16 || !bound) return ZT_OK;
+    int unit, shard;
+    size_t mine = zt_memory_largest_window(e->model, &e->plan, &unit, &shard);
+    double most = (double)mine;
+    zt_comm *job = zt_engine_job_comm(e);
+    int rc = job ? zt_all_reduce_max_f64(job, &most, "offload window bound", err) : ZT_OK;
+    if (rc) return rc;
+    if ((size_t)most > mine) /* another rank's (another pipeline stage's) unit is the largest */
+        return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
+                            "%zu elements cannot hold the largest unit's window of parameter pieces, %.0f elements "
+                            "on another rank (its message names the unit); give at least %.0f, or 0 for no bound",
+                            bound, most, most);
+    return zt_memory_window_bound_error(e->model, bound, mine, unit, shard, err);
 }
 
 void zt_param_offload_pass(zt_engine *e, int u, int next) {

@@ -533,13 +533,12 @@ static size_t offload_staging_bytes(const zt_memory_plan_options *po, int kinds,
 }
 
 /* param_offload.c's bound: every unit's window (all its parameters' pieces) must fit in
- * param_max_live on its own, or its gather could never run. Checked for every shard of the group
- * (the pieces start 4 KiB blocks: a window is 1024 floats of alignment plus each piece rounded up
- * to 1024), so every rank refuses alike; the error names the largest unit and its shard. */
-static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live, zt_error *err) {
-    if (!max_live) return ZT_OK;
+ * param_max_live on its own, or its gather could never run. Over every shard of the group (the
+ * pieces start 4 KiB blocks: a window is 1024 floats of alignment plus each piece rounded up to
+ * 1024), so every rank of the group refuses alike. */
+size_t zt_memory_largest_window(const zt_model *m, const zt_plan *pl, int *unit, int *shard) {
     size_t most = 0;
-    int worst = 0, worst_shard = 0;
+    *unit = *shard = 0;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         for (int sh = 0; sh < pl->nshards; sh++) {
@@ -549,15 +548,18 @@ static int check_max_live(const zt_model *m, const zt_plan *pl, size_t max_live,
                 for (int j = 0; j < k; j++) dup |= un->params[j] == un->params[k];
                 if (!dup) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
             }
-            if (need > most) most = need, worst = u, worst_shard = sh;
+            if (need > most) most = need, *unit = u, *shard = sh;
         }
     }
-    if (most > max_live)
-        return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
-                            "%zu elements cannot hold unit %s's window of parameter pieces, %zu elements on shard %d (its "
-                            "pieces, each read as whole 4 KiB blocks, the largest unit's); give at least %zu, or 0 for no "
-                            "bound", max_live, m->units[worst].name, most, worst_shard, most);
-    return ZT_OK;
+    return most;
+}
+
+int zt_memory_window_bound_error(const zt_model *m, size_t max_live, size_t need, int unit, int shard, zt_error *err) {
+    if (!max_live || need <= max_live) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
+                        "%zu elements cannot hold unit %s's window of parameter pieces, %zu elements on shard %d (its "
+                        "pieces, each read as whole 4 KiB blocks, the largest unit's); give at least %zu, or 0 for no "
+                        "bound", max_live, m->units[unit].name, need, shard, need);
 }
 
 int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po_in,
@@ -644,7 +646,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         zt_plan_keep_frozen_slots(&pl);
         zt_plan_align_pieces(&pl, 1024);
     }
-    s.grad_offload = s.offload_param && pe.offload_optimizer && s.ga == 1; /* engine.c: grad_offload */
+    s.grad_offload = s.offload_param && pe.offload_optimizer && s.ga == 1 && zt_memory_grad_offload_stage_ok(o);
+    /* engine.c: grad_offload */
     s.gwriting = -1;
     size_t full = pl.full_floats, piece = pl.shard_floats, gpiece = pl.gshard_floats;
     size_t state = s.shard_optim ? gpiece : pl.gfull_floats; /* trainable parameters only */
@@ -662,7 +665,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         s.depth = p > 0 ? p : p == 0 ? 1 : 0;
         s.max_live = o->offload.param_max_live;
         s.ra_last = -2;
-        if ((rc = check_max_live(m, &pl, s.max_live, err))) goto done;
+        int wu, wsh;
+        size_t need = zt_memory_largest_window(m, &pl, &wu, &wsh);
+        if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, s.max_live, need, wu, wsh, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */

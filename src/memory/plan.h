@@ -79,6 +79,8 @@ typedef struct zt_memory_plan_options {
                                   each gather reads its unit's pieces into a window) */
     int offload_buffer_count;  /* 0: 4 */
     size_t offload_buffer_bytes; /* 0: 64 MiB */
+    bool no_window_check;      /* do not refuse an offload.param_max_live below the largest window
+                                  (the engine checks it over every rank of the job itself) */
 } zt_memory_plan_options;
 
 /* Defaults: the communication thread as the engine decides, no offload, new comms' chunks. */
@@ -98,6 +100,18 @@ static inline size_t zt_memory_alloc_bytes(size_t floats) {
     return ((floats ? floats : 1) * sizeof(float) + 63) & ~(size_t)63;
 }
 
+/* Parameter offload: the largest window any unit of m needs on any shard of pl's group (floats:
+ * 4 KiB of alignment and each piece's 4 KiB blocks, the layout being aligned); *unit and *shard
+ * say whose. */
+size_t zt_memory_largest_window(const zt_model *m, const zt_plan *pl, int *unit, int *shard);
+/* ZT_ERR_USAGE naming the key, the unit, the shard and the numbers when max_live (> 0) is below
+ * need, the largest window (zt_memory_largest_window). */
+int zt_memory_window_bound_error(const zt_model *m, size_t max_live, size_t need, int unit, int shard, zt_error *err);
+/* Gradient offload (engine/grad_offload.c) leaves pipeline stages alone: their tied gradients are
+ * summed across the stages after the reduction, from the resident pieces (engine/pipeline.c). */
+static inline bool zt_memory_grad_offload_stage_ok(const zt_engine_options *o) {
+    return !(o->pp_in_width > 0 || o->pp_send_out);
+}
 /* Parameter offload: floats of the window one gather reads params[0..n)'s pieces into (each
  * piece's enclosing 4 KiB blocks, plus 4 KiB to align the start; engine/param_offload.c). */
 size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);

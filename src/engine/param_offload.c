@@ -143,7 +143,7 @@ int zt_param_offload_check_bound(zt_engine *e, zt_error *err) {
     double most = (double)mine;
     zt_comm *job = zt_engine_job_comm(e);
     int rc = job ? zt_all_reduce_max_f64(job, &most, "offload window bound", err) : ZT_OK;
-    if (rc) return rc;
+    if (rc || (size_t)most <= bound) return rc;
     if ((size_t)most > mine) /* another rank's (another pipeline stage's) unit is the largest */
         return zt_error_set(err, ZT_ERR_USAGE, "memory.offload_param_max_live (DeepSpeed's stage3_max_live_parameters): "
                             "%zu elements cannot hold the largest unit's window of parameter pieces, %.0f elements "

@@ -1,7 +1,8 @@
 /* matmul_lp.c - the Linear layer in low precision (kernels.h, matmul_lp section): the same three
  * products as matmul.c with the operands rounded to bf16 or fp16 and fp32 accumulation.
  *
- *   forward   inp_lp = rnd(inp) (the caller's buffer: the unit saves it for backward)
+ *   forward   inp_lp = rnd(inp) (the caller's buffer: the unit saves it for backward; inp NULL:
+ *             inp_lp is already rnd(inp), written by the kernel that made it or an earlier call)
  *             out = inp_lp @ W^T + bias
  *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC)
  *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient)
@@ -43,7 +44,8 @@ static void product(zt_lp_kind kind, bool ta, bool tb, int M, int N, int K, cons
 void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *weight,
                        const float *bias, int N, int C, int OC, zt_lp_kind kind)
 {
-    zt_round_to_lp(kind, inp_lp, inp, (size_t)N * C);
+    if (inp) /* NULL: inp_lp holds the rounded input already (a kernel wrote it, or an earlier call) */
+        zt_round_to_lp(kind, inp_lp, inp, (size_t)N * C);
     product(kind, false, true, N, OC, C, inp_lp, C, weight, C, 0.0f, out, OC, bias);
 }
 

@@ -192,8 +192,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *attn_scratch = tmp + 2 * (size_t)N * w.W;
     float *x;
 
-    x = zt_linear_input(a, s.ln1, tmp);
-    layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
+    /* the layernorms and GELU write the Linears' operand in its dtype (under lp compute: rounded,
+     * and the Linears then take x = NULL: nothing left to round) */
+    layernorm_forward_to(s.ln1, a->lp_kind, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
+    x = a->lp_kind ? NULL : s.ln1;
     zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
@@ -204,12 +206,12 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     }
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    x = zt_linear_input(a, s.ln2, tmp);
-    layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
+    residual_layernorm_forward(s.res2, s.ln2, a->lp_kind, s.ln2_mean, s.ln2_rstd, a->in, proj, p[P_LN2W], p[P_LN2B],
+                               N, C);
+    x = a->lp_kind ? NULL : s.ln2;
     zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, H);
-    x = zt_linear_input(a, s.fch_gelu, tmp);
-    gelu_forward(x, s.fch, (size_t)N * H);
+    gelu_forward_to(s.fch_gelu, a->lp_kind, s.fch, (size_t)N * H);
+    x = a->lp_kind ? NULL : s.fch_gelu;
     if ((rc = zt_linear_forward_rows(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, H, C, "mlp.c_proj", err)))
         return rc;
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
@@ -268,17 +270,15 @@ static bool block_reads_lp(const zt_unit *u, int k) { return block_adaptable(u, 
 
 /* Selective checkpointing: rebuilds fch_gelu, and under naive attention att, exactly as
  * block_forward wrote them (the same kernels on the same kept inputs; attention_forward without
- * its output skips P·V; under lp compute gelu(fch) goes through scratch and is rounded into its
- * slot, as c_proj's forward did). */
+ * its output skips P·V; under lp compute gelu(fch) is written rounded into its slot, as
+ * block_forward wrote it). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, N = B * T;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     if (!flash(u->model_cfg)) attention_forward(NULL, s.att, s.qkv, B, T, w.Ca, w.NH);
-    float *x = zt_linear_input(a, s.fch_gelu, a->scratch);
-    gelu_forward(x, s.fch, (size_t)N * w.H);
-    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * w.H);
+    gelu_forward_to(s.fch_gelu, a->lp_kind, s.fch, (size_t)N * w.H);
     return ZT_OK;
 }
 
@@ -332,8 +332,9 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
-    layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
+    float *logits = s.probs;
+    layernorm_forward_to(s.lnf, a->lp_kind, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
+    const float *x = a->lp_kind ? NULL : s.lnf; /* under lp compute s.lnf holds the rounded operand */
     zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

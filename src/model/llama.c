@@ -197,13 +197,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     inv_freq_of(c, inv_freq);
     float *x;
 
-    x = zt_linear_input(a, s.xn1, tmp);
-    rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
+    /* the norms and SwiGLU write the Linears' operand in its dtype (under lp compute: rounded, and
+     * the Linears then take x = NULL: nothing left to round) */
+    rmsnorm_forward_to(s.xn1, a->lp_kind, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
+    x = a->lp_kind ? NULL : s.xn1;
     zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, Q);
     zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
     zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
-    rope_forward(s.q, inv_freq, B, T, w.NH, hs);
-    rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
+    rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
@@ -213,13 +214,12 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
         attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    x = zt_linear_input(a, s.xn2, tmp);
-    rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
+    residual_rmsnorm_forward(s.res2, s.xn2, a->lp_kind, s.rstd2, a->in, proj, p[P_NORM2], c->rms_norm_eps, N, C);
+    x = a->lp_kind ? NULL : s.xn2;
     zt_linear_forward(u, a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
     zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
-    x = zt_linear_input(a, s.h, tmp);
-    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
+    swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
+    x = a->lp_kind ? NULL : s.h;
     if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
     residual_forward(a->out, s.res2, proj, (size_t)N * C);
     return ZT_OK;
@@ -258,8 +258,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
                                      a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
-    rope_backward(dq, inv_freq, B, T, w.NH, hs);
-    rope_backward(dk, inv_freq, B, T, w.NKV, hs);
+    rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs);
     zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
     zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
     zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
@@ -283,17 +282,14 @@ static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
 /* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
  * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
- * skips P·V; under lp compute h goes through scratch and is rounded into its slot, as down_proj's
- * forward did). */
+ * skips P·V; under lp compute h is written rounded into its slot, as block_forward wrote it). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
-    float *x = zt_linear_input(a, s.h, a->scratch);
-    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
-    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
+    swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
     return ZT_OK;
 }
 
@@ -343,8 +339,9 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
-    rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
+    float *logits = s.probs;
+    rmsnorm_forward_to(s.xn, a->lp_kind, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
+    const float *x = a->lp_kind ? NULL : s.xn; /* under lp compute s.xn holds the rounded operand */
     zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

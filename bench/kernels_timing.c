@@ -163,7 +163,26 @@ static void time_bf16_forms(int B, int T, int C, int I, int L)
     TIME_FB((void)0, (swiglu_forward(h, g, u, ni), zt_f32_to_bf16(hl, h, ni)), (void)0,
             swiglu_forward_to(hl, ZT_LP_BF16, g, u, ni));
     report_ab("swiglu -> bf16", "swiglu+rounding", "swiglu_forward_to", L);
-    free(g), free(u), free(h), free(hl);
+    /* backward: d gate and d up rounded for the gate and up Linears */
+    float *dg = buf(ni), *du = buf(ni);
+    uint16_t *dgl = malloc(ni * 2);
+    TIME_FB((void)0, (swiglu_backward(dg, du, h, g, u, ni), zt_f32_to_bf16(dgl, dg, ni), zt_f32_to_bf16(hl, du, ni)),
+            (void)0, swiglu_backward_to(dgl, hl, ZT_LP_BF16, h, g, u, ni));
+    report_ab("swiglu bwd -> bf16", "swiglu bwd+2 roundings", "swiglu_backward_to", L);
+    free(g), free(u), free(h), free(hl), free(dg), free(du), free(dgl);
+    /* the LM head's d logits: in place then rounded into the staging, or rounded as made */
+    {
+        const int V = 32000;
+        size_t nv = (size_t)N * V;
+        float *probs = buf(nv), *work = buf(nv), *dl = buf(N);
+        uint16_t *st = malloc(nv * 2);
+        int32_t *tg = malloc(sizeof(int32_t) * N);
+        for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 104729u) % (unsigned)V), dl[i] = 1.0f / N;
+        TIME_FB(memcpy(work, probs, nv * 4), (softmax_xent_backward(work, tg, dl, N, V), zt_f32_to_bf16(st, work, nv)),
+                (void)0, softmax_xent_backward_to(st, ZT_LP_BF16, probs, tg, dl, N, V, 0));
+        report_ab("xent bwd -> bf16 (32000)", "in place+rounding", "softmax_xent_backward_to", 1);
+        free(probs), free(work), free(dl), free(st), free(tg);
+    }
     /* AdamW over a quarter of llama-124M's parameters, then the compute copy (x 4 per step) */
     size_t np = 124668672 / 4;
     float *p = buf(np), *gr = buf(np), *m = buf(np), *v = buf(np);

@@ -923,6 +923,38 @@ static void test_softmax_xent_extremes(void **state)
     free(x);
 }
 
+/* softmax_xent_backward_to against softmax_xent_backward_cols followed by zt_round_to_lp (bf16,
+ * fp16; the probabilities left as they are), and in fp32 into another buffer: the same bits; rows of
+ * several rounding chunks, the target in various chunks and (cut vocabulary, v0) in none */
+static void test_xent_backward_to(void **state)
+{
+    (void)state;
+    const int N = 5, V = 2500;
+    const size_t n = (size_t)N * V;
+    float *x = falloc(n), *probs = falloc(n), *ref = falloc(n), *out = falloc(n), *rnd = falloc(n), losses[5];
+    int32_t tg[5] = {0, 1023, 1024, 2499, 3000};
+    float dl[5] = {0.2f, -1.5f, 1.0f, 0.0f, 3.0f};
+    fill(x, n, 4.0f);
+    softmax_xent_forward(losses, x, tg, N, V); /* x now probabilities */
+    memcpy(probs, x, n * 4);
+    memcpy(ref, x, n * 4);
+    softmax_xent_backward_cols(ref, tg, dl, N, V, 100); /* targets - 100: row 4's (2900) beyond the part */
+    for (int kind = 0; kind <= ZT_LP_FP16; kind++) {
+        const float *want = ref;
+        size_t words = kind == ZT_LP_BF16 ? (n + 1) / 2 : n;
+        if (kind) {
+            memset(rnd, 0, n * 4);
+            zt_round_to_lp((zt_lp_kind)kind, rnd, ref, n);
+            want = rnd;
+        }
+        memset(out, 0, n * 4);
+        softmax_xent_backward_to(out, kind, x, tg, dl, N, V, 100);
+        assert_same_bits("softmax_xent_backward_to", want, out, words);
+        assert_same_bits("softmax_xent_backward_to leaves probs", probs, x, n);
+    }
+    free(x), free(probs), free(ref), free(out), free(rnd);
+}
+
 /* layernorm_forward_to, residual_layernorm_forward and gelu_forward_to against layernorm_forward,
  * residual_forward and gelu_forward followed by zt_round_to_lp (bf16, fp16), and in fp32: the
  * same bits, on 2 threads and 1 */
@@ -985,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_fused_forward_forms),
+        cmocka_unit_test(test_xent_backward_to),
         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_softmax_xent_extremes),
     };

@@ -298,6 +298,21 @@ static void test_fused_forward_forms(void **state)
         residual_rmsnorm_forward(res2, out, kind, rstd2, a, b, w, 1e-5f, N, C);
         omp_set_num_threads(nt);
         assert_same_bits("swiglu_forward_to 1 thread", hl, h2, wordsh);
+        /* backward: dgate, dup rounded as made (dout: h, any values) */
+        float *dg = falloc(nh), *du = falloc(nh), *dgl = falloc(nh), *dul = falloc(nh);
+        memset(dgl, 0, nh * 4), memset(dul, 0, nh * 4);
+        swiglu_backward(dg, du, h, gate, up, nh);
+        if (kind) {
+            float *dgr = falloc(nh), *dur = falloc(nh);
+            memset(dgr, 0, nh * 4), memset(dur, 0, nh * 4);
+            zt_round_to_lp((zt_lp_kind)kind, dgr, dg, nh), zt_round_to_lp((zt_lp_kind)kind, dur, du, nh);
+            memcpy(dg, dgr, nh * 4), memcpy(du, dur, nh * 4);
+            free(dgr), free(dur);
+        }
+        swiglu_backward_to(dgl, dul, kind, h, gate, up, nh);
+        assert_same_bits("swiglu_backward_to dgate", dg, dgl, wordsh);
+        assert_same_bits("swiglu_backward_to dup", du, dul, wordsh);
+        free(dg), free(du), free(dgl), free(dul);
         assert_same_bits("residual_rmsnorm_forward 1 thread", lp, out, words);
     }
     free(a), free(b), free(w), free(res), free(ref), free(rstd), free(out), free(rstd2), free(res2), free(lp);

@@ -85,7 +85,7 @@ void gelu_forward_to(void *out, int kind, const float *inp, size_t N)
             for (size_t c = i0; c < i1; c += LP_CHUNK) {
                 size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
                 gelu_range(buf, inp + c, 0, e - c);
-                zt_round_to_lp((zt_lp_kind)kind, (char *)out + c * esize, buf, e - c);
+                zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + c * esize, buf, e - c);
             }
         }
     }

@@ -95,7 +95,8 @@ void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *w
                        const float *bias, int N, int C, int OC, zt_lp_kind kind);
 /* dinp (N,C) = rnd(dout) @ weight (or += when accumulate_dinp); dweight (OC,C) += rnd(dout)^T @
  * inp_lp, inp_lp the forward's rounded input; dbias (OC) += column sums of dout. Any of dinp,
- * dweight, dbias may be NULL (skipped). */
+ * dweight, dbias may be NULL (skipped). dout NULL (then dbias NULL): staging holds rnd(dout)
+ * already (written by the kernel that made it). */
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging);
@@ -138,6 +139,9 @@ void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n);
 void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
 /* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values */
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);
+/* The same on the calling thread alone (no OpenMP region: for a kernel's rows or chunks inside
+ * its own parallel region). */
+void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t n);
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
 
@@ -231,6 +235,11 @@ void swiglu_forward_to(void *out, int kind, const float *gate, const float *up, 
 /* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (assigned). dgate may be dout. */
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                      size_t n);
+/* The same with dgate and dup written in the dtype kind (0: fp32, as swiglu_backward; else a
+ * zt_lp_kind: swiglu_backward's bits followed by zt_round_to_lp's). Under a kind they alias
+ * nothing. */
+void swiglu_backward_to(void *dgate, void *dup, int kind, const float *dout, const float *gate, const float *up,
+                        size_t n);
 
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);
@@ -267,5 +276,10 @@ void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float 
 void softmax_xent_finish(float *losses, float *e_to_probs, const double *S, const double *XT, int N, int V);
 void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
                                 int V, int64_t v0);
+/* softmax_xent_backward_cols with d loss / d logits written into out in the dtype kind (0: fp32, out
+ * may be probs; else a zt_lp_kind: the rounded values, the bits of softmax_xent_backward_cols
+ * followed by zt_round_to_lp, and probs is left as it is). */
+void softmax_xent_backward_to(void *out, int kind, const float *probs, const int32_t *targets, const float *dlosses,
+                              int N, int V, int64_t v0);
 
 #endif /* ZT_KERNELS_H */

@@ -4,7 +4,8 @@
  *   forward   inp_lp = rnd(inp) (the caller's buffer: the unit saves it for backward; inp NULL:
  *             inp_lp is already rnd(inp), written by the kernel that made it or an earlier call)
  *             out = inp_lp @ W^T + bias
- *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC)
+ *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC) (dout NULL:
+ *                                                          the caller's kernel wrote it there)
  *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient)
  *             dbias += column sums of dout (fp32, matmul_dbias)
  * The input is rounded once, in forward, and backward multiplies by what forward multiplied by:
@@ -53,7 +54,7 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging)
 {
-    if (dinp != NULL || dweight != NULL)
+    if ((dinp != NULL || dweight != NULL) && dout != NULL)
         zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
     if (dinp != NULL)
         product(kind, false, false, N, C, OC, staging, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f,

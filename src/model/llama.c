@@ -245,9 +245,16 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     memcpy(dres, a->dout, NC * sizeof *dres);
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
     zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
-    swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
-    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
-    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    if (zt_linear_takes_rounded(u, a, P_GATE) && zt_linear_takes_rounded(u, a, P_UP)) {
+        /* dgate and dup rounded as SwiGLU makes them: dgate into the staging, dup into wide2 */
+        swiglu_backward_to(a->staging, wide2, a->lp_kind, wide1, s.gate, s.up, (size_t)N * I);
+        zt_linear_backward_rounded(u, a, P_GATE, bufC, g[P_GATE], a->staging, s.xn2, N, C, I, false);
+        zt_linear_backward_rounded(u, a, P_UP, bufC, g[P_UP], wide2, s.xn2, N, C, I, true);
+    } else {
+        swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
+        zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
+        zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
+    }
     if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp gate/up input gradient", err))) return rc;
     rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
     /* attention: res2 = x + atty·Woᵀ */

@@ -11,8 +11,8 @@
 
 #include <math.h>
 
-/* elements per block of the fused update and rounding: p, g, m, v of a block (64 KiB) stay in L2 */
-#define ROUND_BLOCK 4096
+/* elements per block of the fused update and rounding: p, g, m, v of a block (128 KiB) stay in L2 */
+#define ROUND_BLOCK 8192
 
 typedef struct adamw_consts {
     float b1, b2, a1, a2, eps, step, inv_sqrt_bc2, decay, grad_scale;
@@ -63,7 +63,7 @@ void zt_adamw_update_round(float *p, const float *g, float *m, float *v, size_t 
         for (size_t lo = i0; lo < i1; lo += ROUND_BLOCK) {
             size_t hi = lo + ROUND_BLOCK < i1 ? lo + ROUND_BLOCK : i1;
             adamw_block(p, g, m, v, lo, hi, &k);
-            zt_round_to_lp((zt_lp_kind)lp_kind, (char *)lp + lo * lp_bytes, p + lo, hi - lo);
+            zt_round_to_lp_serial((zt_lp_kind)lp_kind, (char *)lp + lo * lp_bytes, p + lo, hi - lo);
         }
     }
 }

@@ -80,12 +80,7 @@ void residual_rmsnorm_forward(float *res, void *out, int kind, float *rstd, cons
         for (int r = 0; r < N; r++) {
             size_t off = (size_t)r * C;
             float *x = res + off;
-            int i;
-            for (i = 0; i + ZT_VL <= C; i += ZT_VL)
-                zt_vstore(x + i, zt_vadd(zt_vload(a + off + i), zt_vload(b + off + i)));
-            if (i < C)
-                zt_vstoren(x + i, zt_vadd(zt_vloadn(a + off + i, C - i, 0.0f), zt_vloadn(b + off + i, C - i, 0.0f)),
-                           C - i);
+            zt_row_add(x, a + off, b + off, C);
             norm_row_to(out, kind, row, x, weight, eps, rstd, r, C);
         }
     }

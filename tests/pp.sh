@@ -83,7 +83,7 @@ same() { # label ref other: hash and losses identical, memory exact
 # 2. Llama: bit-identical
 VAL=(--set data.val="$T/gpl.bin" --set eval.every=3 --set eval.batches=3)
 train l1 1 llama --ckpt-dir "$T/ck1" --ckpt-every 3 "${VAL[@]}"         # (its commits: part 4)
-train l_pp 2 llama "${PP2[@]}" --ckpt-dir "$T/ckpp" --ckpt-every 3
+train l_pp 2 llama "${PP2[@]}" --ckpt-dir "$T/ckpp" --ckpt-every 3 --comm-log 1
 train l_gpipe 2 llama "${PP2[@]}" --set parallel.pipeline_schedule=gpipe
 train l_pp4 4 llama --set parallel.pipeline_parallel_size=4
 same "llama pp 2 1f1b = one process" l1 l_pp
@@ -111,6 +111,13 @@ pp_bytes() { # label run want
   else echo "FAIL $1: pipeline bytes per step $got, formula $3 each way"; fail=1; fi
 }
 pp_bytes "llama pp 2" l_pp $((4 * 4 * 2 * 32 * 64))
+# the comm log's p2p row (rank 0, stage 0): per step m sends of the activations and m receives of
+# their gradients, 6 steps: 48 transfers of 4·B·T·C = 16384 bytes (--save's gather of stage 1's
+# weights adds its own rows)
+row="$(grep -E '^p2p +pp +2 ' "$T/l_pp.out" | grep -F '[16 KiB, 32 KiB)' || true)"
+[ -n "$row" ] || grep -E '^p2p ' "$T/l_pp.out" || true
+if [ "$(awk '{print $8, $9, $10}' <<<"$row")" = "48 786.43 KB" ]; then echo "ok   comm log: $row"
+else echo "FAIL comm log p2p row: '$row' (want 48 transfers, 786.43 KB)"; fail=1; fi
 # estimate-memory plans each stage as the run does (the run's planned high-water per rank)
 est="$("$Z" estimate-memory "$T/llama.yaml" --nproc 2 "${PP2[@]}" 2>&1)" || true
 want="$(grep -A3 '^memory per rank' "$T/l_pp.out" | awk '$1 ~ /^[0-9]+$/ {split($8, a, "/"); printf "%s ", a[1]}')"

@@ -8,6 +8,7 @@
  * the compute threads. */
 #include "comm/p2p.h"
 #include "comm/comm_internal.h"
+#include "metrics/commlog.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -45,6 +46,7 @@ static int post(zt_comm *c, void *buf, size_t bytes, int peer, int tag, bool rec
     p->bytes = bytes;
     p->peer = peer;
     p->tag = tag;
+    p->posted_at = omp_get_wtime();
     return ZT_OK;
 }
 
@@ -104,7 +106,11 @@ int zt_p2p_wait(zt_comm *c, zt_p2p *p, zt_error *err) {
                               "expected (the stages disagree on the micro-batch shape)", p->what, p->peer, c->name, got,
                               p->bytes);
     }
-    if (!rc) atomic_fetch_add(p->recv ? &g_recvd : &g_sent, (uint64_t)p->bytes);
+    if (!rc) {
+        atomic_fetch_add(p->recv ? &g_recvd : &g_sent, (uint64_t)p->bytes);
+        /* one comm-log row per direction's size: posted to done, and the part this wait blocked */
+        zt_commlog_record(ZT_COLL_P2P, p->bytes, omp_get_wtime() - p->posted_at, p->waited_s, c->size, c->name);
+    }
     free(r);
     p->req = NULL;
     p->active = false;

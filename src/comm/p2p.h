@@ -19,6 +19,7 @@ typedef struct zt_p2p {
     int peer, tag;
     char what[48];      /* names the transfer in errors: "activation of micro-batch 3" */
     double waited_s;    /* seconds the last zt_p2p_wait blocked */
+    double posted_at;   /* omp_get_wtime() at the post: the comm log's transfer time runs from it */
 } zt_p2p;
 
 /* Posts the send of buf (bytes) to comm rank `peer` with `tag` (>= 0); buf must stay untouched

@@ -279,6 +279,27 @@ int zt_all_reduce(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *t
 int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **op,
                         zt_error *err);
 
+/* The all-reduce's algorithms. Every one gives the same bits (each element is zt_tree_sum over
+ * the ranks' values in rank order); they differ in messages, bytes and additions:
+ *   RS_AG     reduce-scatter + all-gather, pipelined per chunk: 2(N-1)/N x n elements each way,
+ *             two rounds of messages; bandwidth-optimal for any N.
+ *   EXCHANGE  every rank sends its whole vector to every other and adds all N itself: (N-1) x n
+ *             elements each way (the same as RS_AG on 2 ranks), one round, N x n additions.
+ * AUTO (the default) picks by size like Open MPI's tuned component: on 2 ranks EXCHANGE up to
+ * ZT_COMM_AR_EXCHANGE_BYTES of payload (default 16 MiB; 0: never), RS_AG above it and on
+ * any other rank count (where EXCHANGE would send more bytes than the traffic formulas). */
+typedef enum zt_ar_algo { ZT_AR_ALGO_AUTO = 0, ZT_AR_ALGO_RS_AG = 1, ZT_AR_ALGO_EXCHANGE = 2 } zt_ar_algo;
+/* Forces one algorithm on c (AUTO: by size again); the same on every rank. ZT_ERR_USAGE for
+ * another value. For tests and benchmarks: the result's bits do not change. */
+int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo);
+/* The algorithm zt_all_reduce of n elements of dtype would run on c now (never AUTO). */
+zt_ar_algo zt_comm_all_reduce_algo(const zt_comm *c, zt_dtype dtype, size_t n);
+/* The 2-rank EXCHANGE threshold in payload bytes (ZT_COMM_AR_EXCHANGE_BYTES at creation). */
+int zt_comm_set_all_reduce_exchange_bytes(zt_comm *c, size_t bytes);
+size_t zt_comm_all_reduce_exchange_bytes(const zt_comm *c);
+/* The name of an algorithm: "rs_ag", "exchange", "auto"; "?" otherwise. */
+const char *zt_ar_algo_name(int algo);
+
 /* ---- broadcast.c -------------------------------------------------------------------------- */
 
 /* buf (bytes) on every rank = buf on root. Pipelined binomial tree: a rank with k children in

@@ -43,6 +43,9 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_COMM_DEFAULT_CHUNK (256u << 10) /* bytes: measured, bench/RESULTS.md "Collectives" */
 #define ZT_COMM_DEFAULT_SPIN 1e-3         /* seconds a wait spins before it yields */
 #define ZT_COMM_MIN_CHUNK 4096u
+/* 2-rank all-reduces up to this many bytes exchange whole vectors (all_reduce_exchange.c):
+ * measured, bench/RESULTS.md "Collectives" */
+#define ZT_COMM_DEFAULT_AR_EXCHANGE (16u << 20)
 
 typedef struct zt_req_info {
     int peer;      /* comm rank at the other end */
@@ -106,6 +109,18 @@ struct zt_comm_op {
         int *sent_mark;          /* [N][depth] last chunk finished through each send slot */
         int *next_ag_send;       /* [N] next summed chunk to send to each peer */
     } ar;
+    /* all-reduce by exchanging whole vectors (all_reduce_exchange.c) */
+    struct {
+        zt_dtype dtype;
+        unsigned char *buf;  /* n elements of elem bytes, in place */
+        size_t n, elem;
+        size_t chunk, cap;   /* elements per chunk; per scratch slot (min(n, chunk)) */
+        int nchunks, depth, next_sum, send_base;
+        int arrived[ZT_RS_MAX_DEPTH]; /* pieces of the round's chunk here */
+        int *sent_contig;    /* [N] leading chunks whose send to rank r has finished */
+        int *sent_mark;      /* [N][depth] last chunk finished through each send slot */
+        unsigned char *slots; /* scratch: depth x (N-1) x cap elements */
+    } xc;
     /* broadcast */
     struct {
         unsigned char *buf;
@@ -130,6 +145,8 @@ struct zt_comm {
     double timeout;         /* seconds without progress */
     double spin;            /* seconds of no progress a wait spins before yielding */
     size_t chunk_bytes;
+    size_t ar_exchange_max; /* 2-rank all-reduces of at most this many bytes exchange whole vectors */
+    int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */
     bool broken;
@@ -164,8 +181,15 @@ struct zt_comm {
 /* ---- world.c ---- */
 /* "rank 3" on the world, "rank 3 (world 7)" on a sub-comm. */
 void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap);
-/* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US (defaults when unset). */
-int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err);
+/* What a new comm starts with: ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US /
+ * ZT_COMM_AR_EXCHANGE_BYTES, the defaults where unset; a split or dup inherits its parent's. */
+typedef struct zt_comm_settings {
+    double timeout;         /* seconds */
+    size_t chunk;           /* bytes */
+    double spin;            /* seconds */
+    size_t ar_exchange_max; /* bytes: zt_ar_algo_ */
+} zt_comm_settings;
+int zt_comm_env_(zt_comm_settings *out, zt_error *err);
 
 /* ---- board.c: the status board (flight recorder) of this rank, in $ZT_RUN_DIR ---- */
 void zt_board_open_(int world_rank);  /* at init; no-op without $ZT_RUN_DIR */
@@ -238,6 +262,13 @@ int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, z
 /* The same for the pairwise all-gather of blocks c->off (elem bytes per element). send may be
  * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */
 int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err);
+/* all_reduce_exchange.c: posts the first window of the whole-vector exchange of buf (n elements
+ * of dtype, in place) cut into chunk_bytes chunks, depth chunks in flight per peer and direction
+ * (depth <= ZT_RS_MAX_DEPTH), and sets on_complete / advance. Uses requests 0 .. 2 depth (N-1) - 1. */
+int zt_ar_exchange_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, size_t chunk_bytes, int depth,
+                         zt_error *err);
+/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO). */
+int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

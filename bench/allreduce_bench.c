@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--algo") && i + 1 < argc) {
             const char *a = argv[++i];
             algo = !strcmp(a, "rs_ag") ? ZT_AR_ALGO_RS_AG : !strcmp(a, "exchange") ? ZT_AR_ALGO_EXCHANGE
-                 : !strcmp(a, "auto") ? ZT_AR_ALGO_AUTO : -1;
+                 : !strcmp(a, "shm") ? ZT_AR_ALGO_SHM : !strcmp(a, "auto") ? ZT_AR_ALGO_AUTO : -1;
             usage = algo < 0;
         } else {
             usage = true;
@@ -101,14 +101,20 @@ int main(int argc, char **argv) {
     if (usage) {
         if (me == 0)
             fprintf(stderr, "usage: mpirun -np N allreduce_bench [--min-kb 256 | --min-mb M] [--max-kb K | "
-                            "--max-mb 256] [--reps 7] [--algo auto|rs_ag|exchange]\n  (ZT_COMM_CHUNK_BYTES sets "
+                            "--max-mb 256] [--reps 7] [--algo auto|rs_ag|exchange|shm]\n  (ZT_COMM_CHUNK_BYTES sets "
                             "zerotrain's chunk, ZT_COMM_AR_EXCHANGE_BYTES the size up to which 2 ranks exchange "
                             "whole vectors; --algo forces one algorithm)\n");
         zt_comm_free(world);
         zt_comm_finalize(NULL);
         return 2;
     }
-    zt_comm_set_all_reduce_algo(world, (zt_ar_algo)algo);
+    if (zt_comm_set_all_reduce_algo(world, (zt_ar_algo)algo) != ZT_OK) {
+        if (me == 0) fprintf(stderr, "--algo %s: not available on this comm (shm: every rank on one node)\n",
+                             zt_ar_algo_name(algo));
+        zt_comm_free(world);
+        zt_comm_finalize(NULL);
+        return 2;
+    }
     if (reps < 1) reps = 1;
     if (min_kb < 1) min_kb = 1;
     if (max_kb < min_kb) max_kb = min_kb;

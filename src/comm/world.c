@@ -52,6 +52,7 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
     out->chunk = ZT_COMM_DEFAULT_CHUNK;
     out->spin = ZT_COMM_DEFAULT_SPIN;
     out->ar_exchange_max = ZT_COMM_DEFAULT_AR_EXCHANGE;
+    out->ar_shm_max = ZT_COMM_DEFAULT_AR_SHM;
     const char *s = getenv("ZT_COMM_TIMEOUT");
     if (s && *s) {
         char *end;
@@ -88,12 +89,18 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
                             "ZT_COMM_AR_EXCHANGE_BYTES='%s': expected bytes, 0 (never) to 1T "
                             "(suffix k, M or G allowed)",
                             s);
+    s = getenv("ZT_COMM_AR_SHM_BYTES");
+    if (s && *s && !parse_bytes(s, 0, 1ull << 40, &out->ar_shm_max))
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "ZT_COMM_AR_SHM_BYTES='%s': expected bytes, 0 (no shared segment) to 1T "
+                            "(suffix k, M or G allowed)",
+                            s);
     return ZT_OK;
 }
 
 /* Wraps MPI comm m (taking ownership when owned) into a new zt_comm. */
 static int comm_wrap(MPI_Comm m, bool owned, const char *name, const zt_comm_settings *set,
-                     zt_comm **out, zt_error *err) {
+                     bool shm, zt_comm **out, zt_error *err) {
     *out = NULL;
     zt_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -106,6 +113,7 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, const zt_comm_set
     c->chunk_bytes = set->chunk;
     c->spin = set->spin;
     c->ar_exchange_max = set->ar_exchange_max;
+    c->ar_shm_max = set->ar_shm_max;
     snprintf(c->name, sizeof c->name, "%s", name);
     atomic_init(&c->busy, 0);
     pthread_mutex_init(&c->counters_lock, NULL);
@@ -142,6 +150,7 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, const zt_comm_set
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     int tag_ub = flag && ub ? *ub : 32767; /* 32767: the least MPI guarantees */
     c->tag_seq_mod = (int)(((unsigned)tag_ub + 1u) >> 3);
+    if (shm) zt_shm_open_(c); /* collective over c: every rank wraps it at the same point */
     *out = c;
     return ZT_OK;
 }
@@ -178,7 +187,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
 
     /* fence on MPI_COMM_WORLD itself (not owned), then dup */
     zt_comm *w;
-    rc = comm_wrap(MPI_COMM_WORLD, false, "world", &set, &w, err);
+    rc = comm_wrap(MPI_COMM_WORLD, false, "world", &set, false, &w, err);
     if (rc) return rc;
     zt_board_open_(w->rank); /* the status board, when $ZT_RUN_DIR is set (board.c) */
     rc = zt_comm_enter_(w, "zt_comm_init", err);
@@ -209,7 +218,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         if (cpus > 0 && on_node > cpus) set.spin = 0;
     }
-    return comm_wrap(m, true, "world", &set, world, err);
+    return comm_wrap(m, true, "world", &set, true, world, err);
 }
 
 int zt_comm_finalize(zt_error *err) {
@@ -268,8 +277,8 @@ static int derive(zt_comm *p, bool dup, int color, int key, const char *name, zt
         goto done;
     }
     rc = ZT_OK;
-    zt_comm_settings set = {p->timeout, p->chunk_bytes, p->spin, p->ar_exchange_max};
-    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, &set, out, err);
+    zt_comm_settings set = {p->timeout, p->chunk_bytes, p->spin, p->ar_exchange_max, p->ar_shm_max};
+    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, &set, true, out, err);
 done:
     zt_comm_leave_(p);
     return rc;
@@ -324,6 +333,7 @@ void zt_comm_free(zt_comm *c) {
                 }
         if (c->owned && c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
     }
+    zt_shm_close_(c);
     pthread_mutex_destroy(&c->counters_lock);
     free(c->world_ranks);
     free(c->reqs);

@@ -493,15 +493,17 @@ static void check_ar_bf16(zt_comm *c, size_t n, uint64_t what, bool nb, int algo
     check_ar_half(ZT_DTYPE_BF16, c, n, what, nb, algo);
 }
 
-/* Every algorithm at the sizes around the thresholds and the shared segment's slot boundaries
- * (odd lengths, blocks of one slot, of one element more, several slots), each against the
+/* Every algorithm at the sizes around the thresholds and the shared segment's step boundaries
+ * (odd lengths, blocks of whole steps, of one element more, a step and a half), each against the
  * reference tree (check_ar / check_ar_half); then AUTO's choice at either side of each
  * threshold and its result at those sizes. */
 static void check_ar_algos(zt_comm *c) {
     int N = g_size;
     const int algos[] = {ZT_AR_ALGO_AUTO, ZT_AR_ALGO_RS_AG, ZT_AR_ALGO_EXCHANGE, ZT_AR_ALGO_SHM};
-    size_t slot = 256u << 10, thr = 64u << 10; /* ZT_SHM_SLOT, the default exchange bytes */
-    size_t nf = slot / 4 * (size_t)N, nh = slot / 2 * (size_t)N; /* blocks of one slot: fp32, bf16 */
+    /* the shared segment's steps move 64 KiB of each block below 512 KiB blocks (ZT_SHM_MIN_PIECE):
+     * blocks of 256 KiB are 4 steps exactly, one element more a fifth step of one element */
+    size_t piece = 64u << 10, thr = 64u << 10; /* ZT_SHM_MIN_PIECE, the default exchange bytes */
+    size_t nf = 4 * piece / 4 * (size_t)N, nh = 4 * piece / 2 * (size_t)N;
     size_t ns[] = {1, 7, thr / 4 - 1, thr / 4, thr / 4 + 1, nf - 1, nf, nf + 1, nf + nf / 2 + 3};
     size_t hs[] = {5, thr / 2, thr / 2 + 1, nh - 1, nh + nh / 2 + 1};
     for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {

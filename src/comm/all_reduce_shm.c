@@ -44,14 +44,14 @@ static shm_counters *ctr(const zt_comm *c, int r) { return (shm_counters *)regio
 /* Rank r's input slot of step g holding its piece of block j (j != r). */
 static unsigned char *in_slot(const zt_comm *c, int r, uint64_t g, int j) {
     int N = c->size;
-    uint64_t D = (uint64_t)zt_rs_depth_(N);
+    uint64_t D = (uint64_t)zt_shm_depth_(N);
     size_t s = (size_t)(g % D) * (size_t)(N - 1) + (size_t)((j - r - 1 + N) % N);
     return region(c, r) + ZT_SHM_HEADER + s * ZT_SHM_SLOT;
 }
 
 /* Rank r's output slot of step g (its block's sum). */
 static unsigned char *out_slot(const zt_comm *c, int r, uint64_t g) {
-    uint64_t D = (uint64_t)zt_rs_depth_(c->size);
+    uint64_t D = (uint64_t)zt_shm_depth_(c->size);
     size_t s = (size_t)D * (size_t)(c->size - 1) + (size_t)(g % D);
     return region(c, r) + ZT_SHM_HEADER + s * ZT_SHM_SLOT;
 }
@@ -78,7 +78,7 @@ static bool peers_reached(const zt_comm *c, size_t which, uint64_t v) {
 
 /* Step g's slot may be rewritten once the peers are through step g - D with it. */
 static bool slot_free(const zt_comm *c, size_t which, uint64_t g) {
-    uint64_t D = (uint64_t)zt_rs_depth_(c->size);
+    uint64_t D = (uint64_t)zt_shm_depth_(c->size);
     return g < D || peers_reached(c, which, g - D + 1);
 }
 
@@ -171,21 +171,23 @@ static void sh_lagging(const zt_comm_op *op, bool *mark) {
  * Limitations: one node only (across nodes all_reduce.c's messages); memcpy bandwidth-bound;
  *              the wait spins then yields (deadline.c), so more ranks than cores is slow.
  *
- *   N = 2, step k (chunk k of each block, ZT_SHM_SLOT bytes), rank 0's view; A = block 0 (its
+ *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB]), rank 0's view; A = block 0 (its
  *   own), B = block 1:
  *     B_k(own values) -> my input slot              pub_in = g+1
  *     once rank 1's pub_in > g:  A_k = A_k + (rank 1's input slot)   (rank 0's value first)
  *       A_k -> my output slot                        pub_out = g+1
  *     once rank 1's pub_out > g: B_k <- rank 1's output slot          done_out = g+1
- *   steps run ahead of each other by up to D = zt_rs_depth_(N) slots.
+ *   steps run ahead of each other by up to D = zt_shm_depth_(N) slots.
  * ---------------------------------------------------------------------------------------------- */
 int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_error *err) {
     zt_comm *c = op->c;
     op->sh.dtype = dtype;
     op->sh.elem = zt_dtype_bytes(dtype);
     op->sh.buf = buf;
-    op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
     size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
+    size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
+    piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
+    op->sh.chunk = piece / op->sh.elem;
     op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
     op->sh.base = c->shm_step;
     c->shm_step += (uint64_t)op->sh.nsteps;

@@ -46,10 +46,14 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 /* 2-rank all-reduces up to this many bytes exchange whole vectors (all_reduce_exchange.c):
  * measured, bench/RESULTS.md "Collectives" */
 #define ZT_COMM_DEFAULT_AR_EXCHANGE (64u << 10)
-/* The shared segment (shm.c, all_reduce_shm.c): slots of ZT_SHM_SLOT bytes, zt_rs_depth_(N) steps
- * in flight (8 on 2 ranks: 2 MiB ahead, as the reduce-scatter's window); every all-reduce up to
- * ZT_COMM_AR_SHM_BYTES (default: any size) goes through it. */
+/* The shared segment (shm.c, all_reduce_shm.c): slots of ZT_SHM_SLOT bytes, zt_shm_depth_(N) steps in
+ * flight (8 on 2 ranks); a step moves a piece of each block of block/8 bytes clamped to
+ * [ZT_SHM_MIN_PIECE, ZT_SHM_SLOT]. Measured on 2 ranks (bench/RESULTS.md "Collectives"): 64 KiB pieces
+ * win up to ~1 MB, 256 KiB ones from ~8 MB. Every all-reduce up to ZT_COMM_AR_SHM_BYTES (default: any
+ * size) goes through it. */
 #define ZT_SHM_SLOT (256u << 10)
+#define ZT_SHM_MIN_PIECE (64u << 10)
+#define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_HEADER 4096u
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
@@ -136,7 +140,7 @@ struct zt_comm_op {
     struct {
         zt_dtype dtype;
         unsigned char *buf; /* in place */
-        size_t elem, chunk; /* bytes per element; elements per step and block (a slot) */
+        size_t elem, chunk; /* bytes per element; elements per step and block (at most a slot) */
         uint64_t base;      /* the comm's global step of this op's step 0 */
         int nsteps;         /* chunks of the longest block */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
@@ -300,6 +304,7 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
 void zt_shm_open_(zt_comm *c);
 void zt_shm_close_(zt_comm *c);
 size_t zt_shm_region_bytes_(int nranks);
+int zt_shm_depth_(int nranks);
 /* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO). */
 int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
 /* Request slots the two use: bounded by the window, whatever the sizes. */

@@ -12,8 +12,8 @@
  *     frees its comms on an error path never waits for the others.
  *   - Region r (zt_shm_region_bytes_ apart): three counters on their own cache lines (written by
  *     rank r only, read by all), then D x (N-1) input slots, then D output slots of ZT_SHM_SLOT
- *     bytes, D = zt_rs_depth_(N). The counters only grow, for the life of the comm.
- * Sizes per rank: 4 KiB + D x N x 256 KiB: 4 MiB on 2 ranks, 3 MiB on 3, 2 MiB on 4 (8 / (N-1)
+ *     bytes, D = zt_shm_depth_(N). The counters only grow, for the life of the comm.
+ * Sizes per rank: 4 KiB + D x N x 256 KiB: 4 MiB on 2 ranks, 3 MiB on 3, 2 MiB on 4 (D = 8 / (N-1)
  * steps in flight, at least 2). Like Open MPI's own shared-memory FIFOs, this is outside the
  * engine's memory plan.
  */
@@ -26,8 +26,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+int zt_shm_depth_(int nranks) {
+    int d = nranks > 1 ? ZT_SHM_MAX_DEPTH / (nranks - 1) : ZT_SHM_MAX_DEPTH;
+    return d < 2 ? 2 : d;
+}
+
 size_t zt_shm_region_bytes_(int nranks) {
-    return ZT_SHM_HEADER + (size_t)zt_rs_depth_(nranks) * (size_t)nranks * ZT_SHM_SLOT;
+    return ZT_SHM_HEADER + (size_t)zt_shm_depth_(nranks) * (size_t)nranks * ZT_SHM_SLOT;
 }
 
 /* Whether every rank of c runs on this node. */

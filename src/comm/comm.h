@@ -12,7 +12,11 @@
  *   tree_sum.c        zt_tree_sum_f32 / _bf16, the fixed summation order
  *   reduce_scatter.c  pairwise exchange + tree sum, chunk-pipelined through a bounded scratch
  *   all_gather.c      pairwise exchange (also moves the bytes of the small collectives)
- *   all_reduce.c      reduce-scatter with the all-gather fed per chunk: the bits of both
+ *   all_reduce.c      the algorithm by placement and size (zt_ar_algo), and the reduce-scatter with
+ *                     the all-gather fed per chunk: the bits of both
+ *   all_reduce_exchange.c  2 ranks apart, small: whole vectors exchanged, each rank adds both
+ *   all_reduce_shm.c  ranks on one machine: reduce-scatter + all-gather through the shared segment
+ *   shm.c             the comm's node-local shared segment (POSIX shared memory, unlinked at once)
  *   broadcast.c       pipelined binomial tree
  *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
  *   counters.c        bytes / calls / seconds per collective kind, per comm

@@ -239,6 +239,28 @@ static const shape_t LLAMA_SHAPES[] = {
 };
 #define MAX_SHAPES 32
 
+/* --gpt2 L,C,N: the trainer rows of any GPT-2 (L blocks, width C, V 50257) at N = B*T tokens, e.g.
+ * bench/time_to_loss.sh's small model; the limit line then counts N tokens per step. */
+static shape_t GPT2_SHAPES[15];
+static char GPT2_NAMES[15][24];
+static int gpt2_shapes(const char *spec, int *tokens) {
+  int L, C, N;
+  if (sscanf(spec, "%d,%d,%d", &L, &C, &N) != 3 || L < 1 || C < 1 || N < 1) return 0;
+  const struct { const char *n; int out, in, calls; } lin[5] = {
+      {"qkv", 3 * C, C, L}, {"attproj", C, C, L}, {"fc", 4 * C, C, L}, {"fcproj", C, 4 * C, L}, {"lm_head", 50257, C, 1}};
+  for (int i = 0; i < 5; i++) {
+    shape_t *f = &GPT2_SHAPES[3 * i], *d = f + 1, *w = f + 2;
+    snprintf(GPT2_NAMES[3 * i], sizeof GPT2_NAMES[0], "%s fwd", lin[i].n);
+    snprintf(GPT2_NAMES[3 * i + 1], sizeof GPT2_NAMES[0], "%s dinp", lin[i].n);
+    snprintf(GPT2_NAMES[3 * i + 2], sizeof GPT2_NAMES[0], "%s dW", lin[i].n);
+    *f = (shape_t){GPT2_NAMES[3 * i], N, lin[i].out, lin[i].in, 0, 1, lin[i].calls};
+    *d = (shape_t){GPT2_NAMES[3 * i + 1], N, lin[i].in, lin[i].out, 0, 0, lin[i].calls};
+    *w = (shape_t){GPT2_NAMES[3 * i + 2], lin[i].out, lin[i].in, N, 1, 0, lin[i].calls};
+  }
+  *tokens = N;
+  return 15;
+}
+
 static float *alloc_f(size_t n) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
   float *p = aligned_alloc(64, bytes);
@@ -396,7 +418,8 @@ static double rel_diff(const float *x, const float *y, size_t n) {
 
 int main(int argc, char **argv) {
   int reps = 3, passes = 3, warmup = 1, quick = 0, skip_dnnl = 0;
-  const char *only = NULL, *model = "gpt2-124M";
+  const char *only = NULL, *model = "gpt2-124M", *gpt2 = NULL;
+  int tokens = 1024;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes = atoi(argv[++i]);
@@ -405,18 +428,27 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--skip-dnnl")) skip_dnnl = 1;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!strcmp(argv[i], "--gpt2") && i + 1 < argc) gpt2 = argv[++i];
     else {
       fprintf(stderr,
               "usage: %s [--passes N (3)] [--reps N per pass (3)] [--warmup N per pass (1)]\n"
               "          [--quick: skip the vocabulary shapes] [--only SUBSTRING of a shape name]\n"
-              "          [--skip-dnnl: OpenBLAS column only] [--model gpt2-124M|llama-124M]\n",
+              "          [--skip-dnnl: OpenBLAS column only] [--model gpt2-124M|llama-124M]\n"
+              "          [--gpt2 L,C,N: a GPT-2 of L blocks and width C at N = B*T tokens]\n",
               argv[0]);
       return 2;
     }
   }
   const shape_t *shapes = SHAPES;
   int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-  if (!strcmp(model, "llama-124M")) {
+  if (gpt2) {
+    if (!(nshapes = gpt2_shapes(gpt2, &tokens))) {
+      fprintf(stderr, "gemm_compare: --gpt2 %s: expected L,C,N (positive integers)\n", gpt2);
+      return 2;
+    }
+    shapes = GPT2_SHAPES;
+    model = gpt2;
+  } else if (!strcmp(model, "llama-124M")) {
     shapes = LLAMA_SHAPES;
     nshapes = (int)(sizeof LLAMA_SHAPES / sizeof LLAMA_SHAPES[0]);
   } else if (strcmp(model, "gpt2-124M") && strcmp(model, "gpt2")) {
@@ -577,15 +609,15 @@ int main(int argc, char **argv) {
   for (int si = 0; si < nshapes; si++) rows_all += shapes[si].per_step > 0;
   for (int ji = 0; ji < njobs; ji++) rows_run += jobs[ji].s->per_step > 0;
   if (tot_f > 0 && rows_run == rows_all) { /* only meaningful with every trainer row */
-    printf("\nOne %s training step's Linear GEMMs at B*T = 1024 (each row x its calls per step: "
-           "12 or 24 per block shape, 1 per lm_head row; attention's batched products excluded), "
+    printf("\nOne %s%s training step's Linear GEMMs at B*T = %d (each row x its calls per step: "
+           "one per block, or per Linear of the shape, and one per lm_head row; attention's batched products excluded), "
            "%.0f GFLOP, from the best times above:\n",
-           model, tot_f * 1e-9);
+           gpt2 ? "GPT-2 L,C,N = " : "", model, tokens, tot_f * 1e-9);
     const char *names[NLIB] = {"oneDNN fp32", "OpenBLAS fp32", "oneDNN bf16"};
     for (int l = 0; l < NLIB; l++)
       if (tot_ok || l == LIB_BLAS)
         printf("  %-14s %7.1f ms  = %4.0f GFLOP/s  -> at most %.0f tok/s if nothing else ran\n",
-               names[l], tot_t[l] * 1e3, tot_f / tot_t[l] * 1e-9, 1024.0 / tot_t[l]);
+               names[l], tot_t[l] * 1e3, tot_f / tot_t[l] * 1e-9, tokens / tot_t[l]);
   }
 
 #if HAVE_DNNL

@@ -10,6 +10,8 @@
  * from the numbers above (the scale model's collective formula checked alone). Best of --reps.
  *
  *   mpirun -np 4 build/bench/link_bw [--mb 64] [--reps 3]      (2 hosts x 2 ranks)
+ *   mpirun -np 2 build/bench/link_bw --mb 2                     (one host: the intra-host pair and
+ *                                                               the collectives only; bench/scale_tp.sh)
  *
  * Prints a table and, last, one JSON line. */
 #include "comm/comm.h"
@@ -111,10 +113,11 @@ int main(int argc, char **argv) {
     }
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int L = ls ? atoi(ls) : N;
-    if (mb <= 0 || reps < 1 || L < 1 || N % L || N / L < 2) {
+    bool one_host = N == L;
+    if (mb <= 0 || reps < 1 || L < 1 || N % L || (N / L < 2 && !(one_host && L >= 2))) {
         if (me == 0)
-            fprintf(stderr, "link_bw: needs >= 2 hosts with equal ranks (N=%d, local %d), --mb > 0, --reps >= 1\n",
-                    N, L);
+            fprintf(stderr, "link_bw: needs >= 2 hosts with equal ranks, or 2+ ranks on one host (N=%d, local %d), "
+                    "--mb > 0, --reps >= 1\n", N, L);
         zt_comm_free(world);
         zt_comm_finalize(NULL);
         return 2;
@@ -129,13 +132,16 @@ int main(int argc, char **argv) {
         intra_bw = bytes / t;
         intra_lat = latency(me, 0, 1);
     }
-    double t_pair = exchange(me == 0 ? L : me == L ? 0 : -1, sbuf, rbuf, bytes, reps);
-    double t_node = exchange(me < L ? me + L : me < 2 * L ? me - L : -1, sbuf, rbuf, bytes, reps);
-    double inter_lat = latency(me, 0, L);
-    double inter_pair = bytes / t_pair, inter_node = L * (double)bytes / t_node;
+    double inter_lat = 0, inter_pair = 0, inter_node = 0;
+    if (!one_host) {
+        double t_pair = exchange(me == 0 ? L : me == L ? 0 : -1, sbuf, rbuf, bytes, reps);
+        double t_node = exchange(me < L ? me + L : me < 2 * L ? me - L : -1, sbuf, rbuf, bytes, reps);
+        inter_lat = latency(me, 0, L);
+        inter_pair = bytes / t_pair, inter_node = L * (double)bytes / t_node;
+    }
 
     zt_scale_net net = {.per_node = L, .intra_bw = intra_bw > 0 ? intra_bw : 1e30, .intra_lat = intra_lat,
-                        .nic_bw = inter_node, .inter_lat = inter_lat, .nics = 1, .algo = ZT_SCALE_PAIRWISE};
+                        .nic_bw = inter_node > 0 ? inter_node : 1e30, .inter_lat = inter_lat, .nics = 1, .algo = ZT_SCALE_PAIRWISE};
     zt_scale_group g = zt_scale_group_of(&net, N, 1);
     size_t n = bytes / 4;
     static const char *names[] = {"all-gather", "reduce-scatter", "all-reduce"};
@@ -148,8 +154,10 @@ int main(int argc, char **argv) {
         printf("link_bw: %d ranks, %d per host, %.0f MB messages, best of %d\n", N, L, mb, reps);
         printf("| link | bandwidth each way | latency |\n| --- | --- | --- |\n");
         if (L >= 2) printf("| intra-host pair (shared memory) | %.3f GB/s | %.1f us |\n", intra_bw / 1e9, intra_lat * 1e6);
-        printf("| inter-host, one pair | %.3f GB/s | %.1f us |\n", inter_pair / 1e9, inter_lat * 1e6);
-        printf("| inter-host, %d pairs at once (per host) | %.3f GB/s | |\n", L, inter_node / 1e9);
+        if (!one_host) {
+            printf("| inter-host, one pair | %.3f GB/s | %.1f us |\n", inter_pair / 1e9, inter_lat * 1e6);
+            printf("| inter-host, %d pairs at once (per host) | %.3f GB/s | |\n", L, inter_node / 1e9);
+        }
         printf("\n| zerotrain collective over %d ranks, %.0f MB | measured | model (collective.c) | model/measured |\n"
                "| --- | --- | --- | --- |\n", N, mb);
         for (int k = 0; k < 3; k++)

@@ -30,19 +30,9 @@ echo "scale_calibrate: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed
 # what runs while the hosts exist (root namespace; the MPI jobs span the hosts)
 cat > "$OUT/inner.sh" <<'EOS'
 set -euo pipefail
-BUILD="$1" OUT="$2" STEPS="$3" WARMUP="$4" B="$5" T="$6" STRATEGIES="$7"
+BUILD="$1" OUT="$2" STEPS="$3" WARMUP="$4" B="$5" T="$6" STRATEGIES="$7" BENCH="$8"
 run() { "$ZT_NETNS_MPIRUN" -np 4 --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$@"; }
-# fraction of a core each of n busy processes gets over 2 s (other work on the machine takes the rest)
-share() {
-  local n=$1 pids=() i tot=0 t0 t1 ut st p
-  t0=$(date +%s.%N)
-  for ((i = 0; i < n; i++)); do (while :; do :; done) & pids+=($!); done
-  sleep 2
-  for p in "${pids[@]}"; do read -r ut st < <(cut -d' ' -f14,15 "/proc/$p/stat"); tot=$((tot + ut + st)); done
-  t1=$(date +%s.%N)
-  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
-  python3 -c "import os; print(min(1.0, $tot / os.sysconf('SC_CLK_TCK') / ($t1 - $t0) / $n))"
-}
+source "$BENCH/cpu_share.bash"
 run "$BUILD/bench/link_bw" --mb 64 --reps 3 | grep "^{" > "$OUT/link.json"
 for s in $STRATEGIES; do
   share 4 > "$OUT/share-$s"
@@ -54,13 +44,14 @@ EOS
 for shape in $SHAPES; do
   opts=()
   [ "$shape" != none ] && opts=(--rate "$shape")
-  bash "$ROOT/scripts/netns_cluster.sh" "${opts[@]}" exec bash "$OUT/inner.sh" "$BUILD" "$OUT" "$STEPS" "$WARMUP" "$B" "$T" "$STRATEGIES"
+  bash "$ROOT/scripts/netns_cluster.sh" "${opts[@]}" exec bash "$OUT/inner.sh" "$BUILD" "$OUT" "$STEPS" "$WARMUP" "$B" "$T" "$STRATEGIES" "$ROOT/bench"
   python3 - "$OUT" "$shape" "$STRATEGIES" "$BUILD/zerotrain" "$B" "$T" <<'EOF'
 import json, subprocess, sys
 out, shape, strategies, zt, B, T = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4], sys.argv[5], sys.argv[6]
 link = json.load(open(f"{out}/link.json"))
 def plan(share):
     cmd = [zt, "plan", "--gpu", "cpu", "--model", "gpt2-124M", "--nodes", "2", "--gpus-per-node", "2", "--seq", T,
+           "--tp", "1", "--pp", "1",
            "--micro-batch", B, "--intra", f"{link['intra_bw']}B/s", "--inter", f"{link['inter_bw_node']}B/s",
            "--intra-latency", f"{link['intra_lat']}s", "--inter-latency", f"{link['inter_lat']}s",
            "--cpu-share", f"{share:.4f}", "--json"]

@@ -26,6 +26,7 @@ import math
 import os
 import resource
 import statistics
+import struct
 import sys
 import time
 
@@ -74,6 +75,21 @@ def parse_args():
                         "the JSON then also has tok_per_s_median_quiet over those steps")
     p.add_argument("--quiet-cpus", type=float, default=0.15)
     p.add_argument("--json-only", action="store_true", help="print only the final JSON line")
+    g = p.add_argument_group("time to a target loss (bench/time_to_loss.sh): train on --data in "
+                             "zerotrain's order and schedule until the validation loss reaches --target-loss")
+    g.add_argument("--shape", default=None, help="L,NH,C: the preset's layers, heads and width replaced")
+    g.add_argument("--init", default=None, help="start from this safetensors file (Hugging Face GPT-2 names)")
+    g.add_argument("--save-init", default=None,
+                   help="write the initial parameters as safetensors with Hugging Face GPT-2 names "
+                        "(zerotrain train --init reads them) and exit")
+    g.add_argument("--val", default=None, help="validation token file")
+    g.add_argument("--target-loss", type=float, default=0.0,
+                   help="stop at a validation loss <= this (zerotrain's eval.target_loss)")
+    g.add_argument("--total-steps", type=int, default=0, help="the schedule's steps (training.steps)")
+    g.add_argument("--warmup-steps", type=int, default=0, help="training.warmup_steps")
+    g.add_argument("--min-lr", type=float, default=None, help="training.min_lr (default lr / 10)")
+    g.add_argument("--eval-every", type=int, default=0, help="eval.every")
+    g.add_argument("--eval-batches", type=int, default=8, help="eval.batches")
     return p.parse_args()
 
 
@@ -241,6 +257,159 @@ def batches(B, T, V):
         yield chunk[:-1].view(B, T), chunk[1:].view(B, T)
 
 
+def zt_mix(x):
+    """src/data/sampler.c's mix(): the splitmix64 finalizer, in 64-bit arithmetic."""
+    M = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & M
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M
+    return x ^ (x >> 31)
+
+
+def zt_epoch_order(n, seed, epoch):
+    """The windows' order in an epoch, as src/data/sampler.c's build_epoch (Fisher-Yates keyed by
+    (seed, epoch)), so this peer trains on zerotrain's samples in zerotrain's order."""
+    perm, state = list(range(n)), zt_mix(seed ^ zt_mix(epoch + 1))
+    for i in range(n - 1, 0, -1):
+        state = zt_mix(state)
+        j = state % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def read_tokens(path):
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    if header.size < 3 or (header[0], header[1]) not in ((20240520, 1), (20240801, 7)):
+        sys.exit(f"torch_gpt2.py: {path}: not an llm.c token file (magic, version {header[:2]})")
+    dt = np.uint16 if header[0] == 20240520 else np.uint32
+    return np.memmap(path, dtype=dt, mode="r", offset=256 * 4)[: int(header[2])]
+
+
+def windows(toks, T, idx):
+    """(inputs, targets) of the windows idx: window w is tokens [w T, w T + T] (sampler.h)."""
+    a = np.stack([toks[w * T: w * T + T + 1] for w in idx]).astype(np.int64)
+    t = torch.from_numpy(a)
+    return t[:, :-1], t[:, 1:]
+
+
+def lr_at(step):
+    """src/optim/schedule.c's zt_lr_at: linear warmup, then cosine to min_lr at total_steps."""
+    lr, wu, total = args.lr, args.warmup_steps, args.total_steps
+    mn = args.min_lr if args.min_lr is not None else lr / 10
+    if wu > 0 and step < wu:
+        return lr * (step + 1) / wu
+    if total <= wu:
+        return lr
+    if step >= total:
+        return mn
+    frac = (step - wu) / (total - wu)
+    return mn + 0.5 * (1.0 + math.cos(math.pi * frac)) * (lr - mn)
+
+
+HF_TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def save_safetensors(model, path):
+    """The parameters with Hugging Face GPT-2 names; nn.Linear weights transposed to Conv1D's (in, out)."""
+    header, blobs, off = {}, [], 0
+    for name, p in model.state_dict().items():
+        t = p.detach().float()
+        if name.endswith(HF_TRANSPOSED):
+            t = t.t()
+        b = t.contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def load_safetensors(model, path):
+    data = open(path, "rb").read()
+    (hl,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + hl])
+    state = model.state_dict()
+    for name, p in state.items():
+        if name not in header or header[name]["dtype"] != "F32":
+            sys.exit(f"torch_gpt2.py: {path}: no F32 tensor {name}")
+        a, b = header[name]["data_offsets"]
+        t = torch.from_numpy(np.frombuffer(data[8 + hl + a: 8 + hl + b], np.float32).copy())
+        t = t.view(*header[name]["shape"])
+        p.copy_(t.t() if name.endswith(HF_TRANSPOSED) else t)
+
+
+def train_to_target(model, opt, B, T):
+    """Trains on --data's windows in zerotrain's order (seed --seed, one global batch of B windows
+    per step), evaluates every --eval-every steps on the first --eval-batches batches of --val's
+    windows in file order (the trainer's evaluate()), and stops at the first validation loss <=
+    --target-loss. The clock starts at the first step and includes the evaluations, as zerotrain's
+    eval.target_loss does. Prints one JSON line."""
+    train, val = read_tokens(args.data), read_tokens(args.val)
+    n_win, n_val = (train.size - 1) // T, (val.size - 1) // T
+    n_eval = max(1, min(args.eval_batches, n_val // B))
+    orders = {}
+
+    def batch(step):
+        idx = []
+        for s in range(step * B, step * B + B):
+            e = s // n_win
+            if e not in orders:
+                orders[e] = zt_epoch_order(n_win, args.seed, e)
+            idx.append(orders[e][s % n_win])
+        return windows(train, T, idx)
+
+    def evaluate():
+        model.eval()
+        tot = 0.0
+        with torch.no_grad():
+            for i in range(n_eval):
+                x, y = windows(val, T, range(i * B, i * B + B))
+                if args.dtype == "bf16":
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        tot += model(x, y).item()
+                else:
+                    tot += model(x, y).item()
+        model.train()
+        return tot / n_eval
+
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    reached, v, loss = None, float("nan"), float("nan")
+    for step in range(args.total_steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        x, y = batch(step)
+        opt.zero_grad(set_to_none=True)
+        if args.dtype == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(x, y)
+        else:
+            out = model(x, y)
+        out.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        loss = out.item()
+        last = step + 1 == args.total_steps
+        if (args.eval_every > 0 and (step + 1) % args.eval_every == 0) or last:
+            v = evaluate()
+            log(f"step {step + 1}: loss {loss:.4f} val loss {v:.4f} ({time.perf_counter() - t0:.1f} s)")
+            if v <= args.target_loss:
+                reached = step + 1
+                break
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    print(json.dumps({"impl": "pytorch", "version": torch.__version__, "dtype": args.dtype,
+                      "threads": torch.get_num_threads(), "B": B, "T": T, "target": args.target_loss,
+                      "reached_step": reached, "val_loss": round(v, 6), "train_loss": round(loss, 6),
+                      "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
+                      "tokens": (reached or args.total_steps) * B * T,
+                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "")}), flush=True)
+    return 0 if reached else 3
+
+
 def main():
     llama = args.preset in LLAMA_PRESETS
     B, T = args.batch, args.seq
@@ -252,6 +421,8 @@ def main():
         shape = f"NKV={model.NKV} I={model.I} "
     else:
         max_T, V, L, NH, C = PRESETS[args.preset]
+        if args.shape:
+            L, NH, C = (int(v) for v in args.shape.split(","))
         if args.max_seq_len:
             max_T = args.max_seq_len
         model = GPT2(max_T, V, L, NH, C)
@@ -270,6 +441,17 @@ def main():
     n_matmul = n_params - max_T * C
     flops_per_token = model.flops_per_token(T) if llama else 6 * n_matmul + 12 * L * T * C
 
+    if args.save_init:
+        save_safetensors(model, args.save_init)
+        log(f"initial parameters written to {args.save_init}")
+        return 0
+    if args.init:
+        with torch.no_grad():
+            load_safetensors(model, args.init)
+    if args.target_loss > 0:
+        if llama or not (args.data and args.val and args.total_steps > 0):
+            sys.exit("torch_gpt2.py: --target-loss needs a GPT-2 preset, --data, --val and --total-steps")
+        return train_to_target(model, opt, B, T)
     log(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
         f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
         f"mkldnn {torch.backends.mkldnn.is_available()}")
@@ -347,4 +529,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

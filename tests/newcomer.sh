@@ -45,7 +45,8 @@ for f in "$SRC"/src/cli/cmd_*.c; do
   name="$(basename "$f" .c)"; name="${name#cmd_}"
   [ "$name" = estimate ] && name=estimate-memory
   if grep -q "^  $name " <<<"$help"; then
-    first="$("$ZT" "$name" --help 2>&1 | head -1)"; rc=${PIPESTATUS[0]}
+    out="$("$ZT" "$name" --help 2>&1)"; rc=$?; first="$(head -1 <<<"$out")" # all of it: head -1 on a pipe
+    # would end a help longer than stdio's 4 KiB buffer with SIGPIPE (exit 141)
     if [ "$rc" = 0 ] && [[ "$first" == "zerotrain $name: "* ]]; then ok "$name: listed; --help: $first"
     else bad "$name --help: exit $rc, first line: $first"; fi
   else bad "zerotrain --help does not list $name"; fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # plan_cli.sh BUILD SOURCE - `zerotrain plan` (the scale model, docs/scale.md) from the outside:
-# the issue's example prints every strategy and hybrid size with tp/pp marked not modelled; its
-# memory per device equals `estimate-memory`'s for the same options (both are the engine's plan);
+# the issue's example with --tp 1 --pp 1 prints every strategy and hybrid size; searching tp x pp,
+# llama-70b on 64 x 8 H100 without recomputation (pure FSDP does not fit) picks tp 8 or pp > 1,
+# and the best rows of each strategy are printed; memory per device equals `estimate-memory`'s
+# for the same options, --tp included (both are the engine's plan); a pipeline's bubble is
+# counted apart and GPipe needs more memory than 1F1B;
 # bad input (unknown model or device, malformed or missing bandwidth, sizes that do not divide)
 # exits 2 naming what is wrong; --gpu cpu measures this machine and runs; --json parses.
 set -uo pipefail
@@ -11,19 +14,73 @@ fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 
-# 1. the issue's example
-out="$("$ZT" plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s --ac full 2>&1)"
+# 1. the issue's example, without tp and pp
+out="$("$ZT" plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s --ac full \
+       --tp 1 --pp 1 2>&1)"
 rc=$?
 if [ $rc = 0 ]; then ok "llama-70b on 64 x 8 h100 exits 0"; else bad "llama-70b example exits $rc: $out"; fi
 for row in ddp zero1 zero2 zero3 hybrid/8 hybrid/16 hybrid/32 hybrid/64 hybrid/128 hybrid/256; do
-  grep -q "^$row " <<<"$out" || bad "no row $row in: $out"
+  grep -qE "^$row +1 +1 +1 " <<<"$out" || bad "no row $row with tp 1, pp 1, 1 micro-batch in: $out"
 done
-grep -q "tp, pp: not modelled" <<<"$out" && ok "rows for every strategy and hybrid size; tp/pp marked not modelled" \
-  || bad "tp/pp not marked"
+[ $rc = 0 ] && ok "--tp 1 --pp 1: rows for every strategy and hybrid size"
+
+# 1b. the search: without recomputation pure FSDP needs more than 80 GiB; the best fitting row uses
+# tp 8 or pp > 1; every strategy shows its best --top rows
+json="$("$ZT" plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s --json)" \
+  || bad "search --json exits $?"
+out="$("$ZT" plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s --top 2)"
+python3 - "$json" "$out" <<'EOF' && ok "search: pure FSDP does not fit, the best row uses tp 8 or pp > 1; 2 rows per strategy" || fail=1
+import json, re, sys
+j, text = json.loads(sys.argv[1]), sys.argv[2]
+rows = j["rows"]
+assert j["search"] is True
+pts = {(r["tp"], r["pp"]) for r in rows}
+assert {1, 2, 4, 8} == {t for t, _ in pts}, pts                      # tp up to the 8 devices per node
+assert {1, 2, 4, 8, 16} == {p for _, p in pts}, pts  # pp dividing the 80 blocks (5, 10: not the 512 devices)
+z3 = [r for r in rows if r["name"] == "zero3" and r["tp"] == 1 and r["pp"] == 1][0]
+assert not z3["fits"], z3
+fit = sorted((r for r in rows if r["fits"]), key=lambda r: r["step_s"])
+assert fit and (fit[0]["tp"] == 8 or fit[0]["pp"] > 1), fit[:1]
+best = re.search(r"^best: (\S+) with tp (\d+), pp (\d+)", text, re.M)
+assert best and (best.group(1), int(best.group(2)), int(best.group(3))) == (fit[0]["name"], fit[0]["tp"], fit[0]["pp"]), best
+for st in ["ddp", "zero1", "zero2", "zero3"]:
+    n = len(re.findall(r"^%s " % st, text, re.M))
+    assert n == 2, (st, n)
+assert len(re.findall(r"^hybrid/", text, re.M)) == 2
+for r in rows:   # the step's parts
+    assert abs(r["step_s"] - r["compute_s"] - r["exposed_s"] - r["bubble_s"]) < 1e-5 * r["step_s"], r
+    assert (r["bubble_s"] > 0) == (r["pp"] > 1) and (r["tp_s"] > 0) == (r["tp"] > 1), r
+    assert r["micro_batches"] * r["dp"] == 512, r                   # the default global batch: devices x 1
+EOF
+
+# 1c. tp: memory = estimate-memory --tp's; pp: GPipe keeps every micro-batch, 1F1B pp of them
+json="$("$ZT" plan --model llama-7b --nodes 2 --gpus-per-node 4 --gpu a100 --inter 200Gb/s --seq 2048 --tp 2 --pp 1 \
+        --hybrid 2 --threads 1 --json)" || bad "plan --tp 2 exits $?"
+est="$("$ZT" estimate-memory --model llama-7b --nproc 8 --tp 2 -B 1 -T 2048 --grad-accum 2 --precision bf16 \
+       --hybrid-shard 2 --threads 1 --json)" || bad "estimate-memory --tp 2 exits $?"
+g1="$("$ZT" plan --model llama-7b --nodes 2 --gpus-per-node 4 --gpu a100 --inter 200Gb/s --seq 2048 --tp 1 --pp 4 \
+       --micro-batches 16 --json)"
+g2="$("$ZT" plan --model llama-7b --nodes 2 --gpus-per-node 4 --gpu a100 --inter 200Gb/s --seq 2048 --tp 1 --pp 4 \
+       --micro-batches 16 --pp-schedule gpipe --json)"
+python3 - "$json" "$est" "$g1" "$g2" <<'EOF' && ok "tp 2: memory = estimate-memory --tp 2's; pp 4: GPipe > 1F1B memory, same time" || fail=1
+import json, sys
+plan, est, f1b, gp = (json.loads(a) for a in sys.argv[1:5])
+rows = {r["name"]: r for r in plan["rows"]}
+for name, col in [("ddp", "ddp"), ("zero1", "zero1"), ("zero2", "zero2"), ("zero3", "zero3"), ("hybrid/2", "hybrid")]:
+    a, b = rows[name]["memory"], est["strategies"][col]["peak_total"]
+    assert a == b, (name, a, b)
+    assert rows[name]["tp"] == 2 and rows[name]["dp"] == 4 and rows[name]["micro_batches"] == 2
+a = {r["name"]: r for r in f1b["rows"]}; b = {r["name"]: r for r in gp["rows"]}
+for name in a:
+    assert a[name]["micro_batches"] == 16 and a[name]["pp"] == 4
+    assert b[name]["memory"] > a[name]["memory"], name
+    assert abs(a[name]["step_s"] - b[name]["step_s"]) < 1e-9 * a[name]["step_s"]  # same bubble, same time
+    assert abs(a[name]["bubble_s"] / (a[name]["step_s"] - a[name]["exposed_s"]) - 3 / 19) < 0.05, a[name]
+EOF
 
 # 2. memory per device = estimate-memory's high-water, same options
 json="$("$ZT" plan --model llama-7b --nodes 2 --gpus-per-node 4 --gpu a100 --inter 200Gb/s --seq 2048 \
-        --micro-batch 2 --precision bf16 --ac selective --hybrid 4 --threads 1 --json)" || bad "plan --json exits $?"
+        --micro-batch 2 --precision bf16 --ac selective --hybrid 4 --threads 1 --tp 1 --pp 1 --json)" || bad "plan --json exits $?"
 est="$("$ZT" estimate-memory --model llama-7b --nproc 8 -B 2 -T 2048 --precision bf16 --checkpointing selective \
        --hybrid-shard 4 --threads 1 --json)" || bad "estimate-memory --json exits $?"
 python3 - "$json" "$est" <<'EOF' && ok "memory per device equals estimate-memory's for ddp, zero1-3, hybrid/4" || fail=1
@@ -41,7 +98,7 @@ for r in plan["rows"]:
 EOF
 
 # 3. gradient accumulation from --global-batch
-json="$("$ZT" plan --model gpt2-124M --gpus-per-node 4 --gpu h100 --seq 1024 --micro-batch 2 --global-batch 32 --json)"
+json="$("$ZT" plan --model gpt2-124M --gpus-per-node 4 --gpu h100 --seq 1024 --micro-batch 2 --global-batch 32 --tp 1 --pp 1 --json)"
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['grad_accum'] == 4, j['grad_accum']" "$json" \
   && ok "--global-batch 32 over 4 devices x 2 = 4 micro-batches" || bad "grad_accum from --global-batch"
 
@@ -60,10 +117,15 @@ expect2 "bandwidth with a bad unit" "400Gb/x" --model llama-7b --nodes 2 --inter
 expect2 "malformed intra" "--intra" --model llama-7b --intra fast
 expect2 "malformed latency" "--inter-latency" --model llama-7b --nodes 2 --inter 1gbit --inter-latency 5
 expect2 "no --inter across nodes" "--inter" --model llama-7b --nodes 2
-expect2 "global batch not a multiple" "--global-batch" --model llama-7b --global-batch 12
-expect2 "hybrid size not dividing" "--hybrid" --model llama-7b --nodes 2 --inter 1gbit --hybrid 3
+expect2 "global batch not a multiple" "--global-batch" --model llama-7b --global-batch 12 --tp 1 --pp 1
+expect2 "global batch and micro-batches" "--micro-batches" --model llama-7b --global-batch 16 --micro-batches 2
+expect2 "tp not dividing the heads" "--tp 8" --model gpt2-124M --tp 8 --pp 1
+expect2 "pp not dividing the blocks" "--pp 5" --model gpt2-124M --pp 5
+expect2 "tp x pp not dividing the devices" "--tp 4 x --pp 4" --model llama-7b --tp 4 --pp 4
+expect2 "unknown pipeline schedule" "--pp-schedule" --model llama-7b --pp-schedule interleaved
+expect2 "hybrid size not dividing" "--hybrid" --model llama-7b --nodes 2 --inter 1gbit --hybrid 3 --tp 1 --pp 1
 expect2 "efficiency out of range" "--efficiency" --model llama-7b --efficiency 1.5
-expect2 "unknown option" "--tp" --model llama-7b --tp 8
+expect2 "unknown option" "--sp" --model llama-7b --sp 8
 expect2 "sequence beyond the context" "--seq" --model gpt2-124M --seq 4096
 expect2 "cpu without --intra" "--intra" --model tiny --gpu cpu --gpus-per-node 2
 expect2 "--cpu-share off cpu" "--cpu-share" --model llama-7b --cpu-share 0.5

@@ -276,41 +276,48 @@ static void test_trace_merge_ranks(void **state) {
 
 static void test_commlog_bins_and_bandwidth(void **state) {
     zt_commlog_reset();
-    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0, 4); /* ignored: disabled */
+    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0, 4, "world"); /* ignored: disabled */
     assert_int_equal(zt_commlog_rows(NULL, 0), 0);
     zt_commlog_enable(true);
     /* all-reduce, 4 ranks, 1 MiB in 1 ms twice: class 20 */
-    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0.5e-3, 4);
-    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0.5e-3, 4);
+    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0.5e-3, 4, "world");
+    zt_commlog_record(ZT_COLL_ALL_REDUCE, 1 << 20, 1e-3, 0.5e-3, 4, "world");
     /* reduce-scatter, 2 ranks: 1000 B (class 9) x 3, 1024 B (class 10) x 1 */
-    for (int i = 0; i < 3; i++) zt_commlog_record(ZT_COLL_REDUCE_SCATTER, 1000, 1e-6, 0, 2);
-    zt_commlog_record(ZT_COLL_REDUCE_SCATTER, 1024, 2e-6, 0, 2);
-    zt_commlog_record(ZT_COLL_ALL_GATHER, 0, 1e-6, 0, 8); /* empty message: its own class */
-    zt_commlog_record(ZT_COLL_ALL_GATHER, 3 << 20, 2e-3, 1e-3, 8);
+    for (int i = 0; i < 3; i++) zt_commlog_record(ZT_COLL_REDUCE_SCATTER, 1000, 1e-6, 0, 2, "dp");
+    zt_commlog_record(ZT_COLL_REDUCE_SCATTER, 1024, 2e-6, 0, 2, "dp");
+    /* the same size on the tensor-parallel group of the same size: a row of its own */
+    zt_commlog_record(ZT_COLL_REDUCE_SCATTER, 1000, 4e-6, 0, 2, "tp");
+    zt_commlog_record(ZT_COLL_ALL_GATHER, 0, 1e-6, 0, 8, "world"); /* empty message: its own class */
+    zt_commlog_record(ZT_COLL_ALL_GATHER, 3 << 20, 2e-3, 1e-3, 8, "world");
     zt_commlog_enable(false);
     zt_commlog_row rows[16];
     int n = zt_commlog_rows(rows, 16);
-    assert_int_equal(n, 5);
-    /* ordered by kind: reduce_scatter (0), all_gather (1), all_reduce (2) */
+    assert_int_equal(n, 6);
+    /* ordered by kind: reduce_scatter (0), all_gather (1), all_reduce (2); then by group */
     assert_int_equal(rows[0].kind, ZT_COLL_REDUCE_SCATTER);
+    assert_string_equal(rows[0].group, "dp");
     assert_int_equal(rows[0].size_class, 9);
     assert_int_equal((int)rows[0].count, 3);
     assert_int_equal((int)rows[0].bytes, 3000);
     assert_int_equal(rows[1].size_class, 10);
-    assert_int_equal(rows[2].kind, ZT_COLL_ALL_GATHER);
-    assert_int_equal(rows[2].size_class, -1);
-    assert_int_equal(rows[3].size_class, 21);
-    assert_int_equal(rows[4].kind, ZT_COLL_ALL_REDUCE);
-    assert_int_equal(rows[4].nranks, 4);
+    assert_int_equal(rows[2].kind, ZT_COLL_REDUCE_SCATTER);
+    assert_string_equal(rows[2].group, "tp");
+    assert_int_equal(rows[2].nranks, 2);
+    assert_int_equal((int)rows[2].count, 1);
+    assert_int_equal(rows[3].kind, ZT_COLL_ALL_GATHER);
+    assert_int_equal(rows[3].size_class, -1);
+    assert_int_equal(rows[4].size_class, 21);
+    assert_int_equal(rows[5].kind, ZT_COLL_ALL_REDUCE);
+    assert_int_equal(rows[5].nranks, 4);
     double lat, alg, bus;
-    zt_commlog_row_stats(&rows[4], &lat, &alg, &bus);
+    zt_commlog_row_stats(&rows[5], &lat, &alg, &bus);
     assert_true(fabs(lat - 1e-3) < 1e-15);
     assert_true(fabs(alg - 1048576.0 / 1e-3) < 1e-3);         /* bytes / second */
     assert_true(fabs(bus - alg * 2.0 * 3.0 / 4.0) < 1e-3);     /* 2(N-1)/N */
     zt_commlog_row_stats(&rows[0], &lat, &alg, &bus);
     assert_true(fabs(alg - 3000.0 / 3e-6) < 1e-3);
     assert_true(fabs(bus - alg * 0.5) < 1e-3);                 /* (N-1)/N, N = 2 */
-    zt_commlog_row_stats(&rows[3], &lat, &alg, &bus);
+    zt_commlog_row_stats(&rows[4], &lat, &alg, &bus);
     assert_true(fabs(bus - alg * 7.0 / 8.0) < 1e-3);
     assert_true(fabs(zt_commlog_busbw_factor(ZT_COLL_BROADCAST, 16) - 1.0) < 1e-15);
     assert_true(zt_commlog_busbw_factor(ZT_COLL_ALL_REDUCE, 1) == 0.0);
@@ -324,6 +331,7 @@ static void test_commlog_bins_and_bandwidth(void **state) {
     assert_non_null(strstr(buf, "[512 B, 1 KiB)"));
     assert_non_null(strstr(buf, "[1 MiB, 2 MiB)"));
     assert_non_null(strstr(buf, "all sizes")); /* reduce_scatter has two classes */
+    assert_non_null(strstr(buf, "reduce_scatter  tp            2  [512 B, 1 KiB)"));
     free(buf);
     /* as JSONL events */
     char path[300];
@@ -340,8 +348,10 @@ static void test_commlog_bins_and_bandwidth(void **state) {
         cJSON *o = cJSON_Parse(line);
         assert_non_null(o);
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "event")->valuestring, "commlog");
-        if (lines == 4) {
+        if (lines == 2) assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "group")->valuestring, "tp");
+        if (lines == 5) {
             assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "op")->valuestring, "all_reduce");
+            assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "group")->valuestring, "world");
             assert_true(fabs(num(o, "busbw_GBps") - 1.048576 * 1.5) < 1e-6);
             assert_true(num(o, "size_min") == 1048576.0);
         }
@@ -349,7 +359,7 @@ static void test_commlog_bins_and_bandwidth(void **state) {
         lines++;
     }
     fclose(fp);
-    assert_int_equal(lines, 5);
+    assert_int_equal(lines, 6);
     zt_commlog_reset();
     assert_int_equal(zt_commlog_rows(rows, 16), 0);
 }

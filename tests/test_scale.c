@@ -4,7 +4,9 @@
  * the two-stream step schedule (a timeline worked by hand), the compute model's FLOPs against
  * the 6N + attention formula, and the bytes between hosts per step against docs/multihost.md's
  * formulas (which bench/RESULTS.md measured on the interface counters), with memory equal to the
- * estimator's column. */
+ * estimator's column; tensor parallelism (the compute of a cut model, the tp bytes against the
+ * engine's formula, memory equal to estimate-memory --tp's) and pipeline stages (the cut, the
+ * bubble, the step's parts, a stage's memory under 1F1B and GPipe). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,8 +16,11 @@
 #include "memory/shapes.h"
 #include "scale/predict.h"
 #include "scale/units.h"
+#include "scale/tp_comm.h"
+#include "shard/tp.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CLOSE(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
@@ -325,6 +330,178 @@ static void test_devices(void **state) {
     assert_non_null(strstr(err.msg, "mi300x"));
 }
 
+/* a cut model: gpt2-124M as tp part 0 of `tp` */
+static zt_model *gpt2_part(int tp) {
+    zt_model *m = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_estimator_model("gpt2-124M", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
+    if (tp > 1) assert_int_equal(zt_tp_apply(m, tp, 0, &err), ZT_OK);
+    return m;
+}
+
+static zt_scale_request gpt2_request(const zt_model *m, const zt_scale_compute *c, const zt_scale_device *d, int nodes,
+                                     int per_node, int B, int T) {
+    zt_scale_request rq = {.model = m, .compute = c, .device = d};
+    rq.cluster = (zt_scale_cluster){.nodes = nodes, .per_node = per_node, .profile = ZT_SCALE_NCCL,
+                                    .net = {.per_node = per_node, .intra_bw = 450e9, .intra_lat = 2e-6,
+                                            .nic_bw = 50e9, .inter_lat = 5e-6, .nics = per_node,
+                                            .algo = ZT_SCALE_RING}};
+    zt_engine_options_default(&rq.opt);
+    rq.opt.B = B, rq.opt.T = T, rq.opt.grad_accum = 1;
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_BF16);
+    zt_memory_plan_options_default(&rq.plan);
+    return rq;
+}
+
+/* tp: the cut model's compute (the Linears' part shapes, the vocabulary-parallel head), the bytes
+ * a device sends in its tp group against the engine's formula (docs/parallelism.md, checked on
+ * the engine by tool_dist_check), the all-reduces on the critical path, memory = estimate-memory
+ * --tp's (the cut model over the data-parallel ranks) */
+static void test_tensor_parallel(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_scale_device d = test_device();
+    zt_model *m1 = gpt2_part(1), *m2 = gpt2_part(2);
+    int B = 2, T = 1024, L = 12;
+    double C = 768, n = (double)B * T, rate = 989e12 * 0.75;
+    zt_scale_compute c1, c2;
+    assert_int_equal(zt_scale_compute_model(m1, &d, B, T, true, ZT_RECOMPUTE_NONE, &c1, &err), ZT_OK);
+    assert_int_equal(zt_scale_compute_model(m2, &d, B, T, true, ZT_RECOMPUTE_NONE, &c2, &err), ZT_OK);
+    /* half of every block's Linears; the head's 25129 of the 50257 vocabulary rows */
+    CLOSE(c2.matmul_s, 6.0 * (L * 12 * C * C / 2 + 25129 * C) * n / rate);
+    CLOSE(c2.attention_s, c1.attention_s / 2);
+    CLOSE(c2.model_flops_per_token, c1.model_flops_per_token); /* MFU counts the whole model */
+    assert_true(c2.memory_s > c1.memory_s / 2 && c2.memory_s < c1.memory_s); /* norms and adds stay whole */
+
+    /* bytes: per micro-batch (2 + 4L [+ 2L full]) all-reduces of (B, T, C) fp32, the loss's 20·B·T
+     * per peer, the norm's 8 per step: what tool_dist_check holds the engine to */
+    zt_scale_net pw = {.per_node = 2, .intra_bw = 1e9, .intra_lat = 1e-5, .nic_bw = 1e8, .nics = 1,
+                       .algo = ZT_SCALE_PAIRWISE};
+    double *f = calloc((size_t)m2->n_units, sizeof *f), *b = calloc((size_t)m2->n_units, sizeof *b), sent;
+    for (int full = 0; full < 2; full++) {
+        int GA = 3, tp = 2, Bs = 2, Ts = 64;
+        zt_scale_tp_comm(m2, &pw, tp, Bs, Ts, 4.0, full ? ZT_RECOMPUTE_FULL : ZT_RECOMPUTE_NONE, GA, f, b, &sent);
+        double Nt = Bs * Ts, ar = (2.0 + 4.0 * L + (full ? 2.0 * L : 0)) * Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
+        CLOSE(sent, GA * (ar + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0);
+        double one = zt_scale_collective(&pw, zt_scale_group_of(&pw, 2, 1), ZT_SCALE_ALL_REDUCE, Nt * C * 4).seconds;
+        CLOSE(f[0], one);              /* the embedding's sum */
+        CLOSE(f[1], 2 * one);          /* a block: attention and MLP outputs */
+        CLOSE(b[1], (full ? 4 : 2) * one);
+        CLOSE(b[m2->n_units - 1], one); /* the head's input gradient */
+        assert_true(b[0] == 0);
+    }
+    zt_scale_tp_comm(m1, &pw, 1, 2, 64, 4.0, ZT_RECOMPUTE_NONE, 1, f, b, &sent);
+    assert_true(sent == 0 && f[1] == 0 && b[1] == 0);
+    free(f), free(b);
+
+    /* one node of 4: tp 2 x dp 2; the all-reduces are exposed, memory is estimate-memory --tp 2's */
+    zt_scale_request rq = gpt2_request(m2, &c2, &d, 1, 4, B, T);
+    rq.tp = 2;
+    zt_scale_row z3, z3_1;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO3, 0, &z3, &err), ZT_OK);
+    assert_int_equal(z3.dp, 2);
+    assert_int_equal(z3.shard, 2);
+    double tp_s = 0, tf[64], tb[64], tsent;
+    zt_scale_tp_comm(m2, &rq.cluster.net, 2, B, T, 2.0, ZT_RECOMPUTE_NONE, 1, tf, tb, &tsent);
+    for (int u = 0; u < m2->n_units; u++) tp_s += tf[u] + tb[u];
+    CLOSE(z3.tp_s, tp_s);
+    assert_true(z3.step.exposed_s >= tp_s);
+    CLOSE(z3.step.step_s, z3.step.compute_s + z3.step.exposed_s + z3.bubble_s);
+    CLOSE(z3.tokens_per_s, n / 2 / z3.step.step_s); /* two devices share each sequence */
+    zt_estimate_request erq = {.model = m2, .opt = rq.opt, .plan = rq.plan, .world = 2};
+    erq.opt.hybrid_shard_size = 1;
+    zt_estimate est;
+    int erc = zt_estimate_run(&erq, &est, &err);
+    if (erc) print_message("%s\n", err.msg);
+    assert_int_equal(erc, ZT_OK);
+    assert_true(z3.memory == est.col[ZT_STRATEGY_ZERO3].peak[ZT_EST_AS_GIVEN]);
+    /* the same devices without tp: 4 data-parallel ranks of the whole model */
+    zt_scale_request rq1 = gpt2_request(m1, &c1, &d, 1, 4, B, T);
+    assert_int_equal(zt_scale_predict(&rq1, ZT_STRATEGY_ZERO3, 0, &z3_1, &err), ZT_OK);
+    assert_int_equal(z3_1.dp, 4);
+    assert_true(z3_1.tp_s == 0 && z3.step.compute_s < z3_1.step.compute_s);
+    /* tp that does not divide the devices is refused, naming both */
+    rq.tp = 3;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO3, 0, &z3, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--tp 3"));
+    zt_scale_compute_free(&c1), zt_scale_compute_free(&c2);
+    zt_model_free(m1), zt_model_free(m2);
+}
+
+/* pp: the cut into stages, the bubble (p-1)/(m+p-1), the pipeline's time from its stages, the
+ * step's parts, and a stage's memory: its own plan plus the micro-batches it keeps in flight */
+static void test_pipeline(void **state) {
+    (void)state;
+    zt_error err = {0};
+    assert_true(zt_scale_bubble_fraction(1, 8) == 0);
+    CLOSE(zt_scale_bubble_fraction(4, 8), 3.0 / 11.0);
+    CLOSE(zt_scale_bubble_fraction(8, 64), 7.0 / 71.0);
+    double eq[4] = {2, 2, 2, 2}, uneq[3] = {1, 3, 2};
+    int slow = -1;
+    CLOSE(zt_scale_pipeline_seconds(eq, 4, 8, &slow), (8 + 4 - 1) * 2.0); /* (m + p - 1)·c */
+    CLOSE(zt_scale_pipeline_seconds(uneq, 3, 5, &slow), 6 + 4 * 3.0);
+    assert_int_equal(slow, 1);
+    /* in flight: 1F1B min(p - s, m), GPipe m */
+    assert_int_equal(zt_scale_in_flight(ZT_SCALE_1F1B, 4, 0, 8), 4);
+    assert_int_equal(zt_scale_in_flight(ZT_SCALE_1F1B, 4, 3, 8), 1);
+    assert_int_equal(zt_scale_in_flight(ZT_SCALE_1F1B, 4, 0, 2), 2);
+    assert_int_equal(zt_scale_in_flight(ZT_SCALE_GPIPE, 4, 3, 8), 8);
+
+    zt_model *m = gpt2_part(1);
+    int first, end;
+    assert_int_equal(zt_scale_stage_units(m, 4, 0, &first, &end, &err), ZT_OK);
+    assert_int_equal(first, 0), assert_int_equal(end, 4);       /* embedding + 3 blocks */
+    assert_int_equal(zt_scale_stage_units(m, 4, 3, &first, &end, &err), ZT_OK);
+    assert_int_equal(first, 10), assert_int_equal(end, 14);     /* 3 blocks + head */
+    assert_int_equal(zt_scale_stage_units(m, 5, 0, &first, &end, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--pp 5"));
+    assert_non_null(strstr(err.msg, "12 blocks"));
+
+    /* 2 stages x 2 data-parallel ranks on one node of 4, 8 micro-batches */
+    zt_scale_device d = test_device();
+    zt_scale_compute c;
+    int B = 2, T = 1024, M = 8;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, true, ZT_RECOMPUTE_FULL, &c, &err), ZT_OK);
+    zt_scale_request rq = gpt2_request(m, &c, &d, 1, 4, B, T);
+    rq.pp = 2, rq.opt.grad_accum = M, rq.opt.activation_checkpointing = ZT_RECOMPUTE_FULL;
+    zt_scale_row r;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO1, 0, &r, &err), ZT_OK);
+    assert_int_equal(r.dp, 2), assert_int_equal(r.pp, 2), assert_int_equal(r.micro_batches, M);
+    double s0 = 0, s1 = 0;
+    for (int u = 0; u < 7; u++) s0 += c.fwd[u] + c.bwd[u];
+    for (int u = 7; u < m->n_units; u++) s1 += c.fwd[u] + c.bwd[u];
+    double mx = s0 > s1 ? s0 : s1;
+    CLOSE(r.bubble_s, s0 + s1 + (M - 1) * mx - M * mx); /* = the other stage's c: (p - 1)·c when equal */
+    double act = (double)B * T * 768 * 2.0, p2p_one = 2e-6 + act / 450e9;
+    CLOSE(r.p2p_s, 2.0 * (M + 2 - 1) * p2p_one);
+    CLOSE(r.step.step_s, r.step.compute_s + r.step.exposed_s + r.bubble_s);
+    CLOSE(r.tokens_per_s, (double)B * T * M / 2 / r.step.step_s);
+    /* memory: GPipe keeps all 8 micro-batches, 1F1B 2 on the first stage; under full
+     * recomputation a unit keeps only its output, so the difference is 6 x 7 unit outputs; the
+     * stage's plan is the engine's for its own units and parameters */
+    zt_engine_options o = rq.opt;
+    o.strategy = ZT_STRATEGY_ZERO1;
+    size_t one_f, gp, one;
+    assert_int_equal(zt_scale_stage_memory(m, &o, &rq.plan, 2, 2, 0, 0, 7, 2, &one_f, &err), ZT_OK);
+    assert_int_equal(zt_scale_stage_memory(m, &o, &rq.plan, 2, 2, 0, 0, 7, 8, &gp, &err), ZT_OK);
+    assert_int_equal(zt_scale_stage_memory(m, &o, &rq.plan, 2, 2, 0, 0, 7, 1, &one, &err), ZT_OK);
+    size_t out = zt_memory_alloc_bytes((size_t)B * T * 768);
+    assert_true(gp - one_f == 6 * 7 * out);
+    assert_true(one_f - one == 7 * out);
+    zt_scale_row g;
+    rq.pp_schedule = ZT_SCALE_GPIPE;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO1, 0, &g, &err), ZT_OK);
+    assert_true(g.memory >= gp && r.memory >= one_f && g.memory > r.memory);
+    /* a stage holds about half the parameters: zero1's replicated compute copies halve */
+    rq.pp = 1, rq.opt.grad_accum = M;
+    zt_scale_row whole;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO1, 0, &whole, &err), ZT_OK);
+    assert_true(r.memory < whole.memory);
+    assert_true(whole.bubble_s == 0 && whole.p2p_s == 0);
+    zt_scale_compute_free(&c);
+    zt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bandwidth),        cmocka_unit_test(test_latency),
@@ -332,7 +509,8 @@ int main(void) {
         cmocka_unit_test(test_tree_or_ring),     cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_group_shapes),     cmocka_unit_test(test_schedule_by_hand),
         cmocka_unit_test(test_compute_flops),    cmocka_unit_test(test_bytes_between_hosts),
-        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_devices),          cmocka_unit_test(test_tensor_parallel),
+        cmocka_unit_test(test_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,10 @@
  *                               model cut by zt_tp_apply; the data and the byte formulas are the
  *                               dp group's, over each tp part's own parameters, and rank 0 prints
  *                               "tp bytes B" (its units' collectives in the last step))
+ *                   [--sp]   (with --tp: sequence parallelism, the model's sequence_parallel; the tp
+ *                             bytes formula adds backward's re-gathers and the norms' weight-gradient
+ *                             all-reduces)
+ *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
  *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
  *                   [--lr X]   (the AdamW learning rate, default 1e-2)
  *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
@@ -109,6 +113,7 @@ int main(int argc, char **argv) {
     o.B = B;
     o.T = T;
     int stall = -1, tp = 1;
+    bool sp = false; /* --sp: sequence parallelism over the tp group */
     bool llama = false;
     zt_gpt2_config cfg = CFG;
     zt_llama_config lcfg = LLAMA;
@@ -129,6 +134,8 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sp")) sp = true;
+        else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--ulp")) ulp = true;
@@ -152,8 +159,9 @@ int main(int argc, char **argv) {
     /* the data-parallel group: the batch is split over it, the byte formulas are its */
     int rank = mesh->dp_rank, N = mesh->dp;
     lora.alpha = 2.0f * (float)lora.rank;
-    if ((llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) ||
-        (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
+    if (llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) return tool_fail(world, "setup", &err);
+    m->sequence_parallel = sp;
+    if ((lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
@@ -276,7 +284,16 @@ int main(int argc, char **argv) {
             int L = llama ? LLAMA.n_layer : CFG.n_layer, C = llama ? LLAMA.n_embd : CFG.n_embd, Nt = B * T;
             double ar = (2.0 + 4.0 * L + (o.activation_checkpointing == ZT_RECOMPUTE_FULL ? 2.0 * L : 0.0)) *
                         Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
-            double want = GA * (ar + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
+            /* --sp: each all-reduce becomes a reduce-scatter and an all-gather of the same (B,T,C),
+             * which together move its bytes (the embedding's and the LM head's too: their halves sit
+             * in forward and backward); added per micro-batch: the all-gathers that re-build the
+             * column-parallel Linears' whole input in backward (2 per block, 1 for the LM head) in
+             * the operand's dtype (bf16: 2 bytes), and one all-reduce of the norms' weight gradients
+             * per block and one in the head (GPT-2: 4C and 2C floats, Llama: 2C and C) */
+            double op = o.precision.compute == ZT_DTYPE_BF16 ? 2.0 : 4.0;
+            double again = sp ? (2.0 * L + 1.0) * Nt * C * op * (tp - 1) / tp : 0.0;
+            double norms = sp ? (llama ? 2.0 * C * L + C : 4.0 * C * L + 2.0 * C) * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
+            double want = GA * (ar + again + norms + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
             printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
             if ((double)tp_bytes != want) status = 1;
         }

@@ -15,6 +15,8 @@
  *                     for zero3 fp32 AdamW, 4 bytes per owned element + 12 per owned trainable one)
  *                     [--tp P]  (tensor parallelism: the mesh tp P x dp N/P, the model cut by zt_tp_apply;
  *                     every world rank's classes are compared, the closed forms are skipped)
+ *                     [--sp]  (with --tp: sequence parallelism, the norms' and residuals' activations
+ *                     cut along T; rank 0 prints "activations planned BYTES")
  *                     [--lora R] [--lora-targets T] [--lora-dropout P]  (zt_model_add_lora, default
  *                     targets all-linear: the base weights frozen, the same closed form as --freeze
  *                     with the adapters as the trainable elements)
@@ -52,6 +54,7 @@ int main(int argc, char **argv) {
     int rc = tool_start(&argc, &argv, "[options]", &world, &o, &pr, &GA, &steps);
     if (rc) return rc;
     int W = zt_comm_size(world), tp = 1;
+    bool sp = false; /* --sp: sequence parallelism over the tp group */
     zt_gpt2_config cfg = SMALL;
     o.B = 2;
     o.T = 16;
@@ -80,6 +83,7 @@ int main(int argc, char **argv) {
             snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
         else if (!strcmp(a, "--tolerance") && i + 1 < argc) tol = atof(argv[++i]);
         else if (!strcmp(a, "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
+        else if (!strcmp(a, "--sp")) sp = true;
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
@@ -96,8 +100,9 @@ int main(int argc, char **argv) {
     o.mesh = mesh;
     if (ms.hybrid) o.hybrid_shard_size = mesh->shard;
     int rank = mesh->dp_rank, N = mesh->dp; /* the data and the plan are the dp group's */
-    if (zt_gpt2_create(&cfg, &m, &err) || (lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) ||
-        zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
+    if (zt_gpt2_create(&cfg, &m, &err)) return tool_fail(world, "setup", &err);
+    m->sequence_parallel = sp;
+    if ((lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     /* the plan from the options alone (the estimator's way) must be the engine's own */

@@ -12,7 +12,7 @@
 #  3. where it cannot be (tp 2 against one process: the row-parallel products and the input
 #     gradients of the column-parallel ones add their halves in another order, and the smaller
 #     products may block differently), losses and parameters agree within a tolerance derived in
-#     the run itself (see `tolerance` below), and a run that really differs (lr + 1%) is outside it;
+#     the run itself (tests/tolerance.py), and a run that really differs (lr + 1%) is outside it;
 #  4. the memory plan covers tp: planned = measured per class and rank (tool_memory_check --tp);
 #  5. checkpoints hold logical tensors: a tp 2 commit re-saved on one process (ddp) and re-saved
 #     back under tp 2 gives byte-identical shard files, the tp 2 run resumed from its commit ends
@@ -24,10 +24,12 @@ set -euo pipefail
 BUILD="$1"
 SRC="$2"
 Z="$BUILD/zerotrain"
+TOOL="$BUILD/tests/tool_dist_check"
+MEMT="$BUILD/tests/tool_memory_check"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail=0
+source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad, mem; sets fail=0
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
 cat > "$T/g.yaml" <<YEOF
@@ -37,13 +39,6 @@ training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 1e-3}
 YEOF
 
 # 1. bad sizes: exit 2, the message names the key and the numbers
-bad() { # label "expected text" zerotrain-args...
-  local label="$1" want="$2"; shift 2
-  local out rc=0
-  out="$("$Z" "$@" 2>&1)" || rc=$?
-  if [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; then echo "ok   $label: exit 2: $want"
-  else echo "FAIL $label: exit $rc, expected 2 and '$want':"; echo "$out" | tail -3; fail=1; fi
-}
 bad "tp 3 vs 4 heads" "parallel.tensor_parallel_size: 3 does not divide model.n_head (4)" \
   train "$T/g.yaml" --nproc 3 --set parallel.tensor_parallel_size=3
 bad "tp 4 vs 2 KV heads" "parallel.tensor_parallel_size: 4 does not divide model.n_kv_head (2)" \
@@ -57,15 +52,10 @@ bad "world 3 vs tp 2" "parallel.tensor_parallel_size: 2 x parallel.pipeline_para
 
 
 # 2. bit-identical where the order is fixed
-TOOL="$BUILD/tests/tool_dist_check"
-MEMT="$BUILD/tests/tool_memory_check"
 run() { # N args...
   local n="$1"; shift
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
 }
-# hash_of, losses_of, check LABEL KEY OUTPUT (fail=1 on a difference)
-source "$SRC/tests/dist_check.bash"
-fail=$((fail)) # dist_check.bash resets fail: keep part 1's verdict
 bytes_ok() { # label output: the tool found every step's dp bytes equal to the formulas
   if grep -q "bytes sent over the dp group" <<<"$2"; then echo "FAIL $1: $(grep -m1 'bytes sent' <<<"$2")"; fail=1; fi
 }
@@ -96,41 +86,10 @@ STEPS=10
 dump() { local n="$1" f="$2"; shift 2; run "$n" ddp 1 $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"; }
 for arch in gpt2 llama; do
   dump 1 ref --arch $arch; dump 1 ulp --arch $arch --ulp; dump 2 tp --arch $arch --tp 2; dump 1 lr --arch $arch --lr 0.0101
-  python3 - "$T" "$arch" <<'PYEOF' || fail=1
-import array, sys
-T, arch = sys.argv[1], sys.argv[2]
-def params(n):
-    a = array.array('f'); a.frombytes(open(f"{T}/{n}.bin", "rb").read()); return a
-def losses(n): return [float.fromhex(x) for x in open(f"{T}/{n}.losses").read().split()[1:]]
-ref, rl = params("ref"), losses("ref")
-def dist(n):
-    p, l = params(n), losses(n)
-    assert len(p) == len(ref) and len(l) == len(rl), n
-    return max(abs(x - y) for x, y in zip(p, ref)), max(abs(x - y) / y for x, y in zip(l, rl))
-ulp_p, ulp_l = dist("ulp")
-tol_p, tol_l = 8 * ulp_p, max(8 * ulp_l, 2.0 ** -23)
-ok = True
-for n, want in (("tp", True), ("lr", False)):
-    dp, dl = dist(n)
-    inside = dp <= tol_p and dl <= tol_l
-    good = inside == want
-    ok &= good
-    print(("ok   " if good else "FAIL ") + f"{arch} {'tp 2 vs one process' if n == 'tp' else 'lr x 1.01 (must fail)'}: "
-          f"params max |diff| {dp:.3g} (tolerance {tol_p:.3g}), losses max rel diff {dl:.3g} (tolerance {tol_l:.3g}): "
-          + ("inside" if inside else "outside"))
-sys.exit(0 if ok else 1)
-PYEOF
+  python3 "$SRC/tests/tolerance.py" "$T" $arch ref ulp "tp=inside=tp 2 vs one process" "lr=outside=lr x 1.01 (must fail)" || fail=1
 done
 
 # 4. planned = measured with tp
-mem() { # label N args...
-  local label="$1" n="$2"; shift 2
-  local out rc=0
-  out="$(mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$MEMT" "$@" 2>&1)" || rc=$?
-  local exact; exact="$(grep -o '^\([0-9]*\) of \1 (class, rank) high-waters exact' <<<"$out" || true)"
-  if [ $rc -ne 0 ] || [ -z "$exact" ]; then echo "FAIL memory $label (rc $rc)"; echo "$out" | tail -4; fail=1
-  else echo "ok   memory $label: $exact"; fi
-}
 mem "tp 2 ddp" 2 ddp 1 2 --tp 2
 mem "tp 2 x dp 2 zero3" 4 zero3 1 2 --tp 2
 mem "tp 2 x dp 2 zero1 bf16, 2 micro-batches" 4 zero1 2 2 --tp 2 --precision bf16

@@ -123,8 +123,8 @@ typedef struct zt_batch {
  * errors (a lost peer is ZT_ERR_PEER). */
 typedef struct zt_unit_group {
     int parts;
-    /* buf (n floats, n <= B·T·the widest unit output) = the sum over the parts of each part's buf,
-     * added in one fixed order, the same bits on every part */
+    /* buf (n floats, n <= B·T·the widest unit output; under sequence parallelism B·T·C or 4·C) = the
+     * sum over the parts of each part's buf, added in one fixed order, the same bits on every part */
     int (*sum)(const struct zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err);
     /* buf (n doubles, n <= B·T) = the sum over the parts, in part order */
     int (*sum_f64)(const struct zt_unit_group *g, double *buf, size_t n, const char *what, zt_error *err);
@@ -135,6 +135,20 @@ typedef struct zt_unit_group {
      * vocabulary) */
     int (*concat_cols)(const struct zt_unit_group *g, const float *mine, int rows, size_t stride, int64_t total,
                        float *all, const char *what, zt_error *err);
+    /* Sequence parallelism (zt_unit.seq_parts > 1; Megatron-LM's, docs/parallelism.md): each part
+     * holds a range of every sequence's T positions, [*begin, *begin + *count) of T (near-equal
+     * ranges, zt_tp_range's: a range, not a rank) */
+    void (*seq_range)(const struct zt_unit_group *g, int T, int *begin, int *count);
+    /* all (B, T, C) = every part's (B, count, C) slice `mine` in position order (Megatron's
+     * all-gather before a column-parallel product; the backward of a reduce-scatter), elements of
+     * elem_bytes (4: fp32, or fp16 values in fp32; 2: bf16 bits); mine may be the start of all */
+    int (*seq_gather)(const struct zt_unit_group *g, const void *mine, void *all, int B, int T, int C,
+                      int elem_bytes, const char *what, zt_error *err);
+    /* mine (B, count, C) = this part's slice of the sum over the parts of full (B, T, C), added in
+     * the all-reduce's fixed order (the same bits as `sum` then slicing); mine may be the start of
+     * full */
+    int (*seq_reduce_scatter)(const struct zt_unit_group *g, const float *full, float *mine, int B, int T, int C,
+                              const char *what, zt_error *err);
     void *ctx;
 } zt_unit_group;
 
@@ -259,6 +273,11 @@ struct zt_unit {
      * the whole vocabulary). 1, 0, 0: the whole model (zt_model_add_unit's default). */
     int tp_parts;
     int64_t vocab_begin, vocab_rows;
+    /* Sequence parallelism (zt_tp_apply of a model with sequence_parallel): > 1 when the unit's
+     * input and output activations (B, T, C) hold only this part's range of the T positions
+     * (zt_unit_group.seq_range), so out_width is C / seq_parts floats per token of the whole
+     * sequence (the loss unit's (B, T) losses stay whole); 1 otherwise */
+    int seq_parts;
     /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
      * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
      * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
@@ -289,6 +308,9 @@ typedef struct zt_model {
     int (*tp_check)(const struct zt_model *m, int parts, zt_error *err);
     struct zt_lora_config *lora;     /* the LoRA settings (zt_model_add_lora), freed with the model;
                                         NULL: no adapters */
+    /* Megatron-LM's sequence parallelism wanted (parallel.sequence_parallel): zt_tp_apply over
+     * more than one part also cuts the norms' and residuals' activations along T (zt_unit.seq_parts) */
+    bool sequence_parallel;
 } zt_model;
 
 int zt_model_create(const char *name, zt_model **out, zt_error *err);
@@ -407,6 +429,7 @@ typedef struct zt_model_spec {
     zt_gpt2_config gpt2;   /* arch gpt2 */
     zt_llama_config llama; /* arch llama */
     zt_lora_config lora;   /* rank > 0: zt_model_spec_create adds LoRA adapters (zt_model_add_lora) */
+    bool sequence_parallel; /* zt_model.sequence_parallel of the model built */
 } zt_model_spec;
 const char *zt_arch_name(zt_arch a); /* "gpt2", "llama" */
 /* "gpt2" | "llama"; ZT_ERR_USAGE names both on a miss. */

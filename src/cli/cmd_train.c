@@ -23,7 +23,7 @@ typedef struct value_opt {
 } value_opt;
 
 enum { O_SET, O_SAVE, O_INIT, O_INIT_HF, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME,
-       O_STOP_AFTER, O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_COUNT };
+       O_STOP_AFTER, O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_HOSTFILE, O_MPIRUN_ARGS, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
     char *end;
@@ -40,7 +40,10 @@ static void print_warning(void *f, zt_config_level level, const char *text) {
 
 /* After a failure: the other ranks would wait for this one in their next collective (or in
  * MPI_Finalize), so a multi-rank job ends as a whole with this exit code. */
-static int end_job(zt_comm *world, int code) {
+static int end_job(zt_comm *world, const zt_error *err) {
+    int code = zt_cli_fail(err);
+    /* the launcher's record of why (launch.h): mpirun's own status may say something else */
+    if (world) zt_launch_record_exit(zt_comm_rank(world), code, err->msg);
     if (world && zt_comm_size(world) > 1) zt_comm_abort(code);
     zt_error ignore;
     zt_comm_free(world);
@@ -141,6 +144,10 @@ int zt_cmd_train(int argc, char **argv) {
                             NULL, true},
         [O_MIN_NPROC] = {"--min-nproc", "--max-restarts: a rank lost in two attempts in a row lets the job go on "
                                         "with as few as M ranks, the global batch unchanged (elastic)", NULL, true},
+        [O_HOSTFILE] = {"--hostfile", "--nproc: start the ranks on the hosts a hostfile lists (mpirun --hostfile; "
+                                      "host slots=K per line), supervised as local ranks are"},
+        [O_MPIRUN_ARGS] = {"--mpirun-args", "--nproc: more mpirun options, one string split at spaces (e.g. \"--mca "
+                                            "btl_tcp_if_include eth0\")"},
         [O_COMM_LOG] = {"--comm-log", "1: print the collectives by size class at the end (comms_logger)",
                         NULL, true},
     };
@@ -203,6 +210,11 @@ int zt_cmd_train(int argc, char **argv) {
     /* check everything that can be checked before any rank starts: with the launcher's world
      * size here, and again in every rank with the real one */
     bool under_mpi = zt_launched_by_mpi();
+    if (!under_mpi && cfg.nproc <= 1 && (opt[O_HOSTFILE].value || opt[O_MPIRUN_ARGS].value)) {
+        zt_error_set(&err, ZT_ERR_USAGE, "train: %s goes with --nproc N (N > 1: the launcher starts the ranks)",
+                     opt[O_HOSTFILE].value ? "--hostfile" : "--mpirun-args");
+        return zt_cli_fail(&err);
+    }
     if (!under_mpi && (zt_train_config_validate_world(&cfg, cfg.nproc, &err) || zt_train_config_validate(&cfg, &err)))
         return zt_cli_fail(&err);
     signal(SIGXFSZ, SIG_IGN); /* a file-size limit is a write error (EFBIG, exit 8), not a death */
@@ -214,7 +226,8 @@ int zt_cmd_train(int argc, char **argv) {
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
         zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
                                 .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir,
-                                .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum};
+                                .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum,
+                                .hostfile = opt[O_HOSTFILE].value, .mpirun_args = opt[O_MPIRUN_ARGS].value};
         int code = zt_launch_local(cfg.nproc, &pol, argc, argv, &err);
         return code < 0 ? zt_cli_fail(&err) : code;
     }
@@ -224,7 +237,7 @@ int zt_cmd_train(int argc, char **argv) {
     if (!rc && world) rc = zt_build_id_check(world, &err); /* the same build first: it explains the rest */
     if (!rc && world) rc = same_config_everywhere(&cfg, world, &err);
     if (!rc) rc = zt_fault_init(rank, &err); /* ZT_FAULT: inert unless set (core/fault.h) */
-    if (rc) return end_job(world, zt_cli_fail(&err));
+    if (rc) return end_job(world, &err);
     zt_stop_install(); /* SIGTERM/SIGINT: stop at the next step boundary, saved (docs/reliability.md) */
     zt_launch_register_rank(rank); /* the launcher forwards signals to this pid */
     /* a job started by the launcher printed the warnings already */
@@ -242,7 +255,7 @@ int zt_cmd_train(int argc, char **argv) {
                              .comm_log = opt[O_COMM_LOG].value ? counts[O_COMM_LOG] != 0 : cfg.comms_log};
     zt_train_result res = {0};
     rc = zt_train(&cfg, &opts, &res, &err);
-    if (rc) return end_job(world, zt_cli_fail(&err));
+    if (rc) return end_job(world, &err);
     zt_comm_free(world);
     if (world && zt_comm_finalize(&err)) return zt_cli_fail(&err);
     return res.stop_signal ? ZT_EXIT_STOPPED : 0;

@@ -18,9 +18,15 @@
  *     match, docs/strategies.md).
  *   - mpirun runs in its own process group (a terminal's Ctrl-C reaches only the launcher, which
  *     forwards it) and is sent SIGTERM if the launcher itself dies (PR_SET_PDEATHSIG).
- * What happened is read from mpirun's exit status and its stderr (passed through, line by line):
- * "process rank R ... exited on signal N", "Process name: [[J,1],R] / Exit code: C".
- * Under mpirun -hostfile or srun the ranks start directly and this file only detects that. */
+ * What happened is read from the ranks' exit records ($ZT_RUN_DIR/exit-R: the code a rank failed
+ * with, written before it aborts; the earliest is the job's, as torchrun's agent reports the
+ * first failure as the root cause), from the ranks' own error lines forwarded through mpirun
+ * ("zerotrain: error (NAME): ..."; for ranks on hosts that cannot reach the run directory), and
+ * from mpirun's exit status and stderr (passed through, line by line): "process rank R ... exited
+ * on signal N", "Process name: [[J,1],R] / Exit code: C". So a job whose host was lost ends with
+ * the surviving ranks' 5, not with Open MPI's 205 ("lost communication with a remote daemon").
+ * With --hostfile the same supervision runs across hosts (mpirun --hostfile). Under a bare
+ * mpirun -hostfile or srun the ranks start directly and this file only detects that. */
 #include "cli/launch.h"
 #include "ckpt/checkpoint.h"
 #include "core/stop.h"
@@ -55,6 +61,60 @@ void zt_launch_register_rank(int rank) {
     if (!f) return; /* the launcher then signals mpirun instead */
     fprintf(f, "%d\n", (int)getpid());
     if (fclose(f) == 0) rename(tmp, path);
+}
+
+void zt_launch_record_exit(int rank, int code, const char *message) {
+    const char *dir = getenv("ZT_RUN_DIR");
+    if (!dir || !*dir || code == 0) return;
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/exit-%d", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char line[400];
+    snprintf(line, sizeof line, "%s", message ? message : "");
+    for (char *c = line; *c; c++)
+        if (*c == '\n') *c = ' ';
+    fprintf(f, "%d %.6f %s\n", code, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, line);
+    if (fclose(f) == 0) rename(tmp, path);
+    else unlink(tmp);
+}
+
+/* The earliest exit record of ranks [0, nproc) with a zerotrain code: its rank and code, the
+ * message into msg; -1 when none. */
+static bool is_zerotrain_code(int c);
+static int earliest_exit(const char *dir, int nproc, int *code, char *msg, size_t cap) {
+    int rank = -1;
+    double first = 0;
+    for (int r = 0; r < nproc; r++) {
+        char path[4200], text[512] = "";
+        snprintf(path, sizeof path, "%s/exit-%d", dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int c = 0, used = 0;
+        double t = 0;
+        if (fscanf(f, "%d %lf %n", &c, &t, &used) == 2 && fgets(text, sizeof text, f) && is_zerotrain_code(c) &&
+            (rank < 0 || t < first)) {
+            rank = r, first = t, *code = c;
+            text[strcspn(text, "\n")] = '\0';
+            snprintf(msg, cap, "%s", text);
+        }
+        fclose(f);
+    }
+    return rank;
+}
+
+/* The code of a status name in a rank's error line ("peer" -> 5), 0 when none. */
+static int code_of_name(const char *name, size_t len) {
+    static const int codes[] = {ZT_ERR_USAGE, ZT_ERR_DATA, ZT_ERR_CKPT, ZT_ERR_PEER, ZT_ERR_NUMERICS,
+                                ZT_ERR_NOMEM, ZT_ERR_IO, ZT_ERR_MISMATCH, ZT_ERR_INTERNAL};
+    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+        const char *n = zt_status_name(codes[i]);
+        if (strlen(n) == len && !strncmp(n, name, len)) return codes[i];
+    }
+    return 0;
 }
 
 /* ---- the supervisor ---------------------------------------------------------------------------- */
@@ -100,6 +160,8 @@ static void signal_ranks(const char *dir, int nproc, pid_t mpirun, int sig) {
 typedef struct job_news {
     int rank, signal, code; /* -1: not said */
     int abort_rank;         /* MPI_ABORT was invoked on this rank (it reported its own error) */
+    int said_code;          /* the first rank error line's code ("zerotrain: error (peer): ..."), 0: none */
+    char said[256];         /* ... and that line */
     char line[512];         /* the partial line being read */
     size_t len;
     bool expect_code;       /* "Process name: [[J,1],R]" seen, "Exit code: C" follows */
@@ -144,6 +206,12 @@ static void on_line(job_news *n, const char *s, size_t len) {
     bool dashes = len >= 20 && strspn(s, "-") >= 20;
     if (strstr(s, "has sent help message") || strstr(s, "orte_base_help_aggregate")) return; /* about banners */
     if (!n->in_banner && !dashes) {
+        const char *p = strstr(s, "zerotrain: error ("), *q;
+        if (p && !n->said_code && (q = strstr(p, "): "))) {
+            p += strlen("zerotrain: error (");
+            n->said_code = code_of_name(p, (size_t)(q - p));
+            if (n->said_code) snprintf(n->said, sizeof n->said, "%.*s", (int)strcspn(p, "\n"), p);
+        }
         write_all(s, len);
         return;
     }
@@ -184,8 +252,9 @@ static void pass_through(job_news *n, const char *buf, size_t len) {
 
 static bool is_zerotrain_code(int c) { return (c >= 2 && c <= 9) || c == 70 || c == 75; }
 
-/* The job's exit code from mpirun's status and what it said. */
-static int job_code(const job_news *n, int status, bool stopping, bool killed, double grace) {
+/* The job's exit code from mpirun's status, what it said and the ranks' exit records in dir. */
+static int job_code(const job_news *n, const char *dir, int nproc, int status, bool stopping, bool killed,
+                    double grace) {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (killed) {
         fprintf(stderr, "zerotrain: error (peer): the ranks did not stop within fault.grace_s = %g s of the "
@@ -201,6 +270,23 @@ static int job_code(const job_news *n, int status, bool stopping, bool killed, d
         fprintf(stderr, "zerotrain: error (peer): rank %d died of %s (signal %d)%s; the job was stopped\n",
                 n->rank, zt_signal_name(n->signal), n->signal, stopping ? " while stopping" : "");
         return ZT_ERR_PEER;
+    }
+    /* the ranks' own codes: the earliest exit record, else the first error line a rank printed */
+    int rec_code = 0;
+    char rec[400] = "";
+    int rec_rank = earliest_exit(dir, nproc, &rec_code, rec, sizeof rec);
+    if (rec_rank >= 0) {
+        if (rec_code != code)
+            fprintf(stderr, "zerotrain: the job ends with rank %d's exit %d (%s: %.200s); mpirun's own status was %s %d\n",
+                    rec_rank, rec_code, zt_status_name(rec_code), rec, WIFEXITED(status) ? "exit code" : "signal",
+                    WIFEXITED(status) ? code : WTERMSIG(status));
+        return rec_code;
+    }
+    if (n->said_code && !is_zerotrain_code(code) && n->rank < 0) {
+        fprintf(stderr, "zerotrain: the job ends with exit %d, the code of the first rank error (%.200s); mpirun's own "
+                "status was %s %d\n", n->said_code, n->said, WIFEXITED(status) ? "exit code" : "signal",
+                WIFEXITED(status) ? code : WTERMSIG(status));
+        return n->said_code;
     }
     if (n->abort_rank >= 0 && is_zerotrain_code(code)) return code; /* the rank said why */
     if (n->rank >= 0 && n->code >= 0) {
@@ -246,7 +332,7 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     }
     setpgid(child, child);
     close(fds[1]);
-    job_news news = {.rank = -1, .signal = -1, .code = -1, .abort_rank = -1};
+    job_news news = {.rank = -1, .signal = -1, .code = -1, .abort_rank = -1, .said_code = 0};
     int status = 0, forwarded = 0;
     bool done = false, open_pipe = true, killed = false;
     double stop_at = 0;
@@ -289,7 +375,7 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
     *failed_rank = news.rank;
-    return job_code(&news, status, forwarded > 0, killed, grace);
+    return job_code(&news, run_dir, nproc, status, forwarded > 0, killed, grace);
 }
 
 /* Removes the run directory's pid files and status boards (left by killed ranks). */
@@ -300,7 +386,27 @@ static void clear_ranks(const char *dir, int nproc) {
         unlink(path);
         snprintf(path, sizeof path, "%s/board-%d", dir, r); /* a killed rank's status board */
         unlink(path);
+        snprintf(path, sizeof path, "%s/exit-%d", dir, r); /* an attempt's exit records */
+        unlink(path);
     }
+}
+
+/* The most ranks a hostfile puts on one host: its largest slots=K (a host line without slots= is
+ * one slot, as Open MPI counts it); 0 when the file cannot be read. */
+static int hostfile_slots(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int most = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || !*p) continue;
+        char *s = strstr(p, "slots=");
+        int k = s ? atoi(s + 6) : 1;
+        if (k > most) most = k;
+    }
+    fclose(f);
+    return most;
 }
 
 int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **argv, zt_error *err) {
@@ -308,9 +414,16 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
     if (cores < 1) cores = 1;
     char np[32], threads[32];
     snprintf(np, sizeof np, "%d", nproc);
+    int per_host = nproc; /* ranks sharing this machine's cores (a hostfile: its largest slots) */
+    if (pol->hostfile) {
+        if (access(pol->hostfile, R_OK))
+            return -zt_error_set(err, ZT_ERR_USAGE, "launch: --hostfile %s: %s", pol->hostfile, strerror(errno));
+        int k = hostfile_slots(pol->hostfile);
+        if (k > 0 && k < per_host) per_host = k;
+    }
     /* split the cores among the ranks unless the user chose */
     if (!getenv("OMP_NUM_THREADS")) {
-        snprintf(threads, sizeof threads, "%ld", cores / nproc > 0 ? cores / nproc : 1);
+        snprintf(threads, sizeof threads, "%ld", cores / per_host > 0 ? cores / per_host : 1);
         setenv("OMP_NUM_THREADS", threads, 1);
     }
     /* mpirun hands rank 0 a pseudo-terminal whatever the real stdout is: tell the ranks */
@@ -338,20 +451,39 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
     if (n <= 0) return -zt_error_set(err, ZT_ERR_USAGE, "launch: cannot find my own executable: %s", strerror(errno));
     self[n] = '\0';
     const char *mpirun = getenv("ZT_MPIRUN") ? getenv("ZT_MPIRUN") : "mpirun";
-    char **args = calloc((size_t)argc + 24, sizeof *args);
-    if (!args) return -zt_error_set(err, ZT_ERR_NOMEM, "launch: out of memory");
+    /* --mpirun-args: split at white space into a copy the args point into */
+    char *extra = pol->mpirun_args ? strdup(pol->mpirun_args) : NULL;
+    int n_extra = 0;
+    for (const char *p = pol->mpirun_args; p && *p;) {
+        p += strspn(p, " \t\n");
+        if (*p) n_extra++;
+        p += strcspn(p, " \t\n");
+    }
+    char **args = calloc((size_t)argc + 32 + (size_t)n_extra, sizeof *args);
+    if (!args || (pol->mpirun_args && !extra)) {
+        free(args), free(extra);
+        return -zt_error_set(err, ZT_ERR_NOMEM, "launch: out of memory");
+    }
     int k = 0;
     args[k++] = (char *)mpirun;
     args[k++] = "-np";
     args[k++] = np;
-    if (nproc > cores) args[k++] = "--oversubscribe";
+    if (pol->hostfile) { /* the hosts' slots decide the placement */
+        args[k++] = "--hostfile";
+        args[k++] = (char *)pol->hostfile;
+    } else if (nproc > cores) args[k++] = "--oversubscribe";
     args[k++] = "--bind-to";
     args[k++] = "none";
-    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR", "ZT_RESTART_ATTEMPT"};
+    /* mpirun passes its own environment to ranks on this host only: what the ranks need goes with -x */
+    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR", "ZT_RESTART_ATTEMPT",
+                              "ZT_COMM_TIMEOUT"};
     for (size_t i = 0; i < sizeof exported / sizeof *exported; i++) {
+        if (i == 5 && !getenv(exported[i])) continue; /* exported only when set */
         args[k++] = "-x";
         args[k++] = (char *)exported[i];
     }
+    for (char *save = NULL, *t = extra ? strtok_r(extra, " \t\n", &save) : NULL; t; t = strtok_r(NULL, " \t\n", &save))
+        args[k++] = t;
     args[k++] = self;
     int code = 0, attempt = 0, world = nproc, accum = pol->grad_accum, failed = -1, failed_before = -1;
     char ga_set[64];
@@ -382,6 +514,7 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
             args[m++] = ga_set;
         }
         args[m] = NULL;
+        clear_ranks(run_dir, world); /* a user's run directory may hold an earlier job's records */
         code = supervise(args, run_dir, world, pol->grace_s, &failed, err);
         clear_ranks(run_dir, world);
         if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;
@@ -412,6 +545,7 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
         fprintf(stderr, "zerotrain: error (peer): restart budget exhausted (%d/%d); the job failed %d times\n",
                 pol->max_restarts, pol->max_restarts, attempt + 1);
     free(args);
+    free(extra);
     if (own_dir) {
         clear_ranks(run_dir, nproc);
         rmdir(run_dir);

@@ -31,16 +31,17 @@ typedef struct subcommand {
 
 static const subcommand COMMANDS[] = {
     {"train", zt_cmd_train, "train a model from a config, on this process or on --nproc local ranks",
-     "train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
+     "train CONFIG [--nproc N [--hostfile FILE]] [--set key=value ...] [--save W.ztw] [--init W.ztw]\n"
      "      [--ckpt-dir DIR] [--ckpt-every N] [--resume DIR]"},
     {"config", zt_cmd_config, "resolve a native, DeepSpeed or Accelerate config and print the run it means",
      "config CONFIG [--set key=value ...] [--nproc N] [--print | --json]   |   config --docs"},
     {"estimate-memory", zt_cmd_estimate, "bytes per rank for every strategy, before any run",
      "estimate-memory CONFIG [--nproc N] [--set key=value ...] [--json]\n"
      "      estimate-memory --model gpt2-124M|...|llama-70b --nproc N [-B b] [-T t] [--json]"},
-    {"plan", zt_cmd_plan, "predict step time, MFU, memory and exposed communication at scale, per strategy",
+    {"plan", zt_cmd_plan, "predict step time, MFU, memory and exposed communication at scale, per strategy, tp and pp",
      "plan --model llama-70b --nodes 64 --gpus-per-node 8 --gpu h100 --intra 450GB/s --inter 400Gb/s\n"
-     "      [--seq 4096] [--micro-batch 1] [--global-batch G] [--precision bf16] [--ac none|selective|full] [--json]"},
+     "      [--seq 4096] [--micro-batch 1] [--global-batch G] [--precision bf16] [--ac none|selective|full]\n"
+     "      [--tp T] [--pp P] [--pp-schedule 1f1b|gpipe] [--json]"},
     {"tokenize", zt_cmd_tokenize, "GPT-2 BPE of text files into llm.c-format token files",
      "tokenize TEXT... -o data.bin [--val-fraction f]"},
     {"sample", zt_cmd_sample, "generate text from trained weights",

@@ -187,7 +187,7 @@ static void op_finish(zt_comm_op *op) {
     if (op->count) {
         double s = MPI_Wtime() - op->t_start;
         zt_counters_add_(c, op->kind, op->sent, op->recvd, s, op->t_wait);
-        zt_commlog_record(op->kind, op->payload, s, op->t_wait, c->size);
+        zt_commlog_record(op->kind, op->payload, s, op->t_wait, c->size, c->name);
         zt_trace_complete("comm", op->name, s, 6,
                           (zt_trace_arg[]){ZT_TARG_STR("tag", op->tag), ZT_TARG_STR("comm", c->name),
                                            ZT_TARG_NUM("bytes", op->payload), ZT_TARG_NUM("sent", op->sent),

@@ -170,6 +170,11 @@ const key_def zt_cfg_keys[] = {
            "validation loss, e.g. a pretrained model's on the data it is about to be fine-tuned on"),
     K_INT("eval.batches", eval_batches, 1, 1048576, "8", "validation micro-batches per evaluation",
           NULL),
+    K_FLT("eval.target_loss", eval_target_loss, 0.0, HUGE_VAL, 0, "0",
+          "stop once a validation loss is at or below this (MLPerf's time to train): the run ends after "
+          "that evaluation as after its last step (checkpoint, weights, exit 0) and logs a target_reached "
+          "event with the seconds and tokens it took; 0: never; > 0 needs data.val",
+          NULL),
     K_STR("logging.jsonl", log_path, 0, "", "one JSON line of metrics per step; empty: none"),
     K_INT("logging.print_every", print_every, 1, INT_MAX, "1",
           "a progress line every N steps (and the first and last)", NULL),
@@ -207,6 +212,11 @@ const key_def zt_cfg_keys[] = {
           "tensor-parallel degree: the heads, the MLP width and the vocabulary split over this many "
           "consecutive ranks (docs/parallelism.md)", "divides model.n_head (and n_kv_head, "
           "intermediate_size) and, with pipeline_parallel_size, the world size"),
+    K_BOOL("parallel.sequence_parallel", sequence_parallel, "false",
+           "Megatron-LM's sequence parallelism over the tensor-parallel ranks: the norms, bias adds "
+           "and residuals run on 1/tp of the positions, their activations 1/tp the size; all-gather "
+           "before and reduce-scatter after the parallel Linears in place of the all-reduces "
+           "(docs/parallelism.md; needs tensor_parallel_size > 1 dividing training.seq_len)"),
     K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
           "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
           "<= the model's units (n_layer + 2)"),

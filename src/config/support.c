@@ -33,7 +33,8 @@ const support_row zt_cfg_support[] = {
     {"parallel.pipeline_parallel_size", NULL, ZT_CONFIG_ERROR,
      "is not supported: pipeline parallelism is not implemented in this build"},
     {"parallel.context_parallel_size", NULL, ZT_CONFIG_ERROR,
-     "is not supported: context/sequence parallelism is not implemented in this build"},
+     "is not supported: context parallelism (attention split along the sequence: Ulysses, ring attention) is "
+     "not implemented in this build (Megatron-LM's sequence parallelism is parallel.sequence_parallel)"},
 };
 const int zt_cfg_n_support = (int)(sizeof zt_cfg_support / sizeof zt_cfg_support[0]);
 

@@ -246,6 +246,7 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
                                  .n_layer = c->model.n_layer, .n_head = c->model.n_head,
                                  .n_embd = c->model.n_embd, .attention = c->model.attention};
     out->lora = c->lora; /* rank 0: none */
+    out->sequence_parallel = c->sequence_parallel;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -300,6 +301,16 @@ static void check_mesh_model(cfg_ctx *x) {
                              llama_keys[k], llama_vals[k],
                              k == 0 ? ": tensor parallelism gives each rank whole key/value heads" : "");
             }
+    }
+    if (c->sequence_parallel && !bad(x, "parallel.tensor_parallel_size") && !bad(x, "training.seq_len") &&
+        (tp < 2 || c->seq_len % tp != 0)) {
+        w = LOC("parallel.sequence_parallel", tp < 2 ? "parallel.tensor_parallel_size" : "training.seq_len");
+        if (tp < 2)
+            zt_cfg_error(x, "%s%sparallel.sequence_parallel: true needs parallel.tensor_parallel_size > 1 (it cuts "
+                         "the tensor-parallel ranks' norms and residuals along the sequence), not %d", PFX(w), tp);
+        else
+            zt_cfg_error(x, "%s%sparallel.sequence_parallel: parallel.tensor_parallel_size %d does not divide "
+                         "training.seq_len (%d): each rank holds seq_len / tp positions", PFX(w), tp, c->seq_len);
     }
     if (!bad(x, "parallel.tensor_parallel_size") && tp > 1 && c->lora.rank > 0) {
         w = LOC("parallel.tensor_parallel_size", "lora.rank");
@@ -412,6 +423,11 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         w = LOC("eval.every", "data.val");
         zt_cfg_error(x, "%s%seval.every: %d needs a validation file: set data.val (or eval.every: 0)",
                      PFX(w), c->eval_every);
+    }
+    if (c->eval_target_loss > 0.0f && c->val_path[0] == '\0') {
+        w = LOC("eval.target_loss", "data.val");
+        zt_cfg_error(x, "%s%seval.target_loss: %g needs a validation file: set data.val (or eval.target_loss: 0)",
+                     PFX(w), (double)c->eval_target_loss);
     }
     if (!bad(x, "sample.tokens") && c->sample_tokens > c->model.max_seq_len) {
         w = LOC("sample.tokens", "model.max_seq_len");

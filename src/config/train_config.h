@@ -129,6 +129,7 @@ typedef struct zt_train_config {
     int eval_every;             /* eval.every (steps; 0 = never), default 0 */
     int eval_batches;           /* eval.batches, default 8 */
     bool eval_at_start;         /* eval.at_start: evaluate before the first step too, default false */
+    float eval_target_loss;     /* eval.target_loss: stop at a validation loss <= it; 0 = never */
     /* logging: */
     char log_path[ZT_PATH_MAX]; /* logging.jsonl ("" = none) */
     int print_every;            /* logging.print_every, default 1 */
@@ -148,6 +149,7 @@ typedef struct zt_train_config {
     bool prefetch;              /* parallel.prefetch: zero3 gathers the next unit early */
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
     int tensor_parallel_size;   /* parallel.tensor_parallel_size, default 1 (docs/parallelism.md) */
+    bool sequence_parallel;     /* parallel.sequence_parallel: Megatron-LM's, over the tp ranks */
     int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (> 1: not implemented) */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
     /* precision (src/precision, docs/precision.md): */

@@ -1,6 +1,6 @@
 /* tp_group.c - the engine's side of tensor parallelism (docs/parallelism.md): the collectives a
- * cut unit calls (zt_unit_group: sums, maxima, the generated logits side by side) over the mesh's
- * tp group, the gradient norm's sum over the parts, and parameters as logical tensors (gathered
+ * cut unit calls (zt_unit_group: sums, maxima, the generated logits side by side, and sequence
+ * parallelism's all-gathers and reduce-scatters along T) over the mesh's tp group, the gradient norm's sum over the parts, and parameters as logical tensors (gathered
  * from every part, or taken from a whole one).
  *
  * Invariants: every sum over the parts is a fixed tree (zt_all_reduce: the same bits on every part)
@@ -25,14 +25,90 @@ int zt_engine_job_size(const zt_engine *e) { return e->opt.mesh->world; }
 static zt_engine *engine_of(const zt_unit_group *g) { return g->ctx; }
 
 /* Each collective is a "tp" span of the trace (metrics/trace.h) named by its caller, with its
- * floats: the timeline shows Megatron's f and g inside the units' forward and backward. */
-static void span_end(size_t floats) { zt_trace_end_args(1, (zt_trace_arg[]){ZT_TARG_NUM("floats", (double)floats)}); }
+ * collective and floats: the timeline shows Megatron's f and g (all_reduce; with sequence
+ * parallelism all_gather and reduce_scatter) inside the units' forward and backward. */
+static void span_end(const char *op, size_t floats) {
+    zt_trace_end_args(2, (zt_trace_arg[]){ZT_TARG_STR("op", op), ZT_TARG_NUM("floats", (double)floats)});
+}
 
 static int group_sum(const zt_unit_group *g, float *buf, size_t n, const char *what, zt_error *err) {
     zt_engine *e = engine_of(g);
     zt_trace_begin("tp", what);
     int rc = zt_all_reduce(e->tp_comm, ZT_DTYPE_FP32, buf, n, what, err);
-    span_end(n);
+    span_end("all_reduce", n);
+    return rc;
+}
+
+/* ---- sequence parallelism: (B, T, C) <-> every part's (B, count, C), staged part-major in tp_work
+ * (part p's block: its rows of every sequence b, b-major), so each collective moves contiguous
+ * blocks */
+
+static void group_seq_range(const zt_unit_group *g, int T, int *begin, int *count) {
+    int64_t b, c;
+    zt_tp_range(T, g->parts, zt_comm_rank(engine_of(g)->tp_comm), &b, &c);
+    *begin = (int)b;
+    *count = (int)c;
+}
+
+/* counts[p] = part p's floats of a (B, T, C) tensor; *total = B·T·C, checked against the staging */
+static int seq_counts(zt_engine *e, int B, int T, int C, size_t *counts, const char *what, zt_error *err) {
+    int P = e->group.parts;
+    for (int p = 0; p < P; p++) {
+        int64_t b, c;
+        zt_tp_range(T, P, p, &b, &c);
+        counts[p] = (size_t)B * (size_t)c * (size_t)C;
+    }
+    if ((size_t)B * T * C > e->tp_work_floats)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "tensor-parallel %s: (%d, %d, %d) exceeds the planned staging (%zu "
+                            "floats)", what, B, T, C, e->tp_work_floats);
+    return ZT_OK;
+}
+
+/* full (B, T, C) elements of `elem` bytes <-> the staging's part-major blocks (to_stage: full ->
+ * staging) */
+static void seq_stage(zt_engine *e, void *full, int B, int T, int C, size_t elem, bool to_stage) {
+    int P = e->group.parts;
+    char *blk = (char *)e->tp_work;
+    for (int p = 0; p < P; p++) {
+        int64_t t0, n;
+        zt_tp_range(T, P, p, &t0, &n);
+        size_t len = (size_t)n * C * elem;
+        for (int b = 0; b < B; b++, blk += len) {
+            char *row = (char *)full + ((size_t)b * T + (size_t)t0) * C * elem;
+            if (to_stage) memcpy(blk, row, len);
+            else memcpy(row, blk, len);
+        }
+    }
+}
+
+static int group_seq_gather(const zt_unit_group *g, const void *mine, void *all, int B, int T, int C,
+                            int elem_bytes, const char *what, zt_error *err) {
+    zt_engine *e = engine_of(g);
+    size_t counts[g->parts];
+    int rc = seq_counts(e, B, T, C, counts, what, err);
+    if (rc) return rc;
+    if (elem_bytes != 2 && elem_bytes != 4)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "tensor-parallel %s: elements of %d bytes", what, elem_bytes);
+    zt_trace_begin("tp", what);
+    if (elem_bytes == 2) /* bf16 operands: 2 bytes an element on the wire */
+        rc = zt_all_gather_bf16(e->tp_comm, mine, (uint16_t *)(void *)e->tp_work, counts, what, err);
+    else
+        rc = zt_all_gather_f32(e->tp_comm, mine, e->tp_work, counts, what, err);
+    span_end("all_gather", (size_t)B * T * C * elem_bytes / sizeof(float));
+    if (!rc) seq_stage(e, all, B, T, C, (size_t)elem_bytes, false);
+    return rc;
+}
+
+static int group_seq_reduce_scatter(const zt_unit_group *g, const float *full, float *mine, int B, int T, int C,
+                                    const char *what, zt_error *err) {
+    zt_engine *e = engine_of(g);
+    size_t counts[g->parts];
+    int rc = seq_counts(e, B, T, C, counts, what, err);
+    if (rc) return rc;
+    seq_stage(e, (void *)full, B, T, C, sizeof(float), true); /* reads full only */
+    zt_trace_begin("tp", what);
+    rc = zt_reduce_scatter(e->tp_comm, ZT_DTYPE_FP32, e->tp_work, mine, counts, what, err);
+    span_end("reduce_scatter", (size_t)B * T * C);
     return rc;
 }
 
@@ -51,7 +127,7 @@ static int gather_equal(zt_engine *e, const void *buf, size_t n, size_t bytes, c
         for (int p = 0; p < P; p++) counts[p] = n;
         rc = zt_all_gather_f32(e->tp_comm, buf, e->tp_work, counts, what, err);
     }
-    span_end(n * bytes / sizeof(float));
+    span_end("all_gather", n * bytes / sizeof(float));
     return rc;
 }
 
@@ -119,8 +195,13 @@ int zt_engine_tp_setup(zt_engine *e, zt_error *err) {
                             parts == 1 ? "" : "s");
     if (parts == 1) return ZT_OK;
     e->tp_comm = M->tp_comm;
+    if (m->units[0].seq_parts > 1 && e->opt.T % parts != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: sequence parallelism over %d tensor-parallel ranks needs a "
+                            "sequence length that they divide: T=%d (training.seq_len)", parts, e->opt.T);
     e->group = (zt_unit_group){.parts = parts, .sum = group_sum, .sum_f64 = group_sum_f64, .max = group_max,
-                               .concat_cols = group_concat_cols, .ctx = e};
+                               .concat_cols = group_concat_cols, .seq_range = group_seq_range,
+                               .seq_gather = group_seq_gather, .seq_reduce_scatter = group_seq_reduce_scatter,
+                               .ctx = e};
     e->tp_work_floats = zt_memory_tp_work_floats(m, e->opt.B, e->opt.T);
     if (!(e->tp_work = zt_engine_alloc(e, e->tp_work_floats, &e->mem.comm, "the tensor-parallel staging")))
         return zt_engine_oom(e, err, "engine");

@@ -82,6 +82,20 @@ static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, i
     return rc;
 }
 
+/* eval.target_loss reached: say so, with the wall time since the first step (evaluations included,
+ * as MLPerf's time to train) and the training tokens consumed, and log a target_reached event. */
+static int target_reached(zt_progress *prog, zt_jsonl *log, int rank, const zt_step_metrics *m, float target,
+                          double seconds, uint64_t tokens, zt_error *err) {
+    zt_progress_message(prog, "step %lld: val loss %.4f <= eval.target_loss %g: target reached after %.1f s and "
+                        "%llu tokens; stopping", (long long)m->step, m->val_loss, (double)target, seconds,
+                        (unsigned long long)tokens);
+    if (rank != 0 || !log->fp) return ZT_OK;
+    char ev[192];
+    snprintf(ev, sizeof ev, "\"step\":%lld,\"val_loss\":%.6f,\"target\":%g,\"seconds\":%.3f,\"tokens\":%llu",
+             (long long)m->step, m->val_loss, (double)target, seconds, (unsigned long long)tokens);
+    return zt_jsonl_write_event(log, "target_reached", ev, err);
+}
+
 /* After the last step: each rank's planned and measured high-water per class and its RSS peak,
  * gathered to rank 0, which prints the table and logs the "memory" event. */
 static int report_memory(zt_engine *e, zt_comm *world_comm, int world, int rank, FILE *out, zt_jsonl *log,
@@ -578,9 +592,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
         double v;
-        if ((rc = evaluate(e, &vs, cfg, rank, world, inp, tgt, &v, err))) goto done;
+        if ((rc = evaluate(e, &vs, cfg, drank, dworld, inp, tgt, &v, err))) goto done;
         zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
     }
+    double t_loop = now(); /* eval.target_loss's clock: from the first step, evaluations included */
     for (int64_t step = start_step; step < end_step; step++) {
         zt_comm_bytes junk; /* evaluation and checkpoint traffic since the last step is not this step's */
         zt_engine_comm_bytes(e, &junk, true);
@@ -774,6 +789,15 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             m.eval_s = now() - te;
             last_val = m.val_loss;
             zt_progress_message(&prog, "step %lld: val loss %.4f", (long long)m.step, m.val_loss);
+            if (cfg->eval_target_loss > 0.0f && m.val_loss <= cfg->eval_target_loss && !last) {
+                /* the target (eval.target_loss): this step ends the run as the last one would */
+                last = true;
+                end_step = step + 1;
+            }
+            if (cfg->eval_target_loss > 0.0f && m.val_loss <= cfg->eval_target_loss &&
+                (rc = target_reached(&prog, &log, rank, &m, cfg->eval_target_loss, now() - t_loop,
+                                     (uint64_t)(step + 1 - start_step) * (uint64_t)tokens_per_step, err)))
+                goto done;
         }
         if (cfg->print_every > 0 && ((step + 1) % cfg->print_every == 0 || last || step == 0))
             zt_progress_step(&prog, &m);
@@ -884,7 +908,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         result->final_loss = last_loss;
         result->final_val_loss = last_val;
         result->param_hash = hash;
-        result->steps = cfg->steps;
+        result->steps = end_step; /* the last step trained (eval.target_loss may end it early) */
         result->seconds = now() - t_start;
     }
     uint64_t frozen1 = zt_engine_frozen_hash(e);

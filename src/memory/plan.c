@@ -96,7 +96,19 @@ size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T) {
     if (parts <= 1) return 0;
     size_t gathers = parts * 2 * N * 2;          /* every part's 2N doubles (the loss's sums) */
     size_t logits = (size_t)B * (size_t)m->vocab_size; /* the generated position's logits */
-    return gathers > logits ? gathers : logits;
+    size_t seq = N * zt_memory_seq_width(m);           /* sequence parallelism's (B, T, C) staged */
+    size_t most = gathers > logits ? gathers : logits;
+    return seq > most ? seq : most;
+}
+
+size_t zt_memory_seq_width(const zt_model *m) {
+    size_t w = 0;
+    for (int u = 0; u < m->n_units; u++)
+        if (m->units[u].seq_parts > 1 && u + 1 < m->n_units) {
+            size_t full = (size_t)m->units[u].out_width * (size_t)m->units[u].seq_parts;
+            if (full > w) w = full;
+        }
+    return w;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -589,8 +601,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
                                     : 0;
     out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
     /* the tp group's all-reduces (the units' sums): at most a (B, T, widest output) activation,
-     * reduce-scattered in even blocks */
-    size_t tp_sum = BT * max_width;
+     * reduce-scattered in even blocks; with sequence parallelism a (B, T, C) one, in T ranges */
+    size_t seq_full = BT * zt_memory_seq_width(m), norms = 4 * zt_memory_seq_width(m); /* + the norms' sums */
+    size_t tp_sum = BT * max_width > seq_full ? BT * max_width : seq_full;
+    if (norms > tp_sum) tp_sum = norms;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +

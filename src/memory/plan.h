@@ -102,9 +102,13 @@ static inline size_t zt_memory_alloc_bytes(size_t floats) {
  * piece's enclosing 4 KiB blocks, plus 4 KiB to align the start; engine/param_offload.c). */
 size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
 /* Tensor parallelism (engine/tp_group.c): floats of the group's staging for a model cut into
- * parts (0 when whole): every part's row sums of the loss (2·B·T doubles each), or the generated
- * position's logits (B x V), whichever is larger. */
+ * parts (0 when whole): every part's row sums of the loss (2·B·T doubles each), the generated
+ * position's logits (B x V), or sequence parallelism's (B, T, C), whichever is largest. */
 size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
+/* Sequence parallelism: the widest activation a unit's output holds a T range of, in floats per
+ * token of the whole sequence (out_width x seq_parts: GPT-2's and Llama's C); 0 without it. With it
+ * the staging above also holds a whole (B, T, C) activation, part-major. */
+size_t zt_memory_seq_width(const zt_model *m);
 
 /* Sum of the classes params, compute_copy, grads, optimizer at rest: the model states. */
 size_t zt_memory_plan_model_states(const zt_memory_plan *p);

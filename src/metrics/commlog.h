@@ -1,5 +1,6 @@
 /* commlog.h - the communication log (DeepSpeed's comms_logger): every finished collective of this
- * process, binned by operation, communicator size and message-size class, summarized at the end of
+ * process, binned by operation, communicator group (its name and size: "tp" 2, "dp" 4, "world" 8,
+ * "shard", "replicate") and message-size class, summarized at the end of
  * training as a table of count, bytes, mean latency, algorithmic and bus bandwidth.
  *
  * The comm layer calls zt_commlog_record once per finished collective, from whichever thread
@@ -32,13 +33,16 @@ bool zt_commlog_enabled(void);
 void zt_commlog_reset(void);
 
 /* One finished collective: kind is a zt_coll_kind (src/comm/comm.h), bytes its size as defined
- * above, seconds start to finish, wait_seconds blocked in waits, nranks the communicator's size.
+ * above, seconds start to finish, wait_seconds blocked in waits, nranks the communicator's size,
+ * group its name (zt_comm_name): its first word, up to 15 characters, names the row ("gradients
+ * (communication thread)" is "gradients"; NULL: "").
  * Thread-safe, allocation-free, cannot fail (kinds outside [0, ZT_COLL_NKINDS) are counted under
  * the last kind). */
-void zt_commlog_record(int kind, uint64_t bytes, double seconds, double wait_seconds, int nranks);
+void zt_commlog_record(int kind, uint64_t bytes, double seconds, double wait_seconds, int nranks, const char *group);
 
 typedef struct zt_commlog_row {
     int kind;            /* zt_coll_kind */
+    char group[16];      /* the communicator's name ("tp", "dp", "world", ...) */
     int nranks;
     int size_class;      /* -1: empty messages; else k with 2^k <= size < 2^(k+1) */
     uint64_t count;
@@ -53,13 +57,13 @@ double zt_commlog_busbw_factor(int kind, int nranks);
 /* Mean latency (s), algbw and busbw (bytes/s) of a row; NaN when the row took no time. */
 void zt_commlog_row_stats(const zt_commlog_row *r, double *mean_latency_s, double *algbw,
                           double *busbw);
-/* Copies up to cap rows, ordered by kind, nranks, size class; returns how many rows exist. */
+/* Copies up to cap rows, ordered by kind, group, nranks, size class; returns how many rows exist. */
 int zt_commlog_rows(zt_commlog_row *rows, int cap);
 
 /* Prints the table (a title line naming rank, then one row per bin and a total per operation);
  * "comm log: no collectives recorded" when empty. rank is only printed. */
 void zt_commlog_print(FILE *out, int rank);
-/* The same rows as JSONL events: {"event":"commlog","op":"all_gather","ranks":2,"size_min":...,
+/* The same rows as JSONL events: {"event":"commlog","op":"all_gather","group":"tp","ranks":2,"size_min":...,
  * "count":...,"bytes":...,"mean_latency_s":...,"algbw_GBps":...,"busbw_GBps":...,"exposed_s":...}. */
 int zt_commlog_write_jsonl(zt_jsonl *j, zt_error *err);
 

@@ -41,6 +41,7 @@ int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err) {
 
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err) {
     int rc = spec->arch == ZT_ARCH_LLAMA ? zt_llama_create(&spec->llama, out, err) : zt_gpt2_create(&spec->gpt2, out, err);
+    if (!rc) (*out)->sequence_parallel = spec->sequence_parallel;
     if (rc || spec->lora.rank == 0) return rc;
     if ((rc = zt_model_add_lora(*out, &spec->lora, NULL, err))) {
         zt_model_free(*out);
@@ -61,6 +62,7 @@ int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err) {
         return zt_error_set(err, ZT_ERR_USAGE, "model %s was not built by zt_gpt2_create or zt_llama_create", m->name);
     }
     if (m->lora) out->lora = *m->lora;
+    out->sequence_parallel = m->sequence_parallel;
     return ZT_OK;
 }
 

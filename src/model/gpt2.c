@@ -22,7 +22,8 @@
  * product only ever reads that; everything else stays fp32 (layernorm statistics, softmax, GELU,
  * the residual stream, the attention's O: docs/precision.md). In floats, N a multiple of 16 (else
  * each buffer rounds up to 16), whole (tensor parallelism cuts the attention's and the MLP's
- * buffers by the parts, widths_of):
+ * buffers by the parts, widths_of; sequence parallelism also cuts ln1, ln2, their statistics and
+ * res2 to the part's N/P rows, and the head's lnf, mean and rstd: layers.h):
  *   flash fp32: kept N·(11C + 4) + B·NH·T, rest 4·N·C
  *   flash bf16: kept N·(10.5C + 4) + B·NH·T, rest 2·N·C (fp16 values are kept in fp32)
  *   naive fp32: kept N·(11C + 4), rest B·NH·T² + 4·N·C
@@ -75,7 +76,9 @@ int zt_gpt2_preset(const char *name, zt_gpt2_config *cfg, zt_error *err) {
 /* ---------------------------------------------------------------------------------------------
  * embedding unit: params wte (V,C), wpe (maxT,C) */
 static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
-static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
+static size_t emb_scratch(const zt_unit *u, int B, int T) {
+    return zt_embedding_scratch_floats(u, B, T, ((const zt_gpt2_config *)u->model_cfg)->n_embd);
+}
 
 /* under low-precision compute the tables are read as their compute copy (emb_reads_lp) */
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -88,8 +91,7 @@ static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0 || k == 1; }
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    zt_embedding_backward(u, a, 0, 1, c->n_embd);
-    return ZT_OK;
+    return zt_embedding_backward(u, a, 0, 1, c->n_embd, err);
 }
 
 static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_floats = emb_scratch,
@@ -135,12 +137,13 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                            block_saved *s, size_t *kept) {
     widths w = widths_of(u);
     size_t N = (size_t)B * T, C = (size_t)w.C, Ca = (size_t)w.Ca, H = (size_t)w.H;
-    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t Nl = zt_unit_rows_max(u, B, T); /* the norms' and the residual's rows: N/P cut along T */
+    size_t in_C = matmul_saved_input_floats(lp_kind, Nl * C); /* ln1, ln2: the part's rows (layers.h) */
     bool fl = flash(u->model_cfg);
-    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N), zt_fp32_floats(N * 3 * Ca),
+    size_t sizes[] = {in_C, zt_fp32_floats(Nl), zt_fp32_floats(Nl), zt_fp32_floats(N * 3 * Ca),
                       matmul_saved_input_floats(lp_kind, N * Ca), fl && lp_kind ? zt_fp32_floats(N * Ca) : 0,
-                      fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0, zt_fp32_floats(N * C), in_C, zt_fp32_floats(N),
-                      zt_fp32_floats(N), zt_fp32_floats(N * H), fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T),
+                      fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0, zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl),
+                      zt_fp32_floats(Nl), zt_fp32_floats(N * H), fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T),
                       matmul_saved_input_floats(lp_kind, N * H)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
@@ -168,18 +171,29 @@ static const int BLOCK_LINEARS[] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
 /* backward scratch: bufC (N,C) | big1 (N,W) | big2 (N,W) | attention scratch | LoRA's; forward uses
  * bufC for the projections' output, big1 for the Linears' fp32 inputs under lp compute and the
  * attention scratch (flash) */
+static size_t block_att_floats(const zt_unit *u, int B, int T) {
+    widths w = widths_of(u);
+    return flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NH, w.Ca / w.NH)
+                               : attention_scratch_floats(B, T, w.Ca, w.NH);
+}
+
+/* ... then, cut along T, the two layernorms' weight and bias gradients of this part's rows (4C) */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
-    size_t N = (size_t)B * T;
-    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NH, w.Ca / w.NH)
-                                     : attention_scratch_floats(B, T, w.Ca, w.NH);
-    return N * (size_t)w.C + 2 * N * (size_t)w.W + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
+    size_t N = (size_t)B * T, norms = zt_unit_seq(u) ? 4 * (size_t)w.C : 0;
+    return N * (size_t)w.C + 2 * N * (size_t)w.W + block_att_floats(u, B, T) + norms +
+           zt_lora_scratch_floats(u, B, T); /* LoRA's, last (layers.h) */
 }
 
 /* Cut for tensor parallelism (widths_of), c_attn and c_fc are column-parallel (this part's heads
  * and MLP columns), the two c_proj row-parallel: their products are summed over the parts
  * (zt_linear_forward_rows, Megatron's g) before the residual; in backward the input gradients of
- * c_attn and c_fc are (zt_unit_sum, f's backward) before their layernorm. */
+ * c_attn and c_fc are (zt_unit_input_grad_sum, f's backward) before their layernorm. Cut along T
+ * too (sequence parallelism, layers.h), the layernorms, bias adds and residuals run on this
+ * part's Nl rows: ln_1's and ln_2's rows are all-gathered into the Linears' whole input, the
+ * c_proj products reduce-scattered into the part's rows; backward gathers dout and d res2 before
+ * the c_proj backward and reduce-scatters the input gradients, and the layernorms' weight
+ * gradients are summed over the parts at the end (zt_unit_norm_grads). */
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, C = w.C, Ca = w.Ca, H = w.H, N = B * T;
@@ -191,10 +205,15 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,W) */
     float *attn_scratch = tmp + 2 * (size_t)N * w.W;
     float *x;
+    void *op;
+    int Nl = zt_unit_rows(u, a, NULL); /* the layernorms' and residuals' rows */
 
-    x = zt_linear_input(a, s.ln1, tmp);
-    layernorm_forward(x, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
-    zt_linear_forward(u, a, P_QKVW, s.qkv, s.ln1, x, p[P_QKVB], N, C, 3 * Ca);
+    /* cut along T, the layernorms' rows go to proj under lp compute, the whole operand to tmp + N·C */
+    float *xl = zt_norm_output(u, a, s.ln1, proj, tmp), *slot_all = tmp + (size_t)N * C;
+    layernorm_forward(xl, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.ln1, tmp, slot_all, C, &x, &op, "attn.c_attn input (ln_1)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH);
@@ -204,15 +223,17 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     }
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    x = zt_linear_input(a, s.ln2, tmp);
-    layernorm_forward(x, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], N, C);
-    zt_linear_forward(u, a, P_FCW, s.fch, s.ln2, x, p[P_FCB], N, C, H);
+    residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
+    xl = zt_norm_output(u, a, s.ln2, proj, tmp);
+    layernorm_forward(xl, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.ln2, tmp, slot_all, C, &x, &op, "mlp.c_fc input (ln_2)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_FCW, s.fch, op, x, p[P_FCB], N, C, H);
     x = zt_linear_input(a, s.fch_gelu, tmp);
     gelu_forward(x, s.fch, (size_t)N * H);
     if ((rc = zt_linear_forward_rows(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, H, C, "mlp.c_proj", err)))
         return rc;
-    residual_forward(a->out, s.res2, proj, (size_t)N * C);
+    residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
     return ZT_OK;
 }
 
@@ -228,28 +249,42 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     float *bufC = a->scratch, *big1 = bufC + NC, *big2 = big1 + NW, *attn_scratch = big2 + NW;
     /* din doubles as d res2: the residual passes dout through, both layernorms add into it */
     float *dres = a->din;
-
-    memcpy(dres, a->dout, NC * sizeof *dres);
+    /* cut along T: din, dout and the layernorms are this part's Nl rows, their weight gradients
+     * go to ng (ln_1 w, b, ln_2 w, b) and are summed over the parts at the end */
+    bool seq = zt_unit_seq(u);
+    int Nl = zt_unit_rows(u, a, NULL);
+    float *ng = attn_scratch + block_att_floats(u, B, T);
+    const float *dout, *dres_all = dres; /* dout: every position's (in bufC when cut along T) */
+    if ((rc = zt_block_backward_begin(u, a, ng, 4 * (size_t)C, bufC, C, &dout, "mlp.c_proj output gradient", err)))
+        return rc;
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
-    zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], a->dout, s.fch_gelu, N, H, C, false);
+    zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], dout, s.fch_gelu, N, H, C, false);
     gelu_backward(big2, s.fch, big1, (size_t)N * H);
-    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, s.ln2, N, C, H, false);
-    if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp.c_fc input gradient", err))) return rc;
-    layernorm_backward(dres, g[P_LN2W], g[P_LN2B], bufC, s.res2, p[P_LN2W], s.ln2_mean, s.ln2_rstd,
-                       N, C);
+    const void *ln2 = s.ln2, *ln1 = s.ln1; /* cut along T: every part's rows of the operands, re-gathered */
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.ln2, big1, C, "mlp.c_fc input (ln_2), again", err))) return rc;
+    if (seq) ln2 = big1;
+    zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, ln2, N, C, H, false);
+    if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp.c_fc input gradient", err))) return rc;
+    layernorm_backward(dres, seq ? ng + 2 * C : g[P_LN2W], seq ? ng + 3 * C : g[P_LN2B], bufC, s.res2, p[P_LN2W],
+                       s.ln2_mean, s.ln2_rstd, Nl, C);
     /* attention: res2 = x + atty·Woᵀ + b */
-    zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres, s.atty, N, Ca, C, false);
+    if (seq && (rc = zt_unit_seq_gather(u, a, dres, big2, C, "attn.c_proj output gradient", err))) return rc;
+    if (seq) dres_all = big2;
+    zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres_all, s.atty, N, Ca, C, false);
     float *dqkv = big1; /* (N,3Ca) fits in (N,W) */
     if (flash(u->model_cfg))
         flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, a->lp_kind ? s.atto : (float *)s.atty, s.lse, B,
                                  T, Ca, w.NH);
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
-    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, s.ln1, N, C, 3 * Ca, false);
-    if ((rc = zt_unit_sum(u, a, bufC, NC, "attn.c_attn input gradient", err))) return rc;
-    layernorm_backward(dres, g[P_LN1W], g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean, s.ln1_rstd,
-                       N, C);
-    return ZT_OK;
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;
+    if (seq) ln1 = big2;
+    zt_linear_backward(u, a, P_QKVW, bufC, g[P_QKVW], g[P_QKVB], dqkv, ln1, N, C, 3 * Ca, false);
+    if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "attn.c_attn input gradient", err))) return rc;
+    layernorm_backward(dres, seq ? ng : g[P_LN1W], seq ? ng + C : g[P_LN1B], bufC, a->in, p[P_LN1W], s.ln1_mean,
+                       s.ln1_rstd, Nl, C);
+    float *const norms[] = {g[P_LN1W], g[P_LN1B], g[P_LN2W], g[P_LN2B]};
+    return zt_unit_norm_grads(u, a, ng, norms, 4, C, "ln_1 and ln_2 weight gradients", err);
 }
 
 /* rnd(dout) of the widest Linear output: c_fc's (N,H), or the projections' (N,C) when cut finer */
@@ -304,7 +339,8 @@ typedef struct head_saved {
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_gpt2_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    size_t lnf = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
+    size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: ln_f's rows of this part (layers.h) */
+    size_t lnf = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
                                .probs = saved + lnf + 2 * stat};
@@ -318,10 +354,18 @@ static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
 
 static const int HEAD_LINEARS[] = {2};
 
-/* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C), then the cut loss's rows */
-static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+/* backward: dlnf (N,C); forward: lnf in fp32 under lp compute (N,C), then the cut loss's rows;
+ * then, cut along T: the LM head's whole operand (N,C) | ln_f's output rows of this part (forward)
+ * | its weight gradients (backward, 2C) */
+static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
     return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
+}
+
+static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_gpt2_config *c = u->model_cfg;
+    size_t seq = zt_unit_seq(u) ? ((size_t)B * T + zt_unit_rows_max(u, B, T) + 2) * (size_t)c->n_embd : 0;
+    return head_seq_at(u, B, T) + seq;
 }
 
 static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -332,22 +376,35 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.lnf, a->scratch);
-    layernorm_forward(x, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
-    zt_linear_forward(u, a, 2, logits, s.lnf, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    float *logits = s.probs, *x;
+    void *op;
+    /* cut along T: ln_f's rows and the LM head's whole operand after the loss's rows (head_seq_at) */
+    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
+    float *xl = zt_norm_output(u, a, s.lnf, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
+    layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
+        return rc;
+    zt_linear_forward(u, a, 2, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_gpt2_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dlnf = a->scratch;
-    int rc = zt_head_loss_backward(u, a, 2, s.probs, s.lnf, dlnf, C, V, err);
+    bool seq = zt_unit_seq(u); /* cut along T: the LM head's operand re-gathered; ln_f's gradients of this
+                                  part's rows, then summed */
+    float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
+    int rc = seq ? zt_seq_linear_operand(u, a, s.lnf, slot_all, C, "LM head input (ln_f), again", err) : ZT_OK;
+    if (!rc) rc = zt_head_loss_backward(u, a, 2, s.probs, seq ? slot_all : s.lnf, dlnf, C, V, err);
     if (rc) return rc;
-    layernorm_backward(a->din, a->grads[0], a->grads[1], dlnf, a->in, a->params[0], s.mean, s.rstd, N, C);
-    return ZT_OK;
+    if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);
+    layernorm_backward(a->din, seq ? ng : a->grads[0], seq ? ng + C : a->grads[1], dlnf, a->in, a->params[0], s.mean,
+                       s.rstd, zt_unit_rows(u, a, NULL), C);
+    float *const norms[] = {a->grads[0], a->grads[1]};
+    return zt_unit_norm_grads(u, a, ng, norms, 2, C, "ln_f weight gradients", err);
 }
 
 /* the LM head's weight (wte, tied) goes through linear_forward/_backward */

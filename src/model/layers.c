@@ -1,7 +1,8 @@
 /* layers.c - the pieces gpt2.c and llama.c share: the Linear layer under fp32 and low-precision
  * compute (the weight's compute copy, the input saved as the rounded operand) with its LoRA
  * adapter when it has one, the embedding lookup, the head's loss, and the saved-buffer layout,
- * whole or cut for tensor parallelism (the sums through the engine's group, zt_unit_args.group).
+ * whole or cut for tensor parallelism (the sums through the engine's group, zt_unit_args.group),
+ * and sequence parallelism's row ranges, gathers and reduce-scatters along T.
  * See layers.h for the contracts. */
 #include "model/layers.h"
 
@@ -92,10 +93,99 @@ int zt_linear_forward_rows(const zt_unit *u, const zt_unit_args *a, int k, float
         return ZT_OK;
     }
     zt_linear_forward(u, a, k, out, slot, inp, NULL, N, C, OC);
-    int rc = zt_unit_sum(u, a, out, (size_t)N * OC, what, err);
+    int rc;
+    if (zt_unit_seq(u)) { /* Megatron's reduce-scatter along T: this part's rows of the sum */
+        rc = a->group->seq_reduce_scatter(a->group, out, out, a->batch->B, a->batch->T, OC, what, err);
+        N = zt_unit_rows(u, a, NULL);
+    } else {
+        rc = zt_unit_sum(u, a, out, (size_t)N * OC, what, err);
+    }
     if (rc || !bias) return rc;
     for (int n = 0; n < N; n++) residual_forward(out + (size_t)n * OC, out + (size_t)n * OC, bias, (size_t)OC);
     return ZT_OK;
+}
+
+int zt_unit_rows(const zt_unit *u, const zt_unit_args *a, int *t0) {
+    int B = a->batch->B, T = a->batch->T, begin = 0, count = T;
+    if (zt_unit_seq(u) && a->group) a->group->seq_range(a->group, T, &begin, &count);
+    if (t0) *t0 = begin;
+    return B * count;
+}
+
+/* ZT_ERR_INTERNAL unless a unit cut along T runs with a group of its parts */
+static int seq_group_check(const zt_unit *u, const zt_unit_args *a, const char *what, zt_error *err) {
+    if (a->group && a->group->parts == u->seq_parts && a->group->seq_gather) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_INTERNAL, "%s: cut along T into %d parts but run without a group of them (%s)",
+                        u->name, u->seq_parts, what);
+}
+
+int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *mine, float *all, int C,
+                       const char *what, zt_error *err) {
+    if (!zt_unit_seq(u)) {
+        if (all != mine) memcpy(all, mine, (size_t)a->batch->B * a->batch->T * C * sizeof *all);
+        return ZT_OK;
+    }
+    int rc = seq_group_check(u, a, what, err);
+    return rc ? rc : a->group->seq_gather(a->group, mine, all, a->batch->B, a->batch->T, C, sizeof(float), what, err);
+}
+
+/* bytes of an element of a Linear's saved operand: bf16 bits, else fp32 (fp16 values kept in fp32) */
+static int operand_bytes(const zt_unit_args *a) { return a->lp_kind == ZT_LP_BF16 ? 2 : 4; }
+
+float *zt_norm_output(const zt_unit *u, const zt_unit_args *a, void *slot, float *rows, float *tmp) {
+    if (!zt_unit_seq(u)) return zt_linear_input(a, slot, tmp);
+    return a->lp_kind ? rows : slot;
+}
+
+int zt_norm_into_linear(const zt_unit *u, const zt_unit_args *a, float *xl, void *slot, float *all, void *slot_all,
+                        int C, float **x, void **operand, const char *what, zt_error *err) {
+    *x = xl;
+    *operand = slot;
+    if (!zt_unit_seq(u)) return ZT_OK;
+    int rc = seq_group_check(u, a, what, err);
+    if (rc) return rc;
+    *x = all;
+    if ((rc = a->group->seq_gather(a->group, xl, all, a->batch->B, a->batch->T, C, sizeof(float), what, err)))
+        return rc;
+    if (a->lp_kind) /* the part's rows of the operand, rounded as matmul_forward_lp rounds all into slot_all */
+        zt_round_to_lp((zt_lp_kind)a->lp_kind, slot, xl, (size_t)zt_unit_rows(u, a, NULL) * C);
+    else if (slot != xl)
+        memcpy(slot, xl, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *xl);
+    *operand = a->lp_kind ? slot_all : all;
+    return ZT_OK;
+}
+
+int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
+                          const char *what, zt_error *err) {
+    int rc = seq_group_check(u, a, what, err);
+    return rc ? rc : a->group->seq_gather(a->group, slot, slot_all, a->batch->B, a->batch->T, C, operand_bytes(a),
+                                          what, err);
+}
+
+int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, int C, const char *what,
+                           zt_error *err) {
+    if (!zt_unit_seq(u)) return zt_unit_sum(u, a, buf, (size_t)a->batch->B * a->batch->T * C, what, err);
+    int rc = seq_group_check(u, a, what, err);
+    return rc ? rc : a->group->seq_reduce_scatter(a->group, buf, buf, a->batch->B, a->batch->T, C, what, err);
+}
+
+int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, size_t n, float *buf, int C,
+                            const float **dout_all, const char *what, zt_error *err) {
+    memcpy(a->din, a->dout, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *a->din);
+    *dout_all = a->dout;
+    if (!zt_unit_seq(u)) return ZT_OK;
+    memset(ng, 0, n * sizeof *ng);
+    *dout_all = buf;
+    return zt_unit_seq_gather(u, a, a->dout, buf, C, what, err);
+}
+
+int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, float *const *grads, int n, int C,
+                       const char *what, zt_error *err) {
+    if (!zt_unit_seq(u)) return ZT_OK;
+    int rc = zt_unit_sum(u, a, buf, (size_t)n * C, what, err);
+    for (int i = 0; i < n && !rc; i++)
+        if (grads[i]) residual_forward(grads[i], grads[i], buf + (size_t)i * C, (size_t)C);
+    return rc;
 }
 
 /* the cut loss's rows in scratch: mx (N floats, rounded up to 2) | S (N doubles) | XT (N doubles) */
@@ -165,17 +255,39 @@ static int embedding_cut(const zt_unit *u, const zt_unit_args *a, int k_wte, int
     if (!wte || (k_wpe >= 0 && !wpe))
         return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
                             "(lp_kind %d)", u->name, a->lp_kind);
-    encoder_lookup_rows(a->out, a->batch->inputs, bf16 ? NULL : wte, bf16 ? wte : NULL, B, T, C, u->vocab_begin,
+    bool seq = zt_unit_seq(u); /* cut along T: the whole lookup in scratch, this part's rows of the sum */
+    float *full = seq ? a->scratch : a->out;
+    encoder_lookup_rows(full, a->batch->inputs, bf16 ? NULL : wte, bf16 ? wte : NULL, B, T, C, u->vocab_begin,
                         u->vocab_rows);
-    int rc = zt_unit_sum(u, a, a->out, (size_t)B * T * C, "embedding lookup", err);
-    if (!rc && wpe) encoder_add_positions(a->out, bf16 ? NULL : wpe, bf16 ? wpe : NULL, B, T, C);
+    int rc, t0 = 0;
+    if (seq) {
+        if ((rc = seq_group_check(u, a, "embedding lookup", err))) return rc;
+        rc = a->group->seq_reduce_scatter(a->group, full, a->out, B, T, C, "embedding lookup", err);
+        T = zt_unit_rows(u, a, &t0) / B; /* positions t0 .. t0 + T */
+    } else {
+        rc = zt_unit_sum(u, a, a->out, (size_t)B * T * C, "embedding lookup", err);
+    }
+    if (!rc && wpe)
+        encoder_add_positions(a->out, bf16 ? NULL : (const float *)wpe + (size_t)t0 * C,
+                              bf16 ? (const uint16_t *)wpe + (size_t)t0 * C : NULL, B, T, C);
     return rc;
 }
 
-void zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C) {
+size_t zt_embedding_scratch_floats(const zt_unit *u, int B, int T, int C) {
+    return zt_unit_seq(u) ? (size_t)B * T * C : 0;
+}
+
+int zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
     bool cut = u->tp_parts > 1;
-    encoder_backward_rows(a->grads[k_wte], k_wpe >= 0 ? a->grads[k_wpe] : NULL, a->dout, a->batch->inputs,
+    const float *dout = a->dout;
+    if (zt_unit_seq(u)) { /* every position's gradient: the backward of the forward's reduce-scatter */
+        int rc = zt_unit_seq_gather(u, a, a->dout, a->scratch, C, "embedding output gradient", err);
+        if (rc) return rc;
+        dout = a->scratch;
+    }
+    encoder_backward_rows(a->grads[k_wte], k_wpe >= 0 ? a->grads[k_wpe] : NULL, dout, a->batch->inputs,
                           a->batch->B, a->batch->T, C, cut ? u->vocab_begin : 0, cut ? u->vocab_rows : INT64_MAX);
+    return ZT_OK;
 }
 
 int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err) {
@@ -208,8 +320,8 @@ int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float 
     bool cut = u->tp_parts > 1;
     softmax_xent_backward_cols(probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
     zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, Vl, false);
-    if ((rc = zt_unit_sum(u, a, dinp, (size_t)N * C, "LM head input gradient", err))) return rc;
-    memset(a->din, 0, (size_t)N * C * sizeof *a->din);
+    if ((rc = zt_unit_input_grad_sum(u, a, dinp, C, "LM head input gradient", err))) return rc;
+    memset(a->din, 0, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *a->din);
     return ZT_OK;
 }
 

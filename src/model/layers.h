@@ -46,9 +46,62 @@ int zt_unit_vocab(const zt_unit *u, int V);
  * ZT_ERR_INTERNAL when a cut unit runs without a group. */
 int zt_unit_sum(const zt_unit *u, const zt_unit_args *a, float *buf, size_t n, const char *what, zt_error *err);
 /* A row-parallel Linear (its input features cut): out (N,OC) = the sum over the parts of
- * inp·W_kᵀ, then + bias, added once; whole: zt_linear_forward with its bias fused, as ever. */
+ * inp·W_kᵀ, then + bias, added once; whole: zt_linear_forward with its bias fused, as ever. Cut
+ * along T: out's first zt_unit_rows(u, a) rows get this part's rows of the sum, then the bias. */
 int zt_linear_forward_rows(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                            const float *bias, int N, int C, int OC, const char *what, zt_error *err);
+/* Sequence parallelism (Megatron-LM's; zt_unit.seq_parts > 1, docs/parallelism.md): the unit's
+ * input and output (and their gradients) hold this part's range of the T positions of every
+ * sequence, (B, count, C); the norms, bias adds and residuals run on those rows only. Before a
+ * column-parallel product the normalized rows are all-gathered into the whole (B, T, C); after a
+ * row-parallel one its partial (B, T, C) is reduce-scattered into the part's rows; backward is the
+ * mirror. Whole (seq_parts 1) these are the plain forms. */
+static inline bool zt_unit_seq(const zt_unit *u) { return u->seq_parts > 1; }
+/* The most rows a unit's input and output hold for a (B, T) batch, to size buffers: B·T, or
+ * B·ceil(T / seq_parts) when cut along T (a part's range; T/seq_parts when they divide it). */
+static inline size_t zt_unit_rows_max(const zt_unit *u, int B, int T) {
+    int P = zt_unit_seq(u) ? u->seq_parts : 1;
+    return (size_t)B * (size_t)((T + P - 1) / P);
+}
+/* Rows of the unit's input and output: B·T, or B·count when cut along T; *t0 (optional) the first
+ * position this part holds (0 when whole). */
+int zt_unit_rows(const zt_unit *u, const zt_unit_args *a, int *t0);
+/* all (B, T, C) = every part's rows `mine` in position order (whole: a copy when they differ).
+ * ZT_ERR_INTERNAL when a cut unit runs without a group. */
+int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *mine, float *all, int C,
+                       const char *what, zt_error *err);
+/* A norm feeding column-parallel Linears, in two steps. First where it writes its fp32 output:
+ * whole, the Linears' input (zt_linear_input(a, slot, tmp): the slot under fp32, else tmp); cut
+ * along T, this part's rows (zt_unit_rows x C): the slot under fp32, else rows (scratch). */
+float *zt_norm_output(const zt_unit *u, const zt_unit_args *a, void *slot, float *rows, float *tmp);
+/* Then the Linears' fp32 input *x and operand slot *op, for zt_linear_forward(u, a, k, out, *op, *x,
+ * ..): whole, xl and slot. Cut along T (Megatron's sequence-parallel Linear): xl is all-gathered
+ * into all (B, T, C), the Linears' whole fp32 input; slot, their saved operand, keeps only this
+ * part's rows (xl itself under fp32; rounded under lp compute), 1/parts of the whole; *op is where
+ * zt_linear_forward leaves the whole rounded operand: slot_all (scratch of
+ * matmul_saved_input_floats(lp_kind, B·T·C) floats) under lp compute, else all. */
+int zt_norm_into_linear(const zt_unit *u, const zt_unit_args *a, float *xl, void *slot, float *all, void *slot_all,
+                        int C, float **x, void **op, const char *what, zt_error *err);
+/* ... and in backward, for the weight gradient: slot_all = every part's rows of the saved operand
+ * (an all-gather in the operand's dtype, the one sequence parallelism adds to the step's traffic). */
+int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
+                          const char *what, zt_error *err);
+/* buf (B, T, C): the input gradient of column-parallel Linears, a partial sum over the parts
+ * (Megatron's f in backward). Whole along T: summed over the parts in place (all-reduce); cut: this
+ * part's rows of the sum at buf's start (reduce-scatter), zt_unit_rows(u, a) rows. */
+int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, int C, const char *what,
+                           zt_error *err);
+/* The start of a block's backward: a->din (the residual's gradient, zt_unit_rows x C) = a->dout;
+ * *dout_all = a->dout, or cut along T every position's dout, all-gathered into buf (B, T, C), and
+ * ng (n floats, the norms' weight gradients of this part's rows: zt_unit_norm_grads) zeroed. */
+int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, size_t n, float *buf, int C,
+                            const float **dout_all, const char *what, zt_error *err);
+/* Cut along T, a norm's weight gradient is this part's rows' share: buf holds n vectors of C
+ * floats computed on them; they are summed over the parts in the group's fixed order (so the parts
+ * stay bit-identical) and added to grads[i] (NULL: frozen, skipped). */
+int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, float *const *grads, int n, int C,
+                       const char *what, zt_error *err);
+
 /* Floats of a head unit's scratch its cut loss needs beyond its own (0 when whole): the rows'
  * maxima, sums and target terms. */
 size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T);
@@ -68,13 +121,17 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits,
  * neither form was given. */
 int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err);
 /* Its backward: dwte += the scatter of dout over the rows this unit holds (all, when whole),
- * dwpe += dout summed over b (k_wpe -1: none); frozen tables (NULL gradients) are skipped. */
-void zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C);
+ * dwpe += dout summed over b (k_wpe -1: none); frozen tables (NULL gradients) are skipped. Cut
+ * along T, dout is all-gathered first into the scratch (zt_embedding_scratch_floats). */
+int zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, int k_wpe, int C, zt_error *err);
+/* The embedding unit's scratch: the whole (B, T, C) lookup or gradient when cut along T, else 0. */
+size_t zt_embedding_scratch_floats(const zt_unit *u, int B, int T, int C);
 
 /* The head's backward after its loss, before its norm: needs targets (ZT_ERR_USAGE), turns probs
  * (N, zt_unit_vocab(u, V)) into d logits in place, dinp (N,C) = d logits · W_k (summed over the
- * parts when cut) and dW_k += d logitsᵀ · slot (the LM head k's saved input), and zeroes a->din
- * (N,C) for the norm's backward to add into. */
+ * parts when cut: zt_unit_input_grad_sum, so cut along T only the part's rows, at dinp's start)
+ * and dW_k += d logitsᵀ · slot (the LM head k's saved input), and zeroes a->din (zt_unit_rows x C)
+ * for the norm's backward to add into. */
 int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
                           float *dinp, int C, int V, zt_error *err);
 

@@ -22,7 +22,9 @@
  * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
  * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
- * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product).
+ * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product). Sequence
+ * parallelism (layers.h) cuts xn1, xn2, rstd1, rstd2, res2 and the head's xn and rstd to the
+ * part's N/P rows.
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
@@ -78,7 +80,9 @@ static void inv_freq_of(const zt_llama_config *c, float *inv_freq) {
 /* ---------------------------------------------------------------------------------------------
  * embedding unit: embed_tokens (V,C); read through its compute copy under low-precision compute */
 static size_t emb_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
-static size_t emb_scratch(const zt_unit *u, int B, int T) { return 0; }
+static size_t emb_scratch(const zt_unit *u, int B, int T) {
+    return zt_embedding_scratch_floats(u, B, T, ((const zt_llama_config *)u->model_cfg)->n_embd);
+}
 
 static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
@@ -87,8 +91,7 @@ static int emb_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
 
 static int emb_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    zt_embedding_backward(u, a, 0, -1, c->n_embd);
-    return ZT_OK;
+    return zt_embedding_backward(u, a, 0, -1, c->n_embd, err);
 }
 
 static bool emb_reads_lp(const zt_unit *u, int k) { return k == 0; }
@@ -132,12 +135,13 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                            block_saved *s, size_t *kept) {
     widths w = widths_of(u);
     size_t N = (size_t)B * T, C = (size_t)w.C, Q = (size_t)w.Q, KV = (size_t)w.KV, I = (size_t)w.I;
-    size_t in_C = matmul_saved_input_floats(lp_kind, N * C);
+    size_t Nl = zt_unit_rows_max(u, B, T); /* the norms' and the residual's rows: N/P cut along T */
+    size_t in_C = matmul_saved_input_floats(lp_kind, Nl * C); /* xn1, xn2: the part's rows (layers.h) */
     bool fl = flash(u->model_cfg);
-    size_t sizes[] = {in_C, zt_fp32_floats(N), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
+    size_t sizes[] = {in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * Q), zt_fp32_floats(N * KV),
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
                       fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
-                      zt_fp32_floats(N * C), in_C, zt_fp32_floats(N), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
                       fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
@@ -171,18 +175,27 @@ static size_t wide_floats(const zt_unit *u) {
  * projections' output, wide1.. the Linears' fp32 inputs under lp compute, the attention scratch
  * flash's. Backward: bufC the
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
+static size_t block_att_floats(const zt_unit *u, int B, int T) {
+    widths w = widths_of(u);
+    return flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
+                               : attention_gqa_scratch_floats(B, T, w.NKV);
+}
+
+/* ... then, cut along T, the two RMSNorms' weight gradients of this part's rows (2C) and the
+ * Linears' whole operand (N,C: the rounded one in forward, the re-gathered one in backward) */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
-    size_t N = (size_t)B * T;
-    size_t att = flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
-                                     : attention_gqa_scratch_floats(B, T, w.NKV);
-    return N * (size_t)w.C + 2 * N * wide_floats(u) + att + zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
+    size_t N = (size_t)B * T, norms = zt_unit_seq(u) ? (2 + N) * (size_t)w.C : 0;
+    return N * (size_t)w.C + 2 * N * wide_floats(u) + block_att_floats(u, B, T) + norms +
+           zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
 }
 
 /* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
  * heads, key/value heads and MLP columns), o and down row-parallel, summed over the parts before
  * the residual (zt_linear_forward_rows); in backward the input gradients of q|k|v and gate|up are
- * summed (zt_unit_sum) before their RMSNorm. */
+ * summed (zt_unit_input_grad_sum) before their RMSNorm. Cut along T too (sequence parallelism,
+ * layers.h), as GPT-2's block (gpt2.c): the RMSNorms and residuals on this part's rows, gathered
+ * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed. */
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     widths w = widths_of(u);
@@ -196,12 +209,18 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float inv_freq[hs / 2];
     inv_freq_of(c, inv_freq);
     float *x;
+    void *op;
+    int Nl = zt_unit_rows(u, a, NULL); /* the RMSNorms' and residuals' rows */
+    float *slot_all = tmp + 2 * (size_t)N * wide_floats(u) + block_att_floats(u, B, T) + 2 * (size_t)C;
 
-    x = zt_linear_input(a, s.xn1, tmp);
-    rmsnorm_forward(x, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
-    zt_linear_forward(u, a, P_Q, s.q, s.xn1, x, NULL, N, C, Q);
-    zt_linear_forward(u, a, P_K, s.k, s.xn1, x, NULL, N, C, KV);
-    zt_linear_forward(u, a, P_V, s.v, s.xn1, x, NULL, N, C, KV);
+    /* cut along T, the RMSNorms' rows go to proj under lp compute, the whole operand to slot_all */
+    float *xl = zt_norm_output(u, a, s.xn1, proj, tmp);
+    rmsnorm_forward(xl, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn1, tmp, slot_all, C, &x, &op, "q/k/v input (input_layernorm)", err)))
+        return rc;
+    zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
+    zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
+    zt_linear_forward(u, a, P_V, s.v, op, x, NULL, N, C, KV);
     rope_forward(s.q, inv_freq, B, T, w.NH, hs);
     rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
@@ -213,15 +232,18 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
         attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)N * C);
-    x = zt_linear_input(a, s.xn2, tmp);
-    rmsnorm_forward(x, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, N, C);
-    zt_linear_forward(u, a, P_GATE, s.gate, s.xn2, x, NULL, N, C, I);
-    zt_linear_forward(u, a, P_UP, s.up, s.xn2, x, NULL, N, C, I);
+    residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
+    xl = zt_norm_output(u, a, s.xn2, proj, tmp);
+    rmsnorm_forward(xl, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, Nl, C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn2, tmp, slot_all, C, &x, &op, "gate/up input (post_attention_layernorm)",
+                                  err)))
+        return rc;
+    zt_linear_forward(u, a, P_GATE, s.gate, op, x, NULL, N, C, I);
+    zt_linear_forward(u, a, P_UP, s.up, op, x, NULL, N, C, I);
     x = zt_linear_input(a, s.h, tmp);
     swiglu_forward(x, s.gate, s.up, (size_t)N * I);
     if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
-    residual_forward(a->out, s.res2, proj, (size_t)N * C);
+    residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
     return ZT_OK;
 }
 
@@ -241,17 +263,32 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     inv_freq_of(c, inv_freq);
     /* din doubles as d res2: the residual passes dout through, both RMSNorms add into it */
     float *dres = a->din;
-
-    memcpy(dres, a->dout, NC * sizeof *dres);
+    /* cut along T: din, dout and the RMSNorms are this part's Nl rows, their weight gradients go to
+     * ng (input_layernorm, post_attention_layernorm) and are summed over the parts at the end */
+    bool seq = zt_unit_seq(u);
+    int Nl = zt_unit_rows(u, a, NULL);
+    float *ng = attn_scratch + block_att_floats(u, B, T);
+    const float *dout, *dres_all = dres; /* dout: every position's (in bufC when cut along T) */
+    if ((rc = zt_block_backward_begin(u, a, ng, 2 * (size_t)C, bufC, C, &dout, "mlp.down_proj output gradient",
+                                      err)))
+        return rc;
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
-    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, a->dout, s.h, N, I, C, false);
+    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
     swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
-    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, s.xn2, N, C, I, false);
-    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, s.xn2, N, C, I, true);
-    if ((rc = zt_unit_sum(u, a, bufC, NC, "mlp gate/up input gradient", err))) return rc;
-    rmsnorm_backward(dres, g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, N, C);
-    /* attention: res2 = x + atty·Woᵀ */
-    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres, s.atty, N, Q, C, false);
+    const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
+    float *slot_all = ng + 2 * (size_t)C;
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.xn2, slot_all, C, "gate/up input (post_attention_layernorm), "
+                                           "again", err)))
+        return rc;
+    if (seq) xn2 = slot_all;
+    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, xn2, N, C, I, false);
+    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, xn2, N, C, I, true);
+    if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp gate/up input gradient", err))) return rc;
+    rmsnorm_backward(dres, seq ? ng + C : g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, Nl, C);
+    /* attention: res2 = x + atty·Woᵀ; cut along T, every position's d res2 spans wide1|wide2 */
+    if (seq && (rc = zt_unit_seq_gather(u, a, dres, wide1, C, "self_attn.o_proj output gradient", err))) return rc;
+    if (seq) dres_all = wide1;
+    zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres_all, s.atty, N, Q, C, false);
     float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
     if (flash(c))
         flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
@@ -260,12 +297,16 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward(dq, inv_freq, B, T, w.NH, hs);
     rope_backward(dk, inv_freq, B, T, w.NKV, hs);
-    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, s.xn1, N, C, Q, false);
-    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, s.xn1, N, C, KV, true);
-    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, s.xn1, N, C, KV, true);
-    if ((rc = zt_unit_sum(u, a, bufC, NC, "self_attn q/k/v input gradient", err))) return rc;
-    rmsnorm_backward(dres, g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, N, C);
-    return ZT_OK;
+    if (seq && (rc = zt_seq_linear_operand(u, a, s.xn1, slot_all, C, "q/k/v input (input_layernorm), again", err)))
+        return rc;
+    if (seq) xn1 = slot_all;
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, xn1, N, C, Q, false);
+    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, xn1, N, C, KV, true);
+    if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "self_attn q/k/v input gradient", err))) return rc;
+    rmsnorm_backward(dres, seq ? ng : g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, Nl, C);
+    float *const norms[] = {g[P_NORM1], g[P_NORM2]};
+    return zt_unit_norm_grads(u, a, ng, norms, 2, C, "the RMSNorms' weight gradients", err);
 }
 
 /* rnd(dout) of the widest Linear output: gate/up's (N,I), or o/down's (N,C) */
@@ -318,7 +359,8 @@ typedef struct head_saved {
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_llama_config *c = u->model_cfg;
     size_t N = (size_t)B * T;
-    size_t xn = matmul_saved_input_floats(lp_kind, N * c->n_embd), stat = zt_fp32_floats(N);
+    size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: the norm's rows of this part (layers.h) */
+    size_t xn = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
     return xn + stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
 }
@@ -330,10 +372,18 @@ static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
 
 static const int HEAD_LINEARS[] = {1};
 
-/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C), then the cut loss's rows */
-static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+/* backward: dxn (N,C); forward: xn in fp32 under lp compute (N,C), then the cut loss's rows;
+ * then, cut along T: lm_head's whole operand (N,C) | the norm's output rows of this part (forward)
+ * | its weight gradient (backward, C) */
+static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
     return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
+}
+
+static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
+    const zt_llama_config *c = u->model_cfg;
+    size_t seq = zt_unit_seq(u) ? ((size_t)B * T + zt_unit_rows_max(u, B, T) + 1) * (size_t)c->n_embd : 0;
+    return head_seq_at(u, B, T) + seq;
 }
 
 static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -343,22 +393,34 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     if (rc) return rc;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
-    float *logits = s.probs, *x = zt_linear_input(a, s.xn, a->scratch);
-    rmsnorm_forward(x, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
-    zt_linear_forward(u, a, 1, logits, s.xn, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
+    float *logits = s.probs, *x;
+    void *op;
+    /* cut along T: the norm's rows and lm_head's whole operand after the loss's rows (head_seq_at) */
+    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
+    float *xl = zt_norm_output(u, a, s.xn, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
+    rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
+    if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
+        return rc;
+    zt_linear_forward(u, a, 1, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
-    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size, N = B * T;
+    int B = a->batch->B, T = a->batch->T, C = c->n_embd, V = c->vocab_size;
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *dxn = a->scratch;
-    int rc = zt_head_loss_backward(u, a, 1, s.probs, s.xn, dxn, C, V, err);
+    bool seq = zt_unit_seq(u); /* cut along T: lm_head's operand re-gathered; the norm's gradient of this
+                                  part's rows, then summed */
+    float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
+    int rc = seq ? zt_seq_linear_operand(u, a, s.xn, slot_all, C, "lm_head input (norm), again", err) : ZT_OK;
+    if (!rc) rc = zt_head_loss_backward(u, a, 1, s.probs, seq ? slot_all : s.xn, dxn, C, V, err);
     if (rc) return rc;
-    rmsnorm_backward(a->din, a->grads[0], dxn, a->in, a->params[0], s.rstd, N, C);
-    return ZT_OK;
+    if (seq) memset(ng, 0, (size_t)C * sizeof *ng);
+    rmsnorm_backward(a->din, seq ? ng : a->grads[0], dxn, a->in, a->params[0], s.rstd, zt_unit_rows(u, a, NULL), C);
+    float *const norms[] = {a->grads[0]};
+    return zt_unit_norm_grads(u, a, ng, norms, 1, C, "norm weight gradient", err);
 }
 
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 1; }

@@ -111,6 +111,7 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
     memcpy(u->params, params, (size_t)n_params * sizeof *params);
     u->out_width = out_width;
     u->tp_parts = 1;
+    u->seq_parts = 1;
     return ZT_OK;
 }
 

@@ -8,6 +8,10 @@
  *   head          the final norm 2C·a + the fp32 logits written and read by the loss 2V·4
  *   embedding     the lookup written (and GPT-2's position rows read) 2C·a
  * backward: twice the forward's bytes. The GEMM operands' own traffic is in the GEMM rate.
+ * Tensor parallelism (a model cut by zt_tp_apply, tp parts): the Linears are the part's shapes as
+ * they stand; the heads (attention, RoPE, the softmax on cpu), the MLP width (gelu, SwiGLU) and
+ * the vocabulary (the logits, the loss) are 1/tp; the norms, residual adds and the embedding's
+ * lookup stay whole (every part runs them on the whole (B, T, C): no sequence parallelism).
  * On cpu the activation (gelu, SwiGLU) and the softmax + cross-entropy are the engine's kernels
  * timed at the model's sizes instead (cpu_device.c), counted in the memory-bound part. */
 #include "scale/compute.h"
@@ -63,23 +67,28 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
         return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", m->n_units);
     }
     bool llama = spec.arch == ZT_ARCH_LLAMA;
+    int parts = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1;
     double a = (bf16 && !d->measured) ? 2.0 : 4.0, n = (double)B * T, hs = (double)C / NH;
     double KV = llama ? (double)spec.llama.n_kv_head * hs : C, I = llama ? spec.llama.intermediate_size : 4.0 * C;
+    /* this part's heads, key/value width, MLP width and vocabulary rows */
+    NH /= parts, KV /= parts, I /= parts;
+    double Vp = (double)V / parts;
+    if (parts > 1 && m->units[m->n_units - 1].vocab_rows > 0) Vp = (double)m->units[m->n_units - 1].vocab_rows;
     double frac = causal_fraction(d, T);
     /* attention products per (b, head): S = Q·Kᵀ (T,T,hs) and O = P·V (T,hs,T), the computed fraction */
     double att_fwd = (double)B * NH * frac *
                      (gemm_s(d, c->peak, d->attn_efficiency, T, T, (int)hs, false, true, bf16) +
                       gemm_s(d, c->peak, d->attn_efficiency, T, (int)hs, T, false, false, bf16));
-    double block_bytes = llama ? (10.0 * C + 2.0 * (C + KV) + 3.0 * I) * a
-                               : 18.0 * C * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
+    double block_bytes = llama ? (10.0 * C + 2.0 * (hs * NH + KV) + 3.0 * I) * a
+                               : (10.0 * C + 2.0 * I) * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
     /* cpu: the activation and the loss are timed (they compute more than they move); their bytes
      * leave the memory-bound count. Forward + backward together, split 1:2 like the rest. */
     double act_s = 0, xent_s = 0;
     if (d->measured) {
-        size_t elems = (size_t)n * (size_t)(llama ? I : 4.0 * C);
+        size_t elems = (size_t)n * (size_t)I;
         act_s = zt_scale_cpu_kernel_seconds(d, llama ? ZT_SCALE_SWIGLU : ZT_SCALE_GELU, elems, 0);
-        xent_s = zt_scale_cpu_kernel_seconds(d, ZT_SCALE_XENT, (size_t)n * (size_t)V, V);
-        block_bytes -= (llama ? 3.0 * I : 8.0 * C) * a;
+        xent_s = zt_scale_cpu_kernel_seconds(d, ZT_SCALE_XENT, (size_t)n * (size_t)Vp, (int)Vp);
+        block_bytes -= (llama ? 3.0 * I : 2.0 * I) * a;
     }
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
@@ -97,7 +106,7 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
             }
         if (block) bytes = block_bytes;
         else if (embedding) bytes = 2.0 * C * a;
-        else bytes = 2.0 * C * a + (d->measured ? 0 : 2.0 * V * 4.0);
+        else bytes = 2.0 * C * a + (d->measured ? 0 : 2.0 * Vp * 4.0);
         double mem_f = n * bytes / (d->mem_bw * d->mem_efficiency) + (block ? act_s : embedding ? 0 : xent_s) / 3.0;
         double att_f = block ? att_fwd : 0;
         c->fwd[u] = mm_f + att_f + mem_f;

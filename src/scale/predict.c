@@ -1,79 +1,125 @@
 /* predict.c - one strategy's predicted step on one cluster (predict.h): the bytes each unit
- * gathers and reduces, their collectives' costs, the step's timeline, and the engine's memory
+ * gathers and reduces, their collectives' costs, the tp all-reduces, the step's timeline of the
+ * slowest pipeline stage with the bubble and the transfers between stages, and the engine's memory
  * plan for the same options. */
 #include "scale/predict.h"
 #include "memory/estimate.h"
+#include "scale/tp_comm.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static double dtype_bytes(zt_dtype t) { return t == ZT_DTYPE_FP32 ? 4.0 : 2.0; }
 
+/* Elements each unit of [first, end) gathers before forward (at its first use in the stage),
+ * before backward (at its last) and reduces (the gradients it completes: at the first use), and
+ * the stage's parameters P (all of them) and trainable ones R. */
+static int stage_params(const zt_model *m, int first, int end, double *P_f, double *P_b, double *R_u, double *P,
+                        double *R) {
+    int np = m->n_params > 0 ? m->n_params : 1;
+    int *fu = malloc(2 * (size_t)np * sizeof *fu), *lu = fu ? fu + np : NULL;
+    if (!fu) return ZT_ERR_NOMEM;
+    for (int i = 0; i < m->n_params; i++) fu[i] = lu[i] = -1;
+    for (int u = first; u < end; u++)
+        for (int k = 0; k < m->units[u].n_params; k++) {
+            int i = m->units[u].params[k];
+            if (fu[i] < 0) fu[i] = u;
+            lu[i] = u;
+        }
+    *P = *R = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (fu[i] < 0) continue;
+        double e = (double)m->params[i].numel;
+        *P += e;
+        P_f[fu[i] - first] += e; /* forward gathers it at its first use, backward at its last */
+        P_b[lu[i] - first] += e;
+        if (m->params[i].trainable) R_u[fu[i] - first] += e, *R += e;
+    }
+    free(fu);
+    return ZT_OK;
+}
+
 int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt_scale_row *out, zt_error *err) {
     memset(out, 0, sizeof *out);
     const zt_model *m = rq->model;
     const zt_scale_cluster *cl = &rq->cluster;
     const zt_scale_compute *c = rq->compute;
+    int tp = rq->tp > 0 ? rq->tp : 1, pp = rq->pp > 0 ? rq->pp : 1;
     int N = cl->nodes * cl->per_node, U = m->n_units;
     int GA = rq->opt.grad_accum > 0 ? rq->opt.grad_accum : 1;
-    if (strategy == ZT_STRATEGY_HYBRID && (S < 1 || N % S))
-        return zt_error_set(err, ZT_ERR_USAGE, "hybrid shard size %d does not divide the %d devices", S, N);
-    if (strategy != ZT_STRATEGY_HYBRID) S = strategy == ZT_STRATEGY_DDP ? 1 : N;
+    if (N % (tp * pp))
+        return zt_error_set(err, ZT_ERR_USAGE, "--tp %d x --pp %d does not divide the %d devices", tp, pp, N);
+    int D = N / (tp * pp); /* data-parallel ranks per stage */
+    if (strategy == ZT_STRATEGY_HYBRID && (S < 1 || D % S))
+        return zt_error_set(err, ZT_ERR_USAGE, "hybrid shard size %d does not divide the %d data-parallel ranks", S, D);
+    if (strategy != ZT_STRATEGY_HYBRID) S = strategy == ZT_STRATEGY_DDP ? 1 : D;
     out->strategy = strategy;
     out->shard = S;
+    out->tp = tp, out->pp = pp, out->dp = D, out->micro_batches = GA;
 
-    /* memory: the engine's plan of the device needing the most */
+    /* memory: the engine's plan of the device needing the most, the stage needing the most */
     zt_engine_options o = rq->opt;
     o.strategy = strategy;
     if (strategy == ZT_STRATEGY_HYBRID) o.hybrid_shard_size = S;
-    zt_memory_plan plan;
-    int rc = zt_estimate_peak(m, &o, &rq->plan, N, &plan, err);
-    if (rc) return rc;
-    out->memory = plan.peak_total;
-    out->fits = (double)plan.peak_total <= rq->device->memory;
+    int rc = ZT_OK;
+    for (int s = 0; s < pp; s++) { /* the first stage keeps the most in flight, the last has the head */
+        if (s > 0 && s < pp - 1) continue;
+        int first, end;
+        size_t b = 0;
+        if ((rc = zt_scale_stage_units(m, pp, s, &first, &end, err)) ||
+            (rc = zt_scale_stage_memory(m, &o, &rq->plan, D, pp, s, first, end,
+                                        zt_scale_in_flight(rq->pp_schedule, pp, s, GA), &b, err)))
+            return rc;
+        if (b > out->memory) out->memory = b;
+    }
+    out->fits = (double)out->memory <= rq->device->memory;
 
     /* bytes per element on the wire */
     bool lp = rq->opt.precision.mode != ZT_PRECISION_FP32;
-    double g = cl->profile == ZT_SCALE_ZEROTRAIN ? (rq->opt.precision.mode == ZT_PRECISION_BF16_LOW ? 2.0 : 4.0)
-                                                 : (lp ? 2.0 : 4.0);
+    bool zt = cl->profile == ZT_SCALE_ZEROTRAIN;
+    double g = zt ? (rq->opt.precision.mode == ZT_PRECISION_BF16_LOW ? 2.0 : 4.0) : (lp ? 2.0 : 4.0);
     double r = dtype_bytes(rq->opt.precision.reduce);
+    double act = zt || !lp ? 4.0 : 2.0; /* activations between devices (tp sums, stages) */
     out->gather_bytes_per_elem = g, out->reduce_bytes_per_elem = r;
 
-    /* elements each unit gathers (all its parameters) and reduces (the gradients it completes: a
-     * parameter's gradient is complete after the backward of the first unit that uses it) */
-    int n = U > 0 ? U : 1, np = m->n_params > 0 ? m->n_params : 1;
-    double *gather = calloc(6 * (size_t)n, sizeof *gather), *gather_b = gather + n, *reduce = gather_b + n,
-           *P_f = reduce + n, *P_b = P_f + n, *R_u = P_b + n, P = 0;
-    int *first = malloc(2 * (size_t)np * sizeof *first), *last = first ? first + np : NULL;
-    if (!gather || !first) {
-        free(gather), free(first);
-        return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", U);
-    }
-    for (int i = 0; i < m->n_params; i++) first[i] = last[i] = -1;
-    for (int u = 0; u < U; u++)
-        for (int k = 0; k < m->units[u].n_params; k++) {
-            int i = m->units[u].params[k];
-            if (first[i] < 0) first[i] = u;
-            last[i] = u;
-        }
-    for (int i = 0; i < m->n_params; i++) {
-        double e = (double)m->params[i].numel;
-        P += e;
-        if (first[i] < 0) continue;
-        P_f[first[i]] += e; /* forward gathers it at its first use, backward at its last */
-        P_b[last[i]] += e;
-        if (m->params[i].trainable) R_u[first[i]] += e;
-    }
-    free(first);
-
+    int n = U > 0 ? U : 1;
+    double *buf = calloc(10 * (size_t)n + (size_t)pp, sizeof *buf);
+    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", U);
+    double *gather = buf, *gather_b = gather + n, *reduce = gather_b + n, *P_f = reduce + n, *P_b = P_f + n,
+           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *fw = tpb + n, *bw = fw + n, *per_stage = bw + n;
     const zt_scale_net *net = &cl->net;
-    zt_scale_group world = zt_scale_group_of(net, N, 1), shard = zt_scale_group_of(net, S, 1),
-                   replicas = zt_scale_group_of(net, N / S, S);
+    zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
+                     &out->tp_bytes);
+    for (int u = 0; u < U; u++) fw[u] = c->fwd[u] + tpf[u], bw[u] = c->bwd[u] + tpb[u];
+
+    /* the pipeline: every stage's seconds per micro-batch; the slowest stage is played out */
+    for (int s = 0; s < pp; s++) {
+        int first, end;
+        zt_scale_stage_units(m, pp, s, &first, &end, err);
+        for (int u = first; u < end; u++) per_stage[s] += fw[u] + bw[u];
+    }
+    int slow = 0;
+    double pipe = zt_scale_pipeline_seconds(per_stage, pp, GA, &slow);
+    int first = 0, end = U;
+    zt_scale_stage_units(m, pp, slow, &first, &end, err);
+    int SU = end - first;
+    double P = 0, R = 0;
+    if (stage_params(m, first, end, P_f, P_b, R_u, &P, &R)) {
+        free(buf);
+        return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d parameters", m->n_params);
+    }
+
+    /* the stage's data-parallel groups: D ranks at stride tp; hybrid's S of them, its replicas S·tp apart */
+    zt_scale_group world = zt_scale_group_of(net, D, tp), shard = zt_scale_group_of(net, S, tp),
+                   replicas = zt_scale_group_of(net, D / S, S * tp);
     bool sharded_params = strategy == ZT_STRATEGY_ZERO3 || strategy == ZT_STRATEGY_HYBRID;
-    bool every_mb = cl->profile == ZT_SCALE_NCCL && strategy != ZT_STRATEGY_DDP && strategy != ZT_STRATEGY_ZERO1;
-    bool regather = !rq->opt.keep_params_after_forward;
+    /* under pp the GPU frameworks reduce in the last micro-batch and keep the gathered parameters
+     * to backward (torch.distributed.pipelining's gradient sync, torchtitan's reshard_after_forward
+     * False for pp) */
+    bool every_mb = !zt && pp == 1 && strategy != ZT_STRATEGY_DDP && strategy != ZT_STRATEGY_ZERO1;
+    bool regather = !rq->opt.keep_params_after_forward && (zt || pp == 1);
     double node_out = 0;
-    for (int u = 0; u < U; u++) {
+    for (int u = 0; u < SU; u++) {
         zt_scale_cost a = {0}, b = {0};
         if (sharded_params) {
             zt_scale_group grp = strategy == ZT_STRATEGY_HYBRID ? shard : world;
@@ -89,7 +135,7 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         if (strategy == ZT_STRATEGY_DDP) b = zt_scale_collective(net, world, ZT_SCALE_ALL_REDUCE, R_u[u] * r);
         else if (strategy == ZT_STRATEGY_HYBRID) {
             b = zt_scale_collective(net, shard, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
-            if (cl->profile == ZT_SCALE_NCCL) { /* FSDP's HSDP: right after the unit's reduce-scatter */
+            if (!zt) { /* FSDP's HSDP: right after the unit's reduce-scatter */
                 zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R_u[u] / S * r);
                 b.seconds += ar.seconds, b.node_out_bytes += ar.node_out_bytes;
             }
@@ -98,10 +144,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         node_out += b.node_out_bytes * (every_mb ? GA : 1);
     }
     double pre = 0, post = 0;
-    if (strategy == ZT_STRATEGY_HYBRID && cl->profile == ZT_SCALE_ZEROTRAIN) {
+    if (strategy == ZT_STRATEGY_HYBRID && zt) {
         /* the engine all-reduces every piece across the replicas at the step (grads.c), inline */
-        double R = 0;
-        for (int u = 0; u < U; u++) R += R_u[u];
         zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R / S * r);
         pre = ar.seconds;
         node_out += ar.node_out_bytes;
@@ -112,16 +156,41 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         node_out += a.node_out_bytes;
     }
     double local = strategy == ZT_STRATEGY_DDP ? P : P / S;
-    zt_scale_timeline t = {.n_units = U, .micro_batches = GA, .fwd = c->fwd, .bwd = c->bwd,
+    zt_scale_timeline t = {.n_units = SU, .micro_batches = GA, .fwd = fw + first, .bwd = bw + first,
                            .gather = sharded_params ? gather : NULL,
                            .gather_bwd = sharded_params ? gather_b : NULL, .reduce = reduce,
                            .regather_backward = regather, .reduce_every_micro_batch = every_mb,
                            .pre_optimizer_s = pre, .optimizer_s = local * c->opt_s_per_param,
                            .post_gather_s = post};
-    out->step = zt_scale_schedule(&t);
-    free(gather);
+    zt_scale_step st = zt_scale_schedule(&t);
+
+    /* tp all-reduces of the slowest stage: on the critical path, moved from compute to exposed */
+    double tp_s = 0;
+    for (int u = first; u < end; u++) tp_s += (tpf[u] + tpb[u]) * GA;
+    /* the pipeline: the bubble and 2·(m + p - 1) transfers of a (B, T, C) activation */
+    double bubble = pipe - GA * per_stage[slow], p2p = 0;
+    if (pp > 1) {
+        int C = 0;
+        for (int u = 0; u < U && !C; u++)
+            if (m->units[u].layer >= 0) C = m->units[u].out_width;
+        double bytes = (double)rq->opt.B * rq->opt.T * C * act, one;
+        int stage_devs = D * tp, senders = stage_devs < cl->per_node ? stage_devs : cl->per_node;
+        if (cl->nodes > 1) { /* stages are blocks of consecutive devices: some boundary crosses nodes */
+            one = net->inter_lat + bytes / (net->nics * net->nic_bw / senders);
+            node_out += senders * 2.0 * GA * bytes;
+        } else one = net->intra_lat + bytes / net->intra_bw;
+        p2p = 2.0 * (GA + pp - 1) * one;
+    }
+    out->step.compute_s = st.compute_s - tp_s;
+    out->step.step_s = st.step_s + bubble + p2p;
+    out->step.comm_s = st.comm_s + tp_s + p2p;
+    out->step.exposed_s = st.exposed_s + tp_s + p2p;
+    out->step.hidden_s = out->step.comm_s - out->step.exposed_s > 0 ? out->step.comm_s - out->step.exposed_s : 0;
+    out->bubble_s = bubble > 0 ? bubble : 0;
+    out->tp_s = tp_s, out->p2p_s = p2p;
+    free(buf);
     out->node_out_bytes = cl->nodes > 1 ? node_out : 0;
-    double tokens = (double)rq->opt.B * rq->opt.T * GA;
+    double tokens = (double)rq->opt.B * rq->opt.T * GA / (tp * pp); /* per device */
     out->tokens_per_s = out->step.step_s > 0 ? tokens / out->step.step_s : 0;
     out->mfu = c->peak > 0 ? c->model_flops_per_token * out->tokens_per_s / c->peak : 0;
     return ZT_OK;

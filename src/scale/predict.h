@@ -18,6 +18,16 @@
  *           FSDP (nccl), all pieces at once after the last reduce-scatter in zerotrain's engine
  * The optimizer updates P (ddp), P/N (zero1-3) or P/S (hybrid) parameters per device.
  *
+ * Tensor and pipeline parallelism (docs/scale.md): the N devices are pp stages x D data-parallel
+ * ranks x tp parts (the engine's mesh, tp innermost). The model is the tp-cut part (zt_tp_apply:
+ * the caller cuts it and computes `compute` on the cut model), so P above is a part's and each
+ * strategy's groups are the D ranks of a stage at stride tp (hybrid: S of them, S dividing D).
+ * The tp all-reduces (tp_comm.h) are added to the units' compute, on the critical path; with pp
+ * stages (pipeline.h) the slowest stage's step is played out (its units, its parameters, m
+ * micro-batches) and the pipeline's bubble and point-to-point transfers are added to it. Memory:
+ * the plan of the cut model over the D ranks (estimate-memory --tp), and with pp the stage
+ * needing the most (zt_scale_stage_memory).
+ *
  * Two profiles of who runs the collectives: `nccl` (GPUs under FSDP / DeepSpeed: ring and tree
  * collectives, parameters gathered in the compute dtype, zero2/zero3/hybrid reduce every
  * micro-batch) and `zerotrain` (this engine over MPI, `--gpu cpu`: pairwise collectives,
@@ -29,6 +39,7 @@
 #include "memory/plan.h"
 #include "scale/collective.h"
 #include "scale/compute.h"
+#include "scale/pipeline.h"
 #include "scale/schedule.h"
 
 typedef enum zt_scale_profile { ZT_SCALE_NCCL = 0, ZT_SCALE_ZEROTRAIN = 1 } zt_scale_profile;
@@ -47,12 +58,20 @@ typedef struct zt_scale_request {
     zt_engine_options opt;        /* B, T, grad_accum, precision (reduce dtype), checkpointing,
                                      keep_params_after_forward: what the memory plan gets too */
     zt_memory_plan_options plan;
+    int tp, pp;                   /* tensor-parallel parts (the model is cut so), pipeline stages;
+                                     0 means 1; opt.grad_accum is the pipeline's micro-batches */
+    zt_scale_pp_schedule pp_schedule;
 } zt_scale_request;
 
 typedef struct zt_scale_row {
     zt_strategy strategy;
-    int shard;                    /* hybrid: S; zero1-3: N; ddp: 1 */
-    zt_scale_step step;
+    int shard;                    /* hybrid: S; zero1-3: the data-parallel ranks D; ddp: 1 */
+    int tp, pp, dp, micro_batches;
+    zt_scale_step step;           /* step_s = compute + exposed + bubble; exposed includes the tp
+                                     all-reduces and the pipeline's transfers */
+    double bubble_s;              /* the slowest stage idle in the pipeline's fill and drain */
+    double tp_s, p2p_s;           /* tp all-reduces and pipeline transfers on the critical path */
+    double tp_bytes;              /* bytes a device sends in its tp group per step */
     double tokens_per_s;          /* per device */
     double mfu;
     size_t memory;                /* the plan's high-water of the device needing the most */

@@ -142,10 +142,20 @@ int zt_tp_apply(zt_model *m, int parts, int part, zt_error *err) {
     }
     int64_t vb, vc;
     zt_tp_range(m->vocab_size, parts, part, &vb, &vc);
+    /* sequence parallelism: every unit's output but the loss unit's (B, T) losses holds 1/parts
+     * of the positions, i.e. out_width / parts floats per token of the whole sequence */
+    for (int u = 0; m->sequence_parallel && u + 1 < m->n_units; u++)
+        if (m->units[u].out_width % parts != 0)
+            return zt_error_set(err, ZT_ERR_USAGE, "sequence parallelism: unit %s's output width %d does not split "
+                                "into %d parts", m->units[u].name, m->units[u].out_width, parts);
     for (int u = 0; u < m->n_units; u++) {
-        m->units[u].tp_parts = parts;
-        m->units[u].vocab_begin = vb;
-        m->units[u].vocab_rows = vc;
+        zt_unit *un = &m->units[u];
+        un->tp_parts = parts;
+        un->vocab_begin = vb;
+        un->vocab_rows = vc;
+        if (!m->sequence_parallel) continue;
+        un->seq_parts = parts;
+        if (u + 1 < m->n_units) un->out_width /= parts;
     }
     return ZT_OK;
 }

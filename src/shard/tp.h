@@ -28,7 +28,10 @@
 /* Part p of P of an extent: [*begin, *begin + *count). */
 void zt_tp_range(int64_t extent, int parts, int part, int64_t *begin, int64_t *count);
 
-/* Rewrites m for part `part` of `parts` (parts 1: nothing changes). Call once, after the model is
+/* Rewrites m for part `part` of `parts` (parts 1: nothing changes). With m->sequence_parallel
+ * (Megatron-LM's sequence parallelism) each unit also gets seq_parts = parts, and every unit's
+ * output but the last (the per-token losses) out_width / parts: it holds its part's range of the T
+ * positions (zt_unit_group.seq_range). Call once, after the model is
  * built and before zt_engine_create. ZT_ERR_USAGE when the model cannot be split that way (its
  * tp_check: heads, key/value heads, MLP width), its family has no plan, or it has LoRA adapters
  * (not cut yet); the message names the numbers. */

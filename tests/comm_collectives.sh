@@ -7,7 +7,7 @@
 # reduce-scatter + all-gather, whole-vector exchange; the shared segment) against the reference at
 # the sizes around each threshold, odd lengths, 1-4 ranks, and the same digests with the segment
 # turned off (ZT_COMM_AR_SHM_BYTES=0); the 2 s deadline naming the rank that skipped a collective
-# (also through the shared segment). About 30 s.
+# (also through the shared segment). About 100 s of CPU (3.5 min on the shared machine at load 10).
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 TOOL="$BUILD/tests/tool_comm_check"

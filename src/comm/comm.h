@@ -292,7 +292,8 @@ int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const c
  *             itself: (N-1) x n elements each way (the same as RS_AG on 2 ranks), one round,
  *             N x n additions: for latency-bound sizes.
  *   SHM       the reduce-scatter + all-gather through the comm's shared segment (shm.c) with
- *             memcpy and counters instead of messages; only when every rank is on this node.
+ *             memcpy and counters instead of messages; only when every rank is on this node
+ *             (and at most 16 ranks).
  * AUTO (the default) picks by placement and size, as Open MPI's tuned component picks by size:
  * SHM when the comm has a segment and the payload is at most ZT_COMM_AR_SHM_BYTES (default:
  * any; 0: no segment is made); else EXCHANGE on 2 ranks up to ZT_COMM_AR_EXCHANGE_BYTES
@@ -304,7 +305,7 @@ typedef enum zt_ar_algo {
     ZT_AR_ALGO_EXCHANGE = 2,
     ZT_AR_ALGO_SHM = 3
 } zt_ar_algo;
-/* Whether c has a shared segment (every rank on this node, >= 2 ranks, ZT_COMM_AR_SHM_BYTES not 0). */
+/* Whether c has a shared segment (every rank on this node, 2-16 ranks, ZT_COMM_AR_SHM_BYTES not 0). */
 bool zt_comm_has_shm(const zt_comm *c);
 /* Forces one algorithm on c (AUTO: by size again); the same on every rank. ZT_ERR_USAGE for
  * another value, or SHM on a comm without a segment. For tests and benchmarks: the result's

@@ -4,8 +4,8 @@
  * messages (no kernel copy, no rendezvous per message).
  *
  * Invariants:
- *   - A comm has a segment only when it has >= 2 ranks, MPI_COMM_TYPE_SHARED puts them all on one
- *     node, ZT_COMM_AR_SHM_BYTES is not 0, and every rank could map the file: the ranks agree
+ *   - A comm has a segment only when it has 2..ZT_SHM_MAX_RANKS ranks, MPI_COMM_TYPE_SHARED puts
+ *     them all on one node, ZT_COMM_AR_SHM_BYTES is not 0, and every rank could map the file: the ranks agree
  *     (an MPI_Allreduce at creation), or none uses it.
  *   - The file is unlinked as soon as every rank has mapped it: nothing is left in /dev/shm when
  *     the job dies. Closing is local (munmap): no collective at zt_comm_free, so a rank that
@@ -49,7 +49,7 @@ static bool one_node(zt_comm *c) {
 
 void zt_shm_open_(zt_comm *c) {
     c->shm_map = NULL;
-    if (c->size < 2 || c->ar_shm_max == 0 || !one_node(c)) return;
+    if (c->size < 2 || c->size > ZT_SHM_MAX_RANKS || c->ar_shm_max == 0 || !one_node(c)) return;
     static _Atomic unsigned counter;
     struct {
         char name[64];

@@ -83,18 +83,17 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
                                 "ZT_COMM_SPIN_US='%s': expected microseconds, a number >= 0", s);
         out->spin = v * 1e-6;
     }
-    s = getenv("ZT_COMM_AR_EXCHANGE_BYTES");
-    if (s && *s && !parse_bytes(s, 0, 1ull << 40, &out->ar_exchange_max))
-        return zt_error_set(err, ZT_ERR_USAGE,
-                            "ZT_COMM_AR_EXCHANGE_BYTES='%s': expected bytes, 0 (never) to 1T "
-                            "(suffix k, M or G allowed)",
-                            s);
-    s = getenv("ZT_COMM_AR_SHM_BYTES");
-    if (s && *s && !parse_bytes(s, 0, 1ull << 40, &out->ar_shm_max))
-        return zt_error_set(err, ZT_ERR_USAGE,
-                            "ZT_COMM_AR_SHM_BYTES='%s': expected bytes, 0 (no shared segment) to 1T "
-                            "(suffix k, M or G allowed)",
-                            s);
+    /* the all-reduce's thresholds (all_reduce.c, zt_ar_algo_) */
+    const struct { const char *name, *zero; size_t *out; } thr[] = {
+        {"ZT_COMM_AR_EXCHANGE_BYTES", "never", &out->ar_exchange_max},
+        {"ZT_COMM_AR_SHM_BYTES", "no shared segment", &out->ar_shm_max}};
+    for (size_t i = 0; i < sizeof thr / sizeof thr[0]; i++) {
+        s = getenv(thr[i].name);
+        if (s && *s && !parse_bytes(s, 0, 1ull << 40, thr[i].out))
+            return zt_error_set(err, ZT_ERR_USAGE,
+                                "%s='%s': expected bytes, 0 (%s) to 1T (suffix k, M or G allowed)", thr[i].name,
+                                s, thr[i].zero);
+    }
     return ZT_OK;
 }
 

@@ -597,6 +597,16 @@ typedef struct zt_engine_options {
     bool skip_nonfinite;      /* a step whose gradients are not finite is skipped (report.skipped,
                                  ZT_SKIP_NONFINITE) instead of failing with ZT_ERR_NUMERICS; fp16
                                  always skips (ZT_SKIP_OVERFLOW, its loss scaler's rule) */
+    /* Pipeline parallelism (src/engine/pipeline.c; docs/parallelism.md): the model is one stage's
+     * (src/shard/stages.h). All zero: no pipeline. */
+    int pp_slots;             /* micro-batches this stage keeps in flight, each with its own unit
+                                 outputs and saved activations (1F1B: at most the stages from this
+                                 one to the last; GPipe: all of them); 0 means 1 */
+    int pp_in_width;          /* > 0: the stage's first unit reads a (B, T, pp_in_width) activation
+                                 received from the previous stage (one buffer per slot) and sends
+                                 its gradient back (two buffers) */
+    bool pp_send_out;         /* the stage's last unit's output goes to the next stage and its
+                                 gradient comes back (two buffers); the stage computes no loss */
 } zt_engine_options;
 
 /* Fills the defaults: single process, ddp, AdamW defaults, 25 MiB buckets. */
@@ -692,6 +702,9 @@ typedef struct zt_comm_bytes {
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
     uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
                                   kinds; not in the fields above) */
+    uint64_t sent_pp, recv_pp; /* pipeline parallelism: this rank's point-to-point transfers to and
+                                  from its neighbouring stages (activations, their gradients, a
+                                  tied parameter's gradient; not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "core/file.h"
 #include "engine/engine_internal.h"
+#include "engine/pipeline.h"
 
 #include <cjson/cJSON.h>
 #include "ckpt/model_meta.h"
@@ -180,16 +181,24 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
     return state ? state + state_base(e, i) : NULL;
 }
 
-/* The job (every rank: the data-parallel ones and, under tensor parallelism, every part) and this
- * rank's place in it; the files are numbered part-major: tp part t's writer s is file t x S + s. */
+/* The job (every rank: the data-parallel ones and, under tensor parallelism, every part, under
+ * pipeline parallelism every stage) and this rank's place in it; the files are numbered
+ * stage-major, then part-major: stage p's tp part t's writer s is file (p x tp + t) x S + s. */
 static const zt_mesh *mesh_of(const zt_engine *e) { return e->opt.mesh; }
 static zt_comm *job_comm(const zt_engine *e) { return mesh_of(e)->world > 1 ? mesh_of(e)->world_comm : NULL; }
-static int file_index(const zt_engine *e) { return mesh_of(e)->tp_rank * e->plan.nshards + e->plan.shard; }
-/* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
- * parts hold the same bits). */
-static bool part_writes(const zt_engine *e, int i) {
-    return e->model->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0;
+static int file_index(const zt_engine *e) {
+    return (mesh_of(e)->pp_rank * mesh_of(e)->tp + mesh_of(e)->tp_rank) * e->plan.nshards + e->plan.shard;
 }
+/* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
+ * parts hold the same bits); under pipeline parallelism by its owning stage only (a tied copy on
+ * another stage holds the same bits). */
+static bool part_writes(const zt_engine *e, int i) {
+    return (e->model->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0) && (!e->pp || zt_pipeline_writes(e->pp, i));
+}
+/* The model the manifest describes: the whole one (a pipeline stage's engine runs a part of it). */
+static const zt_model *whole_model(const zt_engine *e) { return e->pp ? zt_pipeline_full_model(e->pp) : e->model; }
+/* The stage writing the whole model's parameter i (0 without a pipeline). */
+static int stage_of(const zt_engine *e, int i) { return e->pp ? zt_pipeline_owner(e->pp, i) : 0; }
 
 static bool is_writer(const zt_engine *e) {
     if (e->replica_comm) return zt_comm_rank(e->replica_comm) == 0;
@@ -307,7 +316,8 @@ static void hex64(char out[17], uint64_t v) { snprintf(out, 17, "%016" PRIx64, v
  * file sizes and hashes (tp x nwriters files). */
 static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters, const uint64_t *sizes,
                             const uint64_t *hashes) {
-    const zt_model *m = e->model;
+    const zt_model *m = whole_model(e);
+    int pp = mesh_of(e)->pp;
     cJSON *root = cJSON_CreateObject();
     char hex[17];
     cJSON_AddStringToObject(root, "format", FORMAT);
@@ -321,6 +331,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     cJSON_AddNumberToObject(root, "world", mesh_of(e)->world);
     cJSON_AddNumberToObject(root, "shards", nwriters);
     if (tp > 1) cJSON_AddNumberToObject(root, "tensor_parallel", tp);
+    if (pp > 1) cJSON_AddNumberToObject(root, "pipeline_parallel", pp);
     /* the policy the state was trained under (the shards hold fp32 arrays in every mode: master
      * weights, or bf16-low's bf16 values, and moments) */
     const zt_precision *pol = &e->opt.precision;
@@ -340,10 +351,10 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)meta->scaler.last_overflow_iter);
     }
     cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
-    cJSON_AddItemToObject(root, "model", zt_model_meta_json(e->model));
+    cJSON_AddItemToObject(root, "model", zt_model_meta_json(m));
     zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
-    int nfiles = tp * nwriters;
+    int nfiles = pp * tp * nwriters;
     for (int s = 0; s < nfiles; s++) {
         cJSON *f = cJSON_CreateObject();
         char name[32];
@@ -369,9 +380,10 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
         int parts = p->tp_parts > 1 ? tp : 1; /* a whole parameter: part 0's files only */
+        int base = stage_of(e, i) * tp * nwriters; /* its stage's files */
         for (int k = 0; k < n_kinds(e); k++)
-            for (int f = 0; f < parts * nwriters; f++) {
-                int part = f / nwriters, s = f % nwriters;
+            for (int f = base; f < base + parts * nwriters; f++) {
+                int part = (f - base) / nwriters, s = (f - base) % nwriters;
                 int64_t rows, len, lo, hi;
                 zt_ckpt_part_shape(p, part, &rows, &len);
                 zt_plan_rows(rows, len, nwriters, s, &lo, &hi);
@@ -396,9 +408,9 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
                 }
             }
         /* advance offsets in the writers' order: (i, kind) */
-        for (int f = 0; f < parts * nwriters; f++) {
+        for (int f = base; f < base + parts * nwriters; f++) {
             int64_t rows, len, lo, hi;
-            zt_ckpt_part_shape(p, f / nwriters, &rows, &len);
+            zt_ckpt_part_shape(p, (f - base) / nwriters, &rows, &len);
             zt_plan_rows(rows, len, nwriters, f % nwriters, &lo, &hi);
             off[f] += (uint64_t)n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
         }
@@ -474,7 +486,7 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
 static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
                        const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
     zt_comm *world = job_comm(e);
-    int N = mesh_of(e)->world, nwriters = e->plan.nshards * mesh_of(e)->tp; /* the files */
+    int N = mesh_of(e)->world, nwriters = e->plan.nshards * mesh_of(e)->tp * mesh_of(e)->pp; /* the files */
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
@@ -848,7 +860,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         cJSON_Delete(root);
         return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
-    if ((rc = zt_model_meta_compare(commit, tensors, m, err)) || (rc = zt_run_state_read(root, commit, &meta->run, err))) {
+    if ((rc = zt_model_meta_compare(commit, tensors, whole_model(e), err)) ||
+        (rc = zt_run_state_read(root, commit, &meta->run, err))) {
         cJSON_Delete(root);
         return rc;
     }
@@ -879,7 +892,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     }
     zt_ckpt_files fs = {.commit = commit, .fds = fds, .size = fsize, .n = nfiles};
     for (int i = 0; i < m->n_params; i++) {
-        const cJSON *tj = cJSON_GetArrayItem(tensors, i); /* in the model's order (compare_tensors) */
+        /* in the whole model's order (compare_tensors) */
+        const cJSON *tj = cJSON_GetArrayItem(tensors, e->pp ? zt_pipeline_full_index(e->pp, i) : i);
         const zt_param_desc *p = &m->params[i];
         for (int k = 0; k < kinds; k++) {
             if (k > 0 && !p->trainable) continue; /* a frozen parameter has no optimizer state */

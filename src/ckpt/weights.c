@@ -75,21 +75,26 @@ static int build_header(const zt_model *m, buf *b, zt_error *err) {
 }
 
 /* Non-writers: take part in the gathers, write nothing. */
-static int gather_only(zt_engine *e, zt_error *err) {
-    const zt_model *m = zt_engine_model(e);
+static int gather_only(const zt_model *m, zt_weights_gather_fn gather, void *ctx, zt_error *err) {
     int rc = ZT_OK;
     for (int i = 0; i < m->n_params && !rc; i++) {
         float *t = malloc((size_t)m->params[i].logical_numel * sizeof *t);
         if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "saving weights: out of memory");
-        rc = zt_engine_param_gather(e, i, t, err);
+        rc = gather(ctx, i, t, err);
         free(t);
     }
     return rc;
 }
 
+static int engine_gather(void *ctx, int i, float *dst, zt_error *err) { return zt_engine_param_gather(ctx, i, dst, err); }
+
 int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) {
-    if (!writer) return gather_only(e, err);
-    const zt_model *m = zt_engine_model(e);
+    return zt_weights_save_with(zt_engine_model(e), engine_gather, e, path, writer, err);
+}
+
+int zt_weights_save_with(const zt_model *m, zt_weights_gather_fn gather, void *ctx, const char *path, bool writer,
+                         zt_error *err) {
+    if (!writer) return gather_only(m, gather, ctx, err);
     buf hb = {0};
     zt_error herr = {0};
     if (build_header(m, &hb, &herr)) {
@@ -115,7 +120,7 @@ int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err) 
     for (int i = 0; i < m->n_params && ok; i++) {
         size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         float *d = malloc(bytes);
-        if (!d || (rc = zt_engine_param_gather(e, i, d, err))) {
+        if (!d || (rc = gather(ctx, i, d, err))) {
             free(d);
             fclose(fp);
             unlink(tmp);

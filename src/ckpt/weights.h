@@ -20,6 +20,12 @@
 /* A collective under zero3/hybrid (tensors are gathered): every rank calls it; only the rank
  * with writer = true writes the file. */
 int zt_weights_save(zt_engine *e, const char *path, bool writer, zt_error *err);
+/* The same for model m's parameters as gather(ctx, i, dst) gives them (logical tensors; every rank
+ * calls it for every i in order; the writer's dst gets the values): pipeline parallelism's whole
+ * model, gathered from the stages (src/engine/pipeline.h). */
+typedef int (*zt_weights_gather_fn)(void *ctx, int i, float *dst, zt_error *err);
+int zt_weights_save_with(const zt_model *m, zt_weights_gather_fn gather, void *ctx, const char *path, bool writer,
+                         zt_error *err);
 /* Reads just the model, to build it before loading. ZT_ERR_CKPT on a bad file. */
 int zt_weights_read_config(const char *path, zt_model_spec *spec, zt_error *err);
 /* Loads every tensor into e; names and shapes must match e's model (ZT_ERR_CKPT names the tensor). */

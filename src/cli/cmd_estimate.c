@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "config/train_config.h"
+#include "engine/pipeline.h"
 #include "engine/trainer.h"
 #include "memory/estimate.h"
 #include "memory/fit.h"
@@ -111,6 +112,53 @@ static int default_threads(int nproc) {
 }
 
 static int default_hybrid_shard(int world) { return world >= 4 && world % 2 == 0 ? world / 2 : world; }
+
+/* A CONFIG with parallel.pipeline_parallel_size > 1: each stage's memory plan (the trainer's cut,
+ * src/engine/pipeline.h), for rank 0 of its data-parallel ranks, with its in-flight micro-batches'
+ * activations and transfer buffers (the plan zerotrain train prints for that rank). */
+static int print_stages(const zt_train_config *cfg, const zt_model_spec *spec, int nproc, zt_error *err) {
+    int pp = cfg->pipeline_parallel_size, dp = nproc / pp, A = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
+    zt_pp_schedule sched = cfg->pipeline_schedule == ZT_CFG_PP_GPIPE ? ZT_PP_GPIPE : ZT_PP_1F1B;
+    zt_model *model = NULL, *sm = NULL;
+    int *map = NULL;
+    zt_engine_options eo;
+    zt_train_engine_options(cfg, dp, NULL, &eo);
+    if (cfg->strategy == ZT_STRATEGY_HYBRID && !cfg->hybrid_shard_size) eo.hybrid_shard_size = default_hybrid_shard(dp);
+    zt_pp_cut cut;
+    omp_set_num_threads(default_threads(nproc)); /* the attention scratch follows the ranks' thread count */
+    int rc = zt_model_spec_create(spec, &model, err);
+    if (!rc && (rc = zt_model_freeze(model, cfg->freeze, NULL, err))) zt_error_prefix(err, "training.freeze");
+    if (!rc) rc = zt_pipeline_cut(model, pp, cfg->pipeline_stages, eo.B, eo.T, zt_precision_lp_kind(&eo.precision), A,
+                                  sched, &cut, err);
+    if (!rc && !(map = malloc((size_t)model->n_params * sizeof *map)))
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "estimate-memory: out of memory");
+    if (!rc)
+        printf("%s (model %s): pipeline %s, %d stages x %d data-parallel rank%s (%s), %d micro-batches per step; "
+               "each stage's rank 0:\n", cfg->model_preset, cfg->model_preset, zt_pp_schedule_name(sched), pp, dp,
+               dp == 1 ? "" : "s", zt_strategy_name(cfg->strategy), A);
+    for (int s = 0; s < pp && !rc; s++) {
+        if ((rc = zt_pp_stage_model(model, &cut, s, &sm, map, err))) break;
+        zt_engine_options so = eo;
+        zt_pipeline_engine_options(model, &cut, s, sched, A, &so);
+        zt_memory_plan_options po;
+        zt_memory_plan_options_default(&po);
+        po.offload_optimizer = cfg->offload_optimizer == ZT_CFG_OFFLOAD_NVME;
+        zt_memory_plan plan;
+        if (!(rc = zt_memory_plan_compute(sm, &so, &po, dp, 0, &plan, err))) {
+            char line[512];
+            zt_memory_plan_line(&plan, line, sizeof line);
+            printf("  stage %d: units %d-%d (%s .. %s), %.2fM parameters, %d micro-batch%s in flight: %s\n", s,
+                   cut.first[s], cut.first[s + 1] - 1, model->units[cut.first[s]].name,
+                   model->units[cut.first[s + 1] - 1].name, (double)zt_model_numel(sm) / 1e6, so.pp_slots,
+                   so.pp_slots == 1 ? "" : "es", line);
+        }
+        zt_model_free(sm);
+        sm = NULL;
+    }
+    free(map);
+    zt_model_free(model);
+    return rc;
+}
 
 /* ---- what is shown ---------------------------------------------------------------------------- */
 typedef struct shown {
@@ -528,11 +576,8 @@ int zt_cmd_estimate(int argc, char **argv) {
         }
         zt_model_spec spec;
         zt_train_config_model(&cfg, &spec);
-        if (cfg.pipeline_parallel_size > 1) {
-            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: parallel.pipeline_parallel_size %d: pipeline "
-                         "parallelism is not implemented in this build", cfg.pipeline_parallel_size);
-            return zt_cli_fail(&err);
-        }
+        if (cfg.pipeline_parallel_size > 1) /* per stage */
+            return print_stages(&cfg, &spec, nproc, &err) ? zt_cli_fail(&err) : 0;
         tp = cfg.tensor_parallel_size;
         if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
         if (cut_for_tp(model, tp, nproc, &err)) {

@@ -360,7 +360,8 @@ typedef enum zt_coll_kind {
     ZT_COLL_BROADCAST = 3,
     ZT_COLL_SMALL = 4,      /* max, and, all_gather_f64 */
     ZT_COLL_SETUP = 5,      /* split, dup, barrier, init */
-    ZT_COLL_NKINDS = 6
+    ZT_COLL_P2P = 6,        /* a pipeline stage's send or receive (p2p.c): comm log only */
+    ZT_COLL_NKINDS = 7
 } zt_coll_kind;
 
 typedef struct zt_coll_counters {

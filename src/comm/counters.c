@@ -47,6 +47,7 @@ const char *zt_coll_kind_name(int kind) {
     case ZT_COLL_BROADCAST: return "broadcast";
     case ZT_COLL_SMALL: return "small";
     case ZT_COLL_SETUP: return "setup";
+    case ZT_COLL_P2P: return "p2p";
     default: return "?";
     }
 }

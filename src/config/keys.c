@@ -49,6 +49,9 @@ static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
 static const enum_value SPIKE_POLICIES[] = {
     {"skip", ZT_CFG_SPIKE_SKIP}, {"rollback", ZT_CFG_SPIKE_ROLLBACK}, {NULL, 0}};
 
+static const enum_value PP_SCHEDULES[] = {
+    {"1f1b", ZT_CFG_PP_1F1B}, {"gpipe", ZT_CFG_PP_GPIPE}, {NULL, 0}};
+
 static const enum_value SAVE_ERRORS[] = {
     {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
 
@@ -220,6 +223,13 @@ const key_def zt_cfg_keys[] = {
     K_INT("parallel.pipeline_parallel_size", pipeline_parallel_size, 1, 1048576, "1",
           "pipeline-parallel degree: stages of consecutive units (docs/parallelism.md)",
           "<= the model's units (n_layer + 2)"),
+    K_ENUM("parallel.pipeline_schedule", pipeline_schedule, PP_SCHEDULES, "1f1b",
+           "pipeline parallelism: 1f1b (PipeDream-flush: each stage keeps at most the stages from it to "
+           "the last in flight) or gpipe (all forwards, then all backwards; every micro-batch in flight); "
+           "training.gradient_accumulation_steps is the pipeline's micro-batches"),
+    K_STR("parallel.pipeline_stages", pipeline_stages, 0, "",
+          "pipeline parallelism: units per stage, e.g. \"2,3\" (the embedding and the head count as units; "
+          "they sum to n_layer + 2); empty: balanced by the memory plan's per-unit bytes"),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
           "context/sequence-parallel degree", NULL),
     K_ENUM("precision.mode", precision, PRECISIONS, "fp32",

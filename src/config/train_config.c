@@ -318,6 +318,22 @@ static void check_mesh_model(cfg_ctx *x) {
                      "parallelism yet (train them with data parallelism, tensor_parallel_size 1)", PFX(w), tp,
                      c->lora.rank);
     }
+    if (!bad(x, "parallel.pipeline_parallel_size") && pp > 1) {
+        static const struct { const char *key, *why; } no[] = {
+            {"sample.tokens", "generation runs the whole model on one rank"},
+            {"fault.replica_check_every", "the stages hold different parameters"},
+            {"model.init_hf", "loading runs on the whole model"},
+            {"parallel.sequence_parallel", "the stages send whole (B, T, C) activations"},
+        };
+        bool on[] = {c->sample_tokens > 0, c->fault_replica_check_every > 0, c->init_hf[0] != '\0',
+                     c->sequence_parallel};
+        for (int k = 0; k < 4; k++)
+            if (on[k] && !bad(x, no[k].key)) {
+                w = LOC("parallel.pipeline_parallel_size", no[k].key);
+                zt_cfg_error(x, "%s%sparallel.pipeline_parallel_size: %d with %s: not under pipeline parallelism yet "
+                             "(%s)", PFX(w), pp, no[k].key, no[k].why);
+            }
+    }
     int units = c->model.n_layer + 2;
     if (!bad(x, "parallel.pipeline_parallel_size") && !bad(x, "model.n_layer") && pp > units) {
         w = LOC("parallel.pipeline_parallel_size", "model.n_layer");

@@ -86,6 +86,11 @@ typedef enum zt_cfg_spike_policy {
     ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (engine/trainer.c) */
 } zt_cfg_spike_policy;
 
+typedef enum zt_cfg_pp_schedule {
+    ZT_CFG_PP_1F1B = 0, /* PipeDream-flush: warm-up forwards, one forward one backward, cool-down */
+    ZT_CFG_PP_GPIPE = 1 /* every forward, then every backward */
+} zt_cfg_pp_schedule;
+
 typedef enum zt_cfg_save_error {
     ZT_CFG_SAVE_ERROR_EXIT = 0,    /* a checkpoint that cannot be written ends the run (exit 8) */
     ZT_CFG_SAVE_ERROR_CONTINUE = 1 /* training goes on, the next save retries (engine/trainer.c) */
@@ -150,7 +155,9 @@ typedef struct zt_train_config {
     bool overlap_comm;          /* parallel.overlap_comm: reduce in the communication thread */
     int tensor_parallel_size;   /* parallel.tensor_parallel_size, default 1 (docs/parallelism.md) */
     bool sequence_parallel;     /* parallel.sequence_parallel: Megatron-LM's, over the tp ranks */
-    int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (> 1: not implemented) */
+    int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (docs/parallelism.md) */
+    int pipeline_schedule;      /* parallel.pipeline_schedule: ZT_CFG_PP_1F1B (default) or ZT_CFG_PP_GPIPE */
+    char pipeline_stages[256];  /* parallel.pipeline_stages: "2,3" units per stage; "": balanced */
     int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
     /* precision (src/precision, docs/precision.md): */
     int precision;              /* precision.mode: a zt_cfg_precision */

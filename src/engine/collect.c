@@ -14,6 +14,7 @@
  * communication_data_type does. Parameter all-gathers move fp32 whatever the reduce dtype. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
+#include "comm/p2p.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "metrics/trace.h"
@@ -447,6 +448,7 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
             out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
     }
+    if (e->pp) zt_p2p_bytes(&out->sent_pp, &out->recv_pp, reset);
     if (e->tp_comm) {
         zt_comm_counters c;
         zt_comm_counters_get(e->tp_comm, &c);

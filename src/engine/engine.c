@@ -215,9 +215,8 @@ static int setup_groups(zt_engine *e, zt_error *err) {
         o->mesh = e->own_mesh;
     }
     const zt_mesh *M = o->mesh;
-    if ((M->tp > 1 && !M->tp_comm) || M->pp > 1)
-        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: %s", M->tp, M->pp,
-                            M->pp > 1 ? "pipeline stages are not run by this engine" : "no tp group");
+    if (M->tp > 1 && !M->tp_comm)
+        return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: no tp group", M->tp, M->pp);
     /* the data-parallel axis: a group of one is the single-process layout */
     o->comm = M->dp > 1 ? M->dp_comm : NULL;
     e->rank = M->dp_rank;
@@ -234,6 +233,58 @@ static int setup_groups(zt_engine *e, zt_error *err) {
     e->shard_grads = s == ZT_STRATEGY_ZERO2 || s == ZT_STRATEGY_ZERO3;
     e->shard_params = s == ZT_STRATEGY_ZERO3;
     return ZT_OK;
+}
+
+/* Pipeline parallelism: slots 1.. of every unit's output and kept saved buffer (slot 0 is the
+ * one zt_engine_create and zt_ckpt_layout allocated), one received input per slot and one more,
+ * and two gradient buffers each way (class activations; src/memory/plan.c mirrors it). */
+static int pp_layout(zt_engine *e, zt_error *err) {
+    const zt_model *m = e->model;
+    size_t BT = (size_t)e->opt.B * e->opt.T;
+    e->pp_slots = e->opt.pp_slots > 1 ? e->opt.pp_slots : 1;
+    e->pp_micro = -1;
+    for (int u = 0; u < m->n_units; u++) {
+        unit_state *s = &e->units[u];
+        if (!(s->outs = calloc((size_t)e->pp_slots, sizeof *s->outs)) ||
+            !(s->saveds = calloc((size_t)e->pp_slots, sizeof *s->saveds)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+        s->outs[0] = s->out;
+        s->saveds[0] = s->saved;
+        for (int k = 1; k < e->pp_slots; k++) {
+            char what[160];
+            snprintf(what, sizeof what, "the output of unit %s for micro-batch slot %d", m->units[u].name, k);
+            if (!(s->outs[k] = zt_engine_alloc(e, BT * (size_t)m->units[u].out_width, &e->mem.activations, what)))
+                return zt_engine_oom(e, err, "engine: pipeline slots");
+            snprintf(what, sizeof what, "the saved activations of unit %s for micro-batch slot %d", m->units[u].name, k);
+            if (s->kept && !(s->saveds[k] = zt_engine_alloc(e, s->kept, &e->mem.activations, what)))
+                return zt_engine_oom(e, err, "engine: pipeline slots");
+        }
+    }
+    size_t in = BT * (size_t)(e->opt.pp_in_width > 0 ? e->opt.pp_in_width : 0);
+    size_t out = e->opt.pp_send_out ? BT * (size_t)m->units[m->n_units - 1].out_width : 0;
+    if (in) {
+        if (!(e->pp_in = calloc((size_t)e->pp_slots + 1, sizeof *e->pp_in)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+        for (int k = 0; k <= e->pp_slots; k++) /* one more: the next receive is posted ahead */
+            if (!(e->pp_in[k] = zt_engine_alloc(e, in, &e->mem.activations, "a received activation (pipeline)")))
+                return zt_engine_oom(e, err, "engine: pipeline buffers");
+    }
+    for (int k = 0; k < 2; k++) {
+        if (in && !(e->pp_din[k] = zt_engine_alloc(e, in, &e->mem.activations, "an input gradient sent back (pipeline)")))
+            return zt_engine_oom(e, err, "engine: pipeline buffers");
+        if (out && !(e->pp_dout[k] = zt_engine_alloc(e, out, &e->mem.activations, "an output gradient received (pipeline)")))
+            return zt_engine_oom(e, err, "engine: pipeline buffers");
+    }
+    return ZT_OK;
+}
+
+void zt_engine_use_slot(zt_engine *e, int k) {
+    for (int u = 0; u < e->model->n_units; u++) {
+        unit_state *s = &e->units[u];
+        s->out = s->outs[k];
+        s->saved = s->saveds[k];
+    }
+    e->ckpt_owner = -1; /* the shared buffer holds another micro-batch's rest */
 }
 
 int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err) {
@@ -377,6 +428,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
     }
     if ((rc = zt_ckpt_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
+    if ((rc = pp_layout(e, err))) goto fail;      /* pipeline: the other slots, the transfer buffers */
     if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations, "the units' scratch"))) goto nomem;
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
@@ -406,9 +458,21 @@ void zt_engine_free(zt_engine *e) {
             if (e->params16 && e->units[u].params) zt_params16_views_free(e, u);
             free(e->units[u].params);
             free(e->units[u].grads);
-            free(e->units[u].out);
-            free(e->units[u].saved);
+            for (int k = 1; k < e->pp_slots && e->units[u].outs; k++) {
+                free(e->units[u].outs[k]);
+                free(e->units[u].saveds[k]);
+            }
+            free(e->units[u].outs ? e->units[u].outs[0] : e->units[u].out);
+            free(e->units[u].saveds ? e->units[u].saveds[0] : e->units[u].saved);
+            free(e->units[u].outs);
+            free(e->units[u].saveds);
         }
+    for (int k = 0; k <= e->pp_slots && e->pp_in; k++) free(e->pp_in[k]);
+    free(e->pp_in);
+    for (int k = 0; k < 2; k++) {
+        free(e->pp_din[k]);
+        free(e->pp_dout[k]);
+    }
     if (e->gathered)
         for (int i = 0; i < m->n_params; i++) free(e->gathered[i]);
     free(e->units);
@@ -477,7 +541,7 @@ int zt_engine_init_params(zt_engine *e, zt_error *err) {
     return zt_engine_state_zero(e, err);
 }
 
-static int check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) {
+int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) {
     if (b->B < 1 || b->T < 1 || b->B > e->opt.B || b->T > e->opt.T)
         return zt_error_set(err, ZT_ERR_USAGE,
                             "engine: micro-batch B=%d T=%d does not fit the planned B=%d T=%d", b->B,
@@ -556,9 +620,10 @@ static void release_param(zt_engine *e, int i) {
 /* Runs every unit forward; *loss = mean of the last unit's per-token output. With `training`,
  * zero3 keeps a parameter gathered until its last use in forward (or, keep_params_after_forward,
  * until backward is done with it). */
-static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *loss, zt_error *err) {
+int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const float *in0, float *loss,
+                          zt_error *err) {
     const zt_model *m = e->model;
-    const float *in = NULL;
+    const float *in = in0;
     e->ckpt_owner = -1;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
@@ -584,6 +649,10 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
                 if (e->plan.p[un->params[k]].last_fwd_unit == u) release_param(e, un->params[k]);
         in = s->out;
     }
+    if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation */
+        if (loss) *loss = 0;
+        return ZT_OK;
+    }
     const float *losses = e->units[m->n_units - 1].out;
     size_t n = (size_t)b->B * b->T;
     double sum = 0;
@@ -594,7 +663,7 @@ static int run_forward(zt_engine *e, const zt_batch *b, bool training, float *lo
 
 int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logits_out,
                       zt_error *err) {
-    int rc = check_batch(e, b, err);
+    int rc = zt_engine_check_batch(e, b, err);
     if (rc) return rc;
     zt_batch bb = *b;
     bb.dropout_key = 0; /* evaluation: no dropout */
@@ -602,32 +671,43 @@ int zt_engine_forward(zt_engine *e, const zt_batch *b, float *loss, float *logit
         bb.logits_out = logits_out;
         bb.logits_pos = b->T - 1;
     }
-    return run_forward(e, &bb, false, loss, err);
+    return zt_engine_run_forward(e, &bb, false, NULL, loss, err);
 }
 
 /* The dropout key of the next training micro-batch (zt_batch.dropout_key): a function of the seed,
  * the step and the global micro-batch index (ranks hold contiguous runs of it, as the gradient
  * tree does), so every strategy, world split and recomputation draws the same masks. Never 0. */
-static uint64_t dropout_key(const zt_engine *e) {
+uint64_t zt_engine_dropout_key(const zt_engine *e) {
     uint64_t ga = e->opt.grad_accum > 0 ? (uint64_t)e->opt.grad_accum : 1;
-    uint64_t micro = (uint64_t)e->rank * ga + (uint64_t)e->micro_in_step;
+    uint64_t micro = (uint64_t)e->rank * ga + (uint64_t)(e->pp_micro >= 0 ? e->pp_micro : e->micro_in_step);
     uint64_t k = zt_init_key(e->opt.seed ^ (e->step * 0xD1B54A32D192ED03ULL) ^ (micro * 0x9E3779B97F4A7C15ULL),
                              "dropout");
     return k ? k : 1;
 }
 
 int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, zt_error *err) {
-    int rc = check_batch(e, bin, err);
+    int rc = zt_engine_check_batch(e, bin, err);
     if (rc) return rc;
     if (!bin->targets) return zt_error_set(err, ZT_ERR_USAGE, "engine: forward_backward needs targets");
     zt_batch bb = *bin, *b = &bb; /* every unit and recomputation sees this micro-batch's key */
-    bb.dropout_key = dropout_key(e);
-    if ((rc = zt_grads_begin_micro(e, err)) || (rc = run_forward(e, b, true, loss, err))) return rc;
+    bb.dropout_key = zt_engine_dropout_key(e);
+    if ((rc = zt_grads_begin_micro(e, err)) || (rc = zt_engine_run_forward(e, b, true, NULL, loss, err)) ||
+        (rc = zt_engine_run_backward(e, b, NULL, NULL, NULL, err)))
+        return rc;
+    return zt_grads_end_micro(e, err);
+}
+
+int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_last, const float *in0, float *din0,
+                           zt_error *err) {
     const zt_model *m = e->model;
-    size_t n = (size_t)b->B * b->T;
-    float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */
-    for (size_t i = 0; i < n; i++) e->dloss[i] = dloss;
-    const float *dout = e->dloss;
+    int rc;
+    const float *dout = dout_last;
+    if (!dout) {
+        size_t n = (size_t)b->B * b->T;
+        float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */
+        for (size_t i = 0; i < n; i++) e->dloss[i] = dloss;
+        dout = e->dloss;
+    }
     int flip = 0;
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
@@ -638,9 +718,9 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, z
             if (m->params[un->params[k]].trainable && !(s->grads[k] = zt_grads_for(e, un->params[k], err)))
                 return err->code;
         if ((rc = zt_params16_views_make(e, u, err))) return rc;
-        float *din = u > 0 ? e->dact[flip] : NULL;
+        float *din = u > 0 ? e->dact[flip] : din0;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
-                          .in = u > 0 ? e->units[u - 1].out : NULL, .out = s->out,
+                          .in = u > 0 ? e->units[u - 1].out : in0, .out = s->out,
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
@@ -665,7 +745,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *bin, float *loss, z
         dout = din;
         flip ^= 1;
     }
-    return zt_grads_end_micro(e, err);
+    return ZT_OK;
 }
 
 const zt_model *zt_engine_model(const zt_engine *e) { return e->model; }

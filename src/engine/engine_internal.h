@@ -54,6 +54,9 @@ typedef struct unit_state {
     size_t kept, rest;       /* saved floats kept / rebuilt in e->ckpt_shared (recompute.c) */
     double fwd_s, bwd_s;     /* cumulative wall time of forward / backward (recomputation
                                 included in backward) */
+    float **outs, **saveds;  /* pipeline parallelism: (opt.pp_slots) one output and kept saved
+                                buffer per micro-batch in flight; out/saved point at the current
+                                slot's (zt_engine_use_slot); entry 0 is the one without a pipeline */
 } unit_state;
 
 /* A binary counter of partial sums: entry i holds the sum of 2^level[i] consecutive items. */
@@ -151,6 +154,15 @@ struct zt_engine {
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
 
     unit_state *units;
+    /* pipeline parallelism (pipeline.c): the stage's transfer buffers (class activations) and the
+     * schedule; all NULL / 0 without a pipeline */
+    int pp_slots;               /* opt.pp_slots, at least 1 */
+    int pp_micro;               /* >= 0: the micro-batch of this step the units run now (the dropout
+                                   key's index); -1: micro_in_step */
+    float **pp_in;              /* (pp_slots) received activations, when opt.pp_in_width > 0 */
+    float *pp_din[2];           /* input gradients being sent back (opt.pp_in_width > 0) */
+    float *pp_dout[2];          /* output gradients received (opt.pp_send_out) */
+    struct zt_pipeline *pp;     /* the pipeline this engine is a stage of (pipeline.c), or NULL */
     double comm_s;              /* wall time in the engine's collectives (bucket packing included)
                                    since creation or zt_engine_reset_times */
     float *scratch;
@@ -182,6 +194,24 @@ struct zt_engine {
 };
 
 /* engine.c */
+/* Runs every unit forward on b; the first unit reads in0 (NULL: the tokens; a later pipeline
+ * stage: the received activation). *loss (may be NULL) = the mean of the last unit's per-token
+ * output, or 0 when the stage sends its output on (opt.pp_send_out). */
+int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const float *in0, float *loss,
+                          zt_error *err);
+/* Runs every unit backward after zt_engine_run_forward (or in the slot it used): the last unit's
+ * output gradient is dout_last (NULL: b->dloss per token, times the loss scale), the first unit
+ * reads in0 and writes its input gradient to din0 (both NULL on the first stage). Gradients
+ * accumulate into the micro-batch begun by zt_grads_begin_micro. */
+int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_last, const float *in0, float *din0,
+                           zt_error *err);
+/* Points every unit's out and saved at micro-batch slot k (< pp_slots); the shared checkpointing
+ * buffer then holds nobody's rest. */
+void zt_engine_use_slot(zt_engine *e, int k);
+/* The micro-batch's shape fits the plan and its tokens the vocabulary (ZT_ERR_USAGE, ZT_ERR_DATA). */
+int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err);
+/* The dropout key of the training micro-batch pp_micro (>= 0) or micro_in_step of this step. */
+uint64_t zt_engine_dropout_key(const zt_engine *e);
 /* Reserves bytes of reduce-scatter scratch on comm c (slot 0 shard_comm, 1 the communication
  * thread's, 2 replica_comm) and counts them in mem.comm. */
 int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, zt_error *err);
@@ -203,6 +233,17 @@ void zt_engine_release(zt_engine *e, float **p, size_t floats, size_t *counter);
 zt_comm *zt_engine_job_comm(const zt_engine *e);
 int zt_engine_job_rank(const zt_engine *e);
 int zt_engine_job_size(const zt_engine *e);
+
+/* pipeline.c: the stage's part of the step */
+/* After the gradient is final: a parameter held by two stages (GPT-2's tied wte) gets the sum of
+ * both stages' gradients, first stage's + last's, the same bits on both. */
+int zt_pipeline_tied_grads(zt_engine *e, zt_error *err);
+/* *sumsq = the squared gradient norm of the whole model from this stage's complete chunk partials
+ * (plan order): every stage's partials in stage order (a copy's chunks left out), summed in order:
+ * the one-process sum's bits; under tensor parallelism in zt_engine_tp_norm's order over the
+ * whole model (the cut parameters' chunks per part, summed in part order, then the whole ones),
+ * the tp-only run's bits. A collective over the pipeline group (and the tp group). */
+int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *err);
 
 /* tp_group.c: tensor parallelism */
 /* At create, after the plan: checks the model is cut as the mesh says (ZT_ERR_USAGE), and when it

@@ -32,6 +32,12 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;
     }
+    if (e->pp) { /* pipeline: every stage's chunks, in stage order (and over the tp parts) */
+        double sumsq;
+        int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
+        *norm = sqrt(sumsq);
+        return rc;
+    }
     if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
         double sumsq;
         int rc = zt_engine_tp_norm(e, e->norm_partials, &sumsq, err);
@@ -155,6 +161,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     const zt_precision *prec = &e->opt.precision;
     double norm, scale = zt_engine_loss_scale(e);
     int rc = zt_grads_finish(e, err);
+    if (!rc && e->pp) rc = zt_pipeline_tied_grads(e, err); /* GPT-2's wte: both stages' sum */
     if (!rc) {
         zt_engine_round_grads(e);
         rc = grad_norm(e, &norm, err);

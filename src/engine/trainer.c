@@ -19,6 +19,8 @@
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "engine/guard.h"
+#include "engine/pipeline.h"
+#include "memory/plan.h"
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
@@ -60,7 +62,7 @@ static int sum_world(zt_comm *w, double *x, const char *what, zt_error *err) {
  * windows, in file order, so successive evaluations are comparable). Rank r takes batches r, r+W,
  * ...; every rank runs the same number of forwards (zero3 gathers are collectives), the batches
  * past the end count zero. */
-static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, int rank, int world,
+static int evaluate(zt_engine *e, zt_pipeline *pipe, zt_sampler *val, const zt_train_config *cfg, int rank, int world,
                     int32_t *inp, int32_t *tgt, double *out, zt_error *err) {
     int B = cfg->micro_batch, T = cfg->seq_len, V = zt_engine_model(e)->vocab_size;
     int64_t avail = (int64_t)(val->n_windows / (uint64_t)B), n = cfg->eval_batches;
@@ -74,7 +76,8 @@ static int evaluate(zt_engine *e, zt_sampler *val, const zt_train_config *cfg, i
         if (rc) return rc;
         zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt, .dloss = 0, .logits_pos = -1};
         float loss;
-        if ((rc = zt_engine_forward(e, &b, &loss, NULL, err))) return rc;
+        if ((rc = pipe ? zt_pipeline_forward(pipe, &b, &loss, err) : zt_engine_forward(e, &b, &loss, NULL, err)))
+            return rc;
         if (i < n) sum += loss;
     }
     int rc = zt_engine_sum_ranks(e, &sum, err);
@@ -200,6 +203,9 @@ static int check_replicas(zt_engine *e, zt_comm *world_comm, int world, int64_t 
                         "or a bug): stopping before this step's checkpoint", (long long)step, ranks,
                         (unsigned long long)hr, (unsigned long long)h0, every);
 }
+
+/* zt_weights_save_with's gather under pipeline parallelism: the whole model's parameter i on stage 0. */
+static int pipeline_gather(void *ctx, int i, float *dst, zt_error *err) { return zt_pipeline_param_gather(ctx, i, dst, err); }
 
 static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
@@ -363,6 +369,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     bool have_val = cfg->val_path[0] != '\0';
     zt_comm *world_comm = opts ? opts->world : NULL;
     zt_mesh *mesh = NULL; /* the parallel mesh (src/comm/mesh.h): every rank's coordinates */
+    /* pipeline parallelism (src/engine/pipeline.h): this rank's stage model and schedule; smodel is
+     * model without a pipeline */
+    zt_model *smodel = NULL;
+    zt_pipeline *pipe = NULL;
+    zt_pp_cut cut = {0};
+    int *pmap = NULL;
+    zt_batch *mbs = NULL;
+    float *mb_loss = NULL;
     /* the job: rank 0 speaks, every rank writes its trace; the data: split over the dp ranks */
     int rank = world_comm ? zt_comm_rank(world_comm) : 0, world = world_comm ? zt_comm_size(world_comm) : 1;
     FILE *devnull = NULL;
@@ -414,7 +428,33 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         goto done;
     }
     int drank = mesh->dp_rank, dworld = mesh->dp; /* this rank's place in the data-parallel axis */
-    if ((rc = zt_engine_create(model, &eo, &e, err))) goto done;
+    smodel = model;
+    zt_pp_schedule sched = cfg->pipeline_schedule == ZT_CFG_PP_GPIPE ? ZT_PP_GPIPE : ZT_PP_1F1B;
+    if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
+        if (opts && opts->init_weights && opts->init_weights[0]) {
+            rc = zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size %d with --init %s: loading a weights "
+                              "file is not under pipeline parallelism yet (a checkpoint is: --resume)", mesh->pp,
+                              opts->init_weights);
+            goto done;
+        }
+        if ((rc = zt_pipeline_cut(model, mesh->pp, cfg->pipeline_stages, B, T, zt_precision_lp_kind(&eo.precision), A,
+                                  sched, &cut, err)))
+            goto done;
+        if (!(pmap = malloc((size_t)model->n_params * sizeof *pmap))) {
+            rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+            goto done;
+        }
+        if ((rc = zt_pp_stage_model(model, &cut, mesh->pp_rank, &smodel, pmap, err))) goto done;
+        zt_pipeline_engine_options(model, &cut, mesh->pp_rank, sched, A, &eo);
+        mbs = calloc((size_t)A, sizeof *mbs);
+        mb_loss = calloc(2 * (size_t)A, sizeof *mb_loss); /* each micro-batch's fault factor, then its loss */
+        if (!mbs || !mb_loss) {
+            rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+            goto done;
+        }
+    }
+    if ((rc = zt_engine_create(smodel, &eo, &e, err))) goto done;
+    if (mesh->pp > 1 && (rc = zt_pipeline_create(e, model, &cut, pmap, mesh, sched, &pipe, err))) goto done;
     int64_t start_step = 0, steps_done = 0;
     uint64_t sample_base = 0; /* logical global sample index where start_step begins */
     if (!(cmeta = calloc(1, sizeof *cmeta))) {
@@ -481,8 +521,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         }
     }
     uint64_t frozen0 = zt_engine_frozen_hash(e); /* the frozen weights keep these bits (collective) */
-    inp = malloc((size_t)B * T * sizeof *inp);
-    tgt = malloc((size_t)B * T * sizeof *tgt);
+    size_t held = pipe ? (size_t)A : 1; /* a pipeline takes the step's micro-batches at once */
+    inp = malloc(held * B * T * sizeof *inp);
+    tgt = malloc(held * B * T * sizeof *tgt);
     if (!inp || !tgt) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
         goto done;
@@ -530,6 +571,11 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (mesh->tp * mesh->pp > 1)
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
+    if (pipe) {
+        char cut_text[512];
+        zt_pp_describe(model, &cut, cut_text, sizeof cut_text);
+        fprintf(out, " | pipeline %s, %d micro-batches, %s", zt_pp_schedule_name(sched), A, cut_text);
+    }
     if (eo.activation_checkpointing != ZT_RECOMPUTE_NONE)
         fprintf(out, " | activation checkpointing %s", zt_recompute_name(eo.activation_checkpointing));
     fprintf(out, " | buckets %.0f MiB%s\n", cfg->bucket_mb,
@@ -592,7 +638,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->stop_after > 0 && opts->stop_after < end_step) end_step = opts->stop_after;
     if (have_val && cfg->eval_at_start && start_step < end_step) { /* the loss before training (eval_on_start) */
         double v;
-        if ((rc = evaluate(e, &vs, cfg, drank, dworld, inp, tgt, &v, err))) goto done;
+        if ((rc = evaluate(e, pipe, &vs, cfg, drank, dworld, inp, tgt, &v, err))) goto done;
         zt_progress_message(&prog, "step %lld: val loss %.4f (before training)", (long long)start_step, v);
     }
     double t_loop = now(); /* eval.target_loss's clock: from the first step, evaluations included */
@@ -619,21 +665,33 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             /* rank r's micro-batch k is global micro-batch r*A + k of this step */
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples +
                              ((uint64_t)drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
-            if ((rc = zt_sampler_batch(&ts, first, 1, B, inp, tgt, model->vocab_size, err)))
+            size_t at = pipe ? (size_t)micro * B * T : 0; /* a pipeline keeps every micro-batch of the step */
+            if ((rc = zt_sampler_batch(&ts, first, 1, B, inp + at, tgt + at, model->vocab_size, err)))
                 goto data_error_train;
             double tf = now();
             data_s += tf - td;
             zt_trace_end();
-            zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt,
+            zt_batch b = {.B = B, .T = T, .inputs = inp + at, .targets = tgt + at,
                           .dloss = 1.0f / (float)tokens_per_step, .logits_pos = -1};
             long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
             zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
             if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
+            if (pipe) { /* run below, all micro-batches on the schedule */
+                mbs[micro] = b;
+                mb_loss[micro] = fk == ZT_FAULT_SPIKE ? (float)farg : 1.0f;
+                continue;
+            }
             float loss;
             if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) goto done;
             if (fk == ZT_FAULT_SPIKE) loss *= (float)farg;
             fb_s += now() - tf;
             loss_sum += loss;
+        }
+        if (pipe) {
+            double tf = now();
+            if ((rc = zt_pipeline_train(pipe, mbs, A, mb_loss + A, err))) goto done;
+            for (int micro = 0; micro < A; micro++) loss_sum += mb_loss[A + micro] * mb_loss[micro]; /* x the spike */
+            fb_s += now() - tf;
         }
         double comm_mid = zt_engine_comm_seconds(e); /* forward/backward's collectives */
         double to = now();
@@ -736,7 +794,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         m.hfu = zt_utilization(hw_flops_per_token, (double)tokens_per_step, m.step_s, peak);
         /* the breakdown: disjoint parts of [t0, t1] (metrics.h) */
         m.has_times = true;
-        for (int u = 0; u < model->n_units; u++) {
+        for (int u = 0; u < smodel->n_units; u++) {
             double f, bw;
             zt_engine_unit_times(e, u, &f, &bw);
             m.forward_s += f;
@@ -784,7 +842,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (have_val && !stop && ((cfg->eval_every > 0 && (step + 1) % cfg->eval_every == 0) || last)) {
             double te = now();
             zt_trace_begin("eval", "validation");
-            if ((rc = evaluate(e, &vs, cfg, drank, dworld, inp, tgt, &m.val_loss, err))) goto done;
+            if ((rc = evaluate(e, pipe, &vs, cfg, drank, dworld, inp, tgt, &m.val_loss, err))) goto done;
             zt_trace_end();
             m.eval_s = now() - te;
             last_val = m.val_loss;
@@ -901,7 +959,29 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
                 (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));
     }
-    uint64_t hash = zt_engine_param_hash(e); /* a collective under zero3: every rank calls it */
+    uint64_t hash = 0; /* a collective under zero3 (and the pipeline): every rank calls it */
+    if (!pipe) hash = zt_engine_param_hash(e);
+    else if ((rc = zt_pipeline_param_hash(pipe, &hash, err))) goto done;
+    if (pipe) { /* the bubble each stage measured (collective over the world) */
+        double mine[2], *all = malloc((size_t)world * 2 * sizeof *all);
+        zt_pipeline_bubble(pipe, &mine[0], &mine[1]);
+        if (!all) {
+            rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+            goto done;
+        }
+        if ((rc = gather_world(world_comm, mine, 2, all, "pipeline bubble", err))) {
+            free(all);
+            goto done;
+        }
+        char text[512];
+        size_t used = 0;
+        for (int s = 0; s < mesh->pp && used + 40 < sizeof text; s++)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s stage %d %.3f", s ? "," : "",
+                                     s, all[2 * zt_mesh_world_rank(mesh, 0, 0, s)]);
+        fprintf(out, "pipeline bubble (%s, p %d, m %d; time not in forward/backward over the schedule's time, steps "
+                "after the first):%s | (p-1)/(m+p-1) = %.3f\n", zt_pp_schedule_name(sched), mesh->pp, A, text, mine[1]);
+        free(all);
+    }
     if (result) {
         result->stop_signal = 0;
         result->first_loss = first_loss;
@@ -952,7 +1032,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         zt_bpe_free(bpe);
     }
     if (opts && opts->save_path && opts->save_path[0]) {
-        if ((rc = zt_weights_save(e, opts->save_path, rank == 0, err))) goto done;
+        if ((rc = pipe ? zt_weights_save_with(model, pipeline_gather, pipe, opts->save_path, rank == 0, err)
+                       : zt_weights_save(e, opts->save_path, rank == 0, err)))
+            goto done;
         fprintf(out, "weights saved to %s\n", opts->save_path);
     }
     goto done;
@@ -970,9 +1052,14 @@ done:
     free(work);
     free(inp);
     free(tgt);
+    zt_pipeline_free(pipe);
     zt_engine_free(e);
     zt_mesh_free(mesh);
+    if (smodel != model) zt_model_free(smodel);
     zt_model_free(model);
+    free(pmap);
+    free(mbs);
+    free(mb_loss);
     zt_sampler_free(&ts);
     zt_sampler_free(&vs);
     zt_token_file_close(&train);

@@ -542,9 +542,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (s.shard_optim && !s.transient) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;
     int lp_kind = zt_precision_lp_kind(&o->precision);
+    int slots = o->pp_slots > 1 ? o->pp_slots : 1; /* pipeline: micro-batches in flight (engine.c pp_layout) */
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
-        alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
+        for (int k = 0; k < slots; k++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
         /* recompute.c zt_ckpt_layout: what the unit keeps; the rest goes to the shared buffer */
         size_t saved = un->ops->saved_floats(un, o->B, o->T, lp_kind), kept = saved;
         if (ckpt == ZT_RECOMPUTE_FULL) kept = 0;
@@ -555,7 +556,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
                               un->name, kept, saved);
             goto done;
         }
-        if (kept) alloc(&s, ZT_MEM_ACTIVATIONS, kept);
+        for (int k = 0; k < slots && kept; k++) alloc(&s, ZT_MEM_ACTIVATIONS, kept);
         if (saved - kept > shared) shared = saved - kept;
         size_t scratch = un->ops->scratch_floats(un, o->B, o->T);
         if (scratch > max_scratch) max_scratch = scratch;
@@ -566,6 +567,14 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         }
     }
     if (shared) alloc(&s, ZT_MEM_ACTIVATIONS, shared);
+    /* pipeline: the received inputs (one per slot and one more) and two gradient buffers each way */
+    size_t pp_in = o->pp_in_width > 0 ? BT * (size_t)o->pp_in_width : 0;
+    size_t pp_out = o->pp_send_out ? BT * (size_t)m->units[m->n_units - 1].out_width : 0;
+    for (int k = 0; k <= slots && pp_in; k++) alloc(&s, ZT_MEM_ACTIVATIONS, pp_in);
+    for (int k = 0; k < 2; k++) {
+        if (pp_in) alloc(&s, ZT_MEM_ACTIVATIONS, pp_in);
+        if (pp_out) alloc(&s, ZT_MEM_ACTIVATIONS, pp_out);
+    }
     alloc(&s, ZT_MEM_ACTIVATIONS, max_scratch);
     for (int i = 0; i < 2; i++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * max_width);
     alloc(&s, ZT_MEM_ACTIVATIONS, BT);
@@ -605,6 +614,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t seq_full = BT * zt_memory_seq_width(m), norms = 4 * zt_memory_seq_width(m); /* + the norms' sums */
     size_t tp_sum = BT * max_width > seq_full ? BT * max_width : seq_full;
     if (norms > tp_sum) tp_sum = norms;
+    /* a later pipeline stage's first unit sums its input gradient (B, T, in width) too (the LM head
+     * alone on a stage: wider than its output) */
+    if (o->pp_in_width > 0 && BT * (size_t)o->pp_in_width > tp_sum) tp_sum = BT * (size_t)o->pp_in_width;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +

@@ -78,7 +78,8 @@ double zt_commlog_busbw_factor(int kind, int nranks) {
     double n = nranks > 0 ? nranks : 1;
     switch (kind) {
     case ZT_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
-    case ZT_COLL_BROADCAST: return 1.0;
+    case ZT_COLL_BROADCAST:
+    case ZT_COLL_P2P: return 1.0;
     default: return (n - 1) / n; /* reduce-scatter, all-gather, small, setup */
     }
 }
@@ -171,7 +172,7 @@ void zt_commlog_print(FILE *out, int rank) {
     }
     fprintf(out, "comm log (rank %d): latency = mean start-to-finish time per call; exposed = share of it "
             "spent blocked in waits;\n  algbw = bytes / time; busbw = algbw x 2(N-1)/N (all_reduce), "
-            "x (N-1)/N (reduce_scatter, all_gather, small), x 1 (broadcast); GB = 1e9 bytes\n", rank);
+            "x (N-1)/N (reduce_scatter, all_gather, small), x 1 (broadcast, p2p); GB = 1e9 bytes\n", rank);
     fprintf(out, "%-15s %-9s %5s  %-20s %8s %11s %11s %11s %9s %10s %10s\n", "op", "group", "ranks", "message size",
             "count", "total", "mean size", "latency ms", "exposed", "algbw GB/s", "busbw GB/s");
     for (int i = 0; i < n; i++) {

@@ -2,17 +2,19 @@
  * all-gather, floats summed by zerotrain in tree order) against Open MPI's MPI_Allreduce
  * (MPI_SUM on MPI_FLOAT, MPI's own order) in the same run, interleaved, median of --reps.
  *
- *   mpirun -np 2 build/bench/allreduce_bench [--min-mb 1] [--max-mb 256] [--reps 7]
+ *   mpirun -np 2 build/bench/allreduce_bench [--min-kb 256] [--max-mb 256] [--reps 7]
  *
  * Bus bandwidth = 2(N-1)/N x bytes / time (the nccl-tests convention: the bytes each rank must
  * move for a bandwidth-optimal all-reduce). Each timed call starts from the same input (copied
  * in before the barrier, untimed) and its time is the slowest rank's. On 2 ranks the two
  * results must be the same bits (one addition, a+b = b+a), which is checked. Prints a markdown
- * table, the ratio at 64 MB, and how much CPU other processes took meanwhile.
+ * table (the algorithm zerotrain picked per size, the ratio of the medians and of the fastest
+ * calls), the ratio at 64 MB, the lowest ratio, and how much CPU other processes took meanwhile.
  */
 #include "comm/comm.h"
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,22 +80,44 @@ int main(int argc, char **argv) {
         return 1;
     }
     int me = zt_comm_rank(world), N = zt_comm_size(world);
-    int min_mb = 1, max_mb = 256, reps = 7;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--min-mb") && i + 1 < argc) min_mb = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--max-mb") && i + 1 < argc) max_mb = atoi(argv[++i]);
+    long min_kb = 256, max_kb = 256 << 10;
+    int reps = 7, algo = ZT_AR_ALGO_AUTO;
+    bool usage = false;
+    for (int i = 1; i < argc && !usage; i++) {
+        if (!strcmp(argv[i], "--min-mb") && i + 1 < argc) min_kb = atol(argv[++i]) << 10;
+        else if (!strcmp(argv[i], "--max-mb") && i + 1 < argc) max_kb = atol(argv[++i]) << 10;
+        else if (!strcmp(argv[i], "--min-kb") && i + 1 < argc) min_kb = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--max-kb") && i + 1 < argc) max_kb = atol(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else {
-            if (me == 0)
-                fprintf(stderr, "usage: mpirun -np N allreduce_bench [--min-mb 1] [--max-mb 256] "
-                                "[--reps 7]\n  (ZT_COMM_CHUNK_BYTES sets zerotrain's chunk)\n");
-            zt_comm_free(world);
-            zt_comm_finalize(NULL);
-            return 2;
+        else if (!strcmp(argv[i], "--algo") && i + 1 < argc) {
+            const char *a = argv[++i];
+            algo = !strcmp(a, "rs_ag") ? ZT_AR_ALGO_RS_AG : !strcmp(a, "exchange") ? ZT_AR_ALGO_EXCHANGE
+                 : !strcmp(a, "shm") ? ZT_AR_ALGO_SHM : !strcmp(a, "auto") ? ZT_AR_ALGO_AUTO : -1;
+            usage = algo < 0;
+        } else {
+            usage = true;
         }
     }
+    if (usage) {
+        if (me == 0)
+            fprintf(stderr, "usage: mpirun -np N allreduce_bench [--min-kb 256 | --min-mb M] [--max-kb K | "
+                            "--max-mb 256] [--reps 7] [--algo auto|rs_ag|exchange|shm]\n  (ZT_COMM_CHUNK_BYTES sets "
+                            "zerotrain's chunk, ZT_COMM_AR_EXCHANGE_BYTES the size up to which 2 ranks exchange "
+                            "whole vectors; --algo forces one algorithm)\n");
+        zt_comm_free(world);
+        zt_comm_finalize(NULL);
+        return 2;
+    }
+    if (zt_comm_set_all_reduce_algo(world, (zt_ar_algo)algo) != ZT_OK) {
+        if (me == 0) fprintf(stderr, "--algo %s: not available on this comm (shm: every rank on one node)\n",
+                             zt_ar_algo_name(algo));
+        zt_comm_free(world);
+        zt_comm_finalize(NULL);
+        return 2;
+    }
     if (reps < 1) reps = 1;
-    if (min_mb < 1) min_mb = 1;
+    if (min_kb < 1) min_kb = 1;
+    if (max_kb < min_kb) max_kb = min_kb;
     double all0, self0;
     cpu_seconds(&all0, &self0);
     double wall0 = MPI_Wtime();
@@ -101,10 +125,10 @@ int main(int argc, char **argv) {
         printf("all-reduce, %d ranks, float32, median of %d, interleaved; zerotrain chunk %zu "
                "bytes; bus bandwidth = 2(N-1)/N x bytes / time\n\n",
                N, reps, zt_comm_chunk_bytes(world));
-        printf("| size | zerotrain ms | zerotrain GB/s | Open MPI ms | Open MPI GB/s | zerotrain / "
-               "Open MPI |\n|---:|---:|---:|---:|---:|---:|\n");
+        printf("| size | zerotrain algorithm | zerotrain ms | zerotrain GB/s | Open MPI ms | Open MPI GB/s | "
+               "zerotrain / Open MPI | the same, fastest calls |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
     }
-    size_t maxn = (size_t)max_mb << 18;
+    size_t maxn = (size_t)max_kb << 8;
     float *buf = malloc(maxn * sizeof *buf), *src = malloc(maxn * sizeof *src),
           *keep = malloc(maxn * sizeof *keep);
     if (!buf || !src || !keep) {
@@ -113,10 +137,13 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < maxn; i++) src[i] = (float)((i * 2654435761u + (size_t)me * 97) % 1000) * 1e-3f - 0.5f;
     double *tz = malloc((size_t)reps * sizeof *tz), *tm = malloc((size_t)reps * sizeof *tm);
-    double ratio64 = 0;
+    double ratio64 = 0, worst = 0;
     int bad = 0;
-    for (int mb = min_mb; mb <= max_mb; mb *= 2) {
-        size_t n = (size_t)mb << 18, bytes = n * sizeof(float);
+    for (long kb = min_kb; kb <= max_kb; kb *= 2) {
+        size_t n = (size_t)kb << 8, bytes = n * sizeof(float);
+        char label[32];
+        if (kb % 1024) snprintf(label, sizeof label, "%ld KB", kb);
+        else snprintf(label, sizeof label, "%ld MB", kb >> 10);
         zt_error e2 = {0};
         zt_comm_reserve_scratch(world, zt_comm_scratch_bytes_for(world, n / (size_t)N + 1), &e2);
         /* warm-up of both, and the bit check on 2 ranks */
@@ -124,7 +151,7 @@ int main(int argc, char **argv) {
         memcpy(keep, buf, bytes);
         timed(1, world, buf, src, n, &bad);
         if (N == 2 && memcmp(keep, buf, bytes)) {
-            if (me == 0) fprintf(stderr, "%d MB: zerotrain and Open MPI results differ\n", mb);
+            if (me == 0) fprintf(stderr, "%s: zerotrain and Open MPI results differ\n", label);
             bad = 1;
         }
         for (int r = 0; r < reps; r++) {
@@ -136,12 +163,14 @@ int main(int argc, char **argv) {
                 tz[r] = timed(0, world, buf, src, n, &bad);
             }
         }
-        double z = median(tz, reps), m = median(tm, reps);
+        double z = median(tz, reps), m = median(tm, reps); /* sorts: [0] is the fastest */
         double f = 2.0 * (N - 1) / N * (double)bytes / 1e9;
-        if (mb == 64) ratio64 = m / z;
+        if (kb == 64 << 10) ratio64 = m / z;
+        if (worst == 0 || m / z < worst) worst = m / z;
         if (me == 0)
-            printf("| %d MB | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", mb, 1e3 * z, f / z, 1e3 * m,
-                   f / m, 100 * m / z);
+            printf("| %s | %s | %.3f | %.2f | %.3f | %.2f | %.0f%% | %.0f%% |\n", label,
+                   zt_ar_algo_name(zt_comm_all_reduce_algo(world, ZT_DTYPE_FP32, n)), 1e3 * z, f / z, 1e3 * m,
+                   f / m, 100 * m / z, 100 * tm[0] / tz[0]);
     }
     double all1, self1, selfsum = 0;
     cpu_seconds(&all1, &self1);
@@ -150,6 +179,7 @@ int main(int argc, char **argv) {
     if (me == 0) {
         double wall = MPI_Wtime() - wall0;
         if (ratio64 > 0) printf("\nzerotrain / Open MPI at 64 MB: %.0f%%\n", 100 * ratio64);
+        printf("zerotrain / Open MPI, lowest over the sizes: %.0f%%\n", 100 * worst);
         printf("other processes: %.2f CPUs\n", (all1 - all0 - selfsum) / wall);
     }
     free(buf), free(src), free(keep), free(tz), free(tm);

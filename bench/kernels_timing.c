@@ -3,7 +3,9 @@
  * GEMM-bound ones against the 333 GFLOP/s fp32 peak of this machine (2 cores x 2.6 GHz x 64).
  * With --llama, the kernels of one llama-124M step instead (src/model/llama.c's: RMSNorm, RoPE,
  * grouped-query attention 12 over 4 heads, SwiGLU 2048, the seven Linears, the 32000-wide head),
- * each also multiplied by its calls per step, so the list adds up to a step's kernel time.
+ * each also multiplied by its calls per step, so the list adds up to a step's kernel time; and the
+ * bf16 path's fused forms (norms and SwiGLU writing bf16, AdamW writing the bf16 compute copy)
+ * against the separate passes they replaced, side by side.
  *
  *   OMP_WAIT_POLICY=passive kernels_timing [--llama] [reps]   (default 10; OMP_NUM_THREADS: threads)
  *
@@ -22,6 +24,7 @@
 #include <omp.h>
 
 #include "kernels/kernels.h"
+#include "optim/optim.h"
 #include "bench_util.h"
 
 #define PEAK_GFLOPS 333.0
@@ -123,6 +126,76 @@ static void time_linear(const char *name, int N, int C, int OC, int calls)
     per_step(name, calls);
 }
 
+/* A (the "fwd" timings) against B (the "bwd" ones): cpu ms each, and B's per step; A is not added
+ * to the step (it is the path B replaced) */
+static void report_ab(const char *name, const char *a, const char *b, int calls)
+{
+    double nt = omp_get_max_threads();
+    double xa = 1e3 * median(cf, reps) / nt, xb = 1e3 * median(cb, reps) / nt;
+    printf("%-25s cpu %s %7.2f | %s %7.2f ms (%.2fx)\n", name, a, xa, b, xb, xa / xb);
+    step_ms += xb * calls;
+    printf("%-25s x %2d per step = %8.1f ms (cpu; the two-pass form %.1f)\n", "", calls, xb * calls, xa * calls);
+}
+
+/* The bf16 path's fused forms against the passes they replace (llama.c's block under bf16
+ * compute): each pair gives the same bits (tests/test_kernels_llama.c, tests/test_optim.c). */
+static void time_bf16_forms(int B, int T, int C, int I, int L)
+{
+    const int N = B * T;
+    const size_t nc = (size_t)N * C, ni = (size_t)N * I;
+    printf("\nbf16 compute: fused forms vs the passes they replace (forward kernels; cpu time)\n");
+    float *a = buf(nc), *b = buf(nc), *w = buf(C), *res = buf(nc), *x = buf(nc), *rstd = buf(N);
+    uint16_t *lp = malloc(nc * 2);
+    /* block start: RMSNorm, then q, k and v each rounded its input (before) */
+    TIME_FB((void)0,
+            (rmsnorm_forward(x, rstd, a, w, 1e-5f, N, C), zt_f32_to_bf16(lp, x, nc), zt_f32_to_bf16(lp, x, nc),
+             zt_f32_to_bf16(lp, x, nc)),
+            (void)0, rmsnorm_forward_to(lp, ZT_LP_BF16, rstd, a, w, 1e-5f, N, C));
+    report_ab("rmsnorm1 -> bf16", "norm+3 roundings", "rmsnorm_forward_to", L + 1);
+    TIME_FB((void)0,
+            (residual_forward(res, a, b, nc), rmsnorm_forward(x, rstd, res, w, 1e-5f, N, C),
+             zt_f32_to_bf16(lp, x, nc), zt_f32_to_bf16(lp, x, nc)),
+            (void)0, residual_rmsnorm_forward(res, lp, ZT_LP_BF16, rstd, a, b, w, 1e-5f, N, C));
+    report_ab("residual+rmsnorm2 -> bf16", "add+norm+2 roundings", "fused", L);
+    free(a), free(b), free(w), free(res), free(x), free(rstd), free(lp);
+    float *g = buf(ni), *u = buf(ni), *h = buf(ni);
+    uint16_t *hl = malloc(ni * 2);
+    TIME_FB((void)0, (swiglu_forward(h, g, u, ni), zt_f32_to_bf16(hl, h, ni)), (void)0,
+            swiglu_forward_to(hl, ZT_LP_BF16, g, u, ni));
+    report_ab("swiglu -> bf16", "swiglu+rounding", "swiglu_forward_to", L);
+    /* backward: d gate and d up rounded for the gate and up Linears */
+    float *dg = buf(ni), *du = buf(ni);
+    uint16_t *dgl = malloc(ni * 2);
+    TIME_FB((void)0, (swiglu_backward(dg, du, h, g, u, ni), zt_f32_to_bf16(dgl, dg, ni), zt_f32_to_bf16(hl, du, ni)),
+            (void)0, swiglu_backward_to(dgl, hl, ZT_LP_BF16, h, g, u, ni));
+    report_ab("swiglu bwd -> bf16", "swiglu bwd+2 roundings", "swiglu_backward_to", L);
+    free(g), free(u), free(h), free(hl), free(dg), free(du), free(dgl);
+    /* the LM head's d logits: in place then rounded into the staging, or rounded as made */
+    {
+        const int V = 32000;
+        size_t nv = (size_t)N * V;
+        float *probs = buf(nv), *work = buf(nv), *dl = buf(N);
+        uint16_t *st = malloc(nv * 2);
+        int32_t *tg = malloc(sizeof(int32_t) * N);
+        for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 104729u) % (unsigned)V), dl[i] = 1.0f / N;
+        TIME_FB(memcpy(work, probs, nv * 4), (softmax_xent_backward(work, tg, dl, N, V), zt_f32_to_bf16(st, work, nv)),
+                (void)0, softmax_xent_backward_to(st, ZT_LP_BF16, probs, tg, dl, N, V, 0));
+        report_ab("xent bwd -> bf16 (32000)", "in place+rounding", "softmax_xent_backward_to", 1);
+        free(probs), free(work), free(dl), free(st), free(tg);
+    }
+    /* AdamW over a quarter of llama-124M's parameters, then the compute copy (x 4 per step) */
+    size_t np = 124668672 / 4;
+    float *p = buf(np), *gr = buf(np), *m = buf(np), *v = buf(np);
+    for (size_t i = 0; i < np; i++) v[i] = v[i] < 0 ? -v[i] : v[i];
+    uint16_t *pl = malloc(np * 2);
+    TIME_FB((void)0,
+            (zt_adamw_update(p, gr, m, v, np, 1e-9f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1000), zt_f32_to_bf16(pl, p, np)),
+            (void)0, zt_adamw_update_round(p, gr, m, v, np, 1e-9f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1000, ZT_LP_BF16, pl));
+    report_ab("AdamW + bf16 copy (1/4)", "update+rounding", "zt_adamw_update_round", 4);
+    free(p), free(gr), free(m), free(v), free(pl);
+    printf("\n");
+}
+
 /* llama-124M (src/model/llama.c's preset): B=4 T=256 C=768 NH=12 NKV=4 hs=64 I=2048 V=32000 */
 static int llama_main(void)
 {
@@ -179,6 +252,7 @@ static int llama_main(void)
         per_step("residual", 2 * L);
         free(a), free(b), free(o);
     }
+    time_bf16_forms(B, T, C, I, L);
     time_linear("matmul q, o   768->768", N, C, C, 2 * L);
     time_linear("matmul k, v   768->256", N, C, KV, 2 * L);
     time_linear("matmul gate,up 768->2048", N, C, I, 2 * L);

@@ -923,6 +923,89 @@ static void test_softmax_xent_extremes(void **state)
     free(x);
 }
 
+/* softmax_xent_backward_to against softmax_xent_backward_cols followed by zt_round_to_lp (bf16,
+ * fp16; the probabilities left as they are), and in fp32 into another buffer: the same bits; rows of
+ * several rounding chunks, the target in various chunks and (cut vocabulary, v0) in none */
+static void test_xent_backward_to(void **state)
+{
+    (void)state;
+    const int N = 5, V = 2500;
+    const size_t n = (size_t)N * V;
+    float *x = falloc(n), *probs = falloc(n), *ref = falloc(n), *out = falloc(n), *rnd = falloc(n), losses[5];
+    int32_t tg[5] = {0, 1023, 1024, 2499, 3000};
+    float dl[5] = {0.2f, -1.5f, 1.0f, 0.0f, 3.0f};
+    fill(x, n, 4.0f);
+    softmax_xent_forward(losses, x, tg, N, V); /* x now probabilities */
+    memcpy(probs, x, n * 4);
+    memcpy(ref, x, n * 4);
+    softmax_xent_backward_cols(ref, tg, dl, N, V, 100); /* targets - 100: row 4's (2900) beyond the part */
+    for (int kind = 0; kind <= ZT_LP_FP16; kind++) {
+        const float *want = ref;
+        size_t words = kind == ZT_LP_BF16 ? (n + 1) / 2 : n;
+        if (kind) {
+            memset(rnd, 0, n * 4);
+            zt_round_to_lp((zt_lp_kind)kind, rnd, ref, n);
+            want = rnd;
+        }
+        memset(out, 0, n * 4);
+        softmax_xent_backward_to(out, kind, x, tg, dl, N, V, 100);
+        assert_same_bits("softmax_xent_backward_to", want, out, words);
+        assert_same_bits("softmax_xent_backward_to leaves probs", probs, x, n);
+    }
+    free(x), free(probs), free(ref), free(out), free(rnd);
+}
+
+/* layernorm_forward_to, residual_layernorm_forward and gelu_forward_to against layernorm_forward,
+ * residual_forward and gelu_forward followed by zt_round_to_lp (bf16, fp16), and in fp32: the
+ * same bits, on 2 threads and 1 */
+static void test_fused_forward_forms(void **state)
+{
+    (void)state;
+    const int N = 9, C = 200; /* C not a multiple of 16 or of 32 */
+    const size_t n = (size_t)N * C, nh = 5003;
+    float *a = falloc(n), *b = falloc(n), *w = falloc(C), *bias = falloc(C), *res = falloc(n), *ref = falloc(n);
+    float *mean = falloc(N), *rstd = falloc(N), *mean2 = falloc(N), *rstd2 = falloc(N), *res2 = falloc(n);
+    float *lp = falloc(n), *lp1 = falloc(n), *lpref = falloc(n);
+    float *x = falloc(nh), *h = falloc(nh), *hl = falloc(nh), *hl1 = falloc(nh), *hlref = falloc(nh);
+    fill(a, n, 3.0f), fill(b, n, 1.0f), fill(w, C, 2.0f), fill(bias, C, 1.0f), fill(x, nh, 8.0f);
+    residual_forward(res, a, b, n);
+    layernorm_forward(ref, mean, rstd, res, w, bias, N, C);
+    gelu_forward(h, x, nh);
+    for (int kind = 0; kind <= ZT_LP_FP16; kind++) {
+        const float *want = ref, *wanth = h;
+        if (kind) {
+            memset(lpref, 0, n * 4), memset(hlref, 0, nh * 4); /* the odd tail's spare bytes compare equal */
+            zt_round_to_lp((zt_lp_kind)kind, lpref, ref, n);
+            zt_round_to_lp((zt_lp_kind)kind, hlref, h, nh);
+            want = lpref, wanth = hlref;
+        }
+        size_t words = kind == ZT_LP_BF16 ? (n + 1) / 2 : n, wordsh = kind == ZT_LP_BF16 ? (nh + 1) / 2 : nh;
+        memset(lp, 0, n * 4);
+        layernorm_forward_to(lp, kind, mean2, rstd2, res, w, bias, N, C);
+        assert_same_bits("layernorm_forward_to", want, lp, words);
+        assert_same_bits("layernorm_forward_to mean", mean, mean2, N);
+        assert_same_bits("layernorm_forward_to rstd", rstd, rstd2, N);
+        memset(lp, 0, n * 4), memset(res2, 0, n * 4);
+        residual_layernorm_forward(res2, lp, kind, mean2, rstd2, a, b, w, bias, N, C);
+        assert_same_bits("residual_layernorm_forward res", res, res2, n);
+        assert_same_bits("residual_layernorm_forward out", want, lp, words);
+        assert_same_bits("residual_layernorm_forward rstd", rstd, rstd2, N);
+        memset(hl, 0, nh * 4);
+        gelu_forward_to(hl, kind, x, nh);
+        assert_same_bits("gelu_forward_to", wanth, hl, wordsh);
+        int nt = omp_get_max_threads();
+        omp_set_num_threads(1);
+        memset(lp1, 0, n * 4), memset(hl1, 0, nh * 4);
+        residual_layernorm_forward(res2, lp1, kind, mean2, rstd2, a, b, w, bias, N, C);
+        gelu_forward_to(hl1, kind, x, nh);
+        omp_set_num_threads(nt);
+        assert_same_bits("residual_layernorm_forward 1 thread", lp, lp1, words);
+        assert_same_bits("gelu_forward_to 1 thread", hl, hl1, wordsh);
+    }
+    free(a), free(b), free(w), free(bias), free(res), free(ref), free(mean), free(rstd), free(mean2), free(rstd2);
+    free(res2), free(lp), free(lp1), free(lpref), free(x), free(h), free(hl), free(hl1), free(hlref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -933,6 +1016,8 @@ int main(void)
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_fused_forward_forms),
+        cmocka_unit_test(test_xent_backward_to),
         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_softmax_xent_extremes),
     };

@@ -4,7 +4,8 @@
  * differences of that double reference (the loss L = Σ g·forward(...) with a random upstream g,
  * every element of every input perturbed; eps = 1e-6 in double, so the differences are exact to
  * ~1e-10 relative and the bound measures the fp32 kernel alone). Reruns on 1 and 2 threads must
- * give the same bits. Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h);
+ * give the same bits; the fused forms (rope on q and k at once, the residual with the norm, outputs
+ * in bf16/fp16) the same bits as the kernels they fuse. Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h);
  * each rtol is argued at its check.
  */
 #include <setjmp.h>
@@ -189,6 +190,18 @@ static void run_rope(int B, int T, int nh, int hs, double theta, bool scaled)
     rope_forward(y2, inv, B, T, nh, hs);
     omp_set_num_threads(nt);
     assert_same_bits("rope 1 thread", y, y2, n);
+    /* q and k in one call: the bits of a call on each (x as q, g as a k of nh - 1 heads) */
+    size_t nk = (size_t)B * T * (nh - 1) * hs;
+    float *q2 = fdup(x, n), *k1 = fdup(g, nk), *k2 = fdup(g, nk), *dq = fdup(g, n), *dk1 = fdup(x, nk), *dk2 = fdup(x, nk);
+    rope_forward_qk(q2, k2, inv, B, T, nh, nh - 1, hs);
+    rope_forward(k1, inv, B, T, nh - 1, hs);
+    assert_same_bits("rope_forward_qk q", y, q2, n);
+    assert_same_bits("rope_forward_qk k", k1, k2, nk);
+    rope_backward_qk(dq, dk2, inv, B, T, nh, nh - 1, hs);
+    rope_backward(dk1, inv, B, T, nh - 1, hs);
+    assert_same_bits("rope_backward_qk dq", dx, dq, n);
+    assert_same_bits("rope_backward_qk dk", dk1, dk2, nk);
+    free(q2), free(k1), free(k2), free(dq), free(dk1), free(dk2);
     free(x), free(g), free(y), free(y2), free(dx), free(c.x), free(c.g), free(ref), free(gx);
 }
 
@@ -238,6 +251,72 @@ static void test_swiglu(void **state)
     check_grad("swiglu_backward dup (FD)", du, NULL, gu, n, 2e-6);
     free(gate), free(up), free(g), free(out), free(dg), free(du), free(c.gate), free(c.up), free(c.g);
     free(ref), free(gg), free(gu);
+}
+
+/* ---- the fused forward forms: the bits of the kernels they fuse -------------------------------- */
+
+/* rmsnorm_forward_to, residual_rmsnorm_forward and swiglu_forward_to against rmsnorm_forward,
+ * residual_forward and swiglu_forward followed by zt_round_to_lp (bf16 and fp16), and in fp32 */
+static void test_fused_forward_forms(void **state)
+{
+    (void)state;
+    const int N = 7, C = 200; /* C not a multiple of 16 or of 32 */
+    const size_t n = (size_t)N * C, nh = 5003; /* nh: not a multiple of the chunk or the vector */
+    float *a = falloc(n), *b = falloc(n), *w = falloc(C), *res = falloc(n), *ref = falloc(n), *rstd = falloc(N);
+    float *out = falloc(n), *rstd2 = falloc(N), *res2 = falloc(n), *lp = falloc(n), *lpref = falloc(n);
+    float *gate = falloc(nh), *up = falloc(nh), *h = falloc(nh), *h2 = falloc(nh), *hl = falloc(nh), *hlref = falloc(nh);
+    fill(a, n, 3.0f), fill(b, n, 1.0f), fill(w, C, 2.0f), fill(gate, nh, 8.0f), fill(up, nh, 2.0f);
+    a[3] = 1e-40f; /* a subnormal: the bf16 rule flushes it wherever it falls */
+    residual_forward(res, a, b, n);
+    rmsnorm_forward(ref, rstd, res, w, 1e-5f, N, C);
+    swiglu_forward(h, gate, up, nh);
+    for (int kind = 0; kind <= ZT_LP_FP16; kind++) {
+        memset(out, 0, n * 4), memset(res2, 0, n * 4), memset(lp, 0, n * 4), memset(lpref, 0, n * 4);
+        const float *want = ref, *wanth = h;
+        if (kind) {
+            memset(lpref, 0, n * 4), memset(hlref, 0, nh * 4); /* the odd tail's spare bytes compare equal */
+            zt_round_to_lp((zt_lp_kind)kind, lpref, ref, n);
+            zt_round_to_lp((zt_lp_kind)kind, hlref, h, nh);
+            want = lpref, wanth = hlref;
+        }
+        size_t words = kind == ZT_LP_BF16 ? (n + 1) / 2 : n, wordsh = kind == ZT_LP_BF16 ? (nh + 1) / 2 : nh;
+        rmsnorm_forward_to(lp, kind, rstd2, res, w, 1e-5f, N, C);
+        assert_same_bits("rmsnorm_forward_to", want, lp, words);
+        assert_same_bits("rmsnorm_forward_to rstd", rstd, rstd2, N);
+        memset(lp, 0, n * 4);
+        residual_rmsnorm_forward(res2, lp, kind, rstd2, a, b, w, 1e-5f, N, C);
+        assert_same_bits("residual_rmsnorm_forward res", res, res2, n);
+        assert_same_bits("residual_rmsnorm_forward out", want, lp, words);
+        assert_same_bits("residual_rmsnorm_forward rstd", rstd, rstd2, N);
+        memset(hl, 0, nh * 4);
+        swiglu_forward_to(hl, kind, gate, up, nh);
+        assert_same_bits("swiglu_forward_to", wanth, hl, wordsh);
+        int nt = omp_get_max_threads(); /* and on 1 thread */
+        omp_set_num_threads(1);
+        memset(h2, 0, nh * 4), memset(out, 0, n * 4);
+        swiglu_forward_to(h2, kind, gate, up, nh);
+        residual_rmsnorm_forward(res2, out, kind, rstd2, a, b, w, 1e-5f, N, C);
+        omp_set_num_threads(nt);
+        assert_same_bits("swiglu_forward_to 1 thread", hl, h2, wordsh);
+        /* backward: dgate, dup rounded as made (dout: h, any values) */
+        float *dg = falloc(nh), *du = falloc(nh), *dgl = falloc(nh), *dul = falloc(nh);
+        memset(dgl, 0, nh * 4), memset(dul, 0, nh * 4);
+        swiglu_backward(dg, du, h, gate, up, nh);
+        if (kind) {
+            float *dgr = falloc(nh), *dur = falloc(nh);
+            memset(dgr, 0, nh * 4), memset(dur, 0, nh * 4);
+            zt_round_to_lp((zt_lp_kind)kind, dgr, dg, nh), zt_round_to_lp((zt_lp_kind)kind, dur, du, nh);
+            memcpy(dg, dgr, nh * 4), memcpy(du, dur, nh * 4);
+            free(dgr), free(dur);
+        }
+        swiglu_backward_to(dgl, dul, kind, h, gate, up, nh);
+        assert_same_bits("swiglu_backward_to dgate", dg, dgl, wordsh);
+        assert_same_bits("swiglu_backward_to dup", du, dul, wordsh);
+        free(dg), free(du), free(dgl), free(dul);
+        assert_same_bits("residual_rmsnorm_forward 1 thread", lp, out, words);
+    }
+    free(a), free(b), free(w), free(res), free(ref), free(rstd), free(out), free(rstd2), free(res2), free(lp);
+    free(lpref), free(gate), free(up), free(h), free(h2), free(hl), free(hlref);
 }
 
 /* ---- grouped-query attention ----------------------------------------------------------------- */
@@ -309,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_fused_forward_forms),
         cmocka_unit_test(test_gqa_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,10 +1,12 @@
 /* test_optim.c - AdamW and SGD against double-precision references of PyTorch's formulas, the
- * learning-rate schedule at its corners, clipping and the deterministic sum of squares. */
+ * learning-rate schedule at its corners, clipping and the deterministic sum of squares; AdamW fused
+ * with the compute copy's rounding against the two passes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "kernels/kernels.h"
 #include "optim/optim.h"
 #include "zerotrain/zerotrain.h"
 
@@ -46,6 +48,30 @@ static void test_adamw_matches_reference(void **state) {
     }
     for (int i = 0; i < N; i++)
         if (fabs(p[i] - pr[i]) > 1e-7 + 1e-5 * fabs(pr[i])) fail_msg("p[%d] %.9g vs %.9g", i, p[i], pr[i]);
+}
+
+/* zt_adamw_update_round: the bits of zt_adamw_update followed by zt_round_to_lp, bf16 and fp16, on
+ * a slice of several rounding blocks plus a tail, on 2 threads and 1 */
+static void test_adamw_round_same_bits(void **state) {
+    enum { M = 3 * 4096 + 77 };
+    static float p[M], g[M], m[M], v[M], p2[M], m2[M], v2[M], lp[M], lpref[M];
+    for (int kind = ZT_LP_BF16; kind <= ZT_LP_FP16; kind++)
+        for (int nt = 2; nt >= 1; nt--) {
+            int keep = omp_get_max_threads();
+            omp_set_num_threads(nt);
+            fill(p, M, 3, 1.0f), fill(m, M, 4, 0.01f), fill(v, M, 5, 0.001f), fill(g, M, 6, 0.1f);
+            for (int i = 0; i < M; i++) v[i] = fabsf(v[i]);
+            memcpy(p2, p, sizeof p), memcpy(m2, m, sizeof m), memcpy(v2, v, sizeof v);
+            memset(lp, 0, sizeof lp);
+            zt_adamw_update(p, g, m, v, M, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3);
+            zt_round_to_lp((zt_lp_kind)kind, lpref, p, M);
+            zt_adamw_update_round(p2, g, m2, v2, M, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3, kind, lp);
+            omp_set_num_threads(keep);
+            assert_memory_equal(p, p2, sizeof p);
+            assert_memory_equal(m, m2, sizeof m);
+            assert_memory_equal(v, v2, sizeof v);
+            assert_memory_equal(lpref, lp, kind == ZT_LP_BF16 ? M * 2 : M * 4);
+        }
 }
 
 static void test_sgd_matches_reference(void **state) {
@@ -120,6 +146,7 @@ static void test_clip_and_sum_squares(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_matches_reference),
+        cmocka_unit_test(test_adamw_round_same_bits),
         cmocka_unit_test(test_sgd_matches_reference),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_clip_and_sum_squares),

@@ -379,8 +379,24 @@ static void check_ag_bf16(zt_comm *c, const size_t *counts, uint64_t what, bool 
 }
 
 /* ---- all-reduce: reference, RS+AG equality, same bits on every rank ------------------------- */
-static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb) {
+/* Forces algo on c for one check (false: not available here, e.g. SHM without a segment). */
+static bool use_algo(zt_comm *c, int algo) {
+    return zt_comm_set_all_reduce_algo(c, (zt_ar_algo)algo) == ZT_OK;
+}
+
+/* The bytes each way an all-reduce of n elements of elem bytes moves on c: whole vectors for
+ * EXCHANGE, the reduce-scatter + all-gather formula otherwise (SHM counts the same). */
+static size_t ar_bytes(zt_comm *c, size_t n, size_t elem, size_t cme) {
+    int N = g_size;
+    if (zt_comm_all_reduce_algo(c, elem == 4 ? ZT_DTYPE_FP32 : ZT_DTYPE_BF16, n) == ZT_AR_ALGO_EXCHANGE)
+        return (size_t)(N - 1) * n * elem;
+    return ((n - cme) + (size_t)(N - 1) * cme) * elem;
+}
+
+static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb, int algo) {
     int N = g_size, me = g_rank;
+    if (!use_algo(c, algo)) return;
+    const char *an = zt_ar_algo_name(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, n));
     float *buf = malloc((n + 1) * sizeof(float)), *ref = malloc((n + 1) * sizeof(float));
     float *x = malloc((size_t)N * sizeof(float));
     for (size_t i = 0; i < n; i++) {
@@ -398,40 +414,43 @@ static void check_ar(zt_comm *c, size_t n, uint64_t what, bool nb) {
     } else {
         rc = zt_all_reduce_f32(c, buf, n, "check ar", &err);
     }
-    CHECK(rc == ZT_OK, "all_reduce: %s", err.msg);
-    CHECK(!memcmp(buf, ref, n * sizeof(float)), "all_reduce result n=%zu", n);
+    CHECK(rc == ZT_OK, "all_reduce %s: %s", an, err.msg);
+    CHECK(!memcmp(buf, ref, n * sizeof(float)), "all_reduce %s result n=%zu", an, n);
     size_t *counts = malloc((size_t)N * sizeof *counts);
     zt_comm_even_counts(n, N, counts);
     size_t cme = counts[me];
     zt_coll_counters k = delta(c, ZT_COLL_ALL_REDUCE);
-    size_t want = ((n - cme) + (size_t)(N - 1) * cme) * 4;
+    size_t want = ar_bytes(c, n, 4, cme);
     CHECK(k.calls == 1 && k.bytes_sent == want && k.bytes_recv == want,
-          "all_reduce counters: sent %llu recv %llu want %zu", (unsigned long long)k.bytes_sent,
+          "all_reduce %s counters: sent %llu recv %llu want %zu", an, (unsigned long long)k.bytes_sent,
           (unsigned long long)k.bytes_recv, want);
-    if (n % (size_t)N == 0)
-        CHECK(k.bytes_sent == 2 * n * (size_t)(N - 1) / (size_t)N * 4, "all_reduce 2n(N-1)/N");
+    if (n % (size_t)N == 0 && strcmp(an, "exchange"))
+        CHECK(k.bytes_sent == 2 * n * (size_t)(N - 1) / (size_t)N * 4, "all_reduce %s 2n(N-1)/N", an);
     /* the same as reduce-scatter + all-gather */
     float *b2 = malloc((n + 1) * sizeof(float));
     for (size_t i = 0; i < n; i++) b2[i] = val(what, me, i);
     size_t off = sum_counts(counts, me);
     rc = zt_reduce_scatter_f32(c, b2, b2 + off, counts, "rs of ar", &err);
     if (!rc) rc = zt_all_gather_f32(c, b2 + off, b2, counts, "ag of ar", &err);
-    CHECK(rc == ZT_OK && !memcmp(b2, buf, n * sizeof(float)), "all_reduce != rs+ag: %s", err.msg);
+    CHECK(rc == ZT_OK && !memcmp(b2, buf, n * sizeof(float)), "all_reduce %s != rs+ag: %s", an, err.msg);
     /* every rank holds the same bits */
     uint64_t h = XXH64(buf, n * sizeof(float), 0);
     uint64_t *all = malloc((size_t)N * sizeof *all);
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
-    for (int r = 0; r < N; r++) CHECK(all[r] == h, "all_reduce: rank %d holds other bits", r);
-    digest(buf, n * sizeof(float));
+    for (int r = 0; r < N; r++) CHECK(all[r] == h, "all_reduce %s: rank %d holds other bits", an, r);
+    if (algo == ZT_AR_ALGO_AUTO) digest(buf, n * sizeof(float)); /* the same whichever AUTO picks */
     zt_comm_counters_reset(c);
+    use_algo(c, ZT_AR_ALGO_AUTO);
     free(buf), free(ref), free(x), free(counts), free(b2), free(all);
 }
 
 /* all-reduce in bf16 or fp16: the reference tree, half of fp32's bytes both ways, the same bits on
  * every rank, and each element's bits those of the reduce-scatter of the even split */
-static void check_ar_half(zt_dtype dt, zt_comm *c, size_t n, uint64_t what, bool nb) {
+static void check_ar_half(zt_dtype dt, zt_comm *c, size_t n, uint64_t what, bool nb, int algo) {
     int N = g_size, me = g_rank;
-    const char *dn = zt_dtype_name(dt);
+    if (!use_algo(c, algo)) return;
+    char dn[48];
+    snprintf(dn, sizeof dn, "%s %s", zt_dtype_name(dt), zt_ar_algo_name(zt_comm_all_reduce_algo(c, dt, n)));
     uint16_t *buf = malloc((n + 1) * 2), *ref = malloc((n + 1) * 2), *b2 = malloc((n + 1) * 2);
     float *x = malloc((size_t)N * sizeof(float));
     for (size_t i = 0; i < n; i++) {
@@ -453,7 +472,7 @@ static void check_ar_half(zt_dtype dt, zt_comm *c, size_t n, uint64_t what, bool
     CHECK(!memcmp(buf, ref, n * 2), "all_reduce %s result n=%zu", dn, n);
     size_t *counts = malloc((size_t)N * sizeof *counts);
     zt_comm_even_counts(n, N, counts);
-    size_t cme = counts[me], want = ((n - cme) + (size_t)(N - 1) * cme) * 2;
+    size_t cme = counts[me], want = ar_bytes(c, n, 2, cme);
     zt_coll_counters k = delta(c, ZT_COLL_ALL_REDUCE);
     CHECK(k.calls == 1 && k.bytes_sent == want && k.bytes_recv == want,
           "all_reduce %s counters: sent %llu recv %llu want %zu (half of fp32's)", dn, (unsigned long long)k.bytes_sent,
@@ -465,11 +484,60 @@ static void check_ar_half(zt_dtype dt, zt_comm *c, size_t n, uint64_t what, bool
     uint64_t *all = malloc((size_t)N * sizeof *all);
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
     for (int r = 0; r < N; r++) CHECK(all[r] == h, "all_reduce %s: rank %d holds other bits", dn, r);
-    digest(buf, n * 2);
+    if (algo == ZT_AR_ALGO_AUTO) digest(buf, n * 2);
     zt_comm_counters_reset(c);
+    use_algo(c, ZT_AR_ALGO_AUTO);
     free(buf), free(ref), free(b2), free(x), free(counts), free(all);
 }
-static void check_ar_bf16(zt_comm *c, size_t n, uint64_t what, bool nb) { check_ar_half(ZT_DTYPE_BF16, c, n, what, nb); }
+static void check_ar_bf16(zt_comm *c, size_t n, uint64_t what, bool nb, int algo) {
+    check_ar_half(ZT_DTYPE_BF16, c, n, what, nb, algo);
+}
+
+/* Every algorithm at the sizes around the thresholds and the shared segment's step boundaries
+ * (odd lengths, blocks of whole steps, of one element more, a step and a half), each against the
+ * reference tree (check_ar / check_ar_half); then AUTO's choice at either side of each
+ * threshold and its result at those sizes. */
+static void check_ar_algos(zt_comm *c) {
+    int N = g_size;
+    const int algos[] = {ZT_AR_ALGO_AUTO, ZT_AR_ALGO_RS_AG, ZT_AR_ALGO_EXCHANGE, ZT_AR_ALGO_SHM};
+    /* the shared segment's steps move 64 KiB of each block below 512 KiB blocks (ZT_SHM_MIN_PIECE):
+     * blocks of 256 KiB are 4 steps exactly, one element more a fifth step of one element */
+    size_t piece = 64u << 10, thr = 64u << 10; /* ZT_SHM_MIN_PIECE, the default exchange bytes */
+    size_t nf = 4 * piece / 4 * (size_t)N, nh = 4 * piece / 2 * (size_t)N;
+    size_t ns[] = {1, 7, thr / 4 - 1, thr / 4, thr / 4 + 1, nf - 1, nf, nf + 1, nf + nf / 2 + 3};
+    size_t hs[] = {5, thr / 2, thr / 2 + 1, nh - 1, nh + nh / 2 + 1};
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) check_ar(c, ns[t], 400 + t, t % 2 == 1, algos[a]);
+        for (size_t t = 0; t < sizeof hs / sizeof hs[0]; t++) {
+            check_ar_half(ZT_DTYPE_BF16, c, hs[t], 420 + t, t % 2 == 0, algos[a]);
+            check_ar_half(ZT_DTYPE_FP16, c, hs[t], 440 + t, t % 2 == 1, algos[a]);
+        }
+    }
+    /* AUTO's choice, with the segment's threshold moved below a 64 KB exchange */
+    size_t shm0 = zt_comm_all_reduce_shm_bytes(c), ex0 = zt_comm_all_reduce_exchange_bytes(c);
+    bool shm = zt_comm_has_shm(c);
+    CHECK(shm == (N > 1 && shm0 > 0), "shared segment on %d ranks (ZT_COMM_AR_SHM_BYTES %zu)", N, shm0);
+    zt_comm_set_all_reduce_exchange_bytes(c, thr);
+    zt_comm_set_all_reduce_shm_bytes(c, 1000);
+    zt_ar_algo below = N == 2 ? ZT_AR_ALGO_EXCHANGE : ZT_AR_ALGO_RS_AG;
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, 250) == (shm ? ZT_AR_ALGO_SHM : below), "auto at 1000 bytes");
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, 251) == below, "auto at 1004 bytes");
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, thr / 4) == below, "auto at the exchange threshold");
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_BF16, thr / 2) == below, "auto bf16 at the exchange threshold");
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, thr / 4 + 1) == ZT_AR_ALGO_RS_AG, "auto above it");
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP16, thr / 2 + 1) == ZT_AR_ALGO_RS_AG, "auto fp16 above it");
+    size_t around[] = {249, 250, 251, thr / 4, thr / 4 + 1};
+    for (size_t t = 0; t < sizeof around / sizeof around[0]; t++) check_ar(c, around[t], 460 + t, false, ZT_AR_ALGO_AUTO);
+    zt_comm_set_all_reduce_exchange_bytes(c, 0);
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, 251) == ZT_AR_ALGO_RS_AG, "exchange off");
+    zt_comm_set_all_reduce_shm_bytes(c, shm0);
+    zt_comm_set_all_reduce_exchange_bytes(c, ex0);
+    CHECK(zt_comm_all_reduce_algo(c, ZT_DTYPE_FP32, (size_t)1 << 28) == (shm ? ZT_AR_ALGO_SHM : ZT_AR_ALGO_RS_AG),
+          "auto at 1 GB");
+    CHECK(zt_comm_set_all_reduce_algo(c, (zt_ar_algo)9) == ZT_ERR_USAGE, "algorithm 9 refused");
+    CHECK((zt_comm_set_all_reduce_algo(c, ZT_AR_ALGO_SHM) == ZT_OK) == shm, "SHM forced only with a segment");
+    use_algo(c, ZT_AR_ALGO_AUTO);
+}
 
 /* ---- broadcast ------------------------------------------------------------------------------- */
 static int bcast_children(int N, int me, int root) {
@@ -763,11 +831,30 @@ static int run_timeout(zt_comm *world) {
             CHECK(rc == ZT_ERR_PEER && !strncmp(strchr(err.msg, 'a'), w2, strlen(w2)), "sub-comm message: %s\nwant %s", err.msg, w2);
         }
     }
+    /* the all-reduce through the shared segment: no messages, the lagging rank named all the same */
+    zt_comm *f;
+    if (zt_comm_dup(world, &f, &err)) {
+        fprintf(stderr, "rank %d: dup: %s\n", g_rank, err.msg);
+        return 1;
+    }
+    zt_comm_set_timeout(f, 2.0);
+    if (g_rank != skip && zt_comm_set_all_reduce_algo(f, ZT_AR_ALGO_SHM) == ZT_OK) {
+        float v[1000] = {0};
+        double t0 = MPI_Wtime();
+        int rc = zt_all_reduce_f32(f, v, 1000, "tp 'h.2'", &err);
+        double t = MPI_Wtime() - t0;
+        printf("rank %d: %.2f s: %s\n", g_rank, t, err.msg);
+        CHECK(rc == ZT_ERR_PEER && strstr(err.msg, want) && strstr(err.msg, "all_reduce (tp 'h.2'"),
+              "shm all-reduce timeout message: %s", err.msg);
+        CHECK(t >= 1.9 && t < 5.0, "shm all-reduce failed after %.2f s, deadline 2 s", t);
+        CHECK(zt_comm_broken(f), "comm broken after the shm timeout");
+    }
     /* everyone meets again on the healthy world, then drops the broken comms */
     int rc = zt_comm_barrier(world, "after timeout", &err);
     CHECK(rc == ZT_OK, "world barrier after timeouts: %s", err.msg);
     zt_comm_free(d);
     zt_comm_free(e);
+    zt_comm_free(f);
     zt_comm_free(odd);
     free(counts), free(a), free(b);
     return 0;
@@ -830,22 +917,26 @@ int main(int argc, char **argv) {
             }
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
-                check_ar(c, ns[t], 200 + t, false);
-                check_ar(c, ns[t], 200 + t, true);
-                check_ar_bf16(c, ns[t], 250 + t, t % 2 == 1);
-                check_ar_half(ZT_DTYPE_FP16, c, ns[t], 270 + t, t % 2 == 0);
+                for (int algo = ZT_AR_ALGO_AUTO; algo <= ZT_AR_ALGO_SHM; algo++) {
+                    check_ar(c, ns[t], 200 + t, false, algo);
+                    check_ar(c, ns[t], 200 + t, true, algo);
+                }
+                check_ar_bf16(c, ns[t], 250 + t, t % 2 == 1, ZT_AR_ALGO_AUTO);
+                check_ar_half(ZT_DTYPE_FP16, c, ns[t], 270 + t, t % 2 == 0, ZT_AR_ALGO_AUTO);
             }
             size_t bs[] = {0, 1, 5000, 300001};
             for (size_t t = 0; t < sizeof bs / sizeof bs[0]; t++)
                 for (int root = 0; root < N; root++) check_bcast(c, bs[t], root);
         }
         /* the default 4 MiB chunk, more than one chunk per block */
-        check_ar(world, (size_t)N * (1u << 20) + 5, 300, false);
+        check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_AUTO);
+        check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_RS_AG);
+        check_ar_algos(world);
         for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
         check_rs(world, counts, 301, true, false);
         for (int j = 0; j < N; j++) counts[j] = (1u << 18) * 3 + (size_t)j; /* bf16: three chunks */
         check_rs_bf16(world, counts, 302, true, false);
-        check_ar_bf16(world, (size_t)N * (1u << 18) * 2 + 7, 303, false);
+        check_ar_bf16(world, (size_t)N * (1u << 18) * 2 + 7, 303, false, ZT_AR_ALGO_AUTO);
         check_small(world);
         check_order(world);
         check_order(small);

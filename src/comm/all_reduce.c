@@ -10,6 +10,58 @@
 
 #include <string.h>
 
+/* ---- the choice of algorithm (comm.h, zt_ar_algo) ---- */
+
+const char *zt_ar_algo_name(int algo) {
+    switch (algo) {
+    case ZT_AR_ALGO_AUTO: return "auto";
+    case ZT_AR_ALGO_RS_AG: return "rs_ag";
+    case ZT_AR_ALGO_EXCHANGE: return "exchange";
+    case ZT_AR_ALGO_SHM: return "shm";
+    default: return "?";
+    }
+}
+
+int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
+    if (c->ar_algo != ZT_AR_ALGO_AUTO) return c->ar_algo;
+    /* Open MPI 4.1's tuned decision for 2-3 ranks: recursive doubling / ring up to 256 KB,
+     * Rabenseifner (reduce-scatter + all-gather by messages) above. Measured here on 2 ranks
+     * (bench/RESULTS.md "Collectives"): through the shared segment every size beats both; by
+     * messages (ranks on different nodes), one round of whole vectors wins up to 64 KB. */
+    size_t bytes = n * zt_dtype_bytes(dtype);
+    if (c->shm_map && bytes <= c->ar_shm_max) return ZT_AR_ALGO_SHM;
+    if (c->size == 2 && bytes <= c->ar_exchange_max) return ZT_AR_ALGO_EXCHANGE;
+    return ZT_AR_ALGO_RS_AG;
+}
+
+int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo) {
+    if (!c || (algo != ZT_AR_ALGO_AUTO && algo != ZT_AR_ALGO_RS_AG && algo != ZT_AR_ALGO_EXCHANGE &&
+               algo != ZT_AR_ALGO_SHM) || (algo == ZT_AR_ALGO_SHM && !c->shm_map))
+        return ZT_ERR_USAGE;
+    c->ar_algo = algo;
+    return ZT_OK;
+}
+
+zt_ar_algo zt_comm_all_reduce_algo(const zt_comm *c, zt_dtype dtype, size_t n) {
+    return (zt_ar_algo)zt_ar_algo_(c, dtype, n);
+}
+
+int zt_comm_set_all_reduce_exchange_bytes(zt_comm *c, size_t bytes) {
+    if (!c) return ZT_ERR_USAGE;
+    c->ar_exchange_max = bytes;
+    return ZT_OK;
+}
+
+size_t zt_comm_all_reduce_exchange_bytes(const zt_comm *c) { return c ? c->ar_exchange_max : 0; }
+
+int zt_comm_set_all_reduce_shm_bytes(zt_comm *c, size_t bytes) {
+    if (!c) return ZT_ERR_USAGE;
+    c->ar_shm_max = bytes;
+    return ZT_OK;
+}
+
+size_t zt_comm_all_reduce_shm_bytes(const zt_comm *c) { return c ? c->ar_shm_max : 0; }
+
 void zt_comm_even_counts(size_t n, int nranks, size_t *counts) {
     if (nranks < 1) return;
     size_t q = n / (size_t)nranks, r = n % (size_t)nranks;
@@ -128,6 +180,23 @@ static int ar_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char 
     size_t total;
     if ((rc = zt_counts_check_(c, "all_reduce", c->ucounts, &total, err))) return rc;
     zt_comm_op *op;
+    int algo = zt_ar_algo_(c, dtype, n);
+    if (algo == ZT_AR_ALGO_SHM) {
+        rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * elem, 0, true, false, &op, err);
+        if (!rc) rc = zt_ar_shm_post_(op, dtype, buf, n, err);
+        if (!rc) rc = zt_op_kick_(op, err);
+        if (!rc) *out = op;
+        return rc;
+    }
+    if (algo == ZT_AR_ALGO_EXCHANGE) {
+        int D = zt_rs_depth_(N);
+        rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * elem, 2 * D * (N - 1), true,
+                          false, &op, err);
+        if (!rc) rc = zt_ar_exchange_post_(op, dtype, buf, n, c->chunk_bytes, D, err);
+        if (!rc) rc = zt_op_kick_(op, err);
+        if (!rc) *out = op;
+        return rc;
+    }
     rc = zt_op_begin_(c, ZT_COLL_ALL_REDUCE, ZT_SUB_AR_RS, "all_reduce", tag, n * elem,
                       zt_rs_nreq_(c) + 2 * ZT_COMM_WINDOW * (N - 1), true, false, &op, err);
     if (rc) return rc;

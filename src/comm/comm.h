@@ -12,7 +12,11 @@
  *   tree_sum.c        zt_tree_sum_f32 / _bf16, the fixed summation order
  *   reduce_scatter.c  pairwise exchange + tree sum, chunk-pipelined through a bounded scratch
  *   all_gather.c      pairwise exchange (also moves the bytes of the small collectives)
- *   all_reduce.c      reduce-scatter with the all-gather fed per chunk: the bits of both
+ *   all_reduce.c      the algorithm by placement and size (zt_ar_algo), and the reduce-scatter with
+ *                     the all-gather fed per chunk: the bits of both
+ *   all_reduce_exchange.c  2 ranks apart, small: whole vectors exchanged, each rank adds both
+ *   all_reduce_shm.c  ranks on one machine: reduce-scatter + all-gather through the shared segment
+ *   shm.c             the comm's node-local shared segment (POSIX shared memory, unlinked at once)
  *   broadcast.c       pipelined binomial tree
  *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
  *   counters.c        bytes / calls / seconds per collective kind, per comm
@@ -278,6 +282,46 @@ int zt_all_reduce_f32_start(zt_comm *c, float *buf, size_t n, const char *tag, z
 int zt_all_reduce(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_error *err);
 int zt_all_reduce_start(zt_comm *c, zt_dtype dtype, void *buf, size_t n, const char *tag, zt_comm_op **op,
                         zt_error *err);
+
+/* The all-reduce's algorithms. Every one gives the same bits (each element is zt_tree_sum over
+ * the ranks' values in rank order, block j summed by rank j or by every rank from the same
+ * operands); they differ in how the data move:
+ *   RS_AG     MPI messages: reduce-scatter + all-gather, pipelined per chunk: 2(N-1)/N x n
+ *             elements each way, two rounds; bandwidth-optimal for any N, any placement.
+ *   EXCHANGE  MPI messages: every rank sends its whole vector to every other and adds all N
+ *             itself: (N-1) x n elements each way (the same as RS_AG on 2 ranks), one round,
+ *             N x n additions: for latency-bound sizes.
+ *   SHM       the reduce-scatter + all-gather through the comm's shared segment (shm.c) with
+ *             memcpy and counters instead of messages; only when every rank is on this node
+ *             (and at most 16 ranks).
+ * AUTO (the default) picks by placement and size, as Open MPI's tuned component picks by size:
+ * SHM when the comm has a segment and the payload is at most ZT_COMM_AR_SHM_BYTES (default:
+ * any; 0: no segment is made); else EXCHANGE on 2 ranks up to ZT_COMM_AR_EXCHANGE_BYTES
+ * (default 64 KiB; 0: never); else RS_AG. The counters report the bytes of the RS_AG formula
+ * for SHM too (what each rank's peers read of its data); EXCHANGE counts what it sends. */
+typedef enum zt_ar_algo {
+    ZT_AR_ALGO_AUTO = 0,
+    ZT_AR_ALGO_RS_AG = 1,
+    ZT_AR_ALGO_EXCHANGE = 2,
+    ZT_AR_ALGO_SHM = 3
+} zt_ar_algo;
+/* Whether c has a shared segment (every rank on this node, 2-16 ranks, ZT_COMM_AR_SHM_BYTES not 0). */
+bool zt_comm_has_shm(const zt_comm *c);
+/* Forces one algorithm on c (AUTO: by size again); the same on every rank. ZT_ERR_USAGE for
+ * another value, or SHM on a comm without a segment. For tests and benchmarks: the result's
+ * bits do not change. */
+int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo);
+/* The algorithm zt_all_reduce of n elements of dtype would run on c now (never AUTO). */
+zt_ar_algo zt_comm_all_reduce_algo(const zt_comm *c, zt_dtype dtype, size_t n);
+/* The 2-rank EXCHANGE threshold in payload bytes (ZT_COMM_AR_EXCHANGE_BYTES at creation). */
+int zt_comm_set_all_reduce_exchange_bytes(zt_comm *c, size_t bytes);
+size_t zt_comm_all_reduce_exchange_bytes(const zt_comm *c);
+/* The SHM threshold in payload bytes (ZT_COMM_AR_SHM_BYTES at creation; the segment, if any,
+ * stays: 0 here sends every all-reduce by messages). */
+int zt_comm_set_all_reduce_shm_bytes(zt_comm *c, size_t bytes);
+size_t zt_comm_all_reduce_shm_bytes(const zt_comm *c);
+/* The name of an algorithm: "rs_ag", "exchange", "shm", "auto"; "?" otherwise. */
+const char *zt_ar_algo_name(int algo);
 
 /* ---- broadcast.c -------------------------------------------------------------------------- */
 

@@ -43,6 +43,20 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_COMM_DEFAULT_CHUNK (256u << 10) /* bytes: measured, bench/RESULTS.md "Collectives" */
 #define ZT_COMM_DEFAULT_SPIN 1e-3         /* seconds a wait spins before it yields */
 #define ZT_COMM_MIN_CHUNK 4096u
+/* 2-rank all-reduces up to this many bytes exchange whole vectors (all_reduce_exchange.c):
+ * measured, bench/RESULTS.md "Collectives" */
+#define ZT_COMM_DEFAULT_AR_EXCHANGE (64u << 10)
+/* The shared segment (shm.c, all_reduce_shm.c): slots of ZT_SHM_SLOT bytes, zt_shm_depth_(N) steps in
+ * flight (8 on 2 ranks); a step moves a piece of each block of block/8 bytes clamped to
+ * [ZT_SHM_MIN_PIECE, ZT_SHM_SLOT]. Measured on 2 ranks (bench/RESULTS.md "Collectives"): 64 KiB pieces
+ * win up to ~1 MB, 256 KiB ones from ~8 MB. Every all-reduce up to ZT_COMM_AR_SHM_BYTES (default: any
+ * size) goes through it. */
+#define ZT_SHM_SLOT (256u << 10)
+#define ZT_SHM_MIN_PIECE (64u << 10)
+#define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
+#define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
+#define ZT_SHM_HEADER 4096u
+#define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
     int peer;      /* comm rank at the other end */
@@ -71,6 +85,11 @@ struct zt_comm_op {
      * done. Either returns a zt_status (non-zero fails the op). */
     int (*on_complete)(zt_comm_op *op, int idx, zt_error *err);
     int (*advance)(zt_comm_op *op, zt_error *err);
+    /* Ops that move data without MPI requests (all_reduce_shm.c): poll does what it can,
+     * *progressed when anything moved; lagging marks the peers it waits for (the deadline
+     * message). NULL for message ops. */
+    int (*poll)(zt_comm_op *op, bool *progressed, zt_error *err);
+    void (*lagging)(const zt_comm_op *op, bool *mark);
 
     /* reduce-scatter (and the first phase of all-reduce) */
     struct {
@@ -106,6 +125,27 @@ struct zt_comm_op {
         int *sent_mark;          /* [N][depth] last chunk finished through each send slot */
         int *next_ag_send;       /* [N] next summed chunk to send to each peer */
     } ar;
+    /* all-reduce by exchanging whole vectors (all_reduce_exchange.c) */
+    struct {
+        zt_dtype dtype;
+        unsigned char *buf;  /* n elements of elem bytes, in place */
+        size_t n, elem;
+        size_t chunk, cap;   /* elements per chunk; per scratch slot (min(n, chunk)) */
+        int nchunks, depth, next_sum, send_base;
+        int arrived[ZT_RS_MAX_DEPTH]; /* pieces of the round's chunk here */
+        int *sent_contig;    /* [N] leading chunks whose send to rank r has finished */
+        int *sent_mark;      /* [N][depth] last chunk finished through each send slot */
+        unsigned char *slots; /* scratch: depth x (N-1) x cap elements */
+    } xc;
+    /* all-reduce through the shared segment (all_reduce_shm.c) */
+    struct {
+        zt_dtype dtype;
+        unsigned char *buf; /* in place */
+        size_t elem, chunk; /* bytes per element; elements per step and block (at most a slot) */
+        uint64_t base;      /* the comm's global step of this op's step 0 */
+        int nsteps;         /* chunks of the longest block */
+        int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
+    } sh;
     /* broadcast */
     struct {
         unsigned char *buf;
@@ -130,6 +170,12 @@ struct zt_comm {
     double timeout;         /* seconds without progress */
     double spin;            /* seconds of no progress a wait spins before yielding */
     size_t chunk_bytes;
+    size_t ar_exchange_max; /* 2-rank all-reduces of at most this many bytes exchange whole vectors */
+    size_t ar_shm_max;      /* all-reduces of at most this many bytes use the shared segment */
+    unsigned char *shm_map; /* the shared segment (shm.c), NULL when there is none */
+    size_t shm_bytes;
+    uint64_t shm_step;      /* global steps begun through the segment */
+    int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */
     bool broken;
@@ -164,8 +210,16 @@ struct zt_comm {
 /* ---- world.c ---- */
 /* "rank 3" on the world, "rank 3 (world 7)" on a sub-comm. */
 void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap);
-/* Parses ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US (defaults when unset). */
-int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err);
+/* What a new comm starts with: ZT_COMM_TIMEOUT / ZT_COMM_CHUNK_BYTES / ZT_COMM_SPIN_US /
+ * ZT_COMM_AR_EXCHANGE_BYTES, the defaults where unset; a split or dup inherits its parent's. */
+typedef struct zt_comm_settings {
+    double timeout;         /* seconds */
+    size_t chunk;           /* bytes */
+    double spin;            /* seconds */
+    size_t ar_exchange_max; /* bytes: zt_ar_algo_ */
+    size_t ar_shm_max;      /* bytes: zt_ar_algo_; 0: no shared segment */
+} zt_comm_settings;
+int zt_comm_env_(zt_comm_settings *out, zt_error *err);
 
 /* ---- board.c: the status board (flight recorder) of this rank, in $ZT_RUN_DIR ---- */
 void zt_board_open_(int world_rank);  /* at init; no-op without $ZT_RUN_DIR */
@@ -238,6 +292,22 @@ int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, z
 /* The same for the pairwise all-gather of blocks c->off (elem bytes per element). send may be
  * NULL when the own block already sits in recv. Uses requests 0 .. zt_ag_nreq_ - 1. */
 int zt_ag_post_(zt_comm_op *op, const void *send, void *recv, size_t elem, zt_error *err);
+/* all_reduce_exchange.c: posts the first window of the whole-vector exchange of buf (n elements
+ * of dtype, in place) cut into chunk_bytes chunks, depth chunks in flight per peer and direction
+ * (depth <= ZT_RS_MAX_DEPTH), and sets on_complete / advance. Uses requests 0 .. 2 depth (N-1) - 1. */
+int zt_ar_exchange_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, size_t chunk_bytes, int depth,
+                         zt_error *err);
+/* all_reduce_shm.c: sets up op (no requests) for the all-reduce of buf through c's shared
+ * segment over the blocks c->off; the wait loop then polls it. */
+int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_error *err);
+/* shm.c: maps the shared segment when every rank of c is on this node (collective: every rank of
+ * c calls it, at creation); zt_shm_close_ unmaps (local). */
+void zt_shm_open_(zt_comm *c);
+void zt_shm_close_(zt_comm *c);
+size_t zt_shm_region_bytes_(int nranks);
+int zt_shm_depth_(int nranks);
+/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO). */
+int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

@@ -233,6 +233,11 @@ int zt_op_fail_(zt_comm_op *op, int code, zt_error *err) {
 static int op_progress(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     *progressed = false;
+    if (op->poll) { /* data moved by loads and stores (all_reduce_shm.c) */
+        int r2 = op->poll(op, progressed, err);
+        if (r2) return zt_op_fail_(op, r2, err);
+        if (op->nreq == 0) return ZT_OK;
+    }
     int outcount = 0;
     int rc = MPI_Testsome(op->nreq, c->reqs, &outcount, c->idx, c->st);
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
@@ -311,10 +316,15 @@ static int op_timeout(zt_comm_op *op, zt_error *err) {
     bool want_recv = false;
     for (int i = 0; i < op->nreq; i++)
         if (c->info[i].state == ZT_REQ_PENDING && c->info[i].recv) want_recv = true;
+    bool *lag = NULL;
+    if (op->lagging && (lag = calloc((size_t)c->size, sizeof *lag))) {
+        op->lagging(op, lag); /* no requests: the peers whose counters are behind */
+        want_recv = true;
+    }
     int listed = 0, more = 0;
     size_t len = 0;
     for (int p = 0; p < c->size; p++) {
-        bool hit = false;
+        bool hit = lag && lag[p];
         for (int i = 0; i < op->nreq && !hit; i++)
             hit = c->info[i].state == ZT_REQ_PENDING && c->info[i].recv == want_recv &&
                   c->info[i].peer == p;
@@ -336,6 +346,7 @@ static int op_timeout(zt_comm_op *op, zt_error *err) {
         list[4] = 's';
     }
     if (more) snprintf(list + strlen(list), sizeof list - strlen(list), " and %d more", more);
+    free(lag);
     char peers[640];
     zt_board_peers_(c, peers, sizeof peers);
     if (want_recv)
@@ -361,7 +372,7 @@ int zt_op_wait_(zt_comm_op *op, zt_error *err) {
             last = now;
             continue;
         }
-        if (op->pending == 0) {
+        if (op->pending == 0 && !op->poll) {
             zt_error_set(err, ZT_ERR_INTERNAL, "%s on comm '%s': nothing pending but not done",
                          op->name, c->name);
             return zt_op_fail_(op, ZT_ERR_INTERNAL, err);

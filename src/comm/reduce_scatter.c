@@ -83,10 +83,9 @@ int zt_reduce_dtype_check_(const zt_comm *c, const char *name, zt_dtype dtype, z
 }
 
 size_t zt_comm_default_chunk_bytes(void) {
-    double timeout, spin;
-    size_t chunk;
+    zt_comm_settings set;
     zt_error ignore;
-    return zt_comm_env_(&timeout, &chunk, &spin, &ignore) == ZT_OK ? chunk : ZT_COMM_DEFAULT_CHUNK;
+    return zt_comm_env_(&set, &ignore) == ZT_OK ? set.chunk : ZT_COMM_DEFAULT_CHUNK;
 }
 
 int zt_comm_reserve_scratch(zt_comm *c, size_t bytes, zt_error *err) {

@@ -33,10 +33,26 @@ void zt_comm_rank_label_(const zt_comm *c, int r, char *buf, size_t cap) {
     else snprintf(buf, cap, "rank %d (world %d)", r, c->world_ranks[r]);
 }
 
-int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err) {
-    *timeout = ZT_COMM_DEFAULT_TIMEOUT;
-    *chunk = ZT_COMM_DEFAULT_CHUNK;
-    *spin = ZT_COMM_DEFAULT_SPIN;
+/* A byte count with an optional k/M/G suffix, between lo and hi; false when malformed. */
+static bool parse_bytes(const char *s, unsigned long long lo, unsigned long long hi, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1ull << 10, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1ull << 20, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1ull << 30, end++;
+    if (errno || end == s || *end || *s == '-' || v > hi / mul || v * mul < lo) return false;
+    *out = (size_t)(v * mul);
+    return true;
+}
+
+int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
+    out->timeout = ZT_COMM_DEFAULT_TIMEOUT;
+    out->chunk = ZT_COMM_DEFAULT_CHUNK;
+    out->spin = ZT_COMM_DEFAULT_SPIN;
+    out->ar_exchange_max = ZT_COMM_DEFAULT_AR_EXCHANGE;
+    out->ar_shm_max = ZT_COMM_DEFAULT_AR_SHM;
     const char *s = getenv("ZT_COMM_TIMEOUT");
     if (s && *s) {
         char *end;
@@ -46,24 +62,16 @@ int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err) {
         if (errno || end == s || *end || !(v > 0) || !isfinite(v))
             return zt_error_set(err, ZT_ERR_USAGE,
                                 "ZT_COMM_TIMEOUT='%s': expected seconds, a number > 0", s);
-        *timeout = v;
+        out->timeout = v;
     }
     s = getenv("ZT_COMM_CHUNK_BYTES");
     if (s && *s) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        unsigned long long mul = 1;
-        if (*end == 'k' || *end == 'K') mul = 1ull << 10, end++;
-        else if (*end == 'm' || *end == 'M') mul = 1ull << 20, end++;
-        else if (*end == 'g' || *end == 'G') mul = 1ull << 30, end++;
-        if (errno || end == s || *end || v == 0 || v > (1ull << 30) / mul ||
-            v * mul < ZT_COMM_MIN_CHUNK)
+        if (!parse_bytes(s, ZT_COMM_MIN_CHUNK, 1ull << 30, &out->chunk))
             return zt_error_set(err, ZT_ERR_USAGE,
                                 "ZT_COMM_CHUNK_BYTES='%s': expected bytes between 4096 and 1G "
                                 "(suffix k, M or G allowed)",
                                 s);
-        *chunk = (size_t)(v * mul) & ~(size_t)3;
+        out->chunk &= ~(size_t)3;
     }
     s = getenv("ZT_COMM_SPIN_US");
     if (s && *s) {
@@ -73,14 +81,25 @@ int zt_comm_env_(double *timeout, size_t *chunk, double *spin, zt_error *err) {
         if (errno || end == s || *end || !(v >= 0) || !isfinite(v))
             return zt_error_set(err, ZT_ERR_USAGE,
                                 "ZT_COMM_SPIN_US='%s': expected microseconds, a number >= 0", s);
-        *spin = v * 1e-6;
+        out->spin = v * 1e-6;
+    }
+    /* the all-reduce's thresholds (all_reduce.c, zt_ar_algo_) */
+    const struct { const char *name, *zero; size_t *out; } thr[] = {
+        {"ZT_COMM_AR_EXCHANGE_BYTES", "never", &out->ar_exchange_max},
+        {"ZT_COMM_AR_SHM_BYTES", "no shared segment", &out->ar_shm_max}};
+    for (size_t i = 0; i < sizeof thr / sizeof thr[0]; i++) {
+        s = getenv(thr[i].name);
+        if (s && *s && !parse_bytes(s, 0, 1ull << 40, thr[i].out))
+            return zt_error_set(err, ZT_ERR_USAGE,
+                                "%s='%s': expected bytes, 0 (%s) to 1T (suffix k, M or G allowed)", thr[i].name,
+                                s, thr[i].zero);
     }
     return ZT_OK;
 }
 
 /* Wraps MPI comm m (taking ownership when owned) into a new zt_comm. */
-static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, size_t chunk,
-                     double spin, zt_comm **out, zt_error *err) {
+static int comm_wrap(MPI_Comm m, bool owned, const char *name, const zt_comm_settings *set,
+                     bool shm, zt_comm **out, zt_error *err) {
     *out = NULL;
     zt_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -89,9 +108,11 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, s
     }
     c->mpi = m;
     c->owned = owned;
-    c->timeout = timeout;
-    c->chunk_bytes = chunk;
-    c->spin = spin;
+    c->timeout = set->timeout;
+    c->chunk_bytes = set->chunk;
+    c->spin = set->spin;
+    c->ar_exchange_max = set->ar_exchange_max;
+    c->ar_shm_max = set->ar_shm_max;
     snprintf(c->name, sizeof c->name, "%s", name);
     atomic_init(&c->busy, 0);
     pthread_mutex_init(&c->counters_lock, NULL);
@@ -128,6 +149,7 @@ static int comm_wrap(MPI_Comm m, bool owned, const char *name, double timeout, s
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     int tag_ub = flag && ub ? *ub : 32767; /* 32767: the least MPI guarantees */
     c->tag_seq_mod = (int)(((unsigned)tag_ub + 1u) >> 3);
+    if (shm) zt_shm_open_(c); /* collective over c: every rank wraps it at the same point */
     *out = c;
     return ZT_OK;
 }
@@ -136,9 +158,8 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
     zt_error local;
     if (!err) err = &local;
     *world = NULL;
-    double timeout, spin;
-    size_t chunk;
-    int rc = zt_comm_env_(&timeout, &chunk, &spin, err);
+    zt_comm_settings set;
+    int rc = zt_comm_env_(&set, err);
     if (rc) return rc;
     pthread_mutex_lock(&g_mpi.lock);
     int inited = 0, finalized = 0;
@@ -165,7 +186,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
 
     /* fence on MPI_COMM_WORLD itself (not owned), then dup */
     zt_comm *w;
-    rc = comm_wrap(MPI_COMM_WORLD, false, "world", timeout, chunk, spin, &w, err);
+    rc = comm_wrap(MPI_COMM_WORLD, false, "world", &set, false, &w, err);
     if (rc) return rc;
     zt_board_open_(w->rank); /* the status board, when $ZT_RUN_DIR is set (board.c) */
     rc = zt_comm_enter_(w, "zt_comm_init", err);
@@ -194,9 +215,9 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
             MPI_Comm_free(&node);
         }
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        if (cpus > 0 && on_node > cpus) spin = 0;
+        if (cpus > 0 && on_node > cpus) set.spin = 0;
     }
-    return comm_wrap(m, true, "world", timeout, chunk, spin, world, err);
+    return comm_wrap(m, true, "world", &set, true, world, err);
 }
 
 int zt_comm_finalize(zt_error *err) {
@@ -255,7 +276,8 @@ static int derive(zt_comm *p, bool dup, int color, int key, const char *name, zt
         goto done;
     }
     rc = ZT_OK;
-    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, p->timeout, p->chunk_bytes, p->spin, out, err);
+    zt_comm_settings set = {p->timeout, p->chunk_bytes, p->spin, p->ar_exchange_max, p->ar_shm_max};
+    if (m != MPI_COMM_NULL) rc = comm_wrap(m, true, name, &set, true, out, err);
 done:
     zt_comm_leave_(p);
     return rc;
@@ -310,6 +332,7 @@ void zt_comm_free(zt_comm *c) {
                 }
         if (c->owned && c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
     }
+    zt_shm_close_(c);
     pthread_mutex_destroy(&c->counters_lock);
     free(c->world_ranks);
     free(c->reqs);

@@ -4,7 +4,8 @@
  * matrix parameter (ndim >= 2: the Linear weights and the tied LM head) for the units' matrix
  * products (zt_unit_args.params_lp): bf16 bits, or fp32 holding fp16 values (this CPU has no fp16
  * arithmetic, kernels.h). ddp/zero1/zero2 keep one full-layout copy: ddp refreshes it once after
- * every change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale);
+ * every change of the parameters (a step, an init, a load: zt_engine_param_local marks it stale;
+ * an AdamW step writes it in the update's pass instead and leaves it current, step.c lp_fused);
  * zero1/zero2, whose fp32 master is sharded under low-precision compute, all-gather it after each
  * step and write it at init and load (master_shard.c);
  * zero3 makes the copy of a parameter right after its all-gather and frees it with the gathered

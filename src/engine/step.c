@@ -56,7 +56,17 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
 typedef struct update_ctx {
     zt_engine *e;
     float lr, gscale;
+    bool round_lp; /* AdamW rounds the compute copies as it updates (lp_fused) */
 } update_ctx;
+
+/* Whether AdamW can write the compute copies in its pass (zt_adamw_update_round) and leave them
+ * current: ddp's full-layout copies of full fp32 parameters updated in memory, copies current
+ * before the step (frozen matrices keep theirs). Elsewhere the copies are made afterwards:
+ * refreshed before the next forward (stale), all-gathered (zero1/zero2), or gathered (zero3). */
+static bool lp_fused(const zt_engine *e) {
+    return e->full_lp && !e->lp_stale && !e->shard_master && !e->shard_optim && !e->pieces && !e->params16 &&
+           !e->nvme && e->opt.optim.kind == ZT_OPT_ADAMW && e->opt.precision.params != ZT_DTYPE_BF16;
+}
 
 /* The update of elements [0, n) of parameter i's slice w / g / m / v, whose first element is
  * element `first` of the full tensor, and its bf16-low rounding (elementwise, keyed by that
@@ -66,7 +76,10 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     zt_engine *e = c->e;
     const zt_optimizer_config *o = &e->opt.optim;
     float wd = e->model->params[i].decay ? o->weight_decay : 0.0f;
-    if (o->kind == ZT_OPT_ADAMW)
+    if (c->round_lp && zt_engine_has_lp(e, i)) /* ddp: the copy's element `first` of parameter i */
+        zt_adamw_update_round(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step,
+                              e->lp_kind, zt_engine_full_lp_at(e, i, (size_t)first));
+    else if (o->kind == ZT_OPT_ADAMW)
         zt_adamw_update(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step);
     else
         zt_sgd_update(w, g, m, n, c->lr, o->momentum, o->nesterov, wd, c->gscale, (int64_t)e->step);
@@ -202,7 +215,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     }
     e->step++;
     /* clipping and unscaling in one factor */
-    update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale)};
+    update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale), .round_lp = lp_fused(e)};
     if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
         if (e->param_kind >= 0) zt_param_offload_hash_begin(e);
         if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
@@ -215,7 +228,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     } else {
         update_range(&uc, 0, e->state_floats, e->m, e->v, NULL, NULL);
     }
-    e->lp_stale = true;
+    e->lp_stale = !uc.round_lp; /* fused: every updated matrix's copy written, the frozen ones unchanged */
     zt_grads_reset(e);
     if (rc) return rc;
     if (e->shard_master) return zt_master_refresh(e, err); /* the compute copies from the pieces */

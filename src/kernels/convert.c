@@ -103,20 +103,24 @@ static inline float fp16_rne_scalar(float f)
     return u2f(u & 0xffffe000u);
 }
 
+/* dst[i, end) = the fp16 values of src */
+static void round_fp16_range(float *dst, const float *src, size_t i, size_t end)
+{
+#if defined(__AVX512F__)
+    for (; i + 16 <= end; i += 16) {
+        __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+    }
+#endif
+    for (; i < end; i++) dst[i] = fp16_rne_scalar(src[i]);
+}
+
 void zt_round_fp16(float *dst, const float *src, size_t n)
 {
     size_t nblk = (n + 4095) / 4096;
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
-    for (size_t b = 0; b < nblk; b++) {
-        size_t i = b * 4096, end = i + 4096 < n ? i + 4096 : n;
-#if defined(__AVX512F__)
-        for (; i + 16 <= end; i += 16) {
-            __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
-        }
-#endif
-        for (; i < end; i++) dst[i] = fp16_rne_scalar(src[i]);
-    }
+    for (size_t b = 0; b < nblk; b++)
+        round_fp16_range(dst, src, b * 4096, b * 4096 + 4096 < n ? b * 4096 + 4096 : n);
 }
 
 /* fp16 bit patterns (the fp16 gradient reduction): F16C's vcvtps2ph / vcvtph2ps, nearest-even,
@@ -179,6 +183,14 @@ void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n)
     }
 #endif
     for (; i < n; i++) d[i] = fp16_value(fp16_bits(a[i] + b[i]));
+}
+
+void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t n)
+{
+    if (kind == ZT_LP_BF16)
+        f32_to_bf16_range(dst, src, 0, n);
+    else
+        round_fp16_range(dst, src, 0, n);
 }
 
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n)

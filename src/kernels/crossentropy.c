@@ -16,7 +16,9 @@
  * is the exp's own (<= 2 ulp) plus two roundings.
  *
  * Backward in place: d = (p - onehot(target)) * dloss, with the target entry computed as
- * (p - 1) * dloss. Every row is one thread's, so nothing depends on the thread count.
+ * (p - 1) * dloss. Every row is one thread's, so nothing depends on the thread count. Under bf16 /
+ * fp16 compute (softmax_xent_backward_to) the row is rounded chunk by chunk from the stack into the
+ * LM head's operand (its staging), so the fp32 (N,V) gradient is never written.
  *
  * Vocabulary-parallel (softmax_xent_rowmax / _exp / _finish, _backward_cols): the three sweeps of
  * a row, the same row functions, one at a time over every row, so that the caller can combine the
@@ -109,18 +111,44 @@ void softmax_xent_backward(float *probs_to_dlogits, const int32_t *targets, cons
 void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
                                 int V, int64_t v0)
 {
+    softmax_xent_backward_to(probs_to_dlogits, 0, probs_to_dlogits, targets, dlosses, N, V, v0);
+}
+
+/* o[0..n) = p[0..n) * dl, one rounding each */
+static inline void scale_into(float *o, const float *p, int n, float dl)
+{
+    zt_vf d = zt_vset1(dl);
+    int i;
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(o + i, zt_vmul(zt_vload(p + i), d));
+    if (i < n)
+        zt_vstoren(o + i, zt_vmul(zt_vloadn(p + i, n - i, 0.0f), d), n - i);
+}
+
+#define LP_CHUNK 1024 /* floats of a row rounded at a time from the stack */
+
+void softmax_xent_backward_to(void *out, int kind, const float *probs, const int32_t *targets, const float *dlosses,
+                              int N, int V, int64_t v0)
+{
+    const size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
-        float *p = probs_to_dlogits + (size_t)r * V;
+        const float *p = probs + (size_t)r * V;
         float dl = dlosses[r];
         int64_t t = (int64_t)targets[r] - v0;
         float pt = t >= 0 && t < V ? p[t] : 0.0f;
-        zt_vf d = zt_vset1(dl);
-        int i;
-        for (i = 0; i + ZT_VL <= V; i += ZT_VL)
-            zt_vstore(p + i, zt_vmul(zt_vload(p + i), d));
-        if (i < V)
-            zt_vstoren(p + i, zt_vmul(zt_vloadn(p + i, V - i, 0.0f), d), V - i);
-        if (t >= 0 && t < V) p[t] = (pt - 1.0f) * dl;
+        if (!kind) {
+            float *o = (float *)out + (size_t)r * V;
+            scale_into(o, p, V, dl);
+            if (t >= 0 && t < V) o[t] = (pt - 1.0f) * dl;
+            continue;
+        }
+        float buf[LP_CHUNK];
+        for (int c = 0; c < V; c += LP_CHUNK) {
+            int n = V - c < LP_CHUNK ? V - c : LP_CHUNK;
+            scale_into(buf, p + c, n, dl);
+            if (t >= c && t < c + n) buf[t - c] = (pt - 1.0f) * dl;
+            zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + ((size_t)r * V + (size_t)c) * esize, buf, (size_t)n);
+        }
     }
 }

@@ -13,7 +13,9 @@
  * s and gelu' are computed from x clamped to [-20, 20], where a = e^-602 = 0 in float: s and
  * gelu' are then exactly 1 or 0 as the true values are in float, gelu(x) = x or -0, and x^3 can
  * not overflow. NaN propagates. Elementwise, so the bits do not depend on the thread count.
- * Error: a few ulp (exp <= 2 ulp, then 3-4 roundings).
+ * Error: a few ulp (exp <= 2 ulp, then 3-4 roundings). gelu_forward_to writes the result in a
+ * Linear's operand dtype, rounded chunk by chunk from the stack (gelu_forward's bits then
+ * zt_round_to_lp's).
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
@@ -50,18 +52,41 @@ static inline zt_vf gelu_bwd_v(zt_vf x, zt_vf d)
     return zt_vmul(g, d);
 }
 
+/* out[i0, i1) = gelu(inp) */
+static inline void gelu_range(float *out, const float *inp, size_t i0, size_t i1)
+{
+    size_t i = i0;
+    for (; i + ZT_VL <= i1; i += ZT_VL)
+        zt_vstore(out + i, gelu_fwd_v(zt_vload(inp + i)));
+    if (i < i1) {
+        int n = (int)(i1 - i);
+        zt_vstoren(out + i, gelu_fwd_v(zt_vloadn(inp + i, n, 0.0f)), n);
+    }
+}
+
 void gelu_forward(float *out, const float *inp, size_t N)
+{
+    gelu_forward_to(out, 0, inp, N);
+}
+
+#define LP_CHUNK 1024 /* floats per chunk rounded from the stack */
+
+void gelu_forward_to(void *out, int kind, const float *inp, size_t N)
 {
 #pragma omp parallel if (N > GELU_SERIAL_MAX)
     {
         size_t i0, i1;
         zt_split_range(N, 64, zt_thread_num(), zt_num_threads(), &i0, &i1);
-        size_t i = i0;
-        for (; i + ZT_VL <= i1; i += ZT_VL)
-            zt_vstore(out + i, gelu_fwd_v(zt_vload(inp + i)));
-        if (i < i1) {
-            int n = (int)(i1 - i);
-            zt_vstoren(out + i, gelu_fwd_v(zt_vloadn(inp + i, n, 0.0f)), n);
+        if (!kind) {
+            gelu_range(out, inp, i0, i1);
+        } else {
+            float buf[LP_CHUNK];
+            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            for (size_t c = i0; c < i1; c += LP_CHUNK) {
+                size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
+                gelu_range(buf, inp + c, 0, e - c);
+                zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + c * esize, buf, e - c);
+            }
         }
     }
 }

@@ -51,6 +51,13 @@ void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const in
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C);
+/* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: the rounded rows, the bits of
+ * layernorm_forward followed by zt_round_to_lp). */
+void layernorm_forward_to(void *out, int kind, float *mean, float *rstd, const float *inp, const float *weight,
+                          const float *bias, int N, int C);
+/* res (N,C) = a + b (residual_forward), then layernorm_forward_to(out, kind, mean, rstd, res, ...). */
+void residual_layernorm_forward(float *res, void *out, int kind, float *mean, float *rstd, const float *a,
+                                const float *b, const float *weight, const float *bias, int N, int C);
 /* dinp (N,C) += (accumulates into the residual stream's gradient); dweight, dbias (C) +=; either
  * may be NULL (a frozen parameter: skipped). */
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
@@ -83,12 +90,13 @@ size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC);
  * each); padded to 64 bytes so that the next buffer stays 64-byte aligned. */
 size_t matmul_saved_input_floats(int kind, size_t n);
 /* inp_lp (N,C) = rnd(inp); out (N,OC) = inp_lp @ weight^T + bias (bias may be NULL). inp_lp holds
- * matmul_saved_input_floats(kind, N*C) floats. */
+ * matmul_saved_input_floats(kind, N*C) floats. inp NULL: inp_lp already holds rnd(inp). */
 void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *weight,
                        const float *bias, int N, int C, int OC, zt_lp_kind kind);
 /* dinp (N,C) = rnd(dout) @ weight (or += when accumulate_dinp); dweight (OC,C) += rnd(dout)^T @
  * inp_lp, inp_lp the forward's rounded input; dbias (OC) += column sums of dout. Any of dinp,
- * dweight, dbias may be NULL (skipped). */
+ * dweight, dbias may be NULL (skipped). dout NULL (then dbias NULL): staging holds rnd(dout)
+ * already (written by the kernel that made it). */
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging);
@@ -131,6 +139,9 @@ void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n);
 void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
 /* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values */
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);
+/* The same on the calling thread alone (no OpenMP region: for a kernel's rows or chunks inside
+ * its own parallel region). */
+void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t n);
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
 
@@ -190,6 +201,13 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
                      int N, int C);
+/* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: the rounded rows, the bits of
+ * rmsnorm_forward followed by zt_round_to_lp). */
+void rmsnorm_forward_to(void *out, int kind, float *rstd, const float *inp, const float *weight, float eps,
+                        int N, int C);
+/* res (N,C) = a + b (residual_forward), then rmsnorm_forward_to(out, kind, rstd, res, ...). */
+void residual_rmsnorm_forward(float *res, void *out, int kind, float *rstd, const float *a, const float *b,
+                              const float *weight, float eps, int N, int C);
 /* dinp (N,C) += (accumulates into the residual stream's gradient); dweight (C) +=, or NULL (frozen). */
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                       const float *weight, const float *rstd, int N, int C);
@@ -203,16 +221,31 @@ void rope_inv_freq(float *inv_freq, int hs, double theta, double factor, double 
 void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs);
 /* dx (B,T,nh,hs): the gradient through rope_forward, in place (the inverse rotation). */
 void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs);
+/* q (B,T,NH,hs) and k (B,T,NKV,hs) in one call, each position's angles computed once for both:
+ * the same bits as rope_forward on each (and rope_backward_qk as rope_backward). */
+void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs);
+void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs);
 
 /* ---- swiglu.c: Llama's gated MLP activation ------------------------------------------------- */
 /* out (n) = silu(gate) * up. out may alias neither input. */
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+/* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: the bits of swiglu_forward
+ * followed by zt_round_to_lp). */
+void swiglu_forward_to(void *out, int kind, const float *gate, const float *up, size_t n);
 /* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (assigned). dgate may be dout. */
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                      size_t n);
+/* The same with dgate and dup written in the dtype kind (0: fp32, as swiglu_backward; else a
+ * zt_lp_kind: swiglu_backward's bits followed by zt_round_to_lp's). Under a kind they alias
+ * nothing. */
+void swiglu_backward_to(void *dgate, void *dup, int kind, const float *dout, const float *gate, const float *up,
+                        size_t n);
 
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);
+/* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: gelu_forward's bits followed
+ * by zt_round_to_lp's). */
+void gelu_forward_to(void *out, int kind, const float *inp, size_t N);
 /* dinp = gelu'(inp) * dout (assigned). dinp may be dout or inp (in place). */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
 
@@ -243,5 +276,10 @@ void softmax_xent_exp(double *sums, double *xt, float *logits_to_e, const float 
 void softmax_xent_finish(float *losses, float *e_to_probs, const double *S, const double *XT, int N, int V);
 void softmax_xent_backward_cols(float *probs_to_dlogits, const int32_t *targets, const float *dlosses, int N,
                                 int V, int64_t v0);
+/* softmax_xent_backward_cols with d loss / d logits written into out in the dtype kind (0: fp32, out
+ * may be probs; else a zt_lp_kind: the rounded values, the bits of softmax_xent_backward_cols
+ * followed by zt_round_to_lp, and probs is left as it is). */
+void softmax_xent_backward_to(void *out, int kind, const float *probs, const int32_t *targets, const float *dlosses,
+                              int N, int V, int64_t v0);
 
 #endif /* ZT_KERNELS_H */

@@ -3,7 +3,10 @@
  *
  * Forward, per row (rows split statically over threads): two passes in fp32 with 16 lane-wise
  * partial sums (mean, then the biased variance of x - mean, as PyTorch), eps = 1e-5. Each lane
- * adds C/16 terms, so the sums carry ~sqrt(C/16) ulp of error.
+ * adds C/16 terms, so the sums carry ~sqrt(C/16) ulp of error. layernorm_forward_to writes the rows
+ * in a Linear's operand dtype (rounded row by row from the fp32 row: layernorm_forward's bits then
+ * zt_round_to_lp's, without the fp32 tensor); residual_layernorm_forward first forms the row
+ * res = a + b (residual_forward's one rounding) and normalizes it while in cache.
  *
  * Backward: dinp is per row (rows split over threads). dweight and dbias are sums over all N rows:
  * a second sweep splits the *channels* over threads, and each channel's sum runs over the rows in
@@ -15,45 +18,88 @@
 
 #define LN_EPS 1e-5f
 
+/* out[0..C) = (x - mean)·rstd·w + b for one row; *mean, *rstd of the row */
+static inline void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *weight,
+                                 const float *bias, int C)
+{
+    int i;
+    zt_vf acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL)
+        acc = zt_vadd(acc, zt_vload(x + i));
+    if (i < C)
+        acc = zt_vadd(acc, zt_vloadn(x + i, C - i, 0.0f));
+    float m = zt_vhsum(acc) / (float)C;
+    zt_vf vm = zt_vset1(m);
+    acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
+        zt_vf d = zt_vsub(zt_vload(x + i), vm);
+        acc = zt_vfmadd(d, d, acc);
+    }
+    if (i < C) {
+        zt_vf d = zt_vsub(zt_vloadn(x + i, C - i, m), vm); /* fill m: d = 0 in spare lanes */
+        acc = zt_vfmadd(d, d, acc);
+    }
+    float s = 1.0f / sqrtf(zt_vhsum(acc) / (float)C + LN_EPS);
+    zt_vf vs = zt_vset1(s);
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
+        zt_vf nrm = zt_vmul(zt_vsub(zt_vload(x + i), vm), vs);
+        zt_vstore(o + i, zt_vfmadd(nrm, zt_vload(weight + i), zt_vload(bias + i)));
+    }
+    if (i < C) {
+        int n = C - i;
+        zt_vf nrm = zt_vmul(zt_vsub(zt_vloadn(x + i, n, 0.0f), vm), vs);
+        zt_vstoren(o + i,
+                   zt_vfmadd(nrm, zt_vloadn(weight + i, n, 0.0f), zt_vloadn(bias + i, n, 0.0f)),
+                   n);
+    }
+    *mean = m;
+    *rstd = s;
+}
+
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C)
 {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * C;
-        float *o = out + (size_t)r * C;
-        int i;
-        zt_vf acc = zt_vzero();
-        for (i = 0; i + ZT_VL <= C; i += ZT_VL)
-            acc = zt_vadd(acc, zt_vload(x + i));
-        if (i < C)
-            acc = zt_vadd(acc, zt_vloadn(x + i, C - i, 0.0f));
-        float m = zt_vhsum(acc) / (float)C;
-        zt_vf vm = zt_vset1(m);
-        acc = zt_vzero();
-        for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
-            zt_vf d = zt_vsub(zt_vload(x + i), vm);
-            acc = zt_vfmadd(d, d, acc);
+    layernorm_forward_to(out, 0, mean, rstd, inp, weight, bias, N, C);
+}
+
+/* row r into out in its kind: fp32 in place, or through row (C floats) rounded */
+static inline void ln_row_to(void *out, int kind, float *row, float *mean, float *rstd, const float *x,
+                             const float *weight, const float *bias, int r, int C)
+{
+    if (!kind) {
+        layernorm_row((float *)out + (size_t)r * C, mean + r, rstd + r, x, weight, bias, C);
+        return;
+    }
+    layernorm_row(row, mean + r, rstd + r, x, weight, bias, C);
+    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * (kind == ZT_LP_BF16 ? 2 : 4), row,
+                   (size_t)C);
+}
+
+void layernorm_forward_to(void *out, int kind, float *mean, float *rstd, const float *inp, const float *weight,
+                          const float *bias, int N, int C)
+{
+#pragma omp parallel
+    {
+        float row[kind ? C : 1];
+#pragma omp for schedule(static)
+        for (int r = 0; r < N; r++)
+            ln_row_to(out, kind, row, mean, rstd, inp + (size_t)r * C, weight, bias, r, C);
+    }
+}
+
+void residual_layernorm_forward(float *res, void *out, int kind, float *mean, float *rstd, const float *a,
+                                const float *b, const float *weight, const float *bias, int N, int C)
+{
+#pragma omp parallel
+    {
+        float row[kind ? C : 1];
+#pragma omp for schedule(static)
+        for (int r = 0; r < N; r++) {
+            size_t off = (size_t)r * C;
+            float *x = res + off;
+            zt_row_add(x, a + off, b + off, C);
+            ln_row_to(out, kind, row, mean, rstd, x, weight, bias, r, C);
         }
-        if (i < C) {
-            zt_vf d = zt_vsub(zt_vloadn(x + i, C - i, m), vm); /* fill m: d = 0 in spare lanes */
-            acc = zt_vfmadd(d, d, acc);
-        }
-        float s = 1.0f / sqrtf(zt_vhsum(acc) / (float)C + LN_EPS);
-        zt_vf vs = zt_vset1(s);
-        for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
-            zt_vf nrm = zt_vmul(zt_vsub(zt_vload(x + i), vm), vs);
-            zt_vstore(o + i, zt_vfmadd(nrm, zt_vload(weight + i), zt_vload(bias + i)));
-        }
-        if (i < C) {
-            int n = C - i;
-            zt_vf nrm = zt_vmul(zt_vsub(zt_vloadn(x + i, n, 0.0f), vm), vs);
-            zt_vstoren(o + i,
-                       zt_vfmadd(nrm, zt_vloadn(weight + i, n, 0.0f), zt_vloadn(bias + i, n, 0.0f)),
-                       n);
-        }
-        mean[r] = m;
-        rstd[r] = s;
     }
 }
 

@@ -1,9 +1,11 @@
 /* matmul_lp.c - the Linear layer in low precision (kernels.h, matmul_lp section): the same three
  * products as matmul.c with the operands rounded to bf16 or fp16 and fp32 accumulation.
  *
- *   forward   inp_lp = rnd(inp) (the caller's buffer: the unit saves it for backward)
+ *   forward   inp_lp = rnd(inp) (the caller's buffer: the unit saves it for backward; inp NULL:
+ *             inp_lp is already rnd(inp), written by the kernel that made it or an earlier call)
  *             out = inp_lp @ W^T + bias
- *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC)
+ *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC) (dout NULL:
+ *                                                          the caller's kernel wrote it there)
  *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient)
  *             dbias += column sums of dout (fp32, matmul_dbias)
  * The input is rounded once, in forward, and backward multiplies by what forward multiplied by:
@@ -43,7 +45,8 @@ static void product(zt_lp_kind kind, bool ta, bool tb, int M, int N, int K, cons
 void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *weight,
                        const float *bias, int N, int C, int OC, zt_lp_kind kind)
 {
-    zt_round_to_lp(kind, inp_lp, inp, (size_t)N * C);
+    if (inp) /* NULL: inp_lp holds the rounded input already (a kernel wrote it, or an earlier call) */
+        zt_round_to_lp(kind, inp_lp, inp, (size_t)N * C);
     product(kind, false, true, N, OC, C, inp_lp, C, weight, C, 0.0f, out, OC, bias);
 }
 
@@ -51,7 +54,7 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging)
 {
-    if (dinp != NULL || dweight != NULL)
+    if ((dinp != NULL || dweight != NULL) && dout != NULL)
         zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
     if (dinp != NULL)
         product(kind, false, false, N, C, OC, staging, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f,

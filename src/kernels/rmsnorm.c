@@ -3,7 +3,10 @@
  *
  * Forward, per row (rows split statically over threads): ms = mean(x²) in fp32 with 16 lane-wise
  * partial sums, rstd = 1/sqrt(ms + eps), out = (x·rstd)·w (the order of transformers' fp32 path:
- * normalize, then scale by the weight).
+ * normalize, then scale by the weight). rmsnorm_forward_to writes the rows in a Linear's operand
+ * dtype (bf16 bits or fp16 values, rounded row by row from the fp32 row: the bits of
+ * rmsnorm_forward then zt_round_to_lp, without the fp32 tensor); residual_rmsnorm_forward first
+ * forms the row res = a + b (residual_forward's one rounding) and normalizes it while in cache.
  *
  * Backward, with n = x·rstd: dx = rstd·(w·dy - n·mean(w·dy·n)), accumulated (+=) into dinp (the
  * residual stream's gradient, as layernorm_backward); dw += Σ_rows dy·n. As in layernorm.c the
@@ -13,31 +16,73 @@
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
+/* out[0..C) = (x·rstd)·w for one row; returns rstd */
+static inline float rmsnorm_row(float *o, const float *x, const float *weight, float eps, int C)
+{
+    int i;
+    zt_vf acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
+        zt_vf v = zt_vload(x + i);
+        acc = zt_vfmadd(v, v, acc);
+    }
+    if (i < C) {
+        zt_vf v = zt_vloadn(x + i, C - i, 0.0f);
+        acc = zt_vfmadd(v, v, acc);
+    }
+    float s = 1.0f / sqrtf(zt_vhsum(acc) / (float)C + eps);
+    zt_vf vs = zt_vset1(s);
+    for (i = 0; i + ZT_VL <= C; i += ZT_VL)
+        zt_vstore(o + i, zt_vmul(zt_vmul(zt_vload(x + i), vs), zt_vload(weight + i)));
+    if (i < C)
+        zt_vstoren(o + i, zt_vmul(zt_vmul(zt_vloadn(x + i, C - i, 0.0f), vs),
+                                  zt_vloadn(weight + i, C - i, 0.0f)), C - i);
+    return s;
+}
+
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,
                      int N, int C)
 {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * C;
-        float *o = out + (size_t)r * C;
-        int i;
-        zt_vf acc = zt_vzero();
-        for (i = 0; i + ZT_VL <= C; i += ZT_VL) {
-            zt_vf v = zt_vload(x + i);
-            acc = zt_vfmadd(v, v, acc);
+    rmsnorm_forward_to(out, 0, rstd, inp, weight, eps, N, C);
+}
+
+/* one row into out (row r of N) in its kind: fp32 in place, or through row (C floats) rounded */
+static inline void norm_row_to(void *out, int kind, float *row, const float *x, const float *weight,
+                               float eps, float *rstd, int r, int C)
+{
+    if (!kind) {
+        rstd[r] = rmsnorm_row((float *)out + (size_t)r * C, x, weight, eps, C);
+        return;
+    }
+    rstd[r] = rmsnorm_row(row, x, weight, eps, C);
+    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * (kind == ZT_LP_BF16 ? 2 : 4), row,
+                   (size_t)C);
+}
+
+void rmsnorm_forward_to(void *out, int kind, float *rstd, const float *inp, const float *weight, float eps,
+                        int N, int C)
+{
+#pragma omp parallel
+    {
+        float row[kind ? C : 1];
+#pragma omp for schedule(static)
+        for (int r = 0; r < N; r++)
+            norm_row_to(out, kind, row, inp + (size_t)r * C, weight, eps, rstd, r, C);
+    }
+}
+
+void residual_rmsnorm_forward(float *res, void *out, int kind, float *rstd, const float *a, const float *b,
+                              const float *weight, float eps, int N, int C)
+{
+#pragma omp parallel
+    {
+        float row[kind ? C : 1];
+#pragma omp for schedule(static)
+        for (int r = 0; r < N; r++) {
+            size_t off = (size_t)r * C;
+            float *x = res + off;
+            zt_row_add(x, a + off, b + off, C);
+            norm_row_to(out, kind, row, x, weight, eps, rstd, r, C);
         }
-        if (i < C) {
-            zt_vf v = zt_vloadn(x + i, C - i, 0.0f);
-            acc = zt_vfmadd(v, v, acc);
-        }
-        float s = 1.0f / sqrtf(zt_vhsum(acc) / (float)C + eps);
-        zt_vf vs = zt_vset1(s);
-        for (i = 0; i + ZT_VL <= C; i += ZT_VL)
-            zt_vstore(o + i, zt_vmul(zt_vmul(zt_vload(x + i), vs), zt_vload(weight + i)));
-        if (i < C)
-            zt_vstoren(o + i, zt_vmul(zt_vmul(zt_vloadn(x + i, C - i, 0.0f), vs),
-                                      zt_vloadn(weight + i, C - i, 0.0f)), C - i);
-        rstd[r] = s;
     }
 }
 

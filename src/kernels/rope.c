@@ -8,8 +8,10 @@
  *   backward  the transposed rotation: dx1 = dy1·cos a + dy2·sin a,  dx2 = dy2·cos a - dy1·sin a
  * Both run in place. The angle is formed as transformers does in fp32 (float(t)·inv_freq[i]
  * rounded to fp32), its cosine and sine in double rounded to fp32 (torch's fp32 cos/sin are within
- * an ulp of that). Per (b, t) row the hs/2 cosines and sines are computed once and applied to every
- * head; rows are split statically over threads (bits independent of the thread count).
+ * an ulp of that). Per position t the hs/2 cosines and sines are computed once and applied to every
+ * head of its B rows (of q and k together in the _qk forms); positions are split statically over
+ * threads, and each element's arithmetic is the same whichever thread runs it (bits independent
+ * of the thread count).
  *
  * inv_freq[i] = theta^(-2i/hs), in double rounded to fp32. Llama 3's scaling (transformers'
  * _compute_llama3_parameters), with wavelen = 2π/inv_freq, lo = old_ctx/low_freq_factor, hi =
@@ -40,16 +42,20 @@ void rope_inv_freq(float *inv_freq, int hs, double theta, double factor, double 
     }
 }
 
-/* rotates the nh heads (stride hs) of one row at position t by sign·angle */
-static void rope_row(float *x, const float *inv_freq, int t, int nh, int hs, float sign)
+/* the hs/2 cosines and sign·sines of position t */
+static void rope_angles(float *c, float *s, const float *inv_freq, int t, int half, float sign)
 {
-    int half = hs / 2;
-    float c[half], s[half];
     for (int i = 0; i < half; i++) {
         float a = (float)t * inv_freq[i];
         c[i] = (float)cos((double)a);
         s[i] = sign * (float)sin((double)a);
     }
+}
+
+/* rotates the nh heads (stride hs) of one row by the angles c, s */
+static void rope_row(float *x, const float *c, const float *s, int nh, int hs)
+{
+    int half = hs / 2;
     for (int h = 0; h < nh; h++) {
         float *x1 = x + (size_t)h * hs, *x2 = x1 + half;
         for (int i = 0; i < half; i++) {
@@ -60,16 +66,40 @@ static void rope_row(float *x, const float *inv_freq, int t, int nh, int hs, flo
     }
 }
 
+/* x (B,T,nx,hs) and y (B,T,ny,hs) (or NULL) rotated in place by sign·angle: positions split
+ * statically over threads, each position's angles computed once for its B rows of both */
+static void rope_apply(float *x, int nx, float *y, int ny, const float *inv_freq, int B, int T, int hs,
+                       float sign)
+{
+    int half = hs / 2;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float c[half], s[half];
+        rope_angles(c, s, inv_freq, t, half, sign);
+        for (int b = 0; b < B; b++) {
+            size_t row = (size_t)b * T + t;
+            rope_row(x + row * nx * hs, c, s, nx, hs);
+            if (y) rope_row(y + row * ny * hs, c, s, ny, hs);
+        }
+    }
+}
+
 void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs)
 {
-#pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++)
-        rope_row(x + (size_t)bt * nh * hs, inv_freq, bt % T, nh, hs, 1.0f);
+    rope_apply(x, nh, NULL, 0, inv_freq, B, T, hs, 1.0f);
 }
 
 void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs)
 {
-#pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++)
-        rope_row(dx + (size_t)bt * nh * hs, inv_freq, bt % T, nh, hs, -1.0f);
+    rope_apply(dx, nh, NULL, 0, inv_freq, B, T, hs, -1.0f);
+}
+
+void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs)
+{
+    rope_apply(q, NH, k, NKV, inv_freq, B, T, hs, 1.0f);
+}
+
+void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs)
+{
+    rope_apply(dq, NH, dk, NKV, inv_freq, B, T, hs, -1.0f);
 }

@@ -261,7 +261,8 @@ static inline void zt_vacc_add(zt_vacc *a, zt_vf v) { a->s += (double)v; }
 static inline double zt_vacc_sum(zt_vacc a) { return a.s; }
 #endif /* __AVX512F__ */
 
-/* ---- row helpers shared by the softmax kernels (attention.c, flash_attention.c, crossentropy.c) */
+/* ---- row helpers shared by the kernels (the softmax rows of attention.c, flash_attention.c and
+ * crossentropy.c; the residual add of the fused norms) */
 
 /* max of row[0..n) (-inf when n == 0) */
 static inline float zt_row_max(const float *row, int n)
@@ -273,6 +274,16 @@ static inline float zt_row_max(const float *row, int n)
     if (i < n)
         vmax = zt_vmax(vmax, zt_vloadn(row + i, n - i, -INFINITY));
     return zt_vhmax(vmax);
+}
+
+/* out[0..n) = a + b, one rounding each (residual.c's add, for the kernels that fuse it) */
+static inline void zt_row_add(float *out, const float *a, const float *b, int n)
+{
+    int i;
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(out + i, zt_vadd(zt_vload(a + i), zt_vload(b + i)));
+    if (i < n)
+        zt_vstoren(out + i, zt_vadd(zt_vloadn(a + i, n - i, 0.0f), zt_vloadn(b + i, n - i, 0.0f)), n - i);
 }
 
 /* row[0..n) = exp(row - m) in place; returns their sum, added per lane in float, then across the

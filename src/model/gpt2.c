@@ -208,11 +208,18 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     void *op;
     int Nl = zt_unit_rows(u, a, NULL); /* the layernorms' and residuals' rows */
 
-    /* cut along T, the layernorms' rows go to proj under lp compute, the whole operand to tmp + N·C */
-    float *xl = zt_norm_output(u, a, s.ln1, proj, tmp), *slot_all = tmp + (size_t)N * C;
-    layernorm_forward(xl, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], Nl, C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.ln1, tmp, slot_all, C, &x, &op, "attn.c_attn input (ln_1)", err)))
-        return rc;
+    float *slot_all = tmp + (size_t)N * C;
+    if (!zt_unit_seq(u)) { /* whole: the layernorm writes the Linear's operand in its dtype (rounded under lp
+                             * compute, and the Linear then takes x = NULL: nothing left to round) */
+        layernorm_forward_to(s.ln1, a->lp_kind, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], N, C);
+        x = a->lp_kind ? NULL : s.ln1;
+        op = s.ln1;
+    } else { /* cut along T, the layernorms' rows go to proj under lp compute, the whole operand to tmp + N·C */
+        float *xl = zt_norm_output(u, a, s.ln1, proj, tmp);
+        layernorm_forward(xl, s.ln1_mean, s.ln1_rstd, a->in, p[P_LN1W], p[P_LN1B], Nl, C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.ln1, tmp, slot_all, C, &x, &op, "attn.c_attn input (ln_1)", err)))
+            return rc;
+    }
     zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
@@ -223,14 +230,21 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     }
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    xl = zt_norm_output(u, a, s.ln2, proj, tmp);
-    layernorm_forward(xl, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], Nl, C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.ln2, tmp, slot_all, C, &x, &op, "mlp.c_fc input (ln_2)", err)))
-        return rc;
+    if (!zt_unit_seq(u)) { /* whole: the residual add and the layernorm in one pass, written as the operand */
+        residual_layernorm_forward(s.res2, s.ln2, a->lp_kind, s.ln2_mean, s.ln2_rstd, a->in, proj, p[P_LN2W],
+                                   p[P_LN2B], N, C);
+        x = a->lp_kind ? NULL : s.ln2;
+        op = s.ln2;
+    } else {
+        residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
+        float *xl = zt_norm_output(u, a, s.ln2, proj, tmp);
+        layernorm_forward(xl, s.ln2_mean, s.ln2_rstd, s.res2, p[P_LN2W], p[P_LN2B], Nl, C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.ln2, tmp, slot_all, C, &x, &op, "mlp.c_fc input (ln_2)", err)))
+            return rc;
+    }
     zt_linear_forward(u, a, P_FCW, s.fch, op, x, p[P_FCB], N, C, H);
-    x = zt_linear_input(a, s.fch_gelu, tmp);
-    gelu_forward(x, s.fch, (size_t)N * H);
+    gelu_forward_to(s.fch_gelu, a->lp_kind, s.fch, (size_t)N * H);
+    x = a->lp_kind ? NULL : s.fch_gelu;
     if ((rc = zt_linear_forward_rows(u, a, P_FCPROJW, proj, s.fch_gelu, x, p[P_FCPROJB], N, H, C, "mlp.c_proj", err)))
         return rc;
     residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
@@ -303,17 +317,15 @@ static bool block_reads_lp(const zt_unit *u, int k) { return block_adaptable(u, 
 
 /* Selective checkpointing: rebuilds fch_gelu, and under naive attention att, exactly as
  * block_forward wrote them (the same kernels on the same kept inputs; attention_forward without
- * its output skips P·V; under lp compute gelu(fch) goes through scratch and is rounded into its
- * slot, as c_proj's forward did). */
+ * its output skips P·V; under lp compute gelu(fch) is written rounded into its slot, as
+ * block_forward wrote it). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, N = B * T;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     if (!flash(u->model_cfg)) attention_forward(NULL, s.att, s.qkv, B, T, w.Ca, w.NH);
-    float *x = zt_linear_input(a, s.fch_gelu, a->scratch);
-    gelu_forward(x, s.fch, (size_t)N * w.H);
-    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.fch_gelu, x, (size_t)N * w.H);
+    gelu_forward_to(s.fch_gelu, a->lp_kind, s.fch, (size_t)N * w.H);
     return ZT_OK;
 }
 
@@ -377,13 +389,17 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x;
-    void *op;
-    /* cut along T: ln_f's rows and the LM head's whole operand after the loss's rows (head_seq_at) */
-    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
-    float *xl = zt_norm_output(u, a, s.lnf, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
-    layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
-        return rc;
+    void *op = s.lnf;
+    if (!zt_unit_seq(u)) { /* whole: ln_f writes the LM head's operand (rounded under lp compute) */
+        layernorm_forward_to(s.lnf, a->lp_kind, s.mean, s.rstd, a->in, a->params[0], a->params[1], N, C);
+        x = a->lp_kind ? NULL : s.lnf;
+    } else { /* cut along T: ln_f's rows and the LM head's whole operand after the loss's rows (head_seq_at) */
+        float *slot_all = a->scratch + head_seq_at(u, B, T);
+        float *xl = zt_norm_output(u, a, s.lnf, slot_all + (size_t)N * C, a->scratch);
+        layernorm_forward(xl, s.mean, s.rstd, a->in, a->params[0], a->params[1], zt_unit_rows(u, a, NULL), C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
+            return rc;
+    }
     zt_linear_forward(u, a, 2, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

@@ -76,6 +76,17 @@ void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *d
                       a->lp_kind);
 }
 
+bool zt_linear_takes_rounded(const zt_unit *u, const zt_unit_args *a, int k) {
+    return a->lp_kind && !u->lora_a[k];
+}
+
+void zt_linear_backward_rounded(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight,
+                                void *rounded, const void *slot, int N, int C, int OC, bool accumulate) {
+    (void)u;
+    matmul_backward_lp(dinp, dweight, NULL, NULL, slot, a->params_lp[k], N, C, OC, accumulate, (zt_lp_kind)a->lp_kind,
+                       rounded);
+}
+
 int zt_unit_vocab(const zt_unit *u, int V) { return u->tp_parts > 1 ? (int)u->vocab_rows : V; }
 
 int zt_unit_sum(const zt_unit *u, const zt_unit_args *a, float *buf, size_t n, const char *what, zt_error *err) {
@@ -318,8 +329,13 @@ int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float 
     if (rc) return rc;
     int Vl = zt_unit_vocab(u, V);
     bool cut = u->tp_parts > 1;
-    softmax_xent_backward_cols(probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
-    zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, Vl, false);
+    if (zt_linear_takes_rounded(u, a, k)) { /* the rounded d logits straight into the staging */
+        softmax_xent_backward_to(a->staging, a->lp_kind, probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
+        zt_linear_backward_rounded(u, a, k, dinp, a->grads[k], a->staging, slot, N, C, Vl, false);
+    } else {
+        softmax_xent_backward_cols(probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
+        zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, Vl, false);
+    }
     if ((rc = zt_unit_input_grad_sum(u, a, dinp, C, "LM head input gradient", err))) return rc;
     memset(a->din, 0, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *a->din);
     return ZT_OK;

@@ -32,6 +32,13 @@ void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *ou
  * adapter: then dinp += its input gradient, dA and dB += (lora_backward; NULL grads: frozen). */
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
+/* Whether Linear k's backward can take its output gradient already rounded (under lp compute, and
+ * no LoRA adapter on it, whose backward reads the fp32 gradient): the kernel that makes the
+ * gradient then writes it rounded, and zt_linear_backward_rounded runs the products on it. */
+bool zt_linear_takes_rounded(const zt_unit *u, const zt_unit_args *a, int k);
+/* zt_linear_backward (no bias) on rnd(dout) in `rounded` (N,OC) of the lp kind: the same bits. */
+void zt_linear_backward_rounded(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight,
+                                void *rounded, const void *slot, int N, int C, int OC, bool accumulate);
 
 /* Tensor parallelism (docs/parallelism.md): a unit cut into zt_unit.tp_parts parts computes its
  * share of heads, MLP width and vocabulary and makes partial results whole through these (on one

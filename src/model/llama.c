@@ -213,16 +213,22 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     int Nl = zt_unit_rows(u, a, NULL); /* the RMSNorms' and residuals' rows */
     float *slot_all = tmp + 2 * (size_t)N * wide_floats(u) + block_att_floats(u, B, T) + 2 * (size_t)C;
 
-    /* cut along T, the RMSNorms' rows go to proj under lp compute, the whole operand to slot_all */
-    float *xl = zt_norm_output(u, a, s.xn1, proj, tmp);
-    rmsnorm_forward(xl, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, Nl, C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.xn1, tmp, slot_all, C, &x, &op, "q/k/v input (input_layernorm)", err)))
-        return rc;
+    if (!zt_unit_seq(u)) { /* whole: the norm writes the Linears' operand in its dtype (rounded under lp
+                             * compute, and the Linears then take x = NULL: nothing left to round) */
+        rmsnorm_forward_to(s.xn1, a->lp_kind, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, N, C);
+        x = a->lp_kind ? NULL : s.xn1;
+        op = s.xn1;
+    } else { /* cut along T, the RMSNorms' rows go to proj under lp compute, the whole operand to slot_all */
+        float *xl = zt_norm_output(u, a, s.xn1, proj, tmp);
+        rmsnorm_forward(xl, s.rstd1, a->in, p[P_NORM1], c->rms_norm_eps, Nl, C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.xn1, tmp, slot_all, C, &x, &op, "q/k/v input (input_layernorm)",
+                                      err)))
+            return rc;
+    }
     zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
     zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
     zt_linear_forward(u, a, P_V, s.v, op, x, NULL, N, C, KV);
-    rope_forward(s.q, inv_freq, B, T, w.NH, hs);
-    rope_forward(s.k, inv_freq, B, T, w.NKV, hs);
+    rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
@@ -232,16 +238,22 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
         attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
-    residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
-    xl = zt_norm_output(u, a, s.xn2, proj, tmp);
-    rmsnorm_forward(xl, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, Nl, C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.xn2, tmp, slot_all, C, &x, &op, "gate/up input (post_attention_layernorm)",
-                                  err)))
-        return rc;
+    if (!zt_unit_seq(u)) { /* whole: the residual add and the norm in one pass, written as the operand */
+        residual_rmsnorm_forward(s.res2, s.xn2, a->lp_kind, s.rstd2, a->in, proj, p[P_NORM2], c->rms_norm_eps, N, C);
+        x = a->lp_kind ? NULL : s.xn2;
+        op = s.xn2;
+    } else {
+        residual_forward(s.res2, a->in, proj, (size_t)Nl * C);
+        float *xl = zt_norm_output(u, a, s.xn2, proj, tmp);
+        rmsnorm_forward(xl, s.rstd2, s.res2, p[P_NORM2], c->rms_norm_eps, Nl, C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.xn2, tmp, slot_all, C, &x, &op,
+                                      "gate/up input (post_attention_layernorm)", err)))
+            return rc;
+    }
     zt_linear_forward(u, a, P_GATE, s.gate, op, x, NULL, N, C, I);
     zt_linear_forward(u, a, P_UP, s.up, op, x, NULL, N, C, I);
-    x = zt_linear_input(a, s.h, tmp);
-    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
+    swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
+    x = a->lp_kind ? NULL : s.h;
     if ((rc = zt_linear_forward_rows(u, a, P_DOWN, proj, s.h, x, NULL, N, I, C, "mlp.down_proj", err))) return rc;
     residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
     return ZT_OK;
@@ -274,15 +286,22 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         return rc;
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
     zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
-    swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
     const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
     float *slot_all = ng + 2 * (size_t)C;
     if (seq && (rc = zt_seq_linear_operand(u, a, s.xn2, slot_all, C, "gate/up input (post_attention_layernorm), "
                                            "again", err)))
         return rc;
     if (seq) xn2 = slot_all;
-    zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, xn2, N, C, I, false);
-    zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, xn2, N, C, I, true);
+    if (zt_linear_takes_rounded(u, a, P_GATE) && zt_linear_takes_rounded(u, a, P_UP)) {
+        /* dgate and dup rounded as SwiGLU makes them: dgate into the staging, dup into wide2 */
+        swiglu_backward_to(a->staging, wide2, a->lp_kind, wide1, s.gate, s.up, (size_t)N * I);
+        zt_linear_backward_rounded(u, a, P_GATE, bufC, g[P_GATE], a->staging, xn2, N, C, I, false);
+        zt_linear_backward_rounded(u, a, P_UP, bufC, g[P_UP], wide2, xn2, N, C, I, true);
+    } else {
+        swiglu_backward(wide1, wide2, wide1, s.gate, s.up, (size_t)N * I);
+        zt_linear_backward(u, a, P_GATE, bufC, g[P_GATE], NULL, wide1, xn2, N, C, I, false);
+        zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, xn2, N, C, I, true);
+    }
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp gate/up input gradient", err))) return rc;
     rmsnorm_backward(dres, seq ? ng + C : g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, Nl, C);
     /* attention: res2 = x + atty·Woᵀ; cut along T, every position's d res2 spans wide1|wide2 */
@@ -295,8 +314,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
                                      a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
-    rope_backward(dq, inv_freq, B, T, w.NH, hs);
-    rope_backward(dk, inv_freq, B, T, w.NKV, hs);
+    rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.xn1, slot_all, C, "q/k/v input (input_layernorm), again", err)))
         return rc;
     if (seq) xn1 = slot_all;
@@ -324,17 +342,14 @@ static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
 
 /* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
  * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
- * skips P·V; under lp compute h goes through scratch and is rounded into its slot, as down_proj's
- * forward did). */
+ * skips P·V; under lp compute h is written rounded into its slot, as block_forward wrote it). */
 static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
-    float *x = zt_linear_input(a, s.h, a->scratch);
-    swiglu_forward(x, s.gate, s.up, (size_t)N * I);
-    if (a->lp_kind) zt_round_to_lp((zt_lp_kind)a->lp_kind, s.h, x, (size_t)N * I);
+    swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
     return ZT_OK;
 }
 
@@ -394,13 +409,17 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
     head_saved s;
     head_layout(u, B, T, a->lp_kind, a->saved, &s);
     float *logits = s.probs, *x;
-    void *op;
-    /* cut along T: the norm's rows and lm_head's whole operand after the loss's rows (head_seq_at) */
-    float *slot_all = zt_unit_seq(u) ? a->scratch + head_seq_at(u, B, T) : NULL;
-    float *xl = zt_norm_output(u, a, s.xn, slot_all ? slot_all + (size_t)N * C : NULL, a->scratch);
-    rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
-    if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
-        return rc;
+    void *op = s.xn;
+    if (!zt_unit_seq(u)) { /* whole: the norm writes lm_head's operand (rounded under lp compute) */
+        rmsnorm_forward_to(s.xn, a->lp_kind, s.rstd, a->in, a->params[0], c->rms_norm_eps, N, C);
+        x = a->lp_kind ? NULL : s.xn;
+    } else { /* cut along T: the norm's rows and lm_head's whole operand after the loss's rows (head_seq_at) */
+        float *slot_all = a->scratch + head_seq_at(u, B, T);
+        float *xl = zt_norm_output(u, a, s.xn, slot_all + (size_t)N * C, a->scratch);
+        rmsnorm_forward(xl, s.rstd, a->in, a->params[0], c->rms_norm_eps, zt_unit_rows(u, a, NULL), C);
+        if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
+            return rc;
+    }
     zt_linear_forward(u, a, 1, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
     return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
 }

@@ -14,6 +14,11 @@
  * t is the 1-based step number. wd = 0 for parameters without decay. */
 void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, float grad_scale, int64_t t);
+/* The same update, and the updated p rounded into lp[0..n), its compute copy of kind lp_kind
+ * (zt_lp_kind: bf16 bits, or fp32 holding fp16 values), in the same pass: the bits of
+ * zt_adamw_update followed by zt_round_to_lp. */
+void zt_adamw_update_round(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                           float eps, float wd, float grad_scale, int64_t t, int lp_kind, void *lp);
 
 /* SGD with momentum (PyTorch semantics, dampening 0): g' = g·grad_scale + wd·p;
  * buf = momentum·buf + g' (buf = g' at t == 1); step = nesterov ? g' + momentum·buf : buf;

@@ -1,0 +1,87 @@
+/* shm.c - the node-local shared segment of a comm whose ranks all run on one machine: one POSIX
+ * shared-memory file mapped by every rank, a region per rank (its progress counters and two rings
+ * of slots), through which all_reduce_shm.c moves data with plain loads and stores instead of MPI
+ * messages (no kernel copy, no rendezvous per message).
+ *
+ * Invariants:
+ *   - A comm has a segment only when it has 2..ZT_SHM_MAX_RANKS ranks, MPI_COMM_TYPE_SHARED puts
+ *     them all on one node, ZT_COMM_AR_SHM_BYTES is not 0, and every rank could map the file: the ranks agree
+ *     (an MPI_Allreduce at creation), or none uses it.
+ *   - The file is unlinked as soon as every rank has mapped it: nothing is left in /dev/shm when
+ *     the job dies. Closing is local (munmap): no collective at zt_comm_free, so a rank that
+ *     frees its comms on an error path never waits for the others.
+ *   - Region r (zt_shm_region_bytes_ apart): three counters on their own cache lines (written by
+ *     rank r only, read by all), then D x (N-1) input slots, then D output slots of ZT_SHM_SLOT
+ *     bytes, D = zt_shm_depth_(N). The counters only grow, for the life of the comm.
+ * Sizes per rank: 4 KiB + D x N x 256 KiB: 4 MiB on 2 ranks, 3 MiB on 3, 2 MiB on 4 (D = 8 / (N-1)
+ * steps in flight, at least 2). Like Open MPI's own shared-memory FIFOs, this is outside the
+ * engine's memory plan.
+ */
+#include "comm/comm_internal.h"
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int zt_shm_depth_(int nranks) {
+    int d = nranks > 1 ? ZT_SHM_MAX_DEPTH / (nranks - 1) : ZT_SHM_MAX_DEPTH;
+    return d < 2 ? 2 : d;
+}
+
+size_t zt_shm_region_bytes_(int nranks) {
+    return ZT_SHM_HEADER + (size_t)zt_shm_depth_(nranks) * (size_t)nranks * ZT_SHM_SLOT;
+}
+
+/* Whether every rank of c runs on this node. */
+static bool one_node(zt_comm *c) {
+    MPI_Comm node;
+    if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return false;
+    int size = 0;
+    MPI_Comm_size(node, &size);
+    MPI_Comm_free(&node);
+    int here = size == c->size, all = 0; /* the same answer on every rank, but agree anyway */
+    if (MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_LAND, c->mpi) != MPI_SUCCESS) return false;
+    return all;
+}
+
+void zt_shm_open_(zt_comm *c) {
+    c->shm_map = NULL;
+    if (c->size < 2 || c->size > ZT_SHM_MAX_RANKS || c->ar_shm_max == 0 || !one_node(c)) return;
+    static _Atomic unsigned counter;
+    struct {
+        char name[64];
+        int ok;
+    } msg = {{0}, 0};
+    size_t bytes = (size_t)c->size * zt_shm_region_bytes_(c->size);
+    int fd = -1;
+    if (c->rank == 0) {
+        snprintf(msg.name, sizeof msg.name, "/zt-comm.%ld.%u", (long)getpid(), atomic_fetch_add(&counter, 1));
+        fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        msg.ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0; /* tmpfs: zero-filled */
+    }
+    int ok = MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, c->mpi) == MPI_SUCCESS && msg.ok;
+    if (ok && c->rank != 0) fd = shm_open(msg.name, O_RDWR, 0600);
+    void *map = MAP_FAILED;
+    if (ok && fd >= 0) map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    int mine = ok && map != MAP_FAILED, all = 0;
+    if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, c->mpi) != MPI_SUCCESS) all = 0;
+    if (c->rank == 0 && msg.ok) shm_unlink(msg.name); /* every rank has it open, or gave up */
+    if (!all) {
+        if (map != MAP_FAILED) munmap(map, bytes);
+        return;
+    }
+    c->shm_map = map;
+    c->shm_bytes = bytes;
+    c->shm_step = 0;
+}
+
+void zt_shm_close_(zt_comm *c) {
+    if (c->shm_map) munmap(c->shm_map, c->shm_bytes);
+    c->shm_map = NULL;
+}
+
+bool zt_comm_has_shm(const zt_comm *c) { return c && c->shm_map; }

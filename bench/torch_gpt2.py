@@ -257,6 +257,14 @@ def batches(B, T, V):
         yield chunk[:-1].view(B, T), chunk[1:].view(B, T)
 
 
+def forward_loss(model, x, y):
+    """The model's mean loss, under torch.autocast('cpu', bfloat16) with --dtype bf16."""
+    if args.dtype == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x, y)
+    return model(x, y)
+
+
 def zt_mix(x):
     """src/data/sampler.c's mix(): the splitmix64 finalizer, in 64-bit arithmetic."""
     M = (1 << 64) - 1
@@ -368,11 +376,7 @@ def train_to_target(model, opt, B, T):
         with torch.no_grad():
             for i in range(n_eval):
                 x, y = windows(val, T, range(i * B, i * B + B))
-                if args.dtype == "bf16":
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        tot += model(x, y).item()
-                else:
-                    tot += model(x, y).item()
+                tot += forward_loss(model, x, y).item()
         model.train()
         return tot / n_eval
 
@@ -383,11 +387,7 @@ def train_to_target(model, opt, B, T):
             g["lr"] = lr_at(step)
         x, y = batch(step)
         opt.zero_grad(set_to_none=True)
-        if args.dtype == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = model(x, y)
-        else:
-            out = model(x, y)
+        out = forward_loss(model, x, y)
         out.backward()
         if args.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
@@ -470,11 +470,7 @@ def main():
         all0, self0 = cpu_seconds()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        if args.dtype == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(x, y)
-        else:
-            loss = model(x, y)
+        loss = forward_loss(model, x, y)
         loss.backward()
         norm = float("nan")
         if args.grad_clip > 0:

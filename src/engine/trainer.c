@@ -849,15 +849,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             m.eval_s = now() - te;
             last_val = m.val_loss;
             zt_progress_message(&prog, "step %lld: val loss %.4f", (long long)m.step, m.val_loss);
-            if (cfg->eval_target_loss > 0.0f && m.val_loss <= cfg->eval_target_loss && !last) {
+            if (cfg->eval_target_loss > 0.0f && m.val_loss <= cfg->eval_target_loss) {
                 /* the target (eval.target_loss): this step ends the run as the last one would */
                 last = true;
                 end_step = step + 1;
+                if ((rc = target_reached(&prog, &log, rank, &m, cfg->eval_target_loss, now() - t_loop,
+                                         (uint64_t)(step + 1 - start_step) * (uint64_t)tokens_per_step, err)))
+                    goto done;
             }
-            if (cfg->eval_target_loss > 0.0f && m.val_loss <= cfg->eval_target_loss &&
-                (rc = target_reached(&prog, &log, rank, &m, cfg->eval_target_loss, now() - t_loop,
-                                     (uint64_t)(step + 1 - start_step) * (uint64_t)tokens_per_step, err)))
-                goto done;
         }
         if (cfg->print_every > 0 && ((step + 1) % cfg->print_every == 0 || last || step == 0))
             zt_progress_step(&prog, &m);

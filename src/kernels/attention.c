@@ -100,12 +100,7 @@ size_t attention_gqa_scratch_floats(int B, int T, int NKV)
 static void softmax_backward_row(float *row, const float *p, int n, int ncols, float scale)
 {
     int i;
-    zt_vf acc = zt_vzero();
-    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
-        acc = zt_vfmadd(zt_vload(row + i), zt_vload(p + i), acc);
-    if (i < n)
-        acc = zt_vfmadd(zt_vloadn(row + i, n - i, 0.0f), zt_vloadn(p + i, n - i, 0.0f), acc);
-    zt_vf dot = zt_vset1(zt_vhsum(acc)), vs = zt_vset1(scale);
+    zt_vf dot = zt_vset1(zt_row_dot(row, p, n)), vs = zt_vset1(scale);
     for (i = 0; i + ZT_VL <= n; i += ZT_VL)
         zt_vstore(row + i, zt_vmul(zt_vmul(zt_vload(p + i), zt_vsub(zt_vload(row + i), dot)), vs));
     if (i < n)

@@ -408,16 +408,7 @@ void flash_attention_forward(float *out, float *lse, float *scratch, const float
 /* D[t] = dO_t . O_t over the T rows of one head (row stride C) */
 static void rowdot(float *D, const float *dO, const float *O, int T, int C, int hs)
 {
-    for (int t = 0; t < T; t++) {
-        const float *a = dO + (size_t)t * C, *b = O + (size_t)t * C;
-        int i;
-        zt_vf acc = zt_vzero();
-        for (i = 0; i + ZT_VL <= hs; i += ZT_VL)
-            acc = zt_vfmadd(zt_vload(a + i), zt_vload(b + i), acc);
-        if (i < hs)
-            acc = zt_vfmadd(zt_vloadn(a + i, hs - i, 0.0f), zt_vloadn(b + i, hs - i, 0.0f), acc);
-        D[t] = zt_vhsum(acc);
-    }
+    for (int t = 0; t < T; t++) D[t] = zt_row_dot(dO + (size_t)t * C, O + (size_t)t * C, hs);
 }
 
 /* the pointers of one query head of a KV group */

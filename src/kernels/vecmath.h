@@ -276,6 +276,18 @@ static inline float zt_row_max(const float *row, int n)
     return zt_vhmax(vmax);
 }
 
+/* sum of a[i] * b[i] over [0, n): 16 lanes of fused multiply-adds, then their horizontal sum */
+static inline float zt_row_dot(const float *a, const float *b, int n)
+{
+    int i;
+    zt_vf acc = zt_vzero();
+    for (i = 0; i + ZT_VL <= n; i += ZT_VL)
+        acc = zt_vfmadd(zt_vload(a + i), zt_vload(b + i), acc);
+    if (i < n)
+        acc = zt_vfmadd(zt_vloadn(a + i, n - i, 0.0f), zt_vloadn(b + i, n - i, 0.0f), acc);
+    return zt_vhsum(acc);
+}
+
 /* out[0..n) = a + b, one rounding each (residual.c's add, for the kernels that fuse it) */
 static inline void zt_row_add(float *out, const float *a, const float *b, int n)
 {

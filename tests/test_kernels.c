@@ -1006,6 +1006,75 @@ static void test_fused_forward_forms(void **state)
     free(res2), free(lp), free(lp1), free(lpref), free(x), free(h), free(hl), free(hl1), free(hlref);
 }
 
+/* dbias + column sums of v (N,OC), each column over the rows in order in one float: matmul_dbias's order */
+static void ref_col_sums(float *db, const float *db0, const float *v, int N, int OC)
+{
+    for (int c = 0; c < OC; c++) {
+        float acc = 0.0f;
+        for (int r = 0; r < N; r++)
+            acc += v[(size_t)r * OC + c];
+        db[c] = db0[c] + acc;
+    }
+}
+
+/* the fused backward passes against the separate ones: gelu_backward_to (d input in fp32, bf16,
+ * fp16, with and without the bias gradient, fp32 in place) against gelu_backward, zt_round_to_lp
+ * and a scalar column sum in matmul_dbias's order; matmul_dbias_rows (rounding + dbias) and
+ * matmul_dbias alike; widths below, at and across one column block (128 columns under AVX-512),
+ * odd ones, on 1 thread and 2: the same bits */
+static void test_fused_backward_forms(void **state)
+{
+    (void)state;
+    const int N = 37, widths[] = {7, 128, 200, 333, 390};
+    for (int wi = 0; wi < 5; wi++) {
+        const int OC = widths[wi];
+        const size_t n = (size_t)N * OC;
+        float *x = falloc(n), *d = falloc(n), *ref = falloc(n), *rnd = falloc(n), *out = falloc(n), *t = falloc(n);
+        float *db0 = falloc(OC), *dbg = falloc(OC), *dbd = falloc(OC), *db = falloc(OC);
+        fill(x, n, 8.0f), fill(d, n, 2.0f), fill(db0, OC, 1.0f);
+        gelu_backward(ref, x, d, n);
+        ref_col_sums(dbg, db0, ref, N, OC);
+        ref_col_sums(dbd, db0, d, N, OC);
+        int nt = omp_get_max_threads();
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            for (int kind = 0; kind <= ZT_LP_FP16; kind++) {
+                size_t words = kind == ZT_LP_BF16 ? (n + 1) / 2 : n;
+                const float *want = ref;
+                if (kind) {
+                    memset(rnd, 0, n * 4); /* the odd tail's spare bytes compare equal */
+                    zt_round_to_lp((zt_lp_kind)kind, rnd, ref, n);
+                    want = rnd;
+                }
+                memset(out, 0, n * 4), memcpy(db, db0, OC * 4);
+                gelu_backward_to(out, kind, db, x, d, N, OC);
+                assert_same_bits("gelu_backward_to d input", want, out, words);
+                assert_same_bits("gelu_backward_to dbias", dbg, db, OC);
+                memset(out, 0, n * 4);
+                gelu_backward_to(out, kind, NULL, x, d, N, OC);
+                assert_same_bits("gelu_backward_to without dbias", want, out, words);
+                if (kind) {
+                    memset(rnd, 0, n * 4);
+                    zt_round_to_lp((zt_lp_kind)kind, rnd, d, n);
+                }
+                memset(out, 0, n * 4), memcpy(db, db0, OC * 4);
+                matmul_dbias_rows(db, out, kind, NULL, d, N, OC);
+                assert_same_bits("matmul_dbias_rows out", kind ? rnd : d, out, words);
+                assert_same_bits("matmul_dbias_rows dbias", dbd, db, OC);
+            }
+            memcpy(t, d, n * 4), memcpy(db, db0, OC * 4);
+            gelu_backward_to(t, 0, db, x, t, N, OC);
+            assert_same_bits("gelu_backward_to in place (dout)", ref, t, n);
+            assert_same_bits("gelu_backward_to in place dbias", dbg, db, OC);
+            memcpy(db, db0, OC * 4);
+            matmul_dbias(db, d, N, OC);
+            assert_same_bits("matmul_dbias", dbd, db, OC);
+            omp_set_num_threads(nt);
+        }
+        free(x), free(d), free(ref), free(rnd), free(out), free(t), free(db0), free(dbg), free(dbd), free(db);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1017,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_fused_forward_forms),
+        cmocka_unit_test(test_fused_backward_forms),
         cmocka_unit_test(test_xent_backward_to),
         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_softmax_xent_extremes),

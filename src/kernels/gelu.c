@@ -15,7 +15,9 @@
  * not overflow. NaN propagates. Elementwise, so the bits do not depend on the thread count.
  * Error: a few ulp (exp <= 2 ulp, then 3-4 roundings). gelu_forward_to writes the result in a
  * Linear's operand dtype, rounded chunk by chunk from the stack (gelu_forward's bits then
- * zt_round_to_lp's).
+ * zt_round_to_lp's); gelu_backward_to likewise writes d(input) as the next Linear's (rounded)
+ * output gradient and sums that Linear's bias gradient in the same pass (matmul_dbias_rows: its
+ * column blocks, the bits of matmul_dbias).
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
@@ -91,19 +93,62 @@ void gelu_forward_to(void *out, int kind, const float *inp, size_t N)
     }
 }
 
-void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+/* dinp[0, n) = gelu'(inp) * dout */
+static inline void gelu_back_range(float *dinp, const float *inp, const float *dout, size_t n)
 {
-#pragma omp parallel if (N > GELU_SERIAL_MAX)
+    size_t i = 0;
+    for (; i + ZT_VL <= n; i += ZT_VL)
+        zt_vstore(dinp + i, gelu_bwd_v(zt_vload(inp + i), zt_vload(dout + i)));
+    if (i < n) {
+        int k = (int)(n - i);
+        zt_vstoren(dinp + i, gelu_bwd_v(zt_vloadn(inp + i, k, 0.0f), zt_vloadn(dout + i, k, 0.0f)), k);
+    }
+}
+
+/* dinp (n) in the dtype kind, split statically over threads (elementwise: any split, the same bits) */
+static void gelu_backward_flat(void *dinp, int kind, const float *inp, const float *dout, size_t n)
+{
+#pragma omp parallel if (n > GELU_SERIAL_MAX)
     {
         size_t i0, i1;
-        zt_split_range(N, 64, zt_thread_num(), zt_num_threads(), &i0, &i1);
-        size_t i = i0;
-        for (; i + ZT_VL <= i1; i += ZT_VL)
-            zt_vstore(dinp + i, gelu_bwd_v(zt_vload(inp + i), zt_vload(dout + i)));
-        if (i < i1) {
-            int n = (int)(i1 - i);
-            zt_vstoren(dinp + i,
-                       gelu_bwd_v(zt_vloadn(inp + i, n, 0.0f), zt_vloadn(dout + i, n, 0.0f)), n);
+        zt_split_range(n, 64, zt_thread_num(), zt_num_threads(), &i0, &i1);
+        if (!kind) {
+            gelu_back_range((float *)dinp + i0, inp + i0, dout + i0, i1 - i0);
+        } else {
+            float buf[LP_CHUNK];
+            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            for (size_t c = i0; c < i1; c += LP_CHUNK) {
+                size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
+                gelu_back_range(buf, inp + c, dout + c, e - c);
+                zt_round_to_lp_serial((zt_lp_kind)kind, (char *)dinp + c * esize, buf, e - c);
+            }
         }
     }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+{
+    gelu_backward_flat(dinp, 0, inp, dout, N);
+}
+
+typedef struct {
+    const float *inp, *dout;
+} gelu_bwd_args;
+
+/* matmul_dbias_rows' producer: gelu_backward's values at [off, off+n) into buf */
+static const float *gelu_bwd_row(float *buf, const void *ctx, size_t off, int n)
+{
+    const gelu_bwd_args *g = ctx;
+    gelu_back_range(buf, g->inp + off, g->dout + off, (size_t)n);
+    return buf;
+}
+
+void gelu_backward_to(void *dinp, int kind, float *dbias, const float *inp, const float *dout, int N, int OC)
+{
+    if (dbias == NULL) {
+        gelu_backward_flat(dinp, kind, inp, dout, (size_t)N * OC);
+        return;
+    }
+    gelu_bwd_args g = {inp, dout};
+    matmul_dbias_rows(dbias, dinp, kind, gelu_bwd_row, &g, N, OC);
 }

@@ -102,6 +102,14 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
                         bool accumulate_dinp, zt_lp_kind kind, void *staging);
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);
+/* The n fp32 values at flat indices [off, off+n) of an (N,OC) array an elementwise kernel makes:
+ * written into buf (n <= 128 floats) or pointed at; one row's at most. */
+typedef const float *(*matmul_rows_fn)(float *buf, const void *ctx, size_t off, int n);
+/* dbias (OC) += column sums of the (N,OC) values row() gives (row NULL: ctx is that fp32 array),
+ * matmul_dbias's bits, and out (N,OC) (NULL: not written) = those values in the dtype kind (0:
+ * fp32, else a zt_lp_kind: zt_round_to_lp's bits); in one pass, in matmul_dbias's partition (column
+ * blocks over threads, each block's rows in order). An fp32 out may be ctx's own array. */
+void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC);
 
 /* ---- lora.c: a LoRA adapter beside a Linear -------------------------------------------------
  * out (N,OC) += scale · drop(x)·Aᵀ·Bᵀ, A (r,C), B (OC,r). kind 0: x, A, B fp32; kind ZT_LP_BF16 /
@@ -248,6 +256,11 @@ void gelu_forward(float *out, const float *inp, size_t N);
 void gelu_forward_to(void *out, int kind, const float *inp, size_t N);
 /* dinp = gelu'(inp) * dout (assigned). dinp may be dout or inp (in place). */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+/* The same over (N,OC) with dinp written in the dtype kind (0: fp32, as gelu_backward; else a
+ * zt_lp_kind: gelu_backward's bits followed by zt_round_to_lp's: the next Linear's rounded output
+ * gradient) and, dbias not NULL, dbias (OC) += the column sums of the fp32 dinp (matmul_dbias's
+ * bits): one pass. Under a kind dinp aliases nothing; fp32 dinp may be dout or inp. */
+void gelu_backward_to(void *dinp, int kind, float *dbias, const float *inp, const float *dout, int N, int OC);
 
 /* ---- residual.c ------------------------------------------------------------------------------ */
 /* out = a + b, N floats. out may be a or b (in place). */

@@ -7,7 +7,8 @@
  *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC) (dout NULL:
  *                                                          the caller's kernel wrote it there)
  *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient)
- *             dbias += column sums of dout (fp32, matmul_dbias)
+ *             dbias += column sums of dout (fp32, matmul_dbias; with the rounding in one pass,
+ *             matmul_dbias_rows, when both are wanted)
  * The input is rounded once, in forward, and backward multiplies by what forward multiplied by:
  * the product only ever reads rnd(inp), so saving it instead of inp changes no bit, halves the
  * saved bytes under bf16 and spares backward a second rounding.
@@ -54,8 +55,14 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         bool accumulate_dinp, zt_lp_kind kind, void *staging)
 {
-    if ((dinp != NULL || dweight != NULL) && dout != NULL)
-        zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
+    if ((dinp != NULL || dweight != NULL) && dout != NULL) {
+        if (dbias != NULL) { /* rounding and the bias gradient in one pass over dout */
+            matmul_dbias_rows(dbias, staging, kind, NULL, dout, N, OC);
+            dbias = NULL;
+        } else {
+            zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
+        }
+    }
     if (dinp != NULL)
         product(kind, false, false, N, C, OC, staging, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f,
                 dinp, C, NULL);

@@ -5,7 +5,9 @@
  * grouped-query attention 12 over 4 heads, SwiGLU 2048, the seven Linears, the 32000-wide head),
  * each also multiplied by its calls per step, so the list adds up to a step's kernel time; and the
  * bf16 path's fused forms (norms and SwiGLU writing bf16, AdamW writing the bf16 compute copy)
- * against the separate passes they replaced, side by side.
+ * against the separate passes they replaced, side by side. Without it, after the W1 kernels, GPT-2's
+ * backward fused forms likewise (GELU's backward writing c_fc's rounded output gradient and its bias
+ * gradient; the rounding of an output gradient and its bias gradient in one pass).
  *
  *   OMP_WAIT_POLICY=passive kernels_timing [--llama] [reps]   (default 10; OMP_NUM_THREADS: threads)
  *
@@ -196,6 +198,32 @@ static void time_bf16_forms(int B, int T, int C, int I, int L)
     printf("\n");
 }
 
+/* GPT-2's backward under bf16 (and fp32) compute: the fused forms against the separate passes
+ * (the same bits: tests/test_kernels.c test_fused_backward_forms). Per block: c_fc's d fch from
+ * GELU's backward, rounded, and its bias gradient; the other three Linears with a bias round
+ * their output gradient and sum their bias gradient. */
+static void time_gpt2_bwd_forms(int N, int C, int L)
+{
+    const int H = 4 * C;
+    const size_t nh = (size_t)N * H, nq = (size_t)N * 3 * C, nc = (size_t)N * C;
+    printf("\nGPT-2 backward: fused forms vs the passes they replace (cpu time)\n");
+    float *x = buf(nh), *d = buf(nh), *dx = buf(nh), *db = buf(H);
+    uint16_t *st = malloc(nh * 2);
+    TIME_FB((void)0, (gelu_backward(dx, x, d, nh), zt_f32_to_bf16(st, dx, nh), matmul_dbias(db, dx, N, H)), (void)0,
+            gelu_backward_to(st, ZT_LP_BF16, db, x, d, N, H));
+    report_ab("gelu bwd -> bf16 + dbias", "gelu bwd+rounding+dbias", "gelu_backward_to", L);
+    TIME_FB((void)0, (gelu_backward(dx, x, d, nh), matmul_dbias(db, dx, N, H)), (void)0,
+            gelu_backward_to(dx, 0, db, x, d, N, H));
+    report_ab("gelu bwd fp32 + dbias", "gelu bwd+dbias", "gelu_backward_to", L);
+    TIME_FB((void)0, (zt_f32_to_bf16(st, d, nq), matmul_dbias(db, d, N, 3 * C)), (void)0,
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, N, 3 * C));
+    report_ab("qkv: rounding + dbias", "rounding+dbias", "matmul_dbias_rows", L);
+    TIME_FB((void)0, (zt_f32_to_bf16(st, d, nc), matmul_dbias(db, d, N, C)), (void)0,
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, N, C));
+    report_ab("proj: rounding + dbias", "rounding+dbias", "matmul_dbias_rows", 2 * L);
+    free(x), free(d), free(dx), free(db), free(st);
+}
+
 /* llama-124M (src/model/llama.c's preset): B=4 T=256 C=768 NH=12 NKV=4 hs=64 I=2048 V=32000 */
 static int llama_main(void)
 {
@@ -346,5 +374,6 @@ int main(int argc, char **argv)
     /* LM head (tied wte, no bias) + softmax cross-entropy */
     time_matmul("matmul lmhead 768->50257", N, C, V, false);
     time_xent("softmax_xent (N x 50257)", N, V);
+    time_gpt2_bwd_forms(N, C, 12);
     return 0;
 }

@@ -103,7 +103,8 @@ void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);
 /* The n fp32 values at flat indices [off, off+n) of an (N,OC) array an elementwise kernel makes:
- * written into buf (n <= 128 floats) or pointed at; one row's at most. */
+ * written into buf (n <= 128 floats; it may be the fp32 output itself, so the kernel must allow
+ * writing where it reads) and returned, or pointed at; one row's at most. */
 typedef const float *(*matmul_rows_fn)(float *buf, const void *ctx, size_t off, int n);
 /* dbias (OC) += column sums of the (N,OC) values row() gives (row NULL: ctx is that fp32 array),
  * matmul_dbias's bits, and out (N,OC) (NULL: not written) = those values in the dtype kind (0:

@@ -16,10 +16,12 @@
  * single-threaded path blocks differently) and they differ between backends.
  *
  * dbias splits the OC columns over threads in blocks of 8 vectors; each column is summed over the
- * rows in order in a register: independent of the thread count and of the backend. The same walk
- * (matmul_dbias_rows) can take each row's values from an elementwise kernel (gelu_backward_to)
- * and store them, fp32 or rounded (matmul_backward_lp's staging), while they are in cache: one
- * pass instead of two or three, the same bits.
+ * rows in order in its own lane (a register), from 0, then added to dbias: the bits are
+ * independent of the block width, the thread count and the backend. matmul_dbias_rows makes the
+ * same sums while it takes each row's values from an elementwise kernel (gelu_backward_to) or
+ * dout and stores them, rounded (matmul_backward_lp's staging) or fp32, while they are in cache:
+ * one pass instead of two or three, the same bits; its blocks are one per thread, walked row by
+ * row, the sums in an L1 array (long contiguous runs: the speed of the streaming passes).
  */
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
@@ -33,8 +35,43 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     zt_gemm_f32_bias(false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
 }
 
-#define DBIAS_NV 8                   /* vectors per column block */
-#define DBIAS_W (DBIAS_NV * ZT_VL) /* columns per block */
+#define DBIAS_NV 8 /* vectors per column block */
+
+/* dbias[c0..c0+n) += sum over rows of dout[:, c0..c0+n); n <= DBIAS_NV * ZT_VL */
+static void dbias_regs(float *dbias, const float *dout, int N, int OC, int c0, int n)
+{
+    zt_vf acc[DBIAS_NV];
+    int nv = (n + ZT_VL - 1) / ZT_VL;
+    for (int k = 0; k < DBIAS_NV; k++)
+        acc[k] = zt_vzero();
+    if (nv == DBIAS_NV && n == DBIAS_NV * ZT_VL) {
+        for (int r = 0; r < N; r++) {
+            const float *d = dout + (size_t)r * OC + c0;
+            for (int k = 0; k < DBIAS_NV; k++)
+                acc[k] = zt_vadd(acc[k], zt_vload(d + k * ZT_VL));
+        }
+    } else {
+        for (int r = 0; r < N; r++) {
+            const float *d = dout + (size_t)r * OC + c0;
+            for (int k = 0; k < nv; k++) {
+                int left = n - k * ZT_VL;
+                acc[k] = zt_vadd(acc[k], left >= ZT_VL ? zt_vload(d + k * ZT_VL)
+                                                       : zt_vloadn(d + k * ZT_VL, left, 0.0f));
+            }
+        }
+    }
+    for (int k = 0; k < nv; k++) {
+        int left = n - k * ZT_VL;
+        float *p = dbias + c0 + k * ZT_VL;
+        if (left >= ZT_VL)
+            zt_vstore(p, zt_vadd(zt_vload(p), acc[k]));
+        else
+            zt_vstoren(p, zt_vadd(zt_vloadn(p, left, 0.0f), acc[k]), left);
+    }
+}
+
+#define DBIAS_SEG 128   /* columns per row() call (its buffer) */
+#define DBIAS_MAXW 4096 /* columns per block at most (the block's sums, 16 KiB, stay in L1) */
 
 /* row r's values at columns [c0, c0+n) of the (N,OC) array: row() into buf, or ctx's own (row NULL) */
 static inline const float *block_row(float *buf, matmul_rows_fn row, const void *ctx, size_t off, int n)
@@ -51,46 +88,39 @@ static inline void block_store(void *out, int kind, size_t off, const float *d, 
         memcpy((float *)out + off, d, (size_t)n * sizeof(float));
 }
 
-/* dbias[c0..c0+n) += sum over rows of the values at columns [c0, c0+n) (n <= DBIAS_W), each
- * column summed over the rows in order in a register; out (not NULL) gets each row's values */
+/* The same sums with the values made row by row (matmul_dbias_rows): the sums in an L1 array, so
+ * that a block can be wide and its rows long contiguous runs, which the fused walk needs to keep
+ * pace with the separate streaming passes (in registers, as above, it is faster for dout alone).
+ * dbias[c0..c0+n) += sum over rows of the values at columns [c0, c0+n) (n <= DBIAS_MAXW): each
+ * column's sum starts at 0 and adds the rows in order (a lane of acc), then goes into dbias; the
+ * rows are walked in order, each row's n columns contiguous (the longer the run, the faster the
+ * walk: one block per thread); out (not NULL) gets each row's values (fp32: made there) */
 static void dbias_block(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC,
                         int c0, int n)
 {
-    zt_vf acc[DBIAS_NV];
-    float buf[DBIAS_W];
-    int nv = (n + ZT_VL - 1) / ZT_VL;
-    for (int k = 0; k < DBIAS_NV; k++)
-        acc[k] = zt_vzero();
-    if (n == DBIAS_W) {
-        for (int r = 0; r < N; r++) {
-            size_t off = (size_t)r * OC + c0;
-            const float *d = block_row(buf, row, ctx, off, n);
-            for (int k = 0; k < DBIAS_NV; k++)
-                acc[k] = zt_vadd(acc[k], zt_vload(d + k * ZT_VL));
+    float acc[DBIAS_MAXW + ZT_VL] __attribute__((aligned(64)));
+    float buf[DBIAS_SEG] __attribute__((aligned(64)));
+    memset(acc, 0, sizeof(float) * (size_t)(n + ZT_VL));
+    for (int r = 0; r < N; r++) {
+        for (int s = 0; s < n; s += DBIAS_SEG) {
+            int m = n - s < DBIAS_SEG ? n - s : DBIAS_SEG, j = 0;
+            size_t off = (size_t)r * OC + c0 + s;
+            float *dst = out && !kind ? (float *)out + off : buf; /* fp32 out: made in place */
+            const float *d = block_row(dst, row, ctx, off, m);
+            float *a = acc + s;
+            for (; j + ZT_VL <= m; j += ZT_VL)
+                zt_vstore(a + j, zt_vadd(zt_vload(a + j), zt_vload(d + j)));
+            if (j < m) /* the lanes past m add 0 to sums never used */
+                zt_vstore(a + j, zt_vadd(zt_vload(a + j), zt_vloadn(d + j, m - j, 0.0f)));
             if (out)
-                block_store(out, kind, off, d, n);
-        }
-    } else {
-        for (int r = 0; r < N; r++) {
-            size_t off = (size_t)r * OC + c0;
-            const float *d = block_row(buf, row, ctx, off, n);
-            for (int k = 0; k < nv; k++) {
-                int left = n - k * ZT_VL;
-                acc[k] = zt_vadd(acc[k], left >= ZT_VL ? zt_vload(d + k * ZT_VL)
-                                                       : zt_vloadn(d + k * ZT_VL, left, 0.0f));
-            }
-            if (out)
-                block_store(out, kind, off, d, n);
+                block_store(out, kind, off, d, m);
         }
     }
-    for (int k = 0; k < nv; k++) {
-        int left = n - k * ZT_VL;
-        float *p = dbias + c0 + k * ZT_VL;
-        if (left >= ZT_VL)
-            zt_vstore(p, zt_vadd(zt_vload(p), acc[k]));
-        else
-            zt_vstoren(p, zt_vadd(zt_vloadn(p, left, 0.0f), acc[k]), left);
-    }
+    int j = 0;
+    for (; j + ZT_VL <= n; j += ZT_VL)
+        zt_vstore(dbias + c0 + j, zt_vadd(zt_vload(dbias + c0 + j), zt_vload(acc + j)));
+    if (j < n)
+        zt_vstoren(dbias + c0 + j, zt_vadd(zt_vloadn(dbias + c0 + j, n - j, 0.0f), zt_vload(acc + j)), n - j);
 }
 
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -107,15 +137,25 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 
 void matmul_dbias(float *dbias, const float *dout, int N, int OC)
 {
-    matmul_dbias_rows(dbias, NULL, 0, NULL, dout, N, OC);
+    const int bw = DBIAS_NV * ZT_VL;
+    int nblocks = (OC + bw - 1) / bw;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c0 = blk * bw;
+        dbias_regs(dbias, dout, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
+    }
 }
 
 void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC)
 {
-    int nblocks = (OC + DBIAS_W - 1) / DBIAS_W;
+    /* one block per thread where it fits: any width gives the same sums (each column its own lane) */
+    int nvec = (OC + ZT_VL - 1) / ZT_VL, nt = zt_max_threads();
+    int per = (nvec + nt - 1) / nt, most = DBIAS_MAXW / ZT_VL;
+    int bw = (per < most ? per : most) * ZT_VL;
+    int nblocks = (OC + bw - 1) / bw;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * DBIAS_W;
-        dbias_block(dbias, out, kind, row, ctx, N, OC, c0, OC - c0 < DBIAS_W ? OC - c0 : DBIAS_W);
+        int c0 = blk * bw;
+        dbias_block(dbias, out, kind, row, ctx, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
     }
 }

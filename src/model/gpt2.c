@@ -273,17 +273,21 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         return rc;
     /* MLP: out = res2 + fch_gelu·Wpᵀ + b */
     zt_linear_backward(u, a, P_FCPROJW, big1, g[P_FCPROJW], g[P_FCPROJB], dout, s.fch_gelu, N, H, C, false);
-    /* d fch: gelu's backward writes it as c_fc's products read it (rounded into the staging under lp
-     * compute, unless a LoRA adapter needs it fp32) and sums c_fc's bias gradient in the same pass */
+    /* d fch: under lp compute (and no LoRA adapter on c_fc, which needs it fp32) gelu's backward
+     * writes it rounded into the staging, as c_fc's products read it, and sums c_fc's bias gradient in
+     * the same pass; under fp32 the two passes apart are faster (bench/RESULTS.md) */
     bool rounded = zt_linear_takes_rounded(u, a, P_FCW);
-    gelu_backward_to(rounded ? a->staging : (void *)big2, rounded ? a->lp_kind : 0, g[P_FCB], s.fch, big1, N, H);
+    if (rounded)
+        gelu_backward_to(a->staging, a->lp_kind, g[P_FCB], s.fch, big1, N, H);
+    else
+        gelu_backward(big2, s.fch, big1, (size_t)N * H);
     const void *ln2 = s.ln2, *ln1 = s.ln1; /* cut along T: every part's rows of the operands, re-gathered */
     if (seq && (rc = zt_seq_linear_operand(u, a, s.ln2, big1, C, "mlp.c_fc input (ln_2), again", err))) return rc;
     if (seq) ln2 = big1;
     if (rounded)
         zt_linear_backward_rounded(u, a, P_FCW, bufC, g[P_FCW], a->staging, ln2, N, C, H, false);
     else
-        zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], NULL, big2, ln2, N, C, H, false);
+        zt_linear_backward(u, a, P_FCW, bufC, g[P_FCW], g[P_FCB], big2, ln2, N, C, H, false);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp.c_fc input gradient", err))) return rc;
     layernorm_backward(dres, seq ? ng + 2 * C : g[P_LN2W], seq ? ng + 3 * C : g[P_LN2B], bufC, s.res2, p[P_LN2W],
                        s.ln2_mean, s.ln2_rstd, Nl, C);

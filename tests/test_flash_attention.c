@@ -59,8 +59,8 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     fill(dq, nq, 100.0f), fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: assigned */
     char what[128];
 
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV, false);
 
     gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
     double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
@@ -105,8 +105,8 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     int nt = omp_get_max_threads();
     for (int rep = 0; rep < 2; rep++) {
         omp_set_num_threads(rep == 0 ? nt : 1);
-        flash_attention_gqa_forward(out2, lse2, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
-        flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, out2, lse2, B, T, NH, NKV, hs, C, KV);
+        flash_attention_gqa_forward(out2, lse2, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
+        flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, out2, lse2, B, T, NH, NKV, hs, C, KV, false);
         assert_same_bits("flash out rerun / 1 thread", out, out2, nq);
         assert_same_bits("flash lse rerun / 1 thread", lse, lse2, nl);
         assert_same_bits("flash dq rerun / 1 thread", dq, dq2, nq);
@@ -124,7 +124,7 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
         for (int i = 0; i < KV; i++)
             k3[((size_t)b * T + u) * KV + i] += 100.0f, v3[((size_t)b * T + u) * KV + i] += 100.0f;
     }
-    flash_attention_gqa_forward(out2, lse2, scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV);
+    flash_attention_gqa_forward(out2, lse2, scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV, false);
     for (int b = 0; b < B; b++) {
         assert_same_bits("flash causal: rows before the change", out + (size_t)b * T * C,
                          out2 + (size_t)b * T * C, (size_t)u * C);
@@ -139,8 +139,8 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
             memcpy(qkv + bt * 3 * C + C, k + bt * C, (size_t)C * 4);
             memcpy(qkv + bt * 3 * C + 2 * C, v + bt * C, (size_t)C * 4);
         }
-        flash_attention_forward(out2, lse2, scratch, qkv, B, T, C, NH);
-        flash_attention_backward(dqkv, scratch, g, qkv, out2, lse2, B, T, C, NH);
+        flash_attention_forward(out2, lse2, scratch, qkv, B, T, C, NH, false);
+        flash_attention_backward(dqkv, scratch, g, qkv, out2, lse2, B, T, C, NH, false);
         assert_same_bits("flash fused qkv out", out, out2, nq);
         assert_same_bits("flash fused qkv lse", lse, lse2, nl);
         for (size_t bt = 0; bt < (size_t)B * T; bt++) {
@@ -194,8 +194,8 @@ static void test_flash_extreme(void **state)
             q[(size_t)t * hs + i] = 1.0f;
             k[(size_t)t * hs + i] = (float)t * 0.5f; /* scale 1/4: s = 16 * 0.5 u / 4 = 2u */
         }
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs, false);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs, false);
     gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
     double *ro = dalloc(n), *rl = dalloc(T), *rq = dalloc(n), *rk = dalloc(n), *rv = dalloc(n);
     ref_gqa_forward(ro, rl, NULL, &c);

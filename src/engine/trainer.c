@@ -331,6 +331,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     zt_precision_default(&eo->precision, (zt_precision_mode)cfg->precision);
     eo->precision.reduce = (zt_dtype)cfg->reduce_dtype;
     eo->precision.stochastic_rounding = cfg->stochastic_rounding;
+    if (cfg->attention_dtype == ZT_CFG_ATTN_FP32) eo->precision.attention = ZT_DTYPE_FP32;
     eo->precision.loss_scale = cfg->loss_scale;
     eo->precision.initial_scale_power = cfg->initial_scale_power;
     eo->precision.loss_scale_window = cfg->loss_scale_window;

@@ -23,9 +23,20 @@
  * is cut at micro-tile granularity (8 or 4 rows x 32 keys, 4 rows x each row's keys), not at
  * whole tiles: at T = 256 the score products run 56% of the T x T square and the others 51%, where
  * attention.c's 64-row blocks run 62.5%.
- * Everything is fp32: under bf16/fp16 compute attention runs on fp32 q, k, v and reads the fp32 O
- * (docs/precision.md), as attention.c does. The one float lse is held in costs P a relative error
- * of ~u |lse| in backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.
+ * Precision (docs/precision.md). The kernels read fp32 q, k, v (and the fp32 O) in every mode and
+ * keep the online softmax, lse, D and dS = P (dP - D) in fp32. With bf16 = false every product is
+ * fp32 (the fp32 and fp16 modes, and precision.attention_dtype fp32). With bf16 = true (bf16
+ * compute's default) the six products take bf16 operands and accumulate in fp32 with AVX512_BF16's
+ * vdpbf16ps (vecbf16.h; emulated with the same bits where the build lacks it): Q, K, V, dO rounded
+ * to nearest-even when packed as pairs, Kᵀ and Vᵀ as (hs/2, Tpad) panels of pairs along hs, V and K
+ * (and a chunk's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
+ * score broadcasts; P and dS rounded as the micro-kernels write them (forward: P's pairs over the
+ * scores they came from; backward: dS pairs along keys for dQ, P and dS pairs across row pairs for
+ * dV and dK, straight from the score epilogue). The row sum l is that of the fp32 P. The pair loops
+ * start at even rows and keys and round the end up to a pair; the extra row or key is a causally
+ * masked 0 or zero padding. tests/test_flash_attention_bf16.c bounds the difference to the fp32
+ * kernel element by element. The one float lse is held in costs P a relative error of ~u |lse| in
+ * backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.
  *
  * The same algorithm on CPUs elsewhere: PyTorch's ATen FlashAttentionKernel (blocked GEMMs + online
  * softmax, parallel over (batch, head, query block) forward and (batch, head) backward), ggml's
@@ -38,8 +49,10 @@
  * write one row), as attention.c does. No result depends on the thread count, bit for bit.
  *
  * Memory (flash_attention_scratch_floats, sized under the OpenMP thread setting the kernels run
- * with; they never use more threads): forward B*NKV*hs*Tpad (Kᵀ) plus FA_BR x FA_BC scores per
- * thread; backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles. O(T).
+ * with; they never use more threads; the larger of the two paths' needs): forward B*NKV*hs*Tpad
+ * (Kᵀ; bf16: Kᵀ and V as pairs, the same) plus FA_BR x FA_BC scores per thread (bf16: and Q's tile
+ * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
+ * 1.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K, a chunk's Q and dO twice, three half-size tiles). O(T).
  */
 #include "kernels/kernels.h"
 #include "kernels/vecbf16.h"

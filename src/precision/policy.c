@@ -107,7 +107,7 @@ int zt_precision_check(const zt_precision *p, zt_error *err)
                                 "precision fp16: loss scaling needs loss_scale >= 0, min_loss_scale > 0, "
                                 "loss_scale_window >= 1, hysteresis >= 1, 0 <= initial_scale_power <= 64");
     }
-    if (p->attention != ZT_DTYPE_FP32 && p->attention != p->compute)
+    if (p->attention != ZT_DTYPE_FP32 && !(p->attention == ZT_DTYPE_BF16 && p->compute == ZT_DTYPE_BF16))
         return zt_error_set(err, ZT_ERR_USAGE, "precision %s: attention dtype %s is not supported (attention's "
                             "products run in fp32, or in bf16 under bf16 compute)", zt_precision_mode_name(p->mode),
                             zt_dtype_name(p->attention));

@@ -157,6 +157,15 @@ static void check_bound(const char *what, const float *got, const float *ref, co
     free(r);
 }
 
+/* FNV-1a of the bits: printed, so that builds with and without AVX512_BF16 can be compared */
+static uint64_t bits_hash(uint64_t h, const float *x, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)x;
+    for (size_t i = 0; i < 4 * n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 /* ---- one case -------------------------------------------------------------------------------- */
 
 static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale)
@@ -204,6 +213,10 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale)
     check_bound("bf16 vs fp32 dq (bf16 inputs)", dqb, dqf, bd.dq, nq, 3e-5);
     check_bound("bf16 vs fp32 dk (bf16 inputs)", dkb, dkf, bd.dk, nk, 3e-5);
     check_bound("bf16 vs fp32 dv (bf16 inputs)", dvb, dvf, bd.dv, nk, 3e-5);
+
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = bits_hash(bits_hash(bits_hash(bits_hash(bits_hash(h, ob, nq), lb, nl), dqb, nq), dkb, nk), dvb, nk);
+    print_message("  bf16 kernel's bits (bf16 inputs): %016llx\n", (unsigned long long)h);
 
     /* a rerun, and 1 thread: the same bits */
     float *o2 = falloc(nq), *l2 = falloc(nl), *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);

@@ -284,6 +284,11 @@ struct zt_unit {
     uint8_t lora_a[ZT_UNIT_MAX_PARAMS], lora_b[ZT_UNIT_MAX_PARAMS];
     const struct zt_lora_config *lora;
     int lora_width;                  /* the widest input (C) of its adapted Linears (scratch) */
+    /* The loss unit (out_width 1; zt_model_set_loss_chunk): tokens whose logits it holds at once.
+     * 0, or at least the batch's B*T: all of them, the (B*T, V) logits kept from forward to
+     * backward; fewer: forward computes logits and losses that many rows at a time and backward
+     * computes them again, so no (B*T, V) buffer exists (memory.loss_chunk_tokens) */
+    int loss_chunk;
 };
 
 typedef struct zt_model {
@@ -311,6 +316,7 @@ typedef struct zt_model {
     /* Megatron-LM's sequence parallelism wanted (parallel.sequence_parallel): zt_tp_apply over
      * more than one part also cuts the norms' and residuals' activations along T (zt_unit.seq_parts) */
     bool sequence_parallel;
+    int loss_chunk_tokens; /* memory.loss_chunk_tokens, given to the loss unit (zt_unit.loss_chunk) */
 } zt_model;
 
 int zt_model_create(const char *name, zt_model **out, zt_error *err);
@@ -321,6 +327,9 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
 /* Declares the next unit in execution order; params are indices from zt_model_add_param. */
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err);
+/* The loss unit computes its logits at most `tokens` rows at a time, again in backward, instead of
+ * keeping all (B*T, V) of them (0: keep them; zt_unit.loss_chunk). ZT_ERR_USAGE for tokens < 0. */
+int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err);
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
 /* Freezing (src/model/freeze.c): marks non-trainable every parameter whose whole name matches the
@@ -430,6 +439,7 @@ typedef struct zt_model_spec {
     zt_llama_config llama; /* arch llama */
     zt_lora_config lora;   /* rank > 0: zt_model_spec_create adds LoRA adapters (zt_model_add_lora) */
     bool sequence_parallel; /* zt_model.sequence_parallel of the model built */
+    int loss_chunk_tokens;  /* zt_model.loss_chunk_tokens of the model built (zt_model_set_loss_chunk) */
 } zt_model_spec;
 const char *zt_arch_name(zt_arch a); /* "gpt2", "llama" */
 /* "gpt2" | "llama"; ZT_ERR_USAGE names both on a miss. */

@@ -304,7 +304,9 @@ typedef struct zt_model {
     double (*train_flops_per_token)(const struct zt_model *m, int T);
     /* FLOPs per token a training step recomputes for sequence length T and a checkpointing mode:
      * activation checkpointing's re-runs in backward, and the flash attention's scores Q·Kᵀ
-     * recomputed by its backward (in every mode); NULL if unknown (HFU then equals MFU). */
+     * recomputed by its backward (in every mode), and the LM head's product again when the loss is
+     * chunked (loss_chunk_tokens > 0: counted whenever set, though a batch of at most that many
+     * tokens runs whole); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
     /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value

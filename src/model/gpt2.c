@@ -462,10 +462,10 @@ static double gpt2_flops_per_token(const zt_model *m, int T) {
 static double gpt2_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_gpt2_config *c = m->cfg;
     double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T;
-    double fl = flash(c) ? scores : 0;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T) + fl;
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
-    return fl;
+    double fl = flash(c) ? scores : 0, head = m->loss_chunk_tokens > 0 ? 2.0 * C * c->vocab_size : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T) + fl + head;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return (flash(c) ? fl : scores) + head;
+    return fl + head;
 }
 
 /* Tensor parallelism cuts whole heads (and the MLP's 4C columns with them). */

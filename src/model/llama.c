@@ -482,10 +482,11 @@ static double llama_flops_per_token(const zt_model *m, int T) {
  * them (2·T·C) in every mode, as gpt2.c counts */
 static double llama_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_llama_config *c = m->cfg;
-    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T, fl = flash(c) ? scores : 0;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl;
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
-    return fl;
+    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T;
+    double fl = flash(c) ? scores : 0, head = m->loss_chunk_tokens > 0 ? 2.0 * C * c->vocab_size : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl + head;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return (flash(c) ? fl : scores) + head;
+    return fl + head;
 }
 
 static int check_config(const zt_llama_config *c, zt_error *err) {

@@ -3,13 +3,15 @@
 # LM head's logits and the cross-entropy computed R tokens at a time in forward and again in
 # backward, so no (B*T, V) buffer is kept; with `zerotrain train` on GPT-2 and Llama, under mpirun:
 #  1. a bad value exits 2 naming the key;
-#  2. a chunk of B*T tokens or more is the unchunked run, bit for bit (fp32, bf16);
+#  2. a chunk of B*T tokens or more is the unchunked run, bit for bit (fp32, bf16): the trainer runs
+#     it unchunked (zt_loss_chunk_for);
 #  3. chunked (R = 24 of B*T = 64, the last chunk short), the losses stay within 2e-4 of the
 #     unchunked run's over 6 steps (the LM head's weight gradient is summed over other blocks of
 #     rows: rounding, not a change of the math; a wrong chunk moves the first loss by far more) and
 #     the strategies and parallelisms keep their bit-identities with chunks: zero3 on 2 ranks =
 #     1 process with 2 micro-batches; Llama pp 2 = 1 process; tp 2 (vocabulary-parallel loss in
-#     chunks) = tp 2 within the same 2e-4;
+#     chunks) = tp 2 within the same 2e-4; sampling (batches of 1 x the context: one chunk, then
+#     several) gives the unchunked text, 1 process and tp 2, and evaluation its losses;
 #  4. every class of every rank reaches exactly its planned memory, and estimate-memory plans fewer
 #     activation bytes with chunks, by the saved logits less the chunk's scratch.
 set -uo pipefail
@@ -81,6 +83,20 @@ same "llama chunk 24: pp 2 = 1 process" "$base" \
 TP=(--nproc 2 --set parallel.tensor_parallel_size=2)
 close "gpt2 tp 2, vocabulary-parallel loss in chunks of 24 vs tp 2" "$(train "$T/gpt2.yaml" "${TP[@]}")" \
   "$(train "$T/gpt2.yaml" "${TP[@]}" --set memory.loss_chunk_tokens=24)"
+
+# generation (a batch of 1 x the growing context: one chunk while it is at most 7 tokens, then
+# several) and evaluation run through the chunks too: the same text as unchunked, 1 process and tp 2
+sample() { sed -n '/^--- sample/{n;p}' <<<"$1"; }
+G=(--set sample.tokens=16 --set data.val="$T/gpl.bin" --set eval.every=3 --set eval.batches=2)
+ref="$(train "$T/gpt2.yaml" "${G[@]}")"
+for extra in "" "--nproc 2 --set parallel.tensor_parallel_size=2"; do
+  out="$(train "$T/gpt2.yaml" "${G[@]}" --set memory.loss_chunk_tokens=7 $extra)"
+  val() { grep -oE 'val [0-9.]+' <<<"$1" | tr '\n' ' '; }
+  if [ -n "$(sample "$ref")" ] && [ "$(sample "$out")" = "$(sample "$ref")" ] && [ -n "$(val "$out")" ] &&
+     python3 -c "import sys; a, b = sys.argv[1].split()[1::2], sys.argv[2].split()[1::2]; sys.exit(0 if a and len(a) == len(b) and all(abs(float(x) - float(y)) <= 2e-4 for x, y in zip(a, b)) else 1)" "$(val "$ref")" "$(val "$out")"; then
+    echo "ok   chunks of 7${extra:+ (tp 2)}: the same sample, validation $(val "$out")"
+  else echo "FAIL chunks of 7${extra:+ (tp 2)}: sample '$(sample "$out")' vs '$(sample "$ref")', validation '$(val "$out")' vs '$(val "$ref")'"; fail=1; fi
+done
 
 # 4. estimate-memory: the activations shrink by the (64, 50257) fp32 logits less the chunk's scratch
 act() { "$Z" estimate-memory "$T/gpt2.yaml" "$@" 2>&1 | grep -m1 'activations (outputs' | awk '{print $(NF)}'; }

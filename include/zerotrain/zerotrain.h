@@ -284,10 +284,11 @@ struct zt_unit {
     uint8_t lora_a[ZT_UNIT_MAX_PARAMS], lora_b[ZT_UNIT_MAX_PARAMS];
     const struct zt_lora_config *lora;
     int lora_width;                  /* the widest input (C) of its adapted Linears (scratch) */
-    /* The loss unit (out_width 1; zt_model_set_loss_chunk): tokens whose logits it holds at once.
-     * 0, or at least the batch's B*T: all of them, the (B*T, V) logits kept from forward to
-     * backward; fewer: forward computes logits and losses that many rows at a time and backward
-     * computes them again, so no (B*T, V) buffer exists (memory.loss_chunk_tokens) */
+    /* The loss unit (the last; zt_model_set_loss_chunk): tokens whose logits it holds at once.
+     * 0: all of them, the (B*T, V) logits kept from forward to backward; R > 0: forward computes
+     * logits and losses min(R, B*T) rows at a time and backward computes them again, so no (B*T, V)
+     * buffer exists (memory.loss_chunk_tokens; the trainer, bench and estimate-memory give 0 for
+     * R >= B*T, where chunks would only repeat the product) */
     int loss_chunk;
 };
 
@@ -305,8 +306,7 @@ typedef struct zt_model {
     /* FLOPs per token a training step recomputes for sequence length T and a checkpointing mode:
      * activation checkpointing's re-runs in backward, and the flash attention's scores Q·Kᵀ
      * recomputed by its backward (in every mode), and the LM head's product again when the loss is
-     * chunked (loss_chunk_tokens > 0: counted whenever set, though a batch of at most that many
-     * tokens runs whole); NULL if unknown (HFU then equals MFU). */
+     * chunked (loss_chunk_tokens > 0); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
     /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value
@@ -330,7 +330,10 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err);
 /* The loss unit computes its logits at most `tokens` rows at a time, again in backward, instead of
- * keeping all (B*T, V) of them (0: keep them; zt_unit.loss_chunk). ZT_ERR_USAGE for tokens < 0. */
+ * keeping all (B*T, V) of them (0: keep them; zt_unit.loss_chunk). ZT_ERR_USAGE for tokens < 0.
+ * zt_loss_chunk_for(tokens, B, T) is what to give for micro-batches of B x T: 0 when one chunk would
+ * hold them all (chunks would only repeat the product). */
+int zt_loss_chunk_for(int tokens, int B, int T);
 int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err);
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);

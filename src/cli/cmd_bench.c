@@ -171,7 +171,7 @@ int zt_cmd_bench(int argc, char **argv) {
     if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
     spec.gpt2.attention = spec.llama.attention = attention;
     if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
-    spec.loss_chunk_tokens = loss_chunk;
+    spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, B, T);
     if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
         (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
         goto out;
@@ -210,7 +210,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
     fprintf(out, "activation checkpointing %s, %s attention, loss %s: activations %.1f MiB per rank\n",
-            zt_recompute_name(recompute), zt_attention_name(attention), loss_chunk > 0 && loss_chunk < B * T ?
+            zt_recompute_name(recompute), zt_attention_name(attention), spec.loss_chunk_tokens ?
             "in chunks" : "whole", mem.activations / 1048576.0);
     zt_comm_bytes bytes = {0}, step_bytes;
     for (int it = 0; it < warmup + steps; it++) {

@@ -387,7 +387,7 @@ static int print_fit(FILE *out, const char *name, zt_attention attention, int lo
     int rc = zt_model_preset(name, &spec, err);
     if (rc) return rc;
     spec.gpt2.attention = spec.llama.attention = attention;
-    spec.loss_chunk_tokens = loss_chunk;
+    spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, base_opt->B, base_opt->T);
     struct statvfs vfs;
     double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
     if (!ram_gib && !(avail > 0))
@@ -605,7 +605,8 @@ int zt_cmd_estimate(int argc, char **argv) {
         model_name = cfg.model_preset;
     } else {
         if (zt_estimator_model(model_name, attention, &model, &err)) return zt_cli_fail(&err);
-        if (zt_model_set_loss_chunk(model, loss_chunk, &err)) {
+        if (!T) T = model->max_seq_len;
+        if (zt_model_set_loss_chunk(model, zt_loss_chunk_for(loss_chunk, B, T), &err)) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }

@@ -401,7 +401,7 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
             return rc;
     }
     /* this part's vocabulary; chunked: no saved logits */
-    return zt_head_loss_forward(u, a, 2, op, x, zt_head_logits_rows(u, B, T) < N ? NULL : logits, C, V,
+    return zt_head_loss_forward(u, a, 2, op, x, zt_head_chunked(u) ? NULL : logits, C, V,
                                 (size_t)N * C, err);
 }
 
@@ -415,7 +415,7 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                   part's rows, then summed */
     float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
     int rc = seq ? zt_seq_linear_operand(u, a, s.lnf, slot_all, C, "LM head input (ln_f), again", err) : ZT_OK;
-    if (!rc) rc = zt_head_loss_backward(u, a, 2, zt_head_logits_rows(u, B, T) < B * T ? NULL : s.probs,
+    if (!rc) rc = zt_head_loss_backward(u, a, 2, zt_head_chunked(u) ? NULL : s.probs,
                                        seq ? slot_all : s.lnf, dlnf, C, V, (size_t)B * T * C, err);
     if (rc) return rc;
     if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);

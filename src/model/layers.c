@@ -201,19 +201,21 @@ int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, floa
 
 /* ---- the head's loss: logits of the LM head, softmax cross-entropy, and its backward ----
  * Whole, the (N, Vl) logits are a saved buffer of the unit: forward turns them into
- * probabilities in place, backward into d logits. Chunked (zt_head_logits_rows < N), forward
- * computes the logits of R rows at a time in the scratch and keeps only the losses; backward
- * computes each chunk's logits and probabilities again (the same products and kernels on the
- * same rows: the same bits as its forward) before its d logits and products. */
+ * probabilities in place, backward into d logits. Chunked (zt_unit.loss_chunk > 0, whatever the
+ * batch: a smaller batch, e.g. generation's, runs as one chunk in the same scratch), forward
+ * computes the logits of R = zt_head_logits_rows rows at a time in the scratch and keeps only the
+ * losses; backward computes each chunk's logits and probabilities again (the same products and
+ * kernels on the same rows: the same bits as its forward) before its d logits and products. */
 
 int zt_head_logits_rows(const zt_unit *u, int B, int T) {
     int N = B * T;
     return u->loss_chunk > 0 && u->loss_chunk < N ? u->loss_chunk : N;
 }
 
+bool zt_head_chunked(const zt_unit *u) { return u->loss_chunk > 0; }
+
 size_t zt_head_saved_logits_floats(const zt_unit *u, int B, int T, int V) {
-    int N = B * T;
-    return zt_head_logits_rows(u, B, T) < N ? 0 : zt_fp32_floats((size_t)N * zt_unit_vocab(u, V));
+    return zt_head_chunked(u) ? 0 : zt_fp32_floats((size_t)B * T * zt_unit_vocab(u, V));
 }
 
 size_t zt_head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind, int V) {
@@ -227,8 +229,8 @@ static size_t cut_floats(const zt_unit *u, int R) {
 }
 
 size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T, int V) {
-    int N = B * T, R = zt_head_logits_rows(u, B, T);
-    size_t chunk = R < N ? zt_fp32_floats((size_t)R * zt_unit_vocab(u, V)) + zt_fp32_floats((size_t)R) : 0;
+    int R = zt_head_logits_rows(u, B, T);
+    size_t chunk = zt_head_chunked(u) ? zt_fp32_floats((size_t)R * zt_unit_vocab(u, V)) + zt_fp32_floats((size_t)R) : 0;
     return cut_floats(u, R) + chunk;
 }
 
@@ -258,20 +260,25 @@ static int loss_rows(const zt_unit *u, const zt_unit_args *a, float *logits, int
     return ZT_OK;
 }
 
-/* the logits of the generated position among rows [r0, r0 + n) (whole when cut) into
- * batch->logits_out (B, V) */
+/* the logits of the generated position among rows [r0, r0 + n) into batch->logits_out (B, V); cut,
+ * every part's columns side by side (each part holds the same rows, so the gathers match) */
 static int copy_generated(const zt_unit *u, const zt_unit_args *a, const float *logits, int Vl, int V, int r0, int n,
                           zt_error *err) {
     const zt_batch *bt = a->batch;
     if (!bt->logits_out || bt->logits_pos < 0 || bt->logits_pos >= bt->T) return ZT_OK;
-    if (u->tp_parts > 1) /* every part's columns side by side */
-        return a->group->concat_cols(a->group, logits + (size_t)bt->logits_pos * Vl, bt->B, (size_t)bt->T * Vl, V,
-                                     bt->logits_out, "logits of the generated position", err);
+    int T = bt->T, b0 = 0, b1 = 0; /* the batch rows b whose row b*T + logits_pos is in [r0, r0 + n) */
     for (int b = 0; b < bt->B; b++) {
-        int row = b * bt->T + bt->logits_pos;
-        if (row >= r0 && row < r0 + n)
-            memcpy(bt->logits_out + (size_t)b * V, logits + (size_t)(row - r0) * Vl, (size_t)V * sizeof(float));
+        int row = b * T + bt->logits_pos;
+        if (row < r0) b0 = b + 1;
+        if (row < r0 + n) b1 = b + 1;
     }
+    if (b1 <= b0) return ZT_OK;
+    const float *first = logits + ((size_t)b0 * T + bt->logits_pos - r0) * Vl;
+    if (u->tp_parts > 1)
+        return a->group->concat_cols(a->group, first, b1 - b0, (size_t)T * Vl, V, bt->logits_out + (size_t)b0 * V,
+                                     "logits of the generated position", err);
+    for (int b = b0; b < b1; b++)
+        memcpy(bt->logits_out + (size_t)b * V, first + (size_t)(b - b0) * T * Vl, (size_t)V * sizeof(float));
     return ZT_OK;
 }
 
@@ -305,7 +312,7 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, int k, void *o
                                     "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
     float *cut_scratch = a->scratch + scratch_at;
     int rc = ZT_OK;
-    if (R == N) { /* whole: the saved logits */
+    if (!zt_head_chunked(u)) { /* whole: the saved logits */
         zt_linear_forward(u, a, k, logits, op, x, NULL, N, C, Vl);
         if ((rc = copy_generated(u, a, logits, Vl, V, 0, N, err))) return rc;
         if (!bt->targets) {
@@ -314,9 +321,6 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, int k, void *o
         }
         return loss_rows(u, a, logits, Vl, cut_scratch, 0, N, a->out, err);
     }
-    if (cut && bt->logits_out && bt->logits_pos >= 0)
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: generation with the loss in chunks of %d tokens under tensor "
-                            "parallelism (set memory.loss_chunk_tokens 0 to sample)", u->name, R);
     if (a->lp_kind && x) /* the operand rounded once, as zt_linear_forward would */
         zt_round_to_lp((zt_lp_kind)a->lp_kind, op, x, (size_t)N * C);
     float *chunk = cut_scratch + cut_floats(u, R);
@@ -422,7 +426,7 @@ int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float 
     int rc = zt_check_lp_weights(u, a, &k, 1, err);
     if (rc) return rc;
     int Vl = zt_unit_vocab(u, V);
-    if (R == N) {
+    if (!zt_head_chunked(u)) {
         loss_backward_rows(u, a, k, probs, slot, dinp, 0, N, C, Vl);
     } else { /* each chunk's logits and probabilities again, then its backward */
         float *cut_scratch = a->scratch + scratch_at, *chunk = cut_scratch + cut_floats(u, R);

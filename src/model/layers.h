@@ -109,8 +109,10 @@ int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, 
 int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, float *const *grads, int n, int C,
                        const char *what, zt_error *err);
 
-/* The head's loss in rows: B*T, or zt_unit.loss_chunk when that is fewer (chunked: the logits of
- * that many rows at a time, in the scratch, computed again in backward; nothing (N, V) is saved). */
+/* Whether the loss is chunked (zt_unit.loss_chunk > 0): the logits of zt_head_logits_rows rows
+ * at a time, in the scratch, computed again in backward; nothing (N, V) is saved. */
+bool zt_head_chunked(const zt_unit *u);
+/* The rows of logits the head holds at once: B*T, or zt_unit.loss_chunk when that is fewer. */
 int zt_head_logits_rows(const zt_unit *u, int B, int T);
 /* Floats of the head's saved (N, zt_unit_vocab(u, V)) logits: 0 when chunked. */
 size_t zt_head_saved_logits_floats(const zt_unit *u, int B, int T, int V);

@@ -80,6 +80,10 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
     return ZT_OK;
 }
 
+int zt_loss_chunk_for(int tokens, int B, int T) {
+    return B > 0 && T > 0 && (int64_t)tokens >= (int64_t)B * T ? 0 : tokens;
+}
+
 int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err) {
     if (tokens < 0)
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: loss chunk of %d tokens (0: none)", m->name, tokens);

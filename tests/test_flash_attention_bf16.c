@@ -9,7 +9,8 @@
  *     order. The bound is derived element by element from the products' terms (see bf16_bounds);
  *   - against the double reference on unrounded inputs, a sanity bound;
  *   - GPT-2 and grouped-query shapes, T not a multiple of the tiles, odd T and odd hs (pairs padded),
- *     the same bits on 1 and 2 threads and on a rerun, causality, and the fused-qkv wrappers.
+ *     and (test_flash_invariants.h, as for the fp32 path) the same bits on 1 and 2 threads and on a
+ *     rerun, causality of forward and backward, and the fused-qkv wrappers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "kernels/vecbf16.h"
 #include "test_kernel_check.h"
 #include "test_attention_ref.h"
+#include "test_flash_invariants.h"
 
 #define U_BF16 (1.0 / 256.0) /* bf16 keeps 8 significant bits: nearest-even rounding's relative error <= 2^-8 */
 
@@ -218,70 +220,14 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale)
     h = bits_hash(bits_hash(bits_hash(bits_hash(bits_hash(h, ob, nq), lb, nl), dqb, nq), dkb, nk), dvb, nk);
     print_message("  bf16 kernel's bits (bf16 inputs): %016llx\n", (unsigned long long)h);
 
-    /* a rerun, and 1 thread: the same bits */
-    float *o2 = falloc(nq), *l2 = falloc(nl), *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);
-    int nt = omp_get_max_threads();
-    for (int rep = 0; rep < 2; rep++) {
-        omp_set_num_threads(rep == 0 ? nt : 1);
-        flash_attention_gqa_forward(o2, l2, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true);
-        flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, o2, l2, B, T, NH, NKV, hs, C, KV, true);
-        assert_same_bits("bf16 out rerun / 1 thread", ob, o2, nq);
-        assert_same_bits("bf16 lse rerun / 1 thread", lb, l2, nl);
-        assert_same_bits("bf16 dq rerun / 1 thread", dqb, dq2, nq);
-        assert_same_bits("bf16 dk rerun / 1 thread", dkb, dk2, nk);
-        assert_same_bits("bf16 dv rerun / 1 thread", dvb, dv2, nk);
-    }
-    omp_set_num_threads(nt);
-
-    /* causality: changing token u's q, k and v leaves every output row t < u bit-identical, and
-     * the gradients of q, k, v at tokens after ... : changing dO of token u leaves dq of rows < u
-     * and dk, dv of keys > u bit-identical */
-    int uu = T / 2 + 1 < T ? T / 2 + 1 : T - 1;
-    float *q3 = fdup(q, nq), *k3 = fdup(k, nk), *v3 = fdup(v, nk), *g3 = fdup(g, nq);
-    for (int b = 0; b < B; b++) {
-        for (int i = 0; i < C; i++)
-            q3[((size_t)b * T + uu) * C + i] += 100.0f, g3[((size_t)b * T + uu) * C + i] += 1.0f;
-        for (int i = 0; i < KV; i++)
-            k3[((size_t)b * T + uu) * KV + i] += 100.0f, v3[((size_t)b * T + uu) * KV + i] += 100.0f;
-    }
-    flash_attention_gqa_forward(o2, l2, scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV, true);
-    for (int b = 0; b < B; b++) {
-        assert_same_bits("bf16 causal: rows before the change", ob + (size_t)b * T * C, o2 + (size_t)b * T * C,
-                         (size_t)uu * C);
-        assert_true(memcmp(ob + ((size_t)b * T + uu) * C, o2 + ((size_t)b * T + uu) * C, (size_t)C * 4) != 0);
-    }
-    flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g3, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true);
-    for (int b = 0; b < B; b++) {
-        assert_same_bits("bf16 causal: dq of rows before dO's change", dqb + (size_t)b * T * C,
-                         dq2 + (size_t)b * T * C, (size_t)uu * C);
-        size_t after = ((size_t)b * T + uu + 1) * KV, nafter = (size_t)(T - uu - 1) * KV;
-        assert_same_bits("bf16 causal: dk of keys after it", dkb + after, dk2 + after, nafter);
-        assert_same_bits("bf16 causal: dv of keys after it", dvb + after, dv2 + after, nafter);
-    }
-
-    /* multi-head: GPT-2's fused-qkv wrappers give the same bits as the strided GQA call */
-    if (NKV == NH) {
-        float *qkv = falloc(3 * nq), *dqkv = falloc(3 * nq);
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            memcpy(qkv + bt * 3 * C, q + bt * C, (size_t)C * 4);
-            memcpy(qkv + bt * 3 * C + C, k + bt * C, (size_t)C * 4);
-            memcpy(qkv + bt * 3 * C + 2 * C, v + bt * C, (size_t)C * 4);
-        }
-        flash_attention_forward(o2, l2, scratch, qkv, B, T, C, NH, true);
-        flash_attention_backward(dqkv, scratch, g, qkv, o2, l2, B, T, C, NH, true);
-        assert_same_bits("bf16 fused qkv out", ob, o2, nq);
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            assert_same_bits("bf16 fused dq", dqb + bt * C, dqkv + bt * 3 * C, (size_t)C);
-            assert_same_bits("bf16 fused dk", dkb + bt * C, dqkv + bt * 3 * C + C, (size_t)C);
-            assert_same_bits("bf16 fused dv", dvb + bt * C, dqkv + bt * 3 * C + 2 * C, (size_t)C);
-        }
-        free(qkv), free(dqkv);
-    }
+    /* a rerun, 1 thread, causality, the fused-qkv wrappers (test_flash_invariants.h) */
+    flash_case fc = {B, T, NH, NKV, hs, q, k, v, g, ob, lb, dqb, dkb, dvb, scratch, true};
+    flash_invariants(&fc);
 
     free(q), free(k), free(v), free(g), free(scratch), free(of), free(lf), free(dqf), free(dkf), free(dvf);
-    free(ob), free(lb), free(dqb), free(dkb), free(dvb), free(o2), free(l2), free(dq2), free(dk2), free(dv2);
+    free(ob), free(lb), free(dqb), free(dkb), free(dvb);
     free(c.q), free(c.k), free(c.v), free(c.g), free(ro), free(rl), free(rq), free(rk), free(rv);
-    free(bd.o), free(bd.dq), free(bd.dk), free(bd.dv), free(zero), free(q3), free(k3), free(v3), free(g3);
+    free(bd.o), free(bd.dq), free(bd.dk), free(bd.dv), free(zero);
 }
 
 static void test_flash_bf16_small(void **state)

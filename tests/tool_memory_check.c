@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
     if (zt_memory_plan_compute(m, &o, &po, N, rank, &indep, &err)) return tool_fail(world, "plan", &err);
     int status = 0;
     if (memcmp(indep.peak, plan.peak, sizeof plan.peak) || indep.peak_total != plan.peak_total) {
-        fprintf(stderr, "rank %d: the plan from the options differs from the engine's\n", rank);
+        fprintf(stderr, "rank %d: the plan from the options differs from the engine's (shared segments %zu, %zu)\n", rank, indep.shm, plan.shm);
         status = 1;
     }
     size_t BT = (size_t)o.B * o.T;

@@ -14,8 +14,8 @@
  *     rank r only, read by all), then D x (N-1) input slots, then D output slots of ZT_SHM_SLOT
  *     bytes, D = zt_shm_depth_(N). The counters only grow, for the life of the comm.
  * Sizes per rank: 4 KiB + D x N x 256 KiB: 4 MiB on 2 ranks, 3 MiB on 3, 2 MiB on 4 (D = 8 / (N-1)
- * steps in flight, at least 2). Like Open MPI's own shared-memory FIFOs, this is outside the
- * engine's memory plan.
+ * steps in flight, at least 2). A rank's region is its share of the node's memory
+ * (zt_comm_shm_bytes): the engine counts it in its comm class and its memory plan.
  */
 #include "comm/comm_internal.h"
 
@@ -85,3 +85,12 @@ void zt_shm_close_(zt_comm *c) {
 }
 
 bool zt_comm_has_shm(const zt_comm *c) { return c && c->shm_map; }
+
+size_t zt_comm_shm_bytes(const zt_comm *c) { return zt_comm_has_shm(c) ? zt_shm_region_bytes_(c->size) : 0; }
+
+size_t zt_comm_shm_bytes_for_size(int nranks) {
+    zt_comm_settings set;
+    zt_error ignore;
+    if (nranks < 2 || nranks > ZT_SHM_MAX_RANKS || zt_comm_env_(&set, &ignore) != ZT_OK || set.ar_shm_max == 0) return 0;
+    return zt_shm_region_bytes_(nranks);
+}

@@ -539,26 +539,6 @@ static void check_ar_algos(zt_comm *c) {
     use_algo(c, ZT_AR_ALGO_AUTO);
 }
 
-/* The shared segment's coarse steps (ZT_SHM_COARSE_MIN_BLOCK..MAX_BLOCK bytes per block: 4-16 MiB,
- * half the ring per step) at either side of both bounds, with odd lengths: a block one element
- * short of 4 MiB (256 KiB steps), 4 MiB exactly (4 steps of 1 MiB on 2 ranks), one element more
- * (a fifth step of one element), two and a half steps and 3 elements; 16 MiB exactly and one
- * element more (256 KiB steps again; on 2 ranks, for the time); bf16 either side of 4 MiB.
- * The sizes alternate so that consecutive segment all-reduces change their piece size; SHM and
- * AUTO (SHM where there is a segment, messages without: the digests) by turns, each against the
- * reference tree and reduce-scatter + all-gather (check_ar). */
-static void check_ar_coarse(zt_comm *c) {
-    int N = g_size;
-    if (N < 2) return;
-    size_t lo = (size_t)N * (1u << 20), hi = (size_t)N * (4u << 20); /* elements: blocks of 4, 16 MiB fp32 */
-    size_t ns[] = {lo - (size_t)N, lo - 1, lo + 1, hi + (size_t)N, lo * 5 / 2 + 3, hi - 1};
-    const int algos[] = {ZT_AR_ALGO_SHM, ZT_AR_ALGO_AUTO};
-    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
-        if (ns[t] < lo * 3 || N == 2) check_ar(c, ns[t], 480 + t, t % 2 == 1, algos[t % 2]);
-    size_t hs[] = {lo * 2 + 1, lo * 2 - (size_t)N};
-    for (size_t t = 0; t < 2; t++) check_ar_half(ZT_DTYPE_BF16, c, hs[t], 490 + t, t == 1, algos[t]);
-}
-
 /* ---- broadcast ------------------------------------------------------------------------------- */
 static int bcast_children(int N, int me, int root) {
     int v = (me - root + N) % N, low = 1, k = 0;
@@ -952,7 +932,6 @@ int main(int argc, char **argv) {
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_AUTO);
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_RS_AG);
         check_ar_algos(world);
-        check_ar_coarse(world);
         for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
         check_rs(world, counts, 301, true, false);
         for (int j = 0; j < N; j++) counts[j] = (1u << 18) * 3 + (size_t)j; /* bf16: three chunks */

@@ -9,13 +9,10 @@
  *   - Element i of block j (the even split, zt_comm_even_counts) is zt_tree_sum over the ranks'
  *     values in rank order, computed once by rank j and copied by the others: the bits of
  *     all_reduce.c's reduce-scatter + all-gather, in fp32, bf16 and fp16, on every rank.
- *   - An op cuts the rings into D slots of its own piece size (D x piece fit the ring: 8 x 256
- *     KiB, or 2 x 1 MiB for mid sizes, on 2 ranks), the same on every rank (it follows n).
  *   - A slot is written only after every reader is done with its previous use: the counters count
- *     global steps (c->shm_step onwards, never reset), and rank r writes input slot (g - base) % D
- *     for step g once every peer has summed step g - D (pub_out), output slot (g - base) % D once
- *     every peer has copied step g - D (done_out); an op's first D steps find the earlier ops'
- *     slots free (slot_free). Counters are stored with release after the data and
+ *     global steps (c->shm_step onwards, never reset), and rank r writes input slot g % D for
+ *     step g once every peer has summed step g - D (pub_out), output slot g % D once every peer
+ *     has copied step g - D (done_out). Counters are stored with release after the data and
  *     loaded with acquire before reading it.
  *   - Nothing blocks inside: all_reduce_shm's poll does what the counters allow and returns; the
  *     one wait loop (deadline.c) polls it under the deadline, with its spin / yield back-off, and
@@ -44,19 +41,19 @@ static unsigned char *region(const zt_comm *c, int r) {
 
 static shm_counters *ctr(const zt_comm *c, int r) { return (shm_counters *)region(c, r); }
 
-/* Rank r's input slot of step g holding its piece of block j (j != r): the op's pieces of
- * op->sh.piece bytes, op->sh.depth steps of them in the input ring. */
-static unsigned char *in_slot(const zt_comm_op *op, int r, uint64_t g, int j) {
-    int N = op->c->size;
-    size_t s = (size_t)((g - op->sh.base) % (uint64_t)op->sh.depth) * (size_t)(N - 1) + (size_t)((j - r - 1 + N) % N);
-    return region(op->c, r) + ZT_SHM_HEADER + s * op->sh.piece;
+/* Rank r's input slot of step g holding its piece of block j (j != r). */
+static unsigned char *in_slot(const zt_comm *c, int r, uint64_t g, int j) {
+    int N = c->size;
+    uint64_t D = (uint64_t)zt_shm_depth_(N);
+    size_t s = (size_t)(g % D) * (size_t)(N - 1) + (size_t)((j - r - 1 + N) % N);
+    return region(c, r) + ZT_SHM_HEADER + s * ZT_SHM_SLOT;
 }
 
-/* Rank r's output slot of step g (its block's sum), after the input ring. */
-static unsigned char *out_slot(const zt_comm_op *op, int r, uint64_t g) {
-    size_t in_ring = (size_t)zt_shm_depth_(op->c->size) * (size_t)(op->c->size - 1) * ZT_SHM_SLOT;
-    size_t s = (size_t)((g - op->sh.base) % (uint64_t)op->sh.depth);
-    return region(op->c, r) + ZT_SHM_HEADER + in_ring + s * op->sh.piece;
+/* Rank r's output slot of step g (its block's sum). */
+static unsigned char *out_slot(const zt_comm *c, int r, uint64_t g) {
+    uint64_t D = (uint64_t)zt_shm_depth_(c->size);
+    size_t s = (size_t)D * (size_t)(c->size - 1) + (size_t)(g % D);
+    return region(c, r) + ZT_SHM_HEADER + s * ZT_SHM_SLOT;
 }
 
 static uint64_t load(_Atomic uint64_t *p) { return atomic_load_explicit(p, memory_order_acquire); }
@@ -79,14 +76,10 @@ static bool peers_reached(const zt_comm *c, size_t which, uint64_t v) {
     return true;
 }
 
-/* Step g's slot may be rewritten once the peers are through step g - depth with it. The op's
- * first steps reuse what earlier ops (of other piece sizes) left: free already, since ops on a
- * comm run one after the other (this op started after the previous one had copied every peer's
- * sums out, so the peers had summed everything; a peer reads this op's output slots only once it
- * has started this op, i.e. finished copying the previous one's). */
-static bool slot_free(const zt_comm_op *op, size_t which, uint64_t g) {
-    uint64_t D = (uint64_t)op->sh.depth;
-    return g < op->sh.base + D || peers_reached(op->c, which, g - D + 1);
+/* Step g's slot may be rewritten once the peers are through step g - D with it. */
+static bool slot_free(const zt_comm *c, size_t which, uint64_t g) {
+    uint64_t D = (uint64_t)zt_shm_depth_(c->size);
+    return g < D || peers_reached(c, which, g - D + 1);
 }
 
 static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
@@ -100,10 +93,10 @@ static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
         while (op->sh.k_pub < op->sh.nsteps) {
             int k = op->sh.k_pub;
             uint64_t g = op->sh.base + (uint64_t)k;
-            if (!slot_free(op, offsetof(shm_counters, pub_out), g)) break;
+            if (!slot_free(c, offsetof(shm_counters, pub_out), g)) break;
             for (int j = 0; j < N; j++) {
                 size_t len = j == me ? 0 : clen(op, j, k);
-                if (len) memcpy(in_slot(op, me, g, j), chunk_at(op, j, k), len * elem);
+                if (len) memcpy(in_slot(c, me, g, j), chunk_at(op, j, k), len * elem);
                 op->sent += len * elem;
             }
             store(&mine->pub_in, g + 1);
@@ -115,14 +108,14 @@ static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
             int k = op->sh.k_sum;
             uint64_t g = op->sh.base + (uint64_t)k;
             if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1) ||
-                !slot_free(op, offsetof(shm_counters, done_out), g))
+                !slot_free(c, offsetof(shm_counters, done_out), g))
                 break;
             size_t len = clen(op, me, k);
             if (len) {
                 unsigned char *own = chunk_at(op, me, k);
-                for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : in_slot(op, r, g, me);
+                for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : in_slot(c, r, g, me);
                 zt_tree_sum(op->sh.dtype, own, c->parts, N, len);
-                memcpy(out_slot(op, me, g), own, len * elem);
+                memcpy(out_slot(c, me, g), own, len * elem);
             }
             op->recvd += (size_t)(N - 1) * len * elem;
             op->sent += (size_t)(N - 1) * len * elem;
@@ -137,7 +130,7 @@ static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
             if (!peers_reached(c, offsetof(shm_counters, pub_out), g + 1)) break;
             for (int j = 0; j < N; j++) {
                 size_t len = j == me ? 0 : clen(op, j, k);
-                if (len) memcpy(chunk_at(op, j, k), out_slot(op, j, g), len * elem);
+                if (len) memcpy(chunk_at(op, j, k), out_slot(c, j, g), len * elem);
                 op->recvd += len * elem;
             }
             store(&mine->done_out, g + 1);
@@ -178,8 +171,8 @@ static void sh_lagging(const zt_comm_op *op, bool *mark) {
  * Limitations: one node only (across nodes all_reduce.c's messages); memcpy bandwidth-bound;
  *              the wait spins then yields (deadline.c), so more ranks than cores is slow.
  *
- *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB], 8 steps in flight;
- *   blocks of 4-16 MiB: 1 MiB, 2 in flight), rank 0's view; A = block 0 (its own), B = block 1:
+ *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB]), rank 0's view; A = block 0 (its
+ *   own), B = block 1:
  *     B_k(own values) -> my input slot              pub_in = g+1
  *     once rank 1's pub_in > g:  A_k = A_k + (rank 1's input slot)   (rank 0's value first)
  *       A_k -> my output slot                        pub_out = g+1
@@ -194,15 +187,6 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
     size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
     piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
-    int depth = zt_shm_depth_(c->size);
-    size_t block = first * op->sh.elem;
-    if (block >= ZT_SHM_COARSE_MIN_BLOCK && block <= ZT_SHM_COARSE_MAX_BLOCK) {
-        /* mid sizes: the ring in two halves, 4x fewer hand-overs than 256 KiB steps (2 ranks) */
-        piece = (size_t)depth * ZT_SHM_SLOT / 2;
-        depth = 2;
-    }
-    op->sh.piece = piece;
-    op->sh.depth = depth;
     op->sh.chunk = piece / op->sh.elem;
     op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
     op->sh.base = c->shm_step;

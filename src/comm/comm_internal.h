@@ -48,15 +48,9 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_COMM_DEFAULT_AR_EXCHANGE (64u << 10)
 /* The shared segment (shm.c, all_reduce_shm.c): slots of ZT_SHM_SLOT bytes, zt_shm_depth_(N) steps in
  * flight (8 on 2 ranks); a step moves a piece of each block of block/8 bytes clamped to
- * [ZT_SHM_MIN_PIECE, ZT_SHM_SLOT] (but the coarse steps below). Measured on 2 ranks (bench/RESULTS.md "Collectives"): 64 KiB pieces
+ * [ZT_SHM_MIN_PIECE, ZT_SHM_SLOT]. Measured on 2 ranks (bench/RESULTS.md "Collectives"): 64 KiB pieces
  * win up to ~1 MB, 256 KiB ones from ~8 MB. Every all-reduce up to ZT_COMM_AR_SHM_BYTES (default: any
  * size) goes through it. */
-/* Blocks of ZT_SHM_COARSE_MIN_BLOCK..ZT_SHM_COARSE_MAX_BLOCK bytes (8-32 MB all-reduces on 2 ranks)
- * go in 2 steps in flight of half the ring each (1 MiB on 2 ranks, 512 KiB on 3; 4 ranks and
- * more: 256 KiB): a 16 MB all-reduce makes 8 hand-overs between the ranks instead of 32.
- * Measured under load: bench/RESULTS.md "Collectives". */
-#define ZT_SHM_COARSE_MIN_BLOCK ((size_t)4 << 20)
-#define ZT_SHM_COARSE_MAX_BLOCK ((size_t)16 << 20)
 #define ZT_SHM_SLOT (256u << 10)
 #define ZT_SHM_MIN_PIECE (64u << 10)
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
@@ -147,9 +141,7 @@ struct zt_comm_op {
     struct {
         zt_dtype dtype;
         unsigned char *buf; /* in place */
-        size_t elem, chunk; /* bytes per element; elements per step and block (piece / elem) */
-        size_t piece;       /* bytes of a slot for this op: depth x piece fit the ring */
-        int depth;          /* steps in flight */
+        size_t elem, chunk; /* bytes per element; elements per step and block (at most a slot) */
         uint64_t base;      /* the comm's global step of this op's step 0 */
         int nsteps;         /* chunks of the longest block */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */

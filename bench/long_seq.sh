@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # long_seq.sh - training throughput and peak memory against the sequence length: GPT-2 124M at
 # B (default 1) x T for T in a list (default 256 512 1024 2048 4096), zerotrain with flash
-# attention, zerotrain with naive attention (the (B,NH,T,T) probabilities saved) and PyTorch 1.13
-# eager (bench/torch_gpt2.py), one after the other, never at the same time.
+# attention, the same with the loss in chunks (flash-chunk: `--loss-chunk R`, no (B*T, V) logits
+# kept; R from --loss-chunk, default 512), zerotrain with naive attention (the (B,NH,T,T)
+# probabilities saved) and PyTorch 1.13 eager (bench/torch_gpt2.py), one after the other, never at
+# the same time.
 #
 #   bench/long_seq.sh [--T "256 512 1024 2048 4096"] [-B 1] [--steps 3] [--warmup 1] [--rounds 1]
-#                     [--impls "flash naive torch"] [--threads 2] [--precision fp32|bf16]
+#                     [--impls "flash naive torch"] (also: flash-chunk) [--loss-chunk 512]
+#                     [--threads 2] [--precision fp32|bf16]
 #                     [--build DIR] [--out FILE.jsonl] [--plot FILE.png] [--mem-frac 0.8]
 #                     [--from FILE.jsonl]   (no runs: the table and plot of an earlier --out)
 #
@@ -28,7 +31,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 Ts="256 512 1024 2048 4096" B=1 steps=3 warmup=1 rounds=1 impls="flash naive torch" threads=2
-precision=fp32 build="$root/build" out="" plot="" memfrac=0.8 from=""
+precision=fp32 build="$root/build" out="" plot="" memfrac=0.8 from="" losschunk=512
 while [ $# -gt 0 ]; do
   case "$1" in
     --T) Ts="$2"; shift 2 ;;
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --impls) impls="$2"; shift 2 ;;
+    --loss-chunk) losschunk="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --precision) precision="$2"; shift 2 ;;
     --build) build="$(realpath -m "$2")"; shift 2 ;;
@@ -44,12 +48,13 @@ while [ $# -gt 0 ]; do
     --plot) plot="$(realpath -m "$2")"; shift 2 ;;
     --mem-frac) memfrac="$2"; shift 2 ;;
     --from) from="$(realpath -m "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "long_seq.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
 for i in $impls; do
-  case "$i" in flash|naive|torch) ;; *) echo "long_seq.sh: --impls takes flash, naive, torch; got '$i'" >&2; exit 2 ;; esac
+  case "$i" in flash|flash-chunk|naive|torch) ;;
+    *) echo "long_seq.sh: --impls takes flash, flash-chunk, naive, torch; got '$i'" >&2; exit 2 ;; esac
 done
 case "$precision" in fp32|bf16) ;; *) echo "long_seq.sh: --precision fp32 or bf16" >&2; exit 2 ;; esac
 [ -x "$build/zerotrain" ] || { echo "long_seq.sh: no zerotrain at $build (build it, or --build DIR)" >&2; exit 2; }
@@ -61,10 +66,10 @@ fi
 export OMP_NUM_THREADS="$threads"
 
 exec python3 - "$build/zerotrain" "$py" "$here/torch_gpt2.py" "$Ts" "$B" "$steps" "$warmup" "$rounds" \
-  "$impls" "$threads" "$precision" "$out" "$plot" "$memfrac" "$from" <<'PYEOF'
+  "$impls" "$threads" "$precision" "$out" "$plot" "$memfrac" "$from" "$losschunk" <<'PYEOF'
 import json, os, shlex, subprocess, sys, time
 
-zt, py, torch_script, Ts, B, steps, warmup, rounds, impls, threads, prec, out, plot, memfrac, src = sys.argv[1:]
+zt, py, torch_script, Ts, B, steps, warmup, rounds, impls, threads, prec, out, plot, memfrac, src, losschunk = sys.argv[1:]
 Ts = [int(t) for t in Ts.split()]
 B, rounds, memfrac, nthreads = int(B), int(rounds), float(memfrac), int(threads)
 impls = impls.split()
@@ -103,7 +108,9 @@ def run(impl, T):
                "--warmup", warmup, "--threads", threads, "--dtype", prec, "--max-seq-len", str(maxT)]
     else:
         cmd = [zt, "bench", "--preset", "gpt2-124M", "-B", str(B), "-T", str(T), "--steps", steps,
-               "--warmup", warmup, "--precision", prec, "--attention", impl, "--max-seq-len", str(maxT)]
+               "--warmup", warmup, "--precision", prec, "--attention", impl.split("-")[0], "--max-seq-len", str(maxT)]
+        if impl == "flash-chunk":
+            cmd += ["--loss-chunk", losschunk]
     print(f"\n=== {impl} T={T}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -179,7 +186,8 @@ if out:
 if plot:
     import tempfile
     d = tempfile.mkdtemp()
-    names = {"flash": "zerotrain flash", "naive": "zerotrain naive", "torch": "PyTorch 1.13 eager"}
+    names = {"flash": "zerotrain flash", "flash-chunk": f"zerotrain flash, loss in chunks of {losschunk}",
+             "naive": "zerotrain naive", "torch": "PyTorch 1.13 eager"}
     series = []
     for impl in impls:
         path = os.path.join(d, impl + ".dat")

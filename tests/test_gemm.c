@@ -425,8 +425,8 @@ static void test_in_parallel(void **state)
     free(A), free(B), free(C), free(C0);
 }
 
-/* the rule: ZT_GEMM first, then OpenBLAS's core (AVX-512 kernels: OpenBLAS), then oneDNN's ISA
- * (AVX2 or better: oneDNN) */
+/* the rule: ZT_GEMM first, then oneDNN's ISA (AVX2 or better: oneDNN, whatever OpenBLAS's core),
+ * else OpenBLAS */
 static void test_rule(void **state)
 {
     (void)state;
@@ -439,10 +439,13 @@ static void test_rule(void **state)
                      ZT_GEMM_ONEDNN);
     /* auto */
     assert_int_equal(zt_gemm_choose(NULL, "SkylakeX", "avx512_core_bf16", true, why, sizeof why),
-                     ZT_GEMM_OPENBLAS);
+                     ZT_GEMM_ONEDNN);
     assert_int_equal(zt_gemm_choose("auto", "Cooperlake", "avx512_core", true, why, sizeof why),
-                     ZT_GEMM_OPENBLAS);
+                     ZT_GEMM_ONEDNN);
+    assert_non_null(strstr(why, "avx512_core"));
     assert_int_equal(zt_gemm_choose("", "SapphireRapids", "avx512_core_amx", true, why, sizeof why),
+                     ZT_GEMM_ONEDNN);
+    assert_int_equal(zt_gemm_choose(NULL, "Cooperlake", "avx2", false, why, sizeof why),
                      ZT_GEMM_OPENBLAS);
     assert_int_equal(zt_gemm_choose(NULL, "Haswell", "avx512_core_bf16", true, why, sizeof why),
                      ZT_GEMM_ONEDNN);

@@ -1,6 +1,7 @@
 /* test_model.c - GPT-2 (and Llama, and either with LoRA adapters) on the engine as a whole: gradients
  * against central finite differences,
- * the loss at initialization, overfitting one batch, bit-identical reruns, gradient accumulation,
+ * the loss at initialization, overfitting one batch, bit-identical reruns, gradient accumulation, the
+ * loss in chunks,
  * and the model/unit API's error paths. (Each kernel is checked on its own in test_kernels.c.) */
 #include <stdarg.h>
 #include <stddef.h>
@@ -176,6 +177,82 @@ static void test_lora_gradients_match_finite_differences(void **state) {
         assert_int_equal(llama ? zt_llama_create(&LLAMA_SMALL, &m, &err) : zt_gpt2_create(&SMALL, &m, &err), ZT_OK);
         assert_int_equal(zt_model_add_lora(m, &c, NULL, &err), ZT_OK);
         check_gradients(m);
+        zt_model_free(m);
+    }
+}
+
+/* The loss in chunks (memory.loss_chunk_tokens): for chunks of 3 and 4 of the batch's 10 tokens
+ * (the last chunk short), both families, fp32: the gradients against finite differences (same
+ * bounds as above: the chunked backward computes the logits again); the loss and every gradient
+ * element within rounding of the whole-batch run (the chunked products sum other blocks of rows:
+ * 1e-6 relative + 1e-7 absolute covers fp32's reassociation on these sizes and is far below a
+ * missed chunk, which moves the loss or a gradient by 10% or more); a chunk of the whole batch or
+ * more (one chunk, computed again in backward) gives the whole-batch run's bits, and
+ * zt_loss_chunk_for turns it into 0; the activations planned and measured shrink by the saved
+ * (N, V) logits less the chunk's scratch, and the measured peak equals the plan. */
+static void run_batch(zt_model *m, int chunk, float *loss, float **grads, size_t *act_peak, size_t *plan_act) {
+    zt_error err = {0};
+    assert_int_equal(zt_model_set_loss_chunk(m, chunk, &err), ZT_OK);
+    int B = 2, T = 5;
+    zt_engine *e = engine_for(m, B, T, NULL);
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, m->vocab_size, 7);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T), .logits_pos = -1};
+    assert_int_equal(zt_engine_forward_backward(e, &b, loss, &err), ZT_OK);
+    for (int i = 0; i < m->n_params; i++) {
+        grads[i] = malloc((size_t)m->params[i].numel * sizeof(float));
+        assert_non_null(grads[i]);
+        memcpy(grads[i], zt_engine_grad(e, i), (size_t)m->params[i].numel * sizeof(float));
+    }
+    zt_memory_report r;
+    zt_memory_plan pl;
+    zt_engine_memory(e, &r);
+    zt_engine_memory_plan(e, &pl);
+    *act_peak = r.peak_activations, *plan_act = pl.peak[ZT_MEM_ACTIVATIONS];
+    assert_int_equal(*act_peak, *plan_act);
+    zt_engine_free(e);
+}
+
+static void test_loss_chunks_match_whole(void **state) {
+    zt_error err = {0};
+    for (int llama = 0; llama < 2; llama++) {
+        zt_model *m;
+        assert_int_equal(llama ? zt_llama_create(&LLAMA_SMALL, &m, &err) : zt_gpt2_create(&SMALL, &m, &err), ZT_OK);
+        float loss0, *g0[64], *g[64];
+        size_t act0, plan0, act, plan;
+        assert_true(m->n_params <= 64);
+        run_batch(m, 0, &loss0, g0, &act0, &plan0);
+        const int chunks[] = {3, 4, 10, 64};
+        for (int c = 0; c < 4; c++) {
+            float loss;
+            run_batch(m, chunks[c], &loss, g, &act, &plan);
+            bool whole = chunks[c] >= 10;
+            assert_int_equal(zt_loss_chunk_for(chunks[c], 2, 5), whole ? 0 : chunks[c]);
+            if (whole) { /* one chunk of all 10 rows: the logits in the scratch, computed twice, the same bits */
+                assert_memory_equal(&loss, &loss0, sizeof loss);
+            } else {
+                /* the (10, 37) logits saved go; the chunk's (R, 37) logits and R losses come in the
+                 * scratch, which the other units' larger scratch may already cover: never more */
+                assert_true(act < act0);
+                assert_true(fabs(loss - loss0) <= 1e-6 * fabs(loss0));
+            }
+            for (int i = 0; i < m->n_params; i++) {
+                if (whole) {
+                    assert_memory_equal(g[i], g0[i], (size_t)m->params[i].numel * sizeof(float));
+                } else {
+                    for (int64_t j = 0; j < m->params[i].numel; j++)
+                        if (fabsf(g[i][j] - g0[i][j]) > 1e-6f * fabsf(g0[i][j]) + 1e-7f)
+                            fail_msg("%s chunk %d: %s[%lld] = %.9g, whole batch %.9g", llama ? "llama" : "gpt2",
+                                     chunks[c], m->params[i].name, (long long)j, (double)g[i][j], (double)g0[i][j]);
+                }
+                free(g[i]);
+            }
+        }
+        for (int i = 0; i < m->n_params; i++) free(g0[i]);
+        assert_int_equal(zt_model_set_loss_chunk(m, 3, &err), ZT_OK);
+        check_gradients(m);
+        assert_int_equal(zt_model_set_loss_chunk(m, -1, &err), ZT_ERR_USAGE);
+        assert_non_null(strstr(err.msg, "-1"));
         zt_model_free(m);
     }
 }
@@ -448,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_overfits_one_batch),
         cmocka_unit_test(test_two_runs_are_bit_identical),
         cmocka_unit_test(test_gradient_accumulation_matches_full_batch),
+        cmocka_unit_test(test_loss_chunks_match_whole),
         cmocka_unit_test(test_model_api_errors),
         cmocka_unit_test(test_engine_rejects_bad_batches),
         cmocka_unit_test(test_nonfinite_gradients_skip_the_update),

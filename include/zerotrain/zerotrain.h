@@ -284,6 +284,12 @@ struct zt_unit {
     uint8_t lora_a[ZT_UNIT_MAX_PARAMS], lora_b[ZT_UNIT_MAX_PARAMS];
     const struct zt_lora_config *lora;
     int lora_width;                  /* the widest input (C) of its adapted Linears (scratch) */
+    /* The loss unit (the last; zt_model_set_loss_chunk): tokens whose logits it holds at once.
+     * 0: all of them, the (B*T, V) logits kept from forward to backward; R > 0: forward computes
+     * logits and losses min(R, B*T) rows at a time and backward computes them again, so no (B*T, V)
+     * buffer exists (memory.loss_chunk_tokens; the trainer, bench and estimate-memory give 0 for
+     * R >= B*T, where chunks would only repeat the product) */
+    int loss_chunk;
 };
 
 typedef struct zt_model {
@@ -299,7 +305,8 @@ typedef struct zt_model {
     double (*train_flops_per_token)(const struct zt_model *m, int T);
     /* FLOPs per token a training step recomputes for sequence length T and a checkpointing mode:
      * activation checkpointing's re-runs in backward, and the flash attention's scores Q·Kᵀ
-     * recomputed by its backward (in every mode); NULL if unknown (HFU then equals MFU). */
+     * recomputed by its backward (in every mode), and the LM head's product again when the loss is
+     * chunked (loss_chunk_tokens > 0); NULL if unknown (HFU then equals MFU). */
     double (*recompute_flops_per_token)(const struct zt_model *m, int T, zt_recompute mode);
     void *cfg;                       /* model-specific configuration, freed with the model */
     /* Whether tensor parallelism over `parts` ranks fits the model's shape (whole heads, key/value
@@ -311,6 +318,7 @@ typedef struct zt_model {
     /* Megatron-LM's sequence parallelism wanted (parallel.sequence_parallel): zt_tp_apply over
      * more than one part also cuts the norms' and residuals' activations along T (zt_unit.seq_parts) */
     bool sequence_parallel;
+    int loss_chunk_tokens; /* memory.loss_chunk_tokens, given to the loss unit (zt_unit.loss_chunk) */
 } zt_model;
 
 int zt_model_create(const char *name, zt_model **out, zt_error *err);
@@ -321,6 +329,12 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
 /* Declares the next unit in execution order; params are indices from zt_model_add_param. */
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err);
+/* The loss unit computes its logits at most `tokens` rows at a time, again in backward, instead of
+ * keeping all (B*T, V) of them (0: keep them; zt_unit.loss_chunk). ZT_ERR_USAGE for tokens < 0.
+ * zt_loss_chunk_for(tokens, B, T) is what to give for micro-batches of B x T: 0 when one chunk would
+ * hold them all (chunks would only repeat the product). */
+int zt_loss_chunk_for(int tokens, int B, int T);
+int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err);
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
 /* Freezing (src/model/freeze.c): marks non-trainable every parameter whose whole name matches the
@@ -430,6 +444,7 @@ typedef struct zt_model_spec {
     zt_llama_config llama; /* arch llama */
     zt_lora_config lora;   /* rank > 0: zt_model_spec_create adds LoRA adapters (zt_model_add_lora) */
     bool sequence_parallel; /* zt_model.sequence_parallel of the model built */
+    int loss_chunk_tokens;  /* zt_model.loss_chunk_tokens of the model built (zt_model_set_loss_chunk) */
 } zt_model_spec;
 const char *zt_arch_name(zt_arch a); /* "gpt2", "llama" */
 /* "gpt2" | "llama"; ZT_ERR_USAGE names both on a miss. */

@@ -5,7 +5,8 @@
  * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
  * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
  * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel.
- * --attention picks the attention kernel (model.attention), --max-seq-len lengthens the preset's
+ * --attention picks the attention kernel (model.attention), --loss-chunk the loss's chunk
+ * (memory.loss_chunk_tokens), --max-seq-len lengthens the preset's
  * context (GPT-2: more wpe rows) for long sequences. It prints the memory the plan predicted and
  * what was measured (the engine's accounting, and the process's peak RSS), and each step's CPU
  * time beside its wall time. The last line is JSON for bench/w1.sh, bench/dist.sh, bench/tp.sh and
@@ -72,6 +73,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
     zt_attention attention = ZT_ATTENTION_FLASH;
     int max_seq_len = 0; /* 0: the preset's */
+    int loss_chunk = 0;  /* --loss-chunk: memory.loss_chunk_tokens */
     zt_offload_options off = {0};
     double off_mb = 0;
     for (int i = 1; i < argc; i++) {
@@ -84,6 +86,8 @@ int zt_cmd_bench(int argc, char **argv) {
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
                    "                       [--recompute none|full|selective] [--attention flash|naive]\n"
                    "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
+                   "                       [--loss-chunk N]   the loss's logits N tokens at a time, again in backward\n"
+                   "                        (memory.loss_chunk_tokens; 0: all B*T kept)\n"
                    "                       [--offload-nvme DIR [--offload-buffers 4] [--offload-buffer-mb 64]\n"
                    "                        [--offload-io-threads 2]]   optimizer state in files (docs/offload.md)\n"
                    "                       [--offload-param-nvme DIR [--offload-param-prefetch 1]\n"
@@ -104,6 +108,7 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--tp")) tp = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--max-seq-len")) max_seq_len = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--loss-chunk")) loss_chunk = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
         else if (!strcmp(a, "--offload-param-nvme")) off.param_dir = v;
         else if (!strcmp(a, "--offload-buffers")) off.buffer_count = (int)strtol(v, &end, 10);
@@ -133,7 +138,7 @@ int zt_cmd_bench(int argc, char **argv) {
             return zt_cli_fail(&err);
         }
         if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0 ||
-            off.param_prefetch < -1) {
+            loss_chunk < 0 || off.param_prefetch < -1) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
         }
@@ -166,6 +171,7 @@ int zt_cmd_bench(int argc, char **argv) {
     if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
     spec.gpt2.attention = spec.llama.attention = attention;
     if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
+    spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, B, T);
     if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
         (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
         goto out;
@@ -203,8 +209,9 @@ int zt_cmd_bench(int argc, char **argv) {
     if (tp > 1) fprintf(out, "mesh tp %d x dp %d: B=%d T=%d per data-parallel rank\n", tp, nranks, B, T);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "activation checkpointing %s, %s attention: activations %.1f MiB per rank\n",
-            zt_recompute_name(recompute), zt_attention_name(attention), mem.activations / 1048576.0);
+    fprintf(out, "activation checkpointing %s, %s attention, loss %s: activations %.1f MiB per rank\n",
+            zt_recompute_name(recompute), zt_attention_name(attention), spec.loss_chunk_tokens ?
+            "in chunks" : "whole", mem.activations / 1048576.0);
     zt_comm_bytes bytes = {0}, step_bytes;
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
@@ -328,7 +335,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
             "\"offload_gather_wait_ms\":%.1f,\"offload_grad_write_wait_ms\":%.1f,\"offload_param_prefetch\":%d,"
             "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
-            "\"attention\":\"%s\",\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
+            "\"attention\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
             "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f}\n",
             ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
@@ -339,7 +346,7 @@ int zt_cmd_bench(int argc, char **argv) {
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
             1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, ahead, 1e3 * fwd_total / steps,
             1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
-            zt_attention_name(attention), cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
+            zt_attention_name(attention), loss_chunk, cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
             mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med);
     rc = ZT_OK;
 out:

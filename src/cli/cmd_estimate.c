@@ -22,6 +22,7 @@
 #include "shard/tp.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static void usage(FILE *out) {
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
             "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
-            "                                 [--attention flash|naive]\n"
+            "                                 [--attention flash|naive] [--loss-chunk N]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
             "  CONFIG          a training configuration (native YAML, DeepSpeed JSON, Accelerate YAML), resolved\n"
@@ -61,6 +62,8 @@ static void usage(FILE *out) {
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
             "  --attention     the attention kernel (model.attention): flash (default; activations O(T)) or naive\n"
             "                  (saves the (B, n_head, T, T) probabilities)\n"
+            "  --loss-chunk N  the loss's logits N tokens at a time, again in backward (with a CONFIG:\n"
+            "                  memory.loss_chunk_tokens): no (B*T, V) logits kept; 0 (default): all kept\n"
             "  --freeze REGEX  parameters not trained (whole names, PCRE2; with a CONFIG: training.freeze):\n"
             "                  their pieces are planned, with no gradient and no optimizer state\n"
             "  --lora-rank r   LoRA adapters of rank r (with a CONFIG: lora.*): the base weights planned as\n"
@@ -378,12 +381,13 @@ static double mem_available_bytes(void) {
     return kb * 1024.0;
 }
 
-static int print_fit(FILE *out, const char *name, zt_attention attention, const zt_engine_options *base_opt, int nproc,
+static int print_fit(FILE *out, const char *name, zt_attention attention, int loss_chunk, const zt_engine_options *base_opt, int nproc,
                      const char *dir, double ram_gib, double disk_gib, bool json, zt_error *err) {
     zt_model_spec spec;
     int rc = zt_model_preset(name, &spec, err);
     if (rc) return rc;
     spec.gpt2.attention = spec.llama.attention = attention;
+    spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, base_opt->B, base_opt->T);
     struct statvfs vfs;
     double avail = mem_available_bytes(), free_disk = statvfs(dir, &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize : 0;
     if (!ram_gib && !(avail > 0))
@@ -460,6 +464,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     int reduce = 0;
     const char *freeze = NULL; /* --freeze REGEX (with a CONFIG: training.freeze) */
     zt_attention attention = ZT_ATTENTION_FLASH; /* --attention (with a CONFIG: model.attention) */
+    int loss_chunk = 0; /* --loss-chunk (with a CONFIG: memory.loss_chunk_tokens) */
     zt_lora_config lora = {.alpha = 8.0f}; /* --lora-rank, --lora-targets, --lora-dropout */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -479,7 +484,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
                                            "--disk-gib", "--freeze", "--tp", "--lora-rank", "--lora-targets",
-                                           "--lora-dropout", "--attention"};
+                                           "--lora-dropout", "--attention", "--loss-chunk"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -508,6 +513,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--attention")) {
                     if ((rc = zt_attention_parse(v, &attention, &err))) zt_error_prefix(&err, "estimate-memory: --attention");
                 }
+                else if (!strcmp(a, "--loss-chunk")) rc = zt_cli_parse_int(CMD, a, v, 0, INT_MAX, &loss_chunk, &err);
                 else if (!strcmp(a, "--lora-rank")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &lora.rank, &err);
                 else if (!strcmp(a, "--lora-targets"))
                     snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
@@ -551,7 +557,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     }
     if (config && model_only_opt) {
         zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: -B, -T, --grad-accum, --precision, --reduce-dtype, --hybrid-shard, "
-                     "--checkpointing, --offload, --nvme-*, --freeze, --attention and --lora-* go with --model; with a CONFIG use --set "
+                     "--checkpointing, --offload, --nvme-*, --freeze, --attention, --loss-chunk and --lora-* go with --model; with a CONFIG use --set "
                      "(e.g. --set training.micro_batch_size=8, --set lora.rank=8)");
         return zt_cli_fail(&err);
     }
@@ -599,6 +605,11 @@ int zt_cmd_estimate(int argc, char **argv) {
         model_name = cfg.model_preset;
     } else {
         if (zt_estimator_model(model_name, attention, &model, &err)) return zt_cli_fail(&err);
+        if (!T) T = model->max_seq_len;
+        if (zt_model_set_loss_chunk(model, zt_loss_chunk_for(loss_chunk, B, T), &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
         if (!nproc) nproc = 1;
         if (!T) T = model->max_seq_len;
         if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
@@ -687,7 +698,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         int rc = config ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit goes with --model NAME")
                  : freeze || model->lora ? zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --fit plans whole models; "
                                                         "it does not take --freeze or --lora-rank")
-                        : print_fit(stdout, model_name, attention, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
+                        : print_fit(stdout, model_name, attention, loss_chunk, &eo, nproc, offload_dir, ram_gib, disk_gib, json, &err);
         zt_model_free(model);
         return rc ? zt_cli_fail(&err) : 0;
     }

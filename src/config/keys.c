@@ -259,6 +259,10 @@ const key_def zt_cfg_keys[] = {
            "its forward re-runs before its backward) or selective (GPT-2 blocks recompute the "
            "attention matrix and gelu); same gradients, bit for bit "
            "(docs/activation-checkpointing.md)"),
+    K_INT("memory.loss_chunk_tokens", loss_chunk_tokens, 0, INT_MAX, "0",
+          "the loss's logits computed for at most this many tokens at a time, and again in "
+          "backward, instead of all (B*T, V) of them kept from forward to backward: their memory "
+          "for one more LM head product per step (docs/memory.md); 0: all at once", NULL),
     K_ENUM("memory.offload_optimizer", offload_optimizer, OFFLOADS, "none",
            "where the optimizer state (AdamW moments, SGD momentum) lives: nvme streams it "
            "from files under offload_optimizer_nvme_path (docs/offload.md)"),

@@ -247,6 +247,7 @@ void zt_train_config_model(const zt_train_config *c, zt_model_spec *out) {
                                  .n_embd = c->model.n_embd, .attention = c->model.attention};
     out->lora = c->lora; /* rank 0: none */
     out->sequence_parallel = c->sequence_parallel;
+    out->loss_chunk_tokens = zt_loss_chunk_for(c->loss_chunk_tokens, c->micro_batch, c->seq_len);
 }
 
 /* ---------------------------------------------------------------------------------------------

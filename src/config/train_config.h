@@ -171,6 +171,7 @@ typedef struct zt_train_config {
     float min_loss_scale;       /* precision.min_loss_scale, 1 */
     /* memory (issue 7): */
     int activation_checkpointing; /* memory.activation_checkpointing: a zt_cfg_recompute */
+    int loss_chunk_tokens;      /* memory.loss_chunk_tokens, default 0: the whole (B*T, V) logits */
     int offload_optimizer;      /* memory.offload_optimizer: a zt_cfg_offload */
     int offload_param;          /* memory.offload_param: a zt_cfg_offload */
     char offload_optimizer_nvme_path[ZT_PATH_MAX]; /* memory.offload_optimizer_nvme_path */

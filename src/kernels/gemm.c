@@ -4,19 +4,20 @@
  * Which backend (decided once, on the first call; never by timing, since the two give different
  * bits):
  *   1. ZT_GEMM=openblas | onednn (also: dnnl) forces it; ZT_GEMM=auto or unset: the rule below.
- *   2. OpenBLAS when the core it loaded (openblas_get_corename) has AVX-512 kernels: SkylakeX,
- *      Cooperlake, SapphireRapids. Then the two tie: W1 (GPT-2 124M, B=4, T=256, 2 threads) ran
- *      431 vs 434 and 395 vs 395 tok/s (OpenBLAS vs oneDNN, pairs side by side), and one step's
- *      Linear GEMMs take 1936 vs 1939 ms. OpenBLAS is kept there: the library attention.c uses
- *      anyway, and the one PyTorch's fp32 path uses.
- *   3. oneDNN otherwise, when oneDNN's own ISA (dnnl_get_effective_cpu_isa) is AVX2 or better.
- *      Where the CPU has AVX-512 but OpenBLAS was held to AVX2 kernels (OPENBLAS_CORETYPE=Haswell,
- *      as this sandbox exports; an OpenBLAS without AVX-512 kernels for this CPU), oneDNN runs
- *      the W1 GEMMs 2x faster (~400 vs ~200 GFLOP/s) and W1 1.65-1.8x faster (397-424 vs 233-241
- *      tok/s; 2 ranks x 1 thread: 390 vs 234). Where both are held to AVX2 (measured here with
- *      DNNL_MAX_CPU_ISA=AVX2), oneDNN's gemm:jit is 0-12% ahead of OpenBLAS's Haswell kernels on
- *      every W1 shape.
- *   4. OpenBLAS otherwise (oneDNN without its x86 JIT kernels: an older x86, another
+ *   2. oneDNN when oneDNN's own ISA (dnnl_get_effective_cpu_isa) is AVX2 or better. On the
+ *      Zen 4 VMs (AMD EPYC family 25, OpenBLAS core Cooperlake) oneDNN ran the training step
+ *      faster in place, though the isolated GEMMs nearly tie (a W1 step's Linear GEMMs 3692 ms
+ *      oneDNN vs 3792 OpenBLAS): three interleaved rounds of `zerotrain bench` (B=4, T=256,
+ *      2 threads, 4 steps) gave per CPU-second gpt2-124M 241.5/263.0/250.9 tok/s with oneDNN vs
+ *      244.0/234.8/239.9 with OpenBLAS (median +4.6%), llama-124M 318.2/319.2/311.5 vs
+ *      303.2/242.9/290.9 (+9%); the quietest pair of W1 steps 3952-4012 ms vs 4338-4600 ms. On
+ *      the Zen 5 VMs (family 26) the two tied: W1 431 vs 434 and 395 vs 395 tok/s (OpenBLAS vs
+ *      oneDNN, pairs side by side; Linear GEMMs 1936 vs 1939 ms). Where the CPU has AVX-512 but
+ *      OpenBLAS was held to AVX2 kernels (OPENBLAS_CORETYPE=Haswell, as some sandboxes export),
+ *      oneDNN runs the W1 GEMMs 2x faster (~400 vs ~200 GFLOP/s) and W1 1.65-1.8x faster (397-424
+ *      vs 233-241 tok/s). Where both are held to AVX2 (measured with DNNL_MAX_CPU_ISA=AVX2),
+ *      oneDNN's gemm:jit is 0-12% ahead of OpenBLAS's Haswell kernels on every W1 shape.
+ *   3. OpenBLAS otherwise (oneDNN without its x86 JIT kernels: an older x86, another
  *      architecture; not measured).
  * If oneDNN cannot create its engine, OpenBLAS (zt_gemm_backend_reason says so). Evidence and
  * commands: bench/RESULTS.md, "GEMM backend choice".
@@ -111,17 +112,6 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
     }
 }
 
-/* Does OpenBLAS's loaded core run AVX-512 sgemm kernels? (names of OpenBLAS 0.3.x's dynamic.c;
- * Zen, Haswell and older run AVX2 or narrower kernels) */
-static bool core_has_avx512(const char *core)
-{
-    static const char *const avx512_cores[] = {"skylakex", "cooperlake", "sapphirerapids"};
-    for (size_t i = 0; i < sizeof avx512_cores / sizeof *avx512_cores; i++)
-        if (core != NULL && strcasecmp(core, avx512_cores[i]) == 0)
-            return true;
-    return false;
-}
-
 static bool create_engine(dnnl_status_t *st)
 {
     *st = dnnl_engine_create(&G.eng, dnnl_cpu, 0);
@@ -151,13 +141,8 @@ zt_gemm_backend zt_gemm_choose(const char *env, const char *core, const char *on
     char prefix[80] = "auto";
     if (env != NULL && *env != '\0' && strcasecmp(env, "auto") != 0)
         snprintf(prefix, sizeof prefix, "ZT_GEMM='%.24s' is not openblas|onednn|auto; auto", env);
-    if (core_has_avx512(core)) {
-        snprintf(why, why_size, "%s: OpenBLAS core %s has AVX-512 kernels", prefix, core);
-        return ZT_GEMM_OPENBLAS;
-    }
     if (onednn_jit) {
-        snprintf(why, why_size, "%s: OpenBLAS core %s has no AVX-512 kernels, oneDNN ISA %s",
-                 prefix, core, onednn_isa);
+        snprintf(why, why_size, "%s: oneDNN ISA %s (OpenBLAS core %s)", prefix, onednn_isa, core);
         return ZT_GEMM_ONEDNN;
     }
     snprintf(why, why_size, "%s: OpenBLAS core %s, oneDNN has no AVX2 JIT (ISA %s)", prefix,

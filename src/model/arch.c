@@ -42,6 +42,10 @@ int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err) {
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err) {
     int rc = spec->arch == ZT_ARCH_LLAMA ? zt_llama_create(&spec->llama, out, err) : zt_gpt2_create(&spec->gpt2, out, err);
     if (!rc) (*out)->sequence_parallel = spec->sequence_parallel;
+    if (!rc && spec->loss_chunk_tokens && (rc = zt_model_set_loss_chunk(*out, spec->loss_chunk_tokens, err))) {
+        zt_model_free(*out);
+        *out = NULL;
+    }
     if (rc || spec->lora.rank == 0) return rc;
     if ((rc = zt_model_add_lora(*out, &spec->lora, NULL, err))) {
         zt_model_free(*out);
@@ -63,6 +67,7 @@ int zt_model_spec_of(const zt_model *m, zt_model_spec *out, zt_error *err) {
     }
     if (m->lora) out->lora = *m->lora;
     out->sequence_parallel = m->sequence_parallel;
+    out->loss_chunk_tokens = m->loss_chunk_tokens;
     return ZT_OK;
 }
 

@@ -342,7 +342,8 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
 /* ---------------------------------------------------------------------------------------------
  * head unit: params ln_f.weight, ln_f.bias, wte (tied). out = per-token losses (B,T).
  * saved: lnf (N,C) (the LM head's input: rounded under lp compute) | lnf_mean (N) | lnf_rstd (N) |
- * probs (N,V) (logits, then probabilities), each 64-byte aligned */
+ * probs (N,V) (logits, then probabilities; none when the loss is chunked: layers.h), each 64-byte
+ * aligned */
 typedef struct head_saved {
     void *lnf;
     float *mean, *rstd, *probs;
@@ -350,13 +351,12 @@ typedef struct head_saved {
 
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_gpt2_config *c = u->model_cfg;
-    size_t N = (size_t)B * T;
     size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: ln_f's rows of this part (layers.h) */
     size_t lnf = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
                                .probs = saved + lnf + 2 * stat};
-    return lnf + 2 * stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
+    return lnf + 2 * stat + zt_head_saved_logits_floats(u, B, T, c->vocab_size);
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
@@ -371,7 +371,7 @@ static const int HEAD_LINEARS[] = {2};
  * | its weight gradients (backward, 2C) */
 static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_gpt2_config *c = u->model_cfg;
-    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
+    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T, c->vocab_size);
 }
 
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
@@ -400,8 +400,9 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
         if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
             return rc;
     }
-    zt_linear_forward(u, a, 2, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
-    return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
+    /* this part's vocabulary; chunked: no saved logits */
+    return zt_head_loss_forward(u, a, 2, op, x, zt_head_chunked(u) ? NULL : logits, C, V,
+                                (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -414,7 +415,8 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                   part's rows, then summed */
     float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
     int rc = seq ? zt_seq_linear_operand(u, a, s.lnf, slot_all, C, "LM head input (ln_f), again", err) : ZT_OK;
-    if (!rc) rc = zt_head_loss_backward(u, a, 2, s.probs, seq ? slot_all : s.lnf, dlnf, C, V, err);
+    if (!rc) rc = zt_head_loss_backward(u, a, 2, zt_head_chunked(u) ? NULL : s.probs,
+                                       seq ? slot_all : s.lnf, dlnf, C, V, (size_t)B * T * C, err);
     if (rc) return rc;
     if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);
     layernorm_backward(a->din, seq ? ng : a->grads[0], seq ? ng + C : a->grads[1], dlnf, a->in, a->params[0], s.mean,
@@ -426,10 +428,10 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 /* the LM head's weight (wte, tied) goes through linear_forward/_backward */
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 2; }
 
-/* rnd(dlogits) (N,V) (this part's vocabulary when cut) */
+/* rnd(dlogits) (N,V) (this part's vocabulary when cut; a chunk's rows when chunked) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_gpt2_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, zt_unit_vocab(u, c->vocab_size));
+    return zt_head_staging_bytes(u, B, T, lp_kind, c->vocab_size);
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
@@ -460,10 +462,10 @@ static double gpt2_flops_per_token(const zt_model *m, int T) {
 static double gpt2_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_gpt2_config *c = m->cfg;
     double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T;
-    double fl = flash(c) ? scores : 0;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T) + fl;
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
-    return fl;
+    double fl = flash(c) ? scores : 0, head = m->loss_chunk_tokens > 0 ? 2.0 * C * c->vocab_size : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (24.0 * C * C + 4.0 * C * T) + fl + head;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return (flash(c) ? fl : scores) + head;
+    return fl + head;
 }
 
 /* Tensor parallelism cuts whole heads (and the MLP's 4C columns with them). */

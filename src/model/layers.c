@@ -199,59 +199,139 @@ int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, floa
     return rc;
 }
 
-/* the cut loss's rows in scratch: mx (N floats, rounded up to 2) | S (N doubles) | XT (N doubles) */
-size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T) {
-    size_t N = (size_t)B * T;
-    return u->tp_parts > 1 ? (N + 1) / 2 * 2 + 4 * N : 0;
+/* ---- the head's loss: logits of the LM head, softmax cross-entropy, and its backward ----
+ * Whole, the (N, Vl) logits are a saved buffer of the unit: forward turns them into
+ * probabilities in place, backward into d logits. Chunked (zt_unit.loss_chunk > 0, whatever the
+ * batch: a smaller batch, e.g. generation's, runs as one chunk in the same scratch), forward
+ * computes the logits of R = zt_head_logits_rows rows at a time in the scratch and keeps only the
+ * losses; backward computes each chunk's logits and probabilities again (the same products and
+ * kernels on the same rows: the same bits as its forward) before its d logits and products. */
+
+int zt_head_logits_rows(const zt_unit *u, int B, int T) {
+    int N = B * T;
+    return u->loss_chunk > 0 && u->loss_chunk < N ? u->loss_chunk : N;
 }
 
-/* The vocabulary-parallel loss (Megatron's vocab_parallel_cross_entropy): the parts' row maxima,
- * then their sums of exp and target terms, each combined over the group between the sweeps. */
-static int loss_cut(const zt_unit *u, const zt_unit_args *a, float *logits, int Vl, float *scratch, zt_error *err) {
-    const zt_batch *bt = a->batch;
-    int N = bt->B * bt->T;
+bool zt_head_chunked(const zt_unit *u) { return u->loss_chunk > 0; }
+
+size_t zt_head_saved_logits_floats(const zt_unit *u, int B, int T, int V) {
+    return zt_head_chunked(u) ? 0 : zt_fp32_floats((size_t)B * T * zt_unit_vocab(u, V));
+}
+
+size_t zt_head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind, int V) {
+    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, zt_head_logits_rows(u, B, T), zt_unit_vocab(u, V));
+}
+
+/* scratch from scratch_at: the cut loss's rows: mx (R floats, rounded up to 2) | S (R doubles) |
+ * XT (R doubles); then, chunked: the chunk's logits (R, Vl) | its losses again (R, backward) */
+static size_t cut_floats(const zt_unit *u, int R) {
+    return u->tp_parts > 1 ? ((size_t)R + 1) / 2 * 2 + 4 * (size_t)R : 0;
+}
+
+size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T, int V) {
+    int R = zt_head_logits_rows(u, B, T);
+    size_t chunk = zt_head_chunked(u) ? zt_fp32_floats((size_t)R * zt_unit_vocab(u, V)) + zt_fp32_floats((size_t)R) : 0;
+    return cut_floats(u, R) + chunk;
+}
+
+/* The vocabulary-parallel loss (Megatron's vocab_parallel_cross_entropy) of rows [r0, r0 + n): the
+ * parts' row maxima, then their sums of exp and target terms, each combined over the group between
+ * the sweeps. */
+static int loss_cut(const zt_unit *u, const zt_unit_args *a, float *logits, int Vl, float *scratch, int r0, int n,
+                    float *losses, zt_error *err) {
     const zt_unit_group *g = a->group;
+    const int32_t *targets = a->batch->targets + r0;
     float *mx = scratch;
-    double *S = (double *)(void *)(scratch + ((size_t)N + 1) / 2 * 2), *XT = S + N;
-    softmax_xent_rowmax(mx, logits, N, Vl);
-    int rc = g->max(g, mx, (size_t)N, "cross-entropy row maxima", err);
+    double *S = (double *)(void *)(scratch + ((size_t)n + 1) / 2 * 2), *XT = S + n;
+    softmax_xent_rowmax(mx, logits, n, Vl);
+    int rc = g->max(g, mx, (size_t)n, "cross-entropy row maxima", err);
     if (rc) return rc;
-    softmax_xent_exp(S, XT, logits, mx, bt->targets, N, Vl, u->vocab_begin);
-    if ((rc = g->sum_f64(g, S, 2 * (size_t)N, "cross-entropy sums and target logits", err))) return rc;
-    softmax_xent_finish(a->out, logits, S, XT, N, Vl);
+    softmax_xent_exp(S, XT, logits, mx, targets, n, Vl, u->vocab_begin);
+    if ((rc = g->sum_f64(g, S, 2 * (size_t)n, "cross-entropy sums and target logits", err))) return rc;
+    softmax_xent_finish(losses, logits, S, XT, n, Vl);
     return ZT_OK;
 }
 
-int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, size_t scratch_at,
-                         zt_error *err) {
+/* rows [r0, r0 + n) of logits (n, Vl) into probabilities and their losses */
+static int loss_rows(const zt_unit *u, const zt_unit_args *a, float *logits, int Vl, float *cut_scratch, int r0,
+                     int n, float *losses, zt_error *err) {
+    if (u->tp_parts > 1) return loss_cut(u, a, logits, Vl, cut_scratch, r0, n, losses, err);
+    softmax_xent_forward(losses, logits, a->batch->targets + r0, n, Vl);
+    return ZT_OK;
+}
+
+/* the logits of the generated position among rows [r0, r0 + n) into batch->logits_out (B, V); cut,
+ * every part's columns side by side (each part holds the same rows, so the gathers match) */
+static int copy_generated(const zt_unit *u, const zt_unit_args *a, const float *logits, int Vl, int V, int r0, int n,
+                          zt_error *err) {
     const zt_batch *bt = a->batch;
-    int B = bt->B, T = bt->T, N = B * T, Vl = zt_unit_vocab(u, V);
+    if (!bt->logits_out || bt->logits_pos < 0 || bt->logits_pos >= bt->T) return ZT_OK;
+    int T = bt->T, b0 = 0, b1 = 0; /* the batch rows b whose row b*T + logits_pos is in [r0, r0 + n) */
+    for (int b = 0; b < bt->B; b++) {
+        int row = b * T + bt->logits_pos;
+        if (row < r0) b0 = b + 1;
+        if (row < r0 + n) b1 = b + 1;
+    }
+    if (b1 <= b0) return ZT_OK;
+    const float *first = logits + ((size_t)b0 * T + bt->logits_pos - r0) * Vl;
+    if (u->tp_parts > 1)
+        return a->group->concat_cols(a->group, first, b1 - b0, (size_t)T * Vl, V, bt->logits_out + (size_t)b0 * V,
+                                     "logits of the generated position", err);
+    for (int b = b0; b < b1; b++)
+        memcpy(bt->logits_out + (size_t)b * V, first + (size_t)(b - b0) * T * Vl, (size_t)V * sizeof(float));
+    return ZT_OK;
+}
+
+/* the LM head's operand from row r0: the rounded slot under lp compute (bf16: 2 bytes, fp16
+ * values: 4), else the fp32 input */
+static const void *operand_rows(const zt_unit_args *a, const void *op, int r0, int C) {
+    size_t esize = a->lp_kind == ZT_LP_BF16 ? 2 : 4;
+    return (const char *)op + (size_t)r0 * C * esize;
+}
+
+/* the logits of rows [r0, r0 + n) into out (n, Vl): the LM head k on its operand op (rounded
+ * under lp compute, else the fp32 input) */
+static void logits_rows(const zt_unit *u, const zt_unit_args *a, int k, const void *op, float *out, int r0, int n,
+                        int C, int Vl) {
+    void *rows = (void *)operand_rows(a, op, r0, C);
+    zt_linear_forward(u, a, k, out, rows, a->lp_kind ? NULL : rows, NULL, n, C, Vl);
+}
+
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, int k, void *op, const float *x, float *logits,
+                         int C, int V, size_t scratch_at, zt_error *err) {
+    const zt_batch *bt = a->batch;
+    int B = bt->B, T = bt->T, N = B * T, Vl = zt_unit_vocab(u, V), R = zt_head_logits_rows(u, B, T);
     bool cut = u->tp_parts > 1;
     if (cut && (!a->group || a->group->parts != u->tp_parts))
         return zt_error_set(err, ZT_ERR_INTERNAL, "%s: cut into %d parts but run without a group of them",
                             u->name, u->tp_parts);
-    if (bt->logits_out && bt->logits_pos >= 0 && bt->logits_pos < T) {
-        if (cut) { /* the generated position's logits, every part's columns side by side */
-            int rc = a->group->concat_cols(a->group, logits + (size_t)bt->logits_pos * Vl, B, (size_t)T * Vl, V,
-                                           bt->logits_out, "logits of the generated position", err);
-            if (rc) return rc;
-        } else {
-            for (int b = 0; b < B; b++)
-                memcpy(bt->logits_out + (size_t)b * V, logits + ((size_t)b * T + bt->logits_pos) * V,
-                       (size_t)V * sizeof(float));
-        }
-    }
-    if (bt->targets) {
+    if (bt->targets)
         for (int i = 0; i < N; i++)
             if (bt->targets[i] < 0 || bt->targets[i] >= V)
                 return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
                                     "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
-        if (cut) return loss_cut(u, a, logits, Vl, a->scratch + scratch_at, err);
-        softmax_xent_forward(a->out, logits, bt->targets, N, V);
-    } else {
-        memset(a->out, 0, (size_t)N * sizeof *a->out);
+    float *cut_scratch = a->scratch + scratch_at;
+    int rc = ZT_OK;
+    if (!zt_head_chunked(u)) { /* whole: the saved logits */
+        zt_linear_forward(u, a, k, logits, op, x, NULL, N, C, Vl);
+        if ((rc = copy_generated(u, a, logits, Vl, V, 0, N, err))) return rc;
+        if (!bt->targets) {
+            memset(a->out, 0, (size_t)N * sizeof *a->out);
+            return ZT_OK;
+        }
+        return loss_rows(u, a, logits, Vl, cut_scratch, 0, N, a->out, err);
     }
-    return ZT_OK;
+    if (a->lp_kind && x) /* the operand rounded once, as zt_linear_forward would */
+        zt_round_to_lp((zt_lp_kind)a->lp_kind, op, x, (size_t)N * C);
+    float *chunk = cut_scratch + cut_floats(u, R);
+    for (int r0 = 0; r0 < N && !rc; r0 += R) {
+        int n = N - r0 < R ? N - r0 : R;
+        logits_rows(u, a, k, a->lp_kind ? op : (const void *)x, chunk, r0, n, C, Vl);
+        rc = copy_generated(u, a, chunk, Vl, V, r0, n, err);
+        if (!rc && bt->targets) rc = loss_rows(u, a, chunk, Vl, cut_scratch, r0, n, a->out + r0, err);
+    }
+    if (!rc && !bt->targets) memset(a->out, 0, (size_t)N * sizeof *a->out);
+    return rc;
 }
 
 /* The vocabulary-parallel lookup: this part's rows (zeros for the other tokens), summed over the
@@ -320,21 +400,44 @@ int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int
     return ZT_OK;
 }
 
+/* d logits of rows [r0, r0 + n) from their probabilities (n, Vl), then their share of the products:
+ * dinp rows (n, C) = d logits · W_k, dW_k += d logitsᵀ · the operand's rows */
+static void loss_backward_rows(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
+                               float *dinp, int r0, int n, int C, int Vl) {
+    const int32_t *targets = a->batch->targets + r0;
+    const float *dl = a->dout + r0;
+    int64_t v0 = u->tp_parts > 1 ? u->vocab_begin : 0;
+    void *rows = (void *)operand_rows(a, slot, r0, C);
+    float *drows = dinp + (size_t)r0 * C;
+    if (zt_linear_takes_rounded(u, a, k)) { /* the rounded d logits straight into the staging */
+        softmax_xent_backward_to(a->staging, a->lp_kind, probs, targets, dl, n, Vl, v0);
+        zt_linear_backward_rounded(u, a, k, drows, a->grads[k], a->staging, rows, n, C, Vl, false);
+    } else {
+        softmax_xent_backward_cols(probs, targets, dl, n, Vl, v0);
+        zt_linear_backward(u, a, k, drows, a->grads[k], NULL, probs, rows, n, C, Vl, false);
+    }
+}
+
 int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
-                          float *dinp, int C, int V, zt_error *err) {
+                          float *dinp, int C, int V, size_t scratch_at, zt_error *err) {
     const zt_batch *bt = a->batch;
-    int N = bt->B * bt->T;
+    int N = bt->B * bt->T, R = zt_head_logits_rows(u, bt->B, bt->T);
     if (!bt->targets) return zt_error_set(err, ZT_ERR_USAGE, "%s: backward needs targets", u->name);
     int rc = zt_check_lp_weights(u, a, &k, 1, err);
     if (rc) return rc;
     int Vl = zt_unit_vocab(u, V);
-    bool cut = u->tp_parts > 1;
-    if (zt_linear_takes_rounded(u, a, k)) { /* the rounded d logits straight into the staging */
-        softmax_xent_backward_to(a->staging, a->lp_kind, probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
-        zt_linear_backward_rounded(u, a, k, dinp, a->grads[k], a->staging, slot, N, C, Vl, false);
-    } else {
-        softmax_xent_backward_cols(probs, bt->targets, a->dout, N, Vl, cut ? u->vocab_begin : 0);
-        zt_linear_backward(u, a, k, dinp, a->grads[k], NULL, probs, slot, N, C, Vl, false);
+    if (!zt_head_chunked(u)) {
+        loss_backward_rows(u, a, k, probs, slot, dinp, 0, N, C, Vl);
+    } else { /* each chunk's logits and probabilities again, then its backward */
+        float *cut_scratch = a->scratch + scratch_at, *chunk = cut_scratch + cut_floats(u, R);
+        float *losses = chunk + zt_fp32_floats((size_t)R * Vl);
+        for (int r0 = 0; r0 < N && !rc; r0 += R) {
+            int n = N - r0 < R ? N - r0 : R;
+            logits_rows(u, a, k, slot, chunk, r0, n, C, Vl);
+            if (!(rc = loss_rows(u, a, chunk, Vl, cut_scratch, r0, n, losses, err)))
+                loss_backward_rows(u, a, k, chunk, slot, dinp, r0, n, C, Vl);
+        }
+        if (rc) return rc;
     }
     if ((rc = zt_unit_input_grad_sum(u, a, dinp, C, "LM head input gradient", err))) return rc;
     memset(a->din, 0, (size_t)zt_unit_rows(u, a, NULL) * C * sizeof *a->din);

@@ -109,18 +109,30 @@ int zt_block_backward_begin(const zt_unit *u, const zt_unit_args *a, float *ng, 
 int zt_unit_norm_grads(const zt_unit *u, const zt_unit_args *a, float *buf, float *const *grads, int n, int C,
                        const char *what, zt_error *err);
 
-/* Floats of a head unit's scratch its cut loss needs beyond its own (0 when whole): the rows'
- * maxima, sums and target terms. */
-size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T);
+/* Whether the loss is chunked (zt_unit.loss_chunk > 0): the logits of zt_head_logits_rows rows
+ * at a time, in the scratch, computed again in backward; nothing (N, V) is saved. */
+bool zt_head_chunked(const zt_unit *u);
+/* The rows of logits the head holds at once: B*T, or zt_unit.loss_chunk when that is fewer. */
+int zt_head_logits_rows(const zt_unit *u, int B, int T);
+/* Floats of the head's saved (N, zt_unit_vocab(u, V)) logits: 0 when chunked. */
+size_t zt_head_saved_logits_floats(const zt_unit *u, int B, int T, int V);
+/* Bytes of the head's staging under lp compute: the rounded d logits of zt_head_logits_rows rows. */
+size_t zt_head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind, int V);
+/* Floats of a head unit's scratch its loss needs beyond its own: cut by vocabulary, the rows'
+ * maxima, sums and target terms; chunked, a chunk's logits and losses (0 when whole and not cut). */
+size_t zt_head_loss_scratch_floats(const zt_unit *u, int B, int T, int V);
 
-/* The head's tail after its logits (N, zt_unit_vocab(u, V)), N = B*T, V the model's vocabulary:
- * copies the logits of batch->logits_pos into batch->logits_out (B,V) when asked, checks the
- * targets (ZT_ERR_DATA naming the position) and turns the logits into probabilities and a->out
- * into per-token losses (zeros without targets). Cut by vocabulary: the parts' maxima, sums and
- * target terms are combined between the sweeps (src/kernels/crossentropy.c), in a->scratch from
- * float `scratch_at` on; the full logits are never gathered (only the generated position's). */
-int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, float *logits, int V, size_t scratch_at,
-                         zt_error *err);
+/* The head's LM head k and loss, N = B*T rows, V the model's vocabulary: the logits (N,
+ * zt_unit_vocab(u, V)) of operand op (rounded under lp compute; x its fp32 form or NULL when op
+ * holds it already: zt_linear_forward's slot and inp), into the saved buffer logits when whole
+ * (NULL when chunked: zt_head_logits_rows rows at a time in the scratch); copies the logits of
+ * batch->logits_pos into batch->logits_out (B,V) when asked, checks the targets (ZT_ERR_DATA naming
+ * the position) and turns a->out into per-token losses (zeros without targets), the logits into
+ * probabilities. Cut by vocabulary: the parts' maxima, sums and target terms are combined between
+ * the sweeps (src/kernels/crossentropy.c), in a->scratch from float `scratch_at` on; the full
+ * logits are never gathered (only the generated position's, and not when chunked). */
+int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, int k, void *op, const float *x, float *logits,
+                         int C, int V, size_t scratch_at, zt_error *err);
 
 /* The lookup of an embedding unit: out (B,T,C) = table k_wte's rows (+ table k_wpe's row t when
  * k_wpe >= 0), read through the compute copies under low-precision compute (bf16 rows widened, or
@@ -135,12 +147,13 @@ int zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, in
 size_t zt_embedding_scratch_floats(const zt_unit *u, int B, int T, int C);
 
 /* The head's backward after its loss, before its norm: needs targets (ZT_ERR_USAGE), turns probs
- * (N, zt_unit_vocab(u, V)) into d logits in place, dinp (N,C) = d logits · W_k (summed over the
- * parts when cut: zt_unit_input_grad_sum, so cut along T only the part's rows, at dinp's start)
- * and dW_k += d logitsᵀ · slot (the LM head k's saved input), and zeroes a->din (zt_unit_rows x C)
- * for the norm's backward to add into. */
+ * (N, zt_unit_vocab(u, V)) into d logits in place (chunked: probs NULL, each chunk's logits and
+ * probabilities computed again from slot in the scratch from scratch_at, as forward did), dinp
+ * (N,C) = d logits · W_k (summed over the parts when cut: zt_unit_input_grad_sum, so cut along T
+ * only the part's rows, at dinp's start) and dW_k += d logitsᵀ · slot (the LM head k's saved
+ * input), and zeroes a->din (zt_unit_rows x C) for the norm's backward to add into. */
 int zt_head_loss_backward(const zt_unit *u, const zt_unit_args *a, int k, float *probs, const void *slot,
-                          float *dinp, int C, int V, zt_error *err);
+                          float *dinp, int C, int V, size_t scratch_at, zt_error *err);
 
 /* A unit's saved buffers laid out in order, each sizes[i] floats: the first n_kept from a->saved,
  * the rest from zt_unit_saved_rest (selective checkpointing), or only counted (a NULL: ptrs get

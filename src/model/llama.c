@@ -365,7 +365,8 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params norm.weight, lm_head.weight (or embed_tokens, tied). out = per-token losses.
- * saved: xn (N,C) (lm_head's input: rounded under lp compute) | rstd (N) | probs (N,V) */
+ * saved: xn (N,C) (lm_head's input: rounded under lp compute) | rstd (N) | probs (N,V) (none when
+ * the loss is chunked: layers.h) */
 typedef struct head_saved {
     void *xn;
     float *rstd, *probs;
@@ -373,11 +374,10 @@ typedef struct head_saved {
 
 static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *saved, head_saved *s) {
     const zt_llama_config *c = u->model_cfg;
-    size_t N = (size_t)B * T;
     size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: the norm's rows of this part (layers.h) */
     size_t xn = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
-    return xn + stat + zt_fp32_floats(N * zt_unit_vocab(u, c->vocab_size));
+    return xn + stat + zt_head_saved_logits_floats(u, B, T, c->vocab_size);
 }
 
 static size_t head_saved_floats(const zt_unit *u, int B, int T, int lp_kind) {
@@ -392,7 +392,7 @@ static const int HEAD_LINEARS[] = {1};
  * | its weight gradient (backward, C) */
 static size_t head_seq_at(const zt_unit *u, int B, int T) {
     const zt_llama_config *c = u->model_cfg;
-    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T);
+    return (size_t)B * T * c->n_embd + zt_head_loss_scratch_floats(u, B, T, c->vocab_size);
 }
 
 static size_t head_scratch_floats(const zt_unit *u, int B, int T) {
@@ -420,8 +420,9 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
         if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
             return rc;
     }
-    zt_linear_forward(u, a, 1, logits, op, x, NULL, N, C, zt_unit_vocab(u, V)); /* this part's vocabulary */
-    return zt_head_loss_forward(u, a, logits, V, (size_t)N * C, err);
+    /* this part's vocabulary; chunked: no saved logits */
+    return zt_head_loss_forward(u, a, 1, op, x, zt_head_chunked(u) ? NULL : logits, C, V,
+                                (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -434,7 +435,8 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                   part's rows, then summed */
     float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
     int rc = seq ? zt_seq_linear_operand(u, a, s.xn, slot_all, C, "lm_head input (norm), again", err) : ZT_OK;
-    if (!rc) rc = zt_head_loss_backward(u, a, 1, s.probs, seq ? slot_all : s.xn, dxn, C, V, err);
+    if (!rc) rc = zt_head_loss_backward(u, a, 1, zt_head_chunked(u) ? NULL : s.probs,
+                                       seq ? slot_all : s.xn, dxn, C, V, (size_t)B * T * C, err);
     if (rc) return rc;
     if (seq) memset(ng, 0, (size_t)C * sizeof *ng);
     rmsnorm_backward(a->din, seq ? ng : a->grads[0], dxn, a->in, a->params[0], s.rstd, zt_unit_rows(u, a, NULL), C);
@@ -444,10 +446,10 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
 
 static bool head_reads_lp(const zt_unit *u, int k) { return k == 1; }
 
-/* rnd(dlogits) (N,V) (this part's vocabulary when cut) */
+/* rnd(dlogits) (N,V) (this part's vocabulary when cut; a chunk's rows when chunked) */
 static size_t head_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     const zt_llama_config *c = u->model_cfg;
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, zt_unit_vocab(u, c->vocab_size));
+    return zt_head_staging_bytes(u, B, T, lp_kind, c->vocab_size);
 }
 
 static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
@@ -480,10 +482,11 @@ static double llama_flops_per_token(const zt_model *m, int T) {
  * them (2·T·C) in every mode, as gpt2.c counts */
 static double llama_recompute_flops_per_token(const zt_model *m, int T, zt_recompute mode) {
     const zt_llama_config *c = m->cfg;
-    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T, fl = flash(c) ? scores : 0;
-    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl;
-    if (mode == ZT_RECOMPUTE_SELECTIVE) return flash(c) ? fl : scores;
-    return fl;
+    double C = c->n_embd, L = c->n_layer, scores = L * 2.0 * C * T;
+    double fl = flash(c) ? scores : 0, head = m->loss_chunk_tokens > 0 ? 2.0 * C * c->vocab_size : 0;
+    if (mode == ZT_RECOMPUTE_FULL) return L * (2.0 * block_matmul_params(c) + 4.0 * C * T) + fl + head;
+    if (mode == ZT_RECOMPUTE_SELECTIVE) return (flash(c) ? fl : scores) + head;
+    return fl + head;
 }
 
 static int check_config(const zt_llama_config *c, zt_error *err) {

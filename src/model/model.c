@@ -80,6 +80,20 @@ int zt_model_add_param(zt_model *m, const char *name, int ndim, const int64_t *s
     return ZT_OK;
 }
 
+int zt_loss_chunk_for(int tokens, int B, int T) {
+    return B > 0 && T > 0 && (int64_t)tokens >= (int64_t)B * T ? 0 : tokens;
+}
+
+int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err) {
+    if (tokens < 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: loss chunk of %d tokens (0: none)", m->name, tokens);
+    if (m->n_units < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: no units, so no loss unit to chunk", m->name);
+    m->loss_chunk_tokens = tokens;
+    m->units[m->n_units - 1].loss_chunk = tokens; /* the last unit makes the losses */
+    return ZT_OK;
+}
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)

@@ -61,8 +61,8 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
  * rings (pieces in, sums out: about 2.5n bytes read and 2n written per rank against 1.5n and n).
  * Measured under load on 2 ranks (bench/RESULTS.md "Collectives"): 16 MB at >= 100% of Open MPI in
  * 3-4 of 4 runs where the rings gave 1, 32-256 MB at 184-331% where the rings fell to 83-105%;
- * below 4 MB the rings' L2-sized steps are faster. */
-#define ZT_SHM_CMA_MIN ((size_t)4 << 20)
+ * at 4 MB the rings' L2-sized steps were better (3 of 4 runs against 2). */
+#define ZT_SHM_CMA_MIN ((size_t)8 << 20)
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {

@@ -236,6 +236,22 @@ static int llama_main(void)
         per_step("attention", L);
         free(q), free(k), free(v), free(out), free(att), free(dq), free(dk), free(dv), free(scratch);
     }
+    { /* flash attention (the models' default kernel), fp32 products and bf16 products (bf16 compute's
+       * default); not in the step sum above, which counts the naive row */
+        float *q = buf((size_t)N * C), *k = buf((size_t)N * KV), *v = buf((size_t)N * KV), *lse = buf((size_t)B * NH * T);
+        float *out = buf((size_t)N * C), *dout = buf((size_t)N * C);
+        float *dq = buf((size_t)N * C), *dk = buf((size_t)N * KV), *dv = buf((size_t)N * KV);
+        float *scratch = buf(flash_attention_scratch_floats(B, T, NH, NKV, hs));
+        double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half; backward runs 5 products to 2 */
+        for (int bf = 0; bf < 2; bf++) {
+            TIME_FB((void)0, flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, bf),
+                    (void)0,
+                    flash_attention_gqa_backward(dq, dk, dv, scratch, dout, q, k, v, out, lse, B, T, NH, NKV, hs, C,
+                                                 KV, bf));
+            report(bf ? "flash gqa 12/4 bf16" : "flash gqa 12/4 fp32", g, 2.5 * g);
+        }
+        free(q), free(k), free(v), free(lse), free(out), free(dout), free(dq), free(dk), free(dv), free(scratch);
+    }
     { /* swiglu */
         size_t n = (size_t)N * I;
         float *g = buf(n), *u = buf(n), *o = buf(n), *dg = buf(n), *du = buf(n);
@@ -328,6 +344,19 @@ int main(int argc, char **argv)
         printf("%-25s (%.3f / %.3f GFLOP run; the full T x T square would be %.3f / %.3f)\n", "", g,
                2 * g, 4.0 * T * T * C * B * 1e-9, 8.0 * T * T * C * B * 1e-9);
         free(qkv), free(out), free(att), free(dqkv), free(scratch);
+    }
+    { /* flash attention (the models' default kernel): fp32 products, and bf16 products (bf16
+       * compute's default) */
+        float *qkv = buf((size_t)N * 3 * C), *out = buf((size_t)N * C), *lse = buf((size_t)B * NH * T);
+        float *dout = buf((size_t)N * C), *dqkv = buf((size_t)N * 3 * C);
+        float *scratch = buf(flash_attention_scratch_floats(B, T, NH, NH, C / NH));
+        double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half; backward runs 5 products to 2 */
+        for (int bf = 0; bf < 2; bf++) {
+            TIME_FB((void)0, flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf), (void)0,
+                    flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, bf));
+            report(bf ? "flash attention bf16" : "flash attention fp32", g, 2.5 * g);
+        }
+        free(qkv), free(out), free(lse), free(dout), free(dqkv), free(scratch);
     }
     { /* gelu */
         size_t n = (size_t)N * 4 * C;

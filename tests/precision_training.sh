@@ -73,7 +73,8 @@ ev16 = [r for r in rows("r16") if r.get("event") == "precision"]
 if not (ev16 and ev16[0]["reduce"] == "bf16"):
     print("FAIL the JSONL precision event does not say reduce bf16"); fail = 1
 ev = [r for r in rows("bf16") if r.get("event") == "precision"]
-if ev and ev[0]["mode"] == "bf16" and ev[0]["compute"] == "bf16" and ev[0]["moments"] == "fp32":
+if ev and ev[0]["mode"] == "bf16" and ev[0]["compute"] == "bf16" and ev[0]["moments"] == "fp32" and \
+        ev[0].get("attention") == "bf16":
     print("ok   the policy is in the JSONL log")
 else:
     print("FAIL no precision event in the JSONL log"); fail = 1

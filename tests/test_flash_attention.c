@@ -6,8 +6,8 @@
  *   - the materializing kernel of attention.c on the same inputs (close to fp32 rounding),
  * for multi-head (NKV = NH, also through GPT-2's fused-qkv wrappers) and grouped-query shapes, at
  * lengths that make the forward run several key blocks (online rescaling) and the backward several
- * key blocks and query chunks, with partial tiles. Also: the same bits on 1 and 2 threads and on a
- * rerun, causality, no NaN from rows whose scores are huge, and scratch linear in T.
+ * key blocks and query chunks, with partial tiles. Also (test_flash_invariants.h): the same bits on
+ * 1 and 2 threads and on a rerun, causality (forward and backward), the fused-qkv wrappers; no NaN from rows whose scores are huge, and scratch linear in T.
  * Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h); rtol argued at each check.
  */
 #include <setjmp.h>
@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 #include "test_kernel_check.h"
 #include "test_attention_ref.h"
+#include "test_flash_invariants.h"
 
 /* float vs float (the naive kernel's result as the reference) */
 static void check_close_f(const char *what, const float *got, const float *ref, size_t n, double rtol)
@@ -59,8 +60,8 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     fill(dq, nq, 100.0f), fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: assigned */
     char what[128];
 
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV, false);
 
     gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
     double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
@@ -100,61 +101,13 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     check_close_f("flash vs attention.c dk", dk, ndk, nk, 3e-5);
     check_close_f("flash vs attention.c dv", dv, ndv, nk, 3e-5);
 
-    /* a rerun, and 1 thread: the same bits */
-    float *out2 = falloc(nq), *lse2 = falloc(nl), *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);
-    int nt = omp_get_max_threads();
-    for (int rep = 0; rep < 2; rep++) {
-        omp_set_num_threads(rep == 0 ? nt : 1);
-        flash_attention_gqa_forward(out2, lse2, scratch, q, k, v, B, T, NH, NKV, hs, C, KV);
-        flash_attention_gqa_backward(dq2, dk2, dv2, scratch, g, q, k, v, out2, lse2, B, T, NH, NKV, hs, C, KV);
-        assert_same_bits("flash out rerun / 1 thread", out, out2, nq);
-        assert_same_bits("flash lse rerun / 1 thread", lse, lse2, nl);
-        assert_same_bits("flash dq rerun / 1 thread", dq, dq2, nq);
-        assert_same_bits("flash dk rerun / 1 thread", dk, dk2, nk);
-        assert_same_bits("flash dv rerun / 1 thread", dv, dv2, nk);
-    }
-    omp_set_num_threads(nt);
-
-    /* causality: changing token u's q, k and v leaves every output row t < u bit-identical */
-    int u = T / 2 + 1 < T ? T / 2 + 1 : T - 1;
-    float *q3 = fdup(q, nq), *k3 = fdup(k, nk), *v3 = fdup(v, nk);
-    for (int b = 0; b < B; b++) {
-        for (int i = 0; i < C; i++)
-            q3[((size_t)b * T + u) * C + i] += 100.0f;
-        for (int i = 0; i < KV; i++)
-            k3[((size_t)b * T + u) * KV + i] += 100.0f, v3[((size_t)b * T + u) * KV + i] += 100.0f;
-    }
-    flash_attention_gqa_forward(out2, lse2, scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV);
-    for (int b = 0; b < B; b++) {
-        assert_same_bits("flash causal: rows before the change", out + (size_t)b * T * C,
-                         out2 + (size_t)b * T * C, (size_t)u * C);
-        assert_true(memcmp(out + ((size_t)b * T + u) * C, out2 + ((size_t)b * T + u) * C, (size_t)C * 4) != 0);
-    }
-
-    /* multi-head: GPT-2's fused-qkv wrappers give the same bits as the strided GQA call */
-    if (NKV == NH) {
-        float *qkv = falloc(3 * nq), *dqkv = falloc(3 * nq);
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            memcpy(qkv + bt * 3 * C, q + bt * C, (size_t)C * 4);
-            memcpy(qkv + bt * 3 * C + C, k + bt * C, (size_t)C * 4);
-            memcpy(qkv + bt * 3 * C + 2 * C, v + bt * C, (size_t)C * 4);
-        }
-        flash_attention_forward(out2, lse2, scratch, qkv, B, T, C, NH);
-        flash_attention_backward(dqkv, scratch, g, qkv, out2, lse2, B, T, C, NH);
-        assert_same_bits("flash fused qkv out", out, out2, nq);
-        assert_same_bits("flash fused qkv lse", lse, lse2, nl);
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            assert_same_bits("flash fused dq", dq + bt * C, dqkv + bt * 3 * C, (size_t)C);
-            assert_same_bits("flash fused dk", dk + bt * C, dqkv + bt * 3 * C + C, (size_t)C);
-            assert_same_bits("flash fused dv", dv + bt * C, dqkv + bt * 3 * C + 2 * C, (size_t)C);
-        }
-        free(qkv), free(dqkv);
-    }
+    /* a rerun, 1 thread, causality, the fused-qkv wrappers (test_flash_invariants.h) */
+    flash_case fc = {B, T, NH, NKV, hs, q, k, v, g, out, lse, dq, dk, dv, scratch, false};
+    flash_invariants(&fc);
 
     free(q), free(k), free(v), free(g), free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);
     free(c.q), free(c.k), free(c.v), free(c.g), free(ro), free(rl), free(rq), free(rk), free(rv);
     free(nout), free(att), free(ndq), free(ndk), free(ndv), free(nscratch);
-    free(out2), free(lse2), free(dq2), free(dk2), free(dv2), free(q3), free(k3), free(v3);
 }
 
 static void test_flash_small_fd(void **state)
@@ -194,8 +147,8 @@ static void test_flash_extreme(void **state)
             q[(size_t)t * hs + i] = 1.0f;
             k[(size_t)t * hs + i] = (float)t * 0.5f; /* scale 1/4: s = 16 * 0.5 u / 4 = 2u */
         }
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs, false);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs, false);
     gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
     double *ro = dalloc(n), *rl = dalloc(T), *rq = dalloc(n), *rk = dalloc(n), *rv = dalloc(n);
     ref_gqa_forward(ro, rl, NULL, &c);

@@ -281,6 +281,20 @@ static void test_policy(void **state) {
     p.stochastic_rounding = true;
     assert_int_equal(zt_precision_check(&p, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "stochastic rounding applies to bf16-low only"));
+    /* attention's products: bf16 by default under bf16 compute only; fp32 allowed in every mode,
+     * bf16 refused where the compute is not bf16 */
+    for (int m = 0; m <= ZT_PRECISION_FP16; m++) {
+        zt_precision_default(&p, (zt_precision_mode)m);
+        bool bf = m == ZT_PRECISION_BF16 || m == ZT_PRECISION_BF16_LOW;
+        assert_int_equal(p.attention, bf ? ZT_DTYPE_BF16 : ZT_DTYPE_FP32);
+        p.attention = ZT_DTYPE_FP32;
+        assert_int_equal(zt_precision_check(&p, &err), ZT_OK);
+        p.attention = ZT_DTYPE_BF16;
+        assert_int_equal(zt_precision_check(&p, &err), bf ? ZT_OK : ZT_ERR_USAGE);
+        if (!bf) assert_non_null(strstr(err.msg, "attention dtype bf16 is not supported"));
+        p.attention = ZT_DTYPE_FP16;
+        assert_int_equal(zt_precision_check(&p, &err), ZT_ERR_USAGE);
+    }
     zt_precision_default(&p, ZT_PRECISION_FP16);
     p.min_loss_scale = 0;
     assert_int_equal(zt_precision_check(&p, &err), ZT_ERR_USAGE);

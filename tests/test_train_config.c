@@ -194,6 +194,22 @@ static void test_every_key_sets(void **state) {
     assert_int_equal(zt_train_config_validate(&b, &err), ZT_OK);
 }
 
+/* precision.attention_dtype: auto by default, fp32 parsed and set, anything else refused by name */
+static void test_attention_dtype(void **state) {
+    (void)state;
+    zt_train_config c;
+    zt_error err = {0};
+    zt_train_config_default(&c);
+    assert_int_equal(c.attention_dtype, ZT_CFG_ATTN_AUTO);
+    expect_ok(&c, TRAIN "precision:\n  mode: bf16\n  attention_dtype: fp32\n");
+    assert_int_equal(c.attention_dtype, ZT_CFG_ATTN_FP32);
+    assert_int_equal(zt_train_config_set(&c, "precision.attention_dtype=auto", &err), ZT_OK);
+    assert_int_equal(c.attention_dtype, ZT_CFG_ATTN_AUTO);
+    assert_int_equal(zt_train_config_set(&c, "precision.attention_dtype=bf16", &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "precision.attention_dtype"));
+    assert_non_null(strstr(err.msg, "auto, fp32"));
+}
+
 static void test_preset_then_overrides(void **state) {
     (void)state;
     zt_train_config c;
@@ -857,6 +873,7 @@ int main(void) {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_every_key_parses),
         cmocka_unit_test(test_every_key_sets),
+        cmocka_unit_test(test_attention_dtype),
         cmocka_unit_test(test_preset_then_overrides),
         cmocka_unit_test(test_llama_keys),
         cmocka_unit_test(test_lora_keys),

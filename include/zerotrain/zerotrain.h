@@ -175,6 +175,8 @@ typedef struct zt_unit_args {
                                      holding fp16 values; NULL entries (the vectors; all of
                                      them when lp_kind is 0): no copy, use params */
     void *staging;        /* staging_bytes(B, T, lp_kind) bytes for rounded operands (64-byte aligned) */
+    bool attn_bf16;       /* attention's products on bf16 operands (zt_precision.attention bf16;
+                             only under bf16 compute): the flash kernels' bf16 path */
     float *saved_rest;    /* selective activation checkpointing (zt_unit_ops.kept_floats): where
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
@@ -531,6 +533,9 @@ typedef struct zt_precision {
     zt_dtype grads;       /* the reduced gradient the optimizer reads */
     zt_dtype moments;     /* optimizer moments */
     bool stochastic_rounding; /* bf16-low: round updated parameters stochastically */
+    zt_dtype attention;   /* the operands of flash attention's products (fp32 accumulation, fp32
+                             softmax either way): bf16 by default under bf16 compute (bf16,
+                             bf16-low), fp32 otherwise; fp32 may be asked for in every mode */
     /* fp16 loss scaling, DeepSpeed's semantics (fp16 config block) */
     float loss_scale;          /* > 0: static scale; 0: dynamic */
     int initial_scale_power;   /* dynamic: starts at 2^this (16) */

@@ -5,8 +5,9 @@
  * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
  * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
  * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel.
- * --attention picks the attention kernel (model.attention), --loss-chunk the loss's chunk
- * (memory.loss_chunk_tokens), --max-seq-len lengthens the preset's
+ * --attention picks the attention kernel (model.attention), --attention-dtype fp32 keeps flash
+ * attention's products fp32 under bf16 compute (precision.attention_dtype), --loss-chunk the loss's
+ * chunk (memory.loss_chunk_tokens), --max-seq-len lengthens the preset's
  * context (GPT-2: more wpe rows) for long sequences. It prints the memory the plan predicted and
  * what was measured (the engine's accounting, and the process's peak RSS), and each step's CPU
  * time beside its wall time. The last line is JSON for bench/w1.sh, bench/dist.sh, bench/tp.sh and
@@ -72,6 +73,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
     zt_attention attention = ZT_ATTENTION_FLASH;
+    bool attn_fp32 = false; /* --attention-dtype fp32 (auto: bf16 products under bf16 compute) */
     int max_seq_len = 0; /* 0: the preset's */
     int loss_chunk = 0;  /* --loss-chunk: memory.loss_chunk_tokens */
     zt_offload_options off = {0};
@@ -85,6 +87,8 @@ int zt_cmd_bench(int argc, char **argv) {
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid] [--tp T]\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
                    "                       [--recompute none|full|selective] [--attention flash|naive]\n"
+                   "                       [--attention-dtype auto|fp32]   flash attention's products (auto: bf16\n"
+                   "                        under bf16 compute; precision.attention_dtype)\n"
                    "                       [--max-seq-len N]   the preset's context lengthened (GPT-2: wpe rows)\n"
                    "                       [--loss-chunk N]   the loss's logits N tokens at a time, again in backward\n"
                    "                        (memory.loss_chunk_tokens; 0: all B*T kept)\n"
@@ -133,6 +137,12 @@ int zt_cmd_bench(int argc, char **argv) {
                 zt_error_prefix(&err, "bench: --attention");
                 return zt_cli_fail(&err);
             }
+        } else if (!strcmp(a, "--attention-dtype")) {
+            if (strcmp(v, "auto") && strcmp(v, "fp32")) {
+                zt_error_set(&err, ZT_ERR_USAGE, "bench: --attention-dtype: unknown value \"%s\" (known: auto, fp32)", v);
+                return zt_cli_fail(&err);
+            }
+            attn_fp32 = !strcmp(v, "fp32");
         } else {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
@@ -187,6 +197,7 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.mesh = mesh;
     eo.hybrid_shard_size = ms.shard;
     zt_precision_default(&eo.precision, precision);
+    if (attn_fp32) eo.precision.attention = ZT_DTYPE_FP32;
     const char *pname = zt_precision_mode_name(precision);
     eo.offload = off;
     eo.offload.buffer_bytes = (size_t)(off_mb * 1048576.0);
@@ -209,9 +220,10 @@ int zt_cmd_bench(int argc, char **argv) {
     if (tp > 1) fprintf(out, "mesh tp %d x dp %d: B=%d T=%d per data-parallel rank\n", tp, nranks, B, T);
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
-    fprintf(out, "activation checkpointing %s, %s attention, loss %s: activations %.1f MiB per rank\n",
-            zt_recompute_name(recompute), zt_attention_name(attention), spec.loss_chunk_tokens ?
-            "in chunks" : "whole", mem.activations / 1048576.0);
+    fprintf(out, "activation checkpointing %s, %s attention (%s products), loss %s: activations %.1f MiB per rank\n",
+            zt_recompute_name(recompute), zt_attention_name(attention),
+            attention == ZT_ATTENTION_FLASH ? zt_dtype_name(eo.precision.attention) : "fp32",
+            spec.loss_chunk_tokens ? "in chunks" : "whole", mem.activations / 1048576.0);
     zt_comm_bytes bytes = {0}, step_bytes;
     for (int it = 0; it < warmup + steps; it++) {
         for (int i = 0; i <= B * T; i++) {
@@ -335,7 +347,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
             "\"offload_gather_wait_ms\":%.1f,\"offload_grad_write_wait_ms\":%.1f,\"offload_param_prefetch\":%d,"
             "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
-            "\"attention\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
+            "\"attention\":\"%s\",\"attention_dtype\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
             "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f}\n",
             ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
@@ -346,7 +358,9 @@ int zt_cmd_bench(int argc, char **argv) {
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
             1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, ahead, 1e3 * fwd_total / steps,
             1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
-            zt_attention_name(attention), loss_chunk, cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
+            zt_attention_name(attention),
+            attention == ZT_ATTENTION_FLASH ? zt_dtype_name(eo.precision.attention) : "fp32", loss_chunk,
+            cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
             mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med);
     rc = ZT_OK;
 out:

@@ -39,6 +39,7 @@ static const enum_value PRECISIONS[] = {{"fp32", ZT_CFG_PREC_FP32},
                                         {NULL, 0}};
 static const enum_value DTYPES[] = {
     {"fp32", ZT_CFG_DTYPE_FP32}, {"bf16", ZT_CFG_DTYPE_BF16}, {"fp16", ZT_CFG_DTYPE_FP16}, {NULL, 0}};
+static const enum_value ATTENTION_DTYPES[] = {{"auto", ZT_CFG_ATTN_AUTO}, {"fp32", ZT_CFG_ATTN_FP32}, {NULL, 0}};
 static const enum_value OFFLOADS[] = {
     {"none", ZT_CFG_OFFLOAD_NONE}, {"cpu", ZT_CFG_OFFLOAD_CPU}, {"nvme", ZT_CFG_OFFLOAD_NVME}, {NULL, 0}};
 static const enum_value RECOMPUTES[] = {{"none", ZT_CFG_RECOMPUTE_NONE},
@@ -239,6 +240,10 @@ const key_def zt_cfg_keys[] = {
            "dtype gradients are reduced in across ranks: fp32, bf16 (modes fp32, bf16, bf16-low) or "
            "fp16 (mode fp16); bf16/fp16 halve the bytes and round each rank's gradient and every "
            "partial sum of the rank tree; micro-batches are accumulated in fp32 either way"),
+    K_ENUM("precision.attention_dtype", attention_dtype, ATTENTION_DTYPES, "auto",
+           "operands of flash attention's products (fp32 accumulation and softmax either way): auto: "
+           "bf16 under bf16 compute (modes bf16, bf16-low; as PyTorch's autocast), fp32 otherwise; fp32: "
+           "fp32 in every mode"),
     K_BOOL("precision.stochastic_rounding", stochastic_rounding, "false",
            "bf16-low: round updated parameters to bf16 stochastically (llm.c's rounding) instead of "
            "to nearest"),

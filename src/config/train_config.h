@@ -71,6 +71,7 @@ typedef enum zt_cfg_precision {
     ZT_CFG_PREC_FP16 = 3      /* fp16 compute, fp32 master, dynamic loss scaling */
 } zt_cfg_precision;
 typedef enum zt_cfg_dtype { ZT_CFG_DTYPE_FP32 = 0, ZT_CFG_DTYPE_BF16 = 1, ZT_CFG_DTYPE_FP16 = 2 } zt_cfg_dtype;
+typedef enum zt_cfg_attention_dtype { ZT_CFG_ATTN_AUTO = 0, ZT_CFG_ATTN_FP32 = 1 } zt_cfg_attention_dtype;
 typedef enum zt_cfg_offload {
     ZT_CFG_OFFLOAD_NONE = 0,
     ZT_CFG_OFFLOAD_CPU = 1,   /* host memory: on this CPU-only build, where everything already is */
@@ -163,6 +164,7 @@ typedef struct zt_train_config {
     int precision;              /* precision.mode: a zt_cfg_precision */
     int reduce_dtype;           /* precision.reduce_dtype: a zt_cfg_dtype */
     bool stochastic_rounding;   /* precision.stochastic_rounding (bf16-low) */
+    int attention_dtype;        /* precision.attention_dtype: a zt_cfg_attention_dtype */
     float loss_scale;           /* precision.loss_scale: 0 = dynamic (fp16) */
     int initial_scale_power;    /* precision.initial_scale_power, 16 (scale 2^16) */
     int loss_scale_window;      /* precision.loss_scale_window, 1000 */

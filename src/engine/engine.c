@@ -664,6 +664,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
+                          .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         zt_trace_begin("forward", un->name);
@@ -752,6 +753,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
                           .in = u > 0 ? e->units[u - 1].out : in0, .out = s->out,
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
+                          .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
         zt_ckpt_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward

@@ -331,6 +331,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     zt_precision_default(&eo->precision, (zt_precision_mode)cfg->precision);
     eo->precision.reduce = (zt_dtype)cfg->reduce_dtype;
     eo->precision.stochastic_rounding = cfg->stochastic_rounding;
+    if (cfg->attention_dtype == ZT_CFG_ATTN_FP32) eo->precision.attention = ZT_DTYPE_FP32;
     eo->precision.loss_scale = cfg->loss_scale;
     eo->precision.initial_scale_power = cfg->initial_scale_power;
     eo->precision.loss_scale_window = cfg->loss_scale_window;
@@ -612,11 +613,13 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (rank == 0 && log.fp) {
         char ev[400];
         snprintf(ev, sizeof ev, "\"mode\":\"%s\",\"params\":\"%s\",\"compute\":\"%s\",\"reduce\":\"%s\","
-                 "\"accumulate\":\"%s\",\"grads\":\"%s\",\"moments\":\"%s\",\"stochastic_rounding\":%s",
+                 "\"accumulate\":\"%s\",\"grads\":\"%s\",\"moments\":\"%s\",\"stochastic_rounding\":%s,"
+                 "\"attention\":\"%s\"",
                  zt_precision_mode_name(eo.precision.mode), zt_dtype_name(eo.precision.params),
                  zt_dtype_name(eo.precision.compute), zt_dtype_name(eo.precision.reduce),
                  zt_dtype_name(eo.precision.accumulate), zt_dtype_name(eo.precision.grads),
-                 zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false");
+                 zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false",
+                 zt_dtype_name(eo.precision.attention));
         if ((rc = zt_jsonl_write_event(&log, "precision", ev, err)) ||
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
             goto done;

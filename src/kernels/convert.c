@@ -18,21 +18,9 @@
  * (quiet), infinities stay infinities.
  */
 #include "kernels/kernels.h"
-#include "kernels/vecmath.h"
+#include "kernels/vecbf16.h"
 
 #include <string.h>
-
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-static inline uint16_t bf16_rne(float f)
-{
-    uint32_t u = f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u); /* subnormal: signed 0 */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* dst[i0, end) = bf16 of src: 32 lanes at a time with vcvtne2ps2bf16, the same rule in scalar code */
 static void f32_to_bf16_range(uint16_t *dst, const float *src, size_t i, size_t end)
@@ -43,7 +31,7 @@ static void f32_to_bf16_range(uint16_t *dst, const float *src, size_t i, size_t 
         _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
     }
 #endif
-    for (; i < end; i++) dst[i] = bf16_rne(src[i]);
+    for (; i < end; i++) dst[i] = zt_bf16_rne(src[i]);
 }
 
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n)
@@ -57,14 +45,14 @@ void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n)
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) dst[i] = u2f((uint32_t)src[i] << 16);
+    for (size_t i = 0; i < n; i++) dst[i] = zt_u2f((uint32_t)src[i] << 16);
 }
 
 void zt_f32_to_bf16_serial(uint16_t *dst, const float *src, size_t n) { f32_to_bf16_range(dst, src, 0, n); }
 
 void zt_bf16_to_f32_serial(float *dst, const uint16_t *src, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] = u2f((uint32_t)src[i] << 16);
+    for (size_t i = 0; i < n; i++) dst[i] = zt_u2f((uint32_t)src[i] << 16);
 }
 
 /* One node of a bf16 summation: the fp32 sum of two bf16 values (exact inputs, one IEEE add)
@@ -79,13 +67,13 @@ void zt_add_round_bf16(float *d, const float *a, const float *b, size_t n)
         _mm512_storeu_si512((void *)(d + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
 #endif
-    for (; i < n; i++) d[i] = u2f((uint32_t)bf16_rne(a[i] + b[i]) << 16);
+    for (; i < n; i++) d[i] = zt_u2f((uint32_t)zt_bf16_rne(a[i] + b[i]) << 16);
 }
 
 void zt_round_bf16(float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
-    for (size_t i = 0; i < n; i++) x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
+    for (size_t i = 0; i < n; i++) x[i] = zt_u2f((uint32_t)zt_bf16_rne(x[i]) << 16);
 }
 
 /* fp16 round trip: nearest-even, |x| >= 65520 becomes infinity, small values go subnormal */
@@ -98,9 +86,9 @@ static inline float fp16_rne_scalar(float f)
         float q = nearbyintf(a * 16777216.0f) / 16777216.0f;
         return f < 0 ? -q : q;
     }
-    uint32_t u = f2u(f);
+    uint32_t u = zt_f2u(f);
     u += 0xfffu + ((u >> 13) & 1u); /* keep 10 mantissa bits */
-    return u2f(u & 0xffffe000u);
+    return zt_u2f(u & 0xffffe000u);
 }
 
 /* dst[i, end) = the fp16 values of src */
@@ -131,12 +119,12 @@ static inline uint16_t fp16_bits(float f)
 #if defined(__F16C__)
     return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 #else
-    uint32_t u = f2u(f), sign = (u >> 16) & 0x8000u;
+    uint32_t u = zt_f2u(f), sign = (u >> 16) & 0x8000u;
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
     float q = fp16_rne_scalar(f), a = q < 0 ? -q : q;
     if (a == INFINITY) return (uint16_t)(sign | 0x7c00u);
     if (a < 6.103515625e-05f) return (uint16_t)(sign | (uint32_t)(a * 16777216.0f));
-    uint32_t v = f2u(a);
+    uint32_t v = zt_f2u(a);
     return (uint16_t)(sign | ((((v >> 23) & 0xffu) - 112u) << 10) | ((v >> 13) & 0x3ffu));
 #endif
 }
@@ -147,9 +135,9 @@ static inline float fp16_value(uint16_t h)
     return _cvtsh_ss(h);
 #else
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
-    if (e == 0) return u2f(sign) + (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
-    return u2f(sign | ((e + 112u) << 23) | (m << 13));
+    if (e == 31) return zt_u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) return zt_u2f(sign) + (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
+    return zt_u2f(sign | ((e + 112u) << 23) | (m << 13));
 #endif
 }
 
@@ -213,9 +201,9 @@ void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_
 {
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = f2u(x[i]);
+        uint32_t u = zt_f2u(x[i]);
         if ((u & 0x7f800000u) == 0x7f800000u) { /* inf, NaN: nearest */
-            x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
+            x[i] = zt_u2f((uint32_t)zt_bf16_rne(x[i]) << 16);
             continue;
         }
         /* adding 16 random bits below the kept half then truncating rounds up with probability
@@ -223,6 +211,6 @@ void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_
         uint32_t r = sr_bits(seed, first_index + i) & 0xffffu;
         uint32_t t = (u + r) & 0xffff0000u;
         if ((t & 0x7f800000u) == 0x7f800000u) t = u & 0xffff0000u; /* never round up to inf */
-        x[i] = u2f(t);
+        x[i] = zt_u2f(t);
     }
 }

@@ -23,9 +23,20 @@
  * is cut at micro-tile granularity (8 or 4 rows x 32 keys, 4 rows x each row's keys), not at
  * whole tiles: at T = 256 the score products run 56% of the T x T square and the others 51%, where
  * attention.c's 64-row blocks run 62.5%.
- * Everything is fp32: under bf16/fp16 compute attention runs on fp32 q, k, v and reads the fp32 O
- * (docs/precision.md), as attention.c does. The one float lse is held in costs P a relative error
- * of ~u |lse| in backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.
+ * Precision (docs/precision.md). The kernels read fp32 q, k, v (and the fp32 O) in every mode and
+ * keep the online softmax, lse, D and dS = P (dP - D) in fp32. With bf16 = false every product is
+ * fp32 (the fp32 and fp16 modes, and precision.attention_dtype fp32). With bf16 = true (bf16
+ * compute's default) the six products take bf16 operands and accumulate in fp32 with AVX512_BF16's
+ * vdpbf16ps (vecbf16.h; emulated with the same bits where the build lacks it): Q, K, V, dO rounded
+ * to nearest-even when packed as pairs, Kᵀ and Vᵀ as (hs/2, Tpad) panels of pairs along hs, V and K
+ * (and a chunk's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
+ * score broadcasts; P and dS rounded as the micro-kernels write them (forward: P's pairs over the
+ * scores they came from; backward: dS pairs along keys for dQ, P and dS pairs across row pairs for
+ * dV and dK, straight from the score epilogue). The row sum l is that of the fp32 P. The pair loops
+ * start at even rows and keys and round the end up to a pair; the extra row or key is a causally
+ * masked 0 or zero padding. tests/test_flash_attention_bf16.c bounds the difference to the fp32
+ * kernel element by element. The one float lse is held in costs P a relative error of ~u |lse| in
+ * backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.
  *
  * The same algorithm on CPUs elsewhere: PyTorch's ATen FlashAttentionKernel (blocked GEMMs + online
  * softmax, parallel over (batch, head, query block) forward and (batch, head) backward), ggml's
@@ -38,11 +49,13 @@
  * write one row), as attention.c does. No result depends on the thread count, bit for bit.
  *
  * Memory (flash_attention_scratch_floats, sized under the OpenMP thread setting the kernels run
- * with; they never use more threads): forward B*NKV*hs*Tpad (Kᵀ) plus FA_BR x FA_BC scores per
- * thread; backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles. O(T).
+ * with; they never use more threads; the larger of the two paths' needs): forward B*NKV*hs*Tpad
+ * (Kᵀ; bf16: Kᵀ and V as pairs, the same) plus FA_BR x FA_BC scores per thread (bf16: and Q's tile
+ * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
+ * 1.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K, a chunk's Q and dO twice, three half-size tiles). O(T).
  */
 #include "kernels/kernels.h"
-#include "kernels/vecmath.h"
+#include "kernels/vecbf16.h"
 
 #define NC (2 * ZT_VL) /* keys per score micro-tile */
 
@@ -97,12 +110,29 @@ static size_t bwd_thread_floats(int T, int hs)
 {
     return (2 * (size_t)hs + 1) * (size_t)tpad(T) + 2 * (size_t)FA_BQ * FA_BK;
 }
+/* bf16 products: pairs (uint32_t) in the same float slots. hp = pairs per head row. Forward per
+ * (b, KV head): Kᵀ (hp, Tp) and V (Tp/2, hs) pair panels; per thread the scores (P's pairs written
+ * over them) and Q's tile as pairs (FA_BR, hp). Backward per thread: Kᵀ, Vᵀ (hp, Tp), K (Tp/2, hs),
+ * D (Tp), the chunk's Q and dO as pairs along hs (FA_BQ, hp) and along rows (FA_BQ/2, hs), dS as
+ * pairs along keys (FA_BQ, FA_BK/2), P and dS as pairs along rows (FA_BQ/2, FA_BK). */
+static int hpairs(int hs) { return (hs + 1) / 2; }
+static size_t bf_group_floats(int T, int hs) { return (size_t)hpairs(hs) * tpad(T) + (size_t)tpad(T) / 2 * hs; }
+static size_t fwd_thread_floats_bf(int hs) { return fwd_thread_floats() + (size_t)round_up(FA_BR * hpairs(hs), 16); }
+static size_t bwd_chunk_floats_bf(int hs) { return (size_t)FA_BQ * hpairs(hs) + (size_t)FA_BQ / 2 * hs; }
+static size_t bwd_thread_floats_bf(int T, int hs)
+{
+    return bf_group_floats(T, hs) + (size_t)hpairs(hs) * tpad(T) + tpad(T) + 2 * bwd_chunk_floats_bf(hs) +
+           (size_t)FA_BQ * FA_BK / 2 + (size_t)FA_BQ * FA_BK;
+}
 
 size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV, int hs)
 {
     size_t f = (size_t)B * NKV * hs * (size_t)tpad(T) + (size_t)fwd_threads(B, T, NH) * fwd_thread_floats();
     size_t b = (size_t)bwd_threads(B, NKV) * bwd_thread_floats(T, hs);
-    return f > b ? f : b;
+    size_t fb = (size_t)B * NKV * bf_group_floats(T, hs) + (size_t)fwd_threads(B, T, NH) * fwd_thread_floats_bf(hs);
+    size_t bb = (size_t)bwd_threads(B, NKV) * bwd_thread_floats_bf(T, hs);
+    size_t m = f > b ? f : b, mb = fb > bb ? fb : bb;
+    return m > mb ? m : mb;
 }
 
 /* dst (hs, Tp) = srcᵀ, src (T, hs) with row stride ld; columns T..Tp zero (Tp a multiple of 16) */
@@ -159,6 +189,74 @@ static void pack_transposed(float *dst, const float *src, int T, int Tp, int hs,
 }
 #endif
 
+/* ---- bf16 pair packing (round-to-nearest-even, vecbf16.h) ------------------------------------- */
+
+/* the first k (any) floats at p as a vector, the other lanes 0 */
+static inline zt_vf loadk(const float *p, int k)
+{
+    return k >= ZT_VL ? zt_vload(p) : k <= 0 ? zt_vzero() : zt_vloadn(p, k, 0.0f);
+}
+
+/* dst[0 .. (n+1)/2) = the pairs (src[2i], src[2i+1]) of one row, src[n] read as 0 when n is odd.
+ * dst may be src itself (each step loads before it stores, and stores behind what it loads). */
+static void pairs_along_row(uint32_t *dst, const float *src, int n)
+{
+    for (int i = 0; i < n; i += 2 * ZT_VL) {
+        zt_vf a = loadk(src + i, n - i), b = loadk(src + i + ZT_VL, n - i - ZT_VL);
+        int np = imin(ZT_VL, (n - i + 1) / 2);
+        if (np == ZT_VL)
+            zt_vbf_store(dst + i / 2, zt_vbf_adjacent(a, b));
+        else
+            zt_vbf_storen(dst + i / 2, zt_vbf_adjacent(a, b), np);
+    }
+}
+
+/* dst (ceil(rows/2), w) pairs, row stride ldd: dst[i][e] = (src[2i][e], src[2i+1][e]); rows at or
+ * past `rows` read as 0 up to pad_rows (even) */
+static void pairs_across_rows(uint32_t *dst, int ldd, const float *src, int lds, int rows, int pad_rows, int w)
+{
+    for (int i = 0; i < pad_rows / 2; i++) {
+        const float *r0 = src + (size_t)2 * i * lds, *r1 = r0 + lds;
+        bool h0 = 2 * i < rows, h1 = 2 * i + 1 < rows;
+        for (int e = 0; e < w; e += ZT_VL) {
+            int k = w - e;
+            zt_vf lo = h0 ? loadk(r0 + e, k) : zt_vzero(), hi = h1 ? loadk(r1 + e, k) : zt_vzero();
+            if (k >= ZT_VL)
+                zt_vbf_store(dst + (size_t)i * ldd + e, zt_vbf_pairs(lo, hi));
+            else
+                zt_vbf_storen(dst + (size_t)i * ldd + e, zt_vbf_pairs(lo, hi), k);
+        }
+    }
+}
+
+/* dst (hp, Tp) pairs = the pairs along hs of src (T, hs) row stride ld, transposed: dst[p][t] =
+ * (src[t][2p], src[t][2p+1]); keys T..Tp zero */
+static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp, int hs, int ld)
+{
+    const int hp = hpairs(hs);
+#ifdef __AVX512F__
+    for (int t0 = 0; t0 < Tp; t0 += 16)
+        for (int p0 = 0; p0 < hp; p0 += 16) {
+            int d0 = 2 * p0, nd = hs - d0, np = imin(16, hp - p0);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++) {
+                const float *x = src + (size_t)(t0 + i) * ld + d0;
+                r[i] = t0 + i < T ? _mm512_castsi512_ps(zt_vbf_adjacent(loadk(x, nd), loadk(x + 16, nd - 16)))
+                                  : _mm512_setzero_ps();
+            }
+            transpose16(r);
+            for (int j = 0; j < np; j++)
+                _mm512_storeu_ps((float *)(dst + (size_t)(p0 + j) * Tp + t0), r[j]);
+        }
+#else
+    for (int p = 0; p < hp; p++)
+        for (int t = 0; t < Tp; t++) {
+            const float *x = src + (size_t)t * ld + 2 * p;
+            dst[(size_t)p * Tp + t] = t < T ? zt_vbf_adjacent(x[0], 2 * p + 1 < hs ? x[1] : 0.0f) : 0u;
+        }
+#endif
+}
+
 /* ---- micro-kernels ---------------------------------------------------------------------------- */
 
 /* S[r][0..NC) = alpha Σ_k X[r][k] YT[k][0..NC) for the R (<= 8) rows of X (row stride ldx);
@@ -189,6 +287,51 @@ ALWAYS_INLINE void score_micro(float *S, int lds, const float *X, int ldx, const
     }
 }
 
+/* the same on bf16 pairs: X (R, hp) pairs along hs, YT a (hp, ldy) pair panel, one vdpbf16ps per
+ * pair of hs */
+ALWAYS_INLINE void score_micro_bf(float *S, int lds, const uint32_t *X, int ldx, const uint32_t *YT, int ldy,
+                                  int hp, float alpha, const int R)
+{
+    zt_vf a0[8], a1[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        a0[r] = a1[r] = zt_vzero();
+    for (int k = 0; k < hp; k++) {
+        zt_vbf y0 = zt_vbf_load(YT + (size_t)k * ldy), y1 = zt_vbf_load(YT + (size_t)k * ldy + ZT_VL);
+        IN_REG(y0);
+        IN_REG(y1);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            zt_vbf x = zt_vbf_set1(X[(size_t)r * ldx + k]);
+            a0[r] = zt_vdot_bf16(a0[r], x, y0);
+            a1[r] = zt_vdot_bf16(a1[r], x, y1);
+        }
+    }
+    zt_vf va = zt_vset1(alpha);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        zt_vstore(S + (size_t)r * lds, zt_vmul(a0[r], va));
+        zt_vstore(S + (size_t)r * lds + ZT_VL, zt_vmul(a1[r], va));
+    }
+}
+
+/* C rows (+)= the R x NV accumulators, the last vector `last` lanes wide */
+ALWAYS_INLINE void ay_store(float *C, int ldc, zt_vf acc[4][4], int last, bool add, const int R, const int NV)
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            float *c = C + (size_t)i * ldc + v * ZT_VL;
+            if (v < NV - 1) {
+                zt_vstore(c, add ? zt_vadd(zt_vload(c), acc[i][v]) : acc[i][v]);
+            } else {
+                zt_vf x = add ? zt_vadd(zt_vloadn(c, last, 0.0f), acc[i][v]) : acc[i][v];
+                zt_vstoren(c, x, last);
+            }
+        }
+}
+
 /* C[i][0..w) (+)= Σ_{k<kk} A(i,k) Y[k][0..w) for R (<= 4) rows, w = (NV-1)·VL + last (<= 4·VL),
  * A(i,k) = A[i*sai + k*sak], Y rows with stride ldy; add: accumulate into C, else assign */
 ALWAYS_INLINE void ay_micro(float *C, int ldc, const float *A, int sai, int sak, const float *Y, int ldy,
@@ -217,44 +360,79 @@ ALWAYS_INLINE void ay_micro(float *C, int ldc, const float *A, int sai, int sak,
                 acc[i][v] = zt_vfmadd(a, yv[v], acc[i][v]);
         }
     }
+    ay_store(C, ldc, acc, last, add, R, NV);
+}
+
+/* the same on bf16 pairs: A(i,k) the pair of k = 2p, 2p+1 (kk counts pairs), Y (kk, ldy) pairs
+ * across two of its rows */
+ALWAYS_INLINE void ay_micro_bf(float *C, int ldc, const uint32_t *A, int sai, int sak, const uint32_t *Y, int ldy,
+                               int kk, int last, bool add, const int R, const int NV)
+{
+    zt_vf acc[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            float *c = C + (size_t)i * ldc + v * ZT_VL;
-            if (v < NV - 1) {
-                zt_vstore(c, add ? zt_vadd(zt_vload(c), acc[i][v]) : acc[i][v]);
-            } else {
-                zt_vf x = add ? zt_vadd(zt_vloadn(c, last, 0.0f), acc[i][v]) : acc[i][v];
-                zt_vstoren(c, x, last);
-            }
+        for (int v = 0; v < NV; v++)
+            acc[i][v] = zt_vzero();
+    for (int k = 0; k < kk; k++) {
+        const uint32_t *y = Y + (size_t)k * ldy;
+        zt_vbf yv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+        {
+            yv[v] = v < NV - 1 ? zt_vbf_load(y + v * ZT_VL) : zt_vbf_loadn(y + v * ZT_VL, last);
+            IN_REG(yv[v]);
         }
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            zt_vbf a = zt_vbf_set1(A[(size_t)i * sai + (size_t)k * sak]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                acc[i][v] = zt_vdot_bf16(acc[i][v], a, yv[v]);
+        }
+    }
+    ay_store(C, ldc, acc, last, add, R, NV);
 }
 
-/* ay_micro over the whole width w (any hs), R = 4 or 1 rows */
-static void ay_rows(float *C, int ldc, const float *A, int sai, int sak, const float *Y, int ldy, int kk,
-                    int w, bool add, int R)
+/* ay_micro (bf: ay_micro_bf, A and Y pairs, kk pairs) over the whole width w (any hs), R = 4 or 1 */
+static void ay_rows(float *C, int ldc, const void *A, int sai, int sak, const void *Y, int ldy, int kk, int w,
+                    bool add, int R, bool bf)
 {
+#define AY(r, v)                                                                                                    \
+    (bf ? ay_micro_bf(c, ldc, (const uint32_t *)A, sai, sak, (const uint32_t *)Y + e0, ldy, kk, last, add, r, v)    \
+        : ay_micro(c, ldc, (const float *)A, sai, sak, (const float *)Y + e0, ldy, kk, last, add, r, v))
     for (int e0 = 0; e0 < w; e0 += 4 * ZT_VL) {
         int rem = w - e0, nv = imin(4, (rem + ZT_VL - 1) / ZT_VL), last = rem - (nv - 1) * ZT_VL;
         float *c = C + e0;
-        const float *y = Y + e0;
         if (R == 4) {
             switch (nv) {
-            case 4: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 4, 4); break;
-            case 3: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 4, 3); break;
-            case 2: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 4, 2); break;
-            default: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 4, 1); break;
+            case 4: AY(4, 4); break;
+            case 3: AY(4, 3); break;
+            case 2: AY(4, 2); break;
+            default: AY(4, 1); break;
             }
         } else {
             switch (nv) {
-            case 4: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 1, 4); break;
-            case 3: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 1, 3); break;
-            case 2: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 1, 2); break;
-            default: ay_micro(c, ldc, A, sai, sak, y, ldy, kk, last, add, 1, 1); break;
+            case 4: AY(1, 4); break;
+            case 3: AY(1, 3); break;
+            case 2: AY(1, 2); break;
+            default: AY(1, 1); break;
             }
         }
     }
+#undef AY
+}
+
+/* the backward scores' epilogue for one row: P = exp(s scale - lse) on keys < valid (0 past), and
+ * dS = P (dP - D) scale */
+ALWAYS_INLINE void grad_row(zt_vf *p0, zt_vf *p1, zt_vf *d0, zt_vf *d1, zt_vf s0, zt_vf s1, zt_vf g0, zt_vf g1,
+                            zt_vf vs, float lse, float D, int valid)
+{
+    zt_vf nl = zt_vset1(-lse), d = zt_vset1(D);
+    *p0 = zt_vkeepn(zt_vexp(zt_vfmadd(s0, vs, nl)), valid);
+    *p1 = zt_vkeepn(zt_vexp(zt_vfmadd(s1, vs, nl)), valid - ZT_VL);
+    *d0 = zt_vmul(zt_vmul(*p0, zt_vsub(g0, d)), vs);
+    *d1 = zt_vmul(zt_vmul(*p1, zt_vsub(g1, d)), vs);
 }
 
 /* Backward scores of R (<= 4) query rows t0.. x NC keys c_abs..: S = scale Q Kᵀ and dP = dO Vᵀ
@@ -286,15 +464,59 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
     zt_vf vs = zt_vset1(scale);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        int valid = t0 + r - c_abs + 1; /* keys c_abs .. t0 + r */
-        zt_vf nl = zt_vset1(-lse[r]), d = zt_vset1(D[r]);
-        zt_vf p0 = zt_vkeepn(zt_vexp(zt_vfmadd(s0[r], vs, nl)), valid);
-        zt_vf p1 = zt_vkeepn(zt_vexp(zt_vfmadd(s1[r], vs, nl)), valid - ZT_VL);
+        zt_vf p0, p1, d0, d1;
+        grad_row(&p0, &p1, &d0, &d1, s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
         float *pr = P + (size_t)r * ld, *dr = dS + (size_t)r * ld;
         zt_vstore(pr, p0);
         zt_vstore(pr + ZT_VL, p1);
-        zt_vstore(dr, zt_vmul(zt_vmul(p0, zt_vsub(g0[r], d)), vs));
-        zt_vstore(dr + ZT_VL, zt_vmul(zt_vmul(p1, zt_vsub(g1[r], d)), vs));
+        zt_vstore(dr, d0);
+        zt_vstore(dr + ZT_VL, d1);
+    }
+}
+
+/* The same on bf16 pairs (Q, dO (R, hp) pairs along hs; KT, VT (hp, ldt) pair panels), R = 4, 2
+ * or 1 rows from an even row: writes dS as pairs along keys (dSk, row stride ldk, at the tile's
+ * first key / 2) and P and dS as pairs across the rows (PT, dST: row pair stride ldt2, at the row
+ * pair's first key; an odd last row pairs with 0). */
+ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t *dST, int ldt2, const uint32_t *Q,
+                                 const uint32_t *dO, int ldq, const uint32_t *KT, const uint32_t *VT, int ldt,
+                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R)
+{
+    zt_vf s0[4], s1[4], g0[4], g1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        s0[r] = s1[r] = g0[r] = g1[r] = zt_vzero();
+    for (int k = 0; k < hp; k++) {
+        const uint32_t *kt = KT + (size_t)k * ldt, *vt = VT + (size_t)k * ldt;
+        zt_vbf k0 = zt_vbf_load(kt), k1 = zt_vbf_load(kt + ZT_VL), v0 = zt_vbf_load(vt), v1 = zt_vbf_load(vt + ZT_VL);
+        IN_REG(k0);
+        IN_REG(k1);
+        IN_REG(v0);
+        IN_REG(v1);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            zt_vbf q = zt_vbf_set1(Q[(size_t)r * ldq + k]), g = zt_vbf_set1(dO[(size_t)r * ldq + k]);
+            s0[r] = zt_vdot_bf16(s0[r], q, k0);
+            s1[r] = zt_vdot_bf16(s1[r], q, k1);
+            g0[r] = zt_vdot_bf16(g0[r], g, v0);
+            g1[r] = zt_vdot_bf16(g1[r], g, v1);
+        }
+    }
+    zt_vf vs = zt_vset1(scale), p0[4], p1[4], d0[4], d1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        grad_row(&p0[r], &p1[r], &d0[r], &d1[r], s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
+        zt_vbf_store(dSk + (size_t)r * ldk, zt_vbf_adjacent(d0[r], d1[r]));
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r += 2) {
+        zt_vf zp0 = r + 1 < R ? p0[r + 1] : zt_vzero(), zp1 = r + 1 < R ? p1[r + 1] : zt_vzero();
+        zt_vf zd0 = r + 1 < R ? d0[r + 1] : zt_vzero(), zd1 = r + 1 < R ? d1[r + 1] : zt_vzero();
+        uint32_t *pt = PT + (size_t)(r / 2) * ldt2, *dt = dST + (size_t)(r / 2) * ldt2;
+        zt_vbf_store(pt, zt_vbf_pairs(p0[r], zp0));
+        zt_vbf_store(pt + ZT_VL, zt_vbf_pairs(p1[r], zp1));
+        zt_vbf_store(dt, zt_vbf_pairs(d0[r], zd0));
+        zt_vbf_store(dt + ZT_VL, zt_vbf_pairs(d1[r], zd1));
     }
 }
 
@@ -326,16 +548,27 @@ static void scale_row(float *x, int n, float a)
 }
 
 /* rows i0 .. i0+mr of one (b, h): o (row stride so) and lse (T) of those rows; KT the packed Kᵀ
- * of its KV head (hs, ldt) */
+ * of its KV head (hs, ldt), vh its V (row stride skv). Qb non-NULL: bf16 products, KT the (hp, ldt)
+ * pair panel, vh the (Tp/2, hs) pairs of V across its rows, Qb (FA_BR, hp) for Q's pairs, and P
+ * rounded to pairs over the scores it was computed in. */
 static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, float *lrow, const float *qh,
-                         int sq, const float *KT, int ldt, const float *vh, int skv, int i0, int mr, int hs,
-                         float scale)
+                         int sq, const void *KT, int ldt, const void *vh, int skv, int i0, int mr, int hs,
+                         float scale, uint32_t *Qb)
 {
-    const int end = i0 + mr;
+    const int end = i0 + mr, hp = hpairs(hs);
+    const bool bf = Qb != NULL;
     const float *qi = qh + (size_t)i0 * sq;
     float *oi = o + (size_t)i0 * so;
     for (int r = 0; r < mr; r++)
         mrow[r] = -INFINITY, lrow[r] = 0.0f;
+    if (bf)
+        for (int r = 0; r < mr; r++)
+            pairs_along_row(Qb + (size_t)r * hp, qi + (size_t)r * sq, hs);
+#define SCORES(R)                                                                                                   \
+    (bf ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp, (const uint32_t *)KT + j0 + c0, \
+                         ldt, hp, scale, R)                                                                         \
+        : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, (const float *)KT + j0 + c0, ldt, \
+                      hs, scale, R))
     for (int j0 = 0; j0 < end; j0 += FA_BC) {
         int n = imin(FA_BC, end - j0);
         /* S = scale Qi Kjᵀ, each 8-row group only up to its last row's diagonal */
@@ -343,29 +576,34 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         for (; r + 8 <= mr; r += 8) {
             int cols = imin(n, i0 + r + 8 - j0);
             for (int c0 = 0; c0 < cols; c0 += NC)
-                score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, KT + j0 + c0, ldt, hs,
-                            scale, 8);
+                SCORES(8);
         }
         for (; r < mr; r++) {
             int cols = imin(n, i0 + r + 1 - j0);
             for (int c0 = 0; c0 < cols; c0 += NC)
-                score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, KT + j0 + c0, ldt, hs,
-                            scale, 1);
+                SCORES(1);
         }
         for (r = 0; r < mr; r++) {
             int valid = imin(n, i0 + r + 1 - j0); /* >= 1: j0 <= i0 (FA_BC is a multiple of FA_BR) */
             float alpha = online_softmax_row(S + (size_t)r * FA_BC, valid, n, mrow + r, lrow + r);
             if (j0 > 0 && alpha != 1.0f)
                 scale_row(oi + (size_t)r * so, hs, alpha);
+            if (bf)
+                pairs_along_row((uint32_t *)(S + (size_t)r * FA_BC), S + (size_t)r * FA_BC, n);
         }
         /* O (+)= P Vj, each 4-row group only over the keys its last row sees */
-        const float *vj = vh + (size_t)j0 * skv;
         for (r = 0; r < mr;) {
             int R = mr - r >= 4 ? 4 : 1, kk = imin(n, i0 + r + R - j0);
-            ay_rows(oi + (size_t)r * so, so, S + (size_t)r * FA_BC, FA_BC, 1, vj, skv, kk, hs, j0 > 0, R);
+            if (bf)
+                ay_rows(oi + (size_t)r * so, so, (const uint32_t *)S + (size_t)r * FA_BC, FA_BC, 1,
+                        (const uint32_t *)vh + (size_t)j0 / 2 * hs, hs, (kk + 1) / 2, hs, j0 > 0, R, true);
+            else
+                ay_rows(oi + (size_t)r * so, so, S + (size_t)r * FA_BC, FA_BC, 1,
+                        (const float *)vh + (size_t)j0 * skv, skv, kk, hs, j0 > 0, R, false);
             r += R;
         }
     }
+#undef SCORES
     for (int r = 0; r < mr; r++) {
         scale_row(oi + (size_t)r * so, hs, 1.0f / lrow[r]);
         lse[i0 + r] = mrow[r] + logf(lrow[r]);
@@ -373,34 +611,49 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
 }
 
 void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q, const float *k,
-                                 const float *v, int B, int T, int NH, int NKV, int hs, int sq, int skv)
+                                 const float *v, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16)
 {
-    const int C = NH * hs, G = NH / NKV, ntiles = (T + FA_BR - 1) / FA_BR, Tp = tpad(T);
+    const int C = NH * hs, G = NH / NKV, ntiles = (T + FA_BR - 1) / FA_BR, Tp = tpad(T), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
     const long items = (long)B * NH * ntiles;
-    float *KT = scratch, *thread0 = scratch + (size_t)B * NKV * hs * Tp;
+    /* per (b, KV head) panels, then the threads' */
+    const size_t group = bf16 ? bf_group_floats(T, hs) : (size_t)hs * Tp;
+    const size_t per_thread = bf16 ? fwd_thread_floats_bf(hs) : fwd_thread_floats();
+    float *thread0 = scratch + (size_t)B * NKV * group;
 #pragma omp parallel num_threads(fwd_threads(B, T, NH))
     {
 #pragma omp for schedule(static)
-        for (int bg = 0; bg < B * NKV; bg++)
-            pack_transposed(KT + (size_t)bg * hs * Tp, k + (size_t)(bg / NKV) * T * skv + (size_t)(bg % NKV) * hs, T,
-                            Tp, hs, skv);
-        float *S = thread0 + (size_t)zt_thread_num() * fwd_thread_floats();
+        for (int bg = 0; bg < B * NKV; bg++) {
+            const float *kg = k + (size_t)(bg / NKV) * T * skv + (size_t)(bg % NKV) * hs;
+            float *panel = scratch + (size_t)bg * group;
+            if (bf16) {
+                pack_transposed_bf16((uint32_t *)panel, kg, T, Tp, hs, skv);
+                pairs_across_rows((uint32_t *)panel + (size_t)hp * Tp, hs, v + (kg - k), skv, T, Tp, hs);
+            } else {
+                pack_transposed(panel, kg, T, Tp, hs, skv);
+            }
+        }
+        float *S = thread0 + (size_t)zt_thread_num() * per_thread;
         float *mrow = S + (size_t)FA_BR * FA_BC, *lrow = mrow + FA_BR;
+        uint32_t *Qb = bf16 ? (uint32_t *)(lrow + FA_BR) : NULL;
 #pragma omp for schedule(static)
         for (long it = 0; it < items; it++) {
             int tile = (int)(it % ntiles), bh = (int)(it / ntiles), b = bh / NH, h = bh % NH;
             int i0 = tile * FA_BR, mr = imin(FA_BR, T - i0);
+            const float *panel = scratch + ((size_t)b * NKV + h / G) * group;
+            const void *vh = bf16 ? (const void *)((const uint32_t *)panel + (size_t)hp * Tp)
+                                  : (const void *)(v + (size_t)b * T * skv + (size_t)(h / G) * hs);
             forward_tile(out + (size_t)b * T * C + (size_t)h * hs, C, lse + (size_t)bh * T, S, mrow, lrow,
-                         q + (size_t)b * T * sq + (size_t)h * hs, sq, KT + ((size_t)b * NKV + h / G) * hs * Tp, Tp,
-                         v + (size_t)b * T * skv + (size_t)(h / G) * hs, skv, i0, mr, hs, scale);
+                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb);
         }
     }
 }
 
-void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T, int C, int NH)
+void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T, int C, int NH,
+                             bool bf16)
 {
-    flash_attention_gqa_forward(out, lse, scratch, qkv, qkv + C, qkv + 2 * C, B, T, NH, NH, C / NH, 3 * C, 3 * C);
+    flash_attention_gqa_forward(out, lse, scratch, qkv, qkv + C, qkv + 2 * C, B, T, NH, NH, C / NH, 3 * C, 3 * C,
+                                bf16);
 }
 
 /* ---- backward --------------------------------------------------------------------------------- */
@@ -447,9 +700,9 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
     for (int c = 0; c < n;) {
         int R = n - c >= 4 ? 4 : 1, k0 = j0 + c > r0 ? j0 + c - r0 : 0;
         ay_rows(a->dv + (size_t)(j0 + c) * a->skv, a->skv, P + (size_t)k0 * FA_BK + c, 1, FA_BK,
-                dOr + (size_t)k0 * a->C, a->C, nr - k0, hs, add, R);
+                dOr + (size_t)k0 * a->C, a->C, nr - k0, hs, add, R, false);
         ay_rows(a->dk + (size_t)(j0 + c) * a->skv, a->skv, dS + (size_t)k0 * FA_BK + c, 1, FA_BK,
-                qr + (size_t)k0 * a->sq, a->sq, nr - k0, hs, add, R);
+                qr + (size_t)k0 * a->sq, a->sq, nr - k0, hs, add, R, false);
         c += R;
     }
     /* dQ (+)= dS Kj, each 4-row group over the keys its last row sees; key block 0 reaches every
@@ -458,52 +711,138 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : 1, kk = imin(n, r0 + rr + R - j0);
         ay_rows(a->dq + (size_t)(r0 + rr) * a->sq, a->sq, dS + (size_t)rr * FA_BK, FA_BK, 1, kj, a->skv, kk, hs,
-                j0 > 0, R);
+                j0 > 0, R, false);
         rr += R;
     }
 }
 
-static void backward_head(const head_args *a, float *D, float *P, float *dS, float scale)
+/* the bf16 path's per-thread buffers (all pairs): the KV group's Kᵀ, Vᵀ (hp, Tp) and K (Tp/2, hs),
+ * a chunk's Q, dO along hs (FA_BQ, hp) and across rows (FA_BQ/2, hs), dS along keys (FA_BQ,
+ * FA_BK/2), P and dS across rows (FA_BQ/2, FA_BK) */
+typedef struct bf_bufs {
+    uint32_t *KT, *VT, *K, *Qb, *dOb, *Q2, *dO2, *dSk, *PT, *dST;
+} bf_bufs;
+
+/* backward_tile with bf16 products: the chunk's Q and dO rounded to pairs, the scores in groups of
+ * 4, 2 or 1 rows from even rows (so that every row pair is written by one micro-kernel), the pair
+ * loops starting at an even row and rounding the keys up to a pair (the extra row or key holds a
+ * masked 0, or lies in the zero padding) */
+static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *D, int j0, int n, int r0, int nr,
+                             float scale)
+{
+    const int hs = a->hs, hp = hpairs(hs), nrp = (nr + 1) / 2 * 2, Tp = a->Tp;
+    const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
+    for (int r = 0; r < nr; r++) {
+        pairs_along_row(w->Qb + (size_t)r * hp, qr + (size_t)r * a->sq, hs);
+        pairs_along_row(w->dOb + (size_t)r * hp, dOr + (size_t)r * a->C, hs);
+    }
+    pairs_across_rows(w->Q2, hs, qr, a->sq, nr, nrp, hs);
+    pairs_across_rows(w->dO2, hs, dOr, a->C, nr, nrp, hs);
+    for (int rr = 0; rr < nr;) {
+        int R = nr - rr >= 4 ? 4 : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        for (int c0 = 0; c0 < cols; c0 += NC) {
+            uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;
+            uint32_t *pt = w->PT + (size_t)(rr / 2) * FA_BK + c0, *dst = w->dST + (size_t)(rr / 2) * FA_BK + c0;
+            const uint32_t *q = w->Qb + (size_t)rr * hp, *g = w->dOb + (size_t)rr * hp;
+            const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
+            const float *l = a->lse + t0, *d = D + t0;
+            if (R == 4)
+                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 4);
+            else if (R == 2)
+                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 2);
+            else
+                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 1);
+        }
+        rr += R;
+    }
+    /* dVj (+)= Pᵀ dO and dKj (+)= dSᵀ Q over row pairs from the pair of the first row that sees the
+     * key group */
+    bool add = !(a->first && r0 == j0);
+    for (int c = 0; c < n;) {
+        int R = n - c >= 4 ? 4 : 1, k0 = (j0 + c > r0 ? j0 + c - r0 : 0) & ~1, kp = (nr - k0 + 1) / 2;
+        ay_rows(a->dv + (size_t)(j0 + c) * a->skv, a->skv, w->PT + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
+                w->dO2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
+        ay_rows(a->dk + (size_t)(j0 + c) * a->skv, a->skv, w->dST + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
+                w->Q2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
+        c += R;
+    }
+    /* dQ (+)= dS Kj over key pairs */
+    for (int rr = 0; rr < nr;) {
+        int R = nr - rr >= 4 ? 4 : 1, kk = imin(n, r0 + rr + R - j0);
+        ay_rows(a->dq + (size_t)(r0 + rr) * a->sq, a->sq, w->dSk + (size_t)rr * (FA_BK / 2), FA_BK / 2, 1,
+                w->K + (size_t)(j0 / 2) * hs, hs, (kk + 1) / 2, hs, j0 > 0, R, true);
+        rr += R;
+    }
+}
+
+static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale)
 {
     rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
     for (int j0 = 0; j0 < a->T; j0 += FA_BK) {
         int n = imin(FA_BK, a->T - j0);
-        for (int r0 = j0; r0 < a->T; r0 += FA_BQ)
-            backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+        for (int r0 = j0; r0 < a->T; r0 += FA_BQ) {
+            if (w)
+                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+            else
+                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+        }
     }
 }
 
 void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                                   const float *q, const float *k, const float *v, const float *out,
-                                  const float *lse, int B, int T, int NH, int NKV, int hs, int sq, int skv)
+                                  const float *lse, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16)
 {
-    const int C = NH * hs, G = NH / NKV, Tp = tpad(T);
+    const int C = NH * hs, G = NH / NKV, Tp = tpad(T), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel num_threads(bwd_threads(B, NKV))
     {
-        float *KT = scratch + (size_t)zt_thread_num() * bwd_thread_floats(T, hs);
-        float *VT = KT + (size_t)hs * Tp, *D = VT + (size_t)hs * Tp, *P = D + Tp, *dS = P + (size_t)FA_BQ * FA_BK;
+        float *KT, *VT, *D, *P = NULL, *dS = NULL;
+        bf_bufs w;
+        if (bf16) {
+            w.KT = (uint32_t *)(scratch + (size_t)zt_thread_num() * bwd_thread_floats_bf(T, hs));
+            w.VT = w.KT + (size_t)hp * Tp;
+            w.K = w.VT + (size_t)hp * Tp;
+            D = (float *)(w.K + (size_t)Tp / 2 * hs);
+            w.Qb = (uint32_t *)(D + Tp);
+            w.dOb = w.Qb + (size_t)FA_BQ * hp;
+            w.Q2 = w.dOb + (size_t)FA_BQ * hp;
+            w.dO2 = w.Q2 + (size_t)FA_BQ / 2 * hs;
+            w.dSk = w.dO2 + (size_t)FA_BQ / 2 * hs;
+            w.PT = w.dSk + (size_t)FA_BQ * FA_BK / 2;
+            w.dST = w.PT + (size_t)FA_BQ / 2 * FA_BK;
+            KT = VT = NULL;
+        } else {
+            KT = scratch + (size_t)zt_thread_num() * bwd_thread_floats(T, hs);
+            VT = KT + (size_t)hs * Tp, D = VT + (size_t)hs * Tp, P = D + Tp, dS = P + (size_t)FA_BQ * FA_BK;
+        }
 #pragma omp for schedule(static)
         for (int bg = 0; bg < B * NKV; bg++) {
             int b = bg / NKV, g = bg % NKV;
             size_t kvoff = (size_t)b * T * skv + (size_t)g * hs;
-            pack_transposed(KT, k + kvoff, T, Tp, hs, skv);
-            pack_transposed(VT, v + kvoff, T, Tp, hs, skv);
+            if (bf16) {
+                pack_transposed_bf16(w.KT, k + kvoff, T, Tp, hs, skv);
+                pack_transposed_bf16(w.VT, v + kvoff, T, Tp, hs, skv);
+                pairs_across_rows(w.K, hs, k + kvoff, skv, T, Tp, hs);
+            } else {
+                pack_transposed(KT, k + kvoff, T, Tp, hs, skv);
+                pack_transposed(VT, v + kvoff, T, Tp, hs, skv);
+            }
             for (int h = g * G; h < (g + 1) * G; h++) {
                 size_t qoff = (size_t)b * T * sq + (size_t)h * hs, ooff = (size_t)b * T * C + (size_t)h * hs;
                 head_args a = {.dq = dq + qoff, .dk = dk + kvoff, .dv = dv + kvoff, .dO = dout + ooff,
                                .O = out + ooff, .lse = lse + ((size_t)b * NH + h) * T, .q = q + qoff,
                                .k = k + kvoff, .KT = KT, .VT = VT, .T = T, .C = C, .hs = hs, .sq = sq,
                                .skv = skv, .Tp = Tp, .first = h == g * G};
-                backward_head(&a, D, P, dS, scale);
+                backward_head(&a, bf16 ? &w : NULL, D, P, dS, scale);
             }
         }
     }
 }
 
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH)
+                              const float *lse, int B, int T, int C, int NH, bool bf16)
 {
     flash_attention_gqa_backward(dqkv, dqkv + C, dqkv + 2 * C, scratch, dout, qkv, qkv + C, qkv + 2 * C, out, lse,
-                                 B, T, NH, NH, C / NH, 3 * C, 3 * C);
+                                 B, T, NH, NH, C / NH, 3 * C, 3 * C, bf16);
 }

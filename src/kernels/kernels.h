@@ -177,25 +177,29 @@ void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, con
  * per-row logsumexp lse (B,NH,T) of the scaled scores; backward recomputes the probabilities tile
  * by tile from q, k, lse and reads the output (D = rowsum(dO * O)). scratch: per thread, sized by
  * flash_attention_scratch_floats under the OpenMP thread setting both kernels run with (O(T)).
- * Bits do not depend on the thread count. */
+ * Bits do not depend on the thread count. bf16: the products (Q Kᵀ, P V; backward also dO Vᵀ,
+ * Pᵀ dO, dSᵀ Q, dS K) take their operands rounded to bf16 (nearest-even) and accumulate in fp32
+ * (AVX512_BF16's vdpbf16ps, or its emulation); the softmax stays fp32. false: all fp32. The
+ * scratch size serves both. */
 size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV, int hs);
 /* q (B,T,NH*hs) row stride sq, k, v (B,T,NKV*hs) row stride skv (query head h reads KV head
  * h / (NH/NKV)); out (B,T,NH*hs) (row stride NH*hs) and lse (B,NH,T) assigned. */
 void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q,
                                  const float *k, const float *v, int B, int T, int NH, int NKV,
-                                 int hs, int sq, int skv);
+                                 int hs, int sq, int skv, bool bf16);
 /* dq (stride sq), dk, dv (stride skv) = d loss / d q, k, v (assigned; dk and dv sum the NH/NKV
  * query heads sharing them) from dout (B,T,NH*hs), out and lse as the forward wrote them. */
 void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
                                   const float *dout, const float *q, const float *k, const float *v,
                                   const float *out, const float *lse, int B, int T, int NH, int NKV,
-                                  int hs, int sq, int skv);
+                                  int hs, int sq, int skv, bool bf16);
 /* GPT-2's fused qkv (B,T,3C) as attention_forward: the GQA kernels with NKV = NH, strides 3C */
 void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T,
-                             int C, int NH);
+                             int C, int NH, bool bf16);
 /* dqkv (B,T,3C) assigned */
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH);
+                              const float *out, const float *lse, int B, int T, int C, int NH,
+                              bool bf16);
 
 /* ---- rmsnorm.c: root-mean-square norm (Llama) ------------------------------------------------ */
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */

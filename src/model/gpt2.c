@@ -223,7 +223,7 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
-        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH);
+        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16);
     } else {
         x = zt_linear_input(a, s.atty, tmp);
         attention_forward(x, s.att, s.qkv, B, T, Ca, w.NH);
@@ -288,7 +288,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     float *dqkv = big1; /* (N,3Ca) fits in (N,W) */
     if (flash(u->model_cfg))
         flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, a->lp_kind ? s.atto : (float *)s.atty, s.lse, B,
-                                 T, Ca, w.NH);
+                                 T, Ca, w.NH, a->attn_bf16);
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;

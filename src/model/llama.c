@@ -232,7 +232,7 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
-                                    hs, Q, KV);
+                                    hs, Q, KV, a->attn_bf16);
     } else {
         x = zt_linear_input(a, s.atty, tmp);
         attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
@@ -311,7 +311,8 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
     if (flash(c))
         flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
-                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV);
+                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV,
+                                     a->attn_bf16);
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs);

@@ -15,7 +15,10 @@
  * reduction (7 bits) would throw away. reduce_dtype fp16 (DeepSpeed's default under fp16) goes
  * with fp16 only: its sums overflow past 65504, and only fp16's loss scaling turns that into a
  * skipped step (elsewhere it would end the run with a non-finite norm) and keeps small gradients
- * out of fp16's subnormals.
+ * out of fp16's subnormals. Attention's products (flash attention: Q Kᵀ, P V and backward's four)
+ * take bf16 operands under bf16 compute, as PyTorch's autocast runs them, with fp32 accumulation
+ * and an fp32 softmax; precision.attention_dtype fp32 keeps them fp32. fp16 compute keeps fp32
+ * attention (no fp16 dot-product instruction here).
  */
 #include "zerotrain/zerotrain.h"
 
@@ -28,10 +31,10 @@ void zt_precision_default(zt_precision *p, zt_precision_mode mode)
     p->mode = mode;
     switch (mode) {
     case ZT_PRECISION_BF16:
-        p->compute = ZT_DTYPE_BF16;
+        p->compute = p->attention = ZT_DTYPE_BF16;
         break;
     case ZT_PRECISION_BF16_LOW:
-        p->params = p->compute = p->grads = p->moments = ZT_DTYPE_BF16;
+        p->params = p->compute = p->grads = p->moments = p->attention = ZT_DTYPE_BF16;
         break;
     case ZT_PRECISION_FP16:
         p->compute = p->grads = ZT_DTYPE_FP16;
@@ -104,6 +107,10 @@ int zt_precision_check(const zt_precision *p, zt_error *err)
                                 "precision fp16: loss scaling needs loss_scale >= 0, min_loss_scale > 0, "
                                 "loss_scale_window >= 1, hysteresis >= 1, 0 <= initial_scale_power <= 64");
     }
+    if (p->attention != ZT_DTYPE_FP32 && !(p->attention == ZT_DTYPE_BF16 && p->compute == ZT_DTYPE_BF16))
+        return zt_error_set(err, ZT_ERR_USAGE, "precision %s: attention dtype %s is not supported (attention's "
+                            "products run in fp32, or in bf16 under bf16 compute)", zt_precision_mode_name(p->mode),
+                            zt_dtype_name(p->attention));
     if (p->stochastic_rounding && p->mode != ZT_PRECISION_BF16_LOW)
         return zt_error_set(err, ZT_ERR_USAGE, "precision %s: stochastic rounding applies to bf16-low "
                             "only (the other modes keep fp32 parameters)", zt_precision_mode_name(p->mode));

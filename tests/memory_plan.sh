@@ -3,7 +3,8 @@
 #  1. for N = 1, 2, 4 ranks (4 oversubscribed) and ddp, zero1, zero2, zero3, hybrid, a few steps of
 #     a small GPT-2: every rank's measured high-water per class (and of the total) is within 3% of
 #     the plan the engine made at creation, which equals the plan computed from the options alone
-#     (as `zerotrain estimate-memory` does); the tool also checks the bytes held at rest;
+#     (as `zerotrain estimate-memory` does); the tool also checks the bytes held at rest, and that
+#     the plan's shared segments are the regions the comms hold (src/comm/shm.c);
 #  2. the same under accumulation (deferred and reduce-every-micro-batch), keep_params_after_forward,
 #     no prefetch, small buckets, hybrid over zero2, bf16/fp16 compute copies, bf16-low's 2-byte
 #     parameters (bf16 all-gathers, fp32 views) in every strategy, activation checkpointing full

@@ -539,6 +539,22 @@ static void check_ar_algos(zt_comm *c) {
     use_algo(c, ZT_AR_ALGO_AUTO);
 }
 
+/* 2 ranks that may read each other's memory take the single copy from 8 MiB (ZT_SHM_CMA_MIN): one
+ * element short of the bound (the rings), the bound exactly (blocks of 16 chunks of 256 KiB), 1.25
+ * chunks per block and 3 elements more (odd blocks), one chunk per block and one element more; bf16
+ * and fp16 on either side; each against the reference tree and reduce-scatter + all-gather, SHM
+ * forced and AUTO by turns (AUTO's digests must equal those without the segment). */
+static void check_ar_single_copy(zt_comm *c) {
+    if (g_size != 2) return;
+    size_t lo = 2u << 20; /* fp32 elements of 8 MiB */
+    size_t ns[] = {lo - 1, lo, lo + (1u << 16) * 5 / 2 + 3, lo + (1u << 17) + 1};
+    const int algos[] = {ZT_AR_ALGO_SHM, ZT_AR_ALGO_AUTO};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) check_ar(c, ns[t], 480 + t, t % 2 == 1, algos[t % 2]);
+    check_ar_half(ZT_DTYPE_BF16, c, 2 * lo + 1, 490, false, ZT_AR_ALGO_SHM);
+    check_ar_half(ZT_DTYPE_FP16, c, 2 * lo - 1, 491, true, ZT_AR_ALGO_AUTO);
+    check_ar_half(ZT_DTYPE_FP16, c, 2 * lo + 7, 492, false, ZT_AR_ALGO_AUTO);
+}
+
 /* ---- broadcast ------------------------------------------------------------------------------- */
 static int bcast_children(int N, int me, int root) {
     int v = (me - root + N) % N, low = 1, k = 0;
@@ -932,6 +948,7 @@ int main(int argc, char **argv) {
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_AUTO);
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_RS_AG);
         check_ar_algos(world);
+        check_ar_single_copy(world);
         for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
         check_rs(world, counts, 301, true, false);
         for (int j = 0; j < N; j++) counts[j] = (1u << 18) * 3 + (size_t)j; /* bf16: three chunks */

@@ -114,8 +114,19 @@ int main(int argc, char **argv) {
     if (zt_memory_plan_compute(m, &o, &po, N, rank, &indep, &err)) return tool_fail(world, "plan", &err);
     int status = 0;
     if (memcmp(indep.peak, plan.peak, sizeof plan.peak) || indep.peak_total != plan.peak_total) {
-        fprintf(stderr, "rank %d: the plan from the options differs from the engine's\n", rank);
+        fprintf(stderr, "rank %d: the plan from the options differs from the engine's (shared segments %zu, %zu)\n", rank, indep.shm, plan.shm);
         status = 1;
+    }
+    /* the shared segments are planned: data parallelism over the world holds the world's region
+     * (ranks on this machine; none with ZT_COMM_AR_SHM_BYTES=0), and the communication thread's
+     * duplicate's */
+    if (W > 1 && tp == 1 && o.strategy != ZT_STRATEGY_HYBRID) {
+        size_t want = zt_comm_shm_bytes(world) * (plan.overlap ? 2 : 1);
+        if (plan.shm != want) {
+            fprintf(stderr, "rank %d: planned shared segments %zu bytes, the comms hold %zu (world has one: %d)\n", rank,
+                    plan.shm, want, zt_comm_has_shm(world));
+            status = 1;
+        }
     }
     size_t BT = (size_t)o.B * o.T;
     int32_t *in = malloc(BT * sizeof *in), *tg = malloc(BT * sizeof *tg);

@@ -803,6 +803,8 @@ typedef struct zt_memory_plan {
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
     size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
+    size_t shm;                  /* this rank's regions of those comms' shared segments (ranks on
+                                    one node: src/comm/shm.c, zt_comm_shm_bytes; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */
     size_t offload_read_bytes;   /* ... and reads from them per training step: the optimizer
                                     pass's stream, and (parameter offload) every gather's pieces */

@@ -18,11 +18,18 @@
  *     one wait loop (deadline.c) polls it under the deadline, with its spin / yield back-off, and
  *     names the ranks whose counters lag when the deadline passes.
  *   - Counted like the message version: (n - c_me) + (N-1) c_me elements each way per rank.
+ *   - On 2 ranks with c->shm_cma, all-reduces of ZT_SHM_CMA_MIN bytes or more take the single copy
+ *     (below): the same blocks, the same tree, the peer's buffer read with process_vm_readv.
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include "comm/comm_internal.h"
 
 #include <stdatomic.h>
+#include <errno.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 typedef struct shm_counters {
     _Atomic uint64_t pub_in;   /* steps whose input pieces this rank has put in its input slots */
@@ -31,6 +38,10 @@ typedef struct shm_counters {
     char pad1[56];
     _Atomic uint64_t done_out; /* steps whose other blocks' sums this rank has copied out */
     char pad2[56];
+    _Atomic uint64_t addr_op;  /* single copy: c->seq of the op whose buffer is at addr */
+    uint64_t addr;             /* ... in this rank's address space */
+    int64_t pid;
+    char pad3[40];
 } shm_counters;
 
 _Static_assert(sizeof(shm_counters) <= ZT_SHM_HEADER, "counters fit the region's header");
@@ -146,7 +157,82 @@ static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
 
 static int sh_advance(zt_comm_op *op, zt_error *err) {
     bool progressed = false;
-    return sh_poll(op, &progressed, err);
+    return op->poll(op, &progressed, err);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, at least ZT_SHM_CMA_MIN bytes)
+ *
+ *   rank me publishes (pid, &buf) for op c->seq, then, chunk k of 256 KiB of its block:
+ *     peer's block-me chunk k --process_vm_readv--> my landing slot;  own_k = tree(rank 0, rank 1)
+ *     pub_out = base + k + 1
+ *   and, once the peer's pub_out > base + k: peer's summed block chunk k --process_vm_readv--> buf
+ *     done_out = base + k + 1
+ *   done once the peer's done_out covers every step: it has read all it needs of buf.
+ * The peer overwrites its block-me chunk k only after our pub_out says we have read it; the bits are
+ * those of the rings (the same tree, the same even split).
+ * ---------------------------------------------------------------------------------------------- */
+static int cma_read(zt_comm_op *op, void *dst, uint64_t src, size_t bytes, zt_error *err) {
+    struct iovec l = {dst, bytes}, r = {(void *)(uintptr_t)src, bytes};
+    ssize_t got = process_vm_readv((pid_t)op->sh.peer_pid, &l, 1, &r, 1, 0);
+    if (got != (ssize_t)bytes)
+        return zt_error_set(err, ZT_ERR_PEER, "all_reduce on comm '%s': reading %zu bytes of rank %d's buffer "
+                            "(process_vm_readv) got %zd: %s", op->c->name, bytes, 1 - op->c->rank, got,
+                            got < 0 ? strerror(errno) : "short read");
+    return ZT_OK;
+}
+
+static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
+    zt_comm *c = op->c;
+    int me = c->rank, peer = 1 - me;
+    size_t elem = op->sh.elem;
+    shm_counters *mine = ctr(c, me), *his = ctr(c, peer);
+    bool moved = false;
+    if (!op->sh.peer_addr) {
+        if (load(&his->addr_op) < c->seq) return ZT_OK; /* the op's sequence number, the same on every rank */
+        op->sh.peer_addr = his->addr;
+        op->sh.peer_pid = his->pid;
+        moved = true;
+    }
+    while (op->sh.k_sum < op->sh.nsteps) {
+        int k = op->sh.k_sum;
+        size_t len = clen(op, me, k);
+        unsigned char *own = chunk_at(op, me, k), *tmp = region(c, me) + ZT_SHM_HEADER;
+        if (len) {
+            int rc = cma_read(op, tmp, op->sh.peer_addr + (c->off[me] + (size_t)k * op->sh.chunk) * elem, len * elem, err);
+            if (rc) return rc;
+            c->parts[me] = own;
+            c->parts[peer] = tmp;
+            zt_tree_sum(op->sh.dtype, own, c->parts, 2, len);
+        }
+        op->recvd += len * elem;
+        op->sent += len * elem;
+        store(&mine->pub_out, op->sh.base + (uint64_t)k + 1);
+        op->sh.k_sum++;
+        moved = true;
+    }
+    while (op->sh.k_copy < op->sh.nsteps) {
+        int k = op->sh.k_copy;
+        if (load(&his->pub_out) < op->sh.base + (uint64_t)k + 1) break;
+        size_t len = clen(op, peer, k);
+        if (len) {
+            int rc = cma_read(op, chunk_at(op, peer, k),
+                              op->sh.peer_addr + (c->off[peer] + (size_t)k * op->sh.chunk) * elem, len * elem, err);
+            if (rc) return rc;
+        }
+        op->recvd += len * elem;
+        op->sent += len * elem;
+        store(&mine->done_out, op->sh.base + (uint64_t)k + 1);
+        op->sh.k_copy++;
+        moved = true;
+    }
+    if (op->sh.k_copy == op->sh.nsteps && op->sh.k_sum == op->sh.nsteps &&
+        load(&his->done_out) >= op->sh.base + (uint64_t)op->sh.nsteps) {
+        op->done = true;
+        moved = true;
+    }
+    *progressed = *progressed || moved;
+    return ZT_OK;
 }
 
 /* The peers this rank waits for: those behind it on any counter. */
@@ -193,6 +279,18 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     c->shm_step += (uint64_t)op->sh.nsteps;
     op->sh.k_pub = op->sh.k_sum = op->sh.k_copy = 0;
     op->poll = sh_poll;
+    if (c->shm_cma && n * op->sh.elem >= ZT_SHM_CMA_MIN) {
+        op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
+        op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
+        c->shm_step = op->sh.base + (uint64_t)op->sh.nsteps;
+        op->sh.peer_addr = 0;
+        shm_counters *mine = ctr(c, c->rank);
+        mine->addr = (uint64_t)(uintptr_t)buf;
+        mine->pid = (int64_t)getpid();
+        store(&mine->pub_in, op->sh.base + (uint64_t)op->sh.nsteps); /* the whole buffer, at once */
+        store(&mine->addr_op, c->seq);
+        op->poll = cma_poll;
+    }
     op->advance = sh_advance;
     op->lagging = sh_lagging;
     (void)n;

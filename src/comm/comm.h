@@ -307,6 +307,13 @@ typedef enum zt_ar_algo {
 } zt_ar_algo;
 /* Whether c has a shared segment (every rank on this node, 2-16 ranks, ZT_COMM_AR_SHM_BYTES not 0). */
 bool zt_comm_has_shm(const zt_comm *c);
+/* The bytes of c's segment that are this rank's: its region, 4 KiB + D x N x 256 KiB (4 MiB on 2
+ * ranks, 3 MiB on 3, 2 MiB on 4; every rank maps the N regions, the node holds each once); 0
+ * without a segment. Memory the engine counts in its comm class (src/memory/plan.c). */
+size_t zt_comm_shm_bytes(const zt_comm *c);
+/* What zt_comm_shm_bytes says for a comm of nranks ranks, all on one node, created now (0 for 1
+ * or more than 16 ranks, or ZT_COMM_AR_SHM_BYTES=0). */
+size_t zt_comm_shm_bytes_for_size(int nranks);
 /* Forces one algorithm on c (AUTO: by size again); the same on every rank. ZT_ERR_USAGE for
  * another value, or SHM on a comm without a segment. For tests and benchmarks: the result's
  * bits do not change. */

@@ -56,6 +56,13 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
 #define ZT_SHM_HEADER 4096u
+/* On 2 ranks, all-reduces of at least this many bytes read the peer's block with
+ * process_vm_readv (one copy, like Open MPI's vader) instead of moving it through the segment's
+ * rings (pieces in, sums out: about 2.5n bytes read and 2n written per rank against 1.5n and n).
+ * Measured under load on 2 ranks (bench/RESULTS.md "Collectives"): 16 MB at >= 100% of Open MPI in
+ * 3-4 of 4 runs where the rings gave 1, 32-256 MB at 184-331% where the rings fell to 83-105%;
+ * at 4 MB the rings' L2-sized steps were better (3 of 4 runs against 2). */
+#define ZT_SHM_CMA_MIN ((size_t)8 << 20)
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
@@ -145,6 +152,8 @@ struct zt_comm_op {
         uint64_t base;      /* the comm's global step of this op's step 0 */
         int nsteps;         /* chunks of the longest block */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
+        uint64_t peer_addr;       /* single copy (c->shm_cma): the peer's buf in its address space */
+        int64_t peer_pid;
     } sh;
     /* broadcast */
     struct {
@@ -175,6 +184,7 @@ struct zt_comm {
     unsigned char *shm_map; /* the shared segment (shm.c), NULL when there is none */
     size_t shm_bytes;
     uint64_t shm_step;      /* global steps begun through the segment */
+    bool shm_cma;           /* 2 ranks that may process_vm_readv each other (shm.c) */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */

@@ -70,12 +70,30 @@ void zt_engine_account(zt_engine *e, size_t *counter, size_t bytes, bool add) {
 }
 
 int zt_engine_reserve_scratch(zt_engine *e, zt_comm *c, size_t bytes, int slot, zt_error *err) {
-    if (!c || !bytes) return ZT_OK;
+    if (!c) return ZT_OK;
+    /* the comm's shared segment, made with it: this rank's region (the plan's shm) */
+    size_t shm = zt_comm_shm_bytes(c);
+    if (shm) zt_engine_account(e, &e->mem.comm, shm, true);
+    if (!bytes) return ZT_OK;
     int rc = zt_comm_reserve_scratch(c, bytes, err);
     if (rc) return rc;
     zt_engine_account(e, &e->mem.comm, bytes, true);
     e->scratch_reserved[slot] = bytes;
     return ZT_OK;
+}
+
+/* What the memory plan assumes of the comms' shared segments (zt_memory_plan_options.shm): the
+ * comms the engine reduces over (the shard group's, hybrid's replica group's, the tensor-parallel
+ * group's; the communication thread's duplicates the first) have one each if every one of them
+ * of 2 ranks or more has one (all on one node), none otherwise. Placements that mix the two
+ * (tensor-parallel ranks on one node, data-parallel ones across) are planned without. */
+static int engine_shm(const zt_engine *e) {
+    const zt_mesh *M = e->opt.mesh;
+    zt_comm *comms[3] = {e->shard_comm, e->replica_comm, M && M->tp > 1 ? M->tp_comm : NULL};
+    int with = 0, without = 0;
+    for (int k = 0; k < 3; k++)
+        if (comms[k] && zt_comm_size(comms[k]) >= 2) *(zt_comm_has_shm(comms[k]) ? &with : &without) += 1;
+    return with && !without ? 1 : with + without ? 0 : -1;
 }
 
 /* The block cache. The engine's allocations repeat every step with the same sizes (a gathered
@@ -342,6 +360,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     zt_memory_plan_options po;
     zt_memory_plan_options_default(&po);
     po.overlap = zt_overlap_wanted(e);
+    po.shm = engine_shm(e);
     po.no_window_check = true; /* over the whole job, below: every rank refuses alike */
     if ((rc = zt_memory_plan_compute(m, &e->opt, &po, e->world, e->rank, &e->mem_plan, err)) ||
         (rc = zt_param_offload_check_bound(e, err)))

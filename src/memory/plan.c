@@ -75,6 +75,7 @@ const char *zt_mem_class_name(zt_mem_class c) {
 void zt_memory_plan_options_default(zt_memory_plan_options *po) {
     memset(po, 0, sizeof *po);
     po->overlap = -1;
+    po->shm = -1;
 }
 
 size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n) {
@@ -770,8 +771,13 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (o->pp_in_width > 0 && BT * (size_t)o->pp_in_width > tp_sum) tp_sum = BT * (size_t)o->pp_in_width;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
+    /* the same comms' shared segments, this rank's region of each (shm.c; made with the comm) */
+    if (po->shm != 0)
+        out->shm = zt_comm_shm_bytes_for_size(main_ranks) + (s.overlap ? zt_comm_shm_bytes_for_size(main_ranks) : 0) +
+                   (s.replicas ? zt_comm_shm_bytes_for_size(world / pl.nshards) : 0) +
+                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0);
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +
-                  out->scratch_tp;
+                  out->scratch_tp + out->shm;
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;

@@ -81,6 +81,11 @@ typedef struct zt_memory_plan_options {
     size_t offload_buffer_bytes; /* 0: 64 MiB */
     bool no_window_check;      /* do not refuse an offload.param_max_live below the largest window
                                   (the engine checks it over every rank of the job itself) */
+    int shm;                   /* the comms' shared segments (src/comm/shm.c): -1 = every comm of
+                                  2..16 ranks has one (all its ranks on one node, as mpirun on one
+                                  machine; estimates assume it); 0 = none (the ranks on different
+                                  nodes, or ZT_COMM_AR_SHM_BYTES=0); 1 = the same as -1. The engine
+                                  says what its comms have. */
 } zt_memory_plan_options;
 
 /* Defaults: the communication thread as the engine decides, no offload, new comms' chunks. */

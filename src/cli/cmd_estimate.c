@@ -611,7 +611,6 @@ int zt_cmd_estimate(int argc, char **argv) {
             return zt_cli_fail(&err);
         }
         if (!nproc) nproc = 1;
-        if (!T) T = model->max_seq_len;
         if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
             zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --lora-targets and --lora-dropout go with --lora-rank r");
             zt_model_free(model);

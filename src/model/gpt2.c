@@ -365,7 +365,7 @@ static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *sa
     size_t lnf = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
     *s = !saved ? (head_saved){0}
                 : (head_saved){.lnf = saved, .mean = saved + lnf, .rstd = saved + lnf + stat,
-                               .probs = saved + lnf + 2 * stat};
+                               .probs = zt_head_chunked(u) ? NULL : saved + lnf + 2 * stat};
     return lnf + 2 * stat + zt_head_saved_logits_floats(u, B, T, c->vocab_size);
 }
 
@@ -410,9 +410,8 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
         if ((rc = zt_norm_into_linear(u, a, xl, s.lnf, a->scratch, slot_all, C, &x, &op, "LM head input (ln_f)", err)))
             return rc;
     }
-    /* this part's vocabulary; chunked: no saved logits */
-    return zt_head_loss_forward(u, a, 2, op, x, zt_head_chunked(u) ? NULL : logits, C, V,
-                                (size_t)N * C, err);
+    /* this part's vocabulary; logits: NULL when the loss is chunked (head_layout) */
+    return zt_head_loss_forward(u, a, 2, op, x, logits, C, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -425,8 +424,8 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                   part's rows, then summed */
     float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
     int rc = seq ? zt_seq_linear_operand(u, a, s.lnf, slot_all, C, "LM head input (ln_f), again", err) : ZT_OK;
-    if (!rc) rc = zt_head_loss_backward(u, a, 2, zt_head_chunked(u) ? NULL : s.probs,
-                                       seq ? slot_all : s.lnf, dlnf, C, V, (size_t)B * T * C, err);
+    if (!rc)
+        rc = zt_head_loss_backward(u, a, 2, s.probs, seq ? slot_all : s.lnf, dlnf, C, V, (size_t)B * T * C, err);
     if (rc) return rc;
     if (seq) memset(ng, 0, 2 * (size_t)C * sizeof *ng);
     layernorm_backward(a->din, seq ? ng : a->grads[0], seq ? ng + C : a->grads[1], dlnf, a->in, a->params[0], s.mean,

@@ -377,7 +377,8 @@ static size_t head_layout(const zt_unit *u, int B, int T, int lp_kind, float *sa
     const zt_llama_config *c = u->model_cfg;
     size_t Nl = zt_unit_rows_max(u, B, T); /* cut along T: the norm's rows of this part (layers.h) */
     size_t xn = matmul_saved_input_floats(lp_kind, Nl * c->n_embd), stat = zt_fp32_floats(Nl);
-    *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn, .probs = saved + xn + stat};
+    *s = !saved ? (head_saved){0} : (head_saved){.xn = saved, .rstd = saved + xn,
+                                                      .probs = zt_head_chunked(u) ? NULL : saved + xn + stat};
     return xn + stat + zt_head_saved_logits_floats(u, B, T, c->vocab_size);
 }
 
@@ -421,9 +422,8 @@ static int head_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) 
         if ((rc = zt_norm_into_linear(u, a, xl, s.xn, a->scratch, slot_all, C, &x, &op, "lm_head input (norm)", err)))
             return rc;
     }
-    /* this part's vocabulary; chunked: no saved logits */
-    return zt_head_loss_forward(u, a, 1, op, x, zt_head_chunked(u) ? NULL : logits, C, V,
-                                (size_t)N * C, err);
+    /* this part's vocabulary; logits: NULL when the loss is chunked (head_layout) */
+    return zt_head_loss_forward(u, a, 1, op, x, logits, C, V, (size_t)N * C, err);
 }
 
 static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
@@ -436,8 +436,8 @@ static int head_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                   part's rows, then summed */
     float *slot_all = a->scratch + head_seq_at(u, B, T), *ng = slot_all + (size_t)B * T * C;
     int rc = seq ? zt_seq_linear_operand(u, a, s.xn, slot_all, C, "lm_head input (norm), again", err) : ZT_OK;
-    if (!rc) rc = zt_head_loss_backward(u, a, 1, zt_head_chunked(u) ? NULL : s.probs,
-                                       seq ? slot_all : s.xn, dxn, C, V, (size_t)B * T * C, err);
+    if (!rc)
+        rc = zt_head_loss_backward(u, a, 1, s.probs, seq ? slot_all : s.xn, dxn, C, V, (size_t)B * T * C, err);
     if (rc) return rc;
     if (seq) memset(ng, 0, (size_t)C * sizeof *ng);
     rmsnorm_backward(a->din, seq ? ng : a->grads[0], dxn, a->in, a->params[0], s.rstd, zt_unit_rows(u, a, NULL), C);

@@ -47,13 +47,30 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* 2^k as a double, built from its bits (k in [-1022, 1023]): x * p2(k) is ldexp(x, k) wherever the
+ * result is a normal number, as every use below is (values within fp16's and float's range), and
+ * costs a multiplication instead of a libm call (ldexp was most of this tool's CPU time) */
+static double p2(int k) {
+    uint64_t u = (uint64_t)(k + 1023) << 52;
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+/* frexp's exponent of a positive normal double or of zero (zero gives -1022, which rounds to
+ * zero below just as frexp's 0 does) */
+static int exp_of(double a) {
+    uint64_t u;
+    memcpy(&u, &a, 8);
+    return (int)((u >> 52) & 0x7ff) - 1022;
+}
+
 /* Rank r's value at index i of a buffer labelled `what`: mixed signs and exponents so that the
  * order of additions shows in the low bits. */
 static float val(uint64_t what, int r, size_t i) {
     uint64_t h = mix(what * 1000003u ^ mix((uint64_t)r * 7919u + 1) ^ (uint64_t)i * 0x100000001b3ULL);
     float m = (float)(h & 0xffffff) / (float)0x1000000 + 0.5f;
     int e = (int)((h >> 24) % 24) - 12;
-    return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+    return ((h >> 40) & 1 ? -1.0f : 1.0f) * (m * (float)p2(e)); /* ldexpf(m, e), exactly */
 }
 
 /* the pairwise tree over x[lo..hi), scalar, as specified */
@@ -83,19 +100,18 @@ static uint16_t fp16_of(float f) {
     uint16_t sign = signbit(f) ? 0x8000 : 0;
     double a = fabs((double)f);
     if (a >= 65520.0) return sign | 0x7c00;
-    int e;
-    frexp(a, &e);
+    int e = exp_of(a);                                     /* a = 0.m x 2^e */
     int q = e - 11 < -24 ? -24 : e - 11;
-    double r = nearbyint(ldexp(a, -q)); /* integer count of ulps, ties to even */
+    double r = nearbyint(a * p2(-q)); /* integer count of ulps, ties to even */
     if (r == 0) return sign;
-    double v = ldexp(r, q);
-    if (v < 0x1p-14) return sign | (uint16_t)ldexp(v, 24); /* subnormal */
-    frexp(v, &e);                                          /* v = 0.m x 2^e, e - 1 = the exponent */
-    return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)(ldexp(v, 11 - e) - 1024);
+    double v = r * p2(q);
+    if (v < 0x1p-14) return sign | (uint16_t)(v * p2(24)); /* subnormal */
+    e = exp_of(v);                                         /* v = 0.m x 2^e, e - 1 = the exponent */
+    return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)(v * p2(11 - e) - 1024);
 }
 static float f_of_fp16(uint16_t h) {
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 31 ? INFINITY : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    double v = e == 31 ? INFINITY : e == 0 ? m * p2(-24) : (1024 + m) * p2(e - 25);
     return (float)(h & 0x8000 ? -v : v);
 }
 static uint16_t half_of(zt_dtype dt, float f) { return dt == ZT_DTYPE_FP16 ? fp16_of(f) : bf16_of(f); }

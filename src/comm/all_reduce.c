@@ -34,6 +34,21 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
     return ZT_AR_ALGO_RS_AG;
 }
 
+/* TEMP: experiment knobs */
+#include <stdlib.h>
+static size_t knob(const char *name, size_t dflt) {
+    const char *v = getenv(name);
+    return v && *v ? (size_t)strtoull(v, NULL, 0) : dflt;
+}
+size_t zt_os_piece_(void) { return knob("ZT_X_OS_PIECE", 64u << 10); }
+
+int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
+    size_t bytes = n * zt_dtype_bytes(dtype);
+    if (c->size == 2 && bytes <= knob("ZT_X_OS_MAX", 0)) return ZT_SHM_ONESHOT;
+    if (c->shm_cma && bytes >= knob("ZT_X_CMA_MIN", ZT_SHM_CMA_MIN)) return ZT_SHM_CMA;
+    return ZT_SHM_RINGS;
+}
+
 int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo) {
     if (!c || (algo != ZT_AR_ALGO_AUTO && algo != ZT_AR_ALGO_RS_AG && algo != ZT_AR_ALGO_EXCHANGE &&
                algo != ZT_AR_ALGO_SHM) || (algo == ZT_AR_ALGO_SHM && !c->shm_map))

@@ -93,11 +93,19 @@ static bool slot_free(const zt_comm *c, size_t which, uint64_t g) {
     return g < D || peers_reached(c, which, g - D + 1);
 }
 
+/* Whether the previous op, which used the slots another way, is through with them on every peer. */
+static bool fenced(zt_comm_op *op) {
+    if (op->sh.fence && !peers_reached(op->c, offsetof(shm_counters, done_out), op->sh.fence)) return false;
+    op->sh.fence = 0;
+    return true;
+}
+
 static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t elem = op->sh.elem;
     shm_counters *mine = ctr(c, me);
+    if (!fenced(op)) return ZT_OK;
     for (bool moved = true; moved;) {
         moved = false;
         /* this rank's pieces of the other blocks, into its input slots */
@@ -188,6 +196,7 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     size_t elem = op->sh.elem;
     shm_counters *mine = ctr(c, me), *his = ctr(c, peer);
     bool moved = false;
+    if (!fenced(op)) return ZT_OK; /* the landing slot may still be read */
     if (!op->sh.peer_addr) {
         if (load(&his->addr_op) < c->seq) return ZT_OK; /* the op's sequence number, the same on every rank */
         op->sh.peer_addr = his->addr;
@@ -235,6 +244,68 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     return ZT_OK;
 }
 
+/* ----------------------------------------------------------------------------------------------
+ * all_reduce_intra_shm_one_shot (2 ranks, up to the bound of zt_ar_shm_mode_)
+ *
+ *   rank me, step k (piece k of the WHOLE vector, zt_os_piece_ bytes), the region's D x N slots a ring:
+ *     buf_k (own values) -> my slot g % (D N)                                 pub_in = g+1
+ *     once every peer's pub_in > g:  buf_k = tree(rank 0's piece, rank 1's piece) (own from buf,
+ *       the peer's from its slot)                                             pub_out = done_out = g+1
+ *   slot g is rewritten once every peer's done_out > g - D N. One kind of hand-over instead of the
+ *   rings' three, no copy out of a peer's output slot; each rank adds the whole vector (n adds
+ *   instead of n/2), the same tree over the same values: the bits of the rings on every rank.
+ * ---------------------------------------------------------------------------------------------- */
+/* Pieces of the one-shot's ring in a region: its D x N slots cut into pieces of `bytes`. */
+static uint64_t os_ring(const zt_comm *c, size_t bytes) {
+    return (uint64_t)zt_shm_depth_(c->size) * (uint64_t)c->size * ZT_SHM_SLOT / bytes;
+}
+
+static unsigned char *os_slot(const zt_comm_op *op, int r, uint64_t g) {
+    size_t bytes = op->sh.chunk * op->sh.elem;
+    return region(op->c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(op->c, bytes)) * bytes;
+}
+
+static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, me = c->rank;
+    size_t elem = op->sh.elem, chunk = op->sh.chunk;
+    uint64_t R = os_ring(c, chunk * elem);
+    shm_counters *mine = ctr(c, me);
+    if (!fenced(op)) return ZT_OK;
+    for (bool moved = true; moved;) {
+        moved = false;
+        while (op->sh.k_pub < op->sh.nsteps) {
+            int k = op->sh.k_pub;
+            uint64_t g = op->sh.base + (uint64_t)k;
+            if (g >= R && !peers_reached(c, offsetof(shm_counters, done_out), g - R + 1)) break;
+            size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
+            memcpy(os_slot(op, me, g), op->sh.buf + lo * elem, len * elem);
+            store(&mine->pub_in, g + 1);
+            op->sh.k_pub++;
+            moved = true;
+        }
+        while (op->sh.k_sum < op->sh.k_pub) { /* a piece is summed in place only once it is published */
+            int k = op->sh.k_sum;
+            uint64_t g = op->sh.base + (uint64_t)k;
+            if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1)) break;
+            size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
+            unsigned char *own = op->sh.buf + lo * elem;
+            for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(op, r, g);
+            zt_tree_sum(op->sh.dtype, own, c->parts, N, len);
+            op->sent += (size_t)(N - 1) * len * elem; /* on 2 ranks n each way: the rings' formula */
+            op->recvd += (size_t)(N - 1) * len * elem;
+            store(&mine->pub_out, g + 1);
+            store(&mine->done_out, g + 1);
+            op->sh.k_sum++;
+            moved = true;
+        }
+        *progressed = *progressed || moved;
+    }
+    if (op->sh.k_sum == op->sh.nsteps) op->done = true;
+    (void)err;
+    return ZT_OK;
+}
+
 /* The peers this rank waits for: those behind it on any counter. */
 static void sh_lagging(const zt_comm_op *op, bool *mark) {
     const zt_comm *c = op->c;
@@ -270,19 +341,28 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->sh.dtype = dtype;
     op->sh.elem = zt_dtype_bytes(dtype);
     op->sh.buf = buf;
-    size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
-    size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
-    piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
-    op->sh.chunk = piece / op->sh.elem;
-    op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
+    op->sh.n = n;
+    op->sh.mode = zt_ar_shm_mode_(c, dtype, n);
     op->sh.base = c->shm_step;
-    c->shm_step += (uint64_t)op->sh.nsteps;
+    /* the one-shot's slots overlap the rings' and the landing slot: a change to or from it waits
+     * for the peers to be through the previous op */
+    op->sh.fence = (c->shm_last == ZT_SHM_ONESHOT) != (op->sh.mode == ZT_SHM_ONESHOT) ? op->sh.base : 0;
+    c->shm_last = op->sh.mode;
     op->sh.k_pub = op->sh.k_sum = op->sh.k_copy = 0;
-    op->poll = sh_poll;
-    if (c->shm_cma && n * op->sh.elem >= ZT_SHM_CMA_MIN) {
+    op->advance = sh_advance;
+    op->lagging = sh_lagging;
+    size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
+    if (op->sh.mode == ZT_SHM_ONESHOT) {
+        op->sh.chunk = zt_os_piece_() / op->sh.elem;
+        op->sh.nsteps = (int)((n + op->sh.chunk - 1) / op->sh.chunk);
+        c->shm_step += (uint64_t)op->sh.nsteps;
+        op->poll = os_poll;
+        return ZT_OK;
+    }
+    if (op->sh.mode == ZT_SHM_CMA) {
         op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
         op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
-        c->shm_step = op->sh.base + (uint64_t)op->sh.nsteps;
+        c->shm_step += (uint64_t)op->sh.nsteps;
         op->sh.peer_addr = 0;
         shm_counters *mine = ctr(c, c->rank);
         mine->addr = (uint64_t)(uintptr_t)buf;
@@ -290,9 +370,14 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
         store(&mine->pub_in, op->sh.base + (uint64_t)op->sh.nsteps); /* the whole buffer, at once */
         store(&mine->addr_op, c->seq);
         op->poll = cma_poll;
+        return ZT_OK;
     }
-    op->advance = sh_advance;
-    op->lagging = sh_lagging;
-    (void)n;
+    size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
+    piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
+    op->sh.chunk = piece / op->sh.elem;
+    op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
+    c->shm_step += (uint64_t)op->sh.nsteps;
+    op->poll = sh_poll;
+    (void)err;
     return ZT_OK;
 }

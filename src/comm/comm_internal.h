@@ -63,6 +63,10 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
  * 3-4 of 4 runs where the rings gave 1, 32-256 MB at 184-331% where the rings fell to 83-105%;
  * at 4 MB the rings' L2-sized steps were better (3 of 4 runs against 2). */
 #define ZT_SHM_CMA_MIN ((size_t)8 << 20)
+/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_, all_reduce.c picks by
+ * size): the rings above, the one-shot (2 ranks: each publishes its whole vector, each sums it all)
+ * or the single copy. */
+enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1, ZT_SHM_CMA = 2 };
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
@@ -150,6 +154,10 @@ struct zt_comm_op {
         unsigned char *buf; /* in place */
         size_t elem, chunk; /* bytes per element; elements per step and block (at most a slot) */
         uint64_t base;      /* the comm's global step of this op's step 0 */
+        uint64_t fence;     /* nothing is written to the segment before every peer's done_out
+                               reaches it (the previous op used the slots another way) */
+        int mode;           /* ZT_SHM_RINGS / _ONESHOT / _CMA */
+        size_t n;           /* elements of buf */
         int nsteps;         /* chunks of the longest block */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
         uint64_t peer_addr;       /* single copy (c->shm_cma): the peer's buf in its address space */
@@ -185,6 +193,7 @@ struct zt_comm {
     size_t shm_bytes;
     uint64_t shm_step;      /* global steps begun through the segment */
     bool shm_cma;           /* 2 ranks that may process_vm_readv each other (shm.c) */
+    int shm_last;           /* ZT_SHM_* of the last all-reduce through the segment */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */
@@ -316,8 +325,11 @@ void zt_shm_open_(zt_comm *c);
 void zt_shm_close_(zt_comm *c);
 size_t zt_shm_region_bytes_(int nranks);
 int zt_shm_depth_(int nranks);
-/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO). */
+/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO), and,
+ * through the segment, how (ZT_SHM_*). */
 int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
+int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n);
+size_t zt_os_piece_(void); /* TEMP */
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

@@ -88,7 +88,7 @@ void zt_shm_open_(zt_comm *c) {
     int ok = MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, c->mpi) == MPI_SUCCESS && msg.ok;
     if (ok && c->rank != 0) fd = shm_open(msg.name, O_RDWR, 0600);
     void *map = MAP_FAILED;
-    if (ok && fd >= 0) map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ok && fd >= 0) map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0); /* faulted in now, not in the first ops */
     if (fd >= 0) close(fd);
     int mine = ok && map != MAP_FAILED, all = 0;
     if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, c->mpi) != MPI_SUCCESS) all = 0;
@@ -100,6 +100,7 @@ void zt_shm_open_(zt_comm *c) {
     c->shm_map = map;
     c->shm_bytes = bytes;
     c->shm_step = 0;
+    c->shm_last = ZT_SHM_RINGS;
     c->shm_cma = c->size == 2 && cma_works(c);
 }
 

@@ -26,26 +26,26 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
     if (c->ar_algo != ZT_AR_ALGO_AUTO) return c->ar_algo;
     /* Open MPI 4.1's tuned decision for 2-3 ranks: recursive doubling / ring up to 256 KB,
      * Rabenseifner (reduce-scatter + all-gather by messages) above. Measured here on 2 ranks
-     * (bench/RESULTS.md "Collectives"): through the shared segment every size beats both; by
-     * messages (ranks on different nodes), one round of whole vectors wins up to 64 KB. */
+     * (bench/RESULTS.md "Collectives"): through the shared segment every size beats both (how it
+     * moves the bytes: zt_ar_shm_mode_ below); by messages (ranks on different nodes), one round
+     * of whole vectors wins up to 64 KB. */
     size_t bytes = n * zt_dtype_bytes(dtype);
     if (c->shm_map && bytes <= c->ar_shm_max) return ZT_AR_ALGO_SHM;
     if (c->size == 2 && bytes <= c->ar_exchange_max) return ZT_AR_ALGO_EXCHANGE;
     return ZT_AR_ALGO_RS_AG;
 }
 
-/* TEMP: experiment knobs */
-#include <stdlib.h>
-static size_t knob(const char *name, size_t dflt) {
-    const char *v = getenv(name);
-    return v && *v ? (size_t)strtoull(v, NULL, 0) : dflt;
-}
-size_t zt_os_piece_(void) { return knob("ZT_X_OS_PIECE", 64u << 10); }
-
+/* Through the segment, by size (the choice above made, in one place with it). Measured on 2 ranks,
+ * interleaved with the rings-then-single-copy choice before it, on the shared 2-vCPU Zen 4 at load
+ * 6-9 (bench/RESULTS.md "Collectives", the one-shot): the one-shot at 256 KB-4 MB 168-585% of
+ * Open MPI per run (lowest of 4 runs: 109% at 1 MB) where the rings fell to 69-94%, 8 MB 123-215%
+ * (6 runs) against the single copy's 81-215%; at 16 MB the single copy 110-175% against the
+ * one-shot's 61-206%: the one-shot up to ZT_SHM_ONESHOT_MAX, the single copy above, the rings on
+ * 3-16 ranks (and on 2 without process_vm_readv above the bound). */
 int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
     size_t bytes = n * zt_dtype_bytes(dtype);
-    if (c->size == 2 && bytes <= knob("ZT_X_OS_MAX", 0)) return ZT_SHM_ONESHOT;
-    if (c->shm_cma && bytes >= knob("ZT_X_CMA_MIN", ZT_SHM_CMA_MIN)) return ZT_SHM_CMA;
+    if (c->size == 2 && bytes <= ZT_SHM_ONESHOT_MAX) return ZT_SHM_ONESHOT;
+    if (c->shm_cma && bytes > ZT_SHM_ONESHOT_MAX) return ZT_SHM_CMA;
     return ZT_SHM_RINGS;
 }
 

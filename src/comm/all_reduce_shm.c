@@ -18,8 +18,13 @@
  *     one wait loop (deadline.c) polls it under the deadline, with its spin / yield back-off, and
  *     names the ranks whose counters lag when the deadline passes.
  *   - Counted like the message version: (n - c_me) + (N-1) c_me elements each way per rank.
- *   - On 2 ranks with c->shm_cma, all-reduces of ZT_SHM_CMA_MIN bytes or more take the single copy
- *     (below): the same blocks, the same tree, the peer's buffer read with process_vm_readv.
+ *   - On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (below: each rank
+ *     sums the whole vector from its own values and the peer's published copy, rank 0's first: the
+ *     tree of two, the same bits), larger ones with c->shm_cma the single copy (the same blocks,
+ *     the same tree, the peer's buffer read with process_vm_readv); zt_ar_shm_mode_ picks.
+ *   - The one-shot uses the region's slots as one ring, the rings and the single copy their own
+ *     way: an op whose way differs from the previous op's writes nothing before every peer's
+ *     done_out covers the previous op (op->sh.fence).
  */
 #define _GNU_SOURCE /* process_vm_readv */
 #include "comm/comm_internal.h"
@@ -169,7 +174,7 @@ static int sh_advance(zt_comm_op *op, zt_error *err) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, at least ZT_SHM_CMA_MIN bytes)
+ * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, above ZT_SHM_ONESHOT_MAX bytes)
  *
  *   rank me publishes (pid, &buf) for op c->seq, then, chunk k of 256 KiB of its block:
  *     peer's block-me chunk k --process_vm_readv--> my landing slot;  own_k = tree(rank 0, rank 1)
@@ -245,9 +250,9 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_shm_one_shot (2 ranks, up to the bound of zt_ar_shm_mode_)
+ * all_reduce_intra_shm_one_shot (2 ranks, up to ZT_SHM_ONESHOT_MAX bytes: zt_ar_shm_mode_)
  *
- *   rank me, step k (piece k of the WHOLE vector, zt_os_piece_ bytes), the region's D x N slots a ring:
+ *   rank me, step k (piece k of the WHOLE vector, 256 KiB), the region's D x N slots a ring:
  *     buf_k (own values) -> my slot g % (D N)                                 pub_in = g+1
  *     once every peer's pub_in > g:  buf_k = tree(rank 0's piece, rank 1's piece) (own from buf,
  *       the peer's from its slot)                                             pub_out = done_out = g+1
@@ -255,21 +260,18 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
  *   rings' three, no copy out of a peer's output slot; each rank adds the whole vector (n adds
  *   instead of n/2), the same tree over the same values: the bits of the rings on every rank.
  * ---------------------------------------------------------------------------------------------- */
-/* Pieces of the one-shot's ring in a region: its D x N slots cut into pieces of `bytes`. */
-static uint64_t os_ring(const zt_comm *c, size_t bytes) {
-    return (uint64_t)zt_shm_depth_(c->size) * (uint64_t)c->size * ZT_SHM_SLOT / bytes;
-}
+/* The one-shot's ring: all D x N slots of a region. */
+static uint64_t os_ring(const zt_comm *c) { return (uint64_t)zt_shm_depth_(c->size) * (uint64_t)c->size; }
 
-static unsigned char *os_slot(const zt_comm_op *op, int r, uint64_t g) {
-    size_t bytes = op->sh.chunk * op->sh.elem;
-    return region(op->c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(op->c, bytes)) * bytes;
+static unsigned char *os_slot(const zt_comm *c, int r, uint64_t g) {
+    return region(c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(c)) * ZT_SHM_SLOT;
 }
 
 static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t elem = op->sh.elem, chunk = op->sh.chunk;
-    uint64_t R = os_ring(c, chunk * elem);
+    uint64_t R = os_ring(c);
     shm_counters *mine = ctr(c, me);
     if (!fenced(op)) return ZT_OK;
     for (bool moved = true; moved;) {
@@ -279,7 +281,7 @@ static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
             uint64_t g = op->sh.base + (uint64_t)k;
             if (g >= R && !peers_reached(c, offsetof(shm_counters, done_out), g - R + 1)) break;
             size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
-            memcpy(os_slot(op, me, g), op->sh.buf + lo * elem, len * elem);
+            memcpy(os_slot(c, me, g), op->sh.buf + lo * elem, len * elem);
             store(&mine->pub_in, g + 1);
             op->sh.k_pub++;
             moved = true;
@@ -290,7 +292,7 @@ static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
             if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1)) break;
             size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
             unsigned char *own = op->sh.buf + lo * elem;
-            for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(op, r, g);
+            for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(c, r, g);
             zt_tree_sum(op->sh.dtype, own, c->parts, N, len);
             op->sent += (size_t)(N - 1) * len * elem; /* on 2 ranks n each way: the rings' formula */
             op->recvd += (size_t)(N - 1) * len * elem;
@@ -353,7 +355,7 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->lagging = sh_lagging;
     size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
     if (op->sh.mode == ZT_SHM_ONESHOT) {
-        op->sh.chunk = zt_os_piece_() / op->sh.elem;
+        op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
         op->sh.nsteps = (int)((n + op->sh.chunk - 1) / op->sh.chunk);
         c->shm_step += (uint64_t)op->sh.nsteps;
         op->poll = os_poll;

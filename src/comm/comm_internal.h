@@ -56,16 +56,14 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
 #define ZT_SHM_HEADER 4096u
-/* On 2 ranks, all-reduces of at least this many bytes read the peer's block with
- * process_vm_readv (one copy, like Open MPI's vader) instead of moving it through the segment's
- * rings (pieces in, sums out: about 2.5n bytes read and 2n written per rank against 1.5n and n).
- * Measured under load on 2 ranks (bench/RESULTS.md "Collectives"): 16 MB at >= 100% of Open MPI in
- * 3-4 of 4 runs where the rings gave 1, 32-256 MB at 184-331% where the rings fell to 83-105%;
- * at 4 MB the rings' L2-sized steps were better (3 of 4 runs against 2). */
-#define ZT_SHM_CMA_MIN ((size_t)8 << 20)
-/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_, all_reduce.c picks by
- * size): the rings above, the one-shot (2 ranks: each publishes its whole vector, each sums it all)
- * or the single copy. */
+/* On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (each rank publishes
+ * its whole vector in 256 KiB pieces through the segment's D x N slots, each sums all of it: one
+ * hand-over per piece instead of three); larger ones, where the ranks may process_vm_readv each
+ * other, the single copy (the peer's block read directly, like Open MPI's vader: about 1.5n bytes
+ * read and n written per rank against the rings' 2.5n and 2n). Measured on 2 ranks: zt_ar_shm_mode_
+ * (all_reduce.c) and bench/RESULTS.md "Collectives". */
+#define ZT_SHM_ONESHOT_MAX ((size_t)8 << 20)
+/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks by size). */
 enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1, ZT_SHM_CMA = 2 };
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
@@ -329,7 +327,6 @@ int zt_shm_depth_(int nranks);
  * through the segment, how (ZT_SHM_*). */
 int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
 int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n);
-size_t zt_os_piece_(void); /* TEMP */
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

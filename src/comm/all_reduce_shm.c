@@ -267,6 +267,12 @@ static unsigned char *os_slot(const zt_comm *c, int r, uint64_t g) {
     return region(c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(c)) * ZT_SHM_SLOT;
 }
 
+/* Elements of the one-shot's piece k. */
+static size_t os_len(const zt_comm_op *op, int k) {
+    size_t lo = (size_t)k * op->sh.chunk;
+    return op->sh.n - lo < op->sh.chunk ? op->sh.n - lo : op->sh.chunk;
+}
+
 static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
@@ -276,22 +282,18 @@ static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     if (!fenced(op)) return ZT_OK;
     for (bool moved = true; moved;) {
         moved = false;
-        while (op->sh.k_pub < op->sh.nsteps) {
-            int k = op->sh.k_pub;
-            uint64_t g = op->sh.base + (uint64_t)k;
+        for (; op->sh.k_pub < op->sh.nsteps; op->sh.k_pub++, moved = true) {
+            uint64_t g = op->sh.base + (uint64_t)op->sh.k_pub;
             if (g >= R && !peers_reached(c, offsetof(shm_counters, done_out), g - R + 1)) break;
-            size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
-            memcpy(os_slot(c, me, g), op->sh.buf + lo * elem, len * elem);
+            memcpy(os_slot(c, me, g), op->sh.buf + (size_t)op->sh.k_pub * chunk * elem, os_len(op, op->sh.k_pub) * elem);
             store(&mine->pub_in, g + 1);
-            op->sh.k_pub++;
-            moved = true;
         }
         while (op->sh.k_sum < op->sh.k_pub) { /* a piece is summed in place only once it is published */
             int k = op->sh.k_sum;
             uint64_t g = op->sh.base + (uint64_t)k;
             if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1)) break;
-            size_t lo = (size_t)k * chunk, len = op->sh.n - lo < chunk ? op->sh.n - lo : chunk;
-            unsigned char *own = op->sh.buf + lo * elem;
+            size_t len = os_len(op, k);
+            unsigned char *own = op->sh.buf + (size_t)k * chunk * elem;
             for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(c, r, g);
             zt_tree_sum(op->sh.dtype, own, c->parts, N, len);
             op->sent += (size_t)(N - 1) * len * elem; /* on 2 ranks n each way: the rings' formula */
@@ -328,7 +330,9 @@ static void sh_lagging(const zt_comm_op *op, bool *mark) {
  *              place; fp32, bf16 or fp16 elements.
  * Returns:     buf = tree sum over ranks, the bits of all_reduce_intra_rs_ag_pipelined.
  * Limitations: one node only (across nodes all_reduce.c's messages); memcpy bandwidth-bound;
- *              the wait spins then yields (deadline.c), so more ranks than cores is slow.
+ *              the wait spins then yields (deadline.c), so more ranks than cores is slow. On 2
+ *              ranks it runs only above ZT_SHM_ONESHOT_MAX without process_vm_readv (the
+ *              one-shot and the single copy above take the rest: zt_ar_shm_mode_).
  *
  *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB]), rank 0's view; A = block 0 (its
  *   own), B = block 1:

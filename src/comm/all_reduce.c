@@ -35,13 +35,15 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
     return ZT_AR_ALGO_RS_AG;
 }
 
-/* Through the segment, by size (the choice above made, in one place with it). Measured on 2 ranks,
- * interleaved with the rings-then-single-copy choice before it, on the shared 2-vCPU Zen 4 at load
- * 6-9 (bench/RESULTS.md "Collectives", the one-shot): the one-shot at 256 KB-4 MB 168-585% of
- * Open MPI per run (lowest of 4 runs: 109% at 1 MB) where the rings fell to 69-94%, 8 MB 123-215%
- * (6 runs) against the single copy's 81-215%; at 16 MB the single copy 110-175% against the
- * one-shot's 61-206%: the one-shot up to ZT_SHM_ONESHOT_MAX, the single copy above, the rings on
- * 3-16 ranks (and on 2 without process_vm_readv above the bound). */
+/* Through the segment, by size (next to the choice above, so the whole choice is in one place).
+ * Measured on 2 ranks with `allreduce_bench --reps 11`, 8 runs interleaved with the choice before
+ * it (rings up to 8 MiB, then the single copy) on the shared 2-vCPU Zen 4 at load 7-11
+ * (bench/RESULTS.md "Collectives", the one-shot): the one-shot's lowest run at 256 KB-2 MB 143-170%
+ * of Open MPI where the rings' fell to 66-80%, 4 MB 89% against 7%; 8 MB one-shot 80-296% over
+ * 8 runs and 123-442% over 12 more, against the single copy's 81-338%; at 16 MB the single copy
+ * 110-175% against the one-shot's 61-206% (6 runs each). Hence the one-shot up to
+ * ZT_SHM_ONESHOT_MAX (8 MiB), the single copy above, and the rings on 3-16 ranks (and on 2 ranks
+ * above the bound when process_vm_readv is not allowed). */
 int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
     size_t bytes = n * zt_dtype_bytes(dtype);
     if (c->size == 2 && bytes <= ZT_SHM_ONESHOT_MAX) return ZT_SHM_ONESHOT;

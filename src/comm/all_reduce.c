@@ -40,10 +40,10 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
  * it (rings up to 8 MiB, then the single copy) on the shared 2-vCPU Zen 4 at load 7-11
  * (bench/RESULTS.md "Collectives", the one-shot): in the 8 runs where the rings ran slow, the
  * one-shot's lowest at 256 KB-2 MB was 143-170% of Open MPI against the rings' 66-80%; every size
- * >= 100% in 9 of 12 runs against 7. 8 MB: the one-shot 80-442% over 20 runs, the single copy
- * 81-338%; 16 MB: the single copy 110-175% against the one-shot's 61-206% (6 runs each). Hence the
- * one-shot up to ZT_SHM_ONESHOT_MAX (8 MiB), the single copy above, and the rings on 3-16 ranks
- * (and on 2 ranks above the bound when process_vm_readv is not allowed). */
+ * >= 100% in 9 of 12 runs against 7. 8 MB: the one-shot 80-442% over 24 runs, the single copy
+ * 81-338% over 24; 16 MB: the single copy 110-175% against the one-shot's 61-206% (6 runs each).
+ * Hence the one-shot up to ZT_SHM_ONESHOT_MAX (8 MiB), the single copy above, and the rings on
+ * 3-16 ranks (and on 2 ranks above the bound when process_vm_readv is not allowed). */
 int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
     size_t bytes = n * zt_dtype_bytes(dtype);
     if (c->size == 2 && bytes <= ZT_SHM_ONESHOT_MAX) return ZT_SHM_ONESHOT;

@@ -38,7 +38,7 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
 /* Through the segment, by size (next to the choice above, so the whole choice is in one place).
  * Measured on 2 ranks with `allreduce_bench --reps 11`, 12 runs interleaved with the choice before
  * it (rings up to 8 MiB, then the single copy) on the shared 2-vCPU Zen 4 at load 7-11
- * (bench/RESULTS.md "Collectives", the one-shot): in the 8 runs where the rings ran slow, the
+ * (bench/RESULTS.md "Collectives", the one-shot): in the first 8 (main mostly in the slow mode) the
  * one-shot's lowest at 256 KB-2 MB was 143-170% of Open MPI against the rings' 66-80%; every size
  * >= 100% in 9 of 12 runs against 7. 8 MB: the one-shot 80-442% over 24 runs, the single copy
  * 81-338% over 24; 16 MB: the single copy 110-175% against the one-shot's 61-206% (6 runs each).

@@ -36,6 +36,7 @@
  * gradient handed out for writing (zt_engine_grad), turns it off for the step. */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
+#include "kernels/vecmath.h"
 #include "optim/optim.h"
 
 #include <stdio.h>
@@ -108,6 +109,17 @@ static size_t reduced_pieces(zt_engine *e) {
     return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads, "the reduced gradient pieces")) ? 0 : n;
 }
 
+/* x[0, n) = 0, split over the threads when large (the full-layout gradient: one thread's memset
+ * of it left the other core idle for tens of milliseconds a step) */
+static void zero_floats(float *x, size_t n) {
+#pragma omp parallel if (n >= ((size_t)1 << 20))
+    {
+        size_t i0, i1;
+        zt_split_range(n, 16, zt_thread_num(), zt_num_threads(), &i0, &i1);
+        memset(x + i0, 0, (i1 - i0) * sizeof(float));
+    }
+}
+
 /* Whether this step's norm partials can be taken unit by unit during backward (see the top) */
 static bool norm_early_ok(const zt_engine *e) {
     const zt_precision *p = &e->opt.precision;
@@ -161,7 +173,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     /* zero1's early reduction writes the reduced pieces during backward */
     size_t miss = e->reduce_early && e->shard_optim ? reduced_pieces(e) : 0;
     if (miss) return zt_engine_oom(e, err, "engine: the reduced gradient (%zu floats)", miss);
-    memset(*buf, 0, n * sizeof(float));
+    zero_floats(*buf, n);
     return ZT_OK;
 }
 
@@ -175,7 +187,7 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
             zt_engine_oom(e, err, "engine: backward");
             return NULL;
         }
-        memset(e->pgrad[i], 0, n * sizeof(float));
+        zero_floats(e->pgrad[i], n);
     }
     return e->pgrad[i];
 }

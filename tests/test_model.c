@@ -496,6 +496,48 @@ static void test_engine_rejects_bad_batches(void **state) {
 }
 
 /* Non-finite gradients are reported as ZT_ERR_NUMERICS and the parameters stay untouched. */
+/* The early norm (one process, one micro-batch: each unit's partials taken as its backward ends,
+ * engine/grads.c) against the step's own pass over the gradient (turned on by zt_engine_grad,
+ * which hands the gradient out for writing): the same norm bits and parameters, step after step;
+ * and with two micro-batches before a step, the norm of their sum (the early partials dropped). */
+static void test_early_norm_matches_the_step_pass(void **state) {
+    zt_error err = {0};
+    int B = 2, T = 8;
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, SMALL.vocab_size, 5);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T), .logits_pos = -1};
+    zt_model *m[2];
+    zt_engine *e[2] = {make_engine(&SMALL, B, T, &m[0]), make_engine(&SMALL, B, T, &m[1])};
+    for (int s = 0; s < 4; s++) {
+        double norm[2];
+        for (int k = 0; k < 2; k++) {
+            float loss;
+            zt_step_report r;
+            assert_int_equal(zt_engine_forward_backward(e[k], &b, &loss, &err), ZT_OK);
+            if (k == 1) assert_non_null(zt_engine_grad(e[k], 0));
+            assert_int_equal(zt_engine_step(e[k], 1e-2f, &r, &err), ZT_OK);
+            norm[k] = r.grad_norm;
+        }
+        if (memcmp(&norm[0], &norm[1], sizeof norm[0]))
+            fail_msg("step %d: early norm %.17g, the step's pass %.17g", s + 1, norm[0], norm[1]);
+        assert_true(zt_engine_param_hash(e[0]) == zt_engine_param_hash(e[1]));
+    }
+    /* two micro-batches: e[0] steps, e[1] gives the summed gradient to add up here */
+    double want = 0;
+    zt_step_report r;
+    for (int k = 0; k < 2; k++) {
+        float loss;
+        for (int mb = 0; mb < 2; mb++) assert_int_equal(zt_engine_forward_backward(e[k], &b, &loss, &err), ZT_OK);
+    }
+    for (int i = 0; i < m[1]->n_params; i++) {
+        const float *g = zt_engine_grad(e[1], i);
+        for (int64_t j = 0; g && j < m[1]->params[i].numel; j++) want += (double)g[j] * g[j];
+    }
+    assert_int_equal(zt_engine_step(e[0], 1e-2f, &r, &err), ZT_OK);
+    assert_float_equal(r.grad_norm, sqrt(want), 1e-9 * sqrt(want));
+    for (int k = 0; k < 2; k++) zt_engine_free(e[k]), zt_model_free(m[k]);
+}
+
 static void test_nonfinite_gradients_skip_the_update(void **state) {
     zt_error err = {0};
     zt_model *m;
@@ -529,6 +571,7 @@ int main(void) {
         cmocka_unit_test(test_model_api_errors),
         cmocka_unit_test(test_engine_rejects_bad_batches),
         cmocka_unit_test(test_nonfinite_gradients_skip_the_update),
+        cmocka_unit_test(test_early_norm_matches_the_step_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,27 +51,38 @@ static void test_adamw_matches_reference(void **state) {
 }
 
 /* zt_adamw_update_round: the bits of zt_adamw_update followed by zt_round_to_lp, bf16 and fp16, on
- * a slice of several rounding blocks plus a tail, on 2 threads and 1 */
+ * 2 threads and 1, for lengths of one element to several threads' shares plus a tail, with p, m, v
+ * and the copy at different offsets from a 64-byte line (the streaming stores' heads and tails),
+ * and nothing outside the slice written */
 static void test_adamw_round_same_bits(void **state) {
-    enum { M = 3 * 4096 + 77 };
-    static float p[M], g[M], m[M], v[M], p2[M], m2[M], v2[M], lp[M], lpref[M];
+    enum { M = 2 * 8192 + 3 * 1024 + 77, PAD = 64 };
+    static const size_t lens[] = {1, 5, 15, 16, 17, 33, 1023, 1024, 1025, 3 * 4096 + 77, M};
+    static const size_t offs[][4] = {{0, 0, 0, 0}, {3, 5, 7, 1}, {15, 1, 0, 9}, {16, 33, 47, 31}};
+    static _Alignas(64) float p[M + PAD], g[M + PAD], m[M + PAD], v[M + PAD], p2[M + PAD], m2[M + PAD], v2[M + PAD],
+        lp[M + PAD], lpref[M + PAD];
     for (int kind = ZT_LP_BF16; kind <= ZT_LP_FP16; kind++)
-        for (int nt = 2; nt >= 1; nt--) {
-            int keep = omp_get_max_threads();
-            omp_set_num_threads(nt);
-            fill(p, M, 3, 1.0f), fill(m, M, 4, 0.01f), fill(v, M, 5, 0.001f), fill(g, M, 6, 0.1f);
-            for (int i = 0; i < M; i++) v[i] = fabsf(v[i]);
-            memcpy(p2, p, sizeof p), memcpy(m2, m, sizeof m), memcpy(v2, v, sizeof v);
-            memset(lp, 0, sizeof lp);
-            zt_adamw_update(p, g, m, v, M, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3);
-            zt_round_to_lp((zt_lp_kind)kind, lpref, p, M);
-            zt_adamw_update_round(p2, g, m2, v2, M, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3, kind, lp);
-            omp_set_num_threads(keep);
-            assert_memory_equal(p, p2, sizeof p);
-            assert_memory_equal(m, m2, sizeof m);
-            assert_memory_equal(v, v2, sizeof v);
-            assert_memory_equal(lpref, lp, kind == ZT_LP_BF16 ? M * 2 : M * 4);
-        }
+        for (int nt = 2; nt >= 1; nt--)
+            for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+                for (size_t oi = 0; oi < sizeof offs / sizeof *offs; oi++) {
+                    const size_t n = lens[li], op = offs[oi][0], om = offs[oi][1], ov = offs[oi][2];
+                    const size_t esize = kind == ZT_LP_BF16 ? 2 : 4, ol = offs[oi][3] * esize; /* bytes */
+                    int keep = omp_get_max_threads();
+                    omp_set_num_threads(nt);
+                    fill(p, M + PAD, 3, 1.0f), fill(m, M + PAD, 4, 0.01f), fill(v, M + PAD, 5, 0.001f);
+                    fill(g, M + PAD, 6, 0.1f);
+                    for (int i = 0; i < M + PAD; i++) v[i] = fabsf(v[i]);
+                    memcpy(p2, p, sizeof p), memcpy(m2, m, sizeof m), memcpy(v2, v, sizeof v);
+                    memset(lp, 0x5a, sizeof lp), memset(lpref, 0x5a, sizeof lpref);
+                    zt_adamw_update(p + op, g, m + om, v + ov, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3);
+                    zt_round_to_lp((zt_lp_kind)kind, (char *)lpref + ol, p + op, n);
+                    zt_adamw_update_round(p2 + op, g, m2 + om, v2 + ov, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3,
+                                          kind, (char *)lp + ol);
+                    omp_set_num_threads(keep);
+                    if (memcmp(p, p2, sizeof p) || memcmp(m, m2, sizeof m) || memcmp(v, v2, sizeof v) ||
+                        memcmp(lp, lpref, sizeof lp))
+                        fail_msg("kind %d, %d threads, n %zu, offsets p %zu m %zu v %zu copy %zu bytes: not the bits "
+                                 "of the two passes", kind, nt, n, op, om, ov, ol);
+                }
 }
 
 static void test_sgd_matches_reference(void **state) {
@@ -113,6 +124,37 @@ static void test_lr_schedule(void **state) {
     assert_float_equal(zt_lr_at(&s, 0), 1.0f, 1e-7);
 }
 
+/* the chunk partials against one chunk at a time in the scalar order (8 accumulators, element i
+ * into acc[i & 7], combined pairwise), bit for bit, on random values, for lengths with and without
+ * whole groups of four chunks and a short last chunk, at unaligned starts, on 2 threads and 1 */
+static void test_sum_squares_chunk_order(void **state) {
+    enum { MAXN = 13 * 1024 + 517 };
+    static const int64_t lens[] = {1, 7, 1024, 3 * 1024 + 9, 4 * 1024, 9 * 1024 + 1, MAXN};
+    static float x[MAXN + 16];
+    static double got[16], want[16];
+    fill(x, MAXN + 16, 77, 3.0f);
+    for (int nt = 2; nt >= 1; nt--)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+            for (int off = 0; off < 16; off += 5)
+                for (int64_t chunk = 1024; chunk >= 1000; chunk -= 24) { /* 1000: not a multiple of 8 */
+                    const float *xs = x + off;
+                    int64_t n = lens[li], nch = (n + chunk - 1) / chunk;
+                    for (int64_t c = 0; c < nch; c++) {
+                        double acc[8] = {0};
+                        int64_t hi = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+                        for (int64_t i = c * chunk; i < hi; i++) acc[i & 7] += (double)xs[i] * (double)xs[i];
+                        want[c] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+                    }
+                    int keep = omp_get_max_threads();
+                    omp_set_num_threads(nt);
+                    zt_chunk_sum_squares(xs, n, chunk, got);
+                    omp_set_num_threads(keep);
+                    if (memcmp(got, want, (size_t)nch * sizeof *got))
+                        fail_msg("n %lld, chunk %lld, offset %d, %d threads: partials differ from the scalar order",
+                                 (long long)n, (long long)chunk, off, nt);
+                }
+}
+
 static void test_clip_and_sum_squares(void **state) {
     assert_float_equal(zt_clip_coef(2.0, 1.0), 1.0 / (2.0 + 1e-6), 1e-12);
     assert_float_equal(zt_clip_coef(0.5, 1.0), 1.0, 0);
@@ -150,6 +192,7 @@ int main(void) {
         cmocka_unit_test(test_sgd_matches_reference),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_clip_and_sum_squares),
+        cmocka_unit_test(test_sum_squares_chunk_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

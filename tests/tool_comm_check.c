@@ -555,20 +555,25 @@ static void check_ar_algos(zt_comm *c) {
     use_algo(c, ZT_AR_ALGO_AUTO);
 }
 
-/* 2 ranks that may read each other's memory take the single copy from 8 MiB (ZT_SHM_CMA_MIN): one
- * element short of the bound (the rings), the bound exactly (blocks of 16 chunks of 256 KiB), 1.25
- * chunks per block and 3 elements more (odd blocks), one chunk per block and one element more; bf16
- * and fp16 on either side; each against the reference tree and reduce-scatter + all-gather, SHM
- * forced and AUTO by turns (AUTO's digests must equal those without the segment). */
-static void check_ar_single_copy(zt_comm *c) {
+/* 2 ranks: the one-shot up to 8 MiB (ZT_SHM_ONESHOT_MAX), above it the single copy where the ranks
+ * may read each other's memory (else the rings). Around the one-shot's 256 KiB pieces (one element
+ * short, exact, one more), its ring of 16 pieces (one short of a wrap, a wrap and 3 elements), the
+ * bound exactly and one element past it, then back and forth across the bound (each op's slots
+ * used another way than the previous op's); bf16 and fp16 on either side of the pieces and of the
+ * bound; each against the reference tree and reduce-scatter + all-gather, SHM forced and AUTO by
+ * turns (AUTO's digests must equal those without the segment). */
+static void check_ar_two_rank_modes(zt_comm *c) {
     if (g_size != 2) return;
-    size_t lo = 2u << 20; /* fp32 elements of 8 MiB */
-    size_t ns[] = {lo - 1, lo, lo + (1u << 16) * 5 / 2 + 3, lo + (1u << 17) + 1};
+    size_t lo = 2u << 20, pf = 1u << 16, ph = 1u << 17; /* fp32 elements of 8 MiB; a piece in fp32, in 2 bytes */
+    size_t ns[] = {pf - 1, pf, pf + 1, 16 * pf - 1, 16 * pf + 3, lo - 1, lo, lo + 1,
+                   lo + (1u << 16) * 5 / 2 + 3, lo + (1u << 17) + 1, 3, lo + 1, pf + 1};
     const int algos[] = {ZT_AR_ALGO_SHM, ZT_AR_ALGO_AUTO};
     for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) check_ar(c, ns[t], 480 + t, t % 2 == 1, algos[t % 2]);
-    check_ar_half(ZT_DTYPE_BF16, c, 2 * lo + 1, 490, false, ZT_AR_ALGO_SHM);
-    check_ar_half(ZT_DTYPE_FP16, c, 2 * lo - 1, 491, true, ZT_AR_ALGO_AUTO);
-    check_ar_half(ZT_DTYPE_FP16, c, 2 * lo + 7, 492, false, ZT_AR_ALGO_AUTO);
+    size_t hs[] = {ph - 1, ph + 1, 16 * ph + 5, 2 * lo, 2 * lo + 1};
+    for (size_t t = 0; t < sizeof hs / sizeof hs[0]; t++) {
+        check_ar_half(ZT_DTYPE_BF16, c, hs[t], 500 + t, t % 2 == 0, algos[t % 2]);
+        check_ar_half(ZT_DTYPE_FP16, c, hs[t], 510 + t, t % 2 == 1, algos[(t + 1) % 2]);
+    }
 }
 
 /* ---- broadcast ------------------------------------------------------------------------------- */
@@ -964,7 +969,7 @@ int main(int argc, char **argv) {
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_AUTO);
         check_ar(world, (size_t)N * (1u << 20) + 5, 300, false, ZT_AR_ALGO_RS_AG);
         check_ar_algos(world);
-        check_ar_single_copy(world);
+        check_ar_two_rank_modes(world);
         for (int j = 0; j < N; j++) counts[j] = (1u << 21) + (size_t)j; /* 8 MB: two chunks */
         check_rs(world, counts, 301, true, false);
         for (int j = 0; j < N; j++) counts[j] = (1u << 18) * 3 + (size_t)j; /* bf16: three chunks */

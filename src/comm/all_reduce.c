@@ -26,12 +26,29 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
     if (c->ar_algo != ZT_AR_ALGO_AUTO) return c->ar_algo;
     /* Open MPI 4.1's tuned decision for 2-3 ranks: recursive doubling / ring up to 256 KB,
      * Rabenseifner (reduce-scatter + all-gather by messages) above. Measured here on 2 ranks
-     * (bench/RESULTS.md "Collectives"): through the shared segment every size beats both; by
-     * messages (ranks on different nodes), one round of whole vectors wins up to 64 KB. */
+     * (bench/RESULTS.md "Collectives"): through the shared segment every size beats both (how it
+     * moves the bytes: zt_ar_shm_mode_ below); by messages (ranks on different nodes), one round
+     * of whole vectors wins up to 64 KB. */
     size_t bytes = n * zt_dtype_bytes(dtype);
     if (c->shm_map && bytes <= c->ar_shm_max) return ZT_AR_ALGO_SHM;
     if (c->size == 2 && bytes <= c->ar_exchange_max) return ZT_AR_ALGO_EXCHANGE;
     return ZT_AR_ALGO_RS_AG;
+}
+
+/* Through the segment, by size (next to the choice above, so the whole choice is in one place).
+ * Measured on 2 ranks with `allreduce_bench --reps 11`, 12 runs interleaved with the choice before
+ * it (rings up to 8 MiB, then the single copy) on the shared 2-vCPU Zen 4 at load 7-11
+ * (bench/RESULTS.md "Collectives", the one-shot): in the first 8 (main mostly in the slow mode) the
+ * one-shot's lowest at 256 KB-2 MB was 143-170% of Open MPI against the rings' 66-80%; every size
+ * >= 100% in 9 of 12 runs against 7. 8 MB: the one-shot 80-442% over 24 runs, the single copy
+ * 81-338% over 24; 16 MB: the single copy 110-175% against the one-shot's 61-206% (6 runs each).
+ * Hence the one-shot up to ZT_SHM_ONESHOT_MAX (8 MiB), the single copy above, and the rings on
+ * 3-16 ranks (and on 2 ranks above the bound when process_vm_readv is not allowed). */
+int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
+    size_t bytes = n * zt_dtype_bytes(dtype);
+    if (c->size == 2 && bytes <= ZT_SHM_ONESHOT_MAX) return ZT_SHM_ONESHOT;
+    if (c->shm_cma && bytes > ZT_SHM_ONESHOT_MAX) return ZT_SHM_CMA;
+    return ZT_SHM_RINGS;
 }
 
 int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo) {

@@ -18,8 +18,13 @@
  *     one wait loop (deadline.c) polls it under the deadline, with its spin / yield back-off, and
  *     names the ranks whose counters lag when the deadline passes.
  *   - Counted like the message version: (n - c_me) + (N-1) c_me elements each way per rank.
- *   - On 2 ranks with c->shm_cma, all-reduces of ZT_SHM_CMA_MIN bytes or more take the single copy
- *     (below): the same blocks, the same tree, the peer's buffer read with process_vm_readv.
+ *   - On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (below: each rank
+ *     sums the whole vector from its own values and the peer's published copy, rank 0's first: the
+ *     tree of two, the same bits), larger ones with c->shm_cma the single copy (the same blocks,
+ *     the same tree, the peer's buffer read with process_vm_readv); zt_ar_shm_mode_ picks.
+ *   - The one-shot uses the region's slots as one ring, the rings and the single copy their own
+ *     way: an op whose way differs from the previous op's writes nothing before every peer's
+ *     done_out covers the previous op (op->sh.fence).
  */
 #define _GNU_SOURCE /* process_vm_readv */
 #include "comm/comm_internal.h"
@@ -93,11 +98,19 @@ static bool slot_free(const zt_comm *c, size_t which, uint64_t g) {
     return g < D || peers_reached(c, which, g - D + 1);
 }
 
+/* Whether the previous op, which used the slots another way, is through with them on every peer. */
+static bool fenced(zt_comm_op *op) {
+    if (op->sh.fence && !peers_reached(op->c, offsetof(shm_counters, done_out), op->sh.fence)) return false;
+    op->sh.fence = 0;
+    return true;
+}
+
 static int sh_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t elem = op->sh.elem;
     shm_counters *mine = ctr(c, me);
+    if (!fenced(op)) return ZT_OK;
     for (bool moved = true; moved;) {
         moved = false;
         /* this rank's pieces of the other blocks, into its input slots */
@@ -161,7 +174,7 @@ static int sh_advance(zt_comm_op *op, zt_error *err) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, at least ZT_SHM_CMA_MIN bytes)
+ * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, above ZT_SHM_ONESHOT_MAX bytes)
  *
  *   rank me publishes (pid, &buf) for op c->seq, then, chunk k of 256 KiB of its block:
  *     peer's block-me chunk k --process_vm_readv--> my landing slot;  own_k = tree(rank 0, rank 1)
@@ -188,6 +201,7 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     size_t elem = op->sh.elem;
     shm_counters *mine = ctr(c, me), *his = ctr(c, peer);
     bool moved = false;
+    if (!fenced(op)) return ZT_OK; /* the landing slot may still be read */
     if (!op->sh.peer_addr) {
         if (load(&his->addr_op) < c->seq) return ZT_OK; /* the op's sequence number, the same on every rank */
         op->sh.peer_addr = his->addr;
@@ -235,6 +249,67 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     return ZT_OK;
 }
 
+/* ----------------------------------------------------------------------------------------------
+ * all_reduce_intra_shm_one_shot (2 ranks, up to ZT_SHM_ONESHOT_MAX bytes: zt_ar_shm_mode_)
+ *
+ *   rank me, step k (piece k of the WHOLE vector, 256 KiB), the region's D x N slots a ring:
+ *     buf_k (own values) -> my slot g % (D N)                                 pub_in = g+1
+ *     once every peer's pub_in > g:  buf_k = tree(rank 0's piece, rank 1's piece) (own from buf,
+ *       the peer's from its slot)                                             pub_out = done_out = g+1
+ *   slot g is rewritten once every peer's done_out > g - D N. One kind of hand-over instead of the
+ *   rings' three, no copy out of a peer's output slot; each rank adds the whole vector (n adds
+ *   instead of n/2), the same tree over the same values: the bits of the rings on every rank.
+ * ---------------------------------------------------------------------------------------------- */
+/* The one-shot's ring: all D x N slots of a region. */
+static uint64_t os_ring(const zt_comm *c) { return (uint64_t)zt_shm_depth_(c->size) * (uint64_t)c->size; }
+
+static unsigned char *os_slot(const zt_comm *c, int r, uint64_t g) {
+    return region(c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(c)) * ZT_SHM_SLOT;
+}
+
+/* Elements of the one-shot's piece k. */
+static size_t os_len(const zt_comm_op *op, int k) {
+    size_t lo = (size_t)k * op->sh.chunk;
+    return op->sh.n - lo < op->sh.chunk ? op->sh.n - lo : op->sh.chunk;
+}
+
+static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
+    zt_comm *c = op->c;
+    int N = c->size, me = c->rank;
+    size_t elem = op->sh.elem, chunk = op->sh.chunk;
+    uint64_t R = os_ring(c);
+    shm_counters *mine = ctr(c, me);
+    if (!fenced(op)) return ZT_OK;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (; op->sh.k_pub < op->sh.nsteps; op->sh.k_pub++, moved = true) {
+            uint64_t g = op->sh.base + (uint64_t)op->sh.k_pub;
+            if (g >= R && !peers_reached(c, offsetof(shm_counters, done_out), g - R + 1)) break;
+            memcpy(os_slot(c, me, g), op->sh.buf + (size_t)op->sh.k_pub * chunk * elem, os_len(op, op->sh.k_pub) * elem);
+            store(&mine->pub_in, g + 1);
+        }
+        while (op->sh.k_sum < op->sh.k_pub) { /* a piece is summed in place only once it is published */
+            int k = op->sh.k_sum;
+            uint64_t g = op->sh.base + (uint64_t)k;
+            if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1)) break;
+            size_t len = os_len(op, k);
+            unsigned char *own = op->sh.buf + (size_t)k * chunk * elem;
+            for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(c, r, g);
+            zt_tree_sum(op->sh.dtype, own, c->parts, N, len);
+            op->sent += (size_t)(N - 1) * len * elem; /* on 2 ranks n each way: the rings' formula */
+            op->recvd += (size_t)(N - 1) * len * elem;
+            store(&mine->pub_out, g + 1);
+            store(&mine->done_out, g + 1);
+            op->sh.k_sum++;
+            moved = true;
+        }
+        *progressed = *progressed || moved;
+    }
+    if (op->sh.k_sum == op->sh.nsteps) op->done = true;
+    (void)err;
+    return ZT_OK;
+}
+
 /* The peers this rank waits for: those behind it on any counter. */
 static void sh_lagging(const zt_comm_op *op, bool *mark) {
     const zt_comm *c = op->c;
@@ -255,7 +330,9 @@ static void sh_lagging(const zt_comm_op *op, bool *mark) {
  *              place; fp32, bf16 or fp16 elements.
  * Returns:     buf = tree sum over ranks, the bits of all_reduce_intra_rs_ag_pipelined.
  * Limitations: one node only (across nodes all_reduce.c's messages); memcpy bandwidth-bound;
- *              the wait spins then yields (deadline.c), so more ranks than cores is slow.
+ *              the wait spins then yields (deadline.c), so more ranks than cores is slow. On 2
+ *              ranks it runs only above ZT_SHM_ONESHOT_MAX without process_vm_readv (the
+ *              one-shot and the single copy above take the rest: zt_ar_shm_mode_).
  *
  *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB]), rank 0's view; A = block 0 (its
  *   own), B = block 1:
@@ -270,19 +347,28 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->sh.dtype = dtype;
     op->sh.elem = zt_dtype_bytes(dtype);
     op->sh.buf = buf;
-    size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
-    size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
-    piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
-    op->sh.chunk = piece / op->sh.elem;
-    op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
+    op->sh.n = n;
+    op->sh.mode = zt_ar_shm_mode_(c, dtype, n);
     op->sh.base = c->shm_step;
-    c->shm_step += (uint64_t)op->sh.nsteps;
+    /* the one-shot's slots overlap the rings' and the landing slot: a change to or from it waits
+     * for the peers to be through the previous op */
+    op->sh.fence = (c->shm_last == ZT_SHM_ONESHOT) != (op->sh.mode == ZT_SHM_ONESHOT) ? op->sh.base : 0;
+    c->shm_last = op->sh.mode;
     op->sh.k_pub = op->sh.k_sum = op->sh.k_copy = 0;
-    op->poll = sh_poll;
-    if (c->shm_cma && n * op->sh.elem >= ZT_SHM_CMA_MIN) {
+    op->advance = sh_advance;
+    op->lagging = sh_lagging;
+    size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
+    if (op->sh.mode == ZT_SHM_ONESHOT) {
+        op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
+        op->sh.nsteps = (int)((n + op->sh.chunk - 1) / op->sh.chunk);
+        c->shm_step += (uint64_t)op->sh.nsteps;
+        op->poll = os_poll;
+        return ZT_OK;
+    }
+    if (op->sh.mode == ZT_SHM_CMA) {
         op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
         op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
-        c->shm_step = op->sh.base + (uint64_t)op->sh.nsteps;
+        c->shm_step += (uint64_t)op->sh.nsteps;
         op->sh.peer_addr = 0;
         shm_counters *mine = ctr(c, c->rank);
         mine->addr = (uint64_t)(uintptr_t)buf;
@@ -290,9 +376,14 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
         store(&mine->pub_in, op->sh.base + (uint64_t)op->sh.nsteps); /* the whole buffer, at once */
         store(&mine->addr_op, c->seq);
         op->poll = cma_poll;
+        return ZT_OK;
     }
-    op->advance = sh_advance;
-    op->lagging = sh_lagging;
-    (void)n;
+    size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */
+    piece = piece < ZT_SHM_MIN_PIECE ? ZT_SHM_MIN_PIECE : piece > ZT_SHM_SLOT ? ZT_SHM_SLOT : piece;
+    op->sh.chunk = piece / op->sh.elem;
+    op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
+    c->shm_step += (uint64_t)op->sh.nsteps;
+    op->poll = sh_poll;
+    (void)err;
     return ZT_OK;
 }

@@ -56,13 +56,15 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
 #define ZT_SHM_HEADER 4096u
-/* On 2 ranks, all-reduces of at least this many bytes read the peer's block with
- * process_vm_readv (one copy, like Open MPI's vader) instead of moving it through the segment's
- * rings (pieces in, sums out: about 2.5n bytes read and 2n written per rank against 1.5n and n).
- * Measured under load on 2 ranks (bench/RESULTS.md "Collectives"): 16 MB at >= 100% of Open MPI in
- * 3-4 of 4 runs where the rings gave 1, 32-256 MB at 184-331% where the rings fell to 83-105%;
- * at 4 MB the rings' L2-sized steps were better (3 of 4 runs against 2). */
-#define ZT_SHM_CMA_MIN ((size_t)8 << 20)
+/* On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (each rank publishes
+ * its whole vector in 256 KiB pieces through the segment's D x N slots, each sums all of it: one
+ * hand-over per piece instead of three); larger ones, where the ranks may process_vm_readv each
+ * other, the single copy (the peer's block read directly, like Open MPI's vader: about 1.5n bytes
+ * read and n written per rank against the rings' 2.5n and 2n). Measured on 2 ranks: zt_ar_shm_mode_
+ * (all_reduce.c) and bench/RESULTS.md "Collectives". */
+#define ZT_SHM_ONESHOT_MAX ((size_t)8 << 20)
+/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks by size). */
+enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1, ZT_SHM_CMA = 2 };
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
@@ -150,6 +152,10 @@ struct zt_comm_op {
         unsigned char *buf; /* in place */
         size_t elem, chunk; /* bytes per element; elements per step and block (at most a slot) */
         uint64_t base;      /* the comm's global step of this op's step 0 */
+        uint64_t fence;     /* nothing is written to the segment before every peer's done_out
+                               reaches it (the previous op used the slots another way) */
+        int mode;           /* ZT_SHM_RINGS / _ONESHOT / _CMA */
+        size_t n;           /* elements of buf */
         int nsteps;         /* chunks of the longest block */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
         uint64_t peer_addr;       /* single copy (c->shm_cma): the peer's buf in its address space */
@@ -185,6 +191,7 @@ struct zt_comm {
     size_t shm_bytes;
     uint64_t shm_step;      /* global steps begun through the segment */
     bool shm_cma;           /* 2 ranks that may process_vm_readv each other (shm.c) */
+    int shm_last;           /* ZT_SHM_* of the last all-reduce through the segment */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */
@@ -316,8 +323,10 @@ void zt_shm_open_(zt_comm *c);
 void zt_shm_close_(zt_comm *c);
 size_t zt_shm_region_bytes_(int nranks);
 int zt_shm_depth_(int nranks);
-/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO). */
+/* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO), and,
+ * through the segment, how (ZT_SHM_*). */
 int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
+int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n);
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

@@ -862,6 +862,7 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     if (e->world != 1 || e->shard_optim) return NULL;
     if (zt_grads_finish(e, &err)) return NULL;
     if (!e->model->params[idx].trainable) return NULL;
+    e->norm_early = false; /* the caller may write through the pointer: the step takes the norm again */
     return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
 }
 

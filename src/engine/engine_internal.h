@@ -164,6 +164,9 @@ struct zt_engine {
     bool reduce_now;            /* zero2/zero3: reduce each unit's gradients as soon as its
                                    backward is done (GA = 1, or reduce_every_micro_batch) */
     bool grads_final;           /* the step's gradient is reduced (or, one process, folded) */
+    bool norm_early;            /* one process, ddp, one micro-batch, fp32 gradients: each unit's
+                                   own parameters' norm partials taken when its backward is done,
+                                   their gradient final and partly still in cache (grads.c) */
     bool micro_direct;          /* reduce_now with one micro-batch per step: the reduce-scatters
                                    write grad_pieces itself (micro_pieces aliases it; no tree, no
                                    second shard-sized buffer, no copy) */

@@ -26,9 +26,18 @@
  * micro_direct reductions write each unit's pieces into a window that goes to the files instead
  * of into grad_pieces (which does not exist then).
  * All of it over the trainable parameters only (the plan's gradient layouts, gfull/gshard): a
- * frozen parameter gets no gradient storage (its unit sees NULL) and is never reduced. */
+ * frozen parameter gets no gradient storage (its unit sees NULL) and is never reduced.
+ * Early norm (norm_early): where nothing changes the gradient after backward (one process, ddp,
+ * one micro-batch, no pipeline or tensor parallelism, fp32 gradients and reduction, no gradient
+ * offload), a parameter's gradient is final when the unit that owns it (its first user, the last
+ * one backward reaches) is done; its norm partials are taken then, from a gradient the backward
+ * just wrote, instead of in a pass over the whole gradient at the step (step.c's grad_norm). The
+ * same function on the same values in the same chunks: the same bits. A second micro-batch, or a
+ * gradient handed out for writing (zt_engine_grad), turns it off for the step. */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
+#include "kernels/vecmath.h"
+#include "optim/optim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +98,7 @@ void zt_grads_reset(zt_engine *e) {
     e->n_inflight = 0;
     e->micro_in_step = 0;
     e->grads_final = false;
+    e->norm_early = false;
 }
 
 /* bf16-low: the transient reduced pieces (zt_engine.grad_pieces_transient) before a reduction
@@ -97,6 +107,39 @@ static size_t reduced_pieces(zt_engine *e) {
     size_t n = e->plan.gshard_floats;
     if (!e->grad_pieces_transient || e->grad_pieces) return 0;
     return (e->grad_pieces = zt_engine_alloc(e, n, &e->mem.grads, "the reduced gradient pieces")) ? 0 : n;
+}
+
+/* x[0, n) = 0, split over the threads when large (the full-layout gradient: one thread's memset
+ * of it left the other core idle for tens of milliseconds a step) */
+static void zero_floats(float *x, size_t n) {
+#pragma omp parallel if (n >= ((size_t)1 << 20))
+    {
+        size_t i0, i1;
+        zt_split_range(n, 16, zt_thread_num(), zt_num_threads(), &i0, &i1);
+        memset(x + i0, 0, (i1 - i0) * sizeof(float));
+    }
+}
+
+/* Whether this step's norm partials can be taken unit by unit during backward (see the top) */
+static bool norm_early_ok(const zt_engine *e) {
+    const zt_precision *p = &e->opt.precision;
+    int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
+    return e->world == 1 && !e->shard_optim && !e->shard_grads && ga == 1 && !e->pp && !e->tp_comm &&
+           e->grad_kind < 0 && p->grads == ZT_DTYPE_FP32 && p->reduce == ZT_DTYPE_FP32;
+}
+
+/* norm_early: the partials of unit u's own trainable parameters, their gradient final */
+static void norm_unit(zt_engine *e, int u) {
+    const zt_unit *un = &e->model->units[u];
+    const zt_plan *pl = &e->plan;
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (pl->p[i].owner_unit != u || !e->model->params[i].trainable) continue;
+        int64_t first, count;
+        zt_plan_norm_chunks(pl, i, 0, &first, &count);
+        zt_chunk_sum_squares(e->micro_grads + pl->p[i].gfull_off, e->model->params[i].numel, ZT_NORM_CHUNK,
+                             e->norm_partials + first);
+    }
 }
 
 int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
@@ -116,6 +159,10 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
         if (e->micro_direct) e->micro_pieces = e->grad_pieces;
         /* gradient offload: the norm partials are taken unit by unit as the pieces are written */
         if (e->grad_kind >= 0) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
+        /* early norm: likewise as each unit's gradient is final (a frozen parameter's stay 0) */
+        if ((e->norm_early = norm_early_ok(e))) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
+    } else {
+        e->norm_early = false; /* a second micro-batch adds to the gradients taken */
     }
     if (e->micro_direct && e->grad_kind >= 0) return ZT_OK; /* into per-unit windows (grad_offload.c) */
     size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
@@ -126,7 +173,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     /* zero1's early reduction writes the reduced pieces during backward */
     size_t miss = e->reduce_early && e->shard_optim ? reduced_pieces(e) : 0;
     if (miss) return zt_engine_oom(e, err, "engine: the reduced gradient (%zu floats)", miss);
-    memset(*buf, 0, n * sizeof(float));
+    zero_floats(*buf, n);
     return ZT_OK;
 }
 
@@ -140,7 +187,7 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
             zt_engine_oom(e, err, "engine: backward");
             return NULL;
         }
-        memset(e->pgrad[i], 0, n * sizeof(float));
+        zero_floats(e->pgrad[i], n);
     }
     return e->pgrad[i];
 }
@@ -171,6 +218,7 @@ static int reduce_early(zt_engine *e, int u, zt_error *err) {
 }
 
 int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
+    if (e->norm_early) norm_unit(e, u);
     if (e->reduce_early) return reduce_early(e, u, err);
     if (!e->reduce_now) return ZT_OK;
     const zt_unit *un = &e->model->units[u];

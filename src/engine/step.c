@@ -14,9 +14,11 @@
 static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
-    /* gradient offload: backward took each piece's partials before writing it (grad_offload.c) */
-    if (e->grad_kind < 0) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
-    for (int i = 0; i < m->n_params && e->grad_kind < 0; i++) {
+    /* gradient offload: backward took each piece's partials before writing it (grad_offload.c);
+     * early norm: each unit's when its backward was done (grads.c) */
+    bool taken = e->grad_kind >= 0 || e->norm_early;
+    if (!taken) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
+    for (int i = 0; i < m->n_params && !taken; i++) {
         int64_t first, count;
         if (!m->params[i].trainable) continue; /* frozen: no part in the norm (its partials stay 0) */
         if (!e->shard_optim) {

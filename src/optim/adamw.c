@@ -3,13 +3,23 @@
  * vectorize (no aliasing, no branches) and split across threads by a static schedule.
  * zt_adamw_update_round also rounds the updated parameters into their low-precision compute copy
  * block by block while the block is still in cache (one pass over the parameters instead of the
- * update's and the copy's). Each element's arithmetic is the same loop's in both, so the two give
- * the same bits as zt_adamw_update followed by zt_round_to_lp on the whole slice. */
+ * update's and the copy's). The copy, which this pass never reads, is rounded into a small buffer
+ * and goes to memory with streaming (non-temporal) stores, its whole 64-byte lines (the partial
+ * ones at a block's ends with ordinary stores; an sfence ends each thread's share): no read for
+ * ownership of its lines, and it does not push p, g, m, v out of the cache. p, m and v keep
+ * ordinary stores: their lines were just read, and streaming stores into cached lines measured
+ * 1.5x slower here (bench/optim_timing.c, docs/optimizer.md). Each element's arithmetic is the
+ * same loop's in both, so the two give the same bits as zt_adamw_update followed by
+ * zt_round_to_lp on the whole slice. */
 #include "optim/optim.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
+#include <string.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 /* elements per block of the fused update and rounding: p, g, m, v of a block (128 KiB) stay in L2 */
 #define ROUND_BLOCK 8192
@@ -40,6 +50,23 @@ static void adamw_block(float *restrict p, const float *restrict g, float *restr
     }
 }
 
+/* dst[0, bytes) = src[0, bytes): the whole 64-byte lines of dst with streaming stores, the partial
+ * ones at either end with ordinary ones (the caller ends with an sfence) */
+static void stream_copy(void *dst, const void *src, size_t bytes) {
+#ifdef __AVX512F__
+    char *d = dst;
+    const char *s = src;
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (head > bytes) head = bytes;
+    memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 64 <= bytes; i += 64) _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+    memcpy(d + i, s + i, bytes - i);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
 void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
                      float wd, float grad_scale, int64_t t) {
     const adamw_consts k = consts_of(lr, b1, b2, eps, wd, grad_scale, t);
@@ -58,13 +85,17 @@ void zt_adamw_update_round(float *p, const float *g, float *m, float *v, size_t 
     const size_t lp_bytes = lp_kind == ZT_LP_BF16 ? 2 : 4;
 #pragma omp parallel if (n >= ROUND_BLOCK)
     {
+        _Alignas(64) float copy[ROUND_BLOCK]; /* the block's copy (bf16: its first half) */
         size_t i0, i1;
         zt_split_range(n, ROUND_BLOCK, zt_thread_num(), zt_num_threads(), &i0, &i1);
         for (size_t lo = i0; lo < i1; lo += ROUND_BLOCK) {
             size_t hi = lo + ROUND_BLOCK < i1 ? lo + ROUND_BLOCK : i1;
             adamw_block(p, g, m, v, lo, hi, &k);
-            zt_round_to_lp_serial((zt_lp_kind)lp_kind, (char *)lp + lo * lp_bytes, p + lo, hi - lo);
+            zt_round_to_lp_serial((zt_lp_kind)lp_kind, copy, p + lo, hi - lo);
+            stream_copy((char *)lp + lo * lp_bytes, copy, (hi - lo) * lp_bytes);
         }
+#ifdef __AVX512F__
+        _mm_sfence(); /* the streaming stores visible before the threads' barrier */
+#endif
     }
 }
-

@@ -86,6 +86,15 @@
 #endif
 
 static int imin(int a, int b) { return a < b ? a : b; }
+
+/* rows read with a large stride (q, k, v, dO of one head) are fetched PF_ROWS rows ahead: the
+ * hardware prefetchers do not follow a stride that crosses a page every row */
+#define PF_ROWS 8
+static inline void prefetch_row(const float *p, int n)
+{
+    for (int i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i);
+}
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* ---- sizes and threads ------------------------------------------------------------------------ */
@@ -118,10 +127,9 @@ static size_t bwd_thread_floats(int T, int hs)
 static int hpairs(int hs) { return (hs + 1) / 2; }
 static size_t bf_group_floats(int T, int hs) { return (size_t)hpairs(hs) * tpad(T) + (size_t)tpad(T) / 2 * hs; }
 static size_t fwd_thread_floats_bf(int hs) { return fwd_thread_floats() + (size_t)round_up(FA_BR * hpairs(hs), 16); }
-static size_t bwd_chunk_floats_bf(int hs) { return (size_t)FA_BQ * hpairs(hs) + (size_t)FA_BQ / 2 * hs; }
 static size_t bwd_thread_floats_bf(int T, int hs)
 {
-    return bf_group_floats(T, hs) + (size_t)hpairs(hs) * tpad(T) + tpad(T) + 2 * bwd_chunk_floats_bf(hs) +
+    return bf_group_floats(T, hs) + (size_t)hpairs(hs) * tpad(T) + tpad(T) + 2 * bf_group_floats(T, hs) +
            (size_t)FA_BQ * FA_BK / 2 + (size_t)FA_BQ * FA_BK;
 }
 
@@ -730,20 +738,16 @@ typedef struct bf_bufs {
 static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *D, int j0, int n, int r0, int nr,
                              float scale)
 {
-    const int hs = a->hs, hp = hpairs(hs), nrp = (nr + 1) / 2 * 2, Tp = a->Tp;
-    const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
-    for (int r = 0; r < nr; r++) {
-        pairs_along_row(w->Qb + (size_t)r * hp, qr + (size_t)r * a->sq, hs);
-        pairs_along_row(w->dOb + (size_t)r * hp, dOr + (size_t)r * a->C, hs);
-    }
-    pairs_across_rows(w->Q2, hs, qr, a->sq, nr, nrp, hs);
-    pairs_across_rows(w->dO2, hs, dOr, a->C, nr, nrp, hs);
+    const int hs = a->hs, hp = hpairs(hs), Tp = a->Tp;
+    /* the head's pairs from the chunk's first row (r0 is even) */
+    const uint32_t *Qb = w->Qb + (size_t)r0 * hp, *dOb = w->dOb + (size_t)r0 * hp;
+    const uint32_t *Q2 = w->Q2 + (size_t)(r0 / 2) * hs, *dO2 = w->dO2 + (size_t)(r0 / 2) * hs;
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;
             uint32_t *pt = w->PT + (size_t)(rr / 2) * FA_BK + c0, *dst = w->dST + (size_t)(rr / 2) * FA_BK + c0;
-            const uint32_t *q = w->Qb + (size_t)rr * hp, *g = w->dOb + (size_t)rr * hp;
+            const uint32_t *q = Qb + (size_t)rr * hp, *g = dOb + (size_t)rr * hp;
             const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
             const float *l = a->lse + t0, *d = D + t0;
             if (R == 4)
@@ -755,16 +759,18 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
         }
         rr += R;
     }
-    /* dVj (+)= Pᵀ dO and dKj (+)= dSᵀ Q over row pairs from the pair of the first row that sees the
-     * key group */
+    /* dVj (+)= Pᵀ dO, then dKj (+)= dSᵀ Q (one right operand at a time stays in L1), over row
+     * pairs from the pair of the first row that sees the key group */
     bool add = !(a->first && r0 == j0);
-    for (int c = 0; c < n;) {
-        int R = n - c >= 4 ? 4 : 1, k0 = (j0 + c > r0 ? j0 + c - r0 : 0) & ~1, kp = (nr - k0 + 1) / 2;
-        ay_rows(a->dv + (size_t)(j0 + c) * a->skv, a->skv, w->PT + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
-                w->dO2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
-        ay_rows(a->dk + (size_t)(j0 + c) * a->skv, a->skv, w->dST + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
-                w->Q2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
-        c += R;
+    for (int pass = 0; pass < 2; pass++) {
+        float *dst = pass == 0 ? a->dv : a->dk;
+        const uint32_t *A = pass == 0 ? w->PT : w->dST, *Y = pass == 0 ? dO2 : Q2;
+        for (int c = 0; c < n;) {
+            int R = n - c >= 4 ? 4 : 1, k0 = (j0 + c > r0 ? j0 + c - r0 : 0) & ~1, kp = (nr - k0 + 1) / 2;
+            ay_rows(dst + (size_t)(j0 + c) * a->skv, a->skv, A + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
+                    Y + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
+            c += R;
+        }
     }
     /* dQ (+)= dS Kj over key pairs */
     for (int rr = 0; rr < nr;) {
@@ -775,9 +781,35 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     }
 }
 
+/* the bf16 path's per-head pass: D, and Q and dO of all T rows as pairs along hs (Qb, dOb) and
+ * across row pairs (Q2, dO2; an odd T's last row pairs with 0), each row read once */
+static void head_pairs_bf(const head_args *a, const bf_bufs *w, float *D)
+{
+    const int T = a->T, hs = a->hs, hp = hpairs(hs);
+    for (int t = 0; t < T; t += 2) {
+        int rows = imin(2, T - t);
+        const float *q = a->q + (size_t)t * a->sq, *g = a->dO + (size_t)t * a->C;
+        if (t + PF_ROWS < T) {
+            prefetch_row(q + (size_t)PF_ROWS * a->sq, hs), prefetch_row(q + (size_t)(PF_ROWS + 1) * a->sq, hs);
+            prefetch_row(g + (size_t)PF_ROWS * a->C, hs), prefetch_row(g + (size_t)(PF_ROWS + 1) * a->C, hs);
+            prefetch_row(a->O + (size_t)(t + PF_ROWS) * a->C, hs), prefetch_row(a->O + (size_t)(t + PF_ROWS + 1) * a->C, hs);
+        }
+        for (int r = 0; r < rows; r++) {
+            D[t + r] = zt_row_dot(g + (size_t)r * a->C, a->O + (size_t)(t + r) * a->C, hs);
+            pairs_along_row(w->Qb + (size_t)(t + r) * hp, q + (size_t)r * a->sq, hs);
+            pairs_along_row(w->dOb + (size_t)(t + r) * hp, g + (size_t)r * a->C, hs);
+        }
+        pairs_across_rows(w->Q2 + (size_t)(t / 2) * hs, hs, q, a->sq, rows, 2, hs);
+        pairs_across_rows(w->dO2 + (size_t)(t / 2) * hs, hs, g, a->C, rows, 2, hs);
+    }
+}
+
 static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale)
 {
-    rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
+    if (w)
+        head_pairs_bf(a, w, D);
+    else
+        rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
     for (int j0 = 0; j0 < a->T; j0 += FA_BK) {
         int n = imin(FA_BK, a->T - j0);
         for (int r0 = j0; r0 < a->T; r0 += FA_BQ) {
@@ -805,10 +837,10 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
             w.K = w.VT + (size_t)hp * Tp;
             D = (float *)(w.K + (size_t)Tp / 2 * hs);
             w.Qb = (uint32_t *)(D + Tp);
-            w.dOb = w.Qb + (size_t)FA_BQ * hp;
-            w.Q2 = w.dOb + (size_t)FA_BQ * hp;
-            w.dO2 = w.Q2 + (size_t)FA_BQ / 2 * hs;
-            w.dSk = w.dO2 + (size_t)FA_BQ / 2 * hs;
+            w.dOb = w.Qb + (size_t)Tp * hp;
+            w.Q2 = w.dOb + (size_t)Tp * hp;
+            w.dO2 = w.Q2 + (size_t)Tp / 2 * hs;
+            w.dSk = w.dO2 + (size_t)Tp / 2 * hs;
             w.PT = w.dSk + (size_t)FA_BQ * FA_BK / 2;
             w.dST = w.PT + (size_t)FA_BQ / 2 * FA_BK;
             KT = VT = NULL;

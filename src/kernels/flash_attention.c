@@ -95,6 +95,38 @@ static inline void prefetch_row(const float *p, int n)
     for (int i = 0; i < n; i += 16)
         __builtin_prefetch(p + i);
 }
+
+/* The rows the next work item reads (and writes), fetched a few rows at a time while this one
+ * computes: up to 6 streams of `rows` rows of n floats (stride ld; write: fetched for writing) */
+typedef struct row_prefetch {
+    const float *p[6];
+    int ld[6];
+    bool write[6];
+    int streams, rows, n, done, step; /* step: rows per pf_advance */
+} row_prefetch;
+
+static void pf_add(row_prefetch *f, const float *p, int ld, bool write)
+{
+    f->p[f->streams] = p, f->ld[f->streams] = ld, f->write[f->streams] = write;
+    f->streams++;
+}
+
+static void pf_advance(row_prefetch *f)
+{
+    if (!f)
+        return;
+    int end = imin(f->rows, f->done + f->step);
+    for (; f->done < end; f->done++)
+        for (int s = 0; s < f->streams; s++) {
+            const float *r = f->p[s] + (size_t)f->done * f->ld[s];
+            for (int i = 0; i < f->n; i += 16) {
+                if (f->write[s])
+                    __builtin_prefetch(r + i, 1);
+                else
+                    __builtin_prefetch(r + i, 0);
+            }
+        }
+}
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* ---- sizes and threads ------------------------------------------------------------------------ */
@@ -225,6 +257,8 @@ static void pairs_across_rows(uint32_t *dst, int ldd, const float *src, int lds,
 {
     for (int i = 0; i < pad_rows / 2; i++) {
         const float *r0 = src + (size_t)2 * i * lds, *r1 = r0 + lds;
+        if (2 * i + PF_ROWS + 1 < rows)
+            prefetch_row(r0 + (size_t)PF_ROWS * lds, w), prefetch_row(r1 + (size_t)PF_ROWS * lds, w);
         bool h0 = 2 * i < rows, h1 = 2 * i + 1 < rows;
         for (int e = 0; e < w; e += ZT_VL) {
             int k = w - e;
@@ -247,6 +281,9 @@ static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp,
         for (int p0 = 0; p0 < hp; p0 += 16) {
             int d0 = 2 * p0, nd = hs - d0, np = imin(16, hp - p0);
             __m512 r[16];
+            if (p0 == 0) /* the next block's rows */
+                for (int i = 16; i < 32 && t0 + i < T; i++)
+                    prefetch_row(src + (size_t)(t0 + i) * ld, hs);
             for (int i = 0; i < 16; i++) {
                 const float *x = src + (size_t)(t0 + i) * ld + d0;
                 r[i] = t0 + i < T ? _mm512_castsi512_ps(zt_vbf_adjacent(loadk(x, nd), loadk(x + 16, nd - 16)))
@@ -545,6 +582,37 @@ static float online_softmax_row(float *row, int valid, int n, float *m, float *l
     return alpha;
 }
 
+/* online_softmax_row for bf16 products: P rounded to pairs as it is computed, written over the
+ * row's first (n+1)/2 floats (keys valid..n and an odd n's pad key hold 0); the sum is
+ * zt_row_exp_sum's, added in the same order */
+static float online_softmax_row_bf(float *row, int valid, int n, float *m, float *l)
+{
+    float mx = zt_row_max(row, valid), mnew = mx > *m ? mx : *m;
+    zt_vf vm = zt_vset1(mnew), acc = zt_vzero();
+    for (int i = 0; i < n; i += 2 * ZT_VL) {
+        zt_vf e[2];
+        for (int h = 0; h < 2; h++) {
+            int k = valid - i - h * ZT_VL;
+            const float *x = row + i + h * ZT_VL;
+            if (k > 0) {
+                e[h] = zt_vexp(zt_vsub(k >= ZT_VL ? zt_vload(x) : zt_vloadn(x, k, -INFINITY), vm));
+                acc = zt_vadd(acc, e[h]);
+            } else {
+                e[h] = zt_vzero();
+            }
+        }
+        int np = imin(ZT_VL, (n - i + 1) / 2);
+        if (np == ZT_VL)
+            zt_vbf_store((uint32_t *)row + i / 2, zt_vbf_adjacent(e[0], e[1]));
+        else
+            zt_vbf_storen((uint32_t *)row + i / 2, zt_vbf_adjacent(e[0], e[1]), np);
+    }
+    float alpha = expf(*m - mnew);
+    *l = *l * alpha + zt_vhsum(acc);
+    *m = mnew;
+    return alpha;
+}
+
 static void scale_row(float *x, int n, float a)
 {
     int i;
@@ -561,7 +629,7 @@ static void scale_row(float *x, int n, float a)
  * rounded to pairs over the scores it was computed in. */
 static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, float *lrow, const float *qh,
                          int sq, const void *KT, int ldt, const void *vh, int skv, int i0, int mr, int hs,
-                         float scale, uint32_t *Qb)
+                         float scale, uint32_t *Qb, row_prefetch *pf)
 {
     const int end = i0 + mr, hp = hpairs(hs);
     const bool bf = Qb != NULL;
@@ -570,8 +638,11 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
     for (int r = 0; r < mr; r++)
         mrow[r] = -INFINITY, lrow[r] = 0.0f;
     if (bf)
-        for (int r = 0; r < mr; r++)
+        for (int r = 0; r < mr; r++) {
+            if (r + PF_ROWS < mr)
+                prefetch_row(qi + (size_t)(r + PF_ROWS) * sq, hs);
             pairs_along_row(Qb + (size_t)r * hp, qi + (size_t)r * sq, hs);
+        }
 #define SCORES(R)                                                                                                   \
     (bf ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp, (const uint32_t *)KT + j0 + c0, \
                          ldt, hp, scale, R)                                                                         \
@@ -582,6 +653,7 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         /* S = scale Qi Kjᵀ, each 8-row group only up to its last row's diagonal */
         int r = 0;
         for (; r + 8 <= mr; r += 8) {
+            pf_advance(pf);
             int cols = imin(n, i0 + r + 8 - j0);
             for (int c0 = 0; c0 < cols; c0 += NC)
                 SCORES(8);
@@ -593,11 +665,11 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         }
         for (r = 0; r < mr; r++) {
             int valid = imin(n, i0 + r + 1 - j0); /* >= 1: j0 <= i0 (FA_BC is a multiple of FA_BR) */
-            float alpha = online_softmax_row(S + (size_t)r * FA_BC, valid, n, mrow + r, lrow + r);
+            float *row = S + (size_t)r * FA_BC;
+            float alpha = bf ? online_softmax_row_bf(row, valid, n, mrow + r, lrow + r)
+                             : online_softmax_row(row, valid, n, mrow + r, lrow + r);
             if (j0 > 0 && alpha != 1.0f)
                 scale_row(oi + (size_t)r * so, hs, alpha);
-            if (bf)
-                pairs_along_row((uint32_t *)(S + (size_t)r * FA_BC), S + (size_t)r * FA_BC, n);
         }
         /* O (+)= P Vj, each 4-row group only over the keys its last row sees */
         for (r = 0; r < mr;) {
@@ -651,8 +723,17 @@ void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const f
             const float *panel = scratch + ((size_t)b * NKV + h / G) * group;
             const void *vh = bf16 ? (const void *)((const uint32_t *)panel + (size_t)hp * Tp)
                                   : (const void *)(v + (size_t)b * T * skv + (size_t)(h / G) * hs);
+            /* the next item's q and out rows (o (T, C) and q (T, sq) rows of head h at tile i0) */
+            row_prefetch pf = {.n = hs, .step = 8}, *pfp = NULL;
+            if (it + 1 < items) {
+                int t1 = (int)((it + 1) % ntiles), bh1 = (int)((it + 1) / ntiles), b1 = bh1 / NH, h1 = bh1 % NH;
+                pf.rows = imin(FA_BR, T - t1 * FA_BR);
+                pf_add(&pf, q + ((size_t)b1 * T + (size_t)t1 * FA_BR) * sq + (size_t)h1 * hs, sq, false);
+                pf_add(&pf, out + ((size_t)b1 * T + (size_t)t1 * FA_BR) * C + (size_t)h1 * hs, C, true);
+                pfp = &pf;
+            }
             forward_tile(out + (size_t)b * T * C + (size_t)h * hs, C, lse + (size_t)bh * T, S, mrow, lrow,
-                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb);
+                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb, pfp);
         }
     }
 }
@@ -683,13 +764,14 @@ typedef struct head_args {
 
 /* key block j0 (n keys), query rows r0 .. r0+nr: P and dS tiles, then the products */
 static void backward_tile(const head_args *a, float *P, float *dS, const float *D, int j0, int n, int r0,
-                          int nr, float scale)
+                          int nr, float scale, row_prefetch *pf)
 {
     const int hs = a->hs;
     const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
     /* P, dS for each 4-row group up to its last row's diagonal */
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             float *p = P + (size_t)rr * FA_BK + c0, *ds = dS + (size_t)rr * FA_BK + c0;
             const float *q = qr + (size_t)rr * a->sq, *dO = dOr + (size_t)rr * a->C;
@@ -736,7 +818,7 @@ typedef struct bf_bufs {
  * loops starting at an even row and rounding the keys up to a pair (the extra row or key holds a
  * masked 0, or lies in the zero padding) */
 static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *D, int j0, int n, int r0, int nr,
-                             float scale)
+                             float scale, row_prefetch *pf)
 {
     const int hs = a->hs, hp = hpairs(hs), Tp = a->Tp;
     /* the head's pairs from the chunk's first row (r0 is even) */
@@ -744,6 +826,7 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     const uint32_t *Q2 = w->Q2 + (size_t)(r0 / 2) * hs, *dO2 = w->dO2 + (size_t)(r0 / 2) * hs;
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;
             uint32_t *pt = w->PT + (size_t)(rr / 2) * FA_BK + c0, *dst = w->dST + (size_t)(rr / 2) * FA_BK + c0;
@@ -804,19 +887,28 @@ static void head_pairs_bf(const head_args *a, const bf_bufs *w, float *D)
     }
 }
 
-static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale)
+/* pf (may be NULL): the next head's rows, fetched a few at a time under the score products */
+static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale,
+                          row_prefetch *pf)
 {
     if (w)
         head_pairs_bf(a, w, D);
     else
         rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
+    if (pf) { /* spread over the score loops' row groups (about nr / 4 per tile) */
+        long groups = 0;
+        for (int j0 = 0; j0 < a->T; j0 += FA_BK)
+            for (int r0 = j0; r0 < a->T; r0 += FA_BQ)
+                groups += imin(FA_BQ, a->T - r0) / 4;
+        pf->step = (int)((pf->rows + groups) / (groups + 1)) + 1;
+    }
     for (int j0 = 0; j0 < a->T; j0 += FA_BK) {
         int n = imin(FA_BK, a->T - j0);
         for (int r0 = j0; r0 < a->T; r0 += FA_BQ) {
             if (w)
-                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
             else
-                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
         }
     }
 }
@@ -866,7 +958,22 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
                                .O = out + ooff, .lse = lse + ((size_t)b * NH + h) * T, .q = q + qoff,
                                .k = k + kvoff, .KT = KT, .VT = VT, .T = T, .C = C, .hs = hs, .sq = sq,
                                .skv = skv, .Tp = Tp, .first = h == g * G};
-                backward_head(&a, bf16 ? &w : NULL, D, P, dS, scale);
+                /* the next head's q, dO, O rows; where it opens the next KV group, its k and v rows too */
+                row_prefetch pf = {.n = hs, .rows = T}, *pfp = NULL;
+                int h1 = h + 1 < (g + 1) * G ? h + 1 : h + 1 < NH ? h + 1 : 0, b1 = h + 1 < NH ? b : b + 1;
+                if (b1 < B) {
+                    size_t q1 = (size_t)b1 * T * sq + (size_t)h1 * hs, o1 = (size_t)b1 * T * C + (size_t)h1 * hs;
+                    pf_add(&pf, q + q1, sq, false);
+                    pf_add(&pf, dout + o1, C, false);
+                    pf_add(&pf, out + o1, C, false);
+                    if (h1 % G == 0) {
+                        size_t kv1 = (size_t)b1 * T * skv + (size_t)(h1 / G) * hs;
+                        pf_add(&pf, k + kv1, skv, false);
+                        pf_add(&pf, v + kv1, skv, false);
+                    }
+                    pfp = &pf;
+                }
+                backward_head(&a, bf16 ? &w : NULL, D, P, dS, scale, pfp);
             }
         }
     }

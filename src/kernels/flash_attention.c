@@ -90,6 +90,9 @@ static int imin(int a, int b) { return a < b ? a : b; }
 /* rows read with a large stride (q, k, v, dO of one head) are fetched PF_ROWS rows ahead: the
  * hardware prefetchers do not follow a stride that crosses a page every row */
 #define PF_ROWS 8
+#ifndef PF_LOC
+#define PF_LOC 2 /* prefetcht1: into L2, leaving L1 to the tiles */
+#endif
 static inline void prefetch_row(const float *p, int n)
 {
     for (int i = 0; i < n; i += 16)
@@ -121,9 +124,9 @@ static void pf_advance(row_prefetch *f)
             const float *r = f->p[s] + (size_t)f->done * f->ld[s];
             for (int i = 0; i < f->n; i += 16) {
                 if (f->write[s])
-                    __builtin_prefetch(r + i, 1);
+                    __builtin_prefetch(r + i, 1, PF_LOC);
                 else
-                    __builtin_prefetch(r + i, 0);
+                    __builtin_prefetch(r + i, 0, PF_LOC);
             }
         }
 }
@@ -273,11 +276,12 @@ static void pairs_across_rows(uint32_t *dst, int ldd, const float *src, int lds,
 
 /* dst (hp, Tp) pairs = the pairs along hs of src (T, hs) row stride ld, transposed: dst[p][t] =
  * (src[t][2p], src[t][2p+1]); keys T..Tp zero */
-static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp, int hs, int ld)
+static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp, int hs, int ld, row_prefetch *pf)
 {
     const int hp = hpairs(hs);
 #ifdef __AVX512F__
-    for (int t0 = 0; t0 < Tp; t0 += 16)
+    for (int t0 = 0; t0 < Tp; t0 += 16) {
+        pf_advance(pf);
         for (int p0 = 0; p0 < hp; p0 += 16) {
             int d0 = 2 * p0, nd = hs - d0, np = imin(16, hp - p0);
             __m512 r[16];
@@ -293,7 +297,10 @@ static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp,
             for (int j = 0; j < np; j++)
                 _mm512_storeu_ps((float *)(dst + (size_t)(p0 + j) * Tp + t0), r[j]);
         }
+    }
 #else
+    for (int t0 = 0; t0 < Tp; t0 += 16)
+        pf_advance(pf);
     for (int p = 0; p < hp; p++)
         for (int t = 0; t < Tp; t++) {
             const float *x = src + (size_t)t * ld + 2 * p;
@@ -707,7 +714,15 @@ void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const f
             const float *kg = k + (size_t)(bg / NKV) * T * skv + (size_t)(bg % NKV) * hs;
             float *panel = scratch + (size_t)bg * group;
             if (bf16) {
-                pack_transposed_bf16((uint32_t *)panel, kg, T, Tp, hs, skv);
+                /* the next group's k and v rows, 16 of each per block of this one's Kᵀ */
+                row_prefetch pf = {.n = hs, .rows = T, .step = 16}, *pfp = NULL;
+                if (bg + 1 < B * NKV) {
+                    const float *k1 = k + (size_t)((bg + 1) / NKV) * T * skv + (size_t)((bg + 1) % NKV) * hs;
+                    pf_add(&pf, k1, skv, false);
+                    pf_add(&pf, v + (k1 - k), skv, false);
+                    pfp = &pf;
+                }
+                pack_transposed_bf16((uint32_t *)panel, kg, T, Tp, hs, skv, pfp);
                 pairs_across_rows((uint32_t *)panel + (size_t)hp * Tp, hs, v + (kg - k), skv, T, Tp, hs);
             } else {
                 pack_transposed(panel, kg, T, Tp, hs, skv);
@@ -945,8 +960,8 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
             int b = bg / NKV, g = bg % NKV;
             size_t kvoff = (size_t)b * T * skv + (size_t)g * hs;
             if (bf16) {
-                pack_transposed_bf16(w.KT, k + kvoff, T, Tp, hs, skv);
-                pack_transposed_bf16(w.VT, v + kvoff, T, Tp, hs, skv);
+                pack_transposed_bf16(w.KT, k + kvoff, T, Tp, hs, skv, NULL);
+                pack_transposed_bf16(w.VT, v + kvoff, T, Tp, hs, skv, NULL);
                 pairs_across_rows(w.K, hs, k + kvoff, skv, T, Tp, hs);
             } else {
                 pack_transposed(KT, k + kvoff, T, Tp, hs, skv);

@@ -340,30 +340,32 @@ ALWAYS_INLINE void score_micro(float *S, int lds, const float *X, int ldx, const
 }
 
 /* the same on bf16 pairs: X (R, hp) pairs along hs, YT a (hp, ldy) pair panel, one vdpbf16ps per
- * pair of hs */
+ * pair of hs; NV = 1: the first ZT_VL keys only (a diagonal tile whose rows see no further) */
 ALWAYS_INLINE void score_micro_bf(float *S, int lds, const uint32_t *X, int ldx, const uint32_t *YT, int ldy,
-                                  int hp, float alpha, const int R)
+                                  int hp, float alpha, const int R, const int NV)
 {
     zt_vf a0[8], a1[8];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         a0[r] = a1[r] = zt_vzero();
     for (int k = 0; k < hp; k++) {
-        zt_vbf y0 = zt_vbf_load(YT + (size_t)k * ldy), y1 = zt_vbf_load(YT + (size_t)k * ldy + ZT_VL);
+        zt_vbf y0 = zt_vbf_load(YT + (size_t)k * ldy), y1 = NV == 2 ? zt_vbf_load(YT + (size_t)k * ldy + ZT_VL) : y0;
         IN_REG(y0);
         IN_REG(y1);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             zt_vbf x = zt_vbf_set1(X[(size_t)r * ldx + k]);
             a0[r] = zt_vdot_bf16(a0[r], x, y0);
-            a1[r] = zt_vdot_bf16(a1[r], x, y1);
+            if (NV == 2)
+                a1[r] = zt_vdot_bf16(a1[r], x, y1);
         }
     }
     zt_vf va = zt_vset1(alpha);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         zt_vstore(S + (size_t)r * lds, zt_vmul(a0[r], va));
-        zt_vstore(S + (size_t)r * lds + ZT_VL, zt_vmul(a1[r], va));
+        if (NV == 2)
+            zt_vstore(S + (size_t)r * lds + ZT_VL, zt_vmul(a1[r], va));
     }
 }
 
@@ -532,7 +534,8 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
  * pair's first key; an odd last row pairs with 0). */
 ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t *dST, int ldt2, const uint32_t *Q,
                                  const uint32_t *dO, int ldq, const uint32_t *KT, const uint32_t *VT, int ldt,
-                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R)
+                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R,
+                                 const int NV)
 {
     zt_vf s0[4], s1[4], g0[4], g1[4];
 #pragma GCC unroll 4
@@ -540,7 +543,8 @@ ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t 
         s0[r] = s1[r] = g0[r] = g1[r] = zt_vzero();
     for (int k = 0; k < hp; k++) {
         const uint32_t *kt = KT + (size_t)k * ldt, *vt = VT + (size_t)k * ldt;
-        zt_vbf k0 = zt_vbf_load(kt), k1 = zt_vbf_load(kt + ZT_VL), v0 = zt_vbf_load(vt), v1 = zt_vbf_load(vt + ZT_VL);
+        zt_vbf k0 = zt_vbf_load(kt), v0 = zt_vbf_load(vt);
+        zt_vbf k1 = NV == 2 ? zt_vbf_load(kt + ZT_VL) : k0, v1 = NV == 2 ? zt_vbf_load(vt + ZT_VL) : v0;
         IN_REG(k0);
         IN_REG(k1);
         IN_REG(v0);
@@ -549,15 +553,19 @@ ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t 
         for (int r = 0; r < R; r++) {
             zt_vbf q = zt_vbf_set1(Q[(size_t)r * ldq + k]), g = zt_vbf_set1(dO[(size_t)r * ldq + k]);
             s0[r] = zt_vdot_bf16(s0[r], q, k0);
-            s1[r] = zt_vdot_bf16(s1[r], q, k1);
             g0[r] = zt_vdot_bf16(g0[r], g, v0);
-            g1[r] = zt_vdot_bf16(g1[r], g, v1);
+            if (NV == 2) {
+                s1[r] = zt_vdot_bf16(s1[r], q, k1);
+                g1[r] = zt_vdot_bf16(g1[r], g, v1);
+            }
         }
     }
     zt_vf vs = zt_vset1(scale), p0[4], p1[4], d0[4], d1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         grad_row(&p0[r], &p1[r], &d0[r], &d1[r], s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
+        if (NV == 1) /* the keys past ZT_VL: masked for every row here (their exp is not needed) */
+            p1[r] = d1[r] = zt_vzero();
         zt_vbf_store(dSk + (size_t)r * ldk, zt_vbf_adjacent(d0[r], d1[r]));
     }
 #pragma GCC unroll 2
@@ -651,8 +659,10 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
             pairs_along_row(Qb + (size_t)r * hp, qi + (size_t)r * sq, hs);
         }
 #define SCORES(R)                                                                                                   \
-    (bf ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp, (const uint32_t *)KT + j0 + c0, \
-                         ldt, hp, scale, R)                                                                         \
+    (bf ? (cols - c0 <= ZT_VL ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
+                                               (const uint32_t *)KT + j0 + c0, ldt, hp, scale, R, 1)                 \
+                              : score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
+                                               (const uint32_t *)KT + j0 + c0, ldt, hp, scale, R, 2))                \
         : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, (const float *)KT + j0 + c0, ldt, \
                       hs, scale, R))
     for (int j0 = 0; j0 < end; j0 += FA_BC) {
@@ -848,12 +858,15 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
             const uint32_t *q = Qb + (size_t)rr * hp, *g = dOb + (size_t)rr * hp;
             const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
             const float *l = a->lse + t0, *d = D + t0;
+#define GRAD(R, NV) grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, R, NV)
+            bool half = cols - c0 <= ZT_VL; /* the group's last row sees none of the second vector's keys */
             if (R == 4)
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 4);
+                half ? GRAD(4, 1) : GRAD(4, 2);
             else if (R == 2)
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 2);
+                half ? GRAD(2, 1) : GRAD(2, 2);
             else
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 1);
+                half ? GRAD(1, 1) : GRAD(1, 2);
+#undef GRAD
         }
         rr += R;
     }

@@ -29,7 +29,7 @@
  * compute's default) the six products take bf16 operands and accumulate in fp32 with AVX512_BF16's
  * vdpbf16ps (vecbf16.h; emulated with the same bits where the build lacks it): Q, K, V, dO rounded
  * to nearest-even when packed as pairs, Kᵀ and Vᵀ as (hs/2, Tpad) panels of pairs along hs, V and K
- * (and a chunk's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
+ * (and a head's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
  * score broadcasts; P and dS rounded as the micro-kernels write them (forward: P's pairs over the
  * scores they came from; backward: dS pairs along keys for dQ, P and dS pairs across row pairs for
  * dV and dK, straight from the score epilogue). The row sum l is that of the fp32 P. The pair loops
@@ -52,8 +52,18 @@
  * with; they never use more threads; the larger of the two paths' needs): forward B*NKV*hs*Tpad
  * (Kᵀ; bf16: Kᵀ and V as pairs, the same) plus FA_BR x FA_BC scores per thread (bf16: and Q's tile
  * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
- * 1.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K, a chunk's Q and dO twice, three half-size tiles). O(T).
- */
+ * 3.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K and the head's Q and dO twice, three half-size tiles). O(T).
+ *
+ * Cost (bf16 products; bench/RESULTS.md, "flash attention bf16 restructured"). Rounding to pairs is
+ * done once per row: the backward converts a head's Q and dO (both layouts) and computes D in one
+ * pass over its rows, not per query chunk; the forward rounds P into pairs inside its exp pass.
+ * dV then dK run as two passes (one right operand stays in L1). The q, k, v, dO, O and out rows lie
+ * a row stride of 3C (or C) apart, a page or more: the hardware prefetchers do not follow them, so
+ * the kernels fetch the next work item's rows (the next tile's q and out, the next head's q, dO, O,
+ * the next KV group's k and v) into L2 a few rows at a time under the current score loops
+ * (row_prefetch), and the packs the next 16 rows into L1. A diagonal micro-tile whose rows see none
+ * of its second 16 keys computes one vector. None of this changes a bit (each output element's
+ * sequence of roundings is the same). */
 #include "kernels/kernels.h"
 #include "kernels/vecbf16.h"
 
@@ -157,7 +167,7 @@ static size_t bwd_thread_floats(int T, int hs)
 /* bf16 products: pairs (uint32_t) in the same float slots. hp = pairs per head row. Forward per
  * (b, KV head): Kᵀ (hp, Tp) and V (Tp/2, hs) pair panels; per thread the scores (P's pairs written
  * over them) and Q's tile as pairs (FA_BR, hp). Backward per thread: Kᵀ, Vᵀ (hp, Tp), K (Tp/2, hs),
- * D (Tp), the chunk's Q and dO as pairs along hs (FA_BQ, hp) and along rows (FA_BQ/2, hs), dS as
+ * D (Tp), the head's Q and dO as pairs along hs (Tp, hp) and along rows (Tp/2, hs), dS as
  * pairs along keys (FA_BQ, FA_BK/2), P and dS as pairs along rows (FA_BQ/2, FA_BK). */
 static int hpairs(int hs) { return (hs + 1) / 2; }
 static size_t bf_group_floats(int T, int hs) { return (size_t)hpairs(hs) * tpad(T) + (size_t)tpad(T) / 2 * hs; }
@@ -832,13 +842,13 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
 }
 
 /* the bf16 path's per-thread buffers (all pairs): the KV group's Kᵀ, Vᵀ (hp, Tp) and K (Tp/2, hs),
- * a chunk's Q, dO along hs (FA_BQ, hp) and across rows (FA_BQ/2, hs), dS along keys (FA_BQ,
+ * the head's Q, dO along hs (Tp, hp) and across rows (Tp/2, hs), dS along keys (FA_BQ,
  * FA_BK/2), P and dS across rows (FA_BQ/2, FA_BK) */
 typedef struct bf_bufs {
     uint32_t *KT, *VT, *K, *Qb, *dOb, *Q2, *dO2, *dSk, *PT, *dST;
 } bf_bufs;
 
-/* backward_tile with bf16 products: the chunk's Q and dO rounded to pairs, the scores in groups of
+/* backward_tile with bf16 products: the head's Q and dO pairs (head_pairs_bf), the scores in groups of
  * 4, 2 or 1 rows from even rows (so that every row pair is written by one micro-kernel), the pair
  * loops starting at an even row and rounding the keys up to a pair (the extra row or key holds a
  * masked 0, or lies in the zero padding) */
@@ -858,7 +868,8 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
             const uint32_t *q = Qb + (size_t)rr * hp, *g = dOb + (size_t)rr * hp;
             const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
             const float *l = a->lse + t0, *d = D + t0;
-#define GRAD(R, NV) grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, R, NV)
+#define GRAD(R, NV)                                                                                                 \
+    grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, R, NV)
             bool half = cols - c0 <= ZT_VL; /* the group's last row sees none of the second vector's keys */
             if (R == 4)
                 half ? GRAD(4, 1) : GRAD(4, 2);
@@ -900,10 +911,11 @@ static void head_pairs_bf(const head_args *a, const bf_bufs *w, float *D)
     for (int t = 0; t < T; t += 2) {
         int rows = imin(2, T - t);
         const float *q = a->q + (size_t)t * a->sq, *g = a->dO + (size_t)t * a->C;
-        if (t + PF_ROWS < T) {
+        if (t + PF_ROWS + 1 < T) {
             prefetch_row(q + (size_t)PF_ROWS * a->sq, hs), prefetch_row(q + (size_t)(PF_ROWS + 1) * a->sq, hs);
             prefetch_row(g + (size_t)PF_ROWS * a->C, hs), prefetch_row(g + (size_t)(PF_ROWS + 1) * a->C, hs);
-            prefetch_row(a->O + (size_t)(t + PF_ROWS) * a->C, hs), prefetch_row(a->O + (size_t)(t + PF_ROWS + 1) * a->C, hs);
+            const float *o = a->O + (size_t)(t + PF_ROWS) * a->C;
+            prefetch_row(o, hs), prefetch_row(o + a->C, hs);
         }
         for (int r = 0; r < rows; r++) {
             D[t + r] = zt_row_dot(g + (size_t)r * a->C, a->O + (size_t)(t + r) * a->C, hs);

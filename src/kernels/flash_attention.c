@@ -54,16 +54,21 @@
  * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
  * 3.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K and the head's Q and dO twice, three half-size tiles). O(T).
  *
- * Cost (bf16 products; bench/RESULTS.md, "flash attention bf16 restructured"). Rounding to pairs is
- * done once per row: the backward converts a head's Q and dO (both layouts) and computes D in one
- * pass over its rows, not per query chunk; the forward rounds P into pairs inside its exp pass.
+ * Cost (bf16 products; bench/RESULTS.md, "Flash attention bf16, restructured"). Rounding to pairs
+ * is done once per row: the backward converts a head's Q and dO (both layouts) and computes D in
+ * one pass over its rows, not per query chunk; the forward rounds P into pairs inside its exp pass.
  * dV then dK run as two passes (one right operand stays in L1). The q, k, v, dO, O and out rows lie
  * a row stride of 3C (or C) apart, a page or more: the hardware prefetchers do not follow them, so
- * the kernels fetch the next work item's rows (the next tile's q and out, the next head's q, dO, O,
- * the next KV group's k and v) into L2 a few rows at a time under the current score loops
- * (row_prefetch), and the packs the next 16 rows into L1. A diagonal micro-tile whose rows see none
- * of its second 16 keys computes one vector. None of this changes a bit (each output element's
- * sequence of roundings is the same). */
+ * the kernels fetch the next work item's rows into L2 a few rows at a time under the current score
+ * loops (row_prefetch: the next tile's q and out; the next head's q, dO, O and dq; the next KV
+ * group's k and v), and the packs their next 16 rows into L1. A diagonal micro-tile whose rows see
+ * none of its second 16 keys computes one vector. None of this changes a bit (each output
+ * element's sequence of roundings is the same). Measured (kernels_timing, 2 threads, cpu time,
+ * interleaved with the build before, Zen 4 shared): W1 bf16 6.51 -> 5.50 ms forward + backward
+ * (1.18x), llama-124M's GQA 5.56 -> 4.89 ms (1.14x); the fp32 path ~5% from the prefetches alone.
+ * What is left: the products (~60% of the backward's time, each at 85-95% of the 3.6 vdpbf16ps
+ * per ns one core gives here, measured by leaving them out one at a time), the exp, the packs, and
+ * the rows' first reads from memory (~1 ms of the ~10 ms one thread spends at W1). */
 #include "kernels/kernels.h"
 #include "kernels/vecbf16.h"
 
@@ -998,7 +1003,7 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
                                .O = out + ooff, .lse = lse + ((size_t)b * NH + h) * T, .q = q + qoff,
                                .k = k + kvoff, .KT = KT, .VT = VT, .T = T, .C = C, .hs = hs, .sq = sq,
                                .skv = skv, .Tp = Tp, .first = h == g * G};
-                /* the next head's q, dO, O rows; where it opens the next KV group, its k and v rows too */
+                /* the next head's q, dO, O rows and dq (to be written); where it opens the next KV group, its k, v */
                 row_prefetch pf = {.n = hs, .rows = T}, *pfp = NULL;
                 int h1 = h + 1 < (g + 1) * G ? h + 1 : h + 1 < NH ? h + 1 : 0, b1 = h + 1 < NH ? b : b + 1;
                 if (b1 < B) {
@@ -1006,6 +1011,7 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
                     pf_add(&pf, q + q1, sq, false);
                     pf_add(&pf, dout + o1, C, false);
                     pf_add(&pf, out + o1, C, false);
+                    pf_add(&pf, dq + q1, sq, true);
                     if (h1 % G == 0) {
                         size_t kv1 = (size_t)b1 * T * skv + (size_t)(h1 / G) * hs;
                         pf_add(&pf, k + kv1, skv, false);

@@ -160,14 +160,18 @@ static void test_flash_extreme(void **state)
     /* backward: P = exp(S - lse) with lse ~ 600 held in one float, whose rounding (u 600 ~ 4e-5)
      * is P's relative error (attention.c subtracts the row max, exact here, instead): 1e-4 */
     check_close("flash extreme dv", dv, rv, n, 1e-4);
-    /* dq: dS = P (dP - D) with P nearly one-hot cancels; at most 2x attention.c's own error */
+    /* dq: dS = P (dP - D) with P nearly one-hot cancels, and dq = scale sum_j dS (k_j - k_i) weighs
+     * P's relative error (lse ~ 2i up to 1200 held in a float: half an ulp 6.1e-5) by |k_j| ~ 300
+     * against differences of 0.5. At most 2x attention.c's own error, but never below 1e-3:
+     * attention.c's error depends on how its softmax was compiled (3.9e-4 built for AVX-512,
+     * 1.9e-4 for AVX2), flash's does not (6.5e-4 with the AVX-512 and with the portable tiles). */
     float *att = falloc((size_t)T * T), *ndq = falloc(n), *ndk = falloc(n), *ndv = falloc(n);
     float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NH));
     attention_gqa_forward(NULL, att, q, k, v, B, T, NH, NH, hs, hs, hs);
     attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NH, hs, hs, hs);
     double eq = worst_err(ndq, rq, n), ek = worst_err(ndk, rk, n);
     print_message("  attention.c on the same: dq %.2e dk %.2e\n", eq, ek);
-    check_close("flash extreme dq", dq, rq, n, 2 * eq > 1e-4 ? 2 * eq : 1e-4);
+    check_close("flash extreme dq", dq, rq, n, 2 * eq > 1e-3 ? 2 * eq : 1e-3);
     check_close("flash extreme dk", dk, rk, n, 2 * ek > 1e-4 ? 2 * ek : 1e-4);
     free(att), free(ndq), free(ndk), free(ndv), free(nscratch);
     free(q), free(k), free(v), free(g), free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);

@@ -64,8 +64,8 @@
  * group's k and v), and the packs their next 16 rows into L1. A diagonal micro-tile whose rows see
  * none of its second 16 keys computes one vector. None of this changes a bit (each output
  * element's sequence of roundings is the same). Measured (kernels_timing, 2 threads, cpu time,
- * interleaved with the build before, Zen 4 shared): W1 bf16 6.51 -> 5.50 ms forward + backward
- * (1.18x), llama-124M's GQA 5.56 -> 4.89 ms (1.14x); the fp32 path ~5% from the prefetches alone.
+ * medians of 6 rounds interleaved with the build before, Zen 4 shared): W1 bf16 6.89 -> 5.69 ms
+ * forward + backward (1.21x), llama-124M's GQA 5.78 -> 5.19 ms (1.11x); fp32 within the noise.
  * What is left: the products (~60% of the backward's time, each at 85-95% of the 3.6 vdpbf16ps
  * per ns one core gives here, measured by leaving them out one at a time), the exp, the packs, and
  * the rows' first reads from memory (~1 ms of the ~10 ms one thread spends at W1). */

@@ -29,7 +29,7 @@
  * compute's default) the six products take bf16 operands and accumulate in fp32 with AVX512_BF16's
  * vdpbf16ps (vecbf16.h; emulated with the same bits where the build lacks it): Q, K, V, dO rounded
  * to nearest-even when packed as pairs, Kᵀ and Vᵀ as (hs/2, Tpad) panels of pairs along hs, V and K
- * (and a chunk's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
+ * (and a head's Q, dO) as (Tpad/2, hs) pairs across two rows, Q and dO as pairs along hs for the
  * score broadcasts; P and dS rounded as the micro-kernels write them (forward: P's pairs over the
  * scores they came from; backward: dS pairs along keys for dQ, P and dS pairs across row pairs for
  * dV and dK, straight from the score epilogue). The row sum l is that of the fp32 P. The pair loops
@@ -52,8 +52,23 @@
  * with; they never use more threads; the larger of the two paths' needs): forward B*NKV*hs*Tpad
  * (Kᵀ; bf16: Kᵀ and V as pairs, the same) plus FA_BR x FA_BC scores per thread (bf16: and Q's tile
  * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
- * 1.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K, a chunk's Q and dO twice, three half-size tiles). O(T).
- */
+ * 3.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K and the head's Q and dO twice, three half-size tiles). O(T).
+ *
+ * Cost (bf16 products; bench/RESULTS.md, "Flash attention bf16, restructured"). Rounding to pairs
+ * is done once per row: the backward converts a head's Q and dO (both layouts) and computes D in
+ * one pass over its rows, not per query chunk; the forward rounds P into pairs inside its exp pass.
+ * dV then dK run as two passes (one right operand stays in L1). The q, k, v, dO, O and out rows lie
+ * a row stride of 3C (or C) apart, a page or more: the hardware prefetchers do not follow them, so
+ * the kernels fetch the next work item's rows into L2 a few rows at a time under the current score
+ * loops (row_prefetch: the next tile's q and out; the next head's q, dO, O and dq; the next KV
+ * group's k and v), and the packs their next 16 rows into L1. A diagonal micro-tile whose rows see
+ * none of its second 16 keys computes one vector. None of this changes a bit (each output
+ * element's sequence of roundings is the same). Measured (kernels_timing, 2 threads, cpu time,
+ * medians of 6 rounds interleaved with the build before, Zen 4 shared): W1 bf16 6.89 -> 5.69 ms
+ * forward + backward (1.21x), llama-124M's GQA 5.78 -> 5.19 ms (1.11x); fp32 within the noise.
+ * What is left: the products (~60% of the backward's time, each at 85-95% of the 3.6 vdpbf16ps
+ * per ns one core gives here, measured by leaving them out one at a time), the exp, the packs, and
+ * the rows' first reads from memory (~1 ms of the ~10 ms one thread spends at W1). */
 #include "kernels/kernels.h"
 #include "kernels/vecbf16.h"
 
@@ -86,6 +101,50 @@
 #endif
 
 static int imin(int a, int b) { return a < b ? a : b; }
+
+/* rows read with a large stride (q, k, v, dO of one head) are fetched PF_ROWS rows ahead: the
+ * hardware prefetchers do not follow a stride that crosses a page every row */
+#define PF_ROWS 8
+#ifndef PF_LOC
+#define PF_LOC 2 /* prefetcht1: into L2, leaving L1 to the tiles */
+#endif
+static inline void prefetch_row(const float *p, int n)
+{
+    for (int i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i);
+}
+
+/* The rows the next work item reads (and writes), fetched a few rows at a time while this one
+ * computes: up to 6 streams of `rows` rows of n floats (stride ld; write: fetched for writing) */
+typedef struct row_prefetch {
+    const float *p[6];
+    int ld[6];
+    bool write[6];
+    int streams, rows, n, done, step; /* step: rows per pf_advance */
+} row_prefetch;
+
+static void pf_add(row_prefetch *f, const float *p, int ld, bool write)
+{
+    f->p[f->streams] = p, f->ld[f->streams] = ld, f->write[f->streams] = write;
+    f->streams++;
+}
+
+static void pf_advance(row_prefetch *f)
+{
+    if (!f)
+        return;
+    int end = imin(f->rows, f->done + f->step);
+    for (; f->done < end; f->done++)
+        for (int s = 0; s < f->streams; s++) {
+            const float *r = f->p[s] + (size_t)f->done * f->ld[s];
+            for (int i = 0; i < f->n; i += 16) {
+                if (f->write[s])
+                    __builtin_prefetch(r + i, 1, PF_LOC);
+                else
+                    __builtin_prefetch(r + i, 0, PF_LOC);
+            }
+        }
+}
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* ---- sizes and threads ------------------------------------------------------------------------ */
@@ -113,15 +172,14 @@ static size_t bwd_thread_floats(int T, int hs)
 /* bf16 products: pairs (uint32_t) in the same float slots. hp = pairs per head row. Forward per
  * (b, KV head): Kᵀ (hp, Tp) and V (Tp/2, hs) pair panels; per thread the scores (P's pairs written
  * over them) and Q's tile as pairs (FA_BR, hp). Backward per thread: Kᵀ, Vᵀ (hp, Tp), K (Tp/2, hs),
- * D (Tp), the chunk's Q and dO as pairs along hs (FA_BQ, hp) and along rows (FA_BQ/2, hs), dS as
+ * D (Tp), the head's Q and dO as pairs along hs (Tp, hp) and along rows (Tp/2, hs), dS as
  * pairs along keys (FA_BQ, FA_BK/2), P and dS as pairs along rows (FA_BQ/2, FA_BK). */
 static int hpairs(int hs) { return (hs + 1) / 2; }
 static size_t bf_group_floats(int T, int hs) { return (size_t)hpairs(hs) * tpad(T) + (size_t)tpad(T) / 2 * hs; }
 static size_t fwd_thread_floats_bf(int hs) { return fwd_thread_floats() + (size_t)round_up(FA_BR * hpairs(hs), 16); }
-static size_t bwd_chunk_floats_bf(int hs) { return (size_t)FA_BQ * hpairs(hs) + (size_t)FA_BQ / 2 * hs; }
 static size_t bwd_thread_floats_bf(int T, int hs)
 {
-    return bf_group_floats(T, hs) + (size_t)hpairs(hs) * tpad(T) + tpad(T) + 2 * bwd_chunk_floats_bf(hs) +
+    return bf_group_floats(T, hs) + (size_t)hpairs(hs) * tpad(T) + tpad(T) + 2 * bf_group_floats(T, hs) +
            (size_t)FA_BQ * FA_BK / 2 + (size_t)FA_BQ * FA_BK;
 }
 
@@ -217,6 +275,8 @@ static void pairs_across_rows(uint32_t *dst, int ldd, const float *src, int lds,
 {
     for (int i = 0; i < pad_rows / 2; i++) {
         const float *r0 = src + (size_t)2 * i * lds, *r1 = r0 + lds;
+        if (2 * i + PF_ROWS + 1 < rows)
+            prefetch_row(r0 + (size_t)PF_ROWS * lds, w), prefetch_row(r1 + (size_t)PF_ROWS * lds, w);
         bool h0 = 2 * i < rows, h1 = 2 * i + 1 < rows;
         for (int e = 0; e < w; e += ZT_VL) {
             int k = w - e;
@@ -231,14 +291,18 @@ static void pairs_across_rows(uint32_t *dst, int ldd, const float *src, int lds,
 
 /* dst (hp, Tp) pairs = the pairs along hs of src (T, hs) row stride ld, transposed: dst[p][t] =
  * (src[t][2p], src[t][2p+1]); keys T..Tp zero */
-static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp, int hs, int ld)
+static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp, int hs, int ld, row_prefetch *pf)
 {
     const int hp = hpairs(hs);
 #ifdef __AVX512F__
-    for (int t0 = 0; t0 < Tp; t0 += 16)
+    for (int t0 = 0; t0 < Tp; t0 += 16) {
+        pf_advance(pf);
         for (int p0 = 0; p0 < hp; p0 += 16) {
             int d0 = 2 * p0, nd = hs - d0, np = imin(16, hp - p0);
             __m512 r[16];
+            if (p0 == 0) /* the next block's rows */
+                for (int i = 16; i < 32 && t0 + i < T; i++)
+                    prefetch_row(src + (size_t)(t0 + i) * ld, hs);
             for (int i = 0; i < 16; i++) {
                 const float *x = src + (size_t)(t0 + i) * ld + d0;
                 r[i] = t0 + i < T ? _mm512_castsi512_ps(zt_vbf_adjacent(loadk(x, nd), loadk(x + 16, nd - 16)))
@@ -248,7 +312,10 @@ static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp,
             for (int j = 0; j < np; j++)
                 _mm512_storeu_ps((float *)(dst + (size_t)(p0 + j) * Tp + t0), r[j]);
         }
+    }
 #else
+    for (int t0 = 0; t0 < Tp; t0 += 16)
+        pf_advance(pf);
     for (int p = 0; p < hp; p++)
         for (int t = 0; t < Tp; t++) {
             const float *x = src + (size_t)t * ld + 2 * p;
@@ -288,30 +355,32 @@ ALWAYS_INLINE void score_micro(float *S, int lds, const float *X, int ldx, const
 }
 
 /* the same on bf16 pairs: X (R, hp) pairs along hs, YT a (hp, ldy) pair panel, one vdpbf16ps per
- * pair of hs */
+ * pair of hs; NV = 1: the first ZT_VL keys only (a diagonal tile whose rows see no further) */
 ALWAYS_INLINE void score_micro_bf(float *S, int lds, const uint32_t *X, int ldx, const uint32_t *YT, int ldy,
-                                  int hp, float alpha, const int R)
+                                  int hp, float alpha, const int R, const int NV)
 {
     zt_vf a0[8], a1[8];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         a0[r] = a1[r] = zt_vzero();
     for (int k = 0; k < hp; k++) {
-        zt_vbf y0 = zt_vbf_load(YT + (size_t)k * ldy), y1 = zt_vbf_load(YT + (size_t)k * ldy + ZT_VL);
+        zt_vbf y0 = zt_vbf_load(YT + (size_t)k * ldy), y1 = NV == 2 ? zt_vbf_load(YT + (size_t)k * ldy + ZT_VL) : y0;
         IN_REG(y0);
         IN_REG(y1);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             zt_vbf x = zt_vbf_set1(X[(size_t)r * ldx + k]);
             a0[r] = zt_vdot_bf16(a0[r], x, y0);
-            a1[r] = zt_vdot_bf16(a1[r], x, y1);
+            if (NV == 2)
+                a1[r] = zt_vdot_bf16(a1[r], x, y1);
         }
     }
     zt_vf va = zt_vset1(alpha);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         zt_vstore(S + (size_t)r * lds, zt_vmul(a0[r], va));
-        zt_vstore(S + (size_t)r * lds + ZT_VL, zt_vmul(a1[r], va));
+        if (NV == 2)
+            zt_vstore(S + (size_t)r * lds + ZT_VL, zt_vmul(a1[r], va));
     }
 }
 
@@ -480,7 +549,8 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
  * pair's first key; an odd last row pairs with 0). */
 ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t *dST, int ldt2, const uint32_t *Q,
                                  const uint32_t *dO, int ldq, const uint32_t *KT, const uint32_t *VT, int ldt,
-                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R)
+                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R,
+                                 const int NV)
 {
     zt_vf s0[4], s1[4], g0[4], g1[4];
 #pragma GCC unroll 4
@@ -488,7 +558,8 @@ ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t 
         s0[r] = s1[r] = g0[r] = g1[r] = zt_vzero();
     for (int k = 0; k < hp; k++) {
         const uint32_t *kt = KT + (size_t)k * ldt, *vt = VT + (size_t)k * ldt;
-        zt_vbf k0 = zt_vbf_load(kt), k1 = zt_vbf_load(kt + ZT_VL), v0 = zt_vbf_load(vt), v1 = zt_vbf_load(vt + ZT_VL);
+        zt_vbf k0 = zt_vbf_load(kt), v0 = zt_vbf_load(vt);
+        zt_vbf k1 = NV == 2 ? zt_vbf_load(kt + ZT_VL) : k0, v1 = NV == 2 ? zt_vbf_load(vt + ZT_VL) : v0;
         IN_REG(k0);
         IN_REG(k1);
         IN_REG(v0);
@@ -497,15 +568,19 @@ ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t 
         for (int r = 0; r < R; r++) {
             zt_vbf q = zt_vbf_set1(Q[(size_t)r * ldq + k]), g = zt_vbf_set1(dO[(size_t)r * ldq + k]);
             s0[r] = zt_vdot_bf16(s0[r], q, k0);
-            s1[r] = zt_vdot_bf16(s1[r], q, k1);
             g0[r] = zt_vdot_bf16(g0[r], g, v0);
-            g1[r] = zt_vdot_bf16(g1[r], g, v1);
+            if (NV == 2) {
+                s1[r] = zt_vdot_bf16(s1[r], q, k1);
+                g1[r] = zt_vdot_bf16(g1[r], g, v1);
+            }
         }
     }
     zt_vf vs = zt_vset1(scale), p0[4], p1[4], d0[4], d1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         grad_row(&p0[r], &p1[r], &d0[r], &d1[r], s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
+        if (NV == 1) /* the keys past ZT_VL: masked for every row here (their exp is not needed) */
+            p1[r] = d1[r] = zt_vzero();
         zt_vbf_store(dSk + (size_t)r * ldk, zt_vbf_adjacent(d0[r], d1[r]));
     }
 #pragma GCC unroll 2
@@ -537,6 +612,37 @@ static float online_softmax_row(float *row, int valid, int n, float *m, float *l
     return alpha;
 }
 
+/* online_softmax_row for bf16 products: P rounded to pairs as it is computed, written over the
+ * row's first (n+1)/2 floats (keys valid..n and an odd n's pad key hold 0); the sum is
+ * zt_row_exp_sum's, added in the same order */
+static float online_softmax_row_bf(float *row, int valid, int n, float *m, float *l)
+{
+    float mx = zt_row_max(row, valid), mnew = mx > *m ? mx : *m;
+    zt_vf vm = zt_vset1(mnew), acc = zt_vzero();
+    for (int i = 0; i < n; i += 2 * ZT_VL) {
+        zt_vf e[2];
+        for (int h = 0; h < 2; h++) {
+            int k = valid - i - h * ZT_VL;
+            const float *x = row + i + h * ZT_VL;
+            if (k > 0) {
+                e[h] = zt_vexp(zt_vsub(k >= ZT_VL ? zt_vload(x) : zt_vloadn(x, k, -INFINITY), vm));
+                acc = zt_vadd(acc, e[h]);
+            } else {
+                e[h] = zt_vzero();
+            }
+        }
+        int np = imin(ZT_VL, (n - i + 1) / 2);
+        if (np == ZT_VL)
+            zt_vbf_store((uint32_t *)row + i / 2, zt_vbf_adjacent(e[0], e[1]));
+        else
+            zt_vbf_storen((uint32_t *)row + i / 2, zt_vbf_adjacent(e[0], e[1]), np);
+    }
+    float alpha = expf(*m - mnew);
+    *l = *l * alpha + zt_vhsum(acc);
+    *m = mnew;
+    return alpha;
+}
+
 static void scale_row(float *x, int n, float a)
 {
     int i;
@@ -553,7 +659,7 @@ static void scale_row(float *x, int n, float a)
  * rounded to pairs over the scores it was computed in. */
 static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, float *lrow, const float *qh,
                          int sq, const void *KT, int ldt, const void *vh, int skv, int i0, int mr, int hs,
-                         float scale, uint32_t *Qb)
+                         float scale, uint32_t *Qb, row_prefetch *pf)
 {
     const int end = i0 + mr, hp = hpairs(hs);
     const bool bf = Qb != NULL;
@@ -562,11 +668,16 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
     for (int r = 0; r < mr; r++)
         mrow[r] = -INFINITY, lrow[r] = 0.0f;
     if (bf)
-        for (int r = 0; r < mr; r++)
+        for (int r = 0; r < mr; r++) {
+            if (r + PF_ROWS < mr)
+                prefetch_row(qi + (size_t)(r + PF_ROWS) * sq, hs);
             pairs_along_row(Qb + (size_t)r * hp, qi + (size_t)r * sq, hs);
+        }
 #define SCORES(R)                                                                                                   \
-    (bf ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp, (const uint32_t *)KT + j0 + c0, \
-                         ldt, hp, scale, R)                                                                         \
+    (bf ? (cols - c0 <= ZT_VL ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
+                                               (const uint32_t *)KT + j0 + c0, ldt, hp, scale, R, 1)                 \
+                              : score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
+                                               (const uint32_t *)KT + j0 + c0, ldt, hp, scale, R, 2))                \
         : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, (const float *)KT + j0 + c0, ldt, \
                       hs, scale, R))
     for (int j0 = 0; j0 < end; j0 += FA_BC) {
@@ -574,6 +685,7 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         /* S = scale Qi Kjᵀ, each 8-row group only up to its last row's diagonal */
         int r = 0;
         for (; r + 8 <= mr; r += 8) {
+            pf_advance(pf);
             int cols = imin(n, i0 + r + 8 - j0);
             for (int c0 = 0; c0 < cols; c0 += NC)
                 SCORES(8);
@@ -585,11 +697,11 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         }
         for (r = 0; r < mr; r++) {
             int valid = imin(n, i0 + r + 1 - j0); /* >= 1: j0 <= i0 (FA_BC is a multiple of FA_BR) */
-            float alpha = online_softmax_row(S + (size_t)r * FA_BC, valid, n, mrow + r, lrow + r);
+            float *row = S + (size_t)r * FA_BC;
+            float alpha = bf ? online_softmax_row_bf(row, valid, n, mrow + r, lrow + r)
+                             : online_softmax_row(row, valid, n, mrow + r, lrow + r);
             if (j0 > 0 && alpha != 1.0f)
                 scale_row(oi + (size_t)r * so, hs, alpha);
-            if (bf)
-                pairs_along_row((uint32_t *)(S + (size_t)r * FA_BC), S + (size_t)r * FA_BC, n);
         }
         /* O (+)= P Vj, each 4-row group only over the keys its last row sees */
         for (r = 0; r < mr;) {
@@ -627,7 +739,15 @@ void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const f
             const float *kg = k + (size_t)(bg / NKV) * T * skv + (size_t)(bg % NKV) * hs;
             float *panel = scratch + (size_t)bg * group;
             if (bf16) {
-                pack_transposed_bf16((uint32_t *)panel, kg, T, Tp, hs, skv);
+                /* the next group's k and v rows, 16 of each per block of this one's Kᵀ */
+                row_prefetch pf = {.n = hs, .rows = T, .step = 16}, *pfp = NULL;
+                if (bg + 1 < B * NKV) {
+                    const float *k1 = k + (size_t)((bg + 1) / NKV) * T * skv + (size_t)((bg + 1) % NKV) * hs;
+                    pf_add(&pf, k1, skv, false);
+                    pf_add(&pf, v + (k1 - k), skv, false);
+                    pfp = &pf;
+                }
+                pack_transposed_bf16((uint32_t *)panel, kg, T, Tp, hs, skv, pfp);
                 pairs_across_rows((uint32_t *)panel + (size_t)hp * Tp, hs, v + (kg - k), skv, T, Tp, hs);
             } else {
                 pack_transposed(panel, kg, T, Tp, hs, skv);
@@ -643,8 +763,17 @@ void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const f
             const float *panel = scratch + ((size_t)b * NKV + h / G) * group;
             const void *vh = bf16 ? (const void *)((const uint32_t *)panel + (size_t)hp * Tp)
                                   : (const void *)(v + (size_t)b * T * skv + (size_t)(h / G) * hs);
+            /* the next item's q and out rows (o (T, C) and q (T, sq) rows of head h at tile i0) */
+            row_prefetch pf = {.n = hs, .step = 8}, *pfp = NULL;
+            if (it + 1 < items) {
+                int t1 = (int)((it + 1) % ntiles), bh1 = (int)((it + 1) / ntiles), b1 = bh1 / NH, h1 = bh1 % NH;
+                pf.rows = imin(FA_BR, T - t1 * FA_BR);
+                pf_add(&pf, q + ((size_t)b1 * T + (size_t)t1 * FA_BR) * sq + (size_t)h1 * hs, sq, false);
+                pf_add(&pf, out + ((size_t)b1 * T + (size_t)t1 * FA_BR) * C + (size_t)h1 * hs, C, true);
+                pfp = &pf;
+            }
             forward_tile(out + (size_t)b * T * C + (size_t)h * hs, C, lse + (size_t)bh * T, S, mrow, lrow,
-                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb);
+                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb, pfp);
         }
     }
 }
@@ -675,13 +804,14 @@ typedef struct head_args {
 
 /* key block j0 (n keys), query rows r0 .. r0+nr: P and dS tiles, then the products */
 static void backward_tile(const head_args *a, float *P, float *dS, const float *D, int j0, int n, int r0,
-                          int nr, float scale)
+                          int nr, float scale, row_prefetch *pf)
 {
     const int hs = a->hs;
     const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
     /* P, dS for each 4-row group up to its last row's diagonal */
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             float *p = P + (size_t)rr * FA_BK + c0, *ds = dS + (size_t)rr * FA_BK + c0;
             const float *q = qr + (size_t)rr * a->sq, *dO = dOr + (size_t)rr * a->C;
@@ -717,54 +847,57 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
 }
 
 /* the bf16 path's per-thread buffers (all pairs): the KV group's Kᵀ, Vᵀ (hp, Tp) and K (Tp/2, hs),
- * a chunk's Q, dO along hs (FA_BQ, hp) and across rows (FA_BQ/2, hs), dS along keys (FA_BQ,
+ * the head's Q, dO along hs (Tp, hp) and across rows (Tp/2, hs), dS along keys (FA_BQ,
  * FA_BK/2), P and dS across rows (FA_BQ/2, FA_BK) */
 typedef struct bf_bufs {
     uint32_t *KT, *VT, *K, *Qb, *dOb, *Q2, *dO2, *dSk, *PT, *dST;
 } bf_bufs;
 
-/* backward_tile with bf16 products: the chunk's Q and dO rounded to pairs, the scores in groups of
+/* backward_tile with bf16 products: the head's Q and dO pairs (head_pairs_bf), the scores in groups of
  * 4, 2 or 1 rows from even rows (so that every row pair is written by one micro-kernel), the pair
  * loops starting at an even row and rounding the keys up to a pair (the extra row or key holds a
  * masked 0, or lies in the zero padding) */
 static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *D, int j0, int n, int r0, int nr,
-                             float scale)
+                             float scale, row_prefetch *pf)
 {
-    const int hs = a->hs, hp = hpairs(hs), nrp = (nr + 1) / 2 * 2, Tp = a->Tp;
-    const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
-    for (int r = 0; r < nr; r++) {
-        pairs_along_row(w->Qb + (size_t)r * hp, qr + (size_t)r * a->sq, hs);
-        pairs_along_row(w->dOb + (size_t)r * hp, dOr + (size_t)r * a->C, hs);
-    }
-    pairs_across_rows(w->Q2, hs, qr, a->sq, nr, nrp, hs);
-    pairs_across_rows(w->dO2, hs, dOr, a->C, nr, nrp, hs);
+    const int hs = a->hs, hp = hpairs(hs), Tp = a->Tp;
+    /* the head's pairs from the chunk's first row (r0 is even) */
+    const uint32_t *Qb = w->Qb + (size_t)r0 * hp, *dOb = w->dOb + (size_t)r0 * hp;
+    const uint32_t *Q2 = w->Q2 + (size_t)(r0 / 2) * hs, *dO2 = w->dO2 + (size_t)(r0 / 2) * hs;
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;
             uint32_t *pt = w->PT + (size_t)(rr / 2) * FA_BK + c0, *dst = w->dST + (size_t)(rr / 2) * FA_BK + c0;
-            const uint32_t *q = w->Qb + (size_t)rr * hp, *g = w->dOb + (size_t)rr * hp;
+            const uint32_t *q = Qb + (size_t)rr * hp, *g = dOb + (size_t)rr * hp;
             const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
             const float *l = a->lse + t0, *d = D + t0;
+#define GRAD(R, NV)                                                                                                 \
+    grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, R, NV)
+            bool half = cols - c0 <= ZT_VL; /* the group's last row sees none of the second vector's keys */
             if (R == 4)
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 4);
+                half ? GRAD(4, 1) : GRAD(4, 2);
             else if (R == 2)
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 2);
+                half ? GRAD(2, 1) : GRAD(2, 2);
             else
-                grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, 1);
+                half ? GRAD(1, 1) : GRAD(1, 2);
+#undef GRAD
         }
         rr += R;
     }
-    /* dVj (+)= Pᵀ dO and dKj (+)= dSᵀ Q over row pairs from the pair of the first row that sees the
-     * key group */
+    /* dVj (+)= Pᵀ dO, then dKj (+)= dSᵀ Q (one right operand at a time stays in L1), over row
+     * pairs from the pair of the first row that sees the key group */
     bool add = !(a->first && r0 == j0);
-    for (int c = 0; c < n;) {
-        int R = n - c >= 4 ? 4 : 1, k0 = (j0 + c > r0 ? j0 + c - r0 : 0) & ~1, kp = (nr - k0 + 1) / 2;
-        ay_rows(a->dv + (size_t)(j0 + c) * a->skv, a->skv, w->PT + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
-                w->dO2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
-        ay_rows(a->dk + (size_t)(j0 + c) * a->skv, a->skv, w->dST + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
-                w->Q2 + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
-        c += R;
+    for (int pass = 0; pass < 2; pass++) {
+        float *dst = pass == 0 ? a->dv : a->dk;
+        const uint32_t *A = pass == 0 ? w->PT : w->dST, *Y = pass == 0 ? dO2 : Q2;
+        for (int c = 0; c < n;) {
+            int R = n - c >= 4 ? 4 : 1, k0 = (j0 + c > r0 ? j0 + c - r0 : 0) & ~1, kp = (nr - k0 + 1) / 2;
+            ay_rows(dst + (size_t)(j0 + c) * a->skv, a->skv, A + (size_t)(k0 / 2) * FA_BK + c, 1, FA_BK,
+                    Y + (size_t)(k0 / 2) * hs, hs, kp, hs, add, R, true);
+            c += R;
+        }
     }
     /* dQ (+)= dS Kj over key pairs */
     for (int rr = 0; rr < nr;) {
@@ -775,16 +908,52 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     }
 }
 
-static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale)
+/* the bf16 path's per-head pass: D, and Q and dO of all T rows as pairs along hs (Qb, dOb) and
+ * across row pairs (Q2, dO2; an odd T's last row pairs with 0), each row read once */
+static void head_pairs_bf(const head_args *a, const bf_bufs *w, float *D)
 {
-    rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
+    const int T = a->T, hs = a->hs, hp = hpairs(hs);
+    for (int t = 0; t < T; t += 2) {
+        int rows = imin(2, T - t);
+        const float *q = a->q + (size_t)t * a->sq, *g = a->dO + (size_t)t * a->C;
+        if (t + PF_ROWS + 1 < T) {
+            prefetch_row(q + (size_t)PF_ROWS * a->sq, hs), prefetch_row(q + (size_t)(PF_ROWS + 1) * a->sq, hs);
+            prefetch_row(g + (size_t)PF_ROWS * a->C, hs), prefetch_row(g + (size_t)(PF_ROWS + 1) * a->C, hs);
+            const float *o = a->O + (size_t)(t + PF_ROWS) * a->C;
+            prefetch_row(o, hs), prefetch_row(o + a->C, hs);
+        }
+        for (int r = 0; r < rows; r++) {
+            D[t + r] = zt_row_dot(g + (size_t)r * a->C, a->O + (size_t)(t + r) * a->C, hs);
+            pairs_along_row(w->Qb + (size_t)(t + r) * hp, q + (size_t)r * a->sq, hs);
+            pairs_along_row(w->dOb + (size_t)(t + r) * hp, g + (size_t)r * a->C, hs);
+        }
+        pairs_across_rows(w->Q2 + (size_t)(t / 2) * hs, hs, q, a->sq, rows, 2, hs);
+        pairs_across_rows(w->dO2 + (size_t)(t / 2) * hs, hs, g, a->C, rows, 2, hs);
+    }
+}
+
+/* pf (may be NULL): the next head's rows, fetched a few at a time under the score products */
+static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale,
+                          row_prefetch *pf)
+{
+    if (w)
+        head_pairs_bf(a, w, D);
+    else
+        rowdot(D, a->dO, a->O, a->T, a->C, a->hs);
+    if (pf) { /* spread over the score loops' row groups (about nr / 4 per tile) */
+        long groups = 0;
+        for (int j0 = 0; j0 < a->T; j0 += FA_BK)
+            for (int r0 = j0; r0 < a->T; r0 += FA_BQ)
+                groups += imin(FA_BQ, a->T - r0) / 4;
+        pf->step = (int)((pf->rows + groups) / (groups + 1)) + 1;
+    }
     for (int j0 = 0; j0 < a->T; j0 += FA_BK) {
         int n = imin(FA_BK, a->T - j0);
         for (int r0 = j0; r0 < a->T; r0 += FA_BQ) {
             if (w)
-                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
             else
-                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale);
+                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
         }
     }
 }
@@ -805,10 +974,10 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
             w.K = w.VT + (size_t)hp * Tp;
             D = (float *)(w.K + (size_t)Tp / 2 * hs);
             w.Qb = (uint32_t *)(D + Tp);
-            w.dOb = w.Qb + (size_t)FA_BQ * hp;
-            w.Q2 = w.dOb + (size_t)FA_BQ * hp;
-            w.dO2 = w.Q2 + (size_t)FA_BQ / 2 * hs;
-            w.dSk = w.dO2 + (size_t)FA_BQ / 2 * hs;
+            w.dOb = w.Qb + (size_t)Tp * hp;
+            w.Q2 = w.dOb + (size_t)Tp * hp;
+            w.dO2 = w.Q2 + (size_t)Tp / 2 * hs;
+            w.dSk = w.dO2 + (size_t)Tp / 2 * hs;
             w.PT = w.dSk + (size_t)FA_BQ * FA_BK / 2;
             w.dST = w.PT + (size_t)FA_BQ / 2 * FA_BK;
             KT = VT = NULL;
@@ -821,8 +990,8 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
             int b = bg / NKV, g = bg % NKV;
             size_t kvoff = (size_t)b * T * skv + (size_t)g * hs;
             if (bf16) {
-                pack_transposed_bf16(w.KT, k + kvoff, T, Tp, hs, skv);
-                pack_transposed_bf16(w.VT, v + kvoff, T, Tp, hs, skv);
+                pack_transposed_bf16(w.KT, k + kvoff, T, Tp, hs, skv, NULL);
+                pack_transposed_bf16(w.VT, v + kvoff, T, Tp, hs, skv, NULL);
                 pairs_across_rows(w.K, hs, k + kvoff, skv, T, Tp, hs);
             } else {
                 pack_transposed(KT, k + kvoff, T, Tp, hs, skv);
@@ -834,7 +1003,23 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
                                .O = out + ooff, .lse = lse + ((size_t)b * NH + h) * T, .q = q + qoff,
                                .k = k + kvoff, .KT = KT, .VT = VT, .T = T, .C = C, .hs = hs, .sq = sq,
                                .skv = skv, .Tp = Tp, .first = h == g * G};
-                backward_head(&a, bf16 ? &w : NULL, D, P, dS, scale);
+                /* the next head's q, dO, O rows and dq (to be written); where it opens the next KV group, its k, v */
+                row_prefetch pf = {.n = hs, .rows = T}, *pfp = NULL;
+                int h1 = h + 1 < (g + 1) * G ? h + 1 : h + 1 < NH ? h + 1 : 0, b1 = h + 1 < NH ? b : b + 1;
+                if (b1 < B) {
+                    size_t q1 = (size_t)b1 * T * sq + (size_t)h1 * hs, o1 = (size_t)b1 * T * C + (size_t)h1 * hs;
+                    pf_add(&pf, q + q1, sq, false);
+                    pf_add(&pf, dout + o1, C, false);
+                    pf_add(&pf, out + o1, C, false);
+                    pf_add(&pf, dq + q1, sq, true);
+                    if (h1 % G == 0) {
+                        size_t kv1 = (size_t)b1 * T * skv + (size_t)(h1 / G) * hs;
+                        pf_add(&pf, k + kv1, skv, false);
+                        pf_add(&pf, v + kv1, skv, false);
+                    }
+                    pfp = &pf;
+                }
+                backward_head(&a, bf16 ? &w : NULL, D, P, dS, scale, pfp);
             }
         }
     }

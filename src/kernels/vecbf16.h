@@ -8,7 +8,7 @@
  *   zt_vbf_pairs(lo, hi)   lane i = (bf16(lo[i]), bf16(hi[i])): two rows interleaved
  *   zt_vdot_bf16(acc, a, b) lane i: acc + a.odd b.odd, rounded, + a.even b.even, rounded (fp32)
  *
- * Where the build has AVX512_BF16 these are vcvtne2ps2bf16, vcvtneps2bf16 and vdpbf16ps; with
+ * Where the build has AVX512_BF16 these are vcvtne2ps2bf16, vcvtne2ps2bf16 + vpermw and vdpbf16ps; with
  * AVX-512F alone, integer vector code with the same rounding and two fused multiply-adds in the
  * order Intel's pseudo-code gives (a product of two bf16 values is exact in fp32, so each step is
  * one rounding); without AVX-512 the same in scalar code (ZT_VL 1). tests/test_flash_attention.c
@@ -91,10 +91,20 @@ static inline zt_vbf zt_vbf_adjacent(zt_vf a, zt_vf b)
 }
 static inline zt_vf zt_vdot_bf16(zt_vf acc, zt_vbf a, zt_vbf b) { return zt_vdot_bf16_fma(acc, a, b); }
 #endif
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+/* both rounded by one vcvtne2ps2bf16 (lo the low 16 words, hi the high 16), then interleaved */
+static inline zt_vbf zt_vbf_pairs(zt_vf lo, zt_vf hi)
+{
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+#else
 static inline zt_vbf zt_vbf_pairs(zt_vf lo, zt_vf hi)
 {
     return _mm512_or_si512(zt_vbf_round_(lo), _mm512_slli_epi32(zt_vbf_round_(hi), 16));
 }
+#endif
 
 #else
 /* ---- scalar fallback: 1 lane (memcpy: the pairs may live in a float buffer) ----------------- */

@@ -300,7 +300,7 @@ int zt_hf_config_parse(const char *json, size_t len, const char *path, zt_hf_mod
 }
 
 int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) {
-    const zt_hf_arch *a;
+    const zt_hf_arch *a = NULL; /* set by zt_hf_arch_for_model on success */
     *ents = NULL;
     *n = 0;
     int rc = zt_hf_arch_for_model(m, &a, err);
@@ -318,7 +318,7 @@ int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) 
 bool zt_hf_has_in_file(const void *st_file, const char *name) { return zt_st_has(st_file, name); }
 
 void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_entry *ent) {
-    const zt_hf_arch *a;
+    const zt_hf_arch *a = NULL; /* set by zt_hf_arch_for_model on success */
     zt_error ignore;
     if (has(ctx, ent->name) || zt_hf_arch_for_model(m, &a, &ignore)) return;
     char alt[sizeof ent->name];

@@ -232,7 +232,7 @@ int zt_rs_post_(zt_comm_op *op, zt_dtype dtype, const void *send, void *recv, zt
  * ---------------------------------------------------------------------------------------------- */
 static int rs_start(zt_comm *c, zt_dtype dtype, const void *send, void *recv, const size_t *counts,
                     const char *tag, zt_comm_op **out, zt_error *err) {
-    size_t total;
+    size_t total = 0; /* set by zt_counts_check_ on success */
     int rc = zt_comm_ready_(c, "reduce_scatter", err);
     if (rc) return rc;
     if ((rc = zt_reduce_dtype_check_(c, "reduce_scatter", dtype, err))) return rc;

@@ -247,7 +247,9 @@ corrupt_running() {
   f=""; for _ in $(seq 1 300); do f="$(ls "$NV"/*/rank-00001.$kind 2>/dev/null | head -1)"; [ -n "$f" ] && break; sleep 0.1; done
   sleep 0.5
   while kill -0 $job 2>/dev/null && [ -n "$f" ]; do
-    printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc status=none 2>/dev/null; sleep 0.01
+    # nocreat: once the run has removed the file, dd must not make it again (a file made between
+    # the run's unlink and its rmdir left the directory behind: a flake, not the engine's doing)
+    printf '\xff\xff\xff\x7f' | dd of="$f" bs=1 seek=4096 conv=notrunc,nocreat status=none 2>/dev/null; sleep 0.01
   done
   wait $job; rc=$?
   set -e

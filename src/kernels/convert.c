@@ -21,6 +21,9 @@
 #include "kernels/vecbf16.h"
 
 #include <string.h>
+#ifdef __F16C__
+#include <immintrin.h> /* _cvtss_sh / _cvtsh_ss (AVX2 builds have F16C without AVX-512) */
+#endif
 
 /* dst[i0, end) = bf16 of src: 32 lanes at a time with vcvtne2ps2bf16, the same rule in scalar code */
 static void f32_to_bf16_range(uint16_t *dst, const float *src, size_t i, size_t end)

@@ -33,8 +33,8 @@
 #include <omp.h>
 #endif
 
-#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
-#include <immintrin.h> /* AVX-512 vectors; F16C's conversions in convert.c on AVX2-only builds */
+#ifdef __AVX512F__
+#include <immintrin.h>
 #endif
 
 /* ---- static partition ------------------------------------------------------------------------ */

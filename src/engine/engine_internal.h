@@ -412,6 +412,9 @@ void zt_ckpt_backward_done(zt_engine *e, int u);
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);
 float *zt_grads_for(zt_engine *e, int param, zt_error *err);  /* full grad of param (zeroed on first use) */
 int zt_grads_unit_done(zt_engine *e, int unit, zt_error *err); /* after unit's backward */
+/* param i's gradient-norm chunk partials (its full gradient, or this rank's reduced piece under a
+ * sharded optimizer) into e->norm_partials: the step's pass and the early norm's, one computation */
+void zt_grads_norm_partials(zt_engine *e, int param);
 int zt_grads_end_micro(zt_engine *e, zt_error *err);
 int zt_grads_finish(zt_engine *e, zt_error *err);               /* fold trees, reduce what is deferred */
 void zt_grads_reset(zt_engine *e);

@@ -128,17 +128,26 @@ static bool norm_early_ok(const zt_engine *e) {
            e->grad_kind < 0 && p->grads == ZT_DTYPE_FP32 && p->reduce == ZT_DTYPE_FP32;
 }
 
-/* norm_early: the partials of unit u's own trainable parameters, their gradient final */
-static void norm_unit(zt_engine *e, int u) {
-    const zt_unit *un = &e->model->units[u];
+void zt_grads_norm_partials(zt_engine *e, int i) {
     const zt_plan *pl = &e->plan;
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        if (pl->p[i].owner_unit != u || !e->model->params[i].trainable) continue;
-        int64_t first, count;
+    int64_t first, count;
+    if (!e->shard_optim) {
         zt_plan_norm_chunks(pl, i, 0, &first, &count);
         zt_chunk_sum_squares(e->micro_grads + pl->p[i].gfull_off, e->model->params[i].numel, ZT_NORM_CHUNK,
                              e->norm_partials + first);
+    } else {
+        zt_plan_norm_chunks(pl, i, pl->shard, &first, &count);
+        zt_chunk_sum_squares(e->grad_pieces + pl->p[i].gshard_off, zt_plan_shard_numel(pl, i, pl->shard),
+                             ZT_NORM_CHUNK, e->norm_partials + first);
+    }
+}
+
+/* norm_early: the partials of unit u's own trainable parameters, their gradient final */
+static void norm_unit(zt_engine *e, int u) {
+    const zt_unit *un = &e->model->units[u];
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (e->plan.p[i].owner_unit == u && e->model->params[i].trainable) zt_grads_norm_partials(e, i);
     }
 }
 
@@ -157,10 +166,10 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
         e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL;
         e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && (e->grad_pieces || e->grad_kind >= 0);
         if (e->micro_direct) e->micro_pieces = e->grad_pieces;
-        /* gradient offload: the norm partials are taken unit by unit as the pieces are written */
-        if (e->grad_kind >= 0) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
-        /* early norm: likewise as each unit's gradient is final (a frozen parameter's stay 0) */
-        if ((e->norm_early = norm_early_ok(e))) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
+        /* the norm partials taken unit by unit during backward: gradient offload as the pieces are
+         * written, the early norm as each unit's gradient is final (a frozen parameter's stay 0) */
+        e->norm_early = norm_early_ok(e);
+        if (e->grad_kind >= 0 || e->norm_early) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
     } else {
         e->norm_early = false; /* a second micro-batch adds to the gradients taken */
     }

@@ -18,19 +18,8 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
      * early norm: each unit's when its backward was done (grads.c) */
     bool taken = e->grad_kind >= 0 || e->norm_early;
     if (!taken) memset(e->norm_partials, 0, (size_t)pl->norm_chunks * sizeof(double));
-    for (int i = 0; i < m->n_params && !taken; i++) {
-        int64_t first, count;
-        if (!m->params[i].trainable) continue; /* frozen: no part in the norm (its partials stay 0) */
-        if (!e->shard_optim) {
-            zt_plan_norm_chunks(pl, i, 0, &first, &count);
-            zt_chunk_sum_squares(e->micro_grads + pl->p[i].gfull_off, m->params[i].numel, ZT_NORM_CHUNK,
-                                 e->norm_partials + first);
-        } else {
-            zt_plan_norm_chunks(pl, i, pl->shard, &first, &count);
-            zt_chunk_sum_squares(e->grad_pieces + pl->p[i].gshard_off, zt_plan_shard_numel(pl, i, pl->shard),
-                                 ZT_NORM_CHUNK, e->norm_partials + first);
-        }
-    }
+    for (int i = 0; i < m->n_params && !taken; i++)
+        if (m->params[i].trainable) zt_grads_norm_partials(e, i); /* frozen: no part in the norm (partials stay 0) */
     if (e->shard_optim && pl->nshards > 1) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;

@@ -105,9 +105,7 @@ static int imin(int a, int b) { return a < b ? a : b; }
 /* rows read with a large stride (q, k, v, dO of one head) are fetched PF_ROWS rows ahead: the
  * hardware prefetchers do not follow a stride that crosses a page every row */
 #define PF_ROWS 8
-#ifndef PF_LOC
 #define PF_LOC 2 /* prefetcht1: into L2, leaving L1 to the tiles */
-#endif
 static inline void prefetch_row(const float *p, int n)
 {
     for (int i = 0; i < n; i += 16)

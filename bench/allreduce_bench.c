@@ -9,7 +9,10 @@
  * in before the barrier, untimed) and its time is the slowest rank's. On 2 ranks the two
  * results must be the same bits (one addition, a+b = b+a), which is checked. Prints a markdown
  * table (the algorithm zerotrain picked per size, the ratio of the medians and of the fastest
- * calls), the ratio at 64 MB, the lowest ratio, and how much CPU other processes took meanwhile.
+ * calls, and in how many of zerotrain's timed calls rank 0 found its peer's core far: the 2-vCPU
+ * VMs move between two placements that change both libraries' times, see comm.h
+ * zt_comm_shm_peer_far and build/bench/vcpu_placement), the ratio at 64 MB, the lowest ratio, and
+ * how much CPU other processes took meanwhile.
  */
 #include "comm/comm.h"
 
@@ -54,6 +57,8 @@ static void cpu_seconds(double *all, double *self) {
     }
 }
 
+static int far_calls; /* zerotrain's timed calls after which rank 0 found its peer's core far */
+
 static double timed(int which, zt_comm *zc, float *buf, const float *src, size_t n, int *bad) {
     memcpy(buf, src, n * sizeof *buf);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -64,6 +69,7 @@ static double timed(int which, zt_comm *zc, float *buf, const float *src, size_t
             fprintf(stderr, "%s\n", err.msg);
             *bad = 1;
         }
+        far_calls += zt_comm_shm_peer_far(zc);
     } else {
         MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
@@ -126,7 +132,7 @@ int main(int argc, char **argv) {
                "bytes; bus bandwidth = 2(N-1)/N x bytes / time\n\n",
                N, reps, zt_comm_chunk_bytes(world));
         printf("| size | zerotrain algorithm | zerotrain ms | zerotrain GB/s | Open MPI ms | Open MPI GB/s | "
-               "zerotrain / Open MPI | the same, fastest calls |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
+               "zerotrain / Open MPI | the same, fastest calls | peer far (calls) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     }
     size_t maxn = (size_t)max_kb << 8;
     float *buf = malloc(maxn * sizeof *buf), *src = malloc(maxn * sizeof *src),
@@ -154,6 +160,7 @@ int main(int argc, char **argv) {
             if (me == 0) fprintf(stderr, "%s: zerotrain and Open MPI results differ\n", label);
             bad = 1;
         }
+        far_calls = 0;
         for (int r = 0; r < reps; r++) {
             if (r % 2) {
                 tz[r] = timed(0, world, buf, src, n, &bad);
@@ -168,9 +175,9 @@ int main(int argc, char **argv) {
         if (kb == 64 << 10) ratio64 = m / z;
         if (worst == 0 || m / z < worst) worst = m / z;
         if (me == 0)
-            printf("| %s | %s | %.3f | %.2f | %.3f | %.2f | %.0f%% | %.0f%% |\n", label,
+            printf("| %s | %s | %.3f | %.2f | %.3f | %.2f | %.0f%% | %.0f%% | %d of %d |\n", label,
                    zt_ar_algo_name(zt_comm_all_reduce_algo(world, ZT_DTYPE_FP32, n)), 1e3 * z, f / z, 1e3 * m,
-                   f / m, 100 * m / z, 100 * tm[0] / tz[0]);
+                   f / m, 100 * m / z, 100 * tm[0] / tz[0], far_calls, reps);
     }
     double all1, self1, selfsum = 0;
     cpu_seconds(&all1, &self1);

@@ -87,6 +87,14 @@ import json, os, resource, shlex, statistics, subprocess, sys, time
 zt, py, torch_script, steps, warmup, rounds, threads, tdtype, zt_args, torch_args, only, preset = sys.argv[1:]
 rounds = int(rounds)
 
+def placement():
+    """the vCPUs' placement (bench/vcpu_placement: one die or across dies), built beside zerotrain"""
+    probe = os.path.join(os.path.dirname(zt), "bench", "vcpu_placement")
+    if not os.access(probe, os.X_OK):
+        return "placement not probed (no build/bench/vcpu_placement)"
+    r = subprocess.run([probe], capture_output=True, text=True)
+    return (r.stdout.strip() or r.stderr.strip() or "vcpu_placement printed nothing")
+
 def cpu_family():
     """'family N (model name)' from /proc/cpuinfo: the numbers depend on the CPU a session gets"""
     fam, name = "?", "?"
@@ -115,7 +123,7 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 def run(name, cmd):
-    print(f"\n=== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+    print(f"\n=== {name}: {' '.join(shlex.quote(c) for c in cmd)}\n  before: {placement()}", flush=True)
     a0, c0, t0 = cpu_all(), children_cpu(), time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -141,8 +149,8 @@ def run(name, cmd):
         sys.exit(f"w1.sh: {name} {why}. Expected a last line like "
                  f'{{"impl":"...","tok_per_s_median":...}}; last lines:\n    {tail}')
     res["_other_cpus"] = round(other, 2)
-    print(f"  -> {res['tok_per_s_median']} tok/s (other processes meanwhile: {other:.2f} CPUs)",
-          flush=True)
+    print(f"  -> {res['tok_per_s_median']} tok/s (other processes meanwhile: {other:.2f} CPUs)\n"
+          f"  after: {placement()}", flush=True)
     return res
 
 common = ["--preset", preset, "-B", "4", "-T", "256", "--steps", steps, "--warmup", warmup]

@@ -555,25 +555,35 @@ static void check_ar_algos(zt_comm *c) {
     use_algo(c, ZT_AR_ALGO_AUTO);
 }
 
-/* 2 ranks: the one-shot up to 8 MiB (ZT_SHM_ONESHOT_MAX), above it the single copy where the ranks
- * may read each other's memory (else the rings). Around the one-shot's 256 KiB pieces (one element
- * short, exact, one more), its ring of 16 pieces (one short of a wrap, a wrap and 3 elements), the
- * bound exactly and one element past it, then back and forth across the bound (each op's slots
- * used another way than the previous op's); bf16 and fp16 on either side of the pieces and of the
- * bound; each against the reference tree and reduce-scatter + all-gather, SHM forced and AUTO by
- * turns (AUTO's digests must equal those without the segment). */
+/* 2 ranks: the one-shot at every size (all_reduce_shm.c): 64 KiB pieces up to 1 MiB, 256 KiB
+ * above, one a slot in a ring of 16. Around the small pieces (one element short, exact, one more),
+ * the 1 MiB bound (exactly and one element past: the pieces change), the ring of large pieces (one
+ * short of a wrap, a wrap and 3 elements, many wraps), then back and forth; bf16 and fp16 on either
+ * side of the pieces and of the bound. Each size with the stores forced through the caches,
+ * streamed, and chosen by the comm (AUTO) in turn, SHM forced and AUTO by turns, against the
+ * reference tree (AUTO's digests must equal those without the segment: the stores change no bit). */
 static void check_ar_two_rank_modes(zt_comm *c) {
     if (g_size != 2) return;
-    size_t lo = 2u << 20, pf = 1u << 16, ph = 1u << 17; /* fp32 elements of 8 MiB; a piece in fp32, in 2 bytes */
-    size_t ns[] = {pf - 1, pf, pf + 1, 16 * pf - 1, 16 * pf + 3, lo - 1, lo, lo + 1,
-                   lo + (1u << 16) * 5 / 2 + 3, lo + (1u << 17) + 1, 3, lo + 1, pf + 1};
+    CHECK(zt_comm_set_all_reduce_stores(c, (zt_ar_stores)3) == ZT_ERR_USAGE, "stores 3 refused");
+    CHECK(zt_comm_set_all_reduce_stores(NULL, ZT_AR_STORES_AUTO) == ZT_ERR_USAGE, "stores on no comm refused");
+    size_t sp = 1u << 14, lp = 1u << 16, lo = 1u << 18; /* fp32 elements of a small piece, a large one, 1 MiB */
+    size_t ns[] = {sp - 1, sp, sp + 1, lo - 1, lo, lo + 1, 16 * lp - 1, 16 * lp + 3, 40 * lp + 5, 3, lo + 1, sp + 1};
     const int algos[] = {ZT_AR_ALGO_SHM, ZT_AR_ALGO_AUTO};
-    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) check_ar(c, ns[t], 480 + t, t % 2 == 1, algos[t % 2]);
-    size_t hs[] = {ph - 1, ph + 1, 16 * ph + 5, 2 * lo, 2 * lo + 1};
+    const zt_ar_stores stores[] = {ZT_AR_STORES_CACHED, ZT_AR_STORES_STREAMING, ZT_AR_STORES_AUTO};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        CHECK(zt_comm_set_all_reduce_stores(c, stores[t % 3]) == ZT_OK, "stores %d", (int)stores[t % 3]);
+        check_ar(c, ns[t], 480 + t, t % 2 == 1, algos[t % 2]);
+    }
+    size_t hs[] = {2 * sp - 1, 2 * sp + 1, 2 * lo + 5, 32 * lp + 3, 2 * lo + 1};
     for (size_t t = 0; t < sizeof hs / sizeof hs[0]; t++) {
+        CHECK(zt_comm_set_all_reduce_stores(c, stores[(t + 1) % 3]) == ZT_OK, "stores");
         check_ar_half(ZT_DTYPE_BF16, c, hs[t], 500 + t, t % 2 == 0, algos[t % 2]);
+        CHECK(zt_comm_set_all_reduce_stores(c, stores[t % 3]) == ZT_OK, "stores");
         check_ar_half(ZT_DTYPE_FP16, c, hs[t], 510 + t, t % 2 == 1, algos[(t + 1) % 2]);
     }
+    zt_comm_set_all_reduce_stores(c, ZT_AR_STORES_AUTO);
+    /* far is timed on the fly (either answer where there is a segment), never without one */
+    CHECK(zt_comm_has_shm(c) || !zt_comm_shm_peer_far(c), "a comm without a segment has no far peer");
 }
 
 /* ---- broadcast ------------------------------------------------------------------------------- */

@@ -36,20 +36,26 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
 }
 
 /* Through the segment, by size (next to the choice above, so the whole choice is in one place).
- * Measured on 2 ranks with `allreduce_bench --reps 11`, 12 runs interleaved with the choice before
- * it (rings up to 8 MiB, then the single copy) on the shared 2-vCPU Zen 4 at load 7-11
- * (bench/RESULTS.md "Collectives", the one-shot): in the first 8 (main mostly in the slow mode) the
- * one-shot's lowest at 256 KB-2 MB was 143-170% of Open MPI against the rings' 66-80%; every size
- * >= 100% in 9 of 12 runs against 7. 8 MB: the one-shot 80-442% over 24 runs, the single copy
- * 81-338% over 24; 16 MB: the single copy 110-175% against the one-shot's 61-206% (6 runs each).
- * Hence the one-shot up to ZT_SHM_ONESHOT_MAX (8 MiB), the single copy above, and the rings on
- * 3-16 ranks (and on 2 ranks above the bound when process_vm_readv is not allowed). */
+ * 2 ranks: the one-shot at every size (all_reduce_shm.c: its pieces and how it writes them there).
+ * Measured on 2 ranks with `allreduce_bench --reps 7`, runs interleaved with the choice before it
+ * (the one-shot up to 8 MiB with 256 KiB pieces and ordinary stores, the single copy above), each
+ * run tagged by the round trip of a cache line between the two vCPUs (bench/RESULTS.md
+ * "Collectives", streaming stores and the dies): the single copy ran 16-64 MB at 88-132% of Open
+ * MPI, the one-shot with streaming stores at 143-456%; across the dies the old one-shot fell to
+ * 69-107% at 8 MB, the new one held 247% and more. 3-16 ranks: the rings. */
 int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
-    size_t bytes = n * zt_dtype_bytes(dtype);
-    if (c->size == 2 && bytes <= ZT_SHM_ONESHOT_MAX) return ZT_SHM_ONESHOT;
-    if (c->shm_cma && bytes > ZT_SHM_ONESHOT_MAX) return ZT_SHM_CMA;
-    return ZT_SHM_RINGS;
+    (void)dtype, (void)n;
+    return c->size == 2 ? ZT_SHM_ONESHOT : ZT_SHM_RINGS;
 }
+
+int zt_comm_set_all_reduce_stores(zt_comm *c, zt_ar_stores stores) {
+    if (!c || (stores != ZT_AR_STORES_AUTO && stores != ZT_AR_STORES_CACHED && stores != ZT_AR_STORES_STREAMING))
+        return ZT_ERR_USAGE;
+    c->shm_stores = stores;
+    return ZT_OK;
+}
+
+bool zt_comm_shm_peer_far(const zt_comm *c) { return c && c->shm_far; }
 
 int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo) {
     if (!c || (algo != ZT_AR_ALGO_AUTO && algo != ZT_AR_ALGO_RS_AG && algo != ZT_AR_ALGO_EXCHANGE &&

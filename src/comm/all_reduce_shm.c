@@ -2,8 +2,7 @@
  * reduce-scatter + all-gather as all_reduce.c, with every piece moved by a memcpy into or out of
  * a slot of the segment and every hand-over signalled by a counter, not by MPI messages. What MPI
  * over shared memory pays per message (a rendezvous, a process_vm_readv system call that pins
- * the peer's pages, an acknowledgement) is gone; the data cross the cores once each way, as with
- * MPI's single copy.
+ * the peer's pages, an acknowledgement) is gone; the data cross the cores once each way.
  *
  * Invariants:
  *   - Element i of block j (the even split, zt_comm_even_counts) is zt_tree_sum over the ranks'
@@ -18,23 +17,22 @@
  *     one wait loop (deadline.c) polls it under the deadline, with its spin / yield back-off, and
  *     names the ranks whose counters lag when the deadline passes.
  *   - Counted like the message version: (n - c_me) + (N-1) c_me elements each way per rank.
- *   - On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (below: each rank
- *     sums the whole vector from its own values and the peer's published copy, rank 0's first: the
- *     tree of two, the same bits), larger ones with c->shm_cma the single copy (the same blocks,
- *     the same tree, the peer's buffer read with process_vm_readv); zt_ar_shm_mode_ picks.
- *   - The one-shot uses the region's slots as one ring, the rings and the single copy their own
- *     way: an op whose way differs from the previous op's writes nothing before every peer's
- *     done_out covers the previous op (op->sh.fence).
+ *   - On 2 ranks every all-reduce takes the one-shot (below: each rank sums the whole vector from
+ *     its own values and the peer's published copy, rank 0's first: the tree of two, the same
+ *     bits); zt_ar_shm_mode_ picks.
+ *   - The one-shot uses the region's slots as one ring, the rings their own way: an op whose way
+ *     differs from the previous op's writes nothing before every peer's done_out covers the
+ *     previous op (op->sh.fence).
  */
-#define _GNU_SOURCE /* process_vm_readv */
 #include "comm/comm_internal.h"
 
 #include <stdatomic.h>
-#include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
+#include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 typedef struct shm_counters {
     _Atomic uint64_t pub_in;   /* steps whose input pieces this rank has put in its input slots */
@@ -43,10 +41,6 @@ typedef struct shm_counters {
     char pad1[56];
     _Atomic uint64_t done_out; /* steps whose other blocks' sums this rank has copied out */
     char pad2[56];
-    _Atomic uint64_t addr_op;  /* single copy: c->seq of the op whose buffer is at addr */
-    uint64_t addr;             /* ... in this rank's address space */
-    int64_t pid;
-    char pad3[40];
 } shm_counters;
 
 _Static_assert(sizeof(shm_counters) <= ZT_SHM_HEADER, "counters fit the region's header");
@@ -174,95 +168,37 @@ static int sh_advance(zt_comm_op *op, zt_error *err) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_shm_single_copy (2 ranks, c->shm_cma, above ZT_SHM_ONESHOT_MAX bytes)
+ * all_reduce_intra_shm_one_shot (2 ranks: zt_ar_shm_mode_)
  *
- *   rank me publishes (pid, &buf) for op c->seq, then, chunk k of 256 KiB of its block:
- *     peer's block-me chunk k --process_vm_readv--> my landing slot;  own_k = tree(rank 0, rank 1)
- *     pub_out = base + k + 1
- *   and, once the peer's pub_out > base + k: peer's summed block chunk k --process_vm_readv--> buf
- *     done_out = base + k + 1
- *   done once the peer's done_out covers every step: it has read all it needs of buf.
- * The peer overwrites its block-me chunk k only after our pub_out says we have read it; the bits are
- * those of the rings (the same tree, the same even split).
- * ---------------------------------------------------------------------------------------------- */
-static int cma_read(zt_comm_op *op, void *dst, uint64_t src, size_t bytes, zt_error *err) {
-    struct iovec l = {dst, bytes}, r = {(void *)(uintptr_t)src, bytes};
-    ssize_t got = process_vm_readv((pid_t)op->sh.peer_pid, &l, 1, &r, 1, 0);
-    if (got != (ssize_t)bytes)
-        return zt_error_set(err, ZT_ERR_PEER, "all_reduce on comm '%s': reading %zu bytes of rank %d's buffer "
-                            "(process_vm_readv) got %zd: %s", op->c->name, bytes, 1 - op->c->rank, got,
-                            got < 0 ? strerror(errno) : "short read");
-    return ZT_OK;
-}
-
-static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
-    zt_comm *c = op->c;
-    int me = c->rank, peer = 1 - me;
-    size_t elem = op->sh.elem;
-    shm_counters *mine = ctr(c, me), *his = ctr(c, peer);
-    bool moved = false;
-    if (!fenced(op)) return ZT_OK; /* the landing slot may still be read */
-    if (!op->sh.peer_addr) {
-        if (load(&his->addr_op) < c->seq) return ZT_OK; /* the op's sequence number, the same on every rank */
-        op->sh.peer_addr = his->addr;
-        op->sh.peer_pid = his->pid;
-        moved = true;
-    }
-    while (op->sh.k_sum < op->sh.nsteps) {
-        int k = op->sh.k_sum;
-        size_t len = clen(op, me, k);
-        unsigned char *own = chunk_at(op, me, k), *tmp = region(c, me) + ZT_SHM_HEADER;
-        if (len) {
-            int rc = cma_read(op, tmp, op->sh.peer_addr + (c->off[me] + (size_t)k * op->sh.chunk) * elem, len * elem, err);
-            if (rc) return rc;
-            c->parts[me] = own;
-            c->parts[peer] = tmp;
-            zt_tree_sum(op->sh.dtype, own, c->parts, 2, len);
-        }
-        op->recvd += len * elem;
-        op->sent += len * elem;
-        store(&mine->pub_out, op->sh.base + (uint64_t)k + 1);
-        op->sh.k_sum++;
-        moved = true;
-    }
-    while (op->sh.k_copy < op->sh.nsteps) {
-        int k = op->sh.k_copy;
-        if (load(&his->pub_out) < op->sh.base + (uint64_t)k + 1) break;
-        size_t len = clen(op, peer, k);
-        if (len) {
-            int rc = cma_read(op, chunk_at(op, peer, k),
-                              op->sh.peer_addr + (c->off[peer] + (size_t)k * op->sh.chunk) * elem, len * elem, err);
-            if (rc) return rc;
-        }
-        op->recvd += len * elem;
-        op->sent += len * elem;
-        store(&mine->done_out, op->sh.base + (uint64_t)k + 1);
-        op->sh.k_copy++;
-        moved = true;
-    }
-    if (op->sh.k_copy == op->sh.nsteps && op->sh.k_sum == op->sh.nsteps &&
-        load(&his->done_out) >= op->sh.base + (uint64_t)op->sh.nsteps) {
-        op->done = true;
-        moved = true;
-    }
-    *progressed = *progressed || moved;
-    return ZT_OK;
-}
-
-/* ----------------------------------------------------------------------------------------------
- * all_reduce_intra_shm_one_shot (2 ranks, up to ZT_SHM_ONESHOT_MAX bytes: zt_ar_shm_mode_)
- *
- *   rank me, step k (piece k of the WHOLE vector, 256 KiB), the region's D x N slots a ring:
+ *   rank me, step k (piece k of the WHOLE vector: 64 KiB up to ZT_SHM_OS_SMALL_MAX bytes, 256 KiB
+ *   above), the region's D x N slots a ring, one piece a slot:
  *     buf_k (own values) -> my slot g % (D N)                                 pub_in = g+1
  *     once every peer's pub_in > g:  buf_k = tree(rank 0's piece, rank 1's piece) (own from buf,
  *       the peer's from its slot)                                             pub_out = done_out = g+1
  *   slot g is rewritten once every peer's done_out > g - D N. One kind of hand-over instead of the
  *   rings' three, no copy out of a peer's output slot; each rank adds the whole vector (n adds
  *   instead of n/2), the same tree over the same values: the bits of the rings on every rank.
+ *
+ *   How a rank writes its slots (op->sh.nt, its own choice: the reader reads the same bytes either
+ *   way): with streaming stores when the vector is larger than the ring of 256 KiB pieces or the
+ *   peer's core is far (c->shm_far); else with ordinary stores, which leave the piece in the cache
+ *   the two cores share, publishing at most ZT_SHM_OS_LEAD pieces ahead of its sums so that its
+ *   own piece is still in its cache when it adds the peer's (streamed pieces go ahead freely).
+ *   Far is timed, not configured: a load that finds the peer's pub_in changed since this rank last
+ *   read it fetched the line from wherever the peer's store left it; taking more than
+ *   ZT_SHM_FAR_NS (clock read included), as between the two dies of the Zen 4 VMs (120-400 ns
+ *   against 20-80 on one die, where the hypervisor moves the two vCPUs every few seconds), it
+ *   counts as far. The op's majority sets c->shm_far for the next op; an op with no such load
+ *   leaves it. Measured (bench/RESULTS.md "Collectives", streaming stores and the dies): on one die
+ *   64 KiB pieces with ordinary stores ran 256 KB-4 MB at 98-290% of Open MPI, streamed ones at
+ *   71-153%; across the dies the reverse, 301-356% against 51-81%. The lead took 2-4 MB on one die
+ *   from a median 168% / 140% (lowest 103% / 99%) to 174% / 199% (143% / 172%).
  * ---------------------------------------------------------------------------------------------- */
 /* The one-shot's ring: all D x N slots of a region. */
 static uint64_t os_ring(const zt_comm *c) { return (uint64_t)zt_shm_depth_(c->size) * (uint64_t)c->size; }
 
+/* A piece's slot: one piece a slot whatever its size, the next piece 256 KiB on (so that the
+ * reader's prefetches run ahead into unused bytes, not into a piece being written) */
 static unsigned char *os_slot(const zt_comm *c, int r, uint64_t g) {
     return region(c, r) + ZT_SHM_HEADER + (size_t)(g % os_ring(c)) * ZT_SHM_SLOT;
 }
@@ -273,25 +209,70 @@ static size_t os_len(const zt_comm_op *op, int k) {
     return op->sh.n - lo < op->sh.chunk ? op->sh.n - lo : op->sh.chunk;
 }
 
+/* The one-shot's piece for a vector of `bytes` (a multiple of 16: whole elements of every dtype) */
+static size_t os_piece_bytes(size_t bytes) { return bytes <= ZT_SHM_OS_SMALL_MAX ? ZT_SHM_OS_PIECE_SMALL : ZT_SHM_SLOT; }
+
+/* dst (a slot: 64-byte aligned) = src, past the caches when nt; ordered before a following release
+ * store (the sfence) */
+static void publish(unsigned char *dst, const unsigned char *src, size_t bytes, bool nt) {
+#if defined(__SSE2__)
+    if (nt) {
+        size_t i = 0;
+        for (; i + 64 <= bytes; i += 64)
+            for (int q = 0; q < 64; q += 16)
+                _mm_stream_si128((__m128i *)(dst + i + q), _mm_loadu_si128((const __m128i *)(src + i + q)));
+        memcpy(dst + i, src + i, bytes - i);
+        _mm_sfence();
+        return;
+    }
+#endif
+    (void)nt;
+    memcpy(dst, src, bytes);
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Whether the peer (2 ranks) has published step g. A load that finds pub_in changed since this
+ * rank last looked fetched the line from wherever the peer's store left it: timed (a far or a near
+ * arrival, see above). */
+static bool os_peer_published(zt_comm_op *op, const shm_counters *his, uint64_t g) {
+    zt_comm *c = op->c;
+    double t0 = now_ns();
+    uint64_t v = load((_Atomic uint64_t *)&his->pub_in);
+    double dt = now_ns() - t0;
+    if (v != c->shm_seen) {
+        op->sh.far += dt > ZT_SHM_FAR_NS;
+        op->sh.near += dt <= ZT_SHM_FAR_NS;
+        c->shm_seen = v;
+    }
+    return v > g;
+}
+
 static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_comm *c = op->c;
     int N = c->size, me = c->rank;
     size_t elem = op->sh.elem, chunk = op->sh.chunk;
     uint64_t R = os_ring(c);
-    shm_counters *mine = ctr(c, me);
+    shm_counters *mine = ctr(c, me), *his = ctr(c, 1 - me);
     if (!fenced(op)) return ZT_OK;
     for (bool moved = true; moved;) {
         moved = false;
-        for (; op->sh.k_pub < op->sh.nsteps; op->sh.k_pub++, moved = true) {
+        for (; op->sh.k_pub < op->sh.nsteps && (op->sh.nt || op->sh.k_pub < op->sh.k_sum + ZT_SHM_OS_LEAD);
+             op->sh.k_pub++, moved = true) {
             uint64_t g = op->sh.base + (uint64_t)op->sh.k_pub;
             if (g >= R && !peers_reached(c, offsetof(shm_counters, done_out), g - R + 1)) break;
-            memcpy(os_slot(c, me, g), op->sh.buf + (size_t)op->sh.k_pub * chunk * elem, os_len(op, op->sh.k_pub) * elem);
+            publish(os_slot(c, me, g), op->sh.buf + (size_t)op->sh.k_pub * chunk * elem, os_len(op, op->sh.k_pub) * elem,
+                    op->sh.nt);
             store(&mine->pub_in, g + 1);
         }
         while (op->sh.k_sum < op->sh.k_pub) { /* a piece is summed in place only once it is published */
             int k = op->sh.k_sum;
             uint64_t g = op->sh.base + (uint64_t)k;
-            if (!peers_reached(c, offsetof(shm_counters, pub_in), g + 1)) break;
+            if (!os_peer_published(op, his, g)) break;
             size_t len = os_len(op, k);
             unsigned char *own = op->sh.buf + (size_t)k * chunk * elem;
             for (int r = 0; r < N; r++) c->parts[r] = r == me ? own : os_slot(c, r, g);
@@ -305,7 +286,10 @@ static int os_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
         }
         *progressed = *progressed || moved;
     }
-    if (op->sh.k_sum == op->sh.nsteps) op->done = true;
+    if (op->sh.k_sum == op->sh.nsteps) {
+        op->done = true;
+        if (op->sh.far + op->sh.near > 0) c->shm_far = op->sh.far > op->sh.near;
+    }
     (void)err;
     return ZT_OK;
 }
@@ -331,8 +315,7 @@ static void sh_lagging(const zt_comm_op *op, bool *mark) {
  * Returns:     buf = tree sum over ranks, the bits of all_reduce_intra_rs_ag_pipelined.
  * Limitations: one node only (across nodes all_reduce.c's messages); memcpy bandwidth-bound;
  *              the wait spins then yields (deadline.c), so more ranks than cores is slow. On 2
- *              ranks it runs only above ZT_SHM_ONESHOT_MAX without process_vm_readv (the
- *              one-shot and the single copy above take the rest: zt_ar_shm_mode_).
+ *              ranks the one-shot runs instead (zt_ar_shm_mode_).
  *
  *   N = 2, step k (chunk k of each block: block/8 bytes in [64 KiB, 256 KiB]), rank 0's view; A = block 0 (its
  *   own), B = block 1:
@@ -350,8 +333,8 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->sh.n = n;
     op->sh.mode = zt_ar_shm_mode_(c, dtype, n);
     op->sh.base = c->shm_step;
-    /* the one-shot's slots overlap the rings' and the landing slot: a change to or from it waits
-     * for the peers to be through the previous op */
+    /* the one-shot's slots overlap the rings': a change to or from it waits for the peers to be
+     * through the previous op */
     op->sh.fence = (c->shm_last == ZT_SHM_ONESHOT) != (op->sh.mode == ZT_SHM_ONESHOT) ? op->sh.base : 0;
     c->shm_last = op->sh.mode;
     op->sh.k_pub = op->sh.k_sum = op->sh.k_copy = 0;
@@ -359,23 +342,14 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->lagging = sh_lagging;
     size_t first = c->off[1] - c->off[0]; /* the even split: block 0 is the longest */
     if (op->sh.mode == ZT_SHM_ONESHOT) {
-        op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
+        size_t bytes = n * op->sh.elem;
+        op->sh.chunk = os_piece_bytes(bytes) / op->sh.elem;
         op->sh.nsteps = (int)((n + op->sh.chunk - 1) / op->sh.chunk);
         c->shm_step += (uint64_t)op->sh.nsteps;
+        bool wraps = bytes > (size_t)os_ring(c) * ZT_SHM_SLOT;
+        op->sh.nt = c->shm_stores == ZT_AR_STORES_AUTO ? wraps || c->shm_far : c->shm_stores == ZT_AR_STORES_STREAMING;
+        op->sh.far = op->sh.near = 0;
         op->poll = os_poll;
-        return ZT_OK;
-    }
-    if (op->sh.mode == ZT_SHM_CMA) {
-        op->sh.chunk = ZT_SHM_SLOT / op->sh.elem;
-        op->sh.nsteps = (int)((first + op->sh.chunk - 1) / op->sh.chunk);
-        c->shm_step += (uint64_t)op->sh.nsteps;
-        op->sh.peer_addr = 0;
-        shm_counters *mine = ctr(c, c->rank);
-        mine->addr = (uint64_t)(uintptr_t)buf;
-        mine->pid = (int64_t)getpid();
-        store(&mine->pub_in, op->sh.base + (uint64_t)op->sh.nsteps); /* the whole buffer, at once */
-        store(&mine->addr_op, c->seq);
-        op->poll = cma_poll;
         return ZT_OK;
     }
     size_t piece = first * op->sh.elem / 8 / ZT_SHM_MIN_PIECE * ZT_SHM_MIN_PIECE; /* the same on every rank */

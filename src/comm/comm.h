@@ -318,6 +318,14 @@ size_t zt_comm_shm_bytes_for_size(int nranks);
  * another value, or SHM on a comm without a segment. For tests and benchmarks: the result's
  * bits do not change. */
 int zt_comm_set_all_reduce_algo(zt_comm *c, zt_ar_algo algo);
+/* How a rank writes the pieces it publishes through the segment on 2 ranks (all_reduce_shm.c, the
+ * one-shot): AUTO streams them past the caches when the vector is large or the peer's core is far
+ * (timed on the fly), CACHED always writes through the caches, STREAMING always streams. Each rank
+ * chooses for itself; the result's bits do not change. For tests and benchmarks. */
+typedef enum zt_ar_stores { ZT_AR_STORES_AUTO = 0, ZT_AR_STORES_CACHED = 1, ZT_AR_STORES_STREAMING = 2 } zt_ar_stores;
+int zt_comm_set_all_reduce_stores(zt_comm *c, zt_ar_stores stores);
+/* Whether c's last one-shot that waited for its peer found the peer's core far (see above). */
+bool zt_comm_shm_peer_far(const zt_comm *c);
 /* The algorithm zt_all_reduce of n elements of dtype would run on c now (never AUTO). */
 zt_ar_algo zt_comm_all_reduce_algo(const zt_comm *c, zt_dtype dtype, size_t n);
 /* The 2-rank EXCHANGE threshold in payload bytes (ZT_COMM_AR_EXCHANGE_BYTES at creation). */

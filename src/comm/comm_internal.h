@@ -56,15 +56,22 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
 #define ZT_SHM_HEADER 4096u
-/* On 2 ranks, all-reduces of up to ZT_SHM_ONESHOT_MAX bytes take the one-shot (each rank publishes
- * its whole vector in 256 KiB pieces through the segment's D x N slots, each sums all of it: one
- * hand-over per piece instead of three); larger ones, where the ranks may process_vm_readv each
- * other, the single copy (the peer's block read directly, like Open MPI's vader: about 1.5n bytes
- * read and n written per rank against the rings' 2.5n and 2n). Measured on 2 ranks: zt_ar_shm_mode_
- * (all_reduce.c) and bench/RESULTS.md "Collectives". */
-#define ZT_SHM_ONESHOT_MAX ((size_t)8 << 20)
+/* On 2 ranks every all-reduce through the segment takes the one-shot (each rank publishes its whole
+ * vector in pieces through the segment's D x N slots, one piece a slot, and sums all of it: one
+ * hand-over per piece instead of the rings' three): pieces of ZT_SHM_OS_PIECE_SMALL bytes up to
+ * ZT_SHM_OS_SMALL_MAX bytes, of a whole slot above. A rank publishes with streaming stores (past its
+ * caches, to memory) when the vector wraps the ring of 256 KiB pieces, or when the peer's core is
+ * far (c->shm_far: its counters took more than ZT_SHM_FAR_NS to arrive, as between the two
+ * dies of the Zen 4 VMs, where a line still in the writer's cache crosses slowly); else with
+ * ordinary stores (the peer then reads from the cache the two cores share), at most ZT_SHM_OS_LEAD
+ * pieces ahead of its own sums. Measured on 2 ranks:
+ * zt_ar_shm_mode_ (all_reduce.c) and bench/RESULTS.md "Collectives". */
+#define ZT_SHM_OS_PIECE_SMALL (64u << 10)
+#define ZT_SHM_OS_SMALL_MAX ((size_t)4 << 20)
+#define ZT_SHM_FAR_NS 100.0
+#define ZT_SHM_OS_LEAD 6 /* pieces a rank publishes ahead of its sums with ordinary stores */
 /* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks by size). */
-enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1, ZT_SHM_CMA = 2 };
+enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1 };
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
@@ -154,12 +161,12 @@ struct zt_comm_op {
         uint64_t base;      /* the comm's global step of this op's step 0 */
         uint64_t fence;     /* nothing is written to the segment before every peer's done_out
                                reaches it (the previous op used the slots another way) */
-        int mode;           /* ZT_SHM_RINGS / _ONESHOT / _CMA */
+        int mode;           /* ZT_SHM_RINGS / _ONESHOT */
         size_t n;           /* elements of buf */
         int nsteps;         /* chunks of the longest block */
+        bool nt;            /* one-shot: this rank publishes with streaming stores */
+        int far, near;      /* one-shot: arrivals of the peer's pub_in timed above / below ZT_SHM_FAR_NS */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
-        uint64_t peer_addr;       /* single copy (c->shm_cma): the peer's buf in its address space */
-        int64_t peer_pid;
     } sh;
     /* broadcast */
     struct {
@@ -190,8 +197,10 @@ struct zt_comm {
     unsigned char *shm_map; /* the shared segment (shm.c), NULL when there is none */
     size_t shm_bytes;
     uint64_t shm_step;      /* global steps begun through the segment */
-    bool shm_cma;           /* 2 ranks that may process_vm_readv each other (shm.c) */
     int shm_last;           /* ZT_SHM_* of the last all-reduce through the segment */
+    bool shm_far;           /* 2 ranks: the peer's core was far in the last one-shot that timed it */
+    int shm_stores;         /* zt_ar_stores: how the one-shot publishes */
+    uint64_t shm_seen;      /* 2 ranks: the peer's pub_in when this rank last read it */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
     int tag_seq_mod;        /* seq values available in a tag */
     uint64_t seq;           /* ops begun on this comm */

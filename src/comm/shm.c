@@ -13,11 +13,8 @@
  *   - Region r (zt_shm_region_bytes_ apart): three counters on their own cache lines (written by
  *     rank r only, read by all), then D x (N-1) input slots, then D output slots of ZT_SHM_SLOT
  *     bytes, D = zt_shm_depth_(N). The counters only grow, for the life of the comm.
- *   - On 2 ranks, all-reduces up to ZT_SHM_ONESHOT_MAX use a region's D x N slots as one ring
- *     of whole-vector pieces (the one-shot); above it, where the ranks may read each other's
- *     memory (cma_works, agreed at creation), they read the peer's buffer directly instead
- *     (all_reduce_shm.c, c->shm_cma), the segment then carrying the counters and one 256 KiB
- *     landing slot.
+ *   - On 2 ranks the all-reduces use a region's D x N slots as one ring of whole-vector pieces
+ *     (the one-shot, all_reduce_shm.c).
  *   - Mapped with MAP_POPULATE: the pages are faulted in at creation (every rank maps every
  *     region), not by the first all-reduces (measured: a 256 KB all-reduce that met fresh slots
  *     took 0.24-0.38 ms instead of 0.05).
@@ -25,7 +22,6 @@
  * steps in flight, at least 2). A rank's region is its share of the node's memory
  * (zt_comm_shm_bytes): the engine counts it in its comm class and its memory plan.
  */
-#define _GNU_SOURCE /* process_vm_readv */
 #include "comm/comm_internal.h"
 
 #include <fcntl.h>
@@ -33,7 +29,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 int zt_shm_depth_(int nranks) {
@@ -57,26 +52,8 @@ static bool one_node(zt_comm *c) {
     return all;
 }
 
-/* Whether every rank can read its peers' memory with process_vm_readv (the kernel's cross-memory
- * attach; Yama's ptrace_scope or a container may forbid it): each rank reads a word of each peer
- * through its published (pid, address), and the ranks agree. */
-static bool cma_works(zt_comm *c) {
-    static const uint64_t probe = 0x7a74636d61ull; /* what every rank's word holds */
-    int64_t mine[2] = {(int64_t)getpid(), (int64_t)(uintptr_t)&probe}, peers[2 * ZT_SHM_MAX_RANKS];
-    if (MPI_Allgather(mine, 2, MPI_INT64_T, peers, 2, MPI_INT64_T, c->mpi) != MPI_SUCCESS) return false;
-    int ok = 1, all = 0;
-    for (int r = 0; r < c->size && ok; r++) {
-        uint64_t got = 0;
-        struct iovec l = {&got, sizeof got}, rem = {(void *)(uintptr_t)peers[2 * r + 1], sizeof got};
-        ok = r == c->rank || (process_vm_readv((pid_t)peers[2 * r], &l, 1, &rem, 1, 0) == (ssize_t)sizeof got && got == probe);
-    }
-    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, c->mpi) != MPI_SUCCESS) return false;
-    return all;
-}
-
 void zt_shm_open_(zt_comm *c) {
     c->shm_map = NULL;
-    c->shm_cma = false;
     if (c->size < 2 || c->size > ZT_SHM_MAX_RANKS || c->ar_shm_max == 0 || !one_node(c)) return;
     static _Atomic unsigned counter;
     struct {
@@ -106,7 +83,6 @@ void zt_shm_open_(zt_comm *c) {
     c->shm_bytes = bytes;
     c->shm_step = 0;
     c->shm_last = ZT_SHM_RINGS;
-    c->shm_cma = c->size == 2 && cma_works(c);
 }
 
 void zt_shm_close_(zt_comm *c) {

@@ -209,7 +209,7 @@ static size_t os_len(const zt_comm_op *op, int k) {
     return op->sh.n - lo < op->sh.chunk ? op->sh.n - lo : op->sh.chunk;
 }
 
-/* The one-shot's piece for a vector of `bytes` (a multiple of 16: whole elements of every dtype) */
+/* The one-shot's piece in bytes for a vector of `bytes` (either size holds whole elements of every dtype) */
 static size_t os_piece_bytes(size_t bytes) { return bytes <= ZT_SHM_OS_SMALL_MAX ? ZT_SHM_OS_PIECE_SMALL : ZT_SHM_SLOT; }
 
 /* dst (a slot: 64-byte aligned) = src, past the caches when nt; ordered before a following release

@@ -60,12 +60,12 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
  * vector in pieces through the segment's D x N slots, one piece a slot, and sums all of it: one
  * hand-over per piece instead of the rings' three): pieces of ZT_SHM_OS_PIECE_SMALL bytes up to
  * ZT_SHM_OS_SMALL_MAX bytes, of a whole slot above. A rank publishes with streaming stores (past its
- * caches, to memory) when the vector wraps the ring of 256 KiB pieces, or when the peer's core is
+ * caches, to memory) when the vector is larger than the ring (16 slots: 4 MiB), or when the peer's core is
  * far (c->shm_far: its counters took more than ZT_SHM_FAR_NS to arrive, as between the two
  * dies of the Zen 4 VMs, where a line still in the writer's cache crosses slowly); else with
  * ordinary stores (the peer then reads from the cache the two cores share), at most ZT_SHM_OS_LEAD
- * pieces ahead of its own sums. Measured on 2 ranks:
- * zt_ar_shm_mode_ (all_reduce.c) and bench/RESULTS.md "Collectives". */
+ * pieces ahead of its own sums. Measured on 2 ranks: zt_ar_shm_mode_ (all_reduce.c) and
+ * bench/RESULTS.md "Collectives". */
 #define ZT_SHM_OS_PIECE_SMALL (64u << 10)
 #define ZT_SHM_OS_SMALL_MAX ((size_t)4 << 20)
 #define ZT_SHM_FAR_NS 100.0

@@ -1,7 +1,14 @@
 /* gemm_compare.c - fp32 and bf16 matrix-product rates on this machine, on the shapes GPT-2 124M
  * training calls with B*T = 1024 tokens (or, with --model llama-124M, the Llama of that size).
  *
- *   columns: oneDNN matmul fp32 | OpenBLAS cblas_sgemm fp32 | oneDNN matmul bf16 x bf16 -> fp32
+ *   columns: oneDNN matmul fp32 | OpenBLAS cblas_sgemm fp32 | oneDNN matmul bf16 x bf16 -> fp32 |
+ *            zerotrain's own zt_gemm_f32 | zt_gemm_bf16 (the trainer's rows only: the backend and
+ *            shape policy of src/kernels/gemm.c, which splits some products into parts)
+ *
+ * The GEMM-bound limit of a training step ("limit fp32" / "limit bf16") sums, per product, the
+ * faster of oneDNN's plain call and the trainer's own entry point: a limit the step's own GEMMs
+ * could beat would be no limit (the lm_head products run faster in the trainer's parts). The lines
+ * per library (each product one plain call) are printed too.
  *
  * C (M x N) = op(A) . op(B), all row-major. The "trainer" rows use exactly the layouts of
  * src/kernels/matmul.c (weight stored (OC, C) as in llm.c):
@@ -27,6 +34,7 @@
  */
 #define _GNU_SOURCE
 #include <cblas.h>
+#include "kernels/gemm.h"
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -287,6 +295,16 @@ static void blas_run(const shape_t *s, const float *A, const float *B, float *C)
               s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
 }
 
+/* The same product through the trainer's own entry points (src/kernels/gemm.c: the backend and the
+ * shape policy that split some products into parts), fp32 or bf16 operands: what the step calls. */
+static void zt_run(const shape_t *s, int bf16, const void *A, const void *B, float *C) {
+  int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+  if (bf16)
+    zt_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N, NULL);
+  else
+    zt_gemm_f32(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+}
+
 /* ---- oneDNN ---------------------------------------------------------------------------------- */
 #if HAVE_DNNL
 #define DNNL_CHECK(x)                                                                \
@@ -380,7 +398,7 @@ static void to_bf16(uint16_t *dst, const float *src, size_t n) {
  * (oneDNN fp32, OpenBLAS, oneDNN bf16, again ...) and the whole shape list is swept PASSES times;
  * each cell is the best single call over all passes. */
 
-enum { LIB_DNNL = 0, LIB_BLAS = 1, LIB_BF16 = 2, NLIB = 3 };
+enum { LIB_DNNL = 0, LIB_BLAS = 1, LIB_BF16 = 2, LIB_ZT32 = 3, LIB_ZT16 = 4, NLIB = 5 };
 
 typedef struct {
   const shape_t *s;
@@ -398,7 +416,15 @@ static int run_one(job_t *j, int lib) {
     blas_run(j->s, j->A, j->B, j->C[LIB_BLAS]);
     return 0;
   }
+  if (lib == LIB_ZT32) {
+    zt_run(j->s, 0, j->A, j->B, j->C[LIB_ZT32]);
+    return 0;
+  }
 #if HAVE_DNNL
+  if (lib == LIB_ZT16) {
+    zt_run(j->s, 1, j->Ah, j->Bh, j->C[LIB_ZT16]);
+    return 0;
+  }
   return dnnl_mm_run(&j->mm[lib]);
 #else
   return -1;
@@ -499,6 +525,11 @@ int main(int argc, char **argv) {
     j->C[LIB_BLAS] = alloc_f(nc);
     memset(j->C[LIB_BLAS], 0, nc * 4);
     j->have[LIB_BLAS] = 1;
+    if (s->per_step) { /* the trainer's rows: also through its own entry points */
+      j->C[LIB_ZT32] = alloc_f(nc);
+      memset(j->C[LIB_ZT32], 0, nc * 4);
+      j->have[LIB_ZT32] = 1;
+    }
 #if HAVE_DNNL
     if (!skip_dnnl) {
       j->C[LIB_DNNL] = alloc_f(nc);
@@ -515,6 +546,11 @@ int main(int argc, char **argv) {
         to_bf16(j->Bh, j->B, nb);
         if (dnnl_mm_create(&j->mm[LIB_BF16], s, dnnl_bf16, j->Ah, j->Bh, j->C[LIB_BF16]) == 0) {
           j->have[LIB_BF16] = 1;
+        }
+        if (s->per_step) {
+          j->C[LIB_ZT16] = alloc_f(nc);
+          memset(j->C[LIB_ZT16], 0, nc * 4);
+          j->have[LIB_ZT16] = 1;
         }
       }
     }
@@ -552,9 +588,11 @@ int main(int argc, char **argv) {
         size_t nc = (size_t)j->s->M * j->s->N;
         double e32 = j->have[LIB_DNNL] ? rel_diff(j->C[LIB_DNNL], j->C[LIB_BLAS], nc) : 0;
         double e16 = j->have[LIB_BF16] ? rel_diff(j->C[LIB_BF16], j->C[LIB_BLAS], nc) : 0;
-        if (e32 > 1e-3 || e16 > 5e-2)
-          printf("WARNING %s: results disagree with OpenBLAS: fp32 rel %.2g, bf16 rel %.2g\n",
-                 j->s->name, e32, e16);
+        double z32 = j->have[LIB_ZT32] ? rel_diff(j->C[LIB_ZT32], j->C[LIB_BLAS], nc) : 0;
+        double z16 = j->have[LIB_ZT16] ? rel_diff(j->C[LIB_ZT16], j->C[LIB_BLAS], nc) : 0;
+        if (e32 > 1e-3 || e16 > 5e-2 || z32 > 1e-3 || z16 > 5e-2)
+          printf("WARNING %s: results disagree with OpenBLAS: fp32 rel %.2g, bf16 rel %.2g, zerotrain's "
+                 "fp32 %.2g, bf16 %.2g\n", j->s->name, e32, e16, z32, z16);
       }
     }
     cpu_seconds(&all1, &self1);
@@ -571,10 +609,11 @@ int main(int argc, char **argv) {
   printf("\n");
 
   printf("| shape | M x N x K | op | oneDNN fp32 | OpenBLAS fp32 (%s) | oneDNN bf16->fp32 | "
-         "oneDNN/OpenBLAS fp32 speed | bf16/best fp32 speed |\n",
+         "zerotrain fp32 (zt_gemm_f32) | zerotrain bf16 (zt_gemm_bf16) | oneDNN/OpenBLAS fp32 speed | "
+         "bf16/best fp32 speed |\n",
          openblas_get_corename());
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  double tot_t[NLIB] = {0}, tot_f = 0;
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  double tot_t[NLIB] = {0}, tot_f = 0, tot_best32 = 0, tot_best16 = 0;
   int tot_ok = !skip_dnnl;
   for (int ji = 0; ji < njobs; ji++) {
     job_t *j = &jobs[ji];
@@ -595,14 +634,18 @@ int main(int argc, char **argv) {
     if (j->have[LIB_DNNL] && j->best[LIB_DNNL] < best32) best32 = j->best[LIB_DNNL];
     if (j->have[LIB_BF16]) snprintf(bfr, sizeof bfr, "%.2fx", best32 / j->best[LIB_BF16]);
     const char *op = s->ta ? "TN" : (s->tb ? "NT" : "NN");
-    printf("| %s | %d x %d x %d | %s | %s | %s | %s | %s | %s |\n", s->name, s->M, s->N, s->K, op,
-           cell[0], cell[1], cell[2], ratio, bfr);
+    printf("| %s | %d x %d x %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", s->name, s->M, s->N, s->K,
+           op, cell[LIB_DNNL], cell[LIB_BLAS], cell[LIB_BF16], cell[LIB_ZT32], cell[LIB_ZT16], ratio, bfr);
     if (s->per_step) { /* one training step's GEMMs */
       tot_f += flop * s->per_step;
       for (int l = 0; l < NLIB; l++) {
         tot_t[l] += j->best[l] * s->per_step;
         if (!j->have[l]) tot_ok = 0;
       }
+      /* the limit: each product the faster way the trainer could run it (oneDNN's plain call or
+       * the trainer's own entry point, which may split it into parts) */
+      tot_best32 += (j->best[LIB_ZT32] < j->best[LIB_DNNL] ? j->best[LIB_ZT32] : j->best[LIB_DNNL]) * s->per_step;
+      tot_best16 += (j->best[LIB_ZT16] < j->best[LIB_BF16] ? j->best[LIB_ZT16] : j->best[LIB_BF16]) * s->per_step;
     }
   }
   int rows_all = 0, rows_run = 0;
@@ -613,11 +656,18 @@ int main(int argc, char **argv) {
            "one per block, or per Linear of the shape, and one per lm_head row; attention's batched products excluded), "
            "%.0f GFLOP, from the best times above:\n",
            gpt2 ? "GPT-2 L,C,N = " : "", model, tokens, tot_f * 1e-9);
-    const char *names[NLIB] = {"oneDNN fp32", "OpenBLAS fp32", "oneDNN bf16"};
+    const char *names[NLIB] = {"oneDNN fp32", "OpenBLAS fp32", "oneDNN bf16", "zerotrain fp32", "zerotrain bf16"};
     for (int l = 0; l < NLIB; l++)
       if (tot_ok || l == LIB_BLAS)
         printf("  %-14s %7.1f ms  = %4.0f GFLOP/s  -> at most %.0f tok/s if nothing else ran\n",
                names[l], tot_t[l] * 1e3, tot_f / tot_t[l] * 1e-9, tokens / tot_t[l]);
+    if (tot_ok) {
+      printf("The limit, each product the faster of oneDNN's plain call and the trainer's entry point:\n");
+      printf("  %-14s %7.1f ms  = %4.0f GFLOP/s  -> at most %.0f tok/s if nothing else ran\n", "limit fp32",
+             tot_best32 * 1e3, tot_f / tot_best32 * 1e-9, tokens / tot_best32);
+      printf("  %-14s %7.1f ms  = %4.0f GFLOP/s  -> at most %.0f tok/s if nothing else ran\n", "limit bf16",
+             tot_best16 * 1e3, tot_f / tot_best16 * 1e-9, tokens / tot_best16);
+    }
   }
 
 #if HAVE_DNNL

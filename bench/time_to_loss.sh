@@ -104,9 +104,9 @@ for run in $RUNS; do
 done
 # the GEMM-bound limit of this shape, measured now: tok/s if the step did nothing but its Linears
 limit="$(OMP_NUM_THREADS=2 "$ROOT/build/bench/gemm_compare" --gpt2 "$L,$C,$((B * T))" --passes 2 --reps 2 2>/dev/null |
-         grep -E '^  (oneDNN fp32|oneDNN bf16) ' || true)"
-lf=$(grep 'oneDNN fp32' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
-lb=$(grep 'oneDNN bf16' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
+         grep -E '^  (limit fp32|limit bf16) ' || true)"  # each product the faster of the two ways
+lf=$(grep 'limit fp32' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
+lb=$(grep 'limit bf16' <<<"$limit" | grep -oE 'at most [0-9]+' | awk '{print $3}')
 echo
 echo "GEMM-bound limit of this shape (build/bench/gemm_compare --gpt2 $L,$C,$((B * T)), measured after the runs):" \
      "fp32 ${lf:-?} tok/s, bf16 ${lb:-?} tok/s"

@@ -35,7 +35,7 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
     return ZT_AR_ALGO_RS_AG;
 }
 
-/* Through the segment, by size (next to the choice above, so the whole choice is in one place).
+/* Through the segment (next to the choice above, so the whole choice is in one place).
  * 2 ranks: the one-shot at every size (all_reduce_shm.c: its pieces and how it writes them there).
  * Measured on 2 ranks with `allreduce_bench --reps 7`, runs interleaved with the choice before it
  * (the one-shot up to 8 MiB with 256 KiB pieces and ordinary stores, the single copy above), each
@@ -43,8 +43,7 @@ int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n) {
  * "Collectives", streaming stores and the dies): the single copy ran 16-64 MB at 88-132% of Open
  * MPI, the one-shot with streaming stores at 143-456%; across the dies the old one-shot fell to
  * 69-107% at 8 MB, the new one held 247% and more. 3-16 ranks: the rings. */
-int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n) {
-    (void)dtype, (void)n;
+int zt_ar_shm_mode_(const zt_comm *c) {
     return c->size == 2 ? ZT_SHM_ONESHOT : ZT_SHM_RINGS;
 }
 

@@ -25,14 +25,12 @@
  *     previous op (op->sh.fence).
  */
 #include "comm/comm_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 typedef struct shm_counters {
     _Atomic uint64_t pub_in;   /* steps whose input pieces this rank has put in its input slots */
@@ -212,22 +210,15 @@ static size_t os_len(const zt_comm_op *op, int k) {
 /* The one-shot's piece in bytes for a vector of `bytes` (either size holds whole elements of every dtype) */
 static size_t os_piece_bytes(size_t bytes) { return bytes <= ZT_SHM_OS_SMALL_MAX ? ZT_SHM_OS_PIECE_SMALL : ZT_SHM_SLOT; }
 
-/* dst (a slot: 64-byte aligned) = src, past the caches when nt; ordered before a following release
- * store (the sfence) */
+/* dst (a slot) = src, past the caches when nt (src/kernels/stream_copy.c); ordered before the
+ * release store that publishes it */
 static void publish(unsigned char *dst, const unsigned char *src, size_t bytes, bool nt) {
-#if defined(__SSE2__)
-    if (nt) {
-        size_t i = 0;
-        for (; i + 64 <= bytes; i += 64)
-            for (int q = 0; q < 64; q += 16)
-                _mm_stream_si128((__m128i *)(dst + i + q), _mm_loadu_si128((const __m128i *)(src + i + q)));
-        memcpy(dst + i, src + i, bytes - i);
-        _mm_sfence();
+    if (!nt) {
+        memcpy(dst, src, bytes);
         return;
     }
-#endif
-    (void)nt;
-    memcpy(dst, src, bytes);
+    zt_copy_streaming(dst, src, bytes);
+    zt_streaming_fence();
 }
 
 static double now_ns(void) {
@@ -331,7 +322,7 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->sh.elem = zt_dtype_bytes(dtype);
     op->sh.buf = buf;
     op->sh.n = n;
-    op->sh.mode = zt_ar_shm_mode_(c, dtype, n);
+    op->sh.mode = zt_ar_shm_mode_(c);
     op->sh.base = c->shm_step;
     /* the one-shot's slots overlap the rings': a change to or from it waits for the peers to be
      * through the previous op */

@@ -70,7 +70,7 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_OS_SMALL_MAX ((size_t)4 << 20)
 #define ZT_SHM_FAR_NS 100.0
 #define ZT_SHM_OS_LEAD 6 /* pieces a rank publishes ahead of its sums with ordinary stores */
-/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks by size). */
+/* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks: by rank count). */
 enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1 };
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
@@ -335,7 +335,7 @@ int zt_shm_depth_(int nranks);
 /* all_reduce.c: the algorithm an all-reduce of n elements of dtype runs on c (never AUTO), and,
  * through the segment, how (ZT_SHM_*). */
 int zt_ar_algo_(const zt_comm *c, zt_dtype dtype, size_t n);
-int zt_ar_shm_mode_(const zt_comm *c, zt_dtype dtype, size_t n);
+int zt_ar_shm_mode_(const zt_comm *c);
 /* Request slots the two use: bounded by the window, whatever the sizes. */
 int zt_rs_depth_(int nranks);
 int zt_rs_nreq_(const zt_comm *c);

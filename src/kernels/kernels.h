@@ -154,6 +154,12 @@ void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t 
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
 
+/* ---- stream_copy.c: copies past the caches ---------------------------------------------------- */
+/* dst[0, bytes) = src[0, bytes), dst's whole 64-byte lines with streaming stores (any alignment);
+ * call zt_streaming_fence before a store that publishes the bytes to another core */
+void zt_copy_streaming(void *dst, const void *src, size_t bytes);
+void zt_streaming_fence(void);
+
 /* ---- attention.c: causal multi-head self-attention -------------------------------------------- */
 /* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
  * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0).

@@ -16,10 +16,6 @@
 #include "kernels/vecmath.h"
 
 #include <math.h>
-#include <string.h>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 
 /* elements per block of the fused update and rounding: p, g, m, v of a block (128 KiB) stay in L2 */
 #define ROUND_BLOCK 8192
@@ -50,23 +46,6 @@ static void adamw_block(float *restrict p, const float *restrict g, float *restr
     }
 }
 
-/* dst[0, bytes) = src[0, bytes): the whole 64-byte lines of dst with streaming stores, the partial
- * ones at either end with ordinary ones (the caller ends with an sfence) */
-static void stream_copy(void *dst, const void *src, size_t bytes) {
-#ifdef __AVX512F__
-    char *d = dst;
-    const char *s = src;
-    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-    if (head > bytes) head = bytes;
-    memcpy(d, s, head);
-    size_t i = head;
-    for (; i + 64 <= bytes; i += 64) _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
-    memcpy(d + i, s + i, bytes - i);
-#else
-    memcpy(dst, src, bytes);
-#endif
-}
-
 void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
                      float wd, float grad_scale, int64_t t) {
     const adamw_consts k = consts_of(lr, b1, b2, eps, wd, grad_scale, t);
@@ -92,10 +71,8 @@ void zt_adamw_update_round(float *p, const float *g, float *m, float *v, size_t 
             size_t hi = lo + ROUND_BLOCK < i1 ? lo + ROUND_BLOCK : i1;
             adamw_block(p, g, m, v, lo, hi, &k);
             zt_round_to_lp_serial((zt_lp_kind)lp_kind, copy, p + lo, hi - lo);
-            stream_copy((char *)lp + lo * lp_bytes, copy, (hi - lo) * lp_bytes);
+            zt_copy_streaming((char *)lp + lo * lp_bytes, copy, (hi - lo) * lp_bytes);
         }
-#ifdef __AVX512F__
-        _mm_sfence(); /* the streaming stores visible before the threads' barrier */
-#endif
+        zt_streaming_fence(); /* the streaming stores visible before the threads' barrier */
     }
 }

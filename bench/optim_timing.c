@@ -83,21 +83,6 @@ static void all_block_to(float *restrict po, float *restrict mo, float *restrict
     }
 }
 
-static void stream_copy(void *dst, const void *src, size_t bytes) {
-#ifndef __AVX512F__
-    memcpy(dst, src, bytes); /* a build without AVX-512: the form is not streamed there */
-#else
-    char *d = dst;
-    const char *s = src;
-    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-    if (head > bytes) head = bytes;
-    memcpy(d, s, head);
-    size_t i = head;
-    for (; i + 64 <= bytes; i += 64) _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
-    memcpy(d + i, s + i, bytes - i);
-#endif
-}
-
 static void all_adamw_update_round(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                                    float b2, float eps, float wd, float grad_scale, int64_t t, uint16_t *lp) {
     const float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
@@ -113,12 +98,10 @@ static void all_adamw_update_round(float *p, const float *g, float *m, float *v,
             size_t len = lo + ALL_BLOCK < i1 ? ALL_BLOCK : i1 - lo;
             all_block_to(po, mo, vo, p + lo, g + lo, m + lo, v + lo, len, &k);
             zt_round_to_lp_serial(ZT_LP_BF16, lo_buf, po, len);
-            stream_copy(m + lo, mo, len * 4), stream_copy(v + lo, vo, len * 4), stream_copy(p + lo, po, len * 4);
-            stream_copy(lp + lo, lo_buf, len * 2);
+            zt_copy_streaming(m + lo, mo, len * 4), zt_copy_streaming(v + lo, vo, len * 4);
+            zt_copy_streaming(p + lo, po, len * 4), zt_copy_streaming(lp + lo, lo_buf, len * 2);
         }
-#ifdef __AVX512F__
-        _mm_sfence();
-#endif
+        zt_streaming_fence();
     }
 }
 

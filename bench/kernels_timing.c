@@ -87,7 +87,7 @@ static void time_matmul(const char *name, int N, int C, int OC, bool bias)
     float *out = buf((size_t)N * OC), *dout = buf((size_t)N * OC), *dinp = buf((size_t)N * C);
     float *dw = buf((size_t)OC * C), *db = buf(OC);
     TIME_FB((void)0, matmul_forward(out, inp, w, b, N, C, OC), (void)0,
-            matmul_backward(dinp, dw, bias ? db : NULL, dout, inp, w, N, C, OC, false));
+            matmul_backward(dinp, dw, bias ? db : NULL, dout, inp, w, N, C, OC, 0));
     double g = 2.0 * N * C * OC * 1e-9;
     report(name, g, 2 * g);
     free(inp), free(w), free(b), free(out), free(dout), free(dinp), free(dw), free(db);
@@ -216,10 +216,10 @@ static void time_gpt2_bwd_forms(int N, int C, int L)
             gelu_backward_to(dx, 0, db, x, d, N, H));
     report_ab("gelu bwd fp32 + dbias", "gelu bwd+dbias", "gelu_backward_to", L);
     TIME_FB((void)0, (zt_f32_to_bf16(st, d, nq), matmul_dbias(db, d, N, 3 * C)), (void)0,
-            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, N, 3 * C));
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, NULL, NULL, N, 3 * C));
     report_ab("qkv: rounding + dbias", "rounding+dbias", "matmul_dbias_rows", L);
     TIME_FB((void)0, (zt_f32_to_bf16(st, d, nc), matmul_dbias(db, d, N, C)), (void)0,
-            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, N, C));
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, d, NULL, NULL, N, C));
     report_ab("proj: rounding + dbias", "rounding+dbias", "matmul_dbias_rows", 2 * L);
     free(x), free(d), free(dx), free(db), free(st);
 }

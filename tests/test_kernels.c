@@ -559,7 +559,7 @@ static void run_matmul(int N, int C, int OC, bool with_bias, bool accumulate, bo
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d%s", N, OC, C, bias ? " +bias" : "");
     check_close(what, out, out_d, no, 4 * u * (2 + sqrt(C)));
 
-    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, accumulate);
+    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, accumulate ? ZT_MM_DINP_ADD : 0);
     ref_matmul_backward(dinp_d, dw_d, db_d, dout_d, inp_d, w_d, N, C, OC);
     check_close("matmul_backward dinp", dinp, dinp_d, ni, 4 * u * (2 + sqrt(OC + accumulate)));
     check_close("matmul_backward dweight (+=)", dw, dw_d, nw, 4 * u * (2 + sqrt(N + 1)));
@@ -567,18 +567,28 @@ static void run_matmul(int N, int C, int OC, bool with_bias, bool accumulate, bo
 
     /* NULL outputs are skipped; the others still come out identical */
     float *dinp2 = fdup(dinp0, ni), *dw2 = fdup(dw0, nw), *db2 = fdup(db0, OC), *out2 = falloc(no);
-    matmul_backward(NULL, dw2, NULL, dout, inp, w, N, C, OC, accumulate);
-    matmul_backward(dinp2, NULL, NULL, dout, inp, w, N, C, OC, accumulate);
-    matmul_backward(NULL, NULL, db2, dout, inp, w, N, C, OC, accumulate);
+    matmul_backward(NULL, dw2, NULL, dout, inp, w, N, C, OC, accumulate ? ZT_MM_DINP_ADD : 0);
+    matmul_backward(dinp2, NULL, NULL, dout, inp, w, N, C, OC, accumulate ? ZT_MM_DINP_ADD : 0);
+    matmul_backward(NULL, NULL, db2, dout, inp, w, N, C, OC, accumulate ? ZT_MM_DINP_ADD : 0);
     assert_same_bits("matmul_backward dinp alone", dinp, dinp2, ni);
     assert_same_bits("matmul_backward dweight alone", dw, dw2, nw);
     assert_same_bits("matmul_backward dbias alone", db, db2, OC);
+    /* ZT_MM_DWEIGHT_SET assigns dweight whatever it held: the bits of adding into zeros */
+    {
+        float *dwz = falloc(nw), *dws = falloc(nw);
+        memset(dwz, 0, nw * sizeof *dwz);
+        fill(dws, nw, 3.0f);
+        matmul_backward(NULL, dwz, NULL, dout, inp, w, N, C, OC, 0);
+        matmul_backward(NULL, dws, NULL, dout, inp, w, N, C, OC, ZT_MM_DWEIGHT_SET);
+        assert_same_bits("matmul_backward dweight assigned", dwz, dws, nw);
+        free(dwz), free(dws);
+    }
     /* run to run under the same thread count (OpenBLAS's bits may change with the thread count:
      * with OPENBLAS_CORETYPE=Haswell its single-threaded and threaded paths block differently) */
     for (int rep = 0; rep < 2; rep++) {
         memcpy(dinp2, dinp0, ni * 4), memcpy(dw2, dw0, nw * 4), memcpy(db2, db0, OC * 4);
         matmul_forward(out2, inp, w, bias, N, C, OC);
-        matmul_backward(dinp2, dw2, db2, dout, inp, w, N, C, OC, accumulate);
+        matmul_backward(dinp2, dw2, db2, dout, inp, w, N, C, OC, accumulate ? ZT_MM_DINP_ADD : 0);
         assert_same_bits("matmul_forward rerun", out, out2, no);
         assert_same_bits("matmul_backward dinp rerun", dinp, dinp2, ni);
         assert_same_bits("matmul_backward dweight rerun", dw, dw2, nw);
@@ -1058,7 +1068,7 @@ static void test_fused_backward_forms(void **state)
                     zt_round_to_lp((zt_lp_kind)kind, rnd, d, n);
                 }
                 memset(out, 0, n * 4), memcpy(db, db0, OC * 4);
-                matmul_dbias_rows(db, out, kind, NULL, d, N, OC);
+                matmul_dbias_rows(db, out, kind, NULL, d, NULL, NULL, N, OC);
                 assert_same_bits("matmul_dbias_rows out", kind ? rnd : d, out, words);
                 assert_same_bits("matmul_dbias_rows dbias", dbd, db, OC);
             }

@@ -538,6 +538,132 @@ static void test_early_norm_matches_the_step_pass(void **state) {
     for (int k = 0; k < 2; k++) zt_engine_free(e[k]), zt_model_free(m[k]);
 }
 
+/* Gradients assigned, not zeroed (grads.c, zt_unit_ops.assigns_grad): the Linear weights' first
+ * product in backward assigns their gradient instead of adding into a zeroed one. Against engines
+ * made with ZT_GRAD_ASSIGN=0 (everything zeroed first, every product adds), the same bits: both
+ * families, GPT-2's tied wte (the head assigns, the embedding adds after), Llama untied, the loss in
+ * chunks (the first chunk assigns, the rest add), fp32 and bf16 compute, two micro-batches, and
+ * the parameters after a step. */
+static void test_assigned_gradients_match_zeroed(void **state) {
+    zt_error err = {0};
+    int B = 2, T = 6;
+    int32_t tok[B * T + 1];
+    make_tokens(tok, B * T + 1, SMALL.vocab_size, 21);
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T), .logits_pos = -1};
+    for (int c = 0; c < 16; c++) {
+        int llama = c & 1, chunk = c & 2 ? 3 : 0, bf16 = c & 4 ? 1 : 0, micro = c & 8 ? 2 : 1;
+        zt_model *m[2];
+        zt_engine *e[2];
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(llama ? zt_llama_create(&LLAMA_SMALL, &m[k], &err) : zt_gpt2_create(&SMALL, &m[k], &err),
+                             ZT_OK);
+            if (chunk) assert_int_equal(zt_model_set_loss_chunk(m[k], chunk, &err), ZT_OK);
+            zt_engine_options o = {.B = B, .T = T, .seed = 77, .grad_accum = micro};
+            zt_optimizer_config_default(&o.optim);
+            zt_precision_default(&o.precision, bf16 ? ZT_PRECISION_BF16 : ZT_PRECISION_FP32);
+            if (k == 0) setenv("ZT_GRAD_ASSIGN", "0", 1);
+            e[k] = engine_for(m[k], B, T, &o);
+            unsetenv("ZT_GRAD_ASSIGN");
+        }
+        for (int step = 0; step < 2; step++) {
+            for (int k = 0; k < 2; k++)
+                for (int mb = 0; mb < micro; mb++) {
+                    float loss;
+                    assert_int_equal(zt_engine_forward_backward(e[k], &b, &loss, &err), ZT_OK);
+                }
+            for (int i = 0; i < m[0]->n_params; i++) {
+                const float *g0 = zt_engine_grad(e[0], i), *g1 = zt_engine_grad(e[1], i);
+                if (memcmp(g0, g1, (size_t)m[0]->params[i].numel * sizeof *g0))
+                    fail_msg("case %d (%s, chunk %d, %s, %d micro-batches), step %d: %s differs", c, llama ? "llama" : "gpt2",
+                             chunk, bf16 ? "bf16" : "fp32", micro, step, m[0]->params[i].name);
+            }
+            for (int k = 0; k < 2; k++) {
+                zt_step_report r;
+                assert_int_equal(zt_engine_step(e[k], 1e-2f, &r, &err), ZT_OK);
+            }
+            assert_true(zt_engine_param_hash(e[0]) == zt_engine_param_hash(e[1]));
+        }
+        for (int k = 0; k < 2; k++) zt_engine_free(e[k]), zt_model_free(m[k]);
+    }
+}
+
+/* The engine's side of assigns_grad, on two toy units sharing one parameter (w, 300,000 floats: its
+ * gradient buffer comes back from the engine's block cache between steps, holding the last step's
+ * values). Unit 1, the loss (first in backward), declares it assigns w's gradient: it gets bit 0 of
+ * grads_unset, unit 0 (which declares it too, but comes second) does not. When unit 1 assigns, the
+ * gradient is its value plus unit 0's; when it leaves the bit set (a path that skips the weight),
+ * the engine zeroes the gradient after it, so that only unit 0's share is there, whatever the
+ * buffer held before; with ZT_GRAD_ASSIGN=0 no unit ever sees a bit. */
+enum { TOY_W = 300000 };
+static uint32_t toy_bits[2];
+static bool toy_skip;
+static size_t toy_saved(const zt_unit *u, int B, int T, int lp_kind) { return 0; }
+static size_t toy_scratch(const zt_unit *u, int B, int T) { return 0; }
+static bool toy_assigns(const zt_unit *u, int k) { return k == 0; }
+static int toy_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    int N = a->batch->B * a->batch->T;
+    for (int i = 0; i < N * u->out_width; i++) a->out[i] = a->params[0][0];
+    return ZT_OK;
+}
+static int toy_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    int N = a->batch->B * a->batch->T;
+    toy_bits[u->layer] = *a->grads_unset;
+    float *g = a->grads[0], v = u->layer == 1 ? 5.0f : 2.0f;
+    if (u->layer == 1 && (*a->grads_unset & 1u)) { /* first write: assign, unless told to skip */
+        if (!toy_skip)
+            for (int j = 0; j < TOY_W; j++) g[j] = v;
+        if (!toy_skip) *a->grads_unset &= ~1u;
+    } else {
+        for (int j = 0; j < TOY_W; j++) g[j] += v;
+    }
+    if (a->din)
+        for (int i = 0; i < N * u->out_width; i++) a->din[i] = 0.0f;
+    return ZT_OK;
+}
+static const zt_unit_ops TOY_ASSIGNS = {.saved_floats = toy_saved, .scratch_floats = toy_scratch,
+                                        .forward = toy_forward, .backward = toy_backward,
+                                        .assigns_grad = toy_assigns};
+
+static void test_engine_zeroes_what_a_unit_leaves_unset(void **state) {
+    zt_error err = {0};
+    for (int off = 0; off < 2; off++) {
+        zt_model *m;
+        assert_int_equal(zt_model_create("toy", &m, &err), ZT_OK);
+        m->vocab_size = 10;
+        m->max_seq_len = 4;
+        int64_t shape[1] = {TOY_W};
+        int w;
+        assert_int_equal(zt_model_add_param(m, "w", 1, shape, ZT_INIT_NORMAL, 0.5f, false, &w, &err), ZT_OK);
+        int idx[1] = {w};
+        assert_int_equal(zt_model_add_unit(m, "u0", &TOY_ASSIGNS, 0, idx, 1, 2, &err), ZT_OK);
+        assert_int_equal(zt_model_add_unit(m, "u1", &TOY_ASSIGNS, 1, idx, 1, 1, &err), ZT_OK);
+        zt_engine_options o = {.B = 1, .T = 4, .seed = 1};
+        zt_optimizer_config_default(&o.optim);
+        if (off) setenv("ZT_GRAD_ASSIGN", "0", 1);
+        zt_engine *e = engine_for(m, 1, 4, &o);
+        unsetenv("ZT_GRAD_ASSIGN");
+        int32_t tok[5] = {1, 2, 3, 4, 5};
+        zt_batch b = {.B = 1, .T = 4, .inputs = tok, .targets = tok + 1, .dloss = 0.25f, .logits_pos = -1};
+        for (int step = 0; step < 3; step++) {
+            toy_skip = step == 1;
+            float loss;
+            assert_int_equal(zt_engine_forward_backward(e, &b, &loss, &err), ZT_OK);
+            assert_int_equal(toy_bits[1], off ? 0u : 1u);
+            assert_int_equal(toy_bits[0], 0u);
+            const float *g = zt_engine_grad(e, w);
+            float want = off || !toy_skip ? 7.0f : 2.0f; /* zeroed, then (5 or nothing) + 2 */
+            for (int j = 0; j < TOY_W; j += 997)
+                if (g[j] != want) fail_msg("ZT_GRAD_ASSIGN %s, step %d: grad[%d] = %g, want %g", off ? "0" : "on", step,
+                                           j, (double)g[j], (double)want);
+            zt_step_report r;
+            assert_int_equal(zt_engine_step(e, 1e-3f, &r, &err), ZT_OK);
+        }
+        toy_skip = false;
+        zt_engine_free(e);
+        zt_model_free(m);
+    }
+}
+
 static void test_nonfinite_gradients_skip_the_update(void **state) {
     zt_error err = {0};
     zt_model *m;
@@ -572,6 +698,8 @@ int main(void) {
         cmocka_unit_test(test_engine_rejects_bad_batches),
         cmocka_unit_test(test_nonfinite_gradients_skip_the_update),
         cmocka_unit_test(test_early_norm_matches_the_step_pass),
+        cmocka_unit_test(test_assigned_gradients_match_zeroed),
+        cmocka_unit_test(test_engine_zeroes_what_a_unit_leaves_unset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

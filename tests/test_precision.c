@@ -156,16 +156,20 @@ static void check_linear(int kind) {
     matmul_forward_lp(out, xl, x, wl, b, N, C, OC, kind);
     zt_round_to_lp(kind, xr, x, N * C);
     assert_memory_equal(xl, xr, (size_t)N * C * (kind == ZT_LP_BF16 ? 2 : 4));
-    matmul_backward_lp(dx, dw, db, dout, xl, wl, N, C, OC, false, kind, staging);
+    matmul_backward_lp(dx, dw, db, dout, xl, wl, N, C, OC, 0, kind, staging);
     { /* the bias gradient summed in the rounding pass: the bits of the two passes apart */
         float *dx2 = malloc(N * C * 4), *dw2 = calloc(OC * C, 4), *db2 = calloc(OC, 4);
         void *staging2 = aligned_alloc(64, (matmul_lp_staging_bytes(kind, N, OC) + 63) / 64 * 64);
-        matmul_backward_lp(dx2, dw2, NULL, dout, xl, wl, N, C, OC, false, kind, staging2);
+        matmul_backward_lp(dx2, dw2, NULL, dout, xl, wl, N, C, OC, 0, kind, staging2);
         matmul_dbias(db2, dout, N, OC);
         assert_memory_equal(staging, staging2, matmul_lp_staging_bytes(kind, N, OC));
         assert_memory_equal(dx, dx2, N * C * 4);
         assert_memory_equal(dw, dw2, OC * C * 4);
         assert_memory_equal(db, db2, OC * 4);
+        /* dweight assigned (ZT_MM_DWEIGHT_SET) over whatever it held: the bits of adding into zeros */
+        for (int i = 0; i < OC * C; i++) dw2[i] = -7.0f;
+        matmul_backward_lp(NULL, dw2, NULL, dout, xl, wl, N, C, OC, ZT_MM_DWEIGHT_SET, kind, staging2);
+        assert_memory_equal(dw, dw2, OC * C * 4);
         free(dx2), free(dw2), free(db2), free(staging2);
     }
     /* against double sums of the rounded operands: only fp32 accumulation error remains */

@@ -159,7 +159,8 @@ typedef struct zt_unit_args {
                              NULL where the unit reads the parameter through params_lp (under
                              bf16/fp16 compute, a matrix its zt_unit_ops.reads_lp declares), in
                              every strategy */
-    float *const *grads;  /* same order; backward accumulates (+=) into them */
+    float *const *grads;  /* same order; backward accumulates (+=) into them, except where
+                             grads_unset says a gradient holds nothing yet */
     const float *in;      /* (B, T, in_width) the previous unit's output; NULL for the first unit */
     float *out;           /* (B, T, out_width); the last unit writes per-token losses (B, T) */
     float *saved;         /* saved_floats(B, T, lp_kind) floats, 64-byte aligned: written by
@@ -183,6 +184,11 @@ typedef struct zt_unit_args {
                              it. Units without kept_floats always get NULL. */
     const zt_unit_group *group; /* the tensor-parallel group's collectives when the unit is split
                                    (zt_unit.tp_parts > 1), else NULL */
+    uint32_t *grads_unset; /* backward: bit k set, the gradient of parameter k holds no values yet
+                              this micro-batch (the engine did not zero it, only where
+                              zt_unit_ops.assigns_grad said so): the unit's first write assigns it
+                              and clears the bit (zt_linear_backward does both). The engine zeroes
+                              what is left set after the unit returns. NULL: none, all += */
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -255,6 +261,13 @@ typedef struct zt_unit_ops {
      * wrote them, from the kept part, a->in and a->params; may use a->scratch; must not write
      * a->out (NULL here) or the kept part. */
     int (*recompute)(const zt_unit *u, const zt_unit_args *a, zt_error *err);
+    /* Optional: true when the unit's backward writes its k-th parameter's gradient first through
+     * zt_linear_backward / _rounded (src/model/layers.h) as a Linear weight, which assigns the
+     * product (=) where zt_unit_args.grads_unset has bit k: the engine then leaves that gradient
+     * unzeroed when this unit is its first writer in backward, sparing a pass over it and the
+     * product's read of it (bench/RESULTS.md, "Gradients assigned, not zeroed"). NULL: none; every
+     * gradient the unit sees holds zeros or earlier sums. */
+    bool (*assigns_grad)(const zt_unit *u, int k);
 } zt_unit_ops;
 
 /* Where the saved floats after the first `kept` live (see zt_unit_args.saved_rest). */

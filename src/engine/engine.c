@@ -373,8 +373,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     e->gathered = calloc((size_t)m->n_params, sizeof *e->gathered);
     e->gather_seq = calloc((size_t)m->n_params, sizeof *e->gather_seq);
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
+    e->grad_assigned = calloc((size_t)m->n_params, sizeof *e->grad_assigned);
+    e->grad_unset = calloc((size_t)m->n_params, sizeof *e->grad_unset);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
-    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->units) goto nomem;
+    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->grad_assigned || !e->grad_unset || !e->units) goto nomem;
+    zt_grads_assign_setup(e);
     /* gradient-norm partials (doubles) and their all-gather over the shard group; the main
      * thread's bucket staging, sized by the plan (the communication thread's: overlap.c) */
     if (!(e->norm_partials = zt_engine_alloc(e, 2 * ((size_t)pl->norm_chunks + 1), &e->mem.comm, "the gradient-norm partials"))) goto nomem;
@@ -507,6 +510,8 @@ void zt_engine_free(zt_engine *e) {
     free(e->gathered);
     free(e->gather_seq);
     free(e->pgrad);
+    free(e->grad_assigned);
+    free(e->grad_unset);
     free(e->norm_partials);
     free(e->norm_gather);
     free(e->tp_work);
@@ -750,7 +755,8 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                 return err->code;
         if ((rc = zt_params16_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : din0;
-        zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads,
+        uint32_t unset = zt_grads_unset_of(e, u);
+        zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .grads_unset = &unset,
                           .in = u > 0 ? e->units[u - 1].out : in0, .out = s->out,
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
@@ -759,12 +765,14 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
         if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) {
+            zt_grads_unit_written(e, u, unset);
             zt_params16_views_free(e, u);
             return rc;
         }
         zt_trace_begin("backward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->backward(un, &a, err);
+        zt_grads_unit_written(e, u, unset);
         s->bwd_s += omp_get_wtime() - t0;
         zt_trace_end();
         zt_ckpt_backward_done(e, u);

@@ -149,6 +149,12 @@ struct zt_engine {
     float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
     uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
+    /* Gradients assigned, not zeroed (grads.c): grad_assigned[i], parameter i's first writer in
+     * backward assigns its gradient (zt_unit_ops.assigns_grad); grad_unset[i], this micro-batch's
+     * gradient of i is not zeroed and not written yet. grads_assign false (ZT_GRAD_ASSIGN=0):
+     * every gradient is zeroed before backward, as before. */
+    bool grads_assign;
+    bool *grad_assigned, *grad_unset;
     grad_tree full_tree;        /* ddp/zero1/deferred: full-layout partial sums over micro-batches */
     grad_tree piece_tree;       /* reduce-every-micro-batch: shard-layout partial sums */
     float *micro_grads;         /* full layout, the current micro-batch (ddp/zero1/deferred) */
@@ -412,6 +418,9 @@ void zt_ckpt_backward_done(zt_engine *e, int u);
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);
 float *zt_grads_for(zt_engine *e, int param, zt_error *err);  /* full grad of param (zeroed on first use) */
 int zt_grads_unit_done(zt_engine *e, int unit, zt_error *err); /* after unit's backward */
+void zt_grads_assign_setup(zt_engine *e);           /* at create: grad_assigned, grads_assign */
+uint32_t zt_grads_unset_of(zt_engine *e, int unit);  /* zt_unit_args.grads_unset for unit's backward */
+void zt_grads_unit_written(zt_engine *e, int unit, uint32_t unset); /* zeroes what it left unset */
 /* param i's gradient-norm chunk partials (its full gradient, or this rank's reduced piece under a
  * sharded optimizer) into e->norm_partials: the step's pass and the early norm's, one computation */
 void zt_grads_norm_partials(zt_engine *e, int param);

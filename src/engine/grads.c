@@ -33,7 +33,16 @@
  * one backward reaches) is done; its norm partials are taken then, from a gradient the backward
  * just wrote, instead of in a pass over the whole gradient at the step (step.c's grad_norm). The
  * same function on the same values in the same chunks: the same bits. A second micro-batch, or a
- * gradient handed out for writing (zt_engine_grad), turns it off for the step. */
+ * gradient handed out for writing (zt_engine_grad), turns it off for the step.
+ *
+ * Gradients assigned, not zeroed: a micro-batch's gradient storage is zeroed before backward
+ * (begin_micro; zero2/zero3: zt_grads_for), except the gradients whose first writer in backward
+ * (the highest unit that uses the parameter) declares it assigns them (zt_unit_ops.assigns_grad:
+ * the Linear weights, whose weight product then runs with beta 0 instead of adding into zeros:
+ * the same values, bit for bit, and neither the pass that zeroed them nor the product's read of
+ * them). Before a unit's backward such gradients become bits of zt_unit_args.grads_unset;
+ * whatever the unit leaves unset, and whatever no unit reached by end_micro, is zeroed then, so
+ * no path ever sees a gradient that holds what the buffer held before. */
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
@@ -95,6 +104,7 @@ void zt_grads_reset(zt_engine *e) {
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+    if (e->grad_unset) memset(e->grad_unset, 0, (size_t)e->model->n_params * sizeof *e->grad_unset);
     e->n_inflight = 0;
     e->micro_in_step = 0;
     e->grads_final = false;
@@ -118,6 +128,73 @@ static void zero_floats(float *x, size_t n) {
         zt_split_range(n, 16, zt_thread_num(), zt_num_threads(), &i0, &i1);
         memset(x + i0, 0, (i1 - i0) * sizeof(float));
     }
+}
+
+/* ---- gradients assigned, not zeroed (see the top) ---- */
+
+void zt_grads_assign_setup(zt_engine *e) {
+    const zt_model *m = e->model;
+    const char *env = getenv("ZT_GRAD_ASSIGN");
+    e->grads_assign = !(env && !strcmp(env, "0"));
+    bool *seen = e->grad_unset; /* scratch until the first micro-batch: all false again below */
+    for (int u = m->n_units - 1; u >= 0; u--) { /* backward's order: the first writer sees it first */
+        const zt_unit *un = &m->units[u];
+        for (int k = 0; k < un->n_params; k++) {
+            int i = un->params[k];
+            if (seen[i]) continue;
+            seen[i] = true;
+            e->grad_assigned[i] = e->grads_assign && m->params[i].trainable && un->ops->assigns_grad &&
+                                  un->ops->assigns_grad(un, k);
+        }
+    }
+    memset(seen, 0, (size_t)m->n_params * sizeof *seen);
+}
+
+/* the micro-batch's full-layout gradient zeroed but for the assigned parameters' tensors, which
+ * become unset (the gaps between tensors and the other tensors: zeroed) */
+static void zero_but_assigned(zt_engine *e, float *buf, size_t n) {
+    const zt_model *m = e->model;
+    const zt_plan *pl = &e->plan;
+    size_t at = 0; /* zeroed up to here; tensors in the order of their offsets */
+    for (;;) {
+        int next = -1;
+        for (int i = 0; i < m->n_params; i++)
+            if (e->grad_assigned[i] && pl->p[i].gfull_off >= at &&
+                (next < 0 || pl->p[i].gfull_off < pl->p[next].gfull_off))
+                next = i;
+        if (next < 0) break;
+        size_t off = pl->p[next].gfull_off;
+        zero_floats(buf + at, off - at);
+        e->grad_unset[next] = true;
+        at = off + (size_t)m->params[next].numel;
+    }
+    zero_floats(buf + at, n - at);
+}
+
+/* parameter i's gradient storage this micro-batch, or NULL (none yet) */
+static float *grad_storage(zt_engine *e, int i) {
+    if (!e->reduce_now) return e->micro_grads ? e->micro_grads + e->plan.p[i].gfull_off : NULL;
+    return e->pgrad[i];
+}
+
+uint32_t zt_grads_unset_of(zt_engine *e, int u) {
+    const zt_unit *un = &e->model->units[u];
+    uint32_t unset = 0;
+    for (int k = 0; k < un->n_params; k++)
+        if (e->grad_unset[un->params[k]]) {
+            e->grad_unset[un->params[k]] = false;
+            unset |= 1u << k;
+        }
+    return unset;
+}
+
+void zt_grads_unit_written(zt_engine *e, int u, uint32_t unset) {
+    const zt_unit *un = &e->model->units[u];
+    for (int k = 0; k < un->n_params && unset; k++)
+        if (unset >> k & 1u) {
+            float *g = grad_storage(e, un->params[k]);
+            if (g) zero_floats(g, (size_t)e->model->params[un->params[k]].numel);
+        }
 }
 
 /* Whether this step's norm partials can be taken unit by unit during backward (see the top) */
@@ -173,6 +250,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     } else {
         e->norm_early = false; /* a second micro-batch adds to the gradients taken */
     }
+    memset(e->grad_unset, 0, (size_t)e->model->n_params * sizeof *e->grad_unset); /* set anew below */
     if (e->micro_direct && e->grad_kind >= 0) return ZT_OK; /* into per-unit windows (grad_offload.c) */
     size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
@@ -182,7 +260,8 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     /* zero1's early reduction writes the reduced pieces during backward */
     size_t miss = e->reduce_early && e->shard_optim ? reduced_pieces(e) : 0;
     if (miss) return zt_engine_oom(e, err, "engine: the reduced gradient (%zu floats)", miss);
-    zero_floats(*buf, n);
+    if (e->reduce_now) zero_floats(*buf, n); /* the pieces: written by reductions, which add */
+    else zero_but_assigned(e, *buf, n);
     return ZT_OK;
 }
 
@@ -196,7 +275,8 @@ float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
             zt_engine_oom(e, err, "engine: backward");
             return NULL;
         }
-        zero_floats(e->pgrad[i], n);
+        if (e->grad_assigned[i]) e->grad_unset[i] = true; /* its first user, about to run, assigns it */
+        else zero_floats(e->pgrad[i], n);
     }
     return e->pgrad[i];
 }
@@ -260,6 +340,12 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
 
 int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     const zt_plan *pl = &e->plan;
+    for (int i = 0; i < e->model->n_params; i++) /* assigned gradients no unit reached */
+        if (e->grad_unset[i]) {
+            float *g = grad_storage(e, i);
+            if (g) zero_floats(g, (size_t)e->model->params[i].numel);
+            e->grad_unset[i] = false;
+        }
     int rc = zt_overlap_drain(e, err);
     if (!rc) rc = retire_inflight(e, err);
     if (!rc && e->grad_kind >= 0) rc = zt_grad_offload_flush(e, err); /* the last unit's write */

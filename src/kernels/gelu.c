@@ -150,5 +150,5 @@ void gelu_backward_to(void *dinp, int kind, float *dbias, const float *inp, cons
         return;
     }
     gelu_bwd_args g = {inp, dout};
-    matmul_dbias_rows(dbias, dinp, kind, gelu_bwd_row, &g, N, OC);
+    matmul_dbias_rows(dbias, dinp, kind, gelu_bwd_row, &g, inp, dout, N, OC);
 }

@@ -68,11 +68,15 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 /* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC); bias may be NULL. */
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
                     int C, int OC);
-/* dinp (N,C) = dout @ weight (or += when accumulate_dinp); dweight (OC,C) += dout^T @ inp;
- * dbias (OC) += column sums of dout. Any of dinp, dweight, dbias may be NULL (skipped). */
+/* The backward products' flags: ZT_MM_DINP_ADD adds the input gradient into dinp (else dinp =);
+ * ZT_MM_DWEIGHT_SET assigns the weight gradient (dweight = the product: its storage may hold
+ * anything, a gradient not yet written this micro-batch) instead of adding into it. */
+enum { ZT_MM_DINP_ADD = 1u, ZT_MM_DWEIGHT_SET = 2u };
+/* dinp (N,C) = dout @ weight (+= with ZT_MM_DINP_ADD); dweight (OC,C) += dout^T @ inp (= with
+ * ZT_MM_DWEIGHT_SET); dbias (OC) += column sums of dout. Any of dinp, dweight, dbias may be NULL
+ * (skipped). */
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int C, int OC,
-                     bool accumulate_dinp);
+                     const float *inp, const float *weight, int N, int C, int OC, unsigned flags);
 
 /* ---- matmul_lp.c: the Linear layer in low precision (precision modes, src/precision) ----------
  * ZT_LP_BF16: weight is bf16 (uint16_t); the products run on oneDNN's bf16 kernels with fp32
@@ -93,13 +97,14 @@ size_t matmul_saved_input_floats(int kind, size_t n);
  * matmul_saved_input_floats(kind, N*C) floats. inp NULL: inp_lp already holds rnd(inp). */
 void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *weight,
                        const float *bias, int N, int C, int OC, zt_lp_kind kind);
-/* dinp (N,C) = rnd(dout) @ weight (or += when accumulate_dinp); dweight (OC,C) += rnd(dout)^T @
- * inp_lp, inp_lp the forward's rounded input; dbias (OC) += column sums of dout. Any of dinp,
+/* dinp (N,C) = rnd(dout) @ weight (+= with ZT_MM_DINP_ADD); dweight (OC,C) += rnd(dout)^T @
+ * inp_lp (= with ZT_MM_DWEIGHT_SET), inp_lp the forward's rounded input; dbias (OC) += column
+ * sums of dout. Any of dinp,
  * dweight, dbias may be NULL (skipped). dout NULL (then dbias NULL): staging holds rnd(dout)
  * already (written by the kernel that made it). */
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
-                        bool accumulate_dinp, zt_lp_kind kind, void *staging);
+                        unsigned flags, zt_lp_kind kind, void *staging);
 /* dbias (OC) += column sums of dout (N,OC): matmul_backward's, shared. */
 void matmul_dbias(float *dbias, const float *dout, int N, int OC);
 /* The n fp32 values at flat indices [off, off+n) of an (N,OC) array an elementwise kernel makes:
@@ -109,8 +114,11 @@ typedef const float *(*matmul_rows_fn)(float *buf, const void *ctx, size_t off, 
 /* dbias (OC) += column sums of the (N,OC) values row() gives (row NULL: ctx is that fp32 array),
  * matmul_dbias's bits, and out (N,OC) (NULL: not written) = those values in the dtype kind (0:
  * fp32, else a zt_lp_kind: zt_round_to_lp's bits); in one pass, in matmul_dbias's partition (column
- * blocks over threads, each block's rows in order). An fp32 out may be ctx's own array. */
-void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC);
+ * blocks over threads, each block's rows in order). An fp32 out may be ctx's own array. reads0,
+ * reads1: the (N,OC) fp32 arrays row() reads at the same offsets (NULL: none; ignored when row is
+ * NULL), fetched a few rows ahead of the walk. */
+void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx,
+                       const float *reads0, const float *reads1, int N, int OC);
 
 /* ---- lora.c: a LoRA adapter beside a Linear -------------------------------------------------
  * out (N,OC) += scale · drop(x)·Aᵀ·Bᵀ, A (r,C), B (OC,r). kind 0: x, A, B fp32; kind ZT_LP_BF16 /

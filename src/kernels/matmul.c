@@ -4,7 +4,8 @@
  *
  *   forward   out (N,OC)     = inp (N,C) @ weight (OC,C)^T + bias   NoTrans x Trans, bias fused
  *   backward  dinp (N,C)    (+)= dout (N,OC) @ weight (OC,C)        NoTrans x NoTrans, beta 0 or 1
- *             dweight (OC,C) += dout^T @ inp                         Trans x NoTrans, beta 1
+ *             dweight (OC,C) (+)= dout^T @ inp                       Trans x NoTrans, beta 1 or 0
+ *                                  (0: the gradient's first write this micro-batch, ZT_MM_DWEIGHT_SET)
  *             dbias (OC)     += column sums of dout                  here, vectorized
  *
  * The bias is fused: oneDNN takes it as the matmul's bias operand; on OpenBLAS out is first
@@ -72,6 +73,10 @@ static void dbias_regs(float *dbias, const float *dout, int N, int OC, int c0, i
 
 #define DBIAS_SEG 128   /* columns per row() call (its buffer) */
 #define DBIAS_MAXW 4096 /* columns per block at most (the block's sums, 16 KiB, stay in L1) */
+/* Rows fetched ahead: a block's rows lie a row (OC floats, 3-12 KiB at GPT-2's widths) apart, and
+ * the hardware prefetchers, which stay within a 4 KiB page, lose the stream at every row; the
+ * inputs' lines DBIAS_AHEAD rows on are prefetched into L2 as each row is walked */
+#define DBIAS_AHEAD 3
 
 /* row r's values at columns [c0, c0+n) of the (N,OC) array: row() into buf, or ctx's own (row NULL) */
 static inline const float *block_row(float *buf, matmul_rows_fn row, const void *ctx, size_t off, int n)
@@ -95,8 +100,8 @@ static inline void block_store(void *out, int kind, size_t off, const float *d, 
  * column's sum starts at 0 and adds the rows in order (a lane of acc), then goes into dbias; the
  * rows are walked in order, each row's n columns contiguous (the longer the run, the faster the
  * walk: one block per thread); out (not NULL) gets each row's values (fp32: made there) */
-static void dbias_block(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC,
-                        int c0, int n)
+static void dbias_block(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx,
+                        const float *const *reads, int N, int OC, int c0, int n)
 {
     float acc[DBIAS_MAXW + ZT_VL] __attribute__((aligned(64)));
     float buf[DBIAS_SEG] __attribute__((aligned(64)));
@@ -105,6 +110,10 @@ static void dbias_block(float *dbias, void *out, int kind, matmul_rows_fn row, c
         for (int s = 0; s < n; s += DBIAS_SEG) {
             int m = n - s < DBIAS_SEG ? n - s : DBIAS_SEG, j = 0;
             size_t off = (size_t)r * OC + c0 + s;
+            if (r + DBIAS_AHEAD < N) /* the same columns DBIAS_AHEAD rows on (see above) */
+                for (int q = 0; q < 2 && reads[q]; q++)
+                    for (int l = 0; l < m; l += 16)
+                        __builtin_prefetch(reads[q] + off + (size_t)DBIAS_AHEAD * OC + l, 0, 2);
             float *dst = out && !kind ? (float *)out + off : buf; /* fp32 out: made in place */
             const float *d = block_row(dst, row, ctx, off, m);
             float *a = acc + s;
@@ -124,13 +133,14 @@ static void dbias_block(float *dbias, void *out, int kind, matmul_rows_fn row, c
 }
 
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                     const float *weight, int N, int C, int OC, bool accumulate_dinp)
+                     const float *weight, int N, int C, int OC, unsigned flags)
 {
     if (dinp != NULL)
         zt_gemm_f32(false, false, N, C, OC, 1.0f, dout, OC, weight, C,
-                    accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+                    flags & ZT_MM_DINP_ADD ? 1.0f : 0.0f, dinp, C);
     if (dweight != NULL)
-        zt_gemm_f32(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+        zt_gemm_f32(true, false, OC, C, N, 1.0f, dout, OC, inp, C,
+                    flags & ZT_MM_DWEIGHT_SET ? 0.0f : 1.0f, dweight, C);
     if (dbias != NULL)
         matmul_dbias(dbias, dout, N, OC);
 }
@@ -146,8 +156,11 @@ void matmul_dbias(float *dbias, const float *dout, int N, int OC)
     }
 }
 
-void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx, int N, int OC)
+void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx,
+                       const float *reads0, const float *reads1, int N, int OC)
 {
+    const float *reads[2] = {row ? reads0 : ctx, row ? reads1 : NULL};
+    if (!reads[0]) reads[0] = reads[1], reads[1] = NULL;
     /* one block per thread where it fits: any width gives the same sums (each column its own lane) */
     int nvec = (OC + ZT_VL - 1) / ZT_VL, nt = zt_max_threads();
     int per = (nvec + nt - 1) / nt, most = DBIAS_MAXW / ZT_VL;
@@ -156,6 +169,6 @@ void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, co
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * bw;
-        dbias_block(dbias, out, kind, row, ctx, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
+        dbias_block(dbias, out, kind, row, ctx, reads, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
     }
 }

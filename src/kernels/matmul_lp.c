@@ -6,7 +6,8 @@
  *             out = inp_lp @ W^T + bias
  *   backward  dinp (+)= rnd(dout) @ W                      staging: rnd(dout) (N,OC) (dout NULL:
  *                                                          the caller's kernel wrote it there)
- *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient)
+ *             dW += rnd(dout)^T @ inp_lp   (fp32 accumulation into the fp32 gradient; = when
+ *                                          the gradient is not written yet, ZT_MM_DWEIGHT_SET)
  *             dbias += column sums of dout (fp32, matmul_dbias; with the rounding in one pass,
  *             matmul_dbias_rows, when both are wanted)
  * The input is rounded once, in forward, and backward multiplies by what forward multiplied by:
@@ -53,21 +54,22 @@ void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *w
 
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
-                        bool accumulate_dinp, zt_lp_kind kind, void *staging)
+                        unsigned flags, zt_lp_kind kind, void *staging)
 {
     if ((dinp != NULL || dweight != NULL) && dout != NULL) {
         if (dbias != NULL) { /* rounding and the bias gradient in one pass over dout */
-            matmul_dbias_rows(dbias, staging, kind, NULL, dout, N, OC);
+            matmul_dbias_rows(dbias, staging, kind, NULL, dout, NULL, NULL, N, OC);
             dbias = NULL;
         } else {
             zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
         }
     }
     if (dinp != NULL)
-        product(kind, false, false, N, C, OC, staging, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f,
+        product(kind, false, false, N, C, OC, staging, OC, weight, C, flags & ZT_MM_DINP_ADD ? 1.0f : 0.0f,
                 dinp, C, NULL);
     if (dweight != NULL)
-        product(kind, true, false, OC, C, N, staging, OC, inp_lp, C, 1.0f, dweight, C, NULL);
+        product(kind, true, false, OC, C, N, staging, OC, inp_lp, C, flags & ZT_MM_DWEIGHT_SET ? 0.0f : 1.0f,
+                dweight, C, NULL);
     if (dbias != NULL)
         matmul_dbias(dbias, dout, N, OC);
 }

@@ -62,13 +62,25 @@ void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *ou
                      u->lora->dropout, lora_key(u, a, ka), N, C, OC, u->lora->rank, a->lp_kind);
 }
 
+/* the products' flags: dinp added or assigned, and dW_k assigned when its gradient holds nothing
+ * yet (grads_unset bit k, taken here: a later product of the same weight adds) */
+static unsigned backward_flags(const zt_unit_args *a, int k, const float *dweight, bool accumulate) {
+    unsigned f = accumulate ? ZT_MM_DINP_ADD : 0u;
+    if (dweight && a->grads_unset && (*a->grads_unset >> k & 1u)) {
+        *a->grads_unset &= ~(1u << k);
+        f |= ZT_MM_DWEIGHT_SET;
+    }
+    return f;
+}
+
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate) {
+    unsigned f = backward_flags(a, k, dweight, accumulate);
     if (a->lp_kind)
-        matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, accumulate,
-                           (zt_lp_kind)a->lp_kind, a->staging);
+        matmul_backward_lp(dinp, dweight, dbias, dout, slot, a->params_lp[k], N, C, OC, f, (zt_lp_kind)a->lp_kind,
+                           a->staging);
     else
-        matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, accumulate);
+        matmul_backward(dinp, dweight, dbias, dout, slot, a->params[k], N, C, OC, f);
     int ka = u->lora_a[k], kb = u->lora_b[k];
     if (ka)
         lora_backward(dinp, a->grads[ka], a->grads[kb], lora_scratch(u, a), a->staging, dout, slot, operand(a, ka),
@@ -83,8 +95,8 @@ bool zt_linear_takes_rounded(const zt_unit *u, const zt_unit_args *a, int k) {
 void zt_linear_backward_rounded(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight,
                                 void *rounded, const void *slot, int N, int C, int OC, bool accumulate) {
     (void)u;
-    matmul_backward_lp(dinp, dweight, NULL, NULL, slot, a->params_lp[k], N, C, OC, accumulate, (zt_lp_kind)a->lp_kind,
-                       rounded);
+    matmul_backward_lp(dinp, dweight, NULL, NULL, slot, a->params_lp[k], N, C, OC,
+                       backward_flags(a, k, dweight, accumulate), (zt_lp_kind)a->lp_kind, rounded);
 }
 
 int zt_unit_vocab(const zt_unit *u, int V) { return u->tp_parts > 1 ? (int)u->vocab_rows : V; }

@@ -27,9 +27,10 @@ float *zt_linear_input(const zt_unit_args *a, void *slot, float *tmp);
  * must include at its end. */
 void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                        const float *bias, int N, int C, int OC);
-/* dinp (N,C) = (or += with accumulate) dout·W_k; dW_k += doutᵀ·slot; dbias += Σ dout (any of the
- * three may be NULL). slot: the Linear's saved input, as zt_linear_forward left it. With a LoRA
- * adapter: then dinp += its input gradient, dA and dB += (lora_backward; NULL grads: frozen). */
+/* dinp (N,C) = (or += with accumulate) dout·W_k; dW_k += doutᵀ·slot (= when a->grads_unset has
+ * bit k, which it then clears: zt_unit_ops.assigns_grad); dbias += Σ dout (any of the three may be
+ * NULL). slot: the Linear's saved input, as zt_linear_forward left it. With a LoRA adapter: then
+ * dinp += its input gradient, dA and dB += (lora_backward; NULL grads: frozen). */
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
 /* Whether Linear k's backward can take its output gradient already rounded (under lp compute, and

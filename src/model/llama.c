@@ -360,6 +360,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .backward = block_backward,
                                       .reads_lp = block_reads_lp,
                                       .adaptable = block_adaptable,
+                                      .assigns_grad = block_adaptable, /* their weight products */
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute};
@@ -458,6 +459,7 @@ static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
                                      .forward = head_forward,
                                      .backward = head_backward,
                                      .reads_lp = head_reads_lp,
+                                     .assigns_grad = head_reads_lp, /* the LM head's weight product */
                                      .staging_bytes = head_staging_bytes}; /* keeps its logits: see the top */
 
 /* ---------------------------------------------------------------------------------------------

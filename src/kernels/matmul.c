@@ -16,13 +16,16 @@
  * backend. They may differ between thread counts (they do with OPENBLAS_CORETYPE=Haswell, whose
  * single-threaded path blocks differently) and they differ between backends.
  *
- * dbias splits the OC columns over threads in blocks of 8 vectors; each column is summed over the
- * rows in order in its own lane (a register), from 0, then added to dbias: the bits are
+ * dbias splits the OC columns over threads in blocks, one per thread where it fits; each column is
+ * summed over the rows in order in its own lane, from 0, then added to dbias: the bits are
  * independent of the block width, the thread count and the backend. matmul_dbias_rows makes the
  * same sums while it takes each row's values from an elementwise kernel (gelu_backward_to) or
  * dout and stores them, rounded (matmul_backward_lp's staging) or fp32, while they are in cache:
- * one pass instead of two or three, the same bits; its blocks are one per thread, walked row by
- * row, the sums in an L1 array (long contiguous runs: the speed of the streaming passes).
+ * one pass instead of two or three, the same bits; matmul_dbias is that walk without a store. A
+ * block's rows are walked in order, the sums in an L1 array (long contiguous runs), the inputs'
+ * rows prefetched a few ahead (the row stride defeats the hardware prefetchers): on cold (N,OC)
+ * arrays at W1's widths 12-13.5 ms a step against 16-18 ms for the former blocks of 8 vectors
+ * summed in registers (bench/RESULTS.md, "Gradients assigned, not zeroed; rows fetched ahead").
  */
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
@@ -34,41 +37,6 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
                     int C, int OC)
 {
     zt_gemm_f32_bias(false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);
-}
-
-#define DBIAS_NV 8 /* vectors per column block */
-
-/* dbias[c0..c0+n) += sum over rows of dout[:, c0..c0+n); n <= DBIAS_NV * ZT_VL */
-static void dbias_regs(float *dbias, const float *dout, int N, int OC, int c0, int n)
-{
-    zt_vf acc[DBIAS_NV];
-    int nv = (n + ZT_VL - 1) / ZT_VL;
-    for (int k = 0; k < DBIAS_NV; k++)
-        acc[k] = zt_vzero();
-    if (nv == DBIAS_NV && n == DBIAS_NV * ZT_VL) {
-        for (int r = 0; r < N; r++) {
-            const float *d = dout + (size_t)r * OC + c0;
-            for (int k = 0; k < DBIAS_NV; k++)
-                acc[k] = zt_vadd(acc[k], zt_vload(d + k * ZT_VL));
-        }
-    } else {
-        for (int r = 0; r < N; r++) {
-            const float *d = dout + (size_t)r * OC + c0;
-            for (int k = 0; k < nv; k++) {
-                int left = n - k * ZT_VL;
-                acc[k] = zt_vadd(acc[k], left >= ZT_VL ? zt_vload(d + k * ZT_VL)
-                                                       : zt_vloadn(d + k * ZT_VL, left, 0.0f));
-            }
-        }
-    }
-    for (int k = 0; k < nv; k++) {
-        int left = n - k * ZT_VL;
-        float *p = dbias + c0 + k * ZT_VL;
-        if (left >= ZT_VL)
-            zt_vstore(p, zt_vadd(zt_vload(p), acc[k]));
-        else
-            zt_vstoren(p, zt_vadd(zt_vloadn(p, left, 0.0f), acc[k]), left);
-    }
 }
 
 #define DBIAS_SEG 128   /* columns per row() call (its buffer) */
@@ -147,13 +115,7 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 
 void matmul_dbias(float *dbias, const float *dout, int N, int OC)
 {
-    const int bw = DBIAS_NV * ZT_VL;
-    int nblocks = (OC + bw - 1) / bw;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * bw;
-        dbias_regs(dbias, dout, N, OC, c0, OC - c0 < bw ? OC - c0 : bw);
-    }
+    matmul_dbias_rows(dbias, NULL, 0, NULL, dout, NULL, NULL, N, OC);
 }
 
 void matmul_dbias_rows(float *dbias, void *out, int kind, matmul_rows_fn row, const void *ctx,

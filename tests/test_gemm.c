@@ -294,6 +294,10 @@ static void test_cache(void **state)
     assert_int_equal(st.cache_hits, 4);
     assert_int_equal(st.calls_onednn, 5);
     assert_int_equal(st.calls_openblas, 0);
+    /* the products' count, 2·M·N·K each, and their time (bench prints them per step) */
+    assert_int_equal(st.products, 5);
+    assert_int_equal(st.flops, 5LL * 2 * M * N * K);
+    assert_true(st.ns > 0);
     /* each of beta, bias, transposes, shape, leading dimension makes a new key */
     zt_gemm_f32(false, false, M, N, K, 1.0f, A, K, B, N, 1.0f, C, N);
     zt_gemm_f32_bias(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, bias);

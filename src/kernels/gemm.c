@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "kernels/vecmath.h"
 
@@ -215,6 +216,24 @@ void zt_gemm_stats_get(zt_gemm_stats *out)
     __atomic_load(&G.st.evictions, &out->evictions, __ATOMIC_RELAXED);
     __atomic_load(&G.st.fallbacks, &out->fallbacks, __ATOMIC_RELAXED);
     __atomic_load(&G.st.rerouted, &out->rerouted, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.products, &out->products, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.ns, &out->ns, __ATOMIC_RELAXED);
+    __atomic_load(&G.st.flops, &out->flops, __ATOMIC_RELAXED);
+}
+
+/* the clock of the products' time (zt_gemm_stats.ns) */
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void product_done(long long t0, int M, int N, int K)
+{
+    __atomic_add_fetch(&G.st.products, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&G.st.ns, now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&G.st.flops, 2LL * M * N * (K > 0 ? K : 0), __ATOMIC_RELAXED);
 }
 
 void zt_gemm_stats_reset(void)
@@ -573,15 +592,18 @@ void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
     if (M <= 0 || N <= 0)
         return;
     ensure_decided();
+    long long t0 = now_ns();
     if (G.backend == ZT_GEMM_ONEDNN) {
         if (K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
             onednn_product(false, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                            bias);
+            product_done(t0, M, N, K);
             return;
         }
         STAT_ADD(rerouted);
     }
     blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    product_done(t0, M, N, K);
 }
 
 void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
@@ -600,14 +622,17 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     if (M <= 0 || N <= 0)
         return;
     ensure_decided();
+    long long t0 = now_ns();
     pthread_mutex_lock(&G.lock);
     dnnl_status_t st = dnnl_success;
     bool have = G.have_engine || create_engine(&st);
     pthread_mutex_unlock(&G.lock);
     if (have && K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
         onednn_product(true, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        product_done(t0, M, N, K);
         return;
     }
     STAT_ADD(rerouted);
     bf16_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    product_done(t0, M, N, K);
 }

@@ -65,6 +65,10 @@ typedef struct {
     long long rerouted;        /* shapes sent to OpenBLAS by design on the oneDNN backend:
                                   oneDNN offered only its reference implementation, alpha != 1
                                   with a bias, K = 0, or a call inside a parallel region */
+    long long products;        /* calls of the entry points (zt_gemm_f32/_bias, zt_gemm_bf16) */
+    long long ns;              /* their wall time, nanoseconds, from entry to return (summed
+                                  over threads for calls made inside parallel regions) */
+    long long flops;           /* their 2·M·N·K */
 } zt_gemm_stats;
 void zt_gemm_stats_get(zt_gemm_stats *out);
 void zt_gemm_stats_reset(void);

@@ -7,7 +7,8 @@
  * bf16 path's fused forms (norms and SwiGLU writing bf16, AdamW writing the bf16 compute copy)
  * against the separate passes they replaced, side by side. Without it, after the W1 kernels, GPT-2's
  * backward fused forms likewise (GELU's backward writing c_fc's rounded output gradient and its bias
- * gradient; the rounding of an output gradient and its bias gradient in one pass).
+ * gradient; the rounding of an output gradient and its bias gradient in one pass), and the bias
+ * walks again on cold buffers (12 sets, as a step meets them).
  *
  *   OMP_WAIT_POLICY=passive kernels_timing [--llama] [reps]   (default 10; OMP_NUM_THREADS: threads)
  *
@@ -224,6 +225,47 @@ static void time_gpt2_bwd_forms(int N, int C, int L)
     free(x), free(d), free(dx), free(db), free(st);
 }
 
+/* The bias walks on cold buffers, as a step meets them: L buffer sets (a step's L blocks, ~40 MB
+ * each, beyond the caches) walked in turn, the wall time of all L, best of reps. The warm numbers
+ * above call one set again and again, which the step never does: cold, the row stride of the column
+ * blocks defeats the hardware prefetchers, and matmul.c prefetches the rows ahead (bench/RESULTS.md,
+ * "Gradients assigned, not zeroed; bias rows fetched ahead"). */
+static void time_cold_bias_walks(int N, int C, int L)
+{
+    const int H = 4 * C;
+    const size_t nh = (size_t)N * H, nq = (size_t)N * 3 * C, nc = (size_t)N * C;
+    float **fch = malloc(L * sizeof *fch), **dh = malloc(L * sizeof *dh), **dq = malloc(L * sizeof *dq);
+    float **dc = malloc(L * sizeof *dc), *db = buf(H);
+    uint16_t *st = malloc(nh * 2);
+    for (int l = 0; l < L; l++) fch[l] = buf(nh), dh[l] = buf(nh), dq[l] = buf(nq), dc[l] = buf(2 * nc);
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++) {
+        double t0 = omp_get_wtime();
+        for (int l = 0; l < L; l++) gelu_backward_to(st, ZT_LP_BF16, db, fch[l], dh[l], N, H);
+        double t1 = omp_get_wtime();
+        for (int l = 0; l < L; l++) {
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, dq[l], NULL, NULL, N, 3 * C);
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, dc[l], NULL, NULL, N, C);
+            matmul_dbias_rows(db, st, ZT_LP_BF16, NULL, dc[l] + nc, NULL, NULL, N, C);
+        }
+        double t2 = omp_get_wtime();
+        for (int l = 0; l < L; l++) {
+            matmul_dbias(db, dh[l], N, H);
+            matmul_dbias(db, dq[l], N, 3 * C);
+            matmul_dbias(db, dc[l], N, C);
+            matmul_dbias(db, dc[l] + nc, N, C);
+        }
+        double t3 = omp_get_wtime(), t[3] = {t1 - t0, t2 - t1, t3 - t2};
+        for (int k = 0; k < 3; k++) best[k] = t[k] < best[k] ? t[k] : best[k];
+    }
+    printf("\nBias walks on cold buffers (%d buffer sets walked in turn, wall, best of %d)\n", L, reps);
+    printf("%-48s %7.2f ms a step\n", "gelu bwd -> bf16 + dbias (gelu_backward_to)", 1e3 * best[0]);
+    printf("%-48s %7.2f ms a step\n", "qkv + 2 proj: rounding + dbias (dbias_rows)", 1e3 * best[1]);
+    printf("%-48s %7.2f ms a step\n", "fp32 dbias: fc, qkv, 2 proj (matmul_dbias)", 1e3 * best[2]);
+    for (int l = 0; l < L; l++) free(fch[l]), free(dh[l]), free(dq[l]), free(dc[l]);
+    free(fch), free(dh), free(dq), free(dc), free(db), free(st);
+}
+
 /* llama-124M (src/model/llama.c's preset): B=4 T=256 C=768 NH=12 NKV=4 hs=64 I=2048 V=32000 */
 static int llama_main(void)
 {
@@ -404,5 +446,6 @@ int main(int argc, char **argv)
     time_matmul("matmul lmhead 768->50257", N, C, V, false);
     time_xent("softmax_xent (N x 50257)", N, V);
     time_gpt2_bwd_forms(N, C, 12);
+    time_cold_bias_walks(N, C, 12);
     return 0;
 }

@@ -25,7 +25,7 @@
  * block's rows are walked in order, the sums in an L1 array (long contiguous runs), the inputs'
  * rows prefetched a few ahead (the row stride defeats the hardware prefetchers): on cold (N,OC)
  * arrays at W1's widths 12-13.5 ms a step against 16-18 ms for the former blocks of 8 vectors
- * summed in registers (bench/RESULTS.md, "Gradients assigned, not zeroed; rows fetched ahead").
+ * summed in registers (bench/RESULTS.md, "Gradients assigned, not zeroed; bias rows fetched ahead").
  */
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"

@@ -99,9 +99,8 @@ void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *w
                        const float *bias, int N, int C, int OC, zt_lp_kind kind);
 /* dinp (N,C) = rnd(dout) @ weight (+= with ZT_MM_DINP_ADD); dweight (OC,C) += rnd(dout)^T @
  * inp_lp (= with ZT_MM_DWEIGHT_SET), inp_lp the forward's rounded input; dbias (OC) += column
- * sums of dout. Any of dinp,
- * dweight, dbias may be NULL (skipped). dout NULL (then dbias NULL): staging holds rnd(dout)
- * already (written by the kernel that made it). */
+ * sums of dout. Any of dinp, dweight, dbias may be NULL (skipped). dout NULL (then dbias NULL):
+ * staging holds rnd(dout) already (written by the kernel that made it). */
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         unsigned flags, zt_lp_kind kind, void *staging);

@@ -24,16 +24,17 @@ for r in $(seq 1 "$rounds"); do
   g=$(build/bench/gemm_compare --passes 2 --reps 2 2>&1)
   l16=$(echo "$g" | grep "limit bf16" | grep -o "at most [0-9]*" | grep -o "[0-9]*")
   l32=$(echo "$g" | grep "limit fp32" | grep -o "at most [0-9]*" | grep -o "[0-9]*")
+  med=$(echo "$g" | grep -A1 "at their median call" | tail -1)  # "fp32 X ms (+a%), bf16 Y ms (+b%)"
   p1=$(place); a16=$(run "$old" bf16); b16=$(run "$new" bf16)
   p2=$(place); a32=$(run "$old" fp32); b32=$(run "$new" fp32)
   p3=$(place)
-  /usr/bin/python3 - "$l16" "$l32" "$a16" "$b16" "$a32" "$b32" "$p0 $p1 $p2 $p3" <<'PY'
+  /usr/bin/python3 - "$l16" "$l32" "$a16" "$b16" "$a32" "$b32" "$p0 $p1 $p2 $p3" "$med" <<'PY'
 import json, sys, time
 l16, l32 = float(sys.argv[1]), float(sys.argv[2])
 a16, b16, a32, b32 = (json.loads(x) for x in sys.argv[3:7])
 def pct(d, l): return f"{d['tok_per_s_median']:.1f} tok/s = {100 * d['tok_per_s_median'] / l:.1f}%"
 def gemm(d, l): return f"products {d['gemm_ms']:.0f} ms vs the limit's {1024e3 / l:.0f}" if 'gemm_ms' in d else "products: not printed by this build"
 print(f"{time.strftime('%H:%M:%S')} [{sys.argv[7]}] limits bf16 {l16:.0f} fp32 {l32:.0f} tok/s | bf16 old {pct(a16, l16)}, new {pct(b16, l16)} ({gemm(b16, l16)})"
-      f" | fp32 old {pct(a32, l32)}, new {pct(b32, l32)} ({gemm(b32, l32)})")
+      f" | fp32 old {pct(a32, l32)}, new {pct(b32, l32)} ({gemm(b32, l32)}) | the limit's products at their median call: {sys.argv[8].strip()}")
 PY
 done

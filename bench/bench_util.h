@@ -1,7 +1,7 @@
-/* bench_util.h - what the kernel benchmarks (kernels_timing.c, attention_compare.c) time and fill
- * with: wall and process-CPU clocks, 64-byte aligned buffers of fixed pseudo-random floats in
- * [-0.1, 0.1) (exit 7 when out of memory: a benchmark, not the library), and the median. Header
- * only (static functions). */
+/* bench_util.h - what the kernel benchmarks (kernels_timing.c, attention_compare.c, gemm_compare.c)
+ * time and fill with: wall and process-CPU clocks, 64-byte aligned buffers of fixed pseudo-random
+ * floats in [-0.1, 0.1) (exit 7 when out of memory: a benchmark, not the library), and the median.
+ * Header only (static inline functions: an includer need not use them all). */
 #ifndef ZT_BENCH_UTIL_H
 #define ZT_BENCH_UTIL_H
 
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_s(void)
+static inline double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -18,14 +18,14 @@ static double now_s(void)
 }
 
 /* CPU seconds of all threads of the process */
-static double cpu_s(void)
+static inline double cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float *buf(size_t n)
+static inline float *buf(size_t n)
 {
     float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
     if (p == NULL) {
@@ -40,14 +40,14 @@ static float *buf(size_t n)
     return p;
 }
 
-static int cmp_d(const void *a, const void *b)
+static inline int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 /* sorts v */
-static double median(double *v, int n)
+static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);

@@ -37,6 +37,7 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include "kernels/gemm.h"
+#include "bench_util.h"
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -54,11 +55,6 @@
 #define HAVE_DNNL 0
 #endif
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- other processes' load ---------------------------------------------------------------- */
 
@@ -415,19 +411,14 @@ typedef struct {
 #endif
 } job_t;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* the median of library l's timed calls of job j (the mean of the middle two for an even count) */
+/* the median of library l's timed calls of job j (bench_util.h's: the mean of the middle two for an
+ * even count) */
 static double median_call(const job_t *j, int l) {
   double t[64];
   int n = j->nt[l];
   if (n == 0) return j->best[l];
   memcpy(t, j->t[l], (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return median(t, n);
 }
 
 static int run_one(job_t *j, int lib) {

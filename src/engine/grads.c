@@ -136,45 +136,36 @@ void zt_grads_assign_setup(zt_engine *e) {
     const zt_model *m = e->model;
     const char *env = getenv("ZT_GRAD_ASSIGN");
     e->grads_assign = !(env && !strcmp(env, "0"));
-    bool *seen = e->grad_unset; /* scratch until the first micro-batch: all false again below */
-    for (int u = m->n_units - 1; u >= 0; u--) { /* backward's order: the first writer sees it first */
+    for (int u = 0; u < m->n_units && e->grads_assign; u++) {
         const zt_unit *un = &m->units[u];
         for (int k = 0; k < un->n_params; k++) {
-            int i = un->params[k];
-            if (seen[i]) continue;
-            seen[i] = true;
-            e->grad_assigned[i] = e->grads_assign && m->params[i].trainable && un->ops->assigns_grad &&
-                                  un->ops->assigns_grad(un, k);
+            int i = un->params[k]; /* its first writer in backward: the last unit that lists it */
+            if (e->plan.p[i].last_fwd_unit == u)
+                e->grad_assigned[i] = m->params[i].trainable && un->ops->assigns_grad && un->ops->assigns_grad(un, k);
         }
     }
-    memset(seen, 0, (size_t)m->n_params * sizeof *seen);
 }
 
 /* the micro-batch's full-layout gradient zeroed but for the assigned parameters' tensors, which
- * become unset (the gaps between tensors and the other tensors: zeroed) */
+ * become unset (the gaps between tensors and the other tensors: zeroed; the offsets grow with the
+ * parameter index, shard/plan.c) */
 static void zero_but_assigned(zt_engine *e, float *buf, size_t n) {
     const zt_model *m = e->model;
-    const zt_plan *pl = &e->plan;
-    size_t at = 0; /* zeroed up to here; tensors in the order of their offsets */
-    for (;;) {
-        int next = -1;
-        for (int i = 0; i < m->n_params; i++)
-            if (e->grad_assigned[i] && pl->p[i].gfull_off >= at &&
-                (next < 0 || pl->p[i].gfull_off < pl->p[next].gfull_off))
-                next = i;
-        if (next < 0) break;
-        size_t off = pl->p[next].gfull_off;
-        zero_floats(buf + at, off - at);
-        e->grad_unset[next] = true;
-        at = off + (size_t)m->params[next].numel;
-    }
+    size_t at = 0; /* zeroed up to here */
+    for (int i = 0; i < m->n_params; i++)
+        if (e->grad_assigned[i]) {
+            size_t off = e->plan.p[i].gfull_off;
+            zero_floats(buf + at, off - at);
+            e->grad_unset[i] = true;
+            at = off + (size_t)m->params[i].numel;
+        }
     zero_floats(buf + at, n - at);
 }
 
-/* parameter i's gradient storage this micro-batch, or NULL (none yet) */
-static float *grad_storage(zt_engine *e, int i) {
-    if (!e->reduce_now) return e->micro_grads ? e->micro_grads + e->plan.p[i].gfull_off : NULL;
-    return e->pgrad[i];
+/* parameter i's gradient storage this micro-batch zeroed (none yet: nothing to do) */
+static void zero_grad(zt_engine *e, int i) {
+    float *g = !e->reduce_now ? (e->micro_grads ? e->micro_grads + e->plan.p[i].gfull_off : NULL) : e->pgrad[i];
+    if (g) zero_floats(g, (size_t)e->model->params[i].numel);
 }
 
 uint32_t zt_grads_unset_of(zt_engine *e, int u) {
@@ -191,10 +182,7 @@ uint32_t zt_grads_unset_of(zt_engine *e, int u) {
 void zt_grads_unit_written(zt_engine *e, int u, uint32_t unset) {
     const zt_unit *un = &e->model->units[u];
     for (int k = 0; k < un->n_params && unset; k++)
-        if (unset >> k & 1u) {
-            float *g = grad_storage(e, un->params[k]);
-            if (g) zero_floats(g, (size_t)e->model->params[un->params[k]].numel);
-        }
+        if (unset >> k & 1u) zero_grad(e, un->params[k]);
 }
 
 /* Whether this step's norm partials can be taken unit by unit during backward (see the top) */
@@ -342,8 +330,7 @@ int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     const zt_plan *pl = &e->plan;
     for (int i = 0; i < e->model->n_params; i++) /* assigned gradients no unit reached */
         if (e->grad_unset[i]) {
-            float *g = grad_storage(e, i);
-            if (g) zero_floats(g, (size_t)e->model->params[i].numel);
+            zero_grad(e, i);
             e->grad_unset[i] = false;
         }
     int rc = zt_overlap_drain(e, err);

@@ -495,7 +495,6 @@ static void test_engine_rejects_bad_batches(void **state) {
     zt_model_free(m);
 }
 
-/* Non-finite gradients are reported as ZT_ERR_NUMERICS and the parameters stay untouched. */
 /* The early norm (one process, one micro-batch: each unit's partials taken as its backward ends,
  * engine/grads.c) against the step's own pass over the gradient (turned on by zt_engine_grad,
  * which hands the gradient out for writing): the same norm bits and parameters, step after step;
@@ -664,6 +663,7 @@ static void test_engine_zeroes_what_a_unit_leaves_unset(void **state) {
     }
 }
 
+/* Non-finite gradients are reported as ZT_ERR_NUMERICS and the parameters stay untouched. */
 static void test_nonfinite_gradients_skip_the_update(void **state) {
     zt_error err = {0};
     zt_model *m;

@@ -4,6 +4,9 @@
  * subcommand's own usage. */
 #include "cli/commands.h"
 #include "comm/build_id.h"
+#include "core/cpu_isa.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +22,11 @@ static int cmd_version(int argc, char **argv) {
     zt_build_id b;
     zt_build_id_get(&b);
     for (int k = 1; k < ZT_BUILD_FIELDS; k++) printf("  %-9s %s\n", zt_build_field_name(k), b.v[k]);
+    char line[512];
+    zt_cpu_describe(zt_cpu_features_get(), line, sizeof line);
+    printf("  %-9s %s\n", "cpu", line);
+    printf("  %-9s %s\n", "isa", zt_kernels_path());
+    printf("  %-9s fp32 %s; bf16 %s\n", "gemm", zt_gemm_path(false), zt_gemm_path(true));
     return 0;
 }
 
@@ -75,6 +83,8 @@ int main(int argc, char **argv) {
         usage(stderr);
         return ZT_ERR_USAGE;
     }
+    zt_error err = {0};
+    if (zt_kernels_init(&err) != ZT_OK) return zt_cli_fail(&err); /* ZT_ISA the CPU cannot run */
     const char *cmd = argv[1];
     if (is_help(cmd)) {
         usage(stdout);

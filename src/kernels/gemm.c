@@ -59,6 +59,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/cpu_isa.h"
+#include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 #ifndef ZT_GEMM_CACHE_MAX
@@ -151,8 +153,22 @@ zt_gemm_backend zt_gemm_choose(const char *env, const char *core, const char *on
     return ZT_GEMM_OPENBLAS;
 }
 
+/* oneDNN held to the kernels' level (core/cpu_isa.h), so that ZT_ISA=avx2 on a larger CPU runs
+ * the products an AVX2-only CPU would run; amx: no cap. Must precede oneDNN's first use; fails
+ * harmlessly (oneDNN keeps its own choice) when something else used oneDNN first. */
+static void cap_onednn(void)
+{
+    switch (zt_kernels_isa()) {
+    case ZT_ISA_AVX2: dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2); break;
+    case ZT_ISA_AVX512: dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core); break;
+    case ZT_ISA_AVX512_BF16: dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_bf16); break;
+    default: break;
+    }
+}
+
 static void decide(void)
 {
+    cap_onednn();
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     /* AVX2 or better: every x86 ISA from avx2 up has the avx2 bits */
     bool jit = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2;
@@ -585,6 +601,21 @@ static void onednn_product(bool bf16, bool ta, bool tb, int M, int N, int K, flo
 
 // ---- entry points ----------------------------------------------------------------------------
 
+/* the fp32 product on the process's backend, not counted in the stats (the callers count) */
+static void f32_product(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc, const float *bias)
+{
+    if (G.backend == ZT_GEMM_ONEDNN) {
+        if (K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
+            onednn_product(false, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                           bias);
+            return;
+        }
+        STAT_ADD(rerouted);
+    }
+    blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+}
+
 void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, const float *bias)
@@ -593,16 +624,7 @@ void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
         return;
     ensure_decided();
     long long t0 = now_ns();
-    if (G.backend == ZT_GEMM_ONEDNN) {
-        if (K > 0 && !omp_in_parallel() && !(bias != NULL && alpha != 1.0f)) {
-            onednn_product(false, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                           bias);
-            product_done(t0, M, N, K);
-            return;
-        }
-        STAT_ADD(rerouted);
-    }
-    blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    f32_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
     product_done(t0, M, N, K);
 }
 
@@ -612,9 +634,118 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
     zt_gemm_f32_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
-/* bf16 products always go to oneDNN (whatever the fp32 backend: OpenBLAS has no bf16 here),
- * needing only the engine; without it, or inside a parallel region, or with alpha != 1 and a
- * bias, the reference loops. */
+// ---- bf16 on a level without a bf16 dot product: widened to fp32 --------------------------------
+
+/* Where the kernels' level has no AVX512_BF16 (avx2, avx512: oneDNN 2.x has no fast bf16 matmul
+ * there, only its reference loops or a slow emulation), a bf16 product runs as the fp32 GEMM of its
+ * operands widened to fp32, as PyTorch and oneDNN do on such CPUs. Widening is exact (a bf16 value
+ * is an fp32 value), every product of two bf16 values is exact in fp32, and the sums are fp32: the
+ * result differs from oneDNN's vdpbf16ps kernels only in the order of the fp32 sums (and at the
+ * speed of fp32). The widened operands live in a scratch of at most WIDEN_CAP bytes each, filled in
+ * panels of whole rows of op(A) and whole columns of op(B), so K is never split: one summation order
+ * per shape, whatever the panels. The scratch is a GEMM workspace like oneDNN's own (docs/memory.md:
+ * not in the plan), kept between calls; products made inside a parallel region get their own. */
+#ifndef ZT_WIDEN_CAP
+#define ZT_WIDEN_CAP ((size_t)16 << 20)
+#endif
+
+static struct {
+    pthread_mutex_t lock;
+    float *buf;
+    size_t cap; /* floats */
+} W = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* dst (rows, cols) fp32, leading dimension cols = the bf16 block at src (row stride ld) */
+static void widen_block(float *dst, const uint16_t *src, int ld, int rows, int cols)
+{
+    bool par = !omp_in_parallel() && (size_t)rows * (size_t)cols >= 65536;
+#pragma omp parallel for schedule(static) if (par)
+    for (int r = 0; r < rows; r++)
+        zt_bf16_to_f32_serial(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+}
+
+/* the panel of op(X) with `n` of its outer indices from `o0` (rows of op(A) / columns of op(B)),
+ * widened into dst with the same transposition; returns dst's leading dimension */
+static int widen_panel(float *dst, const uint16_t *X, int ld, bool trans_outer_contiguous, int o0, int n, int K)
+{
+    if (trans_outer_contiguous) { /* stored (K, outer): each of the K rows gives n values */
+        widen_block(dst, X + o0, ld, K, n);
+        return n;
+    }
+    widen_block(dst, X + (size_t)o0 * ld, ld, n, K); /* stored (outer, K): n whole rows */
+    return K;
+}
+
+static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
+{
+    size_t per = ZT_WIDEN_CAP / sizeof(float) / (size_t)K; /* outer indices per panel */
+    int mb = (int)(per < (size_t)M ? (per ? per : 1) : (size_t)M);
+    int nb = (int)(per < (size_t)N ? (per ? per : 1) : (size_t)N);
+    size_t need = ((size_t)mb + (size_t)nb) * (size_t)K;
+    bool own = omp_in_parallel();
+    float *buf = NULL;
+    if (!own) {
+        pthread_mutex_lock(&W.lock);
+        if (W.cap < need) {
+            free(W.buf);
+            W.buf = malloc(need * sizeof(float));
+            W.cap = W.buf ? need : 0;
+        }
+        buf = W.buf;
+    } else {
+        buf = malloc(need * sizeof(float));
+    }
+    if (buf == NULL) { /* no memory for the scratch: the reference loops, counted */
+        if (!own) pthread_mutex_unlock(&W.lock);
+        STAT_ADD(fallbacks);
+        bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        return;
+    }
+    float *aw = buf, *bw = buf + (size_t)mb * K;
+    bool a_once = mb == M;
+    int ldaw = a_once ? widen_panel(aw, A, lda, ta, 0, M, K) : 0;
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        int nn = N - n0 < nb ? N - n0 : nb;
+        int ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, K);
+        for (int m0 = 0; m0 < M; m0 += mb) {
+            int mm = M - m0 < mb ? M - m0 : mb;
+            if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, K);
+            f32_product(ta, tb, mm, nn, K, alpha, aw, ldaw, bw, ldbw, beta, C + (size_t)m0 * ldc + n0, ldc,
+                        bias ? bias + n0 : NULL);
+        }
+    }
+    if (own)
+        free(buf);
+    else
+        pthread_mutex_unlock(&W.lock);
+}
+
+bool zt_gemm_bf16_native(void)
+{
+    return zt_kernels_isa() >= ZT_ISA_AVX512_BF16;
+}
+
+const char *zt_gemm_path(bool bf16)
+{
+    static char buf[2][160];
+    ensure_decided();
+    const char *isa = isa_name(dnnl_get_effective_cpu_isa());
+    const char *fp32 = G.backend == ZT_GEMM_ONEDNN ? "oneDNN" : "OpenBLAS";
+    const char *core = G.backend == ZT_GEMM_ONEDNN ? isa : openblas_get_corename();
+    if (!bf16)
+        snprintf(buf[0], sizeof buf[0], "%s %s", fp32, core);
+    else if (zt_gemm_bf16_native())
+        snprintf(buf[1], sizeof buf[1], "oneDNN %s (%s)", isa,
+                 zt_kernels_isa() >= ZT_ISA_AMX ? "AMX tiles where oneDNN picks them" : "vdpbf16ps");
+    else
+        snprintf(buf[1], sizeof buf[1], "widened to fp32, %s %s", fp32, core);
+    return buf[bf16 ? 1 : 0];
+}
+
+/* bf16 products go to oneDNN's bf16 matmul where the level has AVX512_BF16 (whatever the fp32
+ * backend: OpenBLAS has no bf16 here), needing only the engine; without it, or inside a parallel
+ * region, or with alpha != 1 and a bias, the reference loops. Below that level: widened to fp32. */
 void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias)
@@ -623,6 +754,11 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
         return;
     ensure_decided();
     long long t0 = now_ns();
+    if (!zt_gemm_bf16_native() && K > 0) {
+        bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        product_done(t0, M, N, K);
+        return;
+    }
     pthread_mutex_lock(&G.lock);
     dnnl_status_t st = dnnl_success;
     bool have = G.have_engine || create_engine(&st);

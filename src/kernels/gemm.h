@@ -37,12 +37,21 @@ void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
 
 /* bf16 operands, fp32 result: C (M,N) = alpha op(A) op(B) + beta C + bias (NULL: none), A and B
  * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32
- * (oneDNN's avx512_core_bf16 / AMX kernels). Always oneDNN, whichever the fp32 backend; where
- * oneDNN refuses, reference loops (counted in fallbacks). Same bit rule as the fp32 products. */
+ * (oneDNN's avx512_core_bf16 / AMX kernels) where the kernels' level has AVX512_BF16: always
+ * oneDNN there, whichever the fp32 backend; where oneDNN refuses, reference loops (counted in
+ * fallbacks). On the avx2 and avx512 levels: the fp32 product of the operands widened to fp32
+ * (exact), on the fp32 backend (gemm.c says how, and what it changes). Same bit rule as the fp32
+ * products, per level. */
 void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias);
 
+/* true where bf16 products run on oneDNN's bf16 kernels (the kernels' level has AVX512_BF16),
+ * false where they are widened to fp32 */
+bool zt_gemm_bf16_native(void);
+/* One line naming the library and ISA the fp32 (bf16 false) or bf16 products run on, e.g.
+ * "oneDNN avx512_core_bf16", "OpenBLAS Haswell", "widened to fp32, oneDNN avx2". Static storage. */
+const char *zt_gemm_path(bool bf16);
 /* The backend the products of this process go to, decided on the first call of any zt_gemm_
  * function (ZT_GEMM, then the per-machine rule) and fixed afterwards. */
 zt_gemm_backend zt_gemm_backend_get(void);

@@ -12,6 +12,10 @@
  * N = B*T rows. Argument order: outputs first, then saved values, inputs, weights, sizes; in a
  * backward the gradients come first. Parameter gradients accumulate (+=); activation gradients
  * are assigned (=) unless the comment says +=.
+ *
+ * Every file here but gemm.c and dispatch.c is compiled once per instruction-set level (avx2,
+ * avx512, avx512_bf16: core/cpu_isa.h) and dispatch.c sends each call to the copy of the level
+ * chosen at start (ZT_ISA, else the CPU's best): one build runs on every x86-64-v3 CPU.
  */
 #ifndef ZT_KERNELS_H
 #define ZT_KERNELS_H
@@ -160,6 +164,27 @@ void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);
 void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t n);
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
+
+/* ---- dispatch.c: which instruction-set level the kernels run ---------------------------------- */
+struct zt_error;
+/* The level in use (core/cpu_isa.h's zt_isa): chosen before main from ZT_ISA, else the CPU's best
+ * (a ZT_ISA the CPU cannot run, or an unknown name, leaves the best and is reported by
+ * zt_kernels_init). */
+int zt_kernels_isa(void);
+/* ZT_OK when ZT_ISA (if set) named a level this CPU runs and it is in use; else ZT_ERR_USAGE naming
+ * the missing features (the CLI calls it first and exits 2). */
+int zt_kernels_init(struct zt_error *err);
+/* Switches every kernel to `isa` (tests: each path on one CPU). Not while a kernel runs; the bf16
+ * products follow (gemm.h). ZT_ERR_USAGE when the CPU lacks it. */
+int zt_kernels_select(int isa, struct zt_error *err);
+/* "avx512_bf16 (kernels x86-64-v4+avx512bf16)"-style one-line description of the kernels' path */
+const char *zt_kernels_path(void);
+
+/* ---- fma_peak.c: one core's peak on the kernels' path ------------------------------------------ */
+/* FLOP/s of independent FMAs (fp32) / vdpbf16ps (bf16) on the calling thread; bf16 0 where the
+ * path has no AVX512_BF16 */
+double zt_measure_core_fp32_flops(void);
+double zt_measure_core_bf16_flops(void);
 
 /* ---- stream_copy.c: copies past the caches ---------------------------------------------------- */
 /* dst[0, bytes) = src[0, bytes), dst's whole 64-byte lines with streaming stores (any alignment);

@@ -20,6 +20,7 @@
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "metrics/peak.h"
+#include "kernels/kernels.h"
 #include "comm/launcher.h"
 
 #include <stdint.h>

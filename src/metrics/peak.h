@@ -34,10 +34,8 @@ void zt_cpu_peak_detect(zt_cpu_peak *p);
  * file peak-v1; ZT_PEAK_CACHE=0 measures every time. A cache that cannot be written is not an
  * error (the rate is simply measured again next time). */
 void zt_cpu_peak_measure(zt_cpu_peak *p);
-/* One core's rates, measured on the calling thread (fma_peak.c). 0 where the build has no
- * AVX2+FMA (fp32) / AVX512_BF16 (bf16) code. */
-double zt_measure_core_fp32_flops(void);
-double zt_measure_core_bf16_flops(void);
+/* One core's rates, measured on the calling thread: zt_measure_core_fp32_flops and
+ * zt_measure_core_bf16_flops (kernels/kernels.h, src/kernels/fma_peak.c), on the kernels' path. */
 /* FLOP/s of `cores` cores (may be fractional: a share of the machine) in fp32 or bf16: cores x
  * the measured per-core rate when zt_cpu_peak_measure ran, else cores x clock x per-cycle rate;
  * bf16 without a bf16 instruction gives the fp32 rate. With ZT_PEAK_GFLOPS set, that value per

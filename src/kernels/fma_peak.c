@@ -10,8 +10,11 @@
  * the core's rate, not its share. A 30 ms warm-up lets the clock ramp; then the best of 5 rounds of
  * ~20 ms. One thread: a single core's boost is at least the all-core clock, so the peak is an upper
  * bound of what every core can do together and MFU stays conservative.
- * Cost ~0.25 s; zt_cpu_peak_measure (peak.c) caches the result per CPU model. */
-#include "metrics/peak.h"
+ * Compiled once per instruction-set level like every kernel (dispatch.c): the rate measured is the
+ * one of the path the kernels run (AVX2: 256-bit FMAs; AVX-512: 512-bit; bf16 only where the path
+ * has AVX512_BF16).
+ * Cost ~0.25 s; zt_cpu_peak_measure (metrics/peak.c) caches the result per CPU model and path. */
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 #include <time.h>

@@ -1,0 +1,333 @@
+/* test_isa.c - the instruction-set levels (core/cpu_isa.c) and the kernels' dispatch
+ * (kernels/dispatch.c): every level this CPU has is selected in turn, in this one process, and
+ * its kernels are checked against references written here in double precision, within the
+ * precision's tolerance; levels the CPU lacks are refused by name; ZT_ISA's parser and the
+ * feature check's messages on bad input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include "core/cpu_isa.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
+#include "kernels/vecbf16.h"
+
+#define TEST_RNG_SEED 0x15A15A15A15A15Aull
+#include "test_rng.h"
+
+static float *rnd(size_t n, float scale)
+{
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * rng_uniform());
+    return x;
+}
+
+/* max |a - b| / (|b| + floor) over n */
+static double max_rel(const float *a, const double *b, size_t n, double floor)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (fabs(b[i]) + floor);
+        if (!(d <= m)) m = d; /* NaN counts as the worst */
+    }
+    return m;
+}
+
+static double bf16d(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- one level's kernels against the double references --------------------------------------- */
+
+static void check_layernorm(void)
+{
+    const int N = 37, C = 203; /* not multiples of any lane count */
+    float *x = rnd((size_t)N * C, 2), *w = rnd(C, 1), *b = rnd(C, 1), *out = malloc(sizeof(float) * N * C);
+    float mean[37], rstd[37];
+    double *ref = malloc(sizeof(double) * N * C);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    for (int n = 0; n < N; n++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[n * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+        double s = 1.0 / sqrt(v / C + 1e-5);
+        for (int c = 0; c < C; c++) ref[n * C + c] = (x[n * C + c] - m) * s * w[c] + b[c];
+    }
+    double e = max_rel(out, ref, (size_t)N * C, 1.0); /* outputs of order 1 */
+    if (!(e < 1e-5)) print_message("  layernorm: max relative error %g\n", e);
+    assert_true(e < 1e-5);
+    free(x), free(w), free(b), free(out), free(ref);
+}
+
+static void check_gelu_exp(void)
+{
+    const size_t n = 1001;
+    float *x = rnd(n, 8), *out = malloc(sizeof(float) * n);
+    double *ref = malloc(sizeof(double) * n);
+    gelu_forward(out, x, n);
+    for (size_t i = 0; i < n; i++) {
+        double u = x[i];
+        ref[i] = 0.5 * u * (1 + tanh(sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+    }
+    assert_true(max_rel(out, ref, n, 1e-3) < 2e-6);
+    free(x), free(out), free(ref);
+}
+
+static void check_softmax_xent(void)
+{
+    const int N = 5, V = 1031;
+    float *logits = rnd((size_t)N * V, 10), losses[5];
+    int32_t targets[5] = {0, 17, 1030, 512, 3};
+    double ref[5];
+    for (int n = 0; n < N; n++) {
+        double mx = -1e30, s = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, logits[n * V + v]);
+        for (int v = 0; v < V; v++) s += exp(logits[n * V + v] - mx);
+        ref[n] = log(s) + mx - logits[n * V + targets[n]];
+    }
+    softmax_xent_forward(losses, logits, targets, N, V);
+    assert_true(max_rel(losses, ref, N, 1e-3) < 1e-5);
+    free(logits);
+}
+
+/* fp32 and bf16 Linear: the bf16 product against the exact products of the rounded operands */
+static void check_matmul(void)
+{
+    const int N = 67, C = 129, OC = 95;
+    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
+    float *out = malloc(sizeof(float) * N * OC);
+    double *ref = malloc(sizeof(double) * N * OC);
+    matmul_forward(out, x, w, b, N, C, OC);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = b[o];
+            for (int c = 0; c < C; c++) s += (double)x[n * C + c] * w[o * C + c];
+            ref[n * OC + o] = s;
+        }
+    assert_true(max_rel(out, ref, (size_t)N * OC, 1.0) < 1e-5);
+
+    uint16_t *x16 = malloc(2 * (size_t)N * C), *w16 = malloc(2 * (size_t)OC * C);
+    zt_f32_to_bf16(w16, w, (size_t)OC * C);
+    matmul_forward_lp(out, x16, x, w16, b, N, C, OC, ZT_LP_BF16);
+    for (size_t i = 0; i < (size_t)N * C; i++) assert_int_equal(x16[i], zt_bf16_rne(x[i])); /* rounding exact */
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = b[o];
+            for (int c = 0; c < C; c++) s += bf16d(x16[n * C + c]) * bf16d(w16[o * C + c]);
+            ref[n * OC + o] = s;
+        }
+    /* exact products, fp32 sums over C = 129 terms of |x| <= 1: well inside 1e-5 of the row scale */
+    assert_true(max_rel(out, ref, (size_t)N * OC, 1.0) < 1e-5);
+    free(x), free(w), free(b), free(out), free(ref), free(x16), free(w16);
+}
+
+/* causal attention, fp32 and bf16 products, against softmax(q k^T / sqrt(hs)) v in double */
+static void check_flash(bool bf16)
+{
+    const int B = 1, T = 45, NH = 2, hs = 24, C = NH * hs;
+    float *qkv = rnd((size_t)B * T * 3 * C, 1), *out = malloc(sizeof(float) * B * T * C), lse[2 * 45];
+    float *scratch = malloc(sizeof(float) * flash_attention_scratch_floats(B, T, NH, NH, hs));
+    double *ref = malloc(sizeof(double) * B * T * C);
+    flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf16);
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+            double s[45], mx = -1e30, z = 0;
+            for (int u = 0; u <= t; u++) {
+                double d = 0;
+                for (int i = 0; i < hs; i++) {
+                    double q = qkv[t * 3 * C + h * hs + i], k = qkv[u * 3 * C + C + h * hs + i];
+                    if (bf16) q = bf16d(zt_bf16_rne((float)q)), k = bf16d(zt_bf16_rne((float)k));
+                    d += q * k;
+                }
+                s[u] = d / sqrt(hs);
+                mx = fmax(mx, s[u]);
+            }
+            for (int u = 0; u <= t; u++) z += s[u] = exp(s[u] - mx);
+            for (int i = 0; i < hs; i++) {
+                double o = 0;
+                for (int u = 0; u <= t; u++) o += s[u] / z * qkv[u * 3 * C + 2 * C + h * hs + i];
+                ref[t * C + h * hs + i] = o;
+            }
+        }
+    /* bf16 rounds P and v too (2^-8 relative each): the tolerance of two roundings */
+    assert_true(max_rel(out, ref, (size_t)T * C, 1.0) < (bf16 ? 1.2e-2 : 2e-6));
+    free(qkv), free(out), free(scratch), free(ref);
+}
+
+static void check_conversions(void)
+{
+    const size_t n = 4099;
+    float *x = rnd(n, 1e3), *back = malloc(sizeof(float) * n);
+    x[0] = NAN, x[1] = INFINITY, x[2] = -0.0f, x[3] = 1e-40f; /* NaN, inf, signed zero, subnormal */
+    uint16_t *h = malloc(2 * n);
+    zt_f32_to_bf16(h, x, n);
+    for (size_t i = 0; i < n; i++) assert_int_equal(h[i], zt_bf16_rne(x[i]));
+    zt_bf16_to_f32(back, h, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16, v;
+        memcpy(&v, back + i, 4);
+        assert_int_equal(u, v);
+    }
+    free(x), free(back), free(h);
+}
+
+static void run_level_checks(void)
+{
+    check_conversions();
+    check_layernorm();
+    check_gelu_exp();
+    check_softmax_xent();
+    check_matmul();
+    check_flash(false);
+    check_flash(true);
+}
+
+static void each_level_against_references(void **state)
+{
+    (void)state;
+    const zt_cpu_features *f = zt_cpu_features_get();
+    zt_isa best = zt_isa_best(f), start = (zt_isa)zt_kernels_isa();
+    assert_true(best >= ZT_ISA_AVX2);
+    for (int isa = ZT_ISA_AVX2; isa < ZT_ISA_LEVELS; isa++) {
+        zt_error err = {0};
+        int rc = zt_kernels_select(isa, &err);
+        if (isa > best) { /* refused, naming the level and a missing feature */
+            assert_int_equal(rc, ZT_ERR_USAGE);
+            assert_non_null(strstr(err.msg, zt_isa_name((zt_isa)isa)));
+            assert_non_null(strstr(err.msg, "lacks"));
+            assert_int_equal(zt_kernels_isa(), best); /* unchanged: the last level selected */
+            continue;
+        }
+        assert_int_equal(rc, ZT_OK);
+        assert_int_equal(zt_kernels_isa(), isa);
+        assert_int_equal(zt_gemm_bf16_native(), isa >= ZT_ISA_AVX512_BF16);
+        print_message("  level %-11s: %s; bf16 products %s\n", zt_isa_name((zt_isa)isa), zt_kernels_path(),
+                      zt_gemm_path(true));
+        run_level_checks();
+        assert_true(zt_measure_core_fp32_flops() > 0);
+        assert_true((zt_measure_core_bf16_flops() > 0) == (isa >= ZT_ISA_AVX512_BF16));
+    }
+    zt_error err = {0};
+    assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
+}
+
+/* the same inputs give results on every level within the precision's tolerance of each other
+ * (here: the fp32 Linear with a bias, the widened and the native bf16 products) */
+static void levels_agree(void **state)
+{
+    (void)state;
+    zt_isa best = zt_isa_best(zt_cpu_features_get()), start = (zt_isa)zt_kernels_isa();
+    const int M = 64, N = 80, K = 300;
+    float *a = rnd((size_t)M * K, 1), *b = rnd((size_t)N * K, 1);
+    uint16_t *a16 = malloc(2 * (size_t)M * K), *b16 = malloc(2 * (size_t)N * K);
+    zt_f32_to_bf16(a16, a, (size_t)M * K);
+    zt_f32_to_bf16(b16, b, (size_t)N * K);
+    float *c[ZT_ISA_LEVELS] = {0};
+    for (int isa = ZT_ISA_AVX2; isa <= best && isa < ZT_ISA_LEVELS; isa++) {
+        zt_error err = {0};
+        assert_int_equal(zt_kernels_select(isa, &err), ZT_OK);
+        c[isa] = malloc(sizeof(float) * M * N);
+        zt_gemm_bf16(false, true, M, N, K, 1.0f, a16, K, b16, K, 0.0f, c[isa], N, NULL);
+    }
+    for (int isa = ZT_ISA_AVX2 + 1; isa <= best && isa < ZT_ISA_LEVELS; isa++)
+        for (int i = 0; i < M * N; i++) /* exact products, fp32 sums of 300 terms in another order */
+            assert_true(fabsf(c[isa][i] - c[ZT_ISA_AVX2][i]) <= 1e-5f * (1.0f + fabsf(c[ZT_ISA_AVX2][i])) * 4);
+    for (int isa = 0; isa < ZT_ISA_LEVELS; isa++) free(c[isa]);
+    zt_error err = {0};
+    assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
+    free(a), free(b), free(a16), free(b16);
+}
+
+/* ---- bad input -------------------------------------------------------------------------------- */
+
+static void parse_names_and_errors(void **state)
+{
+    (void)state;
+    zt_isa isa;
+    zt_error err = {0};
+    assert_int_equal(zt_isa_parse("avx2", "ZT_ISA", &isa, &err), ZT_OK);
+    assert_int_equal(isa, ZT_ISA_AVX2);
+    assert_int_equal(zt_isa_parse("avx512_bf16", "ZT_ISA", &isa, &err), ZT_OK);
+    assert_int_equal(isa, ZT_ISA_AVX512_BF16);
+    assert_int_equal(zt_isa_parse("amx", "ZT_ISA", &isa, &err), ZT_OK);
+    assert_int_equal(isa, ZT_ISA_AMX);
+    assert_int_equal(zt_isa_parse("auto", "ZT_ISA", &isa, &err), ZT_OK);
+    assert_int_equal(isa, zt_isa_best(zt_cpu_features_get()));
+    assert_int_equal(zt_isa_parse(NULL, "ZT_ISA", &isa, &err), ZT_OK);
+    const char *bad[] = {"AVX2", "avx512bf16", "sse4", "avx2 ", "x86-64-v3", "avx-512"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(zt_isa_parse(bad[i], "ZT_ISA", &isa, &err), ZT_ERR_USAGE);
+        assert_non_null(strstr(err.msg, "ZT_ISA"));
+        assert_non_null(strstr(err.msg, bad[i]));
+        assert_non_null(strstr(err.msg, "avx512_bf16")); /* lists the names */
+    }
+    memset(&err, 0, sizeof err);
+    assert_int_equal(zt_kernels_select(17, &err), ZT_ERR_USAGE);
+    assert_int_equal(zt_kernels_select(-1, &err), ZT_ERR_USAGE);
+}
+
+/* a made-up CPU of each kind: the check names exactly what is missing */
+static void check_names_missing_features(void **state)
+{
+    (void)state;
+    zt_cpu_features zen3 = {.vendor = "AuthenticAMD", .brand = "Zen 3 like", .family = 25, .model = 1,
+                            .avx = true, .avx2 = true, .fma = true, .f16c = true, .bmi1 = true, .bmi2 = true,
+                            .lzcnt = true, .movbe = true, .os_ymm = true};
+    zt_error err = {0};
+    assert_int_equal(zt_isa_best(&zen3), ZT_ISA_AVX2);
+    assert_int_equal(zt_isa_check(ZT_ISA_AVX2, &zen3, &err), ZT_OK);
+    assert_int_equal(zt_isa_check(ZT_ISA_AVX512, &zen3, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "avx512f avx512bw avx512dq avx512vl avx512cd"));
+    assert_non_null(strstr(err.msg, "Zen 3 like"));
+    assert_non_null(strstr(err.msg, "family 25 model 1"));
+    assert_non_null(strstr(err.msg, "best level is avx2"));
+
+    zt_cpu_features skx = zen3;
+    skx.avx512f = skx.avx512bw = skx.avx512dq = skx.avx512vl = skx.avx512cd = skx.os_zmm = true;
+    assert_int_equal(zt_isa_best(&skx), ZT_ISA_AVX512);
+    assert_int_equal(zt_isa_check(ZT_ISA_AVX512_BF16, &skx, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "needs avx512_bf16,"));
+    skx.avx512_bf16 = true;
+    assert_int_equal(zt_isa_check(ZT_ISA_AMX, &skx, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "amx_tile amx_bf16"));
+
+    zt_cpu_features old = {.vendor = "GenuineIntel", .brand = "Sandy Bridge like", .family = 6, .model = 42,
+                           .avx = true, .os_ymm = true};
+    memset(&err, 0, sizeof err);
+    assert_int_equal(zt_isa_best(&old), ZT_ISA_NONE);
+    assert_int_equal(zt_isa_check(ZT_ISA_NONE, &old, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "avx2 fma f16c"));
+    assert_non_null(strstr(err.msg, "needs at least avx2"));
+
+    char line[512];
+    zt_cpu_describe(&skx, line, sizeof line);
+    assert_non_null(strstr(line, "avx512_bf16"));
+    zt_cpu_describe(&skx, line, 8); /* truncated, still a string */
+    assert_int_equal(strlen(line), 7);
+}
+
+int main(void)
+{
+    zt_gemm_backend_get(); /* oneDNN's cap from the level chosen at start (gemm.c), not from a test's */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_names_and_errors),
+        cmocka_unit_test(check_names_missing_features),
+        cmocka_unit_test(each_level_against_references),
+        cmocka_unit_test(levels_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

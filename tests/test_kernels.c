@@ -27,8 +27,11 @@
 #include <cmocka.h>
 #include <math.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/vecbf16.h"
 #include "kernels/vecmath.h"
 
 #include "test_kernel_check.h"
@@ -338,6 +341,92 @@ static void test_vecmath(void **state)
     assert_true(zt_vhmax(zt_vload(v)) == (float)ZT_VL);
 }
 
+/* the partial-vector helpers at a page's end (the next page unmapped: a read or write past p + n
+ * faults), the NaN contracts of zt_vmax / zt_vmin / zt_vselect_neg, and the bf16 rounding of the
+ * vector path on the special values, on whichever path the test is built for */
+static void test_vecmath_tails(void **state)
+{
+    (void)state;
+    long pg = sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + pg, (size_t)pg, PROT_NONE), 0);
+    float *end = (float *)(map + pg);
+    uint32_t *uend = (uint32_t *)(map + pg);
+    for (int n = 1; n < ZT_VL; n++) {
+        float *p = end - n, got[ZT_VL];
+        for (int i = 0; i < n; i++)
+            p[i] = (float)(i + 1);
+        zt_vstore(got, zt_vloadn(p, n, -7.0f));
+        for (int i = 0; i < ZT_VL; i++)
+            assert_true(got[i] == (i < n ? (float)(i + 1) : -7.0f));
+        zt_vstoren(p, zt_vset1(3.0f), n);
+        for (int i = 0; i < n; i++)
+            assert_true(p[i] == 3.0f);
+        float *q = end - ZT_VL; /* stores only the first n: the rest keep their values */
+        for (int i = 0; i < ZT_VL; i++)
+            q[i] = -1.0f;
+        zt_vstoren(q, zt_vset1(5.0f), n);
+        for (int i = 0; i < ZT_VL; i++)
+            assert_true(q[i] == (i < n ? 5.0f : -1.0f));
+        uint32_t *u = uend - n, ug[ZT_VL];
+        for (int i = 0; i < n; i++)
+            u[i] = 0x10001u * (uint32_t)(i + 1);
+        zt_vbf_store(ug, zt_vbf_loadn(u, n));
+        for (int i = 0; i < ZT_VL; i++)
+            assert_true(ug[i] == (i < n ? 0x10001u * (uint32_t)(i + 1) : 0u));
+        zt_vbf_storen(u, zt_vbf_set1(9u), n);
+        for (int i = 0; i < n; i++)
+            assert_true(u[i] == 9u);
+    }
+    munmap(map, (size_t)pg * 2);
+
+    float ones[ZT_VL], got[ZT_VL];
+    for (int i = 0; i < ZT_VL; i++)
+        ones[i] = 1.0f;
+    for (int n = -1; n <= ZT_VL + 1; n++) {
+        zt_vstore(got, zt_vkeepn(zt_vload(ones), n));
+        for (int i = 0; i < ZT_VL; i++)
+            assert_true(got[i] == (i < n ? 1.0f : 0.0f));
+    }
+    /* NaN in b (the data operand) comes through; NaN in a gives b */
+    zt_vstore(got, zt_vmax(zt_vset1(1.0f), zt_vset1(NAN)));
+    assert_true(isnan(got[0]) && isnan(got[ZT_VL - 1]));
+    zt_vstore(got, zt_vmin(zt_vset1(1.0f), zt_vset1(NAN)));
+    assert_true(isnan(got[0]) && isnan(got[ZT_VL - 1]));
+    zt_vstore(got, zt_vmax(zt_vset1(NAN), zt_vset1(2.0f)));
+    assert_true(got[0] == 2.0f && got[ZT_VL - 1] == 2.0f);
+    zt_vstore(got, zt_vselect_neg(zt_vset1(NAN), zt_vset1(-1.0f), zt_vset1(1.0f)));
+    assert_true(got[0] == 1.0f);
+    zt_vstore(got, zt_vselect_neg(zt_vset1(-0.5f), zt_vset1(-1.0f), zt_vset1(1.0f)));
+    assert_true(got[0] == -1.0f);
+    zt_vacc acc = zt_vacc_zero();
+    for (int i = 0; i < 1000; i++)
+        zt_vacc_add(&acc, zt_vset1(0.1f));
+    assert_true(zt_vacc_sum(acc) == 1000.0 * ZT_VL * (double)0.1f);
+
+    /* bf16 rounding of the vector path: ties both ways, subnormals, infinities, NaN, overflow */
+    enum { NS = 16 };
+    float sp[2 * ZT_VL * ((NS + 2 * ZT_VL - 1) / (2 * ZT_VL))];
+    const float spec[NS] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -(1.0f + 0x1p-8f), 0x1p-130f, -0x1p-140f, 0.0f, -0.0f,
+                            INFINITY, -INFINITY, NAN, -NAN, 3.4028235e38f, 0x1.fffffep-127f, 1.17549435e-38f,
+                            -2.5f, 1.0f + 0x1p-9f};
+    size_t ns = sizeof sp / sizeof sp[0];
+    for (size_t i = 0; i < ns; i++)
+        sp[i] = spec[i % NS];
+    for (size_t i = 0; i < ns; i += 2 * ZT_VL) {
+        uint32_t adj[ZT_VL], prs[ZT_VL];
+        zt_vbf_store(adj, zt_vbf_adjacent(zt_vload(sp + i), zt_vload(sp + i + ZT_VL)));
+        zt_vbf_store(prs, zt_vbf_pairs(zt_vload(sp + i), zt_vload(sp + i + ZT_VL)));
+        for (int j = 0; j < ZT_VL; j++) {
+            assert_int_equal(adj[j] & 0xffffu, zt_bf16_rne(sp[i + 2 * j]));
+            assert_int_equal(adj[j] >> 16, zt_bf16_rne(sp[i + 2 * j + 1]));
+            assert_int_equal(prs[j] & 0xffffu, zt_bf16_rne(sp[i + j]));
+            assert_int_equal(prs[j] >> 16, zt_bf16_rne(sp[i + ZT_VL + j]));
+        }
+    }
+}
+
 /* ---- encoder --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -461,9 +550,10 @@ static void run_layernorm(int N, int C, bool fd)
     /* mean and variance: 16 lanes of C/16 terms each then a 4-level tree, relative error
      * ~(C/16 + 4) u in the worst case (C = 768: 3e-6) and ~sqrt of that in practice; the outputs
      * add 3 roundings; the error of the mean is amplified by |mean| / std (up to ~4 here).
-     * 2e-6 bounds what we see (4.7e-7) with 4x margin. The scalar fallback (ZT_VL == 1) adds all
+     * 2e-6 bounds what we see (4.7e-7) with 4x margin; AVX2's 8 lanes (C/8 terms) stay within it
+     * (1.3e-7 measured at this test's sizes). The scalar fallback (ZT_VL == 1) adds all
      * C terms in one chain, ~sqrt(16) times the error: 1e-5 there. */
-    const double ln_rtol = ZT_VL == 16 ? 2e-6 : 1e-5;
+    const double ln_rtol = ZT_VL >= 8 ? 2e-6 : 1e-5;
     check_close("layernorm_forward out", out, out_d, n, ln_rtol);
     check_close("layernorm_forward mean", mean, mean_d, N, ln_rtol);
     check_close("layernorm_forward rstd", rstd, rstd_d, N, ln_rtol);
@@ -1089,6 +1179,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vecmath),
+        cmocka_unit_test(test_vecmath_tails),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),

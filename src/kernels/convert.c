@@ -1,6 +1,7 @@
 /* convert.c - fp32 <-> low-precision conversions for the precision modes (src/precision): fp32 to
  * bf16 bit patterns with round-to-nearest-even (AVX512_BF16's vcvtne2ps2bf16 where the build
- * has it, the same rule in scalar code otherwise), bf16 back to fp32 (exact), rounding fp32 values
+ * has it, vecbf16.h's integer form of the same rule on 8 lanes in AVX2 builds, scalar code
+ * otherwise), bf16 back to fp32 (exact), rounding fp32 values
  * in place to the nearest bf16 or fp16 value (fp16: F16C's vcvtps2ph, round-to-nearest-even,
  * overflow to infinity as fp16 storage would), and stochastic rounding to bf16.
  *
@@ -33,6 +34,9 @@ static void f32_to_bf16_range(uint16_t *dst, const float *src, size_t i, size_t 
         __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
         _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
     }
+#elif defined(ZT_VEC_AVX2)
+    for (; i + 16 <= end; i += 16)
+        zt_vbf_store((uint32_t *)(dst + i), zt_vbf_adjacent(zt_vload(src + i), zt_vload(src + i + 8)));
 #endif
     for (; i < end; i++) dst[i] = zt_bf16_rne(src[i]);
 }
@@ -69,15 +73,35 @@ void zt_add_round_bf16(float *d, const float *a, const float *b, size_t n)
         __m256i h = (__m256i)_mm512_cvtneps_pbh(s);
         _mm512_storeu_si512((void *)(d + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
+#elif defined(ZT_VEC_AVX2)
+    for (; i + 8 <= n; i += 8) {
+        __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        _mm256_storeu_si256((__m256i *)(d + i), _mm256_slli_epi32(zt_vbf_round_(s), 16));
+    }
 #endif
     for (; i < n; i++) d[i] = zt_u2f((uint32_t)zt_bf16_rne(a[i] + b[i]) << 16);
 }
 
+#if defined(ZT_VEC_AVX2)
+/* AVX2: blocks of 4096 (elementwise: the split changes no bit), 8 lanes at a time */
+void zt_round_bf16(float *x, size_t n)
+{
+    size_t nblk = (n + 4095) / 4096;
+#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
+    for (size_t b = 0; b < nblk; b++) {
+        size_t i = b * 4096, end = i + 4096 < n ? i + 4096 : n;
+        for (; i + 8 <= end; i += 8)
+            _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(zt_vbf_round_(_mm256_loadu_ps(x + i)), 16));
+        for (; i < end; i++) x[i] = zt_u2f((uint32_t)zt_bf16_rne(x[i]) << 16);
+    }
+}
+#else
 void zt_round_bf16(float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
     for (size_t i = 0; i < n; i++) x[i] = zt_u2f((uint32_t)zt_bf16_rne(x[i]) << 16);
 }
+#endif
 
 /* fp16 round trip: nearest-even, |x| >= 65520 becomes infinity, small values go subnormal */
 static inline float fp16_rne_scalar(float f)
@@ -101,6 +125,11 @@ static void round_fp16_range(float *dst, const float *src, size_t i, size_t end)
     for (; i + 16 <= end; i += 16) {
         __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+    }
+#elif defined(ZT_VEC_AVX2) && defined(__F16C__)
+    for (; i + 8 <= end; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
     }
 #endif
     for (; i < end; i++) dst[i] = fp16_rne_scalar(src[i]);
@@ -150,6 +179,9 @@ void zt_f32_to_fp16_serial(uint16_t *dst, const float *src, size_t n)
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(ZT_VEC_AVX2) && defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 #endif
     for (; i < n; i++) dst[i] = fp16_bits(src[i]);
 }
@@ -160,6 +192,9 @@ void zt_fp16_to_f32_serial(float *dst, const uint16_t *src, size_t n)
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#elif defined(ZT_VEC_AVX2) && defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
 #endif
     for (; i < n; i++) dst[i] = fp16_value(src[i]);
 }
@@ -171,6 +206,11 @@ void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n)
     for (; i + 16 <= n; i += 16) {
         __m512 s = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
         _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT)));
+    }
+#elif defined(ZT_VEC_AVX2) && defined(__F16C__)
+    for (; i + 8 <= n; i += 8) {
+        __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT)));
     }
 #endif
     for (; i < n; i++) d[i] = fp16_value(fp16_bits(a[i] + b[i]));

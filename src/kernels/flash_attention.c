@@ -15,7 +15,7 @@
  *             dVj (+)= Pᵀ dO, dKj (+)= dSᵀ Q, dQ (+)= dS Kj.
  *
  * Products. The tiles are multiplied by register-blocked micro-kernels written on vecmath.h's
- * vectors (AVX-512: 16 lanes; they compile to scalar code without it), not by a BLAS: a call per
+ * vectors (AVX-512: 16 lanes, AVX2 + FMA: 8; they compile to scalar code without either), not by a BLAS: a call per
  * 64 x 64 tile would pack both operands every time. The score products (Q Kᵀ, dO Vᵀ) read Kᵀ and
  * Vᵀ packed once per (b, KV head) as (hs, Tpad) panels, so a micro-tile is 8 (or 4) rows x 32 keys
  * of broadcast-FMAs; the other products (P V, dS K, Pᵀ dO, dSᵀ Q) read their right operand's rows
@@ -96,11 +96,29 @@
  * it, one load per FMA, and the micro-kernels run at the load ports' rate instead of the FMAs' */
 #ifdef __AVX512F__
 #define IN_REG(x) __asm__("" : "+v"(x))
+#elif defined(ZT_VEC_AVX2)
+#define IN_REG(x) __asm__("" : "+x"(x))
 #else
 #define IN_REG(x) (void)0
 #endif
 
 static int imin(int a, int b) { return a < b ? a : b; }
+
+/* Register blocking of the micro-kernels. AVX-512 has 32 vector registers: 8 score rows x 2
+ * vectors forward, 4 rows x (2 + 2) vectors of S and dP backward, 4 rows x 4 vectors in ay_micro.
+ * AVX2 has 16 (and the bf16 emulation needs two per loaded operand): 4 rows forward, 2 backward,
+ * 4 x 2 in ay_micro, so that the accumulators and operands stay in registers. The blocking
+ * decides only which masked keys a row group computes along; every kept element goes through the
+ * same sequence of roundings. */
+#ifdef ZT_VEC_AVX2
+#define FA_SROWS 4 /* forward score rows per micro-tile */
+#define FA_GROWS 2 /* backward score rows per micro-tile (even: the bf16 path writes row pairs) */
+#define FA_AYV 2   /* vectors per row in ay_micro */
+#else
+#define FA_SROWS 8
+#define FA_GROWS 4
+#define FA_AYV 4
+#endif
 
 /* rows read with a large stride (q, k, v, dO of one head) are fetched PF_ROWS rows ahead: the
  * hardware prefetchers do not follow a stride that crosses a page every row */
@@ -236,6 +254,44 @@ static void pack_transposed(float *dst, const float *src, int T, int Tp, int hs,
                 _mm512_storeu_ps(dst + (size_t)(d0 + j) * Tp + t0, r[j]);
         }
 }
+#elif defined(ZT_VEC_AVX2)
+/* r[i] row i of an 8 x 8 block -> r[j] column j: unpack pairs of rows, shuffle pairs of pairs
+ * (each 128-bit lane of u[c] / u[4 + c] holds rows 0-3 / 4-7 of columns c and 4 + c), then swap
+ * 128-bit lanes */
+static inline void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int G = 0; G < 2; G++) { /* rows 4G..4G+3 */
+        u[4 * G + 0] = _mm256_shuffle_ps(t[4 * G], t[4 * G + 2], 0x44);
+        u[4 * G + 1] = _mm256_shuffle_ps(t[4 * G], t[4 * G + 2], 0xEE);
+        u[4 * G + 2] = _mm256_shuffle_ps(t[4 * G + 1], t[4 * G + 3], 0x44);
+        u[4 * G + 3] = _mm256_shuffle_ps(t[4 * G + 1], t[4 * G + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+static void pack_transposed(float *dst, const float *src, int T, int Tp, int hs, int ld)
+{
+    for (int t0 = 0; t0 < Tp; t0 += 8)
+        for (int d0 = 0; d0 < hs; d0 += 8) {
+            int nd = imin(8, hs - d0);
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) {
+                const float *x = src + (size_t)(t0 + i) * ld + d0;
+                r[i] = t0 + i >= T ? _mm256_setzero_ps() : nd == 8 ? _mm256_loadu_ps(x) : zt_vloadn(x, nd, 0.0f);
+            }
+            transpose8(r);
+            for (int j = 0; j < nd; j++)
+                _mm256_storeu_ps(dst + (size_t)(d0 + j) * Tp + t0, r[j]);
+        }
+}
 #else
 static void pack_transposed(float *dst, const float *src, int T, int Tp, int hs, int ld)
 {
@@ -309,6 +365,26 @@ static void pack_transposed_bf16(uint32_t *dst, const float *src, int T, int Tp,
             transpose16(r);
             for (int j = 0; j < np; j++)
                 _mm512_storeu_ps((float *)(dst + (size_t)(p0 + j) * Tp + t0), r[j]);
+        }
+    }
+#elif defined(ZT_VEC_AVX2)
+    for (int t0 = 0; t0 < Tp; t0 += 8) {
+        if ((t0 & 15) == 0) /* pf's step counts 16-key blocks */
+            pf_advance(pf);
+        for (int p0 = 0; p0 < hp; p0 += 8) {
+            int d0 = 2 * p0, nd = hs - d0, np = imin(8, hp - p0);
+            __m256 r[8];
+            if (p0 == 0) /* the next block's rows */
+                for (int i = 8; i < 16 && t0 + i < T; i++)
+                    prefetch_row(src + (size_t)(t0 + i) * ld, hs);
+            for (int i = 0; i < 8; i++) {
+                const float *x = src + (size_t)(t0 + i) * ld + d0;
+                r[i] = t0 + i < T ? _mm256_castsi256_ps(zt_vbf_adjacent(loadk(x, nd), loadk(x + 8, nd - 8)))
+                                  : _mm256_setzero_ps();
+            }
+            transpose8(r);
+            for (int j = 0; j < np; j++)
+                _mm256_storeu_ps((float *)(dst + (size_t)(p0 + j) * Tp + t0), r[j]);
         }
     }
 #else
@@ -468,8 +544,8 @@ static void ay_rows(float *C, int ldc, const void *A, int sai, int sak, const vo
 #define AY(r, v)                                                                                                    \
     (bf ? ay_micro_bf(c, ldc, (const uint32_t *)A, sai, sak, (const uint32_t *)Y + e0, ldy, kk, last, add, r, v)    \
         : ay_micro(c, ldc, (const float *)A, sai, sak, (const float *)Y + e0, ldy, kk, last, add, r, v))
-    for (int e0 = 0; e0 < w; e0 += 4 * ZT_VL) {
-        int rem = w - e0, nv = imin(4, (rem + ZT_VL - 1) / ZT_VL), last = rem - (nv - 1) * ZT_VL;
+    for (int e0 = 0; e0 < w; e0 += FA_AYV * ZT_VL) {
+        int rem = w - e0, nv = imin(FA_AYV, (rem + ZT_VL - 1) / ZT_VL), last = rem - (nv - 1) * ZT_VL;
         float *c = C + e0;
         if (R == 4) {
             switch (nv) {
@@ -680,13 +756,13 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
                       hs, scale, R))
     for (int j0 = 0; j0 < end; j0 += FA_BC) {
         int n = imin(FA_BC, end - j0);
-        /* S = scale Qi Kjᵀ, each 8-row group only up to its last row's diagonal */
+        /* S = scale Qi Kjᵀ, each FA_SROWS-row group only up to its last row's diagonal */
         int r = 0;
-        for (; r + 8 <= mr; r += 8) {
+        for (; r + FA_SROWS <= mr; r += FA_SROWS) {
             pf_advance(pf);
-            int cols = imin(n, i0 + r + 8 - j0);
+            int cols = imin(n, i0 + r + FA_SROWS - j0);
             for (int c0 = 0; c0 < cols; c0 += NC)
-                SCORES(8);
+                SCORES(FA_SROWS);
         }
         for (; r < mr; r++) {
             int cols = imin(n, i0 + r + 1 - j0);
@@ -808,15 +884,15 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
     const float *qr = a->q + (size_t)r0 * a->sq, *dOr = a->dO + (size_t)r0 * a->C;
     /* P, dS for each 4-row group up to its last row's diagonal */
     for (int rr = 0; rr < nr;) {
-        int R = nr - rr >= 4 ? 4 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        int R = nr - rr >= FA_GROWS ? FA_GROWS : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
         pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             float *p = P + (size_t)rr * FA_BK + c0, *ds = dS + (size_t)rr * FA_BK + c0;
             const float *q = qr + (size_t)rr * a->sq, *dO = dOr + (size_t)rr * a->C;
             const float *kt = a->KT + j0 + c0, *vt = a->VT + j0 + c0;
-            if (R == 4)
+            if (R == FA_GROWS)
                 grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, t0, j0 + c0,
-                           scale, 4);
+                           scale, FA_GROWS);
             else
                 grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, t0, j0 + c0,
                            scale, 1);
@@ -863,7 +939,7 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     const uint32_t *Qb = w->Qb + (size_t)r0 * hp, *dOb = w->dOb + (size_t)r0 * hp;
     const uint32_t *Q2 = w->Q2 + (size_t)(r0 / 2) * hs, *dO2 = w->dO2 + (size_t)(r0 / 2) * hs;
     for (int rr = 0; rr < nr;) {
-        int R = nr - rr >= 4 ? 4 : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        int R = nr - rr >= FA_GROWS ? FA_GROWS : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
         pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;

@@ -11,7 +11,8 @@
  * Where the build has AVX512_BF16 these are vcvtne2ps2bf16, vcvtne2ps2bf16 + vpermw and vdpbf16ps; with
  * AVX-512F alone, integer vector code with the same rounding and two fused multiply-adds in the
  * order Intel's pseudo-code gives (a product of two bf16 values is exact in fp32, so each step is
- * one rounding); without AVX-512 the same in scalar code (ZT_VL 1). tests/test_flash_attention.c
+ * one rounding); with AVX2 + FMA the same on 8 lanes (vpackusdw + vpermq for the adjacent pairs);
+ * without either the same in scalar code (ZT_VL 1). All give the same bits as zt_dot_bf16_scalar. tests/test_flash_attention.c
  * checks the fused-multiply-add form against the instruction where the CPU has it. One difference
  * the emulation keeps: vdpbf16ps flushes subnormal products and sums to zero (its inputs are never
  * subnormal: the rounding flushes them), the fused multiply-adds keep them.
@@ -106,6 +107,52 @@ static inline zt_vbf zt_vbf_pairs(zt_vf lo, zt_vf hi)
 }
 #endif
 
+#elif defined(ZT_VEC_AVX2)
+/* ---- AVX2 + FMA: 8 pairs, the emulation of the AVX-512F path on 256-bit vectors ------------- */
+typedef __m256i zt_vbf;
+
+static inline zt_vbf zt_vbf_load(const uint32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* the first n (1..7) lanes at p, the others 0; reads nothing past p + n */
+static inline zt_vbf zt_vbf_loadn(const uint32_t *p, int n) { return _mm256_maskload_epi32((const int *)p, zt_vmaski_(n)); }
+static inline void zt_vbf_store(uint32_t *p, zt_vbf v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline void zt_vbf_storen(uint32_t *p, zt_vbf v, int n) { _mm256_maskstore_epi32((int *)p, zt_vmaski_(n), v); }
+static inline zt_vbf zt_vbf_set1(uint32_t a) { return _mm256_set1_epi32((int)a); }
+
+/* acc + a.odd b.odd, then + a.even b.even: two fused multiply-adds, each product exact */
+static inline zt_vf zt_vdot_bf16_fma(zt_vf acc, zt_vbf a, zt_vbf b)
+{
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(a, hi)), _mm256_castsi256_ps(_mm256_and_si256(b, hi)),
+                          acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16)),
+                           acc);
+}
+static inline zt_vf zt_vdot_bf16(zt_vf acc, zt_vbf a, zt_vbf b) { return zt_vdot_bf16_fma(acc, a, b); }
+
+/* zt_bf16_rne on 8 lanes, the bf16 in the low half of each lane */
+static inline __m256i zt_vbf_round_(zt_vf x)
+{
+    __m256i u = _mm256_castps_si256(x), abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i h = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(h, _mm256_set1_epi32(1))));
+    r = _mm256_srli_epi32(r, 16);
+    /* abs has its sign bit clear: a signed compare is the unsigned one */
+    __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+    __m256i sub = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(h, _mm256_set1_epi32(0x40)), nan);
+    return _mm256_blendv_epi8(r, _mm256_and_si256(h, _mm256_set1_epi32(0x8000)), sub);
+}
+/* a's 8 then b's 8 as 8 adjacent pairs: vpackusdw packs within 128-bit lanes (a0-3 b0-3 | a4-7
+ * b4-7; no value exceeds 0xffff), vpermq puts the quarters in order */
+static inline zt_vbf zt_vbf_adjacent(zt_vf a, zt_vf b)
+{
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(zt_vbf_round_(a), zt_vbf_round_(b)), 0xD8);
+}
+static inline zt_vbf zt_vbf_pairs(zt_vf lo, zt_vf hi)
+{
+    return _mm256_or_si256(zt_vbf_round_(lo), _mm256_slli_epi32(zt_vbf_round_(hi), 16));
+}
+
 #else
 /* ---- scalar fallback: 1 lane (memcpy: the pairs may live in a float buffer) ----------------- */
 typedef uint32_t zt_vbf;
@@ -121,6 +168,6 @@ static inline zt_vbf zt_vbf_adjacent(zt_vf a, zt_vf b)
 }
 static inline zt_vbf zt_vbf_pairs(zt_vf lo, zt_vf hi) { return zt_vbf_adjacent(lo, hi); }
 static inline zt_vf zt_vdot_bf16(zt_vf acc, zt_vbf a, zt_vbf b) { return zt_dot_bf16_scalar(acc, a, b); }
-#endif /* __AVX512F__ */
+#endif /* __AVX512F__, AVX2, scalar */
 
 #endif /* ZT_VECBF16_H */

@@ -2,12 +2,13 @@
  * cached per CPU model; and the nominal table below, cores x clock x FLOPs per cycle per core,
  * printed beside it and used only where nothing could be measured.
  *
- * FLOPs per cycle per core (an FMA counts 2), from the flags in /proc/cpuinfo:
- *   fp32  avx512f, Intel and AMD family >= 0x1A (Zen 5): 2 FMA units x 16 lanes x 2 = 64
- *         avx512f, AMD family 0x19 (Zen 4: 512-bit ops issue as two 256-bit halves)  = 32
- *         avx2 + fma: 2 FMA units x 8 lanes x 2                                   = 32
- *         otherwise (SSE: one 4-wide add + one 4-wide mul)                         = 8
- *   bf16  amx_bf16 (Sapphire Rapids and later): TDPBF16PS, 16x16x32 MACs every 16 cycles = 1024
+ * FLOPs per cycle per core (an FMA counts 2), by the kernels' instruction-set level (core/cpu_isa.h:
+ * the CPU's best, or lower under ZT_ISA):
+ *   fp32  avx512, Intel and AMD family >= 0x1A (Zen 5): 2 FMA units x 16 lanes x 2 = 64
+ *         avx512, AMD family 0x19 (Zen 4: 512-bit ops issue as two 256-bit halves)  = 32
+ *         avx2: 2 FMA units x 8 lanes x 2                                   = 32
+ *         otherwise (a portable build off x86-64: 4 lanes assumed)                 = 16
+ *   bf16  amx (Sapphire Rapids and later): TDPBF16PS, 16x16x32 MACs every 16 cycles = 1024
  *         avx512_bf16: VDPBF16PS, 32 bf16 products into 16 fp32 per instruction, as many per
  *         cycle as fp32 FMAs: 2 x the fp32 rate
  *         neither: 0 (bf16 math converts to fp32 and runs at the fp32 rate)
@@ -20,6 +21,7 @@
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "metrics/peak.h"
+#include "core/cpu_isa.h"
 #include "kernels/kernels.h"
 #include "comm/launcher.h"
 
@@ -53,19 +55,8 @@ double zt_cpu_clock_ghz(void) {
 }
 
 int zt_cpu_fp32_lanes(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 16;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
-    return 4;
-}
-
-/* " flag " is in the space-separated list (a word match, so "avx512f" does not match "avx512fp16"). */
-static bool has_flag(const char *flags, const char *flag) {
-    size_t n = strlen(flag);
-    for (const char *p = flags; (p = strstr(p, flag)); p += n)
-        if ((p == flags || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
-            return true;
-    return false;
+    int lvl = zt_kernels_isa(); /* the kernels' level, not every flag the CPU has */
+    return lvl >= ZT_ISA_AVX512 ? 16 : lvl == ZT_ISA_AVX2 ? 8 : 4;
 }
 
 static void value_of(const char *line, char *out, size_t cap) {
@@ -81,7 +72,6 @@ void zt_cpu_peak_detect(zt_cpu_peak *p) {
     p->threads_per_core = 1;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     p->online_cores = online > 0 ? (int)online : 1;
-    char *flags = NULL;
     int siblings = 0, cpu_cores = 0;
     FILE *fp = fopen("/proc/cpuinfo", "r");
     if (fp) {
@@ -96,16 +86,17 @@ void zt_cpu_peak_detect(zt_cpu_peak *p) {
             else if (!strncmp(line, "model\t", 6) && !p->model) value_of(line, v, sizeof v), p->model = atoi(v);
             else if (!strncmp(line, "siblings", 8) && !siblings) value_of(line, v, sizeof v), siblings = atoi(v);
             else if (!strncmp(line, "cpu cores", 9) && !cpu_cores) value_of(line, v, sizeof v), cpu_cores = atoi(v);
-            else if (!strncmp(line, "flags", 5) && !flags) flags = strdup(strchr(line, ':') ? strchr(line, ':') + 1 : line);
         }
         free(line);
         fclose(fp);
     }
     if (siblings > 0 && cpu_cores > 0 && siblings >= cpu_cores) p->threads_per_core = siblings / cpu_cores;
     p->clock_ghz = zt_cpu_clock_ghz();
-    const char *f = flags ? flags : "";
+    /* the rates of the kernels' level (ZT_ISA may hold it below the CPU's best: kernels/dispatch.c),
+     * not of every flag the CPU has */
+    int lvl = zt_kernels_isa();
     bool amd = !strcmp(p->vendor, "AuthenticAMD");
-    if (has_flag(f, "avx512f")) {
+    if (lvl >= ZT_ISA_AVX512) {
         if (amd && p->family == 0x19) {
             p->fp32_per_cycle = 32;
             snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx512f on 2x256-bit FMA (Zen 4)");
@@ -113,26 +104,22 @@ void zt_cpu_peak_detect(zt_cpu_peak *p) {
             p->fp32_per_cycle = 64;
             snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx512f 2 FMA units x 16 lanes");
         }
-    } else if (has_flag(f, "avx2") && has_flag(f, "fma")) {
+    } else if (lvl == ZT_ISA_AVX2) {
         p->fp32_per_cycle = 32;
         snprintf(p->fp32_isa, sizeof p->fp32_isa, "avx2+fma 2 FMA units x 8 lanes");
-    } else if (flags) {
-        p->fp32_per_cycle = 8;
-        snprintf(p->fp32_isa, sizeof p->fp32_isa, "sse 4-wide add + mul");
-    } else { /* no /proc/cpuinfo: ask the compiler's runtime */
+    } else {
         p->fp32_per_cycle = 2.0 * 2.0 * zt_cpu_fp32_lanes();
-        snprintf(p->fp32_isa, sizeof p->fp32_isa, "%d lanes x 2 FMA units (cpuid)", zt_cpu_fp32_lanes());
+        snprintf(p->fp32_isa, sizeof p->fp32_isa, "%d lanes x 2 FMA units (portable build)", zt_cpu_fp32_lanes());
     }
-    if (has_flag(f, "amx_bf16")) {
+    if (lvl >= ZT_ISA_AMX) {
         p->bf16_per_cycle = 1024;
         snprintf(p->bf16_isa, sizeof p->bf16_isa, "amx_bf16 tdpbf16ps 1024/cycle");
-    } else if (has_flag(f, "avx512_bf16")) {
+    } else if (lvl >= ZT_ISA_AVX512_BF16) {
         p->bf16_per_cycle = 2 * p->fp32_per_cycle;
         snprintf(p->bf16_isa, sizeof p->bf16_isa, "avx512_bf16 vdpbf16ps (2x fp32)");
     } else {
-        snprintf(p->bf16_isa, sizeof p->bf16_isa, "none (fp32 rate)");
+        snprintf(p->bf16_isa, sizeof p->bf16_isa, "none (fp32 rate: bf16 products widened to fp32)");
     }
-    free(flags);
     const char *env = getenv("ZT_PEAK_GFLOPS");
     if (env && atof(env) > 0) p->override_gflops = atof(env);
 }

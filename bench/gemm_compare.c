@@ -36,7 +36,9 @@
  */
 #define _GNU_SOURCE
 #include <cblas.h>
+#include "core/cpu_isa.h"
 #include "kernels/gemm.h"
+#include "kernels/kernels.h"
 #include "bench_util.h"
 #include <math.h>
 #include <omp.h>
@@ -108,50 +110,6 @@ static double measure_ghz(void) {
 #endif
 }
 
-/* Measured fp32 FMA throughput, GFLOP/s, over the OpenMP team: 12 independent accumulators per
- * thread, each FMA on 16 lanes (AVX-512) or 8 (AVX2). */
-static double measure_fma_peak(int nthreads) {
-#if defined(__AVX512F__)
-  const long iters = 20 * 1000 * 1000;
-  double best = 1e30;
-  float sink = 0.f;
-  for (int r = 0; r < 3; r++) {
-    double t0 = now_s();
-#pragma omp parallel num_threads(nthreads) reduction(+ : sink)
-    {
-      /* distinct starting values, and every accumulator passed through an empty asm, so the
-       * compiler can neither merge chains nor drop any */
-      __m512 a0 = _mm512_set1_ps(1.0f), a1 = _mm512_set1_ps(1.1f), a2 = _mm512_set1_ps(1.2f);
-      __m512 a3 = _mm512_set1_ps(1.3f), a4 = _mm512_set1_ps(1.4f), a5 = _mm512_set1_ps(1.5f);
-      __m512 a6 = _mm512_set1_ps(1.6f), a7 = _mm512_set1_ps(1.7f), a8 = _mm512_set1_ps(1.8f);
-      __m512 a9 = _mm512_set1_ps(1.9f), a10 = _mm512_set1_ps(2.0f), a11 = _mm512_set1_ps(2.1f);
-      const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-      for (long i = 0; i < iters; i++) {
-        a0 = _mm512_fmadd_ps(a0, m, c); a1 = _mm512_fmadd_ps(a1, m, c);
-        a2 = _mm512_fmadd_ps(a2, m, c); a3 = _mm512_fmadd_ps(a3, m, c);
-        a4 = _mm512_fmadd_ps(a4, m, c); a5 = _mm512_fmadd_ps(a5, m, c);
-        a6 = _mm512_fmadd_ps(a6, m, c); a7 = _mm512_fmadd_ps(a7, m, c);
-        a8 = _mm512_fmadd_ps(a8, m, c); a9 = _mm512_fmadd_ps(a9, m, c);
-        a10 = _mm512_fmadd_ps(a10, m, c); a11 = _mm512_fmadd_ps(a11, m, c);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
-      }
-      __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                               _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-      s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-      sink += _mm512_reduce_add_ps(s);
-    }
-    double t = now_s() - t0;
-    if (t < best) best = t;
-  }
-  if (sink == 12345.f) printf(" ");
-  return (double)nthreads * (double)iters * 12.0 * 16.0 * 2.0 / best * 1e-9;
-#else
-  (void)nthreads;
-  return 0.0;
-#endif
-}
-
 static void print_machine(double *ghz_out, int *threads_out) {
   char model[256] = "?", mhz[64] = "?";
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -169,17 +127,23 @@ static void print_machine(double *ghz_out, int *threads_out) {
   }
   int threads = omp_get_max_threads();
   double ghz = measure_ghz();
-  double fma1 = measure_fma_peak(1), fmaN = measure_fma_peak(threads);
+  /* the FMA rate of the kernels' instruction-set level (kernels/fma_peak.c, dispatched like every
+   * kernel: 256-bit FMAs on avx2, 512-bit on avx512 and up) */
+  double fma1 = zt_measure_core_fp32_flops() / 1e9, fmaN = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : fmaN)
+  fmaN += zt_measure_core_fp32_flops() / 1e9;
+  char cpu[400];
+  zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
   printf("cpu: %s, /proc/cpuinfo 'cpu MHz' %s, threads (OMP_NUM_THREADS) %d\n", model, mhz, threads);
+  printf("cpu features: %s\n", cpu);
+  printf("isa: %s (ZT_ISA); GEMM path: fp32 %s, bf16 %s\n", zt_kernels_path(), zt_gemm_path(false),
+         zt_gemm_path(true));
   printf("clock measured (dependent integer adds, 1/cycle): %.3f GHz\n", ghz);
-  printf("fp32 peak = %d threads x %.3f GHz x 2 FMA x 16 lanes x 2 = %.1f GFLOP/s\n", threads, ghz,
-         threads * ghz * 64.0);
-  if (fma1 > 0)
-    printf("fp32 FMA microbenchmark (AVX-512, 12 chains): 1 thread %.1f GFLOP/s, %d threads %.1f "
-           "GFLOP/s\n",
-           fma1, threads, fmaN);
-  else
-    printf("fp32 FMA microbenchmark: skipped (not compiled with AVX-512; use -march=native)\n");
+  int lanes = zt_kernels_isa() >= ZT_ISA_AVX512 ? 16 : 8;
+  printf("fp32 peak = %d threads x %.3f GHz x 2 FMA x %d lanes x 2 = %.1f GFLOP/s\n", threads, ghz, lanes,
+         threads * ghz * 4.0 * lanes);
+  printf("fp32 FMA microbenchmark (the kernels' path, 16 chains): 1 thread %.1f GFLOP/s, %d threads %.1f "
+         "GFLOP/s\n", fma1, threads, fmaN);
   printf("OpenBLAS: %s, core %s, threads %d\n", openblas_get_config(), openblas_get_corename(),
          openblas_get_num_threads());
   *ghz_out = ghz;
@@ -475,6 +439,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  zt_gemm_backend_get(); /* before any oneDNN call here: holds oneDNN to the kernels' level (gemm.c) */
   const shape_t *shapes = SHAPES;
   int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
   if (gpt2) {

@@ -25,7 +25,7 @@ static int cmd_version(int argc, char **argv) {
     char line[512];
     zt_cpu_describe(zt_cpu_features_get(), line, sizeof line);
     printf("  %-9s %s\n", "cpu", line);
-    printf("  %-9s %s\n", "isa", zt_kernels_path());
+    printf("  %-9s %s\n", "kernels", zt_kernels_path());
     printf("  %-9s fp32 %s; bf16 %s\n", "gemm", zt_gemm_path(false), zt_gemm_path(true));
     return 0;
 }

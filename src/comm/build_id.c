@@ -7,6 +7,9 @@
  * characters) so every rank gathers the same number of bytes whatever it holds; only
  * ZT_FAKE_BUILD_ID (a test hook) changes it from outside. */
 #include "comm/build_id.h"
+#include "core/cpu_isa.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 #include "zt_build_commit.h" /* generated at build time: ZT_BUILD_COMMIT */
 
@@ -18,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const FIELDS[ZT_BUILD_FIELDS] = {"zerotrain", "commit", "compiler", "openblas", "onednn", "mpi"};
+static const char *const FIELDS[ZT_BUILD_FIELDS] = {"zerotrain", "commit", "compiler", "openblas", "onednn", "mpi", "isa"};
 
 const char *zt_build_field_name(int k) { return k >= 0 && k < ZT_BUILD_FIELDS ? FIELDS[k] : "?"; }
 
@@ -63,6 +66,7 @@ void zt_build_id_get(zt_build_id *b) {
     char *rev = strstr(mpi, ", repo rev");
     if (rev) *rev = '\0';
     snprintf(b->v[5], ZT_BUILD_FIELD_LEN, "%s", len ? mpi : "unknown");
+    snprintf(b->v[6], ZT_BUILD_FIELD_LEN, "%s; gemm %s", zt_isa_name((zt_isa)zt_kernels_isa()), zt_gemm_path(false));
     const char *fake = getenv("ZT_FAKE_BUILD_ID"); /* the test hook (docs/reliability.md, I06) */
     if (fake && *fake) {
         int k = 1;
@@ -109,6 +113,7 @@ int zt_build_id_check(zt_comm *world, zt_error *err) {
     free(all);
     if (!differ) return ZT_OK;
     return zt_error_set(err, ZT_ERR_MISMATCH, "the ranks run different builds (%d field%s differ%s): %s; start every "
-                        "rank from the same zerotrain build and libraries", differ, differ == 1 ? "" : "s",
+                        "rank from the same zerotrain build and libraries (isa: hosts of different CPUs run "
+                        "different code paths; ZT_ISA set to a level every host has makes them agree)", differ, differ == 1 ? "" : "s",
                         differ == 1 ? "s" : "", text);
 }

@@ -14,12 +14,15 @@
 #include "comm/launcher.h"
 #include "comm/mesh.h"
 #include "shard/tp.h"
+#include "core/cpu_isa.h"
 #include "core/fault.h"
 #include "core/stop.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "engine/guard.h"
 #include "engine/pipeline.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
@@ -586,6 +589,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     char policy[256];
     zt_precision_describe(&eo.precision, policy, sizeof policy);
     fprintf(out, "precision %s\n", policy);
+    char cpu[400];
+    zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
+    for (char *c = cpu; *c; c++) /* it goes into the JSONL as a string too */
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '\'';
+    fprintf(out, "cpu %s | isa %s | gemm fp32 %s, bf16 %s\n", cpu, zt_kernels_path(), zt_gemm_path(false),
+            zt_gemm_path(true));
     zt_memory_plan plan;
     zt_engine_memory_plan(e, &plan);
     char plan_text[512];
@@ -620,7 +629,12 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                  zt_dtype_name(eo.precision.accumulate), zt_dtype_name(eo.precision.grads),
                  zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false",
                  zt_dtype_name(eo.precision.attention));
-        if ((rc = zt_jsonl_write_event(&log, "precision", ev, err)) ||
+        char cev[900];
+        snprintf(cev, sizeof cev, "\"cpu\":\"%s\",\"isa\":\"%s\",\"isa_path\":\"%s\",\"gemm_fp32\":\"%s\","
+                 "\"gemm_bf16\":\"%s\"", cpu, zt_isa_name((zt_isa)zt_kernels_isa()), zt_kernels_path(),
+                 zt_gemm_path(false), zt_gemm_path(true));
+        if ((rc = zt_jsonl_write_event(&log, "cpu", cev, err)) ||
+            (rc = zt_jsonl_write_event(&log, "precision", ev, err)) ||
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
             goto done;
     }

@@ -31,6 +31,11 @@ done
 tsteps="${tsteps:-$steps}"
 zt="$build/zerotrain" gc="$build/bench/gemm_compare"
 [ -x "$zt" ] && [ -x "$gc" ] || { echo "isa_levels.sh: build first (cmake --build $build)" >&2; exit 1; }
+py=""
+for cand in ${PYTHON:-} /usr/bin/python3 python3; do
+  command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch, numpy' 2>/dev/null && { py="$cand"; break; }
+done
+[ -n "$py" ] || { echo "isa_levels.sh: no python3 with torch (apt-get install python3-torch, or set PYTHON=)" >&2; exit 1; }
 export OMP_NUM_THREADS=2
 unset OPENBLAS_CORETYPE ZT_ISA
 if [ -z "$levels" ]; then
@@ -64,7 +69,7 @@ for lvl in $levels; do
     grep -m1 "^isa " <<<"$out" | sed "s/^/  zerotrain $prec: /"
     ts="$steps"; [ "$prec" = bf16 ] && ts="$tsteps"
     if [ "$ts" -gt 0 ]; then
-      out="$(env "${peer[@]}" python3 "$here/torch_gpt2.py" --preset gpt2-124M -B 4 -T 256 --steps "$ts" \
+      out="$(env "${peer[@]}" "$py" "$here/torch_gpt2.py" --preset gpt2-124M -B 4 -T 256 --steps "$ts" \
              --warmup "$warmup" --dtype "$prec" --threads 2 2>&1)"
       tok[pt_$prec]="$(json tok_per_s_median <<<"$out")"
     else tok[pt_$prec]=""; fi

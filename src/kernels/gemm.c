@@ -641,12 +641,19 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
  * operands widened to fp32, as PyTorch and oneDNN do on such CPUs. Widening is exact (a bf16 value
  * is an fp32 value), every product of two bf16 values is exact in fp32, and the sums are fp32: the
  * result differs from oneDNN's vdpbf16ps kernels only in the order of the fp32 sums (and at the
- * speed of fp32). The widened operands live in a scratch of at most WIDEN_CAP bytes each, filled in
- * panels of whole rows of op(A) and whole columns of op(B), so K is never split: one summation order
- * per shape, whatever the panels. The scratch is a GEMM workspace like oneDNN's own (docs/memory.md:
- * not in the plan), kept between calls; products made inside a parallel region get their own. */
+ * speed of fp32). The widened operands live in a scratch of at most ZT_WIDEN_CAP bytes each,
+ * filled in panels: K in slices of at most ZT_WIDEN_KC (the slices' products summed into C, as
+ * oneDNN's own K-split of the LM head's products does), and within a slice whole rows of op(A) and
+ * whole columns of op(B), as many as fit (at least ZT_WIDEN_CAP / 4 / ZT_WIDEN_KC of each, so a
+ * product with a large K, the LM head's dinp with K = 50257, is not cut into thin GEMMs). The panels
+ * are fixed by the shape: one summation order per shape. The scratch is a GEMM workspace like
+ * oneDNN's own (docs/memory.md: not in the plan), kept between calls; products made inside a
+ * parallel region get their own. */
 #ifndef ZT_WIDEN_CAP
 #define ZT_WIDEN_CAP ((size_t)16 << 20)
+#endif
+#ifndef ZT_WIDEN_KC
+#define ZT_WIDEN_KC 4096
 #endif
 
 static struct {
@@ -664,25 +671,27 @@ static void widen_block(float *dst, const uint16_t *src, int ld, int rows, int c
         zt_bf16_to_f32_serial(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
 }
 
-/* the panel of op(X) with `n` of its outer indices from `o0` (rows of op(A) / columns of op(B)),
- * widened into dst with the same transposition; returns dst's leading dimension */
-static int widen_panel(float *dst, const uint16_t *X, int ld, bool trans_outer_contiguous, int o0, int n, int K)
+/* the panel of op(X) with outer indices [o0, o0 + n) (rows of op(A) / columns of op(B)) and K
+ * indices [k0, k0 + kc), widened into dst in X's own orientation; returns dst's leading dimension.
+ * outer_contiguous: X is stored (K, outer) (a transposed A, a plain B), else (outer, K). */
+static int widen_panel(float *dst, const uint16_t *X, int ld, bool outer_contiguous, int o0, int n, int k0, int kc)
 {
-    if (trans_outer_contiguous) { /* stored (K, outer): each of the K rows gives n values */
-        widen_block(dst, X + o0, ld, K, n);
+    if (outer_contiguous) {
+        widen_block(dst, X + (size_t)k0 * ld + o0, ld, kc, n);
         return n;
     }
-    widen_block(dst, X + (size_t)o0 * ld, ld, n, K); /* stored (outer, K): n whole rows */
-    return K;
+    widen_block(dst, X + (size_t)o0 * ld + k0, ld, n, kc);
+    return kc;
 }
 
 static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
 {
-    size_t per = ZT_WIDEN_CAP / sizeof(float) / (size_t)K; /* outer indices per panel */
-    int mb = (int)(per < (size_t)M ? (per ? per : 1) : (size_t)M);
-    int nb = (int)(per < (size_t)N ? (per ? per : 1) : (size_t)N);
-    size_t need = ((size_t)mb + (size_t)nb) * (size_t)K;
+    int kc = K < ZT_WIDEN_KC ? K : ZT_WIDEN_KC;
+    size_t per = ZT_WIDEN_CAP / sizeof(float) / (size_t)kc; /* outer indices per panel, >= 1024 */
+    int mb = (int)(per < (size_t)M ? per : (size_t)M);
+    int nb = (int)(per < (size_t)N ? per : (size_t)N);
+    size_t need = ((size_t)mb + (size_t)nb) * (size_t)kc;
     bool own = omp_in_parallel();
     float *buf = NULL;
     if (!own) {
@@ -702,17 +711,21 @@ static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, con
         bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         return;
     }
-    float *aw = buf, *bw = buf + (size_t)mb * K;
-    bool a_once = mb == M;
-    int ldaw = a_once ? widen_panel(aw, A, lda, ta, 0, M, K) : 0;
-    for (int n0 = 0; n0 < N; n0 += nb) {
-        int nn = N - n0 < nb ? N - n0 : nb;
-        int ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, K);
-        for (int m0 = 0; m0 < M; m0 += mb) {
-            int mm = M - m0 < mb ? M - m0 : mb;
-            if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, K);
-            f32_product(ta, tb, mm, nn, K, alpha, aw, ldaw, bw, ldbw, beta, C + (size_t)m0 * ldc + n0, ldc,
-                        bias ? bias + n0 : NULL);
+    float *aw = buf, *bw = buf + (size_t)mb * kc;
+    for (int k0 = 0; k0 < K; k0 += kc) {
+        int kk = K - k0 < kc ? K - k0 : kc;
+        float bk = k0 == 0 ? beta : 1.0f; /* later slices add to the first's */
+        bool a_once = mb == M;
+        int ldaw = a_once ? widen_panel(aw, A, lda, ta, 0, M, k0, kk) : 0;
+        for (int n0 = 0; n0 < N; n0 += nb) {
+            int nn = N - n0 < nb ? N - n0 : nb;
+            int ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, k0, kk);
+            for (int m0 = 0; m0 < M; m0 += mb) {
+                int mm = M - m0 < mb ? M - m0 : mb;
+                if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, k0, kk);
+                f32_product(ta, tb, mm, nn, kk, alpha, aw, ldaw, bw, ldbw, bk, C + (size_t)m0 * ldc + n0, ldc,
+                            bias && k0 == 0 ? bias + n0 : NULL);
+            }
         }
     }
     if (own)

@@ -50,13 +50,16 @@ for l in reversed(sys.stdin.read().splitlines()):
         print(json.loads(l).get(sys.argv[1], "")); break' "$1"; }
 
 for lvl in $levels; do
+  # both sides' libraries held to the level; at the CPU's best level nothing is held
   case "$lvl" in
-    avx2) peer=(ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell) ;;
-    avx512) peer=(ATEN_CPU_CAPABILITY=avx512 DNNL_MAX_CPU_ISA=AVX512_CORE OPENBLAS_CORETYPE=SkylakeX) ;;
-    *) peer=(ATEN_CPU_CAPABILITY=default) ;;
+    avx2) libs=(DNNL_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell) aten=avx2 ;;
+    avx512) libs=(DNNL_MAX_CPU_ISA=AVX512_CORE OPENBLAS_CORETYPE=SkylakeX) aten=avx512 ;;
+    *) libs=() aten="" ;;
   esac
-  echo; echo "=== level $lvl (peer: ${peer[*]})"
-  envz=(ZT_ISA="$lvl" "${peer[@]:1}")
+  peer=("${libs[@]}")
+  [ -n "$aten" ] && peer+=(ATEN_CPU_CAPABILITY="$aten")
+  echo; echo "=== level $lvl (PyTorch with: ${peer[*]:-its own choice})"
+  envz=(ZT_ISA="$lvl" "${libs[@]}")
   lim="$(env "${envz[@]}" "$gc" --passes 2 --reps 2 2>/dev/null)"
   grep -E "^isa:|^fp32 FMA micro" <<<"$lim" | sed 's/^/  /'
   l32="$(sed -n 's/^  limit fp32 .*at most \([0-9]*\) tok\/s.*/\1/p' <<<"$lim")"
@@ -66,7 +69,7 @@ for lvl in $levels; do
     out="$(env "${envz[@]}" "$zt" bench --preset gpt2-124M -B 4 -T 256 --steps "$steps" --warmup "$warmup" \
            --precision "$prec" 2>&1)"
     tok[zt_$prec]="$(json tok_per_s_median <<<"$out")"
-    grep -m1 "^isa " <<<"$out" | sed "s/^/  zerotrain $prec: /"
+    grep -m1 "^cpu .*| isa " <<<"$out" | sed "s/^.*| isa /  zerotrain $prec: isa /"
     ts="$steps"; [ "$prec" = bf16 ] && ts="$tsteps"
     if [ "$ts" -gt 0 ]; then
       out="$(env "${peer[@]}" "$py" "$here/torch_gpt2.py" --preset gpt2-124M -B 4 -T 256 --steps "$ts" \

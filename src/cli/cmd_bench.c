@@ -341,12 +341,10 @@ int zt_cmd_bench(int argc, char **argv) {
     double peak = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, lp) / 1e9;
     double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, true) / 1e9;
     double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * W : 0;
-    char cpu[400];
+    char platform[800], cpu[400];
+    zt_platform_describe(platform, sizeof platform);
+    fprintf(out, "%s\n", platform);
     zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
-    for (char *c = cpu; *c; c++) /* it goes into the JSON as a string too */
-        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '\'';
-    fprintf(out, "cpu %s\nisa %s | gemm fp32 %s, bf16 %s\n", cpu, zt_kernels_path(), zt_gemm_path(false),
-            zt_gemm_path(true));
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = MFU %.1f%% of the %s %.0f GFLOP/s", tps,
             steps, gflops, 100 * gflops / peak, zt_cpu_peak_source(&cpk, lp), peak);
     if (lp) /* an fp32 GEMM rate is no bound for bf16 products: bench/gemm_compare measures the bf16 one */

@@ -88,6 +88,8 @@ static void detect(zt_cpu_features *f)
         while (*s == ' ') s++;
         memmove(f->brand, s, strlen(s) + 1);
         for (size_t n = strlen(f->brand); n > 0 && f->brand[n - 1] == ' '; n--) f->brand[n - 1] = 0;
+        for (char *c = f->brand; *c; c++) /* printed in JSON strings too: nothing to escape */
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
     }
     /* features whose registers the OS does not save are not usable */
     if (!f->os_ymm) f->avx = f->avx2 = f->fma = f->f16c = false;

@@ -33,7 +33,7 @@ typedef enum zt_isa {
 
 typedef struct zt_cpu_features {
     char vendor[13];  /* "GenuineIntel", "AuthenticAMD", ... ("" off x86) */
-    char brand[49];   /* the processor brand string */
+    char brand[49];   /* the processor brand string (printable ASCII, no quote or backslash) */
     int family, model; /* display family and model (the extended fields added as Intel/AMD say) */
     bool sse42, avx, avx2, fma, f16c, bmi1, bmi2, lzcnt, movbe;
     bool avx512f, avx512bw, avx512dq, avx512vl, avx512cd, avx512_bf16, avx512_fp16;

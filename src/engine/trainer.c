@@ -27,6 +27,7 @@
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
+#include "metrics/peak.h"
 #include "metrics/trace.h"
 
 #include <math.h>
@@ -589,12 +590,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     char policy[256];
     zt_precision_describe(&eo.precision, policy, sizeof policy);
     fprintf(out, "precision %s\n", policy);
-    char cpu[400];
+    char platform[800], cpu[400];
+    zt_platform_describe(platform, sizeof platform);
+    fprintf(out, "%s\n", platform);
     zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
-    for (char *c = cpu; *c; c++) /* it goes into the JSONL as a string too */
-        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '\'';
-    fprintf(out, "cpu %s | isa %s | gemm fp32 %s, bf16 %s\n", cpu, zt_kernels_path(), zt_gemm_path(false),
-            zt_gemm_path(true));
     zt_memory_plan plan;
     zt_engine_memory_plan(e, &plan);
     char plan_text[512];

@@ -22,6 +22,7 @@
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "metrics/peak.h"
 #include "core/cpu_isa.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "comm/launcher.h"
 
@@ -214,4 +215,12 @@ double zt_cores_per_rank(int threads) {
     double cores = (double)p.online_cores / (p.threads_per_core > 0 ? p.threads_per_core : 1);
     double share = cores / local;
     return threads < share ? (double)threads : share;
+}
+
+void zt_platform_describe(char *buf, int size) {
+    char cpu[400];
+    zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
+    if (size > 0)
+        snprintf(buf, (size_t)size, "cpu %s | isa %s | gemm fp32 %s, bf16 %s", cpu, zt_kernels_path(),
+                 zt_gemm_path(false), zt_gemm_path(true));
 }

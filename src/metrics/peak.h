@@ -50,6 +50,11 @@ double zt_cores_per_rank(int threads);
  * "ZT_PEAK_GFLOPS": what zt_cpu_peak_flops(p, .., bf16) used, for reports. */
 const char *zt_cpu_peak_source(const zt_cpu_peak *p, bool bf16);
 
+/* "cpu BRAND (VENDOR family F model M; FEATURES) | isa LEVEL (...) | gemm fp32 PATH, bf16 PATH": the
+ * CPU, the kernels' instruction-set level and the GEMM paths in use (the banner, `zerotrain
+ * bench`); JSON-safe (no quote or backslash) */
+void zt_platform_describe(char *buf, int size);
+
 double zt_cpu_clock_ghz(void);              /* 0 when unknown */
 int zt_cpu_fp32_lanes(void);                /* 16 with AVX-512, 8 with AVX2+FMA, else 4 */
 

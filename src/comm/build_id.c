@@ -100,10 +100,12 @@ int zt_build_id_check(zt_comm *world, zt_error *err) {
     char text[900] = "";
     size_t used = 0;
     int differ = 0;
+    bool isa_differs = false;
     for (int r = 1; r < n; r++)
         for (int k = 0; k < ZT_BUILD_FIELDS; k++) {
             if (!strncmp(ids[r].v[k], r0->v[k], ZT_BUILD_FIELD_LEN)) continue;
             differ++;
+            isa_differs |= k == ZT_BUILD_FIELDS - 1;
             if (used + 40 >= sizeof text) continue; /* counted, not listed */
             int w = snprintf(text + used, sizeof text - used, "%srank %d %s \"%.*s\" vs rank 0 \"%.*s\"",
                              used ? "; " : "", r, FIELDS[k], ZT_BUILD_FIELD_LEN - 1, ids[r].v[k],
@@ -113,7 +115,8 @@ int zt_build_id_check(zt_comm *world, zt_error *err) {
     free(all);
     if (!differ) return ZT_OK;
     return zt_error_set(err, ZT_ERR_MISMATCH, "the ranks run different builds (%d field%s differ%s): %s; start every "
-                        "rank from the same zerotrain build and libraries (isa: hosts of different CPUs run "
-                        "different code paths; ZT_ISA set to a level every host has makes them agree)", differ, differ == 1 ? "" : "s",
-                        differ == 1 ? "s" : "", text);
+                        "rank from the same zerotrain build and libraries%s", differ, differ == 1 ? "" : "s",
+                        differ == 1 ? "s" : "", text,
+                        isa_differs ? " (isa: hosts whose CPUs differ run different code paths; ZT_ISA set to a "
+                                      "level every host has makes them agree)" : "");
 }

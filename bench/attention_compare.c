@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 {
     int B = 4, T = 256, C = 768, NH = 12, NKV = 0, reps = 10;
     const char *only = "";
+    print_platform();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

@@ -1,6 +1,8 @@
 /* bench_util.h - what the kernel benchmarks (kernels_timing.c, attention_compare.c, gemm_compare.c)
  * time and fill with: wall and process-CPU clocks, 64-byte aligned buffers of fixed pseudo-random
- * floats in [-0.1, 0.1) (exit 7 when out of memory: a benchmark, not the library), and the median.
+ * floats in [-0.1, 0.1) (exit 7 when out of memory: a benchmark, not the library), the median, and
+ * the line every benchmark starts with: the CPU, the kernels' instruction-set level and the GEMM
+ * paths (ZT_ISA runs a lower level: docs/design.md, "Instruction sets").
  * Header only (static inline functions: an includer need not use them all). */
 #ifndef ZT_BENCH_UTIL_H
 #define ZT_BENCH_UTIL_H
@@ -9,6 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "metrics/peak.h"
+
+static inline void print_platform(void)
+{
+    char line[800];
+    zt_platform_describe(line, sizeof line);
+    printf("%s\n", line);
+}
 
 static inline double now_s(void)
 {

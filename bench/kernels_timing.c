@@ -357,6 +357,7 @@ int main(int argc, char **argv)
         llama = true;
         argv++, argc--;
     }
+    print_platform();
     if (argc > 1)
         reps = atoi(argv[1]);
     if (reps < 1 || reps > MAXREP)

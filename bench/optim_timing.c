@@ -129,6 +129,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: optim_timing [reps 1..%d] [n >= 1]\n", MAXREP);
         return 2;
     }
+    print_platform();
     /* a copy of the state per AdamW form, so that each rep starts from where that form left it */
     float *g = buf(n), *p[3], *m[3], *v[3];
     uint16_t *lp[3];

@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include "zerotrain/zerotrain.h"
+#include "metrics/peak.h"
 
 static double clock_s(clockid_t id) {
     struct timespec ts;
@@ -36,6 +37,9 @@ static double median(double *x, int n) {
 
 int main(int argc, char **argv) {
     int steps = 5, layers = 12, B = 4, T = 256;
+    char platform[800]; /* the CPU, the kernels' level and the GEMM paths (bench_util.h prints the same) */
+    zt_platform_describe(platform, sizeof platform);
+    printf("%s\n", platform);
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);

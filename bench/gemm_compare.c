@@ -36,7 +36,6 @@
  */
 #define _GNU_SOURCE
 #include <cblas.h>
-#include "core/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "bench_util.h"
@@ -132,14 +131,10 @@ static void print_machine(double *ghz_out, int *threads_out) {
   double fma1 = zt_measure_core_fp32_flops() / 1e9, fmaN = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : fmaN)
   fmaN += zt_measure_core_fp32_flops() / 1e9;
-  char cpu[400];
-  zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
+  print_platform(); /* the CPU and its features, the kernels' level, the GEMM paths */
   printf("cpu: %s, /proc/cpuinfo 'cpu MHz' %s, threads (OMP_NUM_THREADS) %d\n", model, mhz, threads);
-  printf("cpu features: %s\n", cpu);
-  printf("isa: %s; GEMM path: fp32 %s, bf16 %s\n", zt_kernels_path(), zt_gemm_path(false),
-         zt_gemm_path(true));
   printf("clock measured (dependent integer adds, 1/cycle): %.3f GHz\n", ghz);
-  int lanes = zt_kernels_isa() >= ZT_ISA_AVX512 ? 16 : 8;
+  int lanes = zt_cpu_fp32_lanes(); /* the kernels' level's */
   printf("fp32 peak = %d threads x %.3f GHz x 2 FMA x %d lanes x 2 = %.1f GFLOP/s\n", threads, ghz, lanes,
          threads * ghz * 4.0 * lanes);
   printf("fp32 FMA microbenchmark (the kernels' path, 16 chains): 1 thread %.1f GFLOP/s, %d threads %.1f "

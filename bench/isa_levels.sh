@@ -61,7 +61,8 @@ for lvl in $levels; do
   echo; echo "=== level $lvl (PyTorch with: ${peer[*]:-its own choice})"
   envz=(ZT_ISA="$lvl" "${libs[@]}")
   lim="$(env "${envz[@]}" "$gc" --passes 2 --reps 2 2>/dev/null)"
-  grep -E "^isa:|^fp32 FMA micro" <<<"$lim" | sed 's/^/  /'
+  grep -m1 "^cpu .*| isa " <<<"$lim" | sed 's/^.*| isa /  gemm_compare: isa /'
+  grep "^fp32 FMA micro" <<<"$lim" | sed 's/^/  /'
   l32="$(sed -n 's/^  limit fp32 .*at most \([0-9]*\) tok\/s.*/\1/p' <<<"$lim")"
   l16="$(sed -n 's/^  limit bf16 .*at most \([0-9]*\) tok\/s.*/\1/p' <<<"$lim")"
   declare -A tok=()

@@ -20,8 +20,6 @@
 #include "shard/tp.h"
 #include "metrics/peak.h"
 #include "kernels/gemm.h"
-#include "kernels/kernels.h"
-#include "core/cpu_isa.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -341,10 +339,10 @@ int zt_cmd_bench(int argc, char **argv) {
     double peak = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, lp) / 1e9;
     double peak_bf16 = zt_cpu_peak_flops(&cpk, zt_cores_per_rank(threads) * W, W, true) / 1e9;
     double gemm = rank == 0 ? measure_gemm_gflops(B * T, cfg.n_embd) * W : 0;
-    char platform[800], cpu[400];
+    char platform[800], platform_json[900];
     zt_platform_describe(platform, sizeof platform);
     fprintf(out, "%s\n", platform);
-    zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
+    zt_platform_json(platform_json, sizeof platform_json);
     fprintf(out, "zerotrain: %.1f tok/s (median of %d), %.1f GFLOP/s = MFU %.1f%% of the %s %.0f GFLOP/s", tps,
             steps, gflops, 100 * gflops / peak, zt_cpu_peak_source(&cpk, lp), peak);
     if (lp) /* an fp32 GEMM rate is no bound for bf16 products: bench/gemm_compare measures the bf16 one */
@@ -364,7 +362,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"attention\":\"%s\",\"attention_dtype\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
             "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f,\"gemm_ms\":%.1f,\"gemm_step_gflops\":%.1f,"
-            "\"cpu\":\"%s\",\"isa\":\"%s\",\"gemm_fp32\":\"%s\",\"gemm_bf16\":\"%s\"}\n",
+            "%s}\n",
             ZT_VERSION, preset, pname, threads, W, zt_strategy_name(strategy), B, T, steps, tps, 1e3 * med,
             1e3 * times[0], gflops, peak, zt_cpu_peak_source(&cpk, lp), gemm, gflops / gemm, openblas_get_corename(), peak_bf16,
             zt_gemm_backend_name(), zt_recompute_name(recompute), mem.activations,
@@ -376,8 +374,8 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_attention_name(attention),
             attention == ZT_ATTENTION_FLASH ? zt_dtype_name(eo.precision.attention) : "fp32", loss_chunk,
             cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
-            mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med, gemm_ms, gemm_rate, cpu,
-            zt_isa_name((zt_isa)zt_kernels_isa()), zt_gemm_path(false), zt_gemm_path(true));
+            mem.peak_activations, rss, 1e3 * cpu_med, (double)B * T * nranks / cpu_med, gemm_ms, gemm_rate,
+            platform_json);
     rc = ZT_OK;
 out:
     free(tok);

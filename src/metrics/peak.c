@@ -224,3 +224,12 @@ void zt_platform_describe(char *buf, int size) {
         snprintf(buf, (size_t)size, "cpu %s | isa %s | gemm fp32 %s, bf16 %s", cpu, zt_kernels_path(),
                  zt_gemm_path(false), zt_gemm_path(true));
 }
+
+void zt_platform_json(char *buf, int size) {
+    char cpu[400];
+    zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
+    if (size > 0)
+        snprintf(buf, (size_t)size, "\"cpu\":\"%s\",\"isa\":\"%s\",\"isa_path\":\"%s\",\"gemm_fp32\":\"%s\","
+                 "\"gemm_bf16\":\"%s\"", cpu, zt_isa_name((zt_isa)zt_kernels_isa()), zt_kernels_path(),
+                 zt_gemm_path(false), zt_gemm_path(true));
+}

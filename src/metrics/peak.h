@@ -54,6 +54,9 @@ const char *zt_cpu_peak_source(const zt_cpu_peak *p, bool bf16);
  * CPU, the kernels' instruction-set level and the GEMM paths in use (the banner, `zerotrain
  * bench`); JSON-safe (no quote or backslash) */
 void zt_platform_describe(char *buf, int size);
+/* The same as JSON fields (no braces): "cpu":"...","isa":"LEVEL","isa_path":"...","gemm_fp32":"...",
+ * "gemm_bf16":"..." (the JSONL's cpu event, `zerotrain bench`'s JSON line) */
+void zt_platform_json(char *buf, int size);
 
 double zt_cpu_clock_ghz(void);              /* 0 when unknown */
 int zt_cpu_fp32_lanes(void);                /* 16 with AVX-512, 8 with AVX2+FMA, else 4 */

@@ -14,15 +14,13 @@
 #include "comm/launcher.h"
 #include "comm/mesh.h"
 #include "shard/tp.h"
-#include "core/cpu_isa.h"
 #include "core/fault.h"
 #include "core/stop.h"
 #include "data/sampler.h"
 #include "engine/generate.h"
 #include "engine/guard.h"
 #include "engine/pipeline.h"
-#include "kernels/gemm.h"
-#include "kernels/kernels.h"
+#include "engine/train_recovery.h"
 #include "memory/plan.h"
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
@@ -37,30 +35,6 @@
 #include <string.h>
 
 static double now(void) { return omp_get_wtime(); }
-
-/* all[r * n + i] = world rank r's x[i] (a copy on one process). The loop's cross-rank decisions
- * read what every rank of the job saw: the data-parallel ranks and the tensor-parallel ones. */
-static int gather_world(zt_comm *w, const double *x, int n, double *all, const char *what, zt_error *err) {
-    if (!w || zt_comm_size(w) == 1) {
-        memcpy(all, x, (size_t)n * sizeof *x);
-        return ZT_OK;
-    }
-    return zt_all_gather_f64(w, x, all, (size_t)n, what, err);
-}
-
-/* *x = the sum over the world's ranks, in rank order. */
-static int sum_world(zt_comm *w, double *x, const char *what, zt_error *err) {
-    int n = w ? zt_comm_size(w) : 1;
-    double *all = malloc((size_t)n * sizeof *all);
-    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory", what);
-    int rc = gather_world(w, x, 1, all, what, err);
-    if (!rc) {
-        *x = 0;
-        for (int r = 0; r < n; r++) *x += all[r];
-    }
-    free(all);
-    return rc;
-}
 
 /* Mean loss over the first cfg->eval_batches micro-batches of the validation file (always the same
  * windows, in file order, so successive evaluations are comparable). Rank r takes batches r, r+W,
@@ -190,7 +164,7 @@ static int check_replicas(zt_engine *e, zt_comm *world_comm, int world, int64_t 
     uint64_t h = zt_engine_param_hash(e); /* local for replicated fp32 parameters */
     double mine;
     memcpy(&mine, &h, 8);
-    int rc = gather_world(world_comm, &mine, 1, all, "replica check", err);
+    int rc = zt_train_gather_world(world_comm, &mine, 1, all, "replica check", err);
     if (rc) return rc;
     char ranks[160] = "";
     size_t used = 0;
@@ -215,104 +189,6 @@ static double scaler_now(const zt_engine *e) {
     zt_loss_scaler s;
     zt_engine_get_loss_scaler(e, &s);
     return s.scale;
-}
-
-/* What a checkpoint carries for the loop (checkpoint.h's zt_ckpt_run_state): the skipped sample
- * ranges and the loss-spike window as held now. */
-static void run_state_of(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g) {
-    r->n_skips = ts->n_skips; /* ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS */
-    for (int k = 0; k < ts->n_skips; k++) {
-        r->skip_start[k] = ts->skips[k].start;
-        r->skip_count[k] = ts->skips[k].count;
-    }
-    const double *hist;
-    r->window = zt_guard_window(g, &hist, &r->n_losses, &r->head); /* <= ZT_CKPT_MAX_WINDOW (the key's range) */
-    if (r->n_losses) memcpy(r->losses, hist, (size_t)r->n_losses * sizeof *hist);
-}
-_Static_assert(ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS, "a checkpoint holds every skipped range");
-
-/* The skipped ranges a checkpoint recorded, then data.skip_samples: a configured range the commit
- * does not record must lie at or past the physical sample the resumed cursor reads next (earlier
- * samples were trained on already). */
-static int apply_skips(zt_sampler *ts, const zt_ckpt_run_state *r, const zt_train_config *cfg, uint64_t cursor,
-                       zt_error *err) {
-    int rc = ZT_OK;
-    for (int k = 0; k < r->n_skips && !rc; k++) rc = zt_sampler_skip(ts, r->skip_start[k], r->skip_count[k], err);
-    zt_sample_range want[ZT_SAMPLER_MAX_SKIPS];
-    int n = 0;
-    if (!rc) rc = zt_sampler_parse_skips(cfg->skip_samples, want, ZT_SAMPLER_MAX_SKIPS, &n, err);
-    uint64_t next = zt_sampler_physical(ts, cursor);
-    for (int k = 0; k < n && !rc; k++) {
-        bool recorded = false;
-        for (int j = 0; j < ts->n_skips; j++)
-            recorded |= ts->skips[j].start <= want[k].start &&
-                        want[k].start + want[k].count <= ts->skips[j].start + ts->skips[j].count;
-        if (!recorded && want[k].start < next)
-            return zt_error_set(err, ZT_ERR_USAGE, "data.skip_samples range %llu:%llu starts before global sample %llu, "
-                                "the next one the resumed run reads: those samples were trained on already",
-                                (unsigned long long)want[k].start, (unsigned long long)want[k].count,
-                                (unsigned long long)next);
-        rc = zt_sampler_skip(ts, want[k].start, want[k].count, err);
-    }
-    return rc;
-}
-
-/* "A..B" for each range of physical samples that logical [first, first + n) reads, into buf. */
-static void sample_ranges_text(const zt_sampler *ts, uint64_t first, uint64_t n, char *buf, size_t cap) {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (uint64_t i = 0, j; i < n && used + 48 < cap; i = j) {
-        uint64_t a = zt_sampler_physical(ts, first + i);
-        for (j = i + 1; j < n && zt_sampler_physical(ts, first + j) == a + (j - i); j++) {}
-        used += (size_t)snprintf(buf + used, cap - used, "%s%llu..%llu", used ? ", " : "", (unsigned long long)a,
-                                 (unsigned long long)(a + (j - i) - 1));
-    }
-}
-
-/* checkpoint.on_save_error continue (docs/reliability.md): a save that failed with an I/O error
- * fails on every rank alike (the save's own collectives agree on it; nothing was committed and the
- * partial step-N.tmp is removed), so every rank takes the same turn here: said on the progress line
- * and as a `save_failed` JSONL event, and training goes on; the next save retries. Any other
- * failure, the final save (nothing would retry it) or the policy exit: rc, the run ends (exit 8). */
-static int on_save_error(const zt_train_config *cfg, int rc, bool final, long long step, zt_progress *prog,
-                         zt_jsonl *log, int rank, int *failed, zt_error *err) {
-    if (rc != ZT_ERR_IO || final || cfg->ckpt_on_save_error != ZT_CFG_SAVE_ERROR_CONTINUE) return rc;
-    (*failed)++;
-    zt_progress_message(prog, "step %lld: checkpoint not saved: %s; the last commit is untouched, training goes on "
-                        "(checkpoint.on_save_error: continue; %d failed save%s so far) and the next save retries",
-                        step, err->msg, *failed, *failed == 1 ? "" : "s");
-    if (rank == 0 && log->fp) {
-        char ev[96];
-        snprintf(ev, sizeof ev, "\"step\":%lld,\"failed_saves\":%d", step, *failed);
-        zt_error jerr;
-        if (zt_jsonl_write_event(log, "save_failed", ev, &jerr)) {
-            *err = jerr;
-            return jerr.code;
-        }
-    }
-    return ZT_OK;
-}
-
-/* fault.loss_spike_policy rollback (docs/reliability.md): every rank took the same spike decision
- * (from the all-gathered loss) and skipped the step's update. Every rank reloads the checkpoint
- * directory's newest commit (they must agree on it), the spike's global batch (logical samples
- * [first, first + n)) is skipped in the sampler from now on, and the loss window the commit kept is
- * put back. meta receives the commit's step and cursor. */
-static int roll_back(zt_engine *e, const char *dir, const zt_train_config *cfg, zt_sampler *ts, zt_guard *g,
-                     uint64_t first, uint64_t n, zt_comm *world_comm, int world, FILE *out, zt_ckpt_meta *meta,
-                     char *commit, size_t cap, zt_error *err) {
-    int rc = zt_sampler_skip_logical(ts, first, n, err);
-    if (rc || (rc = zt_ckpt_resume(e, dir, cfg->ckpt_fallback, false, out, commit, cap, meta, err))) return rc;
-    double agree = (double)meta->step; /* every rank of the job, tensor-parallel ones included */
-    if ((rc = sum_world(world_comm, &agree, "loss-spike rollback agreement", err))) return rc;
-    if (agree != (double)meta->step * world)
-        return zt_error_set(err, ZT_ERR_CKPT, "loss-spike rollback: the ranks did not all reload the same commit (this "
-                            "one %s, step %lld): do they see the same files?", commit, (long long)meta->step);
-    for (int k = 0; k < meta->run.n_skips && !rc; k++) /* recorded ones (this sampler holds them already) */
-        rc = zt_sampler_skip(ts, meta->run.skip_start[k], meta->run.skip_count[k], err);
-    if (!zt_guard_window_restore(g, meta->run.window, meta->run.losses, meta->run.n_losses, meta->run.head))
-        zt_guard_window_restore(g, g->window, NULL, 0, 0); /* the commit kept none: refill from empty */
-    return rc;
 }
 
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {
@@ -486,7 +362,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         meta = *cmeta;
         /* each rank chose its commit alone (checkpoint.fallback): they must have chosen the same */
         double agree = (double)meta.step;
-        if ((rc = sum_world(world_comm, &agree, "resume agreement", err))) goto done;
+        if ((rc = zt_train_sum_world(world_comm, &agree, "resume agreement", err))) goto done;
         if (agree != (double)meta.step * world) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "rank %d resumed from %s (step %lld) but the ranks did not all "
                               "choose the same commit (their steps sum to %.0f): do they see the same files?",
@@ -499,7 +375,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 commit, (long long)meta.step, (unsigned long long)meta.samples_consumed, meta.strategy,
                 meta.world, meta.world == 1 ? "" : "s");
     }
-    if ((rc = apply_skips(&ts, &cmeta->run, cfg, sample_base, err))) goto done; /* cmeta: zeroed unless resumed */
+    if ((rc = zt_train_apply_skips(&ts, &cmeta->run, cfg, sample_base, err))) goto done; /* cmeta: zeroed unless resumed */
     if (ts.n_skips) {
         char ranges[256] = "";
         for (int k = 0, used = 0; k < ts.n_skips && used + 48 < (int)sizeof ranges; k++)
@@ -519,7 +395,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     if (opts && opts->ckpt_dir && opts->ckpt_dir[0]) { /* every rank can write there, or exit 8 now */
         zt_error perr = {0};
         double bad = zt_ckpt_probe(opts->ckpt_dir, rank, &perr) ? 1 : 0, any = bad;
-        if ((rc = sum_world(world_comm, &any, "checkpoint directory probe", err))) goto done;
+        if ((rc = zt_train_sum_world(world_comm, &any, "checkpoint directory probe", err))) goto done;
         if (any > 0) {
             rc = bad ? (*err = perr, perr.code)
                      : zt_error_set(err, ZT_ERR_IO, "checkpoint directory %s is not writable by %.0f of the ranks "
@@ -590,10 +466,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
     char policy[256];
     zt_precision_describe(&eo.precision, policy, sizeof policy);
     fprintf(out, "precision %s\n", policy);
-    char platform[800], cpu[400];
+    char platform[800];
     zt_platform_describe(platform, sizeof platform);
     fprintf(out, "%s\n", platform);
-    zt_cpu_describe(zt_cpu_features_get(), cpu, sizeof cpu);
     zt_memory_plan plan;
     zt_engine_memory_plan(e, &plan);
     char plan_text[512];
@@ -629,9 +504,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                  zt_dtype_name(eo.precision.moments), eo.precision.stochastic_rounding ? "true" : "false",
                  zt_dtype_name(eo.precision.attention));
         char cev[900];
-        snprintf(cev, sizeof cev, "\"cpu\":\"%s\",\"isa\":\"%s\",\"isa_path\":\"%s\",\"gemm_fp32\":\"%s\","
-                 "\"gemm_bf16\":\"%s\"", cpu, zt_isa_name((zt_isa)zt_kernels_isa()), zt_kernels_path(),
-                 zt_gemm_path(false), zt_gemm_path(true));
+        zt_platform_json(cev, sizeof cev);
         if ((rc = zt_jsonl_write_event(&log, "cpu", cev, err)) ||
             (rc = zt_jsonl_write_event(&log, "precision", ev, err)) ||
             (rc = zt_jsonl_write_memory_plan(&log, &plan, err)))
@@ -720,7 +593,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         double mine[4] = {loss_sum, sig_here == SIGTERM, sig_here == SIGINT, now() - t0 - comm_mid}, agree[3] = {0};
         if (zt_fault_point(ZT_FAULT_AT_AGREE, NULL) == ZT_FAULT_SKIPCOLL) /* ZT_FAULT skipcoll: a desync */
             for (int r = 0; r < world; r++) memcpy(per_rank + 4 * r, mine, sizeof mine);
-        else if ((rc = gather_world(world_comm, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
+        else if ((rc = zt_train_gather_world(world_comm, mine, 4, per_rank, "step agreement (loss, stop requests, work)", err)))
             goto done;
         /* the loss of each data-parallel rank once (its tp ranks hold the same), in dp order */
         for (int r = 0; r < world; r++)
@@ -759,14 +632,14 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             if ((rc = zt_ckpt_async_finish(prev, err))) goto done;
             char commit[4096];
             double have = zt_ckpt_resolve(opts->ckpt_dir, commit, sizeof commit, NULL) == ZT_OK;
-            if ((rc = sum_world(world_comm, &have, "loss-spike rollback: a commit to roll back to", err))) goto done;
+            if ((rc = zt_train_sum_world(world_comm, &have, "loss-spike rollback: a commit to roll back to", err))) goto done;
             uint64_t first = sample_base + (uint64_t)(step - start_step) * per_step_samples;
             char ranges[200];
-            sample_ranges_text(&ts, first, per_step_samples, ranges, sizeof ranges);
+            zt_train_sample_ranges(&ts, first, per_step_samples, ranges, sizeof ranges);
             double loss_now = loss_sum / (double)micro_per_step;
             if (have == world) {
                 deadline_for_save(&dl);
-                if ((rc = roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world_comm, world, out, cmeta,
+                if ((rc = zt_train_roll_back(e, opts->ckpt_dir, cfg, &ts, &guard, first, per_step_samples, world_comm, world, out, cmeta,
                                     commit, sizeof commit, err)))
                     goto done;
                 deadline_for_steps(&dl);
@@ -884,16 +757,16 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_ckpt_meta meta = {.step = step + 1,
                                  .samples_consumed = sample_base + (uint64_t)(step + 1 - start_step) * per_step_samples,
                                  .config_hash = zt_train_config_hash(cfg)};
-            run_state_of(&meta.run, &ts, &guard);
+            zt_train_run_state(&meta.run, &ts, &guard);
             double tc = now();
             if (ckpt_async && !last && !stop) {
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
                 if ((rc = zt_ckpt_async_finish(prev, err)) &&
-                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    (rc = zt_train_on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
                     goto done;
                 if ((rc = zt_ckpt_save_async(e, opts->ckpt_dir, &meta, opts->keep_last, &pending, err))) {
-                    if ((rc = on_save_error(cfg, rc, false, step + 1, &prog, &log, rank, &failed_saves, err))) goto done;
+                    if ((rc = zt_train_on_save_error(cfg, rc, false, step + 1, &prog, &log, rank, &failed_saves, err))) goto done;
                 } else {
                     pending_step = step;
                     zt_progress_message(&prog, "step %lld: checkpoint snapshot taken (%.2f s), writing in the "
@@ -903,10 +776,10 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
                 zt_ckpt_async *prev = pending; /* finish frees it, also on failure */
                 pending = NULL;
                 if ((rc = zt_ckpt_async_finish(prev, err)) &&
-                    (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                    (rc = zt_train_on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
                     goto done;
                 if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) {
-                    if ((rc = on_save_error(cfg, rc, last || stop, step + 1, &prog, &log, rank, &failed_saves, err)))
+                    if ((rc = zt_train_on_save_error(cfg, rc, last || stop, step + 1, &prog, &log, rank, &failed_saves, err)))
                         goto done;
                 } else {
                     zt_progress_message(&prog, "step %lld: checkpoint saved to %s/step-%08lld (%.2f s)",
@@ -918,7 +791,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             zt_ckpt_async *a = pending;
             pending = NULL;
             if ((rc = zt_ckpt_async_finish(a, err)) &&
-                (rc = on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
+                (rc = zt_train_on_save_error(cfg, rc, false, pending_step + 1, &prog, &log, rank, &failed_saves, err)))
                 goto done;
         }
         zt_trace_end();
@@ -971,7 +844,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
          * layout, i.e. reshard the checkpoint to this world size and strategy */
         zt_ckpt_meta meta = {.step = start_step, .samples_consumed = sample_base,
                              .config_hash = zt_train_config_hash(cfg)};
-        run_state_of(&meta.run, &ts, &guard);
+        zt_train_run_state(&meta.run, &ts, &guard);
         if ((rc = zt_ckpt_save(e, opts->ckpt_dir, &meta, opts->keep_last, err))) goto done;
         fprintf(out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,
                 (long long)start_step, world, world == 1 ? "" : "s", zt_strategy_name(cfg->strategy));
@@ -986,7 +859,7 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
             rc = zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
             goto done;
         }
-        if ((rc = gather_world(world_comm, mine, 2, all, "pipeline bubble", err))) {
+        if ((rc = zt_train_gather_world(world_comm, mine, 2, all, "pipeline bubble", err))) {
             free(all);
             goto done;
         }

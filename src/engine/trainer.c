@@ -603,7 +603,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         loss_sum = agree[0];
         bool stop = agree[1] + agree[2] > 0;
         double slow_mean, slow_median;
-        int slow = zt_guard_straggler(&guard, work, &slow_mean, &slow_median);
+        /* the first step of a run is left out: its one-time costs (first touches, the products'
+         * primitives) can hide a straggler's slowness or fake one, and decided when the report came */
+        int slow = step > start_step ? zt_guard_straggler(&guard, work, &slow_mean, &slow_median) : -1;
         if (slow >= 0) {
             zt_progress_message(&prog, "step %lld: straggler: rank %d's own work took %.3f s per step (%d steps in a "
                                 "row) against a median of %.3f s; the others wait for it", (long long)(step + 1), slow,

@@ -13,7 +13,7 @@
 #include "offload/nvme_store.h"
 #include "comm/comm.h"
 #include "core/file.h"
-#include "engine/engine_internal.h"
+#include "engine/engine_state.h"
 #include "engine/pipeline.h"
 
 #include <cjson/cJSON.h>
@@ -128,20 +128,20 @@ static int hash_file(const char *path, uint64_t *hash, uint64_t *size, zt_error 
 
 /* ---- what a writer holds ----------------------------------------------------------------------- */
 
-static int n_kinds(const zt_engine *e) { return 1 + e->state_kinds; }
+static int n_kinds(const zt_engine *e) { return 1 + zt_engine_state_kinds(e); }
 
 /* Where parameter i's rows of an optimizer state start in this rank's state layout. */
 static size_t state_base(const zt_engine *e, int i) {
     /* ddp: full, row0 = 0; the gradient layouts (a frozen parameter has no state: callers skip it) */
-    return e->shard_optim ? e->plan.p[i].gshard_off : e->plan.p[i].gfull_off;
+    return zt_engine_shards_optim(e) ? zt_engine_plan(e)->p[i].gshard_off : zt_engine_plan(e)->p[i].gfull_off;
 }
 
 /* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
  * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0; the states'
  * rows of this rank start at state_base. */
 static size_t kind_base(const zt_engine *e, int i, int k) {
-    if (k > 0 || e->shard_params || e->shard_master) return 0;
-    return (size_t)(e->plan.p[i].row_begin[e->plan.shard] * e->plan.p[i].row_len);
+    if (k > 0 || zt_store_local_is_piece(e)) return 0;
+    return (size_t)(zt_engine_plan(e)->p[i].row_begin[zt_engine_plan(e)->shard] * zt_engine_plan(e)->p[i].row_len);
 }
 
 /* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)
@@ -149,34 +149,33 @@ static size_t kind_base(const zt_engine *e, int i, int k) {
  * (bf16-low), states in files or in bf16. */
 static int kind_read(zt_engine *e, int k, int i, size_t at, size_t n, float *dst, zt_error *err) {
     if (k > 0) return zt_engine_state_read(e, k - 1, state_base(e, i) + at, n, dst, err);
-    return zt_engine_param_read(e, i, at, n, dst, err);
+    return zt_store_read(e, i, at, n, dst, err);
 }
 
 static int kind_write(zt_engine *e, int k, int i, size_t at, size_t n, const float *src, zt_error *err) {
     if (k > 0) return zt_engine_state_write(e, k - 1, state_base(e, i) + at, n, src, err);
-    return zt_engine_param_write(e, i, at, n, src, err);
+    return zt_store_write(e, i, at, n, src, err);
 }
 
 /* Idle fp32 memory to bounce kind k through (*floats of it), or NULL. */
 static float *kind_bounce(zt_engine *e, int k, size_t *floats) {
     if (k > 0) return zt_engine_state_bounce(e, floats);
-    if (e->param_kind >= 0) return zt_nvme_store_scratch(e->nvme, floats); /* pieces in a file */
-    *floats = e->param_tmp ? e->param_chunk : 0;
-    return e->param_tmp;
+    return zt_store_bounce(e, floats); /* bf16's update chunk, the files' staging, or NULL */
 }
 
 /* Rows [row0, row0 + rows) of kind k of parameter i in shard s's slice, and (for the local
  * writer) where they are in memory as fp32: NULL for an optimizer state that lives in NVMe
  * files, for bf16 states and for bf16 parameters (bf16-low), which go through kind_read. */
 static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
-    const zt_plan *pl = &e->plan;
+    const zt_plan *pl = zt_engine_plan(e);
     const zt_param_plan *p = &pl->p[i];
     *row0 = p->row_begin[pl->shard];
     *rows = p->row_begin[pl->shard + 1] - *row0;
     size_t begin = (size_t)(*row0 * p->row_len);
-    if (k == 0 && (e->params16 || e->param_kind >= 0)) return NULL;
-    if (k == 0) /* the pieces: zero3, and zero1/zero2's fp32 master under bf16/fp16 compute */
-        return e->pieces ? e->pieces + p->shard_off : e->full_params + p->full_off + begin;
+    if (k == 0) { /* the pieces (zero3, zero1/zero2's fp32 master under bf16/fp16 compute) or full */
+        float *w = zt_store_local_fp32(e, i); /* NULL: bf16 or in a file */
+        return w && !zt_store_local_is_piece(e) ? w + begin : w;
+    }
     float *state = zt_engine_state_ptr(e, k - 1);
     return state ? state + state_base(e, i) : NULL;
 }
@@ -184,25 +183,25 @@ static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *row
 /* The job (every rank: the data-parallel ones and, under tensor parallelism, every part, under
  * pipeline parallelism every stage) and this rank's place in it; the files are numbered
  * stage-major, then part-major: stage p's tp part t's writer s is file (p x tp + t) x S + s. */
-static const zt_mesh *mesh_of(const zt_engine *e) { return e->opt.mesh; }
+static const zt_mesh *mesh_of(const zt_engine *e) { return zt_engine_options_of(e)->mesh; }
 static zt_comm *job_comm(const zt_engine *e) { return mesh_of(e)->world > 1 ? mesh_of(e)->world_comm : NULL; }
 static int file_index(const zt_engine *e) {
-    return (mesh_of(e)->pp_rank * mesh_of(e)->tp + mesh_of(e)->tp_rank) * e->plan.nshards + e->plan.shard;
+    return (mesh_of(e)->pp_rank * mesh_of(e)->tp + mesh_of(e)->tp_rank) * zt_engine_plan(e)->nshards + zt_engine_plan(e)->shard;
 }
 /* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
  * parts hold the same bits); under pipeline parallelism by its owning stage only (a tied copy on
  * another stage holds the same bits). */
 static bool part_writes(const zt_engine *e, int i) {
-    return (e->model->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0) && (!e->pp || zt_pipeline_writes(e->pp, i));
+    return (zt_engine_model(e)->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0) && (!zt_engine_pipeline(e) || zt_pipeline_writes(zt_engine_pipeline(e), i));
 }
 /* The model the manifest describes: the whole one (a pipeline stage's engine runs a part of it). */
-static const zt_model *whole_model(const zt_engine *e) { return e->pp ? zt_pipeline_full_model(e->pp) : e->model; }
+static const zt_model *whole_model(const zt_engine *e) { return zt_engine_pipeline(e) ? zt_pipeline_full_model(zt_engine_pipeline(e)) : zt_engine_model(e); }
 /* The stage writing the whole model's parameter i (0 without a pipeline). */
-static int stage_of(const zt_engine *e, int i) { return e->pp ? zt_pipeline_owner(e->pp, i) : 0; }
+static int stage_of(const zt_engine *e, int i) { return zt_engine_pipeline(e) ? zt_pipeline_owner(zt_engine_pipeline(e), i) : 0; }
 
 static bool is_writer(const zt_engine *e) {
-    if (e->replica_comm) return zt_comm_rank(e->replica_comm) == 0;
-    if (!e->shard_optim) return e->rank == 0;
+    if (zt_engine_replica_comm(e)) return zt_comm_rank(zt_engine_replica_comm(e)) == 0;
+    if (!zt_engine_shards_optim(e)) return zt_engine_rank(e) == 0;
     return true;
 }
 
@@ -215,12 +214,12 @@ typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
     static const float zeros[4096];
-    for (int i = 0; i < e->model->n_params; i++)
+    for (int i = 0; i < zt_engine_model(e)->n_params; i++)
         for (int k = 0; k < n_kinds(e) && part_writes(e, i); k++) {
             int64_t row0, rows;
             const float *src = local_rows(e, i, k, &row0, &rows);
-            size_t n = (size_t)(rows * e->plan.p[i].row_len);
-            if (k > 0 && !e->model->params[i].trainable) { /* frozen: no state; the file keeps its layout */
+            size_t n = (size_t)(rows * zt_engine_plan(e)->p[i].row_len);
+            if (k > 0 && !zt_engine_model(e)->params[i].trainable) { /* frozen: no state; the file keeps its layout */
                 for (size_t done = 0; done < n; done += 4096) {
                     int rc = fn(ctx, zeros, (n - done < 4096 ? n - done : 4096) * sizeof(float));
                     if (rc) return rc;
@@ -236,11 +235,11 @@ static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
             float *bounce = kind_bounce(e, k, &bounce_n);
             if (n && (!bounce || !bounce_n))
                 return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: no staging memory for %s of %s", KIND_NAMES[k],
-                                    e->model->params[i].name);
+                                    zt_engine_model(e)->params[i].name);
             for (size_t done = 0; done < n;) {
                 size_t len = n - done < bounce_n ? n - done : bounce_n;
                 int rc = kind_read(e, k, i, kind_base(e, i, k) + done, len, bounce, err);
-                if (rc) return zt_error_prefix(err, "checkpoint: %s of %s", KIND_NAMES[k], e->model->params[i].name);
+                if (rc) return zt_error_prefix(err, "checkpoint: %s of %s", KIND_NAMES[k], zt_engine_model(e)->params[i].name);
                 if ((rc = fn(ctx, bounce, len * sizeof(float)))) return rc;
                 done += len;
             }
@@ -327,14 +326,14 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
     cJSON_AddNumberToObject(root, "samples_consumed", (double)meta->samples_consumed);
     hex64(hex, meta->config_hash);
     cJSON_AddStringToObject(root, "config_hash", hex);
-    cJSON_AddStringToObject(root, "strategy", zt_strategy_name(e->opt.strategy));
+    cJSON_AddStringToObject(root, "strategy", zt_strategy_name(zt_engine_options_of(e)->strategy));
     cJSON_AddNumberToObject(root, "world", mesh_of(e)->world);
     cJSON_AddNumberToObject(root, "shards", nwriters);
     if (tp > 1) cJSON_AddNumberToObject(root, "tensor_parallel", tp);
     if (pp > 1) cJSON_AddNumberToObject(root, "pipeline_parallel", pp);
     /* the policy the state was trained under (the shards hold fp32 arrays in every mode: master
      * weights, or bf16-low's bf16 values, and moments) */
-    const zt_precision *pol = &e->opt.precision;
+    const zt_precision *pol = &zt_engine_options_of(e)->precision;
     cJSON *prec = cJSON_AddObjectToObject(root, "precision");
     cJSON_AddStringToObject(prec, "mode", zt_precision_mode_name(pol->mode));
     const char *fields[] = {"params", "compute", "reduce", "accumulate", "grads", "moments"};
@@ -350,7 +349,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddNumberToObject(ls, "cur_iter", (double)meta->scaler.cur_iter);
         cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)meta->scaler.last_overflow_iter);
     }
-    cJSON_AddStringToObject(root, "optimizer", e->opt.optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
+    cJSON_AddStringToObject(root, "optimizer", zt_engine_options_of(e)->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
     cJSON_AddItemToObject(root, "model", zt_model_meta_json(m));
     zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
@@ -486,7 +485,7 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
 static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
                        const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
     zt_comm *world = job_comm(e);
-    int N = mesh_of(e)->world, nwriters = e->plan.nshards * mesh_of(e)->tp * mesh_of(e)->pp; /* the files */
+    int N = mesh_of(e)->world, nwriters = zt_engine_plan(e)->nshards * mesh_of(e)->tp * mesh_of(e)->pp; /* the files */
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
@@ -510,7 +509,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         if (all[5 * r] == 0 && bad_rank < 0) bad_rank = r;
     if (bad_rank >= 0) {
         free(all);
-        if (e->rank == 0) rm_tree(tmp); /* every writer is done with it; a partial commit only takes the disk */
+        if (zt_engine_rank(e) == 0) rm_tree(tmp); /* every writer is done with it; a partial commit only takes the disk */
         /* every rank says the first failing rank's own reason (the file and the errno) */
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", status ? err->msg : "");
@@ -531,7 +530,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
                 memcpy(&sizes[s], &all[5 * r + 3], 8);
                 memcpy(&hashes[s], &all[5 * r + 4], 8);
             }
-        char *text = sizes && hashes ? build_manifest(e, meta, e->plan.nshards, sizes, hashes) : NULL;
+        char *text = sizes && hashes ? build_manifest(e, meta, zt_engine_plan(e)->nshards, sizes, hashes) : NULL;
         free(sizes);
         free(hashes);
         if (!text) {
@@ -567,7 +566,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         }
     }
     free(all);
-    if (commit && e->rank == 0) rm_tree(tmp); /* what is left of a save that was not committed */
+    if (commit && zt_engine_rank(e) == 0) rm_tree(tmp); /* what is left of a save that was not committed */
     if (world) {
         int ok = commit == ZT_OK;
         int rc = zt_all_reduce_and_int(world, &ok, "checkpoint commit", err);
@@ -580,8 +579,8 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
 /* the caller's meta plus the engine state it carries, as of now */
 static zt_ckpt_meta meta_now(const zt_engine *e, const zt_ckpt_meta *meta) {
     zt_ckpt_meta m = *meta;
-    m.optimizer_step = e->step;
-    m.scaler = e->scaler;
+    m.optimizer_step = zt_engine_step_count(e);
+    zt_engine_get_loss_scaler(e, &m.scaler);
     return m;
 }
 
@@ -635,7 +634,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         free(a);
         return rc;
     }
-    if (is_writer(e) && e->nvme) {
+    if (is_writer(e) && zt_engine_in_files(e)) {
         /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
         snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, file_index(e));
@@ -795,12 +794,12 @@ int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
  * memory (one row at a time only if a row is larger than it). */
 static int fill_offloaded(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int k, int i, int64_t lo,
                           int64_t hi, zt_error *err) {
-    int64_t row_len = e->plan.p[i].row_len;
+    int64_t row_len = zt_engine_plan(e)->p[i].row_len;
     size_t cap;
     float *buf = kind_bounce(e, k, &cap), *tmp = NULL;
     if (!buf || cap < (size_t)row_len) {
         if (!(tmp = malloc((size_t)row_len * sizeof *tmp)))
-            return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for a row of %s", e->model->params[i].name);
+            return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for a row of %s", zt_engine_model(e)->params[i].name);
         buf = tmp;
         cap = (size_t)row_len;
     }
@@ -808,7 +807,7 @@ static int fill_offloaded(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj
     int rc = ZT_OK;
     for (int64_t r = lo; r < hi && !rc; r += per) {
         int64_t r2 = r + per < hi ? r + per : hi;
-        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[k], &e->model->params[i], r, r2, buf, err);
+        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[k], &zt_engine_model(e)->params[i], r, r2, buf, err);
         if (!rc)
             rc = kind_write(e, k, i, (size_t)((r - lo) * row_len), (size_t)((r2 - r) * row_len), buf, err);
     }
@@ -821,16 +820,16 @@ static int fill_offloaded(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj
  * collective; the chunk is transient load-time memory, outside the memory plan like the loader's
  * other buffers). */
 static int fill_copies(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int i, zt_error *err) {
-    int64_t row_len = e->plan.p[i].row_len, rows = e->plan.p[i].rows;
+    int64_t row_len = zt_engine_plan(e)->p[i].row_len, rows = zt_engine_plan(e)->p[i].rows;
     int64_t per = row_len >= 65536 ? 1 : 65536 / (row_len ? row_len : 1);
     if (per > rows) per = rows > 0 ? rows : 1;
     float *buf = malloc((size_t)(per * row_len > 0 ? per * row_len : 1) * sizeof *buf);
-    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for rows of %s", e->model->params[i].name);
+    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for rows of %s", zt_engine_model(e)->params[i].name);
     int rc = ZT_OK;
     for (int64_t r = 0; r < rows && !rc; r += per) {
         int64_t r2 = r + per < rows ? r + per : rows;
-        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[0], &e->model->params[i], r, r2, buf, err);
-        if (!rc) zt_master_copies_write(e, i, (size_t)(r * row_len), (size_t)((r2 - r) * row_len), buf);
+        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[0], &zt_engine_model(e)->params[i], r, r2, buf, err);
+        if (!rc) zt_store_copies_write(e, i, (size_t)(r * row_len), (size_t)((r2 - r) * row_len), buf);
     }
     free(buf);
     return rc;
@@ -842,8 +841,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     if (rc) return rc;
     cJSON *root = load_manifest(commit, err);
     if (!root) return err->code;
-    const zt_model *m = e->model;
-    const zt_plan *pl = &e->plan;
+    const zt_model *m = zt_engine_model(e);
+    const zt_plan *pl = zt_engine_plan(e);
     bool ok = true;
     memset(meta, 0, sizeof *meta);
     meta->step = zt_ckpt_num_int(root, "step", 0, ZT_CKPT_WHOLE_MAX, &ok);
@@ -893,19 +892,18 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
     zt_ckpt_files fs = {.commit = commit, .fds = fds, .size = fsize, .n = nfiles};
     for (int i = 0; i < m->n_params; i++) {
         /* in the whole model's order (compare_tensors) */
-        const cJSON *tj = cJSON_GetArrayItem(tensors, e->pp ? zt_pipeline_full_index(e->pp, i) : i);
+        const cJSON *tj = cJSON_GetArrayItem(tensors, zt_engine_pipeline(e) ? zt_pipeline_full_index(zt_engine_pipeline(e), i) : i);
         const zt_param_desc *p = &m->params[i];
         for (int k = 0; k < kinds; k++) {
             if (k > 0 && !p->trainable) continue; /* a frozen parameter has no optimizer state */
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */
-            bool sharded = k == 0 ? e->shard_params || e->shard_master : e->shard_optim;
+            bool sharded = k == 0 ? zt_store_local_is_piece(e) : zt_engine_shards_optim(e);
             int64_t lo = sharded ? pl->p[i].row_begin[pl->shard] : 0;
             int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
             float *dst;
             if (k == 0) {
-                dst = e->params16 || e->param_kind >= 0 ? NULL /* bf16-low, files: through fill_offloaded's staging */
-                      : e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+                dst = zt_store_local_fp32(e, i); /* NULL: bf16-low, files: through fill_offloaded's staging */
             } else {
                 float *state = zt_engine_state_ptr(e, k - 1);
                 dst = state ? state + state_base(e, i) : NULL;
@@ -915,18 +913,18 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             } else if ((rc = fill_offloaded(e, &fs, tj, k, i, lo, hi, err))) {
                 goto out;
             }
-            if (k == 0 && e->shard_master && (rc = fill_copies(e, &fs, tj, i, err))) goto out;
+            if (k == 0 && zt_store_master_pieces(e) && (rc = fill_copies(e, &fs, tj, i, err))) goto out;
         }
     }
-    zt_grads_reset(e);
-    e->step = (uint64_t)meta->step;
+    zt_engine_zero_grad(e);
+    zt_engine_set_step(e, (uint64_t)meta->step);
     const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
     bool sok = true;
     int64_t os = zt_ckpt_num_int(root, "optimizer_step", 0, ZT_CKPT_WHOLE_MAX, &sok);
-    if (cJSON_IsNumber(ostep) && sok) e->step = (uint64_t)os;
+    if (cJSON_IsNumber(ostep) && sok) zt_engine_set_step(e, (uint64_t)os);
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
     const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
-    if (ls && e->opt.precision.mode == ZT_PRECISION_FP16) {
+    if (ls && zt_engine_options_of(e)->precision.mode == ZT_PRECISION_FP16) {
         bool lok = true;
         zt_loss_scaler sc = {.scale = zt_ckpt_num(ls, "scale", &lok),
                              .cur_hysteresis = (int)zt_ckpt_num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
@@ -936,9 +934,9 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
             goto out;
         }
-        e->scaler = sc;
+        zt_engine_set_loss_scaler(e, &sc);
     }
-    e->lp_stale = true;
+    zt_store_changed(e);
 out:
     if (fds)
         for (int q = 0; q < nfiles; q++)

@@ -8,7 +8,7 @@
  * Invariant: only the dtypes decide (the compute dtype and the reduction are not state); a manifest
  * without "precision" (written before it existed) holds fp32 values. */
 #include "ckpt/precision_meta.h"
-#include "engine/engine_internal.h"
+#include "engine/engine_state.h"
 
 #include <string.h>
 
@@ -64,15 +64,15 @@ int zt_ckpt_check_cast(const char *commit, const zt_engine *e, bool allow_cast, 
     const cJSON *mj = prec ? cJSON_GetObjectItemCaseSensitive(prec, "mode") : NULL;
     char mode[32];
     snprintf(mode, sizeof mode, "%s", cJSON_IsString(mj) ? mj->valuestring : "fp32, not recorded");
-    const zt_precision *run = &e->opt.precision;
+    const zt_precision *run = &zt_engine_options_of(e)->precision;
     zt_dtype cp = dtype_at(prec, "params"), cm = dtype_at(prec, "moments");
-    int dp = direction(cp, run->params), dm = e->state_kinds ? direction(cm, run->moments) : 0;
+    int dp = direction(cp, run->params), dm = zt_engine_state_kinds(e) ? direction(cm, run->moments) : 0;
     const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     int rc = ZT_OK;
     if (dp < 0 || dm < 0) {
         char pnames[300], what[200], unused[8];
-        int np = tensor_names(tensors, e->model, false, pnames, sizeof pnames);
-        int nm = dm < 0 ? tensor_names(tensors, e->model, true, unused, sizeof unused) : 0;
+        int np = tensor_names(tensors, zt_engine_model(e), false, pnames, sizeof pnames);
+        int nm = dm < 0 ? tensor_names(tensors, zt_engine_model(e), true, unused, sizeof unused) : 0;
         size_t len = 0;
         if (dp < 0)
             len += (size_t)snprintf(what, sizeof what, "parameters %s -> %s", zt_dtype_name(cp), zt_dtype_name(run->params));

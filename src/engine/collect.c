@@ -205,9 +205,10 @@ static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
 
 int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                const int *params, int n, const char *tag, zt_error *err) {
-    ag_ctx c = e->params16 ? (ag_ctx){e->pieces16, e->gathered_lp, sizeof(uint16_t), 0, comm, pack, pack_cap, NULL}
-                           : (ag_ctx){e->pieces, (void **)e->gathered, sizeof(float), 0, comm, pack, pack_cap, NULL};
-    if (e->param_kind >= 0) { /* parameter offload: the pieces' reads (queued ahead) must be done */
+    size_t elem;
+    const void *pieces = zt_store_pieces(e, &elem);
+    ag_ctx c = {pieces, zt_store_gathered_slots(e), elem, 0, comm, pack, pack_cap, NULL};
+    if (zt_store_file_kind(e) >= 0) { /* parameter offload: the pieces' reads (queued ahead) must be done */
         zt_trace_begin("offload", "wait for pieces");
         int rc = zt_param_offload_load(e, params, n, err);
         zt_trace_end();
@@ -228,9 +229,11 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
     const zt_plan *pl = &e->plan;
     size_t counts[pl->nshards];
     for (int s = 0; s < pl->nshards; s++) counts[s] = (size_t)zt_plan_shard_numel(pl, i, s);
-    if (e->params16) { /* bf16 in the first half of dst, then widened in place from the back */
+    size_t elem;
+    const char *pieces = zt_store_pieces(e, &elem);
+    if (zt_store_bf16(e)) { /* bf16 in the first half of dst, then widened in place from the back */
         uint16_t *half = (uint16_t *)(void *)dst, *own = half + zt_plan_shard_begin(pl, i, pl->shard);
-        memcpy(own, e->pieces16 + pl->p[i].shard_off, counts[pl->shard] * sizeof(uint16_t));
+        memcpy(own, pieces + pl->p[i].shard_off * elem, counts[pl->shard] * sizeof(uint16_t));
         int rc = ZT_OK;
         if (pl->nshards > 1) {
             double t0 = omp_get_wtime();
@@ -247,15 +250,11 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
         return rc;
     }
     float *own = dst + zt_plan_shard_begin(pl, i, pl->shard);
-    if (e->param_kind >= 0) { /* parameter offload: straight from the file */
-        int rc = zt_param_offload_read(e, i, 0, counts[pl->shard], own, err);
-        if (rc) return rc;
-    } else {
-        memcpy(own, e->pieces + pl->p[i].shard_off, counts[pl->shard] * sizeof(float));
-    }
+    int rc = zt_store_read(e, i, 0, counts[pl->shard], own, err); /* from memory or the file */
+    if (rc) return rc;
     if (pl->nshards < 2) return ZT_OK;
     double t0 = omp_get_wtime();
-    int rc = zt_all_gather_f32(e->shard_comm, own, dst, counts, e->model->params[i].name, err);
+    rc = zt_all_gather_f32(e->shard_comm, own, dst, counts, e->model->params[i].name, err);
     e->comm_s += omp_get_wtime() - t0;
     return rc;
 }
@@ -270,9 +269,9 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
     for (int i = 0; i < n && !rc; i++) {
         if (!e->model->params[i].trainable) continue;
         all[nt++] = i;
-        dsts[i] = e->params16 ? (void *)(e->full16 + e->plan.p[i].full_off) : (void *)(e->full_params + e->plan.p[i].full_off);
+        dsts[i] = zt_store_full_at(e, i);
     }
-    ag_ctx c = {NULL, dsts, e->params16 ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats,
+    ag_ctx c = {NULL, dsts, zt_store_bf16(e) ? sizeof(uint16_t) : sizeof(float), 0, e->shard_comm, &e->pack, &e->pack_floats,
                 NULL};
     if (!rc && nt) rc = for_each_bucket(e, all, nt, ag_bucket, &c, "parameters", &e->comm_s, err);
     free(all);
@@ -282,7 +281,8 @@ int zt_engine_all_gather_full(zt_engine *e, zt_error *err) {
 
 int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *const *dst, size_t elem,
                                  int round_kind, const char *tag, zt_error *err) {
-    ag_ctx c = {e->pieces, dst, elem, round_kind, e->shard_comm, &e->pack, &e->pack_floats, NULL};
+    size_t have;
+    ag_ctx c = {zt_store_pieces(e, &have), dst, elem, round_kind, e->shard_comm, &e->pack, &e->pack_floats, NULL};
     return for_each_bucket(e, params, n, ag_bucket, &c, tag, &e->comm_s, err);
 }
 

@@ -318,21 +318,26 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         return zt_error_set(err, ZT_ERR_USAGE, "engine: unknown strategy %d", (int)opt->strategy);
     zt_engine *e = calloc(1, sizeof *e);
     if (!e) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    if (!(e->ps = zt_store_new())) {
+        free(e);
+        return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    }
     e->model = m;
     e->opt = *opt;
     e->lp_kind = zt_precision_lp_kind(&opt->precision); /* sizes the units' saved buffers and staging */
     if (opt->offload.optimizer_dir && opt->offload.optimizer_dir[0]) { /* the caller's string may go */
         if (!(e->offload_dir = strdup(opt->offload.optimizer_dir))) {
+            free(e->ps);
             free(e);
             return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
         }
         e->opt.offload.optimizer_dir = e->offload_dir;
     }
-    e->param_kind = e->grad_kind = -1;
+    e->grad_kind = -1;
     if (opt->offload.param_dir && opt->offload.param_dir[0]) {
         if (!(e->param_dir = strdup(opt->offload.param_dir))) {
             free(e->offload_dir);
-    free(e->param_dir);
+            free(e->ps);
             free(e);
             return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
         }
@@ -367,16 +372,14 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         goto fail;
 
     const zt_plan *pl = &e->plan;
-    size_t full = pl->full_floats, piece = pl->shard_floats, gpiece = pl->gshard_floats;
+    size_t gpiece = pl->gshard_floats;
     bool adam = opt->optim.kind == ZT_OPT_ADAMW, mom = adam || opt->optim.momentum != 0.0f;
     size_t state = e->shard_optim ? gpiece : pl->gfull_floats; /* trainable parameters only */
-    e->gathered = calloc((size_t)m->n_params, sizeof *e->gathered);
-    e->gather_seq = calloc((size_t)m->n_params, sizeof *e->gather_seq);
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
     e->grad_assigned = calloc((size_t)m->n_params, sizeof *e->grad_assigned);
     e->grad_unset = calloc((size_t)m->n_params, sizeof *e->grad_unset);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
-    if (!e->gathered || !e->gather_seq || !e->pgrad || !e->grad_assigned || !e->grad_unset || !e->units) goto nomem;
+    if (!e->pgrad || !e->grad_assigned || !e->grad_unset || !e->units) goto nomem;
     zt_grads_assign_setup(e);
     /* gradient-norm partials (doubles) and their all-gather over the shard group; the main
      * thread's bucket staging, sized by the plan (the communication thread's: overlap.c) */
@@ -393,27 +396,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
         (rc = zt_engine_tp_setup(e, err)))
         goto fail;
-    e->params16 = opt->precision.params == ZT_DTYPE_BF16;
-    if (e->param_dir && (!e->shard_params || e->params16)) {
-        rc = zt_error_set(err, ZT_ERR_USAGE, "engine: parameter offload (memory.offload_param nvme) keeps zero3's "
-                          "fp32 parameter pieces in files: it needs strategy zero3 (or hybrid over zero3) and "
-                          "fp32 parameters, not %s%s", zt_strategy_name(opt->strategy),
-                          e->params16 ? " with bf16-low's bf16 parameters" : "");
-        goto fail;
-    }
-    e->shard_master = zt_master_sharded(opt, e->shard_optim, e->shard_params);
-    if (e->params16) { /* bf16-low: 2-byte parameters (params16.c) */
-        if ((rc = zt_params16_alloc(e, err))) goto fail;
-    } else if (e->shard_master) { /* zero1/zero2 under bf16/fp16 compute: master pieces */
-        if ((rc = zt_master_alloc(e, err))) goto fail;
-    } else if (e->shard_params && e->param_dir) { /* the pieces live in a file (param_offload.c) */
-    } else if (e->shard_params) {
-        if (!(e->pieces = zt_engine_alloc(e, piece, &e->mem.params, "the parameter pieces"))) goto nomem;
-        memset(e->pieces, 0, piece * sizeof(float));
-    } else {
-        if (!(e->full_params = zt_engine_alloc(e, full, &e->mem.params, "the parameters"))) goto nomem;
-        memset(e->full_params, 0, full * sizeof(float));
-    }
+    if ((rc = zt_store_create(e, err))) goto fail; /* the parameters' master (param_store.c) */
     e->state_kinds = adam ? 2 : mom ? 1 : 0;
     e->state_floats = state;
     bool offload = e->offload_dir != NULL;
@@ -432,7 +415,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->m) memset(e->m, 0, state * sizeof(float));
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
-    e->grad_pieces_transient = e->params16 && e->shard_optim;
+    e->grad_pieces_transient = zt_store_bf16(e) && e->shard_optim;
     if (e->shard_optim && !e->grad_pieces_transient && !e->grad_offload) {
         if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads, "the reduced gradient pieces"))) goto nomem;
         memset(e->grad_pieces, 0, gpiece * sizeof(float));
@@ -445,12 +428,6 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         s->params = calloc((size_t)un->n_params, sizeof *s->params);
         s->grads = calloc((size_t)un->n_params, sizeof *s->grads);
         if (!s->params || !s->grads) goto nomem;
-        /* what the unit reads as fp32 (a parameter it reads through params_lp gets NULL; zero3
-         * points at the gathered tensors, bf16-low at the views of params16.c, as the unit runs) */
-        for (int k = 0; k < un->n_params && !e->shard_params && !e->params16; k++)
-            if (!zt_unit_reads_lp(m, e->lp_kind, u, k))
-                s->params[k] = e->full_params ? e->full_params + pl->p[un->params[k]].full_off
-                                              : zt_master_fp32_view(e, un->params[k]);
         char what[160];
         snprintf(what, sizeof what, "the output of unit %s", un->name);
         if (!(s->out = zt_engine_alloc(e, BT * (size_t)un->out_width, &e->mem.activations, what))) goto nomem;
@@ -464,7 +441,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
-    if ((rc = zt_engine_lp_setup(e, err))) goto fail;
+    if ((rc = zt_engine_precision_setup(e, err)) || (rc = zt_store_units_setup(e, err))) goto fail;
     if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err))) goto fail;
     *out = e;
@@ -481,12 +458,12 @@ void zt_engine_free(zt_engine *e) {
     if (!e) return;
     zt_overlap_stop(e);
     zt_grads_reset(e);
-    zt_engine_lp_free(e);
+    zt_engine_precision_free(e);
+    zt_store_free(e);
     zt_engine_offload_close(e);
     const zt_model *m = e->model;
     if (e->units)
         for (int u = 0; u < m->n_units; u++) {
-            if (e->params16 && e->units[u].params) zt_params16_views_free(e, u);
             free(e->units[u].params);
             free(e->units[u].grads);
             for (int k = 1; k < e->pp_slots && e->units[u].outs; k++) {
@@ -504,21 +481,13 @@ void zt_engine_free(zt_engine *e) {
         free(e->pp_din[k]);
         free(e->pp_dout[k]);
     }
-    if (e->gathered)
-        for (int i = 0; i < m->n_params; i++) free(e->gathered[i]);
     free(e->units);
-    free(e->gathered);
-    free(e->gather_seq);
     free(e->pgrad);
     free(e->grad_assigned);
     free(e->grad_unset);
     free(e->norm_partials);
     free(e->norm_gather);
     free(e->tp_work);
-    free(e->full_params);
-    free(e->pieces);
-    zt_master_free(e);
-    zt_params16_free(e);
     free(e->m);
     free(e->v);
     free(e->state16[0]);
@@ -538,38 +507,17 @@ void zt_engine_free(zt_engine *e) {
     for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
     pthread_mutex_destroy(&e->mem_lock);
     free(e->offload_dir);
+    free(e->param_dir);
     free(e);
 }
 
 int zt_engine_init_params(zt_engine *e, zt_error *err) {
-    const zt_model *m = e->model;
-    const zt_plan *pl = &e->plan;
-    for (int i = 0; i < m->n_params; i++) {
-        const zt_param_desc *p = &m->params[i];
-        uint64_t key = zt_init_key(e->opt.seed, p->name);
-        if (e->params16) /* bf16-low: the same values rounded to bf16 (nearest-even) */
-            zt_params16_init(e, i, key);
-        else if (e->shard_master) /* the pieces, and every rank's compute copies */
-            zt_master_init(e, i, key);
-        else if (e->param_kind >= 0) { /* the pieces in their file, through the idle staging memory */
-            size_t cap, n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-            float *buf = zt_nvme_store_scratch(e->nvme, &cap);
-            int64_t begin = zt_plan_shard_begin(pl, i, pl->shard);
-            for (size_t done = 0; done < n; done += cap) {
-                size_t len = n - done < cap ? n - done : cap;
-                zt_init_fill(buf, p, begin + (int64_t)done, (int64_t)len, key);
-                int rc = zt_param_offload_write(e, i, done, len, buf, err);
-                if (rc) return zt_error_prefix(err, "initializing %s", p->name);
-            }
-        } else if (e->shard_params) /* only this rank's rows: the values do not depend on the sharding */
-            zt_init_fill(e->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
-                         zt_plan_shard_numel(pl, i, pl->shard), key);
-        else
-            zt_init_fill(e->full_params + pl->p[i].full_off, p, 0, p->numel, key);
+    for (int i = 0; i < e->model->n_params; i++) {
+        int rc = zt_store_init(e, i, zt_init_key(e->opt.seed, e->model->params[i].name), err);
+        if (rc) return rc;
     }
     zt_grads_reset(e);
     zt_loss_scaler_init(&e->scaler, &e->opt.precision);
-    e->lp_stale = true;
     e->step = 0;
     return zt_engine_state_zero(e, err);
 }
@@ -587,71 +535,6 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
     return ZT_OK;
 }
 
-/* zero3: starts gathering the parameters of unit u that are not gathered yet (allocating their
- * full tensors): in the communication thread when there is one (the gather then overlaps the
- * compute until gather_unit waits for it), else here and now. */
-static int issue_gather(zt_engine *e, int u, zt_error *err) {
-    const zt_unit *un = &e->model->units[u];
-    int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        bool dup = false;
-        for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-        if (!(e->params16 ? e->gathered_lp[i] : e->gathered[i]) && !dup) missing[nm++] = i;
-    }
-    if (nm == 0) return ZT_OK;
-    for (int j = 0; j < nm; j++) {
-        int i = missing[j];
-        size_t n = (size_t)e->model->params[i].numel;
-        char what[160];
-        snprintf(what, sizeof what, "gathered %s", e->model->params[i].name);
-        void *p = e->params16 ? (e->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)),
-                                                                     &e->mem.gathered, what))
-                              : (e->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered, what));
-        if (!p) return zt_engine_oom(e, err, "zero3: gathering unit %s", un->name);
-    }
-    /* parameter offload: the window the gather reads the pieces into (released once waited for) */
-    int rc = e->param_kind >= 0 ? zt_param_offload_window(e, u, missing, nm, err) : ZT_OK;
-    if (rc) return rc;
-    if (!e->overlap) {
-        rc = zt_engine_gather_params(e, missing, nm, un->name, err);
-        zt_param_offload_window_release(e, u);
-        return rc;
-    }
-    uint64_t seq;
-    rc = zt_overlap_submit_gather(e, missing, nm, un->name, &seq, err);
-    for (int j = 0; j < nm && !rc; j++) e->gather_seq[missing[j]] = seq;
-    return rc;
-}
-
-/* zero3: unit u's parameters as full tensors, then the prefetch of unit `next` (-1: none), so its
- * gather runs while u computes (FSDP's forward/backward prefetch). */
-static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
-    const zt_unit *un = &e->model->units[u];
-    unit_state *s = &e->units[u];
-    if (!e->shard_params) return ZT_OK;
-    zt_param_offload_pass(e, u, next); /* parameter offload: the read-ahead (param_offload.c) */
-    int rc = issue_gather(e, u, err);
-    if (!rc) rc = zt_param_offload_ahead(e, u, err);
-    if (rc) return rc;
-    if (e->overlap) {
-        uint64_t need = 0;
-        for (int k = 0; k < un->n_params; k++)
-            if (e->gather_seq[un->params[k]] > need) need = e->gather_seq[un->params[k]];
-        if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
-        zt_param_offload_window_release(e, u); /* its pieces are gathered */
-        if (next >= 0 && !e->opt.no_prefetch && (rc = issue_gather(e, next, err))) return rc;
-    }
-    for (int k = 0; k < un->n_params; k++) /* NULL: read through params_lp */
-        s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : e->gathered[un->params[k]];
-    return ZT_OK;
-}
-
-static void release_param(zt_engine *e, int i) {
-    zt_engine_lp_release(e, i);
-    zt_engine_release(e, &e->gathered[i], (size_t)e->model->params[i].numel, &e->mem.gathered);
-}
-
 /* Runs every unit forward; *loss = mean of the last unit's per-token output. With `training`,
  * zero3 keeps a parameter gathered until its last use in forward (or, keep_params_after_forward,
  * until backward is done with it). */
@@ -663,9 +546,8 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        int rc = gather_unit(e, u, u + 1 < m->n_units ? u + 1 : -1, err);
-        if (!rc) rc = zt_engine_lp_refresh_unit(e, u, err);
-        if (!rc) rc = zt_params16_views_make(e, u, err);
+        int rc = zt_store_acquire(e, u, u + 1 < m->n_units ? u + 1 : -1, err);
+        if (!rc) rc = zt_store_views_make(e, u, err);
         if (rc) return rc;
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
@@ -677,12 +559,12 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         rc = un->ops->forward(un, &a, err);
         s->fwd_s += omp_get_wtime() - t0;
         zt_trace_end();
-        zt_params16_views_free(e, u);
+        zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
         zt_ckpt_forward_done(e, u);
         if (e->shard_params && !(training && e->opt.keep_params_after_forward))
             for (int k = 0; k < un->n_params; k++)
-                if (e->plan.p[un->params[k]].last_fwd_unit == u) release_param(e, un->params[k]);
+                if (e->plan.p[un->params[k]].last_fwd_unit == u) zt_store_release(e, un->params[k]);
         in = s->out;
     }
     if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation */
@@ -748,12 +630,11 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
-        if ((rc = gather_unit(e, u, u - 1, err)) || (rc = zt_engine_lp_refresh_unit(e, u, err)))
-            return rc;
+        if ((rc = zt_store_acquire(e, u, u - 1, err))) return rc;
         for (int k = 0; k < un->n_params; k++) /* a frozen parameter: NULL, the kernels skip it */
             if (m->params[un->params[k]].trainable && !(s->grads[k] = zt_grads_for(e, un->params[k], err)))
                 return err->code;
-        if ((rc = zt_params16_views_make(e, u, err))) return rc;
+        if ((rc = zt_store_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : din0;
         uint32_t unset = zt_grads_unset_of(e, u);
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .grads_unset = &unset,
@@ -766,7 +647,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
          * assigns it, so a full recomputation's output goes there */
         if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) {
             zt_grads_unit_written(e, u, unset);
-            zt_params16_views_free(e, u);
+            zt_store_views_free(e, u);
             return rc;
         }
         zt_trace_begin("backward", un->name);
@@ -776,11 +657,11 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         s->bwd_s += omp_get_wtime() - t0;
         zt_trace_end();
         zt_ckpt_backward_done(e, u);
-        zt_params16_views_free(e, u);
+        zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
         if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
             for (int k = 0; k < un->n_params; k++)
-                if (e->plan.p[un->params[k]].owner_unit == u) release_param(e, un->params[k]);
+                if (e->plan.p[un->params[k]].owner_unit == u) zt_store_release(e, un->params[k]);
         if ((rc = zt_grads_unit_done(e, u, err))) return rc;
         dout = din;
         flip ^= 1;
@@ -791,79 +672,14 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
 const zt_model *zt_engine_model(const zt_engine *e) { return e->model; }
 const zt_engine_options *zt_engine_options_of(const zt_engine *e) { return &e->opt; }
 uint64_t zt_engine_step_count(const zt_engine *e) { return e->step; }
-
-float *zt_engine_param_local(zt_engine *e, int idx, int64_t *begin, int64_t *numel) {
-    const zt_plan *pl = &e->plan;
-    e->lp_stale = true; /* the caller may write through the pointer */
-    if (e->shard_params || e->shard_master) {
-        if (begin) *begin = zt_plan_shard_begin(pl, idx, pl->shard);
-        if (numel) *numel = zt_plan_shard_numel(pl, idx, pl->shard);
-        return e->pieces ? e->pieces + pl->p[idx].shard_off : NULL;
-    }
-    if (begin) *begin = 0;
-    if (numel) *numel = e->model->params[idx].numel;
-    return e->full_params ? e->full_params + pl->p[idx].full_off : NULL;
-}
-
-/* zt_engine_param_set of the local tensor (this part's, under tensor parallelism) */
-static int param_set_local(zt_engine *e, int idx, const float *full, zt_error *err) {
-    const zt_plan *pl = &e->plan;
-    bool piece = e->shard_params || e->shard_master;
-    int64_t begin = piece ? zt_plan_shard_begin(pl, idx, pl->shard) : 0;
-    size_t n = piece ? (size_t)zt_plan_shard_numel(pl, idx, pl->shard) : (size_t)e->model->params[idx].numel;
-    const char *src = (const char *)(full + begin); /* read with memcpy: any alignment */
-    if (e->shard_master) { /* the piece, and the compute copies from the whole tensor */
-        float chunk[4096];
-        size_t numel = (size_t)e->model->params[idx].numel;
-        memcpy(e->pieces + pl->p[idx].shard_off, src, n * sizeof(float));
-        for (size_t done = 0; done < numel; done += 4096) {
-            size_t len = numel - done < 4096 ? numel - done : 4096;
-            memcpy(chunk, (const char *)full + done * sizeof(float), len * sizeof(float));
-            zt_master_copies_write(e, idx, done, len, chunk);
-        }
-        return ZT_OK;
-    }
-    if (e->param_kind >= 0) { /* the piece's file, through the idle staging memory */
-        size_t cap;
-        float *buf = zt_nvme_store_scratch(e->nvme, &cap);
-        for (size_t done = 0; done < n; done += cap) {
-            size_t len = n - done < cap ? n - done : cap;
-            memcpy(buf, src + done * sizeof(float), len * sizeof(float));
-            int rc = zt_engine_param_write(e, idx, done, len, buf, err);
-            if (rc) return rc;
-        }
-        return ZT_OK;
-    }
-    if (!e->params16) {
-        memcpy(zt_engine_param_local(e, idx, NULL, NULL), src, n * sizeof(float));
-        return ZT_OK;
-    }
-    for (size_t done = 0; done < n; done += e->param_chunk) { /* through the aligned chunk */
-        size_t len = n - done < e->param_chunk ? n - done : e->param_chunk;
-        memcpy(e->param_tmp, src + done * sizeof(float), len * sizeof(float));
-        zt_engine_param_write(e, idx, done, len, e->param_tmp, NULL); /* in memory: cannot fail */
-    }
-    return ZT_OK;
-}
-
-int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err) {
-    if (idx < 0 || idx >= e->model->n_params)
-        return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
-                            e->model->n_params);
-    const zt_param_desc *p = &e->model->params[idx];
-    if (p->tp_parts == 1) return param_set_local(e, idx, full, err);
-    float *local = malloc((size_t)p->numel * sizeof *local); /* this part of the logical tensor */
-    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "setting %s: out of memory", p->name);
-    zt_tp_take(p, p->tp_part, full, local);
-    int rc = param_set_local(e, idx, local, err);
-    free(local);
-    return rc;
-}
-
-float *zt_engine_param(zt_engine *e, int idx) {
-    e->lp_stale = true;
-    return e->full_params ? e->full_params + e->plan.p[idx].full_off : NULL;
-}
+void zt_engine_set_step(zt_engine *e, uint64_t step) { e->step = step; }
+const zt_plan *zt_engine_plan(const zt_engine *e) { return &e->plan; }
+struct zt_pipeline *zt_engine_pipeline(const zt_engine *e) { return e->pp; }
+int zt_engine_rank(const zt_engine *e) { return e->rank; }
+bool zt_engine_shards_optim(const zt_engine *e) { return e->shard_optim; }
+zt_comm *zt_engine_replica_comm(const zt_engine *e) { return e->replica_comm; }
+int zt_engine_state_kinds(const zt_engine *e) { return e->state_kinds; }
+bool zt_engine_in_files(const zt_engine *e) { return e->nvme != NULL; }
 
 float *zt_engine_grad(zt_engine *e, int idx) {
     zt_error err;
@@ -872,30 +688,6 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     if (!e->model->params[idx].trainable) return NULL;
     e->norm_early = false; /* the caller may write through the pointer: the step takes the norm again */
     return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
-}
-
-/* zt_engine_param_gather of the local tensor (this part's, under tensor parallelism) */
-static int param_gather_local(zt_engine *e, int idx, float *dst, zt_error *err) {
-    if (e->shard_master) return zt_engine_gather_param(e, idx, dst, err); /* from the pieces */
-    if (!e->shard_params && e->params16)
-        return zt_engine_param_read(e, idx, 0, (size_t)e->model->params[idx].numel, dst, err);
-    if (!e->shard_params) {
-        memcpy(dst, e->full_params + e->plan.p[idx].full_off,
-               (size_t)e->model->params[idx].numel * sizeof(float));
-        return ZT_OK;
-    }
-    return zt_engine_gather_param(e, idx, dst, err);
-}
-
-int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
-    const zt_param_desc *p = &e->model->params[idx];
-    if (p->tp_parts == 1) return param_gather_local(e, idx, dst, err);
-    float *local = malloc((size_t)p->numel * sizeof *local);
-    if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", p->name);
-    int rc = param_gather_local(e, idx, local, err);
-    if (!rc) rc = zt_engine_tp_to_logical(e, idx, local, dst, err);
-    free(local);
-    return rc;
 }
 
 /* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
@@ -908,7 +700,8 @@ static uint64_t param_hash(zt_engine *e, int only) {
     for (int i = 0; i < m->n_params; i++) {
         size_t n = (size_t)m->params[i].logical_numel; /* the logical tensor, gathered when cut */
         if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
-        if (e->shard_params || e->params16 || e->shard_master || m->params[i].tp_parts > 1) {
+        const float *local = zt_store_local_is_piece(e) ? NULL : zt_store_local_fp32(e, i);
+        if (!local || m->params[i].tp_parts > 1) {
             /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);
@@ -920,7 +713,7 @@ static uint64_t param_hash(zt_engine *e, int only) {
             tmp = t;
             XXH64_update(st, tmp, n * sizeof(float));
         } else {
-            XXH64_update(st, e->full_params + e->plan.p[i].full_off, n * sizeof(float));
+            XXH64_update(st, local, n * sizeof(float));
         }
     }
     free(tmp);

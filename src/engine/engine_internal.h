@@ -31,6 +31,8 @@
 #include "zerotrain/zerotrain.h"
 #include "memory/plan.h"
 #include "shard/plan.h"
+#include "engine/engine_state.h"
+#include "engine/param_store.h"
 
 #include <pthread.h>
 
@@ -90,22 +92,8 @@ struct zt_engine {
     bool shard_params, shard_grads, shard_optim; /* what the strategy shards */
     zt_plan plan;               /* shards over shard_comm (nshards 1 for ddp) */
 
-    float *full_params;         /* full layout, or NULL (zero3, bf16-low) */
-    float *pieces;              /* shard layout: the parameters' pieces (zero3, and zero1/zero2
-                                   under shard_master); NULL otherwise */
-    bool shard_master;          /* zero1/zero2 under bf16/fp16 compute with fp32 master weights:
-                                   the master is e->pieces, full_params is NULL, and the units read
-                                   full_lp and full32 (master_shard.c) */
-    float *full32;              /* shard_master: fp32 copies of the parameters units read as fp32
-                                   (zt_param_reads_fp32), at full32_off[i]; NULL when none */
-    size_t *full32_off;         /* (n_params) SIZE_MAX for the parameters without one */
-    bool params16;              /* bf16-low: the parameters are stored as bf16 (params16.c) in
-                                   full16 / pieces16 instead of full_params / pieces; zero3 gathers
-                                   them into gathered_lp (gathered stays NULL) */
-    uint16_t *full16, *pieces16;
-    float *param_tmp;           /* bf16-low: param_chunk fp32 elements to update, load and save
-                                   the parameters through */
-    size_t param_chunk;
+    zt_param_store *ps;         /* where the parameters live (param_store.h): the master in its
+                                   placement, zero3's gathered tensors, the compute copies */
     float *m, *v;               /* optimizer state: full layout (ddp) or shard layout; NULL
                                    when it lives in files (optim_store) */
     uint16_t *state16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
@@ -116,7 +104,6 @@ struct zt_engine {
                                    the optimizer state kinds (when offloaded), then the parameter
                                    pieces (when offloaded) */
     zt_nvme_store *optim_store; /* = nvme when the optimizer state is offloaded, else NULL */
-    int param_kind;             /* the pieces' kind in nvme (param_offload.c), or -1: in memory */
     char *offload_dir;          /* the engine's copy of opt.offload.optimizer_dir */
     char *param_dir;            /* ... and of opt.offload.param_dir */
     /* parameter offload (param_offload.c): piece_at[i] is parameter i's piece inside the window
@@ -146,8 +133,6 @@ struct zt_engine {
     int grad_writing;
     uint64_t *grad_sum;
     void *grad_hash;
-    float **gathered;           /* (n_params) zero3: the full tensor while gathered, else NULL */
-    uint64_t *gather_seq;       /* (n_params) the communication thread's job that fills gathered[i] */
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
     /* Gradients assigned, not zeroed (grads.c): grad_assigned[i], parameter i's first writer in
      * backward assigns its gradient (zt_unit_ops.assigns_grad); grad_unset[i], this micro-batch's
@@ -213,10 +198,6 @@ struct zt_engine {
     /* precision (engine_precision.c) */
     int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute. Set first at
                                    creation: it sizes the units' saved buffers (recompute.c) */
-    void *full_lp;              /* ddp/zero1/zero2: compute copies of the matrices, full layout */
-    bool lp_stale;              /* full_lp no longer matches the parameters */
-    void **gathered_lp;         /* (n_params) zero3: the compute copy while gathered (bf16-low:
-                                   the gathered bf16 parameter itself, matrices or not) */
     void *staging;              /* the units' low-precision operand staging */
     zt_loss_scaler scaler;      /* fp16 */
     float *dloss;               /* (B, T) */
@@ -299,21 +280,16 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err);
 
 /* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */
-bool zt_engine_has_lp(const zt_engine *e, int param);          /* keeps a compute copy of param */
-size_t zt_engine_lp_bytes(const zt_engine *e, int64_t numel);  /* bytes of one compute copy */
-/* Parameter i's compute copy in e->full_lp (the full layout), from its element begin. */
-void *zt_engine_full_lp_at(const zt_engine *e, int i, size_t begin);
-int zt_engine_lp_setup(zt_engine *e, zt_error *err);            /* at create: copies, staging */
-void zt_engine_lp_free(zt_engine *e);
-int zt_engine_lp_refresh_unit(zt_engine *e, int u, zt_error *err); /* before unit u runs */
-void zt_engine_lp_release(zt_engine *e, int param);            /* zero3: with the gathered tensor */
+/* At create, after the units: the policy checked, the loss scaler, the operand staging. */
+int zt_engine_precision_setup(zt_engine *e, zt_error *err);
+void zt_engine_precision_free(zt_engine *e);
 float zt_engine_loss_scale(const zt_engine *e);                /* dloss multiplier */
 /* Before the norm: round the reduced gradient to the policy's gradient dtype (fp16, bf16). */
 void zt_engine_round_grads(zt_engine *e);
 /* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */
 void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, size_t n,
                              int64_t begin);
-/* param_offload.c: zero3's parameter pieces in NVMe files (e->param_kind >= 0). */
+/* param_offload.c: zero3's parameter pieces in NVMe files (zt_store_file_kind(e) >= 0). */
 int zt_param_offload_setup(zt_engine *e, zt_error *err);      /* at create, after the store opens */
 void zt_param_offload_free(zt_engine *e);
 /* Unit u's window for params[0..n) (class params), its pieces' reads queued on the I/O threads
@@ -364,40 +340,6 @@ void zt_grad_offload_hash_begin(zt_engine *e);
 void zt_grad_offload_hash_add(zt_engine *e, int i, const float *g, size_t n);
 int zt_grad_offload_hash_check(zt_engine *e, zt_error *err);
 
-/* params16.c: bf16-low's 2-byte parameters. Elements index this rank's local layout of a
- * parameter (the full tensor, or its piece under zero3). */
-int zt_params16_alloc(zt_engine *e, zt_error *err);                     /* at create */
-void zt_params16_free(zt_engine *e);
-/* dst/src (n fp32) <- / -> elements [begin, begin + n) of parameter i as this rank holds it
- * (bf16 widens exactly; writing rounds to the nearest bf16); any storage dtype. */
-int zt_engine_param_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
-int zt_engine_param_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
-/* The counter-based init of parameter i's local part (engine/init.h), in its storage dtype. */
-void zt_params16_init(zt_engine *e, int i, uint64_t key);
-/* The bf16 storage of parameter i's local part. */
-uint16_t *zt_params16_local(zt_engine *e, int i);
-/* Whether unit u's k-th parameter reaches it as an fp32 view (bf16-low, a parameter the unit
- * does not read through params_lp). */
-bool zt_params16_needs_view(const zt_engine *e, int u, int k);
-/* Before unit u runs: its fp32 views (class gathered) and NULL params for the rest; after it:
- * the views freed. No-ops outside bf16-low. */
-int zt_params16_views_make(zt_engine *e, int u, zt_error *err);
-void zt_params16_views_free(zt_engine *e, int u);
-
-/* master_shard.c: zero1/zero2's fp32 master pieces and replicated compute copies (shard_master) */
-int zt_master_alloc(zt_engine *e, zt_error *err);   /* at create: pieces, full32 (full_lp: lp_setup) */
-void zt_master_free(zt_engine *e);
-/* The full fp32 tensor parameter i is handed to units as, or NULL (read through params_lp only). */
-float *zt_master_fp32_view(zt_engine *e, int i);
-/* Elements [begin, begin + n) of parameter i's full tensor are now src: its compute copies (the
- * fp32 copy, and the matrix copy rounded) take them. Local; the pieces are the caller's. */
-void zt_master_copies_write(zt_engine *e, int i, size_t begin, size_t n, const float *src);
-/* After the optimizer updated the pieces: the ranks all-gather the new compute copies (2-byte
- * elements under bf16) and fp32 copies over the shard group; one shard: rounded locally. */
-int zt_master_refresh(zt_engine *e, zt_error *err);
-/* Initial values: the pieces and every rank's copies from the counter-based init (engine/init.h). */
-void zt_master_init(zt_engine *e, int i, uint64_t key);
-
 /* recompute.c: activation checkpointing (zt_engine_options.activation_checkpointing). */
 /* Decides what each unit keeps and rebuilds (units[u].kept/rest) and allocates the kept saved
  * buffers and the shared one (class activations). ZT_ERR_USAGE when a unit's kept_floats
@@ -430,7 +372,7 @@ void zt_grads_reset(zt_engine *e);
 float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), void *ctx);
 
 /* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
-/* zero3: all-gather the listed parameters' pieces into e->gathered[i] (allocated by the caller). */
+/* zero3: all-gather the listed parameters' pieces into the store's gathered slots (allocated by the caller). */
 int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
 int zt_engine_gather_params_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                const int *params, int n, const char *tag, zt_error *err);
@@ -458,7 +400,7 @@ bool zt_overlap_wanted(const zt_engine *e);
  * identifies the job. The caller frees the gradients after zt_overlap_wait(seq) (grads.c does it
  * one unit later, so that the memory in flight is the same whatever the thread's timing). */
 int zt_overlap_submit(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq, zt_error *err);
-/* zero3 prefetch: queues the all-gather of these parameters' pieces into e->gathered[i] (already
+/* zero3 prefetch: queues the all-gather of these parameters' pieces into the store's gathered slots (already
  * allocated); *seq identifies the job for zt_overlap_wait. */
 int zt_overlap_submit_gather(zt_engine *e, const int *params, int n, const char *tag, uint64_t *seq,
                              zt_error *err);
@@ -497,16 +439,11 @@ int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
 int zt_engine_offload_open(zt_engine *e, zt_error *err);  /* collective when offloading */
 void zt_engine_offload_close(zt_engine *e);
 int zt_engine_state_zero(zt_engine *e, zt_error *err);
-/* The in-memory fp32 array of kind k, or NULL when it is in files, bf16, or does not exist. */
-float *zt_engine_state_ptr(zt_engine *e, int k);
-int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err);
-int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err);
+/* (the state's element access: engine_state.h) */
 /* After an offloaded update: every rank learns whether all ranks' I/O succeeded (rc is this
  * rank's outcome); a failure elsewhere names the rank. Returns the outcome to report here. */
 int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err);
 /* Whether the state kinds are kept as bf16 in memory (moments dtype bf16, not offloaded). */
 bool zt_engine_state_is_bf16(const zt_engine *e);
-/* Offloaded or bf16: memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
-float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
 
 #endif

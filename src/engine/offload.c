@@ -55,7 +55,7 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
     bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
     for (int k = 0; k < so.nkinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
     if (params) { /* the pieces: one more kind, in their own directory */
-        e->param_kind = so.nkinds;
+        zt_store_set_file_kind(e, so.nkinds);
         so.kinds[so.nkinds] = "param";
         so.kind_dirs[so.nkinds++] = e->param_dir;
     }

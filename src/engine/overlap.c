@@ -21,7 +21,7 @@
 
 typedef enum job_kind {
     JOB_REDUCE, /* zero2/zero3: e->pgrad -> e->micro_pieces */
-    JOB_GATHER, /* zero3: pieces -> e->gathered */
+    JOB_GATHER, /* zero3: pieces -> the store's gathered tensors */
     JOB_FULL    /* ddp: e->micro_grads all-reduced in place; zero1: -> e->grad_pieces */
 } job_kind;
 

@@ -1,5 +1,5 @@
 /* param_offload.c - ZeRO-Infinity's parameter offload for zero3: this rank's parameter pieces
- * (the fp32 master, shard layout) live in the NVMe store's "param" kind instead of e->pieces.
+ * (the fp32 master, shard layout) live in the NVMe store's "param" kind instead of e->ps->pieces.
  *
  *   forward/backward  each unit's pieces are read from the file into a window (one aligned
  *                     O_DIRECT read per piece, queued on the store's I/O threads) ahead of the
@@ -24,10 +24,10 @@
  * releases at its last forward user, backward at its first user), and the read-ahead runs in the
  * pass's order, so that is exactly the set the unit's gather finds missing.
  *
- * Invariants: e->pieces is NULL; piece_at[i] != NULL only between the creation of a window holding
+ * Invariants: e->ps->pieces is NULL; piece_at[i] != NULL only between the creation of a window holding
  * i and its release; windows never outlive their pass (a new pass drops leftovers of an abandoned
  * one); no window is held across a step; window_floats is the sum of the windows' floats. */
-#include "engine/engine_internal.h"
+#include "engine/param_store_internal.h"
 #include "comm/comm.h"
 #include "memory/plan.h"
 #include "offload/io.h"
@@ -105,7 +105,7 @@ static int make_window(zt_engine *e, int u, const int *params, int n, zt_error *
         int i = params[k];
         size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
         e->piece_unit[i] = u;
-        int rc = zt_nvme_store_read_span_async(e->nvme, e->param_kind, begin, cnt, span[k],
+        int rc = zt_nvme_store_read_span_async(e->nvme, e->ps->file_kind, begin, cnt, span[k],
                                                zt_nvme_span_bytes(begin, cnt), w->ticket, &e->piece_at[i], err);
         w->reading = true;
         if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
@@ -153,7 +153,7 @@ int zt_param_offload_check_bound(zt_engine *e, zt_error *err) {
 }
 
 void zt_param_offload_pass(zt_engine *e, int u, int next) {
-    if (e->param_kind < 0) return;
+    if (e->ps->file_kind < 0) return;
     int dir = next >= 0 ? (next > u ? 1 : -1) : e->ra_dir;
     if (e->ra_dir == 0 || dir != e->ra_dir || u != e->ra_last + e->ra_dir) { /* a new pass */
         for (int v = 0; v < e->model->n_units; v++) zt_param_offload_window_release(e, v);
@@ -164,7 +164,7 @@ void zt_param_offload_pass(zt_engine *e, int u, int next) {
 }
 
 int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err) {
-    if (e->param_kind < 0 || e->ra_dir == 0) return ZT_OK;
+    if (e->ps->file_kind < 0 || e->ra_dir == 0) return ZT_OK;
     const zt_model *m = e->model;
     int p = e->opt.offload.param_prefetch, dir = e->ra_dir, depth = p > 0 ? p : p == 0 ? 1 : 0;
     size_t budget = e->opt.offload.param_max_live;
@@ -176,7 +176,7 @@ int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err) {
             int i = un->params[k];
             bool dup = false;
             for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-            if (!e->gathered[i] && !e->piece_at[i] && !dup) missing[nm++] = i;
+            if (!e->ps->gathered[i] && !e->piece_at[i] && !dup) missing[nm++] = i;
         }
         if (!nm) continue;
         if (budget && e->window_floats + zt_memory_window_floats(&e->plan, missing, nm) > budget) break;
@@ -204,19 +204,19 @@ int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err)
         if (want && (got ? got : 1) != want)
             return zt_error_set(err, ZT_ERR_IO, "%s: parameter %s's piece (elements %zu..%zu of the file) does not "
                                 "match the checksum the last step wrote: the file was changed under the run; not "
-                                "training on it", zt_nvme_store_path(e->nvme, e->param_kind), e->model->params[i].name,
+                                "training on it", zt_nvme_store_path(e->nvme, e->ps->file_kind), e->model->params[i].name,
                                 begin, begin + cnt);
     }
     return ZT_OK;
 }
 
 int zt_param_offload_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err) {
-    return zt_nvme_store_read(e->nvme, e->param_kind, e->plan.p[i].shard_off + begin, n, dst, err);
+    return zt_nvme_store_read(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, dst, err);
 }
 
 int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err) {
     e->piece_sum[i] = 0;
-    return zt_nvme_store_write(e->nvme, e->param_kind, e->plan.p[i].shard_off + begin, n, src, err);
+    return zt_nvme_store_write(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, src, err);
 }
 
 void zt_param_offload_hash_begin(zt_engine *e) {

@@ -55,8 +55,8 @@ typedef struct update_ctx {
  * before the step (frozen matrices keep theirs). Elsewhere the copies are made afterwards:
  * refreshed before the next forward (stale), all-gathered (zero1/zero2), or gathered (zero3). */
 static bool lp_fused(const zt_engine *e) {
-    return e->full_lp && !e->lp_stale && !e->shard_master && !e->shard_optim && !e->pieces && !e->params16 &&
-           !e->nvme && e->opt.optim.kind == ZT_OPT_ADAMW && e->opt.precision.params != ZT_DTYPE_BF16;
+    return zt_store_copies_fusable(e) && !e->nvme && e->opt.optim.kind == ZT_OPT_ADAMW &&
+           e->opt.precision.params != ZT_DTYPE_BF16;
 }
 
 /* The update of elements [0, n) of parameter i's slice w / g / m / v, whose first element is
@@ -67,9 +67,9 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     zt_engine *e = c->e;
     const zt_optimizer_config *o = &e->opt.optim;
     float wd = e->model->params[i].decay ? o->weight_decay : 0.0f;
-    if (c->round_lp && zt_engine_has_lp(e, i)) /* ddp: the copy's element `first` of parameter i */
+    if (c->round_lp && zt_store_has_lp(e, i)) /* ddp: the copy's element `first` of parameter i */
         zt_adamw_update_round(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step,
-                              e->lp_kind, zt_engine_full_lp_at(e, i, (size_t)first));
+                              e->lp_kind, zt_store_full_lp_at(e, i, (size_t)first));
     else if (o->kind == ZT_OPT_ADAMW)
         zt_adamw_update(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step);
     else
@@ -99,7 +99,7 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
             off = pl->p[i].gshard_off;
             cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
             begin = zt_plan_shard_begin(pl, i, pl->shard);
-            local0 = e->shard_params || e->shard_master ? 0 : (size_t)begin;
+            local0 = zt_store_local_is_piece(e) ? 0 : (size_t)begin;
             g = e->grad_pieces + off;
         }
         size_t a = off > lo ? off : lo, b = off + cnt < lo + n ? off + cnt : lo + n;
@@ -119,17 +119,19 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
             zt_param_offload_hash_add(e, i, w, b - a);
             continue;
         }
-        if (!e->params16) {
-            float *w = e->pieces ? e->pieces + pl->p[i].shard_off : e->full_params + pl->p[i].full_off;
+        float *w = zt_store_local_fp32(e, i);
+        if (w) {
             update_elems(c, i, w + w0, g, mm, vv, b - a, first);
             continue;
         }
         /* bf16-low: widen a chunk, update and round it in fp32, narrow it back (exact) */
-        for (size_t d = 0; d < b - a; d += e->param_chunk) {
-            size_t len = b - a - d < e->param_chunk ? b - a - d : e->param_chunk;
-            zt_engine_param_read(e, i, w0 + d, len, e->param_tmp, NULL); /* in memory: cannot fail */
-            update_elems(c, i, e->param_tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d);
-            zt_engine_param_write(e, i, w0 + d, len, e->param_tmp, NULL);
+        size_t chunk;
+        float *tmp = zt_store_bounce(e, &chunk);
+        for (size_t d = 0; d < b - a; d += chunk) {
+            size_t len = b - a - d < chunk ? b - a - d : chunk;
+            zt_store_read(e, i, w0 + d, len, tmp, NULL); /* in memory: cannot fail */
+            update_elems(c, i, tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d);
+            zt_store_write(e, i, w0 + d, len, tmp, NULL);
         }
     }
 }
@@ -147,7 +149,7 @@ static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, 
         m = e->m ? e->m + begin : NULL;
         v = e->v ? e->v + begin : NULL;
     }
-    update_range(c, begin, n, m, v, e->param_kind >= 0 ? state[e->param_kind] : NULL,
+    update_range(c, begin, n, m, v, zt_store_file_kind(e) >= 0 ? state[zt_store_file_kind(e)] : NULL,
                  e->grad_kind >= 0 ? state[e->grad_kind] : NULL);
     return ZT_OK;
 }
@@ -169,7 +171,6 @@ static void update_bf16_state(const update_ctx *c) {
 }
 
 int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err) {
-    const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
     const zt_precision *prec = &e->opt.precision;
     double norm, scale = zt_engine_loss_scale(e);
@@ -208,23 +209,23 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     /* clipping and unscaling in one factor */
     update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale), .round_lp = lp_fused(e)};
     if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
-        if (e->param_kind >= 0) zt_param_offload_hash_begin(e);
+        if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_begin(e);
         if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
         int src = zt_nvme_store_stream(e->nvme, update_chunk, &uc, err);
         if (!src && e->grad_kind >= 0) src = zt_grad_offload_hash_check(e, err);
         rc = zt_engine_offload_agree(e, src, err);
-        if (e->param_kind >= 0) zt_param_offload_hash_end(e);
+        if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_end(e);
     } else if (e->state16[0]) {
         update_bf16_state(&uc);
     } else {
         update_range(&uc, 0, e->state_floats, e->m, e->v, NULL, NULL);
     }
-    e->lp_stale = !uc.round_lp; /* fused: every updated matrix's copy written, the frozen ones unchanged */
     zt_grads_reset(e);
-    if (rc) return rc;
-    if (e->shard_master) return zt_master_refresh(e, err); /* the compute copies from the pieces */
-    if (e->shard_optim && !e->shard_params && pl->nshards > 1) return zt_engine_all_gather_full(e, err);
-    return ZT_OK;
+    if (rc) { /* an offloaded update failed (its copies were never fused) */
+        zt_store_changed(e);
+        return rc;
+    }
+    return zt_store_after_update(e, uc.round_lp, err); /* the copies, what is replicated all-gathered */
 }
 
 void zt_engine_zero_grad(zt_engine *e) { zt_grads_reset(e); }

@@ -1,0 +1,40 @@
+/* engine_state.h - the engine as the layers that keep its state see it (checkpoints: src/ckpt/):
+ * its layout (plan, pipeline stage, what is sharded, which rank writes), the optimizer state's
+ * element access in any placement (memory, bf16, NVMe files), and the few values a load sets.
+ * The parameters' own access is the parameter store's (param_store.h). Nothing here exposes the
+ * engine's fields: ckpt/ includes this header, never engine_internal.h. */
+#ifndef ZT_ENGINE_STATE_H
+#define ZT_ENGINE_STATE_H
+
+#include "zerotrain/zerotrain.h"
+#include "engine/param_store.h"
+#include "shard/plan.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct zt_pipeline;
+
+/* ---- layout ----------------------------------------------------------------------------------- */
+const zt_plan *zt_engine_plan(const zt_engine *e);          /* the shard plan over the shard group */
+struct zt_pipeline *zt_engine_pipeline(const zt_engine *e); /* the pipeline it is a stage of, or NULL */
+int zt_engine_rank(const zt_engine *e);                     /* in opt.comm (0 without) */
+bool zt_engine_shards_optim(const zt_engine *e);            /* the optimizer state is pieces */
+zt_comm *zt_engine_replica_comm(const zt_engine *e);        /* hybrid: ranks holding the same pieces */
+int zt_engine_state_kinds(const zt_engine *e);              /* 2 AdamW (m, v), 1 SGD momentum, 0 */
+bool zt_engine_in_files(const zt_engine *e);                /* some state lives in NVMe files */
+
+/* ---- the optimizer state (offload.c). Kind 0 is exp_avg (AdamW) or the momentum (SGD), kind 1
+ * exp_avg_sq; elements index the state layout. ---------------------------------------------------- */
+/* The in-memory fp32 array of kind k, or NULL when it is in files, bf16, or does not exist. */
+float *zt_engine_state_ptr(zt_engine *e, int k);
+int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err);
+int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err);
+/* Offloaded or bf16: memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
+float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
+
+/* ---- set by a load ------------------------------------------------------------------------------ */
+void zt_engine_set_step(zt_engine *e, uint64_t step);       /* the optimizer's step count */
+
+#endif

@@ -100,23 +100,24 @@ int zt_copies_refresh_unit(zt_engine *e, int u, zt_error *err)
         return ZT_OK;
     }
     if (ps->full_bf16) return ZT_OK; /* bf16-low, full layout: params_lp point into it for good */
-    const zt_unit *un = &m->units[u];
+    const zt_unit *un = &m->units[u]; /* zero3: the copies the residency made as it gathered */
     unit_state *s = &e->units[u];
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        if (!zt_store_has_lp(e, i)) continue;
-        if (!ps->gathered_lp[i]) { /* (bf16-low: gathered as bf16 already, issue_gather) */
-            size_t n = (size_t)m->params[i].numel;
-            char what[160];
-            snprintf(what, sizeof what, "the %s copy of gathered %s", zt_dtype_name(e->opt.precision.compute),
-                     m->params[i].name);
-            if (!(ps->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_store_lp_bytes(e, (int64_t)n)),
-                                                       &e->mem.gathered, what)))
-                return zt_engine_oom(e, err, "engine: unit %s", un->name);
-            zt_round_to_lp((zt_lp_kind)e->lp_kind, ps->gathered_lp[i], ps->gathered[i], n);
-        }
-        s->params_lp[k] = ps->gathered_lp[i];
-    }
+    for (int k = 0; k < un->n_params; k++)
+        if (zt_store_has_lp(e, un->params[k])) s->params_lp[k] = ps->gathered_lp[un->params[k]];
+    return ZT_OK;
+}
+
+int zt_copies_make(zt_engine *e, int u, int i, zt_error *err)
+{
+    const zt_model *m = e->model;
+    zt_param_store *ps = e->ps;
+    size_t n = (size_t)m->params[i].numel;
+    char what[160];
+    snprintf(what, sizeof what, "the %s copy of gathered %s", zt_dtype_name(e->opt.precision.compute), m->params[i].name);
+    if (!(ps->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(zt_store_lp_bytes(e, (int64_t)n)),
+                                               &e->mem.gathered, what)))
+        return zt_engine_oom(e, err, "engine: unit %s", m->units[u].name);
+    zt_round_to_lp((zt_lp_kind)e->lp_kind, ps->gathered_lp[i], ps->gathered[i], n);
     return ZT_OK;
 }
 

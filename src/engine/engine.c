@@ -443,7 +443,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
     if ((rc = zt_engine_precision_setup(e, err)) || (rc = zt_store_units_setup(e, err))) goto fail;
     if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
-    if ((rc = zt_overlap_start(e, err))) goto fail;
+    if ((rc = zt_overlap_start(e, err)) || (rc = zt_store_start(e, err))) goto fail;
     *out = e;
     return ZT_OK;
 nomem:
@@ -562,9 +562,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
         zt_ckpt_forward_done(e, u);
-        if (e->shard_params && !(training && e->opt.keep_params_after_forward))
-            for (int k = 0; k < un->n_params; k++)
-                if (e->plan.p[un->params[k]].last_fwd_unit == u) zt_store_release(e, un->params[k]);
+        zt_store_after_forward(e, u, training);
         in = s->out;
     }
     if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation */
@@ -659,9 +657,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         zt_ckpt_backward_done(e, u);
         zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
-        if (e->shard_params) /* a parameter is done when the unit that owns it (its first user) is */
-            for (int k = 0; k < un->n_params; k++)
-                if (e->plan.p[un->params[k]].owner_unit == u) zt_store_release(e, un->params[k]);
+        zt_store_after_backward(e, u);
         if ((rc = zt_grads_unit_done(e, u, err))) return rc;
         dout = din;
         flip ^= 1;

@@ -108,16 +108,12 @@ struct zt_engine {
     char *param_dir;            /* ... and of opt.offload.param_dir */
     /* parameter offload (param_offload.c): piece_at[i] is parameter i's piece inside the window
      * of unit piece_unit[i] while one holds it (being read, or read and not yet gathered), else
-     * NULL; unit_window[u] the window of unit u's pieces (read ahead, or made by its gather;
-     * released once that gather is waited for); window_floats what all windows hold; ra_* the
-     * read-ahead of the pass running: its direction (+1 forward, -1 backward, 0 none), the unit
-     * gathered last and the next unit to read ahead; piece_sum[i] the XXH3 of the piece as the
-     * last step wrote it (0: written since by random access, not checked) */
+     * NULL; unit_window[u] the window of unit u's pieces (which windows exist when: the store's
+     * residency, src/memory/residency.c); piece_sum[i] the XXH3 of the piece as the last step
+     * wrote it (0: written since by random access, not checked) */
     float **piece_at;
     int *piece_unit;
     zt_param_window *unit_window;
-    size_t window_floats;
-    int ra_dir, ra_last, ra_next;
     uint64_t *piece_sum;
     void *piece_hash;           /* (n_params) XXH3 states, one per piece, during the step */
     /* gradient offload (grad_offload.c; parameter and optimizer offload, one micro-batch per
@@ -279,7 +275,7 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
  * numel floats); a collective over the tp group when i is cut, a copy otherwise. */
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err);
 
-/* engine_precision.c: compute copies, loss scaling, the rounding of the stepped state */
+/* engine_precision.c: the policy, the operand staging, loss scaling, the rounding of the stepped state */
 /* At create, after the units: the policy checked, the loss scaler, the operand staging. */
 int zt_engine_precision_setup(zt_engine *e, zt_error *err);
 void zt_engine_precision_free(zt_engine *e);
@@ -292,22 +288,14 @@ void zt_engine_round_updated(zt_engine *e, int i, float *w, float *m, float *v, 
 /* param_offload.c: zero3's parameter pieces in NVMe files (zt_store_file_kind(e) >= 0). */
 int zt_param_offload_setup(zt_engine *e, zt_error *err);      /* at create, after the store opens */
 void zt_param_offload_free(zt_engine *e);
-/* Unit u's window for params[0..n) (class params), its pieces' reads queued on the I/O threads
- * (a window the read-ahead made for exactly these parameters is kept); piece_at[] points into it.
- * The gather (collect.c) waits for the reads. */
-int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err);
-/* Frees unit u's window, if any (after its gather was waited for; a read still queued is waited
- * for first). */
+/* Unit u's window (floats elements, class params) for the pieces of params[0..n), their reads
+ * queued against its ticket; piece_at[] points into it. The gather (collect.c) waits for the reads. */
+int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, size_t floats, zt_error *err);
+/* Frees unit u's window, if any (a read still queued is waited for first). */
 void zt_param_offload_window_release(zt_engine *e, int u);
-/* The read-ahead (engine.c gather_unit): before unit u's gather is issued, pass() notes where the
- * pass is (next: the unit gathered after u, -1 at the end; a new pass drops what an abandoned one
- * left); after it, ahead() queues the reads of the next units' pieces, up to
- * opt.offload.param_prefetch units ahead and opt.offload.param_max_live elements of windows. */
-void zt_param_offload_pass(zt_engine *e, int u, int next);
 /* At create, on every rank of the job (a collective when param_max_live is set): ZT_ERR_USAGE on
  * every rank when the largest window of any rank (any pipeline stage) exceeds the bound. */
 int zt_param_offload_check_bound(zt_engine *e, zt_error *err);
-int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err);
 /* Waits for params[0..n)'s pieces (read into their windows) and checks each against its
  * checksum; any thread, no stream running. ZT_ERR_IO names the file and the parameter. */
 int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err);
@@ -426,7 +414,7 @@ int zt_engine_all_reduce_pieces(zt_engine *e, float *pieces, zt_error *err);
 int zt_engine_all_reduce_pieces_at(zt_engine *e, const int *params, int n, const char *tag, zt_error *err);
 /* zero1/zero2: all-gather the updated pieces of full_params. */
 int zt_engine_all_gather_full(zt_engine *e, zt_error *err);
-/* All-gather the listed parameters from the fp32 pieces in e->pieces into dst[i] (full tensors of
+/* All-gather the listed parameters from the store's fp32 pieces into dst[i] (full tensors of
  * elem-byte elements): each rank packs its own rows rounded to lp kind round_kind (0: as fp32). */
 int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *const *dst, size_t elem,
                                  int round_kind, const char *tag, zt_error *err);

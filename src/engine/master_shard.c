@@ -6,7 +6,7 @@
  * updated with. What is replicated is only what the units read (DeepSpeed's bf16 ZeRO-1/2: 16-bit
  * weights replicated, fp32 master partitioned):
  *   - e->ps->full_lp: the compute copy of every matrix (full layout, class compute_copy; bf16 bits, or
- *     fp32 holding fp16 values), which the units read through params_lp (engine_precision.c);
+ *     fp32 holding fp16 values), which the units read through params_lp (compute_copy.c);
  *   - e->ps->fp32_copy: an fp32 copy of each parameter some unit reads as fp32 (zt_param_reads_fp32: for
  *     GPT-2 the layernorm weights and the biases), at e->ps->fp32_copy_off[i] (class compute_copy).
  * A parameter a unit reads through params_lp (zt_unit_ops.reads_lp) reaches it with params[k] =

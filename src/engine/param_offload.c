@@ -1,16 +1,17 @@
 /* param_offload.c - ZeRO-Infinity's parameter offload for zero3: this rank's parameter pieces
- * (the fp32 master, shard layout) live in the NVMe store's "param" kind instead of e->ps->pieces.
+ * (the fp32 master, shard layout) live in the NVMe store's "param" kind instead of memory: the
+ * parameter store's file placement.
  *
  *   forward/backward  each unit's pieces are read from the file into a window (one aligned
  *                     O_DIRECT read per piece, queued on the store's I/O threads) ahead of the
- *                     unit's gather: the read-ahead keeps the next opt.offload.param_prefetch units
- *                     of the pass reading while the current one computes, as long as all windows
- *                     together stay within opt.offload.param_max_live elements (a unit that was not
- *                     read ahead gets its window when its gather is issued). The gather (collect.c,
- *                     on the communication thread when it runs) waits for its window's reads,
- *                     checks each piece against the checksum the last step wrote, and all-gathers
- *                     from there; the main thread frees the window as soon as it has waited for that
- *                     gather. The memory plan (src/memory/plan.c) replays exactly this.
+ *                     unit's gather. Which windows exist when (the gather's own, the read-ahead of
+ *                     the next opt.offload.param_prefetch units of the pass within
+ *                     opt.offload.param_max_live elements, their release once the gather is waited
+ *                     for, a new pass dropping an abandoned one's) is decided by the residency rules
+ *                     (src/memory/residency.c), which the memory plan follows too; this file makes
+ *                     and frees the windows and reads into them. The gather (collect.c, on the
+ *                     communication thread when it runs) waits for its window's reads, checks each
+ *                     piece against the checksum the last step wrote, and all-gathers from there.
  *   step              the optimizer streams the pieces beside the optimizer state (step.c: one
  *                     chunk of each kind per staging buffer, read ahead, written behind) and
  *                     hashes each piece as it is updated: that XXH3 is what the next reads check.
@@ -18,15 +19,8 @@
  *                     through the store's random access; a write marks the piece's checksum
  *                     unknown (0) until the next step rewrites it.
  *
- * Which pieces a unit's window holds: those of its parameters that are neither gathered nor in an
- * earlier unit's window when the read-ahead reaches it. Within a pass (forward: units up; backward:
- * down) a gathered parameter stays gathered until every later user in the pass has run (forward
- * releases at its last forward user, backward at its first user), and the read-ahead runs in the
- * pass's order, so that is exactly the set the unit's gather finds missing.
- *
- * Invariants: e->ps->pieces is NULL; piece_at[i] != NULL only between the creation of a window holding
- * i and its release; windows never outlive their pass (a new pass drops leftovers of an abandoned
- * one); no window is held across a step; window_floats is the sum of the windows' floats. */
+ * Invariants: the store's pieces are NULL; piece_at[i] != NULL only between the creation of a
+ * window holding i and its release; no window is held across a step. */
 #include "engine/param_store_internal.h"
 #include "comm/comm.h"
 #include "memory/plan.h"
@@ -47,7 +41,6 @@ int zt_param_offload_setup(zt_engine *e, zt_error *err) {
     e->piece_sum = calloc((size_t)n, sizeof *e->piece_sum);
     XXH3_state_t **h = calloc((size_t)n, sizeof *h);
     e->piece_hash = h;
-    e->ra_dir = 0, e->ra_last = -2, e->ra_next = -1;
     if (!e->piece_at || !e->piece_unit || !e->unit_window || !e->piece_sum || !h)
         return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     for (int u = 0; u < nu; u++)
@@ -85,11 +78,9 @@ static void layout(zt_engine *e, float *buf, const int *params, int n, float **s
     }
 }
 
-/* Makes unit u's window for params[0..n) and queues the reads of their pieces into it. */
-static int make_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
+int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, size_t floats, zt_error *err) {
     const zt_plan *pl = &e->plan;
     zt_param_window *w = &e->unit_window[u];
-    size_t floats = zt_memory_window_floats(pl, params, n);
     char what[160];
     snprintf(what, sizeof what, "unit %s's window of parameter pieces", e->model->units[u].name);
     float *buf = zt_engine_alloc(e, floats, &e->mem.params, what);
@@ -98,7 +89,6 @@ static int make_window(zt_engine *e, int u, const int *params, int n, zt_error *
     w->floats = floats;
     w->n = n;
     memcpy(w->params, params, (size_t)n * sizeof *params);
-    e->window_floats += floats;
     float *span[ZT_UNIT_MAX_PARAMS];
     layout(e, buf, params, n, span);
     for (int k = 0; k < n; k++) {
@@ -113,13 +103,6 @@ static int make_window(zt_engine *e, int u, const int *params, int n, zt_error *
     return ZT_OK;
 }
 
-int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, zt_error *err) {
-    zt_param_window *w = &e->unit_window[u];
-    if (w->buf && w->n == n && !memcmp(w->params, params, (size_t)n * sizeof *params)) return ZT_OK; /* read ahead */
-    zt_param_offload_window_release(e, u);
-    return make_window(e, u, params, n, err);
-}
-
 void zt_param_offload_window_release(zt_engine *e, int u) {
     if (!e->unit_window || !e->unit_window[u].buf) return;
     zt_param_window *w = &e->unit_window[u];
@@ -129,7 +112,6 @@ void zt_param_offload_window_release(zt_engine *e, int u) {
         w->reading = false;
     }
     for (int k = 0; k < w->n; k++) e->piece_at[w->params[k]] = NULL;
-    e->window_floats -= w->floats;
     zt_engine_release(e, &w->buf, w->floats, &e->mem.params);
     w->floats = 0;
     w->n = 0;
@@ -150,40 +132,6 @@ int zt_param_offload_check_bound(zt_engine *e, zt_error *err) {
                             "on another rank (its message names the unit); give at least %.0f, or 0 for no bound",
                             bound, most, most);
     return zt_memory_window_bound_error(e->model, bound, mine, unit, shard, err);
-}
-
-void zt_param_offload_pass(zt_engine *e, int u, int next) {
-    if (e->ps->file_kind < 0) return;
-    int dir = next >= 0 ? (next > u ? 1 : -1) : e->ra_dir;
-    if (e->ra_dir == 0 || dir != e->ra_dir || u != e->ra_last + e->ra_dir) { /* a new pass */
-        for (int v = 0; v < e->model->n_units; v++) zt_param_offload_window_release(e, v);
-        e->ra_dir = next >= 0 ? dir : 0; /* a pass of one unit reads nothing ahead */
-        e->ra_next = u + e->ra_dir;
-    }
-    e->ra_last = u;
-}
-
-int zt_param_offload_ahead(zt_engine *e, int u, zt_error *err) {
-    if (e->ps->file_kind < 0 || e->ra_dir == 0) return ZT_OK;
-    const zt_model *m = e->model;
-    int p = e->opt.offload.param_prefetch, dir = e->ra_dir, depth = p > 0 ? p : p == 0 ? 1 : 0;
-    size_t budget = e->opt.offload.param_max_live;
-    if ((e->ra_next - u) * dir <= 0) e->ra_next = u + dir;
-    for (; e->ra_next >= 0 && e->ra_next < m->n_units && (e->ra_next - u) * dir <= depth; e->ra_next += dir) {
-        const zt_unit *un = &m->units[e->ra_next];
-        int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
-        for (int k = 0; k < un->n_params; k++) {
-            int i = un->params[k];
-            bool dup = false;
-            for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-            if (!e->ps->gathered[i] && !e->piece_at[i] && !dup) missing[nm++] = i;
-        }
-        if (!nm) continue;
-        if (budget && e->window_floats + zt_memory_window_floats(&e->plan, missing, nm) > budget) break;
-        int rc = make_window(e, e->ra_next, missing, nm, err);
-        if (rc) return rc;
-    }
-    return ZT_OK;
 }
 
 int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err) {

@@ -71,6 +71,7 @@ void zt_store_free(zt_engine *e) {
         for (int u = 0; u < e->model->n_units; u++)
             if (ps->bf16 && e->units[u].params) zt_store_views_free(e, u);
     zt_copies_free(e);
+    zt_residency_free(&ps->res);
     if (ps->gathered)
         for (int i = 0; i < e->model->n_params; i++) free(ps->gathered[i]);
     free(ps->gathered);
@@ -200,77 +201,83 @@ int zt_store_gather(zt_engine *e, int i, float *dst, zt_error *err) {
 
 /* ---- the units ---------------------------------------------------------------------------- */
 
-/* zero3: starts gathering the parameters of unit u that are not gathered yet (allocating their
- * full tensors): in the communication thread when there is one (the gather then overlaps the
- * compute until acquire waits for it), else here and now. */
-static int issue_gather(zt_engine *e, int u, zt_error *err) {
-    const zt_unit *un = &e->model->units[u];
+/* The residency's actions (src/memory/residency.c decides what and when; the memory plan follows
+ * the same rules over sizes). */
+static int res_alloc_gathered(void *ctx, int u, int i, zt_error *err) {
+    zt_engine *e = ctx;
     zt_param_store *ps = e->ps;
-    int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        bool dup = false;
-        for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-        if (!(ps->bf16 ? ps->gathered_lp[i] : ps->gathered[i]) && !dup) missing[nm++] = i;
-    }
-    if (nm == 0) return ZT_OK;
-    for (int j = 0; j < nm; j++) {
-        int i = missing[j];
-        size_t n = (size_t)e->model->params[i].numel;
-        char what[160];
-        snprintf(what, sizeof what, "gathered %s", e->model->params[i].name);
-        void *p = ps->bf16 ? (ps->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)),
-                                                                   &e->mem.gathered, what))
-                           : (ps->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered, what));
-        if (!p) return zt_engine_oom(e, err, "zero3: gathering unit %s", un->name);
-    }
-    /* parameter offload: the window the gather reads the pieces into (released once waited for) */
-    int rc = ps->file_kind >= 0 ? zt_param_offload_window(e, u, missing, nm, err) : ZT_OK;
-    if (rc) return rc;
-    if (!e->overlap) {
-        rc = zt_engine_gather_params(e, missing, nm, un->name, err);
-        zt_param_offload_window_release(e, u);
-        return rc;
-    }
+    size_t n = (size_t)e->model->params[i].numel;
+    char what[160];
+    snprintf(what, sizeof what, "gathered %s", e->model->params[i].name);
+    void *p = ps->bf16 ? (ps->gathered_lp[i] = zt_engine_alloc(e, zt_memory_floats_for_bytes(n * sizeof(uint16_t)),
+                                                               &e->mem.gathered, what))
+                       : (ps->gathered[i] = zt_engine_alloc(e, n, &e->mem.gathered, what));
+    return p ? ZT_OK : zt_engine_oom(e, err, "zero3: gathering unit %s", e->model->units[u].name);
+}
+
+/* In the communication thread when there is one (the gather then overlaps the compute until
+ * res_wait), else here and now. */
+static int res_gather(void *ctx, int u, const int *params, int n, bool async, zt_error *err) {
+    zt_engine *e = ctx;
+    const char *tag = e->model->units[u].name;
+    if (!async) return zt_engine_gather_params(e, params, n, tag, err);
     uint64_t seq;
-    rc = zt_overlap_submit_gather(e, missing, nm, un->name, &seq, err);
-    for (int j = 0; j < nm && !rc; j++) ps->gather_seq[missing[j]] = seq;
+    int rc = zt_overlap_submit_gather(e, params, n, tag, &seq, err);
+    for (int j = 0; j < n && !rc; j++) e->ps->gather_seq[params[j]] = seq;
     return rc;
 }
 
-/* zero3: unit u's parameters as full tensors, then the prefetch of unit `next` (-1: none), so its
- * gather runs while u computes (FSDP's forward/backward prefetch). */
-static int gather_unit(zt_engine *e, int u, int next, zt_error *err) {
+static int res_wait(void *ctx, int u, zt_error *err) {
+    zt_engine *e = ctx;
     const zt_unit *un = &e->model->units[u];
-    unit_state *s = &e->units[u];
-    zt_param_store *ps = e->ps;
-    if (!e->shard_params) return ZT_OK;
-    zt_param_offload_pass(e, u, next); /* parameter offload: the read-ahead (param_offload.c) */
-    int rc = issue_gather(e, u, err);
-    if (!rc) rc = zt_param_offload_ahead(e, u, err);
-    if (rc) return rc;
-    if (e->overlap) {
-        uint64_t need = 0;
-        for (int k = 0; k < un->n_params; k++)
-            if (ps->gather_seq[un->params[k]] > need) need = ps->gather_seq[un->params[k]];
-        if (need && (rc = zt_overlap_wait(e, need, err))) return rc;
-        zt_param_offload_window_release(e, u); /* its pieces are gathered */
-        if (next >= 0 && !e->opt.no_prefetch && (rc = issue_gather(e, next, err))) return rc;
-    }
-    for (int k = 0; k < un->n_params; k++) /* NULL: read through params_lp */
-        s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : ps->gathered[un->params[k]];
-    return ZT_OK;
+    uint64_t need = 0;
+    for (int k = 0; k < un->n_params; k++)
+        if (e->ps->gather_seq[un->params[k]] > need) need = e->ps->gather_seq[un->params[k]];
+    return need ? zt_overlap_wait(e, need, err) : ZT_OK;
 }
 
-int zt_store_acquire(zt_engine *e, int u, int next, zt_error *err) {
-    int rc = gather_unit(e, u, next, err);
-    return rc ? rc : zt_copies_refresh_unit(e, u, err);
-}
+static int res_make_copy(void *ctx, int u, int i, zt_error *err) { return zt_copies_make(ctx, u, i, err); }
 
-void zt_store_release(zt_engine *e, int i) {
+static void res_release(void *ctx, int i, bool copy, bool gathered) {
+    zt_engine *e = ctx;
+    (void)copy, (void)gathered; /* bf16-low's gathered tensor is its copy: both free what is there */
     zt_copies_release(e, i);
     zt_engine_release(e, &e->ps->gathered[i], (size_t)e->model->params[i].numel, &e->mem.gathered);
 }
+
+static int res_window_make(void *ctx, int u, const int *params, int n, size_t floats, zt_error *err) {
+    return zt_param_offload_window(ctx, u, params, n, floats, err);
+}
+
+static void res_window_release(void *ctx, int u) { zt_param_offload_window_release(ctx, u); }
+
+static const zt_residency_ops RESIDENCY_OPS = {
+    .alloc_gathered = res_alloc_gathered, .gather = res_gather, .wait = res_wait, .make_copy = res_make_copy,
+    .release = res_release, .window_make = res_window_make, .window_release = res_window_release,
+};
+
+int zt_store_start(zt_engine *e, zt_error *err) {
+    zt_param_store *ps = e->ps;
+    const zt_engine_options *o = &e->opt;
+    zt_residency_options ro = {.gathers = e->shard_params, .async = e->overlap != NULL, .prefetch = !o->no_prefetch,
+                               .copies = e->shard_params && e->lp_kind && !ps->bf16,
+                               .keep_after_forward = o->keep_params_after_forward, .windows = ps->file_kind >= 0,
+                               .param_prefetch = o->offload.param_prefetch, .max_live = o->offload.param_max_live};
+    return zt_residency_init(&ps->res, e->model, &e->plan, &ro, &RESIDENCY_OPS, e, err);
+}
+
+int zt_store_acquire(zt_engine *e, int u, int next, zt_error *err) {
+    int rc = zt_residency_acquire(&e->ps->res, u, next, err);
+    if (rc) return rc;
+    const zt_unit *un = &e->model->units[u];
+    unit_state *s = &e->units[u];
+    for (int k = 0; k < un->n_params && e->shard_params; k++) /* NULL: read through params_lp */
+        s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : e->ps->gathered[un->params[k]];
+    return zt_copies_refresh_unit(e, u, err);
+}
+
+void zt_store_after_forward(zt_engine *e, int u, bool training) { zt_residency_after_forward(&e->ps->res, u, training); }
+void zt_store_after_backward(zt_engine *e, int u) { zt_residency_after_backward(&e->ps->res, u); }
 
 /* ---- after an update ------------------------------------------------------------------------ */
 

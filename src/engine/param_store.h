@@ -40,6 +40,9 @@ int zt_store_create(zt_engine *e, zt_error *err);
 /* At create, after the units' state: the compute copies (class compute_copy) and the units'
  * params_lp / fp32 params pointers that stay fixed for the engine's life. */
 int zt_store_units_setup(zt_engine *e, zt_error *err);
+/* At the end of create (the communication thread and the offload files there or not): the
+ * residency rules (src/memory/residency.c) with the engine's actions. */
+int zt_store_start(zt_engine *e, zt_error *err);
 void zt_store_free(zt_engine *e);
 /* Parameter i's initial values from the counter-based init (engine/init.h), in its placement. */
 int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err);
@@ -83,8 +86,10 @@ int zt_store_acquire(zt_engine *e, int u, int next, zt_error *err);
  * elsewhere. */
 int zt_store_views_make(zt_engine *e, int u, zt_error *err);
 void zt_store_views_free(zt_engine *e, int u);
-/* zero3: parameter i's gathered tensor and its compute copy freed. */
-void zt_store_release(zt_engine *e, int i);
+/* After unit u's forward (training: backward follows) / backward: zero3 releases the gathered
+ * tensors (and copies) no later unit of the pass reads. */
+void zt_store_after_forward(zt_engine *e, int u, bool training);
+void zt_store_after_backward(zt_engine *e, int u);
 
 /* ---- compute copies --------------------------------------------------------------------------- */
 bool zt_store_has_lp(const zt_engine *e, int i);         /* keeps a compute copy of parameter i */

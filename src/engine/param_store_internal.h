@@ -9,6 +9,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine/param_store.h"
+#include "memory/residency.h"
 
 struct zt_param_store {
     /* the master: exactly one of full, pieces, full_bf16, pieces_bf16 is set, or none (file) */
@@ -32,6 +33,8 @@ struct zt_param_store {
     void **gathered_lp;       /* (n_params) zero3: the compute copy while acquired (bf16-low: the
                                  gathered bf16 parameter itself, matrices or not) */
     uint64_t *gather_seq;     /* (n_params) the communication thread's job that fills gathered[i] */
+    zt_residency res;         /* zero3: what is gathered, copied, read into windows, and when
+                                 (src/memory/residency.c, the rules the memory plan follows) */
 };
 
 /* params16.c: bf16-low's 2-byte master */
@@ -54,7 +57,11 @@ void zt_master_init(zt_engine *e, int i, uint64_t key);
 /* compute_copy.c: the matrices' low-precision copies */
 int zt_copies_setup(zt_engine *e, zt_error *err);   /* full_lp, gathered_lp, units' params_lp */
 void zt_copies_free(zt_engine *e);
-int zt_copies_refresh_unit(zt_engine *e, int u, zt_error *err); /* before unit u runs */
+/* Before unit u runs: the full-layout copies made current, the unit's params_lp pointed at its
+ * copies (zero3: the gathered ones). */
+int zt_copies_refresh_unit(zt_engine *e, int u, zt_error *err);
+/* zero3: parameter i's copy from its gathered tensor, for unit u (class gathered). */
+int zt_copies_make(zt_engine *e, int u, int i, zt_error *err);
 void zt_copies_release(zt_engine *e, int i);        /* zero3: with the gathered tensor */
 
 #endif

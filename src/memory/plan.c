@@ -7,7 +7,7 @@
  *   creation   engine.c zt_engine_create: parameters (full or pieces), optimizer state (or its
  *              NVMe staging), reduced pieces, units' outputs, their kept saved buffers and the
  *              shared recomputation buffer (recompute.c), scratch, activation-gradient ping-pong, d loss, compute
- *              copies and operand staging (engine_precision.c), gradient-norm partials and the
+ *              copies (compute_copy.c) and operand staging (engine_precision.c), gradient-norm partials and the
  *              bucket staging of both threads (collect.c, overlap.c; sized by this plan: gradient
  *              buckets in the reduce dtype, 2 bytes per element under bf16 reduction)
  *   a step     for each micro-batch: its gradient buffer (grads.c), forward unit by unit with
@@ -18,6 +18,7 @@
  * Everything allocated at creation stays until zt_engine_free; the step's buffers are all freed by
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
+#include "memory/residency.h"
 #include "comm/comm.h"
 #include "offload/nvme_store.h"
 #include "shard/plan.h"
@@ -128,19 +129,12 @@ typedef struct sim {
                        (master_shard.c) */
     int ag_bytes;   /* bytes per element of the all-gathers being staged; 0: the parameters' */
     int world, ga;
-    bool *gathered, *gathered_copy, *pgrad;
+    zt_residency res;             /* what is gathered, copied, in windows: the engine's rules */
+    bool *pgrad;
     int *all, n_all;              /* the trainable parameters in table order: the whole-gradient
                                      collectives' list (a frozen parameter is never reduced) */
     int *list;                    /* (n_params) room for another parameter list */
     bool offload_param;           /* param_offload.c: pieces in files, read into per-unit windows */
-    size_t *window;               /* (n_units) floats of a unit's window (read ahead, or its gather's) */
-    int *window_params;           /* (n_units x ZT_UNIT_MAX_PARAMS) the parameters each window holds */
-    int *window_n;                /* (n_units) how many */
-    bool *pending;                /* (n_params) a window holds the piece (piece_at != NULL) */
-    size_t window_floats;         /* all windows */
-    int ra_dir, ra_last, ra_next; /* param_offload.c's read-ahead cursor */
-    int depth;                    /* opt.offload.param_prefetch (at least 1) */
-    size_t max_live;              /* opt.offload.param_max_live (0: none) */
     size_t io_read;               /* bytes the gathers read from the pieces' file during the step */
     bool grad_offload;            /* grad_offload.c: the reduced pieces go to the files unit by unit */
     size_t *gwindow;              /* (n_units) floats of a unit's gradient window */
@@ -174,25 +168,19 @@ static void alloc(sim *s, zt_mem_class c, size_t floats) { take(s, c, zt_memory_
 static void release(sim *s, zt_mem_class c, size_t floats) { give(s, c, zt_memory_alloc_bytes(floats)); }
 
 static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel; }
-/* engine_precision.c: a compute copy for every matrix when compute is low precision */
+/* compute_copy.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
 static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
 /* a parameter as stored (and gathered, and all-gathered): fp32, or bf16-low's bf16 */
 static size_t param_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->master); }
 
-/* params16.c zt_params16_needs_view: bf16-low gives a running unit an fp32 view of each
- * parameter it does not read through params_lp (a matrix under a unit whose reads_lp says so) */
-static bool needs_view(const sim *s, int u, int k) {
-    const zt_unit *un = &s->m->units[u];
-    bool lp = s->o->precision.compute != ZT_DTYPE_FP32 && s->m->params[un->params[k]].ndim >= 2;
-    return s->pb->master == 2 && !(lp && un->ops->reads_lp && un->ops->reads_lp(un, k));
-}
-
-/* params16.c zt_params16_views_make / _free around unit u's forward or backward */
+/* params16.c zt_store_views_make / _free around unit u's forward or backward: bf16-low gives a
+ * running unit an fp32 view of each parameter it does not read through params_lp */
 static void views(sim *s, int u, bool make) {
     const zt_unit *un = &s->m->units[u];
+    int lp_kind = zt_precision_lp_kind(&s->o->precision);
     for (int k = 0; k < un->n_params; k++)
-        if (needs_view(s, u, k)) {
+        if (zt_residency_needs_view(s->m, s->pb->master == 2, lp_kind, u, k)) {
             if (make) alloc(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
             else release(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
         }
@@ -236,125 +224,59 @@ static void stage_all(sim *s, stage_kind kind) {
     if (s->n_all) stage(s, false, s->all, s->n_all, kind);
 }
 
-/* param_offload.c zt_param_offload_window_release */
-static void release_window(sim *s, int u) {
-    if (!s->window || !s->window[u]) return;
-    release(s, ZT_MEM_PARAMS, s->window[u]);
-    s->window_floats -= s->window[u];
-    for (int k = 0; k < s->window_n[u]; k++) s->pending[s->window_params[u * ZT_UNIT_MAX_PARAMS + k]] = false;
-    s->window[u] = 0;
-    s->window_n[u] = 0;
+/* The residency's actions over sizes (src/memory/residency.c decides what and when, as it does
+ * for the engine's parameter store). */
+static int res_alloc_gathered(void *ctx, int u, int i, zt_error *err) {
+    (void)u, (void)err;
+    sim *s = ctx;
+    alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, i)));
+    return ZT_OK;
 }
 
-/* param_offload.c make_window: unit u's window for params[0..n), one read per piece */
-static void make_window(sim *s, int u, const int *params, int n) {
-    s->window[u] = zt_memory_window_floats(s->pl, params, n);
-    alloc(s, ZT_MEM_PARAMS, s->window[u]);
-    s->window_floats += s->window[u];
-    s->window_n[u] = n;
-    for (int j = 0; j < n; j++) {
-        s->window_params[u * ZT_UNIT_MAX_PARAMS + j] = params[j];
-        s->pending[params[j]] = true;
+static int res_gather(void *ctx, int u, const int *params, int n, bool async, zt_error *err) {
+    (void)u, (void)err;
+    stage(ctx, async, params, n, ST_AG);
+    return ZT_OK;
+}
+
+static int res_wait(void *ctx, int u, zt_error *err) {
+    (void)ctx, (void)u, (void)err;
+    return ZT_OK;
+}
+
+static int res_make_copy(void *ctx, int u, int i, zt_error *err) {
+    (void)u, (void)err;
+    sim *s = ctx;
+    alloc(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
+    return ZT_OK;
+}
+
+static void res_release(void *ctx, int i, bool copy, bool gathered) {
+    sim *s = ctx;
+    if (copy) release(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
+    if (gathered) release(s, ZT_MEM_GATHERED, param_floats(s, numel(s, i)));
+}
+
+/* param_offload.c zt_param_offload_window: one read per piece */
+static int res_window_make(void *ctx, int u, const int *params, int n, size_t floats, zt_error *err) {
+    (void)u, (void)err;
+    sim *s = ctx;
+    alloc(s, ZT_MEM_PARAMS, floats);
+    for (int j = 0; j < n; j++)
         s->io_read += zt_nvme_span_bytes(s->pl->p[params[j]].shard_off,
                                          (size_t)zt_plan_shard_numel(s->pl, params[j], s->pl->shard));
-    }
+    return ZT_OK;
 }
 
-/* param_offload.c zt_param_offload_window: the read-ahead's window when it holds these */
-static void offload_window(sim *s, int u, const int *params, int n) {
-    if (s->window[u] && s->window_n[u] == n &&
-        !memcmp(&s->window_params[u * ZT_UNIT_MAX_PARAMS], params, (size_t)n * sizeof *params))
-        return;
-    release_window(s, u);
-    make_window(s, u, params, n);
+static void res_window_release(void *ctx, int u) {
+    sim *s = ctx;
+    release(s, ZT_MEM_PARAMS, s->res.window[u]);
 }
 
-/* param_offload.c zt_param_offload_pass */
-static void offload_pass(sim *s, int u, int next) {
-    if (!s->offload_param) return;
-    int dir = next >= 0 ? (next > u ? 1 : -1) : s->ra_dir;
-    if (s->ra_dir == 0 || dir != s->ra_dir || u != s->ra_last + s->ra_dir) {
-        for (int v = 0; v < s->m->n_units; v++) release_window(s, v);
-        s->ra_dir = next >= 0 ? dir : 0;
-        s->ra_next = u + s->ra_dir;
-    }
-    s->ra_last = u;
-}
-
-/* param_offload.c zt_param_offload_ahead */
-static void offload_ahead(sim *s, int u) {
-    if (!s->offload_param || s->ra_dir == 0) return;
-    int dir = s->ra_dir;
-    if ((s->ra_next - u) * dir <= 0) s->ra_next = u + dir;
-    for (; s->ra_next >= 0 && s->ra_next < s->m->n_units && (s->ra_next - u) * dir <= s->depth; s->ra_next += dir) {
-        const zt_unit *un = &s->m->units[s->ra_next];
-        int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
-        for (int k = 0; k < un->n_params; k++) {
-            int i = un->params[k];
-            bool dup = false;
-            for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-            if (!s->gathered[i] && !s->pending[i] && !dup) missing[nm++] = i;
-        }
-        if (!nm) continue;
-        if (s->max_live && s->window_floats + zt_memory_window_floats(s->pl, missing, nm) > s->max_live) break;
-        make_window(s, s->ra_next, missing, nm);
-    }
-}
-
-/* engine.c issue_gather */
-static void issue_gather(sim *s, int u) {
-    const zt_unit *un = &s->m->units[u];
-    int missing[ZT_UNIT_MAX_PARAMS], nm = 0;
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        bool dup = false;
-        for (int j = 0; j < nm; j++) dup |= missing[j] == i;
-        if (!s->gathered[i] && !dup) missing[nm++] = i;
-    }
-    if (nm == 0) return;
-    for (int j = 0; j < nm; j++) {
-        alloc(s, ZT_MEM_GATHERED, param_floats(s, numel(s, missing[j])));
-        s->gathered[missing[j]] = true;
-    }
-    if (s->offload_param) offload_window(s, u, missing, nm); /* the window the gather reads the pieces from */
-    stage(s, s->overlap, missing, nm, ST_AG);
-    if (s->offload_param && !s->overlap) release_window(s, u); /* gathered at once */
-}
-
-/* engine.c gather_unit: u now (its pieces' read-ahead around it), and the prefetch of `next`
- * while u computes */
-static void gather_unit(sim *s, int u, int next) {
-    if (!s->shard_params) return;
-    offload_pass(s, u, next);
-    issue_gather(s, u);
-    offload_ahead(s, u);
-    if (s->overlap) release_window(s, u); /* waited for */
-    if (s->overlap && next >= 0 && !s->o->no_prefetch) issue_gather(s, next);
-}
-
-/* engine_precision.c zt_engine_lp_refresh_unit (zero3: a copy per gathered matrix) */
-static void refresh_copies(sim *s, int u) {
-    if (!s->pb->copy || !s->shard_params) return;
-    const zt_unit *un = &s->m->units[u];
-    for (int k = 0; k < un->n_params; k++) {
-        int i = un->params[k];
-        if (!has_copy(s, i) || s->gathered_copy[i]) continue;
-        alloc(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
-        s->gathered_copy[i] = true;
-    }
-}
-
-/* engine.c release_param */
-static void release_param(sim *s, int i) {
-    if (s->gathered_copy[i]) {
-        release(s, ZT_MEM_GATHERED, copy_floats(s, numel(s, i)));
-        s->gathered_copy[i] = false;
-    }
-    if (s->gathered[i]) {
-        release(s, ZT_MEM_GATHERED, param_floats(s, numel(s, i)));
-        s->gathered[i] = false;
-    }
-}
+static const zt_residency_ops RESIDENCY_OPS = {
+    .alloc_gathered = res_alloc_gathered, .gather = res_gather, .wait = res_wait, .make_copy = res_make_copy,
+    .release = res_release, .window_make = res_window_make, .window_release = res_window_release,
+};
 
 static void release_pgrad(sim *s, int i) {
     if (!s->pgrad[i]) return;
@@ -445,19 +367,15 @@ static void micro_batch(sim *s, int micro) {
     if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->gshard_floats); /* reduced_pieces */
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
-        gather_unit(s, u, u + 1 < m->n_units ? u + 1 : -1);
-        refresh_copies(s, u);
+        zt_residency_acquire(&s->res, u, u + 1 < m->n_units ? u + 1 : -1, NULL);
         views(s, u, true);
         views(s, u, false);
-        if (s->shard_params && !s->o->keep_params_after_forward)
-            for (int k = 0; k < m->units[u].n_params; k++)
-                if (pl->p[m->units[u].params[k]].last_fwd_unit == u) release_param(s, m->units[u].params[k]);
+        zt_residency_after_forward(&s->res, u, true);
     }
     /* backward */
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
-        gather_unit(s, u, u - 1);
-        refresh_copies(s, u);
+        zt_residency_acquire(&s->res, u, u - 1, NULL);
         for (int k = 0; k < un->n_params; k++) { /* zt_grads_for */
             int i = un->params[k];
             if (s->reduce_now && !s->pgrad[i] && m->params[i].trainable) {
@@ -467,9 +385,7 @@ static void micro_batch(sim *s, int micro) {
         }
         views(s, u, true);
         views(s, u, false);
-        if (s->shard_params)
-            for (int k = 0; k < un->n_params; k++)
-                if (pl->p[un->params[k]].owner_unit == u) release_param(s, un->params[k]);
+        zt_residency_after_backward(&s->res, u);
         unit_done(s, u);
     }
     /* zt_grads_end_micro: drain, retire the last reduction, push the micro-batch into the tree */
@@ -620,12 +536,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     s.overlap = po->overlap >= 0 ? po->overlap != 0
                                  : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm;
     s.early = s.overlap && early_ok;
-    s.gathered = calloc((size_t)m->n_params, sizeof *s.gathered);
-    s.gathered_copy = calloc((size_t)m->n_params, sizeof *s.gathered_copy);
     s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
     s.all = malloc((size_t)m->n_params * sizeof *s.all);
     s.list = malloc((size_t)m->n_params * sizeof *s.list);
-    if (!s.gathered || !s.gathered_copy || !s.pgrad || !s.all || !s.list) {
+    if (!s.pgrad || !s.all || !s.list) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
         goto done;
     }
@@ -652,23 +566,20 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     s.gwriting = -1;
     size_t full = pl.full_floats, piece = pl.shard_floats, gpiece = pl.gshard_floats;
     size_t state = s.shard_optim ? gpiece : pl.gfull_floats; /* trainable parameters only */
+    /* the store's residency rules (param_store.c zt_store_start) over sizes */
+    zt_residency_options ro = {.gathers = s.shard_params, .async = s.overlap, .prefetch = !o->no_prefetch,
+                               .copies = s.shard_params && s.pb->copy, .keep_after_forward = o->keep_params_after_forward,
+                               .windows = s.offload_param, .param_prefetch = o->offload.param_prefetch,
+                               .max_live = o->offload.param_max_live};
+    if ((rc = zt_residency_init(&s.res, m, &pl, &ro, &RESIDENCY_OPS, &s, err))) goto done;
     if (s.offload_param) {
-        s.window = calloc((size_t)m->n_units, sizeof *s.window);
-        s.window_n = calloc((size_t)m->n_units, sizeof *s.window_n);
-        s.window_params = calloc((size_t)m->n_units * ZT_UNIT_MAX_PARAMS, sizeof *s.window_params);
-        s.pending = calloc((size_t)m->n_params, sizeof *s.pending);
-        s.gwindow = calloc((size_t)m->n_units, sizeof *s.gwindow);
-        if (!s.window || !s.window_n || !s.window_params || !s.pending || !s.gwindow) {
+        if (!(s.gwindow = calloc((size_t)m->n_units, sizeof *s.gwindow))) {
             rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
             goto done;
         }
-        int p = o->offload.param_prefetch; /* param_offload.c: 0 is the default 1, negative none */
-        s.depth = p > 0 ? p : p == 0 ? 1 : 0;
-        s.max_live = o->offload.param_max_live;
-        s.ra_last = -2;
         int wu, wsh;
         size_t need = zt_memory_largest_window(m, &pl, &wu, &wsh);
-        if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, s.max_live, need, wu, wsh, err))) goto done;
+        if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, ro.max_live, need, wu, wsh, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
     if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
@@ -789,14 +700,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     out->shard = pl.shard;
     out->overlap = s.overlap;
 done:
-    free(s.gathered);
-    free(s.gathered_copy);
+    zt_residency_free(&s.res);
     free(s.pgrad);
-    free(s.window);
-    free(s.window_n);
     free(s.gwindow);
-    free(s.window_params);
-    free(s.pending);
     free(s.all);
     free(s.list);
     zt_plan_free(&pl);

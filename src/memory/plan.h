@@ -2,7 +2,7 @@
  * model, engine options and (world, rank), computed before the first step (docs/memory.md).
  *
  * How: zt_memory_plan_compute replays the engine's allocation sequence (engine.c at creation,
- * then one optimizer step: grads.c, overlap.c, collect.c, engine_precision.c) over sizes only,
+ * then one optimizer step: grads.c, overlap.c, collect.c, compute_copy.c, param_store.c) over sizes only,
  * keeping the bytes per class now, their high-water and the high-water of their sum. It uses the
  * engine's own shard plan (src/shard/plan.h) and bucket splitting, so it is rank-exact; the engine
  * computes its plan at creation and allocates its communication staging from it, and

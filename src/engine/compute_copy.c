@@ -10,7 +10,7 @@
  * write it at init and load (master_shard.c); zero3 makes the copy of a parameter right after its
  * all-gather and frees it with the gathered tensor. The copy is round-to-nearest-even of the fp32
  * parameter, an elementwise function, so every strategy computes with the same bits. bf16-low
- * keeps no copy: its parameters are stored as bf16 (params16.c) and are the compute operands
+ * keeps no copy: its parameters are stored as bf16 (param_bf16.c) and are the compute operands
  * themselves (params_lp points into them, or at zero3's gathered bf16 tensor). */
 #include "engine/param_store_internal.h"
 #include "kernels/kernels.h"

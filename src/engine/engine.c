@@ -404,9 +404,9 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         /* bf16-low: 2-byte moments, updated through fp32 chunks (step.c) */
         size_t chunk = state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK;
         for (int k = 0; k < e->state_kinds; k++) {
-            if (!(e->state16[k] = zt_engine_alloc(e, zt_memory_floats_for_bytes(state * sizeof(uint16_t)), &e->mem.optimizer, k ? "the bf16 exp_avg_sq" : "the bf16 exp_avg")))
+            if (!(e->state_bf16[k] = zt_engine_alloc(e, zt_memory_floats_for_bytes(state * sizeof(uint16_t)), &e->mem.optimizer, k ? "the bf16 exp_avg_sq" : "the bf16 exp_avg")))
                 goto nomem;
-            memset(e->state16[k], 0, state * sizeof(uint16_t));
+            memset(e->state_bf16[k], 0, state * sizeof(uint16_t));
         }
         if (!(e->state_tmp = zt_engine_alloc(e, (size_t)e->state_kinds * chunk, &e->mem.optimizer, "the fp32 state update chunks"))) goto nomem;
     } else if (!offload) {
@@ -490,8 +490,8 @@ void zt_engine_free(zt_engine *e) {
     free(e->tp_work);
     free(e->m);
     free(e->v);
-    free(e->state16[0]);
-    free(e->state16[1]);
+    free(e->state_bf16[0]);
+    free(e->state_bf16[1]);
     free(e->state_tmp);
     free(e->grad_pieces);
     free(e->micro_grads);

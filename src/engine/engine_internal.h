@@ -96,7 +96,7 @@ struct zt_engine {
                                    placement, zero3's gathered tensors, the compute copies */
     float *m, *v;               /* optimizer state: full layout (ddp) or shard layout; NULL
                                    when it lives in files (optim_store) */
-    uint16_t *state16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
+    uint16_t *state_bf16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
     float *state_tmp;           /* ... and ZT_STATE_CHUNK fp32 elements per kind to update them in */
     int state_kinds;            /* optimizer state arrays: 2 AdamW (m, v), 1 SGD with momentum */
     size_t state_floats;        /* elements per state array (full or shard layout) */

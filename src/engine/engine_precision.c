@@ -7,7 +7,7 @@
  * gradient storage would hold) and carries the loss scale; step.c skips the update when it is not
  * finite and the scaler (src/precision/loss_scaler.c) adjusts. bf16-low: the reduced gradient is
  * rounded to bf16, and after the update the parameters (nearest-even or stochastic) and both
- * moments (nearest-even) are rounded to bf16, and stored as bf16 (parameters: params16.c;
+ * moments (nearest-even) are rounded to bf16, and stored as bf16 (parameters: param_bf16.c;
  * moments: offload.c, step.c). The reduced gradient stays bf16 values in an fp32 array.
  */
 #include "engine/engine_internal.h"

@@ -5,7 +5,7 @@
  * state layout there), the run directory name all ranks share, and element-range access to the
  * states that works the same whether they are in memory or in files (checkpoints use it).
  *
- * bf16-low keeps its moments as bf16 in memory (e->state16; e->m, e->v NULL): read and write
+ * bf16-low keeps its moments as bf16 in memory (e->state_bf16; e->m, e->v NULL): read and write
  * widen and round them, and the step updates them through fp32 chunks (step.c).
  *
  * Invariants: with a store, e->m and e->v are NULL and e->optim_store holds e->state_kinds kinds
@@ -92,7 +92,7 @@ void zt_engine_offload_close(zt_engine *e) {
     e->nvme = e->optim_store = NULL;
 }
 
-bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state16[0] != NULL; }
+bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state_bf16[0] != NULL; }
 
 int zt_engine_state_zero(zt_engine *e, zt_error *err) {
     if (e->optim_store) { /* the moments' kinds only: the pieces' kind holds the parameters */
@@ -103,7 +103,7 @@ int zt_engine_state_zero(zt_engine *e, zt_error *err) {
         return ZT_OK;
     }
     for (int k = 0; k < 2; k++)
-        if (e->state16[k]) memset(e->state16[k], 0, e->state_floats * sizeof(uint16_t));
+        if (e->state_bf16[k]) memset(e->state_bf16[k], 0, e->state_floats * sizeof(uint16_t));
     if (e->m) memset(e->m, 0, e->state_floats * sizeof(float));
     if (e->v) memset(e->v, 0, e->state_floats * sizeof(float));
     return ZT_OK;
@@ -116,8 +116,8 @@ float *zt_engine_state_ptr(zt_engine *e, int k) {
 
 int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst, zt_error *err) {
     if (e->optim_store) return zt_nvme_store_read(e->optim_store, k, begin, n, dst, err);
-    if (e->state16[0] && k >= 0 && k < e->state_kinds) { /* exact: bf16 widens to fp32 */
-        zt_bf16_to_f32(dst, e->state16[k] + begin, n);
+    if (e->state_bf16[0] && k >= 0 && k < e->state_kinds) { /* exact: bf16 widens to fp32 */
+        zt_bf16_to_f32(dst, e->state_bf16[k] + begin, n);
         return ZT_OK;
     }
     float *p = zt_engine_state_ptr(e, k);
@@ -128,8 +128,8 @@ int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst
 
 int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err) {
     if (e->optim_store) return zt_nvme_store_write(e->optim_store, k, begin, n, src, err);
-    if (e->state16[0] && k >= 0 && k < e->state_kinds) { /* nearest-even: exact for bf16 values */
-        zt_f32_to_bf16(e->state16[k] + begin, src, n);
+    if (e->state_bf16[0] && k >= 0 && k < e->state_kinds) { /* nearest-even: exact for bf16 values */
+        zt_f32_to_bf16(e->state_bf16[k] + begin, src, n);
         return ZT_OK;
     }
     float *p = zt_engine_state_ptr(e, k);
@@ -163,7 +163,7 @@ int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err) {
 }
 
 float *zt_engine_state_bounce(zt_engine *e, size_t *floats) {
-    if (e->state16[0]) { /* idle outside the step: every kind's chunk */
+    if (e->state_bf16[0]) { /* idle outside the step: every kind's chunk */
         size_t chunk = e->state_floats < ZT_STATE_CHUNK ? (e->state_floats ? e->state_floats : 1) : ZT_STATE_CHUNK;
         *floats = chunk * (size_t)e->state_kinds;
         return e->state_tmp;

@@ -2,7 +2,7 @@
  * parameter i's local data starts, element access in any placement, whole tensors in and out
  * (the public zt_engine_param_* calls), and a unit's parameters acquired for compute (zero3's
  * gather with its prefetch, the compute copies) and released. The placements' own code lives in
- * params16.c (bf16), master_shard.c (master pieces), param_offload.c (file) and compute_copy.c. */
+ * param_bf16.c (bf16), master_shard.c (master pieces), param_offload.c (file) and compute_copy.c. */
 #include "engine/param_store_internal.h"
 #include "engine/init.h"
 #include "kernels/kernels.h"
@@ -37,7 +37,7 @@ int zt_store_create(zt_engine *e, zt_error *err) {
                             "fp32 parameters, not %s%s", zt_strategy_name(opt->strategy),
                             ps->bf16 ? " with bf16-low's bf16 parameters" : "");
     ps->master_pieces = zt_master_sharded(opt, e->shard_optim, e->shard_params);
-    if (ps->bf16) return zt_params16_alloc(e, err);              /* bf16-low: 2-byte parameters */
+    if (ps->bf16) return zt_param_bf16_alloc(e, err);              /* bf16-low: 2-byte parameters */
     if (ps->master_pieces) return zt_master_alloc(e, err);       /* zero1/zero2 under bf16/fp16 compute */
     if (e->shard_params && e->param_dir) return ZT_OK;           /* the pieces live in a file */
     size_t floats = e->shard_params ? pl->shard_floats : pl->full_floats;
@@ -53,7 +53,7 @@ int zt_store_units_setup(zt_engine *e, zt_error *err) {
     const zt_model *m = e->model;
     zt_param_store *ps = e->ps;
     /* what each unit reads as fp32 for good (a parameter it reads through params_lp gets NULL;
-     * zero3 points at the gathered tensors, bf16-low at the views of params16.c, as the unit runs) */
+     * zero3 points at the gathered tensors, bf16-low at the views of param_bf16.c, as the unit runs) */
     for (int u = 0; u < m->n_units && !e->shard_params && !ps->bf16; u++) {
         const zt_unit *un = &m->units[u];
         for (int k = 0; k < un->n_params; k++)
@@ -79,7 +79,7 @@ void zt_store_free(zt_engine *e) {
     free(ps->full);
     free(ps->pieces);
     zt_master_free(e);
-    zt_params16_free(e);
+    zt_param_bf16_free(e);
     free(ps);
     e->ps = NULL;
 }
@@ -89,7 +89,7 @@ int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err) {
     const zt_param_desc *p = &e->model->params[i];
     zt_param_store *ps = e->ps;
     if (ps->bf16) { /* bf16-low: the same values rounded to bf16 (nearest-even) */
-        zt_params16_init(e, i, key);
+        zt_param_bf16_init(e, i, key);
     } else if (ps->master_pieces) { /* the pieces, and every rank's compute copies */
         zt_master_init(e, i, key);
     } else if (ps->file_kind >= 0) { /* the pieces in their file, through the idle staging memory */
@@ -138,7 +138,7 @@ int zt_store_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_er
     zt_param_store *ps = e->ps;
     if (ps->file_kind >= 0) return zt_param_offload_read(e, i, begin, n, dst, err); /* in a file */
     if (ps->bf16)
-        zt_bf16_to_f32(dst, zt_params16_local(e, i) + begin, n);
+        zt_bf16_to_f32(dst, zt_param_bf16_local(e, i) + begin, n);
     else
         memcpy(dst, zt_store_local_fp32(e, i) + begin, n * sizeof(float));
     return ZT_OK;
@@ -149,7 +149,7 @@ int zt_store_write(zt_engine *e, int i, size_t begin, size_t n, const float *src
     ps->lp_stale = true;
     if (ps->file_kind >= 0) return zt_param_offload_write(e, i, begin, n, src, err);
     if (ps->bf16)
-        zt_f32_to_bf16(zt_params16_local(e, i) + begin, src, n);
+        zt_f32_to_bf16(zt_param_bf16_local(e, i) + begin, src, n);
     else
         memcpy(zt_store_local_fp32(e, i) + begin, src, n * sizeof(float));
     return ZT_OK;

@@ -6,7 +6,7 @@
  *   full         the whole tensor in fp32 (ddp, zero1, zero2 under fp32 compute)
  *   pieces       this rank's dim-0 rows in fp32 (zero3; zero1/zero2 under bf16/fp16 compute with
  *                fp32 master weights: "master pieces", master_shard.c)
- *   bf16         the full tensor or the piece stored as bf16 bits (bf16-low: params16.c)
+ *   bf16         the full tensor or the piece stored as bf16 bits (bf16-low: param_bf16.c)
  *   file         zero3's fp32 pieces in the NVMe store (param_offload.c)
  * and, beside it, what the units read while they run:
  *   gathered     zero3: the full fp32 (or bf16) tensor between a unit's acquire and its release
@@ -14,7 +14,7 @@
  *                zero1, zero2) or per gathered tensor (zero3)
  *   fp32 copy    master pieces: the full fp32 copy of the parameters units read as fp32
  *   views        bf16-low: fp32 views of the parameters a unit reads as fp32, while it runs
- * The store's fields are private to its files (param_store.c, params16.c, master_shard.c,
+ * The store's fields are private to its files (param_store.c, param_bf16.c, master_shard.c,
  * param_offload.c, compute_copy.c: param_store_internal.h); everything else asks through here.
  *
  * "Local layout" of parameter i: the full tensor where the master is full, the piece where it is

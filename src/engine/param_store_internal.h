@@ -1,5 +1,5 @@
 /* param_store_internal.h - the parameter store's own state, shared by the store's files only:
- * param_store.c (placement, element access, the units' acquire/release), params16.c (bf16-low's
+ * param_store.c (placement, element access, the units' acquire/release), param_bf16.c (bf16-low's
  * 2-byte master), master_shard.c (zero1/zero2's fp32 master pieces and replicated copies),
  * param_offload.c (zero3's pieces in NVMe files), compute_copy.c (the matrices' low-precision
  * copies). Nothing else includes it (tests/param_store_fields.sh checks that the fields are not
@@ -37,11 +37,11 @@ struct zt_param_store {
                                  (src/memory/residency.c, the rules the memory plan follows) */
 };
 
-/* params16.c: bf16-low's 2-byte master */
-int zt_params16_alloc(zt_engine *e, zt_error *err);
-void zt_params16_free(zt_engine *e);
-uint16_t *zt_params16_local(zt_engine *e, int i);   /* parameter i's local layout as bf16 */
-void zt_params16_init(zt_engine *e, int i, uint64_t key);
+/* param_bf16.c: bf16-low's 2-byte master */
+int zt_param_bf16_alloc(zt_engine *e, zt_error *err);
+void zt_param_bf16_free(zt_engine *e);
+uint16_t *zt_param_bf16_local(zt_engine *e, int i);   /* parameter i's local layout as bf16 */
+void zt_param_bf16_init(zt_engine *e, int i, uint64_t key);
 
 /* master_shard.c: zero1/zero2's fp32 master pieces and replicated compute copies */
 int zt_master_alloc(zt_engine *e, zt_error *err);   /* at create: pieces, fp32_copy (full_lp: compute_copy.c) */

@@ -162,11 +162,11 @@ static void update_bf16_state(const update_ctx *c) {
     float *m = e->state_tmp, *v = e->state_kinds > 1 ? e->state_tmp + chunk : NULL;
     for (size_t lo = 0; lo < e->state_floats; lo += chunk) {
         size_t n = e->state_floats - lo < chunk ? e->state_floats - lo : chunk;
-        zt_bf16_to_f32(m, e->state16[0] + lo, n);
-        if (v) zt_bf16_to_f32(v, e->state16[1] + lo, n);
+        zt_bf16_to_f32(m, e->state_bf16[0] + lo, n);
+        if (v) zt_bf16_to_f32(v, e->state_bf16[1] + lo, n);
         update_range(c, lo, n, m, v, NULL, NULL);
-        zt_f32_to_bf16(e->state16[0] + lo, m, n);
-        if (v) zt_f32_to_bf16(e->state16[1] + lo, v, n);
+        zt_f32_to_bf16(e->state_bf16[0] + lo, m, n);
+        if (v) zt_f32_to_bf16(e->state_bf16[1] + lo, v, n);
     }
 }
 
@@ -215,7 +215,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         if (!src && e->grad_kind >= 0) src = zt_grad_offload_hash_check(e, err);
         rc = zt_engine_offload_agree(e, src, err);
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_end(e);
-    } else if (e->state16[0]) {
+    } else if (e->state_bf16[0]) {
         update_bf16_state(&uc);
     } else {
         update_range(&uc, 0, e->state_floats, e->m, e->v, NULL, NULL);

@@ -174,7 +174,7 @@ static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_
 /* a parameter as stored (and gathered, and all-gathered): fp32, or bf16-low's bf16 */
 static size_t param_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->master); }
 
-/* params16.c zt_store_views_make / _free around unit u's forward or backward: bf16-low gives a
+/* param_bf16.c zt_store_views_make / _free around unit u's forward or backward: bf16-low gives a
  * running unit an fp32 view of each parameter it does not read through params_lp */
 static void views(sim *s, int u, bool make) {
     const zt_unit *un = &s->m->units[u];
@@ -582,7 +582,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, ro.max_live, need, wu, wsh, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
-    if (s.pb->master == 2) { /* params16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
+    if (s.pb->master == 2) { /* param_bf16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
         size_t local = s.shard_params ? piece : full;
         alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);
     }

@@ -32,7 +32,7 @@
  *   moment   each optimizer state array (AdamW has two, SGD with momentum one)
  * fp16 holds fp16 values in fp32 arrays (its compute copy too: this CPU has no fp16 arithmetic).
  *
- * bf16-low (master 2) also holds, per the engine (src/engine/params16.c): ZT_STATE_CHUNK fp32
+ * bf16-low (master 2) also holds, per the engine (src/engine/param_bf16.c): ZT_STATE_CHUNK fp32
  * elements to update, load and save the parameters through (optimizer class), and fp32 views of
  * the parameters a running unit reads as fp32 (the 1-D ones for GPT-2), made before the unit
  * runs and freed after it (gathered class). */

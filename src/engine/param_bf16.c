@@ -1,5 +1,5 @@
-/* params16.c - bf16-low's 2-byte parameters: their storage, element access in fp32, their init,
- * and the fp32 views a running unit gets of them.
+/* param_bf16.c - the parameter store's bf16 placement (bf16-low's 2-byte parameters): their
+ * storage, their init, and the fp32 views a running unit gets of them.
  *
  * Under bf16-low (precision.params bf16) the parameters are stored as bf16 bits: e->ps->full_bf16 (ddp,
  * zero1, zero2: the full layout) or e->ps->pieces_bf16 (zero3: this rank's pieces), 2 bytes an element,
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int zt_params16_alloc(zt_engine *e, zt_error *err)
+int zt_param_bf16_alloc(zt_engine *e, zt_error *err)
 {
     const zt_plan *pl = &e->plan;
     size_t n = e->shard_params ? pl->shard_floats : pl->full_floats;
@@ -41,7 +41,7 @@ nomem:
     return zt_engine_oom(e, err, "engine: the bf16 parameters of model %s (%zu elements)", e->model->name, n);
 }
 
-void zt_params16_free(zt_engine *e)
+void zt_param_bf16_free(zt_engine *e)
 {
     free(e->ps->full_bf16);
     free(e->ps->pieces_bf16);
@@ -50,19 +50,19 @@ void zt_params16_free(zt_engine *e)
     e->ps->chunk_buf = NULL;
 }
 
-uint16_t *zt_params16_local(zt_engine *e, int i)
+uint16_t *zt_param_bf16_local(zt_engine *e, int i)
 {
     const zt_param_plan *p = &e->plan.p[i];
     return e->shard_params ? e->ps->pieces_bf16 + p->shard_off : e->ps->full_bf16 + p->full_off;
 }
 
-void zt_params16_init(zt_engine *e, int i, uint64_t key)
+void zt_param_bf16_init(zt_engine *e, int i, uint64_t key)
 {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
     int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, i, pl->shard) : 0;
     size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)p->numel;
-    uint16_t *dst = zt_params16_local(e, i);
+    uint16_t *dst = zt_param_bf16_local(e, i);
     for (size_t done = 0; done < n; done += e->ps->chunk) { /* element j's value: (seed, name, j) */
         size_t len = n - done < e->ps->chunk ? n - done : e->ps->chunk;
         zt_init_fill(e->ps->chunk_buf, p, begin + (int64_t)done, (int64_t)len, key);

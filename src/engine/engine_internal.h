@@ -30,13 +30,13 @@
 
 #include "zerotrain/zerotrain.h"
 #include "memory/plan.h"
+#include "memory/sum_tree.h"
 #include "shard/plan.h"
 #include "engine/engine_state.h"
 #include "engine/param_store.h"
 
 #include <pthread.h>
 
-#define ZT_TREE_MAX 32
 
 typedef struct zt_overlap zt_overlap; /* overlap.c */
 
@@ -72,12 +72,6 @@ typedef struct unit_state {
                                 slot's (zt_engine_use_slot); entry 0 is the one without a pipeline */
 } unit_state;
 
-/* A binary counter of partial sums: entry i holds the sum of 2^level[i] consecutive items. */
-typedef struct grad_tree {
-    int depth;
-    int level[ZT_TREE_MAX];
-    float *buf[ZT_TREE_MAX];
-} grad_tree;
 
 struct zt_engine {
     zt_model *model;
@@ -136,8 +130,8 @@ struct zt_engine {
      * every gradient is zeroed before backward, as before. */
     bool grads_assign;
     bool *grad_assigned, *grad_unset;
-    grad_tree full_tree;        /* ddp/zero1/deferred: full-layout partial sums over micro-batches */
-    grad_tree piece_tree;       /* reduce-every-micro-batch: shard-layout partial sums */
+    zt_sum_tree full_tree;        /* ddp/zero1/deferred: full-layout partial sums over micro-batches */
+    zt_sum_tree piece_tree;       /* reduce-every-micro-batch: shard-layout partial sums */
     float *micro_grads;         /* full layout, the current micro-batch (ddp/zero1/deferred) */
     float *micro_pieces;        /* shard layout, the current micro-batch's reduced pieces */
     float *grad_pieces;         /* shard layout: the reduced gradient of this rank's pieces */
@@ -357,7 +351,6 @@ void zt_grads_norm_partials(zt_engine *e, int param);
 int zt_grads_end_micro(zt_engine *e, zt_error *err);
 int zt_grads_finish(zt_engine *e, zt_error *err);               /* fold trees, reduce what is deferred */
 void zt_grads_reset(zt_engine *e);
-float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), void *ctx);
 
 /* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
 /* zero3: all-gather the listed parameters' pieces into the store's gathered slots (allocated by the caller). */

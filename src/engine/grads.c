@@ -1,7 +1,7 @@
 /* grads.c - gradient storage during backward and the fixed summation tree over micro-batches.
  *
  * Each micro-batch's gradient is computed into zeroed storage and then pushed into a binary
- * counter of partial sums (grad_tree): pushing item k merges it with the equal-sized partial sums
+ * counter of partial sums (src/memory/sum_tree.c): pushing item k merges it with the equal-sized partial sums
  * before it, so after 2^j items the tree holds ((g0+g1)+(g2+g3))... exactly the pairwise tree over
  * the micro-batch index. Ranks hold contiguous runs of the global micro-batch index, and the
  * collectives sum ranks in the same pairwise tree, so 1 rank x 4 micro-batches, 2 x 2 and 4 x 1
@@ -46,6 +46,7 @@
 #include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
+#include "memory/sum_tree.h"
 #include "optim/optim.h"
 
 #include <stdio.h>
@@ -57,35 +58,37 @@ static void add_into(float *restrict left, const float *restrict right, size_t n
     for (size_t i = 0; i < n; i++) left[i] += right[i];
 }
 
-/* Pushes buf (the sum of one micro-batch) into t, merging equal levels: left = left + right. */
-static void tree_push(zt_engine *e, grad_tree *t, float *buf, size_t n) {
-    int level = 0;
-    while (t->depth > 0 && t->level[t->depth - 1] == level) {
-        float *left = t->buf[--t->depth];
-        add_into(left, buf, n);
-        zt_engine_release(e, &buf, n, &e->mem.grads);
-        buf = left;
-        level++;
-    }
-    t->buf[t->depth] = buf;
-    t->level[t->depth++] = level;
+/* The tree's merge (src/memory/sum_tree.c, the order the memory plan follows too): left += right,
+ * right's buffer released. */
+typedef struct merge_ctx {
+    zt_engine *e;
+    size_t n;
+} merge_ctx;
+
+static void merge_grads(void *ctx, void *left, void *right) {
+    merge_ctx *c = ctx;
+    float *r = right;
+    add_into(left, r, c->n);
+    zt_engine_release(c->e, &r, c->n, &c->e->mem.grads);
+}
+
+static void tree_push(zt_engine *e, zt_sum_tree *t, float *buf, size_t n) {
+    merge_ctx c = {e, n};
+    zt_sum_tree_push(t, buf, merge_grads, &c);
 }
 
 /* Folds the partial sums right to left into one buffer (NULL when empty). */
-static float *tree_fold(zt_engine *e, grad_tree *t, size_t n) {
-    if (t->depth == 0) return NULL;
-    float *acc = t->buf[t->depth - 1];
-    for (int i = t->depth - 2; i >= 0; i--) {
-        add_into(t->buf[i], acc, n);
-        zt_engine_release(e, &acc, n, &e->mem.grads);
-        acc = t->buf[i];
-    }
-    t->depth = 0;
-    return acc;
+static float *tree_fold(zt_engine *e, zt_sum_tree *t, size_t n) {
+    merge_ctx c = {e, n};
+    return zt_sum_tree_fold(t, merge_grads, &c);
 }
 
-static void tree_clear(zt_engine *e, grad_tree *t, size_t n) {
-    for (int i = 0; i < t->depth; i++) zt_engine_release(e, &t->buf[i], n, &e->mem.grads);
+static void tree_clear(zt_engine *e, zt_sum_tree *t, size_t n) {
+    for (int i = 0; i < t->depth; i++) {
+        float *b = t->buf[i];
+        zt_engine_release(e, &b, n, &e->mem.grads);
+        t->buf[i] = NULL;
+    }
     t->depth = 0;
 }
 

@@ -19,6 +19,7 @@
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
 #include "memory/residency.h"
+#include "memory/sum_tree.h"
 #include "comm/comm.h"
 #include "offload/nvme_store.h"
 #include "shard/plan.h"
@@ -141,7 +142,8 @@ typedef struct sim {
     int gwriting;                 /* the unit whose gradient window is being written, or -1 */
     size_t io_write;              /* bytes backward writes (the gradient pieces) during the step */
     int inflight[ZT_UNIT_MAX_PARAMS], n_inflight; /* the reduction the thread may still be running */
-    int tree_depth, tree_level[64];
+    zt_sum_tree tree;             /* the micro-batches' summation tree (grads.c), its buffers counted */
+    size_t tree_floats;           /* ... of this many elements each */
     size_t pack_main, pack_thread; /* floats: the largest bucket each thread stages */
     int rank;                      /* in the world (ddp's all-reduce, hybrid's replica group) */
     size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
@@ -344,15 +346,11 @@ static void unit_done(sim *s, int u) {
     if (n && s->grad_offload) grad_finish(s, u);
 }
 
-/* grads.c tree_push: merging equal levels frees the incoming buffer */
-static void tree_push(sim *s, size_t floats) {
-    int level = 0;
-    while (s->tree_depth > 0 && s->tree_level[s->tree_depth - 1] == level) {
-        s->tree_depth--;
-        release(s, ZT_MEM_GRADS, floats);
-        level++;
-    }
-    s->tree_level[s->tree_depth++] = level;
+/* grads.c's merge over sizes: the right buffer is released */
+static void tree_merge(void *ctx, void *left, void *right) {
+    (void)left, (void)right;
+    sim *s = ctx;
+    release(s, ZT_MEM_GRADS, s->tree_floats);
 }
 
 /* engine.c zt_engine_forward_backward for one micro-batch */
@@ -393,18 +391,18 @@ static void micro_batch(sim *s, int micro) {
     if (s->n_inflight && s->grad_offload) grad_finish(s, s->pl->p[s->inflight[0]].owner_unit);
     s->n_inflight = 0;
     if (s->grad_offload) grad_flush(s); /* the last unit's write */
-    if (!s->direct) tree_push(s, tree_floats);
+    if (!s->direct) {
+        s->tree_floats = tree_floats;
+        zt_sum_tree_push(&s->tree, NULL, tree_merge, s);
+    }
 }
 
 /* step.c zt_engine_step: grads.c zt_grads_finish, the update, zt_grads_reset, the all-gather */
 static void optimizer_step(sim *s) {
     const zt_plan *pl = s->pl;
     size_t n = s->reduce_now ? pl->gshard_floats : pl->gfull_floats;
-    while (s->tree_depth > 1) { /* tree_fold: one buffer is left */
-        s->tree_depth--;
-        release(s, ZT_MEM_GRADS, n);
-    }
-    s->tree_depth = 0;
+    s->tree_floats = n;
+    zt_sum_tree_fold(&s->tree, tree_merge, s); /* one buffer is left */
     if (s->reduce_now) {
         if (!s->transient && !s->direct) release(s, ZT_MEM_GRADS, n); /* copied into the reduced pieces (transient: is them) */
     } else if (!s->shard_optim) {

@@ -936,7 +936,7 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         }
         zt_engine_set_loss_scaler(e, &sc);
     }
-    zt_store_changed(e);
+    rc = zt_store_loaded(e, err);
 out:
     if (fds)
         for (int q = 0; q < nfiles; q++)

@@ -109,7 +109,7 @@ struct zt_engine {
     int *piece_unit;
     zt_param_window *unit_window;
     uint64_t *piece_sum;
-    void *piece_hash;           /* (n_params) XXH3 states, one per piece, during the step */
+    void *piece_hash;           /* (2 n_params) XXH3 states per piece during the step: as written, as read */
     /* gradient offload (grad_offload.c; parameter and optimizer offload, one micro-batch per
      * step): grad_kind is the reduced gradient pieces' kind in nvme (-1: they are grad_pieces);
      * grad_at[i] parameter i's reduced piece inside its owning unit's gradient window
@@ -302,6 +302,14 @@ int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const fl
 void zt_param_offload_hash_begin(zt_engine *e);
 void zt_param_offload_hash_add(zt_engine *e, int i, const float *w, size_t n);
 void zt_param_offload_hash_end(zt_engine *e);
+/* ... and, before each range is updated, what the step read (check_add); after the stream, check:
+ * ZT_ERR_IO naming the file and the parameter when a piece the last step (or a seal) summed is not
+ * what the stream read. */
+void zt_param_offload_check_add(zt_engine *e, int i, const float *w, size_t n);
+int zt_param_offload_check(zt_engine *e, zt_error *err);
+/* After random-access writes of parameter i's piece (init, a load, a set): its checksum taken
+ * from the file (read back through the idle staging memory), so the next gather checks it. */
+int zt_param_offload_seal(zt_engine *e, int i, zt_error *err);
 
 /* grad_offload.c: the reduced gradient pieces in the store's "grad" kind (e->grad_kind >= 0). */
 int zt_grad_offload_setup(zt_engine *e, zt_error *err);       /* at create, after the store opens */

@@ -39,14 +39,14 @@ int zt_param_offload_setup(zt_engine *e, zt_error *err) {
     e->piece_unit = calloc((size_t)n, sizeof *e->piece_unit);
     e->unit_window = calloc((size_t)nu, sizeof *e->unit_window);
     e->piece_sum = calloc((size_t)n, sizeof *e->piece_sum);
-    XXH3_state_t **h = calloc((size_t)n, sizeof *h);
+    XXH3_state_t **h = calloc(2 * (size_t)n, sizeof *h); /* [i]: as written, [n + i]: as read */
     e->piece_hash = h;
     if (!e->piece_at || !e->piece_unit || !e->unit_window || !e->piece_sum || !h)
         return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     for (int u = 0; u < nu; u++)
         if (!(e->unit_window[u].ticket = calloc(1, sizeof(zt_io_ticket))))
             return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < 2 * n; i++)
         if (!(h[i] = XXH3_createState())) return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     return ZT_OK;
 }
@@ -58,7 +58,7 @@ void zt_param_offload_free(zt_engine *e) {
             free(e->unit_window[u].ticket);
         }
     XXH3_state_t **h = e->piece_hash;
-    for (int i = 0; h && i < e->model->n_params; i++) XXH3_freeState(h[i]);
+    for (int i = 0; h && i < 2 * e->model->n_params; i++) XXH3_freeState(h[i]);
     free(h);
     free(e->piece_at);
     free(e->piece_unit);
@@ -169,7 +169,41 @@ int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const fl
 
 void zt_param_offload_hash_begin(zt_engine *e) {
     XXH3_state_t **h = e->piece_hash;
-    for (int i = 0; i < e->model->n_params; i++) XXH3_64bits_reset(h[i]);
+    for (int i = 0; i < 2 * e->model->n_params; i++) XXH3_64bits_reset(h[i]);
+}
+
+void zt_param_offload_check_add(zt_engine *e, int i, const float *w, size_t n) {
+    XXH3_64bits_update(((XXH3_state_t **)e->piece_hash)[e->model->n_params + i], w, n * sizeof(float));
+}
+
+int zt_param_offload_check(zt_engine *e, zt_error *err) {
+    XXH3_state_t **h = e->piece_hash;
+    int n = e->model->n_params;
+    for (int i = 0; i < n; i++) {
+        if (!e->model->params[i].trainable || !e->piece_sum[i]) continue;
+        uint64_t d = XXH3_64bits_digest(h[n + i]);
+        if ((d ? d : 1) != e->piece_sum[i])
+            return zt_error_set(err, ZT_ERR_IO, "%s: parameter %s's piece, as the step read it, does not match the "
+                                "checksum of what was last written there: the file was changed under the run; not training on it",
+                                zt_nvme_store_path(e->nvme, e->ps->file_kind), e->model->params[i].name);
+    }
+    return ZT_OK;
+}
+
+int zt_param_offload_seal(zt_engine *e, int i, zt_error *err) {
+    size_t cap, n = (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard);
+    float *buf = zt_nvme_store_scratch(e->nvme, &cap);
+    XXH3_state_t *st = ((XXH3_state_t **)e->piece_hash)[i];
+    XXH3_64bits_reset(st);
+    for (size_t done = 0; done < n; done += cap) {
+        size_t len = n - done < cap ? n - done : cap;
+        int rc = zt_param_offload_read(e, i, done, len, buf, err);
+        if (rc) return rc;
+        XXH3_64bits_update(st, buf, len * sizeof(float));
+    }
+    uint64_t d = XXH3_64bits_digest(st);
+    e->piece_sum[i] = d ? d : 1;
+    return ZT_OK;
 }
 
 void zt_param_offload_hash_add(zt_engine *e, int i, const float *w, size_t n) {

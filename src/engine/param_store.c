@@ -102,6 +102,8 @@ int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err) {
             int rc = zt_param_offload_write(e, i, done, len, buf, err);
             if (rc) return zt_error_prefix(err, "initializing %s", p->name);
         }
+        int rc = zt_param_offload_seal(e, i, err); /* the first gathers check what init wrote */
+        if (rc) return zt_error_prefix(err, "initializing %s", p->name);
     } else { /* only this rank's rows: the values do not depend on the sharding */
         zt_init_fill(zt_store_local_fp32(e, i), p, zt_store_local_begin(e, i), (int64_t)zt_store_local_numel(e, i), key);
     }
@@ -191,7 +193,7 @@ int zt_store_set(zt_engine *e, int i, const float *local, zt_error *err) {
         int rc = zt_store_write(e, i, done, len, buf, err);
         if (rc) return rc;
     }
-    return ZT_OK;
+    return ps->file_kind >= 0 ? zt_param_offload_seal(e, i, err) : ZT_OK;
 }
 
 int zt_store_gather(zt_engine *e, int i, float *dst, zt_error *err) {
@@ -282,6 +284,15 @@ void zt_store_after_backward(zt_engine *e, int u) { zt_residency_after_backward(
 /* ---- after an update ------------------------------------------------------------------------ */
 
 void zt_store_changed(zt_engine *e) { e->ps->lp_stale = true; }
+
+int zt_store_loaded(zt_engine *e, zt_error *err) {
+    e->ps->lp_stale = true;
+    for (int i = 0; i < e->model->n_params && e->ps->file_kind >= 0; i++) {
+        int rc = zt_param_offload_seal(e, i, err);
+        if (rc) return rc;
+    }
+    return ZT_OK;
+}
 
 bool zt_store_copies_fusable(const zt_engine *e) {
     const zt_param_store *ps = e->ps;

@@ -96,8 +96,11 @@ bool zt_store_has_lp(const zt_engine *e, int i);         /* keeps a compute copy
 size_t zt_store_lp_bytes(const zt_engine *e, int64_t numel); /* bytes of numel copy elements */
 /* Parameter i's compute copy in the full layout, from element begin (NULL: none kept there). */
 void *zt_store_full_lp_at(const zt_engine *e, int i, size_t begin);
-/* The parameters changed outside an update (a load, an init, a caller's write): copies stale. */
+/* The parameters changed outside an update (an init, a caller's write): copies stale. */
 void zt_store_changed(zt_engine *e);
+/* After a checkpoint load wrote every parameter: copies stale, and the file placement's checksums
+ * taken from what the files now hold (the first gathers check them). */
+int zt_store_loaded(zt_engine *e, zt_error *err);
 /* Whether the update may write the full-layout copies in its own pass (AdamW's fused rounding):
  * ddp's copies of fp32 full parameters, current before the step. */
 bool zt_store_copies_fusable(const zt_engine *e);

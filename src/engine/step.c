@@ -115,6 +115,7 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         int64_t first = begin + (int64_t)(a - off);
         if (wchunk) { /* parameter offload: the piece's elements in the staging buffer */
             float *w = wchunk + (a - lo);
+            zt_param_offload_check_add(e, i, w, b - a); /* what the file held */
             update_elems(c, i, w, g, mm, vv, b - a, first);
             zt_param_offload_hash_add(e, i, w, b - a);
             continue;
@@ -213,6 +214,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
         int src = zt_nvme_store_stream(e->nvme, update_chunk, &uc, err);
         if (!src && e->grad_kind >= 0) src = zt_grad_offload_hash_check(e, err);
+        if (!src && zt_store_file_kind(e) >= 0) src = zt_param_offload_check(e, err);
         rc = zt_engine_offload_agree(e, src, err);
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_end(e);
     } else if (e->state_bf16[0]) {

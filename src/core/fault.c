@@ -127,7 +127,6 @@ int zt_fault_init(int rank, zt_error *err) {
 bool zt_fault_armed(void) { return g_n > 0; }
 
 void zt_fault_set_step(int64_t step) { atomic_store(&g_step, step); }
-int64_t zt_fault_step(void) { return atomic_load(&g_step); }
 
 /* Takes one firing of s if any are left. */
 static bool take(spec *s) {

@@ -427,7 +427,6 @@ void zt_grads_norm_partials(zt_engine *e, int param);
 int zt_grads_end_micro(zt_engine *e, zt_error *err);
 int zt_grads_finish(zt_engine *e, zt_error *err);               /* fold trees, reduce what is deferred */
 void zt_grads_reset(zt_engine *e);
-float *zt_tree_push(grad_tree *t, float *buf, size_t n, float *(*take)(void *), void *ctx);
 
 /* collect.c: the engine's collectives over its plan (bucketed, packed rank-major, bytes counted) */
 /* zero3: all-gather the listed parameters' pieces into e->gathered[i] (allocated by the caller). */
@@ -504,8 +503,6 @@ int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const flo
 /* After an offloaded update: every rank learns whether all ranks' I/O succeeded (rc is this
  * rank's outcome); a failure elsewhere names the rank. Returns the outcome to report here. */
 int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err);
-/* Whether the state kinds are kept as bf16 in memory (moments dtype bf16, not offloaded). */
-bool zt_engine_state_is_bf16(const zt_engine *e);
 /* Offloaded or bf16: memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
 float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
 

@@ -92,8 +92,6 @@ void zt_engine_offload_close(zt_engine *e) {
     e->nvme = e->optim_store = NULL;
 }
 
-bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state16[0] != NULL; }
-
 int zt_engine_state_zero(zt_engine *e, zt_error *err) {
     if (e->optim_store) { /* the moments' kinds only: the pieces' kind holds the parameters */
         for (int k = 0; k < e->state_kinds; k++) {

@@ -34,7 +34,6 @@ static int ngroups;
 static bin bins[MAX_GROUPS][ZT_COLL_NKINDS][NCLASSES];
 
 void zt_commlog_enable(bool on) { atomic_store(&enabled, on); }
-bool zt_commlog_enabled(void) { return atomic_load(&enabled); }
 
 void zt_commlog_reset(void) {
     pthread_mutex_lock(&lock);

@@ -28,7 +28,6 @@
 
 /* Recording is off until enabled; records while off are ignored (one relaxed load). */
 void zt_commlog_enable(bool on);
-bool zt_commlog_enabled(void);
 /* Forgets every record. */
 void zt_commlog_reset(void);
 

@@ -148,8 +148,6 @@ static double now_us(void) {
     return us_since(&g.mono0, &ts);
 }
 
-double zt_trace_now_us(void) { return zt_trace_enabled_ ? now_us() : 0.0; }
-
 static void flush_locked(void) {
     if (!g.fp || g.len == 0) return;
     if (fwrite(g.buf, 1, g.len, g.fp) != g.len && !g.io_errno) g.io_errno = errno ? errno : EIO;

@@ -16,7 +16,7 @@
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <math.h>
 #include <omp.h>

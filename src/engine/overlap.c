@@ -11,7 +11,7 @@
  * inline reductions. */
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>

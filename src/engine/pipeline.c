@@ -11,7 +11,7 @@
 #include "engine/pipeline.h"
 #include "comm/p2p.h"
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>

@@ -21,7 +21,7 @@
  * next one while this one recomputes and runs backward); with keep_params_after_forward they
  * are still there. */
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "core/file.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>

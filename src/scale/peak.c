@@ -20,7 +20,7 @@
  * not what MFU divides by: it put fp32 MFU above 100%.
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
-#include "metrics/peak.h"
+#include "scale/peak.h"
 #include "core/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"

@@ -29,6 +29,7 @@
  * mpirun -hostfile or srun the ranks start directly and this file only detects that. */
 #include "cli/launch.h"
 #include "ckpt/checkpoint.h"
+#include "core/atomic_file.h"
 #include "core/stop.h"
 
 #include <errno.h>
@@ -54,32 +55,28 @@ bool zt_launched_by_mpi(void) {
 void zt_launch_register_rank(int rank) {
     const char *dir = getenv("ZT_RUN_DIR");
     if (!dir || !*dir) return;
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/rank-%d.pid", dir, rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return; /* the launcher then signals mpirun instead */
-    fprintf(f, "%d\n", (int)getpid());
-    if (fclose(f) == 0) rename(tmp, path);
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return; /* the launcher then signals mpirun instead */
+    zt_atomic_commit(&af, fprintf(af.fp, "%d\n", (int)getpid()) > 0, "", NULL);
 }
 
 void zt_launch_record_exit(int rank, int code, const char *message) {
     const char *dir = getenv("ZT_RUN_DIR");
     if (!dir || !*dir || code == 0) return;
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/exit-%d", dir, rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char line[400];
     snprintf(line, sizeof line, "%s", message ? message : "");
     for (char *c = line; *c; c++)
         if (*c == '\n') *c = ' ';
-    fprintf(f, "%d %.6f %s\n", code, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, line);
-    if (fclose(f) == 0) rename(tmp, path);
-    else unlink(tmp);
+    bool ok = fprintf(af.fp, "%d %.6f %s\n", code, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, line) > 0;
+    zt_atomic_commit(&af, ok, "", NULL);
 }
 
 /* The earliest exit record of ranks [0, nproc) with a zerotrain code: its rank and code, the

@@ -21,6 +21,7 @@
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
 #include "scale/peak.h"
+#include "core/atomic_file.h"
 #include "core/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
@@ -181,14 +182,11 @@ void zt_cpu_peak_measure(zt_cpu_peak *p) {
     p->measured_bf16 = p->bf16_per_cycle > 0 ? zt_measure_core_bf16_flops() : 0;
     snprintf(p->measured_from, sizeof p->measured_from, "measured now");
     if (!use_cache || !(p->measured_fp32 > 0)) return;
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     make_parent(path);
-    FILE *fp = fopen(tmp, "w");
-    if (!fp) return;
-    bool ok = fprintf(fp, "%s\t%.6g\t%.6g\n", key, p->measured_fp32, p->measured_bf16) > 0;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return; /* not cached: measured again next time */
+    bool ok = fprintf(af.fp, "%s\t%.6g\t%.6g\n", key, p->measured_fp32, p->measured_bf16) > 0;
+    zt_atomic_commit(&af, ok, "", NULL);
 }
 
 const char *zt_cpu_peak_source(const zt_cpu_peak *p, bool bf16) {

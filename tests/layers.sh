@@ -7,7 +7,9 @@
 #      does: the includer's folder, then src/, then include/; include/zerotrain/ is the public API,
 #      below every layer); a violation prints the file, the line and the include;
 #   3. no file of src/ passes 1,000 lines (named with its count);
-#   4. docs/design.md's table names every .c file of src/ in its layer's row.
+#   4. docs/design.md's table names every .c file of src/ in its layer's row;
+#   5. the environment is read in one place: no getenv in src/ outside core/env.c, whose table has a
+#      row for every zt_env_var and each of its variables a row in docs/environment.md.
 # `bash tests/layers.sh . .` runs it without a build (it reads only the sources).
 set -uo pipefail
 SRC="${2:-${1:-.}}"
@@ -25,6 +27,8 @@ LAYERS=(core obs kernels model shard comm precision optim offload memory scale d
 # metrics) while they still sit in src/engine/: their includes are checked as train's.
 TRAIN_AHEAD=(src/engine/trainer.c src/engine/trainer.h src/engine/train_recovery.c
              src/engine/train_recovery.h src/engine/guard.c src/engine/guard.h)
+# Until that move they also still call getenv themselves (their rows in src/core/env.c say so).
+GETENV_AHEAD=(src/engine/trainer.c src/cli/cmd_train.c src/cli/cmd_estimate.c)
 # ---- end of the known exceptions ------------------------------------------------------------------
 
 declare -A RANK
@@ -108,4 +112,23 @@ unnamed="$(sed -n '/^## The layers, bottom up/,/^## /p' docs/design.md | grep '^
       }
     }')"
 if [ -n "$unnamed" ]; then echo "$unnamed"; fail=1; else ok "docs/design.md's table names every .c file of src/"; fi
+
+# 5. getenv only in core/env.c; its table whole and documented
+allowed=" src/core/env.c ${GETENV_AHEAD[*]} "
+n_env=0
+while IFS=: read -r f l _; do
+  case "$allowed" in *" $f "*) continue ;; esac
+  bad "$f:$l: getenv outside src/core/env.c (read it with zt_env, its row in env.c's table)"; n_env=$((n_env + 1))
+done < <(grep -rn --include='*.c' --include='*.h' '\bgetenv[[:space:]]*(' src | grep -v '^[^:]*:[0-9]*:[[:space:]]*/\?\*')
+[ "$n_env" = 0 ] && ok "no getenv in src/ outside core/env.c (and ${#GETENV_AHEAD[@]} files of the trainer's move)"
+n_enum="$(sed -n '/^typedef enum zt_env_var/,/ZT_ENV_COUNT/p' src/core/env.h | grep -c '^[[:space:]]*ZT_ENV_[A-Z0-9_]*,')"
+names="$(grep -o 'ROW(ZT_ENV_[A-Z0-9_]*, "[A-Za-z0-9_]*"' src/core/env.c | sed 's/.*"\(.*\)"/\1/')"
+n_rows="$(grep -c . <<<"$names")"
+[ "$n_enum" = "$n_rows" ] && ok "src/core/env.c: a row for each of the $n_enum zt_env_var values" ||
+  bad "src/core/env.c: $n_rows rows for $n_enum zt_env_var values"
+n_undoc=0
+for v in $names; do
+  grep -q "^| \`$v\` |" docs/environment.md || { bad "$v: in src/core/env.c's table, no row in docs/environment.md"; n_undoc=$((n_undoc + 1)); }
+done
+[ "$n_undoc" = 0 ] && ok "docs/environment.md has a row for each variable of src/core/env.c"
 exit $fail

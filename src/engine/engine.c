@@ -8,6 +8,7 @@
  * Invariants: a unit's forward/backward only ever see full tensors through pointer tables;
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
+#include "core/env.h"
 #include "comm/comm.h"
 #include "comm/mesh.h"
 #include "core/fault.h"
@@ -338,7 +339,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         }
         e->opt.offload.param_dir = e->param_dir;
     }
-    const char *cache_env = getenv("ZT_BLOCK_CACHE");
+    const char *cache_env = zt_env(ZT_ENV_BLOCK_CACHE);
     e->use_cache = !(cache_env && !strcmp(cache_env, "0"));
     pthread_mutex_init(&e->mem_lock, NULL);
     if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;

@@ -23,6 +23,7 @@
 #include "scale/peak.h"
 #include "core/atomic_file.h"
 #include "core/cpu_isa.h"
+#include "core/env.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "comm/launcher.h"
@@ -122,7 +123,7 @@ void zt_cpu_peak_detect(zt_cpu_peak *p) {
     } else {
         snprintf(p->bf16_isa, sizeof p->bf16_isa, "none (fp32 rate: bf16 products widened to fp32)");
     }
-    const char *env = getenv("ZT_PEAK_GFLOPS");
+    const char *env = zt_env(ZT_ENV_PEAK_GFLOPS);
     if (env && atof(env) > 0) p->override_gflops = atof(env);
 }
 
@@ -134,7 +135,7 @@ static void cache_key(const zt_cpu_peak *p, char *out, size_t cap) {
 }
 
 static bool cache_path(char *out, size_t cap) {
-    const char *dir = getenv("ZT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *dir = zt_env(ZT_ENV_CACHE_DIR), *xdg = zt_env(ZT_ENV_XDG_CACHE_HOME), *home = zt_env(ZT_ENV_HOME);
     int n;
     if (dir && *dir) n = snprintf(out, cap, "%s/peak-v1", dir);
     else if (xdg && *xdg) n = snprintf(out, cap, "%s/zerotrain/peak-v1", xdg);
@@ -158,7 +159,7 @@ static void make_parent(const char *path) {
 void zt_cpu_peak_measure(zt_cpu_peak *p) {
     char key[512], path[512], line[1024];
     cache_key(p, key, sizeof key);
-    const char *off = getenv("ZT_PEAK_CACHE");
+    const char *off = zt_env(ZT_ENV_PEAK_CACHE);
     bool use_cache = !(off && !strcmp(off, "0")) && cache_path(path, sizeof path);
     if (use_cache) { /* file: one line "key\tfp32\tbf16" */
         FILE *fp = fopen(path, "r");

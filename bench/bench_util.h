@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "metrics/peak.h"
+#include "scale/peak.h"
 
 static inline void print_platform(void)
 {

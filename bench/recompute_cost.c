@@ -17,7 +17,7 @@
 #include <omp.h>
 
 #include "zerotrain/zerotrain.h"
-#include "metrics/peak.h"
+#include "scale/peak.h"
 
 static double clock_s(clockid_t id) {
     struct timespec ts;

@@ -59,7 +59,7 @@ if "$ZT" train --help 2>&1 | grep -q -- '--trace'; then
   TRACE="$T/trace.json"
   EXTRA+=(--trace "$TRACE")
 else
-  echo "skip timeline checks: this zerotrain has no 'train --trace' yet (the trainer is not wired to src/metrics/trace.h)"
+  echo "skip timeline checks: this zerotrain has no 'train --trace' yet (the trainer is not wired to src/obs/trace.h)"
 fi
 COMMLOG=0
 if "$ZT" train --help 2>&1 | grep -q -- '--comm-log'; then

@@ -12,9 +12,9 @@
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
-#include "metrics/peak.h"
+#include "scale/peak.h"
 #include "metrics/plot.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 #include "zerotrain/zerotrain.h"
 
 #include <cjson/cJSON.h>

@@ -9,6 +9,7 @@
  * broadcast back. */
 #define _GNU_SOURCE /* renameat2 (an atomic exchange when a step is saved again) */
 #include "ckpt/checkpoint.h"
+#include "core/atomic_file.h"
 #include "core/fault.h"
 #include "offload/nvme_store.h"
 #include "comm/comm.h"
@@ -58,30 +59,12 @@ static int write_all_max(int fd, const void *p, size_t n, size_t max_call) {
     return 0;
 }
 
-static int write_all(int fd, const void *p, size_t n) { return write_all_max(fd, p, n, SIZE_MAX); }
-
 static int fsync_path(const char *path) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return -1;
     int rc = fsync(fd);
     close(fd);
     return rc;
-}
-
-/* Writes text to path through path.tmp + fsync + rename. */
-static int write_file_atomic(const char *path, const char *text, size_t len, zt_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    int bad = write_all(fd, text, len) || fsync(fd);
-    bad |= close(fd);
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_error_set(err, ZT_ERR_IO, "cannot write %s: %s", path, strerror(e));
-    }
-    return ZT_OK;
 }
 
 static int rm_tree(const char *path) {
@@ -539,9 +522,9 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
             char sum[32];
             snprintf(sum, sizeof sum, "%016" PRIx64 "\n", XXH64(text, strlen(text), 0));
             snprintf(path, sizeof path, "%s/manifest.json", tmp);
-            commit = write_file_atomic(path, text, strlen(text), err);
+            commit = zt_write_file_atomic(path, text, strlen(text), err);
             snprintf(path, sizeof path, "%s/manifest.json.xxh64", tmp);
-            if (!commit) commit = write_file_atomic(path, sum, strlen(sum), err);
+            if (!commit) commit = zt_write_file_atomic(path, sum, strlen(sum), err);
             free(text);
         }
         if (!commit) {
@@ -561,7 +544,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
             char latest[4200], line[64];
             snprintf(latest, sizeof latest, "%s/latest", dir);
             snprintf(line, sizeof line, "step-%08lld\n", (long long)meta->step);
-            commit = write_file_atomic(latest, line, strlen(line), err);
+            commit = zt_write_file_atomic(latest, line, strlen(line), err);
             if (!commit && keep_last > 0) retain(dir, keep_last, meta->step);
         }
     }

@@ -10,6 +10,7 @@
  * once is written and read without a second copy of it. */
 #include "ckpt/hf.h"
 
+#include "core/atomic_file.h"
 #include "core/file.h"
 
 #include <cjson/cJSON.h>
@@ -42,29 +43,13 @@ int zt_hf_parse_size(const char *s, uint64_t *bytes, zt_error *err) {
                         s);
 }
 
-/* Writes text to path (tmp + rename). */
-static int write_text(const char *path, const char *text, size_t len, zt_error *err) {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    bool ok = fwrite(text, 1, len, f) == len;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int en = errno;
-        unlink(tmp);
-        return zt_error_set(err, ZT_ERR_IO, "cannot write %s: %s", path, strerror(en));
-    }
-    return ZT_OK;
-}
-
 int zt_hf_write_json(const char *dir, const char *name, cJSON *j, zt_error *err) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory", path);
-    int rc = write_text(path, text, strlen(text), err);
+    int rc = zt_write_file_atomic(path, text, strlen(text), err);
     free(text);
     return rc;
 }
@@ -98,7 +83,7 @@ static int copy_file(const char *src, const char *dir, zt_error *err) {
     const char *base = strrchr(src, '/');
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, base ? base + 1 : src);
-    rc = write_text(path, buf, len, err);
+    rc = zt_write_file_atomic(path, buf, len, err);
     free(buf);
     return rc;
 }

@@ -7,6 +7,7 @@
  * tensors between the engine and one file. */
 #define _FILE_OFFSET_BITS 64
 #include "ckpt/safetensors.h"
+#include "core/atomic_file.h"
 
 #include "ckpt/hf_arch.h"
 #include "kernels/kernels.h"
@@ -51,18 +52,17 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
     cJSON_Delete(hdr);
     if (!json) return zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory");
     size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7; /* the data starts 8-aligned */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    zt_atomic_file af;
+    int rc = zt_atomic_open(&af, path, err);
+    if (rc) {
         free(json);
-        return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        return rc;
     }
+    FILE *f = af.fp;
     uint64_t hl = padded;
     int ok = fwrite(&hl, 8, 1, f) == 1 && fwrite(json, 1, jlen, f) == jlen;
     for (size_t k = jlen; k < padded && ok; k++) ok = fputc(' ', f) != EOF;
     free(json);
-    int rc = ZT_OK;
     for (int i = 0; i < n && ok && !rc; i++) {
         const zt_param_desc *p = &m->params[ents[i].param];
         size_t cnt = (size_t)p->logical_numel;
@@ -83,14 +83,11 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
         free(full);
         free(out);
     }
-    ok = (fflush(f) == 0 && fsync(fileno(f)) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (rc || !ok || rename(tmp, path) != 0) {
-        int en = errno;
-        unlink(tmp);
-        return rc ? rc : zt_error_set(err, ZT_ERR_IO, "cannot write %s: %s", path, strerror(en));
+    if (rc) {
+        zt_atomic_abandon(&af);
+        return rc;
     }
-    return ZT_OK;
+    return zt_atomic_commit(&af, ok, "", err);
 }
 
 struct zt_st_file {

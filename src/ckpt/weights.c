@@ -1,5 +1,6 @@
 /* weights.c - save and load the single-file parameter snapshot described in weights.h. */
 #include "ckpt/weights.h"
+#include "core/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -102,13 +103,13 @@ int zt_weights_save_with(const zt_model *m, zt_weights_gather_fn gather, void *c
         return herr.code ? zt_error_prefix(&herr, "saving %s", path), *err = herr, herr.code
                          : zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
+    zt_atomic_file af;
+    int rc = zt_atomic_open(&af, path, err);
+    if (rc) {
         free(hb.p);
-        return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        return rc;
     }
+    FILE *fp = af.fp;
     XXH64_state_t *h = XXH64_createState();
     int ok = h != NULL && fwrite(hb.p, 1, hb.len, fp) == hb.len;
     if (ok) {
@@ -116,14 +117,12 @@ int zt_weights_save_with(const zt_model *m, zt_weights_gather_fn gather, void *c
         XXH64_update(h, hb.p, hb.len);
     }
     free(hb.p);
-    int rc = ZT_OK;
     for (int i = 0; i < m->n_params && ok; i++) {
         size_t bytes = (size_t)m->params[i].logical_numel * sizeof(float);
         float *d = malloc(bytes);
         if (!d || (rc = gather(ctx, i, d, err))) {
             free(d);
-            fclose(fp);
-            unlink(tmp);
+            zt_atomic_abandon(&af);
             XXH64_freeState(h);
             return rc ? rc : zt_error_set(err, ZT_ERR_NOMEM, "saving %s: out of memory", path);
         }
@@ -134,14 +133,7 @@ int zt_weights_save_with(const zt_model *m, zt_weights_gather_fn gather, void *c
     uint64_t digest = ok ? XXH64_digest(h) : 0;
     if (h) XXH64_freeState(h);
     ok = ok && fwrite(&digest, 8, 1, fp) == 1;
-    ok = (fflush(fp) == 0) && ok && fsync(fileno(fp)) == 0;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int en = errno;
-        unlink(tmp);
-        return zt_error_set(err, ZT_ERR_IO, "cannot write weights %s: %s", path, strerror(en));
-    }
-    return ZT_OK;
+    return zt_atomic_commit(&af, ok, "weights", err);
 }
 
 /* The whole file in memory, checksum verified. */

@@ -1,6 +1,6 @@
 /* cmd_bench.c - `zerotrain bench`: training throughput of a model preset (GPT-2 or Llama) on random tokens (the
  * W1 benchmark: gpt2-124M, B=4, T=256 per rank, fp32, AdamW), with achieved GFLOP/s against both
- * the measured peak in the run's precision (MFU, metrics/peak.h) and the GEMM rate measured here,
+ * the measured peak in the run's precision (MFU, scale/peak.h) and the GEMM rate measured here,
  * and the time per unit. With --nproc N it
  * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
  * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
@@ -18,7 +18,7 @@
 #include "comm/mesh.h"
 #include "metrics/mfu.h"
 #include "shard/tp.h"
-#include "metrics/peak.h"
+#include "scale/peak.h"
 #include "kernels/gemm.h"
 
 #include <cblas.h>

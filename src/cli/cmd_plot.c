@@ -1,10 +1,10 @@
 /* cmd_plot.c - `zerotrain plot RUN.jsonl [RUN2.jsonl ...] -o out.png [--labels a,b]`: training
  * curves through gnuplot (src/metrics/plot.c); `zerotrain plot --timeline trace.json [--step N]
  * -o timeline.png`: a picture of a timeline; and `zerotrain plot --merge-traces A.json B.json ...
- * -o all.json`: one Chrome trace from per-rank timeline files (src/metrics/trace.c). */
+ * -o all.json`: one Chrome trace from per-rank timeline files (src/obs/trace.c). */
 #include "cli/commands.h"
 #include "metrics/plot.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -29,6 +29,8 @@
  * mpirun -hostfile or srun the ranks start directly and this file only detects that. */
 #include "cli/launch.h"
 #include "ckpt/checkpoint.h"
+#include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/stop.h"
 
 #include <errno.h>
@@ -44,42 +46,38 @@
 #include <unistd.h>
 
 bool zt_launched_by_mpi(void) {
-    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",
-                                 "MV2_COMM_WORLD_SIZE"};
+    static const zt_env_var vars[] = {ZT_ENV_OMPI_COMM_WORLD_SIZE, ZT_ENV_PMI_SIZE, ZT_ENV_PMIX_RANK,
+                                      ZT_ENV_SLURM_PROCID, ZT_ENV_MV2_COMM_WORLD_SIZE};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-        if (getenv(vars[i])) return true;
+        if (zt_env(vars[i])) return true;
     return false;
 }
 
 void zt_launch_register_rank(int rank) {
-    const char *dir = getenv("ZT_RUN_DIR");
+    const char *dir = zt_env(ZT_ENV_RUN_DIR);
     if (!dir || !*dir) return;
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/rank-%d.pid", dir, rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return; /* the launcher then signals mpirun instead */
-    fprintf(f, "%d\n", (int)getpid());
-    if (fclose(f) == 0) rename(tmp, path);
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return; /* the launcher then signals mpirun instead */
+    zt_atomic_commit(&af, fprintf(af.fp, "%d\n", (int)getpid()) > 0, "", NULL);
 }
 
 void zt_launch_record_exit(int rank, int code, const char *message) {
-    const char *dir = getenv("ZT_RUN_DIR");
+    const char *dir = zt_env(ZT_ENV_RUN_DIR);
     if (!dir || !*dir || code == 0) return;
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/exit-%d", dir, rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char line[400];
     snprintf(line, sizeof line, "%s", message ? message : "");
     for (char *c = line; *c; c++)
         if (*c == '\n') *c = ' ';
-    fprintf(f, "%d %.6f %s\n", code, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, line);
-    if (fclose(f) == 0) rename(tmp, path);
-    else unlink(tmp);
+    bool ok = fprintf(af.fp, "%d %.6f %s\n", code, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, line) > 0;
+    zt_atomic_commit(&af, ok, "", NULL);
 }
 
 /* The earliest exit record of ranks [0, nproc) with a zerotrain code: its rank and code, the
@@ -422,7 +420,7 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
         if (k > 0 && k < per_host) per_host = k;
     }
     /* split the cores among the ranks unless the user chose */
-    if (!getenv("OMP_NUM_THREADS")) {
+    if (!zt_env(ZT_ENV_OMP_NUM_THREADS)) {
         snprintf(threads, sizeof threads, "%ld", cores / per_host > 0 ? cores / per_host : 1);
         setenv("OMP_NUM_THREADS", threads, 1);
     }
@@ -435,22 +433,22 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
     }
     /* the job's run directory: where the ranks register their pids (the user's, or a fresh one) */
     char run_dir[4096];
-    bool own_dir = !getenv("ZT_RUN_DIR") || !*getenv("ZT_RUN_DIR");
+    bool own_dir = !zt_env(ZT_ENV_RUN_DIR) || !*zt_env(ZT_ENV_RUN_DIR);
     if (own_dir) {
-        const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        const char *tmp = zt_env_or(ZT_ENV_TMPDIR, "/tmp");
         snprintf(run_dir, sizeof run_dir, "%s/zerotrain-job-XXXXXX", tmp);
         if (!mkdtemp(run_dir))
             return -zt_error_set(err, ZT_ERR_IO, "launch: cannot create the job's run directory %s: %s", run_dir,
                                  strerror(errno));
         setenv("ZT_RUN_DIR", run_dir, 1);
     } else {
-        snprintf(run_dir, sizeof run_dir, "%s", getenv("ZT_RUN_DIR"));
+        snprintf(run_dir, sizeof run_dir, "%s", zt_env(ZT_ENV_RUN_DIR));
     }
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return -zt_error_set(err, ZT_ERR_USAGE, "launch: cannot find my own executable: %s", strerror(errno));
     self[n] = '\0';
-    const char *mpirun = getenv("ZT_MPIRUN") ? getenv("ZT_MPIRUN") : "mpirun";
+    const char *mpirun = zt_env(ZT_ENV_MPIRUN) ? zt_env(ZT_ENV_MPIRUN) : "mpirun";
     /* --mpirun-args: split at white space into a copy the args point into */
     char *extra = pol->mpirun_args ? strdup(pol->mpirun_args) : NULL;
     int n_extra = 0;
@@ -475,12 +473,12 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
     args[k++] = "--bind-to";
     args[k++] = "none";
     /* mpirun passes its own environment to ranks on this host only: what the ranks need goes with -x */
-    const char *exported[] = {"OMP_NUM_THREADS", "ZT_STDOUT_TTY", "ZT_LAUNCHED", "ZT_RUN_DIR", "ZT_RESTART_ATTEMPT",
-                              "ZT_COMM_TIMEOUT"};
+    const zt_env_var exported[] = {ZT_ENV_OMP_NUM_THREADS, ZT_ENV_STDOUT_TTY, ZT_ENV_LAUNCHED, ZT_ENV_RUN_DIR,
+                                   ZT_ENV_RESTART_ATTEMPT, ZT_ENV_COMM_TIMEOUT};
     for (size_t i = 0; i < sizeof exported / sizeof *exported; i++) {
-        if (i == 5 && !getenv(exported[i])) continue; /* exported only when set */
+        if (exported[i] == ZT_ENV_COMM_TIMEOUT && !zt_env(ZT_ENV_COMM_TIMEOUT)) continue; /* exported only when set */
         args[k++] = "-x";
-        args[k++] = (char *)exported[i];
+        args[k++] = (char *)zt_env_name(exported[i]);
     }
     for (char *save = NULL, *t = extra ? strtok_r(extra, " \t\n", &save) : NULL; t; t = strtok_r(NULL, " \t\n", &save))
         args[k++] = t;

@@ -10,6 +10,7 @@
  * (or when the file cannot be made) every call is a no-op and messages say the state is unknown.
  * Times are CLOCK_MONOTONIC seconds, comparable between processes of one host. */
 #include "comm/comm_internal.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,7 @@ static double mono(void) {
 static void board_path(int rank, char *buf, size_t cap) { snprintf(buf, cap, "%s/board-%d", g_dir, rank); }
 
 void zt_board_open_(int world_rank) {
-    const char *dir = getenv("ZT_RUN_DIR");
+    const char *dir = zt_env(ZT_ENV_RUN_DIR);
     if (g_board || !dir || !*dir || strlen(dir) >= sizeof g_dir) return;
     snprintf(g_dir, sizeof g_dir, "%s", dir);
     char path[4000];

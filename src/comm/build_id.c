@@ -7,6 +7,7 @@
  * characters) so every rank gathers the same number of bytes whatever it holds; only
  * ZT_FAKE_BUILD_ID (a test hook) changes it from outside. */
 #include "comm/build_id.h"
+#include "core/env.h"
 #include "core/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
@@ -67,7 +68,7 @@ void zt_build_id_get(zt_build_id *b) {
     if (rev) *rev = '\0';
     snprintf(b->v[5], ZT_BUILD_FIELD_LEN, "%s", len ? mpi : "unknown");
     snprintf(b->v[6], ZT_BUILD_FIELD_LEN, "%s; gemm %s", zt_isa_name((zt_isa)zt_kernels_isa()), zt_gemm_path(false));
-    const char *fake = getenv("ZT_FAKE_BUILD_ID"); /* the test hook (docs/reliability.md, I06) */
+    const char *fake = zt_env(ZT_ENV_FAKE_BUILD_ID); /* the test hook (docs/reliability.md, I06) */
     if (fake && *fake) {
         int k = 1;
         const char *eq = strchr(fake, '=');

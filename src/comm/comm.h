@@ -92,6 +92,7 @@
 #define ZT_COMM_H
 
 #include "zerotrain/zerotrain.h"
+#include "obs/commlog.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -368,16 +369,7 @@ int zt_comm_barrier(zt_comm *c, const char *tag, zt_error *err);
 
 /* ---- counters.c --------------------------------------------------------------------------- */
 
-typedef enum zt_coll_kind {
-    ZT_COLL_REDUCE_SCATTER = 0,
-    ZT_COLL_ALL_GATHER = 1,
-    ZT_COLL_ALL_REDUCE = 2, /* counted as itself only: its two phases are not counted again */
-    ZT_COLL_BROADCAST = 3,
-    ZT_COLL_SMALL = 4,      /* max, and, all_gather_f64 */
-    ZT_COLL_SETUP = 5,      /* split, dup, barrier, init */
-    ZT_COLL_P2P = 6,        /* a pipeline stage's send or receive (p2p.c): comm log only */
-    ZT_COLL_NKINDS = 7
-} zt_coll_kind;
+/* zt_coll_kind, the kinds counted here and in the comm log: obs/commlog.h */
 
 typedef struct zt_coll_counters {
     uint64_t calls;      /* collectives finished successfully (failed ones are not counted) */

@@ -20,8 +20,8 @@
  *     busy machine loses its core for a time slice (measured: 1-4 MB all-reduces 14-18x slower).
  */
 #include "comm/comm_internal.h"
-#include "metrics/commlog.h"
-#include "metrics/trace.h"
+#include "obs/commlog.h"
+#include "obs/trace.h"
 
 #include <math.h>
 #include <sched.h>

@@ -9,6 +9,7 @@
  * comm (MPI matches collectives apart from zerotrain's point-to-point messages) polled under the
  * comm's deadline; after a mismatch or a timeout the comm is broken like after any failed op. */
 #include "comm/comm_internal.h"
+#include "core/env.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ void zt_fingerprint_step_(int64_t step) { g_step = step; }
 static bool checking(void) {
     int v = g_check;
     if (v < 0) {
-        const char *env = getenv("ZT_COMM_CHECK");
+        const char *env = zt_env(ZT_ENV_COMM_CHECK);
         v = env && *env && strcmp(env, "0") != 0;
         g_check = v;
     }

@@ -9,21 +9,22 @@
  *     when the launcher places ranks by slot (mpirun's default, srun's block distribution).
  */
 #include "comm/launcher.h"
+#include "core/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* A positive decimal integer prefix of name's value ("2(x3)" reads as 2); 0 when unset/not one. */
-static int env_pos(const char *name) {
-    const char *v = getenv(name);
+static int env_pos(zt_env_var name) {
+    const char *v = zt_env(name);
     if (!v || *v < '0' || *v > '9') return 0;
     long x = strtol(v, NULL, 10);
     return x > 0 && x < 1 << 30 ? (int)x : 0;
 }
 
-static int env_nonneg(const char *name) {
-    const char *v = getenv(name);
+static int env_nonneg(zt_env_var name) {
+    const char *v = zt_env(name);
     if (!v || *v < '0' || *v > '9') return -1;
     long x = strtol(v, NULL, 10);
     return x >= 0 && x < 1 << 30 ? (int)x : -1;
@@ -50,9 +51,9 @@ static int slurm_tasks_on_node(const char *spec, int id) {
 }
 
 void zt_launcher_node_get(zt_launcher_node *n) {
-    static const struct { const char *size, *rank; } vars[] = {
-        {"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-        {"MPI_LOCALNRANKS", "MPI_LOCALRANKID"},
+    static const struct { zt_env_var size, rank; } vars[] = {
+        {ZT_ENV_OMPI_COMM_WORLD_LOCAL_SIZE, ZT_ENV_OMPI_COMM_WORLD_LOCAL_RANK},
+        {ZT_ENV_MPI_LOCALNRANKS, ZT_ENV_MPI_LOCALRANKID},
     };
     n->local_size = 0;
     n->local_rank = -1;
@@ -60,30 +61,30 @@ void zt_launcher_node_get(zt_launcher_node *n) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         if ((n->local_size = env_pos(vars[i].size)) > 0) {
             n->local_rank = env_nonneg(vars[i].rank);
-            n->source = vars[i].size;
+            n->source = zt_env_name(vars[i].size);
             return;
         }
     }
     /* srun writes the step's layout to SLURM_STEP_TASKS_PER_NODE always, and to
      * SLURM_TASKS_PER_NODE only without --preserve-env (-E), which keeps the job's allocation
      * there (sbatch --ntasks-per-node=8, then srun -E -n 4 -N 2: the step runs 2 per node) */
-    static const char *specs[] = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"};
-    int id = env_nonneg("SLURM_NODEID");
+    static const zt_env_var specs[] = {ZT_ENV_SLURM_STEP_TASKS_PER_NODE, ZT_ENV_SLURM_TASKS_PER_NODE};
+    int id = env_nonneg(ZT_ENV_SLURM_NODEID);
     for (size_t i = 0; i < 2 && id >= 0; i++) {
-        const char *spec = getenv(specs[i]);
+        const char *spec = zt_env(specs[i]);
         if (spec && (n->local_size = slurm_tasks_on_node(spec, id)) > 0) {
-            n->source = specs[i];
-            n->local_rank = env_nonneg("SLURM_LOCALID");
+            n->source = zt_env_name(specs[i]);
+            n->local_rank = env_nonneg(ZT_ENV_SLURM_LOCALID);
             return;
         }
     }
-    if ((n->local_size = env_pos("SLURM_NTASKS_PER_NODE")) > 0) {
-        n->source = "SLURM_NTASKS_PER_NODE";
+    if ((n->local_size = env_pos(ZT_ENV_SLURM_NTASKS_PER_NODE)) > 0) {
+        n->source = zt_env_name(ZT_ENV_SLURM_NTASKS_PER_NODE);
     } else {
         n->local_size = 0;
         return;
     }
-    n->local_rank = env_nonneg("SLURM_LOCALID");
+    n->local_rank = env_nonneg(ZT_ENV_SLURM_LOCALID);
 }
 
 int zt_launcher_default_shard_size(int world, const char **source) {

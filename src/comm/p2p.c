@@ -8,7 +8,7 @@
  * the compute threads. */
 #include "comm/p2p.h"
 #include "comm/comm_internal.h"
-#include "metrics/commlog.h"
+#include "obs/commlog.h"
 
 #include <omp.h>
 #include <sched.h>

@@ -12,6 +12,7 @@
  *     cores (--oversubscribe): then a spinning rank would hold the core its peer needs.
  */
 #include "comm/comm_internal.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <math.h>
@@ -53,7 +54,7 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
     out->spin = ZT_COMM_DEFAULT_SPIN;
     out->ar_exchange_max = ZT_COMM_DEFAULT_AR_EXCHANGE;
     out->ar_shm_max = ZT_COMM_DEFAULT_AR_SHM;
-    const char *s = getenv("ZT_COMM_TIMEOUT");
+    const char *s = zt_env(ZT_ENV_COMM_TIMEOUT);
     if (s && *s) {
         char *end;
         errno = 0;
@@ -64,7 +65,7 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
                                 "ZT_COMM_TIMEOUT='%s': expected seconds, a number > 0", s);
         out->timeout = v;
     }
-    s = getenv("ZT_COMM_CHUNK_BYTES");
+    s = zt_env(ZT_ENV_COMM_CHUNK_BYTES);
     if (s && *s) {
         if (!parse_bytes(s, ZT_COMM_MIN_CHUNK, 1ull << 30, &out->chunk))
             return zt_error_set(err, ZT_ERR_USAGE,
@@ -73,7 +74,7 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
                                 s);
         out->chunk &= ~(size_t)3;
     }
-    s = getenv("ZT_COMM_SPIN_US");
+    s = zt_env(ZT_ENV_COMM_SPIN_US);
     if (s && *s) {
         char *end;
         errno = 0;
@@ -84,15 +85,15 @@ int zt_comm_env_(zt_comm_settings *out, zt_error *err) {
         out->spin = v * 1e-6;
     }
     /* the all-reduce's thresholds (all_reduce.c, zt_ar_algo_) */
-    const struct { const char *name, *zero; size_t *out; } thr[] = {
-        {"ZT_COMM_AR_EXCHANGE_BYTES", "never", &out->ar_exchange_max},
-        {"ZT_COMM_AR_SHM_BYTES", "no shared segment", &out->ar_shm_max}};
+    const struct { zt_env_var var; const char *zero; size_t *out; } thr[] = {
+        {ZT_ENV_COMM_AR_EXCHANGE_BYTES, "never", &out->ar_exchange_max},
+        {ZT_ENV_COMM_AR_SHM_BYTES, "no shared segment", &out->ar_shm_max}};
     for (size_t i = 0; i < sizeof thr / sizeof thr[0]; i++) {
-        s = getenv(thr[i].name);
+        s = zt_env(thr[i].var);
         if (s && *s && !parse_bytes(s, 0, 1ull << 40, thr[i].out))
             return zt_error_set(err, ZT_ERR_USAGE,
-                                "%s='%s': expected bytes, 0 (%s) to 1T (suffix k, M or G allowed)", thr[i].name,
-                                s, thr[i].zero);
+                                "%s='%s': expected bytes, 0 (%s) to 1T (suffix k, M or G allowed)",
+                                zt_env_name(thr[i].var), s, thr[i].zero);
     }
     return ZT_OK;
 }
@@ -206,7 +207,7 @@ int zt_comm_init(int *argc, char ***argv, zt_comm **world, zt_error *err) {
     }
     /* more ranks on this node than cores: a spinning wait takes the core from the rank it waits
      * for, so yield at once (unless ZT_COMM_SPIN_US says otherwise) */
-    const char *spin_env = getenv("ZT_COMM_SPIN_US");
+    const char *spin_env = zt_env(ZT_ENV_COMM_SPIN_US);
     if (!spin_env || !*spin_env) {
         MPI_Comm node;
         int on_node = 1;

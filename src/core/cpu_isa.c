@@ -2,6 +2,7 @@
  * (cpu_isa.h). Nothing here may use an instruction above the floor before checking for it: this
  * file is what tells the rest of the library which code it may run. */
 #include "core/cpu_isa.h"
+#include "core/env.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -139,7 +140,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void detect_once(void)
 {
     detect(&g_cpu);
-    const char *fake = getenv("ZT_CPU_FAKE");
+    const char *fake = zt_env(ZT_ENV_CPU_FAKE);
     if (fake && *fake) {
         zt_isa lvl = ZT_ISA_NONE;
         for (int i = 0; i < ZT_ISA_LEVELS; i++)

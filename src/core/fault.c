@@ -5,6 +5,7 @@
  * Invariants: a spec fires only on its rank and step; `n` counts firings per process (atomic, so
  * the checkpoint writer thread and the main thread never both take the last one). */
 #include "core/fault.h"
+#include "core/env.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -101,7 +102,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         }
     }
     atomic_store(&s->left, n);
-    const char *att = getenv("ZT_RESTART_ATTEMPT"); /* set by the launcher (--max-restarts) */
+    const char *att = zt_env(ZT_ENV_RESTART_ATTEMPT); /* set by the launcher (--max-restarts) */
     long this_attempt = att && *att ? strtol(att, NULL, 10) : 0;
     /* another rank's or another attempt's spec is not armed here */
     if ((s->rank < 0 || s->rank == rank) && (s->attempt < 0 || s->attempt == this_attempt)) g_n++;
@@ -110,7 +111,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
 
 int zt_fault_init(int rank, zt_error *err) {
     g_n = 0;
-    const char *env = getenv("ZT_FAULT");
+    const char *env = zt_env(ZT_ENV_FAULT);
     if (!env || !*env) return ZT_OK;
     char buf[512];
     if (strlen(env) >= sizeof buf) return bad(env, "", "longer than 511 characters", err);
@@ -127,7 +128,6 @@ int zt_fault_init(int rank, zt_error *err) {
 bool zt_fault_armed(void) { return g_n > 0; }
 
 void zt_fault_set_step(int64_t step) { atomic_store(&g_step, step); }
-int64_t zt_fault_step(void) { return atomic_load(&g_step); }
 
 /* Takes one firing of s if any are left. */
 static bool take(spec *s) {

@@ -85,6 +85,5 @@ zt_fault_kind zt_fault_point_step(zt_fault_phase phase, int64_t step, long *arg)
 
 /* The step the hooks attribute to, 1-based (the trainer sets it as a step begins). */
 void zt_fault_set_step(int64_t step);
-int64_t zt_fault_step(void);
 
 #endif

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include "data/bpe.h"
+#include "core/env.h"
 #include "core/file.h"
 #include "data/bpe_build.h"
 
@@ -898,7 +899,7 @@ static int try_upwards(const char *start, char *enc, char *vocab, size_t cap) {
 }
 
 int zt_bpe_default_paths(char *enc, char *vocab, size_t cap, zt_error *err) {
-    const char *d = getenv("ZT_BPE_DIR");
+    const char *d = zt_env(ZT_ENV_BPE_DIR);
     if (d && *d) {
         int r = try_dir(d, NULL, enc, vocab, cap);
         if (r < 0) return zt_error_set(err, ZT_ERR_USAGE, "ZT_BPE_DIR=%s: path too long", d);
@@ -907,7 +908,7 @@ int zt_bpe_default_paths(char *enc, char *vocab, size_t cap, zt_error *err) {
                                 "vocab.bpe (run scripts/setup.sh, or unset ZT_BPE_DIR)", d);
         return ZT_OK;
     }
-    d = getenv("ZT_SOURCE_DIR");
+    d = zt_env(ZT_ENV_SOURCE_DIR);
     if (d && *d) {
         int r = try_dir(d, BPE_PKG_SUBDIR, enc, vocab, cap);
         if (r < 0) return zt_error_set(err, ZT_ERR_USAGE, "ZT_SOURCE_DIR=%s: path too long", d);

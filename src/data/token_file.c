@@ -1,6 +1,7 @@
 /* token_file.c - reading (mmap) and atomically writing llm.c-format token files, uint16 (magic
  * 20240520, version 1) and uint32 (magic 20240801, version 7). */
 #include "data/token_file.h"
+#include "core/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,22 +94,14 @@ int zt_token_file_write(const char *path, const uint32_t *tokens, size_t n, int 
             if (tokens[i] > 65535)
                 return zt_error_set(err, ZT_ERR_DATA, "token file %s: token %u at position %zu does not fit "
                                     "uint16 tokens (write uint32 tokens instead)", path, tokens[i], i);
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return zt_error_set(err, ZT_ERR_USAGE, "token file path too long: %s", path);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    zt_atomic_file af;
+    int rc = zt_atomic_open(&af, path, err);
+    if (rc) return rc;
+    FILE *fp = af.fp;
     int32_t header[ZT_TOKEN_FILE_HEADER_INTS] = {0};
     header[0] = width == 2 ? ZT_TOKEN_FILE_MAGIC : ZT_TOKEN_FILE_MAGIC_U32;
     header[1] = width == 2 ? ZT_TOKEN_FILE_VERSION : ZT_TOKEN_FILE_VERSION_U32;
     header[2] = (int32_t)n;
     int ok = fwrite(header, sizeof header, 1, fp) == 1 && write_tokens(fp, tokens, n, width);
-    ok = (fflush(fp) == 0) && ok && (fsync(fileno(fp)) == 0);
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_error_set(err, ZT_ERR_IO, "cannot write token file %s: %s", path, strerror(e));
-    }
-    return ZT_OK;
+    return zt_atomic_commit(&af, ok, "token file", err);
 }

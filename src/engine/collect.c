@@ -17,7 +17,7 @@
 #include "comm/p2p.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdlib.h>

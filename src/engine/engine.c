@@ -8,6 +8,7 @@
  * Invariants: a unit's forward/backward only ever see full tensors through pointer tables;
  * the model never sees a rank. */
 #include "engine/engine_internal.h"
+#include "core/env.h"
 #include "comm/comm.h"
 #include "comm/mesh.h"
 #include "core/fault.h"
@@ -16,7 +17,7 @@
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <math.h>
 #include <omp.h>
@@ -254,7 +255,7 @@ static int setup_groups(zt_engine *e, zt_error *err) {
 }
 
 /* Pipeline parallelism: slots 1.. of every unit's output and kept saved buffer (slot 0 is the
- * one zt_engine_create and zt_ckpt_layout allocated), one received input per slot and one more,
+ * one zt_engine_create and zt_recompute_layout allocated), one received input per slot and one more,
  * and two gradient buffers each way (class activations; src/memory/plan.c mirrors it). */
 static int pp_layout(zt_engine *e, zt_error *err) {
     const zt_model *m = e->model;
@@ -302,7 +303,7 @@ void zt_engine_use_slot(zt_engine *e, int k) {
         s->out = s->outs[k];
         s->saved = s->saveds[k];
     }
-    e->ckpt_owner = -1; /* the shared buffer holds another micro-batch's rest */
+    e->recompute_owner = -1; /* the shared buffer holds another micro-batch's rest */
 }
 
 int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err) {
@@ -343,7 +344,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         }
         e->opt.offload.param_dir = e->param_dir;
     }
-    const char *cache_env = getenv("ZT_BLOCK_CACHE");
+    const char *cache_env = zt_env(ZT_ENV_BLOCK_CACHE);
     e->use_cache = !(cache_env && !strcmp(cache_env, "0"));
     pthread_mutex_init(&e->mem_lock, NULL);
     if (!e->opt.bucket_bytes) e->opt.bucket_bytes = 25u << 20;
@@ -435,7 +436,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (scratch > max_scratch) max_scratch = scratch;
         if ((size_t)un->out_width > max_width) max_width = (size_t)un->out_width;
     }
-    if ((rc = zt_ckpt_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
+    if ((rc = zt_recompute_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
     if ((rc = pp_layout(e, err))) goto fail;      /* pipeline: the other slots, the transfer buffers */
     if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations, "the units' scratch"))) goto nomem;
     for (int i = 0; i < 2; i++)
@@ -498,7 +499,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->micro_pieces);
     free(e->pack);
     free(e->scratch);
-    free(e->ckpt_shared);
+    free(e->recompute_shared);
     free(e->dact[0]);
     free(e->dact[1]);
     free(e->dloss);
@@ -542,7 +543,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
                           zt_error *err) {
     const zt_model *m = e->model;
     const float *in = in0;
-    e->ckpt_owner = -1;
+    e->recompute_owner = -1;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
@@ -553,7 +554,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
                           .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
-        zt_ckpt_args(e, u, &a);
+        zt_recompute_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
         rc = un->ops->forward(un, &a, err);
@@ -561,7 +562,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         zt_trace_end();
         zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "forward of unit %s", un->name);
-        zt_ckpt_forward_done(e, u);
+        zt_recompute_forward_done(e, u);
         zt_store_after_forward(e, u, training);
         in = s->out;
     }
@@ -640,10 +641,10 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
-        zt_ckpt_args(e, u, &a);
+        zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
-        if ((rc = zt_ckpt_before_backward(e, u, &a, e->dact[flip], err))) {
+        if ((rc = zt_recompute_before_backward(e, u, &a, e->dact[flip], err))) {
             zt_grads_unit_written(e, u, unset);
             zt_store_views_free(e, u);
             return rc;
@@ -654,7 +655,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         zt_grads_unit_written(e, u, unset);
         s->bwd_s += omp_get_wtime() - t0;
         zt_trace_end();
-        zt_ckpt_backward_done(e, u);
+        zt_recompute_backward_done(e, u);
         zt_store_views_free(e, u);
         if (rc) return zt_error_prefix(err, "backward of unit %s", un->name);
         zt_store_after_backward(e, u);

@@ -64,7 +64,7 @@ typedef struct unit_state {
     float *saved;            /* (kept) the part of saved_floats(B, T, lp_kind) the unit keeps between its
                                 forward and its backward (all of it without checkpointing);
                                 NULL when kept is 0 */
-    size_t kept, rest;       /* saved floats kept / rebuilt in e->ckpt_shared (recompute.c) */
+    size_t kept, rest;       /* saved floats kept / rebuilt in e->recompute_shared (recompute.c) */
     double fwd_s, bwd_s;     /* cumulative wall time of forward / backward (recomputation
                                 included in backward) */
     float **outs, **saveds;  /* pipeline parallelism: (opt.pp_slots) one output and kept saved
@@ -180,10 +180,10 @@ struct zt_engine {
     double comm_s;              /* wall time in the engine's collectives (bucket packing included)
                                    since creation or zt_engine_reset_times */
     float *scratch;
-    float *ckpt_shared;         /* activation checkpointing: (max rest) the recomputed part of the
+    float *recompute_shared;    /* activation checkpointing: (max rest) the recomputed part of the
                                    saved buffers, shared by all units; NULL without */
-    int ckpt_owner;             /* the unit whose rest ckpt_shared holds as its forward wrote it,
-                                   or -1 (then the next backward that needs it recomputes) */
+    int recompute_owner;        /* the unit whose rest recompute_shared holds as its forward wrote
+                                   it, or -1 (then the next backward that needs it recomputes) */
     float *dact[2];             /* activation-gradient ping-pong */
     /* precision (engine_precision.c) */
     int lp_kind;                /* zt_lp_kind of the compute copies; 0: fp32 compute. Set first at
@@ -334,17 +334,17 @@ int zt_grad_offload_hash_check(zt_engine *e, zt_error *err);
 /* Decides what each unit keeps and rebuilds (units[u].kept/rest) and allocates the kept saved
  * buffers and the shared one (class activations). ZT_ERR_USAGE when a unit's kept_floats
  * exceeds its saved_floats; ZT_ERR_NOMEM. */
-int zt_ckpt_layout(zt_engine *e, zt_error *err);
+int zt_recompute_layout(zt_engine *e, zt_error *err);
 /* Points a->saved / a->saved_rest at unit u's saved buffer for forward, recompute or backward. */
-void zt_ckpt_args(const zt_engine *e, int u, zt_unit_args *a);
+void zt_recompute_args(const zt_engine *e, int u, zt_unit_args *a);
 /* After unit u's forward: the shared buffer now holds u's rest (when it has one). */
-void zt_ckpt_forward_done(zt_engine *e, int u);
+void zt_recompute_forward_done(zt_engine *e, int u);
 /* Before unit u's backward: rebuilds its saved buffer unless it is still there. a holds the
  * backward's arguments (params gathered, in, scratch); throwaway is a (B, T, out_width) buffer
  * whose contents do not matter (full recomputation writes the unit's output there). */
-int zt_ckpt_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *throwaway, zt_error *err);
+int zt_recompute_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *throwaway, zt_error *err);
 /* After unit u's backward (which may overwrite its saved buffer): nothing is held any more. */
-void zt_ckpt_backward_done(zt_engine *e, int u);
+void zt_recompute_backward_done(zt_engine *e, int u);
 
 /* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);
@@ -432,7 +432,5 @@ int zt_engine_state_zero(zt_engine *e, zt_error *err);
 /* After an offloaded update: every rank learns whether all ranks' I/O succeeded (rc is this
  * rank's outcome); a failure elsewhere names the rank. Returns the outcome to report here. */
 int zt_engine_offload_agree(zt_engine *e, int rc, zt_error *err);
-/* Whether the state kinds are kept as bf16 in memory (moments dtype bf16, not offloaded). */
-bool zt_engine_state_is_bf16(const zt_engine *e);
 
 #endif

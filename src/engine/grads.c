@@ -44,6 +44,7 @@
  * whatever the unit leaves unset, and whatever no unit reached by end_micro, is zeroed then, so
  * no path ever sees a gradient that holds what the buffer held before. */
 #include "engine/engine_internal.h"
+#include "core/env.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 #include "memory/sum_tree.h"
@@ -137,7 +138,7 @@ static void zero_floats(float *x, size_t n) {
 
 void zt_grads_assign_setup(zt_engine *e) {
     const zt_model *m = e->model;
-    const char *env = getenv("ZT_GRAD_ASSIGN");
+    const char *env = zt_env(ZT_ENV_GRAD_ASSIGN);
     e->grads_assign = !(env && !strcmp(env, "0"));
     for (int u = 0; u < m->n_units && e->grads_assign; u++) {
         const zt_unit *un = &m->units[u];

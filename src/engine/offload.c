@@ -13,6 +13,7 @@
  * world opens its store in zt_engine_create and all agree on the outcome, so a rank whose disk
  * fails does not leave the others waiting in the first collective. */
 #include "engine/engine_internal.h"
+#include "core/env.h"
 #include "comm/comm.h"
 #include "offload/nvme_store.h"
 #include "kernels/kernels.h"
@@ -50,7 +51,7 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
                                 .nkinds = optim ? e->state_kinds : 0, .floats = e->state_floats,
                                 .buffer_count = o->buffer_count, .buffer_bytes = o->buffer_bytes,
                                 .io_threads = o->io_threads, .buffered = o->buffered};
-    const char *direct = getenv("ZT_OFFLOAD_DIRECT"); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
+    const char *direct = zt_env(ZT_ENV_OFFLOAD_DIRECT); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
     if (direct && !strcmp(direct, "0")) so.buffered = true;
     bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
     for (int k = 0; k < so.nkinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
@@ -91,8 +92,6 @@ void zt_engine_offload_close(zt_engine *e) {
     zt_nvme_store_free(e->nvme);
     e->nvme = e->optim_store = NULL;
 }
-
-bool zt_engine_state_is_bf16(const zt_engine *e) { return e->state_bf16[0] != NULL; }
 
 int zt_engine_state_zero(zt_engine *e, zt_error *err) {
     if (e->optim_store) { /* the moments' kinds only: the pieces' kind holds the parameters */

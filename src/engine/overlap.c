@@ -10,8 +10,9 @@
  * order, the same on every rank, so the collectives match up, and the sums are the same bits as
  * inline reductions. */
 #include "comm/comm.h"
+#include "core/env.h"
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -106,7 +107,7 @@ static void *run(void *arg) {
  * (their only micro-batch's gradient is final as each unit finishes; with accumulation it is
  * final only after the micro-batch tree folds at the step, so they reduce there) */
 bool zt_overlap_wanted(const zt_engine *e) {
-    const char *env = getenv("ZT_OVERLAP_COMM");
+    const char *env = zt_env(ZT_ENV_OVERLAP_COMM);
     int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
     bool early = !e->shard_grads && ga == 1 && (e->shard_optim ? e->plan.nshards >= 2 : e->world > 1);
     return ((e->shard_grads && e->plan.nshards >= 2) || early) && e->shard_comm && !(env && !strcmp(env, "0")) &&

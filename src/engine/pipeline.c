@@ -11,7 +11,7 @@
 #include "engine/pipeline.h"
 #include "comm/p2p.h"
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -136,10 +136,7 @@ fail:
     return rc;
 }
 
-zt_comm *zt_pipeline_comm(const zt_pipeline *p) { return p->coll; }
 const zt_model *zt_pipeline_full_model(const zt_pipeline *p) { return p->full; }
-int zt_pipeline_stage(const zt_pipeline *p) { return p->s; }
-int zt_pipeline_stages(const zt_pipeline *p) { return p->p; }
 int zt_pipeline_owner(const zt_pipeline *p, int k) { return p->owner[k]; }
 
 int zt_pipeline_full_index(const zt_pipeline *p, int i) {

@@ -56,16 +56,12 @@ int zt_pipeline_param_hash(zt_pipeline *p, uint64_t *hash, zt_error *err);
 /* Measured bubble fraction of this stage over the steps so far (the first excluded when there
  * were more), and the schedule's (p-1)/(m+p-1). */
 void zt_pipeline_bubble(const zt_pipeline *p, double *measured, double *theory);
-/* The pipeline group (the stages of this rank's data-parallel point). */
-zt_comm *zt_pipeline_comm(const zt_pipeline *p);
 /* Checkpoints (src/ckpt/checkpoint.c) see the whole model: its descriptor, the stage's parameter
  * i's index in it, whether this stage writes parameter i (its owner; a copy is written by the
- * owner), this stage and the stages. */
+ * owner). */
 const zt_model *zt_pipeline_full_model(const zt_pipeline *p);
 int zt_pipeline_full_index(const zt_pipeline *p, int i);
 bool zt_pipeline_writes(const zt_pipeline *p, int i);
-int zt_pipeline_stage(const zt_pipeline *p);
-int zt_pipeline_stages(const zt_pipeline *p);
 /* The stage that owns (writes) the whole model's parameter k. */
 int zt_pipeline_owner(const zt_pipeline *p, int k);
 const char *zt_pp_schedule_name(zt_pp_schedule s);

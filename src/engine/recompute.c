@@ -12,7 +12,7 @@
  * unit's input) in every mode. Forward writes a unit's rest into the shared buffer, so after the
  * forward pass it still holds the last such unit's rest: that unit (GPT-2's head under full,
  * the last block under selective) is not recomputed, because nothing ran in between
- * (ckpt_owner tracks this). The memory is the same either way.
+ * (recompute_owner tracks this). The memory is the same either way.
  *
  * Bit-identical gradients: the recomputation runs the same deterministic kernels on the same
  * inputs (the kept input, the same gathered parameters, the same thread count), so it writes the
@@ -21,7 +21,7 @@
  * next one while this one recomputes and runs backward); with keep_params_after_forward they
  * are still there. */
 #include "engine/engine_internal.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -42,7 +42,7 @@ int zt_recompute_parse(const char *name, zt_recompute *out, zt_error *err) {
                         "unknown activation checkpointing mode \"%s\" (known: none, full, selective)", name);
 }
 
-int zt_ckpt_layout(zt_engine *e, zt_error *err) {
+int zt_recompute_layout(zt_engine *e, zt_error *err) {
     const zt_model *m = e->model;
     zt_recompute mode = e->opt.activation_checkpointing;
     int B = e->opt.B, T = e->opt.T;
@@ -69,44 +69,44 @@ int zt_ckpt_layout(zt_engine *e, zt_error *err) {
         if (K && !(s->saved = zt_engine_alloc(e, K, &e->mem.activations, what)))
             return zt_engine_oom(e, err, "engine: laying out activation checkpointing");
     }
-    e->ckpt_owner = -1;
-    if (shared && !(e->ckpt_shared = zt_engine_alloc(e, shared, &e->mem.activations,
+    e->recompute_owner = -1;
+    if (shared && !(e->recompute_shared = zt_engine_alloc(e, shared, &e->mem.activations,
                                                       "the shared activation checkpointing buffer")))
         return zt_engine_oom(e, err, "engine: activation checkpointing (%s)", zt_recompute_name(mode));
     return ZT_OK;
 }
 
-void zt_ckpt_args(const zt_engine *e, int u, zt_unit_args *a) {
+void zt_recompute_args(const zt_engine *e, int u, zt_unit_args *a) {
     const unit_state *s = &e->units[u];
     if (s->rest == 0) { /* all kept (or nothing saved) */
         a->saved = s->saved;
         a->saved_rest = NULL;
     } else if (s->kept == 0) { /* all in the shared buffer, contiguous */
-        a->saved = e->ckpt_shared;
+        a->saved = e->recompute_shared;
         a->saved_rest = NULL;
     } else {
         a->saved = s->saved;
-        a->saved_rest = e->ckpt_shared;
+        a->saved_rest = e->recompute_shared;
     }
 }
 
-void zt_ckpt_forward_done(zt_engine *e, int u) {
-    if (e->units[u].rest) e->ckpt_owner = u;
+void zt_recompute_forward_done(zt_engine *e, int u) {
+    if (e->units[u].rest) e->recompute_owner = u;
 }
 
-void zt_ckpt_backward_done(zt_engine *e, int u) {
-    if (e->units[u].rest) e->ckpt_owner = -1;
+void zt_recompute_backward_done(zt_engine *e, int u) {
+    if (e->units[u].rest) e->recompute_owner = -1;
 }
 
-int zt_ckpt_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *throwaway, zt_error *err) {
+int zt_recompute_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *throwaway, zt_error *err) {
     const zt_unit *un = &e->model->units[u];
     unit_state *s = &e->units[u];
-    if (s->rest == 0 || e->ckpt_owner == u) return ZT_OK;
+    if (s->rest == 0 || e->recompute_owner == u) return ZT_OK;
     zt_unit_args r = *a; /* the backward's inputs (parameters, compute copies, staging, in) ... */
     r.out = NULL;        /* ... without its outputs */
     r.dout = NULL;
     r.din = NULL;
-    zt_ckpt_args(e, u, &r);
+    zt_recompute_args(e, u, &r);
     zt_trace_begin("recompute", un->name);
     double t0 = omp_get_wtime();
     int rc;
@@ -120,6 +120,6 @@ int zt_ckpt_before_backward(zt_engine *e, int u, const zt_unit_args *a, float *t
     zt_trace_end();
     if (rc) return zt_error_prefix(err, "recomputing the activations of unit %s (%s checkpointing)", un->name,
                                    zt_recompute_name(e->opt.activation_checkpointing));
-    e->ckpt_owner = u;
+    e->recompute_owner = u;
     return ZT_OK;
 }

@@ -11,7 +11,7 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "comm/mesh.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 #include "shard/tp.h"
 
 #include <omp.h>
@@ -24,7 +24,7 @@ int zt_engine_job_size(const zt_engine *e) { return e->opt.mesh->world; }
 
 static zt_engine *engine_of(const zt_unit_group *g) { return g->ctx; }
 
-/* Each collective is a "tp" span of the trace (metrics/trace.h) named by its caller, with its
+/* Each collective is a "tp" span of the trace (obs/trace.h) named by its caller, with its
  * collective and floats: the timeline shows Megatron's f and g (all_reduce; with sequence
  * parallelism all_gather and reduce_scatter) inside the units' forward and backward. */
 static void span_end(const char *op, size_t floats) {

@@ -25,8 +25,8 @@
 #include "metrics/commlog.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
-#include "metrics/peak.h"
-#include "metrics/trace.h"
+#include "scale/peak.h"
+#include "obs/trace.h"
 
 #include <math.h>
 #include <signal.h>

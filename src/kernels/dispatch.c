@@ -12,6 +12,7 @@
  * Off x86-64 the kernels are compiled once under their own names and this file only answers
  * which level is in use (none). */
 #include "core/cpu_isa.h"
+#include "core/env.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -76,7 +77,7 @@ __attribute__((constructor)) static void kernels_choose(void)
 #ifdef ZT_KERNEL_VARIANTS
     const zt_cpu_features *f = zt_cpu_features_get();
     zt_isa best = zt_isa_best(f), want = best;
-    const char *env = getenv("ZT_ISA");
+    const char *env = zt_env(ZT_ENV_ISA);
     zt_error err = {0};
     if (zt_isa_parse(env, "ZT_ISA", &want, &err) == ZT_OK && want != ZT_ISA_NONE &&
         zt_isa_check(want, f, &err) == ZT_OK) {
@@ -108,7 +109,7 @@ const char *zt_kernels_path(void)
     int i = g_isa >= 0 && g_isa < ZT_ISA_LEVELS ? (int)g_isa : 0;
 #ifdef ZT_KERNEL_VARIANTS
     zt_isa best = zt_isa_best(zt_cpu_features_get());
-    const char *env = getenv("ZT_ISA");
+    const char *env = zt_env(ZT_ENV_ISA);
     snprintf(buf[i], sizeof buf[i], "%s (kernels %s%s; %s%s%s)", zt_isa_name(g_isa), zt_isa_arch(g_isa),
              g_isa >= ZT_ISA_AVX512_BF16 ? " +avx512bf16" : "",
              g_isa == best ? "the CPU's best" : "below the CPU's best, ", g_isa == best ? "" : zt_isa_name(best),

@@ -13,7 +13,7 @@
  * Compiled once per instruction-set level like every kernel (dispatch.c): the rate measured is the
  * one of the path the kernels run (AVX2: 256-bit FMAs; AVX-512: 512-bit; bf16 only where the path
  * has AVX512_BF16).
- * Cost ~0.25 s; zt_cpu_peak_measure (metrics/peak.c) caches the result per CPU model and path. */
+ * Cost ~0.25 s; zt_cpu_peak_measure (scale/peak.c) caches the result per CPU model and path. */
 #include "kernels/kernels.h"
 
 #include <immintrin.h>

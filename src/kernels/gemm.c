@@ -47,6 +47,7 @@
  * parallel region go to OpenBLAS without touching the cache.
  */
 #include "kernels/gemm.h"
+#include "core/env.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -173,7 +174,7 @@ static void decide(void)
     /* AVX2 or better: every x86 ISA from avx2 up has the avx2 bits */
     bool jit = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2;
     char why[200];
-    zt_gemm_backend b = zt_gemm_choose(getenv("ZT_GEMM"), openblas_get_corename(), isa_name(isa),
+    zt_gemm_backend b = zt_gemm_choose(zt_env(ZT_ENV_GEMM), openblas_get_corename(), isa_name(isa),
                                        jit, why, sizeof why);
     dnnl_status_t st = dnnl_success;
     if (b == ZT_GEMM_ONEDNN && !create_engine(&st)) {

@@ -607,7 +607,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         for (int k = 0; k < slots; k++) alloc(&s, ZT_MEM_ACTIVATIONS, BT * (size_t)un->out_width);
-        /* recompute.c zt_ckpt_layout: what the unit keeps; the rest goes to the shared buffer */
+        /* recompute.c zt_recompute_layout: what the unit keeps; the rest goes to the shared buffer */
         size_t saved = un->ops->saved_floats(un, o->B, o->T, lp_kind), kept = saved;
         if (ckpt == ZT_RECOMPUTE_FULL) kept = 0;
         else if (ckpt == ZT_RECOMPUTE_SELECTIVE && un->ops->kept_floats && un->ops->recompute)

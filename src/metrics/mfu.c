@@ -1,7 +1,7 @@
 /* mfu.c - model and hardware FLOPs utilization (the formula is in mfu.h) against the measured peak
- * of peak.c, and the measured GEMM rate that `zerotrain bench --peak` prints beside it. */
+ * of scale/peak.c, and the measured GEMM rate that `zerotrain bench --peak` prints beside it. */
 #include "metrics/mfu.h"
-#include "metrics/peak.h"
+#include "scale/peak.h"
 #include "zerotrain/zerotrain.h"
 
 #include <cblas.h>

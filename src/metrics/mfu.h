@@ -9,7 +9,7 @@
  *     12·L·C·T  attention scores Q·Kᵀ and the weighted sum A·V: 2 matmuls x 2 FLOPs x T keys x C
  *        per token and layer in forward (4·C·T), x3 for backward; the full T x T square, not the
  *        causal half, as PaLM/llm.c count it.
- *   MFU = F · tokens / (seconds · peak)      peak: peak.h, the cores in use at their measured rate
+ *   MFU = F · tokens / (seconds · peak)      peak: scale/peak.h, the cores in use at their measured rate
  *                                            in the run's precision (fp32 FMA or bf16 dot product)
  *   HFU = F_hw · tokens / (seconds · peak),  F_hw = F + r·(2·N + 4·L·C·T) = F·(1 + r/3), with r the
  *        fraction of the forward pass recomputed in backward (activation checkpointing: r = 1 for

@@ -8,6 +8,7 @@
  * file:line. Missing or null values become NaN in the data files, which gnuplot skips. */
 #define _GNU_SOURCE
 #include "metrics/plot.h"
+#include "core/env.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -222,7 +223,7 @@ static int write_script(const char *script, const char *dir, const zt_plot_optio
 
 /* Runs gnuplot on script with stdout and stderr into log. */
 static int run_gnuplot(const char *script, const char *log, zt_error *err) {
-    const char *gp = getenv("ZT_GNUPLOT") && *getenv("ZT_GNUPLOT") ? getenv("ZT_GNUPLOT") : "gnuplot";
+    const char *gp = zt_env_or(ZT_ENV_GNUPLOT, "gnuplot");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -278,7 +279,7 @@ static int check_output(const char *output, zt_error *err) {
 
 /* A fresh directory under TMPDIR (or /tmp) into dir. */
 static int make_temp_dir(char *dir, size_t cap, zt_error *err) {
-    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *tmp = zt_env_or(ZT_ENV_TMPDIR, "/tmp");
     snprintf(dir, cap, "%s/zerotrain-plot-XXXXXX", tmp);
     if (!mkdtemp(dir)) return zt_error_set(err, ZT_ERR_IO, "plot: cannot create a directory in %s: %s", tmp, strerror(errno));
     if (strchr(dir, '\'')) { /* the data paths go into single-quoted gnuplot strings */

@@ -2,6 +2,7 @@
  * step/total, loss, lr, grad norm, tok/s, MFU, memory and ETA; when stdout is not a terminal (CI, a log
  * file) one plain line per reported step. */
 #include "metrics/metrics.h"
+#include "core/env.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -24,9 +25,9 @@ void zt_format_duration(char *buf, size_t cap, double s) {
 void zt_progress_init(zt_progress *p, FILE *out) {
     p->out = out;
     /* ZT_STDOUT_TTY: set by the launcher, since under mpirun stdout is a pty either way */
-    const char *t = getenv("ZT_STDOUT_TTY");
+    const char *t = zt_env(ZT_ENV_STDOUT_TTY);
     p->tty = t ? strcmp(t, "1") == 0 : isatty(fileno(out));
-    if (getenv("ZT_NO_TTY")) p->tty = false;
+    if (zt_env(ZT_ENV_NO_TTY)) p->tty = false;
     p->width = 100;
     struct winsize ws;
     if (p->tty && ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 40) p->width = ws.ws_col;

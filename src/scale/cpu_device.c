@@ -1,5 +1,5 @@
 /* cpu_device.c - this machine as the scale model's device (`zerotrain plan --gpu cpu`): one
- * core's measured FMA peak (metrics/peak.h), the measured memory bandwidth, and the engine's own
+ * core's measured FMA peak (scale/peak.h), the measured memory bandwidth, and the engine's own
  * GEMM, optimizer pass and elementwise kernels timed at the sizes the model asks for, each scaled
  * by the share of a core one device gets when several run here (the namespace hosts of
  * bench/multihost.sh share its cores, and so does whatever else runs on the machine).
@@ -11,7 +11,7 @@
 #include "scale/device.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
-#include "metrics/peak.h"
+#include "scale/peak.h"
 #include "optim/optim.h"
 
 #include <math.h>

@@ -46,7 +46,7 @@ const char *zt_scale_device_names(void);
 /* cpu_device.c: this machine as a device. `threads` OpenMP threads per device; `devices_here`
  * devices share this machine (the namespace hosts all run here), so each thread gets `share` of
  * a core (0: min(1, physical cores / (devices_here x threads)), an idle machine's) and each device
- * 1/devices_here of the RAM. Measures one core's FMA peak (metrics/peak.h, cached), the memory
+ * 1/devices_here of the RAM. Measures one core's FMA peak (scale/peak.h, cached), the memory
  * bandwidth (a triad over 3 x 32 MiB, best of 5, one thread) and the engine's optimizer pass
  * (zt_adamw_update + the norm's zt_chunk_sum_squares over 8M elements, opt_s_per_param), all in
  * one thread's CPU time; the GEMMs and kernels below are timed per size, on demand. Cannot fail

@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "core/file.h"
-#include "metrics/trace.h"
+#include "obs/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -147,8 +147,6 @@ static double now_us(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return us_since(&g.mono0, &ts);
 }
-
-double zt_trace_now_us(void) { return zt_trace_enabled_ ? now_us() : 0.0; }
 
 static void flush_locked(void) {
     if (!g.fp || g.len == 0) return;

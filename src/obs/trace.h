@@ -70,9 +70,6 @@ int zt_trace_close(zt_error *err);
 /* The file being written ("" when none). */
 const char *zt_trace_path(void);
 
-/* Microseconds since zt_trace_open on the tracer's clock (0 when not tracing). */
-double zt_trace_now_us(void);
-
 /* Names the calling thread in the viewer ("comm", "io"). */
 void zt_trace_thread_name_(const char *name);
 

@@ -20,8 +20,10 @@
  * not what MFU divides by: it put fp32 MFU above 100%.
  * ZT_PEAK_GFLOPS (GFLOP/s of one rank) overrides the whole table. `zerotrain bench --peak`
  * measures the achievable GEMM rate beside it (zt_measure_sgemm_gflops in mfu.c). */
-#include "metrics/peak.h"
+#include "scale/peak.h"
+#include "core/atomic_file.h"
 #include "core/cpu_isa.h"
+#include "core/env.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "comm/launcher.h"
@@ -121,7 +123,7 @@ void zt_cpu_peak_detect(zt_cpu_peak *p) {
     } else {
         snprintf(p->bf16_isa, sizeof p->bf16_isa, "none (fp32 rate: bf16 products widened to fp32)");
     }
-    const char *env = getenv("ZT_PEAK_GFLOPS");
+    const char *env = zt_env(ZT_ENV_PEAK_GFLOPS);
     if (env && atof(env) > 0) p->override_gflops = atof(env);
 }
 
@@ -133,7 +135,7 @@ static void cache_key(const zt_cpu_peak *p, char *out, size_t cap) {
 }
 
 static bool cache_path(char *out, size_t cap) {
-    const char *dir = getenv("ZT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *dir = zt_env(ZT_ENV_CACHE_DIR), *xdg = zt_env(ZT_ENV_XDG_CACHE_HOME), *home = zt_env(ZT_ENV_HOME);
     int n;
     if (dir && *dir) n = snprintf(out, cap, "%s/peak-v1", dir);
     else if (xdg && *xdg) n = snprintf(out, cap, "%s/zerotrain/peak-v1", xdg);
@@ -157,7 +159,7 @@ static void make_parent(const char *path) {
 void zt_cpu_peak_measure(zt_cpu_peak *p) {
     char key[512], path[512], line[1024];
     cache_key(p, key, sizeof key);
-    const char *off = getenv("ZT_PEAK_CACHE");
+    const char *off = zt_env(ZT_ENV_PEAK_CACHE);
     bool use_cache = !(off && !strcmp(off, "0")) && cache_path(path, sizeof path);
     if (use_cache) { /* file: one line "key\tfp32\tbf16" */
         FILE *fp = fopen(path, "r");
@@ -181,14 +183,11 @@ void zt_cpu_peak_measure(zt_cpu_peak *p) {
     p->measured_bf16 = p->bf16_per_cycle > 0 ? zt_measure_core_bf16_flops() : 0;
     snprintf(p->measured_from, sizeof p->measured_from, "measured now");
     if (!use_cache || !(p->measured_fp32 > 0)) return;
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     make_parent(path);
-    FILE *fp = fopen(tmp, "w");
-    if (!fp) return;
-    bool ok = fprintf(fp, "%s\t%.6g\t%.6g\n", key, p->measured_fp32, p->measured_bf16) > 0;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    zt_atomic_file af;
+    if (zt_atomic_open(&af, path, NULL)) return; /* not cached: measured again next time */
+    bool ok = fprintf(af.fp, "%s\t%.6g\t%.6g\n", key, p->measured_fp32, p->measured_bf16) > 0;
+    zt_atomic_commit(&af, ok, "", NULL);
 }
 
 const char *zt_cpu_peak_source(const zt_cpu_peak *p, bool bf16) {

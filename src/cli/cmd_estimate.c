@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "config/train_config.h"
 #include "engine/pipeline.h"
-#include "engine/trainer.h"
+#include "train/engine_options.h"
 #include "memory/estimate.h"
 #include "memory/fit.h"
 #include "memory/shapes.h"
@@ -121,7 +121,7 @@ static int default_hybrid_shard(int world) { return world >= 4 && world % 2 == 0
  * activations and transfer buffers (the plan zerotrain train prints for that rank). */
 static int print_stages(const zt_train_config *cfg, const zt_model_spec *spec, int nproc, zt_error *err) {
     int pp = cfg->pipeline_parallel_size, dp = nproc / pp, A = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
-    zt_pp_schedule sched = cfg->pipeline_schedule == ZT_CFG_PP_GPIPE ? ZT_PP_GPIPE : ZT_PP_1F1B;
+    zt_pp_schedule sched = zt_train_pp_schedule(cfg);
     zt_model *model = NULL, *sm = NULL;
     int *map = NULL;
     zt_engine_options eo;

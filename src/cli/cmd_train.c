@@ -8,7 +8,7 @@
 #include "comm/comm.h"
 #include "core/fault.h"
 #include "core/stop.h"
-#include "engine/trainer.h"
+#include "train/trainer.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -15,11 +15,10 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
-#include "comm/mesh.h"
 #include "metrics/mfu.h"
-#include "shard/tp.h"
 #include "metrics/peak.h"
 #include "kernels/gemm.h"
+#include "train/setup.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -167,25 +166,19 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_model_spec spec;
     zt_gpt2_config cfg; /* the common shape of either family */
     zt_model *m = NULL;
-    zt_engine *e = NULL;
-    zt_mesh *mesh = NULL;
+    zt_train_setup su = {0}; /* the mesh, the engine (src/train/setup.h) */
     int32_t *tok = NULL;
     double *times = NULL;
     int rc;
     /* the mesh: tp consecutive ranks per tensor-parallel group, the strategy over the dp ranks */
-    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID};
+    zt_train_setup_options so = {.world = world, .sizes = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID}};
     int nranks = W / (W % tp ? 1 : tp); /* the data-parallel ranks (the mesh refuses a bad tp) */
-    ms.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
-    if ((rc = zt_mesh_create(world, &ms, &mesh, &err))) goto out;
-    int drank = mesh->dp_rank;
+    so.sizes.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
     spec.gpt2.attention = spec.llama.attention = attention;
     if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
     spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, B, T);
-    if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
-        (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
-        goto out;
-    zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
+    if ((rc = zt_model_spec_create(&spec, &m, &err))) goto out;
     zt_engine_options eo;
     zt_engine_options_default(&eo);
     eo.B = B;
@@ -194,14 +187,17 @@ int zt_cmd_bench(int argc, char **argv) {
     eo.strategy = strategy;
     eo.activation_checkpointing = recompute;
     eo.comm = W > 1 ? world : NULL;
-    eo.mesh = mesh;
-    eo.hybrid_shard_size = ms.shard;
+    eo.hybrid_shard_size = so.sizes.shard;
     zt_precision_default(&eo.precision, precision);
     if (attn_fp32) eo.precision.attention = ZT_DTYPE_FP32;
     const char *pname = zt_precision_mode_name(precision);
     eo.offload = off;
     eo.offload.buffer_bytes = (size_t)(off_mb * 1048576.0);
-    if ((rc = zt_engine_create(m, &eo, &e, &err)) || (rc = zt_engine_init_params(e, &err))) goto out;
+    /* mesh -> tensor parallelism -> engine -> the seeded parameters, as zerotrain train sets up */
+    if ((rc = zt_train_setup_create(m, &so, &eo, &su, &err))) goto out;
+    zt_engine *e = su.e;
+    int drank = su.mesh->dp_rank;
+    zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
@@ -380,9 +376,8 @@ int zt_cmd_bench(int argc, char **argv) {
 out:
     free(tok);
     free(times);
-    zt_engine_free(e);
+    zt_train_setup_free(&su, m);
     zt_model_free(m);
-    zt_mesh_free(mesh);
     if (out && out != stdout) fclose(out);
     if (rc) {
         int code = zt_cli_fail(&err);

@@ -18,6 +18,7 @@
 #include "metrics/mfu.h"
 #include "metrics/peak.h"
 #include "kernels/gemm.h"
+#include "train/engine_options.h"
 #include "train/setup.h"
 
 #include <cblas.h>
@@ -167,6 +168,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_gpt2_config cfg; /* the common shape of either family */
     zt_model *m = NULL;
     zt_train_setup su = {0}; /* the mesh, the engine (src/train/setup.h) */
+    zt_train_config *tc = NULL; /* the run, said as a configuration */
     int32_t *tok = NULL;
     double *times = NULL;
     int rc;
@@ -179,20 +181,47 @@ int zt_cmd_bench(int argc, char **argv) {
     if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
     spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, B, T);
     if ((rc = zt_model_spec_create(&spec, &m, &err))) goto out;
+    /* the run as a configuration, turned into engine options the way zerotrain train does
+     * (src/train/engine_options.c); what differs from the configuration's defaults is said here */
+    if (!(tc = malloc(sizeof *tc))) {
+        rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
+        goto out;
+    }
+    zt_train_config_default(tc);
+    tc->micro_batch = B;
+    tc->seq_len = T;
+    tc->seed = 1337;
+    tc->strategy = strategy;
+    tc->hybrid_shard_size = so.sizes.shard;
+    tc->precision = (int)precision;
+    tc->attention_dtype = attn_fp32 ? ZT_CFG_ATTN_FP32 : ZT_CFG_ATTN_AUTO;
+    tc->activation_checkpointing = (int)recompute;
+    zt_optimizer_config_default(&tc->optim); /* the engine's AdamW (SGD's momentum 0.9, unused) */
+    tc->fault_nonfinite_skips = 0; /* a non-finite step is an error, not a skipped update */
+    if (off.optimizer_dir || off.param_dir) { /* --offload-*: the engine's defaults where a flag is absent (0) */
+        if ((off.optimizer_dir && strlen(off.optimizer_dir) >= sizeof tc->offload_optimizer_nvme_path) ||
+            (off.param_dir && strlen(off.param_dir) >= sizeof tc->offload_param_nvme_path)) {
+            rc = zt_error_set(&err, ZT_ERR_USAGE, "bench: --offload-nvme/--offload-param-nvme: a path of %d "
+                              "characters or more", ZT_PATH_MAX);
+            goto out;
+        }
+        if (off.optimizer_dir) {
+            tc->offload_optimizer = ZT_CFG_OFFLOAD_NVME;
+            snprintf(tc->offload_optimizer_nvme_path, sizeof tc->offload_optimizer_nvme_path, "%s", off.optimizer_dir);
+        }
+        if (off.param_dir) {
+            tc->offload_param = ZT_CFG_OFFLOAD_NVME;
+            snprintf(tc->offload_param_nvme_path, sizeof tc->offload_param_nvme_path, "%s", off.param_dir);
+        }
+        tc->offload_buffer_count = off.buffer_count;
+        tc->offload_buffer_mb = (float)off_mb;
+        tc->offload_io_threads = off.io_threads;
+        tc->offload_param_prefetch = off.param_prefetch >= 0 ? (off.param_prefetch ? off.param_prefetch : 1) : 0;
+        tc->offload_param_max_live = (int64_t)off.param_max_live;
+    }
     zt_engine_options eo;
-    zt_engine_options_default(&eo);
-    eo.B = B;
-    eo.T = T;
-    eo.seed = 1337;
-    eo.strategy = strategy;
-    eo.activation_checkpointing = recompute;
-    eo.comm = W > 1 ? world : NULL;
-    eo.hybrid_shard_size = so.sizes.shard;
-    zt_precision_default(&eo.precision, precision);
-    if (attn_fp32) eo.precision.attention = ZT_DTYPE_FP32;
+    zt_train_engine_options(tc, W, world, &eo);
     const char *pname = zt_precision_mode_name(precision);
-    eo.offload = off;
-    eo.offload.buffer_bytes = (size_t)(off_mb * 1048576.0);
     /* mesh -> tensor parallelism -> engine -> the seeded parameters, as zerotrain train sets up */
     if ((rc = zt_train_setup_create(m, &so, &eo, &su, &err))) goto out;
     zt_engine *e = su.e;
@@ -378,6 +407,7 @@ out:
     free(times);
     zt_train_setup_free(&su, m);
     zt_model_free(m);
+    free(tc);
     if (out && out != stdout) fclose(out);
     if (rc) {
         int code = zt_cli_fail(&err);

@@ -1,6 +1,6 @@
 /* engine_options.c - the configuration -> engine boundary (engine_options.h): the engine options, the
- * mesh's sizes and the pipeline schedule a zt_train_config gives, used by the training loop and
- * the memory estimate, so the two build their engines alike. */
+ * mesh's sizes and the pipeline schedule a zt_train_config gives, used by the training loop, the
+ * memory estimate and the benchmark, so the three build their engines alike. */
 #include "train/engine_options.h"
 
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {

@@ -1,7 +1,7 @@
 /* engine_options.h - the configuration turned into what the engine is created with (engine_options.c):
  * the one place a zt_train_config becomes zt_engine_options, the mesh's sizes and the pipeline's
- * schedule, for zerotrain train and zerotrain estimate-memory alike (zerotrain bench has no
- * configuration: it sets the engine's own defaults from its flags). */
+ * schedule, for zerotrain train, zerotrain estimate-memory and zerotrain bench alike (bench says its
+ * flags as a configuration first). */
 #ifndef ZT_TRAIN_ENGINE_OPTIONS_H
 #define ZT_TRAIN_ENGINE_OPTIONS_H
 

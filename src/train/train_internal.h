@@ -90,7 +90,7 @@ double zt_train_now(void);
 int zt_train_start(zt_run *r, zt_error *err);
 
 /* train_report.c */
-int zt_train_banner(zt_run *r, zt_error *err);          /* the run's first lines; ckpt_async decided */
+void zt_train_banner(zt_run *r);                        /* the run's first lines; ckpt_async decided */
 int zt_train_log_start(zt_run *r, zt_error *err);       /* the JSONL's cpu, precision, memory plan events */
 int zt_train_evaluate(zt_run *r, double *out, zt_error *err); /* the mean validation loss */
 int zt_train_target_reached(zt_run *r, const zt_step_metrics *m, double seconds, uint64_t tokens, zt_error *err);

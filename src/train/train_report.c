@@ -55,8 +55,7 @@ static void banner_layout(zt_run *r) {
             cfg->reduce_every_micro_batch ? " | reduce every micro-batch" : "");
 }
 
-int zt_train_banner(zt_run *r, zt_error *err) {
-    (void)err;
+void zt_train_banner(zt_run *r) {
     FILE *out = r->out;
     zt_engine *e = r->s.e;
     const zt_engine_options *eo = &r->eo;
@@ -85,7 +84,6 @@ int zt_train_banner(zt_run *r, zt_error *err) {
                 "(a snapshot would bring it back into memory)\n");
         r->ckpt_async = false;
     }
-    return ZT_OK;
 }
 
 int zt_train_log_start(zt_run *r, zt_error *err) {

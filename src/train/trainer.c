@@ -93,7 +93,9 @@ int zt_train(const zt_train_config *cfg, const zt_train_options *opts, zt_train_
         if (!r->devnull) return zt_error_set(err, ZT_ERR_IO, "rank %d: cannot open /dev/null", r->rank);
         r->out = r->devnull;
     }
-    if ((rc = zt_train_start(r, err)) || (rc = zt_train_banner(r, err)) || (rc = before_steps(r, err))) goto done;
+    if ((rc = zt_train_start(r, err))) goto done;
+    zt_train_banner(r);
+    if ((rc = before_steps(r, err))) goto done;
     for (int64_t step = r->start_step; step < r->end_step; step++) {
         zt_step_next next;
         if ((rc = zt_train_step(r, step, &next, err)) || next == ZT_STEP_STOPPED) goto done;

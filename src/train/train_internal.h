@@ -84,7 +84,7 @@ typedef struct zt_run {
 /* what the step loop does after a step (train_step.c) */
 typedef enum zt_step_next { ZT_STEP_NEXT, ZT_STEP_ROLLED_BACK, ZT_STEP_STOPPED } zt_step_next;
 
-double zt_train_now(void);
+double zt_train_now(void); /* trainer.c: the run's clock, seconds */
 
 /* train_start.c: the data, the model, the set-up, where the run starts from, the buffers and logs */
 int zt_train_start(zt_run *r, zt_error *err);
@@ -92,9 +92,11 @@ int zt_train_start(zt_run *r, zt_error *err);
 /* train_report.c */
 void zt_train_banner(zt_run *r);                        /* the run's first lines; ckpt_async decided */
 int zt_train_log_start(zt_run *r, zt_error *err);       /* the JSONL's cpu, precision, memory plan events */
-int zt_train_evaluate(zt_run *r, double *out, zt_error *err); /* the mean validation loss */
-int zt_train_target_reached(zt_run *r, const zt_step_metrics *m, double seconds, uint64_t tokens, zt_error *err);
 int zt_train_report_end(zt_run *r, zt_error *err);      /* after the last step: memory, hash, summary, saves */
+
+/* train_eval.c: the mean validation loss; eval.target_loss reached (said and logged) */
+int zt_train_evaluate(zt_run *r, double *out, zt_error *err);
+int zt_train_target_reached(zt_run *r, const zt_step_metrics *m, double seconds, uint64_t tokens, zt_error *err);
 
 /* train_step.c: step `step` (0-based); *next says how the loop goes on */
 int zt_train_step(zt_run *r, int64_t step, zt_step_next *next, zt_error *err);

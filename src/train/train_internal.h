@@ -1,7 +1,8 @@
 /* train_internal.h - one training run's state (zt_run), shared by the files of the training loop:
  * trainer.c (the sequence and the step loop), train_start.c (data, model, set-up, where the run
  * starts from), train_step.c (one step), train_recovery.c (checkpoints, resume, rollback),
- * train_report.c (what the run prints and logs), step_deadline.c (the collective deadline).
+ * train_eval.c (validation), train_report.c (what the run prints and logs), step_deadline.c (the
+ * collective deadline).
  * Internal to src/train/. */
 #ifndef ZT_TRAIN_INTERNAL_H
 #define ZT_TRAIN_INTERNAL_H

@@ -22,23 +22,9 @@ bad() { echo "FAIL $*"; fail=1; }
 LAYERS=(core obs kernels model shard comm precision optim offload memory scale data engine ckpt config
         metrics train cli)
 
-# ---- known exceptions, removed by the merge that moves the trainer to src/train/ ------------------
-# The training loop and its guard are the `train` layer (above engine, ckpt, data, config and
-# metrics) while they still sit in src/engine/: their includes are checked as train's.
-TRAIN_AHEAD=(src/engine/trainer.c src/engine/trainer.h src/engine/train_recovery.c
-             src/engine/train_recovery.h src/engine/guard.c src/engine/guard.h)
-# Until that move they also still call getenv themselves (their rows in src/core/env.c say so).
-GETENV_AHEAD=(src/engine/trainer.c src/cli/cmd_train.c src/cli/cmd_estimate.c)
-# ---- end of the known exceptions ------------------------------------------------------------------
 
 declare -A RANK
 for i in "${!LAYERS[@]}"; do RANK[${LAYERS[$i]}]=$i; done
-declare -A AHEAD
-for f in "${TRAIN_AHEAD[@]}"; do AHEAD[$f]=train; done
-layer_of() { # PATH under src/ -> its layer (the folder, or train for the files above)
-  local p="$1"
-  if [ -n "${AHEAD[$p]:-}" ]; then echo train; else p="${p#src/}"; echo "${p%%/*}"; fi
-}
 
 # 1. every folder is placed, and design.md's table says the same order
 for d in src/*/; do
@@ -52,8 +38,8 @@ else bad "docs/design.md's layers table ($doc_order) is not tests/layers.sh's or
 
 # 2. includes go down (one awk pass: a fork per include took a minute on a busy 2-core machine)
 report="$(find src -type f \( -name '*.c' -o -name '*.h' -o -name '*.def' \) | sort |
-  awk -v layers="${LAYERS[*]}" -v ahead="${TRAIN_AHEAD[*]}" '
-    function layer(p,   q) { if (p in AHEAD) return "train"; q = substr(p, 5); sub(/\/.*/, "", q); return q }
+  awk -v layers="${LAYERS[*]}" '
+    function layer(p,   q) { q = substr(p, 5); sub(/\/.*/, "", q); return q }
     function norm(p,   n, parts, out, i, k) { # a/./b, a/x/../b -> a/b
       n = split(p, parts, "/"); k = 0
       for (i = 1; i <= n; i++) {
@@ -63,8 +49,7 @@ report="$(find src -type f \( -name '*.c' -o -name '*.h' -o -name '*.def' \) | s
       }
       p = out[1]; for (i = 2; i <= k; i++) p = p "/" out[i]; return p
     }
-    BEGIN { n = split(layers, L, " "); for (i = 1; i <= n; i++) RANK[L[i]] = i
-            n = split(ahead, A, " "); for (i = 1; i <= n; i++) AHEAD[A[i]] = 1 }
+    BEGIN { n = split(layers, L, " "); for (i = 1; i <= n; i++) RANK[L[i]] = i }
     { FILES[$0] = 1; order[++nf] = $0 }
     END {
       for (f = 1; f <= nf; f++) {
@@ -97,16 +82,15 @@ while read -r count file; do
 done < <(find src -type f \( -name '*.c' -o -name '*.h' -o -name '*.def' \) -print0 | xargs -0 wc -l)
 [ "$n_big" = 0 ] && ok "every file of src/ has at most 1,000 lines"
 
-# 4. every .c file has its line in design.md's table (its folder's row, or train's for TRAIN_AHEAD)
+# 4. every .c file has its line in design.md's table (its folder's row)
 unnamed="$(sed -n '/^## The layers, bottom up/,/^## /p' docs/design.md | grep '^| ' |
-  awk -v files="$(find src -name '*.c' | sort | tr '\n' ' ')" -v ahead="${TRAIN_AHEAD[*]}" '
+  awk -v files="$(find src -name '*.c' | sort | tr '\n' ' ')" '
     { d = $0; if (match(d, /`src\/[a-z_]+\/`/)) ROW[substr(d, RSTART + 5, RLENGTH - 7)] = $0 }
     END {
-      n = split(ahead, A, " "); for (i = 1; i <= n; i++) AHEAD[A[i]] = 1
       n = split(files, F, " ")
       for (i = 1; i <= n; i++) {
         f = F[i]; d = substr(f, 5); sub(/\/.*/, "", d); b = f; sub(/.*\//, "", b)
-        row = ROW[d]; if (f in AHEAD) row = row ROW["train"]
+        row = ROW[d]
         if (index(row, "`" b "`") == 0 && index(row, "`" d "/" b "`") == 0)
           printf "FAIL %s: not named in docs/design.md'"'"'s row for src/%s/\n", f, d
       }
@@ -114,13 +98,13 @@ unnamed="$(sed -n '/^## The layers, bottom up/,/^## /p' docs/design.md | grep '^
 if [ -n "$unnamed" ]; then echo "$unnamed"; fail=1; else ok "docs/design.md's table names every .c file of src/"; fi
 
 # 5. getenv only in core/env.c; its table whole and documented
-allowed=" src/core/env.c ${GETENV_AHEAD[*]} "
+allowed=" src/core/env.c "
 n_env=0
 while IFS=: read -r f l _; do
   case "$allowed" in *" $f "*) continue ;; esac
   bad "$f:$l: getenv outside src/core/env.c (read it with zt_env, its row in env.c's table)"; n_env=$((n_env + 1))
 done < <(grep -rn --include='*.c' --include='*.h' '\bgetenv[[:space:]]*(' src | grep -v '^[^:]*:[0-9]*:[[:space:]]*/\?\*')
-[ "$n_env" = 0 ] && ok "no getenv in src/ outside core/env.c (and ${#GETENV_AHEAD[@]} files of the trainer's move)"
+[ "$n_env" = 0 ] && ok "no getenv in src/ outside core/env.c"
 n_enum="$(sed -n '/^typedef enum zt_env_var/,/ZT_ENV_COUNT/p' src/core/env.h | grep -c '^[[:space:]]*ZT_ENV_[A-Z0-9_]*,')"
 names="$(grep -o 'ROW(ZT_ENV_[A-Z0-9_]*, "[A-Za-z0-9_]*"' src/core/env.c | sed 's/.*"\(.*\)"/\1/')"
 n_rows="$(grep -c . <<<"$names")"

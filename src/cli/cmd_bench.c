@@ -15,11 +15,11 @@
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "comm/comm.h"
-#include "comm/mesh.h"
 #include "metrics/mfu.h"
-#include "shard/tp.h"
 #include "scale/peak.h"
 #include "kernels/gemm.h"
+#include "train/engine_options.h"
+#include "train/setup.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -167,41 +167,66 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_model_spec spec;
     zt_gpt2_config cfg; /* the common shape of either family */
     zt_model *m = NULL;
-    zt_engine *e = NULL;
-    zt_mesh *mesh = NULL;
+    zt_train_setup su = {0}; /* the mesh, the engine (src/train/setup.h) */
+    zt_train_config *tc = NULL; /* the run, said as a configuration */
     int32_t *tok = NULL;
     double *times = NULL;
     int rc;
     /* the mesh: tp consecutive ranks per tensor-parallel group, the strategy over the dp ranks */
-    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID};
+    zt_train_setup_options so = {.world = world, .sizes = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID}};
     int nranks = W / (W % tp ? 1 : tp); /* the data-parallel ranks (the mesh refuses a bad tp) */
-    ms.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
-    if ((rc = zt_mesh_create(world, &ms, &mesh, &err))) goto out;
-    int drank = mesh->dp_rank;
+    so.sizes.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
     spec.gpt2.attention = spec.llama.attention = attention;
     if (max_seq_len) spec.gpt2.max_seq_len = spec.llama.max_seq_len = max_seq_len;
     spec.loss_chunk_tokens = zt_loss_chunk_for(loss_chunk, B, T);
-    if ((rc = zt_model_spec_create(&spec, &m, &err)) ||
-        (rc = zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err)))
+    if ((rc = zt_model_spec_create(&spec, &m, &err))) goto out;
+    /* the run as a configuration, turned into engine options the way zerotrain train does
+     * (src/train/engine_options.c); what differs from the configuration's defaults is said here */
+    if (!(tc = malloc(sizeof *tc))) {
+        rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
         goto out;
-    zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
+    }
+    zt_train_config_default(tc);
+    tc->micro_batch = B;
+    tc->seq_len = T;
+    tc->seed = 1337;
+    tc->strategy = strategy;
+    tc->hybrid_shard_size = so.sizes.shard;
+    tc->precision = (int)precision;
+    tc->attention_dtype = attn_fp32 ? ZT_CFG_ATTN_FP32 : ZT_CFG_ATTN_AUTO;
+    tc->activation_checkpointing = (int)recompute;
+    zt_optimizer_config_default(&tc->optim); /* the engine's AdamW (SGD's momentum 0.9, unused) */
+    tc->fault_nonfinite_skips = 0; /* a non-finite step is an error, not a skipped update */
+    if (off.optimizer_dir || off.param_dir) { /* --offload-*: the engine's defaults where a flag is absent (0) */
+        if ((off.optimizer_dir && strlen(off.optimizer_dir) >= sizeof tc->offload_optimizer_nvme_path) ||
+            (off.param_dir && strlen(off.param_dir) >= sizeof tc->offload_param_nvme_path)) {
+            rc = zt_error_set(&err, ZT_ERR_USAGE, "bench: --offload-nvme/--offload-param-nvme: a path of %d "
+                              "characters or more", ZT_PATH_MAX);
+            goto out;
+        }
+        if (off.optimizer_dir) {
+            tc->offload_optimizer = ZT_CFG_OFFLOAD_NVME;
+            snprintf(tc->offload_optimizer_nvme_path, sizeof tc->offload_optimizer_nvme_path, "%s", off.optimizer_dir);
+        }
+        if (off.param_dir) {
+            tc->offload_param = ZT_CFG_OFFLOAD_NVME;
+            snprintf(tc->offload_param_nvme_path, sizeof tc->offload_param_nvme_path, "%s", off.param_dir);
+        }
+        tc->offload_buffer_count = off.buffer_count;
+        tc->offload_buffer_mb = (float)off_mb;
+        tc->offload_io_threads = off.io_threads;
+        tc->offload_param_prefetch = off.param_prefetch >= 0 ? (off.param_prefetch ? off.param_prefetch : 1) : 0;
+        tc->offload_param_max_live = (int64_t)off.param_max_live;
+    }
     zt_engine_options eo;
-    zt_engine_options_default(&eo);
-    eo.B = B;
-    eo.T = T;
-    eo.seed = 1337;
-    eo.strategy = strategy;
-    eo.activation_checkpointing = recompute;
-    eo.comm = W > 1 ? world : NULL;
-    eo.mesh = mesh;
-    eo.hybrid_shard_size = ms.shard;
-    zt_precision_default(&eo.precision, precision);
-    if (attn_fp32) eo.precision.attention = ZT_DTYPE_FP32;
+    zt_train_engine_options(tc, W, world, &eo);
     const char *pname = zt_precision_mode_name(precision);
-    eo.offload = off;
-    eo.offload.buffer_bytes = (size_t)(off_mb * 1048576.0);
-    if ((rc = zt_engine_create(m, &eo, &e, &err)) || (rc = zt_engine_init_params(e, &err))) goto out;
+    /* mesh -> tensor parallelism -> engine -> the seeded parameters, as zerotrain train sets up */
+    if ((rc = zt_train_setup_create(m, &so, &eo, &su, &err))) goto out;
+    zt_engine *e = su.e;
+    int drank = su.mesh->dp_rank;
+    zt_model_spec_shape(&spec, &cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size, &cfg.max_seq_len);
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
@@ -380,9 +405,9 @@ int zt_cmd_bench(int argc, char **argv) {
 out:
     free(tok);
     free(times);
-    zt_engine_free(e);
+    zt_train_setup_free(&su, m);
     zt_model_free(m);
-    zt_mesh_free(mesh);
+    free(tc);
     if (out && out != stdout) fclose(out);
     if (rc) {
         int code = zt_cli_fail(&err);

@@ -10,11 +10,12 @@
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
  * engine's own models (GPT-2, Llama), so the numbers are what the engine allocates. Bad input: exit 2 with a message naming the option. */
+#include "core/env.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "config/train_config.h"
 #include "engine/pipeline.h"
-#include "engine/trainer.h"
+#include "train/engine_options.h"
 #include "memory/estimate.h"
 #include "memory/fit.h"
 #include "memory/shapes.h"
@@ -106,7 +107,7 @@ static int parse_precision(const char *text, zt_precision_mode *out, zt_error *e
 
 /* threads per rank as the launcher gives them (launch.c): OMP_NUM_THREADS, else cores / N */
 static int default_threads(int nproc) {
-    const char *env = getenv("OMP_NUM_THREADS");
+    const char *env = zt_env(ZT_ENV_OMP_NUM_THREADS);
     int t = env ? atoi(env) : 0;
     if (t > 0) return t;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -121,7 +122,7 @@ static int default_hybrid_shard(int world) { return world >= 4 && world % 2 == 0
  * activations and transfer buffers (the plan zerotrain train prints for that rank). */
 static int print_stages(const zt_train_config *cfg, const zt_model_spec *spec, int nproc, zt_error *err) {
     int pp = cfg->pipeline_parallel_size, dp = nproc / pp, A = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
-    zt_pp_schedule sched = cfg->pipeline_schedule == ZT_CFG_PP_GPIPE ? ZT_PP_GPIPE : ZT_PP_1F1B;
+    zt_pp_schedule sched = zt_train_pp_schedule(cfg);
     zt_model *model = NULL, *sm = NULL;
     int *map = NULL;
     zt_engine_options eo;

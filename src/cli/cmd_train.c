@@ -1,6 +1,7 @@
 /* cmd_train.c - `zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw]
  * [--init W.ztw] [--init-hf DIR]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
  * under mpirun; started by mpirun or srun it joins the world and trains as one rank. */
+#include "core/env.h"
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "ckpt/hf.h"
@@ -8,7 +9,7 @@
 #include "comm/comm.h"
 #include "core/fault.h"
 #include "core/stop.h"
-#include "engine/trainer.h"
+#include "train/trainer.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -241,7 +242,7 @@ int zt_cmd_train(int argc, char **argv) {
     zt_stop_install(); /* SIGTERM/SIGINT: stop at the next step boundary, saved (docs/reliability.md) */
     zt_launch_register_rank(rank); /* the launcher forwards signals to this pid */
     /* a job started by the launcher printed the warnings already */
-    if (rank == 0 && !getenv("ZT_LAUNCHED")) zt_train_config_notes(&cfg, print_warning, stderr);
+    if (rank == 0 && !zt_env(ZT_ENV_LAUNCHED)) zt_train_config_notes(&cfg, print_warning, stderr);
     /* the command line wins over the configuration's checkpoint and logging keys */
     zt_train_options opts = {.out = stdout, .world = world, .save_path = opt[O_SAVE].value,
                              .init_weights = opt[O_INIT].value,

@@ -84,7 +84,7 @@ typedef enum zt_cfg_recompute {
 } zt_cfg_recompute;
 typedef enum zt_cfg_spike_policy {
     ZT_CFG_SPIKE_SKIP = 0,    /* skip the spike's update on every rank */
-    ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (engine/trainer.c) */
+    ZT_CFG_SPIKE_ROLLBACK = 1 /* reload the last commit, skip the spike's batch (train/train_recovery.c) */
 } zt_cfg_spike_policy;
 
 typedef enum zt_cfg_pp_schedule {
@@ -94,7 +94,7 @@ typedef enum zt_cfg_pp_schedule {
 
 typedef enum zt_cfg_save_error {
     ZT_CFG_SAVE_ERROR_EXIT = 0,    /* a checkpoint that cannot be written ends the run (exit 8) */
-    ZT_CFG_SAVE_ERROR_CONTINUE = 1 /* training goes on, the next save retries (engine/trainer.c) */
+    ZT_CFG_SAVE_ERROR_CONTINUE = 1 /* training goes on, the next save retries (train/train_recovery.c) */
 } zt_cfg_save_error;
 
 typedef struct zt_train_config {
@@ -196,7 +196,7 @@ typedef struct zt_train_config {
     bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
-    float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (engine/guard.c) */
+    float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (train/guard.c) */
     int fault_loss_spike_window; /* fault.loss_spike_window (<= ZT_CKPT_MAX_WINDOW: it is checkpointed) */
     int fault_loss_spike_policy; /* fault.loss_spike_policy: a zt_cfg_spike_policy */
     int fault_replica_check_every; /* fault.replica_check_every: steps between replica hash checks */

@@ -1,7 +1,5 @@
 /* env.c - the table of every environment variable zerotrain reads and the one place that reads
- * them (see env.h). The readers marked "getenv until the merge" still call getenv themselves:
- * the training loop's files and cmd_train/cmd_estimate, which move to src/train/ in another
- * change; that merge switches them to zt_env. */
+ * them (see env.h). */
 #include "core/env.h"
 
 #include <stdlib.h>
@@ -17,7 +15,7 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
     ROW(ZT_ENV_COMM_TIMEOUT, "ZT_COMM_TIMEOUT", "setting",
         "collective deadline in seconds, the environment's comm.timeout_s (the comm layer reads it at "
         "MPI start, before the configuration reaches it); passed on to the ranks by the launcher",
-        "comm/world.c, cli/launch.c, engine/trainer.c (getenv until the merge)"),
+        "comm/world.c, cli/launch.c, train/step_deadline.c"),
     ROW(ZT_ENV_PEAK_GFLOPS, "ZT_PEAK_GFLOPS", "setting",
         "GFLOP/s of one rank that MFU divides by, instead of the measured peak", "scale/peak.c"),
     ROW(ZT_ENV_CACHE_DIR, "ZT_CACHE_DIR", "setting",
@@ -71,7 +69,7 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
         "metrics/progress.c"),
     ROW(ZT_ENV_LAUNCHED, "ZT_LAUNCHED", "launcher",
         "set: the launcher already printed the configuration's warnings",
-        "cli/cmd_train.c (getenv until the merge)"),
+        "cli/cmd_train.c"),
     ROW(ZT_ENV_OMPI_COMM_WORLD_SIZE, "OMPI_COMM_WORLD_SIZE", "launcher", "Open MPI: started by mpirun",
         "cli/launch.c"),
     ROW(ZT_ENV_OMPI_COMM_WORLD_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", "launcher", "Open MPI: ranks on this node",
@@ -99,7 +97,7 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
         "comm/launcher.c"),
     ROW(ZT_ENV_OMP_NUM_THREADS, "OMP_NUM_THREADS", "system",
         "threads per rank; the launcher sets it to cores / ranks when unset",
-        "cli/launch.c, cli/cmd_estimate.c (getenv until the merge)"),
+        "cli/launch.c, cli/cmd_estimate.c"),
     ROW(ZT_ENV_TMPDIR, "TMPDIR", "system", "where temporary directories go (else /tmp)",
         "metrics/plot.c, cli/launch.c"),
     ROW(ZT_ENV_HOME, "HOME", "system", "~/.cache/zerotrain, the peak cache's last choice", "scale/peak.c"),

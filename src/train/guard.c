@@ -2,7 +2,7 @@
  * straggler report.
  * Invariant: hist holds only losses of applied updates, so a spike or a skipped step never
  * enters the statistics it is judged by. */
-#include "engine/guard.h"
+#include "train/guard.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
-/* trainer.h - the training loop behind `zerotrain train` (see trainer.c). */
-#ifndef ZT_TRAINER_H
-#define ZT_TRAINER_H
+/* trainer.h - the training loop behind `zerotrain train` (see trainer.c): the library's top layer,
+ * src/train/, above the engine, checkpoints, data, configuration and metrics. */
+#ifndef ZT_TRAIN_TRAINER_H
+#define ZT_TRAIN_TRAINER_H
 
 #include "config/train_config.h"
 
@@ -33,10 +34,6 @@ typedef struct zt_train_result {
 /* The exit code of a run stopped by SIGTERM/SIGINT at a step boundary (EX_TEMPFAIL: "try again";
  * its checkpoint, when a directory is configured, is committed). */
 #define ZT_EXIT_STOPPED 75
-
-/* The engine options a configuration gives on `world` ranks (comm: the world, used when world > 1):
- * what zt_train creates its engine with, and what `zerotrain estimate-memory CONFIG` plans. */
-void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo);
 
 /* Trains per cfg. Errors name the file/step; ZT_ERR_NUMERICS if the gradients go non-finite.
  * A stop request (core/stop.h) seen by any rank ends the run at the next step boundary on every

@@ -1,8 +1,8 @@
 /* guard.h - the step guard of the training loop: the non-finite and loss-spike policies and the
  * straggler report (docs/reliability.md). Every input is the same on every rank (the all-reduced loss, the global
  * gradient norm), so every rank decides alike without a collective of its own. */
-#ifndef ZT_GUARD_H
-#define ZT_GUARD_H
+#ifndef ZT_TRAIN_GUARD_H
+#define ZT_TRAIN_GUARD_H
 
 #include "config/train_config.h"
 

@@ -1,8 +1,8 @@
 /* train_recovery.h - what the training loop (trainer.c) keeps in its checkpoints and takes back from
  * them, and the two world-wide reductions its cross-rank decisions read (train_recovery.c). Internal
- * to src/engine/. */
-#ifndef ZT_ENGINE_TRAIN_RECOVERY_H
-#define ZT_ENGINE_TRAIN_RECOVERY_H
+ * to src/train/. */
+#ifndef ZT_TRAIN_RECOVERY_H
+#define ZT_TRAIN_RECOVERY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #include "comm/comm.h"
 #include "config/train_config.h"
 #include "data/sampler.h"
-#include "engine/guard.h"
+#include "train/guard.h"
 #include "metrics/metrics.h"
 
 /* all[r * n + i] = world rank r's x[i] (a copy on one process; w NULL: this process alone) */

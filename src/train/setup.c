@@ -1,0 +1,49 @@
+/* setup.c - the set-up path from a built model to a running engine (setup.h), the same for zerotrain
+ * train and zerotrain bench: mesh -> tensor parallelism -> pipeline stage -> engine -> pipeline ->
+ * the seeded parameters. */
+#include "train/setup.h"
+#include "memory/plan.h"
+#include "shard/tp.h"
+
+#include <stdlib.h>
+
+int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_engine_options *eo,
+                          zt_train_setup *s, zt_error *err) {
+    int rc = zt_mesh_create(so->world, &so->sizes, &s->mesh, err);
+    if (rc) return rc;
+    zt_mesh *mesh = s->mesh;
+    eo->mesh = mesh;
+    /* tensor parallelism: this rank's part of the heads, MLP width and vocabulary (src/shard/tp.h) */
+    if ((rc = zt_tp_apply(model, mesh->tp, mesh->tp_rank, err))) {
+        if (so->tp_key) zt_error_prefix(err, "%s %d", so->tp_key, mesh->tp);
+        return rc;
+    }
+    s->smodel = model;
+    if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
+        if (so->init_weights && so->init_weights[0])
+            return zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size %d with --init %s: loading a "
+                                "weights file is not under pipeline parallelism yet (a checkpoint is: --resume)",
+                                mesh->pp, so->init_weights);
+        if ((rc = zt_pipeline_cut(model, mesh->pp, so->stages ? so->stages : "", eo->B, eo->T,
+                                  zt_precision_lp_kind(&eo->precision), eo->grad_accum, so->schedule, &s->cut, err)))
+            return rc;
+        if (!(s->pmap = malloc((size_t)model->n_params * sizeof *s->pmap)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+        if ((rc = zt_pp_stage_model(model, &s->cut, mesh->pp_rank, &s->smodel, s->pmap, err))) return rc;
+        zt_pipeline_engine_options(model, &s->cut, mesh->pp_rank, so->schedule, eo->grad_accum, eo);
+    }
+    if ((rc = zt_engine_create(s->smodel, eo, &s->e, err))) return rc;
+    if (mesh->pp > 1 &&
+        (rc = zt_pipeline_create(s->e, model, &s->cut, s->pmap, mesh, so->schedule, &s->pipe, err)))
+        return rc;
+    return zt_engine_init_params(s->e, err);
+}
+
+void zt_train_setup_free(zt_train_setup *s, const zt_model *model) {
+    zt_pipeline_free(s->pipe);
+    zt_engine_free(s->e);
+    zt_mesh_free(s->mesh);
+    if (s->smodel != model) zt_model_free(s->smodel);
+    free(s->pmap);
+    *s = (zt_train_setup){0};
+}

@@ -1,5 +1,6 @@
-/* checkpoint.c - sharded checkpoints: save (collective, atomic commit), load with resharding,
- * verify, retention. The format is in checkpoint.h and docs/checkpoints.md.
+/* checkpoint.c - sharded checkpoints, the save side: collective, atomic commit, async save,
+ * retention (loading, verifying and resharding: checkpoint_load.c). The format is in checkpoint.h
+ * and docs/checkpoints.md.
  *
  * Who writes what: the writers are the ranks of the first replica of the engine's shard plan
  * (rank 0 alone for ddp, every rank for zero1/2/3, the first shard group for hybrid); writer s
@@ -8,7 +9,7 @@
  * messages are each file's size and checksum, gathered to rank 0, and the commit status,
  * broadcast back. */
 #define _GNU_SOURCE /* renameat2 (an atomic exchange when a step is saved again) */
-#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_internal.h"
 #include "core/atomic_file.h"
 #include "core/fault.h"
 #include "offload/nvme_store.h"
@@ -37,10 +38,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define FORMAT "zerotrain-checkpoint"
-#define VERSION 2 /* 2: slices may be column ranges (col0, cols: tensor parallelism); 1: whole rows */
-#define NKINDS 3
-static const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"};
 
 /* ---- small file helpers ---------------------------------------------------------------------- */
 
@@ -81,113 +78,6 @@ static int rm_tree(const char *path) {
     return rmdir(path);
 }
 
-/* xxh64 and size of a whole file, streamed. */
-static int hash_file(const char *path, uint64_t *hash, uint64_t *size, zt_error *err) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", path, strerror(errno));
-    XXH64_state_t *st = XXH64_createState();
-    char *buf = malloc(1 << 22);
-    if (!st || !buf) {
-        close(fd);
-        free(buf);
-        XXH64_freeState(st);
-        return zt_error_set(err, ZT_ERR_NOMEM, "hashing %s: out of memory", path);
-    }
-    XXH64_reset(st, 0);
-    uint64_t total = 0;
-    ssize_t r;
-    while ((r = read(fd, buf, 1 << 22)) > 0) {
-        XXH64_update(st, buf, (size_t)r);
-        total += (uint64_t)r;
-    }
-    int rc = r < 0 ? zt_error_set(err, ZT_ERR_IO, "reading %s: %s", path, strerror(errno)) : ZT_OK;
-    *hash = XXH64_digest(st);
-    *size = total;
-    XXH64_freeState(st);
-    free(buf);
-    close(fd);
-    return rc;
-}
-
-/* ---- what a writer holds ----------------------------------------------------------------------- */
-
-static int n_kinds(const zt_engine *e) { return 1 + zt_engine_state_kinds(e); }
-
-/* Where parameter i's rows of an optimizer state start in this rank's state layout. */
-static size_t state_base(const zt_engine *e, int i) {
-    /* ddp: full, row0 = 0; the gradient layouts (a frozen parameter has no state: callers skip it) */
-    return zt_engine_shards_optim(e) ? zt_engine_plan(e)->p[i].gshard_off : zt_engine_plan(e)->p[i].gfull_off;
-}
-
-/* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
- * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0; the states'
- * rows of this rank start at state_base. */
-static size_t kind_base(const zt_engine *e, int i, int k) {
-    if (k > 0 || zt_store_local_is_piece(e)) return 0;
-    return (size_t)(zt_engine_plan(e)->p[i].row_begin[zt_engine_plan(e)->shard] * zt_engine_plan(e)->p[i].row_len);
-}
-
-/* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)
- * or of its rows in the state layout (state_base + at), through fp32: parameters stored as bf16
- * (bf16-low), states in files or in bf16. */
-static int kind_read(zt_engine *e, int k, int i, size_t at, size_t n, float *dst, zt_error *err) {
-    if (k > 0) return zt_engine_state_read(e, k - 1, state_base(e, i) + at, n, dst, err);
-    return zt_store_read(e, i, at, n, dst, err);
-}
-
-static int kind_write(zt_engine *e, int k, int i, size_t at, size_t n, const float *src, zt_error *err) {
-    if (k > 0) return zt_engine_state_write(e, k - 1, state_base(e, i) + at, n, src, err);
-    return zt_store_write(e, i, at, n, src, err);
-}
-
-/* Idle fp32 memory to bounce kind k through (*floats of it), or NULL. */
-static float *kind_bounce(zt_engine *e, int k, size_t *floats) {
-    if (k > 0) return zt_engine_state_bounce(e, floats);
-    return zt_store_bounce(e, floats); /* bf16's update chunk, the files' staging, or NULL */
-}
-
-/* Rows [row0, row0 + rows) of kind k of parameter i in shard s's slice, and (for the local
- * writer) where they are in memory as fp32: NULL for an optimizer state that lives in NVMe
- * files, for bf16 states and for bf16 parameters (bf16-low), which go through kind_read. */
-static float *local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
-    const zt_plan *pl = zt_engine_plan(e);
-    const zt_param_plan *p = &pl->p[i];
-    *row0 = p->row_begin[pl->shard];
-    *rows = p->row_begin[pl->shard + 1] - *row0;
-    size_t begin = (size_t)(*row0 * p->row_len);
-    if (k == 0) { /* the pieces (zero3, zero1/zero2's fp32 master under bf16/fp16 compute) or full */
-        float *w = zt_store_local_fp32(e, i); /* NULL: bf16 or in a file */
-        return w && !zt_store_local_is_piece(e) ? w + begin : w;
-    }
-    float *state = zt_engine_state_ptr(e, k - 1);
-    return state ? state + state_base(e, i) : NULL;
-}
-
-/* The job (every rank: the data-parallel ones and, under tensor parallelism, every part, under
- * pipeline parallelism every stage) and this rank's place in it; the files are numbered
- * stage-major, then part-major: stage p's tp part t's writer s is file (p x tp + t) x S + s. */
-static const zt_mesh *mesh_of(const zt_engine *e) { return zt_engine_options_of(e)->mesh; }
-static zt_comm *job_comm(const zt_engine *e) { return mesh_of(e)->world > 1 ? mesh_of(e)->world_comm : NULL; }
-static int file_index(const zt_engine *e) {
-    return (mesh_of(e)->pp_rank * mesh_of(e)->tp + mesh_of(e)->tp_rank) * zt_engine_plan(e)->nshards + zt_engine_plan(e)->shard;
-}
-/* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
- * parts hold the same bits); under pipeline parallelism by its owning stage only (a tied copy on
- * another stage holds the same bits). */
-static bool part_writes(const zt_engine *e, int i) {
-    return (zt_engine_model(e)->params[i].tp_parts > 1 || mesh_of(e)->tp_rank == 0) && (!zt_engine_pipeline(e) || zt_pipeline_writes(zt_engine_pipeline(e), i));
-}
-/* The model the manifest describes: the whole one (a pipeline stage's engine runs a part of it). */
-static const zt_model *whole_model(const zt_engine *e) { return zt_engine_pipeline(e) ? zt_pipeline_full_model(zt_engine_pipeline(e)) : zt_engine_model(e); }
-/* The stage writing the whole model's parameter i (0 without a pipeline). */
-static int stage_of(const zt_engine *e, int i) { return zt_engine_pipeline(e) ? zt_pipeline_owner(zt_engine_pipeline(e), i) : 0; }
-
-static bool is_writer(const zt_engine *e) {
-    if (zt_engine_replica_comm(e)) return zt_comm_rank(zt_engine_replica_comm(e)) == 0;
-    if (!zt_engine_shards_optim(e)) return zt_engine_rank(e) == 0;
-    return true;
-}
-
 /* ---- save --------------------------------------------------------------------------------------- */
 
 /* Visits this writer's slices in file order: (parameter, kind) in table order. fn may be called
@@ -198,9 +88,9 @@ typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
     static const float zeros[4096];
     for (int i = 0; i < zt_engine_model(e)->n_params; i++)
-        for (int k = 0; k < n_kinds(e) && part_writes(e, i); k++) {
+        for (int k = 0; k < zt_ckpt_n_kinds(e) && zt_ckpt_part_writes(e, i); k++) {
             int64_t row0, rows;
-            const float *src = local_rows(e, i, k, &row0, &rows);
+            const float *src = zt_ckpt_local_rows(e, i, k, &row0, &rows);
             size_t n = (size_t)(rows * zt_engine_plan(e)->p[i].row_len);
             if (k > 0 && !zt_engine_model(e)->params[i].trainable) { /* frozen: no state; the file keeps its layout */
                 for (size_t done = 0; done < n; done += 4096) {
@@ -215,13 +105,13 @@ static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
                 continue;
             }
             size_t bounce_n;
-            float *bounce = kind_bounce(e, k, &bounce_n);
+            float *bounce = zt_ckpt_kind_bounce(e, k, &bounce_n);
             if (n && (!bounce || !bounce_n))
                 return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: no staging memory for %s of %s", KIND_NAMES[k],
                                     zt_engine_model(e)->params[i].name);
             for (size_t done = 0; done < n;) {
                 size_t len = n - done < bounce_n ? n - done : bounce_n;
-                int rc = kind_read(e, k, i, kind_base(e, i, k) + done, len, bounce, err);
+                int rc = zt_ckpt_kind_read(e, k, i, zt_ckpt_kind_base(e, i, k) + done, len, bounce, err);
                 if (rc) return zt_error_prefix(err, "checkpoint: %s of %s", KIND_NAMES[k], zt_engine_model(e)->params[i].name);
                 if ((rc = fn(ctx, bounce, len * sizeof(float)))) return rc;
                 done += len;
@@ -298,19 +188,19 @@ static void hex64(char out[17], uint64_t v) { snprintf(out, 17, "%016" PRIx64, v
  * file sizes and hashes (tp x nwriters files). */
 static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters, const uint64_t *sizes,
                             const uint64_t *hashes) {
-    const zt_model *m = whole_model(e);
-    int pp = mesh_of(e)->pp;
+    const zt_model *m = zt_ckpt_whole_model(e);
+    int pp = zt_ckpt_mesh_of(e)->pp;
     cJSON *root = cJSON_CreateObject();
     char hex[17];
     cJSON_AddStringToObject(root, "format", FORMAT);
-    int tp = mesh_of(e)->tp; /* column slices (tensor parallelism) need version 2 */
+    int tp = zt_ckpt_mesh_of(e)->tp; /* column slices (tensor parallelism) need version 2 */
     cJSON_AddNumberToObject(root, "version", tp > 1 ? VERSION : 1);
     cJSON_AddNumberToObject(root, "step", (double)meta->step);
     cJSON_AddNumberToObject(root, "samples_consumed", (double)meta->samples_consumed);
     hex64(hex, meta->config_hash);
     cJSON_AddStringToObject(root, "config_hash", hex);
     cJSON_AddStringToObject(root, "strategy", zt_strategy_name(zt_engine_options_of(e)->strategy));
-    cJSON_AddNumberToObject(root, "world", mesh_of(e)->world);
+    cJSON_AddNumberToObject(root, "world", zt_ckpt_mesh_of(e)->world);
     cJSON_AddNumberToObject(root, "shards", nwriters);
     if (tp > 1) cJSON_AddNumberToObject(root, "tensor_parallel", tp);
     if (pp > 1) cJSON_AddNumberToObject(root, "pipeline_parallel", pp);
@@ -362,8 +252,8 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
         int parts = p->tp_parts > 1 ? tp : 1; /* a whole parameter: part 0's files only */
-        int base = stage_of(e, i) * tp * nwriters; /* its stage's files */
-        for (int k = 0; k < n_kinds(e); k++)
+        int base = zt_ckpt_stage_of(e, i) * tp * nwriters; /* its stage's files */
+        for (int k = 0; k < zt_ckpt_n_kinds(e); k++)
             for (int f = base; f < base + parts * nwriters; f++) {
                 int part = (f - base) / nwriters, s = (f - base) % nwriters;
                 int64_t rows, len, lo, hi;
@@ -394,7 +284,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
             int64_t rows, len, lo, hi;
             zt_ckpt_part_shape(p, (f - base) / nwriters, &rows, &len);
             zt_plan_rows(rows, len, nwriters, f % nwriters, &lo, &hi);
-            off[f] += (uint64_t)n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
+            off[f] += (uint64_t)zt_ckpt_n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
         }
         cJSON_AddItemToArray(tensors, t);
     }
@@ -449,15 +339,15 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
     if (commit_dir_names(dir, meta->step, tmp, fin, cap))
         return zt_error_set(err, ZT_ERR_USAGE, "checkpoint directory name too long: %s", dir);
     int status = ZT_OK;
-    if (mesh_of(e)->rank == 0) {
+    if (zt_ckpt_mesh_of(e)->rank == 0) {
         mkdir(dir, 0755);
         rm_tree(tmp); /* a leftover of a killed save */
         if (mkdir(tmp, 0755) != 0)
             status = zt_error_set(err, ZT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     }
-    if (!job_comm(e)) return status;
+    if (!zt_ckpt_job_comm(e)) return status;
     int ok = status == ZT_OK;
-    int rc = zt_all_reduce_and_int(job_comm(e), &ok, "checkpoint start", err);
+    int rc = zt_all_reduce_and_int(zt_ckpt_job_comm(e), &ok, "checkpoint start", err);
     if (rc) return rc;
     if (!ok) return status ? status : zt_error_set(err, ZT_ERR_IO, "checkpoint %s: rank 0 could not create it", tmp);
     return ZT_OK;
@@ -467,13 +357,13 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
  * and commits; every rank returns the same outcome. status is this rank's write result. */
 static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
                        const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
-    zt_comm *world = job_comm(e);
-    int N = mesh_of(e)->world, nwriters = zt_engine_plan(e)->nshards * mesh_of(e)->tp * mesh_of(e)->pp; /* the files */
+    zt_comm *world = zt_ckpt_job_comm(e);
+    int N = zt_ckpt_mesh_of(e)->world, nwriters = zt_engine_plan(e)->nshards * zt_ckpt_mesh_of(e)->tp * zt_ckpt_mesh_of(e)->pp; /* the files */
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
-    mine[1] = is_writer(e);
-    mine[2] = file_index(e);
+    mine[1] = zt_ckpt_is_writer(e);
+    mine[2] = zt_ckpt_file_index(e);
     memcpy(&mine[3], &size, 8);
     memcpy(&mine[4], &hash, 8);
     if (world) {
@@ -504,7 +394,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
     }
     int commit = ZT_OK;
     char path[4200];
-    if (mesh_of(e)->rank == 0) {
+    if (zt_ckpt_mesh_of(e)->rank == 0) {
         zt_fault_point(ZT_FAULT_AT_SAVE_MANIFEST, NULL); /* every shard written, no manifest yet */
         uint64_t *sizes = calloc((size_t)nwriters, 8), *hashes = calloc((size_t)nwriters, 8);
         for (int r = 0; r < N && sizes && hashes; r++)
@@ -575,8 +465,8 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta_in, int
     if (rc) return rc;
     uint64_t hash = 0, size = 0;
     int status = ZT_OK;
-    if (is_writer(e)) {
-        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, file_index(e));
+    if (zt_ckpt_is_writer(e)) {
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, zt_ckpt_file_index(e));
         status = write_rank_file(e, path, NULL, 0, meta->step, &hash, &size, err);
     }
     return save_finish(e, dir, meta, tmp, fin, keep_last, status, size, hash, err);
@@ -617,12 +507,12 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         free(a);
         return rc;
     }
-    if (is_writer(e) && zt_engine_in_files(e)) {
+    if (zt_ckpt_is_writer(e) && zt_engine_in_files(e)) {
         /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
-        snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, file_index(e));
+        snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, zt_ckpt_file_index(e));
         a->status = write_rank_file(e, a->path, NULL, 0, a->meta.step, &a->hash, &a->size, &a->err);
-    } else if (is_writer(e)) {
+    } else if (zt_ckpt_is_writer(e)) {
         for_each_slice(e, slice_bytes, &a->len, NULL);
         a->snapshot = malloc(a->len ? a->len : 1);
         if (!a->snapshot) {
@@ -630,7 +520,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         } else {
             char *w = a->snapshot;
             for_each_slice(e, slice_copy, &w, NULL);
-            snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, file_index(e));
+            snprintf(a->path, sizeof a->path, "%s/rank-%05d.bin", a->tmp, zt_ckpt_file_index(e));
             if (pthread_create(&a->thread, NULL, async_writer, a) == 0) a->started = true;
             else a->status = zt_error_set(&a->err, ZT_ERR_IO, "checkpoint: cannot start the writer thread");
         }
@@ -656,277 +546,3 @@ int zt_ckpt_async_finish(zt_ckpt_async *a, zt_error *err) {
     return rc;
 }
 
-/* ---- reading the manifest ----------------------------------------------------------------------- */
-
-/* A checkpoint file whole; a file that cannot be read is a checkpoint error (exit 4). */
-static char *read_text(const char *path, size_t *len, zt_error *err) {
-    char *t = NULL;
-    if (zt_read_file(path, "checkpoint file", &t, len, err) == ZT_ERR_IO) err->code = ZT_ERR_CKPT;
-    return t;
-}
-
-/* Parses and checksums commit/manifest.json. */
-static cJSON *load_manifest(const char *commit, zt_error *err) {
-    char path[4200];
-    size_t len, slen;
-    snprintf(path, sizeof path, "%s/manifest.json", commit);
-    char *text = read_text(path, &len, err);
-    if (!text) return NULL;
-    snprintf(path, sizeof path, "%s/manifest.json.xxh64", commit);
-    char *sum = read_text(path, &slen, err);
-    if (!sum) {
-        free(text);
-        return NULL;
-    }
-    uint64_t want = strtoull(sum, NULL, 16), have = XXH64(text, len, 0);
-    free(sum);
-    if (want != have) {
-        free(text);
-        zt_error_set(err, ZT_ERR_CKPT, "checkpoint manifest %s/manifest.json: checksum mismatch (expected "
-                     "%016" PRIx64 ", found %016" PRIx64 ")", commit, want, have);
-        return NULL;
-    }
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
-    const cJSON *ver = root ? cJSON_GetObjectItemCaseSensitive(root, "version") : NULL;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0 || !cJSON_IsNumber(ver)) {
-        /* the format string is the manifest's magic: name what was found */
-        char found[80];
-        if (!root) snprintf(found, sizeof found, "not JSON");
-        else if (!cJSON_IsString(fmt)) snprintf(found, sizeof found, "no \"format\" string");
-        else if (strcmp(fmt->valuestring, FORMAT) != 0) snprintf(found, sizeof found, "bad magic: format \"%.40s\"", fmt->valuestring);
-        else snprintf(found, sizeof found, "no \"version\" number");
-        cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json is not a zerotrain checkpoint manifest (%s; want format \""
-                     FORMAT "\")", commit, found);
-        return NULL;
-    }
-    if (ver->valuedouble != 1 && ver->valuedouble != VERSION) { /* never guess at a layout this build does not know */
-        double v = ver->valuedouble;
-        cJSON_Delete(root);
-        zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: checkpoint format v%g not supported (max v%d)", commit,
-                     v, VERSION);
-        return NULL;
-    }
-    return root;
-}
-
-cJSON *zt_ckpt_manifest_read(const char *commit, zt_error *err) { return load_manifest(commit, err); }
-
-/* a file name of the manifest: a plain name inside the commit directory, never a path out of it */
-static bool plain_name(const char *n) {
-    return n[0] && strcmp(n, ".") && strcmp(n, "..") && !strchr(n, '/') && strlen(n) < 256;
-}
-
-/* Checks every file listed in the manifest (size and xxh64); want[f] selects which (NULL: all). */
-static int verify_files(const char *commit, const cJSON *root, const bool *want, zt_error *err) {
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f;
-    int idx = 0;
-    cJSON_ArrayForEach(f, files) {
-        int i = idx++;
-        if (want && !want[i]) continue;
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
-        const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
-        bool ok = cJSON_IsString(name) && cJSON_IsString(hx) && plain_name(name->valuestring);
-        uint64_t bytes = (uint64_t)zt_ckpt_num_int(f, "bytes", 0, ZT_CKPT_WHOLE_MAX, &ok);
-        if (!ok) return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: file entry %d is malformed", commit, i);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", commit, name->valuestring);
-        uint64_t h = 0, size = 0;
-        int rc = hash_file(path, &h, &size, err);
-        if (rc) return rc;
-        if (size != bytes)
-            return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s: %" PRIu64 " bytes, the manifest expects %" PRIu64,
-                                path, size, bytes);
-        uint64_t expect = strtoull(hx->valuestring, NULL, 16);
-        if (h != expect)
-            return zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s: checksum mismatch (expected %016" PRIx64
-                                ", found %016" PRIx64 ")", path, expect, h);
-    }
-    return ZT_OK;
-}
-
-int zt_ckpt_verify(const char *path, zt_error *err) {
-    char commit[4096];
-    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
-    if (rc) return rc;
-    cJSON *root = load_manifest(commit, err);
-    if (!root) return err->code;
-    rc = verify_files(commit, root, NULL, err);
-    cJSON_Delete(root);
-    return rc;
-}
-
-int zt_ckpt_read_model(const char *path, zt_model_spec *spec, zt_error *err) {
-    char commit[4096], where[4200];
-    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
-    if (rc) return rc;
-    cJSON *root = load_manifest(commit, err);
-    if (!root) return err->code;
-    snprintf(where, sizeof where, "%s/manifest.json", commit);
-    rc = zt_model_meta_parse(cJSON_GetObjectItemCaseSensitive(root, "model"), where, spec, err);
-    cJSON_Delete(root);
-    return rc;
-}
-
-/* ---- load --------------------------------------------------------------------------------------- */
-
-/* zt_ckpt_fill_local_rows for what is not fp32 in memory (an optimizer state in NVMe files or in
- * bf16, bf16-low's parameters): rows [lo, hi) of kind k of parameter i go through the idle staging
- * memory (one row at a time only if a row is larger than it). */
-static int fill_offloaded(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int k, int i, int64_t lo,
-                          int64_t hi, zt_error *err) {
-    int64_t row_len = zt_engine_plan(e)->p[i].row_len;
-    size_t cap;
-    float *buf = kind_bounce(e, k, &cap), *tmp = NULL;
-    if (!buf || cap < (size_t)row_len) {
-        if (!(tmp = malloc((size_t)row_len * sizeof *tmp)))
-            return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for a row of %s", zt_engine_model(e)->params[i].name);
-        buf = tmp;
-        cap = (size_t)row_len;
-    }
-    int64_t per = (int64_t)(cap / (size_t)row_len);
-    int rc = ZT_OK;
-    for (int64_t r = lo; r < hi && !rc; r += per) {
-        int64_t r2 = r + per < hi ? r + per : hi;
-        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[k], &zt_engine_model(e)->params[i], r, r2, buf, err);
-        if (!rc)
-            rc = kind_write(e, k, i, (size_t)((r - lo) * row_len), (size_t)((r2 - r) * row_len), buf, err);
-    }
-    free(tmp);
-    return rc;
-}
-
-/* zero1/zero2 with master pieces (engine master_shard.c): every rank's compute copies of parameter
- * i from all its rows in the checkpoint, read in chunks of whole rows of about 64Ki elements (no
- * collective; the chunk is transient load-time memory, outside the memory plan like the loader's
- * other buffers). */
-static int fill_copies(zt_engine *e, const zt_ckpt_files *fs, const cJSON *tj, int i, zt_error *err) {
-    int64_t row_len = zt_engine_plan(e)->p[i].row_len, rows = zt_engine_plan(e)->p[i].rows;
-    int64_t per = row_len >= 65536 ? 1 : 65536 / (row_len ? row_len : 1);
-    if (per > rows) per = rows > 0 ? rows : 1;
-    float *buf = malloc((size_t)(per * row_len > 0 ? per * row_len : 1) * sizeof *buf);
-    if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for rows of %s", zt_engine_model(e)->params[i].name);
-    int rc = ZT_OK;
-    for (int64_t r = 0; r < rows && !rc; r += per) {
-        int64_t r2 = r + per < rows ? r + per : rows;
-        rc = zt_ckpt_fill_local_rows(fs, tj, KIND_NAMES[0], &zt_engine_model(e)->params[i], r, r2, buf, err);
-        if (!rc) zt_store_copies_write(e, i, (size_t)(r * row_len), (size_t)((r2 - r) * row_len), buf);
-    }
-    free(buf);
-    return rc;
-}
-
-int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *err) {
-    char commit[4096];
-    int rc = zt_ckpt_resolve(path, commit, sizeof commit, err);
-    if (rc) return rc;
-    cJSON *root = load_manifest(commit, err);
-    if (!root) return err->code;
-    const zt_model *m = zt_engine_model(e);
-    const zt_plan *pl = zt_engine_plan(e);
-    bool ok = true;
-    memset(meta, 0, sizeof *meta);
-    meta->step = zt_ckpt_num_int(root, "step", 0, ZT_CKPT_WHOLE_MAX, &ok);
-    meta->samples_consumed = (uint64_t)zt_ckpt_num_int(root, "samples_consumed", 0, ZT_CKPT_WHOLE_MAX, &ok);
-    meta->world = (int)zt_ckpt_num_int(root, "world", 1, INT_MAX, &ok);
-    const cJSON *strat = cJSON_GetObjectItemCaseSensitive(root, "strategy");
-    if (cJSON_IsString(strat)) snprintf(meta->strategy, sizeof meta->strategy, "%s", strat->valuestring);
-    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(root, "config_hash");
-    if (cJSON_IsString(ch)) meta->config_hash = strtoull(ch->valuestring, NULL, 16);
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
-    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
-    int nfiles = cJSON_GetArraySize(files);
-    if (!ok || !cJSON_IsArray(files) || !cJSON_IsArray(tensors) || nfiles < 1 || nfiles > 1 << 20) {
-        cJSON_Delete(root);
-        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
-    }
-    if ((rc = zt_model_meta_compare(commit, tensors, whole_model(e), err)) ||
-        (rc = zt_run_state_read(root, commit, &meta->run, err))) {
-        cJSON_Delete(root);
-        return rc;
-    }
-    int *fds = malloc((size_t)nfiles * sizeof *fds);
-    uint64_t *fsize = malloc((size_t)nfiles * sizeof *fsize);
-    bool *want = calloc((size_t)nfiles, sizeof *want);
-    if (!fds || !fsize || !want) {
-        rc = zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
-        goto out;
-    }
-    for (int f = 0; f < nfiles; f++) fds[f] = -1;
-    int kinds = n_kinds(e);
-    for (int f = 0; f < nfiles; f++) want[f] = true; /* every file this rank may read is verified */
-    if ((rc = verify_files(commit, root, want, err))) goto out;
-    int f = 0;
-    const cJSON *fe;
-    cJSON_ArrayForEach(fe, files) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fe, "name");
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", commit, name->valuestring);
-        fds[f] = open(p, O_RDONLY);
-        fsize[f] = (uint64_t)zt_ckpt_num_int(fe, "bytes", 0, ZT_CKPT_WHOLE_MAX, &ok); /* checked by verify_files */
-        if (fds[f] < 0) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "checkpoint file %s is missing: %s", p, strerror(errno));
-            goto out;
-        }
-        f++;
-    }
-    zt_ckpt_files fs = {.commit = commit, .fds = fds, .size = fsize, .n = nfiles};
-    for (int i = 0; i < m->n_params; i++) {
-        /* in the whole model's order (compare_tensors) */
-        const cJSON *tj = cJSON_GetArrayItem(tensors, zt_engine_pipeline(e) ? zt_pipeline_full_index(zt_engine_pipeline(e), i) : i);
-        const zt_param_desc *p = &m->params[i];
-        for (int k = 0; k < kinds; k++) {
-            if (k > 0 && !p->trainable) continue; /* a frozen parameter has no optimizer state */
-            /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
-             * replicated (zero1/zero2 parameters, everything under ddp) */
-            bool sharded = k == 0 ? zt_store_local_is_piece(e) : zt_engine_shards_optim(e);
-            int64_t lo = sharded ? pl->p[i].row_begin[pl->shard] : 0;
-            int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
-            float *dst;
-            if (k == 0) {
-                dst = zt_store_local_fp32(e, i); /* NULL: bf16-low, files: through fill_offloaded's staging */
-            } else {
-                float *state = zt_engine_state_ptr(e, k - 1);
-                dst = state ? state + state_base(e, i) : NULL;
-            }
-            if (dst) {
-                if ((rc = zt_ckpt_fill_local_rows(&fs, tj, KIND_NAMES[k], p, lo, hi, dst, err))) goto out;
-            } else if ((rc = fill_offloaded(e, &fs, tj, k, i, lo, hi, err))) {
-                goto out;
-            }
-            if (k == 0 && zt_store_master_pieces(e) && (rc = fill_copies(e, &fs, tj, i, err))) goto out;
-        }
-    }
-    zt_engine_zero_grad(e);
-    zt_engine_set_step(e, (uint64_t)meta->step);
-    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(root, "optimizer_step");
-    bool sok = true;
-    int64_t os = zt_ckpt_num_int(root, "optimizer_step", 0, ZT_CKPT_WHOLE_MAX, &sok);
-    if (cJSON_IsNumber(ostep) && sok) zt_engine_set_step(e, (uint64_t)os);
-    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "precision");
-    const cJSON *ls = pj ? cJSON_GetObjectItemCaseSensitive(pj, "loss_scaler") : NULL;
-    if (ls && zt_engine_options_of(e)->precision.mode == ZT_PRECISION_FP16) {
-        bool lok = true;
-        zt_loss_scaler sc = {.scale = zt_ckpt_num(ls, "scale", &lok),
-                             .cur_hysteresis = (int)zt_ckpt_num_int(ls, "cur_hysteresis", INT_MIN, INT_MAX, &lok),
-                             .cur_iter = zt_ckpt_num_int(ls, "cur_iter", -ZT_CKPT_WHOLE_MAX, ZT_CKPT_WHOLE_MAX, &lok),
-                             .last_overflow_iter = zt_ckpt_num_int(ls, "last_overflow_iter", -ZT_CKPT_WHOLE_MAX, ZT_CKPT_WHOLE_MAX, &lok)};
-        if (!lok || !(sc.scale > 0)) {
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: precision.loss_scaler is incomplete", commit);
-            goto out;
-        }
-        zt_engine_set_loss_scaler(e, &sc);
-    }
-    rc = zt_store_loaded(e, err);
-out:
-    if (fds)
-        for (int q = 0; q < nfiles; q++)
-            if (fds[q] >= 0) close(fds[q]);
-    free(fds);
-    free(fsize);
-    free(want);
-    cJSON_Delete(root);
-    return rc;
-}

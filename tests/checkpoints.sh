@@ -84,7 +84,9 @@ done
 [ $same = 1 ] && grep -q "in the background" "$d/a.out" && ok "async save: steps 2, 4, 6 committed, equal to the synchronous ones" || bad "async save"
 
 # 2. reshard across strategies and world sizes
-"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --stop-after 3 --ckpt-dir "$T/z1" >/dev/null
+# (z1: the zero1 x2 commit of step 3 that section 1 made, r-zero1's `--stop-after 3 --ckpt-dir`:
+# the same run, not made twice; its JSONL log is not in the checkpoint)
+cp -r "$T/r-zero1/ck" "$T/z1"
 "$Z" train "$T/c.yaml" --set parallel.strategy=ddp --resume "$T/z1" --stop-after 3 --ckpt-dir "$T/ddp1" >/dev/null
 "$Z" train "$T/c.yaml" --nproc 4 --set parallel.strategy=zero3 --resume "$T/z1" --stop-after 3 --ckpt-dir "$T/z3x4" >/dev/null
 "$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 --resume "$T/z3x4" --stop-after 3 --ckpt-dir "$T/back" >/dev/null
@@ -93,7 +95,7 @@ for pair in "z1 ddp1" "z1 z3x4" "z3x4 back"; do
   if /usr/bin/python3 "$SRC/tests/ckpt_compare.py" "$T/$1/step-00000003" "$T/$2/step-00000003"; then ok "reshard $1 -> $2"; else bad "reshard $1 -> $2"; fi
 done
 # same global batch (2 ranks x 1 micro-batch = 1 rank x 2): the resumed run continues bit-identically
-"$Z" train "$T/c.yaml" --nproc 2 --set parallel.strategy=zero1 > "$T/straight.out"
+cp "$T/r-zero1/a.out" "$T/straight.out" # zero1 x2, 6 steps straight: section 1 made that run
 "$Z" train "$T/c.yaml" --set training.gradient_accumulation_steps=2 --resume "$T/z1" > "$T/cont.out"
 grep -q "next global sample 12 " "$T/cont.out" && ok "data cursor: next global sample 12 after 3 steps of 4 samples" || bad "data cursor"
 [ "$(hash_of "$T/straight.out")" = "$(hash_of "$T/cont.out")" ] && ok "zero1 x2 -> ddp x1 (GA 2) continues bit-identically" || bad "zero1 x2 -> ddp x1 continuation"

@@ -9,13 +9,10 @@ set -euo pipefail
 BUILD="$1"; SRC="$2"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tests/tool_oracle_dump" "$tmp/small.bin"
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin"
 "$BUILD/tests/tool_oracle_dump" "$tmp/wide.bin" 1 768 12 50257 256 2 128
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/wide.bin"
 # llama: L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama.bin" llama 2 64 4 2 192 50257 64 2 32 500000 8 1 4 64 0
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/llama.bin"
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama_tied.bin" llama 2 64 4 2 192 50257 128 2 32 10000 0 0 0 0 1
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/llama_tied.bin"
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama_wide.bin" llama 1 768 12 4 2048 50257 256 2 128 10000 0 0 0 0 0
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/llama_wide.bin"
+# all five checked in one Python process (torch imported once)
+/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin" "$tmp/wide.bin" "$tmp/llama.bin" "$tmp/llama_tied.bin" "$tmp/llama_wide.bin"

@@ -109,6 +109,8 @@ struct zt_engine {
     int *piece_unit;
     zt_param_window *unit_window;
     uint64_t *piece_sum;
+    size_t *piece_written;      /* (n_params) elements written in order from 0 and hashed into
+                                   piece_hash[i] since the last write at 0; SIZE_MAX: out of order */
     void *piece_hash;           /* (2 n_params) XXH3 states per piece during the step: as written, as read */
     /* gradient offload (grad_offload.c; parameter and optimizer offload, one micro-batch per
      * step): grad_kind is the reduced gradient pieces' kind in nvme (-1: they are grad_pieces);
@@ -294,7 +296,8 @@ int zt_param_offload_check_bound(zt_engine *e, zt_error *err);
  * checksum; any thread, no stream running. ZT_ERR_IO names the file and the parameter. */
 int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err);
 /* Element access to parameter i's piece [begin, begin + n) in the file (checkpoints, init,
- * gathers of one tensor); writing marks its checksum unknown. */
+ * gathers of one tensor); writing marks its checksum unknown until the piece's writes, in order
+ * from element 0, reach its end (then they have hashed it) or a seal reads it back. */
 int zt_param_offload_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
 int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
 /* The step's stream: before it, after updating [w, w + n) of parameter i's piece (in order), and
@@ -307,8 +310,9 @@ void zt_param_offload_hash_end(zt_engine *e);
  * what the stream read. */
 void zt_param_offload_check_add(zt_engine *e, int i, const float *w, size_t n);
 int zt_param_offload_check(zt_engine *e, zt_error *err);
-/* After random-access writes of parameter i's piece (init, a load, a set): its checksum taken
- * from the file (read back through the idle staging memory), so the next gather checks it. */
+/* After random-access writes of parameter i's piece (init, a load, a set): its checksum, so the
+ * next gather checks it: the writes' own when they came in order from element 0 (write hashes
+ * them as they go), else read back from the file through the idle staging memory. */
 int zt_param_offload_seal(zt_engine *e, int i, zt_error *err);
 
 /* grad_offload.c: the reduced gradient pieces in the store's "grad" kind (e->grad_kind >= 0). */

@@ -39,9 +39,10 @@ int zt_param_offload_setup(zt_engine *e, zt_error *err) {
     e->piece_unit = calloc((size_t)n, sizeof *e->piece_unit);
     e->unit_window = calloc((size_t)nu, sizeof *e->unit_window);
     e->piece_sum = calloc((size_t)n, sizeof *e->piece_sum);
+    e->piece_written = calloc((size_t)n, sizeof *e->piece_written);
     XXH3_state_t **h = calloc(2 * (size_t)n, sizeof *h); /* [i]: as written, [n + i]: as read */
     e->piece_hash = h;
-    if (!e->piece_at || !e->piece_unit || !e->unit_window || !e->piece_sum || !h)
+    if (!e->piece_at || !e->piece_unit || !e->unit_window || !e->piece_sum || !e->piece_written || !h)
         return zt_error_set(err, ZT_ERR_NOMEM, "parameter offload: out of memory");
     for (int u = 0; u < nu; u++)
         if (!(e->unit_window[u].ticket = calloc(1, sizeof(zt_io_ticket))))
@@ -64,6 +65,8 @@ void zt_param_offload_free(zt_engine *e) {
     free(e->piece_unit);
     free(e->unit_window);
     free(e->piece_sum);
+    free(e->piece_written);
+    e->piece_written = NULL;
     e->piece_hash = NULL, e->piece_at = NULL, e->unit_window = NULL, e->piece_sum = NULL, e->piece_unit = NULL;
 }
 
@@ -162,14 +165,34 @@ int zt_param_offload_read(zt_engine *e, int i, size_t begin, size_t n, float *ds
     return zt_nvme_store_read(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, dst, err);
 }
 
+/* Writes that come in order from element 0 (init, a set, a load) are hashed as they go: the last
+ * one completes the piece's checksum, with no read-back. Any other write leaves it unknown. */
 int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err) {
+    XXH3_state_t *h = ((XXH3_state_t **)e->piece_hash)[i];
     e->piece_sum[i] = 0;
-    return zt_nvme_store_write(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, src, err);
+    if (begin == 0) {
+        XXH3_64bits_reset(h);
+        e->piece_written[i] = 0;
+    }
+    if (begin == e->piece_written[i]) {
+        XXH3_64bits_update(h, src, n * sizeof(float));
+        e->piece_written[i] += n;
+    } else {
+        e->piece_written[i] = SIZE_MAX; /* out of order: unknown until a seal or the next step */
+    }
+    int rc = zt_nvme_store_write(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, src, err);
+    if (rc) e->piece_written[i] = SIZE_MAX;
+    else if (e->piece_written[i] == (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard)) {
+        uint64_t d = XXH3_64bits_digest(h);
+        e->piece_sum[i] = d ? d : 1;
+    }
+    return rc;
 }
 
 void zt_param_offload_hash_begin(zt_engine *e) {
     XXH3_state_t **h = e->piece_hash;
     for (int i = 0; i < 2 * e->model->n_params; i++) XXH3_64bits_reset(h[i]);
+    for (int i = 0; i < e->model->n_params; i++) e->piece_written[i] = SIZE_MAX; /* the states are the step's now */
 }
 
 void zt_param_offload_check_add(zt_engine *e, int i, const float *w, size_t n) {
@@ -191,6 +214,7 @@ int zt_param_offload_check(zt_engine *e, zt_error *err) {
 }
 
 int zt_param_offload_seal(zt_engine *e, int i, zt_error *err) {
+    if (e->piece_sum[i]) return ZT_OK; /* its writes came in order and were hashed as they went */
     size_t cap, n = (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard);
     float *buf = zt_nvme_store_scratch(e->nvme, &cap);
     XXH3_state_t *st = ((XXH3_state_t **)e->piece_hash)[i];

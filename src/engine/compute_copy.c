@@ -84,27 +84,26 @@ void zt_copies_free(zt_engine *e)
     ps->full_lp = NULL;
 }
 
-int zt_copies_refresh_unit(zt_engine *e, int u, zt_error *err)
+void zt_copies_refresh_unit(zt_engine *e, int u)
 {
-    if (!e->lp_kind) return ZT_OK;
+    if (!e->lp_kind) return;
     const zt_model *m = e->model;
     const zt_plan *pl = &e->plan;
     zt_param_store *ps = e->ps;
     if (ps->full_lp) {
-        if (!ps->lp_stale || ps->master_pieces) return ZT_OK; /* master pieces: kept current (master_shard.c) */
+        if (!ps->lp_stale || ps->master_pieces) return; /* master pieces: kept current (master_shard.c) */
         for (int i = 0; i < m->n_params; i++)
             if (zt_store_has_lp(e, i))
                 zt_round_to_lp((zt_lp_kind)e->lp_kind, zt_store_full_lp_at(e, i, 0), ps->full + pl->p[i].full_off,
                                (size_t)m->params[i].numel);
         ps->lp_stale = false;
-        return ZT_OK;
+        return;
     }
-    if (ps->full_bf16) return ZT_OK; /* bf16-low, full layout: params_lp point into it for good */
+    if (ps->full_bf16) return; /* bf16-low, full layout: params_lp point into it for good */
     const zt_unit *un = &m->units[u]; /* zero3: the copies the residency made as it gathered */
     unit_state *s = &e->units[u];
     for (int k = 0; k < un->n_params; k++)
         if (zt_store_has_lp(e, un->params[k])) s->params_lp[k] = ps->gathered_lp[un->params[k]];
-    return ZT_OK;
 }
 
 int zt_copies_make(zt_engine *e, int u, int i, zt_error *err)

@@ -275,7 +275,8 @@ int zt_store_acquire(zt_engine *e, int u, int next, zt_error *err) {
     unit_state *s = &e->units[u];
     for (int k = 0; k < un->n_params && e->shard_params; k++) /* NULL: read through params_lp */
         s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : e->ps->gathered[un->params[k]];
-    return zt_copies_refresh_unit(e, u, err);
+    zt_copies_refresh_unit(e, u);
+    return ZT_OK;
 }
 
 void zt_store_after_forward(zt_engine *e, int u, bool training) { zt_residency_after_forward(&e->ps->res, u, training); }

@@ -59,7 +59,7 @@ int zt_copies_setup(zt_engine *e, zt_error *err);   /* full_lp, gathered_lp, uni
 void zt_copies_free(zt_engine *e);
 /* Before unit u runs: the full-layout copies made current, the unit's params_lp pointed at its
  * copies (zero3: the gathered ones). */
-int zt_copies_refresh_unit(zt_engine *e, int u, zt_error *err);
+void zt_copies_refresh_unit(zt_engine *e, int u);
 /* zero3: parameter i's copy from its gathered tensor, for unit u (class gathered). */
 int zt_copies_make(zt_engine *e, int u, int i, zt_error *err);
 void zt_copies_release(zt_engine *e, int i);        /* zero3: with the gathered tensor */

@@ -1,0 +1,44 @@
+/* chat_template.h - a model's chat template (Jinja, data/jinja.h) with the tokens it refers to,
+ * rendering conversations into the text a model is trained on, and telling which bytes of that text
+ * are the assistant's (the bytes the loss counts). */
+#ifndef ZT_CHAT_TEMPLATE_H
+#define ZT_CHAT_TEMPLATE_H
+
+#include "data/jinja.h"
+
+#include <stdbool.h>
+
+typedef struct zt_chat_template zt_chat_template;
+
+/* path: a tokenizer_config.json (its `chat_template`: a string, or a list of {name, template} of
+ * which "default" is taken; its bos_token / eos_token: strings or {"content": ...} objects) or
+ * any other file, read as the template source itself (a .jinja file; bos/eos then empty unless
+ * zt_chat_template_set_tokens sets them). ZT_ERR_IO / ZT_ERR_DATA naming the file and the field. */
+int zt_chat_template_load(zt_chat_template **out, const char *path, zt_error *err);
+/* Overrides bos_token / eos_token (NULL leaves one as it is). */
+int zt_chat_template_set_tokens(zt_chat_template *t, const char *bos, const char *eos, zt_error *err);
+const char *zt_chat_template_bos(const zt_chat_template *t);
+const char *zt_chat_template_eos(const zt_chat_template *t);
+void zt_chat_template_free(zt_chat_template *t);
+
+/* Renders messages (a JSON array of {"role", "content"} objects, as transformers' apply_chat_template
+ * takes them) with bos_token, eos_token, add_generation_prompt and raise_exception defined.
+ * *text malloc'd, NUL-terminated. */
+int zt_chat_render(const zt_chat_template *t, const cJSON *messages, bool add_generation_prompt, char **text,
+                   size_t *len, zt_error *err);
+
+/* A byte range [begin, end) of a rendered text. */
+typedef struct zt_text_span {
+    size_t begin, end;
+} zt_text_span;
+
+/* The whole conversation's text (add_generation_prompt false) and, in order, the spans of its
+ * assistant turns: for assistant message i, the bytes that rendering messages[0..i] adds after the
+ * rendering of messages[0..i) with add_generation_prompt true (its content and its end-of-turn
+ * text, as TRL's assistant_only_loss counts them). ZT_ERR_DATA when the template is not
+ * prefix-stable on this conversation (a rendering of a prefix is not a prefix of the whole), naming
+ * the message. *spans malloc'd (*n_spans entries; NULL when 0). */
+int zt_chat_render_spans(const zt_chat_template *t, const cJSON *messages, char **text, size_t *len,
+                         zt_text_span **spans, int *n_spans, zt_error *err);
+
+#endif

@@ -107,7 +107,12 @@ typedef struct zt_param_desc {
 typedef struct zt_batch {
     int B, T;
     const int32_t *inputs;  /* (B, T) token ids */
-    const int32_t *targets; /* (B, T) next-token ids, or NULL in generation */
+    const int32_t *targets; /* (B, T) next-token ids, or NULL in generation; a negative id is not
+                               counted (PyTorch's ignore_index): no loss, no gradient */
+    const int32_t *positions; /* (B, T) each token's position in its document, or NULL: 0..T-1.
+                                 Packed sequences: positions restart at 0 where a document starts,
+                                 and attention does not cross documents (token t sees t - positions[t]
+                                 .. t); positions[b][0] is 0 */
     float dloss;            /* d(step loss)/d(per-token loss): 1 / tokens in the global batch */
     int logits_pos;         /* >= 0: the loss unit copies the logits at this position ... */
     float *logits_out;      /* ... of every sequence b into logits_out (B, V); NULL: none */

@@ -18,4 +18,14 @@ int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err);
  * (Llama 3), else </s>; ZT_ERR_DATA when the vocabulary has none of them. */
 int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err);
 
+/* Encodes as zt_bpe_encode does and gives, for every token, the byte offset in utf8 where the text
+ * it stands for begins (*offsets malloc'd, *n entries; a prepended or normalized-in character belongs
+ * to the token that holds it, the first byte-fallback token of a character has the character's
+ * offset). What a chat dataset maps the assistant spans of a rendered text through. */
+int zt_bpe_encode_offsets(zt_bpe *bpe, const char *utf8, size_t len, uint32_t **tokens, uint32_t **offsets,
+                          size_t *n, zt_error *err);
+/* The id of the added token, else the vocabulary piece, whose text is content ("<s>", "<|im_end|>",
+ * "<|endoftext|>"); -1 when there is none. */
+int64_t zt_tokenizer_token_id(const zt_bpe *b, const char *content);
+
 #endif

@@ -203,14 +203,14 @@ static void test_sampler_uint32(void **state) {
     assert_int_equal(zt_sampler_init(&s, &f, 16, 3, false, &err), ZT_OK);
     int32_t in[16], tg[16];
     for (uint64_t w = 0; w < 4; w++) {
-        assert_int_equal(zt_sampler_get(&s, w, in, tg, V, &err), ZT_OK);
+        assert_int_equal(zt_sampler_get(&s, w, in, tg, NULL, NULL, V, &err), ZT_OK);
         for (int t = 0; t < 16; t++) {
             assert_int_equal(in[t], (int32_t)tok[w * 16 + (uint64_t)t]);
             assert_int_equal(tg[t], (int32_t)tok[w * 16 + (uint64_t)t + 1]);
         }
     }
     /* window 0 holds 40009 * 2 = 80018: fine for V = 128256, not for GPT-2's 50257 */
-    assert_int_equal(zt_sampler_get(&s, 0, in, tg, 50257, &err), ZT_ERR_DATA);
+    assert_int_equal(zt_sampler_get(&s, 0, in, tg, NULL, NULL, 50257, &err), ZT_ERR_DATA);
     assert_non_null(strstr(err.msg, "token 80018 at position 2 is outside the vocabulary (V=50257)"));
     zt_sampler_free(&s);
     zt_token_file_close(&f);
@@ -219,7 +219,7 @@ static void test_sampler_uint32(void **state) {
     assert_int_equal(zt_token_file_write(p, tok, N, 4, &err), ZT_OK);
     assert_int_equal(zt_token_file_open(&f, p, &err), ZT_OK);
     assert_int_equal(zt_sampler_init(&s, &f, 16, 3, false, &err), ZT_OK);
-    assert_int_equal(zt_sampler_get(&s, 0, in, tg, 16777216, &err), ZT_ERR_DATA);
+    assert_int_equal(zt_sampler_get(&s, 0, in, tg, NULL, NULL, 16777216, &err), ZT_ERR_DATA);
     assert_non_null(strstr(err.msg, "token 4000000000 at position 5"));
     zt_sampler_free(&s);
     zt_token_file_close(&f);
@@ -248,24 +248,24 @@ static void test_sampler_is_deterministic_and_permutes(void **state) {
     int seen[50] = {0};
     int32_t in[8], tg[8], in2[8], tg2[8];
     for (uint64_t i = 0; i < 50; i++) {
-        assert_int_equal(zt_sampler_get(&s1, i, in, tg, 65536, &err), ZT_OK);
+        assert_int_equal(zt_sampler_get(&s1, i, in, tg, NULL, NULL, 65536, &err), ZT_OK);
         assert_int_equal(in[0] % 8, 0);                  /* windows start at multiples of T */
         for (int t = 0; t < T; t++) assert_int_equal(tg[t], in[t] + 1);
         seen[in[0] / 8]++;
     }
     for (int w = 0; w < 50; w++) assert_int_equal(seen[w], 1); /* an epoch is a permutation */
     /* random access in any order gives the same samples (here: epoch 2 first, then epoch 0) */
-    assert_int_equal(zt_sampler_get(&s2, 123, in2, tg2, 65536, &err), ZT_OK);
-    assert_int_equal(zt_sampler_get(&s1, 123, in, tg, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s2, 123, in2, tg2, NULL, NULL, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s1, 123, in, tg, NULL, NULL, 65536, &err), ZT_OK);
     assert_memory_equal(in, in2, sizeof in);
-    assert_int_equal(zt_sampler_get(&s2, 5, in2, tg2, 65536, &err), ZT_OK);
-    assert_int_equal(zt_sampler_get(&s1, 5, in, tg, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s2, 5, in2, tg2, NULL, NULL, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s1, 5, in, tg, NULL, NULL, 65536, &err), ZT_OK);
     assert_memory_equal(in, in2, sizeof in);
     /* a global batch of 4 read by one rank (stride 1) equals two ranks reading 2 each */
     int32_t one[32], onet[32], r0[16], r0t[16], r1[16], r1t[16];
-    assert_int_equal(zt_sampler_batch(&s1, 20, 1, 4, one, onet, 65536, &err), ZT_OK);
-    assert_int_equal(zt_sampler_batch(&s2, 20, 1, 2, r0, r0t, 65536, &err), ZT_OK);
-    assert_int_equal(zt_sampler_batch(&s2, 22, 1, 2, r1, r1t, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_batch(&s1, 20, 1, 4, one, onet, NULL, NULL, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_batch(&s2, 20, 1, 2, r0, r0t, NULL, NULL, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_batch(&s2, 22, 1, 2, r1, r1t, NULL, NULL, 65536, &err), ZT_OK);
     assert_memory_equal(one, r0, sizeof r0);
     assert_memory_equal(one + 16, r1, sizeof r1);
     /* another seed, another order */
@@ -273,8 +273,8 @@ static void test_sampler_is_deterministic_and_permutes(void **state) {
     assert_int_equal(zt_sampler_init(&s3, &f, T, 8, true, &err), ZT_OK);
     int differ = 0;
     for (uint64_t i = 0; i < 10; i++) {
-        zt_sampler_get(&s1, i, in, tg, 65536, &err);
-        zt_sampler_get(&s3, i, in2, tg2, 65536, &err);
+        zt_sampler_get(&s1, i, in, tg, NULL, NULL, 65536, &err);
+        zt_sampler_get(&s3, i, in2, tg2, NULL, NULL, 65536, &err);
         differ |= in[0] != in2[0];
     }
     assert_true(differ);
@@ -293,7 +293,7 @@ static void test_sampler_errors(void **state) {
     assert_non_null(strstr(err.msg, "fewer than one window"));
     assert_int_equal(zt_sampler_init(&s, &f, 2, 1, false, &err), ZT_OK);
     int32_t in[2], tg[2];
-    assert_int_equal(zt_sampler_get(&s, 1, in, tg, 3, &err), ZT_ERR_DATA); /* tokens 2,3,4 >= V=3 */
+    assert_int_equal(zt_sampler_get(&s, 1, in, tg, NULL, NULL, 3, &err), ZT_ERR_DATA); /* tokens 2,3,4 >= V=3 */
     assert_non_null(strstr(err.msg, "outside the vocabulary"));
     zt_sampler_free(&s);
     zt_token_file_close(&f);
@@ -315,8 +315,8 @@ static void test_sampler_skips(void **state) {
     assert_int_equal(zt_sampler_physical(&s, 15), 19);
     assert_int_equal(zt_sampler_physical(&s, 16), 22);
     int32_t in[8], tg[8], in2[8], tg2[8];
-    assert_int_equal(zt_sampler_get(&s, 16, in, tg, 65536, &err), ZT_OK);
-    assert_int_equal(zt_sampler_get(&plain, 22, in2, tg2, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&s, 16, in, tg, NULL, NULL, 65536, &err), ZT_OK);
+    assert_int_equal(zt_sampler_get(&plain, 22, in2, tg2, NULL, NULL, 65536, &err), ZT_OK);
     assert_memory_equal(in, in2, sizeof in);
     assert_int_equal(zt_sampler_skip(&s, 14, 6, &err), ZT_OK);   /* bridges both: 10..21 */
     assert_int_equal(s.n_skips, 1);

@@ -82,6 +82,6 @@ fi
 # 4. a target needs a validation file
 if e="$("$Z" train "$T/c.yaml" --set data.val= --set eval.every=0 --set eval.target_loss=3 2>&1)"; then
   echo "FAIL eval.target_loss without data.val was accepted"; fail=1
-elif grep -q "eval.target_loss: 3 needs a validation file: set data.val" <<<"$e"; then echo "ok   without data.val: $e"
+elif grep -q "eval.target_loss: 3 needs validation data: set data.val" <<<"$e"; then echo "ok   without data.val: $e"
 else echo "FAIL without data.val: $e"; fail=1; fi
 exit $fail

@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
         return err.code;
     }
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
-    if (zt_sampler_batch(&s, 0, 1, B, in, tg, m->vocab_size, &err)) {
+    if (zt_sampler_batch(&s, 0, 1, B, in, tg, NULL, NULL, m->vocab_size, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return err.code;
     }

@@ -688,9 +688,13 @@ void zt_engine_free(zt_engine *e);
 int zt_engine_init_params(zt_engine *e, zt_error *err);
 /* Forward and backward of one micro-batch (batch->B <= opt.B, batch->T <= opt.T). Gradients
  * accumulate (+=) across calls until zt_engine_step. *loss is the mean per-token loss of this
- * micro-batch (reported; the gradient is scaled by batch->dloss). */
+ * micro-batch over its counted targets (not negative; 0 when none is), reported; the gradient is
+ * scaled by batch->dloss, which for a loss over counted tokens is 1 / counted targets of the global
+ * batch (zt_batch_counted of each micro-batch, summed). */
 int zt_engine_forward_backward(zt_engine *e, const zt_batch *batch, float *loss, zt_error *err);
-/* Forward only. With targets, *loss is the mean per-token loss. logits_out (optional, (V) floats)
+/* The targets of batch that count (not negative). */
+size_t zt_batch_counted(const zt_batch *batch);
+/* Forward only. With targets, *loss is the mean per-token loss over the counted targets. logits_out (optional, (V) floats)
  * receives the logits of position (b=0, t=T-1) for generation. */
 int zt_engine_forward(zt_engine *e, const zt_batch *batch, float *loss, float *logits_out,
                       zt_error *err);

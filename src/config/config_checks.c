@@ -196,14 +196,15 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%soptimizer.nesterov: needs optimizer.momentum > 0 (it is %g)", PFX(w),
                      (double)c->optim.momentum);
     }
-    if (c->eval_every > 0 && c->val_path[0] == '\0') {
+    bool have_val = c->val_path[0] != '\0' || c->val_fraction > 0.0f;
+    if (c->eval_every > 0 && !have_val) {
         w = LOC("eval.every", "data.val");
-        zt_cfg_error(x, "%s%seval.every: %d needs a validation file: set data.val (or eval.every: 0)",
+        zt_cfg_error(x, "%s%seval.every: %d needs validation data: set data.val or data.val_fraction (or eval.every: 0)",
                      PFX(w), c->eval_every);
     }
-    if (c->eval_target_loss > 0.0f && c->val_path[0] == '\0') {
+    if (c->eval_target_loss > 0.0f && !have_val) {
         w = LOC("eval.target_loss", "data.val");
-        zt_cfg_error(x, "%s%seval.target_loss: %g needs a validation file: set data.val (or eval.target_loss: 0)",
+        zt_cfg_error(x, "%s%seval.target_loss: %g needs validation data: set data.val or data.val_fraction (or eval.target_loss: 0)",
                      PFX(w), (double)c->eval_target_loss);
     }
     if (!bad(x, "sample.tokens") && c->sample_tokens > c->model.max_seq_len) {

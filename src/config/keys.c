@@ -56,6 +56,14 @@ static const enum_value PP_SCHEDULES[] = {
 static const enum_value SAVE_ERRORS[] = {
     {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
 
+static const enum_value DATA_FORMATS[] = {
+    {"auto", 0}, {"tokens", 1}, {"jsonl", 2}, {"text", 3}, {NULL, 0}}; /* zt_data_format */
+static const enum_value RECORDS[] = {
+    {"auto", 0}, {"text", 1}, {"prompt_completion", 2}, {"messages", 3}, {NULL, 0}}; /* zt_record_shape */
+static const enum_value TEXT_UNITS[] = {{"line", 0}, {"paragraph", 1}, {"document", 2}, {NULL, 0}};
+static const enum_value LOSS_ON[] = {{"auto", 0}, {"all", 1}, {NULL, 0}};
+static const enum_value TOO_LONG[] = {{"truncate", 0}, {"drop", 1}, {NULL, 0}};
+
 static const enum_value ARCHS[] = {{"gpt2", ZT_ARCH_GPT2}, {"llama", ZT_ARCH_LLAMA}, {NULL, 0}};
 static const enum_value ATTENTIONS[] = {{"flash", ZT_ATTENTION_FLASH}, {"naive", ZT_ATTENTION_NAIVE}, {NULL, 0}};
 
@@ -111,8 +119,46 @@ const key_def zt_cfg_keys[] = {
           "Hugging Face model directory to start from (config.json + safetensors; `train "
           "--init-hf`); its config.json sets the model.* shape; empty: seeded initialization"),
     K_STR("data.train", train_path, F_REQUIRED, NULL,
-          "training token file (llm.c .bin format, `zerotrain tokenize`); required to train"),
-    K_STR("data.val", val_path, 0, "", "validation token file; empty: no validation"),
+          "training data: a token file (llm.c .bin format, `zerotrain tokenize`), or records: JSONL or "
+          "text files and globs, comma-separated (data.weights: one source each; docs/data.md); required to train"),
+    K_STR("data.val", val_path, 0, "", "validation data (as data.train, one source); empty: no validation "
+          "unless data.val_fraction"),
+    K_ENUM("data.format", data_format, DATA_FORMATS, "auto",
+           "what data.train holds: tokens (llm.c token file), jsonl or text records; auto: jsonl for .jsonl/.json, "
+           "text for .txt/.text/.md, records for a glob or a list, tokens otherwise"),
+    K_ENUM("data.record", data_record, RECORDS, "auto",
+           "a JSONL record's shape: text, prompt_completion, messages (transformers/TRL's); auto: by the fields "
+           "present"),
+    K_STR("data.text_field", text_field, 0, "text", "the field of a text record"),
+    K_STR("data.prompt_field", prompt_field, 0, "prompt", "the prompt field of a prompt/completion record"),
+    K_STR("data.completion_field", completion_field, 0, "completion",
+          "the completion field of a prompt/completion record"),
+    K_STR("data.messages_field", messages_field, 0, "messages",
+          "the field of a conversation: a list of {role, content}"),
+    K_ENUM("data.text_unit", text_unit, TEXT_UNITS, "line",
+           "a plain-text file's records: each line (as the datasets library's text loader), paragraph "
+           "(blank-line separated) or document (the whole file)"),
+    K_STR("data.tokenizer", tokenizer_path, 0, "",
+          "tokenizer.json of the records (byte-level or SentencePiece-style BPE); empty: GPT-2's BPE"),
+    K_STR("data.chat_template", chat_template, 0, "",
+          "chat template of conversations: a tokenizer_config.json (its chat_template) or a .jinja file; empty: "
+          "the tokenizer_config.json beside data.tokenizer"),
+    K_ENUM("data.loss_on", loss_on, LOSS_ON, "auto",
+           "tokens the loss counts: auto (the assistant turns of a conversation, the completion of a "
+           "prompt/completion, all of a text) or all"),
+    K_BOOL("data.pack", pack, "true",
+           "records packed whole into full sequences (no attention across records, positions restart), else "
+           "one record per sequence, padded"),
+    K_ENUM("data.too_long", too_long, TOO_LONG, "truncate",
+           "a record longer than training.seq_len + 1 tokens: truncated to its start or dropped (counted, said)"),
+    K_FLT("data.val_fraction", val_fraction, 0.0, 0.5, 0, "0",
+          "records held out for validation (by a hash of the seed and the record's place); needs records, "
+          "not with data.val", NULL),
+    K_STR("data.weights", weights, 0, "",
+          "a mixture: one weight per comma-separated data.train entry (each entry a source, Megatron's "
+          "blended datasets); empty: the entries are one source"),
+    K_STR("data.cache_dir", cache_dir, 0, "",
+          "where tokenized records are cached; empty: .zerotrain-cache beside each source's first file"),
     K_STR("data.skip_samples", skip_samples, 0, "",
           "global samples never trained on, START:COUNT[,START:COUNT...] (e.g. the batches around a loss "
           "spike, as PaLM skipped them); a resumed run also skips what its checkpoint records; empty: none"),

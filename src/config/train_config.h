@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 112    /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 136    /* rows in the key table (keys.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */
@@ -114,6 +114,20 @@ typedef struct zt_train_config {
     char val_path[ZT_PATH_MAX];   /* data.val (optional: "" = no validation) */
     char skip_samples[256];       /* data.skip_samples: "START:COUNT,..." global samples never trained
                                      on (zt_sampler_parse_skips); "" = none */
+    /* data from records (data/dataset_build.h, docs/data.md): */
+    int data_format;              /* data.format: zt_data_format (auto | tokens | jsonl | text) */
+    int data_record;              /* data.record: zt_record_shape (auto | text | prompt_completion | messages) */
+    int text_unit;                /* data.text_unit: zt_text_unit (line | paragraph | document) */
+    char text_field[64], prompt_field[64], completion_field[64], messages_field[64]; /* data.*_field */
+    char tokenizer_path[ZT_PATH_MAX]; /* data.tokenizer: tokenizer.json ("" = GPT-2's BPE) */
+    char chat_template[ZT_PATH_MAX];  /* data.chat_template: tokenizer_config.json or .jinja ("" = beside
+                                         data.tokenizer) */
+    int loss_on;                  /* data.loss_on: 0 auto (assistant turns, completions), 1 all */
+    bool pack;                    /* data.pack: records packed into full sequences, else padded */
+    int too_long;                 /* data.too_long: zt_too_long (truncate | drop) */
+    float val_fraction;           /* data.val_fraction: records held out for validation */
+    char weights[256];            /* data.weights: one weight per data.train source ("" = one source) */
+    char cache_dir[ZT_PATH_MAX];  /* data.cache_dir ("" = .zerotrain-cache beside the data) */
     /* training: */
     int micro_batch;            /* training.micro_batch_size (B), default 4; 0 = derived at launch
                                    from global_batch (zt_train_config_validate_world) */

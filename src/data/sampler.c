@@ -1,6 +1,8 @@
 /* sampler.c - the deterministic window sampler (see sampler.h for the contract). */
 #include "data/sampler.h"
 
+#include "data/mixture.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -42,17 +44,31 @@ void zt_sampler_free(zt_sampler *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Fisher-Yates over the windows with a generator keyed by (seed, epoch). */
-static void build_epoch(zt_sampler *s, uint64_t epoch) {
-    uint64_t n = s->n_windows, state = mix(s->seed ^ mix(epoch + 1));
-    for (uint64_t i = 0; i < n; i++) s->perm[i] = (uint32_t)i;
-    for (uint64_t i = n - 1; i > 0; i--) {
+int zt_sampler_init_mixture(zt_sampler *s, struct zt_mixture *m, int T, zt_error *err) {
+    memset(s, 0, sizeof *s);
+    if (T < 1) return zt_error_set(err, ZT_ERR_USAGE, "sampler: sequence length %d", T);
+    s->mix = m;
+    s->T = T;
+    s->seed = m->seed;
+    s->n_windows = m->total;
+    return ZT_OK;
+}
+
+/* Fisher-Yates with a generator keyed by (seed, epoch). */
+void zt_shuffle_epoch(uint32_t *perm, uint64_t n, uint64_t seed, uint64_t epoch) {
+    uint64_t state = mix(seed ^ mix(epoch + 1));
+    for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (uint64_t i = n - 1; n > 0 && i > 0; i--) {
         state = mix(state);
         uint64_t j = state % (i + 1); /* bias < 2^-32 for n < 2^32: irrelevant here */
-        uint32_t t = s->perm[i];
-        s->perm[i] = s->perm[j];
-        s->perm[j] = t;
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
+}
+
+static void build_epoch(zt_sampler *s, uint64_t epoch) {
+    zt_shuffle_epoch(s->perm, s->n_windows, s->seed, epoch);
     s->perm_epoch = epoch;
 }
 
@@ -129,9 +145,23 @@ int zt_sampler_parse_skips(const char *spec, zt_sample_range *out, int cap, int 
     return ZT_OK;
 }
 
-int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targets, int vocab_size,
-                   zt_error *err) {
+int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targets, int32_t *positions,
+                   uint64_t *counted, int vocab_size, zt_error *err) {
     index = zt_sampler_physical(s, index);
+    if (s->mix) {
+        uint32_t c;
+        zt_mixture_fill(s->mix, index, inputs, targets, positions, &c);
+        if (counted) *counted += c;
+        for (int t = 0; t < s->T; t++)
+            if (inputs[t] >= vocab_size || targets[t] >= vocab_size || inputs[t] < 0)
+                return zt_error_set(err, ZT_ERR_DATA, "sample %llu: token %d at position %d is outside the "
+                                    "vocabulary (V=%d)", (unsigned long long)index,
+                                    inputs[t] >= vocab_size || inputs[t] < 0 ? inputs[t] : targets[t], t, vocab_size);
+        return ZT_OK;
+    }
+    if (counted) *counted += (uint64_t)s->T;
+    if (positions)
+        for (int t = 0; t < s->T; t++) positions[t] = t;
     uint64_t epoch = index / s->n_windows, w = index % s->n_windows;
     if (s->shuffle) {
         if (s->perm_epoch != epoch) build_epoch(s, epoch);
@@ -151,11 +181,20 @@ int zt_sampler_get(zt_sampler *s, uint64_t index, int32_t *inputs, int32_t *targ
 }
 
 int zt_sampler_batch(zt_sampler *s, uint64_t first_index, uint64_t stride, int B, int32_t *inputs,
-                     int32_t *targets, int vocab_size, zt_error *err) {
+                     int32_t *targets, int32_t *positions, uint64_t *counted, int vocab_size, zt_error *err) {
+    if (counted) *counted = 0;
     for (int b = 0; b < B; b++) {
-        int rc = zt_sampler_get(s, first_index + (uint64_t)b * stride, inputs + (size_t)b * s->T,
-                                targets + (size_t)b * s->T, vocab_size, err);
+        size_t at = (size_t)b * s->T;
+        int rc = zt_sampler_get(s, first_index + (uint64_t)b * stride, inputs + at, targets + at,
+                                positions ? positions + at : NULL, counted, vocab_size, err);
         if (rc) return rc;
     }
     return ZT_OK;
+}
+
+uint64_t zt_sampler_counted(zt_sampler *s, uint64_t first, uint64_t n) {
+    if (!s->mix) return n * (uint64_t)s->T;
+    uint64_t c = 0;
+    for (uint64_t i = 0; i < n; i++) c += zt_mixture_counted(s->mix, zt_sampler_physical(s, first + i));
+    return c;
 }

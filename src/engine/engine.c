@@ -536,7 +536,15 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
     return ZT_OK;
 }
 
-/* Runs every unit forward; *loss = mean of the last unit's per-token output. With `training`,
+/* The targets of b that count (not negative). */
+size_t zt_batch_counted(const zt_batch *b) {
+    size_t n = (size_t)b->B * b->T, c = 0;
+    for (size_t i = 0; i < n; i++) c += b->targets[i] >= 0;
+    return c;
+}
+
+/* Runs every unit forward; *loss = mean of the last unit's per-token output over the targets that
+ * count (0 when none does). With `training`,
  * zero3 keeps a parameter gathered until its last use in forward (or, keep_params_after_forward,
  * until backward is done with it). */
 int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const float *in0, float *loss,
@@ -571,10 +579,10 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         return ZT_OK;
     }
     const float *losses = e->units[m->n_units - 1].out;
-    size_t n = (size_t)b->B * b->T;
+    size_t n = (size_t)b->B * b->T, counted = b->targets ? zt_batch_counted(b) : n;
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += losses[i];
-    if (loss) *loss = (float)(sum / (double)n);
+    for (size_t i = 0; i < n; i++) sum += losses[i]; /* a target not counted has loss 0 */
+    if (loss) *loss = counted ? (float)(sum / (double)counted) : 0.0f;
     return ZT_OK;
 }
 
@@ -622,7 +630,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
     if (!dout) {
         size_t n = (size_t)b->B * b->T;
         float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */
-        for (size_t i = 0; i < n; i++) e->dloss[i] = dloss;
+        for (size_t i = 0; i < n; i++) e->dloss[i] = b->targets[i] >= 0 ? dloss : 0.0f; /* not counted: 0 */
         dout = e->dloss;
     }
     int flip = 0;

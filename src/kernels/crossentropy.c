@@ -16,7 +16,8 @@
  * is the exp's own (<= 2 ulp) plus two roundings.
  *
  * Backward in place: d = (p - onehot(target)) * dloss, with the target entry computed as
- * (p - 1) * dloss. Every row is one thread's, so nothing depends on the thread count. Under bf16 /
+ * (p - 1) * dloss. A negative target (PyTorch's ignore_index) has loss 0 and d 0 (its dloss is 0:
+ * the engine's, zt_engine_run_backward). Every row is one thread's, so nothing depends on the thread count. Under bf16 /
  * fp16 compute (softmax_xent_backward_to) the row is rounded chunk by chunk from the stack into the
  * LM head's operand (its staging), so the fp32 (N,V) gradient is never written.
  *
@@ -58,12 +59,13 @@ static void row_scale(float *x, int V, double S)
         zt_vstoren(x + i, zt_vmul(zt_vloadn(x + i, V - i, 0.0f), inv), V - i);
 }
 
+/* A negative target is not counted (ignore_index): the probabilities all the same, loss 0. */
 static void xent_row(float *loss, float *x, int target, int V)
 {
-    float xt = x[target], mx = zt_row_max(x, V);
+    float xt = target >= 0 ? x[target] : 0.0f, mx = zt_row_max(x, V);
     double S = row_exp(x, V, mx);
     row_scale(x, V, S);
-    *loss = (float)(log(S) - ((double)xt - (double)mx));
+    *loss = target >= 0 ? (float)(log(S) - ((double)xt - (double)mx)) : 0.0f;
 }
 
 void softmax_xent_forward(float *losses, float *logits_to_probs, const int32_t *targets, int N,

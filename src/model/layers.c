@@ -261,6 +261,8 @@ static int loss_cut(const zt_unit *u, const zt_unit_args *a, float *logits, int 
     softmax_xent_exp(S, XT, logits, mx, targets, n, Vl, u->vocab_begin);
     if ((rc = g->sum_f64(g, S, 2 * (size_t)n, "cross-entropy sums and target logits", err))) return rc;
     softmax_xent_finish(losses, logits, S, XT, n, Vl);
+    for (int i = 0; i < n; i++)
+        if (targets[i] < 0) losses[i] = 0; /* not counted */
     return ZT_OK;
 }
 
@@ -319,7 +321,7 @@ int zt_head_loss_forward(const zt_unit *u, const zt_unit_args *a, int k, void *o
                             u->name, u->tp_parts);
     if (bt->targets)
         for (int i = 0; i < N; i++)
-            if (bt->targets[i] < 0 || bt->targets[i] >= V)
+            if (bt->targets[i] >= V) /* negative: not counted */
                 return zt_error_set(err, ZT_ERR_DATA, "%s: target token %d at position %d is outside "
                                     "the vocabulary (V=%d)", u->name, bt->targets[i], i, V);
     float *cut_scratch = a->scratch + scratch_at;

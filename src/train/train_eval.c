@@ -16,19 +16,26 @@ int zt_train_evaluate(zt_run *r, double *out, zt_error *err) {
     if (n > avail) n = avail;
     if (n < 1) n = 1;
     int64_t per_rank = (n + world - 1) / world;
-    double sum = 0;
+    double sum = 0, counted_sum = 0;
+    bool records = r->data.records;
+    int32_t *pos = r->data.positions ? r->data.pos : NULL;
     for (int64_t j = 0; j < per_rank; j++) {
         int64_t i = j * world + rank;
-        int rc = zt_sampler_batch(val, (uint64_t)(i < n ? i : 0) * (uint64_t)B, 1, B, r->inp, r->tgt, V, err);
+        uint64_t counted = 0;
+        int rc = zt_sampler_batch(val, (uint64_t)(i < n ? i : 0) * (uint64_t)B, 1, B, r->inp, r->tgt, pos, &counted,
+                                  V, err);
         if (rc) return rc;
-        zt_batch b = {.B = B, .T = T, .inputs = r->inp, .targets = r->tgt, .dloss = 0, .logits_pos = -1};
+        zt_batch b = {.B = B, .T = T, .inputs = r->inp, .targets = r->tgt, .positions = pos, .dloss = 0,
+                      .logits_pos = -1};
         float loss;
         if ((rc = pipe ? zt_pipeline_forward(pipe, &b, &loss, err) : zt_engine_forward(e, &b, &loss, NULL, err)))
             return rc;
-        if (i < n) sum += loss;
+        if (i < n) sum += records ? (double)loss * (double)counted : loss; /* records: over counted targets */
+        if (i < n) counted_sum += (double)counted;
     }
     int rc = zt_engine_sum_ranks(e, &sum, err);
-    *out = sum / (double)n;
+    if (!rc && records) rc = zt_engine_sum_ranks(e, &counted_sum, err);
+    *out = records ? (counted_sum > 0 ? sum / counted_sum : 0.0) : sum / (double)n;
     return rc;
 }
 

@@ -9,6 +9,9 @@
 
 #include "ckpt/checkpoint.h"
 #include "memory/plan.h"
+#include "data/bpe.h"
+#include "data/chat_template.h"
+#include "data/mixture.h"
 #include "data/sampler.h"
 #include "metrics/metrics.h"
 #include "train/guard.h"
@@ -32,6 +35,22 @@ void zt_step_deadline_init(zt_step_deadline *d, const zt_train_config *cfg, FILE
 void zt_step_deadline_for_steps(const zt_step_deadline *d);
 void zt_step_deadline_for_save(const zt_step_deadline *d);
 
+/* The run's data when it is records (train_data.c): the tokenizer and template, the dataset caches,
+ * their packing, the mixtures the samplers read. */
+typedef struct zt_run_data {
+    bool records;                 /* records, not a token file */
+    bool positions;               /* packed: each batch carries its records' positions */
+    zt_bpe *tok;
+    zt_chat_template *tmpl;
+    zt_dataset *ds;               /* (n_ds) the sources' caches, then data.val's */
+    zt_packed *tp, *vp;           /* (n_tp) training sequences per source; (n_vp) validation ones */
+    const zt_packed **tpp, **vpp;
+    int n_ds, n_tp, n_vp;
+    zt_mixture tmix, vmix;
+    int32_t *pos;                 /* (held * B * T) the batch's positions */
+    double *mb_weight;            /* (A) a pipeline step's micro-batches' loss weights */
+} zt_run_data;
+
 typedef struct zt_run {
     /* the call */
     const zt_train_config *cfg;
@@ -46,6 +65,7 @@ typedef struct zt_run {
     /* the data, split over the dp ranks */
     zt_token_file train, valf;
     zt_sampler ts, vs;
+    zt_run_data data;
     int32_t *inp, *tgt;           /* (held * B * T): a pipeline holds the step's micro-batches at once */
     /* the model and its engine (setup.h) */
     zt_model_spec spec;
@@ -86,6 +106,10 @@ typedef struct zt_run {
 typedef enum zt_step_next { ZT_STEP_NEXT, ZT_STEP_ROLLED_BACK, ZT_STEP_STOPPED } zt_step_next;
 
 double zt_train_now(void); /* trainer.c: the run's clock, seconds */
+
+/* train_data.c: the token files or records and their samplers; freed */
+int zt_train_open_data(zt_run *r, zt_error *err);
+void zt_train_close_data(zt_run *r);
 
 /* train_start.c: the data, the model, the set-up, where the run starts from, the buffers and logs */
 int zt_train_start(zt_run *r, zt_error *err);

@@ -28,11 +28,15 @@ static void banner_layout(zt_run *r) {
                 cfg->model.tie_embeddings ? " tied" : "");
     fprintf(out, " V=%d | %.2fM parameters (%lld)\n", cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6,
             (long long)zt_model_numel(model));
-    fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s | batch %d x %d x accumulation %d x "
-            "%d ranks = %lld tokens/step | %d threads per rank\n",
-            cfg->train_path, r->train.n, (unsigned long long)r->ts.n_windows, r->T,
-            r->have_val ? cfg->val_path : "none", r->B, r->T, r->A, r->dworld, (long long)r->tokens_per_step,
-            r->threads);
+    if (r->data.records) /* the records' own lines came before (train_data.c) */
+        fprintf(out, "data %s: records, %llu sequences of %d (%s) | val %s", cfg->train_path,
+                (unsigned long long)r->ts.n_windows, r->T, cfg->pack ? "packed" : "padded",
+                !r->have_val ? "none" : cfg->val_path[0] ? cfg->val_path : "data.val_fraction");
+    else
+        fprintf(out, "data %s: %zu tokens (%llu windows of %d) | val %s", cfg->train_path, r->train.n,
+                (unsigned long long)r->ts.n_windows, r->T, r->have_val ? cfg->val_path : "none");
+    fprintf(out, " | batch %d x %d x accumulation %d x %d ranks = %lld tokens/step | %d threads per rank\n", r->B,
+            r->T, r->A, r->dworld, (long long)r->tokens_per_step, r->threads);
     fprintf(out, "parallel: strategy %s on %d rank%s", zt_strategy_name(cfg->strategy), world,
             world > 1 ? "s" : "");
     if (cfg->strategy == ZT_STRATEGY_HYBRID) { /* with 0: where the default came from */

@@ -1,4 +1,4 @@
-/* train_start.c - how a training run starts (zt_train_start): the token files and samplers, the
+/* train_start.c - how a training run starts (zt_train_start): the data (train_data.c), the
  * model (frozen parameters, LoRA adapters), the set-up (setup.c: mesh, tensor parallelism, stages,
  * engine, pipeline) with the configuration's engine options (engine_options.c), the weights it
  * starts from (seeded, --init, model.init_hf, or --resume's commit), the skipped samples, the
@@ -16,24 +16,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int open_data(zt_run *r, zt_error *err) {
-    const zt_train_config *cfg = r->cfg;
-    int rc = zt_token_file_open(&r->train, cfg->train_path, err);
-    if (rc) return rc;
-    if ((rc = zt_sampler_init(&r->ts, &r->train, r->T, cfg->seed, true, err))) {
-        zt_error_prefix(err, "data.train %s", cfg->train_path);
-        return rc;
-    }
-    if (r->have_val) {
-        if ((rc = zt_token_file_open(&r->valf, cfg->val_path, err))) return rc;
-        if ((rc = zt_sampler_init(&r->vs, &r->valf, r->T, cfg->seed, false, err))) {
-            zt_error_prefix(err, "data.val %s", cfg->val_path);
-            return rc;
-        }
-    }
-    return ZT_OK;
-}
 
 /* The whole model (every rank builds it; tensor parallelism and the stages cut it after), its
  * frozen parameters and LoRA adapters said. */
@@ -124,6 +106,9 @@ static int open_outputs(zt_run *r, zt_error *err) {
     r->inp = malloc(held * r->B * r->T * sizeof *r->inp);
     r->tgt = malloc(held * r->B * r->T * sizeof *r->tgt);
     if (!r->inp || !r->tgt) return zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
+    if (r->data.records && (!(r->data.pos = malloc(held * r->B * r->T * sizeof *r->data.pos)) ||
+                            !(r->data.mb_weight = calloc(held, sizeof *r->data.mb_weight))))
+        return zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
     int rc;
     if (r->rank == 0 && r->cfg->log_path[0] && (rc = zt_jsonl_open(&r->log, r->cfg->log_path, err))) return rc;
     /* one file per rank (merged into trace_path at the end); a single process writes it directly */
@@ -157,7 +142,7 @@ static void rates(zt_run *r) {
 
 int zt_train_start(zt_run *r, zt_error *err) {
     int rc;
-    if ((rc = open_data(r, err)) || (rc = build_model(r, err)) || (rc = set_up(r, err)) || (rc = load_start(r, err)))
+    if ((rc = zt_train_open_data(r, err)) || (rc = build_model(r, err)) || (rc = set_up(r, err)) || (rc = load_start(r, err)))
         return rc;
     r->frozen0 = zt_engine_frozen_hash(r->s.e); /* the frozen weights keep these bits (collective) */
     if ((rc = open_outputs(r, err))) return rc;

@@ -71,39 +71,53 @@ static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err)
     zt_engine *e = r->s.e;
     zt_pipeline *pipe = r->s.pipe;
     int rc;
+    uint64_t step_first = r->sample_base + (uint64_t)(step - r->start_step) * r->per_step_samples;
+    /* records: the loss is the mean over the global batch's counted targets, which every rank
+     * counts the same (the samples are a function of their index); a token file counts every one */
+    uint64_t counted_all = r->data.records ? zt_sampler_counted(&r->ts, step_first, r->per_step_samples)
+                                           : (uint64_t)r->tokens_per_step;
+    float dloss = r->data.records ? (counted_all ? 1.0f / (float)counted_all : 0.0f) : 1.0f / (float)r->tokens_per_step;
     for (int micro = 0; micro < A; micro++) {
         zt_trace_begin("data", "batch");
         double td = zt_train_now();
-        uint64_t first = r->sample_base + (uint64_t)(step - r->start_step) * r->per_step_samples +
-                         ((uint64_t)r->drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
+        uint64_t first = step_first + ((uint64_t)r->drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
         size_t at = pipe ? (size_t)micro * B * T : 0; /* a pipeline keeps every micro-batch of the step */
-        if ((rc = zt_sampler_batch(&r->ts, first, 1, B, r->inp + at, r->tgt + at, r->model->vocab_size, err))) {
+        int32_t *pos = r->data.positions ? r->data.pos + at : NULL;
+        uint64_t counted = 0;
+        if ((rc = zt_sampler_batch(&r->ts, first, 1, B, r->inp + at, r->tgt + at, pos, &counted, r->model->vocab_size,
+                                   err))) {
             zt_error_prefix(err, "data.train %s", r->cfg->train_path);
             return rc;
         }
         double tf = zt_train_now();
         st->data_s += tf - td;
         zt_trace_end();
-        zt_batch b = {.B = B, .T = T, .inputs = r->inp + at, .targets = r->tgt + at,
-                      .dloss = 1.0f / (float)r->tokens_per_step, .logits_pos = -1};
+        zt_batch b = {.B = B, .T = T, .inputs = r->inp + at, .targets = r->tgt + at, .positions = pos,
+                      .dloss = dloss, .logits_pos = -1};
+        /* the micro-batch's share of the step's mean loss, x the micro-batches (the report divides) */
+        double weight = r->data.records ? (counted_all ? (double)counted * (double)r->micro_per_step / (double)counted_all
+                                                       : 0.0)
+                                         : 1.0;
         long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
         zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
         if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
         if (pipe) { /* run below, all micro-batches on the schedule */
             r->mbs[micro] = b;
             r->mb_loss[micro] = fk == ZT_FAULT_SPIKE ? (float)farg : 1.0f;
+            if (r->data.records) r->data.mb_weight[micro] = weight;
             continue;
         }
         float loss;
         if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) return rc;
         if (fk == ZT_FAULT_SPIKE) loss *= (float)farg;
         st->fb_s += zt_train_now() - tf;
-        st->loss_sum += loss;
+        st->loss_sum += r->data.records ? loss * weight : loss;
     }
     if (pipe) {
         double tf = zt_train_now();
         if ((rc = zt_pipeline_train(pipe, r->mbs, A, r->mb_loss + A, err))) return rc;
-        for (int micro = 0; micro < A; micro++) st->loss_sum += r->mb_loss[A + micro] * r->mb_loss[micro]; /* x the spike */
+        for (int micro = 0; micro < A; micro++) /* x the spike */
+            st->loss_sum += r->mb_loss[A + micro] * r->mb_loss[micro] * (r->data.records ? r->data.mb_weight[micro] : 1.0);
         st->fb_s += zt_train_now() - tf;
     }
     return ZT_OK;

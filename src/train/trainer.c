@@ -72,6 +72,8 @@ static void free_run(zt_run *r) {
     free(r->mb_loss);
     zt_sampler_free(&r->ts);
     zt_sampler_free(&r->vs);
+    free(r->data.mb_weight);
+    zt_train_close_data(r);
     zt_token_file_close(&r->train);
     zt_token_file_close(&r->valf);
     if (r->devnull) fclose(r->devnull);

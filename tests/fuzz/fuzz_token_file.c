@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int32_t in[64], tg[64];
         for (uint64_t i = 0; i < 8; i++) {
             memset(&err, 0, sizeof err);
-            rc = zt_sampler_get(&s, i * 7919, in, tg, vocab, &err);
+            rc = zt_sampler_get(&s, i * 7919, in, tg, NULL, NULL, vocab, &err);
             if (rc != ZT_OK) {
                 check_error(rc, &err, ZT_ERR_DATA);
                 continue;

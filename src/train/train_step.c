@@ -62,7 +62,9 @@ typedef struct step_times {
     double t0, to, t1;    /* the step's start, the optimizer's start, its end */
     double data_s, fb_s;  /* in the sampler; in forward/backward */
     double comm_mid;      /* forward/backward's collectives */
-    double loss_sum;      /* the micro-batches' losses: this rank's, then (agreed) the job's */
+    double loss_sum;      /* the micro-batches' losses: this rank's, then (agreed) the job's; records:
+                             each micro-batch's mean x its counted targets (exact), scaled once agreed */
+    uint64_t counted_all; /* records: the global batch's counted targets */
 } step_times;
 
 /* The step's micro-batches: rank r's micro-batch k is global micro-batch r*A + k of this step. */
@@ -76,6 +78,7 @@ static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err)
      * counts the same (the samples are a function of their index); a token file counts every one */
     uint64_t counted_all = r->data.records ? zt_sampler_counted(&r->ts, step_first, r->per_step_samples)
                                            : (uint64_t)r->tokens_per_step;
+    st->counted_all = counted_all;
     float dloss = r->data.records ? (counted_all ? 1.0f / (float)counted_all : 0.0f) : 1.0f / (float)r->tokens_per_step;
     for (int micro = 0; micro < A; micro++) {
         zt_trace_begin("data", "batch");
@@ -94,10 +97,9 @@ static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err)
         zt_trace_end();
         zt_batch b = {.B = B, .T = T, .inputs = r->inp + at, .targets = r->tgt + at, .positions = pos,
                       .dloss = dloss, .logits_pos = -1};
-        /* the micro-batch's share of the step's mean loss, x the micro-batches (the report divides) */
-        double weight = r->data.records ? (counted_all ? (double)counted * (double)r->micro_per_step / (double)counted_all
-                                                       : 0.0)
-                                         : 1.0;
+        /* records: the micro-batch's mean x its counted targets, a product exact in double whatever
+         * the compiler fuses; the step's sum is scaled to the mean once agreed (agree_step) */
+        double weight = r->data.records ? (double)counted : 1.0;
         long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
         zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
         if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
@@ -144,6 +146,8 @@ static int agree_step(zt_run *r, step_times *st, double agree[3], zt_error *err)
             if (i > 0 || zt_mesh_holds_loss(r->s.mesh, q)) agree[i] += r->per_rank[4 * q + i];
     for (int q = 0; q < world; q++) r->work[q] = r->per_rank[4 * q + 3];
     st->loss_sum = agree[0];
+    if (r->data.records) /* the mean over the counted targets, x the micro-batches (the report divides) */
+        st->loss_sum = st->counted_all ? st->loss_sum / (double)st->counted_all * (double)r->micro_per_step : 0.0;
     return ZT_OK;
 }
 

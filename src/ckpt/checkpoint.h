@@ -23,12 +23,17 @@
  * as the uninterrupted one. */
 #define ZT_CKPT_MAX_SKIPS 64
 #define ZT_CKPT_MAX_WINDOW 4096
+#define ZT_CKPT_MAX_SOURCES 64
 typedef struct zt_ckpt_run_state {
     int n_skips;
     uint64_t skip_start[ZT_CKPT_MAX_SKIPS], skip_count[ZT_CKPT_MAX_SKIPS]; /* physical samples */
     int window;        /* fault.loss_spike_window it was kept for; 0: none kept */
     int n_losses, head; /* losses[0..n_losses) as the detector's ring holds them; its next slot */
     double losses[ZT_CKPT_MAX_WINDOW];
+    /* records (data/mixture.h): each source's dataset cache key and how many sequences it gave
+     * before samples_consumed (a function of it; kept to say, and to notice changed data) */
+    int n_sources;
+    uint64_t source_key[ZT_CKPT_MAX_SOURCES], source_cursor[ZT_CKPT_MAX_SOURCES];
 } zt_ckpt_run_state;
 
 typedef struct zt_ckpt_meta {

@@ -1,10 +1,12 @@
 /* run_state.c - the manifest's "run_state" object (run_state.h): skipped sample ranges and the
- * loss-spike window. Numbers are written as JSON numbers (cJSON prints 17 digits when 15 do not
+ * loss-spike window, the data sources' cursors. Numbers are written as JSON numbers (cJSON prints 17 digits when 15 do not
  * round-trip, so every double comes back bit for bit) and read only as whole numbers or finite
  * doubles within the caps: no manifest can make the reader index past an array. */
 #include "ckpt/run_state.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WHOLE_MAX 9007199254740992.0 /* 2^53 */
@@ -18,6 +20,15 @@ void zt_run_state_write(cJSON *root, const zt_ckpt_run_state *r) {
         cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)r->skip_start[k]));
         cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)r->skip_count[k]));
         cJSON_AddItemToArray(skips, pair);
+    }
+    cJSON *src = r->n_sources ? cJSON_AddArrayToObject(o, "data_sources") : NULL;
+    for (int k = 0; src && k < r->n_sources; k++) {
+        cJSON *s = cJSON_CreateObject();
+        char key[17];
+        snprintf(key, sizeof key, "%016llx", (unsigned long long)r->source_key[k]);
+        cJSON_AddStringToObject(s, "cache_key", key);
+        cJSON_AddNumberToObject(s, "cursor", (double)r->source_cursor[k]);
+        cJSON_AddItemToArray(src, s);
     }
     if (r->window <= 0) return;
     cJSON *w = cJSON_AddObjectToObject(o, "loss_window");
@@ -51,6 +62,22 @@ int zt_run_state_read(const cJSON *root, const char *commit, zt_ckpt_run_state *
                                 commit, r->n_skips);
         r->skip_start[r->n_skips] = (uint64_t)a;
         r->skip_count[r->n_skips++] = (uint64_t)c;
+    }
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(o, "data_sources"), *s;
+    if (src && (!cJSON_IsArray(src) || cJSON_GetArraySize(src) > ZT_CKPT_MAX_SOURCES))
+        return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: run_state.data_sources is malformed (at most %d "
+                            "sources)", commit, ZT_CKPT_MAX_SOURCES);
+    cJSON_ArrayForEach(s, src) {
+        const cJSON *key = cJSON_GetObjectItemCaseSensitive(s, "cache_key");
+        double cur;
+        char *end = NULL;
+        unsigned long long k = cJSON_IsString(key) ? strtoull(key->valuestring, &end, 16) : 0;
+        if (!cJSON_IsString(key) || strlen(key->valuestring) != 16 || !end || *end ||
+            !whole(cJSON_GetObjectItemCaseSensitive(s, "cursor"), 0, WHOLE_MAX, &cur))
+            return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: run_state.data_sources entry %d is malformed "
+                                "(want {\"cache_key\": 16 hex digits, \"cursor\": a whole number})", commit, r->n_sources);
+        r->source_key[r->n_sources] = k;
+        r->source_cursor[r->n_sources++] = (uint64_t)cur;
     }
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "loss_window");
     if (!w) return ZT_OK;

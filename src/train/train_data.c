@@ -292,3 +292,21 @@ void zt_train_close_data(zt_run *r) {
     zt_bpe_free(d->tok);
     memset(d, 0, sizeof *d);
 }
+
+void zt_train_data_resumed(zt_run *r) {
+    const zt_ckpt_run_state *s = &r->cmeta->run;
+    zt_mixture *m = &r->data.tmix;
+    if (!r->data.records || r->rank != 0) return;
+    uint64_t cur[ZT_CKPT_MAX_SOURCES];
+    int n = m->n <= ZT_CKPT_MAX_SOURCES ? m->n : ZT_CKPT_MAX_SOURCES;
+    zt_mixture_cursors(m, zt_sampler_physical(&r->ts, r->sample_base), cur);
+    bool same = s->n_sources == n;
+    for (int k = 0; same && k < n; k++) same = s->source_key[k] == m->src[k]->d->key && s->source_cursor[k] == cur[k];
+    fprintf(r->out, "data: resumed at global sample %llu: source cursors", (unsigned long long)r->sample_base);
+    for (int k = 0; k < n; k++) fprintf(r->out, " %llu", (unsigned long long)cur[k]);
+    if (same)
+        fprintf(r->out, " (as the checkpoint recorded)\n");
+    else
+        fprintf(r->out, "; the checkpoint recorded %d source%s of other data or cursors: the run goes on with the data "
+                "as configured now\n", s->n_sources, s->n_sources == 1 ? "" : "s");
+}

@@ -110,6 +110,8 @@ double zt_train_now(void); /* trainer.c: the run's clock, seconds */
 /* train_data.c: the token files or records and their samplers; freed */
 int zt_train_open_data(zt_run *r, zt_error *err);
 void zt_train_close_data(zt_run *r);
+/* --resume on records: the sources' cursors said, and whether the checkpoint's data was the same */
+void zt_train_data_resumed(zt_run *r);
 
 /* train_start.c: the data, the model, the set-up, where the run starts from, the buffers and logs */
 int zt_train_start(zt_run *r, zt_error *err);

@@ -36,7 +36,7 @@ int zt_train_sum_world(zt_comm *w, double *x, const char *what, zt_error *err) {
 
 /* What a checkpoint carries for the loop (checkpoint.h's zt_ckpt_run_state): the skipped sample
  * ranges and the loss-spike window as held now. */
-void zt_train_run_state(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g) {
+void zt_train_run_state(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g, uint64_t next) {
     r->n_skips = ts->n_skips; /* ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS */
     for (int k = 0; k < ts->n_skips; k++) {
         r->skip_start[k] = ts->skips[k].start;
@@ -45,6 +45,10 @@ void zt_train_run_state(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_gua
     const double *hist;
     r->window = zt_guard_window(g, &hist, &r->n_losses, &r->head); /* <= ZT_CKPT_MAX_WINDOW (the key's range) */
     if (r->n_losses) memcpy(r->losses, hist, (size_t)r->n_losses * sizeof *hist);
+    zt_mixture *m = ts->mix;
+    r->n_sources = m && m->n <= ZT_CKPT_MAX_SOURCES ? m->n : 0;
+    if (r->n_sources) zt_mixture_cursors(m, zt_sampler_physical(ts, next), r->source_cursor);
+    for (int k = 0; k < r->n_sources; k++) r->source_key[k] = m->src[k]->d->key;
 }
 _Static_assert(ZT_SAMPLER_MAX_SKIPS == ZT_CKPT_MAX_SKIPS, "a checkpoint holds every skipped range");
 
@@ -247,7 +251,7 @@ int zt_train_save_due(zt_run *r, int64_t step, bool last, bool stop, zt_error *e
         zt_ckpt_meta meta = {.step = step + 1,
                              .samples_consumed = r->sample_base + (uint64_t)(step + 1 - r->start_step) * r->per_step_samples,
                              .config_hash = zt_train_config_hash(r->cfg)};
-        zt_train_run_state(&meta.run, &r->ts, &r->guard);
+        zt_train_run_state(&meta.run, &r->ts, &r->guard, meta.samples_consumed);
         double tc = zt_train_now();
         if ((rc = finish_pending(r, err))) return rc;
         if (r->ckpt_async && !last && !stop) {
@@ -277,7 +281,7 @@ int zt_train_resave(zt_run *r, zt_error *err) {
     if (!(opts && opts->ckpt_dir && opts->ckpt_dir[0] && r->end_step <= r->start_step)) return ZT_OK;
     zt_ckpt_meta meta = {.step = r->start_step, .samples_consumed = r->sample_base,
                          .config_hash = zt_train_config_hash(r->cfg)};
-    zt_train_run_state(&meta.run, &r->ts, &r->guard);
+    zt_train_run_state(&meta.run, &r->ts, &r->guard, meta.samples_consumed);
     int rc = zt_ckpt_save(r->s.e, opts->ckpt_dir, &meta, opts->keep_last, err);
     if (rc) return rc;
     fprintf(r->out, "checkpoint re-saved to %s/step-%08lld for %d rank%s (%s)\n", opts->ckpt_dir,

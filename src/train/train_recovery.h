@@ -20,7 +20,7 @@ int zt_train_gather_world(zt_comm *w, const double *x, int n, double *all, const
 /* *x = the sum over the world's ranks, in rank order */
 int zt_train_sum_world(zt_comm *w, double *x, const char *what, zt_error *err);
 /* the loop's state a checkpoint carries: the skipped sample ranges and the loss-spike window */
-void zt_train_run_state(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g);
+void zt_train_run_state(zt_ckpt_run_state *r, const zt_sampler *ts, const zt_guard *g, uint64_t next);
 /* a resumed run's skipped ranges (the commit's, then data.skip_samples; ZT_ERR_USAGE for a
  * configured range before the next sample the run reads) */
 int zt_train_apply_skips(zt_sampler *ts, const zt_ckpt_run_state *r, const zt_train_config *cfg, uint64_t cursor,

@@ -82,6 +82,7 @@ static int load_start(zt_run *r, zt_error *err) {
     if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) return rc;
     r->resumed = opts && opts->resume && opts->resume[0];
     if (r->resumed && (rc = zt_train_resume(r, err))) return rc;
+    if (r->resumed) zt_train_data_resumed(r);
     zt_sampler *ts = &r->ts;
     if ((rc = zt_train_apply_skips(ts, &r->cmeta->run, cfg, r->sample_base, err))) /* cmeta: zeroed unless resumed */
         return rc;

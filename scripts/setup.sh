@@ -14,6 +14,7 @@ PACKAGES=(
   python3 python3-numpy python3-torch           # the PyTorch oracle test and the benchmark peer
   python3-regex                                 # \p{L} in the tokenizer.json reference (tests/tokenizer_json_ref.py)
   bible-kjv bible-kjv-text                      # the demo corpus: the King James Bible, 4.4 MB
+  dict-foldoc                                   # scripts/chat_demo.sh: the dictionary of computing as chat records
   gnuplot-nox                                   # plots
   iproute2 iputils-ping                         # scripts/netns_cluster.sh: hosts as network namespaces
   slurmctld slurmd slurm-client munge           # its --slurm: srun across those hosts (tests/multihost.sh)

@@ -76,13 +76,13 @@ int main(int argc, char **argv)
             timing *t = which ? tf : tn;
             double c0 = cpu_s(), w0 = now_s();
             if (which)
-                flash_attention_gqa_forward(out, lse, fscratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
+                flash_attention_gqa_forward(out, lse, fscratch, q, k, v, B, T, NH, NKV, hs, C, KV, false, NULL);
             else
-                attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
+                attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV, NULL);
             double w1 = now_s(), c1 = cpu_s();
             if (which)
                 flash_attention_gqa_backward(dq, dk, dv, fscratch, dout, q, k, v, out, lse, B, T, NH, NKV,
-                                             hs, C, KV, false);
+                                             hs, C, KV, false, NULL);
             else
                 attention_gqa_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, hs, C, KV);
             double w2 = now_s(), c2 = cpu_s();

@@ -460,12 +460,12 @@ static void run_encoder(int B, int T, int C, int V, bool fd)
     double *dwte_d = to_double(dwte, (size_t)V * C), *dwpe_d = to_double(dwpe, (size_t)T * C);
     float *dwte0 = fdup(dwte, (size_t)V * C), *dwpe0 = fdup(dwpe, (size_t)T * C);
 
-    encoder_forward(out, inp, wte, wpe, B, T, C);
+    encoder_forward(out, inp, wte, wpe, B, T, C, NULL);
     ref_encoder_forward(out_d, inp, wte_d, wpe_d, B, T, C);
     /* one fp32 add: correctly rounded, so exactly the double sum rounded to float */
     for (size_t i = 0; i < n; i++)
         assert_true(out[i] == (float)out_d[i]);
-    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C, NULL);
     ref_encoder_backward(dwte_d, dwpe_d, dout_d, inp, B, T, C);
     /* sums of up to B*T + 1 terms of size 1 in fp32, in order: error <= (B*T) u * sum|terms|,
      * and the RMS term of the bound is ~sqrt(B*T): 1e-5 covers B*T <= 100 with margin */
@@ -480,8 +480,8 @@ static void run_encoder(int B, int T, int C, int V, bool fd)
         omp_set_num_threads(rep == 0 ? nt : 1);
         memcpy(dwte2, dwte0, sizeof(float) * V * C);
         memcpy(dwpe2, dwpe0, sizeof(float) * T * C);
-        encoder_forward(out2, inp, wte, wpe, B, T, C);
-        encoder_backward(dwte2, dwpe2, dout, inp, B, T, C);
+        encoder_forward(out2, inp, wte, wpe, B, T, C, NULL);
+        encoder_backward(dwte2, dwpe2, dout, inp, B, T, C, NULL);
         assert_same_bits("encoder_forward rerun", out, out2, n);
         assert_same_bits("encoder_backward dwte rerun", dwte, dwte2, (size_t)V * C);
         assert_same_bits("encoder_backward dwpe rerun", dwpe, dwpe2, (size_t)T * C);
@@ -739,7 +739,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     double *qkv_d = to_double(qkv, nq), *out_d = dalloc(no), *att_d = dalloc(na);
     double *dout_d = to_double(dout, no), *dqkv_d = dalloc(nq);
 
-    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_forward(out, att, qkv, B, T, C, NH, NULL);
     ref_attention_forward(out_d, att_d, qkv_d, B, T, C, NH);
     /* a score s = scale q.k carries an absolute error ~u sqrt(hs) |q||k| scale, which exp turns
      * into a relative error of P: with |s| up to ~10 (qk_scale 3) that is ~50 u; the T-term sum
@@ -763,7 +763,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     int nt = omp_get_max_threads();
     for (int rep = 0; rep < 2; rep++) {
         omp_set_num_threads(rep == 0 ? nt : 1);
-        attention_forward(out2, att2, qkv, B, T, C, NH);
+        attention_forward(out2, att2, qkv, B, T, C, NH, NULL);
         attention_backward(dqkv2, scratch, dout, qkv, att2, B, T, C, NH);
         assert_same_bits("attention_forward out rerun", out, out2, no);
         assert_same_bits("attention_forward att rerun", att, att2, na);
@@ -777,7 +777,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 3 * C; i++)
             dqkv2[((size_t)b * T + u) * 3 * C + i] += 1000.0f * (float)rng_uniform();
-    attention_forward(out2, att2, dqkv2, B, T, C, NH);
+    attention_forward(out2, att2, dqkv2, B, T, C, NH, NULL);
     for (int b = 0; b < B; b++) {
         assert_same_bits("attention causal: rows before the change", out + (size_t)b * T * C,
                          out2 + (size_t)b * T * C, (size_t)u * C);

@@ -75,7 +75,7 @@ static void run_rmsnorm(int N, int C)
         w[i] = 1.0f + 0.5f * (float)rng_uniform();
     float eps = 1e-5f;
     rmsnorm_forward(out, rstd, x, w, eps, N, C);
-    rms_ctx c = {N, C, eps, to_double(x, n), to_double(w, C), to_double(g, n)};
+    rms_ctx c = {N, C, eps, to_double(x, n), to_double(w, C), to_double(g, n), NULL};
     double *ref = dalloc(n);
     ref_rmsnorm(ref, c.x, c.w, eps, N, C);
     /* mean of C squares (~sqrt(C/16) u in the lane sums), a sqrt and two products: ~10 u */
@@ -174,31 +174,31 @@ static void run_rope(int B, int T, int nh, int hs, double theta, bool scaled)
         assert_true(fabs(inv[hs / 2 - 1] - pow(theta, -(hs - 2.0) / hs) / 8) <= 4e-7 * inv[hs / 2 - 1]); /* /8 */
     }
     float *y = fdup(x, n);
-    rope_forward(y, inv, B, T, nh, hs);
-    rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n)};
+    rope_forward(y, inv, B, T, nh, hs, NULL);
+    rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n), NULL};
     double *ref = dalloc(n);
     ref_rope(ref, c.x, invd, B, T, nh, hs);
     /* cos and sin in double rounded to fp32, two products and a sum: ~3 u */
     check_close("rope_forward", y, ref, n, 1e-6);
     float *dx = fdup(g, n);
-    rope_backward(dx, inv, B, T, nh, hs);
+    rope_backward(dx, inv, B, T, nh, hs, NULL);
     double *gx = fd_grad(rope_loss, &c, c.x, n);
     check_grad("rope_backward (FD)", dx, NULL, gx, n, 1e-6);
     float *y2 = fdup(x, n);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    rope_forward(y2, inv, B, T, nh, hs);
+    rope_forward(y2, inv, B, T, nh, hs, NULL);
     omp_set_num_threads(nt);
     assert_same_bits("rope 1 thread", y, y2, n);
     /* q and k in one call: the bits of a call on each (x as q, g as a k of nh - 1 heads) */
     size_t nk = (size_t)B * T * (nh - 1) * hs;
     float *q2 = fdup(x, n), *k1 = fdup(g, nk), *k2 = fdup(g, nk), *dq = fdup(g, n), *dk1 = fdup(x, nk), *dk2 = fdup(x, nk);
-    rope_forward_qk(q2, k2, inv, B, T, nh, nh - 1, hs);
-    rope_forward(k1, inv, B, T, nh - 1, hs);
+    rope_forward_qk(q2, k2, inv, B, T, nh, nh - 1, hs, NULL);
+    rope_forward(k1, inv, B, T, nh - 1, hs, NULL);
     assert_same_bits("rope_forward_qk q", y, q2, n);
     assert_same_bits("rope_forward_qk k", k1, k2, nk);
-    rope_backward_qk(dq, dk2, inv, B, T, nh, nh - 1, hs);
-    rope_backward(dk1, inv, B, T, nh - 1, hs);
+    rope_backward_qk(dq, dk2, inv, B, T, nh, nh - 1, hs, NULL);
+    rope_backward(dk1, inv, B, T, nh - 1, hs, NULL);
     assert_same_bits("rope_backward_qk dq", dx, dq, n);
     assert_same_bits("rope_backward_qk dk", dk1, dk2, nk);
     free(q2), free(k1), free(k2), free(dq), free(dk1), free(dk2);
@@ -238,7 +238,7 @@ static void test_swiglu(void **state)
     float *gate = falloc(n), *up = falloc(n), *g = falloc(n), *out = falloc(n), *dg = falloc(n), *du = falloc(n);
     fill(gate, n, 6.0f), fill(up, n, 2.0f), fill(g, n, 1.0f);
     swiglu_forward(out, gate, up, n);
-    swiglu_ctx c = {n, to_double(gate, n), to_double(up, n), to_double(g, n)};
+    swiglu_ctx c = {n, to_double(gate, n), to_double(up, n), to_double(g, n), NULL};
     double *ref = dalloc(n);
     for (size_t i = 0; i < n; i++)
         ref[i] = ref_silu(c.gate[i]) * c.up[i];
@@ -327,8 +327,8 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
     size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, na = (size_t)B * NH * T * T;
     float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq), *out = falloc(nq), *att = falloc(na);
     fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
-    attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
-    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV, NULL);
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq), NULL};
     double *ref = dalloc(nq);
     ref_gqa_forward(ref, NULL, NULL, &c);
     char what[96];
@@ -357,7 +357,7 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
                 qkv[(size_t)bt * 3 * C + C + h * hs + i] = k[kvi];
                 qkv[(size_t)bt * 3 * C + 2 * C + h * hs + i] = v[kvi];
             }
-    attention_forward(out2, att2, qkv, B, T, C, NH);
+    attention_forward(out2, att2, qkv, B, T, C, NH, NULL);
     assert_same_bits("gqa = mha with repeated KV heads: out", out, out2, nq);
     /* 1 thread: the same bits */
     float *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);

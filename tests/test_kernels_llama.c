@@ -75,7 +75,7 @@ static void run_rmsnorm(int N, int C)
         w[i] = 1.0f + 0.5f * (float)rng_uniform();
     float eps = 1e-5f;
     rmsnorm_forward(out, rstd, x, w, eps, N, C);
-    rms_ctx c = {N, C, eps, to_double(x, n), to_double(w, C), to_double(g, n), NULL};
+    rms_ctx c = {N, C, eps, to_double(x, n), to_double(w, C), to_double(g, n)};
     double *ref = dalloc(n);
     ref_rmsnorm(ref, c.x, c.w, eps, N, C);
     /* mean of C squares (~sqrt(C/16) u in the lane sums), a sqrt and two products: ~10 u */
@@ -175,7 +175,7 @@ static void run_rope(int B, int T, int nh, int hs, double theta, bool scaled)
     }
     float *y = fdup(x, n);
     rope_forward(y, inv, B, T, nh, hs, NULL);
-    rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n), NULL};
+    rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n)};
     double *ref = dalloc(n);
     ref_rope(ref, c.x, invd, B, T, nh, hs);
     /* cos and sin in double rounded to fp32, two products and a sum: ~3 u */
@@ -213,6 +213,58 @@ static void test_rope(void **state)
     run_rope(1, 9, 2, 128, 500000.0, true);
 }
 
+/* Packed documents (positions): each token is rotated, forward and backward, exactly as the token
+ * at its own position of an unpacked row (the same angles, the same bits), q and k in one call as
+ * on each, on 1 thread as on 2. */
+static void test_rope_positions(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 13, nh = 3, nk = 2, hs = 16 };
+    static const int docs[B][4] = {{1, 5, 7, 0}, {13, 0, 0, 0}};
+    int32_t pos[B * T];
+    for (int b = 0; b < B; b++)
+        for (int d = 0, t = 0; docs[b][d]; d++)
+            for (int i = 0; i < docs[b][d]; i++)
+                pos[b * T + t++] = i;
+    size_t n = (size_t)B * T * nh * hs, row = (size_t)nh * hs;
+    float inv[hs / 2];
+    rope_inv_freq(inv, hs, 10000.0, 0.0, 1.0, 4.0, 8192);
+    float *x = falloc(n), *y = falloc(n), *dy = falloc(n), *alone = falloc((size_t)T * row);
+    fill(x, n, 1.0f);
+    memcpy(y, x, n * sizeof *y), memcpy(dy, x, n * sizeof *dy);
+    rope_forward(y, inv, B, T, nh, hs, pos);
+    rope_backward(dy, inv, B, T, nh, hs, pos);
+    for (int bt = 0; bt < B * T; bt++) {
+        int p = pos[bt];
+        for (int dir = 0; dir < 2; dir++) { /* the token at row p of an unpacked sequence of p + 1 */
+            memset(alone, 0, (size_t)T * row * sizeof *alone);
+            memcpy(alone + (size_t)p * row, x + (size_t)bt * row, row * sizeof *alone);
+            if (dir == 0)
+                rope_forward(alone, inv, 1, p + 1, nh, hs, NULL);
+            else
+                rope_backward(alone, inv, 1, p + 1, nh, hs, NULL);
+            assert_same_bits(dir ? "rope_backward packed token" : "rope_forward packed token",
+                             (dir ? dy : y) + (size_t)bt * row, alone + (size_t)p * row, row);
+        }
+    }
+    /* q and k together, and 1 thread */
+    size_t nkv = (size_t)B * T * nk * hs;
+    float *q = fdup(x, n), *k = falloc(nkv), *k1 = falloc(nkv);
+    fill(k, nkv, 1.0f);
+    memcpy(k1, k, nkv * sizeof *k1);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    rope_forward_qk(q, k, inv, B, T, nh, nk, hs, pos);
+    omp_set_num_threads(nt);
+    rope_forward(k1, inv, B, T, nk, hs, pos);
+    assert_same_bits("rope_forward_qk packed q", y, q, n);
+    assert_same_bits("rope_forward_qk packed k", k1, k, nkv);
+    rope_backward_qk(q, k, inv, B, T, nh, nk, hs, pos); /* the inverse rotation: back to x within rounding */
+    double *xd = to_double(x, n);
+    check_close("rope backward(forward) packed", q, xd, n, 1e-6);
+    free(x), free(y), free(dy), free(alone), free(q), free(k), free(k1), free(xd);
+}
+
 /* ---- swiglu ----------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -238,7 +290,7 @@ static void test_swiglu(void **state)
     float *gate = falloc(n), *up = falloc(n), *g = falloc(n), *out = falloc(n), *dg = falloc(n), *du = falloc(n);
     fill(gate, n, 6.0f), fill(up, n, 2.0f), fill(g, n, 1.0f);
     swiglu_forward(out, gate, up, n);
-    swiglu_ctx c = {n, to_double(gate, n), to_double(up, n), to_double(g, n), NULL};
+    swiglu_ctx c = {n, to_double(gate, n), to_double(up, n), to_double(g, n)};
     double *ref = dalloc(n);
     for (size_t i = 0; i < n; i++)
         ref[i] = ref_silu(c.gate[i]) * c.up[i];
@@ -387,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_positions),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_fused_forward_forms),
         cmocka_unit_test(test_gqa_attention),

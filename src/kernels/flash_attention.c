@@ -23,6 +23,15 @@
  * is cut at micro-tile granularity (8 or 4 rows x 32 keys, 4 rows x each row's keys), not at
  * whole tiles: at T = 256 the score products run 56% of the T x T square and the others 51%, where
  * attention.c's 64-row blocks run 62.5%.
+ * Packed documents (pos, zt_batch.positions; docs/models.md): query t sees keys t - pos[t] .. t.
+ * Forward starts a query tile's key blocks at its first document start (rounded down to FA_BR, so
+ * every block still starts at or before the tile), skips micro-tiles before a row group's first
+ * start, and masks a straddling block per row (-inf scores before the row's start; a row with no
+ * key in a block keeps m and l and gets P = 0). Backward visits, per key block, the query rows up
+ * to the last one whose document starts before the block ends, drops the lanes before a row's
+ * start from P (a select, never a product: another document's scores may overflow exp), and
+ * zeroes dq first (key block 0 no longer reaches every row). Without pos every call is the one
+ * before positions existed, bit for bit.
  * Precision (docs/precision.md). The kernels read fp32 q, k, v (and the fp32 O) in every mode and
  * keep the online softmax, lse, D and dS = P (dP - D) in fp32. With bf16 = false every product is
  * fp32 (the fp32 and fp16 modes, and precision.attention_dtype fp32). With bf16 = true (bf16

@@ -9,11 +9,15 @@
 #     part of positions) and attention runs on the gathered sequence with every position;
 #  3. tp 2 against one process, packed, within the tolerance tp.sh derives in the run itself
 #     (tests/tolerance.py: 8 x what a one-ulp perturbation of every initial parameter produces), and
-#     a run that really differs (lr x 1.01) outside it.
+#     a run that really differs (lr x 1.01) outside it;
+#  4. the pipeline keeps each micro-batch's positions (tool_pp_packed: an untied Llama, 2 stages,
+#     1f1b, 4 micro-batches of packed rows): the one-process run's losses and parameters bit for
+#     bit (pipeline.h's property for untied weights), flash and naive; unpacked they differ.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
 TOOL="$BUILD/tests/tool_dist_check"
+PPT="$BUILD/tests/tool_pp_packed"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -52,5 +56,16 @@ for arch in gpt2 llama; do
   dump 1 lr --arch $arch --lr 0.0101
   python3 "$SRC/tests/tolerance.py" "$T" $arch ref ulp "tp=inside=sp tp 2 vs one process, packed" \
     "lr=outside=lr x 1.01 (must fail)" || fail=1
+done
+
+# 4. the pipeline
+for att in "" --naive; do
+  one="$("$PPT" 4 3 $att 2>&1)"
+  check "pipeline${att:+ naive}: one process, packed" "pp$att" "$one"
+  check "pipeline${att:+ naive}: 2 stages = one process, packed" "pp$att" \
+    "$(mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$PPT" 4 3 $att 2>&1)"
+  un="$(hash_of "$("$PPT" 4 3 $att --unpacked 2>&1)")"
+  if [ -n "$un" ] && [ "$un" != "$(hash_of "$one")" ]; then echo "ok   pipeline${att:+ naive}: unpacked differs: $un"
+  else echo "FAIL pipeline${att:+ naive}: the unpacked run's hash '$un' equals the packed one's"; fail=1; fi
 done
 exit $fail

@@ -56,6 +56,14 @@ static void causal_softmax_row(float *row, int lo, int n, int T)
         row[i] = 0.0f;
 }
 
+/* the first key row t sees: t - pos[t] (clamped to 0 .. t: the kernels stay in bounds whatever
+ * pos holds), 0 without positions */
+static int first_key(const int32_t *pb, int t)
+{
+    int s = pb ? t - pb[t] : 0;
+    return s < 0 ? 0 : s > t ? t : s;
+}
+
 void attention_gqa_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int NH, int NKV, int hs, int sq, int skv, const int32_t *pos)
 {
@@ -75,12 +83,12 @@ void attention_gqa_forward(float *out, float *att, const float *q, const float *
             if (pb) { /* the block's first key any row sees: the columns before it are masked */
                 lo = i0;
                 for (int t = i0; t < i0 + m; t++)
-                    lo = t - pb[t] < lo ? t - pb[t] : lo;
+                    lo = first_key(pb, t) < lo ? first_key(pb, t) : lo;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols - lo, hs, scale,
                         qh + (size_t)i0 * sq, sq, kh + (size_t)lo * skv, skv, 0.0f, P + (size_t)i0 * T + lo, T);
             for (int t = i0; t < i0 + m; t++)
-                causal_softmax_row(P + (size_t)t * T, pb ? t - pb[t] : 0, t + 1, T);
+                causal_softmax_row(P + (size_t)t * T, first_key(pb, t), t + 1, T);
             if (o) /* NULL out: only the probabilities (selective recomputation) */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols - lo, 1.0f,
                             P + (size_t)i0 * T + lo, T, vh + (size_t)lo * skv, skv, 0.0f, o + (size_t)i0 * C, C);

@@ -507,8 +507,13 @@ static float online_softmax_row_bf(float *row, int valid, int n, float *m, float
     return alpha;
 }
 
-/* Packed documents (pos, kernels.h). The first key row t sees: t - pos[t], or 0 without pos. */
-static inline int row_start(const int32_t *pb, int t) { return pb ? t - pb[t] : 0; }
+/* Packed documents (pos, kernels.h). The first key row t sees: t - pos[t] (clamped to 0 .. t: the
+ * kernels stay in bounds whatever pos holds), or 0 without pos. */
+static inline int row_start(const int32_t *pb, int t)
+{
+    int s = pb ? t - pb[t] : 0;
+    return s < 0 ? 0 : s > t ? t : s;
+}
 
 /* the first key (from block start j0, rounded down to a micro-tile) any of rows t .. t+R sees:
  * the columns before it are masked for all of them */

@@ -82,7 +82,7 @@ def read_dump(path):
 def positions_and_mask(cfg, B, T):
     """each token's position (B, T) and the attention mask, (T, T) causal or, packed, (B, 1, T, T):
     query t sees keys t - pos[t] .. t"""
-    pos = cfg["pos"]
+    pos = cfg.get("pos")  # absent in the callers that build cfg themselves (lora_peft.py)
     if pos is None:
         return torch.arange(T).expand(B, T), torch.tril(torch.ones(T, T, dtype=torch.bool))
     t = torch.arange(T)

@@ -286,10 +286,10 @@ static int llama_main(void)
         float inv[32];
         rope_inv_freq(inv, hs, 10000.0, 0, 0, 0, 0);
         float *q = buf((size_t)N * C), *k = buf((size_t)N * KV);
-        TIME_FB((void)0, rope_forward(q, inv, B, T, NH, hs), (void)0, rope_backward(q, inv, B, T, NH, hs));
+        TIME_FB((void)0, rope_forward(q, inv, B, T, NH, hs, NULL), (void)0, rope_backward(q, inv, B, T, NH, hs, NULL));
         report("rope q (12 heads)", 0, 0);
         per_step("rope q", L);
-        TIME_FB((void)0, rope_forward(k, inv, B, T, NKV, hs), (void)0, rope_backward(k, inv, B, T, NKV, hs));
+        TIME_FB((void)0, rope_forward(k, inv, B, T, NKV, hs, NULL), (void)0, rope_backward(k, inv, B, T, NKV, hs, NULL));
         report("rope k (4 heads)", 0, 0);
         per_step("rope k", L);
         free(q), free(k);
@@ -299,7 +299,7 @@ static int llama_main(void)
         float *out = buf((size_t)N * C), *att = buf((size_t)B * NH * T * T);
         float *dq = buf((size_t)N * C), *dk = buf((size_t)N * KV), *dv = buf((size_t)N * KV);
         float *scratch = buf(attention_gqa_scratch_floats(B, T, NKV));
-        TIME_FB((void)0, attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV), (void)0,
+        TIME_FB((void)0, attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV, NULL), (void)0,
                 attention_gqa_backward(dq, dk, dv, scratch, out, q, k, v, att, B, T, NH, NKV, hs, C, KV));
         double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half of the T x T square */
         report("attention gqa 12/4", g, 2 * g);
@@ -314,10 +314,10 @@ static int llama_main(void)
         float *scratch = buf(flash_attention_scratch_floats(B, T, NH, NKV, hs));
         double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half; backward runs 5 products to 2 */
         for (int bf = 0; bf < 2; bf++) {
-            TIME_FB((void)0, flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, bf),
+            TIME_FB((void)0, flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, bf, NULL),
                     (void)0,
                     flash_attention_gqa_backward(dq, dk, dv, scratch, dout, q, k, v, out, lse, B, T, NH, NKV, hs, C,
-                                                 KV, bf));
+                                                 KV, bf, NULL));
             report(bf ? "flash gqa 12/4 bf16" : "flash gqa 12/4 fp32", g, 2.5 * g);
         }
         free(q), free(k), free(v), free(lse), free(out), free(dout), free(dq), free(dk), free(dv), free(scratch);
@@ -380,8 +380,8 @@ int main(int argc, char **argv)
             tok[i] = (int32_t)((i * 7919u) % (unsigned)V);
         float *wte = buf((size_t)V * C), *wpe = buf((size_t)1024 * C), *out = buf((size_t)N * C);
         float *dwte = buf((size_t)V * C), *dwpe = buf((size_t)1024 * C);
-        TIME_FB((void)0, encoder_forward(out, tok, wte, wpe, B, T, C), (void)0,
-                encoder_backward(dwte, dwpe, out, tok, B, T, C));
+        TIME_FB((void)0, encoder_forward(out, tok, wte, wpe, B, T, C, NULL), (void)0,
+                encoder_backward(dwte, dwpe, out, tok, B, T, C, NULL));
         report("encoder", 0, 0);
         free(tok), free(wte), free(wpe), free(out), free(dwte), free(dwpe);
     }
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
         float *qkv = buf((size_t)N * 3 * C), *out = buf((size_t)N * C);
         float *att = buf((size_t)B * NH * T * T), *dqkv = buf((size_t)N * 3 * C);
         float *scratch = buf(attention_scratch_floats(B, T, C, NH));
-        TIME_FB((void)0, attention_forward(out, att, qkv, B, T, C, NH), (void)0,
+        TIME_FB((void)0, attention_forward(out, att, qkv, B, T, C, NH, NULL), (void)0,
                 attention_backward(dqkv, scratch, out, qkv, att, B, T, C, NH));
         /* flops actually run: 64-row causal blocks do sum(ncols) = 640 of 256 * 256 / 64 */
         const int blk = 64;
@@ -423,8 +423,8 @@ int main(int argc, char **argv)
         float *scratch = buf(flash_attention_scratch_floats(B, T, NH, NH, C / NH));
         double g = 4.0 * T * T * C * B * 1e-9 / 2; /* the causal half; backward runs 5 products to 2 */
         for (int bf = 0; bf < 2; bf++) {
-            TIME_FB((void)0, flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf), (void)0,
-                    flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, bf));
+            TIME_FB((void)0, flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf, NULL), (void)0,
+                    flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, bf, NULL));
             report(bf ? "flash attention bf16" : "flash attention fp32", g, 2.5 * g);
         }
         free(qkv), free(out), free(lse), free(dout), free(dqkv), free(scratch);

@@ -8,7 +8,14 @@
 typedef struct {
     int B, T, NH, NKV, hs;
     double *q, *k, *v, *g; /* g: the upstream gradient (B,T,C) */
+    const int32_t *pos;    /* (B,T) packed documents' positions: query t sees keys t - pos .. t; NULL: 0 .. t */
 } gqa_ctx;
+
+/* the first key query t of row b sees */
+__attribute__((unused)) static int ref_first_key(const gqa_ctx *c, int b, int t)
+{
+    return c->pos ? t - c->pos[(size_t)b * c->T + t] : 0;
+}
 
 /* out (B,T,C), lse (B,NH,T) (NULL: not wanted), P (B,NH,T,T) (NULL: not wanted) */
 __attribute__((unused)) static void ref_gqa_forward(double *out, double *lse, double *P, const gqa_ctx *c)
@@ -20,7 +27,8 @@ __attribute__((unused)) static void ref_gqa_forward(double *out, double *lse, do
             for (int t = 0; t < T; t++) {
                 const double *qi = c->q + ((size_t)b * T + t) * C + h * c->hs;
                 double mx = -INFINITY, sum = 0;
-                for (int u = 0; u <= t; u++) {
+                int u0 = ref_first_key(c, b, t);
+                for (int u = u0; u <= t; u++) {
                     const double *ku = c->k + ((size_t)b * T + u) * KV + (h / G) * c->hs;
                     double s = 0;
                     for (int i = 0; i < c->hs; i++)
@@ -28,19 +36,19 @@ __attribute__((unused)) static void ref_gqa_forward(double *out, double *lse, do
                     p[u] = s / sqrt((double)c->hs);
                     mx = p[u] > mx ? p[u] : mx;
                 }
-                for (int u = 0; u <= t; u++)
+                for (int u = u0; u <= t; u++)
                     sum += (p[u] = exp(p[u] - mx));
                 if (lse)
                     lse[((size_t)b * c->NH + h) * T + t] = mx + log(sum);
-                for (int u = 0; u <= t; u++)
+                for (int u = u0; u <= t; u++)
                     p[u] /= sum;
                 if (P)
                     for (int u = 0; u < T; u++)
-                        P[(((size_t)b * c->NH + h) * T + t) * T + u] = u <= t ? p[u] : 0.0;
+                        P[(((size_t)b * c->NH + h) * T + t) * T + u] = u >= u0 && u <= t ? p[u] : 0.0;
                 double *o = out + ((size_t)b * T + t) * C + h * c->hs;
                 for (int i = 0; i < c->hs; i++) {
                     double s = 0;
-                    for (int u = 0; u <= t; u++)
+                    for (int u = u0; u <= t; u++)
                         s += p[u] * c->v[((size_t)b * T + u) * KV + (h / G) * c->hs + i];
                     o[i] = s;
                 }

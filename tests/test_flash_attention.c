@@ -8,6 +8,10 @@
  * lengths that make the forward run several key blocks (online rescaling) and the backward several
  * key blocks and query chunks, with partial tiles. Also (test_flash_invariants.h): the same bits on
  * 1 and 2 threads and on a rerun, causality (forward and backward), the fused-qkv wrappers; no NaN from rows whose scores are huge, and scratch linear in T.
+ * Packed documents (positions, kernels.h): the kernels with positions against the double reference
+ * with the same per-document masks and its finite differences, attention.c with positions against
+ * flash with positions, and (test_flash_packed.h) each document of a packed batch against its own
+ * run: bit-identical for documents starting at a multiple of 128, within rtol elsewhere.
  * Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h); rtol argued at each check.
  */
 #include <setjmp.h>
@@ -27,6 +31,7 @@
 #include "test_kernel_check.h"
 #include "test_attention_ref.h"
 #include "test_flash_invariants.h"
+#include "test_flash_packed.h"
 
 /* float vs float (the naive kernel's result as the reference) */
 static void check_close_f(const char *what, const float *got, const float *ref, size_t n, double rtol)
@@ -60,10 +65,10 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     fill(dq, nq, 100.0f), fill(dk, nk, 100.0f), fill(dv, nk, 100.0f); /* garbage: assigned */
     char what[128];
 
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV, false);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false, NULL);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV, false, NULL);
 
-    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq), NULL};
     double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
     ref_gqa_forward(ro, rl, NULL, &c);
     ref_gqa_backward(rq, rk, rv, &c);
@@ -94,7 +99,7 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale, bool
     size_t na = (size_t)B * NH * T * T;
     float *nout = falloc(nq), *att = falloc(na), *ndq = falloc(nq), *ndk = falloc(nk), *ndv = falloc(nk);
     float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NKV));
-    attention_gqa_forward(nout, att, q, k, v, B, T, NH, NKV, hs, C, KV);
+    attention_gqa_forward(nout, att, q, k, v, B, T, NH, NKV, hs, C, KV, NULL);
     attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
     check_close_f("flash vs attention.c out", out, nout, nq, 1e-5);
     check_close_f("flash vs attention.c dq", dq, ndq, nq, 3e-5);
@@ -147,9 +152,9 @@ static void test_flash_extreme(void **state)
             q[(size_t)t * hs + i] = 1.0f;
             k[(size_t)t * hs + i] = (float)t * 0.5f; /* scale 1/4: s = 16 * 0.5 u / 4 = 2u */
         }
-    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs, false);
-    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs, false);
-    gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n)};
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NH, hs, hs, hs, false, NULL);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NH, hs, hs, hs, false, NULL);
+    gqa_ctx c = {B, T, NH, NH, hs, to_double(q, n), to_double(k, n), to_double(v, n), to_double(g, n), NULL};
     double *ro = dalloc(n), *rl = dalloc(T), *rq = dalloc(n), *rk = dalloc(n), *rv = dalloc(n);
     ref_gqa_forward(ro, rl, NULL, &c);
     ref_gqa_backward(rq, rk, rv, &c);
@@ -167,7 +172,7 @@ static void test_flash_extreme(void **state)
      * 1.9e-4 for AVX2), flash's does not (6.5e-4 with the AVX-512 and with the portable tiles). */
     float *att = falloc((size_t)T * T), *ndq = falloc(n), *ndk = falloc(n), *ndv = falloc(n);
     float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NH));
-    attention_gqa_forward(NULL, att, q, k, v, B, T, NH, NH, hs, hs, hs);
+    attention_gqa_forward(NULL, att, q, k, v, B, T, NH, NH, hs, hs, hs, NULL);
     attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NH, hs, hs, hs);
     double eq = worst_err(ndq, rq, n), ek = worst_err(ndk, rk, n);
     print_message("  attention.c on the same: dq %.2e dk %.2e\n", eq, ek);
@@ -193,11 +198,154 @@ static void test_flash_scratch_linear(void **state)
     omp_set_num_threads(nt);
 }
 
+/* ---- packed documents ------------------------------------------------------------------------ */
+
+/* flash and attention.c with positions against the double reference with the same masks (and its
+ * finite differences when fd): the bounds of run_case, whose arguments hold per document. */
+static void run_packed_ref(int B, int T, int NH, int NKV, int hs, const packed_row *rows, bool fd)
+{
+    int C = NH * hs, KV = NKV * hs;
+    size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, nl = (size_t)B * NH * T, na = (size_t)B * NH * T * T;
+    float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq);
+    fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
+    int32_t *pos = malloc((size_t)B * T * sizeof *pos);
+    assert_non_null(pos);
+    packed_positions(pos, B, T, rows);
+    float *out = falloc(nq), *lse = falloc(nl), *dq = falloc(nq), *dk = falloc(nk), *dv = falloc(nk);
+    float *scratch = falloc(flash_attention_scratch_floats(B, T, NH, NKV, hs));
+    fill(dq, nq, 100.0f), fill(dk, nk, 100.0f), fill(dv, nk, 100.0f);
+    flash_attention_gqa_forward(out, lse, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false, pos);
+    flash_attention_gqa_backward(dq, dk, dv, scratch, g, q, k, v, out, lse, B, T, NH, NKV, hs, C, KV, false, pos);
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq), pos};
+    double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
+    ref_gqa_forward(ro, rl, NULL, &c);
+    ref_gqa_backward(rq, rk, rv, &c);
+    char what[128];
+    snprintf(what, sizeof what, "packed flash out B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
+    check_close(what, out, ro, nq, 1e-5);
+    check_close("packed flash lse", lse, rl, nl, 1e-6);
+    check_close("packed flash dq (ref)", dq, rq, nq, 3e-5);
+    check_close("packed flash dk (ref)", dk, rk, nk, 3e-5);
+    check_close("packed flash dv (ref)", dv, rv, nk, 3e-5);
+    if (fd) {
+        double *gq = fd_grad(ref_gqa_loss, &c, c.q, nq), *gk = fd_grad(ref_gqa_loss, &c, c.k, nk);
+        double *gv = fd_grad(ref_gqa_loss, &c, c.v, nk);
+        check_close("packed flash dq (FD)", dq, gq, nq, 3e-5);
+        check_close("packed flash dk (FD)", dk, gk, nk, 3e-5);
+        check_close("packed flash dv (FD)", dv, gv, nk, 3e-5);
+        free(gq), free(gk), free(gv);
+    }
+    /* attention.c with positions: against the reference (its probabilities too) and flash */
+    float *nout = falloc(nq), *att = falloc(na), *ndq = falloc(nq), *ndk = falloc(nk), *ndv = falloc(nk);
+    float *nscratch = falloc(attention_gqa_scratch_floats(B, T, NKV));
+    double *rP = dalloc(na);
+    fill(att, na, 100.0f); /* every entry assigned, the masked ones 0 */
+    attention_gqa_forward(nout, att, q, k, v, B, T, NH, NKV, hs, C, KV, pos);
+    attention_gqa_backward(ndq, ndk, ndv, nscratch, g, q, k, v, att, B, T, NH, NKV, hs, C, KV);
+    ref_gqa_forward(ro, NULL, rP, &c);
+    check_close("packed attention.c att", att, rP, na, 1e-5);
+    for (size_t i = 0; i < na; i++)
+        if (rP[i] == 0.0)
+            assert_true(att[i] == 0.0f);
+    check_close("packed attention.c out", nout, ro, nq, 1e-5);
+    check_close("packed attention.c dq", ndq, rq, nq, 3e-5);
+    check_close("packed attention.c dk", ndk, rk, nk, 3e-5);
+    check_close("packed attention.c dv", ndv, rv, nk, 3e-5);
+    check_close_f("packed flash vs attention.c out", out, nout, nq, 1e-5);
+    check_close_f("packed flash vs attention.c dq", dq, ndq, nq, 3e-5);
+    check_close_f("packed flash vs attention.c dk", dk, ndk, nk, 3e-5);
+    check_close_f("packed flash vs attention.c dv", dv, ndv, nk, 3e-5);
+    /* the fused-qkv wrappers with positions: the bits of the strided call (multi-head only) */
+    if (NKV == NH) {
+        float *qkv = falloc(3 * nq), *dqkv = falloc(3 * nq), *o2 = falloc(nq), *l2 = falloc(nl);
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            memcpy(qkv + r * 3 * C, q + r * C, C * sizeof(float));
+            memcpy(qkv + r * 3 * C + C, k + r * C, C * sizeof(float));
+            memcpy(qkv + r * 3 * C + 2 * C, v + r * C, C * sizeof(float));
+        }
+        flash_attention_forward(o2, l2, scratch, qkv, B, T, C, NH, false, pos);
+        flash_attention_backward(dqkv, scratch, g, qkv, o2, l2, B, T, C, NH, false, pos);
+        assert_same_bits("packed fused-qkv out", out, o2, nq);
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            assert_same_bits("packed fused-qkv dq", dq + r * C, dqkv + r * 3 * C, (size_t)C);
+            assert_same_bits("packed fused-qkv dk", dk + r * C, dqkv + r * 3 * C + C, (size_t)C);
+            assert_same_bits("packed fused-qkv dv", dv + r * C, dqkv + r * 3 * C + 2 * C, (size_t)C);
+        }
+        float *a2 = falloc(na);
+        attention_forward(o2, a2, qkv, B, T, C, NH, pos);
+        assert_same_bits("packed attention_forward (fused) att", att, a2, na);
+        free(qkv), free(dqkv), free(o2), free(l2), free(a2);
+    }
+    free(q), free(k), free(v), free(g), free(pos), free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);
+    free(c.q), free(c.k), free(c.v), free(c.g), free(ro), free(rl), free(rq), free(rk), free(rv), free(rP);
+    free(nout), free(att), free(ndq), free(ndk), free(ndv), free(nscratch);
+}
+
+static void test_flash_packed_small_fd(void **state)
+{
+    (void)state;
+    const packed_row a[2] = {{{1, 3, 5}}, {{9}}};
+    run_packed_ref(2, 9, 2, 1, 4, a, true); /* a 1-token document, one filling its row; GQA */
+    const packed_row b[2] = {{{5, 7}}, {{1, 1, 10}}};
+    run_packed_ref(2, 12, 3, 3, 6, b, true);
+}
+
+/* positions all 0 .. T-1 (one document per row) give the bits of no positions */
+static void test_flash_packed_one_document(void **state)
+{
+    (void)state;
+    int B = 2, T = 300, NH = 4, NKV = 2, hs = 32, C = NH * hs, KV = NKV * hs;
+    size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, nl = (size_t)B * NH * T;
+    float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq);
+    fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
+    int32_t *pos = malloc((size_t)B * T * sizeof *pos);
+    assert_non_null(pos);
+    for (int i = 0; i < B * T; i++)
+        pos[i] = i % T;
+    float *scratch = falloc(flash_attention_scratch_floats(B, T, NH, NKV, hs));
+    for (int bf = 0; bf < 2; bf++) {
+        float *o[2], *l[2], *dq[2], *dk[2], *dv[2];
+        for (int r = 0; r < 2; r++) {
+            o[r] = falloc(nq), l[r] = falloc(nl), dq[r] = falloc(nq), dk[r] = falloc(nk), dv[r] = falloc(nk);
+            const int32_t *p = r ? pos : NULL;
+            flash_attention_gqa_forward(o[r], l[r], scratch, q, k, v, B, T, NH, NKV, hs, C, KV, bf, p);
+            flash_attention_gqa_backward(dq[r], dk[r], dv[r], scratch, g, q, k, v, o[r], l[r], B, T, NH, NKV, hs, C,
+                                         KV, bf, p);
+        }
+        assert_same_bits("one document out", o[0], o[1], nq);
+        assert_same_bits("one document lse", l[0], l[1], nl);
+        assert_same_bits("one document dq", dq[0], dq[1], nq);
+        assert_same_bits("one document dk", dk[0], dk[1], nk);
+        assert_same_bits("one document dv", dv[0], dv[1], nk);
+        for (int r = 0; r < 2; r++)
+            free(o[r]), free(l[r]), free(dq[r]), free(dk[r]), free(dv[r]);
+    }
+    free(q), free(k), free(v), free(g), free(pos), free(scratch);
+}
+
+/* Each document of a packed batch against its own run (test_flash_packed.h). Unaligned documents:
+ * two fp32 computations of one quantity, each within run_case's bounds (1e-5 out, 1e-6 lse, 3e-5
+ * gradients) of the exact one; their distance is bounded by the same (measured ~1e-7). */
+static void test_flash_packed_documents(void **state)
+{
+    (void)state;
+    const packed_row a[2] = {{{1, 127, 128, 100, 164}}, {{520}}}; /* starts 0 1 128 256 356 */
+    flash_packed_case(2, 520, 4, 2, 32, a, false, (packed_tol){1e-5, 1e-6, 3e-5});
+    const packed_row b[3] = {{{300}}, {{70, 1, 1, 228}}, {{150, 150}}};
+    flash_packed_case(3, 300, 3, 3, 16, b, false, (packed_tol){1e-5, 1e-6, 3e-5});
+    const packed_row c[1] = {{{30, 600, 70}}}; /* 3 forward key blocks cut elsewhere than alone */
+    flash_packed_case(1, 700, 2, 1, 64, c, false, (packed_tol){1e-5, 1e-6, 3e-5});
+    run_packed_ref(3, 300, 3, 3, 16, b, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash_small_fd),
         cmocka_unit_test(test_flash_tiles),
+        cmocka_unit_test(test_flash_packed_small_fd),
+        cmocka_unit_test(test_flash_packed_one_document),
+        cmocka_unit_test(test_flash_packed_documents),
         cmocka_unit_test(test_flash_extreme),
         cmocka_unit_test(test_flash_scratch_linear),
     };

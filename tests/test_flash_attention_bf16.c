@@ -30,6 +30,7 @@
 #include "test_kernel_check.h"
 #include "test_attention_ref.h"
 #include "test_flash_invariants.h"
+#include "test_flash_packed.h"
 
 #define U_BF16 (1.0 / 256.0) /* bf16 keeps 8 significant bits: nearest-even rounding's relative error <= 2^-8 */
 
@@ -105,7 +106,7 @@ typedef struct bounds {
 } bounds;
 
 static void bf16_bounds(bounds *bd, const float *q, const float *k, const float *v, const float *g, const float *of,
-                        const float *ob, const float *lse, int B, int T, int NH, int NKV, int hs)
+                        const float *ob, const float *lse, int B, int T, int NH, int NKV, int hs, const int32_t *pos)
 {
     int C = NH * hs, KV = NKV * hs, G = NH / NKV;
     double scale = 1.0 / sqrt((double)hs), u = U_BF16;
@@ -118,7 +119,7 @@ static void bf16_bounds(bounds *bd, const float *q, const float *k, const float 
                 double D = 0, dD = 0, l = lse[((size_t)b * NH + h) * T + t];
                 for (int d = 0; d < hs; d++)
                     D += (double)gt[d] * of[ot + d], dD += (double)gt[d] * ((double)ob[ot + d] - of[ot + d]);
-                for (int s = 0; s <= t; s++) {
+                for (int s = pos ? t - pos[(size_t)b * T + t] : 0; s <= t; s++) { /* the keys row t sees */
                     const float *ks = k + ((size_t)b * T + s) * KV + (h / G) * hs, *vs = v + ((size_t)b * T + s) * KV + (h / G) * hs;
                     double sc = 0, dp = 0;
                     for (int d = 0; d < hs; d++)
@@ -186,9 +187,9 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale)
      * and P by as much relatively, up to ~5%; the backward's sums cancel (dS sums to 0 over a row),
      * which doubles that against the rms. 1e-1; a dropped tile, pair or row is O(1). The sharp
      * check is the next one. */
-    flash_attention_gqa_forward(ob, lb, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true);
-    flash_attention_gqa_backward(dqb, dkb, dvb, scratch, g, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true);
-    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    flash_attention_gqa_forward(ob, lb, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true, NULL);
+    flash_attention_gqa_backward(dqb, dkb, dvb, scratch, g, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true, NULL);
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq), NULL};
     double *ro = dalloc(nq), *rl = dalloc(nl), *rq = dalloc(nq), *rk = dalloc(nk), *rv = dalloc(nk);
     ref_gqa_forward(ro, rl, NULL, &c);
     ref_gqa_backward(rq, rk, rv, &c);
@@ -201,13 +202,13 @@ static void run_case(int B, int T, int NH, int NKV, int hs, float qk_scale)
 
     /* inputs rounded to bf16: the derived bounds against the fp32 kernel */
     zt_round_bf16(q, nq), zt_round_bf16(k, nk), zt_round_bf16(v, nk), zt_round_bf16(g, nq);
-    flash_attention_gqa_forward(of, lf, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false);
-    flash_attention_gqa_backward(dqf, dkf, dvf, scratch, g, q, k, v, of, lf, B, T, NH, NKV, hs, C, KV, false);
+    flash_attention_gqa_forward(of, lf, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false, NULL);
+    flash_attention_gqa_backward(dqf, dkf, dvf, scratch, g, q, k, v, of, lf, B, T, NH, NKV, hs, C, KV, false, NULL);
     fill(dqb, nq, 100.0f), fill(dkb, nk, 100.0f), fill(dvb, nk, 100.0f); /* garbage: assigned */
-    flash_attention_gqa_forward(ob, lb, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true);
-    flash_attention_gqa_backward(dqb, dkb, dvb, scratch, g, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true);
+    flash_attention_gqa_forward(ob, lb, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true, NULL);
+    flash_attention_gqa_backward(dqb, dkb, dvb, scratch, g, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true, NULL);
     bounds bd = {dalloc(nq), dalloc(nq), dalloc(nk), dalloc(nk)};
-    bf16_bounds(&bd, q, k, v, g, of, ob, lf, B, T, NH, NKV, hs);
+    bf16_bounds(&bd, q, k, v, g, of, ob, lf, B, T, NH, NKV, hs, NULL);
     double *zero = dalloc(nl);
     check_bound("bf16 vs fp32 out (bf16 inputs)", ob, of, bd.o, nq, 1e-5);
     /* lse: the same exact products summed in another order (pairs): fp32 rounding only */
@@ -247,12 +248,56 @@ static void test_flash_bf16_tiles(void **state)
     run_case(1, 301, 4, 2, 48, 3.0f);   /* sharp attention, hs not a multiple of 32 */
 }
 
+/* Packed documents with bf16 products: the packed bf16 kernel against the packed fp32 kernel on
+ * bf16 inputs within bf16_bounds over each row's own keys (the argument above holds per document),
+ * and each document against its own bf16 run (test_flash_packed.h): bit-identical where it starts
+ * at a multiple of 128; elsewhere the key blocks cut the document elsewhere, so the running max
+ * each P is rounded to bf16 under differs (within one key block P is the same float, so documents
+ * kept in as many blocks come out bit-identical or within fp32 order): two bf16 computations, each
+ * within the bound above of the fp32 kernel's; measured up to 2.8e-3 (out) and 2.5e-3 (dq) of
+ * check_close's measure: 1e-2. */
+static void test_flash_bf16_packed(void **state)
+{
+    (void)state;
+    const packed_row a[2] = {{{1, 127, 128, 100, 164}}, {{30, 400, 90}}};
+    flash_packed_case(2, 520, 4, 2, 32, a, true, (packed_tol){1e-2, 2e-6, 1e-2});
+    const packed_row b[3] = {{{131}}, {{7, 1, 1, 122}}, {{64, 67}}}; /* odd lengths: pairs across documents */
+    flash_packed_case(3, 131, 3, 3, 16, b, true, (packed_tol){1e-2, 2e-6, 1e-2});
+
+    int B = 2, T = 520, NH = 4, NKV = 2, hs = 32, C = NH * hs, KV = NKV * hs;
+    size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, nl = (size_t)B * NH * T;
+    float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq);
+    fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
+    zt_round_bf16(q, nq), zt_round_bf16(k, nk), zt_round_bf16(v, nk), zt_round_bf16(g, nq);
+    int32_t *pos = malloc((size_t)B * T * sizeof *pos);
+    assert_non_null(pos);
+    packed_positions(pos, B, T, a);
+    float *scratch = falloc(flash_attention_scratch_floats(B, T, NH, NKV, hs));
+    float *of = falloc(nq), *lf = falloc(nl), *dqf = falloc(nq), *dkf = falloc(nk), *dvf = falloc(nk);
+    float *ob = falloc(nq), *lb = falloc(nl), *dqb = falloc(nq), *dkb = falloc(nk), *dvb = falloc(nk);
+    flash_attention_gqa_forward(of, lf, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, false, pos);
+    flash_attention_gqa_backward(dqf, dkf, dvf, scratch, g, q, k, v, of, lf, B, T, NH, NKV, hs, C, KV, false, pos);
+    flash_attention_gqa_forward(ob, lb, scratch, q, k, v, B, T, NH, NKV, hs, C, KV, true, pos);
+    flash_attention_gqa_backward(dqb, dkb, dvb, scratch, g, q, k, v, ob, lb, B, T, NH, NKV, hs, C, KV, true, pos);
+    bounds bd = {dalloc(nq), dalloc(nq), dalloc(nk), dalloc(nk)};
+    bf16_bounds(&bd, q, k, v, g, of, ob, lf, B, T, NH, NKV, hs, pos);
+    double *zero = dalloc(nl);
+    check_bound("packed bf16 vs fp32 out", ob, of, bd.o, nq, 1e-5);
+    check_bound("packed bf16 vs fp32 lse", lb, lf, zero, nl, 2e-6);
+    check_bound("packed bf16 vs fp32 dq", dqb, dqf, bd.dq, nq, 3e-5);
+    check_bound("packed bf16 vs fp32 dk", dkb, dkf, bd.dk, nk, 3e-5);
+    check_bound("packed bf16 vs fp32 dv", dvb, dvf, bd.dv, nk, 3e-5);
+    free(q), free(k), free(v), free(g), free(pos), free(scratch), free(of), free(lf), free(dqf), free(dkf), free(dvf);
+    free(ob), free(lb), free(dqb), free(dkb), free(dvb), free(bd.o), free(bd.dq), free(bd.dk), free(bd.dv), free(zero);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_pair_helpers),
         cmocka_unit_test(test_flash_bf16_small),
         cmocka_unit_test(test_flash_bf16_tiles),
+        cmocka_unit_test(test_flash_bf16_packed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,9 +27,9 @@ static void flash_invariants(const flash_case *f)
     int nt = omp_get_max_threads();
     for (int rep = 0; rep < 2; rep++) {
         omp_set_num_threads(rep == 0 ? nt : 1);
-        flash_attention_gqa_forward(out2, lse2, f->scratch, f->q, f->k, f->v, B, T, NH, NKV, hs, C, KV, bf);
+        flash_attention_gqa_forward(out2, lse2, f->scratch, f->q, f->k, f->v, B, T, NH, NKV, hs, C, KV, bf, NULL);
         flash_attention_gqa_backward(dq2, dk2, dv2, f->scratch, f->g, f->q, f->k, f->v, out2, lse2, B, T, NH, NKV, hs,
-                                     C, KV, bf);
+                                     C, KV, bf, NULL);
         assert_same_bits("flash out rerun / 1 thread", f->out, out2, nq);
         assert_same_bits("flash lse rerun / 1 thread", f->lse, lse2, nl);
         assert_same_bits("flash dq rerun / 1 thread", f->dq, dq2, nq);
@@ -47,14 +47,14 @@ static void flash_invariants(const flash_case *f)
         for (int i = 0; i < KV; i++)
             k3[((size_t)b * T + u) * KV + i] += 100.0f, v3[((size_t)b * T + u) * KV + i] += 100.0f;
     }
-    flash_attention_gqa_forward(out2, lse2, f->scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV, bf);
+    flash_attention_gqa_forward(out2, lse2, f->scratch, q3, k3, v3, B, T, NH, NKV, hs, C, KV, bf, NULL);
     for (int b = 0; b < B; b++) {
         assert_same_bits("flash causal: rows before the change", f->out + (size_t)b * T * C, out2 + (size_t)b * T * C,
                          (size_t)u * C);
         assert_true(memcmp(f->out + ((size_t)b * T + u) * C, out2 + ((size_t)b * T + u) * C, (size_t)C * 4) != 0);
     }
     flash_attention_gqa_backward(dq2, dk2, dv2, f->scratch, g3, f->q, f->k, f->v, f->out, f->lse, B, T, NH, NKV, hs, C,
-                                 KV, bf);
+                                 KV, bf, NULL);
     for (int b = 0; b < B; b++) {
         assert_same_bits("flash causal: dq of rows before dO's change", f->dq + (size_t)b * T * C,
                          dq2 + (size_t)b * T * C, (size_t)u * C);
@@ -71,8 +71,8 @@ static void flash_invariants(const flash_case *f)
             memcpy(qkv + bt * 3 * C + C, f->k + bt * C, (size_t)C * 4);
             memcpy(qkv + bt * 3 * C + 2 * C, f->v + bt * C, (size_t)C * 4);
         }
-        flash_attention_forward(out2, lse2, f->scratch, qkv, B, T, C, NH, bf);
-        flash_attention_backward(dqkv, f->scratch, f->g, qkv, out2, lse2, B, T, C, NH, bf);
+        flash_attention_forward(out2, lse2, f->scratch, qkv, B, T, C, NH, bf, NULL);
+        flash_attention_backward(dqkv, f->scratch, f->g, qkv, out2, lse2, B, T, C, NH, bf, NULL);
         assert_same_bits("flash fused qkv out", f->out, out2, nq);
         assert_same_bits("flash fused qkv lse", f->lse, lse2, nl);
         for (size_t bt = 0; bt < (size_t)B * T; bt++) {

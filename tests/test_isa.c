@@ -141,7 +141,7 @@ static void check_flash(bool bf16)
     float *qkv = rnd((size_t)B * T * 3 * C, 1), *out = malloc(sizeof(float) * B * T * C), lse[2 * 45];
     float *scratch = malloc(sizeof(float) * flash_attention_scratch_floats(B, T, NH, NH, hs));
     double *ref = malloc(sizeof(double) * B * T * C);
-    flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf16);
+    flash_attention_forward(out, lse, scratch, qkv, B, T, C, NH, bf16, NULL);
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < T; t++) {
             double s[45], mx = -1e30, z = 0;

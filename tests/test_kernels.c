@@ -460,12 +460,12 @@ static void run_encoder(int B, int T, int C, int V, bool fd)
     double *dwte_d = to_double(dwte, (size_t)V * C), *dwpe_d = to_double(dwpe, (size_t)T * C);
     float *dwte0 = fdup(dwte, (size_t)V * C), *dwpe0 = fdup(dwpe, (size_t)T * C);
 
-    encoder_forward(out, inp, wte, wpe, B, T, C);
+    encoder_forward(out, inp, wte, wpe, B, T, C, NULL);
     ref_encoder_forward(out_d, inp, wte_d, wpe_d, B, T, C);
     /* one fp32 add: correctly rounded, so exactly the double sum rounded to float */
     for (size_t i = 0; i < n; i++)
         assert_true(out[i] == (float)out_d[i]);
-    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C, NULL);
     ref_encoder_backward(dwte_d, dwpe_d, dout_d, inp, B, T, C);
     /* sums of up to B*T + 1 terms of size 1 in fp32, in order: error <= (B*T) u * sum|terms|,
      * and the RMS term of the bound is ~sqrt(B*T): 1e-5 covers B*T <= 100 with margin */
@@ -480,8 +480,8 @@ static void run_encoder(int B, int T, int C, int V, bool fd)
         omp_set_num_threads(rep == 0 ? nt : 1);
         memcpy(dwte2, dwte0, sizeof(float) * V * C);
         memcpy(dwpe2, dwpe0, sizeof(float) * T * C);
-        encoder_forward(out2, inp, wte, wpe, B, T, C);
-        encoder_backward(dwte2, dwpe2, dout, inp, B, T, C);
+        encoder_forward(out2, inp, wte, wpe, B, T, C, NULL);
+        encoder_backward(dwte2, dwpe2, dout, inp, B, T, C, NULL);
         assert_same_bits("encoder_forward rerun", out, out2, n);
         assert_same_bits("encoder_backward dwte rerun", dwte, dwte2, (size_t)V * C);
         assert_same_bits("encoder_backward dwpe rerun", dwpe, dwpe2, (size_t)T * C);
@@ -508,6 +508,81 @@ static void test_encoder(void **state)
     (void)state;
     run_encoder(2, 7, 20, 11, true);
     run_encoder(3, 17, 768, 50, false);
+}
+
+/* Packed documents (positions): token (b,t) adds wpe[pos[b,t]] (one fp32 add: exact against
+ * double), the backward scatters dout into those rows (double reference, the bound of
+ * run_encoder); the bf16 tables give the bits of the fp32 ones holding their values; the
+ * vocabulary-parallel lookup + positions of a range t0 .. t0+n (pos + t0, ldp = T) the bits of
+ * those rows of the fused forward; 1 thread the bits of 2. */
+static void test_encoder_positions(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 11, C = 40, V = 13, MAXT = 16 };
+    static const int docs[B][4] = {{1, 4, 6, 0}, {7, 4, 0, 0}};
+    int32_t pos[B * T], inp[B * T];
+    for (int b = 0; b < B; b++)
+        for (int d = 0, t = 0; docs[b][d]; d++)
+            for (int i = 0; i < docs[b][d]; i++)
+                pos[b * T + t++] = i;
+    for (int i = 0; i < B * T; i++)
+        inp[i] = (int32_t)(rng_next() % V);
+    size_t n = (size_t)B * T * C;
+    float *wte = falloc((size_t)V * C), *wpe = falloc((size_t)MAXT * C), *out = falloc(n), *dout = falloc(n);
+    float *dwte = falloc((size_t)V * C), *dwpe = falloc((size_t)MAXT * C);
+    fill(wte, (size_t)V * C, 1.0f), fill(wpe, (size_t)MAXT * C, 1.0f), fill(dout, n, 1.0f);
+    memset(dwte, 0, (size_t)V * C * sizeof *dwte), memset(dwpe, 0, (size_t)MAXT * C * sizeof *dwpe);
+    zt_round_bf16(wte, (size_t)V * C), zt_round_bf16(wpe, (size_t)MAXT * C); /* bf16 values: the bf16 tables below */
+    encoder_forward(out, inp, wte, wpe, B, T, C, pos);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++)
+            assert_true(out[(size_t)bt * C + c] ==
+                        (float)((double)wte[(size_t)inp[bt] * C + c] + (double)wpe[(size_t)pos[bt] * C + c]));
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C, pos);
+    double *rw = dalloc((size_t)V * C), *rp = dalloc((size_t)MAXT * C);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++) {
+            rw[(size_t)inp[bt] * C + c] += dout[(size_t)bt * C + c];
+            rp[(size_t)pos[bt] * C + c] += dout[(size_t)bt * C + c];
+        }
+    check_close("encoder_backward packed dwte", dwte, rw, (size_t)V * C, 1e-5);
+    check_close("encoder_backward packed dwpe", dwpe, rp, (size_t)MAXT * C, 1e-5);
+    for (size_t i = (size_t)7 * C; i < (size_t)MAXT * C; i++) /* rows past the longest document: untouched */
+        assert_true(dwpe[i] == 0.0f);
+    /* bf16 tables */
+    uint16_t *wte16 = malloc((size_t)V * C * 2), *wpe16 = malloc((size_t)MAXT * C * 2);
+    assert_non_null(wte16), assert_non_null(wpe16);
+    for (size_t i = 0; i < (size_t)V * C; i++) wte16[i] = zt_bf16_rne(wte[i]);
+    for (size_t i = 0; i < (size_t)MAXT * C; i++) wpe16[i] = zt_bf16_rne(wpe[i]);
+    float *out2 = falloc(n);
+    encoder_forward_bf16(out2, inp, wte16, wpe16, B, T, C, pos);
+    assert_same_bits("encoder_forward_bf16 packed", out, out2, n);
+    /* lookup + positions of positions t0 .. t0+m of every row (sequence parallelism's range) */
+    int t0 = 3, m = 5;
+    float *part = falloc((size_t)B * m * C);
+    int32_t sub[B * m];
+    for (int b = 0; b < B; b++)
+        memcpy(sub + b * m, inp + b * T + t0, m * sizeof *sub);
+    for (int bf = 0; bf < 2; bf++) {
+        encoder_lookup_rows(part, sub, bf ? NULL : wte, bf ? wte16 : NULL, B, m, C, 0, V);
+        encoder_add_positions(part, bf ? NULL : wpe, bf ? wpe16 : NULL, B, m, C, pos + t0, T);
+        for (int b = 0; b < B; b++)
+            assert_same_bits("encoder_add_positions packed range", part + (size_t)b * m * C,
+                             out + ((size_t)b * T + t0) * C, (size_t)m * C);
+    }
+    /* 1 thread, and the rows form: the same bits */
+    float *dwte2 = falloc((size_t)V * C), *dwpe2 = falloc((size_t)MAXT * C);
+    memset(dwte2, 0, (size_t)V * C * sizeof *dwte2), memset(dwpe2, 0, (size_t)MAXT * C * sizeof *dwpe2);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    encoder_forward(out2, inp, wte, wpe, B, T, C, pos);
+    encoder_backward_rows(dwte2, dwpe2, dout, inp, B, T, C, 0, V, pos);
+    omp_set_num_threads(nt);
+    assert_same_bits("encoder_forward packed 1 thread", out, out2, n);
+    assert_same_bits("encoder_backward packed dwte 1 thread", dwte, dwte2, (size_t)V * C);
+    assert_same_bits("encoder_backward packed dwpe 1 thread", dwpe, dwpe2, (size_t)MAXT * C);
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe), free(rw), free(rp), free(wte16);
+    free(wpe16), free(out2), free(part), free(dwte2), free(dwpe2);
 }
 
 /* ---- layernorm ------------------------------------------------------------------------------- */
@@ -739,7 +814,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     double *qkv_d = to_double(qkv, nq), *out_d = dalloc(no), *att_d = dalloc(na);
     double *dout_d = to_double(dout, no), *dqkv_d = dalloc(nq);
 
-    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_forward(out, att, qkv, B, T, C, NH, NULL);
     ref_attention_forward(out_d, att_d, qkv_d, B, T, C, NH);
     /* a score s = scale q.k carries an absolute error ~u sqrt(hs) |q||k| scale, which exp turns
      * into a relative error of P: with |s| up to ~10 (qk_scale 3) that is ~50 u; the T-term sum
@@ -763,7 +838,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     int nt = omp_get_max_threads();
     for (int rep = 0; rep < 2; rep++) {
         omp_set_num_threads(rep == 0 ? nt : 1);
-        attention_forward(out2, att2, qkv, B, T, C, NH);
+        attention_forward(out2, att2, qkv, B, T, C, NH, NULL);
         attention_backward(dqkv2, scratch, dout, qkv, att2, B, T, C, NH);
         assert_same_bits("attention_forward out rerun", out, out2, no);
         assert_same_bits("attention_forward att rerun", att, att2, na);
@@ -777,7 +852,7 @@ static void run_attention(int B, int T, int C, int NH, float qk_scale, bool fd)
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 3 * C; i++)
             dqkv2[((size_t)b * T + u) * 3 * C + i] += 1000.0f * (float)rng_uniform();
-    attention_forward(out2, att2, dqkv2, B, T, C, NH);
+    attention_forward(out2, att2, dqkv2, B, T, C, NH, NULL);
     for (int b = 0; b < B; b++) {
         assert_same_bits("attention causal: rows before the change", out + (size_t)b * T * C,
                          out2 + (size_t)b * T * C, (size_t)u * C);
@@ -1181,6 +1256,7 @@ int main(void)
         cmocka_unit_test(test_vecmath),
         cmocka_unit_test(test_vecmath_tails),
         cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_encoder_positions),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_attention),

@@ -174,31 +174,31 @@ static void run_rope(int B, int T, int nh, int hs, double theta, bool scaled)
         assert_true(fabs(inv[hs / 2 - 1] - pow(theta, -(hs - 2.0) / hs) / 8) <= 4e-7 * inv[hs / 2 - 1]); /* /8 */
     }
     float *y = fdup(x, n);
-    rope_forward(y, inv, B, T, nh, hs);
+    rope_forward(y, inv, B, T, nh, hs, NULL);
     rope_ctx c = {B, T, nh, hs, invd, to_double(x, n), to_double(g, n)};
     double *ref = dalloc(n);
     ref_rope(ref, c.x, invd, B, T, nh, hs);
     /* cos and sin in double rounded to fp32, two products and a sum: ~3 u */
     check_close("rope_forward", y, ref, n, 1e-6);
     float *dx = fdup(g, n);
-    rope_backward(dx, inv, B, T, nh, hs);
+    rope_backward(dx, inv, B, T, nh, hs, NULL);
     double *gx = fd_grad(rope_loss, &c, c.x, n);
     check_grad("rope_backward (FD)", dx, NULL, gx, n, 1e-6);
     float *y2 = fdup(x, n);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    rope_forward(y2, inv, B, T, nh, hs);
+    rope_forward(y2, inv, B, T, nh, hs, NULL);
     omp_set_num_threads(nt);
     assert_same_bits("rope 1 thread", y, y2, n);
     /* q and k in one call: the bits of a call on each (x as q, g as a k of nh - 1 heads) */
     size_t nk = (size_t)B * T * (nh - 1) * hs;
     float *q2 = fdup(x, n), *k1 = fdup(g, nk), *k2 = fdup(g, nk), *dq = fdup(g, n), *dk1 = fdup(x, nk), *dk2 = fdup(x, nk);
-    rope_forward_qk(q2, k2, inv, B, T, nh, nh - 1, hs);
-    rope_forward(k1, inv, B, T, nh - 1, hs);
+    rope_forward_qk(q2, k2, inv, B, T, nh, nh - 1, hs, NULL);
+    rope_forward(k1, inv, B, T, nh - 1, hs, NULL);
     assert_same_bits("rope_forward_qk q", y, q2, n);
     assert_same_bits("rope_forward_qk k", k1, k2, nk);
-    rope_backward_qk(dq, dk2, inv, B, T, nh, nh - 1, hs);
-    rope_backward(dk1, inv, B, T, nh - 1, hs);
+    rope_backward_qk(dq, dk2, inv, B, T, nh, nh - 1, hs, NULL);
+    rope_backward(dk1, inv, B, T, nh - 1, hs, NULL);
     assert_same_bits("rope_backward_qk dq", dx, dq, n);
     assert_same_bits("rope_backward_qk dk", dk1, dk2, nk);
     free(q2), free(k1), free(k2), free(dq), free(dk1), free(dk2);
@@ -211,6 +211,58 @@ static void test_rope(void **state)
     run_rope(2, 7, 3, 8, 10000.0, false);
     run_rope(1, 33, 2, 16, 10000.0, false);
     run_rope(1, 9, 2, 128, 500000.0, true);
+}
+
+/* Packed documents (positions): each token is rotated, forward and backward, exactly as the token
+ * at its own position of an unpacked row (the same angles, the same bits), q and k in one call as
+ * on each, on 1 thread as on 2. */
+static void test_rope_positions(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 13, nh = 3, nk = 2, hs = 16 };
+    static const int docs[B][4] = {{1, 5, 7, 0}, {13, 0, 0, 0}};
+    int32_t pos[B * T];
+    for (int b = 0; b < B; b++)
+        for (int d = 0, t = 0; docs[b][d]; d++)
+            for (int i = 0; i < docs[b][d]; i++)
+                pos[b * T + t++] = i;
+    size_t n = (size_t)B * T * nh * hs, row = (size_t)nh * hs;
+    float inv[hs / 2];
+    rope_inv_freq(inv, hs, 10000.0, 0.0, 1.0, 4.0, 8192);
+    float *x = falloc(n), *y = falloc(n), *dy = falloc(n), *alone = falloc((size_t)T * row);
+    fill(x, n, 1.0f);
+    memcpy(y, x, n * sizeof *y), memcpy(dy, x, n * sizeof *dy);
+    rope_forward(y, inv, B, T, nh, hs, pos);
+    rope_backward(dy, inv, B, T, nh, hs, pos);
+    for (int bt = 0; bt < B * T; bt++) {
+        int p = pos[bt];
+        for (int dir = 0; dir < 2; dir++) { /* the token at row p of an unpacked sequence of p + 1 */
+            memset(alone, 0, (size_t)T * row * sizeof *alone);
+            memcpy(alone + (size_t)p * row, x + (size_t)bt * row, row * sizeof *alone);
+            if (dir == 0)
+                rope_forward(alone, inv, 1, p + 1, nh, hs, NULL);
+            else
+                rope_backward(alone, inv, 1, p + 1, nh, hs, NULL);
+            assert_same_bits(dir ? "rope_backward packed token" : "rope_forward packed token",
+                             (dir ? dy : y) + (size_t)bt * row, alone + (size_t)p * row, row);
+        }
+    }
+    /* q and k together, and 1 thread */
+    size_t nkv = (size_t)B * T * nk * hs;
+    float *q = fdup(x, n), *k = falloc(nkv), *k1 = falloc(nkv);
+    fill(k, nkv, 1.0f);
+    memcpy(k1, k, nkv * sizeof *k1);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    rope_forward_qk(q, k, inv, B, T, nh, nk, hs, pos);
+    omp_set_num_threads(nt);
+    rope_forward(k1, inv, B, T, nk, hs, pos);
+    assert_same_bits("rope_forward_qk packed q", y, q, n);
+    assert_same_bits("rope_forward_qk packed k", k1, k, nkv);
+    rope_backward_qk(q, k, inv, B, T, nh, nk, hs, pos); /* the inverse rotation: back to x within rounding */
+    double *xd = to_double(x, n);
+    check_close("rope backward(forward) packed", q, xd, n, 1e-6);
+    free(x), free(y), free(dy), free(alone), free(q), free(k), free(k1), free(xd);
 }
 
 /* ---- swiglu ----------------------------------------------------------------------------------- */
@@ -327,8 +379,8 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
     size_t nq = (size_t)B * T * C, nk = (size_t)B * T * KV, na = (size_t)B * NH * T * T;
     float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *g = falloc(nq), *out = falloc(nq), *att = falloc(na);
     fill(q, nq, 1.5f), fill(k, nk, 1.5f), fill(v, nk, 1.0f), fill(g, nq, 1.0f);
-    attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV);
-    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq)};
+    attention_gqa_forward(out, att, q, k, v, B, T, NH, NKV, hs, C, KV, NULL);
+    gqa_ctx c = {B, T, NH, NKV, hs, to_double(q, nq), to_double(k, nk), to_double(v, nk), to_double(g, nq), NULL};
     double *ref = dalloc(nq);
     ref_gqa_forward(ref, NULL, NULL, &c);
     char what[96];
@@ -357,7 +409,7 @@ static void run_gqa(int B, int T, int NH, int NKV, int hs)
                 qkv[(size_t)bt * 3 * C + C + h * hs + i] = k[kvi];
                 qkv[(size_t)bt * 3 * C + 2 * C + h * hs + i] = v[kvi];
             }
-    attention_forward(out2, att2, qkv, B, T, C, NH);
+    attention_forward(out2, att2, qkv, B, T, C, NH, NULL);
     assert_same_bits("gqa = mha with repeated KV heads: out", out, out2, nq);
     /* 1 thread: the same bits */
     float *dq2 = falloc(nq), *dk2 = falloc(nk), *dv2 = falloc(nk);
@@ -387,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_positions),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_fused_forward_forms),
         cmocka_unit_test(test_gqa_attention),

@@ -29,6 +29,8 @@
  *                             bytes formula adds backward's re-gathers and the norms' weight-gradient
  *                             all-reduces)
  *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
+ *                   [--packed]   (every row packs documents, zt_batch.positions: lengths cycling
+ *                                 over 1 9 4 13 2 7 from a sample-dependent start)
  *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
  *                   [--lr X]   (the AdamW learning rate, default 1e-2)
  *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
@@ -101,6 +103,13 @@ static void sample(uint64_t s, int32_t *in, int32_t *tg) {
     memcpy(tg, tok + 1, T * sizeof *tg);
 }
 
+/* --packed: sample s's row as documents of lengths 1 9 4 13 2 7 .. (from s % 6): positions (T) */
+static void packed_positions(uint64_t s, int32_t *pos) {
+    static const int lens[6] = {1, 9, 4, 13, 2, 7};
+    for (int t = 0, k = (int)(s % 6); t < T; k++)
+        for (int i = 0; i < lens[k % 6] && t < T; i++) pos[t++] = i;
+}
+
 int main(int argc, char **argv) {
     zt_error err = {0};
     zt_comm *world = NULL;
@@ -114,6 +123,7 @@ int main(int argc, char **argv) {
     o.T = T;
     int stall = -1, tp = 1;
     bool sp = false; /* --sp: sequence parallelism over the tp group */
+    bool packed = false; /* --packed: packed documents (zt_batch.positions) */
     bool llama = false;
     zt_gpt2_config cfg = CFG;
     zt_llama_config lcfg = LLAMA;
@@ -135,6 +145,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) sp = true;
+        else if (!strcmp(argv[i], "--packed")) packed = true;
         else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
@@ -179,7 +190,7 @@ int main(int argc, char **argv) {
     }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
     uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
-    int32_t in[B * T], tg[B * T];
+    int32_t in[B * T], tg[B * T], pos[B * T];
     int status = 0;
     uint64_t tp_bytes = 0;
     if (wrank == 0) printf("losses");
@@ -191,7 +202,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < GA; k++) {
             uint64_t micro = (uint64_t)rank * GA + k, first = ((uint64_t)s * N * GA + micro) * B;
             for (int b = 0; b < B; b++) sample(first + b, in + b * T, tg + b * T);
-            zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg,
+            for (int b = 0; b < B && packed; b++) packed_positions(first + b, pos + b * T);
+            zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg, .positions = packed ? pos : NULL,
                            .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
             float loss;
             if (zt_engine_forward_backward(e, &bt, &loss, &err)) {

@@ -1,12 +1,14 @@
 /* tool_oracle_dump.c - for the PyTorch oracle test (torch_oracle.sh): builds a GPT-2 or a Llama,
  * writes its initial parameters, one batch, zerotrain's loss and every parameter's gradient to a
  * file that torch_oracle.py reads.
- *   tool_oracle_dump OUT [L C NH V maxT B T]
- *   tool_oracle_dump OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE
- * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama) | i32 maxT V L NH C B T |
- * version 2: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | i32 inputs[B*T] |
- * i32 targets[B*T] | f32 loss | u32 n_params | per parameter: u16 name_len, name, u32 ndim,
- * i64 shape[ndim], f32 param[numel], f32 grad[numel]. */
+ *   tool_oracle_dump OUT [L C NH V maxT B T] [--packed]
+ *   tool_oracle_dump OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE [--packed]
+ * --packed: every row packs documents (zt_batch.positions), of lengths cycling over 1 9 4 13 2 7 ..
+ * from the row's index.
+ * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama; | 0x100 packed) | i32 maxT V
+ * L NH C B T | version 2: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | i32
+ * inputs[B*T] | i32 targets[B*T] | packed: i32 positions[B*T] | f32 loss | u32 n_params | per
+ * parameter: u16 name_len, name, u32 ndim, i64 shape[ndim], f32 param[numel], f32 grad[numel]. */
 #include "zerotrain/zerotrain.h"
 
 #include <stdio.h>
@@ -14,6 +16,8 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
+    bool packed = argc > 2 && !strcmp(argv[argc - 1], "--packed");
+    if (packed) argc--;
     bool llama = argc == 18 && !strcmp(argv[2], "llama");
     if (argc != 2 && argc != 9 && !llama) {
         fprintf(stderr, "usage: %s OUT [L C NH V maxT B T]\n"
@@ -57,8 +61,13 @@ int main(int argc, char **argv) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         tok[i] = (int32_t)((s >> 33) % (uint64_t)c.vocab_size);
     }
-    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (float)n,
-                  .logits_pos = -1};
+    int32_t *pos = malloc((size_t)n * sizeof *pos);
+    static const int lens[6] = {1, 9, 4, 13, 2, 7};
+    for (int r = 0; r < B; r++)
+        for (int t = 0, k = r % 6; t < T; k++)
+            for (int i = 0; i < lens[k % 6] && t < T; i++) pos[r * T + t++] = i;
+    zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .positions = packed ? pos : NULL,
+                  .dloss = 1.0f / (float)n, .logits_pos = -1};
     float loss;
     if (zt_engine_forward_backward(e, &b, &loss, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -69,7 +78,7 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 8;
     }
-    uint32_t version = llama ? 2 : 1, np = (uint32_t)m->n_params;
+    uint32_t version = (llama ? 2 : 1) | (packed ? 0x100 : 0), np = (uint32_t)m->n_params;
     int32_t hdr[7] = {c.max_seq_len, c.vocab_size, c.n_layer, c.n_head, c.n_embd, B, T};
     fwrite("ZTORACLE", 1, 8, f);
     fwrite(&version, 4, 1, f);
@@ -85,6 +94,7 @@ int main(int argc, char **argv) {
     }
     fwrite(tok, 4, (size_t)n, f);
     fwrite(tok + 1, 4, (size_t)n, f);
+    if (packed) fwrite(pos, 4, (size_t)n, f);
     fwrite(&loss, 4, 1, f);
     fwrite(&np, 4, 1, f);
     for (int i = 0; i < m->n_params; i++) {
@@ -104,6 +114,7 @@ int main(int argc, char **argv) {
     }
     printf("zerotrain loss %.7f, %d tensors written to %s\n", loss, m->n_params, argv[1]);
     free(tok);
+    free(pos);
     zt_engine_free(e);
     zt_model_free(m);
     return 0;

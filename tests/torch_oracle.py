@@ -10,6 +10,10 @@ its gradient norm <= 1e-4 and ||g_zt - g_torch|| / ||g_torch|| <= 1e-3 (elementw
 the issue asks for the norm criterion, the second one catches gradients that are permuted or wrong
 in sign but of the right size).
 
+Packed dumps (tool_oracle_dump --packed, zt_batch.positions): the same model with each token's
+position in its document, GPT-2's wpe row and Llama's rotary angle from it, and attention masked to
+the token's own document (query t sees keys t - pos .. t), as a per-row (T,T) mask; same bounds.
+
 Llama is held to tighter bounds: loss 1e-6, gradient norm 1e-6, difference 1e-5. Both sides round
 every product and sum to fp32 (u = 6e-8) in different orders (BLAS blocking, torch's fused
 softmax/cross-entropy), so each element differs by ~sqrt(K)·u for a K-term contraction: with
@@ -39,6 +43,8 @@ def read_dump(path):
     assert data[:8] == b"ZTORACLE", "not an oracle dump"
     off = 8
     (version,) = take("I")
+    packed = bool(version & 0x100)
+    version &= 0xff
     assert version in (1, 2)
     maxT, V, L, NH, C, B, T = take("7i")
     llama = None
@@ -51,6 +57,7 @@ def read_dump(path):
     n = B * T
     inputs = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
     targets = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
+    pos = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T) if packed else None
     (loss,) = take("f")
     (nparams,) = take("I")
     params, grads = {}, {}
@@ -68,16 +75,28 @@ def read_dump(path):
         params[name] = p.clone().requires_grad_(True)
         grads[name] = g.clone()
     assert off == len(data), "trailing bytes in dump"
-    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, B=B, T=T, llama=llama)
+    cfg = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, B=B, T=T, llama=llama, pos=pos)
     return cfg, inputs, targets, loss, params, grads
+
+
+def positions_and_mask(cfg, B, T):
+    """each token's position (B, T) and the attention mask, (T, T) causal or, packed, (B, 1, T, T):
+    query t sees keys t - pos[t] .. t"""
+    pos = cfg.get("pos")  # absent in the callers that build cfg themselves (lora_peft.py)
+    if pos is None:
+        return torch.arange(T).expand(B, T), torch.tril(torch.ones(T, T, dtype=torch.bool))
+    t = torch.arange(T)
+    first = t[None, :] - pos  # (B, T): the first key each query sees
+    mask = (t[None, None, :] <= t[None, :, None]) & (t[None, None, :] >= first[:, :, None])
+    return pos, mask[:, None]
 
 
 def gpt2_loss(cfg, P, idx, targets):
     B, T = idx.shape
     C, NH, L = cfg["C"], cfg["NH"], cfg["L"]
     hs = C // NH
-    x = P["wte.weight"][idx] + P["wpe.weight"][:T]
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    pos, mask = positions_and_mask(cfg, B, T)
+    x = P["wte.weight"][idx] + P["wpe.weight"][pos]
     for l in range(L):
         h = lambda s: P[f"h.{l}.{s}"]
         ln1 = F.layer_norm(x, (C,), h("ln_1.weight"), h("ln_1.bias"), 1e-5)
@@ -129,11 +148,11 @@ def llama_loss(cfg, P, idx, targets):
     C, NH, L, lc = cfg["C"], cfg["NH"], cfg["L"], cfg["llama"]
     NKV, hs, eps = lc["NKV"], C // NH, lc["eps"]
     inv = rope_inv_freq(hs, lc)
-    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]  # fp32 angles, as transformers
+    pos, mask = positions_and_mask(cfg, B, T)
+    ang = pos.float()[..., None] * inv  # (B, T, hs/2): fp32 angles, as transformers
     emb = torch.cat((ang, ang), dim=-1).double()
-    cos, sin = emb.cos().float(), emb.sin().float()
+    cos, sin = emb.cos().float()[:, None], emb.sin().float()[:, None]  # (B, 1, T, hs)
     x = P["embed_tokens.weight"][idx]
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     for l in range(L):
         h = lambda s: P[f"layers.{l}.{s}"]
         xn = rms_norm(x, h("input_layernorm.weight"), eps)

@@ -4,7 +4,8 @@
 # W1 layer shape (C=768, 12 heads) on 1 layer to cover the big-matrix paths. Then Llama: 2 layers,
 # C=64, 4 query heads over 2 KV heads, Llama 3's rope scaling (theta 500000, factor 8, all three
 # frequency regimes at original context 64), untied; llama-tiny's shape tied; one W1-wide layer
-# (C=768, 12 heads over 4 KV heads, I=2048) without scaling.
+# (C=768, 12 heads over 4 KV heads, I=2048) without scaling. Then packed documents (--packed,
+# zt_batch.positions): the small GPT-2 and Llama shapes with every row packing documents.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
@@ -14,5 +15,8 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama.bin" llama 2 64 4 2 192 50257 64 2 32 500000 8 1 4 64 0
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama_tied.bin" llama 2 64 4 2 192 50257 128 2 32 10000 0 0 0 0 1
 "$BUILD/tests/tool_oracle_dump" "$tmp/llama_wide.bin" llama 1 768 12 4 2048 50257 256 2 128 10000 0 0 0 0 0
-# all five checked in one Python process (torch imported once)
-/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin" "$tmp/wide.bin" "$tmp/llama.bin" "$tmp/llama_tied.bin" "$tmp/llama_wide.bin"
+"$BUILD/tests/tool_oracle_dump" "$tmp/small_packed.bin" 2 64 4 50257 64 2 32 --packed
+"$BUILD/tests/tool_oracle_dump" "$tmp/llama_packed.bin" llama 2 64 4 2 192 50257 64 2 32 500000 8 1 4 64 0 --packed
+# all seven checked in one Python process (torch imported once)
+/usr/bin/python3 "$SRC/tests/torch_oracle.py" "$tmp/small.bin" "$tmp/wide.bin" "$tmp/llama.bin" "$tmp/llama_tied.bin" \
+  "$tmp/llama_wide.bin" "$tmp/small_packed.bin" "$tmp/llama_packed.bin"

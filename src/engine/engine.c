@@ -533,6 +533,17 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
         if (b->inputs[i] < 0 || b->inputs[i] >= e->model->vocab_size)
             return zt_error_set(err, ZT_ERR_DATA, "engine: input token %d at position %zu is outside "
                                 "the vocabulary (V=%d)", b->inputs[i], i, e->model->vocab_size);
+    /* packed documents: each sequence's positions start at 0 and count up by one, restarting at 0
+     * where a document starts (so every position is < T <= max_seq_len, and token t's document
+     * starts at t - positions[t]: the kernels' contract) */
+    for (size_t i = 0; b->positions && i < n; i++) {
+        int32_t p = b->positions[i];
+        if (p != 0 && (i % (size_t)b->T == 0 || p != b->positions[i - 1] + 1))
+            return zt_error_set(err, ZT_ERR_DATA, "engine: position %d of token %zu of sequence %zu: a packed "
+                                "sequence's positions start at 0 and count up by one, restarting at 0 where a "
+                                "document starts (previous: %d)", p, i % (size_t)b->T, i / (size_t)b->T,
+                                i % (size_t)b->T ? b->positions[i - 1] : -1);
+    }
     return ZT_OK;
 }
 

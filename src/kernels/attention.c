@@ -22,6 +22,11 @@
  * single-threaded (OpenBLAS's OpenMP build does that inside a parallel region). No pair's result
  * depends on which thread computed it, so the bits do not depend on the thread count.
  *
+ * Packed documents (pos, kernels.h): row t's softmax runs over the keys t - pos[t] .. t, the rest
+ * of its row of att is 0. The forward's products start at the row block's first document start
+ * (the columns before it are all masked); the backward takes no positions: P is 0 wherever the
+ * forward masked, so the masked dS = P (dP - dot) scale and their products are 0 too.
+ *
  * Scratch: backward keeps dP/dS (T, T) per thread; attention_scratch_floats returns
  * min(omp_get_max_threads(), B*NKV) * T * T, and attention_backward recomputes that thread count
  * and runs with it: size the scratch under the OpenMP thread setting the backward runs with.
@@ -35,10 +40,13 @@
 #define ATT_TB 64 /* rows per causal block; 32 is as fast, 128 and 256 slower at T = 256 */
 #endif
 
-/* row[0..n) = softmax(row[0..n)); row[n..T) = 0 */
-static void causal_softmax_row(float *row, int n, int T)
+/* row[lo..n) = softmax(row[lo..n)); row[0..lo) and row[n..T) = 0 */
+static void causal_softmax_row(float *row, int lo, int n, int T)
 {
     int i;
+    for (i = 0; i < lo; i++)
+        row[i] = 0.0f;
+    row += lo, n -= lo, T -= lo;
     zt_vf inv = zt_vset1(1.0f / zt_row_exp_sum(row, n, zt_row_max(row, n)));
     for (i = 0; i + ZT_VL <= n; i += ZT_VL)
         zt_vstore(row + i, zt_vmul(zt_vload(row + i), inv));
@@ -48,8 +56,16 @@ static void causal_softmax_row(float *row, int n, int T)
         row[i] = 0.0f;
 }
 
+/* the first key row t sees: t - pos[t] (clamped to 0 .. t: the kernels stay in bounds whatever
+ * pos holds), 0 without positions */
+static int first_key(const int32_t *pb, int t)
+{
+    int s = pb ? t - pb[t] : 0;
+    return s < 0 ? 0 : s > t ? t : s;
+}
+
 void attention_gqa_forward(float *out, float *att, const float *q, const float *k, const float *v,
-                           int B, int T, int NH, int NKV, int hs, int sq, int skv)
+                           int B, int T, int NH, int NKV, int hs, int sq, int skv, const int32_t *pos)
 {
     const int C = NH * hs, G = NH / NKV;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -61,22 +77,28 @@ void attention_gqa_forward(float *out, float *att, const float *q, const float *
         const float *kh = k + kvoff, *vh = v + kvoff;
         float *P = att + (size_t)bh * T * T;
         float *o = out ? out + (size_t)b * T * C + (size_t)h * hs : NULL;
+        const int32_t *pb = pos ? pos + (size_t)b * T : NULL;
         for (int i0 = 0; i0 < T; i0 += ATT_TB) {
-            int m = T - i0 < ATT_TB ? T - i0 : ATT_TB, ncols = i0 + m;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols, hs, scale,
-                        qh + (size_t)i0 * sq, sq, kh, skv, 0.0f, P + (size_t)i0 * T, T);
+            int m = T - i0 < ATT_TB ? T - i0 : ATT_TB, ncols = i0 + m, lo = 0;
+            if (pb) { /* the block's first key any row sees: the columns before it are masked */
+                lo = i0;
+                for (int t = i0; t < i0 + m; t++)
+                    lo = first_key(pb, t) < lo ? first_key(pb, t) : lo;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ncols - lo, hs, scale,
+                        qh + (size_t)i0 * sq, sq, kh + (size_t)lo * skv, skv, 0.0f, P + (size_t)i0 * T + lo, T);
             for (int t = i0; t < i0 + m; t++)
-                causal_softmax_row(P + (size_t)t * T, t + 1, T);
+                causal_softmax_row(P + (size_t)t * T, first_key(pb, t), t + 1, T);
             if (o) /* NULL out: only the probabilities (selective recomputation) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols, 1.0f,
-                            P + (size_t)i0 * T, T, vh, skv, 0.0f, o + (size_t)i0 * C, C);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, ncols - lo, 1.0f,
+                            P + (size_t)i0 * T + lo, T, vh + (size_t)lo * skv, skv, 0.0f, o + (size_t)i0 * C, C);
         }
     }
 }
 
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH, const int32_t *pos)
 {
-    attention_gqa_forward(out, att, qkv, qkv + C, qkv + 2 * C, B, T, NH, NH, C / NH, 3 * C, 3 * C);
+    attention_gqa_forward(out, att, qkv, qkv + C, qkv + 2 * C, B, T, NH, NH, C / NH, 3 * C, 3 * C, pos);
 }
 
 static int attention_threads(int B, int NH)

@@ -8,12 +8,18 @@
  * Vocabulary-parallel (encoder_lookup_rows, encoder_add_positions, encoder_backward_rows): a part
  * holding rows [v0, v0 + vn) of the table looks up only those tokens (zeros for the rest), the
  * caller sums the parts and then adds the positions, the same add as the fused forward.
+ * Positions (kernels.h): token (b,t) reads and writes wpe row pos[b,t] when pos is given (packed
+ * documents), else row t. The backward's (b,t) order makes dwpe[p] the sum, in (b,t) order, of
+ * the rows at position p, whichever rows those are.
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 #include <stdint.h>
 #include <string.h>
+
+/* the wpe row of token bt of a (B,T) batch: its document position, or t */
+static inline size_t pos_row(const int32_t *pos, int bt, int T) { return pos ? (size_t)pos[bt] : (size_t)(bt % T); }
 
 /* dst[0..n) = a + b */
 static void add_row(float *dst, const float *a, const float *b, int n)
@@ -27,24 +33,23 @@ static void add_row(float *dst, const float *a, const float *b, int n)
 }
 
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
-                     int T, int C)
+                     int T, int C, const int32_t *pos)
 {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T;
         if (wpe)
-            add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + (size_t)t * C, C);
+            add_row(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, wpe + pos_row(pos, bt, T) * C, C);
         else
             memcpy(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, (size_t)C * sizeof(float));
     }
 }
 
 void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, const uint16_t *wpe, int B,
-                          int T, int C)
+                          int T, int C, const int32_t *pos)
 {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const uint16_t *a = wte + (size_t)inp[bt] * C, *b = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        const uint16_t *a = wte + (size_t)inp[bt] * C, *b = wpe ? wpe + pos_row(pos, bt, T) * C : NULL;
         float *dst = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) {
             uint32_t ua = (uint32_t)a[c] << 16, ub = b ? (uint32_t)b[c] << 16 : 0; /* +0: exact */
@@ -57,13 +62,13 @@ void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, c
 }
 
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
-                      int C)
+                      int C, const int32_t *pos)
 {
-    encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, 0, INT64_MAX);
+    encoder_backward_rows(dwte, dwpe, dout, inp, B, T, C, 0, INT64_MAX, pos);
 }
 
 void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
-                           int64_t v0, int64_t vn)
+                           int64_t v0, int64_t vn, const int32_t *pos)
 {
     if (!dwte && !dwpe) return; /* both frozen */
 #pragma omp parallel
@@ -76,7 +81,7 @@ void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const in
                 const float *d = dout + (size_t)bt * C + c0;
                 int64_t row = (int64_t)inp[bt] - v0;
                 float *we = dwte && row >= 0 && row < vn ? dwte + (size_t)row * C + c0 : NULL;
-                float *pe = dwpe ? dwpe + (size_t)(bt % T) * C + c0 : NULL;
+                float *pe = dwpe ? dwpe + pos_row(pos, bt, T) * C + c0 : NULL;
                 if (we) add_row(we, we, d, n);
                 if (dwpe) add_row(pe, pe, d, n);
             }
@@ -105,15 +110,17 @@ void encoder_lookup_rows(float *out, const int32_t *inp, const float *wte, const
     }
 }
 
-void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C)
+void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C,
+                           const int32_t *pos, int ldp)
 {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         float *dst = out + (size_t)bt * C;
+        size_t row = pos ? (size_t)pos[(size_t)(bt / T) * ldp + bt % T] : (size_t)(bt % T);
         if (wpe) {
-            add_row(dst, dst, wpe + (size_t)(bt % T) * C, C);
+            add_row(dst, dst, wpe + row * C, C);
         } else {
-            const uint16_t *b = wpe16 + (size_t)(bt % T) * C;
+            const uint16_t *b = wpe16 + row * C;
             for (int c = 0; c < C; c++) {
                 uint32_t u = (uint32_t)b[c] << 16;
                 float f;

@@ -23,6 +23,15 @@
  * is cut at micro-tile granularity (8 or 4 rows x 32 keys, 4 rows x each row's keys), not at
  * whole tiles: at T = 256 the score products run 56% of the T x T square and the others 51%, where
  * attention.c's 64-row blocks run 62.5%.
+ * Packed documents (pos, zt_batch.positions; docs/models.md): query t sees keys t - pos[t] .. t.
+ * Forward starts a query tile's key blocks at its first document start (rounded down to FA_BR, so
+ * every block still starts at or before the tile), skips micro-tiles before a row group's first
+ * start, and masks a straddling block per row (-inf scores before the row's start; a row with no
+ * key in a block keeps m and l and gets P = 0). Backward visits, per key block, the query rows up
+ * to the last one whose document starts before the block ends, drops the lanes before a row's
+ * start from P (a select, never a product: another document's scores may overflow exp), and
+ * zeroes dq first (key block 0 no longer reaches every row). Without pos every call is the one
+ * before positions existed, bit for bit.
  * Precision (docs/precision.md). The kernels read fp32 q, k, v (and the fp32 O) in every mode and
  * keep the online softmax, lse, D and dS = P (dP - D) in fp32. With bf16 = false every product is
  * fp32 (the fp32 and fp16 modes, and precision.attention_dtype fp32). With bf16 = true (bf16
@@ -69,6 +78,8 @@
  * What is left: the products (~60% of the backward's time, each at 85-95% of the 3.6 vdpbf16ps
  * per ns one core gives here, measured by leaving them out one at a time), the exp, the packs, and
  * the rows' first reads from memory (~1 ms of the ~10 ms one thread spends at W1). */
+#include <string.h>
+
 #include "kernels/kernels.h"
 #include "kernels/vecbf16.h"
 
@@ -122,6 +133,7 @@
 #include "kernels/flash_pack.h" /* the operand layouts: prefetch streams, transposes, bf16 pairs */
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+static int imax(int a, int b) { return a > b ? a : b; }
 
 /* ---- sizes and threads ------------------------------------------------------------------------ */
 
@@ -336,23 +348,29 @@ static void ay_rows(float *C, int ldc, const void *A, int sai, int sak, const vo
 #undef AY
 }
 
-/* the backward scores' epilogue for one row: P = exp(s scale - lse) on keys < valid (0 past), and
+/* the backward scores' epilogue for one row: P = exp(s scale - lse) on keys lo <= key < valid (0
+ * before and past: lo > 0 only where a packed document starts inside the micro-tile), and
  * dS = P (dP - D) scale */
 ALWAYS_INLINE void grad_row(zt_vf *p0, zt_vf *p1, zt_vf *d0, zt_vf *d1, zt_vf s0, zt_vf s1, zt_vf g0, zt_vf g1,
-                            zt_vf vs, float lse, float D, int valid)
+                            zt_vf vs, float lse, float D, int valid, int lo)
 {
     zt_vf nl = zt_vset1(-lse), d = zt_vset1(D);
     *p0 = zt_vkeepn(zt_vexp(zt_vfmadd(s0, vs, nl)), valid);
     *p1 = zt_vkeepn(zt_vexp(zt_vfmadd(s1, vs, nl)), valid - ZT_VL);
+    if (lo > 0) { /* another document's keys: dropped, not multiplied (their exp may overflow) */
+        *p0 = zt_vkeep_from(*p0, lo);
+        *p1 = zt_vkeep_from(*p1, lo - ZT_VL);
+    }
     *d0 = zt_vmul(zt_vmul(*p0, zt_vsub(g0, d)), vs);
     *d1 = zt_vmul(zt_vmul(*p1, zt_vsub(g1, d)), vs);
 }
 
 /* Backward scores of R (<= 4) query rows t0.. x NC keys c_abs..: S = scale Q Kᵀ and dP = dO Vᵀ
- * accumulated together, then P = exp(S - lse) and dS = P (dP - D) scale, 0 where key > row. */
+ * accumulated together, then P = exp(S - lse) and dS = P (dP - D) scale, 0 where key > row (and,
+ * pos (the rows' positions, or NULL) given, where key < row - pos[row]). */
 ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int sq, const float *dO, int so,
                               const float *KT, const float *VT, int ldt, int hs, const float *lse,
-                              const float *D, int t0, int c_abs, float scale, const int R)
+                              const float *D, const int32_t *pos, int t0, int c_abs, float scale, const int R)
 {
     zt_vf s0[4], s1[4], g0[4], g1[4];
 #pragma GCC unroll 4
@@ -378,7 +396,8 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         zt_vf p0, p1, d0, d1;
-        grad_row(&p0, &p1, &d0, &d1, s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
+        grad_row(&p0, &p1, &d0, &d1, s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1,
+                 pos ? t0 + r - pos[r] - c_abs : 0);
         float *pr = P + (size_t)r * ld, *dr = dS + (size_t)r * ld;
         zt_vstore(pr, p0);
         zt_vstore(pr + ZT_VL, p1);
@@ -393,8 +412,8 @@ ALWAYS_INLINE void grad_micro(float *P, float *dS, int ld, const float *Q, int s
  * pair's first key; an odd last row pairs with 0). */
 ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t *dST, int ldt2, const uint32_t *Q,
                                  const uint32_t *dO, int ldq, const uint32_t *KT, const uint32_t *VT, int ldt,
-                                 int hp, const float *lse, const float *D, int t0, int c_abs, float scale, const int R,
-                                 const int NV)
+                                 int hp, const float *lse, const float *D, const int32_t *pos, int t0, int c_abs,
+                                 float scale, const int R, const int NV)
 {
     zt_vf s0[4], s1[4], g0[4], g1[4];
 #pragma GCC unroll 4
@@ -422,7 +441,8 @@ ALWAYS_INLINE void grad_micro_bf(uint32_t *dSk, int ldk, uint32_t *PT, uint32_t 
     zt_vf vs = zt_vset1(scale), p0[4], p1[4], d0[4], d1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        grad_row(&p0[r], &p1[r], &d0[r], &d1[r], s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1);
+        grad_row(&p0[r], &p1[r], &d0[r], &d1[r], s0[r], s1[r], g0[r], g1[r], vs, lse[r], D[r], t0 + r - c_abs + 1,
+                 pos ? t0 + r - pos[r] - c_abs : 0);
         if (NV == 1) /* the keys past ZT_VL: masked for every row here (their exp is not needed) */
             p1[r] = d1[r] = zt_vzero();
         zt_vbf_store(dSk + (size_t)r * ldk, zt_vbf_adjacent(d0[r], d1[r]));
@@ -487,6 +507,26 @@ static float online_softmax_row_bf(float *row, int valid, int n, float *m, float
     return alpha;
 }
 
+/* Packed documents (pos, kernels.h). The first key row t sees: t - pos[t] (clamped to 0 .. t: the
+ * kernels stay in bounds whatever pos holds), or 0 without pos. */
+static inline int row_start(const int32_t *pb, int t)
+{
+    int s = pb ? t - pb[t] : 0;
+    return s < 0 ? 0 : s > t ? t : s;
+}
+
+/* the first key (from block start j0, rounded down to a micro-tile) any of rows t .. t+R sees:
+ * the columns before it are masked for all of them */
+static inline int group_first(const int32_t *pb, int t, int R, int j0)
+{
+    if (!pb)
+        return 0;
+    int lo = row_start(pb, t);
+    for (int r = 1; r < R; r++)
+        lo = imin(lo, row_start(pb, t + r));
+    return lo > j0 ? (lo - j0) / NC * NC : 0;
+}
+
 static void scale_row(float *x, int n, float a)
 {
     int i;
@@ -500,10 +540,15 @@ static void scale_row(float *x, int n, float a)
 /* rows i0 .. i0+mr of one (b, h): o (row stride so) and lse (T) of those rows; KT the packed Kᵀ
  * of its KV head (hs, ldt), vh its V (row stride skv). Qb non-NULL: bf16 products, KT the (hp, ldt)
  * pair panel, vh the (Tp/2, hs) pairs of V across its rows, Qb (FA_BR, hp) for Q's pairs, and P
- * rounded to pairs over the scores it was computed in. */
+ * rounded to pairs over the scores it was computed in. pb: the positions of row b (packed
+ * documents), or NULL. With pb the key blocks start at the tile's first document start rounded
+ * down to FA_BR (so every block still starts at or before i0), the tiles before it not visited;
+ * in a block, a row's keys before its document's start are -inf scores (P = 0), a row that sees
+ * none of the block's keys keeps its max and sum and gets a zero P row, and each row group's
+ * products start at its first row's first key (rounded down to a micro-tile). */
 static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, float *lrow, const float *qh,
                          int sq, const void *KT, int ldt, const void *vh, int skv, int i0, int mr, int hs,
-                         float scale, uint32_t *Qb, row_prefetch *pf)
+                         float scale, uint32_t *Qb, row_prefetch *pf, const int32_t *pb)
 {
     const int end = i0 + mr, hp = hpairs(hs);
     const bool bf = Qb != NULL;
@@ -524,38 +569,55 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
                                                (const uint32_t *)KT + j0 + c0, ldt, hp, scale, R, 2))                \
         : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, (const float *)KT + j0 + c0, ldt, \
                       hs, scale, R))
-    for (int j0 = 0; j0 < end; j0 += FA_BC) {
+    int jlo = 0; /* the first key block: 0, or where the tile's first document starts */
+    if (pb) {
+        int lo = i0;
+        for (int r = 0; r < mr; r++)
+            lo = imin(lo, row_start(pb, i0 + r));
+        jlo = lo / FA_BR * FA_BR;
+    }
+    for (int j0 = jlo; j0 < end; j0 += FA_BC) {
         int n = imin(FA_BC, end - j0);
-        /* S = scale Qi Kjᵀ, each FA_SROWS-row group only up to its last row's diagonal */
+        /* S = scale Qi Kjᵀ, each FA_SROWS-row group only up to its last row's diagonal (and from
+         * its first row's document start) */
         int r = 0;
         for (; r + FA_SROWS <= mr; r += FA_SROWS) {
             pf_advance(pf);
             int cols = imin(n, i0 + r + FA_SROWS - j0);
-            for (int c0 = 0; c0 < cols; c0 += NC)
+            for (int c0 = group_first(pb, i0 + r, FA_SROWS, j0); c0 < cols; c0 += NC)
                 SCORES(FA_SROWS);
         }
         for (; r < mr; r++) {
             int cols = imin(n, i0 + r + 1 - j0);
-            for (int c0 = 0; c0 < cols; c0 += NC)
+            for (int c0 = group_first(pb, i0 + r, 1, j0); c0 < cols; c0 += NC)
                 SCORES(1);
         }
         for (r = 0; r < mr; r++) {
             int valid = imin(n, i0 + r + 1 - j0); /* >= 1: j0 <= i0 (FA_BC is a multiple of FA_BR) */
+            int lo = imax(0, row_start(pb, i0 + r) - j0); /* the row's first key in the block */
             float *row = S + (size_t)r * FA_BC;
+            if (lo >= valid) { /* a packed row that sees no key of this block: P = 0, m and l stay */
+                memset(row, 0, (size_t)(bf ? (n + 1) / 2 : n) * sizeof *row);
+                continue;
+            }
+            for (int i = 0; i < lo; i++)
+                row[i] = -INFINITY;
             float alpha = bf ? online_softmax_row_bf(row, valid, n, mrow + r, lrow + r)
                              : online_softmax_row(row, valid, n, mrow + r, lrow + r);
-            if (j0 > 0 && alpha != 1.0f)
+            if (j0 > jlo && alpha != 1.0f)
                 scale_row(oi + (size_t)r * so, hs, alpha);
         }
-        /* O (+)= P Vj, each 4-row group only over the keys its last row sees */
+        /* O (+)= P Vj, each 4-row group only over the keys its last row sees, from its first
+         * row's first (the first block assigns) */
         for (r = 0; r < mr;) {
-            int R = mr - r >= 4 ? 4 : 1, kk = imin(n, i0 + r + R - j0);
+            int R = mr - r >= 4 ? 4 : 1, kk = imin(n, i0 + r + R - j0), k0 = group_first(pb, i0 + r, R, j0);
             if (bf)
-                ay_rows(oi + (size_t)r * so, so, (const uint32_t *)S + (size_t)r * FA_BC, FA_BC, 1,
-                        (const uint32_t *)vh + (size_t)j0 / 2 * hs, hs, (kk + 1) / 2, hs, j0 > 0, R, true);
+                ay_rows(oi + (size_t)r * so, so, (const uint32_t *)S + (size_t)r * FA_BC + k0 / 2, FA_BC, 1,
+                        (const uint32_t *)vh + (size_t)(j0 + k0) / 2 * hs, hs, (kk - k0 + 1) / 2, hs, j0 > jlo, R,
+                        true);
             else
-                ay_rows(oi + (size_t)r * so, so, S + (size_t)r * FA_BC, FA_BC, 1,
-                        (const float *)vh + (size_t)j0 * skv, skv, kk, hs, j0 > 0, R, false);
+                ay_rows(oi + (size_t)r * so, so, S + (size_t)r * FA_BC + k0, FA_BC, 1,
+                        (const float *)vh + (size_t)(j0 + k0) * skv, skv, kk - k0, hs, j0 > jlo, R, false);
             r += R;
         }
     }
@@ -567,7 +629,8 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
 }
 
 void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q, const float *k,
-                                 const float *v, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16)
+                                 const float *v, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16,
+                                 const int32_t *pos)
 {
     const int C = NH * hs, G = NH / NKV, ntiles = (T + FA_BR - 1) / FA_BR, Tp = tpad(T), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -617,16 +680,17 @@ void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const f
                 pfp = &pf;
             }
             forward_tile(out + (size_t)b * T * C + (size_t)h * hs, C, lse + (size_t)bh * T, S, mrow, lrow,
-                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb, pfp);
+                         q + (size_t)b * T * sq + (size_t)h * hs, sq, panel, Tp, vh, skv, i0, mr, hs, scale, Qb, pfp,
+                         pos ? pos + (size_t)b * T : NULL);
         }
     }
 }
 
 void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T, int C, int NH,
-                             bool bf16)
+                             bool bf16, const int32_t *pos)
 {
     flash_attention_gqa_forward(out, lse, scratch, qkv, qkv + C, qkv + 2 * C, B, T, NH, NH, C / NH, 3 * C, 3 * C,
-                                bf16);
+                                bf16, pos);
 }
 
 /* ---- backward --------------------------------------------------------------------------------- */
@@ -642,6 +706,7 @@ typedef struct head_args {
     float *dq, *dk, *dv;        /* (T, hs) slices: dq row stride sq, dk and dv skv */
     const float *dO, *O, *lse;  /* dO, O row stride C; lse (T) */
     const float *q, *k, *KT, *VT; /* q stride sq, k stride skv; KT, VT packed (hs, Tp) */
+    const int32_t *pos;           /* the positions of row b (packed documents), or NULL */
     int T, C, hs, sq, skv, Tp;
     bool first; /* the group's first head: assigns dK and dV */
 } head_args;
@@ -660,11 +725,12 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
             float *p = P + (size_t)rr * FA_BK + c0, *ds = dS + (size_t)rr * FA_BK + c0;
             const float *q = qr + (size_t)rr * a->sq, *dO = dOr + (size_t)rr * a->C;
             const float *kt = a->KT + j0 + c0, *vt = a->VT + j0 + c0;
+            const int32_t *pr = a->pos ? a->pos + t0 : NULL;
             if (R == FA_GROWS)
-                grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, t0, j0 + c0,
+                grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, pr, t0, j0 + c0,
                            scale, FA_GROWS);
             else
-                grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, t0, j0 + c0,
+                grad_micro(p, ds, FA_BK, q, a->sq, dO, a->C, kt, vt, a->Tp, hs, a->lse + t0, D + t0, pr, t0, j0 + c0,
                            scale, 1);
         }
         rr += R;
@@ -680,12 +746,12 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
         c += R;
     }
     /* dQ (+)= dS Kj, each 4-row group over the keys its last row sees; key block 0 reaches every
-     * row: it assigns, the later blocks add */
+     * row: it assigns, the later blocks add (with positions it may not: dq was zeroed, all add) */
     const float *kj = a->k + (size_t)j0 * a->skv;
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : 1, kk = imin(n, r0 + rr + R - j0);
         ay_rows(a->dq + (size_t)(r0 + rr) * a->sq, a->sq, dS + (size_t)rr * FA_BK, FA_BK, 1, kj, a->skv, kk, hs,
-                j0 > 0, R, false);
+                j0 > 0 || a->pos, R, false);
         rr += R;
     }
 }
@@ -717,8 +783,9 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
             const uint32_t *q = Qb + (size_t)rr * hp, *g = dOb + (size_t)rr * hp;
             const uint32_t *kt = w->KT + j0 + c0, *vt = w->VT + j0 + c0;
             const float *l = a->lse + t0, *d = D + t0;
+            const int32_t *pr = a->pos ? a->pos + t0 : NULL;
 #define GRAD(R, NV)                                                                                                 \
-    grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, t0, j0 + c0, scale, R, NV)
+    grad_micro_bf(dsk, FA_BK / 2, pt, dst, FA_BK, q, g, hp, kt, vt, Tp, hp, l, d, pr, t0, j0 + c0, scale, R, NV)
             bool half = cols - c0 <= ZT_VL; /* the group's last row sees none of the second vector's keys */
             if (R == 4)
                 half ? GRAD(4, 1) : GRAD(4, 2);
@@ -747,7 +814,7 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     for (int rr = 0; rr < nr;) {
         int R = nr - rr >= 4 ? 4 : 1, kk = imin(n, r0 + rr + R - j0);
         ay_rows(a->dq + (size_t)(r0 + rr) * a->sq, a->sq, w->dSk + (size_t)rr * (FA_BK / 2), FA_BK / 2, 1,
-                w->K + (size_t)(j0 / 2) * hs, hs, (kk + 1) / 2, hs, j0 > 0, R, true);
+                w->K + (size_t)(j0 / 2) * hs, hs, (kk + 1) / 2, hs, j0 > 0 || a->pos, R, true);
         rr += R;
     }
 }
@@ -776,6 +843,18 @@ static void head_pairs_bf(const head_args *a, const bf_bufs *w, float *D)
     }
 }
 
+/* The rows after the last one that reads a key before kend: T, or with positions 1 + the last row
+ * whose document starts before kend (>= kend: row kend - 1 reads itself); the rows after it, in
+ * other documents, are not visited by the key block ending at kend. */
+static int readers_end(const head_args *a, int kend)
+{
+    int t = a->T - 1;
+    if (a->pos)
+        while (t >= kend && t - a->pos[t] >= kend)
+            t--;
+    return t + 1;
+}
+
 /* pf (may be NULL): the next head's rows, fetched a few at a time under the score products */
 static void backward_head(const head_args *a, const bf_bufs *w, float *D, float *P, float *dS, float scale,
                           row_prefetch *pf)
@@ -791,20 +870,24 @@ static void backward_head(const head_args *a, const bf_bufs *w, float *D, float 
                 groups += imin(FA_BQ, a->T - r0) / 4;
         pf->step = (int)((pf->rows + groups) / (groups + 1)) + 1;
     }
+    if (a->pos) /* packed: key block 0 need not reach every row, so every block adds into dq */
+        for (int t = 0; t < a->T; t++)
+            memset(a->dq + (size_t)t * a->sq, 0, (size_t)a->hs * sizeof *a->dq);
     for (int j0 = 0; j0 < a->T; j0 += FA_BK) {
-        int n = imin(FA_BK, a->T - j0);
-        for (int r0 = j0; r0 < a->T; r0 += FA_BQ) {
+        int n = imin(FA_BK, a->T - j0), rend = readers_end(a, j0 + n);
+        for (int r0 = j0; r0 < rend; r0 += FA_BQ) {
             if (w)
-                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
+                backward_tile_bf(a, w, D, j0, n, r0, imin(FA_BQ, rend - r0), scale, pf);
             else
-                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, a->T - r0), scale, pf);
+                backward_tile(a, P, dS, D, j0, n, r0, imin(FA_BQ, rend - r0), scale, pf);
         }
     }
 }
 
 void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                                   const float *q, const float *k, const float *v, const float *out,
-                                  const float *lse, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16)
+                                  const float *lse, int B, int T, int NH, int NKV, int hs, int sq, int skv, bool bf16,
+                                  const int32_t *pos)
 {
     const int C = NH * hs, G = NH / NKV, Tp = tpad(T), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -845,7 +928,7 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
                 size_t qoff = (size_t)b * T * sq + (size_t)h * hs, ooff = (size_t)b * T * C + (size_t)h * hs;
                 head_args a = {.dq = dq + qoff, .dk = dk + kvoff, .dv = dv + kvoff, .dO = dout + ooff,
                                .O = out + ooff, .lse = lse + ((size_t)b * NH + h) * T, .q = q + qoff,
-                               .k = k + kvoff, .KT = KT, .VT = VT, .T = T, .C = C, .hs = hs, .sq = sq,
+                               .k = k + kvoff, .KT = KT, .VT = VT, .pos = pos ? pos + (size_t)b * T : NULL, .T = T, .C = C, .hs = hs, .sq = sq,
                                .skv = skv, .Tp = Tp, .first = h == g * G};
                 /* the next head's q, dO, O rows and dq (to be written); where it opens the next KV group, its k, v */
                 row_prefetch pf = {.n = hs, .rows = T}, *pfp = NULL;
@@ -870,8 +953,8 @@ void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratc
 }
 
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH, bool bf16)
+                              const float *lse, int B, int T, int C, int NH, bool bf16, const int32_t *pos)
 {
     flash_attention_gqa_backward(dqkv, dqkv + C, dqkv + 2 * C, scratch, dout, qkv, qkv + C, qkv + 2 * C, out, lse,
-                                 B, T, NH, NH, C / NH, 3 * C, 3 * C, bf16);
+                                 B, T, NH, NH, C / NH, 3 * C, 3 * C, bf16, pos);
 }

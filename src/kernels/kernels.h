@@ -25,31 +25,39 @@
 #include <stdint.h>
 
 /* ---- encoder.c: token + position embedding ------------------------------------------------- */
-/* out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T), wte (V,C), wpe (maxT,C), or NULL: no
+/* Positions. pos (B,T) is each token's position in its document (zt_batch.positions: packed
+ * sequences restart at 0 where a document starts), or NULL: token (b,t) is at position t. The
+ * position row of token (b,t) is wpe[pos[b,t]] (wpe[t] without pos); the caller checks that every
+ * pos < maxT. */
+/* out (B,T,C) = wte[inp[b,t]] + wpe[position].  inp (B,T), wte (V,C), wpe (maxT,C), or NULL: no
  * position table (Llama's token embedding; dwpe NULL in backward then). */
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
-                     int T, int C);
-/* dwte += scatter of dout by token id, dwpe += sum over b of dout. dout (B,T,C); either may be
- * NULL (a frozen parameter: skipped). Deterministic:
+                     int T, int C, const int32_t *pos);
+/* dwte += scatter of dout by token id, dwpe += scatter of dout by position (the sum over b of
+ * dout without pos). dout (B,T,C); either may be NULL (a frozen parameter: skipped). Deterministic:
  * threads split the channel dimension, each row's additions happen in (b,t) order. */
 /* The same from bf16 tables (bf16-low's parameters, uint16_t bits): each row is widened (exact)
  * and added in fp32, so the bits equal encoder_forward's on fp32 tables holding those values. */
 void encoder_forward_bf16(float *out, const int32_t *inp, const uint16_t *wte, const uint16_t *wpe, int B,
-                          int T, int C);
+                          int T, int C, const int32_t *pos);
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
-                      int C);
+                      int C, const int32_t *pos);
 /* Vocabulary-parallel (one part of a table cut by rows, docs/parallelism.md): the table holds rows
  * [v0, v0 + vn) of the vocabulary. Lookup: out (B,T,C) = the token's row when this part holds it,
  * else zeros (the parts' outputs sum to encoder_forward's without positions); from fp32 rows, or
  * bf16 rows widened (exactly one of wte, wte16 given). Positions: out += wpe[t] (fp32, or bf16
- * widened; the add encoder_forward does, so lookup + sum + positions has its bits). Backward:
+ * widened; the add encoder_forward does, so lookup + sum + positions has its bits); with pos, out
+ * holds positions t0 .. t0+T of each sequence (sequence parallelism: the caller passes pos + t0
+ * and ldp, the full sequence length, and wpe at row 0) and row (b,t) adds wpe[pos[b*ldp + t]];
+ * without pos, wpe[t] of the table as passed (the caller offsets it by t0). Backward:
  * encoder_backward restricted to the tokens this part holds (dwte indexed from v0); encoder_backward
  * is this with v0 = 0 and every token held. */
 void encoder_lookup_rows(float *out, const int32_t *inp, const float *wte, const uint16_t *wte16, int B, int T,
                          int C, int64_t v0, int64_t vn);
-void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C);
+void encoder_add_positions(float *out, const float *wpe, const uint16_t *wpe16, int B, int T, int C,
+                           const int32_t *pos, int ldp);
 void encoder_backward_rows(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
-                           int64_t v0, int64_t vn);
+                           int64_t v0, int64_t vn, const int32_t *pos);
 
 /* ---- layernorm.c ------------------------------------------------------------------------------ */
 /* out (N,C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N). eps = 1e-5. */
@@ -193,15 +201,23 @@ void zt_copy_streaming(void *dst, const void *src, size_t bytes);
 void zt_streaming_fence(void);
 
 /* ---- attention.c: causal multi-head self-attention -------------------------------------------- */
+/* Packed documents (both attention files). pos (B,T) or NULL is zt_batch.positions: query t of
+ * row b sees the keys t - pos[b,t] .. t (its document's, causally) instead of 0 .. t; each
+ * 0 <= pos[b,t] <= t (the engine checks the batch). NULL: plain causal attention, the same bits
+ * as before positions existed. A packed row computes what each of its documents computes alone,
+ * up to the summation order of the tiles (tests/test_flash_attention.c states the bounds). */
 /* qkv (B,T,3C) holds [q | k | v] per token, head h at channels h*hs..(h+1)*hs, hs = C/NH.
- * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal are 0).
- * out may be NULL: then only att is computed, with the same bits (activation recomputation). */
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+ * out (B,T,C); att (B,NH,T,T) saves the softmax probabilities (entries above the diagonal, and
+ * before the document's start with pos, are 0). out may be NULL: then only att is computed, with
+ * the same bits (activation recomputation). */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                       const int32_t *pos);
 /* Floats of scratch attention_backward needs: min(omp_get_max_threads(), B*NH) * T * T, a (T,T)
  * dP buffer per thread. It depends on the OpenMP thread setting: ask under the setting that the
  * backward will run with (attention_backward never uses more threads than it sized for then). */
 size_t attention_scratch_floats(int B, int T, int C, int NH);
-/* dqkv (B,T,3C) = d loss / d qkv (assigned). scratch: attention_scratch_floats(B,T,C,NH). */
+/* dqkv (B,T,3C) = d loss / d qkv (assigned). scratch: attention_scratch_floats(B,T,C,NH). It takes
+ * no positions: att holds 0 wherever the forward masked, and the masked entries contribute 0. */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
@@ -210,7 +226,7 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
  * NULL: att only), att (B,NH,T,T) as attention_forward. attention_forward is this with NKV = NH,
  * q/k/v = qkv + 0/C/2C, sq = skv = 3C. */
 void attention_gqa_forward(float *out, float *att, const float *q, const float *k, const float *v,
-                           int B, int T, int NH, int NKV, int hs, int sq, int skv);
+                           int B, int T, int NH, int NKV, int hs, int sq, int skv, const int32_t *pos);
 /* Scratch of attention_gqa_backward: min(omp_get_max_threads(), B*NKV) * T * T floats. */
 size_t attention_gqa_scratch_floats(int B, int T, int NKV);
 /* dq (stride sq), dk, dv (stride skv) = d loss / d q, k, v (assigned; dk and dv are sums over
@@ -224,7 +240,9 @@ void attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch, con
  * per-row logsumexp lse (B,NH,T) of the scaled scores; backward recomputes the probabilities tile
  * by tile from q, k, lse and reads the output (D = rowsum(dO * O)). scratch: per thread, sized by
  * flash_attention_scratch_floats under the OpenMP thread setting both kernels run with (O(T)).
- * Bits do not depend on the thread count. bf16: the products (Q Kᵀ, P V; backward also dO Vᵀ,
+ * Bits do not depend on the thread count. pos: packed documents as attention.c's (the same
+ * masks), and the key tiles wholly before a query tile's first document start are not visited
+ * (forward), nor the query rows after a key block's last reader (backward). bf16: the products (Q Kᵀ, P V; backward also dO Vᵀ,
  * Pᵀ dO, dSᵀ Q, dS K) take their operands rounded to bf16 (nearest-even) and accumulate in fp32
  * (AVX512_BF16's vdpbf16ps, or its emulation); the softmax stays fp32. false: all fp32. The
  * scratch size serves both. */
@@ -233,20 +251,20 @@ size_t flash_attention_scratch_floats(int B, int T, int NH, int NKV, int hs);
  * h / (NH/NKV)); out (B,T,NH*hs) (row stride NH*hs) and lse (B,NH,T) assigned. */
 void flash_attention_gqa_forward(float *out, float *lse, float *scratch, const float *q,
                                  const float *k, const float *v, int B, int T, int NH, int NKV,
-                                 int hs, int sq, int skv, bool bf16);
+                                 int hs, int sq, int skv, bool bf16, const int32_t *pos);
 /* dq (stride sq), dk, dv (stride skv) = d loss / d q, k, v (assigned; dk and dv sum the NH/NKV
  * query heads sharing them) from dout (B,T,NH*hs), out and lse as the forward wrote them. */
 void flash_attention_gqa_backward(float *dq, float *dk, float *dv, float *scratch,
                                   const float *dout, const float *q, const float *k, const float *v,
                                   const float *out, const float *lse, int B, int T, int NH, int NKV,
-                                  int hs, int sq, int skv, bool bf16);
+                                  int hs, int sq, int skv, bool bf16, const int32_t *pos);
 /* GPT-2's fused qkv (B,T,3C) as attention_forward: the GQA kernels with NKV = NH, strides 3C */
 void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B, int T,
-                             int C, int NH, bool bf16);
+                             int C, int NH, bool bf16, const int32_t *pos);
 /* dqkv (B,T,3C) assigned */
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                               const float *out, const float *lse, int B, int T, int C, int NH,
-                              bool bf16);
+                              bool bf16, const int32_t *pos);
 
 /* ---- rmsnorm.c: root-mean-square norm (Llama) ------------------------------------------------ */
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
@@ -268,14 +286,18 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
  * original_max_pos; transformers' _compute_llama3_parameters); factor <= 0: none. */
 void rope_inv_freq(float *inv_freq, int hs, double theta, double factor, double low_freq_factor,
                    double high_freq_factor, int original_max_pos);
-/* x (B,T,nh,hs) rotated in place by position t; hs even. */
-void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs);
+/* x (B,T,nh,hs) rotated in place by the position of token (b,t): pos[b,t] (zt_batch.positions, a
+ * packed document's own position), or t when pos is NULL; hs even. A position's angles are the same
+ * bits whichever row holds it. */
+void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs, const int32_t *pos);
 /* dx (B,T,nh,hs): the gradient through rope_forward, in place (the inverse rotation). */
-void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs);
+void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs, const int32_t *pos);
 /* q (B,T,NH,hs) and k (B,T,NKV,hs) in one call, each position's angles computed once for both:
  * the same bits as rope_forward on each (and rope_backward_qk as rope_backward). */
-void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs);
-void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs);
+void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs,
+                     const int32_t *pos);
+void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs,
+                      const int32_t *pos);
 
 /* ---- swiglu.c: Llama's gated MLP activation ------------------------------------------------- */
 /* out (n) = silu(gate) * up. out may alias neither input. */

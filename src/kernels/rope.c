@@ -12,6 +12,10 @@
  * head of its B rows (of q and k together in the _qk forms); positions are split statically over
  * threads, and each element's arithmetic is the same whichever thread runs it (bits independent
  * of the thread count).
+ * Packed documents (pos, zt_batch.positions): token (b,t) is rotated by the angle of its own
+ * position pos[b,t]; the rows are then split over threads, each row's angles computed from its
+ * position as above (so a position's angles, and each rotated element, have the same bits as in
+ * an unpacked row).
  *
  * inv_freq[i] = theta^(-2i/hs), in double rounded to fp32. Llama 3's scaling (transformers'
  * _compute_llama3_parameters), with wavelen = 2π/inv_freq, lo = old_ctx/low_freq_factor, hi =
@@ -67,11 +71,22 @@ static void rope_row(float *x, const float *c, const float *s, int nh, int hs)
 }
 
 /* x (B,T,nx,hs) and y (B,T,ny,hs) (or NULL) rotated in place by sign·angle: positions split
- * statically over threads, each position's angles computed once for its B rows of both */
+ * statically over threads, each position's angles computed once for its B rows of both; with pos,
+ * the B·T rows split, each rotated by its position's angles */
 static void rope_apply(float *x, int nx, float *y, int ny, const float *inv_freq, int B, int T, int hs,
-                       float sign)
+                       float sign, const int32_t *pos)
 {
     int half = hs / 2;
+    if (pos) {
+#pragma omp parallel for schedule(static)
+        for (int bt = 0; bt < B * T; bt++) {
+            float c[half], s[half];
+            rope_angles(c, s, inv_freq, pos[bt], half, sign);
+            rope_row(x + (size_t)bt * nx * hs, c, s, nx, hs);
+            if (y) rope_row(y + (size_t)bt * ny * hs, c, s, ny, hs);
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         float c[half], s[half];
@@ -84,22 +99,24 @@ static void rope_apply(float *x, int nx, float *y, int ny, const float *inv_freq
     }
 }
 
-void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs)
+void rope_forward(float *x, const float *inv_freq, int B, int T, int nh, int hs, const int32_t *pos)
 {
-    rope_apply(x, nh, NULL, 0, inv_freq, B, T, hs, 1.0f);
+    rope_apply(x, nh, NULL, 0, inv_freq, B, T, hs, 1.0f, pos);
 }
 
-void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs)
+void rope_backward(float *dx, const float *inv_freq, int B, int T, int nh, int hs, const int32_t *pos)
 {
-    rope_apply(dx, nh, NULL, 0, inv_freq, B, T, hs, -1.0f);
+    rope_apply(dx, nh, NULL, 0, inv_freq, B, T, hs, -1.0f, pos);
 }
 
-void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs)
+void rope_forward_qk(float *q, float *k, const float *inv_freq, int B, int T, int NH, int NKV, int hs,
+                     const int32_t *pos)
 {
-    rope_apply(q, NH, k, NKV, inv_freq, B, T, hs, 1.0f);
+    rope_apply(q, NH, k, NKV, inv_freq, B, T, hs, 1.0f, pos);
 }
 
-void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs)
+void rope_backward_qk(float *dq, float *dk, const float *inv_freq, int B, int T, int NH, int NKV, int hs,
+                      const int32_t *pos)
 {
-    rope_apply(dq, NH, dk, NKV, inv_freq, B, T, hs, -1.0f);
+    rope_apply(dq, NH, dk, NKV, inv_freq, B, T, hs, -1.0f, pos);
 }

@@ -106,6 +106,11 @@ static inline zt_vf zt_vkeepn(zt_vf v, int n)
 {
     return _mm512_maskz_mov_ps(n <= 0 ? 0 : n >= 16 ? 0xFFFF : zt_vmask_(n), v);
 }
+/* lanes [n, 16) of v, 0 in the others (no arithmetic: an inf lane dropped is 0); any n */
+static inline zt_vf zt_vkeep_from(zt_vf v, int n)
+{
+    return _mm512_maskz_mov_ps(n <= 0 ? 0xFFFF : n >= 16 ? 0 : (__mmask16)~zt_vmask_(n), v);
+}
 static inline zt_vf zt_vadd(zt_vf a, zt_vf b) { return _mm512_add_ps(a, b); }
 static inline zt_vf zt_vsub(zt_vf a, zt_vf b) { return _mm512_sub_ps(a, b); }
 static inline zt_vf zt_vmul(zt_vf a, zt_vf b) { return _mm512_mul_ps(a, b); }
@@ -241,6 +246,8 @@ static inline void zt_vstore(float *p, zt_vf v) { _mm256_storeu_ps(p, v); }
 static inline void zt_vstoren(float *p, zt_vf v, int n) { _mm256_maskstore_ps(p, zt_vmaski_(n), v); }
 /* lanes [0, n) of v, 0 in the others; any n (<= 0: all 0, >= 8: v) */
 static inline zt_vf zt_vkeepn(zt_vf v, int n) { return _mm256_and_ps(_mm256_castsi256_ps(zt_vmaski_(n)), v); }
+/* lanes [n, 8) of v, 0 in the others (no arithmetic: an inf lane dropped is 0); any n */
+static inline zt_vf zt_vkeep_from(zt_vf v, int n) { return _mm256_andnot_ps(_mm256_castsi256_ps(zt_vmaski_(n)), v); }
 static inline zt_vf zt_vadd(zt_vf a, zt_vf b) { return _mm256_add_ps(a, b); }
 static inline zt_vf zt_vsub(zt_vf a, zt_vf b) { return _mm256_sub_ps(a, b); }
 static inline zt_vf zt_vmul(zt_vf a, zt_vf b) { return _mm256_mul_ps(a, b); }
@@ -386,6 +393,7 @@ static inline void zt_vstoren(float *p, zt_vf v, int n)
     *p = v;
 }
 static inline zt_vf zt_vkeepn(zt_vf v, int n) { return n > 0 ? v : 0.0f; }
+static inline zt_vf zt_vkeep_from(zt_vf v, int n) { return n > 0 ? 0.0f : v; }
 static inline zt_vf zt_vadd(zt_vf a, zt_vf b) { return a + b; }
 static inline zt_vf zt_vsub(zt_vf a, zt_vf b) { return a - b; }
 static inline zt_vf zt_vmul(zt_vf a, zt_vf b) { return a * b; }

@@ -223,10 +223,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
-        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16);
+        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16, a->batch->positions);
     } else {
         x = zt_linear_input(a, s.atty, tmp);
-        attention_forward(x, s.att, s.qkv, B, T, Ca, w.NH);
+        attention_forward(x, s.att, s.qkv, B, T, Ca, w.NH, a->batch->positions);
     }
     if ((rc = zt_linear_forward_rows(u, a, P_ATTPROJW, proj, s.atty, x, p[P_ATTPROJB], N, Ca, C, "attn.c_proj", err)))
         return rc;
@@ -298,7 +298,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     float *dqkv = big1; /* (N,3Ca) fits in (N,W) */
     if (flash(u->model_cfg))
         flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, a->lp_kind ? s.atto : (float *)s.atty, s.lse, B,
-                                 T, Ca, w.NH, a->attn_bf16);
+                                 T, Ca, w.NH, a->attn_bf16, a->batch->positions);
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;
@@ -334,7 +334,7 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
     int B = a->batch->B, T = a->batch->T, N = B * T;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
-    if (!flash(u->model_cfg)) attention_forward(NULL, s.att, s.qkv, B, T, w.Ca, w.NH);
+    if (!flash(u->model_cfg)) attention_forward(NULL, s.att, s.qkv, B, T, w.Ca, w.NH, a->batch->positions);
     gelu_forward_to(s.fch_gelu, a->lp_kind, s.fch, (size_t)N * w.H);
     return ZT_OK;
 }

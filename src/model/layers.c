@@ -372,9 +372,12 @@ static int embedding_cut(const zt_unit *u, const zt_unit_args *a, int k_wte, int
     } else {
         rc = zt_unit_sum(u, a, a->out, (size_t)B * T * C, "embedding lookup", err);
     }
+    /* the position rows: t0 + t, or with packed documents the batch's positions of those tokens */
+    const int32_t *pos = a->batch->positions;
+    size_t off = pos ? 0 : (size_t)t0 * C;
     if (!rc && wpe)
-        encoder_add_positions(a->out, bf16 ? NULL : (const float *)wpe + (size_t)t0 * C,
-                              bf16 ? (const uint16_t *)wpe + (size_t)t0 * C : NULL, B, T, C);
+        encoder_add_positions(a->out, bf16 ? NULL : (const float *)wpe + off, bf16 ? (const uint16_t *)wpe + off : NULL,
+                              B, T, C, pos ? pos + t0 : NULL, a->batch->T);
     return rc;
 }
 
@@ -391,7 +394,8 @@ int zt_embedding_backward(const zt_unit *u, const zt_unit_args *a, int k_wte, in
         dout = a->scratch;
     }
     encoder_backward_rows(a->grads[k_wte], k_wpe >= 0 ? a->grads[k_wpe] : NULL, dout, a->batch->inputs,
-                          a->batch->B, a->batch->T, C, cut ? u->vocab_begin : 0, cut ? u->vocab_rows : INT64_MAX);
+                          a->batch->B, a->batch->T, C, cut ? u->vocab_begin : 0, cut ? u->vocab_rows : INT64_MAX,
+                          a->batch->positions);
     return ZT_OK;
 }
 
@@ -402,15 +406,16 @@ int zt_embedding_forward(const zt_unit *u, const zt_unit_args *a, int k_wte, int
     if (a->lp_kind && lp && lp[k_wte] && (k_wpe < 0 || lp[k_wpe])) {
         const void *wpe = k_wpe >= 0 ? lp[k_wpe] : NULL;
         if (a->lp_kind == ZT_LP_BF16)
-            encoder_forward_bf16(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+            encoder_forward_bf16(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C, a->batch->positions);
         else
-            encoder_forward(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C);
+            encoder_forward(a->out, a->batch->inputs, lp[k_wte], wpe, B, T, C, a->batch->positions);
         return ZT_OK;
     }
     if (!a->params[k_wte] || (k_wpe >= 0 && !a->params[k_wpe]))
         return zt_error_set(err, ZT_ERR_INTERNAL, "%s: neither fp32 nor compute-copy embedding tables were given "
                             "(lp_kind %d)", u->name, a->lp_kind);
-    encoder_forward(a->out, a->batch->inputs, a->params[k_wte], k_wpe >= 0 ? a->params[k_wpe] : NULL, B, T, C);
+    encoder_forward(a->out, a->batch->inputs, a->params[k_wte], k_wpe >= 0 ? a->params[k_wpe] : NULL, B, T, C,
+                    a->batch->positions);
     return ZT_OK;
 }
 

@@ -228,14 +228,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
     zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
     zt_linear_forward(u, a, P_V, s.v, op, x, NULL, N, C, KV);
-    rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs);
+    rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
         flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
-                                    hs, Q, KV, a->attn_bf16);
+                                    hs, Q, KV, a->attn_bf16, a->batch->positions);
     } else {
         x = zt_linear_input(a, s.atty, tmp);
-        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV);
+        attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV, a->batch->positions);
     }
     if ((rc = zt_linear_forward_rows(u, a, P_O, proj, s.atty, x, NULL, N, Q, C, "self_attn.o_proj", err))) return rc;
     if (!zt_unit_seq(u)) { /* whole: the residual add and the norm in one pass, written as the operand */
@@ -312,10 +312,10 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     if (flash(c))
         flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
                                      a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV,
-                                     a->attn_bf16);
+                                     a->attn_bf16, a->batch->positions);
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
-    rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs);
+    rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.xn1, slot_all, C, "q/k/v input (input_layernorm), again", err)))
         return rc;
     if (seq) xn1 = slot_all;
@@ -349,7 +349,8 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
     int B = a->batch->B, T = a->batch->T, N = B * T, I = w.I;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
-    if (!flash(u->model_cfg)) attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV);
+    if (!flash(u->model_cfg))
+        attention_gqa_forward(NULL, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, w.hs, w.Q, w.KV, a->batch->positions);
     swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
     return ZT_OK;
 }

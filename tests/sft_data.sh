@@ -131,6 +131,6 @@ grep -q "a mixture of 2 sources, weights 0.75 0.25" <<<"$m" && ok "mixture said:
 run "${MIX[@]}" --stop-after 5 --ckpt-dir "$T/ck" >/dev/null
 r="$(run "${MIX[@]}" --resume "$T/ck")"
 [ -n "$MH" ] && [ "$(hash_of "$r")" = "$MH" ] && ok "mixture resumed at step 5 ends on the uninterrupted hash $MH" || { echo "$r" | tail -3; bad "mixture resume: $(hash_of "$r") vs $MH"; }
-grep -q "data: resumed at global sample 40: source cursors 30 10 (as the checkpoint recorded)" <<<"$r" &&
+grep -Eq "data: resumed at global sample 10: source cursors (8 2|7 3) \(as the checkpoint recorded\)" <<<"$r" &&
   ok "$(grep -m1 'data: resumed' <<<"$r")" || { grep 'data:' <<<"$r"; bad "the sources' cursors not said as recorded"; }
 exit $fail

@@ -367,6 +367,17 @@ static void test_mixture(void **state) {
         assert_int_equal(s, i < pa.n_seq ? 0 : 1);
         assert_int_equal(q, i < pa.n_seq ? i : i - pa.n_seq);
     }
+    int s0;
+    uint64_t q0;
+    zt_mixture_locate(&m, pa.n_seq + pb.n_seq + 3, &s0, &q0); /* the second lap: each source's epoch 1 */
+    assert_true(s0 == 0 && q0 == 3);
+    m.end_pads = true; /* validation: past the end, padding that counts nothing */
+    int32_t in[64], tg[64], ps[64];
+    uint32_t cnt = 99;
+    zt_mixture_fill(&m, m.total, in, tg, ps, &cnt);
+    assert_int_equal(cnt, 0);
+    for (int t = 0; t < 64; t++) assert_true(tg[t] == -1 && ps[t] == t && in[t] == pa.pad_id);
+    assert_int_equal(zt_mixture_counted(&m, m.total + 5), 0);
     zt_mixture_free(&m);
     double bad[2] = {0, 0};
     assert_int_equal(zt_mixture_init(&m, src, 2, bad, 5, true, &err), ZT_ERR_USAGE);

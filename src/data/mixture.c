@@ -86,9 +86,10 @@ void zt_mixture_locate(zt_mixture *m, uint64_t i, int *source, uint64_t *seq) {
             d = choose(m, i);
             j = m->taken[d];
         }
-    } else { /* one after another, round and round */
-        j = i % m->total;
-        while (j >= m->src[d]->n_seq) j -= m->src[d]->n_seq, d++;
+    } else { /* one after another, round and round: lap k is each source's epoch k */
+        uint64_t lap = i / m->total, r = i % m->total;
+        while (r >= m->src[d]->n_seq) r -= m->src[d]->n_seq, d++;
+        j = lap * m->src[d]->n_seq + r;
     }
     uint64_t ns = m->src[d]->n_seq, epoch = j / ns;
     j %= ns;
@@ -105,6 +106,16 @@ void zt_mixture_locate(zt_mixture *m, uint64_t i, int *source, uint64_t *seq) {
 
 void zt_mixture_fill(zt_mixture *m, uint64_t i, int32_t *inputs, int32_t *targets, int32_t *positions,
                      uint32_t *counted) {
+    if (m->end_pads && i >= m->total) { /* past the end: a sequence of padding, nothing counted */
+        const zt_packed *p = m->src[0];
+        for (int t = 0; t < p->T; t++) {
+            inputs[t] = p->pad_id;
+            targets[t] = -1;
+            if (positions) positions[t] = t;
+        }
+        if (counted) *counted = 0;
+        return;
+    }
     int d;
     uint64_t s;
     zt_mixture_locate(m, i, &d, &s);
@@ -113,6 +124,7 @@ void zt_mixture_fill(zt_mixture *m, uint64_t i, int32_t *inputs, int32_t *target
 }
 
 uint32_t zt_mixture_counted(zt_mixture *m, uint64_t i) {
+    if (m->end_pads && i >= m->total) return 0;
     int d;
     uint64_t s;
     zt_mixture_locate(m, i, &d, &s);

@@ -3,7 +3,7 @@
  * so far is furthest below its weight: argmax over d of w_d * max(i, 1) - taken_d, ties to the
  * first; helpers.cpp build_blending_indices), each source read in its own epochs, its sequences
  * shuffled per epoch by (seed, source, epoch); or, for validation, the sources one after another in
- * order. Sample i is a pure function of (sources, weights, seed, i): what a checkpoint records is the
+ * order (validation: past the end, sequences of padding that count nothing). Sample i is a pure function of (sources, weights, seed, i): what a checkpoint records is the
  * global sample index, and each source's cursor (zt_mixture_cursors) follows from it. */
 #ifndef ZT_MIXTURE_H
 #define ZT_MIXTURE_H
@@ -20,6 +20,8 @@ typedef struct zt_mixture {
     uint64_t at, *taken;  /* the blend replayed up to sample `at`: how many each source gave */
     uint32_t **perm;      /* each source's order in epoch perm_epoch[d] */
     uint64_t *perm_epoch;
+    bool end_pads;        /* samples past the last sequence are padding (validation reads each sequence
+                             once, its last micro-batch filled up with them); else they go round */
 } zt_mixture;
 
 /* weights: n non-negative numbers, not all 0, or NULL for concatenation. ZT_ERR_USAGE / NOMEM. */

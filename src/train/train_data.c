@@ -247,6 +247,7 @@ static int open_records(zt_run *r, zt_data_format fmt, zt_error *err) {
     }
     if (!rc) rc = zt_sampler_init_mixture(&r->ts, &d->tmix, r->T, err);
     if (!rc && d->n_vp) rc = zt_mixture_init(&d->vmix, d->vpp, d->n_vp, NULL, cfg->seed, false, err);
+    d->vmix.end_pads = true; /* every validation sequence evaluated once (train_eval.c) */
     if (!rc && d->n_vp) rc = zt_sampler_init_mixture(&r->vs, &d->vmix, r->T, err);
     for (int i = 0; i < n; i++) free(src[i]);
     free(src);

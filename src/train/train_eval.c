@@ -12,7 +12,9 @@ int zt_train_evaluate(zt_run *r, double *out, zt_error *err) {
     zt_sampler *val = &r->vs;
     int rank = r->drank, world = r->dworld;
     int B = r->cfg->micro_batch, T = r->cfg->seq_len, V = zt_engine_model(e)->vocab_size;
-    int64_t avail = (int64_t)(val->n_windows / (uint64_t)B), n = r->cfg->eval_batches;
+    /* records: every sequence once, the last micro-batch filled up with padding (mixture.h) */
+    int64_t avail = (int64_t)((val->n_windows + (r->data.records ? (uint64_t)B - 1 : 0)) / (uint64_t)B),
+            n = r->cfg->eval_batches;
     if (n > avail) n = avail;
     if (n < 1) n = 1;
     int64_t per_rank = (n + world - 1) / world;

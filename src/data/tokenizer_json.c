@@ -247,6 +247,14 @@ int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err) {
 
 int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err) {
     static const char *const EOT[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+    const zt_spm *spm = zt_bpe_spm(b);
+    for (size_t i = 0; spm && i < sizeof EOT / sizeof *EOT; i++) { /* added tokens first: Gemma's "</s>" is text */
+        int v = zt_spm_added_id(spm, EOT[i], strlen(EOT[i]));
+        if (v >= 0) {
+            *id = (uint32_t)v;
+            return ZT_OK;
+        }
+    }
     for (size_t i = 0; i < sizeof EOT / sizeof *EOT; i++) {
         int v = zt_bpe_piece_id(b, EOT[i], strlen(EOT[i]));
         if (v >= 0) {

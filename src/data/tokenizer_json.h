@@ -15,8 +15,9 @@ int zt_tokenizer_json_load(zt_bpe **out, const char *path, zt_error *err);
  * vocab.bpe (zt_bpe_default_paths). */
 int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err);
 /* The id that separates documents: the piece <|endoftext|> (GPT-2, Qwen), else <|end_of_text|>
- * (Llama 3), else </s> (Llama 2, Mistral), else <eos> (Gemma); ZT_ERR_DATA when the vocabulary has
- * none of them. */
+ * (Llama 3), else </s> (Llama 2, Mistral), else <eos> (Gemma), looked up among a SentencePiece
+ * tokenizer's added tokens first (Gemma's vocabulary has "</s>" as text); ZT_ERR_DATA when the
+ * vocabulary has none of them. */
 int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err);
 
 /* The post_processor's TemplateProcessing for one sequence: the ids it puts before and after it

@@ -741,9 +741,15 @@ int zt_spm_decode(const zt_spm *s, const uint32_t *tokens, size_t n, bool contin
 
 size_t zt_spm_vocab_size(const zt_spm *s) { return s->n_ids; }
 
-int zt_spm_piece_id(const zt_spm *s, const char *bytes, size_t len) {
+int zt_spm_added_id(const zt_spm *s, const char *bytes, size_t len) {
     for (int i = 0; i < s->n_added; i++)
         if (s->added[i].len == len && !memcmp(s->added[i].content, bytes, len)) return (int)s->added[i].id;
+    return -1;
+}
+
+int zt_spm_piece_id(const zt_spm *s, const char *bytes, size_t len) {
+    int id = zt_spm_added_id(s, bytes, len);
+    if (id >= 0) return id;
     const spm_slot *x = zt_spm_vfind(s, bytes, len);
     return x ? (int)x->id : -1;
 }

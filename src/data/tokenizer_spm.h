@@ -37,6 +37,8 @@ int zt_spm_utf8_repair(const unsigned char *s, size_t len, char **out, uint32_t 
 
 /* One more than the largest id (pieces and added tokens). */
 size_t zt_spm_vocab_size(const zt_spm *s);
+/* The id of the added token whose content is bytes[0..len), else -1. */
+int zt_spm_added_id(const zt_spm *s, const char *bytes, size_t len);
 /* The id of the piece (or added token) whose text is bytes[0..len), else -1. */
 int zt_spm_piece_id(const zt_spm *s, const char *bytes, size_t len);
 

@@ -1,6 +1,10 @@
-/* tokenizer_json.c - a Hugging Face tokenizer.json reader for byte-level BPE.
+/* tokenizer_json.c - a Hugging Face tokenizer.json reader: byte-level BPE here, SentencePiece-style
+ * BPE handed to tokenizer_spm_load.c; the post_processor's template, token lookup, offsets.
  *
- * Read:
+ * Which: a file is SentencePiece-style (Llama 2, TinyLlama, Mistral v0.1-v0.3, Gemma) when
+ * model.byte_fallback is true, or it has a normalizer other than NFC/NFKC, or a Metaspace
+ * pre-tokenizer, or neither pre-tokenizer nor decoder is ByteLevel; what tokenizer_spm.c reads and
+ * refuses is listed there. Otherwise byte-level (GPT-2, Llama 3, Qwen), read here:
  *   model        {"type": "BPE", "vocab": {piece: id}, "merges": ["a b", ...] or [["a", "b"], ...],
  *                 "ignore_merges": bool}; pieces in GPT-2's byte characters (the ByteLevel
  *                 alphabet); dropout null, no continuing_subword_prefix / end_of_word_suffix, no
@@ -15,8 +19,11 @@
  *   decoder       ByteLevel (or absent): tokens decode to their bytes.
  * Refused, naming the field: another model type, a normalizer, add_prefix_space, a pre-tokenizer
  * other than the two above, an added token with lstrip/rstrip/single_word, ids above 16777215
- * (model.vocab_size's limit; ids above 65535, as Llama 3's 128256, go to uint32 token files). The
- * post_processor (BOS insertion) is not applied: `tokenize` frames documents itself. */
+ * (model.vocab_size's limit; ids above 65535, as Llama 3's 128256, go to uint32 token files).
+ * Both kinds: the post_processor's TemplateProcessing (alone or in a Sequence) is read as the ids
+ * before and after a sequence (zt_tokenizer_template); encoding never adds them, `tokenize` frames
+ * documents with zt_tokenizer_doc_frame. Still not read: Unigram and WordPiece models, other
+ * normalizers and pre-tokenizers (see docs/tokenizers.md). */
 #include "data/tokenizer_json.h"
 
 #include "core/file.h"

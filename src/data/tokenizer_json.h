@@ -1,6 +1,7 @@
-/* tokenizer_json.h - Hugging Face tokenizer.json files of byte-level BPE (GPT-2, Llama 3, Qwen,
- * newer Mistral), read into the same zt_bpe that encoder.json + vocab.bpe give (see
- * tokenizer_json.c for what is read and what is refused). */
+/* tokenizer_json.h - Hugging Face tokenizer.json files, read into a zt_bpe: byte-level BPE (GPT-2,
+ * Llama 3, Qwen) and SentencePiece-style BPE with byte fallback (Llama 2, TinyLlama, Mistral v0.1-v0.3,
+ * Gemma); the post_processor's template, token lookup, and per-token byte offsets. What is read and
+ * what is refused: tokenizer_json.c (byte-level) and tokenizer_spm.c (SentencePiece-style). */
 #ifndef ZT_TOKENIZER_JSON_H
 #define ZT_TOKENIZER_JSON_H
 

@@ -101,8 +101,17 @@ int zt_spm_vput(zt_spm *s, const char *p, size_t n, uint32_t id) {
 
 static uint64_t merge_key(uint32_t a, uint32_t b) { return 1ull << 63 | (uint64_t)a << 32 | b; }
 
+/* The slot hash of a merge key: murmur3's finalizer (inlined; the merge table is the hot path). */
+static inline uint64_t merge_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    return k ^ (k >> 33);
+}
+
 static const spm_merge *mfind(const zt_spm *s, uint32_t a, uint32_t b) {
-    uint64_t k = merge_key(a, b), h = XXH3_64bits(&k, sizeof k);
+    uint64_t k = merge_key(a, b), h = merge_hash(k);
     for (size_t i = h & (s->mcap - 1);; i = (i + 1) & (s->mcap - 1)) {
         const spm_merge *m = &s->mslots[i];
         if (!m->key) return NULL;
@@ -118,7 +127,7 @@ int zt_spm_mput(zt_spm *s, uint32_t a, uint32_t b, uint32_t rank, uint32_t id) {
         if (!nm) return -1;
         for (size_t i = 0; i < s->mcap; i++) {
             if (!s->mslots[i].key) continue;
-            uint64_t h = XXH3_64bits(&s->mslots[i].key, sizeof s->mslots[i].key);
+            uint64_t h = merge_hash(s->mslots[i].key);
             size_t j = h & (cap - 1);
             while (nm[j].key) j = (j + 1) & (cap - 1);
             nm[j] = s->mslots[i];
@@ -127,7 +136,7 @@ int zt_spm_mput(zt_spm *s, uint32_t a, uint32_t b, uint32_t rank, uint32_t id) {
         s->mslots = nm;
         s->mcap = cap;
     }
-    uint64_t k = merge_key(a, b), h = XXH3_64bits(&k, sizeof k);
+    uint64_t k = merge_key(a, b), h = merge_hash(k);
     size_t i = h & (s->mcap - 1);
     while (s->mslots[i].key && s->mslots[i].key != k) i = (i + 1) & (s->mcap - 1);
     if (!s->mslots[i].key) s->mcount++;

@@ -118,7 +118,7 @@ PY
 
 # 3. decoding; tokenize's token files and framing; sample
 head -c 200000 "$KJV" > "$T/kjv_head.txt"
-grep -v -e '<s>' -e '<bos>' -e '</s>' -e '<eos>' -e '▁' "$T/hard_s.txt" > "$T/plain.txt" # ▁ in the text decodes to a space
+grep -v -e '<s>' -e '<bos>' -e '</s>' -e '<eos>' -e '<unk>' -e '▁' "$T/hard_s.txt" > "$T/plain.txt" # ▁ in the text decodes to a space; after an added token the legacy normalizer's ▁ does too
 for t in "Mistral:$MISTRAL" "Llama 2:$T/llama2.json" "Gemma:$GEMMA" "Mistral Metaspace:$T/mistral_metaspace.json"; do
   IFS=: read -r name file <<<"$t"
   for f in "$T/plain.txt" "$T/kjv_head.txt"; do

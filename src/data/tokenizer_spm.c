@@ -473,7 +473,6 @@ static int split_added(zt_spm *s, const char *t, size_t n, bool normalized, spm_
             uint32_t cp = 0;
             bool left = start > 0 && is_word(char_before(t, 0, start, &k));
             bool right = stop < n && utf8_char((const unsigned char *)t + stop, n - stop, &cp) && is_word(cp);
-            if (!right && stop < n && !cp) right = true; /* an invalid byte: treated as a word character */
             if (left || right) { /* not a match here: look again from the next character */
                 pos = at + char_len(t + at, n - at);
                 continue;

@@ -213,10 +213,12 @@ static int vocab(zt_spm *s, const cJSON *v, const char *path, zt_error *err) {
         if (!n) return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: model.vocab has an empty piece", path);
         if (zt_spm_vput(s, it->string, n, (uint32_t)it->valuedouble))
             return zt_error_set(err, ZT_ERR_NOMEM, "tokenizer.json %s: out of memory", path);
-        int b = -1;
-        if (n == 6 && !strncmp(it->string, "<0x", 3) && it->string[5] == '>' &&
-            sscanf(it->string + 3, "%2x", (unsigned *)&b) == 1 && b >= 0 && b < 256)
-            s->byte_id[b] = (int32_t)it->valuedouble;
+        int b = n == 6 && !strncmp(it->string, "<0x", 3) && it->string[5] == '>' ? 0 : -1;
+        for (int k = 3; b >= 0 && k < 5; k++) { /* "<0x%02X>": the library looks up upper-case hex */
+            char c = it->string[k];
+            b = c >= '0' && c <= '9' ? b * 16 + c - '0' : c >= 'A' && c <= 'F' ? b * 16 + c - 'A' + 10 : -1;
+        }
+        if (b >= 0) s->byte_id[b] = (int32_t)it->valuedouble;
     }
     return ZT_OK;
 }

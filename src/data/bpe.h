@@ -24,6 +24,10 @@
  * single-byte token). Decoding returns the raw bytes of the pieces; the package additionally runs
  * them through TextDecoder, which differs only for token sequences that split a UTF-8 character.
  *
+ * A zt_bpe read from a SentencePiece-style tokenizer.json (tokenizer_json.h: Llama 2, Mistral,
+ * Gemma) hands zt_bpe_encode, zt_bpe_decode, zt_bpe_vocab_size and zt_bpe_piece_id to
+ * tokenizer_spm.c; what is said above of GPT-2 then does not apply (see tokenizer_spm.c).
+ *
  * Threads: zt_bpe_encode updates the word cache inside the zt_bpe, so one zt_bpe must not be
  * used by two threads at once; zt_bpe_decode only reads and may run concurrently. */
 #ifndef ZT_BPE_H

@@ -27,4 +27,16 @@ int zt_bpe_add_special(zt_bpe *b, const char *content, size_t len, uint32_t id, 
 /* tokenizer.json's model.ignore_merges: a word found whole in the vocabulary is one token. */
 void zt_bpe_set_ignore_merges(zt_bpe *b, bool on);
 
+/* SentencePiece-style BPE (tokenizer_spm.h): b takes spm over (zt_bpe_free frees it) and hands
+ * encoding, decoding, vocab_size and piece_id to it; zt_bpe_spm gives it back (NULL: byte-level). */
+struct zt_spm;
+void zt_bpe_set_spm(zt_bpe *b, struct zt_spm *spm);
+struct zt_spm *zt_bpe_spm(const zt_bpe *b);
+
+/* The post_processor's TemplateProcessing for a single sequence: the ids before and after it (at
+ * most ZT_BPE_TEMPLATE_MAX each; more are cut). The pointers stay valid while b lives. */
+#define ZT_BPE_TEMPLATE_MAX 8
+void zt_bpe_set_template(zt_bpe *b, const uint32_t *before, size_t nb, const uint32_t *after, size_t na);
+void zt_bpe_template(const zt_bpe *b, const uint32_t **before, size_t *nb, const uint32_t **after, size_t *na);
+
 #endif

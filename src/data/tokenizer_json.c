@@ -1,6 +1,10 @@
-/* tokenizer_json.c - a Hugging Face tokenizer.json reader for byte-level BPE.
+/* tokenizer_json.c - a Hugging Face tokenizer.json reader: byte-level BPE here, SentencePiece-style
+ * BPE handed to tokenizer_spm_load.c; the post_processor's template, token lookup, offsets.
  *
- * Read:
+ * Which: a file is SentencePiece-style (Llama 2, TinyLlama, Mistral v0.1-v0.3, Gemma) when
+ * model.byte_fallback is true, or it has a normalizer other than NFC/NFKC, or a Metaspace
+ * pre-tokenizer, or neither pre-tokenizer nor decoder is ByteLevel; what tokenizer_spm.c reads and
+ * refuses is listed there. Otherwise byte-level (GPT-2, Llama 3, Qwen), read here:
  *   model        {"type": "BPE", "vocab": {piece: id}, "merges": ["a b", ...] or [["a", "b"], ...],
  *                 "ignore_merges": bool}; pieces in GPT-2's byte characters (the ByteLevel
  *                 alphabet); dropout null, no continuing_subword_prefix / end_of_word_suffix, no
@@ -15,12 +19,16 @@
  *   decoder       ByteLevel (or absent): tokens decode to their bytes.
  * Refused, naming the field: another model type, a normalizer, add_prefix_space, a pre-tokenizer
  * other than the two above, an added token with lstrip/rstrip/single_word, ids above 16777215
- * (model.vocab_size's limit; ids above 65535, as Llama 3's 128256, go to uint32 token files). The
- * post_processor (BOS insertion) is not applied: `tokenize` frames documents itself. */
+ * (model.vocab_size's limit; ids above 65535, as Llama 3's 128256, go to uint32 token files).
+ * Both kinds: the post_processor's TemplateProcessing (alone or in a Sequence) is read as the ids
+ * before and after a sequence (zt_tokenizer_template); encoding never adds them, `tokenize` frames
+ * documents with zt_tokenizer_doc_frame. Still not read: Unigram and WordPiece models, other
+ * normalizers and pre-tokenizers (see docs/tokenizers.md). */
 #include "data/tokenizer_json.h"
 
 #include "core/file.h"
 #include "data/bpe_build.h"
+#include "data/tokenizer_spm.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -154,6 +162,60 @@ static int build(zt_bpe *b, cJSON *j, const char *path, zt_error *err) {
     return rc;
 }
 
+/* A file for tokenizer_spm.c: a byte_fallback model, a normalizer, a Metaspace pre-tokenizer, or
+ * neither pre-tokenizer nor decoder saying ByteLevel. */
+static bool sentencepiece_style(const cJSON *j) {
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "normalizer");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer");
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(j, "decoder");
+    if (is_true(model, "byte_fallback") || !strcmp(type_of(pt), "Metaspace")) return true;
+    if (norm && !cJSON_IsNull(norm) && strcmp(type_of(norm), "NFC") && strcmp(type_of(norm), "NFKC")) return true;
+    return (!pt || cJSON_IsNull(pt)) && strcmp(type_of(dec), "ByteLevel");
+}
+
+/* post_processor: a TemplateProcessing (alone or in a Sequence, as Llama 3's) gives the ids its
+ * "single" template puts before and after the sequence; other post-processors add nothing here. */
+static int template_processing(zt_bpe *b, const cJSON *pp, const char *path, zt_error *err) {
+    if (!strcmp(type_of(pp), "Sequence")) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(pp, "processors");
+        for (const cJSON *it = cJSON_IsArray(list) ? list->child : NULL; it; it = it->next)
+            if (!strcmp(type_of(it), "TemplateProcessing")) return template_processing(b, it, path, err);
+        return ZT_OK;
+    }
+    if (strcmp(type_of(pp), "TemplateProcessing")) return ZT_OK;
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
+    uint32_t ids[2][ZT_BPE_TEMPLATE_MAX];
+    size_t n[2] = {0, 0};
+    int side = 0, i = 0;
+    if (!cJSON_IsArray(single))
+        return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: post_processor (TemplateProcessing) has no single "
+                            "template", path);
+    for (const cJSON *it = single->child; it; it = it->next, i++) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
+        if (cJSON_GetObjectItemCaseSensitive(it, "Sequence")) {
+            side = 1;
+            continue;
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(st, "id");
+        const cJSON *tok = cJSON_IsString(name) ? cJSON_GetObjectItemCaseSensitive(specials, name->valuestring) : NULL;
+        const cJSON *tids = cJSON_GetObjectItemCaseSensitive(tok, "ids");
+        if (!cJSON_IsArray(tids))
+            return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: post_processor.single[%d] is neither a Sequence "
+                                "nor a SpecialToken listed in post_processor.special_tokens with ids", path, i);
+        for (const cJSON *v = tids->child; v; v = v->next) {
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > ZT_BPE_MAX_ID || n[side] == ZT_BPE_TEMPLATE_MAX)
+                return zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: post_processor.special_tokens[\"%s\"]: ids "
+                                    "must be at most %d ids in 0..%d", path, name->valuestring, ZT_BPE_TEMPLATE_MAX,
+                                    ZT_BPE_MAX_ID);
+            ids[side][n[side]++] = (uint32_t)v->valuedouble;
+        }
+    }
+    zt_bpe_set_template(b, ids[0], n[0], ids[1], n[1]);
+    return ZT_OK;
+}
+
 int zt_tokenizer_json_load(zt_bpe **out, const char *path, zt_error *err) {
     *out = NULL;
     char *text;
@@ -165,7 +227,14 @@ int zt_tokenizer_json_load(zt_bpe **out, const char *path, zt_error *err) {
     zt_bpe *b = NULL;
     if (!cJSON_IsObject(j)) rc = zt_error_set(err, ZT_ERR_DATA, "tokenizer.json %s: not a JSON object", path);
     if (!rc) rc = zt_bpe_new(&b, err);
-    if (!rc) rc = build(b, j, path, err);
+    if (!rc && sentencepiece_style(j)) {
+        zt_spm *spm = NULL;
+        rc = zt_spm_load(&spm, j, path, err);
+        if (!rc) zt_bpe_set_spm(b, spm);
+    } else if (!rc) {
+        rc = build(b, j, path, err);
+    }
+    if (!rc) rc = template_processing(b, cJSON_GetObjectItemCaseSensitive(j, "post_processor"), path, err);
     cJSON_Delete(j);
     if (rc) {
         zt_bpe_free(b);
@@ -184,7 +253,15 @@ int zt_tokenizer_open(zt_bpe **out, const char *path, zt_error *err) {
 }
 
 int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err) {
-    static const char *const EOT[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
+    static const char *const EOT[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+    const zt_spm *spm = zt_bpe_spm(b);
+    for (size_t i = 0; spm && i < sizeof EOT / sizeof *EOT; i++) { /* added tokens first: Gemma's "</s>" is text */
+        int v = zt_spm_added_id(spm, EOT[i], strlen(EOT[i]));
+        if (v >= 0) {
+            *id = (uint32_t)v;
+            return ZT_OK;
+        }
+    }
     for (size_t i = 0; i < sizeof EOT / sizeof *EOT; i++) {
         int v = zt_bpe_piece_id(b, EOT[i], strlen(EOT[i]));
         if (v >= 0) {
@@ -192,6 +269,91 @@ int zt_tokenizer_eot(const zt_bpe *b, uint32_t *id, zt_error *err) {
             return ZT_OK;
         }
     }
-    return zt_error_set(err, ZT_ERR_DATA, "the tokenizer has no end-of-text token (<|endoftext|>, <|end_of_text|> "
-                        "or </s>) to separate documents");
+    return zt_error_set(err, ZT_ERR_DATA, "the tokenizer has no end-of-text token (<|endoftext|>, <|end_of_text|>, "
+                        "</s> or <eos>) to separate documents");
+}
+
+void zt_tokenizer_template(const zt_bpe *b, const uint32_t **before, size_t *nb, const uint32_t **after, size_t *na) {
+    zt_bpe_template(b, before, nb, after, na);
+}
+
+void zt_tokenizer_doc_frame(const zt_bpe *b, uint32_t eot, uint32_t *pre, size_t *npre, uint32_t *post, size_t *npost) {
+    *npre = *npost = 0;
+    if (!zt_bpe_spm(b)) {
+        pre[(*npre)++] = eot;
+        return;
+    }
+    const uint32_t *before, *after;
+    size_t nb, na;
+    zt_bpe_template(b, &before, &nb, &after, &na);
+    for (size_t i = 0; i < nb; i++) pre[(*npre)++] = before[i];
+    for (size_t i = 0; i < na; i++) post[(*npost)++] = after[i];
+    if (!na || after[na - 1] != eot) post[(*npost)++] = eot;
+}
+
+int zt_tokenizer_decode_next(const zt_bpe *b, const uint32_t *tokens, size_t n, char **utf8, size_t *len,
+                             zt_error *err) {
+    const zt_spm *spm = zt_bpe_spm(b);
+    return spm ? zt_spm_decode(spm, tokens, n, true, utf8, len, err) : zt_bpe_decode(b, tokens, n, utf8, len, err);
+}
+
+int64_t zt_tokenizer_token_id(const zt_bpe *b, const char *content) {
+    if (!content || !*content) return -1;
+    return zt_bpe_piece_id(b, content, strlen(content));
+}
+
+/* Byte-level: each token stands for the bytes of its piece in the (repaired) text, in order. */
+static int byte_level_offsets(zt_bpe *b, const char *utf8, size_t len, uint32_t *tokens, size_t n, uint32_t *offsets,
+                              zt_error *err) {
+    char *fixed = NULL;
+    uint32_t *map = NULL;
+    size_t flen = 0, V = zt_bpe_vocab_size(b);
+    int32_t *plen = malloc(V * sizeof *plen);
+    int rc = ZT_OK;
+    if (!plen || zt_spm_utf8_repair((const unsigned char *)utf8, len, &fixed, &map, &flen)) {
+        rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for the offsets of %zu bytes", len);
+        goto done;
+    }
+    memset(plen, 0xff, V * sizeof *plen);
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t = tokens[i];
+        if (t < V && plen[t] < 0) {
+            char *piece;
+            size_t pl;
+            if ((rc = zt_bpe_decode(b, &t, 1, &piece, &pl, err))) goto done;
+            free(piece);
+            plen[t] = (int32_t)pl;
+        }
+        offsets[i] = pos < flen ? map[pos] : (uint32_t)len;
+        pos += t < V ? (size_t)plen[t] : 0;
+    }
+done:
+    free(plen);
+    free(fixed);
+    free(map);
+    return rc;
+}
+
+int zt_bpe_encode_offsets(zt_bpe *bpe, const char *utf8, size_t len, uint32_t **tokens, uint32_t **offsets,
+                          size_t *n, zt_error *err) {
+    *tokens = NULL;
+    *offsets = NULL;
+    *n = 0;
+    if (len > UINT32_MAX / 4)
+        return zt_error_set(err, ZT_ERR_USAGE, "zt_bpe_encode_offsets: %zu bytes is too long for byte offsets", len);
+    zt_spm *spm = zt_bpe_spm(bpe);
+    if (spm) return zt_spm_encode(spm, utf8, len, tokens, offsets, n, err);
+    int rc = zt_bpe_encode(bpe, utf8, len, tokens, n, err);
+    if (rc) return rc;
+    *offsets = malloc((*n ? *n : 1) * sizeof **offsets);
+    if (!*offsets) rc = zt_error_set(err, ZT_ERR_NOMEM, "no memory for %zu offsets", *n);
+    else rc = byte_level_offsets(bpe, utf8, len, *tokens, *n, *offsets, err);
+    if (rc) {
+        free(*tokens);
+        free(*offsets);
+        *tokens = *offsets = NULL;
+        *n = 0;
+    }
+    return rc;
 }

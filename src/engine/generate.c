@@ -47,7 +47,7 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
     int rc = zt_tokenizer_eot(bpe, &eot, err);
     if (!rc) rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
     if (rc) return rc;
-    size_t total = np + 1 + (size_t)o->tokens;
+    size_t total = np + ZT_TOKENIZER_FRAME_MAX + (size_t)o->tokens;
     int32_t *ctx = malloc(total * sizeof *ctx);
     float *logits = malloc((size_t)V * sizeof *logits);
     double *prob = malloc((size_t)V * sizeof *prob);
@@ -56,8 +56,11 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         rc = zt_error_set(err, ZT_ERR_NOMEM, "generate: out of memory");
         goto out;
     }
+    uint32_t pre[ZT_TOKENIZER_FRAME_MAX], post[ZT_TOKENIZER_FRAME_MAX];
+    size_t npre, npost;
+    zt_tokenizer_doc_frame(bpe, eot, pre, &npre, post, &npost);
     int n = 0;
-    ctx[n++] = (int32_t)eot; /* documents start with the end-of-text token in our token files */
+    for (size_t i = 0; i < npre; i++) ctx[n++] = (int32_t)pre[i]; /* as `tokenize` starts a document */
     for (size_t i = 0; i < np; i++) ctx[n++] = (int32_t)ptok[i];
     uint64_t rng = o->seed;
     fputs(prompt, out);
@@ -70,7 +73,7 @@ int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate
         uint32_t t32 = (uint32_t)t;
         char *piece = NULL;
         size_t plen = 0;
-        if ((rc = zt_bpe_decode(bpe, &t32, 1, &piece, &plen, err))) goto out;
+        if ((rc = zt_tokenizer_decode_next(bpe, &t32, 1, &piece, &plen, err))) goto out;
         if (t32 == eot) fputc('\n', out); /* "\n<|endoftext|>\n" */
         fwrite(piece, 1, plen, out);
         if (t32 == eot) fputc('\n', out);

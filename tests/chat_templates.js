@@ -3,7 +3,9 @@
 //
 //   node tests/chat_templates.js PKG_DIR CASES.json OUT_DIR
 //
-// CASES.json: [{"id", "template": path, "messages": path, "agp": bool, "bos", "eos"}]. For each,
+// CASES.json: [{"id", "template": path, "messages": path, "agp": bool, "bos", "eos"}]; a messages
+// file is an array, or an object whose "messages" is one and whose other keys are variables
+// (tools, ...), given before messages/bos_token/eos_token/add_generation_prompt. For each,
 // OUT_DIR/<id>.out gets the rendered text byte for byte, or OUT_DIR/<id>.err the error message.
 // A template path ending in .json is a tokenizer_config.json (its chat_template, bos_token,
 // eos_token, as zerotrain reads them); anything else is the template source. strftime_now sees
@@ -56,10 +58,12 @@ for (const c of JSON.parse(fs.readFileSync(casesPath, "utf8"))) {
             cache.set(c.template, { ...t, compiled: new Template(t.source) });
         }
         const t = cache.get(c.template);
-        let msgs = JSON.parse(fs.readFileSync(c.messages, "utf8"));
-        if (!Array.isArray(msgs)) msgs = msgs.messages;
-        if (c.upto !== undefined) msgs = msgs.slice(0, c.upto);
+        const doc = JSON.parse(fs.readFileSync(c.messages, "utf8"));
+        const extra = Array.isArray(doc) ? {} : { ...doc };
+        const msgs = Array.isArray(doc) ? doc : doc.messages;
+        delete extra.messages;
         out = t.compiled.render({
+            ...extra,
             messages: msgs,
             bos_token: c.bos !== undefined ? c.bos : t.bos,
             eos_token: c.eos !== undefined ? c.eos : t.eos,

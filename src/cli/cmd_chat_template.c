@@ -25,7 +25,8 @@ static void chat_usage(FILE *f) {
             "  TEMPLATE                a tokenizer_config.json (its chat_template, bos_token,\n"
             "                          eos_token) or a .jinja file (bos/eos empty unless given)\n"
             "  --messages FILE.json    a JSON array of {\"role\", \"content\"} objects, or an object\n"
-            "                          with such a \"messages\" array\n"
+            "                          with such a \"messages\" array whose other keys (tools,\n"
+            "                          documents, enable_thinking, ...) become template variables\n"
             "  --add-generation-prompt end with the prompt of the assistant's next turn\n"
             "  --bos S, --eos S        override bos_token / eos_token\n"
             "  --spans                 print the whole conversation and, on stderr, one line per\n"
@@ -96,8 +97,17 @@ int zt_cmd_chat_template(int argc, char **argv) {
         if (!cJSON_IsArray(msgs))
             rc = zt_error_set(&err, ZT_ERR_DATA, "%s: %s", msg_path,
                               doc ? "not a JSON array of messages (nor an object with a \"messages\" array)" : "not valid JSON");
-        else if (spans) rc = zt_chat_render_spans(t, msgs, &text, &text_len, &sp, &n_sp, &err);
-        else rc = zt_chat_render(t, msgs, agp, &text, &text_len, &err);
+        else if (cJSON_IsObject(doc)) {
+            cJSON *extra = cJSON_Duplicate(doc, true);
+            if (!extra) rc = zt_error_set(&err, ZT_ERR_NOMEM, "out of memory");
+            else {
+                cJSON_DeleteItemFromObjectCaseSensitive(extra, "messages");
+                rc = zt_chat_template_set_vars(t, extra, &err);
+                cJSON_Delete(extra);
+            }
+        }
+        if (!rc && spans) rc = zt_chat_render_spans(t, msgs, &text, &text_len, &sp, &n_sp, &err);
+        else if (!rc) rc = zt_chat_render(t, msgs, agp, &text, &text_len, &err);
     }
     if (!rc) {
         if (fwrite(text, 1, text_len, stdout) != text_len || fflush(stdout))

@@ -17,6 +17,7 @@
 struct zt_chat_template {
     zt_jinja *tpl;
     char *bos, *eos;
+    cJSON *extra; /* more variables (tools, ...), or NULL */
 };
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
@@ -95,6 +96,15 @@ int zt_chat_template_set_tokens(zt_chat_template *t, const char *bos, const char
     return ZT_OK;
 }
 
+int zt_chat_template_set_vars(zt_chat_template *t, const cJSON *extra, zt_error *err) {
+    if (extra && !cJSON_IsObject(extra)) return zt_error_set(err, ZT_ERR_DATA, "the extra template variables must be a JSON object");
+    cJSON *copy = extra ? cJSON_Duplicate(extra, true) : NULL;
+    if (extra && !copy) return zt_error_set(err, ZT_ERR_NOMEM, "no memory for the template variables");
+    cJSON_Delete(t->extra);
+    t->extra = copy;
+    return ZT_OK;
+}
+
 void zt_chat_template_set_now(zt_chat_template *t, long long unix_seconds) { zt_jinja_set_now(t->tpl, unix_seconds); }
 const char *zt_chat_template_bos(const zt_chat_template *t) { return t->bos; }
 const char *zt_chat_template_eos(const zt_chat_template *t) { return t->eos; }
@@ -102,6 +112,7 @@ const char *zt_chat_template_eos(const zt_chat_template *t) { return t->eos; }
 void zt_chat_template_free(zt_chat_template *t) {
     if (!t) return;
     zt_jinja_free(t->tpl);
+    cJSON_Delete(t->extra);
     free(t->bos);
     free(t->eos);
     free(t);
@@ -125,6 +136,9 @@ static int render_n(const zt_chat_template *t, const cJSON *messages, int n, boo
     cJSON_AddStringToObject(vars, "bos_token", t->bos);
     cJSON_AddStringToObject(vars, "eos_token", t->eos);
     cJSON_AddBoolToObject(vars, "add_generation_prompt", agp);
+    for (const cJSON *e = t->extra ? t->extra->child : NULL; e; e = e->next)
+        if (e->string && !cJSON_GetObjectItemCaseSensitive(vars, e->string))
+            cJSON_AddItemReferenceToObject(vars, e->string, (cJSON *)e);
     int rc = zt_jinja_render(t->tpl, vars, text, len, err);
     cJSON_Delete(vars);
     return rc;

@@ -102,7 +102,7 @@ static jv *eval_binary(jctx *c, const jnode *n, jenv *env) {
         if (r->t == JV_UNDEF && (in || notin)) return jv_bool(c, notin);
         return jfail(c, n, "Cannot perform operation %s on undefined values", op);
     }
-    if (l->t == JV_NULL || r->t == JV_NULL) return jfail(c, n, "Cannot perform operation %s on null values", op);
+    if (l->t == JV_NULL || r->t == JV_NULL) return jfail(c, n, "Cannot perform operation on null values (%s)", op);
     if (!strcmp(op, "~")) {
         jbuf b = {0};
         if (!jv_raw_string(c, l, &b) || !jv_raw_string(c, r, &b)) {

@@ -650,7 +650,7 @@ int zt_jinja_render(const zt_jinja *t, const cJSON *vars, char **out, size_t *le
     *out = NULL;
     if (len) *len = 0;
     if (vars && !cJSON_IsObject(vars)) return zt_error_set(err, ZT_ERR_DATA, "%s: the variables must be a JSON object", t->name);
-    jarena ar = {.cap_total = (size_t)512 << 20};
+    jarena ar = {.cap_total = (size_t)256 << 20}; /* the values of one render */
     zt_error local = {0};
     if (!err) err = &local;
     jctx c = {.t = t, .ar = &ar, .err = err};

@@ -32,16 +32,51 @@ static void js_trim(const char *s, size_t n, bool start, bool end, size_t *a, si
         }
 }
 
-static jv *case_map(jctx *c, const jv *s, int mode) { /* 0 upper, 1 lower, 2 title, 3 capitalize */
-    jv *r = jv_str(c, s->s, s->len);
-    if (!r) return NULL;
-    char *p = (char *)r->s;
-    for (size_t i = 0; i < r->len; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        bool up = mode == 0 || (mode == 2 && is_word(ch) && (i == 0 || !is_word((unsigned char)p[i - 1]))) || (mode == 3 && i == 0);
-        if (up && ch >= 'a' && ch <= 'z') p[i] = (char)(ch - 32);
-        else if (mode == 1 && ch >= 'A' && ch <= 'Z') p[i] = (char)(ch + 32);
+/* The simple one-to-one case pairs of Latin-1, Latin Extended-A, Greek and Cyrillic (JavaScript
+ * maps all of Unicode; these cover the European scripts chat data holds). */
+static unsigned case_cp(unsigned cp, bool upper) {
+    if (upper) {
+        if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7) || (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2) || (cp >= 0x430 && cp <= 0x44F))
+            return cp - (cp >= 0x430 ? 0x20 : cp >= 0x3B1 ? 0x20 : 0x20);
+        if (cp >= 0x450 && cp <= 0x45F) return cp - 0x50;
+        if (cp == 0xFF) return 0x178;
+        if (cp >= 0x100 && cp <= 0x17F && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F &&
+            ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E) ? (cp & 1) == 0 : (cp & 1) == 1))
+            return cp - 1;
+    } else {
+        if ((cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) || (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) || (cp >= 0x410 && cp <= 0x42F))
+            return cp + 0x20;
+        if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
+        if (cp == 0x178) return 0xFF;
+        if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x138 && cp != 0x149 && cp != 0x17F &&
+            ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E) ? (cp & 1) == 1 : (cp & 1) == 0))
+            return cp + 1;
     }
+    return cp;
+}
+
+static jv *case_map(jctx *c, const jv *s, int mode) { /* 0 upper, 1 lower, 2 title, 3 capitalize */
+    jbuf b = {0};
+    for (size_t i = 0; i < s->len;) {
+        unsigned char ch = (unsigned char)s->s[i];
+        bool up = mode == 0 || (mode == 2 && is_word(ch) && (i == 0 || !is_word((unsigned char)s->s[i - 1]))) || (mode == 3 && i == 0);
+        bool low = mode == 1;
+        if (ch < 0x80) {
+            jbuf_addc(&b, (char)(up && ch >= 'a' && ch <= 'z' ? ch - 32 : low && ch >= 'A' && ch <= 'Z' ? ch + 32 : ch));
+            i++;
+            continue;
+        }
+        size_t l = ch >= 0xF0 ? 4 : ch >= 0xE0 ? 3 : ch >= 0xC0 ? 2 : 1;
+        if (i + l > s->len) l = s->len - i;
+        if (l == 2 && (up || low) && mode != 2) {
+            unsigned cp = ((ch & 31u) << 6) | ((unsigned char)s->s[i + 1] & 63u), m = case_cp(cp, up);
+            char u[2] = {(char)(0xC0 | (m >> 6)), (char)(0x80 | (m & 63))};
+            jbuf_add(&b, u, 2);
+        } else jbuf_add(&b, s->s + i, l);
+        i += l;
+    }
+    jv *r = b.failed ? NULL : jv_str(c, b.p ? b.p : "", b.n);
+    free(b.p);
     return r;
 }
 

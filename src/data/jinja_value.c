@@ -102,12 +102,7 @@ jv *jfail(jctx *c, const jnode *at, const char *fmt, ...) {
 }
 
 static jv *oom(jctx *c) {
-    if (!c->failed) {
-        c->failed = true;
-        zt_error_set(c->err, ZT_ERR_DATA, "%s: the template's values take more than %zu MiB (a runaway loop?)",
-                     c->t->name, c->ar->cap_total >> 20);
-    }
-    return NULL;
+    return jfail(c, NULL, "the template's values take more than %zu MiB (a runaway loop?)", c->ar->cap_total >> 20);
 }
 
 jv *jv_new(jctx *c, jv_type t) {

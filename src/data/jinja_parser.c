@@ -432,30 +432,18 @@ static jnode *binary(parser *P, const jtok *op, size_t pos, jnode *l, jnode *r) 
     return b;
 }
 
-static jnode *parse_power(parser *P) {
-    jnode *l = parse_test_expr(P);
-    while (l && is(P, JT_POW)) {
+/* One left-associative level: next (op next)*, op a token type or, with ident, a keyword. */
+static jnode *binary_level(parser *P, jnode *(*next)(parser *), jtok_type type, const char *ident) {
+    jnode *l = next(P);
+    while (l && (ident ? is_ident(P, 0, ident) : is(P, type))) {
         const jtok *op = &P->tk[P->cur++];
-        l = binary(P, op, op->pos, l, parse_test_expr(P));
+        l = binary(P, op, op->pos, l, next(P));
     }
     return l;
 }
-static jnode *parse_mul(parser *P) {
-    jnode *l = parse_power(P);
-    while (l && is(P, JT_MUL)) {
-        const jtok *op = &P->tk[P->cur++];
-        l = binary(P, op, op->pos, l, parse_power(P));
-    }
-    return l;
-}
-static jnode *parse_add(parser *P) {
-    jnode *l = parse_mul(P);
-    while (l && is(P, JT_ADD)) {
-        const jtok *op = &P->tk[P->cur++];
-        l = binary(P, op, op->pos, l, parse_mul(P));
-    }
-    return l;
-}
+static jnode *parse_power(parser *P) { return binary_level(P, parse_test_expr, JT_POW, NULL); }
+static jnode *parse_mul(parser *P) { return binary_level(P, parse_power, JT_MUL, NULL); }
+static jnode *parse_add(parser *P) { return binary_level(P, parse_mul, JT_ADD, NULL); }
 static jnode *parse_cmp(parser *P) {
     jnode *l = parse_add(P);
     while (l) {
@@ -483,22 +471,8 @@ static jnode *parse_not(parser *P) {
     }
     return parse_cmp(P);
 }
-static jnode *parse_and(parser *P) {
-    jnode *l = parse_not(P);
-    while (l && is_ident(P, 0, "and")) {
-        const jtok *op = &P->tk[P->cur++];
-        l = binary(P, op, op->pos, l, parse_not(P));
-    }
-    return l;
-}
-static jnode *parse_or(parser *P) {
-    jnode *l = parse_and(P);
-    while (l && is_ident(P, 0, "or")) {
-        const jtok *op = &P->tk[P->cur++];
-        l = binary(P, op, op->pos, l, parse_and(P));
-    }
-    return l;
-}
+static jnode *parse_and(parser *P) { return binary_level(P, parse_not, JT_IDENT, "and"); }
+static jnode *parse_or(parser *P) { return binary_level(P, parse_and, JT_IDENT, "or"); }
 static jnode *parse_expr(parser *P) {
     if (++P->depth > JINJA_MAX_DEPTH) return pfail(P, "expressions nested deeper than %d", JINJA_MAX_DEPTH);
     jnode *a = parse_or(P);

@@ -780,8 +780,10 @@ static jv *g_raise(jctx *c, jv *self, jv **a, int n, const jnode *at) {
 static jv *g_range(jctx *c, jv *self, jv **a, int n, const jnode *at) {
     (void)self;
     n = positional(a, n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (a[i]->t == JV_UNDEF || a[i]->t == JV_NULL) return jv_array(c, JV_ARRAY, 1); /* JavaScript: no i < undefined */
         if (a[i]->t != JV_INT && a[i]->t != JV_FLOAT) return jfail(c, at, "range() takes numbers, got %s", jv_type_name(a[i]));
+    }
     if (n < 1 || n > 3) return jfail(c, at, "range() takes 1 to 3 numbers, got %d", n);
     double start = n == 1 ? 0 : a[0]->num, stop = n == 1 ? a[0]->num : a[1]->num, step = n == 3 ? a[2]->num : 1;
     if (step == 0) return bad(c, at, "range() step must not be zero");

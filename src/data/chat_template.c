@@ -8,7 +8,6 @@
  * the message) rather than given wrong spans. */
 #include "data/chat_template.h"
 #include "core/file.h"
-#include "data/jinja_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

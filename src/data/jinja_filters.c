@@ -37,7 +37,7 @@ static void js_trim(const char *s, size_t n, bool start, bool end, size_t *a, si
 static unsigned case_cp(unsigned cp, bool upper) {
     if (upper) {
         if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7) || (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2) || (cp >= 0x430 && cp <= 0x44F))
-            return cp - (cp >= 0x430 ? 0x20 : cp >= 0x3B1 ? 0x20 : 0x20);
+            return cp - 0x20;
         if (cp >= 0x450 && cp <= 0x45F) return cp - 0x50;
         if (cp == 0xFF) return 0x178;
         if (cp >= 0x100 && cp <= 0x17F && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F &&

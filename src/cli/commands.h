@@ -7,6 +7,7 @@
 
 int zt_cmd_train(int argc, char **argv);
 int zt_cmd_tokenize(int argc, char **argv);
+int zt_cmd_chat_template(int argc, char **argv);
 int zt_cmd_sample(int argc, char **argv);
 int zt_cmd_bench(int argc, char **argv);
 int zt_cmd_plot(int argc, char **argv);

@@ -17,6 +17,13 @@ typedef struct zt_chat_template zt_chat_template;
 int zt_chat_template_load(zt_chat_template **out, const char *path, zt_error *err);
 /* Overrides bos_token / eos_token (NULL leaves one as it is). */
 int zt_chat_template_set_tokens(zt_chat_template *t, const char *bos, const char *eos, zt_error *err);
+/* Extra variables every rendering gets (tools, documents, enable_thinking, ...: the keyword
+ * arguments transformers passes on to the template): a JSON object, copied; NULL clears them. Its
+ * messages / bos_token / eos_token / add_generation_prompt are ignored (the render sets those).
+ * ZT_ERR_DATA when extra is not an object. */
+int zt_chat_template_set_vars(zt_chat_template *t, const cJSON *extra, zt_error *err);
+/* strftime_now's instant (data/jinja.h zt_jinja_set_now): 0 the clock. */
+void zt_chat_template_set_now(zt_chat_template *t, long long unix_seconds);
 const char *zt_chat_template_bos(const zt_chat_template *t);
 const char *zt_chat_template_eos(const zt_chat_template *t);
 void zt_chat_template_free(zt_chat_template *t);

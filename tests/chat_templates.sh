@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# chat_templates.sh - zerotrain's Jinja interpreter against the npm package @huggingface/jinja,
+# byte for byte, on real chat templates.
+#
+#   bash tests/chat_templates.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
+#
+# 1. Every template of tests/data/chat_templates/ (llama.cpp's models/templates: Llama 3.x, Mistral,
+#    Gemma, Qwen2.5, Phi-3.5, DeepSeek R1, Command-R, Hermes, Functionary, Firefunction) renders
+#    every conversation of tests/data/chat_messages/ with and without add_generation_prompt, by
+#    `zerotrain chat-template` and by the package in node (tests/chat_templates.js); the outputs
+#    must be identical, or both must fail (a template raising on a bad role or order must raise in
+#    both; the C message must carry the template's text).
+# 2. With --spans, each assistant turn's span holds that message's content (trimmed), the spans
+#    are in order inside the text, and the text equals the plain rendering; a template that is
+#    not prefix-stable must say so (exit 3), never give spans.
+# 3. The command's exit codes for usage, data and I/O errors.
+# strftime_now sees one fixed instant on both sides (--now / $ZT_CHAT_NOW).
+# Needs node and the package (scripts/setup.sh installs both); fails, never skips, without them.
+set -euo pipefail
+
+BUILD=${1:?usage: chat_templates.sh BUILD_DIR SOURCE_DIR}
+SRC=${2:?usage: chat_templates.sh BUILD_DIR SOURCE_DIR}
+BUILD=$(cd "$BUILD" && pwd)
+SRC=$(cd "$SRC" && pwd)
+PKG=$SRC/.deps/npm/node_modules/@huggingface/jinja
+VERSION=0.5.11
+
+fail() {
+    echo "chat_templates: FAIL: $*" >&2
+    exit 1
+}
+
+command -v node >/dev/null || fail "node is not installed: run scripts/setup.sh"
+[ -f "$PKG/package.json" ] || fail "$PKG is missing: run scripts/setup.sh (npm install @huggingface/jinja@$VERSION)"
+grep -q "\"version\": \"$VERSION\"" "$PKG/package.json" || fail "$PKG is not @huggingface/jinja $VERSION"
+ZT=$BUILD/zerotrain
+[ -x "$ZT" ] || fail "$ZT is not built"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/zt_chat_templates.XXXXXX")
+trap '[ -n "${ZT_KEEP:-}" ] || rm -rf "$WORK"' EXIT
+export ZT_CHAT_NOW=1721995200 # 2024-07-26 12:00 UTC
+export TZ=UTC LANG=C.UTF-8
+
+TEMPLATES=("$SRC"/tests/data/chat_templates/*.jinja)
+MESSAGES=("$SRC"/tests/data/chat_messages/*.json)
+[ ${#TEMPLATES[@]} -ge 5 ] || fail "fewer than 5 templates under tests/data/chat_templates"
+
+# --- 1. renderings ------------------------------------------------------------------------------
+mkdir -p "$WORK/js" "$WORK/c"
+{
+    echo "["
+    sep=""
+    for t in "${TEMPLATES[@]}"; do
+        for m in "${MESSAGES[@]}"; do
+            for agp in false true; do
+                id="$(basename "$t" .jinja)__$(basename "$m" .json)__$agp"
+                printf '%s{"id": "%s", "template": "%s", "messages": "%s", "agp": %s, "bos": "<s>", "eos": "</s>"}\n' \
+                    "$sep" "$id" "$t" "$m" "$agp"
+                sep=","
+            done
+        done
+    done
+    echo "]"
+} >"$WORK/cases.json"
+node "$SRC/tests/chat_templates.js" "$PKG" "$WORK/cases.json" "$WORK/js" || fail "the node side failed"
+
+n_same=0 n_err=0 n_bad=0
+declare -A FAMILY_OK
+for t in "${TEMPLATES[@]}"; do
+    tn=$(basename "$t" .jinja)
+    family_ok=1
+    for m in "${MESSAGES[@]}"; do
+        for agp in false true; do
+            id="${tn}__$(basename "$m" .json)__$agp"
+            flag=()
+            [ "$agp" = true ] && flag=(--add-generation-prompt)
+            set +e
+            "$ZT" chat-template "$t" --messages "$m" "${flag[@]}" --bos "<s>" --eos "</s>" --now "$ZT_CHAT_NOW" \
+                >"$WORK/c/$id.out" 2>"$WORK/c/$id.err"
+            rc=$?
+            set -e
+            if [ -f "$WORK/js/$id.out" ]; then
+                if [ $rc -ne 0 ]; then
+                    echo "chat_templates: $id: node renders, zerotrain fails (exit $rc): $(cat "$WORK/c/$id.err")" >&2
+                    n_bad=$((n_bad + 1)) family_ok=0
+                elif ! cmp -s "$WORK/js/$id.out" "$WORK/c/$id.out"; then
+                    echo "chat_templates: $id: the renderings differ:" >&2
+                    diff <(od -c "$WORK/js/$id.out") <(od -c "$WORK/c/$id.out") | head -10 >&2 || true
+                    n_bad=$((n_bad + 1)) family_ok=0
+                else
+                    n_same=$((n_same + 1))
+                fi
+            else
+                if [ $rc -ne 3 ]; then
+                    echo "chat_templates: $id: node fails ($(cat "$WORK/js/$id.err")), zerotrain exits $rc, not 3" >&2
+                    n_bad=$((n_bad + 1)) family_ok=0
+                else
+                    # a raise_exception text must come through
+                    js_msg=$(cat "$WORK/js/$id.err")
+                    if grep -q "raise_exception\|raised" "$t" && ! grep -qF -- "$js_msg" "$WORK/c/$id.err"; then
+                        echo "chat_templates: $id: node's error \"$js_msg\" is not in zerotrain's: $(cat "$WORK/c/$id.err")" >&2
+                        n_bad=$((n_bad + 1)) family_ok=0
+                    else
+                        n_err=$((n_err + 1))
+                    fi
+                fi
+            fi
+        done
+    done
+    FAMILY_OK[$tn]=$family_ok
+done
+for tn in "${!FAMILY_OK[@]}"; do
+    [ "${FAMILY_OK[$tn]}" = 1 ] && echo "chat_templates: identical: $tn"
+done | sort
+echo "chat_templates: $n_same renderings identical, $n_err failing in both, $n_bad different"
+[ $n_bad -eq 0 ] || fail "$n_bad renderings differ from @huggingface/jinja $VERSION"
+
+# --- 2. spans -----------------------------------------------------------------------------------
+n_spans=0 n_unstable=0
+for t in "${TEMPLATES[@]}"; do
+    tn=$(basename "$t" .jinja)
+    for m in "${MESSAGES[@]}"; do
+        id="${tn}__$(basename "$m" .json)__false"
+        [ -f "$WORK/js/$id.out" ] || continue # the template refuses this conversation
+        grep -q '"assistant"' "$m" || continue
+        set +e
+        "$ZT" chat-template "$t" --messages "$m" --bos "<s>" --eos "</s>" --now "$ZT_CHAT_NOW" --spans \
+            >"$WORK/spans.out" 2>"$WORK/spans.err"
+        rc=$?
+        set -e
+        if [ $rc -eq 3 ] && grep -q "not prefix-stable" "$WORK/spans.err"; then
+            n_unstable=$((n_unstable + 1))
+            continue
+        fi
+        [ $rc -eq 0 ] || fail "$id --spans: exit $rc: $(cat "$WORK/spans.err")"
+        cmp -s "$WORK/spans.out" "$WORK/js/$id.out" || fail "$id --spans: the text is not the plain rendering"
+        node -e '
+            const fs = require("fs");
+            const [text, spans, doc] = [fs.readFileSync(process.argv[1]), fs.readFileSync(process.argv[2], "utf8"),
+                                        JSON.parse(fs.readFileSync(process.argv[3], "utf8"))];
+            const msgs = Array.isArray(doc) ? doc : doc.messages;
+            let last = 0, n = 0;
+            for (const line of spans.split("\n").filter((l) => l.startsWith("span\t"))) {
+                const [, i, b, e] = line.split("\t").map(Number);
+                if (msgs[i].role !== "assistant") throw new Error(`span of message ${i}, a ${msgs[i].role}`);
+                if (!(last <= b && b <= e && e <= text.length)) throw new Error(`span ${b}-${e} out of order or bounds`);
+                const content = typeof msgs[i].content === "string" ? msgs[i].content.trim() : "";
+                if (!text.subarray(b, e).toString("utf8").includes(content))
+                    throw new Error(`span ${b}-${e} of message ${i} lacks its content: ${JSON.stringify(text.subarray(b, e).toString())}`);
+                last = e;
+                n++;
+            }
+            if (n !== msgs.filter((m) => m.role === "assistant").length) throw new Error(`${n} spans`);
+        ' "$WORK/spans.out" "$WORK/spans.err" "$m" || fail "$id --spans: $(cat "$WORK/spans.err")"
+        n_spans=$((n_spans + 1))
+    done
+done
+echo "chat_templates: spans checked on $n_spans conversations; $n_unstable refused as not prefix-stable"
+[ $n_spans -ge 10 ] || fail "only $n_spans conversations had their spans checked"
+
+# --- 3. exit codes ------------------------------------------------------------------------------
+expect_rc() {
+    local want=$1
+    shift
+    set +e
+    "$@" >"$WORK/out.txt" 2>&1
+    local rc=$?
+    set -e
+    [ "$rc" -eq "$want" ] || fail "'$*' exited with $rc, expected $want: $(cat "$WORK/out.txt")"
+}
+M=${MESSAGES[0]}
+T=${TEMPLATES[0]}
+expect_rc 0 "$ZT" chat-template --help
+expect_rc 2 "$ZT" chat-template "$T"                                   # no --messages
+expect_rc 2 "$ZT" chat-template --messages "$M"                        # no template
+expect_rc 2 "$ZT" chat-template "$T" --messages "$M" --bogus
+expect_rc 2 "$ZT" chat-template "$T" --messages "$M" --spans --add-generation-prompt
+expect_rc 8 "$ZT" chat-template "$WORK/none.jinja" --messages "$M"
+expect_rc 8 "$ZT" chat-template "$T" --messages "$WORK/none.json"
+printf '{%% for x in y %%}never closed' >"$WORK/bad.jinja"
+expect_rc 3 "$ZT" chat-template "$WORK/bad.jinja" --messages "$M"
+grep -q "bad.jinja:1:" "$WORK/out.txt" || fail "a syntax error does not name the line: $(cat "$WORK/out.txt")"
+printf '{"x": 1}' >"$WORK/tc.json"
+expect_rc 3 "$ZT" chat-template "$WORK/tc.json" --messages "$M"
+grep -q "chat_template" "$WORK/out.txt" || fail "a config without chat_template is not named: $(cat "$WORK/out.txt")"
+printf '{"chat_template": "{{ bos_token }}{%% for m in messages %%}{{ m.content }}{%% endfor %%}", "bos_token": {"content": "<B>"}}' >"$WORK/tc.json"
+expect_rc 0 "$ZT" chat-template "$WORK/tc.json" --messages "$M"
+grep -q "^<B>" "$WORK/out.txt" || fail "bos_token of a tokenizer_config.json (an AddedToken object) not used"
+printf 'not json' >"$WORK/m.json"
+expect_rc 3 "$ZT" chat-template "$T" --messages "$WORK/m.json"
+echo "chat_templates: PASS"

@@ -4,8 +4,9 @@
 #
 #   bash tests/chat_templates.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
 #
-# 1. Every template of tests/data/chat_templates/ (llama.cpp's models/templates: Llama 3.x, Mistral,
-#    Gemma, Qwen2.5, Phi-3.5, DeepSeek R1, Command-R, Hermes, Functionary, Firefunction) renders
+# 1. Every template of tests/data/chat_templates/ (63: llama.cpp's and chujiezheng/chat_templates'
+#    templates of Llama 2/3.x, Mistral, Zephyr, Gemma, Qwen2.5, Phi-3/3.5/4, DeepSeek, Command-R,
+#    Granite, Hermes, Functionary, ... ; its README says where each comes from) renders
 #    every conversation of tests/data/chat_messages/ with and without add_generation_prompt, by
 #    `zerotrain chat-template` and by the package in node (tests/chat_templates.js); the outputs
 #    must be identical, or both must fail (a template raising on a bad role or order must raise in

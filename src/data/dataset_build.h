@@ -33,6 +33,7 @@ typedef struct zt_dataset_spec {
 typedef struct zt_dataset_report {
     bool reused;
     uint64_t files, bytes, records, tokens, counted, val_records, empty;
+    uint64_t searched; /* assistant turns found by their content: the template is not prefix-stable */
     double seconds;
 } zt_dataset_report;
 

@@ -48,6 +48,7 @@ static int concat(zt_rendered *out, const char *a, size_t la, const char *b, siz
 int zt_record_text(const zt_record_rules *r, const char *text, size_t len, zt_rendered *out, zt_error *err) {
     out->shape = ZT_RECORD_TEXT;
     out->eos = r->add_eos;
+    out->searched = 0;
     return concat(out, "", 0, text, len, NULL, true, err);
 }
 
@@ -64,7 +65,9 @@ static int conversation(const zt_record_rules *r, const cJSON *msgs, int first_c
     size_t len = 0;
     zt_text_span *spans = NULL;
     int n = 0;
-    int rc = zt_chat_render_spans(r->tmpl, msgs, &text, &len, &spans, &n, err);
+    int searched = 0;
+    int rc = zt_chat_render_spans_search(r->tmpl, msgs, &text, &len, &spans, &n, &searched, err);
+    out->searched = searched;
     if (rc) return rc;
     free(out->text);
     free(out->spans);
@@ -152,6 +155,7 @@ int zt_record_render(const zt_record_rules *r, const cJSON *rec, zt_rendered *ou
                                 r->text_field);
     }
     out->shape = s;
+    out->searched = 0;
     out->eos = r->add_eos && s != ZT_RECORD_MESSAGES && !(p && cJSON_IsArray(p));
     switch (s) {
     case ZT_RECORD_TEXT:

@@ -41,6 +41,7 @@ typedef struct zt_rendered {
     int n_spans;
     zt_record_shape shape; /* what the record was */
     bool eos;              /* the end-of-text token follows the text's tokens (counted) */
+    int searched;          /* assistant turns found by their content (zt_chat_render_spans_search) */
 } zt_rendered;
 
 /* Renders the JSON object rec. ZT_ERR_DATA naming the field that is missing or of the wrong type,

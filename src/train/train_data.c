@@ -119,6 +119,9 @@ static int build_source(zt_run *r, const zt_dataset_spec *base, const char *sour
                 (unsigned long long)rep.files, (double)rep.bytes / 1e6, (unsigned long long)rep.tokens,
                 (unsigned long long)rep.counted, (unsigned long long)rep.val_records,
                 rep.empty ? " (empty records skipped)" : "", path);
+    if (r->rank == 0 && rep.searched)
+        fprintf(r->out, "  %llu assistant turns found by their content: the chat template is not prefix-stable on those "
+                "conversations (docs/data.md)\n", (unsigned long long)rep.searched);
     return zt_dataset_open(ds, path, err);
 }
 

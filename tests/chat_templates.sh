@@ -135,27 +135,33 @@ for t in "${TEMPLATES[@]}"; do
         fi
         [ $rc -eq 0 ] || fail "$id --spans: exit $rc: $(cat "$WORK/spans.err")"
         cmp -s "$WORK/spans.out" "$WORK/js/$id.out" || fail "$id --spans: the text is not the plain rendering"
-        node -e '
-            const fs = require("fs");
-            const [text, spans, doc] = [fs.readFileSync(process.argv[1]), fs.readFileSync(process.argv[2], "utf8"),
-                                        JSON.parse(fs.readFileSync(process.argv[3], "utf8"))];
-            const msgs = Array.isArray(doc) ? doc : doc.messages;
-            let last = 0, n = 0;
-            for (const line of spans.split("\n").filter((l) => l.startsWith("span\t"))) {
-                const [, i, b, e] = line.split("\t").map(Number);
-                if (msgs[i].role !== "assistant") throw new Error(`span of message ${i}, a ${msgs[i].role}`);
-                if (!(last <= b && b <= e && e <= text.length)) throw new Error(`span ${b}-${e} out of order or bounds`);
-                const content = typeof msgs[i].content === "string" ? msgs[i].content.trim() : "";
-                if (!text.subarray(b, e).toString("utf8").includes(content))
-                    throw new Error(`span ${b}-${e} of message ${i} lacks its content: ${JSON.stringify(text.subarray(b, e).toString())}`);
-                last = e;
-                n++;
-            }
-            if (n !== msgs.filter((m) => m.role === "assistant").length) throw new Error(`${n} spans`);
-        ' "$WORK/spans.out" "$WORK/spans.err" "$m" || fail "$id --spans: $(cat "$WORK/spans.err")"
+        mv "$WORK/spans.out" "$WORK/sp_$id.out"; mv "$WORK/spans.err" "$WORK/sp_$id.err"
+        printf '%s\t%s\t%s\t%s\n' "$WORK/sp_$id.out" "$WORK/sp_$id.err" "$m" "$id" >>"$WORK/span_cases.tsv"
         n_spans=$((n_spans + 1))
     done
 done
+# every case's spans checked in one node process (one start-up instead of one per case)
+node -e '
+    const fs = require("fs");
+    for (const row of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+        const [tf, sf, mf, id] = row.split("\t");
+        const [text, spans, doc] = [fs.readFileSync(tf), fs.readFileSync(sf, "utf8"), JSON.parse(fs.readFileSync(mf, "utf8"))];
+        const msgs = Array.isArray(doc) ? doc : doc.messages;
+        let last = 0, n = 0;
+        const bad = (why) => { console.error(`chat_templates: FAIL: ${id} --spans: ${why}`); process.exit(1); };
+        for (const line of spans.split("\n").filter((l) => l.startsWith("span\t"))) {
+            const [, i, b, e] = line.split("\t").map(Number);
+            if (msgs[i].role !== "assistant") bad(`span of message ${i}, a ${msgs[i].role}`);
+            if (!(last <= b && b <= e && e <= text.length)) bad(`span ${b}-${e} out of order or bounds`);
+            const content = typeof msgs[i].content === "string" ? msgs[i].content.trim() : "";
+            if (!text.subarray(b, e).toString("utf8").includes(content))
+                bad(`span ${b}-${e} of message ${i} lacks its content: ${JSON.stringify(text.subarray(b, e).toString())}`);
+            last = e;
+            n++;
+        }
+        if (n !== msgs.filter((m) => m.role === "assistant").length) bad(`${n} spans`);
+    }
+' "$WORK/span_cases.tsv" || exit 1
 echo "chat_templates: spans checked on $n_spans conversations; $n_unstable refused as not prefix-stable"
 [ $n_spans -ge 10 ] || fail "only $n_spans conversations had their spans checked"
 

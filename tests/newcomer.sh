@@ -44,6 +44,7 @@ help="$("$ZT" --help)" || bad "zerotrain --help exits $?"
 for f in "$SRC"/src/cli/cmd_*.c; do
   name="$(basename "$f" .c)"; name="${name#cmd_}"
   [ "$name" = estimate ] && name=estimate-memory
+  name="${name//_/-}" # cmd_chat_template.c: chat-template
   if grep -q "^  $name " <<<"$help"; then
     out="$("$ZT" "$name" --help 2>&1)"; rc=$?; first="$(head -1 <<<"$out")" # all of it: head -1 on a pipe
     # would end a help longer than stdio's 4 KiB buffer with SIGPIPE (exit 141)

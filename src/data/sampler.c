@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix(uint64_t x) {
+uint64_t zt_mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -56,10 +56,10 @@ int zt_sampler_init_mixture(zt_sampler *s, struct zt_mixture *m, int T, zt_error
 
 /* Fisher-Yates with a generator keyed by (seed, epoch). */
 void zt_shuffle_epoch(uint32_t *perm, uint64_t n, uint64_t seed, uint64_t epoch) {
-    uint64_t state = mix(seed ^ mix(epoch + 1));
+    uint64_t state = zt_mix64(seed ^ zt_mix64(epoch + 1));
     for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     for (uint64_t i = n - 1; n > 0 && i > 0; i--) {
-        state = mix(state);
+        state = zt_mix64(state);
         uint64_t j = state % (i + 1); /* bias < 2^-32 for n < 2^32: irrelevant here */
         uint32_t t = perm[i];
         perm[i] = perm[j];

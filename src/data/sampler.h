@@ -46,6 +46,8 @@ int zt_sampler_init(zt_sampler *s, const zt_token_file *file, int T, uint64_t se
 /* A sampler over a mixture (not owned; it shuffles its sources itself). */
 int zt_sampler_init_mixture(zt_sampler *s, struct zt_mixture *mix, int T, zt_error *err);
 void zt_sampler_free(zt_sampler *s);
+/* SplitMix64's finalizer: the generator of the epochs' shuffles and of the records' validation split */
+uint64_t zt_mix64(uint64_t x);
 /* perm[0..n) = a permutation of 0..n-1 drawn from (seed, epoch): Fisher-Yates */
 void zt_shuffle_epoch(uint32_t *perm, uint64_t n, uint64_t seed, uint64_t epoch);
 /* Fills inputs[0..T), targets[0..T) (-1: not counted) and positions[0..T) (NULL: not wanted)

@@ -179,7 +179,7 @@ static int split_sources(const zt_train_config *cfg, char ***out, double **w, in
     return ZT_OK;
 }
 
-static int open_records(zt_run *r, zt_data_format fmt, zt_error *err) {
+static int open_records(zt_run *r, zt_error *err) {
     const zt_train_config *cfg = r->cfg;
     zt_run_data *d = &r->data;
     d->records = true;
@@ -200,7 +200,7 @@ static int open_records(zt_run *r, zt_data_format fmt, zt_error *err) {
     hash_file(h, cfg->tokenizer_path);
     hash_file(h, tmpl_path);
     zt_dataset_spec base = {
-        .format = fmt == ZT_DATA_AUTO ? ZT_DATA_AUTO : fmt,
+        .format = (zt_data_format)cfg->data_format, /* auto: each file by its extension */
         .text_unit = (zt_text_unit)cfg->text_unit,
         .rules = {.shape = (zt_record_shape)cfg->data_record, .text_field = cfg->text_field,
                   .prompt_field = cfg->prompt_field, .completion_field = cfg->completion_field,
@@ -209,7 +209,6 @@ static int open_records(zt_run *r, zt_data_format fmt, zt_error *err) {
         .tokenizer = d->tok, .eos_id = have_eos ? (int64_t)eos : -1, .settings_key = XXH64_digest(h),
         .seed = cfg->seed, .cache_dir = cfg->cache_dir};
     XXH64_freeState(h);
-    if (cfg->data_format == ZT_DATA_AUTO) base.format = ZT_DATA_AUTO;
     char **src = NULL;
     double *w = NULL;
     int n = 0;
@@ -276,7 +275,7 @@ int zt_train_open_data(zt_run *r, zt_error *err) {
     if (cfg->val_path[0] && cfg->val_fraction > 0)
         return zt_error_set(err, ZT_ERR_USAGE, "data.val and data.val_fraction %g: name one way to validate",
                             (double)cfg->val_fraction);
-    return open_records(r, fmt, err);
+    return open_records(r, err);
 }
 
 void zt_train_close_data(zt_run *r) {

@@ -266,6 +266,41 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
                               const float *out, const float *lse, int B, int T, int C, int NH,
                               bool bf16, const int32_t *pos);
 
+/* ---- flash_attention_block.c: a block of query rows against a block of keys (context
+ * parallelism: docs/parallelism.md) -------------------------------------------------------------
+ * A rank of a context-parallel group holds some query rows of each sequence and sees the keys a
+ * block at a time (all of them gathered: allgather mode; one peer's at a time: ring mode). Rows
+ * and keys carry their indices in the whole sequence: query rows q0 .. q0+Tq-1, keys k0 .. k0+Tk-1.
+ * Key j is visible to query i when j <= i and, with pos, j >= i - pos[b, i] (packed documents);
+ * pos (B, pos_ld) is indexed by the whole sequence's index (pos_ld >= the largest index + 1), or
+ * NULL: plain causal. q (B,Tq,NH*hs) row stride sq; k, v (B,Tk,NKV*hs) row stride skv; query head h
+ * reads KV head h / (NH/NKV). bf16 as flash_attention_gqa_forward's. Bits do not depend on the
+ * thread count. */
+size_t flash_attention_block_scratch_floats(int B, int Tq, int Tk, int NH, int NKV, int hs);
+/* out (B,Tq,NH*hs) (row stride NH*hs) and lse (B,NH,Tq) assigned: the attention of each row over
+ * the visible keys of this block alone; a row that sees none of them gets out 0 and lse -INFINITY.
+ * With k0 = 0, Tk = q0 + Tq and q0 a multiple of FLASH_BLOCK_ALIGN, every row is bit-identical to
+ * the same row of flash_attention_gqa_forward over the whole sequence (same tiles, same order). */
+#define FLASH_BLOCK_ALIGN 128
+void flash_attention_block_forward(float *out, float *lse, float *scratch, const float *q, const float *k,
+                                   const float *v, int B, int q0, int Tq, int k0, int Tk, int NH, int NKV,
+                                   int hs, int sq, int skv, bool bf16, const int32_t *pos, int pos_ld);
+/* out, lse (the result so far) merged with a block's out_b, lse_b (B,Tq,NH*hs)/(B,NH,Tq): the
+ * online softmax across blocks, lse' = log(e^lse + e^lse_b), out' = out e^(lse - lse') +
+ * out_b e^(lse_b - lse'); -INFINITY on either side takes the other unchanged. */
+void flash_attention_merge(float *out, float *lse, const float *out_b, const float *lse_b, int B, int Tq,
+                           int NH, int hs);
+/* The backward of one block given out and lse of the whole row (merged over every block: D =
+ * rowsum(dO * O) from them): dq (B,Tq, stride sq) accumulated (+=: the caller zeroes it once for
+ * all blocks), dk, dv (B,Tk, stride skv) assigned: this block's keys' gradients from these query
+ * rows (summed over the NH/NKV query heads sharing them). dout (B,Tq,NH*hs). With k0 = 0,
+ * Tk = q0 + Tq and q0 a multiple of FLASH_BLOCK_ALIGN, dq (from a zeroed dq) is bit-identical to the
+ * rows of flash_attention_gqa_backward's dq over the whole sequence. */
+void flash_attention_block_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                    const float *q, const float *k, const float *v, const float *out,
+                                    const float *lse, int B, int q0, int Tq, int k0, int Tk, int NH, int NKV,
+                                    int hs, int sq, int skv, bool bf16, const int32_t *pos, int pos_ld);
+
 /* ---- rmsnorm.c: root-mean-square norm (Llama) ------------------------------------------------ */
 /* out (N,C) = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float eps,

@@ -1,5 +1,6 @@
 /* test_mesh.c - the parallel mesh's record (src/comm/mesh.c, zt_mesh_layout): the rank order
- * (tp innermost, then dp, then pp; hybrid's replicate x shard inside dp) checked against a plain
+ * (tp innermost, then cp, then dp, then pp; hybrid's replicate x shard inside dp; the engine's dp x cp
+ * group's order) checked against a plain
  * model of it over every rank of several meshes, the groups each axis forms, and every bad size
  * refused with the keys and the numbers. Pure arithmetic: no MPI. */
 #include "comm/mesh.h"
@@ -11,31 +12,72 @@
 #include <cmocka.h>
 #include <string.h>
 
-/* Enumerates (pp, dp, tp) in the documented order and checks that rank r lands on those
- * coordinates, that coords/world_rank invert each other, and the hybrid sub-axes. */
-static void check_order(int world, int tp, int pp, bool hybrid, int shard) {
-    zt_mesh_sizes s = {.tp = tp, .pp = pp, .hybrid = hybrid, .shard = shard};
-    int dp = world / (tp * pp), r = 0;
+/* Enumerates (pp, dp, cp, tp) in the documented order and checks that rank r lands on those
+ * coordinates, that coords/world_rank invert each other, the hybrid sub-axes, and that the dp x cp
+ * ranks are numbered cp-major inside a replicate group (every rank of a (pp, tp) point once). */
+static void check_order_cp(int world, int tp, int cp, int pp, bool hybrid, int shard) {
+    zt_mesh_sizes s = {.tp = tp, .cp = cp, .pp = pp, .hybrid = hybrid, .shard = shard};
+    int dp = world / (tp * cp * pp), r = 0;
     for (int p = 0; p < pp; p++)
         for (int d = 0; d < dp; d++)
-            for (int t = 0; t < tp; t++, r++) {
-                zt_mesh m;
-                zt_error err = {0};
-                assert_int_equal(zt_mesh_layout(world, r, &s, &m, &err), ZT_OK);
-                assert_int_equal(m.tp, tp);
-                assert_int_equal(m.pp, pp);
-                assert_int_equal(m.dp, dp);
-                assert_int_equal(m.tp_rank, t);
-                assert_int_equal(m.dp_rank, d);
-                assert_int_equal(m.pp_rank, p);
-                assert_int_equal(zt_mesh_world_rank(&m, t, d, p), r);
-                int sh = hybrid ? shard : dp;
-                assert_int_equal(m.shard, sh);
-                assert_int_equal(m.replicate, dp / sh);
-                assert_int_equal(m.shard_rank, d % sh);
-                assert_int_equal(m.replicate_rank, d / sh);
-                assert_int_equal(zt_mesh_holds_loss(&m, r), t == 0 && p == pp - 1);
-            }
+            for (int c = 0; c < cp; c++)
+                for (int t = 0; t < tp; t++, r++) {
+                    zt_mesh m;
+                    zt_error err = {0};
+                    assert_int_equal(zt_mesh_layout(world, r, &s, &m, &err), ZT_OK);
+                    assert_int_equal(m.tp, tp);
+                    assert_int_equal(m.cp, cp);
+                    assert_int_equal(m.pp, pp);
+                    assert_int_equal(m.dp, dp);
+                    assert_int_equal(m.tp_rank, t);
+                    assert_int_equal(m.cp_rank, c);
+                    assert_int_equal(m.dp_rank, d);
+                    assert_int_equal(m.pp_rank, p);
+                    assert_int_equal(zt_mesh_world_rank(&m, t, c, d, p), r);
+                    int sh = hybrid ? shard : dp;
+                    assert_int_equal(m.shard, sh);
+                    assert_int_equal(m.replicate, dp / sh);
+                    assert_int_equal(m.shard_rank, d % sh);
+                    assert_int_equal(m.replicate_rank, d / sh);
+                    assert_int_equal(m.dp_cp, dp * cp);
+                    assert_int_equal(m.dp_cp_rank, (d / sh * cp + c) * sh + d % sh);
+                    if (!hybrid) assert_int_equal(m.dp_cp_rank, c * dp + d);
+                    assert_int_equal(zt_mesh_holds_loss(&m, r), t == 0 && p == pp - 1);
+                }
+}
+
+static void check_order(int world, int tp, int pp, bool hybrid, int shard) {
+    check_order_cp(world, tp, 1, pp, hybrid, shard);
+}
+
+static void test_context_parallel_order(void **state) {
+    (void)state;
+    check_order_cp(2, 1, 2, 1, false, 0);
+    check_order_cp(4, 1, 2, 1, false, 0);
+    check_order_cp(4, 1, 4, 1, false, 0);
+    check_order_cp(8, 2, 2, 1, false, 0);
+    check_order_cp(8, 1, 2, 2, false, 0);
+    check_order_cp(16, 2, 2, 1, true, 2);
+    check_order_cp(24, 1, 3, 2, true, 2);
+    /* every dp_cp rank of a (pp, tp) point taken once */
+    zt_mesh_sizes s = {.tp = 2, .cp = 2, .pp = 1, .hybrid = true, .shard = 2};
+    int seen[8] = {0};
+    for (int r = 0; r < 16; r++) {
+        zt_mesh m;
+        zt_error err = {0};
+        assert_int_equal(zt_mesh_layout(16, r, &s, &m, &err), ZT_OK);
+        if (m.tp_rank == 1) seen[m.dp_cp_rank]++;
+    }
+    for (int i = 0; i < 8; i++) assert_int_equal(seen[i], 1);
+    /* a world the cut does not divide, and a negative size, are named */
+    zt_mesh m;
+    zt_error err = {0};
+    zt_mesh_sizes bad = {.tp = 1, .cp = 3, .pp = 1};
+    assert_int_equal(zt_mesh_layout(4, 0, &bad, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "parallel.tensor_parallel_size: 1 x parallel.context_parallel_size 3 x parallel.pipeline_parallel_size 1 = 3 does not divide the world size 4"));
+    zt_mesh_sizes neg = {.tp = 1, .cp = -1, .pp = 1};
+    assert_int_equal(zt_mesh_layout(4, 0, &neg, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "parallel.context_parallel_size"));
 }
 
 static void test_rank_order(void **state) {
@@ -114,6 +156,7 @@ static void test_bad_sizes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_order),
+        cmocka_unit_test(test_context_parallel_order),
         cmocka_unit_test(test_bad_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,9 @@
  *                   [--sp]   (with --tp: sequence parallelism, the model's sequence_parallel; the tp
  *                             bytes formula adds backward's re-gathers and the norms' weight-gradient
  *                             all-reduces)
+ *                   [--cp P] [--cp-mode allgather|ring|ulysses]   (context parallelism: the mesh
+ *                             tp x cp P x dp; each rank runs its two chunks of every sequence,
+ *                             zt_cp_chunks; the byte formulas are the engine's dp x cp group's)
  *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
  *                   [--packed]   (every row packs documents, zt_batch.positions: lengths cycling
  *                                 over 1 9 4 13 2 7 from a sample-dependent start)
@@ -131,6 +134,8 @@ int main(int argc, char **argv) {
     const char *dump = NULL;
     float lr = 1e-2f;
     bool ulp = false;
+    int cp = 1;
+    zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     zt_lora_config lora = {.target_modules = "all-linear"}; /* --lora R: rank R > 0 */
     for (int i = 4; i < argc; i++) {
         int got = tool_engine_option(argc, argv, &i, &o, &pr);
@@ -145,6 +150,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--freeze") && i + 1 < argc) freeze = argv[++i];
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) sp = true;
+        else if (!strcmp(argv[i], "--cp") && i + 1 < argc) cp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cp-mode") && i + 1 < argc) {
+            if (zt_cp_mode_parse(argv[++i], &cp_mode, &err)) return tool_fail(world, "--cp-mode", &err);
+        }
         else if (!strcmp(argv[i], "--packed")) packed = true;
         else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
@@ -163,8 +172,10 @@ int main(int argc, char **argv) {
     zt_model *m;
     zt_engine *e;
     zt_mesh *mesh = NULL;
-    zt_mesh_sizes ms = {.tp = tp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID, .shard = o.hybrid_shard_size};
-    if (ms.hybrid && tp > 1 && ms.shard == W) ms.shard = W / tp; /* --hybrid S: dp ranks (default: all) */
+    zt_mesh_sizes ms = {.tp = tp, .cp = cp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID,
+                        .shard = o.hybrid_shard_size};
+    if (ms.hybrid && tp * cp > 1 && ms.shard == W) ms.shard = W / (tp * cp); /* --hybrid S: dp ranks (default: all) */
+    o.T = T / cp; /* each rank's part of every sequence */
     if (zt_mesh_create(W > 1 ? world : NULL, &ms, &mesh, &err)) return tool_fail(world, "mesh", &err);
     o.mesh = mesh;
     /* the data-parallel group: the batch is split over it, the byte formulas are its */
@@ -173,6 +184,7 @@ int main(int argc, char **argv) {
     if (llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) return tool_fail(world, "setup", &err);
     m->sequence_parallel = sp;
     if ((lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
+        zt_model_set_context_parallel(m, cp, cp_mode, &err) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
@@ -190,7 +202,7 @@ int main(int argc, char **argv) {
     }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
     uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
-    int32_t in[B * T], tg[B * T], pos[B * T];
+    int32_t in[B * T], tg[B * T], pos[B * T], in_l[B * T], tg_l[B * T], pos_l[B * T];
     int status = 0;
     uint64_t tp_bytes = 0;
     if (wrank == 0) printf("losses");
@@ -205,6 +217,19 @@ int main(int argc, char **argv) {
             for (int b = 0; b < B && packed; b++) packed_positions(first + b, pos + b * T);
             zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg, .positions = packed ? pos : NULL,
                            .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
+            if (cp > 1) { /* this rank's two chunks, their whole-sequence positions */
+                int beg[2], c;
+                zt_cp_chunks(T, cp, mesh->cp_rank, beg, &c);
+                for (int b = 0; b < B; b++)
+                    for (int j = 0; j < 2; j++)
+                        for (int t = 0; t < c; t++) {
+                            int from = b * T + beg[j] + t, to = b * 2 * c + j * c + t;
+                            in_l[to] = in[from], tg_l[to] = tg[from];
+                            pos_l[to] = packed ? pos[from] : beg[j] + t;
+                        }
+                bt.T = 2 * c, bt.inputs = in_l, bt.targets = tg_l, bt.positions = pos_l;
+                bt.cp_positions = packed ? pos : NULL;
+            }
             float loss;
             if (zt_engine_forward_backward(e, &bt, &loss, &err)) {
                 tool_fail(world, "forward_backward", &err);
@@ -221,7 +246,7 @@ int main(int argc, char **argv) {
         }
         zt_engine_comm_bytes(e, &bytes, true);
         if (zt_engine_sum_ranks(e, &loss_sum, &err)) return tool_fail(world, "loss", &err);
-        double mean = loss_sum / (N * GA);
+        double mean = loss_sum / ((double)N * GA * cp); /* the cp ranks' means of 1/cp of the positions */
         if (wrank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
         if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
         /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
@@ -235,9 +260,11 @@ int main(int argc, char **argv) {
         /* one pass of P elements over N ranks: gradients in the reduce dtype (of the Pt trainable
          * elements: a frozen parameter is never reduced), parameters in fp32 */
         double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
+        int Nd = N; /* the engine's data-parallel group: dp x cp */
+        N = mesh->dp_cp;
         double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)Pt;
         double want[3] = {0, 0, 0};
-        int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard : N, R = N / S;
+        int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard * mesh->cp : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
         double gshard_unit = gbytes * (double)(S - 1) * (double)Pt * R;
         switch (o.strategy) {
@@ -259,6 +286,7 @@ int main(int argc, char **argv) {
             break;
         }
         if (N == 1) want[0] = want[1] = want[2] = 0;
+        N = Nd;
         for (int k = 0; k < 3; k++)
             if (tot[k] != want[k]) {
                 if (rank == 0)
@@ -318,7 +346,7 @@ int main(int argc, char **argv) {
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
      * --freeze the gradients and m, v cover the trainable parameters' pieces only */
     zt_plan pl;
-    if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, N, rank, &pl, &err)) {
+    if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, mesh->dp_cp, mesh->dp_cp_rank, &pl, &err)) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);

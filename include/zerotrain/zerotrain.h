@@ -113,6 +113,12 @@ typedef struct zt_batch {
                                  Packed sequences: positions restart at 0 where a document starts,
                                  and attention does not cross documents (token t sees t - positions[t]
                                  .. t); positions[b][0] is 0 */
+    const int32_t *cp_positions; /* context parallelism (zt_unit.cp_parts > 1): the whole sequences'
+                                    positions (B, T x cp_parts) in whole-sequence order, the rule of
+                                    `positions` above (packed documents), or NULL: plain causal over
+                                    the whole sequence. `positions` then holds the local tokens'
+                                    (never NULL: the whole-sequence indices of the part's chunks,
+                                    zt_cp_chunks), T is the part's token count. Unused without cp. */
     float dloss;            /* d(step loss)/d(per-token loss): 1 / tokens in the global batch */
     int logits_pos;         /* >= 0: the loss unit copies the logits at this position ... */
     float *logits_out;      /* ... of every sequence b into logits_out (B, V); NULL: none */
@@ -154,6 +160,30 @@ typedef struct zt_unit_group {
      * full */
     int (*seq_reduce_scatter)(const struct zt_unit_group *g, const float *full, float *mine, int B, int T, int C,
                               const char *what, zt_error *err);
+    /* Context parallelism (zt_unit.cp_parts > 1; docs/parallelism.md): every sequence's T·cp_parts
+     * positions are cut into 2·cp_parts equal chunks and a part holds two of them (zt_cp_chunks:
+     * load-balanced for causal attention); the units run on those T positions, and attention
+     * (src/model/context_parallel.c) moves keys, values and gradients between the parts with these
+     * two. cp_chunk_of: which pair of chunks this part holds (a layout, not a rank). */
+    int cp_parts;
+    int cp_chunk_of;
+    /* every part sends send[p] (send_bytes[p] bytes) to part p and receives recv[p] (recv_bytes[p]
+     * bytes, as that part sends) from it; this part's own entries are ignored (the caller copies);
+     * zero-byte entries move nothing */
+    int (*cp_exchange)(const struct zt_unit_group *g, const void *const *send, const size_t *send_bytes,
+                       void *const *recv, const size_t *recv_bytes, const char *what, zt_error *err);
+    /* out (n floats) = the sum over the parts p of the block part p sends this part (p's send[this
+     * part]; this part's own send[its index] included), added in comm/tree_sum.c's fixed tree over
+     * the part index: the same bits whichever part adds. stage: cp_parts x n floats of the caller's
+     * scratch (the received blocks) */
+    int (*cp_reduce_exchange)(const struct zt_unit_group *g, const float *const *send, float *out, size_t n,
+                              float *stage, const char *what, zt_error *err);
+    /* ring: posts the send of send (bytes) to the next part (+1 mod cp_parts) and the receive of
+     * as many bytes from the previous one into recv, returning at once (compute while it moves);
+     * cp_shift_wait finishes it. One shift in flight at a time; buffers untouched until the wait. */
+    int (*cp_shift_post)(const struct zt_unit_group *g, const void *send, void *recv, size_t bytes,
+                         const char *what, zt_error *err);
+    int (*cp_shift_wait)(const struct zt_unit_group *g, zt_error *err);
     void *ctx;
 } zt_unit_group;
 
@@ -187,8 +217,8 @@ typedef struct zt_unit_args {
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
                              it. Units without kept_floats always get NULL. */
-    const zt_unit_group *group; /* the tensor-parallel group's collectives when the unit is split
-                                   (zt_unit.tp_parts > 1), else NULL */
+    const zt_unit_group *group; /* the tensor- and context-parallel group's collectives when the
+                                   unit is split (zt_unit.tp_parts > 1 or cp_parts > 1), else NULL */
     uint32_t *grads_unset; /* backward: bit k set, the gradient of parameter k holds no values yet
                               this micro-batch (the engine did not zero it, only where
                               zt_unit_ops.assigns_grad said so): the unit's first write assigns it
@@ -298,6 +328,11 @@ struct zt_unit {
      * (zt_unit_group.seq_range), so out_width is C / seq_parts floats per token of the whole
      * sequence (the loss unit's (B, T) losses stay whole); 1 otherwise */
     int seq_parts;
+    /* Context parallelism (zt_model_set_context_parallel; docs/parallelism.md): > 1 when every
+     * sequence is split over cp_parts ranks and the unit runs on one part's positions; attention
+     * reaches the others' through zt_unit_group's cp calls, by cp_mode (a zt_cp_mode). 1: whole */
+    int cp_parts;
+    int cp_mode;
     /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
      * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
      * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
@@ -355,6 +390,26 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
  * hold them all (chunks would only repeat the product). */
 int zt_loss_chunk_for(int tokens, int B, int T);
 int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err);
+/* Context parallelism (docs/parallelism.md): how attention reaches the other parts' positions.
+ * allgather: every part gathers all keys and values once per layer (Llama 3's); ring: keys and
+ * values pass around the parts while each block computes, merged by the online softmax (ring
+ * attention); ulysses: all-to-all from the sequence split to a head split and back (DeepSpeed-
+ * Ulysses: the heads, and key/value heads, divided by the parts). */
+typedef enum zt_cp_mode { ZT_CP_ALLGATHER = 0, ZT_CP_RING = 1, ZT_CP_ULYSSES = 2 } zt_cp_mode;
+#define ZT_CP_MAX_PARTS 64 /* the most context-parallel parts (parallel.context_parallel_size) */
+const char *zt_cp_mode_name(zt_cp_mode mode); /* "allgather", "ring", "ulysses" */
+/* ZT_ERR_USAGE listing the names on a miss. */
+int zt_cp_mode_parse(const char *name, zt_cp_mode *out, zt_error *err);
+/* The two chunks of a whole sequence of T positions (a multiple of 2·parts) that part `part` of
+ * `parts` holds: T is cut into 2·parts chunks of *count = T / (2·parts) positions and the part
+ * takes chunks `part` and 2·parts - 1 - part (Megatron-LM's and torchtitan's load balance for causal
+ * attention: every part gets as many query-key pairs), at begin[0] < begin[1]. */
+void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count);
+/* Every unit of m runs on one part of `parts` of each sequence (zt_unit.cp_parts, cp_mode); parts 1:
+ * whole again. ZT_ERR_USAGE for parts < 1 or a mode out of range. The attention of the models'
+ * blocks follows it (src/model/context_parallel.c). Call before zt_engine_create. */
+int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_error *err);
+
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
 /* Freezing (src/model/freeze.c): marks non-trainable every parameter whose whole name matches the

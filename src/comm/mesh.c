@@ -1,9 +1,11 @@
 /* mesh.c - the parallel mesh (mesh.h): the sizes checked once, this rank's coordinates, and the
- * sub-communicators of the tensor-, data- and pipeline-parallel axes and hybrid's two dp sub-axes.
+ * sub-communicators of the tensor-, context-, data- and pipeline-parallel axes, the engine's dp x cp
+ * group and hybrid's two sub-axes of it.
  *
- * Invariants: the coordinates come from zt_mesh_layout alone (world rank = (pp_rank x dp + dp_rank)
- * x tp + tp_rank, dp_rank = replicate_rank x shard + shard_rank); every split below uses them as
- * its color and key, so a comm's rank order is its axis' order. */
+ * Invariants: the coordinates come from zt_mesh_layout alone (world rank = ((pp_rank x dp + dp_rank)
+ * x cp + cp_rank) x tp + tp_rank, dp_rank = replicate_rank x shard + shard_rank, dp_cp_rank =
+ * (replicate_rank x cp + cp_rank) x shard + shard_rank); every split below uses them as its color
+ * and key, so a comm's rank order is its axis' order. */
 #include "comm/mesh.h"
 #include "comm/launcher.h"
 
@@ -16,45 +18,55 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
         return zt_error_set(err, ZT_ERR_USAGE, "mesh: rank %d of a world of %d", rank, world);
     if (s->tp < 1)
         return zt_error_set(err, ZT_ERR_USAGE, "parallel.tensor_parallel_size: %d, expected at least 1", s->tp);
+    int cp = s->cp > 0 ? s->cp : 1;
+    if (s->cp < 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "parallel.context_parallel_size: %d, expected at least 1", s->cp);
     if (s->pp < 1)
         return zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size: %d, expected at least 1", s->pp);
-    if (world % ((int64_t)s->tp * s->pp) != 0)
+    int64_t cut = (int64_t)s->tp * cp * s->pp;
+    char cps[64] = "";
+    if (cp > 1) snprintf(cps, sizeof cps, " x parallel.context_parallel_size %d", cp);
+    if (world % cut != 0)
         return zt_error_set(err, ZT_ERR_USAGE,
-                            "parallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does not "
-                            "divide the world size %d", s->tp, s->pp, (long long)s->tp * s->pp, world);
-    int dp = world / (s->tp * s->pp);
+                            "parallel.tensor_parallel_size: %d%s x parallel.pipeline_parallel_size %d = %lld does "
+                            "not divide the world size %d", s->tp, cps, s->pp, (long long)cut, world);
+    int dp = (int)(world / cut);
     int shard = s->hybrid ? s->shard : dp;
     if (shard < 1 || dp % shard != 0)
         return zt_error_set(err, ZT_ERR_USAGE,
                             "parallel.hybrid_shard_size %d does not divide the data-parallel size %d (world %d / "
-                            "(parallel.tensor_parallel_size %d x parallel.pipeline_parallel_size %d))",
-                            shard, dp, world, s->tp, s->pp);
+                            "(parallel.tensor_parallel_size %d%s x parallel.pipeline_parallel_size %d))",
+                            shard, dp, world, s->tp, cps, s->pp);
     out->world = world;
     out->rank = rank;
     out->tp = s->tp;
+    out->cp = cp;
     out->pp = s->pp;
     out->dp = dp;
-    zt_mesh_coords(out, rank, &out->tp_rank, &out->dp_rank, &out->pp_rank);
+    zt_mesh_coords(out, rank, &out->tp_rank, &out->cp_rank, &out->dp_rank, &out->pp_rank);
     out->shard = shard;
     out->replicate = dp / shard;
     out->shard_rank = out->dp_rank % shard;
     out->replicate_rank = out->dp_rank / shard;
+    out->dp_cp = dp * cp;
+    out->dp_cp_rank = (out->replicate_rank * cp + out->cp_rank) * shard + out->shard_rank;
     return ZT_OK;
 }
 
-void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *dp_rank, int *pp_rank) {
+void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *cp_rank, int *dp_rank, int *pp_rank) {
     *tp_rank = r % m->tp;
-    *dp_rank = r / m->tp % m->dp;
-    *pp_rank = r / (m->tp * m->dp);
+    *cp_rank = r / m->tp % m->cp;
+    *dp_rank = r / (m->tp * m->cp) % m->dp;
+    *pp_rank = r / (m->tp * m->cp * m->dp);
 }
 
-int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int dp_rank, int pp_rank) {
-    return (pp_rank * m->dp + dp_rank) * m->tp + tp_rank;
+int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int cp_rank, int dp_rank, int pp_rank) {
+    return ((pp_rank * m->dp + dp_rank) * m->cp + cp_rank) * m->tp + tp_rank;
 }
 
 bool zt_mesh_holds_loss(const zt_mesh *m, int r) {
-    int t, d, p;
-    zt_mesh_coords(m, r, &t, &d, &p);
+    int t, c, d, p;
+    zt_mesh_coords(m, r, &t, &c, &d, &p);
     return t == 0 && p == m->pp - 1;
 }
 
@@ -64,6 +76,8 @@ void zt_mesh_free(zt_mesh *m) {
     zt_comm_free(m->replicate_comm);
     zt_comm_free(m->pp_comm);
     zt_comm_free(m->tp_comm);
+    zt_comm_free(m->cp_comm);
+    if (m->owns_dp_cp) zt_comm_free(m->dp_cp_comm);
     if (m->owns_dp) zt_comm_free(m->dp_comm);
     free(m);
 }
@@ -88,22 +102,34 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_err
         *out = m;
         return ZT_OK;
     }
-    int tp = m->tp, dp = m->dp;
+    int tp = m->tp, cp = m->cp, dp = m->dp;
     /* colors: the coordinates the group shares; keys: the coordinate along the axis */
     if (tp > 1 && (rc = split(world, r / tp, m->tp_rank, "tp", &m->tp_comm, err))) goto fail;
-    if (m->pp > 1 && (rc = split(world, r % (tp * dp), m->pp_rank, "pp", &m->pp_comm, err))) goto fail;
-    if (tp * m->pp == 1) {
+    if (cp > 1 && (rc = split(world, (m->pp_rank * dp + m->dp_rank) * tp + m->tp_rank, m->cp_rank, "cp",
+                              &m->cp_comm, err))) goto fail;
+    if (m->pp > 1 && (rc = split(world, r % (tp * cp * dp), m->pp_rank, "pp", &m->pp_comm, err))) goto fail;
+    if (tp * cp * m->pp == 1) {
         m->dp_comm = world;
     } else {
-        if ((rc = split(world, m->pp_rank * tp + m->tp_rank, m->dp_rank, "dp", &m->dp_comm, err))) goto fail;
+        if ((rc = split(world, (m->pp_rank * cp + m->cp_rank) * tp + m->tp_rank, m->dp_rank, "dp", &m->dp_comm,
+                        err))) goto fail;
         m->owns_dp = true;
     }
+    if (cp == 1) {
+        m->dp_cp_comm = m->dp_comm;
+    } else {
+        if ((rc = split(world, m->pp_rank * tp + m->tp_rank, m->dp_cp_rank, "dp_cp", &m->dp_cp_comm, err)))
+            goto fail;
+        m->owns_dp_cp = true;
+    }
     if (s->hybrid) {
-        /* a shard group is shard x tp consecutive world ranks: on one node when the launcher
+        /* a shard group is shard x cp x tp consecutive world ranks: on one node when the launcher
          * placed ranks by slot and a node holds that many (checked when the launcher says so) */
-        if ((rc = zt_launcher_check_shard_groups(world, m->shard * tp, err))) goto fail;
-        if ((rc = split(m->dp_comm, m->replicate_rank, m->shard_rank, "shard", &m->shard_comm, err)) ||
-            (rc = split(m->dp_comm, m->shard_rank, m->replicate_rank, "replicate", &m->replicate_comm, err)))
+        if ((rc = zt_launcher_check_shard_groups(world, m->shard * cp * tp, err))) goto fail;
+        if ((rc = split(m->dp_cp_comm, m->replicate_rank, m->cp_rank * m->shard + m->shard_rank, "shard",
+                        &m->shard_comm, err)) ||
+            (rc = split(m->dp_cp_comm, m->cp_rank * m->shard + m->shard_rank, m->replicate_rank, "replicate",
+                        &m->replicate_comm, err)))
             goto fail;
     }
     *out = m;
@@ -119,6 +145,11 @@ void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap) {
         snprintf(dp, sizeof dp, "%d (replicate %d x shard %d)", m->dp, m->replicate, m->shard);
     else
         snprintf(dp, sizeof dp, "%d", m->dp);
-    snprintf(buf, cap, "tp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, dp %d, pp %d", m->tp, dp, m->pp,
-             m->world, m->world == 1 ? "" : "s", m->tp_rank, m->dp_rank, m->pp_rank);
+    if (m->cp > 1)
+        snprintf(buf, cap, "tp %d x cp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, cp %d, dp %d, pp %d",
+                 m->tp, m->cp, dp, m->pp, m->world, m->world == 1 ? "" : "s", m->tp_rank, m->cp_rank, m->dp_rank,
+                 m->pp_rank);
+    else
+        snprintf(buf, cap, "tp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, dp %d, pp %d", m->tp, dp, m->pp,
+                 m->world, m->world == 1 ? "" : "s", m->tp_rank, m->dp_rank, m->pp_rank);
 }

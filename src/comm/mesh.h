@@ -4,10 +4,24 @@
  * rank arithmetic: the engine takes its shard and replicate groups from here, the tensor-parallel
  * units their group, the trainer its data-parallel rank.
  *
- * The axes and the rank order (Megatron-LM's: tensor-parallel innermost, pipeline outermost):
+ * The axes and the rank order (Megatron-LM's and torchtitan's: tensor-parallel innermost, context-
+ * parallel next, pipeline outermost):
  *
- *   world rank = (pp_rank * dp + dp_rank) * tp + tp_rank
+ *   world rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank
  *   dp_rank    = replicate_rank * shard + shard_rank        (hybrid: dp = replicate x shard)
+ *
+ * Context parallelism (cp) splits every sequence over the cp ranks of a dp rank: they read the same
+ * samples and hold different positions, so for the parameters' state they are data-parallel ranks
+ * too. The engine's data-parallel group is dp x cp ("dp_cp", torchtitan's dp_shard_cp): ZeRO/FSDP
+ * shard over it and gradients are summed over it, its ranks ordered
+ *
+ *   dp_cp_rank = (replicate_rank * cp + cp_rank) * shard + shard_rank
+ *
+ * (without hybrid: cp_rank * dp + dp_rank), so that the gradients' fixed tree over the ranks'
+ * micro-batches (src/engine/grads.c: rank-major runs) adds a micro-batch's cp parts in the same
+ * places whether the samples came from dp ranks or from accumulation: cp 2 x dp 2 = cp 2 x 2
+ * micro-batches, bit for bit. Hybrid's shard groups are shard x cp ranks, its replicate groups
+ * replicate ranks. With cp = 1 the dp_cp group is the dp group.
  *
  *   world 8, tp 2, dp 4 (hybrid: replicate 2 x shard 2), pp 1:
  *     world rank   0  1 | 2  3 | 4  5 | 6  7
@@ -20,10 +34,10 @@
  * one host (its all-reduces run on every layer, in forward and backward); a hybrid shard group is
  * shard x tp consecutive ranks, also one host when the node holds that many.
  *
- * Invariants: world = pp x dp x tp; under hybrid dp = replicate x shard, else shard = dp and
+ * Invariants: world = pp x dp x cp x tp; under hybrid dp = replicate x shard, else shard = dp and
  * replicate = 1 (the strategy shards, or not, over the whole dp axis). Every comm an axis of size 1
- * would have is NULL, except dp_comm, which is the world itself (not owned) when tp = pp = 1 and
- * NULL only on one process. Built collectively over the world, freed collectively. */
+ * would have is NULL, except dp_comm, which is the world itself (not owned) when tp = cp = pp = 1
+ * and NULL only on one process, and dp_cp_comm, which is dp_comm when cp = 1. Built collectively over the world, freed collectively. */
 #ifndef ZT_COMM_MESH_H
 #define ZT_COMM_MESH_H
 
@@ -34,6 +48,7 @@
 /* What the configuration asks for. */
 typedef struct zt_mesh_sizes {
     int tp;          /* parallel.tensor_parallel_size, >= 1 */
+    int cp;          /* parallel.context_parallel_size, >= 1 (0 is read as 1) */
     int pp;          /* parallel.pipeline_parallel_size, >= 1 */
     bool hybrid;     /* parallel.strategy hybrid: the dp axis is replicate x shard */
     int shard;       /* hybrid: dp ranks per shard group (divides dp) */
@@ -41,16 +56,22 @@ typedef struct zt_mesh_sizes {
 
 typedef struct zt_mesh {
     int world, rank;                   /* the whole job */
-    int tp, dp, pp;                    /* world = pp x dp x tp */
-    int tp_rank, dp_rank, pp_rank;
+    int tp, cp, dp, pp;                /* world = pp x dp x cp x tp */
+    int tp_rank, cp_rank, dp_rank, pp_rank;
     int shard, replicate;              /* dp = replicate x shard */
     int shard_rank, replicate_rank;
+    int dp_cp, dp_cp_rank;             /* the engine's data-parallel group: dp x cp ranks (above) */
     zt_comm *world_comm;               /* the caller's (not owned); NULL on one process */
     zt_comm *tp_comm;                  /* "tp": the tp ranks of this (pp, dp) point; NULL if tp = 1 */
-    zt_comm *dp_comm;                  /* "dp": the dp ranks of this (pp, tp) point */
+    zt_comm *cp_comm;                  /* "cp": the cp ranks of this (pp, dp, tp) point; NULL if cp = 1 */
+    zt_comm *dp_comm;                  /* "dp": the dp ranks of this (pp, cp, tp) point */
+    zt_comm *dp_cp_comm;               /* "dp_cp": the dp x cp ranks of this (pp, tp) point, in dp_cp_rank
+                                          order; the dp comm itself when cp = 1 */
     zt_comm *pp_comm;                  /* "pp": the stages of this (dp, tp) point; NULL if pp = 1 */
-    zt_comm *shard_comm, *replicate_comm; /* hybrid only (whatever their sizes): "shard", "replicate" */
+    zt_comm *shard_comm, *replicate_comm; /* hybrid only (whatever their sizes): "shard" (shard x cp
+                                             ranks of dp_cp), "replicate" */
     bool owns_dp;                      /* dp_comm was split from the world */
+    bool owns_dp_cp;                   /* dp_cp_comm is not dp_comm */
 } zt_mesh;
 
 /* The record for rank `rank` of `world` ranks without any communicator (pure arithmetic: the
@@ -64,13 +85,15 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
 int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_error *err);
 void zt_mesh_free(zt_mesh *m);
 /* The coordinates of world rank r (any rank of m's world; the mesh's own rank order). */
-void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *dp_rank, int *pp_rank);
-/* The world rank at (tp_rank, dp_rank, pp_rank). */
-int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int dp_rank, int pp_rank);
-/* Whether world rank r is the one of its data-parallel rank that reports the loss: tp rank 0 of
- * the last pipeline stage (the tp ranks of a group compute the same loss). */
+void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *cp_rank, int *dp_rank, int *pp_rank);
+/* The world rank at (tp_rank, cp_rank, dp_rank, pp_rank). */
+int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int cp_rank, int dp_rank, int pp_rank);
+/* Whether world rank r is one of the ranks whose losses make the step's loss: tp rank 0 of the last
+ * pipeline stage (the tp ranks of a group compute the same loss), every cp rank (each holds the
+ * losses of its positions). */
 bool zt_mesh_holds_loss(const zt_mesh *m, int r);
-/* "tp 2 x dp 2 (replicate 2 x shard 1) x pp 1 on 4 ranks; this rank: tp 1, dp 0, pp 0" */
+/* "tp 2 x dp 2 (replicate 2 x shard 1) x pp 1 on 4 ranks; this rank: tp 1, dp 0, pp 0" (cp named
+ * when > 1) */
 void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap);
 
 #endif

@@ -95,6 +95,42 @@ static void check_mesh_model(cfg_ctx *x) {
                              "(%s)", PFX(w), pp, no[k].key, no[k].why);
             }
     }
+    int cp = c->context_parallel_size;
+    if (!bad(x, "parallel.context_parallel_size") && cp > 1) {
+        if (!bad(x, "training.seq_len") && c->seq_len % (2 * cp) != 0) {
+            w = LOC("parallel.context_parallel_size", "training.seq_len");
+            zt_cfg_error(x, "%s%sparallel.context_parallel_size: %d: 2 x %d = %d does not divide training.seq_len (%d): "
+                         "each rank holds 2 of %d equal chunks of every sequence", PFX(w), cp, cp, 2 * cp, c->seq_len,
+                         2 * cp);
+        }
+        if (c->model.attention != ZT_ATTENTION_FLASH && !bad(x, "model.attention")) {
+            w = LOC("parallel.context_parallel_size", "model.attention");
+            zt_cfg_error(x, "%s%sparallel.context_parallel_size: %d with model.attention naive: context parallelism "
+                         "runs the flash kernels' blocks (model.attention: flash)", PFX(w), cp);
+        }
+        if (c->context_parallel_mode == ZT_CP_ULYSSES && !bad(x, "parallel.context_parallel_mode")) {
+            int heads = c->model.n_head / (tp > 0 ? tp : 1);
+            int kv = c->model_arch == ZT_ARCH_LLAMA ? c->model.n_kv_head / (tp > 0 ? tp : 1) : heads;
+            if (heads % cp != 0 || kv % cp != 0) {
+                w = LOC("parallel.context_parallel_mode", "model.n_head");
+                zt_cfg_error(x, "%s%sparallel.context_parallel_mode: ulysses over parallel.context_parallel_size %d "
+                             "needs the heads (%d) and key/value heads (%d) of each tensor-parallel rank divisible by "
+                             "it: each rank attends with 1/%d of them (allgather or ring do not)", PFX(w), cp, heads,
+                             kv, cp);
+            }
+        }
+        static const struct { const char *key, *why; } no[] = {
+            {"sample.tokens", "generation runs the whole sequence on one rank: `zerotrain sample` on the saved weights"},
+            {"parallel.sequence_parallel", "both cut the positions; use one"},
+        };
+        bool on[] = {c->sample_tokens > 0, c->sequence_parallel};
+        for (int k = 0; k < 2; k++)
+            if (on[k] && !bad(x, no[k].key)) {
+                w = LOC("parallel.context_parallel_size", no[k].key);
+                zt_cfg_error(x, "%s%sparallel.context_parallel_size: %d with %s: not under context parallelism (%s)",
+                             PFX(w), cp, no[k].key, no[k].why);
+            }
+    }
     int units = c->model.n_layer + 2;
     if (!bad(x, "parallel.pipeline_parallel_size") && !bad(x, "model.n_layer") && pp > units) {
         w = LOC("parallel.pipeline_parallel_size", "model.n_layer");
@@ -349,7 +385,8 @@ static void value_and_source(const zt_train_config *c, const char *key, char *ou
 
 int zt_train_config_default_shard(const zt_train_config *c, int world, const char **from) {
     int node = zt_launcher_default_shard_size(world, from);
-    int per = c->tensor_parallel_size * c->pipeline_parallel_size;
+    int cp = c->context_parallel_size > 1 ? c->context_parallel_size : 1;
+    int per = c->tensor_parallel_size * cp * c->pipeline_parallel_size;
     return per > 1 && node % per == 0 ? node / per : node; /* not a multiple: refused at launch */
 }
 
@@ -363,15 +400,19 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
     *tmp = *c;
     zt_cfg_ctx_init(&x, tmp);
     char a[400], b[400], g[400], where[ZT_CONFIG_SOURCE_MAX], desc[160];
-    /* the batch is split over the data-parallel ranks: world / (tp x pp) (src/comm/mesh.h) */
-    int64_t tpp = (int64_t)tmp->tensor_parallel_size * tmp->pipeline_parallel_size;
+    /* the batch is split over the data-parallel ranks: world / (tp x cp x pp) (src/comm/mesh.h; the
+     * context-parallel ranks of a data-parallel rank read the same samples) */
+    int cp = tmp->context_parallel_size > 1 ? tmp->context_parallel_size : 1;
+    int64_t tpp = (int64_t)tmp->tensor_parallel_size * cp * tmp->pipeline_parallel_size;
     const char *wname = tpp > 1 ? "data-parallel size" : "world size";
     if (tpp > 1 && world % tpp != 0) {
         const char *wt = loc2(tmp, "parallel.tensor_parallel_size", "parallel.pipeline_parallel_size", NULL,
                               where, sizeof where);
-        zt_cfg_error(&x, "%s%sparallel.tensor_parallel_size: %d x parallel.pipeline_parallel_size %d = %lld does "
-                     "not divide the world size %d", PFX(wt), tmp->tensor_parallel_size, tmp->pipeline_parallel_size,
-                     (long long)tpp, world);
+        char cps[64] = "";
+        if (cp > 1) snprintf(cps, sizeof cps, " x parallel.context_parallel_size %d", cp);
+        zt_cfg_error(&x, "%s%sparallel.tensor_parallel_size: %d%s x parallel.pipeline_parallel_size %d = %lld does "
+                     "not divide the world size %d", PFX(wt), tmp->tensor_parallel_size, cps,
+                     tmp->pipeline_parallel_size, (long long)tpp, world);
         int rc = zt_cfg_finish(&x, err);
         zt_cfg_ctx_free(&x);
         free(tmp);

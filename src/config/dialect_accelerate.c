@@ -355,9 +355,6 @@ static bool resolve_parallelism(dctx *d, bool fsdp, bool ds, int version, int64_
             zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
                          "with DEEPSPEED the ZeRO stage shards over all data-parallel ranks");
         r = s = 1;
-    } else if (v[3] * v[4] > 1 && (r > 1 || s > 1)) { /* the data-parallel part of a cp/sp mesh */
-        zt_cfg_dnote(d, ZT_CONFIG_NOTE, n[0] ? n[0] : n[1], n[0] ? K[0] : K[1],
-                     "not mapped: the mesh's context parallelism cannot run here (below)");
     } else if (r > 1 && s > 1) {
         zt_cfg_map(d, n[0], K[0], "parallel.strategy", "hybrid");
         snprintf(t, sizeof t, "%lld", (long long)s);
@@ -372,11 +369,28 @@ static bool resolve_parallelism(dctx *d, bool fsdp, bool ds, int version, int64_
         zt_cfg_derror(d, n[1], K[1], "%lld ranks per shard group, but num_processes is %lld",
                       (long long)s, (long long)procs);
     }
+    if (v[3] > 1 && v[4] > 1)
+        zt_cfg_derror(d, n[4], K[4], "%lld with parallelism_config_cp_size %lld: both split the sequence (cp: "
+                      "ring/allgather attention, sp: Ulysses); zerotrain runs one of them", (long long)v[4],
+                      (long long)v[3]);
     for (int i = 2; i < 5; i++)
-        if (n[i]) {
+        if (n[i] && (i == 2 || v[i] > 1 || (!n[3] || !n[4]))) {
             snprintf(t, sizeof t, "%lld", (long long)v[i]);
             zt_cfg_map(d, n[i], K[i], i == 2 ? "parallel.tensor_parallel_size" : "parallel.context_parallel_size", t);
         }
+    /* the attention across the parts: sp is DeepSpeed's Ulysses (ALST); cp follows
+     * cp_comm_strategy: allgather (Accelerate's default) or alltoall (the ring's rotation) */
+    const char *KS = "parallelism_config.parallelism_config_cp_comm_strategy";
+    const cfg_node *cs = zt_cfg_seen(d, KS);
+    if (v[4] > 1) {
+        zt_cfg_map(d, n[4], K[4], "parallel.context_parallel_mode", "ulysses");
+    } else if (cs && cs->text) {
+        if (!strcmp(cs->text, "allgather") || !strcmp(cs->text, "alltoall"))
+            zt_cfg_map(d, cs, KS, "parallel.context_parallel_mode",
+                       !strcmp(cs->text, "allgather") ? "allgather" : "ring");
+        else
+            zt_cfg_derror(d, cs, KS, "\"%s\": expected allgather or alltoall", cs->text);
+    }
     int64_t total = r * s * v[2] * v[3] * v[4];
     if (procs > 0 && (r > 1 || s > 1) && total != procs)
         zt_cfg_derror(d, blk, "parallelism_config",

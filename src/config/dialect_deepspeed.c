@@ -148,6 +148,13 @@ static void resolve_stage(dctx *d) {
                      size);
 }
 
+/* sequence_parallel_size is DeepSpeed's Ulysses (ALST): the mode goes with the size */
+static void resolve_ulysses(dctx *d) {
+    const cfg_node *sp = zt_cfg_seen(d, "sequence_parallel_size");
+    if (sp && sp->kind == CN_NUM && sp->num > 1)
+        zt_cfg_map(d, sp, "sequence_parallel_size", "parallel.context_parallel_mode", "ulysses");
+}
+
 static void resolve_precision(dctx *d) {
     const cfg_node *b = zt_cfg_seen(d, "bf16.enabled"), *f = zt_cfg_seen(d, "fp16.enabled");
     bool bon = false, fon = false;
@@ -473,6 +480,7 @@ void zt_cfg_read_deepspeed(cfg_ctx *x, const char *text, size_t len, const char 
     resolve_batch(&d);
     resolve_stage(&d);
     resolve_precision(&d);
+    resolve_ulysses(&d);
     resolve_optimizer(&d);
     resolve_scheduler(&d);
     resolve_clip(&d);

@@ -53,6 +53,9 @@ static const enum_value SPIKE_POLICIES[] = {
 static const enum_value PP_SCHEDULES[] = {
     {"1f1b", ZT_CFG_PP_1F1B}, {"gpipe", ZT_CFG_PP_GPIPE}, {NULL, 0}};
 
+static const enum_value CP_MODES[] = {
+    {"allgather", ZT_CP_ALLGATHER}, {"ring", ZT_CP_RING}, {"ulysses", ZT_CP_ULYSSES}, {NULL, 0}}; /* zt_cp_mode */
+
 static const enum_value SAVE_ERRORS[] = {
     {"exit", ZT_CFG_SAVE_ERROR_EXIT}, {"continue", ZT_CFG_SAVE_ERROR_CONTINUE}, {NULL, 0}};
 
@@ -277,8 +280,18 @@ const key_def zt_cfg_keys[] = {
     K_STR("parallel.pipeline_stages", pipeline_stages, 0, "",
           "pipeline parallelism: units per stage, e.g. \"2,3\" (the embedding and the head count as units; "
           "they sum to n_layer + 2); empty: balanced by the memory plan's per-unit bytes"),
-    K_INT("parallel.context_parallel_size", context_parallel_size, 1, 1048576, "1",
-          "context/sequence-parallel degree", NULL),
+    K_INT("parallel.context_parallel_size", context_parallel_size, 1, ZT_CP_MAX_PARTS, "1",
+          "context-parallel degree: every sequence split over this many ranks, each holding 2 of "
+          "2 x this many equal chunks (load-balanced for causal attention); attention reaches the "
+          "other chunks by parallel.context_parallel_mode; weights sharded and gradients summed over "
+          "data x context ranks (docs/parallelism.md)",
+          "divides the world size with the other axes; 2 x it divides training.seq_len; needs "
+          "model.attention flash"),
+    K_ENUM("parallel.context_parallel_mode", context_parallel_mode, CP_MODES, "allgather",
+           "context parallelism's attention: allgather (every rank gathers all keys and values of a "
+           "layer once: Llama 3's), ring (keys and values passed around the ranks while each block "
+           "computes: ring attention), ulysses (all-to-all from the sequence split to a head split and "
+           "back: DeepSpeed-Ulysses; the heads and key/value heads divisible by the size)"),
     K_ENUM("precision.mode", precision, PRECISIONS, "fp32",
            "fp32; bf16: bf16 compute with fp32 master weights and moments; bf16-low: bf16 "
            "everywhere; fp16: fp16 compute, fp32 master, dynamic loss scaling"),

@@ -30,9 +30,6 @@ const support_row zt_cfg_support[] = {
     /* observability (docs/observability.md) */
     {"logging.wall_clock_breakdown", "true", ZT_CONFIG_NOTE,
      "is what logging.jsonl records every step (the time breakdown); --trace OUT draws a timeline"},
-    {"parallel.context_parallel_size", NULL, ZT_CONFIG_ERROR,
-     "is not supported: context parallelism (attention split along the sequence: Ulysses, ring attention) is "
-     "not implemented in this build (Megatron-LM's sequence parallelism is parallel.sequence_parallel)"},
 };
 const int zt_cfg_n_support = (int)(sizeof zt_cfg_support / sizeof zt_cfg_support[0]);
 

@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 136    /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 140    /* rows in the key table (keys.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */
@@ -173,7 +173,8 @@ typedef struct zt_train_config {
     int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (docs/parallelism.md) */
     int pipeline_schedule;      /* parallel.pipeline_schedule: ZT_CFG_PP_1F1B (default) or ZT_CFG_PP_GPIPE */
     char pipeline_stages[256];  /* parallel.pipeline_stages: "2,3" units per stage; "": balanced */
-    int context_parallel_size;  /* parallel.context_parallel_size, 1 (others: not implemented) */
+    int context_parallel_size;  /* parallel.context_parallel_size, default 1 (docs/parallelism.md) */
+    int context_parallel_mode;  /* parallel.context_parallel_mode: a zt_cp_mode, default allgather */
     /* precision (src/precision, docs/precision.md): */
     int precision;              /* precision.mode: a zt_cfg_precision */
     int reduce_dtype;           /* precision.reduce_dtype: a zt_cfg_dtype */

@@ -236,12 +236,14 @@ static int setup_groups(zt_engine *e, zt_error *err) {
     const zt_mesh *M = o->mesh;
     if (M->tp > 1 && !M->tp_comm)
         return zt_error_set(err, ZT_ERR_USAGE, "engine: mesh tp %d x pp %d: no tp group", M->tp, M->pp);
-    /* the data-parallel axis: a group of one is the single-process layout */
-    o->comm = M->dp > 1 ? M->dp_comm : NULL;
-    e->rank = M->dp_rank;
-    e->world = M->dp;
+    /* the data-parallel axis: dp x cp (context parallelism's ranks hold other positions of the
+     * same samples: their gradients are summed and their state sharded like dp ranks'; comm/mesh.h
+     * orders them); a group of one is the single-process layout */
+    o->comm = M->dp_cp > 1 ? M->dp_cp_comm : NULL;
+    e->rank = M->dp_cp_rank;
+    e->world = M->dp_cp;
     if (s == ZT_STRATEGY_HYBRID) {
-        o->hybrid_shard_size = M->shard;
+        o->hybrid_shard_size = M->shard * M->cp;
         e->shard_comm = o->comm ? M->shard_comm : NULL;
         e->replica_comm = o->comm ? M->replicate_comm : NULL;
         s = o->hybrid_inner;
@@ -395,7 +397,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     }
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
-        (rc = zt_engine_tp_setup(e, err)))
+        (rc = zt_engine_tp_setup(e, err)) || (rc = zt_engine_cp_setup(e, err)))
         goto fail;
     if ((rc = zt_store_create(e, err))) goto fail; /* the parameters' master (param_store.c) */
     e->state_kinds = adam ? 2 : mom ? 1 : 0;
@@ -535,15 +537,25 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
                                 "the vocabulary (V=%d)", b->inputs[i], i, e->model->vocab_size);
     /* packed documents: each sequence's positions start at 0 and count up by one, restarting at 0
      * where a document starts (so every position is < T <= max_seq_len, and token t's document
-     * starts at t - positions[t]: the kernels' contract) */
-    for (size_t i = 0; b->positions && i < n; i++) {
-        int32_t p = b->positions[i];
-        if (p != 0 && (i % (size_t)b->T == 0 || p != b->positions[i - 1] + 1))
+     * starts at t - positions[t]: the kernels' contract). Context parallelism: the rule holds for
+     * the whole sequences (cp_positions), and the part's own positions are any below max_seq_len
+     * (they are its chunks' positions in the whole sequence) */
+    int cp = e->model->n_units ? e->model->units[0].cp_parts : 1;
+    const int32_t *pos = cp > 1 ? b->cp_positions : b->positions;
+    int T = cp > 1 ? b->T * cp : b->T;
+    for (size_t i = 0; pos && i < (size_t)b->B * T; i++) {
+        int32_t p = pos[i];
+        if (p != 0 && (i % (size_t)T == 0 || p != pos[i - 1] + 1))
             return zt_error_set(err, ZT_ERR_DATA, "engine: position %d of token %zu of sequence %zu: a packed "
                                 "sequence's positions start at 0 and count up by one, restarting at 0 where a "
-                                "document starts (previous: %d)", p, i % (size_t)b->T, i / (size_t)b->T,
-                                i % (size_t)b->T ? b->positions[i - 1] : -1);
+                                "document starts (previous: %d)", p, i % (size_t)T, i / (size_t)T,
+                                i % (size_t)T ? pos[i - 1] : -1);
     }
+    for (size_t i = 0; cp > 1 && i < n; i++)
+        if (!b->positions || b->positions[i] < 0 || b->positions[i] >= e->model->max_seq_len)
+            return zt_error_set(err, ZT_ERR_DATA, "engine: context parallelism: token %zu of the part has %s "
+                                "(its position in the whole sequence, below %d: zt_batch.positions)", i,
+                                b->positions ? "a position out of range" : "no position", e->model->max_seq_len);
     return ZT_OK;
 }
 

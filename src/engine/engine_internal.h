@@ -34,6 +34,7 @@
 #include "shard/plan.h"
 #include "engine/engine_state.h"
 #include "engine/param_store.h"
+#include "comm/p2p.h"
 
 #include <pthread.h>
 
@@ -165,6 +166,10 @@ struct zt_engine {
     zt_comm *tp_comm;           /* the mesh's tp group; NULL when the model is whole */
     float *tp_work;             /* (tp_work_floats) the group's gathers land here (class comm) */
     size_t tp_work_floats;
+    /* context parallelism (cp_group.c): the group's cp calls over the mesh's cp group */
+    zt_comm *cp_comm;           /* NULL when every sequence is whole on this rank */
+    zt_p2p cp_shift[2];         /* the ring shift in flight: its receive and its send */
+    size_t cp_shift_bytes;
     int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
     int n_inflight;             /* whose reduction was queued last (their full gradients live until */
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
@@ -261,7 +266,10 @@ int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *er
 /* At create, after the plan: checks the model is cut as the mesh says (ZT_ERR_USAGE), and when it
  * is cut, the group, its staging (class comm) and the tp comm's scratch. */
 int zt_engine_tp_setup(zt_engine *e, zt_error *err);
-/* The group the units get, or NULL (whole model). */
+/* cp_group.c: context parallelism. At create, after zt_engine_tp_setup: checks the model runs on
+ * the mesh's cp parts (ZT_ERR_USAGE) and, when it does, adds the cp calls to the group. */
+int zt_engine_cp_setup(zt_engine *e, zt_error *err);
+/* The group the units get, or NULL (whole model, whole sequences). */
 const zt_unit_group *zt_engine_group(const zt_engine *e);
 /* *sumsq = the squared gradient norm of the logical model from this part's complete chunk
  * partials (plan order): the cut parameters' sums of every part, in part order, plus the whole

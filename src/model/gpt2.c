@@ -173,6 +173,7 @@ static const int BLOCK_LINEARS[] = {P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW};
  * attention scratch (flash) */
 static size_t block_att_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
+    if (zt_unit_cp(u)) return zt_cp_attention_scratch_floats(u, B, T, w.NH, w.NH, w.Ca / w.NH);
     return flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NH, w.Ca / w.NH)
                                : attention_scratch_floats(B, T, w.Ca, w.NH);
 }
@@ -200,6 +201,8 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 4, err);
     if (rc) return rc;
+    if (zt_unit_cp(u) && !flash(u->model_cfg))
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: context parallelism needs flash attention (model.attention)", u->name);
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     float *proj = a->scratch, *tmp = proj + (size_t)N * C; /* (N,C), (N,W) */
@@ -223,7 +226,13 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     zt_linear_forward(u, a, P_QKVW, s.qkv, op, x, p[P_QKVB], N, C, 3 * Ca);
     if (flash(u->model_cfg)) { /* O in fp32: atty itself, or atto (rounded into atty by c_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
-        flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16, a->batch->positions);
+        if (zt_unit_cp(u)) { /* the other parts' positions through the group (context_parallel.c) */
+            if ((rc = zt_cp_attention_forward(u, a, x, s.lse, attn_scratch, s.qkv, s.qkv + Ca, s.qkv + 2 * Ca, w.NH,
+                                              w.NH, Ca / w.NH, 3 * Ca, 3 * Ca, err)))
+                return rc;
+        } else {
+            flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16, a->batch->positions);
+        }
     } else {
         x = zt_linear_input(a, s.atty, tmp);
         attention_forward(x, s.att, s.qkv, B, T, Ca, w.NH, a->batch->positions);
@@ -296,9 +305,14 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     if (seq) dres_all = big2;
     zt_linear_backward(u, a, P_ATTPROJW, bufC, g[P_ATTPROJW], g[P_ATTPROJB], dres_all, s.atty, N, Ca, C, false);
     float *dqkv = big1; /* (N,3Ca) fits in (N,W) */
-    if (flash(u->model_cfg))
-        flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, a->lp_kind ? s.atto : (float *)s.atty, s.lse, B,
-                                 T, Ca, w.NH, a->attn_bf16, a->batch->positions);
+    const float *O = a->lp_kind ? s.atto : (float *)s.atty;
+    if (flash(u->model_cfg) && zt_unit_cp(u)) {
+        if ((rc = zt_cp_attention_backward(u, a, dqkv, dqkv + Ca, dqkv + 2 * Ca, attn_scratch, bufC, s.qkv, s.qkv + Ca,
+                                           s.qkv + 2 * Ca, O, s.lse, w.NH, w.NH, Ca / w.NH, 3 * Ca, 3 * Ca, err)))
+            return rc;
+    } else if (flash(u->model_cfg))
+        flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, O, s.lse, B, T, Ca, w.NH, a->attn_bf16,
+                                 a->batch->positions);
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;

@@ -58,6 +58,21 @@ int zt_unit_sum(const zt_unit *u, const zt_unit_args *a, float *buf, size_t n, c
  * along T: out's first zt_unit_rows(u, a) rows get this part's rows of the sum, then the bias. */
 int zt_linear_forward_rows(const zt_unit *u, const zt_unit_args *a, int k, float *out, void *slot, const float *inp,
                            const float *bias, int N, int C, int OC, const char *what, zt_error *err);
+/* Context parallelism (zt_unit.cp_parts > 1, src/model/context_parallel.c, docs/parallelism.md): the
+ * unit holds one part's positions of every sequence and its attention reaches the rest through the
+ * group, by zt_unit.cp_mode. q (B,T,NH·hs) row stride sq, k, v (B,T,NKV·hs) row stride skv: the
+ * part's T positions; out (B,T,NH·hs) and lse (B·NH·T floats, laid out by mode) assigned, saved
+ * for backward; dq, dk, dv (same strides) assigned from dout (B,T,NH·hs). scratch: the floats
+ * zt_cp_attention_scratch_floats says (in place of the flash kernel's). Collective over the part's
+ * group, in the same order on every part. */
+static inline bool zt_unit_cp(const zt_unit *u) { return u->cp_parts > 1; }
+size_t zt_cp_attention_scratch_floats(const zt_unit *u, int B, int T, int NH, int NKV, int hs);
+int zt_cp_attention_forward(const zt_unit *u, const zt_unit_args *a, float *out, float *lse, float *scratch,
+                            const float *q, const float *k, const float *v, int NH, int NKV, int hs, int sq, int skv,
+                            zt_error *err);
+int zt_cp_attention_backward(const zt_unit *u, const zt_unit_args *a, float *dq, float *dk, float *dv, float *scratch,
+                             const float *dout, const float *q, const float *k, const float *v, const float *out,
+                             const float *lse, int NH, int NKV, int hs, int sq, int skv, zt_error *err);
 /* Sequence parallelism (Megatron-LM's; zt_unit.seq_parts > 1, docs/parallelism.md): the unit's
  * input and output (and their gradients) hold this part's range of the T positions of every
  * sequence, (B, count, C); the norms, bias adds and residuals run on those rows only. Before a

@@ -177,6 +177,7 @@ static size_t wide_floats(const zt_unit *u) {
  * Linears' input gradients, wide1 dh then dgate, wide2 dup; then dq | dk | dv from wide1 on. */
 static size_t block_att_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
+    if (zt_unit_cp(u)) return zt_cp_attention_scratch_floats(u, B, T, w.NH, w.NKV, w.hs);
     return flash(u->model_cfg) ? flash_attention_scratch_floats(B, T, w.NH, w.NKV, w.hs)
                                : attention_gqa_scratch_floats(B, T, w.NKV);
 }
@@ -203,6 +204,8 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
     if (rc) return rc;
+    if (zt_unit_cp(u) && !flash(u->model_cfg))
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: context parallelism needs flash attention (model.attention)", u->name);
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
     float *proj = a->scratch, *tmp = proj + (size_t)N * C;
@@ -231,8 +234,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
-        flash_attention_gqa_forward(x, s.lse, tmp + 2 * (size_t)N * wide_floats(u), s.q, s.k, s.v, B, T, w.NH, w.NKV,
-                                    hs, Q, KV, a->attn_bf16, a->batch->positions);
+        float *attn_scratch = tmp + 2 * (size_t)N * wide_floats(u);
+        if (zt_unit_cp(u)) { /* the other parts' positions through the group (context_parallel.c) */
+            if ((rc = zt_cp_attention_forward(u, a, x, s.lse, attn_scratch, s.q, s.k, s.v, w.NH, w.NKV, hs, Q, KV, err)))
+                return rc;
+        } else {
+            flash_attention_gqa_forward(x, s.lse, attn_scratch, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV,
+                                        a->attn_bf16, a->batch->positions);
+        }
     } else {
         x = zt_linear_input(a, s.atty, tmp);
         attention_gqa_forward(x, s.att, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV, a->batch->positions);
@@ -309,10 +318,14 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     if (seq) dres_all = wide1;
     zt_linear_backward(u, a, P_O, bufC, g[P_O], NULL, dres_all, s.atty, N, Q, C, false);
     float *dq = wide1, *dk = dq + (size_t)N * Q, *dv = dk + (size_t)N * KV; /* fit in wide1|wide2 */
-    if (flash(c))
-        flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v,
-                                     a->lp_kind ? s.atto : (float *)s.atty, s.lse, B, T, w.NH, w.NKV, hs, Q, KV,
-                                     a->attn_bf16, a->batch->positions);
+    const float *O = a->lp_kind ? s.atto : (float *)s.atty;
+    if (flash(c) && zt_unit_cp(u)) {
+        if ((rc = zt_cp_attention_backward(u, a, dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, O, s.lse, w.NH, w.NKV,
+                                           hs, Q, KV, err)))
+            return rc;
+    } else if (flash(c))
+        flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, O, s.lse, B, T, w.NH, w.NKV, hs, Q,
+                                     KV, a->attn_bf16, a->batch->positions);
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);

@@ -94,6 +94,40 @@ int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err) {
     return ZT_OK;
 }
 
+static const char *const CP_MODES[] = {"allgather", "ring", "ulysses"};
+
+const char *zt_cp_mode_name(zt_cp_mode mode) {
+    return mode >= 0 && mode < 3 ? CP_MODES[mode] : "?";
+}
+
+int zt_cp_mode_parse(const char *name, zt_cp_mode *out, zt_error *err) {
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, CP_MODES[i])) {
+            *out = (zt_cp_mode)i;
+            return ZT_OK;
+        }
+    return zt_error_set(err, ZT_ERR_USAGE, "context-parallel mode \"%s\": expected allgather, ring or ulysses",
+                        name ? name : "");
+}
+
+void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count) {
+    int c = T / (2 * parts);
+    *count = c;
+    begin[0] = part * c;
+    begin[1] = (2 * parts - 1 - part) * c;
+}
+
+int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_error *err) {
+    if (parts < 1 || parts > ZT_CP_MAX_PARTS || mode < ZT_CP_ALLGATHER || mode > ZT_CP_ULYSSES)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: context parallelism over %d parts, mode %d", m->name, parts,
+                            (int)mode);
+    for (int u = 0; u < m->n_units; u++) {
+        m->units[u].cp_parts = parts;
+        m->units[u].cp_mode = mode;
+    }
+    return ZT_OK;
+}
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)
@@ -126,6 +160,7 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
     u->out_width = out_width;
     u->tp_parts = 1;
     u->seq_parts = 1;
+    u->cp_parts = 1;
     return ZT_OK;
 }
 

@@ -6,7 +6,8 @@
 void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *comm, zt_engine_options *eo) {
     zt_engine_options_default(eo);
     eo->B = cfg->micro_batch;
-    eo->T = cfg->seq_len;
+    /* context parallelism: the engine runs on each rank's part of every sequence */
+    eo->T = cfg->context_parallel_size > 1 ? cfg->seq_len / cfg->context_parallel_size : cfg->seq_len;
     eo->seed = cfg->seed;
     eo->optim = cfg->optim;
     eo->strategy = cfg->strategy;
@@ -44,7 +45,8 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
 }
 
 zt_mesh_sizes zt_train_mesh_sizes(const zt_train_config *cfg, const zt_engine_options *eo) {
-    return (zt_mesh_sizes){.tp = cfg->tensor_parallel_size, .pp = cfg->pipeline_parallel_size,
+    return (zt_mesh_sizes){.tp = cfg->tensor_parallel_size, .cp = cfg->context_parallel_size,
+                           .pp = cfg->pipeline_parallel_size,
                            .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo->hybrid_shard_size};
 }
 

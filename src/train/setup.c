@@ -18,6 +18,9 @@ int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_
         if (so->tp_key) zt_error_prefix(err, "%s %d", so->tp_key, mesh->tp);
         return rc;
     }
+    /* context parallelism: every unit runs on this rank's part of each sequence (its attention
+     * reaches the others' through the engine's group: src/model/context_parallel.c) */
+    if ((rc = zt_model_set_context_parallel(model, mesh->cp, so->cp_mode, err))) return rc;
     s->smodel = model;
     if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
         if (so->init_weights && so->init_weights[0])

@@ -9,7 +9,8 @@
 
 typedef struct zt_train_setup_options {
     zt_comm *world;              /* the job's world, or NULL for one process */
-    zt_mesh_sizes sizes;         /* tp x dp x pp, hybrid's shard group */
+    zt_mesh_sizes sizes;         /* tp x cp x dp x pp, hybrid's shard group */
+    zt_cp_mode cp_mode;          /* context parallelism's attention (sizes.cp > 1) */
     const char *tp_key;          /* prefixes tensor parallelism's errors with "<tp_key> <tp>", or NULL */
     const char *stages;          /* parallel.pipeline_stages ("" or NULL: balanced) */
     zt_pp_schedule schedule;     /* the pipeline's schedule (pp > 1) */
@@ -25,7 +26,8 @@ typedef struct zt_train_setup {
     int *pmap;         /* (model's n_params) the stage model's parameters in the model (pp > 1) */
 } zt_train_setup;
 
-/* On a zeroed *s: the mesh (eo->mesh is set to it), tensor parallelism applied to `model`, this
+/* On a zeroed *s: the mesh (eo->mesh is set to it), tensor and context parallelism applied to
+ * `model` (eo->T is then each rank's part of the sequence: zt_train_engine_options), this
  * rank's pipeline stage (eo gains the stage's options), the engine, the pipeline, the seeded
  * parameters. Collective over so->world. On failure what was built stays in *s for
  * zt_train_setup_free. `model` must outlive *s. */

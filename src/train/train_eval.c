@@ -20,19 +20,20 @@ int zt_train_evaluate(zt_run *r, double *out, zt_error *err) {
     int64_t per_rank = (n + world - 1) / world;
     double sum = 0, counted_sum = 0;
     bool records = r->data.records;
-    int32_t *pos = r->data.positions ? r->data.pos : NULL;
+    int32_t *inp, *tgt, *pos;
+    zt_train_cp_whole(r, 0, &inp, &tgt, &pos);
     for (int64_t j = 0; j < per_rank; j++) {
         int64_t i = j * world + rank;
         uint64_t counted = 0;
-        int rc = zt_sampler_batch(val, (uint64_t)(i < n ? i : 0) * (uint64_t)B, 1, B, r->inp, r->tgt, pos, &counted,
-                                  V, err);
+        int rc = zt_sampler_batch(val, (uint64_t)(i < n ? i : 0) * (uint64_t)B, 1, B, inp, tgt, pos, &counted, V, err);
         if (rc) return rc;
-        zt_batch b = {.B = B, .T = T, .inputs = r->inp, .targets = r->tgt, .positions = pos, .dloss = 0,
-                      .logits_pos = -1};
+        zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt, .positions = pos, .dloss = 0, .logits_pos = -1};
+        zt_train_cp_cut(r, 0, &b, &counted); /* context parallelism: this rank's chunks */
         float loss;
         if ((rc = pipe ? zt_pipeline_forward(pipe, &b, &loss, err) : zt_engine_forward(e, &b, &loss, NULL, err)))
             return rc;
-        if (i < n) sum += records ? (double)loss * (double)counted : loss; /* records: over counted targets */
+        /* records: over counted targets; a token file: the cp ranks' means of 1/cp of the positions */
+        if (i < n) sum += records ? (double)loss * (double)counted : loss / (double)r->cp;
         if (i < n) counted_sum += (double)counted;
     }
     int rc = zt_engine_sum_ranks(e, &sum, err);

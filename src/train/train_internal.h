@@ -67,6 +67,10 @@ typedef struct zt_run {
     zt_sampler ts, vs;
     zt_run_data data;
     int32_t *inp, *tgt;           /* (held * B * T): a pipeline holds the step's micro-batches at once */
+    /* context parallelism (context_split.c): the sampler's whole sequences, cut into this rank's chunks */
+    int cp, cp_part;              /* parts of every sequence (1: whole) and this rank's */
+    int32_t *cpw_inp, *cpw_tgt, *cpw_pos; /* (held * B * T) whole sequences (cpw_pos: records packed only) */
+    int32_t *cp_pos;              /* (held * B * T/cp) the local tokens' whole-sequence positions */
     /* the model and its engine (setup.h) */
     zt_model_spec spec;
     zt_model *model;
@@ -120,6 +124,18 @@ int zt_train_start(zt_run *r, zt_error *err);
 void zt_train_banner(zt_run *r);                        /* the run's first lines; ckpt_async decided */
 int zt_train_log_start(zt_run *r, zt_error *err);       /* the JSONL's cpu, precision, memory plan events */
 int zt_train_report_end(zt_run *r, zt_error *err);      /* after the last step: memory, hash, summary, saves */
+
+/* context_split.c: context parallelism's micro-batches. zt_train_cp_open (after the set-up) takes the
+ * rank's part from the mesh and allocates the whole sequences' staging when cp > 1. The sampler
+ * then writes whole sequences where zt_train_cp_whole points (slot: the micro-batch's place in a
+ * pipeline step, else 0); zt_train_cp_cut makes *b, a batch of the whole (B, T) sequences, this
+ * rank's part: inputs, targets and positions of its two chunks (in r->inp, r->tgt, r->cp_pos at
+ * the slot), cp_positions the whole sequences' (packed records) or NULL; *counted = its counted
+ * targets. Without cp both leave everything as it is. */
+int zt_train_cp_open(zt_run *r, zt_error *err);
+void zt_train_cp_whole(zt_run *r, size_t slot, int32_t **inp, int32_t **tgt, int32_t **pos);
+void zt_train_cp_cut(zt_run *r, size_t slot, zt_batch *b, uint64_t *counted);
+void zt_train_cp_close(zt_run *r);
 
 /* train_eval.c: the mean validation loss; eval.target_loss reached (said and logged) */
 int zt_train_evaluate(zt_run *r, double *out, zt_error *err);

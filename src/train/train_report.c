@@ -179,7 +179,7 @@ static int report_bubble(zt_run *r, zt_error *err) {
     size_t used = 0;
     for (int s = 0; s < mesh->pp && used + 40 < sizeof text; s++)
         used += (size_t)snprintf(text + used, sizeof text - used, "%s stage %d %.3f", s ? "," : "",
-                                 s, all[2 * zt_mesh_world_rank(mesh, 0, 0, s)]);
+                                 s, all[2 * zt_mesh_world_rank(mesh, 0, 0, 0, s)]);
     fprintf(r->out, "pipeline bubble (%s, p %d, m %d; time not in forward/backward over the schedule's time, steps "
             "after the first):%s | (p-1)/(m+p-1) = %.3f\n", zt_pp_schedule_name(r->sched), mesh->pp, r->A, text,
             mine[1]);

@@ -52,10 +52,11 @@ static int set_up(zt_run *r, zt_error *err) {
     r->sched = zt_train_pp_schedule(cfg);
     zt_train_setup_options so = {.world = r->world_comm, .sizes = zt_train_mesh_sizes(cfg, &r->eo),
                                  .tp_key = "parallel.tensor_parallel_size", .stages = cfg->pipeline_stages,
+                                 .cp_mode = (zt_cp_mode)cfg->context_parallel_mode,
                                  .schedule = r->sched, .init_weights = r->opts ? r->opts->init_weights : NULL};
     int rc = zt_train_setup_create(r->model, &so, &r->eo, &r->s, err);
     if (rc) return rc;
-    r->drank = r->s.mesh->dp_rank;
+    r->drank = r->s.mesh->dp_rank; /* the samples' rank: a dp rank's cp ranks read the same samples */
     r->dworld = r->s.mesh->dp;
     if (r->s.pipe) {
         r->mbs = calloc((size_t)r->A, sizeof *r->mbs);
@@ -146,7 +147,7 @@ int zt_train_start(zt_run *r, zt_error *err) {
     if ((rc = zt_train_open_data(r, err)) || (rc = build_model(r, err)) || (rc = set_up(r, err)) || (rc = load_start(r, err)))
         return rc;
     r->frozen0 = zt_engine_frozen_hash(r->s.e); /* the frozen weights keep these bits (collective) */
-    if ((rc = open_outputs(r, err))) return rc;
+    if ((rc = open_outputs(r, err)) || (rc = zt_train_cp_open(r, err))) return rc;
     rates(r);
     return ZT_OK;
 }

@@ -69,7 +69,7 @@ typedef struct step_times {
 
 /* The step's micro-batches: rank r's micro-batch k is global micro-batch r*A + k of this step. */
 static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err) {
-    int B = r->B, T = r->T, A = r->A;
+    int B = r->B, T = r->T, A = r->A; /* T: the whole sequence's */
     zt_engine *e = r->s.e;
     zt_pipeline *pipe = r->s.pipe;
     int rc;
@@ -84,22 +84,24 @@ static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err)
         zt_trace_begin("data", "batch");
         double td = zt_train_now();
         uint64_t first = step_first + ((uint64_t)r->drank * A + micro) * (uint64_t)B; /* logical: zt_sampler_get skips */
-        size_t at = pipe ? (size_t)micro * B * T : 0; /* a pipeline keeps every micro-batch of the step */
-        int32_t *pos = r->data.positions ? r->data.pos + at : NULL;
+        size_t slot = pipe ? (size_t)micro : 0; /* a pipeline keeps every micro-batch of the step */
+        int32_t *inp, *tgt, *pos;
+        zt_train_cp_whole(r, slot, &inp, &tgt, &pos);
         uint64_t counted = 0;
-        if ((rc = zt_sampler_batch(&r->ts, first, 1, B, r->inp + at, r->tgt + at, pos, &counted, r->model->vocab_size,
-                                   err))) {
+        if ((rc = zt_sampler_batch(&r->ts, first, 1, B, inp, tgt, pos, &counted, r->model->vocab_size, err))) {
             zt_error_prefix(err, "data.train %s", r->cfg->train_path);
             return rc;
         }
+        zt_batch b = {.B = B, .T = T, .inputs = inp, .targets = tgt, .positions = pos, .dloss = dloss,
+                      .logits_pos = -1};
+        zt_train_cp_cut(r, slot, &b, &counted); /* context parallelism: this rank's chunks, their targets */
         double tf = zt_train_now();
         st->data_s += tf - td;
         zt_trace_end();
-        zt_batch b = {.B = B, .T = T, .inputs = r->inp + at, .targets = r->tgt + at, .positions = pos,
-                      .dloss = dloss, .logits_pos = -1};
         /* records: the micro-batch's mean x its counted targets, a product exact in double whatever
-         * the compiler fuses; the step's sum is scaled to the mean once agreed (agree_step) */
-        double weight = r->data.records ? (double)counted : 1.0;
+         * the compiler fuses; the step's sum is scaled to the mean once agreed (agree_step); a token
+         * file's mean over this rank's 1/cp of the positions counts 1/cp (exact for cp a power of 2) */
+        double weight = r->data.records ? (double)counted : 1.0 / (double)r->cp;
         long farg = 1; /* ZT_FAULT nan/inf: a poisoned gradient; spike: a loss x farg */
         zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_FWD, &farg);
         if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) b.dloss = fk == ZT_FAULT_NAN ? NAN : INFINITY;
@@ -113,13 +115,14 @@ static int micro_batches(zt_run *r, int64_t step, step_times *st, zt_error *err)
         if ((rc = zt_engine_forward_backward(e, &b, &loss, err))) return rc;
         if (fk == ZT_FAULT_SPIKE) loss *= (float)farg;
         st->fb_s += zt_train_now() - tf;
-        st->loss_sum += r->data.records ? loss * weight : loss;
+        st->loss_sum += loss * weight;
     }
     if (pipe) {
         double tf = zt_train_now();
         if ((rc = zt_pipeline_train(pipe, r->mbs, A, r->mb_loss + A, err))) return rc;
         for (int micro = 0; micro < A; micro++) /* x the spike */
-            st->loss_sum += r->mb_loss[A + micro] * r->mb_loss[micro] * (r->data.records ? r->data.mb_weight[micro] : 1.0);
+            st->loss_sum += r->mb_loss[A + micro] * r->mb_loss[micro] *
+                            (r->data.records ? r->data.mb_weight[micro] : 1.0 / (double)r->cp);
         st->fb_s += zt_train_now() - tf;
     }
     return ZT_OK;

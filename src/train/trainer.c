@@ -66,6 +66,7 @@ static void free_run(zt_run *r) {
     free(r->work);
     free(r->inp);
     free(r->tgt);
+    zt_train_cp_close(r);
     zt_train_setup_free(&r->s, r->model);
     zt_model_free(r->model);
     free(r->mbs);

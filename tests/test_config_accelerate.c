@@ -374,10 +374,29 @@ static void test_parallelism_config(void **state) {
         "parallelism_config: {dp_replicate_size: 2, dp_shard_size: 2}\n",
         "parallelism_config: dp_replicate 2 x dp_shard 2 x tp 1 x cp 1 x sp 1 = 4 ranks, but "
         "num_processes is 8");
+    /* context parallelism: cp_size with its comm strategy (allgather, alltoall = ring), sp_size =
+     * DeepSpeed's Ulysses; both at once refused */
     ok("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: {fsdp_version: 2}\n"
        "parallelism_config: {cp_size: 2}\n");
-    assert_int_equal(validate(&err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "parallel.context_parallel_size 2 is not supported"));
+    assert_int_equal(validate(&err), ZT_OK);
+    assert_int_equal(C.context_parallel_size, 2);
+    assert_int_equal(C.context_parallel_mode, ZT_CP_ALLGATHER);
+    ok("distributed_type: FSDP\nnum_processes: 4\nfsdp_config: {fsdp_version: 2}\n"
+       "parallelism_config: {cp_size: 2, dp_shard_size: 2, cp_comm_strategy: alltoall}\n");
+    assert_int_equal(validate(&err), ZT_OK);
+    assert_int_equal(C.context_parallel_size, 2);
+    assert_int_equal(C.context_parallel_mode, ZT_CP_RING);
+    assert_int_equal(zt_train_config_validate_world(&C, 4, &err), ZT_OK);
+    ok("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: {fsdp_version: 2}\n"
+       "parallelism_config: {sp_size: 2}\n");
+    assert_int_equal(C.context_parallel_size, 2);
+    assert_int_equal(C.context_parallel_mode, ZT_CP_ULYSSES);
+    bad("distributed_type: FSDP\nnum_processes: 4\nfsdp_config: {fsdp_version: 2}\n"
+        "parallelism_config: {sp_size: 2, cp_size: 2}\n",
+        "parallelism_config_sp_size: 2 with parallelism_config_cp_size 2: both split the sequence");
+    bad("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: {fsdp_version: 2}\n"
+        "parallelism_config: {cp_size: 2, cp_comm_strategy: ring}\n",
+        "parallelism_config_cp_comm_strategy: \"ring\": expected allgather or alltoall");
 }
 
 static void test_errors(void **state) {

@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
                        * each block's two in forward and two in backward, the LM head's input gradient;
                        * full recomputation re-runs the blocks' two forward ones), the loss's row maxima
                        * (B·T floats) and sums (2·B·T doubles) all-gathered; per step the norm's double */
-            int L = llama ? LLAMA.n_layer : CFG.n_layer, C = llama ? LLAMA.n_embd : CFG.n_embd, Nt = B * T;
+            int L = llama ? LLAMA.n_layer : CFG.n_layer, C = llama ? LLAMA.n_embd : CFG.n_embd, Nt = B * T / cp;
             double ar = (2.0 + 4.0 * L + (o.activation_checkpointing == ZT_RECOMPUTE_FULL ? 2.0 * L : 0.0)) *
                         Nt * C * 4.0 * 2.0 * (tp - 1) / tp;
             /* --sp: each all-reduce becomes a reduce-scatter and an all-gather of the same (B,T,C),

@@ -58,6 +58,9 @@ static void usage(FILE *out) {
             "  --hybrid-shard  ranks per shard group of the hybrid column (half the ranks when even, >= 4)\n"
             "  --tp N          tensor parallelism over N consecutive ranks (with a CONFIG: parallel.\n"
             "                  tensor_parallel_size): the plan of one part over the --nproc / N data-parallel ranks\n"
+            "  --cp N          context parallelism over N ranks (with a CONFIG: parallel.context_parallel_size):\n"
+            "                  each holds T/N positions of every sequence and attention's buffers for them\n"
+            "  --cp-mode M     allgather (default), ring or ulysses (parallel.context_parallel_mode)\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
@@ -92,6 +95,16 @@ static int cut_for_tp(zt_model *m, int tp, int nproc, zt_error *err) {
                             "%d ranks", tp, nproc);
     int rc = zt_tp_apply(m, tp, 0, err);
     return rc ? zt_error_prefix(err, "estimate-memory: tensor parallel %d", tp) : ZT_OK;
+}
+
+/* Context parallelism over cp of the nproc / tp ranks left by tensor parallelism: every unit runs on
+ * one part of each sequence (the engine options' T is then the part's, zt_train_engine_options). */
+static int cut_for_cp(zt_model *m, int cp, zt_cp_mode mode, int tp, int nproc, zt_error *err) {
+    if (cp <= 1) return ZT_OK;
+    if ((nproc / tp) % cp)
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: context parallelism over %d ranks does not divide the "
+                            "%d ranks left by tensor parallelism %d", cp, nproc / tp, tp);
+    return zt_model_set_context_parallel(m, cp, mode, err);
 }
 
 /* ---- argument parsing ------------------------------------------------------------------------ */
@@ -456,6 +469,8 @@ int zt_cmd_estimate(int argc, char **argv) {
     const char *config = NULL, *model_name = NULL;
     int nproc = 0, B = 1, T = 0, ga = 1, hybrid = 0, threads = 0, ckpt = 0, offload = 0, nbuf = 0, nbuf_mb = 0, pick = 0;
     int tp = 1; /* --tp N (with a CONFIG: parallel.tensor_parallel_size): the model cut, planned per part */
+    int cp = 1; /* --cp N (with a CONFIG: parallel.context_parallel_size): T/N positions per rank */
+    zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     bool json = false, model_only_opt = false, fit = false;
     const char *offload_dir = ".";
     double ram_gib = 0, disk_gib = 0;
@@ -484,7 +499,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze", "--tp", "--lora-rank", "--lora-targets",
+                                           "--disk-gib", "--freeze", "--tp", "--cp", "--cp-mode", "--lora-rank", "--lora-targets",
                                            "--lora-dropout", "--attention", "--loss-chunk"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
@@ -530,6 +545,8 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--grad-accum")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &ga, &err);
                 else if (!strcmp(a, "--hybrid-shard")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &hybrid, &err);
                 else if (!strcmp(a, "--tp")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &tp, &err);
+                else if (!strcmp(a, "--cp")) rc = zt_cli_parse_int(CMD, a, v, 1, ZT_CP_MAX_PARTS, &cp, &err);
+                else if (!strcmp(a, "--cp-mode")) rc = zt_cp_mode_parse(v, &cp_mode, &err);
                 else if (!strcmp(a, "--nvme-buffers")) rc = zt_cli_parse_int(CMD, a, v, 2, 1024, &nbuf, &err);
                 else if (!strcmp(a, "--nvme-buffer-mb")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &nbuf_mb, &err);
                 else if (!strcmp(a, "--precision")) rc = parse_precision(v, &prec, &err);
@@ -586,8 +603,10 @@ int zt_cmd_estimate(int argc, char **argv) {
         if (cfg.pipeline_parallel_size > 1) /* per stage */
             return print_stages(&cfg, &spec, nproc, &err) ? zt_cli_fail(&err) : 0;
         tp = cfg.tensor_parallel_size;
+        cp = cfg.context_parallel_size > 1 ? cfg.context_parallel_size : 1;
+        cp_mode = (zt_cp_mode)cfg.context_parallel_mode;
         if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
-        if (cut_for_tp(model, tp, nproc, &err)) {
+        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err)) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -633,7 +652,12 @@ int zt_cmd_estimate(int argc, char **argv) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
-        if (cut_for_tp(model, tp, nproc, &err)) {
+        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err)) {
+            zt_model_free(model);
+            return zt_cli_fail(&err);
+        }
+        if (cp > 1 && T % (2 * cp)) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --cp %d: 2 x %d does not divide -T %d", cp, cp, T);
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -650,7 +674,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         }
         zt_engine_options_default(&eo);
         eo.B = B;
-        eo.T = T;
+        eo.T = T / cp; /* context parallelism: each rank's part of the sequence */
         eo.grad_accum = ga;
         eo.hybrid_shard_size = hybrid;
         zt_precision_default(&eo.precision, prec);
@@ -663,6 +687,11 @@ int zt_cmd_estimate(int argc, char **argv) {
         po.offload_optimizer = offload >= 1;
         po.offload_param = offload == 2;
         snprintf(title, sizeof title, "%s", model_name);
+    }
+    if (cp > 1) {
+        size_t len = strlen(title);
+        snprintf(title + len, sizeof title - len, ", context parallel %d (%s): %d of every sequence's positions per rank",
+                 cp, zt_cp_mode_name(cp_mode), eo.T);
     }
     if (tp > 1) { /* the plan is one part's, over the data-parallel ranks */
         size_t len = strlen(title);

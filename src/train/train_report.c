@@ -42,10 +42,17 @@ static void banner_layout(zt_run *r) {
     if (cfg->strategy == ZT_STRATEGY_HYBRID) { /* with 0: where the default came from */
         const char *src = "";
         if (cfg->hybrid_shard_size == 0) zt_launcher_default_shard_size(world, &src);
-        fprintf(out, " (%s in shard groups of %d%s%s)", zt_strategy_name(cfg->hybrid_inner), r->eo.hybrid_shard_size,
+        char cps[48] = ""; /* context parallelism: a replica's shard group is its cp x shard ranks */
+        if (mesh->cp > 1) snprintf(cps, sizeof cps, " (dp %d x cp %d)", r->eo.hybrid_shard_size, mesh->cp);
+        fprintf(out, " (%s in shard groups of %d%s%s%s)", zt_strategy_name(cfg->hybrid_inner),
+                r->eo.hybrid_shard_size * mesh->cp, cps,
                 *src ? ", ranks per node from " : cfg->hybrid_shard_size == 0 ? ", the world: one node" : "", src);
     }
-    if (mesh->tp * mesh->pp > 1)
+    if (mesh->cp > 1)
+        fprintf(out, " | mesh tp %d x cp %d x dp %d x pp %d (tp innermost, then cp: docs/parallelism.md), %s "
+                "attention over %d chunks of %d positions", mesh->tp, mesh->cp, mesh->dp, mesh->pp,
+                zt_cp_mode_name((zt_cp_mode)cfg->context_parallel_mode), 2 * mesh->cp, cfg->seq_len / (2 * mesh->cp));
+    else if (mesh->tp * mesh->pp > 1)
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
     if (r->s.pipe) {

@@ -3,7 +3,8 @@
  * the measured peak in the run's precision (MFU, scale/peak.h) and the GEMM rate measured here,
  * and the time per unit. With --nproc N it
  * runs N local ranks under a strategy (--strategy ddp|zero1|zero2|zero3|hybrid), with --tp T of them
- * per tensor-parallel group (docs/parallelism.md; the strategy then runs over the N/T data-parallel
+ * per tensor-parallel group and --cp C per context-parallel group (each holding 2 of 2C chunks of
+ * every sequence; docs/parallelism.md; the strategy then runs over the N/T data-parallel
  * ranks). It prints the bytes each rank sent per step, data-parallel and tensor-parallel.
  * --attention picks the attention kernel (model.attention), --attention-dtype fp32 keeps flash
  * attention's products fp32 under bf16 compute (precision.attention_dtype), --loss-chunk the loss's
@@ -68,7 +69,8 @@ static double measure_gemm_gflops(int N, int C) {
 int zt_cmd_bench(int argc, char **argv) {
     zt_error err = {0};
     const char *preset = "gpt2-124M";
-    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1, tp = 1;
+    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1, tp = 1, cp = 1;
+    zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
     zt_recompute recompute = ZT_RECOMPUTE_NONE;
@@ -85,6 +87,7 @@ int zt_cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid] [--tp T]\n"
+                   "                       [--cp N] [--cp-mode allgather|ring|ulysses] (context parallelism)\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
                    "                       [--recompute none|full|selective] [--attention flash|naive]\n"
                    "                       [--attention-dtype auto|fp32]   flash attention's products (auto: bf16\n"
@@ -111,6 +114,13 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) warmup = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--tp")) tp = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--cp")) cp = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--cp-mode")) {
+            if (zt_cp_mode_parse(v, &cp_mode, &err)) {
+                zt_error_prefix(&err, "bench: --cp-mode");
+                return zt_cli_fail(&err);
+            }
+        }
         else if (!strcmp(a, "--max-seq-len")) max_seq_len = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--loss-chunk")) loss_chunk = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--offload-nvme")) off.optimizer_dir = v;
@@ -147,7 +157,8 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || max_seq_len < 0 ||
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || cp < 1 || cp > ZT_CP_MAX_PARTS ||
+            max_seq_len < 0 ||
             loss_chunk < 0 || off.param_prefetch < -1) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
             return zt_cli_fail(&err);
@@ -169,12 +180,18 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_model *m = NULL;
     zt_train_setup su = {0}; /* the mesh, the engine (src/train/setup.h) */
     zt_train_config *tc = NULL; /* the run, said as a configuration */
-    int32_t *tok = NULL;
+    int32_t *tok = NULL, *cp_tok = NULL, *cp_pos = NULL; /* cp_*: a context-parallel rank's chunks */
     double *times = NULL;
     int rc;
     /* the mesh: tp consecutive ranks per tensor-parallel group, the strategy over the dp ranks */
-    zt_train_setup_options so = {.world = world, .sizes = {.tp = tp, .pp = 1, .hybrid = strategy == ZT_STRATEGY_HYBRID}};
-    int nranks = W / (W % tp ? 1 : tp); /* the data-parallel ranks (the mesh refuses a bad tp) */
+    zt_train_setup_options so = {.world = world, .sizes = {.tp = tp, .cp = cp, .pp = 1,
+                                                          .hybrid = strategy == ZT_STRATEGY_HYBRID},
+                                 .cp_mode = cp_mode};
+    int nranks = W / (W % (tp * cp) ? 1 : tp * cp); /* the data-parallel ranks (the mesh refuses bad sizes) */
+    if (cp > 1 && T % (2 * cp)) {
+        rc = zt_error_set(&err, ZT_ERR_USAGE, "bench: --cp %d: 2 x %d does not divide -T %d", cp, cp, T);
+        goto out;
+    }
     so.sizes.shard = nranks >= 2 && nranks % 2 == 0 ? nranks / 2 : nranks;
     if ((rc = zt_model_preset(preset, &spec, &err))) goto out;
     spec.gpt2.attention = spec.llama.attention = attention;
@@ -190,6 +207,7 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_train_config_default(tc);
     tc->micro_batch = B;
     tc->seq_len = T;
+    tc->context_parallel_size = cp;
     tc->seed = 1337;
     tc->strategy = strategy;
     tc->hybrid_shard_size = so.sizes.shard;
@@ -230,6 +248,14 @@ int zt_cmd_bench(int argc, char **argv) {
     zt_offload_stats io_sum = {0}, io;
     if (zt_engine_offload_describe(e)[0]) fprintf(out, "offload: %s\n", zt_engine_offload_describe(e));
     tok = malloc(((size_t)B * T + 1) * sizeof *tok);
+    if (cp > 1) {
+        cp_tok = malloc(2 * (size_t)B * (T / cp) * sizeof *cp_tok); /* inputs, then targets */
+        cp_pos = malloc((size_t)B * (T / cp) * sizeof *cp_pos);
+    }
+    if (cp > 1 && (!cp_tok || !cp_pos)) {
+        rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
+        goto out;
+    }
     times = malloc(2 * (size_t)steps * sizeof *times); /* wall, then CPU per thread */
     if (!tok || !times) {
         rc = zt_error_set(&err, ZT_ERR_NOMEM, "bench: out of memory");
@@ -242,7 +268,9 @@ int zt_cmd_bench(int argc, char **argv) {
             "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
             cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, W, W > 1 ? "s" : "", threads,
             zt_strategy_name(strategy), fpt / 1e9);
-    if (tp > 1) fprintf(out, "mesh tp %d x dp %d: B=%d T=%d per data-parallel rank\n", tp, nranks, B, T);
+    if (tp > 1 || cp > 1)
+        fprintf(out, "mesh tp %d x cp %d x dp %d: B=%d T=%d per data-parallel rank%s%s\n", tp, cp, nranks, B, T,
+                cp > 1 ? ", each cp rank holding 2 chunks: attention " : "", cp > 1 ? zt_cp_mode_name(cp_mode) : "");
     zt_memory_report mem;
     zt_engine_memory(e, &mem);
     fprintf(out, "activation checkpointing %s, %s attention (%s products), loss %s: activations %.1f MiB per rank\n",
@@ -261,6 +289,18 @@ int zt_cmd_bench(int argc, char **argv) {
         double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
+        if (cp > 1) { /* context parallelism: this rank's two chunks of the sequence (one row: B = 1) */
+            int beg[2], c, Tl = T / cp;
+            zt_cp_chunks(T, cp, su.mesh->cp_rank, beg, &c);
+            for (int r = 0; r < B; r++)
+                for (int j = 0; j < 2; j++)
+                    for (int t = 0; t < c; t++) {
+                        size_t at = (size_t)r * Tl + (size_t)j * c + t, from = (size_t)r * T + (size_t)beg[j] + t;
+                        cp_tok[at] = tok[from], cp_tok[(size_t)B * Tl + at] = tok[from + 1];
+                        cp_pos[at] = beg[j] + t;
+                    }
+            b.T = Tl, b.inputs = cp_tok, b.targets = cp_tok + (size_t)B * Tl, b.positions = cp_pos;
+        }
         float loss;
         zt_step_report rep;
         if ((rc = zt_engine_forward_backward(e, &b, &loss, &err)) ||
@@ -383,7 +423,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"offload_read_mb\":%.1f,\"offload_write_mb\":%.1f,\"offload_pass_ms\":%.1f,\"offload_wait_ms\":%.1f,"
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
             "\"offload_gather_wait_ms\":%.1f,\"offload_grad_write_wait_ms\":%.1f,\"offload_param_prefetch\":%d,"
-            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
+            "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"cp\":%d,\"cp_mode\":\"%s\",\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
             "\"attention\":\"%s\",\"attention_dtype\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
             "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f,\"gemm_ms\":%.1f,\"gemm_step_gflops\":%.1f,"
@@ -395,7 +435,7 @@ int zt_cmd_bench(int argc, char **argv) {
             io_sum.write_bytes / 1e6 / steps, 1e3 * io_sum.stream_s / steps, 1e3 * io_sum.wait_s / steps,
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
             1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, ahead, 1e3 * fwd_total / steps,
-            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, dp_mb, bytes.sent_tp / 1e6 / steps,
+            1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, cp, zt_cp_mode_name(cp_mode), dp_mb, bytes.sent_tp / 1e6 / steps,
             zt_attention_name(attention),
             attention == ZT_ATTENTION_FLASH ? zt_dtype_name(eo.precision.attention) : "fp32", loss_chunk,
             cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],
@@ -404,6 +444,8 @@ int zt_cmd_bench(int argc, char **argv) {
     rc = ZT_OK;
 out:
     free(tok);
+    free(cp_tok);
+    free(cp_pos);
     free(times);
     zt_train_setup_free(&su, m);
     zt_model_free(m);

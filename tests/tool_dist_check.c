@@ -149,6 +149,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--optimizer") && i + 1 < argc) { /* muon | lamb (docs/optimizer.md) */
+            const char *name = argv[++i];
+            o.optim.kind = !strcmp(name, "muon") ? ZT_OPT_MUON : !strcmp(name, "lamb") ? ZT_OPT_LAMB : ZT_OPT_ADAMW;
+        } else if (!strcmp(argv[i], "--ns-bf16")) o.optim.muon_ns_bf16 = 1;
+        else if (!strcmp(argv[i], "--muon-rms")) o.optim.muon_scale = 1;
         else if (!strcmp(argv[i], "--ulp")) ulp = true;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
@@ -226,7 +231,7 @@ int main(int argc, char **argv) {
         if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
         /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
-        if (W > 64) continue;
+        if (W > 64 || o.optim.kind == ZT_OPT_MUON) continue; /* Muon gathers and broadcasts its matrices too */
         if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return tool_fail(world, "gather bytes", &err);
         double tot[3] = {0, 0, 0};
         for (int q = 0; q < W; q++) /* the ranks of this rank's dp group */
@@ -318,7 +323,8 @@ int main(int argc, char **argv) {
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
      * --freeze the gradients and m, v cover the trainable parameters' pieces only */
     zt_plan pl;
-    if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, N, rank, &pl, &err)) {
+    if (o.strategy == ZT_STRATEGY_ZERO3 && (o.optim.kind == ZT_OPT_ADAMW || o.optim.kind == ZT_OPT_SGD) &&
+        !zt_plan_create(m, N, rank, &pl, &err)) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);

@@ -149,11 +149,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
-        else if (!strcmp(argv[i], "--optimizer") && i + 1 < argc) { /* muon | lamb (docs/optimizer.md) */
-            const char *name = argv[++i];
-            o.optim.kind = !strcmp(name, "muon") ? ZT_OPT_MUON : !strcmp(name, "lamb") ? ZT_OPT_LAMB : ZT_OPT_ADAMW;
-        } else if (!strcmp(argv[i], "--ns-bf16")) o.optim.muon_ns_bf16 = 1;
-        else if (!strcmp(argv[i], "--muon-rms")) o.optim.muon_scale = 1;
         else if (!strcmp(argv[i], "--ulp")) ulp = true;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);

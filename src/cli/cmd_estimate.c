@@ -198,7 +198,7 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     fprintf(out, "micro-batch %d x %d tokens, accumulation %d | precision %s: %d B master + %d B compute copy + %d B "
             "grads + %d x %d B moments per parameter, reduced in %s | %s | buckets %.0f MiB\n",
             o->B, o->T, o->grad_accum > 0 ? o->grad_accum : 1, zt_precision_mode_name(o->precision.mode), pb->master,
-            pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), adam ? "adamw" : "sgd",
+            pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), zt_optimizer_name(o->optim.kind),
             (double)o->bucket_bytes / 1048576.0);
     if (w->config_path)
         fprintf(out, "the engine's plan for %s (* = its strategy): `zerotrain train` allocates these bytes and prints\n"

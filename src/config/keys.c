@@ -218,9 +218,9 @@ const key_def zt_cfg_keys[] = {
     K_ENUM("optimizer.muon_scale", optim.muon_scale, MUON_SCALES, "reference",
            "muon: update scale: reference sqrt(max(1, rows/cols)); rms 0.2 sqrt(max(rows, cols)) "
            "(Moonshot's, AdamW's update RMS)"),
-    K_STR("optimizer.muon_params", optim.muon_params, 0, "(h|layers)\\.[0-9]+\\.(attn|mlp|self_attn)\\..*\\.weight",
+    K_STR("optimizer.muon_params", optim.muon_params, 0, "[a-z]+\\.[0-9]+\\.[a-z_]+\\.[a-z_]+\\.weight",
           "muon: the 2-D weights Muon updates, a PCRE2 regular expression over each whole parameter name (as "
-          "training.freeze); the default takes GPT-2's and Llama's block matrices"),
+          "training.freeze); the default takes the block matrices of GPT-2 (h.N.attn.c_attn.weight, ...) and Llama (layers.N.mlp.up_proj.weight, ...), not embeddings, heads, norms or biases"),
     K_STR("optimizer.adamw_params", optim.adamw_params, 0, "",
           "muon: the parameters AdamW updates (training.lr, beta1, beta2, eps, weight_decay), a PCRE2 "
           "expression; empty: every trainable parameter muon_params leaves; set: every trainable parameter "

@@ -226,7 +226,7 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->muon_momentum = 0.95f;
     c->muon_nesterov = true;
     c->muon_ns_steps = 5;
-    snprintf(c->muon_params, sizeof c->muon_params, "%s", "(h|layers)\\.[0-9]+\\.(attn|mlp|self_attn)\\..*\\.weight");
+    snprintf(c->muon_params, sizeof c->muon_params, "%s", "[a-z]+\\.[0-9]+\\.[a-z_]+\\.[a-z_]+\\.weight");
     c->lamb_min_coeff = 0.01f;
     c->lamb_max_coeff = 10.0f;
     c->lamb_bias_correction = true;

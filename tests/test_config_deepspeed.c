@@ -299,8 +299,18 @@ static void test_optimizer(void **state) {
        "\"eps\": \"auto\", \"weight_decay\": \"auto\"}}}");
     assert_true(C.lr.max_lr == 3e-4f && C.optim.beta2 == 0.95f && C.optim.weight_decay == 0.1f);
     source_is("optimizer.beta1", ZT_ORIGIN_AUTO, "optimizer.params.betas=\"auto\"");
-    bad("{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3, \"max_coeff\": 10}}}",
-        "ds.json:1:24: optimizer.type: \"Lamb\" is not supported (Adam, AdamW or SGD");
+    /* Lamb: DeepSpeed's FusedLamb (docs/optimizer.md); the 1-bit optimizers stay refused by name */
+    ok("{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3, \"weight_decay\": 0.01, "
+       "\"bias_correction\": false, \"max_coeff\": 0.3, \"min_coeff\": 0.01}}}");
+    assert_int_equal(C.optim.kind, ZT_OPT_LAMB);
+    assert_true(C.optim.lamb_max_coeff == 0.3f && C.optim.lamb_min_coeff == 0.01f && !C.optim.lamb_bias_correction);
+    assert_true(C.lr.max_lr == 1e-3f && C.optim.weight_decay == 0.01f && C.optim.beta2 == 0.999f);
+    ok("{\"optimizer\": {\"type\": \"lamb\", \"params\": {\"lr\": 1e-3}}}");
+    assert_true(C.optim.lamb_max_coeff == 10.0f && C.optim.lamb_min_coeff == 0.01f && C.optim.lamb_bias_correction);
+    bad("{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"eps_inside_sqrt\": true}}}",
+        "optimizer.params.eps_inside_sqrt: true is not supported");
+    bad("{\"optimizer\": {\"type\": \"OneBitAdam\", \"params\": {\"lr\": 1e-3, \"freeze_step\": 10}}}",
+        "ds.json:1:24: optimizer.type: \"OneBitAdam\" is not supported (Adam, AdamW, SGD or Lamb");
     bad("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"betas\": [0.9]}}}",
         "optimizer.params.betas: expected [beta1, beta2], two numbers");
     bad("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"bias_correction\": false}}}",

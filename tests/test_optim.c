@@ -1,6 +1,7 @@
 /* test_optim.c - AdamW and SGD against double-precision references of PyTorch's formulas, the
  * learning-rate schedule at its corners, clipping and the deterministic sum of squares; AdamW fused
- * with the compute copy's rounding against the two passes. */
+ * with the compute copy's rounding against the two passes; Muon's Newton-Schulz, its step and LAMB
+ * (trust ratio, pieces) against references in double. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -185,6 +186,175 @@ static void test_clip_and_sum_squares(void **state) {
     free(p2);
 }
 
+/* ---- Muon and LAMB against double-precision references ------------------------------------ */
+
+/* NS5 in double, the definition of optim.h: x (rows x cols) in place, times scale */
+static void ns_ref(double *x, int rows, int cols, int steps, double scale) {
+    const double a = 3.4445, b = -4.7750, c = 2.0315;
+    int tr = rows > cols, r = tr ? cols : rows, n = tr ? rows : cols;
+    double *X = malloc(sizeof(double) * r * n), *A = malloc(sizeof(double) * r * r),
+           *B = malloc(sizeof(double) * r * r), *Y = malloc(sizeof(double) * r * n);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < n; j++) X[i * n + j] = tr ? x[j * cols + i] : x[i * cols + j];
+    double ss = 0;
+    for (int i = 0; i < r * n; i++) ss += X[i] * X[i];
+    for (int i = 0; i < r * n; i++) X[i] /= sqrt(ss) + 1e-7;
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < r; j++) {
+                double d = 0;
+                for (int k = 0; k < n; k++) d += X[i * n + k] * X[j * n + k];
+                A[i * r + j] = d;
+            }
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < r; j++) {
+                double d = 0;
+                for (int k = 0; k < r; k++) d += A[i * r + k] * A[k * r + j];
+                B[i * r + j] = b * A[i * r + j] + c * d;
+            }
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < n; j++) {
+                double d = 0;
+                for (int k = 0; k < r; k++) d += B[i * r + k] * X[k * n + j];
+                Y[i * n + j] = a * X[i * n + j] + d;
+            }
+        memcpy(X, Y, sizeof(double) * r * n);
+    }
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < n; j++) *(tr ? &x[j * cols + i] : &x[i * cols + j]) = X[i * n + j] * scale;
+    free(X), free(A), free(B), free(Y);
+}
+
+/* zt_muon_orthogonalize against ns_ref, wide and tall (transposed) and odd shapes (the products'
+ * edges); the same bits on 1 and 2 threads; the bf16 option near the fp32 result; and NS5 makes
+ * the singular values near 1 (X^T X's diagonal of a square matrix in [0.6, 1.3]) */
+static void test_muon_newton_schulz(void **state) {
+    static const int shapes[][2] = {{96, 160}, {160, 96}, {37, 53}, {53, 37}, {5, 9}, {64, 64}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int R = shapes[t][0], C = shapes[t][1], n = R * C;
+        float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+        float *work = malloc(sizeof(float) * zt_muon_workspace_floats(R, C));
+        double *xr = malloc(sizeof(double) * n);
+        fill(x, n, 7 + t, 1.0f);
+        for (int i = 0; i < n; i++) xr[i] = x[i];
+        memcpy(y, x, sizeof(float) * n);
+        memcpy(z, x, sizeof(float) * n);
+        float scale = zt_muon_scale(R, C, ZT_MUON_SCALE_REFERENCE);
+        assert_true(fabsf(scale - (float)sqrt(R > C ? (double)R / C : 1.0)) < 1e-6f);
+        omp_set_num_threads(1);
+        zt_muon_orthogonalize(x, R, C, 5, false, scale, work);
+        omp_set_num_threads(2);
+        zt_muon_orthogonalize(y, R, C, 5, false, scale, work);
+        assert_memory_equal(x, y, sizeof(float) * n);
+        ns_ref(xr, R, C, 5, scale);
+        double maxerr = 0;
+        for (int i = 0; i < n; i++) maxerr = fmax(maxerr, fabs(x[i] - xr[i]));
+        if (maxerr > 2e-6) fail_msg("%dx%d: NS5 fp32 vs double: max error %g", R, C, maxerr);
+        zt_muon_orthogonalize(z, R, C, 5, true, scale, work); /* bf16: near, not equal */
+        double bf = 0;
+        for (int i = 0; i < n; i++) bf = fmax(bf, fabs(z[i] - xr[i]));
+        if (bf > 0.05 * scale || bf == 0) fail_msg("%dx%d: NS5 bf16 vs double: max error %g", R, C, bf);
+        print_message("NS5 %dx%d: max |fp32 - double| %.3g, |bf16 - double| %.3g\n", R, C, maxerr, bf);
+        if (R == C) {
+            for (int j = 0; j < C; j++) {
+                double d = 0;
+                for (int i = 0; i < R; i++) d += (double)x[i * C + j] * x[i * C + j];
+                if (d < 0.3 || d > 1.7) fail_msg("column %d of NS5(X): squared norm %g", j, d);
+            }
+        }
+        free(x), free(y), free(z), free(work), free(xr);
+    }
+    omp_set_num_threads(1);
+    assert_true(fabsf(zt_muon_scale(64, 256, ZT_MUON_SCALE_RMS) - 0.2f * 16.0f) < 1e-6f);
+}
+
+/* three Muon steps (momentum, Nesterov, NS5, decoupled decay) against the definition in double;
+ * the momentum on two pieces of rows gives the bits of the whole */
+static void test_muon_step_matches_reference(void **state) {
+    enum { R = 24, C = 40, NE = R * C };
+    static float p[NE], g[NE], m[NE], u[NE], m2[NE], u2[NE], work[3 * R * C + 2 * R * R];
+    static double pr[NE], mr[NE], ur[NE];
+    const double lr = 0.02, beta = 0.95, wd = 0.1, gs = 0.5;
+    fill(p, NE, 3, 0.2f);
+    for (int i = 0; i < NE; i++) pr[i] = p[i], mr[i] = 0, m[i] = 0, m2[i] = 0;
+    for (int t = 1; t <= 3; t++) {
+        fill(g, NE, 50 + (uint64_t)t, 0.1f);
+        zt_muon_momentum(g, m, u, NE, (float)beta, true, (float)gs);
+        zt_muon_momentum(g, m2, u2, 10 * C, (float)beta, true, (float)gs); /* rows [0, 10) */
+        zt_muon_momentum(g + 10 * C, m2 + 10 * C, u2 + 10 * C, NE - 10 * C, (float)beta, true, (float)gs);
+        assert_memory_equal(u, u2, sizeof u);
+        assert_memory_equal(m, m2, sizeof m);
+        zt_muon_orthogonalize(u, R, C, 5, false, zt_muon_scale(R, C, ZT_MUON_SCALE_REFERENCE), work);
+        zt_muon_apply(p, u, NE, (float)lr, (float)wd);
+        for (int i = 0; i < NE; i++) {
+            double gi = g[i] * gs;
+            mr[i] = beta * mr[i] + (1 - beta) * gi;
+            ur[i] = beta * mr[i] + (1 - beta) * gi;
+        }
+        ns_ref(ur, R, C, 5, 1.0);
+        for (int i = 0; i < NE; i++) pr[i] = pr[i] * (1 - lr * wd) - lr * ur[i];
+    }
+    for (int i = 0; i < NE; i++)
+        if (fabs(p[i] - pr[i]) > 2e-6) fail_msg("p[%d] %.9g vs %.9g", i, p[i], pr[i]);
+}
+
+/* LAMB: two tensors, three steps, against DeepSpeed's FusedLamb formulas in double (whole-tensor
+ * norms, the clamp, the bias-corrected step size); the partials of a piece starting on a chunk
+ * boundary are the whole tensor's; the trust ratio's corners */
+static void test_lamb_matches_reference(void **state) {
+    enum { N1 = 3000, N2 = 700 };
+    static float p[N1 + N2], g[N1 + N2], m[N1 + N2], v[N1 + N2];
+    static double pr[N1 + N2], mr[N1 + N2], vr[N1 + N2];
+    const int off[3] = {0, N1, N1 + N2};
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-6, wd[2] = {0.01, 0.0}, gs = 0.5;
+    fill(p, N1 + N2, 11, 0.5f);
+    for (int i = 0; i < N1 + N2; i++) pr[i] = p[i], mr[i] = vr[i] = 0, m[i] = v[i] = 0;
+    for (int t = 1; t <= 3; t++) {
+        fill(g, N1 + N2, 70 + (uint64_t)t, t == 2 ? 10.0f : 0.1f);
+        for (int k = 0; k < 2; k++) {
+            int n = off[k + 1] - off[k];
+            float *pk = p + off[k];
+            zt_lamb_moments(g + off[k], m + off[k], v + off[k], (size_t)n, (float)b1, (float)b2, (float)gs);
+            double wpart[4] = {0}, upart[4] = {0}, wp2[4] = {0}, up2[4] = {0};
+            zt_lamb_partials(pk, m + off[k], v + off[k], n, (float)eps, (float)wd[k], wpart, upart);
+            if (n > 1024) { /* two pieces: [0, 1024) and the rest */
+                zt_lamb_partials(pk, m + off[k], v + off[k], 1024, (float)eps, (float)wd[k], wp2, up2);
+                zt_lamb_partials(pk + 1024, m + off[k] + 1024, v + off[k] + 1024, n - 1024, (float)eps,
+                                 (float)wd[k], wp2 + 1, up2 + 1);
+                assert_memory_equal(wpart, wp2, sizeof wpart);
+                assert_memory_equal(upart, up2, sizeof upart);
+            }
+            int nc = (n + 1023) / 1024;
+            float coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wpart, nc)), sqrt(zt_sum_in_order(upart, nc)), 0.01f,
+                                        10.0f);
+            zt_lamb_apply(pk, m + off[k], v + off[k], (size_t)n,
+                          (float)eps, (float)wd[k], zt_lamb_step_size((float)lr, (float)b1, (float)b2, true, t) * coeff);
+            double wn = 0, un = 0;
+            for (int i = off[k]; i < off[k + 1]; i++) {
+                double gi = g[i] * gs;
+                mr[i] = b1 * mr[i] + (1 - b1) * gi;
+                vr[i] = b2 * vr[i] + (1 - b2) * gi * gi;
+                double ui = mr[i] / (sqrt(vr[i]) + eps) + wd[k] * pr[i];
+                wn += pr[i] * pr[i];
+                un += ui * ui;
+            }
+            double c = sqrt(wn) / sqrt(un);
+            c = c > 10 ? 10 : c < 0.01 ? 0.01 : c;
+            if (fabs(c - coeff) > 1e-5 * c) fail_msg("step %d tensor %d: trust ratio %.9g vs %.9g", t, k, coeff, c);
+            double step = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
+            for (int i = off[k]; i < off[k + 1]; i++)
+                pr[i] -= step * c * (mr[i] / (sqrt(vr[i]) + eps) + wd[k] * pr[i]);
+        }
+    }
+    for (int i = 0; i < N1 + N2; i++)
+        if (fabs(p[i] - pr[i]) > 1e-6 + 1e-5 * fabs(pr[i])) fail_msg("p[%d] %.9g vs %.9g", i, p[i], pr[i]);
+    assert_true(zt_lamb_coeff(0.0, 2.0, 0.01f, 10.0f) == 1.0f);
+    assert_true(zt_lamb_coeff(2.0, 0.0, 0.01f, 10.0f) == 1.0f);
+    assert_true(zt_lamb_coeff(1000.0, 1.0, 0.01f, 10.0f) == 10.0f);
+    assert_true(zt_lamb_coeff(1.0, 1000.0, 0.01f, 10.0f) == 0.01f);
+    assert_true(zt_lamb_step_size(0.5f, 0.9f, 0.999f, false, 3) == 0.5f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_matches_reference),
@@ -193,6 +363,9 @@ int main(void) {
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_clip_and_sum_squares),
         cmocka_unit_test(test_sum_squares_chunk_order),
+        cmocka_unit_test(test_muon_newton_schulz),
+        cmocka_unit_test(test_muon_step_matches_reference),
+        cmocka_unit_test(test_lamb_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,7 +64,18 @@ static int tool_engine_option(int argc, char **argv, int *i, zt_engine_options *
     else if (!strcmp(a, "--reduce-every")) o->reduce_every_micro_batch = true;
     else if (!strcmp(a, "--no-prefetch")) o->no_prefetch = true;
     else if (!strcmp(a, "--stochastic-rounding")) pr->stochastic_rounding = true;
+    else if (!strcmp(a, "--ns-bf16")) o->optim.muon_ns_bf16 = 1; /* Muon's Newton-Schulz in bf16 */
     else if (!has_value) return 0;
+    else if (!strcmp(a, "--optimizer")) { /* adamw | sgd | muon | lamb (docs/optimizer.md) */
+        const char *d = argv[++*i];
+        int k = !strcmp(d, "adamw") ? ZT_OPT_ADAMW : !strcmp(d, "sgd") ? ZT_OPT_SGD : !strcmp(d, "muon") ? ZT_OPT_MUON
+              : !strcmp(d, "lamb") ? ZT_OPT_LAMB : -1;
+        if (k < 0) {
+            fprintf(stderr, "--optimizer %s: adamw, sgd, muon or lamb\n", d);
+            return -1;
+        }
+        o->optim.kind = (zt_optimizer_kind)k;
+    }
     else if (!strcmp(a, "--hybrid")) { /* 0: ranks per node from the launcher, as the trainer does */
         o->hybrid_shard_size = atoi(argv[++*i]);
         if (o->hybrid_shard_size == 0) o->hybrid_shard_size = zt_launcher_default_shard_size(o->comm ? zt_comm_size(o->comm) : 1, NULL);

@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
         if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
         /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
-        if (W > 64) continue;
+        if (W > 64 || o.optim.kind == ZT_OPT_MUON) continue; /* Muon gathers and broadcasts its matrices too */
         if (zt_all_gather_f64(world, sent, all, 3, "byte check", &err)) return tool_fail(world, "gather bytes", &err);
         double tot[3] = {0, 0, 0};
         for (int q = 0; q < W; q++) /* the ranks of this rank's dp group */
@@ -346,7 +346,8 @@ int main(int argc, char **argv) {
      * 16 bytes per owned element (test_plan.c checks the pieces are 1/N of GPT-2 124M); with
      * --freeze the gradients and m, v cover the trainable parameters' pieces only */
     zt_plan pl;
-    if (o.strategy == ZT_STRATEGY_ZERO3 && !zt_plan_create(m, mesh->dp_cp, mesh->dp_cp_rank, &pl, &err)) {
+    if (o.strategy == ZT_STRATEGY_ZERO3 && (o.optim.kind == ZT_OPT_ADAMW || o.optim.kind == ZT_OPT_SGD) &&
+        !zt_plan_create(m, mesh->dp_cp, mesh->dp_cp_rank, &pl, &err)) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);

@@ -215,7 +215,9 @@ int main(int argc, char **argv) {
                 status = 1;
             }
             total_owned += t[3];
-            if (frozen || tp > 1) continue; /* the closed forms below: a whole model, nothing frozen */
+            /* the closed forms below: a whole model, nothing frozen, AdamW/SGD (Muon and LAMB hold more:
+             * their buffers, which the plan comparison above checks) */
+            if (frozen || tp > 1 || o.optim.kind == ZT_OPT_MUON || o.optim.kind == ZT_OPT_LAMB) continue;
             if (o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32) {
                 /* fp32 AdamW: 4 (param) + 4 (grad) + 8 (m, v) bytes per owned element, each piece
                  * 64-byte aligned: 16 x the shard layout exactly */

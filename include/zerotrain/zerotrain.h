@@ -417,6 +417,14 @@ int zt_model_find_param(const zt_model *m, const char *name);
  * *n_frozen (may be NULL) = how many. ZT_ERR_USAGE for a bad pattern, one that matches nothing, or
  * one that matches every parameter. Call before zt_engine_create. */
 int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err);
+/* Muon's split (src/model/freeze.c, the same matching): muon[i] = true for the trainable
+ * parameters whose whole name matches muon_pattern, false for the rest, which AdamW updates
+ * (adamw_pattern "" or NULL: all the rest; otherwise every trainable parameter must match exactly
+ * one of the two). ZT_ERR_USAGE naming optimizer.muon_params / optimizer.adamw_params and the
+ * parameter for a bad pattern, a Muon parameter that is not a 2-D matrix, a parameter matched by
+ * both or by neither, or a muon_pattern that matches no trainable parameter. */
+int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
+                        zt_error *err);
 /* Total number of parameter elements (tied parameters counted once; the logical tensors: under
  * tensor parallelism the whole model, not this part). */
 int64_t zt_model_numel(const zt_model *m);
@@ -539,7 +547,13 @@ void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, i
 /* ---------------------------------------------------------------------------------------------
  * The engine: owns parameter, gradient, optimizer and activation memory for one model. This is
  * the single-process engine; the distributed engine shards the same layout. */
-typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_SGD = 1 } zt_optimizer_kind;
+/* Muon: Muon on the 2-D weights optimizer.muon_params names, AdamW on the rest; LAMB: DeepSpeed's
+ * Lamb (docs/optimizer.md) */
+typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_SGD = 1, ZT_OPT_MUON = 2, ZT_OPT_LAMB = 3 } zt_optimizer_kind;
+#define ZT_OPT_PATTERN_MAX 512
+/* Whether the optimizer keeps two state arrays (m, v): AdamW, Muon (AdamW's, and the momentum of
+ * its matrices in m) and LAMB; SGD keeps at most one */
+static inline bool zt_optim_two_moments(zt_optimizer_kind k) { return k != ZT_OPT_SGD; }
 
 typedef struct zt_optimizer_config {
     zt_optimizer_kind kind;
@@ -548,9 +562,23 @@ typedef struct zt_optimizer_config {
     float momentum;            /* SGD */
     bool nesterov;             /* SGD */
     float grad_clip;           /* global-norm clipping threshold; <= 0 disables */
+    /* Muon (ZT_OPT_MUON): its lr at the schedule's peak (lr_peak); the Muon step's lr is
+     * lr(t) · muon_lr / lr_peak (muon_lr itself when lr_peak is 0) */
+    float muon_lr, muon_momentum, muon_weight_decay;
+    bool muon_nesterov;
+    int muon_ns_steps;
+    int muon_ns_bf16;          /* 1: Newton-Schulz in bf16 (optimizer.muon_ns_dtype) */
+    int muon_scale;            /* ZT_MUON_SCALE_* of src/optim/optim.h */
+    float lr_peak;             /* training.lr (the engine options set it) */
+    /* PCRE2 patterns over whole parameter names: Muon's matrices, AdamW's (empty: the rest) */
+    char muon_params[ZT_OPT_PATTERN_MAX], adamw_params[ZT_OPT_PATTERN_MAX];
+    /* LAMB (ZT_OPT_LAMB): the trust ratio's clamp and the bias correction (DeepSpeed's defaults) */
+    float lamb_min_coeff, lamb_max_coeff;
+    bool lamb_bias_correction;
 } zt_optimizer_config;
 
 void zt_optimizer_config_default(zt_optimizer_config *c); /* AdamW(0.9, 0.95, 1e-8), wd 0.1, clip 1.0 */
+const char *zt_optimizer_name(zt_optimizer_kind k); /* "adamw", "sgd", "muon", "lamb" */
 
 /* Sharding strategies (docs/strategies.md): what each rank holds between steps.
  *   ddp    parameters, gradients, optimizer state replicated; gradients all-reduced (ZeRO-0, NO_SHARD)

@@ -222,7 +222,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddNumberToObject(ls, "cur_iter", (double)meta->scaler.cur_iter);
         cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)meta->scaler.last_overflow_iter);
     }
-    cJSON_AddStringToObject(root, "optimizer", zt_engine_options_of(e)->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
+    cJSON_AddStringToObject(root, "optimizer", zt_optimizer_name(zt_engine_options_of(e)->optim.kind));
     cJSON_AddItemToObject(root, "model", zt_model_meta_json(m));
     zt_run_state_write(root, &meta->run);
     cJSON *files = cJSON_AddArrayToObject(root, "files");

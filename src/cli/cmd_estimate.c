@@ -204,14 +204,14 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
     const zt_engine_options *o = w->opt;
     const zt_precision_bytes *pb = zt_precision_bytes_of(o->precision.mode);
     int64_t P = zt_model_numel(w->model);
-    bool adam = o->optim.kind == ZT_OPT_ADAMW;
+    bool adam = zt_optim_two_moments(o->optim.kind);
     int moments = adam ? 2 : o->optim.momentum != 0.0f ? 1 : 0;
     fprintf(out, "zerotrain estimate-memory: %s | %.2fM parameters (%lld) | %d rank%s x %d thread%s\n", w->title,
             (double)P / 1e6, (long long)P, w->world, w->world > 1 ? "s" : "", w->threads, w->threads > 1 ? "s" : "");
     fprintf(out, "micro-batch %d x %d tokens, accumulation %d | precision %s: %d B master + %d B compute copy + %d B "
             "grads + %d x %d B moments per parameter, reduced in %s | %s | buckets %.0f MiB\n",
             o->B, o->T, o->grad_accum > 0 ? o->grad_accum : 1, zt_precision_mode_name(o->precision.mode), pb->master,
-            pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), adam ? "adamw" : "sgd",
+            pb->copy, pb->grads, moments, pb->moment, zt_dtype_name(o->precision.reduce), zt_optimizer_name(o->optim.kind),
             (double)o->bucket_bytes / 1048576.0);
     if (w->config_path)
         fprintf(out, "the engine's plan for %s (* = its strategy): `zerotrain train` allocates these bytes and prints\n"
@@ -339,7 +339,7 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
     cJSON_AddNumberToObject(bpp, "compute_copy", pb->copy);
     cJSON_AddNumberToObject(bpp, "grads", pb->grads);
     cJSON_AddNumberToObject(bpp, "moment", pb->moment);
-    cJSON_AddStringToObject(root, "optimizer", o->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd");
+    cJSON_AddStringToObject(root, "optimizer", zt_optimizer_name(o->optim.kind));
     cJSON_AddNumberToObject(root, "hybrid_shard_size", o->hybrid_shard_size);
     cJSON_AddNumberToObject(root, "ranks_evaluated", est->ranks_evaluated);
     if (w->configured >= 0) cJSON_AddStringToObject(root, "strategy", zt_strategy_name((zt_strategy)w->configured));

@@ -232,6 +232,47 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%soptimizer.nesterov: needs optimizer.momentum > 0 (it is %g)", PFX(w),
                      (double)c->optim.momentum);
     }
+    /* Muon and LAMB: what they do not implement yet is refused by name (docs/optimizer.md) */
+    if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB) {
+        const char *on = c->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
+        const char *why = c->optim.kind == ZT_OPT_MUON ? "its orthogonalization needs each whole matrix"
+                                                       : "its trust ratio needs each whole tensor's norms";
+        if (c->tensor_parallel_size > 1) {
+            w = LOC("optimizer.type", "parallel.tensor_parallel_size");
+            zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.tensor_parallel_size %d is not implemented (%s, "
+                            "which tensor parallelism cuts); use tensor_parallel_size 1",
+                         PFX(w), on, c->tensor_parallel_size, why);
+        }
+        if (c->pipeline_parallel_size > 1) {
+            w = LOC("optimizer.type", "parallel.pipeline_parallel_size");
+            zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.pipeline_parallel_size %d is not implemented; "
+                            "use pipeline_parallel_size 1",
+                         PFX(w), on, c->pipeline_parallel_size);
+        }
+        if (c->offload_optimizer != ZT_CFG_OFFLOAD_NONE) {
+            w = LOC("optimizer.type", "memory.offload_optimizer");
+            zt_cfg_error(x, "%s%soptimizer.type: %s with memory.offload_optimizer is not implemented (its state "
+                            "stays in memory); set memory.offload_optimizer: none",
+                         PFX(w), on);
+        }
+        if (c->offload_param != ZT_CFG_OFFLOAD_NONE) {
+            w = LOC("optimizer.type", "memory.offload_param");
+            zt_cfg_error(x, "%s%soptimizer.type: %s with memory.offload_param is not implemented; set "
+                            "memory.offload_param: none",
+                         PFX(w), on);
+        }
+        if (c->precision == ZT_CFG_PREC_BF16_LOW) {
+            w = LOC("optimizer.type", "precision.mode");
+            zt_cfg_error(x, "%s%soptimizer.type: %s with bf16-low (bf16 parameters and moments) is not "
+                            "implemented; use bf16 (fp32 master and moments)",
+                         PFX(w), on);
+        }
+    }
+    if (c->optim.kind == ZT_OPT_LAMB && c->optim.lamb_min_coeff > c->optim.lamb_max_coeff) {
+        w = LOC("optimizer.lamb_min_coeff", "optimizer.lamb_max_coeff");
+        zt_cfg_error(x, "%s%soptimizer.lamb_min_coeff: %g exceeds optimizer.lamb_max_coeff (%g)", PFX(w),
+                     (double)c->optim.lamb_min_coeff, (double)c->optim.lamb_max_coeff);
+    }
     bool have_val = c->val_path[0] != '\0' || c->val_fraction > 0.0f;
     if (c->eval_every > 0 && !have_val) {
         w = LOC("eval.every", "data.val");

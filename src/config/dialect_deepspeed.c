@@ -211,7 +211,8 @@ static void resolve_optimizer(dctx *d) {
                     d->file);
         return;
     }
-    bool sgd = strcasecmp(t->text, "sgd") == 0, adam = strcasecmp(t->text, "adam") == 0;
+    bool sgd = strcasecmp(t->text, "sgd") == 0, adam = strcasecmp(t->text, "adam") == 0,
+         lamb = strcasecmp(t->text, "lamb") == 0;
     const cfg_node *lr = zt_cfg_seen(d, "optimizer.params.lr"), *betas = zt_cfg_seen(d, "optimizer.params.betas"),
                    *eps = zt_cfg_seen(d, "optimizer.params.eps"),
                    *wd = zt_cfg_seen(d, "optimizer.params.weight_decay"),
@@ -221,10 +222,30 @@ static void resolve_optimizer(dctx *d) {
                    *mom = zt_cfg_seen(d, "optimizer.params.momentum"),
                    *nes = zt_cfg_seen(d, "optimizer.params.nesterov"),
                    *damp = zt_cfg_seen(d, "optimizer.params.dampening"),
-                   *max = zt_cfg_seen(d, "optimizer.params.maximize");
+                   *max = zt_cfg_seen(d, "optimizer.params.maximize"),
+                   *maxc = zt_cfg_seen(d, "optimizer.params.max_coeff"),
+                   *minc = zt_cfg_seen(d, "optimizer.params.min_coeff"),
+                   *eis = zt_cfg_seen(d, "optimizer.params.eps_inside_sqrt");
     bool b;
     double x;
-    if (bc && zt_cfg_get_bool(d, bc, "optimizer.params.bias_correction", &b) && !b)
+    if (lamb) { /* DeepSpeed's FusedLamb (docs/optimizer.md) */
+        if (bc) zt_cfg_map_node(d, bc, "optimizer.params.bias_correction", "optimizer.lamb_bias_correction");
+        if (maxc) zt_cfg_map_node(d, maxc, "optimizer.params.max_coeff", "optimizer.lamb_max_coeff");
+        else ds_default(d, "optimizer.lamb_max_coeff", "10", "optimizer.params.max_coeff absent: 10");
+        if (minc) zt_cfg_map_node(d, minc, "optimizer.params.min_coeff", "optimizer.lamb_min_coeff");
+        else ds_default(d, "optimizer.lamb_min_coeff", "0.01", "optimizer.params.min_coeff absent: 0.01");
+        if (eis && zt_cfg_get_bool(d, eis, "optimizer.params.eps_inside_sqrt", &b) && b)
+            zt_cfg_derror(d, eis, "optimizer.params.eps_inside_sqrt",
+                          "true is not supported: zerotrain's LAMB adds eps outside the square root (FusedLamb's default)");
+        if (awm) zt_cfg_dnote(d, ZT_CONFIG_WARNING, awm, "optimizer.params.adam_w_mode", "an Adam parameter: no effect with Lamb");
+    } else {
+        const cfg_node *lamb_only[] = {maxc, minc, eis};
+        for (size_t i = 0; i < 3; i++)
+            if (lamb_only[i])
+                zt_cfg_dnote(d, ZT_CONFIG_WARNING, lamb_only[i], lamb_only[i]->key, "a Lamb parameter: no effect with %s",
+                             t->text);
+    }
+    if (!lamb && bc && zt_cfg_get_bool(d, bc, "optimizer.params.bias_correction", &b) && !b)
         zt_cfg_derror(d, bc, "optimizer.params.bias_correction",
                       "false is not supported: zerotrain's AdamW always corrects the bias");
     if (ams && zt_cfg_get_bool(d, ams, "optimizer.params.amsgrad", &b) && b)
@@ -240,6 +261,10 @@ static void resolve_optimizer(dctx *d) {
             if (adam_only[i])
                 zt_cfg_dnote(d, ZT_CONFIG_WARNING, adam_only[i], adam_only[i]->key,
                              "an Adam parameter: no effect with SGD");
+    } else if (lamb) {
+        zt_cfg_map(d, t, "optimizer.type", "optimizer.type", "lamb");
+        if (mom) zt_cfg_dnote(d, ZT_CONFIG_WARNING, mom, "optimizer.params.momentum", "an SGD parameter: no effect with Lamb");
+        if (nes) zt_cfg_dnote(d, ZT_CONFIG_WARNING, nes, "optimizer.params.nesterov", "an SGD parameter: no effect with Lamb");
     } else {
         bool wmode = true;
         if (awm && !zt_cfg_get_bool(d, awm, "optimizer.params.adam_w_mode", &wmode)) return;

@@ -24,7 +24,10 @@
 /* ---------------------------------------------------------------------------------------------
  * The table. */
 
-static const enum_value OPTIMIZERS[] = {{"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {NULL, 0}};
+static const enum_value OPTIMIZERS[] = {
+    {"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {"muon", ZT_OPT_MUON}, {"lamb", ZT_OPT_LAMB}, {NULL, 0}};
+static const enum_value NS_DTYPES[] = {{"fp32", 0}, {"bf16", 1}, {NULL, 0}};
+static const enum_value MUON_SCALES[] = {{"reference", 0}, {"rms", 1}, {NULL, 0}}; /* ZT_MUON_SCALE_* */
 static const enum_value STRATEGIES[] = {{"ddp", ZT_STRATEGY_DDP},     {"zero1", ZT_STRATEGY_ZERO1},
                                          {"zero2", ZT_STRATEGY_ZERO2}, {"zero3", ZT_STRATEGY_ZERO3},
                                          {"hybrid", ZT_STRATEGY_HYBRID}, {NULL, 0}};
@@ -203,6 +206,34 @@ const key_def zt_cfg_keys[] = {
     K_FLT("optimizer.momentum", optim.momentum, 0.0, 1.0, F_OPEN_HI, "0", "SGD momentum", NULL),
     K_BOOL("optimizer.nesterov", optim.nesterov, "false",
            "SGD Nesterov momentum; needs momentum > 0"),
+    /* Muon and LAMB (docs/optimizer.md) */
+    K_FLT("optimizer.muon_lr", optim.muon_lr, 0.0, HUGE_VAL, F_OPEN_LO, "0.02",
+          "muon: the Muon matrices' peak learning rate (training.lr is AdamW's); the schedule scales both alike",
+          NULL),
+    K_FLT("optimizer.muon_momentum", optim.muon_momentum, 0.0, 1.0, F_OPEN_HI, "0.95", "muon: momentum", NULL),
+    K_BOOL("optimizer.muon_nesterov", optim.muon_nesterov, "true", "muon: Nesterov momentum (the reference's)"),
+    K_FLT("optimizer.muon_weight_decay", optim.muon_weight_decay, 0.0, HUGE_VAL, 0, "0",
+          "muon: decoupled weight decay of the Muon matrices (W *= 1 - muon lr x this)", NULL),
+    K_INT("optimizer.muon_ns_steps", optim.muon_ns_steps, 1, 100, "5", "muon: Newton-Schulz iterations", NULL),
+    K_ENUM("optimizer.muon_ns_dtype", optim.muon_ns_bf16, NS_DTYPES, "fp32",
+           "muon: Newton-Schulz arithmetic: fp32, or bf16 (every operand and result rounded to bf16, as the "
+           "reference's bf16 tensors)"),
+    K_ENUM("optimizer.muon_scale", optim.muon_scale, MUON_SCALES, "reference",
+           "muon: update scale: reference sqrt(max(1, rows/cols)); rms 0.2 sqrt(max(rows, cols)) "
+           "(Moonshot's, AdamW's update RMS)"),
+    K_STR("optimizer.muon_params", optim.muon_params, 0, "[a-z]+\\.[0-9]+\\.[a-z_]+\\.[a-z_]+\\.weight",
+          "muon: the 2-D weights Muon updates, a PCRE2 regular expression over each whole parameter name (as "
+          "training.freeze); the default takes the block matrices of GPT-2 (h.N.attn.c_attn.weight, ...) and Llama (layers.N.mlp.up_proj.weight, ...), not embeddings, heads, norms or biases"),
+    K_STR("optimizer.adamw_params", optim.adamw_params, 0, "",
+          "muon: the parameters AdamW updates (training.lr, beta1, beta2, eps, weight_decay), a PCRE2 "
+          "expression; empty: every trainable parameter muon_params leaves; set: every trainable parameter "
+          "must match exactly one of the two"),
+    K_FLT("optimizer.lamb_max_coeff", optim.lamb_max_coeff, 0.0, HUGE_VAL, F_OPEN_LO, "10",
+          "lamb: upper clamp of the trust ratio (DeepSpeed's max_coeff)", NULL),
+    K_FLT("optimizer.lamb_min_coeff", optim.lamb_min_coeff, 0.0, HUGE_VAL, 0, "0.01",
+          "lamb: lower clamp of the trust ratio (DeepSpeed's min_coeff)", "<= optimizer.lamb_max_coeff"),
+    K_BOOL("optimizer.lamb_bias_correction", optim.lamb_bias_correction, "true",
+           "lamb: step size lr sqrt(1-beta2^t)/(1-beta1^t) (DeepSpeed's bias_correction); false: lr"),
     K_INT("lora.rank", lora.rank, 0, 65536, "0",
           "rank r of the LoRA adapters (docs/models.md): every other parameter is frozen and only the "
           "adapters train; 0: no LoRA", NULL),

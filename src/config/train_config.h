@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 140    /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 160    /* rows in the key table (keys.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */

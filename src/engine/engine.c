@@ -208,6 +208,11 @@ void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
     *p = NULL;
 }
 
+const char *zt_optimizer_name(zt_optimizer_kind k) {
+    static const char *const names[] = {"adamw", "sgd", "muon", "lamb"};
+    return (unsigned)k < 4 ? names[k] : "?";
+}
+
 void zt_optimizer_config_default(zt_optimizer_config *c) {
     memset(c, 0, sizeof *c);
     c->kind = ZT_OPT_ADAMW;
@@ -217,6 +222,14 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->weight_decay = 0.1f;
     c->momentum = 0.9f;
     c->grad_clip = 1.0f;
+    c->muon_lr = 0.02f;
+    c->muon_momentum = 0.95f;
+    c->muon_nesterov = true;
+    c->muon_ns_steps = 5;
+    snprintf(c->muon_params, sizeof c->muon_params, "%s", "[a-z]+\\.[0-9]+\\.[a-z_]+\\.[a-z_]+\\.weight");
+    c->lamb_min_coeff = 0.01f;
+    c->lamb_max_coeff = 10.0f;
+    c->lamb_bias_correction = true;
 }
 
 /* Which comm shards and which replicates: read from the mesh (src/comm/mesh.h), the caller's, or
@@ -376,7 +389,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
 
     const zt_plan *pl = &e->plan;
     size_t gpiece = pl->gshard_floats;
-    bool adam = opt->optim.kind == ZT_OPT_ADAMW, mom = adam || opt->optim.momentum != 0.0f;
+    bool adam = zt_optim_two_moments(opt->optim.kind), mom = adam || opt->optim.momentum != 0.0f;
     size_t state = e->shard_optim ? gpiece : pl->gfull_floats; /* trainable parameters only */
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
     e->grad_assigned = calloc((size_t)m->n_params, sizeof *e->grad_assigned);
@@ -417,6 +430,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (adam && !(e->v = zt_engine_alloc(e, state, &e->mem.optimizer, "exp_avg_sq"))) goto nomem;
         if (e->m) memset(e->m, 0, state * sizeof(float));
         if (e->v) memset(e->v, 0, state * sizeof(float));
+    }
+    if (opt->optim.kind == ZT_OPT_MUON || opt->optim.kind == ZT_OPT_LAMB) { /* step_whole.c */
+        if ((rc = zt_step_whole_check(e, err)) ||
+            (rc = opt->optim.kind == ZT_OPT_MUON ? zt_step_muon_setup(e, err) : zt_step_lamb_setup(e, err)))
+            goto fail;
     }
     e->grad_pieces_transient = zt_store_bf16(e) && e->shard_optim;
     if (e->shard_optim && !e->grad_pieces_transient && !e->grad_offload) {
@@ -496,6 +514,10 @@ void zt_engine_free(zt_engine *e) {
     free(e->state_bf16[0]);
     free(e->state_bf16[1]);
     free(e->state_tmp);
+    free(e->muon);
+    free(e->muon_slots);
+    free(e->muon_work);
+    free(e->lamb_partials);
     free(e->grad_pieces);
     free(e->micro_grads);
     free(e->micro_pieces);

@@ -93,7 +93,16 @@ struct zt_engine {
                                    when it lives in files (optim_store) */
     uint16_t *state_bf16[2];       /* bf16-low in memory: the state kinds as bf16 (e->m, e->v NULL) */
     float *state_tmp;           /* ... and ZT_STATE_CHUNK fp32 elements per kind to update them in */
-    int state_kinds;            /* optimizer state arrays: 2 AdamW (m, v), 1 SGD with momentum */
+    int state_kinds;            /* optimizer state arrays: 2 AdamW, Muon, LAMB (m, v), 1 SGD with momentum */
+    /* Muon and LAMB (step_whole.c): muon[i], parameter i is one of Muon's matrices (its momentum
+     * in m, its v unused); the gathered matrices of a round (muon_nslots of muon_slot_floats) and
+     * the Newton-Schulz work; LAMB's partial sums of squares of p and of the update (2 x
+     * plan.norm_chunks doubles) */
+    bool *muon;
+    float *muon_slots, *muon_work;
+    size_t muon_slot_floats;
+    int muon_nslots;
+    double *lamb_partials;
     size_t state_floats;        /* elements per state array (full or shard layout) */
     zt_nvme_store *nvme;        /* the NVMe files of this rank (offload.c), or NULL: its kinds are
                                    the optimizer state kinds (when offloaded), then the parameter
@@ -434,6 +443,13 @@ int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *c
 /* x (n = plan.norm_chunks norm partials, this rank's chunks filled in) gets every other shard's
  * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
+/* step_whole.c: Muon and LAMB. The check refuses what they do not implement (ZT_ERR_USAGE); the
+ * setups split the parameters (Muon) and allocate the buffers memory/plan.c counts; the step runs
+ * the optimizer on what this rank holds, with the collectives the whole tensors need. */
+int zt_step_whole_check(const zt_engine *e, zt_error *err);
+int zt_step_muon_setup(zt_engine *e, zt_error *err);
+int zt_step_lamb_setup(zt_engine *e, zt_error *err);
+int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err);
 
 /* offload.c: the optimizer state in memory or in files, seen the same way. Kind 0 is exp_avg
  * (AdamW) or the momentum (SGD), kind 1 exp_avg_sq; elements index the state layout. */

@@ -53,7 +53,7 @@ int zt_engine_offload_open(zt_engine *e, zt_error *err) {
                                 .io_threads = o->io_threads, .buffered = o->buffered};
     const char *direct = zt_env(ZT_ENV_OFFLOAD_DIRECT); /* ZT_OFFLOAD_DIRECT=0: page-cache I/O (comparisons) */
     if (direct && !strcmp(direct, "0")) so.buffered = true;
-    bool adam = e->opt.optim.kind == ZT_OPT_ADAMW;
+    bool adam = zt_optim_two_moments(e->opt.optim.kind);
     for (int k = 0; k < so.nkinds; k++) so.kinds[k] = KIND_FILES[adam ? 0 : 1][k];
     if (params) { /* the pieces: one more kind, in their own directory */
         zt_store_set_file_kind(e, so.nkinds);

@@ -217,13 +217,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         if (!src && zt_store_file_kind(e) >= 0) src = zt_param_offload_check(e, err);
         rc = zt_engine_offload_agree(e, src, err);
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_end(e);
+    } else if (o->kind == ZT_OPT_MUON || o->kind == ZT_OPT_LAMB) { /* whole tensors: step_whole.c */
+        rc = zt_step_whole(e, lr, uc.gscale, err);
     } else if (e->state_bf16[0]) {
         update_bf16_state(&uc);
     } else {
         update_range(&uc, 0, e->state_floats, e->m, e->v, NULL, NULL);
     }
     zt_grads_reset(e);
-    if (rc) { /* an offloaded update failed (its copies were never fused) */
+    if (rc) { /* an offloaded (or whole-tensor) update failed (its copies were never fused) */
         zt_store_changed(e);
         return rc;
     }

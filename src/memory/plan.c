@@ -18,6 +18,7 @@
  * Everything allocated at creation stays until zt_engine_free; the step's buffers are all freed by
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
+#include "optim/optim.h"
 #include "memory/residency.h"
 #include "memory/sum_tree.h"
 #include "comm/comm.h"
@@ -477,6 +478,33 @@ int zt_memory_window_bound_error(const zt_model *m, size_t max_live, size_t need
                         "bound", max_live, m->units[unit].name, need, shard, need);
 }
 
+/* engine/step_whole.c's buffers, allocated at creation: Muon's gathered matrices (one slot per
+ * rank of the group of N, at most one per matrix) and the Newton-Schulz work of the largest;
+ * LAMB's partial sums of squares of p and of the update */
+static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options *o, int N, int64_t norm_chunks,
+                              zt_error *err) {
+    if (o->optim.kind == ZT_OPT_LAMB) alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2);
+    if (o->optim.kind != ZT_OPT_MUON) return ZT_OK;
+    bool *muon = calloc((size_t)m->n_params + 1, sizeof *muon);
+    if (!muon) return zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
+    int rc = zt_model_muon_split(m, o->optim.muon_params, o->optim.adamw_params, muon, err);
+    size_t slot = 0, work = 0;
+    int n = 0;
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        if (!muon[i]) continue;
+        const zt_param_desc *p = &m->params[i];
+        size_t w = zt_muon_workspace_floats(p->shape[0], p->shape[1]);
+        if ((size_t)p->numel > slot) slot = (size_t)p->numel;
+        if (w > work) work = w;
+        n++;
+    }
+    free(muon);
+    if (rc) return rc;
+    alloc(s, ZT_MEM_OPTIMIZER, (slot + 15) / 16 * 16 * (size_t)(n < N ? n : N));
+    alloc(s, ZT_MEM_OPTIMIZER, work);
+    return ZT_OK;
+}
+
 int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po_in,
                            int world, int rank, zt_memory_plan *out, zt_error *err) {
     memset(out, 0, sizeof *out);
@@ -545,7 +573,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (m->params[i].trainable) s.all[s.n_all++] = i;
 
     /* ---- creation (engine.c zt_engine_create) ---- */
-    bool adam = o->optim.kind == ZT_OPT_ADAMW, mom = adam || o->optim.momentum != 0.0f;
+    bool adam = zt_optim_two_moments(o->optim.kind), mom = adam || o->optim.momentum != 0.0f;
     int kinds = adam ? 2 : mom ? 1 : 0;
     s.master = zt_master_sharded(o, s.shard_optim, s.shard_params);
     /* offload from the engine options (zt_engine_options.offload) or from po (estimates) */
@@ -599,6 +627,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
+    if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
+                                 pl.norm_chunks, err)))
+        goto done;
     s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
     if (s.shard_optim && !s.transient && !s.grad_offload) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;

@@ -4,6 +4,7 @@
 #ifndef ZT_OPTIM_H
 #define ZT_OPTIM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,5 +39,42 @@ double zt_sum_in_order(const double *x, int64_t n);
 /* Clipping coefficient for a global norm: min(1, max_norm / (norm + 1e-6)), 1 if max_norm <= 0
  * (torch.nn.utils.clip_grad_norm_'s formula). */
 double zt_clip_coef(double norm, double max_norm);
+
+/* ---- Muon (muon.c; docs/optimizer.md) ------------------------------------------------------- */
+/* Keller Jordan's Muon for 2-D matrices, per matrix W (rows x cols) with momentum buffer M:
+ *   g' = g * grad_scale;  M = beta·M + (1-beta)·g'  (the reference's lerp)
+ *   U = nesterov ? beta·M + (1-beta)·g' : M        (elementwise: any slice, same bits)
+ *   O = NS5(U) · scale;  W = W·(1 - lr·wd) - lr·O
+ * NS5: X = U / (||U||_F + 1e-7) (transposed when rows > cols), then `steps` times
+ *   A = X X^T;  B = b·A + c·A A;  X = a·X + B X   with (a, b, c) = (3.4445, -4.7750, 2.0315).
+ * scale: ZT_MUON_SCALE_REFERENCE sqrt(max(1, rows/cols)) (the reference's), ZT_MUON_SCALE_RMS
+ * 0.2·sqrt(max(rows, cols)) (Moonshot's, matching AdamW's update RMS). */
+enum { ZT_MUON_SCALE_REFERENCE = 0, ZT_MUON_SCALE_RMS = 1 };
+void zt_muon_momentum(const float *g, float *m, float *u, size_t n, float beta, bool nesterov, float grad_scale);
+/* Floats of work zt_muon_orthogonalize needs for a rows x cols matrix: 3·r·c + 2·r^2, r = min. */
+size_t zt_muon_workspace_floats(int64_t rows, int64_t cols);
+float zt_muon_scale(int64_t rows, int64_t cols, int mode);
+/* x (rows x cols, row-major, in place) = NS5(x) · scale. bf16: every operand and result of the
+ * iteration is rounded to bf16 (nearest-even) as the reference's bf16 tensors are; products sum
+ * in fp32 either way. The bits depend only on x, steps, bf16 and scale (not the thread count). */
+void zt_muon_orthogonalize(float *x, int64_t rows, int64_t cols, int steps, bool bf16, float scale, float *work);
+void zt_muon_apply(float *p, const float *o, size_t n, float lr, float wd);
+
+/* ---- LAMB (lamb.c): DeepSpeed's FusedLamb (Lamb), eps outside the square root -------------- */
+/* Per tensor: g' = g·grad_scale;  m = b1·m + (1-b1)·g';  v = b2·v + (1-b2)·g'^2
+ *   u = m / (sqrt(v) + eps) + wd·p
+ *   ratio = ||p|| / ||u|| clamped to [min_coeff, max_coeff] (1 when either norm is 0), the norms
+ *           over the whole tensor, p before the update
+ *   step = bias_correction ? lr·sqrt(1-b2^t)/(1-b1^t) : lr;   p -= (step·ratio)·u */
+#define ZT_LAMB_CHUNK 1024 /* = ZT_NORM_CHUNK: the norms' partials per fixed chunk */
+void zt_lamb_moments(const float *g, float *m, float *v, size_t n, float b1, float b2, float grad_scale);
+/* wpart[c], upart[c]: sums of squares of p and of u over chunk c of the n elements (n starts on a
+ * chunk boundary of the tensor), each chunk as zt_chunk_sum_squares sums it. */
+void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, double *wpart,
+                      double *upart);
+float zt_lamb_coeff(double wnorm, double unorm, float min_coeff, float max_coeff);
+float zt_lamb_step_size(float lr, float b1, float b2, bool bias_correction, int64_t t);
+/* p -= step·u, u computed as zt_lamb_partials computes it */
+void zt_lamb_apply(float *p, const float *m, const float *v, size_t n, float eps, float wd, float step);
 
 #endif

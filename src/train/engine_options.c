@@ -10,6 +10,7 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
     eo->T = cfg->context_parallel_size > 1 ? cfg->seq_len / cfg->context_parallel_size : cfg->seq_len;
     eo->seed = cfg->seed;
     eo->optim = cfg->optim;
+    eo->optim.lr_peak = cfg->lr.max_lr; /* Muon's lr follows the schedule's shape */
     eo->strategy = cfg->strategy;
     eo->comm = world > 1 ? comm : NULL;
     eo->hybrid_shard_size = cfg->hybrid_shard_size > 0 ? cfg->hybrid_shard_size

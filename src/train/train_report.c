@@ -81,7 +81,7 @@ void zt_train_banner(zt_run *r) {
     char plan_text[512];
     zt_memory_plan_line(&r->plan, plan_text, sizeof plan_text);
     fprintf(out, "optimizer %s | memory plan of rank 0 (zerotrain estimate-memory): %s\n",
-            r->cfg->optim.kind == ZT_OPT_ADAMW ? "adamw" : "sgd", plan_text);
+            zt_optimizer_name(r->cfg->optim.kind), plan_text);
     if (zt_engine_offload_describe(e)[0])
         fprintf(out, "offload: %s in files (memory holds the staging buffers%s): %s\n",
                 eo->offload.optimizer_dir && eo->offload.param_dir ? "optimizer state and parameter pieces"

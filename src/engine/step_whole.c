@@ -1,0 +1,205 @@
+/* step_whole.c - the optimizer steps that need whole tensors while each rank holds only pieces:
+ * Muon (its momentum updated on the pieces, each matrix gathered whole to one owning rank,
+ * orthogonalized there once, the update sent back) with AdamW on the other parameters, and LAMB
+ * (the Adam moments on the pieces, the whole-tensor norms of the parameter and the update from
+ * fixed-chunk partials, as the gradient norm's, then the scaled update). Every strategy and world
+ * size gives the bits of one process: the elementwise parts do not depend on the cut, the
+ * orthogonalization runs on the whole matrix in one fixed way (src/optim/muon.c), and the norms
+ * are in-order sums of the same chunks. Not for NVMe offload, bf16-low, tensor or pipeline
+ * parallelism (refused at create). docs/optimizer.md. */
+#include "engine/engine_internal.h"
+#include "comm/comm.h"
+#include "optim/optim.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameter i's slice this rank updates: its local fp32 elements, gradient and state (m, v). */
+typedef struct slice {
+    float *w, *m, *v;
+    const float *g;
+    size_t n;
+    int64_t begin; /* the slice's first element in the full tensor */
+} slice;
+
+static void local_slice(zt_engine *e, int i, slice *s) {
+    const zt_plan *pl = &e->plan;
+    size_t off, local0 = 0;
+    if (!e->shard_optim) {
+        off = pl->p[i].gfull_off;
+        s->n = (size_t)e->model->params[i].numel;
+        s->begin = 0;
+        s->g = e->micro_grads + off;
+    } else {
+        off = pl->p[i].gshard_off;
+        s->n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        s->begin = zt_plan_shard_begin(pl, i, pl->shard);
+        local0 = zt_store_local_is_piece(e) ? 0 : (size_t)s->begin;
+        s->g = e->grad_pieces + off;
+    }
+    s->w = zt_store_local_fp32(e, i) + local0;
+    s->m = e->m + off;
+    s->v = e->v + off;
+}
+
+int zt_step_whole_check(const zt_engine *e, zt_error *err) {
+    const zt_engine_options *o = &e->opt;
+    const char *name = o->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
+    const char *what = o->offload.optimizer_dir && o->offload.optimizer_dir[0] ? "optimizer offload"
+                       : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
+                       : o->precision.params == ZT_DTYPE_BF16 || o->precision.moments == ZT_DTYPE_BF16
+                           ? "bf16 parameters or moments (bf16-low)"
+                       : e->tp_comm ? "tensor parallelism"
+                                    : NULL;
+    if (what)
+        return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
+    return ZT_OK;
+}
+
+int zt_step_muon_setup(zt_engine *e, zt_error *err) {
+    const zt_model *m = e->model;
+    const zt_optimizer_config *o = &e->opt.optim;
+    if (!(e->muon = calloc((size_t)m->n_params + 1, sizeof *e->muon)))
+        return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
+    int rc = zt_model_muon_split(m, o->muon_params, o->adamw_params, e->muon, err);
+    if (rc) return rc;
+    int N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1, n_muon = 0;
+    size_t slot = 0, work = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (!e->muon[i]) continue;
+        const zt_param_desc *p = &m->params[i];
+        size_t w = zt_muon_workspace_floats(p->shape[0], p->shape[1]);
+        if ((size_t)p->numel > slot) slot = (size_t)p->numel;
+        if (w > work) work = w;
+        n_muon++;
+    }
+    /* one slot per matrix of a round (one per rank of the group), 64-byte multiples; the work of
+     * the one this rank orthogonalizes (memory/plan.c counts the same) */
+    e->muon_slot_floats = (slot + 15) / 16 * 16;
+    e->muon_nslots = n_muon < N ? n_muon : N;
+    if (!(e->muon_slots = zt_engine_alloc(e, e->muon_slot_floats * (size_t)e->muon_nslots, &e->mem.optimizer,
+                                          "Muon's gathered matrices")) ||
+        !(e->muon_work = zt_engine_alloc(e, work, &e->mem.optimizer, "Muon's Newton-Schulz work")))
+        return zt_engine_oom(e, err, "engine");
+    return ZT_OK;
+}
+
+int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
+    if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2, &e->mem.optimizer,
+                                             "LAMB's norm partials")))
+        return zt_engine_oom(e, err, "engine");
+    return ZT_OK;
+}
+
+static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
+    const zt_model *md = e->model;
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
+    int64_t t = (int64_t)e->step;
+    int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
+    if (!list) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer step: out of memory");
+    for (int i = 0; i < md->n_params; i++) {
+        const zt_param_desc *p = &md->params[i];
+        if (!p->trainable) continue;
+        if (e->muon[i]) {
+            list[n_muon++] = i;
+            continue;
+        }
+        slice s;
+        local_slice(e, i, &s);
+        zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
+                        gscale, t);
+        zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+    }
+    zt_comm *c = e->shard_comm;
+    int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
+    bool gather = e->shard_optim && pl->nshards > 1;
+    size_t counts[N > 0 ? N : 1];
+    /* rounds of N matrices: matrix k + j belongs to rank j of the group */
+    for (int k = 0; k < n_muon && !rc; k += N) {
+        int cnt = n_muon - k < N ? n_muon - k : N;
+        for (int j = 0; j < cnt && !rc; j++) {
+            int i = list[k + j];
+            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
+            slice s;
+            local_slice(e, i, &s);
+            float *u = slot + s.begin; /* this rank's rows of the whole matrix */
+            zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+            if (gather) {
+                for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
+                double t0 = omp_get_wtime();
+                rc = zt_all_gather_f32(c, u, slot, counts, "muon momentum", err);
+                e->comm_s += omp_get_wtime() - t0;
+            }
+        }
+        if (rc) break;
+        if (me < cnt) { /* this rank's matrix of the round, whole */
+            const zt_param_desc *p = &md->params[list[k + me]];
+            zt_muon_orthogonalize(e->muon_slots + (size_t)me * e->muon_slot_floats, p->shape[0], p->shape[1],
+                                  o->muon_ns_steps, o->muon_ns_bf16 != 0,
+                                  zt_muon_scale(p->shape[0], p->shape[1], o->muon_scale), e->muon_work);
+        }
+        for (int j = 0; j < cnt && !rc; j++) {
+            int i = list[k + j];
+            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
+            if (N > 1) {
+                double t0 = omp_get_wtime();
+                rc = zt_broadcast_bytes(c, slot, (size_t)md->params[i].numel * sizeof(float), j, "muon update", err);
+                e->comm_s += omp_get_wtime() - t0;
+                if (rc) break;
+            }
+            slice s;
+            local_slice(e, i, &s);
+            zt_muon_apply(s.w, slot + s.begin, s.n, lr_m, o->muon_weight_decay);
+            zt_engine_round_updated(e, i, s.w, s.m, NULL, s.n, s.begin);
+        }
+    }
+    free(list);
+    return rc;
+}
+
+static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
+    const zt_model *md = e->model;
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
+    memset(wp, 0, 2 * (size_t)pl->norm_chunks * sizeof *wp);
+    for (int i = 0; i < md->n_params; i++) {
+        const zt_param_desc *p = &md->params[i];
+        if (!p->trainable) continue;
+        slice s;
+        local_slice(e, i, &s);
+        zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
+        int64_t first, count;
+        zt_plan_norm_chunks(pl, i, e->shard_optim ? pl->shard : 0, &first, &count);
+        zt_lamb_partials(s.w, s.m, s.v, (int64_t)s.n, o->eps, p->decay ? o->weight_decay : 0.0f, wp + first,
+                         up + first);
+    }
+    int rc = ZT_OK;
+    if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
+        if (!(rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err)))
+            rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
+        if (rc) return rc;
+    }
+    const float step = zt_lamb_step_size(lr, o->beta1, o->beta2, o->lamb_bias_correction, (int64_t)e->step);
+    for (int i = 0; i < md->n_params; i++) {
+        const zt_param_desc *p = &md->params[i];
+        if (!p->trainable) continue;
+        int64_t first, count, all = (p->numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+        zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
+        double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));
+        float coeff = zt_lamb_coeff(wn, un, o->lamb_min_coeff, o->lamb_max_coeff);
+        slice s;
+        local_slice(e, i, &s);
+        zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, p->decay ? o->weight_decay : 0.0f, step * coeff);
+        zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+    }
+    return ZT_OK;
+}
+
+int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err) {
+    return e->opt.optim.kind == ZT_OPT_MUON ? muon_step(e, lr, gscale, err) : lamb_step(e, lr, gscale, err);
+}

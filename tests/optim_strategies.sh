@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# optim_strategies.sh BUILD SOURCE - Muon (+AdamW for the rest) and LAMB made exact under every
+# data-parallel strategy (docs/optimizer.md), under mpirun:
+#  1. tool_dist_check --optimizer muon / lamb, 6 steps of the small GPT-2: 1 rank x 2 micro-batches
+#     and 2 ranks x 1 under ddp, zero1, zero2 and zero3 give bit-identical losses and parameters;
+#     for Muon on 4 ranks (oversubscribed) hybrid (zero3 in groups of 2) equals zero3; Muon's bf16
+#     Newton-Schulz and bf16 compute agree across strategies too (their own hashes);
+#  2. tool_memory_check: planned = measured per class, to the byte, with Muon's gathered matrices
+#     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3);
+#  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
+#     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
+#     saved and loaded);
+#  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
+#     or matched by both patterns, a pattern that is not a regular expression, an unknown
+#     muon_ns_dtype, Muon with tensor parallelism, LAMB with optimizer offload.
+set -euo pipefail
+BUILD="$1"
+SRC="$2"
+TOOL="$BUILD/tests/tool_dist_check"
+MEMT="$BUILD/tests/tool_memory_check"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+STEPS=6
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+run() { # N args...
+  local n="$1"; shift
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
+}
+# hash_of, losses_of, fail, check LABEL KEY OUTPUT, bad LABEL TEXT ARGS, mem LABEL N ARGS
+source "$SRC/tests/dist_check.bash"
+
+for o in muon lamb; do
+  check "$o N=1 GA=2 zero3" "$o" "$(run 1 zero3 2 $STEPS --optimizer $o)"
+  for s in ddp zero1 zero2 zero3; do check "$o N=2 GA=1 $s" "$o" "$(run 2 $s 1 $STEPS --optimizer $o)"; done
+done
+# 4 ranks (oversubscribed): hybrid's groups gather and broadcast inside the group
+check "muon N=4 zero3" muon4 "$(run 4 zero3 1 $STEPS --optimizer muon)"
+check "muon N=4 hybrid (zero3 in groups of 2)" muon4 "$(run 4 hybrid 1 $STEPS --optimizer muon --hybrid 2)"
+check "muon bf16 Newton-Schulz N=1 GA=2 zero3" nsbf16 "$(run 1 zero3 2 $STEPS --optimizer muon --ns-bf16)"
+check "muon bf16 Newton-Schulz N=2 zero2" nsbf16 "$(run 2 zero2 1 $STEPS --optimizer muon --ns-bf16)"
+check "muon precision bf16 N=2 ddp" mbf16 "$(run 2 ddp 1 $STEPS --optimizer muon --precision bf16)"
+check "muon precision bf16 N=2 zero1 (master pieces)" mbf16 "$(run 2 zero1 1 $STEPS --optimizer muon --precision bf16)"
+if [ "${ref_hash[muon]:-}" = "${ref_hash[nsbf16]:-x}" ] || [ "${ref_hash[muon]:-}" = "${ref_hash[lamb]:-x}" ]; then
+  echo "FAIL the optimizers' hashes coincide: an option had no effect"; fail=1
+fi
+
+mem "muon zero3" 2 zero3 1 3 --optimizer muon
+mem "lamb zero3" 2 zero3 1 3 --optimizer lamb
+
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+cat > "$T/m.yaml" <<YEOF
+model: {preset: tiny}
+data: {train: $T/gpl.bin}
+training: {micro_batch_size: 4, seq_len: 32, steps: 20, lr: 3e-3, warmup_steps: 5}
+optimizer: {type: muon}
+parallel: {strategy: zero3}
+YEOF
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+if out="$("$Z" train "$T/m.yaml" --nproc 2 --ckpt-dir "$T/ck" --ckpt-every 10 2>&1)"; then
+  line="$(grep '^done:' <<<"$out")"
+  if python3 -c 'import re,sys; m=re.search(r"loss ([0-9.]+) -> ([0-9.]+)", sys.argv[1]); sys.exit(0 if m and float(m.group(2)) < 0.8*float(m.group(1)) else 1)' "$line"; then
+    echo "ok   train muon tiny x2 zero3: $line"
+  else echo "FAIL train muon: the loss did not fall: $line"; fail=1; fi
+  o2="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" 2>&1)" || true
+  if [ -n "$(hash_line "$out")" ] && [ "$(hash_line "$o2")" = "$(hash_line "$out")" ]; then
+    echo "ok   muon resumed from step 10: $(hash_line "$o2")"
+  else echo "FAIL muon resumed from step 10: '$(hash_line "$o2")' vs '$(hash_line "$out")'"; echo "$o2" | tail -3; fail=1; fi
+else
+  echo "FAIL train muon"; echo "$out" | tail -5; fail=1
+fi
+
+bad "muon on a 1-D parameter" "optimizer.muon_params 'h.0.ln_1.weight' matches parameter 'h.0.ln_1.weight' of 1 dimension" \
+  train "$T/m.yaml" --set 'optimizer.muon_params=h.0.ln_1.weight'
+bad "a 2-D weight left to no optimizer" "leave parameter 'wpe.weight' (a 2-D weight) to no optimizer" \
+  train "$T/m.yaml" --set 'optimizer.adamw_params=wte.weight'
+bad "a parameter matched by both" "both match parameter 'h.0.attn.c_attn.weight'" \
+  train "$T/m.yaml" --set 'optimizer.adamw_params=.*'
+bad "a pattern that is not a regular expression" "optimizer.muon_params '(': missing closing parenthesis" \
+  train "$T/m.yaml" --set 'optimizer.muon_params=('
+bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"fp8\"" \
+  train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
+bad "muon with tensor parallelism" "optimizer.type: muon with parallel.tensor_parallel_size 2 is not implemented" \
+  train "$T/m.yaml" --nproc 2 --set parallel.tensor_parallel_size=2
+bad "lamb with optimizer offload" "optimizer.type: lamb with memory.offload_optimizer is not implemented" \
+  train "$T/m.yaml" --set optimizer.type=lamb --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
+exit $fail

@@ -11,45 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err) {
-    if (n_frozen) *n_frozen = 0;
-    if (!pattern || !pattern[0]) return ZT_OK;
-    int ecode;
-    PCRE2_SIZE eoff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED | PCRE2_ENDANCHORED,
-                                   &ecode, &eoff, NULL);
-    if (!re) {
-        PCRE2_UCHAR msg[160];
-        pcre2_get_error_message(ecode, msg, sizeof msg);
-        return zt_error_set(err, ZT_ERR_USAGE, "freeze pattern '%s': %s at offset %zu", pattern, (const char *)msg,
-                            (size_t)eoff);
-    }
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    if (!md) {
-        pcre2_code_free(re);
-        return zt_error_set(err, ZT_ERR_NOMEM, "freeze pattern '%s': out of memory", pattern);
-    }
-    int n = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        zt_param_desc *p = &m->params[i];
-        if (pcre2_match(re, (PCRE2_SPTR)p->name, strlen(p->name), 0, 0, md, NULL) >= 0) {
-            p->trainable = false;
-            n++;
-        }
-    }
-    pcre2_match_data_free(md);
-    pcre2_code_free(re);
-    if (n == 0)
-        return zt_error_set(err, ZT_ERR_USAGE,
-                            "freeze pattern '%s' matches no parameter of model %s (names look like '%s')", pattern,
-                            m->name, m->n_params ? m->params[m->n_params > 1 ? 1 : 0].name : "");
-    if (n == m->n_params)
-        return zt_error_set(err, ZT_ERR_USAGE, "freeze pattern '%s' freezes all %d parameters of model %s: nothing to train",
-                            pattern, n, m->name);
-    if (n_frozen) *n_frozen = n;
-    return ZT_OK;
-}
-
 /* hit[i] = whether parameter i's whole name matches pattern (key names it in messages) */
 static int match_all(const zt_model *m, const char *pattern, const char *key, bool *hit, zt_error *err) {
     int ecode;
@@ -73,6 +34,32 @@ static int match_all(const zt_model *m, const char *pattern, const char *key, bo
     pcre2_code_free(re);
     return ZT_OK;
 }
+
+int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *err) {
+    if (n_frozen) *n_frozen = 0;
+    if (!pattern || !pattern[0]) return ZT_OK;
+    bool *hit = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *hit);
+    if (!hit) return zt_error_set(err, ZT_ERR_NOMEM, "freeze pattern '%s': out of memory", pattern);
+    int rc = match_all(m, pattern, "freeze pattern", hit, err);
+    int n = 0;
+    for (int i = 0; !rc && i < m->n_params; i++)
+        if (hit[i]) {
+            m->params[i].trainable = false;
+            n++;
+        }
+    free(hit);
+    if (rc) return rc;
+    if (n == 0)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "freeze pattern '%s' matches no parameter of model %s (names look like '%s')", pattern,
+                            m->name, m->n_params ? m->params[m->n_params > 1 ? 1 : 0].name : "");
+    if (n == m->n_params)
+        return zt_error_set(err, ZT_ERR_USAGE, "freeze pattern '%s' freezes all %d parameters of model %s: nothing to train",
+                            pattern, n, m->name);
+    if (n_frozen) *n_frozen = n;
+    return ZT_OK;
+}
+
 
 int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
                         zt_error *err) {

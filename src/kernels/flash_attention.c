@@ -190,11 +190,11 @@ static void forward_tile(float *o, int so, float *lse, float *S, float *mrow, fl
         }
 #define SCORES(R)                                                                                                   \
     (bf ? (cols - c0 <= ZT_VL ? score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
-                                               (const uint32_t *)KT + (j0 - k0) + c0, ldt, hp, scale, R, 1)                 \
+                                               (const uint32_t *)KT + (j0 - k0) + c0, ldt, hp, scale, R, 1)           \
                               : score_micro_bf(S + (size_t)r * FA_BC + c0, FA_BC, Qb + (size_t)r * hp, hp,            \
-                                               (const uint32_t *)KT + (j0 - k0) + c0, ldt, hp, scale, R, 2))                \
-        : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq, (const float *)KT + (j0 - k0) + c0, ldt, \
-                      hs, scale, R))
+                                               (const uint32_t *)KT + (j0 - k0) + c0, ldt, hp, scale, R, 2))          \
+        : score_micro(S + (size_t)r * FA_BC + c0, FA_BC, qi + (size_t)r * sq, sq,                                   \
+                      (const float *)KT + (j0 - k0) + c0, ldt, hs, scale, R))
     int jlo = k0; /* the first key block: k0, or where the tile's first document starts */
     if (pb) {
         int lo = i0;
@@ -352,6 +352,13 @@ typedef struct head_args {
                       positions: it reaches every row), or -1: every block adds */
 } head_args;
 
+/* the end of the 4-row group of dQ's product (over a chunk of nr rows) that row rr lies in */
+static inline int dq_group_end(int rr, int nr)
+{
+    int g = rr & ~3;
+    return g + 4 <= nr ? g + 4 : rr + 1;
+}
+
 /* key block j0 (n keys), query rows r0 .. r0+nr (whole-sequence indices): P and dS tiles, then the
  * products; kv_assign: the products assign dK and dV of the block (the first head's first chunk) */
 static void backward_tile(const head_args *a, float *P, float *dS, const float *D, int j0, int n, int r0,
@@ -359,9 +366,12 @@ static void backward_tile(const head_args *a, float *P, float *dS, const float *
 {
     const int hs = a->hs, lq = r0 - a->q0, lk = j0 - a->k0; /* local row and key */
     const float *qr = a->q + (size_t)lq * a->sq, *dOr = a->dO + (size_t)lq * a->C;
-    /* P, dS for each 4-row group up to its last row's diagonal */
+    /* P, dS for each row group up to the diagonal of the last row of the 4-row group of dQ's
+     * product it lies in (which reads that far; the same as the group's own last row's diagonal
+     * rounded up to NC where r0 - j0 is a multiple of 16, as in the whole sequence) */
     for (int rr = 0; rr < nr;) {
-        int R = nr - rr >= FA_GROWS ? FA_GROWS : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        int R = nr - rr >= FA_GROWS ? FA_GROWS : 1, t0 = r0 + rr;
+        int cols = imin(n, r0 + dq_group_end(rr + R - 1, nr) - j0);
         pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             float *p = P + (size_t)rr * FA_BK + c0, *ds = dS + (size_t)rr * FA_BK + c0;
@@ -416,7 +426,8 @@ static void backward_tile_bf(const head_args *a, const bf_bufs *w, const float *
     const uint32_t *Qb = w->Qb + (size_t)lq * hp, *dOb = w->dOb + (size_t)lq * hp;
     const uint32_t *Q2 = w->Q2 + (size_t)(lq / 2) * hs, *dO2 = w->dO2 + (size_t)(lq / 2) * hs;
     for (int rr = 0; rr < nr;) {
-        int R = nr - rr >= FA_GROWS ? FA_GROWS : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr, cols = imin(n, t0 + R - j0);
+        int R = nr - rr >= FA_GROWS ? FA_GROWS : nr - rr >= 2 ? 2 : 1, t0 = r0 + rr;
+        int cols = imin(n, r0 + dq_group_end(rr + R - 1, nr) - j0); /* as in backward_tile */
         pf_advance(pf);
         for (int c0 = 0; c0 < cols; c0 += NC) {
             uint32_t *dsk = w->dSk + (size_t)rr * (FA_BK / 2) + c0 / 2;

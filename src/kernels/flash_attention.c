@@ -1,7 +1,8 @@
 /* flash_attention.c - causal self-attention whose memory grows as O(T): fused and tiled with an
- * online softmax (FlashAttention-2), forward and backward side by side, for grouped-query
- * attention (NKV key/value heads, each read by G = NH/NKV query heads in place: nothing is
- * repeated in memory; NKV = NH is GPT-2's multi-head attention on its fused qkv).
+ * online softmax (FlashAttention-2), forward and backward side by side, over the whole sequence or
+ * a block of query rows against a block of keys (context parallelism) with the blocks' merge, for
+ * grouped-query attention (NKV key/value heads, each read by G = NH/NKV query heads in place:
+ * nothing is repeated in memory; NKV = NH is GPT-2's multi-head attention on its fused qkv).
  *
  * Per (b, h), Q the (T, hs) slice of query head h, K, V those of KV head h / G, scale = 1/sqrt(hs):
  *   forward   for each query tile Qi (FA_BR rows), over key blocks Kj, Vj (FA_BC keys, up to the
@@ -47,6 +48,20 @@
  * kernel element by element. The one float lse is held in costs P a relative error of ~u |lse| in
  * backward (attention.c subtracts the row max instead): ~1e-6 at scores of ~10.
  *
+ * Blocks (context parallelism, kernels.h): every function here runs query rows q0 .. q0+Tq against
+ * keys k0 .. k0+Tk (whole-sequence indices: the masks and pos use them, the buffers are local);
+ * the whole-sequence kernels are q0 = k0 = 0, Tq = Tk = T. The forward's key blocks start at k0 +
+ * multiples of FA_BR (with pos: from the tile's first document start rounded down so), its query
+ * tiles at q0 + multiples of FA_BR; a block may start after some rows (all masked for them), and a
+ * row that sees no key gets out 0, lse -inf. The backward's key blocks start at k0 + multiples of
+ * FA_BK, each visiting query chunks of FA_BQ rows from its diagonal (or q0, one row earlier where
+ * that is odd: bf16 pairs rows) up to its last reader; it takes the merged out and lse (D and P
+ * are the whole row's), adds into dq and assigns the block's dk, dv (0 where no row reads a key).
+ * Each element's sequence of roundings depends only on where the tiles start: with q0, k0
+ * multiples of FLASH_BLOCK_ALIGN (128 = FA_BK = FA_BQ, a multiple of FA_BR) and keys from 0, a
+ * row's out, lse and dq are the whole sequence's bits (tests/test_flash_block.c). The merge of
+ * blocks' results (flash_attention_merge) is the online softmax step across blocks.
+ *
  * The same algorithm on CPUs elsewhere: PyTorch's ATen FlashAttentionKernel (blocked GEMMs + online
  * softmax, parallel over (batch, head, query block) forward and (batch, head) backward), ggml's
  * flash_attn_ext (one query row at a time, for inference), oneDNN's SDPA (brgemm micro-kernels).
@@ -62,6 +77,7 @@
  * (Kᵀ; bf16: Kᵀ and V as pairs, the same) plus FA_BR x FA_BC scores per thread (bf16: and Q's tile
  * as pairs); backward per thread 2*hs*Tpad (Kᵀ, Vᵀ) + Tpad (D) + two FA_BQ x FA_BK tiles (bf16:
  * 3.5*hs*Tpad of pairs for Kᵀ, Vᵀ, K and the head's Q and dO twice, three half-size tiles). O(T).
+ * In blocks the panels are the keys' (Tk) and D and the head's pairs the rows' (Tq): O(Tq + Tk).
  *
  * Cost (bf16 products; bench/RESULTS.md, "Flash attention bf16, restructured"). Rounding to pairs
  * is done once per row: the backward converts a head's Q and dO (both layouts) and computes D in

@@ -30,6 +30,10 @@
 #if FA_BC % FA_BR != 0 || FA_BC % 32 != 0 || FA_BK % 32 != 0
 #error "FA_BC: a multiple of FA_BR and 32 (each key block a query tile reads starts at or before it); FA_BK: of 32"
 #endif
+/* the whole sequence's tiles, in a block of rows from q0 against keys from 0 (kernels.h) */
+#if FLASH_BLOCK_ALIGN % FA_BR != 0 || FLASH_BLOCK_ALIGN % FA_BK != 0 || FLASH_BLOCK_ALIGN % FA_BQ != 0
+#error "FLASH_BLOCK_ALIGN: a multiple of FA_BR, FA_BK and FA_BQ"
+#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* keeps a loaded vector in a register: without it GCC folds the load into every FMA that reads

@@ -1,5 +1,5 @@
-/* flash_pack.h - flash attention's operand layouts (internal to flash_attention.c, which includes it
- * once, after its tile sizes and before its micro-kernels): the rows of the next work item fetched
+/* flash_pack.h - flash attention's operand layouts (internal to flash_attention.c: flash_micro.h
+ * includes it once, after its tile sizes and before its micro-kernels): the rows of the next work item fetched
  * into L2 while this one computes (row_prefetch), Kᵀ and Vᵀ packed with 16 x 16 (AVX-512) or 8 x 8
  * (AVX2) register transposes, and bf16 pairs (nearest-even, vecbf16.h) packed along rows, across
  * rows and transposed, the operand shape of vdpbf16ps. None of it changes a bit of the result:

@@ -266,8 +266,9 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
                               const float *out, const float *lse, int B, int T, int C, int NH,
                               bool bf16, const int32_t *pos);
 
-/* ---- flash_attention_block.c: a block of query rows against a block of keys (context
- * parallelism: docs/parallelism.md) -------------------------------------------------------------
+/* ---- flash_attention.c, in blocks: a block of query rows against a block of keys (context
+ * parallelism: docs/parallelism.md; the whole-sequence kernels above are the case q0 = k0 = 0,
+ * Tq = Tk = T, one code path) ---------------------------------------------------------------------
  * A rank of a context-parallel group holds some query rows of each sequence and sees the keys a
  * block at a time (all of them gathered: allgather mode; one peer's at a time: ring mode). Rows
  * and keys carry their indices in the whole sequence: query rows q0 .. q0+Tq-1, keys k0 .. k0+Tk-1.
@@ -275,7 +276,10 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
  * pos (B, pos_ld) is indexed by the whole sequence's index (pos_ld >= the largest index + 1), or
  * NULL: plain causal. q (B,Tq,NH*hs) row stride sq; k, v (B,Tk,NKV*hs) row stride skv; query head h
  * reads KV head h / (NH/NKV). bf16 as flash_attention_gqa_forward's. Bits do not depend on the
- * thread count. */
+ * thread count. q0, k0, Tq, Tk: any (>= 1 rows and keys). The key tiles start at k0 + multiples of
+ * the forward's 64 (FA_BR) and the backward's 128 (FA_BK), the query tiles at q0 + multiples of
+ * 64 / 128 (FA_BQ): with q0 and k0 multiples of FLASH_BLOCK_ALIGN they are the whole sequence's.
+ * Scratch (floats, under the OpenMP thread setting the kernels run with) O(Tq + Tk). */
 size_t flash_attention_block_scratch_floats(int B, int Tq, int Tk, int NH, int NKV, int hs);
 /* out (B,Tq,NH*hs) (row stride NH*hs) and lse (B,NH,Tq) assigned: the attention of each row over
  * the visible keys of this block alone; a row that sees none of them gets out 0 and lse -INFINITY.
@@ -287,7 +291,9 @@ void flash_attention_block_forward(float *out, float *lse, float *scratch, const
                                    int hs, int sq, int skv, bool bf16, const int32_t *pos, int pos_ld);
 /* out, lse (the result so far) merged with a block's out_b, lse_b (B,Tq,NH*hs)/(B,NH,Tq): the
  * online softmax across blocks, lse' = log(e^lse + e^lse_b), out' = out e^(lse - lse') +
- * out_b e^(lse_b - lse'); -INFINITY on either side takes the other unchanged. */
+ * out_b e^(lse_b - lse'); -INFINITY on either side takes the other unchanged (start from lse all
+ * -INFINITY to take the first block as it is). lse' and the weights in double, each rounded once;
+ * merging in another order differs by a few roundings (tests/test_flash_block.c states the bound). */
 void flash_attention_merge(float *out, float *lse, const float *out_b, const float *lse_b, int B, int Tq,
                            int NH, int hs);
 /* The backward of one block given out and lse of the whole row (merged over every block: D =

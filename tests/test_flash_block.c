@@ -13,7 +13,8 @@
  *   - every block's forward against a double-precision reference of that block alone, and the
  *     assembled gradients against finite differences of the double reference's loss;
  *   - rows that see none of a block's keys (keys after them, or a document starting after the
- *     block): out 0, lse -INFINITY, dq unchanged, dk and dv 0; Tq and Tk not multiples of the tiles.
+ *     block, or no keys at all): out 0, lse -INFINITY, dq unchanged, dk and dv 0 (also for no rows);
+ *     Tq and Tk not multiples of the tiles.
  * Tolerances: |got - ref| <= rtol (|ref| + rms(ref)) (test_kernel_check.h), argued at each check.
  */
 #include <setjmp.h>
@@ -528,6 +529,8 @@ static void test_block_unseen(void **state)
         unseen_case(NULL, bf, 130, 170, 0, 129);  /* keys before every row, one row short of a tile */
         unseen_case(docs, bf, 150, 150, 0, 139);  /* row 0's documents from 140 on start after the keys */
         unseen_case(docs, bf, 33, 200, 41, 60);   /* a document (40..140) straddling the key block */
+        unseen_case(NULL, bf, 10, 20, 5, 0);      /* no keys */
+        unseen_case(docs, bf, 10, 0, 5, 20);      /* no rows: dk, dv 0 */
     }
 }
 

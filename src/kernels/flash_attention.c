@@ -282,6 +282,8 @@ void flash_attention_block_forward(float *out, float *lse, float *scratch, const
     const int C = NH * hs, G = NH / NKV, ntiles = (Tq + FA_BR - 1) / FA_BR, Tp = tpad(Tk), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
     const long items = (long)B * NH * ntiles;
+    if (items <= 0) /* no rows (num_threads(0) is not allowed) */
+        return;
     /* per (b, KV head) panels, then the threads' */
     const size_t group = bf16 ? bf_group_floats(Tk, hs) : (size_t)hs * Tp;
     const size_t per_thread = bf16 ? fwd_thread_floats_bf(hs) : fwd_thread_floats();
@@ -580,6 +582,8 @@ static void backward(float *dq, float *dk, float *dv, float *scratch, const floa
 {
     const int C = NH * hs, G = NH / NKV, Tp = tpad(Tk), Tpq = tpad(Tq), hp = hpairs(hs);
     const float scale = 1.0f / sqrtf((float)hs);
+    if (B * NKV <= 0)
+        return;
 #pragma omp parallel num_threads(bwd_threads(B, NKV))
     {
         float *KT, *VT, *D, *P = NULL, *dS = NULL;
@@ -676,6 +680,8 @@ void flash_attention_merge(float *out, float *lse, const float *out_b, const flo
 {
     const long rows = (long)B * NH * Tq;
     const int C = NH * hs;
+    if (rows <= 0)
+        return;
 #pragma omp parallel for schedule(static) num_threads(zt_max_threads() < rows ? zt_max_threads() : (int)rows)
     for (long i = 0; i < rows; i++) {
         int b = (int)(i / ((long)NH * Tq)), h = (int)(i / Tq % NH), t = (int)(i % Tq);

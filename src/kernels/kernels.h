@@ -276,7 +276,7 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
  * pos (B, pos_ld) is indexed by the whole sequence's index (pos_ld >= the largest index + 1), or
  * NULL: plain causal. q (B,Tq,NH*hs) row stride sq; k, v (B,Tk,NKV*hs) row stride skv; query head h
  * reads KV head h / (NH/NKV). bf16 as flash_attention_gqa_forward's. Bits do not depend on the
- * thread count. q0, k0, Tq, Tk: any (>= 1 rows and keys). The key tiles start at k0 + multiples of
+ * thread count. q0, k0 >= 0 any, Tq, Tk >= 0 (no keys: every row sees none). The key tiles start at k0 + multiples of
  * the forward's 64 (FA_BR) and the backward's 128 (FA_BK), the query tiles at q0 + multiples of
  * 64 / 128 (FA_BQ): with q0 and k0 multiples of FLASH_BLOCK_ALIGN they are the whole sequence's.
  * Scratch (floats, under the OpenMP thread setting the kernels run with) O(Tq + Tk). */

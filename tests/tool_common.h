@@ -7,7 +7,7 @@
  * The precision options are collected first and applied once (tool_precision_apply), so their
  * order on the command line does not matter. Header-only: each tool is one file.
  * tool_main: one run (`TOOL STRATEGY GA STEPS ...`), or with `--serve DIR` many runs in one MPI
- * job (tests/tool_serve.bash): rank 0 waits for DIR/req (the arguments, one per line), every rank
+ * job (tests/tool_serve.bash): rank 0 waits for DIR/req (the arguments, each ended by a NUL), every rank
  * runs them with its stdout and stderr in DIR/out.RANK, rank 0 writes DIR/resp (the ranks' output
  * in rank order, then "@@status S": the largest exit code), and so on until "@@quit". Each run
  * makes its own world communicator, model and engine, as a process of its own would; only MPI's
@@ -165,8 +165,7 @@ static int tool_serve(const char *prog, const char *dir, tool_run_fn run) {
         char *args[MAXARGS];
         int n = 0;
         args[n++] = (char *)prog;
-        for (char *save = NULL, *t = strtok_r(req, "\n", &save); t && n < MAXARGS - 1; t = strtok_r(NULL, "\n", &save))
-            args[n++] = t;
+        for (int at = 0; at < len && n < MAXARGS - 1; at += (int)strlen(req + at) + 1) args[n++] = req + at;
         args[n] = NULL;
         fflush(stdout);
         fflush(stderr);

@@ -36,7 +36,7 @@ serve_run() {
   local name="$1" d="$SERVE_DIR/$1" pid="${SERVE_PID[$1]:-}"; shift
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 99
   [ "$(serve_env)" = "${SERVE_ENV[$name]}" ] || return 99
-  printf '%s\n' "$@" > "$d/req.tmp" && mv "$d/req.tmp" "$d/req"
+  printf '%s\0' "$@" > "$d/req.tmp" && mv "$d/req.tmp" "$d/req" # each argument ended by a NUL
   while [ ! -e "$d/resp" ]; do
     if ! kill -0 "$pid" 2>/dev/null; then rm -f "$d/req"; return 99; fi
     read -r -t 0.005 -u "$SERVE_NAP" _ || true
@@ -51,7 +51,7 @@ serve_run() {
 serve_stop() {
   local name
   for name in "${!SERVE_PID[@]}"; do
-    kill -0 "${SERVE_PID[$name]}" 2>/dev/null && echo "@@quit" > "$SERVE_DIR/$name/req"
+    kill -0 "${SERVE_PID[$name]}" 2>/dev/null && printf '@@quit\0' > "$SERVE_DIR/$name/req"
   done
   for name in "${!SERVE_PID[@]}"; do
     for _ in $(seq 1 500); do kill -0 "${SERVE_PID[$name]}" 2>/dev/null || break; read -r -t 0.01 -u "$SERVE_NAP" _ || true; done

@@ -20,8 +20,14 @@ STEPS=5
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
+# the runs on N ranks go to one MPI job per N (tests/tool_serve.bash); one that job cannot take
+# runs alone
+source "$(dirname "${BASH_SOURCE[0]}")/tool_serve.bash"
+for n in 1 2; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
 run() { # N args...
-  local n="$1"; shift
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
 }
 field() { grep "^$1 " <<<"$2" | cut -d' ' -f2- || true; }
@@ -61,7 +67,7 @@ else
 fi
 
 # 2. the CLI: native key, DeepSpeed block
-T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+T="$(mktemp -d)"; trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
 base="data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 4, warmup_steps: 1, lr: 3e-3}

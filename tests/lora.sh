@@ -29,6 +29,19 @@ trap 'rm -rf "$T"' EXIT
 # hash_of, losses_of, fail, check LABEL KEY OUTPUT
 source "$SRC/tests/dist_check.bash"
 mpi() { local n="$1"; shift; mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$@" 2>&1; }
+# the tools' runs on N ranks go to one MPI job per tool and N (tests/tool_serve.bash); one that job
+# cannot take runs alone (mpi)
+source "$SRC/tests/tool_serve.bash"
+trap 'serve_stop; rm -rf "$T"' EXIT
+serve_start d2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"
+serve_start d4 mpirun -np 4 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"
+serve_start m2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$MEM"
+served() { # SERVER N TOOL args...: the run on the server, or alone
+  local name="$1" n="$2" tool="$3" rc=0; shift 3
+  serve_run "$name" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpi "$n" "$tool" "$@"
+}
 kept() { # label output: "frozen H0 -> H1" with H0 = H1
   local line; line="$(grep '^frozen' <<<"$2" || true)"
   if [ -n "$line" ] && [ "$(cut -d' ' -f2 <<<"$line")" = "$(cut -d' ' -f4 <<<"$line")" ]; then :
@@ -36,7 +49,7 @@ kept() { # label output: "frozen H0 -> H1" with H0 = H1
 }
 dist() { # label key n args...
   local label="$1" key="$2" n="$3" rc=0 out; shift 3
-  out="$(mpi "$n" "$TOOL" "$@")" || rc=$?
+  out="$(served "d$n" "$n" "$TOOL" "$@")" || rc=$?
   check "$label" "$key" "$out"
   kept "$label" "$out"
   if [ $rc -ne 0 ]; then echo "FAIL $label: rc $rc: $(grep -E '^rank [0-9]+:|bytes sent' <<<"$out" | head -3)"; fail=1; fi
@@ -53,7 +66,7 @@ if [ "${ref_hash[fp32-2]:-}" = "${ref_hash[bf16-2]:-x}" ]; then echo "FAIL bf16 
 
 mem() { # label N args...
   local label="$1" n="$2" out rc=0; shift 2
-  out="$(mpi "$n" "$MEM" "$@" --lora 4 --lora-dropout 0.1)" || rc=$?
+  out="$(served "m$n" "$n" "$MEM" "$@" --lora 4 --lora-dropout 0.1)" || rc=$?
   local exact; exact="$(grep -o '^\([0-9]*\) of \1 (class, rank) high-waters exact' <<<"$out" || true)"
   if [ $rc -ne 0 ] || [ -z "$exact" ]; then echo "FAIL memory $label (rc $rc)"; echo "$out" | tail -6; fail=1
   else echo "ok   memory $label LoRA: $exact$(grep -m1 -o 'zero3 LoRA model states.*' <<<"$out" | sed 's/^/; /' || true)"; fi

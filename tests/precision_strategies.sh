@@ -18,9 +18,17 @@ BUILD="$1"
 TOOL="$BUILD/tests/tool_dist_check"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 STEPS=12
+MPIRUN=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT)
+# the runs on N ranks go to one MPI job per N (tests/tool_serve.bash); one that job cannot take
+# runs alone
+source "$(dirname "${BASH_SOURCE[0]}")/tool_serve.bash"
+trap serve_stop EXIT
+for n in 1 2 4; do serve_start "n$n" "${MPIRUN[@]}" -np "$n" "$TOOL"; done
 run() { # N args...
-  local n="$1"; shift
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
+  "${MPIRUN[@]}" -np "$n" "$TOOL" "$@" 2>&1
 }
 fail=0
 declare -A ref

@@ -29,7 +29,7 @@ TOOL="$BUILD/tests/tool_dist_check"
 MEMT="$BUILD/tests/tool_memory_check"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad, mem; sets fail=0
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
@@ -46,8 +46,14 @@ bad "sp, seq_len 31 over tp 2" "parallel.sequence_parallel: parallel.tensor_para
   train "$T/g.yaml" --nproc 2 --set parallel.tensor_parallel_size=2 --set parallel.sequence_parallel=true \
   --set training.seq_len=31
 
+# the runs on N ranks go to one MPI job per N (tests/tool_serve.bash); one that job cannot take
+# runs alone
+source "$(dirname "${BASH_SOURCE[0]}")/tool_serve.bash"
+for n in 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
 run() { # N args...
-  local n="$1"; shift
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
 }
 tp_bytes_ok() { # label output: tool_dist_check printed the tp bytes and they equal its formula

@@ -3,6 +3,8 @@
 //   node tokenizer_spm.mjs encode TOKENIZER.json TEXT [REPEAT]   the ids @huggingface/tokenizers gives for
 //        TEXT (no special tokens added), one per line; with REPEAT, encodes REPEAT times and prints
 //        "seconds N" (the best time) on stderr as well (the benchmark)
+//   node tokenizer_spm.mjs encode-files TOKENIZER.json TEXT OUT [TEXT OUT ...]   the same ids for
+//        each TEXT into its OUT, the tokenizer read once
 //   node tokenizer_spm.mjs llama OUT.json      writes Llama 2's tokenizer.json rebuilt from the
 //        vocabulary and merges llama-tokenizer-js ships (its data-conversion.py wrote them from Meta's
 //        tokenizer.json: the vocabulary in id order, the merges in rank order as id pairs) with the
@@ -30,6 +32,16 @@ if (cmd === "encode") {
   }
   if (c) process.stderr.write(`seconds ${best} tokens ${ids.length}\n`);
   process.stdout.write(ids.join("\n") + "\n");
+} else if (cmd === "encode-files") {
+  // encode-files TOKENIZER.json TEXT OUT [TEXT OUT ...]: as encode, for each TEXT into its OUT, the
+  // tokenizer read once
+  const { Tokenizer } = await import(path.join(mods, "@huggingface/tokenizers/dist/tokenizers.mjs"));
+  const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
+  const rest = process.argv.slice(4);
+  for (let i = 0; i + 1 < rest.length; i += 2) {
+    const ids = tok.encode(fs.readFileSync(rest[i], "utf8"), { add_special_tokens: false }).ids;
+    fs.writeFileSync(rest[i + 1], ids.join("\n") + "\n");
+  }
 } else if (cmd === "llama" || cmd === "llama-cases") {
   const src = fs.readFileSync(path.join(mods, "llama-tokenizer-js/llama-tokenizer.js"), "utf8");
   if (cmd === "llama-cases") {
@@ -65,6 +77,6 @@ if (cmd === "encode") {
     fs.writeFileSync(a, JSON.stringify(t));
   }
 } else {
-  process.stderr.write("usage: tokenizer_spm.mjs encode TOKENIZER.json TEXT [REPEAT] | llama OUT.json | llama-cases OUT\n");
+  process.stderr.write("usage: tokenizer_spm.mjs encode TOKENIZER.json TEXT [REPEAT] | encode-files TOKENIZER.json TEXT OUT... | llama OUT.json | llama-cases OUT\n");
   process.exit(2);
 }

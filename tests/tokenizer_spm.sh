@@ -75,9 +75,9 @@ mk_texts s '</s>' '<s>'
 mk_texts eos '<eos>' '<bos>'
 
 # 1. against @huggingface/tokenizers
-check() { # NAME TOKENIZER TEXT
-  node "$SRC/tests/tokenizer_spm.mjs" encode "$2" "$3" | tr '\n' ' ' | sed 's/ $//' > "$T/ref.ids"
-  "$TOOL" "$2" "$3" | tr -d '\n' > "$T/zt.ids"
+check() { # NAME TOKENIZER TEXT REFERENCE-IDS (tokenizer_spm.mjs's, one per line) ZERO-TRAIN-IDS (one line)
+  tr '\n' ' ' < "$4" | sed 's/ $//' > "$T/ref.ids"
+  tr -d '\n' < "$5" > "$T/zt.ids"
   if ! cmp -s "$T/ref.ids" "$T/zt.ids"; then
     $PY - "$T/ref.ids" "$T/zt.ids" <<'PY'
 import sys
@@ -94,7 +94,14 @@ for t in "Mistral v0.1:$MISTRAL:s:kjv" "Llama 2 (rebuilt):$T/llama2.json:s:kjvhe
          "Mistral <s> lstrip, </s> rstrip:$T/mistral_strip.json:s:kjvhead" \
          "Mistral, merges as [a, b] pairs:$T/mistral_pairs.json:s:kjvhead"; do
   IFS=: read -r name file eot kjv <<<"$t"
-  for f in "$T/hard_$eot.txt" "$T/${kjv}_$eot.txt"; do check "$name" "$file" "$f"; done
+  # the reference ids of both texts from one node process (the tokenizer read once)
+  node "$SRC/tests/tokenizer_spm.mjs" encode-files "$file" "$T/hard_$eot.txt" "$T/ref_hard.ids" \
+    "$T/${kjv}_$eot.txt" "$T/ref_kjv.ids"
+  # and zerotrain's, one line per file, from one process
+  "$TOOL" "$file" "$T/hard_$eot.txt" "$T/${kjv}_$eot.txt" > "$T/zt_both.ids"
+  sed -n 1p "$T/zt_both.ids" > "$T/zt_hard.ids"; sed -n 2p "$T/zt_both.ids" > "$T/zt_kjv.ids"
+  check "$name" "$file" "$T/hard_$eot.txt" "$T/ref_hard.ids" "$T/zt_hard.ids"
+  check "$name" "$file" "$T/${kjv}_$eot.txt" "$T/ref_kjv.ids" "$T/zt_kjv.ids"
 done
 
 # 2. test vectors made with the real tokenizers

@@ -5,7 +5,15 @@
  *   --recompute none|full|selective  --precision fp32|bf16|bf16-low|fp16  --reduce fp32|bf16|fp16
  *   --stochastic-rounding  --scale-power P
  * The precision options are collected first and applied once (tool_precision_apply), so their
- * order on the command line does not matter. Header-only: each tool is one file. */
+ * order on the command line does not matter. Header-only: each tool is one file.
+ * tool_main: one run (`TOOL STRATEGY GA STEPS ...`), or with `--serve DIR` many runs in one MPI
+ * job (tests/tool_serve.bash): rank 0 waits for DIR/req (the arguments, each ended by a NUL), every rank
+ * runs them with its stdout and stderr in DIR/out.RANK, rank 0 writes DIR/resp (the ranks' output
+ * in rank order, then "@@status S": the largest exit code), and so on until "@@quit". Each run
+ * makes its own world communicator, model and engine, as a process of its own would; only MPI's
+ * start-up (most of a short run's CPU) is shared. A run that fails where the ranks may be inside
+ * different collectives (tool_fail) aborts the job, as such a run's process exit did; the
+ * script runs that invocation alone then. */
 #ifndef ZT_TOOL_COMMON_H
 #define ZT_TOOL_COMMON_H
 
@@ -17,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool tool_failed;   /* tool_fail was called: the ranks may be in different places */
+static bool tool_finished; /* the run reached its end on this rank (its world freed) */
+
 static int tool_fail(zt_comm *w, const char *what, const zt_error *err) {
+    tool_failed = true;
     fprintf(stderr, "rank %d: %s: %s\n", w ? zt_comm_rank(w) : 0, what, err ? err->msg : "");
     return 1;
 }
@@ -106,6 +118,116 @@ static void tool_precision_apply(zt_engine_options *o, const tool_precision *pr)
     o->precision.reduce = pr->reduce;
     o->precision.stochastic_rounding = pr->stochastic_rounding;
     if (pr->scale_power >= 0) o->precision.initial_scale_power = pr->scale_power;
+}
+
+typedef int (*tool_run_fn)(int argc, char **argv);
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <mpi.h>
+#include <time.h>
+#include <unistd.h>
+
+static void tool_nap(void) {
+    struct timespec ts = {0, 2000000}; /* 2 ms: an idle server takes no core */
+    nanosleep(&ts, NULL);
+}
+
+static int tool_serve(const char *prog, const char *dir, tool_run_fn run) {
+    zt_error err = {0};
+    zt_comm *w;
+    int argc0 = 1;
+    char *argv0[] = {(char *)prog, NULL}, **av = argv0;
+    if (zt_comm_init(&argc0, &av, &w, &err)) return tool_fail(NULL, "init", &err);
+    int rank = zt_comm_rank(w), W = zt_comm_size(w);
+    zt_comm_free(w);
+    enum { MAXREQ = 1 << 16, MAXARGS = 256 };
+    static char req[MAXREQ], path[4096], tmp[4096];
+    int out0 = dup(1), err0 = dup(2);
+    for (;;) {
+        int len = 0;
+        if (rank == 0) { /* the next request: DIR/req, written whole (renamed into place) */
+            snprintf(path, sizeof path, "%s/owner", dir);
+            FILE *o = fopen(path, "r");
+            long owner = 0; /* the script: when it is gone (no serve_stop), so is the server */
+            if (!o || fscanf(o, "%ld", &owner) != 1) owner = 0;
+            if (o) fclose(o);
+            snprintf(path, sizeof path, "%s/req", dir);
+            for (int polls = 1;; polls++) {
+                if (owner > 0 && polls % 250 == 0 && kill((pid_t)owner, 0) && errno == ESRCH) break; /* len 0: quit */
+                int fd = open(path, O_RDONLY);
+                if (fd >= 0) {
+                    ssize_t n = read(fd, req, MAXREQ - 1);
+                    close(fd);
+                    unlink(path);
+                    len = n > 0 ? (int)n : 0;
+                    break;
+                }
+                tool_nap();
+            }
+        }
+        MPI_Request r; /* the other ranks wait without spinning */
+        MPI_Ibcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD, &r);
+        for (int done = 0; MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;) tool_nap();
+        MPI_Bcast(req, len, MPI_CHAR, 0, MPI_COMM_WORLD);
+        req[len] = '\0';
+        if (len == 0 || !strncmp(req, "@@quit", 6)) break;
+        char *args[MAXARGS];
+        int n = 0;
+        args[n++] = (char *)prog;
+        for (int at = 0; at < len && n < MAXARGS - 1; at += (int)strlen(req + at) + 1) args[n++] = req + at;
+        args[n] = NULL;
+        fflush(stdout);
+        fflush(stderr);
+        snprintf(path, sizeof path, "%s/out.%d", dir, rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        tool_failed = tool_finished = false;
+        int rc = run(n, args);
+        fflush(stdout);
+        fflush(stderr);
+        if (tool_failed) MPI_Abort(MPI_COMM_WORLD, rc ? rc : 1);
+        int worst = 0;
+        MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* every rank's output is written */
+        dup2(out0, 1);
+        dup2(err0, 2);
+        if (rank == 0) {
+            snprintf(tmp, sizeof tmp, "%s/resp.tmp", dir);
+            FILE *f = fopen(tmp, "w");
+            char last = '\n';
+            for (int q = 0; f && q < W; q++) {
+                snprintf(path, sizeof path, "%s/out.%d", dir, q);
+                FILE *in = fopen(path, "r");
+                char buf[65536];
+                size_t got;
+                while (in && (got = fread(buf, 1, sizeof buf, in)) > 0) {
+                    fwrite(buf, 1, got, f);
+                    last = buf[got - 1];
+                }
+                if (in) fclose(in);
+            }
+            if (!f) MPI_Abort(MPI_COMM_WORLD, 1);
+            fprintf(f, "%s@@status %d\n", last == '\n' ? "" : "\n", worst);
+            fclose(f);
+            snprintf(path, sizeof path, "%s/resp", dir);
+            rename(tmp, path);
+        }
+    }
+    zt_comm_finalize(&err);
+    return 0;
+}
+
+/* main of a tool: its run once (MPI finalized after a run that ended), or --serve DIR */
+static int tool_main(int argc, char **argv, tool_run_fn run) {
+    if (argc == 3 && !strcmp(argv[1], "--serve")) return tool_serve(argv[0], argv[2], run);
+    int rc = run(argc, argv);
+    zt_error err = {0};
+    if (tool_finished) zt_comm_finalize(&err);
+    return rc;
 }
 
 #endif

@@ -113,7 +113,7 @@ static void packed_positions(uint64_t s, int32_t *pos) {
         for (int i = 0; i < lens[k % 6] && t < T; i++) pos[t++] = i;
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     zt_error err = {0};
     zt_comm *world = NULL;
     zt_engine_options o;
@@ -385,6 +385,8 @@ int main(int argc, char **argv) {
     zt_model_free(m);
     zt_mesh_free(mesh);
     zt_comm_free(world);
-    zt_comm_finalize(&err);
+    tool_finished = true; /* tool_main finalizes MPI */
     return status;
 }
+
+int main(int argc, char **argv) { return tool_main(argc, argv, run); }

@@ -45,7 +45,7 @@ static uint64_t mix(uint64_t x) {
 /* what each rank sends to rank 0: plan peak, measured peak per class, totals, states, elements */
 enum { NV = 2 * ZT_MEM_CLASSES + 6 };
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     zt_error err = {0};
     zt_comm *world = NULL;
     zt_engine_options o;
@@ -292,6 +292,8 @@ int main(int argc, char **argv) {
     zt_model_free(m);
     zt_mesh_free(mesh);
     zt_comm_free(world);
-    zt_comm_finalize(&err);
+    tool_finished = true; /* tool_main finalizes MPI */
     return status;
 }
+
+int main(int argc, char **argv) { return tool_main(argc, argv, run); }

@@ -28,7 +28,7 @@ TOOL="$BUILD/tests/tool_dist_check"
 MEMT="$BUILD/tests/tool_memory_check"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad, mem; sets fail=0
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
@@ -52,8 +52,14 @@ bad "world 3 vs tp 2" "parallel.tensor_parallel_size: 2 x parallel.pipeline_para
 
 
 # 2. bit-identical where the order is fixed
+# the runs on N ranks go to one MPI job per N (tests/tool_serve.bash); one that job cannot take
+# runs alone
+source "$(dirname "${BASH_SOURCE[0]}")/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
 run() { # N args...
-  local n="$1"; shift
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
   mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
 }
 bytes_ok() { # label output: the tool found every step's dp bytes equal to the formulas

@@ -24,6 +24,7 @@
  */
 #include "comm/comm_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -63,8 +64,14 @@ void zt_shm_open_(zt_comm *c) {
     size_t bytes = (size_t)c->size * zt_shm_region_bytes_(c->size);
     int fd = -1;
     if (c->rank == 0) {
-        snprintf(msg.name, sizeof msg.name, "/zt-comm.%ld.%u", (long)getpid(), atomic_fetch_add(&counter, 1));
-        fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        /* a name nobody holds: a job killed between this open and the unlink below leaves its
+         * segment behind under its pid, and pids come round again (pid_max 32768 here), so a
+         * name taken is skipped rather than the segment given up */
+        for (int tries = 0; tries < 64; tries++) {
+            snprintf(msg.name, sizeof msg.name, "/zt-comm.%ld.%u", (long)getpid(), atomic_fetch_add(&counter, 1));
+            fd = shm_open(msg.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+            if (fd >= 0 || errno != EEXIST) break;
+        }
         msg.ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0; /* tmpfs: zero-filled */
     }
     int ok = MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, c->mpi) == MPI_SUCCESS && msg.ok;

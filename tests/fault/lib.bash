@@ -1,7 +1,8 @@
 # lib.bash - the fault-matrix harness (sourced by tests/fault/<ROW>.sh; rows of
 # ../shared/reference/reliability.md §4, docs/reliability.md): a tiny GPT-2 on 2 ranks, a reference
 # run R, and the "nothing lost" check (NL) after a fault and a resume.
-#   fresh_reference         R: STEPS steps straight (R.jsonl, R.out)
+#   fresh_reference         R: STEPS steps straight (R.jsonl, R.out), shared by the rows that make
+#                           the same run (R_OWN=1: made by this row)
 #   run_job NAME ARGS...    zerotrain train c.yaml --nproc 2 ... under a hard timeout; $NAME.out/.err,
 #                           $NAME.jsonl, exit code in RC (124: it hung = failure)
 #   nl_check NAME CKDIR     resume from CKDIR's last commit: it verifies; resumed run's losses after
@@ -59,7 +60,26 @@ wait_step() { # NAME S: until the job's log has step S (at most 20 s)
   for _ in $(seq 200); do grep -q "\"step\":$2," "$T/$1.jsonl" 2>/dev/null && return 0; sleep 0.1; done
   bad "$1 never reached step $2"
 }
-fresh_reference() { run_job R "$@"; [ $RC = 0 ] || bad "reference run: exit $RC"; }
+fresh_reference() { # R; the rows that run the same binary on the same config, data and arguments
+  # share one R (the same uninterrupted, deterministic run) through $BUILD/tests/fault-ref/KEY, its
+  # files with this row's directory in place of the one that made it; R_OWN=1: this row's own
+  # (P07 reads R's output for timing)
+  local key d f tmp
+  key="$( { cat "$Z"; sed "s|$T|@T@|g" "$T/c.yaml"; cat "$T/train.bin" "$T/val.bin"; printf '%s\n' "$@"; env | grep -E '^(ZT_|OMP|PMIX_|HWLOC_)' | sort; } | xxhsum - | cut -d' ' -f1)"
+  d="$BUILD/tests/fault-ref/$key"
+  if [ -z "${R_OWN:-}" ] && [ -n "$key" ] && [ -f "$d/done" ]; then
+    for f in R.out R.err R.jsonl; do sed "s|@T@|$T|g" "$d/$f" > "$T/$f"; done
+    RC="$(cat "$d/rc")"
+  else
+    run_job R "$@"
+    if [ -z "${R_OWN:-}" ] && [ -n "$key" ] && mkdir -p "$BUILD/tests/fault-ref" && tmp="$(mktemp -d "$BUILD/tests/fault-ref/.tmp.XXXXXX")"; then
+      for f in R.out R.err R.jsonl; do sed "s|$T|@T@|g" "$T/$f" > "$tmp/$f" 2>/dev/null || : > "$tmp/$f"; done
+      echo "$RC" > "$tmp/rc"; touch "$tmp/done"
+      mv -T "$tmp" "$d" 2>/dev/null || rm -rf "$tmp" # another row made it first: theirs stays
+    fi
+  fi
+  [ $RC = 0 ] || bad "reference run: exit $RC"
+}
 last_commit() { sed -n 's/^step-0*\([0-9]*\)$/\1/p' "$1/latest" 2>/dev/null; }
 nl_check() { # NAME CKDIR [ARGS...]: resume and compare with R
   local name="$1" ck="$2"; shift 2

@@ -17,7 +17,7 @@
 #     hybrid (its shard groups are a replica's cp x shard ranks, summed before the replicas: another
 #     grouping of the same parts, reproducible but not accumulation's);
 #  4. zerotrain train: the three modes print the one-process losses, planned = measured memory on
-#     every rank; checkpoints stay logical: a cp 2 commit resumes to the uninterrupted hash, and
+#     every rank, packed chat-style records too (losses and validation); checkpoints stay logical: a cp 2 commit resumes to the uninterrupted hash, and
 #     cp 2 -> one-process re-save -> cp 2 re-save gives byte-identical shard files;
 #  5. Accelerate's own cp.yaml (cp 8 on 8 ranks, FSDP2 bf16) and a DeepSpeed sequence_parallel_size
 #     (Ulysses) resolve and train.
@@ -118,6 +118,27 @@ for mode in allgather ring ulysses; do
     echo "ok   train cp 2 $mode: $(loss_line "$out") as one process; planned = measured on every rank"
   else echo "FAIL train cp 2 $mode (exit $rc): '$(loss_line "$out")' vs '$(loss_line "$one")'"; echo "$out" | tail -4; fail=1; fi
 done
+# packed records (documents' masks from the whole sequences' positions, losses weighed by counted
+# targets, validation on a held-out fraction): cp 2 prints one process's losses and val loss
+/usr/bin/python3 - "$T" <<'PY'
+import json, random, sys
+random.seed(7)
+words = open('/usr/share/common-licenses/GPL-3').read().split()
+def phrase(a, b): return ' '.join(random.choice(words) for _ in range(random.randint(a, b)))
+with open(sys.argv[1] + '/qa.jsonl', 'w') as f:
+    for i in range(300):
+        f.write(json.dumps({"prompt": "Q: " + phrase(3, 25) + "\nA:", "completion": " " + phrase(1, 40)}) + "\n")
+PY
+R=(--set data.train="$T/qa.jsonl" --set data.cache_dir="$T/cache" --set data.val_fraction=0.1 --set eval.every=3
+   --set eval.batches=4 --set model.preset=llama-tiny --set training.gradient_accumulation_steps=4 --set training.steps=6
+   --set training.lr=3e-3)
+val_line() { grep -o 'loss [0-9.]* -> [0-9.]* | val [0-9.]*' <<<"$1" || true; }
+a="$("$Z" train "$T/g.yaml" "${R[@]}" 2>&1 || true)"
+b="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${R[@]}" --set parallel.context_parallel_mode=ring 2>&1 || true)"
+if [ -n "$(val_line "$a")" ] && [ "$(val_line "$a")" = "$(val_line "$b")" ] &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+  echo "ok   packed records, cp 2 ring: $(val_line "$b") as one process; planned = measured"
+else echo "FAIL packed records cp 2: '$(val_line "$b")' vs one process '$(val_line "$a")'"; echo "$b" | tail -3; fail=1; fi
 L=(--set model.preset=llama-tiny --set training.gradient_accumulation_steps=2)
 a="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${L[@]}" 2>&1 || true)"
 b="$("$Z" train "$T/g.yaml" --nproc 4 "${CP[@]}" "${L[@]}" --set parallel.pipeline_parallel_size=2 2>&1 || true)"

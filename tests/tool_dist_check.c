@@ -217,19 +217,8 @@ static int run(int argc, char **argv) {
             for (int b = 0; b < B && packed; b++) packed_positions(first + b, pos + b * T);
             zt_batch bt = {.B = B, .T = T, .inputs = in, .targets = tg, .positions = packed ? pos : NULL,
                            .dloss = 1.0f / (float)(B * T * GA * N), .logits_pos = -1};
-            if (cp > 1) { /* this rank's two chunks, their whole-sequence positions */
-                int beg[2], c;
-                zt_cp_chunks(T, cp, mesh->cp_rank, beg, &c);
-                for (int b = 0; b < B; b++)
-                    for (int j = 0; j < 2; j++)
-                        for (int t = 0; t < c; t++) {
-                            int from = b * T + beg[j] + t, to = b * 2 * c + j * c + t;
-                            in_l[to] = in[from], tg_l[to] = tg[from];
-                            pos_l[to] = packed ? pos[from] : beg[j] + t;
-                        }
-                bt.T = 2 * c, bt.inputs = in_l, bt.targets = tg_l, bt.positions = pos_l;
-                bt.cp_positions = packed ? pos : NULL;
-            }
+            if (cp > 1) /* this rank's two chunks, their whole-sequence positions */
+                zt_cp_cut_batch(&bt, cp, mesh->cp_rank, in_l, tg_l, pos_l, &bt);
             float loss;
             if (zt_engine_forward_backward(e, &bt, &loss, &err)) {
                 tool_fail(world, "forward_backward", &err);

@@ -405,6 +405,13 @@ int zt_cp_mode_parse(const char *name, zt_cp_mode *out, zt_error *err);
  * takes chunks `part` and 2·parts - 1 - part (Megatron-LM's and torchtitan's load balance for causal
  * attention: every part gets as many query-key pairs), at begin[0] < begin[1]. */
 void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count);
+/* *out = part `part`'s batch of the whole batch *whole (B sequences of T positions, T a multiple
+ * of 2·parts): the inputs and targets of its two chunks copied into inputs and targets
+ * (B·T/parts each), their positions into positions (whole->positions' values, packed documents,
+ * or the whole-sequence indices), T/parts positions, cp_positions = whole->positions; every other
+ * field as *whole's. out may be whole. */
+void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs, int32_t *targets,
+                     int32_t *positions, zt_batch *out);
 /* Every unit of m runs on one part of `parts` of each sequence (zt_unit.cp_parts, cp_mode); parts 1:
  * whole again. ZT_ERR_USAGE for parts < 1 or a mode out of range. The attention of the models'
  * blocks follows it (src/model/context_parallel.c). Call before zt_engine_create. */

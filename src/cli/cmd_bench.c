@@ -289,18 +289,8 @@ int zt_cmd_bench(int argc, char **argv) {
         double t0 = omp_get_wtime(), c0 = process_cpu_s();
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1,
                       .dloss = 1.0f / (float)(B * T * nranks), .logits_pos = -1};
-        if (cp > 1) { /* context parallelism: this rank's two chunks of the sequence (one row: B = 1) */
-            int beg[2], c, Tl = T / cp;
-            zt_cp_chunks(T, cp, su.mesh->cp_rank, beg, &c);
-            for (int r = 0; r < B; r++)
-                for (int j = 0; j < 2; j++)
-                    for (int t = 0; t < c; t++) {
-                        size_t at = (size_t)r * Tl + (size_t)j * c + t, from = (size_t)r * T + (size_t)beg[j] + t;
-                        cp_tok[at] = tok[from], cp_tok[(size_t)B * Tl + at] = tok[from + 1];
-                        cp_pos[at] = beg[j] + t;
-                    }
-            b.T = Tl, b.inputs = cp_tok, b.targets = cp_tok + (size_t)B * Tl, b.positions = cp_pos;
-        }
+        if (cp > 1) /* context parallelism: this rank's two chunks of the sequences */
+            zt_cp_cut_batch(&b, cp, su.mesh->cp_rank, cp_tok, cp_tok + (size_t)B * (T / cp), cp_pos, &b);
         float loss;
         zt_step_report rep;
         if ((rc = zt_engine_forward_backward(e, &b, &loss, &err)) ||

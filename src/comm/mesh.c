@@ -145,11 +145,11 @@ void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap) {
         snprintf(dp, sizeof dp, "%d (replicate %d x shard %d)", m->dp, m->replicate, m->shard);
     else
         snprintf(dp, sizeof dp, "%d", m->dp);
-    if (m->cp > 1)
-        snprintf(buf, cap, "tp %d x cp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, cp %d, dp %d, pp %d",
-                 m->tp, m->cp, dp, m->pp, m->world, m->world == 1 ? "" : "s", m->tp_rank, m->cp_rank, m->dp_rank,
-                 m->pp_rank);
-    else
-        snprintf(buf, cap, "tp %d x dp %s x pp %d on %d rank%s; this rank: tp %d, dp %d, pp %d", m->tp, dp, m->pp,
-                 m->world, m->world == 1 ? "" : "s", m->tp_rank, m->dp_rank, m->pp_rank);
+    char cp[32] = "", cpr[24] = ""; /* named when the sequences are split */
+    if (m->cp > 1) {
+        snprintf(cp, sizeof cp, " x cp %d", m->cp);
+        snprintf(cpr, sizeof cpr, ", cp %d", m->cp_rank);
+    }
+    snprintf(buf, cap, "tp %d%s x dp %s x pp %d on %d rank%s; this rank: tp %d%s, dp %d, pp %d", m->tp, cp, dp, m->pp,
+             m->world, m->world == 1 ? "" : "s", m->tp_rank, cpr, m->dp_rank, m->pp_rank);
 }

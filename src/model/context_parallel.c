@@ -59,13 +59,6 @@ static int shape_of(const zt_unit *u, const zt_unit_args *a, int NH, int NKV, in
     return ZT_OK;
 }
 
-/* the whole-sequence index of part p's local row l */
-static inline int whole_row(const cp_shape *s, int p, int l) {
-    int b[2], c;
-    zt_cp_chunks(s->Tw, s->P, p, b, &c);
-    return l < c ? b[0] + l : b[1] + (l - c);
-}
-
 static void copy_rows(float *dst, size_t ds, const float *src, size_t ss, int rows, int width) {
     for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * ds, src + (size_t)r * ss, (size_t)width * sizeof *dst);
 }
@@ -74,14 +67,29 @@ static void zero_rows(float *dst, size_t ds, int rows, int width) {
     for (int r = 0; r < rows; r++) memset(dst + (size_t)r * ds, 0, (size_t)width * sizeof *dst);
 }
 
-/* part p's local rows of the whole-sequence tensor `whole` (B, Tw, w) <-> the block `blk` (B, T, w) */
+/* part p's local rows of the whole-sequence tensor `whole` (B, Tw, w) <-> the block `blk` (B, T, w):
+ * its two chunks, each c contiguous rows */
 static void part_rows(const cp_shape *s, int p, float *whole, float *blk, int w, bool to_whole) {
+    int beg[2], c;
+    zt_cp_chunks(s->Tw, s->P, p, beg, &c);
+    size_t n = (size_t)c * w * sizeof *whole;
     for (int b = 0; b < s->B; b++)
-        for (int l = 0; l < s->T; l++) {
-            float *x = whole + ((size_t)b * s->Tw + whole_row(s, p, l)) * w, *y = blk + ((size_t)b * s->T + l) * w;
-            if (to_whole) memcpy(x, y, (size_t)w * sizeof *x);
-            else memcpy(y, x, (size_t)w * sizeof *x);
+        for (int j = 0; j < 2; j++) {
+            float *x = whole + ((size_t)b * s->Tw + beg[j]) * w, *y = blk + ((size_t)b * s->T + (size_t)j * c) * w;
+            if (to_whole) memcpy(x, y, n);
+            else memcpy(y, x, n);
         }
+}
+
+/* Lays n buffers of sizes[i] floats out from base (each rounded up to 16 floats: 64-byte aligned
+ * when base is), or just counts (base NULL); returns the total floats. */
+static size_t lay_out(float *base, const size_t *sizes, float **const *ptrs, int n) {
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (base) *ptrs[i] = base + off;
+        off += (sizes[i] + 15) / 16 * 16;
+    }
+    return off;
 }
 
 static size_t kv_block(const cp_shape *s) { return (size_t)s->B * s->T * 2 * s->KW; }
@@ -110,12 +118,7 @@ static size_t ag_layout(const cp_shape *s, float *base, ag_bufs *o) {
     size_t sizes[] = {whole, whole, blk, (size_t)s->P * blk, (size_t)s->P * blk, (size_t)s->Tw * 2 * s->KW,
                       flash_attention_block_scratch_floats(1, s->c, s->Tw, s->NH, s->NKV, s->hs)};
     float **ptrs[] = {&o->kv_all, &o->dkv_all, &o->mine, &o->stage, &o->stage2, &o->tmp, &o->kscr};
-    size_t off = 0;
-    for (int i = 0; i < 7; i++) {
-        if (base) *ptrs[i] = base + off;
-        off += (sizes[i] + 15) / 16 * 16;
-    }
-    return off;
+    return lay_out(base, sizes, ptrs, 7);
 }
 
 /* every part's k, v into the whole sequence (kv_all) */
@@ -201,12 +204,7 @@ static size_t ring_layout(const cp_shape *s, float *base, ring_bufs *o) {
     size_t sizes[] = {2 * blk, 2 * blk, (size_t)s->c * s->QW, (size_t)s->NH * s->c, (size_t)s->c * 2 * s->KW,
                       flash_attention_block_scratch_floats(1, s->c, s->c, s->NH, s->NKV, s->hs)};
     float **ptrs[] = {&o->held, &o->other, &o->ob, &o->lb, &o->tmp, &o->kscr};
-    size_t off = 0;
-    for (int i = 0; i < 6; i++) {
-        if (base) *ptrs[i] = base + off;
-        off += (sizes[i] + 15) / 16 * 16;
-    }
-    return off;
+    return lay_out(base, sizes, ptrs, 6);
 }
 
 /* Whether key chunk kb (c positions) has keys visible to query chunk q0: chunks are c-aligned, so
@@ -304,12 +302,7 @@ static size_t uly_layout(const cp_shape *s, float *base, uly_bufs *o) {
     size_t sizes[] = {qkv, qkv, qkv, oo, oo, qkv,
                       flash_attention_scratch_floats(s->B, s->Tw, s->NH / s->P, s->NKV / s->P, s->hs)};
     float **ptrs[] = {&o->send, &o->recv, &o->hq, &o->ho, &o->hdo, &o->hdq, &o->kscr};
-    size_t off = 0;
-    for (int i = 0; i < 7; i++) {
-        if (base) *ptrs[i] = base + off;
-        off += (sizes[i] + 15) / 16 * 16;
-    }
-    return off;
+    return lay_out(base, sizes, ptrs, 7);
 }
 
 /* An all-to-all of blocks of (B, T, w) floats: send block p (at send + p·B·T·w) to part p, part p's

@@ -117,6 +117,23 @@ void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count) {
     begin[1] = (2 * parts - 1 - part) * c;
 }
 
+void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs, int32_t *targets,
+                     int32_t *positions, zt_batch *out) {
+    int T = whole->T, beg[2], c;
+    zt_cp_chunks(T, parts, part, beg, &c);
+    for (int b = 0; b < whole->B; b++)
+        for (int j = 0; j < 2; j++) {
+            size_t from = (size_t)b * T + (size_t)beg[j], to = (size_t)b * 2 * c + (size_t)j * c;
+            memcpy(inputs + to, whole->inputs + from, (size_t)c * sizeof *inputs);
+            memcpy(targets + to, whole->targets + from, (size_t)c * sizeof *targets);
+            for (int t = 0; t < c; t++) positions[to + t] = whole->positions ? whole->positions[from + t] : beg[j] + t;
+        }
+    zt_batch cut = *whole;
+    cut.T = 2 * c, cut.inputs = inputs, cut.targets = targets, cut.positions = positions;
+    cut.cp_positions = whole->positions; /* packed documents' masks; NULL: plain causal */
+    *out = cut;
+}
+
 int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_error *err) {
     if (parts < 1 || parts > ZT_CP_MAX_PARTS || mode < ZT_CP_ALLGATHER || mode > ZT_CP_ULYSSES)
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: context parallelism over %d parts, mode %d", m->name, parts,

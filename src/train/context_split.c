@@ -6,7 +6,6 @@
 #include "train/train_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 int zt_train_cp_open(zt_run *r, zt_error *err) {
     const zt_mesh *M = r->s.mesh;
@@ -44,23 +43,7 @@ void zt_train_cp_whole(zt_run *r, size_t slot, int32_t **inp, int32_t **tgt, int
 
 void zt_train_cp_cut(zt_run *r, size_t slot, zt_batch *b, uint64_t *counted) {
     if (r->cp < 2) return;
-    int T = b->T, P = r->cp, beg[2], c;
-    zt_cp_chunks(T, P, r->cp_part, beg, &c);
-    size_t Tl = (size_t)2 * c, at = slot * (size_t)b->B * Tl;
-    int32_t *inp = r->inp + at, *tgt = r->tgt + at, *pos = r->cp_pos + at;
-    uint64_t n = 0;
-    for (int s = 0; s < b->B; s++)
-        for (int j = 0; j < 2; j++) {
-            size_t from = (size_t)s * T + (size_t)beg[j], to = (size_t)s * Tl + (size_t)j * c;
-            memcpy(inp + to, b->inputs + from, (size_t)c * sizeof *inp);
-            memcpy(tgt + to, b->targets + from, (size_t)c * sizeof *tgt);
-            for (int t = 0; t < c; t++) {
-                pos[to + t] = b->positions ? b->positions[from + t] : beg[j] + t;
-                n += tgt[to + t] >= 0;
-            }
-        }
-    b->cp_positions = b->positions; /* packed records: every document's positions; else plain causal */
-    b->inputs = inp, b->targets = tgt, b->positions = pos;
-    b->T = (int)Tl;
-    if (counted) *counted = n;
+    size_t at = slot * (size_t)b->B * (size_t)(b->T / r->cp);
+    zt_cp_cut_batch(b, r->cp, r->cp_part, r->inp + at, r->tgt + at, r->cp_pos + at, b);
+    if (counted) *counted = zt_batch_counted(b);
 }

@@ -7,6 +7,8 @@
 #  2. without records (ranks on hosts that cannot see the run directory), the first error line a
 #     rank printed ("zerotrain: error (peer): ...") gives the code;
 #  3. with neither, a foreign status is exit 5 (peer), as before;
+#  3b. a rank's exit record and an mpirun that does not end (waiting on a host it cannot reach):
+#     the launcher kills mpirun fault.teardown_s later and the job has the record's code;
 #  4. --hostfile and --mpirun-args reach mpirun (no --oversubscribe then; threads per rank from the
 #     hostfile's slots), and --hostfile without --nproc is refused (exit 2);
 #  5. a real 2-rank run with --hostfile (this machine, 2 slots) trains, and a rank that fails with a
@@ -47,6 +49,9 @@ case "$FAKE_PLAY" in
     echo "zerotrain: error (peer): collective all_gather: no data from rank 3 (world 4) after 5 s" >&2
     echo "ORTE has lost communication with a remote daemon." >&2; exit 205 ;;
   silent) exit 205 ;;
+  hung)      # rank 0 failed (peer) and aborted; mpirun waits on a lost daemon's connection
+    echo "5 $now.0 no data from rank 1 (world 2) after 5 s" > "$ZT_RUN_DIR/exit-0"
+    exec sleep 600 ;;
   ok) exit 0 ;;
 esac
 SH
@@ -73,6 +78,15 @@ else bad "said: rc $rc (want 5): $out"; fi
 run_fake silent --nproc 2
 if [ $rc = 5 ] && grep -q "mpirun ended with exit code 205" <<<"$out"; then ok "nothing said: 205 -> 5, said"
 else bad "silent: rc $rc (want 5): $out"; fi
+
+# 3b. an mpirun that does not end after a rank's exit record
+t0=$(date +%s%N)
+run_fake hung --nproc 2 --set fault.teardown_s=1
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ $rc = 5 ] && [ $ms -lt 8000 ] && grep -q "mpirun had not ended 1 s after rank 0's exit record (exit 5)" <<<"$out" &&
+   grep -q "mpirun's own status was signal 9" <<<"$out"; then
+  ok "mpirun hung after a rank's exit record: killed after fault.teardown_s, exit 5 ($ms ms)"
+else bad "hung mpirun: rc $rc (want 5) after $ms ms: $out"; fi
 
 # 4. --hostfile and --mpirun-args reach mpirun
 printf 'node1 slots=2\nnode2 slots=2 # two ranks each\n' > "$T/hosts"

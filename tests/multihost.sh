@@ -98,7 +98,9 @@ fi
 # peer error naming host 2's ranks within ZT_COMM_TIMEOUT (5 s here), mpirun ends (its daemon
 # keepalive set short: by default Open MPI waits minutes for an unreachable host; 6 + 3 x 1 s, so
 # that the ranks' 5 s deadline comes first even under load: with 3 + 3 x 1 s mpirun's 205 once came
-# before the ranks had said anything) with its own 205,
+# before the ranks had said anything) with its own 205, or, when it sent the abort to host 2 before
+# its keepalive declared the host lost (TCP then retransmits for minutes and keepalive waits), the
+# launcher stops mpirun fault.teardown_s (10 s here) after the ranks' exit records,
 # and the command the user ran, `zerotrain train --nproc 4` across the hosts (ZT_MPIRUN: the
 # namespace hosts' mpirun), exits 5 (the ranks' exit records); the run resumes from the last
 # commit on both hosts, bit for bit with a run never interrupted
@@ -106,7 +108,7 @@ sed 's/steps: 6,/steps: 3000,/' "$T/c.yaml" > "$T/long.yaml"
 set -- $ZT_NETNS_NAMES; ns2="$2"
 ZT_COMM_TIMEOUT=5 ZT_MPIRUN="$ZT_NETNS_MPIRUN" timeout 120 "$Z" train "$T/long.yaml" --nproc 4 \
   --mpirun-args "--mca oob_tcp_keepalive_time 6 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3" \
-  --set parallel.strategy=hybrid --ckpt-dir "$T/ck" --ckpt-every 50 > "$T/lost.out" 2>&1 &
+  --set parallel.strategy=hybrid --set fault.teardown_s=10 --ckpt-dir "$T/ck" --ckpt-every 50 > "$T/lost.out" 2>&1 &
 pid=$!
 for _ in $(seq 1 1200); do [ -e "$T/ck/step-00000050" ] && break; sleep 0.1; done
 ip -n "$ns2" link set eth0 down

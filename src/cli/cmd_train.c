@@ -225,7 +225,7 @@ int zt_cmd_train(int argc, char **argv) {
     } else if (cfg.nproc > 1) {
         zt_train_config_notes(&cfg, print_warning, stderr); /* once, before the ranks start */
         /* argv here starts at "train"; mpirun runs `<self> train ...` with the same arguments */
-        zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
+        zt_launch_policy pol = {.grace_s = cfg.fault_grace_s, .teardown_s = cfg.fault_teardown_s, .max_restarts = (int)counts[O_MAX_RESTARTS],
                                 .ckpt_dir = opt[O_CKPT_DIR].value ? opt[O_CKPT_DIR].value : cfg.ckpt_dir,
                                 .min_nproc = (int)counts[O_MIN_NPROC], .grad_accum = cfg.grad_accum,
                                 .hostfile = opt[O_HOSTFILE].value, .mpirun_args = opt[O_MPIRUN_ARGS].value};

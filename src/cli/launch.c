@@ -300,7 +300,8 @@ static int job_code(const job_news *n, const char *dir, int nproc, int status, b
 }
 
 /* Runs args (mpirun ...) as a child and supervises it until it ends; returns the job's code. */
-static int supervise(char **args, const char *run_dir, int nproc, double grace, int *failed_rank, zt_error *err) {
+static int supervise(char **args, const char *run_dir, int nproc, double grace, double teardown, int *failed_rank,
+                     zt_error *err) {
     int fds[2];
     if (pipe(fds)) return -zt_error_set(err, ZT_ERR_IO, "launch: pipe: %s", strerror(errno));
     struct sigaction sa, old_term, old_int;
@@ -332,8 +333,8 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
     close(fds[1]);
     job_news news = {.rank = -1, .signal = -1, .code = -1, .abort_rank = -1, .said_code = 0};
     int status = 0, forwarded = 0;
-    bool done = false, open_pipe = true, killed = false;
-    double stop_at = 0;
+    bool done = false, open_pipe = true, killed = false, torn_down = false;
+    double stop_at = 0, record_seen = 0, next_look = 0;
     while (!done || open_pipe) {
         if (open_pipe) {
             struct pollfd p = {.fd = fds[0], .events = POLLIN};
@@ -365,6 +366,20 @@ static int supervise(char **args, const char *run_dir, int nproc, double grace, 
         if (forwarded && !killed && mono() - stop_at > grace) {
             killed = true;
             signal_ranks(run_dir, nproc, child, SIGKILL);
+        }
+        /* a rank failed (its exit record) and called MPI_Abort: mpirun normally ends the job within a
+         * second, but waits on a host it cannot reach for as long as TCP retransmits (minutes) */
+        if (!forwarded && !torn_down && mono() >= next_look) {
+            next_look = mono() + 0.25;
+            int code = 0, rank = earliest_exit(run_dir, nproc, &code, (char[8]){0}, 8);
+            if (rank < 0 || code == 75) continue; /* stopped on request: the grace above rules */
+            if (!record_seen) record_seen = mono();
+            if (mono() - record_seen > teardown) {
+                torn_down = true;
+                fprintf(stderr, "zerotrain: mpirun had not ended %g s after rank %d's exit record (exit %d): the "
+                        "launcher stops it (a host it cannot reach? fault.teardown_s)\n", teardown, rank, code);
+                signal_ranks(run_dir, nproc, child, SIGKILL);
+            }
         }
     }
     if (news.len) on_line(&news, news.line, news.len); /* an unterminated last line */
@@ -513,7 +528,8 @@ int zt_launch_local(int nproc, const zt_launch_policy *pol, int argc, char **arg
         }
         args[m] = NULL;
         clear_ranks(run_dir, world); /* a user's run directory may hold an earlier job's records */
-        code = supervise(args, run_dir, world, pol->grace_s, &failed, err);
+        code = supervise(args, run_dir, world, pol->grace_s, pol->teardown_s > 0 ? pol->teardown_s : 30.0, &failed,
+                         err);
         clear_ranks(run_dir, world);
         if (code != ZT_ERR_PEER || g_signals || attempt >= pol->max_restarts) break;
         /* the same rank lost twice in a row: lost for good, continue on fewer ranks if allowed */

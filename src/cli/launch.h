@@ -9,6 +9,7 @@ bool zt_launched_by_mpi(void);
 /* What the launcher does about faults (docs/reliability.md). */
 typedef struct zt_launch_policy {
     double grace_s;       /* fault.grace_s: from forwarding SIGTERM/SIGINT to killing the ranks */
+    double teardown_s;    /* fault.teardown_s: from a rank's exit record to killing mpirun (0: 30 s) */
     int max_restarts;     /* --max-restarts: jobs that end with exit 5 are started again this often */
     const char *ckpt_dir; /* where a restart resumes from (its newest commit); NULL/"": from the start */
     int min_nproc;        /* --min-nproc: a rank lost twice in a row shrinks the world down to this

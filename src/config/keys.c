@@ -431,6 +431,10 @@ const key_def zt_cfg_keys[] = {
     K_FLT("fault.grace_s", fault_grace_s, 0.0, HUGE_VAL, 0, "120",
           "the launcher (--nproc): seconds between forwarding SIGTERM/SIGINT to the ranks (which "
           "save at the next step boundary and exit 75) and killing them (docs/reliability.md)", NULL),
+    K_FLT("fault.teardown_s", fault_teardown_s, 1.0, HUGE_VAL, 0, "30",
+          "the launcher (--nproc): seconds mpirun gets to end the job after a rank wrote its exit record "
+          "(it failed and called MPI_Abort) before the launcher kills mpirun itself: Open MPI can wait "
+          "minutes on a host it no longer reaches (docs/reliability.md)", NULL),
 };
 const int zt_cfg_n_keys = (int)(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0]);
 _Static_assert(sizeof zt_cfg_keys / sizeof zt_cfg_keys[0] <= ZT_CONFIG_MAX_KEYS,

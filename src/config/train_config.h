@@ -210,6 +210,7 @@ typedef struct zt_train_config {
     float comm_timeout_s;       /* comm.timeout_s: the collective deadline; 0 = auto (keys.c) */
     bool comm_check_collectives; /* comm.check_collectives: the fingerprint debug check */
     float fault_grace_s;        /* fault.grace_s: the launcher's wait after forwarding a stop signal */
+    float fault_teardown_s;     /* fault.teardown_s: the launcher's wait for mpirun after a rank's exit record */
     int fault_nonfinite_skips;  /* fault.nonfinite_skips: non-finite steps skipped in a row before exit 6 */
     float fault_loss_spike_z;   /* fault.loss_spike_z: 0 = no spike detection (train/guard.c) */
     int fault_loss_spike_window; /* fault.loss_spike_window (<= ZT_CKPT_MAX_WINDOW: it is checkpointed) */

@@ -15,7 +15,13 @@
 #     from it (model.init_hf) on 2 ranks zero3 with dropout: it says what trains, the frozen
 #     weights' hash is unchanged, a run resumed from its step-10 checkpoint ends on the same
 #     parameter hash; `export --peft` and `export --hf` (merged) checked in PyTorch against
-#     zerotrain's loss (tests/lora_peft.py), for GPT-2 too (a regex target_modules);
+#     zerotrain's loss (tests/lora_peft.py), for GPT-2 too (a regex target_modules); read back
+#     (--init-peft): `export BASE --init-peft AD --peft` rewrites AD's adapters bit for bit and
+#     `--hf` the same merged directory as the checkpoint's; a run from step 10's adapters on the
+#     base, skipping step 1-10's samples, has the losses of the run going on from step 11
+#     (dropout 0, one process: the first step's loss equal to the digit, the rest then follow
+#     their own fresh optimizer); bad adapter directories exit 4 naming the file and field or
+#     tensor, adapters other than the configuration asks for exit 2;
 #  4. estimate-memory --lora-rank: llama-7b x8 zero3 model states shrink to the base pieces + the
 #     adapters' states; PEFT's count of trainable parameters;
 #  5. bad input exits 2 naming the key: a target matching nothing, rank 0 with targets, a negative
@@ -122,6 +128,27 @@ YEOF
   --set lora.target_modules=c_attn,mlp.c_proj --ckpt-dir "$T/gck" --ckpt-every 5 >/dev/null
 peft gpt2 "$T/gck" "$T/gbase"
 
+# PEFT's directories read back: the export round trip, then the losses going on
+same() { # label file1 file2
+  if cmp -s "$2" "$3"; then echo "ok   $1"; else echo "FAIL $1: $2 and $3 differ"; fail=1; fi
+}
+for l in llama:base gpt2:gbase; do
+  "$Z" export "$T/${l#*:}" --init-peft "$T/${l%%:*}-ad" --peft "$T/${l%%:*}-ad2" >/dev/null &&
+    "$Z" export "$T/${l#*:}" --init-peft "$T/${l%%:*}-ad" --hf "$T/${l%%:*}-mg2" >/dev/null || { echo "FAIL ${l%%:*}: export --init-peft"; fail=1; }
+  same "${l%%:*}: export --init-peft --peft gives the adapters bit for bit" "$T/${l%%:*}-ad/adapter_model.safetensors" "$T/${l%%:*}-ad2/adapter_model.safetensors"
+  same "${l%%:*}: export BASE --init-peft --hf = export CKPT --hf (merged)" "$T/${l%%:*}-mg/model.safetensors" "$T/${l%%:*}-mg2/model.safetensors"
+done
+ONE=(--set parallel.strategy=ddp --set lora.dropout=0 --set training.steps=13)
+"$Z" train "$T/lora.yaml" "${ONE[@]}" --ckpt-dir "$T/ck1" --ckpt-every 10 --set logging.jsonl="$T/one.jsonl" >/dev/null &&
+  "$Z" export "$T/ck1/step-00000010" --peft "$T/ad10" >/dev/null &&
+  out="$("$Z" train "$T/lora.yaml" "${ONE[@]}" --init-peft "$T/ad10" --set data.skip_samples=0:40 --set training.steps=3 \
+         --set logging.jsonl="$T/peft.jsonl" 2>&1)" || { echo "FAIL train --init-peft: $(tail -3 <<<"$out")"; fail=1; }
+first() { /usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]; print(repr([x["loss"] for x in r if x.get("step")==int(sys.argv[2])][0]))' "$@"; }
+a="$(first "$T/one.jsonl" 11 2>&1)"; b="$(first "$T/peft.jsonl" 1 2>&1)"
+if [ "$a" = "$b" ] && grep -q "^lora: rank 4, alpha 8, dropout 0 on 6 Linears" <<<"$out"; then
+  echo "ok   --init-peft on the base, step 1-10's samples skipped: step 1's loss $b = the run's step 11 loss"
+else echo "FAIL --init-peft: loss '$b' vs step 11's '$a'"; grep -E '^lora|error' <<<"$out"; fail=1; fi
+
 # 4. estimate-memory: llama-7b on 8 ranks, LoRA r=16 on every block Linear
 EST=(estimate-memory --model llama-7b --nproc 8 -B 1 -T 2048 --json)
 if /usr/bin/python3 - "$("$Z" "${EST[@]}")" "$("$Z" "${EST[@]}" --lora-rank 16 --lora-targets all-linear)" <<'PYEOF'; then :; else fail=1; fi
@@ -155,4 +182,25 @@ bad "a negative alpha" "lora.alpha" "$Z" train "$T/lora.yaml" --set lora.alpha=-
 bad "dropout 1" "lora.dropout" "$Z" train "$T/lora.yaml" --set lora.dropout=1
 bad "estimate-memory, a target matching nothing" "lora.target_modules 'x_proj'" "$Z" estimate-memory --model llama-7b --lora-rank 8 --lora-targets x_proj
 bad "export --peft of a model without adapters" "no LoRA adapters" "$Z" export "$T/base.ztw" --peft "$T/none"
+bad "--init-peft with another rank" "lora.rank asks for other adapters than" "$Z" train "$T/lora.yaml" --init-peft "$T/ad10" --set lora.rank=8
+bad "--init-peft with other targets" "lora.target_modules asks for other adapters" "$Z" train "$T/lora.yaml" --init-peft "$T/ad10" --set lora.target_modules=all-linear
+bad4() { # label expect args...
+  local label="$1" want="$2" rc=0 out; shift 2
+  out="$("$@" 2>&1)" || rc=$?
+  if [ $rc -eq 4 ] && grep -q -- "$want" <<<"$out"; then echo "ok   $label exits 4: $(grep -m1 -- "$want" <<<"$out" | cut -c1-150)"
+  else echo "FAIL $label: exit $rc: $(head -3 <<<"$out")"; fail=1; fi
+}
+mkdir -p "$T/dora" "$T/ia3" "$T/cut"
+sed 's/"use_dora":.*false/"use_dora": true/' "$T/ad10/adapter_config.json" > "$T/dora/adapter_config.json"
+sed 's/"peft_type":.*"LORA"/"peft_type": "IA3"/' "$T/ad10/adapter_config.json" > "$T/ia3/adapter_config.json"
+cp "$T/ad10/adapter_config.json" "$T/cut/"; head -c 3000 "$T/ad10/adapter_model.safetensors" > "$T/cut/adapter_model.safetensors"
+bad4 "a DoRA adapter" "dora/adapter_config.json: use_dora is set (DoRA" "$Z" train "$T/lora.yaml" --init-peft "$T/dora"
+bad4 "an IA3 adapter" 'peft_type "IA3": zerotrain reads LORA adapters only' "$Z" train "$T/lora.yaml" --init-peft "$T/ia3"
+bad4 "a cut adapter file" "cut/adapter_model.safetensors" "$Z" train "$T/lora.yaml" --init-peft "$T/cut"
+mkdir -p "$T/fewer"; cp "$T/ad10/adapter_model.safetensors" "$T/fewer/"
+sed 's/"down_proj"//; s/"v_proj",/"v_proj"/' "$T/ad10/adapter_config.json" > "$T/fewer/adapter_config.json"
+bad4 "adapters beyond target_modules" "tensor base_model.model.model.layers.0.mlp.down_proj.lora_A.weight is not one of this model's 8 adapter tensors" \
+  "$Z" export "$T/base" --init-peft "$T/fewer" --peft "$T/none"
+bad "GPT-2's adapters on the Llama base" "gpt2-ad/adapter_config.json on $T/base: lora.target_modules" \
+  "$Z" export "$T/base" --init-peft "$T/gpt2-ad" --peft "$T/none"
 exit $fail

@@ -1,4 +1,4 @@
-/* peft.c - LoRA adapters out of zerotrain (peft.h): the adapter directory PEFT's save_pretrained
+/* peft.c - LoRA adapters out of zerotrain (peft.h; read back by peft_load.c): the adapter directory PEFT's save_pretrained
  * writes, and the adapters merged into the weights they adapt.
  *
  *   DIR/adapter_model.safetensors  every lora_A (r, in) and lora_B (out, r), named as PEFT names them
@@ -37,6 +37,17 @@ static bool hf_module(const zt_hf_arch *a, const zt_model *m, int i, char *out, 
     char *dot = strrchr(name, '.');
     if (dot) *dot = '\0';
     return (size_t)snprintf(out, cap, "%s%s", a->alt_prefix ? a->alt_prefix : "", name) < cap;
+}
+
+int zt_peft_tensor_name(const zt_hf_arch *a, const zt_model *m, int i, bool adapter_name, char *out, size_t cap,
+                        zt_error *err) {
+    const zt_param_desc *p = &m->params[i];
+    char mod[2 * ZT_NAME_MAX];
+    if (!hf_module(a, m, p->lora_base, mod, sizeof mod) ||
+        (size_t)snprintf(out, cap, "base_model.model.%s.lora_%c%s.weight", mod, p->lora,
+                         adapter_name ? ".default" : "") >= cap)
+        return zt_error_set(err, ZT_ERR_USAGE, "no PEFT name for %s (too long, or not stored)", p->name);
+    return ZT_OK;
 }
 
 /* whether weight i is a Linear some unit could adapt (its ops say so) */
@@ -145,13 +156,8 @@ int zt_peft_export_dir(zt_engine *e, const char *dir, const char *base_model, bo
     if (!ents) return zt_error_set(err, ZT_ERR_NOMEM, "export --peft: out of memory");
     int n = 0;
     for (int i = 0; i < m->n_params && !rc; i++) {
-        const zt_param_desc *p = &m->params[i];
-        char mod[2 * ZT_NAME_MAX];
-        if (!p->lora) continue;
-        if (!hf_module(a, m, p->lora_base, mod, sizeof mod) ||
-            (size_t)snprintf(ents[n].name, sizeof ents[n].name, "base_model.model.%s.lora_%c.weight", mod, p->lora) >=
-                sizeof ents[n].name)
-            rc = zt_error_set(err, ZT_ERR_USAGE, "export --peft: no PEFT name for %s (too long, or not stored)", p->name);
+        if (!m->params[i].lora) continue;
+        rc = zt_peft_tensor_name(a, m, i, false, ents[n].name, sizeof ents[n].name, err);
         ents[n++].param = i;
     }
     char path[PATH_MAX];

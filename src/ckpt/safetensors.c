@@ -142,6 +142,18 @@ int zt_st_open(const char *path, zt_st_file **out, zt_error *err) {
     return ZT_OK;
 }
 
+int zt_st_count(const zt_st_file *f) {
+    int n = 0;
+    for (const cJSON *t = f->hdr->child; t; t = t->next) n += strcmp(t->string, "__metadata__") != 0;
+    return n;
+}
+
+const char *zt_st_name(const zt_st_file *f, int k) {
+    for (const cJSON *t = f->hdr->child; t; t = t->next)
+        if (strcmp(t->string, "__metadata__") && k-- == 0) return t->string;
+    return NULL;
+}
+
 bool zt_st_has(const zt_st_file *f, const char *name) { return cJSON_GetObjectItemCaseSensitive(f->hdr, name); }
 
 int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *err) {

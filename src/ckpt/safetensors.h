@@ -25,6 +25,9 @@ typedef struct zt_st_file zt_st_file;
  * header is not JSON with valid byte ranges. */
 int zt_st_open(const char *path, zt_st_file **out, zt_error *err);
 void zt_st_close(zt_st_file *f);
+/* The tensors the header lists (its __metadata__ not counted), and the k-th one's name. */
+int zt_st_count(const zt_st_file *f);
+const char *zt_st_name(const zt_st_file *f, int k);
 /* Whether the header lists a tensor of that name. */
 bool zt_st_has(const zt_st_file *f, const char *name);
 /* Reads tensor `name` (F32, BF16 or F16) into parameter ent->param of e (this rank's part, in the

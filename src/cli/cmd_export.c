@@ -4,7 +4,8 @@
  * Face directory (to reshard it) into one safetensors file or a Hugging Face model directory
  * (src/ckpt/hf.c), with transformers' names and layouts; a model with LoRA adapters is written
  * with the adapters merged into their weights, or (--peft) as the adapters alone in PEFT's
- * layout (src/ckpt/peft.c). */
+ * layout (src/ckpt/peft.c); --init-peft puts a PEFT adapter directory on the source first
+ * (src/ckpt/peft_load.c), to merge it into a Hugging Face base. */
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "ckpt/peft.h"
@@ -19,6 +20,7 @@
 #define EXPORT_USAGE                                                                                  \
     "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR)\n"         \
     "                        [--dtype fp32|bf16] [--shard-size SIZE] [--tokenizer FILE]... [--base-model NAME]\n" \
+    "                        [--init-peft DIR]\n"                                                    \
     "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
     "  W.ztw           a weights file (train --save)\n"                                               \
     "  HF_DIR          a Hugging Face model directory (to reshard it or change its dtype)\n"          \
@@ -30,11 +32,14 @@
     "  --peft DIR      a model with LoRA adapters: the adapters alone as PEFT writes them\n"             \
     "                  (adapter_model.safetensors, adapter_config.json); -o and --hf merge them into\n" \
     "                  their weights instead\n"                                                          \
-    "  --base-model N  --peft: adapter_config.json's base_model_name_or_path (default null)\n"
+    "  --base-model N  --peft: adapter_config.json's base_model_name_or_path (default null)\n"        \
+    "  --init-peft D   put PEFT's adapters from D (adapter_config.json, adapter_model.safetensors) on\n" \
+    "                  the source model first: -o/--hf then write the base with them merged\n"
 
 int zt_cmd_export(int argc, char **argv) {
     zt_error err = {0};
-    const char *src = NULL, *out = NULL, *hf = NULL, *peft = NULL, *base = NULL, *dtype = "fp32", *shard = "5GB";
+    const char *src = NULL, *out = NULL, *hf = NULL, *peft = NULL, *base = NULL, *dtype = "fp32", *shard = "5GB",
+               *init_peft = NULL;
     const char *copy[16];
     int n_copy = 0;
     for (int i = 1; i < argc; i++) {
@@ -45,7 +50,7 @@ int zt_cmd_export(int argc, char **argv) {
         }
         const char **slot = !strcmp(a, "-o") ? &out : !strcmp(a, "--hf") ? &hf : !strcmp(a, "--dtype") ? &dtype
                           : !strcmp(a, "--peft") ? &peft : !strcmp(a, "--base-model") ? &base
-                          : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
+                          : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--init-peft") ? &init_peft : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
                           : NULL;
         if (slot && v) {
             *slot = v;
@@ -83,10 +88,16 @@ int zt_cmd_export(int argc, char **argv) {
     if (from_hf) rc = zt_hf_create_model(src, &m, &err);
     else if (ztw) rc = zt_weights_read_config(src, &spec, &err);
     else if (!(rc = zt_ckpt_resolve(src, commit, sizeof commit, &err))) rc = zt_ckpt_read_model(commit, &spec, &err);
-    if (rc || (!m && (rc = zt_model_spec_create(&spec, &m, &err))) || (rc = zt_engine_create(m, &o, &e, &err)) ||
+    zt_lora_config lora;
+    if (rc || (!m && (rc = zt_model_spec_create(&spec, &m, &err))) ||
+        (init_peft && ((rc = zt_peft_read_config(init_peft, &lora, &err)) ||
+                       ((rc = zt_model_add_lora(m, &lora, NULL, &err)) &&
+                        zt_error_prefix(&err, "%s/adapter_config.json on %s", init_peft, src)))) ||
+        (rc = zt_engine_create(m, &o, &e, &err)) ||
         (rc = from_hf ? zt_hf_load_dir(e, src, &err)
               : ztw   ? zt_weights_load(e, src, &err)
-                      : zt_ckpt_load(e, commit, &meta, &err)))
+                      : zt_ckpt_load(e, commit, &meta, &err)) ||
+        (init_peft && (rc = zt_peft_load_dir(e, init_peft, &err))))
         goto done;
     bool bf16 = !strcmp(dtype, "bf16");
     zt_hf_export_options ho = {.bf16 = bf16, .shard_bytes = shard_bytes, .copy = copy, .n_copy = n_copy};

@@ -1,10 +1,11 @@
 /* cmd_train.c - `zerotrain train CONFIG [--nproc N] [--set key=value ...] [--save W.ztw]
- * [--init W.ztw] [--init-hf DIR]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
+ * [--init W.ztw] [--init-hf DIR] [--init-peft DIR]`: with N > 1 local ranks (or parallel.nproc in the config) it re-executes itself
  * under mpirun; started by mpirun or srun it joins the world and trains as one rank. */
 #include "core/env.h"
 #include "cli/commands.h"
 #include "cli/launch.h"
 #include "ckpt/hf.h"
+#include "ckpt/peft.h"
 #include "comm/build_id.h"
 #include "comm/comm.h"
 #include "core/fault.h"
@@ -23,7 +24,7 @@ typedef struct value_opt {
     bool is_count; /* a positive integer */
 } value_opt;
 
-enum { O_SET, O_SAVE, O_INIT, O_INIT_HF, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME,
+enum { O_SET, O_SAVE, O_INIT, O_INIT_HF, O_INIT_PEFT, O_NPROC, O_CKPT_DIR, O_CKPT_EVERY, O_KEEP_LAST, O_CKPT_ASYNC, O_RESUME,
        O_STOP_AFTER, O_TRACE, O_COMM_LOG, O_MAX_RESTARTS, O_MIN_NPROC, O_HOSTFILE, O_MPIRUN_ARGS, O_COUNT };
 
 static int count_value(const value_opt *o, int64_t *out, zt_error *err) {
@@ -73,10 +74,11 @@ static int same_config_everywhere(const zt_train_config *cfg, zt_comm *world, zt
     return rc;
 }
 
-static int set_init_hf(zt_train_config *cfg, const char *dir, zt_error *err) {
+/* key=path through the key table (--init-hf, --init-peft) */
+static int set_path_key(zt_train_config *cfg, const char *key, const char *path, zt_error *err) {
     char kv[ZT_PATH_MAX + 32];
-    if (snprintf(kv, sizeof kv, "model.init_hf=%s", dir) >= (int)sizeof kv)
-        return zt_error_set(err, ZT_ERR_USAGE, "train: --init-hf path too long");
+    if (snprintf(kv, sizeof kv, "%s=%s", key, path) >= (int)sizeof kv)
+        return zt_error_set(err, ZT_ERR_USAGE, "train: %s: path too long", key);
     return zt_train_config_set(cfg, kv, err);
 }
 
@@ -122,6 +124,34 @@ static int hf_shape(zt_train_config *cfg, zt_error *err) {
     return rc;
 }
 
+/* lora.init_peft: the LoRA settings are the adapters' (adapter_config.json), set through the key
+ * table; a configuration that asks for other adapters is refused rather than overridden, and a
+ * lora.dropout the user set is kept (a training setting, not the adapters') */
+static int peft_settings(zt_train_config *cfg, zt_error *err) {
+    zt_lora_config l;
+    int rc = zt_peft_read_config(cfg->lora_init_peft, &l, err);
+    if (rc) return rc;
+    const zt_lora_config *c = &cfg->lora;
+    const char *key = zt_train_config_is_set(cfg, "lora.rank") && c->rank != l.rank     ? "lora.rank"
+                      : zt_train_config_is_set(cfg, "lora.alpha") && c->alpha != l.alpha ? "lora.alpha"
+                      : zt_train_config_is_set(cfg, "lora.target_modules") && strcmp(c->target_modules, l.target_modules)
+                          ? "lora.target_modules"
+                          : NULL;
+    if (key)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s asks for other adapters than %s/adapter_config.json's (r %d, "
+                            "lora_alpha %g, target_modules '%s'): leave it out, or start new adapters without "
+                            "lora.init_peft", key, cfg->lora_init_peft, l.rank, (double)l.alpha, l.target_modules);
+    char kv[4][600];
+    int n = 0;
+    snprintf(kv[n++], sizeof kv[0], "lora.rank=%d", l.rank);
+    snprintf(kv[n++], sizeof kv[0], "lora.alpha=%.9g", (double)l.alpha);
+    if (!zt_train_config_is_set(cfg, "lora.dropout")) snprintf(kv[n++], sizeof kv[0], "lora.dropout=%.9g", (double)l.dropout);
+    if (l.target_modules[0]) snprintf(kv[n++], sizeof kv[0], "lora.target_modules=%s", l.target_modules);
+    for (int i = 0; i < n && !rc; i++) rc = zt_train_config_set(cfg, kv[i], err);
+    if (rc) zt_error_prefix(err, "%s/adapter_config.json", cfg->lora_init_peft);
+    return rc;
+}
+
 int zt_cmd_train(int argc, char **argv) {
     zt_error err = {0};
     value_opt opt[O_COUNT] = {
@@ -130,6 +160,8 @@ int zt_cmd_train(int argc, char **argv) {
         [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
         [O_INIT_HF] = {"--init-hf", "start from a Hugging Face model directory (model.init_hf; its "
                                     "config.json sets the model shape)"},
+        [O_INIT_PEFT] = {"--init-peft", "start LoRA from a PEFT adapter directory (lora.init_peft; its "
+                                        "adapter_config.json sets lora.*), on --init-hf's base"},
         [O_NPROC] = {"--nproc", "start N local ranks through mpirun (parallel.nproc)", NULL, true},
         [O_CKPT_DIR] = {"--ckpt-dir", "write sharded checkpoints to DIR/step-N (docs/checkpoints.md)"},
         [O_CKPT_EVERY] = {"--ckpt-every", "checkpoint every N steps (and always at the end)", NULL, true},
@@ -196,8 +228,12 @@ int zt_cmd_train(int argc, char **argv) {
         if (!strcmp(argv[i], "--set") && i + 1 < argc && zt_train_config_set(&cfg, argv[++i], &err))
             return zt_cli_fail(&err);
     if (allow_cast && zt_train_config_set(&cfg, "checkpoint.allow_cast=true", &err)) return zt_cli_fail(&err);
-    if (opt[O_INIT_HF].value && set_init_hf(&cfg, opt[O_INIT_HF].value, &err)) return zt_cli_fail(&err);
+    if (opt[O_INIT_HF].value && set_path_key(&cfg, "model.init_hf", opt[O_INIT_HF].value, &err))
+        return zt_cli_fail(&err);
     if (cfg.init_hf[0] && hf_shape(&cfg, &err)) return zt_cli_fail(&err);
+    if (opt[O_INIT_PEFT].value && set_path_key(&cfg, "lora.init_peft", opt[O_INIT_PEFT].value, &err))
+        return zt_cli_fail(&err);
+    if (cfg.lora_init_peft[0] && peft_settings(&cfg, &err)) return zt_cli_fail(&err);
     int64_t counts[O_COUNT] = {0};
     for (int k = 0; k < O_COUNT; k++)
         if (opt[k].is_count && opt[k].value && count_value(&opt[k], &counts[k], &err)) return zt_cli_fail(&err);

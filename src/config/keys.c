@@ -245,6 +245,11 @@ const key_def zt_cfg_keys[] = {
           "the Linears that get adapters, as PEFT's target_modules: names ([q_proj, v_proj] or "
           "'q_proj,v_proj': a module whose name is or ends with one), a regular expression matched against "
           "whole module names, or all-linear; empty: PEFT's default (q_proj,v_proj for llama, c_attn for gpt2)"),
+    K_STR("lora.init_peft", lora_init_peft, 0, "",
+          "a PEFT adapter directory (adapter_config.json + adapter_model.safetensors; `train --init-peft`) "
+          "whose adapters the run starts from; its r, lora_alpha, lora_dropout and target_modules set the "
+          "lora.* keys (lora.rank, lora.alpha or lora.target_modules set to other values are refused; a "
+          "lora.dropout set is kept); empty: new adapters"),
     K_INT("eval.every", eval_every, 0, INT_MAX, "0",
           "validation loss every N steps (and after the last); 0: only after the last; > 0 "
           "needs data.val",

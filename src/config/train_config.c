@@ -542,6 +542,11 @@ uint64_t zt_train_config_hash(const zt_train_config *c) {
     return h;
 }
 
+bool zt_train_config_is_set(const zt_train_config *c, const char *key) {
+    int ki = zt_cfg_key_index(key);
+    return ki >= 0 && c->source[ki].origin != ZT_ORIGIN_DEFAULT && c->source[ki].origin != ZT_ORIGIN_DERIVED;
+}
+
 bool zt_train_config_equal(const zt_train_config *a, const zt_train_config *b) {
     if (!a || !b) return a == b;
     char va[VAL_MAX], vb[VAL_MAX];

@@ -141,6 +141,7 @@ typedef struct zt_train_config {
                                    (zt_model_freeze); "" = none */
     zt_lora_config lora;        /* lora.rank (0: no LoRA), alpha (8), dropout (0), target_modules
                                    ("": the family's default); zt_model_add_lora */
+    char lora_init_peft[ZT_PATH_MAX]; /* lora.init_peft: a PEFT adapter directory to start from ("": none) */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */
     zt_optimizer_config optim;  /* optimizer.type adamw|sgd, beta1, beta2, eps, weight_decay,
@@ -250,6 +251,9 @@ int zt_train_config_parse_deepspeed(zt_train_config *c, const char *json, size_t
 int zt_train_config_parse_accelerate(zt_train_config *c, const char *yaml, size_t len,
                                      const char *name, zt_error *err);
 
+/* Whether the user gave key (a native dotted name) a value: a file, a dialect key or --set, not
+ * the default or a value derived from another key. False for an unknown key. */
+bool zt_train_config_is_set(const zt_train_config *c, const char *key);
 /* Applies one "key=value" override with the native dotted key names (e.g. training.steps=10).
  * Source: "--set key=value". On failure *c is unchanged. */
 int zt_train_config_set(zt_train_config *c, const char *assignment, zt_error *err);

@@ -7,6 +7,7 @@
 #include "train/engine_options.h"
 #include "train/train_recovery.h"
 #include "ckpt/hf.h"
+#include "ckpt/peft.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "metrics/commlog.h"
@@ -67,7 +68,7 @@ static int set_up(zt_run *r, zt_error *err) {
 }
 
 /* What the run starts from: the seeded parameters, then --init's weights file, model.init_hf's
- * directory, --resume's commit; the skipped sample ranges; the checkpoint directory's checks. */
+ * directory, lora.init_peft's adapters, --resume's commit; the skipped sample ranges; the checkpoint directory's checks. */
 static int load_start(zt_run *r, zt_error *err) {
     const zt_train_config *cfg = r->cfg;
     const zt_train_options *opts = r->opts;
@@ -81,6 +82,7 @@ static int load_start(zt_run *r, zt_error *err) {
             return rc;
     }
     if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) return rc;
+    if (cfg->lora_init_peft[0] && (rc = zt_peft_load_dir(e, cfg->lora_init_peft, err))) return rc;
     r->resumed = opts && opts->resume && opts->resume[0];
     if (r->resumed && (rc = zt_train_resume(r, err))) return rc;
     if (r->resumed) zt_train_data_resumed(r);

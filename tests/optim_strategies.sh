@@ -9,7 +9,7 @@
 #     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3);
 #  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
 #     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
-#     saved and loaded);
+#     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
 #     muon_ns_dtype, Muon with tensor parallelism, LAMB with optimizer offload.
@@ -82,6 +82,10 @@ bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"f
   train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
 bad "muon with tensor parallelism" "optimizer.type: muon with parallel.tensor_parallel_size 2 is not implemented" \
   train "$T/m.yaml" --nproc 2 --set parallel.tensor_parallel_size=2
+out="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" --set optimizer.type=adamw 2>&1)" && rc=0 || rc=$?
+if [ $rc = 4 ] && grep -q "the checkpoint's optimizer state is muon's, this run's optimizer.type is adamw" <<<"$out"; then
+  echo "ok   muon's checkpoint resumed under adamw exits 4: $(grep -m1 -o "the checkpoint's optimizer.*is adamw" <<<"$out")"
+else echo "FAIL muon's checkpoint under adamw: exit $rc: $(grep -m1 error <<<"$out")"; fail=1; fi
 bad "lamb with optimizer offload" "optimizer.type: lamb with memory.offload_optimizer is not implemented" \
   train "$T/m.yaml" --set optimizer.type=lamb --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
 exit $fail

@@ -247,6 +247,18 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         cJSON_Delete(root);
         return zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: step, samples_consumed, world, files or tensors missing or malformed", commit);
     }
+    /* the optimizer's state is read kind by kind: another optimizer's moments would be taken for
+     * this one's (an engine that loads parameters only, as export's, reads any) */
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+    const char *mine = zt_optimizer_name(zt_engine_options_of(e)->optim.kind);
+    if (zt_ckpt_n_kinds(e) > 1 && cJSON_IsString(opt) && strcmp(opt->valuestring, mine)) {
+        rc = zt_error_set(err, ZT_ERR_CKPT, "%s/manifest.json: the checkpoint's optimizer state is %s's, this run's "
+                          "optimizer.type is %s: resume with optimizer.type %s, or start %s from the weights alone "
+                          "(zerotrain export %s --hf DIR, then train --init-hf DIR)", commit,
+                          opt->valuestring, mine, opt->valuestring, mine, commit);
+        cJSON_Delete(root);
+        return rc;
+    }
     if ((rc = zt_model_meta_compare(commit, tensors, zt_ckpt_whole_model(e), err)) ||
         (rc = zt_run_state_read(root, commit, &meta->run, err))) {
         cJSON_Delete(root);

@@ -6,7 +6,9 @@
 # for the same options, --tp included (both are the engine's plan); a pipeline's bubble is
 # counted apart and GPipe needs more memory than 1F1B;
 # bad input (unknown model or device, malformed or missing bandwidth, sizes that do not divide)
-# exits 2 naming what is wrong; --gpu cpu measures this machine and runs; --json parses.
+# exits 2 naming what is wrong; --gpu cpu measures this machine and runs; --json parses;
+# context parallelism (--cp): memory = estimate-memory --cp's, less per device as cp grows at the
+# same tokens per device, the cp bytes by the formula.
 set -uo pipefail
 BUILD="$1"
 ZT="$BUILD/zerotrain"
@@ -102,6 +104,36 @@ json="$("$ZT" plan --model gpt2-124M --gpus-per-node 4 --gpu h100 --seq 1024 --m
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['grad_accum'] == 4, j['grad_accum']" "$json" \
   && ok "--global-batch 32 over 4 devices x 2 = 4 micro-batches" || bad "grad_accum from --global-batch"
 
+# 3b. context parallelism: memory = estimate-memory --cp's; llama3-8b at 32k on 8 h100 with full
+# recomputation: cp 2 and 4 cut the memory per device and keep tokens/s per device within 10%;
+# the cp bytes are the formula's (allgather: 3 (cp-1)/cp S per block, S = B T 2 KV a)
+json="$("$ZT" plan --model llama-7b --nodes 1 --gpus-per-node 8 --gpu a100 --seq 4096 --tp 2 --pp 1 --cp 2 \
+        --hybrid 2 --threads 1 --json)" || bad "plan --cp 2 exits $?"
+est="$("$ZT" estimate-memory --model llama-7b --nproc 8 --tp 2 --cp 2 -B 1 -T 4096 --grad-accum 2 --precision bf16 \
+       --hybrid-shard 2 --threads 1 --json)" || bad "estimate-memory --cp 2 exits $?"
+c1="$("$ZT" plan --model llama3-8b --seq 32768 --ac full --tp 1 --pp 1 --json)"
+c2="$("$ZT" plan --model llama3-8b --seq 32768 --ac full --tp 1 --pp 1 --cp 2 --json)"
+c4="$("$ZT" plan --model llama3-8b --seq 32768 --ac full --tp 1 --pp 1 --cp 4 --cp-mode ring --json)"
+python3 - "$json" "$est" "$c1" "$c2" "$c4" <<'EOF2' && ok "cp 2: memory = estimate-memory --cp 2's; llama3-8b at 32k: cp 2, cp 4 (ring) less memory, tokens/s per device within 10%, cp bytes = 3 (cp-1)/cp S L" || fail=1
+import json, sys
+plan, est, c1, c2, c4 = (json.loads(a) for a in sys.argv[1:6])
+rows = {r["name"]: r for r in plan["rows"]}
+for name, col in [("ddp", "ddp"), ("zero1", "zero1"), ("zero3", "zero3"), ("hybrid/2", "hybrid")]:
+    a, b = rows[name]["memory"], est["strategies"][col]["peak_total"]
+    assert a == b, (name, a, b)
+    assert rows[name]["cp"] == 2 and rows[name]["dp"] == 4 and rows[name]["cp_bytes"] > 0
+z = [{r["name"]: r for r in j["rows"]}["zero3"] for j in (c1, c2, c4)]
+assert z[0]["cp"] == 1 and z[0]["cp_bytes"] == 0 and z[1]["cp"] == 2 and z[2]["cp"] == 4
+assert z[0]["memory"] > z[1]["memory"] > z[2]["memory"], [r["memory"] for r in z]
+for r in z[1:]:
+    assert abs(r["tokens_per_s"] / z[0]["tokens_per_s"] - 1) < 0.10, (r["tokens_per_s"], z[0]["tokens_per_s"])
+S = 1 * 32768 * 2 * (8 * 128) * 2  # B T 2 KV bytes (bf16 activations): 8 KV heads of 128
+assert abs(z[1]["cp_bytes"] / (32 * 3 * 0.5 * S) - 1) < 1e-5, z[1]["cp_bytes"]  # JSON: 6 digits
+print(f"     llama3-8b 32k zero3 x8: cp 1 {z[0]['memory'] / 2**30:.1f} GiB {z[0]['tokens_per_s']:.0f} tok/s/dev; "
+      f"cp 2 {z[1]['memory'] / 2**30:.1f} GiB {z[1]['tokens_per_s']:.0f}; cp 4 ring {z[2]['memory'] / 2**30:.1f} GiB "
+      f"{z[2]['tokens_per_s']:.0f}")
+EOF2
+
 # 4. bad input: exit 2, the message names it
 expect2() {
   local what="$1" needle="$2"; shift 2
@@ -130,6 +162,10 @@ expect2 "sequence beyond the context" "--seq" --model gpt2-124M --seq 4096
 expect2 "cpu without --intra" "--intra" --model tiny --gpu cpu --gpus-per-node 2
 expect2 "--cpu-share off cpu" "--cpu-share" --model llama-7b --cpu-share 0.5
 expect2 "missing --model" "--model" --gpu h100
+expect2 "cp not dividing the data-parallel ranks" "--cp 3 does not divide the 8 data-parallel ranks" --model llama-7b --tp 1 --pp 1 --cp 3 --seq 4092
+expect2 "cp not dividing the sequence" "2 x 2 does not divide --seq 4094" --model llama-7b --tp 1 --pp 1 --cp 2 --seq 4094
+expect2 "ulysses over more parts than heads" "plan: --cp 16: model llama: ulysses over 16 parts needs the heads (32) and key/value heads (8)" --model llama3-8b --gpus-per-node 16 --tp 1 --pp 1 --cp 16 --cp-mode ulysses --seq 32768
+expect2 "an unknown cp mode" 'context-parallel mode "zigzag"' --model llama-7b --cp 2 --cp-mode zigzag
 
 # 5. this machine as the device
 out="$("$ZT" plan --model tiny --gpu cpu --nodes 2 --gpus-per-node 2 --intra 1GB/s --inter 1gbit --seq 64 2>&1)"

@@ -4,7 +4,8 @@
  * tensor parallelism tp and pipeline stages pp (given, or searched over a small grid: tp in 1, 2,
  * 4, 8 up to the devices per node, pp dividing the blocks, up to 16): the step time, tokens/s per
  * device, MFU, memory per device (the engine's memory plan: estimate-memory's numbers, --tp
- * included), communication exposed and hidden, and the pipeline's bubble. Searching, it prints
+ * included), communication exposed and hidden, and the pipeline's bubble; context parallelism
+ * (--cp) cuts every sequence over cp of the data-parallel devices. Searching, it prints
  * the best rows of each strategy (those that fit first, then the fastest). Bad input: exit 2
  * naming the option. */
 #include "cli/args.h"
@@ -28,7 +29,7 @@ static void usage(FILE *out) {
             "                      [--reduce-dtype fp32|bf16|fp16] [--ac none|selective|full] [--hybrid S[,S...]]\n"
             "                      [--efficiency F] [--profile nccl|zerotrain] [--no-reshard-after-forward]\n"
             "                      [--tp T] [--pp P] [--micro-batches M] [--pp-schedule 1f1b|gpipe] [--top K]\n"
-            "                      [--cpu-share F] [--threads N] [--json]\n"
+            "                      [--cp C] [--cp-mode allgather|ring|ulysses] [--cpu-share F] [--threads N] [--json]\n"
             "  --model          a preset of the engine's models (gpt2-124M ... llama-70b, llama3-8b, llama3-70b, ...)\n"
             "  --gpu            v100, a100, h100, h200, mi300x, b200 (vendor datasheet peaks), or cpu: this\n"
             "                   machine, measured now (FMA peak, the engine's GEMM at the model's shapes, memory\n"
@@ -52,6 +53,9 @@ static void usage(FILE *out) {
             "                   dividing the heads) x pp dividing the blocks (at most 16), and the best --top K\n"
             "                   rows of each strategy are printed (default 3; fitting rows first, then fastest)\n"
             "  --pp-schedule    1f1b (default: the first stage keeps pp micro-batches in flight) or gpipe (all m)\n"
+            "  --cp, --cp-mode  context parallelism: every sequence cut over C of the data-parallel devices (2C\n"
+            "                   dividing --seq; the strategies shard over all of them, as the engine's dp x cp),\n"
+            "                   exchanging keys and values by allgather (default), ring or ulysses (default 1: none)\n"
             "  --precision      bf16 (default; cpu: fp32); --reduce-dtype: the gradient collectives (fp32)\n"
             "  --ac             activation checkpointing (none)\n"
             "  --hybrid         hybrid shard sizes to show, in data-parallel ranks (S x tp devices per shard group;\n"
@@ -96,13 +100,15 @@ typedef struct args {
     int nodes, per_node, nics, seq, mb, global, threads, ac, precision, reduce, profile, n_hybrid;
     int hybrid[16];
     int tp, pp, micro_batches, pp_schedule, top; /* tp, pp 0: search */
+    int cp;                                      /* --cp (1: none) */
+    zt_cp_mode cp_mode;
     double efficiency, cpu_share;
     bool json, no_reshard;
 } args;
 
 static int parse_args(int argc, char **argv, args *a, zt_error *err) {
     memset(a, 0, sizeof *a);
-    a->nodes = 1, a->per_node = 8, a->mb = 1, a->threads = 1, a->precision = -1, a->profile = -1, a->top = 3;
+    a->nodes = 1, a->per_node = 8, a->mb = 1, a->threads = 1, a->precision = -1, a->profile = -1, a->top = 3, a->cp = 1;
     static const char *AC[] = {"none", "full", "selective"}, *REDUCE[] = {"fp32", "bf16", "fp16"}, /* zt_dtype order */
                       *PREC[] = {"fp32", "bf16", "bf16-low", "fp16"}, *PROF[] = {"nccl", "zerotrain"},
                       *SCHED[] = {"1f1b", "gpipe"}; /* zt_scale_pp_schedule order */
@@ -129,6 +135,8 @@ static int parse_args(int argc, char **argv, args *a, zt_error *err) {
         else if (!strcmp(o, "--tp")) rc = zt_cli_parse_int("plan", o, v, 1, 1024, &a->tp, err);
         else if (!strcmp(o, "--pp")) rc = zt_cli_parse_int("plan", o, v, 1, 4096, &a->pp, err);
         else if (!strcmp(o, "--micro-batches")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 20, &a->micro_batches, err);
+        else if (!strcmp(o, "--cp")) rc = zt_cli_parse_int("plan", o, v, 1, ZT_CP_MAX_PARTS, &a->cp, err);
+        else if (!strcmp(o, "--cp-mode")) rc = zt_cp_mode_parse(v, &a->cp_mode, err);
         else if (!strcmp(o, "--top")) rc = zt_cli_parse_int("plan", o, v, 1, 64, &a->top, err);
         else if (!strcmp(o, "--pp-schedule")) rc = zt_cli_parse_choice("plan", o, v, SCHED, 2, &a->pp_schedule, err);
         else if (!strcmp(o, "--threads")) rc = zt_cli_parse_int("plan", o, v, 1, 4096, &a->threads, err);
@@ -230,8 +238,11 @@ static void print_text(FILE *out, shown *w) {
                 w->o->T, a->micro_batches);
     else
         fprintf(out, "batch: %d x %d tokens per micro-batch, %d sequences (%.3gM tokens) per step: micro-batches per "
-                "step = that / (data-parallel ranks x %d)", w->o->B, w->o->T, a->global ? a->global : N * w->o->B,
-                (double)(a->global ? a->global : N * w->o->B) * w->o->T / 1e6, w->o->B);
+                "step = that / (data-parallel ranks x %d)", w->o->B, w->o->T, a->global ? a->global : N / a->cp * w->o->B,
+                (double)(a->global ? a->global : N / a->cp * w->o->B) * w->o->T / 1e6, w->o->B);
+    if (a->cp > 1)
+        fprintf(out, "; context parallel %d (%s): %d positions of each sequence per device", a->cp,
+                zt_cp_mode_name(a->cp_mode), w->o->T / a->cp);
     fprintf(out, "; precision %s, reductions in %s; activation checkpointing %s; pipeline schedule %s\n",
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), zt_scale_pp_schedule_name((zt_scale_pp_schedule)a->pp_schedule));
@@ -260,8 +271,8 @@ static void print_text(FILE *out, shown *w) {
     }
     fprintf(out, "\nstep: one optimizer step = compute + exposed + bubble; tp, pp: tensor-parallel parts, pipeline stages\n"
             "(devices / (tp x pp) data-parallel ranks, hybrid/S: S of them per shard group); mb: micro-batches per step;\n"
-            "comm: every collective's duration, tp all-reduces and pipeline transfers included (exposed: on the critical\n"
-            "path); exposed: the time compute waits for it; hidden: the rest; bubble: the slowest stage idle while the\n"
+            "comm: every collective's duration, tp all-reduces, cp exchanges (ring: the part its attention does not hide)\n"
+            "and pipeline transfers included (on the critical path); exposed: the time compute waits for it; hidden: the rest; bubble: the slowest stage idle while the\n"
             "pipeline fills and drains; inter GB/node: bytes each node sends to the others per step. mem/dev: the\n"
             "engine's memory plan (zerotrain estimate-memory [--tp]; with pp the stage needing the most), fits: against\n"
             "%.0f GiB. Model: docs/scale.md.\n", d->memory / 1073741824.0);
@@ -275,7 +286,7 @@ static void print_json(FILE *out, const shown *w) {
             "\"mem_bw\":%.6g,\"intra_bw\":%.6g,\"nic_bw\":%.6g,\"nics\":%d,"
             "\"intra_lat\":%.6g,\"inter_lat\":%.6g,\"profile\":\"%s\",\"B\":%d,\"T\":%d,\"grad_accum\":%d,"
             "\"precision\":\"%s\",\"reduce_dtype\":\"%s\",\"ac\":\"%s\",\"pp_schedule\":\"%s\",\"search\":%s,"
-            "\"compute_tp\":%d,\"forward_s\":%.6g,\"backward_s\":%.6g,"
+            "\"cp\":%d,\"cp_mode\":\"%s\",\"compute_tp\":%d,\"forward_s\":%.6g,\"backward_s\":%.6g,"
             "\"matmul_s\":%.6g,\"attention_s\":%.6g,\"memory_bound_s\":%.6g,\"recompute_s\":%.6g,"
             "\"optimizer_s_per_param\":%.6g,\"model_flops_per_token\":%.6g,\"device_memory\":%.6g,\"cpu_share\":%.6g,"
             "\"rows\":[",
@@ -286,20 +297,21 @@ static void print_json(FILE *out, const shown *w) {
             w->n_rows ? w->rows[0].micro_batches : 1,
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing),
-            zt_scale_pp_schedule_name((zt_scale_pp_schedule)w->a->pp_schedule), w->search ? "true" : "false", w->c_tp,
+            zt_scale_pp_schedule_name((zt_scale_pp_schedule)w->a->pp_schedule), w->search ? "true" : "false", w->a->cp,
+            zt_cp_mode_name(w->a->cp_mode), w->c_tp,
             c->fwd_total, c->bwd_total, c->matmul_s, c->attention_s,
             c->memory_s, c->recompute_s, c->opt_s_per_param, c->model_flops_per_token, w->d->memory, w->d->cpu_share);
     for (int i = 0; i < w->n_rows; i++) {
         const zt_scale_row *r = &w->rows[i];
         char name[32];
-        fprintf(out, "%s{\"name\":\"%s\",\"strategy\":\"%s\",\"shard\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,"
+        fprintf(out, "%s{\"name\":\"%s\",\"strategy\":\"%s\",\"shard\":%d,\"tp\":%d,\"pp\":%d,\"cp\":%d,\"dp\":%d,"
                 "\"micro_batches\":%d,\"step_s\":%.6g,\"compute_s\":%.6g,"
                 "\"comm_s\":%.6g,\"exposed_s\":%.6g,\"hidden_s\":%.6g,\"bubble_s\":%.6g,\"tp_s\":%.6g,\"p2p_s\":%.6g,"
-                "\"tp_bytes\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
+                "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
                 "\"memory\":%zu,\"fits\":%s,\"node_out_bytes\":%.6g}", i ? "," : "", row_name(r, name, sizeof name),
-                zt_strategy_name(r->strategy), r->shard, r->tp, r->pp, r->dp, r->micro_batches, r->step.step_s,
+                zt_strategy_name(r->strategy), r->shard, r->tp, r->pp, r->cp, r->dp, r->micro_batches, r->step.step_s,
                 r->step.compute_s, r->step.comm_s, r->step.exposed_s, r->step.hidden_s, r->bubble_s, r->tp_s, r->p2p_s,
-                r->tp_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
+                r->tp_bytes, r->cp_s, r->cp_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
     }
     fprintf(out, "]}\n");
 }
@@ -327,15 +339,19 @@ static void note_skip(shown *w, const char *what, int v, const char *why) {
  * batch is skipped when searching (an error when both were given). */
 static int plan_point(shown *w, const args *a, const zt_model *mt, const zt_scale_compute *ct, zt_scale_request rq,
                       int tp, int pp, zt_error *err) {
-    int N = a->nodes * a->per_node, D = N / (tp * pp);
-    int global = a->global ? a->global : N * a->mb;
+    int N = a->nodes * a->per_node, D = N / (tp * pp), R = D / a->cp; /* R: ranks with their own samples */
+    if (D % a->cp) {
+        if (w->search) return ZT_OK;
+        return zt_error_set(err, ZT_ERR_USAGE, "plan: --cp %d does not divide the %d data-parallel ranks", a->cp, D);
+    }
+    int global = a->global ? a->global : N / a->cp * a->mb;
     if (a->micro_batches) rq.opt.grad_accum = a->micro_batches;
-    else if (global % (D * a->mb)) {
+    else if (global % (R * a->mb)) {
         if (w->search) return ZT_OK;
         return zt_error_set(err, ZT_ERR_USAGE, "plan: --global-batch %d is not a multiple of %d data-parallel ranks x "
-                            "--micro-batch %d", global, D, a->mb);
-    } else rq.opt.grad_accum = global / (D * a->mb);
-    rq.model = mt, rq.compute = ct, rq.tp = tp, rq.pp = pp;
+                            "--micro-batch %d", global, R, a->mb);
+    } else rq.opt.grad_accum = global / (R * a->mb);
+    rq.model = mt, rq.compute = ct, rq.tp = tp, rq.pp = pp, rq.cp_mode = a->cp_mode;
     int rc = ZT_OK;
     static const zt_strategy flat[] = {ZT_STRATEGY_DDP, ZT_STRATEGY_ZERO1, ZT_STRATEGY_ZERO2, ZT_STRATEGY_ZERO3};
     for (size_t k = 0; k < 4 && !rc; k++) rc = add_row(w, &rq, flat[k], 0, err);
@@ -400,9 +416,15 @@ int zt_cmd_plan(int argc, char **argv) {
         rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --tp %d x --pp %d does not divide the %d devices", a.tp, a.pp, N);
         goto done;
     }
-    if (a.tp && a.pp && !a.micro_batches && a.global && a.global % (N / (a.tp * a.pp) * a.mb)) {
+    if (a.tp && a.pp && !a.micro_batches && a.global && N % (a.tp * a.pp * a.cp) == 0 &&
+        a.global % (N / (a.tp * a.pp * a.cp) * a.mb)) {
         rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --global-batch %d is not a multiple of %d data-parallel ranks x "
-                          "--micro-batch %d", a.global, N / (a.tp * a.pp), a.mb);
+                          "--micro-batch %d", a.global, N / (a.tp * a.pp * a.cp), a.mb);
+        goto done;
+    }
+    if (a.cp > 1 && o.T % (2 * a.cp)) {
+        rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --cp %d: 2 x %d does not divide --seq %d (each sequence is cut "
+                          "into 2 x cp chunks)", a.cp, a.cp, o.T);
         goto done;
     }
     if (a.global && a.global % a.mb) {
@@ -461,6 +483,16 @@ int zt_cmd_plan(int argc, char **argv) {
                 note_skip(&w, "tp", tp, why.msg);
                 continue;
             }
+        }
+        zt_error why = {0};
+        if (a.cp > 1 && zt_model_set_context_parallel(mt, a.cp, a.cp_mode, &why)) { /* ulysses: heads per part */
+            if (mt != m) zt_model_free(mt);
+            if (a.tp) {
+                rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --cp %d: %s", a.cp, why.msg);
+                break;
+            }
+            note_skip(&w, "tp", tp, why.msg);
+            continue;
         }
         zt_scale_compute ct;
         if ((rc = zt_scale_compute_model(mt, &d, o.B, o.T, o.precision.mode != ZT_PRECISION_FP32,

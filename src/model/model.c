@@ -138,6 +138,17 @@ int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_er
     if (parts < 1 || parts > ZT_CP_MAX_PARTS || mode < ZT_CP_ALLGATHER || mode > ZT_CP_ULYSSES)
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: context parallelism over %d parts, mode %d", m->name, parts,
                             (int)mode);
+    zt_model_spec spec;
+    if (mode == ZT_CP_ULYSSES && parts > 1 && zt_model_spec_of(m, &spec, NULL) == ZT_OK) {
+        int tp = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1;
+        int L, NH, C, V, maxT;
+        zt_model_spec_shape(&spec, &L, &NH, &C, &V, &maxT);
+        int heads = NH / tp, kv = spec.arch == ZT_ARCH_LLAMA ? spec.llama.n_kv_head / tp : heads;
+        if (heads % parts || kv % parts)
+            return zt_error_set(err, ZT_ERR_USAGE, "model %s: ulysses over %d parts needs the heads (%d) and key/value "
+                                "heads (%d) of each tensor-parallel part divisible by it (allgather or ring do not)",
+                                m->name, parts, heads, kv);
+    }
     for (int u = 0; u < m->n_units; u++) {
         m->units[u].cp_parts = parts;
         m->units[u].cp_mode = mode;

@@ -13,7 +13,10 @@
  * the vocabulary (the logits, the loss) are 1/tp; the norms, residual adds and the embedding's
  * lookup stay whole (every part runs them on the whole (B, T, C): no sequence parallelism).
  * On cpu the activation (gelu, SwiGLU) and the softmax + cross-entropy are the engine's kernels
- * timed at the model's sizes instead (cpu_device.c), counted in the memory-bound part. */
+ * timed at the model's sizes instead (cpu_device.c), counted in the memory-bound part.
+ * Context parallelism (zt_model_set_context_parallel, cp parts; T the whole sequence): everything
+ * but attention runs on a part's n/cp tokens; attention is the part's T/cp queries against the
+ * whole T keys at the same causal fraction (the load-balanced chunks, docs/parallelism.md). */
 #include "scale/compute.h"
 #include "memory/plan.h"
 
@@ -67,8 +70,13 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
         return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", m->n_units);
     }
     bool llama = spec.arch == ZT_ARCH_LLAMA;
-    int parts = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1;
-    double a = (bf16 && !d->measured) ? 2.0 : 4.0, n = (double)B * T, hs = (double)C / NH;
+    int parts = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1, cp = 1;
+    for (int u = 0; u < m->n_units; u++)
+        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
+    if (T % cp)
+        return zt_error_set(err, ZT_ERR_USAGE, "--seq %d: context parallelism %d does not divide it", T, cp);
+    int Tq = T / cp; /* this part's queries (and tokens) */
+    double a = (bf16 && !d->measured) ? 2.0 : 4.0, n = (double)B * Tq, hs = (double)C / NH;
     double KV = llama ? (double)spec.llama.n_kv_head * hs : C, I = llama ? spec.llama.intermediate_size : 4.0 * C;
     /* this part's heads, key/value width, MLP width and vocabulary rows */
     NH /= parts, KV /= parts, I /= parts;
@@ -77,8 +85,8 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
     double frac = causal_fraction(d, T);
     /* attention products per (b, head): S = Q·Kᵀ (T,T,hs) and O = P·V (T,hs,T), the computed fraction */
     double att_fwd = (double)B * NH * frac *
-                     (gemm_s(d, c->peak, d->attn_efficiency, T, T, (int)hs, false, true, bf16) +
-                      gemm_s(d, c->peak, d->attn_efficiency, T, (int)hs, T, false, false, bf16));
+                     (gemm_s(d, c->peak, d->attn_efficiency, Tq, T, (int)hs, false, true, bf16) +
+                      gemm_s(d, c->peak, d->attn_efficiency, Tq, (int)hs, T, false, false, bf16));
     double block_bytes = llama ? (10.0 * C + 2.0 * (hs * NH + KV) + 3.0 * I) * a
                                : (10.0 * C + 2.0 * I) * a + (d->measured ? 2.0 * NH * T * frac * 4.0 : 0);
     /* cpu: the activation and the loss are timed (they compute more than they move); their bytes

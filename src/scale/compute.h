@@ -20,6 +20,8 @@
  *   optimizer        AdamW reads parameter, gradient and two moments and writes three of them
  *                    (+ the bf16 compute copy, + the gradient-norm pass): 32 bytes per parameter
  *                    in fp32, 34 in bf16, over the memory bandwidth
+ * Context parallelism (the model's units' cp_parts): a part's B·T/cp tokens, its T/cp queries
+ * against the whole sequence's T keys (compute.c).
  * The model's FLOPs per token (what MFU divides by) are the model's own formula
  * (zt_model.train_flops_per_token, metrics/mfu.h), the same number the trainer reports. */
 #ifndef ZT_SCALE_COMPUTE_H

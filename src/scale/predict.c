@@ -4,6 +4,7 @@
  * plan for the same options. */
 #include "scale/predict.h"
 #include "memory/estimate.h"
+#include "scale/cp_comm.h"
 #include "scale/tp_comm.h"
 
 #include <stdlib.h>
@@ -55,11 +56,18 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     if (strategy != ZT_STRATEGY_HYBRID) S = strategy == ZT_STRATEGY_DDP ? 1 : D;
     out->strategy = strategy;
     out->shard = S;
-    out->tp = tp, out->pp = pp, out->dp = D, out->micro_batches = GA;
+    int cp = 1;
+    for (int u = 0; u < U; u++)
+        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
+    if (D % cp || rq->opt.T % (2 * cp))
+        return zt_error_set(err, ZT_ERR_USAGE, "context parallelism %d: it must divide the %d data-parallel ranks and "
+                            "half of the sequence of %d", cp, D, rq->opt.T);
+    out->tp = tp, out->pp = pp, out->cp = cp, out->dp = D, out->micro_batches = GA;
 
     /* memory: the engine's plan of the device needing the most, the stage needing the most */
     zt_engine_options o = rq->opt;
     o.strategy = strategy;
+    o.T = rq->opt.T / cp; /* a part's positions */
     if (strategy == ZT_STRATEGY_HYBRID) o.hybrid_shard_size = S;
     int rc = ZT_OK;
     for (int s = 0; s < pp; s++) { /* the first stage keeps the most in flight, the last has the head */
@@ -83,14 +91,19 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     out->gather_bytes_per_elem = g, out->reduce_bytes_per_elem = r;
 
     int n = U > 0 ? U : 1;
-    double *buf = calloc(10 * (size_t)n + (size_t)pp, sizeof *buf);
+    double *buf = calloc(12 * (size_t)n + (size_t)pp, sizeof *buf);
     if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", U);
     double *gather = buf, *gather_b = gather + n, *reduce = gather_b + n, *P_f = reduce + n, *P_b = P_f + n,
-           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *fw = tpb + n, *bw = fw + n, *per_stage = bw + n;
+           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *cpf = tpb + n, *cpb = cpf + n, *fw = cpb + n,
+           *bw = fw + n, *per_stage = bw + n;
     const zt_scale_net *net = &cl->net;
-    zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
+    zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T / cp, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
                      &out->tp_bytes);
-    for (int u = 0; u < U; u++) fw[u] = c->fwd[u] + tpf[u], bw[u] = c->bwd[u] + tpb[u];
+    int L = 0;
+    for (int u = 0; u < U; u++) L += m->units[u].layer >= 0;
+    zt_scale_cp_comm(m, net, tp, rq->cp_mode, rq->opt.B, rq->opt.T, act, L ? c->attention_s / L : 0, GA, cpf, cpb,
+                     &out->cp_bytes);
+    for (int u = 0; u < U; u++) fw[u] = c->fwd[u] + tpf[u] + cpf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u];
 
     /* the pipeline: every stage's seconds per micro-batch; the slowest stage is played out */
     for (int s = 0; s < pp; s++) {
@@ -165,15 +178,15 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     zt_scale_step st = zt_scale_schedule(&t);
 
     /* tp all-reduces of the slowest stage: on the critical path, moved from compute to exposed */
-    double tp_s = 0;
-    for (int u = first; u < end; u++) tp_s += (tpf[u] + tpb[u]) * GA;
+    double tp_s = 0, cp_s = 0;
+    for (int u = first; u < end; u++) tp_s += (tpf[u] + tpb[u]) * GA, cp_s += (cpf[u] + cpb[u]) * GA;
     /* the pipeline: the bubble and 2·(m + p - 1) transfers of a (B, T, C) activation */
     double bubble = pipe - GA * per_stage[slow], p2p = 0;
     if (pp > 1) {
         int C = 0;
         for (int u = 0; u < U && !C; u++)
             if (m->units[u].layer >= 0) C = m->units[u].out_width;
-        double bytes = (double)rq->opt.B * rq->opt.T * C * act, one;
+        double bytes = (double)rq->opt.B * (rq->opt.T / cp) * C * act, one;
         int stage_devs = D * tp, senders = stage_devs < cl->per_node ? stage_devs : cl->per_node;
         if (cl->nodes > 1) { /* stages are blocks of consecutive devices: some boundary crosses nodes */
             one = net->inter_lat + bytes / (net->nics * net->nic_bw / senders);
@@ -181,16 +194,16 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         } else one = net->intra_lat + bytes / net->intra_bw;
         p2p = 2.0 * (GA + pp - 1) * one;
     }
-    out->step.compute_s = st.compute_s - tp_s;
+    out->step.compute_s = st.compute_s - tp_s - cp_s;
     out->step.step_s = st.step_s + bubble + p2p;
-    out->step.comm_s = st.comm_s + tp_s + p2p;
-    out->step.exposed_s = st.exposed_s + tp_s + p2p;
+    out->step.comm_s = st.comm_s + tp_s + cp_s + p2p;
+    out->step.exposed_s = st.exposed_s + tp_s + cp_s + p2p;
     out->step.hidden_s = out->step.comm_s - out->step.exposed_s > 0 ? out->step.comm_s - out->step.exposed_s : 0;
     out->bubble_s = bubble > 0 ? bubble : 0;
-    out->tp_s = tp_s, out->p2p_s = p2p;
+    out->tp_s = tp_s, out->cp_s = cp_s, out->p2p_s = p2p;
     free(buf);
     out->node_out_bytes = cl->nodes > 1 ? node_out : 0;
-    double tokens = (double)rq->opt.B * rq->opt.T * GA / (tp * pp); /* per device */
+    double tokens = (double)rq->opt.B * rq->opt.T * GA / ((double)tp * pp * cp); /* per device */
     out->tokens_per_s = out->step.step_s > 0 ? tokens / out->step.step_s : 0;
     out->mfu = c->peak > 0 ? c->model_flops_per_token * out->tokens_per_s / c->peak : 0;
     return ZT_OK;

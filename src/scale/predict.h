@@ -18,8 +18,11 @@
  *           FSDP (nccl), all pieces at once after the last reduce-scatter in zerotrain's engine
  * The optimizer updates P (ddp), P/N (zero1-3) or P/S (hybrid) parameters per device.
  *
- * Tensor and pipeline parallelism (docs/scale.md): the N devices are pp stages x D data-parallel
- * ranks x tp parts (the engine's mesh, tp innermost). The model is the tp-cut part (zt_tp_apply:
+ * Tensor, context and pipeline parallelism (docs/scale.md): the N devices are pp stages x D
+ * data-parallel ranks x tp parts (the engine's mesh, tp innermost), D including the cp parts of
+ * each sequence (the engine shards and reduces over dp x cp). With cp parts every device runs a
+ * part's T/cp positions (compute.h), the cp exchanges (cp_comm.h) are added to the blocks, the
+ * memory plan is a part's, and a device's tokens per step are B·T·m/(tp·pp·cp). The model is the tp-cut part (zt_tp_apply:
  * the caller cuts it and computes `compute` on the cut model), so P above is a part's and each
  * strategy's groups are the D ranks of a stage at stride tp (hybrid: S of them, S dividing D).
  * The tp all-reduces (tp_comm.h) are added to the units' compute, on the critical path; with pp
@@ -60,18 +63,24 @@ typedef struct zt_scale_request {
     zt_memory_plan_options plan;
     int tp, pp;                   /* tensor-parallel parts (the model is cut so), pipeline stages;
                                      0 means 1; opt.grad_accum is the pipeline's micro-batches */
+    zt_cp_mode cp_mode;           /* context parallelism: the model's units' cp_parts (set by
+                                     zt_model_set_context_parallel) over this mode; opt.T is the
+                                     whole sequence */
     zt_scale_pp_schedule pp_schedule;
 } zt_scale_request;
 
 typedef struct zt_scale_row {
     zt_strategy strategy;
     int shard;                    /* hybrid: S; zero1-3: the data-parallel ranks D; ddp: 1 */
-    int tp, pp, dp, micro_batches;
+    int tp, pp, cp, dp, micro_batches; /* dp: the data-parallel ranks a stage's strategy shards
+                                     over (dp x cp, as the engine's dp_cp group) */
     zt_scale_step step;           /* step_s = compute + exposed + bubble; exposed includes the tp
                                      all-reduces and the pipeline's transfers */
     double bubble_s;              /* the slowest stage idle in the pipeline's fill and drain */
     double tp_s, p2p_s;           /* tp all-reduces and pipeline transfers on the critical path */
     double tp_bytes;              /* bytes a device sends in its tp group per step */
+    double cp_s, cp_bytes;        /* cp exchanges on the critical path; bytes a device sends in its
+                                     cp group per step */
     double tokens_per_s;          /* per device */
     double mfu;
     size_t memory;                /* the plan's high-water of the device needing the most */

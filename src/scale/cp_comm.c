@@ -1,0 +1,54 @@
+/* cp_comm.c - context-parallel exchanges of the attention per block (cp_comm.h). */
+#include "scale/cp_comm.h"
+
+#include <string.h>
+
+void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, zt_cp_mode mode, int B, int T,
+                      double act_bytes, double attention_s, int micro_batches, double *fwd, double *bwd,
+                      double *sent_per_step) {
+    int U = m->n_units, cp = 1;
+    memset(fwd, 0, (size_t)U * sizeof *fwd);
+    memset(bwd, 0, (size_t)U * sizeof *bwd);
+    *sent_per_step = 0;
+    for (int u = 0; u < U; u++)
+        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
+    zt_model_spec spec;
+    if (cp <= 1 || zt_model_spec_of(m, &spec, NULL)) return;
+    int L, NH, C, V, maxT;
+    zt_model_spec_shape(&spec, &L, &NH, &C, &V, &maxT);
+    if (tp < 1) tp = 1;
+    double hs = (double)C / NH, Cq = (double)C / tp;
+    double KV = (spec.arch == ZT_ARCH_LLAMA ? spec.llama.n_kv_head * hs : C) / tp;
+    double n = (double)B * T, frac = (double)(cp - 1) / cp;
+    zt_scale_group g = zt_scale_group_of(net, cp, tp);
+    zt_scale_net pairwise = *net;
+    pairwise.algo = ZT_SCALE_PAIRWISE; /* all-to-alls and shifts go peer to peer */
+    double f = 0, b = 0, sent = 0;
+    if (mode == ZT_CP_ULYSSES) {
+        double part = n / cp * act_bytes; /* one part's rows, per channel */
+        double qkv = part * (Cq + 2 * KV), o = part * Cq, back = part * (3 * Cq + 2 * KV);
+        f = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds +
+            zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, o).seconds;
+        b = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, back).seconds +
+            zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds;
+        sent = frac * (qkv + o + back + qkv);
+    } else {
+        double S = n * 2 * KV * act_bytes;
+        double ag = zt_scale_collective(net, g, ZT_SCALE_ALL_GATHER, S).seconds;
+        if (mode == ZT_CP_RING) {
+            double shifts = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, S).seconds; /* cp - 1 of S/cp */
+            double step = shifts / (cp - 1), total = shifts + shifts + shifts + step;
+            double exposed = total > attention_s ? total - attention_s : 0;
+            f = exposed * shifts / total, b = exposed - f;
+            sent = S * (3 * frac + 1.0 / cp);
+        } else {
+            f = ag;
+            b = ag + zt_scale_collective(net, g, ZT_SCALE_REDUCE_SCATTER, S).seconds;
+            sent = 3 * frac * S;
+        }
+    }
+    int blocks = 0;
+    for (int u = 0; u < U; u++)
+        if (m->units[u].layer >= 0) fwd[u] = f, bwd[u] = b, blocks++;
+    *sent_per_step = (double)micro_batches * blocks * sent;
+}

@@ -16,7 +16,8 @@
 #     tp 2), and
 #     hybrid (its shard groups are a replica's cp x shard ranks, summed before the replicas: another
 #     grouping of the same parts, reproducible but not accumulation's);
-#  4. zerotrain train: the three modes print the one-process losses, planned = measured memory on
+#  4. zerotrain train: the three modes print the one-process losses, the JSONL's bytes_sent.context
+#     equal to the scale model's formulas (bytes_sent.pipeline 0), planned = measured memory on
 #     every rank, packed chat-style records too (losses and validation); checkpoints stay logical: a cp 2 commit resumes to the uninterrupted hash, and
 #     cp 2 -> one-process re-save -> cp 2 re-save gives byte-identical shard files;
 #  5. Accelerate's own cp.yaml (cp 8 on 8 ranks, FSDP2 bf16) and a DeepSpeed sequence_parallel_size
@@ -111,12 +112,19 @@ python3 "$SRC/tests/tolerance.py" "$T" "gpt2 packed" pref pulp "${specs[@]}" "pl
 loss_line() { grep -o 'loss [0-9.]* -> [0-9.]*' <<<"$1" || true; }
 hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
 one="$("$Z" train "$T/g.yaml" 2>&1)"
+# the JSONL's bytes_sent.context per step: the scale model's formulas (docs/scale.md) with
+# B 2, T 64 over 2 parts, C = KV = 64, fp32, 2 blocks: allgather 3 (cp-1)/cp S, ring
+# S (3 (cp-1)/cp + 1/cp), ulysses (cp-1)/cp of a part's rows x (4C + 2KV + 3C + 2KV + ...)
+ctx() { python3 -c 'import json,sys; print(sorted({(o["bytes_sent"]["context"], o["bytes_sent"]["pipeline"]) for o in map(json.loads, open(sys.argv[1])) if "step" in o}))' "$1"; }
+declare -A WANT=([allgather]="[(196608, 0)]" [ring]="[(262144, 0)]" [ulysses]="[(196608, 0)]")
 for mode in allgather ring ulysses; do
-  out="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" --set parallel.context_parallel_mode=$mode 2>&1)" && rc=0 || rc=$?
+  out="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" --set parallel.context_parallel_mode=$mode \
+         --set logging.jsonl="$T/$mode.jsonl" 2>&1)" && rc=0 || rc=$?
   if [ $rc -eq 0 ] && [ "$(loss_line "$out")" = "$(loss_line "$one")" ] &&
-     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"; then
-    echo "ok   train cp 2 $mode: $(loss_line "$out") as one process; planned = measured on every rank"
-  else echo "FAIL train cp 2 $mode (exit $rc): '$(loss_line "$out")' vs '$(loss_line "$one")'"; echo "$out" | tail -4; fail=1; fi
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out" &&
+     [ "$(ctx "$T/$mode.jsonl")" = "${WANT[$mode]}" ]; then
+    echo "ok   train cp 2 $mode: $(loss_line "$out") as one process; planned = measured on every rank; (context, pipeline) bytes per step $(ctx "$T/$mode.jsonl")"
+  else echo "FAIL train cp 2 $mode (exit $rc): '$(loss_line "$out")' vs '$(loss_line "$one")', bytes $(ctx "$T/$mode.jsonl" 2>&1) vs ${WANT[$mode]}"; echo "$out" | tail -4; fail=1; fi
 done
 # packed records (documents' masks from the whole sequences' positions, losses weighed by counted
 # targets, validation on a held-out fraction): cp 2 prints one process's losses and val loss

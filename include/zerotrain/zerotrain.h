@@ -849,6 +849,8 @@ typedef struct zt_comm_bytes {
     uint64_t sent_pp, recv_pp; /* pipeline parallelism: this rank's point-to-point transfers to and
                                   from its neighbouring stages (activations, their gradients, a
                                   tied parameter's gradient; not in the fields above) */
+    uint64_t sent_cp, recv_cp; /* context parallelism: the attention's exchanges with the other parts
+                                  of the sequences (not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);

@@ -207,6 +207,7 @@ struct zt_comm {
     bool broken;
     char broken_msg[1024];
     atomic_int busy;        /* the one-thread guard */
+    _Atomic uint64_t p2p_sent, p2p_recvd; /* point-to-point payload bytes completed (p2p.c) */
 
     zt_comm_op op;
     bool op_active;

@@ -17,11 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-static _Atomic uint64_t g_sent, g_recvd;
-
-void zt_p2p_bytes(uint64_t *sent, uint64_t *recvd, bool reset) {
-    *sent = reset ? atomic_exchange(&g_sent, 0) : g_sent;
-    *recvd = reset ? atomic_exchange(&g_recvd, 0) : g_recvd;
+void zt_p2p_bytes(zt_comm *c, uint64_t *sent, uint64_t *recvd, bool reset) {
+    *sent = reset ? atomic_exchange(&c->p2p_sent, 0) : atomic_load(&c->p2p_sent);
+    *recvd = reset ? atomic_exchange(&c->p2p_recvd, 0) : atomic_load(&c->p2p_recvd);
 }
 
 static int post(zt_comm *c, void *buf, size_t bytes, int peer, int tag, bool recv, const char *what, zt_p2p *p,
@@ -107,7 +105,7 @@ int zt_p2p_wait(zt_comm *c, zt_p2p *p, zt_error *err) {
                               p->bytes);
     }
     if (!rc) {
-        atomic_fetch_add(p->recv ? &g_recvd : &g_sent, (uint64_t)p->bytes);
+        atomic_fetch_add(p->recv ? &c->p2p_recvd : &c->p2p_sent, (uint64_t)p->bytes);
         /* one comm-log row per direction's size: posted to done, and the part this wait blocked */
         zt_commlog_record(ZT_COLL_P2P, p->bytes, omp_get_wtime() - p->posted_at, p->waited_s, c->size, c->name);
     }

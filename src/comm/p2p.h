@@ -31,7 +31,8 @@ int zt_p2p_irecv(zt_comm *c, void *buf, size_t bytes, int peer, int tag, const c
                  zt_error *err);
 /* Waits for p (a no-op when none is posted); a receive of another length is ZT_ERR_MISMATCH. */
 int zt_p2p_wait(zt_comm *c, zt_p2p *p, zt_error *err);
-/* Bytes sent and received by this process's transfers since the last reset. */
-void zt_p2p_bytes(uint64_t *sent, uint64_t *recvd, bool reset);
+/* Bytes sent and received by this process's transfers on c since the last reset (the pipeline's
+ * link and context parallelism's comm count apart). */
+void zt_p2p_bytes(zt_comm *c, uint64_t *sent, uint64_t *recvd, bool reset);
 
 #endif

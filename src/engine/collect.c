@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "engine/engine_internal.h"
 #include "comm/p2p.h"
+#include "engine/pipeline.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "obs/trace.h"
@@ -456,7 +457,8 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
             out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
     }
-    if (e->pp) zt_p2p_bytes(&out->sent_pp, &out->recv_pp, reset);
+    if (e->pp) zt_p2p_bytes(zt_pipeline_link(e->pp), &out->sent_pp, &out->recv_pp, reset);
+    if (e->cp_comm) zt_p2p_bytes(e->cp_comm, &out->sent_cp, &out->recv_cp, reset);
     if (e->tp_comm) {
         zt_comm_counters c;
         zt_comm_counters_get(e->tp_comm, &c);

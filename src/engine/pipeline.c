@@ -304,6 +304,8 @@ int zt_pipeline_train(zt_pipeline *p, const zt_batch *mb, int m, float *losses, 
     return rc;
 }
 
+zt_comm *zt_pipeline_link(const zt_pipeline *p) { return p->link; }
+
 void zt_pipeline_bubble(const zt_pipeline *p, double *measured, double *theory) {
     double busy = p->steps > 1 ? p->busy_s : p->first_busy, total = p->steps > 1 ? p->total_s : p->first_total;
     *measured = total > 0 ? 1.0 - busy / total : 0;

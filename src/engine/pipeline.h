@@ -56,6 +56,8 @@ int zt_pipeline_param_hash(zt_pipeline *p, uint64_t *hash, zt_error *err);
 /* Measured bubble fraction of this stage over the steps so far (the first excluded when there
  * were more), and the schedule's (p-1)/(m+p-1). */
 void zt_pipeline_bubble(const zt_pipeline *p, double *measured, double *theory);
+/* The comm the stage's transfers go over (their byte counters: zt_p2p_bytes). */
+zt_comm *zt_pipeline_link(const zt_pipeline *p);
 /* Checkpoints (src/ckpt/checkpoint.c) see the whole model: its descriptor, the stage's parameter
  * i's index in it, whether this stage writes parameter i (its owner; a copy is written by the
  * owner). */

@@ -52,9 +52,11 @@ mkdir -p "$WORK/js" "$WORK/c"
     echo "["
     sep=""
     for t in "${TEMPLATES[@]}"; do
+        tn=${t##*/} tn=${tn%.jinja}
         for m in "${MESSAGES[@]}"; do
+            mn=${m##*/} mn=${mn%.json}
             for agp in false true; do
-                id="$(basename "$t" .jinja)__$(basename "$m" .json)__$agp"
+                id="${tn}__${mn}__$agp"
                 printf '%s{"id": "%s", "template": "%s", "messages": "%s", "agp": %s, "bos": "<s>", "eos": "</s>"}\n' \
                     "$sep" "$id" "$t" "$m" "$agp"
                 sep=","
@@ -65,78 +67,92 @@ mkdir -p "$WORK/js" "$WORK/c"
 } >"$WORK/cases.json"
 node "$SRC/tests/chat_templates.js" "$PKG" "$WORK/cases.json" "$WORK/js" || fail "the node side failed"
 
-n_same=0 n_err=0 n_bad=0
-declare -A FAMILY_OK
+# zerotrain's side: one process per rendering (their exit codes in rc.tsv), then every comparison
+# in one python process (a cmp, grep or basename per case cost more than the renderings)
 for t in "${TEMPLATES[@]}"; do
-    tn=$(basename "$t" .jinja)
-    family_ok=1
+    tn=${t##*/} tn=${tn%.jinja}
     for m in "${MESSAGES[@]}"; do
+        mn=${m##*/} mn=${mn%.json}
         for agp in false true; do
-            id="${tn}__$(basename "$m" .json)__$agp"
+            id="${tn}__${mn}__$agp"
             flag=()
             [ "$agp" = true ] && flag=(--add-generation-prompt)
             set +e
             "$ZT" chat-template "$t" --messages "$m" "${flag[@]}" --bos "<s>" --eos "</s>" --now "$ZT_CHAT_NOW" \
                 >"$WORK/c/$id.out" 2>"$WORK/c/$id.err"
-            rc=$?
+            printf '%s\t%s\t%s\t%s\n' "$id" "$?" "$tn" "$t" >>"$WORK/rc.tsv"
             set -e
-            if [ -f "$WORK/js/$id.out" ]; then
-                if [ $rc -ne 0 ]; then
-                    echo "chat_templates: $id: node renders, zerotrain fails (exit $rc): $(cat "$WORK/c/$id.err")" >&2
-                    n_bad=$((n_bad + 1)) family_ok=0
-                elif ! cmp -s "$WORK/js/$id.out" "$WORK/c/$id.out"; then
-                    echo "chat_templates: $id: the renderings differ:" >&2
-                    diff <(od -c "$WORK/js/$id.out") <(od -c "$WORK/c/$id.out") | head -10 >&2 || true
-                    n_bad=$((n_bad + 1)) family_ok=0
-                else
-                    n_same=$((n_same + 1))
-                fi
-            else
-                if [ $rc -ne 3 ]; then
-                    echo "chat_templates: $id: node fails ($(cat "$WORK/js/$id.err")), zerotrain exits $rc, not 3" >&2
-                    n_bad=$((n_bad + 1)) family_ok=0
-                else
-                    # a raise_exception text must come through
-                    js_msg=$(cat "$WORK/js/$id.err")
-                    if grep -q "raise_exception\|raised" "$t" && ! grep -qF -- "$js_msg" "$WORK/c/$id.err"; then
-                        echo "chat_templates: $id: node's error \"$js_msg\" is not in zerotrain's: $(cat "$WORK/c/$id.err")" >&2
-                        n_bad=$((n_bad + 1)) family_ok=0
-                    else
-                        n_err=$((n_err + 1))
-                    fi
-                fi
-            fi
         done
     done
-    FAMILY_OK[$tn]=$family_ok
 done
-for tn in "${!FAMILY_OK[@]}"; do
-    [ "${FAMILY_OK[$tn]}" = 1 ] && echo "chat_templates: identical: $tn"
-done | sort
-echo "chat_templates: $n_same renderings identical, $n_err failing in both, $n_bad different"
-[ $n_bad -eq 0 ] || fail "$n_bad renderings differ from @huggingface/jinja $VERSION"
+python3 - "$WORK" <<'PYEOF' || fail "renderings differ from @huggingface/jinja $VERSION"
+import os, re, sys
+work = sys.argv[1]
+n_same = n_err = n_bad = 0
+family_ok, raises = {}, {}
+def rd(p, mode="rb"):
+    with open(p, mode) as f:
+        return f.read()
+def bad(msg):
+    global n_bad
+    print("chat_templates: " + msg, file=sys.stderr)
+    n_bad += 1
+for line in rd(f"{work}/rc.tsv", "r").splitlines():
+    case, rc, tn, tpath = line.split("\t")
+    rc = int(rc)
+    family_ok.setdefault(tn, True)
+    js, c = f"{work}/js/{case}", f"{work}/c/{case}"
+    before = n_bad
+    if os.path.exists(js + ".out"):
+        if rc != 0:
+            bad(f"{case}: node renders, zerotrain fails (exit {rc}): {rd(c + '.err', 'r')}")
+        elif rd(js + ".out") != rd(c + ".out"):
+            a, b = rd(js + ".out"), rd(c + ".out")
+            k = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+            bad(f"{case}: the renderings differ at byte {k}: node {a[k:k + 60]!r}, zerotrain {b[k:k + 60]!r}")
+        else:
+            n_same += 1
+    elif rc != 3:
+        bad(f"{case}: node fails ({rd(js + '.err', 'r')}), zerotrain exits {rc}, not 3")
+    else:
+        # a raise_exception text must come through
+        js_msg = rd(js + ".err", "r")
+        if tpath not in raises:
+            raises[tpath] = re.search(r"raise_exception|raised", rd(tpath, "r")) is not None
+        if raises[tpath] and js_msg not in rd(c + ".err", "r"):
+            bad(f"{case}: node's error \"{js_msg}\" is not in zerotrain's: {rd(c + '.err', 'r')}")
+        else:
+            n_err += 1
+    if n_bad != before:
+        family_ok[tn] = False
+for tn in sorted(t for t, ok in family_ok.items() if ok):
+    print(f"chat_templates: identical: {tn}")
+print(f"chat_templates: {n_same} renderings identical, {n_err} failing in both, {n_bad} different")
+sys.exit(1 if n_bad else 0)
+PYEOF
 
 # --- 2. spans -----------------------------------------------------------------------------------
 n_spans=0 n_unstable=0
+WITH_ASSISTANT=()
+for m in "${MESSAGES[@]}"; do grep -q '"assistant"' "$m" && WITH_ASSISTANT+=("$m"); done
 for t in "${TEMPLATES[@]}"; do
-    tn=$(basename "$t" .jinja)
+    tn=${t##*/} tn=${tn%.jinja}
     for m in "${MESSAGES[@]}"; do
-        id="${tn}__$(basename "$m" .json)__false"
+        mn=${m##*/} mn=${mn%.json}
+        id="${tn}__${mn}__false"
         [ -f "$WORK/js/$id.out" ] || continue # the template refuses this conversation
-        grep -q '"assistant"' "$m" || continue
+        [[ " ${WITH_ASSISTANT[*]} " == *" $m "* ]] || continue
         set +e
         "$ZT" chat-template "$t" --messages "$m" --bos "<s>" --eos "</s>" --now "$ZT_CHAT_NOW" --spans \
-            >"$WORK/spans.out" 2>"$WORK/spans.err"
+            >"$WORK/sp_$id.out" 2>"$WORK/sp_$id.err"
         rc=$?
         set -e
-        if [ $rc -eq 3 ] && grep -q "not prefix-stable" "$WORK/spans.err"; then
+        if [ $rc -eq 3 ] && grep -q "not prefix-stable" "$WORK/sp_$id.err"; then
             n_unstable=$((n_unstable + 1))
             continue
         fi
-        [ $rc -eq 0 ] || fail "$id --spans: exit $rc: $(cat "$WORK/spans.err")"
-        cmp -s "$WORK/spans.out" "$WORK/js/$id.out" || fail "$id --spans: the text is not the plain rendering"
-        mv "$WORK/spans.out" "$WORK/sp_$id.out"; mv "$WORK/spans.err" "$WORK/sp_$id.err"
-        printf '%s\t%s\t%s\t%s\n' "$WORK/sp_$id.out" "$WORK/sp_$id.err" "$m" "$id" >>"$WORK/span_cases.tsv"
+        [ $rc -eq 0 ] || fail "$id --spans: exit $rc: $(cat "$WORK/sp_$id.err")"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$WORK/sp_$id.out" "$WORK/sp_$id.err" "$m" "$id" "$WORK/js/$id.out" >>"$WORK/span_cases.tsv"
         n_spans=$((n_spans + 1))
     done
 done
@@ -144,11 +160,12 @@ done
 node -e '
     const fs = require("fs");
     for (const row of fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
-        const [tf, sf, mf, id] = row.split("\t");
+        const [tf, sf, mf, id, jf] = row.split("\t");
         const [text, spans, doc] = [fs.readFileSync(tf), fs.readFileSync(sf, "utf8"), JSON.parse(fs.readFileSync(mf, "utf8"))];
         const msgs = Array.isArray(doc) ? doc : doc.messages;
         let last = 0, n = 0;
         const bad = (why) => { console.error(`chat_templates: FAIL: ${id} --spans: ${why}`); process.exit(1); };
+        if (!text.equals(fs.readFileSync(jf))) bad("the text is not the plain rendering");
         for (const line of spans.split("\n").filter((l) => l.startsWith("span\t"))) {
             const [, i, b, e] = line.split("\t").map(Number);
             if (msgs[i].role !== "assistant") bad(`span of message ${i}, a ${msgs[i].role}`);

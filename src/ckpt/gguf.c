@@ -325,7 +325,10 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
         goto out;
     }
     zt_atomic_file af;
-    if ((rc = zt_atomic_open(&af, path, err))) goto out;
+    if ((rc = zt_atomic_open(&af, path, err))) {
+        zt_error_prefix(err, "export --gguf %s", path);
+        goto out;
+    }
     FILE *f = af.fp;
     uint32_t head[2] = {0x46554747u /* "GGUF" */, 3};
     uint64_t counts[2] = {(uint64_t)n, kv.count};
@@ -335,7 +338,7 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
               pad(f, (ALIGN - hdr % ALIGN) % ALIGN);
     for (int i = 0; i < n && ok && !rc; i++) rc = write_tensor(e, f, &t[i], path, &ok, err);
     if (rc) zt_atomic_abandon(&af);
-    else rc = zt_atomic_commit(&af, ok, "GGUF file", err);
+    else if ((rc = zt_atomic_commit(&af, ok, "GGUF file", err))) zt_error_prefix(err, "export --gguf %s", path);
     if (!rc) *n_tensors = n;
 out:
     free(kv.buf);

@@ -12,8 +12,9 @@
 #  (d) the embedded chat template, rendered by llama.cpp's own Jinja engine, is byte for byte what
 #      `zerotrain chat-template` renders;
 #  (e) q4_0 loads and its perplexity stays within 10% (4-bit weights of a barely trained model);
-#  (f) bad input: an unknown --type (exit 2), q8_0/q4_0 on rows of 48 (exit 2 naming the tensor), an
-#      unwritable path (exit 8 naming it), nothing left behind.
+#  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
+#      unknown --type (exit 2), q8_0/q4_0 on rows of 48 (exit 2 naming the tensor), an unwritable
+#      path (exit 8 naming it), nothing left behind.
 # Fails, never skips, without node or the packages (scripts/setup.sh installs them).
 set -euo pipefail
 BUILD="$1"; SRC="$2"; Z="$BUILD/zerotrain"
@@ -155,12 +156,15 @@ for m in g l; do
 done
 
 # (f) bad input
+printf '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' > "$T/wp.json"
 bad() { # WHAT EXPECTED-RC EXPECTED-TEXT ARGS...
   local what="$1" want="$2" text="$3"; shift 3
   set +e; out="$("$Z" export "$@" 2>&1)"; rc=$?; set -e
   [ $rc -eq "$want" ] && [[ "$out" == *"$text"* ]] || fail "$what: exit $rc, want $want with \"$text\": $out"
   echo "$what: exit $rc: $out"
 }
+bad "no tokenizer.json" 2 "no tokenizer.json among the --tokenizer files" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$TPL_g"
+bad "a tokenizer.json of another model" 3 "field model.type is WordPiece" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$T/wp.json"
 bad "unknown --type" 2 "--type q5_k is not a GGUF type" "$T/g.ztw" --gguf "$T/x.gguf" --type q5_k
 train n '{preset: tiny, n_layer: 1, n_embd: 48, n_head: 4, max_seq_len: 64}' "$T/g.bin" 1
 bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 48) has rows of 48 elements" \
@@ -168,8 +172,8 @@ bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 
 bad "q4_0 on rows of 48" 2 "not a multiple of q4_0's block of 32" "$T/n.ztw" --gguf "$T/x.gguf" --type q4_0
 mkdir "$T/ro"; chmod 500 "$T/ro"
 nowrite="$T/ro/x.gguf"; [ "$(id -u)" = 0 ] && nowrite="/proc/zt.gguf"  # root writes through mode 500
-bad "unwritable path" 8 "$nowrite" "$T/g.ztw" --gguf "$nowrite"
+bad "unwritable path" 8 "export --gguf $nowrite" "$T/g.ztw" --gguf "$nowrite" --tokenizer "$T/gpt2.json"
 [ ! -e "$T/x.gguf" ] && [ -z "$(ls -A "$T/ro")" ] || fail "a failed export left a file behind"
-"$Z" export "$T/n.ztw" --gguf "$T/n16.gguf" --type f16 >/dev/null || fail "f16 export of rows of 48"
+"$Z" export "$T/n.ztw" --gguf "$T/n16.gguf" --type f16 --tokenizer "$T/gpt2.json" >/dev/null || fail "f16 export of rows of 48"
 echo "rows of 48: f16 exports"
 echo "gguf: ok"

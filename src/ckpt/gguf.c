@@ -312,7 +312,10 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
     if (rc) return rc;
     zt_gguf_kv kv = {0}, info = {0};
     model_keys(&kv, m, llama, o->type);
-    if ((rc = zt_gguf_vocab(&kv, o->tokenizer, o->n_tokenizer, m->vocab_size, err))) goto out;
+    if ((rc = zt_gguf_vocab(&kv, o->tokenizer, o->n_tokenizer, m->vocab_size, err))) {
+        zt_error_prefix(err, "export --gguf %s", path);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         zt_gguf_kv_str_item(&info, t[i].name, strlen(t[i].name));
         put_u32(&info, (uint32_t)t[i].ndim);

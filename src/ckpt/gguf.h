@@ -39,7 +39,7 @@ void zt_gguf_kv_f32_item(zt_gguf_kv *kv, float v);
  * byte-level -> model "gpt2", SentencePiece-style -> "llama"), optionally a tokenizer_config.json
  * (bos/eos tokens, add_bos_token, chat_template) or a .jinja file (the chat template). vocab_size:
  * the model's, which the tokenizer must not exceed (padded with unused tokens up to it). ZT_ERR_DATA
- * names the file and the field it cannot use; no tokenizer.json: no tokenizer keys. */
+ * names the file and the field it cannot use; ZT_ERR_USAGE when no file is a tokenizer.json. */
 int zt_gguf_vocab(zt_gguf_kv *kv, const char *const *files, int n_files, int vocab_size, zt_error *err);
 
 typedef struct zt_gguf_export_options {

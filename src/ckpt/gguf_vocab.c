@@ -289,7 +289,10 @@ out:
 int zt_gguf_vocab(zt_gguf_kv *kv, const char *const *files, int n_files, int vocab_size, zt_error *err) {
     vocab_files v = {0};
     int rc = open_files(&v, files, n_files, err);
-    if (!rc && v.tok) rc = write_tokenizer(kv, &v, vocab_size, err);
+    if (!rc && !v.tok)
+        rc = zt_error_set(err, ZT_ERR_USAGE, "no tokenizer.json among the --tokenizer files: llama.cpp loads no GGUF "
+                          "without tokenizer.ggml.model");
+    if (!rc) rc = write_tokenizer(kv, &v, vocab_size, err);
     if (!rc && (v.cfg || v.jinja)) {
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(v.cfg, "chat_template");
         const char *tmpl = v.jinja;

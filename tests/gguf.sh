@@ -2,16 +2,19 @@
 # gguf.sh BUILD SOURCE - `zerotrain export --gguf` judged by llama.cpp itself: node-llama-cpp 3.21.1
 # (its prebuilt CPU build of llama.cpp, driven by tests/gguf.mjs in one process) loads zerotrain's
 # GGUF files of a tiny GPT-2 (GPT-2's byte-level BPE) and a tiny Llama (Mistral's SentencePiece-style
-# tokenizer, GQA 4/2 heads), each trained a few steps here, and
-#  (a) f32: llama.cpp's next-token probabilities after 16 prefixes of a held-out window of 64 tokens
+# tokenizer, GQA 4/2 heads), each trained 20 steps here, and
+#  (a) f32: llama.cpp's next-token probabilities after 12 prefixes of a held-out window of 48 tokens
 #      equal zerotrain's (`sample --logits`: the softmax of its fp32 logits, in double) within the
 #      tolerance derived in the Python below, in log-probability;
-#  (b) q8_0: llama.cpp's perplexity over 32 predictions of that window is within 1% of zerotrain's
+#  (b) q8_0: llama.cpp's perplexity over 24 predictions of that window is within 1% of zerotrain's
 #      f32 model's on the same predictions;
 #  (c) llama.cpp's tokenizer, from the GGUF alone, gives zerotrain's ids on a KJV sample and the GPL;
 #  (d) the embedded chat template, rendered by llama.cpp's own Jinja engine, is byte for byte what
 #      `zerotrain chat-template` renders;
 #  (e) q4_0 loads and its perplexity stays within 10% (4-bit weights of a barely trained model);
+#  (g) import: `train --init FILE.gguf` starts from exactly the exported parameters (f32, both
+#      families), near them from q8_0; a truncated file, an unknown architecture or tensor type: exit 4
+#      naming the file, tensor and field;
 #  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
 #      unknown --type (exit 2), q8_0/q4_0 on rows of 48 (exit 2 naming the tensor), an unwritable
 #      path (exit 8 naming it), nothing left behind.
@@ -47,15 +50,15 @@ train() { # NAME MODEL-YAML DATA STEPS
 }
 "$Z" tokenize "$T/train.txt" -o "$T/g.bin" --tokenizer "$T/gpt2.json" >/dev/null
 "$Z" tokenize "$T/train.txt" -o "$T/l.bin" --tokenizer "$MISTRAL" >/dev/null
-train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 30
-train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 30
+train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 20
+train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 20
 TOK_g="$T/gpt2.json" TOK_l="$MISTRAL" TPL_g="$TPL/chujiezheng_chatml.jinja" TPL_l="$TPL/chujiezheng_mistral-instruct.jinja"
 for m in g l; do
   tok="TOK_$m" tpl="TPL_$m"
   "$Z" export "$T/$m.ztw" --gguf "$T/${m}32.gguf" --tokenizer "${!tok}" --tokenizer "${!tpl}"
   "$Z" export "$T/$m.ztw" --gguf "$T/${m}q8_0.gguf" --type q8_0 --tokenizer "${!tok}" >/dev/null
   # zerotrain's side: logits of the window, ids of the texts, the rendered template
-  "$Z" sample "$T/$m.ztw" --tokenizer "${!tok}" --prompt "$(cat "$T/held.txt")" --context 64 --logits "$T/$m.zt.f32" > "$T/$m.score"
+  "$Z" sample "$T/$m.ztw" --tokenizer "${!tok}" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/$m.zt.f32" > "$T/$m.score"
   for f in sample GPL-3; do
     src="$T/sample.txt"; [ $f = GPL-3 ] && src=/usr/share/common-licenses/GPL-3
     "$Z" tokenize "$src" -o "$T/$m.$f.bin" --tokenizer "${!tok}" >/dev/null
@@ -176,4 +179,38 @@ bad "unwritable path" 8 "export --gguf $nowrite" "$T/g.ztw" --gguf "$nowrite" --
 [ ! -e "$T/x.gguf" ] && [ -z "$(ls -A "$T/ro")" ] || fail "a failed export left a file behind"
 "$Z" export "$T/n.ztw" --gguf "$T/n16.gguf" --type f16 --tokenizer "$T/gpt2.json" >/dev/null || fail "f16 export of rows of 48"
 echo "rows of 48: f16 exports"
+
+# (g) import: train --init FILE.gguf starts from the same parameters as from the weights exported
+# (the hash of the parameters after one step: f32 bit for bit, Llama's q/k permuted back), q8_0 near
+S=(--set training.steps=1 --set training.warmup_steps=0)
+for m in g l; do
+  a="$("$Z" train "$T/$m.yaml" --init "$T/$m.ztw" "${S[@]}" 2>&1 | grep '^done:')"
+  b="$("$Z" train "$T/$m.yaml" --init "$T/${m}32.gguf" "${S[@]}" 2>&1 | grep '^done:')"
+  [ -n "$a" ] && [ "${a##*xxh64 }" = "${b##*xxh64 }" ] || fail "$m: --init ${m}32.gguf: $b; --init $m.ztw: $a"
+  echo "train --init ${m}32.gguf = --init $m.ztw: params xxh64 ${b##*xxh64 } after one step"
+done
+c="$("$Z" train "$T/l.yaml" --init "$T/lq8_0.gguf" "${S[@]}" 2>&1 | grep '^done:')"
+echo "train --init lq8_0.gguf: ${c%% | val*} (f32: ${b%% | val*})"
+$PY - "$T" <<'PY'
+import struct, sys
+T = sys.argv[1]
+b = bytearray(open(f"{T}/g32.gguf", "rb").read())
+open(f"{T}/trunc_meta.gguf", "wb").write(b[:60000])            # inside the tokenizer's metadata
+open(f"{T}/trunc_data.gguf", "wb").write(b[:len(b) // 2])       # inside the tensors
+arch = b.replace(b"\x04\x00\x00\x00\x00\x00\x00\x00gpt2", b"\x04\x00\x00\x00\x00\x00\x00\x00gptj", 1)
+open(f"{T}/arch.gguf", "wb").write(arch)
+i = b.index(b"blk.0.attn_qkv.weight") + len(b"blk.0.attn_qkv.weight")
+nd = struct.unpack_from("<I", b, i)[0]
+struct.pack_into("<I", b, i + 4 + 8 * nd, 12)                   # Q4_K
+open(f"{T}/type.gguf", "wb").write(b)
+PY
+bad_init() { # WHAT TEXT FILE
+  set +e; out="$("$Z" train "$T/g.yaml" --init "$T/$3" "${S[@]}" 2>&1 | tail -1)"; rc=${PIPESTATUS[0]}; set -e
+  [ $rc -eq 4 ] && [[ "$out" == *"$2"* ]] || fail "$1: exit $rc, want 4 with \"$2\": $out"
+  echo "$1: exit $rc: $out"
+}
+bad_init "truncated metadata" "trunc_meta.gguf: truncated in the metadata" trunc_meta.gguf
+bad_init "truncated tensors" "(truncated?)" trunc_data.gguf
+bad_init "unknown architecture" "field general.architecture is \"gptj\"; zerotrain reads gpt2 and llama" arch.gguf
+bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 12" type.gguf
 echo "gguf: ok"

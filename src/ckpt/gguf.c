@@ -151,6 +151,25 @@ static bool gguf_name(const char *p, bool llama, char *out, size_t cap) {
     return false;
 }
 
+bool zt_gguf_param_name(const zt_model *m, int param, char *out, size_t cap, int *heads) {
+    bool llama = !strcmp(m->name, "llama");
+    const zt_param_desc *p = &m->params[param];
+    const zt_llama_config *lc = llama ? m->cfg : NULL;
+    *heads = !llama ? 0 : strstr(p->name, "self_attn.q_proj.") ? lc->n_head
+                        : strstr(p->name, "self_attn.k_proj.") ? lc->n_kv_head : 0;
+    return !p->lora && gguf_name(p->name, llama, out, cap);
+}
+
+void zt_gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int heads, bool inverse) {
+    int64_t hs = rows / heads;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < hs / 2; i++)
+            for (int j = 0; j < 2; j++) {
+                int64_t g = h * hs + 2 * i + j, z = h * hs + j * hs / 2 + i; /* GGUF row, zerotrain row */
+                memcpy(dst + (inverse ? z : g) * cols, src + (inverse ? g : z) * cols, (size_t)cols * sizeof *dst);
+            }
+}
+
 /* Llama 3's rope scaling as llama.cpp reads it: per frequency, the divisor of the base frequency
  * (convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors) */
 static void rope_factors(const zt_llama_config *c, float *f) {
@@ -217,7 +236,7 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         const zt_param_desc *p = &m->params[i];
         if (p->lora) continue; /* merged into their weights beforehand */
         gguf_tensor *g = &t[n];
-        if (!gguf_name(p->name, llama, g->name, sizeof g->name)) {
+        if (!zt_gguf_param_name(m, i, g->name, sizeof g->name, &g->heads)) {
             free(t);
             return zt_error_set(err, ZT_ERR_INTERNAL, "export --gguf %s: parameter %s of model %s has no llama.cpp "
                                 "name (src/ckpt/gguf.c)", path, p->name, m->name);
@@ -227,8 +246,6 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         g->ne[0] = p->logical_shape[p->ndim - 1];
         g->ne[1] = p->ndim == 2 ? p->logical_shape[0] : 1;
         g->type = p->ndim == 2 ? type : ZT_GGUF_F32;
-        if (llama && strstr(p->name, "self_attn.q_proj.")) g->heads = lc->n_head;
-        if (llama && strstr(p->name, "self_attn.k_proj.")) g->heads = lc->n_kv_head;
         int blk = zt_gguf_block_elems(g->type);
         if (g->ne[0] % blk) {
             zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s --type %s: tensor %s (%s, shape %lld x %lld) has rows of "
@@ -255,16 +272,6 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
     return ZT_OK;
 }
 
-/* GGUF row h·hs + 2i + j <- zerotrain row h·hs + j·hs/2 + i (see the top of the file) */
-static void permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int heads) {
-    int64_t hs = rows / heads;
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t i = 0; i < hs / 2; i++)
-            for (int j = 0; j < 2; j++)
-                memcpy(dst + (h * hs + 2 * i + j) * cols, src + (h * hs + j * hs / 2 + i) * cols,
-                       (size_t)cols * sizeof *dst);
-}
-
 static bool pad(FILE *f, uint64_t n) {
     static const char zeros[ALIGN];
     return n == 0 || fwrite(zeros, 1, (size_t)n, f) == n;
@@ -282,7 +289,7 @@ static int write_tensor(zt_engine *e, FILE *f, const gguf_tensor *g, const char 
     if (!rc && g->param < 0) rope_factors(m->cfg, full);
     else if (!rc) rc = zt_engine_param_gather(e, g->param, full, err);
     if (!rc && g->heads) {
-        permute_rows(tmp, full, g->ne[1], g->ne[0], g->heads);
+        zt_gguf_permute_rows(tmp, full, g->ne[1], g->ne[0], g->heads, false);
         float *s = full;
         full = tmp;
         tmp = s;

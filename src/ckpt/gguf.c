@@ -227,7 +227,7 @@ static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_ty
 
 /* the tensor list with types, offsets and sizes; ZT_ERR_USAGE when a row does not fit the blocks */
 static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf_type type, gguf_tensor **out,
-                        int *n_out, uint64_t *data_bytes, zt_error *err) {
+                        int *n_out, zt_error *err) {
     gguf_tensor *t = calloc((size_t)m->n_params + 1, sizeof *t);
     if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "export --gguf %s: out of memory", path);
     int n = 0;
@@ -268,7 +268,6 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
     }
     *out = t;
     *n_out = n;
-    *data_bytes = off;
     return ZT_OK;
 }
 
@@ -314,8 +313,7 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
                             path, m->name);
     gguf_tensor *t = NULL;
     int n = 0;
-    uint64_t data_bytes = 0;
-    int rc = plan_tensors(m, llama, path, o->type, &t, &n, &data_bytes, err);
+    int rc = plan_tensors(m, llama, path, o->type, &t, &n, err);
     if (rc) return rc;
     zt_gguf_kv kv = {0}, info = {0};
     model_keys(&kv, m, llama, o->type);

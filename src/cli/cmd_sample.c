@@ -1,7 +1,10 @@
 /* cmd_sample.c - `zerotrain sample (W.ztw | --hf DIR) [--prompt TEXT] [--tokens N] [--top-k K]
- * [--temperature X] [--seed S] [--context T]`: generate text from trained parameters, so a user
- * sees what the model learned (src/engine/generate.c does the work). */
+ * [--temperature X] [--seed S] [--context T] [--logits FILE]`: generate text from trained
+ * parameters, so a user sees what the model learned (src/engine/generate.c does the work); with
+ * --logits, score the prompt instead: its logits at every position to a file and its perplexity
+ * (what the GGUF test compares llama.cpp with). */
 #include "cli/commands.h"
+#include "core/atomic_file.h"
 #include "ckpt/hf.h"
 #include "ckpt/weights.h"
 #include "data/tokenizer_json.h"
@@ -13,7 +16,7 @@
 
 int zt_cmd_sample(int argc, char **argv) {
     zt_error err = {0};
-    const char *path = NULL, *hf = NULL, *tokenizer = NULL, *prompt = "";
+    const char *path = NULL, *hf = NULL, *tokenizer = NULL, *prompt = "", *logits_path = NULL;
     int context = 0;
     zt_generate_options go = {.tokens = 200, .top_k = 40, .temperature = 0.8f, .seed = 42};
     for (int i = 1; i < argc; i++) {
@@ -21,11 +24,14 @@ int zt_cmd_sample(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: zerotrain sample (W.ztw | --hf DIR) [--prompt TEXT] [--tokens N] [--top-k K] "
-                   "[--temperature X] [--seed S] [--context T]\n"
+                   "[--temperature X] [--seed S] [--context T] [--logits FILE]\n"
                    "  W.ztw     weights written by train --save\n"
                    "  --hf DIR  a Hugging Face model directory (config.json + safetensors, export --hf);\n"
                    "            its tokenizer.json when it has one\n"
-                   "  --tokenizer FILE  a Hugging Face tokenizer.json (default: GPT-2's encoder)\n");
+                   "  --tokenizer FILE  a Hugging Face tokenizer.json (default: GPT-2's encoder)\n"
+                   "  --logits FILE     score the prompt instead: every position's logits after the document\n"
+                   "                    frame + prompt tokens (at most --context), fp32 rows of V, to FILE;\n"
+                   "                    prints the ids and the mean negative log-likelihood / perplexity\n");
             return 0;
         }
         if (a[0] != '-') {
@@ -44,6 +50,7 @@ int zt_cmd_sample(int argc, char **argv) {
         if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--hf")) hf = v;
         else if (!strcmp(a, "--tokenizer")) tokenizer = v;
+        else if (!strcmp(a, "--logits")) logits_path = v;
         else if (!strcmp(a, "--tokens")) go.tokens = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--top-k")) go.top_k = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--context")) context = (int)strtol(v, &end, 10);
@@ -90,7 +97,16 @@ int zt_cmd_sample(int argc, char **argv) {
     if ((rc = zt_engine_create(model, &eo, &e, &err)) || (rc = hf ? zt_hf_load_dir(e, hf, &err) : zt_weights_load(e, path, &err)) ||
         (rc = zt_tokenizer_open(&bpe, tokenizer, &err)))
         goto out;
-    rc = zt_generate(e, bpe, prompt, &go, stdout, &err);
+    if (logits_path) {
+        zt_atomic_file af;
+        if (!(rc = zt_atomic_open(&af, logits_path, &err))) {
+            rc = zt_generate_logits(e, bpe, prompt, af.fp, stdout, &err);
+            if (rc) zt_atomic_abandon(&af);
+            else rc = zt_atomic_commit(&af, true, "logits", &err);
+        }
+    } else {
+        rc = zt_generate(e, bpe, prompt, &go, stdout, &err);
+    }
 out:
     zt_bpe_free(bpe);
     zt_engine_free(e);

@@ -157,7 +157,8 @@ int zt_cmd_train(int argc, char **argv) {
     value_opt opt[O_COUNT] = {
         [O_SET] = {"--set", "override one config key, e.g. --set training.steps=10 (repeatable)"},
         [O_SAVE] = {"--save", "write the final parameters to a weights file (for `zerotrain sample`)"},
-        [O_INIT] = {"--init", "start from weights (.ztw, or Hugging Face GPT-2 .safetensors)"},
+        [O_INIT] = {"--init", "start from weights (.ztw, Hugging Face GPT-2 .safetensors, or a .gguf of "
+                              "f32/f16/bf16/q8_0/q4_0: docs/gguf.md)"},
         [O_INIT_HF] = {"--init-hf", "start from a Hugging Face model directory (model.init_hf; its "
                                     "config.json sets the model shape)"},
         [O_INIT_PEFT] = {"--init-peft", "start LoRA from a PEFT adapter directory (lora.init_peft; its "

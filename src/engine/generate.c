@@ -89,3 +89,43 @@ out:
     free(idx);
     return rc;
 }
+
+int zt_generate_logits(zt_engine *e, zt_bpe *bpe, const char *prompt, FILE *logits_out, FILE *out,
+                       zt_error *err) {
+    int V = zt_engine_model(e)->vocab_size, context = zt_engine_options_of(e)->T;
+    uint32_t *ptok = NULL, eot, pre[ZT_TOKENIZER_FRAME_MAX], post[ZT_TOKENIZER_FRAME_MAX];
+    size_t np = 0, npre, npost;
+    int rc = zt_tokenizer_eot(bpe, &eot, err);
+    if (!rc) rc = zt_bpe_encode(bpe, prompt, strlen(prompt), &ptok, &np, err);
+    if (rc) return rc;
+    int32_t *ctx = malloc((np + ZT_TOKENIZER_FRAME_MAX) * sizeof *ctx);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int n = 0;
+    if (!ctx || !logits) rc = zt_error_set(err, ZT_ERR_NOMEM, "sample --logits: out of memory");
+    zt_tokenizer_doc_frame(bpe, eot, pre, &npre, post, &npost);
+    for (size_t i = 0; i < npre && !rc && n < context; i++) ctx[n++] = (int32_t)pre[i];
+    for (size_t i = 0; i < np && !rc && n < context; i++) ctx[n++] = (int32_t)ptok[i];
+    double nll = 0;
+    for (int t = 0; t < n && !rc; t++) {
+        zt_batch b = {.B = 1, .T = t + 1, .inputs = ctx, .logits_pos = -1};
+        if ((rc = zt_engine_forward(e, &b, NULL, logits, err))) break;
+        if (fwrite(logits, sizeof *logits, (size_t)V, logits_out) != (size_t)V)
+            rc = zt_error_set(err, ZT_ERR_IO, "sample --logits: cannot write the logits of position %d", t);
+        if (t + 1 < n) { /* -log softmax(logits)[next] */
+            double mx = logits[0], sum = 0;
+            for (int v = 1; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+            for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+            nll += mx + log(sum) - logits[ctx[t + 1]];
+        }
+    }
+    if (!rc) {
+        fputs("ids:", out);
+        for (int t = 0; t < n; t++) fprintf(out, " %d", ctx[t]);
+        fprintf(out, "\nnll: %.9g over %d perplexity: %.9g\n", n > 1 ? nll / (n - 1) : 0.0, n - 1,
+                n > 1 ? exp(nll / (n - 1)) : 1.0);
+    }
+    free(ptok);
+    free(ctx);
+    free(logits);
+    return rc;
+}

@@ -20,4 +20,12 @@ typedef struct zt_generate_options {
 int zt_generate(zt_engine *e, zt_bpe *bpe, const char *prompt, const zt_generate_options *o, FILE *out,
                 zt_error *err);
 
+/* Scores prompt instead: its tokens after the document frame (as zt_generate starts), at most the
+ * engine's T, run through the model; row t of the logits (V floats, little-endian fp32 appended to
+ * logits_out) is the next-token prediction after tokens [0, t]. Writes to out one line "ids: ..."
+ * (the tokens) and one "nll: MEAN over N perplexity: P" (the mean negative log-likelihood of
+ * tokens 1..n-1, from the logits in double precision). ZT_ERR_IO when logits_out cannot be written. */
+int zt_generate_logits(zt_engine *e, zt_bpe *bpe, const char *prompt, FILE *logits_out, FILE *out,
+                       zt_error *err);
+
 #endif

@@ -1,11 +1,12 @@
 /* train_start.c - how a training run starts (zt_train_start): the data (train_data.c), the
  * model (frozen parameters, LoRA adapters), the set-up (setup.c: mesh, tensor parallelism, stages,
  * engine, pipeline) with the configuration's engine options (engine_options.c), the weights it
- * starts from (seeded, --init, model.init_hf, or --resume's commit), the skipped samples, the
+ * starts from (seeded, --init: .ztw, .safetensors or .gguf, model.init_hf, or --resume's commit), the skipped samples, the
  * checkpoint directory's checks, the batch buffers, the logs, and the run's FLOP rates. */
 #include "train/train_internal.h"
 #include "train/engine_options.h"
 #include "train/train_recovery.h"
+#include "ckpt/gguf.h"
 #include "ckpt/hf.h"
 #include "ckpt/peft.h"
 #include "ckpt/safetensors.h"
@@ -78,7 +79,10 @@ static int load_start(zt_run *r, zt_error *err) {
     if (opts && opts->init_weights && opts->init_weights[0]) {
         size_t n = strlen(opts->init_weights);
         bool st = n > 12 && !strcmp(opts->init_weights + n - 12, ".safetensors");
-        if ((rc = st ? zt_safetensors_load(e, opts->init_weights, err) : zt_weights_load(e, opts->init_weights, err)))
+        bool gguf = n > 5 && !strcmp(opts->init_weights + n - 5, ".gguf");
+        if ((rc = st     ? zt_safetensors_load(e, opts->init_weights, err)
+                  : gguf ? zt_gguf_load(e, opts->init_weights, err)
+                         : zt_weights_load(e, opts->init_weights, err)))
             return rc;
     }
     if (cfg->init_hf[0] && (rc = zt_hf_load_dir(e, cfg->init_hf, err))) return rc;

@@ -148,6 +148,27 @@ void lora_backward(float *dx, float *dA, float *dB, float *scratch, void *stagin
                    const void *A, const void *B, float scale, float p, uint64_t key, int N, int C, int OC, int r,
                    int kind);
 
+/* ---- quant_nf4.c, quant_int8.c: a frozen weight stored quantized (QLoRA) ----------------------
+ * NF4 (QLoRA's 4-bit NormalFloat, bitsandbytes' layout): n elements (a multiple of ZT_NF4_BLOCK)
+ * in blocks of 64 with an absmax each, two 4-bit codes a byte (element 2j high nibble), the
+ * absmaxes double-quantized (their mean subtracted, 8-bit dynamic codes in blocks of 256 with an
+ * fp32 absmax each); q holds zt_nf4_bytes(n) bytes, 4-byte aligned. int8: one absmax per row,
+ * codes round(w / (absmax / 127)); q holds zt_int8_bytes(rows, cols). Dequantizing into bf16 gives
+ * the fp32 values rounded to nearest-even. quant_nf4.c's header says the layout byte by byte. */
+#define ZT_NF4_BLOCK 64
+#define ZT_NF4_BLOCK2 256
+void zt_nf4_code(float code[16]);     /* the 16 NF4 values, ascending, -1 .. 1 */
+void zt_dynamic_code(float code[256]); /* bitsandbytes' signed 8-bit dynamic map, ascending */
+size_t zt_nf4_bytes(int64_t n);
+void zt_nf4_quantize(uint8_t *q, const float *w, int64_t n);
+void zt_nf4_dequantize(float *out, const uint8_t *q, int64_t n);
+void zt_nf4_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t n);
+void zt_nf4_absmax(float *absmax, const uint8_t *q, int64_t n); /* the n/64 dequantized absmaxes */
+size_t zt_int8_bytes(int64_t rows, int64_t cols);
+void zt_int8_quantize(uint8_t *q, const float *w, int64_t rows, int64_t cols);
+void zt_int8_dequantize(float *out, const uint8_t *q, int64_t rows, int64_t cols);
+void zt_int8_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t rows, int64_t cols);
+
 /* ---- convert.c: fp32 <-> bf16 / fp16 ---------------------------------------------------------- */
 void zt_f32_to_bf16(uint16_t *dst, const float *src, size_t n);   /* nearest-even */
 void zt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);   /* exact */

@@ -1,0 +1,181 @@
+/* quant_nf4.c - 4-bit NormalFloat (NF4) with double quantization, as QLoRA (Dettmers et al. 2023)
+ * and bitsandbytes lay it out (kernels.h, quant section): quantize a frozen weight once, dequantize
+ * it into fp32 or bf16 for the products.
+ *
+ * A tensor of n elements (n a multiple of 64, taken flat in row-major order) is cut into blocks of
+ * ZT_NF4_BLOCK = 64 elements. Block b's absmax a_b = max |w| over it; each element is the index of
+ * the nearest of the 16 NF4 code values to w / a_b (zt_nf4_code), two indices a byte, element 2j
+ * in the high nibble and element 2j+1 in the low one (bitsandbytes' packing). Double quantization:
+ * the absmaxes less their mean m are quantized again, blockwise over ZT_NF4_BLOCK2 = 256 absmaxes,
+ * each such block with its fp32 absmax s_g, to the index of the nearest value of bitsandbytes'
+ * signed 8-bit dynamic map (zt_dynamic_code, create_dynamic_map(signed=True)). Dequantized:
+ *
+ *   a'_b = dyn[qa_b] · s_{b/256} + m        w' = nf4[code] · a'_b
+ *
+ * Bytes of the quantized form (zt_nf4_bytes): n/2 codes, then n/64 qa bytes, then (4-byte aligned)
+ * ceil(n/64/256) fp32 s_g, then the fp32 m. Every loop is over blocks with a static OpenMP
+ * partition and each output is a function of its own block: the bits do not depend on threads.
+ * The bf16 form is the fp32 form rounded to nearest-even (the 16 products of a block rounded once).
+ */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* the published table (bitsandbytes' get_4bit_type("nf4")); tests/test_quant.c recomputes it */
+static const float NF4[16] = {-1.0f,
+                              -0.6961928009986877f,
+                              -0.5250730514526367f,
+                              -0.39491748809814453f,
+                              -0.28444138169288635f,
+                              -0.18477343022823334f,
+                              -0.09105003625154495f,
+                              0.0f,
+                              0.07958029955625534f,
+                              0.16093020141124725f,
+                              0.24611230194568634f,
+                              0.33791524171829224f,
+                              0.44070982933044434f,
+                              0.5626170039176941f,
+                              0.7229568362236023f,
+                              1.0f};
+
+void zt_nf4_code(float code[16]) { memcpy(code, NF4, sizeof NF4); }
+
+/* bitsandbytes' create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8) in float32 as
+ * torch computes it: for exponent i in 0..6, 2^i fraction values (the midpoints of linspace(0.1, 1,
+ * 2^i + 1)) times 10^(i-6), both signs, then 0 and 1, sorted. */
+void zt_dynamic_code(float code[256]) {
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        int items = (1 << i) + 1;
+        float step = (1.0f - 0.1f) / (float)(items - 1), scale = (float)pow(10.0, i - 6);
+        for (int k = 0; k + 1 < items; k++) {
+            /* torch.linspace: start + step * k for the first half, end - step * (steps - 1 - k) after */
+            float lo = k < items / 2 ? 0.1f + step * (float)k : 1.0f - step * (float)(items - 1 - k);
+            float hi = k + 1 < items / 2 ? 0.1f + step * (float)(k + 1) : 1.0f - step * (float)(items - 2 - k);
+            float mean = (lo + hi) / 2.0f;
+            code[n++] = scale * mean;
+            code[n++] = -(scale * mean);
+        }
+    }
+    code[n++] = 0.0f;
+    code[n++] = 1.0f;
+    for (int i = 1; i < n; i++) /* insertion sort: 256 values */
+        for (int j = i; j > 0 && code[j - 1] > code[j]; j--) {
+            float t = code[j];
+            code[j] = code[j - 1];
+            code[j - 1] = t;
+        }
+}
+
+size_t zt_nf4_bytes(int64_t n) {
+    size_t nb = (size_t)n / ZT_NF4_BLOCK, ng = (nb + ZT_NF4_BLOCK2 - 1) / ZT_NF4_BLOCK2;
+    size_t head = ((size_t)n / 2 + nb + 3) & ~(size_t)3;
+    return head + (ng + 1) * sizeof(float);
+}
+
+/* where the parts of the quantized form start */
+typedef struct nf4_parts {
+    uint8_t *codes, *qa;
+    float *s, *mean;
+    size_t nb, ng;
+} nf4_parts;
+
+static nf4_parts parts_of(const uint8_t *q, int64_t n) {
+    nf4_parts p;
+    p.nb = (size_t)n / ZT_NF4_BLOCK;
+    p.ng = (p.nb + ZT_NF4_BLOCK2 - 1) / ZT_NF4_BLOCK2;
+    p.codes = (uint8_t *)q;
+    p.qa = p.codes + n / 2;
+    p.s = (float *)(void *)(p.codes + (((size_t)n / 2 + p.nb + 3) & ~(size_t)3));
+    p.mean = p.s + p.ng;
+    return p;
+}
+
+static float block_absmax(const float *w) {
+    float a = 0.0f;
+    for (int i = 0; i < ZT_NF4_BLOCK; i++) a = fmaxf(a, fabsf(w[i]));
+    return a;
+}
+
+/* index of the value of code[0..n) (ascending) nearest x; ties to the lower */
+static int nearest(const float *code, int n, float x) {
+    int lo = 0, hi = n - 1;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (code[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return fabsf(x - code[lo]) <= fabsf(code[hi] - x) ? lo : hi;
+}
+
+void zt_nf4_quantize(uint8_t *q, const float *w, int64_t n) {
+    nf4_parts p = parts_of(q, n);
+    float dyn[256];
+    zt_dynamic_code(dyn);
+    double sum = 0.0; /* the mean of the absmaxes, in one fixed order */
+    for (size_t b = 0; b < p.nb; b++) sum += block_absmax(w + b * ZT_NF4_BLOCK);
+    float mean = p.nb ? (float)(sum / (double)p.nb) : 0.0f;
+    *p.mean = mean;
+#pragma omp parallel for schedule(static)
+    for (size_t g = 0; g < p.ng; g++) {
+        size_t b0 = g * ZT_NF4_BLOCK2, b1 = b0 + ZT_NF4_BLOCK2 < p.nb ? b0 + ZT_NF4_BLOCK2 : p.nb;
+        float centered[ZT_NF4_BLOCK2], s = 0.0f;
+        for (size_t b = b0; b < b1; b++) {
+            const float *wb = w + b * ZT_NF4_BLOCK;
+            float a = block_absmax(wb), inv = a > 0.0f ? 1.0f / a : 0.0f;
+            uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
+            for (int j = 0; j < ZT_NF4_BLOCK / 2; j++)
+                cb[j] = (uint8_t)(nearest(NF4, 16, wb[2 * j] * inv) << 4 | nearest(NF4, 16, wb[2 * j + 1] * inv));
+            centered[b - b0] = a - mean;
+            s = fmaxf(s, fabsf(a - mean));
+        }
+        p.s[g] = s;
+        float inv = s > 0.0f ? 1.0f / s : 0.0f;
+        for (size_t b = b0; b < b1; b++) p.qa[b] = (uint8_t)nearest(dyn, 256, centered[b - b0] * inv);
+    }
+}
+
+void zt_nf4_absmax(float *absmax, const uint8_t *q, int64_t n) {
+    nf4_parts p = parts_of(q, n);
+    float dyn[256];
+    zt_dynamic_code(dyn);
+    for (size_t b = 0; b < p.nb; b++) absmax[b] = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean;
+}
+
+void zt_nf4_dequantize(float *out, const uint8_t *q, int64_t n) {
+    nf4_parts p = parts_of(q, n);
+    float dyn[256];
+    zt_dynamic_code(dyn);
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < p.nb; b++) {
+        float a = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean, t[16];
+        for (int k = 0; k < 16; k++) t[k] = NF4[k] * a;
+        const uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
+        float *ob = out + b * ZT_NF4_BLOCK;
+        for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
+            ob[2 * j] = t[cb[j] >> 4];
+            ob[2 * j + 1] = t[cb[j] & 15];
+        }
+    }
+}
+
+void zt_nf4_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t n) {
+    nf4_parts p = parts_of(q, n);
+    float dyn[256];
+    zt_dynamic_code(dyn);
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < p.nb; b++) {
+        float a = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean, t[16];
+        for (int k = 0; k < 16; k++) t[k] = NF4[k] * a;
+        uint16_t h[16];
+        zt_f32_to_bf16_serial(h, t, 16);
+        const uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
+        uint16_t *ob = out + b * ZT_NF4_BLOCK;
+        for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
+            ob[2 * j] = h[cb[j] >> 4];
+            ob[2 * j + 1] = h[cb[j] & 15];
+        }
+    }
+}

@@ -101,6 +101,8 @@ typedef struct zt_param_desc {
     char lora;        /* 'A' or 'B': a LoRA adapter matrix of parameter lora_base (zt_model_add_lora);
                          0: any other parameter */
     int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
+    uint8_t quant;    /* a zt_quant: a frozen Linear weight the parameter store keeps quantized
+                         (QLoRA's base, zt_lora_config.base_quant); ZT_QUANT_NONE: as its placement */
 } zt_param_desc;
 
 /* One micro-batch as a unit sees it. */
@@ -458,14 +460,24 @@ int zt_attention_parse(const char *name, zt_attention *out, zt_error *err);
  *   "all-linear"    every adaptable Linear (all the blocks' Linears; not the LM head)
  *   anything else   a PCRE2 regular expression matched against the whole module name
  *   ""              the family's default, PEFT's: q_proj,v_proj (Llama), c_attn (GPT-2) */
+/* The frozen base stored quantized (QLoRA; src/engine/param_quant.c, docs/models.md): none, NF4
+ * (QLoRA's 4-bit NormalFloat, blocks of 64 with double-quantized absmaxes, bitsandbytes' layout),
+ * int8 (one absmax per row). */
+typedef enum zt_quant { ZT_QUANT_NONE = 0, ZT_QUANT_NF4 = 1, ZT_QUANT_INT8 = 2 } zt_quant;
+const char *zt_quant_name(zt_quant q); /* "none", "nf4", "int8" */
 typedef struct zt_lora_config {
     int rank;                  /* r >= 1 (0 in a zt_model_spec: no LoRA) */
     float alpha;               /* > 0: the update is scaled by alpha / r */
     float dropout;             /* [0, 1): dropout on the adapters' input in training forward */
     char target_modules[512];  /* which Linears (above); "": the family's default */
+    int base_quant;            /* a zt_quant: every frozen Linear of the blocks (the adaptable ones,
+                                  adapted or not) stored quantized, dequantized unit by unit into
+                                  the compute dtype (param.quant); nf4 needs rows of a multiple of 64 */
 } zt_lora_config;
 /* Adds the adapters and freezes every other parameter; *n_adapted (may be NULL) = how many Linears
- * got one. ZT_ERR_USAGE naming the key (lora.rank, lora.alpha, lora.dropout, lora.target_modules)
+ * got one; base_quant marks the frozen Linears quantized. ZT_ERR_USAGE naming the key (lora.rank,
+ * lora.alpha, lora.dropout, lora.target_modules, lora.base_quant: a Linear whose rows are not whole
+ * NF4 blocks)
  * for a bad value, a list entry or a regular expression that matches no module, one that matches a
  * parameter no block adapts (an embedding, the LM head), or a model that already has adapters.
  * Call before zt_engine_create. */

@@ -88,7 +88,7 @@ typedef int (*slice_fn)(void *ctx, const float *rows, size_t bytes);
 static int for_each_slice(zt_engine *e, slice_fn fn, void *ctx, zt_error *err) {
     static const float zeros[4096];
     for (int i = 0; i < zt_engine_model(e)->n_params; i++)
-        for (int k = 0; k < zt_ckpt_n_kinds(e) && zt_ckpt_part_writes(e, i); k++) {
+        for (int k = 0; k < zt_ckpt_n_kinds(e) && zt_ckpt_part_writes(e, i) && !zt_store_quantized(e, i); k++) {
             int64_t row0, rows;
             const float *src = zt_ckpt_local_rows(e, i, k, &row0, &rows);
             size_t n = (size_t)(rows * zt_engine_plan(e)->p[i].row_len);
@@ -249,6 +249,13 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddStringToObject(t, "name", p->name);
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
         for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->logical_shape[d]));
+        if (p->quant) { /* the quantized base: not saved, recorded (param_quant.c; checked on load) */
+            cJSON_AddStringToObject(t, "quant", zt_quant_name((zt_quant)p->quant));
+            hex64(hex, zt_store_quant_hash(e, i));
+            cJSON_AddStringToObject(t, "quant_xxh64", hex);
+            cJSON_AddItemToArray(tensors, t);
+            continue;
+        }
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
         int parts = p->tp_parts > 1 ? tp : 1; /* a whole parameter: part 0's files only */

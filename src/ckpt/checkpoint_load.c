@@ -70,6 +70,25 @@ static char *read_text(const char *path, size_t *len, zt_error *err) {
     return t;
 }
 
+/* A tensor of the quantized base (engine/param_quant.c) is not in the files: the manifest records
+ * how it was quantized and the xxh64 of its bytes, which must be what this run quantized from its
+ * own base (model.init_hf, --init or the seeded init, and lora.base_quant). */
+static int check_quantized(zt_engine *e, const char *commit, const cJSON *tj, int i, zt_error *err) {
+    const zt_param_desc *p = &zt_engine_model(e)->params[i];
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(tj, "quant"), *h = cJSON_GetObjectItemCaseSensitive(tj, "quant_xxh64");
+    const char *was = cJSON_IsString(q) ? q->valuestring : "none", *now = zt_quant_name((zt_quant)p->quant);
+    if (strcmp(was, now))
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s was saved with lora.base_quant %s, this run has %s: resume "
+                            "with the same lora.base_quant", commit, p->name, was, now);
+    if (!p->quant) return ZT_OK;
+    uint64_t want = cJSON_IsString(h) ? strtoull(h->valuestring, NULL, 16) : 0, have = zt_store_quant_hash(e, i);
+    if (want != have)
+        return zt_error_set(err, ZT_ERR_CKPT, "%s: the %s base of tensor %s is not the one the run was saved on (xxh64 "
+                            "%016" PRIx64 " recorded, %016" PRIx64 " here): resume from the same base (model.init_hf, "
+                            "--init or the seed)", commit, now, p->name, want, have);
+    return ZT_OK;
+}
+
 /* Parses and checksums commit/manifest.json. */
 static cJSON *load_manifest(const char *commit, zt_error *err) {
     char path[4200];
@@ -294,7 +313,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         /* in the whole model's order (compare_tensors) */
         const cJSON *tj = cJSON_GetArrayItem(tensors, zt_engine_pipeline(e) ? zt_pipeline_full_index(zt_engine_pipeline(e), i) : i);
         const zt_param_desc *p = &m->params[i];
-        for (int k = 0; k < kinds; k++) {
+        if ((rc = check_quantized(e, commit, tj, i, err))) goto out;
+        for (int k = 0; k < kinds && !p->quant; k++) {
             if (k > 0 && !p->trainable) continue; /* a frozen parameter has no optimizer state */
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */

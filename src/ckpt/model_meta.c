@@ -118,6 +118,7 @@ cJSON *zt_model_meta_json(const zt_model *m) {
             cJSON_AddNumberToObject(l, "alpha", s.lora.alpha);
             cJSON_AddNumberToObject(l, "dropout", s.lora.dropout);
             cJSON_AddStringToObject(l, "target_modules", s.lora.target_modules);
+            if (s.lora.base_quant) cJSON_AddStringToObject(l, "base_quant", zt_quant_name((zt_quant)s.lora.base_quant));
         }
     }
     return o;
@@ -184,6 +185,10 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
             snprintf(out->lora.target_modules, sizeof out->lora.target_modules, "%s", tm->valuestring);
         }
         if (!bad && out->lora.rank < 1) bad = "lora.rank";
+        const cJSON *bq = cJSON_GetObjectItemCaseSensitive(l, "base_quant"); /* absent: none */
+        for (int q = ZT_QUANT_NF4; cJSON_IsString(bq) && q <= ZT_QUANT_INT8; q++)
+            if (!strcmp(bq->valuestring, zt_quant_name((zt_quant)q))) out->lora.base_quant = q;
+        if (!bad && cJSON_IsString(bq) && !out->lora.base_quant) bad = "lora.base_quant";
     }
     if (bad) return zt_error_set(err, ZT_ERR_CKPT, "%s: model.%s missing or not a number", where, bad);
     return ZT_OK;

@@ -5,7 +5,8 @@
  *                             [--precision p] [--reduce-dtype d] [--hybrid-shard S] [--checkpointing c]
  *                             [--offload o]
  *                             [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]
- *                             [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]
+ *                             [--lora-rank r [--lora-targets T] [--lora-dropout p] [--quant nf4|int8]]
+ *                             [--threads T] [--json]
  *                             [--attention flash|naive]
  * CONFIG is resolved exactly as `zerotrain train` resolves it (any dialect, --set, the world size)
  * and planned with the engine options the trainer builds from it. Every --model is a preset of the
@@ -41,7 +42,8 @@ static void usage(FILE *out) {
             "                                 [--hybrid-shard S] [--tp N]\n"
             "                                 [--checkpointing none|full|selective] [--offload none|nvme|nvme+param]\n"
             "                                 [--nvme-buffers n] [--nvme-buffer-mb m] [--freeze REGEX]\n"
-            "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p]] [--threads T] [--json]\n"
+            "                                 [--lora-rank r [--lora-targets T] [--lora-dropout p] [--quant nf4|int8]]\n"
+            "                                 [--threads T] [--json]\n"
             "                                 [--attention flash|naive] [--loss-chunk N]\n"
             "       zerotrain estimate-memory --model NAME --fit [--nproc N] [-B b] [-T t] [--precision P]\n"
             "                                 [--offload-dir DIR] [--ram-gib X] [--disk-gib Y]\n"
@@ -75,6 +77,8 @@ static void usage(FILE *out) {
             "  --lora-targets  the adapted Linears, as lora.target_modules (default: q_proj,v_proj for Llama,\n"
             "                  c_attn for GPT-2; all-linear: every block Linear)\n"
             "  --lora-dropout  lora.dropout (> 0 adds its (N, C) scratch)\n"
+            "  --quant         QLoRA: the frozen Linears stored as nf4 or int8 (lora.base_quant): their bytes\n"
+            "                  and one unit's dequantized matrices instead of the fp32/bf16 base\n"
             "  --json          the same numbers as one JSON object\n"
             "  --fit           the largest model of NAME's shape (its width, heads, vocabulary; layers varied)\n"
             "                  that fits this machine, for every strategy, offload and checkpointing: the\n"
@@ -326,6 +330,7 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
         cJSON_AddNumberToObject(l, "rank", w->model->lora->rank);
         cJSON_AddNumberToObject(l, "dropout", w->model->lora->dropout);
         cJSON_AddStringToObject(l, "target_modules", w->model->lora->target_modules);
+        cJSON_AddStringToObject(l, "base_quant", zt_quant_name((zt_quant)w->model->lora->base_quant));
     }
     cJSON_AddNumberToObject(root, "world", w->world);
     cJSON_AddNumberToObject(root, "threads_per_rank", w->threads);
@@ -500,7 +505,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
                                            "--disk-gib", "--freeze", "--tp", "--cp", "--cp-mode", "--lora-rank", "--lora-targets",
-                                           "--lora-dropout", "--attention", "--loss-chunk"};
+                                           "--lora-dropout", "--quant", "--attention", "--loss-chunk"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
         if (takes) {
@@ -531,6 +536,13 @@ int zt_cmd_estimate(int argc, char **argv) {
                 }
                 else if (!strcmp(a, "--loss-chunk")) rc = zt_cli_parse_int(CMD, a, v, 0, INT_MAX, &loss_chunk, &err);
                 else if (!strcmp(a, "--lora-rank")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &lora.rank, &err);
+                else if (!strcmp(a, "--quant")) {
+                    if (!strcmp(v, "nf4")) lora.base_quant = ZT_QUANT_NF4;
+                    else if (!strcmp(v, "int8")) lora.base_quant = ZT_QUANT_INT8;
+                    else if (strcmp(v, "none"))
+                        rc = zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --quant %s: expected nf4, int8 or none "
+                                          "(lora.base_quant)", v);
+                }
                 else if (!strcmp(a, "--lora-targets"))
                     snprintf(lora.target_modules, sizeof lora.target_modules, "%s", v);
                 else if (!strcmp(a, "--lora-dropout")) {
@@ -631,8 +643,8 @@ int zt_cmd_estimate(int argc, char **argv) {
             return zt_cli_fail(&err);
         }
         if (!nproc) nproc = 1;
-        if ((lora.target_modules[0] || lora.dropout > 0) && !lora.rank) {
-            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --lora-targets and --lora-dropout go with --lora-rank r");
+        if ((lora.target_modules[0] || lora.dropout > 0 || lora.base_quant) && !lora.rank) {
+            zt_error_set(&err, ZT_ERR_USAGE, "estimate-memory: --lora-targets, --lora-dropout and --quant go with --lora-rank r");
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -709,6 +721,10 @@ int zt_cmd_estimate(int argc, char **argv) {
         snprintf(title + len, sizeof title - len, ", LoRA rank %d on %lld Linears (%s): %lld of %lld parameters trained",
                  model->lora->rank, (long long)adapted, model->lora->target_modules, (long long)trainable,
                  (long long)zt_model_numel(model));
+        len = strlen(title);
+        if (model->lora->base_quant) /* QLoRA */
+            snprintf(title + len, sizeof title - len, ", the base's Linears as %s",
+                     zt_quant_name((zt_quant)model->lora->base_quant));
     }
     if (freeze) { /* the frozen parameters: pieces without gradients or optimizer state */
         int64_t frozen = 0;

@@ -372,6 +372,23 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%slora.rank: 0 turns LoRA off, but %s is set: give lora.rank >= 1 (e.g. 8) to train "
                         "adapters, or remove the lora section", PFX(w), set);
     }
+    if (c->lora.base_quant != ZT_QUANT_NONE) { /* QLoRA: the frozen base quantized (engine/param_quant.c) */
+        const char *q = zt_quant_name((zt_quant)c->lora.base_quant);
+        if (c->lora.rank == 0) {
+            w = LOC("lora.base_quant", "lora.rank");
+            zt_cfg_error(x, "%s%slora.base_quant: %s quantizes the frozen base under LoRA adapters, but lora.rank "
+                            "is 0 (no LoRA): give lora.rank >= 1, or lora.base_quant none", PFX(w), q);
+        } else if (c->offload_param == ZT_CFG_OFFLOAD_NVME) {
+            w = LOC("lora.base_quant", "memory.offload_param");
+            zt_cfg_error(x, "%s%slora.base_quant: %s keeps the quantized base in memory, replicated; "
+                            "memory.offload_param nvme is not supported with it (use none)", PFX(w), q);
+        } else if (c->pipeline_parallel_size > 1) {
+            w = LOC("lora.base_quant", "parallel.pipeline_parallel_size");
+            zt_cfg_error(x, "%s%slora.base_quant: %s is not cut into pipeline stages yet: "
+                            "parallel.pipeline_parallel_size %d; use 1, or lora.base_quant none", PFX(w), q,
+                         c->pipeline_parallel_size);
+        }
+    }
     if (c->ckpt_every > 0 && !c->ckpt_dir[0]) {
         w = LOC("checkpoint.every", "checkpoint.dir");
         zt_cfg_error(x, "%s%scheckpoint.every: %d needs checkpoint.dir", PFX(w), c->ckpt_every);

@@ -26,6 +26,7 @@
 
 static const enum_value OPTIMIZERS[] = {
     {"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {"muon", ZT_OPT_MUON}, {"lamb", ZT_OPT_LAMB}, {NULL, 0}};
+static const enum_value QUANTS[] = {{"none", ZT_QUANT_NONE}, {"nf4", ZT_QUANT_NF4}, {"int8", ZT_QUANT_INT8}, {NULL, 0}};
 static const enum_value NS_DTYPES[] = {{"fp32", 0}, {"bf16", 1}, {NULL, 0}};
 static const enum_value MUON_SCALES[] = {{"reference", 0}, {"rms", 1}, {NULL, 0}}; /* ZT_MUON_SCALE_* */
 static const enum_value STRATEGIES[] = {{"ddp", ZT_STRATEGY_DDP},     {"zero1", ZT_STRATEGY_ZERO1},
@@ -250,6 +251,12 @@ const key_def zt_cfg_keys[] = {
           "whose adapters the run starts from; its r, lora_alpha, lora_dropout and target_modules set the "
           "lora.* keys (lora.rank, lora.alpha or lora.target_modules set to other values are refused; a "
           "lora.dropout set is kept); empty: new adapters"),
+    K_ENUM("lora.base_quant", lora.base_quant, QUANTS, "none",
+           "QLoRA: the frozen Linears of the blocks (adapted or not) stored quantized and dequantized unit by "
+           "unit into the compute dtype: nf4 (QLoRA's 4-bit NormalFloat, blocks of 64, double-quantized "
+           "absmaxes; rows must be a multiple of 64), int8 (an absmax per row), none; needs lora.rank > 0; "
+           "replicated under every strategy (zero3 does not shard it yet); not with memory.offload_param nvme "
+           "or pipeline stages (docs/models.md)"),
     K_INT("eval.every", eval_every, 0, INT_MAX, "0",
           "validation loss every N steps (and after the last); 0: only after the last; > 0 "
           "needs data.val",

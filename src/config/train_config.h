@@ -140,7 +140,7 @@ typedef struct zt_train_config {
     char freeze[256];           /* training.freeze: regex of the frozen parameters' names
                                    (zt_model_freeze); "" = none */
     zt_lora_config lora;        /* lora.rank (0: no LoRA), alpha (8), dropout (0), target_modules
-                                   ("": the family's default); zt_model_add_lora */
+                                   ("": the family's default), base_quant (none); zt_model_add_lora */
     char lora_init_peft[ZT_PATH_MAX]; /* lora.init_peft: a PEFT adapter directory to start from ("": none) */
     zt_lr_schedule lr;          /* training.lr (max), min_lr (default lr/10), warmup_steps (0),
                                    decay: cosine | linear | constant (cosine); total = steps */

@@ -22,7 +22,8 @@
 
 bool zt_store_has_lp(const zt_engine *e, int param)
 {
-    return e->lp_kind != 0 && e->model->params[param].ndim >= 2;
+    return e->lp_kind != 0 && e->model->params[param].ndim >= 2 && !e->model->params[param].quant; /* quantized:
+        dequantized per unit instead (param_quant.c) */
 }
 
 /* bytes per element of a compute copy: the memory plan's precision table (src/memory/plan.c);

@@ -77,8 +77,9 @@ void zt_store_copies_write(zt_engine *e, int i, size_t begin, size_t n, const fl
 static void refresh_local(zt_engine *e)
 {
     const zt_plan *pl = &e->plan;
-    for (int i = 0; i < e->model->n_params; i++)
-        zt_store_copies_write(e, i, 0, (size_t)e->model->params[i].numel, e->ps->pieces + pl->p[i].shard_off);
+    for (int i = 0; i < e->model->n_params; i++) /* (a quantized parameter has no piece nor copy) */
+        if (!zt_store_quantized(e, i))
+            zt_store_copies_write(e, i, 0, (size_t)e->model->params[i].numel, e->ps->pieces + pl->p[i].shard_off);
 }
 
 int zt_master_refresh(zt_engine *e, zt_error *err)

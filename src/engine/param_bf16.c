@@ -74,7 +74,7 @@ void zt_param_bf16_init(zt_engine *e, int i, uint64_t key)
  * through params_lp). */
 static bool needs_view(const zt_engine *e, int u, int k)
 {
-    if (!e->ps->bf16) return false;
+    if (!e->ps->bf16 || zt_store_quantized(e, e->model->units[u].params[k])) return false; /* dequantized */
     const zt_unit *un = &e->model->units[u];
     return !(zt_store_has_lp(e, un->params[k]) && un->ops->reads_lp && un->ops->reads_lp(un, k));
 }

@@ -2,7 +2,8 @@
  * parameter i's local data starts, element access in any placement, whole tensors in and out
  * (the public zt_engine_param_* calls), and a unit's parameters acquired for compute (zero3's
  * gather with its prefetch, the compute copies) and released. The placements' own code lives in
- * param_bf16.c (bf16), master_shard.c (master pieces), param_offload.c (file) and compute_copy.c. */
+ * param_bf16.c (bf16), master_shard.c (master pieces), param_offload.c (file), compute_copy.c and
+ * param_quant.c (the quantized base, beside the master of the other parameters). */
 #include "engine/param_store_internal.h"
 #include "engine/init.h"
 #include "kernels/kernels.h"
@@ -37,6 +38,8 @@ int zt_store_create(zt_engine *e, zt_error *err) {
                             "fp32 parameters, not %s%s", zt_strategy_name(opt->strategy),
                             ps->bf16 ? " with bf16-low's bf16 parameters" : "");
     ps->master_pieces = zt_master_sharded(opt, e->shard_optim, e->shard_params);
+    int rc = zt_quant_alloc(e, err); /* the quantized base, if any, beside the master */
+    if (rc) return rc;
     if (ps->bf16) return zt_param_bf16_alloc(e, err);              /* bf16-low: 2-byte parameters */
     if (ps->master_pieces) return zt_master_alloc(e, err);       /* zero1/zero2 under bf16/fp16 compute */
     if (e->shard_params && e->param_dir) return ZT_OK;           /* the pieces live in a file */
@@ -57,7 +60,7 @@ int zt_store_units_setup(zt_engine *e, zt_error *err) {
     for (int u = 0; u < m->n_units && !e->shard_params && !ps->bf16; u++) {
         const zt_unit *un = &m->units[u];
         for (int k = 0; k < un->n_params; k++)
-            if (!zt_unit_reads_lp(m, e->lp_kind, u, k))
+            if (!zt_unit_reads_lp(m, e->lp_kind, u, k) && !zt_store_quantized(e, un->params[k]))
                 e->units[u].params[k] = ps->full ? ps->full + e->plan.p[un->params[k]].full_off
                                                  : zt_master_fp32_view(e, un->params[k]);
     }
@@ -80,6 +83,7 @@ void zt_store_free(zt_engine *e) {
     free(ps->pieces);
     zt_master_free(e);
     zt_param_bf16_free(e);
+    zt_quant_free(e);
     free(ps);
     e->ps = NULL;
 }
@@ -88,6 +92,7 @@ int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err) {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
     zt_param_store *ps = e->ps;
+    if (zt_store_quantized(e, i)) return zt_quant_init(e, i, key, err); /* the whole tensor, quantized */
     if (ps->bf16) { /* bf16-low: the same values rounded to bf16 (nearest-even) */
         zt_param_bf16_init(e, i, key);
     } else if (ps->master_pieces) { /* the pieces, and every rank's compute copies */
@@ -122,15 +127,16 @@ void zt_store_set_file_kind(zt_engine *e, int kind) { e->ps->file_kind = kind; }
 float *zt_store_local_fp32(zt_engine *e, int i) {
     const zt_param_plan *p = &e->plan.p[i];
     zt_param_store *ps = e->ps;
+    if (zt_store_quantized(e, i)) return NULL;
     return ps->pieces ? ps->pieces + p->shard_off : ps->full ? ps->full + p->full_off : NULL;
 }
 
 int64_t zt_store_local_begin(const zt_engine *e, int i) {
-    return zt_store_local_is_piece(e) ? zt_plan_shard_begin(&e->plan, i, e->plan.shard) : 0;
+    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? zt_plan_shard_begin(&e->plan, i, e->plan.shard) : 0;
 }
 
 size_t zt_store_local_numel(const zt_engine *e, int i) {
-    return zt_store_local_is_piece(e) ? (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard)
+    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard)
                                       : (size_t)e->model->params[i].numel;
 }
 
@@ -138,6 +144,7 @@ size_t zt_store_local_numel(const zt_engine *e, int i) {
 
 int zt_store_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err) {
     zt_param_store *ps = e->ps;
+    if (zt_store_quantized(e, i)) return zt_quant_read(e, i, begin, n, dst, err); /* dequantized */
     if (ps->file_kind >= 0) return zt_param_offload_read(e, i, begin, n, dst, err); /* in a file */
     if (ps->bf16)
         zt_bf16_to_f32(dst, zt_param_bf16_local(e, i) + begin, n);
@@ -148,6 +155,7 @@ int zt_store_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_er
 
 int zt_store_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err) {
     zt_param_store *ps = e->ps;
+    if (zt_store_quantized(e, i)) return zt_quant_write(e, i, begin, n, src, err); /* quantized again */
     ps->lp_stale = true;
     if (ps->file_kind >= 0) return zt_param_offload_write(e, i, begin, n, src, err);
     if (ps->bf16)
@@ -168,6 +176,7 @@ int zt_store_set(zt_engine *e, int i, const float *local, zt_error *err) {
     zt_param_store *ps = e->ps;
     size_t n = zt_store_local_numel(e, i);
     const char *src = (const char *)(local + zt_store_local_begin(e, i)); /* read with memcpy: any alignment */
+    if (zt_store_quantized(e, i)) return zt_quant_write(e, i, 0, n, local, err); /* the whole tensor */
     if (ps->master_pieces) { /* the piece, and the compute copies from the whole tensor */
         float chunk[4096];
         size_t numel = (size_t)e->model->params[i].numel;
@@ -197,7 +206,7 @@ int zt_store_set(zt_engine *e, int i, const float *local, zt_error *err) {
 }
 
 int zt_store_gather(zt_engine *e, int i, float *dst, zt_error *err) {
-    if (zt_store_local_is_piece(e)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
+    if (zt_store_local_is_piece(e) && !zt_store_quantized(e, i)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
     return zt_store_read(e, i, 0, (size_t)e->model->params[i].numel, dst, err);
 }
 
@@ -276,11 +285,18 @@ int zt_store_acquire(zt_engine *e, int u, int next, zt_error *err) {
     for (int k = 0; k < un->n_params && e->shard_params; k++) /* NULL: read through params_lp */
         s->params[k] = zt_unit_reads_lp(e->model, e->lp_kind, u, k) ? NULL : e->ps->gathered[un->params[k]];
     zt_copies_refresh_unit(e, u);
-    return ZT_OK;
+    return zt_quant_acquire(e, u, err); /* the quantized base's matrices, dequantized */
 }
 
-void zt_store_after_forward(zt_engine *e, int u, bool training) { zt_residency_after_forward(&e->ps->res, u, training); }
-void zt_store_after_backward(zt_engine *e, int u) { zt_residency_after_backward(&e->ps->res, u); }
+void zt_store_after_forward(zt_engine *e, int u, bool training) {
+    zt_quant_release(e, u);
+    zt_residency_after_forward(&e->ps->res, u, training);
+}
+
+void zt_store_after_backward(zt_engine *e, int u) {
+    zt_quant_release(e, u);
+    zt_residency_after_backward(&e->ps->res, u);
+}
 
 /* ---- after an update ------------------------------------------------------------------------ */
 
@@ -351,7 +367,7 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
 
 float *zt_engine_param(zt_engine *e, int idx) {
     e->ps->lp_stale = true;
-    return e->ps->full ? e->ps->full + e->plan.p[idx].full_off : NULL;
+    return e->ps->full && !zt_store_quantized(e, idx) ? e->ps->full + e->plan.p[idx].full_off : NULL;
 }
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {

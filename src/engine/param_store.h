@@ -8,12 +8,15 @@
  *                fp32 master weights: "master pieces", master_shard.c)
  *   bf16         the full tensor or the piece stored as bf16 bits (bf16-low: param_bf16.c)
  *   file         zero3's fp32 pieces in the NVMe store (param_offload.c)
+ *   quantized    a frozen Linear of QLoRA's base (zt_param_desc.quant): NF4 or int8 bytes,
+ *                replicated, beside any of the above for the other parameters (param_quant.c)
  * and, beside it, what the units read while they run:
  *   gathered     zero3: the full fp32 (or bf16) tensor between a unit's acquire and its release
  *   lp copy      the matrices' low-precision compute copy (compute_copy.c): full layout (ddp,
  *                zero1, zero2) or per gathered tensor (zero3)
  *   fp32 copy    master pieces: the full fp32 copy of the parameters units read as fp32
  *   views        bf16-low: fp32 views of the parameters a unit reads as fp32, while it runs
+ *   dequantized  a quantized parameter in the compute dtype, while its unit runs
  * The store's fields are private to its files (param_store.c, param_bf16.c, master_shard.c,
  * param_offload.c, compute_copy.c: param_store_internal.h); everything else asks through here.
  *
@@ -51,9 +54,12 @@ int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err);
 bool zt_store_bf16(const zt_engine *e);           /* stored as bf16 (bf16-low) */
 bool zt_store_local_is_piece(const zt_engine *e); /* the local layout is this rank's piece */
 bool zt_store_master_pieces(const zt_engine *e);  /* zero1/zero2's fp32 master as pieces + copies */
+bool zt_store_quantized(const zt_engine *e, int i); /* parameter i is kept quantized (param_quant.c) */
+/* xxHash64 of quantized parameter i's bytes (what checkpoints record instead of the tensor), or 0 */
+uint64_t zt_store_quant_hash(const zt_engine *e, int i);
 int zt_store_file_kind(const zt_engine *e);       /* the pieces' kind in the NVMe store, or -1 */
 void zt_store_set_file_kind(zt_engine *e, int kind); /* offload.c, when the store opens */
-/* Parameter i's local layout as fp32 in memory, or NULL (bf16, in a file). Writing through it
+/* Parameter i's local layout as fp32 in memory, or NULL (bf16, in a file, quantized). Writing through it
  * needs zt_store_changed afterwards. */
 float *zt_store_local_fp32(zt_engine *e, int i);
 /* The first element of parameter i's local layout in the full tensor (0 for a full layout). */

@@ -2,7 +2,7 @@
  * param_store.c (placement, element access, the units' acquire/release), param_bf16.c (bf16-low's
  * 2-byte master), master_shard.c (zero1/zero2's fp32 master pieces and replicated copies),
  * param_offload.c (zero3's pieces in NVMe files), compute_copy.c (the matrices' low-precision
- * copies). Nothing else includes it (tests/param_store_fields.sh checks that the fields are not
+ * copies), param_quant.c (the quantized frozen base). Nothing else includes it (tests/param_store_fields.sh checks that the fields are not
  * named outside these files). */
 #ifndef ZT_PARAM_STORE_INTERNAL_H
 #define ZT_PARAM_STORE_INTERNAL_H
@@ -35,6 +35,11 @@ struct zt_param_store {
     uint64_t *gather_seq;     /* (n_params) the communication thread's job that fills gathered[i] */
     zt_residency res;         /* zero3: what is gathered, copied, read into windows, and when
                                  (src/memory/residency.c, the rules the memory plan follows) */
+    /* the quantized base (param_quant.c): the parameters marked zt_param_desc.quant */
+    uint8_t *quant;           /* every quantized parameter's bytes, at quant_off[i] (class params) */
+    size_t *quant_off;        /* (n_params) byte offsets; SIZE_MAX for the other parameters */
+    void **deq;               /* (n_params) a quantized parameter dequantized into the compute dtype
+                                 while its unit runs (class gathered), else NULL */
 };
 
 /* param_bf16.c: bf16-low's 2-byte master */
@@ -63,5 +68,17 @@ void zt_copies_refresh_unit(zt_engine *e, int u);
 /* zero3: parameter i's copy from its gathered tensor, for unit u (class gathered). */
 int zt_copies_make(zt_engine *e, int u, int i, zt_error *err);
 void zt_copies_release(zt_engine *e, int i);        /* zero3: with the gathered tensor */
+
+/* param_quant.c: the quantized frozen base */
+int zt_quant_alloc(zt_engine *e, zt_error *err);    /* at create: every quantized parameter's bytes */
+void zt_quant_free(zt_engine *e);
+int zt_quant_init(zt_engine *e, int i, uint64_t key, zt_error *err); /* quantized from the init */
+/* Elements [begin, begin + n) dequantized to fp32 / written: the whole tensor only, quantized */
+int zt_quant_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
+int zt_quant_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
+/* Before unit u runs: its quantized parameters dequantized, its params / params_lp pointed at them;
+ * after its forward or backward: dropped. */
+int zt_quant_acquire(zt_engine *e, int u, zt_error *err);
+void zt_quant_release(zt_engine *e, int u);
 
 #endif

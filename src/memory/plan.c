@@ -18,6 +18,7 @@
  * Everything allocated at creation stays until zt_engine_free; the step's buffers are all freed by
  * its end, so one step (of grad_accum micro-batches) gives the high-water of every step. */
 #include "memory/plan.h"
+#include "kernels/kernels.h"
 #include "optim/optim.h"
 #include "memory/residency.h"
 #include "memory/sum_tree.h"
@@ -67,6 +68,23 @@ size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind) {
     for (int i = 0; i < m->n_params; i++)
         if (zt_param_reads_fp32(m, lp_kind, i)) n += ((size_t)m->params[i].numel + 15) / 16 * 16;
     return n;
+}
+
+size_t zt_memory_quant_bytes(const zt_param_desc *p) {
+    size_t b = p->quant == ZT_QUANT_NF4    ? zt_nf4_bytes(p->numel)
+               : p->quant == ZT_QUANT_INT8 ? zt_int8_bytes(p->shape[0], p->numel / p->shape[0])
+                                           : 0;
+    return (b + 63) & ~(size_t)63;
+}
+
+size_t zt_memory_quant_floats(const zt_model *m) {
+    size_t bytes = 0;
+    for (int i = 0; i < m->n_params; i++) bytes += zt_memory_quant_bytes(&m->params[i]);
+    return bytes / sizeof(float);
+}
+
+size_t zt_memory_dequant_floats(const zt_param_desc *p, int lp_kind) {
+    return zt_memory_floats_for_bytes((size_t)p->numel * (lp_kind == ZT_LP_BF16 ? sizeof(uint16_t) : sizeof(float)));
 }
 
 const char *zt_mem_class_name(zt_mem_class c) {
@@ -187,6 +205,19 @@ static void views(sim *s, int u, bool make) {
             if (make) alloc(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
             else release(s, ZT_MEM_GATHERED, numel(s, un->params[k]));
         }
+}
+
+/* param_quant.c zt_quant_acquire / zt_quant_release around unit u's forward or backward: each of
+ * its quantized parameters dequantized into the compute dtype */
+static void dequant(sim *s, int u, bool make) {
+    const zt_unit *un = &s->m->units[u];
+    int lp_kind = zt_precision_lp_kind(&s->o->precision);
+    for (int k = 0; k < un->n_params; k++) {
+        const zt_param_desc *p = &s->m->params[un->params[k]];
+        if (!p->quant) continue;
+        if (make) alloc(s, ZT_MEM_GATHERED, zt_memory_dequant_floats(p, lp_kind));
+        else release(s, ZT_MEM_GATHERED, zt_memory_dequant_floats(p, lp_kind));
+    }
 }
 
 /* collect.c grow_pack: a thread's staging grows to its largest bucket. Buckets of rs/ag hold every
@@ -367,8 +398,10 @@ static void micro_batch(sim *s, int micro) {
     /* run_forward (training) */
     for (int u = 0; u < m->n_units; u++) {
         zt_residency_acquire(&s->res, u, u + 1 < m->n_units ? u + 1 : -1, NULL);
+        dequant(s, u, true);
         views(s, u, true);
         views(s, u, false);
+        dequant(s, u, false);
         zt_residency_after_forward(&s->res, u, true);
     }
     /* backward */
@@ -382,8 +415,10 @@ static void micro_batch(sim *s, int micro) {
                 s->pgrad[i] = true;
             }
         }
+        dequant(s, u, true);
         views(s, u, true);
         views(s, u, false);
+        dequant(s, u, false);
         zt_residency_after_backward(&s->res, u);
         unit_done(s, u);
     }
@@ -608,6 +643,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, ro.max_live, need, wu, wsh, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
+    size_t quant = zt_memory_quant_floats(m); /* param_quant.c: the quantized base, replicated */
+    if (quant) alloc(&s, ZT_MEM_PARAMS, quant);
     if (s.pb->master == 2) { /* param_bf16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
         size_t local = s.shard_params ? piece : full;
         alloc(&s, ZT_MEM_OPTIMIZER, local < ZT_STATE_CHUNK ? (local ? local : 1) : ZT_STATE_CHUNK);

@@ -59,6 +59,13 @@ bool zt_param_reads_fp32(const zt_model *m, int lp_kind, int i);
  * (64 bytes); this is its size in floats (0: no parameter is read as fp32). */
 bool zt_master_sharded(const zt_engine_options *o, bool shard_optim, bool shard_params);
 size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind);
+/* The quantized base (src/engine/param_quant.c): bytes of parameter p's quantized form, 64-byte
+ * aligned (0: not quantized, zt_param_desc.quant); floats of every quantized parameter's bytes
+ * together (one allocation, class params); floats of p's dequantized compute operand (bf16
+ * compute: 2 bytes an element, else 4), held while its unit runs (class gathered). */
+size_t zt_memory_quant_bytes(const zt_param_desc *p);
+size_t zt_memory_quant_floats(const zt_model *m);
+size_t zt_memory_dequant_floats(const zt_param_desc *p, int lp_kind);
 
 /* Activation checkpointing comes from zt_engine_options.activation_checkpointing, and what a unit
  * keeps under selective from its zt_unit_ops.kept_floats, as the engine (recompute.c) lays them

@@ -1,6 +1,8 @@
 /* residency.c - which parameters are resident while the units run (residency.h): zero3's gathers,
  * prefetch and releases, their compute copies, parameter offload's windows and read-ahead. One
- * copy of these rules for the engine's parameter store and the memory plan. */
+ * copy of these rules for the engine's parameter store and the memory plan. The quantized base
+ * (zt_param_desc.quant) is replicated under every strategy: never gathered nor copied here (its
+ * dequantization is the store's, engine/param_quant.c). */
 #include "memory/residency.h"
 #include "memory/plan.h"
 
@@ -52,7 +54,7 @@ static int unit_missing(const zt_residency *r, int u, bool also_pending, int *mi
     int nm = 0;
     for (int k = 0; k < un->n_params; k++) {
         int i = un->params[k];
-        bool dup = false;
+        bool dup = r->m->params[i].quant != 0; /* the quantized base is replicated: never gathered */
         for (int j = 0; j < nm; j++) dup |= missing[j] == i;
         if (!r->gathered[i] && !(also_pending && r->pending[i]) && !dup) missing[nm++] = i;
     }
@@ -158,7 +160,7 @@ int zt_residency_acquire(zt_residency *r, int u, int next, zt_error *err) {
     const zt_unit *un = &r->m->units[u];
     for (int k = 0; k < un->n_params; k++) { /* the matrices' compute copies, from the gathered tensors */
         int i = un->params[k];
-        if (r->m->params[i].ndim < 2 || r->copy[i]) continue;
+        if (r->m->params[i].ndim < 2 || r->m->params[i].quant || r->copy[i]) continue;
         if ((rc = r->ops->make_copy(r->ctx, u, i, err))) return rc;
         r->copy[i] = true;
     }
@@ -186,8 +188,8 @@ void zt_residency_after_backward(zt_residency *r, int u) {
 }
 
 bool zt_residency_needs_view(const zt_model *m, bool bf16, int lp_kind, int u, int k) {
-    if (!bf16) return false;
     const zt_unit *un = &m->units[u];
+    if (!bf16 || m->params[un->params[k]].quant) return false; /* quantized: dequantized instead */
     bool lp = lp_kind != 0 && m->params[un->params[k]].ndim >= 2;
     return !(lp && un->ops->reads_lp && un->ops->reads_lp(un, k));
 }

@@ -8,8 +8,10 @@
  * "layers.0.self_attn.q_proj.weight"); transformers' name of the same module puts the family's
  * prefix before it ("model." for Llama, "transformer." for GPT-2, as PEFT sees them inside
  * LlamaForCausalLM / GPT2LMHeadModel). A module is adaptable when its unit's ops say its weight is
- * (zt_unit_ops.adaptable: the blocks' Linears). Every check runs before the model changes, so a
- * refused configuration leaves the model as it was. */
+ * (zt_unit_ops.adaptable: the blocks' Linears). With base_quant every adaptable Linear, adapted or
+ * not, is marked for the parameter store to keep quantized (zt_param_desc.quant: QLoRA's frozen
+ * base; the embeddings, norms and the LM head stay as they are). Every check runs before the model
+ * changes, so a refused configuration leaves the model as it was. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
@@ -37,6 +39,8 @@ static void module_of(const char *name, char *out, size_t cap) {
     size_t n = dot ? (size_t)(dot - name) : strlen(name);
     snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), name);
 }
+
+const char *zt_quant_name(zt_quant q) { return q == ZT_QUANT_NF4 ? "nf4" : q == ZT_QUANT_INT8 ? "int8" : "none"; }
 
 static bool ends_with_part(const char *module, const char *entry) {
     size_t lm = strlen(module), le = strlen(entry);
@@ -165,6 +169,17 @@ static int check_values(const zt_model *m, const zt_lora_config *c, zt_error *er
                             "alpha / rank)", (double)c->alpha);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return zt_error_set(err, ZT_ERR_USAGE, "lora.dropout %g: must be in [0, 1)", (double)c->dropout);
+    if (c->base_quant < ZT_QUANT_NONE || c->base_quant > ZT_QUANT_INT8)
+        return zt_error_set(err, ZT_ERR_USAGE, "lora.base_quant %d: not none, nf4 or int8", c->base_quant);
+    if (c->base_quant != ZT_QUANT_NF4) return ZT_OK;
+    for (int i = 0; i < m->n_params; i++) { /* NF4's blocks of 64 never straddle two rows */
+        int u, k;
+        const zt_param_desc *p = &m->params[i];
+        if (adaptable_at(m, i, &u, &k) && p->shape[1] % ZT_NF4_BLOCK)
+            return zt_error_set(err, ZT_ERR_USAGE, "lora.base_quant nf4: %s (%lld x %lld) has rows of %lld elements, "
+                                "not a multiple of NF4's block of %d (use lora.base_quant int8, or none)", p->name,
+                                (long long)p->shape[0], (long long)p->shape[1], (long long)p->shape[1], ZT_NF4_BLOCK);
+    }
     return ZT_OK;
 }
 
@@ -275,8 +290,10 @@ int zt_model_add_lora(zt_model *m, const zt_lora_config *cfg, int *n_adapted, zt
     /* the new table: each adapted weight followed by its A and B; everything else frozen */
     int j = 0;
     for (int i = 0; i < m->n_params; i++) {
+        int u, k;
         np[j] = m->params[i];
         np[j].trainable = false;
+        np[j].quant = (uint8_t)(adaptable_at(m, i, &u, &k) ? own.base_quant : ZT_QUANT_NONE);
         map[i] = j++;
         if (!adapt[i]) continue;
         adapter_desc(&np[j++], &m->params[i], 'A', map[i], own.rank);

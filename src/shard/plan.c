@@ -50,10 +50,12 @@ int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_er
         p->row_len = d->numel / d->shape[0];
         for (int s = 0; s < nshards; s++) zt_plan_rows(p->rows, p->row_len, nshards, s, &p->row_begin[s], NULL);
         p->row_begin[nshards] = p->rows;
-        p->full_off = pl->full_floats;
-        pl->full_floats += align_up((size_t)d->numel);
+        p->full_off = pl->full_floats; /* a quantized parameter takes no room in the fp32 layouts */
         p->shard_off = pl->shard_floats;
-        pl->shard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, shard));
+        if (!d->quant) {
+            pl->full_floats += align_up((size_t)d->numel);
+            pl->shard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, shard));
+        }
         p->gfull_off = pl->gfull_floats; /* a frozen parameter takes no room in the gradient layouts */
         p->gshard_off = pl->gshard_floats;
         if (d->trainable) {

@@ -10,7 +10,9 @@
  * table order). The "shard" layout of rank r holds r's rows of every parameter, in table order,
  * each piece 64-byte aligned. The gradient layouts ("gfull", "gshard") are the same over the
  * trainable parameters only (zt_param_desc.trainable): gradients and optimizer state live there, so
- * a frozen parameter has neither. */
+ * a frozen parameter has neither. A parameter the store keeps quantized (zt_param_desc.quant) takes
+ * no room in any of them (its offsets are where the next parameter starts): its bytes are the
+ * store's quantized placement (src/engine/param_quant.c). */
 #ifndef ZT_PLAN_H
 #define ZT_PLAN_H
 

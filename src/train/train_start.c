@@ -12,6 +12,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/weights.h"
 #include "metrics/commlog.h"
+#include "memory/plan.h"
 #include "metrics/mfu.h"
 #include "obs/trace.h"
 
@@ -43,6 +44,16 @@ static int build_model(zt_run *r, zt_error *err) {
                 "parameters of %lld (%.3f%%), the rest frozen\n", model->lora->rank, (double)model->lora->alpha,
                 (double)model->lora->dropout, (long long)adapted, model->lora->target_modules, (long long)trainable,
                 (long long)zt_model_numel(model), 100.0 * (double)trainable / (double)zt_model_numel(model));
+        if (model->lora->base_quant) { /* QLoRA: what the quantized base holds */
+            int n = 0;
+            double elems = 0, bytes = 0;
+            for (int i = 0; i < model->n_params; i++)
+                if (model->params[i].quant) n++, elems += (double)model->params[i].numel,
+                                            bytes += (double)zt_memory_quant_bytes(&model->params[i]);
+            fprintf(r->out, "lora.base_quant %s: %d frozen Linears (%.0f elements) stored in %.2f MiB (%.3f bits an "
+                    "element; fp32 %.2f MiB), dequantized unit by unit\n", zt_quant_name((zt_quant)model->lora->base_quant),
+                    n, elems, bytes / 1048576.0, 8.0 * bytes / (elems > 0 ? elems : 1), 4.0 * elems / 1048576.0);
+        }
     }
     return ZT_OK;
 }

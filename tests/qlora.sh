@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# qlora.sh BUILD SOURCE - QLoRA: LoRA on a frozen base stored quantized (lora.base_quant nf4|int8;
+# src/engine/param_quant.c, docs/models.md), through `zerotrain train` on GPT-2 tiny and the KJV:
+#  1. a base pretrained briefly and exported to a Hugging Face directory; LoRA (all-linear, bf16)
+#     from it with the base as bf16, nf4 and int8: the nf4 and int8 runs reach the bf16 base's
+#     validation loss within 2%, their output says what the quantized base holds;
+#  2. nf4 on 2 ranks: ddp, zero1, zero2 and zero3 (the quantized base replicated) give the same
+#     parameter hash, every class of every rank at exactly its planned high-water;
+#  3. checkpoints: the quantized tensors are not in the files (the manifest records their kind and
+#     xxh64); a resume from step 2 ends on the uninterrupted run's hash; a resume on another base
+#     (no model.init_hf) or another lora.base_quant exits 4 naming the tensor and the mismatch;
+#  4. estimate-memory --quant nf4: llama-7b QLoRA r=16 all-linear model states below bf16 LoRA's;
+#  5. bad input exits 2 naming the keys and numbers: base_quant without lora.rank, an unknown
+#     name, rows of 96 elements (not whole NF4 blocks of 64), parameter offload.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+source "$SRC/tests/dist_check.bash" # fail, bad
+D="$SRC/data"
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+val_of() { grep '^done' <<<"$1" | grep -o '| val [0-9.]*' | cut -d' ' -f3; }
+
+# 1. the base, then LoRA over it as bf16, nf4, int8
+cat > "$T/base.yaml" <<YEOF
+model: {preset: tiny}
+data: {train: $D/kjv_train.bin}
+training: {micro_batch_size: 2, seq_len: 32, steps: 16, lr: 6e-3}
+YEOF
+"$Z" train "$T/base.yaml" --save "$T/base.ztw" >/dev/null
+"$Z" export "$T/base.ztw" --hf "$T/base" >/dev/null
+cat > "$T/q.yaml" <<YEOF
+model: {preset: tiny, init_hf: $T/base}
+data: {train: $D/kjv_train.bin, val: $D/kjv_val.bin}
+training: {micro_batch_size: 2, seq_len: 32, steps: 8, lr: 1e-2}
+eval: {batches: 4}
+precision: {mode: bf16}
+lora: {rank: 8, alpha: 16, target_modules: all-linear}
+YEOF
+ref="$("$Z" train "$T/q.yaml" 2>&1)"
+vref="$(val_of "$ref")"
+for q in nf4 int8; do
+  out="$("$Z" train "$T/q.yaml" --set lora.base_quant=$q 2>&1)" || { echo "FAIL train $q"; echo "$out" | tail -3; fail=1; continue; }
+  v="$(val_of "$out")"
+  if /usr/bin/python3 -c "import sys; a, b = float('$v'), float('$vref'); sys.exit(0 if abs(a - b) <= 0.02 * b else 1)" &&
+     grep -q "^lora.base_quant $q: 8 frozen Linears" <<<"$out"; then
+    echo "ok   $q base: val $v vs the bf16 base's $vref ($(/usr/bin/python3 -c "print(f'{float(\"$v\") / float(\"$vref\"):.4f}')")x)"
+    echo "     $(grep "^lora.base_quant" <<<"$out")"
+  else echo "FAIL $q base: val '$v' vs bf16 base '$vref' (2% allowed)"; grep -E '^lora' <<<"$out"; fail=1; fi
+done
+
+# 2. every strategy, the same bits; planned = measured
+want=""
+for s in ddp zero1 zero2 zero3; do
+  out="$("$Z" train "$T/q.yaml" --nproc 2 --set lora.base_quant=nf4 --set training.steps=3 --set parallel.strategy=$s \
+         --set data.val= 2>&1)" || true
+  h="$(hash_line "$out")"
+  [ -z "$want" ] && want="$h"
+  if [ -n "$h" ] && [ "$h" = "$want" ] && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out" &&
+     grep -q "(unchanged)$" <<<"$out"; then echo "ok   nf4 N=2 $s: $h, planned = measured, base unchanged"
+  else echo "FAIL nf4 N=2 $s: '$h' vs '$want' or planned != measured"; echo "$out" | tail -6; fail=1; fi
+done
+
+# 3. checkpoints: the base recorded, not saved; resume; another base refused
+C=(--set lora.base_quant=nf4 --set training.steps=4 --set data.val=)
+full="$(hash_line "$("$Z" train "$T/q.yaml" "${C[@]}" 2>&1)")"
+"$Z" train "$T/q.yaml" "${C[@]}" --ckpt-dir "$T/ck" --ckpt-every 2 >/dev/null 2>&1
+man="$T/ck/step-00000002/manifest.json"
+if grep -q '"quant_xxh64"' "$man" && ! grep -q '"h.0.attn.c_attn.weight",[^}]*"slices"' "$man"; then
+  echo "ok   checkpoint: the nf4 tensors recorded by kind and xxh64, $(du -b "$T/ck/step-00000002"/rank-*.bin | cut -f1) bytes of files"
+else echo "FAIL checkpoint manifest has no quant record"; fail=1; fi
+res="$(hash_line "$("$Z" train "$T/q.yaml" "${C[@]}" --resume "$T/ck/step-00000002" 2>&1)")"
+if [ -n "$full" ] && [ "$res" = "$full" ]; then echo "ok   resumed from step 2: $res"
+else echo "FAIL resume: '$res' vs '$full'"; fail=1; fi
+resumed_badly() { # label text args...
+  local label="$1" text="$2" out rc=0; shift 2
+  out="$("$Z" train "$T/q.yaml" "${C[@]}" --resume "$T/ck/step-00000002" "$@" 2>&1)" || rc=$?
+  if [ $rc -eq 4 ] && grep -qF -- "$text" <<<"$out"; then echo "ok   $label: exit 4: $(grep -o "tensor [^ ]*.*" <<<"$out" | head -1 | cut -c1-150)"
+  else echo "FAIL $label: exit $rc, expected 4 and '$text'"; echo "$out" | tail -3; fail=1; fi
+}
+resumed_badly "resume on another base" "is not the one the run was saved on" --set model.init_hf=
+resumed_badly "resume with int8" "was saved with lora.base_quant nf4, this run has int8" --set lora.base_quant=int8
+
+# 4. estimate-memory --quant
+EST=(estimate-memory --model llama-7b --nproc 1 -B 1 -T 2048 --json --lora-rank 16 --lora-targets all-linear)
+if /usr/bin/python3 - "$("$Z" "${EST[@]}" --precision bf16)" "$("$Z" "${EST[@]}" --precision bf16 --quant nf4)" <<'PYEOF'; then :; else fail=1; fi
+import json, sys
+b, q = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sb, sq = b["strategies"]["ddp"], q["strategies"]["ddp"]
+ok = q["lora"]["base_quant"] == "nf4" and sq["model_states"] < 0.5 * sb["model_states"]
+print(("ok   " if ok else "FAIL ") + f"estimate llama-7b QLoRA r=16 all-linear, 1 rank: model states "
+      f"{sb['model_states'] / 2**30:.2f} GiB (bf16 LoRA) -> {sq['model_states'] / 2**30:.2f} GiB (nf4), "
+      f"high-water {sb['peak_total'] / 2**30:.2f} -> {sq['peak_total'] / 2**30:.2f} GiB")
+sys.exit(0 if ok else 1)
+PYEOF
+
+# 5. bad input
+bad "quant without LoRA" "lora.base_quant: nf4 quantizes the frozen base under LoRA adapters, but lora.rank is 0" \
+  train "$T/q.yaml" --set lora.rank=0 --set lora.alpha=8 --set lora.target_modules= --set lora.base_quant=nf4
+bad "unknown quant" 'lora.base_quant: unknown value "nf3" (allowed: none, nf4, int8)' train "$T/q.yaml" --set lora.base_quant=nf3
+bad "rows not whole NF4 blocks" "h.0.attn.c_attn.weight (288 x 96) has rows of 96 elements, not a multiple of NF4's block of 64" \
+  train "$T/q.yaml" --set model.init_hf= --set model.n_embd=96 --set lora.base_quant=nf4
+bad "with parameter offload" "memory.offload_param nvme is not supported with it" \
+  train "$T/q.yaml" --set lora.base_quant=nf4 --set parallel.strategy=zero3 --set memory.offload_param=nvme \
+  --set memory.offload_param_nvme_path="$T/nv"
+exit $fail

@@ -11,7 +11,7 @@ fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 
-store="src/engine/param_store.c src/engine/param_bf16.c src/engine/master_shard.c src/engine/param_offload.c src/engine/compute_copy.c"
+store="src/engine/param_store.c src/engine/param_bf16.c src/engine/master_shard.c src/engine/param_offload.c src/engine/compute_copy.c src/engine/param_quant.c"
 users="$(grep -rl --include='*.c' --include='*.h' '#include "engine/param_store_internal.h"' src | sort | tr '\n' ' ')"
 want="$(printf '%s\n' $store | sort | tr '\n' ' ')"
 [ "$users" = "$want" ] && ok "param_store_internal.h is included by the store's files only" ||

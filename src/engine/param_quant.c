@@ -24,6 +24,7 @@
 #include "engine/init.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
+#include "obs/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,7 @@ int zt_quant_acquire(zt_engine *e, int u, zt_error *err) {
             if (!(ps->deq[i] = zt_engine_alloc(e, zt_memory_dequant_floats(p, e->lp_kind), &e->mem.gathered, what)))
                 return zt_engine_oom(e, err, "unit %s", un->name);
             const uint8_t *q = ps->quant + ps->quant_off[i];
+            zt_trace_begin("dequantize", p->name); /* (bench/qlora.sh: the dequantization's share of a step) */
             if (e->lp_kind == ZT_LP_BF16) {
                 if (p->quant == ZT_QUANT_NF4) zt_nf4_dequantize_bf16(ps->deq[i], q, p->numel);
                 else zt_int8_dequantize_bf16(ps->deq[i], q, p->shape[0], cols_of(p));
@@ -148,6 +150,7 @@ int zt_quant_acquire(zt_engine *e, int u, zt_error *err) {
                 dequantize_f32(e, i, ps->deq[i]);
                 if (e->lp_kind == ZT_LP_FP16) zt_round_fp16(ps->deq[i], ps->deq[i], (size_t)p->numel);
             }
+            zt_trace_end();
         }
         if (e->lp_kind) s->params_lp[k] = ps->deq[i];
         else s->params[k] = ps->deq[i];

@@ -18,7 +18,7 @@
  *   views        bf16-low: fp32 views of the parameters a unit reads as fp32, while it runs
  *   dequantized  a quantized parameter in the compute dtype, while its unit runs
  * The store's fields are private to its files (param_store.c, param_bf16.c, master_shard.c,
- * param_offload.c, compute_copy.c: param_store_internal.h); everything else asks through here.
+ * param_offload.c, compute_copy.c, param_quant.c: param_store_internal.h); everything else asks through here.
  *
  * "Local layout" of parameter i: the full tensor where the master is full, the piece where it is
  * pieces (zero3, master pieces); elements of a local layout are what zt_store_read/write index. */

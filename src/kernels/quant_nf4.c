@@ -21,6 +21,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 /* the published table (bitsandbytes' get_4bit_type("nf4")); tests/test_quant.c recomputes it */
 static const float NF4[16] = {-1.0f,
@@ -161,6 +164,30 @@ void zt_nf4_dequantize(float *out, const uint8_t *q, int64_t n) {
     }
 }
 
+#ifdef __AVX2__
+/* One block's 64 bf16 values from its 32 code bytes and its 16 values h: the 4-bit indices pick
+ * the low and the high byte of h[index] with two byte shuffles (a 16-entry table is what pshufb
+ * looks up), interleaved back into 16-bit values; the same bits as the scalar loop. */
+static void block_bf16_avx2(uint16_t *ob, const uint8_t *cb, const uint16_t h[16]) {
+    /* the 16 values' low bytes, then their high bytes: even bytes first in each lane, then the
+     * lanes' halves regrouped (qwords 0, 2, 1, 3) */
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10,
+                                           12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256i bytes = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)h), split), 0xD8);
+    __m256i tlo = _mm256_permute2x128_si256(bytes, bytes, 0x00), thi = _mm256_permute2x128_si256(bytes, bytes, 0x11);
+    __m256i c = _mm256_loadu_si256((const __m256i *)cb), nib = _mm256_set1_epi8(0x0F);
+    __m256i first = _mm256_and_si256(_mm256_srli_epi16(c, 4), nib), second = _mm256_and_si256(c, nib);
+    /* element order: i0 holds elements 0-15 (lane 0) and 32-47 (lane 1), i1 16-31 and 48-63 */
+    __m256i idx[2] = {_mm256_unpacklo_epi8(first, second), _mm256_unpackhi_epi8(first, second)};
+    for (int k = 0; k < 2; k++) {
+        __m256i bl = _mm256_shuffle_epi8(tlo, idx[k]), bh = _mm256_shuffle_epi8(thi, idx[k]);
+        __m256i w0 = _mm256_unpacklo_epi8(bl, bh), w1 = _mm256_unpackhi_epi8(bl, bh);
+        _mm256_storeu_si256((__m256i *)(ob + 16 * k), _mm256_permute2x128_si256(w0, w1, 0x20));
+        _mm256_storeu_si256((__m256i *)(ob + 32 + 16 * k), _mm256_permute2x128_si256(w0, w1, 0x31));
+    }
+}
+#endif
+
 void zt_nf4_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t n) {
     nf4_parts p = parts_of(q, n);
     float dyn[256];
@@ -173,9 +200,13 @@ void zt_nf4_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t n) {
         zt_f32_to_bf16_serial(h, t, 16);
         const uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
         uint16_t *ob = out + b * ZT_NF4_BLOCK;
+#ifdef __AVX2__
+        block_bf16_avx2(ob, cb, h);
+#else
         for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
             ob[2 * j] = h[cb[j] >> 4];
             ob[2 * j + 1] = h[cb[j] & 15];
         }
+#endif
     }
 }

@@ -7,8 +7,9 @@
 #  2. nf4 on 2 ranks: ddp, zero1, zero2 and zero3 (the quantized base replicated) give the same
 #     parameter hash, every class of every rank at exactly its planned high-water;
 #  3. checkpoints: the quantized tensors are not in the files (the manifest records their kind and
-#     xxh64); a resume from step 2 ends on the uninterrupted run's hash; a resume on another base
-#     (no model.init_hf) or another lora.base_quant exits 4 naming the tensor and the mismatch;
+#     xxh64); a resume from step 2 ends on the uninterrupted run's hash; `export --peft` with
+#     --init-hf (the base) writes the adapters, without it exits 2; a resume on another base (no
+#     model.init_hf) or another lora.base_quant exits 4 naming the tensor and the mismatch;
 #  4. estimate-memory --quant nf4: llama-7b QLoRA r=16 all-linear model states below bf16 LoRA's;
 #  5. bad input exits 2 naming the keys and numbers: base_quant without lora.rank, an unknown
 #     name, rows of 96 elements (not whole NF4 blocks of 64), parameter offload.
@@ -80,6 +81,10 @@ resumed_badly() { # label text args...
   if [ $rc -eq 4 ] && grep -qF -- "$text" <<<"$out"; then echo "ok   $label: exit 4: $(grep -o "tensor [^ ]*.*" <<<"$out" | head -1 | cut -c1-150)"
   else echo "FAIL $label: exit $rc, expected 4 and '$text'"; echo "$out" | tail -3; fail=1; fi
 }
+if out="$("$Z" export "$T/ck" --peft "$T/ad" --init-hf "$T/base" 2>&1)" && grep -q ": 8 LoRA adapters (rank 8" <<<"$out" &&
+   [ -s "$T/ad/adapter_model.safetensors" ]; then echo "ok   export --peft of the nf4 run (--init-hf its base): $(grep -o '8 LoRA adapters.*' <<<"$out" | cut -c1-40)"
+else echo "FAIL export --peft of the nf4 run"; echo "$out" | tail -2; fail=1; fi
+bad "export without its base" "give --init-hf DIR, the base it was trained from" export "$T/ck" --peft "$T/ad2"
 resumed_badly "resume on another base" "is not the one the run was saved on" --set model.init_hf=
 resumed_badly "resume with int8" "was saved with lora.base_quant nf4, this run has int8" --set lora.base_quant=int8
 

@@ -7,7 +7,10 @@
  * tokenizer and chat template given by --tokenizer); a model with LoRA adapters is written with the
  * adapters merged into their weights, or (--peft) as the adapters alone in PEFT's layout
  * (src/ckpt/peft.c); --init-peft puts a PEFT adapter directory on the source first
- * (src/ckpt/peft_load.c), to merge it into a Hugging Face base. */
+ * (src/ckpt/peft_load.c), to merge it into a Hugging Face base. A QLoRA checkpoint (lora.base_quant)
+ * does not hold its quantized base: --init-hf names the directory it was trained from, quantized
+ * again and checked against the checkpoint's record; its adapters go out with --peft (merging them
+ * into a quantized base is refused). */
 #include "ckpt/checkpoint.h"
 #include "ckpt/gguf.h"
 #include "ckpt/hf.h"
@@ -24,6 +27,7 @@
     "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR | --gguf FILE)\n" \
     "                        [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0] [--shard-size SIZE]\n"  \
     "                        [--tokenizer FILE]... [--base-model NAME] [--init-peft DIR]\n"              \
+    "                        [--init-hf BASE_DIR]\n"              \
     "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
     "  W.ztw           a weights file (train --save)\n"                                               \
     "  HF_DIR          a Hugging Face model directory (to reshard it or change its dtype)\n"          \
@@ -42,12 +46,14 @@
     "  --type T        --gguf: the matrices' type: f32 (default), f16, bf16, q8_0, q4_0 (blocks of\n"\
     "                  32: every row length must be a multiple of 32); norms and biases stay f32\n"    \
     "  --init-peft D   put PEFT's adapters from D (adapter_config.json, adapter_model.safetensors) on\n" \
-    "                  the source model first: -o/--hf/--gguf then write the base with them merged\n"
+    "                  the source model first: -o/--hf/--gguf then write the base with them merged\n" \
+    "  --init-hf DIR   a QLoRA checkpoint (lora.base_quant): the base it was trained from (the\n"        \
+    "                  checkpoint records the quantized base's hash, not its values); with --peft\n"
 
 int zt_cmd_export(int argc, char **argv) {
     zt_error err = {0};
     const char *src = NULL, *out = NULL, *hf = NULL, *peft = NULL, *base = NULL, *dtype = "fp32", *shard = "5GB",
-               *init_peft = NULL;
+               *init_peft = NULL, *init_hf = NULL;
     const char *gguf = NULL, *type = NULL;
     const char *copy[16];
     int n_copy = 0;
@@ -60,7 +66,7 @@ int zt_cmd_export(int argc, char **argv) {
         const char **slot = !strcmp(a, "-o") ? &out : !strcmp(a, "--hf") ? &hf : !strcmp(a, "--dtype") ? &dtype
                           : !strcmp(a, "--peft") ? &peft : !strcmp(a, "--base-model") ? &base
                           : !strcmp(a, "--gguf") ? &gguf : !strcmp(a, "--type") ? &type
-                          : !strcmp(a, "--init-peft") ? &init_peft
+                          : !strcmp(a, "--init-peft") ? &init_peft : !strcmp(a, "--init-hf") ? &init_hf
                           : !strcmp(a, "--shard-size") ? &shard : !strcmp(a, "--tokenizer") && n_copy < 16 ? &copy[n_copy]
                           : NULL;
         if (slot && v) {
@@ -107,11 +113,18 @@ int zt_cmd_export(int argc, char **argv) {
     else if (ztw) rc = zt_weights_read_config(src, &spec, &err);
     else if (!(rc = zt_ckpt_resolve(src, commit, sizeof commit, &err))) rc = zt_ckpt_read_model(commit, &spec, &err);
     zt_lora_config lora;
+    if (!rc && !m && spec.lora.base_quant && (!init_hf || !peft))
+        rc = zt_error_set(&err, ZT_ERR_USAGE, "export: %s was trained on a %s base (lora.base_quant), which checkpoints do "
+                          "not hold: %s", src, zt_quant_name((zt_quant)spec.lora.base_quant),
+                          !init_hf ? "give --init-hf DIR, the base it was trained from, with --peft"
+                                   : "its adapters go out with --peft (merging them into a quantized base is not supported)");
+    if (!rc && init_hf && (from_hf || ztw || !spec.lora.base_quant))
+        rc = zt_error_set(&err, ZT_ERR_USAGE, "export: --init-hf is for a checkpoint of a quantized base (lora.base_quant)");
     if (rc || (!m && (rc = zt_model_spec_create(&spec, &m, &err))) ||
         (init_peft && ((rc = zt_peft_read_config(init_peft, &lora, &err)) ||
                        ((rc = zt_model_add_lora(m, &lora, NULL, &err)) &&
                         zt_error_prefix(&err, "%s/adapter_config.json on %s", init_peft, src)))) ||
-        (rc = zt_engine_create(m, &o, &e, &err)) ||
+        (rc = zt_engine_create(m, &o, &e, &err)) || (init_hf && (rc = zt_hf_load_dir(e, init_hf, &err))) ||
         (rc = from_hf ? zt_hf_load_dir(e, src, &err)
               : ztw   ? zt_weights_load(e, src, &err)
                       : zt_ckpt_load(e, commit, &meta, &err)) ||

@@ -140,11 +140,33 @@ void zt_nf4_quantize(uint8_t *q, const float *w, int64_t n) {
     }
 }
 
+/* a'_b = dyn[qa_b] * s_{b/256} + m */
+static float dequantized_absmax(const nf4_parts *p, const float *dyn, size_t b) {
+    return dyn[p->qa[b]] * p->s[b / ZT_NF4_BLOCK2] + *p->mean;
+}
+
 void zt_nf4_absmax(float *absmax, const uint8_t *q, int64_t n) {
     nf4_parts p = parts_of(q, n);
     float dyn[256];
     zt_dynamic_code(dyn);
-    for (size_t b = 0; b < p.nb; b++) absmax[b] = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean;
+    for (size_t b = 0; b < p.nb; b++) absmax[b] = dequantized_absmax(&p, dyn, b);
+}
+
+/* block b's 16 values: the NF4 values times its dequantized absmax */
+static void block_values(const nf4_parts *p, const float *dyn, size_t b, float t[16]) {
+    float a = dequantized_absmax(p, dyn, b);
+    for (int k = 0; k < 16; k++) t[k] = NF4[k] * a;
+}
+
+/* block b's 64 fp32 values */
+static void block_f32(const nf4_parts *p, const float *dyn, size_t b, float *ob) {
+    float t[16];
+    block_values(p, dyn, b, t);
+    const uint8_t *cb = p->codes + b * ZT_NF4_BLOCK / 2;
+    for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
+        ob[2 * j] = t[cb[j] >> 4];
+        ob[2 * j + 1] = t[cb[j] & 15];
+    }
 }
 
 void zt_nf4_dequantize(float *out, const uint8_t *q, int64_t n) {
@@ -152,16 +174,7 @@ void zt_nf4_dequantize(float *out, const uint8_t *q, int64_t n) {
     float dyn[256];
     zt_dynamic_code(dyn);
 #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < p.nb; b++) {
-        float a = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean, t[16];
-        for (int k = 0; k < 16; k++) t[k] = NF4[k] * a;
-        const uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
-        float *ob = out + b * ZT_NF4_BLOCK;
-        for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
-            ob[2 * j] = t[cb[j] >> 4];
-            ob[2 * j + 1] = t[cb[j] & 15];
-        }
-    }
+    for (size_t b = 0; b < p.nb; b++) block_f32(&p, dyn, b, out + b * ZT_NF4_BLOCK);
 }
 
 #ifdef __AVX2__
@@ -194,19 +207,16 @@ void zt_nf4_dequantize_bf16(uint16_t *out, const uint8_t *q, int64_t n) {
     zt_dynamic_code(dyn);
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < p.nb; b++) {
-        float a = dyn[p.qa[b]] * p.s[b / ZT_NF4_BLOCK2] + *p.mean, t[16];
-        for (int k = 0; k < 16; k++) t[k] = NF4[k] * a;
-        uint16_t h[16];
-        zt_f32_to_bf16_serial(h, t, 16);
-        const uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
-        uint16_t *ob = out + b * ZT_NF4_BLOCK;
 #ifdef __AVX2__
-        block_bf16_avx2(ob, cb, h);
+        float t[16];
+        uint16_t h[16];
+        block_values(&p, dyn, b, t);
+        zt_f32_to_bf16_serial(h, t, 16);
+        block_bf16_avx2(out + b * ZT_NF4_BLOCK, p.codes + b * ZT_NF4_BLOCK / 2, h);
 #else
-        for (int j = 0; j < ZT_NF4_BLOCK / 2; j++) {
-            ob[2 * j] = h[cb[j] >> 4];
-            ob[2 * j + 1] = h[cb[j] & 15];
-        }
+        float f[ZT_NF4_BLOCK]; /* the fp32 values, rounded */
+        block_f32(&p, dyn, b, f);
+        zt_f32_to_bf16_serial(out + b * ZT_NF4_BLOCK, f, ZT_NF4_BLOCK);
 #endif
     }
 }

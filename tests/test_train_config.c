@@ -554,7 +554,7 @@ static const bad_case BAD[] = {
     {TRAIN "lora:\n  rank: -1\n", "t.yaml:4:9: lora.rank: expected an integer in [0, 65536], got \"-1\""},
     {TRAIN "lora:\n  rank: 4\n  alpha: -16\n", "t.yaml:5:10: lora.alpha: expected a positive number, got \"-16\""},
     {TRAIN "lora:\n  rank: 4\n  dropout: 1\n", "t.yaml:5:12: lora.dropout: expected a number in [0, 1), got \"1\""},
-    {TRAIN "lora:\n  r: 4\n", "t.yaml:4:3: lora.r: unknown key (lora keys: rank, alpha, dropout, target_modules, init_peft)"},
+    {TRAIN "lora:\n  r: 4\n", "t.yaml:4:3: lora.r: unknown key (lora keys: rank, alpha, dropout, target_modules, init_peft, base_quant)"},
 };
 
 /* The world against tp x pp (zt_train_config_validate_world): the batch splits over the dp ranks. */

@@ -4,8 +4,10 @@
 #  1. a base pretrained briefly and exported to a Hugging Face directory; LoRA (all-linear, bf16)
 #     from it with the base as bf16, nf4 and int8: the nf4 and int8 runs reach the bf16 base's
 #     validation loss within 2%, their output says what the quantized base holds;
-#  2. nf4 on 2 ranks: ddp, zero1, zero2 and zero3 (the quantized base replicated) give the same
-#     parameter hash, every class of every rank at exactly its planned high-water;
+#  2. on 2 ranks (tool_dist_check, tool_memory_check): nf4 ddp, zero1, zero2 and zero3 (the
+#     quantized base replicated) give the same parameters, fp32 and bf16, int8 on a Llama too, the
+#     base's hash unchanged and every collective's bytes the formulas' (the base never gathered);
+#     every class of every rank at exactly its planned high-water (zero1, zero3 bf16; zero2 int8);
 #  3. checkpoints: the quantized tensors are not in the files (the manifest records their kind and
 #     xxh64); a resume from step 2 ends on the uninterrupted run's hash; `export --peft` with
 #     --init-hf (the base) writes the adapters, without it exits 2; a resume on another base (no
@@ -52,17 +54,35 @@ for q in nf4 int8; do
   else echo "FAIL $q base: val '$v' vs bf16 base '$vref' (2% allowed)"; grep -E '^lora' <<<"$out"; fail=1; fi
 done
 
-# 2. every strategy, the same bits; planned = measured
-want=""
-for s in ddp zero1 zero2 zero3; do
-  out="$("$Z" train "$T/q.yaml" --nproc 2 --set lora.base_quant=nf4 --set training.steps=3 --set parallel.strategy=$s \
-         --set data.val= 2>&1)" || true
-  h="$(hash_line "$out")"
-  [ -z "$want" ] && want="$h"
-  if [ -n "$h" ] && [ "$h" = "$want" ] && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out" &&
-     grep -q "(unchanged)$" <<<"$out"; then echo "ok   nf4 N=2 $s: $h, planned = measured, base unchanged"
-  else echo "FAIL nf4 N=2 $s: '$h' vs '$want' or planned != measured"; echo "$out" | tail -6; fail=1; fi
-done
+# 2. every strategy, the same bits (tool_dist_check: the parameters' hash, the base's hash kept, the
+#    collectives' bytes; one MPI job serves every run, tests/tool_serve.bash); planned = measured
+#    per class to the byte (tool_memory_check)
+source "$SRC/tests/tool_serve.bash"
+trap 'serve_stop; rm -rf "$T"' EXIT
+TOOL="$BUILD/tests/tool_dist_check" MEMT="$BUILD/tests/tool_memory_check"
+serve_start d2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"
+serve_start m2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$MEMT"
+dist() { # label key args...
+  local label="$1" key="$2" out rc=0; shift 2
+  out="$(serve_or_mpi d2 2 "$TOOL" "$@")" || rc=$?
+  check "$label" "$key" "$out"
+  local fz; fz="$(grep '^frozen' <<<"$out" || true)"
+  if [ $rc -ne 0 ] || [ -z "$fz" ] || [ "$(cut -d' ' -f2 <<<"$fz")" != "$(cut -d' ' -f4 <<<"$fz")" ]; then
+    echo "FAIL $label: rc $rc, base '$fz'"; grep -E 'bytes sent|^rank' <<<"$out" | head -3; fail=1; fi
+}
+Q=(--lora 4 --quant nf4 --n-embd 64)
+for s in ddp zero1 zero2 zero3; do dist "nf4 gpt2 fp32 N=2 $s" nf4 $s 1 4 "${Q[@]}"; done
+for s in ddp zero3; do dist "nf4 gpt2 bf16 N=2 $s" nf4-bf16 $s 1 4 "${Q[@]}" --precision bf16; done
+for s in ddp zero2 zero3; do dist "int8 llama N=2 $s" int8 $s 1 4 --arch llama --lora 4 --quant int8; done
+qmem() { # label args...
+  local label="$1" out rc=0 exact; shift
+  out="$(serve_or_mpi m2 2 "$MEMT" "$@")" || rc=$?
+  exact="$(grep -o '^\([0-9]*\) of \1 (class, rank) high-waters exact' <<<"$out" || true)"
+  if [ $rc -ne 0 ] || [ -z "$exact" ]; then echo "FAIL memory $label (rc $rc)"; echo "$out" | tail -4; fail=1
+  else echo "ok   memory $label: $exact"; fi
+}
+for s in zero1 zero3; do qmem "nf4 bf16 N=2 $s" $s 1 2 --lora 4 --quant nf4 --precision bf16 --preset tiny --B 2 --T 16; done
+qmem "int8 fp32 N=2 zero2" zero2 1 2 --lora 4 --quant int8
 
 # 3. checkpoints: the base recorded, not saved; resume; another base refused
 C=(--set lora.base_quant=nf4 --set training.steps=4 --set data.val=)

@@ -32,13 +32,14 @@
  *                             tp x cp P x dp; each rank runs its two chunks of every sequence,
  *                             zt_cp_chunks; the byte formulas are the engine's dp x cp group's)
  *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
+ *                   [--n-embd C]   (the width, default 32; Llama's MLP 2C: 64 gives NF4 whole blocks)
  *                   [--packed]   (every row packs documents, zt_batch.positions: lengths cycling
  *                                 over 1 9 4 13 2 7 from a sample-dependent start)
  *                   [--dump FILE]   (rank 0 writes the final logical parameters, fp32, table order)
  *                   [--lr X]   (the AdamW learning rate, default 1e-2)
  *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
  *                              rounding level, the yardstick tests/tp.sh measures tolerances with)
- *                   [--lora R] [--lora-targets T] [--lora-dropout P]   (zt_model_add_lora, alpha 2R,
+ *                   [--lora R] [--lora-targets T] [--lora-dropout P] [--quant nf4|int8]   (zt_model_add_lora, alpha 2R,
  *                                       targets all-linear by default: the base weights are the
  *                                       frozen tensors above; zero3 rank 0 prints its pieces at
  *                                       rest, base and adapters, beside the engine's counters)
@@ -156,10 +157,16 @@ static int run(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--packed")) packed = true;
         else if (!strcmp(argv[i], "--n-head") && i + 1 < argc) cfg.n_head = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n-embd") && i + 1 < argc) { /* (Llama's MLP twice as wide) */
+            cfg.n_embd = lcfg.n_embd = atoi(argv[++i]);
+            lcfg.intermediate_size = 2 * lcfg.n_embd;
+        }
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--ulp")) ulp = true;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quant") && i + 1 < argc) /* QLoRA's base: nf4 or int8 */
+            lora.base_quant = !strcmp(argv[++i], "nf4") ? ZT_QUANT_NF4 : ZT_QUANT_INT8;
         else if (!strcmp(argv[i], "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc)
             snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
@@ -197,7 +204,7 @@ static int run(int argc, char **argv) {
     }
     int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
     for (int i = 0; i < m->n_params; i++) {
-        P += m->params[i].numel;
+        P += m->params[i].quant ? 0 : m->params[i].numel; /* the quantized base is never gathered */
         if (m->params[i].trainable) Pt += m->params[i].numel;
     }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
@@ -340,6 +347,8 @@ static int run(int argc, char **argv) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);
+        size_t quant = zt_memory_quant_floats(m); /* the quantized base: replicated beside the pieces */
+        if (quant) want_p += zt_memory_alloc_bytes(quant);
         if (mem.params != want_p || mem.grads != want_g || mem.optimizer != 2 * want_g) {
             fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "
                     "%zu, %zu (the trainable pieces) and 2 x that\n", rank, mem.params, mem.grads, mem.optimizer,
@@ -351,8 +360,8 @@ static int run(int argc, char **argv) {
                    mem.optimizer);
         if (lora.rank) { /* every rank: its pieces, base weights and adapters, against the counters */
             int64_t base = 0, adapters = 0;
-            for (int i = 0; i < m->n_params; i++)
-                *(m->params[i].lora ? &adapters : &base) += zt_plan_shard_numel(&pl, i, rank);
+            for (int i = 0; i < m->n_params; i++) /* (the quantized base has no pieces) */
+                *(m->params[i].lora ? &adapters : &base) += m->params[i].quant ? 0 : zt_plan_shard_numel(&pl, i, rank);
             zt_memory_plan mp;
             zt_engine_memory_plan(e, &mp);
             printf("zero3 rank %d at rest: base pieces %lld + adapter pieces %lld elements; engine counters: params "

@@ -17,7 +17,7 @@
  *                     every world rank's classes are compared, the closed forms are skipped)
  *                     [--sp]  (with --tp: sequence parallelism, the norms' and residuals' activations
  *                     cut along T; rank 0 prints "activations planned BYTES")
- *                     [--lora R] [--lora-targets T] [--lora-dropout P]  (zt_model_add_lora, default
+ *                     [--lora R] [--lora-targets T] [--lora-dropout P] [--quant nf4|int8]  (zt_model_add_lora, default
  *                     targets all-linear: the base weights frozen, the same closed form as --freeze
  *                     with the adapters as the trainable elements)
  * Exit 0 when every class of every rank is within the tolerance (3% unless given), 1 otherwise. */
@@ -78,6 +78,8 @@ static int run(int argc, char **argv) {
             if (zt_attention_parse(argv[++i], &attention, &err)) return tool_fail(world, "--attention", &err);
         }
         else if (!strcmp(a, "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
+        else if (!strcmp(a, "--quant") && i + 1 < argc) /* QLoRA's base: nf4 or int8 */
+            lora.base_quant = !strcmp(argv[++i], "nf4") ? ZT_QUANT_NF4 : ZT_QUANT_INT8;
         else if (!strcmp(a, "--lora-dropout") && i + 1 < argc) lora.dropout = (float)atof(argv[++i]);
         else if (!strcmp(a, "--lora-targets") && i + 1 < argc)
             snprintf(lora.target_modules, sizeof lora.target_modules, "%s", argv[++i]);
@@ -153,12 +155,13 @@ static int run(int argc, char **argv) {
     int64_t owned = 0, owned_t = 0; /* elements this rank's pieces hold (zero3); of them trainable */
     for (int i = 0; i < m->n_params; i++) {
         int64_t n;
+        if (m->params[i].quant) continue; /* the quantized base: replicated, not owned (param_quant.c) */
         zt_engine_param_local(e, i, NULL, &n);
         owned += n;
         if (m->params[i].trainable) owned_t += n;
     }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
-    if (frozen && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
+    if (frozen && !lora.base_quant && o.strategy == ZT_STRATEGY_ZERO3 && pr.mode == ZT_PRECISION_FP32 && o.optim.kind == ZT_OPT_ADAMW) {
         /* frozen: a piece, no gradient, no m and v */
         double want = 4.0 * (double)owned + 12.0 * (double)owned_t;
         if (zt_comm_rank(world) == 0)
@@ -187,7 +190,8 @@ static int run(int argc, char **argv) {
     for (int c = 0; c < ZT_MEM_CLASSES; c++) /* at rest the engine holds the plan's rest */
         if (mem.now[c] != plan.rest[c]) tail[5] = 1;
     if (!all || zt_all_gather_f64(world, mine, all, NV, "memory check", &err)) return tool_fail(world, "gather", &err);
-    int64_t P = zt_model_numel(m);
+    int64_t P = zt_model_numel(m); /* the elements the ranks' pieces hold: not the quantized base */
+    for (int i = 0; i < m->n_params; i++) P -= m->params[i].quant ? m->params[i].numel : 0;
     if (zt_comm_rank(world) == 0) {
         int exact = 0, checked = 0;
         double total_owned = 0;

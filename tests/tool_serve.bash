@@ -12,6 +12,7 @@
 #                                 caller then runs that invocation on its own, as before; also
 #                                 when the environment's ZT_/OMP_/OMPI_/OPENBLAS_/MALLOC_ variables
 #                                 differ from the server's (VAR=x run ...: the server has not got it)
+#   serve_or_mpi NAME N TOOL ARGS...  serve_run, or (99) TOOL ARGS alone under mpirun -np N
 #   serve_stop                    ends the servers (call it from the EXIT trap)
 SERVE_DIR="$(mktemp -d)"
 declare -A SERVE_PID SERVE_ENV
@@ -47,6 +48,12 @@ serve_run() {
   local n=${#lines[@]} st="${lines[-1]#@@status }"
   [ "$n" -gt 1 ] && printf '%s\n' "${lines[@]:0:n-1}"
   return "$st"
+}
+serve_or_mpi() {
+  local name="$1" n="$2" tool="$3" rc=0; shift 3
+  serve_run "$name" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$tool" "$@" 2>&1
 }
 serve_stop() {
   local name

@@ -4,8 +4,8 @@
 # under bf16 compute, the base as bf16 (lora.base_quant none: fp32 master + bf16 compute copy)
 # and as nf4 (and int8), alternating per round, each with --trace; the step times are the trace's
 # "step" spans after the warm-up, the dequantization its "dequantize" spans (src/engine/param_quant.c).
-# Prints the CPU, the kernels' level and the GEMM path (the trainer's cpu line), medians over the
-# rounds' steps, and the other processes' CPU share while it ran (bench/README.md).
+# Prints the CPU, the kernels' level and the GEMM path (the trainer's cpu line), medians and bests
+# over the rounds' steps, and the CPUs busy while it ran (bench/README.md).
 #
 #   bench/qlora.sh [--preset llama-124M] [-B 4] [-T 256] [--steps 4] [--warmup 1] [--rounds 2]
 #                  [--threads 2] [--quants "nf4 int8"] [--build DIR]
@@ -56,13 +56,13 @@ for q in ["none"] + quants:
     for r in range(1, rounds + 1):
         s, d = spans(f"{w}/{q}.{r}.json")
         st += s[warmup:]; dq += d; tot += sum(s)
-    res[q] = (statistics.median(st), dq / tot if tot else 0.0, len(st))
-base = res["none"][0]
-print(f"| base | step ms (median of {res['none'][2]}) | / bf16-base LoRA step | dequantize share of the step |")
+    res[q] = (statistics.median(st), min(st), dq / tot if tot else 0.0, len(st))
+base, best = res["none"][0], res["none"][1]
+print(f"| base | step ms, median of {res['none'][3]} (best) | / bf16-base LoRA step, median (best) | dequantize share of the step |")
 print("| --- | --- | --- | --- |")
 for q in ["none"] + quants:
-    m, share, n = res[q]
-    print(f"| {q if q != 'none' else 'bf16 (none)'} | {m:.0f} | {m / base:.3f}x | {100 * share:.1f}% |")
+    m, b, share, n = res[q]
+    print(f"| {q if q != 'none' else 'bf16 (none)'} | {m:.0f} ({b:.0f}) | {m / base:.3f}x ({b / best:.3f}x) | {100 * share:.1f}% |")
 ncpu = __import__("os").cpu_count()
 busy = (b1 - b0) / max(1e-9, (b1 - b0) + (i1 - i0)) * ncpu
 print(f"CPUs busy while it ran: {busy:.2f} of {ncpu} (this benchmark's own: up to {sys.argv[7]})")

@@ -12,7 +12,9 @@
  *     NF4 values times the block's absmax, plus the double quantization's error of that absmax
  *     (itself within half the dynamic map's largest gap times its block's scale); int8 within half
  *     a row's step;
- *   - the bf16 forms are the fp32 ones rounded to nearest-even, bit for bit. */
+ *   - the bf16 forms are the fp32 ones rounded to nearest-even, bit for bit;
+ *   - the model's side (zt_model_add_lora with base_quant): which parameters are marked, and a
+ *     Linear whose rows are not whole NF4 blocks refused by name with its numbers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -193,11 +195,40 @@ static void int8_round_trip_bound(void **state) {
     free(w), free(out), free(o16), free(q);
 }
 
+static void marks_and_refusals(void **state) {
+    (void)state;
+    zt_gpt2_config cfg;
+    zt_error err = {0};
+    assert_int_equal(zt_gpt2_preset("tiny", &cfg, &err), ZT_OK);
+    zt_model *m;
+    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+    zt_lora_config l = {.rank = 2, .alpha = 4, .target_modules = "c_attn", .base_quant = ZT_QUANT_NF4};
+    assert_int_equal(zt_model_add_lora(m, &l, NULL, &err), ZT_OK);
+    int marked = 0;
+    for (int i = 0; i < m->n_params; i++) { /* every block Linear's weight, adapted or not; nothing else */
+        const zt_param_desc *p = &m->params[i];
+        bool linear = p->ndim == 2 && !p->lora && strstr(p->name, "h.") == p->name;
+        if (p->quant != (linear ? ZT_QUANT_NF4 : ZT_QUANT_NONE)) fail_msg("%s: quant %d", p->name, p->quant);
+        marked += p->quant != 0;
+    }
+    assert_int_equal(marked, 4 * cfg.n_layer);
+    zt_model_free(m);
+    cfg.n_embd = 96; /* rows of 96: not whole blocks of 64 */
+    assert_int_equal(zt_gpt2_create(&cfg, &m, &err), ZT_OK);
+    assert_int_equal(zt_model_add_lora(m, &l, NULL, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "lora.base_quant nf4: h.0.attn.c_attn.weight (288 x 96) has rows of 96 elements, not a "
+                                    "multiple of NF4's block of 64"));
+    assert_null(m->lora); /* refused before the model changed */
+    l.base_quant = ZT_QUANT_INT8; /* an absmax per row: any row length */
+    assert_int_equal(zt_model_add_lora(m, &l, NULL, &err), ZT_OK);
+    zt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nf4_from_definition),   cmocka_unit_test(dynamic_map_as_published),
         cmocka_unit_test(packing_order),         cmocka_unit_test(nf4_round_trip_bound),
-        cmocka_unit_test(int8_round_trip_bound),
+        cmocka_unit_test(int8_round_trip_bound), cmocka_unit_test(marks_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,10 +113,19 @@ static int nearest(const float *code, int n, float x) {
     return fabsf(x - code[lo]) <= fabsf(code[hi] - x) ? lo : hi;
 }
 
+/* the NF4 index of x (in [-1, 1]): how many midpoints between neighbouring values lie below it, i.e.
+ * the nearest value, a tie going to the lower one (branch-free: the compiler vectorizes the count) */
+static int nf4_index(const float *mid, float x) {
+    int k = 0;
+    for (int j = 0; j < 15; j++) k += x > mid[j];
+    return k;
+}
+
 void zt_nf4_quantize(uint8_t *q, const float *w, int64_t n) {
     nf4_parts p = parts_of(q, n);
-    float dyn[256];
+    float dyn[256], mid[15];
     zt_dynamic_code(dyn);
+    for (int j = 0; j < 15; j++) mid[j] = (NF4[j] + NF4[j + 1]) / 2.0f;
     double sum = 0.0; /* the mean of the absmaxes, in one fixed order */
     for (size_t b = 0; b < p.nb; b++) sum += block_absmax(w + b * ZT_NF4_BLOCK);
     float mean = p.nb ? (float)(sum / (double)p.nb) : 0.0f;
@@ -130,7 +139,7 @@ void zt_nf4_quantize(uint8_t *q, const float *w, int64_t n) {
             float a = block_absmax(wb), inv = a > 0.0f ? 1.0f / a : 0.0f;
             uint8_t *cb = p.codes + b * ZT_NF4_BLOCK / 2;
             for (int j = 0; j < ZT_NF4_BLOCK / 2; j++)
-                cb[j] = (uint8_t)(nearest(NF4, 16, wb[2 * j] * inv) << 4 | nearest(NF4, 16, wb[2 * j + 1] * inv));
+                cb[j] = (uint8_t)(nf4_index(mid, wb[2 * j] * inv) << 4 | nf4_index(mid, wb[2 * j + 1] * inv));
             centered[b - b0] = a - mean;
             s = fmaxf(s, fabsf(a - mean));
         }

@@ -5,7 +5,8 @@
 #     from it with the base as bf16, nf4 and int8: the nf4 and int8 runs reach the bf16 base's
 #     validation loss within 2%, their output says what the quantized base holds;
 #  2. on 2 ranks (tool_dist_check, tool_memory_check): nf4 ddp, zero1, zero2 and zero3 (the
-#     quantized base replicated) give the same parameters, fp32 and bf16, int8 on a Llama too, the
+#     quantized base replicated) give the same parameters, fp32 and bf16, int8 on a Llama too, and
+#     on 4 ranks (oversubscribed) ddp = hybrid (zero3 in groups of 2); the
 #     base's hash unchanged and every collective's bytes the formulas' (the base never gathered);
 #     every class of every rank at exactly its planned high-water (zero1, zero3 bf16; zero2 int8);
 #  3. checkpoints: the quantized tensors are not in the files (the manifest records their kind and
@@ -62,9 +63,10 @@ trap 'serve_stop; rm -rf "$T"' EXIT
 TOOL="$BUILD/tests/tool_dist_check" MEMT="$BUILD/tests/tool_memory_check"
 serve_start d2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"
 serve_start m2 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$MEMT"
-dist() { # label key args...
-  local label="$1" key="$2" out rc=0; shift 2
-  out="$(serve_or_mpi d2 2 "$TOOL" "$@")" || rc=$?
+dist() { # label key [N=4] args...
+  local label="$1" key="$2" n=2 out rc=0; shift 2
+  case "$1" in N=*) n="${1#N=}"; shift ;; esac
+  out="$(serve_or_mpi d$n $n "$TOOL" "$@")" || rc=$?
   check "$label" "$key" "$out"
   local fz; fz="$(grep '^frozen' <<<"$out" || true)"
   if [ $rc -ne 0 ] || [ -z "$fz" ] || [ "$(cut -d' ' -f2 <<<"$fz")" != "$(cut -d' ' -f4 <<<"$fz")" ]; then
@@ -74,6 +76,8 @@ Q=(--lora 4 --quant nf4 --n-embd 64)
 for s in ddp zero1 zero2 zero3; do dist "nf4 gpt2 fp32 N=2 $s" nf4 $s 1 4 "${Q[@]}"; done
 for s in ddp zero3; do dist "nf4 gpt2 bf16 N=2 $s" nf4-bf16 $s 1 4 "${Q[@]}" --precision bf16; done
 for s in ddp zero2 zero3; do dist "int8 llama N=2 $s" int8 $s 1 4 --arch llama --lora 4 --quant int8; done
+dist "nf4 gpt2 fp32 N=4 ddp" nf4-4 N=4 ddp 1 3 "${Q[@]}"
+dist "nf4 gpt2 fp32 N=4 hybrid (zero3 in groups of 2)" nf4-4 N=4 hybrid 1 3 --hybrid 2 "${Q[@]}"
 qmem() { # label args...
   local label="$1" out rc=0 exact; shift
   out="$(serve_or_mpi m2 2 "$MEMT" "$@")" || rc=$?

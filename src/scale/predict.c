@@ -177,7 +177,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
                            .post_gather_s = post};
     zt_scale_step st = zt_scale_schedule(&t);
 
-    /* tp all-reduces of the slowest stage: on the critical path, moved from compute to exposed */
+    /* tp all-reduces and cp exchanges of the slowest stage: on the critical path, moved from compute to exposed
+     * (cp's bytes are not in node_out: its groups sit inside a node up to per_node / tp parts) */
     double tp_s = 0, cp_s = 0;
     for (int u = first; u < end; u++) tp_s += (tpf[u] + tpb[u]) * GA, cp_s += (cpf[u] + cpb[u]) * GA;
     /* the pipeline: the bubble and 2·(m + p - 1) transfers of a (B, T, C) activation */

@@ -57,17 +57,21 @@ static void check_experts(cfg_ctx *x) {
         zt_cfg_error(x, "%s%smodel.n_experts_per_token: %d: the top-k must be 1 .. model.n_experts (%d)", PFX(w),
                      m->n_experts_per_token, m->n_experts);
     }
+    static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
+    char tp[16], cp[16];
+    snprintf(tp, sizeof tp, "%d", c->tensor_parallel_size);
+    snprintf(cp, sizeof cp, "%d", c->context_parallel_size);
     const struct {
-        const char *key;
-        int value;
+        const char *key, *value;
         bool refused;
-    } no[] = {{"parallel.tensor_parallel_size", c->tensor_parallel_size, c->tensor_parallel_size > 1},
-              {"parallel.context_parallel_size", c->context_parallel_size, c->context_parallel_size > 1},
-              {"precision.mode", c->precision, c->precision != ZT_CFG_PREC_FP32}};
+    } no[] = {{"parallel.tensor_parallel_size", tp, c->tensor_parallel_size > 1},
+              {"parallel.context_parallel_size", cp, c->context_parallel_size > 1},
+              {"precision.mode", c->precision >= 0 && c->precision < 4 ? modes[c->precision] : "?",
+               c->precision != ZT_CFG_PREC_FP32}};
     for (size_t k = 0; k < sizeof no / sizeof *no; k++)
         if (no[k].refused && !bad(x, no[k].key)) {
             w = LOC(no[k].key, "model.n_experts");
-            zt_cfg_error(x, "%s%s%s: %d with model.n_experts %d: mixture-of-experts blocks run whole and in fp32 "
+            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run whole and in fp32 "
                          "(precision.mode fp32, no tensor or context parallelism): not built", PFX(w), no[k].key,
                          no[k].value, m->n_experts);
         }

@@ -7,7 +7,12 @@
 #  2. bit-identical parameters and losses after 8 steps (tool_dist_check --arch llama-moe, dropless,
 #     both router losses on): one process with 2 micro-batches = ddp, zero1, zero2, zero3 on 2
 #     ranks, and zero3 with full and selective activation checkpointing;
-#  3. bad shapes and what is not built: exit 2 naming the keys and numbers.
+#  3. bad shapes and what is not built: exit 2 naming the keys and numbers;
+#  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
+#     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
+#     directory read as transformers names it) what zerotrain scores on the checkpoint, to 1e-5;
+#     the directory read back and written again (sharded -> one file -> one file) is byte-identical,
+#     and model.init_hf trains from it.
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
@@ -59,4 +64,21 @@ bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.c
 bad "expert parallelism" "parallel.expert_parallel_size: 2: expert parallelism (all-to-all dispatch) is not built" \
   "${cfg[@]}" --set parallel.expert_parallel_size=2
 bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
+
+# ---- 4. Hugging Face Mixtral ---------------------------------------------------------------------
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
+printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 3, warmup_steps: 1, lr: 3e-3}\n' \
+  "$T/d.bin" > "$T/h.yaml" # z-loss 0: Mixtral's config.json has no z-loss
+"$Z" train "$T/h.yaml" --ckpt-dir "$T/ck" >/dev/null
+"$Z" export "$T/ck" --hf "$T/hf" --shard-size 2MB >/dev/null
+zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
+if out="$(/usr/bin/python3 "$SRC/tests/moe_hf.py" "$T/hf" "$T/v.bin" 4 16 "$zt" 2>&1)"; then echo "ok   $out"
+else echo "FAIL Mixtral directory in PyTorch: $out"; fail=1; fi
+"$Z" export "$T/hf" --hf "$T/one" >/dev/null && "$Z" export "$T/one" --hf "$T/two" >/dev/null
+if cmp -s "$T/one/model.safetensors" "$T/two/model.safetensors" && grep -q '"model_type":.*"mixtral"' "$T/two/config.json"
+then echo "ok   Mixtral directory read back and written again: byte-identical"
+else echo "FAIL Mixtral directory round trip differs"; fail=1; fi
+if out="$("$Z" train "$T/h.yaml" --set model.init_hf="$T/hf" --set training.steps=1 2>&1)" &&
+   grep -q "model llama" <<<"$out"; then echo "ok   model.init_hf from the Mixtral directory trains"
+else echo "FAIL model.init_hf from the Mixtral directory:"; echo "$out" | tail -3; fail=1; fi
 exit $fail

@@ -870,6 +870,9 @@ typedef struct zt_moe_stats {
     double max_over_mean;
 } zt_moe_stats;
 int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out);
+/* The counters zt_engine_moe_stats reads (per unit, E + 1 each), to sum over ranks before it: NULL
+ * without experts; *n their count. */
+int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n);
 /* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree
  * iff this agrees. A collective under zero3/hybrid (it gathers); same value on every rank. */
 uint64_t zt_engine_param_hash(zt_engine *e);

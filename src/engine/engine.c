@@ -588,6 +588,11 @@ int64_t *zt_engine_moe_counts(zt_engine *e, int u) {
     return e->moe_counts ? e->moe_counts + (size_t)u * (e->model->moe_experts + 1) : NULL;
 }
 
+int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n) {
+    *n = e->moe_counts ? (size_t)e->model->n_units * (e->model->moe_experts + 1) : 0;
+    return e->moe_counts;
+}
+
 int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out) {
     const zt_model *m = e->model;
     memset(out, 0, sizeof *out);

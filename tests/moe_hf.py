@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""moe_hf.py HF_DIR TOKENS.bin B T ZT_LOSS - a Mixtral directory zerotrain exported, read as
+"""moe_hf.py HF_DIR TOKENS.bin B T ZT_LOSS [DUMP...] - a Mixtral directory zerotrain exported, read as
 transformers would read it: config.json (model_type mixtral, num_local_experts, num_experts_per_tok,
 router_aux_loss_coef) and the per-expert tensors model.layers.L.block_sparse_moe.experts.E.w1/w2/w3
 (read by safetensors_torch.py's reader, through the index when sharded). The experts are stacked
 back into zerotrain's layout and the loss computed by torch_oracle.py's Llama with its Mixtral block
 (cross-entropy + router_aux_loss_coef x each layer's load-balancing loss) on the first B windows of
-T+1 tokens; it must match zerotrain's (tool_score on the checkpoint) to 1e-5 relative."""
+T+1 tokens; it must match zerotrain's (tool_score on the checkpoint) to 1e-5 relative. Then the
+oracle dumps given (torch_oracle.py's check, in this process: torch is imported once)."""
 import json
 import os
 import sys
@@ -15,10 +16,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_torch import read_hf_dir  # noqa: E402
-from torch_oracle import llama_loss  # noqa: E402
+from torch_oracle import check, llama_loss  # noqa: E402
 
 
 def main():
+    torch.set_num_threads(2)
     d, tokens, B, T, zt_loss = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     cfg = json.load(open(os.path.join(d, "config.json")))
     assert cfg["model_type"] == "mixtral" and cfg["architectures"] == ["MixtralForCausalLM"], cfg
@@ -47,7 +49,11 @@ def main():
     rel = abs(loss - zt_loss) / abs(loss)
     print(f"Mixtral directory: {len(P)} tensors ({E} experts of {L} layers stacked), torch loss {loss:.9g}, "
           f"zerotrain {zt_loss:.9g}, relative difference {rel:.2e}")
-    sys.exit(0 if rel <= 1e-5 else 1)
+    failures = rel > 1e-5
+    for dump in sys.argv[6:]:
+        print(f"{dump.rsplit('/', 1)[-1]}:")
+        failures += check(dump)
+    sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":

@@ -62,12 +62,16 @@ static const preset PRESETS[] = {
      * parameters, 12.9B active (docs/models.md counts them) */
     {"mixtral-8x7b", {32768, 32000, 32, 32, 4096, 8, 14336, 1000000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
                       8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f}},
+    /* bench/moe.sh: llama-124M with 8 experts of half its MLP width, top-2: the dense model's
+     * active parameters and FLOPs per token (plus the router's 8·768 per layer) */
+    {"llama-124M-moe", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
+                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f}},
     /* tests: llama-tiny's attention, 4 experts of width 96, top-2 */
     {"llama-tiny-moe", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
                         4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f}},
 };
 #define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, " \
-                     "mixtral-8x7b, llama-tiny-moe"
+                     "mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
 
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)

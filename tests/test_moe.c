@@ -126,29 +126,7 @@ static zt_engine *engine_for(zt_model *m, int B, int T) {
     return e;
 }
 
-static double loss_along(zt_engine *e, const zt_model *m, const zt_batch *b, const float *dir, float t) {
-    zt_error err = {0};
-    int64_t k = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        float *p = zt_engine_param(e, i);
-        for (int64_t j = 0; j < m->params[i].numel; j++, k++) p[j] += t * dir[k];
-    }
-    float loss;
-    assert_int_equal(zt_engine_forward(e, b, &loss, NULL, &err), ZT_OK);
-    k = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        float *p = zt_engine_param(e, i);
-        for (int64_t j = 0; j < m->params[i].numel; j++, k++) p[j] -= t * dir[k];
-    }
-    return loss;
-}
-
-/* Richardson-extrapolated central difference, as test_model.c's */
-static double richardson(zt_engine *e, const zt_model *m, const zt_batch *b, const float *dir, float h) {
-    double d1 = (loss_along(e, m, b, dir, h) - loss_along(e, m, b, dir, -h)) / (2.0 * h);
-    double d2 = (loss_along(e, m, b, dir, h / 2) - loss_along(e, m, b, dir, -h / 2)) / h;
-    return (4.0 * d2 - d1) / 3.0;
-}
+#include "test_engine_fd.h" /* loss_of, loss_along, richardson */
 
 /* The model's gradients against finite differences (test_model.c's bounds: 1% + 1e-4 along random
  * directions, 2% + 2e-4 per element) with the router losses weighted heavily, so that their
@@ -264,11 +242,11 @@ static void test_losses_and_counters(void **state) {
         uint64_t s = 5;
         for (int i = 0; i < B * T + 1; i++) tok[i] = (int32_t)(lcg(&s) % 37u);
         zt_batch b = {.B = B, .T = T, .inputs = tok, .targets = tok + 1, .dloss = 1.0f / (B * T), .logits_pos = -1};
-        float base, with;
+        double base, with;
         for (int i = 0; i < m->n_params; i++)
             if (strstr(m->params[i].name, "block_sparse_moe.gate"))
                 memset(zt_engine_param(e, i), 0, (size_t)m->params[i].numel * sizeof(float));
-        assert_int_equal(zt_engine_forward(e, &b, &base, NULL, &err), ZT_OK);
+        base = loss_of(e, &b);
         zt_moe_stats st;
         assert_int_equal(zt_engine_moe_stats(e, &st), 2);
         int64_t sum = 0;
@@ -288,7 +266,7 @@ static void test_losses_and_counters(void **state) {
         for (int i = 0; i < m->n_params; i++)
             if (strstr(m->params[i].name, "block_sparse_moe.gate"))
                 memset(zt_engine_param(e, i), 0, (size_t)m->params[i].numel * sizeof(float));
-        assert_int_equal(zt_engine_forward(e, &b, &with, NULL, &err), ZT_OK);
+        with = loss_of(e, &b);
         double want = 2 * (0.1 * 2 + 0.01 * log(4.0) * log(4.0));
         assert_float_equal(with - base, want, 2e-5);
         zt_engine_free(e);

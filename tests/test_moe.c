@@ -57,7 +57,7 @@ static void test_router_backward_matches_finite_differences(void **state) {
             float probs[RN * RE], lse[RN], w[RN * RK], dl[RN * RE];
             int32_t idx[RN * RK], counts[RE], offsets[RE + 1], order[RN * RK], row_of[RN * RK];
             moe_router_forward(probs, lse, idx, w, logits, RN, RE, RK, norm);
-            assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, RN, RE, RK, 0), 0);
+            assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, RN, RE, RK, 0, 1), 0);
             moe_router_backward(dl, c, probs, lse, w, idx, counts, RN, RE, RK, norm, (float)a, (float)b);
             double worst = 0;
             for (int i = 0; i < RN * RE; i++) {
@@ -88,15 +88,22 @@ static void test_route_plan_order_and_capacity(void **state) {
     const int N = 5, E = 3, k = 2;
     const int32_t idx[] = {2, 0, 0, 1, 2, 1, 0, 2, 1, 0}; /* token t's choices at 2t, 2t+1 */
     int32_t counts[3], offsets[4], order[10], row_of[10];
-    assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, N, E, k, 0), 0);
+    assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, N, E, k, 0, 1), 0);
     const int32_t want_counts[] = {4, 3, 3}, want_order[] = {1, 2, 6, 9, 3, 5, 8, 0, 4, 7};
     assert_memory_equal(counts, want_counts, sizeof want_counts);
     assert_memory_equal(order, want_order, sizeof want_order);
     for (int r = 0; r < 10; r++) assert_int_equal(row_of[order[r]], r);
-    assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, N, E, k, 2), 4); /* 4 - 2 + 3 - 2 + 3 - 2 */
+    assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, N, E, k, 2, 1), 4); /* 4 - 2 + 3 - 2 + 3 - 2 */
     assert_int_equal(offsets[3], 6);
     assert_int_equal(row_of[6], -1); /* token 3's expert 0: its third token */
     assert_int_equal(row_of[9], -1);
+    /* each expert's rows padded to whole tiles (4 here): padding rows have no slot */
+    int32_t porder[10 + 3 * 3];
+    assert_int_equal(moe_route_plan(counts, offsets, porder, row_of, idx, N, E, k, 0, 4), 0);
+    const int32_t want_offsets[] = {0, 4, 8, 12}, want_porder[] = {1, 2, 6, 9, 3, 5, 8, -1, 0, 4, 7, -1};
+    assert_memory_equal(offsets, want_offsets, sizeof want_offsets);
+    assert_memory_equal(porder, want_porder, sizeof want_porder);
+    assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, N, E, k, 2, 1), 4);
     /* combine: a dropped slot adds nothing; the others weighted in top-k order */
     float y[6 * 1] = {1, 2, 3, 4, 5, 6}, w[10], out[5];
     for (int i = 0; i < 10; i++) w[i] = 0.5f;

@@ -364,11 +364,12 @@ void swiglu_backward_to(void *dgate, void *dup, int kind, const float *dout, con
 void moe_router_forward(float *probs, float *lse, int32_t *idx, float *w, const float *logits, int N, int E, int k,
                         bool norm_topk);
 /* The routing plan of idx (N,k): counts (E) the slots choosing each expert; offsets (E+1) the
- * first row of each expert's kept slots; order (R) the slot of each row; row_of (N*k) each slot's
- * row, -1 where it is dropped: capacity > 0 keeps an expert's first `capacity` tokens (0: dropless).
- * Returns the slots dropped. Serial, O(N*k + E). */
+ * first row of each expert's block, each block its kept slots padded to a multiple of align rows
+ * (R = offsets[E] <= N*k + E*(align-1)); order (R) the slot of each row, -1 for padding; row_of
+ * (N*k) each slot's row, -1 where it is dropped: capacity > 0 keeps an expert's first `capacity`
+ * tokens (0: dropless). Returns the slots dropped. Serial, O(R + N*k + E). */
 int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *row_of, const int32_t *idx, int N,
-                   int E, int k, int capacity);
+                   int E, int k, int capacity, int align);
 /* aux = E * sum_e (counts_e / N) * mean_t probs_te (load balancing); z = mean_t lse_t^2 */
 void moe_router_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *counts, int N,
                        int E);
@@ -377,13 +378,14 @@ void moe_router_losses(double *aux, double *z, const float *probs, const float *
 void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
                          const int32_t *idx, const int32_t *counts, int N, int E, int k, bool norm_topk,
                          float aux_scale, float z_scale);
-/* xp (rows,C): xp[r] = x[order[r] / k] */
+/* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding) */
 void moe_gather_rows(float *xp, const float *x, const int32_t *order, int rows, int k, int C);
 /* out (N,C) = sum_j w_tj y[row_of(t,j)] (assigned; dropped slots add nothing) */
 void moe_combine_forward(float *out, const float *y, const float *w, const int32_t *row_of, int N, int k, int C);
-/* dy (rows,C) = w_tj dout_t at row_of(t,j) (assigned), dw (N,k) = <dout_t, y[row_of(t,j)]> (0: dropped) */
+/* dy (rows,C) = w_tj dout_t at row_of(t,j) (assigned), dw (N,k) = <dout_t, y[row_of(t,j)]> (0: dropped);
+ * dy's padding rows (order[r] < 0) zeroed */
 void moe_combine_backward(float *dy, float *dw, const float *dout, const float *y, const float *w,
-                          const int32_t *row_of, int N, int k, int C);
+                          const int32_t *row_of, const int32_t *order, int rows, int N, int k, int C);
 /* dx (N,C) = sum_j dxp[row_of(t,j)] (assigned) */
 void moe_scatter_rows(float *dx, const float *dxp, const int32_t *row_of, int N, int k, int C);
 /* out (rows,OC): rows [offsets[e], offsets[e+1]) = in's rows @ W_e^T, W (E*OC, C) stacked, W_e its

@@ -3,7 +3,7 @@
  * expert, then token; row_of[t*k + j] is the row of token t's j-th choice (-1: dropped over the
  * capacity).
  *
- *   gather     xp[r] = x[order[r] / k]                         (forward: tokens to experts)
+ *   gather     xp[r] = x[order[r] / k], 0 for padding rows    (forward: tokens to experts)
  *   combine    out_t = sum_j w_tj y[row_of(t,j)]                (forward: weighted, back in token order)
  *   combine'   dy[row] = w_tj dout_t, dw_tj = <dout_t, y[row]>  (backward)
  *   scatter    dx_t = sum_j dxp[row_of(t,j)]                    (backward of gather)
@@ -21,8 +21,10 @@ void moe_gather_rows(float *xp, const float *x, const int32_t *order, int rows, 
     {
         size_t r0, r1;
         zt_split_range((size_t)rows, 1, zt_thread_num(), zt_num_threads(), &r0, &r1);
-        for (size_t r = r0; r < r1; r++)
-            memcpy(xp + r * (size_t)C, x + (size_t)(order[r] / k) * C, (size_t)C * sizeof *xp);
+        for (size_t r = r0; r < r1; r++) {
+            if (order[r] < 0) memset(xp + r * (size_t)C, 0, (size_t)C * sizeof *xp); /* padding */
+            else memcpy(xp + r * (size_t)C, x + (size_t)(order[r] / k) * C, (size_t)C * sizeof *xp);
+        }
     }
 }
 
@@ -47,11 +49,14 @@ void moe_combine_forward(float *out, const float *y, const float *w, const int32
 }
 
 void moe_combine_backward(float *dy, float *dw, const float *dout, const float *y, const float *w,
-                          const int32_t *row_of, int N, int k, int C)
+                          const int32_t *row_of, const int32_t *order, int rows, int N, int k, int C)
 {
 #pragma omp parallel
     {
-        size_t t0, t1;
+        size_t r0, r1, t0, t1;
+        zt_split_range((size_t)rows, 1, zt_thread_num(), zt_num_threads(), &r0, &r1);
+        for (size_t r = r0; r < r1; r++)
+            if (order[r] < 0) memset(dy + r * (size_t)C, 0, (size_t)C * sizeof *dy); /* padding */
         zt_split_range((size_t)N, 1, zt_thread_num(), zt_num_threads(), &t0, &t1);
         for (size_t t = t0; t < t1; t++) {
             const float *d = dout + t * (size_t)C;

@@ -11,7 +11,10 @@
  * Backward: d logits_t = p_t ⊙ (g_t - <p_t, g_t>) with g_te = the top-k weights' gradient (through
  * the normalization) + aux_scale * E f_e / N, plus z_scale * 2 lse_t p_te / N for the z loss.
  * Every token's work is its own (threads split the tokens); the losses' sums run serially in
- * double, in token then expert order: the bits never depend on the thread count.
+ * double, in token then expert order: the bits never depend on the thread count. The plan pads each
+ * expert's rows to a multiple of `align` (zero rows, order -1): the experts' products then come in
+ * few shapes, which oneDNN's primitive cache (gemm.c) keeps, where every row count would make its
+ * own primitive each step.
  */
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
@@ -59,7 +62,7 @@ void moe_router_forward(float *probs, float *lse, int32_t *idx, float *w, const 
 }
 
 int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *row_of, const int32_t *idx, int N,
-                   int E, int k, int capacity)
+                   int E, int k, int capacity, int align)
 {
     for (int e = 0; e < E; e++) counts[e] = 0;
     for (size_t s = 0; s < (size_t)N * k; s++) counts[idx[s]]++;
@@ -68,16 +71,20 @@ int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *r
     for (int e = 0; e < E; e++) {
         int kept = capacity > 0 && counts[e] > capacity ? capacity : counts[e];
         dropped += counts[e] - kept;
-        offsets[e + 1] = offsets[e] + kept;
+        offsets[e + 1] = offsets[e] + (kept + align - 1) / align * align; /* padded to whole tiles */
     }
+    for (int r = 0; r < offsets[E]; r++) order[r] = -1; /* padding rows until filled */
     /* each expert's rows in token order (a token chooses an expert at most once): the slots walked
      * in order fill each expert's rows from its offset, the earliest tokens first (Megatron's
      * "position" drop policy beyond the capacity) */
-    int32_t fill[E];
-    for (int e = 0; e < E; e++) fill[e] = offsets[e];
+    int32_t fill[E], end[E];
+    for (int e = 0; e < E; e++) {
+        fill[e] = offsets[e];
+        end[e] = offsets[e] + (capacity > 0 && counts[e] > capacity ? capacity : counts[e]);
+    }
     for (size_t s = 0; s < (size_t)N * k; s++) {
         int e = idx[s];
-        if (fill[e] < offsets[e + 1]) {
+        if (fill[e] < end[e]) {
             order[fill[e]] = (int32_t)s;
             row_of[s] = fill[e]++;
         } else {

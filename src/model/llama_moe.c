@@ -10,7 +10,8 @@
  *   Router losses, added to the micro-batch's loss through zt_unit_args.aux_loss:
  *   router_aux_loss_coef · E·sum_e f_e·P_e + router_z_loss_coef · mean_t logsumexp_t²
  *   (kernels/moe_router.c). Each MoE block's losses count on their own (summed over the layers).
- * Saved (kept whole under selective checkpointing), N tokens, R = N·k rows at most:
+ * Saved (kept whole under selective checkpointing), N tokens, R rows at most: N·k (or E x the
+ * capacity) and each expert's padding to whole tiles of ROW_TILE rows:
  *   probs (N,E) | lse (N) | w (N,k) | idx (N,k) | counts (E) | offsets (E+1) | order (R) |
  *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
  * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C) | dgate (R,I) | dup (R,I) | dxp (R,C).
@@ -34,10 +35,14 @@ int zt_moe_capacity(const zt_llama_config *c, int N) {
     return cap < N ? (int)cap : N;
 }
 
-/* rows of the permuted experts' input at most: N·k, or E x the capacity when fewer */
+/* Each expert's rows are padded to whole tiles of ROW_TILE (moe_route_plan): a few shapes for the
+ * grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md, "Mixture of experts") */
+enum { ROW_TILE = 64 };
+
+/* rows of the permuted experts' input at most: N·k, or E x the capacity when fewer, and the padding */
 static size_t max_rows(const zt_llama_config *c, size_t N) {
     size_t R = N * (size_t)c->n_experts_per_token, capped = (size_t)c->n_experts * zt_moe_capacity(c, (int)N);
-    return capped < R ? capped : R;
+    return (capped < R ? capped : R) + (size_t)c->n_experts * (ROW_TILE - 1);
 }
 
 typedef struct moe_saved {
@@ -86,7 +91,7 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     /* a non-finite router logit routes somewhere (the top-k always picks k experts) and reaches the
      * loss as NaN: the step guard skips the step as the non-finite policy says */
     moe_router_forward(s.probs, s.lse, s.idx, s.w, logits, N, E, k, c->norm_topk_prob);
-    int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N));
+    int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N), ROW_TILE);
     int R = s.offsets[E];
     moe_gather_rows(s.xp, x, s.order, R, k, C);
     moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
@@ -118,7 +123,7 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k;
     float *dgate = dy + R * C, *dup = dgate + R * I, *dxp = dup + R * I;
     int rows = s.offsets[E];
-    moe_combine_backward(dy, dw, dout, s.y, s.w, s.row_of, N, k, C);
+    moe_combine_backward(dy, dw, dout, s.y, s.w, s.row_of, s.order, rows, N, k, C);
     /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
     moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
     swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);

@@ -254,7 +254,11 @@ static void test_losses_and_counters(void **state) {
             if (strstr(m->params[i].name, "block_sparse_moe.gate"))
                 memset(zt_engine_param(e, i), 0, (size_t)m->params[i].numel * sizeof(float));
         base = loss_of(e, &b);
+        float trained;
         zt_moe_stats st;
+        assert_int_equal(zt_engine_moe_stats(e, &st), 0); /* evaluation does not count */
+        assert_int_equal(zt_engine_forward_backward(e, &b, &trained, &err), ZT_OK);
+        assert_float_equal(trained, base, 0.0f);
         assert_int_equal(zt_engine_moe_stats(e, &st), 2);
         int64_t sum = 0;
         for (int x = 0; x < 4; x++) sum += st.tokens[x];

@@ -231,9 +231,9 @@ typedef struct zt_unit_args {
      * the micro-batch's counted targets x zt_batch.dloss x the fp16 loss scale (0 in forward). */
     double *aux_loss;
     float aux_dloss;
-    /* Forward, when non-NULL: a mixture-of-experts unit adds the tokens each of its experts got this
-     * micro-batch into moe_counts[0 .. E) and the slots dropped over the capacity into
-     * moe_counts[E] (the engine's per-unit counters, zt_engine_moe_counts) */
+    /* A training forward (not evaluation), when non-NULL: a mixture-of-experts unit adds the tokens
+     * each of its experts got this micro-batch into moe_counts[0 .. E) and the slots dropped over
+     * the capacity into moe_counts[E] (the engine's per-unit counters, zt_engine_moe_stats) */
     int64_t *moe_counts;
 } zt_unit_args;
 

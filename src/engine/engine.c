@@ -647,7 +647,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
                           .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
-                          .aux_loss = &aux, .moe_counts = zt_engine_moe_counts(e, u)};
+                          .aux_loss = &aux, .moe_counts = training ? zt_engine_moe_counts(e, u) : NULL};
         zt_recompute_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();

@@ -21,6 +21,9 @@
  * docs/precision.md); everything else is fp32. Selective checkpointing keeps the first part and
  * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
  * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
+ * A mixture of experts (n_experts > 0, llama_moe.c): the block's MLP is sparse, Mixtral's; its
+ * parameters are the router and the experts' w1, w2 (in gate, up, down's places) and w3 (after the
+ * norms), gate, up and h are empty and the MoE's own saved buffers follow up in the kept part.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
  * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product). Sequence
  * parallelism (layers.h) cuts xn1, xn2, rstd1, rstd2, res2 and the head's xn and rstd to the
@@ -116,7 +119,7 @@ static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_fl
                                           .reads_lp = emb_reads_lp};
 
 /* ---------------------------------------------------------------------------------------------
- * decoder block unit: 9 params in Hugging Face's state-dict order */
+ * decoder block unit: 9 params in Hugging Face's state-dict order (10 with experts) */
 enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT };
 /* a mixture-of-experts block (llama_moe.c): the router and the stacked experts' w1, w2 in the dense
  * MLP's places, w3 after the norms */

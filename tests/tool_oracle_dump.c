@@ -3,10 +3,14 @@
  * file that torch_oracle.py reads.
  *   tool_oracle_dump OUT [L C NH V maxT B T] [--packed]
  *   tool_oracle_dump OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE [--packed]
+ *   tool_oracle_dump OUT moe L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE E K IE NORM AUX Z CAP
+ *     (a Llama mixture of experts: E experts, top-K, width IE, norm_topk_prob NORM, the router
+ *     losses' coefficients AUX and Z, capacity factor CAP; its router weights x ROUTER_SCALE)
  * --packed: every row packs documents (zt_batch.positions), of lengths cycling over 1 9 4 13 2 7 ..
  * from the row's index.
  * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama; | 0x100 packed) | i32 maxT V
- * L NH C B T | version 2: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | i32
+ * L NH C B T | version 2, 3: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | version 3
+ * (mixture of experts): i32 E K IE NORM | f32 AUX Z CAP | i32
  * inputs[B*T] | i32 targets[B*T] | packed: i32 positions[B*T] | f32 loss | u32 n_params | per
  * parameter: u16 name_len, name, u32 ndim, i64 shape[ndim], f32 param[numel], f32 grad[numel]. */
 #include "zerotrain/zerotrain.h"
@@ -18,7 +22,8 @@
 int main(int argc, char **argv) {
     bool packed = argc > 2 && !strcmp(argv[argc - 1], "--packed");
     if (packed) argc--;
-    bool llama = argc == 18 && !strcmp(argv[2], "llama");
+    bool moe = argc == 25 && !strcmp(argv[2], "moe");
+    bool llama = (argc == 18 && !strcmp(argv[2], "llama")) || moe;
     if (argc != 2 && argc != 9 && !llama) {
         fprintf(stderr, "usage: %s OUT [L C NH V maxT B T]\n"
                 "       %s OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE\n", argv[0], argv[0]);
@@ -41,6 +46,11 @@ int main(int argc, char **argv) {
                                                 atoi(a[13])},
                                .tie_embeddings = atoi(a[14]) != 0};
         B = atoi(a[7]), T = atoi(a[8]);
+        if (moe) {
+            lc.n_experts = atoi(a[15]), lc.n_experts_per_token = atoi(a[16]), lc.moe_intermediate_size = atoi(a[17]);
+            lc.norm_topk_prob = atoi(a[18]) != 0, lc.router_aux_loss_coef = strtof(a[19], NULL);
+            lc.router_z_loss_coef = strtof(a[20], NULL), lc.capacity_factor = strtof(a[21], NULL);
+        }
         c = (zt_gpt2_config){.n_layer = lc.n_layer, .n_embd = lc.n_embd, .n_head = lc.n_head,
                              .vocab_size = lc.vocab_size, .max_seq_len = lc.max_seq_len};
     }
@@ -54,6 +64,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.msg);
         return err.code;
     }
+    /* a router with larger logits than the initialization's (std 0.02 x 8): probabilities far
+     * from uniform, so that the routing weights, the losses and their gradients vary by token */
+    for (int i = 0; moe && i < m->n_params; i++)
+        if (strstr(m->params[i].name, "block_sparse_moe.gate"))
+            for (int64_t j = 0; j < m->params[i].numel; j++) zt_engine_param(e, i)[j] *= 8.0f;
     int n = B * T;
     int32_t *tok = malloc((size_t)(n + 1) * sizeof *tok);
     uint64_t s = 777;
@@ -78,7 +93,7 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 8;
     }
-    uint32_t version = (llama ? 2 : 1) | (packed ? 0x100 : 0), np = (uint32_t)m->n_params;
+    uint32_t version = (moe ? 3 : llama ? 2 : 1) | (packed ? 0x100 : 0), np = (uint32_t)m->n_params;
     int32_t hdr[7] = {c.max_seq_len, c.vocab_size, c.n_layer, c.n_head, c.n_embd, B, T};
     fwrite("ZTORACLE", 1, 8, f);
     fwrite(&version, 4, 1, f);
@@ -91,6 +106,12 @@ int main(int argc, char **argv) {
         fwrite(ints, 4, 2, f);
         fwrite(fl, 4, 5, f);
         fwrite(tail, 4, 2, f);
+        if (moe) {
+            int32_t mi[4] = {lc.n_experts, lc.n_experts_per_token, lc.moe_intermediate_size, lc.norm_topk_prob};
+            float mf[3] = {lc.router_aux_loss_coef, lc.router_z_loss_coef, lc.capacity_factor};
+            fwrite(mi, 4, 4, f);
+            fwrite(mf, 4, 3, f);
+        }
     }
     fwrite(tok, 4, (size_t)n, f);
     fwrite(tok + 1, 4, (size_t)n, f);

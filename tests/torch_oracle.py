@@ -45,15 +45,19 @@ def read_dump(path):
     (version,) = take("I")
     packed = bool(version & 0x100)
     version &= 0xff
-    assert version in (1, 2)
+    assert version in (1, 2, 3)
     maxT, V, L, NH, C, B, T = take("7i")
     llama = None
-    if version == 2:
+    if version >= 2:
         NKV, I = take("2i")
         theta, eps, factor, low, high = take("5f")
         orig, tie = take("2i")
         llama = dict(NKV=NKV, I=I, theta=theta, eps=eps, factor=factor, low=low, high=high, orig=orig,
-                     tie=bool(tie))
+                     tie=bool(tie), moe=None)
+    if version == 3:  # a mixture of experts
+        E, K, IE, norm = take("4i")
+        aux, z, cap = take("3f")
+        llama["moe"] = dict(E=E, K=K, IE=IE, norm=bool(norm), aux=aux, z=z, cap=cap)
     n = B * T
     inputs = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
     targets = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
@@ -153,6 +157,7 @@ def llama_loss(cfg, P, idx, targets):
     emb = torch.cat((ang, ang), dim=-1).double()
     cos, sin = emb.cos().float()[:, None], emb.sin().float()[:, None]  # (B, 1, T, hs)
     x = P["embed_tokens.weight"][idx]
+    extra = 0.0  # the MoE blocks' router losses
     for l in range(L):
         h = lambda s: P[f"layers.{l}.{s}"]
         xn = rms_norm(x, h("input_layernorm.weight"), eps)
@@ -167,11 +172,46 @@ def llama_loss(cfg, P, idx, targets):
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         x = x + F.linear(y, h("self_attn.o_proj.weight"))
         xn = rms_norm(x, h("post_attention_layernorm.weight"), eps)
+        if lc["moe"]:
+            out, aux = moe_mlp(lc["moe"], h, xn.view(B * T, C))
+            x = x + out.view(B, T, C)
+            extra = extra + aux
+            continue
         g = F.silu(F.linear(xn, h("mlp.gate_proj.weight"))) * F.linear(xn, h("mlp.up_proj.weight"))
         x = x + F.linear(g, h("mlp.down_proj.weight"))
     x = rms_norm(x, P["norm.weight"], eps)
     logits = F.linear(x, P["embed_tokens.weight"] if lc["tie"] else P["lm_head.weight"])
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1)) + extra
+
+
+def moe_mlp(mc, h, xn):
+    """Mixtral's sparse MLP (transformers' MixtralSparseMoeBlock, written out): the router's softmax,
+    the top-k renormalized (norm_topk_prob), each expert's SwiGLU on the tokens that chose it (with a
+    capacity: its first ceil(N k / E cap) tokens in token order), weighted and added; then the router
+    losses: E sum_e f_e P_e (f_e: the fraction of tokens choosing e, HF's load_balancing_loss_func on
+    one layer) and mean logsumexp^2 (ST-MoE). The experts are stacked by rows in zerotrain's tensors
+    (experts.w1 (E I, C)): expert e's are rows e I .. (e+1) I."""
+    N, C = xn.shape
+    E, K, I = mc["E"], mc["K"], mc["IE"]
+    logits = F.linear(xn, h("block_sparse_moe.gate.weight"))
+    p = logits.softmax(dim=-1)
+    w, sel = torch.topk(p, K, dim=-1)
+    if mc["norm"]:
+        w = w / w.sum(dim=-1, keepdim=True)
+    cap = math.ceil(N * K / E * mc["cap"]) if mc["cap"] > 0 else N
+    w1 = h("block_sparse_moe.experts.w1.weight").view(E, I, C)
+    w3 = h("block_sparse_moe.experts.w3.weight").view(E, I, C)
+    w2 = h("block_sparse_moe.experts.w2.weight").view(E, C, I)
+    out = torch.zeros_like(xn)
+    for e in range(E):
+        tok, slot = torch.nonzero(sel == e, as_tuple=True)  # in token order
+        tok, slot = tok[:cap], slot[:cap]
+        y = F.linear(F.silu(F.linear(xn[tok], w1[e])) * F.linear(xn[tok], w3[e]), w2[e])
+        out = out.index_add(0, tok, w[tok, slot, None] * y)
+    f = F.one_hot(sel, E).float().sum(dim=1).mean(dim=0)  # (E): sums to K
+    aux = E * (f * p.mean(dim=0)).sum()
+    z = (torch.logsumexp(logits, dim=-1) ** 2).mean()
+    return out, mc["aux"] * aux + mc["z"] * z
 
 
 def check(path):

@@ -226,6 +226,17 @@ typedef struct zt_unit_args {
                               zt_unit_ops.assigns_grad said so): the unit's first write assigns it
                               and clears the bit (zt_linear_backward does both). The engine zeroes
                               what is left set after the unit returns. NULL: none, all += */
+    /* Auxiliary losses (a mixture of experts' router losses, src/model/llama_moe.c): forward adds
+     * a unit's coefficient-weighted terms for this micro-batch into *aux_loss, which the engine
+     * adds to the micro-batch's loss (NULL: not counted, as in a recomputation's forward); backward
+     * multiplies their gradients by aux_dloss, d(step loss)/d(the micro-batch's auxiliary term):
+     * the micro-batch's counted targets x zt_batch.dloss x the fp16 loss scale (0 in forward). */
+    double *aux_loss;
+    float aux_dloss;
+    /* A training forward (not evaluation), when non-NULL: a mixture-of-experts unit adds the tokens
+     * each of its experts got this micro-batch into moe_counts[0 .. E) and the slots dropped over
+     * the capacity into moe_counts[E] (the engine's per-unit counters, zt_engine_moe_stats) */
+    int64_t *moe_counts;
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -376,6 +387,7 @@ typedef struct zt_model {
      * more than one part also cuts the norms' and residuals' activations along T (zt_unit.seq_parts) */
     bool sequence_parallel;
     int loss_chunk_tokens; /* memory.loss_chunk_tokens, given to the loss unit (zt_unit.loss_chunk) */
+    int moe_experts;       /* experts of its mixture-of-experts units (0: none; zt_unit_args.moe_counts) */
 } zt_model;
 
 int zt_model_create(const char *name, zt_model **out, zt_error *err);
@@ -528,6 +540,18 @@ typedef struct zt_llama_config {
     zt_rope_scaling rope_scaling;
     bool tie_embeddings;    /* the LM head reads embed_tokens (HF tie_word_embeddings; no lm_head) */
     zt_attention attention; /* the attention kernel (default 0: flash); not part of the weights */
+    /* Mixture of experts (src/model/llama_moe.c, docs/models.md): n_experts > 0 makes every block's
+     * MLP a sparse one, Mixtral's: a router Linear (E,C), softmax, the top-k experts, each a SwiGLU
+     * MLP of width moe_intermediate_size; 0 experts: dense blocks, and the rest is ignored. */
+    int n_experts;             /* E (HF num_local_experts) */
+    int n_experts_per_token;   /* k (HF num_experts_per_tok) */
+    int moe_intermediate_size; /* each expert's width (0: intermediate_size, Mixtral's) */
+    int n_shared_experts;      /* always-on experts (DeepSeek/Qwen2-MoE); not built: must be 0 */
+    bool norm_topk_prob;       /* the top-k weights renormalized to sum 1 (Mixtral: true) */
+    float router_aux_loss_coef; /* load-balancing loss coefficient (HF router_aux_loss_coef) */
+    float router_z_loss_coef;  /* router z-loss coefficient (ST-MoE) */
+    float capacity_factor;     /* > 0: an expert takes at most ceil(N*k/E * factor) of a micro-batch's
+                                  N tokens, the rest dropped and counted; 0: dropless */
 } zt_llama_config;
 
 /* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",
@@ -845,6 +869,22 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
 float *zt_engine_param(zt_engine *e, int idx);
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);
+/* A mixture of experts' routing since the last call (which resets the counters): the tokens each
+ * expert got (summed over the MoE layers, the first ZT_MOE_STATS_MAX experts), the slots dropped
+ * over the capacity, and the balance: the largest over the layers of (the busiest expert's tokens /
+ * the mean per expert), 1 when perfectly even. This rank's micro-batches only. Returns the MoE
+ * layers that ran (0: none, or no experts; *out zeroed). */
+#define ZT_MOE_STATS_MAX 64
+typedef struct zt_moe_stats {
+    int n_experts;
+    int64_t tokens[ZT_MOE_STATS_MAX];
+    int64_t dropped;
+    double max_over_mean;
+} zt_moe_stats;
+int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out);
+/* The counters zt_engine_moe_stats reads (per unit, E + 1 each), to sum over ranks before it: NULL
+ * without experts; *n their count. */
+int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n);
 /* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree
  * iff this agrees. A collective under zero3/hybrid (it gathers); same value on every rank. */
 uint64_t zt_engine_param_hash(zt_engine *e);

@@ -110,7 +110,7 @@ int zt_hf_export_dir(zt_engine *e, const char *dir, const zt_hf_export_options *
     uint64_t total = 0, cur = 0;
     if (!first) rc = zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory");
     for (int i = 0; i < n && !rc; i++) {
-        uint64_t b = (uint64_t)m->params[ents[i].param].logical_numel * elem;
+        uint64_t b = (uint64_t)zt_st_entry_numel(m, &ents[i]) * elem;
         if (i == 0 || (o->shard_bytes && cur > 0 && cur + b > o->shard_bytes)) {
             first[ns++] = i;
             cur = 0;

@@ -8,7 +8,11 @@
  * stored. Checkpoints saved from GPT2LMHeadModel prefix names with "transformer.".
  * Llama (model_type llama, mistral): config.json is parsed into zt_hf_llama_config and its
  * names are transformers' LlamaForCausalLM ones: "model." + the name, except lm_head.weight; Linear
- * weights are (out, in) in both. */
+ * weights are (out, in) in both.
+ * Mixtral (model_type mixtral): a Llama with experts (zerotrain's llama_moe.c); the router is
+ * "model.layers.L.block_sparse_moe.gate.weight" as zerotrain names it, and each of zerotrain's
+ * expert weights stacked by expert ("layers.L.block_sparse_moe.experts.w1.weight", (E·I, C)) is E
+ * tensors "model.layers.L.block_sparse_moe.experts.E.w1.weight" (I, C) on disk (zt_hf_entries). */
 #include "ckpt/hf_arch.h"
 
 #include <math.h>
@@ -199,6 +203,29 @@ static int llama_parse(const cJSON *j, const char *path, zt_hf_model_config *c, 
     return ZT_OK;
 }
 
+/* Mixtral: Llama's fields (MixtralConfig's defaults are Mistral's) and the experts'. Routing noise
+ * is not built; sliding_window is not read (as Mistral's). */
+static int mixtral_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
+    zt_hf_llama_config *l = &c->llama;
+    int rc = llama_parse(j, path, c, err);
+    if (rc) return rc;
+    double jitter = 0;
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(j, "router_jitter_noise");
+    if (cJSON_IsNumber(jn)) jitter = jn->valuedouble;
+    if (jitter != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_jitter_noise %g: zerotrain's router adds no noise "
+                            "(0)", path, jitter);
+    const cJSON *aux = cJSON_GetObjectItemCaseSensitive(j, "router_aux_loss_coef");
+    l->router_aux_loss_coef = cJSON_IsNumber(aux) ? aux->valuedouble : 0.001;
+    if (!(l->router_aux_loss_coef >= 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_aux_loss_coef %g must be >= 0", path,
+                            l->router_aux_loss_coef);
+    if ((rc = get_int(j, "num_local_experts", 8, 2, 4096, path, &l->num_local_experts, err)) ||
+        (rc = get_int(j, "num_experts_per_tok", 2, 1, l->num_local_experts, path, &l->num_experts_per_tok, err)))
+        return rc;
+    return ZT_OK;
+}
+
 /* The Llama model config.json describes (zerotrain's llama.c; Mistral v0.1 is the same network
  * with full attention within its context: sliding_window is not read). */
 static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *err) {
@@ -208,7 +235,9 @@ static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *e
                                    .n_layer = l->num_hidden_layers, .n_head = l->num_attention_heads,
                                    .n_embd = l->hidden_size, .n_kv_head = l->num_key_value_heads,
                                    .intermediate_size = l->intermediate_size, .rope_theta = (float)l->rope_theta,
-                                   .rms_norm_eps = (float)l->rms_norm_eps, .tie_embeddings = l->tie_word_embeddings};
+                                   .rms_norm_eps = (float)l->rms_norm_eps, .tie_embeddings = l->tie_word_embeddings,
+                                   .n_experts = l->num_local_experts, .n_experts_per_token = l->num_experts_per_tok,
+                                   .norm_topk_prob = true, .router_aux_loss_coef = (float)l->router_aux_loss_coef};
     if (l->rope_scaling_type[0])
         spec.llama.rope_scaling = (zt_rope_scaling){(float)l->rope_factor, (float)l->rope_low_freq_factor,
                                                     (float)l->rope_high_freq_factor,
@@ -241,6 +270,14 @@ static void llama_write(const zt_model *m, cJSON *j) {
     } else {
         cJSON_AddNullToObject(j, "rope_scaling");
     }
+    if (l->n_experts > 0) { /* Mixtral's (its experts' width is intermediate_size) */
+        cJSON_ReplaceItemInObject(j, "intermediate_size", cJSON_CreateNumber(l->moe_intermediate_size > 0 ? l->moe_intermediate_size : l->intermediate_size));
+        cJSON_AddNumberToObject(j, "num_local_experts", l->n_experts);
+        cJSON_AddNumberToObject(j, "num_experts_per_tok", l->n_experts_per_token);
+        cJSON_AddNumberToObject(j, "router_aux_loss_coef", l->router_aux_loss_coef);
+        cJSON_AddNumberToObject(j, "router_jitter_noise", 0);
+        cJSON_AddBoolToObject(j, "output_router_logits", l->router_aux_loss_coef > 0);
+    }
 }
 
 static bool llama_name(const zt_param_desc *p, char *out, size_t cap, bool *transpose) {
@@ -256,6 +293,7 @@ static const zt_hf_arch ARCHS[] = {
     {"gpt2", "GPT2LMHeadModel", "gpt2", gpt2_parse, gpt2_create, gpt2_write, gpt2_name, "transformer."},
     {"llama", "LlamaForCausalLM", "llama", llama_parse, llama_create, llama_write, llama_name, NULL},
     {"mistral", "MistralForCausalLM", "mistral", llama_parse, llama_create, llama_write, llama_name, NULL},
+    {"mixtral", "MixtralForCausalLM", "llama-moe", mixtral_parse, llama_create, llama_write, llama_name, NULL},
 };
 #define N_ARCHS ((int)(sizeof ARCHS / sizeof *ARCHS))
 
@@ -266,8 +304,9 @@ const zt_hf_arch *zt_hf_arch_by_type(const char *model_type) {
 }
 
 int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *err) {
+    const char *name = m->moe_experts > 0 && !strcmp(m->name, "llama") ? "llama-moe" : m->name;
     for (int i = 0; i < N_ARCHS; i++)
-        if (!strcmp(ARCHS[i].model_name, m->name)) {
+        if (!strcmp(ARCHS[i].model_name, name)) {
             *out = &ARCHS[i];
             return ZT_OK;
         }
@@ -305,11 +344,28 @@ int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) 
     *n = 0;
     int rc = zt_hf_arch_for_model(m, &a, err);
     if (rc) return rc;
-    zt_st_entry *v = calloc((size_t)m->n_params + 1, sizeof *v);
+    int E = m->moe_experts > 0 ? m->moe_experts : 1;
+    zt_st_entry *v = calloc((size_t)m->n_params * E + 1, sizeof *v);
     if (!v) return zt_error_set(err, ZT_ERR_NOMEM, "out of memory for %d tensor names", m->n_params);
     int k = 0;
-    for (int i = 0; i < m->n_params; i++) /* LoRA adapters are not in a model directory (peft.c writes them) */
-        if (!m->params[i].lora && a->name(&m->params[i], v[k].name, sizeof v[k].name, &v[k].transpose)) v[k++].param = i;
+    for (int i = 0; i < m->n_params; i++) { /* LoRA adapters are not in a model directory (peft.c writes them) */
+        if (m->params[i].lora || !a->name(&m->params[i], v[k].name, sizeof v[k].name, &v[k].transpose)) continue;
+        const char *x = strstr(v[k].name, ".experts.w");
+        if (!x || E < 2) {
+            v[k++].param = i;
+            continue;
+        }
+        char head[sizeof v[k].name], tail[sizeof v[k].name]; /* experts.w1 -> experts.0.w1, experts.1.w1, ... */
+        snprintf(head, sizeof head, "%.*s", (int)(x - v[k].name + 9), v[k].name);
+        snprintf(tail, sizeof tail, "%s", x + 9);
+        for (int ex = 0; ex < E; ex++, k++) {
+            if (snprintf(v[k].name, sizeof v[k].name, "%s%d.%s", head, ex, tail) >= (int)sizeof v[k].name) {
+                free(v);
+                return zt_error_set(err, ZT_ERR_USAGE, "tensor name %s%d.%s is too long", head, ex, tail);
+            }
+            v[k].param = i, v[k].transpose = false, v[k].parts = E, v[k].part = ex;
+        }
+    }
     *ents = v;
     *n = k;
     return ZT_OK;

@@ -19,6 +19,9 @@ typedef struct zt_hf_llama_config {
     char rope_scaling_type[32];
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 rope scaling */
     int rope_original_max_position_embeddings;
+    /* model_type mixtral: the sparse MLP (0 experts otherwise) */
+    int num_local_experts, num_experts_per_tok;
+    double router_aux_loss_coef;
 } zt_hf_llama_config;
 
 /* What a config.json describes, parsed by its architecture's row. */

@@ -110,6 +110,19 @@ cJSON *zt_model_meta_json(const zt_model *m) {
                                     c->rope_scaling.original_max_position_embeddings);
         }
         cJSON_AddBoolToObject(o, "tie_embeddings", c->tie_embeddings);
+        if (c->n_experts > 0) { /* a mixture of experts: absent for a dense model */
+            cJSON *x = cJSON_AddObjectToObject(o, "moe");
+            if (x) {
+                cJSON_AddNumberToObject(x, "n_experts", c->n_experts);
+                cJSON_AddNumberToObject(x, "n_experts_per_token", c->n_experts_per_token);
+                cJSON_AddNumberToObject(x, "moe_intermediate_size", c->moe_intermediate_size);
+                cJSON_AddNumberToObject(x, "n_shared_experts", c->n_shared_experts);
+                cJSON_AddBoolToObject(x, "norm_topk_prob", c->norm_topk_prob);
+                cJSON_AddNumberToObject(x, "router_aux_loss_coef", c->router_aux_loss_coef);
+                cJSON_AddNumberToObject(x, "router_z_loss_coef", c->router_z_loss_coef);
+                cJSON_AddNumberToObject(x, "capacity_factor", c->capacity_factor);
+            }
+        }
     }
     if (s.lora.rank > 0) {
         cJSON *l = cJSON_AddObjectToObject(o, "lora");
@@ -173,6 +186,17 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
                                                 ifield(r, "original_max_position_embeddings", &bad)},
                                .tie_embeddings = cJSON_IsTrue(tie)};
         if (!cJSON_IsBool(tie) && !bad) bad = "tie_embeddings";
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "moe");
+        if (x) {
+            c->n_experts = ifield(x, "n_experts", &bad);
+            c->n_experts_per_token = ifield(x, "n_experts_per_token", &bad);
+            c->moe_intermediate_size = ifield(x, "moe_intermediate_size", &bad);
+            c->n_shared_experts = ifield(x, "n_shared_experts", &bad);
+            c->norm_topk_prob = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "norm_topk_prob"));
+            c->router_aux_loss_coef = (float)field(x, "router_aux_loss_coef", &bad);
+            c->router_z_loss_coef = (float)field(x, "router_z_loss_coef", &bad);
+            c->capacity_factor = (float)field(x, "capacity_factor", &bad);
+        }
     }
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "lora"), *tm = cJSON_GetObjectItemCaseSensitive(l, "target_modules");
     if (l && !bad) { /* LoRA adapters: their settings rebuild the same table */

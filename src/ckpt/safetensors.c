@@ -25,8 +25,16 @@ static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) 
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
-/* the on-disk shape of parameter p: reversed when transposed (2-D only) */
-static int64_t disk_dim(const zt_param_desc *p, bool tr, int d) { return p->logical_shape[tr ? p->ndim - 1 - d : d]; }
+/* the on-disk shape of entry ent of parameter p: reversed when transposed (2-D only), dim 0 / parts */
+static int64_t disk_dim(const zt_param_desc *p, const zt_st_entry *ent, int d) {
+    int64_t v = p->logical_shape[ent->transpose ? p->ndim - 1 - d : d];
+    return d == 0 && ent->parts > 1 ? v / ent->parts : v;
+}
+
+int64_t zt_st_entry_numel(const zt_model *m, const zt_st_entry *ent) {
+    int64_t n = m->params[ent->param].logical_numel;
+    return ent->parts > 1 ? n / ent->parts : n;
+}
 
 int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, bool bf16, zt_error *err) {
     const zt_model *m = zt_engine_model(e);
@@ -42,10 +50,10 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
         cJSON_AddStringToObject(t, "dtype", bf16 ? "BF16" : "F32");
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
         for (int d = 0; d < p->ndim; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)disk_dim(p, ents[i].transpose, d)));
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)disk_dim(p, &ents[i], d)));
         cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        off += (size_t)p->logical_numel * elem;
+        off += (size_t)zt_st_entry_numel(m, &ents[i]) * elem;
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
     }
     char *json = cJSON_PrintUnformatted(hdr);
@@ -65,13 +73,14 @@ int zt_st_write(zt_engine *e, const char *path, const zt_st_entry *ents, int n, 
     free(json);
     for (int i = 0; i < n && ok && !rc; i++) {
         const zt_param_desc *p = &m->params[ents[i].param];
-        size_t cnt = (size_t)p->logical_numel;
-        float *full = malloc(cnt * sizeof *full), *out = malloc(cnt * sizeof *out);
+        size_t all = (size_t)p->logical_numel, cnt = (size_t)zt_st_entry_numel(m, &ents[i]);
+        size_t at = ents[i].parts > 1 ? cnt * (size_t)ents[i].part : 0; /* an expert's rows */
+        float *full = malloc(all * sizeof *full), *out = malloc(cnt * sizeof *out);
         if (!full || !out) rc = zt_error_set(err, ZT_ERR_NOMEM, "export: out of memory for %s", p->name);
         if (!rc) rc = zt_engine_param_gather(e, ents[i].param, full, err);
         if (!rc) {
             if (ents[i].transpose) transpose(out, full, p->logical_shape[0], p->logical_shape[1]);
-            else memcpy(out, full, cnt * sizeof *out);
+            else memcpy(out, full + at, cnt * sizeof *out);
             if (bf16) {
                 uint16_t *h = (uint16_t *)full; /* reuse: 2 bytes per element fit */
                 zt_f32_to_bf16(h, out, cnt);
@@ -174,18 +183,19 @@ int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *er
     size_t wl = 0, gl = 0;
     for (int d = 0; d < p->ndim; d++)
         wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s%lld", d ? ", " : "",
-                               (long long)disk_dim(p, ent->transpose, d));
+                               (long long)disk_dim(p, ent, d));
     bool same = cJSON_GetArraySize(sh) == p->ndim;
     for (int d = 0; d < cJSON_GetArraySize(sh) && gl < sizeof got; d++) {
         double v = cJSON_GetArrayItem(sh, d)->valuedouble;
         gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%.0f", d ? ", " : "", v);
-        if (d < p->ndim && v != (double)disk_dim(p, ent->transpose, d)) same = false;
+        if (d < p->ndim && v != (double)disk_dim(p, ent, d)) same = false;
     }
     if (!same)
         return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s has shape (%s), the model needs (%s)", path, name, got,
                             want);
     uint64_t a = (uint64_t)cJSON_GetArrayItem(of, 0)->valuedouble, b = (uint64_t)cJSON_GetArrayItem(of, 1)->valuedouble;
-    size_t n = (size_t)p->logical_numel, elem = bf || f16 ? 2 : 4;
+    size_t n = (size_t)zt_st_entry_numel(zt_engine_model(e), ent), elem = bf || f16 ? 2 : 4;
+    size_t all = (size_t)p->logical_numel, at = ent->parts > 1 ? n * (size_t)ent->part : 0;
     if (b < a || b - a != n * elem)
         return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s: data_offsets [%llu, %llu) hold %llu bytes, its dtype "
                             "and shape need %zu", path, name, (unsigned long long)a, (unsigned long long)b,
@@ -193,7 +203,7 @@ int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *er
     if (b > s->data_len)
         return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s ends at byte %llu of the data, the file holds %llu "
                             "(truncated?)", path, name, (unsigned long long)b, (unsigned long long)s->data_len);
-    float *full = malloc(n * sizeof *full), *tmp = malloc(n * sizeof *tmp);
+    float *full = malloc(all * sizeof *full), *tmp = malloc(n * sizeof *tmp);
     int rc = ZT_OK;
     if (!full || !tmp) rc = zt_error_set(err, ZT_ERR_NOMEM, "%s: out of memory for tensor %s", path, name);
     if (!rc && (fseeko(s->f, (off_t)(8 + s->hl + a), SEEK_SET) != 0 || fread(tmp, elem, n, s->f) != n))
@@ -204,9 +214,11 @@ int zt_st_read(zt_st_file *s, zt_engine *e, const zt_st_entry *ent, zt_error *er
             else zt_fp16_to_f32_serial(full, (const uint16_t *)tmp, n);
             memcpy(tmp, full, n * sizeof *tmp);
         }
-        if (ent->transpose) transpose(full, tmp, p->logical_shape[1], p->logical_shape[0]);
-        else memcpy(full, tmp, n * sizeof *full);
-        rc = zt_engine_param_set(e, ent->param, full, err); /* this rank's part, in the parameters' dtype */
+        /* an expert's rows: into the parameter as it stands (one gather and one set per expert) */
+        if (ent->parts > 1) rc = zt_engine_param_gather(e, ent->param, full, err);
+        if (!rc && ent->transpose) transpose(full, tmp, p->logical_shape[1], p->logical_shape[0]);
+        else if (!rc) memcpy(full + at, tmp, n * sizeof *full);
+        if (!rc) rc = zt_engine_param_set(e, ent->param, full, err); /* this rank's part, in the parameters' dtype */
     }
     free(full);
     free(tmp);

@@ -12,7 +12,12 @@ typedef struct zt_st_entry {
     char name[ZT_NAME_MAX + 16];
     int param;
     bool transpose;
+    /* parts > 1: the tensor is rows [part·R/parts, (part+1)·R/parts) of the parameter's R rows (a
+     * mixture of experts' expert `part` of a weight stacked by expert); 0 or 1: all of it */
+    int parts, part;
 } zt_st_entry;
+/* the elements of the entry's tensor */
+int64_t zt_st_entry_numel(const zt_model *m, const zt_st_entry *ent);
 
 /* Writes ents[0..n) into path (tmp + rename), fp32 or bf16 (nearest even), with __metadata__
  * {"format": "pt"}. A collective under zero3/hybrid (tensors are gathered): every rank calls it;

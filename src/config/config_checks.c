@@ -39,6 +39,44 @@ static bool bad(const cfg_ctx *x, const char *key) {
 #define LOC(a, b) loc2(c, a, b, x->main_name, where, sizeof where)
 #define PFX(w) (w) ? (w) : "", (w) ? ": " : ""
 
+/* A mixture of experts (model.n_experts > 0): its shape, and what it does not run under yet. */
+static void check_experts(cfg_ctx *x) {
+    const zt_train_config *c = x->c;
+    char where[ZT_CONFIG_SOURCE_MAX];
+    const char *w;
+    const zt_llama_config *m = &c->model;
+    if (c->model_arch != ZT_ARCH_LLAMA || m->n_experts == 0 || bad(x, "model.n_experts") ||
+        bad(x, "model.n_experts_per_token"))
+        return;
+    if (m->n_experts < 2) {
+        w = LOC("model.n_experts", "model.n_experts");
+        zt_cfg_error(x, "%s%smodel.n_experts: %d: a mixture needs at least 2 experts (0: dense)", PFX(w), m->n_experts);
+    }
+    if (m->n_experts_per_token < 1 || m->n_experts_per_token > m->n_experts) {
+        w = LOC("model.n_experts_per_token", "model.n_experts");
+        zt_cfg_error(x, "%s%smodel.n_experts_per_token: %d: the top-k must be 1 .. model.n_experts (%d)", PFX(w),
+                     m->n_experts_per_token, m->n_experts);
+    }
+    static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
+    char tp[16], cp[16];
+    snprintf(tp, sizeof tp, "%d", c->tensor_parallel_size);
+    snprintf(cp, sizeof cp, "%d", c->context_parallel_size);
+    const struct {
+        const char *key, *value;
+        bool refused;
+    } no[] = {{"parallel.tensor_parallel_size", tp, c->tensor_parallel_size > 1},
+              {"parallel.context_parallel_size", cp, c->context_parallel_size > 1},
+              {"precision.mode", c->precision >= 0 && c->precision < 4 ? modes[c->precision] : "?",
+               c->precision != ZT_CFG_PREC_FP32}};
+    for (size_t k = 0; k < sizeof no / sizeof *no; k++)
+        if (no[k].refused && !bad(x, no[k].key)) {
+            w = LOC(no[k].key, "model.n_experts");
+            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run whole and in fp32 "
+                         "(precision.mode fp32, no tensor or context parallelism): not built", PFX(w), no[k].key,
+                         no[k].value, m->n_experts);
+        }
+}
+
 /* The parallel sizes against the model (the world is checked at launch, zt_mesh_layout): tensor
  * parallelism splits whole heads (query and key/value) and the MLP's hidden width, pipeline
  * parallelism whole units (the embedding, each block, the head). */
@@ -95,6 +133,12 @@ static void check_mesh_model(cfg_ctx *x) {
                              "(%s)", PFX(w), pp, no[k].key, no[k].why);
             }
     }
+    if (!bad(x, "parallel.expert_parallel_size") && c->expert_parallel_size > 1) {
+        w = LOC("parallel.expert_parallel_size", "parallel.expert_parallel_size");
+        zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d: expert parallelism (all-to-all dispatch) is not built; "
+                     "the experts run on every rank (1)", PFX(w), c->expert_parallel_size);
+    }
+    check_experts(x);
     int cp = c->context_parallel_size;
     if (!bad(x, "parallel.context_parallel_size") && cp > 1) {
         if (!bad(x, "training.seq_len") && c->seq_len % (2 * cp) != 0) {
@@ -178,7 +222,9 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         static const char *const llama_only[] = {
             "model.n_kv_head", "model.intermediate_size", "model.rope_theta", "model.rms_norm_eps",
             "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
-            "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings"};
+            "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
+            "model.n_experts", "model.n_experts_per_token", "model.moe_intermediate_size",
+            "model.router_aux_loss_coef", "model.router_z_loss_coef", "model.capacity_factor"};
         zt_model_spec ps;
         zt_error ignore;
         zt_train_config preset = *c;

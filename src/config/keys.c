@@ -88,7 +88,7 @@ const key_def zt_cfg_keys[] = {
     {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
      "model to start from (sets model.arch and every model.* key): GPT-2 tiny, gpt2-124M (alias "
      "gpt2), gpt2-350M, gpt2-774M, gpt2-1558M; Llama llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, "
-     "llama3-8b, llama3-70b, mistral-7b (docs/models.md)", NULL},
+     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe (docs/models.md)", NULL},
     K_ENUM("model.arch", model_arch, ARCHS, NULL,
            "architecture: gpt2 or llama (docs/models.md); from model.preset unless set"),
     K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
@@ -118,6 +118,26 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_INT("model.n_experts", model.n_experts, 0, 4096, NULL,
+          "llama: experts of every block's sparse MLP (Mixtral's mixture of experts; HF num_local_experts); "
+          "0: dense (docs/models.md)", ">= 2 when set"),
+    K_INT("model.n_experts_per_token", model.n_experts_per_token, 0, 4096, NULL,
+          "llama: experts each token goes through (top-k; HF num_experts_per_tok)", "1 .. model.n_experts"),
+    K_INT("model.moe_intermediate_size", model.moe_intermediate_size, 0, 1048576, NULL,
+          "llama: each expert's SwiGLU width; 0: model.intermediate_size (Mixtral's)", NULL),
+    K_INT("model.n_shared_experts", model.n_shared_experts, 0, 0, NULL,
+          "llama: always-on shared experts (DeepSeek-MoE, Qwen2-MoE): not built, 0 only", NULL),
+    K_BOOL("model.norm_topk_prob", model.norm_topk_prob, NULL,
+           "llama: the top-k routing weights renormalized to sum 1 (Mixtral: true; Qwen2-MoE: false)"),
+    K_FLT("model.router_aux_loss_coef", model.router_aux_loss_coef, 0.0, 1e6, 0, NULL,
+          "llama: coefficient of every MoE block's load-balancing loss n_experts x sum_e f_e P_e (f_e: "
+          "the fraction of tokens choosing e, P_e: its mean router probability; HF router_aux_loss_coef)",
+          NULL),
+    K_FLT("model.router_z_loss_coef", model.router_z_loss_coef, 0.0, 1e6, 0, NULL,
+          "llama: coefficient of every MoE block's router z-loss, mean logsumexp(logits)^2 (ST-MoE)", NULL),
+    K_FLT("model.capacity_factor", model.capacity_factor, 0.0, 1e6, 0, NULL,
+          "llama: an expert takes at most ceil(tokens x top-k / n_experts x this) of a micro-batch's "
+          "tokens, the rest dropped and counted (JSONL moe_dropped); 0: dropless", NULL),
     K_ENUM("model.attention", model.attention, ATTENTIONS, "flash",
            "attention kernel: flash (fused, tiled, online softmax: activation memory O(T), the "
            "probabilities recomputed in backward) or naive (saves the (B, n_head, T, T) probabilities: "
@@ -323,6 +343,9 @@ const key_def zt_cfg_keys[] = {
     K_STR("parallel.pipeline_stages", pipeline_stages, 0, "",
           "pipeline parallelism: units per stage, e.g. \"2,3\" (the embedding and the head count as units; "
           "they sum to n_layer + 2); empty: balanced by the memory plan's per-unit bytes"),
+    K_INT("parallel.expert_parallel_size", expert_parallel_size, 1, 1048576, "1",
+          "expert-parallel degree (experts spread over ranks, tokens sent by all-to-all): not built, 1 only",
+          NULL),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, ZT_CP_MAX_PARTS, "1",
           "context-parallel degree: every sequence split over this many ranks, each holding 2 of "
           "2 x this many equal chunks (load-balanced for causal attention); attention reaches the "
@@ -459,7 +482,7 @@ const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_secti
 
 /* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */
 #define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny, llama-124M, llama-7b, " \
-                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
+                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
 
 void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     if (m->arch == ZT_ARCH_LLAMA) {

@@ -105,7 +105,10 @@ typedef struct zt_train_config {
                                    model.{n_layer,n_head,n_embd,vocab_size,max_seq_len} (both
                                    architectures; the first five fields are zt_gpt2_config's),
                                    model.{n_kv_head,intermediate_size,rope_theta,rms_norm_eps,
-                                   rope_scaling.*,tie_embeddings} (llama only; a GPT-2 preset
+                                   rope_scaling.*,tie_embeddings} and the mixture of experts'
+                                   model.{n_experts,n_experts_per_token,moe_intermediate_size,
+                                   n_shared_experts,norm_topk_prob,router_*_coef,capacity_factor}
+                                   (llama only; a GPT-2 preset
                                    fills them with what GPT-2 is: NKV = NH, 4C, tied) */
     char init_hf[ZT_PATH_MAX];  /* model.init_hf: a Hugging Face model directory to start from
                                    ("" = none); `train` takes the shape from its config.json */
@@ -174,6 +177,7 @@ typedef struct zt_train_config {
     int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (docs/parallelism.md) */
     int pipeline_schedule;      /* parallel.pipeline_schedule: ZT_CFG_PP_1F1B (default) or ZT_CFG_PP_GPIPE */
     char pipeline_stages[256];  /* parallel.pipeline_stages: "2,3" units per stage; "": balanced */
+    int expert_parallel_size;   /* parallel.expert_parallel_size: 1 (expert parallelism is not built) */
     int context_parallel_size;  /* parallel.context_parallel_size, default 1 (docs/parallelism.md) */
     int context_parallel_mode;  /* parallel.context_parallel_mode: a zt_cp_mode, default allgather */
     /* precision (src/precision, docs/precision.md): */

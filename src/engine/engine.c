@@ -462,6 +462,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
+    if (m->moe_experts > 0 && !(e->moe_counts = calloc((size_t)m->n_units * (m->moe_experts + 1), sizeof(int64_t))))
+        goto nomem;
     if ((rc = zt_engine_precision_setup(e, err)) || (rc = zt_store_units_setup(e, err))) goto fail;
     if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
     if ((rc = zt_overlap_start(e, err)) || (rc = zt_store_start(e, err))) goto fail;
@@ -527,6 +529,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->dact[0]);
     free(e->dact[1]);
     free(e->dloss);
+    free(e->moe_counts);
     zt_plan_free(&e->plan);
     zt_mesh_free(e->own_mesh);
     for (int k = 0; k < e->n_cached; k++) free(e->cache[k].p);
@@ -581,6 +584,42 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
     return ZT_OK;
 }
 
+int64_t *zt_engine_moe_counts(zt_engine *e, int u) {
+    return e->moe_counts ? e->moe_counts + (size_t)u * (e->model->moe_experts + 1) : NULL;
+}
+
+int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n) {
+    *n = e->moe_counts ? (size_t)e->model->n_units * (e->model->moe_experts + 1) : 0;
+    return e->moe_counts;
+}
+
+int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out) {
+    const zt_model *m = e->model;
+    memset(out, 0, sizeof *out);
+    if (!e->moe_counts) return 0;
+    int E = m->moe_experts;
+    out->n_experts = E < ZT_MOE_STATS_MAX ? E : ZT_MOE_STATS_MAX;
+    double max_share = 0;
+    int layers = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        int64_t *c = zt_engine_moe_counts(e, u), sum = 0, mx = 0;
+        for (int x = 0; x < E; x++) {
+            sum += c[x];
+            mx = c[x] > mx ? c[x] : mx;
+            if (x < ZT_MOE_STATS_MAX) out->tokens[x] += c[x];
+        }
+        out->dropped += c[E];
+        if (sum > 0) { /* this layer's busiest expert over its mean load */
+            double r = (double)mx * E / (double)sum;
+            max_share = r > max_share ? r : max_share;
+            layers++;
+        }
+        memset(c, 0, (size_t)(E + 1) * sizeof *c);
+    }
+    out->max_over_mean = layers ? max_share : 0;
+    return layers;
+}
+
 /* The targets of b that count (not negative). */
 size_t zt_batch_counted(const zt_batch *b) {
     size_t n = (size_t)b->B * b->T, c = 0;
@@ -596,6 +635,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
                           zt_error *err) {
     const zt_model *m = e->model;
     const float *in = in0;
+    double aux = 0; /* the units' auxiliary losses (a mixture of experts' router losses) */
     e->recompute_owner = -1;
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
@@ -606,7 +646,8 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         zt_unit_args a = {.batch = b, .params = s->params, .grads = s->grads, .in = in,
                           .out = s->out, .scratch = e->scratch, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
-                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
+                          .aux_loss = &aux, .moe_counts = training ? zt_engine_moe_counts(e, u) : NULL};
         zt_recompute_args(e, u, &a);
         zt_trace_begin("forward", un->name);
         double t0 = omp_get_wtime();
@@ -627,7 +668,7 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
     size_t n = (size_t)b->B * b->T, counted = b->targets ? zt_batch_counted(b) : n;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += losses[i]; /* a target not counted has loss 0 */
-    if (loss) *loss = counted ? (float)(sum / (double)counted) : 0.0f;
+    if (loss) *loss = counted ? (float)(sum / (double)counted + aux) : 0.0f;
     return ZT_OK;
 }
 
@@ -672,6 +713,9 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
     const zt_model *m = e->model;
     int rc;
     const float *dout = dout_last;
+    /* d(step loss)/d(the micro-batch's auxiliary losses): its counted targets' share of the step */
+    float aux_dloss = b->targets ? (float)((double)b->dloss * zt_engine_loss_scale(e) * (double)zt_batch_counted(b))
+                                 : 0.0f;
     if (!dout) {
         size_t n = (size_t)b->B * b->T;
         float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */
@@ -693,7 +737,8 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .in = u > 0 ? e->units[u - 1].out : in0, .out = s->out,
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
-                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e)};
+                          .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
+                          .aux_dloss = aux_dloss};
         zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */

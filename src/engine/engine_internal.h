@@ -77,6 +77,9 @@ typedef struct unit_state {
 struct zt_engine {
     zt_model *model;
     zt_engine_options opt;
+    int64_t *moe_counts;        /* a mixture of experts (zt_model.moe_experts > 0): per unit, the tokens
+                                   each expert got and the slots dropped (moe_experts + 1 counters),
+                                   summed since zt_engine_moe_stats last took them; NULL otherwise */
     bool skip_next;             /* zt_engine_skip_next_step: the next step skips its update */
     int rank, world;            /* in opt.comm (0, 1 without) */
     zt_comm *shard_comm;        /* the shard group (the world, or the hybrid group) */
@@ -293,6 +296,8 @@ int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logi
 int zt_engine_precision_setup(zt_engine *e, zt_error *err);
 void zt_engine_precision_free(zt_engine *e);
 float zt_engine_loss_scale(const zt_engine *e);                /* dloss multiplier */
+/* unit u's expert counters (zt_engine.moe_counts), NULL without experts */
+int64_t *zt_engine_moe_counts(zt_engine *e, int u);
 /* Before the norm: round the reduced gradient to the policy's gradient dtype (fp16, bf16). */
 void zt_engine_round_grads(zt_engine *e);
 /* After the update of parameter i's slice [w, w+n) starting at element `begin` of the tensor. */

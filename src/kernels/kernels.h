@@ -376,6 +376,47 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
 void swiglu_backward_to(void *dgate, void *dup, int kind, const float *dout, const float *gate, const float *up,
                         size_t n);
 
+/* ---- moe_router.c, moe_permute.c, grouped_gemm.c: a mixture of experts' feed-forward ----------
+ * N tokens, E experts, k chosen per token (slot t*k + j: token t's j-th choice), R <= N*k rows of
+ * the permuted experts' input (the slots sorted by expert, then token). */
+/* probs (N,E) = softmax(logits (N,E)), lse (N) = logsumexp; idx, w (N,k): the top-k experts in
+ * descending probability (ties: the lower index) and their weights, renormalized to sum 1 with
+ * norm_topk (Mixtral's), else the probabilities themselves. */
+void moe_router_forward(float *probs, float *lse, int32_t *idx, float *w, const float *logits, int N, int E, int k,
+                        bool norm_topk);
+/* The routing plan of idx (N,k): counts (E) the slots choosing each expert; offsets (E+1) the
+ * first row of each expert's block, each block its kept slots padded to a multiple of align rows
+ * (R = offsets[E] <= N*k + E*(align-1)); order (R) the slot of each row, -1 for padding; row_of
+ * (N*k) each slot's row, -1 where it is dropped: capacity > 0 keeps an expert's first `capacity`
+ * tokens (0: dropless). Returns the slots dropped. Serial, O(R + N*k + E). */
+int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *row_of, const int32_t *idx, int N,
+                   int E, int k, int capacity, int align);
+/* aux = E * sum_e (counts_e / N) * mean_t probs_te (load balancing); z = mean_t lse_t^2 */
+void moe_router_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *counts, int N,
+                       int E);
+/* dlogits (N,E) (assigned) from dw (N,k), the gradient of the top-k weights w (NULL: none), plus
+ * aux_scale times the gradient of the load-balancing loss and z_scale times the z loss's. */
+void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
+                         const int32_t *idx, const int32_t *counts, int N, int E, int k, bool norm_topk,
+                         float aux_scale, float z_scale);
+/* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding) */
+void moe_gather_rows(float *xp, const float *x, const int32_t *order, int rows, int k, int C);
+/* out (N,C) = sum_j w_tj y[row_of(t,j)] (assigned; dropped slots add nothing) */
+void moe_combine_forward(float *out, const float *y, const float *w, const int32_t *row_of, int N, int k, int C);
+/* dy (rows,C) = w_tj dout_t at row_of(t,j) (assigned), dw (N,k) = <dout_t, y[row_of(t,j)]> (0: dropped);
+ * dy's padding rows (order[r] < 0) zeroed */
+void moe_combine_backward(float *dy, float *dw, const float *dout, const float *y, const float *w,
+                          const int32_t *row_of, const int32_t *order, int rows, int N, int k, int C);
+/* dx (N,C) = sum_j dxp[row_of(t,j)] (assigned) */
+void moe_scatter_rows(float *dx, const float *dxp, const int32_t *row_of, int N, int k, int C);
+/* out (rows,OC): rows [offsets[e], offsets[e+1]) = in's rows @ W_e^T, W (E*OC, C) stacked, W_e its
+ * e-th (OC,C) block */
+void moe_grouped_forward(float *out, const float *in, const float *W, const int32_t *offsets, int E, int C, int OC);
+/* din (rows,C) = dout @ W_e per group (+= with ZT_MM_DINP_ADD; NULL: skipped); dW_e += dout^T @ in
+ * (NULL: frozen) */
+void moe_grouped_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
+                          const int32_t *offsets, int E, int C, int OC, unsigned flags);
+
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);
 /* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: gelu_forward's bits followed

@@ -72,6 +72,12 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     num(fp, "loss_scale", m->has_loss_scale ? m->loss_scale : no, 0);
     if (m->has_loss_scale) fprintf(fp, ",\"skipped_steps\":%lld", (long long)m->skipped_steps);
     else fputs(",\"skipped_steps\":null", fp);
+    if (m->has_moe) { /* tokens per expert (summed over the MoE layers and the data-parallel ranks) */
+        fputs(",\"moe_tokens\":[", fp);
+        for (int x = 0; x < m->moe.n_experts; x++) fprintf(fp, "%s%lld", x ? "," : "", (long long)m->moe.tokens[x]);
+        fprintf(fp, "],\"moe_dropped\":%lld", (long long)m->moe.dropped);
+        num(fp, "moe_balance", m->moe.max_over_mean, 0);
+    }
     if (m->has_memory) { /* per class: bytes now, then high-water; the total's; the process's RSS peak */
         const zt_memory_report *r = &m->mem;
         fputs(",\"memory\":{", fp);

@@ -46,6 +46,12 @@ typedef struct zt_step_metrics {
     bool has_loss_scale;
     double loss_scale;
     int64_t skipped_steps; /* since training started */
+
+    /* A mixture of experts' routing this step over the data-parallel ranks (zt_engine_moe_stats),
+     * written when has_moe: tokens per expert summed over the MoE layers, slots dropped over the
+     * capacity, and the balance (the busiest layer's busiest expert over its mean load, 1 = even). */
+    bool has_moe;
+    zt_moe_stats moe;
 } zt_step_metrics;
 
 /* Peak resident set size of this process in bytes (getrusage), 0 when unknown. */

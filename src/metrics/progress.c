@@ -52,12 +52,18 @@ void zt_progress_step(zt_progress *p, const zt_step_metrics *m) {
     double per_step = m->elapsed_s / (double)m->step;
     zt_format_duration(eta, sizeof eta, per_step * (double)(m->total_steps - m->step));
     mfu_text(mfu, sizeof mfu, m->mfu);
+    char moe[64] = ""; /* a mixture of experts: the busiest expert over the mean, the drops if any */
+    if (m->has_moe && m->moe.dropped)
+        snprintf(moe, sizeof moe, " | experts max/mean %.2f dropped %lld", m->moe.max_over_mean,
+                 (long long)m->moe.dropped);
+    else if (m->has_moe)
+        snprintf(moe, sizeof moe, " | experts max/mean %.2f", m->moe.max_over_mean);
     if (!p->tty) {
         mem_text(mem, sizeof mem, m, " | ");
         fprintf(p->out,
-                "step %6lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | mfu %s | %.0f ms%s | eta %s\n",
+                "step %6lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | mfu %s | %.0f ms%s%s | eta %s\n",
                 (long long)m->step, (long long)m->total_steps, m->loss, m->lr, m->grad_norm,
-                m->tok_per_s, mfu, 1e3 * m->step_s, mem, eta);
+                m->tok_per_s, mfu, 1e3 * m->step_s, mem, moe, eta);
         fflush(p->out);
         return;
     }

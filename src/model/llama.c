@@ -21,6 +21,9 @@
  * docs/precision.md); everything else is fp32. Selective checkpointing keeps the first part and
  * recomputes h = silu(gate)·up, and under naive attention att (the probabilities, from q and k),
  * before backward (block_recompute), as GPT-2 recomputes gelu(fch) and att.
+ * A mixture of experts (n_experts > 0, llama_moe.c): the block's MLP is sparse, Mixtral's; its
+ * parameters are the router and the experts' w1, w2 (in gate, up, down's places) and w3 (after the
+ * norms), gate, up and h are empty and the MoE's own saved buffers follow up in the kept part.
  * The embedding saves nothing; the head saves xn* (N,C) | rstd (N) | logits then probabilities
  * (N,V) and keeps it all under selective (its logits cost a (N,C)x(C,V) product). Sequence
  * parallelism (layers.h) cuts xn1, xn2, rstd1, rstd2, res2 and the head's xn and rstd to the
@@ -29,6 +32,7 @@
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
 #include "model/layers.h"
+#include "model/llama_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,19 +48,33 @@ typedef struct preset {
 
 #define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
 #define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
+#define DENSE 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f /* no experts */
 static const preset PRESETS[] = {
     /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
-    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
     /* GPT-2 124M's size for bench/ (W1's Llama): Llama's SwiGLU rule I = 256 * ceil(8C/3 / 256) */
-    {"llama-124M", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH}},
-    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH}},
+    {"llama-124M", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"llama-7b", {4096, 32000, 32, 32, 4096, 32, 11008, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"llama-13b", {4096, 32000, 40, 40, 5120, 40, 13824, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"llama-70b", {4096, 32000, 80, 64, 8192, 8, 28672, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    /* mixtures of experts, then: experts, top-k, expert width (0: I), shared, norm_topk_prob, aux and
+     * z coefficients, capacity factor (0: dropless). Mixtral 8x7B (v0.1's config.json): 46.7B
+     * parameters, 12.9B active (docs/models.md counts them) */
+    {"mixtral-8x7b", {32768, 32000, 32, 32, 4096, 8, 14336, 1000000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
+                      8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f}},
+    /* bench/moe.sh: llama-124M with 8 experts of half its MLP width, top-2: the dense model's
+     * active parameters and FLOPs per token (plus the router's 8·768 per layer) */
+    {"llama-124M-moe", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
+                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f}},
+    /* tests: llama-tiny's attention, 4 experts of width 96, top-2 */
+    {"llama-tiny-moe", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
+                        4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f}},
 };
-#define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b"
+#define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, " \
+                     "mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
 
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
@@ -101,19 +119,24 @@ static const zt_unit_ops EMBEDDING_OPS = {.saved_floats = emb_saved, .scratch_fl
                                           .reads_lp = emb_reads_lp};
 
 /* ---------------------------------------------------------------------------------------------
- * decoder block unit: 9 params in Hugging Face's state-dict order */
+ * decoder block unit: 9 params in Hugging Face's state-dict order (10 with experts) */
 enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT };
+/* a mixture-of-experts block (llama_moe.c): the router and the stacked experts' w1, w2 in the dense
+ * MLP's places, w3 after the norms */
+enum { P_ROUTER = P_GATE, P_W1 = P_UP, P_W2 = P_DOWN, P_W3 = P_BLOCK_COUNT, P_MOE_BLOCK_COUNT };
+static const zt_moe_params MOE_PARAMS = {.router = P_ROUTER, .w1 = P_W1, .w2 = P_W2, .w3 = P_W3};
 static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
 
 typedef struct block_saved {
     void *xn1; float *rstd1, *q, *k, *v; void *atty; float *atto, *lse, *res2; /* kept ... */
-    void *xn2; float *rstd2, *gate, *up;                                       /* ... kept */
+    void *xn2; float *rstd2, *gate, *up, *moe;                                 /* ... kept */
     float *att; void *h;                                                       /* rest */
 } block_saved;
 
-enum { BLOCK_KEPT_BUFFERS = 13 };
+enum { BLOCK_KEPT_BUFFERS = 14 };
 
 static bool flash(const zt_llama_config *c) { return c->attention == ZT_ATTENTION_FLASH; }
+static bool moe(const zt_llama_config *c) { return c->n_experts > 0; }
 
 /* A block's widths on its part (tensor parallelism, docs/parallelism.md: P = zt_unit_parts; 1 when
  * whole): the residual stream C; NH query and NKV key/value heads (n_head/P, n_kv_head/P) of
@@ -126,7 +149,8 @@ static widths widths_of(const zt_unit *u) {
     const zt_llama_config *c = u->model_cfg;
     int P = zt_unit_parts(u), hs = head_size(c);
     return (widths){.C = c->n_embd, .NH = c->n_head / P, .NKV = c->n_kv_head / P, .hs = hs,
-                    .Q = c->n_head / P * hs, .KV = c->n_kv_head / P * hs, .I = c->intermediate_size / P};
+                    .Q = c->n_head / P * hs, .KV = c->n_kv_head / P * hs,
+                    .I = moe(c) ? 0 : c->intermediate_size / P}; /* experts: no dense MLP */
 }
 
 /* Lays the saved buffers out from a->saved (kept part) and zt_unit_saved_rest (the rest), or just
@@ -142,12 +166,14 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
                       fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
                       zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
+                      moe(u->model_cfg) ? zt_moe_saved_floats(u->model_cfg, N) : 0,
                       fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
     *s = (block_saved){.xn1 = ptrs[0], .rstd1 = ptrs[1], .q = ptrs[2], .k = ptrs[3], .v = ptrs[4],
                        .atty = ptrs[5], .atto = ptrs[6], .lse = ptrs[7], .res2 = ptrs[8], .xn2 = ptrs[9],
-                       .rstd2 = ptrs[10], .gate = ptrs[11], .up = ptrs[12], .att = ptrs[13], .h = ptrs[14]};
+                       .rstd2 = ptrs[10], .gate = ptrs[11], .up = ptrs[12], .moe = ptrs[13], .att = ptrs[14],
+                       .h = ptrs[15]};
     return off;
 }
 
@@ -182,13 +208,25 @@ static size_t block_att_floats(const zt_unit *u, int B, int T) {
                                : attention_gqa_scratch_floats(B, T, w.NKV);
 }
 
+static size_t moe_scratch_floats(const zt_unit *u, size_t N);
+
 /* ... then, cut along T, the two RMSNorms' weight gradients of this part's rows (2C) and the
  * Linears' whole operand (N,C: the rounded one in forward, the re-gathered one in backward) */
 static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
     widths w = widths_of(u);
     size_t N = (size_t)B * T, norms = zt_unit_seq(u) ? (2 + N) * (size_t)w.C : 0;
-    return N * (size_t)w.C + 2 * N * wide_floats(u) + block_att_floats(u, B, T) + norms +
+    return N * (size_t)w.C + 2 * N * wide_floats(u) + block_att_floats(u, B, T) + norms + moe_scratch_floats(u, N) +
            zt_lora_scratch_floats(u, B, T); /* LoRA's, last */
+}
+
+/* ... and before LoRA's, the experts' (llama_moe.c): after the norms' (whole: none) */
+static size_t moe_scratch_floats(const zt_unit *u, size_t N) {
+    return moe(u->model_cfg) ? zt_moe_scratch_floats(u->model_cfg, N) : 0;
+}
+
+static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
+    int B = a->batch->B, T = a->batch->T;
+    return a->scratch + (size_t)B * T * (widths_of(u).C + 2 * wide_floats(u)) + block_att_floats(u, B, T);
 }
 
 /* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
@@ -202,8 +240,12 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     float *const *p = a->params;
-    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, moe(c) ? 4 : 7, err);
     if (rc) return rc;
+    if (moe(c) && (a->lp_kind || zt_unit_cp(u)))
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: mixture-of-experts blocks run under fp32 compute without "
+                            "context parallelism only (precision.compute %s, context parallelism %d): not built",
+                            u->name, a->lp_kind == ZT_LP_BF16 ? "bf16" : a->lp_kind ? "fp16" : "fp32", u->cp_parts);
     if (zt_unit_cp(u) && !flash(u->model_cfg))
         return zt_error_set(err, ZT_ERR_USAGE, "unit %s: context parallelism needs flash attention (model.attention)", u->name);
     block_saved s;
@@ -259,6 +301,11 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                       "gate/up input (post_attention_layernorm)", err)))
             return rc;
     }
+    if (moe(c)) { /* the sparse MLP (llama_moe.c) on xn2, whole and fp32 */
+        if ((rc = zt_moe_forward(u, a, &MOE_PARAMS, s.moe, s.xn2, proj, moe_scratch(u, a), err))) return rc;
+        residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
+        return ZT_OK;
+    }
     zt_linear_forward(u, a, P_GATE, s.gate, op, x, NULL, N, C, I);
     zt_linear_forward(u, a, P_UP, s.up, op, x, NULL, N, C, I);
     swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * I);
@@ -274,7 +321,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
-    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
+    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, moe(c) ? 4 : 7, err);
     if (rc) return rc;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
@@ -293,10 +340,14 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     if ((rc = zt_block_backward_begin(u, a, ng, 2 * (size_t)C, bufC, C, &dout, "mlp.down_proj output gradient",
                                       err)))
         return rc;
-    /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
-    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
     const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
     float *slot_all = ng + 2 * (size_t)C;
+    if (moe(c)) { /* the sparse MLP (llama_moe.c): whole and fp32 */
+        if ((rc = zt_moe_backward(u, a, &MOE_PARAMS, s.moe, s.xn2, dout, bufC, moe_scratch(u, a), err))) return rc;
+        goto mlp_done;
+    }
+    /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
+    zt_linear_backward(u, a, P_DOWN, wide1, g[P_DOWN], NULL, dout, s.h, N, I, C, false);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.xn2, slot_all, C, "gate/up input (post_attention_layernorm), "
                                            "again", err)))
         return rc;
@@ -312,6 +363,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         zt_linear_backward(u, a, P_UP, bufC, g[P_UP], NULL, wide2, xn2, N, C, I, true);
     }
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "mlp gate/up input gradient", err))) return rc;
+mlp_done:
     rmsnorm_backward(dres, seq ? ng + C : g[P_NORM2], bufC, s.res2, p[P_NORM2], s.rstd2, Nl, C);
     /* attention: res2 = x + atty·Woᵀ; cut along T, every position's d res2 spans wide1|wide2 */
     if (seq && (rc = zt_unit_seq_gather(u, a, dres, wide1, C, "self_attn.o_proj output gradient", err))) return rc;
@@ -349,10 +401,12 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
 
 /* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp, and so
  * do their LoRA adapters */
-static bool block_reads_lp(const zt_unit *u, int k) { return k <= P_DOWN || zt_unit_is_adapter(u, k); }
+static bool block_reads_lp(const zt_unit *u, int k) {
+    return k <= (moe(u->model_cfg) ? P_O : P_DOWN) || zt_unit_is_adapter(u, k);
+}
 
-/* the seven Linears may carry LoRA adapters */
-static bool block_adaptable(const zt_unit *u, int k) { return k <= P_DOWN; }
+/* the seven Linears may carry LoRA adapters (with experts: the four attention ones) */
+static bool block_adaptable(const zt_unit *u, int k) { return k <= (moe(u->model_cfg) ? P_O : P_DOWN); }
 
 /* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
  * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
@@ -479,9 +533,11 @@ static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
 /* ---------------------------------------------------------------------------------------------
  * the model */
 
-/* matmul parameters of one block: q, o (C,C), k, v (KV,C), gate, up, down (I,C) */
+/* matmul parameters of one block a token goes through: q, o (C,C), k, v (KV,C), gate, up, down
+ * (I,C); with experts the router (E,C) and its k experts' (3·I·C each: the active parameters) */
 static double block_matmul_params(const zt_llama_config *c) {
     double C = c->n_embd, KV = (double)kv_width(c), I = c->intermediate_size;
+    if (moe(c)) return 2.0 * C * C + 2.0 * KV * C + c->n_experts * C + c->n_experts_per_token * 3.0 * zt_moe_width(c) * C;
     return 2.0 * C * C + 2.0 * KV * C + 3.0 * I * C;
 }
 
@@ -524,6 +580,20 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
     if (!(c->rope_theta > 1.0f) || !(c->rms_norm_eps > 0.0f))
         return zt_error_set(err, ZT_ERR_USAGE, "llama: rope_theta %g must be > 1 and rms_norm_eps %g > 0",
                             (double)c->rope_theta, (double)c->rms_norm_eps);
+    if (c->n_experts != 0 && (c->n_experts < 2 || c->n_experts_per_token < 1 ||
+                              c->n_experts_per_token > c->n_experts))
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: mixture of experts with n_experts %d and n_experts_per_token %d:"
+                            " need 2 <= n_experts and 1 <= n_experts_per_token <= n_experts", c->n_experts,
+                            c->n_experts_per_token);
+    if (c->n_experts && (c->moe_intermediate_size < 0 || zt_moe_width(c) < 1 || c->n_shared_experts != 0 ||
+                         !(c->router_aux_loss_coef >= 0.0f) || !(c->router_z_loss_coef >= 0.0f) ||
+                         !(c->capacity_factor >= 0.0f)))
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: mixture of experts with moe_intermediate_size %d (expert width "
+                            "%d), n_shared_experts %d, router_aux_loss_coef %g, router_z_loss_coef %g, capacity_factor "
+                            "%g: need an expert width >= 1, no shared experts (not built), coefficients >= 0 and a "
+                            "capacity factor > 0 (0: dropless)", c->moe_intermediate_size, zt_moe_width(c),
+                            c->n_shared_experts, (double)c->router_aux_loss_coef, (double)c->router_z_loss_coef,
+                            (double)c->capacity_factor);
     const zt_rope_scaling *r = &c->rope_scaling;
     if (r->factor != 0.0f && (!(r->factor > 0.0f) || !(r->low_freq_factor > 0.0f) ||
                               !(r->high_freq_factor > r->low_freq_factor) ||
@@ -538,6 +608,9 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
 /* Tensor parallelism cuts whole query heads, whole key/value heads and the MLP's columns evenly. */
 static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
     const zt_llama_config *c = m->cfg;
+    if (moe(c) && parts > 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks of a mixture of experts (%d "
+                            "experts): not built", parts, c->n_experts);
     const char *what = c->n_head % parts ? "n_head" : c->n_kv_head % parts ? "n_kv_head"
                      : c->intermediate_size % parts ? "intermediate_size" : NULL;
     int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : c->intermediate_size;
@@ -572,6 +645,7 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
     m->train_flops_per_token = llama_flops_per_token;
     m->recompute_flops_per_token = llama_recompute_flops_per_token;
     m->tp_check = llama_tp_check;
+    m->moe_experts = moe(cfg) ? cfg->n_experts : 0;
 
     int64_t C = cfg->n_embd, V = cfg->vocab_size, KV = (int64_t)kv_width(cfg), I = cfg->intermediate_size;
     int emb, norm, lm_head;
@@ -583,17 +657,27 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
             "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
             "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
             "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
-        const int64_t shape[P_BLOCK_COUNT][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {I, C},
-                                                 {I, C}, {C, I},  {C, 0},  {C, 0}};
-        int idx[P_BLOCK_COUNT];
-        for (int i = 0; i < P_BLOCK_COUNT; i++) {
+        /* experts (llama_moe.h): the router and each weight of the experts stacked by expert */
+        static const char *moe_suffix[P_MOE_BLOCK_COUNT] = {
+            "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+            "self_attn.o_proj.weight", "block_sparse_moe.gate.weight", "block_sparse_moe.experts.w1.weight",
+            "block_sparse_moe.experts.w2.weight", "input_layernorm.weight", "post_attention_layernorm.weight",
+            "block_sparse_moe.experts.w3.weight"};
+        int64_t E = cfg->n_experts, IE = moe(cfg) ? zt_moe_width(cfg) : 0;
+        const int64_t shape[P_MOE_BLOCK_COUNT][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {I, C},
+                                                     {I, C}, {C, I},  {C, 0},  {C, 0}, {0, 0}};
+        const int64_t moe_shape[P_MOE_BLOCK_COUNT][2] = {{C, C}, {KV, C},     {KV, C},     {C, C}, {E, C},
+                                                         {E * IE, C}, {E * C, IE}, {C, 0}, {C, 0}, {E * IE, C}};
+        int idx[P_MOE_BLOCK_COUNT], n = moe(cfg) ? P_MOE_BLOCK_COUNT : P_BLOCK_COUNT;
+        for (int i = 0; i < n; i++) {
             char name[ZT_NAME_MAX];
-            snprintf(name, sizeof name, "layers.%d.%s", l, suffix[i]);
-            if ((rc = add(m, name, shape[i][0], shape[i][1], &idx[i], err))) goto fail;
+            snprintf(name, sizeof name, "layers.%d.%s", l, moe(cfg) ? moe_suffix[i] : suffix[i]);
+            const int64_t *sh = moe(cfg) ? moe_shape[i] : shape[i];
+            if ((rc = add(m, name, sh[0], sh[1], &idx[i], err))) goto fail;
         }
         char uname[32];
         snprintf(uname, sizeof uname, "layers.%d", l);
-        if ((rc = zt_model_add_unit(m, uname, &BLOCK_OPS, l, idx, P_BLOCK_COUNT, (int)C, err))) goto fail;
+        if ((rc = zt_model_add_unit(m, uname, &BLOCK_OPS, l, idx, n, (int)C, err))) goto fail;
     }
     if ((rc = add(m, "norm.weight", C, 0, &norm, err))) goto fail;
     lm_head = emb;

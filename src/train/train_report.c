@@ -26,6 +26,9 @@ static void banner_layout(zt_run *r) {
     if (r->spec.arch == ZT_ARCH_LLAMA)
         fprintf(out, " NKV=%d I=%d%s", cfg->model.n_kv_head, cfg->model.intermediate_size,
                 cfg->model.tie_embeddings ? " tied" : "");
+    if (r->spec.arch == ZT_ARCH_LLAMA && cfg->model.n_experts > 0) /* a mixture of experts */
+        fprintf(out, " experts %d top-%d width %d", cfg->model.n_experts, cfg->model.n_experts_per_token,
+                cfg->model.moe_intermediate_size > 0 ? cfg->model.moe_intermediate_size : cfg->model.intermediate_size);
     fprintf(out, " V=%d | %.2fM parameters (%lld)\n", cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6,
             (long long)zt_model_numel(model));
     if (r->data.records) /* the records' own lines came before (train_data.c) */

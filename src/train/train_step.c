@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ZT_FAULT bitflip: one bit of this rank's copy of the first parameter (silent corruption). */
@@ -173,6 +174,26 @@ static int report_straggler(zt_run *r, int64_t step, zt_error *err) {
 
 /* The step's metrics (metrics.h): the loss, rates, the breakdown into disjoint parts of [t0, t1],
  * the memory. bytes: the step's collective traffic. */
+/* A mixture of experts' counters summed over the data-parallel ranks (the same stage's units; as
+ * floats: exact below 2^24 tokens per expert and layer in a step), then read into m. */
+static int moe_metrics(zt_run *r, zt_step_metrics *m, zt_error *err) {
+    size_t n;
+    int64_t *c = zt_engine_moe_counters(r->s.e, &n);
+    if (!c) return ZT_OK;
+    zt_comm *dp = r->s.mesh ? r->s.mesh->dp_comm : NULL;
+    if (dp && zt_comm_size(dp) > 1) {
+        float *f = malloc(n * sizeof *f);
+        if (!f) return zt_error_set(err, ZT_ERR_NOMEM, "out of memory for %zu expert counters", n);
+        for (size_t i = 0; i < n; i++) f[i] = (float)c[i];
+        int rc = zt_all_reduce(dp, ZT_DTYPE_FP32, f, n, "the experts' token counts", err);
+        for (size_t i = 0; i < n && !rc; i++) c[i] = (int64_t)f[i];
+        free(f);
+        if (rc) return rc;
+    }
+    m->has_moe = zt_engine_moe_stats(r->s.e, &m->moe) > 0;
+    return ZT_OK;
+}
+
 static void step_metrics(zt_run *r, int64_t step, float lr, const step_times *st, const zt_step_report *rep,
                          const zt_comm_bytes *bytes, zt_step_metrics *mp) {
     zt_engine *e = r->s.e;
@@ -350,6 +371,7 @@ int zt_train_step(zt_run *r, int64_t step, zt_step_next *next, zt_error *err) {
     if (r->result) r->result->last_step_bytes = bytes;
     zt_step_metrics m;
     step_metrics(r, step, lr, &st, &rep, &bytes, &m);
+    if ((rc = moe_metrics(r, &m, err))) return rc;
     if ((rc = after_update(r, step, &rep, &m, spike, err))) return rc;
     if (r->steps_done++ == 0) r->first_loss = m.loss;
     r->last_loss = m.loss;

@@ -1,0 +1,139 @@
+/* llama_moe.c - the sparse feed-forward of a Llama mixture-of-experts block (Mixtral's), forward
+ * and backward side by side; llama.c's block runs it after its post-attention RMSNorm in place of
+ * the dense MLP (docs/models.md, "Mixture of experts").
+ *
+ *   logits = x·Wrᵀ (E per token); p = softmax; the top-k experts and their weights w (renormalized
+ *   to sum 1 with norm_topk_prob); the chosen (token, expert) slots sorted by expert, then token
+ *   (dropless; or each expert's first `capacity` tokens, the rest dropped and counted); each
+ *   expert's rows xp through its SwiGLU MLP: y = (silu(xp·W1ᵀ) * (xp·W3ᵀ))·W2ᵀ, one grouped product
+ *   per weight over the experts' variable row counts; out_t = sum_j w_tj y(t, j) in top-k order.
+ *   Router losses, added to the micro-batch's loss through zt_unit_args.aux_loss:
+ *   router_aux_loss_coef · E·sum_e f_e·P_e + router_z_loss_coef · mean_t logsumexp_t²
+ *   (kernels/moe_router.c). Each MoE block's losses count on their own (summed over the layers).
+ * Saved (kept whole under selective checkpointing), N tokens, R rows at most: N·k (or E x the
+ * capacity) and each expert's padding to whole tiles of ROW_TILE rows:
+ *   probs (N,E) | lse (N) | w (N,k) | idx (N,k) | counts (E) | offsets (E+1) | order (R) |
+ *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
+ * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C) | dgate (R,I) | dup (R,I) | dxp (R,C).
+ * fp32 compute only (the block refuses bf16/fp16 compute with experts), whole (no tensor, sequence
+ * or context parallelism: llama.c refuses them).
+ */
+#include "model/llama_moe.h"
+#include "kernels/kernels.h"
+#include "model/layers.h"
+
+#include <math.h>
+#include <string.h>
+
+int zt_moe_width(const zt_llama_config *c) {
+    return c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
+}
+
+int zt_moe_capacity(const zt_llama_config *c, int N) {
+    if (!(c->capacity_factor > 0.0f)) return N;
+    double cap = ceil((double)N * c->n_experts_per_token / c->n_experts * c->capacity_factor);
+    return cap < N ? (int)cap : N;
+}
+
+/* Each expert's rows are padded to whole tiles of ROW_TILE (moe_route_plan): a few shapes for the
+ * grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md, "Mixture of experts") */
+enum { ROW_TILE = 64 };
+
+/* rows of the permuted experts' input at most: N·k, or E x the capacity when fewer, and the padding */
+static size_t max_rows(const zt_llama_config *c, size_t N) {
+    size_t R = N * (size_t)c->n_experts_per_token, capped = (size_t)c->n_experts * zt_moe_capacity(c, (int)N);
+    return (capped < R ? capped : R) + (size_t)c->n_experts * (ROW_TILE - 1);
+}
+
+typedef struct moe_saved {
+    float *probs, *lse, *w;
+    int32_t *idx, *counts, *offsets, *order, *row_of;
+    float *xp, *gate, *up, *h, *y;
+} moe_saved;
+
+static size_t moe_layout(const zt_llama_config *c, size_t N, float *base, moe_saved *s) {
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = max_rows(c, N);
+    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
+    size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, R * I, R * I, R * I, R * C};
+    void *ptrs[13];
+    size_t off = 0;
+    for (int i = 0; i < 13; i++) { /* int32 and float arrays alike: 4 bytes an element */
+        ptrs[i] = base ? base + off : NULL;
+        off += zt_fp32_floats(sizes[i]);
+    }
+    *s = (moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
+                     ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12]};
+    return off;
+}
+
+size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N) {
+    moe_saved s;
+    return moe_layout(c, N, NULL, &s);
+}
+
+size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N) {
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = max_rows(c, N);
+    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
+    return N * E + N * k + 2 * R * C + 2 * R * I;
+}
+
+int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
+                   float *out, float *scratch, zt_error *err) {
+    (void)err;
+    const zt_llama_config *c = u->model_cfg;
+    int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
+    int I = zt_moe_width(c);
+    float *const *p = a->params;
+    moe_saved s;
+    moe_layout(c, (size_t)N, saved, &s);
+    float *logits = scratch;
+    matmul_forward(logits, x, p[pk->router], NULL, N, C, E);
+    /* a non-finite router logit routes somewhere (the top-k always picks k experts) and reaches the
+     * loss as NaN: the step guard skips the step as the non-finite policy says */
+    moe_router_forward(s.probs, s.lse, s.idx, s.w, logits, N, E, k, c->norm_topk_prob);
+    int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N), ROW_TILE);
+    int R = s.offsets[E];
+    moe_gather_rows(s.xp, x, s.order, R, k, C);
+    moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
+    moe_grouped_forward(s.up, s.xp, p[pk->w3], s.offsets, E, C, I);
+    swiglu_forward(s.h, s.gate, s.up, (size_t)R * I);
+    moe_grouped_forward(s.y, s.h, p[pk->w2], s.offsets, E, I, C);
+    moe_combine_forward(out, s.y, s.w, s.row_of, N, k, C);
+    if (a->aux_loss) {
+        double aux, z;
+        moe_router_losses(&aux, &z, s.probs, s.lse, s.counts, N, E);
+        *a->aux_loss += (double)c->router_aux_loss_coef * aux + (double)c->router_z_loss_coef * z;
+    }
+    if (a->moe_counts) {
+        for (int e = 0; e < E; e++) a->moe_counts[e] += s.counts[e];
+        a->moe_counts[E] += dropped;
+    }
+    return ZT_OK;
+}
+
+int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
+                    const float *dout, float *dx, float *scratch, zt_error *err) {
+    const zt_llama_config *c = u->model_cfg;
+    int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
+    int I = zt_moe_width(c);
+    float *const *p = a->params, *const *g = a->grads;
+    moe_saved s;
+    moe_layout(c, (size_t)N, saved, &s);
+    size_t R = max_rows(c, (size_t)N);
+    float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k;
+    float *dgate = dy + R * C, *dup = dgate + R * I, *dxp = dup + R * I;
+    int rows = s.offsets[E];
+    moe_combine_backward(dy, dw, dout, s.y, s.w, s.row_of, s.order, rows, N, k, C);
+    /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
+    moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
+    swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);
+    moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I, 0);
+    moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I, ZT_MM_DINP_ADD);
+    moe_scatter_rows(dx, dxp, s.row_of, N, k, C);
+    /* the router: the top-k weights' gradient and its losses', through the softmax, then its Linear */
+    moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
+                        c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
+    matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
+    (void)err;
+    return ZT_OK;
+}

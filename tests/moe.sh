@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# moe.sh BUILD SOURCE - a Llama mixture of experts (src/model/llama_moe.c, docs/models.md):
+#  1. the PyTorch oracle (torch_oracle.py's Mixtral block, written out there): the same weights and
+#     batch, the loss (router losses included) and every parameter's gradient within the Llama
+#     bounds (loss 1e-6, gradient norms 1e-6, differences 1e-5 relative), dropless and with a
+#     capacity factor of 1 (tokens dropped); checked by moe_hf.py's process in 4 (one torch import);
+#  2. bit-identical parameters and losses after 8 steps (tool_dist_check --arch llama-moe, dropless,
+#     both router losses on): one process with 2 micro-batches = ddp, zero1, zero2, zero3 on 2
+#     ranks, and zero3 with full and selective activation checkpointing;
+#  3. bad shapes and what is not built: exit 2 naming the keys and numbers;
+#  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
+#     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
+#     directory read as transformers names it) what zerotrain scores on the checkpoint, to 1e-5;
+#     the directory read back and written again (sharded -> one file -> one file) is byte-identical,
+#     and model.init_hf trains from it.
+# Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+TOOL="$BUILD/tests/tool_dist_check"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T=$(mktemp -d)
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+# hash_of, losses_of, fail, check LABEL KEY OUTPUT, bad LABEL TEXT ARGS...
+source "$SRC/tests/dist_check.bash"
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" --arch llama-moe || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe 2>&1
+}
+
+# ---- 1. PyTorch: the dumps (checked in 4) ---------------------------------------------------------
+# moe: L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE E K IE NORM AUX Z CAP
+for cap in 0 1; do
+  "$BUILD/tests/tool_oracle_dump" "$T/moe$cap.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 1 0.02 0.001 $cap \
+    >/dev/null
+done
+
+# ---- 2. the strategies -----------------------------------------------------------------------------
+STEPS=8
+check "N=1 GA=2 ddp" moe "$(run 1 ddp 2 $STEPS)"
+for s in ddp zero1 zero2 zero3; do check "N=2 $s" moe "$(run 2 $s 1 $STEPS)"; done
+for r in full selective; do check "N=2 zero3 checkpointing $r" moe "$(run 2 zero3 1 $STEPS --recompute $r)"; done
+
+# ---- 3. bad input --------------------------------------------------------------------------------
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
+printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {steps: 1, seq_len: 16}\n' "$T/d.bin" > "$T/m.yaml"
+cfg=(train "$T/m.yaml")
+bad "top-k > experts" "model.n_experts_per_token: 5: the top-k must be 1 .. model.n_experts (4)" "${cfg[@]}" \
+  --set model.n_experts_per_token=5
+bad "one expert" "model.n_experts: 1: a mixture needs at least 2 experts" "${cfg[@]}" --set model.n_experts=1 \
+  --set model.n_experts_per_token=1
+bad "negative aux coefficient" "model.router_aux_loss_coef" "${cfg[@]}" --set model.router_aux_loss_coef=-0.1
+bad "negative z coefficient" "model.router_z_loss_coef" "${cfg[@]}" --set model.router_z_loss_coef=-1
+bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.capacity_factor=-1
+bad "expert parallelism" "parallel.expert_parallel_size: 2: expert parallelism (all-to-all dispatch) is not built" \
+  "${cfg[@]}" --set parallel.expert_parallel_size=2
+bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
+
+# ---- 4. Hugging Face Mixtral ---------------------------------------------------------------------
+printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 3, warmup_steps: 1, lr: 3e-3}\n' \
+  "$T/d.bin" > "$T/h.yaml" # z-loss 0: Mixtral's config.json has no z-loss
+"$Z" train "$T/h.yaml" --ckpt-dir "$T/ck" >/dev/null
+"$Z" export "$T/ck" --hf "$T/hf" --shard-size 2MB >/dev/null
+zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
+if out="$(/usr/bin/python3 "$SRC/tests/moe_hf.py" "$T/hf" "$T/v.bin" 4 16 "$zt" "$T/moe0.bin" "$T/moe1.bin" 2>&1)"
+then echo "ok   PyTorch: the Mixtral directory, and the oracle dropless and with capacity factor 1:"
+  grep -E "^Mixtral|^loss|tensors:" <<<"$out"
+else echo "FAIL PyTorch (Mixtral directory, oracle):"; echo "$out"; fail=1; fi
+"$Z" export "$T/hf" --hf "$T/one" >/dev/null && "$Z" export "$T/one" --hf "$T/two" >/dev/null
+if cmp -s "$T/one/model.safetensors" "$T/two/model.safetensors" && grep -q '"model_type":.*"mixtral"' "$T/two/config.json"
+then echo "ok   Mixtral directory read back and written again: byte-identical"
+else echo "FAIL Mixtral directory round trip differs"; fail=1; fi
+if out="$("$Z" train "$T/h.yaml" --set model.init_hf="$T/hf" --set training.steps=1 2>&1)" &&
+   grep -q "model llama" <<<"$out"; then echo "ok   model.init_hf from the Mixtral directory trains"
+else echo "FAIL model.init_hf from the Mixtral directory:"; echo "$out" | tail -3; fail=1; fi
+exit $fail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qlora.sh BUILD SOURCE - QLoRA: LoRA on a frozen base stored quantized (lora.base_quant nf4|int8;
-# src/engine/param_quant.c, docs/models.md), through `zerotrain train` on GPT-2 tiny and the KJV:
+# src/engine/param_quant.c, docs/models.md), through `zerotrain train` on GPT-2 tiny and the GPL (v3 to train, v2 to validate):
 #  1. a base pretrained briefly and exported to a Hugging Face directory; LoRA (all-linear, bf16)
 #     from it with the base as bf16, nf4 and int8: the nf4 and int8 runs reach the bf16 base's
 #     validation loss within 2%, their output says what the quantized base holds;
@@ -23,21 +23,23 @@ export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 source "$SRC/tests/dist_check.bash" # fail, bad
-D="$SRC/data"
+D="$T" # the GPL v3 to train on, the GPL v2 to validate (a clean clone has no data/)
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$D/train.bin" >/dev/null
+"$Z" tokenize /usr/share/common-licenses/GPL-2 -o "$D/val.bin" >/dev/null
 hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
 val_of() { grep '^done' <<<"$1" | grep -o '| val [0-9.]*' | cut -d' ' -f3; }
 
 # 1. the base, then LoRA over it as bf16, nf4, int8
 cat > "$T/base.yaml" <<YEOF
 model: {preset: tiny}
-data: {train: $D/kjv_train.bin}
+data: {train: $D/train.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 16, lr: 6e-3}
 YEOF
 "$Z" train "$T/base.yaml" --save "$T/base.ztw" >/dev/null
 "$Z" export "$T/base.ztw" --hf "$T/base" >/dev/null
 cat > "$T/q.yaml" <<YEOF
 model: {preset: tiny, init_hf: $T/base}
-data: {train: $D/kjv_train.bin, val: $D/kjv_val.bin}
+data: {train: $D/train.bin, val: $D/val.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 8, lr: 1e-2}
 eval: {batches: 4}
 precision: {mode: bf16}

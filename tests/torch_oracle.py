@@ -172,7 +172,7 @@ def llama_loss(cfg, P, idx, targets):
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         x = x + F.linear(y, h("self_attn.o_proj.weight"))
         xn = rms_norm(x, h("post_attention_layernorm.weight"), eps)
-        if lc["moe"]:
+        if lc.get("moe"):
             out, aux = moe_mlp(lc["moe"], h, xn.view(B * T, C))
             x = x + out.view(B, T, C)
             extra = extra + aux

@@ -430,6 +430,8 @@ void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs
  * whole again. ZT_ERR_USAGE for parts < 1 or a mode out of range. The attention of the models'
  * blocks follows it (src/model/context_parallel.c). Call before zt_engine_create. */
 int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_error *err);
+/* The parts zt_model_set_context_parallel cut m into (1: whole) and, when mode is not NULL, their mode. */
+int zt_model_cp_parts(const zt_model *m, zt_cp_mode *mode);
 
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);

@@ -351,7 +351,7 @@ static int plan_point(shown *w, const args *a, const zt_model *mt, const zt_scal
         return zt_error_set(err, ZT_ERR_USAGE, "plan: --global-batch %d is not a multiple of %d data-parallel ranks x "
                             "--micro-batch %d", global, R, a->mb);
     } else rq.opt.grad_accum = global / (R * a->mb);
-    rq.model = mt, rq.compute = ct, rq.tp = tp, rq.pp = pp, rq.cp_mode = a->cp_mode;
+    rq.model = mt, rq.compute = ct, rq.tp = tp, rq.pp = pp;
     int rc = ZT_OK;
     static const zt_strategy flat[] = {ZT_STRATEGY_DDP, ZT_STRATEGY_ZERO1, ZT_STRATEGY_ZERO2, ZT_STRATEGY_ZERO3};
     for (size_t k = 0; k < 4 && !rc; k++) rc = add_row(w, &rq, flat[k], 0, err);

@@ -156,6 +156,12 @@ int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_er
     return ZT_OK;
 }
 
+int zt_model_cp_parts(const zt_model *m, zt_cp_mode *mode) {
+    bool cut = m->n_units > 0 && m->units[0].cp_parts > 1; /* every unit alike (above) */
+    if (mode) *mode = cut ? (zt_cp_mode)m->units[0].cp_mode : ZT_CP_ALLGATHER;
+    return cut ? m->units[0].cp_parts : 1;
+}
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)

@@ -70,9 +70,7 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
         return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", m->n_units);
     }
     bool llama = spec.arch == ZT_ARCH_LLAMA;
-    int parts = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1, cp = 1;
-    for (int u = 0; u < m->n_units; u++)
-        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
+    int parts = m->n_units > 0 && m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1, cp = zt_model_cp_parts(m, NULL);
     if (T % cp)
         return zt_error_set(err, ZT_ERR_USAGE, "--seq %d: context parallelism %d does not divide it", T, cp);
     int Tq = T / cp; /* this part's queries (and tokens) */

@@ -1,17 +1,17 @@
 /* cp_comm.c - context-parallel exchanges of the attention per block (cp_comm.h). */
 #include "scale/cp_comm.h"
+#include "scale/pipeline.h"
 
 #include <string.h>
 
-void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, zt_cp_mode mode, int B, int T,
-                      double act_bytes, double attention_s, int micro_batches, double *fwd, double *bwd,
-                      double *sent_per_step) {
-    int U = m->n_units, cp = 1;
+void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B, int T, double act_bytes,
+                      double attention_s, int micro_batches, double *fwd, double *bwd, double *sent_per_step) {
+    int U = m->n_units;
+    zt_cp_mode mode;
+    int cp = zt_model_cp_parts(m, &mode);
     memset(fwd, 0, (size_t)U * sizeof *fwd);
     memset(bwd, 0, (size_t)U * sizeof *bwd);
     *sent_per_step = 0;
-    for (int u = 0; u < U; u++)
-        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
     zt_model_spec spec;
     if (cp <= 1 || zt_model_spec_of(m, &spec, NULL)) return;
     int L, NH, C, V, maxT;
@@ -47,8 +47,7 @@ void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, zt_cp_
             sent = 3 * frac * S;
         }
     }
-    int blocks = 0;
     for (int u = 0; u < U; u++)
-        if (m->units[u].layer >= 0) fwd[u] = f, bwd[u] = b, blocks++;
-    *sent_per_step = (double)micro_batches * blocks * sent;
+        if (m->units[u].layer >= 0) fwd[u] = f, bwd[u] = b;
+    *sent_per_step = (double)micro_batches * zt_scale_blocks(m) * sent;
 }

@@ -20,12 +20,12 @@
 #include "zerotrain/zerotrain.h"
 
 /* Exposed seconds of cp communication per unit of m (m->n_units entries each, caller's arrays,
- * blocks only) in one micro-batch's forward and backward, for the model's cp parts (its units'
- * cp_parts; 1: zeros) in `mode`, tp parts of the cut model, B sequences of T (whole) positions,
+ * blocks only) in one micro-batch's forward and backward, for the model's cp parts and mode
+ * (zt_model_cp_parts; 1 part: zeros), tp parts of the cut model, B sequences of T (whole) positions,
  * over net; `attention_s` the seconds of one block's attention (forward + backward, the part's)
  * that a ring's shifts hide behind. *sent_per_step: the bytes one device sends per step of
  * `micro_batches`. */
-void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, zt_cp_mode mode, int B, int T,
+void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B, int T,
                       double act_bytes, double attention_s, int micro_batches, double *fwd, double *bwd,
                       double *sent_per_step);
 

@@ -56,9 +56,7 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     if (strategy != ZT_STRATEGY_HYBRID) S = strategy == ZT_STRATEGY_DDP ? 1 : D;
     out->strategy = strategy;
     out->shard = S;
-    int cp = 1;
-    for (int u = 0; u < U; u++)
-        if (m->units[u].cp_parts > cp) cp = m->units[u].cp_parts;
+    int cp = zt_model_cp_parts(m, NULL);
     if (D % cp || rq->opt.T % (2 * cp))
         return zt_error_set(err, ZT_ERR_USAGE, "context parallelism %d: it must divide the %d data-parallel ranks and "
                             "half of the sequence of %d", cp, D, rq->opt.T);
@@ -99,10 +97,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     const zt_scale_net *net = &cl->net;
     zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T / cp, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
                      &out->tp_bytes);
-    int L = 0;
-    for (int u = 0; u < U; u++) L += m->units[u].layer >= 0;
-    zt_scale_cp_comm(m, net, tp, rq->cp_mode, rq->opt.B, rq->opt.T, act, L ? c->attention_s / L : 0, GA, cpf, cpb,
-                     &out->cp_bytes);
+    int L = zt_scale_blocks(m);
+    zt_scale_cp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, L ? c->attention_s / L : 0, GA, cpf, cpb, &out->cp_bytes);
     for (int u = 0; u < U; u++) fw[u] = c->fwd[u] + tpf[u] + cpf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u];
 
     /* the pipeline: every stage's seconds per micro-batch; the slowest stage is played out */

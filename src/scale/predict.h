@@ -62,10 +62,9 @@ typedef struct zt_scale_request {
                                      keep_params_after_forward: what the memory plan gets too */
     zt_memory_plan_options plan;
     int tp, pp;                   /* tensor-parallel parts (the model is cut so), pipeline stages;
-                                     0 means 1; opt.grad_accum is the pipeline's micro-batches */
-    zt_cp_mode cp_mode;           /* context parallelism: the model's units' cp_parts (set by
-                                     zt_model_set_context_parallel) over this mode; opt.T is the
-                                     whole sequence */
+                                     0 means 1; opt.grad_accum is the pipeline's micro-batches;
+                                     context parallelism is the model's (zt_model_cp_parts), opt.T
+                                     the whole sequence */
     zt_scale_pp_schedule pp_schedule;
 } zt_scale_request;
 

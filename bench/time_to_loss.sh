@@ -12,9 +12,14 @@
 #   bash bench/time_to_loss.sh                      # all six runs, ~15 min on a quiet 2-core machine
 #   bash bench/time_to_loss.sh --runs "zt-bf16 pt-bf16" --target 5.0
 #   --runs LIST   of zt-fp32 zt-bf16 zt-fp32-x2 zt-bf16-x2 pt-fp32 pt-bf16 (x2: 2 ranks x 1 thread,
-#                 --strategy; pt-bf16: torch.autocast bf16 around the forward)
-#   --target X --shape L,NH,C --B N --T N --steps N (the schedule's length) --lr X --warmup N
-#   --eval-every N --eval-batches N --strategy S --out FILE.jsonl
+#                 --strategy; pt-bf16: torch.autocast bf16 around the forward), and zt-muon-fp32,
+#                 zt-muon-bf16 (-x2 too): Muon for the blocks' matrices at --muon-lr, AdamW (--lr)
+#                 for the rest (optimizer.type muon, docs/optimizer.md)
+#   --target X --shape L,NH,C --B N --T N --steps N (the schedule's length) --lr X --muon-lr X
+#   --warmup N --eval-every N --eval-batches N --strategy S --out FILE.jsonl
+#   --curve FILE  every zerotrain run's validation losses (step, tokens so far, val) appended as JSON lines:
+#                 with --target 0 (never reached) the runs go the whole schedule and the curves give
+#                 the tokens to any target (bench/optim_sweep.sh)
 # Prints the CPU family and OpenBLAS core, each run's time, steps, tokens and what other processes
 # took meanwhile, then a markdown table with each time as a ratio to the PyTorch runs and each
 # run's tokens/s (evaluations included) against the shape's GEMM-bound limit, measured after the
@@ -23,14 +28,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 Z="$ROOT/build/zerotrain"
 RUNS="zt-fp32 zt-bf16 zt-fp32-x2 zt-bf16-x2 pt-fp32 pt-bf16"
-TARGET=5.6 SHAPE=4,4,256 B=8 T=128 STEPS=500 LR=1e-3 WARMUP=20 EVERY=25 EVAL_BATCHES=8 STRATEGY=zero3 OUT=""
+TARGET=5.6 SHAPE=4,4,256 B=8 T=128 STEPS=500 LR=1e-3 MUON_LR=0.02 WARMUP=20 EVERY=25 EVAL_BATCHES=8 STRATEGY=zero3 OUT=""
+CURVE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;; --target) TARGET="$2"; shift 2 ;; --shape) SHAPE="$2"; shift 2 ;;
     --B) B="$2"; shift 2 ;; --T) T="$2"; shift 2 ;; --steps) STEPS="$2"; shift 2 ;; --lr) LR="$2"; shift 2 ;;
+    --muon-lr) MUON_LR="$2"; shift 2 ;; --curve) CURVE="$2"; shift 2 ;;
     --warmup) WARMUP="$2"; shift 2 ;; --eval-every) EVERY="$2"; shift 2 ;;
     --eval-batches) EVAL_BATCHES="$2"; shift 2 ;; --strategy) STRATEGY="$2"; shift 2 ;; --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "time_to_loss.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -62,17 +69,26 @@ for run in $RUNS; do
   j0=$(busy); t0=$(date +%s.%N)
   case "$run" in
     zt-*)
-      prec=${run#zt-}; prec=${prec%-x2}; mode=$([ "$prec" = bf16 ] && echo bf16 || echo fp32)
+      prec=${run#zt-}; prec=${prec%-x2}; mode=$([ "${prec%bf16}" != "$prec" ] && echo bf16 || echo fp32)
+      opt=(); [ "${prec#muon-}" != "$prec" ] && opt=(--set optimizer.type=muon --set optimizer.muon_lr="$MUON_LR")
       rm -f "$W/log.jsonl"
       if [ "${run%-x2}" != "$run" ]; then
         OMP_NUM_THREADS=1 /usr/bin/time -f "%e %U %S" -o "$W/time" "$Z" train "$W/c.yaml" --init "$W/init.safetensors" \
           --nproc 2 --set parallel.strategy="$STRATEGY" --set training.micro_batch_size=$((B / 2)) \
           --set eval.batches=$((EVAL_BATCHES * 2)) \
-          --set precision.mode="$mode" >"$W/$run.log" 2>&1 || true
+          --set precision.mode="$mode" "${opt[@]}" >"$W/$run.log" 2>&1 || true
       else
         OMP_NUM_THREADS=2 /usr/bin/time -f "%e %U %S" -o "$W/time" "$Z" train "$W/c.yaml" --init "$W/init.safetensors" \
-          --set precision.mode="$mode" >"$W/$run.log" 2>&1 || true
+          --set precision.mode="$mode" "${opt[@]}" >"$W/$run.log" 2>&1 || true
       fi
+      [ -n "$CURVE" ] && /usr/bin/python3 - "$W/log.jsonl" "$run" "$LR" "$MUON_LR" >>"$CURVE" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if d.get("val_loss") is not None and "step" in d:
+        print(json.dumps({"run": sys.argv[2], "lr": float(sys.argv[3]), "muon_lr": float(sys.argv[4]),
+                          "step": d["step"], "tokens": d["step"] * d["tokens"], "val_loss": d["val_loss"]}))
+PY
       ev="$(grep '"target_reached"' "$W/log.jsonl" 2>/dev/null || true)"
       if [ -z "$ev" ]; then echo "$run: target not reached: $(tail -2 "$W/$run.log" | tr '\n' ' ')"; continue; fi
       secs=$(grep -oE '"seconds":[0-9.]+' <<<"$ev" | cut -d: -f2); step=$(grep -oE '"step":[0-9]+' <<<"$ev" | cut -d: -f2)

@@ -206,7 +206,8 @@ int zt_store_set(zt_engine *e, int i, const float *local, zt_error *err) {
 }
 
 int zt_store_gather(zt_engine *e, int i, float *dst, zt_error *err) {
-    if (zt_store_local_is_piece(e) && !zt_store_quantized(e, i)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
+    if (zt_store_quantized(e, i)) return zt_quant_gather(e, i, dst, err); /* sharded: the blocks gathered */
+    if (zt_store_local_is_piece(e)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
     return zt_store_read(e, i, 0, (size_t)e->model->params[i].numel, dst, err);
 }
 

@@ -14,11 +14,17 @@
 #  (d) the embedded chat template, rendered by llama.cpp's own Jinja engine, is byte for byte what
 #      `zerotrain chat-template` renders;
 #  (e) q4_0 loads and its perplexity stays within 10% (4-bit weights of a barely trained model);
+#  (k) q4_k on a third model whose rows are whole super-blocks of 256 (a one-block Llama, C = 256):
+#      every k-quant tensor of the file byte for byte llama.cpp's own quantization of the f32
+#      export's (tests/gguf_kquant.py through libggml-base.so, also on every matrix of the three
+#      f32 files, random data and edge cases), the LM head in q6_k; llama.cpp's perplexity on it
+#      within 5% of zerotrain's f32 model's; `train --init` from it near the f32 start;
 #  (g) import: `train --init FILE.gguf` starts from exactly the exported parameters (f32, the Llama:
 #      its q/k rows permuted back), near them from q8_0; a truncated file, an unknown architecture or tensor type: exit 4
 #      naming the file, tensor and field;
 #  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
-#      unknown --type (exit 2), q8_0/q4_0 on rows of 48 (exit 2 naming the tensor), an unwritable
+#      unknown --type (exit 2), q8_0/q4_0 on rows of 48 and q4_k on rows of 64 (exit 2 naming the
+#      tensor), an unwritable
 #      path (exit 8 naming it), nothing left behind.
 # Fails, never skips, without node or the packages (scripts/setup.sh installs them).
 set -euo pipefail
@@ -53,6 +59,7 @@ train() { # NAME MODEL-YAML DATA STEPS [MORE-YAML [TRAIN-ARGS...]]
 "$Z" tokenize "$T/train.txt" -o "$T/l.bin" --tokenizer "$MISTRAL" >/dev/null
 train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 12
 train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 12
+train k '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128, n_layer: 1, n_embd: 256, n_head: 4, n_kv_head: 2, intermediate_size: 512}' "$T/l.bin" 12
 # LoRA adapters on the Llama (as a base from a Hugging Face directory), merged by the export
 "$Z" export "$T/l.ztw" --hf "$T/base-hf" >/dev/null
 train r '{preset: llama-tiny}' "$T/l.bin" 5 'lora: {rank: 4, alpha: 16, target_modules: all-linear}' --init-hf "$T/base-hf"
@@ -71,6 +78,12 @@ out="$("$Z" export "$T/r.ztw" --gguf "$T/r32.gguf" --tokenizer "$MISTRAL")"
 "$Z" chat-template "$TPL_g" --messages "$MSG" --add-generation-prompt --bos '<|endoftext|>' --eos '<|endoftext|>' > "$T/g.zt.txt"
 "$Z" chat-template "$TPL_l" --messages "$MSG" --add-generation-prompt --bos '<s>' --eos '</s>' > "$T/l.zt.txt"
 "$Z" export "$T/l.ztw" --gguf "$T/lq4_0.gguf" --type q4_0 --tokenizer "$MISTRAL" >/dev/null
+"$Z" export "$T/k.ztw" --gguf "$T/k32.gguf" --tokenizer "$MISTRAL" >/dev/null
+"$Z" export "$T/k.ztw" --gguf "$T/kq4_k.gguf" --type q4_k --tokenizer "$MISTRAL" >/dev/null
+"$Z" sample "$T/k.ztw" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/k.zt.f32" > "$T/k.score"
+# (k) the k-quants' bytes against llama.cpp's quantizer (its libggml-base.so, through ctypes)
+$PY "$SRC/tests/gguf_kquant.py" "$BUILD/libzerotrain.so" "$(ls "$NPM"/@node-llama-cpp/linux-x64/bins/*/libggml-base.so | head -1)" \
+  "$T/g32.gguf" "$T/l32.gguf" "$T/k32.gguf" --pair "$T/k32.gguf" "$T/kq4_k.gguf" || fail "k-quant bytes differ from llama.cpp's"
 
 # llama.cpp's side, one node process
 $PY - "$T" "$MSG" > "$T/jobs.json" <<'PY'
@@ -87,6 +100,7 @@ for m in "gl":
     if m == "l":
         jobs.append({"gguf": f"{T}/lq4_0.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 4)), "out": f"{T}/l.q4_0.f32"}})
 jobs.append({"gguf": f"{T}/r32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.cpp.f32"}})
+jobs.append({"gguf": f"{T}/kq4_k.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 2)), "out": f"{T}/k.q4_k.f32"}})
 print(json.dumps(jobs))
 PY
 node "$SRC/tests/gguf.mjs" "$T/jobs.json"
@@ -162,6 +176,20 @@ for m in "glr":
             sys.exit(f"gguf: FAIL: {tname} on {f}: llama.cpp's ids differ from zerotrain's at {k}: "
                      f"{ref[k:k+8]} vs {zt_ids[k:k+8]}")
         print(f"{tname} tokenizer on {f}: llama.cpp's ids from the GGUF = zerotrain's, {len(ref)} ids")
+# (k) q4_k: perplexity over 24 held-out predictions against zerotrain's f32 model's
+ids = [int(x) for x in open(f"{T}/k.score").readline().split()[1:]]
+n = len(ids)
+zt = np.fromfile(f"{T}/k.zt.f32", dtype=np.float32).reshape(n, -1).astype(np.float64)
+logp = zt - zt.max(1, keepdims=True)
+logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+pos = list(range(0, n - 1, 2))
+c = np.log(np.maximum(np.fromfile(f"{T}/k.q4_k.f32", dtype=np.float32).reshape(len(pos), -1).astype(np.float64), 1e-45))
+nll_zt = -np.mean([logp[t, ids[t + 1]] for t in pos])
+nll = -np.mean([c[k, ids[t + 1]] for k, t in enumerate(pos)])
+r = math.exp(nll - nll_zt)
+print(f"Llama C=256 perplexity over {len(pos)} held-out predictions: zerotrain f32 {math.exp(nll_zt):.6g}, "
+      f"llama.cpp q4_k {math.exp(nll):.6g} (ratio {r:.5f}, bound 5%)")
+assert abs(r - 1) <= 0.05, ("q4_k", r)
 PY
 
 # (d) chat templates
@@ -180,11 +208,13 @@ bad() { # WHAT EXPECTED-RC EXPECTED-TEXT ARGS...
 }
 bad "no tokenizer.json" 2 "no tokenizer.json among the --tokenizer files" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$TPL_g"
 bad "a tokenizer.json of another model" 3 "field model.type is WordPiece" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$T/wp.json"
-bad "unknown --type" 2 "--type q5_k is not a GGUF type" "$T/g.ztw" --gguf "$T/x.gguf" --type q5_k
+bad "unknown --type" 2 "--type q3_k is not a GGUF type" "$T/g.ztw" --gguf "$T/x.gguf" --type q3_k
 train n '{preset: tiny, n_layer: 1, n_embd: 48, n_head: 4, max_seq_len: 64}' "$T/g.bin" 1
 bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 48) has rows of 48 elements" \
   "$T/n.ztw" --gguf "$T/x.gguf" --type q8_0
 bad "q4_0 on rows of 48" 2 "not a multiple of q4_0's block of 32" "$T/n.ztw" --gguf "$T/x.gguf" --type q4_0
+bad "q4_k on rows of 64" 2 "tensor token_embd.weight (embed_tokens.weight, shape 32000 x 64) has rows of 64 elements, not a multiple of q4_k's block of 256" \
+  "$T/l.ztw" --gguf "$T/x.gguf" --type q4_k
 mkdir "$T/ro"; chmod 500 "$T/ro"
 nowrite="$T/ro/x.gguf"; [ "$(id -u)" = 0 ] && nowrite="/proc/zt.gguf"  # root writes through mode 500
 bad "unwritable path" 8 "export --gguf $nowrite" "$T/g.ztw" --gguf "$nowrite" --tokenizer "$T/gpt2.json"
@@ -203,6 +233,10 @@ c="$("$Z" train "$T/l.yaml" --init "$T/lq8_0.gguf" "${S[@]}" 2>&1 | grep '^done:
 echo "train --init l32.gguf = --init l.ztw: params xxh64 ${b##*xxh64 } after one step"
 $PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init lq8_0.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.01)' "$a" "$c" ||
   fail "--init lq8_0.gguf: $c; f32: $a"
+a="$("$Z" train "$T/k.yaml" --init "$T/k.ztw" "${S[@]}" 2>&1 | grep '^done:')"
+c="$("$Z" train "$T/k.yaml" --init "$T/kq4_k.gguf" "${S[@]}" 2>&1 | grep '^done:')"
+$PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init kq4_k.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.03)' "$a" "$c" ||
+  fail "--init kq4_k.gguf: $c; f32: $a"
 $PY - "$T" <<'PY'
 import struct, sys
 T = sys.argv[1]
@@ -213,7 +247,7 @@ arch = b.replace(b"\x04\x00\x00\x00\x00\x00\x00\x00gpt2", b"\x04\x00\x00\x00\x00
 open(f"{T}/arch.gguf", "wb").write(arch)
 i = b.index(b"blk.0.attn_qkv.weight") + len(b"blk.0.attn_qkv.weight")
 nd = struct.unpack_from("<I", b, i)[0]
-struct.pack_into("<I", b, i + 4 + 8 * nd, 12)                   # Q4_K
+struct.pack_into("<I", b, i + 4 + 8 * nd, 10)                   # Q2_K
 open(f"{T}/type.gguf", "wb").write(b)
 PY
 bad_init() { # WHAT TEXT FILE
@@ -224,5 +258,5 @@ bad_init() { # WHAT TEXT FILE
 bad_init "truncated metadata" "trunc_meta.gguf: truncated in the metadata" trunc_meta.gguf
 bad_init "truncated tensors" "(truncated?)" trunc_data.gguf
 bad_init "unknown architecture" "field general.architecture is \"gptj\"; zerotrain reads gpt2 and llama" arch.gguf
-bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 12" type.gguf
+bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 10" type.gguf
 echo "gguf: ok"

@@ -199,7 +199,8 @@ static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_ty
     zt_gguf_kv_str(kv, "general.name", llama ? "zerotrain llama" : "zerotrain gpt2");
     zt_gguf_kv_u32(kv, "general.file_type", (uint32_t)zt_gguf_file_type(type));
     zt_gguf_kv_u32(kv, "general.alignment", ALIGN);
-    if (type == ZT_GGUF_Q8_0 || type == ZT_GGUF_Q4_0) zt_gguf_kv_u32(kv, "general.quantization_version", 2);
+    if (type == ZT_GGUF_Q8_0 || type == ZT_GGUF_Q4_0 || zt_gguf_type_is_k(type))
+        zt_gguf_kv_u32(kv, "general.quantization_version", 2);
     if (llama) {
         const zt_llama_config *c = m->cfg;
         ARCH_U32("context_length", c->max_seq_len);
@@ -232,6 +233,15 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
     if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "export --gguf %s: out of memory", path);
     int n = 0;
     const zt_llama_config *lc = llama ? m->cfg : NULL;
+    /* q4_k and q5_k: the LM head (output.weight, or token_embd.weight when tied) in Q6_K, as every
+     * llama.cpp k-quant mix writes it (llama_tensor_get_type) */
+    bool head_q6 = type == ZT_GGUF_Q4_K || type == ZT_GGUF_Q5_K, has_output = false;
+    for (int i = 0; i < m->n_params && head_q6; i++) {
+        char name[sizeof t->name];
+        int heads;
+        has_output |= !m->params[i].lora && zt_gguf_param_name(m, i, name, sizeof name, &heads) &&
+                      !strcmp(name, "output.weight");
+    }
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
         if (p->lora) continue; /* merged into their weights beforehand */
@@ -246,12 +256,15 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         g->ne[0] = p->logical_shape[p->ndim - 1];
         g->ne[1] = p->ndim == 2 ? p->logical_shape[0] : 1;
         g->type = p->ndim == 2 ? type : ZT_GGUF_F32;
+        if (head_q6 && (!strcmp(g->name, "output.weight") || (!has_output && !strcmp(g->name, "token_embd.weight"))))
+            g->type = ZT_GGUF_Q6_K;
         int blk = zt_gguf_block_elems(g->type);
         if (g->ne[0] % blk) {
             zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s --type %s: tensor %s (%s, shape %lld x %lld) has rows of "
-                         "%lld elements, not a multiple of %s's block of %d; use f32, f16 or bf16", path,
+                         "%lld elements, not a multiple of %s's block of %d; use f32, f16, bf16%s", path,
                          zt_gguf_type_name(type), g->name, p->name, (long long)g->ne[1], (long long)g->ne[0],
-                         (long long)g->ne[0], zt_gguf_type_name(type), blk);
+                         (long long)g->ne[0], zt_gguf_type_name(g->type), blk,
+                         blk == 256 && g->ne[0] % 32 == 0 ? ", q8_0 or q4_0" : "");
             free(t);
             return ZT_ERR_USAGE;
         }

@@ -1,5 +1,5 @@
 /* cmd_export.c - `zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR |
- * --gguf FILE) [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0] [--shard-size 5GB]
+ * --gguf FILE) [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k] [--shard-size 5GB]
  * [--tokenizer FILE]... [--base-model NAME] [--init-peft DIR]`: consolidates a sharded checkpoint
  * (any world size and strategy), a weights file (`train --save`) or a Hugging Face directory (to
  * reshard it) into one safetensors file or a Hugging Face model directory (src/ckpt/hf.c), with
@@ -25,7 +25,8 @@
 
 #define EXPORT_USAGE                                                                                  \
     "usage: zerotrain export CKPT|W.ztw|HF_DIR (-o model.safetensors | --hf DIR | --peft DIR | --gguf FILE)\n" \
-    "                        [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0] [--shard-size SIZE]\n"  \
+    "                        [--dtype fp32|bf16] [--type f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k]\n"              \
+    "                        [--shard-size SIZE]\n"  \
     "                        [--tokenizer FILE]... [--base-model NAME] [--init-peft DIR]\n"              \
     "                        [--init-hf BASE_DIR]\n"              \
     "  CKPT            a checkpoint directory (its newest valid commit) or DIR/step-N\n"              \
@@ -44,7 +45,9 @@
     "                  metadata; --tokenizer tokenizer.json (and tokenizer_config.json or a .jinja\n"  \
     "                  chat template) embeds the tokenizer and chat template (docs/gguf.md)\n"         \
     "  --type T        --gguf: the matrices' type: f32 (default), f16, bf16, q8_0, q4_0 (blocks of\n"\
-    "                  32: every row length must be a multiple of 32); norms and biases stay f32\n"    \
+    "                  32: every row length must be a multiple of 32), q4_k, q5_k (the LM head in\n"   \
+    "                  q6_k), q6_k (llama.cpp's k-quants: row lengths a multiple of 256); norms and\n" \
+    "                  biases stay f32\n"                                                             \
     "  --init-peft D   put PEFT's adapters from D (adapter_config.json, adapter_model.safetensors) on\n" \
     "                  the source model first: -o/--hf/--gguf then write the base with them merged\n" \
     "  --init-hf DIR   a QLoRA checkpoint (lora.base_quant): the base it was trained from (the\n"        \
@@ -90,7 +93,7 @@ int zt_cmd_export(int argc, char **argv) {
     zt_gguf_export_options go = {.type = ZT_GGUF_F32, .tokenizer = copy, .n_tokenizer = n_copy};
     if (type && !zt_gguf_type_parse(type, &go.type)) {
         zt_error_set(&err, ZT_ERR_USAGE, "export --gguf %s: --type %s is not a GGUF type zerotrain writes (f32, f16, "
-                     "bf16, q8_0, q4_0)", gguf, type);
+                     "bf16, q8_0, q4_0, q4_k, q5_k, q6_k)", gguf, type);
         return zt_cli_fail(&err);
     }
     if (zt_hf_parse_size(shard, &shard_bytes, &err)) return zt_cli_fail(&err);

@@ -6,7 +6,9 @@
 #  (a) f32: llama.cpp's next-token probabilities after 12 prefixes of a held-out window of 48 tokens
 #      (6 for a Llama with LoRA adapters, 5 steps on the Llama as a base: the export merges them)
 #      equal zerotrain's (`sample --logits`: the softmax of its fp32 logits, in double) within the
-#      tolerance derived in the Python below, in log-probability;
+#      tolerance derived in the Python below, in log-probability; the same adapters as a GGUF LoRA
+#      adapter file (`export --gguf-lora`) that llama.cpp applies to the base's f32 file: equal to
+#      zerotrain's and to llama.cpp's on the merged file within the same tolerance;
 #  (b) q8_0: llama.cpp's perplexity over 24 predictions of that window is within 1% of zerotrain's
 #      f32 model's on the same predictions;
 #  (c) llama.cpp's tokenizer, from the GGUF alone, gives zerotrain's ids on the GPL-3 (35 kB: ASCII
@@ -24,7 +26,7 @@
 #      naming the file, tensor and field;
 #  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
 #      unknown --type (exit 2), q8_0/q4_0 on rows of 48 and q4_k on rows of 64 (exit 2 naming the
-#      tensor), an unwritable
+#      tensor), --gguf-lora of a model without adapters or in q8_0 (exit 2), an unwritable
 #      path (exit 8 naming it), nothing left behind.
 # Fails, never skips, without node or the packages (scripts/setup.sh installs them).
 set -euo pipefail
@@ -74,6 +76,8 @@ for m in g l; do
 done
 out="$("$Z" export "$T/r.ztw" --gguf "$T/r32.gguf" --tokenizer "$MISTRAL")"
 [[ "$out" == *"with 14 LoRA adapters merged"* ]] || fail "LoRA export: $out"
+out="$("$Z" export "$T/r.ztw" --gguf-lora "$T/r.lora.gguf")"
+[[ "$out" == *": 14 LoRA adapters (rank 4, alpha 16) as a GGUF LoRA adapter file (28 tensors)"* ]] || fail "LoRA adapter export: $out"
 "$Z" sample "$T/r.ztw" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/r.zt.f32" > "$T/r.score"
 "$Z" chat-template "$TPL_g" --messages "$MSG" --add-generation-prompt --bos '<|endoftext|>' --eos '<|endoftext|>' > "$T/g.zt.txt"
 "$Z" chat-template "$TPL_l" --messages "$MSG" --add-generation-prompt --bos '<s>' --eos '</s>' > "$T/l.zt.txt"
@@ -100,6 +104,8 @@ for m in "gl":
     if m == "l":
         jobs.append({"gguf": f"{T}/lq4_0.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 4)), "out": f"{T}/l.q4_0.f32"}})
 jobs.append({"gguf": f"{T}/r32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.cpp.f32"}})
+jobs.append({"gguf": f"{T}/l32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.lora.f32",
+                                                "lora": f"{T}/r.lora.gguf"}})
 jobs.append({"gguf": f"{T}/kq4_k.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 2)), "out": f"{T}/k.q4_k.f32"}})
 print(json.dumps(jobs))
 PY
@@ -149,6 +155,13 @@ for m in "glr":
         moved = np.abs(logp[pos] - base[pos]).max()
         print(f"  (the LoRA adapters move the base's log-probabilities by up to {moved:.3g})")
         assert moved > 100 * tol, moved
+        # the adapters as a GGUF LoRA file on the base's f32 file: llama.cpp adds scale B(Ax) to Wx at
+        # run time, two more products per adapted Linear with sums of C and r terms, inside the bound
+        a = cpp(f"{T}/r.lora.f32", pos)
+        d_zt, d_m = np.abs(a - logp[pos])[mask].max(), np.abs(a - c)[mask].max()
+        print(f"{name}, the adapters as a GGUF LoRA adapter on the base's f32 file: max |d log p| = {d_zt:.3g} "
+              f"against zerotrain, {d_m:.3g} against llama.cpp on the merged file, tolerance {tol:.3g}")
+        assert d_zt <= tol and d_m <= tol, (d_zt, d_m, tol)
         continue
     # (b), (e): perplexity over the predictions ids[t] -> ids[t + 1]
     for q, step, bound in (("q8_0", 2, 0.01), ("q4_0", 4, 0.10)):
@@ -213,6 +226,8 @@ train n '{preset: tiny, n_layer: 1, n_embd: 48, n_head: 4, max_seq_len: 64}' "$T
 bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 48) has rows of 48 elements" \
   "$T/n.ztw" --gguf "$T/x.gguf" --type q8_0
 bad "q4_0 on rows of 48" 2 "not a multiple of q4_0's block of 32" "$T/n.ztw" --gguf "$T/x.gguf" --type q4_0
+bad "--gguf-lora without adapters" 2 "export --gguf-lora $T/x.gguf: model llama has no LoRA adapters" "$T/l.ztw" --gguf-lora "$T/x.gguf"
+bad "--gguf-lora --type q8_0" 2 "the adapters are written in f32, f16 or bf16" "$T/r.ztw" --gguf-lora "$T/x.gguf" --type q8_0
 bad "q4_k on rows of 64" 2 "tensor token_embd.weight (embed_tokens.weight, shape 32000 x 64) has rows of 64 elements, not a multiple of q4_k's block of 256" \
   "$T/l.ztw" --gguf "$T/x.gguf" --type q4_k
 mkdir "$T/ro"; chmod 500 "$T/ro"

@@ -17,7 +17,9 @@
 #  4. estimate-memory --quant nf4: llama-7b QLoRA r=16 all-linear model states below bf16 LoRA's,
 #     on 1 rank and on 8 ranks zero3 (the 4-bit bytes sharded: below a quarter of bf16 LoRA's);
 #  5. bad input exits 2 naming the keys and numbers: base_quant without lora.rank, an unknown
-#     name, rows of 96 elements (not whole NF4 blocks of 64), parameter offload.
+#     name, rows of 96 elements (not whole NF4 blocks of 64);
+#  6. parameter offload (zero3, memory.offload_param nvme) with the nf4 base in memory: on 2 ranks
+#     the same parameters as ddp, every class at its planned high-water.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 Z="$BUILD/zerotrain"
@@ -144,7 +146,15 @@ bad "quant without LoRA" "lora.base_quant: nf4 quantizes the frozen base under L
 bad "unknown quant" 'lora.base_quant: unknown value "nf3" (allowed: none, nf4, int8)' train "$T/q.yaml" --set lora.base_quant=nf3
 bad "rows not whole NF4 blocks" "h.0.attn.c_attn.weight (288 x 96) has rows of 96 elements, not a multiple of NF4's block of 64" \
   train "$T/q.yaml" --set model.init_hf= --set model.n_embd=96 --set lora.base_quant=nf4
-bad "with parameter offload" "memory.offload_param nvme is not supported with it" \
-  train "$T/q.yaml" --set lora.base_quant=nf4 --set parallel.strategy=zero3 --set memory.offload_param=nvme \
-  --set memory.offload_param_nvme_path="$T/nv"
+
+# 6. parameter offload: the fp32 pieces in files, the quantized base sharded in memory
+mkdir -p "$T/nv"
+O=(--nproc 2 --set lora.base_quant=nf4 --set training.steps=3 --set data.val=)
+a="$("$Z" train "$T/q.yaml" "${O[@]}" --set parallel.strategy=ddp 2>&1)"
+b="$("$Z" train "$T/q.yaml" "${O[@]}" --set parallel.strategy=zero3 --set memory.offload_param=nvme \
+  --set memory.offload_param_nvme_path="$T/nv" 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ] &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+  echo "ok   nf4 with parameter offload (zero3, 2 ranks) = ddp: $(hash_line "$b"), planned = measured"
+else echo "FAIL nf4 with parameter offload: '$(hash_line "$b")' vs ddp '$(hash_line "$a")'"; echo "$b" | tail -4; fail=1; fi
 exit $fail

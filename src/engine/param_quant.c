@@ -52,10 +52,6 @@ int zt_quant_alloc(zt_engine *e, zt_error *err) {
     zt_param_store *ps = e->ps;
     size_t floats = zt_memory_quant_local_floats(m, quant_shards(e), quant_shard(e)), at = 0;
     if (!floats) return ZT_OK;
-    if (e->param_dir) /* (config_checks.c refuses it by its keys first) */
-        return zt_error_set(err, ZT_ERR_USAGE, "lora.base_quant %s: the quantized base stays in memory; parameter "
-                            "offload (memory.offload_param nvme) is not supported with it",
-                            zt_quant_name((zt_quant)m->lora->base_quant));
     if (!(ps->quant_off = malloc((size_t)m->n_params * sizeof *ps->quant_off)) ||
         !(ps->quant_hash = calloc((size_t)m->n_params, sizeof *ps->quant_hash)) ||
         !(ps->deq = calloc((size_t)m->n_params, sizeof *ps->deq)))

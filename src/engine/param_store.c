@@ -306,6 +306,7 @@ void zt_store_changed(zt_engine *e) { e->ps->lp_stale = true; }
 int zt_store_loaded(zt_engine *e, zt_error *err) {
     e->ps->lp_stale = true;
     for (int i = 0; i < e->model->n_params && e->ps->file_kind >= 0; i++) {
+        if (zt_store_quantized(e, i)) continue; /* in memory, not in the file */
         int rc = zt_param_offload_seal(e, i, err);
         if (rc) return rc;
     }

@@ -536,7 +536,7 @@ size_t zt_memory_largest_window(const zt_model *m, const zt_plan *pl, int *unit,
             for (int k = 0; k < un->n_params; k++) {
                 bool dup = false;
                 for (int j = 0; j < k; j++) dup |= un->params[j] == un->params[k];
-                if (!dup) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
+                if (!dup && !pl->p[un->params[k]].no_room) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
             }
             if (need > most) most = need, *unit = u, *shard = sh;
         }

@@ -1,11 +1,12 @@
 // gguf.mjs JOBS.json - llama.cpp's side of tests/gguf.sh, through node-llama-cpp 3.21.1 (its prebuilt
 // CPU build of llama.cpp; nothing is built or downloaded), in one process (start-up and each model's
 // load cost ~1.5 s). JOBS.json: a list of {"gguf": FILE, and any of
-//   "probs": {"ids": [...], "positions": [...], "out": FILE}
+//   "probs": {"ids": [...], "positions": [...], "out": FILE[, "lora": FILE]}
 //       the next-token probabilities after the prefix ids[0..t] for each t of positions, as fp32 rows
 //       of V in that order: llama.cpp's softmax at temperature 1 over every token (no top-k/p, min-p);
 //       KV cache in f32, flash attention off, a context larger than the window (a context of exactly
-//       the window's length gave another last row)
+//       the window's length gave another last row); with "lora", that LoRA adapter GGUF applied to
+//       the model at scale 1 (createContext's lora option: llama.cpp's --lora)
 //   "tokenize": [{"text": FILE, "out": FILE}]   {"ids": llama.cpp's ids of the text: no BOS, special
 //       tokens as text} as JSON
 //   "template": {"messages": FILE, "out": FILE} the GGUF's tokenizer.chat_template rendered by
@@ -26,11 +27,12 @@ for (const job of jobs) {
   const model = await llama.loadModel({ modelPath: job.gguf, gpuLayers: 0 });
   const tok = model.fileInfo.metadata.tokenizer;
   if (job.probs) {
-    const { ids, positions, out } = job.probs;
+    const { ids, positions, out, lora } = job.probs;
     const nv = tok.ggml.tokens.length;
     const context = await model.createContext({ contextSize: ids.length + 64, batchSize: ids.length + 64,
                                                 flashAttention: false, experimentalKvCacheKeyType: "F32",
-                                                experimentalKvCacheValueType: "F32", threads: 1 });
+                                                experimentalKvCacheValueType: "F32", threads: 1,
+                                                ...(lora ? { lora: { adapters: [{ filePath: lora, scale: 1 }] } } : {}) });
     const want = new Set(positions);
     const opts = { temperature: 1, topK: 0, topP: 1, minP: 0, seed: 1 };
     const res = await context.getSequence().controlledEvaluate(

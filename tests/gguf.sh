@@ -6,7 +6,9 @@
 #  (a) f32: llama.cpp's next-token probabilities after 12 prefixes of a held-out window of 48 tokens
 #      (6 for a Llama with LoRA adapters, 5 steps on the Llama as a base: the export merges them)
 #      equal zerotrain's (`sample --logits`: the softmax of its fp32 logits, in double) within the
-#      tolerance derived in the Python below, in log-probability;
+#      tolerance derived in the Python below, in log-probability; the same adapters as a GGUF LoRA
+#      adapter file (`export --gguf-lora`) that llama.cpp applies to the base's f32 file: equal to
+#      zerotrain's and to llama.cpp's on the merged file within the same tolerance;
 #  (b) q8_0: llama.cpp's perplexity over 24 predictions of that window is within 1% of zerotrain's
 #      f32 model's on the same predictions;
 #  (c) llama.cpp's tokenizer, from the GGUF alone, gives zerotrain's ids on the GPL-3 (35 kB: ASCII
@@ -14,11 +16,17 @@
 #  (d) the embedded chat template, rendered by llama.cpp's own Jinja engine, is byte for byte what
 #      `zerotrain chat-template` renders;
 #  (e) q4_0 loads and its perplexity stays within 10% (4-bit weights of a barely trained model);
+#  (k) q4_k on a third model whose rows are whole super-blocks of 256 (a one-block Llama, C = 256):
+#      every k-quant tensor of the file byte for byte llama.cpp's own quantization of the f32
+#      export's (tests/gguf_kquant.py through libggml-base.so, also on every matrix of the three
+#      f32 files, random data and edge cases), the LM head in q6_k; llama.cpp's perplexity on it
+#      within 5% of zerotrain's f32 model's; `train --init` from it near the f32 start;
 #  (g) import: `train --init FILE.gguf` starts from exactly the exported parameters (f32, the Llama:
 #      its q/k rows permuted back), near them from q8_0; a truncated file, an unknown architecture or tensor type: exit 4
 #      naming the file, tensor and field;
 #  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
-#      unknown --type (exit 2), q8_0/q4_0 on rows of 48 (exit 2 naming the tensor), an unwritable
+#      unknown --type (exit 2), q8_0/q4_0 on rows of 48 and q4_k on rows of 64 (exit 2 naming the
+#      tensor), --gguf-lora of a model without adapters or in q8_0 (exit 2), an unwritable
 #      path (exit 8 naming it), nothing left behind.
 # Fails, never skips, without node or the packages (scripts/setup.sh installs them).
 set -euo pipefail
@@ -53,6 +61,7 @@ train() { # NAME MODEL-YAML DATA STEPS [MORE-YAML [TRAIN-ARGS...]]
 "$Z" tokenize "$T/train.txt" -o "$T/l.bin" --tokenizer "$MISTRAL" >/dev/null
 train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 12
 train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 12
+train k '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128, n_layer: 1, n_embd: 256, n_head: 4, n_kv_head: 2, intermediate_size: 512}' "$T/l.bin" 12
 # LoRA adapters on the Llama (as a base from a Hugging Face directory), merged by the export
 "$Z" export "$T/l.ztw" --hf "$T/base-hf" >/dev/null
 train r '{preset: llama-tiny}' "$T/l.bin" 5 'lora: {rank: 4, alpha: 16, target_modules: all-linear}' --init-hf "$T/base-hf"
@@ -67,10 +76,18 @@ for m in g l; do
 done
 out="$("$Z" export "$T/r.ztw" --gguf "$T/r32.gguf" --tokenizer "$MISTRAL")"
 [[ "$out" == *"with 14 LoRA adapters merged"* ]] || fail "LoRA export: $out"
+out="$("$Z" export "$T/r.ztw" --gguf-lora "$T/r.lora.gguf")"
+[[ "$out" == *": 14 LoRA adapters (rank 4, alpha 16) as a GGUF LoRA adapter file (28 tensors)"* ]] || fail "LoRA adapter export: $out"
 "$Z" sample "$T/r.ztw" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/r.zt.f32" > "$T/r.score"
 "$Z" chat-template "$TPL_g" --messages "$MSG" --add-generation-prompt --bos '<|endoftext|>' --eos '<|endoftext|>' > "$T/g.zt.txt"
 "$Z" chat-template "$TPL_l" --messages "$MSG" --add-generation-prompt --bos '<s>' --eos '</s>' > "$T/l.zt.txt"
 "$Z" export "$T/l.ztw" --gguf "$T/lq4_0.gguf" --type q4_0 --tokenizer "$MISTRAL" >/dev/null
+"$Z" export "$T/k.ztw" --gguf "$T/k32.gguf" --tokenizer "$MISTRAL" >/dev/null
+"$Z" export "$T/k.ztw" --gguf "$T/kq4_k.gguf" --type q4_k --tokenizer "$MISTRAL" >/dev/null
+"$Z" sample "$T/k.ztw" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/k.zt.f32" > "$T/k.score"
+# (k) the k-quants' bytes against llama.cpp's quantizer (its libggml-base.so, through ctypes)
+$PY "$SRC/tests/gguf_kquant.py" "$BUILD/libzerotrain.so" "$(ls "$NPM"/@node-llama-cpp/linux-x64/bins/*/libggml-base.so | head -1)" \
+  "$T/g32.gguf" "$T/l32.gguf" "$T/k32.gguf" --pair "$T/k32.gguf" "$T/kq4_k.gguf" || fail "k-quant bytes differ from llama.cpp's"
 
 # llama.cpp's side, one node process
 $PY - "$T" "$MSG" > "$T/jobs.json" <<'PY'
@@ -87,6 +104,9 @@ for m in "gl":
     if m == "l":
         jobs.append({"gguf": f"{T}/lq4_0.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 4)), "out": f"{T}/l.q4_0.f32"}})
 jobs.append({"gguf": f"{T}/r32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.cpp.f32"}})
+jobs.append({"gguf": f"{T}/l32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.lora.f32",
+                                                "lora": f"{T}/r.lora.gguf"}})
+jobs.append({"gguf": f"{T}/kq4_k.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 2)), "out": f"{T}/k.q4_k.f32"}})
 print(json.dumps(jobs))
 PY
 node "$SRC/tests/gguf.mjs" "$T/jobs.json"
@@ -135,6 +155,13 @@ for m in "glr":
         moved = np.abs(logp[pos] - base[pos]).max()
         print(f"  (the LoRA adapters move the base's log-probabilities by up to {moved:.3g})")
         assert moved > 100 * tol, moved
+        # the adapters as a GGUF LoRA file on the base's f32 file: llama.cpp adds scale B(Ax) to Wx at
+        # run time, two more products per adapted Linear with sums of C and r terms, inside the bound
+        a = cpp(f"{T}/r.lora.f32", pos)
+        d_zt, d_m = np.abs(a - logp[pos])[mask].max(), np.abs(a - c)[mask].max()
+        print(f"{name}, the adapters as a GGUF LoRA adapter on the base's f32 file: max |d log p| = {d_zt:.3g} "
+              f"against zerotrain, {d_m:.3g} against llama.cpp on the merged file, tolerance {tol:.3g}")
+        assert d_zt <= tol and d_m <= tol, (d_zt, d_m, tol)
         continue
     # (b), (e): perplexity over the predictions ids[t] -> ids[t + 1]
     for q, step, bound in (("q8_0", 2, 0.01), ("q4_0", 4, 0.10)):
@@ -162,6 +189,20 @@ for m in "glr":
             sys.exit(f"gguf: FAIL: {tname} on {f}: llama.cpp's ids differ from zerotrain's at {k}: "
                      f"{ref[k:k+8]} vs {zt_ids[k:k+8]}")
         print(f"{tname} tokenizer on {f}: llama.cpp's ids from the GGUF = zerotrain's, {len(ref)} ids")
+# (k) q4_k: perplexity over 24 held-out predictions against zerotrain's f32 model's
+ids = [int(x) for x in open(f"{T}/k.score").readline().split()[1:]]
+n = len(ids)
+zt = np.fromfile(f"{T}/k.zt.f32", dtype=np.float32).reshape(n, -1).astype(np.float64)
+logp = zt - zt.max(1, keepdims=True)
+logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+pos = list(range(0, n - 1, 2))
+c = np.log(np.maximum(np.fromfile(f"{T}/k.q4_k.f32", dtype=np.float32).reshape(len(pos), -1).astype(np.float64), 1e-45))
+nll_zt = -np.mean([logp[t, ids[t + 1]] for t in pos])
+nll = -np.mean([c[k, ids[t + 1]] for k, t in enumerate(pos)])
+r = math.exp(nll - nll_zt)
+print(f"Llama C=256 perplexity over {len(pos)} held-out predictions: zerotrain f32 {math.exp(nll_zt):.6g}, "
+      f"llama.cpp q4_k {math.exp(nll):.6g} (ratio {r:.5f}, bound 5%)")
+assert abs(r - 1) <= 0.05, ("q4_k", r)
 PY
 
 # (d) chat templates
@@ -180,11 +221,15 @@ bad() { # WHAT EXPECTED-RC EXPECTED-TEXT ARGS...
 }
 bad "no tokenizer.json" 2 "no tokenizer.json among the --tokenizer files" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$TPL_g"
 bad "a tokenizer.json of another model" 3 "field model.type is WordPiece" "$T/g.ztw" --gguf "$T/x.gguf" --tokenizer "$T/wp.json"
-bad "unknown --type" 2 "--type q5_k is not a GGUF type" "$T/g.ztw" --gguf "$T/x.gguf" --type q5_k
+bad "unknown --type" 2 "--type q3_k is not a GGUF type" "$T/g.ztw" --gguf "$T/x.gguf" --type q3_k
 train n '{preset: tiny, n_layer: 1, n_embd: 48, n_head: 4, max_seq_len: 64}' "$T/g.bin" 1
 bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 48) has rows of 48 elements" \
   "$T/n.ztw" --gguf "$T/x.gguf" --type q8_0
 bad "q4_0 on rows of 48" 2 "not a multiple of q4_0's block of 32" "$T/n.ztw" --gguf "$T/x.gguf" --type q4_0
+bad "--gguf-lora without adapters" 2 "export --gguf-lora $T/x.gguf: model llama has no LoRA adapters" "$T/l.ztw" --gguf-lora "$T/x.gguf"
+bad "--gguf-lora --type q8_0" 2 "the adapters are written in f32, f16 or bf16" "$T/r.ztw" --gguf-lora "$T/x.gguf" --type q8_0
+bad "q4_k on rows of 64" 2 "tensor token_embd.weight (embed_tokens.weight, shape 32000 x 64) has rows of 64 elements, not a multiple of q4_k's block of 256" \
+  "$T/l.ztw" --gguf "$T/x.gguf" --type q4_k
 mkdir "$T/ro"; chmod 500 "$T/ro"
 nowrite="$T/ro/x.gguf"; [ "$(id -u)" = 0 ] && nowrite="/proc/zt.gguf"  # root writes through mode 500
 bad "unwritable path" 8 "export --gguf $nowrite" "$T/g.ztw" --gguf "$nowrite" --tokenizer "$T/gpt2.json"
@@ -203,6 +248,10 @@ c="$("$Z" train "$T/l.yaml" --init "$T/lq8_0.gguf" "${S[@]}" 2>&1 | grep '^done:
 echo "train --init l32.gguf = --init l.ztw: params xxh64 ${b##*xxh64 } after one step"
 $PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init lq8_0.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.01)' "$a" "$c" ||
   fail "--init lq8_0.gguf: $c; f32: $a"
+a="$("$Z" train "$T/k.yaml" --init "$T/k.ztw" "${S[@]}" 2>&1 | grep '^done:')"
+c="$("$Z" train "$T/k.yaml" --init "$T/kq4_k.gguf" "${S[@]}" 2>&1 | grep '^done:')"
+$PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init kq4_k.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.03)' "$a" "$c" ||
+  fail "--init kq4_k.gguf: $c; f32: $a"
 $PY - "$T" <<'PY'
 import struct, sys
 T = sys.argv[1]
@@ -213,7 +262,7 @@ arch = b.replace(b"\x04\x00\x00\x00\x00\x00\x00\x00gpt2", b"\x04\x00\x00\x00\x00
 open(f"{T}/arch.gguf", "wb").write(arch)
 i = b.index(b"blk.0.attn_qkv.weight") + len(b"blk.0.attn_qkv.weight")
 nd = struct.unpack_from("<I", b, i)[0]
-struct.pack_into("<I", b, i + 4 + 8 * nd, 12)                   # Q4_K
+struct.pack_into("<I", b, i + 4 + 8 * nd, 10)                   # Q2_K
 open(f"{T}/type.gguf", "wb").write(b)
 PY
 bad_init() { # WHAT TEXT FILE
@@ -224,5 +273,5 @@ bad_init() { # WHAT TEXT FILE
 bad_init "truncated metadata" "trunc_meta.gguf: truncated in the metadata" trunc_meta.gguf
 bad_init "truncated tensors" "(truncated?)" trunc_data.gguf
 bad_init "unknown architecture" "field general.architecture is \"gptj\"; zerotrain reads gpt2 and llama" arch.gguf
-bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 12" type.gguf
+bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 10" type.gguf
 echo "gguf: ok"

@@ -5,17 +5,21 @@
 #     from it with the base as bf16, nf4 and int8: the nf4 and int8 runs reach the bf16 base's
 #     validation loss within 2%, their output says what the quantized base holds;
 #  2. on 2 ranks (tool_dist_check, tool_memory_check): nf4 ddp, zero1, zero2 and zero3 (the
-#     quantized base replicated) give the same parameters, fp32 and bf16, int8 on a Llama too, and
-#     on 4 ranks (oversubscribed) ddp = hybrid (zero3 in groups of 2); the
-#     base's hash unchanged and every collective's bytes the formulas' (the base never gathered);
-#     every class of every rank at exactly its planned high-water (zero1, zero3 bf16; zero2 int8);
+#     quantized base sharded on whole blocks, all-gathered per unit) give the same parameters, fp32
+#     and bf16, int8 on a Llama too, and on 4 ranks (oversubscribed) ddp = hybrid (zero3 in groups
+#     of 2); the base's hash unchanged and every collective's bytes the formulas' (zero3/hybrid: the
+#     base's sharded bytes twice a micro-batch); zero3's params at rest this rank's quantized blocks;
+#     every class of every rank at exactly its planned high-water (zero1, zero3 bf16; zero2, zero3 int8);
 #  3. checkpoints: the quantized tensors are not in the files (the manifest records their kind and
 #     xxh64); a resume from step 2 ends on the uninterrupted run's hash; `export --peft` with
 #     --init-hf (the base) writes the adapters, without it exits 2; a resume on another base (no
 #     model.init_hf) or another lora.base_quant exits 4 naming the tensor and the mismatch;
-#  4. estimate-memory --quant nf4: llama-7b QLoRA r=16 all-linear model states below bf16 LoRA's;
+#  4. estimate-memory --quant nf4: llama-7b QLoRA r=16 all-linear model states below bf16 LoRA's,
+#     on 1 rank and on 8 ranks zero3 (the 4-bit bytes sharded: below a quarter of bf16 LoRA's);
 #  5. bad input exits 2 naming the keys and numbers: base_quant without lora.rank, an unknown
-#     name, rows of 96 elements (not whole NF4 blocks of 64), parameter offload.
+#     name, rows of 96 elements (not whole NF4 blocks of 64);
+#  6. parameter offload (zero3, memory.offload_param nvme) with the nf4 base in memory: on 2 ranks
+#     the same parameters as ddp, every class at its planned high-water.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
 Z="$BUILD/zerotrain"
@@ -88,7 +92,7 @@ qmem() { # label args...
   else echo "ok   memory $label: $exact"; fi
 }
 for s in zero1 zero3; do qmem "nf4 bf16 N=2 $s" $s 1 2 --lora 4 --quant nf4 --precision bf16 --preset tiny --B 2 --T 16; done
-qmem "int8 fp32 N=2 zero2" zero2 1 2 --lora 4 --quant int8
+for s in zero2 zero3; do qmem "int8 fp32 N=2 $s" $s 1 2 --lora 4 --quant int8; done
 
 # 3. checkpoints: the base recorded, not saved; resume; another base refused
 C=(--set lora.base_quant=nf4 --set training.steps=4 --set data.val=)
@@ -126,6 +130,15 @@ print(("ok   " if ok else "FAIL ") + f"estimate llama-7b QLoRA r=16 all-linear, 
       f"high-water {sb['peak_total'] / 2**30:.2f} -> {sq['peak_total'] / 2**30:.2f} GiB")
 sys.exit(0 if ok else 1)
 PYEOF
+EST8=(estimate-memory --model llama-7b --nproc 8 -B 1 -T 2048 --json --precision bf16 --lora-rank 16 --lora-targets all-linear)
+if /usr/bin/python3 - "$("$Z" "${EST8[@]}")" "$("$Z" "${EST8[@]}" --quant nf4)" <<'PYEOF'; then :; else fail=1; fi
+import json, sys
+b, q = json.loads(sys.argv[1])["strategies"]["zero3"], json.loads(sys.argv[2])["strategies"]["zero3"]
+ok = q["model_states"] < 0.25 * b["model_states"]
+print(("ok   " if ok else "FAIL ") + f"estimate llama-7b QLoRA r=16, 8 ranks zero3: model states {b['model_states'] / 2**30:.2f} "
+      f"GiB (bf16 LoRA, fp32 base pieces) -> {q['model_states'] / 2**30:.2f} GiB (nf4, sharded)")
+sys.exit(0 if ok else 1)
+PYEOF
 
 # 5. bad input
 bad "quant without LoRA" "lora.base_quant: nf4 quantizes the frozen base under LoRA adapters, but lora.rank is 0" \
@@ -133,7 +146,15 @@ bad "quant without LoRA" "lora.base_quant: nf4 quantizes the frozen base under L
 bad "unknown quant" 'lora.base_quant: unknown value "nf3" (allowed: none, nf4, int8)' train "$T/q.yaml" --set lora.base_quant=nf3
 bad "rows not whole NF4 blocks" "h.0.attn.c_attn.weight (288 x 96) has rows of 96 elements, not a multiple of NF4's block of 64" \
   train "$T/q.yaml" --set model.init_hf= --set model.n_embd=96 --set lora.base_quant=nf4
-bad "with parameter offload" "memory.offload_param nvme is not supported with it" \
-  train "$T/q.yaml" --set lora.base_quant=nf4 --set parallel.strategy=zero3 --set memory.offload_param=nvme \
-  --set memory.offload_param_nvme_path="$T/nv"
+
+# 6. parameter offload: the fp32 pieces in files, the quantized base sharded in memory
+mkdir -p "$T/nv"
+O=(--nproc 2 --set lora.base_quant=nf4 --set training.steps=3 --set data.val=)
+a="$("$Z" train "$T/q.yaml" "${O[@]}" --set parallel.strategy=ddp 2>&1)"
+b="$("$Z" train "$T/q.yaml" "${O[@]}" --set parallel.strategy=zero3 --set memory.offload_param=nvme \
+  --set memory.offload_param_nvme_path="$T/nv" 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ] &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+  echo "ok   nf4 with parameter offload (zero3, 2 ranks) = ddp: $(hash_line "$b"), planned = measured"
+else echo "FAIL nf4 with parameter offload: '$(hash_line "$b")' vs ddp '$(hash_line "$a")'"; echo "$b" | tail -4; fail=1; fi
 exit $fail

@@ -6,7 +6,9 @@
  *     the fp16 scale's rounding (|q| <= 127 times |d| 2^-11); q4_0 <= |d| (|d|/2 from rounding, the
  *     clamp of +8 to 7 costs a whole |d|) plus 8 |d| 2^-11; f16 / bf16: half an ulp (2^-11 / 2^-8
  *     relative);
- *   - the sizes: 34 bytes per q8_0 block, 18 per q4_0, and the names and llama_ftype values. */
+ *   - the sizes: 34 bytes per q8_0 block, 18 per q4_0, 144 / 176 / 210 per q4_k / q5_k / q6_k
+ *     super-block, and the names and llama_ftype values (the k-quants' bytes are checked against
+ *     llama.cpp's own quantizer by tests/gguf_kquant.py, in tests/gguf.sh). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -101,9 +103,12 @@ static void test_sizes_and_names(void **state) {
     assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_Q4_0, 64), 36);
     assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_F16, 64), 128);
     assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_BF16, 3), 6);
-    const char *names[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    const int ftype[] = {0, 1, 32, 7, 2}, ggml[] = {0, 1, 30, 8, 2};
-    for (int i = 0; i < 5; i++) {
+    assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_Q4_K, 512), 288); /* ggml's block_q4_K, q5_K, q6_K */
+    assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_Q5_K, 256), 176);
+    assert_int_equal(zt_gguf_row_bytes(ZT_GGUF_Q6_K, 256), 210);
+    const char *names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"};
+    const int ftype[] = {0, 1, 32, 7, 2, 14, 16, 18}, ggml[] = {0, 1, 30, 8, 2, 12, 13, 14};
+    for (int i = 0; i < 8; i++) {
         zt_gguf_type t;
         assert_true(zt_gguf_type_parse(names[i], &t));
         assert_int_equal((int)t, ggml[i]);
@@ -111,7 +116,7 @@ static void test_sizes_and_names(void **state) {
         assert_int_equal(zt_gguf_file_type(t), ftype[i]);
     }
     zt_gguf_type t;
-    assert_false(zt_gguf_type_parse("q4_k", &t));
+    assert_false(zt_gguf_type_parse("q3_k", &t));
 }
 
 int main(void) {

@@ -2,8 +2,10 @@
  * in closed form (ddp 4+8 bytes per parameter at rest, zero1/zero2 4 + (4+8)/N, zero3 16/N of the
  * shard layout), the activation classes against sums written out from gpt2.c's buffer layout
  * (none, full and selective checkpointing), the NVMe staging rule, the Llama-2 shape models'
- * parameter counts (the published 6.74B, 13.02B, 68.98B), the estimator grid, and every bad input
- * the plan refuses. The plan against a running engine is tests/memory_plan.sh. */
+ * parameter counts (the published 6.74B, 13.02B, 68.98B), the estimator grid, every bad input
+ * the plan refuses, and the quantized base's split over shards (zt_memory_quant_split: the shards'
+ * ranges tile each region in shard order, whole 4-byte words, whole runs of 4 blocks but the last
+ * shard's). The plan against a running engine is tests/memory_plan.sh. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -294,6 +296,45 @@ static void test_estimate_grid(void **state) {
     zt_model_free(m);
 }
 
+static void test_quant_split(void **state) {
+    (void)state;
+    /* NF4 tensors of 1..4097 blocks of 64 (one, a partial run of 4, several second-level groups)
+     * and int8 matrices of 1..67 rows of 24, over 1..9 shards */
+    const int64_t nf4_blocks[] = {1, 3, 4, 5, 257, 1000, 4097};
+    const int64_t int8_rows[] = {1, 2, 7, 8, 67};
+    for (int kind = 0; kind < 2; kind++)
+        for (int c = 0; c < (kind ? 5 : 7); c++) {
+            int64_t shape[2] = {kind ? int8_rows[c] : nf4_blocks[c], kind ? 24 : 64};
+            zt_param_desc p = {.ndim = 2, .numel = shape[0] * shape[1], .quant = kind ? ZT_QUANT_INT8 : ZT_QUANT_NF4};
+            p.shape[0] = shape[0], p.shape[1] = shape[1];
+            zt_quant_split whole;
+            zt_memory_quant_split(&p, 1, 0, &whole);
+            assert_int_equal(whole.local, whole.whole);
+            assert_int_equal(whole.tail_off + whole.tail, whole.whole);
+            for (int N = 1; N <= 9; N++) {
+                size_t at[2] = {whole.off[0], whole.off[1]}, local = 0;
+                for (int s = 0; s < N; s++) {
+                    zt_quant_split q;
+                    zt_memory_quant_split(&p, N, s, &q);
+                    for (int r = 0; r < 2; r++) {
+                        assert_int_equal(q.begin_s[r], at[r]);     /* back to back, in shard order */
+                        assert_true(q.end_s[r] >= q.begin_s[r]);
+                        assert_int_equal((q.end_s[r] - q.begin_s[r]) % 4, 0); /* whole words */
+                        at[r] = q.end_s[r];
+                    }
+                    size_t blocks = (q.end_s[0] - q.begin_s[0]) / (kind ? 24 : 32);
+                    if (s + 1 < N) assert_int_equal(blocks % 4, 0); /* runs of 4 blocks */
+                    assert_int_equal(q.tail, whole.tail);             /* replicated */
+                    assert_int_equal(zt_memory_quant_local_bytes(&p, N, s) % 64, 0);
+                    local += q.local;
+                }
+                assert_int_equal(at[0], whole.end[0]);
+                assert_int_equal(at[1], whole.end[1]);
+                assert_int_equal(local, whole.whole + (size_t)(N - 1) * whole.tail);
+            }
+        }
+}
+
 static void test_bad_inputs(void **state) {
     zt_model *m = small_model();
     zt_engine_options o;
@@ -337,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_llama_shapes),
         cmocka_unit_test(test_estimate_grid),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_quant_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

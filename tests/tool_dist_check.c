@@ -210,9 +210,13 @@ static int run(int argc, char **argv) {
         free(buf);
     }
     int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
+    double Q = 0; /* the quantized base's sharded bytes (codes and scales, not NF4's replicated tail) */
     for (int i = 0; i < m->n_params; i++) {
-        P += m->params[i].quant ? 0 : m->params[i].numel; /* the quantized base is never gathered */
+        P += m->params[i].quant ? 0 : m->params[i].numel; /* the quantized base moves as its bytes */
         if (m->params[i].trainable) Pt += m->params[i].numel;
+        zt_quant_split qs;
+        zt_memory_quant_split(&m->params[i], 1, 0, &qs);
+        Q += (double)(qs.end[1] - qs.off[0]);
     }
     bool frozen = freeze || lora.rank; /* LoRA freezes the base weights */
     uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
@@ -278,13 +282,13 @@ static int run(int argc, char **argv) {
             want[0] = gunit * (o.reduce_every_micro_batch ? GA : 1);
             want[1] = unit * (double)Pt / (double)P;
             break;
-        case ZT_STRATEGY_ZERO3:
+        case ZT_STRATEGY_ZERO3: /* the quantized base's bytes gathered for forward and for backward */
             want[0] = gunit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
-            want[1] = unit * GA * (o.keep_params_after_forward ? 1 : 2);
+            want[1] = unit * GA * (o.keep_params_after_forward ? 1 : 2) + (double)(N - 1) * Q * GA * 2;
             break;
         case ZT_STRATEGY_HYBRID: /* zero3 in the group, all-reduce of the pieces across groups */
             want[0] = gshard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
-            want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2);
+            want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2) + (double)(S - 1) * Q * R * GA * 2;
             want[2] = 2.0 * gbytes * (double)Pt * (R - 1); /* each piece all-reduced over R replicas */
             break;
         }
@@ -354,7 +358,7 @@ static int run(int argc, char **argv) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);
-        size_t quant = zt_memory_quant_floats(m); /* the quantized base: replicated beside the pieces */
+        size_t quant = zt_memory_quant_local_floats(m, pl.nshards, pl.shard); /* this rank's quantized blocks */
         if (quant) want_p += zt_memory_alloc_bytes(quant);
         if (mem.params != want_p || mem.grads != want_g || mem.optimizer != 2 * want_g) {
             fprintf(stderr, "rank %d: zero3 model states at rest: params %zu grads %zu optimizer %zu, expected "

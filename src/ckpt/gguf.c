@@ -21,7 +21,10 @@
  * zerotrain's row h·hs + j·hs/2 + i.
  * Matrices take the chosen type, 1-D tensors (norms, biases) and rope_freqs stay f32, as
  * convert_hf_to_gguf.py writes them. Tensors are gathered one at a time (memory: two copies of the
- * largest). */
+ * largest).
+ * A LoRA adapter file (zt_gguf_export_options.adapter) is the same format with other keys
+ * (general.type "adapter", adapter.type "lora", adapter.lora.alpha) and the adapters' tensors alone,
+ * named after their weight + ".lora_a" / ".lora_b", as convert_lora_to_gguf.py writes them. */
 #define _FILE_OFFSET_BITS 64
 #include "ckpt/gguf.h"
 
@@ -190,16 +193,27 @@ static void rope_factors(const zt_llama_config *c, float *f) {
 }
 
 /* the model's keys: general.*, then the family's */
-static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_type type) {
+static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_type type, bool adapter) {
     const char *arch = llama ? "llama" : "gpt2";
     char k[96];
+    if (adapter) { /* llama.cpp's llama_adapter_lora_init: the architecture must be the base's */
+        zt_gguf_kv_str(kv, "general.architecture", arch);
+        zt_gguf_kv_str(kv, "general.type", "adapter");
+        zt_gguf_kv_str(kv, "general.name", llama ? "zerotrain llama LoRA" : "zerotrain gpt2 LoRA");
+        zt_gguf_kv_u32(kv, "general.file_type", (uint32_t)zt_gguf_file_type(type));
+        zt_gguf_kv_u32(kv, "general.alignment", ALIGN);
+        zt_gguf_kv_str(kv, "adapter.type", "lora");
+        zt_gguf_kv_f32(kv, "adapter.lora.alpha", m->lora->alpha);
+        return;
+    }
 #define ARCH_U32(name, v) (snprintf(k, sizeof k, "%s." name, arch), zt_gguf_kv_u32(kv, k, (uint32_t)(v)))
 #define ARCH_F32(name, v) (snprintf(k, sizeof k, "%s." name, arch), zt_gguf_kv_f32(kv, k, (float)(v)))
     zt_gguf_kv_str(kv, "general.architecture", arch);
     zt_gguf_kv_str(kv, "general.name", llama ? "zerotrain llama" : "zerotrain gpt2");
     zt_gguf_kv_u32(kv, "general.file_type", (uint32_t)zt_gguf_file_type(type));
     zt_gguf_kv_u32(kv, "general.alignment", ALIGN);
-    if (type == ZT_GGUF_Q8_0 || type == ZT_GGUF_Q4_0) zt_gguf_kv_u32(kv, "general.quantization_version", 2);
+    if (type == ZT_GGUF_Q8_0 || type == ZT_GGUF_Q4_0 || zt_gguf_type_is_k(type))
+        zt_gguf_kv_u32(kv, "general.quantization_version", 2);
     if (llama) {
         const zt_llama_config *c = m->cfg;
         ARCH_U32("context_length", c->max_seq_len);
@@ -226,12 +240,64 @@ static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_ty
 }
 
 /* the tensor list with types, offsets and sizes; ZT_ERR_USAGE when a row does not fit the blocks */
+/* each tensor's bytes and offset in the data section, 32-aligned */
+static void lay_out(gguf_tensor *t, int n) {
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        t[i].offset = off;
+        t[i].bytes = (uint64_t)t[i].ne[1] * zt_gguf_row_bytes(t[i].type, t[i].ne[0]);
+        off = (off + t[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+    }
+}
+
+/* a LoRA adapter file's tensors: each adapter matrix under its weight's name + .lora_a / .lora_b */
+static int plan_adapters(const zt_model *m, const char *path, zt_gguf_type type, gguf_tensor *t, int *n_out,
+                         zt_error *err) {
+    int n = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const zt_param_desc *p = &m->params[i];
+        if (!p->lora) continue;
+        gguf_tensor *g = &t[n];
+        char base[sizeof g->name - 8];
+        int heads;
+        if (!zt_gguf_param_name(m, p->lora_base, base, sizeof base, &heads))
+            return zt_error_set(err, ZT_ERR_INTERNAL, "export --gguf-lora %s: the weight %s adapts has no llama.cpp "
+                                "name", path, p->name);
+        snprintf(g->name, sizeof g->name, "%s.lora_%c", base, p->lora == 'A' ? 'a' : 'b');
+        g->param = i;
+        g->heads = p->lora == 'B' ? heads : 0; /* lora_B's rows are the weight's output rows */
+        g->ndim = 2;
+        g->ne[0] = p->logical_shape[1];
+        g->ne[1] = p->logical_shape[0];
+        g->type = type;
+        if (g->ne[0] % zt_gguf_block_elems(type))
+            return zt_error_set(err, ZT_ERR_USAGE, "export --gguf-lora %s --type %s: tensor %s (%s, shape %lld x %lld) "
+                                "has rows of %lld elements, not a multiple of %s's block of %d; use f32, f16 or bf16",
+                                path, zt_gguf_type_name(type), g->name, p->name, (long long)g->ne[1],
+                                (long long)g->ne[0], (long long)g->ne[0], zt_gguf_type_name(type),
+                                zt_gguf_block_elems(type));
+        n++;
+    }
+    if (!n) return zt_error_set(err, ZT_ERR_USAGE, "export --gguf-lora %s: model %s has no LoRA adapters", path, m->name);
+    *n_out = n;
+    return ZT_OK;
+}
+
 static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf_type type, gguf_tensor **out,
                         int *n_out, zt_error *err) {
     gguf_tensor *t = calloc((size_t)m->n_params + 1, sizeof *t);
     if (!t) return zt_error_set(err, ZT_ERR_NOMEM, "export --gguf %s: out of memory", path);
     int n = 0;
     const zt_llama_config *lc = llama ? m->cfg : NULL;
+    /* q4_k and q5_k: the LM head (output.weight, or token_embd.weight when tied) in Q6_K, as every
+     * llama.cpp k-quant mix writes it (llama_tensor_get_type) */
+    bool head_q6 = type == ZT_GGUF_Q4_K || type == ZT_GGUF_Q5_K, has_output = false;
+    for (int i = 0; i < m->n_params && head_q6; i++) {
+        char name[sizeof t->name];
+        int heads;
+        has_output |= !m->params[i].lora && zt_gguf_param_name(m, i, name, sizeof name, &heads) &&
+                      !strcmp(name, "output.weight");
+    }
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
         if (p->lora) continue; /* merged into their weights beforehand */
@@ -246,12 +312,15 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         g->ne[0] = p->logical_shape[p->ndim - 1];
         g->ne[1] = p->ndim == 2 ? p->logical_shape[0] : 1;
         g->type = p->ndim == 2 ? type : ZT_GGUF_F32;
+        if (head_q6 && (!strcmp(g->name, "output.weight") || (!has_output && !strcmp(g->name, "token_embd.weight"))))
+            g->type = ZT_GGUF_Q6_K;
         int blk = zt_gguf_block_elems(g->type);
         if (g->ne[0] % blk) {
             zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s --type %s: tensor %s (%s, shape %lld x %lld) has rows of "
-                         "%lld elements, not a multiple of %s's block of %d; use f32, f16 or bf16", path,
+                         "%lld elements, not a multiple of %s's block of %d; use f32, f16, bf16%s", path,
                          zt_gguf_type_name(type), g->name, p->name, (long long)g->ne[1], (long long)g->ne[0],
-                         (long long)g->ne[0], zt_gguf_type_name(type), blk);
+                         (long long)g->ne[0], zt_gguf_type_name(g->type), blk,
+                         blk == 256 && g->ne[0] % 32 == 0 ? ", q8_0 or q4_0" : "");
             free(t);
             return ZT_ERR_USAGE;
         }
@@ -260,12 +329,7 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
     if (llama && lc->rope_scaling.factor > 0)
         t[n++] = (gguf_tensor){.name = "rope_freqs.weight", .param = -1, .ndim = 1,
                                .ne = {lc->n_embd / lc->n_head / 2, 1}, .type = ZT_GGUF_F32};
-    uint64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        t[i].offset = off;
-        t[i].bytes = (uint64_t)t[i].ne[1] * zt_gguf_row_bytes(t[i].type, t[i].ne[0]);
-        off = (off + t[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
-    }
+    lay_out(t, n);
     *out = t;
     *n_out = n;
     return ZT_OK;
@@ -312,12 +376,21 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
         return zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s: model %s has no GGUF architecture (gpt2, llama)",
                             path, m->name);
     gguf_tensor *t = NULL;
-    int n = 0;
-    int rc = plan_tensors(m, llama, path, o->type, &t, &n, err);
-    if (rc) return rc;
+    int n = 0, rc;
+    if (o->adapter) {
+        if (!(t = calloc((size_t)m->n_params + 1, sizeof *t)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "export --gguf-lora %s: out of memory", path);
+        if ((rc = plan_adapters(m, path, o->type, t, &n, err))) {
+            free(t);
+            return rc;
+        }
+        lay_out(t, n);
+    } else if ((rc = plan_tensors(m, llama, path, o->type, &t, &n, err))) {
+        return rc;
+    }
     zt_gguf_kv kv = {0}, info = {0};
-    model_keys(&kv, m, llama, o->type);
-    if ((rc = zt_gguf_vocab(&kv, o->tokenizer, o->n_tokenizer, m->vocab_size, err))) {
+    model_keys(&kv, m, llama, o->type, o->adapter);
+    if (!o->adapter && (rc = zt_gguf_vocab(&kv, o->tokenizer, o->n_tokenizer, m->vocab_size, err))) {
         zt_error_prefix(err, "export --gguf %s", path);
         goto out;
     }

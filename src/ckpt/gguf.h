@@ -1,6 +1,6 @@
 /* gguf.h - GGUF files for llama.cpp (see gguf.c): a model's tensors under llama.cpp's names with
  * its metadata keys, the tokenizer and the chat template (gguf_vocab.c), in f32/f16/bf16/q8_0/q4_0
- * (gguf_quant.c). */
+ * and the k-quants (gguf_quant.c, gguf_kquant.c); or its LoRA adapters alone as an adapter file. */
 #ifndef ZT_GGUF_H
 #define ZT_GGUF_H
 
@@ -46,6 +46,7 @@ typedef struct zt_gguf_export_options {
     zt_gguf_type type;             /* the matrices' type; 1-D tensors stay f32 */
     const char *const *tokenizer;  /* tokenizer.json, tokenizer_config.json, .jinja (zt_gguf_vocab) */
     int n_tokenizer;
+    bool adapter;                  /* the LoRA adapters alone, as llama.cpp's LoRA adapter file (below) */
 } zt_gguf_export_options;
 
 /* Writes e's model (GPT-2 or Llama; LoRA adapters merged beforehand: zt_lora_merge) to path as
@@ -53,6 +54,12 @@ typedef struct zt_gguf_export_options {
  * zt_st_write. ZT_ERR_USAGE names the tensor and its row length when the type's blocks do not
  * divide it; ZT_ERR_IO the path. *n_tensors gets the number of tensors written. */
 int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options *o, int *n_tensors, zt_error *err);
+/* With o->adapter: the model's LoRA adapters alone (not merged), as convert_lora_to_gguf.py writes
+ * them for llama.cpp's --lora: general.type "adapter", adapter.type "lora", adapter.lora.alpha, the
+ * architecture's name, no tokenizer; per adapted weight NAME (its GGUF name) NAME.lora_a, ne =
+ * [in, r] (zerotrain's lora_A, (r, in) row-major) and NAME.lora_b, ne = [r, out] (lora_B, (out, r);
+ * Llama's q/k rows permuted as their weight's). llama.cpp adds scale·alpha/r·B(Ax) to W x, which is
+ * what the merge computes. ZT_ERR_USAGE when the model has no adapters. */
 
 /* Parameter param's GGUF name (false: a LoRA adapter, or no name) and, for Llama's q and k, the
  * heads its rows are permuted within (else 0). */

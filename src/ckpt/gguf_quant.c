@@ -19,11 +19,14 @@ static const struct {
     zt_gguf_type type;
     int elems;
     size_t bytes;
-    int ftype; /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
+    int ftype; /* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_Q4_K_S 14,
+                  MOSTLY_Q5_K_S 16, MOSTLY_Q6_K 18, MOSTLY_BF16 32 */
 } TYPES[] = {
     {"f32", ZT_GGUF_F32, 1, 4, 0},          {"f16", ZT_GGUF_F16, 1, 2, 1},
     {"bf16", ZT_GGUF_BF16, 1, 2, 32},       {"q8_0", ZT_GGUF_Q8_0, ZT_GGUF_QK, 2 + ZT_GGUF_QK, 7},
     {"q4_0", ZT_GGUF_Q4_0, ZT_GGUF_QK, 2 + ZT_GGUF_QK / 2, 2},
+    {"q4_k", ZT_GGUF_Q4_K, 256, 144, 14},     {"q5_k", ZT_GGUF_Q5_K, 256, 176, 16},
+    {"q6_k", ZT_GGUF_Q6_K, 256, 210, 18},
 };
 #define N_TYPES ((int)(sizeof TYPES / sizeof *TYPES))
 
@@ -47,6 +50,7 @@ int zt_gguf_block_elems(zt_gguf_type t) { return TYPES[find(t)].elems; }
 size_t zt_gguf_block_bytes(zt_gguf_type t) { return TYPES[find(t)].bytes; }
 size_t zt_gguf_row_bytes(zt_gguf_type t, int64_t n) { return (size_t)(n / zt_gguf_block_elems(t)) * zt_gguf_block_bytes(t); }
 int zt_gguf_file_type(zt_gguf_type t) { return TYPES[find(t)].ftype; }
+bool zt_gguf_type_is_k(zt_gguf_type t) { return t == ZT_GGUF_Q4_K || t == ZT_GGUF_Q5_K || t == ZT_GGUF_Q6_K; }
 
 static uint16_t half(float x) {
     uint16_t h;
@@ -98,6 +102,9 @@ void zt_gguf_encode(zt_gguf_type t, void *dst, const float *src, int64_t n) {
     case ZT_GGUF_Q4_0:
         for (int64_t i = 0; i < n; i += ZT_GGUF_QK, b += 2 + ZT_GGUF_QK / 2) q4_0_block(b, src + i);
         break;
+    case ZT_GGUF_Q4_K:
+    case ZT_GGUF_Q5_K:
+    case ZT_GGUF_Q6_K: zt_gguf_kquant_encode(t, b, src, n); break;
     }
 }
 
@@ -126,5 +133,8 @@ void zt_gguf_decode(zt_gguf_type t, float *dst, const void *src, int64_t n) {
             }
         }
         break;
+    case ZT_GGUF_Q4_K:
+    case ZT_GGUF_Q5_K:
+    case ZT_GGUF_Q6_K: zt_gguf_kquant_decode(t, dst, b, n); break;
     }
 }

@@ -1,7 +1,7 @@
 /* gguf_read.c - a GGUF file (gguf.c's layout) read back into a model as the start of a run
  * (`train --init FILE.gguf`): the header and metadata parsed with every length checked against the
  * file's size, general.architecture and the shape keys held to the model's, then each parameter's
- * tensor by its llama.cpp name (gguf.c's table), decoded from f32/f16/bf16/q8_0/q4_0
+ * tensor by its llama.cpp name (gguf.c's table), decoded from f32/f16/bf16/q8_0/q4_0/q4_k/q5_k/q6_k
  * (gguf_quant.c), Llama's q/k rows permuted back to zerotrain's rope layout, and set. Any GGUF
  * writer's file of those types and names reads (llama.cpp's convert_hf_to_gguf.py too); other
  * types (the k-quants, ...) and architectures are refused by name. Memory: the metadata's kept
@@ -285,7 +285,7 @@ int zt_gguf_load(zt_engine *e, const char *path, zt_error *err) {
         zt_gguf_type ty;
         if (!r.short_read && (!zt_gguf_type_parse(zt_gguf_type_name((zt_gguf_type)ti[i].type), &ty) || ty != ti[i].type))
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s: field type is ggml type %u; zerotrain reads f32 (0), "
-                              "f16 (1), q4_0 (2), q8_0 (8), bf16 (30)", path, ti[i].name, ti[i].type);
+                              "f16 (1), q4_0 (2), q8_0 (8), q4_k (12), q5_k (13), q6_k (14), bf16 (30)", path, ti[i].name, ti[i].type);
     }
     if (!rc && r.short_read)
         rc = zt_error_set(err, ZT_ERR_CKPT, "%s: truncated in the tensor infos (tensor %llu of %llu; the file has %llu "

@@ -424,10 +424,6 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
             w = LOC("lora.base_quant", "lora.rank");
             zt_cfg_error(x, "%s%slora.base_quant: %s quantizes the frozen base under LoRA adapters, but lora.rank "
                             "is 0 (no LoRA): give lora.rank >= 1, or lora.base_quant none", PFX(w), q);
-        } else if (c->offload_param == ZT_CFG_OFFLOAD_NVME) {
-            w = LOC("lora.base_quant", "memory.offload_param");
-            zt_cfg_error(x, "%s%slora.base_quant: %s keeps the quantized base in memory, replicated; "
-                            "memory.offload_param nvme is not supported with it (use none)", PFX(w), q);
         } else if (c->pipeline_parallel_size > 1) {
             w = LOC("lora.base_quant", "parallel.pipeline_parallel_size");
             zt_cfg_error(x, "%s%slora.base_quant: %s is not cut into pipeline stages yet: "

@@ -275,8 +275,8 @@ const key_def zt_cfg_keys[] = {
            "QLoRA: the frozen Linears of the blocks (adapted or not) stored quantized and dequantized unit by "
            "unit into the compute dtype: nf4 (QLoRA's 4-bit NormalFloat, blocks of 64, double-quantized "
            "absmaxes; rows must be a multiple of 64), int8 (an absmax per row), none; needs lora.rank > 0; "
-           "replicated under every strategy (zero3 does not shard it yet); not with memory.offload_param nvme "
-           "or pipeline stages (docs/models.md)"),
+           "replicated under ddp/zero1/zero2, sharded on whole blocks under zero3/hybrid (in memory also with "
+           "memory.offload_param nvme); not with pipeline stages (docs/models.md)"),
     K_INT("eval.every", eval_every, 0, INT_MAX, "0",
           "validation loss every N steps (and after the last); 0: only after the last; > 0 "
           "needs data.val",

@@ -206,7 +206,8 @@ int zt_store_set(zt_engine *e, int i, const float *local, zt_error *err) {
 }
 
 int zt_store_gather(zt_engine *e, int i, float *dst, zt_error *err) {
-    if (zt_store_local_is_piece(e) && !zt_store_quantized(e, i)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
+    if (zt_store_quantized(e, i)) return zt_quant_gather(e, i, dst, err); /* sharded: the blocks gathered */
+    if (zt_store_local_is_piece(e)) return zt_engine_gather_param(e, i, dst, err); /* from the pieces */
     return zt_store_read(e, i, 0, (size_t)e->model->params[i].numel, dst, err);
 }
 
@@ -305,6 +306,7 @@ void zt_store_changed(zt_engine *e) { e->ps->lp_stale = true; }
 int zt_store_loaded(zt_engine *e, zt_error *err) {
     e->ps->lp_stale = true;
     for (int i = 0; i < e->model->n_params && e->ps->file_kind >= 0; i++) {
+        if (zt_store_quantized(e, i)) continue; /* in memory, not in the file */
         int rc = zt_param_offload_seal(e, i, err);
         if (rc) return rc;
     }

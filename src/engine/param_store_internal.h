@@ -38,6 +38,7 @@ struct zt_param_store {
     /* the quantized base (param_quant.c): the parameters marked zt_param_desc.quant */
     uint8_t *quant;           /* every quantized parameter's bytes, at quant_off[i] (class params) */
     size_t *quant_off;        /* (n_params) byte offsets; SIZE_MAX for the other parameters */
+    uint64_t *quant_hash;     /* (n_params) xxh64 of each one's whole form, taken as it was quantized */
     void **deq;               /* (n_params) a quantized parameter dequantized into the compute dtype
                                  while its unit runs (class gathered), else NULL */
 };
@@ -76,6 +77,8 @@ int zt_quant_init(zt_engine *e, int i, uint64_t key, zt_error *err); /* quantize
 /* Elements [begin, begin + n) dequantized to fp32 / written: the whole tensor only, quantized */
 int zt_quant_read(zt_engine *e, int i, size_t begin, size_t n, float *dst, zt_error *err);
 int zt_quant_write(zt_engine *e, int i, size_t begin, size_t n, const float *src, zt_error *err);
+/* The whole tensor dequantized to fp32; sharded (zero3/hybrid), a collective over the shard group. */
+int zt_quant_gather(zt_engine *e, int i, float *dst, zt_error *err);
 /* Before unit u runs: its quantized parameters dequantized, its params / params_lp pointed at them;
  * after its forward or backward: dropped. */
 int zt_quant_acquire(zt_engine *e, int u, zt_error *err);

@@ -70,17 +70,53 @@ size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind) {
     return n;
 }
 
-size_t zt_memory_quant_bytes(const zt_param_desc *p) {
-    size_t b = p->quant == ZT_QUANT_NF4    ? zt_nf4_bytes(p->numel)
-               : p->quant == ZT_QUANT_INT8 ? zt_int8_bytes(p->shape[0], p->numel / p->shape[0])
-                                           : 0;
-    return (b + 63) & ~(size_t)63;
+void zt_memory_quant_split(const zt_param_desc *p, int nshards, int s, zt_quant_split *q) {
+    memset(q, 0, sizeof *q);
+    if (!p->quant) return;
+    size_t blocks, per[2]; /* blocks, and bytes per block of each region */
+    if (p->quant == ZT_QUANT_NF4) {
+        size_t n = (size_t)p->numel;
+        blocks = n / ZT_NF4_BLOCK, per[0] = ZT_NF4_BLOCK / 2, per[1] = 1;
+        q->whole = zt_nf4_bytes(p->numel);
+        q->off[0] = 0, q->end[0] = n / 2, q->off[1] = n / 2;
+        q->end[1] = (n / 2 + blocks + 3) & ~(size_t)3;
+        q->tail_off = q->end[1], q->tail = q->whole - q->end[1];
+    } else {
+        size_t rows = (size_t)p->shape[0], cols = (size_t)p->numel / rows;
+        blocks = rows, per[0] = cols, per[1] = sizeof(float);
+        q->whole = zt_int8_bytes(p->shape[0], (int64_t)cols);
+        q->off[0] = 0, q->end[0] = (rows * cols + 3) & ~(size_t)3, q->off[1] = q->end[0];
+        q->end[1] = q->whole, q->tail_off = q->whole, q->tail = 0;
+    }
+    size_t runs = blocks / 4, N = nshards > 0 ? (size_t)nshards : 1;
+    size_t b0 = 4 * (runs * (size_t)s / N), b1 = 4 * (runs * ((size_t)s + 1) / N);
+    for (int r = 0; r < 2; r++) {
+        q->begin_s[r] = q->off[r] + b0 * per[r];
+        q->end_s[r] = (size_t)s + 1 == N ? q->end[r] : q->off[r] + b1 * per[r];
+    }
+    q->local = q->end_s[0] - q->begin_s[0] + q->end_s[1] - q->begin_s[1] + q->tail;
 }
 
-size_t zt_memory_quant_floats(const zt_model *m) {
+size_t zt_memory_quant_local_bytes(const zt_param_desc *p, int nshards, int s) {
+    zt_quant_split q;
+    zt_memory_quant_split(p, nshards, s, &q);
+    return (q.local + 63) & ~(size_t)63;
+}
+
+size_t zt_memory_quant_bytes(const zt_param_desc *p) { return zt_memory_quant_local_bytes(p, 1, 0); }
+
+size_t zt_memory_quant_local_floats(const zt_model *m, int nshards, int s) {
     size_t bytes = 0;
-    for (int i = 0; i < m->n_params; i++) bytes += zt_memory_quant_bytes(&m->params[i]);
+    for (int i = 0; i < m->n_params; i++) bytes += zt_memory_quant_local_bytes(&m->params[i], nshards, s);
     return bytes / sizeof(float);
+}
+
+size_t zt_memory_quant_floats(const zt_model *m) { return zt_memory_quant_local_floats(m, 1, 0); }
+
+size_t zt_memory_quant_whole_floats(const zt_param_desc *p) {
+    zt_quant_split q;
+    zt_memory_quant_split(p, 1, 0, &q);
+    return zt_memory_floats_for_bytes(q.whole);
 }
 
 size_t zt_memory_dequant_floats(const zt_param_desc *p, int lp_kind) {
@@ -215,8 +251,11 @@ static void dequant(sim *s, int u, bool make) {
     for (int k = 0; k < un->n_params; k++) {
         const zt_param_desc *p = &s->m->params[un->params[k]];
         if (!p->quant) continue;
+        bool whole = make && s->shard_params && s->pl->nshards > 1; /* sharded: all-gathered first */
+        if (whole) alloc(s, ZT_MEM_GATHERED, zt_memory_quant_whole_floats(p));
         if (make) alloc(s, ZT_MEM_GATHERED, zt_memory_dequant_floats(p, lp_kind));
         else release(s, ZT_MEM_GATHERED, zt_memory_dequant_floats(p, lp_kind));
+        if (whole) release(s, ZT_MEM_GATHERED, zt_memory_quant_whole_floats(p));
     }
 }
 
@@ -408,6 +447,7 @@ static void micro_batch(sim *s, int micro) {
     for (int u = m->n_units - 1; u >= 0; u--) {
         const zt_unit *un = &m->units[u];
         zt_residency_acquire(&s->res, u, u - 1, NULL);
+        dequant(s, u, true); /* (zt_store_acquire, then the gradients) */
         for (int k = 0; k < un->n_params; k++) { /* zt_grads_for */
             int i = un->params[k];
             if (s->reduce_now && !s->pgrad[i] && m->params[i].trainable) {
@@ -415,7 +455,6 @@ static void micro_batch(sim *s, int micro) {
                 s->pgrad[i] = true;
             }
         }
-        dequant(s, u, true);
         views(s, u, true);
         views(s, u, false);
         dequant(s, u, false);
@@ -497,7 +536,7 @@ size_t zt_memory_largest_window(const zt_model *m, const zt_plan *pl, int *unit,
             for (int k = 0; k < un->n_params; k++) {
                 bool dup = false;
                 for (int j = 0; j < k; j++) dup |= un->params[j] == un->params[k];
-                if (!dup) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
+                if (!dup && !pl->p[un->params[k]].no_room) need += ((size_t)zt_plan_shard_numel(pl, un->params[k], sh) + 1023) / 1024 * 1024;
             }
             if (need > most) most = need, *unit = u, *shard = sh;
         }
@@ -643,7 +682,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (!po->no_window_check && (rc = zt_memory_window_bound_error(m, ro.max_live, need, wu, wsh, err))) goto done;
     }
     if (!s.offload_param) alloc(&s, ZT_MEM_PARAMS, param_floats(&s, s.shard_params || s.master ? piece : full));
-    size_t quant = zt_memory_quant_floats(m); /* param_quant.c: the quantized base, replicated */
+    /* param_quant.c: the quantized base, this shard's blocks under zero3/hybrid, else whole */
+    size_t quant = zt_memory_quant_local_floats(m, s.shard_params ? pl.nshards : 1, s.shard_params ? pl.shard : 0);
     if (quant) alloc(&s, ZT_MEM_PARAMS, quant);
     if (s.pb->master == 2) { /* param_bf16.c: bf16 parameters are updated, loaded, saved through fp32 chunks */
         size_t local = s.shard_params ? piece : full;

@@ -66,6 +66,27 @@ size_t zt_fp32_copy_floats(const zt_model *m, int lp_kind);
 size_t zt_memory_quant_bytes(const zt_param_desc *p);
 size_t zt_memory_quant_floats(const zt_model *m);
 size_t zt_memory_dequant_floats(const zt_param_desc *p, int lp_kind);
+/* The quantized base sharded (zero3, hybrid: nshards > 1), as FSDP shards bitsandbytes' flat
+ * Params4bit, on whole blocks: a quantized form is two per-block regions (NF4: 32 code bytes and
+ * one double-quantized absmax byte per block of 64 values; int8: a row's codes and its fp32
+ * scale) and a replicated tail (NF4's fp32 second-level scales and mean: 4 bytes per 16,384
+ * values, and 4). The blocks are dealt in runs of 4 (so every piece is whole 4-byte words): shard
+ * s owns blocks [4·floor(G·s/N), 4·floor(G·(s+1)/N)) of G = blocks/4 runs, the last shard also the
+ * remaining blocks and the regions' padding. A shard keeps its bytes of both regions and the tail
+ * (zt_memory_quant_local_bytes, 64-byte aligned; the whole form when nshards is 1); a unit's
+ * forward or backward all-gathers the whole form (class gathered, zt_memory_quant_whole_floats)
+ * before the dequantization and drops it right after. */
+typedef struct zt_quant_split {
+    size_t whole;            /* bytes of the whole form (zt_nf4_bytes / zt_int8_bytes) */
+    size_t off[2], end[2];   /* region r (0 codes, 1 scales) spans whole-form bytes [off, end) */
+    size_t begin_s[2], end_s[2]; /* shard s's bytes of region r: [begin_s, end_s) of the whole form */
+    size_t tail_off, tail;   /* the replicated tail: whole-form bytes [tail_off, tail_off + tail) */
+    size_t local;            /* shard s's bytes: its two ranges, then the tail (unaligned) */
+} zt_quant_split;
+void zt_memory_quant_split(const zt_param_desc *p, int nshards, int s, zt_quant_split *q);
+size_t zt_memory_quant_local_bytes(const zt_param_desc *p, int nshards, int s);
+size_t zt_memory_quant_local_floats(const zt_model *m, int nshards, int s);
+size_t zt_memory_quant_whole_floats(const zt_param_desc *p);
 
 /* Activation checkpointing comes from zt_engine_options.activation_checkpointing, and what a unit
  * keeps under selective from its zt_unit_ops.kept_floats, as the engine (recompute.c) lays them

@@ -52,6 +52,7 @@ int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *pl, zt_er
         p->row_begin[nshards] = p->rows;
         p->full_off = pl->full_floats; /* a quantized parameter takes no room in the fp32 layouts */
         p->shard_off = pl->shard_floats;
+        p->no_room = d->quant != 0;
         if (!d->quant) {
             pl->full_floats += align_up((size_t)d->numel);
             pl->shard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, shard));
@@ -86,7 +87,8 @@ void zt_plan_align_pieces(zt_plan *pl, size_t align) {
     pl->shard_floats = 0;
     for (int i = 0; i < pl->n_params; i++) {
         pl->p[i].shard_off = pl->p[i].gshard_off = pl->shard_floats;
-        pl->shard_floats += ((size_t)zt_plan_shard_numel(pl, i, pl->shard) + align - 1) / align * align;
+        if (!pl->p[i].no_room)
+            pl->shard_floats += ((size_t)zt_plan_shard_numel(pl, i, pl->shard) + align - 1) / align * align;
     }
     pl->gshard_floats = pl->shard_floats;
 }

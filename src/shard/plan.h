@@ -29,6 +29,7 @@ typedef struct zt_param_plan {
                                      a frozen parameter's is where the next one starts, 0 floats) */
     int owner_unit;          /* the first unit that lists this parameter */
     int last_fwd_unit;       /* the last unit (forward order) that lists it */
+    bool no_room;            /* QLoRA's quantized base: no room in any fp32 layout (engine/param_quant.c) */
 } zt_param_plan;
 
 typedef struct zt_plan {

@@ -50,9 +50,14 @@ static int build_model(zt_run *r, zt_error *err) {
             for (int i = 0; i < model->n_params; i++)
                 if (model->params[i].quant) n++, elems += (double)model->params[i].numel,
                                             bytes += (double)zt_memory_quant_bytes(&model->params[i]);
+            bool sharded = cfg->strategy == ZT_STRATEGY_ZERO3 ||
+                           (cfg->strategy == ZT_STRATEGY_HYBRID && cfg->hybrid_inner == ZT_STRATEGY_ZERO3);
             fprintf(r->out, "lora.base_quant %s: %d frozen Linears (%.0f elements) stored in %.2f MiB (%.3f bits an "
-                    "element; fp32 %.2f MiB), dequantized unit by unit\n", zt_quant_name((zt_quant)model->lora->base_quant),
-                    n, elems, bytes / 1048576.0, 8.0 * bytes / (elems > 0 ? elems : 1), 4.0 * elems / 1048576.0);
+                    "element; fp32 %.2f MiB), dequantized unit by unit%s\n",
+                    zt_quant_name((zt_quant)model->lora->base_quant), n, elems, bytes / 1048576.0,
+                    8.0 * bytes / (elems > 0 ? elems : 1), 4.0 * elems / 1048576.0,
+                    sharded ? "; sharded over the shard group on whole blocks (each rank its part), all-gathered "
+                              "per unit" : "");
         }
     }
     return ZT_OK;

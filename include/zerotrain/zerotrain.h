@@ -882,6 +882,8 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
  * for parameters when they are not stored as fp32: bf16-low; NULL for the gradient of a frozen
  * parameter). */
 float *zt_engine_param(zt_engine *e, int idx);
+/* zt_engine_grad also under ddp on N ranks with 1-bit Adam past its warm-up: this rank's own
+ * gradient, which the step does not reduce (its share of the sum: 1/N of its mean) */
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);
 /* A mixture of experts' routing since the last call (which resets the counters): the tokens each

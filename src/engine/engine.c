@@ -783,7 +783,8 @@ bool zt_engine_in_files(const zt_engine *e) { return e->nvme != NULL; }
 
 float *zt_engine_grad(zt_engine *e, int idx) {
     zt_error err;
-    if (e->world != 1 || e->shard_optim) return NULL;
+    /* (1-bit Adam past its warm-up: this rank's own gradient, which the step does not reduce) */
+    if ((e->world != 1 && !zt_onebit_frozen(e)) || e->shard_optim) return NULL;
     if (zt_grads_finish(e, &err)) return NULL;
     if (!e->model->params[idx].trainable) return NULL;
     e->norm_early = false; /* the caller may write through the pointer: the step takes the norm again */

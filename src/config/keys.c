@@ -259,9 +259,8 @@ const key_def zt_cfg_keys[] = {
     K_I64("optimizer.onebit_freeze_step", optim.onebit_freeze_step, 0, 1e15, "100000",
           "onebit_adam: Adam steps (the gradient all-reduced) before the variance freezes and the momentum is "
           "all-reduced 1-bit compressed (DeepSpeed's freeze_step)", NULL),
-    K_BOOL("optimizer.onebit_bias_correction", optim.onebit_bias_correction, "true",
-           "onebit_adam: true: AdamW's bias-corrected update with decoupled decay (the warm-up is AdamW's); false: "
-           "DeepSpeed's OnebitAdam kernel, p -= lr (m/(sqrt(v)+eps) + weight_decay p)"),
+    K_BOOL("optimizer.onebit_bias_correction", optim.onebit_bias_correction, "true", "onebit_adam: true: AdamW's "
+           "update (the warm-up is AdamW's); false: DeepSpeed's kernel, p -= lr (m/(sqrt(v)+eps) + weight_decay p)"),
     K_INT("lora.rank", lora.rank, 0, 65536, "0",
           "rank r of the LoRA adapters (docs/models.md): every other parameter is frozen and only the "
           "adapters train; 0: no LoRA", NULL),

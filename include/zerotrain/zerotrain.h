@@ -913,6 +913,7 @@ uint64_t zt_engine_frozen_hash(zt_engine *e);
 typedef struct zt_comm_bytes {
     uint64_t sent_rs, sent_ag, sent_ar, sent_small;
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+    uint64_t sent_car, recv_car; /* 1-bit Adam's compressed all-reduce of the momentum (signs, scales) */
     uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
                                   kinds; not in the fields above) */
     uint64_t sent_pp, recv_pp; /* pipeline parallelism: this rank's point-to-point transfers to and

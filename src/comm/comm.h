@@ -385,7 +385,8 @@ int zt_comm_barrier(zt_comm *c, const char *tag, zt_error *err);
  * each way, 1/32 of zt_all_reduce_f32's. Counted as one ZT_COLL_COMPRESSED_ALL_REDUCE (its
  * payload in the comm log: the bytes this rank sends). Staging in the comm's scratch:
  * zt_compressed_scratch_bytes. One rank: buf unchanged (nothing is compressed: DeepSpeed's
- * OnebitAdam on one process). ZT_ERR_USAGE for NULL buffers or a block over 2 GiB of signs. */
+ * OnebitAdam on one process). The segments move in chunks of the comm's chunk size, all posted at
+ * once. ZT_ERR_USAGE for NULL buffers. */
 int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_error, float *server_error,
                              const char *tag, zt_error *err);
 /* counts[rank] of zt_comm_even_counts: the server error's floats on this rank */

@@ -187,6 +187,7 @@ struct zt_comm_op {
         unsigned char *send1, *recv1, *send2, *recv2; /* staging in the comm's scratch */
         size_t *seg_off;  /* [N+1] byte offsets of the N blocks' segments (4 + ceil(count/8) each) */
         int phase;        /* 1: signs to their servers; 2: the servers' signs to everyone */
+        int phase2_base;  /* the first request of phase 2 (phase 1's chunks come first) */
     } car;
 };
 

@@ -7,8 +7,9 @@
  * Accepts:     any N >= 1, any n (the blocks are zt_comm_even_counts(n, N): uneven is fine).
  * Returns:     buf = the decompressed server results, the same bits on every rank; worker_error
  *              (n floats) and server_error (counts[rank] floats) updated.
- * Limitations: one message per peer and phase (not cut into chunks): a block's signs must stay
- *              under 2 GiB (16 G elements); N-1 messages per rank and phase, no ring.
+ * Limitations: every chunk (the comm's chunk size) of a phase is posted at once, no window: a
+ *              request per chunk, about n/(4 x 256 Ki) of them on 2 ranks (a few hundred at 124M
+ *              parameters); N-1 peers per rank and phase, no ring.
  *
  *   N = 3, rank 1's view (S_r^j: rank r's signs of block j, s_r its scale; T_j: server j's)
  *     phase 1:  send [s_1 | S_1^0] -> 0, [s_1 | S_1^2] -> 2;  recv [s_0 | S_0^1] <- 0, [s_2 | S_2^1] <- 2
@@ -24,6 +25,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 size_t zt_compressed_server_floats(size_t n, int nranks, int rank) {
     return n / (size_t)nranks + ((size_t)rank < n % (size_t)nranks ? 1 : 0);
@@ -52,18 +56,77 @@ static float rms_scale(const float *x, size_t n) {
     return (float)(sqrt(s) / sqrt((double)n));
 }
 
-/* The signs of x[0, n) into bits (1: x >= 0, -0 or NaN) and error = x - scale·sign(x) */
+/* The signs of x[0, n) into bits (1: x >= 0, -0 or NaN) and error = x - scale·sign(x), a byte (8
+ * elements) at a time (AVX2: one compare, movemask and blend; elsewhere the same in scalar code);
+ * bytes split across threads */
 static void compress(const float *x, size_t n, float scale, unsigned char *bits, float *error) {
-    memset(bits, 0, (n + 7) / 8);
-    for (size_t i = 0; i < n; i++) {
-        bool pos = !(x[i] < 0.0f);
-        bits[i >> 3] |= (unsigned char)(pos << (i & 7));
-        error[i] = x[i] - (pos ? scale : -scale);
+    const float neg = -scale;
+    const size_t full = n / 8;
+#pragma omp parallel for schedule(static) if (n > (1u << 20))
+    for (size_t b = 0; b < full; b++) {
+        const float *xb = x + 8 * b;
+        float *eb = error + 8 * b;
+#ifdef __AVX2__
+        const __m256 v = _mm256_loadu_ps(xb);
+        const __m256 is_neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ); /* NaN: false */
+        bits[b] = (unsigned char)(~_mm256_movemask_ps(is_neg) & 0xff);
+        _mm256_storeu_ps(eb, _mm256_sub_ps(v, _mm256_blendv_ps(_mm256_set1_ps(scale), _mm256_set1_ps(neg), is_neg)));
+#else
+        unsigned m = 0;
+        for (int k = 0; k < 8; k++) {
+            const bool pos = !(xb[k] < 0.0f);
+            m |= (unsigned)pos << k;
+            eb[k] = xb[k] - (pos ? scale : neg);
+        }
+        bits[b] = (unsigned char)m;
+#endif
+    }
+    if (n % 8) {
+        unsigned m = 0;
+        for (size_t i = 8 * full; i < n; i++) {
+            const bool pos = !(x[i] < 0.0f);
+            m |= (unsigned)pos << (i - 8 * full);
+            error[i] = x[i] - (pos ? scale : neg);
+        }
+        bits[full] = (unsigned char)m;
     }
 }
 
-static inline float sign_of(const unsigned char *bits, size_t i, float scale) {
-    return (bits[i >> 3] >> (i & 7)) & 1 ? scale : -scale;
+/* y[0, n) = (add: y +) scale·sign for the n signs in bits: each byte's 8 values from a table of
+ * the 256 patterns (8 KiB, built per call) */
+static void expand(const unsigned char *bits, size_t n, float scale, float *y, bool add) {
+    _Alignas(32) float tab[256][8];
+    for (int m = 0; m < 256; m++)
+        for (int k = 0; k < 8; k++) tab[m][k] = (m >> k) & 1 ? scale : -scale;
+    const size_t full = n / 8;
+    if (add) {
+#pragma omp parallel for schedule(static) if (n > (1u << 20))
+        for (size_t b = 0; b < full; b++) {
+            const float *t = tab[bits[b]];
+            float *yb = y + 8 * b;
+            for (int k = 0; k < 8; k++) yb[k] += t[k];
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (n > (1u << 20))
+        for (size_t b = 0; b < full; b++) memcpy(y + 8 * b, tab[bits[b]], 8 * sizeof(float));
+    }
+    for (size_t i = 8 * full; i < n; i++) {
+        const float v = tab[bits[full]][i - 8 * full];
+        y[i] = add ? y[i] + v : v;
+    }
+}
+
+/* Posts a segment of `bytes` to or from peer as chunks of the comm's chunk size from request *idx
+ * on (each finished chunk is progress to the wait loop, and MPI moves a large message only while
+ * it is being polled); each peer's chunks are posted in order, so they match in order. */
+static int post_chunks(zt_comm_op *op, int *idx, bool recv, unsigned char *buf, size_t bytes, int peer,
+                       zt_error *err) {
+    size_t chunk = op->c->chunk_bytes;
+    for (size_t lo = 0; lo < bytes; lo += chunk) {
+        int rc = zt_op_post_(op, (*idx)++, recv, buf + lo, bytes - lo < chunk ? bytes - lo : chunk, peer, err);
+        if (rc) return rc;
+    }
+    return ZT_OK;
 }
 
 static size_t seg_off(const zt_comm *c, int j) { /* byte offset of block j's segment among all N */
@@ -84,25 +147,24 @@ static int serve(zt_comm_op *op, zt_error *err) {
         float s;
         memcpy(&s, in, 4);
         const float w = s * inv_n;
-        if (r == 0)
-            for (size_t i = 0; i < cnt; i++) y[i] = sign_of(in + 4, i, w);
-        else
-            for (size_t i = 0; i < cnt; i++) y[i] += sign_of(in + 4, i, w);
+        expand(in + 4, cnt, w, y, r > 0);
     }
-    for (size_t i = 0; i < cnt; i++) y[i] += op->car.server_error[i];
+    const float *se = op->car.server_error;
+#pragma omp parallel for simd schedule(static) if (cnt > (1u << 20))
+    for (size_t i = 0; i < cnt; i++) y[i] += se[i];
     float t = rms_scale(y, cnt);
     memcpy(op->car.send2, &t, 4);
     compress(y, cnt, t, op->car.send2 + 4, op->car.server_error);
     /* phase 2: receives first, then the own segment to every peer */
-    int base = 2 * (N - 1), k = 0;
+    int k = op->car.phase2_base;
     for (int s = 1; s < N; s++) {
         int r = (me - s + N) % N;
         size_t o = seg_off(c, r), b = seg_bytes(c->off[r + 1] - c->off[r]);
-        int rc = zt_op_post_(op, base + k++, true, op->car.recv2 + o, b, r, err);
+        int rc = post_chunks(op, &k, true, op->car.recv2 + o, b, r, err);
         if (rc) return rc;
     }
     for (int s = 1; s < N; s++) {
-        int rc = zt_op_post_(op, base + k++, false, op->car.send2, seg, (me + s) % N, err);
+        int rc = post_chunks(op, &k, false, op->car.send2, seg, (me + s) % N, err);
         if (rc) return rc;
     }
     memcpy(op->car.recv2 + seg_off(c, me), op->car.send2, seg);
@@ -119,7 +181,7 @@ static void unpack(zt_comm_op *op) {
         memcpy(&t, in, 4);
         float *dst = op->car.buf + c->off[j];
         size_t cnt = c->off[j + 1] - c->off[j];
-        for (size_t i = 0; i < cnt; i++) dst[i] = sign_of(in + 4, i, t);
+        expand(in + 4, cnt, t, dst, false);
     }
 }
 
@@ -139,10 +201,6 @@ int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_err
         return zt_error_set(err, ZT_ERR_USAGE, "compressed_all_reduce on comm '%s': NULL buffer", c->name);
     int N = c->size, me = c->rank;
     if (N == 1) return ZT_OK;
-    if ((n / (size_t)N + 1) / 8 > (size_t)INT32_MAX - 8)
-        return zt_error_set(err, ZT_ERR_USAGE,
-                            "compressed_all_reduce on comm '%s': %zu elements give blocks of signs over 2 GiB",
-                            c->name, n);
     int rc = zt_comm_enter_(c, "compressed_all_reduce", err);
     if (rc) return rc;
     size_t total;
@@ -153,6 +211,7 @@ int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_err
     unsigned char *send1 = (unsigned char *)c->scratch, *recv1 = send1 + S, *send2 = recv1 + (size_t)N * seg,
                   *recv2 = send2 + seg;
     /* the worker: x = buf + worker_error, its scale, its signs per block, the new error */
+#pragma omp parallel for simd schedule(static) if (n > (1u << 20))
     for (size_t i = 0; i < n; i++) buf[i] += worker_error[i];
     float s = rms_scale(buf, n);
     for (int j = 0; j < N; j++) {
@@ -162,9 +221,19 @@ int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_err
     }
     /* what this rank sends: its segments to the N-1 servers, then its server block to N-1 ranks */
     size_t sent = S - seg + (size_t)(N - 1) * seg;
+    /* requests: every chunk of both phases, both directions (phase 1 first) */
+    size_t own_chunks = zt_nchunks_(seg, c->chunk_bytes), others = 0;
+    for (int j = 0; j < N; j++)
+        if (j != me) others += zt_nchunks_(seg_bytes(c->off[j + 1] - c->off[j]), c->chunk_bytes);
+    size_t phase1 = (size_t)(N - 1) * own_chunks + others;
+    if (2 * phase1 > (size_t)INT32_MAX / 2) {
+        rc = zt_error_set(err, ZT_ERR_USAGE, "compressed_all_reduce on comm '%s': %zu elements need too many messages",
+                          c->name, n);
+        goto out;
+    }
     zt_comm_op *op = NULL;
     rc = zt_op_begin_(c, ZT_COLL_COMPRESSED_ALL_REDUCE, ZT_SUB_CAR, "compressed_all_reduce", tag, sent,
-                      4 * (N - 1), true, false, &op, err);
+                      (int)(2 * phase1), true, false, &op, err);
     if (rc) goto out;
     op->car.buf = buf;
     op->car.worker_error = worker_error;
@@ -175,17 +244,18 @@ int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_err
     op->car.send2 = send2;
     op->car.recv2 = recv2;
     op->car.phase = 1;
+    op->car.phase2_base = (int)phase1;
     op->on_complete = NULL;
     op->advance = car_advance;
     memcpy(recv1 + (size_t)me * seg, send1 + seg_off(c, me), seg); /* the own block, to itself */
     int k = 0;
     for (int d = 1; d < N && !rc; d++) { /* receives first */
         int r = (me - d + N) % N;
-        rc = zt_op_post_(op, k++, true, recv1 + (size_t)r * seg, seg, r, err);
+        rc = post_chunks(op, &k, true, recv1 + (size_t)r * seg, seg, r, err);
     }
     for (int d = 1; d < N && !rc; d++) {
         int r = (me + d) % N;
-        rc = zt_op_post_(op, k++, false, send1 + seg_off(c, r), seg_bytes(c->off[r + 1] - c->off[r]), r, err);
+        rc = post_chunks(op, &k, false, send1 + seg_off(c, r), seg_bytes(c->off[r + 1] - c->off[r]), r, err);
     }
     if (!rc) rc = zt_op_kick_(op, err);
     if (!rc) rc = zt_op_wait_(op, err);

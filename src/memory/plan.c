@@ -666,7 +666,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     }
     /* 1-bit Adam's error feedback (engine.c): the worker's error (the state's floats) and the server's
      * (this rank's block of it), on 2 ranks or more */
-    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && has_comm && world > 1) {
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && !s.shard_optim && has_comm && world > 1) { /* ddp only */
         alloc(&s, ZT_MEM_OPTIMIZER, state);
         alloc(&s, ZT_MEM_OPTIMIZER, zt_compressed_server_floats(state, world, rank));
     }

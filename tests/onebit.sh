@@ -11,7 +11,7 @@
 #     losses for steps 1-7 (bit for bit), then its own (the hash differs: the check can fail);
 #  3. a run resumed from a checkpoint taken before the freeze, and one from after it (the per-rank
 #     error files read back), end on the uninterrupted run's parameter hash; resumed on 3 ranks the
-#     errors start from zero with a note;
+#     errors start from zero with a note; a damaged error file exits 4 naming it;
 #  4. the real DeepSpeed file (DeepSpeedExamples' OnebitAdam bsz96: fp16, clipping 1.0) trains on
 #     2 ranks with the freeze moved to step 3: the comm log shows the compressed all-reduce;
 #  5. bad input exits 2 naming the key: onebit_adam with zero3 or hybrid, OneBitAdam with ZeRO
@@ -73,6 +73,12 @@ three="$(train 3 --set optimizer.onebit_freeze_step=2 --resume "$T/ck2/step-0000
 if [ $rc = 0 ] && grep -q "saved by 2 ranks, this run has 3: the errors start from zero" <<<"$three"; then
   echo "ok   resumed on 3 ranks: the errors start from zero, with a note"
 else echo "FAIL resumed on 3 ranks: exit $rc"; echo "$three" | tail -3; fail=1; fi
+
+printf '\x55' | dd of="$T/ck2/step-00000004/onebit-errors-rank-00001.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
+dmg="$(train 2 --set optimizer.onebit_freeze_step=2 --resume "$T/ck2/step-00000004")" && rc=0 || rc=$?
+if [ $rc = 4 ] && grep -q "onebit-errors-rank-00001.bin: checksum mismatch" <<<"$dmg"; then
+  echo "ok   a damaged error file: exit 4 naming it"
+else echo "FAIL a damaged error file: exit $rc"; echo "$dmg" | tail -3; fail=1; fi
 
 REAL="$SRC/tests/configs/real/dsexamples.nccl.deepspeed_onebitadam_bsz96_config.json"
 out="$("$Z" train "$REAL" --nproc 2 --comm-log 1 --set data.train="$T/gpl.bin" --set model.preset=tiny \

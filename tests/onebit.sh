@@ -13,7 +13,9 @@
 #     error files read back), end on the uninterrupted run's parameter hash; resumed on 3 ranks the
 #     errors start from zero with a note; a damaged error file exits 4 naming it;
 #  4. the real DeepSpeed file (DeepSpeedExamples' OnebitAdam bsz96: fp16, clipping 1.0) trains on
-#     2 ranks with the freeze moved to step 3: the comm log shows the compressed all-reduce;
+#     2 ranks with the freeze moved to step 3: the comm log shows the compressed all-reduce, and
+#     every memory class (the error buffers in the optimizer's, the signs' staging in comm's)
+#     reaches exactly its planned high-water;
 #  5. bad input exits 2 naming the key: onebit_adam with zero3 or hybrid, OneBitAdam with ZeRO
 #     stage 1 in the DeepSpeed dialect, a negative freeze step.
 set -euo pipefail
@@ -84,8 +86,9 @@ REAL="$SRC/tests/configs/real/dsexamples.nccl.deepspeed_onebitadam_bsz96_config.
 out="$("$Z" train "$REAL" --nproc 2 --comm-log 1 --set data.train="$T/gpl.bin" --set model.preset=tiny \
        --set training.steps=6 --set training.seq_len=32 --set training.global_batch_size=12 \
        --set optimizer.onebit_freeze_step=3 2>&1)" && rc=0 || rc=$?
-if [ $rc = 0 ] && grep -q "compressed_all_reduce" <<<"$out" && grep -q "optimizer onebit_adam" <<<"$out"; then
-  echo "ok   the real OnebitAdam file on 2 ranks (fp16, clipping 1): $(grep -o 'loss [0-9.]* -> [0-9.]*' <<<"$out"), $(grep -m1 -o 'compressed_all_reduce.*' <<<"$out" | tr -s ' ' | cut -c1-60)"
+if [ $rc = 0 ] && grep -q "compressed_all_reduce" <<<"$out" && grep -q "optimizer onebit_adam" <<<"$out" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"; then
+  echo "ok   the real OnebitAdam file on 2 ranks (fp16, clipping 1; the error buffers planned = measured): $(grep -o 'loss [0-9.]* -> [0-9.]*' <<<"$out"), $(grep -m1 -o 'compressed_all_reduce.*' <<<"$out" | tr -s ' ' | cut -c1-60)"
 else echo "FAIL the real OnebitAdam file: exit $rc"; echo "$out" | tail -5; fail=1; fi
 
 # 5. refusals

@@ -309,8 +309,16 @@ static void test_optimizer(void **state) {
     assert_true(C.optim.lamb_max_coeff == 10.0f && C.optim.lamb_min_coeff == 0.01f && C.optim.lamb_bias_correction);
     bad("{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"eps_inside_sqrt\": true}}}",
         "optimizer.params.eps_inside_sqrt: true is not supported");
-    bad("{\"optimizer\": {\"type\": \"OneBitAdam\", \"params\": {\"lr\": 1e-3, \"freeze_step\": 10}}}",
-        "ds.json:1:24: optimizer.type: \"OneBitAdam\" is not supported (Adam, AdamW, SGD or Lamb");
+    /* OneBitAdam: DeepSpeed's OnebitAdam kernel (no bias correction), freeze_step mapped, the
+     * communication options notes; ZeroOneAdam and OneBitLamb stay refused by name */
+    ok("{\"optimizer\": {\"type\": \"OnebitAdam\", \"params\": {\"lr\": 1e-3, \"freeze_step\": 10, "
+       "\"bias_correction\": true, \"cuda_aware\": false, \"comm_backend_name\": \"nccl\"}}}");
+    assert_int_equal(C.optim.kind, ZT_OPT_ONEBIT_ADAM);
+    assert_true(C.optim.onebit_freeze_step == 10 && !C.optim.onebit_bias_correction && C.optim.beta2 == 0.999f);
+    ok("{\"optimizer\": {\"type\": \"OneBitAdam\", \"params\": {\"lr\": 1e-3}}}");
+    assert_true(C.optim.onebit_freeze_step == 100000);
+    bad("{\"optimizer\": {\"type\": \"ZeroOneAdam\", \"params\": {\"lr\": 1e-3, \"var_freeze_step\": 10}}}",
+        "ds.json:1:24: optimizer.type: \"ZeroOneAdam\" is not supported (Adam, AdamW, SGD, Lamb or OneBitAdam");
     bad("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"betas\": [0.9]}}}",
         "optimizer.params.betas: expected [beta1, beta2], two numbers");
     bad("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"bias_correction\": false}}}",

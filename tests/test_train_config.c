@@ -447,7 +447,7 @@ static const bad_case BAD[] = {
      "optimizer.nesterov: expected true or false (or yes/no), got \"1\""},
     /* enums list their values */
     {TRAIN "optimizer:\n  type: adam\n",
-     "t.yaml:4:9: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd, muon, lamb)"},
+     "t.yaml:4:9: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd, muon, lamb, onebit_adam)"},
     {TRAIN "training:\n  decay: step\n",
      "training.decay: unknown value \"step\" (allowed: cosine, linear, constant)"},
     {"model:\n  preset: gpt3\n" TRAIN, "t.yaml:2:11: model.preset: unknown preset \"gpt3\" (allowed: tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny"},
@@ -463,7 +463,7 @@ static const bad_case BAD[] = {
     {TRAIN "training:\n  beta1: 0.9\n",
      "training.beta1: unknown key; did you mean optimizer.beta1?"},
     {TRAIN "optimizer:\n  zzz: 1\n",
-     "optimizer.zzz: unknown key (optimizer keys: type, beta1, beta2, eps, weight_decay, momentum, nesterov, muon_lr, muon_momentum, muon_nesterov, muon_weight_decay, muon_ns_steps, muon_ns_dtype, muon_scale, muon_params, adamw_params, lamb_max_coeff, lamb_min_coeff, lamb_bias_correction)"},
+     "optimizer.zzz: unknown key (optimizer keys: type, beta1, beta2, eps, weight_decay, momentum, nesterov, muon_lr, muon_momentum, muon_nesterov, muon_weight_decay, muon_ns_steps, muon_ns_dtype, muon_scale, muon_params, adamw_params, lamb_max_coeff, lamb_min_coeff, lamb_bias_correction, onebit_freeze_step, onebit_bias_correction)"},
     /* duplicates */
     {TRAIN "training:\n  steps: 10\n  steps: 20\n",
      "t.yaml:5:3: training.steps: duplicate key (first at line 4)"},
@@ -657,7 +657,7 @@ static void test_set(void **state) {
         {"training.steps.x=1", "--set: training.steps.x: unknown key"},
         {" =1", "--set: \" =1\": empty key; expected key=value"},
         {"optimizer.type=adam",
-         "--set: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd, muon, lamb)"},
+         "--set: optimizer.type: unknown value \"adam\" (allowed: adamw, sgd, muon, lamb, onebit_adam)"},
         {"optimizer.beta1=1", "--set: optimizer.beta1: expected a number in [0, 1), got \"1\""},
         {"optimizer.nesterov=on",
          "--set: optimizer.nesterov: expected true or false (or yes/no), got \"on\""},
@@ -717,7 +717,7 @@ static void test_validate_hand_built(void **state) {
     assert_non_null(strstr(err.msg, "\n  training.warmup_steps: 101 exceeds training.steps (100)"));
     c = good; c.optim.kind = (zt_optimizer_kind)7;
     assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
-    assert_string_equal(err.msg, "optimizer.type: invalid value 7: expected one of: adamw, sgd, muon, lamb");
+    assert_string_equal(err.msg, "optimizer.type: invalid value 7: expected one of: adamw, sgd, muon, lamb, onebit_adam");
     c = good; c.optim.beta2 = 1.0f;
     assert_int_equal(zt_train_config_validate(&c, &err), ZT_ERR_USAGE);
     assert_string_equal(err.msg, "optimizer.beta2: expected a number in [0, 1), got 1");

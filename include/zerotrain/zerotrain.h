@@ -593,8 +593,15 @@ void zt_model_spec_shape(const zt_model_spec *spec, int *n_layer, int *n_head, i
  * The engine: owns parameter, gradient, optimizer and activation memory for one model. This is
  * the single-process engine; the distributed engine shards the same layout. */
 /* Muon: Muon on the 2-D weights optimizer.muon_params names, AdamW on the rest; LAMB: DeepSpeed's
- * Lamb (docs/optimizer.md) */
-typedef enum zt_optimizer_kind { ZT_OPT_ADAMW = 0, ZT_OPT_SGD = 1, ZT_OPT_MUON = 2, ZT_OPT_LAMB = 3 } zt_optimizer_kind;
+ * Lamb; ONEBIT_ADAM: DeepSpeed's OnebitAdam, Adam until onebit_freeze_step, then the momentum
+ * averaged by a 1-bit compressed all-reduce with error feedback and v frozen (docs/optimizer.md) */
+typedef enum zt_optimizer_kind {
+    ZT_OPT_ADAMW = 0,
+    ZT_OPT_SGD = 1,
+    ZT_OPT_MUON = 2,
+    ZT_OPT_LAMB = 3,
+    ZT_OPT_ONEBIT_ADAM = 4
+} zt_optimizer_kind;
 #define ZT_OPT_PATTERN_MAX 512
 /* Whether the optimizer keeps two state arrays (m, v): AdamW, Muon (AdamW's, and the momentum of
  * its matrices in m) and LAMB; SGD keeps at most one */
@@ -620,10 +627,16 @@ typedef struct zt_optimizer_config {
     /* LAMB (ZT_OPT_LAMB): the trust ratio's clamp and the bias correction (DeepSpeed's defaults) */
     float lamb_min_coeff, lamb_max_coeff;
     bool lamb_bias_correction;
+    /* 1-bit Adam (ZT_OPT_ONEBIT_ADAM): steps 1..onebit_freeze_step are Adam with the gradient
+     * all-reduced; from the next one v is frozen and the momentum is all-reduced compressed.
+     * onebit_bias_correction true: AdamW's update (the warm-up is AdamW's bits); false:
+     * DeepSpeed's OnebitAdam kernel, p -= lr·(m/(sqrt(v)+eps) + wd·p), no bias correction */
+    int64_t onebit_freeze_step;
+    bool onebit_bias_correction;
 } zt_optimizer_config;
 
 void zt_optimizer_config_default(zt_optimizer_config *c); /* AdamW(0.9, 0.95, 1e-8), wd 0.1, clip 1.0 */
-const char *zt_optimizer_name(zt_optimizer_kind k); /* "adamw", "sgd", "muon", "lamb" */
+const char *zt_optimizer_name(zt_optimizer_kind k); /* "adamw", "sgd", "muon", "lamb", "onebit_adam" */
 
 /* Sharding strategies (docs/strategies.md): what each rank holds between steps.
  *   ddp    parameters, gradients, optimizer state replicated; gradients all-reduced (ZeRO-0, NO_SHARD)
@@ -869,6 +882,8 @@ int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err);
  * for parameters when they are not stored as fp32: bf16-low; NULL for the gradient of a frozen
  * parameter). */
 float *zt_engine_param(zt_engine *e, int idx);
+/* zt_engine_grad also under ddp on N ranks with 1-bit Adam past its warm-up: this rank's own
+ * gradient, which the step does not reduce (its share of the sum: 1/N of its mean) */
 float *zt_engine_grad(zt_engine *e, int idx);
 uint64_t zt_engine_step_count(const zt_engine *e);
 /* A mixture of experts' routing since the last call (which resets the counters): the tokens each
@@ -898,6 +913,7 @@ uint64_t zt_engine_frozen_hash(zt_engine *e);
 typedef struct zt_comm_bytes {
     uint64_t sent_rs, sent_ag, sent_ar, sent_small;
     uint64_t recv_rs, recv_ag, recv_ar, recv_small;
+    uint64_t sent_car, recv_car; /* 1-bit Adam's compressed all-reduce of the momentum (signs, scales) */
     uint64_t sent_tp, recv_tp; /* tensor parallelism: the units' collectives over the tp group (all
                                   kinds; not in the fields above) */
     uint64_t sent_pp, recv_pp; /* pipeline parallelism: this rank's point-to-point transfers to and

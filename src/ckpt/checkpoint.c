@@ -476,6 +476,7 @@ int zt_ckpt_save(zt_engine *e, const char *dir, const zt_ckpt_meta *meta_in, int
         snprintf(path, sizeof path, "%s/rank-%05d.bin", tmp, zt_ckpt_file_index(e));
         status = write_rank_file(e, path, NULL, 0, meta->step, &hash, &size, err);
     }
+    if (!status) status = zt_ckpt_onebit_save(e, tmp, err); /* every rank's own errors (onebit_state.c) */
     return save_finish(e, dir, meta, tmp, fin, keep_last, status, size, hash, err);
 }
 
@@ -492,6 +493,8 @@ struct zt_ckpt_async {
     int status;
     uint64_t hash, size;
     zt_error err;
+    int onebit_status; /* 1-bit Adam's errors, written at the snapshot (onebit_state.c) */
+    zt_error onebit_err;
 };
 
 static void *async_writer(void *arg) {
@@ -514,6 +517,7 @@ int zt_ckpt_save_async(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
         free(a);
         return rc;
     }
+    a->onebit_status = zt_ckpt_onebit_save(e, a->tmp, &a->onebit_err);
     if (zt_ckpt_is_writer(e) && zt_engine_in_files(e)) {
         /* the optimizer state (or the pieces) is in NVMe files: a snapshot would bring it all into memory, so
          * this rank's file is written now; only the commit waits for the next step boundary */
@@ -546,6 +550,10 @@ void zt_ckpt_async_abandon(zt_ckpt_async *a) {
 int zt_ckpt_async_finish(zt_ckpt_async *a, zt_error *err) {
     if (!a) return ZT_OK;
     if (a->started) pthread_join(a->thread, NULL);
+    if (!a->status && a->onebit_status) {
+        a->status = a->onebit_status;
+        a->err = a->onebit_err;
+    }
     if (a->status) *err = a->err;
     int rc = save_finish(a->e, a->dir, &a->meta, a->tmp, a->fin, a->keep_last, a->status, a->size, a->hash, err);
     free(a->snapshot);

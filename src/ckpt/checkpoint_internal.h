@@ -42,5 +42,9 @@ bool zt_ckpt_part_writes(const zt_engine *e, int i);
 const zt_model *zt_ckpt_whole_model(const zt_engine *e);
 int zt_ckpt_stage_of(const zt_engine *e, int i);
 bool zt_ckpt_is_writer(const zt_engine *e);
+/* onebit_state.c: 1-bit Adam's per-rank error feedback, a file per rank in the commit (every rank
+ * calls both; no-ops without the errors). */
+int zt_ckpt_onebit_save(zt_engine *e, const char *dir, zt_error *err);
+int zt_ckpt_onebit_load(zt_engine *e, const char *commit, zt_error *err);
 
 #endif

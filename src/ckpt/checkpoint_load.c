@@ -356,7 +356,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
         }
         zt_engine_set_loss_scaler(e, &sc);
     }
-    rc = zt_store_loaded(e, err);
+    rc = zt_ckpt_onebit_load(e, commit, err); /* 1-bit Adam's per-rank errors (onebit_state.c) */
+    if (!rc) rc = zt_store_loaded(e, err);
 out:
     if (fds)
         for (int q = 0; q < nfiles; q++)

@@ -18,6 +18,8 @@
  *   all_reduce_shm.c  ranks on one machine: reduce-scatter + all-gather through the shared segment
  *   shm.c             the comm's node-local shared segment (POSIX shared memory, unlinked at once)
  *   broadcast.c       pipelined binomial tree
+ *   compressed_all_reduce.c  1-bit Adam's momentum average: signs and one scale per block, with
+ *                     the worker's and the server's error feedback
  *   small.c           max of a double, AND of an int, all-gather of a few doubles, barrier
  *   counters.c        bytes / calls / seconds per collective kind, per comm
  *   deadline.c        the one polling wait loop: deadlines, peer-naming errors, cancellation
@@ -366,6 +368,31 @@ int zt_all_gather_f64v(zt_comm *c, const double *send, double *recv, const size_
                        zt_error *err);
 /* Returns once every rank has entered it (or fails naming who did not). */
 int zt_comm_barrier(zt_comm *c, const char *tag, zt_error *err);
+
+/* ---- compressed_all_reduce.c: 1-bit Adam's momentum (DeepSpeed's compressed_allreduce) ------ */
+/* buf (n floats, in place) = the mean over the N ranks of buf, sent as signs: blocks j =
+ * zt_comm_even_counts(n, N) (block j is rank j's, its "server" chunk).
+ *   worker:  x = buf + worker_error;  s = ||x||_2 / sqrt(n) (one scale per rank, the sum of
+ *            squares in double, rounded once);  c = s·sign(x) (sign(x) = +1 for x >= 0, -0 and
+ *            NaN, else -1);  worker_error = x - c;  block j of sign(x) (1 bit an element) and s go
+ *            to rank j.
+ *   server:  y = sum over r = 0..N-1, in that order, of sign_r · (s_r · (1/N)) (fp32), plus
+ *            server_error (counts[rank] floats);  t = ||y||_2 / sqrt(counts[rank]);
+ *            server_error = y - t·sign(y);  t and the signs of y to every rank.
+ *   result:  block j of buf = t_j·sign_j(y).
+ * Every rank ends with the same bits. Wire per rank: phase 1 sends 4 + ceil(counts[j]/8) bytes to
+ * each other rank j, phase 2 4 + ceil(counts[rank]/8) bytes to each: about 2(N-1)/N x n/8 bytes
+ * each way, 1/32 of zt_all_reduce_f32's. Counted as one ZT_COLL_COMPRESSED_ALL_REDUCE (its
+ * payload in the comm log: the bytes this rank sends). Staging in the comm's scratch:
+ * zt_compressed_scratch_bytes. One rank: buf unchanged (nothing is compressed: DeepSpeed's
+ * OnebitAdam on one process). The segments move in chunks of the comm's chunk size, all posted at
+ * once. ZT_ERR_USAGE for NULL buffers. */
+int zt_compressed_all_reduce(zt_comm *c, float *buf, size_t n, float *worker_error, float *server_error,
+                             const char *tag, zt_error *err);
+/* counts[rank] of zt_comm_even_counts: the server error's floats on this rank */
+size_t zt_compressed_server_floats(size_t n, int nranks, int rank);
+/* The staging bytes zt_compressed_all_reduce takes from the comm's scratch (0 for one rank). */
+size_t zt_compressed_scratch_bytes(size_t n, int nranks);
 
 /* ---- counters.c --------------------------------------------------------------------------- */
 

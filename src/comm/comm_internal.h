@@ -29,7 +29,8 @@ enum {
     ZT_SUB_AR_AG = 3,
     ZT_SUB_BCAST = 4,
     ZT_SUB_SMALL = 5,
-    ZT_SUB_SETUP = 6
+    ZT_SUB_SETUP = 6,
+    ZT_SUB_CAR = 7 /* compressed_all_reduce.c: both phases (messages between two ranks match in order) */
 };
 
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
@@ -179,6 +180,15 @@ struct zt_comm_op {
         int next_send[32];             /* next chunk to send to each child */
         int send_base;
     } bc;
+    /* compressed all-reduce (compressed_all_reduce.c): 1-bit signs and one scale per block */
+    struct {
+        float *buf, *worker_error, *server_error;
+        size_t n;
+        unsigned char *send1, *recv1, *send2, *recv2; /* staging in the comm's scratch */
+        size_t *seg_off;  /* [N+1] byte offsets of the N blocks' segments (4 + ceil(count/8) each) */
+        int phase;        /* 1: signs to their servers; 2: the servers' signs to everyone */
+        int phase2_base;  /* the first request of phase 2 (phase 1's chunks come first) */
+    } car;
 };
 
 struct zt_comm {

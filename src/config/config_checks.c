@@ -278,11 +278,12 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%soptimizer.nesterov: needs optimizer.momentum > 0 (it is %g)", PFX(w),
                      (double)c->optim.momentum);
     }
-    /* Muon and LAMB: what they do not implement yet is refused by name (docs/optimizer.md) */
-    if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB) {
-        const char *on = c->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
-        const char *why = c->optim.kind == ZT_OPT_MUON ? "its orthogonalization needs each whole matrix"
-                                                       : "its trust ratio needs each whole tensor's norms";
+    /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md) */
+    if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB || c->optim.kind == ZT_OPT_ONEBIT_ADAM) {
+        const char *on = zt_optimizer_name(c->optim.kind);
+        const char *why = c->optim.kind == ZT_OPT_MUON   ? "its orthogonalization needs each whole matrix"
+                          : c->optim.kind == ZT_OPT_LAMB ? "its trust ratio needs each whole tensor's norms"
+                                                         : "its compressed momentum is one flat vector per rank";
         if (c->tensor_parallel_size > 1) {
             w = LOC("optimizer.type", "parallel.tensor_parallel_size");
             zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.tensor_parallel_size %d is not implemented (%s, "
@@ -313,6 +314,14 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                             "implemented; use bf16 (fp32 master and moments)",
                          PFX(w), on);
         }
+    }
+    /* 1-bit Adam: DeepSpeed runs it without ZeRO only (docs/optimizer.md); so does zerotrain */
+    if (c->optim.kind == ZT_OPT_ONEBIT_ADAM && c->strategy != ZT_STRATEGY_DDP) {
+        w = LOC("optimizer.type", "parallel.strategy");
+        zt_cfg_error(x, "%s%soptimizer.type: onebit_adam with parallel.strategy %s is not implemented (DeepSpeed's "
+                        "1-bit Adam refuses ZeRO too: each rank's momentum moves with its own gradient, which a "
+                        "sharded optimizer state does not hold); use parallel.strategy ddp",
+                     PFX(w), zt_strategy_name(c->strategy));
     }
     if (c->optim.kind == ZT_OPT_LAMB && c->optim.lamb_min_coeff > c->optim.lamb_max_coeff) {
         w = LOC("optimizer.lamb_min_coeff", "optimizer.lamb_max_coeff");

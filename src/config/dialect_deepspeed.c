@@ -212,7 +212,7 @@ static void resolve_optimizer(dctx *d) {
         return;
     }
     bool sgd = strcasecmp(t->text, "sgd") == 0, adam = strcasecmp(t->text, "adam") == 0,
-         lamb = strcasecmp(t->text, "lamb") == 0;
+         lamb = strcasecmp(t->text, "lamb") == 0, onebit = strcasecmp(t->text, "onebitadam") == 0;
     const cfg_node *lr = zt_cfg_seen(d, "optimizer.params.lr"), *betas = zt_cfg_seen(d, "optimizer.params.betas"),
                    *eps = zt_cfg_seen(d, "optimizer.params.eps"),
                    *wd = zt_cfg_seen(d, "optimizer.params.weight_decay"),
@@ -225,7 +225,10 @@ static void resolve_optimizer(dctx *d) {
                    *max = zt_cfg_seen(d, "optimizer.params.maximize"),
                    *maxc = zt_cfg_seen(d, "optimizer.params.max_coeff"),
                    *minc = zt_cfg_seen(d, "optimizer.params.min_coeff"),
-                   *eis = zt_cfg_seen(d, "optimizer.params.eps_inside_sqrt");
+                   *eis = zt_cfg_seen(d, "optimizer.params.eps_inside_sqrt"),
+                   *fs = zt_cfg_seen(d, "optimizer.params.freeze_step"),
+                   *cuda = zt_cfg_seen(d, "optimizer.params.cuda_aware"),
+                   *backend = zt_cfg_seen(d, "optimizer.params.comm_backend_name");
     bool b;
     double x;
     if (lamb) { /* DeepSpeed's FusedLamb (docs/optimizer.md) */
@@ -245,7 +248,26 @@ static void resolve_optimizer(dctx *d) {
                 zt_cfg_dnote(d, ZT_CONFIG_WARNING, lamb_only[i], lamb_only[i]->key, "a Lamb parameter: no effect with %s",
                              t->text);
     }
-    if (!lamb && bc && zt_cfg_get_bool(d, bc, "optimizer.params.bias_correction", &b) && !b)
+    if (onebit) { /* DeepSpeed's OnebitAdam (docs/optimizer.md): its kernel has no bias correction */
+        ds_default(d, "optimizer.onebit_bias_correction", "false",
+                   "OneBitAdam: DeepSpeed's kernel, no bias correction, weight decay in the update");
+        if (bc) zt_cfg_dnote(d, ZT_CONFIG_NOTE, bc, "optimizer.params.bias_correction",
+                             "no effect: DeepSpeed's OnebitAdam never corrects the bias (onebit_bias_correction false)");
+        if (fs) zt_cfg_map_node(d, fs, "optimizer.params.freeze_step", "optimizer.onebit_freeze_step");
+        else ds_default(d, "optimizer.onebit_freeze_step", "100000", "optimizer.params.freeze_step absent: 100000");
+        if (cuda) zt_cfg_dnote(d, ZT_CONFIG_NOTE, cuda, "optimizer.params.cuda_aware",
+                               "no effect: CUDA-aware MPI moves GPU buffers; zerotrain's are host memory");
+        if (backend) zt_cfg_dnote(d, ZT_CONFIG_NOTE, backend, "optimizer.params.comm_backend_name",
+                                  "no effect: zerotrain's own compressed all-reduce over MPI messages");
+        if (awm) zt_cfg_dnote(d, ZT_CONFIG_WARNING, awm, "optimizer.params.adam_w_mode", "no effect with OneBitAdam");
+    } else {
+        const cfg_node *onebit_only[] = {fs, cuda, backend};
+        for (size_t i = 0; i < 3; i++)
+            if (onebit_only[i])
+                zt_cfg_dnote(d, ZT_CONFIG_NOTE, onebit_only[i], onebit_only[i]->key,
+                             "a 1-bit Adam/LAMB parameter: no effect with %s", t->text);
+    }
+    if (!lamb && !onebit && bc && zt_cfg_get_bool(d, bc, "optimizer.params.bias_correction", &b) && !b)
         zt_cfg_derror(d, bc, "optimizer.params.bias_correction",
                       "false is not supported: zerotrain's AdamW always corrects the bias");
     if (ams && zt_cfg_get_bool(d, ams, "optimizer.params.amsgrad", &b) && b)
@@ -261,6 +283,10 @@ static void resolve_optimizer(dctx *d) {
             if (adam_only[i])
                 zt_cfg_dnote(d, ZT_CONFIG_WARNING, adam_only[i], adam_only[i]->key,
                              "an Adam parameter: no effect with SGD");
+    } else if (onebit) {
+        zt_cfg_map(d, t, "optimizer.type", "optimizer.type", "onebit_adam");
+        if (mom) zt_cfg_dnote(d, ZT_CONFIG_WARNING, mom, "optimizer.params.momentum", "an SGD parameter: no effect with OneBitAdam");
+        if (nes) zt_cfg_dnote(d, ZT_CONFIG_WARNING, nes, "optimizer.params.nesterov", "an SGD parameter: no effect with OneBitAdam");
     } else if (lamb) {
         zt_cfg_map(d, t, "optimizer.type", "optimizer.type", "lamb");
         if (mom) zt_cfg_dnote(d, ZT_CONFIG_WARNING, mom, "optimizer.params.momentum", "an SGD parameter: no effect with Lamb");

@@ -25,7 +25,8 @@
  * The table. */
 
 static const enum_value OPTIMIZERS[] = {
-    {"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {"muon", ZT_OPT_MUON}, {"lamb", ZT_OPT_LAMB}, {NULL, 0}};
+    {"adamw", ZT_OPT_ADAMW}, {"sgd", ZT_OPT_SGD}, {"muon", ZT_OPT_MUON}, {"lamb", ZT_OPT_LAMB}, {"onebit_adam", ZT_OPT_ONEBIT_ADAM},
+    {NULL, 0}};
 static const enum_value QUANTS[] = {{"none", ZT_QUANT_NONE}, {"nf4", ZT_QUANT_NF4}, {"int8", ZT_QUANT_INT8}, {NULL, 0}};
 static const enum_value NS_DTYPES[] = {{"fp32", 0}, {"bf16", 1}, {NULL, 0}};
 static const enum_value MUON_SCALES[] = {{"reference", 0}, {"rms", 1}, {NULL, 0}}; /* ZT_MUON_SCALE_* */
@@ -255,6 +256,11 @@ const key_def zt_cfg_keys[] = {
           "lamb: lower clamp of the trust ratio (DeepSpeed's min_coeff)", "<= optimizer.lamb_max_coeff"),
     K_BOOL("optimizer.lamb_bias_correction", optim.lamb_bias_correction, "true",
            "lamb: step size lr sqrt(1-beta2^t)/(1-beta1^t) (DeepSpeed's bias_correction); false: lr"),
+    K_I64("optimizer.onebit_freeze_step", optim.onebit_freeze_step, 0, 1e15, "100000",
+          "onebit_adam: Adam steps (the gradient all-reduced) before the variance freezes and the momentum is "
+          "all-reduced 1-bit compressed (DeepSpeed's freeze_step)", NULL),
+    K_BOOL("optimizer.onebit_bias_correction", optim.onebit_bias_correction, "true", "onebit_adam: true: AdamW's "
+           "update (the warm-up is AdamW's); false: DeepSpeed's kernel, p -= lr (m/(sqrt(v)+eps) + weight_decay p)"),
     K_INT("lora.rank", lora.rank, 0, 65536, "0",
           "rank r of the LoRA adapters (docs/models.md): every other parameter is frozen and only the "
           "adapters train; 0: no LoRA", NULL),

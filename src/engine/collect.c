@@ -451,6 +451,8 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
         out->recv_ag += c.kind[ZT_COLL_ALL_GATHER].bytes_recv;
         out->sent_ar += c.kind[ZT_COLL_ALL_REDUCE].bytes_sent;
         out->recv_ar += c.kind[ZT_COLL_ALL_REDUCE].bytes_recv;
+        out->sent_car += c.kind[ZT_COLL_COMPRESSED_ALL_REDUCE].bytes_sent;
+        out->recv_car += c.kind[ZT_COLL_COMPRESSED_ALL_REDUCE].bytes_recv;
         out->sent_small += c.kind[ZT_COLL_SMALL].bytes_sent + c.kind[ZT_COLL_BROADCAST].bytes_sent;
         out->recv_small += c.kind[ZT_COLL_SMALL].bytes_recv + c.kind[ZT_COLL_BROADCAST].bytes_recv;
         if (comms[k] != zt_overlap_comm(e)) /* the thread's waits overlap compute: not exposed */

@@ -209,8 +209,8 @@ void zt_engine_release(zt_engine *e, float **p, size_t n, size_t *counter) {
 }
 
 const char *zt_optimizer_name(zt_optimizer_kind k) {
-    static const char *const names[] = {"adamw", "sgd", "muon", "lamb"};
-    return (unsigned)k < 4 ? names[k] : "?";
+    static const char *const names[] = {"adamw", "sgd", "muon", "lamb", "onebit_adam"};
+    return (unsigned)k < 5 ? names[k] : "?";
 }
 
 void zt_optimizer_config_default(zt_optimizer_config *c) {
@@ -230,6 +230,8 @@ void zt_optimizer_config_default(zt_optimizer_config *c) {
     c->lamb_min_coeff = 0.01f;
     c->lamb_max_coeff = 10.0f;
     c->lamb_bias_correction = true;
+    c->onebit_freeze_step = 100000; /* DeepSpeed's default */
+    c->onebit_bias_correction = true;
 }
 
 /* Which comm shards and which replicates: read from the mesh (src/comm/mesh.h), the caller's, or
@@ -436,6 +438,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
             (rc = opt->optim.kind == ZT_OPT_MUON ? zt_step_muon_setup(e, err) : zt_step_lamb_setup(e, err)))
             goto fail;
     }
+    if (opt->optim.kind == ZT_OPT_ONEBIT_ADAM && (rc = zt_onebit_setup(e, err))) goto fail; /* onebit.c */
     e->grad_pieces_transient = zt_store_bf16(e) && e->shard_optim;
     if (e->shard_optim && !e->grad_pieces_transient && !e->grad_offload) {
         if (!(e->grad_pieces = zt_engine_alloc(e, gpiece, &e->mem.grads, "the reduced gradient pieces"))) goto nomem;
@@ -520,6 +523,8 @@ void zt_engine_free(zt_engine *e) {
     free(e->muon_slots);
     free(e->muon_work);
     free(e->lamb_partials);
+    free(e->onebit_worker_error);
+    free(e->onebit_server_error);
     free(e->grad_pieces);
     free(e->micro_grads);
     free(e->micro_pieces);
@@ -778,7 +783,8 @@ bool zt_engine_in_files(const zt_engine *e) { return e->nvme != NULL; }
 
 float *zt_engine_grad(zt_engine *e, int idx) {
     zt_error err;
-    if (e->world != 1 || e->shard_optim) return NULL;
+    /* (1-bit Adam past its warm-up: this rank's own gradient, which the step does not reduce) */
+    if ((e->world != 1 && !zt_onebit_frozen(e)) || e->shard_optim) return NULL;
     if (zt_grads_finish(e, &err)) return NULL;
     if (!e->model->params[idx].trainable) return NULL;
     e->norm_early = false; /* the caller may write through the pointer: the step takes the norm again */

@@ -106,6 +106,10 @@ struct zt_engine {
     size_t muon_slot_floats;
     int muon_nslots;
     double *lamb_partials;
+    /* 1-bit Adam (onebit.c) on 2 ranks or more: the worker's error feedback (state_floats) and the
+     * server's (onebit_server_floats: this rank's block of the compressed all-reduce) */
+    float *onebit_worker_error, *onebit_server_error;
+    size_t onebit_server_floats;
     size_t state_floats;        /* elements per state array (full or shard layout) */
     zt_nvme_store *nvme;        /* the NVMe files of this rank (offload.c), or NULL: its kinds are
                                    the optimizer state kinds (when offloaded), then the parameter
@@ -455,6 +459,13 @@ int zt_step_whole_check(const zt_engine *e, zt_error *err);
 int zt_step_muon_setup(zt_engine *e, zt_error *err);
 int zt_step_lamb_setup(zt_engine *e, zt_error *err);
 int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err);
+/* onebit.c: 1-bit Adam. The setup allocates the error buffers (memory/plan.c counts them); frozen
+ * says whether the step being computed is past the warm-up (its gradient then stays on this rank:
+ * grads.c does not reduce it); the step after the freeze: the local momentum, its compressed
+ * all-reduce, the update with the frozen variance. */
+int zt_onebit_setup(zt_engine *e, zt_error *err);
+bool zt_onebit_frozen(const zt_engine *e);
+int zt_onebit_step(zt_engine *e, float lr, float gscale, zt_error *err);
 
 /* offload.c: the optimizer state in memory or in files, seen the same way. Kind 0 is exp_avg
  * (AdamW) or the momentum (SGD), kind 1 exp_avg_sq; elements index the state layout. */

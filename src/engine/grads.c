@@ -232,7 +232,8 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
                             "(create it with grad_accum = the micro-batches per step)");
     if (e->micro_in_step == 0) {
         e->reduce_now = e->shard_grads && (ga == 1 || e->opt.reduce_every_micro_batch);
-        e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL;
+        /* 1-bit Adam past its warm-up: nothing to reduce */
+        e->reduce_early = !e->shard_grads && ga == 1 && e->overlap != NULL && !zt_onebit_frozen(e);
         e->micro_direct = e->reduce_now && ga == 1 && !e->grad_pieces_transient && (e->grad_pieces || e->grad_kind >= 0);
         if (e->micro_direct) e->micro_pieces = e->grad_pieces;
         /* the norm partials taken unit by unit during backward: gradient offload as the pieces are
@@ -375,7 +376,9 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
         if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
             if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         } else if (!e->shard_optim) {
-            if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
+            if (zt_onebit_frozen(e)) {
+                /* 1-bit Adam past its warm-up: this rank's own gradient moves its momentum (onebit.c) */
+            } else if (e->world > 1) rc = zt_engine_all_reduce_full(e, G, err);
             /* one rank: its contribution is the sum, in the reduce dtype all the same (collect.c) */
             else if (e->opt.precision.reduce == ZT_DTYPE_BF16) zt_round_bf16(G, pl->gfull_floats);
             else if (e->opt.precision.reduce == ZT_DTYPE_FP16) zt_round_fp16(G, G, pl->gfull_floats);

@@ -1,6 +1,7 @@
 /* step.c - the optimizer step: finish the gradient (fold the micro-batch tree, reduce), the global
  * norm from fixed-chunk partials (same bits for every strategy and world size), clipping and the
- * finite check (every rank sees the same norm, so every rank agrees), the optimizer on what this
+ * finite check (every rank sees the same norm, so every rank agrees; 1-bit Adam past its warm-up:
+ * each rank's own, the finite check agreed), the optimizer on what this
  * rank owns, and the all-gather of updated parameters where the strategy keeps them replicated
  * (zero1/zero2 under bf16/fp16 compute: of the compute copies, master_shard.c). */
 #include "engine/engine_internal.h"
@@ -70,8 +71,10 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     if (c->round_lp && zt_store_has_lp(e, i)) /* ddp: the copy's element `first` of parameter i */
         zt_adamw_update_round(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step,
                               e->lp_kind, zt_store_full_lp_at(e, i, (size_t)first));
-    else if (o->kind == ZT_OPT_ADAMW)
+    else if (o->kind == ZT_OPT_ADAMW || (o->kind == ZT_OPT_ONEBIT_ADAM && o->onebit_bias_correction))
         zt_adamw_update(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale, (int64_t)e->step);
+    else if (o->kind == ZT_OPT_ONEBIT_ADAM) /* its warm-up with DeepSpeed's uncorrected kernel */
+        zt_onebit_warmup_update(w, g, m, v, n, c->lr, o->beta1, o->beta2, o->eps, wd, c->gscale);
     else
         zt_sgd_update(w, g, m, n, c->lr, o->momentum, o->nesterov, wd, c->gscale, (int64_t)e->step);
     zt_engine_round_updated(e, i, w, m, v, n, first);
@@ -185,9 +188,22 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         zt_grads_reset(e);
         return rc;
     }
-    norm /= scale; /* the gradient carries the loss scale (1 outside fp16) */
+    /* 1-bit Adam past its warm-up on N ranks: the gradient is this rank's share of the sum (its
+     * micro-batches' tokens over the step's), N times it this rank's own mean; its norm and clipping
+     * are this rank's (DeepSpeed's), the finite check agreed */
+    bool onebit = zt_onebit_frozen(e);
+    double own = onebit && e->world > 1 ? (double)e->world : 1.0;
+    norm = norm * own / scale; /* the gradient carries the loss scale (1 outside fp16) */
     zt_step_report r = {.grad_norm = norm, .clip_coef = zt_clip_coef(norm, o->grad_clip),
                         .finite = isfinite(norm), .loss_scale = scale};
+    if (own > 1.0) {
+        int ok = r.finite;
+        if ((rc = zt_all_reduce_and_int(e->shard_comm, &ok, "1-bit Adam finite check", err))) {
+            zt_grads_reset(e);
+            return rc;
+        }
+        r.finite = ok;
+    }
     /* every rank saw the same norm (and was asked alike), so every rank skips (or not) alike */
     if (prec->mode == ZT_PRECISION_FP16) zt_loss_scaler_update(&e->scaler, prec, !r.finite);
     if (!r.finite && prec->mode == ZT_PRECISION_FP16) r.skip_reason = ZT_SKIP_OVERFLOW;
@@ -208,7 +224,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     }
     e->step++;
     /* clipping and unscaling in one factor */
-    update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef / scale), .round_lp = lp_fused(e)};
+    update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef * own / scale), .round_lp = lp_fused(e)};
     if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_begin(e);
         if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
@@ -217,6 +233,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         if (!src && zt_store_file_kind(e) >= 0) src = zt_param_offload_check(e, err);
         rc = zt_engine_offload_agree(e, src, err);
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_end(e);
+    } else if (onebit) { /* 1-bit Adam past its warm-up: onebit.c */
+        rc = zt_onebit_step(e, lr, uc.gscale, err);
     } else if (o->kind == ZT_OPT_MUON || o->kind == ZT_OPT_LAMB) { /* whole tensors: step_whole.c */
         rc = zt_step_whole(e, lr, uc.gscale, err);
     } else if (e->state_bf16[0]) {

@@ -704,6 +704,12 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
+    /* 1-bit Adam's error feedback (engine.c): the worker's error (the state's floats) and the server's
+     * (this rank's block of it), on 2 ranks or more */
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && !s.shard_optim && has_comm && world > 1) { /* ddp only */
+        alloc(&s, ZT_MEM_OPTIMIZER, state);
+        alloc(&s, ZT_MEM_OPTIMIZER, zt_compressed_server_floats(state, world, rank));
+    }
     if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
                                  pl.norm_chunks, err)))
         goto done;
@@ -773,6 +779,11 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t chunk = po->comm_chunk_bytes ? po->comm_chunk_bytes : zt_comm_default_chunk_bytes();
     int main_ranks = s.shard_optim ? pl.nshards : world;
     out->scratch_main = zt_comm_scratch_bytes_for_size(main_ranks, chunk, s.block_main);
+    /* 1-bit Adam's compressed all-reduce stages its signs in the same scratch (ddp: the world's) */
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && main_ranks > 1) {
+        size_t car = zt_compressed_scratch_bytes(pl.gfull_floats, main_ranks);
+        if (car > out->scratch_main) out->scratch_main = car;
+    }
     /* the thread's comm duplicates the shard group's (ddp: the world) */
     out->scratch_thread = s.overlap ? zt_comm_scratch_bytes_for_size(s.shard_optim ? pl.nshards : world, chunk,
                                                                      s.block_thread)

@@ -11,7 +11,8 @@
 double zt_commlog_busbw_factor(int kind, int nranks) {
     double n = nranks > 0 ? nranks : 1;
     switch (kind) {
-    case ZT_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case ZT_COLL_ALL_REDUCE:
+    case ZT_COLL_COMPRESSED_ALL_REDUCE: return 2.0 * (n - 1) / n;
     case ZT_COLL_BROADCAST:
     case ZT_COLL_P2P: return 1.0;
     default: return (n - 1) / n; /* reduce-scatter, all-gather, small, setup */

@@ -21,7 +21,8 @@ typedef enum zt_coll_kind {
     ZT_COLL_SMALL = 4,      /* max, and, all_gather_f64 */
     ZT_COLL_SETUP = 5,      /* split, dup, barrier, init */
     ZT_COLL_P2P = 6,        /* a pipeline stage's send or receive (p2p.c): comm log only */
-    ZT_COLL_NKINDS = 7
+    ZT_COLL_COMPRESSED_ALL_REDUCE = 7, /* 1-bit Adam's momentum: signs + scales (compressed_all_reduce.c) */
+    ZT_COLL_NKINDS = 8
 } zt_coll_kind;
 
 /* Recording is off until enabled; records while off are ignored (one relaxed load). */

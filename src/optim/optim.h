@@ -77,4 +77,20 @@ float zt_lamb_step_size(float lr, float b1, float b2, bool bias_correction, int6
 /* p -= step·u, u computed as zt_lamb_partials computes it */
 void zt_lamb_apply(float *p, const float *m, const float *v, size_t n, float eps, float wd, float step);
 
+/* ---- 1-bit Adam (onebit_adam.c): DeepSpeed's OnebitAdam around the compressed all-reduce ---- */
+/* bias_correction true: AdamW's update (zt_adamw_update's expression); false: DeepSpeed's kernel.
+ * Warm-up (t <= freeze_step), the gradient all-reduced, bias_correction false (true is
+ * zt_adamw_update itself):  g' = g·grad_scale;  m = b1·m + (1-b1)·g';  v = b2·v + (1-b2)·g'^2;
+ *   p = p + (-lr)·(m/(sqrt(v) + eps) + wd·p) */
+void zt_onebit_warmup_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                             float eps, float wd, float grad_scale);
+/* After the freeze, before the compressed all-reduce: m = b1·m + (1-b1)·(g·grad_scale), this
+ * rank's own gradient (AdamW's expression for m) */
+void zt_onebit_momentum(const float *g, float *m, size_t n, float b1, float grad_scale);
+/* After it, m the average and v frozen at step freeze_step:
+ *   true:  p = p·(1 - lr·wd) - lr/(1-b1^t) · m / (sqrt(v)/sqrt(1-b2^freeze_step) + eps)
+ *   false: p = p + (-lr)·(m/(sqrt(v) + eps) + wd·p) */
+void zt_onebit_apply(float *p, const float *m, const float *v, size_t n, float lr, float b1, float b2, float eps,
+                     float wd, int64_t t, int64_t freeze_step, bool bias_correction);
+
 #endif

@@ -29,7 +29,8 @@ enum {
     ZT_SUB_AR_AG = 3,
     ZT_SUB_BCAST = 4,
     ZT_SUB_SMALL = 5,
-    ZT_SUB_SETUP = 6
+    ZT_SUB_SETUP = 6,
+    ZT_SUB_A2A = 7
 };
 
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };

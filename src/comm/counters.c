@@ -48,6 +48,7 @@ const char *zt_coll_kind_name(int kind) {
     case ZT_COLL_SMALL: return "small";
     case ZT_COLL_SETUP: return "setup";
     case ZT_COLL_P2P: return "p2p";
+    case ZT_COLL_ALL_TO_ALL: return "all_to_all";
     default: return "?";
     }
 }

@@ -410,7 +410,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     }
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
-        (rc = zt_engine_tp_setup(e, err)) || (rc = zt_engine_cp_setup(e, err)))
+        (rc = zt_engine_tp_setup(e, err)) || (rc = zt_engine_cp_setup(e, err)) ||
+        (rc = zt_engine_ep_setup(e, err)))
         goto fail;
     if ((rc = zt_store_create(e, err))) goto fail; /* the parameters' master (param_store.c) */
     e->state_kinds = adam ? 2 : mom ? 1 : 0;

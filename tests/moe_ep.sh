@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# moe_ep.sh BUILD SOURCE - expert parallelism of a Llama mixture of experts (src/model/llama_moe_ep.c,
+# comm/all_to_all.c, docs/parallelism.md "Expert parallelism"):
+#  1. bit-identical parameters and losses after 4 steps (tool_dist_check --arch llama-moe, dropless,
+#     both router losses on), one micro-batch per rank: ep 2 on 2 ranks = one process with 2
+#     micro-batches = ddp on 2 ranks; ep 4 on 4 ranks = ep 2 x dp 2 with zero1 and zero3 = one process
+#     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too;
+#  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters as one
+#     process with 2 micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
+#     comm log (all_to_all on the "ep" group), every memory class at its planned high-water, and
+#     estimate-memory's high-water for the same configuration equal to the run's plan;
+#  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
+#     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
+#  4. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
+#     data-parallel ranks, ep with a dense model, ep with pipeline parallelism).
+# Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+TOOL="$BUILD/tests/tool_dist_check"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T=$(mktemp -d)
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+source "$SRC/tests/dist_check.bash"
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" --arch llama-moe || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe 2>&1
+}
+
+# ---- 1. the bits ------------------------------------------------------------------------------------
+STEPS=4
+check "N=1 GA=2" two "$(run 1 ddp 2 $STEPS)"
+check "N=2 ddp" two "$(run 2 ddp 1 $STEPS)"
+out="$(run 2 ddp 1 $STEPS --ep 2)"
+check "N=2 ep 2" two "$out"
+if grep -q '^ep bytes [1-9]' <<<"$out"; then echo "ok   ep 2: the all-to-alls' bytes counted ($(grep '^ep bytes' <<<"$out"))"
+else echo "FAIL ep 2: no all-to-all bytes"; fail=1; fi
+check "N=1 GA=4" four "$(run 1 ddp 4 $STEPS)"
+check "N=4 ddp" four "$(run 4 ddp 1 $STEPS)"
+check "N=4 ep 4" four "$(run 4 ddp 1 $STEPS --ep 4)"
+check "N=4 ep 2 x dp 2 zero1" four "$(run 4 zero1 1 $STEPS --ep 2)"
+check "N=4 ep 2 x dp 2 zero3" four "$(run 4 zero3 1 $STEPS --ep 2)"
+check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --recompute full)"
+
+# ---- 2. zerotrain train ---------------------------------------------------------------------------
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" >/dev/null
+printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {steps: 4, seq_len: 16, micro_batch_size: 2}\n' \
+  "$T/d.bin" > "$T/m.yaml"
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 2>&1)"
+ep="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set logging.jsonl="$T/ep.jsonl" \
+      --comm-log 1 --set checkpoint.every=2 --set checkpoint.dir="$T/ck" 2>&1)"
+if [ -n "$(hash_line "$one")" ] && [ "$(hash_line "$one")" = "$(hash_line "$ep")" ]; then
+  echo "ok   train: ep 2 on 2 ranks = one process with 2 micro-batches ($(hash_line "$ep"))"
+else echo "FAIL train: ep 2 '$(hash_line "$ep")' vs one process '$(hash_line "$one")'"; echo "$ep" | tail -5; fail=1; fi
+if grep -q "experts over ep 2" <<<"$ep" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$ep"
+then echo "ok   train: the banner names ep 2; every memory class at its planned high-water"
+else echo "FAIL train: banner or planned = measured"; echo "$ep" | grep -E "parallel:|planned|class" ; fail=1; fi
+if grep -q '"bytes_sent":{[^}]*"experts":[1-9]' "$T/ep.jsonl" && grep -qE 'all_to_all +ep' <<<"$ep"
+then echo "ok   train: the all-to-all in the JSONL (bytes_sent.experts) and the comm log (ep group)"
+else echo "FAIL train: all-to-all bytes missing"; grep -o '"bytes_sent":{[^}]*}' "$T/ep.jsonl" | head -1
+  grep -E "all_to_all|kind" <<<"$ep" | head -5; fail=1; fi
+plan="$(grep -o 'high-water [0-9.]* [KMG]iB' <<<"$ep" | head -1)"
+est="$("$Z" estimate-memory "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --json 2>&1 || true)"
+echo "$est" > "$T/est.json"
+if /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); want = sys.argv[2].split()
+hw = doc.get("strategies", {}).get("ddp", {}).get("peak_total")
+unit = {"KiB": 1024, "MiB": 1048576, "GiB": 1073741824}[want[2]]
+ok = hw is not None and abs(hw / unit - float(want[1])) < 0.051
+print(("estimate-memory ddp high-water %s bytes vs the run's plan %s" % (hw, " ".join(want[1:]))))
+sys.exit(0 if ok else 1)
+PY
+then echo "ok   estimate-memory with ep 2: the run's planned high-water"
+else echo "FAIL estimate-memory with ep 2 differs from the run's plan ($plan)"; head -c 600 "$T/est.json"; fail=1; fi
+
+# ---- 3. checkpoints across ep degrees ------------------------------------------------------------------
+C="$T/ck/step-00000002"
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --resume "$C" 2>&1)"
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$C" 2>&1)"
+for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
+  label="${pair%%:*}"; out="${pair#*:}"
+  if [ "$(hash_line "$out")" = "$(hash_line "$ep")" ]; then echo "ok   ep 2's step-2 checkpoint resumed on $label: $(hash_line "$out")"
+  else echo "FAIL ep 2's checkpoint resumed on $label: '$(hash_line "$out")'"; echo "$out" | tail -3; fail=1; fi
+done
+
+# ---- 4. bad input ------------------------------------------------------------------------------------
+cfg=(train "$T/m.yaml")
+bad "experts not divisible by ep" "parallel.expert_parallel_size: 3 does not divide model.n_experts (4)" \
+  "${cfg[@]}" --nproc 3 --set parallel.expert_parallel_size=3
+bad "ep not dividing the data-parallel ranks" "parallel.expert_parallel_size: 4 does not divide the data-parallel ranks 2" \
+  "${cfg[@]}" --nproc 2 --set parallel.expert_parallel_size=4
+bad "ep with a dense model" "parallel.expert_parallel_size: 2 with a dense model (model.n_experts 0)" \
+  "${cfg[@]}" --nproc 2 --set model.n_experts=0 --set parallel.expert_parallel_size=2
+bad "ep with pipeline parallelism" "parallel.expert_parallel_size: 2 with parallel.pipeline_parallel_size 2: not built" \
+  "${cfg[@]}" --nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+exit $fail

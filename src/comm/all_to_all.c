@@ -3,8 +3,10 @@
  * Megatron-LM, torchtitan), and the same two in reverse in backward.
  *
  *   phase 1 (ZT_COLL_SMALL, "all_to_all counts"): every rank sends every other the size of the
- *     block it has for it (one uint64_t per pair), so a receiver learns what arrives before it
- *     posts; a size over the receiver's capacity is ZT_ERR_MISMATCH naming both numbers
+ *     block it has for it and its room for that rank's block (two uint64_t per pair), so a receiver
+ *     learns what arrives before it posts; a block over its room is ZT_ERR_MISMATCH naming both
+ *     numbers, on both ends of that pair (both skip it; every other pair still moves, so no rank
+ *     waits for a message that never comes)
  *   phase 2 (ZT_COLL_ALL_TO_ALL): every block moved as one message per pair (receives posted
  *     first, then sends, each in rank order from this rank on, so the pairs of a round start
  *     together); the own block is a memmove.
@@ -44,51 +46,63 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
                const size_t *recv_cap, size_t *recv_bytes, const char *tag, zt_error *err) {
     int N = c->size, me = c->rank, rc = zt_comm_ready_(c, "all_to_all", err);
     if (rc) return rc;
-    uint64_t *mine = malloc(2 * (size_t)N * sizeof *mine), *theirs = mine ? mine + N : NULL;
+    /* per peer: [the size of my block for it, my room for its block], and what it says back */
+    uint64_t *mine = malloc(4 * (size_t)N * sizeof *mine), *theirs = mine ? mine + 2 * N : NULL;
     const void **sp = malloc((size_t)N * sizeof *sp);
     void **rp = malloc((size_t)N * sizeof *rp);
-    size_t *ones = malloc(2 * (size_t)N * sizeof *ones), *eights = ones ? ones + N : NULL;
-    if (!mine || !sp || !rp || !ones) {
+    size_t *ssz = malloc(3 * (size_t)N * sizeof *ssz), *rsz = ssz ? ssz + N : NULL, *pair = ssz ? ssz + 2 * N : NULL;
+    if (!mine || !sp || !rp || !ssz) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "all_to_all '%s' on comm '%s': out of memory", tag ? tag : "", c->name);
         goto out;
     }
-    size_t sent = 0;
     for (int p = 0; p < N; p++) {
-        if (send_bytes[p] > (size_t)INT_MAX) {
+        if (send_bytes[p] > (size_t)INT_MAX) { /* every rank checks its own before anything moves */
             rc = zt_error_set(err, ZT_ERR_USAGE, "all_to_all '%s' on comm '%s': a block of %zu bytes for rank %d (at "
                               "most %d in one message)", tag ? tag : "", c->name, send_bytes[p], p, INT_MAX);
             goto out;
         }
-        mine[p] = send_bytes[p];
-        sp[p] = &mine[p];
-        rp[p] = &theirs[p];
-        eights[p] = sizeof(uint64_t);
-        if (p != me) sent += send_bytes[p];
+        mine[2 * p] = send_bytes[p];
+        mine[2 * p + 1] = recv_cap[p];
+        sp[p] = &mine[2 * p];
+        rp[p] = &theirs[2 * p];
+        pair[p] = 2 * sizeof(uint64_t);
     }
     zt_comm_op *op = NULL;
-    if ((rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_A2A, "all_to_all counts", tag, (size_t)N * sizeof(uint64_t),
+    if ((rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_A2A, "all_to_all counts", tag, (size_t)N * 2 * sizeof(uint64_t),
                            2 * (N - 1), true, false, &op, err)) ||
-        (rc = exchange(op, sp, eights, rp, eights, err)))
+        (rc = exchange(op, sp, pair, rp, pair, err)))
         goto out;
-    theirs[me] = mine[me];
+    theirs[2 * me] = mine[2 * me], theirs[2 * me + 1] = mine[2 * me + 1];
+    /* both ends of a pair see the same two numbers: a block over its room moves nothing, on either
+     * end, and every other pair goes on, so no rank waits for a message that never comes */
+    size_t sent = 0;
+    int bad = -1;
     for (int p = 0; p < N; p++) {
-        if (theirs[p] > recv_cap[p]) {
-            rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': rank %d sends %llu bytes, this rank "
-                              "(%d) has room for %zu", tag ? tag : "", c->name, p, (unsigned long long)theirs[p], me,
-                              recv_cap[p]);
-            goto out;
-        }
-        recv_bytes[p] = ones[p] = (size_t)theirs[p];
+        bool send_ok = mine[2 * p] <= theirs[2 * p + 1], recv_ok = theirs[2 * p] <= recv_cap[p];
+        ssz[p] = send_ok ? send_bytes[p] : 0;
+        rsz[p] = recv_ok ? (size_t)theirs[2 * p] : 0;
+        recv_bytes[p] = rsz[p];
+        if (p != me) sent += ssz[p];
+        if (!recv_ok && bad < 0) bad = p;
     }
-    if (send_bytes[me]) memmove(recv[me], send[me], send_bytes[me]);
+    if (bad < 0 && ssz[me]) memmove(recv[me], send[me], ssz[me]);
     if (N > 1 && (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, 2 * (N - 1), true,
                                     false, &op, err)) == ZT_OK)
-        rc = exchange(op, send, send_bytes, recv, ones, err);
+        rc = exchange(op, send, ssz, recv, rsz, err);
+    if (!rc && bad >= 0)
+        rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': rank %d sends %llu bytes, this rank (%d) "
+                          "has room for %zu", tag ? tag : "", c->name, bad, (unsigned long long)theirs[2 * bad], me,
+                          recv_cap[bad]);
+    for (int p = 0; p < N && !rc; p++)
+        if (mine[2 * p] > theirs[2 * p + 1])
+            rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': this rank (%d) sends %zu bytes to "
+                              "rank %d, which has room for %llu", tag ? tag : "", c->name, me, send_bytes[p], p,
+                              (unsigned long long)theirs[2 * p + 1]);
 out:
     free(mine);
     free(sp);
     free(rp);
-    free(ones);
+    free(ssz);
     return rc;
 }
 

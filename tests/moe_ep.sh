@@ -4,7 +4,8 @@
 #  1. bit-identical parameters and losses after 4 steps (tool_dist_check --arch llama-moe, dropless,
 #     both router losses on), one micro-batch per rank: ep 2 on 2 ranks = one process with 2
 #     micro-batches = ddp on 2 ranks; ep 4 on 4 ranks = ep 2 x dp 2 with zero1 and zero3 = one process
-#     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too;
+#     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too; and with
+#     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters as one
 #     process with 2 micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
 #     comm log (all_to_all on the "ep" group), every memory class at its planned high-water, and
@@ -13,6 +14,8 @@
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
 #  4. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model, ep with pipeline parallelism).
+# (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
+# first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
@@ -45,6 +48,9 @@ check "N=4 ep 4" four "$(run 4 ddp 1 $STEPS --ep 4)"
 check "N=4 ep 2 x dp 2 zero1" four "$(run 4 zero1 1 $STEPS --ep 2)"
 check "N=4 ep 2 x dp 2 zero3" four "$(run 4 zero3 1 $STEPS --ep 2)"
 check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --recompute full)"
+# gradient accumulation: the owner keeps each source's partials apart until the step (fold_grads)
+check "N=2 GA=2 ep 2 ddp" four "$(run 2 ddp 2 $STEPS --ep 2)"
+check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" >/dev/null

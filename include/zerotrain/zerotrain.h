@@ -250,6 +250,11 @@ typedef struct zt_unit_args {
      * each of its experts got this micro-batch into moe_counts[0 .. E) and the slots dropped over
      * the capacity into moe_counts[E] (the engine's per-unit counters, zt_engine_moe_stats) */
     int64_t *moe_counts;
+    /* Expert parallelism: true when the engine adds this micro-batch's gradient to the others'
+     * on this rank before reducing it (gradient accumulation's deferred tree), so the unit leaves
+     * its per-source partials in their slots and zt_unit_ops.fold_grads adds them at the step;
+     * false: the unit adds them itself in backward (the reduction follows at once) */
+    bool ep_defer_fold;
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -329,6 +334,12 @@ typedef struct zt_unit_ops {
      * product's read of it (bench/RESULTS.md, "Gradients assigned, not zeroed"). NULL: none; every
      * gradient the unit sees holds zeros or earlier sums. */
     bool (*assigns_grad)(const zt_unit *u, int k);
+    /* Expert parallelism (zt_unit.ep_parts > 1): the unit's backward left each source part's partial
+     * weight gradient in its own slot (zt_unit_args.ep_defer_fold); this adds the slots in the
+     * fixed tree over the parts into the ones this part owns, once the step's micro-batches are
+     * added on this rank and before the data-parallel reduction (grads: the unit's gradients in
+     * its listed order, NULL where frozen). NULL: the unit has nothing to fold. */
+    void (*fold_grads)(const zt_unit *u, const struct zt_unit_group *g, float *const *grads);
 } zt_unit_ops;
 
 /* Where the saved floats after the first `kept` live (see zt_unit_args.saved_rest). */

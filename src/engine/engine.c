@@ -739,7 +739,9 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
-                          .aux_dloss = aux_dloss};
+                          .aux_dloss = aux_dloss,
+                          /* the step's micro-batches added here before the reduction (grads.c) */
+                          .ep_defer_fold = !e->reduce_early && !e->reduce_now};
         zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */

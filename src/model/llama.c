@@ -422,6 +422,11 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
     return ZT_OK;
 }
 
+/* expert parallelism with gradient accumulation: the experts' per-source slots added at the step */
+static void block_fold_grads(const zt_unit *u, const zt_unit_group *g, float *const *grads) {
+    if (moe(u->model_cfg) && u->ep_parts > 1) zt_moe_ep_fold(u, g, &MOE_PARAMS, grads);
+}
+
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .scratch_floats = block_scratch_floats,
                                       .forward = block_forward,
@@ -431,7 +436,8 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .assigns_grad = block_adaptable, /* their weight products */
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
-                                      .recompute = block_recompute};
+                                      .recompute = block_recompute,
+                                      .fold_grads = block_fold_grads};
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params norm.weight, lm_head.weight (or embed_tokens, tied). out = per-token losses.

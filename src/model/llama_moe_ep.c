@@ -22,8 +22,12 @@
  * each, so their partials are a subtree of the ranks' tree; the owner leaves every other expert's
  * gradient zero and the data-parallel reduction over the ranks adds those zeros (x + 0 = x), which
  * puts each expert's subtrees together as one process would. With several micro-batches per rank
- * the owner's sum over the sources comes before the sum over the micro-batches (deterministic,
- * but another order than one process's: docs/parallelism.md).
+ * (zt_unit_args.ep_defer_fold: the engine adds a step's micro-batches on the rank before reducing)
+ * the slots stay apart: the engine's tree over the micro-batches adds each source's partials in
+ * slot s, as one process adds that source rank's micro-batches, and zt_moe_ep_fold adds the slots
+ * at the step, before the reduction: the same tree (ranks, then each rank's micro-batches). Where
+ * the engine reduces every micro-batch (zero2/zero3 with reduce_every_micro_batch) the sources'
+ * sum comes first: deterministic, but another order (docs/parallelism.md).
  * The weight-gradient slots are the gradient tensor itself: its ep slices of El experts, slice s
  * for source s (the gradient arrives zeroed, as every gradient of a unit that does not assign it),
  * summed into slice 0, then moved to this part's slice q and the others zeroed again.
@@ -181,12 +185,23 @@ static void tree_in_place(float *const *b, int lo, int hi, size_t n) {
 
 /* The gradient slots' sum (slice s: source s's partial) into slice q; the other slices zeroed */
 static void fold_slots(float *grad, int P, int q, size_t slice) {
-    float *b[MAX_PARTS];
+    float *b[MAX_PARTS] = {0};
     for (int p = 0; p < P; p++) b[p] = grad + (size_t)p * slice;
     tree_in_place(b, 0, P, slice);
     if (q != 0) memcpy(b[q], b[0], slice * sizeof(float));
     for (int p = 0; p < P; p++)
         if (p != q) memset(b[p], 0, slice * sizeof(float));
+}
+
+void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads) {
+    const zt_llama_config *c = u->model_cfg;
+    int P = u->ep_parts, El = c->n_experts / P;
+    size_t in_slice = (size_t)El * zt_moe_width(c) * c->n_embd;
+    if (!g || P < 2 || P > MAX_PARTS) return;
+    for (int k = 0; k < 3; k++) {
+        int idx = k == 0 ? pk->w1 : k == 1 ? pk->w2 : pk->w3;
+        if (grads[idx]) fold_slots(grads[idx], P, g->ep_part, in_slice);
+    }
 }
 
 int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
@@ -233,11 +248,9 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
         moe_grouped_backward(dxr, gr[pk->w3] ? gr[pk->w3] + (size_t)p * in_slice : NULL, w.dup, s->xr + base * C, W3,
                              ro, El, C, I, ZT_MM_DINP_ADD);
     }
-    /* 3. the partials in the tree over the sources, into this part's experts */
-    for (int k = 0; k < 3; k++) {
-        int idx = k == 0 ? pk->w1 : k == 1 ? pk->w2 : pk->w3;
-        if (gr[idx]) fold_slots(gr[idx], P, q, in_slice);
-    }
+    /* 3. the partials in the tree over the sources, into this part's experts (with gradient
+     * accumulation: after the micro-batches, zt_moe_ep_fold) */
+    if (!a->ep_defer_fold) zt_moe_ep_fold(u, g, pk, gr);
     /* 4. d xp back to the tokens' parts */
     for (int p = 0; p < P; p++) {
         src[p] = w.dxr + (size_t)p * Rl * C;

@@ -5,7 +5,8 @@
 #     both router losses on), one micro-batch per rank: ep 2 on 2 ranks = one process with 2
 #     micro-batches = ddp on 2 ranks; ep 4 on 4 ranks = ep 2 x dp 2 with zero1 and zero3 = one process
 #     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too; and with
-#     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4;
+#     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
+#     hybrid's shard groups;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters as one
 #     process with 2 micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
 #     comm log (all_to_all on the "ep" group), every memory class at its planned high-water, and
@@ -51,6 +52,7 @@ check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --
 # gradient accumulation: the owner keeps each source's partials apart until the step (fold_grads)
 check "N=2 GA=2 ep 2 ddp" four "$(run 2 ddp 2 $STEPS --ep 2)"
 check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
+check "N=4 ep 4 over hybrid's 2 shard groups of 2" four "$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 4)"
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" >/dev/null

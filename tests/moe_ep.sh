@@ -7,8 +7,9 @@
 #     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too; and with
 #     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
 #     hybrid's shard groups;
-#  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters as one
-#     process with 2 micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
+#  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
+#     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
+#     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
 #     comm log (all_to_all on the "ep" group), every memory class at its planned high-water, and
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
@@ -55,13 +56,19 @@ check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
 check "N=4 ep 4 over hybrid's 2 shard groups of 2" four "$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 4)"
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
-"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" >/dev/null
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
 printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {steps: 4, seq_len: 16, micro_batch_size: 2}\n' \
   "$T/d.bin" > "$T/m.yaml"
 hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
-one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 2>&1)"
+one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --set data.val="$T/v.bin" \
+       --set sample.tokens=8 2>&1)"
 ep="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set logging.jsonl="$T/ep.jsonl" \
-      --comm-log 1 --set checkpoint.every=2 --set checkpoint.dir="$T/ck" 2>&1)"
+      --comm-log 1 --set checkpoint.every=2 --set checkpoint.dir="$T/ck" --set data.val="$T/v.bin" \
+      --set sample.tokens=8 2>&1)"
+val_and_sample() { grep -o '| val [0-9][0-9.]*' <<<"$1" | tail -1; grep -A1 -- '--- sample' <<<"$1" | tail -1; }
+if [ -n "$(val_and_sample "$one")" ] && [ "$(val_and_sample "$one")" = "$(val_and_sample "$ep")" ]; then
+  echo "ok   train: ep 2's validation loss and sampled text = one process's ($(grep -o '| val [0-9][0-9.]*' <<<"$ep" | tail -1 | cut -c3-))"
+else echo "FAIL train: validation or sample differ: '$(val_and_sample "$ep")' vs '$(val_and_sample "$one")'"; fail=1; fi
 if [ -n "$(hash_line "$one")" ] && [ "$(hash_line "$one")" = "$(hash_line "$ep")" ]; then
   echo "ok   train: ep 2 on 2 ranks = one process with 2 micro-batches ($(hash_line "$ep"))"
 else echo "FAIL train: ep 2 '$(hash_line "$ep")' vs one process '$(hash_line "$one")'"; echo "$ep" | tail -5; fail=1; fi

@@ -114,4 +114,6 @@ bad "ep with a dense model" "parallel.expert_parallel_size: 2 with a dense model
   "${cfg[@]}" --nproc 2 --set model.n_experts=0 --set parallel.expert_parallel_size=2
 bad "ep with pipeline parallelism" "parallel.expert_parallel_size: 2 with parallel.pipeline_parallel_size 2: not built" \
   "${cfg[@]}" --nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+bad "zerotrain plan --ep not dividing the experts" "plan: --ep 3: model.n_experts 8 is not divisible by parallel.expert_parallel_size 3" \
+  plan --model llama-124M-moe --gpu h100 --ep 3 --tp 1 --pp 1
 exit $fail

@@ -10,7 +10,7 @@
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
 #     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
-#     comm log (all_to_all on the "ep" group), every memory class at its planned high-water, and
+#     comm log (all_to_all on the "ep" group) and the trace, every memory class at its planned high-water, and
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
@@ -64,7 +64,7 @@ one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --set
        --set sample.tokens=8 2>&1)"
 ep="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set logging.jsonl="$T/ep.jsonl" \
       --comm-log 1 --set checkpoint.every=2 --set checkpoint.dir="$T/ck" --set data.val="$T/v.bin" \
-      --set sample.tokens=8 2>&1)"
+      --set sample.tokens=8 --trace "$T/tr.json" 2>&1)"
 val_and_sample() { grep -o '| val [0-9][0-9.]*' <<<"$1" | tail -1; grep -A1 -- '--- sample' <<<"$1" | tail -1; }
 if [ -n "$(val_and_sample "$one")" ] && [ "$(val_and_sample "$one")" = "$(val_and_sample "$ep")" ]; then
   echo "ok   train: ep 2's validation loss and sampled text = one process's ($(grep -o '| val [0-9][0-9.]*' <<<"$ep" | tail -1 | cut -c3-))"
@@ -79,6 +79,13 @@ if grep -q '"bytes_sent":{[^}]*"experts":[1-9]' "$T/ep.jsonl" && grep -qE 'all_t
 then echo "ok   train: the all-to-all in the JSONL (bytes_sent.experts) and the comm log (ep group)"
 else echo "FAIL train: all-to-all bytes missing"; grep -o '"bytes_sent":{[^}]*}' "$T/ep.jsonl" | head -1
   grep -E "all_to_all|kind" <<<"$ep" | head -5; fail=1; fi
+if /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); ev = d["traceEvents"] if isinstance(d, dict) else d
+n = sum(1 for e in ev if e.get("name") == "all_to_all" and e.get("args", {}).get("comm") == "ep")
+print("all_to_all spans on the ep group:", n); sys.exit(0 if n > 0 else 1)' "$T/tr.json"
+then echo "ok   train: the all-to-alls in the trace"
+else echo "FAIL train: no all_to_all span in the trace"; fail=1; fi
 plan="$(grep -o 'high-water [0-9.]* [KMG]iB' <<<"$ep" | head -1)"
 est="$("$Z" estimate-memory "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --json 2>&1 || true)"
 echo "$est" > "$T/est.json"

@@ -14,7 +14,8 @@
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
-#  4. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
+#  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
+#  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model, ep with pipeline parallelism).
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
@@ -111,7 +112,7 @@ for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
   else echo "FAIL ep 2's checkpoint resumed on $label: '$(hash_line "$out")'"; echo "$out" | tail -3; fail=1; fi
 done
 
-# ---- 4. bad input ------------------------------------------------------------------------------------
+# ---- 4. zerotrain plan, 5. bad input ------------------------------------------------------------------
 cfg=(train "$T/m.yaml")
 bad "experts not divisible by ep" "parallel.expert_parallel_size: 3 does not divide model.n_experts (4)" \
   "${cfg[@]}" --nproc 3 --set parallel.expert_parallel_size=3
@@ -121,6 +122,17 @@ bad "ep with a dense model" "parallel.expert_parallel_size: 2 with a dense model
   "${cfg[@]}" --nproc 2 --set model.n_experts=0 --set parallel.expert_parallel_size=2
 bad "ep with pipeline parallelism" "parallel.expert_parallel_size: 2 with parallel.pipeline_parallel_size 2: not built" \
   "${cfg[@]}" --nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+# zerotrain plan --ep 2: 4 all-to-alls per block of each device's n·k·C·4 bytes, half of them sent
+# (llama-124M-moe, 1024 tokens a device: 12 x 4 x 1024 x 2 x 768 x 4 / 2 = 150994944 bytes a step)
+if "$Z" plan --model llama-124M-moe --gpu h100 --ep 2 --tp 1 --pp 1 --precision fp32 --seq 1024 --json > "$T/plan.json" 2>&1 &&
+   /usr/bin/python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+r = [x for x in rows if x["strategy"] == "zero3"][0]
+print("plan ep 2, zero3: ep_s %g, ep_bytes %g" % (r["ep_s"], r["ep_bytes"]))
+sys.exit(0 if r["ep"] == 2 and r["ep_s"] > 0 and abs(r["ep_bytes"] - 150994944) < 1e3 else 1)' "$T/plan.json"
+then echo "ok   zerotrain plan --ep 2: the all-to-alls' bytes and seconds"
+else echo "FAIL zerotrain plan --ep 2"; head -c 400 "$T/plan.json"; fail=1; fi
 bad "zerotrain plan --ep not dividing the experts" "plan: --ep 3: model.n_experts 8 is not divisible by parallel.expert_parallel_size 3" \
   plan --model llama-124M-moe --gpu h100 --ep 3 --tp 1 --pp 1
 exit $fail

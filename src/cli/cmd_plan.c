@@ -56,9 +56,9 @@ static void usage(FILE *out) {
             "  --cp, --cp-mode  context parallelism: every sequence cut over C of the data-parallel devices (2C\n"
             "                   dividing --seq; the strategies shard over all of them, as the engine's dp x cp),\n"
             "                   exchanging keys and values by allgather (default), ring or ulysses (default 1: none)\n"
-            "  --ep             expert parallelism over E data-parallel devices (a mixture of experts): the\n"
-            "                   all-to-all's buffers in each device's memory; the experts' weights stay on every\n"
-            "                   device, and the all-to-all's traffic is not modeled yet (default 1: none)\n"
+            "  --ep             expert parallelism over E data-parallel devices (a mixture of experts): 4\n"
+            "                   all-to-alls per block and micro-batch on the critical path, their buffers in each\n"
+            "                   device's memory; the experts' weights stay on every device (default 1: none)\n"
             "  --precision      bf16 (default; cpu: fp32); --reduce-dtype: the gradient collectives (fp32)\n"
             "  --ac             activation checkpointing (none)\n"
             "  --hybrid         hybrid shard sizes to show, in data-parallel ranks (S x tp devices per shard group;\n"
@@ -104,7 +104,7 @@ typedef struct args {
     int hybrid[16];
     int tp, pp, micro_batches, pp_schedule, top; /* tp, pp 0: search */
     int cp;                                      /* --cp (1: none) */
-    int ep;                                      /* --ep (1: none): memory only, its traffic not modeled */
+    int ep;                                      /* --ep (1: none) */
     zt_cp_mode cp_mode;
     double efficiency, cpu_share;
     bool json, no_reshard;
@@ -249,7 +249,7 @@ static void print_text(FILE *out, shown *w) {
         fprintf(out, "; context parallel %d (%s): %d positions of each sequence per device", a->cp,
                 zt_cp_mode_name(a->cp_mode), w->o->T / a->cp);
     if (a->ep > 1) /* the memory plan holds the all-to-all's buffers; the experts stay on every device */
-        fprintf(out, "; expert parallel %d: the all-to-all's buffers in the memory (its traffic is not modeled)", a->ep);
+        fprintf(out, "; expert parallel %d: its all-to-alls on the critical path, their buffers in the memory", a->ep);
     fprintf(out, "; precision %s, reductions in %s; activation checkpointing %s; pipeline schedule %s\n",
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), zt_scale_pp_schedule_name((zt_scale_pp_schedule)a->pp_schedule));
@@ -314,11 +314,12 @@ static void print_json(FILE *out, const shown *w) {
         fprintf(out, "%s{\"name\":\"%s\",\"strategy\":\"%s\",\"shard\":%d,\"tp\":%d,\"pp\":%d,\"cp\":%d,\"dp\":%d,"
                 "\"micro_batches\":%d,\"step_s\":%.6g,\"compute_s\":%.6g,"
                 "\"comm_s\":%.6g,\"exposed_s\":%.6g,\"hidden_s\":%.6g,\"bubble_s\":%.6g,\"tp_s\":%.6g,\"p2p_s\":%.6g,"
-                "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
+                "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"ep\":%d,\"ep_s\":%.6g,\"ep_bytes\":%.6g,"
+                "\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
                 "\"memory\":%zu,\"fits\":%s,\"node_out_bytes\":%.6g}", i ? "," : "", row_name(r, name, sizeof name),
                 zt_strategy_name(r->strategy), r->shard, r->tp, r->pp, r->cp, r->dp, r->micro_batches, r->step.step_s,
                 r->step.compute_s, r->step.comm_s, r->step.exposed_s, r->step.hidden_s, r->bubble_s, r->tp_s, r->p2p_s,
-                r->tp_bytes, r->cp_s, r->cp_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
+                r->tp_bytes, r->cp_s, r->cp_bytes, r->ep, r->ep_s, r->ep_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
     }
     fprintf(out, "]}\n");
 }

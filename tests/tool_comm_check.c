@@ -372,17 +372,17 @@ static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
 }
 
 /* all-to-all of variable blocks (expert parallelism): rank r's block for rank p is
- * 1 + ((r*7 + p*3 + pat) % 5) * 333 bytes (pattern 1: empty where r + p is odd), each byte a function
+ * 1 + ((r*7 + p*3 + pat) % 5) * 3333 bytes (pattern 1: empty where r + p is odd), each byte a function
  * of (r, p, i); the sizes arrive first, each block lands whole, the own one copied; the payload counts
  * as ZT_COLL_ALL_TO_ALL (what this rank sent to the others), and a block over its room is
  * ZT_ERR_MISMATCH naming both sizes */
 static size_t a2a_bytes(int r, int p, int pat) {
     if (pat == 1 && (r + p) % 2) return 0;
-    return 1 + (size_t)((r * 7 + p * 3 + pat) % 5) * 333;
+    return 1 + (size_t)((r * 7 + p * 3 + pat) % 5) * 3333; /* up to 13333: 4 chunks on the 4 KiB comm */
 }
 static void check_a2a(zt_comm *c, int pat) {
     int N = g_size, me = g_rank;
-    enum { CAP = 2000 };
+    enum { CAP = 14000 };
     unsigned char *sbuf = malloc((size_t)N * CAP), *rbuf = malloc((size_t)N * CAP);
     const void **sp = malloc((size_t)N * sizeof *sp);
     void **rp = malloc((size_t)N * sizeof *rp);

@@ -7,15 +7,16 @@
  *     learns what arrives before it posts; a block over its room is ZT_ERR_MISMATCH naming both
  *     numbers, on both ends of that pair (both skip it; every other pair still moves, so no rank
  *     waits for a message that never comes)
- *   phase 2 (ZT_COLL_ALL_TO_ALL): every block moved as one message per pair (receives posted
- *     first, then sends, each in rank order from this rank on, so the pairs of a round start
- *     together); the own block is a memmove.
+ *   phase 2 (ZT_COLL_ALL_TO_ALL): every block moved in chunks of the comm's chunk size, all
+ *     posted at once (receives first, then sends, each in rank order from this rank on, so the
+ *     pairs of a round start together; a pair's chunks match in posting order); the own block is a
+ *     memmove.
  *
  * Invariants: bytes are moved, never added, so the result does not depend on the order messages
  * arrive in; empty blocks send nothing; both phases wait in deadline.c's one loop (a silent peer is
  * ZT_ERR_PEER naming the collective), count in the comm's counters and comm log, and appear in the
  * trace as the other collectives do (deadline.c's op_finish). One thread per comm, as every
- * collective. Blocks are at most INT_MAX bytes (one MPI message each).
+ * collective. Blocks are at most INT_MAX bytes.
  */
 #include "comm/comm_internal.h"
 
@@ -23,20 +24,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Posts receives of rsize[p] bytes into rbuf[p] and sends of ssize[p] bytes from sbuf[p] for every
- * peer p != me, then waits (the op begun by the caller). */
+/* Requests the blocks take: each block cut into chunks of the comm's chunk size (the last one
+ * shorter), so that a large block completes piece by piece and the wait loop sees progress (it
+ * backs off to yields and sleeps after c->spin without any: one 3 MiB message would then move at
+ * the pace of its polls, bench/RESULTS.md "Expert parallelism") */
+static size_t chunks_of(size_t bytes, size_t chunk) { return bytes ? (bytes + chunk - 1) / chunk : 0; }
+
+static int nreq_of(const zt_comm *c, const size_t *ssize, const size_t *rsize) {
+    size_t n = 0, chunk = c->chunk_bytes ? c->chunk_bytes : ((size_t)1 << 18);
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank) n += chunks_of(ssize[p], chunk) + chunks_of(rsize[p], chunk);
+    return (int)n;
+}
+
+/* Posts the receives of rsize[p] bytes into rbuf[p] and the sends of ssize[p] bytes from sbuf[p]
+ * for every peer p != me, chunk by chunk in order (MPI matches a pair's messages in posting order),
+ * then waits (the op begun by the caller with nreq_of requests). */
 static int exchange(zt_comm_op *op, const void *const *sbuf, const size_t *ssize, void *const *rbuf,
                     const size_t *rsize, zt_error *err) {
     zt_comm *c = op->c;
-    int N = c->size, me = c->rank, rc;
+    int N = c->size, me = c->rank, rc, idx = 0;
+    size_t chunk = c->chunk_bytes ? c->chunk_bytes : ((size_t)1 << 18);
     op->advance = zt_advance_when_idle_;
     for (int s = 1; s < N; s++) {
         int p = (me + N - s) % N;
-        if (rsize[p] && (rc = zt_op_post_(op, s - 1, true, rbuf[p], rsize[p], p, err))) return rc;
+        for (size_t lo = 0; lo < rsize[p]; lo += chunk) {
+            size_t len = rsize[p] - lo < chunk ? rsize[p] - lo : chunk;
+            if ((rc = zt_op_post_(op, idx++, true, (unsigned char *)rbuf[p] + lo, len, p, err))) return rc;
+        }
     }
     for (int s = 1; s < N; s++) {
         int p = (me + s) % N;
-        if (ssize[p] && (rc = zt_op_post_(op, N - 1 + s - 1, false, (void *)sbuf[p], ssize[p], p, err))) return rc;
+        for (size_t lo = 0; lo < ssize[p]; lo += chunk) {
+            size_t len = ssize[p] - lo < chunk ? ssize[p] - lo : chunk;
+            if ((rc = zt_op_post_(op, idx++, false, (unsigned char *)sbuf[p] + lo, len, p, err))) return rc;
+        }
     }
     if ((rc = zt_op_kick_(op, err))) return rc;
     return zt_op_wait_(op, err);
@@ -69,7 +91,7 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
     }
     zt_comm_op *op = NULL;
     if ((rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_A2A, "all_to_all counts", tag, (size_t)N * 2 * sizeof(uint64_t),
-                           2 * (N - 1), true, false, &op, err)) ||
+                           nreq_of(c, pair, pair), true, false, &op, err)) ||
         (rc = exchange(op, sp, pair, rp, pair, err)))
         goto out;
     theirs[2 * me] = mine[2 * me], theirs[2 * me + 1] = mine[2 * me + 1];
@@ -86,8 +108,8 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
         if (!recv_ok && bad < 0) bad = p;
     }
     if (bad < 0 && ssz[me]) memmove(recv[me], send[me], ssz[me]);
-    if (N > 1 && (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, 2 * (N - 1), true,
-                                    false, &op, err)) == ZT_OK)
+    if (N > 1 && (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, nreq_of(c, ssz, rsz),
+                                    true, false, &op, err)) == ZT_OK)
         rc = exchange(op, send, ssz, recv, rsz, err);
     if (!rc && bad >= 0)
         rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': rank %d sends %llu bytes, this rank (%d) "

@@ -1,5 +1,5 @@
 /* alltoall_bench.c - zerotrain's all-to-all of variable blocks (zt_all_to_allv: the sizes and rooms
- * exchanged first, then one message per pair; expert parallelism's dispatch and combine) against
+ * exchanged first, then the blocks in chunks; expert parallelism's dispatch and combine) against
  * Open MPI's MPI_Alltoallv in the same run, interleaved, median of --reps. Open MPI is timed two
  * ways: MPI_Alltoallv alone (the counts known beforehand, which a dispatch never has) and an
  * MPI_Alltoall of the counts followed by MPI_Alltoallv (what torch's all_to_all_single with split

@@ -7,7 +7,8 @@
 #  2. bit-identical parameters and losses after 8 steps (tool_dist_check --arch llama-moe, dropless,
 #     both router losses on): one process with 2 micro-batches = ddp, zero1, zero2, zero3 on 2
 #     ranks, and zero3 with full and selective activation checkpointing;
-#  3. bad shapes and what is not built: exit 2 naming the keys and numbers;
+#  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
+#     tests/moe_ep.sh);
 #  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
 #     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
 #     directory read as transformers names it) what zerotrain scores on the checkpoint, to 1e-5;
@@ -56,8 +57,6 @@ bad "one expert" "model.n_experts: 1: a mixture needs at least 2 experts" "${cfg
 bad "negative aux coefficient" "model.router_aux_loss_coef" "${cfg[@]}" --set model.router_aux_loss_coef=-0.1
 bad "negative z coefficient" "model.router_z_loss_coef" "${cfg[@]}" --set model.router_z_loss_coef=-1
 bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.capacity_factor=-1
-bad "expert parallelism" "parallel.expert_parallel_size: 2: expert parallelism (all-to-all dispatch) is not built" \
-  "${cfg[@]}" --set parallel.expert_parallel_size=2
 bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
 
 # ---- 4. Hugging Face Mixtral ---------------------------------------------------------------------

@@ -153,11 +153,42 @@ static void test_bad_sizes(void **state) {
     assert_null(m);
 }
 
+/* Expert parallelism: ep groups of ep consecutive dp_cp ranks, expert-data-parallel groups across
+ * them; the layout's coordinates against the formulas (ep_rank = dp_cp_rank % ep, edp_rank =
+ * dp_cp_rank / ep), with context parallelism in the dp_cp order too; ep not dividing dp x cp */
+static void test_expert_parallel_order(void **state) {
+    (void)state;
+    const struct { int world, tp, cp, ep; } cases[] = {{2, 1, 1, 2}, {4, 1, 1, 2}, {4, 1, 1, 4}, {8, 2, 1, 2},
+                                                        {8, 1, 2, 4}, {12, 1, 1, 3}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        zt_mesh_sizes s = {.tp = cases[k].tp, .cp = cases[k].cp, .pp = 1, .ep = cases[k].ep};
+        for (int r = 0; r < cases[k].world; r++) {
+            zt_mesh m;
+            zt_error err = {0};
+            assert_int_equal(zt_mesh_layout(cases[k].world, r, &s, &m, &err), ZT_OK);
+            assert_int_equal(m.ep, cases[k].ep);
+            assert_int_equal(m.edp, m.dp_cp / cases[k].ep);
+            assert_int_equal(m.ep_rank, m.dp_cp_rank % cases[k].ep);
+            assert_int_equal(m.edp_rank, m.dp_cp_rank / cases[k].ep);
+        }
+    }
+    zt_mesh m;
+    zt_error err = {0};
+    zt_mesh_sizes s = {.tp = 2, .pp = 1, .ep = 3};
+    assert_int_equal(zt_mesh_layout(8, 0, &s, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "parallel.expert_parallel_size 3 does not divide the data-parallel ranks 4"));
+    zt_mesh_sizes one = {.tp = 1, .pp = 1};
+    assert_int_equal(zt_mesh_layout(4, 1, &one, &m, &err), ZT_OK);
+    assert_int_equal(m.ep, 1);
+    assert_int_equal(m.edp, 4);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_order),
         cmocka_unit_test(test_context_parallel_order),
         cmocka_unit_test(test_bad_sizes),
+        cmocka_unit_test(test_expert_parallel_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

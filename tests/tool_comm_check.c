@@ -371,6 +371,62 @@ static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
     free(send), free(recv), free(ref);
 }
 
+/* all-to-all of variable blocks (expert parallelism): rank r's block for rank p is
+ * 1 + ((r*7 + p*3 + pat) % 5) * 3333 bytes (pattern 1: empty where r + p is odd), each byte a function
+ * of (r, p, i); the sizes arrive first, each block lands whole, the own one copied; the payload counts
+ * as ZT_COLL_ALL_TO_ALL (what this rank sent to the others), and a block over its room is
+ * ZT_ERR_MISMATCH naming both sizes */
+static size_t a2a_bytes(int r, int p, int pat) {
+    if (pat == 1 && (r + p) % 2) return 0;
+    return 1 + (size_t)((r * 7 + p * 3 + pat) % 5) * 3333; /* up to 13333: 4 chunks on the 4 KiB comm */
+}
+static void check_a2a(zt_comm *c, int pat) {
+    int N = g_size, me = g_rank;
+    enum { CAP = 14000 };
+    unsigned char *sbuf = malloc((size_t)N * CAP), *rbuf = malloc((size_t)N * CAP);
+    const void **sp = malloc((size_t)N * sizeof *sp);
+    void **rp = malloc((size_t)N * sizeof *rp);
+    size_t *sb = malloc(3 * (size_t)N * sizeof *sb), *cap = sb + N, *got = sb + 2 * N;
+    size_t sent = 0;
+    for (int p = 0; p < N; p++) {
+        sb[p] = a2a_bytes(me, p, pat);
+        cap[p] = CAP;
+        sp[p] = sbuf + (size_t)p * CAP;
+        rp[p] = rbuf + (size_t)p * CAP;
+        for (size_t i = 0; i < sb[p]; i++) sbuf[(size_t)p * CAP + i] = (unsigned char)(me * 31 + p * 17 + i);
+        if (p != me) sent += sb[p];
+    }
+    zt_error err = {0};
+    int rc = zt_all_to_allv(c, sp, sb, (void *const *)rp, cap, got, "check a2a", &err);
+    CHECK(rc == ZT_OK, "all_to_all: %s", err.msg);
+    for (int p = 0; p < N && rc == ZT_OK; p++) {
+        size_t want = a2a_bytes(p, me, pat);
+        CHECK(got[p] == want, "all_to_all: %zu bytes from rank %d, want %zu", got[p], p, want);
+        bool same = true;
+        for (size_t i = 0; i < want && i < got[p]; i++)
+            same &= rbuf[(size_t)p * CAP + i] == (unsigned char)(p * 31 + me * 17 + i);
+        CHECK(same, "all_to_all: the block from rank %d differs", p);
+    }
+    zt_coll_counters k = delta(c, ZT_COLL_ALL_TO_ALL);
+    CHECK(N == 1 || (k.calls == 1 && k.bytes_sent == sent), "all_to_all counters: calls %llu sent %llu (want %zu)",
+          (unsigned long long)k.calls, (unsigned long long)k.bytes_sent, sent);
+    if (pat == 0 && N > 1) { /* rank 0's block for rank 1 over its room: both fail, naming the sizes */
+        for (int p = 0; p < N; p++) cap[p] = me == 1 ? 1 : CAP, sb[p] = me == 0 && p == 1 ? 2 : 0;
+        err = (zt_error){0};
+        rc = zt_all_to_allv(c, sp, sb, (void *const *)rp, cap, got, "check a2a room", &err);
+        if (me == 1)
+            CHECK(rc == ZT_ERR_MISMATCH && strstr(err.msg, "rank 0 sends 2 bytes") && strstr(err.msg, "room for 1"),
+                  "all_to_all over the room: rc %d, %s", rc, err.msg);
+        else if (me == 0)
+            CHECK(rc == ZT_ERR_MISMATCH && strstr(err.msg, "sends 2 bytes to rank 1"), "all_to_all over the room "
+                  "(sender): rc %d, %s", rc, err.msg);
+        else
+            CHECK(rc == ZT_OK, "all_to_all beside a pair over its room: %s", err.msg);
+        delta(c, ZT_COLL_ALL_TO_ALL);
+    }
+    free(sbuf), free(rbuf), free(sp), free(rp), free(sb);
+}
+
 /* bf16 elements (bf16-low's parameters): the same exchange in 2-byte elements, bytes counted so */
 static void check_ag_bf16(zt_comm *c, const size_t *counts, uint64_t what, bool in_place) {
     int N = g_size, me = g_rank;
@@ -992,6 +1048,7 @@ int main(int argc, char **argv) {
                 check_rs_bf16(c, counts, what, true, true);
                 check_rs_half(ZT_DTYPE_FP16, c, counts, what + 50, true, false);
             }
+            for (int pat = 0; pat < 3; pat++) check_a2a(c, pat);
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
                 for (int algo = ZT_AR_ALGO_AUTO; algo <= ZT_AR_ALGO_SHM; algo++) {

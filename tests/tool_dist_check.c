@@ -31,6 +31,9 @@
  *                   [--cp P] [--cp-mode allgather|ring|ulysses]   (context parallelism: the mesh
  *                             tp x cp P x dp; each rank runs its two chunks of every sequence,
  *                             zt_cp_chunks; the byte formulas are the engine's dp x cp group's)
+ *                   [--ep P]   (expert parallelism, --arch llama-moe: the experts spread over ep groups
+ *                               of P consecutive dp ranks, src/model/llama_moe_ep.c; rank 0 prints
+ *                               "ep bytes B", what its all-to-alls sent in the last step)
  *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
  *                   [--n-embd C]   (the width, default 32; Llama's MLP 2C: 64 gives NF4 whole blocks)
  *                   [--packed]   (every row packs documents, zt_batch.positions: lengths cycling
@@ -135,7 +138,7 @@ static int run(int argc, char **argv) {
     const char *dump = NULL;
     float lr = 1e-2f;
     bool ulp = false;
-    int cp = 1;
+    int cp = 1, ep = 1;
     zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     zt_lora_config lora = {.target_modules = "all-linear"}; /* --lora R: rank R > 0 */
     for (int i = 4; i < argc; i++) {
@@ -159,6 +162,7 @@ static int run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tp") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) sp = true;
         else if (!strcmp(argv[i], "--cp") && i + 1 < argc) cp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ep") && i + 1 < argc) ep = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cp-mode") && i + 1 < argc) {
             if (zt_cp_mode_parse(argv[++i], &cp_mode, &err)) return tool_fail(world, "--cp-mode", &err);
         }
@@ -187,7 +191,7 @@ static int run(int argc, char **argv) {
     zt_engine *e;
     zt_mesh *mesh = NULL;
     zt_mesh_sizes ms = {.tp = tp, .cp = cp, .pp = 1, .hybrid = o.strategy == ZT_STRATEGY_HYBRID,
-                        .shard = o.hybrid_shard_size};
+                        .shard = o.hybrid_shard_size, .ep = ep};
     if (ms.hybrid && tp * cp > 1 && ms.shard == W) ms.shard = W / (tp * cp); /* --hybrid S: dp ranks (default: all) */
     o.T = T / cp; /* each rank's part of every sequence */
     if (zt_mesh_create(W > 1 ? world : NULL, &ms, &mesh, &err)) return tool_fail(world, "mesh", &err);
@@ -198,7 +202,7 @@ static int run(int argc, char **argv) {
     if (llama ? zt_llama_create(&lcfg, &m, &err) : zt_gpt2_create(&cfg, &m, &err)) return tool_fail(world, "setup", &err);
     m->sequence_parallel = sp;
     if ((lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
-        zt_model_set_context_parallel(m, cp, cp_mode, &err) ||
+        zt_model_set_context_parallel(m, cp, cp_mode, &err) || zt_model_set_expert_parallel(m, mesh->ep, &err) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
@@ -222,7 +226,7 @@ static int run(int argc, char **argv) {
     uint64_t frozen0 = frozen ? frozen_hash(e, m) : 0; /* the frozen parameters as initialized */
     int32_t in[B * T], tg[B * T], pos[B * T], in_l[B * T], tg_l[B * T], pos_l[B * T];
     int status = 0;
-    uint64_t tp_bytes = 0;
+    uint64_t tp_bytes = 0, ep_bytes = 0;
     if (wrank == 0) printf("losses");
     for (int s = 0; s < steps; s++) {
         zt_comm_bytes bytes;
@@ -256,6 +260,7 @@ static int run(int argc, char **argv) {
         double mean = loss_sum / ((double)N * GA * cp); /* the cp ranks' means of 1/cp of the positions */
         if (wrank == 0) printf(" %a%s", mean, r.skipped ? "(skipped)" : "");
         if (wrank == 0 && tp > 1 && s + 1 == steps) tp_bytes = bytes.sent_tp;
+        if (wrank == 0 && s + 1 == steps) ep_bytes = bytes.sent_ep;
         /* the byte formulas, summed over the dp group's ranks: (N-1)·P·(kinds) floats of 4 bytes */
         double sent[3] = {(double)bytes.sent_rs, (double)bytes.sent_ag, (double)bytes.sent_ar}, all[3 * 64];
         if (W > 64 || o.optim.kind == ZT_OPT_MUON) continue; /* Muon gathers and broadcasts its matrices too */
@@ -344,6 +349,7 @@ static int run(int argc, char **argv) {
             printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
             if ((double)tp_bytes != want) status = 1;
         }
+        if (mesh->ep > 1) printf("ep bytes %llu\n", (unsigned long long)ep_bytes);
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);

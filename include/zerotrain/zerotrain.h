@@ -186,6 +186,18 @@ typedef struct zt_unit_group {
     int (*cp_shift_post)(const struct zt_unit_group *g, const void *send, void *recv, size_t bytes,
                          const char *what, zt_error *err);
     int (*cp_shift_wait)(const struct zt_unit_group *g, zt_error *err);
+    /* Expert parallelism (zt_unit.ep_parts > 1; docs/parallelism.md): the experts of a mixture are
+     * spread over ep_parts parts, part p running experts [p·E/ep_parts, (p+1)·E/ep_parts) for the
+     * tokens of every part; ep_part: which experts this part runs (a layout, not a rank). */
+    int ep_parts;
+    int ep_part;
+    /* every part sends send[p] (send_bytes[p] bytes) to part p, its own entry included (copied),
+     * and receives into recv[p] the block part p has for it, at most recv_cap[p] bytes, its size
+     * into recv_bytes[p] (the sizes travel first: comm/all_to_all.c). ZT_ERR_MISMATCH when a block
+     * exceeds its room. */
+    int (*ep_all_to_all)(const struct zt_unit_group *g, const void *const *send, const size_t *send_bytes,
+                         void *const *recv, const size_t *recv_cap, size_t *recv_bytes, const char *what,
+                         zt_error *err);
     void *ctx;
 } zt_unit_group;
 
@@ -219,8 +231,9 @@ typedef struct zt_unit_args {
                              floats [kept, saved) of the saved buffer live, apart from the kept
                              part; NULL: right after it (saved + kept). zt_unit_saved_rest() reads
                              it. Units without kept_floats always get NULL. */
-    const zt_unit_group *group; /* the tensor- and context-parallel group's collectives when the
-                                   unit is split (zt_unit.tp_parts > 1 or cp_parts > 1), else NULL */
+    const zt_unit_group *group; /* the tensor-, context- and expert-parallel groups' collectives when
+                                   the unit is split (zt_unit.tp_parts, cp_parts or ep_parts > 1),
+                                   else NULL */
     uint32_t *grads_unset; /* backward: bit k set, the gradient of parameter k holds no values yet
                               this micro-batch (the engine did not zero it, only where
                               zt_unit_ops.assigns_grad said so): the unit's first write assigns it
@@ -237,6 +250,11 @@ typedef struct zt_unit_args {
      * each of its experts got this micro-batch into moe_counts[0 .. E) and the slots dropped over
      * the capacity into moe_counts[E] (the engine's per-unit counters, zt_engine_moe_stats) */
     int64_t *moe_counts;
+    /* Expert parallelism: true when the engine adds this micro-batch's gradient to the others'
+     * on this rank before reducing it (gradient accumulation's deferred tree), so the unit leaves
+     * its per-source partials in their slots and zt_unit_ops.fold_grads adds them at the step;
+     * false: the unit adds them itself in backward (the reduction follows at once) */
+    bool ep_defer_fold;
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -316,6 +334,12 @@ typedef struct zt_unit_ops {
      * product's read of it (bench/RESULTS.md, "Gradients assigned, not zeroed"). NULL: none; every
      * gradient the unit sees holds zeros or earlier sums. */
     bool (*assigns_grad)(const zt_unit *u, int k);
+    /* Expert parallelism (zt_unit.ep_parts > 1): the unit's backward left each source part's partial
+     * weight gradient in its own slot (zt_unit_args.ep_defer_fold); this adds the slots in the
+     * fixed tree over the parts into the ones this part owns, once the step's micro-batches are
+     * added on this rank and before the data-parallel reduction (grads: the unit's gradients in
+     * its listed order, NULL where frozen). NULL: the unit has nothing to fold. */
+    void (*fold_grads)(const zt_unit *u, const struct zt_unit_group *g, float *const *grads);
 } zt_unit_ops;
 
 /* Where the saved floats after the first `kept` live (see zt_unit_args.saved_rest). */
@@ -346,6 +370,9 @@ struct zt_unit {
      * reaches the others' through zt_unit_group's cp calls, by cp_mode (a zt_cp_mode). 1: whole */
     int cp_parts;
     int cp_mode;
+    /* Expert parallelism (zt_model_set_expert_parallel): > 1 when the unit's experts are spread
+     * over ep_parts parts that exchange tokens (zt_unit_group's ep calls); 1: every expert here */
+    int ep_parts;
     /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
      * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
      * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
@@ -432,6 +459,15 @@ void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs
 int zt_model_set_context_parallel(zt_model *m, int parts, zt_cp_mode mode, zt_error *err);
 /* The parts zt_model_set_context_parallel cut m into (1: whole) and, when mode is not NULL, their mode. */
 int zt_model_cp_parts(const zt_model *m, zt_cp_mode *mode);
+
+/* Expert parallelism (docs/parallelism.md): the mixture-of-experts units of m spread their experts
+ * over `parts` parts (zt_unit.ep_parts) that send each expert's tokens to the part running it and
+ * the results back (zt_unit_group.ep_all_to_all); 1: every expert on every part. ZT_ERR_USAGE naming
+ * the numbers for parts < 1, a model without experts, or experts not divisible by parts. Call
+ * before zt_engine_create. */
+int zt_model_set_expert_parallel(zt_model *m, int parts, zt_error *err);
+/* The parts zt_model_set_expert_parallel spread m's experts over (1: none). */
+int zt_model_ep_parts(const zt_model *m);
 
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
@@ -921,6 +957,8 @@ typedef struct zt_comm_bytes {
                                   tied parameter's gradient; not in the fields above) */
     uint64_t sent_cp, recv_cp; /* context parallelism: the attention's exchanges with the other parts
                                   of the sequences (not in the fields above) */
+    uint64_t sent_ep, recv_ep; /* expert parallelism: the all-to-alls of tokens to the experts' owners
+                                  and back (payload and counts; not in the fields above) */
     double wait_s; /* seconds blocked in waits on collectives (all kinds) */
 } zt_comm_bytes;
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset);

@@ -69,7 +69,7 @@ static double measure_gemm_gflops(int N, int C) {
 int zt_cmd_bench(int argc, char **argv) {
     zt_error err = {0};
     const char *preset = "gpt2-124M";
-    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1, tp = 1, cp = 1;
+    int B = 4, T = 256, steps = 10, warmup = 2, nproc = 1, tp = 1, cp = 1, ep = 1;
     zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     zt_strategy strategy = ZT_STRATEGY_DDP;
     zt_precision_mode precision = ZT_PRECISION_FP32;
@@ -88,6 +88,7 @@ int zt_cmd_bench(int argc, char **argv) {
             printf("usage: zerotrain bench [--preset gpt2-124M] [-B 4] [-T 256] [--steps 10] [--warmup 2]\n"
                    "                       [--nproc N] [--strategy ddp|zero1|zero2|zero3|hybrid] [--tp T]\n"
                    "                       [--cp N] [--cp-mode allgather|ring|ulysses] (context parallelism)\n"
+                   "                       [--ep N] (expert parallelism of a mixture-of-experts preset)\n"
                    "                       [--precision fp32|bf16|bf16-low|fp16]\n"
                    "                       [--recompute none|full|selective] [--attention flash|naive]\n"
                    "                       [--attention-dtype auto|fp32]   flash attention's products (auto: bf16\n"
@@ -115,6 +116,7 @@ int zt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--nproc")) nproc = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--tp")) tp = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--cp")) cp = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--ep")) ep = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--cp-mode")) {
             if (zt_cp_mode_parse(v, &cp_mode, &err)) {
                 zt_error_prefix(&err, "bench: --cp-mode");
@@ -157,7 +159,7 @@ int zt_cmd_bench(int argc, char **argv) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: unknown option %s", a);
             return zt_cli_fail(&err);
         }
-        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || cp < 1 || cp > ZT_CP_MAX_PARTS ||
+        if ((end && *end) || B < 1 || T < 1 || steps < 1 || warmup < 0 || nproc < 1 || tp < 1 || cp < 1 || ep < 1 || cp > ZT_CP_MAX_PARTS ||
             max_seq_len < 0 ||
             loss_chunk < 0 || off.param_prefetch < -1) {
             zt_error_set(&err, ZT_ERR_USAGE, "bench: bad value %s for %s", v, a);
@@ -185,7 +187,7 @@ int zt_cmd_bench(int argc, char **argv) {
     int rc;
     /* the mesh: tp consecutive ranks per tensor-parallel group, the strategy over the dp ranks */
     zt_train_setup_options so = {.world = world, .sizes = {.tp = tp, .cp = cp, .pp = 1,
-                                                          .hybrid = strategy == ZT_STRATEGY_HYBRID},
+                                                          .hybrid = strategy == ZT_STRATEGY_HYBRID, .ep = ep},
                                  .cp_mode = cp_mode};
     int nranks = W / (W % (tp * cp) ? 1 : tp * cp); /* the data-parallel ranks (the mesh refuses bad sizes) */
     if (cp > 1 && T % (2 * cp)) {
@@ -208,6 +210,7 @@ int zt_cmd_bench(int argc, char **argv) {
     tc->micro_batch = B;
     tc->seq_len = T;
     tc->context_parallel_size = cp;
+    tc->expert_parallel_size = ep;
     tc->seed = 1337;
     tc->strategy = strategy;
     tc->hybrid_shard_size = so.sizes.shard;
@@ -268,6 +271,8 @@ int zt_cmd_bench(int argc, char **argv) {
             "%d threads, strategy %s, %.3f GFLOP/token\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
             cfg.vocab_size, zt_model_numel(m) / 1e6, B, T, pname, W, W > 1 ? "s" : "", threads,
             zt_strategy_name(strategy), fpt / 1e9);
+    if (ep > 1)
+        fprintf(out, "experts over ep %d: %d experts a rank, all-to-all dispatch\n", ep, m->moe_experts / ep);
     if (tp > 1 || cp > 1)
         fprintf(out, "mesh tp %d x cp %d x dp %d: B=%d T=%d per data-parallel rank%s%s\n", tp, cp, nranks, B, T,
                 cp > 1 ? ", each cp rank holding 2 chunks: attention " : "", cp > 1 ? zt_cp_mode_name(cp_mode) : "");
@@ -304,6 +309,7 @@ int zt_cmd_bench(int argc, char **argv) {
             bytes.sent_ag += step_bytes.sent_ag;
             bytes.sent_ar += step_bytes.sent_ar;
             bytes.sent_tp += step_bytes.sent_tp;
+            bytes.sent_ep += step_bytes.sent_ep;
         }
         fprintf(out, "%s %3d: loss %.4f  %.0f ms  %.1f tok/s\n", it < warmup ? "warmup" : "step  ",
                 it < warmup ? it + 1 : it - warmup + 1, loss, 1e3 * t, (double)B * T * nranks / t);
@@ -414,6 +420,7 @@ int zt_cmd_bench(int argc, char **argv) {
             "\"offload_update_ms\":%.1f,\"offload_io_gbps\":%.3f,\"offload_gather_read_mb\":%.1f,"
             "\"offload_gather_wait_ms\":%.1f,\"offload_grad_write_wait_ms\":%.1f,\"offload_param_prefetch\":%d,"
             "\"fwd_ms\":%.1f,\"bwd_ms\":%.1f,\"comm_wait_ms\":%.1f,\"tp\":%d,\"cp\":%d,\"cp_mode\":\"%s\",\"dp_sent_mb\":%.3f,\"tp_sent_mb\":%.3f,"
+            "\"ep\":%d,\"ep_sent_mb\":%.3f,"
             "\"attention\":\"%s\",\"attention_dtype\":\"%s\",\"loss_chunk\":%d,\"max_seq_len\":%d,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,"
             "\"planned_activations_bytes\":%zu,\"measured_activations_bytes\":%zu,\"max_rss_bytes\":%zu,"
             "\"cpu_step_ms_median\":%.1f,\"tok_per_cpu_s\":%.2f,\"gemm_ms\":%.1f,\"gemm_step_gflops\":%.1f,"
@@ -426,6 +433,7 @@ int zt_cmd_bench(int argc, char **argv) {
             1e3 * io_sum.update_s / steps, io_gbps, io_sum.gather_read_bytes / 1e6 / steps,
             1e3 * io_sum.gather_wait_s / steps, 1e3 * io_sum.grad_write_wait_s / steps, ahead, 1e3 * fwd_total / steps,
             1e3 * bwd_total / steps, 1e3 * zt_engine_comm_seconds(e) / steps, tp, cp, zt_cp_mode_name(cp_mode), dp_mb, bytes.sent_tp / 1e6 / steps,
+            ep, bytes.sent_ep / 1e6 / steps,
             zt_attention_name(attention),
             attention == ZT_ATTENTION_FLASH ? zt_dtype_name(eo.precision.attention) : "fp32", loss_chunk,
             cfg.max_seq_len, plan.peak_total, mem.peak_total, plan.peak[ZT_MEM_ACTIVATIONS],

@@ -64,6 +64,9 @@ static void usage(FILE *out) {
             "  --cp N          context parallelism over N ranks (with a CONFIG: parallel.context_parallel_size):\n"
             "                  each holds T/N positions of every sequence and attention's buffers for them\n"
             "  --cp-mode M     allgather (default), ring or ulysses (parallel.context_parallel_mode)\n"
+            "  --ep N          expert parallelism over N data-parallel ranks (a mixture of experts; with a CONFIG:\n"
+            "                  parallel.expert_parallel_size): the all-to-all's buffers in the activations (the\n"
+            "                  experts' weights stay on every rank: docs/parallelism.md)\n"
             "  --threads       OpenMP threads per rank (as `train --nproc` gives them: OMP_NUM_THREADS or\n"
             "                  cores / N); sizes the attention backward's scratch\n"
             "  --offload       nvme: the optimizer state in files; nvme+param: and zero3's parameter pieces\n"
@@ -110,6 +113,17 @@ static int cut_for_cp(zt_model *m, int cp, zt_cp_mode mode, int tp, int nproc, z
         return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: context parallelism over %d ranks does not divide the "
                             "%d ranks left by tensor parallelism %d", cp, nproc / tp, tp);
     return zt_model_set_context_parallel(m, cp, mode, err);
+}
+
+/* Expert parallelism over ep of the nproc / tp data-parallel ranks (the dp x cp group: comm/mesh.h):
+ * the mixture's blocks hold the all-to-all's buffers for the most rows every part can send. */
+static int cut_for_ep(zt_model *m, int ep, int tp, int nproc, zt_error *err) {
+    if (ep <= 1) return ZT_OK;
+    if ((nproc / tp) % ep)
+        return zt_error_set(err, ZT_ERR_USAGE, "estimate-memory: expert parallelism over %d ranks does not divide the "
+                            "%d data-parallel ranks", ep, nproc / tp);
+    int rc = zt_model_set_expert_parallel(m, ep, err);
+    return rc ? zt_error_prefix(err, "estimate-memory") : ZT_OK;
 }
 
 /* ---- argument parsing ------------------------------------------------------------------------ */
@@ -477,6 +491,7 @@ int zt_cmd_estimate(int argc, char **argv) {
     int tp = 1; /* --tp N (with a CONFIG: parallel.tensor_parallel_size): the model cut, planned per part */
     int cp = 1; /* --cp N (with a CONFIG: parallel.context_parallel_size): T/N positions per rank */
     zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
+    int ep = 1; /* --ep N (with a CONFIG: parallel.expert_parallel_size): the all-to-all's buffers */
     bool json = false, model_only_opt = false, fit = false;
     const char *offload_dir = ".";
     double ram_gib = 0, disk_gib = 0;
@@ -505,7 +520,7 @@ int zt_cmd_estimate(int argc, char **argv) {
         static const char *with_value[] = {"--model", "--nproc", "-B", "-T", "--grad-accum", "--precision", "--reduce-dtype",
                                            "--hybrid-shard", "--threads", "--set", "--checkpointing", "--offload",
                                            "--nvme-buffers", "--nvme-buffer-mb", "--offload-dir", "--ram-gib",
-                                           "--disk-gib", "--freeze", "--tp", "--cp", "--cp-mode", "--lora-rank", "--lora-targets",
+                                           "--disk-gib", "--freeze", "--tp", "--cp", "--cp-mode", "--ep", "--lora-rank", "--lora-targets",
                                            "--lora-dropout", "--quant", "--attention", "--loss-chunk"};
         bool takes = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) takes |= !strcmp(a, with_value[k]);
@@ -559,6 +574,7 @@ int zt_cmd_estimate(int argc, char **argv) {
                 else if (!strcmp(a, "--hybrid-shard")) rc = zt_cli_parse_int(CMD, a, v, 1, 65536, &hybrid, &err);
                 else if (!strcmp(a, "--tp")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &tp, &err);
                 else if (!strcmp(a, "--cp")) rc = zt_cli_parse_int(CMD, a, v, 1, ZT_CP_MAX_PARTS, &cp, &err);
+                else if (!strcmp(a, "--ep")) rc = zt_cli_parse_int(CMD, a, v, 1, 4096, &ep, &err);
                 else if (!strcmp(a, "--cp-mode")) rc = zt_cp_mode_parse(v, &cp_mode, &err);
                 else if (!strcmp(a, "--nvme-buffers")) rc = zt_cli_parse_int(CMD, a, v, 2, 1024, &nbuf, &err);
                 else if (!strcmp(a, "--nvme-buffer-mb")) rc = zt_cli_parse_int(CMD, a, v, 1, 1 << 20, &nbuf_mb, &err);
@@ -618,8 +634,10 @@ int zt_cmd_estimate(int argc, char **argv) {
         tp = cfg.tensor_parallel_size;
         cp = cfg.context_parallel_size > 1 ? cfg.context_parallel_size : 1;
         cp_mode = (zt_cp_mode)cfg.context_parallel_mode;
+        ep = cfg.expert_parallel_size > 1 ? cfg.expert_parallel_size : 1;
         if (zt_model_spec_create(&spec, &model, &err)) return zt_cli_fail(&err);
-        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err)) {
+        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err) ||
+            cut_for_ep(model, ep, tp, nproc, &err)) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
@@ -665,7 +683,8 @@ int zt_cmd_estimate(int argc, char **argv) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }
-        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err)) {
+        if (cut_for_tp(model, tp, nproc, &err) || cut_for_cp(model, cp, cp_mode, tp, nproc, &err) ||
+            cut_for_ep(model, ep, tp, nproc, &err)) {
             zt_model_free(model);
             return zt_cli_fail(&err);
         }

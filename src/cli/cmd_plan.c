@@ -29,7 +29,7 @@ static void usage(FILE *out) {
             "                      [--reduce-dtype fp32|bf16|fp16] [--ac none|selective|full] [--hybrid S[,S...]]\n"
             "                      [--efficiency F] [--profile nccl|zerotrain] [--no-reshard-after-forward]\n"
             "                      [--tp T] [--pp P] [--micro-batches M] [--pp-schedule 1f1b|gpipe] [--top K]\n"
-            "                      [--cp C] [--cp-mode allgather|ring|ulysses] [--cpu-share F] [--threads N] [--json]\n"
+            "                      [--cp C] [--cp-mode allgather|ring|ulysses] [--ep E] [--cpu-share F] [--threads N] [--json]\n"
             "  --model          a preset of the engine's models (gpt2-124M ... llama-70b, llama3-8b, llama3-70b, ...)\n"
             "  --gpu            v100, a100, h100, h200, mi300x, b200 (vendor datasheet peaks), or cpu: this\n"
             "                   machine, measured now (FMA peak, the engine's GEMM at the model's shapes, memory\n"
@@ -56,6 +56,9 @@ static void usage(FILE *out) {
             "  --cp, --cp-mode  context parallelism: every sequence cut over C of the data-parallel devices (2C\n"
             "                   dividing --seq; the strategies shard over all of them, as the engine's dp x cp),\n"
             "                   exchanging keys and values by allgather (default), ring or ulysses (default 1: none)\n"
+            "  --ep             expert parallelism over E data-parallel devices (a mixture of experts): 4\n"
+            "                   all-to-alls per block and micro-batch on the critical path, their buffers in each\n"
+            "                   device's memory; the experts' weights stay on every device (default 1: none)\n"
             "  --precision      bf16 (default; cpu: fp32); --reduce-dtype: the gradient collectives (fp32)\n"
             "  --ac             activation checkpointing (none)\n"
             "  --hybrid         hybrid shard sizes to show, in data-parallel ranks (S x tp devices per shard group;\n"
@@ -101,6 +104,7 @@ typedef struct args {
     int hybrid[16];
     int tp, pp, micro_batches, pp_schedule, top; /* tp, pp 0: search */
     int cp;                                      /* --cp (1: none) */
+    int ep;                                      /* --ep (1: none) */
     zt_cp_mode cp_mode;
     double efficiency, cpu_share;
     bool json, no_reshard;
@@ -108,7 +112,7 @@ typedef struct args {
 
 static int parse_args(int argc, char **argv, args *a, zt_error *err) {
     memset(a, 0, sizeof *a);
-    a->nodes = 1, a->per_node = 8, a->mb = 1, a->threads = 1, a->precision = -1, a->profile = -1, a->top = 3, a->cp = 1;
+    a->nodes = 1, a->per_node = 8, a->mb = 1, a->threads = 1, a->precision = -1, a->profile = -1, a->top = 3, a->cp = 1, a->ep = 1;
     static const char *AC[] = {"none", "full", "selective"}, *REDUCE[] = {"fp32", "bf16", "fp16"}, /* zt_dtype order */
                       *PREC[] = {"fp32", "bf16", "bf16-low", "fp16"}, *PROF[] = {"nccl", "zerotrain"},
                       *SCHED[] = {"1f1b", "gpipe"}; /* zt_scale_pp_schedule order */
@@ -137,6 +141,7 @@ static int parse_args(int argc, char **argv, args *a, zt_error *err) {
         else if (!strcmp(o, "--micro-batches")) rc = zt_cli_parse_int("plan", o, v, 1, 1 << 20, &a->micro_batches, err);
         else if (!strcmp(o, "--cp")) rc = zt_cli_parse_int("plan", o, v, 1, ZT_CP_MAX_PARTS, &a->cp, err);
         else if (!strcmp(o, "--cp-mode")) rc = zt_cp_mode_parse(v, &a->cp_mode, err);
+        else if (!strcmp(o, "--ep")) rc = zt_cli_parse_int("plan", o, v, 1, 4096, &a->ep, err);
         else if (!strcmp(o, "--top")) rc = zt_cli_parse_int("plan", o, v, 1, 64, &a->top, err);
         else if (!strcmp(o, "--pp-schedule")) rc = zt_cli_parse_choice("plan", o, v, SCHED, 2, &a->pp_schedule, err);
         else if (!strcmp(o, "--threads")) rc = zt_cli_parse_int("plan", o, v, 1, 4096, &a->threads, err);
@@ -243,6 +248,8 @@ static void print_text(FILE *out, shown *w) {
     if (a->cp > 1)
         fprintf(out, "; context parallel %d (%s): %d positions of each sequence per device", a->cp,
                 zt_cp_mode_name(a->cp_mode), w->o->T / a->cp);
+    if (a->ep > 1) /* the memory plan holds the all-to-all's buffers; the experts stay on every device */
+        fprintf(out, "; expert parallel %d: its all-to-alls on the critical path, their buffers in the memory", a->ep);
     fprintf(out, "; precision %s, reductions in %s; activation checkpointing %s; pipeline schedule %s\n",
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), zt_scale_pp_schedule_name((zt_scale_pp_schedule)a->pp_schedule));
@@ -307,11 +314,12 @@ static void print_json(FILE *out, const shown *w) {
         fprintf(out, "%s{\"name\":\"%s\",\"strategy\":\"%s\",\"shard\":%d,\"tp\":%d,\"pp\":%d,\"cp\":%d,\"dp\":%d,"
                 "\"micro_batches\":%d,\"step_s\":%.6g,\"compute_s\":%.6g,"
                 "\"comm_s\":%.6g,\"exposed_s\":%.6g,\"hidden_s\":%.6g,\"bubble_s\":%.6g,\"tp_s\":%.6g,\"p2p_s\":%.6g,"
-                "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
+                "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"ep\":%d,\"ep_s\":%.6g,\"ep_bytes\":%.6g,"
+                "\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
                 "\"memory\":%zu,\"fits\":%s,\"node_out_bytes\":%.6g}", i ? "," : "", row_name(r, name, sizeof name),
                 zt_strategy_name(r->strategy), r->shard, r->tp, r->pp, r->cp, r->dp, r->micro_batches, r->step.step_s,
                 r->step.compute_s, r->step.comm_s, r->step.exposed_s, r->step.hidden_s, r->bubble_s, r->tp_s, r->p2p_s,
-                r->tp_bytes, r->cp_s, r->cp_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
+                r->tp_bytes, r->cp_s, r->cp_bytes, r->ep, r->ep_s, r->ep_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
     }
     fprintf(out, "]}\n");
 }
@@ -343,6 +351,10 @@ static int plan_point(shown *w, const args *a, const zt_model *mt, const zt_scal
     if (D % a->cp) {
         if (w->search) return ZT_OK;
         return zt_error_set(err, ZT_ERR_USAGE, "plan: --cp %d does not divide the %d data-parallel ranks", a->cp, D);
+    }
+    if (a->ep > 1 && D % a->ep) { /* expert parallelism within the data-parallel ranks (comm/mesh.h) */
+        if (w->search) return ZT_OK;
+        return zt_error_set(err, ZT_ERR_USAGE, "plan: --ep %d does not divide the %d data-parallel ranks", a->ep, D);
     }
     int global = a->global ? a->global : N / a->cp * a->mb;
     if (a->micro_batches) rq.opt.grad_accum = a->micro_batches;
@@ -485,6 +497,11 @@ int zt_cmd_plan(int argc, char **argv) {
             }
         }
         zt_error why = {0};
+        if (a.ep > 1 && zt_model_set_expert_parallel(mt, a.ep, &why)) { /* a dense model, or E % ep */
+            if (mt != m) zt_model_free(mt);
+            rc = zt_error_set(&err, ZT_ERR_USAGE, "plan: --ep %d: %s", a.ep, why.msg);
+            break;
+        }
         if (a.cp > 1 && zt_model_set_context_parallel(mt, a.cp, a.cp_mode, &why)) { /* ulysses: heads per part */
             if (mt != m) zt_model_free(mt);
             if (a.tp) {

@@ -269,6 +269,19 @@ int zt_all_gather_f32_start(zt_comm *c, const float *send, float *recv, const si
 int zt_all_gather_bf16(zt_comm *c, const uint16_t *send, uint16_t *recv, const size_t *counts,
                        const char *tag, zt_error *err);
 
+/* ---- all_to_all.c ------------------------------------------------------------------------- */
+
+/* Every rank sends send[p] (send_bytes[p] bytes) to every rank p and receives into recv[p] the
+ * block rank p has for it, of at most recv_cap[p] bytes; the sizes travel first (one uint64_t per
+ * pair and the rooms, counted as ZT_COLL_SMALL "all_to_all counts"), so recv_bytes[p] tells what
+ * arrived. The own block is copied (memmove). Expert parallelism's dispatch and combine
+ * (MPI_Alltoallv's job; the payload counted as ZT_COLL_ALL_TO_ALL: the bytes this rank sends to the
+ * others). A block over its receiver's room is ZT_ERR_MISMATCH naming both sizes on both ranks of
+ * that pair (the other pairs complete); one over INT_MAX bytes ZT_ERR_USAGE. Traffic per rank: the
+ * sizes' 16 (N-1) bytes, then the blocks, each once. */
+int zt_all_to_allv(zt_comm *c, const void *const *send, const size_t *send_bytes, void *const *recv,
+                   const size_t *recv_cap, size_t *recv_bytes, const char *tag, zt_error *err);
+
 /* ---- all_reduce.c ------------------------------------------------------------------------- */
 
 /* counts[j] = n/N, plus one for j < n%N: the block split zt_all_reduce_f32 uses. */

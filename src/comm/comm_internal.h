@@ -30,7 +30,10 @@ enum {
     ZT_SUB_BCAST = 4,
     ZT_SUB_SMALL = 5,
     ZT_SUB_SETUP = 6,
-    ZT_SUB_CAR = 7 /* compressed_all_reduce.c: both phases (messages between two ranks match in order) */
+    /* 7: an op whose messages between two ranks match in the order they were posted (the tag's seq
+     * keeps different ops apart, so two such kinds may share the value) */
+    ZT_SUB_CAR = 7, /* compressed_all_reduce.c: both phases */
+    ZT_SUB_A2A = 7  /* all_to_all.c: the counts, then the blocks */
 };
 
 enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };

@@ -49,6 +49,7 @@ const char *zt_coll_kind_name(int kind) {
     case ZT_COLL_SETUP: return "setup";
     case ZT_COLL_P2P: return "p2p";
     case ZT_COLL_COMPRESSED_ALL_REDUCE: return "compressed_all_reduce";
+    case ZT_COLL_ALL_TO_ALL: return "all_to_all";
     default: return "?";
     }
 }

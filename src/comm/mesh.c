@@ -50,6 +50,16 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
     out->replicate_rank = out->dp_rank / shard;
     out->dp_cp = dp * cp;
     out->dp_cp_rank = (out->replicate_rank * cp + out->cp_rank) * shard + out->shard_rank;
+    int ep = s->ep > 0 ? s->ep : 1;
+    if (s->ep < 0 || out->dp_cp % ep != 0)
+        return zt_error_set(err, ZT_ERR_USAGE,
+                            "parallel.expert_parallel_size %d does not divide the data-parallel ranks %d (world %d / "
+                            "(parallel.tensor_parallel_size %d x parallel.pipeline_parallel_size %d)%s)", s->ep,
+                            out->dp_cp, world, s->tp, s->pp, cp > 1 ? ", context-parallel ranks included" : "");
+    out->ep = ep;
+    out->ep_rank = out->dp_cp_rank % ep;
+    out->edp = out->dp_cp / ep;
+    out->edp_rank = out->dp_cp_rank / ep;
     return ZT_OK;
 }
 
@@ -77,6 +87,8 @@ void zt_mesh_free(zt_mesh *m) {
     zt_comm_free(m->pp_comm);
     zt_comm_free(m->tp_comm);
     zt_comm_free(m->cp_comm);
+    zt_comm_free(m->ep_comm);
+    zt_comm_free(m->edp_comm);
     if (m->owns_dp_cp) zt_comm_free(m->dp_cp_comm);
     if (m->owns_dp) zt_comm_free(m->dp_comm);
     free(m);
@@ -122,6 +134,10 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_err
             goto fail;
         m->owns_dp_cp = true;
     }
+    if (m->ep > 1) { /* within the dp_cp comm: the ep groups are runs of ep consecutive dp_cp ranks */
+        if ((rc = split(m->dp_cp_comm, m->edp_rank, m->ep_rank, "ep", &m->ep_comm, err))) goto fail;
+        if (m->edp > 1 && (rc = split(m->dp_cp_comm, m->ep_rank, m->edp_rank, "edp", &m->edp_comm, err))) goto fail;
+    }
     if (s->hybrid) {
         /* a shard group is shard x cp x tp consecutive world ranks: on one node when the launcher
          * placed ranks by slot and a node holds that many (checked when the launcher says so) */
@@ -150,6 +166,8 @@ void zt_mesh_describe(const zt_mesh *m, char *buf, size_t cap) {
         snprintf(cp, sizeof cp, " x cp %d", m->cp);
         snprintf(cpr, sizeof cpr, ", cp %d", m->cp_rank);
     }
-    snprintf(buf, cap, "tp %d%s x dp %s x pp %d on %d rank%s; this rank: tp %d%s, dp %d, pp %d", m->tp, cp, dp, m->pp,
-             m->world, m->world == 1 ? "" : "s", m->tp_rank, cpr, m->dp_rank, m->pp_rank);
+    int n = snprintf(buf, cap, "tp %d%s x dp %s x pp %d on %d rank%s; this rank: tp %d%s, dp %d, pp %d", m->tp, cp, dp,
+                     m->pp, m->world, m->world == 1 ? "" : "s", m->tp_rank, cpr, m->dp_rank, m->pp_rank);
+    if (m->ep > 1 && n > 0 && (size_t)n < cap) /* expert parallelism: within the data-parallel ranks */
+        snprintf(buf + n, cap - (size_t)n, "; ep %d (expert data parallel %d): ep rank %d", m->ep, m->edp, m->ep_rank);
 }

@@ -34,6 +34,16 @@
  * one host (its all-reduces run on every layer, in forward and backward); a hybrid shard group is
  * shard x tp consecutive ranks, also one host when the node holds that many.
  *
+ * Expert parallelism (ep; DeepSpeed-MoE's, Megatron-LM's, torchtitan's) divides the dp x cp group:
+ * its ep groups are ep consecutive dp_cp ranks, each holding the work of every expert, E/ep experts
+ * a rank (docs/parallelism.md); the expert-data-parallel groups ("edp", DeepSpeed's expert data
+ * parallel) are the dp_cp/ep ranks with the same ep_rank, those that run the same experts:
+ *
+ *   ep_rank = dp_cp_rank % ep,   edp_rank = dp_cp_rank / ep
+ *
+ * An ep group is then a contiguous run of the gradients' tree over the ranks (grads.c), so the
+ * experts' gradients its owner adds over the group's ranks form a subtree of the same tree.
+ *
  * Invariants: world = pp x dp x cp x tp; under hybrid dp = replicate x shard, else shard = dp and
  * replicate = 1 (the strategy shards, or not, over the whole dp axis). Every comm an axis of size 1
  * would have is NULL, except dp_comm, which is the world itself (not owned) when tp = cp = pp = 1
@@ -52,6 +62,7 @@ typedef struct zt_mesh_sizes {
     int pp;          /* parallel.pipeline_parallel_size, >= 1 */
     bool hybrid;     /* parallel.strategy hybrid: the dp axis is replicate x shard */
     int shard;       /* hybrid: dp ranks per shard group (divides dp) */
+    int ep;          /* parallel.expert_parallel_size (divides dp x cp; 0 is read as 1) */
 } zt_mesh_sizes;
 
 typedef struct zt_mesh {
@@ -61,6 +72,8 @@ typedef struct zt_mesh {
     int shard, replicate;              /* dp = replicate x shard */
     int shard_rank, replicate_rank;
     int dp_cp, dp_cp_rank;             /* the engine's data-parallel group: dp x cp ranks (above) */
+    int ep, ep_rank;                   /* expert parallelism: ep consecutive dp_cp ranks (above) */
+    int edp, edp_rank;                 /* expert data parallelism: dp_cp / ep ranks, same ep_rank */
     zt_comm *world_comm;               /* the caller's (not owned); NULL on one process */
     zt_comm *tp_comm;                  /* "tp": the tp ranks of this (pp, dp) point; NULL if tp = 1 */
     zt_comm *cp_comm;                  /* "cp": the cp ranks of this (pp, dp, tp) point; NULL if cp = 1 */
@@ -68,6 +81,9 @@ typedef struct zt_mesh {
     zt_comm *dp_cp_comm;               /* "dp_cp": the dp x cp ranks of this (pp, tp) point, in dp_cp_rank
                                           order; the dp comm itself when cp = 1 */
     zt_comm *pp_comm;                  /* "pp": the stages of this (dp, tp) point; NULL if pp = 1 */
+    zt_comm *ep_comm;                  /* "ep": this rank's ep group in ep_rank order; NULL if ep = 1 */
+    zt_comm *edp_comm;                 /* "edp": the ranks of the other ep groups with this ep_rank, in
+                                          edp_rank order; NULL if ep = 1 or edp = 1 */
     zt_comm *shard_comm, *replicate_comm; /* hybrid only (whatever their sizes): "shard" (shard x cp
                                              ranks of dp_cp), "replicate" */
     bool owns_dp;                      /* dp_comm was split from the world */
@@ -76,7 +92,8 @@ typedef struct zt_mesh {
 
 /* The record for rank `rank` of `world` ranks without any communicator (pure arithmetic: the
  * configuration's checks, the memory plan, tests). ZT_ERR_USAGE naming the keys and the numbers:
- * a size < 1, a world not divisible by tp x pp, a hybrid shard that does not divide the dp size. */
+ * a size < 1, a world not divisible by tp x pp, a hybrid shard that does not divide the dp size, an
+ * expert-parallel size that does not divide dp x cp. */
 int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt_error *err);
 /* zt_mesh_layout for world's size and rank, then the axes' comms (collective over world; world
  * NULL: one process, every size must be 1). Hybrid checks (zt_launcher_check_shard_groups) that

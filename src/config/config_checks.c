@@ -133,10 +133,24 @@ static void check_mesh_model(cfg_ctx *x) {
                              "(%s)", PFX(w), pp, no[k].key, no[k].why);
             }
     }
-    if (!bad(x, "parallel.expert_parallel_size") && c->expert_parallel_size > 1) {
-        w = LOC("parallel.expert_parallel_size", "parallel.expert_parallel_size");
-        zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d: expert parallelism (all-to-all dispatch) is not built; "
-                     "the experts run on every rank (1)", PFX(w), c->expert_parallel_size);
+    int ep = c->expert_parallel_size;
+    if (!bad(x, "parallel.expert_parallel_size") && ep > 1) { /* expert parallelism: a mixture's experts */
+        bool dense = c->model_arch != ZT_ARCH_LLAMA || c->model.n_experts == 0;
+        if (dense) {
+            w = LOC("parallel.expert_parallel_size", "model.n_experts");
+            zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d with a dense model (model.n_experts %d): expert "
+                         "parallelism spreads a mixture of experts' experts over ranks", PFX(w), ep,
+                         c->model_arch == ZT_ARCH_LLAMA ? c->model.n_experts : 0);
+        } else if (!bad(x, "model.n_experts") && c->model.n_experts % ep != 0) {
+            w = LOC("parallel.expert_parallel_size", "model.n_experts");
+            zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d does not divide model.n_experts (%d): each rank "
+                         "runs n_experts / expert_parallel_size whole experts", PFX(w), ep, c->model.n_experts);
+        }
+        if (pp > 1 && !bad(x, "parallel.pipeline_parallel_size")) {
+            w = LOC("parallel.expert_parallel_size", "parallel.pipeline_parallel_size");
+            zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d with parallel.pipeline_parallel_size %d: not built "
+                         "(expert parallelism runs within the data-parallel ranks of one stage)", PFX(w), ep, pp);
+        }
     }
     check_experts(x);
     int cp = c->context_parallel_size;
@@ -528,6 +542,15 @@ int zt_train_config_validate_world(zt_train_config *c, int world, zt_error *err)
         return rc;
     }
     world = (int)(world / tpp);
+    int ep = tmp->expert_parallel_size > 1 ? tmp->expert_parallel_size : 1;
+    if (ep > 1 && ((int64_t)world * cp) % ep != 0) { /* the ep groups divide the data-parallel ranks (mesh.h) */
+        const char *we = loc2(tmp, "parallel.expert_parallel_size", "parallel.tensor_parallel_size", NULL, where,
+                              sizeof where);
+        zt_cfg_error(&x, "%s%sparallel.expert_parallel_size: %d does not divide the data-parallel ranks %lld (world %lld "
+                     "/ (parallel.tensor_parallel_size %d x parallel.pipeline_parallel_size %d))", PFX(we), ep,
+                     (long long)world * cp, (long long)world * tpp, tmp->tensor_parallel_size,
+                     tmp->pipeline_parallel_size);
+    }
     int kmb = zt_cfg_key_index("training.micro_batch_size");
     int kga = zt_cfg_key_index("training.gradient_accumulation_steps");
     int kgb = zt_cfg_key_index("training.global_batch_size");

@@ -350,7 +350,9 @@ const key_def zt_cfg_keys[] = {
           "pipeline parallelism: units per stage, e.g. \"2,3\" (the embedding and the head count as units; "
           "they sum to n_layer + 2); empty: balanced by the memory plan's per-unit bytes"),
     K_INT("parallel.expert_parallel_size", expert_parallel_size, 1, 1048576, "1",
-          "expert-parallel degree (experts spread over ranks, tokens sent by all-to-all): not built, 1 only",
+          "expert-parallel degree: a mixture's experts spread over groups of this many consecutive data-parallel "
+          "ranks (n_experts / size each), tokens sent to them and back by all-to-all; divides model.n_experts "
+          "and the data-parallel ranks (docs/parallelism.md)",
           NULL),
     K_INT("parallel.context_parallel_size", context_parallel_size, 1, ZT_CP_MAX_PARTS, "1",
           "context-parallel degree: every sequence split over this many ranks, each holding 2 of "

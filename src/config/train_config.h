@@ -177,7 +177,7 @@ typedef struct zt_train_config {
     int pipeline_parallel_size; /* parallel.pipeline_parallel_size, default 1 (docs/parallelism.md) */
     int pipeline_schedule;      /* parallel.pipeline_schedule: ZT_CFG_PP_1F1B (default) or ZT_CFG_PP_GPIPE */
     char pipeline_stages[256];  /* parallel.pipeline_stages: "2,3" units per stage; "": balanced */
-    int expert_parallel_size;   /* parallel.expert_parallel_size: 1 (expert parallelism is not built) */
+    int expert_parallel_size;   /* parallel.expert_parallel_size: 1, or the ep groups' size (docs/parallelism.md) */
     int context_parallel_size;  /* parallel.context_parallel_size, default 1 (docs/parallelism.md) */
     int context_parallel_mode;  /* parallel.context_parallel_mode: a zt_cp_mode, default allgather */
     /* precision (src/precision, docs/precision.md): */

@@ -461,6 +461,14 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
     }
     if (e->pp) zt_p2p_bytes(zt_pipeline_link(e->pp), &out->sent_pp, &out->recv_pp, reset);
     if (e->cp_comm) zt_p2p_bytes(e->cp_comm, &out->sent_cp, &out->recv_cp, reset);
+    if (e->ep_comm) { /* expert parallelism's all-to-alls: their payload and the sizes before it */
+        zt_comm_counters c;
+        zt_comm_counters_get(e->ep_comm, &c);
+        out->sent_ep = c.total.bytes_sent;
+        out->recv_ep = c.total.bytes_recv;
+        out->wait_s += c.total.wait_seconds;
+        if (reset) zt_comm_counters_reset(e->ep_comm);
+    }
     if (e->tp_comm) {
         zt_comm_counters c;
         zt_comm_counters_get(e->tp_comm, &c);

@@ -412,7 +412,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     }
     if ((rc = zt_engine_reserve_scratch(e, e->shard_comm, e->mem_plan.scratch_main, 0, err)) ||
         (rc = zt_engine_reserve_scratch(e, e->replica_comm, e->mem_plan.scratch_replica, 2, err)) ||
-        (rc = zt_engine_tp_setup(e, err)) || (rc = zt_engine_cp_setup(e, err)))
+        (rc = zt_engine_tp_setup(e, err)) || (rc = zt_engine_cp_setup(e, err)) ||
+        (rc = zt_engine_ep_setup(e, err)))
         goto fail;
     if ((rc = zt_store_create(e, err))) goto fail; /* the parameters' master (param_store.c) */
     e->state_kinds = adam ? 2 : mom ? 1 : 0;
@@ -743,7 +744,9 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .scratch = e->scratch, .dout = dout, .din = din, .lp_kind = e->lp_kind,
                           .attn_bf16 = e->lp_kind == ZT_LP_BF16 && e->opt.precision.attention == ZT_DTYPE_BF16,
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
-                          .aux_dloss = aux_dloss};
+                          .aux_dloss = aux_dloss,
+                          /* the step's micro-batches added here before the reduction (grads.c) */
+                          .ep_defer_fold = !e->reduce_early && !e->reduce_now};
         zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */

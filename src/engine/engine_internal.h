@@ -186,6 +186,8 @@ struct zt_engine {
     zt_comm *cp_comm;           /* NULL when every sequence is whole on this rank */
     zt_p2p cp_shift[2];         /* the ring shift in flight: its receive and its send */
     size_t cp_shift_bytes;
+    /* expert parallelism (ep_group.c): the mixture's all-to-alls over the mesh's ep group */
+    zt_comm *ep_comm;           /* NULL when every expert runs here */
     int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
     int n_inflight;             /* whose reduction was queued last (their full gradients live until */
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
@@ -285,7 +287,10 @@ int zt_engine_tp_setup(zt_engine *e, zt_error *err);
 /* cp_group.c: context parallelism. At create, after zt_engine_tp_setup: checks the model runs on
  * the mesh's cp parts (ZT_ERR_USAGE) and, when it does, adds the cp calls to the group. */
 int zt_engine_cp_setup(zt_engine *e, zt_error *err);
-/* The group the units get, or NULL (whole model, whole sequences). */
+/* ep_group.c: expert parallelism. At create, after zt_engine_cp_setup: checks the model spreads its
+ * experts over the mesh's ep parts (ZT_ERR_USAGE) and, when it does, adds the ep call to the group. */
+int zt_engine_ep_setup(zt_engine *e, zt_error *err);
+/* The group the units get, or NULL (whole model, whole sequences, every expert here). */
 const zt_unit_group *zt_engine_group(const zt_engine *e);
 /* *sumsq = the squared gradient norm of the logical model from this part's complete chunk
  * partials (plan order): the cut parameters' sums of every part, in part order, plus the whole

@@ -353,6 +353,23 @@ int zt_grads_end_micro(zt_engine *e, zt_error *err) {
     return ZT_OK;
 }
 
+/* Expert parallelism under the deferred tree (zt_unit_args.ep_defer_fold): each unit's
+ * per-source gradient slots, summed over this rank's micro-batches, added into the experts this
+ * rank owns before the reduction (zt_unit_ops.fold_grads) */
+static void fold_units(zt_engine *e, float *G) {
+    const zt_model *m = e->model;
+    for (int u = 0; u < m->n_units; u++) {
+        const zt_unit *un = &m->units[u];
+        if (un->ep_parts < 2 || !un->ops->fold_grads) continue;
+        float *g[ZT_UNIT_MAX_PARAMS];
+        for (int k = 0; k < un->n_params; k++) {
+            int i = un->params[k];
+            g[k] = m->params[i].trainable ? G + e->plan.p[i].gfull_off : NULL;
+        }
+        un->ops->fold_grads(un, zt_engine_group(e), g);
+    }
+}
+
 /* After the last micro-batch: fold the trees and reduce what is still local. The result is in
  * e->micro_grads (full layout: ddp, or one process) and/or e->grad_pieces (sharded optimizer). */
 int zt_grads_finish(zt_engine *e, zt_error *err) {
@@ -373,6 +390,7 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     } else {
         float *G = tree_fold(e, &e->full_tree, pl->gfull_floats);
         e->micro_grads = G;
+        if (!e->reduce_early && G) fold_units(e, G);
         if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
             if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         } else if (!e->shard_optim) {

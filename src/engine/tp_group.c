@@ -208,7 +208,9 @@ int zt_engine_tp_setup(zt_engine *e, zt_error *err) {
     return zt_engine_reserve_scratch(e, e->tp_comm, e->mem_plan.scratch_tp, 3, err);
 }
 
-const zt_unit_group *zt_engine_group(const zt_engine *e) { return e->tp_comm || e->cp_comm ? &e->group : NULL; }
+const zt_unit_group *zt_engine_group(const zt_engine *e) {
+    return e->tp_comm || e->cp_comm || e->ep_comm ? &e->group : NULL;
+}
 
 int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err) {
     const zt_model *m = e->model;

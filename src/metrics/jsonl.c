@@ -92,15 +92,15 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
     }
     const zt_comm_bytes *b = &m->bytes;
     fprintf(fp, ",\"bytes_sent\":{\"reduce_scatter\":%llu,\"all_gather\":%llu,\"all_reduce\":%llu,"
-            "\"compressed_all_reduce\":%llu,\"small\":%llu,\"pipeline\":%llu,\"context\":%llu}",
+            "\"compressed_all_reduce\":%llu,\"small\":%llu,\"pipeline\":%llu,\"context\":%llu,\"experts\":%llu}",
             (unsigned long long)b->sent_rs, (unsigned long long)b->sent_ag, (unsigned long long)b->sent_ar,
             (unsigned long long)b->sent_car, (unsigned long long)b->sent_small, (unsigned long long)b->sent_pp,
-            (unsigned long long)b->sent_cp);
+            (unsigned long long)b->sent_cp, (unsigned long long)b->sent_ep);
     fprintf(fp, ",\"bytes_recv\":{\"reduce_scatter\":%llu,\"all_gather\":%llu,\"all_reduce\":%llu,"
-            "\"compressed_all_reduce\":%llu,\"small\":%llu,\"pipeline\":%llu,\"context\":%llu}",
+            "\"compressed_all_reduce\":%llu,\"small\":%llu,\"pipeline\":%llu,\"context\":%llu,\"experts\":%llu}",
             (unsigned long long)b->recv_rs, (unsigned long long)b->recv_ag, (unsigned long long)b->recv_ar,
             (unsigned long long)b->recv_car, (unsigned long long)b->recv_small, (unsigned long long)b->recv_pp,
-            (unsigned long long)b->recv_cp);
+            (unsigned long long)b->recv_cp, (unsigned long long)b->recv_ep);
     return finish_line(j, err);
 }
 

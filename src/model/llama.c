@@ -166,7 +166,7 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
                       fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
                       zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      moe(u->model_cfg) ? zt_moe_saved_floats(u->model_cfg, N) : 0,
+                      moe(u->model_cfg) ? zt_moe_saved_floats(u->model_cfg, N, u->ep_parts) : 0,
                       fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
@@ -221,7 +221,7 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
 
 /* ... and before LoRA's, the experts' (llama_moe.c): after the norms' (whole: none) */
 static size_t moe_scratch_floats(const zt_unit *u, size_t N) {
-    return moe(u->model_cfg) ? zt_moe_scratch_floats(u->model_cfg, N) : 0;
+    return moe(u->model_cfg) ? zt_moe_scratch_floats(u->model_cfg, N, u->ep_parts) : 0;
 }
 
 static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
@@ -422,6 +422,11 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
     return ZT_OK;
 }
 
+/* expert parallelism with gradient accumulation: the experts' per-source slots added at the step */
+static void block_fold_grads(const zt_unit *u, const zt_unit_group *g, float *const *grads) {
+    if (moe(u->model_cfg) && u->ep_parts > 1) zt_moe_ep_fold(u, g, &MOE_PARAMS, grads);
+}
+
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .scratch_floats = block_scratch_floats,
                                       .forward = block_forward,
@@ -431,7 +436,8 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .assigns_grad = block_adaptable, /* their weight products */
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
-                                      .recompute = block_recompute};
+                                      .recompute = block_recompute,
+                                      .fold_grads = block_fold_grads};
 
 /* ---------------------------------------------------------------------------------------------
  * head unit: params norm.weight, lm_head.weight (or embed_tokens, tied). out = per-token losses.

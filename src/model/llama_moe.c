@@ -14,9 +14,11 @@
  * capacity) and each expert's padding to whole tiles of ROW_TILE rows:
  *   probs (N,E) | lse (N) | w (N,k) | idx (N,k) | counts (E) | offsets (E+1) | order (R) |
  *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
- * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C) | dgate (R,I) | dup (R,I) | dxp (R,C).
+ * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C)
+ * Scratch with experts on every part: ... | dxp (R,C) | dgate (R,I) | dup (R,I).
  * fp32 compute only (the block refuses bf16/fp16 compute with experts), whole (no tensor, sequence
- * or context parallelism: llama.c refuses them).
+ * or context parallelism: llama.c refuses them). Expert parallelism (zt_unit.ep_parts > 1): the
+ * experts' products run on the parts that hold them (llama_moe_ep.c), the rest here as above.
  */
 #include "model/llama_moe.h"
 #include "kernels/kernels.h"
@@ -35,69 +37,70 @@ int zt_moe_capacity(const zt_llama_config *c, int N) {
     return cap < N ? (int)cap : N;
 }
 
-/* Each expert's rows are padded to whole tiles of ROW_TILE (moe_route_plan): a few shapes for the
- * grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md, "Mixture of experts") */
-enum { ROW_TILE = 64 };
-
 /* rows of the permuted experts' input at most: N·k, or E x the capacity when fewer, and the padding */
-static size_t max_rows(const zt_llama_config *c, size_t N) {
+size_t zt_moe_max_rows(const zt_llama_config *c, size_t N) {
     size_t R = N * (size_t)c->n_experts_per_token, capped = (size_t)c->n_experts * zt_moe_capacity(c, (int)N);
-    return (capped < R ? capped : R) + (size_t)c->n_experts * (ROW_TILE - 1);
+    return (capped < R ? capped : R) + (size_t)c->n_experts * (ZT_MOE_ROW_TILE - 1);
 }
 
-typedef struct moe_saved {
-    float *probs, *lse, *w;
-    int32_t *idx, *counts, *offsets, *order, *row_of;
-    float *xp, *gate, *up, *h, *y;
-} moe_saved;
-
-static size_t moe_layout(const zt_llama_config *c, size_t N, float *base, moe_saved *s) {
-    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = max_rows(c, N);
+size_t zt_moe_layout(const zt_llama_config *c, size_t N, int ep, float *base, zt_moe_saved *s) {
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
-    size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, R * I, R * I, R * I, R * C};
-    void *ptrs[13];
+    /* the experts' rows here: the part's own (R), or what every part may send this one */
+    size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
+    size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, G * I, G * I, G * I, R * C,
+                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0};
+    void *ptrs[15];
     size_t off = 0;
-    for (int i = 0; i < 13; i++) { /* int32 and float arrays alike: 4 bytes an element */
-        ptrs[i] = base ? base + off : NULL;
+    for (int i = 0; i < 15; i++) { /* int32 and float arrays alike: 4 bytes an element */
+        ptrs[i] = base && sizes[i] ? base + off : NULL;
         off += zt_fp32_floats(sizes[i]);
     }
-    *s = (moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
-                     ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12]};
+    *s = (zt_moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
+                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14]};
     return off;
 }
 
-size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N) {
-    moe_saved s;
-    return moe_layout(c, N, NULL, &s);
+size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N, int ep) {
+    zt_moe_saved s;
+    return zt_moe_layout(c, N, ep, NULL, &s);
 }
 
-size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N) {
-    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = max_rows(c, N);
+/* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's */
+size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N, int ep) {
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
-    return N * E + N * k + 2 * R * C + 2 * R * I;
+    return N * E + N * k + 2 * R * C + (ep > 1 ? zt_moe_ep_scratch_floats(c, N, ep) : 2 * R * I);
 }
 
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
                    float *out, float *scratch, zt_error *err) {
-    (void)err;
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
     int I = zt_moe_width(c);
     float *const *p = a->params;
-    moe_saved s;
-    moe_layout(c, (size_t)N, saved, &s);
+    zt_moe_saved s;
+    int ep = u->ep_parts > 1 ? u->ep_parts : 1;
+    zt_moe_layout(c, (size_t)N, ep, saved, &s);
     float *logits = scratch;
     matmul_forward(logits, x, p[pk->router], NULL, N, C, E);
     /* a non-finite router logit routes somewhere (the top-k always picks k experts) and reaches the
      * loss as NaN: the step guard skips the step as the non-finite policy says */
     moe_router_forward(s.probs, s.lse, s.idx, s.w, logits, N, E, k, c->norm_topk_prob);
-    int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N), ROW_TILE);
+    int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N),
+                                 ZT_MOE_ROW_TILE);
     int R = s.offsets[E];
     moe_gather_rows(s.xp, x, s.order, R, k, C);
-    moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
-    moe_grouped_forward(s.up, s.xp, p[pk->w3], s.offsets, E, C, I);
-    swiglu_forward(s.h, s.gate, s.up, (size_t)R * I);
-    moe_grouped_forward(s.y, s.h, p[pk->w2], s.offsets, E, I, C);
+    if (ep > 1) { /* the rows to their experts' parts and the results back (llama_moe_ep.c) */
+        size_t Rmax = zt_moe_max_rows(c, (size_t)N);
+        int rc = zt_moe_ep_forward(u, a, pk, &s, x, scratch + (size_t)N * E + (size_t)N * k + 2 * Rmax * C, err);
+        if (rc) return rc;
+    } else {
+        moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
+        moe_grouped_forward(s.up, s.xp, p[pk->w3], s.offsets, E, C, I);
+        swiglu_forward(s.h, s.gate, s.up, (size_t)R * I);
+        moe_grouped_forward(s.y, s.h, p[pk->w2], s.offsets, E, I, C);
+    }
     moe_combine_forward(out, s.y, s.w, s.row_of, N, k, C);
     if (a->aux_loss) {
         double aux, z;
@@ -117,23 +120,28 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
     int I = zt_moe_width(c);
     float *const *p = a->params, *const *g = a->grads;
-    moe_saved s;
-    moe_layout(c, (size_t)N, saved, &s);
-    size_t R = max_rows(c, (size_t)N);
-    float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k;
-    float *dgate = dy + R * C, *dup = dgate + R * I, *dxp = dup + R * I;
+    zt_moe_saved s;
+    int ep = u->ep_parts > 1 ? u->ep_parts : 1;
+    zt_moe_layout(c, (size_t)N, ep, saved, &s);
+    size_t R = zt_moe_max_rows(c, (size_t)N);
+    float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k, *dxp = dy + R * C;
+    float *dgate = dxp + R * C, *dup = dgate + R * I;
     int rows = s.offsets[E];
     moe_combine_backward(dy, dw, dout, s.y, s.w, s.row_of, s.order, rows, N, k, C);
-    /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
-    moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
-    swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);
-    moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I, 0);
-    moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I, ZT_MM_DINP_ADD);
+    if (ep > 1) { /* dy to the experts' parts, their d xp back (llama_moe_ep.c) */
+        int rc = zt_moe_ep_backward(u, a, pk, &s, dy, dxp, dgate, err);
+        if (rc) return rc;
+    } else {
+        /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
+        moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
+        swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);
+        moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I, 0);
+        moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I, ZT_MM_DINP_ADD);
+    }
     moe_scatter_rows(dx, dxp, s.row_of, N, k, C);
     /* the router: the top-k weights' gradient and its losses', through the softmax, then its Linear */
     moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
-    (void)err;
     return ZT_OK;
 }

@@ -17,9 +17,36 @@ int zt_moe_width(const zt_llama_config *c);
  * capacity */
 int zt_moe_capacity(const zt_llama_config *c, int N);
 /* floats of the MoE part of a block's saved buffer (kept whole under selective checkpointing) and
- * of its scratch, for N tokens */
-size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N);
-size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N);
+ * of its scratch, for N tokens, the experts spread over ep parts (1: all here; llama_moe_ep.c) */
+size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N, int ep);
+size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N, int ep);
+/* Each expert's rows are padded to whole tiles of ZT_MOE_ROW_TILE (moe_route_plan): a few shapes
+ * for the grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md) */
+enum { ZT_MOE_ROW_TILE = 64 };
+/* rows of the permuted experts' input of N tokens at most, the padding included */
+size_t zt_moe_max_rows(const zt_llama_config *c, size_t N);
+
+/* What a block's forward saves for its backward (the layout of llama_moe.c's top; with experts
+ * spread over parts, llama_moe_ep.c's: gate, up, h then hold the rows this part's experts got from
+ * every part, and xr, roff are set) */
+typedef struct zt_moe_saved {
+    float *probs, *lse, *w;
+    int32_t *idx, *counts, *offsets, *order, *row_of;
+    float *xp, *gate, *up, *h, *y;
+    float *xr;      /* expert parallelism: the rows received from part s at xr + s·Rl·C */
+    int32_t *roff;  /* ... and their experts' offsets: roff[s·(El+1) + j], j = 0..El */
+} zt_moe_saved;
+/* the layout of the saved buffer at base (NULL: sizes only); returns its floats */
+size_t zt_moe_layout(const zt_llama_config *c, size_t N, int ep, float *base, zt_moe_saved *s);
+/* expert parallelism (llama_moe_ep.c): the rows one part sends one part at most (Rl), the scratch */
+size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep);
+size_t zt_moe_ep_scratch_floats(const zt_llama_config *c, size_t N, int ep);
+int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
+                      const float *x, float *scratch, zt_error *err);
+/* the per-source weight-gradient slots of w1, w2, w3 added into this part's experts (llama_moe_ep.c) */
+void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads);
+int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
+                       float *dy, float *dxp, float *scratch, zt_error *err);
 /* out (N,C) = MoE(x), x (N,C) the post-attention norm's output; saved: zt_moe_saved_floats floats;
  * adds the router losses into *a->aux_loss and the expert counts into a->moe_counts when given */
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,

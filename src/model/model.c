@@ -162,6 +162,23 @@ int zt_model_cp_parts(const zt_model *m, zt_cp_mode *mode) {
     return cut ? m->units[0].cp_parts : 1;
 }
 
+int zt_model_set_expert_parallel(zt_model *m, int parts, zt_error *err) {
+    if (parts < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: expert parallelism over %d parts", m->name, parts);
+    if (parts > 1 && m->moe_experts < 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "parallel.expert_parallel_size %d: model %s has no experts (a dense "
+                            "model; model.n_experts 0)", parts, m->name);
+    if (parts > 1 && m->moe_experts % parts != 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "model.n_experts %d is not divisible by parallel.expert_parallel_size "
+                            "%d", m->moe_experts, parts);
+    for (int u = 0; u < m->n_units; u++) m->units[u].ep_parts = parts;
+    return ZT_OK;
+}
+
+int zt_model_ep_parts(const zt_model *m) {
+    return m->n_units > 0 && m->units[0].ep_parts > 1 ? m->units[0].ep_parts : 1;
+}
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)
@@ -195,6 +212,7 @@ int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int
     u->tp_parts = 1;
     u->seq_parts = 1;
     u->cp_parts = 1;
+    u->ep_parts = 1;
     return ZT_OK;
 }
 

@@ -22,7 +22,9 @@ typedef enum zt_coll_kind {
     ZT_COLL_SETUP = 5,      /* split, dup, barrier, init */
     ZT_COLL_P2P = 6,        /* a pipeline stage's send or receive (p2p.c): comm log only */
     ZT_COLL_COMPRESSED_ALL_REDUCE = 7, /* 1-bit Adam's momentum: signs + scales (compressed_all_reduce.c) */
-    ZT_COLL_NKINDS = 8
+    ZT_COLL_ALL_TO_ALL = 8, /* expert parallelism's dispatch and combine (all_to_all.c): its payload;
+                               the counts it exchanges first are ZT_COLL_SMALL */
+    ZT_COLL_NKINDS = 9
 } zt_coll_kind;
 
 /* Recording is off until enabled; records while off are ignored (one relaxed load). */

@@ -5,6 +5,7 @@
 #include "scale/predict.h"
 #include "memory/estimate.h"
 #include "scale/cp_comm.h"
+#include "scale/ep_comm.h"
 #include "scale/tp_comm.h"
 
 #include <stdlib.h>
@@ -89,17 +90,19 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     out->gather_bytes_per_elem = g, out->reduce_bytes_per_elem = r;
 
     int n = U > 0 ? U : 1;
-    double *buf = calloc(12 * (size_t)n + (size_t)pp, sizeof *buf);
+    double *buf = calloc(14 * (size_t)n + (size_t)pp, sizeof *buf);
     if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", U);
     double *gather = buf, *gather_b = gather + n, *reduce = gather_b + n, *P_f = reduce + n, *P_b = P_f + n,
-           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *cpf = tpb + n, *cpb = cpf + n, *fw = cpb + n,
-           *bw = fw + n, *per_stage = bw + n;
+           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *cpf = tpb + n, *cpb = cpf + n, *epf = cpb + n,
+           *epb = epf + n, *fw = epb + n, *bw = fw + n, *per_stage = bw + n;
     const zt_scale_net *net = &cl->net;
     zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T / cp, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
                      &out->tp_bytes);
     int L = zt_scale_blocks(m);
     zt_scale_cp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, L ? c->attention_s / L : 0, GA, cpf, cpb, &out->cp_bytes);
-    for (int u = 0; u < U; u++) fw[u] = c->fwd[u] + tpf[u] + cpf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u];
+    zt_scale_ep_comm(m, net, tp, cp, rq->opt.B, rq->opt.T / cp, act, GA, epf, epb, &out->ep_bytes);
+    for (int u = 0; u < U; u++)
+        fw[u] = c->fwd[u] + tpf[u] + cpf[u] + epf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u] + epb[u];
 
     /* the pipeline: every stage's seconds per micro-batch; the slowest stage is played out */
     for (int s = 0; s < pp; s++) {
@@ -175,8 +178,9 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
 
     /* tp all-reduces and cp exchanges of the slowest stage: on the critical path, moved from compute to exposed
      * (cp's bytes are not in node_out: its groups sit inside a node up to per_node / tp parts) */
-    double tp_s = 0, cp_s = 0;
-    for (int u = first; u < end; u++) tp_s += (tpf[u] + tpb[u]) * GA, cp_s += (cpf[u] + cpb[u]) * GA;
+    double tp_s = 0, cp_s = 0, ep_s = 0; /* (ep's all-to-alls likewise: ep_comm.h) */
+    for (int u = first; u < end; u++)
+        tp_s += (tpf[u] + tpb[u]) * GA, cp_s += (cpf[u] + cpb[u]) * GA, ep_s += (epf[u] + epb[u]) * GA;
     /* the pipeline: the bubble and 2·(m + p - 1) transfers of a (B, T, C) activation */
     double bubble = pipe - GA * per_stage[slow], p2p = 0;
     if (pp > 1) {
@@ -191,13 +195,14 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         } else one = net->intra_lat + bytes / net->intra_bw;
         p2p = 2.0 * (GA + pp - 1) * one;
     }
-    out->step.compute_s = st.compute_s - tp_s - cp_s;
+    out->step.compute_s = st.compute_s - tp_s - cp_s - ep_s;
     out->step.step_s = st.step_s + bubble + p2p;
-    out->step.comm_s = st.comm_s + tp_s + cp_s + p2p;
-    out->step.exposed_s = st.exposed_s + tp_s + cp_s + p2p;
+    out->step.comm_s = st.comm_s + tp_s + cp_s + ep_s + p2p;
+    out->step.exposed_s = st.exposed_s + tp_s + cp_s + ep_s + p2p;
     out->step.hidden_s = out->step.comm_s - out->step.exposed_s > 0 ? out->step.comm_s - out->step.exposed_s : 0;
     out->bubble_s = bubble > 0 ? bubble : 0;
-    out->tp_s = tp_s, out->cp_s = cp_s, out->p2p_s = p2p;
+    out->tp_s = tp_s, out->cp_s = cp_s, out->ep_s = ep_s, out->p2p_s = p2p;
+    out->ep = zt_model_ep_parts(m);
     free(buf);
     out->node_out_bytes = cl->nodes > 1 ? node_out : 0;
     double tokens = (double)rq->opt.B * rq->opt.T * GA / ((double)tp * pp * cp); /* per device */

@@ -80,6 +80,9 @@ typedef struct zt_scale_row {
     double tp_bytes;              /* bytes a device sends in its tp group per step */
     double cp_s, cp_bytes;        /* cp exchanges on the critical path; bytes a device sends in its
                                      cp group per step */
+    int ep;                       /* expert parallelism's ep (1: none) */
+    double ep_s, ep_bytes;        /* ep all-to-alls on the critical path; bytes a device sends in its
+                                     ep group per step (ep_comm.h) */
     double tokens_per_s;          /* per device */
     double mfu;
     size_t memory;                /* the plan's high-water of the device needing the most */

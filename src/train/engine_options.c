@@ -48,7 +48,8 @@ void zt_train_engine_options(const zt_train_config *cfg, int world, zt_comm *com
 zt_mesh_sizes zt_train_mesh_sizes(const zt_train_config *cfg, const zt_engine_options *eo) {
     return (zt_mesh_sizes){.tp = cfg->tensor_parallel_size, .cp = cfg->context_parallel_size,
                            .pp = cfg->pipeline_parallel_size,
-                           .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo->hybrid_shard_size};
+                           .hybrid = cfg->strategy == ZT_STRATEGY_HYBRID, .shard = eo->hybrid_shard_size,
+                           .ep = cfg->expert_parallel_size};
 }
 
 zt_pp_schedule zt_train_pp_schedule(const zt_train_config *cfg) {

@@ -1,5 +1,6 @@
 /* setup.c - the set-up path from a built model to a running engine (setup.h), the same for zerotrain
- * train and zerotrain bench: mesh -> tensor parallelism -> pipeline stage -> engine -> pipeline ->
+ * train and zerotrain bench: mesh -> tensor parallelism -> context and expert parallelism -> pipeline
+ * stage -> engine -> pipeline ->
  * the seeded parameters. */
 #include "train/setup.h"
 #include "memory/plan.h"
@@ -21,6 +22,9 @@ int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_
     /* context parallelism: every unit runs on this rank's part of each sequence (its attention
      * reaches the others' through the engine's group: src/model/context_parallel.c) */
     if ((rc = zt_model_set_context_parallel(model, mesh->cp, so->cp_mode, err))) return rc;
+    /* expert parallelism: the mixture's experts spread over the ep ranks, tokens moved by all-to-all
+     * (src/model/llama_moe_ep.c, through the engine's group) */
+    if ((rc = zt_model_set_expert_parallel(model, mesh->ep, err))) return rc;
     s->smodel = model;
     if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
         if (so->init_weights && so->init_weights[0])

@@ -58,6 +58,9 @@ static void banner_layout(zt_run *r) {
     else if (mesh->tp * mesh->pp > 1)
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
+    if (mesh->ep > 1) /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
+        fprintf(out, " | experts over ep %d (%d experts a rank; expert data parallel %d, all-to-all dispatch)",
+                mesh->ep, cfg->model.n_experts / mesh->ep, mesh->edp);
     if (r->s.pipe) {
         char cut_text[512];
         zt_pp_describe(model, &r->s.cut, cut_text, sizeof cut_text);

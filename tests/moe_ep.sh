@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# moe_ep.sh BUILD SOURCE - expert parallelism of a Llama mixture of experts (src/model/llama_moe_ep.c,
+# comm/all_to_all.c, docs/parallelism.md "Expert parallelism"):
+#  1. bit-identical parameters and losses after 4 steps (tool_dist_check --arch llama-moe, dropless,
+#     both router losses on), one micro-batch per rank: ep 2 on 2 ranks = one process with 2
+#     micro-batches = ddp on 2 ranks; ep 4 on 4 ranks = ep 2 x dp 2 with zero1 and zero3 = one process
+#     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too; and with
+#     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
+#     hybrid's shard groups;
+#  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
+#     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
+#     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
+#     comm log (all_to_all on the "ep" group) and the trace, every memory class at its planned high-water, and
+#     estimate-memory's high-water for the same configuration equal to the run's plan;
+#  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
+#     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
+#  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
+#  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
+#     data-parallel ranks, ep with a dense model, ep with pipeline parallelism).
+# (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
+# first there: deterministic but another order; docs/parallelism.md.)
+# Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+TOOL="$BUILD/tests/tool_dist_check"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T=$(mktemp -d)
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+source "$SRC/tests/dist_check.bash"
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" --arch llama-moe || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe 2>&1
+}
+
+# ---- 1. the bits ------------------------------------------------------------------------------------
+STEPS=4
+check "N=1 GA=2" two "$(run 1 ddp 2 $STEPS)"
+check "N=2 ddp" two "$(run 2 ddp 1 $STEPS)"
+out="$(run 2 ddp 1 $STEPS --ep 2)"
+check "N=2 ep 2" two "$out"
+if grep -q '^ep bytes [1-9]' <<<"$out"; then echo "ok   ep 2: the all-to-alls' bytes counted ($(grep '^ep bytes' <<<"$out"))"
+else echo "FAIL ep 2: no all-to-all bytes"; fail=1; fi
+check "N=1 GA=4" four "$(run 1 ddp 4 $STEPS)"
+check "N=4 ddp" four "$(run 4 ddp 1 $STEPS)"
+check "N=4 ep 4" four "$(run 4 ddp 1 $STEPS --ep 4)"
+check "N=4 ep 2 x dp 2 zero1" four "$(run 4 zero1 1 $STEPS --ep 2)"
+check "N=4 ep 2 x dp 2 zero3" four "$(run 4 zero3 1 $STEPS --ep 2)"
+check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --recompute full)"
+# gradient accumulation: the owner keeps each source's partials apart until the step (fold_grads)
+check "N=2 GA=2 ep 2 ddp" four "$(run 2 ddp 2 $STEPS --ep 2)"
+check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
+check "N=4 ep 4 over hybrid's 2 shard groups of 2" four "$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 4)"
+
+# ---- 2. zerotrain train ---------------------------------------------------------------------------
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
+printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {steps: 4, seq_len: 16, micro_batch_size: 2}\n' \
+  "$T/d.bin" > "$T/m.yaml"
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --set data.val="$T/v.bin" \
+       --set sample.tokens=8 2>&1)"
+ep="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set logging.jsonl="$T/ep.jsonl" \
+      --comm-log 1 --set checkpoint.every=2 --set checkpoint.dir="$T/ck" --set data.val="$T/v.bin" \
+      --set sample.tokens=8 --trace "$T/tr.json" 2>&1)"
+val_and_sample() { grep -o '| val [0-9][0-9.]*' <<<"$1" | tail -1; grep -A1 -- '--- sample' <<<"$1" | tail -1; }
+if [ -n "$(val_and_sample "$one")" ] && [ "$(val_and_sample "$one")" = "$(val_and_sample "$ep")" ]; then
+  echo "ok   train: ep 2's validation loss and sampled text = one process's ($(grep -o '| val [0-9][0-9.]*' <<<"$ep" | tail -1 | cut -c3-))"
+else echo "FAIL train: validation or sample differ: '$(val_and_sample "$ep")' vs '$(val_and_sample "$one")'"; fail=1; fi
+if [ -n "$(hash_line "$one")" ] && [ "$(hash_line "$one")" = "$(hash_line "$ep")" ]; then
+  echo "ok   train: ep 2 on 2 ranks = one process with 2 micro-batches ($(hash_line "$ep"))"
+else echo "FAIL train: ep 2 '$(hash_line "$ep")' vs one process '$(hash_line "$one")'"; echo "$ep" | tail -5; fail=1; fi
+if grep -q "experts over ep 2" <<<"$ep" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$ep"
+then echo "ok   train: the banner names ep 2; every memory class at its planned high-water"
+else echo "FAIL train: banner or planned = measured"; echo "$ep" | grep -E "parallel:|planned|class" ; fail=1; fi
+if grep -q '"bytes_sent":{[^}]*"experts":[1-9]' "$T/ep.jsonl" && grep -qE 'all_to_all +ep' <<<"$ep"
+then echo "ok   train: the all-to-all in the JSONL (bytes_sent.experts) and the comm log (ep group)"
+else echo "FAIL train: all-to-all bytes missing"; grep -o '"bytes_sent":{[^}]*}' "$T/ep.jsonl" | head -1
+  grep -E "all_to_all|kind" <<<"$ep" | head -5; fail=1; fi
+if /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); ev = d["traceEvents"] if isinstance(d, dict) else d
+n = sum(1 for e in ev if e.get("name") == "all_to_all" and e.get("args", {}).get("comm") == "ep")
+print("all_to_all spans on the ep group:", n); sys.exit(0 if n > 0 else 1)' "$T/tr.json"
+then echo "ok   train: the all-to-alls in the trace"
+else echo "FAIL train: no all_to_all span in the trace"; fail=1; fi
+plan="$(grep -o 'high-water [0-9.]* [KMG]iB' <<<"$ep" | head -1)"
+est="$("$Z" estimate-memory "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --json 2>&1 || true)"
+echo "$est" > "$T/est.json"
+if /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); want = sys.argv[2].split()
+hw = doc.get("strategies", {}).get("ddp", {}).get("peak_total")
+unit = {"KiB": 1024, "MiB": 1048576, "GiB": 1073741824}[want[2]]
+ok = hw is not None and abs(hw / unit - float(want[1])) < 0.051
+print(("estimate-memory ddp high-water %s bytes vs the run's plan %s" % (hw, " ".join(want[1:]))))
+sys.exit(0 if ok else 1)
+PY
+then echo "ok   estimate-memory with ep 2: the run's planned high-water"
+else echo "FAIL estimate-memory with ep 2 differs from the run's plan ($plan)"; head -c 600 "$T/est.json"; fail=1; fi
+
+# ---- 3. checkpoints across ep degrees ------------------------------------------------------------------
+C="$T/ck/step-00000002"
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --resume "$C" 2>&1)"
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$C" 2>&1)"
+for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
+  label="${pair%%:*}"; out="${pair#*:}"
+  if [ "$(hash_line "$out")" = "$(hash_line "$ep")" ]; then echo "ok   ep 2's step-2 checkpoint resumed on $label: $(hash_line "$out")"
+  else echo "FAIL ep 2's checkpoint resumed on $label: '$(hash_line "$out")'"; echo "$out" | tail -3; fail=1; fi
+done
+
+# ---- 4. zerotrain plan, 5. bad input ------------------------------------------------------------------
+cfg=(train "$T/m.yaml")
+bad "experts not divisible by ep" "parallel.expert_parallel_size: 3 does not divide model.n_experts (4)" \
+  "${cfg[@]}" --nproc 3 --set parallel.expert_parallel_size=3
+bad "ep not dividing the data-parallel ranks" "parallel.expert_parallel_size: 4 does not divide the data-parallel ranks 2" \
+  "${cfg[@]}" --nproc 2 --set parallel.expert_parallel_size=4
+bad "ep with a dense model" "parallel.expert_parallel_size: 2 with a dense model (model.n_experts 0)" \
+  "${cfg[@]}" --nproc 2 --set model.n_experts=0 --set parallel.expert_parallel_size=2
+bad "ep with pipeline parallelism" "parallel.expert_parallel_size: 2 with parallel.pipeline_parallel_size 2: not built" \
+  "${cfg[@]}" --nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+# zerotrain plan --ep 2: 4 all-to-alls per block of each device's n·k·C·4 bytes, half of them sent
+# (llama-124M-moe, 1024 tokens a device: 12 x 4 x 1024 x 2 x 768 x 4 / 2 = 150994944 bytes a step)
+if "$Z" plan --model llama-124M-moe --gpu h100 --ep 2 --tp 1 --pp 1 --precision fp32 --seq 1024 --json > "$T/plan.json" 2>&1 &&
+   /usr/bin/python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+r = [x for x in rows if x["strategy"] == "zero3"][0]
+print("plan ep 2, zero3: ep_s %g, ep_bytes %g" % (r["ep_s"], r["ep_bytes"]))
+sys.exit(0 if r["ep"] == 2 and r["ep_s"] > 0 and abs(r["ep_bytes"] - 150994944) < 1e3 else 1)' "$T/plan.json"
+then echo "ok   zerotrain plan --ep 2: the all-to-alls' bytes and seconds"
+else echo "FAIL zerotrain plan --ep 2"; head -c 400 "$T/plan.json"; fail=1; fi
+bad "zerotrain plan --ep not dividing the experts" "plan: --ep 3: model.n_experts 8 is not divisible by parallel.expert_parallel_size 3" \
+  plan --model llama-124M-moe --gpu h100 --ep 3 --tp 1 --pp 1
+exit $fail

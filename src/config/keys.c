@@ -191,19 +191,16 @@ const key_def zt_cfg_keys[] = {
           "global samples never trained on, START:COUNT[,START:COUNT...] (e.g. the batches around a loss "
           "spike, as PaLM skipped them); a resumed run also skips what its checkpoint records; empty: none"),
     K_INT("training.micro_batch_size", micro_batch, 0, 65536, "4",
-          "sequences per micro-batch per rank (B); 0: derived at launch from global_batch_size",
-          NULL),
+          "sequences per micro-batch per rank (B); 0: derived at launch from global_batch_size", NULL),
     K_INT("training.seq_len", seq_len, 1, 1048576, "64", "tokens per sequence (T)",
           "<= model.max_seq_len"),
     K_INT("training.gradient_accumulation_steps", grad_accum, 0, 1048576, "1",
-          "micro-batches per rank per optimizer step; 0: derived at launch from global_batch_size",
-          NULL),
+          "micro-batches per rank per optimizer step; 0: derived at launch from global_batch_size", NULL),
     K_INT("training.global_batch_size", global_batch, 0, INT_MAX, "0",
           "sequences per optimizer step over all ranks; 0: micro_batch_size x "
           "gradient_accumulation_steps x world size; else checked against it at launch",
           NULL),
-    K_I64("training.steps", steps, 1, INT64_MAX, "100", "optimizer steps; the schedule's total",
-          NULL),
+    K_I64("training.steps", steps, 1, INT64_MAX, "100", "optimizer steps; the schedule's total", NULL),
     K_U64("training.seed", seed, "1337", "initialization and data-order seed"),
     K_STR("training.freeze", freeze, 0, "",
           "parameters not trained: a PCRE2 regular expression matched against each whole "

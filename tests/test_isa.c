@@ -251,68 +251,6 @@ static void levels_agree(void **state)
     free(a), free(b), free(a16), free(b16);
 }
 
-/* bf16 compute's staging on the widened levels (matmul_lp.c): ZT_LP_BF16_F32 rounding is bf16
- * rounding held in fp32, and a product with one operand so held (zt_gemm_bf16_f32) equals the
- * reference on the same values within fp32 summation; on a shape with several K slices and panels
- * (K > 4096, M > 1024: the widened path's cuts) and with the fp32 operand on either side and either
- * orientation */
-static void staging_rounding_and_mixed_products(void **state)
-{
-    (void)state;
-    zt_isa best = zt_isa_best(zt_cpu_features_get()), start = (zt_isa)zt_kernels_isa();
-    const size_t n = 1000 + 13; /* a tail after the vector lanes */
-    float *x = rnd(n, 3), *wide = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
-    uint16_t *h = malloc(2 * n);
-    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -3e-39f, 3.3895314e38f, 1.0f + 0x1p-8f,
-                             1.0f + 0x1p-7f + 0x1p-8f};
-    memcpy(x + n - 10, special, sizeof special);
-    const int M = 1100, N = 40, K = 4200;
-    float *a = rnd((size_t)M * K, 1), *b = rnd((size_t)K * N, 1), *c = malloc(sizeof(float) * M * N),
-          *r = malloc(sizeof(float) * M * N);
-    uint16_t *a16 = malloc(2 * (size_t)M * K), *b16 = malloc(2 * (size_t)K * N);
-    zt_f32_to_bf16(a16, a, (size_t)M * K), zt_bf16_to_f32(a, a16, (size_t)M * K);
-    zt_f32_to_bf16(b16, b, (size_t)K * N), zt_bf16_to_f32(b, b16, (size_t)K * N);
-    for (int isa = ZT_ISA_AVX2; isa <= best && isa < ZT_ISA_LEVELS; isa++) {
-        zt_error err = {0};
-        assert_int_equal(zt_kernels_select(isa, &err), ZT_OK);
-        assert_int_equal(matmul_lp_staging_kind(ZT_LP_BF16), isa >= ZT_ISA_AVX512_BF16 ? ZT_LP_BF16 : ZT_LP_BF16_F32);
-        assert_int_equal(matmul_lp_staging_kind(ZT_LP_FP16), ZT_LP_FP16);
-        assert_int_equal(matmul_lp_staging_bytes(ZT_LP_BF16, 3, 5), (isa >= ZT_ISA_AVX512_BF16 ? 2u : 4u) * 15);
-        zt_f32_to_bf16(h, x, n), zt_bf16_to_f32(want, h, n);
-        zt_round_to_lp(ZT_LP_BF16_F32, wide, x, n);
-        assert_memory_equal(wide, want, sizeof(float) * n);
-        memset(wide, 0, sizeof(float) * n);
-        zt_round_to_lp_serial(ZT_LP_BF16_F32, wide, x, n);
-        assert_memory_equal(wide, want, sizeof(float) * n);
-        /* op(A) (M,K) fp32 x op(B) (K,N) bf16, then A bf16 x B fp32, A stored (M,K) or (K,M) */
-        for (int side = 0; side < 2; side++)
-            for (int ta = 0; ta < 2; ta++) {
-                const float *af = a, *bf = b; /* the values, fp32, in the layout the call reads */
-                float *at = NULL;
-                if (ta) { /* A stored (K,M) */
-                    at = malloc(sizeof(float) * M * K);
-                    for (int i = 0; i < M; i++)
-                        for (int k = 0; k < K; k++) at[(size_t)k * M + i] = a[(size_t)i * K + k];
-                    af = at;
-                }
-                uint16_t *a16l = malloc(2 * (size_t)M * K);
-                zt_f32_to_bf16(a16l, af, (size_t)M * K);
-                int lda = ta ? M : K;
-                if (side == 0)
-                    zt_gemm_bf16_f32(ta, false, M, N, K, 1.0f, af, false, lda, b16, true, N, 0.0f, c, N);
-                else
-                    zt_gemm_bf16_f32(ta, false, M, N, K, 1.0f, a16l, true, lda, bf, false, N, 0.0f, c, N);
-                zt_gemm_f32(ta, false, M, N, K, 1.0f, af, lda, bf, N, 0.0f, r, N);
-                for (size_t i = 0; i < (size_t)M * N; i++) /* exact products, fp32 sums of 4200 terms */
-                    assert_true(fabsf(c[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])));
-                free(a16l), free(at);
-            }
-    }
-    zt_error err = {0};
-    assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
-    free(x), free(wide), free(want), free(h), free(a), free(b), free(c), free(r), free(a16), free(b16);
-}
-
 /* ---- bad input -------------------------------------------------------------------------------- */
 
 static void parse_names_and_errors(void **state)
@@ -390,7 +328,6 @@ int main(void)
         cmocka_unit_test(check_names_missing_features),
         cmocka_unit_test(each_level_against_references),
         cmocka_unit_test(levels_agree),
-        cmocka_unit_test(staging_rounding_and_mixed_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -216,41 +216,20 @@ void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n)
     for (; i < n; i++) d[i] = fp16_value(fp16_bits(a[i] + b[i]));
 }
 
-/* dst[i0, end) = src rounded to bf16 (nearest-even, as zt_bf16_rne), held in fp32 */
-static void round_bf16_to_range(float *dst, const float *src, size_t i, size_t end)
-{
-#if defined(__AVX512F__)
-    for (; i + 16 <= end; i += 16)
-        _mm512_storeu_si512((void *)(dst + i), _mm512_slli_epi32(zt_vbf_round_(_mm512_loadu_ps(src + i)), 16));
-#elif defined(ZT_VEC_AVX2)
-    for (; i + 8 <= end; i += 8)
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_slli_epi32(zt_vbf_round_(_mm256_loadu_ps(src + i)), 16));
-#endif
-    for (; i < end; i++) dst[i] = zt_u2f((uint32_t)zt_bf16_rne(src[i]) << 16);
-}
-
 void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t n)
 {
     if (kind == ZT_LP_BF16)
         f32_to_bf16_range(dst, src, 0, n);
-    else if (kind == ZT_LP_BF16_F32)
-        round_bf16_to_range(dst, src, 0, n);
     else
         round_fp16_range(dst, src, 0, n);
 }
 
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n)
 {
-    if (kind == ZT_LP_BF16) {
+    if (kind == ZT_LP_BF16)
         zt_f32_to_bf16(dst, src, n);
-    } else if (kind == ZT_LP_BF16_F32) {
-        size_t nblk = (n + 4095) / 4096;
-#pragma omp parallel for schedule(static) if (n >= 65536 && !omp_in_parallel())
-        for (size_t b = 0; b < nblk; b++)
-            round_bf16_to_range(dst, src, b * 4096, b * 4096 + 4096 < n ? b * 4096 + 4096 : n);
-    } else {
+    else
         zt_round_fp16(dst, src, n);
-    }
 }
 
 static inline uint32_t sr_bits(uint64_t seed, uint64_t i)

@@ -507,35 +507,21 @@ static inline float bf16_value(const uint16_t *p, size_t i)
 /* The bf16 product where oneDNN will not run it (Debian's OpenBLAS has no bf16 GEMM): exact
  * products of the bf16 values summed in double, one output per iteration. Slow; counted in
  * fallbacks by the caller's path, never chosen by design. */
-/* element i of an operand: bf16 bits, or fp32 */
-static inline float operand_value(const void *X, bool bf16, size_t i)
-{
-    return bf16 ? bf16_value(X, i) : ((const float *)X)[i];
-}
-
-/* the reference loops (double sums) over operands each bf16 or fp32 */
-static void reference_product(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a_bf16,
-                              int lda, const void *B, bool b_bf16, int ldb, float beta, float *C, int ldc,
-                              const float *bias)
+static void bf16_reference(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A,
+                           int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
+                           const float *bias)
 {
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double acc = 0;
             for (int k = 0; k < K; k++)
-                acc += (double)operand_value(A, a_bf16, ta ? (size_t)k * lda + i : (size_t)i * lda + k) *
-                       operand_value(B, b_bf16, tb ? (size_t)j * ldb + k : (size_t)k * ldb + j);
+                acc += (double)bf16_value(A, ta ? (size_t)k * lda + i : (size_t)i * lda + k) *
+                       bf16_value(B, tb ? (size_t)j * ldb + k : (size_t)k * ldb + j);
             float *c = C + (size_t)i * ldc + j;
             float v = alpha * (float)acc + (bias != NULL ? bias[j] : 0.0f);
             *c = beta == 0.0f ? v : beta * *c + v;
         }
-}
-
-static void bf16_reference(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A,
-                           int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
-                           const float *bias)
-{
-    reference_product(ta, tb, M, N, K, alpha, A, true, lda, B, true, ldb, beta, C, ldc, bias);
 }
 
 /* One part of a product on oneDNN, or on OpenBLAS (bf16: the reference loops) where oneDNN will
@@ -699,23 +685,14 @@ static int widen_panel(float *dst, const uint16_t *X, int ld, bool outer_contigu
     return kc;
 }
 
-/* the panel of op(X) (as widen_panel's) read in place from an fp32 X: returns its first element */
-static const float *f32_panel(const float *X, int ld, bool outer_contiguous, int o0, int k0)
-{
-    return outer_contiguous ? X + (size_t)k0 * ld + o0 : X + (size_t)o0 * ld + k0;
-}
-
-/* a_wide / b_wide: that operand is bf16, widened panel by panel; else it is fp32 (bf16 values held
- * in fp32: zt_gemm_bf16_f32's staging) and its panels are read in place with its own leading
- * dimension. The panels and the K slices are the same either way: one summation order per shape. */
-static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a_wide, int lda,
-                         const void *B, bool b_wide, int ldb, float beta, float *C, int ldc, const float *bias)
+static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
 {
     int kc = K < ZT_WIDEN_KC ? K : ZT_WIDEN_KC;
     size_t per = ZT_WIDEN_CAP / sizeof(float) / (size_t)kc; /* outer indices per panel, >= 1024 */
     int mb = (int)(per < (size_t)M ? per : (size_t)M);
     int nb = (int)(per < (size_t)N ? per : (size_t)N);
-    size_t need = ((a_wide ? (size_t)mb : 0) + (b_wide ? (size_t)nb : 0)) * (size_t)kc;
+    size_t need = ((size_t)mb + (size_t)nb) * (size_t)kc;
     bool own = omp_in_parallel();
     float *buf = NULL;
     if (!own) {
@@ -729,29 +706,25 @@ static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, con
     } else {
         buf = malloc(need * sizeof(float));
     }
-    if (buf == NULL && need > 0) { /* no memory for the scratch: the reference loops, counted */
+    if (buf == NULL) { /* no memory for the scratch: the reference loops, counted */
         if (!own) pthread_mutex_unlock(&W.lock);
         STAT_ADD(fallbacks);
-        reference_product(ta, tb, M, N, K, alpha, A, a_wide, lda, B, b_wide, ldb, beta, C, ldc, bias);
+        bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         return;
     }
-    float *aw = buf, *bw = a_wide ? buf + (size_t)mb * kc : buf;
+    float *aw = buf, *bw = buf + (size_t)mb * kc;
     for (int k0 = 0; k0 < K; k0 += kc) {
         int kk = K - k0 < kc ? K - k0 : kc;
         float bk = k0 == 0 ? beta : 1.0f; /* later slices add to the first's */
         bool a_once = mb == M;
-        const float *ap = NULL, *bp;
-        int ldaw = 0, ldbw;
-        if (a_once && a_wide) ldaw = widen_panel(aw, A, lda, ta, 0, M, k0, kk), ap = aw;
+        int ldaw = a_once ? widen_panel(aw, A, lda, ta, 0, M, k0, kk) : 0;
         for (int n0 = 0; n0 < N; n0 += nb) {
             int nn = N - n0 < nb ? N - n0 : nb;
-            if (b_wide) ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, k0, kk), bp = bw;
-            else ldbw = ldb, bp = f32_panel(B, ldb, !tb, n0, k0);
+            int ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, k0, kk);
             for (int m0 = 0; m0 < M; m0 += mb) {
                 int mm = M - m0 < mb ? M - m0 : mb;
-                if (!a_wide) ldaw = lda, ap = f32_panel(A, lda, ta, m0, k0);
-                else if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, k0, kk), ap = aw;
-                f32_product(ta, tb, mm, nn, kk, alpha, ap, ldaw, bp, ldbw, bk, C + (size_t)m0 * ldc + n0, ldc,
+                if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, k0, kk);
+                f32_product(ta, tb, mm, nn, kk, alpha, aw, ldaw, bw, ldbw, bk, C + (size_t)m0 * ldc + n0, ldc,
                             bias && k0 == 0 ? bias + n0 : NULL);
             }
         }
@@ -760,28 +733,6 @@ static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, con
         free(buf);
     else
         pthread_mutex_unlock(&W.lock);
-}
-
-void zt_gemm_bf16_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void *A, bool a_bf16,
-                      int lda, const void *B, bool b_bf16, int ldb, float beta, float *C, int ldc)
-{
-    if (M <= 0 || N <= 0)
-        return;
-    if (a_bf16 && b_bf16) {
-        zt_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
-        return;
-    }
-    if (!a_bf16 && !b_bf16) {
-        zt_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    ensure_decided();
-    long long t0 = now_ns();
-    if (K > 0)
-        bf16_widened(trans_a, trans_b, M, N, K, alpha, A, a_bf16, lda, B, b_bf16, ldb, beta, C, ldc, NULL);
-    else
-        f32_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL); /* C = beta C */
-    product_done(t0, M, N, K);
 }
 
 bool zt_gemm_bf16_native(void)
@@ -818,7 +769,7 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     ensure_decided();
     long long t0 = now_ns();
     if (!zt_gemm_bf16_native() && K > 0) {
-        bf16_widened(trans_a, trans_b, M, N, K, alpha, A, true, lda, B, true, ldb, beta, C, ldc, bias);
+        bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         product_done(t0, M, N, K);
         return;
     }

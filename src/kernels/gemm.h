@@ -46,17 +46,6 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias);
 
-/* C (M,N) = alpha op(A) op(B) + beta C with each operand bf16 bits (a_bf16 / b_bf16) or fp32 holding
- * bf16 values: a low-precision Linear's backward on the levels without a bf16 dot product keeps its
- * rounded output gradient as fp32 (matmul_lp.c), so only the other operand is widened. Both bf16:
- * zt_gemm_bf16; neither: zt_gemm_f32; else bf16_widened's panels and K slices with the fp32 operand
- * read in place (its own leading dimension: the fp32 GEMM may block it otherwise than a widened
- * panel, so the bits may differ from zt_gemm_bf16's on the same values in the order of fp32 sums;
- * measured: the same on the avx2 level, not on avx512). Fixed by the shape, as every product.
- * Meant for the widened levels; on a native level a mixed call is widened too. */
-void zt_gemm_bf16_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void *A, bool a_bf16,
-                      int lda, const void *B, bool b_bf16, int ldb, float beta, float *C, int ldc);
-
 /* true where bf16 products run on oneDNN's bf16 kernels (the kernels' level has AVX512_BF16),
  * false where they are widened to fp32 */
 bool zt_gemm_bf16_native(void);

@@ -98,14 +98,8 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
  * The input is rounded once, in forward, into inp_lp: the caller keeps it (a unit's saved
  * activation) and hands it to backward, which multiplies by it as it is. Backward rounds dout
  * into staging (matmul_lp_staging_bytes); dbias sums the fp32 dout, as matmul_backward does. */
-typedef enum { ZT_LP_BF16 = 1, ZT_LP_FP16 = 2, ZT_LP_BF16_F32 = 3 } zt_lp_kind;
-/* ZT_LP_BF16_F32: bf16 values held in fp32, the format of bf16 compute's rounded output gradient
- * (the backward staging) on the levels whose bf16 products are widened to fp32 (no AVX512_BF16:
- * zt_gemm_bf16_native false): rounded once into fp32 there, the two backward products read it in
- * place instead of widening it twice (the same values: the same bits). The staging's kind for
- * compute kind `kind` (the kernels that write a Linear's rounded output gradient write this): */
-zt_lp_kind matmul_lp_staging_kind(zt_lp_kind kind);
-/* Bytes of staging matmul_backward_lp needs: rnd(dout) (N,OC) in matmul_lp_staging_kind(kind). */
+typedef enum { ZT_LP_BF16 = 1, ZT_LP_FP16 = 2 } zt_lp_kind;
+/* Bytes of staging matmul_backward_lp needs: rnd(dout) (N,OC). */
 size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC);
 /* Floats that n elements of a Linear's saved input take in a unit's saved buffer (float array):
  * kind 0 (fp32 compute) n floats, else the rounded operand (bf16: 2 bytes, fp16 values: 4 bytes
@@ -192,8 +186,7 @@ void zt_f32_to_fp16_serial(uint16_t *dst, const float *src, size_t n);
 void zt_fp16_to_f32_serial(float *dst, const uint16_t *src, size_t n);
 void zt_add_round_fp16(float *d, const float *a, const float *b, size_t n);
 void zt_round_fp16(float *dst, const float *src, size_t n);       /* nearest-even, inf past 65504 */
-/* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values, or
- * (ZT_LP_BF16_F32) fp32 holding bf16 values */
+/* dst = src in the compute format of kind: bf16 bits (uint16_t), or fp32 holding fp16 values */
 void zt_round_to_lp(zt_lp_kind kind, void *dst, const float *src, size_t n);
 /* The same on the calling thread alone (no OpenMP region: for a kernel's rows or chunks inside
  * its own parallel region). */

@@ -12,10 +12,7 @@
  *             matmul_dbias_rows, when both are wanted)
  * The input is rounded once, in forward, and backward multiplies by what forward multiplied by:
  * the product only ever reads rnd(inp), so saving it instead of inp changes no bit, halves the
- * saved bytes under bf16 and spares backward a second rounding. Where the bf16 products are widened
- * to fp32 (no AVX512_BF16), rnd(dout) is staged as fp32 holding the bf16 values
- * (matmul_lp_staging_kind): both backward products read it, so it is widened once, as it is
- * rounded, instead of once per product (bench/RESULTS.md, "bf16 on AVX2").
+ * saved bytes under bf16 and spares backward a second rounding.
  * bf16: W is the bf16 compute copy of the parameter, the products oneDNN's bf16 matmul
  * (zt_gemm_bf16). fp16: W is an fp32 array of fp16 values (the compute copy), the products fp32
  * GEMMs (zt_gemm_f32) on fp16-rounded operands: the numbers of fp16 storage with fp32
@@ -27,14 +24,9 @@
 /* bytes per element of a rounded operand */
 static size_t lp_size(zt_lp_kind kind) { return kind == ZT_LP_BF16 ? 2 : 4; }
 
-zt_lp_kind matmul_lp_staging_kind(zt_lp_kind kind)
-{
-    return kind == ZT_LP_BF16 && !zt_gemm_bf16_native() ? ZT_LP_BF16_F32 : kind;
-}
-
 size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC)
 {
-    return lp_size(matmul_lp_staging_kind(kind)) * (size_t)N * (size_t)OC;
+    return lp_size(kind) * (size_t)N * (size_t)OC;
 }
 
 size_t matmul_saved_input_floats(int kind, size_t n)
@@ -60,35 +52,24 @@ void matmul_forward_lp(float *out, void *inp_lp, const float *inp, const void *w
     product(kind, false, true, N, OC, C, inp_lp, C, weight, C, 0.0f, out, OC, bias);
 }
 
-/* a backward product: A is the staging (kind sk), B an operand of kind */
-static void staged_product(zt_lp_kind sk, zt_lp_kind kind, bool ta, int M, int N, int K, const void *A, int lda,
-                           const void *B, int ldb, float beta, float *C, int ldc)
-{
-    if (sk == kind)
-        product(kind, ta, false, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
-    else /* ZT_LP_BF16_F32 staging, bf16 operand: only the operand widened */
-        zt_gemm_bf16_f32(ta, false, M, N, K, 1.0f, A, false, lda, B, true, ldb, beta, C, ldc);
-}
-
 void matmul_backward_lp(float *dinp, float *dweight, float *dbias, const float *dout,
                         const void *inp_lp, const void *weight, int N, int C, int OC,
                         unsigned flags, zt_lp_kind kind, void *staging)
 {
-    zt_lp_kind sk = matmul_lp_staging_kind(kind);
     if ((dinp != NULL || dweight != NULL) && dout != NULL) {
         if (dbias != NULL) { /* rounding and the bias gradient in one pass over dout */
-            matmul_dbias_rows(dbias, staging, sk, NULL, dout, NULL, NULL, N, OC);
+            matmul_dbias_rows(dbias, staging, kind, NULL, dout, NULL, NULL, N, OC);
             dbias = NULL;
         } else {
-            zt_round_to_lp(sk, staging, dout, (size_t)N * OC);
+            zt_round_to_lp(kind, staging, dout, (size_t)N * OC);
         }
     }
     if (dinp != NULL)
-        staged_product(sk, kind, false, N, C, OC, staging, OC, weight, C, flags & ZT_MM_DINP_ADD ? 1.0f : 0.0f,
-                       dinp, C);
+        product(kind, false, false, N, C, OC, staging, OC, weight, C, flags & ZT_MM_DINP_ADD ? 1.0f : 0.0f,
+                dinp, C, NULL);
     if (dweight != NULL)
-        staged_product(sk, kind, true, OC, C, N, staging, OC, inp_lp, C, flags & ZT_MM_DWEIGHT_SET ? 0.0f : 1.0f,
-                       dweight, C);
+        product(kind, true, false, OC, C, N, staging, OC, inp_lp, C, flags & ZT_MM_DWEIGHT_SET ? 0.0f : 1.0f,
+                dweight, C, NULL);
     if (dbias != NULL)
         matmul_dbias(dbias, dout, N, OC);
 }

@@ -287,7 +287,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
      * the same pass; under fp32 the two passes apart are faster (bench/RESULTS.md) */
     bool rounded = zt_linear_takes_rounded(u, a, P_FCW);
     if (rounded)
-        gelu_backward_to(a->staging, matmul_lp_staging_kind((zt_lp_kind)a->lp_kind), g[P_FCB], s.fch, big1, N, H);
+        gelu_backward_to(a->staging, a->lp_kind, g[P_FCB], s.fch, big1, N, H);
     else
         gelu_backward(big2, s.fch, big1, (size_t)N * H);
     const void *ln2 = s.ln2, *ln1 = s.ln1; /* cut along T: every part's rows of the operands, re-gathered */

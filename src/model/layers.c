@@ -429,7 +429,7 @@ static void loss_backward_rows(const zt_unit *u, const zt_unit_args *a, int k, f
     void *rows = (void *)operand_rows(a, slot, r0, C);
     float *drows = dinp + (size_t)r0 * C;
     if (zt_linear_takes_rounded(u, a, k)) { /* the rounded d logits straight into the staging */
-        softmax_xent_backward_to(a->staging, matmul_lp_staging_kind((zt_lp_kind)a->lp_kind), probs, targets, dl, n, Vl, v0);
+        softmax_xent_backward_to(a->staging, a->lp_kind, probs, targets, dl, n, Vl, v0);
         zt_linear_backward_rounded(u, a, k, drows, a->grads[k], a->staging, rows, n, C, Vl, false);
     } else {
         softmax_xent_backward_cols(probs, targets, dl, n, Vl, v0);

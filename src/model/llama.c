@@ -354,7 +354,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     if (seq) xn2 = slot_all;
     if (zt_linear_takes_rounded(u, a, P_GATE) && zt_linear_takes_rounded(u, a, P_UP)) {
         /* dgate and dup rounded as SwiGLU makes them: dgate into the staging, dup into wide2 */
-        swiglu_backward_to(a->staging, wide2, matmul_lp_staging_kind((zt_lp_kind)a->lp_kind), wide1, s.gate, s.up, (size_t)N * I);
+        swiglu_backward_to(a->staging, wide2, a->lp_kind, wide1, s.gate, s.up, (size_t)N * I);
         zt_linear_backward_rounded(u, a, P_GATE, bufC, g[P_GATE], a->staging, xn2, N, C, I, false);
         zt_linear_backward_rounded(u, a, P_UP, bufC, g[P_UP], wide2, xn2, N, C, I, true);
     } else {

@@ -102,6 +102,15 @@ static int exchange_rows(const zt_unit_group *g, const float *const *send, const
     return ZT_OK;
 }
 
+/* the unit runs its experts over u->ep_parts parts: the engine must hand it that expert-parallel group */
+static int check_group(const zt_unit *u, const zt_unit_group *g, zt_error *err) {
+    int P = u->ep_parts;
+    if (!g || g->ep_parts != P || !g->ep_all_to_all || g->ep_part < 0 || g->ep_part >= P || P > MAX_PARTS)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts over %d parts without the engine's expert-parallel "
+                            "group", u->name, P);
+    return ZT_OK;
+}
+
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                       const float *x, float *scratch, zt_error *err) {
     (void)x;
@@ -109,9 +118,8 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
     const zt_unit_group *g = a->group;
     int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_width(c);
     size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
-    if (!g || g->ep_parts != P || !g->ep_all_to_all || g->ep_part < 0 || g->ep_part >= P || P > MAX_PARTS)
-        return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts over %d parts without the engine's expert-parallel "
-                            "group", u->name, P);
+    int rc = check_group(u, g, err);
+    if (rc) return rc;
     int q = g->ep_part;
     ep_scratch w = scratch_of(c, N, P, scratch);
     char what[128];
@@ -125,7 +133,7 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
         sb[p] = cb[p] = (size_t)El * sizeof(int32_t);
     }
     snprintf(what, sizeof what, "%s: experts' row counts", u->name);
-    int rc = g->ep_all_to_all(g, sp, sb, rp, cb, got, what, err);
+    rc = g->ep_all_to_all(g, sp, sb, rp, cb, got, what, err);
     if (rc) return rc;
     size_t want[MAX_PARTS], mine[MAX_PARTS], cap[MAX_PARTS];
     for (int p = 0; p < P; p++) {
@@ -210,9 +218,8 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     const zt_unit_group *g = a->group;
     int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_width(c);
     size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
-    if (!g || g->ep_parts != P || !g->ep_all_to_all || g->ep_part < 0 || g->ep_part >= P || P > MAX_PARTS)
-        return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts over %d parts without the engine's expert-parallel "
-                            "group", u->name, P);
+    int rc = check_group(u, g, err);
+    if (rc) return rc;
     int q = g->ep_part;
     ep_scratch w = scratch_of(c, N, P, scratch);
     char what[128];
@@ -228,7 +235,7 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     }
     /* 1. d y to the experts' parts */
     snprintf(what, sizeof what, "%s: d results to experts", u->name);
-    int rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err);
+    rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err);
     if (rc) return rc;
     /* 2. each source's backward apart, its weight gradients in its own slot (slice p) */
     float *const *prm = a->params, *const *gr = a->grads;

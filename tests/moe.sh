@@ -58,6 +58,15 @@ bad "negative aux coefficient" "model.router_aux_loss_coef" "${cfg[@]}" --set mo
 bad "negative z coefficient" "model.router_z_loss_coef" "${cfg[@]}" --set model.router_z_loss_coef=-1
 bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.capacity_factor=-1
 bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
+# a router that produces a non-finite logit (ZT_FAULT nan:at=router, layers.0's first token): the
+# step is skipped as fault.nonfinite_skips says, the message and the JSONL name the router's layer
+out="$(ZT_FAULT=nan:at=router:step=2:n=1 "$Z" train "$T/m.yaml" --set training.steps=3 \
+       --set logging.jsonl="$T/nf.jsonl" 2>&1)" && rc=0 || rc=$?
+if [ $rc = 0 ] && grep -q "step 2: gradient norm nan is not finite (the router of layers.0 gave non-finite logits for [1-9][0-9]* tokens\?): update skipped" <<<"$out" \
+   && grep -q '"step":2,.*"moe_router_nonfinite":[1-9][0-9]*,"moe_router_nonfinite_unit":"layers.0"' "$T/nf.jsonl" \
+   && ! grep -q '"step":3,.*moe_router_nonfinite' "$T/nf.jsonl"
+then echo "ok   a non-finite router logit: step 2 skipped, layers.0's router named ($(grep -o "for [0-9]* tokens\?" <<<"$out"))"
+else echo "FAIL a non-finite router logit (exit $rc):"; echo "$out" | grep -v "^ " | tail -4; fail=1; fi
 
 # ---- 4. Hugging Face Mixtral ---------------------------------------------------------------------
 printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 3, warmup_steps: 1, lr: 3e-3}\n' \

@@ -933,9 +933,16 @@ typedef struct zt_moe_stats {
     int64_t tokens[ZT_MOE_STATS_MAX];
     int64_t dropped;
     double max_over_mean;
+    /* the first unit (model order) whose router logits were not all finite (NaN or Inf) for some
+     * tokens, and how many tokens there (0: none; later layers usually follow from it) */
+    int64_t router_nonfinite;
+    char router_nonfinite_unit[ZT_NAME_MAX];
 } zt_moe_stats;
 int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out);
-/* The counters zt_engine_moe_stats reads (per unit, E + 1 each), to sum over ranks before it: NULL
+/* Per unit: the tokens each expert took, the tokens dropped (capacity), the tokens whose router
+ * logits were not finite. */
+#define ZT_MOE_COUNTERS(n_experts) ((size_t)(n_experts) + 2)
+/* The counters zt_engine_moe_stats reads (per unit, ZT_MOE_COUNTERS(E) each), to sum over ranks before it: NULL
  * without experts; *n their count. */
 int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n);
 /* xxHash64 of all parameters (full tensors) in table order: two runs, or two strategies, agree

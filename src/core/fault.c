@@ -47,7 +47,7 @@ static const struct {
     {"enospc", ZT_FAULT_ENOSPC, ZT_FAULT_AT_SAVE_SHARD}, {"shortwrite", ZT_FAULT_SHORTWRITE, ZT_FAULT_AT_SAVE_WRITE},
 };
 static const char *const PHASES[ZT_FAULT_PHASES] = {"step", "fwd", "agree", "optim", "save_shard", "save_manifest",
-                                                     "save_commit", "save_purge", "alloc", "save_write", "offload"};
+                                                     "save_commit", "save_purge", "alloc", "save_write", "offload", "router"};
 
 static int bad(const char *whole, const char *part, const char *why, zt_error *err) {
     return zt_error_set(err, ZT_ERR_USAGE, "ZT_FAULT='%s': %s '%s' (fault.h: KIND[:rank=R][:step=S][:at=PHASE][:n=K]"
@@ -82,7 +82,7 @@ static int parse_spec(const char *whole, char *text, int rank, zt_error *err) {
         if (!strcmp(tok, "at")) {
             int p = 0;
             while (p < ZT_FAULT_PHASES && strcmp(PHASES[p], val)) p++;
-            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge alloc save_write offload)", err);
+            if (p == ZT_FAULT_PHASES) return bad(whole, val, "unknown phase (step fwd agree optim save_shard save_manifest save_commit save_purge alloc save_write offload router)", err);
             s->at = (zt_fault_phase)p;
         } else if (!parse_long(val, 0, &v)) {
             return bad(whole, val, "expected a non-negative integer, got", err);

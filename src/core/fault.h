@@ -21,7 +21,8 @@
  *                   moved), save_purge (rank 0, checkpoint.keep_last: an old commit renamed to
  *                   step-N.purge, not yet deleted; step= is the step being saved), save_write (one
  *                   write(2) call of this rank's checkpoint file), offload (an NVMe offload block
- *                   read or written by the I/O threads: memory.offload_*), alloc (an
+ *                   read or written by the I/O threads: memory.offload_*), router (nan/inf: a
+ *                   mixture-of-experts layer's router logits, in its forward), alloc (an
  *                   engine allocation; step 0: before the first step); each kind has a default (docs/reliability.md)
  *           n=K     fire at most K times in this process (default: no limit)
  *           attempt=A  only in launch attempt A of `--max-restarts` (0: the first; default: all)
@@ -45,6 +46,7 @@ typedef enum zt_fault_phase {
     ZT_FAULT_AT_ALLOC,
     ZT_FAULT_AT_SAVE_WRITE,
     ZT_FAULT_AT_OFFLOAD,
+    ZT_FAULT_AT_ROUTER,
     ZT_FAULT_PHASES
 } zt_fault_phase;
 

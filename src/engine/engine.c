@@ -480,7 +480,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
-    if (m->moe_experts > 0 && !(e->moe_counts = calloc((size_t)m->n_units * (m->moe_experts + 1), sizeof(int64_t))))
+    if (m->moe_experts > 0 && !(e->moe_counts = calloc((size_t)m->n_units * ZT_MOE_COUNTERS(m->moe_experts), sizeof(int64_t))))
         goto nomem;
     if ((rc = zt_engine_precision_setup(e, err)) || (rc = zt_store_units_setup(e, err))) goto fail;
     if ((offload || e->param_dir) && (rc = zt_engine_offload_open(e, err))) goto fail;
@@ -605,11 +605,11 @@ int zt_engine_check_batch(const zt_engine *e, const zt_batch *b, zt_error *err) 
 }
 
 int64_t *zt_engine_moe_counts(zt_engine *e, int u) {
-    return e->moe_counts ? e->moe_counts + (size_t)u * (e->model->moe_experts + 1) : NULL;
+    return e->moe_counts ? e->moe_counts + (size_t)u * ZT_MOE_COUNTERS(e->model->moe_experts) : NULL;
 }
 
 int64_t *zt_engine_moe_counters(zt_engine *e, size_t *n) {
-    *n = e->moe_counts ? (size_t)e->model->n_units * (e->model->moe_experts + 1) : 0;
+    *n = e->moe_counts ? (size_t)e->model->n_units * ZT_MOE_COUNTERS(e->model->moe_experts) : 0;
     return e->moe_counts;
 }
 
@@ -629,12 +629,16 @@ int zt_engine_moe_stats(zt_engine *e, zt_moe_stats *out) {
             if (x < ZT_MOE_STATS_MAX) out->tokens[x] += c[x];
         }
         out->dropped += c[E];
+        if (c[E + 1] > 0 && out->router_nonfinite == 0) { /* the first layer it happened in */
+            snprintf(out->router_nonfinite_unit, sizeof out->router_nonfinite_unit, "%s", m->units[u].name);
+            out->router_nonfinite = c[E + 1];
+        }
         if (sum > 0) { /* this layer's busiest expert over its mean load */
             double r = (double)mx * E / (double)sum;
             max_share = r > max_share ? r : max_share;
             layers++;
         }
-        memset(c, 0, (size_t)(E + 1) * sizeof *c);
+        memset(c, 0, ZT_MOE_COUNTERS(E) * sizeof *c);
     }
     out->max_over_mean = layers ? max_share : 0;
     return layers;

@@ -76,6 +76,9 @@ int zt_jsonl_write_step(zt_jsonl *j, const zt_step_metrics *m, zt_error *err) {
         fputs(",\"moe_tokens\":[", fp);
         for (int x = 0; x < m->moe.n_experts; x++) fprintf(fp, "%s%lld", x ? "," : "", (long long)m->moe.tokens[x]);
         fprintf(fp, "],\"moe_dropped\":%lld", (long long)m->moe.dropped);
+        if (m->moe.router_nonfinite) /* the tokens whose router logits were not finite, the first layer's unit */
+            fprintf(fp, ",\"moe_router_nonfinite\":%lld,\"moe_router_nonfinite_unit\":\"%s\"",
+                    (long long)m->moe.router_nonfinite, m->moe.router_nonfinite_unit);
         num(fp, "moe_balance", m->moe.max_over_mean, 0);
     }
     if (m->has_memory) { /* per class: bytes now, then high-water; the total's; the process's RSS peak */

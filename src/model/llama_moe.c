@@ -23,6 +23,7 @@
 #include "model/llama_moe.h"
 #include "kernels/kernels.h"
 #include "model/layers.h"
+#include "core/fault.h"
 
 #include <math.h>
 #include <string.h>
@@ -84,8 +85,20 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     zt_moe_layout(c, (size_t)N, ep, saved, &s);
     float *logits = scratch;
     matmul_forward(logits, x, p[pk->router], NULL, N, C, E);
+    if (zt_fault_armed()) { /* ZT_FAULT nan:at=router / inf:at=router: this layer's first logit */
+        zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_ROUTER, NULL);
+        if (fk == ZT_FAULT_NAN || fk == ZT_FAULT_INF) logits[0] = fk == ZT_FAULT_NAN ? NAN : INFINITY;
+    }
     /* a non-finite router logit routes somewhere (the top-k always picks k experts) and reaches the
-     * loss as NaN: the step guard skips the step as the non-finite policy says */
+     * loss as NaN: the step guard skips the step as the non-finite policy says, and the tokens
+     * counted here name this layer's router in its message (zt_moe_stats.router_nonfinite) */
+    int64_t nonfinite = 0;
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * E;
+        bool ok = true;
+        for (int e = 0; e < E; e++) ok &= isfinite(row[e]) != 0;
+        nonfinite += !ok;
+    }
     moe_router_forward(s.probs, s.lse, s.idx, s.w, logits, N, E, k, c->norm_topk_prob);
     int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N),
                                  ZT_MOE_ROW_TILE);
@@ -110,6 +123,7 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     if (a->moe_counts) {
         for (int e = 0; e < E; e++) a->moe_counts[e] += s.counts[e];
         a->moe_counts[E] += dropped;
+        a->moe_counts[E + 1] += nonfinite;
     }
     return ZT_OK;
 }

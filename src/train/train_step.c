@@ -247,10 +247,14 @@ static int after_update(zt_run *r, int64_t step, const zt_step_report *rep, cons
                         const double spike[3], zt_error *err) {
     zt_guard *guard = &r->guard;
     int rc, grc = zt_guard_after(guard, rep, m->loss, step + 1, err); /* counts, maybe stops: below */
+    char router[ZT_NAME_MAX + 96] = "";
+    if (m->has_moe && m->moe.router_nonfinite > 0) /* a mixture of experts: the router said first */
+        snprintf(router, sizeof router, " (the router of %s gave non-finite logits for %lld token%s)",
+                 m->moe.router_nonfinite_unit, (long long)m->moe.router_nonfinite, m->moe.router_nonfinite == 1 ? "" : "s");
     if (rep->skip_reason == ZT_SKIP_NONFINITE)
-        zt_progress_message(&r->prog, "step %lld: gradient norm %g is not finite: update skipped on every rank "
+        zt_progress_message(&r->prog, "step %lld: gradient norm %g is not finite%s: update skipped on every rank "
                             "(%d in a row; fault.nonfinite_skips = %d)", (long long)(step + 1), rep->grad_norm,
-                            guard->nonfinite_run, guard->max_nonfinite);
+                            router, guard->nonfinite_run, guard->max_nonfinite);
     else if (rep->skip_reason == ZT_SKIP_REQUESTED)
         zt_progress_message(&r->prog, "step %lld: loss %.4f is a spike (z %.1f over the last %d steps: mean %.4f, "
                             "sd %.4f; fault.loss_spike_z = %g): update skipped on every rank",

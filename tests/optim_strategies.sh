@@ -10,6 +10,7 @@
 #  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
 #     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
 #     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
+#     The real DeepSpeed file with Lamb trains on 2 ranks (planned = measured);
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
 #     muon_ns_dtype, Muon with tensor parallelism, LAMB with optimizer offload.
@@ -69,6 +70,16 @@ if out="$("$Z" train "$T/m.yaml" --nproc 2 --ckpt-dir "$T/ck" --ckpt-every 10 2>
 else
   echo "FAIL train muon"; echo "$out" | tail -5; fail=1
 fi
+
+# the real DeepSpeed file with Lamb (DeepSpeedExamples' BERT pre-training at 64K: fp16, clipping 1,
+# FusedLamb's bias_correction false, max/min_coeff; its sparse_attention block a warning) on 2 ranks
+REAL="$SRC/tests/configs/real/dsexamples.bing_bert.deepspeed_bsz64k_lamb_config_seq128.json"
+out="$("$Z" train "$REAL" --nproc 2 --set data.train="$T/gpl.bin" --set model.preset=tiny --set training.steps=4 \
+       --set training.seq_len=32 --set training.micro_batch_size=2 --set training.global_batch_size=8 2>&1)" && rc=0 || rc=$?
+if [ $rc = 0 ] && grep -q "optimizer lamb" <<<"$out" && grep -q "precision fp16" <<<"$out" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"; then
+  echo "ok   the real Lamb file on 2 ranks (fp16, planned = measured): $(grep -o 'loss [0-9.]* -> [0-9.]*' <<<"$out")"
+else echo "FAIL the real Lamb file: exit $rc"; echo "$out" | tail -5; fail=1; fi
 
 bad "muon on a 1-D parameter" "optimizer.muon_params 'h.0.ln_1.weight' matches parameter 'h.0.ln_1.weight' of 1 dimension" \
   train "$T/m.yaml" --set 'optimizer.muon_params=h.0.ln_1.weight'

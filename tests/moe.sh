@@ -7,6 +7,8 @@
 #  2. bit-identical parameters and losses after 8 steps (tool_dist_check --arch llama-moe, dropless,
 #     both router losses on): one process with 2 micro-batches = ddp, zero1, zero2, zero3 on 2
 #     ranks, and zero3 with full and selective activation checkpointing;
+#     Pipeline parallelism (pp 2, zerotrain train): one process's parameters bit for bit, its losses
+#     within float rounding with the router losses (every stage's reported) and equal without;
 #  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
 #     tests/moe_ep.sh);
 #  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
@@ -67,6 +69,32 @@ if [ $rc = 0 ] && grep -q "step 2: gradient norm nan is not finite (the router o
    && ! grep -q '"step":3,.*moe_router_nonfinite' "$T/nf.jsonl"
 then echo "ok   a non-finite router logit: step 2 skipped, layers.0's router named ($(grep -o "for [0-9]* tokens\?" <<<"$out"))"
 else echo "FAIL a non-finite router logit (exit $rc):"; echo "$out" | grep -v "^ " | tail -4; fail=1; fi
+
+# pipeline parallelism: pp 2 ends on one process's parameters (each stage's router losses reach the
+# gradients); the reported loss holds every stage's router losses (each stage adds its own: equal to
+# one process's within float rounding), bit for bit when the router losses are off
+printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 3, warmup_steps: 1, lr: 3e-3, gradient_accumulation_steps: 2}\n' \
+  "$T/d.bin" > "$T/p.yaml"
+pp_case() { # LABEL ARGS...: one process against pp 2 on 2 ranks
+  local label="$1"; shift
+  local a b; a="$("$Z" train "$T/p.yaml" "$@" --set logging.jsonl="$T/pa.jsonl" 2>&1)" || true
+  b="$("$Z" train "$T/p.yaml" --nproc 2 --set parallel.pipeline_parallel_size=2 "$@" --set logging.jsonl="$T/pb.jsonl" 2>&1)" || true
+  local ha hb; ha="$(grep -o 'params xxh64 [0-9a-f]*' <<<"$a")"; hb="$(grep -o 'params xxh64 [0-9a-f]*' <<<"$b")"
+  local cmp; cmp="$(/usr/bin/python3 - "$T/pa.jsonl" "$T/pb.jsonl" <<'PY'
+import json, sys
+def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"event":"step"' in l or ('"step"' in l and '"loss"' in l and '"event"' not in l)]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+print("equal" if a == b and a else "close %.2e" % max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) and a else "none")
+PY
+)"
+  echo "$ha|$hb|$cmp"
+}
+r="$(pp_case on)"; IFS='|' read -r ha hb cmp <<<"$r"
+r0="$(pp_case off --set model.router_aux_loss_coef=0 --set model.router_z_loss_coef=0)"; IFS='|' read -r ha0 hb0 cmp0 <<<"$r0"
+if [ -n "$ha" ] && [ "$ha" = "$hb" ] && [[ "$cmp" =~ ^close\ ([0-9.e+-]+)$ ]] && /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-6 else 1)" "${BASH_REMATCH[1]}" \
+   && [ -n "$ha0" ] && [ "$ha0" = "$hb0" ] && [ "$cmp0" = equal ]; then
+  echo "ok   pp 2 = one process: parameters bit for bit ($ha); losses with the router losses $cmp, without them equal"
+else echo "FAIL pp 2 against one process: '$ha' vs '$hb' ($cmp); router losses off: '$ha0' vs '$hb0' ($cmp0)"; fail=1; fi
 
 # ---- 4. Hugging Face Mixtral ---------------------------------------------------------------------
 printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 3, warmup_steps: 1, lr: 3e-3}\n' \

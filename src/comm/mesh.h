@@ -105,9 +105,10 @@ void zt_mesh_free(zt_mesh *m);
 void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *cp_rank, int *dp_rank, int *pp_rank);
 /* The world rank at (tp_rank, cp_rank, dp_rank, pp_rank). */
 int zt_mesh_world_rank(const zt_mesh *m, int tp_rank, int cp_rank, int dp_rank, int pp_rank);
-/* Whether world rank r is one of the ranks whose losses make the step's loss: tp rank 0 of the last
- * pipeline stage (the tp ranks of a group compute the same loss), every cp rank (each holds the
- * losses of its positions). */
+/* Whether world rank r is one of the ranks whose losses make the step's loss: tp rank 0 (the tp
+ * ranks of a group compute the same loss) of every pipeline stage (the last holds the model's loss,
+ * the others their units' auxiliary losses: a mixture of experts' router losses, else 0), every cp
+ * rank (each holds the losses of its positions). */
 bool zt_mesh_holds_loss(const zt_mesh *m, int r);
 /* "tp 2 x dp 2 (replicate 2 x shard 1) x pp 1 on 4 ranks; this rank: tp 1, dp 0, pp 0" (cp named
  * when > 1) */

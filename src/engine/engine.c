@@ -684,8 +684,10 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         zt_store_after_forward(e, u, training);
         in = s->out;
     }
-    if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation */
-        if (loss) *loss = 0;
+    if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation, its loss its
+                                * units' auxiliary losses (0 without experts), which the step's
+                                * agreement and the evaluation add to the last stage's */
+        if (loss) *loss = (float)aux;
         return ZT_OK;
     }
     const float *losses = e->units[m->n_units - 1].out;

@@ -332,7 +332,9 @@ int zt_pipeline_forward(zt_pipeline *p, const zt_batch *b, float *loss, zt_error
     }
     double x = mine, all[ZT_PP_MAX_STAGES];
     if (!rc) rc = zt_all_gather_f64(p->coll, &x, all, 1, "pipeline: the evaluation loss", err);
-    if (!rc) *loss = (float)all[p->p - 1];
+    double sum = 0; /* the last stage's loss and the others' auxiliary losses (0 without experts) */
+    for (int q = 0; q < p->p && !rc; q++) sum += all[q];
+    if (!rc) *loss = (float)sum;
     return rc;
 }
 

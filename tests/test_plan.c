@@ -79,15 +79,16 @@ static void test_plan_errors(void **state) {
     zt_model_free(m);
 }
 
-/* A model of three parameters: a dense (10, 48), stacked experts (4 blocks of 24 rows of 40: an
- * expert's 960 elements are less than a chunk, so chunks straddle experts without blocks), and a
- * dense (3, 7). */
-static zt_model *blocked_model(int blocks, int expert_group) {
+/* A model of three parameters: a dense (10, 48), stacked experts (4 blocks of rb rows of len:
+ * 24 x 40, an expert's 960 elements less than a chunk, so chunks straddle experts without blocks;
+ * 40 x 64, an expert 2.5 chunks, so shards split an expert on its chunk boundaries), and a dense
+ * (3, 7). */
+static zt_model *shaped_model(int blocks, int expert_group, int64_t rb, int64_t len) {
     zt_error err = {0};
     zt_model *m;
     assert_int_equal(zt_model_create("blocked", &m, &err), ZT_OK);
     int idx[3];
-    int64_t a[2] = {10, 48}, b[2] = {96, 40}, c[2] = {3, 7};
+    int64_t a[2] = {10, 48}, b[2] = {4 * rb, len}, c[2] = {3, 7};
     assert_int_equal(zt_model_add_param(m, "a", 2, a, ZT_INIT_NORMAL, 0.02f, true, &idx[0], &err), ZT_OK);
     assert_int_equal(zt_model_add_param(m, "experts", 2, b, ZT_INIT_NORMAL, 0.02f, true, &idx[1], &err), ZT_OK);
     assert_int_equal(zt_model_add_param(m, "c", 2, c, ZT_INIT_NORMAL, 0.02f, true, &idx[2], &err), ZT_OK);
@@ -95,6 +96,7 @@ static zt_model *blocked_model(int blocks, int expert_group) {
     m->params[idx[1]].shard_group = (uint8_t)expert_group;
     return m;
 }
+static zt_model *blocked_model(int blocks, int expert_group) { return shaped_model(blocks, expert_group, 24, 40); }
 
 /* The chunk partials of every shard's piece (each run apart), the whole array as one process sums it */
 static void piece_partials(const zt_plan *pl, int i, int s, const float *full, double *out) {
@@ -103,29 +105,31 @@ static void piece_partials(const zt_plan *pl, int i, int s, const float *full, d
         zt_chunk_sum_squares(full + begin + at, n, ZT_NORM_CHUNK, out + chunk);
 }
 
-static void test_norm_blocks(void **state) {
+static void check_norm_blocks(int64_t rb, int64_t len) {
     zt_error err = {0};
-    zt_model *m = blocked_model(4, ZT_SHARD_GROUP_DP);
+    zt_model *m = shaped_model(4, ZT_SHARD_GROUP_DP, rb, len);
     const int E = 1; /* the experts' parameter */
     int64_t numel = m->params[E].numel, per_block = numel / 4;
     float *g = malloc((size_t)numel * sizeof *g);
     for (int64_t k = 0; k < numel; k++) g[k] = (float)((k * 7919) % 1000) / 997.0f - 0.4f;
     zt_plan one;
     assert_int_equal(zt_plan_create(m, 1, 0, &one, &err), ZT_OK);
-    /* each block its own chunks: 960 elements, one (short) chunk each */
-    assert_int_equal(zt_plan_param_chunks(&one, E), 4);
-    assert_int_equal(zt_plan_desc_chunks(&m->params[E]), 4);
+    /* each block its own chunks, the last one short */
+    int64_t cpb = (per_block + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    assert_int_equal(zt_plan_param_chunks(&one, E), 4 * cpb);
+    assert_int_equal(zt_plan_desc_chunks(&m->params[E]), 4 * cpb);
     int64_t total = one.norm_chunks;
     double *want = calloc((size_t)total, sizeof *want), *got = calloc((size_t)total, sizeof *got);
     piece_partials(&one, E, 0, g, want);
     for (int b = 0; b < 4; b++) { /* block b's partial is its own elements' */
         int64_t first, count;
         zt_plan_norm_chunks(&one, E, 0, &first, &count);
-        double s = 0;
-        zt_chunk_sum_squares(g + b * per_block, per_block, ZT_NORM_CHUNK, &s);
-        assert_true(want[first + b] == s);
+        double s[4] = {0};
+        zt_chunk_sum_squares(g + b * per_block, per_block, ZT_NORM_CHUNK, s);
+        for (int64_t k = 0; k < cpb; k++) assert_true(want[first + b * cpb + k] == s[k]);
     }
-    for (int N = 2; N <= 5; N++) {
+    int split = 0; /* pieces that begin inside an expert */
+    for (int N = 2; N <= 7; N++) {
         zt_plan pl;
         assert_int_equal(zt_plan_create(m, N, 0, &pl, &err), ZT_OK);
         assert_int_equal(pl.norm_chunks, total);
@@ -135,14 +139,15 @@ static void test_norm_blocks(void **state) {
             int64_t b = zt_plan_shard_begin(&pl, E, s), n = zt_plan_shard_numel(&pl, E, s), first, count;
             assert_int_equal(b, prev);
             if (n) assert_int_equal(b % per_block % ZT_NORM_CHUNK, 0); /* on a chunk boundary of its block */
+            if (n && b % per_block) split++;
             zt_plan_norm_chunks(&pl, E, s, &first, &count);
             if (n && next_chunk >= 0) assert_int_equal(first, next_chunk); /* the shards' chunks follow on */
             if (n) next_chunk = first + count;
-            int64_t covered = 0, at, len, chunk;
-            for (int k = 0; zt_plan_piece_run(&pl, E, s, k, &at, &len, &chunk); k++) {
+            int64_t covered = 0, at, run, chunk;
+            for (int k = 0; zt_plan_piece_run(&pl, E, s, k, &at, &run, &chunk); k++) {
                 assert_int_equal(at, covered);
                 assert_true(chunk >= first && chunk < first + count);
-                covered += len;
+                covered += run;
             }
             assert_int_equal(covered, n);
             piece_partials(&pl, E, s, g, got);
@@ -157,8 +162,14 @@ static void test_norm_blocks(void **state) {
     free(got);
     free(g);
     zt_model_free(m);
-    /* blocks that do not divide dim 0 */
-    m = blocked_model(5, ZT_SHARD_GROUP_DP);
+    if (per_block > ZT_NORM_CHUNK) assert_true(split > 0); /* the case of a piece starting mid-expert was seen */
+}
+
+static void test_norm_blocks(void **state) {
+    zt_error err = {0};
+    check_norm_blocks(24, 40); /* an expert smaller than a chunk: pieces of whole experts */
+    check_norm_blocks(40, 64); /* 2.5 chunks an expert: pieces split experts */
+    zt_model *m = blocked_model(5, ZT_SHARD_GROUP_DP); /* blocks that do not divide dim 0 */
     zt_plan pl;
     assert_int_equal(zt_plan_create(m, 2, 0, &pl, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "experts: 5 norm blocks do not divide its 96 rows"));

@@ -2,16 +2,20 @@
  * shard starts on a norm-chunk boundary, and on GPT-2 124M the fp32-Adam model states a rank
  * holds under zero3 (parameters + gradients + two moments = 16 bytes per element it owns) are
  * 16·Ψ/N within 1% for N = 2, 4, 8 (the granule of rows that keeps shards chunk-aligned costs a
- * little balance). */
+ * little balance); norm blocks (a mixture's stacked experts) restart the chunks at each block and
+ * give each block's partial sums the same bits however the parameter is sharded; and shard groups:
+ * a parameter in the expert-data-parallel group is sharded over that group's ranks. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "shard/plan.h"
+#include "optim/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void test_pieces_tile_and_align(void **state) {
     zt_error err = {0};
@@ -75,11 +79,146 @@ static void test_plan_errors(void **state) {
     zt_model_free(m);
 }
 
+/* A model of three parameters: a dense (10, 48), stacked experts (4 blocks of rb rows of len:
+ * 24 x 40, an expert's 960 elements less than a chunk, so chunks straddle experts without blocks;
+ * 40 x 64, an expert 2.5 chunks, so shards split an expert on its chunk boundaries), and a dense
+ * (3, 7). */
+static zt_model *shaped_model(int blocks, int expert_group, int64_t rb, int64_t len) {
+    zt_error err = {0};
+    zt_model *m;
+    assert_int_equal(zt_model_create("blocked", &m, &err), ZT_OK);
+    int idx[3];
+    int64_t a[2] = {10, 48}, b[2] = {4 * rb, len}, c[2] = {3, 7};
+    assert_int_equal(zt_model_add_param(m, "a", 2, a, ZT_INIT_NORMAL, 0.02f, true, &idx[0], &err), ZT_OK);
+    assert_int_equal(zt_model_add_param(m, "experts", 2, b, ZT_INIT_NORMAL, 0.02f, true, &idx[1], &err), ZT_OK);
+    assert_int_equal(zt_model_add_param(m, "c", 2, c, ZT_INIT_NORMAL, 0.02f, true, &idx[2], &err), ZT_OK);
+    m->params[idx[1]].norm_blocks = blocks;
+    m->params[idx[1]].shard_group = (uint8_t)expert_group;
+    return m;
+}
+static zt_model *blocked_model(int blocks, int expert_group) { return shaped_model(blocks, expert_group, 24, 40); }
+
+/* The chunk partials of every shard's piece (each run apart), the whole array as one process sums it */
+static void piece_partials(const zt_plan *pl, int i, int s, const float *full, double *out) {
+    int64_t at, n, chunk, begin = zt_plan_shard_begin(pl, i, s);
+    for (int k = 0; zt_plan_piece_run(pl, i, s, k, &at, &n, &chunk); k++)
+        zt_chunk_sum_squares(full + begin + at, n, ZT_NORM_CHUNK, out + chunk);
+}
+
+static void check_norm_blocks(int64_t rb, int64_t len) {
+    zt_error err = {0};
+    zt_model *m = shaped_model(4, ZT_SHARD_GROUP_DP, rb, len);
+    const int E = 1; /* the experts' parameter */
+    int64_t numel = m->params[E].numel, per_block = numel / 4;
+    float *g = malloc((size_t)numel * sizeof *g);
+    for (int64_t k = 0; k < numel; k++) g[k] = (float)((k * 7919) % 1000) / 997.0f - 0.4f;
+    zt_plan one;
+    assert_int_equal(zt_plan_create(m, 1, 0, &one, &err), ZT_OK);
+    /* each block its own chunks, the last one short */
+    int64_t cpb = (per_block + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    assert_int_equal(zt_plan_param_chunks(&one, E), 4 * cpb);
+    assert_int_equal(zt_plan_desc_chunks(&m->params[E]), 4 * cpb);
+    int64_t total = one.norm_chunks;
+    double *want = calloc((size_t)total, sizeof *want), *got = calloc((size_t)total, sizeof *got);
+    piece_partials(&one, E, 0, g, want);
+    for (int b = 0; b < 4; b++) { /* block b's partial is its own elements' */
+        int64_t first, count;
+        zt_plan_norm_chunks(&one, E, 0, &first, &count);
+        double s[4] = {0};
+        zt_chunk_sum_squares(g + b * per_block, per_block, ZT_NORM_CHUNK, s);
+        for (int64_t k = 0; k < cpb; k++) assert_true(want[first + b * cpb + k] == s[k]);
+    }
+    int split = 0; /* pieces that begin inside an expert */
+    for (int N = 2; N <= 7; N++) {
+        zt_plan pl;
+        assert_int_equal(zt_plan_create(m, N, 0, &pl, &err), ZT_OK);
+        assert_int_equal(pl.norm_chunks, total);
+        memset(got, 0, (size_t)total * sizeof *got);
+        int64_t prev = 0, next_chunk = -1;
+        for (int s = 0; s < N; s++) {
+            int64_t b = zt_plan_shard_begin(&pl, E, s), n = zt_plan_shard_numel(&pl, E, s), first, count;
+            assert_int_equal(b, prev);
+            if (n) assert_int_equal(b % per_block % ZT_NORM_CHUNK, 0); /* on a chunk boundary of its block */
+            if (n && b % per_block) split++;
+            zt_plan_norm_chunks(&pl, E, s, &first, &count);
+            if (n && next_chunk >= 0) assert_int_equal(first, next_chunk); /* the shards' chunks follow on */
+            if (n) next_chunk = first + count;
+            int64_t covered = 0, at, run, chunk;
+            for (int k = 0; zt_plan_piece_run(&pl, E, s, k, &at, &run, &chunk); k++) {
+                assert_int_equal(at, covered);
+                assert_true(chunk >= first && chunk < first + count);
+                covered += run;
+            }
+            assert_int_equal(covered, n);
+            piece_partials(&pl, E, s, g, got);
+            prev = b + n;
+        }
+        assert_int_equal(prev, numel);
+        for (int64_t c = 0; c < total; c++) assert_true(got[c] == want[c]); /* the same bits */
+        zt_plan_free(&pl);
+    }
+    zt_plan_free(&one);
+    free(want);
+    free(got);
+    free(g);
+    zt_model_free(m);
+    if (per_block > ZT_NORM_CHUNK) assert_true(split > 0); /* the case of a piece starting mid-expert was seen */
+}
+
+static void test_norm_blocks(void **state) {
+    zt_error err = {0};
+    check_norm_blocks(24, 40); /* an expert smaller than a chunk: pieces of whole experts */
+    check_norm_blocks(40, 64); /* 2.5 chunks an expert: pieces split experts */
+    zt_model *m = blocked_model(5, ZT_SHARD_GROUP_DP); /* blocks that do not divide dim 0 */
+    zt_plan pl;
+    assert_int_equal(zt_plan_create(m, 2, 0, &pl, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "experts: 5 norm blocks do not divide its 96 rows"));
+    zt_model_free(m);
+}
+
+static void test_shard_groups(void **state) {
+    zt_error err = {0};
+    zt_model *m = blocked_model(4, ZT_SHARD_GROUP_EDP);
+    /* 4 data-parallel ranks, ep 2: the experts over 2 expert-data-parallel ranks */
+    for (int dp_rank = 0; dp_rank < 4; dp_rank++) {
+        zt_plan_group groups[ZT_SHARD_GROUP_COUNT] = {{4, dp_rank}, {2, dp_rank / 2}};
+        zt_plan pl;
+        assert_int_equal(zt_plan_create_groups(m, groups, &pl, &err), ZT_OK);
+        assert_int_equal(pl.nshards, 4);
+        assert_int_equal(pl.shard, dp_rank);
+        assert_int_equal(pl.p[0].nshards, 4);
+        assert_int_equal(pl.p[1].nshards, 2);
+        assert_int_equal(pl.p[1].shard, dp_rank / 2);
+        assert_int_equal(pl.p[1].group, ZT_SHARD_GROUP_EDP);
+        /* the experts' two pieces: whole experts (a block's one chunk is not split) */
+        assert_int_equal(zt_plan_shard_numel(&pl, 1, 0), 2 * 960);
+        assert_int_equal(zt_plan_shard_numel(&pl, 1, 1), 2 * 960);
+        size_t want = 0;
+        for (int i = 0; i < 3; i++) {
+            size_t n = (size_t)zt_plan_shard_numel(&pl, i, pl.p[i].shard);
+            want += (n + 15) / 16 * 16;
+        }
+        assert_int_equal(pl.shard_floats, want);
+        assert_int_equal(pl.gshard_floats, want);
+        zt_plan_free(&pl);
+    }
+    zt_plan_group bad[ZT_SHARD_GROUP_COUNT] = {{4, 3}, {2, 2}};
+    zt_plan pl;
+    assert_int_equal(zt_plan_create_groups(m, bad, &pl, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "shard 2 of 2 in the expert-data-parallel group"));
+    m->params[1].shard_group = 7;
+    assert_int_equal(zt_plan_create(m, 2, 0, &pl, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "parameter experts names shard group 7"));
+    zt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces_tile_and_align),
         cmocka_unit_test(test_zero3_states_are_16_psi_over_n),
         cmocka_unit_test(test_plan_errors),
+        cmocka_unit_test(test_norm_blocks),
+        cmocka_unit_test(test_shard_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * options every tool accepts:
  *   --hybrid S  --inner-zero2  --keep  --reduce-every  --no-prefetch  --bucket-mb X
  *   --recompute none|full|selective  --precision fp32|bf16|bf16-low|fp16  --reduce fp32|bf16|fp16
- *   --stochastic-rounding  --scale-power P
+ *   --stochastic-rounding  --scale-power P  --clip X (the gradient-norm clip, optimizer.grad_clip:
+ *   small enough that every step clips, the norm's bits reach the parameters)
  * The precision options are collected first and applied once (tool_precision_apply), so their
  * order on the command line does not matter. Header-only: each tool is one file.
  * tool_main: one run (`TOOL STRATEGY GA STEPS ...`), or with `--serve DIR` many runs in one MPI
@@ -93,6 +94,7 @@ static int tool_engine_option(int argc, char **argv, int *i, zt_engine_options *
         if (o->hybrid_shard_size == 0) o->hybrid_shard_size = zt_launcher_default_shard_size(o->comm ? zt_comm_size(o->comm) : 1, NULL);
     }
     else if (!strcmp(a, "--bucket-mb")) o->bucket_bytes = (size_t)(atof(argv[++*i]) * 1048576);
+    else if (!strcmp(a, "--clip")) o->optim.grad_clip = (float)atof(argv[++*i]);
     else if (!strcmp(a, "--scale-power")) pr->scale_power = atoi(argv[++*i]);
     else if (!strcmp(a, "--recompute")) {
         if (zt_recompute_parse(argv[++*i], &o->activation_checkpointing, &err)) goto bad;

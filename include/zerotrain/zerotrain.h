@@ -103,7 +103,22 @@ typedef struct zt_param_desc {
     int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
     uint8_t quant;    /* a zt_quant: a frozen Linear weight the parameter store keeps quantized
                          (QLoRA's base, zt_lora_config.base_quant); ZT_QUANT_NONE: as its placement */
+    /* The ranks the parameter's gradient is reduced over and its pieces are sharded over (a
+     * zt_shard_group; src/shard/plan.h, docs/parallelism.md): ZT_SHARD_GROUP_DP (0, the default)
+     * the data-parallel ranks; ZT_SHARD_GROUP_EDP the expert-data-parallel ones. */
+    uint8_t shard_group;
+    /* dim 0 is norm_blocks equal blocks (a mixture's experts stacked: E) and the gradient norm's
+     * fixed chunks restart at each block, so a block's partial sums do not depend on the blocks
+     * beside it or on which rank holds it (src/shard/plan.h); 0 or 1: the whole parameter */
+    int norm_blocks;
 } zt_param_desc;
+
+/* zt_param_desc.shard_group: the group a parameter's gradient is reduced and its pieces sharded over */
+typedef enum zt_shard_group {
+    ZT_SHARD_GROUP_DP = 0,  /* the data-parallel ranks (dp x cp), every dense parameter */
+    ZT_SHARD_GROUP_EDP = 1, /* the expert-data-parallel ranks: those holding the same experts */
+    ZT_SHARD_GROUP_COUNT = 2
+} zt_shard_group;
 
 /* One micro-batch as a unit sees it. */
 typedef struct zt_batch {

@@ -265,7 +265,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
                 int part = (f - base) / nwriters, s = (f - base) % nwriters;
                 int64_t rows, len, lo, hi;
                 zt_ckpt_part_shape(p, part, &rows, &len);
-                zt_plan_rows(rows, len, nwriters, s, &lo, &hi);
+                zt_plan_rows(rows, len, p->norm_blocks, nwriters, s, &lo, &hi);
                 zt_rect rects[8];
                 int nr = zt_ckpt_part_rects(p, part, lo, hi, rects);
                 /* writer f wrote this parameter's kinds one after another; its rows as rectangles */
@@ -290,7 +290,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         for (int f = base; f < base + parts * nwriters; f++) {
             int64_t rows, len, lo, hi;
             zt_ckpt_part_shape(p, (f - base) / nwriters, &rows, &len);
-            zt_plan_rows(rows, len, nwriters, f % nwriters, &lo, &hi);
+            zt_plan_rows(rows, len, p->norm_blocks, nwriters, f % nwriters, &lo, &hi);
             off[f] += (uint64_t)zt_ckpt_n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
         }
         cJSON_AddItemToArray(tensors, t);

@@ -363,9 +363,9 @@ int zt_engine_all_reduce_pieces_at(zt_engine *e, const int *params, int n, const
 /* Chunks [*first, *first + result) of the norm partials (global indices) are parameter i's rows
  * held by shard s; base is parameter i's first chunk. As zt_plan_norm_chunks, without its scan. */
 static size_t shard_chunks(const zt_plan *pl, int i, int s, int64_t base, int64_t *first) {
-    int64_t begin = zt_plan_shard_begin(pl, i, s), cnt = zt_plan_shard_numel(pl, i, s);
-    *first = base + begin / ZT_NORM_CHUNK;
-    return cnt ? (size_t)((begin + cnt + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK - begin / ZT_NORM_CHUNK) : 0;
+    int64_t count;
+    zt_plan_norm_chunks_at(pl, i, s, base, first, &count);
+    return (size_t)count;
 }
 
 /* Visits every (shard, parameter) chunk range in that order; off = its place in the gathered
@@ -382,7 +382,7 @@ static size_t walk_chunks(const zt_engine *e, double *x, double *all, size_t *co
             if (k && pass == 1 && s != pl->shard) memcpy(x + first, all + off, k * sizeof *x);
             off += k;
             if (counts) counts[s] += k;
-            base += (e->model->params[i].numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+            base += zt_plan_param_chunks(pl, i);
         }
     }
     return off;

@@ -391,6 +391,9 @@ void zt_grads_unit_written(zt_engine *e, int unit, uint32_t unset); /* zeroes wh
 /* param i's gradient-norm chunk partials (its full gradient, or this rank's reduced piece under a
  * sharded optimizer) into e->norm_partials: the step's pass and the early norm's, one computation */
 void zt_grads_norm_partials(zt_engine *e, int param);
+/* The chunk partials of shard s's piece of parameter i (piece: its floats) added into the norm's
+ * partials array at their global chunks, each norm block's run summed apart (shard/plan.h). */
+void zt_grads_piece_partials(const zt_plan *pl, int i, int s, const float *piece, double *partials);
 int zt_grads_end_micro(zt_engine *e, zt_error *err);
 int zt_grads_finish(zt_engine *e, zt_error *err);               /* fold trees, reduce what is deferred */
 void zt_grads_reset(zt_engine *e);

@@ -197,18 +197,18 @@ static bool norm_early_ok(const zt_engine *e) {
            e->grad_kind < 0 && p->grads == ZT_DTYPE_FP32 && p->reduce == ZT_DTYPE_FP32;
 }
 
+void zt_grads_piece_partials(const zt_plan *pl, int i, int s, const float *piece, double *partials) {
+    int64_t at, n, chunk;
+    for (int k = 0; zt_plan_piece_run(pl, i, s, k, &at, &n, &chunk); k++)
+        zt_chunk_sum_squares(piece + at, n, ZT_NORM_CHUNK, partials + chunk);
+}
+
 void zt_grads_norm_partials(zt_engine *e, int i) {
     const zt_plan *pl = &e->plan;
-    int64_t first, count;
-    if (!e->shard_optim) {
-        zt_plan_norm_chunks(pl, i, 0, &first, &count);
-        zt_chunk_sum_squares(e->micro_grads + pl->p[i].gfull_off, e->model->params[i].numel, ZT_NORM_CHUNK,
-                             e->norm_partials + first);
-    } else {
-        zt_plan_norm_chunks(pl, i, pl->shard, &first, &count);
-        zt_chunk_sum_squares(e->grad_pieces + pl->p[i].gshard_off, zt_plan_shard_numel(pl, i, pl->shard),
-                             ZT_NORM_CHUNK, e->norm_partials + first);
-    }
+    if (!e->shard_optim) /* the plan has one shard: shard 0's piece is the whole gradient */
+        zt_grads_piece_partials(pl, i, 0, e->micro_grads + pl->p[i].gfull_off, e->norm_partials);
+    else
+        zt_grads_piece_partials(pl, i, pl->p[i].shard, e->grad_pieces + pl->p[i].gshard_off, e->norm_partials);
 }
 
 /* norm_early: the partials of unit u's own trainable parameters, their gradient final */

@@ -415,7 +415,7 @@ int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *er
         for (int s = 0; s < p->p; s++)
             for (int k = 0; k < f->n_params; k++) {
                 if (!zt_pp_stage_holds(f, &p->cut, s, k)) continue;
-                int64_t n = (f->params[k].numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+                int64_t n = zt_plan_desc_chunks(&f->params[k]);
                 double *to = f->params[k].tp_parts > 1 ? &cut : &whole;
                 for (int64_t q = 0; q < n && c < total; q++) *to += all[c++];
             }

@@ -173,10 +173,10 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         slice s;
         local_slice(e, i, &s);
         zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
-        int64_t first, count;
-        zt_plan_norm_chunks(pl, i, e->shard_optim ? pl->shard : 0, &first, &count);
-        zt_lamb_partials(s.w, s.m, s.v, (int64_t)s.n, o->eps, p->decay ? o->weight_decay : 0.0f, wp + first,
-                         up + first);
+        int64_t at, n, chunk; /* per norm block's run of the piece (plan.h) */
+        for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->shard : 0, k, &at, &n, &chunk); k++)
+            zt_lamb_partials(s.w + at, s.m + at, s.v + at, n, o->eps, p->decay ? o->weight_decay : 0.0f, wp + chunk,
+                             up + chunk);
     }
     int rc = ZT_OK;
     if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
@@ -188,7 +188,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
-        int64_t first, count, all = (p->numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+        int64_t first, count, all = zt_plan_param_chunks(pl, i);
         zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
         double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));
         float coeff = zt_lamb_coeff(wn, un, o->lamb_min_coeff, o->lamb_max_coeff);

@@ -217,7 +217,7 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
     double whole = 0, cut[2] = {0, 0}; /* cut[0]: this part's split parameters */
     int64_t chunk = 0;
     for (int i = 0; i < m->n_params; i++) {
-        int64_t n = (m->params[i].numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+        int64_t n = zt_plan_desc_chunks(&m->params[i]);
         double *to = m->params[i].tp_parts > 1 ? &cut[0] : &whole;
         for (int64_t k = 0; k < n; k++) *to += partials[chunk + k];
         chunk += n;

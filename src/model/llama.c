@@ -680,6 +680,9 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
             snprintf(name, sizeof name, "layers.%d.%s", l, moe(cfg) ? moe_suffix[i] : suffix[i]);
             const int64_t *sh = moe(cfg) ? moe_shape[i] : shape[i];
             if ((rc = add(m, name, sh[0], sh[1], &idx[i], err))) goto fail;
+            /* the stacked experts: E blocks along dim 0, each its own run of norm chunks, so an
+             * expert's partial sums are the same on whichever rank holds it (shard/plan.h) */
+            if (moe(cfg) && (i == P_W1 || i == P_W2 || i == P_W3)) m->params[idx[i]].norm_blocks = (int)E;
         }
         char uname[32];
         snprintf(uname, sizeof uname, "layers.%d", l);

@@ -12,7 +12,20 @@
  * trainable parameters only (zt_param_desc.trainable): gradients and optimizer state live there, so
  * a frozen parameter has neither. A parameter the store keeps quantized (zt_param_desc.quant) takes
  * no room in any of them (its offsets are where the next parameter starts): its bytes are the
- * store's quantized placement (src/engine/param_quant.c). */
+ * store's quantized placement (src/engine/param_quant.c).
+ *
+ * Shard groups: a parameter names the ranks its pieces are spread over (zt_param_desc.shard_group):
+ * the data-parallel group (every dense parameter) or the expert-data-parallel one (a mixture's
+ * experts stored E/ep a rank: the ranks holding the same experts). Each group has its own size and
+ * this rank's index in it (zt_plan_group); a parameter's row_begin has its group's nshards + 1
+ * boundaries, and its piece in the shard layouts is its group's shard's rows. zt_plan.nshards and
+ * zt_plan.shard are the data-parallel group's.
+ *
+ * Norm blocks: a parameter whose dim 0 is norm_blocks equal blocks (zt_param_desc.norm_blocks: a
+ * mixture's experts stacked) has its chunks restart at each block: block b's chunks are
+ * [b·cpb, (b+1)·cpb) of the parameter's (cpb = the chunks of one block, the last one short), so
+ * a block's partial sums are the same whoever holds the block. Shard boundaries fall on chunk
+ * boundaries of their block (zt_plan_rows). */
 #ifndef ZT_PLAN_H
 #define ZT_PLAN_H
 
@@ -22,6 +35,9 @@
 
 typedef struct zt_param_plan {
     int64_t rows, row_len;   /* dim 0, and numel / dim 0 */
+    int blocks;              /* norm blocks along dim 0 (>= 1; zt_param_desc.norm_blocks) */
+    int group;               /* its zt_shard_group (zt_param_desc.shard_group) */
+    int nshards, shard;      /* its group's size and this rank's index in it */
     int64_t *row_begin;      /* (nshards + 1) boundaries: shard s owns rows [row_begin[s], row_begin[s+1]) */
     size_t full_off;         /* float offset in the full layout */
     size_t shard_off;        /* float offset of this rank's piece in its shard layout */
@@ -32,8 +48,14 @@ typedef struct zt_param_plan {
     bool no_room;            /* QLoRA's quantized base: no room in any fp32 layout (engine/param_quant.c) */
 } zt_param_plan;
 
+/* A shard group: its size and this rank's index in it. */
+typedef struct zt_plan_group {
+    int nshards, shard;
+} zt_plan_group;
+
 typedef struct zt_plan {
-    int nshards, shard;      /* shard group size and this rank's index in it */
+    int nshards, shard;      /* the data-parallel group's size and this rank's index in it */
+    zt_plan_group groups[ZT_SHARD_GROUP_COUNT]; /* each zt_shard_group's */
     int n_params;
     zt_param_plan *p;
     size_t full_floats;      /* floats in the full layout */
@@ -43,12 +65,20 @@ typedef struct zt_plan {
     int64_t norm_chunks;     /* chunks over all parameters (a parameter's last chunk may be short) */
 } zt_plan;
 
-/* Shard s's rows [*begin, *end) of a parameter of `rows` rows of row_len elements among nshards
- * (end may be NULL): the plan's boundaries, a pure function of the shape (checkpoints compute
- * another tensor-parallel part's rows with it). */
-void zt_plan_rows(int64_t rows, int64_t row_len, int nshards, int s, int64_t *begin, int64_t *end);
-/* Builds the plan of model m for shard index `shard` of `nshards`. */
+/* Shard s's rows [*begin, *end) of a parameter of `rows` rows of row_len elements in `blocks`
+ * norm blocks (1: none) among nshards (end may be NULL): the plan's boundaries, a pure function of
+ * the shape (checkpoints compute another tensor-parallel part's rows with it). A shard holds whole
+ * granules: the fewest rows of a block whose elements are whole chunks (a block's last granule
+ * may be short), granules dealt out evenly. ZT_ERR_USAGE-free: blocks must divide rows (the
+ * plan checks it). */
+void zt_plan_rows(int64_t rows, int64_t row_len, int blocks, int nshards, int s, int64_t *begin, int64_t *end);
+/* Builds the plan of model m for shard index `shard` of `nshards`, every shard group that group
+ * (callers that know no other group: the expert-data-parallel parameters sharded like the rest). */
 int zt_plan_create(const zt_model *m, int nshards, int shard, zt_plan *plan, zt_error *err);
+/* ... with each zt_shard_group's size and this rank's index (groups[ZT_SHARD_GROUP_COUNT]).
+ * ZT_ERR_USAGE naming the group or parameter for a shard outside its group, or norm blocks that do
+ * not divide a parameter's dim 0. */
+int zt_plan_create_groups(const zt_model *m, const zt_plan_group *groups, zt_plan *plan, zt_error *err);
 void zt_plan_free(zt_plan *plan);
 /* Makes the gradient layouts the parameter layouts again (frozen parameters keep slots, which
  * stay zero): for parameter offload, whose stream walks the pieces and the optimizer state with
@@ -78,5 +108,17 @@ int zt_plan_bucket_end(const zt_model *m, const int *params, int n, int first, s
  * chunks [first, first + count) of the parameter's chunks (global chunk indices, all parameters
  * in table order). */
 void zt_plan_norm_chunks(const zt_plan *pl, int i, int s, int64_t *first, int64_t *count);
+/* Chunks of parameter i (its blocks' chunks together); of a parameter as the model declares it
+ * (a plan of its model counts the same). */
+int64_t zt_plan_param_chunks(const zt_plan *pl, int i);
+int64_t zt_plan_desc_chunks(const zt_param_desc *d);
+/* zt_plan_norm_chunks given parameter i's first chunk `base` (no scan over the parameters before it) */
+void zt_plan_norm_chunks_at(const zt_plan *pl, int i, int s, int64_t base, int64_t *first, int64_t *count);
+/* Run k (0, 1, ...) of shard s's piece of parameter i that lies in one norm block: elements
+ * [*at, *at + *n) of the piece, whose chunks (ZT_NORM_CHUNK elements each, the run's last one
+ * possibly short) are the norm partials from index *chunk on; the caller sums each run as one
+ * chunked array (optim's zt_chunk_sum_squares). false past the last run (an empty piece has none;
+ * a parameter of one block, one). */
+bool zt_plan_piece_run(const zt_plan *pl, int i, int s, int k, int64_t *at, int64_t *n, int64_t *chunk);
 
 #endif

@@ -257,6 +257,25 @@ static void test_compute_flops(void **state) {
     zt_model_free(m);
 }
 
+/* A mixture of experts: the stacked experts run each token through its top-k experts only, so the
+ * products' time is the active parameters' FLOPs (the model's count, less attention's 12·L·C·T). */
+static void test_compute_flops_moe(void **state) {
+    (void)state;
+    zt_model *m = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_estimator_model("mixtral-8x7b", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
+    zt_scale_device d = test_device();
+    zt_scale_compute c;
+    int B = 1, T = 1024;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, true, ZT_RECOMPUTE_NONE, &c, &err), ZT_OK);
+    double L = 32, C = 4096, n = (double)B * T, rate = 989e12 * 0.75;
+    double active = c.model_flops_per_token - 12.0 * L * C * T; /* 6 x the active matmul parameters */
+    CLOSE(c.matmul_s, active * n / rate);
+    assert_true(active / 6.0 > 12.5e9 && active / 6.0 < 13.5e9); /* Mixtral's ~12.9B active */
+    zt_scale_compute_free(&c);
+    zt_model_free(m);
+}
+
 /* docs/multihost.md: between 2 hosts of 2 ranks, zero3 sends 12·P·(N-L) bytes per step over all
  * hosts and hybrid 8·P·(H-1), each host half of that; ddp's pairwise all-reduce 8·P per host. */
 static void test_bytes_between_hosts(void **state) {
@@ -508,7 +527,7 @@ int main(void) {
         cmocka_unit_test(test_ring_one_node),    cmocka_unit_test(test_ring_across_nodes),
         cmocka_unit_test(test_tree_or_ring),     cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_group_shapes),     cmocka_unit_test(test_schedule_by_hand),
-        cmocka_unit_test(test_compute_flops),    cmocka_unit_test(test_bytes_between_hosts),
+        cmocka_unit_test(test_compute_flops), cmocka_unit_test(test_compute_flops_moe),    cmocka_unit_test(test_bytes_between_hosts),
         cmocka_unit_test(test_devices),          cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_pipeline),
     };

@@ -8,6 +8,8 @@
  *   head          the final norm 2C·a + the fp32 logits written and read by the loss 2V·4
  *   embedding     the lookup written (and GPT-2's position rows read) 2C·a
  * backward: twice the forward's bytes. The GEMM operands' own traffic is in the GEMM rate.
+ * A mixture's stacked experts (zt_param_desc.norm_blocks E > 1) run n·k rows (top-k) through one
+ * expert's shape, not n rows through all E: the active parameters, as the model's FLOPs count them.
  * Tensor parallelism (a model cut by zt_tp_apply, tp parts): the Linears are the part's shapes as
  * they stand; the heads (attention, RoPE, the softmax on cpu), the MLP width (gelu, SwiGLU) and
  * the vocabulary (the logits, the loss) are 1/tp; the norms, residual adds and the embedding's
@@ -104,11 +106,18 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
             for (int k = 0; k < un->n_params; k++) {
                 const zt_param_desc *p = &m->params[un->params[k]];
                 if (p->ndim != 2) continue;
-                int OC = (int)p->shape[0], IC = (int)p->shape[1];
+                int OC = (int)p->shape[0], IC = (int)p->shape[1], rows = (int)n;
+                if (p->norm_blocks > 1 && llama && spec.llama.n_experts_per_token > 0) {
+                    /* a mixture's stacked experts (E blocks of rows): each token's k experts, so
+                     * n·k rows through one expert's shape (dropless, balanced; under expert
+                     * parallelism a rank's E/ep experts take the n·k rows its ep group sends) */
+                    OC /= p->norm_blocks;
+                    rows = (int)n * spec.llama.n_experts_per_token;
+                }
                 double e = d->efficiency;
-                mm_f += gemm_s(d, c->peak, e, (int)n, OC, IC, false, true, bf16);
-                mm_b += gemm_s(d, c->peak, e, (int)n, IC, OC, false, false, bf16) +
-                        gemm_s(d, c->peak, e, OC, IC, (int)n, true, false, bf16);
+                mm_f += gemm_s(d, c->peak, e, rows, OC, IC, false, true, bf16);
+                mm_b += gemm_s(d, c->peak, e, rows, IC, OC, false, false, bf16) +
+                        gemm_s(d, c->peak, e, OC, IC, rows, true, false, bf16);
             }
         if (block) bytes = block_bytes;
         else if (embedding) bytes = 2.0 * C * a;

@@ -12,7 +12,13 @@
 #     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
-#     muon_ns_dtype, Muon with tensor parallelism, LAMB with optimizer offload.
+#     muon_ns_dtype, Muon with bf16-low, LAMB with optimizer offload;
+#  5. tensor parallelism (Muon's logical matrices, LAMB's logical norms): given the same synthetic
+#     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
+#     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
+#     2 ranks equals tp 2 x dp 2 on 4 ranks under ddp, zero1 and zero3; planned = measured;
+#  6. pipeline parallelism: Llama pp 2 (`zerotrain train`) ends on one process's hash and losses
+#     for both optimizers, planned = measured on every rank.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -80,12 +86,42 @@ bad "a pattern that is not a regular expression" "optimizer.muon_params '(': mis
   train "$T/m.yaml" --set 'optimizer.muon_params=('
 bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"fp8\"" \
   train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
-bad "muon with tensor parallelism" "optimizer.type: muon with parallel.tensor_parallel_size 2 is not implemented" \
-  train "$T/m.yaml" --nproc 2 --set parallel.tensor_parallel_size=2
+bad "muon with bf16-low" "optimizer.type: muon with bf16-low (bf16 parameters and moments) is not implemented" \
+  train "$T/m.yaml" --set precision.mode=bf16-low
 out="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" --set optimizer.type=adamw 2>&1)" && rc=0 || rc=$?
 if [ $rc = 4 ] && grep -q "the checkpoint's optimizer state is muon's, this run's optimizer.type is adamw" <<<"$out"; then
   echo "ok   muon's checkpoint resumed under adamw exits 4: $(grep -m1 -o "the checkpoint's optimizer.*is adamw" <<<"$out")"
 else echo "FAIL muon's checkpoint under adamw: exit $rc: $(grep -m1 error <<<"$out")"; fail=1; fi
 bad "lamb with optimizer offload" "optimizer.type: lamb with memory.offload_optimizer is not implemented" \
   train "$T/m.yaml" --set optimizer.type=lamb --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
+
+# 5. tensor parallelism
+for o in muon lamb; do
+  for arch in gpt2 llama; do
+    check "$o $arch synthetic gradients, one process" "syn$o$arch" "$(run 1 ddp 1 3 --optimizer $o --arch $arch --synthetic-grad)"
+    check "$o $arch synthetic gradients, tp 2 = one process" "syn$o$arch" "$(run 2 ddp 1 3 --optimizer $o --arch $arch --synthetic-grad --tp 2)"
+  done
+  check "$o tp 2, 2 micro-batches, 2 ranks" "tp$o" "$(run 2 ddp 2 4 --optimizer $o --tp 2)"
+  for s in ddp zero1 zero3; do check "$o tp 2 x dp 2 $s, 4 ranks" "tp$o" "$(run 4 $s 1 4 --optimizer $o --tp 2)"; done
+done
+if [ "${ref_hash[synmuongpt2]:-}" = "${ref_hash[synlambgpt2]:-x}" ]; then echo "FAIL synthetic: muon = lamb"; fail=1; fi
+mem "muon tp 2 x dp 2 zero3" 4 zero3 1 2 --optimizer muon --tp 2
+mem "lamb tp 2 x dp 2 zero1" 4 zero1 1 2 --optimizer lamb --tp 2
+
+# 6. pipeline parallelism: Llama (untied) pp 2 = one process bit for bit
+cat > "$T/l.yaml" <<YEOF
+model: {preset: llama-tiny, n_layer: 2, n_embd: 64, n_head: 4}
+data: {train: $T/gpl.bin}
+training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 3e-3, gradient_accumulation_steps: 2}
+YEOF
+for o in muon lamb; do
+  a="$("$Z" train "$T/l.yaml" --set optimizer.type=$o --set logging.jsonl="$T/$o.1.jsonl" 2>&1)" || true
+  b="$("$Z" train "$T/l.yaml" --set optimizer.type=$o --set logging.jsonl="$T/$o.pp.jsonl" --nproc 2 \
+       --set parallel.pipeline_parallel_size=2 2>&1)" || true
+  la="$(grep -o '"loss":[^,]*' "$T/$o.1.jsonl" | tr '\n' ' ' || true)"; lb="$(grep -o '"loss":[^,]*' "$T/$o.pp.jsonl" | tr '\n' ' ' || true)"
+  if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ] && [ -n "$la" ] && [ "$la" = "$lb" ] &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+    echo "ok   $o llama pp 2 = one process: $(hash_line "$b"), the same $(wc -w <<<"$lb") losses, planned = measured"
+  else echo "FAIL $o llama pp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+done
 exit $fail

@@ -5,11 +5,17 @@
  * fixed-chunk partials, as the gradient norm's, then the scaled update). Every strategy and world
  * size gives the bits of one process: the elementwise parts do not depend on the cut, the
  * orthogonalization runs on the whole matrix in one fixed way (src/optim/muon.c), and the norms
- * are in-order sums of the same chunks. Not for NVMe offload, bf16-low, tensor or pipeline
- * parallelism (refused at create). docs/optimizer.md. */
+ * are in-order sums of the same chunks. Under tensor parallelism a cut matrix or tensor is first
+ * made whole within the part (the dp gather), then gathered over the tp group in the logical
+ * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
+ * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
+ * process's. A pipeline stage steps its own tensors alone. Not for NVMe offload or bf16-low (refused
+ * at create). docs/optimizer.md. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
+#include "memory/plan.h"
 #include "optim/optim.h"
+#include "shard/tp.h"
 
 #include <math.h>
 #include <omp.h>
@@ -51,8 +57,7 @@ int zt_step_whole_check(const zt_engine *e, zt_error *err) {
                        : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
                        : o->precision.params == ZT_DTYPE_BF16 || o->precision.moments == ZT_DTYPE_BF16
                            ? "bf16 parameters or moments (bf16-low)"
-                       : e->tp_comm ? "tensor parallelism"
-                                    : NULL;
+                           : NULL;
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
     return ZT_OK;
@@ -66,19 +71,21 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
     int rc = zt_model_muon_split(m, o->muon_params, o->adamw_params, e->muon, err);
     if (rc) return rc;
     int N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1, n_muon = 0;
+    int R = N * (e->tp_comm ? zt_comm_size(e->tp_comm) : 1); /* the owners of a round */
     size_t slot = 0, work = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (!e->muon[i]) continue;
         const zt_param_desc *p = &m->params[i];
-        size_t w = zt_muon_workspace_floats(p->shape[0], p->shape[1]);
-        if ((size_t)p->numel > slot) slot = (size_t)p->numel;
+        size_t w = zt_muon_workspace_floats(p->logical_shape[0], p->logical_shape[1]);
+        if ((size_t)p->logical_numel > slot) slot = (size_t)p->logical_numel;
         if (w > work) work = w;
         n_muon++;
     }
-    /* one slot per matrix of a round (one per rank of the group), 64-byte multiples; the work of
-     * the one this rank orthogonalizes (memory/plan.c counts the same) */
+    /* one slot per matrix of a round (one per rank of the group, times the tp parts), the logical
+     * matrix, 64-byte multiples; the work of the one this rank orthogonalizes, which under tp also
+     * stages the parts' concatenation and this part's update (memory/plan.c counts the same) */
     e->muon_slot_floats = (slot + 15) / 16 * 16;
-    e->muon_nslots = n_muon < N ? n_muon : N;
+    e->muon_nslots = n_muon < R ? n_muon : R;
     if (!(e->muon_slots = zt_engine_alloc(e, e->muon_slot_floats * (size_t)e->muon_nslots, &e->mem.optimizer,
                                           "Muon's gathered matrices")) ||
         !(e->muon_work = zt_engine_alloc(e, work, &e->mem.optimizer, "Muon's Newton-Schulz work")))
@@ -87,8 +94,12 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
 }
 
 int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
-    if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2, &e->mem.optimizer,
-                                             "LAMB's norm partials")))
+    size_t cut = zt_memory_lamb_cut_floats(e->model), cut_chunks = (cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2 + 4 * cut_chunks,
+                                             &e->mem.optimizer, "LAMB's norm partials")))
+        return zt_engine_oom(e, err, "engine");
+    e->lamb_cut_floats = cut;
+    if (cut && !(e->lamb_stage = zt_engine_alloc(e, 4 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
         return zt_engine_oom(e, err, "engine");
     return ZT_OK;
 }
@@ -114,51 +125,95 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
                         gscale, t);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
     }
-    zt_comm *c = e->shard_comm;
+    zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
+    int P = tc ? zt_comm_size(tc) : 1, part = tc ? zt_comm_rank(tc) : 0, R = N * P;
     bool gather = e->shard_optim && pl->nshards > 1;
     size_t counts[N > 0 ? N : 1];
-    /* rounds of N matrices: matrix k + j belongs to rank j of the group */
-    for (int k = 0; k < n_muon && !rc; k += N) {
-        int cnt = n_muon - k < N ? n_muon - k : N;
+    /* rounds of R = N x P matrices: matrix k + j belongs to rank j / P of the group, tp part j % P */
+    for (int k = 0; k < n_muon && !rc; k += R) {
+        int cnt = n_muon - k < R ? n_muon - k : R;
         for (int j = 0; j < cnt && !rc; j++) {
             int i = list[k + j];
+            bool cut = md->params[i].tp_parts > 1;
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
+            /* the whole part goes to its place among the parts (tp), or is the slot */
+            float *whole = cut ? e->muon_work + zt_engine_tp_part_offset(e, i) : slot;
             slice s;
             local_slice(e, i, &s);
-            float *u = slot + s.begin; /* this rank's rows of the whole matrix */
+            float *u = whole + s.begin; /* this rank's rows of the whole part */
             zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+            double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                double t0 = omp_get_wtime();
-                rc = zt_all_gather_f32(c, u, slot, counts, "muon momentum", err);
-                e->comm_s += omp_get_wtime() - t0;
+                rc = zt_all_gather_f32(c, u, whole, counts, "muon momentum", err);
             }
+            if (!rc && cut) rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
+            e->comm_s += omp_get_wtime() - t0;
         }
         if (rc) break;
-        if (me < cnt) { /* this rank's matrix of the round, whole */
-            const zt_param_desc *p = &md->params[list[k + me]];
-            zt_muon_orthogonalize(e->muon_slots + (size_t)me * e->muon_slot_floats, p->shape[0], p->shape[1],
-                                  o->muon_ns_steps, o->muon_ns_bf16 != 0,
-                                  zt_muon_scale(p->shape[0], p->shape[1], o->muon_scale), e->muon_work);
+        if (me * P + part < cnt) { /* this rank's matrix of the round, whole (logical) */
+            const zt_param_desc *p = &md->params[list[k + me * P + part]];
+            zt_muon_orthogonalize(e->muon_slots + (size_t)(me * P + part) * e->muon_slot_floats, p->logical_shape[0],
+                                  p->logical_shape[1], o->muon_ns_steps, o->muon_ns_bf16 != 0,
+                                  zt_muon_scale(p->logical_shape[0], p->logical_shape[1], o->muon_scale),
+                                  e->muon_work);
         }
         for (int j = 0; j < cnt && !rc; j++) {
-            int i = list[k + j];
-            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
-            if (N > 1) {
-                double t0 = omp_get_wtime();
-                rc = zt_broadcast_bytes(c, slot, (size_t)md->params[i].numel * sizeof(float), j, "muon update", err);
-                e->comm_s += omp_get_wtime() - t0;
-                if (rc) break;
+            int i = list[k + j], owner = j / P;
+            const zt_param_desc *p = &md->params[i];
+            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats, *mine = slot;
+            double t0 = omp_get_wtime();
+            if (P > 1 && me == owner) { /* the owner's parts get the logical update; a cut one takes its own */
+                rc = zt_broadcast_bytes(tc, slot, (size_t)p->logical_numel * sizeof(float), j % P,
+                                        "muon update over the parts", err);
+                if (!rc && p->tp_parts > 1) zt_tp_take(p, part, slot, e->muon_work);
             }
+            if (p->tp_parts > 1) mine = e->muon_work;
+            if (!rc && N > 1) /* the group's ranks get their part's update from the owner's row */
+                rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
+            e->comm_s += omp_get_wtime() - t0;
+            if (rc) break;
             slice s;
             local_slice(e, i, &s);
-            zt_muon_apply(s.w, slot + s.begin, s.n, lr_m, o->muon_weight_decay);
+            zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);
             zt_engine_round_updated(e, i, s.w, s.m, NULL, s.n, s.begin);
         }
     }
     free(list);
     return rc;
+}
+
+/* LAMB's trust ratio of cut parameter i (tensor parallelism) from its logical tensor: this rank's
+ * p and u go to their place in the part (the dp gather makes the part whole), the parts are
+ * gathered over the tp group in the logical layout, and the logical tensor's chunk partials are
+ * summed in order: one process's norms, every rank computing them alike. */
+static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *coeff, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    const zt_optimizer_config *o = &e->opt.optim;
+    size_t L = e->lamb_cut_floats, off = zt_engine_tp_part_offset(e, i);
+    float *pcat = e->lamb_stage, *ucat = pcat + L, *plog = ucat + L, *ulog = plog + L;
+    memcpy(pcat + off + s->begin, s->w, s->n * sizeof(float));
+    zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, ucat + off + s->begin);
+    int rc = ZT_OK, N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
+    double t0 = omp_get_wtime();
+    if (e->shard_optim && pl->nshards > 1) {
+        size_t counts[N];
+        for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
+        rc = zt_all_gather_f32(e->shard_comm, pcat + off + s->begin, pcat + off, counts, "lamb parameter", err);
+        if (!rc) rc = zt_all_gather_f32(e->shard_comm, ucat + off + s->begin, ucat + off, counts, "lamb update", err);
+    }
+    if (!rc) rc = zt_engine_tp_gather_logical(e, i, pcat, plog, "lamb parameter over the parts", err);
+    if (!rc) rc = zt_engine_tp_gather_logical(e, i, ucat, ulog, "lamb update over the parts", err);
+    e->comm_s += omp_get_wtime() - t0;
+    if (rc) return rc;
+    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
+    zt_lamb_partials_of(plog, ulog, p->logical_numel, wp, up);
+    *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
+                           o->lamb_max_coeff);
+    return ZT_OK;
 }
 
 static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
@@ -167,27 +222,35 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_optimizer_config *o = &e->opt.optim;
     double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
     memset(wp, 0, 2 * (size_t)pl->norm_chunks * sizeof *wp);
-    for (int i = 0; i < md->n_params; i++) {
+    const float step = zt_lamb_step_size(lr, o->beta1, o->beta2, o->lamb_bias_correction, (int64_t)e->step);
+    int rc = ZT_OK;
+    for (int i = 0; i < md->n_params && !rc; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
+        float wd = p->decay ? o->weight_decay : 0.0f, coeff;
         slice s;
         local_slice(e, i, &s);
         zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
+        if (p->tp_parts > 1) { /* cut by tensor parallelism: its norms from the logical tensor, now */
+            if (!(rc = lamb_cut_coeff(e, i, &s, wd, &coeff, err))) {
+                zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, wd, step * coeff);
+                zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+            }
+            continue;
+        }
         int64_t first, count;
         zt_plan_norm_chunks(pl, i, e->shard_optim ? pl->shard : 0, &first, &count);
-        zt_lamb_partials(s.w, s.m, s.v, (int64_t)s.n, o->eps, p->decay ? o->weight_decay : 0.0f, wp + first,
-                         up + first);
+        zt_lamb_partials(s.w, s.m, s.v, (int64_t)s.n, o->eps, wd, wp + first, up + first);
     }
-    int rc = ZT_OK;
+    if (rc) return rc;
     if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
         if (!(rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err)))
             rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
         if (rc) return rc;
     }
-    const float step = zt_lamb_step_size(lr, o->beta1, o->beta2, o->lamb_bias_correction, (int64_t)e->step);
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
-        if (!p->trainable) continue;
+        if (!p->trainable || p->tp_parts > 1) continue;
         int64_t first, count, all = (p->numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
         zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
         double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));

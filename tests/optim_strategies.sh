@@ -17,8 +17,9 @@
 #     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
 #     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
 #     2 ranks equals tp 2 x dp 2 on 4 ranks under ddp, zero1 and zero3; planned = measured;
-#  6. pipeline parallelism: Llama pp 2 (`zerotrain train`) ends on one process's hash and losses
-#     for both optimizers, planned = measured on every rank.
+#  6. pipeline parallelism: Llama pp 2 (`zerotrain train`; its last stage holds the LM head alone,
+#     no Muon matrix) ends on one process's hash and losses for both optimizers, planned = measured
+#     on every rank; Muon tp 2 x pp 2 on 4 ranks ends on tp 2's hash.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -28,13 +29,18 @@ Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 STEPS=6
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-run() { # N args...
-  local n="$1"; shift
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
-}
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 # hash_of, losses_of, fail, check LABEL KEY OUTPUT, bad LABEL TEXT ARGS, mem LABEL N ARGS
 source "$SRC/tests/dist_check.bash"
+# the tool's runs go to one MPI job per world size (tests/tool_serve.bash); one it cannot take runs alone
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
+}
 
 for o in muon lamb; do
   check "$o N=1 GA=2 zero3" "$o" "$(run 1 zero3 2 $STEPS --optimizer $o)"
@@ -124,4 +130,11 @@ for o in muon lamb; do
     echo "ok   $o llama pp 2 = one process: $(hash_line "$b"), the same $(wc -w <<<"$lb") losses, planned = measured"
   else echo "FAIL $o llama pp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
 done
+# tp 2 x pp 2 (4 ranks) = tp 2 (2 ranks), Muon: a stage's rounds over its tp group
+TP2=(--set optimizer.type=muon --set parallel.tensor_parallel_size=2)
+a="$("$Z" train "$T/l.yaml" "${TP2[@]}" --nproc 2 2>&1)" || true
+b="$("$Z" train "$T/l.yaml" "${TP2[@]}" --nproc 4 --set parallel.pipeline_parallel_size=2 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then
+  echo "ok   muon llama tp 2 x pp 2 = tp 2: $(hash_line "$b")"
+else echo "FAIL muon llama tp 2 x pp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
 exit $fail

@@ -68,7 +68,10 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
     const zt_optimizer_config *o = &e->opt.optim;
     if (!(e->muon = calloc((size_t)m->n_params + 1, sizeof *e->muon)))
         return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
-    int rc = zt_model_muon_split(m, o->muon_params, o->adamw_params, e->muon, err);
+    /* a pipeline stage may hold none of Muon's matrices (the whole model was checked: train/setup.c) */
+    bool stage = e->opt.pp_in_width > 0 || e->opt.pp_send_out;
+    int rc = (stage ? zt_model_muon_split_stage : zt_model_muon_split)(m, o->muon_params, o->adamw_params, e->muon,
+                                                                      err);
     if (rc) return rc;
     int N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1, n_muon = 0;
     int R = N * (e->tp_comm ? zt_comm_size(e->tp_comm) : 1); /* the owners of a round */
@@ -86,6 +89,7 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
      * stages the parts' concatenation and this part's update (memory/plan.c counts the same) */
     e->muon_slot_floats = (slot + 15) / 16 * 16;
     e->muon_nslots = n_muon < R ? n_muon : R;
+    if (!n_muon) return ZT_OK; /* a stage without matrices: AdamW alone */
     if (!(e->muon_slots = zt_engine_alloc(e, e->muon_slot_floats * (size_t)e->muon_nslots, &e->mem.optimizer,
                                           "Muon's gathered matrices")) ||
         !(e->muon_work = zt_engine_alloc(e, work, &e->mem.optimizer, "Muon's Newton-Schulz work")))

@@ -574,7 +574,9 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
     if (o->optim.kind != ZT_OPT_MUON) return ZT_OK;
     bool *muon = calloc((size_t)m->n_params + 1, sizeof *muon);
     if (!muon) return zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
-    int rc = zt_model_muon_split(m, o->optim.muon_params, o->optim.adamw_params, muon, err);
+    bool stage = o->pp_in_width > 0 || o->pp_send_out; /* step_whole.c: a stage may hold no matrix */
+    int rc = (stage ? zt_model_muon_split_stage : zt_model_muon_split)(m, o->optim.muon_params,
+                                                                      o->optim.adamw_params, muon, err);
     size_t slot = 0, work = 0;
     int n = 0, R = N * (m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1);
     for (int i = 0; i < m->n_params && !rc; i++) {
@@ -586,7 +588,7 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
         n++;
     }
     free(muon);
-    if (rc) return rc;
+    if (rc || !n) return rc;
     alloc(s, ZT_MEM_OPTIMIZER, (slot + 15) / 16 * 16 * (size_t)(n < R ? n : R));
     alloc(s, ZT_MEM_OPTIMIZER, work);
     return ZT_OK;

@@ -4,15 +4,16 @@
 #  1. tool_dist_check --optimizer muon / lamb, 6 steps of the small GPT-2: 1 rank x 2 micro-batches
 #     and 2 ranks x 1 under ddp, zero1, zero2 and zero3 give bit-identical losses and parameters;
 #     for Muon on 4 ranks (oversubscribed) hybrid (zero3 in groups of 2) equals zero3; Muon's bf16
-#     Newton-Schulz and bf16 compute agree across strategies too (their own hashes);
+#     Newton-Schulz, bf16 compute and bf16-low (bf16 parameters and moments) agree across
+#     strategies too (their own hashes);
 #  2. tool_memory_check: planned = measured per class, to the byte, with Muon's gathered matrices
-#     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3);
+#     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3), and bf16-low's widened slice;
 #  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
 #     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
 #     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
-#     muon_ns_dtype, Muon with bf16-low, LAMB with optimizer offload;
+#     muon_ns_dtype, Muon with parameter offload, LAMB with optimizer offload;
 #  5. tensor parallelism (Muon's logical matrices, LAMB's logical norms): given the same synthetic
 #     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
 #     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
@@ -53,12 +54,20 @@ check "muon bf16 Newton-Schulz N=1 GA=2 zero3" nsbf16 "$(run 1 zero3 2 $STEPS --
 check "muon bf16 Newton-Schulz N=2 zero2" nsbf16 "$(run 2 zero2 1 $STEPS --optimizer muon --ns-bf16)"
 check "muon precision bf16 N=2 ddp" mbf16 "$(run 2 ddp 1 $STEPS --optimizer muon --precision bf16)"
 check "muon precision bf16 N=2 zero1 (master pieces)" mbf16 "$(run 2 zero1 1 $STEPS --optimizer muon --precision bf16)"
+# bf16-low (bf16 parameters and moments): each slice widened for its update, narrowed back
+for o in muon lamb; do
+  check "$o bf16-low N=1 GA=2 zero3" "low$o" "$(run 1 zero3 2 $STEPS --optimizer $o --precision bf16-low)"
+  check "$o bf16-low N=2 ddp" "low$o" "$(run 2 ddp 1 $STEPS --optimizer $o --precision bf16-low)"
+  check "$o bf16-low N=2 zero3" "low$o" "$(run 2 zero3 1 $STEPS --optimizer $o --precision bf16-low)"
+done
+if [ "${ref_hash[lowmuon]:-}" = "${ref_hash[mbf16]:-x}" ]; then echo "FAIL bf16-low = bf16: the mode had no effect"; fail=1; fi
 if [ "${ref_hash[muon]:-}" = "${ref_hash[nsbf16]:-x}" ] || [ "${ref_hash[muon]:-}" = "${ref_hash[lamb]:-x}" ]; then
   echo "FAIL the optimizers' hashes coincide: an option had no effect"; fail=1
 fi
 
 mem "muon zero3" 2 zero3 1 3 --optimizer muon
 mem "lamb zero3" 2 zero3 1 3 --optimizer lamb
+mem "muon bf16-low zero3" 2 zero3 1 2 --optimizer muon --precision bf16-low
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
 cat > "$T/m.yaml" <<YEOF
@@ -92,8 +101,8 @@ bad "a pattern that is not a regular expression" "optimizer.muon_params '(': mis
   train "$T/m.yaml" --set 'optimizer.muon_params=('
 bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"fp8\"" \
   train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
-bad "muon with bf16-low" "optimizer.type: muon with bf16-low (bf16 parameters and moments) is not implemented" \
-  train "$T/m.yaml" --set precision.mode=bf16-low
+bad "muon with parameter offload" "optimizer.type: muon with memory.offload_param is not implemented" \
+  train "$T/m.yaml" --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T"
 out="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" --set optimizer.type=adamw 2>&1)" && rc=0 || rc=$?
 if [ $rc = 4 ] && grep -q "the checkpoint's optimizer state is muon's, this run's optimizer.type is adamw" <<<"$out"; then
   echo "ok   muon's checkpoint resumed under adamw exits 4: $(grep -m1 -o "the checkpoint's optimizer.*is adamw" <<<"$out")"

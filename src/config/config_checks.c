@@ -293,7 +293,8 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                      (double)c->optim.momentum);
     }
     /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md).
-     * Muon and LAMB run under tensor and pipeline parallelism (engine/step_whole.c); 1-bit Adam not */
+     * Muon and LAMB run under tensor and pipeline parallelism and bf16-low (engine/step_whole.c);
+     * 1-bit Adam not. Offload is refused for all three. */
     if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB || c->optim.kind == ZT_OPT_ONEBIT_ADAM) {
         const char *on = zt_optimizer_name(c->optim.kind);
         bool onebit = c->optim.kind == ZT_OPT_ONEBIT_ADAM;
@@ -322,7 +323,7 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                             "memory.offload_param: none",
                          PFX(w), on);
         }
-        if (c->precision == ZT_CFG_PREC_BF16_LOW) {
+        if (onebit && c->precision == ZT_CFG_PREC_BF16_LOW) {
             w = LOC("optimizer.type", "precision.mode");
             zt_cfg_error(x, "%s%soptimizer.type: %s with bf16-low (bf16 parameters and moments) is not "
                             "implemented; use bf16 (fp32 master and moments)",

@@ -109,6 +109,8 @@ struct zt_engine {
     double *lamb_partials;
     float *lamb_stage;
     size_t lamb_cut_floats;
+    float *low_f32;          /* bf16-low: a slice's parameter, m and v widened (3 x low_slice_floats) */
+    size_t low_slice_floats;
     /* 1-bit Adam (onebit.c) on 2 ranks or more: the worker's error feedback (state_floats) and the
      * server's (onebit_server_floats: this rank's block of the compressed all-reduce) */
     float *onebit_worker_error, *onebit_server_error;

@@ -9,10 +9,12 @@
  * made whole within the part (the dp gather), then gathered over the tp group in the logical
  * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
  * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
- * process's. A pipeline stage steps its own tensors alone. Not for NVMe offload or bf16-low (refused
- * at create). docs/optimizer.md. */
+ * process's. A pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
+ * fp32 for its update and narrowed back. Not for NVMe offload (refused at create).
+ * docs/optimizer.md. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
+#include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "optim/optim.h"
 #include "shard/tp.h"
@@ -22,12 +24,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameter i's slice this rank updates: its local fp32 elements, gradient and state (m, v). */
+/* Parameter i's slice this rank updates: its local fp32 elements, gradient and state (m, v).
+ * Under bf16-low the parameter and the moments are bf16: the slice is widened into fp32 buffers
+ * (e->low_f32, 3 x the largest slice, planned) and slice_store narrows it back after the update,
+ * exactly, since every update rounds them to bf16 values (zt_engine_round_updated). */
 typedef struct slice {
     float *w, *m, *v;
     const float *g;
     size_t n;
     int64_t begin; /* the slice's first element in the full tensor */
+    size_t local0, off; /* its first element in the local layout, in the state layout */
+    bool w_low;         /* w is the widened bf16 parameter */
 } slice;
 
 static void local_slice(zt_engine *e, int i, slice *s) {
@@ -45,9 +52,33 @@ static void local_slice(zt_engine *e, int i, slice *s) {
         local0 = zt_store_local_is_piece(e) ? 0 : (size_t)s->begin;
         s->g = e->grad_pieces + off;
     }
-    s->w = zt_store_local_fp32(e, i) + local0;
-    s->m = e->m + off;
-    s->v = e->v + off;
+    s->local0 = local0;
+    s->off = off;
+    float *w = zt_store_local_fp32(e, i);
+    s->w_low = !w;
+    if (w) {
+        s->w = w + local0;
+    } else { /* bf16-low: in memory, so the read cannot fail */
+        s->w = e->low_f32;
+        zt_store_read(e, i, local0, s->n, s->w, NULL);
+    }
+    if (e->state_bf16[0]) {
+        s->m = e->low_f32 + e->low_slice_floats;
+        s->v = s->m + e->low_slice_floats;
+        zt_bf16_to_f32(s->m, e->state_bf16[0] + off, s->n);
+        if (e->state_bf16[1]) zt_bf16_to_f32(s->v, e->state_bf16[1] + off, s->n);
+    } else {
+        s->m = e->m + off;
+        s->v = e->v + off;
+    }
+}
+
+/* bf16-low: the slice's parameter (with_w) and moments back to their bf16 arrays */
+static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
+    if (with_w && s->w_low) zt_store_write(e, i, s->local0, s->n, s->w, NULL);
+    if (!e->state_bf16[0]) return;
+    zt_f32_to_bf16(e->state_bf16[0] + s->off, s->m, s->n);
+    if (e->state_bf16[1]) zt_f32_to_bf16(e->state_bf16[1] + s->off, s->v, s->n);
 }
 
 int zt_step_whole_check(const zt_engine *e, zt_error *err) {
@@ -55,11 +86,19 @@ int zt_step_whole_check(const zt_engine *e, zt_error *err) {
     const char *name = o->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
     const char *what = o->offload.optimizer_dir && o->offload.optimizer_dir[0] ? "optimizer offload"
                        : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
-                       : o->precision.params == ZT_DTYPE_BF16 || o->precision.moments == ZT_DTYPE_BF16
-                           ? "bf16 parameters or moments (bf16-low)"
-                           : NULL;
+                                                                               : NULL;
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
+    return ZT_OK;
+}
+
+/* bf16-low: the widened slice (memory/plan.c counts the same) */
+static int low_setup(zt_engine *e, zt_error *err) {
+    if (!zt_store_bf16(e) && !e->state_bf16[0]) return ZT_OK;
+    e->low_slice_floats = zt_memory_max_slice_floats(e->model, &e->plan, e->shard_optim);
+    if (!(e->low_f32 = zt_engine_alloc(e, 3 * e->low_slice_floats, &e->mem.optimizer,
+                                       "the bf16-low slice widened to fp32")))
+        return zt_engine_oom(e, err, "engine");
     return ZT_OK;
 }
 
@@ -89,12 +128,12 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
      * stages the parts' concatenation and this part's update (memory/plan.c counts the same) */
     e->muon_slot_floats = (slot + 15) / 16 * 16;
     e->muon_nslots = n_muon < R ? n_muon : R;
-    if (!n_muon) return ZT_OK; /* a stage without matrices: AdamW alone */
+    if (!n_muon) return low_setup(e, err); /* a stage without matrices: AdamW alone */
     if (!(e->muon_slots = zt_engine_alloc(e, e->muon_slot_floats * (size_t)e->muon_nslots, &e->mem.optimizer,
                                           "Muon's gathered matrices")) ||
         !(e->muon_work = zt_engine_alloc(e, work, &e->mem.optimizer, "Muon's Newton-Schulz work")))
         return zt_engine_oom(e, err, "engine");
-    return ZT_OK;
+    return low_setup(e, err);
 }
 
 int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
@@ -105,7 +144,7 @@ int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
     e->lamb_cut_floats = cut;
     if (cut && !(e->lamb_stage = zt_engine_alloc(e, 4 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
         return zt_engine_oom(e, err, "engine");
-    return ZT_OK;
+    return low_setup(e, err);
 }
 
 static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
@@ -128,6 +167,7 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
                         gscale, t);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+        slice_store(e, i, &s, true);
     }
     zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
@@ -147,6 +187,10 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             local_slice(e, i, &s);
             float *u = whole + s.begin; /* this rank's rows of the whole part */
             zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+            if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
+                zt_round_bf16(s.m, s.n);
+                slice_store(e, i, &s, false);
+            }
             double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
@@ -182,6 +226,7 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             local_slice(e, i, &s);
             zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);
             zt_engine_round_updated(e, i, s.w, s.m, NULL, s.n, s.begin);
+            slice_store(e, i, &s, true);
         }
     }
     free(list);
@@ -235,16 +280,22 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         slice s;
         local_slice(e, i, &s);
         zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
+        if (e->state_bf16[0]) { /* bf16-low: the moments as stored, before u is taken of them */
+            zt_round_bf16(s.m, s.n);
+            zt_round_bf16(s.v, s.n);
+        }
         if (p->tp_parts > 1) { /* cut by tensor parallelism: its norms from the logical tensor, now */
             if (!(rc = lamb_cut_coeff(e, i, &s, wd, &coeff, err))) {
                 zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, wd, step * coeff);
                 zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+                slice_store(e, i, &s, true);
             }
             continue;
         }
         int64_t first, count;
         zt_plan_norm_chunks(pl, i, e->shard_optim ? pl->shard : 0, &first, &count);
         zt_lamb_partials(s.w, s.m, s.v, (int64_t)s.n, o->eps, wd, wp + first, up + first);
+        slice_store(e, i, &s, false);
     }
     if (rc) return rc;
     if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
@@ -263,6 +314,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         local_slice(e, i, &s);
         zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, p->decay ? o->weight_decay : 0.0f, step * coeff);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+        slice_store(e, i, &s, true);
     }
     return ZT_OK;
 }

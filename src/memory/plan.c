@@ -167,6 +167,16 @@ size_t zt_memory_lamb_cut_floats(const zt_model *m) {
     return (most + 15) / 16 * 16;
 }
 
+size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool shard_optim) {
+    size_t most = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (!m->params[i].trainable) continue;
+        size_t n = shard_optim ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)m->params[i].numel;
+        if (n > most) most = n;
+    }
+    return (most + 15) / 16 * 16;
+}
+
 size_t zt_memory_seq_width(const zt_model *m) {
     size_t w = 0;
     for (int u = 0; u < m->n_units; u++)
@@ -728,6 +738,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
                                  pl.norm_chunks, err)))
         goto done;
+    /* step_whole.c under bf16-low: a slice's parameter and moments widened to fp32 (3 x the largest) */
+    if ((o->optim.kind == ZT_OPT_MUON || o->optim.kind == ZT_OPT_LAMB) && (s.pb->master == 2 || s.pb->moment == 2))
+        alloc(&s, ZT_MEM_OPTIMIZER, 3 * zt_memory_max_slice_floats(m, &pl, s.shard_optim));
     s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
     if (s.shard_optim && !s.transient && !s.grad_offload) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;

@@ -101,7 +101,7 @@ struct zt_engine {
      * in m, its v unused); the gathered matrices of a round (muon_nslots of muon_slot_floats) and
      * the Newton-Schulz work; LAMB's partial sums of squares of p and of the update (2 x
      * plan.norm_chunks doubles, then under tp 2 x the chunks of the largest cut tensor) and under
-     * tp the cut tensors' staging (4 x lamb_cut_floats: p and u by part, then logical) */
+     * tp the cut tensors' staging (2 x lamb_cut_floats: p or u by part, then logical) */
     bool *muon;
     float *muon_slots, *muon_work;
     size_t muon_slot_floats;

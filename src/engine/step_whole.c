@@ -142,7 +142,7 @@ int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
                                              &e->mem.optimizer, "LAMB's norm partials")))
         return zt_engine_oom(e, err, "engine");
     e->lamb_cut_floats = cut;
-    if (cut && !(e->lamb_stage = zt_engine_alloc(e, 4 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
+    if (cut && !(e->lamb_stage = zt_engine_alloc(e, 2 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
         return zt_engine_oom(e, err, "engine");
     return low_setup(e, err);
 }
@@ -233,33 +233,44 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     return rc;
 }
 
-/* LAMB's trust ratio of cut parameter i (tensor parallelism) from its logical tensor: this rank's
- * p and u go to their place in the part (the dp gather makes the part whole), the parts are
- * gathered over the tp group in the logical layout, and the logical tensor's chunk partials are
- * summed in order: one process's norms, every rank computing them alike. */
-static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *coeff, zt_error *err) {
+/* The logical tensor of cut parameter i (tensor parallelism) in `logical`, from this rank's
+ * elements of it at their place in the part (in `cat`, the parts concatenated): the dp gather
+ * makes the part whole, the tp gather and placement the logical tensor (tp_group.c). */
+static int lamb_gather_logical(zt_engine *e, int i, float *cat, float *logical, const char *what, zt_error *err) {
     const zt_plan *pl = &e->plan;
-    const zt_param_desc *p = &e->model->params[i];
-    const zt_optimizer_config *o = &e->opt.optim;
-    size_t L = e->lamb_cut_floats, off = zt_engine_tp_part_offset(e, i);
-    float *pcat = e->lamb_stage, *ucat = pcat + L, *plog = ucat + L, *ulog = plog + L;
-    memcpy(pcat + off + s->begin, s->w, s->n * sizeof(float));
-    zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, ucat + off + s->begin);
+    size_t off = zt_engine_tp_part_offset(e, i);
     int rc = ZT_OK, N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
     double t0 = omp_get_wtime();
     if (e->shard_optim && pl->nshards > 1) {
         size_t counts[N];
         for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-        rc = zt_all_gather_f32(e->shard_comm, pcat + off + s->begin, pcat + off, counts, "lamb parameter", err);
-        if (!rc) rc = zt_all_gather_f32(e->shard_comm, ucat + off + s->begin, ucat + off, counts, "lamb update", err);
+        rc = zt_all_gather_f32(e->shard_comm, cat + off + zt_plan_shard_begin(pl, i, pl->shard), cat + off, counts,
+                               what, err);
     }
-    if (!rc) rc = zt_engine_tp_gather_logical(e, i, pcat, plog, "lamb parameter over the parts", err);
-    if (!rc) rc = zt_engine_tp_gather_logical(e, i, ucat, ulog, "lamb update over the parts", err);
+    if (!rc) rc = zt_engine_tp_gather_logical(e, i, cat, logical, what, err);
     e->comm_s += omp_get_wtime() - t0;
-    if (rc) return rc;
+    return rc;
+}
+
+/* LAMB's trust ratio of cut parameter i (tensor parallelism) from its logical tensor: the logical
+ * p, then the logical u (computed on this rank's elements as zt_lamb_partials computes it), each
+ * gathered and its 1,024-element chunk partials taken in order: one process's norms, every rank
+ * computing them alike. The staging is 2 x the largest cut tensor (e->lamb_stage). */
+static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *coeff, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    const zt_optimizer_config *o = &e->opt.optim;
+    float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
+    float *mine = cat + zt_engine_tp_part_offset(e, i) + s->begin; /* this rank's elements in the part */
     int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
     double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
-    zt_lamb_partials_of(plog, ulog, p->logical_numel, wp, up);
+    memcpy(mine, s->w, s->n * sizeof(float));
+    int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
+    if (rc) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, mine);
+    if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
     *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
                            o->lamb_max_coeff);
     return ZT_OK;

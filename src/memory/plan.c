@@ -579,7 +579,7 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
     if (o->optim.kind == ZT_OPT_LAMB) {
         size_t cut = zt_memory_lamb_cut_floats(m);
         alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2 + 4 * ((cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK));
-        if (cut) alloc(s, ZT_MEM_OPTIMIZER, 4 * cut);
+        if (cut) alloc(s, ZT_MEM_OPTIMIZER, 2 * cut);
     }
     if (o->optim.kind != ZT_OPT_MUON) return ZT_OK;
     bool *muon = calloc((size_t)m->n_params + 1, sizeof *muon);

@@ -153,8 +153,8 @@ size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
  * position's logits (B x V), or sequence parallelism's (B, T, C), whichever is largest. */
 size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
 /* LAMB under tensor parallelism (engine/step_whole.c): the largest logical tensor of a cut
- * trainable parameter, in floats rounded up to 16 (0 when none is cut). The step stages 4 of it
- * (p and u concatenated by part, then placed as the logical tensors) and takes the logical
+ * trainable parameter, in floats rounded up to 16 (0 when none is cut). The step stages 2 of it
+ * (p, then u, concatenated by part, then placed as the logical tensor) and takes the logical
  * tensor's chunk partials in 4 floats per 1,024 elements more. */
 size_t zt_memory_lamb_cut_floats(const zt_model *m);
 /* Muon and LAMB under bf16-low (engine/step_whole.c): the largest slice of a trainable parameter

@@ -37,11 +37,6 @@ void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n,
     }
 }
 
-void zt_lamb_partials_of(const float *p, const float *u, int64_t n, double *wpart, double *upart) {
-    zt_chunk_sum_squares(p, n, ZT_LAMB_CHUNK, wpart);
-    zt_chunk_sum_squares(u, n, ZT_LAMB_CHUNK, upart);
-}
-
 float zt_lamb_coeff(double wnorm, double unorm, float min_coeff, float max_coeff) {
     if (wnorm == 0 || unorm == 0) return 1.0f;
     float c = (float)(wnorm / unorm);

@@ -75,8 +75,6 @@ void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n,
 /* u[0..n) = m / (sqrt(v) + eps) + wd·p, the update zt_lamb_partials takes the norm of (the same
  * bits), for the norms of a tensor gathered from parts (tensor parallelism: step_whole.c) */
 void zt_lamb_update_values(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, float *u);
-/* The partials of zt_lamb_partials from p and u themselves (n from the tensor's first element) */
-void zt_lamb_partials_of(const float *p, const float *u, int64_t n, double *wpart, double *upart);
 float zt_lamb_coeff(double wnorm, double unorm, float min_coeff, float max_coeff);
 float zt_lamb_step_size(float lr, float b1, float b2, bool bias_correction, int64_t t);
 /* p -= step·u, u computed as zt_lamb_partials computes it */

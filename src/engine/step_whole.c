@@ -196,7 +196,8 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
                 rc = zt_all_gather_f32(c, u, whole, counts, "muon momentum", err);
             }
-            if (!rc && cut) rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
+            if (!rc && cut)
+                rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
             e->comm_s += omp_get_wtime() - t0;
         }
         if (rc) break;

@@ -261,8 +261,10 @@ int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logi
         if (logical != local) memcpy(logical, local, (size_t)p->numel * sizeof(float));
         return ZT_OK;
     }
-    float *all = malloc((size_t)p->logical_numel * sizeof *all); /* the logical tensor's size: a load or save, not a step */
-    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s over the tensor-parallel parts: out of memory", p->name);
+    /* the logical tensor's size: a load or save, not a step */
+    float *all = malloc((size_t)p->logical_numel * sizeof *all);
+    if (!all)
+        return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s over the tensor-parallel parts: out of memory", p->name);
     memcpy(all + zt_engine_tp_part_offset(e, i), local, (size_t)p->numel * sizeof(float));
     int rc = zt_engine_tp_gather_logical(e, i, all, logical, p->name, err);
     free(all);

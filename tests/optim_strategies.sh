@@ -17,7 +17,8 @@
 #  5. tensor parallelism (Muon's logical matrices, LAMB's logical norms): given the same synthetic
 #     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
 #     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
-#     2 ranks equals tp 2 x dp 2 on 4 ranks under ddp, zero1 and zero3; planned = measured;
+#     2 ranks equals tp 2 x dp 2 on 4 ranks under ddp, zero1 and zero3; planned = measured; a Muon
+#     tp 2 commit resumed on tp 2 x dp 2 zero3 ends on the uninterrupted hash;
 #  6. pipeline parallelism: Llama pp 2 (`zerotrain train`; its last stage holds the LM head alone,
 #     no Muon matrix) ends on one process's hash and losses for both optimizers, planned = measured
 #     on every rank; Muon tp 2 x pp 2 on 4 ranks ends on tp 2's hash.
@@ -121,6 +122,20 @@ for o in muon lamb; do
 done
 if [ "${ref_hash[synmuongpt2]:-}" = "${ref_hash[synlambgpt2]:-x}" ]; then echo "FAIL synthetic: muon = lamb"; fail=1; fi
 mem "muon tp 2 x dp 2 zero3" 4 zero3 1 2 --optimizer muon --tp 2
+# a tp 2 commit (Muon's momentum: logical tensors) resumed on tp 2 x dp 2 zero3 ends on the uninterrupted hash
+cat > "$T/t.yaml" <<YEOF
+model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4}
+data: {train: $T/gpl.bin}
+training: {micro_batch_size: 1, seq_len: 32, steps: 4, lr: 1e-3, gradient_accumulation_steps: 2}
+optimizer: {type: muon}
+parallel: {tensor_parallel_size: 2}
+YEOF
+a="$("$Z" train "$T/t.yaml" --nproc 2 --ckpt-dir "$T/cktp" --ckpt-every 2 2>&1)" || true
+b="$("$Z" train "$T/t.yaml" --nproc 4 --set parallel.strategy=zero3 --set training.gradient_accumulation_steps=1 \
+     --resume "$T/cktp/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then
+  echo "ok   muon tp 2 commit resumed on tp 2 x dp 2 zero3 = uninterrupted: $(hash_line "$b")"
+else echo "FAIL muon tp 2 resumed on tp 2 x dp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
 mem "lamb tp 2 x dp 2 zero1" 4 zero1 1 2 --optimizer lamb --tp 2
 
 # 6. pipeline parallelism: Llama (untied) pp 2 = one process bit for bit

@@ -4,16 +4,25 @@
 #  1. tool_dist_check --optimizer muon / lamb, 6 steps of the small GPT-2: 1 rank x 2 micro-batches
 #     and 2 ranks x 1 under ddp, zero1, zero2 and zero3 give bit-identical losses and parameters;
 #     for Muon on 4 ranks (oversubscribed) hybrid (zero3 in groups of 2) equals zero3; Muon's bf16
-#     Newton-Schulz and bf16 compute agree across strategies too (their own hashes);
+#     Newton-Schulz, bf16 compute and bf16-low (bf16 parameters and moments) agree across
+#     strategies too (their own hashes);
 #  2. tool_memory_check: planned = measured per class, to the byte, with Muon's gathered matrices
-#     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3);
+#     and Newton-Schulz work and LAMB's norm partials (2 ranks, zero3), and bf16-low's widened slice;
 #  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
 #     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
 #     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
 #     The real DeepSpeed file with Lamb trains on 2 ranks (planned = measured);
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
-#     muon_ns_dtype, Muon with tensor parallelism, LAMB with optimizer offload.
+#     muon_ns_dtype, Muon with parameter offload, LAMB with optimizer offload;
+#  5. tensor parallelism (Muon's logical matrices, LAMB's logical norms): given the same synthetic
+#     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
+#     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
+#     2 ranks equals tp 2 x dp 2 on 4 ranks under ddp, zero1 and zero3; planned = measured; a Muon
+#     tp 2 commit resumed on tp 2 x dp 2 zero3 ends on the uninterrupted hash;
+#  6. pipeline parallelism: Llama pp 2 (`zerotrain train`; its last stage holds the LM head alone,
+#     no Muon matrix) ends on one process's hash and losses for both optimizers, planned = measured
+#     on every rank; Muon tp 2 x pp 2 on 4 ranks ends on tp 2's hash.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -23,13 +32,18 @@ Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 STEPS=6
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-run() { # N args...
-  local n="$1"; shift
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
-}
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 # hash_of, losses_of, fail, check LABEL KEY OUTPUT, bad LABEL TEXT ARGS, mem LABEL N ARGS
 source "$SRC/tests/dist_check.bash"
+# the tool's runs go to one MPI job per world size (tests/tool_serve.bash); one it cannot take runs alone
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" 2>&1
+}
 
 for o in muon lamb; do
   check "$o N=1 GA=2 zero3" "$o" "$(run 1 zero3 2 $STEPS --optimizer $o)"
@@ -42,12 +56,20 @@ check "muon bf16 Newton-Schulz N=1 GA=2 zero3" nsbf16 "$(run 1 zero3 2 $STEPS --
 check "muon bf16 Newton-Schulz N=2 zero2" nsbf16 "$(run 2 zero2 1 $STEPS --optimizer muon --ns-bf16)"
 check "muon precision bf16 N=2 ddp" mbf16 "$(run 2 ddp 1 $STEPS --optimizer muon --precision bf16)"
 check "muon precision bf16 N=2 zero1 (master pieces)" mbf16 "$(run 2 zero1 1 $STEPS --optimizer muon --precision bf16)"
+# bf16-low (bf16 parameters and moments): each slice widened for its update, narrowed back
+for o in muon lamb; do
+  check "$o bf16-low N=1 GA=2 zero3" "low$o" "$(run 1 zero3 2 $STEPS --optimizer $o --precision bf16-low)"
+  check "$o bf16-low N=2 ddp" "low$o" "$(run 2 ddp 1 $STEPS --optimizer $o --precision bf16-low)"
+  check "$o bf16-low N=2 zero3" "low$o" "$(run 2 zero3 1 $STEPS --optimizer $o --precision bf16-low)"
+done
+if [ "${ref_hash[lowmuon]:-}" = "${ref_hash[mbf16]:-x}" ]; then echo "FAIL bf16-low = bf16: the mode had no effect"; fail=1; fi
 if [ "${ref_hash[muon]:-}" = "${ref_hash[nsbf16]:-x}" ] || [ "${ref_hash[muon]:-}" = "${ref_hash[lamb]:-x}" ]; then
   echo "FAIL the optimizers' hashes coincide: an option had no effect"; fail=1
 fi
 
 mem "muon zero3" 2 zero3 1 3 --optimizer muon
 mem "lamb zero3" 2 zero3 1 3 --optimizer lamb
+mem "muon bf16-low zero3" 2 zero3 1 2 --optimizer muon --precision bf16-low
 
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
 cat > "$T/m.yaml" <<YEOF
@@ -91,12 +113,63 @@ bad "a pattern that is not a regular expression" "optimizer.muon_params '(': mis
   train "$T/m.yaml" --set 'optimizer.muon_params=('
 bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"fp8\"" \
   train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
-bad "muon with tensor parallelism" "optimizer.type: muon with parallel.tensor_parallel_size 2 is not implemented" \
-  train "$T/m.yaml" --nproc 2 --set parallel.tensor_parallel_size=2
+bad "muon with parameter offload" "optimizer.type: muon with memory.offload_param is not implemented" \
+  train "$T/m.yaml" --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T"
 out="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" --set optimizer.type=adamw 2>&1)" && rc=0 || rc=$?
 if [ $rc = 4 ] && grep -q "the checkpoint's optimizer state is muon's, this run's optimizer.type is adamw" <<<"$out"; then
   echo "ok   muon's checkpoint resumed under adamw exits 4: $(grep -m1 -o "the checkpoint's optimizer.*is adamw" <<<"$out")"
 else echo "FAIL muon's checkpoint under adamw: exit $rc: $(grep -m1 error <<<"$out")"; fail=1; fi
 bad "lamb with optimizer offload" "optimizer.type: lamb with memory.offload_optimizer is not implemented" \
   train "$T/m.yaml" --set optimizer.type=lamb --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
+
+# 5. tensor parallelism
+for o in muon lamb; do
+  for arch in gpt2 llama; do
+    check "$o $arch synthetic gradients, one process" "syn$o$arch" "$(run 1 ddp 1 3 --optimizer $o --arch $arch --synthetic-grad)"
+    check "$o $arch synthetic gradients, tp 2 = one process" "syn$o$arch" "$(run 2 ddp 1 3 --optimizer $o --arch $arch --synthetic-grad --tp 2)"
+  done
+  check "$o tp 2, 2 micro-batches, 2 ranks" "tp$o" "$(run 2 ddp 2 4 --optimizer $o --tp 2)"
+  for s in ddp zero1 zero3; do check "$o tp 2 x dp 2 $s, 4 ranks" "tp$o" "$(run 4 $s 1 4 --optimizer $o --tp 2)"; done
+done
+if [ "${ref_hash[synmuongpt2]:-}" = "${ref_hash[synlambgpt2]:-x}" ]; then echo "FAIL synthetic: muon = lamb"; fail=1; fi
+mem "muon tp 2 x dp 2 zero3" 4 zero3 1 2 --optimizer muon --tp 2
+# a tp 2 commit (Muon's momentum: logical tensors) resumed on tp 2 x dp 2 zero3 ends on the uninterrupted hash
+cat > "$T/t.yaml" <<YEOF
+model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4}
+data: {train: $T/gpl.bin}
+training: {micro_batch_size: 1, seq_len: 32, steps: 4, lr: 1e-3, gradient_accumulation_steps: 2}
+optimizer: {type: muon}
+parallel: {tensor_parallel_size: 2}
+YEOF
+a="$("$Z" train "$T/t.yaml" --nproc 2 --ckpt-dir "$T/cktp" --ckpt-every 2 2>&1)" || true
+b="$("$Z" train "$T/t.yaml" --nproc 4 --set parallel.strategy=zero3 --set training.gradient_accumulation_steps=1 \
+     --resume "$T/cktp/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then
+  echo "ok   muon tp 2 commit resumed on tp 2 x dp 2 zero3 = uninterrupted: $(hash_line "$b")"
+else echo "FAIL muon tp 2 resumed on tp 2 x dp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+mem "lamb tp 2 x dp 2 zero1" 4 zero1 1 2 --optimizer lamb --tp 2
+
+# 6. pipeline parallelism: Llama (untied) pp 2 = one process bit for bit
+cat > "$T/l.yaml" <<YEOF
+model: {preset: llama-tiny, n_layer: 2, n_embd: 64, n_head: 4}
+data: {train: $T/gpl.bin}
+training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 3e-3, gradient_accumulation_steps: 2}
+YEOF
+for o in muon lamb; do
+  a="$("$Z" train "$T/l.yaml" --set optimizer.type=$o --set logging.jsonl="$T/$o.1.jsonl" 2>&1)" || true
+  b="$("$Z" train "$T/l.yaml" --set optimizer.type=$o --set logging.jsonl="$T/$o.pp.jsonl" --nproc 2 \
+       --set parallel.pipeline_parallel_size=2 2>&1)" || true
+  la="$(grep -o '"loss":[^,]*' "$T/$o.1.jsonl" | tr '\n' ' ' || true)"; lb="$(grep -o '"loss":[^,]*' "$T/$o.pp.jsonl" | tr '\n' ' ' || true)"
+  if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ] && [ -n "$la" ] && [ "$la" = "$lb" ] &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+    echo "ok   $o llama pp 2 = one process: $(hash_line "$b"), the same $(wc -w <<<"$lb") losses, planned = measured"
+  else echo "FAIL $o llama pp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+done
+# tp 2 x pp 2 (4 ranks) = tp 2 (2 ranks), Muon: a stage's rounds over its tp group
+TP2=(--set optimizer.type=muon --set parallel.tensor_parallel_size=2)
+a="$("$Z" train "$T/l.yaml" "${TP2[@]}" --nproc 2 2>&1)" || true
+b="$("$Z" train "$T/l.yaml" "${TP2[@]}" --nproc 4 --set parallel.pipeline_parallel_size=2 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then
+  echo "ok   muon llama tp 2 x pp 2 = tp 2: $(hash_line "$b")"
+else echo "FAIL muon llama tp 2 x pp 2: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -3; fail=1; fi
 exit $fail

@@ -499,6 +499,10 @@ int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *e
  * both or by neither, or a muon_pattern that matches no trainable parameter. */
 int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
                         zt_error *err);
+/* The same for a part of a model (a pipeline stage's): a muon_pattern that matches none of its
+ * parameters is not an error there (the whole model is checked with zt_model_muon_split). */
+int zt_model_muon_split_stage(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
+                              zt_error *err);
 /* Total number of parameter elements (tied parameters counted once; the logical tensors: under
  * tensor parallelism the whole model, not this part). */
 int64_t zt_model_numel(const zt_model *m);

@@ -292,19 +292,20 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
         zt_cfg_error(x, "%s%soptimizer.nesterov: needs optimizer.momentum > 0 (it is %g)", PFX(w),
                      (double)c->optim.momentum);
     }
-    /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md) */
+    /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md).
+     * Muon and LAMB run under tensor and pipeline parallelism and bf16-low (engine/step_whole.c);
+     * 1-bit Adam not. Offload is refused for all three. */
     if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB || c->optim.kind == ZT_OPT_ONEBIT_ADAM) {
         const char *on = zt_optimizer_name(c->optim.kind);
-        const char *why = c->optim.kind == ZT_OPT_MUON   ? "its orthogonalization needs each whole matrix"
-                          : c->optim.kind == ZT_OPT_LAMB ? "its trust ratio needs each whole tensor's norms"
-                                                         : "its compressed momentum is one flat vector per rank";
-        if (c->tensor_parallel_size > 1) {
+        bool onebit = c->optim.kind == ZT_OPT_ONEBIT_ADAM;
+        if (onebit && c->tensor_parallel_size > 1) {
             w = LOC("optimizer.type", "parallel.tensor_parallel_size");
-            zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.tensor_parallel_size %d is not implemented (%s, "
-                            "which tensor parallelism cuts); use tensor_parallel_size 1",
-                         PFX(w), on, c->tensor_parallel_size, why);
+            zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.tensor_parallel_size %d is not implemented (its "
+                            "compressed momentum is one flat vector per rank, which tensor parallelism cuts); use "
+                            "tensor_parallel_size 1",
+                         PFX(w), on, c->tensor_parallel_size);
         }
-        if (c->pipeline_parallel_size > 1) {
+        if (onebit && c->pipeline_parallel_size > 1) {
             w = LOC("optimizer.type", "parallel.pipeline_parallel_size");
             zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.pipeline_parallel_size %d is not implemented; "
                             "use pipeline_parallel_size 1",
@@ -322,7 +323,7 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                             "memory.offload_param: none",
                          PFX(w), on);
         }
-        if (c->precision == ZT_CFG_PREC_BF16_LOW) {
+        if (onebit && c->precision == ZT_CFG_PREC_BF16_LOW) {
             w = LOC("optimizer.type", "precision.mode");
             zt_cfg_error(x, "%s%soptimizer.type: %s with bf16-low (bf16 parameters and moments) is not "
                             "implemented; use bf16 (fp32 master and moments)",

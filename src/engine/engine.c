@@ -538,6 +538,8 @@ void zt_engine_free(zt_engine *e) {
     free(e->muon_slots);
     free(e->muon_work);
     free(e->lamb_partials);
+    free(e->lamb_stage);
+    free(e->low_f32);
     free(e->onebit_worker_error);
     free(e->onebit_server_error);
     free(e->grad_pieces);

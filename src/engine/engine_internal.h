@@ -100,12 +100,17 @@ struct zt_engine {
     /* Muon and LAMB (step_whole.c): muon[i], parameter i is one of Muon's matrices (its momentum
      * in m, its v unused); the gathered matrices of a round (muon_nslots of muon_slot_floats) and
      * the Newton-Schulz work; LAMB's partial sums of squares of p and of the update (2 x
-     * plan.norm_chunks doubles) */
+     * plan.norm_chunks doubles, then under tp 2 x the chunks of the largest cut tensor) and under
+     * tp the cut tensors' staging (2 x lamb_cut_floats: p or u by part, then logical) */
     bool *muon;
     float *muon_slots, *muon_work;
     size_t muon_slot_floats;
     int muon_nslots;
     double *lamb_partials;
+    float *lamb_stage;
+    size_t lamb_cut_floats;
+    float *low_f32;          /* bf16-low: a slice's parameter, m and v widened (3 x low_slice_floats) */
+    size_t low_slice_floats;
     /* 1-bit Adam (onebit.c) on 2 ranks or more: the worker's error feedback (state_floats) and the
      * server's (onebit_server_floats: this rank's block of the compressed all-reduce) */
     float *onebit_worker_error, *onebit_server_error;
@@ -299,6 +304,14 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
 /* logical (logical_numel floats) <- parameter i's local tensors of every part (local: this part's,
  * numel floats); a collective over the tp group when i is cut, a copy otherwise. */
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err);
+/* Where parameter i's part sits among the parts concatenated in part order (floats before it; 0
+ * when i is whole). */
+size_t zt_engine_tp_part_offset(const zt_engine *e, int i);
+/* logical (logical_numel floats) <- the parts of cut parameter i: stage (logical_numel floats)
+ * holds this part's elements at zt_engine_tp_part_offset and receives every part's there (an
+ * all-gather over the tp group, in place), then each is placed (zt_tp_place). No allocation: the
+ * optimizer step's gathers (step_whole.c) use it on their planned buffers. */
+int zt_engine_tp_gather_logical(zt_engine *e, int i, float *stage, float *logical, const char *what, zt_error *err);
 
 /* engine_precision.c: the policy, the operand staging, loss scaling, the rounding of the stepped state */
 /* At create, after the units: the policy checked, the loss scaler, the operand staging. */

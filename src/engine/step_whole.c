@@ -5,23 +5,36 @@
  * fixed-chunk partials, as the gradient norm's, then the scaled update). Every strategy and world
  * size gives the bits of one process: the elementwise parts do not depend on the cut, the
  * orthogonalization runs on the whole matrix in one fixed way (src/optim/muon.c), and the norms
- * are in-order sums of the same chunks. Not for NVMe offload, bf16-low, tensor or pipeline
- * parallelism (refused at create). docs/optimizer.md. */
+ * are in-order sums of the same chunks. Under tensor parallelism a cut matrix or tensor is first
+ * made whole within the part (the dp gather), then gathered over the tp group in the logical
+ * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
+ * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
+ * process's. A pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
+ * fp32 for its update and narrowed back. Not for NVMe offload (refused at create).
+ * docs/optimizer.md. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
+#include "kernels/kernels.h"
+#include "memory/plan.h"
 #include "optim/optim.h"
+#include "shard/tp.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameter i's slice this rank updates: its local fp32 elements, gradient and state (m, v). */
+/* Parameter i's slice this rank updates: its local fp32 elements, gradient and state (m, v).
+ * Under bf16-low the parameter and the moments are bf16: the slice is widened into fp32 buffers
+ * (e->low_f32, 3 x the largest slice, planned) and slice_store narrows it back after the update,
+ * exactly, since every update rounds them to bf16 values (zt_engine_round_updated). */
 typedef struct slice {
     float *w, *m, *v;
     const float *g;
     size_t n;
     int64_t begin; /* the slice's first element in the full tensor */
+    size_t local0, off; /* its first element in the local layout, in the state layout */
+    bool w_low;         /* w is the widened bf16 parameter */
 } slice;
 
 static void local_slice(zt_engine *e, int i, slice *s) {
@@ -39,9 +52,33 @@ static void local_slice(zt_engine *e, int i, slice *s) {
         local0 = zt_store_local_is_piece(e) ? 0 : (size_t)s->begin;
         s->g = e->grad_pieces + off;
     }
-    s->w = zt_store_local_fp32(e, i) + local0;
-    s->m = e->m + off;
-    s->v = e->v + off;
+    s->local0 = local0;
+    s->off = off;
+    float *w = zt_store_local_fp32(e, i);
+    s->w_low = !w;
+    if (w) {
+        s->w = w + local0;
+    } else { /* bf16-low: in memory, so the read cannot fail */
+        s->w = e->low_f32;
+        zt_store_read(e, i, local0, s->n, s->w, NULL);
+    }
+    if (e->state_bf16[0]) {
+        s->m = e->low_f32 + e->low_slice_floats;
+        s->v = s->m + e->low_slice_floats;
+        zt_bf16_to_f32(s->m, e->state_bf16[0] + off, s->n);
+        if (e->state_bf16[1]) zt_bf16_to_f32(s->v, e->state_bf16[1] + off, s->n);
+    } else {
+        s->m = e->m + off;
+        s->v = e->v + off;
+    }
+}
+
+/* bf16-low: the slice's parameter (with_w) and moments back to their bf16 arrays */
+static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
+    if (with_w && s->w_low) zt_store_write(e, i, s->local0, s->n, s->w, NULL);
+    if (!e->state_bf16[0]) return;
+    zt_f32_to_bf16(e->state_bf16[0] + s->off, s->m, s->n);
+    if (e->state_bf16[1]) zt_f32_to_bf16(e->state_bf16[1] + s->off, s->v, s->n);
 }
 
 int zt_step_whole_check(const zt_engine *e, zt_error *err) {
@@ -49,12 +86,19 @@ int zt_step_whole_check(const zt_engine *e, zt_error *err) {
     const char *name = o->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
     const char *what = o->offload.optimizer_dir && o->offload.optimizer_dir[0] ? "optimizer offload"
                        : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
-                       : o->precision.params == ZT_DTYPE_BF16 || o->precision.moments == ZT_DTYPE_BF16
-                           ? "bf16 parameters or moments (bf16-low)"
-                       : e->tp_comm ? "tensor parallelism"
-                                    : NULL;
+                                                                               : NULL;
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
+    return ZT_OK;
+}
+
+/* bf16-low: the widened slice (memory/plan.c counts the same) */
+static int low_setup(zt_engine *e, zt_error *err) {
+    if (!zt_store_bf16(e) && !e->state_bf16[0]) return ZT_OK;
+    e->low_slice_floats = zt_memory_max_slice_floats(e->model, &e->plan, e->shard_optim);
+    if (!(e->low_f32 = zt_engine_alloc(e, 3 * e->low_slice_floats, &e->mem.optimizer,
+                                       "the bf16-low slice widened to fp32")))
+        return zt_engine_oom(e, err, "engine");
     return ZT_OK;
 }
 
@@ -63,34 +107,44 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
     const zt_optimizer_config *o = &e->opt.optim;
     if (!(e->muon = calloc((size_t)m->n_params + 1, sizeof *e->muon)))
         return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory");
-    int rc = zt_model_muon_split(m, o->muon_params, o->adamw_params, e->muon, err);
+    /* a pipeline stage may hold none of Muon's matrices (the whole model was checked: train/setup.c) */
+    bool stage = e->opt.pp_in_width > 0 || e->opt.pp_send_out;
+    int rc = (stage ? zt_model_muon_split_stage : zt_model_muon_split)(m, o->muon_params, o->adamw_params, e->muon,
+                                                                      err);
     if (rc) return rc;
     int N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1, n_muon = 0;
+    int R = N * (e->tp_comm ? zt_comm_size(e->tp_comm) : 1); /* the owners of a round */
     size_t slot = 0, work = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (!e->muon[i]) continue;
         const zt_param_desc *p = &m->params[i];
-        size_t w = zt_muon_workspace_floats(p->shape[0], p->shape[1]);
-        if ((size_t)p->numel > slot) slot = (size_t)p->numel;
+        size_t w = zt_muon_workspace_floats(p->logical_shape[0], p->logical_shape[1]);
+        if ((size_t)p->logical_numel > slot) slot = (size_t)p->logical_numel;
         if (w > work) work = w;
         n_muon++;
     }
-    /* one slot per matrix of a round (one per rank of the group), 64-byte multiples; the work of
-     * the one this rank orthogonalizes (memory/plan.c counts the same) */
+    /* one slot per matrix of a round (one per rank of the group, times the tp parts), the logical
+     * matrix, 64-byte multiples; the work of the one this rank orthogonalizes, which under tp also
+     * stages the parts' concatenation and this part's update (memory/plan.c counts the same) */
     e->muon_slot_floats = (slot + 15) / 16 * 16;
-    e->muon_nslots = n_muon < N ? n_muon : N;
+    e->muon_nslots = n_muon < R ? n_muon : R;
+    if (!n_muon) return low_setup(e, err); /* a stage without matrices: AdamW alone */
     if (!(e->muon_slots = zt_engine_alloc(e, e->muon_slot_floats * (size_t)e->muon_nslots, &e->mem.optimizer,
                                           "Muon's gathered matrices")) ||
         !(e->muon_work = zt_engine_alloc(e, work, &e->mem.optimizer, "Muon's Newton-Schulz work")))
         return zt_engine_oom(e, err, "engine");
-    return ZT_OK;
+    return low_setup(e, err);
 }
 
 int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
-    if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2, &e->mem.optimizer,
-                                             "LAMB's norm partials")))
+    size_t cut = zt_memory_lamb_cut_floats(e->model), cut_chunks = (cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2 + 4 * cut_chunks,
+                                             &e->mem.optimizer, "LAMB's norm partials")))
         return zt_engine_oom(e, err, "engine");
-    return ZT_OK;
+    e->lamb_cut_floats = cut;
+    if (cut && !(e->lamb_stage = zt_engine_alloc(e, 2 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
+        return zt_engine_oom(e, err, "engine");
+    return low_setup(e, err);
 }
 
 static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
@@ -113,52 +167,114 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
                         gscale, t);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+        slice_store(e, i, &s, true);
     }
-    zt_comm *c = e->shard_comm;
+    zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
+    int P = tc ? zt_comm_size(tc) : 1, part = tc ? zt_comm_rank(tc) : 0, R = N * P;
     bool gather = e->shard_optim && pl->nshards > 1;
     size_t counts[N > 0 ? N : 1];
-    /* rounds of N matrices: matrix k + j belongs to rank j of the group */
-    for (int k = 0; k < n_muon && !rc; k += N) {
-        int cnt = n_muon - k < N ? n_muon - k : N;
+    /* rounds of R = N x P matrices: matrix k + j belongs to rank j / P of the group, tp part j % P */
+    for (int k = 0; k < n_muon && !rc; k += R) {
+        int cnt = n_muon - k < R ? n_muon - k : R;
         for (int j = 0; j < cnt && !rc; j++) {
             int i = list[k + j];
+            bool cut = md->params[i].tp_parts > 1;
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
+            /* the whole part goes to its place among the parts (tp), or is the slot */
+            float *whole = cut ? e->muon_work + zt_engine_tp_part_offset(e, i) : slot;
             slice s;
             local_slice(e, i, &s);
-            float *u = slot + s.begin; /* this rank's rows of the whole matrix */
+            float *u = whole + s.begin; /* this rank's rows of the whole part */
             zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+            if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
+                zt_round_bf16(s.m, s.n);
+                slice_store(e, i, &s, false);
+            }
+            double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                double t0 = omp_get_wtime();
-                rc = zt_all_gather_f32(c, u, slot, counts, "muon momentum", err);
-                e->comm_s += omp_get_wtime() - t0;
+                rc = zt_all_gather_f32(c, u, whole, counts, "muon momentum", err);
             }
+            if (!rc && cut)
+                rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
+            e->comm_s += omp_get_wtime() - t0;
         }
         if (rc) break;
-        if (me < cnt) { /* this rank's matrix of the round, whole */
-            const zt_param_desc *p = &md->params[list[k + me]];
-            zt_muon_orthogonalize(e->muon_slots + (size_t)me * e->muon_slot_floats, p->shape[0], p->shape[1],
-                                  o->muon_ns_steps, o->muon_ns_bf16 != 0,
-                                  zt_muon_scale(p->shape[0], p->shape[1], o->muon_scale), e->muon_work);
+        if (me * P + part < cnt) { /* this rank's matrix of the round, whole (logical) */
+            const zt_param_desc *p = &md->params[list[k + me * P + part]];
+            zt_muon_orthogonalize(e->muon_slots + (size_t)(me * P + part) * e->muon_slot_floats, p->logical_shape[0],
+                                  p->logical_shape[1], o->muon_ns_steps, o->muon_ns_bf16 != 0,
+                                  zt_muon_scale(p->logical_shape[0], p->logical_shape[1], o->muon_scale),
+                                  e->muon_work);
         }
         for (int j = 0; j < cnt && !rc; j++) {
-            int i = list[k + j];
-            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
-            if (N > 1) {
-                double t0 = omp_get_wtime();
-                rc = zt_broadcast_bytes(c, slot, (size_t)md->params[i].numel * sizeof(float), j, "muon update", err);
-                e->comm_s += omp_get_wtime() - t0;
-                if (rc) break;
+            int i = list[k + j], owner = j / P;
+            const zt_param_desc *p = &md->params[i];
+            float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats, *mine = slot;
+            double t0 = omp_get_wtime();
+            if (P > 1 && me == owner) { /* the owner's parts get the logical update; a cut one takes its own */
+                rc = zt_broadcast_bytes(tc, slot, (size_t)p->logical_numel * sizeof(float), j % P,
+                                        "muon update over the parts", err);
+                if (!rc && p->tp_parts > 1) zt_tp_take(p, part, slot, e->muon_work);
             }
+            if (p->tp_parts > 1) mine = e->muon_work;
+            if (!rc && N > 1) /* the group's ranks get their part's update from the owner's row */
+                rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
+            e->comm_s += omp_get_wtime() - t0;
+            if (rc) break;
             slice s;
             local_slice(e, i, &s);
-            zt_muon_apply(s.w, slot + s.begin, s.n, lr_m, o->muon_weight_decay);
+            zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);
             zt_engine_round_updated(e, i, s.w, s.m, NULL, s.n, s.begin);
+            slice_store(e, i, &s, true);
         }
     }
     free(list);
     return rc;
+}
+
+/* The logical tensor of cut parameter i (tensor parallelism) in `logical`, from this rank's
+ * elements of it at their place in the part (in `cat`, the parts concatenated): the dp gather
+ * makes the part whole, the tp gather and placement the logical tensor (tp_group.c). */
+static int lamb_gather_logical(zt_engine *e, int i, float *cat, float *logical, const char *what, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    size_t off = zt_engine_tp_part_offset(e, i);
+    int rc = ZT_OK, N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
+    double t0 = omp_get_wtime();
+    if (e->shard_optim && pl->nshards > 1) {
+        size_t counts[N];
+        for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
+        rc = zt_all_gather_f32(e->shard_comm, cat + off + zt_plan_shard_begin(pl, i, pl->shard), cat + off, counts,
+                               what, err);
+    }
+    if (!rc) rc = zt_engine_tp_gather_logical(e, i, cat, logical, what, err);
+    e->comm_s += omp_get_wtime() - t0;
+    return rc;
+}
+
+/* LAMB's trust ratio of cut parameter i (tensor parallelism) from its logical tensor: the logical
+ * p, then the logical u (computed on this rank's elements as zt_lamb_partials computes it), each
+ * gathered and its 1,024-element chunk partials taken in order: one process's norms, every rank
+ * computing them alike. The staging is 2 x the largest cut tensor (e->lamb_stage). */
+static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *coeff, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    const zt_optimizer_config *o = &e->opt.optim;
+    float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
+    float *mine = cat + zt_engine_tp_part_offset(e, i) + s->begin; /* this rank's elements in the part */
+    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
+    memcpy(mine, s->w, s->n * sizeof(float));
+    int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
+    if (rc) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, mine);
+    if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
+    *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
+                           o->lamb_max_coeff);
+    return ZT_OK;
 }
 
 static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
@@ -167,27 +283,41 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_optimizer_config *o = &e->opt.optim;
     double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
     memset(wp, 0, 2 * (size_t)pl->norm_chunks * sizeof *wp);
-    for (int i = 0; i < md->n_params; i++) {
+    const float step = zt_lamb_step_size(lr, o->beta1, o->beta2, o->lamb_bias_correction, (int64_t)e->step);
+    int rc = ZT_OK;
+    for (int i = 0; i < md->n_params && !rc; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
+        float wd = p->decay ? o->weight_decay : 0.0f, coeff;
         slice s;
         local_slice(e, i, &s);
         zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
+        if (e->state_bf16[0]) { /* bf16-low: the moments as stored, before u is taken of them */
+            zt_round_bf16(s.m, s.n);
+            zt_round_bf16(s.v, s.n);
+        }
+        if (p->tp_parts > 1) { /* cut by tensor parallelism: its norms from the logical tensor, now */
+            if (!(rc = lamb_cut_coeff(e, i, &s, wd, &coeff, err))) {
+                zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, wd, step * coeff);
+                zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+                slice_store(e, i, &s, true);
+            }
+            continue;
+        }
         int64_t at, n, chunk; /* per norm block's run of the piece (plan.h) */
         for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->shard : 0, k, &at, &n, &chunk); k++)
-            zt_lamb_partials(s.w + at, s.m + at, s.v + at, n, o->eps, p->decay ? o->weight_decay : 0.0f, wp + chunk,
-                             up + chunk);
+            zt_lamb_partials(s.w + at, s.m + at, s.v + at, n, o->eps, wd, wp + chunk, up + chunk);
+        slice_store(e, i, &s, false);
     }
-    int rc = ZT_OK;
+    if (rc) return rc;
     if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
         if (!(rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err)))
             rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
         if (rc) return rc;
     }
-    const float step = zt_lamb_step_size(lr, o->beta1, o->beta2, o->lamb_bias_correction, (int64_t)e->step);
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
-        if (!p->trainable) continue;
+        if (!p->trainable || p->tp_parts > 1) continue;
         int64_t first, count, all = zt_plan_param_chunks(pl, i);
         zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
         double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));
@@ -196,6 +326,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         local_slice(e, i, &s);
         zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, p->decay ? o->weight_decay : 0.0f, step * coeff);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
+        slice_store(e, i, &s, true);
     }
     return ZT_OK;
 }

@@ -1,7 +1,8 @@
 /* tp_group.c - the engine's side of tensor parallelism (docs/parallelism.md): the collectives a
  * cut unit calls (zt_unit_group: sums, maxima, the generated logits side by side, and sequence
  * parallelism's all-gathers and reduce-scatters along T) over the mesh's tp group, the gradient norm's sum over the parts, and parameters as logical tensors (gathered
- * from every part, or taken from a whole one).
+ * from every part, or taken from a whole one; Muon's and LAMB's step gathers its cut matrices and
+ * tensors the same way, step_whole.c).
  *
  * Invariants: every sum over the parts is a fixed tree (zt_all_reduce: the same bits on every part)
  * or an in-order sum of gathered values, so the parts stay bit-identical where they replicate
@@ -231,25 +232,41 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
     return ZT_OK;
 }
 
+size_t zt_engine_tp_part_offset(const zt_engine *e, int i) {
+    const zt_param_desc *p = &e->model->params[i];
+    size_t off = 0;
+    for (int q = 0; q < p->tp_part && p->tp_parts > 1; q++) off += (size_t)zt_tp_part_numel(p, q);
+    return off;
+}
+
+int zt_engine_tp_gather_logical(zt_engine *e, int i, float *stage, float *logical, const char *what, zt_error *err) {
+    const zt_param_desc *p = &e->model->params[i];
+    int P = p->tp_parts;
+    size_t counts[P > 0 ? P : 1], off = zt_engine_tp_part_offset(e, i);
+    for (int q = 0; q < P; q++) counts[q] = (size_t)zt_tp_part_numel(p, q);
+    zt_trace_begin("tp", what);
+    int rc = zt_all_gather_f32(e->tp_comm, stage + off, stage, counts, what, err);
+    span_end("all_gather", (size_t)p->logical_numel);
+    off = 0;
+    for (int q = 0; q < P && !rc; q++) {
+        zt_tp_place(p, q, stage + off, logical);
+        off += counts[q];
+    }
+    return rc;
+}
+
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err) {
     const zt_param_desc *p = &e->model->params[i];
     if (p->tp_parts == 1) {
         if (logical != local) memcpy(logical, local, (size_t)p->numel * sizeof(float));
         return ZT_OK;
     }
-    int P = p->tp_parts;
-    size_t counts[P], off = 0, total = 0;
-    for (int q = 0; q < P; q++) total += counts[q] = (size_t)zt_tp_part_numel(p, q);
-    for (int q = 0; q < p->tp_part; q++) off += counts[q];
-    float *all = malloc(total * sizeof *all); /* the logical tensor's size: a load or save, not a step */
-    if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s over the tensor-parallel parts: out of memory", p->name);
-    memcpy(all + off, local, counts[p->tp_part] * sizeof(float));
-    int rc = zt_all_gather_f32(e->tp_comm, all + off, all, counts, p->name, err);
-    off = 0;
-    for (int q = 0; q < P && !rc; q++) {
-        zt_tp_place(p, q, all + off, logical);
-        off += counts[q];
-    }
+    /* the logical tensor's size: a load or save, not a step */
+    float *all = malloc((size_t)p->logical_numel * sizeof *all);
+    if (!all)
+        return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s over the tensor-parallel parts: out of memory", p->name);
+    memcpy(all + zt_engine_tp_part_offset(e, i), local, (size_t)p->numel * sizeof(float));
+    int rc = zt_engine_tp_gather_logical(e, i, all, logical, p->name, err);
     free(all);
     return rc;
 }

@@ -159,6 +159,24 @@ size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T) {
     return seq > most ? seq : most;
 }
 
+size_t zt_memory_lamb_cut_floats(const zt_model *m) {
+    size_t most = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].trainable && m->params[i].tp_parts > 1 && (size_t)m->params[i].logical_numel > most)
+            most = (size_t)m->params[i].logical_numel;
+    return (most + 15) / 16 * 16;
+}
+
+size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool shard_optim) {
+    size_t most = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (!m->params[i].trainable) continue;
+        size_t n = shard_optim ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)m->params[i].numel;
+        if (n > most) most = n;
+    }
+    return (most + 15) / 16 * 16;
+}
+
 size_t zt_memory_seq_width(const zt_model *m) {
     size_t w = 0;
     for (int u = 0; u < m->n_units; u++)
@@ -553,28 +571,35 @@ int zt_memory_window_bound_error(const zt_model *m, size_t max_live, size_t need
 }
 
 /* engine/step_whole.c's buffers, allocated at creation: Muon's gathered matrices (one slot per
- * rank of the group of N, at most one per matrix) and the Newton-Schulz work of the largest;
- * LAMB's partial sums of squares of p and of the update */
+ * rank of a round: the group of N times the tp parts, at most one per matrix, each the largest
+ * logical matrix) and the Newton-Schulz work of the largest; LAMB's partial sums of squares of p
+ * and of the update, and under tp the cut tensors' staging (zt_memory_lamb_cut_floats) */
 static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options *o, int N, int64_t norm_chunks,
                               zt_error *err) {
-    if (o->optim.kind == ZT_OPT_LAMB) alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2);
+    if (o->optim.kind == ZT_OPT_LAMB) {
+        size_t cut = zt_memory_lamb_cut_floats(m);
+        alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2 + 4 * ((cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK));
+        if (cut) alloc(s, ZT_MEM_OPTIMIZER, 2 * cut);
+    }
     if (o->optim.kind != ZT_OPT_MUON) return ZT_OK;
     bool *muon = calloc((size_t)m->n_params + 1, sizeof *muon);
     if (!muon) return zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
-    int rc = zt_model_muon_split(m, o->optim.muon_params, o->optim.adamw_params, muon, err);
+    bool stage = o->pp_in_width > 0 || o->pp_send_out; /* step_whole.c: a stage may hold no matrix */
+    int rc = (stage ? zt_model_muon_split_stage : zt_model_muon_split)(m, o->optim.muon_params,
+                                                                      o->optim.adamw_params, muon, err);
     size_t slot = 0, work = 0;
-    int n = 0;
+    int n = 0, R = N * (m->units[0].tp_parts > 1 ? m->units[0].tp_parts : 1);
     for (int i = 0; i < m->n_params && !rc; i++) {
         if (!muon[i]) continue;
         const zt_param_desc *p = &m->params[i];
-        size_t w = zt_muon_workspace_floats(p->shape[0], p->shape[1]);
-        if ((size_t)p->numel > slot) slot = (size_t)p->numel;
+        size_t w = zt_muon_workspace_floats(p->logical_shape[0], p->logical_shape[1]);
+        if ((size_t)p->logical_numel > slot) slot = (size_t)p->logical_numel;
         if (w > work) work = w;
         n++;
     }
     free(muon);
-    if (rc) return rc;
-    alloc(s, ZT_MEM_OPTIMIZER, (slot + 15) / 16 * 16 * (size_t)(n < N ? n : N));
+    if (rc || !n) return rc;
+    alloc(s, ZT_MEM_OPTIMIZER, (slot + 15) / 16 * 16 * (size_t)(n < R ? n : R));
     alloc(s, ZT_MEM_OPTIMIZER, work);
     return ZT_OK;
 }
@@ -713,6 +738,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
                                  pl.norm_chunks, err)))
         goto done;
+    /* step_whole.c under bf16-low: a slice's parameter and moments widened to fp32 (3 x the largest) */
+    if ((o->optim.kind == ZT_OPT_MUON || o->optim.kind == ZT_OPT_LAMB) && (s.pb->master == 2 || s.pb->moment == 2))
+        alloc(&s, ZT_MEM_OPTIMIZER, 3 * zt_memory_max_slice_floats(m, &pl, s.shard_optim));
     s.transient = s.pb->master == 2 && s.shard_optim; /* engine.c: grad_pieces_transient */
     if (s.shard_optim && !s.transient && !s.grad_offload) alloc(&s, ZT_MEM_GRADS, zt_memory_floats_for_bytes(gpiece * (size_t)s.pb->grads));
     size_t BT = (size_t)o->B * o->T, max_width = 1, max_scratch = 0, shared = 0, staging = 0;

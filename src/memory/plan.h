@@ -152,6 +152,15 @@ size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
  * parts (0 when whole): every part's row sums of the loss (2·B·T doubles each), the generated
  * position's logits (B x V), or sequence parallelism's (B, T, C), whichever is largest. */
 size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
+/* LAMB under tensor parallelism (engine/step_whole.c): the largest logical tensor of a cut
+ * trainable parameter, in floats rounded up to 16 (0 when none is cut). The step stages 2 of it
+ * (p, then u, concatenated by part, then placed as the logical tensor) and takes the logical
+ * tensor's chunk partials in 4 floats per 1,024 elements more. */
+size_t zt_memory_lamb_cut_floats(const zt_model *m);
+/* Muon and LAMB under bf16-low (engine/step_whole.c): the largest slice of a trainable parameter
+ * this rank updates (its shard under zero1/2/3 and hybrid, the whole local tensor under ddp), in
+ * floats rounded up to 16; the step widens a slice's parameter and moments into 3 of it. */
+size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool shard_optim);
 /* Sequence parallelism: the widest activation a unit's output holds a T range of, in floats per
  * token of the whole sequence (out_width x seq_parts: GPT-2's and Llama's C); 0 without it. With it
  * the staging above also holds a whole (B, T, C) activation, part-major. */

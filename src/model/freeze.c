@@ -61,8 +61,8 @@ int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *e
 }
 
 
-int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
-                        zt_error *err) {
+static int muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
+                      bool none_ok, zt_error *err) {
     bool explicit_adamw = adamw_pattern && adamw_pattern[0];
     bool *ah = calloc((size_t)m->n_params + 1, sizeof *ah);
     if (!ah) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer.muon_params: out of memory");
@@ -93,10 +93,20 @@ int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char 
         n_muon += muon[i];
     }
     free(ah);
-    if (!rc && n_muon == 0)
+    if (!rc && n_muon == 0 && !none_ok)
         rc = zt_error_set(err, ZT_ERR_USAGE,
                           "optimizer.muon_params '%s' matches no trainable parameter of model %s (names look like "
                           "'%s')",
                           muon_pattern ? muon_pattern : "", m->name, m->n_params > 1 ? m->params[1].name : "");
     return rc;
+}
+
+int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
+                        zt_error *err) {
+    return muon_split(m, muon_pattern, adamw_pattern, muon, false, err);
+}
+
+int zt_model_muon_split_stage(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
+                              zt_error *err) {
+    return muon_split(m, muon_pattern, adamw_pattern, muon, true, err);
 }

@@ -20,6 +20,10 @@ void zt_lamb_moments(const float *restrict g, float *restrict m, float *restrict
 
 static inline float lamb_u(float p, float m, float v, float eps, float wd) { return m / (sqrtf(v) + eps) + wd * p; }
 
+void zt_lamb_update_values(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, float *u) {
+    for (int64_t i = 0; i < n; i++) u[i] = lamb_u(p[i], m[i], v[i], eps, wd);
+}
+
 void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, double *wpart,
                       double *upart) {
     int64_t nchunks = (n + ZT_LAMB_CHUNK - 1) / ZT_LAMB_CHUNK;
@@ -27,7 +31,7 @@ void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n,
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t lo = c * ZT_LAMB_CHUNK, len = n - lo < ZT_LAMB_CHUNK ? n - lo : ZT_LAMB_CHUNK;
         float u[ZT_LAMB_CHUNK];
-        for (int64_t i = 0; i < len; i++) u[i] = lamb_u(p[lo + i], m[lo + i], v[lo + i], eps, wd);
+        zt_lamb_update_values(p + lo, m + lo, v + lo, len, eps, wd, u);
         zt_chunk_sum_squares(p + lo, len, ZT_LAMB_CHUNK, wpart + c);
         zt_chunk_sum_squares(u, len, ZT_LAMB_CHUNK, upart + c);
     }

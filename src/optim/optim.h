@@ -72,6 +72,9 @@ void zt_lamb_moments(const float *g, float *m, float *v, size_t n, float b1, flo
  * chunk boundary of the tensor), each chunk as zt_chunk_sum_squares sums it. */
 void zt_lamb_partials(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, double *wpart,
                       double *upart);
+/* u[0..n) = m / (sqrt(v) + eps) + wd·p, the update zt_lamb_partials takes the norm of (the same
+ * bits), for the norms of a tensor gathered from parts (tensor parallelism: step_whole.c) */
+void zt_lamb_update_values(const float *p, const float *m, const float *v, int64_t n, float eps, float wd, float *u);
 float zt_lamb_coeff(double wnorm, double unorm, float min_coeff, float max_coeff);
 float zt_lamb_step_size(float lr, float b1, float b2, bool bias_correction, int64_t t);
 /* p -= step·u, u computed as zt_lamb_partials computes it */

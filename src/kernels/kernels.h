@@ -421,11 +421,10 @@ void moe_grouped_backward(float *din, float *dW, const float *dout, const float 
  * Every element is one chain of FMAs over k in order from 0, whatever the threads, tiles or level
  * (ns_product.c says how). `pack` holds zt_ns_pack_floats(r, n) floats (n >= r, r x n the matrix
  * being orthogonalized; enough for both products on it and on its r x r squares). */
-#define ZT_NS_MR_MAX 16 /* the largest tile's rows and columns of any level: the packing bound */
-#define ZT_NS_NR_MAX 64
+#define ZT_NS_NR_MAX 64 /* the widest tile's columns of any level: the packing bound */
 static inline size_t zt_ns_pack_floats(int64_t r, int64_t n)
 {
-    return (size_t)(2 * r + ZT_NS_MR_MAX + ZT_NS_NR_MAX) * (size_t)n;
+    return (size_t)(r + ZT_NS_NR_MAX) * (size_t)n;
 }
 /* C (r x r) = X X^T, X (r x n) row-major; symmetric: the upper triangle's tiles computed, then
  * mirrored (exact). With X symmetric (r x r), X X^T is X·X. */

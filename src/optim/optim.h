@@ -52,7 +52,7 @@ double zt_clip_coef(double norm, double max_norm);
 enum { ZT_MUON_SCALE_REFERENCE = 0, ZT_MUON_SCALE_RMS = 1 };
 void zt_muon_momentum(const float *g, float *m, float *u, size_t n, float beta, bool nesterov, float grad_scale);
 /* Floats of work zt_muon_orthogonalize needs for a rows x cols matrix: 2·r·c + 2·r^2 and the
- * products' packing, zt_ns_pack_floats(r, c) = (2·r + 80)·c (r = min, c = max). */
+ * products' packing, zt_ns_pack_floats(r, c) = (r + 64)·c (r = min, c = max). */
 size_t zt_muon_workspace_floats(int64_t rows, int64_t cols);
 float zt_muon_scale(int64_t rows, int64_t cols, int mode);
 /* x (rows x cols, row-major, in place) = NS5(x) · scale. bf16: every operand and result of the

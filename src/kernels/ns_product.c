@@ -32,7 +32,7 @@ enum { MR = 6, NR = 16 };
 #else
 enum { MR = 4, NR = 4 };
 #endif
-enum { KC = 256, MC_PANELS = 96 / MR, NC_PANELS = 128 / NR };
+enum { KC = 256, MC_PANELS = 96 / MR, NC_PANELS = 1 }; /* threads take blocks of MC rows x NR columns */
 
 _Static_assert(NR <= ZT_NS_NR_MAX, "kernels.h's packing bound covers the tiles");
 

@@ -126,6 +126,10 @@ static inline __attribute__((always_inline)) void micro_tile(int64_t kc, const f
 static void product(float *restrict C, const float *restrict A, const float *restrict Bp, int64_t M, int64_t N,
                     int64_t K, bool upper)
 {
+    if (K == 0) { /* empty sums */
+        memset(C, 0, (size_t)(M * N) * sizeof *C);
+        return;
+    }
     const int64_t mp = (M + MR - 1) / MR, np = (N + NR - 1) / NR;
     const int64_t mblocks = (mp + MC_PANELS - 1) / MC_PANELS, nblocks = (np + NC_PANELS - 1) / NC_PANELS;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (M * N * K > 262144)

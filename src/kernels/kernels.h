@@ -417,6 +417,21 @@ void moe_grouped_forward(float *out, const float *in, const float *W, const int3
 void moe_grouped_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
                           const int32_t *offsets, int E, int C, int OC, unsigned flags);
 
+/* ---- ns_product.c: Muon's Newton-Schulz products, packed, each element's bits fixed -----------
+ * Every element is one chain of FMAs over k in order from 0, whatever the threads, tiles or level
+ * (ns_product.c says how). `pack` holds zt_ns_pack_floats(r, n) floats (n >= r, r x n the matrix
+ * being orthogonalized; enough for both products on it and on its r x r squares). */
+#define ZT_NS_NR_MAX 64 /* the widest tile's columns of any level: the packing bound */
+static inline size_t zt_ns_pack_floats(int64_t r, int64_t n)
+{
+    return (size_t)(r + ZT_NS_NR_MAX) * (size_t)n;
+}
+/* C (r x r) = X X^T, X (r x n) row-major; symmetric: the upper triangle's tiles computed, then
+ * mirrored (exact). With X symmetric (r x r), X X^T is X·X. */
+void zt_ns_gram(float *C, const float *X, int64_t r, int64_t n, float *pack);
+/* C (r x n) = B X, B (r x r) and X (r x n) row-major */
+void zt_ns_mul(float *C, const float *B, const float *X, int64_t r, int64_t n, float *pack);
+
 /* ---- gelu.c: GELU, tanh approximation ------------------------------------------------------- */
 void gelu_forward(float *out, const float *inp, size_t N);
 /* The same into out in the dtype kind (0: fp32, else a zt_lp_kind: gelu_forward's bits followed

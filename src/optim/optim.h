@@ -51,12 +51,14 @@ double zt_clip_coef(double norm, double max_norm);
  * 0.2·sqrt(max(rows, cols)) (Moonshot's, matching AdamW's update RMS). */
 enum { ZT_MUON_SCALE_REFERENCE = 0, ZT_MUON_SCALE_RMS = 1 };
 void zt_muon_momentum(const float *g, float *m, float *u, size_t n, float beta, bool nesterov, float grad_scale);
-/* Floats of work zt_muon_orthogonalize needs for a rows x cols matrix: 3·r·c + 2·r^2, r = min. */
+/* Floats of work zt_muon_orthogonalize needs for a rows x cols matrix: 2·r·c + 2·r^2 and the
+ * products' packing, zt_ns_pack_floats(r, c) = (r + 64)·c (r = min, c = max). */
 size_t zt_muon_workspace_floats(int64_t rows, int64_t cols);
 float zt_muon_scale(int64_t rows, int64_t cols, int mode);
 /* x (rows x cols, row-major, in place) = NS5(x) · scale. bf16: every operand and result of the
  * iteration is rounded to bf16 (nearest-even) as the reference's bf16 tensors are; products sum
- * in fp32 either way. The bits depend only on x, steps, bf16 and scale (not the thread count). */
+ * in fp32 either way (kernels/ns_product.c, on the rounded values). The bits depend only on x,
+ * steps, bf16 and scale (not the thread count, the rank or the instruction-set level). */
 void zt_muon_orthogonalize(float *x, int64_t rows, int64_t cols, int steps, bool bf16, float scale, float *work);
 void zt_muon_apply(float *p, const float *o, size_t n, float lr, float wd);
 

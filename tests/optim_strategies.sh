@@ -11,7 +11,8 @@
 #  3. `zerotrain train` with optimizer.type muon, 2 ranks zero3: the loss falls, and a run resumed
 #     from its step-10 checkpoint ends on the same parameter hash (the momentum and AdamW's m, v are
 #     saved and loaded); resumed under another optimizer.type it exits 4 naming both;
-#     The real DeepSpeed file with Lamb trains on 2 ranks (planned = measured);
+#     The real DeepSpeed file with Lamb trains on 2 ranks (planned = measured); under context
+#     parallelism (cp 2) ddp and zero3 give the same bits for both optimizers;
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
 #     muon_ns_dtype, Muon with parameter offload, LAMB with optimizer offload;
@@ -92,6 +93,25 @@ if out="$("$Z" train "$T/m.yaml" --nproc 2 --ckpt-dir "$T/ck" --ckpt-every 10 2>
 else
   echo "FAIL train muon"; echo "$out" | tail -5; fail=1
 fi
+
+# context parallelism: cp 2 under ddp and zero3 give the same bits for each optimizer (the matrices
+# whole on their owner, LAMB's norms from the same chunks), and the loss of one process within
+# cp's own summation difference (its bound is tests/cp.sh's; here 1e-5 relative on the last loss)
+printf 'model: {preset: llama-tiny}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 32, steps: 6, warmup_steps: 1, lr: 3e-3}\n' \
+  "$T/gpl.bin" > "$T/cp.yaml"
+last_loss() { grep -o 'loss [0-9.]* -> [0-9.]*' <<<"$1" | awk '{print $4}'; }
+for o in muon lamb; do
+  one="$("$Z" train "$T/cp.yaml" --set optimizer.type=$o 2>&1)" || true
+  cpd="$("$Z" train "$T/cp.yaml" --set optimizer.type=$o --nproc 2 --set parallel.context_parallel_size=2 2>&1)" || true
+  cpz="$("$Z" train "$T/cp.yaml" --set optimizer.type=$o --nproc 2 --set parallel.context_parallel_size=2 \
+         --set parallel.strategy=zero3 2>&1)" || true
+  if [ -n "$(hash_line "$cpd")" ] && [ "$(hash_line "$cpd")" = "$(hash_line "$cpz")" ] && [ -n "$(last_loss "$one")" ] &&
+     python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-5 * abs(a) else 1)' \
+       "$(last_loss "$one")" "$(last_loss "$cpd")"; then
+    echo "ok   $o under cp 2: ddp = zero3 ($(hash_line "$cpd")), last loss $(last_loss "$cpd") (one process $(last_loss "$one"))"
+  else echo "FAIL $o under cp 2: ddp '$(hash_line "$cpd")' zero3 '$(hash_line "$cpz")', loss $(last_loss "$cpd") vs $(last_loss "$one")"
+    echo "$cpd" | tail -3; fail=1; fi
+done
 
 # the real DeepSpeed file with Lamb (DeepSpeedExamples' BERT pre-training at 64K: fp16, clipping 1,
 # FusedLamb's bias_correction false, max/min_coeff; its sparse_attention block a warning) on 2 ranks

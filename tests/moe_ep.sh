@@ -14,9 +14,11 @@
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
+#     ep 2 x pp 2 on 4 ranks (ddp, zero3) = one process with the same 4 micro-batches, planned =
+#     measured;
 #  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
-#     data-parallel ranks, ep with a dense model, ep with pipeline parallelism).
+#     data-parallel ranks, ep with a dense model).
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -114,6 +116,19 @@ for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
   else echo "FAIL ep 2's checkpoint resumed on $label: '$(hash_line "$out")'"; echo "$out" | tail -3; fail=1; fi
 done
 
+# ---- 3b. ep x pp: ep 2 inside each of 2 pipeline stages (4 ranks, 2 micro-batches a data-parallel
+# rank) = one process with the same 4 micro-batches, under ddp and zero3, every class at its plan
+four="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 2>&1)"
+for s in ddp zero3; do
+  out="$("$Z" train "$T/m.yaml" --nproc 4 --set parallel.strategy=$s --set parallel.expert_parallel_size=2 \
+         --set parallel.pipeline_parallel_size=2 --set training.gradient_accumulation_steps=2 \
+         --set training.global_batch_size=8 2>&1)" || true
+  if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$out")" = "$(hash_line "$four")" ] &&
+     grep -q "experts over ep 2" <<<"$out" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   ep 2 x pp 2 ($s, 4 ranks) = one process with 4 micro-batches: $(hash_line "$out")"
+  else echo "FAIL ep 2 x pp 2 ($s): '$(hash_line "$out")' vs one process '$(hash_line "$four")'"; echo "$out" | tail -3; fail=1; fi
+done
+
 # ---- 4. zerotrain plan, 5. bad input ------------------------------------------------------------------
 cfg=(train "$T/m.yaml")
 bad "experts not divisible by ep" "parallel.expert_parallel_size: 3 does not divide model.n_experts (4)" \
@@ -122,8 +137,6 @@ bad "ep not dividing the data-parallel ranks" "parallel.expert_parallel_size: 4 
   "${cfg[@]}" --nproc 2 --set parallel.expert_parallel_size=4
 bad "ep with a dense model" "parallel.expert_parallel_size: 2 with a dense model (model.n_experts 0)" \
   "${cfg[@]}" --nproc 2 --set model.n_experts=0 --set parallel.expert_parallel_size=2
-bad "ep with pipeline parallelism" "parallel.expert_parallel_size: 2 with parallel.pipeline_parallel_size 2: not built" \
-  "${cfg[@]}" --nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
 # zerotrain plan --ep 2: 4 all-to-alls per block of each device's n·k·C·4 bytes, half of them sent
 # (llama-124M-moe, 1024 tokens a device: 12 x 4 x 1024 x 2 x 768 x 4 / 2 = 150994944 bytes a step)
 if "$Z" plan --model llama-124M-moe --gpu h100 --ep 2 --tp 1 --pp 1 --precision fp32 --seq 1024 --json > "$T/plan.json" 2>&1 &&

@@ -146,11 +146,6 @@ static void check_mesh_model(cfg_ctx *x) {
             zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d does not divide model.n_experts (%d): each rank "
                          "runs n_experts / expert_parallel_size whole experts", PFX(w), ep, c->model.n_experts);
         }
-        if (pp > 1 && !bad(x, "parallel.pipeline_parallel_size")) {
-            w = LOC("parallel.expert_parallel_size", "parallel.pipeline_parallel_size");
-            zt_cfg_error(x, "%s%sparallel.expert_parallel_size: %d with parallel.pipeline_parallel_size %d: not built "
-                         "(expert parallelism runs within the data-parallel ranks of one stage)", PFX(w), ep, pp);
-        }
     }
     check_experts(x);
     int cp = c->context_parallel_size;

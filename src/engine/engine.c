@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <xxhash.h>
 
 const char *zt_strategy_name(zt_strategy s) {
@@ -165,18 +164,6 @@ static void note_oom(zt_engine *e, const size_t *counter, size_t bytes, const ch
     pthread_mutex_unlock(&e->mem_lock);
 }
 
-/* Asks for transparent huge pages on the 2 MiB-aligned interior of a new block of at least
- * 4 MiB: one fault (and one zeroing) per 2 MiB instead of per 4 KiB. On the virtual machines
- * measured here a page fault costs tens of microseconds; a run's first touch of its parameters,
- * gradients and moments was 23% of a small run's CPU time (tests/ start thousands of those).
- * Only a hint: with THP off (or "never") nothing changes, and the contents stay undefined. */
-static void advise_huge_pages(void *p, size_t bytes) {
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (bytes < 2 * huge) return;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), b = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-}
-
 void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what) {
     size_t bytes = zt_memory_alloc_bytes(n);
     if (zt_fault_armed() && zt_fault_point(ZT_FAULT_AT_ALLOC, NULL) == ZT_FAULT_OOM) { /* ZT_FAULT oom */
@@ -191,7 +178,6 @@ void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what)
             cache_trim(e, SIZE_MAX / 2, 0);
             p = aligned_alloc(64, bytes);
         }
-        if (p) advise_huge_pages(p, bytes);
     }
     if (p && counter) zt_engine_account(e, counter, bytes, true);
     if (!p) note_oom(e, counter, bytes, what);

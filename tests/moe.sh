@@ -82,7 +82,7 @@ pp_case() { # LABEL ARGS...: one process against pp 2 on 2 ranks
   local ha hb; ha="$(grep -o 'params xxh64 [0-9a-f]*' <<<"$a")"; hb="$(grep -o 'params xxh64 [0-9a-f]*' <<<"$b")"
   local cmp; cmp="$(/usr/bin/python3 - "$T/pa.jsonl" "$T/pb.jsonl" <<'PY'
 import json, sys
-def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"event":"step"' in l or ('"step"' in l and '"loss"' in l and '"event"' not in l)]
+def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"event"' not in l and '"loss"' in l]  # the step lines
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 print("equal" if a == b and a else "close %.2e" % max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) and a else "none")
 PY

@@ -70,6 +70,10 @@ eb = (int(eth["onebit_adam"]) - freeze * ea) / (steps_n - freeze)
 print(f"eth0 per step (both hosts): adamw {ea/1e6:.2f} MB, 1-bit Adam after the freeze {eb/1e6:.3f} MB "
       f"(its total less {freeze} AdamW steps): {ea/eb:.1f}x fewer")
 print(f"after the freeze: {sa/sb:.1f}x fewer bytes per step (rank 0's payload), step {a[1]/b[1]:.2f}x faster (median)")
+xa = a[2].get("all_reduce", 0); xb = b[2].get("compressed_all_reduce", 0)
+if xa and xb:  # under hybrid the rest (reduce-scatter, all-gather) stays inside a host
+    print(f"rank 0's all_reduce (AdamW) against its compressed_all_reduce (1-bit Adam): {xa/1e6:.3f} MB vs {xb/1e6:.3f} MB, "
+          f"{xa/xb:.1f}x fewer")
 print("step   adamw loss   1-bit Adam loss")
 for x, y in zip(a[0], b[0]):
     if x["step"] % every == 0 or x["step"] in (1, freeze, freeze + 1):

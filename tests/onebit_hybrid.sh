@@ -14,9 +14,10 @@
 #     for steps 1-4 bit for bit, then its own (the loss of step 5 and the hash differ); every memory
 #     class (the error buffers in the optimizer's, the signs' staging in the replica group's scratch)
 #     reaches exactly its planned high-water; the comm log shows the compressed all-reduce;
-#  3. a run resumed from its checkpoint of step 5, after the freeze (the per-rank error files read
-#     back), ends on the uninterrupted run's parameter hash; resumed under ddp (same world, other
-#     pieces) the errors start from zero with a note;
+#  3. runs resumed from its checkpoints of step 2 (before the freeze: the resumed run crosses it)
+#     and step 6 (after it: the per-rank error files read back) end on the uninterrupted run's
+#     parameter hash; resumed under ddp (same world, other pieces) the errors start from zero with
+#     a note;
 #  4. bad input exits 2 naming the keys: onebit_adam with zero1 (zero2/zero3 refused alike in
 #     onebit.sh), with hybrid and expert or context parallelism.
 set -euo pipefail
@@ -65,7 +66,7 @@ hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
 loss_lines() { grep -oE '^step +[0-9]+/[0-9]+ \| loss [0-9.]+' <<<"$1" || true; }
 train() { "$Z" train "$T/m.yaml" --nproc 4 "$@" 2>&1; }
 a="$(train --set optimizer.type=adamw)"
-b="$(train --set optimizer.onebit_freeze_step=3 --comm-log 1 --ckpt-dir "$T/ck" --ckpt-every 5)"
+b="$(train --set optimizer.onebit_freeze_step=3 --comm-log 1 --ckpt-dir "$T/ck" --ckpt-every 2)"
 # steps 1-3 are Adam's (the loss of step 4 is computed from the parameters they leave)
 if [ "$(loss_lines "$a" | wc -l)" = 8 ] && [ "$(loss_lines "$b" | head -4)" = "$(loss_lines "$a" | head -4)" ] &&
    [ "$(loss_lines "$b" | sed -n 5p)" != "$(loss_lines "$a" | sed -n 5p)" ] &&
@@ -76,12 +77,14 @@ if grep -q "every class of every rank reached exactly its planned high-water" <<
    grep -q "compressed_all_reduce" <<<"$b"; then
   echo "ok   planned = measured on every rank and class, the compressed all-reduce in the comm log: $(grep -m1 -o 'compressed_all_reduce.*' <<<"$b" | tr -s ' ' | cut -c1-60)"
 else echo "FAIL planned vs measured / comm log"; grep -A6 "memory per rank" <<<"$b"; fail=1; fi
-res="$(train --set optimizer.onebit_freeze_step=3 --resume "$T/ck/step-00000005")"
-if [ -n "$(hash_line "$b")" ] && [ "$(hash_line "$res")" = "$(hash_line "$b")" ] &&
-   [ -e "$T/ck/step-00000005/onebit-errors-rank-00003.bin" ]; then
-  echo "ok   resumed from step 5 (after the freeze, the error files read back): $(hash_line "$res")"
-else echo "FAIL resumed from step 5: '$(hash_line "$res")' vs '$(hash_line "$b")'"; echo "$res" | tail -3; fail=1; fi
-dd="$(train --set optimizer.onebit_freeze_step=3 --set parallel.strategy=ddp --resume "$T/ck/step-00000005")" && rc=0 || rc=$?
+for at in 2 6; do # before the freeze (the resumed run crosses it), after it (the error files read back)
+  res="$(train --set optimizer.onebit_freeze_step=3 --resume "$T/ck/step-0000000$at")"
+  if [ -n "$(hash_line "$b")" ] && [ "$(hash_line "$res")" = "$(hash_line "$b")" ] &&
+     [ -e "$T/ck/step-0000000$at/onebit-errors-rank-00003.bin" ]; then
+    echo "ok   resumed from step $at ($([ $at = 2 ] && echo "before the freeze" || echo "after the freeze")): $(hash_line "$res")"
+  else echo "FAIL resumed from step $at: '$(hash_line "$res")' vs '$(hash_line "$b")'"; echo "$res" | tail -3; fail=1; fi
+done
+dd="$(train --set optimizer.onebit_freeze_step=3 --set parallel.strategy=ddp --resume "$T/ck/step-00000006")" && rc=0 || rc=$?
 if [ $rc = 0 ] && grep -q "saved with a shard group of 2 ranks (0: ddp), this run's is 0: the errors start from zero" <<<"$dd"; then
   echo "ok   resumed under ddp on 4 ranks: the errors start from zero, with a note"
 else echo "FAIL resumed under ddp on 4 ranks: exit $rc"; echo "$dd" | tail -3; fail=1; fi

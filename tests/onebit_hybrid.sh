@@ -8,8 +8,11 @@
 #     piece of each compressed step, the state it starts from, the final parameters, momentum and
 #     both errors; tests/onebit_ref.py replays each replica group (2 workers with their pieces) in
 #     numpy float32 and must find all of them equal to the bit: hybrid over zero3 with AdamW's
-#     update, over zero2 with DeepSpeed's kernel. One gradient dump perturbed by an ulp: the replay
-#     must then fail (the comparison can fail);
+#     update, over zero2 with DeepSpeed's kernel. The pieces it replays from are checked too: at
+#     the first compressed step each equals its shard group's ranks' own gradients (a ddp run of
+#     the same ranks and data, whose warm-up is the same AdamW) summed, to the bit, and the
+#     replicas' pieces differ (no reduction across them). One gradient dump perturbed by an ulp:
+#     the replay must then fail (the comparison can fail);
 #  2. its warm-up is hybrid AdamW: `zerotrain train` freezing after step 3 has AdamW hybrid's losses
 #     for steps 1-4 bit for bit, then its own (the loss of step 5 and the hash differ); every memory
 #     class (the error buffers in the optimizer's, the signs' staging in the replica group's scratch)
@@ -44,6 +47,14 @@ ref() { # label dir tool-args...
 }
 ref "hybrid over zero3, 2 x 2, AdamW's update" z3
 ref "hybrid over zero2, 2 x 2, DeepSpeed's kernel" z2 --inner-zero2 --ds
+# the pieces the replay starts from are the shard groups' sums: ddp on the same 4 ranks and data,
+# to its first compressed step (both warm-ups are AdamW's bits), dumps each rank's own gradient
+mkdir -p "$T/dd"
+if mpirun -np 4 --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" ddp 1 5 \
+     --freeze-step 4 --lr 1e-3 --dump "$T/dd" >/dev/null 2>&1 &&
+   r="$(/usr/bin/python3 "$SRC/tests/onebit_ref.py" --pieces "$T/z3" "$T/dd" 4)"; then
+  echo "ok   the gradient pieces of the first compressed step = the shard groups' sums of ddp's own gradients, bit for bit, the replicas' differ"
+else echo "FAIL the gradient pieces against ddp's own gradients"; grep FAIL <<<"${r:-}" | head -3; fail=1; fi
 if [ -e "$T/z3/grad-5-1.bin" ]; then # one element of rank 1's piece of step 6, one ulp up
   /usr/bin/python3 -c "
 import numpy as np, sys

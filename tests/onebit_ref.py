@@ -16,6 +16,8 @@ its N = R workers being those ranks with their pieces: each one's gradient is it
 reduced piece (the group's share of the sum; R times it the group's mean), the momentum pieces
 averaged by the compressed all-reduce across the group, the pieces updated. The replicas must start
 the first compressed step from the same state (checked too).
+onebit_ref.py --pieces HYBRID_DIR DDP_DIR STEP: the hybrid dump's gradient pieces of compressed step
+STEP against the shard groups' sums of a ddp dump's own gradients (same ranks, data, warm-up).
 Prints one line per check; exit 0 when all match, 1 otherwise."""
 import ctypes
 import os
@@ -100,7 +102,7 @@ def replay(d, N, F, steps, hyper, params, s0, ranks):
     werr = [np.zeros(n, f32) for _ in range(N)]
     cnt = even_counts(n, N)
     serr = [np.zeros(c, f32) for c in cnt]
-    wdv = np.concatenate([np.full(k, wd if dec else f32(0), f32) for k, dec in params] + [np.zeros(0, f32)])
+    wdv = np.concatenate([np.full(k, wd if dec else f32(0), f32) for k, dec, *_ in params] + [np.zeros(0, f32)])
     a1 = f32(1) - b1
     gs = f32(N)  # clip_coef 1 x N / loss scale 1
     for s in range(F, steps):
@@ -207,7 +209,41 @@ def main_hybrid(d):
     return bad
 
 
+def main_pieces(hd, dd, step):
+    """The hybrid run's gradient pieces of its first compressed step (index `step`) against the ddp
+    run's own gradients of the same step on the same ranks and data (both runs' warm-ups are AdamW's
+    bits, so the parameters are the same there): each piece must be its shard group's ranks' own
+    gradients summed in fp32 (rank order), on the piece's elements, to the bit; and the replicas'
+    pieces must differ (the replica all-reduce was skipped)."""
+    (N, _, _), _, full = read_meta(os.path.join(dd, "meta.txt"), 3)
+    foff = np.concatenate([[0], np.cumsum([k for k, *_ in full])]).astype(int)
+    own = [np.fromfile(os.path.join(dd, "grad-%d-%d.bin" % (step, r)), f32) for r in range(N)]
+    bad = 0
+    pieces = {}
+    for r in range(N):
+        (_, S, _, _, _, _), _, params = read_meta(os.path.join(hd, "meta-%d.txt" % r), 6)
+        group = [q for q in range(N) if q // S == r // S]
+        total = own[group[0]].copy()
+        for q in group[1:]:
+            total = (total + own[q]).astype(f32)
+        want = np.concatenate([total[foff[i] + b:foff[i] + b + k] for i, (k, _, b) in enumerate(params)] + [np.zeros(0, f32)])
+        got = np.fromfile(os.path.join(hd, "grad-%d-%d.bin" % (step, r)), f32)
+        pieces[r] = got
+        if got.size == want.size and np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            print("ok   rank %d: its gradient piece = ranks %s's own gradients summed, %d floats bit for bit" % (r, group, got.size))
+        else:
+            print("FAIL rank %d: its gradient piece is not ranks %s's own gradients summed" % (r, group))
+            bad = 1
+        for q in range(r):
+            if q % S == r % S and np.array_equal(pieces[q], got):
+                print("FAIL ranks %d and %d (replicas) hold the same gradient piece: reduced across the replicas?" % (q, r))
+                bad = 1
+    return bad
+
+
 def main():
+    if sys.argv[1] == "--pieces":
+        sys.exit(main_pieces(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     d = sys.argv[1]
     hybrid = os.path.exists(os.path.join(d, "meta-0.txt"))
     sys.exit(main_hybrid(d) if hybrid else main_ddp(d))

@@ -11,8 +11,8 @@
  * Under hybrid (a sharded optimizer) every array is this rank's pieces in the state layout (its dim-0
  * rows of each trainable parameter, table order), the gradient the shard group's reduced pieces,
  * and every rank writes its own meta-R.txt (N S REPLICAS replica_rank F STEPS lr beta1 beta2 eps
- * weight_decay bias_correction, then per trainable parameter: the piece's numel, decay) and
- * state0-R.bin.
+ * weight_decay bias_correction, then per trainable parameter: the piece's numel, decay, its first
+ * element in the full tensor) and state0-R.bin.
  *   tool_onebit_check ddp|hybrid 1 STEPS --freeze-step F --dump DIR [--hybrid S] [--inner-zero2] [--ds]
  *                     [--wd X] [--lr X]   (--ds: optimizer.onebit_bias_correction false, DeepSpeed's kernel)
  * and prints "params xxh64 H" on rank 0. Exit 0, or 1 with a message. */
@@ -122,7 +122,8 @@ static int run(int argc, char **argv) {
                 (double)o.optim.eps, (double)o.optim.weight_decay, (int)o.optim.onebit_bias_correction);
         for (int i = 0; i < m->n_params; i++)
             if (m->params[i].trainable)
-                fprintf(f, "%lld %d\n", (long long)zt_plan_shard_numel(pl, i, pl->shard), (int)m->params[i].decay);
+                fprintf(f, "%lld %d %lld\n", (long long)zt_plan_shard_numel(pl, i, pl->shard), (int)m->params[i].decay,
+                        (long long)zt_plan_shard_begin(pl, i, pl->shard));
         fclose(f);
     } else if (rank == 0) {
         FILE *f = open_out(dir, "meta.txt", 0, 0);

@@ -16,8 +16,8 @@
 #     2 ranks with the freeze moved to step 3: the comm log shows the compressed all-reduce, and
 #     every memory class (the error buffers in the optimizer's, the signs' staging in comm's)
 #     reaches exactly its planned high-water;
-#  5. bad input exits 2 naming the key: onebit_adam with zero3 or hybrid, OneBitAdam with ZeRO
-#     stage 1 in the DeepSpeed dialect, a negative freeze step.
+#  5. bad input exits 2 naming the key: onebit_adam with zero3 or zero2, OneBitAdam with ZeRO
+#     stage 1 in the DeepSpeed dialect, a negative freeze step (hybrid: tests/onebit_hybrid.sh).
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -94,8 +94,8 @@ else echo "FAIL the real OnebitAdam file: exit $rc"; echo "$out" | tail -5; fail
 # 5. refusals
 bad "onebit_adam with zero3" "optimizer.type: onebit_adam with parallel.strategy zero3 is not implemented" \
   train "$T/m.yaml" --set parallel.strategy=zero3
-bad "onebit_adam with hybrid" "optimizer.type: onebit_adam with parallel.strategy hybrid is not implemented" \
-  train "$T/m.yaml" --set parallel.strategy=hybrid
+bad "onebit_adam with zero2" "optimizer.type: onebit_adam with parallel.strategy zero2 is not implemented" \
+  train "$T/m.yaml" --set parallel.strategy=zero2
 bad "a negative freeze step" "optimizer.onebit_freeze_step" train "$T/m.yaml" --set optimizer.onebit_freeze_step=-1
 printf '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1},\n "optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-3, "freeze_step": 10}}}\n' > "$T/ds.json"
 bad "OneBitAdam with ZeRO stage 1" "onebit_adam with parallel.strategy zero1 is not implemented" config "$T/ds.json"

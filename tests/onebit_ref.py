@@ -8,7 +8,17 @@ error (the blocks of zt_comm_even_counts), then the update with v frozen. Every 
 is written in the engine's order (src/optim/onebit_adam.c, src/comm/compressed_all_reduce.c, both
 compiled without fused multiply-adds), the sums of squares in float64 over the same 8 lanes, so the
 engine's result must match bit for bit: final-R.bin's parameters, momentum and both errors of every
-rank. Prints one line per check; exit 0 when all match, 1 otherwise."""
+rank.
+
+Hybrid (meta-R.txt per rank, tests/onebit_hybrid.sh): the same replay once per replica group (the
+ranks holding the same pieces: one shard index, R = world / S ranks ordered by their replica rank),
+its N = R workers being those ranks with their pieces: each one's gradient is its shard group's
+reduced piece (the group's share of the sum; R times it the group's mean), the momentum pieces
+averaged by the compressed all-reduce across the group, the pieces updated. The replicas must start
+the first compressed step from the same state (checked too).
+onebit_ref.py --pieces HYBRID_DIR DDP_DIR STEP: the hybrid dump's gradient pieces of compressed step
+STEP against the shard groups' sums of a ddp dump's own gradients (same ranks, data, warm-up).
+Prints one line per check; exit 0 when all match, 1 otherwise."""
 import ctypes
 import os
 import sys
@@ -82,27 +92,23 @@ def compressed_all_reduce(bufs, werr, serr):
     return out
 
 
-def main():
-    d = sys.argv[1]
-    head, *rows = open(os.path.join(d, "meta.txt")).read().split("\n")
-    N, F, steps, lr, b1, b2, eps, wd, bc = head.split()
-    N, F, steps, bc = int(N), int(F), int(steps), int(bc)
-    lr, b1, b2, eps, wd = (f32(float(v)) for v in (lr, b1, b2, eps, wd))
-    params = [tuple(int(v) for v in r.split()) for r in rows if r.strip()]
+def replay(d, N, F, steps, hyper, params, s0, ranks):
+    """N workers (the dump's ranks `ranks`, in worker order) from state s0 over params [(numel,
+    decay)]: the final parameters, momentum, worker errors (per worker) and server errors (per block)"""
+    lr, b1, b2, eps, wd, bc = hyper
     n = sum(p[0] for p in params)
-    s0 = np.fromfile(os.path.join(d, "state0.bin"), f32)
     assert s0.size == 3 * n, (s0.size, n)
     p, m, v = s0[:n].copy(), s0[n:2 * n].copy(), s0[2 * n:].copy()
     werr = [np.zeros(n, f32) for _ in range(N)]
     cnt = even_counts(n, N)
     serr = [np.zeros(c, f32) for c in cnt]
-    wdv = np.concatenate([np.full(k, wd if dec else f32(0), f32) for k, dec in params])
+    wdv = np.concatenate([np.full(k, wd if dec else f32(0), f32) for k, dec, *_ in params] + [np.zeros(0, f32)])
     a1 = f32(1) - b1
     gs = f32(N)  # clip_coef 1 x N / loss scale 1
     for s in range(F, steps):
         t = s + 1
         ms = []
-        for r in range(N):
+        for r in ranks:
             g = np.fromfile(os.path.join(d, "grad-%d-%d.bin" % (s, r)), f32)
             gi = (g * gs).astype(f32)
             ms.append(((b1 * m).astype(f32) + (a1 * gi).astype(f32)).astype(f32))
@@ -119,28 +125,128 @@ def main():
         else:
             u = ((m / (np.sqrt(v) + eps).astype(f32)).astype(f32) + (wdv * p).astype(f32)).astype(f32)
             p = (p + (f32(-lr) * u).astype(f32)).astype(f32)
+    return p, m, werr, serr
+
+
+def check(d, r, want):
+    """final-r.bin against want [(name, array)]: 0 when every array matches to the bit"""
+    bad = 0
+    fin = np.fromfile(os.path.join(d, "final-%d.bin" % r), f32)
+    at = 0
+    for name, ref in want:
+        got = fin[at:at + ref.size]
+        at += ref.size
+        same = got.size == ref.size and np.array_equal(got.view(np.uint32), ref.view(np.uint32))
+        if same:
+            print("ok   rank %d %s: %d floats bit for bit (max |x| %.3g)" % (r, name, ref.size,
+                                                                       float(np.abs(ref).max()) if ref.size else 0.0))
+        else:
+            diff = np.abs(got.astype(np.float64) - ref) if got.size == ref.size else None
+            print("FAIL rank %d %s: %s" % (r, name, "size %d vs %d" % (got.size, ref.size) if diff is None else
+                                            "%d of %d differ, max |diff| %.3g" % (int((got != ref).sum()), ref.size, diff.max())))
+            bad = 1
+    if at != fin.size:
+        print("FAIL rank %d final file: %d floats, the reference %d" % (r, fin.size, at))
+        bad = 1
+    return bad
+
+
+def read_meta(path, nhead):
+    head, *rows = open(path).read().split("\n")
+    h = head.split()
+    ints = [int(v) for v in h[:nhead]]
+    lr, b1, b2, eps, wd = (f32(float(v)) for v in h[nhead:nhead + 5])
+    bc = int(h[nhead + 5])
+    params = [tuple(int(v) for v in r.split()) for r in rows if r.strip()]
+    return ints, (lr, b1, b2, eps, wd, bc), params
+
+
+def main_ddp(d):
+    (N, F, steps), hyper, params = read_meta(os.path.join(d, "meta.txt"), 3)
+    s0 = np.fromfile(os.path.join(d, "state0.bin"), f32)
+    p, m, werr, serr = replay(d, N, F, steps, hyper, params, s0, list(range(N)))
     bad = 0
     for r in range(N):
-        fin = np.fromfile(os.path.join(d, "final-%d.bin" % r), f32)
         want = [("parameters", p), ("exp_avg", m)]
         if N > 1:
             want += [("worker error", werr[r]), ("server error", serr[r])]
-        at = 0
-        for name, ref in want:
-            got = fin[at:at + ref.size]
-            at += ref.size
-            same = got.size == ref.size and np.array_equal(got.view(np.uint32), ref.view(np.uint32))
-            if same:
-                print("ok   rank %d %s: %d floats bit for bit (max |x| %.3g)" % (r, name, ref.size, float(np.abs(ref).max())))
-            else:
-                diff = np.abs(got.astype(np.float64) - ref) if got.size == ref.size else None
-                print("FAIL rank %d %s: %s" % (r, name, "size %d vs %d" % (got.size, ref.size) if diff is None else
-                                                "%d of %d differ, max |diff| %.3g" % (int((got != ref).sum()), ref.size, diff.max())))
-                bad = 1
-        if at != fin.size:
-            print("FAIL rank %d final file: %d floats, the reference %d" % (r, fin.size, at))
+        bad |= check(d, r, want)
+    return bad
+
+
+def main_hybrid(d):
+    metas = {}
+    r = 0
+    while os.path.exists(os.path.join(d, "meta-%d.txt" % r)):
+        metas[r] = read_meta(os.path.join(d, "meta-%d.txt" % r), 6)
+        r += 1
+    world = len(metas)
+    (N, S, R, _, F, steps), hyper, _ = metas[0]
+    assert N == world and S * R == N, (N, S, R, world)
+    bad = 0
+    for shard in range(S):  # a replica group: the ranks holding shard `shard`'s pieces, consecutive shard groups
+        ranks = sorted((r for r in range(world) if r % S == shard), key=lambda r: metas[r][0][3])
+        if [metas[r][0][3] for r in ranks] != list(range(R)):
+            print("FAIL shard %d: replica ranks %s" % (shard, [metas[r][0][3] for r in ranks]))
             bad = 1
-    sys.exit(bad)
+            continue
+        params = metas[ranks[0]][2]
+        s0s = [np.fromfile(os.path.join(d, "state0-%d.bin" % r), f32) for r in ranks]
+        if any(not np.array_equal(x.view(np.uint32), s0s[0].view(np.uint32)) for x in s0s):
+            print("FAIL shard %d: the replicas %s start the compressed steps from different states" % (shard, ranks))
+            bad = 1
+            continue
+        p, m, werr, serr = replay(d, R, F, steps, hyper, params, s0s[0], ranks)
+        group_bad = 0
+        for k, r in enumerate(ranks):
+            want = [("parameters", p), ("exp_avg", m)]
+            if R > 1:
+                want += [("worker error", werr[k]), ("server error", serr[k])]
+            group_bad |= check(d, r, want)
+        if not group_bad:
+            print("ok   replica group of shard %d: ranks %s, %d floats each" % (shard, ranks, p.size))
+        bad |= group_bad
+    return bad
+
+
+def main_pieces(hd, dd, step):
+    """The hybrid run's gradient pieces of its first compressed step (index `step`) against the ddp
+    run's own gradients of the same step on the same ranks and data (both runs' warm-ups are AdamW's
+    bits, so the parameters are the same there): each piece must be its shard group's ranks' own
+    gradients summed in fp32 (rank order), on the piece's elements, to the bit; and the replicas'
+    pieces must differ (the replica all-reduce was skipped)."""
+    (N, _, _), _, full = read_meta(os.path.join(dd, "meta.txt"), 3)
+    foff = np.concatenate([[0], np.cumsum([k for k, *_ in full])]).astype(int)
+    own = [np.fromfile(os.path.join(dd, "grad-%d-%d.bin" % (step, r)), f32) for r in range(N)]
+    bad = 0
+    pieces = {}
+    for r in range(N):
+        (_, S, _, _, _, _), _, params = read_meta(os.path.join(hd, "meta-%d.txt" % r), 6)
+        group = [q for q in range(N) if q // S == r // S]
+        total = own[group[0]].copy()
+        for q in group[1:]:
+            total = (total + own[q]).astype(f32)
+        want = np.concatenate([total[foff[i] + b:foff[i] + b + k] for i, (k, _, b) in enumerate(params)] + [np.zeros(0, f32)])
+        got = np.fromfile(os.path.join(hd, "grad-%d-%d.bin" % (step, r)), f32)
+        pieces[r] = got
+        if got.size == want.size and np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            print("ok   rank %d: its gradient piece = ranks %s's own gradients summed, %d floats bit for bit" % (r, group, got.size))
+        else:
+            print("FAIL rank %d: its gradient piece is not ranks %s's own gradients summed" % (r, group))
+            bad = 1
+        for q in range(r):
+            if q % S == r % S and np.array_equal(pieces[q], got):
+                print("FAIL ranks %d and %d (replicas) hold the same gradient piece: reduced across the replicas?" % (q, r))
+                bad = 1
+    return bad
+
+
+def main():
+    if sys.argv[1] == "--pieces":
+        sys.exit(main_pieces(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    d = sys.argv[1]
+    hybrid = os.path.exists(os.path.join(d, "meta-0.txt"))
+    sys.exit(main_hybrid(d) if hybrid else main_ddp(d))
 
 
 if __name__ == "__main__":

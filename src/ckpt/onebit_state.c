@@ -2,11 +2,12 @@
  * errors differ by rank (the rest of the state is replicated under ddp and written once by rank 0),
  * so every rank writes its own file, onebit-errors-rank-NNNNN.bin (NNNNN: the data-parallel rank),
  * beside the commit's shards, before the commit:
- *   header: "ZT1BITER" | u32 version 1 | i32 world | i32 rank | u32 0 | u64 worker floats |
- *           u64 server floats | u64 xxh64 of the floats that follow
+ *   header: "ZT1BITER" | u32 version 1 | i32 world | i32 rank | u32 shard group (hybrid: its size;
+ *           ddp: 0) | u64 worker floats | u64 server floats | u64 xxh64 of the floats that follow
  *   then the worker error, then the server error (fp32, little-endian as the machine's).
- * On load with the same world size each rank reads its file back (the same bits: a resumed run
- * continues as if it had not stopped); with another world size, or without the files (a checkpoint
+ * On load with the same world size (and, under hybrid, the same shard group size: the errors are
+ * those of this rank's pieces) each rank reads its file back (the same bits: a resumed run
+ * continues as if it had not stopped); with another world size or shard group, or without the files (a checkpoint
  * saved in the warm-up or by another optimizer), the errors start from zero, as DeepSpeed's
  * OnebitAdam resets them on every load, and rank 0 says so. A file that is there but damaged
  * (size, header, checksum) fails the load (ZT_ERR_CKPT). */
@@ -26,7 +27,7 @@ typedef struct onebit_header {
     char magic[8];
     uint32_t version;
     int32_t world, rank;
-    uint32_t zero;
+    uint32_t shard_group;
     uint64_t worker_floats, server_floats, hash;
 } onebit_header;
 
@@ -41,8 +42,8 @@ int zt_ckpt_onebit_save(zt_engine *e, const char *dir, zt_error *err) {
     size_t data = (wn + sn) * sizeof(float), len = sizeof(onebit_header) + data;
     unsigned char *buf = malloc(len);
     if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory for 1-bit Adam's errors (%zu bytes)", len);
-    onebit_header h = {.version = 1, .world = zt_engine_dp_size(e), .rank = zt_engine_rank(e), .worker_floats = wn,
-                       .server_floats = sn};
+    onebit_header h = {.version = 1, .world = zt_engine_dp_size(e), .rank = zt_engine_rank(e),
+                       .shard_group = (uint32_t)zt_engine_onebit_shard_group(e), .worker_floats = wn, .server_floats = sn};
     memcpy(h.magic, MAGIC, 8);
     unsigned char *p = buf + sizeof h;
     memcpy(p, worker, wn * sizeof(float));
@@ -90,6 +91,15 @@ int zt_ckpt_onebit_load(zt_engine *e, const char *commit, zt_error *err) {
             fprintf(stderr, "note: %s: 1-bit Adam's error feedback was saved by %d ranks, this run has %d: the errors "
                             "start from zero (as DeepSpeed's OnebitAdam starts them on every load)\n",
                     commit, h.world, zt_engine_dp_size(e));
+        return ZT_OK;
+    }
+    if (h.shard_group != (uint32_t)zt_engine_onebit_shard_group(e)) { /* other pieces: start from zero */
+        free(buf);
+        if (zt_engine_rank(e) == 0)
+            fprintf(stderr, "note: %s: 1-bit Adam's error feedback was saved with a shard group of %u ranks (0: ddp), "
+                            "this run's is %d: the errors start from zero (as DeepSpeed's OnebitAdam starts them on "
+                            "every load)\n",
+                    commit, h.shard_group, zt_engine_onebit_shard_group(e));
         return ZT_OK;
     }
     size_t data = (wn + sn) * sizeof(float);

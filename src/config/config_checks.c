@@ -325,13 +325,29 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                          PFX(w), on);
         }
     }
-    /* 1-bit Adam: DeepSpeed runs it without ZeRO only (docs/optimizer.md); so does zerotrain */
-    if (c->optim.kind == ZT_OPT_ONEBIT_ADAM && c->strategy != ZT_STRATEGY_DDP) {
+    /* 1-bit Adam: DeepSpeed runs it without ZeRO only (docs/optimizer.md); zerotrain under ddp and
+     * hybrid (the shard group's pieces' momenta averaged compressed across the replicas) */
+    if (c->optim.kind == ZT_OPT_ONEBIT_ADAM && c->strategy != ZT_STRATEGY_DDP && c->strategy != ZT_STRATEGY_HYBRID) {
         w = LOC("optimizer.type", "parallel.strategy");
         zt_cfg_error(x, "%s%soptimizer.type: onebit_adam with parallel.strategy %s is not implemented (DeepSpeed's "
                         "1-bit Adam refuses ZeRO too: each rank's momentum moves with its own gradient, which a "
-                        "sharded optimizer state does not hold); use parallel.strategy ddp",
+                        "sharded optimizer state does not hold); use parallel.strategy ddp, or hybrid (sharded "
+                        "inside a host, compressed across hosts)",
                      PFX(w), zt_strategy_name(c->strategy));
+    }
+    if (c->optim.kind == ZT_OPT_ONEBIT_ADAM && c->strategy == ZT_STRATEGY_HYBRID && c->expert_parallel_size > 1) {
+        w = LOC("optimizer.type", "parallel.expert_parallel_size");
+        zt_cfg_error(x, "%s%soptimizer.type: onebit_adam with parallel.strategy hybrid and "
+                        "parallel.expert_parallel_size %d is not implemented (the experts' pieces are sharded over "
+                        "other groups than the replicas the momentum is averaged across); use expert_parallel_size 1",
+                     PFX(w), c->expert_parallel_size);
+    }
+    if (c->optim.kind == ZT_OPT_ONEBIT_ADAM && c->strategy == ZT_STRATEGY_HYBRID && c->context_parallel_size > 1) {
+        w = LOC("optimizer.type", "parallel.context_parallel_size");
+        zt_cfg_error(x, "%s%soptimizer.type: onebit_adam with parallel.strategy hybrid and "
+                        "parallel.context_parallel_size %d is not implemented (not tested: the shard group would mix "
+                        "context-parallel parts and data-parallel ranks); use context_parallel_size 1",
+                     PFX(w), c->context_parallel_size);
     }
     if (c->optim.kind == ZT_OPT_LAMB && c->optim.lamb_min_coeff > c->optim.lamb_max_coeff) {
         w = LOC("optimizer.lamb_min_coeff", "optimizer.lamb_max_coeff");

@@ -255,7 +255,8 @@ const key_def zt_cfg_keys[] = {
            "lamb: step size lr sqrt(1-beta2^t)/(1-beta1^t) (DeepSpeed's bias_correction); false: lr"),
     K_I64("optimizer.onebit_freeze_step", optim.onebit_freeze_step, 0, 1e15, "100000",
           "onebit_adam: Adam steps (the gradient all-reduced) before the variance freezes and the momentum is "
-          "all-reduced 1-bit compressed (DeepSpeed's freeze_step)", NULL),
+          "all-reduced 1-bit compressed (hybrid: the momentum pieces, across the replica groups; DeepSpeed's "
+          "freeze_step)", NULL),
     K_BOOL("optimizer.onebit_bias_correction", optim.onebit_bias_correction, "true", "onebit_adam: true: AdamW's "
            "update (the warm-up is AdamW's); false: DeepSpeed's kernel, p -= lr (m/(sqrt(v)+eps) + weight_decay p)"),
     K_INT("lora.rank", lora.rank, 0, 65536, "0",

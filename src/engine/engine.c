@@ -802,6 +802,16 @@ float *zt_engine_grad(zt_engine *e, int idx) {
     return e->micro_grads ? e->micro_grads + e->plan.p[idx].gfull_off : NULL;
 }
 
+/* The reduced gradient pieces in the state layout (sharded optimizer: zero1/2/3, hybrid, where the
+ * step reads them: under hybrid with 1-bit Adam past its warm-up, the shard group's own), after
+ * finishing the gradient; NULL elsewhere or on failure */
+float *zt_engine_grad_pieces(zt_engine *e) {
+    zt_error err;
+    if (!e->shard_optim || zt_grads_finish(e, &err)) return NULL;
+    e->norm_early = false; /* the caller may write through the pointer: the step takes the norm again */
+    return e->grad_pieces;
+}
+
 /* xxHash64 of the parameters selected by `only`: -1 every one, 0 the frozen, 1 the trainable */
 static uint64_t param_hash(zt_engine *e, int only) {
     const zt_model *m = e->model;

@@ -481,11 +481,15 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err);
 int zt_step_lamb_setup(zt_engine *e, zt_error *err);
 int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err);
 /* onebit.c: 1-bit Adam. The setup allocates the error buffers (memory/plan.c counts them); frozen
- * says whether the step being computed is past the warm-up (its gradient then stays on this rank:
- * grads.c does not reduce it); the step after the freeze: the local momentum, its compressed
- * all-reduce, the update with the frozen variance. */
+ * says whether the step being computed is past the warm-up (its gradient then stays on this rank
+ * under ddp, in the shard group under hybrid: grads.c does not reduce it further); the step after
+ * the freeze: the local momentum, its compressed all-reduce, the update with the frozen variance.
+ * The comm the momentum is averaged over: ddp's world, hybrid's replica group (NULL: one rank or
+ * one replica, nothing compressed); replicas its size (1 without). */
 int zt_onebit_setup(zt_engine *e, zt_error *err);
 bool zt_onebit_frozen(const zt_engine *e);
+zt_comm *zt_onebit_comm(const zt_engine *e);
+int zt_onebit_replicas(const zt_engine *e);
 int zt_onebit_step(zt_engine *e, float lr, float gscale, zt_error *err);
 
 /* offload.c: the optimizer state in memory or in files, seen the same way. Kind 0 is exp_avg

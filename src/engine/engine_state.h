@@ -33,12 +33,17 @@ int zt_engine_state_read(zt_engine *e, int k, size_t begin, size_t n, float *dst
 int zt_engine_state_write(zt_engine *e, int k, size_t begin, size_t n, const float *src, zt_error *err);
 /* Offloaded or bf16: memory (*floats of it) to bounce checkpoint I/O through; else NULL. */
 float *zt_engine_state_bounce(zt_engine *e, size_t *floats);
+/* A sharded optimizer's reduced gradient pieces in the state layout, the gradient finished first
+ * (NULL unsharded or on failure): what the step reads (engine.c) */
+float *zt_engine_grad_pieces(zt_engine *e);
 
 /* ---- 1-bit Adam's error feedback (onebit.c): per rank, saved per rank ------------------------- */
 /* This rank's worker error (*worker_floats) and server error (*server, *server_floats), or NULL
  * (and zeros) when there are none (one rank, another optimizer). */
 float *zt_engine_onebit_errors(zt_engine *e, size_t *worker_floats, float **server, size_t *server_floats);
 int zt_engine_dp_size(const zt_engine *e); /* ranks of the data-parallel group (1 without) */
+/* hybrid: the shard group's size (the errors are per piece, the pieces per shard group); 0 ddp */
+int zt_engine_onebit_shard_group(const zt_engine *e);
 
 /* ---- set by a load ------------------------------------------------------------------------------ */
 void zt_engine_set_step(zt_engine *e, uint64_t step);       /* the optimizer's step count */

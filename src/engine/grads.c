@@ -420,7 +420,9 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
         }
     }
-    if (!rc && e->replica_comm && e->grad_kind < 0) /* (gradient offload: per unit, grad_offload.c) */
+    /* (gradient offload: per unit, grad_offload.c; 1-bit Adam past its warm-up: the pieces stay the
+     * shard group's, their momenta are averaged across the replicas instead: onebit.c) */
+    if (!rc && e->replica_comm && e->grad_kind < 0 && !zt_onebit_frozen(e))
         rc = zt_engine_all_reduce_pieces(e, e->grad_pieces, err);
     if (!rc) e->grads_final = true;
     return rc;

@@ -188,17 +188,18 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
         zt_grads_reset(e);
         return rc;
     }
-    /* 1-bit Adam past its warm-up on N ranks: the gradient is this rank's share of the sum (its
-     * micro-batches' tokens over the step's), N times it this rank's own mean; its norm and clipping
-     * are this rank's (DeepSpeed's), the finite check agreed */
+    /* 1-bit Adam past its warm-up over N replicas (ddp: the ranks; hybrid: the shard groups): the
+     * gradient is this rank's (hybrid: its shard group's) share of the sum, N times it the
+     * replica's own mean; its norm and clipping are the replica's (DeepSpeed's), the finite check
+     * agreed across the replicas (a shard group's ranks share one norm) */
     bool onebit = zt_onebit_frozen(e);
-    double own = onebit && e->world > 1 ? (double)e->world : 1.0;
+    double own = onebit ? (double)zt_onebit_replicas(e) : 1.0;
     norm = norm * own / scale; /* the gradient carries the loss scale (1 outside fp16) */
     zt_step_report r = {.grad_norm = norm, .clip_coef = zt_clip_coef(norm, o->grad_clip),
                         .finite = isfinite(norm), .loss_scale = scale};
     if (own > 1.0) {
         int ok = r.finite;
-        if ((rc = zt_all_reduce_and_int(e->shard_comm, &ok, "1-bit Adam finite check", err))) {
+        if ((rc = zt_all_reduce_and_int(zt_onebit_comm(e), &ok, "1-bit Adam finite check", err))) {
             zt_grads_reset(e);
             return rc;
         }

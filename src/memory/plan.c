@@ -729,11 +729,14 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         if (kinds && s.pb->moment == 2)
             alloc(&s, ZT_MEM_OPTIMIZER, (size_t)kinds * (state < ZT_STATE_CHUNK ? (state ? state : 1) : ZT_STATE_CHUNK));
     }
-    /* 1-bit Adam's error feedback (engine.c): the worker's error (the state's floats) and the server's
-     * (this rank's block of it), on 2 ranks or more */
-    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && !s.shard_optim && has_comm && world > 1) { /* ddp only */
+    /* 1-bit Adam's error feedback (onebit.c): the worker's error (the state's floats: ddp's full
+     * layout, hybrid's pieces) and the server's (this rank's block of it in the compressed
+     * all-reduce over the world, or hybrid's replica group), on 2 ranks (replicas) or more */
+    int onebit_ranks = !has_comm ? 1 : !s.shard_optim ? world : s.replicas ? world / pl.nshards : 1;
+    int onebit_rank = !s.shard_optim ? rank : rank / pl.nshards; /* hybrid: the replica's index */
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && onebit_ranks > 1) {
         alloc(&s, ZT_MEM_OPTIMIZER, state);
-        alloc(&s, ZT_MEM_OPTIMIZER, zt_compressed_server_floats(state, world, rank));
+        alloc(&s, ZT_MEM_OPTIMIZER, zt_compressed_server_floats(state, onebit_ranks, onebit_rank));
     }
     if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
                                  pl.norm_chunks, err)))
@@ -807,8 +810,9 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     size_t chunk = po->comm_chunk_bytes ? po->comm_chunk_bytes : zt_comm_default_chunk_bytes();
     int main_ranks = s.shard_optim ? pl.nshards : world;
     out->scratch_main = zt_comm_scratch_bytes_for_size(main_ranks, chunk, s.block_main);
-    /* 1-bit Adam's compressed all-reduce stages its signs in the same scratch (ddp: the world's) */
-    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && main_ranks > 1) {
+    /* 1-bit Adam's compressed all-reduce stages its signs in the same scratch (ddp: the world's;
+     * hybrid: the replica group's, below) */
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && !s.shard_optim && main_ranks > 1) {
         size_t car = zt_compressed_scratch_bytes(pl.gfull_floats, main_ranks);
         if (car > out->scratch_main) out->scratch_main = car;
     }
@@ -817,6 +821,10 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
                                                                      s.block_thread)
                                     : 0;
     out->scratch_replica = s.replicas ? zt_comm_scratch_bytes_for_size(world / pl.nshards, chunk, s.block_replica) : 0;
+    if (o->optim.kind == ZT_OPT_ONEBIT_ADAM && s.replicas && onebit_ranks > 1) {
+        size_t car = zt_compressed_scratch_bytes(state, onebit_ranks);
+        if (car > out->scratch_replica) out->scratch_replica = car;
+    }
     /* the tp group's all-reduces (the units' sums): at most a (B, T, widest output) activation,
      * reduce-scattered in even blocks; with sequence parallelism a (B, T, C) one, in T ranges */
     size_t seq_full = BT * zt_memory_seq_width(m), norms = 4 * zt_memory_seq_width(m); /* + the norms' sums */

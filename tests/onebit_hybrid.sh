@@ -65,9 +65,11 @@ g = np.fromfile(sys.argv[1], np.float32); g.view(np.uint32)[7] += 1; g.tofile(sy
 fi
 
 # 2.-3. zerotrain train on the tiny preset
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 cat > "$T/m.yaml" <<YEOF
-model: {preset: tiny}
+model: {preset: tiny, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 8, lr: 3e-3, warmup_steps: 2}
 optimizer: {type: onebit_adam, onebit_freeze_step: 100}

@@ -111,9 +111,11 @@ for s in ("ddp", "zero1", "zero2", "zero3"):
 sys.exit(0 if ok else 1)
 PYEOF
 
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 cat > "$T/f.yaml" <<YEOF
-model: {preset: llama-tiny}
+model: {preset: llama-tiny, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 4, seq_len: 32, steps: 30, lr: 3e-3, warmup_steps: 5, freeze: '$FREEZE'}
 parallel: {strategy: zero3}

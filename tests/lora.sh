@@ -82,9 +82,11 @@ mem "N=2 zero1" 2 zero1 1 2
 mem "N=2 zero3 bf16" 2 zero3 1 2 --precision bf16
 
 # 3. the CLI: pretrain, LoRA from the export, resume, PEFT export checked in PyTorch
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 cat > "$T/base.yaml" <<YEOF
-model: {preset: llama-tiny}
+model: {preset: llama-tiny, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 4, seq_len: 32, steps: 20, lr: 3e-3}
 YEOF
@@ -119,7 +121,7 @@ peft() { # label CKPT BASE_DIR
 }
 peft llama "$T/ck" "$T/base"
 cat > "$T/g.yaml" <<YEOF
-model: {preset: tiny}
+model: {preset: tiny, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 4, seq_len: 32, steps: 5, lr: 3e-3}
 YEOF

@@ -30,12 +30,14 @@ source "$SRC/tests/dist_check.bash" # fail, bad
 D="$T" # the GPL v3 to train on, the GPL v2 to validate (a clean clone has no data/)
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$D/train.bin" >/dev/null
 "$Z" tokenize /usr/share/common-licenses/GPL-2 -o "$D/val.bin" >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
+fold_tokens "$D/train.bin" "$D/val.bin"
 hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
 val_of() { grep '^done' <<<"$1" | grep -o '| val [0-9.]*' | cut -d' ' -f3; }
 
 # 1. the base, then LoRA over it as bf16, nf4, int8
 cat > "$T/base.yaml" <<YEOF
-model: {preset: tiny}
+model: {preset: tiny, vocab_size: $TINY_VOCAB}
 data: {train: $D/train.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 16, lr: 6e-3}
 YEOF
@@ -115,7 +117,7 @@ if out="$("$Z" export "$T/ck" --peft "$T/ad" --init-hf "$T/base" 2>&1)" && grep 
    [ -s "$T/ad/adapter_model.safetensors" ]; then echo "ok   export --peft of the nf4 run (--init-hf its base): $(grep -o '8 LoRA adapters.*' <<<"$out" | cut -c1-40)"
 else echo "FAIL export --peft of the nf4 run"; echo "$out" | tail -2; fail=1; fi
 bad "export without its base" "give --init-hf DIR, the base it was trained from" export "$T/ck" --peft "$T/ad2"
-resumed_badly "resume on another base" "is not the one the run was saved on" --set model.init_hf=
+resumed_badly "resume on another base" "is not the one the run was saved on" --set model.init_hf= --set model.vocab_size=$TINY_VOCAB
 resumed_badly "resume with int8" "was saved with lora.base_quant nf4, this run has int8" --set lora.base_quant=int8
 
 # 4. estimate-memory --quant

@@ -10,8 +10,9 @@
  * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
  * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
  * process's. A pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
- * fp32 for its update and narrowed back. Not for NVMe offload (refused at create).
- * docs/optimizer.md. */
+ * fp32 for its update and narrowed back. With offload the elementwise parts run in the two
+ * streams of step_streamed.c and only Muon's rounds here (reading U from, and writing the update
+ * to, the state's second kind). docs/optimizer.md. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
@@ -36,6 +37,21 @@ typedef struct slice {
     size_t local0, off; /* its first element in the local layout, in the state layout */
     bool w_low;         /* w is the widened bf16 parameter */
 } slice;
+
+/* Parameter i's slice in the state layout: its offset there, its length, its first element in the
+ * full tensor (what local_slice finds, without touching the parameter: the streamed step's). */
+static void slice_range(const zt_engine *e, int i, size_t *off, size_t *n, int64_t *begin) {
+    const zt_plan *pl = &e->plan;
+    if (!e->shard_optim) {
+        *off = pl->p[i].gfull_off;
+        *n = (size_t)e->model->params[i].numel;
+        *begin = 0;
+    } else {
+        *off = pl->p[i].gshard_off;
+        *n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        *begin = zt_plan_shard_begin(pl, i, pl->shard);
+    }
+}
 
 static void local_slice(zt_engine *e, int i, slice *s) {
     const zt_plan *pl = &e->plan;
@@ -83,12 +99,14 @@ static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
 
 int zt_step_whole_check(const zt_engine *e, zt_error *err) {
     const zt_engine_options *o = &e->opt;
-    const char *name = o->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
-    const char *what = o->offload.optimizer_dir && o->offload.optimizer_dir[0] ? "optimizer offload"
-                       : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
-                                                                               : NULL;
-    if (what)
-        return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
+    bool offload = (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
+                   (o->offload.param_dir && o->offload.param_dir[0]);
+    /* LAMB's norms of a tensor tensor parallelism cuts need its whole part (p and u) gathered, which
+     * the streamed step does not do (step_streamed.c) */
+    if (offload && o->optim.kind == ZT_OPT_LAMB && e->tp_comm && zt_comm_size(e->tp_comm) > 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: lamb with offload (memory.offload_optimizer or "
+                            "memory.offload_param) under parallel.tensor_parallel_size %d is not implemented",
+                            zt_comm_size(e->tp_comm));
     return ZT_OK;
 }
 
@@ -149,19 +167,11 @@ int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
 
 static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_model *md = e->model;
-    const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
-    const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
     int64_t t = (int64_t)e->step;
-    int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
-    if (!list) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer step: out of memory");
-    for (int i = 0; i < md->n_params; i++) {
+    for (int i = 0; i < md->n_params; i++) { /* AdamW on the rest */
         const zt_param_desc *p = &md->params[i];
-        if (!p->trainable) continue;
-        if (e->muon[i]) {
-            list[n_muon++] = i;
-            continue;
-        }
+        if (!p->trainable || e->muon[i]) continue;
         slice s;
         local_slice(e, i, &s);
         zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
@@ -169,6 +179,21 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
         slice_store(e, i, &s, true);
     }
+    int io_rc = ZT_OK;
+    zt_error io_err;
+    return zt_step_muon_rounds(e, lr, gscale, false, &io_rc, &io_err, err);
+}
+
+int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int *io_rc, zt_error *io_err,
+                        zt_error *err) {
+    const zt_model *md = e->model;
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
+    int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
+    if (!list) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer step: out of memory");
+    for (int i = 0; i < md->n_params; i++)
+        if (md->params[i].trainable && e->muon[i]) list[n_muon++] = i;
     zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
     int P = tc ? zt_comm_size(tc) : 1, part = tc ? zt_comm_rank(tc) : 0, R = N * P;
@@ -183,18 +208,27 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
             /* the whole part goes to its place among the parts (tp), or is the slot */
             float *whole = cut ? e->muon_work + zt_engine_tp_part_offset(e, i) : slot;
-            slice s;
-            local_slice(e, i, &s);
-            float *u = whole + s.begin; /* this rank's rows of the whole part */
-            zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
-            if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
-                zt_round_bf16(s.m, s.n);
-                slice_store(e, i, &s, false);
+            if (streamed) { /* pass 1 left this rank's rows of U in state kind 1 (step_streamed.c) */
+                size_t off, n;
+                int64_t begin;
+                slice_range(e, i, &off, &n, &begin);
+                int r = *io_rc ? ZT_OK : zt_engine_state_read(e, 1, off, n, whole + begin, io_err);
+                if (r) *io_rc = r;
+            } else {
+                slice s;
+                local_slice(e, i, &s);
+                float *u = whole + s.begin; /* this rank's rows of the whole part */
+                zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+                if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
+                    zt_round_bf16(s.m, s.n);
+                    slice_store(e, i, &s, false);
+                }
             }
             double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                rc = zt_all_gather_f32(c, u, whole, counts, "muon momentum", err);
+                rc = zt_all_gather_f32(c, whole + zt_plan_shard_begin(pl, i, pl->shard), whole, counts, "muon momentum",
+                                       err);
             }
             if (!rc && cut)
                 rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
@@ -223,6 +257,14 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
                 rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
             e->comm_s += omp_get_wtime() - t0;
             if (rc) break;
+            if (streamed) { /* this rank's rows of the update, for pass 2 to apply */
+                size_t off, n;
+                int64_t begin;
+                slice_range(e, i, &off, &n, &begin);
+                int r = *io_rc ? ZT_OK : zt_engine_state_write(e, 1, off, n, mine + begin, io_err);
+                if (r) *io_rc = r;
+                continue;
+            }
             slice s;
             local_slice(e, i, &s);
             zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);

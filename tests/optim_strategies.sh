@@ -28,7 +28,8 @@
 #     and with the parameter pieces alone, 1 rank x 2 micro-batches with the optimizer state alone,
 #     each = the in-memory zero3 x2 run (hash and losses), planned = measured (memory and the last
 #     step's NVMe bytes), no file left; a commit of the offloaded run resumes in memory on 1 rank
-#     bit for bit.
+#     bit for bit; Muon under tp 2 and LAMB in 2 pipeline stages with the optimizer state offloaded
+#     = in memory.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -194,6 +195,18 @@ for o in muon lamb; do
   if [ -n "$ref" ] && [ "$(hash_line "$b")" = "$ref" ]; then
     echo "ok   $o: the offloaded zero3 x2 run's step-3 commit resumed in memory on 1 rank = 6 steps in memory"
   else echo "FAIL $o offloaded checkpoint resumed in memory on 1 rank: '$(hash_line "$b")' vs '$ref'"; echo "$b" | tail -3; fail=1; fi
+done
+# Muon under tensor parallelism (the logical matrices' rounds read U from the parts' files), LAMB in
+# pipeline stages (each stage's norms): the optimizer state offloaded = in memory
+for c in "muon parallel.tensor_parallel_size=2" "lamb parallel.pipeline_parallel_size=2"; do
+  read -r o kv <<<"$c"
+  a="$("$Z" train "$T/o.yaml" --nproc 2 --set $kv --set optimizer.type=$o 2>&1)" || true
+  b="$("$Z" train "$T/o.yaml" --nproc 2 --set $kv --set optimizer.type=$o "${SMALL[@]}" "${OPTO[@]}" 2>&1)" || true
+  if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$b")" = "$(hash_line "$a")" ] &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" &&
+     grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b" && [ -z "$(ls -A "$NV")" ]; then
+    echo "ok   $o $kv, optimizer offload = in memory ($(hash_line "$a")), planned = measured"
+  else echo "FAIL $o $kv optimizer offload: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -4; fail=1; fi
 done
 
 # 5. tensor parallelism

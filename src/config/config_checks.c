@@ -289,8 +289,7 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
     }
     /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md).
      * Muon and LAMB run under tensor and pipeline parallelism, bf16-low (engine/step_whole.c) and
-     * offload (engine/step_streamed.c; LAMB's offload not under tensor parallelism); 1-bit Adam none
-     * of these. */
+     * offload (engine/step_streamed.c); 1-bit Adam none of these. */
     if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB || c->optim.kind == ZT_OPT_ONEBIT_ADAM) {
         const char *on = zt_optimizer_name(c->optim.kind);
         bool onebit = c->optim.kind == ZT_OPT_ONEBIT_ADAM;
@@ -306,18 +305,6 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
             zt_cfg_error(x, "%s%soptimizer.type: %s with parallel.pipeline_parallel_size %d is not implemented; "
                             "use pipeline_parallel_size 1",
                          PFX(w), on, c->pipeline_parallel_size);
-        }
-        /* Muon and LAMB stream their state twice with offload (engine/step_streamed.c); LAMB's norms
-         * of the tensors tensor parallelism cuts are not streamed */
-        if (!onebit && c->optim.kind == ZT_OPT_LAMB && c->tensor_parallel_size > 1 &&
-            (c->offload_optimizer == ZT_CFG_OFFLOAD_NVME || c->offload_param == ZT_CFG_OFFLOAD_NVME)) {
-            const char *ok = c->offload_optimizer == ZT_CFG_OFFLOAD_NVME ? "memory.offload_optimizer"
-                                                                          : "memory.offload_param";
-            w = LOC("optimizer.type", ok);
-            zt_cfg_error(x, "%s%soptimizer.type: lamb with %s under parallel.tensor_parallel_size %d is not "
-                            "implemented (the norms of a cut tensor need its whole part gathered); use "
-                            "tensor_parallel_size 1 or %s: none",
-                         PFX(w), ok, c->tensor_parallel_size, ok);
         }
         if (onebit && c->offload_optimizer != ZT_CFG_OFFLOAD_NONE) {
             w = LOC("optimizer.type", "memory.offload_optimizer");

@@ -473,10 +473,8 @@ int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *c
 /* x (n = plan.norm_chunks norm partials, this rank's chunks filled in) gets every other shard's
  * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
-/* step_whole.c: Muon and LAMB. The check refuses what they do not implement (ZT_ERR_USAGE); the
- * setups split the parameters (Muon) and allocate the buffers memory/plan.c counts; the step runs
+/* step_whole.c: Muon and LAMB. The setups split the parameters (Muon) and allocate the buffers memory/plan.c counts; the step runs
  * the optimizer on what this rank holds, with the collectives the whole tensors need. */
-int zt_step_whole_check(const zt_engine *e, zt_error *err);
 int zt_step_muon_setup(zt_engine *e, zt_error *err);
 int zt_step_lamb_setup(zt_engine *e, zt_error *err);
 int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err);
@@ -501,6 +499,9 @@ int zt_step_streamed(zt_engine *e, float lr, float gscale, zt_error *err);
  * write's status (the collectives go on, so that every rank reaches the agreement after). */
 int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int *io_rc, zt_error *io_err,
                         zt_error *err);
+/* step_whole.c: LAMB's trust ratio of a tensor tensor parallelism cuts, for the streamed step
+ * between its passes (its p, m, v read back; the logical tensor's norms as in memory). */
+int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_error *io_err, zt_error *err);
 /* onebit.c: 1-bit Adam. The setup allocates the error buffers (memory/plan.c counts them); frozen
  * says whether the step being computed is past the warm-up (its gradient then stays on this rank:
  * grads.c does not reduce it); the step after the freeze: the local momentum, its compressed

@@ -135,6 +135,7 @@ static void lamb_pass1(void *ctx, int i, float *w, const float *g, float *m, flo
         zt_round_bf16(m, n);
         zt_round_bf16(v, n);
     }
+    if (e->model->params[i].tp_parts > 1) return; /* cut by tp: its norms between the passes */
     lamb_partials_range(c, i, w, m, v, n, at, e->model->params[i].decay ? o->weight_decay : 0.0f);
 }
 
@@ -148,20 +149,29 @@ static void lamb_pass2(void *ctx, int i, float *w, const float *g, float *m, flo
     zt_engine_round_updated(e, i, w, m, v, n, first);
 }
 
-/* Every trainable parameter's trust ratio from the partials (summed over the shard group first),
- * as lamb_step's. */
+/* Every trainable parameter's trust ratio, as lamb_step's: the tensors tensor parallelism cuts from
+ * their logical tensors (zt_step_lamb_cut_streamed), the others from the partials pass 1 took,
+ * summed over the shard group. */
 static int lamb_ratios(zt_engine *e, float *coeff, zt_error *err) {
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
     double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
+    int rc = ZT_OK, io = ZT_OK;
+    zt_error io_err;
+    for (int i = 0; i < md->n_params && !rc; i++)
+        if (md->params[i].trainable && md->params[i].tp_parts > 1)
+            rc = zt_step_lamb_cut_streamed(e, i, &coeff[i], &io, &io_err, err);
+    if (rc) return rc;
+    if (io) *err = io_err;
+    if ((rc = zt_engine_offload_agree(e, io, err))) return rc;
     if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
-        int rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err);
+        rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err);
         if (!rc) rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
         if (rc) return rc;
     }
     for (int i = 0; i < md->n_params; i++) {
-        if (!md->params[i].trainable) continue;
+        if (!md->params[i].trainable || md->params[i].tp_parts > 1) continue;
         int64_t first, count, all = zt_plan_param_chunks(pl, i);
         zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
         coeff[i] = zt_lamb_coeff(sqrt(zt_sum_in_order(wp + first, all)), sqrt(zt_sum_in_order(up + first, all)),

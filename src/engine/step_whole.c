@@ -97,19 +97,6 @@ static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
     if (e->state_bf16[1]) zt_f32_to_bf16(e->state_bf16[1] + s->off, s->v, s->n);
 }
 
-int zt_step_whole_check(const zt_engine *e, zt_error *err) {
-    const zt_engine_options *o = &e->opt;
-    bool offload = (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
-                   (o->offload.param_dir && o->offload.param_dir[0]);
-    /* LAMB's norms of a tensor tensor parallelism cuts need its whole part (p and u) gathered, which
-     * the streamed step does not do (step_streamed.c) */
-    if (offload && o->optim.kind == ZT_OPT_LAMB && e->tp_comm && zt_comm_size(e->tp_comm) > 1)
-        return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: lamb with offload (memory.offload_optimizer or "
-                            "memory.offload_param) under parallel.tensor_parallel_size %d is not implemented",
-                            zt_comm_size(e->tp_comm));
-    return ZT_OK;
-}
-
 /* bf16-low: the widened slice (memory/plan.c counts the same) */
 static int low_setup(zt_engine *e, zt_error *err) {
     if (!zt_store_bf16(e) && !e->state_bf16[0]) return ZT_OK;
@@ -312,6 +299,39 @@ static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *
     if (rc) return rc;
     zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
     zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, mine);
+    if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
+    *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
+                           o->lamb_max_coeff);
+    return ZT_OK;
+}
+
+/* lamb_cut_coeff for the streamed step (step_streamed.c), between its passes: this rank's p, m
+ * and v (the moments pass 1 left) read from wherever they live, p into its place in the part, m
+ * and v into the logical buffer while it is free (a cut tensor has two parts or more, so it holds
+ * twice this rank's elements), u computed over p in place: the same values, the same norms. A
+ * failed read sets *io_rc and the gathers go on (every rank reaches the agreement after). */
+int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_error *io_err, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    const zt_optimizer_config *o = &e->opt.optim;
+    float wd = p->decay ? o->weight_decay : 0.0f;
+    size_t off, n;
+    int64_t begin;
+    slice_range(e, i, &off, &n, &begin);
+    size_t local0 = e->shard_optim && !zt_store_local_is_piece(e) ? (size_t)begin : 0;
+    float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
+    float *mine = cat + zt_engine_tp_part_offset(e, i) + begin, *m = logical, *v = logical + n;
+    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
+    int r = *io_rc ? ZT_OK : zt_store_read(e, i, local0, n, mine, io_err);
+    if (r) *io_rc = r;
+    int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
+    if (rc) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    for (int k = 0; k < 2 && !*io_rc; k++)
+        if ((r = zt_engine_state_read(e, k, off, n, k ? v : m, io_err))) *io_rc = r;
+    zt_lamb_update_values(mine, m, v, (int64_t)n, o->eps, wd, mine);
     if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
     zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
     *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,

@@ -68,15 +68,17 @@ fi
 
 # 2. the CLI: native key, DeepSpeed block
 T="$(mktemp -d)"; trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
+fold_tokens "$T/train.bin"
 base="data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 4, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}"
-printf '%s\nmodel: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}\n' "$base" > "$T/native.yaml"
+printf '%s\nmodel: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: '"$TINY_VOCAB"'}\n' "$base" > "$T/native.yaml"
 echo '{"zero_optimization": {"stage": 3}}' > "$T/ds_none.json"
 echo '{"zero_optimization": {"stage": 3}, "activation_checkpointing": {"partition_activations": false}}' > "$T/ds_ac.json"
 for v in none ac; do
-  printf '%s\nmodel: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}\ndeepspeed_config: ds_%s.json\n' \
+  printf '%s\nmodel: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: '"$TINY_VOCAB"'}\ndeepspeed_config: ds_%s.json\n' \
     "$base" "$v" > "$T/ds_$v.yaml"
 done
 hash_of() { grep -o 'params xxh64 [0-9a-f]*' "$1" | cut -d' ' -f3; }

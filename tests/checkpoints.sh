@@ -17,9 +17,11 @@ BUILD="$1"; SRC="$2"
 Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
 T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl_train.bin" --val-fraction 0.1 --val-out "$T/gpl_val.bin" >/dev/null
+fold_tokens "$T/gpl_train.bin" "$T/gpl_val.bin"
 cat > "$T/c.yaml" <<YAML
-model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl_train.bin, val: $T/gpl_val.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}

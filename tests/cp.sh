@@ -32,9 +32,11 @@ T=$(mktemp -d)
 trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad; sets fail=0
 
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 cat > "$T/g.yaml" <<YEOF
-model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 50257}
+model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 2, seq_len: 64, steps: 4, lr: 1e-3}
 YEOF

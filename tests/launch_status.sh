@@ -24,9 +24,11 @@ bad() { echo "FAIL $*"; fail=1; }
 export OMP_NUM_THREADS= OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset OMP_NUM_THREADS
 
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
+fold_tokens "$T/train.bin"
 cat > "$T/c.yaml" <<YAML
-model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: $TINY_VOCAB}
 data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 4, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}

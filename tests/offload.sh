@@ -30,9 +30,11 @@ TOOL="$BUILD/tests/tool_offload_mem"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=60
 T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
 NV="$T/nvme"; mkdir -p "$NV"
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" >/dev/null
+fold_tokens "$T/train.bin"
 cat > "$T/c.yaml" <<YAML
-model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: $TINY_VOCAB}
 data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}

@@ -33,11 +33,13 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
 
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 for arch in gpt2 llama; do
   preset=tiny; [ $arch = llama ] && preset=llama-tiny
   cat > "$T/$arch.yaml" <<YEOF
-model: {preset: $preset, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 50257}
+model: {preset: $preset, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 6, lr: 1e-3, gradient_accumulation_steps: 4}
 YEOF
@@ -173,7 +175,7 @@ for n, label, want in (("g_pp", "pp 2 1f1b vs one process", True), ("g_gpipe", "
 sys.exit(0 if ok else 1)
 PYEOF
 same "gpt2 pp 2 gpipe = pp 2 1f1b" g_pp g_gpipe
-pp_bytes "gpt2 pp 2 (and the tied wte)" g_pp $((4 * 4 * 2 * 32 * 64 + 50257 * 64 * 4))
+pp_bytes "gpt2 pp 2 (and the tied wte)" g_pp $((4 * 4 * 2 * 32 * 64 + TINY_VOCAB * 64 * 4))
 for s in zero1 zero3; do
   train g_$s 4 gpt2 "${PP2[@]}" --set parallel.strategy=$s --set training.gradient_accumulation_steps=2
   same "gpt2 pp 2 x dp 2 $s = pp 2" g_pp g_$s

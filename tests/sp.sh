@@ -32,9 +32,12 @@ T=$(mktemp -d)
 trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 source "$SRC/tests/dist_check.bash" # hash_of, losses_of, check, bad, mem; sets fail=0
 
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+cp "$T/gpl.bin" "$T/gpl50k.bin" # section 6 samples text: GPT-2's own ids and vocabulary there
+fold_tokens "$T/gpl.bin"
 cat > "$T/g.yaml" <<YEOF
-model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 50257}
+model: {preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 2, seq_len: 32, steps: 4, lr: 1e-3}
 YEOF
@@ -114,7 +117,7 @@ for k in gpt2-fp32 gpt2-bf16 llama-fp32 llama-bf16; do
 done
 
 # 6. zerotrain train
-TP=(--nproc 2 --set parallel.tensor_parallel_size=2 --set sample.tokens=12)
+TP=(--nproc 2 --set parallel.tensor_parallel_size=2 --set sample.tokens=12 --set data.train="$T/gpl50k.bin" --set model.vocab_size=50257)
 a="$("$Z" train "$T/g.yaml" "${TP[@]}" 2>&1)" || { echo "FAIL tp train: $(tail -2 <<<"$a")"; fail=1; }
 b="$("$Z" train "$T/g.yaml" "${TP[@]}" --set parallel.sequence_parallel=true --comm-log 1 2>&1)" ||
   { echo "FAIL sp train: $(tail -2 <<<"$b")"; fail=1; }

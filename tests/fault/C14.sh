@@ -18,6 +18,6 @@ mismatch() { # LABEL WANT... : resume with the model changed by --set LABEL's ov
 }
 mismatch layers3 model.n_layer=3 "12 missing [h.2.ln_1.weight" "0 unexpected []" "0 shapes differ"
 mismatch layers1 model.n_layer=1 "0 missing []" "unexpected [h.1." 
-mismatch embd48 model.n_embd=48 "0 missing []" "0 unexpected []" "28 shapes differ" "wte.weight [50257,32] vs [50257,48]" "more not listed"
+mismatch embd48 model.n_embd=48 "0 missing []" "0 unexpected []" "28 shapes differ" "wte.weight [4096,32] vs [4096,48]" "more not listed"
 NL_FROM=4 nl_check A "$T/ck"
 finish

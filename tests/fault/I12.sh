@@ -11,12 +11,12 @@ t0=$(date +%s.%N)
 ZT_FAULT=oom:rank=1:step=5 run_job A --ckpt-dir "$T/ck" --ckpt-every 2
 took=$(echo "$(date +%s.%N) - $t0" | bc)
 expect_rc 7 "an allocation fails on rank 1 in step 5" A
-grep -q "error (out of memory): zero3: gathering unit embedding: out of memory for gathered wte.weight (memory-plan class gathered, 6432896 bytes) on rank 1" "$T/A.err" &&
+grep -q "error (out of memory): zero3: gathering unit embedding: out of memory for gathered wte.weight (memory-plan class gathered, 524288 bytes) on rank 1" "$T/A.err" &&
   ok "$(grep -o 'error (out of memory).*' "$T/A.err" | head -1)" || bad "message: $(grep error "$T/A.err" | head -2)"
 [ "$(echo "$took < 15" | bc)" = 1 ] && ok "the job ended ${took%??????} s after it started" || bad "took $took s"
 no_orphans A
 nl_check A "$T/ck"
-# (2) the real thing: 512 channels (128 MB per fp32 copy of the parameters) on rank 1 under a
+# (2) the real thing: 512 channels (34 MB per fp32 copy of the parameters) on rank 1 under a
 # limit of address space. What a process needs before its first allocation (libraries, MPI,
 # OpenMP's stacks) differs between machines, so the limit is searched upward: a limit too small
 # fails in start-up (another exit, tried next), one too large trains (exit 0, the search failed);

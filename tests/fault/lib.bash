@@ -24,9 +24,11 @@ fail=0
 ok() { echo "ok   $ROW: $*"; }
 bad() { echo "FAIL $ROW: $*"; fail=1; }
 finish() { exit $fail; }
+source "$(dirname "${BASH_SOURCE[0]}")/../tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/train.bin" --val-fraction 0.1 --val-out "$T/val.bin" >/dev/null
+fold_tokens "$T/train.bin" "$T/val.bin"
 cat > "$T/c.yaml" <<YAML
-model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+model: {preset: tiny, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32, vocab_size: $TINY_VOCAB}
 data: {train: $T/train.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: $STEPS, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}

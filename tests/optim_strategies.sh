@@ -151,16 +151,12 @@ else echo "FAIL muon's checkpoint under adamw: exit $rc: $(grep -m1 error <<<"$o
 # zero3 x2 run's hash and losses, every class at its planned high-water, the last step's NVMe bytes
 # as planned; a commit of the offloaded zero3 x2 run resumed in memory on 1 rank ends on that hash
 NV="$T/nvme"; mkdir -p "$NV"
-# a vocabulary of 512 (the GPL's tokens mod 512), so that the embeddings do not make the I/O
-python3 - "$T/gpl.bin" "$T/v512.bin" <<'PYEOF'
-import array, sys
-d = open(sys.argv[1], 'rb').read()
-h = array.array('i', d[:1024]); t = array.array('H', d[1024:1024 + 2 * h[2]])
-open(sys.argv[2], 'wb').write(h.tobytes() + array.array('H', (x % 512 for x in t)).tobytes())
-PYEOF
+# the GPL's ids folded into a 4,096-id vocabulary (tests/tiny_vocab.bash): no 50,257-row embedding
+source "$SRC/tests/tiny_vocab.bash"
+cp "$T/gpl.bin" "$T/folded.bin"; fold_tokens "$T/folded.bin"
 cat > "$T/o.yaml" <<YEOF
-model: {preset: tiny, vocab_size: 512, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
-data: {train: $T/v512.bin}
+model: {preset: tiny, vocab_size: $TINY_VOCAB, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/folded.bin}
 training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
 logging: {print_every: 100}
 YEOF

@@ -15,7 +15,7 @@
 #     parallelism (cp 2) ddp and zero3 give the same bits for both optimizers;
 #  4. bad input exits 2 naming the key: Muon on a 1-D parameter, a 2-D weight left to no optimizer
 #     or matched by both patterns, a pattern that is not a regular expression, an unknown
-#     muon_ns_dtype, Muon with parameter offload, LAMB with optimizer offload;
+#     muon_ns_dtype;
 #  5. tensor parallelism (Muon's logical matrices, LAMB's logical norms): given the same synthetic
 #     gradients (tool_dist_check --synthetic-grad: a function of each element's logical index) tp 2
 #     ends on one process's hash, GPT-2 and Llama; with real gradients tp 2 with 2 micro-batches on
@@ -23,7 +23,13 @@
 #     tp 2 commit resumed on tp 2 x dp 2 zero3 ends on the uninterrupted hash;
 #  6. pipeline parallelism: Llama pp 2 (`zerotrain train`; its last stage holds the LM head alone,
 #     no Muon matrix) ends on one process's hash and losses for both optimizers, planned = measured
-#     on every rank; Muon tp 2 x pp 2 on 4 ranks ends on tp 2's hash.
+#     on every rank; Muon tp 2 x pp 2 on 4 ranks ends on tp 2's hash;
+#  7. offload (two streams: engine/step_streamed.c), both optimizers: zero3 x2 with both offloads
+#     and (Muon) with the parameter pieces alone, 1 rank x 2 micro-batches with the optimizer state alone,
+#     each = the in-memory zero3 x2 run (hash and losses), planned = measured (memory and the last
+#     step's NVMe bytes), no file left; a commit of the offloaded run resumes in memory on 1 rank
+#     bit for bit; Muon under tp 2 and LAMB in 2 pipeline stages with the optimizer state offloaded,
+#     LAMB under tp 2 x dp 2 zero3 with both offloads = in memory.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -133,14 +139,73 @@ bad "a pattern that is not a regular expression" "optimizer.muon_params '(': mis
   train "$T/m.yaml" --set 'optimizer.muon_params=('
 bad "an unknown Newton-Schulz dtype" "optimizer.muon_ns_dtype: unknown value \"fp8\"" \
   train "$T/m.yaml" --set optimizer.muon_ns_dtype=fp8
-bad "muon with parameter offload" "optimizer.type: muon with memory.offload_param is not implemented" \
-  train "$T/m.yaml" --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T"
 out="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/ck/step-00000010" --set optimizer.type=adamw 2>&1)" && rc=0 || rc=$?
 if [ $rc = 4 ] && grep -q "the checkpoint's optimizer state is muon's, this run's optimizer.type is adamw" <<<"$out"; then
   echo "ok   muon's checkpoint resumed under adamw exits 4: $(grep -m1 -o "the checkpoint's optimizer.*is adamw" <<<"$out")"
 else echo "FAIL muon's checkpoint under adamw: exit $rc: $(grep -m1 error <<<"$out")"; fail=1; fi
-bad "lamb with optimizer offload" "optimizer.type: lamb with memory.offload_optimizer is not implemented" \
-  train "$T/m.yaml" --set optimizer.type=lamb --set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T"
+
+# 7. offload (engine/step_streamed.c: two streams, the whole tensors between them), 64 KiB staging
+# buffers (8,192-element chunks that cut through matrices and LAMB's norm chunks): zero3 x2 with
+# both offloads (the optimizer state, the pieces and the reduced gradient pieces in files) and (Muon)
+# with the pieces alone, 1 rank x 2 micro-batches ddp with the optimizer state alone: each the in-memory
+# zero3 x2 run's hash and losses, every class at its planned high-water, the last step's NVMe bytes
+# as planned; a commit of the offloaded zero3 x2 run resumed in memory on 1 rank ends on that hash
+NV="$T/nvme"; mkdir -p "$NV"
+# the GPL's ids folded into a 4,096-id vocabulary (tests/tiny_vocab.bash): no 50,257-row embedding
+source "$SRC/tests/tiny_vocab.bash"
+cp "$T/gpl.bin" "$T/folded.bin"; fold_tokens "$T/folded.bin"
+cat > "$T/o.yaml" <<YEOF
+model: {preset: tiny, vocab_size: $TINY_VOCAB, n_layer: 2, n_embd: 32, n_head: 2, max_seq_len: 32}
+data: {train: $T/folded.bin}
+training: {micro_batch_size: 2, seq_len: 16, steps: 6, warmup_steps: 1, lr: 3e-3}
+logging: {print_every: 100}
+YEOF
+SMALL=(--set memory.offload_buffer_mb=0.0625 --set memory.offload_buffer_count=3)
+OPTO=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$NV")
+PARO=(--set memory.offload_param=nvme --set memory.offload_param_nvme_path="$NV")
+ONE=(--set parallel.strategy=ddp --set training.gradient_accumulation_steps=2)
+jl() { grep -o '"loss":[^,]*' "$T/$1.jsonl" 2>/dev/null | tr '\n' ' ' || true; } # a run's losses, from its JSONL
+for o in muon lamb; do
+  a="$("$Z" train "$T/o.yaml" --nproc 2 --set parallel.strategy=zero3 --set optimizer.type=$o \
+       --set logging.jsonl="$T/$o.mem.jsonl" 2>&1)" || true
+  ref="$(hash_line "$a")"; refl="$(jl $o.mem)"
+  [ -n "$ref" ] && [ -n "$refl" ] || { echo "FAIL $o offload: the in-memory reference did not run"; echo "$a" | tail -3; fail=1; }
+  for c in "both:2:zero3" "param:2:zero3" "optimizer:1:ddp"; do
+    IFS=: read -r with n s <<<"$c"
+    [ $o:$with = lamb:param ] && continue # (the pieces' kind alone: Muon's case; LAMB's with both)
+    args=("${SMALL[@]}"); [ $with != param ] && args+=("${OPTO[@]}"); [ $with != optimizer ] && args+=("${PARO[@]}")
+    [ $n = 1 ] && args+=("${ONE[@]}")
+    [ $with = both ] && rm -rf "$T/cko" && args+=(--ckpt-dir "$T/cko" --ckpt-every 3) # resumed below
+    b="$("$Z" train "$T/o.yaml" --nproc $n --set parallel.strategy=$s --set optimizer.type=$o "${args[@]}" \
+         --set logging.jsonl="$T/$o.$with.jsonl" 2>&1)" || true
+    if [ -n "$ref" ] && [ "$(hash_line "$b")" = "$ref" ] && [ "$(jl $o.$with)" = "$refl" ] &&
+       grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" &&
+       grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b" && [ -z "$(ls -A "$NV")" ]; then
+      echo "ok   $o offload $with, $s x$n = in memory zero3 x2 ($ref), planned = measured, $(grep -o 'read [0-9.]* MiB (the.*' <<<"$b")"
+    else echo "FAIL $o offload $with, $s x$n: '$(hash_line "$b")' vs '$ref'"; echo "$b" | tail -4; fail=1; fi
+  done
+  b="$("$Z" train "$T/o.yaml" --set optimizer.type=$o "${ONE[@]}" --resume "$T/cko/step-00000003" 2>&1)" || true
+  if [ -n "$ref" ] && [ "$(hash_line "$b")" = "$ref" ]; then
+    echo "ok   $o: the offloaded zero3 x2 run's step-3 commit resumed in memory on 1 rank = 6 steps in memory"
+  else echo "FAIL $o offloaded checkpoint resumed in memory on 1 rank: '$(hash_line "$b")' vs '$ref'"; echo "$b" | tail -3; fail=1; fi
+done
+# Muon under tensor parallelism (the logical matrices' rounds read U from the parts' files), LAMB in
+# pipeline stages (each stage's norms) with the optimizer state offloaded, and LAMB under tp 2 x dp 2
+# zero3 with both offloads (its cut tensors' p, m, v read back between the passes for their logical
+# norms) = in memory
+for c in "2 muon parallel.tensor_parallel_size=2" "2 lamb parallel.pipeline_parallel_size=2" \
+         "4 lamb parallel.tensor_parallel_size=2 parallel.strategy=zero3 training.global_batch_size=4"; do
+  read -r n o kvs <<<"$c"
+  kv=(); for x in $kvs; do kv+=(--set "$x"); done
+  more=("${SMALL[@]}" "${OPTO[@]}"); [ $n = 4 ] && more+=("${PARO[@]}")
+  a="$("$Z" train "$T/o.yaml" --nproc $n "${kv[@]}" --set optimizer.type=$o 2>&1)" || true
+  b="$("$Z" train "$T/o.yaml" --nproc $n "${kv[@]}" --set optimizer.type=$o "${more[@]}" 2>&1)" || true
+  if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$b")" = "$(hash_line "$a")" ] &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$b" &&
+     grep -Eq "read ([0-9.]+) MiB .*wrote ([0-9.]+) MiB; planned read \1, write \2 MiB" <<<"$b" && [ -z "$(ls -A "$NV")" ]; then
+    echo "ok   $o x$n $kvs, offloaded = in memory ($(hash_line "$a")), planned = measured"
+  else echo "FAIL $o x$n $kvs offloaded: '$(hash_line "$b")' vs '$(hash_line "$a")'"; echo "$b" | tail -4; fail=1; fi
+done
 
 # 5. tensor parallelism
 for o in muon lamb; do

@@ -311,6 +311,12 @@ static void print_text(FILE *out, const shown *w, const zt_estimate *est) {
         fprintf(out, "\n%-44s", "                            write");
         for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].plan.offload_write_bytes, div, decimals);
         fputc('\n', out);
+        if (o->optim.kind == ZT_OPT_MUON || o->optim.kind == ZT_OPT_LAMB) /* engine/step_streamed.c */
+            fprintf(out, "  (%s: every file streamed twice a step, the whole-tensor work between the passes%s)\n",
+                    zt_optimizer_name(o->optim.kind),
+                    o->optim.kind == ZT_OPT_MUON ? "; with the optimizer state in files, each matrix's U read and "
+                                                   "its update written once more"
+                                                 : "");
     }
     fprintf(out, "%-44s", "  (high-water of the rank needing the least)");
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) cell(out, est->col[s].min_peak, div, decimals);

@@ -288,8 +288,8 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                      (double)c->optim.momentum);
     }
     /* Muon, LAMB and 1-bit Adam: what they do not implement yet is refused by name (docs/optimizer.md).
-     * Muon and LAMB run under tensor and pipeline parallelism and bf16-low (engine/step_whole.c);
-     * 1-bit Adam not. Offload is refused for all three. */
+     * Muon and LAMB run under tensor and pipeline parallelism, bf16-low (engine/step_whole.c) and
+     * offload (engine/step_streamed.c); 1-bit Adam none of these. */
     if (c->optim.kind == ZT_OPT_MUON || c->optim.kind == ZT_OPT_LAMB || c->optim.kind == ZT_OPT_ONEBIT_ADAM) {
         const char *on = zt_optimizer_name(c->optim.kind);
         bool onebit = c->optim.kind == ZT_OPT_ONEBIT_ADAM;
@@ -306,13 +306,13 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
                             "use pipeline_parallel_size 1",
                          PFX(w), on, c->pipeline_parallel_size);
         }
-        if (c->offload_optimizer != ZT_CFG_OFFLOAD_NONE) {
+        if (onebit && c->offload_optimizer != ZT_CFG_OFFLOAD_NONE) {
             w = LOC("optimizer.type", "memory.offload_optimizer");
             zt_cfg_error(x, "%s%soptimizer.type: %s with memory.offload_optimizer is not implemented (its state "
                             "stays in memory); set memory.offload_optimizer: none",
                          PFX(w), on);
         }
-        if (c->offload_param != ZT_CFG_OFFLOAD_NONE) {
+        if (onebit && c->offload_param != ZT_CFG_OFFLOAD_NONE) {
             w = LOC("optimizer.type", "memory.offload_param");
             zt_cfg_error(x, "%s%soptimizer.type: %s with memory.offload_param is not implemented; set "
                             "memory.offload_param: none",

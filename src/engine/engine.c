@@ -435,8 +435,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
         if (e->v) memset(e->v, 0, state * sizeof(float));
     }
     if (opt->optim.kind == ZT_OPT_MUON || opt->optim.kind == ZT_OPT_LAMB) { /* step_whole.c */
-        if ((rc = zt_step_whole_check(e, err)) ||
-            (rc = opt->optim.kind == ZT_OPT_MUON ? zt_step_muon_setup(e, err) : zt_step_lamb_setup(e, err)))
+        if ((rc = opt->optim.kind == ZT_OPT_MUON ? zt_step_muon_setup(e, err) : zt_step_lamb_setup(e, err)))
             goto fail;
     }
     if (opt->optim.kind == ZT_OPT_ONEBIT_ADAM && (rc = zt_onebit_setup(e, err))) goto fail; /* onebit.c */

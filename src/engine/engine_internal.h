@@ -473,13 +473,35 @@ int zt_engine_all_gather_rounded(zt_engine *e, const int *params, int n, void *c
 /* x (n = plan.norm_chunks norm partials, this rank's chunks filled in) gets every other shard's
  * chunks: each chunk belongs to the one shard holding its rows, so this is exact (collect.c). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err);
-/* step_whole.c: Muon and LAMB. The check refuses what they do not implement (ZT_ERR_USAGE); the
- * setups split the parameters (Muon) and allocate the buffers memory/plan.c counts; the step runs
+/* step_whole.c: Muon and LAMB. The setups split the parameters (Muon) and allocate the buffers memory/plan.c counts; the step runs
  * the optimizer on what this rank holds, with the collectives the whole tensors need. */
-int zt_step_whole_check(const zt_engine *e, zt_error *err);
 int zt_step_muon_setup(zt_engine *e, zt_error *err);
 int zt_step_lamb_setup(zt_engine *e, zt_error *err);
 int zt_step_whole(zt_engine *e, float lr, float gscale, zt_error *err);
+/* step.c: the optimizer's walk over elements [lo, lo + n) of the state layout, fn on each
+ * trainable parameter's overlap (w its local fp32 elements, a staging buffer's or a widened
+ * bf16-low chunk; g, m, v at the same elements; first: the element's index in the full tensor;
+ * at: in this rank's slice of the parameter), keeping the checksums `hashes` names; and a stream
+ * chunk's kinds (m, v: state or memory; w, g: the pieces' and gradients' kinds or NULL). */
+typedef void (*zt_step_elems_fn)(void *ctx, int i, float *w, const float *g, float *m, float *v, size_t n,
+                                 int64_t first, size_t at);
+enum { ZT_STEP_HASH_GRAD = 1, ZT_STEP_CHECK_PARAM = 2, ZT_STEP_HASH_PARAM = 4 };
+void zt_step_range(zt_engine *e, size_t lo, size_t n, float *m, float *v, float *wchunk, const float *gchunk,
+                   unsigned hashes, zt_step_elems_fn fn, void *ctx);
+void zt_step_chunk_kinds(zt_engine *e, size_t begin, float *const *state, float **m, float **v, float **w,
+                         const float **g);
+/* step_streamed.c: Muon and LAMB with offload (the state or the pieces in files): two streams, the
+ * whole-tensor work between them (zt_step_muon_rounds, below). */
+int zt_step_streamed(zt_engine *e, float lr, float gscale, zt_error *err);
+/* step_whole.c: Muon's rounds of gathered matrices. streamed: each piece's U is read from state
+ * kind 1 (where pass 1 left it) and its rows of the update written back there, instead of the
+ * momentum computed and the update applied in memory; *io_rc gets the first failed read or
+ * write's status (the collectives go on, so that every rank reaches the agreement after). */
+int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int *io_rc, zt_error *io_err,
+                        zt_error *err);
+/* step_whole.c: LAMB's trust ratio of a tensor tensor parallelism cuts, for the streamed step
+ * between its passes (its p, m, v read back; the logical tensor's norms as in memory). */
+int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_error *io_err, zt_error *err);
 /* onebit.c: 1-bit Adam. The setup allocates the error buffers (memory/plan.c counts them); frozen
  * says whether the step being computed is past the warm-up (its gradient then stays on this rank
  * under ddp, in the shard group under hybrid: grads.c does not reduce it further); the step after

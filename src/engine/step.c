@@ -80,12 +80,15 @@ static void update_elems(const update_ctx *c, int i, float *w, const float *g, f
     zt_engine_round_updated(e, i, w, m, v, n, first);
 }
 
-/* Elements [lo, lo + n) of the state layout; m, v (NULL where the optimizer keeps none), wchunk
- * (the parameter pieces streamed from their file, or NULL: in memory) and gchunk (the reduced
- * gradient pieces streamed from theirs, or NULL: grad_pieces) point at element lo. */
-static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v, float *wchunk,
-                         const float *gchunk) {
-    zt_engine *e = c->e;
+/* Elements [lo, lo + n) of the state layout: fn on every trainable parameter's overlap with them.
+ * m, v (NULL where the optimizer keeps none), wchunk (the parameter pieces streamed from their
+ * file, or NULL: in memory) and gchunk (the reduced gradient pieces streamed from theirs, or NULL:
+ * grad_pieces) point at element lo. `hashes` says which checksums the pass keeps
+ * (ZT_STEP_HASH_GRAD: of the gradient pieces it consumes; ZT_STEP_CHECK_PARAM: of the pieces as
+ * read; ZT_STEP_HASH_PARAM: as written back): the one-pass step all three, the two passes of
+ * Muon's and LAMB's streamed step (step_streamed.c) the first two in pass 1, the last in pass 2. */
+void zt_step_range(zt_engine *e, size_t lo, size_t n, float *m, float *v, float *wchunk, const float *gchunk,
+                   unsigned hashes, zt_step_elems_fn fn, void *ctx) {
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
     for (int i = 0; i < md->n_params; i++) {
@@ -110,7 +113,7 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         float *mm = m ? m + (a - lo) : NULL, *vv = v ? v + (a - lo) : NULL;
         if (gchunk) { /* gradient offload: the piece's elements in the staging buffer, checked */
             g = gchunk + (a - lo);
-            zt_grad_offload_hash_add(e, i, g, b - a);
+            if (hashes & ZT_STEP_HASH_GRAD) zt_grad_offload_hash_add(e, i, g, b - a);
         } else {
             g += a - off;
         }
@@ -118,14 +121,14 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         int64_t first = begin + (int64_t)(a - off);
         if (wchunk) { /* parameter offload: the piece's elements in the staging buffer */
             float *w = wchunk + (a - lo);
-            zt_param_offload_check_add(e, i, w, b - a); /* what the file held */
-            update_elems(c, i, w, g, mm, vv, b - a, first);
-            zt_param_offload_hash_add(e, i, w, b - a);
+            if (hashes & ZT_STEP_CHECK_PARAM) zt_param_offload_check_add(e, i, w, b - a); /* what the file held */
+            fn(ctx, i, w, g, mm, vv, b - a, first, a - off);
+            if (hashes & ZT_STEP_HASH_PARAM) zt_param_offload_hash_add(e, i, w, b - a);
             continue;
         }
         float *w = zt_store_local_fp32(e, i);
         if (w) {
-            update_elems(c, i, w + w0, g, mm, vv, b - a, first);
+            fn(ctx, i, w + w0, g, mm, vv, b - a, first, a - off);
             continue;
         }
         /* bf16-low: widen a chunk, update and round it in fp32, narrow it back (exact) */
@@ -134,27 +137,46 @@ static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, flo
         for (size_t d = 0; d < b - a; d += chunk) {
             size_t len = b - a - d < chunk ? b - a - d : chunk;
             zt_store_read(e, i, w0 + d, len, tmp, NULL); /* in memory: cannot fail */
-            update_elems(c, i, tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d);
+            fn(ctx, i, tmp, g + d, mm ? mm + d : NULL, vv ? vv + d : NULL, len, first + (int64_t)d, a - off + d);
             zt_store_write(e, i, w0 + d, len, tmp, NULL);
         }
     }
 }
 
+void zt_step_chunk_kinds(zt_engine *e, size_t begin, float *const *state, float **m, float **v, float **w,
+                         const float **g) {
+    if (e->optim_store) {
+        *m = state[0];
+        *v = e->state_kinds > 1 ? state[1] : NULL;
+    } else {
+        *m = e->m ? e->m + begin : NULL;
+        *v = e->v ? e->v + begin : NULL;
+    }
+    *w = zt_store_file_kind(e) >= 0 ? state[zt_store_file_kind(e)] : NULL;
+    *g = e->grad_kind >= 0 ? state[e->grad_kind] : NULL;
+}
+
+static void update_fn(void *ctx, int i, float *w, const float *g, float *m, float *v, size_t n, int64_t first,
+                      size_t at) {
+    (void)at;
+    update_elems(ctx, i, w, g, m, v, n, first);
+}
+
+static void update_range(const update_ctx *c, size_t lo, size_t n, float *m, float *v, float *wchunk,
+                         const float *gchunk) {
+    zt_step_range(c->e, lo, n, m, v, wchunk, gchunk, ZT_STEP_HASH_GRAD | ZT_STEP_CHECK_PARAM | ZT_STEP_HASH_PARAM,
+                  update_fn, (void *)c);
+}
+
 /* NVMe offload: one chunk of the streamed kinds (state[0] = m, state[1] = v when the optimizer
  * state is offloaded; state[param_kind] = the parameter pieces when they are). */
 static int update_chunk(void *ctx, size_t begin, size_t n, float *const *state, zt_error *err) {
+    (void)err;
     const update_ctx *c = ctx;
-    zt_engine *e = c->e;
-    float *m, *v;
-    if (e->optim_store) {
-        m = state[0];
-        v = e->state_kinds > 1 ? state[1] : NULL;
-    } else {
-        m = e->m ? e->m + begin : NULL;
-        v = e->v ? e->v + begin : NULL;
-    }
-    update_range(c, begin, n, m, v, zt_store_file_kind(e) >= 0 ? state[zt_store_file_kind(e)] : NULL,
-                 e->grad_kind >= 0 ? state[e->grad_kind] : NULL);
+    float *m, *v, *w;
+    const float *g;
+    zt_step_chunk_kinds(c->e, begin, state, &m, &v, &w, &g);
+    update_range(c, begin, n, m, v, w, g);
     return ZT_OK;
 }
 
@@ -226,7 +248,9 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_report *report, zt_error *err
     e->step++;
     /* clipping and unscaling in one factor */
     update_ctx uc = {.e = e, .lr = lr, .gscale = (float)(r.clip_coef * own / scale), .round_lp = lp_fused(e)};
-    if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
+    if (e->nvme && (o->kind == ZT_OPT_MUON || o->kind == ZT_OPT_LAMB)) { /* two passes: step_streamed.c */
+        rc = zt_step_streamed(e, lr, uc.gscale, err);
+    } else if (e->nvme) { /* the state (and the pieces) stream through the staging buffers, chunk by chunk */
         if (zt_store_file_kind(e) >= 0) zt_param_offload_hash_begin(e);
         if (e->grad_kind >= 0) zt_grad_offload_hash_begin(e);
         int src = zt_nvme_store_stream(e->nvme, update_chunk, &uc, err);

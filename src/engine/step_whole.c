@@ -10,8 +10,9 @@
  * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
  * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
  * process's. A pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
- * fp32 for its update and narrowed back. Not for NVMe offload (refused at create).
- * docs/optimizer.md. */
+ * fp32 for its update and narrowed back. With offload the elementwise parts run in the two
+ * streams of step_streamed.c and only Muon's rounds here (reading U from, and writing the update
+ * to, the state's second kind). docs/optimizer.md. */
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
@@ -36,6 +37,21 @@ typedef struct slice {
     size_t local0, off; /* its first element in the local layout, in the state layout */
     bool w_low;         /* w is the widened bf16 parameter */
 } slice;
+
+/* Parameter i's slice in the state layout: its offset there, its length, its first element in the
+ * full tensor (what local_slice finds, without touching the parameter: the streamed step's). */
+static void slice_range(const zt_engine *e, int i, size_t *off, size_t *n, int64_t *begin) {
+    const zt_plan *pl = &e->plan;
+    if (!e->shard_optim) {
+        *off = pl->p[i].gfull_off;
+        *n = (size_t)e->model->params[i].numel;
+        *begin = 0;
+    } else {
+        *off = pl->p[i].gshard_off;
+        *n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        *begin = zt_plan_shard_begin(pl, i, pl->shard);
+    }
+}
 
 static void local_slice(zt_engine *e, int i, slice *s) {
     const zt_plan *pl = &e->plan;
@@ -79,17 +95,6 @@ static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
     if (!e->state_bf16[0]) return;
     zt_f32_to_bf16(e->state_bf16[0] + s->off, s->m, s->n);
     if (e->state_bf16[1]) zt_f32_to_bf16(e->state_bf16[1] + s->off, s->v, s->n);
-}
-
-int zt_step_whole_check(const zt_engine *e, zt_error *err) {
-    const zt_engine_options *o = &e->opt;
-    const char *name = o->optim.kind == ZT_OPT_MUON ? "muon" : "lamb";
-    const char *what = o->offload.optimizer_dir && o->offload.optimizer_dir[0] ? "optimizer offload"
-                       : o->offload.param_dir && o->offload.param_dir[0]       ? "parameter offload"
-                                                                               : NULL;
-    if (what)
-        return zt_error_set(err, ZT_ERR_USAGE, "optimizer.type: %s with %s is not implemented", name, what);
-    return ZT_OK;
 }
 
 /* bf16-low: the widened slice (memory/plan.c counts the same) */
@@ -149,19 +154,11 @@ int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
 
 static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_model *md = e->model;
-    const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
-    const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
     int64_t t = (int64_t)e->step;
-    int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
-    if (!list) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer step: out of memory");
-    for (int i = 0; i < md->n_params; i++) {
+    for (int i = 0; i < md->n_params; i++) { /* AdamW on the rest */
         const zt_param_desc *p = &md->params[i];
-        if (!p->trainable) continue;
-        if (e->muon[i]) {
-            list[n_muon++] = i;
-            continue;
-        }
+        if (!p->trainable || e->muon[i]) continue;
         slice s;
         local_slice(e, i, &s);
         zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
@@ -169,6 +166,21 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
         slice_store(e, i, &s, true);
     }
+    int io_rc = ZT_OK;
+    zt_error io_err;
+    return zt_step_muon_rounds(e, lr, gscale, false, &io_rc, &io_err, err);
+}
+
+int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int *io_rc, zt_error *io_err,
+                        zt_error *err) {
+    const zt_model *md = e->model;
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
+    int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
+    if (!list) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer step: out of memory");
+    for (int i = 0; i < md->n_params; i++)
+        if (md->params[i].trainable && e->muon[i]) list[n_muon++] = i;
     zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
     int P = tc ? zt_comm_size(tc) : 1, part = tc ? zt_comm_rank(tc) : 0, R = N * P;
@@ -183,18 +195,27 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
             /* the whole part goes to its place among the parts (tp), or is the slot */
             float *whole = cut ? e->muon_work + zt_engine_tp_part_offset(e, i) : slot;
-            slice s;
-            local_slice(e, i, &s);
-            float *u = whole + s.begin; /* this rank's rows of the whole part */
-            zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
-            if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
-                zt_round_bf16(s.m, s.n);
-                slice_store(e, i, &s, false);
+            if (streamed) { /* pass 1 left this rank's rows of U in state kind 1 (step_streamed.c) */
+                size_t off, n;
+                int64_t begin;
+                slice_range(e, i, &off, &n, &begin);
+                int r = *io_rc ? ZT_OK : zt_engine_state_read(e, 1, off, n, whole + begin, io_err);
+                if (r) *io_rc = r;
+            } else {
+                slice s;
+                local_slice(e, i, &s);
+                float *u = whole + s.begin; /* this rank's rows of the whole part */
+                zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
+                if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
+                    zt_round_bf16(s.m, s.n);
+                    slice_store(e, i, &s, false);
+                }
             }
             double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                rc = zt_all_gather_f32(c, u, whole, counts, "muon momentum", err);
+                rc = zt_all_gather_f32(c, whole + zt_plan_shard_begin(pl, i, pl->shard), whole, counts, "muon momentum",
+                                       err);
             }
             if (!rc && cut)
                 rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
@@ -223,6 +244,14 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
                 rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
             e->comm_s += omp_get_wtime() - t0;
             if (rc) break;
+            if (streamed) { /* this rank's rows of the update, for pass 2 to apply */
+                size_t off, n;
+                int64_t begin;
+                slice_range(e, i, &off, &n, &begin);
+                int r = *io_rc ? ZT_OK : zt_engine_state_write(e, 1, off, n, mine + begin, io_err);
+                if (r) *io_rc = r;
+                continue;
+            }
             slice s;
             local_slice(e, i, &s);
             zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);
@@ -270,6 +299,39 @@ static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *
     if (rc) return rc;
     zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
     zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, mine);
+    if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
+    *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
+                           o->lamb_max_coeff);
+    return ZT_OK;
+}
+
+/* lamb_cut_coeff for the streamed step (step_streamed.c), between its passes: this rank's p, m
+ * and v (the moments pass 1 left) read from wherever they live, p into its place in the part, m
+ * and v into the logical buffer while it is free (a cut tensor has two parts or more, so it holds
+ * twice this rank's elements), u computed over p in place: the same values, the same norms. A
+ * failed read sets *io_rc and the gathers go on (every rank reaches the agreement after). */
+int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_error *io_err, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    const zt_param_desc *p = &e->model->params[i];
+    const zt_optimizer_config *o = &e->opt.optim;
+    float wd = p->decay ? o->weight_decay : 0.0f;
+    size_t off, n;
+    int64_t begin;
+    slice_range(e, i, &off, &n, &begin);
+    size_t local0 = e->shard_optim && !zt_store_local_is_piece(e) ? (size_t)begin : 0;
+    float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
+    float *mine = cat + zt_engine_tp_part_offset(e, i) + begin, *m = logical, *v = logical + n;
+    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
+    int r = *io_rc ? ZT_OK : zt_store_read(e, i, local0, n, mine, io_err);
+    if (r) *io_rc = r;
+    int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
+    if (rc) return rc;
+    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    for (int k = 0; k < 2 && !*io_rc; k++)
+        if ((r = zt_engine_state_read(e, k, off, n, k ? v : m, io_err))) *io_rc = r;
+    zt_lamb_update_values(mine, m, v, (int64_t)n, o->eps, wd, mine);
     if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
     zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
     *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,

@@ -573,11 +573,18 @@ int zt_memory_window_bound_error(const zt_model *m, size_t max_live, size_t need
 /* engine/step_whole.c's buffers, allocated at creation: Muon's gathered matrices (one slot per
  * rank of a round: the group of N times the tp parts, at most one per matrix, each the largest
  * logical matrix) and the Newton-Schulz work of the largest; LAMB's partial sums of squares of p
- * and of the update, and under tp the cut tensors' staging (zt_memory_lamb_cut_floats) */
+ * and of the update, and under tp the cut tensors' staging (zt_memory_lamb_cut_floats).
+ * *muon_local: the elements of Muon's matrices this rank's optimizer holds (offloaded, the
+ * streamed step reads their U and writes their update once each: engine/step_streamed.c);
+ * *lamb_cut_local: those of LAMB's tensors tp cuts (the streamed step reads their p, m, v back) */
 static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options *o, int N, int64_t norm_chunks,
-                              zt_error *err) {
+                              size_t *muon_local, size_t *lamb_cut_local, zt_error *err) {
     if (o->optim.kind == ZT_OPT_LAMB) {
         size_t cut = zt_memory_lamb_cut_floats(m);
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].trainable && m->params[i].tp_parts > 1)
+                *lamb_cut_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->shard)
+                                                  : (size_t)m->params[i].numel;
         alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2 + 4 * ((cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK));
         if (cut) alloc(s, ZT_MEM_OPTIMIZER, 2 * cut);
     }
@@ -595,6 +602,8 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
         size_t w = zt_muon_workspace_floats(p->logical_shape[0], p->logical_shape[1]);
         if ((size_t)p->logical_numel > slot) slot = (size_t)p->logical_numel;
         if (w > work) work = w;
+        if (p->trainable)
+            *muon_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->shard) : (size_t)p->numel;
         n++;
     }
     free(muon);
@@ -738,9 +747,24 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
         alloc(&s, ZT_MEM_OPTIMIZER, state);
         alloc(&s, ZT_MEM_OPTIMIZER, zt_compressed_server_floats(state, onebit_ranks, onebit_rank));
     }
+    size_t muon_local = 0, lamb_cut_local = 0;
     if ((rc = whole_step_buffers(&s, m, o, has_comm ? (o->strategy == ZT_STRATEGY_HYBRID ? nshards : world) : 1,
-                                 pl.norm_chunks, err)))
+                                 pl.norm_chunks, &muon_local, &lamb_cut_local, err)))
         goto done;
+    /* Muon and LAMB stream twice (engine/step_streamed.c); between the passes Muon reads each
+     * matrix's U from the offloaded second state kind and writes its update there once */
+    if (store_kinds && (o->optim.kind == ZT_OPT_MUON || o->optim.kind == ZT_OPT_LAMB)) {
+        out->offload_read_bytes *= 2;
+        out->offload_write_bytes *= 2;
+        if (pe.offload_optimizer && kinds) {
+            out->offload_read_bytes += muon_local * sizeof(float);
+            out->offload_write_bytes += muon_local * sizeof(float);
+        }
+        /* LAMB under tp: each cut tensor's p (from its file when the pieces are there), m and v
+         * (from theirs when the state is) read back between the passes */
+        out->offload_read_bytes +=
+            lamb_cut_local * sizeof(float) * ((pe.offload_optimizer && kinds ? 2 : 0) + (s.offload_param ? 1 : 0));
+    }
     /* step_whole.c under bf16-low: a slice's parameter and moments widened to fp32 (3 x the largest) */
     if ((o->optim.kind == ZT_OPT_MUON || o->optim.kind == ZT_OPT_LAMB) && (s.pb->master == 2 || s.pb->moment == 2))
         alloc(&s, ZT_MEM_OPTIMIZER, 3 * zt_memory_max_slice_floats(m, &pl, s.shard_optim));

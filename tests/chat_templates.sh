@@ -134,14 +134,18 @@ for k, ((case, tn, tpath), (out, rc)) in enumerate(zip(ids, rcs)):
     if n_bad != before:
         family_ok[tn] = False
     kind = "fail" if rc else "agp" if case.endswith("__true") else "plain"
-    tools = "tool" in tn and (case.endswith("__tools_simple__true") or ids[k - 1][0].endswith("__tools_simple__true"))
-    if kind not in kinds or (tools and "tools" not in kinds):
-        kinds.add(kind)
-        samples.append((tools, f"{lst[k]}\t{rc}"))
-        if tools and len([s for s in samples if s[0]]) == 2:
-            kinds.add("tools")
+    tools = None # a tool template rendering tools_simple.json, and the conversation after it
+    if rc == 0 and "tool" in tn and case.endswith("__tools_simple__true"):
+        tools = "tools"
+    elif rc == 0 and "tool" in tn and k > 0 and ids[k - 1][0].endswith("__tools_simple__true"):
+        tools = "after tools"
+    if kind not in kinds or (tools and tools not in kinds):
+        kinds |= {kind, tools}
+        samples.append(f"{lst[k]}\t{rc}")
+if not {"tools", "after tools"} <= kinds:
+    bad("no tool template renders tools_simple.json and the conversation after it")
 with open(f"{work}/samples.tsv", "w") as f:
-    f.write("".join(s + "\n" for _, s in samples))
+    f.write("".join(s + "\n" for s in samples))
 for tn in sorted(t for t, ok in family_ok.items() if ok):
     print(f"chat_templates: identical: {tn}")
 print(f"chat_templates: {n_same} renderings identical, {n_err} failing in both, {n_bad} different")

@@ -175,18 +175,21 @@ static int batch_render(const batch_line *l, template_cache *cache, const char *
     size_t n = strlen(l->out) + 5;
     char *out_path = malloc(n), *err_path = malloc(n);
     FILE *out = NULL, *errf = NULL;
-    int rc = out_path && err_path ? ZT_OK : ZT_ERR_NOMEM;
+    int rc = out_path && err_path ? ZT_OK : ZT_ERR_NOMEM, why = rc ? ENOMEM : 0; /* why: the first errno */
     if (!rc) {
         snprintf(out_path, n, "%s.out", l->out);
         snprintf(err_path, n, "%s.err", l->out);
         out = fopen(out_path, "wb");
+        if (!out) why = errno;
         errf = fopen(err_path, "wb");
+        if (!errf && !why) why = errno;
         rc = out && errf ? write_rendering(*status, &r, &err, out, errf) : ZT_ERR_IO;
+        if (rc && !why) why = errno;
     }
-    if (out && fclose(out)) rc = ZT_ERR_IO;
-    if (errf && fclose(errf)) rc = ZT_ERR_IO;
+    if (out && fclose(out) && !rc) rc = ZT_ERR_IO, why = errno;
+    if (errf && fclose(errf) && !rc) rc = ZT_ERR_IO, why = errno;
     if (rc) fprintf(stderr, "zerotrain: error (%s): chat-template --batch: cannot write %s.out / %s.err: %s\n",
-                    zt_status_name(rc), l->out, l->out, strerror(errno));
+                    zt_status_name(rc), l->out, l->out, strerror(why));
     free(out_path);
     free(err_path);
     zt_chat_file_rendering_free(&r);

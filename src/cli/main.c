@@ -53,7 +53,8 @@ static const subcommand COMMANDS[] = {
     {"tokenize", zt_cmd_tokenize, "GPT-2 BPE of text files into llm.c-format token files",
      "tokenize TEXT... -o data.bin [--val-fraction f]"},
     {"chat-template", zt_cmd_chat_template, "render a conversation with a model's chat template (Jinja)",
-     "chat-template TOKENIZER_CONFIG.json|T.jinja --messages M.json [--add-generation-prompt] [--spans]"},
+     "chat-template TOKENIZER_CONFIG.json|T.jinja --messages M.json [--add-generation-prompt] [--spans]\n"
+     "      chat-template --batch LIST.tsv (many renderings in one process)"},
     {"sample", zt_cmd_sample, "generate text from trained weights",
      "sample W.ztw [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X]"},
     {"bench", zt_cmd_bench, "time training steps of a preset (tokens/s, MFU, time breakdown)",

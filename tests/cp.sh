@@ -171,7 +171,7 @@ else echo "FAIL cp 2 -> one process -> cp 2: the shard files differ (or are miss
 
 # 5. the real files
 ACC="$SRC/tests/configs/real/accelerate.configs.cp.yaml"
-out="$("$Z" train "$ACC" --set data.train="$T/gpl.bin" --set model.preset=tiny --set model.n_layer=2 \
+out="$("$Z" train "$ACC" --set data.train="$T/gpl.bin" --set model.preset=tiny --set model.vocab_size=$TINY_VOCAB --set model.n_layer=2 \
        --set model.n_embd=64 --set model.n_head=4 --set training.steps=2 --set training.seq_len=64 \
        --set training.micro_batch_size=1 2>&1)" && rc=0 || rc=$?
 if [ $rc -eq 0 ] && grep -q "mesh tp 1 x cp 8 x dp 1 x pp 1" <<<"$out" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"; then
@@ -181,7 +181,7 @@ cat > "$T/ds.json" <<JEOF
 {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "sequence_parallel_size": 2,
  "zero_optimization": {"stage": 3}}
 JEOF
-out="$("$Z" train "$T/ds.json" --nproc 2 --set data.train="$T/gpl.bin" --set model.preset=tiny --set model.n_layer=2 \
+out="$("$Z" train "$T/ds.json" --nproc 2 --set data.train="$T/gpl.bin" --set model.preset=tiny --set model.vocab_size=$TINY_VOCAB --set model.n_layer=2 \
        --set model.n_embd=64 --set model.n_head=4 --set training.steps=2 --set training.seq_len=64 2>&1)" && rc=0 || rc=$?
 if [ $rc -eq 0 ] && grep -q "mesh tp 1 x cp 2 x dp 1 x pp 1 .*ulysses attention" <<<"$out"; then
   echo "ok   deepspeed sequence_parallel_size 2: Ulysses on 2 ranks, $(loss_line "$out")"

@@ -44,9 +44,11 @@ ref "reference N=2, AdamW's update" 2
 ref "reference N=3, DeepSpeed's kernel, uneven blocks" 3 --ds
 
 # 2.-4. zerotrain train on the tiny preset
+source "$(dirname "${BASH_SOURCE[0]}")/tiny_vocab.bash"
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/gpl.bin" >/dev/null
+fold_tokens "$T/gpl.bin"
 cat > "$T/m.yaml" <<YEOF
-model: {preset: tiny}
+model: {preset: tiny, vocab_size: $TINY_VOCAB}
 data: {train: $T/gpl.bin}
 training: {micro_batch_size: 4, seq_len: 32, steps: 8, lr: 3e-3, warmup_steps: 2}
 optimizer: {type: onebit_adam, onebit_freeze_step: 100}
@@ -83,7 +85,7 @@ if [ $rc = 4 ] && grep -q "onebit-errors-rank-00001.bin: checksum mismatch" <<<"
 else echo "FAIL a damaged error file: exit $rc"; echo "$dmg" | tail -3; fail=1; fi
 
 REAL="$SRC/tests/configs/real/dsexamples.nccl.deepspeed_onebitadam_bsz96_config.json"
-out="$("$Z" train "$REAL" --nproc 2 --comm-log 1 --set data.train="$T/gpl.bin" --set model.preset=tiny \
+out="$("$Z" train "$REAL" --nproc 2 --comm-log 1 --set data.train="$T/gpl.bin" --set model.preset=tiny --set model.vocab_size=$TINY_VOCAB \
        --set training.steps=6 --set training.seq_len=32 --set training.global_batch_size=12 \
        --set optimizer.onebit_freeze_step=3 2>&1)" && rc=0 || rc=$?
 if [ $rc = 0 ] && grep -q "compressed_all_reduce" <<<"$out" && grep -q "optimizer onebit_adam" <<<"$out" &&

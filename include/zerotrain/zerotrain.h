@@ -496,7 +496,8 @@ int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *e
  * (adamw_pattern "" or NULL: all the rest; otherwise every trainable parameter must match exactly
  * one of the two). ZT_ERR_USAGE naming optimizer.muon_params / optimizer.adamw_params and the
  * parameter for a bad pattern, a Muon parameter that is not a 2-D matrix, a parameter matched by
- * both or by neither, or a muon_pattern that matches no trainable parameter. */
+ * both or by neither, or a muon_pattern that matches no trainable parameter. muon NULL: the
+ * patterns are only checked (a pipeline's whole model before its stages take their parts). */
 int zt_model_muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
                         zt_error *err);
 /* The same for a part of a model (a pipeline stage's): a muon_pattern that matches none of its

@@ -61,11 +61,14 @@ int zt_model_freeze(zt_model *m, const char *pattern, int *n_frozen, zt_error *e
 }
 
 
+/* muon NULL: the patterns checked only (the flags kept in the second half of the one allocation) */
 static int muon_split(const zt_model *m, const char *muon_pattern, const char *adamw_pattern, bool *muon,
                       bool none_ok, zt_error *err) {
     bool explicit_adamw = adamw_pattern && adamw_pattern[0];
-    bool *ah = calloc((size_t)m->n_params + 1, sizeof *ah);
+    size_t n = (size_t)m->n_params + 1;
+    bool *ah = calloc(muon ? n : 2 * n, sizeof *ah);
     if (!ah) return zt_error_set(err, ZT_ERR_NOMEM, "optimizer.muon_params: out of memory");
+    if (!muon) muon = ah + n;
     int rc = match_all(m, muon_pattern ? muon_pattern : "", "optimizer.muon_params", muon, err);
     if (!rc && explicit_adamw) rc = match_all(m, adamw_pattern, "optimizer.adamw_params", ah, err);
     int n_muon = 0;

@@ -31,14 +31,10 @@ int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_
             return zt_error_set(err, ZT_ERR_USAGE, "parallel.pipeline_parallel_size %d with --init %s: loading a "
                                 "weights file is not under pipeline parallelism yet (a checkpoint is: --resume)",
                                 mesh->pp, so->init_weights);
-        bool *muon = eo->optim.kind == ZT_OPT_MUON ? calloc((size_t)model->n_params + 1, sizeof *muon) : NULL;
-        if (muon) { /* Muon's patterns against the whole model: a stage's engine takes what it holds */
-            rc = zt_model_muon_split(model, eo->optim.muon_params, eo->optim.adamw_params, muon, err);
-            free(muon);
-            if (rc) return rc;
-        } else if (eo->optim.kind == ZT_OPT_MUON) {
-            return zt_error_set(err, ZT_ERR_NOMEM, "trainer: out of memory");
-        }
+        /* Muon's patterns checked against the whole model: a stage's engine takes what it holds */
+        if (eo->optim.kind == ZT_OPT_MUON &&
+            (rc = zt_model_muon_split(model, eo->optim.muon_params, eo->optim.adamw_params, NULL, err)))
+            return rc;
         if ((rc = zt_pipeline_cut(model, mesh->pp, so->stages ? so->stages : "", eo->B, eo->T,
                                   zt_precision_lp_kind(&eo->precision), eo->grad_accum, so->schedule, &s->cut, err)))
             return rc;

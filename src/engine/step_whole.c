@@ -36,6 +36,7 @@ typedef struct slice {
     int64_t begin; /* the slice's first element in the full tensor */
     size_t local0, off; /* its first element in the local layout, in the state layout */
     bool w_low;         /* w is the widened bf16 parameter */
+    bool moments_low;   /* m and v are the widened bf16 moments */
 } slice;
 
 /* Parameter i's slice in the state layout: its offset there, its length, its first element in the
@@ -53,7 +54,8 @@ static void slice_range(const zt_engine *e, int i, size_t *off, size_t *n, int64
     }
 }
 
-static void local_slice(zt_engine *e, int i, slice *s) {
+/* moments false: s->m and s->v left NULL under bf16-low (an update that reads neither: Muon's apply) */
+static void local_slice(zt_engine *e, int i, slice *s, bool moments) {
     const zt_plan *pl = &e->plan;
     size_t off, local0 = 0;
     if (!e->shard_optim) {
@@ -78,7 +80,10 @@ static void local_slice(zt_engine *e, int i, slice *s) {
         s->w = e->low_f32;
         zt_store_read(e, i, local0, s->n, s->w, NULL);
     }
-    if (e->state_bf16[0]) {
+    s->moments_low = e->state_bf16[0] && moments;
+    if (e->state_bf16[0] && !moments) {
+        s->m = s->v = NULL;
+    } else if (e->state_bf16[0]) {
         s->m = e->low_f32 + e->low_slice_floats;
         s->v = s->m + e->low_slice_floats;
         zt_bf16_to_f32(s->m, e->state_bf16[0] + off, s->n);
@@ -92,7 +97,7 @@ static void local_slice(zt_engine *e, int i, slice *s) {
 /* bf16-low: the slice's parameter (with_w) and moments back to their bf16 arrays */
 static void slice_store(zt_engine *e, int i, const slice *s, bool with_w) {
     if (with_w && s->w_low) zt_store_write(e, i, s->local0, s->n, s->w, NULL);
-    if (!e->state_bf16[0]) return;
+    if (!s->moments_low) return;
     zt_f32_to_bf16(e->state_bf16[0] + s->off, s->m, s->n);
     if (e->state_bf16[1]) zt_f32_to_bf16(e->state_bf16[1] + s->off, s->v, s->n);
 }
@@ -160,7 +165,7 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable || e->muon[i]) continue;
         slice s;
-        local_slice(e, i, &s);
+        local_slice(e, i, &s, true);
         zt_adamw_update(s.w, s.g, s.m, s.v, s.n, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0f,
                         gscale, t);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
@@ -203,7 +208,7 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
                 if (r) *io_rc = r;
             } else {
                 slice s;
-                local_slice(e, i, &s);
+                local_slice(e, i, &s, true);
                 float *u = whole + s.begin; /* this rank's rows of the whole part */
                 zt_muon_momentum(s.g, s.m, u, s.n, o->muon_momentum, o->muon_nesterov, gscale);
                 if (e->state_bf16[0]) { /* bf16-low: the momentum kept as bf16 (U from its fp32 value) */
@@ -253,7 +258,7 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
                 continue;
             }
             slice s;
-            local_slice(e, i, &s);
+            local_slice(e, i, &s, false); /* the moments untouched: not widened again */
             zt_muon_apply(s.w, mine + s.begin, s.n, lr_m, o->muon_weight_decay);
             zt_engine_round_updated(e, i, s.w, s.m, NULL, s.n, s.begin);
             slice_store(e, i, &s, true);
@@ -352,7 +357,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         if (!p->trainable) continue;
         float wd = p->decay ? o->weight_decay : 0.0f, coeff;
         slice s;
-        local_slice(e, i, &s);
+        local_slice(e, i, &s, true);
         zt_lamb_moments(s.g, s.m, s.v, s.n, o->beta1, o->beta2, gscale);
         if (e->state_bf16[0]) { /* bf16-low: the moments as stored, before u is taken of them */
             zt_round_bf16(s.m, s.n);
@@ -385,7 +390,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));
         float coeff = zt_lamb_coeff(wn, un, o->lamb_min_coeff, o->lamb_max_coeff);
         slice s;
-        local_slice(e, i, &s);
+        local_slice(e, i, &s, true);
         zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, p->decay ? o->weight_decay : 0.0f, step * coeff);
         zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
         slice_store(e, i, &s, true);

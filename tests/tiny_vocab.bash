@@ -5,7 +5,9 @@
 # page faults and copies; these tests compare runs with each other (strategies, offload, resumes,
 # faults), never with the language, so the folded ids serve them as well. Not a test by itself.
 #   fold_tokens FILE...   each FILE an llm.c token file of uint16 ids (zerotrain tokenize's output)
-TINY_VOCAB=4096
+# A script that needs GPT-2's whole vocabulary (a row whose files must outgrow a limit) sets
+# TINY_VOCAB=50257 before sourcing this: the fold is then the identity.
+TINY_VOCAB=${TINY_VOCAB:-4096}
 fold_tokens() {
   /usr/bin/python3 - "$TINY_VOCAB" "$@" <<'PY'
 import array, sys

@@ -6,6 +6,7 @@
 # file and the error, no step-4 and no step-4.tmp left (its space given back), step 2 validates and
 # the run resumes from it (copied to a roomy disk) -> NL. Without root (2) is said and not run.
 STRATEGY=zero3
+TINY_VOCAB=50257 # GPT-2's whole vocabulary: a rank's shard (~9.8 MB) must outgrow the 8 MiB limit below
 source "$(dirname "$0")/lib.bash"
 fresh_reference
 ( ulimit -f 8192; run_job A --ckpt-dir "$T/ck" --ckpt-every 2; echo "$RC" > "$T/A.rc" ) # 8 MiB: MPI's shared-memory segment fits, a ~9.8 MB shard does not

@@ -502,6 +502,11 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
 /* step_whole.c: LAMB's trust ratio of a tensor tensor parallelism cuts, for the streamed step
  * between its passes (its p, m, v read back; the logical tensor's norms as in memory). */
 int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_error *io_err, zt_error *err);
+/* step_whole.c: LAMB's norm-chunk partials (e->lamb_partials: p's, then u's) summed over the shard
+ * group, and a tensor's trust ratio from them (one tensor parallelism does not cut); the in-memory
+ * and the streamed step both */
+int zt_step_lamb_sum_partials(zt_engine *e, zt_error *err);
+float zt_step_lamb_ratio(const zt_engine *e, int i);
 /* onebit.c: 1-bit Adam. The setup allocates the error buffers (memory/plan.c counts them); frozen
  * says whether the step being computed is past the warm-up (its gradient then stays on this rank
  * under ddp, in the shard group under hybrid: grads.c does not reduce it further); the step after

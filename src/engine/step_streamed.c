@@ -26,7 +26,6 @@
 #include "offload/nvme_store.h"
 #include "optim/optim.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,9 +153,6 @@ static void lamb_pass2(void *ctx, int i, float *w, const float *g, float *m, flo
  * summed over the shard group. */
 static int lamb_ratios(zt_engine *e, float *coeff, zt_error *err) {
     const zt_model *md = e->model;
-    const zt_plan *pl = &e->plan;
-    const zt_optimizer_config *o = &e->opt.optim;
-    double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
     int rc = ZT_OK, io = ZT_OK;
     zt_error io_err;
     for (int i = 0; i < md->n_params && !rc; i++)
@@ -164,19 +160,9 @@ static int lamb_ratios(zt_engine *e, float *coeff, zt_error *err) {
             rc = zt_step_lamb_cut_streamed(e, i, &coeff[i], &io, &io_err, err);
     if (rc) return rc;
     if (io) *err = io_err;
-    if ((rc = zt_engine_offload_agree(e, io, err))) return rc;
-    if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
-        rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err);
-        if (!rc) rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
-        if (rc) return rc;
-    }
-    for (int i = 0; i < md->n_params; i++) {
-        if (!md->params[i].trainable || md->params[i].tp_parts > 1) continue;
-        int64_t first, count, all = zt_plan_param_chunks(pl, i);
-        zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
-        coeff[i] = zt_lamb_coeff(sqrt(zt_sum_in_order(wp + first, all)), sqrt(zt_sum_in_order(up + first, all)),
-                                 o->lamb_min_coeff, o->lamb_max_coeff);
-    }
+    if ((rc = zt_engine_offload_agree(e, io, err)) || (rc = zt_step_lamb_sum_partials(e, err))) return rc;
+    for (int i = 0; i < md->n_params; i++)
+        if (md->params[i].trainable && md->params[i].tp_parts <= 1) coeff[i] = zt_step_lamb_ratio(e, i);
     return ZT_OK;
 }
 

@@ -344,6 +344,24 @@ int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_
     return ZT_OK;
 }
 
+int zt_step_lamb_sum_partials(zt_engine *e, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    if (!e->shard_optim || pl->nshards <= 1) return ZT_OK;
+    double *wp = e->lamb_partials, *up = wp + pl->norm_chunks; /* each chunk's from the rank that owns it */
+    int rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err);
+    return rc ? rc : zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
+}
+
+float zt_step_lamb_ratio(const zt_engine *e, int i) {
+    const zt_plan *pl = &e->plan;
+    const zt_optimizer_config *o = &e->opt.optim;
+    const double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
+    int64_t first, count, all = zt_plan_param_chunks(pl, i);
+    zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
+    return zt_lamb_coeff(sqrt(zt_sum_in_order(wp + first, all)), sqrt(zt_sum_in_order(up + first, all)),
+                         o->lamb_min_coeff, o->lamb_max_coeff);
+}
+
 static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
@@ -376,19 +394,11 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             zt_lamb_partials(s.w + at, s.m + at, s.v + at, n, o->eps, wd, wp + chunk, up + chunk);
         slice_store(e, i, &s, false);
     }
-    if (rc) return rc;
-    if (e->shard_optim && pl->nshards > 1) { /* every chunk's partial from the rank that owns it */
-        if (!(rc = zt_engine_sum_exclusive(e, wp, pl->norm_chunks, err)))
-            rc = zt_engine_sum_exclusive(e, up, pl->norm_chunks, err);
-        if (rc) return rc;
-    }
+    if (rc || (rc = zt_step_lamb_sum_partials(e, err))) return rc;
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable || p->tp_parts > 1) continue;
-        int64_t first, count, all = zt_plan_param_chunks(pl, i);
-        zt_plan_norm_chunks(pl, i, 0, &first, &count); /* shard 0 starts at the tensor's first chunk */
-        double wn = sqrt(zt_sum_in_order(wp + first, all)), un = sqrt(zt_sum_in_order(up + first, all));
-        float coeff = zt_lamb_coeff(wn, un, o->lamb_min_coeff, o->lamb_max_coeff);
+        float coeff = zt_step_lamb_ratio(e, i);
         slice s;
         local_slice(e, i, &s, true);
         zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, p->decay ? o->weight_decay : 0.0f, step * coeff);

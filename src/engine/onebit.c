@@ -60,60 +60,38 @@ bool zt_onebit_frozen(const zt_engine *e) {
     return e->opt.optim.kind == ZT_OPT_ONEBIT_ADAM && (int64_t)e->step >= e->opt.optim.onebit_freeze_step;
 }
 
-/* hybrid: the momentum of this rank's pieces moved with the shard group's reduced gradient pieces,
- * averaged compressed across the replica group, each piece updated where the store keeps it (zero3
- * and hybrid's master pieces: the piece itself; zero2 over fp32: the piece's rows of the full
- * tensor, all-gathered afterwards by zt_store_after_update, step.c) */
-static int step_pieces(zt_engine *e, float lr, float gscale, zt_error *err) {
+/* e->step already counts this step; gscale carries this rank's clipping, the loss scale and the
+ * replica count (the gradient here is this rank's, or its shard group's, share of the sum: step.c).
+ * ddp: the whole layout, its momentum averaged compressed over the world. hybrid: the momentum of
+ * this rank's pieces moved with the shard group's reduced gradient pieces, averaged compressed
+ * across the replica group, each piece updated where the store keeps it (zero3 and hybrid's master
+ * pieces: the piece itself; zero2 over fp32: the piece's rows of the full tensor, all-gathered
+ * afterwards by zt_store_after_update, step.c) */
+int zt_onebit_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     const zt_optimizer_config *o = &e->opt.optim;
     const zt_model *md = e->model;
     const zt_plan *pl = &e->plan;
+    bool pieces = e->shard_optim;
     size_t n = e->state_floats;
-    zt_onebit_momentum(e->grad_pieces, e->m, n, o->beta1, gscale);
-    if (e->onebit_worker_error) {
+    zt_onebit_momentum(pieces ? e->grad_pieces : e->micro_grads, e->m, n, o->beta1, gscale);
+    if (e->onebit_worker_error) { /* (allocated only where zt_onebit_comm has a group: setup) */
         double t0 = omp_get_wtime();
-        int rc = zt_compressed_all_reduce(e->replica_comm, e->m, n, e->onebit_worker_error, e->onebit_server_error,
-                                          "1-bit Adam momentum pieces across replicas", err);
+        int rc = zt_compressed_all_reduce(zt_onebit_comm(e), e->m, n, e->onebit_worker_error, e->onebit_server_error,
+                                          pieces ? "1-bit Adam momentum pieces across replicas" : "1-bit Adam momentum",
+                                          err);
         e->comm_s += omp_get_wtime() - t0;
         if (rc) return rc;
     }
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
-        size_t off = pl->p[i].gshard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t off = pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off,
+               cnt = pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)p->numel,
+               local0 = pieces && !zt_store_local_is_piece(e) ? (size_t)zt_plan_shard_begin(pl, i, pl->shard) : 0;
         if (!cnt) continue;
-        size_t local0 = zt_store_local_is_piece(e) ? 0 : (size_t)zt_plan_shard_begin(pl, i, pl->shard);
         float *w = zt_store_local_fp32(e, i);
         if (!w) return zt_error_set(err, ZT_ERR_INTERNAL, "1-bit Adam: %s has no fp32 master", p->name);
         zt_onebit_apply(w + local0, e->m + off, e->v + off, cnt, lr, o->beta1, o->beta2, o->eps,
-                        p->decay ? o->weight_decay : 0.0f, (int64_t)e->step, o->onebit_freeze_step,
-                        o->onebit_bias_correction);
-    }
-    return ZT_OK;
-}
-
-/* e->step already counts this step; gscale carries this rank's clipping, the loss scale and the
- * replica count (the gradient here is this rank's, or its shard group's, share of the sum: step.c) */
-int zt_onebit_step(zt_engine *e, float lr, float gscale, zt_error *err) {
-    if (e->shard_optim) return step_pieces(e, lr, gscale, err);
-    const zt_optimizer_config *o = &e->opt.optim;
-    const zt_model *md = e->model;
-    size_t n = e->state_floats;
-    zt_onebit_momentum(e->micro_grads, e->m, n, o->beta1, gscale);
-    if (e->onebit_worker_error) {
-        double t0 = omp_get_wtime();
-        int rc = zt_compressed_all_reduce(e->shard_comm, e->m, n, e->onebit_worker_error, e->onebit_server_error,
-                                          "1-bit Adam momentum", err);
-        e->comm_s += omp_get_wtime() - t0;
-        if (rc) return rc;
-    }
-    for (int i = 0; i < md->n_params; i++) {
-        const zt_param_desc *p = &md->params[i];
-        if (!p->trainable) continue;
-        size_t off = e->plan.p[i].gfull_off;
-        float *w = zt_store_local_fp32(e, i);
-        if (!w) return zt_error_set(err, ZT_ERR_INTERNAL, "1-bit Adam: %s has no fp32 master", p->name);
-        zt_onebit_apply(w, e->m + off, e->v + off, (size_t)p->numel, lr, o->beta1, o->beta2, o->eps,
                         p->decay ? o->weight_decay : 0.0f, (int64_t)e->step, o->onebit_freeze_step,
                         o->onebit_bias_correction);
     }

@@ -33,7 +33,9 @@
  *                             zt_cp_chunks; the byte formulas are the engine's dp x cp group's)
  *                   [--ep P]   (expert parallelism, --arch llama-moe: the experts spread over ep groups
  *                               of P consecutive dp ranks, src/model/llama_moe_ep.c; rank 0 prints
- *                               "ep bytes B", what its all-to-alls sent in the last step)
+ *                               "ep bytes B", what its all-to-alls sent in the last step; the experts
+ *                               stored E/ep a rank where the engine can, zt_engine_store_experts)
+ *                   [--experts-whole]   (with --ep: every expert kept on every rank)
  *                   [--n-head H]   (GPT-2's heads, default 2: 4 lets tp 4 cut it)
  *                   [--n-embd C]   (the width, default 32; Llama's MLP 2C: 64 gives NF4 whole blocks)
  *                   [--packed]   (every row packs documents, zt_batch.positions: lengths cycling
@@ -145,6 +147,14 @@ static void packed_positions(uint64_t s, int32_t *pos) {
         for (int i = 0; i < lens[k % 6] && t < T; i++) pos[t++] = i;
 }
 
+/* this rank's shard plan as the engine builds it (its groups: the experts stored E/ep a rank shard
+ * over the expert-data-parallel ranks) */
+static int plan_of(const zt_model *m, const zt_engine_options *o, const zt_mesh *mesh, zt_plan *pl, zt_error *err) {
+    zt_plan_group groups[ZT_SHARD_GROUP_COUNT];
+    zt_memory_plan_groups(m, o, mesh->dp_cp, mesh->dp_cp_rank, mesh->dp_cp, mesh->dp_cp_rank, groups);
+    return zt_plan_create_groups(m, groups, pl, err);
+}
+
 static int run(int argc, char **argv) {
     zt_error err = {0};
     zt_comm *world = NULL;
@@ -158,6 +168,7 @@ static int run(int argc, char **argv) {
     o.T = T;
     int stall = -1, tp = 1;
     bool sp = false; /* --sp: sequence parallelism over the tp group */
+    bool experts_whole = false; /* --experts-whole: ep keeps every expert on every rank (zt_engine_store_experts not called) */
     bool packed = false; /* --packed: packed documents (zt_batch.positions) */
     bool llama = false;
     zt_gpt2_config cfg = CFG;
@@ -191,6 +202,7 @@ static int run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--sp")) sp = true;
         else if (!strcmp(argv[i], "--cp") && i + 1 < argc) cp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ep") && i + 1 < argc) ep = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--experts-whole")) experts_whole = true;
         else if (!strcmp(argv[i], "--cp-mode") && i + 1 < argc) {
             if (zt_cp_mode_parse(argv[++i], &cp_mode, &err)) return tool_fail(world, "--cp-mode", &err);
         }
@@ -233,6 +245,7 @@ static int run(int argc, char **argv) {
     m->sequence_parallel = sp;
     if ((lora.rank && zt_model_add_lora(m, &lora, NULL, &err)) || zt_tp_apply(m, mesh->tp, mesh->tp_rank, &err) ||
         zt_model_set_context_parallel(m, cp, cp_mode, &err) || zt_model_set_expert_parallel(m, mesh->ep, &err) ||
+        (!experts_whole && zt_engine_store_experts(m, &o, NULL, &err)) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
     for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
@@ -395,7 +408,7 @@ static int run(int argc, char **argv) {
      * --freeze the gradients and m, v cover the trainable parameters' pieces only */
     zt_plan pl;
     if (o.strategy == ZT_STRATEGY_ZERO3 && (o.optim.kind == ZT_OPT_ADAMW || o.optim.kind == ZT_OPT_SGD) &&
-        !zt_plan_create(m, mesh->dp_cp, mesh->dp_cp_rank, &pl, &err)) {
+        !plan_of(m, &o, mesh, &pl, &err)) {
         /* each array as allocated (zt_memory_alloc_bytes: 64 bytes even when a rank owns no
          * trainable element, as LoRA's few small adapters can leave it) */
         size_t want_p = zt_memory_alloc_bytes(pl.shard_floats), want_g = zt_memory_alloc_bytes(pl.gshard_floats);

@@ -98,6 +98,10 @@ typedef struct zt_param_desc {
     int64_t logical_shape[ZT_MAX_DIMS];
     int64_t logical_numel;
     int tp_parts, tp_part, tp_dim, tp_blocks;
+    /* The ranks the parts above are spread over (a zt_part_group): ZT_PART_TP, the tensor-parallel
+     * group (zt_tp_apply), or ZT_PART_EP, the expert-parallel group: a mixture's stacked experts
+     * stored E/ep a rank (zt_model_store_experts: dim 0 cut into ep parts of whole experts) */
+    uint8_t part_group;
     char lora;        /* 'A' or 'B': a LoRA adapter matrix of parameter lora_base (zt_model_add_lora);
                          0: any other parameter */
     int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
@@ -112,6 +116,9 @@ typedef struct zt_param_desc {
      * beside it or on which rank holds it (src/shard/plan.h); 0 or 1: the whole parameter */
     int norm_blocks;
 } zt_param_desc;
+
+/* zt_param_desc.part_group */
+typedef enum zt_part_group { ZT_PART_TP = 0, ZT_PART_EP = 1 } zt_part_group;
 
 /* zt_param_desc.shard_group: the group a parameter's gradient is reduced and its pieces sharded over */
 typedef enum zt_shard_group {
@@ -270,6 +277,10 @@ typedef struct zt_unit_args {
      * its per-source partials in their slots and zt_unit_ops.fold_grads adds them at the step;
      * false: the unit adds them itself in backward (the reduction follows at once) */
     bool ep_defer_fold;
+    /* The experts stored E/ep a rank (zt_unit.ep_local): per listed parameter, ep - 1 slots of its
+     * gradient's size for the other source parts' partials (the gradient itself is slot 0), or
+     * NULL (every other parameter; whole experts use their own gradient's slices) */
+    float *const *grad_slots;
 } zt_unit_args;
 
 typedef struct zt_unit zt_unit;
@@ -353,8 +364,9 @@ typedef struct zt_unit_ops {
      * weight gradient in its own slot (zt_unit_args.ep_defer_fold); this adds the slots in the
      * fixed tree over the parts into the ones this part owns, once the step's micro-batches are
      * added on this rank and before the data-parallel reduction (grads: the unit's gradients in
-     * its listed order, NULL where frozen). NULL: the unit has nothing to fold. */
-    void (*fold_grads)(const zt_unit *u, const struct zt_unit_group *g, float *const *grads);
+     * its listed order, NULL where frozen; slots: zt_unit_args.grad_slots'). NULL: the unit has
+     * nothing to fold. */
+    void (*fold_grads)(const zt_unit *u, const struct zt_unit_group *g, float *const *grads, float *const *slots);
 } zt_unit_ops;
 
 /* Where the saved floats after the first `kept` live (see zt_unit_args.saved_rest). */
@@ -386,8 +398,11 @@ struct zt_unit {
     int cp_parts;
     int cp_mode;
     /* Expert parallelism (zt_model_set_expert_parallel): > 1 when the unit's experts are spread
-     * over ep_parts parts that exchange tokens (zt_unit_group's ep calls); 1: every expert here */
+     * over ep_parts parts that exchange tokens (zt_unit_group's ep calls); 1: every expert here.
+     * ep_local (zt_model_store_experts): its stacked experts' tensors hold only this part's E/ep
+     * experts (else all E, this part running its own) */
     int ep_parts;
+    bool ep_local;
     /* LoRA (zt_model_add_lora): the unit positions of the adapters lora_A and lora_B of its k-th
      * parameter (a Linear weight), 0 where it has none (adapters come after the weights they
      * adapt, never at position 0); lora: the model's LoRA settings, NULL without adapters */
@@ -483,6 +498,17 @@ int zt_model_cp_parts(const zt_model *m, zt_cp_mode *mode);
 int zt_model_set_expert_parallel(zt_model *m, int parts, zt_error *err);
 /* The parts zt_model_set_expert_parallel spread m's experts over (1: none). */
 int zt_model_ep_parts(const zt_model *m);
+/* Stores m's stacked experts E/ep a part (docs/parallelism.md, "Expert parallelism"): each
+ * parameter of `parts` norm blocks (= zt_model.moe_experts, the experts stacked along dim 0) keeps
+ * part `part`'s rows, its logical tensor the whole (zt_param_desc.part_group ZT_PART_EP), its
+ * gradient reduced and its pieces sharded over the expert-data-parallel ranks
+ * (ZT_SHARD_GROUP_EDP); the units run their experts from it (zt_unit.ep_local). Call after
+ * zt_model_set_expert_parallel(m, parts) and before zt_engine_create. ZT_ERR_USAGE naming the
+ * numbers for parts not the model's ep parts, a part out of range, or a model already cut by
+ * tensor parallelism (not built: its experts stay whole on every rank). */
+int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err);
+/* Whether zt_model_store_experts cut m's experts */
+bool zt_model_experts_local(const zt_model *m);
 
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);
@@ -880,6 +906,12 @@ typedef struct zt_step_report {
 typedef struct zt_engine zt_engine;
 
 int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err);
+/* Expert parallelism's memory (docs/parallelism.md): stores m's stacked experts E/ep a rank
+ * (zt_model_store_experts, part opt->mesh->ep_rank) when the engine runs them so: ep > 1, no
+ * tensor parallelism, ddp or zero1..3 with AdamW or SGD in fp32, no pipeline stages or offload.
+ * Otherwise leaves them whole on every rank (each rank still runs only its own). *stored (may be
+ * NULL) says which. Call before zt_engine_create with the same options. */
+int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *stored, zt_error *err);
 void zt_engine_free(zt_engine *e);
 /* (Re)initializes every parameter from opt->seed and resets optimizer state and gradients. */
 int zt_engine_init_params(zt_engine *e, zt_error *err);
@@ -1052,6 +1084,8 @@ typedef struct zt_memory_plan {
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
     size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
+    size_t scratch_edp;          /* ... and the expert-data-parallel group's (the experts stored E/ep a
+                                    rank: zt_model_store_experts; in comm) */
     size_t shm;                  /* this rank's regions of those comms' shared segments (ranks on
                                     one node: src/comm/shm.c, zt_comm_shm_bytes; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */

@@ -20,7 +20,8 @@ size_t zt_ckpt_state_base(const zt_engine *e, int i) {
  * rows of this rank start at state_base. */
 size_t zt_ckpt_kind_base(const zt_engine *e, int i, int k) {
     if (k > 0 || zt_store_local_is_piece(e)) return 0;
-    return (size_t)(zt_engine_plan(e)->p[i].row_begin[zt_engine_plan(e)->shard] * zt_engine_plan(e)->p[i].row_len);
+    const zt_param_plan *p = &zt_engine_plan(e)->p[i];
+    return (size_t)(p->row_begin[p->shard] * p->row_len);
 }
 
 /* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)
@@ -48,8 +49,8 @@ float *zt_ckpt_kind_bounce(zt_engine *e, int k, size_t *floats) {
 float *zt_ckpt_local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
     const zt_plan *pl = zt_engine_plan(e);
     const zt_param_plan *p = &pl->p[i];
-    *row0 = p->row_begin[pl->shard];
-    *rows = p->row_begin[pl->shard + 1] - *row0;
+    *row0 = p->row_begin[p->shard];
+    *rows = p->row_begin[p->shard + 1] - *row0;
     size_t begin = (size_t)(*row0 * p->row_len);
     if (k == 0) { /* the pieces (zero3, zero1/zero2's fp32 master under bf16/fp16 compute) or full */
         float *w = zt_store_local_fp32(e, i); /* NULL: bf16 or in a file */

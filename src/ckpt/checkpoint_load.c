@@ -319,8 +319,8 @@ int zt_ckpt_load(zt_engine *e, const char *path, zt_ckpt_meta *meta, zt_error *e
             /* the rows this rank holds of kind k: its plan rows where sharded, all rows where
              * replicated (zero1/zero2 parameters, everything under ddp) */
             bool sharded = k == 0 ? zt_store_local_is_piece(e) : zt_engine_shards_optim(e);
-            int64_t lo = sharded ? pl->p[i].row_begin[pl->shard] : 0;
-            int64_t hi = sharded ? pl->p[i].row_begin[pl->shard + 1] : pl->p[i].rows;
+            int64_t lo = sharded ? pl->p[i].row_begin[pl->p[i].shard] : 0;
+            int64_t hi = sharded ? pl->p[i].row_begin[pl->p[i].shard + 1] : pl->p[i].rows;
             float *dst;
             if (k == 0) {
                 dst = zt_store_local_fp32(e, i); /* NULL: bf16-low, files: through fill_offloaded's staging */

@@ -77,21 +77,40 @@ static int run_bucket(zt_engine *e, const int *params, int n, size_t floats, buc
 static int for_each_bucket(zt_engine *e, const int *params, int n, bucket_fn fn, void *ctx,
                            const char *tag, double *timer, zt_error *err) {
     size_t limit = e->opt.bucket_bytes / sizeof(float);
-    for (int first = 0; first < n;) {
-        int end = zt_plan_bucket_end(e->model, params, n, first, limit);
-        size_t acc = 0;
-        for (int k = first; k < end; k++) acc += (size_t)e->model->params[params[k]].numel;
-        int rc = run_bucket(e, params + first, end - first, acc, fn, ctx, tag, timer, err);
-        if (rc) return rc;
-        first = end;
+    int *mine = n > 0 && e->edp_groups ? malloc((size_t)n * sizeof *mine) : NULL;
+    if (n > 0 && e->edp_groups && !mine) return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory (%s)", tag);
+    int rc = ZT_OK;
+    /* a bucket holds one shard group's parameters (the dense ones, then the experts stored E/ep) */
+    for (int g = 0; g < (e->edp_groups ? ZT_SHARD_GROUP_COUNT : 1) && !rc; g++) {
+        const int *list = params;
+        int count = n;
+        if (mine) list = mine, count = zt_plan_group_params(&e->plan, params, n, g, mine);
+        for (int first = 0; first < count && !rc;) {
+            int end = zt_plan_bucket_end(e->model, list, count, first, limit);
+            size_t acc = 0;
+            for (int k = first; k < end; k++) acc += (size_t)e->model->params[list[k]].numel;
+            rc = run_bucket(e, list + first, end - first, acc, fn, ctx, tag, timer, err);
+            first = end;
+        }
     }
-    return ZT_OK;
+    free(mine);
+    return rc;
+}
+
+/* A bucket's shard group (its parameters share one, for_each_bucket) and the comm its collective
+ * runs on: the caller's (the shard group's, ddp's data-parallel ranks, or the communication
+ * thread's duplicate), or for the experts stored E/ep a rank the expert-data-parallel ranks' */
+static const zt_plan_group *bucket_group(const zt_engine *e, const int *params) {
+    return &e->plan.groups[e->plan.p[params[0]].group];
+}
+static zt_comm *bucket_comm(const zt_engine *e, const int *params, zt_comm *comm) {
+    return e->plan.p[params[0]].group == ZT_SHARD_GROUP_EDP ? e->edp_comm : comm;
 }
 
 static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
     const zt_plan *pl = &e->plan;
     *total = 0;
-    for (int s = 0; s < pl->nshards; s++) {
+    for (int s = 0; s < bucket_group(e, params)->nshards; s++) {
         counts[s] = 0;
         for (int k = 0; k < n; k++) counts[s] += (size_t)zt_plan_shard_numel(pl, params[k], s);
         *total += counts[s];
@@ -102,6 +121,7 @@ static void block_counts(const zt_engine *e, const int *params, int n, size_t *c
 typedef struct rs_ctx {
     float *const *src; /* indexed like the full params list */
     const int *all;    /* the full params list, to find src of a bucket's parameter */
+    float **by_param;  /* with the shard groups apart (buckets of a filtered list): src by parameter */
     float *dst;
     zt_comm *comm;     /* the shard group, or the communication thread's duplicate of it */
     float **pack;      /* staging owned by the calling thread */
@@ -111,26 +131,28 @@ typedef struct rs_ctx {
 static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
     rs_ctx *c = vctx;
     const zt_plan *pl = &e->plan;
+    const zt_plan_group *G = bucket_group(e, params);
     zt_dtype dt = e->opt.precision.reduce;
     size_t elem = zt_dtype_bytes(dt);
-    size_t counts[pl->nshards], total;
+    size_t counts[G->nshards], total;
     block_counts(e, params, n, counts, &total);
     int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * elem), err);
     if (rc) return rc;
-    const int base = (int)(params - c->all);
+    const int base = c->by_param ? 0 : (int)(params - c->all);
     unsigned char *pack = (unsigned char *)*c->pack, *w = pack;
-    for (int s = 0; s < pl->nshards; s++)
+    for (int s = 0; s < G->nshards; s++)
         for (int k = 0; k < n; k++) {
             size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], s);
-            pack_grad(dt, w, c->src[base + k] + zt_plan_shard_begin(pl, params[k], s), cnt);
+            const float *src = c->by_param ? c->by_param[params[k]] : c->src[base + k];
+            pack_grad(dt, w, src + zt_plan_shard_begin(pl, params[k], s), cnt);
             w += cnt * elem;
         }
     unsigned char *own = pack;
-    for (int s = 0; s < pl->shard; s++) own += counts[s] * elem;
-    if (pl->nshards > 1 && (rc = zt_reduce_scatter(c->comm, dt, pack, own, counts, tag, err)))
+    for (int s = 0; s < G->shard; s++) own += counts[s] * elem;
+    if (G->nshards > 1 && (rc = zt_reduce_scatter(bucket_comm(e, params, c->comm), dt, pack, own, counts, tag, err)))
         return rc;
     for (int k = 0; k < n; k++) {
-        size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], pl->shard);
+        size_t cnt = (size_t)zt_plan_shard_numel(pl, params[k], G->shard);
         /* gradient layout, or (gradient offload, dst NULL) the piece's place in its window */
         unpack_grad(dt, c->dst ? c->dst + pl->p[params[k]].gshard_off : e->grad_at[params[k]], own, cnt);
         own += cnt * elem;
@@ -141,8 +163,15 @@ static int rs_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
 int zt_engine_reduce_scatter_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,
                                 const int *params, int n, float *const *src, float *dst, const char *tag,
                                 zt_error *err) {
-    rs_ctx c = {src, params, dst, comm, pack, pack_cap};
-    return for_each_bucket(e, params, n, rs_bucket, &c, tag, timer, err);
+    rs_ctx c = {src, params, NULL, dst, comm, pack, pack_cap};
+    if (e->edp_groups) { /* for_each_bucket hands buckets of a filtered list */
+        if (!(c.by_param = calloc((size_t)e->model->n_params, sizeof *c.by_param)))
+            return zt_error_set(err, ZT_ERR_NOMEM, "engine: out of memory (%s)", tag);
+        for (int k = 0; k < n; k++) c.by_param[params[k]] = src[k];
+    }
+    int rc = for_each_bucket(e, params, n, rs_bucket, &c, tag, timer, err);
+    free(c.by_param);
+    return rc;
 }
 
 int zt_engine_reduce_scatter(zt_engine *e, const int *params, int n, float *const *src, float *dst,
@@ -169,32 +198,34 @@ typedef struct ag_ctx {
 static int ag_bucket(zt_engine *e, const int *params, int n, void *vctx, const char *tag, zt_error *err) {
     ag_ctx *c = vctx;
     const zt_plan *pl = &e->plan;
-    size_t counts[pl->nshards], total, E = c->elem;
+    const zt_plan_group *G = bucket_group(e, params);
+    size_t counts[G->nshards], total, E = c->elem;
     block_counts(e, params, n, counts, &total);
     int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * E), err);
     if (rc) return rc;
     char *pack = (char *)*c->pack, *own = pack;
-    for (int s = 0; s < pl->shard; s++) own += counts[s] * E;
+    for (int s = 0; s < G->shard; s++) own += counts[s] * E;
     char *w = own;
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t cnt = (size_t)zt_plan_shard_numel(pl, i, G->shard);
         if (c->round_kind) /* master_shard.c: the compute copy of the fp32 master's rows */
             zt_round_to_lp((zt_lp_kind)c->round_kind, w, (const float *)c->pieces + pl->p[i].shard_off, cnt);
         else if (c->piece_at)
             memcpy(w, c->piece_at[i], cnt * E);
         else
             memcpy(w, c->pieces ? (const char *)c->pieces + pl->p[i].shard_off * E
-                                : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, pl->shard) * E,
+                                : (const char *)c->dst[i] + (size_t)zt_plan_shard_begin(pl, i, G->shard) * E,
                    cnt * E);
         w += cnt * E;
     }
-    if (pl->nshards > 1 &&
-        (rc = E == sizeof(float) ? zt_all_gather_f32(c->comm, (float *)own, (float *)pack, counts, tag, err)
-                                 : zt_all_gather_bf16(c->comm, (uint16_t *)own, (uint16_t *)pack, counts, tag, err)))
+    zt_comm *comm = bucket_comm(e, params, c->comm);
+    if (G->nshards > 1 &&
+        (rc = E == sizeof(float) ? zt_all_gather_f32(comm, (float *)own, (float *)pack, counts, tag, err)
+                                 : zt_all_gather_bf16(comm, (uint16_t *)own, (uint16_t *)pack, counts, tag, err)))
         return rc;
     const char *r = pack;
-    for (int s = 0; s < pl->nshards; s++)
+    for (int s = 0; s < G->nshards; s++)
         for (int k = 0; k < n; k++) {
             int i = params[k];
             size_t cnt = (size_t)zt_plan_shard_numel(pl, i, s);
@@ -228,17 +259,19 @@ int zt_engine_gather_params(zt_engine *e, const int *params, int n, const char *
  * all-gather runs in place in dst (outside the steps: hashes, exports, consolidated weights). */
 int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
     const zt_plan *pl = &e->plan;
-    size_t counts[pl->nshards];
-    for (int s = 0; s < pl->nshards; s++) counts[s] = (size_t)zt_plan_shard_numel(pl, i, s);
+    const zt_plan_group *G = bucket_group(e, &i);
+    zt_comm *comm = bucket_comm(e, &i, e->shard_comm);
+    size_t counts[G->nshards];
+    for (int s = 0; s < G->nshards; s++) counts[s] = (size_t)zt_plan_shard_numel(pl, i, s);
     size_t elem;
     const char *pieces = zt_store_pieces(e, &elem);
     if (zt_store_bf16(e)) { /* bf16 in the first half of dst, then widened in place from the back */
-        uint16_t *half = (uint16_t *)(void *)dst, *own = half + zt_plan_shard_begin(pl, i, pl->shard);
-        memcpy(own, pieces + pl->p[i].shard_off * elem, counts[pl->shard] * sizeof(uint16_t));
+        uint16_t *half = (uint16_t *)(void *)dst, *own = half + zt_plan_shard_begin(pl, i, G->shard);
+        memcpy(own, pieces + pl->p[i].shard_off * elem, counts[G->shard] * sizeof(uint16_t));
         int rc = ZT_OK;
-        if (pl->nshards > 1) {
+        if (G->nshards > 1) {
             double t0 = omp_get_wtime();
-            rc = zt_all_gather_bf16(e->shard_comm, own, half, counts, e->model->params[i].name, err);
+            rc = zt_all_gather_bf16(comm, own, half, counts, e->model->params[i].name, err);
             e->comm_s += omp_get_wtime() - t0;
         }
         /* element j's 4 bytes overlap only bf16 elements >= j, already widened */
@@ -250,12 +283,12 @@ int zt_engine_gather_param(zt_engine *e, int i, float *dst, zt_error *err) {
         }
         return rc;
     }
-    float *own = dst + zt_plan_shard_begin(pl, i, pl->shard);
-    int rc = zt_store_read(e, i, 0, counts[pl->shard], own, err); /* from memory or the file */
+    float *own = dst + zt_plan_shard_begin(pl, i, G->shard);
+    int rc = zt_store_read(e, i, 0, counts[G->shard], own, err); /* from memory or the file */
     if (rc) return rc;
-    if (pl->nshards < 2) return ZT_OK;
+    if (G->nshards < 2) return ZT_OK;
     double t0 = omp_get_wtime();
-    rc = zt_all_gather_f32(e->shard_comm, own, dst, counts, e->model->params[i].name, err);
+    rc = zt_all_gather_f32(comm, own, dst, counts, e->model->params[i].name, err);
     e->comm_s += omp_get_wtime() - t0;
     return rc;
 }
@@ -303,23 +336,24 @@ static int ar_bucket(zt_engine *e, const int *params, int n, void *vctx, const c
     size_t elem = zt_dtype_bytes(dt);
     size_t total = 0;
     for (int k = 0; k < n; k++)
-        total += c->pieces ? (size_t)zt_plan_shard_numel(pl, params[k], pl->shard)
+        total += c->pieces ? (size_t)zt_plan_shard_numel(pl, params[k], pl->p[params[k]].shard)
                            : (size_t)e->model->params[params[k]].numel;
     int rc = grow_pack(e, c->pack, c->pack_cap, zt_memory_floats_for_bytes(total * elem), err);
     if (rc) return rc;
     unsigned char *w = (unsigned char *)*c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
+        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard) : (size_t)e->model->params[i].numel;
         pack_grad(dt, w, c->base ? c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off) : e->grad_at[i],
                   cnt);
         w += cnt * elem;
     }
-    if ((rc = zt_all_reduce(c->comm, dt, *c->pack, total, tag, err))) return rc;
+    zt_comm *comm = bucket_comm(e, params, c->comm); /* NULL: a group of one rank (its own sum, rounded) */
+    if (comm && (rc = zt_all_reduce(comm, dt, *c->pack, total, tag, err))) return rc;
     const unsigned char *r = (const unsigned char *)*c->pack;
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)e->model->params[i].numel;
+        size_t cnt = c->pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard) : (size_t)e->model->params[i].numel;
         unpack_grad(dt, c->base ? c->base + (c->pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off) : e->grad_at[i],
                     r, cnt);
         r += cnt * elem;
@@ -368,18 +402,19 @@ static size_t shard_chunks(const zt_plan *pl, int i, int s, int64_t base, int64_
     return (size_t)count;
 }
 
-/* Visits every (shard, parameter) chunk range in that order; off = its place in the gathered
- * array. pass 0 packs this rank's ranges, pass 1 unpacks the others'. */
-static size_t walk_chunks(const zt_engine *e, double *x, double *all, size_t *counts, int pass) {
+/* Visits every (shard, parameter) chunk range of shard group g in that order; off = its place in
+ * the gathered array. pass 0 packs this rank's ranges, pass 1 unpacks the others'. */
+static size_t walk_chunks(const zt_engine *e, int g, double *x, double *all, size_t *counts, int pass) {
     const zt_plan *pl = &e->plan;
+    const zt_plan_group *G = &pl->groups[g];
     size_t off = 0;
-    for (int s = 0; s < pl->nshards; s++) {
+    for (int s = 0; s < G->nshards; s++) {
         int64_t base = 0, first;
         if (counts) counts[s] = 0;
         for (int i = 0; i < e->model->n_params; i++) {
-            size_t k = shard_chunks(pl, i, s, base, &first);
-            if (k && pass == 0 && s == pl->shard) memcpy(all + off, x + first, k * sizeof *x);
-            if (k && pass == 1 && s != pl->shard) memcpy(x + first, all + off, k * sizeof *x);
+            size_t k = pl->p[i].group == g ? shard_chunks(pl, i, s, base, &first) : 0;
+            if (k && pass == 0 && s == G->shard) memcpy(all + off, x + first, k * sizeof *x);
+            if (k && pass == 1 && s != G->shard) memcpy(x + first, all + off, k * sizeof *x);
             off += k;
             if (counts) counts[s] += k;
             base += zt_plan_param_chunks(pl, i);
@@ -392,21 +427,28 @@ static size_t walk_chunks(const zt_engine *e, double *x, double *all, size_t *co
  * chunk boundaries, plan.h), so each rank sends only its own chunks and receives every other
  * rank's: plan.norm_chunks doubles in all, whatever the number of ranks (the all-gather of the
  * whole array from every rank held N times that). Each x[c] becomes its owner's value, which is
- * what the sum of the owner's value and everyone else's zeros was: the same bits. */
+ * what the sum of the owner's value and everyone else's zeros was: the same bits. Each shard
+ * group's chunks over its own ranks (the experts stored E/ep a rank: the expert-data-parallel
+ * ones; their other parts' chunks come after, zt_engine_ep_norm). */
 int zt_engine_sum_exclusive(zt_engine *e, double *x, int64_t n, zt_error *err) {
     const zt_plan *pl = &e->plan;
-    int N = zt_comm_size(e->shard_comm);
     double *all = e->norm_gather; /* (plan.norm_chunks), allocated at creation */
-    if (!all || N != pl->nshards || n != pl->norm_chunks)
+    if (!all || zt_comm_size(e->shard_comm) != pl->nshards || n != pl->norm_chunks)
         return zt_error_set(err, ZT_ERR_INTERNAL, "engine: norm partials of %lld chunks over %d ranks: no buffer",
-                            (long long)n, N);
-    size_t counts[N], own = 0;
-    walk_chunks(e, x, all, counts, 0);
-    for (int s = 0; s < pl->shard; s++) own += counts[s];
-    double t0 = omp_get_wtime();
-    int rc = zt_all_gather_f64v(e->shard_comm, all + own, all, counts, "gradient norm partials", err);
-    e->comm_s += omp_get_wtime() - t0;
-    if (!rc) walk_chunks(e, x, all, NULL, 1);
+                            (long long)n, zt_comm_size(e->shard_comm));
+    int rc = ZT_OK;
+    for (int g = 0; g < (e->edp_groups ? ZT_SHARD_GROUP_COUNT : 1) && !rc; g++) {
+        const zt_plan_group *G = &pl->groups[g];
+        if (G->nshards < 2) continue;
+        zt_comm *comm = g == ZT_SHARD_GROUP_EDP ? e->edp_comm : e->shard_comm;
+        size_t counts[G->nshards], own = 0;
+        walk_chunks(e, g, x, all, counts, 0);
+        for (int s = 0; s < G->shard; s++) own += counts[s];
+        double t0 = omp_get_wtime();
+        rc = zt_all_gather_f64v(comm, all + own, all, counts, "gradient norm partials", err);
+        e->comm_s += omp_get_wtime() - t0;
+        if (!rc) walk_chunks(e, g, x, all, NULL, 1);
+    }
     return rc;
 }
 

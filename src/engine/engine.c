@@ -271,6 +271,33 @@ static int setup_groups(zt_engine *e, zt_error *err) {
     return ZT_OK;
 }
 
+int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *stored, zt_error *err) {
+    if (stored) *stored = false;
+    int ep = zt_model_ep_parts(m);
+    bool cut = false;
+    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1;
+    zt_error why;
+    if (ep < 2 || cut || !opt->mesh || opt->mesh->ep != ep || zt_engine_experts_local_check(m, opt, &why)) return ZT_OK;
+    int rc = zt_model_store_experts(m, ep, opt->mesh->ep_rank, err);
+    if (!rc && stored) *stored = true;
+    return rc;
+}
+
+int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err) {
+    const zt_mesh *M = o->mesh;
+    const char *what = o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
+                       : M && M->pp > 1                                                ? "pipeline parallelism"
+                       : (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
+                               (o->offload.param_dir && o->offload.param_dir[0])       ? "offload"
+                       : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
+                       : o->precision.compute != ZT_DTYPE_FP32                         ? "low-precision compute"
+                                                                                       : NULL;
+    if (!what) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "engine: model %s's experts stored E/ep a rank (zt_model_store_experts) with "
+                        "%s: not built (keep them whole: expert parallelism runs with every expert on every rank)",
+                        m->name, what);
+}
+
 /* Pipeline parallelism: slots 1.. of every unit's output and kept saved buffer (slot 0 is the
  * one zt_engine_create and zt_recompute_layout allocated), one received input per slot and one more,
  * and two gradient buffers each way (class activations; src/memory/plan.c mirrors it). */
@@ -369,7 +396,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     if (rc) goto fail;
     int nshards = e->shard_optim && e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
     int shard = nshards > 1 ? zt_comm_rank(e->shard_comm) : 0;
-    if ((rc = zt_plan_create(m, nshards, shard, &e->plan, err))) goto fail;
+    e->edp_groups = zt_model_experts_local(m);
+    if (e->edp_groups && (rc = zt_engine_experts_local_check(m, &e->opt, err))) goto fail;
+    zt_plan_group groups[ZT_SHARD_GROUP_COUNT];
+    zt_memory_plan_groups(m, &e->opt, e->world, e->rank, nshards, shard, groups);
+    if ((rc = zt_plan_create_groups(m, groups, &e->plan, err))) goto fail;
     /* parameter offload streams the pieces with the optimizer state, element for element: one
      * layout for both (a frozen parameter keeps its never-written gradient and state slots) */
     if (e->param_dir && e->shard_params && opt->precision.params != ZT_DTYPE_BF16) {
@@ -740,9 +771,12 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         const zt_unit *un = &m->units[u];
         unit_state *s = &e->units[u];
         if ((rc = zt_store_acquire(e, u, u - 1, err))) return rc;
-        for (int k = 0; k < un->n_params; k++) /* a frozen parameter: NULL, the kernels skip it */
+        float *slots[ZT_UNIT_MAX_PARAMS];
+        for (int k = 0; k < un->n_params; k++) { /* a frozen parameter: NULL, the kernels skip it */
             if (m->params[un->params[k]].trainable && !(s->grads[k] = zt_grads_for(e, un->params[k], err)))
                 return err->code;
+            slots[k] = zt_grads_slots_for(e, un->params[k]);
+        }
         if ((rc = zt_store_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : din0;
         uint32_t unset = zt_grads_unset_of(e, u);
@@ -753,7 +787,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
                           .aux_dloss = aux_dloss,
                           /* the step's micro-batches added here before the reduction (grads.c) */
-                          .ep_defer_fold = !e->reduce_early && !e->reduce_now};
+                          .ep_defer_fold = !e->reduce_early && !e->reduce_now, .grad_slots = slots};
         zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */
@@ -856,8 +890,8 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
     /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
-    zt_comm *comms[4] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm};
-    for (int k = 0; k < 4; k++) {
+    zt_comm *comms[5] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm, e->edp_comm};
+    for (int k = 0; k < 5; k++) {
         size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
         if (have <= e->scratch_reserved[k]) continue;
         size_t extra = have - e->scratch_reserved[k];

@@ -180,8 +180,9 @@ struct zt_engine {
     double *norm_partials;      /* (plan.norm_chunks) */
     double *norm_gather;        /* (plan.norm_chunks) every shard's own partials, gathered (collect.c) */
     zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
-    size_t scratch_reserved[4]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
-                                   replica_comm, tp_comm (counted in mem.comm; growth beyond shows too) */
+    size_t scratch_reserved[5]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
+                                   replica_comm, tp_comm, edp_comm (counted in mem.comm; growth beyond
+                                   shows too) */
     /* tensor parallelism (tp_group.c): the cut units' collectives over the mesh's tp group */
     zt_unit_group group;        /* handed to every unit (zt_unit_args.group) when the model is cut */
     zt_comm *tp_comm;           /* the mesh's tp group; NULL when the model is whole */
@@ -193,6 +194,14 @@ struct zt_engine {
     size_t cp_shift_bytes;
     /* expert parallelism (ep_group.c): the mixture's all-to-alls over the mesh's ep group */
     zt_comm *ep_comm;           /* NULL when every expert runs here */
+    /* the experts stored E/ep a rank (zt_model_store_experts): their gradients reduced and pieces
+     * sharded over the expert-data-parallel ranks (the plan's ZT_SHARD_GROUP_EDP; collect.c splits
+     * every bucketed collective by group), their norm chunks completed over the ep group */
+    bool edp_groups;
+    zt_comm *edp_comm;          /* the mesh's edp group; NULL when it is one rank */
+    double *ep_norm;            /* (ep_norm_floats) the logical chunk partials and a part's gathered
+                                   expert chunks (ep_group.c zt_engine_ep_norm; class comm) */
+    size_t ep_norm_floats;
     int inflight[ZT_UNIT_MAX_PARAMS]; /* reduce_now with the communication thread: the parameters */
     int n_inflight;             /* whose reduction was queued last (their full gradients live until */
     uint64_t inflight_seq;      /* the next unit's is queued: grads.c) and its job */
@@ -295,6 +304,16 @@ int zt_engine_cp_setup(zt_engine *e, zt_error *err);
 /* ep_group.c: expert parallelism. At create, after zt_engine_cp_setup: checks the model spreads its
  * experts over the mesh's ep parts (ZT_ERR_USAGE) and, when it does, adds the ep call to the group. */
 int zt_engine_ep_setup(zt_engine *e, zt_error *err);
+/* engine.c: the experts stored E/ep a rank (zt_model_store_experts) run under ddp, zero1, zero2,
+ * zero3 with AdamW or SGD in fp32, without pipeline stages or offload: ZT_ERR_USAGE naming what
+ * is not built. */
+int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err);
+/* The experts stored E/ep a rank (e->edp_groups): *sumsq = the squared gradient norm of the
+ * logical model from this part's complete chunk partials (plan order: its experts' chunks, each
+ * summed over the edp group already): every part's expert chunks gathered over the ep group and
+ * placed where one process numbers them, then all the chunks summed in order (one process's bits).
+ * A collective over the ep group. */
+int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err);
 /* The group the units get, or NULL (whole model, whole sequences, every expert here). */
 const zt_unit_group *zt_engine_group(const zt_engine *e);
 /* *sumsq = the squared gradient norm of the logical model from this part's complete chunk
@@ -397,6 +416,9 @@ void zt_recompute_backward_done(zt_engine *e, int u);
 /* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);
 float *zt_grads_for(zt_engine *e, int param, zt_error *err);  /* full grad of param (zeroed on first use) */
+/* the source slots after param's gradient (the experts stored E/ep a rank: zt_unit_args.grad_slots),
+ * or NULL; valid after zt_grads_for */
+float *zt_grads_slots_for(zt_engine *e, int param);
 int zt_grads_unit_done(zt_engine *e, int unit, zt_error *err); /* after unit's backward */
 void zt_grads_assign_setup(zt_engine *e);           /* at create: grad_assigned, grads_assign */
 uint32_t zt_grads_unset_of(zt_engine *e, int unit);  /* zt_unit_args.grads_unset for unit's backward */

@@ -12,6 +12,11 @@
 #include "engine/engine_internal.h"
 #include "comm/comm.h"
 #include "comm/mesh.h"
+#include "memory/plan.h"
+#include "optim/optim.h"
+
+#include <omp.h>
+#include <string.h>
 
 static int all_to_all(const zt_unit_group *g, const void *const *send, const size_t *send_bytes, void *const *recv,
                       const size_t *recv_cap, size_t *recv_bytes, const char *what, zt_error *err) {
@@ -37,5 +42,51 @@ int zt_engine_ep_setup(zt_engine *e, zt_error *err) {
     e->group.ep_part = M->ep_rank;
     e->group.ep_all_to_all = all_to_all;
     e->group.ctx = e;
+    if (!e->edp_groups) return ZT_OK;
+    /* the experts stored E/ep a rank: the edp comm's scratch and shared segment (class comm, the
+     * memory plan's scratch_edp), the norm's buffers */
+    e->edp_comm = M->edp > 1 ? M->edp_comm : NULL;
+    e->ep_norm_floats = zt_memory_ep_norm_floats(e->model);
+    if (!(e->ep_norm = zt_engine_alloc(e, e->ep_norm_floats, &e->mem.comm, "the experts' gradient-norm partials")))
+        return zt_engine_oom(e, err, "engine: expert parallelism");
+    return zt_engine_reserve_scratch(e, e->edp_comm, e->mem_plan.scratch_edp, 4, err);
+}
+
+/* a stacked experts' tensor stored E/ep a rank (zt_model_store_experts) */
+static bool stored_part(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
+
+int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err) {
+    const zt_model *m = e->model;
+    int P = e->group.ep_parts;
+    int64_t logical, experts;
+    zt_memory_ep_chunks(m, &logical, &experts);
+    if (!e->ep_norm || 2 * ((size_t)logical + (size_t)(P + 1) * (size_t)experts) > e->ep_norm_floats)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "engine: the experts' norm partials (%lld chunks): no buffer",
+                            (long long)logical);
+    double *all = (double *)(void *)e->ep_norm, *mine = all + logical, *parts = mine + experts;
+    int64_t at = 0, k = 0;
+    for (int i = 0; i < m->n_params; i++) { /* this part's expert chunks, in plan order */
+        int64_t c = zt_plan_desc_chunks(&m->params[i]);
+        if (stored_part(&m->params[i])) memcpy(mine + k, partials + at, (size_t)c * sizeof *mine), k += c;
+        at += c;
+    }
+    double t0 = omp_get_wtime();
+    int rc = zt_all_gather_f64(e->ep_comm, mine, parts, (size_t)experts, "gradient norm over the expert parts", err);
+    e->comm_s += omp_get_wtime() - t0;
+    if (rc) return rc;
+    int64_t to = 0;
+    at = k = 0;
+    for (int i = 0; i < m->n_params; i++) { /* one process's numbering: part q's experts after part q-1's */
+        int64_t c = zt_plan_desc_chunks(&m->params[i]);
+        if (stored_part(&m->params[i])) {
+            for (int q = 0; q < P; q++) memcpy(all + to + q * c, parts + (size_t)q * experts + k, (size_t)c * sizeof *all);
+            to += c * P, k += c;
+        } else {
+            memcpy(all + to, partials + at, (size_t)c * sizeof *all);
+            to += c;
+        }
+        at += c;
+    }
+    *sumsq = zt_sum_in_order(all, logical);
     return ZT_OK;
 }

@@ -109,7 +109,7 @@ int zt_grad_offload_window(zt_engine *e, int u, const int *own, int n, zt_error 
     float *at = (float *)(((uintptr_t)w->buf + 4095) & ~(uintptr_t)4095);
     for (int k = 0; k < n; k++) { /* the pieces start 4 KiB blocks in the file and in the window */
         e->grad_at[own[k]] = at;
-        at += zt_nvme_span_bytes(pl->p[own[k]].gshard_off, (size_t)zt_plan_shard_numel(pl, own[k], pl->shard)) /
+        at += zt_nvme_span_bytes(pl->p[own[k]].gshard_off, (size_t)zt_plan_shard_numel(pl, own[k], pl->p[own[k]].shard)) /
               sizeof(float);
     }
     return ZT_OK;
@@ -126,7 +126,7 @@ int zt_grad_offload_finish(zt_engine *e, int u, zt_error *err) {
     for (int k = 0; k < w->n; k++) {
         int i = w->params[k];
         float *g = e->grad_at[i];
-        size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         if (gd == ZT_DTYPE_FP16) zt_round_fp16(g, g, cnt); /* step.c's zt_engine_round_grads, per piece */
         else if (gd == ZT_DTYPE_BF16) zt_round_bf16(g, cnt);
         zt_grads_piece_partials(pl, i, pl->shard, g, e->norm_partials); /* step.c's grad_norm, per piece */

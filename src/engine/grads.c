@@ -97,9 +97,9 @@ void zt_grads_reset(zt_engine *e) {
     const zt_plan *pl = &e->plan;
     zt_error ignore;
     zt_overlap_drain(e, &ignore); /* the thread may still hold gradients of an abandoned step */
-    tree_clear(e, &e->full_tree, pl->gfull_floats);
+    tree_clear(e, &e->full_tree, pl->gbuf_floats);
     tree_clear(e, &e->piece_tree, pl->gshard_floats);
-    zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
+    zt_engine_release(e, &e->micro_grads, pl->gbuf_floats, &e->mem.grads);
     if (e->micro_direct) e->micro_pieces = NULL; /* it was grad_pieces */
     else zt_engine_release(e, &e->micro_pieces, pl->gshard_floats, &e->mem.grads);
     e->micro_direct = false;
@@ -107,7 +107,7 @@ void zt_grads_reset(zt_engine *e) {
     zt_grad_offload_drop(e);
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
-            zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+            zt_engine_release(e, &e->pgrad[i], (size_t)e->plan.p[i].gnumel, &e->mem.grads);
     if (e->grad_unset) memset(e->grad_unset, 0, (size_t)e->model->n_params * sizeof *e->grad_unset);
     e->n_inflight = 0;
     e->micro_in_step = 0;
@@ -166,10 +166,18 @@ static void zero_but_assigned(zt_engine *e, float *buf, size_t n) {
     zero_floats(buf + at, n - at);
 }
 
-/* parameter i's gradient storage this micro-batch zeroed (none yet: nothing to do) */
+/* parameter i's gradient storage this micro-batch zeroed (none yet: nothing to do); its source
+ * slots (the experts stored E/ep a rank) are never assigned: zeroed with the buffer */
 static void zero_grad(zt_engine *e, int i) {
     float *g = !e->reduce_now ? (e->micro_grads ? e->micro_grads + e->plan.p[i].gfull_off : NULL) : e->pgrad[i];
     if (g) zero_floats(g, (size_t)e->model->params[i].numel);
+}
+
+float *zt_grads_slots_for(zt_engine *e, int i) {
+    const zt_plan *pl = &e->plan;
+    if (pl->p[i].gnumel <= e->model->params[i].numel || !e->model->params[i].trainable) return NULL;
+    if (e->reduce_now) return e->pgrad[i] ? e->pgrad[i] + e->model->params[i].numel : NULL;
+    return e->micro_grads ? e->micro_grads + zt_plan_gslot_off(pl, i) : NULL;
 }
 
 uint32_t zt_grads_unset_of(zt_engine *e, int u) {
@@ -245,7 +253,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
     }
     memset(e->grad_unset, 0, (size_t)e->model->n_params * sizeof *e->grad_unset); /* set anew below */
     if (e->micro_direct && e->grad_kind >= 0) return ZT_OK; /* into per-unit windows (grad_offload.c) */
-    size_t n = e->reduce_now ? pl->gshard_floats : pl->gfull_floats;
+    size_t n = e->reduce_now ? pl->gshard_floats : pl->gbuf_floats;
     float **buf = e->reduce_now ? &e->micro_pieces : &e->micro_grads;
     if (!*buf && !(*buf = zt_engine_alloc(e, n, &e->mem.grads, e->reduce_now ? "the micro-batch gradient pieces"
                                                                                : "the micro-batch gradients")))
@@ -261,7 +269,7 @@ int zt_grads_begin_micro(zt_engine *e, zt_error *err) {
 float *zt_grads_for(zt_engine *e, int i, zt_error *err) {
     if (!e->reduce_now) return e->micro_grads + e->plan.p[i].gfull_off;
     if (!e->pgrad[i]) {
-        size_t n = (size_t)e->model->params[i].numel;
+        size_t n = (size_t)e->plan.p[i].gnumel;
         char what[160];
         snprintf(what, sizeof what, "the gradient of %s", e->model->params[i].name);
         if (!(e->pgrad[i] = zt_engine_alloc(e, n, &e->mem.grads, what))) {
@@ -281,7 +289,7 @@ static int retire_inflight(zt_engine *e, zt_error *err) {
     int rc = zt_overlap_wait(e, e->inflight_seq, err);
     for (int k = 0; k < e->n_inflight; k++) {
         int i = e->inflight[k];
-        zt_engine_release(e, &e->pgrad[i], (size_t)e->model->params[i].numel, &e->mem.grads);
+        zt_engine_release(e, &e->pgrad[i], (size_t)e->plan.p[i].gnumel, &e->mem.grads);
     }
     if (!rc && e->grad_kind >= 0) rc = zt_grad_offload_finish(e, e->plan.p[e->inflight[0]].owner_unit, err);
     e->n_inflight = 0;
@@ -327,7 +335,7 @@ int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
     }
     rc = n ? zt_engine_reduce_scatter(e, own, n, src, e->micro_pieces, un->name, err) : ZT_OK;
     for (int k = 0; k < n; k++)
-        zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->model->params[own[k]].numel, &e->mem.grads);
+        zt_engine_release(e, &e->pgrad[own[k]], (size_t)e->plan.p[own[k]].gnumel, &e->mem.grads);
     return !rc && n && e->grad_kind >= 0 ? zt_grad_offload_finish(e, u, err) : rc;
 }
 
@@ -346,7 +354,7 @@ int zt_grads_end_micro(zt_engine *e, zt_error *err) {
         if (!e->micro_direct) tree_push(e, &e->piece_tree, e->micro_pieces, pl->gshard_floats);
         e->micro_pieces = NULL;
     } else {
-        tree_push(e, &e->full_tree, e->micro_grads, pl->gfull_floats);
+        tree_push(e, &e->full_tree, e->micro_grads, pl->gbuf_floats);
         e->micro_grads = NULL;
     }
     e->micro_in_step++;
@@ -361,12 +369,13 @@ static void fold_units(zt_engine *e, float *G) {
     for (int u = 0; u < m->n_units; u++) {
         const zt_unit *un = &m->units[u];
         if (un->ep_parts < 2 || !un->ops->fold_grads) continue;
-        float *g[ZT_UNIT_MAX_PARAMS];
+        float *g[ZT_UNIT_MAX_PARAMS], *slots[ZT_UNIT_MAX_PARAMS];
         for (int k = 0; k < un->n_params; k++) {
             int i = un->params[k];
             g[k] = m->params[i].trainable ? G + e->plan.p[i].gfull_off : NULL;
+            slots[k] = g[k] && e->plan.p[i].gnumel > m->params[i].numel ? G + zt_plan_gslot_off(&e->plan, i) : NULL;
         }
-        un->ops->fold_grads(un, zt_engine_group(e), g);
+        un->ops->fold_grads(un, zt_engine_group(e), g, slots);
     }
 }
 
@@ -388,11 +397,11 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             zt_engine_release(e, &p, pl->gshard_floats, &e->mem.grads);
         }
     } else {
-        float *G = tree_fold(e, &e->full_tree, pl->gfull_floats);
+        float *G = tree_fold(e, &e->full_tree, pl->gbuf_floats);
         e->micro_grads = G;
         if (!e->reduce_early && G) fold_units(e, G);
         if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
-            if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
+            if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gbuf_floats, &e->mem.grads);
         } else if (!e->shard_optim) {
             if (zt_onebit_frozen(e)) {
                 /* 1-bit Adam past its warm-up: this rank's own gradient moves its momentum (onebit.c) */
@@ -417,7 +426,7 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
             free(all);
             free(src);
             /* the full gradient is not needed any more under a sharded optimizer */
-            zt_engine_release(e, &e->micro_grads, pl->gfull_floats, &e->mem.grads);
+            zt_engine_release(e, &e->micro_grads, pl->gbuf_floats, &e->mem.grads);
         }
     }
     /* (gradient offload: per unit, grad_offload.c; 1-bit Adam past its warm-up: the pieces stay the

@@ -127,8 +127,8 @@ void zt_master_init(zt_engine *e, int i, uint64_t key)
 {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
-    zt_init_fill(e->ps->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->shard),
-                 zt_plan_shard_numel(pl, i, pl->shard), key);
+    zt_init_fill(e->ps->pieces + pl->p[i].shard_off, p, zt_plan_shard_begin(pl, i, pl->p[i].shard),
+                 zt_plan_shard_numel(pl, i, pl->p[i].shard), key);
     /* every rank computes the whole tensor's values (counter-based: the same bits) for its copies */
     float chunk[4096];
     for (int64_t done = 0; done < p->numel; done += 4096) {

@@ -86,8 +86,8 @@ int zt_onebit_step(zt_engine *e, float lr, float gscale, zt_error *err) {
         const zt_param_desc *p = &md->params[i];
         if (!p->trainable) continue;
         size_t off = pieces ? pl->p[i].gshard_off : pl->p[i].gfull_off,
-               cnt = pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)p->numel,
-               local0 = pieces && !zt_store_local_is_piece(e) ? (size_t)zt_plan_shard_begin(pl, i, pl->shard) : 0;
+               cnt = pieces ? (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard) : (size_t)p->numel,
+               local0 = pieces && !zt_store_local_is_piece(e) ? (size_t)zt_plan_shard_begin(pl, i, pl->p[i].shard) : 0;
         if (!cnt) continue;
         float *w = zt_store_local_fp32(e, i);
         if (!w) return zt_error_set(err, ZT_ERR_INTERNAL, "1-bit Adam: %s has no fp32 master", p->name);

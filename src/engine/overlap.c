@@ -111,7 +111,8 @@ bool zt_overlap_wanted(const zt_engine *e) {
     int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
     bool early = !e->shard_grads && ga == 1 && (e->shard_optim ? e->plan.nshards >= 2 : e->world > 1);
     return ((e->shard_grads && e->plan.nshards >= 2) || early) && e->shard_comm && !(env && !strcmp(env, "0")) &&
-           !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE;
+           !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE &&
+           !zt_model_experts_local(e->model); /* the experts stored E/ep a rank: on the main thread */
 }
 
 int zt_overlap_start(zt_engine *e, zt_error *err) {

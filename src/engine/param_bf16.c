@@ -60,8 +60,8 @@ void zt_param_bf16_init(zt_engine *e, int i, uint64_t key)
 {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
-    int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, i, pl->shard) : 0;
-    size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)p->numel;
+    int64_t begin = e->shard_params ? zt_plan_shard_begin(pl, i, pl->p[i].shard) : 0;
+    size_t n = e->shard_params ? (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard) : (size_t)p->numel;
     uint16_t *dst = zt_param_bf16_local(e, i);
     for (size_t done = 0; done < n; done += e->ps->chunk) { /* element j's value: (seed, name, j) */
         size_t len = n - done < e->ps->chunk ? n - done : e->ps->chunk;

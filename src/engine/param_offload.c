@@ -77,7 +77,7 @@ static void layout(zt_engine *e, float *buf, const int *params, int n, float **s
     for (int k = 0; k < n; k++) {
         int i = params[k];
         span[k] = (float *)a;
-        a += zt_nvme_span_bytes(pl->p[i].shard_off, (size_t)zt_plan_shard_numel(pl, i, pl->shard));
+        a += zt_nvme_span_bytes(pl->p[i].shard_off, (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard));
     }
 }
 
@@ -96,7 +96,7 @@ int zt_param_offload_window(zt_engine *e, int u, const int *params, int n, size_
     layout(e, buf, params, n, span);
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         e->piece_unit[i] = u;
         int rc = zt_nvme_store_read_span_async(e->nvme, e->ps->file_kind, begin, cnt, span[k],
                                                zt_nvme_span_bytes(begin, cnt), w->ticket, &e->piece_at[i], err);
@@ -150,7 +150,7 @@ int zt_param_offload_load(zt_engine *e, const int *params, int n, zt_error *err)
             int rc = zt_nvme_store_span_wait(e->nvme, w->ticket, false, err);
             if (rc) return zt_error_prefix(err, "parameter %s", e->model->params[i].name);
         }
-        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t begin = pl->p[i].shard_off, cnt = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         uint64_t want = e->piece_sum[i], got = want ? XXH3_64bits(data, cnt * sizeof(float)) : 0;
         if (want && (got ? got : 1) != want)
             return zt_error_set(err, ZT_ERR_IO, "%s: parameter %s's piece (elements %zu..%zu of the file) does not "
@@ -182,7 +182,7 @@ int zt_param_offload_write(zt_engine *e, int i, size_t begin, size_t n, const fl
     }
     int rc = zt_nvme_store_write(e->nvme, e->ps->file_kind, e->plan.p[i].shard_off + begin, n, src, err);
     if (rc) e->piece_written[i] = SIZE_MAX;
-    else if (e->piece_written[i] == (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard)) {
+    else if (e->piece_written[i] == (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.p[i].shard)) {
         uint64_t d = XXH3_64bits_digest(h);
         e->piece_sum[i] = d ? d : 1;
     }
@@ -215,7 +215,7 @@ int zt_param_offload_check(zt_engine *e, zt_error *err) {
 
 int zt_param_offload_seal(zt_engine *e, int i, zt_error *err) {
     if (e->piece_sum[i]) return ZT_OK; /* its writes came in order and were hashed as they went */
-    size_t cap, n = (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard);
+    size_t cap, n = (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.p[i].shard);
     float *buf = zt_nvme_store_scratch(e->nvme, &cap);
     XXH3_state_t *st = ((XXH3_state_t **)e->piece_hash)[i];
     XXH3_64bits_reset(st);

@@ -98,9 +98,9 @@ int zt_store_init(zt_engine *e, int i, uint64_t key, zt_error *err) {
     } else if (ps->master_pieces) { /* the pieces, and every rank's compute copies */
         zt_master_init(e, i, key);
     } else if (ps->file_kind >= 0) { /* the pieces in their file, through the idle staging memory */
-        size_t cap, n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        size_t cap, n = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         float *buf = zt_nvme_store_scratch(e->nvme, &cap);
-        int64_t begin = zt_plan_shard_begin(pl, i, pl->shard);
+        int64_t begin = zt_plan_shard_begin(pl, i, pl->p[i].shard);
         for (size_t done = 0; done < n; done += cap) {
             size_t len = n - done < cap ? n - done : cap;
             zt_init_fill(buf, p, begin + (int64_t)done, (int64_t)len, key);
@@ -132,11 +132,11 @@ float *zt_store_local_fp32(zt_engine *e, int i) {
 }
 
 int64_t zt_store_local_begin(const zt_engine *e, int i) {
-    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? zt_plan_shard_begin(&e->plan, i, e->plan.shard) : 0;
+    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? zt_plan_shard_begin(&e->plan, i, e->plan.p[i].shard) : 0;
 }
 
 size_t zt_store_local_numel(const zt_engine *e, int i) {
-    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.shard)
+    return zt_store_local_is_piece(e) && !zt_store_quantized(e, i) ? (size_t)zt_plan_shard_numel(&e->plan, i, e->plan.p[i].shard)
                                       : (size_t)e->model->params[i].numel;
 }
 

@@ -342,7 +342,7 @@ int zt_pipeline_forward(zt_pipeline *p, const zt_batch *b, float *loss, zt_error
 static float *grad_of(zt_engine *e, int i, size_t *n) {
     const zt_plan *pl = &e->plan;
     if (e->shard_optim) {
-        *n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
+        *n = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         return e->grad_pieces + pl->p[i].gshard_off;
     }
     *n = (size_t)e->model->params[i].numel;

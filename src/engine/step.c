@@ -25,6 +25,12 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;
     }
+    if (e->edp_groups) { /* the experts stored E/ep a rank: every part's expert chunks (ep_group.c) */
+        double sumsq;
+        int rc = zt_engine_ep_norm(e, e->norm_partials, &sumsq, err);
+        *norm = sqrt(sumsq);
+        return rc;
+    }
     if (e->pp) { /* pipeline: every stage's chunks, in stage order (and over the tp parts) */
         double sumsq;
         int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
@@ -103,8 +109,8 @@ void zt_step_range(zt_engine *e, size_t lo, size_t n, float *m, float *v, float 
             g = e->micro_grads + off;
         } else {
             off = pl->p[i].gshard_off;
-            cnt = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-            begin = zt_plan_shard_begin(pl, i, pl->shard);
+            cnt = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
+            begin = zt_plan_shard_begin(pl, i, pl->p[i].shard);
             local0 = zt_store_local_is_piece(e) ? 0 : (size_t)begin;
             g = e->grad_pieces + off;
         }

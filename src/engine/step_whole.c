@@ -49,8 +49,8 @@ static void slice_range(const zt_engine *e, int i, size_t *off, size_t *n, int64
         *begin = 0;
     } else {
         *off = pl->p[i].gshard_off;
-        *n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-        *begin = zt_plan_shard_begin(pl, i, pl->shard);
+        *n = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
+        *begin = zt_plan_shard_begin(pl, i, pl->p[i].shard);
     }
 }
 
@@ -65,8 +65,8 @@ static void local_slice(zt_engine *e, int i, slice *s, bool moments) {
         s->g = e->micro_grads + off;
     } else {
         off = pl->p[i].gshard_off;
-        s->n = (size_t)zt_plan_shard_numel(pl, i, pl->shard);
-        s->begin = zt_plan_shard_begin(pl, i, pl->shard);
+        s->n = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
+        s->begin = zt_plan_shard_begin(pl, i, pl->p[i].shard);
         local0 = zt_store_local_is_piece(e) ? 0 : (size_t)s->begin;
         s->g = e->grad_pieces + off;
     }
@@ -219,7 +219,7 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
             double t0 = omp_get_wtime();
             if (gather) {
                 for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                rc = zt_all_gather_f32(c, whole + zt_plan_shard_begin(pl, i, pl->shard), whole, counts, "muon momentum",
+                rc = zt_all_gather_f32(c, whole + zt_plan_shard_begin(pl, i, pl->p[i].shard), whole, counts, "muon momentum",
                                        err);
             }
             if (!rc && cut)
@@ -279,7 +279,7 @@ static int lamb_gather_logical(zt_engine *e, int i, float *cat, float *logical, 
     if (e->shard_optim && pl->nshards > 1) {
         size_t counts[N];
         for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-        rc = zt_all_gather_f32(e->shard_comm, cat + off + zt_plan_shard_begin(pl, i, pl->shard), cat + off, counts,
+        rc = zt_all_gather_f32(e->shard_comm, cat + off + zt_plan_shard_begin(pl, i, pl->p[i].shard), cat + off, counts,
                                what, err);
     }
     if (!rc) rc = zt_engine_tp_gather_logical(e, i, cat, logical, what, err);

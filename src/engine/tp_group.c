@@ -239,13 +239,19 @@ size_t zt_engine_tp_part_offset(const zt_engine *e, int i) {
     return off;
 }
 
+/* The ranks a cut parameter's parts are spread over: the tp group's, or (the experts stored E/ep a
+ * rank) the ep group's */
+static zt_comm *part_comm(const zt_engine *e, const zt_param_desc *p) {
+    return p->part_group == ZT_PART_EP ? e->ep_comm : e->tp_comm;
+}
+
 int zt_engine_tp_gather_logical(zt_engine *e, int i, float *stage, float *logical, const char *what, zt_error *err) {
     const zt_param_desc *p = &e->model->params[i];
     int P = p->tp_parts;
     size_t counts[P > 0 ? P : 1], off = zt_engine_tp_part_offset(e, i);
     for (int q = 0; q < P; q++) counts[q] = (size_t)zt_tp_part_numel(p, q);
     zt_trace_begin("tp", what);
-    int rc = zt_all_gather_f32(e->tp_comm, stage + off, stage, counts, what, err);
+    int rc = zt_all_gather_f32(part_comm(e, p), stage + off, stage, counts, what, err);
     span_end("all_gather", (size_t)p->logical_numel);
     off = 0;
     for (int q = 0; q < P && !rc; q++) {

@@ -139,7 +139,7 @@ size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n) {
     size_t floats = 1024; /* aligning the window's start to 4 KiB */
     for (int k = 0; k < n; k++) {
         int i = params[k];
-        floats += zt_nvme_span_bytes(pl->p[i].shard_off, (size_t)zt_plan_shard_numel(pl, i, pl->shard)) / sizeof(float);
+        floats += zt_nvme_span_bytes(pl->p[i].shard_off, (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard)) / sizeof(float);
     }
     return floats;
 }
@@ -171,10 +171,37 @@ size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool sha
     size_t most = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (!m->params[i].trainable) continue;
-        size_t n = shard_optim ? (size_t)zt_plan_shard_numel(pl, i, pl->shard) : (size_t)m->params[i].numel;
+        size_t n = shard_optim ? (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard) : (size_t)m->params[i].numel;
         if (n > most) most = n;
     }
     return (most + 15) / 16 * 16;
+}
+
+void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int world, int rank, int nshards, int shard,
+                           zt_plan_group *groups) {
+    for (int g = 0; g < ZT_SHARD_GROUP_COUNT; g++) groups[g] = (zt_plan_group){nshards, shard};
+    if (!zt_model_experts_local(m)) return;
+    int ep = zt_model_ep_parts(m), edp = world / ep;
+    bool sharded = o->strategy != ZT_STRATEGY_DDP && edp > 1;
+    groups[ZT_SHARD_GROUP_EDP] = sharded ? (zt_plan_group){edp, rank / ep} : (zt_plan_group){1, 0};
+}
+
+/* a stacked experts' tensor stored E/ep a rank (zt_model_store_experts) */
+static bool stored_part(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
+
+void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts) {
+    *logical = *experts = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t c = zt_plan_desc_chunks(&m->params[i]);
+        *logical += stored_part(&m->params[i]) ? c * m->params[i].tp_parts : c;
+        if (stored_part(&m->params[i])) *experts += c;
+    }
+}
+
+size_t zt_memory_ep_norm_floats(const zt_model *m) {
+    int64_t logical, experts;
+    zt_memory_ep_chunks(m, &logical, &experts);
+    return 2 * ((size_t)logical + (size_t)(zt_model_ep_parts(m) + 1) * (size_t)experts) + 2;
 }
 
 size_t zt_memory_seq_width(const zt_model *m) {
@@ -222,6 +249,8 @@ typedef struct sim {
     size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
     size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
                                       (all-reduces reduce-scatter first) on each comm, bytes */
+    size_t block_edp;              /* ... on the expert-data-parallel comm (experts stored E/ep a rank) */
+    int *glist;                    /* (n_params) one shard group's parameters of a staged list */
 } sim;
 
 /* what a staged bucket is for: its reduce-scatter scratch depends on it */
@@ -243,6 +272,8 @@ static void alloc(sim *s, zt_mem_class c, size_t floats) { take(s, c, zt_memory_
 static void release(sim *s, zt_mem_class c, size_t floats) { give(s, c, zt_memory_alloc_bytes(floats)); }
 
 static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel; }
+/* its gradient tensor as units write it (shard/plan.h: the experts stored E/ep a rank have slots) */
+static size_t gnumel(const sim *s, int i) { return (size_t)s->pl->p[i].gnumel; }
 /* compute_copy.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
 static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
@@ -282,13 +313,31 @@ static void dequant(sim *s, int u, bool make) {
  * Gradient buckets (rs, ar) hold elements of the reduce dtype, parameter buckets (ag) fp32.
  * src/comm: a reduce-scatter's scratch follows the largest own block on its comm, in bytes; an
  * all-reduce reduce-scatters even blocks of its buffer (zt_comm_even_counts). */
+static void stage_group(sim *s, bool thread, const int *params, int n, stage_kind kind, int g);
+
+/* collect.c for_each_bucket: the buckets of each shard group apart (the experts stored E/ep a rank
+ * after the dense parameters) */
 static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind) {
+    if (!zt_model_experts_local(s->m)) {
+        stage_group(s, thread, params, n, kind, ZT_SHARD_GROUP_DP);
+        return;
+    }
+    for (int g = 0; g < ZT_SHARD_GROUP_COUNT; g++) {
+        int k = zt_plan_group_params(s->pl, params, n, g, s->glist);
+        stage_group(s, thread, s->glist, k, kind, g);
+    }
+}
+
+static void stage_group(sim *s, bool thread, const int *params, int n, stage_kind kind, int g) {
     size_t limit = s->o->bucket_bytes / sizeof(float);
+    const zt_plan_group *G = &s->pl->groups[g];
+    int world = g == ZT_SHARD_GROUP_EDP ? s->world / zt_model_ep_parts(s->m) : s->world; /* ddp's all-reduce */
+    int rank = g == ZT_SHARD_GROUP_EDP ? s->rank / zt_model_ep_parts(s->m) : s->rank;
     for (int first = 0; first < n;) {
         int end = zt_plan_bucket_end(s->m, params, n, first, limit);
         size_t floats = 0, own = 0; /* elements of the bucket, of them this rank's */
         for (int k = first; k < end; k++) {
-            size_t mine = (size_t)zt_plan_shard_numel(s->pl, params[k], s->pl->shard);
+            size_t mine = (size_t)zt_plan_shard_numel(s->pl, params[k], G->shard);
             floats += kind == ST_AR_PIECES ? mine : numel(s, params[k]);
             own += mine;
         }
@@ -297,10 +346,13 @@ static void stage(sim *s, bool thread, const int *params, int n, stage_kind kind
                                                    : param_floats(s, floats)) /* all-gathers move parameters */
                                     : zt_memory_floats_for_bytes(floats * s->reduce_elem);
         if (need > *cap) *cap = need;
-        size_t *block = thread ? &s->block_thread : kind == ST_AR_PIECES ? &s->block_replica : &s->block_main;
+        size_t *block = g == ZT_SHARD_GROUP_EDP ? &s->block_edp
+                        : thread                ? &s->block_thread
+                        : kind == ST_AR_PIECES  ? &s->block_replica
+                                                : &s->block_main;
         size_t b = 0;
-        if (kind == ST_RS && s->pl->nshards > 1) b = own;
-        if (kind == ST_AR_FULL) b = floats / (size_t)s->world + ((size_t)s->rank < floats % (size_t)s->world);
+        if (kind == ST_RS && G->nshards > 1) b = own;
+        if (kind == ST_AR_FULL && world > 1) b = floats / (size_t)world + ((size_t)rank < floats % (size_t)world);
         if (kind == ST_AR_PIECES) {
             int R = s->world / s->pl->nshards, rr = s->rank / s->pl->nshards;
             b = floats / (size_t)R + ((size_t)rr < floats % (size_t)R);
@@ -355,7 +407,7 @@ static int res_window_make(void *ctx, int u, const int *params, int n, size_t fl
     alloc(s, ZT_MEM_PARAMS, floats);
     for (int j = 0; j < n; j++)
         s->io_read += zt_nvme_span_bytes(s->pl->p[params[j]].shard_off,
-                                         (size_t)zt_plan_shard_numel(s->pl, params[j], s->pl->shard));
+                                         (size_t)zt_plan_shard_numel(s->pl, params[j], s->pl->p[params[j]].shard));
     return ZT_OK;
 }
 
@@ -371,7 +423,7 @@ static const zt_residency_ops RESIDENCY_OPS = {
 
 static void release_pgrad(sim *s, int i) {
     if (!s->pgrad[i]) return;
-    release(s, ZT_MEM_GRADS, numel(s, i));
+    release(s, ZT_MEM_GRADS, gnumel(s, i));
     s->pgrad[i] = false;
 }
 
@@ -399,7 +451,7 @@ static void grad_finish(sim *s, int u) {
     grad_flush(s);
     if (s->replicas) stage(s, false, own, n, ST_AR_PIECES);
     for (int k = 0; k < n; k++)
-        s->io_write += zt_nvme_span_bytes(s->pl->p[own[k]].gshard_off, (size_t)zt_plan_shard_numel(s->pl, own[k], s->pl->shard));
+        s->io_write += zt_nvme_span_bytes(s->pl->p[own[k]].gshard_off, (size_t)zt_plan_shard_numel(s->pl, own[k], s->pl->p[own[k]].shard));
     s->gwriting = u;
 }
 
@@ -449,7 +501,7 @@ static void micro_batch(sim *s, int micro) {
     /* grads.c zt_grads_begin_micro */
     if (micro == 0) s->reduce_now = s->shard_grads && (s->ga == 1 || s->o->reduce_every_micro_batch);
     s->direct = s->reduce_now && s->ga == 1 && !s->transient; /* micro_direct: into the reduced pieces */
-    size_t tree_floats = s->reduce_now ? pl->gshard_floats : pl->gfull_floats; /* gradient layouts */
+    size_t tree_floats = s->reduce_now ? pl->gshard_floats : pl->gbuf_floats; /* gradient buffers */
     if (!s->direct) alloc(s, ZT_MEM_GRADS, tree_floats);
     if (micro == 0 && s->transient && s->early) alloc(s, ZT_MEM_GRADS, pl->gshard_floats); /* reduced_pieces */
     /* run_forward (training) */
@@ -469,7 +521,7 @@ static void micro_batch(sim *s, int micro) {
         for (int k = 0; k < un->n_params; k++) { /* zt_grads_for */
             int i = un->params[k];
             if (s->reduce_now && !s->pgrad[i] && m->params[i].trainable) {
-                alloc(s, ZT_MEM_GRADS, numel(s, i));
+                alloc(s, ZT_MEM_GRADS, gnumel(s, i));
                 s->pgrad[i] = true;
             }
         }
@@ -493,7 +545,7 @@ static void micro_batch(sim *s, int micro) {
 /* step.c zt_engine_step: grads.c zt_grads_finish, the update, zt_grads_reset, the all-gather */
 static void optimizer_step(sim *s) {
     const zt_plan *pl = s->pl;
-    size_t n = s->reduce_now ? pl->gshard_floats : pl->gfull_floats;
+    size_t n = s->reduce_now ? pl->gshard_floats : pl->gbuf_floats;
     s->tree_floats = n;
     zt_sum_tree_fold(&s->tree, tree_merge, s); /* one buffer is left */
     if (s->reduce_now) {
@@ -583,7 +635,7 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
         size_t cut = zt_memory_lamb_cut_floats(m);
         for (int i = 0; i < m->n_params; i++)
             if (m->params[i].trainable && m->params[i].tp_parts > 1)
-                *lamb_cut_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->shard)
+                *lamb_cut_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->p[i].shard)
                                                   : (size_t)m->params[i].numel;
         alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2 + 4 * ((cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK));
         if (cut) alloc(s, ZT_MEM_OPTIMIZER, 2 * cut);
@@ -603,7 +655,7 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
         if ((size_t)p->logical_numel > slot) slot = (size_t)p->logical_numel;
         if (w > work) work = w;
         if (p->trainable)
-            *muon_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->shard) : (size_t)p->numel;
+            *muon_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->p[i].shard) : (size_t)p->numel;
         n++;
     }
     free(muon);
@@ -661,19 +713,23 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     s.replicas = o->strategy == ZT_STRATEGY_HYBRID && has_comm;
     if (!s.shard_optim || !has_comm) nshards = 1, shard = 0;
     zt_plan pl;
-    int rc = zt_plan_create(m, nshards, shard, &pl, err);
+    zt_plan_group groups[ZT_SHARD_GROUP_COUNT];
+    zt_memory_plan_groups(m, o, world, rank, nshards, shard, groups);
+    int rc = zt_plan_create_groups(m, groups, &pl, err);
     if (rc) return rc;
     s.pl = &pl;
     /* overlap.c zt_overlap_wanted (the engine passes its own answer, which also knows the MPI
      * thread level and ZT_OVERLAP_COMM) */
     bool early_ok = !s.shard_grads && s.ga == 1 && has_comm && (s.shard_optim ? nshards >= 2 : world > 1);
     s.overlap = po->overlap >= 0 ? po->overlap != 0
-                                 : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm;
+                                 : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm &&
+                                       !zt_model_experts_local(m); /* overlap.c: on the main thread */
     s.early = s.overlap && early_ok;
     s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
     s.all = malloc((size_t)m->n_params * sizeof *s.all);
     s.list = malloc((size_t)m->n_params * sizeof *s.list);
-    if (!s.pgrad || !s.all || !s.list) {
+    s.glist = malloc((size_t)m->n_params * sizeof *s.glist);
+    if (!s.pgrad || !s.all || !s.list || !s.glist) {
         rc = zt_error_set(err, ZT_ERR_NOMEM, "memory plan: out of memory");
         goto done;
     }
@@ -817,6 +873,8 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (s.shard_optim && pl.nshards > 1) alloc(&s, ZT_MEM_COMM, 2 * (size_t)pl.norm_chunks);
     int parts = m->units[0].tp_parts; /* tp_group.c zt_engine_tp_setup: the group's staging */
     if (parts > 1) alloc(&s, ZT_MEM_COMM, zt_memory_tp_work_floats(m, o->B, o->T));
+    /* ep_group.c zt_engine_ep_setup: the experts stored E/ep a rank, their norm's buffers */
+    if (zt_model_experts_local(m)) alloc(&s, ZT_MEM_COMM, zt_memory_ep_norm_floats(m));
 
     /* ---- one optimizer step ---- */
     for (int micro = 0; micro < s.ga; micro++) micro_batch(&s, micro);
@@ -859,13 +917,16 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (o->pp_in_width > 0 && BT * (size_t)o->pp_in_width > tp_sum) tp_sum = BT * (size_t)o->pp_in_width;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
+    /* the expert-data-parallel comm (ep_group.c): its reduce-scatters and all-reduces of the experts */
+    int edp = zt_model_experts_local(m) ? world / zt_model_ep_parts(m) : 1;
+    out->scratch_edp = edp > 1 ? zt_comm_scratch_bytes_for_size(edp, chunk, s.block_edp) : 0;
     /* the same comms' shared segments, this rank's region of each (shm.c; made with the comm) */
     if (po->shm != 0)
         out->shm = zt_comm_shm_bytes_for_size(main_ranks) + (s.overlap ? zt_comm_shm_bytes_for_size(main_ranks) : 0) +
                    (s.replicas ? zt_comm_shm_bytes_for_size(world / pl.nshards) : 0) +
-                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0);
+                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0) + (edp > 1 ? zt_comm_shm_bytes_for_size(edp) : 0);
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +
-                  out->scratch_tp + out->shm;
+                  out->scratch_tp + out->scratch_edp + out->shm;
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;
@@ -882,6 +943,7 @@ done:
     free(s.gwindow);
     free(s.all);
     free(s.list);
+    free(s.glist);
     zt_plan_free(&pl);
     return rc;
 }

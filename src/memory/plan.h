@@ -118,6 +118,16 @@ typedef struct zt_memory_plan_options {
 
 /* Defaults: the communication thread as the engine decides, no offload, new comms' chunks. */
 void zt_memory_plan_options_default(zt_memory_plan_options *po);
+/* The shard plan's groups for rank `rank` of the engine's data-parallel `world` (the engine builds
+ * its plan with them too): every group the shard group (nshards, shard), except, with the experts
+ * stored E/ep a rank (zt_model_store_experts) under a ZeRO stage, the expert-data-parallel one
+ * (world / ep ranks, this rank's index rank / ep; one shard under ddp). */
+void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int world, int rank, int nshards, int shard,
+                           zt_plan_group *groups);
+/* The experts stored E/ep a rank: the logical model's gradient-norm chunks and one part's expert
+ * chunks (engine/ep_group.c's norm), and the floats of that norm's buffers (class comm) */
+void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts);
+size_t zt_memory_ep_norm_floats(const zt_model *m);
 
 /* The plan of rank `rank` of `world` ranks (world 1: one process). o gives the strategy, B, T,
  * grad_accum, reduce_every_micro_batch, bucket_bytes, keep_params_after_forward, no_prefetch,

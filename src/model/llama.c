@@ -423,8 +423,8 @@ static int block_recompute(const zt_unit *u, const zt_unit_args *a, zt_error *er
 }
 
 /* expert parallelism with gradient accumulation: the experts' per-source slots added at the step */
-static void block_fold_grads(const zt_unit *u, const zt_unit_group *g, float *const *grads) {
-    if (moe(u->model_cfg) && u->ep_parts > 1) zt_moe_ep_fold(u, g, &MOE_PARAMS, grads);
+static void block_fold_grads(const zt_unit *u, const zt_unit_group *g, float *const *grads, float *const *slots) {
+    if (moe(u->model_cfg) && u->ep_parts > 1) zt_moe_ep_fold(u, g, &MOE_PARAMS, grads, slots);
 }
 
 static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,

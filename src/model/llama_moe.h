@@ -47,7 +47,8 @@ size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N);
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                       const float *x, float *scratch, zt_error *err);
 /* the per-source weight-gradient slots of w1, w2, w3 added into this part's experts (llama_moe_ep.c) */
-void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads);
+void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads,
+                    float *const *slots);
 int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                        float *dy, float *dxp, float *scratch, zt_error *err);
 /* out (N,C) = MoE(x), x (N,C) the post-attention norm's output; saved: zt_moe_saved_floats floats;

@@ -30,7 +30,10 @@
  * sum comes first: deterministic, but another order (docs/parallelism.md).
  * The weight-gradient slots are the gradient tensor itself: its ep slices of El experts, slice s
  * for source s (the gradient arrives zeroed, as every gradient of a unit that does not assign it),
- * summed into slice 0, then moved to this part's slice q and the others zeroed again.
+ * summed into slice 0, then moved to this part's slice q and the others zeroed again. With the
+ * experts stored E/ep a part (zt_unit.ep_local, zt_model_store_experts) the weights are this
+ * part's El experts and the engine hands a gradient of ep x their floats (the slots after the
+ * stored gradient, shard/plan.h's grad_slots): the sum stays in slice 0, the stored one.
  *
  * Saved (llama_moe.h's zt_moe_saved): xr (the rows from source s at xr + s·Rl·C, Rl =
  * zt_moe_ep_rows), roff (each source's experts' row offsets), gate/up/h over those rows; y (the
@@ -160,8 +163,8 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
     if ((rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err))) return rc;
     /* 3. this part's experts over each source's rows, apart: the products one process runs */
     float *const *prm = a->params;
-    const float *W1 = prm[pk->w1] + (size_t)q * El * I * C, *W3 = prm[pk->w3] + (size_t)q * El * I * C;
-    const float *W2 = prm[pk->w2] + (size_t)q * El * C * I;
+    size_t at = u->ep_local ? 0 : (size_t)q * El * I * C; /* this part's experts in the tensors */
+    const float *W1 = prm[pk->w1] + at, *W3 = prm[pk->w3] + at, *W2 = prm[pk->w2] + at;
     float *yr = w.dyr; /* forward: the y rows until they go back */
     for (int p = 0; p < P; p++) {
         const int32_t *ro = s->roff + (size_t)p * (El + 1);
@@ -194,24 +197,37 @@ static void tree_in_place(float *const *b, int lo, int hi, size_t n) {
     for (size_t i = 0; i < n; i++) l[i] += r[i];
 }
 
-/* The gradient slots' sum (slice s: source s's partial) into slice q; the other slices zeroed */
-static void fold_slots(float *grad, int P, int q, size_t slice) {
-    float *b[MAX_PARTS] = {0};
-    for (int p = 0; p < P; p++) b[p] = grad + (size_t)p * slice;
+/* Source part p's weight-gradient slot of unit parameter idx (n floats: El experts): slice p of the
+ * whole tensor's gradient, or with the experts stored E/ep a part (zt_unit.ep_local) the stored
+ * gradient for p = 0 and the engine's slots after it (zt_unit_args.grad_slots) for the others;
+ * NULL when the parameter is frozen */
+static float *slot_of(const zt_unit *u, float *const *grads, float *const *slots, int idx, int p, size_t n) {
+    if (!grads[idx]) return NULL;
+    if (!u->ep_local) return grads[idx] + (size_t)p * n;
+    return p == 0 ? grads[idx] : slots && slots[idx] ? slots[idx] + (size_t)(p - 1) * n : NULL;
+}
+
+/* The slots' sum (slot s: source s's partial) into slot q (this part's experts in the tensor;
+ * stored E/ep a part: slot 0, the stored gradient); the other slots zeroed */
+static void fold_slots(float *const *b, int P, int q, size_t slice) {
     tree_in_place(b, 0, P, slice);
     if (q != 0) memcpy(b[q], b[0], slice * sizeof(float));
     for (int p = 0; p < P; p++)
         if (p != q) memset(b[p], 0, slice * sizeof(float));
 }
 
-void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads) {
+void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads,
+                    float *const *slots) {
     const zt_llama_config *c = u->model_cfg;
     int P = u->ep_parts, El = c->n_experts / P;
     size_t in_slice = (size_t)El * zt_moe_part_width(u) * c->n_embd;
     if (!g || P < 2 || P > MAX_PARTS) return;
     for (int k = 0; k < 3; k++) {
         int idx = k == 0 ? pk->w1 : k == 1 ? pk->w2 : pk->w3;
-        if (grads[idx]) fold_slots(grads[idx], P, g->ep_part, in_slice);
+        float *b[MAX_PARTS] = {0};
+        bool all = true;
+        for (int p = 0; p < P; p++) all &= (b[p] = slot_of(u, grads, slots, idx, p, in_slice)) != NULL;
+        if (all) fold_slots(b, P, u->ep_local ? 0 : g->ep_part, in_slice);
     }
 }
 
@@ -240,27 +256,31 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     snprintf(what, sizeof what, "%s: d results to experts", u->name);
     rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err);
     if (rc) return rc;
+    if (u->ep_local && a->grads[pk->w1] && (!a->grad_slots || !a->grad_slots[pk->w1]))
+        return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts stored E/ep a part without the engine's gradient "
+                            "slots", u->name);
     /* 2. each source's backward apart, its weight gradients in its own slot (slice p) */
     float *const *prm = a->params, *const *gr = a->grads;
     size_t in_slice = (size_t)El * I * C; /* w1, w3 (El·I, C); w2 (El·C, I): as many floats */
-    const float *W1 = prm[pk->w1] + (size_t)q * in_slice, *W3 = prm[pk->w3] + (size_t)q * in_slice;
-    const float *W2 = prm[pk->w2] + (size_t)q * in_slice;
+    size_t at = u->ep_local ? 0 : (size_t)q * in_slice; /* this part's experts in the tensors */
+    const float *W1 = prm[pk->w1] + at, *W3 = prm[pk->w3] + at, *W2 = prm[pk->w2] + at;
     for (int p = 0; p < P; p++) {
         const int32_t *ro = s->roff + (size_t)p * (El + 1);
         size_t base = (size_t)p * Rl;
         if (!want[p]) continue;
         float *dyr = w.dyr + base * C, *dxr = w.dxr + base * C;
-        moe_grouped_backward(w.dgate, gr[pk->w2] ? gr[pk->w2] + (size_t)p * in_slice : NULL, dyr, s->h + base * I, W2,
-                             ro, El, I, C, 0);
+        float *const *sl = a->grad_slots;
+        moe_grouped_backward(w.dgate, slot_of(u, gr, sl, pk->w2, p, in_slice), dyr, s->h + base * I, W2, ro, El, I, C,
+                             0);
         swiglu_backward(w.dgate, w.dup, w.dgate, s->gate + base * I, s->up + base * I, want[p] * I);
-        moe_grouped_backward(dxr, gr[pk->w1] ? gr[pk->w1] + (size_t)p * in_slice : NULL, w.dgate, s->xr + base * C,
-                             W1, ro, El, C, I, 0);
-        moe_grouped_backward(dxr, gr[pk->w3] ? gr[pk->w3] + (size_t)p * in_slice : NULL, w.dup, s->xr + base * C, W3,
-                             ro, El, C, I, ZT_MM_DINP_ADD);
+        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w1, p, in_slice), w.dgate, s->xr + base * C, W1, ro, El, C,
+                             I, 0);
+        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w3, p, in_slice), w.dup, s->xr + base * C, W3, ro, El, C, I,
+                             ZT_MM_DINP_ADD);
     }
     /* 3. the partials in the tree over the sources, into this part's experts (with gradient
      * accumulation: after the micro-batches, zt_moe_ep_fold) */
-    if (!a->ep_defer_fold) zt_moe_ep_fold(u, g, pk, gr);
+    if (!a->ep_defer_fold) zt_moe_ep_fold(u, g, pk, gr, a->grad_slots);
     /* 4. d xp back to the tokens' parts */
     for (int p = 0; p < P; p++) {
         src[p] = w.dxr + (size_t)p * Rl * C;

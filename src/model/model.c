@@ -179,6 +179,35 @@ int zt_model_ep_parts(const zt_model *m) {
     return m->n_units > 0 && m->units[0].ep_parts > 1 ? m->units[0].ep_parts : 1;
 }
 
+int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err) {
+    if (parts != zt_model_ep_parts(m) || parts < 2 || part < 0 || part >= parts)
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: experts stored as part %d of %d, but its experts are "
+                            "spread over %d part%s (zt_model_set_expert_parallel first)", m->name, part, parts,
+                            zt_model_ep_parts(m), zt_model_ep_parts(m) == 1 ? "" : "s");
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].tp_parts > 1)
+            return zt_error_set(err, ZT_ERR_USAGE, "model %s: experts stored E/ep a rank with %s cut over %d parts "
+                                "(tensor parallelism, or stored already): not built", m->name, m->params[i].name,
+                                m->params[i].tp_parts);
+    for (int i = 0; i < m->n_params; i++) {
+        zt_param_desc *p = &m->params[i];
+        if (p->norm_blocks != m->moe_experts || p->norm_blocks < 2) continue; /* not a stacked experts' tensor */
+        p->tp_parts = parts;
+        p->tp_part = part;
+        p->tp_dim = 0;
+        p->tp_blocks = 1;
+        p->part_group = ZT_PART_EP;
+        p->shard_group = ZT_SHARD_GROUP_EDP;
+        p->shape[0] = p->logical_shape[0] / parts; /* whole experts: parts divides E (set_expert_parallel) */
+        p->numel = p->logical_numel / parts;
+        p->norm_blocks = m->moe_experts / parts;
+    }
+    for (int u = 0; u < m->n_units; u++) m->units[u].ep_local = true;
+    return ZT_OK;
+}
+
+bool zt_model_experts_local(const zt_model *m) { return m->n_units > 0 && m->units[0].ep_local; }
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)

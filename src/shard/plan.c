@@ -99,12 +99,16 @@ int zt_plan_create_groups(const zt_model *m, const zt_plan_group *groups, zt_pla
         }
         p->gfull_off = pl->gfull_floats; /* a frozen parameter takes no room in the gradient layouts */
         p->gshard_off = pl->gshard_floats;
+        p->gnumel = d->part_group == ZT_PART_EP && d->tp_parts > 1 ? d->numel * d->tp_parts : d->numel;
+        p->gslot = pl->gslot_floats;
+        if (d->trainable && p->gnumel > d->numel) pl->gslot_floats += align_up((size_t)(p->gnumel - d->numel));
         if (d->trainable) {
             pl->gfull_floats += align_up((size_t)d->numel);
             pl->gshard_floats += align_up((size_t)zt_plan_shard_numel(pl, i, p->shard));
         }
         pl->norm_chunks += zt_plan_param_chunks(pl, i);
     }
+    pl->gbuf_floats = pl->gfull_floats + pl->gslot_floats;
     for (int u = 0; u < m->n_units; u++)
         for (int k = 0; k < m->units[u].n_params; k++) {
             zt_param_plan *p = &pl->p[m->units[u].params[k]];
@@ -121,6 +125,7 @@ void zt_plan_keep_frozen_slots(zt_plan *pl) {
     }
     pl->gfull_floats = pl->full_floats;
     pl->gshard_floats = pl->shard_floats;
+    pl->gbuf_floats = pl->gfull_floats + pl->gslot_floats;
 }
 
 void zt_plan_align_pieces(zt_plan *pl, size_t align) {
@@ -148,6 +153,13 @@ int zt_plan_bucket_end(const zt_model *m, const int *params, int n, int first, s
         if (k > first && acc + numel > limit_floats) break;
         acc += numel;
     }
+    return k;
+}
+
+int zt_plan_group_params(const zt_plan *pl, const int *params, int n, int g, int *out) {
+    int k = 0;
+    for (int j = 0; j < n; j++)
+        if (pl->p[params[j]].group == g) out[k++] = params[j];
     return k;
 }
 

@@ -35,6 +35,12 @@
 
 typedef struct zt_param_plan {
     int64_t rows, row_len;   /* dim 0, and numel / dim 0 */
+    int64_t gnumel;          /* the floats of its gradient as units write it: numel, or with the
+                                experts stored E/ep a part (zt_param_desc.part_group ZT_PART_EP) ep x
+                                numel, the stored gradient then ep - 1 slots for the other source
+                                parts' partials (model/llama_moe_ep.c, zt_unit_args.grad_slots) */
+    size_t gslot;            /* ... those slots' offset in the gradient buffers' slot region (after
+                                the gradient layout: zt_plan_gslot_off) */
     int blocks;              /* norm blocks along dim 0 (>= 1; zt_param_desc.norm_blocks) */
     int group;               /* its zt_shard_group (zt_param_desc.shard_group) */
     int nshards, shard;      /* its group's size and this rank's index in it */
@@ -62,6 +68,8 @@ typedef struct zt_plan {
     size_t shard_floats;     /* floats in this rank's shard layout */
     size_t gfull_floats, gshard_floats; /* floats in the gradient layouts (= full_floats and
                                            shard_floats when nothing is frozen) */
+    size_t gslot_floats;     /* the experts stored E/ep a part: their source slots (0 without) */
+    size_t gbuf_floats;      /* a full gradient buffer: the gradient layout, then the slot region */
     int64_t norm_chunks;     /* chunks over all parameters (a parameter's last chunk may be short) */
 } zt_plan;
 
@@ -89,6 +97,9 @@ void zt_plan_keep_frozen_slots(zt_plan *plan);
  * whose files are read and written piece by piece with O_DIRECT (4 KiB: align 1024). */
 void zt_plan_align_pieces(zt_plan *plan, size_t align);
 
+/* Where parameter i's source slots start in a full gradient buffer (gnumel > numel only) */
+static inline size_t zt_plan_gslot_off(const zt_plan *pl, int i) { return pl->gfull_floats + pl->p[i].gslot; }
+
 /* Elements of parameter i held by shard s, and their offset inside the full tensor. */
 static inline int64_t zt_plan_shard_numel(const zt_plan *pl, int i, int s) {
     const zt_param_plan *p = &pl->p[i];
@@ -103,6 +114,10 @@ static inline int64_t zt_plan_shard_begin(const zt_plan *pl, int i, int s) {
  * elements fit in limit_floats (a parameter larger than that is a bucket of its own). Returns the
  * index one past its last parameter (> first when first < n). */
 int zt_plan_bucket_end(const zt_model *m, const int *params, int n, int first, size_t limit_floats);
+/* The parameters of params[0..n) whose shard group is g, in their order, into out (n room);
+ * returns their count. A bucket holds one group's parameters: its collective runs on that
+ * group's ranks (the engine's collectives and the memory plan walk the groups in order). */
+int zt_plan_group_params(const zt_plan *pl, const int *params, int n, int g, int *out);
 
 /* Gradient norm support: chunk partial sums of squares. For parameter i, shard s's piece covers
  * chunks [first, first + count) of the parameter's chunks (global chunk indices, all parameters

@@ -257,10 +257,15 @@ static int run(int argc, char **argv) {
         free(buf);
     }
     int64_t P = 0, Pt = 0; /* this part's elements; Pt: the trainable ones, the gradients' */
+    int64_t Pe = 0, Pet = 0; /* ... of them the experts stored E/ep a rank (reduced over the edp ranks) */
     double Q = 0; /* the quantized base's sharded bytes (codes and scales, not NF4's replicated tail) */
     for (int i = 0; i < m->n_params; i++) {
         P += m->params[i].quant ? 0 : m->params[i].numel; /* the quantized base moves as its bytes */
         if (m->params[i].trainable) Pt += m->params[i].numel;
+        if (m->params[i].shard_group == ZT_SHARD_GROUP_EDP) {
+            Pe += m->params[i].numel;
+            if (m->params[i].trainable) Pet += m->params[i].numel;
+        }
         zt_quant_split qs;
         zt_memory_quant_split(&m->params[i], 1, 0, &qs);
         Q += (double)(qs.end[1] - qs.off[0]);
@@ -318,7 +323,12 @@ static int run(int argc, char **argv) {
         double gbytes = o.precision.reduce == ZT_DTYPE_FP32 ? 4.0 : 2.0;
         int Nd = N; /* the engine's data-parallel group: dp x cp */
         N = mesh->dp_cp;
-        double unit = 4.0 * (double)(N - 1) * (double)P, gunit = gbytes * (double)(N - 1) * (double)Pt;
+        /* the experts stored E/ep a rank move over their ep edp groups of N/ep ranks: summed over
+         * the dp group, ep (N/ep - 1) passes of their elements where the dense ones make N - 1 */
+        int ep_parts = zt_model_ep_parts(m);
+        double f = N > 1 ? (double)ep_parts * (double)(N / ep_parts - 1) / (double)(N - 1) : 0.0;
+        double Pw = (double)(P - Pe) + f * (double)Pe, Ptw = (double)(Pt - Pet) + f * (double)Pet;
+        double unit = 4.0 * (double)(N - 1) * Pw, gunit = gbytes * (double)(N - 1) * Ptw;
         double want[3] = {0, 0, 0};
         int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard * mesh->cp : N, R = N / S;
         double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
@@ -326,10 +336,10 @@ static int run(int argc, char **argv) {
         switch (o.strategy) {
         case ZT_STRATEGY_DDP: want[2] = 2 * gunit; break;
         /* zero1/zero2 all-gather the updated parameters: the trainable ones */
-        case ZT_STRATEGY_ZERO1: want[0] = gunit; want[1] = unit * (double)Pt / (double)P; break;
+        case ZT_STRATEGY_ZERO1: want[0] = gunit; want[1] = 4.0 * (double)(N - 1) * Ptw; break;
         case ZT_STRATEGY_ZERO2:
             want[0] = gunit * (o.reduce_every_micro_batch ? GA : 1);
-            want[1] = unit * (double)Pt / (double)P;
+            want[1] = 4.0 * (double)(N - 1) * Ptw;
             break;
         case ZT_STRATEGY_ZERO3: /* the quantized base's bytes gathered for forward and for backward */
             want[0] = gunit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);

@@ -507,8 +507,10 @@ int zt_model_ep_parts(const zt_model *m);
  * numbers for parts not the model's ep parts, a part out of range, or a model already cut by
  * tensor parallelism (not built: its experts stay whole on every rank). */
 int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err);
-/* Whether zt_model_store_experts cut m's experts */
+/* Whether zt_model_store_experts cut m's experts; and the experts whole again (estimates of
+ * strategies that keep them whole: src/memory/estimate.c) */
 bool zt_model_experts_local(const zt_model *m);
+void zt_model_whole_experts(zt_model *m);
 
 /* Index of the parameter called name, or -1. */
 int zt_model_find_param(const zt_model *m, const char *name);

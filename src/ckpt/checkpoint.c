@@ -258,14 +258,18 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         }
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
-        int parts = p->tp_parts > 1 ? tp : 1; /* a whole parameter: part 0's files only */
+        /* a whole parameter: part 0's files only; the experts stored E/ep a rank: the data-parallel
+         * ranks' files (tensor parallelism is 1 then), each its part's rows */
+        bool stored = p->part_group == ZT_PART_EP && p->tp_parts > 1;
+        int parts = p->tp_parts > 1 && !stored ? tp : 1;
         int base = zt_ckpt_stage_of(e, i) * tp * nwriters; /* its stage's files */
         for (int k = 0; k < zt_ckpt_n_kinds(e); k++)
             for (int f = base; f < base + parts * nwriters; f++) {
                 int part = (f - base) / nwriters, s = (f - base) % nwriters;
                 int64_t rows, len, lo, hi;
                 zt_ckpt_part_shape(p, part, &rows, &len);
-                zt_plan_rows(rows, len, p->norm_blocks, nwriters, s, &lo, &hi);
+                if (stored) zt_ckpt_writer_rows(p, nwriters, s, &part, &lo, &hi);
+                else zt_plan_rows(rows, len, p->norm_blocks, nwriters, s, &lo, &hi);
                 zt_rect rects[8];
                 int nr = zt_ckpt_part_rects(p, part, lo, hi, rects);
                 /* writer f wrote this parameter's kinds one after another; its rows as rectangles */
@@ -289,8 +293,10 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         /* advance offsets in the writers' order: (i, kind) */
         for (int f = base; f < base + parts * nwriters; f++) {
             int64_t rows, len, lo, hi;
-            zt_ckpt_part_shape(p, (f - base) / nwriters, &rows, &len);
-            zt_plan_rows(rows, len, p->norm_blocks, nwriters, f % nwriters, &lo, &hi);
+            int part = (f - base) / nwriters;
+            zt_ckpt_part_shape(p, part, &rows, &len);
+            if (stored) zt_ckpt_writer_rows(p, nwriters, (f - base) % nwriters, &part, &lo, &hi);
+            else zt_plan_rows(rows, len, p->norm_blocks, nwriters, f % nwriters, &lo, &hi);
             off[f] += (uint64_t)zt_ckpt_n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
         }
         cJSON_AddItemToArray(tensors, t);
@@ -365,7 +371,7 @@ static int save_begin(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, c
 static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, const char *tmp,
                        const char *fin, int keep_last, int status, uint64_t size, uint64_t hash, zt_error *err) {
     zt_comm *world = zt_ckpt_job_comm(e);
-    int N = zt_ckpt_mesh_of(e)->world, nwriters = zt_engine_plan(e)->nshards * zt_ckpt_mesh_of(e)->tp * zt_ckpt_mesh_of(e)->pp; /* the files */
+    int N = zt_ckpt_mesh_of(e)->world, nwriters = zt_ckpt_writers(e) * zt_ckpt_mesh_of(e)->tp * zt_ckpt_mesh_of(e)->pp; /* the files */
     double mine[5], *all = calloc((size_t)N * 5, sizeof *all);
     if (!all) return zt_error_set(err, ZT_ERR_NOMEM, "checkpoint: out of memory");
     mine[0] = status == ZT_OK;
@@ -410,7 +416,7 @@ static int save_finish(zt_engine *e, const char *dir, const zt_ckpt_meta *meta, 
                 memcpy(&sizes[s], &all[5 * r + 3], 8);
                 memcpy(&hashes[s], &all[5 * r + 4], 8);
             }
-        char *text = sizes && hashes ? build_manifest(e, meta, zt_engine_plan(e)->nshards, sizes, hashes) : NULL;
+        char *text = sizes && hashes ? build_manifest(e, meta, zt_ckpt_writers(e), sizes, hashes) : NULL;
         free(sizes);
         free(hashes);
         if (!text) {

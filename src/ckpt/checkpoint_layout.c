@@ -3,6 +3,7 @@
  * start in the engine's layouts, their element access through the parameter store and the
  * optimizer state in any placement, and which rank writes which file. */
 #include "ckpt/checkpoint_internal.h"
+#include "ckpt/slices.h"
 #include "engine/pipeline.h"
 
 const char *const KIND_NAMES[NKINDS] = {"param", "exp_avg", "exp_avg_sq"};
@@ -15,13 +16,52 @@ size_t zt_ckpt_state_base(const zt_engine *e, int i) {
     return zt_engine_shards_optim(e) ? zt_engine_plan(e)->p[i].gshard_off : zt_engine_plan(e)->p[i].gfull_off;
 }
 
-/* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
- * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0; the states'
- * rows of this rank start at state_base. */
-size_t zt_ckpt_kind_base(const zt_engine *e, int i, int k) {
-    if (k > 0 || zt_store_local_is_piece(e)) return 0;
+/* The experts stored E/ep a rank (zt_model_store_experts): every data-parallel rank writes a file
+ * (under ddp too, where each holds its part's experts whole), W = the data-parallel ranks */
+static bool experts_stored(const zt_engine *e) { return zt_model_experts_local(zt_engine_model(e)); }
+
+int zt_ckpt_writers(const zt_engine *e) {
+    return experts_stored(e) ? zt_engine_dp_size(e) : zt_engine_plan(e)->nshards;
+}
+
+/* Writer s of w's rows of parameter p (the whole model's): [*lo, *hi) of its part *part's rows. A
+ * dense parameter: the plan's rows of shard s of w (its tensor-parallel part's files each); an
+ * expert tensor stored E/ep a rank: writer s is data-parallel rank s, which holds part s % ep, and
+ * writes the plan's rows of its expert-data-parallel shard s / ep of w / ep (the pieces ZeRO keeps;
+ * under ddp the same rows of the whole part). */
+void zt_ckpt_writer_rows(const zt_param_desc *p, int w, int s, int *part, int64_t *lo, int64_t *hi) {
+    int64_t rows, len;
+    int ep = p->part_group == ZT_PART_EP && p->tp_parts > 1 ? p->tp_parts : 0;
+    *part = ep ? s % ep : p->tp_part;
+    zt_ckpt_part_shape(p, *part, &rows, &len);
+    if (ep) zt_plan_rows(rows, len, p->norm_blocks, w / ep, s / ep, lo, hi);
+    else zt_plan_rows(rows, len, p->norm_blocks, w, s, lo, hi);
+}
+
+/* this rank's writer rows of parameter i: the plan's piece, or with the experts stored the writer
+ * rows of data-parallel rank s (the same rows where the plan shards) */
+static void own_rows(const zt_engine *e, int i, int64_t *row0, int64_t *rows) {
     const zt_param_plan *p = &zt_engine_plan(e)->p[i];
-    return (size_t)(p->row_begin[p->shard] * p->row_len);
+    if (!experts_stored(e)) {
+        *row0 = p->row_begin[p->shard];
+        *rows = p->row_begin[p->shard + 1] - *row0;
+        return;
+    }
+    int part;
+    int64_t lo, hi;
+    zt_ckpt_writer_rows(&zt_engine_model(e)->params[i], zt_ckpt_writers(e), zt_engine_rank(e), &part, &lo, &hi);
+    *row0 = lo;
+    *rows = hi - lo;
+}
+
+/* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
+ * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0, the state's
+ * rows of the parameter for the others (the piece where the optimizer shards, else the whole). */
+size_t zt_ckpt_kind_base(const zt_engine *e, int i, int k) {
+    if (k > 0 ? zt_engine_shards_optim(e) : zt_store_local_is_piece(e)) return 0;
+    int64_t row0, rows;
+    own_rows(e, i, &row0, &rows);
+    return (size_t)(row0 * zt_engine_plan(e)->p[i].row_len);
 }
 
 /* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)
@@ -47,17 +87,13 @@ float *zt_ckpt_kind_bounce(zt_engine *e, int k, size_t *floats) {
  * writer) where they are in memory as fp32: NULL for an optimizer state that lives in NVMe
  * files, for bf16 states and for bf16 parameters (bf16-low), which go through kind_read. */
 float *zt_ckpt_local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *rows) {
-    const zt_plan *pl = zt_engine_plan(e);
-    const zt_param_plan *p = &pl->p[i];
-    *row0 = p->row_begin[p->shard];
-    *rows = p->row_begin[p->shard + 1] - *row0;
-    size_t begin = (size_t)(*row0 * p->row_len);
+    own_rows(e, i, row0, rows);
     if (k == 0) { /* the pieces (zero3, zero1/zero2's fp32 master under bf16/fp16 compute) or full */
         float *w = zt_store_local_fp32(e, i); /* NULL: bf16 or in a file */
-        return w && !zt_store_local_is_piece(e) ? w + begin : w;
+        return w ? w + zt_ckpt_kind_base(e, i, 0) : NULL;
     }
     float *state = zt_engine_state_ptr(e, k - 1);
-    return state ? state + zt_ckpt_state_base(e, i) : NULL;
+    return state ? state + zt_ckpt_state_base(e, i) + zt_ckpt_kind_base(e, i, k) : NULL;
 }
 
 /* The job (every rank: the data-parallel ones and, under tensor parallelism, every part, under
@@ -66,7 +102,8 @@ float *zt_ckpt_local_rows(zt_engine *e, int i, int k, int64_t *row0, int64_t *ro
 const zt_mesh *zt_ckpt_mesh_of(const zt_engine *e) { return zt_engine_options_of(e)->mesh; }
 zt_comm *zt_ckpt_job_comm(const zt_engine *e) { return zt_ckpt_mesh_of(e)->world > 1 ? zt_ckpt_mesh_of(e)->world_comm : NULL; }
 int zt_ckpt_file_index(const zt_engine *e) {
-    return (zt_ckpt_mesh_of(e)->pp_rank * zt_ckpt_mesh_of(e)->tp + zt_ckpt_mesh_of(e)->tp_rank) * zt_engine_plan(e)->nshards + zt_engine_plan(e)->shard;
+    int s = experts_stored(e) ? zt_engine_rank(e) : zt_engine_plan(e)->shard;
+    return (zt_ckpt_mesh_of(e)->pp_rank * zt_ckpt_mesh_of(e)->tp + zt_ckpt_mesh_of(e)->tp_rank) * zt_ckpt_writers(e) + s;
 }
 /* Parameter i is written by this rank's part: a cut one by every part, a whole one by part 0 (the
  * parts hold the same bits); under pipeline parallelism by its owning stage only (a tied copy on
@@ -80,6 +117,7 @@ const zt_model *zt_ckpt_whole_model(const zt_engine *e) { return zt_engine_pipel
 int zt_ckpt_stage_of(const zt_engine *e, int i) { return zt_engine_pipeline(e) ? zt_pipeline_owner(zt_engine_pipeline(e), i) : 0; }
 
 bool zt_ckpt_is_writer(const zt_engine *e) {
+    if (experts_stored(e)) return true; /* every data-parallel rank: its part's experts */
     if (zt_engine_replica_comm(e)) return zt_comm_rank(zt_engine_replica_comm(e)) == 0;
     if (!zt_engine_shards_optim(e)) return zt_engine_rank(e) == 0;
     return true;

@@ -200,7 +200,7 @@ static int print_stages(const zt_train_config *cfg, const zt_model_spec *spec, i
 typedef struct shown {
     const char *title;          /* model or config */
     const char *model_name;
-    const zt_model *model;
+    zt_model *model;            /* a mixture's experts stored or whole as each strategy runs them */
     const zt_engine_options *opt;
     const zt_memory_plan_options *po;
     int world, threads;
@@ -399,9 +399,12 @@ static int print_json(FILE *out, const shown *w, const zt_estimate *est, zt_erro
 static int print_ranks(FILE *out, const shown *w, zt_error *err) {
     if (w->configured < 0 || w->world < 2 || w->world > 16) return ZT_OK;
     fprintf(out, "per rank (%s):", zt_strategy_name((zt_strategy)w->configured));
+    zt_engine_options o = *w->opt;
+    o.strategy = (zt_strategy)w->configured;
+    zt_memory_experts_for(w->model, &o, w->po);
     for (int r = 0; r < w->world; r++) {
         zt_memory_plan p;
-        int rc = zt_memory_plan_compute(w->model, w->opt, w->po, w->world, r, &p, err);
+        int rc = zt_memory_plan_compute(w->model, &o, w->po, w->world, r, &p, err);
         if (rc) return rc;
         char b[32];
         zt_format_bytes(b, sizeof b, (double)p.peak_total);

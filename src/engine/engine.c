@@ -284,14 +284,7 @@ int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *sto
 }
 
 int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err) {
-    const zt_mesh *M = o->mesh;
-    const char *what = o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
-                       : M && M->pp > 1                                                ? "pipeline parallelism"
-                       : (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
-                               (o->offload.param_dir && o->offload.param_dir[0])       ? "offload"
-                       : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
-                       : o->precision.compute != ZT_DTYPE_FP32                         ? "low-precision compute"
-                                                                                       : NULL;
+    const char *what = zt_memory_experts_whole_reason(o, NULL);
     if (!what) return ZT_OK;
     return zt_error_set(err, ZT_ERR_USAGE, "engine: model %s's experts stored E/ep a rank (zt_model_store_experts) with "
                         "%s: not built (keep them whole: expert parallelism runs with every expert on every rank)",

@@ -96,6 +96,7 @@ int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *e
             zt_engine_options ov = o;
             zt_memory_plan_options po;
             variant(rq, (zt_est_variant)v, &ov, &po);
+            zt_memory_experts_for(rq->model, &ov, &po);
             for (int k = 0; k < n; k++) {
                 zt_memory_plan p;
                 int rc = zt_memory_plan_compute(rq->model, &ov, &po, rq->world, ranks[k], &p, err);

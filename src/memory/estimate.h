@@ -22,7 +22,8 @@ typedef enum zt_est_variant {
 const char *zt_est_variant_name(zt_est_variant v); /* "as_given", "ckpt_full", ... (JSON keys) */
 
 typedef struct zt_estimate_request {
-    const zt_model *model;
+    zt_model *model;              /* a mixture's experts stored or whole per column, as the engine
+                                     would run them (zt_memory_experts_for) */
     zt_engine_options opt;        /* B, T, grad_accum, precision, optimizer, buckets, activation
                                      checkpointing, ...; the strategy is set per column;
                                      hybrid_shard_size and hybrid_inner are the hybrid column's */

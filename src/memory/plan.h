@@ -124,6 +124,13 @@ void zt_memory_plan_options_default(zt_memory_plan_options *po);
  * (world / ep ranks, this rank's index rank / ep; one shard under ddp). */
 void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int world, int rank, int nshards, int shard,
                            zt_plan_group *groups);
+/* Why the engine keeps a mixture's experts whole on every rank under options o (and po's offload,
+ * an estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid,
+ * pipeline stages, offload, Muon/LAMB/1-bit Adam, low-precision compute */
+const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po);
+/* Estimates: m's experts stored E/ep a rank (part 0's shapes: every part's are equal) or whole, as
+ * the engine would run them under o (a model cut by tensor parallelism keeps them whole) */
+void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
 /* The experts stored E/ep a rank: the logical model's gradient-norm chunks and one part's expert
  * chunks (engine/ep_group.c's norm), and the floats of that norm's buffers (class comm) */
 void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts);

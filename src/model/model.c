@@ -208,6 +208,21 @@ int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err) {
 
 bool zt_model_experts_local(const zt_model *m) { return m->n_units > 0 && m->units[0].ep_local; }
 
+void zt_model_whole_experts(zt_model *m) {
+    if (!zt_model_experts_local(m)) return;
+    for (int i = 0; i < m->n_params; i++) {
+        zt_param_desc *p = &m->params[i];
+        if (p->part_group != ZT_PART_EP) continue;
+        p->norm_blocks *= p->tp_parts;
+        p->shape[0] = p->logical_shape[0];
+        p->numel = p->logical_numel;
+        p->tp_parts = 1, p->tp_part = 0, p->tp_dim = 0, p->tp_blocks = 1;
+        p->part_group = ZT_PART_TP;
+        p->shard_group = ZT_SHARD_GROUP_DP;
+    }
+    for (int u = 0; u < m->n_units; u++) m->units[u].ep_local = false;
+}
+
 int zt_model_add_unit(zt_model *m, const char *name, const zt_unit_ops *ops, int layer,
                       const int *params, int n_params, int out_width, zt_error *err) {
     if (n_params < 0 || n_params > ZT_UNIT_MAX_PARAMS)

@@ -59,8 +59,10 @@ static void banner_layout(zt_run *r) {
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
     if (mesh->ep > 1) /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
-        fprintf(out, " | experts over ep %d (%d experts a rank; expert data parallel %d, all-to-all dispatch)",
-                mesh->ep, cfg->model.n_experts / mesh->ep, mesh->edp);
+        fprintf(out, " | experts over ep %d (%d experts a rank; expert data parallel %d, all-to-all dispatch; %s)",
+                mesh->ep, cfg->model.n_experts / mesh->ep, mesh->edp,
+                zt_model_experts_local(model) ? "stored E/ep a rank, reduced over the expert data parallel ranks"
+                                              : "every expert stored on every rank");
     if (r->s.pipe) {
         char cut_text[512];
         zt_pp_describe(model, &r->s.cut, cut_text, sizeof cut_text);

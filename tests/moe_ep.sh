@@ -18,7 +18,12 @@
 #     measured;
 #  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
-#     data-parallel ranks, ep with a dense model).
+#     data-parallel ranks, ep with a dense model);
+#  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
+#     not under hybrid or pipeline stages, which keep them whole): at rest ep 4 holds exactly the
+#     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
+#     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
+#     and on one process, each ending on the straight run.
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -150,4 +155,31 @@ then echo "ok   zerotrain plan --ep 2: the all-to-alls' bytes and seconds"
 else echo "FAIL zerotrain plan --ep 2"; head -c 400 "$T/plan.json"; fail=1; fi
 bad "zerotrain plan --ep not dividing the experts" "plan: --ep 3: model.n_experts 8 is not divisible by parallel.expert_parallel_size 3" \
   plan --model llama-124M-moe --gpu h100 --ep 3 --tp 1 --pp 1
+
+# ---- 6. the experts stored E/ep a rank (zt_engine_store_experts; every case above ran with them) ---------
+# the memory they save at rest against the same run with every expert on every rank (--experts-whole):
+# the parameters and both moments of the (ep-1)/ep experts a rank does not hold, exactly
+rest() { grep -o 'memory at rest: params [0-9]* grads [0-9]* optimizer [0-9]*' <<<"$1" | awk '{print $5, $9}'; }
+stored="$(run 4 ddp 1 2 --ep 4)"; whole="$(run 4 ddp 1 2 --ep 4 --experts-whole)"
+read -r sp so <<<"$(rest "$stored")"; read -r wp wo <<<"$(rest "$whole")"
+# the test's model: 2 layers x 3 stacked tensors of 4 experts x 24 x 32 floats; ep 4 keeps 1 expert
+want=$(( 2 * 3 * 3 * 24 * 32 * 4 ))
+if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ] && [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
+then echo "ok   ep 4, ddp: the experts stored E/ep a rank hold $(( wp - sp )) fewer parameter bytes and $(( wo - so )) fewer moment bytes at rest than whole, the same bits"
+else echo "FAIL ep 4 stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo (want -$want, -$(( 2 * want ))), hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# ZeRO over the expert-data-parallel ranks: ep 2 x dp 2 zero3 saves at step 2 (each rank its part's
+# pieces), and the commit resumes under ep 4 zero1 and on one process, each ending on the straight run
+cfg4=("$T/m.yaml" --set training.gradient_accumulation_steps=1 --set training.global_batch_size=8)
+z3="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set parallel.expert_parallel_size=2 \
+      --set checkpoint.every=2 --set checkpoint.dir="$T/ckz" 2>&1)" || true
+straight="$(hash_line "$z3")"
+r4="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero1 --set parallel.expert_parallel_size=4 \
+      --resume "$T/ckz/step-00000002" 2>&1)" || true
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 --resume "$T/ckz/step-00000002" 2>&1)" || true
+if [ -n "$straight" ] && [ "$(hash_line "$r4")" = "$straight" ] && [ "$(hash_line "$r1")" = "$straight" ] &&
+   grep -q "stored E/ep a rank" <<<"$z3" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$z3" &&
+   [ "$(ls "$T/ckz/step-00000002" | grep -c '^rank-')" = 4 ]
+then echo "ok   ep 2 x dp 2 zero3 (experts stored, 4 files) -> ep 4 zero1 and one process: $straight"
+else echo "FAIL zero3 stored experts' checkpoint: '$straight' -> ep 4 zero1 '$(hash_line "$r4")', one process '$(hash_line "$r1")'"
+  echo "$z3" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 exit $fail

@@ -98,9 +98,13 @@ int zt_scale_stage_memory(const zt_model *m, const zt_engine_options *o, const z
     zt_memory_plan plan;
     zt_model view;
     const zt_model *sm = m;
-    if (pp > 1) {
+    /* a stage's view; one stage with expert parallelism: the whole model's, its experts stored E/ep
+     * a device where the engine stores them under o (pipeline stages keep them whole) */
+    bool ep = pp <= 1 && zt_model_ep_parts(m) > 1;
+    if (pp > 1 || ep) {
         int rc = stage_view(m, first, end, &view, err);
         if (rc) return rc;
+        if (ep) zt_memory_experts_for(&view, o, po);
         sm = &view;
     }
     int rc = zt_estimate_peak(sm, o, po, dp, &plan, err);

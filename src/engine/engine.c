@@ -394,6 +394,8 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     zt_plan_group groups[ZT_SHARD_GROUP_COUNT];
     zt_memory_plan_groups(m, &e->opt, e->world, e->rank, nshards, shard, groups);
     if ((rc = zt_plan_create_groups(m, groups, &e->plan, err))) goto fail;
+    /* one micro-batch a step: the experts' source slots are a unit's transient ones (grads.c) */
+    if (opt->grad_accum <= 1) e->plan.gbuf_floats = e->plan.gfull_floats;
     /* parameter offload streams the pieces with the optimizer state, element for element: one
      * layout for both (a frozen parameter keeps its never-written gradient and state slots) */
     if (e->param_dir && e->shard_params && opt->precision.params != ZT_DTYPE_BF16) {
@@ -418,10 +420,11 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     bool adam = zt_optim_two_moments(opt->optim.kind), mom = adam || opt->optim.momentum != 0.0f;
     size_t state = e->shard_optim ? gpiece : pl->gfull_floats; /* trainable parameters only */
     e->pgrad = calloc((size_t)m->n_params, sizeof *e->pgrad);
+    e->pslots = calloc((size_t)m->n_params, sizeof *e->pslots);
     e->grad_assigned = calloc((size_t)m->n_params, sizeof *e->grad_assigned);
     e->grad_unset = calloc((size_t)m->n_params, sizeof *e->grad_unset);
     e->units = calloc((size_t)m->n_units, sizeof *e->units);
-    if (!e->pgrad || !e->grad_assigned || !e->grad_unset || !e->units) goto nomem;
+    if (!e->pgrad || !e->pslots || !e->grad_assigned || !e->grad_unset || !e->units) goto nomem;
     zt_grads_assign_setup(e);
     /* gradient-norm partials (doubles) and their all-gather over the shard group; the main
      * thread's bucket staging, sized by the plan (the communication thread's: overlap.c) */
@@ -533,6 +536,7 @@ void zt_engine_free(zt_engine *e) {
     }
     free(e->units);
     free(e->pgrad);
+    free(e->pslots);
     free(e->grad_assigned);
     free(e->grad_unset);
     free(e->norm_partials);
@@ -768,7 +772,7 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
         for (int k = 0; k < un->n_params; k++) { /* a frozen parameter: NULL, the kernels skip it */
             if (m->params[un->params[k]].trainable && !(s->grads[k] = zt_grads_for(e, un->params[k], err)))
                 return err->code;
-            slots[k] = zt_grads_slots_for(e, un->params[k]);
+            if ((rc = zt_grads_slots_for(e, un->params[k], &slots[k], err))) return rc;
         }
         if ((rc = zt_store_views_make(e, u, err))) return rc;
         float *din = u > 0 ? e->dact[flip] : din0;
@@ -780,7 +784,8 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
                           .params_lp = s->params_lp, .staging = e->staging, .group = zt_engine_group(e),
                           .aux_dloss = aux_dloss,
                           /* the step's micro-batches added here before the reduction (grads.c) */
-                          .ep_defer_fold = !e->reduce_early && !e->reduce_now, .grad_slots = slots};
+                          .ep_defer_fold = !e->reduce_early && !e->reduce_now && e->opt.grad_accum > 1,
+                          .grad_slots = slots};
         zt_recompute_args(e, u, &a);
         /* checkpointing: rebuild the saved activations; din's buffer is free until the backward
          * assigns it, so a full recomputation's output goes there */

@@ -148,6 +148,9 @@ struct zt_engine {
     uint64_t *grad_sum;
     void *grad_hash;
     float **pgrad;              /* (n_params) the current micro-batch's full gradient, or NULL */
+    float **pslots;             /* (n_params) the experts stored E/ep a rank with one micro-batch a
+                                   step, outside zero2/zero3: a unit's gradient source slots, held
+                                   while its backward runs (grads.c zt_grads_slots_for) */
     /* Gradients assigned, not zeroed (grads.c): grad_assigned[i], parameter i's first writer in
      * backward assigns its gradient (zt_unit_ops.assigns_grad); grad_unset[i], this micro-batch's
      * gradient of i is not zeroed and not written yet. grads_assign false (ZT_GRAD_ASSIGN=0):
@@ -416,9 +419,9 @@ void zt_recompute_backward_done(zt_engine *e, int u);
 /* grads.c: per micro-batch gradient storage and the fixed tree over micro-batches. */
 int zt_grads_begin_micro(zt_engine *e, zt_error *err);
 float *zt_grads_for(zt_engine *e, int param, zt_error *err);  /* full grad of param (zeroed on first use) */
-/* the source slots after param's gradient (the experts stored E/ep a rank: zt_unit_args.grad_slots),
- * or NULL; valid after zt_grads_for */
-float *zt_grads_slots_for(zt_engine *e, int param);
+/* *out = the source slots of param's gradient (the experts stored E/ep a rank:
+ * zt_unit_args.grad_slots), or NULL; after zt_grads_for */
+int zt_grads_slots_for(zt_engine *e, int param, float **out, zt_error *err);
 int zt_grads_unit_done(zt_engine *e, int unit, zt_error *err); /* after unit's backward */
 void zt_grads_assign_setup(zt_engine *e);           /* at create: grad_assigned, grads_assign */
 uint32_t zt_grads_unset_of(zt_engine *e, int unit);  /* zt_unit_args.grads_unset for unit's backward */

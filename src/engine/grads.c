@@ -93,6 +93,8 @@ static void tree_clear(zt_engine *e, zt_sum_tree *t, size_t n) {
     t->depth = 0;
 }
 
+static void slots_done(zt_engine *e, int u);
+
 void zt_grads_reset(zt_engine *e) {
     const zt_plan *pl = &e->plan;
     zt_error ignore;
@@ -108,6 +110,8 @@ void zt_grads_reset(zt_engine *e) {
     if (e->pgrad)
         for (int i = 0; i < e->model->n_params; i++)
             zt_engine_release(e, &e->pgrad[i], (size_t)e->plan.p[i].gnumel, &e->mem.grads);
+    if (e->pslots)
+        for (int u = 0; u < e->model->n_units; u++) slots_done(e, u);
     if (e->grad_unset) memset(e->grad_unset, 0, (size_t)e->model->n_params * sizeof *e->grad_unset);
     e->n_inflight = 0;
     e->micro_in_step = 0;
@@ -173,11 +177,41 @@ static void zero_grad(zt_engine *e, int i) {
     if (g) zero_floats(g, (size_t)e->model->params[i].numel);
 }
 
-float *zt_grads_slots_for(zt_engine *e, int i) {
+/* The source slots of an expert tensor stored E/ep a rank (shard/plan.h): after its gradient in
+ * zero2/zero3's per-unit gradient; in the gradient buffers' slot region when the step has several
+ * micro-batches (their tree adds each source's partials apart until the step); else one unit's
+ * transient slots, zeroed here and freed when its backward is done (one micro-batch: the unit adds
+ * the sources at once, the same tree) */
+int zt_grads_slots_for(zt_engine *e, int i, float **out, zt_error *err) {
     const zt_plan *pl = &e->plan;
-    if (pl->p[i].gnumel <= e->model->params[i].numel || !e->model->params[i].trainable) return NULL;
-    if (e->reduce_now) return e->pgrad[i] ? e->pgrad[i] + e->model->params[i].numel : NULL;
-    return e->micro_grads ? e->micro_grads + zt_plan_gslot_off(pl, i) : NULL;
+    size_t n = (size_t)e->model->params[i].numel, extra = (size_t)pl->p[i].gnumel - n;
+    *out = NULL;
+    if (!extra || !e->model->params[i].trainable) return ZT_OK;
+    if (e->reduce_now) {
+        *out = e->pgrad[i] ? e->pgrad[i] + n : NULL;
+        return ZT_OK;
+    }
+    if (pl->gbuf_floats > pl->gfull_floats) {
+        *out = e->micro_grads ? e->micro_grads + zt_plan_gslot_off(pl, i) : NULL;
+        return ZT_OK;
+    }
+    if (!e->pslots[i]) {
+        char what[160];
+        snprintf(what, sizeof what, "the gradient source slots of %s", e->model->params[i].name);
+        if (!(e->pslots[i] = zt_engine_alloc(e, extra, &e->mem.grads, what))) return zt_engine_oom(e, err, "engine: backward");
+        zero_floats(e->pslots[i], extra);
+    }
+    *out = e->pslots[i];
+    return ZT_OK;
+}
+
+/* unit u's transient source slots, once its backward is done */
+static void slots_done(zt_engine *e, int u) {
+    const zt_unit *un = &e->model->units[u];
+    for (int k = 0; k < un->n_params; k++) {
+        int i = un->params[k];
+        if (e->pslots[i]) zt_engine_release(e, &e->pslots[i], (size_t)(e->plan.p[i].gnumel - e->model->params[i].numel), &e->mem.grads);
+    }
 }
 
 uint32_t zt_grads_unset_of(zt_engine *e, int u) {
@@ -308,6 +342,7 @@ static int reduce_early(zt_engine *e, int u, zt_error *err) {
 }
 
 int zt_grads_unit_done(zt_engine *e, int u, zt_error *err) {
+    slots_done(e, u);
     if (e->norm_early) norm_unit(e, u);
     if (e->reduce_early) return reduce_early(e, u, err);
     if (!e->reduce_now) return ZT_OK;
@@ -399,7 +434,8 @@ int zt_grads_finish(zt_engine *e, zt_error *err) {
     } else {
         float *G = tree_fold(e, &e->full_tree, pl->gbuf_floats);
         e->micro_grads = G;
-        if (!e->reduce_early && G) fold_units(e, G);
+        /* several micro-batches: the sources' slots were left apart (one: the units added them) */
+        if (!e->reduce_early && G && e->opt.grad_accum > 1) fold_units(e, G);
         if (e->reduce_early) { /* reduced during backward (one micro-batch: the tree is that one) */
             if (e->shard_optim) zt_engine_release(e, &e->micro_grads, pl->gbuf_floats, &e->mem.grads);
         } else if (!e->shard_optim) {

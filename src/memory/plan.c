@@ -300,6 +300,11 @@ static void release(sim *s, zt_mem_class c, size_t floats) { give(s, c, zt_memor
 static size_t numel(const sim *s, int i) { return (size_t)s->m->params[i].numel; }
 /* its gradient tensor as units write it (shard/plan.h: the experts stored E/ep a rank have slots) */
 static size_t gnumel(const sim *s, int i) { return (size_t)s->pl->p[i].gnumel; }
+/* grads.c zt_grads_slots_for: a unit's own transient source slots (one micro-batch, no zero2/zero3) */
+static bool transient_slots(const sim *s, int i) {
+    return !s->reduce_now && s->pl->gbuf_floats == s->pl->gfull_floats && s->m->params[i].trainable &&
+           gnumel(s, i) > numel(s, i);
+}
 /* compute_copy.c: a compute copy for every matrix when compute is low precision */
 static bool has_copy(const sim *s, int i) { return s->pb->copy && s->m->params[i].ndim >= 2; }
 static size_t copy_floats(const sim *s, size_t n) { return zt_memory_floats_for_bytes(n * (size_t)s->pb->copy); }
@@ -484,6 +489,9 @@ static void grad_finish(sim *s, int u) {
 /* grads.c zt_grads_unit_done (+ overlap.c: the reduction of the previous unit is retired, and its
  * full gradients freed, once this one is queued) */
 static void unit_done(sim *s, int u) {
+    const zt_unit *su = &s->m->units[u]; /* grads.c slots_done: the unit's transient source slots */
+    for (int k = 0; k < su->n_params; k++)
+        if (transient_slots(s, su->params[k])) release(s, ZT_MEM_GRADS, gnumel(s, su->params[k]) - numel(s, su->params[k]));
     if (s->early) { /* grads.c reduce_early: the thread reduces the unit's own parameters */
         const zt_unit *un = &s->m->units[u];
         int own[ZT_UNIT_MAX_PARAMS], n = 0;
@@ -550,6 +558,7 @@ static void micro_batch(sim *s, int micro) {
                 alloc(s, ZT_MEM_GRADS, gnumel(s, i));
                 s->pgrad[i] = true;
             }
+            if (transient_slots(s, i)) alloc(s, ZT_MEM_GRADS, gnumel(s, i) - numel(s, i)); /* zt_grads_slots_for */
         }
         views(s, u, true);
         views(s, u, false);
@@ -743,6 +752,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     zt_memory_plan_groups(m, o, world, rank, nshards, shard, groups);
     int rc = zt_plan_create_groups(m, groups, &pl, err);
     if (rc) return rc;
+    if (o->grad_accum <= 1) pl.gbuf_floats = pl.gfull_floats; /* engine.c: transient source slots */
     s.pl = &pl;
     /* overlap.c zt_overlap_wanted (the engine passes its own answer, which also knows the MPI
      * thread level and ZT_OVERLAP_COMM) */

@@ -126,8 +126,16 @@ const key_def zt_cfg_keys[] = {
           "llama: experts each token goes through (top-k; HF num_experts_per_tok)", "1 .. model.n_experts"),
     K_INT("model.moe_intermediate_size", model.moe_intermediate_size, 0, 1048576, NULL,
           "llama: each expert's SwiGLU width; 0: model.intermediate_size (Mixtral's)", NULL),
-    K_INT("model.n_shared_experts", model.n_shared_experts, 0, 0, NULL,
-          "llama: always-on shared experts (DeepSeek-MoE, Qwen2-MoE): not built, 0 only", NULL),
+    K_INT("model.n_shared_experts", model.n_shared_experts, 0, 64, NULL,
+          "llama: DeepSeek-MoE's always-on shared experts: one dense SwiGLU MLP every token goes through, of "
+          "width this x the expert width (unless model.shared_expert_intermediate_size gives it), added to "
+          "the routed experts' output (docs/models.md); 0: none", NULL),
+    K_INT("model.shared_expert_intermediate_size", model.shared_expert_intermediate_size, 0, 1048576, NULL,
+          "llama: the shared expert's SwiGLU width (Qwen2-MoE's key); 0: model.n_shared_experts x the expert "
+          "width (0 and 0: no shared expert)", "n_shared_experts x the expert width when both are set"),
+    K_BOOL("model.shared_expert_gate", model.shared_expert_gate, NULL,
+           "llama: the shared expert's output scaled per token by sigmoid(x . g), g a Linear (1, C) (Qwen2-MoE's "
+           "shared_expert_gate; DeepSeek-MoE has none); needs a shared expert"),
     K_BOOL("model.norm_topk_prob", model.norm_topk_prob, NULL,
            "llama: the top-k routing weights renormalized to sum 1 (Mixtral: true; Qwen2-MoE: false)"),
     K_FLT("model.router_aux_loss_coef", model.router_aux_loss_coef, 0.0, 1e6, 0, NULL,

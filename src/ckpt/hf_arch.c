@@ -241,7 +241,7 @@ static const char *const QWEN2_MOE_KNOWN[] = {
     "norm_topk_prob", "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step", "mlp_only_layers",
     "use_sliding_window", "sliding_window", "max_window_layers", "attention_dropout", "initializer_range",
     "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
-    "_name_or_path", NULL};
+    "_name_or_path", "producer", NULL};
 
 /* The shape fields a Qwen2-MoE config.json must state (transformers' defaults are one model's,
  * not to guess at). */

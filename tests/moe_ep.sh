@@ -114,6 +114,20 @@ sys.exit(0 if ok else 1)
 PY
 then echo "ok   estimate-memory with ep 2: the run's planned high-water"
 else echo "FAIL estimate-memory with ep 2 differs from the run's plan ($plan)"; head -c 600 "$T/est.json"; fail=1; fi
+# a gated shared expert (its saved activations, scratch and dense weights in the plan), ep 2 under zero3
+sh=(--set model.shared_expert_intermediate_size=48 --set model.shared_expert_gate=true --set parallel.strategy=zero3)
+eps="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 "${sh[@]}" 2>&1)"
+# the largest rank's planned total (the table's, MiB: zero3's pieces differ by rank) against estimate-memory's
+plan="$(grep -E '^ +[0-9]+ ' <<<"$eps" | sed -E 's/.*\| +([0-9.]+)\/[0-9.]+ +\|.*/\1/' | sort -g | tail -1)"
+"$Z" estimate-memory "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 "${sh[@]}" --json > "$T/est.json" 2>&1 || true
+if grep -q "+ shared 48 gated" <<<"$eps" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$eps" &&
+   /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+hw = json.load(open(sys.argv[1])).get("strategies", {}).get("zero3", {}).get("peak_total")
+sys.exit(0 if hw is not None and sys.argv[2] and abs(hw / 1048576 - float(sys.argv[2])) < 0.051 else 1)
+PY
+then echo "ok   train with a gated shared expert, ep 2 x zero3: every memory class at its planned high-water, estimate-memory's the largest rank's ($plan MiB)"
+else echo "FAIL train with a shared expert: planned = measured or estimate-memory ($plan)"; echo "$eps" | grep -E "model llama|planned|class|error"; fail=1; fi
 
 # ---- 3. checkpoints across ep degrees ------------------------------------------------------------------
 C="$T/ck/step-00000002"

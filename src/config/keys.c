@@ -89,7 +89,7 @@ const key_def zt_cfg_keys[] = {
     {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
      "model to start from (sets model.arch and every model.* key): GPT-2 tiny, gpt2-124M (alias "
      "gpt2), gpt2-350M, gpt2-774M, gpt2-1558M; Llama llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, "
-     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe (docs/models.md)", NULL},
+     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b (docs/models.md)", NULL},
     K_ENUM("model.arch", model_arch, ARCHS, NULL,
            "architecture: gpt2 or llama (docs/models.md); from model.preset unless set"),
     K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
@@ -488,7 +488,7 @@ const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_secti
 
 /* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */
 #define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny, llama-124M, llama-7b, " \
-                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
+                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
 
 void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     if (m->arch == ZT_ARCH_LLAMA) {

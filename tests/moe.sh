@@ -171,4 +171,8 @@ qbad "Qwen2-MoE: dense layers between sparse ones" "field decoder_sparse_step 2"
 qbad "Qwen2-MoE: mlp_only_layers" "field mlp_only_layers lists 1 layers" "c['mlp_only_layers'] = [1]"
 qbad "Qwen2-MoE: no shared expert" "field shared_expert_intermediate_size must be an integer in [1," \
   "c['shared_expert_intermediate_size'] = 0"
+# DeepSeek-MoE's ungated shared expert trains, but no row writes its directory
+"$Z" train "$T/m.yaml" --set model.n_shared_experts=1 --ckpt-dir "$T/dsck" >/dev/null
+bad "export --hf of an ungated shared expert" "no shared_expert_gate: no Hugging Face architecture row exports it" \
+  export "$T/dsck" --hf "$T/dshf"
 exit $fail

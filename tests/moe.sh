@@ -80,6 +80,8 @@ bad "shared expert gate without a shared expert" "model.shared_expert_gate: true
   --set model.shared_expert_gate=true
 bad "negative shared-expert width" "model.shared_expert_intermediate_size" "${cfg[@]}" \
   --set model.shared_expert_intermediate_size=-8
+bad "tensor parallelism with a shared expert" "parallel.tensor_parallel_size: 2 with a shared expert of width 48" \
+  "${cfg[@]}" --nproc 2 --set parallel.tensor_parallel_size=2 --set model.shared_expert_intermediate_size=48
 bad "shared-expert widths that disagree" "model.shared_expert_intermediate_size: 100 with model.n_shared_experts 2 of width 96" \
   "${cfg[@]}" --set model.n_shared_experts=2 --set model.shared_expert_intermediate_size=100
 # a router that produces a non-finite logit (ZT_FAULT nan:at=router, layers.0's first token): the

@@ -306,7 +306,7 @@ static void test_losses_and_counters(void **state) {
     }
 }
 
-/* Bad shapes name the numbers; tensor parallelism of the experts is refused. */
+/* Bad shapes name the numbers; tensor parallelism of a shared expert is refused. */
 static void test_bad_shapes(void **state) {
     (void)state;
     zt_error err = {0};
@@ -340,10 +340,15 @@ static void test_bad_shapes(void **state) {
     c.shared_expert_intermediate_size = 24; /* 2 x 12: the same width said twice */
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     zt_model_free(m);
+    /* tensor parallelism cuts the experts (tests/moe_tp.sh), not a shared expert: refused */
     c = MOE_SMALL;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    assert_int_equal(m->tp_check(m, 2, &err), ZT_OK);
+    zt_model_free(m);
+    c.shared_expert_intermediate_size = 20;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     assert_int_equal(m->tp_check(m, 2, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "not built"));
+    assert_non_null(strstr(err.msg, "with a shared expert (width 20): not built"));
     zt_model_free(m);
 }
 

@@ -379,7 +379,10 @@ static int run(int argc, char **argv) {
             double op = o.precision.compute == ZT_DTYPE_BF16 ? 2.0 : 4.0;
             double again = sp ? (2.0 * L + 1.0) * Nt * C * op * (tp - 1) / tp : 0.0;
             double norms = sp ? (llama ? 2.0 * C * L + C : 4.0 * C * L + 2.0 * C) * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
-            double want = GA * (ar + again + norms + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
+            /* a mixture (llama-moe): each block's backward also sums the top-k weights' gradient
+             * (B·T·k floats; src/model/llama_moe.c) */
+            double topk = lcfg.n_experts ? (double)L * Nt * lcfg.n_experts_per_token * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
+            double want = GA * (ar + again + norms + topk + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
             printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
             /* Muon and LAMB gather their cut tensors over the tp group too (step_whole.c): not in it */
             if ((double)tp_bytes != want && o.optim.kind != ZT_OPT_MUON && o.optim.kind != ZT_OPT_LAMB) status = 1;

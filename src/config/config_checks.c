@@ -74,22 +74,28 @@ static void check_experts(cfg_ctx *x) {
                      "both given, the width must be %d (or give one of them)", PFX(w),
                      m->shared_expert_intermediate_size, m->n_shared_experts, IE, m->n_shared_experts * IE);
     }
+    int IS = m->shared_expert_intermediate_size > 0 ? m->shared_expert_intermediate_size : m->n_shared_experts * IE;
+    if (IS > 0 && c->tensor_parallel_size > 1 && !bad(x, "parallel.tensor_parallel_size")) {
+        w = LOC("parallel.tensor_parallel_size", "model.shared_expert_intermediate_size");
+        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d with a shared expert of width %d "
+                     "(model.shared_expert_intermediate_size, model.n_shared_experts): the shared expert runs whole, "
+                     "tensor parallelism of it is not built", PFX(w), c->tensor_parallel_size, IS);
+    }
     static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
-    char tp[16], cp[16];
-    snprintf(tp, sizeof tp, "%d", c->tensor_parallel_size);
+    char cp[16];
     snprintf(cp, sizeof cp, "%d", c->context_parallel_size);
     const struct {
         const char *key, *value;
         bool refused;
-    } no[] = {{"parallel.tensor_parallel_size", tp, c->tensor_parallel_size > 1},
+    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1},
               {"parallel.context_parallel_size", cp, c->context_parallel_size > 1},
               {"precision.mode", c->precision >= 0 && c->precision < 4 ? modes[c->precision] : "?",
                c->precision != ZT_CFG_PREC_FP32}};
     for (size_t k = 0; k < sizeof no / sizeof *no; k++)
         if (no[k].refused && !bad(x, no[k].key)) {
             w = LOC(no[k].key, "model.n_experts");
-            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run whole and in fp32 "
-                         "(precision.mode fp32, no tensor or context parallelism): not built", PFX(w), no[k].key,
+            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run in fp32 "
+                         "(precision.mode fp32), without sequence or context parallelism: not built", PFX(w), no[k].key,
                          no[k].value, m->n_experts);
         }
 }
@@ -103,8 +109,10 @@ static void check_mesh_model(cfg_ctx *x) {
     const char *w;
     int tp = c->tensor_parallel_size, pp = c->pipeline_parallel_size;
     if (!bad(x, "parallel.tensor_parallel_size") && tp > 1) {
-        const char *llama_keys[] = {"model.n_kv_head", "model.intermediate_size"};
-        int llama_vals[] = {c->model.n_kv_head, c->model.intermediate_size};
+        /* a mixture's experts are cut by their columns (moe_intermediate_size, or intermediate_size) */
+        bool expert_width = c->model.n_experts > 0 && c->model.moe_intermediate_size > 0;
+        const char *llama_keys[] = {"model.n_kv_head", expert_width ? "model.moe_intermediate_size" : "model.intermediate_size"};
+        int llama_vals[] = {c->model.n_kv_head, expert_width ? c->model.moe_intermediate_size : c->model.intermediate_size};
         if (c->model.n_head % tp != 0) {
             w = LOC("parallel.tensor_parallel_size", "model.n_head");
             zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d does not divide model.n_head (%d): tensor "

@@ -175,7 +175,7 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
                       fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
                       zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      moe(u->model_cfg) ? zt_moe_saved_floats(u->model_cfg, N, u->ep_parts) : 0,
+                      moe(u->model_cfg) ? zt_moe_saved_floats(u, N) : 0,
                       fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
@@ -230,7 +230,7 @@ static size_t block_scratch_floats(const zt_unit *u, int B, int T) {
 
 /* ... and before LoRA's, the experts' (llama_moe.c): after the norms' (whole: none) */
 static size_t moe_scratch_floats(const zt_unit *u, size_t N) {
-    return moe(u->model_cfg) ? zt_moe_scratch_floats(u->model_cfg, N, u->ep_parts) : 0;
+    return moe(u->model_cfg) ? zt_moe_scratch_floats(u, N) : 0;
 }
 
 static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
@@ -637,12 +637,18 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
 /* Tensor parallelism cuts whole query heads, whole key/value heads and the MLP's columns evenly. */
 static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
     const zt_llama_config *c = m->cfg;
-    if (moe(c) && parts > 1)
-        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks of a mixture of experts (%d "
-                            "experts): not built", parts, c->n_experts);
+    if (moe(c) && parts > 1 && m->sequence_parallel)
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: sequence parallelism over %d ranks with a mixture of experts "
+                            "(%d experts): not built (tensor parallelism without it runs)", parts, c->n_experts);
+    if (moe(c) && parts > 1 && zt_moe_shared_width(c) > 0) /* llama_moe_shared.c runs whole */
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks with a shared expert (width "
+                            "%d): not built (without the shared expert it runs)", parts, zt_moe_shared_width(c));
+    /* a mixture's experts are cut by columns of each expert (llama_moe.c), its dense MLP is none */
+    int width = moe(c) ? zt_moe_width(c) : c->intermediate_size;
+    const char *width_key = moe(c) ? "the experts' width (moe_intermediate_size)" : "intermediate_size";
     const char *what = c->n_head % parts ? "n_head" : c->n_kv_head % parts ? "n_kv_head"
-                     : c->intermediate_size % parts ? "intermediate_size" : NULL;
-    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : c->intermediate_size;
+                     : width % parts ? width_key : NULL;
+    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : width;
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks: %d does not divide %s %d",
                             parts, parts, what, v);

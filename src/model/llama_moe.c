@@ -16,11 +16,19 @@
  *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
  * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C)
  * Scratch with experts on every part: ... | dxp (R,C) | dgate (R,I) | dup (R,I).
- * Shared experts (llama_moe_shared.c: a dense SwiGLU MLP on every token, added to out): their saved
- * floats after all of the above, their scratch after the routed part's.
- * fp32 compute only (the block refuses bf16/fp16 compute with experts), whole (no tensor, sequence
- * or context parallelism: llama.c refuses them). Expert parallelism (zt_unit.ep_parts > 1): the
- * experts' products run on the parts that hold them (llama_moe_ep.c), the rest here as above.
+ * fp32 compute only (the block refuses bf16/fp16 compute with experts), no sequence or context
+ * parallelism (llama.c refuses them). Tensor parallelism (Megatron's expert tensor parallelism):
+ * each part holds I/P columns of every expert (w1, w3 column-parallel in blocks of one expert, w2
+ * row-parallel: src/shard/tp_plans.c) and runs the router and the routing whole, the same on every
+ * part; its y rows are its columns' share, so the output (after the combine), the top-k weights'
+ * gradient dout·y and the experts' input gradient are summed over the parts (three sums of the
+ * group, in its fixed order), and the router's input gradient is added after the last, once.
+ * Expert parallelism (zt_unit.ep_parts > 1): the experts' products run on the parts that hold
+ * them (llama_moe_ep.c), the rest here as above; both at once compose (each tensor-parallel part
+ * dispatches among the ranks of its own part, comm/mesh.c).
+ * Shared experts (llama_moe_shared.c: a dense SwiGLU MLP on every token, added to out after the
+ * routed part's sum): their saved floats after all of the above, their scratch after the routed
+ * part's; whole (llama.c refuses tensor parallelism with a shared expert).
  */
 #include "model/llama_moe.h"
 #include "kernels/kernels.h"
@@ -34,6 +42,8 @@ int zt_moe_width(const zt_llama_config *c) {
     return c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
 }
 
+int zt_moe_part_width(const zt_unit *u) { return zt_moe_width(u->model_cfg) / zt_unit_parts(u); }
+
 int zt_moe_capacity(const zt_llama_config *c, int N) {
     if (!(c->capacity_factor > 0.0f)) return N;
     double cap = ceil((double)N * c->n_experts_per_token / c->n_experts * c->capacity_factor);
@@ -46,9 +56,11 @@ size_t zt_moe_max_rows(const zt_llama_config *c, size_t N) {
     return (capped < R ? capped : R) + (size_t)c->n_experts * (ZT_MOE_ROW_TILE - 1);
 }
 
-size_t zt_moe_layout(const zt_llama_config *c, size_t N, int ep, float *base, zt_moe_saved *s) {
+size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s) {
+    const zt_llama_config *c = u->model_cfg;
+    int ep = u->ep_parts;
     size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
-    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
+    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     /* the experts' rows here: the part's own (R), or what every part may send this one */
     size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
     size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, G * I, G * I, G * I, R * C,
@@ -64,32 +76,33 @@ size_t zt_moe_layout(const zt_llama_config *c, size_t N, int ep, float *base, zt
     return off;
 }
 
-size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N, int ep) {
+size_t zt_moe_saved_floats(const zt_unit *u, size_t N) {
     zt_moe_saved s;
-    return zt_moe_layout(c, N, ep, NULL, &s);
+    return zt_moe_layout(u, N, NULL, &s);
 }
 
 /* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's */
-static size_t routed_scratch_floats(const zt_llama_config *c, size_t N, int ep) {
+static size_t routed_scratch_floats(const zt_unit *u, size_t N) {
+    const zt_llama_config *c = u->model_cfg;
     size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
-    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
-    return N * E + N * k + 2 * R * C + (ep > 1 ? zt_moe_ep_scratch_floats(c, N, ep) : 2 * R * I);
+    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
+    return N * E + N * k + 2 * R * C + (u->ep_parts > 1 ? zt_moe_ep_scratch_floats(u, N) : 2 * R * I);
 }
 
 /* ... then the shared expert's (llama_moe_shared.c) */
-size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N, int ep) {
-    return routed_scratch_floats(c, N, ep) + zt_moe_shared_scratch_floats(c, N);
+size_t zt_moe_scratch_floats(const zt_unit *u, size_t N) {
+    return routed_scratch_floats(u, N) + zt_moe_shared_scratch_floats(u->model_cfg, N);
 }
 
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
                    float *out, float *scratch, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
-    int I = zt_moe_width(c);
+    int I = zt_moe_part_width(u);
     float *const *p = a->params;
     zt_moe_saved s;
     int ep = u->ep_parts > 1 ? u->ep_parts : 1;
-    zt_moe_layout(c, (size_t)N, ep, saved, &s);
+    zt_moe_layout(u, (size_t)N, saved, &s);
     float *logits = scratch;
     matmul_forward(logits, x, p[pk->router], NULL, N, C, E);
     if (zt_fault_armed()) { /* ZT_FAULT nan:at=router / inf:at=router: this layer's first logit */
@@ -113,8 +126,8 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     moe_gather_rows(s.xp, x, s.order, R, k, C);
     if (ep > 1) { /* the rows to their experts' parts and the results back (llama_moe_ep.c) */
         size_t Rmax = zt_moe_max_rows(c, (size_t)N);
-        int rc = zt_moe_ep_forward(u, a, pk, &s, x, scratch + (size_t)N * E + (size_t)N * k + 2 * Rmax * C, err);
-        if (rc) return rc;
+        int erc = zt_moe_ep_forward(u, a, pk, &s, x, scratch + (size_t)N * E + (size_t)N * k + 2 * Rmax * C, err);
+        if (erc) return erc;
     } else {
         moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
         moe_grouped_forward(s.up, s.xp, p[pk->w3], s.offsets, E, C, I);
@@ -122,8 +135,12 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
         moe_grouped_forward(s.y, s.h, p[pk->w2], s.offsets, E, I, C);
     }
     moe_combine_forward(out, s.y, s.w, s.row_of, N, k, C);
+    /* tensor parallelism: each part's y is its columns' share of the experts' output (w2 row-parallel),
+     * out their sum (the router and the routing are the same on every part) */
+    int rc = zt_unit_sum(u, a, out, (size_t)N * C, "block_sparse_moe output", err);
+    if (rc) return rc;
     /* the shared expert, every token's, added last (llama_moe_shared.c) */
-    zt_moe_shared_forward(u, a, pk, s.shared, x, out, scratch + routed_scratch_floats(c, (size_t)N, ep));
+    zt_moe_shared_forward(u, a, pk, s.shared, x, out, scratch + routed_scratch_floats(u, (size_t)N));
     if (a->aux_loss) {
         double aux, z;
         moe_router_losses(&aux, &z, s.probs, s.lse, s.counts, N, E);
@@ -141,19 +158,21 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
                     const float *dout, float *dx, float *scratch, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
-    int I = zt_moe_width(c);
+    int I = zt_moe_part_width(u);
     float *const *p = a->params, *const *g = a->grads;
     zt_moe_saved s;
     int ep = u->ep_parts > 1 ? u->ep_parts : 1;
-    zt_moe_layout(c, (size_t)N, ep, saved, &s);
+    zt_moe_layout(u, (size_t)N, saved, &s);
     size_t R = zt_moe_max_rows(c, (size_t)N);
     float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k, *dxp = dy + R * C;
     float *dgate = dxp + R * C, *dup = dgate + R * I;
     int rows = s.offsets[E];
     moe_combine_backward(dy, dw, dout, s.y, s.w, s.row_of, s.order, rows, N, k, C);
+    /* tensor parallelism: the top-k weights' gradient dout·y from every part's share of y */
+    int rc = zt_unit_sum(u, a, dw, (size_t)N * k, "block_sparse_moe top-k weights' gradient", err);
+    if (rc) return rc;
     if (ep > 1) { /* dy to the experts' parts, their d xp back (llama_moe_ep.c) */
-        int rc = zt_moe_ep_backward(u, a, pk, &s, dy, dxp, dgate, err);
-        if (rc) return rc;
+        if ((rc = zt_moe_ep_backward(u, a, pk, &s, dy, dxp, dgate, err))) return rc;
     } else {
         /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
         moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
@@ -162,10 +181,13 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
         moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I, ZT_MM_DINP_ADD);
     }
     moe_scatter_rows(dx, dxp, s.row_of, N, k, C);
+    /* tensor parallelism: the experts' input gradient is every part's columns' share; the router's
+     * (the same on every part) is added once, after the sum */
+    if ((rc = zt_unit_sum(u, a, dx, (size_t)N * C, "block_sparse_moe input gradient", err))) return rc;
     /* the router: the top-k weights' gradient and its losses', through the softmax, then its Linear */
     moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
-    zt_moe_shared_backward(u, a, pk, s.shared, x, dout, dx, scratch + routed_scratch_floats(c, (size_t)N, ep));
+    zt_moe_shared_backward(u, a, pk, s.shared, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));
     return ZT_OK;
 }

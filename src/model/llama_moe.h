@@ -14,15 +14,18 @@ typedef struct zt_moe_params {
     int shared_gate, shared_up, shared_down, shared_route;
 } zt_moe_params;
 
-/* each expert's width */
+/* each expert's width; and its columns on unit u's tensor-parallel part (width / parts: the experts'
+ * w1, w3 column-parallel in blocks of one expert, w2 row-parallel, src/shard/tp_plans.c) */
 int zt_moe_width(const zt_llama_config *c);
+int zt_moe_part_width(const zt_unit *u);
 /* an expert's most rows of a micro-batch of N tokens: N (a token chooses an expert once), or the
  * capacity */
 int zt_moe_capacity(const zt_llama_config *c, int N);
-/* floats of the MoE part of a block's saved buffer (kept whole under selective checkpointing) and
- * of its scratch, for N tokens, the experts spread over ep parts (1: all here; llama_moe_ep.c) */
-size_t zt_moe_saved_floats(const zt_llama_config *c, size_t N, int ep);
-size_t zt_moe_scratch_floats(const zt_llama_config *c, size_t N, int ep);
+/* floats of the MoE part of unit u's saved buffer (kept whole under selective checkpointing) and
+ * of its scratch, for N tokens: its experts spread over u->ep_parts parts (1: all here;
+ * llama_moe_ep.c), each of zt_moe_part_width columns */
+size_t zt_moe_saved_floats(const zt_unit *u, size_t N);
+size_t zt_moe_scratch_floats(const zt_unit *u, size_t N);
 /* Each expert's rows are padded to whole tiles of ZT_MOE_ROW_TILE (moe_route_plan): a few shapes
  * for the grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md) */
 enum { ZT_MOE_ROW_TILE = 64 };
@@ -40,11 +43,11 @@ typedef struct zt_moe_saved {
     int32_t *roff;  /* ... and their experts' offsets: roff[s·(El+1) + j], j = 0..El */
     float *shared;  /* the shared expert's (llama_moe_shared.c; NULL: none) */
 } zt_moe_saved;
-/* the layout of the saved buffer at base (NULL: sizes only); returns its floats */
-size_t zt_moe_layout(const zt_llama_config *c, size_t N, int ep, float *base, zt_moe_saved *s);
+/* the layout of unit u's saved buffer at base (NULL: sizes only); returns its floats */
+size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s);
 /* expert parallelism (llama_moe_ep.c): the rows one part sends one part at most (Rl), the scratch */
 size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep);
-size_t zt_moe_ep_scratch_floats(const zt_llama_config *c, size_t N, int ep);
+size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N);
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                       const float *x, float *scratch, zt_error *err);
 /* the per-source weight-gradient slots of w1, w2, w3 added into this part's experts (llama_moe_ep.c) */

@@ -55,8 +55,10 @@ size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep) {
     return (capped < slots ? capped : slots) + El * (ZT_MOE_ROW_TILE - 1);
 }
 
-size_t zt_moe_ep_scratch_floats(const zt_llama_config *c, size_t N, int ep) {
-    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
+size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N) {
+    const zt_llama_config *c = u->model_cfg;
+    int ep = u->ep_parts;
+    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     size_t El = (size_t)c->n_experts / (size_t)ep;
     return 2 * (size_t)ep * Rl * C + 2 * Rl * I + 2 * zt_fp32_floats((size_t)ep * El);
 }
@@ -66,8 +68,9 @@ typedef struct ep_scratch {
     int32_t *sent, *got;
 } ep_scratch;
 
-static ep_scratch scratch_of(const zt_llama_config *c, size_t N, int ep, float *base) {
-    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_width(c);
+static ep_scratch scratch_of(const zt_unit *u, size_t N, int ep, float *base) {
+    const zt_llama_config *c = u->model_cfg;
+    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     size_t El = (size_t)c->n_experts / (size_t)ep;
     ep_scratch s;
     s.dyr = base;
@@ -116,12 +119,12 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
     (void)x;
     const zt_llama_config *c = u->model_cfg;
     const zt_unit_group *g = a->group;
-    int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_width(c);
+    int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_part_width(u);
     size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
     int rc = check_group(u, g, err);
     if (rc) return rc;
     int q = g->ep_part;
-    ep_scratch w = scratch_of(c, N, P, scratch);
+    ep_scratch w = scratch_of(u, N, P, scratch);
     char what[128];
     /* 1. each part's row counts of every part's experts (padding included) */
     const void *sp[MAX_PARTS];
@@ -204,7 +207,7 @@ static void fold_slots(float *grad, int P, int q, size_t slice) {
 void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_params *pk, float *const *grads) {
     const zt_llama_config *c = u->model_cfg;
     int P = u->ep_parts, El = c->n_experts / P;
-    size_t in_slice = (size_t)El * zt_moe_width(c) * c->n_embd;
+    size_t in_slice = (size_t)El * zt_moe_part_width(u) * c->n_embd;
     if (!g || P < 2 || P > MAX_PARTS) return;
     for (int k = 0; k < 3; k++) {
         int idx = k == 0 ? pk->w1 : k == 1 ? pk->w2 : pk->w3;
@@ -216,12 +219,12 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
                        float *dy, float *dxp, float *scratch, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     const zt_unit_group *g = a->group;
-    int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_width(c);
+    int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_part_width(u);
     size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
     int rc = check_group(u, g, err);
     if (rc) return rc;
     int q = g->ep_part;
-    ep_scratch w = scratch_of(c, N, P, scratch);
+    ep_scratch w = scratch_of(u, N, P, scratch);
     char what[128];
     size_t want[MAX_PARTS], mine[MAX_PARTS], cap[MAX_PARTS];
     const float *src[MAX_PARTS];

@@ -94,7 +94,8 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* Sets parameter p's cut for style/blocks on part `part` of `parts`, or says why it cannot be. */
 static int cut(const zt_model *m, zt_param_desc *p, const zt_tp_rule *r, int parts, int part, zt_error *err) {
-    int dim = r->style == ZT_TP_ROW ? 1 : 0, blocks = r->style == ZT_TP_COLUMN ? r->blocks : 1;
+    int dim = r->style == ZT_TP_ROW ? 1 : 0;
+    int blocks = r->style != ZT_TP_COLUMN ? 1 : r->blocks > 0 ? r->blocks : p->norm_blocks > 1 ? p->norm_blocks : 1;
     if (dim >= p->ndim)
         return zt_error_set(err, ZT_ERR_USAGE, "tensor parallelism: %s (%d-D) has no dimension %d to cut (%s)", p->name,
                             p->ndim, dim, m->name);

@@ -57,7 +57,8 @@ typedef enum zt_tp_style { ZT_TP_WHOLE = 0, ZT_TP_COLUMN, ZT_TP_ROW, ZT_TP_VOCAB
 typedef struct zt_tp_rule {
     const char *suffix;
     zt_tp_style style;
-    int blocks; /* column: dim 0 is this many equal blocks, each cut alike (fused QKV: 3); else 1 */
+    int blocks; /* column: dim 0 is this many equal blocks, each cut alike (fused QKV: 3; 0: the
+                   parameter's norm blocks, a mixture's stacked experts); else 1 */
 } zt_tp_rule;
 /* The rules of model family `name` ("gpt2", "llama"), or NULL; *n gets their count. */
 const zt_tp_rule *zt_tp_plan_of(const char *name, int *n);

@@ -27,6 +27,11 @@ static const zt_tp_rule LLAMA[] = {
     {"mlp.gate_proj.weight", ZT_TP_COLUMN, 1},
     {"mlp.up_proj.weight", ZT_TP_COLUMN, 1},
     {"mlp.down_proj.weight", ZT_TP_ROW, 1},
+    /* a mixture's stacked experts (llama_moe.c): each expert's columns cut alike (blocks 0: one
+     * block per expert, the parameter's norm blocks), w2 row-parallel; the router stays whole */
+    {"block_sparse_moe.experts.w1.weight", ZT_TP_COLUMN, 0},
+    {"block_sparse_moe.experts.w3.weight", ZT_TP_COLUMN, 0},
+    {"block_sparse_moe.experts.w2.weight", ZT_TP_ROW, 1},
 };
 
 const zt_tp_rule *zt_tp_plan_of(const char *name, int *n) {

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# moe_tp.sh BUILD SOURCE - tensor parallelism of a Llama mixture of experts (Megatron's expert tensor
+# parallelism: each part holds I/tp columns of every expert, src/model/llama_moe.c; the cut in
+# src/shard/tp_plans.c), alone and with expert parallelism:
+#  1. bit-identical where the order is fixed (tool_dist_check --arch llama-moe, dropless, both
+#     router losses, every step clipped): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 under
+#     zero1 and zero3 = ep 2 x tp 2 (ddp, zero3) on 4 ranks; every step's tp bytes equal to the
+#     formula (the tool: the dense formula + each block's top-k weights' gradient sum);
+#  2. against one process (the parts add their columns' shares in another order): losses and
+#     parameters within the tolerance tests/tolerance.py derives in the run (8 x a one-ulp
+#     perturbation's), for tp 2 and for ep 2 x tp 2; the run with lr x 1.01 falls outside;
+#  3. zerotrain train: tp 2 on 2 ranks reaches every class's planned high-water exactly;
+#     checkpoints hold logical tensors: the tp 2 run resumed from its step-2 commit ends on its own
+#     hash, a ddp run resumes from it as from its one-process re-save, and the Hugging Face
+#     directory exported from the tp 2 commit is the re-save's, byte for byte;
+#  4. bad input: sequence parallelism with experts, an expert width tp does not divide (exit 2).
+# Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
+set -euo pipefail
+BUILD="$1"; SRC="$2"
+TOOL="$BUILD/tests/tool_dist_check"
+Z="$BUILD/zerotrain"
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COMM_TIMEOUT=120
+T=$(mktemp -d)
+trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
+source "$SRC/tests/tool_serve.bash"
+for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
+source "$SRC/tests/dist_check.bash" # hash_of, check, bad; sets fail=0
+run() { # N args...
+  local n="$1" rc=0; shift
+  serve_run "n$n" "$@" --arch llama-moe --clip 0.05 || rc=$?
+  [ $rc = 99 ] || return $rc
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe --clip 0.05 2>&1
+}
+tp_bytes() { # label output: the tool printed the tp bytes equal to the formula
+  if grep -qE '^tp bytes ([0-9]+) \(formula \1\)$' <<<"$2"; then echo "     $1: $(grep '^tp bytes' <<<"$2")"
+  else echo "FAIL $1: tp bytes against the formula: $(grep '^tp bytes' <<<"$2" || echo none)"; fail=1; fi
+}
+
+# ---- 1. the bits ---------------------------------------------------------------------------------
+STEPS=4
+out="$(run 2 ddp 2 $STEPS --tp 2)"; check "tp 2, 2 micro-batches, 2 ranks" moe "$out"; tp_bytes "tp 2" "$out"
+for s in zero1 zero3; do
+  out="$(run 4 $s 1 $STEPS --tp 2)"; check "tp 2 x dp 2 $s, 4 ranks" moe "$out"
+done
+for s in ddp zero3; do
+  out="$(run 4 $s 1 $STEPS --tp 2 --ep 2)"; check "ep 2 x tp 2 $s, 4 ranks" moe "$out"; tp_bytes "ep 2 x tp 2 $s" "$out"
+done
+
+# ---- 2. against one process, within the run's own tolerance ---------------------------------------
+STEPS=16
+dump() { # N NAME GA args...: the final logical parameters and the losses of a ddp run
+  local n="$1" f="$2" ga="$3"; shift 3
+  run "$n" ddp "$ga" $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"
+}
+# the global batch is 2 micro-batches each time: one process's 2, tp 2's 2 on its one dp rank,
+# ep 2 x tp 2's one on each of its 2 dp ranks
+dump 1 ref 2; dump 1 ulp 2 --ulp; dump 2 tp 2 --tp 2; dump 4 eptp 1 --tp 2 --ep 2; dump 1 lr 2 --lr 0.0101
+python3 "$SRC/tests/tolerance.py" "$T" llama-moe ref ulp "tp=inside=tp 2 vs one process" \
+  "eptp=inside=ep 2 x tp 2 vs one process" "lr=outside=lr x 1.01 (must fail)" || fail=1
+
+# ---- 3. zerotrain train: the memory plan, checkpoints -----------------------------------------------
+source "$SRC/tests/tiny_vocab.bash"
+"$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" >/dev/null
+fold_tokens "$T/d.bin"
+printf 'model: {preset: llama-tiny-moe, vocab_size: %s}\ndata: {train: %s}\ntraining: {steps: 4, seq_len: 16, micro_batch_size: 2}\n' \
+  "$TINY_VOCAB" "$T/d.bin" > "$T/m.yaml"
+hash_line() { grep -o 'params xxh64 [0-9a-f]*' <<<"$1" || true; }
+TP=(--nproc 2 --set parallel.tensor_parallel_size=2)
+tp="$("$Z" train "$T/m.yaml" "${TP[@]}" --set checkpoint.every=2 --set checkpoint.dir="$T/ck" 2>&1)" || true
+if [ -n "$(hash_line "$tp")" ] && grep -q "every class of every rank reached exactly its planned high-water" <<<"$tp"
+then echo "ok   train: tp 2, every memory class at its planned high-water ($(hash_line "$tp"))"
+else echo "FAIL train tp 2: no hash or planned != measured"; echo "$tp" | grep -E "planned|class|rror" | head -5; fail=1; fi
+C="$T/ck/step-00000002"
+r="$("$Z" train "$T/m.yaml" "${TP[@]}" --resume "$C" 2>&1)" || true
+if [ -n "$(hash_line "$r")" ] && [ "$(hash_line "$r")" = "$(hash_line "$tp")" ]; then
+  echo "ok   tp 2 resumed from its step 2 = uninterrupted: $(hash_line "$r")"
+else echo "FAIL tp 2 resume: '$(hash_line "$r")' vs '$(hash_line "$tp")'"; echo "$r" | tail -3; fail=1; fi
+"$Z" train "$T/m.yaml" --resume "$C" --stop-after 2 --ckpt-dir "$T/one" >/dev/null 2>&1 || true
+a="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$C" 2>&1)" || true
+b="$("$Z" train "$T/m.yaml" --nproc 2 --resume "$T/one/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$a")" ] && [ "$(hash_line "$a")" = "$(hash_line "$b")" ]; then
+  echo "ok   ddp resumed from the tp 2 commit = from its one-process re-save: $(hash_line "$a")"
+else echo "FAIL ddp from the tp 2 commit: '$(hash_line "$a")' vs '$(hash_line "$b")'"; fail=1; fi
+"$Z" export "$C" --hf "$T/hf_tp" >/dev/null 2>&1 || true
+"$Z" export "$T/one/step-00000002" --hf "$T/hf_one" >/dev/null 2>&1 || true
+if [ -s "$T/hf_tp/model.safetensors" ] && cmp -s "$T/hf_tp/model.safetensors" "$T/hf_one/model.safetensors"; then
+  echo "ok   the Mixtral directory exported from the tp 2 commit = from the one-process re-save"
+else echo "FAIL export --hf from the tp 2 commit differs (or is missing)"; fail=1; fi
+
+# ---- 4. bad input ------------------------------------------------------------------------------------
+bad "sequence parallelism with experts" "parallel.sequence_parallel: true with model.n_experts 4" \
+  train "$T/m.yaml" "${TP[@]}" --set parallel.sequence_parallel=true
+bad "expert width tp does not divide" "parallel.tensor_parallel_size: 2 does not divide model.moe_intermediate_size (25)" \
+  train "$T/m.yaml" "${TP[@]}" --set model.moe_intermediate_size=25
+exit $fail

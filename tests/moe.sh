@@ -3,10 +3,12 @@
 #  1. the PyTorch oracle (torch_oracle.py's Mixtral block, written out there): the same weights and
 #     batch, the loss (router losses included) and every parameter's gradient within the Llama
 #     bounds (loss 1e-6, gradient norms 1e-6, differences 1e-5 relative), dropless and with a
-#     capacity factor of 1 (tokens dropped); checked by moe_hf.py's process in 4 (one torch import);
+#     capacity factor of 1 (tokens dropped), and with shared experts (Qwen2-MoE's block with its
+#     sigmoid gate, DeepSeek-MoE's without); checked by moe_hf.py's process in 4 (one torch import);
 #  2. bit-identical parameters and losses after 8 steps (tool_dist_check --arch llama-moe, dropless,
 #     both router losses on): one process with 2 micro-batches = ddp, zero1, zero2, zero3 on 2
-#     ranks, and zero3 with full and selective activation checkpointing;
+#     ranks, and zero3 with full and selective activation checkpointing; with a gated shared expert
+#     (--arch llama-moe-shared): one process = zero3 on 2 ranks, with selective checkpointing too;
 #     Pipeline parallelism (pp 2, zerotrain train): one process's parameters bit for bit, its losses
 #     within float rounding with the router losses (every stage's reported) and equal without;
 #  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
@@ -15,7 +17,11 @@
 #     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
 #     directory read as transformers names it) what zerotrain scores on the checkpoint, to 1e-5;
 #     the directory read back and written again (sharded -> one file -> one file) is byte-identical,
-#     and model.init_hf trains from it.
+#     and model.init_hf trains from it;
+#  5. Hugging Face Qwen2-MoE both ways (qwen_moe_hf.py): a directory the test writes trains through
+#     model.init_hf loss for loss as PyTorch's SGD (1e-5), the trained export scores in PyTorch as
+#     zerotrain does, the export of the directory holds its tensors and round-trips byte for byte;
+#     config.json fields not built (q/k/v biases, dense layers, unknown fields) exit 2 by name.
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
@@ -28,11 +34,11 @@ source "$SRC/tests/tool_serve.bash"
 for n in 1 2; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
 # hash_of, losses_of, fail, check LABEL KEY OUTPUT, bad LABEL TEXT ARGS...
 source "$SRC/tests/dist_check.bash"
-run() { # N args...
+run() { # N args... (ARCH=llama-moe-shared: with Qwen2-MoE's gated shared expert)
   local n="$1" rc=0; shift
-  serve_run "n$n" "$@" --arch llama-moe || rc=$?
+  serve_run "n$n" "$@" --arch "${ARCH:-llama-moe}" || rc=$?
   [ $rc = 99 ] || return $rc
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe 2>&1
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch "${ARCH:-llama-moe}" 2>&1
 }
 
 # ---- 1. PyTorch: the dumps (checked in 4) ---------------------------------------------------------
@@ -41,12 +47,22 @@ for cap in 0 1; do
   "$BUILD/tests/tool_oracle_dump" "$T/moe$cap.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 1 0.02 0.001 $cap \
     >/dev/null
 done
+# ... with shared experts (llama_moe_shared.c): Qwen2-MoE's block (gated, width 160, the top-k not
+# renormalized, dropless) and DeepSeek-MoE's (no gate, width 2 x 96, capacity factor 1)
+"$BUILD/tests/tool_oracle_dump" "$T/qwen.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 0 0.02 0.001 0 160 1 >/dev/null
+"$BUILD/tests/tool_oracle_dump" "$T/deepseek.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 1 0.02 0.001 1 192 0 >/dev/null
 
 # ---- 2. the strategies -----------------------------------------------------------------------------
 STEPS=8
 check "N=1 GA=2 ddp" moe "$(run 1 ddp 2 $STEPS)"
 for s in ddp zero1 zero2 zero3; do check "N=2 $s" moe "$(run 2 $s 1 $STEPS)"; done
 for r in full selective; do check "N=2 zero3 checkpointing $r" moe "$(run 2 zero3 1 $STEPS --recompute $r)"; done
+# with a gated shared expert (a dense parameter, sharded as the attention's)
+export ARCH=llama-moe-shared
+check "shared expert: N=1 GA=2 ddp" shared "$(run 1 ddp 2 $STEPS)"
+check "shared expert: N=2 zero3" shared "$(run 2 zero3 1 $STEPS)"
+check "shared expert: N=2 zero3 checkpointing selective" shared "$(run 2 zero3 1 $STEPS --recompute selective)"
+unset ARCH
 
 # ---- 3. bad input --------------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
@@ -60,6 +76,14 @@ bad "negative aux coefficient" "model.router_aux_loss_coef" "${cfg[@]}" --set mo
 bad "negative z coefficient" "model.router_z_loss_coef" "${cfg[@]}" --set model.router_z_loss_coef=-1
 bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.capacity_factor=-1
 bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
+bad "shared expert gate without a shared expert" "model.shared_expert_gate: true with no shared expert" "${cfg[@]}" \
+  --set model.shared_expert_gate=true
+bad "negative shared-expert width" "model.shared_expert_intermediate_size" "${cfg[@]}" \
+  --set model.shared_expert_intermediate_size=-8
+bad "tensor parallelism with a shared expert" "parallel.tensor_parallel_size: 2 with a shared expert of width 48" \
+  "${cfg[@]}" --nproc 2 --set parallel.tensor_parallel_size=2 --set model.shared_expert_intermediate_size=48
+bad "shared-expert widths that disagree" "model.shared_expert_intermediate_size: 100 with model.n_shared_experts 2 of width 96" \
+  "${cfg[@]}" --set model.n_shared_experts=2 --set model.shared_expert_intermediate_size=100
 # a router that produces a non-finite logit (ZT_FAULT nan:at=router, layers.0's first token): the
 # step is skipped as fault.nonfinite_skips says, the message and the JSONL name the router's layer
 out="$(ZT_FAULT=nan:at=router:step=2:n=1 "$Z" train "$T/m.yaml" --set training.steps=3 \
@@ -102,10 +126,23 @@ printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s
 "$Z" train "$T/h.yaml" --ckpt-dir "$T/ck" >/dev/null
 "$Z" export "$T/ck" --hf "$T/hf" --shard-size 2MB >/dev/null
 zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
-if out="$(/usr/bin/python3 "$SRC/tests/moe_hf.py" "$T/hf" "$T/v.bin" 4 16 "$zt" "$T/moe0.bin" "$T/moe1.bin" 2>&1)"
-then echo "ok   PyTorch: the Mixtral directory, and the oracle dropless and with capacity factor 1:"
-  grep -E "^Mixtral|^loss|tensors:" <<<"$out"
-else echo "FAIL PyTorch (Mixtral directory, oracle):"; echo "$out"; fail=1; fi
+# section 5's Qwen2-MoE directories, made and trained here for the one PyTorch process: a directory
+# written by the test's own code (no transformers) trains through model.init_hf with plain SGD loss
+# for loss as PyTorch trains it; the trained checkpoint's export (model_type qwen2_moe, sharded)
+# scores in PyTorch as zerotrain scores the checkpoint; the directory exported again holds the same
+# tensors and, read and written once more, the same bytes
+/usr/bin/python3 "$SRC/tests/qwen_moe_hf.py" make "$T/qw" "$T/q.bin" 16 >/dev/null
+printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 4, lr: 0.05, warmup_steps: 0, decay: constant, grad_clip: 0}\noptimizer: {type: sgd, momentum: 0, weight_decay: 0}\n' \
+  "$T/q.bin" > "$T/q.yaml"
+"$Z" train "$T/q.yaml" --set model.init_hf="$T/qw" --set logging.jsonl="$T/q.jsonl" --ckpt-dir "$T/qck" >/dev/null
+"$Z" export "$T/qck" --hf "$T/qw2" --shard-size 100KB >/dev/null
+"$Z" export "$T/qw" --hf "$T/qw3" >/dev/null && "$Z" export "$T/qw3" --hf "$T/qw4" >/dev/null
+zq="$("$BUILD/tests/tool_score" "$T/qck" "$T/q.bin" 2 16)"
+if out="$(/usr/bin/python3 "$SRC/tests/moe_hf.py" "$T/hf" "$T/v.bin" 4 16 "$zt" "$T/moe0.bin" "$T/moe1.bin" \
+             "$T/qwen.bin" "$T/deepseek.bin" --qwen "$T/qw" "$T/q.bin" 2 16 0.05 "$T/q.jsonl" "$T/qw2" "$zq" "$T/qw3" 2>&1)"
+then echo "ok   PyTorch: the Mixtral directory, the oracle dropless, with capacity factor 1, and with shared experts (Qwen2-MoE's gated, DeepSeek-MoE's), the Qwen2-MoE directories:"
+  grep -E "^Mixtral|^loss|tensors:" <<<"$out"; pyout="$out"
+else echo "FAIL PyTorch (Mixtral directory, oracle, Qwen2-MoE directories):"; echo "$out"; fail=1; fi
 "$Z" export "$T/hf" --hf "$T/one" >/dev/null && "$Z" export "$T/one" --hf "$T/two" >/dev/null
 if cmp -s "$T/one/model.safetensors" "$T/two/model.safetensors" && grep -q '"model_type":.*"mixtral"' "$T/two/config.json"
 then echo "ok   Mixtral directory read back and written again: byte-identical"
@@ -113,4 +150,31 @@ else echo "FAIL Mixtral directory round trip differs"; fail=1; fi
 if out="$("$Z" train "$T/h.yaml" --set model.init_hf="$T/hf" --set training.steps=1 2>&1)" &&
    grep -q "model llama" <<<"$out"; then echo "ok   model.init_hf from the Mixtral directory trains"
 else echo "FAIL model.init_hf from the Mixtral directory:"; echo "$out" | tail -3; fail=1; fi
+
+# ---- 5. Hugging Face Qwen2-MoE (a gated shared expert; qwen_moe_hf.py) ------------------------------
+# (its PyTorch checks ran with section 4's, in moe_hf.py's process)
+grep -E "^ok   (trained from|zerotrain's Qwen2-MoE|the PyTorch-made)" <<<"${pyout:-}" || true
+if cmp -s "$T/qw3/model.safetensors" "$T/qw4/model.safetensors" && cmp -s "$T/qw3/config.json" "$T/qw4/config.json" \
+   && grep -q '"model_type":.*"qwen2_moe"' "$T/qw4/config.json"
+then echo "ok   Qwen2-MoE directory read back and written again: byte-identical"
+else echo "FAIL Qwen2-MoE directory round trip differs"; fail=1; fi
+# what the qwen2_moe row does not build, refused by name (config.json alone: read before any tensor)
+qbad() { # LABEL "expected text" PYTHON-EDIT-OF-c
+  local d="$T/qbad"; rm -rf "$d"; mkdir -p "$d"
+  /usr/bin/python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$T/qw/config.json" "$d/config.json"
+  bad "$1" "$2" train "$T/q.yaml" --set model.init_hf="$d"
+}
+qbad "Qwen2-MoE: an unknown config.json field" "field router_jitter: not a Qwen2-MoE field zerotrain knows" \
+  "c['router_jitter'] = 0.1"
+qbad "Qwen2-MoE: q/k/v biases" "field qkv_bias is true" "c['qkv_bias'] = True"
+qbad "Qwen2-MoE: qkv_bias absent (transformers builds the biases)" "field qkv_bias is absent" "del c['qkv_bias']"
+qbad "Qwen2-MoE: dense layers between sparse ones" "field decoder_sparse_step 2" "c['decoder_sparse_step'] = 2"
+qbad "Qwen2-MoE: mlp_only_layers" "field mlp_only_layers lists 1 layers" "c['mlp_only_layers'] = [1]"
+qbad "Qwen2-MoE: no shared expert" "field shared_expert_intermediate_size must be an integer in [1," \
+  "c['shared_expert_intermediate_size'] = 0"
+# DeepSeek-MoE's ungated shared expert trains, but no row writes its directory
+"$Z" train "$T/m.yaml" --set model.n_shared_experts=1 --ckpt-dir "$T/dsck" >/dev/null
+bad "export --hf of an ungated shared expert" "no shared_expert_gate: no Hugging Face architecture row exports it" \
+  export "$T/dsck" --hf "$T/dshf"
 exit $fail

@@ -7,6 +7,8 @@
 #     with 4 micro-batches = ddp on 4 ranks; ep 4 with zero3 and full recomputation too; and with
 #     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
 #     hybrid's shard groups; every step clipped (--clip 0.05), so the gradient norm's bits count;
+#     with a gated shared expert (--arch llama-moe-shared, a dense parameter): ep 2 on 2 ranks = one
+#     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
 #     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
@@ -39,11 +41,11 @@ for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to n
 source "$SRC/tests/dist_check.bash"
 # --clip 0.05: every step clips, so the gradient norm's bits (each expert's chunks apart: the norm
 # blocks of shard/plan.h) reach the parameters
-run() { # N args...
+run() { # N args... (ARCH=llama-moe-shared: with Qwen2-MoE's gated shared expert)
   local n="$1" rc=0; shift
-  serve_run "n$n" "$@" --arch llama-moe --clip 0.05 || rc=$?
+  serve_run "n$n" "$@" --arch "${ARCH:-llama-moe}" --clip 0.05 || rc=$?
   [ $rc = 99 ] || return $rc
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe --clip 0.05 2>&1
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch "${ARCH:-llama-moe}" --clip 0.05 2>&1
 }
 
 # ---- 1. the bits ------------------------------------------------------------------------------------
@@ -64,6 +66,13 @@ check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --
 check "N=2 GA=2 ep 2 ddp" four "$(run 2 ddp 2 $STEPS --ep 2)"
 check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
 check "N=4 ep 4 over hybrid's 2 shard groups of 2" four "$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 4)"
+# a gated shared expert: a dense parameter every part runs on its own tokens (not dispatched)
+export ARCH=llama-moe-shared
+check "shared expert: N=1 GA=2" sh2 "$(run 1 ddp 2 $STEPS)"
+check "shared expert: N=2 ep 2" sh2 "$(run 2 ddp 1 $STEPS --ep 2)"
+check "shared expert: N=1 GA=4" sh4 "$(run 1 ddp 4 $STEPS)"
+check "shared expert: N=4 ep 2 x dp 2 zero3" sh4 "$(run 4 zero3 1 $STEPS --ep 2)"
+unset ARCH
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
@@ -110,6 +119,20 @@ sys.exit(0 if ok else 1)
 PY
 then echo "ok   estimate-memory with ep 2: the run's planned high-water"
 else echo "FAIL estimate-memory with ep 2 differs from the run's plan ($plan)"; head -c 600 "$T/est.json"; fail=1; fi
+# a gated shared expert (its saved activations, scratch and dense weights in the plan), ep 2 under zero3
+sh=(--set model.shared_expert_intermediate_size=48 --set model.shared_expert_gate=true --set parallel.strategy=zero3)
+eps="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 "${sh[@]}" 2>&1)"
+# the largest rank's planned total (the table's, MiB: zero3's pieces differ by rank) against estimate-memory's
+plan="$(grep -E '^ +[0-9]+ ' <<<"$eps" | sed -E 's/.*\| +([0-9.]+)\/[0-9.]+ +\|.*/\1/' | sort -g | tail -1)"
+"$Z" estimate-memory "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 "${sh[@]}" --json > "$T/est.json" 2>&1 || true
+if grep -q "+ shared 48 gated" <<<"$eps" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$eps" &&
+   /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+hw = json.load(open(sys.argv[1])).get("strategies", {}).get("zero3", {}).get("peak_total")
+sys.exit(0 if hw is not None and sys.argv[2] and abs(hw / 1048576 - float(sys.argv[2])) < 0.051 else 1)
+PY
+then echo "ok   train with a gated shared expert, ep 2 x zero3: every memory class at its planned high-water, estimate-memory's the largest rank's ($plan MiB)"
+else echo "FAIL train with a shared expert: planned = measured or estimate-memory ($plan)"; echo "$eps" | grep -E "model llama|planned|class|error"; fail=1; fi
 
 # ---- 3. checkpoints across ep degrees ------------------------------------------------------------------
 C="$T/ck/step-00000002"

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""moe_hf.py HF_DIR TOKENS.bin B T ZT_LOSS [DUMP...] - a Mixtral directory zerotrain exported, read as
+"""moe_hf.py HF_DIR TOKENS.bin B T ZT_LOSS [DUMP...] [--qwen QWEN_CHECK_ARGS...] - a Mixtral directory zerotrain exported, read as
 transformers would read it: config.json (model_type mixtral, num_local_experts, num_experts_per_tok,
 router_aux_loss_coef) and the per-expert tensors model.layers.L.block_sparse_moe.experts.E.w1/w2/w3
 (read by safetensors_torch.py's reader, through the index when sharded). The experts are stacked
 back into zerotrain's layout and the loss computed by torch_oracle.py's Llama with its Mixtral block
 (cross-entropy + router_aux_loss_coef x each layer's load-balancing loss) on the first B windows of
 T+1 tokens; it must match zerotrain's (tool_score on the checkpoint) to 1e-5 relative. Then the
-oracle dumps given (torch_oracle.py's check, in this process: torch is imported once)."""
+oracle dumps given (torch_oracle.py's check, in this process: torch is imported once), and with
+--qwen, qwen_moe_hf.py's check of Qwen2-MoE directories (the arguments it takes after "check")."""
 import json
 import os
 import sys
@@ -50,9 +51,15 @@ def main():
     print(f"Mixtral directory: {len(P)} tensors ({E} experts of {L} layers stacked), torch loss {loss:.9g}, "
           f"zerotrain {zt_loss:.9g}, relative difference {rel:.2e}")
     failures = rel > 1e-5
-    for dump in sys.argv[6:]:
+    args = sys.argv[6:]
+    qwen = args[args.index("--qwen") + 1:] if "--qwen" in args else None
+    for dump in args[:args.index("--qwen")] if qwen is not None else args:
         print(f"{dump.rsplit('/', 1)[-1]}:")
         failures += check(dump)
+    if qwen is not None:  # qwen_moe_hf.py's check, in this process (one torch import)
+        from qwen_moe_hf import check as qwen_check
+        failures += qwen_check(qwen[0], qwen[1], int(qwen[2]), int(qwen[3]), float(qwen[4]), qwen[5], qwen[6],
+                               float(qwen[7]), qwen[8] if len(qwen) > 8 else None)
     sys.exit(1 if failures else 0)
 
 

@@ -1,7 +1,8 @@
 /* test_moe.c - a Llama mixture of experts (src/model/llama_moe.c, src/kernels/moe_*.c,
  * grouped_gemm.c): the router's kernels against finite differences in double, the routing plan's
  * order (by expert, then token) and capacity drops, the whole model's gradients (router, experts,
- * the load-balancing and z losses) against finite differences through the engine, the losses'
+ * the load-balancing and z losses, the shared expert with and without its gate) against finite
+ * differences through the engine, the losses'
  * values at a uniform router, the counters, and the shape checks. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,6 +163,9 @@ static void check_model(const zt_llama_config *c0, const char *what) {
         if (strstr(m->params[i].name, "block_sparse_moe.gate")) {
             float *p = zt_engine_param(e, i);
             for (int64_t j = 0; j < m->params[i].numel; j++) p[j] *= 25.0f;
+        } else if (strstr(m->params[i].name, "shared_expert")) { /* x20: its output and gate not negligible */
+            float *p = zt_engine_param(e, i);
+            for (int64_t j = 0; j < m->params[i].numel; j++) p[j] *= 20.0f;
         }
     int32_t tok[B * T + 1];
     uint64_t s = 99;
@@ -211,7 +215,11 @@ static void check_model(const zt_llama_config *c0, const char *what) {
         }
         base += n;
     }
-    assert_int_equal(checked, 5 * 4);
+    int n_moved = 0;
+    for (int i = 0; i < m->n_params; i++) n_moved += moved(m->params[i].name);
+    assert_int_equal(n_moved, 5 + (c->n_shared_experts > 0 || c->shared_expert_intermediate_size > 0 ? 3 : 0) +
+                                  (c->shared_expert_gate ? 1 : 0)); /* the shared expert's too */
+    assert_int_equal(checked, n_moved * 4);
     print_message("%s: loss %.5f, max |analytic - FD| %.2e\n", what, (double)loss, worst);
     free(dir);
     zt_engine_free(e);
@@ -230,6 +238,19 @@ static void test_model_gradients_match_finite_differences(void **state) {
     check_model(&c, "top-k weights not renormalized");
     c.capacity_factor = 0.6f; /* ceil(10·2/4·0.6) = 3 tokens per expert: some dropped */
     check_model(&c, "capacity factor 0.6");
+    /* shared experts (llama_moe_shared.c): DeepSeek-MoE's (2 x the expert width, no gate), and
+     * Qwen2-MoE's (its own width, the sigmoid gate, the top-k not renormalized) */
+    c = MOE_SMALL;
+    c.router_aux_loss_coef = 0.5f;
+    c.n_shared_experts = 2;
+    check_model(&c, "shared expert 2 x 12, no gate");
+    c.n_shared_experts = 0;
+    c.shared_expert_intermediate_size = 20;
+    c.shared_expert_gate = true;
+    c.norm_topk_prob = false;
+    check_model(&c, "shared expert of width 20 with its sigmoid gate");
+    c.capacity_factor = 0.6f;
+    check_model(&c, "gated shared expert, capacity factor 0.6");
 }
 
 /* At a zero router every probability is 1/E: aux = E·sum_e f_e/E = k, z = ln(E)²; the loss is the
@@ -285,7 +306,7 @@ static void test_losses_and_counters(void **state) {
     }
 }
 
-/* Bad shapes name the numbers; tensor parallelism of the experts is refused. */
+/* Bad shapes name the numbers; tensor parallelism of a shared expert is refused. */
 static void test_bad_shapes(void **state) {
     (void)state;
     zt_error err = {0};
@@ -302,14 +323,32 @@ static void test_bad_shapes(void **state) {
     c.router_aux_loss_coef = -1.0f;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_ERR_USAGE);
     assert_non_null(strstr(err.msg, "router_aux_loss_coef -1"));
+    /* shared experts: a gate without one, a negative width, two widths that disagree */
     c = MOE_SMALL;
-    c.n_shared_experts = 1;
+    c.shared_expert_gate = true;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "not built"));
+    assert_non_null(strstr(err.msg, "shared_expert_intermediate_size 0, shared_expert_gate true"));
+    c = MOE_SMALL;
+    c.shared_expert_intermediate_size = -4;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "shared_expert_intermediate_size -4"));
+    c = MOE_SMALL;
+    c.n_shared_experts = 2;
+    c.shared_expert_intermediate_size = 20;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "n_shared_experts 2, shared_expert_intermediate_size 20"));
+    c.shared_expert_intermediate_size = 24; /* 2 x 12: the same width said twice */
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    zt_model_free(m);
+    /* tensor parallelism cuts the experts (tests/moe_tp.sh), not a shared expert: refused */
     c = MOE_SMALL;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    assert_int_equal(m->tp_check(m, 2, &err), ZT_OK);
+    zt_model_free(m);
+    c.shared_expert_intermediate_size = 20;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     assert_int_equal(m->tp_check(m, 2, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "not built"));
+    assert_non_null(strstr(err.msg, "with a shared expert (width 20): not built"));
     zt_model_free(m);
 }
 
@@ -333,6 +372,28 @@ static void test_mixtral_preset_counts(void **state) {
     zt_model_free(m);
 }
 
+/* Qwen1.5-MoE-A2.7B's preset: the released model's 14,315,784,192 parameters (2,689,173,504 active:
+ * four of the 60 experts and the shared expert with its gate), less its q/k/v biases, 3 x 2048 per
+ * layer x 24 = 147,456, which zerotrain's Llama attention does not build (docs/models.md). */
+static void test_qwen_moe_preset_counts(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_llama_config c;
+    assert_int_equal(zt_llama_preset("qwen1.5-moe-a2.7b", &c, &err), ZT_OK);
+    zt_model *m;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    int64_t total = zt_model_numel(m), biases = 3LL * 2048 * 24;
+    assert_int_equal(total + biases, 14315784192LL);
+    int64_t experts = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (strstr(m->params[i].name, ".experts.")) experts += m->params[i].numel;
+    int64_t active = total - experts + experts / c.n_experts * c.n_experts_per_token;
+    assert_int_equal(active + biases, 2689173504LL);
+    print_message("qwen1.5-moe-a2.7b: %lld parameters, %lld active (+ %lld q/k/v biases not built)\n",
+                  (long long)total, (long long)active, (long long)biases);
+    zt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router_backward_matches_finite_differences),
@@ -341,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_losses_and_counters),
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_mixtral_preset_counts),
+        cmocka_unit_test(test_qwen_moe_preset_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,14 +3,15 @@
  * file that torch_oracle.py reads.
  *   tool_oracle_dump OUT [L C NH V maxT B T] [--packed]
  *   tool_oracle_dump OUT llama L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE [--packed]
- *   tool_oracle_dump OUT moe L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE E K IE NORM AUX Z CAP
+ *   tool_oracle_dump OUT moe L C NH NKV I V maxT B T THETA FACTOR LOW HIGH ORIG TIE E K IE NORM AUX Z CAP [IS GATE]
  *     (a Llama mixture of experts: E experts, top-K, width IE, norm_topk_prob NORM, the router
- *     losses' coefficients AUX and Z, capacity factor CAP; its router weights x ROUTER_SCALE)
+ *     losses' coefficients AUX and Z, capacity factor CAP; its router weights x 8; with IS GATE a
+ *     shared expert of width IS, with Qwen2-MoE's sigmoid gate when GATE is 1, its weights x 8)
  * --packed: every row packs documents (zt_batch.positions), of lengths cycling over 1 9 4 13 2 7 ..
  * from the row's index.
  * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama; | 0x100 packed) | i32 maxT V
  * L NH C B T | version 2, 3: i32 NKV I | f32 theta rms_eps factor low high | i32 orig tie | version 3
- * (mixture of experts): i32 E K IE NORM | f32 AUX Z CAP | i32
+ * (mixture of experts): i32 E K IE NORM | f32 AUX Z CAP | version 4 (shared expert): i32 IS GATE | i32
  * inputs[B*T] | i32 targets[B*T] | packed: i32 positions[B*T] | f32 loss | u32 n_params | per
  * parameter: u16 name_len, name, u32 ndim, i64 shape[ndim], f32 param[numel], f32 grad[numel]. */
 #include "zerotrain/zerotrain.h"
@@ -22,7 +23,8 @@
 int main(int argc, char **argv) {
     bool packed = argc > 2 && !strcmp(argv[argc - 1], "--packed");
     if (packed) argc--;
-    bool moe = argc == 25 && !strcmp(argv[2], "moe");
+    bool shared = argc == 27 && !strcmp(argv[2], "moe");
+    bool moe = (argc == 25 || shared) && !strcmp(argv[2], "moe");
     bool llama = (argc == 18 && !strcmp(argv[2], "llama")) || moe;
     if (argc != 2 && argc != 9 && !llama) {
         fprintf(stderr, "usage: %s OUT [L C NH V maxT B T]\n"
@@ -51,6 +53,7 @@ int main(int argc, char **argv) {
             lc.norm_topk_prob = atoi(a[18]) != 0, lc.router_aux_loss_coef = strtof(a[19], NULL);
             lc.router_z_loss_coef = strtof(a[20], NULL), lc.capacity_factor = strtof(a[21], NULL);
         }
+        if (shared) lc.shared_expert_intermediate_size = atoi(a[22]), lc.shared_expert_gate = atoi(a[23]) != 0;
         c = (zt_gpt2_config){.n_layer = lc.n_layer, .n_embd = lc.n_embd, .n_head = lc.n_head,
                              .vocab_size = lc.vocab_size, .max_seq_len = lc.max_seq_len};
     }
@@ -67,7 +70,7 @@ int main(int argc, char **argv) {
     /* a router with larger logits than the initialization's (std 0.02 x 8): probabilities far
      * from uniform, so that the routing weights, the losses and their gradients vary by token */
     for (int i = 0; moe && i < m->n_params; i++)
-        if (strstr(m->params[i].name, "block_sparse_moe.gate"))
+        if (strstr(m->params[i].name, "block_sparse_moe.gate") || strstr(m->params[i].name, "shared_expert"))
             for (int64_t j = 0; j < m->params[i].numel; j++) zt_engine_param(e, i)[j] *= 8.0f;
     int n = B * T;
     int32_t *tok = malloc((size_t)(n + 1) * sizeof *tok);
@@ -93,7 +96,7 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 8;
     }
-    uint32_t version = (moe ? 3 : llama ? 2 : 1) | (packed ? 0x100 : 0), np = (uint32_t)m->n_params;
+    uint32_t version = (shared ? 4 : moe ? 3 : llama ? 2 : 1) | (packed ? 0x100 : 0), np = (uint32_t)m->n_params;
     int32_t hdr[7] = {c.max_seq_len, c.vocab_size, c.n_layer, c.n_head, c.n_embd, B, T};
     fwrite("ZTORACLE", 1, 8, f);
     fwrite(&version, 4, 1, f);
@@ -111,6 +114,10 @@ int main(int argc, char **argv) {
             float mf[3] = {lc.router_aux_loss_coef, lc.router_z_loss_coef, lc.capacity_factor};
             fwrite(mi, 4, 4, f);
             fwrite(mf, 4, 3, f);
+        }
+        if (shared) {
+            int32_t si[2] = {lc.shared_expert_intermediate_size, lc.shared_expert_gate};
+            fwrite(si, 4, 2, f);
         }
     }
     fwrite(tok, 4, (size_t)n, f);

@@ -45,7 +45,7 @@ def read_dump(path):
     (version,) = take("I")
     packed = bool(version & 0x100)
     version &= 0xff
-    assert version in (1, 2, 3)
+    assert version in (1, 2, 3, 4)
     maxT, V, L, NH, C, B, T = take("7i")
     llama = None
     if version >= 2:
@@ -54,10 +54,13 @@ def read_dump(path):
         orig, tie = take("2i")
         llama = dict(NKV=NKV, I=I, theta=theta, eps=eps, factor=factor, low=low, high=high, orig=orig,
                      tie=bool(tie), moe=None)
-    if version == 3:  # a mixture of experts
+    if version >= 3:  # a mixture of experts
         E, K, IE, norm = take("4i")
         aux, z, cap = take("3f")
-        llama["moe"] = dict(E=E, K=K, IE=IE, norm=bool(norm), aux=aux, z=z, cap=cap)
+        llama["moe"] = dict(E=E, K=K, IE=IE, norm=bool(norm), aux=aux, z=z, cap=cap, IS=0, gate=False)
+    if version == 4:  # ... with a shared expert
+        IS, gate = take("2i")
+        llama["moe"].update(IS=IS, gate=bool(gate))
     n = B * T
     inputs = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
     targets = torch.tensor(take(f"{n}i"), dtype=torch.long).view(B, T)
@@ -190,7 +193,9 @@ def moe_mlp(mc, h, xn):
     capacity: its first ceil(N k / E cap) tokens in token order), weighted and added; then the router
     losses: E sum_e f_e P_e (f_e: the fraction of tokens choosing e, HF's load_balancing_loss_func on
     one layer) and mean logsumexp^2 (ST-MoE). The experts are stacked by rows in zerotrain's tensors
-    (experts.w1 (E I, C)): expert e's are rows e I .. (e+1) I."""
+    (experts.w1 (E I, C)): expert e's are rows e I .. (e+1) I. With a shared expert (mc["IS"] > 0),
+    transformers' Qwen2MoeSparseMoeBlock: its SwiGLU on every token, times sigmoid(x . g) when gated,
+    added to the routed output."""
     N, C = xn.shape
     E, K, I = mc["E"], mc["K"], mc["IE"]
     logits = F.linear(xn, h("block_sparse_moe.gate.weight"))
@@ -208,6 +213,13 @@ def moe_mlp(mc, h, xn):
         tok, slot = tok[:cap], slot[:cap]
         y = F.linear(F.silu(F.linear(xn[tok], w1[e])) * F.linear(xn[tok], w3[e]), w2[e])
         out = out.index_add(0, tok, w[tok, slot, None] * y)
+    if mc.get("IS"):  # Qwen2MoeSparseMoeBlock's shared expert (DeepSeek-MoE's without the gate)
+        sh = F.linear(F.silu(F.linear(xn, h("block_sparse_moe.shared_expert.gate_proj.weight"))) *
+                      F.linear(xn, h("block_sparse_moe.shared_expert.up_proj.weight")),
+                      h("block_sparse_moe.shared_expert.down_proj.weight"))
+        if mc["gate"]:
+            sh = torch.sigmoid(F.linear(xn, h("block_sparse_moe.shared_expert_gate.weight"))) * sh
+        out = out + sh
     f = F.one_hot(sel, E).float().sum(dim=1).mean(dim=0)  # (E): sums to K
     aux = E * (f * p.mean(dim=0)).sum()
     z = (torch.logsumexp(logits, dim=-1) ** 2).mean()

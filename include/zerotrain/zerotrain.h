@@ -632,12 +632,20 @@ typedef struct zt_llama_config {
     int n_experts;             /* E (HF num_local_experts) */
     int n_experts_per_token;   /* k (HF num_experts_per_tok) */
     int moe_intermediate_size; /* each expert's width (0: intermediate_size, Mixtral's) */
-    int n_shared_experts;      /* always-on experts (DeepSeek/Qwen2-MoE); not built: must be 0 */
+    int n_shared_experts;      /* DeepSeek-MoE's always-on experts: a shared SwiGLU MLP of width n x the
+                                  expert width (unless shared_expert_intermediate_size says it) */
     bool norm_topk_prob;       /* the top-k weights renormalized to sum 1 (Mixtral: true) */
     float router_aux_loss_coef; /* load-balancing loss coefficient (HF router_aux_loss_coef) */
     float router_z_loss_coef;  /* router z-loss coefficient (ST-MoE) */
     float capacity_factor;     /* > 0: an expert takes at most ceil(N*k/E * factor) of a micro-batch's
                                   N tokens, the rest dropped and counted; 0: dropless */
+    /* Shared experts (src/model/llama_moe_shared.c): a dense SwiGLU MLP every token goes through,
+     * added to the routed experts' output; its width is shared_expert_intermediate_size (Qwen2-MoE's
+     * key), or n_shared_experts x the expert width (DeepSeek-MoE's); 0 and 0: none. With
+     * shared_expert_gate (Qwen2-MoE's) its output is scaled per token by sigmoid(x·g), g a Linear
+     * (1,C). */
+    int shared_expert_intermediate_size;
+    bool shared_expert_gate;
 } zt_llama_config;
 
 /* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",

@@ -12,7 +12,10 @@
  * Mixtral (model_type mixtral): a Llama with experts (zerotrain's llama_moe.c); the router is
  * "model.layers.L.block_sparse_moe.gate.weight" as zerotrain names it, and each of zerotrain's
  * expert weights stacked by expert ("layers.L.block_sparse_moe.experts.w1.weight", (E·I, C)) is E
- * tensors "model.layers.L.block_sparse_moe.experts.E.w1.weight" (I, C) on disk (zt_hf_entries). */
+ * tensors "model.layers.L.block_sparse_moe.experts.E.w1.weight" (I, C) on disk (zt_hf_entries).
+ * Qwen2-MoE (model_type qwen2_moe): a Llama with experts and a gated shared expert (llama_moe_shared.c);
+ * "block_sparse_moe." is "mlp." on disk, the experts' w1, w2, w3 are experts.E.gate_proj, down_proj,
+ * up_proj, the shared expert mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate. */
 #include "ckpt/hf_arch.h"
 
 #include <math.h>
@@ -223,6 +226,80 @@ static int mixtral_parse(const cJSON *j, const char *path, zt_hf_model_config *c
     if ((rc = get_int(j, "num_local_experts", 8, 2, 4096, path, &l->num_local_experts, err)) ||
         (rc = get_int(j, "num_experts_per_tok", 2, 1, l->num_local_experts, path, &l->num_experts_per_tok, err)))
         return rc;
+    l->norm_topk_prob = true;
+    return ZT_OK;
+}
+
+/* Qwen2-MoE's config.json fields zerotrain knows: read (the shape, the experts'), or known and
+ * without effect on training here (ids, dtypes, dropout 0, sliding-window sizes with
+ * use_sliding_window false). Any other field is refused by name: it may change the network. */
+static const char *const QWEN2_MOE_KNOWN[] = {
+    "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "hidden_act", "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias",
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "norm_topk_prob", "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step", "mlp_only_layers",
+    "use_sliding_window", "sliding_window", "max_window_layers", "attention_dropout", "initializer_range",
+    "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
+    "_name_or_path", "producer", NULL};
+
+/* The shape fields a Qwen2-MoE config.json must state (transformers' defaults are one model's,
+ * not to guess at). */
+static const char *const QWEN2_MOE_REQUIRED[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "num_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", NULL};
+
+/* Qwen2-MoE (transformers' Qwen2MoeForCausalLM): Llama's fields, every layer sparse (decoder_sparse_step
+ * 1, no mlp_only_layers), a shared expert with its sigmoid gate, the top-k kept as probabilities
+ * unless norm_topk_prob, and no q/k/v biases: transformers builds them unless qkv_bias is false, and
+ * zerotrain's Llama attention has none (not built), so the field must say false. */
+static int qwen2_moe_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
+    zt_hf_llama_config *l = &c->llama;
+    for (const cJSON *f = j->child; f; f = f->next) {
+        bool known = false;
+        for (int i = 0; QWEN2_MOE_KNOWN[i] && !known; i++) known = !strcmp(f->string, QWEN2_MOE_KNOWN[i]);
+        if (!known)
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s: not a Qwen2-MoE field zerotrain knows (it may "
+                                "change the network; src/ckpt/hf_arch.c lists the known ones)", path, f->string);
+    }
+    for (int i = 0; QWEN2_MOE_REQUIRED[i]; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(j, QWEN2_MOE_REQUIRED[i]))
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s is missing (zerotrain reads a Qwen2-MoE's shape "
+                                "from config.json, not transformers' defaults)", path, QWEN2_MOE_REQUIRED[i]);
+    int rc = llama_parse(j, path, c, err);
+    if (rc) return rc;
+    const cJSON *qb = cJSON_GetObjectItemCaseSensitive(j, "qkv_bias");
+    if (!cJSON_IsFalse(qb))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field qkv_bias is %s: q/k/v biases (transformers builds them "
+                            "unless qkv_bias is false; Qwen1.5-MoE's released weights have them) are not built in "
+                            "zerotrain's Llama attention", path, !qb ? "absent" : cJSON_IsTrue(qb) ? "true" : "not a boolean");
+    int step = 1;
+    if ((rc = get_int(j, "decoder_sparse_step", 1, 1, 4096, path, &step, err))) return rc;
+    if (step != 1)
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field decoder_sparse_step %d: dense layers between the sparse "
+                            "ones are not built (1: every layer has experts)", path, step);
+    const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+    if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) != 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field mlp_only_layers lists %d layers: dense layers in a mixture "
+                            "are not built (an empty list)", path, cJSON_IsArray(only) ? cJSON_GetArraySize(only) : -1);
+    if ((rc = want_bool(j, "use_sliding_window", false, "sliding-window attention is not built", path, err)))
+        return rc;
+    const cJSON *ntp = cJSON_GetObjectItemCaseSensitive(j, "norm_topk_prob");
+    if (ntp && !cJSON_IsNull(ntp) && !cJSON_IsBool(ntp))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field norm_topk_prob must be a boolean", path);
+    l->norm_topk_prob = cJSON_IsTrue(ntp); /* Qwen2MoeConfig's default: false */
+    const cJSON *aux = cJSON_GetObjectItemCaseSensitive(j, "router_aux_loss_coef");
+    l->router_aux_loss_coef = cJSON_IsNumber(aux) ? aux->valuedouble : 0.001;
+    if (!(l->router_aux_loss_coef >= 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_aux_loss_coef %g must be >= 0", path,
+                            l->router_aux_loss_coef);
+    if ((rc = get_int(j, "num_experts", 60, 2, 4096, path, &l->num_local_experts, err)) ||
+        (rc = get_int(j, "num_experts_per_tok", 4, 1, l->num_local_experts, path, &l->num_experts_per_tok, err)) ||
+        (rc = get_int(j, "moe_intermediate_size", 1408, 1, 1 << 22, path, &l->moe_intermediate_size, err)) ||
+        (rc = get_int(j, "shared_expert_intermediate_size", 5632, 1, 1 << 22, path,
+                      &l->shared_expert_intermediate_size, err)))
+        return rc;
     return ZT_OK;
 }
 
@@ -237,7 +314,11 @@ static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *e
                                    .intermediate_size = l->intermediate_size, .rope_theta = (float)l->rope_theta,
                                    .rms_norm_eps = (float)l->rms_norm_eps, .tie_embeddings = l->tie_word_embeddings,
                                    .n_experts = l->num_local_experts, .n_experts_per_token = l->num_experts_per_tok,
-                                   .norm_topk_prob = true, .router_aux_loss_coef = (float)l->router_aux_loss_coef};
+                                   .norm_topk_prob = l->norm_topk_prob,
+                                   .router_aux_loss_coef = (float)l->router_aux_loss_coef,
+                                   .moe_intermediate_size = l->moe_intermediate_size,
+                                   .shared_expert_intermediate_size = l->shared_expert_intermediate_size,
+                                   .shared_expert_gate = l->shared_expert_intermediate_size > 0};
     if (l->rope_scaling_type[0])
         spec.llama.rope_scaling = (zt_rope_scaling){(float)l->rope_factor, (float)l->rope_low_freq_factor,
                                                     (float)l->rope_high_freq_factor,
@@ -245,7 +326,8 @@ static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *e
     return zt_model_spec_create(&spec, out, err);
 }
 
-static void llama_write(const zt_model *m, cJSON *j) {
+/* the fields every Llama row writes */
+static void llama_fields(const zt_model *m, cJSON *j) {
     const zt_llama_config *l = m->cfg;
     cJSON_AddNumberToObject(j, "vocab_size", l->vocab_size);
     cJSON_AddNumberToObject(j, "hidden_size", l->n_embd);
@@ -270,6 +352,11 @@ static void llama_write(const zt_model *m, cJSON *j) {
     } else {
         cJSON_AddNullToObject(j, "rope_scaling");
     }
+}
+
+static void llama_write(const zt_model *m, cJSON *j) {
+    const zt_llama_config *l = m->cfg;
+    llama_fields(m, j);
     if (l->n_experts > 0) { /* Mixtral's (its experts' width is intermediate_size) */
         cJSON_ReplaceItemInObject(j, "intermediate_size", cJSON_CreateNumber(l->moe_intermediate_size > 0 ? l->moe_intermediate_size : l->intermediate_size));
         cJSON_AddNumberToObject(j, "num_local_experts", l->n_experts);
@@ -286,14 +373,50 @@ static bool llama_name(const zt_param_desc *p, char *out, size_t cap, bool *tran
     return true;
 }
 
+/* the shared expert's width as llama_moe_shared.c takes it */
+static int shared_width(const zt_llama_config *l) {
+    if (l->n_experts < 1) return 0;
+    if (l->shared_expert_intermediate_size > 0) return l->shared_expert_intermediate_size;
+    return l->n_shared_experts * (l->moe_intermediate_size > 0 ? l->moe_intermediate_size : l->intermediate_size);
+}
+
+static void qwen2_moe_write(const zt_model *m, cJSON *j) {
+    const zt_llama_config *l = m->cfg;
+    llama_fields(m, j);
+    cJSON_AddBoolToObject(j, "qkv_bias", false);
+    cJSON_AddNumberToObject(j, "num_experts", l->n_experts);
+    cJSON_AddNumberToObject(j, "num_experts_per_tok", l->n_experts_per_token);
+    cJSON_AddNumberToObject(j, "moe_intermediate_size", l->moe_intermediate_size > 0 ? l->moe_intermediate_size
+                                                                                    : l->intermediate_size);
+    cJSON_AddNumberToObject(j, "shared_expert_intermediate_size", shared_width(l));
+    cJSON_AddBoolToObject(j, "norm_topk_prob", l->norm_topk_prob);
+    cJSON_AddNumberToObject(j, "router_aux_loss_coef", l->router_aux_loss_coef);
+    cJSON_AddBoolToObject(j, "output_router_logits", l->router_aux_loss_coef > 0);
+    cJSON_AddNumberToObject(j, "decoder_sparse_step", 1);
+    cJSON_AddArrayToObject(j, "mlp_only_layers");
+    cJSON_AddBoolToObject(j, "use_sliding_window", false);
+}
+
+/* Qwen2-MoE: "block_sparse_moe." is "mlp." (the experts' w1, w2, w3: QWEN2_MOE_EXPERTS) */
+static bool qwen2_moe_name(const zt_param_desc *p, char *out, size_t cap, bool *transpose) {
+    llama_name(p, out, cap, transpose);
+    char *b = strstr(out, "block_sparse_moe.");
+    if (b) memmove(b + 4, b + 17, strlen(b + 17) + 1), memcpy(b, "mlp.", 4);
+    return true;
+}
+
+static const char *const QWEN2_MOE_EXPERTS[] = {"gate_proj", "down_proj", "up_proj"}; /* w1, w2, w3 */
+
 /* ---------------------------------------------------------------------------------------------
  * The table. */
 
 static const zt_hf_arch ARCHS[] = {
-    {"gpt2", "GPT2LMHeadModel", "gpt2", gpt2_parse, gpt2_create, gpt2_write, gpt2_name, "transformer."},
-    {"llama", "LlamaForCausalLM", "llama", llama_parse, llama_create, llama_write, llama_name, NULL},
-    {"mistral", "MistralForCausalLM", "mistral", llama_parse, llama_create, llama_write, llama_name, NULL},
-    {"mixtral", "MixtralForCausalLM", "llama-moe", mixtral_parse, llama_create, llama_write, llama_name, NULL},
+    {"gpt2", "GPT2LMHeadModel", "gpt2", gpt2_parse, gpt2_create, gpt2_write, gpt2_name, "transformer.", NULL},
+    {"llama", "LlamaForCausalLM", "llama", llama_parse, llama_create, llama_write, llama_name, NULL, NULL},
+    {"mistral", "MistralForCausalLM", "mistral", llama_parse, llama_create, llama_write, llama_name, NULL, NULL},
+    {"mixtral", "MixtralForCausalLM", "llama-moe", mixtral_parse, llama_create, llama_write, llama_name, NULL, NULL},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", "llama-moe-shared", qwen2_moe_parse, llama_create, qwen2_moe_write,
+     qwen2_moe_name, NULL, QWEN2_MOE_EXPERTS},
 };
 #define N_ARCHS ((int)(sizeof ARCHS / sizeof *ARCHS))
 
@@ -304,7 +427,15 @@ const zt_hf_arch *zt_hf_arch_by_type(const char *model_type) {
 }
 
 int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *err) {
-    const char *name = m->moe_experts > 0 && !strcmp(m->name, "llama") ? "llama-moe" : m->name;
+    const char *name = m->name;
+    if (m->moe_experts > 0 && !strcmp(m->name, "llama")) { /* Mixtral's layout, or Qwen2-MoE's with a shared expert */
+        const zt_llama_config *l = m->cfg;
+        name = shared_width(l) > 0 ? "llama-moe-shared" : "llama-moe";
+        if (shared_width(l) > 0 && !l->shared_expert_gate)
+            return zt_error_set(err, ZT_ERR_USAGE, "model llama with a shared expert of width %d and no "
+                                "shared_expert_gate: no Hugging Face architecture row exports it (Qwen2-MoE's "
+                                "shared expert is gated; DeepSeek-MoE's layout is not built)", shared_width(l));
+    }
     for (int i = 0; i < N_ARCHS; i++)
         if (!strcmp(ARCHS[i].model_name, name)) {
             *out = &ARCHS[i];
@@ -358,6 +489,8 @@ int zt_hf_entries(const zt_model *m, zt_st_entry **ents, int *n, zt_error *err) 
         char head[sizeof v[k].name], tail[sizeof v[k].name]; /* experts.w1 -> experts.0.w1, experts.1.w1, ... */
         snprintf(head, sizeof head, "%.*s", (int)(x - v[k].name + 9), v[k].name);
         snprintf(tail, sizeof tail, "%s", x + 9);
+        if (a->expert_weights && tail[1] >= '1' && tail[1] <= '3') /* w1 -> gate_proj, ... (Qwen2-MoE) */
+            snprintf(tail, sizeof tail, "%s%s", a->expert_weights[tail[1] - '1'], x + 11);
         for (int ex = 0; ex < E; ex++, k++) {
             if (snprintf(v[k].name, sizeof v[k].name, "%s%d.%s", head, ex, tail) >= (int)sizeof v[k].name) {
                 free(v);

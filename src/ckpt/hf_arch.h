@@ -19,9 +19,12 @@ typedef struct zt_hf_llama_config {
     char rope_scaling_type[32];
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 rope scaling */
     int rope_original_max_position_embeddings;
-    /* model_type mixtral: the sparse MLP (0 experts otherwise) */
+    /* model_type mixtral, qwen2_moe: the sparse MLP (0 experts otherwise) */
     int num_local_experts, num_experts_per_tok;
     double router_aux_loss_coef;
+    bool norm_topk_prob;                      /* mixtral: true */
+    int moe_intermediate_size;                /* qwen2_moe: each expert's width (mixtral: 0, intermediate_size) */
+    int shared_expert_intermediate_size;      /* qwen2_moe: the gated shared expert's width */
 } zt_hf_llama_config;
 
 /* What a config.json describes, parsed by its architecture's row. */
@@ -49,6 +52,9 @@ typedef struct zt_hf_arch {
      * false: not stored (e.g. a tied LM head) */
     bool (*name)(const zt_param_desc *p, char *out, size_t cap, bool *transpose);
     const char *alt_prefix; /* a prefix some checkpoints put before every name, or NULL */
+    /* the stacked experts' w1, w2, w3 as the row names each expert's tensors ("gate_proj", ...), or
+     * NULL: as they are (Mixtral's experts.E.w1) */
+    const char *const *expert_weights;
 } zt_hf_arch;
 
 /* The row for config.json's model_type, or NULL. */

@@ -121,6 +121,8 @@ cJSON *zt_model_meta_json(const zt_model *m) {
                 cJSON_AddNumberToObject(x, "router_aux_loss_coef", c->router_aux_loss_coef);
                 cJSON_AddNumberToObject(x, "router_z_loss_coef", c->router_z_loss_coef);
                 cJSON_AddNumberToObject(x, "capacity_factor", c->capacity_factor);
+                cJSON_AddNumberToObject(x, "shared_expert_intermediate_size", c->shared_expert_intermediate_size);
+                cJSON_AddBoolToObject(x, "shared_expert_gate", c->shared_expert_gate);
             }
         }
     }
@@ -196,6 +198,10 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
             c->router_aux_loss_coef = (float)field(x, "router_aux_loss_coef", &bad);
             c->router_z_loss_coef = (float)field(x, "router_z_loss_coef", &bad);
             c->capacity_factor = (float)field(x, "capacity_factor", &bad);
+            /* shared experts (absent from the records written before them: none) */
+            if (cJSON_GetObjectItemCaseSensitive(x, "shared_expert_intermediate_size"))
+                c->shared_expert_intermediate_size = ifield(x, "shared_expert_intermediate_size", &bad);
+            c->shared_expert_gate = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "shared_expert_gate"));
         }
     }
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "lora"), *tm = cJSON_GetObjectItemCaseSensitive(l, "target_modules");

@@ -231,7 +231,7 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     k.rms_norm_eps,
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
-                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH, 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f};
+                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH, 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false};
     return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
 }
 

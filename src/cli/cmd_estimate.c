@@ -51,7 +51,7 @@ static void usage(FILE *out) {
             "                  as `zerotrain train` would; the numbers are what the engine allocates\n"
             "  --model         a preset of the engine's models: gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M,\n"
             "                  llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b,\n"
-            "                  mixtral-8x7b, llama-124M-moe, llama-tiny-moe\n"
+            "                  mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b\n"
             "                  (exact plans)\n"
             "  --nproc         ranks (default: parallel.nproc, or 1)\n"
             "  -B, -T          micro-batch size (1) and sequence length (the model's context)\n"

@@ -111,11 +111,16 @@ static int hf_shape(zt_train_config *cfg, zt_error *err) {
             KV("model.rope_scaling.high_freq_factor=%.9g", l->rope_high_freq_factor);
             KV("model.rope_scaling.original_max_position_embeddings=%d", l->rope_original_max_position_embeddings);
         }
-        if (l->num_local_experts > 0) { /* Mixtral */
+        if (l->num_local_experts > 0) { /* Mixtral, Qwen2-MoE */
             KV("model.n_experts=%d", l->num_local_experts);
             KV("model.n_experts_per_token=%d", l->num_experts_per_tok);
-            KV("model.norm_topk_prob=true");
+            KV("model.norm_topk_prob=%s", l->norm_topk_prob ? "true" : "false");
             KV("model.router_aux_loss_coef=%.9g", l->router_aux_loss_coef);
+            KV("model.moe_intermediate_size=%d", l->moe_intermediate_size);
+        }
+        if (l->shared_expert_intermediate_size > 0) { /* Qwen2-MoE's gated shared expert */
+            KV("model.shared_expert_intermediate_size=%d", l->shared_expert_intermediate_size);
+            KV("model.shared_expert_gate=true");
         }
     } else {
         KV("model.n_layer=%d", hc.gpt2.n_layer);

@@ -57,6 +57,30 @@ static void check_experts(cfg_ctx *x) {
         zt_cfg_error(x, "%s%smodel.n_experts_per_token: %d: the top-k must be 1 .. model.n_experts (%d)", PFX(w),
                      m->n_experts_per_token, m->n_experts);
     }
+    /* shared experts (llama_moe_shared.c): a gate needs a shared expert; both widths agree */
+    int IE = m->moe_intermediate_size > 0 ? m->moe_intermediate_size : m->intermediate_size;
+    if (m->shared_expert_gate && m->n_shared_experts < 1 && m->shared_expert_intermediate_size < 1 &&
+        !bad(x, "model.shared_expert_gate")) {
+        w = LOC("model.shared_expert_gate", "model.n_experts");
+        zt_cfg_error(x, "%s%smodel.shared_expert_gate: true with no shared expert (model.n_shared_experts %d, "
+                     "model.shared_expert_intermediate_size %d): the gate scales the shared expert's output",
+                     PFX(w), m->n_shared_experts, m->shared_expert_intermediate_size);
+    }
+    if (m->n_shared_experts > 0 && m->shared_expert_intermediate_size > 0 &&
+        m->shared_expert_intermediate_size != m->n_shared_experts * IE &&
+        !bad(x, "model.shared_expert_intermediate_size")) {
+        w = LOC("model.shared_expert_intermediate_size", "model.n_shared_experts");
+        zt_cfg_error(x, "%s%smodel.shared_expert_intermediate_size: %d with model.n_shared_experts %d of width %d: "
+                     "both given, the width must be %d (or give one of them)", PFX(w),
+                     m->shared_expert_intermediate_size, m->n_shared_experts, IE, m->n_shared_experts * IE);
+    }
+    int IS = m->shared_expert_intermediate_size > 0 ? m->shared_expert_intermediate_size : m->n_shared_experts * IE;
+    if (IS > 0 && c->tensor_parallel_size > 1 && !bad(x, "parallel.tensor_parallel_size")) {
+        w = LOC("parallel.tensor_parallel_size", "model.shared_expert_intermediate_size");
+        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d with a shared expert of width %d "
+                     "(model.shared_expert_intermediate_size, model.n_shared_experts): the shared expert runs whole, "
+                     "tensor parallelism of it is not built", PFX(w), c->tensor_parallel_size, IS);
+    }
     static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
     char cp[16];
     snprintf(cp, sizeof cp, "%d", c->context_parallel_size);
@@ -234,7 +258,8 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
             "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
             "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
             "model.n_experts", "model.n_experts_per_token", "model.moe_intermediate_size",
-            "model.router_aux_loss_coef", "model.router_z_loss_coef", "model.capacity_factor"};
+            "model.router_aux_loss_coef", "model.router_z_loss_coef", "model.capacity_factor",
+            "model.n_shared_experts", "model.shared_expert_intermediate_size", "model.shared_expert_gate"};
         zt_model_spec ps;
         zt_error ignore;
         zt_train_config preset = *c;

@@ -89,7 +89,7 @@ const key_def zt_cfg_keys[] = {
     {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
      "model to start from (sets model.arch and every model.* key): GPT-2 tiny, gpt2-124M (alias "
      "gpt2), gpt2-350M, gpt2-774M, gpt2-1558M; Llama llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, "
-     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe (docs/models.md)", NULL},
+     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b (docs/models.md)", NULL},
     K_ENUM("model.arch", model_arch, ARCHS, NULL,
            "architecture: gpt2 or llama (docs/models.md); from model.preset unless set"),
     K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
@@ -119,26 +119,26 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
-    K_INT("model.n_experts", model.n_experts, 0, 4096, NULL,
-          "llama: experts of every block's sparse MLP (Mixtral's mixture of experts; HF num_local_experts); "
-          "0: dense (docs/models.md)", ">= 2 when set"),
+    K_INT("model.n_experts", model.n_experts, 0, 4096, NULL, "llama: experts of every block's sparse MLP (Mixtral's "
+          "mixture of experts; HF num_local_experts); 0: dense (docs/models.md)", ">= 2 when set"),
     K_INT("model.n_experts_per_token", model.n_experts_per_token, 0, 4096, NULL,
           "llama: experts each token goes through (top-k; HF num_experts_per_tok)", "1 .. model.n_experts"),
     K_INT("model.moe_intermediate_size", model.moe_intermediate_size, 0, 1048576, NULL,
           "llama: each expert's SwiGLU width; 0: model.intermediate_size (Mixtral's)", NULL),
-    K_INT("model.n_shared_experts", model.n_shared_experts, 0, 0, NULL,
-          "llama: always-on shared experts (DeepSeek-MoE, Qwen2-MoE): not built, 0 only", NULL),
+    K_INT("model.n_shared_experts", model.n_shared_experts, 0, 64, NULL, "llama: DeepSeek-MoE's shared experts: one "
+          "SwiGLU MLP every token goes through, this x the expert width, added to the routed output; 0: none", NULL),
+    K_INT("model.shared_expert_intermediate_size", model.shared_expert_intermediate_size, 0, 1048576, NULL, "llama: "
+          "the shared expert's width (Qwen2-MoE's); 0: model.n_shared_experts x the expert width", "that, both set"),
+    K_BOOL("model.shared_expert_gate", model.shared_expert_gate, NULL, "llama: the shared expert's output x "
+           "sigmoid(x . g) per token, g a Linear (1, C) (Qwen2-MoE's; DeepSeek-MoE has none); needs a shared expert"),
     K_BOOL("model.norm_topk_prob", model.norm_topk_prob, NULL,
            "llama: the top-k routing weights renormalized to sum 1 (Mixtral: true; Qwen2-MoE: false)"),
-    K_FLT("model.router_aux_loss_coef", model.router_aux_loss_coef, 0.0, 1e6, 0, NULL,
-          "llama: coefficient of every MoE block's load-balancing loss n_experts x sum_e f_e P_e (f_e: "
-          "the fraction of tokens choosing e, P_e: its mean router probability; HF router_aux_loss_coef)",
-          NULL),
+    K_FLT("model.router_aux_loss_coef", model.router_aux_loss_coef, 0.0, 1e6, 0, NULL, "llama: each MoE block's "
+          "load-balancing loss coefficient: n_experts x sum_e f_e P_e (f_e: share of tokens choosing e, P_e: mean router probability)", NULL),
     K_FLT("model.router_z_loss_coef", model.router_z_loss_coef, 0.0, 1e6, 0, NULL,
           "llama: coefficient of every MoE block's router z-loss, mean logsumexp(logits)^2 (ST-MoE)", NULL),
-    K_FLT("model.capacity_factor", model.capacity_factor, 0.0, 1e6, 0, NULL,
-          "llama: an expert takes at most ceil(tokens x top-k / n_experts x this) of a micro-batch's "
-          "tokens, the rest dropped and counted (JSONL moe_dropped); 0: dropless", NULL),
+    K_FLT("model.capacity_factor", model.capacity_factor, 0.0, 1e6, 0, NULL, "llama: an expert takes at most ceil("
+          "tokens x top-k / n_experts x this) of a micro-batch's tokens, the rest dropped, counted (moe_dropped); 0: dropless", NULL),
     K_ENUM("model.attention", model.attention, ATTENTIONS, "flash",
            "attention kernel: flash (fused, tiled, online softmax: activation memory O(T), the "
            "probabilities recomputed in backward) or naive (saves the (B, n_head, T, T) probabilities: "
@@ -488,7 +488,7 @@ const int zt_cfg_n_sections = (int)(sizeof zt_cfg_sections / sizeof zt_cfg_secti
 
 /* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */
 #define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny, llama-124M, llama-7b, " \
-                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
+                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
 
 void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     if (m->arch == ZT_ARCH_LLAMA) {

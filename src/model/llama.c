@@ -48,7 +48,7 @@ typedef struct preset {
 
 #define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
 #define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
-#define DENSE 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f /* no experts */
+#define DENSE 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false /* no experts */
 static const preset PRESETS[] = {
     /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
     {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
@@ -64,17 +64,22 @@ static const preset PRESETS[] = {
      * z coefficients, capacity factor (0: dropless). Mixtral 8x7B (v0.1's config.json): 46.7B
      * parameters, 12.9B active (docs/models.md counts them) */
     {"mixtral-8x7b", {32768, 32000, 32, 32, 4096, 8, 14336, 1000000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                      8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f}},
+                      8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f, 0, false}},
     /* bench/moe.sh: llama-124M with 8 experts of half its MLP width, top-2: the dense model's
      * active parameters and FLOPs per token (plus the router's 8·768 per layer) */
     {"llama-124M-moe", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f}},
+                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f, 0, false}},
     /* tests: llama-tiny's attention, 4 experts of width 96, top-2 */
     {"llama-tiny-moe", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                        4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f}},
+                        4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f, 0, false}},
+    /* ... then the shared expert's width and its gate. Qwen1.5-MoE-A2.7B (config.json): 60 experts of
+     * width 1408, top-4 not renormalized, a gated shared expert of width 5632; 14.3B parameters,
+     * 2.7B active, less its q/k/v biases (not built; docs/models.md counts them) */
+    {"qwen1.5-moe-a2.7b", {8192, 151936, 24, 16, 2048, 16, 5632, 1000000.0f, 1e-6f, NO_SCALING, false,
+                           ZT_ATTENTION_FLASH, 60, 4, 1408, 0, false, 0.001f, 0.0f, 0.0f, 5632, true}},
 };
 #define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, " \
-                     "mixtral-8x7b, llama-124M-moe, llama-tiny-moe"
+                     "mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
 
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
@@ -124,7 +129,11 @@ enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_NORM1, P_NORM2, P_BLOCK_COUNT
 /* a mixture-of-experts block (llama_moe.c): the router and the stacked experts' w1, w2 in the dense
  * MLP's places, w3 after the norms */
 enum { P_ROUTER = P_GATE, P_W1 = P_UP, P_W2 = P_DOWN, P_W3 = P_BLOCK_COUNT, P_MOE_BLOCK_COUNT };
-static const zt_moe_params MOE_PARAMS = {.router = P_ROUTER, .w1 = P_W1, .w2 = P_W2, .w3 = P_W3};
+/* ... and with a shared expert (llama_moe_shared.c) its gate, up and down, then its sigmoid gate */
+enum { P_SH_GATE = P_MOE_BLOCK_COUNT, P_SH_UP, P_SH_DOWN, P_SH_ROUTE, P_MOE_SHARED_COUNT };
+static const zt_moe_params MOE_PARAMS = {.router = P_ROUTER, .w1 = P_W1, .w2 = P_W2, .w3 = P_W3,
+                                         .shared_gate = P_SH_GATE, .shared_up = P_SH_UP,
+                                         .shared_down = P_SH_DOWN, .shared_route = P_SH_ROUTE};
 static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
 
 typedef struct block_saved {
@@ -540,10 +549,14 @@ static const zt_unit_ops HEAD_OPS = {.saved_floats = head_saved_floats,
  * the model */
 
 /* matmul parameters of one block a token goes through: q, o (C,C), k, v (KV,C), gate, up, down
- * (I,C); with experts the router (E,C) and its k experts' (3·I·C each: the active parameters) */
+ * (I,C); with experts the router (E,C) and its k experts' (3·I·C each: the active parameters), and
+ * the shared expert's (3·Is·C, its gate C) */
 static double block_matmul_params(const zt_llama_config *c) {
     double C = c->n_embd, KV = (double)kv_width(c), I = c->intermediate_size;
-    if (moe(c)) return 2.0 * C * C + 2.0 * KV * C + c->n_experts * C + c->n_experts_per_token * 3.0 * zt_moe_width(c) * C;
+    double shared = 3.0 * zt_moe_shared_width(c) * C + (zt_moe_shared_width(c) && c->shared_expert_gate ? C : 0);
+    if (moe(c))
+        return 2.0 * C * C + 2.0 * KV * C + c->n_experts * C + c->n_experts_per_token * 3.0 * zt_moe_width(c) * C +
+               shared;
     return 2.0 * C * C + 2.0 * KV * C + 3.0 * I * C;
 }
 
@@ -591,15 +604,25 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
         return zt_error_set(err, ZT_ERR_USAGE, "llama: mixture of experts with n_experts %d and n_experts_per_token %d:"
                             " need 2 <= n_experts and 1 <= n_experts_per_token <= n_experts", c->n_experts,
                             c->n_experts_per_token);
-    if (c->n_experts && (c->moe_intermediate_size < 0 || zt_moe_width(c) < 1 || c->n_shared_experts != 0 ||
+    if (c->n_experts && (c->moe_intermediate_size < 0 || zt_moe_width(c) < 1 ||
                          !(c->router_aux_loss_coef >= 0.0f) || !(c->router_z_loss_coef >= 0.0f) ||
                          !(c->capacity_factor >= 0.0f)))
         return zt_error_set(err, ZT_ERR_USAGE, "llama: mixture of experts with moe_intermediate_size %d (expert width "
-                            "%d), n_shared_experts %d, router_aux_loss_coef %g, router_z_loss_coef %g, capacity_factor "
-                            "%g: need an expert width >= 1, no shared experts (not built), coefficients >= 0 and a "
+                            "%d), router_aux_loss_coef %g, router_z_loss_coef %g, capacity_factor "
+                            "%g: need an expert width >= 1, coefficients >= 0 and a "
                             "capacity factor > 0 (0: dropless)", c->moe_intermediate_size, zt_moe_width(c),
-                            c->n_shared_experts, (double)c->router_aux_loss_coef, (double)c->router_z_loss_coef,
+                            (double)c->router_aux_loss_coef, (double)c->router_z_loss_coef,
                             (double)c->capacity_factor);
+    if (c->n_experts && (c->n_shared_experts < 0 || c->shared_expert_intermediate_size < 0 ||
+                         (c->shared_expert_gate && zt_moe_shared_width(c) < 1) ||
+                         (c->n_shared_experts > 0 && c->shared_expert_intermediate_size > 0 &&
+                          c->shared_expert_intermediate_size != c->n_shared_experts * zt_moe_width(c))))
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: shared experts with n_shared_experts %d, "
+                            "shared_expert_intermediate_size %d, shared_expert_gate %s (expert width %d): need "
+                            "counts >= 0, a gate only with a shared expert, and, both given, a width of "
+                            "n_shared_experts x the expert width", c->n_shared_experts,
+                            c->shared_expert_intermediate_size, c->shared_expert_gate ? "true" : "false",
+                            zt_moe_width(c));
     const zt_rope_scaling *r = &c->rope_scaling;
     if (r->factor != 0.0f && (!(r->factor > 0.0f) || !(r->low_freq_factor > 0.0f) ||
                               !(r->high_freq_factor > r->low_freq_factor) ||
@@ -617,6 +640,9 @@ static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
     if (moe(c) && parts > 1 && m->sequence_parallel)
         return zt_error_set(err, ZT_ERR_USAGE, "llama: sequence parallelism over %d ranks with a mixture of experts "
                             "(%d experts): not built (tensor parallelism without it runs)", parts, c->n_experts);
+    if (moe(c) && parts > 1 && zt_moe_shared_width(c) > 0) /* llama_moe_shared.c runs whole */
+        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks with a shared expert (width "
+                            "%d): not built (without the shared expert it runs)", parts, zt_moe_shared_width(c));
     /* a mixture's experts are cut by columns of each expert (llama_moe.c), its dense MLP is none */
     int width = moe(c) ? zt_moe_width(c) : c->intermediate_size;
     const char *width_key = moe(c) ? "the experts' width (moe_intermediate_size)" : "intermediate_size";
@@ -667,17 +693,22 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
             "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
             "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
         /* experts (llama_moe.h): the router and each weight of the experts stacked by expert */
-        static const char *moe_suffix[P_MOE_BLOCK_COUNT] = {
+        static const char *moe_suffix[P_MOE_SHARED_COUNT] = {
             "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
             "self_attn.o_proj.weight", "block_sparse_moe.gate.weight", "block_sparse_moe.experts.w1.weight",
             "block_sparse_moe.experts.w2.weight", "input_layernorm.weight", "post_attention_layernorm.weight",
-            "block_sparse_moe.experts.w3.weight"};
-        int64_t E = cfg->n_experts, IE = moe(cfg) ? zt_moe_width(cfg) : 0;
-        const int64_t shape[P_MOE_BLOCK_COUNT][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {I, C},
-                                                     {I, C}, {C, I},  {C, 0},  {C, 0}, {0, 0}};
-        const int64_t moe_shape[P_MOE_BLOCK_COUNT][2] = {{C, C}, {KV, C},     {KV, C},     {C, C}, {E, C},
-                                                         {E * IE, C}, {E * C, IE}, {C, 0}, {C, 0}, {E * IE, C}};
-        int idx[P_MOE_BLOCK_COUNT], n = moe(cfg) ? P_MOE_BLOCK_COUNT : P_BLOCK_COUNT;
+            "block_sparse_moe.experts.w3.weight", "block_sparse_moe.shared_expert.gate_proj.weight",
+            "block_sparse_moe.shared_expert.up_proj.weight", "block_sparse_moe.shared_expert.down_proj.weight",
+            "block_sparse_moe.shared_expert_gate.weight"};
+        int64_t E = cfg->n_experts, IE = moe(cfg) ? zt_moe_width(cfg) : 0, IS = zt_moe_shared_width(cfg);
+        const int64_t shape[P_MOE_SHARED_COUNT][2] = {{C, C}, {KV, C}, {KV, C}, {C, C}, {I, C},
+                                                      {I, C}, {C, I},  {C, 0},  {C, 0}, {0, 0}};
+        const int64_t moe_shape[P_MOE_SHARED_COUNT][2] = {
+            {C, C}, {KV, C}, {KV, C}, {C, C}, {E, C}, {E * IE, C}, {E * C, IE}, {C, 0}, {C, 0}, {E * IE, C},
+            {IS, C}, {IS, C}, {C, IS}, {1, C}};
+        /* the shared expert's three weights when it has a width, its gate when asked */
+        int n_moe = IS > 0 ? (cfg->shared_expert_gate ? P_MOE_SHARED_COUNT : P_SH_ROUTE) : P_MOE_BLOCK_COUNT;
+        int idx[P_MOE_SHARED_COUNT], n = moe(cfg) ? n_moe : P_BLOCK_COUNT;
         for (int i = 0; i < n; i++) {
             char name[ZT_NAME_MAX];
             snprintf(name, sizeof name, "layers.%d.%s", l, moe(cfg) ? moe_suffix[i] : suffix[i]);

@@ -26,6 +26,9 @@
  * Expert parallelism (zt_unit.ep_parts > 1): the experts' products run on the parts that hold
  * them (llama_moe_ep.c), the rest here as above; both at once compose (each tensor-parallel part
  * dispatches among the ranks of its own part, comm/mesh.c).
+ * Shared experts (llama_moe_shared.c: a dense SwiGLU MLP on every token, added to out after the
+ * routed part's sum): their saved floats after all of the above, their scratch after the routed
+ * part's; whole (llama.c refuses tensor parallelism with a shared expert).
  */
 #include "model/llama_moe.h"
 #include "kernels/kernels.h"
@@ -61,15 +64,15 @@ size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s) {
     /* the experts' rows here: the part's own (R), or what every part may send this one */
     size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
     size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, G * I, G * I, G * I, R * C,
-                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0};
-    void *ptrs[15];
+                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0, zt_moe_shared_saved_floats(c, N)};
+    void *ptrs[16];
     size_t off = 0;
-    for (int i = 0; i < 15; i++) { /* int32 and float arrays alike: 4 bytes an element */
+    for (int i = 0; i < 16; i++) { /* int32 and float arrays alike: 4 bytes an element */
         ptrs[i] = base && sizes[i] ? base + off : NULL;
         off += zt_fp32_floats(sizes[i]);
     }
     *s = (zt_moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
-                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14]};
+                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14], ptrs[15]};
     return off;
 }
 
@@ -79,11 +82,16 @@ size_t zt_moe_saved_floats(const zt_unit *u, size_t N) {
 }
 
 /* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's */
-size_t zt_moe_scratch_floats(const zt_unit *u, size_t N) {
+static size_t routed_scratch_floats(const zt_unit *u, size_t N) {
     const zt_llama_config *c = u->model_cfg;
     size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     return N * E + N * k + 2 * R * C + (u->ep_parts > 1 ? zt_moe_ep_scratch_floats(u, N) : 2 * R * I);
+}
+
+/* ... then the shared expert's (llama_moe_shared.c) */
+size_t zt_moe_scratch_floats(const zt_unit *u, size_t N) {
+    return routed_scratch_floats(u, N) + zt_moe_shared_scratch_floats(u->model_cfg, N);
 }
 
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
@@ -131,6 +139,8 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
      * out their sum (the router and the routing are the same on every part) */
     int rc = zt_unit_sum(u, a, out, (size_t)N * C, "block_sparse_moe output", err);
     if (rc) return rc;
+    /* the shared expert, every token's, added last (llama_moe_shared.c) */
+    zt_moe_shared_forward(u, a, pk, s.shared, x, out, scratch + routed_scratch_floats(u, (size_t)N));
     if (a->aux_loss) {
         double aux, z;
         moe_router_losses(&aux, &z, s.probs, s.lse, s.counts, N, E);
@@ -178,5 +188,6 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
+    zt_moe_shared_backward(u, a, pk, s.shared, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));
     return ZT_OK;
 }

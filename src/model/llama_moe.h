@@ -6,9 +6,12 @@
 #include "zerotrain/zerotrain.h"
 
 /* The unit positions of the MoE weights: the router (E,C), the experts' gate w1 (E·I,C), down w2
- * (E·C,I) and up w3 (E·I,C), each stacked by expert (rows [e·I, (e+1)·I) are expert e's). */
+ * (E·C,I) and up w3 (E·I,C), each stacked by expert (rows [e·I, (e+1)·I) are expert e's); the
+ * shared expert's gate and up (Is,C) and down (C,Is) and its sigmoid gate (1,C) (llama_moe_shared.c;
+ * -1: none). */
 typedef struct zt_moe_params {
     int router, w1, w2, w3;
+    int shared_gate, shared_up, shared_down, shared_route;
 } zt_moe_params;
 
 /* each expert's width; and its columns on unit u's tensor-parallel part (width / parts: the experts'
@@ -38,6 +41,7 @@ typedef struct zt_moe_saved {
     float *xp, *gate, *up, *h, *y;
     float *xr;      /* expert parallelism: the rows received from part s at xr + s·Rl·C */
     int32_t *roff;  /* ... and their experts' offsets: roff[s·(El+1) + j], j = 0..El */
+    float *shared;  /* the shared expert's (llama_moe_shared.c; NULL: none) */
 } zt_moe_saved;
 /* the layout of unit u's saved buffer at base (NULL: sizes only); returns its floats */
 size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s);
@@ -59,5 +63,16 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
  * losses' gradients times a->aux_dloss included) */
 int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
                     const float *dout, float *dx, float *scratch, zt_error *err);
+
+/* Shared experts (llama_moe_shared.c): the shared MLP's width (0: none); the floats of its part of
+ * the saved buffer and of the scratch for N tokens; forward adds gate(x)·shared(x) into out (N,C),
+ * backward adds d x into dx (N,C) and the shared weights' gradients into a->grads */
+int zt_moe_shared_width(const zt_llama_config *c);
+size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N);
+size_t zt_moe_shared_scratch_floats(const zt_llama_config *c, size_t N);
+void zt_moe_shared_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
+                           const float *x, float *out, float *scratch);
+void zt_moe_shared_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
+                            const float *x, const float *dout, float *dx, float *scratch);
 
 #endif

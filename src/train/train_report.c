@@ -29,6 +29,12 @@ static void banner_layout(zt_run *r) {
     if (r->spec.arch == ZT_ARCH_LLAMA && cfg->model.n_experts > 0) /* a mixture of experts */
         fprintf(out, " experts %d top-%d width %d", cfg->model.n_experts, cfg->model.n_experts_per_token,
                 cfg->model.moe_intermediate_size > 0 ? cfg->model.moe_intermediate_size : cfg->model.intermediate_size);
+    if (r->spec.arch == ZT_ARCH_LLAMA && cfg->model.n_experts > 0) { /* its shared expert (llama_moe_shared.c) */
+        const zt_llama_config *l = &cfg->model;
+        int ie = l->moe_intermediate_size > 0 ? l->moe_intermediate_size : l->intermediate_size;
+        int is = l->shared_expert_intermediate_size > 0 ? l->shared_expert_intermediate_size : l->n_shared_experts * ie;
+        if (is > 0) fprintf(out, " + shared %d%s", is, l->shared_expert_gate ? " gated" : "");
+    }
     fprintf(out, " V=%d | %.2fM parameters (%lld)\n", cfg->model.vocab_size, (double)zt_model_numel(model) / 1e6,
             (long long)zt_model_numel(model));
     if (r->data.records) /* the records' own lines came before (train_data.c) */

@@ -212,6 +212,64 @@ static void test_shard_groups(void **state) {
     zt_model_free(m);
 }
 
+/* The experts stored E/ep a rank (zt_model_store_experts): part 1 of 2 of llama-tiny-moe keeps 2
+ * of its 4 experts, the plan gives each expert tensor ep slots of gradient after the gradient
+ * layout, and zt_model_whole_experts gives the model back as it was */
+static void test_stored_experts(void **state) {
+    zt_error err = {0};
+    zt_llama_config c;
+    assert_int_equal(zt_llama_preset("llama-tiny-moe", &c, &err), ZT_OK);
+    c.vocab_size = 256;
+    zt_model *m, *ref;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    assert_int_equal(zt_llama_create(&c, &ref, &err), ZT_OK);
+    assert_int_equal(zt_model_store_experts(m, 2, 1, &err), ZT_ERR_USAGE); /* ep not set first */
+    assert_non_null(strstr(err.msg, "experts stored as part 1 of 2, but its experts are spread over 1 part"));
+    assert_int_equal(zt_model_set_expert_parallel(m, 2, &err), ZT_OK);
+    assert_int_equal(zt_model_store_experts(m, 2, 1, &err), ZT_OK);
+    assert_true(zt_model_experts_local(m));
+    int cut = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const zt_param_desc *p = &m->params[i], *q = &ref->params[i];
+        if (q->norm_blocks != c.n_experts) {
+            assert_int_equal(p->numel, q->numel);
+            assert_int_equal(p->shard_group, ZT_SHARD_GROUP_DP);
+            continue;
+        }
+        cut++;
+        assert_int_equal(p->shape[0], q->shape[0] / 2);
+        assert_int_equal(p->numel, q->numel / 2);
+        assert_int_equal(p->logical_numel, q->numel);
+        assert_int_equal(p->tp_parts, 2);
+        assert_int_equal(p->tp_part, 1);
+        assert_int_equal(p->part_group, ZT_PART_EP);
+        assert_int_equal(p->shard_group, ZT_SHARD_GROUP_EDP);
+        assert_int_equal(p->norm_blocks, c.n_experts / 2);
+    }
+    assert_int_equal(cut, 3 * c.n_layer); /* w1, w2, w3 of every block */
+    zt_plan pl;
+    assert_int_equal(zt_plan_create(m, 1, 0, &pl, &err), ZT_OK);
+    size_t slots = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        bool expert = m->params[i].part_group == ZT_PART_EP;
+        assert_int_equal(pl.p[i].gnumel, expert ? 2 * m->params[i].numel : m->params[i].numel);
+        if (!expert) continue;
+        assert_int_equal(pl.p[i].gslot, slots); /* in table order, after the gradient layout */
+        assert_true(zt_plan_gslot_off(&pl, i) >= pl.gfull_floats);
+        slots += ((size_t)m->params[i].numel + 15) / 16 * 16;
+    }
+    assert_int_equal(pl.gslot_floats, slots);
+    assert_int_equal(pl.gbuf_floats, pl.gfull_floats + slots);
+    zt_plan_free(&pl);
+    assert_int_equal(zt_model_store_experts(m, 2, 0, &err), ZT_ERR_USAGE); /* twice */
+    assert_non_null(strstr(err.msg, "stored already"));
+    zt_model_whole_experts(m);
+    assert_false(zt_model_experts_local(m));
+    for (int i = 0; i < m->n_params; i++) assert_memory_equal(&m->params[i], &ref->params[i], sizeof m->params[i]);
+    zt_model_free(m);
+    zt_model_free(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces_tile_and_align),
@@ -219,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_plan_errors),
         cmocka_unit_test(test_norm_blocks),
         cmocka_unit_test(test_shard_groups),
+        cmocka_unit_test(test_stored_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

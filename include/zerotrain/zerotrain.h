@@ -1094,7 +1094,8 @@ typedef struct zt_memory_plan {
                                     (src/comm): the shard group's (the world's for ddp), the
                                     communication thread's, hybrid's replica group's (in comm) */
     size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
-    size_t scratch_edp;          /* ... and the expert-data-parallel group's (the experts stored E/ep a
+    size_t scratch_edp, scratch_edp_thread; /* ... and the expert-data-parallel group's and the
+                                    communication thread's duplicate of it (the experts stored E/ep a
                                     rank: zt_model_store_experts; in comm) */
     size_t shm;                  /* this rank's regions of those comms' shared segments (ranks on
                                     one node: src/comm/shm.c, zt_comm_shm_bytes; in comm) */

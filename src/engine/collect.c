@@ -104,7 +104,8 @@ static const zt_plan_group *bucket_group(const zt_engine *e, const int *params) 
     return &e->plan.groups[e->plan.p[params[0]].group];
 }
 static zt_comm *bucket_comm(const zt_engine *e, const int *params, zt_comm *comm) {
-    return e->plan.p[params[0]].group == ZT_SHARD_GROUP_EDP ? e->edp_comm : comm;
+    if (e->plan.p[params[0]].group != ZT_SHARD_GROUP_EDP) return comm;
+    return comm && comm == zt_overlap_comm(e) ? zt_overlap_edp_comm(e) : e->edp_comm;
 }
 
 static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
@@ -481,9 +482,11 @@ int zt_engine_sum_ranks(zt_engine *e, double *x, zt_error *err) { return zt_engi
 
 void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
     memset(out, 0, sizeof *out);
-    zt_comm *comms[4] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm,
-                         zt_overlap_comm(e)};
-    for (int k = 0; k < 4; k++) {
+    /* the data-parallel collectives: the dp group's, hybrid's replicas', the communication thread's,
+     * and the experts stored E/ep a rank's over the expert-data-parallel ranks */
+    zt_comm *comms[6] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm,
+                         zt_overlap_comm(e), e->edp_comm, zt_overlap_edp_comm(e)};
+    for (int k = 0; k < 6; k++) {
         if (!comms[k]) continue;
         zt_comm_counters c;
         zt_comm_counters_get(comms[k], &c);
@@ -497,7 +500,7 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
         out->recv_car += c.kind[ZT_COLL_COMPRESSED_ALL_REDUCE].bytes_recv;
         out->sent_small += c.kind[ZT_COLL_SMALL].bytes_sent + c.kind[ZT_COLL_BROADCAST].bytes_sent;
         out->recv_small += c.kind[ZT_COLL_SMALL].bytes_recv + c.kind[ZT_COLL_BROADCAST].bytes_recv;
-        if (comms[k] != zt_overlap_comm(e)) /* the thread's waits overlap compute: not exposed */
+        if (comms[k] != zt_overlap_comm(e) && comms[k] != zt_overlap_edp_comm(e)) /* the thread's waits overlap compute: not exposed */
             out->wait_s += c.total.wait_seconds;
         if (reset) zt_comm_counters_reset(comms[k]);
     }

@@ -888,8 +888,9 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
     /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
-    zt_comm *comms[5] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm, e->edp_comm};
-    for (int k = 0; k < 5; k++) {
+    zt_comm *comms[6] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm, e->edp_comm,
+                         zt_overlap_edp_comm(e)};
+    for (int k = 0; k < 6; k++) {
         size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
         if (have <= e->scratch_reserved[k]) continue;
         size_t extra = have - e->scratch_reserved[k];

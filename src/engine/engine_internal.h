@@ -183,9 +183,9 @@ struct zt_engine {
     double *norm_partials;      /* (plan.norm_chunks) */
     double *norm_gather;        /* (plan.norm_chunks) every shard's own partials, gathered (collect.c) */
     zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
-    size_t scratch_reserved[5]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
-                                   replica_comm, tp_comm, edp_comm (counted in mem.comm; growth beyond
-                                   shows too) */
+    size_t scratch_reserved[6]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
+                                   replica_comm, tp_comm, edp_comm, the thread's edp comm (counted in
+                                   mem.comm; growth beyond shows too) */
     /* tensor parallelism (tp_group.c): the cut units' collectives over the mesh's tp group */
     zt_unit_group group;        /* handed to every unit (zt_unit_args.group) when the model is cut */
     zt_comm *tp_comm;           /* the mesh's tp group; NULL when the model is whole */
@@ -476,6 +476,8 @@ int zt_overlap_drain(zt_engine *e, zt_error *err);
 void zt_overlap_stop(zt_engine *e);
 /* The thread's comm (for the byte counters), or NULL. */
 zt_comm *zt_overlap_comm(const zt_engine *e);
+/* ... and its duplicate of the edp comm (the experts stored E/ep a rank), or NULL */
+zt_comm *zt_overlap_edp_comm(const zt_engine *e);
 /* The listed parameters' full gradients in G (full layout), all-reduced in place on comm with the
  * caller's staging (ddp's early reduction on the communication thread). */
 int zt_engine_all_reduce_full_on(zt_engine *e, zt_comm *comm, float **pack, size_t *pack_cap, double *timer,

@@ -37,6 +37,7 @@ typedef struct job {
 struct zt_overlap {
     zt_engine *e;
     zt_comm *comm;
+    zt_comm *edp_comm;      /* the experts stored E/ep a rank: a duplicate of the edp comm, or NULL */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake, idle;
@@ -111,8 +112,7 @@ bool zt_overlap_wanted(const zt_engine *e) {
     int ga = e->opt.grad_accum > 0 ? e->opt.grad_accum : 1;
     bool early = !e->shard_grads && ga == 1 && (e->shard_optim ? e->plan.nshards >= 2 : e->world > 1);
     return ((e->shard_grads && e->plan.nshards >= 2) || early) && e->shard_comm && !(env && !strcmp(env, "0")) &&
-           !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE &&
-           !zt_model_experts_local(e->model); /* the experts stored E/ep a rank: on the main thread */
+           !e->opt.no_overlap_comm && zt_comm_thread_level() == ZT_COMM_THREAD_MULTIPLE;
 }
 
 int zt_overlap_start(zt_engine *e, zt_error *err) {
@@ -139,7 +139,14 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
         return rc;
     }
     zt_comm_set_name(o->comm, "gradients (communication thread)");
-    if ((rc = zt_engine_reserve_scratch(e, o->comm, e->mem_plan.scratch_thread, 1, err))) {
+    /* the experts stored E/ep a rank: their buckets over the thread's own edp comm */
+    if (e->edp_comm && !(rc = zt_comm_dup(e->edp_comm, &o->edp_comm, err))) {
+        zt_comm_set_name(o->edp_comm, "expert gradients (communication thread)");
+        zt_comm_set_spin(o->edp_comm, 0);
+        rc = zt_engine_reserve_scratch(e, o->edp_comm, e->mem_plan.scratch_edp_thread, 5, err);
+    }
+    if (rc || (rc = zt_engine_reserve_scratch(e, o->comm, e->mem_plan.scratch_thread, 1, err))) {
+        zt_comm_free(o->edp_comm);
         zt_comm_free(o->comm);
         zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
@@ -153,6 +160,7 @@ int zt_overlap_start(zt_engine *e, zt_error *err) {
     pthread_cond_init(&o->idle, NULL);
     int prc = pthread_create(&o->thread, NULL, run, o);
     if (prc != 0) {
+        zt_comm_free(o->edp_comm);
         zt_comm_free(o->comm);
         zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
         free(o->q);
@@ -240,6 +248,7 @@ void zt_overlap_stop(zt_engine *e) {
     pthread_mutex_destroy(&o->mu);
     pthread_cond_destroy(&o->wake);
     pthread_cond_destroy(&o->idle);
+    zt_comm_free(o->edp_comm);
     zt_comm_free(o->comm);
     zt_engine_release(e, &o->pack, o->pack_cap, &e->mem.comm);
     free(o->q);
@@ -248,3 +257,4 @@ void zt_overlap_stop(zt_engine *e) {
 }
 
 zt_comm *zt_overlap_comm(const zt_engine *e) { return e->overlap ? e->overlap->comm : NULL; }
+zt_comm *zt_overlap_edp_comm(const zt_engine *e) { return e->overlap ? e->overlap->edp_comm : NULL; }

@@ -275,7 +275,8 @@ typedef struct sim {
     size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
     size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
                                       (all-reduces reduce-scatter first) on each comm, bytes */
-    size_t block_edp;              /* ... on the expert-data-parallel comm (experts stored E/ep a rank) */
+    size_t block_edp, block_edp_thread; /* ... on the expert-data-parallel comm (experts stored E/ep a
+                                      rank) and the communication thread's duplicate of it */
     int *glist;                    /* (n_params) one shard group's parameters of a staged list */
 } sim;
 
@@ -377,7 +378,7 @@ static void stage_group(sim *s, bool thread, const int *params, int n, stage_kin
                                                    : param_floats(s, floats)) /* all-gathers move parameters */
                                     : zt_memory_floats_for_bytes(floats * s->reduce_elem);
         if (need > *cap) *cap = need;
-        size_t *block = g == ZT_SHARD_GROUP_EDP ? &s->block_edp
+        size_t *block = g == ZT_SHARD_GROUP_EDP ? (thread ? &s->block_edp_thread : &s->block_edp)
                         : thread                ? &s->block_thread
                         : kind == ST_AR_PIECES  ? &s->block_replica
                                                 : &s->block_main;
@@ -758,8 +759,7 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
      * thread level and ZT_OVERLAP_COMM) */
     bool early_ok = !s.shard_grads && s.ga == 1 && has_comm && (s.shard_optim ? nshards >= 2 : world > 1);
     s.overlap = po->overlap >= 0 ? po->overlap != 0
-                                 : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm &&
-                                       !zt_model_experts_local(m); /* overlap.c: on the main thread */
+                                 : ((s.shard_grads && has_comm && nshards >= 2) || early_ok) && !o->no_overlap_comm;
     s.early = s.overlap && early_ok;
     s.pgrad = calloc((size_t)m->n_params, sizeof *s.pgrad);
     s.all = malloc((size_t)m->n_params * sizeof *s.all);
@@ -956,13 +956,14 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     /* the expert-data-parallel comm (ep_group.c): its reduce-scatters and all-reduces of the experts */
     int edp = zt_model_experts_local(m) ? world / zt_model_ep_parts(m) : 1;
     out->scratch_edp = edp > 1 ? zt_comm_scratch_bytes_for_size(edp, chunk, s.block_edp) : 0;
+    out->scratch_edp_thread = edp > 1 && s.overlap ? zt_comm_scratch_bytes_for_size(edp, chunk, s.block_edp_thread) : 0;
     /* the same comms' shared segments, this rank's region of each (shm.c; made with the comm) */
     if (po->shm != 0)
         out->shm = zt_comm_shm_bytes_for_size(main_ranks) + (s.overlap ? zt_comm_shm_bytes_for_size(main_ranks) : 0) +
                    (s.replicas ? zt_comm_shm_bytes_for_size(world / pl.nshards) : 0) +
-                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0) + (edp > 1 ? zt_comm_shm_bytes_for_size(edp) : 0);
+                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0) + (edp > 1 ? zt_comm_shm_bytes_for_size(edp) * (s.overlap ? 2 : 1) : 0);
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +
-                  out->scratch_tp + out->scratch_edp + out->shm;
+                  out->scratch_tp + out->scratch_edp + out->scratch_edp_thread + out->shm;
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;

@@ -9,9 +9,10 @@
 #     tokens/s of the median step over both ranks' tokens, and per CPU-second);
 #  3. (--memory: this part alone) a rank's memory and the gradient reduction's bytes a step, ep 1
 #     vs 2 vs 4 on 4 ranks (llama-tiny-moe, ddp, B=2 T=64): the planned and measured peak of rank
-#     0, what its reduction sent (dp_sent_mb), and the experts' share of it (their elements over
-#     all, from the preset's shape). Until the experts are stored E/ep a rank (docs/parallelism.md)
-#     all of it is the same for every ep: the baseline that storage has to move.
+#     0, what its reduction sent (dp_sent_mb), and of it the experts' (what is left after the
+#     dense parameters' bytes, which are ep 1's less the experts' share of its elements, from the
+#     preset's shape). The experts are stored E/ep a rank (docs/parallelism.md) and reduced over the
+#     4/ep expert-data-parallel ranks: ep 1's experts' bytes x (4/ep - 1)/(4/ep) / ep x 4/3.
 # Prints the CPU, its instruction-set level and GEMM path, and the load average before and after
 # (the machine may be shared: the numbers are only as quiet as it was).
 #
@@ -51,14 +52,17 @@ print(json.load(sys.stdin).get("parameters", ""))')"
       { echo "ep $ep: bench failed"; echo "$out" | tail -3; return 1; }
     python3 - "$ep" "$(field dp_sent_mb <<<"$out")" "$(field planned_peak_bytes <<<"$out")" \
       "$(field measured_peak_bytes <<<"$out")" "$(field ep_sent_mb <<<"$out")" "$total" <<'PY'
-import sys
+import os, sys
 ep, dp, planned, measured, a2a, total = sys.argv[1:]
 experts = 2 * 3 * 4 * 96 * 64
 share = experts / float(total) if total else float("nan")
-print(f"  ep {ep}: gradient reduction {float(dp):.3f} MB sent a step, the experts' {share * 100:.1f}% of it "
-      f"{float(dp) * share:.3f} MB; peak planned {int(planned) / 2**20:.2f} MiB = measured "
-      f"{int(measured) / 2**20:.2f} MiB; all-to-all {float(a2a):.3f} MB")
+base = os.environ.get("EP1_DP") or dp  # ep 1's bytes: the dense parameters' are its (1 - share)
+mine = max(float(dp) - float(base) * (1 - share), 0.0)  # (rounding: never below 0)
+print(f"  ep {ep}: gradient reduction {float(dp):.3f} MB sent a step, of it the experts' {mine:.3f} MB; "
+      f"peak planned {int(planned) / 2**20:.2f} MiB = measured {int(measured) / 2**20:.2f} MiB; "
+      f"all-to-all {float(a2a):.3f} MB")
 PY
+    [ "$ep" = 1 ] && export EP1_DP="$(field dp_sent_mb <<<"$out")"
   done
 }
 if [ "$memory_only" = 1 ]; then memory_part; echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"; exit; fi

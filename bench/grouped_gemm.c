@@ -30,18 +30,33 @@ typedef struct bufs {
     float *xp, *gate, *up, *h, *y, *dy, *dh, *dgate, *dup, *dxp, *W1, *W2, *W3, *dW1, *dW2, *dW3;
 } bufs;
 
-/* one layer's six products over the rows in offsets (E groups; a dense run is one group) */
-static void layer(const bufs *b, const int32_t *off, int groups, double *t_fwd, double *t_bwd) {
-    double t0 = now_s();
-    moe_grouped_forward(b->gate, b->xp, b->W1, off, groups, C, I);
-    moe_grouped_forward(b->up, b->xp, b->W3, off, groups, C, I);
-    moe_grouped_forward(b->y, b->h, b->W2, off, groups, I, C);
-    double t1 = now_s();
-    moe_grouped_backward(b->dh, b->dW2, b->dy, b->h, b->W2, off, groups, I, C, 0);
-    moe_grouped_backward(b->dxp, b->dW1, b->dgate, b->xp, b->W1, off, groups, C, I, 0);
-    moe_grouped_backward(b->dxp, b->dW3, b->dup, b->xp, b->W3, off, groups, C, I, ZT_MM_DINP_ADD);
-    *t_fwd = t1 - t0;
-    *t_bwd = now_s() - t1;
+static const char *kind_name[9] = {"fwd xp W1^T", "fwd xp W3^T", "fwd h W2^T", "W2 dinp", "W2 dW", "W1 dinp",
+                                   "W1 dW", "W3 dinp (+=)", "W3 dW"};
+
+/* product kind k of expert e over rows [r0, r0 + n): the calls grouped_gemm.c makes (matmul_forward,
+ * matmul_backward's two products apart) */
+static void product(const bufs *b, int k, int e, int r0, int n) {
+    size_t wI = (size_t)e * I * C, xo = (size_t)r0 * C, io = (size_t)r0 * I;
+    switch (k) {
+    case 0: matmul_forward(b->gate + io, b->xp + xo, b->W1 + wI, NULL, n, C, I); break;
+    case 1: matmul_forward(b->up + io, b->xp + xo, b->W3 + wI, NULL, n, C, I); break;
+    case 2: matmul_forward(b->y + xo, b->h + io, b->W2 + wI, NULL, n, I, C); break;
+    case 3: matmul_backward(b->dh + io, NULL, NULL, b->dy + xo, b->h + io, b->W2 + wI, n, I, C, 0); break;
+    case 4: matmul_backward(NULL, b->dW2 + wI, NULL, b->dy + xo, b->h + io, b->W2 + wI, n, I, C, 0); break;
+    case 5: matmul_backward(b->dxp + xo, NULL, NULL, b->dgate + io, b->xp + xo, b->W1 + wI, n, C, I, 0); break;
+    case 6: matmul_backward(NULL, b->dW1 + wI, NULL, b->dgate + io, b->xp + xo, b->W1 + wI, n, C, I, 0); break;
+    case 7: matmul_backward(b->dxp + xo, NULL, NULL, b->dup + io, b->xp + xo, b->W3 + wI, n, C, I, ZT_MM_DINP_ADD); break;
+    default: matmul_backward(NULL, b->dW3 + wI, NULL, b->dup + io, b->xp + xo, b->W3 + wI, n, C, I, 0); break;
+    }
+}
+
+/* kind k over the groups of off (E experts; the dense run: one group, expert 0's weight); wall and CPU s */
+static void run(const bufs *b, int k, const int32_t *off, int groups, double *wall, double *cpu) {
+    double t0 = now_s(), c0 = cpu_s();
+    for (int e = 0; e < groups; e++)
+        if (off[e + 1] > off[e]) product(b, k, e, off[e], off[e + 1] - off[e]);
+    *wall = now_s() - t0;
+    *cpu = cpu_s() - c0;
 }
 
 int main(int argc, char **argv) {
@@ -69,9 +84,10 @@ int main(int argc, char **argv) {
     printf("one MoE layer of bench/moe.sh (llama-124M-moe, %d tokens x top-%d = %d rows, E=%d, C=%d, I=%d, rows "
            "padded to %d), fp32, %d threads, median of %d after %d\n\n", tokens, TOPK, rows, E, C, I, TILE,
            omp_get_max_threads(), reps, warmup);
-    printf("| routing | rows run (routed) | grouped fwd ms | dense fwd ms | grouped bwd ms | dense bwd ms | grouped "
-           "GFLOP/s | dense GFLOP/s | grouped / dense (the share of the limit) | useful rows' share |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| routing | rows run (routed) | grouped ms (9 products) | dense ms | grouped GFLOP/s | dense GFLOP/s | "
+           "grouped / dense (the share of the limit) | the same per CPU-second | useful rows' share |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    static char detail[2][9][200];
     for (int s = 0; s < 2; s++) {
         int32_t off[E + 1], dense[2] = {0, 0};
         int routed[E], left = rows;
@@ -82,20 +98,35 @@ int main(int argc, char **argv) {
         off[0] = 0;
         for (int e = 0; e < E; e++) off[e + 1] = off[e] + (routed[e] + TILE - 1) / TILE * TILE;
         dense[1] = off[E];
-        double *gf = malloc(4 * (size_t)reps * sizeof(double)), *gb = gf + reps, *df = gf + 2 * reps, *db = gf + 3 * reps;
-        for (int i = -warmup; i < reps; i++) {
-            double a, c, d, e2;
-            layer(&b, off, E, &a, &c);
-            layer(&b, dense, 1, &d, &e2);
-            if (i >= 0) gf[i] = a, gb[i] = c, df[i] = d, db[i] = e2;
-        }
-        double mgf = median(gf, reps), mgb = median(gb, reps), mdf = median(df, reps), mdb = median(db, reps);
-        double flops = 2.0 * 9.0 * (double)off[E] * C * I; /* 3 forward + 6 backward products of M x C x I */
-        double g = flops / (mgf + mgb) / 1e9, d = flops / (mdf + mdb) / 1e9;
-        printf("| %s | %d (%d) | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% |\n", names[s], off[E], rows,
-               1e3 * mgf, 1e3 * mdf, 1e3 * mgb, 1e3 * mdb, g, d, 100.0 * g / d, 100.0 * g / d * rows / off[E]);
-        free(gf);
+        /* [kind][rep]: grouped wall, dense wall, grouped CPU, dense CPU */
+        double *t = malloc(9 * 4 * (size_t)reps * sizeof(double));
+        for (int i = -warmup; i < reps; i++)
+            for (int k = 0; k < 9; k++) {
+                double gw, gc, dw, dc;
+                run(&b, k, off, E, &gw, &gc);
+                run(&b, k, dense, 1, &dw, &dc);
+                if (i >= 0) {
+                    double *r = t + (size_t)k * 4 * reps;
+                    r[i] = gw, r[reps + i] = dw, r[2 * reps + i] = gc, r[3 * reps + i] = dc;
+                }
+            }
+        double sum[4] = {0, 0, 0, 0}, m[9][4];
+        for (int k = 0; k < 9; k++)
+            for (int q = 0; q < 4; q++) sum[q] += m[k][q] = median(t + ((size_t)k * 4 + q) * reps, reps);
+        double flops = 2.0 * (double)off[E] * C * I; /* every product: M x C x I */
+        printf("| %s | %d (%d) | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% | %.1f%% |\n", names[s], off[E], rows,
+               1e3 * sum[0], 1e3 * sum[1], 9 * flops / sum[0] / 1e9, 9 * flops / sum[1] / 1e9, 100.0 * sum[1] / sum[0],
+               100.0 * sum[3] / sum[2], 100.0 * sum[1] / sum[0] * rows / off[E]);
+        for (int k = 0; k < 9; k++)
+            snprintf(detail[s][k], sizeof detail[s][k], "| %s | %s | %.3f | %.3f | %.1f | %.1f | %.1f%% |", names[s],
+                     kind_name[k], 1e3 * m[k][0], 1e3 * m[k][1], flops / m[k][0] / 1e9, flops / m[k][1] / 1e9,
+                     100.0 * m[k][1] / m[k][0]);
+        free(t);
     }
+    printf("\nper product (the same rows run):\n\n| routing | product | grouped ms | dense ms | grouped GFLOP/s | dense "
+           "GFLOP/s | grouped / dense |\n|---|---|---:|---:|---:|---:|---:|\n");
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 9; k++) printf("%s\n", detail[s][k]);
     printf("\ngoal: the grouped products at >= 85%% of the dense product's GFLOP/s over the same rows\n");
     return 0;
 }

@@ -120,7 +120,8 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
         if (p != me) sent += ssz[p];
         if (!recv_ok && bad < 0) bad = p;
     }
-    if (bad < 0 && ssz[me]) memmove(recv[me], send[me], ssz[me]);
+    if (bad < 0 && ssz[me] && !(op && op->kind == ZT_COLL_ALL_TO_ALL && op->a2.cma)) /* the single copy made it */
+        memmove(recv[me], send[me], ssz[me]);
     if (N > 1 && !c->shm_map &&
         (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, nreq_of(c, ssz, rsz), true, false,
                            &op, err)) == ZT_OK)

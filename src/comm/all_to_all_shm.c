@@ -119,6 +119,11 @@ static int cma_poll(zt_comm_op *op, bool *progressed, zt_error *err) {
     zt_shm_counters *mine = ctr(c, me);
     uint64_t g = op->a2.base;
     if (op->a2.k_get == 0) {
+        /* the own block first, as Open MPI's alltoallv does, unless a peer's block is over its room
+         * (all_to_all.c's rule: then the own block is not copied either) */
+        bool over = false;
+        for (int r = 0; r < N; r++) over |= r != me && op->a2.theirs[2 * r] > op->a2.mine[2 * r + 1];
+        if (!over && op->a2.ssz[me]) memmove(op->a2.recv[me], op->a2.send[me], op->a2.ssz[me]);
         for (int r = 0; r < N; r++) {
             a2a_header *h = hdr(c, r);
             for (size_t got = 0; r != me && got < op->a2.rsz[r];) {

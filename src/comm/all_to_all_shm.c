@@ -1,25 +1,32 @@
 /* all_to_all_shm.c - the all-to-all of variable blocks (all_to_all.c's contract) through the
  * node-local shared segment (shm.c) when every rank of the comm is on this machine: the sizes and
- * rooms go through each region's header, the blocks through its slots, every hand-over a counter,
- * no MPI message. Open MPI's counts + MPI_Alltoallv pay per message what this does not: a round of
- * counts, then per block a rendezvous, a process_vm_readv system call pinning the peer's pages and
- * an acknowledgement (bench/RESULTS.md "The all-to-all through the shared segment").
+ * rooms go through each region's header, every hand-over is a counter, no MPI message. Open MPI's
+ * counts + MPI_Alltoallv pay a round of counts messages, then per block a rendezvous message and an
+ * acknowledgement around its process_vm_readv (bench/RESULTS.md "Issue 34's speed goals").
  *
- *   post:   this rank's [size for p, room for p's block] for every p into its header, then the
- *           op's marker (base + 1, a release store): the sizes round, fused into the op
+ *   post:   this rank's [size for p, room for p's block] and where its block for p is, for every p,
+ *           into its header, then the op's marker (base + 1, a release store): the sizes round,
+ *           fused into the op
  *   ready:  once every peer's marker is there, each rank reads every rank's sizes and rooms (the
  *           same numbers on every rank): a block over its receiver's room moves nothing on either
- *           end (all_to_all.c names it); nsteps = pieces of the longest block that moves, at least
- *           1, the same on every rank, so the comm's global steps stay in step
- *   step g: rank r copies piece k of its block for p into its lane for p (slot (g mod A) of the
- *           lane; A = lane_depth slots a lane), then pub_in = g + 1; once every peer's pub_in > g
- *           it copies piece k of every peer's block for it out of the peer's lane, then pub_out =
- *           done_out = g + 1. A lane's slot is rewritten once every peer's done_out > g - A.
+ *           end (all_to_all.c names it); nsteps = pieces of the longest block that moves (1 for the
+ *           single copy), at least 1, the same on every rank, so the comm's global steps stay in step
+ *   single copy (c->a2a_cma: every rank may read the others' memory, probed at the segment's
+ *           creation): the own block copied first (Open MPI's order: measured faster), then every
+ *           block for this rank read straight out of its sender's memory (process_vm_readv), then
+ *           pub_in = pub_out = done_out = base + 1; the op ends once every peer's done_out is there
+ *           (it has read this rank's blocks, which may then change)
+ *   else, step g through the slots: rank r copies piece k of its block for p into its lane for p
+ *           (slot (g mod A) of the lane; A = lane_depth slots a lane), then pub_in = g + 1; once
+ *           every peer's pub_in > g it copies piece k of every peer's block for it out of the
+ *           peer's lane, then pub_out = done_out = g + 1. A lane's slot is rewritten once every
+ *           peer's done_out > g - A.
  *
  * Invariants:
  *   - The header's sizes of op s are rewritten only by op s + 1, which starts after this rank has
- *     copied out every step of op s from every peer, so after every peer has read them (a peer
- *     publishes nothing of an op before it has read every header).
+ *     copied out every step of op s from every peer (single copy: after every peer has said it
+ *     read), so after every peer has read them (a peer publishes nothing of an op before it has
+ *     read every header).
  *   - Bytes are moved, never added: the result is all_to_all.c's message path's, bit for bit.
  *   - Every counter of a region ends an op at base + nsteps (pub_out too, which an all-reduce's
  *     rings wait on): an all-reduce after it fences on done_out (op->sh.fence: its way differs),

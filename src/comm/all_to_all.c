@@ -4,7 +4,8 @@
  *
  * Where every rank of the comm is on this machine (the comm has a shared segment, shm.c), both
  * phases run as one op through the segment (all_to_all_shm.c: the sizes through the regions'
- * headers, the blocks through their slots; counted as ZT_COLL_ALL_TO_ALL only); else by messages:
+ * headers, each block read out of its sender's memory or passed through the slots; counted as
+ * ZT_COLL_ALL_TO_ALL only); else by messages:
  *
  *   phase 1 (ZT_COLL_SMALL, "all_to_all counts"): every rank sends every other the size of the
  *     block it has for it and its room for that rank's block (two uint64_t per pair), so a receiver

@@ -375,14 +375,18 @@ static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
  * 1 + ((r*7 + p*3 + pat) % 5) * 3333 bytes (pattern 1: empty where r + p is odd), each byte a function
  * of (r, p, i); the sizes arrive first, each block lands whole, the own one copied; the payload counts
  * as ZT_COLL_ALL_TO_ALL (what this rank sent to the others), and a block over its room is
- * ZT_ERR_MISMATCH naming both sizes */
+ * ZT_ERR_MISMATCH naming both sizes. Pattern 3: blocks of 1 + ((r*7 + p*3) % 5) * 70001 bytes, up to
+ * 280005: through the shared segment's slots several 64 KiB pieces a block, more than a lane holds on
+ * 4 ranks (all_to_all_shm.c). Where the comm has a segment, check_a2a_ways runs them once reading
+ * the blocks out of the senders' memory (the single copy) and once through the slots. */
 static size_t a2a_bytes(int r, int p, int pat) {
     if (pat == 1 && (r + p) % 2) return 0;
+    if (pat == 3) return 1 + (size_t)((r * 7 + p * 3) % 5) * 70001;
     return 1 + (size_t)((r * 7 + p * 3 + pat) % 5) * 3333; /* up to 13333: 4 chunks on the 4 KiB comm */
 }
 static void check_a2a(zt_comm *c, int pat) {
     int N = g_size, me = g_rank;
-    enum { CAP = 14000 };
+    const size_t CAP = pat == 3 ? 280008 : 14000;
     unsigned char *sbuf = malloc((size_t)N * CAP), *rbuf = malloc((size_t)N * CAP);
     const void **sp = malloc((size_t)N * sizeof *sp);
     void **rp = malloc((size_t)N * sizeof *rp);
@@ -425,6 +429,17 @@ static void check_a2a(zt_comm *c, int pat) {
         delta(c, ZT_COLL_ALL_TO_ALL);
     }
     free(sbuf), free(rbuf), free(sp), free(rp), free(sb);
+}
+
+static void check_a2a_ways(zt_comm *c) {
+    bool single = zt_comm_a2a_single_copy(c);
+    for (int way = 0; way < (single ? 2 : 1); way++) {
+        if (single) CHECK(zt_comm_set_a2a_single_copy(c, way == 0) == ZT_OK, "all_to_all: single copy %d", way == 0);
+        for (int pat = 0; pat < 4; pat++) check_a2a(c, pat);
+    }
+    if (single) zt_comm_set_a2a_single_copy(c, true);
+    CHECK(zt_comm_set_a2a_single_copy(c, true) == (single ? ZT_OK : ZT_ERR_USAGE), "all_to_all: single copy where the "
+          "probe %s", single ? "passed" : "failed or there is no segment");
 }
 
 /* bf16 elements (bf16-low's parameters): the same exchange in 2-byte elements, bytes counted so */
@@ -1048,7 +1063,7 @@ int main(int argc, char **argv) {
                 check_rs_bf16(c, counts, what, true, true);
                 check_rs_half(ZT_DTYPE_FP16, c, counts, what + 50, true, false);
             }
-            for (int pat = 0; pat < 3; pat++) check_a2a(c, pat);
+            check_a2a_ways(c);
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
                 for (int algo = ZT_AR_ALGO_AUTO; algo <= ZT_AR_ALGO_SHM; algo++) {

@@ -20,9 +20,9 @@
  *   - On 2 ranks every all-reduce takes the one-shot (below: each rank sums the whole vector from
  *     its own values and the peer's published copy, rank 0's first: the tree of two, the same
  *     bits); zt_ar_shm_mode_ picks.
- *   - The one-shot uses the region's slots as one ring, the rings their own way: an op whose way
- *     differs from the previous op's writes nothing before every peer's done_out covers the
- *     previous op (op->sh.fence).
+ *   - The one-shot uses the region's slots as one ring, the rings their own way (and the
+ *     all-to-all, all_to_all_shm.c, a third): an op whose way differs from the previous op's
+ *     writes nothing before every peer's done_out covers the previous op (op->sh.fence).
  */
 #include "comm/comm_internal.h"
 #include "kernels/kernels.h"
@@ -32,16 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct shm_counters {
-    _Atomic uint64_t pub_in;   /* steps whose input pieces this rank has put in its input slots */
-    char pad0[56];
-    _Atomic uint64_t pub_out;  /* steps whose block sum this rank has put in its output slot */
-    char pad1[56];
-    _Atomic uint64_t done_out; /* steps whose other blocks' sums this rank has copied out */
-    char pad2[56];
-} shm_counters;
-
-_Static_assert(sizeof(shm_counters) <= ZT_SHM_HEADER, "counters fit the region's header");
+typedef zt_shm_counters shm_counters; /* comm_internal.h: all_to_all_shm.c keeps them too */
 
 static unsigned char *region(const zt_comm *c, int r) {
     return c->shm_map + (size_t)r * zt_shm_region_bytes_(c->size);
@@ -326,7 +317,7 @@ int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_erro
     op->sh.base = c->shm_step;
     /* the one-shot's slots overlap the rings': a change to or from it waits for the peers to be
      * through the previous op */
-    op->sh.fence = (c->shm_last == ZT_SHM_ONESHOT) != (op->sh.mode == ZT_SHM_ONESHOT) ? op->sh.base : 0;
+    op->sh.fence = c->shm_last != op->sh.mode ? op->sh.base : 0; /* also after an all-to-all's (ZT_SHM_A2A) */
     c->shm_last = op->sh.mode;
     op->sh.k_pub = op->sh.k_sum = op->sh.k_copy = 0;
     op->advance = sh_advance;

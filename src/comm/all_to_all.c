@@ -2,6 +2,11 @@
  * parallelism's dispatch of tokens to the experts' owners and their combine back (DeepSpeed-MoE,
  * Megatron-LM, torchtitan), and the same two in reverse in backward.
  *
+ * Where every rank of the comm is on this machine (the comm has a shared segment, shm.c), both
+ * phases run as one op through the segment (all_to_all_shm.c: the sizes through the regions'
+ * headers, each block read out of its sender's memory or passed through the slots; counted as
+ * ZT_COLL_ALL_TO_ALL only); else by messages:
+ *
  *   phase 1 (ZT_COLL_SMALL, "all_to_all counts"): every rank sends every other the size of the
  *     block it has for it and its room for that rank's block (two uint64_t per pair), so a receiver
  *     learns what arrives before it posts; a block over its room is ZT_ERR_MISMATCH naming both
@@ -90,9 +95,18 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
         pair[p] = 2 * sizeof(uint64_t);
     }
     zt_comm_op *op = NULL;
-    if ((rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_A2A, "all_to_all counts", tag, (size_t)N * 2 * sizeof(uint64_t),
-                           nreq_of(c, pair, pair), true, false, &op, err)) ||
-        (rc = exchange(op, sp, pair, rp, pair, err)))
+    size_t offered = 0;
+    for (int p = 0; p < N; p++) offered += p == me ? 0 : send_bytes[p];
+    if (N > 1 && c->shm_map) { /* sizes and blocks through the shared segment (all_to_all_shm.c); the op is
+                                  fingerprinted by the sizes round's bytes, the same on every rank */
+        if ((rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, (size_t)N * 2 * sizeof(uint64_t), 0,
+                               true, false, &op, err)) ||
+            (op->payload = offered, rc = zt_a2a_shm_post_(op, send, recv, mine, theirs, ssz, rsz, err)) ||
+            (rc = zt_op_kick_(op, err)) || (rc = zt_op_wait_(op, err)))
+            goto out;
+    } else if ((rc = zt_op_begin_(c, ZT_COLL_SMALL, ZT_SUB_A2A, "all_to_all counts", tag, (size_t)N * 2 * sizeof(uint64_t),
+                                  nreq_of(c, pair, pair), true, false, &op, err)) ||
+               (rc = exchange(op, sp, pair, rp, pair, err)))
         goto out;
     theirs[2 * me] = mine[2 * me], theirs[2 * me + 1] = mine[2 * me + 1];
     /* both ends of a pair see the same two numbers: a block over its room moves nothing, on either
@@ -107,9 +121,11 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
         if (p != me) sent += ssz[p];
         if (!recv_ok && bad < 0) bad = p;
     }
-    if (bad < 0 && ssz[me]) memmove(recv[me], send[me], ssz[me]);
-    if (N > 1 && (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, nreq_of(c, ssz, rsz),
-                                    true, false, &op, err)) == ZT_OK)
+    if (bad < 0 && ssz[me] && !(op && op->kind == ZT_COLL_ALL_TO_ALL && op->a2.cma)) /* the single copy made it */
+        memmove(recv[me], send[me], ssz[me]);
+    if (N > 1 && !c->shm_map &&
+        (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, nreq_of(c, ssz, rsz), true, false,
+                           &op, err)) == ZT_OK)
         rc = exchange(op, send, ssz, recv, rsz, err);
     if (!rc && bad >= 0)
         rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': rank %d sends %llu bytes, this rank (%d) "

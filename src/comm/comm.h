@@ -273,7 +273,8 @@ int zt_all_gather_bf16(zt_comm *c, const uint16_t *send, uint16_t *recv, const s
 
 /* Every rank sends send[p] (send_bytes[p] bytes) to every rank p and receives into recv[p] the
  * block rank p has for it, of at most recv_cap[p] bytes; the sizes travel first (one uint64_t per
- * pair and the rooms, counted as ZT_COLL_SMALL "all_to_all counts"), so recv_bytes[p] tells what
+ * pair and the rooms, counted as ZT_COLL_SMALL "all_to_all counts"; through the shared segment,
+ * where the comm has one, in the same op and not counted), so recv_bytes[p] tells what
  * arrived. The own block is copied (memmove). Expert parallelism's dispatch and combine
  * (MPI_Alltoallv's job; the payload counted as ZT_COLL_ALL_TO_ALL: the bytes this rank sends to the
  * others). A block over its receiver's room is ZT_ERR_MISMATCH naming both sizes on both ranks of
@@ -350,6 +351,12 @@ size_t zt_comm_all_reduce_exchange_bytes(const zt_comm *c);
 /* The SHM threshold in payload bytes (ZT_COMM_AR_SHM_BYTES at creation; the segment, if any,
  * stays: 0 here sends every all-reduce by messages). */
 int zt_comm_set_all_reduce_shm_bytes(zt_comm *c, size_t bytes);
+/* Whether the all-to-all through the shared segment reads each block straight from its sender's
+ * memory (process_vm_readv: one copy; the default where every rank could, probed at the comm's
+ * creation) or passes it through the segment's slots (two copies). Every rank of c must set the
+ * same; on = true where the probe failed is ZT_ERR_USAGE. For tests and benchmarks. */
+int zt_comm_set_a2a_single_copy(zt_comm *c, bool on);
+bool zt_comm_a2a_single_copy(const zt_comm *c);
 size_t zt_comm_all_reduce_shm_bytes(const zt_comm *c);
 /* The name of an algorithm: "rs_ag", "exchange", "shm", "auto"; "?" otherwise. */
 const char *zt_ar_algo_name(int algo);

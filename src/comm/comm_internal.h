@@ -75,7 +75,20 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_FAR_NS 100.0
 #define ZT_SHM_OS_LEAD 6 /* pieces a rank publishes ahead of its sums with ordinary stores */
 /* How an all-reduce through the segment moves its bytes (zt_ar_shm_mode_ picks: by rank count). */
-enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1 };
+enum { ZT_SHM_RINGS = 0, ZT_SHM_ONESHOT = 1, ZT_SHM_A2A = 2 /* all_to_all_shm.c: not an all-reduce */ };
+/* A region's counters (the first bytes of its header), written by its rank only, each on its own
+ * cache line; they count the comm's global steps through the segment and only grow. The
+ * all-reduces' hand-overs (all_reduce_shm.c) and the all-to-all's (all_to_all_shm.c, which keeps
+ * all three equal to its steps so that any op after it finds them where it expects). */
+typedef struct zt_shm_counters {
+    _Atomic uint64_t pub_in;   /* steps whose input pieces this rank has put in its input slots */
+    char pad0[56];
+    _Atomic uint64_t pub_out;  /* steps whose block sum this rank has put in its output slot */
+    char pad1[56];
+    _Atomic uint64_t done_out; /* steps whose other blocks' sums this rank has copied out */
+    char pad2[56];
+} zt_shm_counters;
+_Static_assert(sizeof(zt_shm_counters) <= 256, "counters fit the region's header before the all-to-all's sizes");
 #define ZT_COMM_DEFAULT_AR_SHM ((size_t)1 << 40)
 
 typedef struct zt_req_info {
@@ -172,6 +185,21 @@ struct zt_comm_op {
         int far, near;      /* one-shot: arrivals of the peer's pub_in timed above / below ZT_SHM_FAR_NS */
         int k_pub, k_sum, k_copy; /* steps published / summed / copied out */
     } sh;
+    /* all-to-all through the shared segment (all_to_all_shm.c) */
+    struct {
+        const void *const *send; /* [N] blocks for each rank */
+        void *const *recv;       /* [N] rooms for each rank's block */
+        const uint64_t *mine;    /* [2N] this rank's size for p and room for p's block */
+        uint64_t *theirs;        /* [2N] p's size for this rank and its room for this rank's block */
+        size_t *ssz, *rsz;       /* [N] bytes that move to / from p (0 where a block is over its room) */
+        uint64_t base, fence;    /* the comm's global step of step 0; the fence as sh.fence */
+        size_t piece;            /* bytes of a block per step */
+        int lane_depth;          /* steps in flight per lane */
+        int nsteps;              /* pieces of the longest block that moves (at least 1) */
+        bool ready;              /* every rank's sizes read: nsteps, ssz, rsz known */
+        bool cma;                /* the single copy: each rank reads its blocks from the senders' memory */
+        int k_pub, k_get;        /* steps published / copied out */
+    } a2;
     /* broadcast */
     struct {
         unsigned char *buf;
@@ -212,6 +240,9 @@ struct zt_comm {
     uint64_t shm_step;      /* global steps begun through the segment */
     int shm_last;           /* ZT_SHM_* of the last all-reduce through the segment */
     bool shm_far;           /* 2 ranks: the peer's core was far in the last one-shot that timed it */
+    bool shm_cma;           /* every rank can read every other's memory (process_vm_readv, probed and
+                               agreed at the segment's creation): the all-to-all's single copy */
+    bool a2a_cma;           /* the all-to-all takes the single copy (shm_cma; zt_comm_set_a2a_single_copy) */
     int shm_stores;         /* zt_ar_stores: how the one-shot publishes */
     uint64_t shm_seen;      /* 2 ranks: the peer's pub_in when this rank last read it */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
@@ -340,6 +371,14 @@ int zt_ar_exchange_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, si
 /* all_reduce_shm.c: sets up op (no requests) for the all-reduce of buf through c's shared
  * segment over the blocks c->off; the wait loop then polls it. */
 int zt_ar_shm_post_(zt_comm_op *op, zt_dtype dtype, void *buf, size_t n, zt_error *err);
+/* all_to_all_shm.c: sets up op (begun with no requests) for the all-to-all of send[p] (ssz filled
+ * from both ends' sizes and rooms: mine[2p], mine[2p+1] this rank's; theirs filled from the peers'
+ * as they arrive) through c's shared segment; rsz[p]: the bytes that arrive from p. */
+int zt_a2a_shm_post_(zt_comm_op *op, const void *const *send, void *const *recv, const uint64_t *mine, uint64_t *theirs,
+                     size_t *ssz, size_t *rsz, zt_error *err);
+/* all_to_all_shm.c: whether every rank of c can read the others' memory (collective over c: shm.c
+ * calls it once the segment is mapped) */
+bool zt_a2a_shm_probe_(zt_comm *c);
 /* shm.c: maps the shared segment when every rank of c is on this node (collective: every rank of
  * c calls it, at creation); zt_shm_close_ unmaps (local). */
 void zt_shm_open_(zt_comm *c);

@@ -36,7 +36,7 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
     ROW(ZT_ENV_COMM_AR_EXCHANGE_BYTES, "ZT_COMM_AR_EXCHANGE_BYTES", "tuning",
         "the largest all-reduce done by whole-vector exchange (0: never)", "comm/world.c"),
     ROW(ZT_ENV_COMM_AR_SHM_BYTES, "ZT_COMM_AR_SHM_BYTES", "tuning",
-        "the largest all-reduce through the node's shared segment (0: no shared segment)", "comm/world.c"),
+        "the largest all-reduce through the node's shared segment (0: no shared segment, so the all-to-all goes by messages too)", "comm/world.c"),
     ROW(ZT_ENV_COMM_CHECK, "ZT_COMM_CHECK", "diagnostic",
         "1: the ranks compare every collective's fingerprint first (comm.check_collectives)",
         "comm/fingerprint.c"),

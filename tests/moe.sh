@@ -125,6 +125,11 @@ printf 'model: {preset: llama-tiny-moe, router_z_loss_coef: 0}\ndata: {train: %s
   "$T/d.bin" > "$T/h.yaml" # z-loss 0: Mixtral's config.json has no z-loss
 "$Z" train "$T/h.yaml" --ckpt-dir "$T/ck" >/dev/null
 "$Z" export "$T/ck" --hf "$T/hf" --shard-size 2MB >/dev/null
+bad "export --gguf of a mixture" "export --gguf $T/x.gguf: model llama is a mixture of experts (4 experts): not built" \
+  export "$T/ck" --gguf "$T/x.gguf"
+"$Z" train "$T/h.yaml" --set model.norm_topk_prob=false --set training.steps=1 --ckpt-dir "$T/ckn" >/dev/null
+bad "export --hf without norm_topk_prob" "model llama with experts and norm_topk_prob false: Mixtral's layout renormalizes" \
+  export "$T/ckn" --hf "$T/hfn"
 zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
 # section 5's Qwen2-MoE directories, made and trained here for the one PyTorch process: a directory
 # written by the test's own code (no transformers) trains through model.init_hf with plain SGD loss

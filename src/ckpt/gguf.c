@@ -298,6 +298,12 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         has_output |= !m->params[i].lora && zt_gguf_param_name(m, i, name, sizeof name, &heads) &&
                       !strcmp(name, "output.weight");
     }
+    if (m->moe_experts > 0) { /* llama.cpp's stacked experts (ffn_*_exps) and router are not written yet */
+        free(t);
+        return zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s: model %s is a mixture of experts (%d experts): not "
+                            "built (export --hf writes its Mixtral or Qwen2-MoE directory)", path, m->name,
+                            m->moe_experts);
+    }
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
         if (p->lora) continue; /* merged into their weights beforehand */

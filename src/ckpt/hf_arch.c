@@ -435,6 +435,10 @@ int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *er
             return zt_error_set(err, ZT_ERR_USAGE, "model llama with a shared expert of width %d and no "
                                 "shared_expert_gate: no Hugging Face architecture row exports it (Qwen2-MoE's "
                                 "shared expert is gated; DeepSeek-MoE's layout is not built)", shared_width(l));
+        if (shared_width(l) == 0 && !l->norm_topk_prob) /* Mixtral always renormalizes the top-k weights */
+            return zt_error_set(err, ZT_ERR_USAGE, "model llama with experts and norm_topk_prob false: Mixtral's "
+                                "layout renormalizes the top-k weights, so its directory would be another network "
+                                "(export a checkpoint with model.norm_topk_prob true, or keep the checkpoint)");
     }
     for (int i = 0; i < N_ARCHS; i++)
         if (!strcmp(ARCHS[i].model_name, name)) {

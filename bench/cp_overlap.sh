@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# cp_overlap.sh - context parallelism at long T from the trace (docs/parallelism.md, issue 32):
+# llama-124M (context lengthened to T; rope), B=1 x T, full activation checkpointing and the loss
+# in chunks of 2048 tokens, trained for a few steps by `zerotrain train --trace` as
+#   one process of one thread                      (the per-rank yardstick: OMP_NUM_THREADS=1)
+#   cp 2 on 2 ranks of one thread, in each mode     (allgather, ring, ulysses; their exchanges
+#                                                   pipelined over head groups, ring's shifts)
+#   cp 2 with ZT_CP_HEAD_GROUPS=1 (allgather, ulysses: one exchange posted and waited before the
+#                                                   attention, nothing to hide it behind)
+# one run after the other, never at the same time. Per run: tokens/s of the job and per rank (the
+# last step's, from the JSONL), against one process, the memory plan's peak against the measured
+# peak of rank 0, and from the trace (bench/cp_trace.py) the exposed communication's share of the
+# step, the hidden share against the run without pipelining (1 - exposed / exposed at 1 group),
+# and the spread of the two halves' attention time. The load average is printed with each run:
+# the machine may be shared, so compare within a row group (the same T) only.
+#
+#   bench/cp_overlap.sh [--T "4096 8192"] [--modes "allgather ring ulysses"] [--steps 2]
+#                       [--no-single] [--single-above-skip T] [--no-unpipelined] [--build DIR] [--keep DIR]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+Ts="4096 8192" modes="allgather ring ulysses" steps=2 build="$root/build" single=1 skip1=0 unpiped=1 keep=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --T) Ts="$2"; shift 2 ;;
+    --modes) modes="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --no-single) single=0; shift ;;
+    --single-above-skip) skip1="$2"; shift 2 ;;
+    --no-unpipelined) unpiped=0; shift ;;
+    --build) build="$(realpath -m "$2")"; shift 2 ;;
+    --keep) keep="$(realpath -m "$2")"; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "cp_overlap.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+Z="$build/zerotrain"
+[ -x "$Z" ] || { echo "cp_overlap.sh: no zerotrain at $build" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+W="${keep:-$(mktemp -d)}"; mkdir -p "$W"
+[ -n "$keep" ] || trap 'rm -rf "$W"' EXIT
+"$Z" version | sed -n 's/^ *\(cpu\|kernels\|gemm\) */\1: /p' | head -3
+rows=()
+load() { cut -d' ' -f1 /proc/loadavg; }
+run() { # label T nproc role(single|base|piped|ring) key env... -- args...
+  local label="$1" T="$2" n="$3" role="$4" key="$5"; shift 5
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local tag="${role}_${key}_$T" l0; l0="$(load)"
+  local cmd=("$Z" train "$W/cfg$T.yaml" --set logging.jsonl="$W/$tag.jsonl" --trace "$W/$tag.json" "$@")
+  [ "$n" -gt 1 ] && cmd+=(--nproc "$n")
+  echo "=== $label T=$T (load $l0): ${envs[*]} ${cmd[*]}"
+  local o rc=0; o="$(env "${envs[@]}" "${cmd[@]}" 2>&1)" || rc=$?
+  local l1; l1="$(load)"
+  if [ $rc -ne 0 ]; then echo "$o" | tail -4; rows+=("| $T | $label | failed (exit $rc) | | | | | | | $l0 - $l1 | |"); return; fi
+  grep -E 'planned|^done' <<<"$o" | head -4 | sed 's/^/  /'
+  python3 "$here/cp_trace.py" "$W/$tag.json" | sed 's/^/  /'
+  local tr; tr="$(python3 "$here/cp_trace.py" "$W/$tag.json" --json)"
+  local mem; mem="$(grep -o 'planned[^|;]*' <<<"$o" | head -1 || true)"
+  rows+=("$(python3 - "$W/$tag.jsonl" "$tr" "$label" "$T" "$n" "$l0 - $l1" "$W/single_$T.txt" "$W/exposed1_${key}_$T.txt" "$role" "$mem" <<'PY'
+import json, os, sys
+jl, tr, label, T, n, loads, single, ex1, role, mem = sys.argv[1:]
+d = [json.loads(l) for l in open(jl) if l.startswith('{"step"')][-1]
+t = json.loads(tr)['total']
+n = int(n)
+per_rank = d['tok_per_s'] / n
+if role == 'single':
+    open(single, 'w').write(str(per_rank))
+ref = float(open(single).read()) if os.path.exists(single) else None
+vs = "1" if role == 'single' else (f"{per_rank / ref:.2f}x" if ref else "-")
+exposed = max(t['comm_exposed_s_per_rank'])
+if role == 'base':
+    open(ex1, 'w').write(str(exposed))
+hidden = "-"
+if role == 'piped' and os.path.exists(ex1):
+    e1 = float(open(ex1).read())
+    hidden = f"{100 * (1 - exposed / e1):.0f}%" if e1 > 0 else "-"
+spread = f"{100 * t['attention_spread']:.1f}%" if n > 1 else "-"
+share = f"{100 * t['comm_exposed_share']:.2f}% ({exposed:.2f} s)" if n > 1 else "-"
+print(f"| {T} | {label} | {d['tok_per_s']:.1f} | {per_rank:.1f} | {vs} | {d['step_s']:.1f} | {share} | {hidden} | "
+      f"{spread} | {loads} | {mem} |")
+PY
+)")
+}
+for T in $Ts; do
+  cat > "$W/cfg$T.yaml" <<YEOF
+model: {preset: llama-124M, vocab_size: 50257, max_seq_len: $T}
+data: {train: $root/data/kjv_train.bin}
+training: {micro_batch_size: 1, seq_len: $T, steps: $steps, lr: 1e-4}
+memory: {activation_checkpointing: full, loss_chunk_tokens: 2048}
+YEOF
+  if [ $single = 1 ] && { [ "$skip1" -eq 0 ] || [ "$T" -le "$skip1" ]; }; then run "cp 1, 1 thread" "$T" 1 single one -- ; fi
+  for m in $modes; do
+    C=(--set parallel.context_parallel_size=2 --set parallel.context_parallel_mode=$m)
+    if [ $unpiped = 1 ] && [ "$m" != ring ]; then run "cp 2 $m, ZT_CP_HEAD_GROUPS=1" "$T" 2 base $m ZT_CP_HEAD_GROUPS=1 -- "${C[@]}"; fi
+    run "cp 2 $m" "$T" 2 $([ "$m" = ring ] && echo ring || echo piped) $m -- "${C[@]}"
+  done
+done
+echo
+echo "| T | run | tokens/s (job) | tokens/s per rank | per rank vs one process of 1 thread | step s (last) | exposed cp communication, share of the step (max over ranks) | hidden vs groups 1 | halves' attention spread | load average before - after | memory (rank 0) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+printf '%s\n' "${rows[@]}"

@@ -8,7 +8,7 @@
 #   cp 2 with ZT_CP_HEAD_GROUPS=1 (allgather, ulysses: one exchange posted and waited before the
 #                                                   attention, nothing to hide it behind)
 # one run after the other, never at the same time. Per run: tokens/s of the job and per rank (the
-# last step's, from the JSONL), against one process, the memory plan's peak against the measured
+# last step's, from the JSONL; the trace's figures from the last step too), against one process, the memory plan's peak against the measured
 # peak of rank 0, and from the trace (bench/cp_trace.py) the exposed communication's share of the
 # step, the hidden share against the run without pipelining (1 - exposed / exposed at 1 group),
 # and the spread of the two halves' attention time. The load average is printed with each run:
@@ -55,14 +55,15 @@ run() { # label T nproc role(single|base|piped|ring) key env... -- args...
   local l1; l1="$(load)"
   if [ $rc -ne 0 ]; then echo "$o" | tail -4; rows+=("| $T | $label | failed (exit $rc) | | | | | | | $l0 - $l1 | |"); return; fi
   grep -E 'planned|^done' <<<"$o" | head -4 | sed 's/^/  /'
-  python3 "$here/cp_trace.py" "$W/$tag.json" | sed 's/^/  /'
-  local tr; tr="$(python3 "$here/cp_trace.py" "$W/$tag.json" --json)"
+  python3 "$here/cp_trace.py" "$W/$tag.json" --skip-steps $((steps - 1)) | sed 's/^/  /' || true
+  local tr; tr="$(python3 "$here/cp_trace.py" "$W/$tag.json" --skip-steps $((steps - 1)) --json || echo '{}')"
   local mem; mem="$(grep -o 'planned[^|;]*' <<<"$o" | head -1 || true)"
   rows+=("$(python3 - "$W/$tag.jsonl" "$tr" "$label" "$T" "$n" "$l0 - $l1" "$W/single_$T.txt" "$W/exposed1_${key}_$T.txt" "$role" "$mem" <<'PY'
 import json, os, sys
 jl, tr, label, T, n, loads, single, ex1, role, mem = sys.argv[1:]
 d = [json.loads(l) for l in open(jl) if l.startswith('{"step"')][-1]
-t = json.loads(tr)['total']
+t = json.loads(tr).get('total', {'comm_exposed_s_per_rank': [float('nan')], 'attention_spread': float('nan'),
+                                   'comm_exposed_share': float('nan')})
 n = int(n)
 per_rank = d['tok_per_s'] / n
 if role == 'single':

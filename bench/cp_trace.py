@@ -4,7 +4,7 @@
     python3 bench/cp_trace.py TRACE.json [--ranks N] [--skip-steps K] [--json]
 
 TRACE.json is what `zerotrain train --trace TRACE.json` was given: the per-rank files
-TRACE.rank<r>.json are read (one event per line; a file cut short keeps its complete lines). Within
+TRACE.rank<r>.json are read (one process: TRACE.json itself) (one event per line; a file cut short keeps its complete lines). Within
 each rank's "step" spans (the first K skipped), it sums on the main thread:
 
   attention  the attention kernel's spans (category "attention": context_parallel.c's per head group
@@ -91,6 +91,14 @@ def main(argv):
             skip = int(argv[i + 1])
     rows = []
     r = 0
+    if not os.path.exists(rank_path(path, 0)) and os.path.exists(path) and ranks in (None, 1):
+        evs = events(path)  # one process: the trace under the name it was given
+        if evs:
+            d = summarize(evs, skip)
+            d['rank'] = 0
+            rows.append(d)
+            ranks = 1
+            r = 1
     while ranks is None or r < ranks:
         p = rank_path(path, r)
         if not os.path.exists(p):

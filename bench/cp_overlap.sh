@@ -9,7 +9,8 @@
 #                                                   attention, nothing to hide it behind)
 # one run after the other, never at the same time. Per run: tokens/s of the job and per rank (the
 # last step's, from the JSONL; the trace's figures from the last step too), against one process, the memory plan's peak against the measured
-# peak of rank 0, and from the trace (bench/cp_trace.py) the exposed communication's share of the
+# peak of rank 0, the tokens per CPU-second of the whole run (every rank's user + system time: what
+# the load does not change much), and from the trace (bench/cp_trace.py) the exposed communication's share of the
 # step, the hidden share against the run without pipelining (1 - exposed / exposed at 1 group),
 # and the spread of the two halves' attention time. The load average is printed with each run:
 # the machine may be shared, so compare within a row group (the same T) only.
@@ -51,25 +52,35 @@ run() { # label T nproc role(single|base|piped|ring) key env... -- args...
   local cmd=("$Z" train "$W/cfg$T.yaml" --set logging.jsonl="$W/$tag.jsonl" --trace "$W/$tag.json" "$@")
   [ "$n" -gt 1 ] && cmd+=(--nproc "$n")
   echo "=== $label T=$T (load $l0): ${envs[*]} ${cmd[*]}"
-  local o rc=0; o="$(env "${envs[@]}" "${cmd[@]}" 2>&1)" || rc=$?
+  local o rc=0; o="$(env "${envs[@]}" /usr/bin/time -f "%U %S" -o "$W/$tag.cpu" "${cmd[@]}" 2>&1)" || rc=$?
   local l1; l1="$(load)"
   if [ $rc -ne 0 ]; then echo "$o" | tail -4; rows+=("| $T | $label | failed (exit $rc) | | | | | | | $l0 - $l1 | |"); return; fi
   grep -E 'planned|^done' <<<"$o" | head -4 | sed 's/^/  /'
   python3 "$here/cp_trace.py" "$W/$tag.json" --skip-steps $((steps - 1)) | sed 's/^/  /' || true
   local tr; tr="$(python3 "$here/cp_trace.py" "$W/$tag.json" --skip-steps $((steps - 1)) --json || echo '{}')"
-  local mem; mem="$(grep -o 'planned[^|;]*' <<<"$o" | head -1 || true)"
-  rows+=("$(python3 - "$W/$tag.jsonl" "$tr" "$label" "$T" "$n" "$l0 - $l1" "$W/single_$T.txt" "$W/exposed1_${key}_$T.txt" "$role" "$mem" <<'PY'
+  # rank 0's total planned / measured MiB and its peak RSS (the memory report's row), and the check
+  local mem; mem="$(python3 -c '
+import re, sys
+o = sys.stdin.read()
+m = re.search(r"^\s+0\s+.*\|\s+([\d.]+)/([\d.]+)\s+\|\s+([\d.]+)", o, re.M)
+ok = "every class of every rank reached exactly its planned high-water" in o
+note = "" if ok else " (planned != measured)"
+print(f"{m.group(1)} / {m.group(2)} (RSS {m.group(3)}){note}" if m else "-")' <<<"$o")"
+  rows+=("$(python3 - "$W/$tag.jsonl" "$tr" "$label" "$T" "$n" "$l0 - $l1" "$W/single_$T.txt" "$W/exposed1_${key}_$T.txt" "$role" "$mem" "$W/$tag.cpu" "$steps" <<'PY'
 import json, os, sys
-jl, tr, label, T, n, loads, single, ex1, role, mem = sys.argv[1:]
+jl, tr, label, T, n, loads, single, ex1, role, mem, cpu, steps = sys.argv[1:]
+u, s_ = open(cpu).read().split()[-2:]
+tok_cpu = int(steps) * int(T) / (float(u) + float(s_))  # the whole run's tokens per CPU-second, every rank's
 d = [json.loads(l) for l in open(jl) if l.startswith('{"step"')][-1]
 t = json.loads(tr).get('total', {'comm_exposed_s_per_rank': [float('nan')], 'attention_spread': float('nan'),
                                    'comm_exposed_share': float('nan')})
 n = int(n)
 per_rank = d['tok_per_s'] / n
 if role == 'single':
-    open(single, 'w').write(str(per_rank))
-ref = float(open(single).read()) if os.path.exists(single) else None
-vs = "1" if role == 'single' else (f"{per_rank / ref:.2f}x" if ref else "-")
+    open(single, 'w').write(f"{per_rank} {tok_cpu}")
+ref = [float(x) for x in open(single).read().split()] if os.path.exists(single) else None
+vs = "1" if role == 'single' else (f"{per_rank / ref[0]:.2f}x" if ref else "-")
+vs_cpu = "1" if role == 'single' else (f"{tok_cpu / ref[1]:.2f}x" if ref else "-")
 exposed = max(t['comm_exposed_s_per_rank'])
 if role == 'base':
     open(ex1, 'w').write(str(exposed))
@@ -79,8 +90,8 @@ if role == 'piped' and os.path.exists(ex1):
     hidden = f"{100 * (1 - exposed / e1):.0f}%" if e1 > 0 else "-"
 spread = f"{100 * t['attention_spread']:.1f}%" if n > 1 else "-"
 share = f"{100 * t['comm_exposed_share']:.2f}% ({exposed:.2f} s)" if n > 1 else "-"
-print(f"| {T} | {label} | {d['tok_per_s']:.1f} | {per_rank:.1f} | {vs} | {d['step_s']:.1f} | {share} | {hidden} | "
-      f"{spread} | {loads} | {mem} |")
+print(f"| {T} | {label} | {d['tok_per_s']:.1f} | {per_rank:.1f} | {vs} | {tok_cpu:.1f} ({vs_cpu}) | {d['step_s']:.1f} | {share} | "
+      f"{hidden} | {spread} | {loads} | {mem} |")
 PY
 )")
 }
@@ -99,6 +110,6 @@ YEOF
   done
 done
 echo
-echo "| T | run | tokens/s (job) | tokens/s per rank | per rank vs one process of 1 thread | step s (last) | exposed cp communication, share of the step (max over ranks) | hidden vs groups 1 | halves' attention spread | load average before - after | memory (rank 0) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| T | run | tokens/s (job) | tokens/s per rank | per rank vs one process of 1 thread | tokens per CPU-second, whole run (vs one process) | step s (last) | exposed cp communication, share of the step (max over ranks) | hidden vs groups 1 | halves' attention spread | load average before - after | planned / measured MiB (rank 0) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"

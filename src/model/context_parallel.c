@@ -139,9 +139,10 @@ static void unpack_kv(const cp_shape *s, const float *mine, float *k, float *v, 
  * the bits do not depend on S (ZT_CP_HEAD_GROUPS=1 is the unpipelined order: tests/cp.sh compares).
  * S: the largest of 4, 3, 2 dividing nkv that leaves the backward kernel as many key/value heads
  * per call as threads (its parallelism), else 1 (a property of the shapes and the process, not of
- * a batch: the memory plan sizes the buffers with it). The messages depend on S, so every part must agree: they
- * run with the same thread count (or ZT_CP_HEAD_GROUPS); a disagreement is a transfer of the wrong
- * length (an error naming it), not wrong numbers. */
+ * a batch: the memory plan sizes the buffers with it). The messages depend on S, so every part
+ * must agree: they do when they run with the same thread count (or ZT_CP_HEAD_GROUPS); a
+ * disagreement fails (a message of the wrong length, or one never matched: the deadline), it
+ * never gives wrong numbers. */
 static int head_groups(int nkv) {
     const char *env = zt_env(ZT_ENV_CP_HEAD_GROUPS);
     if (env && *env) {
@@ -290,7 +291,8 @@ static int ag_backward(const cp_shape *s, const zt_unit_group *gr, float *dq, fl
             for (int j = 0; j < 2; j++) {
                 size_t row = (size_t)b * s->T + (size_t)j * s->c;
                 int n = s->mb[j] + s->c; /* the keys this chunk sees */
-                const float *kb = x.kv_all + (size_t)b * s->Tw * KW2, *dob = dout + row * s->QW, *ob = out + row * s->QW;
+                const float *kb = x.kv_all + (size_t)b * s->Tw * KW2;
+                const float *dob = dout + row * s->QW, *ob = out + row * s->QW;
                 if (s->S > 1) { /* the group's columns of dout and out, rows of QWg */
                     copy_rows(w.ob, x.QW, dob + (size_t)x.h0 * s->hs, s->QW, s->c, x.QW);
                     copy_rows(w.ob + (size_t)s->c * x.QW, x.QW, ob + (size_t)x.h0 * s->hs, s->QW, s->c, x.QW);
@@ -567,8 +569,8 @@ static int uly_backward(const cp_shape *s, const zt_unit_group *gr, float *dq, f
         attn_span_end(g);
         /* the group's regions are free now: dq, dk, dv go back through them */
         for (int p = 0; p < s->P; p++) part_rows(s, p, hdq, sendg + p * x.n * x.W3, x.W3, false);
-        if ((rc = uly_post(s, gr, s->S + g, sendg, recvg, x.n * x.W3, "context-parallel (ulysses) dq, dk, dv all-to-all",
-                           err)))
+        if ((rc = uly_post(s, gr, s->S + g, sendg, recvg, x.n * x.W3,
+                           "context-parallel (ulysses) dq, dk, dv all-to-all", err)))
             return drain(gr, s->S, s->S + g, drain(gr, g + 1, s->S, rc));
     }
     for (int g = 0; g < s->S; g++) {

@@ -18,8 +18,11 @@
 #     grouping of the same parts, reproducible but not accumulation's);
 #  4. zerotrain train: the three modes print the one-process losses, the JSONL's bytes_sent.context
 #     equal to the scale model's formulas (bytes_sent.pipeline 0), planned = measured memory on
-#     every rank, packed chat-style records too (losses and validation); checkpoints stay logical: a cp 2 commit resumes to the uninterrupted hash, and
-#     cp 2 -> one-process re-save -> cp 2 re-save gives byte-identical shard files;
+#     every rank, packed chat-style records too (losses and validation); allgather's and ulysses'
+#     exchanges pipelined over head groups give one group's parameters bit for bit, and the traces
+#     hold the attention spans and cp waits bench/cp_trace.py reads; checkpoints stay logical: a cp 2
+#     commit resumes to the uninterrupted hash, and cp 2 -> one-process re-save -> cp 2 re-save gives
+#     byte-identical shard files;
 #  5. Accelerate's own cp.yaml (cp 8 on 8 ranks, FSDP2 bf16) and a DeepSpeed sequence_parallel_size
 #     (Ulysses) resolve and train.
 set -euo pipefail
@@ -119,14 +122,35 @@ one="$("$Z" train "$T/g.yaml" 2>&1)"
 # S (3 (cp-1)/cp + 1/cp), ulysses (cp-1)/cp of a part's rows x (4C + 2KV + 3C + 2KV + ...)
 ctx() { python3 -c 'import json,sys; print(sorted({(o["bytes_sent"]["context"], o["bytes_sent"]["pipeline"]) for o in map(json.loads, open(sys.argv[1])) if "step" in o}))' "$1"; }
 declare -A WANT=([allgather]="[(196608, 0)]" [ring]="[(262144, 0)]" [ulysses]="[(196608, 0)]")
+declare -A HASH
 for mode in allgather ring ulysses; do
   out="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" --set parallel.context_parallel_mode=$mode \
-         --set logging.jsonl="$T/$mode.jsonl" 2>&1)" && rc=0 || rc=$?
+         --set logging.jsonl="$T/$mode.jsonl" --trace "$T/$mode.trace.json" 2>&1)" && rc=0 || rc=$?
+  HASH[$mode]="$(hash_line "$out")"
   if [ $rc -eq 0 ] && [ "$(loss_line "$out")" = "$(loss_line "$one")" ] &&
      grep -q "every class of every rank reached exactly its planned high-water" <<<"$out" &&
      [ "$(ctx "$T/$mode.jsonl")" = "${WANT[$mode]}" ]; then
     echo "ok   train cp 2 $mode: $(loss_line "$out") as one process; planned = measured on every rank; (context, pipeline) bytes per step $(ctx "$T/$mode.jsonl")"
   else echo "FAIL train cp 2 $mode (exit $rc): '$(loss_line "$out")' vs '$(loss_line "$one")', bytes $(ctx "$T/$mode.jsonl" 2>&1) vs ${WANT[$mode]}"; echo "$out" | tail -4; fail=1; fi
+done
+# allgather's and ulysses' exchanges are pipelined over head groups (4 and 2 here: 4 heads, one
+# thread a rank); one group (ZT_CP_HEAD_GROUPS=1: every exchange waited before the attention)
+# gives the same parameters bit for bit. The traces hold the attention kernel's spans (per step, per
+# block, forward and backward: a span per group, ring a span per ring step) and the cp waits, and
+# bench/cp_trace.py reads them: the counts say how many groups ran
+spans() { python3 "$SRC/bench/cp_trace.py" "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%d/%d" % (r["attention_calls"], r["comm_waits"]) for r in d["ranks"]))'; }
+declare -A SPANS=([allgather]="64/96 64/96" [ring]="32/32 32/32" [ulysses]="32/64 32/64" [allgather1]="16/24 16/24" [ulysses1]="16/32 16/32")
+for mode in allgather ulysses; do
+  out="$(ZT_CP_HEAD_GROUPS=1 "$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" --set parallel.context_parallel_mode=$mode \
+         --trace "$T/${mode}1.trace.json" 2>&1)" || true
+  if [ -n "${HASH[$mode]}" ] && [ "$(hash_line "$out")" = "${HASH[$mode]}" ]; then
+    echo "ok   cp 2 $mode in one head group = pipelined over head groups: ${HASH[$mode]}"
+  else echo "FAIL cp 2 $mode, ZT_CP_HEAD_GROUPS=1: '$(hash_line "$out")' vs pipelined '${HASH[$mode]}'"; echo "$out" | tail -3; fail=1; fi
+done
+for k in allgather ring ulysses allgather1 ulysses1; do
+  got="$(spans "$T/$k.trace.json" 2>&1 || true)"
+  if [ "$got" = "${SPANS[$k]}" ]; then echo "ok   trace of cp 2 $k: attention spans / cp waits per rank $got"
+  else echo "FAIL trace of cp 2 $k: attention spans / cp waits per rank '$got', want '${SPANS[$k]}'"; fail=1; fi
 done
 # packed records (documents' masks from the whole sequences' positions, losses weighed by counted
 # targets, validation on a held-out fraction): cp 2 prints one process's losses and val loss

@@ -208,6 +208,18 @@ typedef struct zt_unit_group {
     int (*cp_shift_post)(const struct zt_unit_group *g, const void *send, void *recv, size_t bytes,
                          const char *what, zt_error *err);
     int (*cp_shift_wait)(const struct zt_unit_group *g, zt_error *err);
+    /* cp_exchange and cp_reduce_exchange posted: they return at once (compute while the blocks
+     * move) and the wait of the same slot (0 .. ZT_CP_MAX_POSTED - 1; any number of slots in
+     * flight, each posted again only after its wait) finishes them; the buffers stay untouched
+     * until then. cp_reduce_wait sums into out (n floats) as cp_reduce_exchange does, in the
+     * same tree. Every part posts its slots in the same order (the units run the same code). */
+    int (*cp_exchange_post)(const struct zt_unit_group *g, int slot, const void *const *send,
+                            const size_t *send_bytes, void *const *recv, const size_t *recv_bytes, const char *what,
+                            zt_error *err);
+    int (*cp_exchange_wait)(const struct zt_unit_group *g, int slot, zt_error *err);
+    int (*cp_reduce_post)(const struct zt_unit_group *g, int slot, const float *const *send, size_t n, float *stage,
+                          const char *what, zt_error *err);
+    int (*cp_reduce_wait)(const struct zt_unit_group *g, int slot, float *out, zt_error *err);
     /* Expert parallelism (zt_unit.ep_parts > 1; docs/parallelism.md): the experts of a mixture are
      * spread over ep_parts parts, part p running experts [p·E/ep_parts, (p+1)·E/ep_parts) for the
      * tokens of every part; ep_part: which experts this part runs (a layout, not a rank). */
@@ -468,6 +480,7 @@ int zt_model_set_loss_chunk(zt_model *m, int tokens, zt_error *err);
  * Ulysses: the heads, and key/value heads, divided by the parts). */
 typedef enum zt_cp_mode { ZT_CP_ALLGATHER = 0, ZT_CP_RING = 1, ZT_CP_ULYSSES = 2 } zt_cp_mode;
 #define ZT_CP_MAX_PARTS 64 /* the most context-parallel parts (parallel.context_parallel_size) */
+#define ZT_CP_MAX_POSTED 8 /* zt_unit_group's posted cp exchanges in flight at once */
 const char *zt_cp_mode_name(zt_cp_mode mode); /* "allgather", "ring", "ulysses" */
 /* ZT_ERR_USAGE listing the names on a miss. */
 int zt_cp_mode_parse(const char *name, zt_cp_mode *out, zt_error *err);

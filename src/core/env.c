@@ -49,6 +49,10 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
         "engine/engine.c"),
     ROW(ZT_ENV_OVERLAP_COMM, "ZT_OVERLAP_COMM", "diagnostic",
         "0: no communication thread, gradients reduced after backward", "engine/overlap.c"),
+    ROW(ZT_ENV_CP_HEAD_GROUPS, "ZT_CP_HEAD_GROUPS", "diagnostic",
+        "context parallelism's allgather and ulysses exchanges pipelined over this many head groups (1: "
+        "one exchange before the attention; unset: the rule in context_parallel.c; the same bits either way)",
+        "model/context_parallel.c"),
     ROW(ZT_ENV_OFFLOAD_DIRECT, "ZT_OFFLOAD_DIRECT", "diagnostic",
         "0: NVMe offload through the page cache instead of O_DIRECT (comparisons)", "engine/offload.c"),
     ROW(ZT_ENV_FAULT, "ZT_FAULT", "test hook",

@@ -32,6 +32,7 @@ typedef enum zt_env_var {
     ZT_ENV_GRAD_ASSIGN,
     ZT_ENV_BLOCK_CACHE,
     ZT_ENV_OVERLAP_COMM,
+    ZT_ENV_CP_HEAD_GROUPS,
     ZT_ENV_OFFLOAD_DIRECT,
     /* test hooks */
     ZT_ENV_FAULT,

@@ -542,6 +542,7 @@ void zt_engine_free(zt_engine *e) {
     free(e->norm_partials);
     free(e->norm_gather);
     free(e->tp_work);
+    free(e->cp_posted);
     free(e->m);
     free(e->v);
     free(e->state_bf16[0]);

@@ -195,6 +195,7 @@ struct zt_engine {
     zt_comm *cp_comm;           /* NULL when every sequence is whole on this rank */
     zt_p2p cp_shift[2];         /* the ring shift in flight: its receive and its send */
     size_t cp_shift_bytes;
+    struct cp_posted *cp_posted; /* (ZT_CP_MAX_POSTED) the posted exchanges' transfers, by slot */
     /* expert parallelism (ep_group.c): the mixture's all-to-alls over the mesh's ep group */
     zt_comm *ep_comm;           /* NULL when every expert runs here */
     /* the experts stored E/ep a rank (zt_model_store_experts): their gradients reduced and pieces

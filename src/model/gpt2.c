@@ -39,6 +39,7 @@
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
+#include "obs/trace.h"
 #include "model/layers.h"
 
 #include <math.h>
@@ -231,7 +232,9 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                               w.NH, Ca / w.NH, 3 * Ca, 3 * Ca, err)))
                 return rc;
         } else {
+            zt_trace_begin("attention", "whole forward");
             flash_attention_forward(x, s.lse, attn_scratch, s.qkv, B, T, Ca, w.NH, a->attn_bf16, a->batch->positions);
+            zt_trace_end();
         }
     } else {
         x = zt_linear_input(a, s.atty, tmp);
@@ -310,9 +313,12 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         if ((rc = zt_cp_attention_backward(u, a, dqkv, dqkv + Ca, dqkv + 2 * Ca, attn_scratch, bufC, s.qkv, s.qkv + Ca,
                                            s.qkv + 2 * Ca, O, s.lse, w.NH, w.NH, Ca / w.NH, 3 * Ca, 3 * Ca, err)))
             return rc;
-    } else if (flash(u->model_cfg))
+    } else if (flash(u->model_cfg)) {
+        zt_trace_begin("attention", "whole backward");
         flash_attention_backward(dqkv, attn_scratch, bufC, s.qkv, O, s.lse, B, T, Ca, w.NH, a->attn_bf16,
                                  a->batch->positions);
+        zt_trace_end();
+    }
     else
         attention_backward(dqkv, attn_scratch, bufC, s.qkv, s.att, B, T, Ca, w.NH);
     if (seq && (rc = zt_seq_linear_operand(u, a, s.ln1, big2, C, "attn.c_attn input (ln_1), again", err))) return rc;

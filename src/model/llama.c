@@ -31,6 +31,7 @@
  */
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
+#include "obs/trace.h"
 #include "model/layers.h"
 #include "model/llama_moe.h"
 
@@ -290,8 +291,10 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
             if ((rc = zt_cp_attention_forward(u, a, x, s.lse, attn_scratch, s.q, s.k, s.v, w.NH, w.NKV, hs, Q, KV, err)))
                 return rc;
         } else {
+            zt_trace_begin("attention", "whole forward");
             flash_attention_gqa_forward(x, s.lse, attn_scratch, s.q, s.k, s.v, B, T, w.NH, w.NKV, hs, Q, KV,
                                         a->attn_bf16, a->batch->positions);
+            zt_trace_end();
         }
     } else {
         x = zt_linear_input(a, s.atty, tmp);
@@ -384,9 +387,12 @@ mlp_done:
         if ((rc = zt_cp_attention_backward(u, a, dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, O, s.lse, w.NH, w.NKV,
                                            hs, Q, KV, err)))
             return rc;
-    } else if (flash(c))
+    } else if (flash(c)) {
+        zt_trace_begin("attention", "whole backward");
         flash_attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, O, s.lse, B, T, w.NH, w.NKV, hs, Q,
                                      KV, a->attn_bf16, a->batch->positions);
+        zt_trace_end();
+    }
     else
         attention_gqa_backward(dq, dk, dv, attn_scratch, bufC, s.q, s.k, s.v, s.att, B, T, w.NH, w.NKV, hs, Q, KV);
     rope_backward_qk(dq, dk, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);

@@ -117,7 +117,7 @@ static int slot_of(zt_engine *e, int slot, bool want_active, const char *what, c
 static int exchange_post(const zt_unit_group *g, int slot, const void *const *send, const size_t *send_bytes,
                          void *const *recv, const size_t *recv_bytes, const char *what, zt_error *err) {
     zt_engine *e = engine_of(g);
-    cp_posted *x;
+    cp_posted *x = NULL;
     int rc = slot_of(e, slot, false, what, &x, err);
     if (rc) return rc;
     memset(x->reqs, 0, sizeof x->reqs);
@@ -135,7 +135,7 @@ static int exchange_post(const zt_unit_group *g, int slot, const void *const *se
 
 static int exchange_wait(const zt_unit_group *g, int slot, zt_error *err) {
     zt_engine *e = engine_of(g);
-    cp_posted *x;
+    cp_posted *x = NULL;
     int rc = slot_of(e, slot, true, "context-parallel exchange wait", &x, err);
     if (rc) return rc;
     zt_trace_begin("cp", x->what);
@@ -151,10 +151,11 @@ static int reduce_post(const zt_unit_group *g, int slot, const float *const *sen
                        const char *what, zt_error *err) {
     zt_engine *e = engine_of(g);
     int P = g->cp_parts, me = g->cp_chunk_of;
-    const void *sp[ZT_CP_MAX_PARTS];
-    void *rp[ZT_CP_MAX_PARTS];
-    size_t bytes[ZT_CP_MAX_PARTS];
-    for (int p = 0; p < P; p++) sp[p] = send[p], rp[p] = stage + (size_t)p * n, bytes[p] = n * sizeof(float);
+    const void *sp[ZT_CP_MAX_PARTS] = {0};
+    void *rp[ZT_CP_MAX_PARTS] = {0};
+    size_t bytes[ZT_CP_MAX_PARTS] = {0};
+    for (int p = 0; p < P && p < ZT_CP_MAX_PARTS; p++)
+        sp[p] = send[p], rp[p] = stage + (size_t)p * n, bytes[p] = n * sizeof(float);
     int rc = exchange_post(g, slot, sp, bytes, rp, bytes, what, err);
     if (rc) return rc;
     cp_posted *x = &e->cp_posted[slot];

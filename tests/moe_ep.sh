@@ -66,6 +66,11 @@ check "N=4 ep 4 zero3 full recomputation" four "$(run 4 zero3 1 $STEPS --ep 4 --
 check "N=2 GA=2 ep 2 ddp" four "$(run 2 ddp 2 $STEPS --ep 2)"
 check "N=2 GA=2 ep 2 zero3" four "$(run 2 zero3 2 $STEPS --ep 2)"
 check "N=4 ep 4 over hybrid's 2 shard groups of 2" four "$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 4)"
+# comm.check_collectives (ZT_COMM_CHECK) with the all-to-all's message path (no shared segment): the
+# ranks' blocks differ under uneven routing, the fingerprint is the sizes round's, the same on every rank
+out="$(ZT_COMM_CHECK=1 ZT_COMM_AR_SHM_BYTES=0 mpirun -np 2 --oversubscribe --bind-to none -x OMP_NUM_THREADS \
+       -x ZT_COMM_TIMEOUT -x ZT_COMM_CHECK -x ZT_COMM_AR_SHM_BYTES "$TOOL" ddp 1 $STEPS --ep 2 --arch llama-moe --clip 0.05 2>&1)" || true
+check "N=2 ep 2, collectives checked, all-to-all by messages" two "$out"
 # a gated shared expert: a dense parameter every part runs on its own tokens (not dispatched)
 export ARCH=llama-moe-shared
 check "shared expert: N=1 GA=2" sh2 "$(run 1 ddp 2 $STEPS)"

@@ -123,10 +123,14 @@ static int a2a(zt_comm *c, const void *const *send, const size_t *send_bytes, vo
     }
     if (bad < 0 && ssz[me] && !(op && op->kind == ZT_COLL_ALL_TO_ALL && op->a2.cma)) /* the single copy made it */
         memmove(recv[me], send[me], ssz[me]);
+    /* fingerprinted (comm.check_collectives) by the sizes round's bytes, the same on every rank: the
+     * blocks' totals differ by rank wherever the routing is uneven */
     if (N > 1 && !c->shm_map &&
-        (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, sent, nreq_of(c, ssz, rsz), true, false,
-                           &op, err)) == ZT_OK)
+        (rc = zt_op_begin_(c, ZT_COLL_ALL_TO_ALL, ZT_SUB_A2A, "all_to_all", tag, (size_t)N * 2 * sizeof(uint64_t),
+                           nreq_of(c, ssz, rsz), true, false, &op, err)) == ZT_OK) {
+        op->payload = sent;
         rc = exchange(op, send, ssz, recv, rsz, err);
+    }
     if (!rc && bad >= 0)
         rc = zt_error_set(err, ZT_ERR_MISMATCH, "all_to_all '%s' on comm '%s': rank %d sends %llu bytes, this rank (%d) "
                           "has room for %zu", tag ? tag : "", c->name, bad, (unsigned long long)theirs[2 * bad], me,

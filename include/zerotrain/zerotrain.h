@@ -119,6 +119,8 @@ typedef struct zt_param_desc {
 
 /* zt_param_desc.part_group */
 typedef enum zt_part_group { ZT_PART_TP = 0, ZT_PART_EP = 1 } zt_part_group;
+/* p is a stacked experts' tensor stored E/ep a rank (zt_model_store_experts): cut over the ep parts */
+static inline bool zt_param_experts_stored(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
 
 /* zt_param_desc.shard_group: the group a parameter's gradient is reduced and its pieces sharded over */
 typedef enum zt_shard_group {

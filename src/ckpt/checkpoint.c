@@ -260,7 +260,7 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
         /* a whole parameter: part 0's files only; the experts stored E/ep a rank: the data-parallel
          * ranks' files (tensor parallelism is 1 then), each its part's rows */
-        bool stored = p->part_group == ZT_PART_EP && p->tp_parts > 1;
+        bool stored = zt_param_experts_stored(p);
         int parts = p->tp_parts > 1 && !stored ? tp : 1;
         int base = zt_ckpt_stage_of(e, i) * tp * nwriters; /* its stage's files */
         for (int k = 0; k < zt_ckpt_n_kinds(e); k++)

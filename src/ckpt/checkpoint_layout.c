@@ -31,7 +31,7 @@ int zt_ckpt_writers(const zt_engine *e) {
  * under ddp the same rows of the whole part). */
 void zt_ckpt_writer_rows(const zt_param_desc *p, int w, int s, int *part, int64_t *lo, int64_t *hi) {
     int64_t rows, len;
-    int ep = p->part_group == ZT_PART_EP && p->tp_parts > 1 ? p->tp_parts : 0;
+    int ep = zt_param_experts_stored(p) ? p->tp_parts : 0;
     *part = ep ? s % ep : p->tp_part;
     zt_ckpt_part_shape(p, *part, &rows, &len);
     if (ep) zt_plan_rows(rows, len, p->norm_blocks, w / ep, s / ep, lo, hi);

@@ -52,9 +52,6 @@ int zt_engine_ep_setup(zt_engine *e, zt_error *err) {
     return zt_engine_reserve_scratch(e, e->edp_comm, e->mem_plan.scratch_edp, 4, err);
 }
 
-/* a stacked experts' tensor stored E/ep a rank (zt_model_store_experts) */
-static bool stored_part(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
-
 int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err) {
     const zt_model *m = e->model;
     int P = e->group.ep_parts;
@@ -67,7 +64,7 @@ int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
     int64_t at = 0, k = 0;
     for (int i = 0; i < m->n_params; i++) { /* this part's expert chunks, in plan order */
         int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        if (stored_part(&m->params[i])) memcpy(mine + k, partials + at, (size_t)c * sizeof *mine), k += c;
+        if (zt_param_experts_stored(&m->params[i])) memcpy(mine + k, partials + at, (size_t)c * sizeof *mine), k += c;
         at += c;
     }
     double t0 = omp_get_wtime();
@@ -78,7 +75,7 @@ int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
     at = k = 0;
     for (int i = 0; i < m->n_params; i++) { /* one process's numbering: part q's experts after part q-1's */
         int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        if (stored_part(&m->params[i])) {
+        if (zt_param_experts_stored(&m->params[i])) {
             for (int q = 0; q < P; q++) memcpy(all + to + q * c, parts + (size_t)q * experts + k, (size_t)c * sizeof *all);
             to += c * P, k += c;
         } else {

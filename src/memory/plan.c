@@ -212,15 +212,12 @@ void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int wo
     groups[ZT_SHARD_GROUP_EDP] = sharded ? (zt_plan_group){edp, rank / ep} : (zt_plan_group){1, 0};
 }
 
-/* a stacked experts' tensor stored E/ep a rank (zt_model_store_experts) */
-static bool stored_part(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
-
 void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts) {
     *logical = *experts = 0;
     for (int i = 0; i < m->n_params; i++) {
         int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        *logical += stored_part(&m->params[i]) ? c * m->params[i].tp_parts : c;
-        if (stored_part(&m->params[i])) *experts += c;
+        *logical += zt_param_experts_stored(&m->params[i]) ? c * m->params[i].tp_parts : c;
+        if (zt_param_experts_stored(&m->params[i])) *experts += c;
     }
 }
 

@@ -16,13 +16,13 @@
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
-#     ep 2 x pp 2 on 4 ranks (ddp, zero3) = one process with the same 4 micro-batches, planned =
-#     measured;
+#     ep 2 x pp 2 on 4 ranks (ddp, zero3; each stage's experts stored) = one process with the same
+#     4 micro-batches, planned = measured, the zero3 commit resuming on one process and under ep 2;
 #  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under hybrid or pipeline stages, which keep them whole): at rest ep 4 holds exactly the
+#     not under hybrid, which keeps them whole): at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
 #     and on one process, each ending on the straight run.
@@ -150,17 +150,27 @@ for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
 done
 
 # ---- 3b. ep x pp: ep 2 inside each of 2 pipeline stages (4 ranks, 2 micro-batches a data-parallel
-# rank) = one process with the same 4 micro-batches, under ddp and zero3, every class at its plan
+# rank), each stage's experts stored E/ep a rank (the gradient norm: each stage's logical chunks,
+# then the stages') = one process with the same 4 micro-batches, under ddp and zero3, every class at
+# its plan; the zero3 run's step-2 commit resumes on one process and under ep 2 without stages
 four="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 2>&1)"
+PPS=(--nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+     --set training.gradient_accumulation_steps=2 --set training.global_batch_size=8)
 for s in ddp zero3; do
-  out="$("$Z" train "$T/m.yaml" --nproc 4 --set parallel.strategy=$s --set parallel.expert_parallel_size=2 \
-         --set parallel.pipeline_parallel_size=2 --set training.gradient_accumulation_steps=2 \
-         --set training.global_batch_size=8 2>&1)" || true
+  ck=(); [ $s = zero3 ] && ck=(--set checkpoint.every=2 --set checkpoint.dir="$T/ckpp")
+  out="$("$Z" train "$T/m.yaml" "${PPS[@]}" --set parallel.strategy=$s "${ck[@]}" 2>&1)" || true
   if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$out")" = "$(hash_line "$four")" ] &&
-     grep -q "experts over ep 2" <<<"$out" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
-  then echo "ok   ep 2 x pp 2 ($s, 4 ranks) = one process with 4 micro-batches: $(hash_line "$out")"
+     grep -q "experts over ep 2.*stored E/ep a rank" <<<"$out" &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   ep 2 x pp 2 ($s, 4 ranks, experts stored) = one process with 4 micro-batches: $(hash_line "$out")"
   else echo "FAIL ep 2 x pp 2 ($s): '$(hash_line "$out")' vs one process '$(hash_line "$four")'"; echo "$out" | tail -3; fail=1; fi
 done
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 --resume "$T/ckpp/step-00000002" 2>&1)" || true
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set training.gradient_accumulation_steps=2 \
+       --resume "$T/ckpp/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$r1")" = "$(hash_line "$four")" ] && [ "$(hash_line "$r2")" = "$(hash_line "$four")" ]
+then echo "ok   ep 2 x pp 2's step-2 commit resumed on one process and under ep 2: $(hash_line "$r1")"
+else echo "FAIL ep 2 x pp 2's commit: '$(hash_line "$r1")', '$(hash_line "$r2")' vs '$(hash_line "$four")'"; fail=1; fi
 
 # ---- 4. zerotrain plan, 5. bad input ------------------------------------------------------------------
 cfg=(train "$T/m.yaml")

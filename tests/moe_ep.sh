@@ -22,7 +22,8 @@
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under hybrid, which keeps them whole): at rest ep 4 holds exactly the
+#     not under hybrid or parameter offload, which keep them whole; with the optimizer on NVMe too):
+#     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
 #     and on one process, each ending on the straight run.
@@ -220,4 +221,22 @@ if [ -n "$straight" ] && [ "$(hash_line "$r4")" = "$straight" ] && [ "$(hash_lin
 then echo "ok   ep 2 x dp 2 zero3 (experts stored, 4 files) -> ep 4 zero1 and one process: $straight"
 else echo "FAIL zero3 stored experts' checkpoint: '$straight' -> ep 4 zero1 '$(hash_line "$r4")', one process '$(hash_line "$r1")'"
   echo "$z3" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+# with the optimizer state on NVMe (the experts' moments streamed from their El-expert pieces) the
+# experts stay stored: ep 2 x dp 2 zero1 and zero3 end on the straight run, every class at its plan;
+# parameter offload keeps them whole (named in the banner), the same bits
+OFF=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/nv")
+for s in zero1 zero3; do
+  rm -rf "$T/nv"; mkdir -p "$T/nv"
+  out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=$s --set parallel.expert_parallel_size=2 "${OFF[@]}" 2>&1)" || true
+  if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] && grep -q "stored E/ep a rank" <<<"$out" &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   ep 2 x dp 2 $s, optimizer on NVMe, experts stored: $straight, planned = measured"
+  else echo "FAIL ep 2 x dp 2 $s with the optimizer on NVMe: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+done
+rm -rf "$T/nv"; mkdir -p "$T/nv"
+out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set parallel.expert_parallel_size=2 "${OFF[@]}" \
+       --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T/nv" 2>&1)" || true
+if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] && grep -q "every expert stored on every rank" <<<"$out"
+then echo "ok   ep 2 x dp 2 zero3 with parameter offload: the experts whole on every rank, $straight"
+else echo "FAIL zero3 with parameter offload and ep: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|rror" | head -3; fail=1; fi
 exit $fail

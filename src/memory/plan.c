@@ -179,11 +179,9 @@ size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool sha
 }
 
 const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool offload = (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
-                   (o->offload.param_dir && o->offload.param_dir[0]) ||
-                   (po && (po->offload_optimizer || po->offload_param));
+    bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
     return o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
-           : offload                                                       ? "offload"
+           : param_offload                                                 ? "parameter offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
            : o->precision.compute != ZT_DTYPE_FP32                         ? "low-precision compute"
                                                                            : NULL;

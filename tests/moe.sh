@@ -49,7 +49,8 @@ for cap in 0 1; do
 done
 # ... with shared experts (llama_moe_shared.c): Qwen2-MoE's block (gated, width 160, the top-k not
 # renormalized, dropless) and DeepSeek-MoE's (no gate, width 2 x 96, capacity factor 1)
-"$BUILD/tests/tool_oracle_dump" "$T/qwen.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 0 0.02 0.001 0 160 1 >/dev/null
+"$BUILD/tests/tool_oracle_dump" "$T/qwen.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 0 0.02 0.001 0 160 1 \
+  --qkv-bias >/dev/null
 "$BUILD/tests/tool_oracle_dump" "$T/deepseek.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 1 0.02 0.001 1 192 0 >/dev/null
 
 # ---- 2. the strategies -----------------------------------------------------------------------------

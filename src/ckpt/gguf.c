@@ -304,6 +304,12 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
                             "built (export --hf writes its Mixtral or Qwen2-MoE directory)", path, m->name,
                             m->moe_experts);
     }
+    if (lc && lc->qkv_bias) { /* llama.cpp's qwen2 architecture (attn_q.bias, ...) is not written yet */
+        free(t);
+        return zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s: model %s has q/k/v biases (model.attention_qkv_bias, "
+                            "Qwen2's attention): llama.cpp's qwen2 architecture is not written yet (export --hf writes "
+                            "its Qwen2 directory)", path, m->name);
+    }
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];
         if (p->lora) continue; /* merged into their weights beforehand */

@@ -195,8 +195,6 @@ bad "q/k/v biases on GPT-2" "model.attention_qkv_bias: applies to model.arch lla
   train "$T/q.yaml" --set model.preset=tiny --set model.attention_qkv_bias=true
 bad "model.attention_qkv_bias not a bool" "model.attention_qkv_bias: expected true or false" \
   train "$T/q.yaml" --set model.attention_qkv_bias=2
-bad "export --gguf with q/k/v biases" "has q/k/v biases (model.attention_qkv_bias, Qwen2's attention): llama.cpp's qwen2" \
-  export "$T/q2ck" --gguf "$T/q2.gguf"
 qbad "Qwen2-MoE: dense layers between sparse ones" "field decoder_sparse_step 2" "c['decoder_sparse_step'] = 2"
 qbad "Qwen2-MoE: mlp_only_layers" "field mlp_only_layers lists 1 layers" "c['mlp_only_layers'] = [1]"
 qbad "Qwen2-MoE: no shared expert" "field shared_expert_intermediate_size must be an integer in [1," \

@@ -274,10 +274,14 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *const *p = a->params;
     int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, moe(c) ? 4 : 7, err);
     if (rc) return rc;
-    if (moe(c) && (a->lp_kind || zt_unit_cp(u)))
-        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: mixture-of-experts blocks run under fp32 compute without "
-                            "context parallelism only (precision.compute %s, context parallelism %d): not built",
-                            u->name, a->lp_kind == ZT_LP_BF16 ? "bf16" : a->lp_kind ? "fp16" : "fp32", u->cp_parts);
+    if (moe(c) && a->lp_kind)
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: mixture-of-experts blocks run under fp32 compute only "
+                            "(precision.compute %s): not built", u->name, a->lp_kind == ZT_LP_BF16 ? "bf16" : "fp16");
+    if (moe(c) && zt_unit_cp(u) && c->capacity_factor > 0.0f)
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: a capacity factor (%g) with context parallelism (%d parts): "
+                            "an expert's capacity is a share of the whole sequences' tokens, which no part holds; "
+                            "dropless routing (capacity_factor 0) runs", u->name, (double)c->capacity_factor,
+                            u->cp_parts);
     if (zt_unit_cp(u) && !flash(u->model_cfg))
         return zt_error_set(err, ZT_ERR_USAGE, "unit %s: context parallelism needs flash attention (model.attention)", u->name);
     block_saved s;

@@ -16,8 +16,9 @@
  *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
  * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C)
  * Scratch with experts on every part: ... | dxp (R,C) | dgate (R,I) | dup (R,I).
- * fp32 compute only (the block refuses bf16/fp16 compute with experts), no sequence or context
- * parallelism (llama.c refuses them). Tensor parallelism (Megatron's expert tensor parallelism):
+ * fp32 compute only (the block refuses bf16/fp16 compute with experts), no sequence parallelism
+ * (llama.c refuses it). Context parallelism: every part routes its own positions; the router losses
+ * are the whole sequences' (cp_counts below). Tensor parallelism (Megatron's expert tensor parallelism):
  * each part holds I/P columns of every expert (w1, w3 column-parallel in blocks of one expert, w2
  * row-parallel: src/shard/tp_plans.c) and runs the router and the routing whole, the same on every
  * part; its y rows are its columns' share, so the output (after the combine), the top-k weights'
@@ -64,15 +65,16 @@ size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s) {
     /* the experts' rows here: the part's own (R), or what every part may send this one */
     size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
     size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, G * I, G * I, G * I, R * C,
-                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0, zt_moe_shared_saved_floats(c, N)};
-    void *ptrs[16];
+                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0, zt_moe_shared_saved_floats(c, N),
+                      u->cp_parts > 1 ? E : 0};
+    void *ptrs[17];
     size_t off = 0;
-    for (int i = 0; i < 16; i++) { /* int32 and float arrays alike: 4 bytes an element */
+    for (int i = 0; i < 17; i++) { /* int32 and float arrays alike: 4 bytes an element */
         ptrs[i] = base && sizes[i] ? base + off : NULL;
         off += zt_fp32_floats(sizes[i]);
     }
     *s = (zt_moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
-                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14], ptrs[15]};
+                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14], ptrs[15], ptrs[16]};
     return off;
 }
 
@@ -92,6 +94,27 @@ static size_t routed_scratch_floats(const zt_unit *u, size_t N) {
 /* ... then the shared expert's (llama_moe_shared.c) */
 size_t zt_moe_scratch_floats(const zt_unit *u, size_t N) {
     return routed_scratch_floats(u, N) + zt_moe_shared_scratch_floats(u->model_cfg, N);
+}
+
+/* Context parallelism: the router losses are the whole sequences' (one process's; Megatron-LM sums the
+ * load over its tp x cp group too): each part's tokens take the whole's load (the experts' counts
+ * summed over the parts, in the group's fixed tree: exact, as floats below 2^24) and its token count
+ * (N x parts), so each part's losses are its share of the whole's and its gradient the whole's rows. */
+static int cp_of(const zt_unit *u) { return u->cp_parts > 1 ? u->cp_parts : 1; }
+static const int32_t *load_of(const zt_unit *u, const zt_moe_saved *s) {
+    return u->cp_parts > 1 ? s->counts_all : s->counts;
+}
+/* stage: (cp_parts + 2) x E floats of scratch */
+static int cp_counts(const zt_unit *u, const zt_unit_args *a, const zt_moe_saved *s, int E, float *stage,
+                     zt_error *err) {
+    float *mine = stage + (size_t)u->cp_parts * E, *all = mine + E;
+    const float *send[ZT_CP_MAX_PARTS];
+    for (int e = 0; e < E; e++) mine[e] = (float)s->counts[e];
+    for (int p = 0; p < u->cp_parts; p++) send[p] = mine;
+    int rc = a->group->cp_reduce_exchange(a->group, send, all, (size_t)E, stage, "the experts' load over the "
+                                          "context-parallel parts", err);
+    for (int e = 0; e < E && !rc; e++) s->counts_all[e] = (int32_t)all[e];
+    return rc;
 }
 
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
@@ -141,9 +164,11 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     if (rc) return rc;
     /* the shared expert, every token's, added last (llama_moe_shared.c) */
     zt_moe_shared_forward(u, a, pk, s.shared, x, out, scratch + routed_scratch_floats(u, (size_t)N));
+    /* context parallelism: the load over the whole sequences, this part's share of their losses */
+    if (u->cp_parts > 1 && (rc = cp_counts(u, a, &s, E, scratch + (size_t)N * E, err))) return rc;
     if (a->aux_loss) {
         double aux, z;
-        moe_router_losses(&aux, &z, s.probs, s.lse, s.counts, N, E);
+        moe_router_losses(&aux, &z, s.probs, s.lse, load_of(u, &s), N, N * cp_of(u), E);
         *a->aux_loss += (double)c->router_aux_loss_coef * aux + (double)c->router_z_loss_coef * z;
     }
     if (a->moe_counts) {
@@ -185,7 +210,7 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
      * (the same on every part) is added once, after the sum */
     if ((rc = zt_unit_sum(u, a, dx, (size_t)N * C, "block_sparse_moe input gradient", err))) return rc;
     /* the router: the top-k weights' gradient and its losses', through the softmax, then its Linear */
-    moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
+    moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, load_of(u, &s), N, N * cp_of(u), E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
     zt_moe_shared_backward(u, a, pk, s.shared, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));

@@ -1,5 +1,5 @@
 /* grouped_gemm.c - the experts' grouped products (src/kernels/grouped_gemm.c: moe_grouped_forward /
- * moe_grouped_backward, one fp32 matmul per expert over its rows) against the GEMM-bound limit for
+ * moe_grouped_backward, the experts side by side on the threads, each product on one) against the GEMM-bound limit for
  * their shapes: the same products as ONE dense product over the summed rows, through the same entry
  * points (matmul_forward / matmul_backward, so the same backend, oneDNN primitive cache and shape
  * policy of src/kernels/gemm.c). Issue 34's goal: the grouped products at >= 85% of that limit.
@@ -33,8 +33,8 @@ typedef struct bufs {
 static const char *kind_name[9] = {"fwd xp W1^T", "fwd xp W3^T", "fwd h W2^T", "W2 dinp", "W2 dW", "W1 dinp",
                                    "W1 dW", "W3 dinp (+=)", "W3 dW"};
 
-/* product kind k of expert e over rows [r0, r0 + n): the calls grouped_gemm.c makes (matmul_forward,
- * matmul_backward's two products apart) */
+/* product kind k of expert e over rows [r0, r0 + n) as a threaded matmul (matmul_forward,
+ * matmul_backward's two products apart): the dense limit's */
 static void product(const bufs *b, int k, int e, int r0, int n) {
     size_t wI = (size_t)e * I * C, xo = (size_t)r0 * C, io = (size_t)r0 * I;
     switch (k) {
@@ -50,11 +50,30 @@ static void product(const bufs *b, int k, int e, int r0, int n) {
     }
 }
 
-/* kind k over the groups of off (E experts; the dense run: one group, expert 0's weight); wall and CPU s */
+/* product kind k of every expert over its rows: the grouped kernel itself (src/kernels/grouped_gemm.c,
+ * the experts side by side on the threads), a backward kind with the other product skipped */
+static void grouped(const bufs *b, int k, const int32_t *off) {
+    switch (k) {
+    case 0: moe_grouped_forward(b->gate, b->xp, b->W1, off, E, C, I); break;
+    case 1: moe_grouped_forward(b->up, b->xp, b->W3, off, E, C, I); break;
+    case 2: moe_grouped_forward(b->y, b->h, b->W2, off, E, I, C); break;
+    case 3: moe_grouped_backward(b->dh, NULL, b->dy, b->h, b->W2, off, E, I, C, 0); break;
+    case 4: moe_grouped_backward(NULL, b->dW2, b->dy, b->h, b->W2, off, E, I, C, 0); break;
+    case 5: moe_grouped_backward(b->dxp, NULL, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
+    case 6: moe_grouped_backward(NULL, b->dW1, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
+    case 7: moe_grouped_backward(b->dxp, NULL, b->dup, b->xp, b->W3, off, E, C, I, ZT_MM_DINP_ADD); break;
+    default: moe_grouped_backward(NULL, b->dW3, b->dup, b->xp, b->W3, off, E, C, I, 0); break;
+    }
+}
+
+/* kind k over the groups of off (E experts: the grouped kernel; the dense run: one group, expert 0's
+ * weight, one threaded product); wall and CPU s */
 static void run(const bufs *b, int k, const int32_t *off, int groups, double *wall, double *cpu) {
     double t0 = now_s(), c0 = cpu_s();
-    for (int e = 0; e < groups; e++)
-        if (off[e + 1] > off[e]) product(b, k, e, off[e], off[e + 1] - off[e]);
+    if (groups > 1)
+        grouped(b, k, off);
+    else
+        product(b, k, 0, off[0], off[1] - off[0]);
     *wall = now_s() - t0;
     *cpu = cpu_s() - c0;
 }

@@ -66,14 +66,15 @@ static void grouped(const bufs *b, int k, const int32_t *off) {
     }
 }
 
-/* kind k over the groups of off (E experts: the grouped kernel; the dense run: one group, expert 0's
- * weight, one threaded product); wall and CPU s */
+/* kind k over the groups of off (E experts: the grouped kernel; -E: the former kernel, each expert's
+ * product threaded, one after the other; the dense run: one group, expert 0's weight, one threaded
+ * product); wall and CPU s */
 static void run(const bufs *b, int k, const int32_t *off, int groups, double *wall, double *cpu) {
     double t0 = now_s(), c0 = cpu_s();
     if (groups > 1)
         grouped(b, k, off);
-    else
-        product(b, k, 0, off[0], off[1] - off[0]);
+    for (int e = 0; groups <= 1 && e < (groups < 0 ? -groups : 1); e++)
+        if (off[e + 1] > off[e]) product(b, k, e, off[e], off[e + 1] - off[e]);
     *wall = now_s() - t0;
     *cpu = cpu_s() - c0;
 }
@@ -104,8 +105,8 @@ int main(int argc, char **argv) {
            "padded to %d), fp32, %d threads, median of %d after %d\n\n", tokens, TOPK, rows, E, C, I, TILE,
            omp_get_max_threads(), reps, warmup);
     printf("| routing | rows run (routed) | grouped ms (9 products) | dense ms | grouped GFLOP/s | dense GFLOP/s | "
-           "grouped / dense (the share of the limit) | the same per CPU-second | useful rows' share |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "grouped / dense (the share of the limit) | the same per CPU-second | useful rows' share | the former kernel "
+           "(each product threaded, in turn) / dense |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     static char detail[2][9][200];
     for (int s = 0; s < 2; s++) {
         int32_t off[E + 1], dense[2] = {0, 0};
@@ -117,25 +118,27 @@ int main(int argc, char **argv) {
         off[0] = 0;
         for (int e = 0; e < E; e++) off[e + 1] = off[e] + (routed[e] + TILE - 1) / TILE * TILE;
         dense[1] = off[E];
-        /* [kind][rep]: grouped wall, dense wall, grouped CPU, dense CPU */
-        double *t = malloc(9 * 4 * (size_t)reps * sizeof(double));
+        /* [kind][rep]: grouped wall, dense wall, grouped CPU, dense CPU, the former kernel's wall */
+        double *t = malloc(9 * 5 * (size_t)reps * sizeof(double));
         for (int i = -warmup; i < reps; i++)
             for (int k = 0; k < 9; k++) {
-                double gw, gc, dw, dc;
+                double gw, gc, dw, dc, fw, fc;
                 run(&b, k, off, E, &gw, &gc);
                 run(&b, k, dense, 1, &dw, &dc);
+                run(&b, k, off, -E, &fw, &fc);
                 if (i >= 0) {
-                    double *r = t + (size_t)k * 4 * reps;
-                    r[i] = gw, r[reps + i] = dw, r[2 * reps + i] = gc, r[3 * reps + i] = dc;
+                    double *r = t + (size_t)k * 5 * reps;
+                    r[i] = gw, r[reps + i] = dw, r[2 * reps + i] = gc, r[3 * reps + i] = dc, r[4 * reps + i] = fw;
                 }
             }
-        double sum[4] = {0, 0, 0, 0}, m[9][4];
+        double sum[5] = {0, 0, 0, 0, 0}, m[9][5];
         for (int k = 0; k < 9; k++)
-            for (int q = 0; q < 4; q++) sum[q] += m[k][q] = median(t + ((size_t)k * 4 + q) * reps, reps);
+            for (int q = 0; q < 5; q++) sum[q] += m[k][q] = median(t + ((size_t)k * 5 + q) * reps, reps);
         double flops = 2.0 * (double)off[E] * C * I; /* every product: M x C x I */
-        printf("| %s | %d (%d) | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% | %.1f%% |\n", names[s], off[E], rows,
-               1e3 * sum[0], 1e3 * sum[1], 9 * flops / sum[0] / 1e9, 9 * flops / sum[1] / 1e9, 100.0 * sum[1] / sum[0],
-               100.0 * sum[3] / sum[2], 100.0 * sum[1] / sum[0] * rows / off[E]);
+        printf("| %s | %d (%d) | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% | %.1f%% | %.1f%% |\n", names[s], off[E],
+               rows, 1e3 * sum[0], 1e3 * sum[1], 9 * flops / sum[0] / 1e9, 9 * flops / sum[1] / 1e9,
+               100.0 * sum[1] / sum[0], 100.0 * sum[3] / sum[2], 100.0 * sum[1] / sum[0] * rows / off[E],
+               100.0 * sum[1] / sum[4]);
         for (int k = 0; k < 9; k++)
             snprintf(detail[s][k], sizeof detail[s][k], "| %s | %s | %.3f | %.3f | %.1f | %.1f | %.1f%% |", names[s],
                      kind_name[k], 1e3 * m[k][0], 1e3 * m[k][1], flops / m[k][0] / 1e9, flops / m[k][1] / 1e9,

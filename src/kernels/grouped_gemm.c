@@ -7,13 +7,14 @@
  * are too few for two threads to share one product well (bench/RESULTS.md, "Mixture of experts:
  * the experts side by side"). The products are matmul.c's (forward NT; backward dinp NN, dweight
  * TN, += as the flags say); an expert with no rows is skipped (its weight gradient is left as it
- * is). The bits of a group depend only on its rows, its weight and the backend: not on the
+ * is, or zeroed when the flags say the gradient is assigned: ZT_MM_DWEIGHT_SET). The bits of a group depend only on its rows, its weight and the backend: not on the
  * thread count, nor on which thread ran it.
  */
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 #include <omp.h>
+#include <string.h>
 
 void moe_grouped_forward(float *out, const float *in, const float *W, const int32_t *offsets, int E, int C, int OC)
 {
@@ -36,7 +37,10 @@ void moe_grouped_backward(float *din, float *dW, const float *dout, const float 
         if (n > 0 && din)
             zt_gemm_f32_serial(false, false, n, C, OC, 1.0f, dy, OC, W + (size_t)e * OC * C, C,
                                flags & ZT_MM_DINP_ADD ? 1.0f : 0.0f, din + (size_t)offsets[e] * C, C);
-        if (n > 0 && dW)
-            zt_gemm_f32_serial(true, false, OC, C, n, 1.0f, dy, OC, x, C, 1.0f, dW + (size_t)e * OC * C, C);
+        float *dWe = dW ? dW + (size_t)e * OC * C : NULL;
+        if (n > 0 && dWe)
+            zt_gemm_f32_serial(true, false, OC, C, n, 1.0f, dy, OC, x, C, flags & ZT_MM_DWEIGHT_SET ? 0.0f : 1.0f, dWe, C);
+        else if (dWe && (flags & ZT_MM_DWEIGHT_SET)) /* assigned, no rows: its gradient is 0 */
+            memset(dWe, 0, (size_t)OC * C * sizeof(float));
     }
 }

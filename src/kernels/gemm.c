@@ -44,7 +44,8 @@
  *
  * Threads: the cache and the oneDNN stream are guarded by one mutex (the engine calls kernels
  * from one thread; the mutex only makes a stray second caller safe). Calls made inside an OpenMP
- * parallel region go to OpenBLAS without touching the cache.
+ * parallel region go to OpenBLAS without touching the cache, except zt_gemm_f32_serial's: each
+ * thread's own cache of single-threaded primitives ("products on one thread each", below).
  */
 #include "kernels/gemm.h"
 #include "core/env.h"
@@ -469,6 +470,29 @@ static gemm_entry *entry_get(gemm_cache c, const gemm_entry *key, float alpha, f
     return e;
 }
 
+/* entry e's primitive on A, B, C (and the bias, its scratchpad where it owns one), run to the end */
+static dnnl_status_t entry_run(gemm_entry *e, dnnl_stream_t stream, const void *A, const void *B, float *C,
+                               const float *bias)
+{
+    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->b, (void *)B);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->c, C);
+    if (st == dnnl_success && bias != NULL)
+        st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
+    if (st != dnnl_success)
+        return st;
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    int n = 3;
+    if (bias != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, e->bias};
+    if (e->scratch != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    st = dnnl_primitive_execute(e->prim, stream, n, args);
+    return st == dnnl_success ? dnnl_stream_wait(stream) : st;
+}
+
 /* Run the product on oneDNN. Returns false when it did not (the caller runs OpenBLAS): an
  * OpenBLAS entry, or an execution failure (oneDNN checks and allocates its scratchpad before it
  * writes dst, so C is still intact). A and B are float, or bf16 (uint16_t) when bf16. */
@@ -487,23 +511,7 @@ static bool onednn_gemm(bool bf16, bool ta, bool tb, int M, int N, int K, float 
             STAT_ADD(rerouted);
         goto out;
     }
-    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->b, (void *)B);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->c, C);
-    if (st == dnnl_success && bias != NULL)
-        st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a},
-                                   {DNNL_ARG_WEIGHTS, e->b},
-                                   {DNNL_ARG_DST, e->c},
-                                   {DNNL_ARG_BIAS, e->bias}};
-        st = dnnl_primitive_execute(e->prim, G.stream, bias != NULL ? 4 : 3, args);
-        if (st == dnnl_success)
-            st = dnnl_stream_wait(G.stream);
-    }
-    if (st == dnnl_success) {
+    if (entry_run(e, G.stream, A, B, C, bias) == dnnl_success) {
         STAT_ADD(calls_onednn);
         ok = true;
     } else {
@@ -696,19 +704,7 @@ static bool serial_onednn(bool ta, bool tb, int M, int N, int K, float alpha, co
     gemm_entry *e = entry_get((gemm_cache){S[t].cache, &S[t].n, SERIAL_CACHE_MAX, &S[t].tick}, &key, alpha, beta);
     if (e->use_blas)
         return false;
-    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->b, (void *)B);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->c, C);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
-                                   {DNNL_ARG_SCRATCHPAD, e->scratch}};
-        st = dnnl_primitive_execute(e->prim, S[t].stream, e->scratch != NULL ? 4 : 3, args);
-        if (st == dnnl_success)
-            st = dnnl_stream_wait(S[t].stream);
-    }
-    if (st != dnnl_success) {
+    if (entry_run(e, S[t].stream, A, B, C, NULL) != dnnl_success) {
         STAT_ADD(fallbacks);
         return false;
     }

@@ -1,5 +1,5 @@
 /* grouped_gemm.c - the experts' grouped products (src/kernels/grouped_gemm.c: moe_grouped_forward /
- * moe_grouped_backward, one fp32 matmul per expert over its rows) against the GEMM-bound limit for
+ * moe_grouped_backward, the experts side by side on the threads, each product on one) against the GEMM-bound limit for
  * their shapes: the same products as ONE dense product over the summed rows, through the same entry
  * points (matmul_forward / matmul_backward, so the same backend, oneDNN primitive cache and shape
  * policy of src/kernels/gemm.c). Issue 34's goal: the grouped products at >= 85% of that limit.
@@ -33,8 +33,8 @@ typedef struct bufs {
 static const char *kind_name[9] = {"fwd xp W1^T", "fwd xp W3^T", "fwd h W2^T", "W2 dinp", "W2 dW", "W1 dinp",
                                    "W1 dW", "W3 dinp (+=)", "W3 dW"};
 
-/* product kind k of expert e over rows [r0, r0 + n): the calls grouped_gemm.c makes (matmul_forward,
- * matmul_backward's two products apart) */
+/* product kind k of expert e over rows [r0, r0 + n) as a threaded matmul (matmul_forward,
+ * matmul_backward's two products apart): the dense limit's */
 static void product(const bufs *b, int k, int e, int r0, int n) {
     size_t wI = (size_t)e * I * C, xo = (size_t)r0 * C, io = (size_t)r0 * I;
     switch (k) {
@@ -50,10 +50,30 @@ static void product(const bufs *b, int k, int e, int r0, int n) {
     }
 }
 
-/* kind k over the groups of off (E experts; the dense run: one group, expert 0's weight); wall and CPU s */
+/* product kind k of every expert over its rows: the grouped kernel itself (src/kernels/grouped_gemm.c,
+ * the experts side by side on the threads), a backward kind with the other product skipped */
+static void grouped(const bufs *b, int k, const int32_t *off) {
+    switch (k) {
+    case 0: moe_grouped_forward(b->gate, b->xp, b->W1, off, E, C, I); break;
+    case 1: moe_grouped_forward(b->up, b->xp, b->W3, off, E, C, I); break;
+    case 2: moe_grouped_forward(b->y, b->h, b->W2, off, E, I, C); break;
+    case 3: moe_grouped_backward(b->dh, NULL, b->dy, b->h, b->W2, off, E, I, C, 0); break;
+    case 4: moe_grouped_backward(NULL, b->dW2, b->dy, b->h, b->W2, off, E, I, C, 0); break;
+    case 5: moe_grouped_backward(b->dxp, NULL, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
+    case 6: moe_grouped_backward(NULL, b->dW1, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
+    case 7: moe_grouped_backward(b->dxp, NULL, b->dup, b->xp, b->W3, off, E, C, I, ZT_MM_DINP_ADD); break;
+    default: moe_grouped_backward(NULL, b->dW3, b->dup, b->xp, b->W3, off, E, C, I, 0); break;
+    }
+}
+
+/* kind k over the groups of off (E experts: the grouped kernel; -E: the former kernel, each expert's
+ * product threaded, one after the other; the dense run: one group, expert 0's weight, one threaded
+ * product); wall and CPU s */
 static void run(const bufs *b, int k, const int32_t *off, int groups, double *wall, double *cpu) {
     double t0 = now_s(), c0 = cpu_s();
-    for (int e = 0; e < groups; e++)
+    if (groups > 1)
+        grouped(b, k, off);
+    for (int e = 0; groups <= 1 && e < (groups < 0 ? -groups : 1); e++)
         if (off[e + 1] > off[e]) product(b, k, e, off[e], off[e + 1] - off[e]);
     *wall = now_s() - t0;
     *cpu = cpu_s() - c0;
@@ -85,8 +105,8 @@ int main(int argc, char **argv) {
            "padded to %d), fp32, %d threads, median of %d after %d\n\n", tokens, TOPK, rows, E, C, I, TILE,
            omp_get_max_threads(), reps, warmup);
     printf("| routing | rows run (routed) | grouped ms (9 products) | dense ms | grouped GFLOP/s | dense GFLOP/s | "
-           "grouped / dense (the share of the limit) | the same per CPU-second | useful rows' share |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "grouped / dense (the share of the limit) | the same per CPU-second | useful rows' share | the former kernel "
+           "(each product threaded, in turn) / dense |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     static char detail[2][9][200];
     for (int s = 0; s < 2; s++) {
         int32_t off[E + 1], dense[2] = {0, 0};
@@ -98,25 +118,27 @@ int main(int argc, char **argv) {
         off[0] = 0;
         for (int e = 0; e < E; e++) off[e + 1] = off[e] + (routed[e] + TILE - 1) / TILE * TILE;
         dense[1] = off[E];
-        /* [kind][rep]: grouped wall, dense wall, grouped CPU, dense CPU */
-        double *t = malloc(9 * 4 * (size_t)reps * sizeof(double));
+        /* [kind][rep]: grouped wall, dense wall, grouped CPU, dense CPU, the former kernel's wall */
+        double *t = malloc(9 * 5 * (size_t)reps * sizeof(double));
         for (int i = -warmup; i < reps; i++)
             for (int k = 0; k < 9; k++) {
-                double gw, gc, dw, dc;
+                double gw, gc, dw, dc, fw, fc;
                 run(&b, k, off, E, &gw, &gc);
                 run(&b, k, dense, 1, &dw, &dc);
+                run(&b, k, off, -E, &fw, &fc);
                 if (i >= 0) {
-                    double *r = t + (size_t)k * 4 * reps;
-                    r[i] = gw, r[reps + i] = dw, r[2 * reps + i] = gc, r[3 * reps + i] = dc;
+                    double *r = t + (size_t)k * 5 * reps;
+                    r[i] = gw, r[reps + i] = dw, r[2 * reps + i] = gc, r[3 * reps + i] = dc, r[4 * reps + i] = fw;
                 }
             }
-        double sum[4] = {0, 0, 0, 0}, m[9][4];
+        double sum[5] = {0, 0, 0, 0, 0}, m[9][5];
         for (int k = 0; k < 9; k++)
-            for (int q = 0; q < 4; q++) sum[q] += m[k][q] = median(t + ((size_t)k * 4 + q) * reps, reps);
+            for (int q = 0; q < 5; q++) sum[q] += m[k][q] = median(t + ((size_t)k * 5 + q) * reps, reps);
         double flops = 2.0 * (double)off[E] * C * I; /* every product: M x C x I */
-        printf("| %s | %d (%d) | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% | %.1f%% |\n", names[s], off[E], rows,
-               1e3 * sum[0], 1e3 * sum[1], 9 * flops / sum[0] / 1e9, 9 * flops / sum[1] / 1e9, 100.0 * sum[1] / sum[0],
-               100.0 * sum[3] / sum[2], 100.0 * sum[1] / sum[0] * rows / off[E]);
+        printf("| %s | %d (%d) | %.2f | %.2f | %.1f | %.1f | **%.1f%%** | %.1f%% | %.1f%% | %.1f%% |\n", names[s], off[E],
+               rows, 1e3 * sum[0], 1e3 * sum[1], 9 * flops / sum[0] / 1e9, 9 * flops / sum[1] / 1e9,
+               100.0 * sum[1] / sum[0], 100.0 * sum[3] / sum[2], 100.0 * sum[1] / sum[0] * rows / off[E],
+               100.0 * sum[1] / sum[4]);
         for (int k = 0; k < 9; k++)
             snprintf(detail[s][k], sizeof detail[s][k], "| %s | %s | %.3f | %.3f | %.1f | %.1f | %.1f%% |", names[s],
                      kind_name[k], 1e3 * m[k][0], 1e3 * m[k][1], flops / m[k][0] / 1e9, flops / m[k][1] / 1e9,

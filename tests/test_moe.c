@@ -2,7 +2,7 @@
  * grouped_gemm.c): the router's kernels against finite differences in double, the routing plan's
  * order (by expert, then token) and capacity drops, the whole model's gradients (router, experts,
  * the load-balancing and z losses, the shared expert with and without its gate) against finite
- * differences through the engine, the losses'
+ * differences through the engine, the grouped products' bits at 1, 2 and 3 threads, the losses'
  * values at a uniform router, the counters, and the shape checks. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include "ckpt/hf.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,66 @@ static void test_route_plan_order_and_capacity(void **state) {
         for (int j = 0; j < k; j++)
             if (row_of[t * k + j] >= 0) want += 0.5f * y[row_of[t * k + j]];
         assert_float_equal(out[t], want, 0.0f);
+    }
+}
+
+/* The grouped products (grouped_gemm.c): the experts side by side on the threads, each product on
+ * one, so the bits are the same at 1, 2 and 3 threads; the values those of plain loops; an expert
+ * with no rows writes nothing, or zeros into its weight gradient when it is assigned
+ * (ZT_MM_DWEIGHT_SET), whose bits are those of += into zeros. */
+enum { GE = 4, GC = 48, GO = 40, GR = 200 };
+typedef struct grouped_out {
+    float out[GR * GO], din[GR * GC], dW[GE * GO * GC], dWset[GE * GO * GC];
+} grouped_out;
+
+static void grouped_run(grouped_out *o, int threads, const float *in, const float *W, const float *dout,
+                        const int32_t *off) {
+    int was = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    moe_grouped_forward(o->out, in, W, off, GE, GC, GO);
+    memset(o->dW, 0, sizeof o->dW);
+    for (size_t i = 0; i < GE * GO * GC; i++) o->dWset[i] = NAN; /* assigned: never read */
+    moe_grouped_backward(o->din, o->dW, dout, in, W, off, GE, GC, GO, 0);
+    moe_grouped_backward(o->din, o->dWset, dout, in, W, off, GE, GC, GO, ZT_MM_DINP_ADD | ZT_MM_DWEIGHT_SET);
+    omp_set_num_threads(was);
+}
+
+static void test_grouped_products_bits_and_values(void **state) {
+    (void)state;
+    static float in[GR * GC], W[GE * GO * GC], dout[GR * GO];
+    static grouped_out one, two, three;
+    const int32_t off[GE + 1] = {0, 70, 70, 135, GR}; /* expert 1: no rows */
+    uint64_t seed = 7;
+    for (size_t i = 0; i < GR * GC; i++) in[i] = uni(&seed);
+    for (size_t i = 0; i < GE * GO * GC; i++) W[i] = uni(&seed);
+    for (size_t i = 0; i < GR * GO; i++) dout[i] = uni(&seed);
+    grouped_run(&one, 1, in, W, dout, off);
+    grouped_run(&two, 2, in, W, dout, off);
+    grouped_run(&three, 3, in, W, dout, off);
+    assert_memory_equal(&one, &two, sizeof one);
+    assert_memory_equal(&one, &three, sizeof one);
+    assert_memory_equal(one.dW, one.dWset, sizeof one.dW);
+    for (int e = 0; e < GE; e++)
+        for (int r = off[e]; r < off[e + 1]; r++)
+            for (int o = 0; o < GO; o++) { /* out = in W_e^T; din = 2 dout W_e (assigned, then added) */
+                double acc = 0;
+                for (int c = 0; c < GC; c++) acc += (double)in[r * GC + c] * W[((size_t)e * GO + o) * GC + c];
+                assert_float_equal(one.out[r * GO + o], acc, 1e-4);
+            }
+    for (int e = 0; e < GE; e++)
+        for (int o = 0; o < GO; o++)
+            for (int c = 0; c < GC; c++) {
+                double acc = 0;
+                for (int r = off[e]; r < off[e + 1]; r++) acc += (double)dout[r * GO + o] * in[r * GC + c];
+                assert_float_equal(one.dW[((size_t)e * GO + o) * GC + c], acc, 1e-4);
+            }
+    for (int r = 0; r < GR; r++) {
+        int e = r < off[1] ? 0 : r < off[3] ? 2 : 3;
+        for (int c = 0; c < GC; c++) {
+            double acc = 0;
+            for (int o = 0; o < GO; o++) acc += (double)dout[r * GO + o] * W[((size_t)e * GO + o) * GC + c];
+            assert_float_equal(one.din[r * GC + c], 2 * acc, 2e-4);
+        }
     }
 }
 
@@ -479,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_released_qwen_configs),
         cmocka_unit_test(test_router_losses_split_into_parts),
         cmocka_unit_test(test_route_plan_order_and_capacity),
+        cmocka_unit_test(test_grouped_products_bits_and_values),
         cmocka_unit_test(test_model_gradients_match_finite_differences),
         cmocka_unit_test(test_losses_and_counters),
         cmocka_unit_test(test_bad_shapes),

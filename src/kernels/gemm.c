@@ -44,7 +44,8 @@
  *
  * Threads: the cache and the oneDNN stream are guarded by one mutex (the engine calls kernels
  * from one thread; the mutex only makes a stray second caller safe). Calls made inside an OpenMP
- * parallel region go to OpenBLAS without touching the cache.
+ * parallel region go to OpenBLAS without touching the cache, except zt_gemm_f32_serial's: each
+ * thread's own cache of single-threaded primitives ("products on one thread each", below).
  */
 #include "kernels/gemm.h"
 #include "core/env.h"
@@ -71,14 +72,22 @@
 typedef struct {
     /* key */
     int ta, tb, M, N, K, lda, ldb, ldc, nthr, has_bias, bf16; /* bf16: A and B bf16, C fp32 */
+    int serial; /* one thread's own (zt_gemm_f32_serial): nthr 1, its scratchpad its own */
     uint32_t alpha_bits, beta_bits;
     /* value */
     bool use_blas; /* creation failed or only a reference implementation: OpenBLAS */
     bool failed;   /* use_blas because oneDNN refused (else by design) */
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c, bias;
+    dnnl_memory_t a, b, c, bias, scratch; /* scratch: serial entries' scratchpad */
     unsigned long long last_use;
 } gemm_entry;
+
+/* a cache of entries: the process's (G, under G.lock) or one thread's (serial products) */
+typedef struct {
+    gemm_entry *e;
+    int *n, cap;
+    unsigned long long *tick;
+} gemm_cache;
 
 static struct {
     pthread_mutex_t lock;
@@ -322,11 +331,15 @@ static void entry_destroy(gemm_entry *e)
         dnnl_memory_destroy(e->c);
     if (e->bias != NULL)
         dnnl_memory_destroy(e->bias);
+    if (e->scratch != NULL)
+        dnnl_memory_destroy(e->scratch);
     if (e->prim != NULL)
         dnnl_primitive_destroy(e->prim);
-    e->a = e->b = e->c = e->bias = NULL;
+    e->a = e->b = e->c = e->bias = e->scratch = NULL;
     e->prim = NULL;
 }
+
+static void serial_clear(void);
 
 void zt_gemm_cache_clear(void)
 {
@@ -334,6 +347,7 @@ void zt_gemm_cache_clear(void)
     for (int i = 0; i < G.n; i++)
         entry_destroy(&G.cache[i]);
     G.n = 0;
+    serial_clear();
     pthread_mutex_unlock(&G.lock);
 }
 
@@ -362,7 +376,7 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
-    if (G.inject > 0) {
+    if (!e->serial && G.inject > 0) { /* (the serial caches run without G.lock) */
         G.inject--;
         st = dnnl_runtime_error;
         goto fail;
@@ -373,6 +387,8 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
     TRY(md_2d(&c_md, e->M, e->N, e->ldc, false, dnnl_f32));
     TRY(md_2d(&bias_md, 1, e->N, e->N, false, dnnl_f32));
     TRY(dnnl_primitive_attr_create(&attr));
+    if (e->serial) /* its own scratchpad: threads run their primitives at once (no shared one) */
+        TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     if (alpha != 1.0f)
         TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha));
     if (beta != 0.0f) {
@@ -397,6 +413,9 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
     TRY(dnnl_memory_create(&e->c, &c_md, G.eng, DNNL_MEMORY_NONE));
     if (e->has_bias)
         TRY(dnnl_memory_create(&e->bias, &bias_md, G.eng, DNNL_MEMORY_NONE));
+    const dnnl_memory_desc_t *sp_md = e->serial ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+    if (sp_md != NULL && dnnl_memory_desc_get_size(sp_md) > 0)
+        TRY(dnnl_memory_create(&e->scratch, sp_md, G.eng, DNNL_MEMORY_ALLOCATE));
     STAT_ADD(created);
     goto done;
 fail:
@@ -414,30 +433,30 @@ done:
     return st == dnnl_success;
 }
 
-/* The cached entry for this key, created (evicting the least recently used) when missing.
- * Called with G.lock held. */
-static gemm_entry *entry_get(const gemm_entry *key, float alpha, float beta)
+/* The entry of cache c for this key, created (evicting the least recently used) when missing.
+ * Called with G.lock held (the process's cache) or on the serial cache's own thread. */
+static gemm_entry *entry_get(gemm_cache c, const gemm_entry *key, float alpha, float beta)
 {
-    for (int i = 0; i < G.n; i++) {
-        gemm_entry *e = &G.cache[i];
+    for (int i = 0; i < *c.n; i++) {
+        gemm_entry *e = &c.e[i];
         if (e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
-            e->nthr == key->nthr && e->has_bias == key->has_bias && e->bf16 == key->bf16 &&
+            e->nthr == key->nthr && e->has_bias == key->has_bias && e->bf16 == key->bf16 && e->serial == key->serial &&
             e->alpha_bits == key->alpha_bits && e->beta_bits == key->beta_bits) {
             if (!e->use_blas)
                 STAT_ADD(cache_hits);
-            e->last_use = ++G.tick;
+            e->last_use = ++*c.tick;
             return e;
         }
     }
     gemm_entry *e;
-    if (G.n < ZT_GEMM_CACHE_MAX) {
-        e = &G.cache[G.n++];
+    if (*c.n < c.cap) {
+        e = &c.e[(*c.n)++];
     } else {
-        e = &G.cache[0];
-        for (int i = 1; i < G.n; i++)
-            if (G.cache[i].last_use < e->last_use)
-                e = &G.cache[i];
+        e = &c.e[0];
+        for (int i = 1; i < *c.n; i++)
+            if (c.e[i].last_use < e->last_use)
+                e = &c.e[i];
         entry_destroy(e);
         STAT_ADD(evictions);
     }
@@ -445,10 +464,33 @@ static gemm_entry *entry_get(const gemm_entry *key, float alpha, float beta)
     e->use_blas = false;
     e->failed = false;
     e->prim = NULL;
-    e->a = e->b = e->c = e->bias = NULL;
-    e->last_use = ++G.tick;
+    e->a = e->b = e->c = e->bias = e->scratch = NULL;
+    e->last_use = ++*c.tick;
     entry_create(e, alpha, beta);
     return e;
+}
+
+/* entry e's primitive on A, B, C (and the bias, its scratchpad where it owns one), run to the end */
+static dnnl_status_t entry_run(gemm_entry *e, dnnl_stream_t stream, const void *A, const void *B, float *C,
+                               const float *bias)
+{
+    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->b, (void *)B);
+    if (st == dnnl_success)
+        st = dnnl_memory_set_data_handle(e->c, C);
+    if (st == dnnl_success && bias != NULL)
+        st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
+    if (st != dnnl_success)
+        return st;
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    int n = 3;
+    if (bias != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, e->bias};
+    if (e->scratch != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    st = dnnl_primitive_execute(e->prim, stream, n, args);
+    return st == dnnl_success ? dnnl_stream_wait(stream) : st;
 }
 
 /* Run the product on oneDNN. Returns false when it did not (the caller runs OpenBLAS): an
@@ -463,29 +505,13 @@ static bool onednn_gemm(bool bf16, bool ta, bool tb, int M, int N, int K, float 
                       .bf16 = bf16, .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
     bool ok = false;
     pthread_mutex_lock(&G.lock);
-    gemm_entry *e = entry_get(&key, alpha, beta);
+    gemm_entry *e = entry_get((gemm_cache){G.cache, &G.n, ZT_GEMM_CACHE_MAX, &G.tick}, &key, alpha, beta);
     if (e->use_blas) {
         if (!e->failed)
             STAT_ADD(rerouted);
         goto out;
     }
-    dnnl_status_t st = dnnl_memory_set_data_handle(e->a, (void *)A);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->b, (void *)B);
-    if (st == dnnl_success)
-        st = dnnl_memory_set_data_handle(e->c, C);
-    if (st == dnnl_success && bias != NULL)
-        st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a},
-                                   {DNNL_ARG_WEIGHTS, e->b},
-                                   {DNNL_ARG_DST, e->c},
-                                   {DNNL_ARG_BIAS, e->bias}};
-        st = dnnl_primitive_execute(e->prim, G.stream, bias != NULL ? 4 : 3, args);
-        if (st == dnnl_success)
-            st = dnnl_stream_wait(G.stream);
-    }
-    if (st == dnnl_success) {
+    if (entry_run(e, G.stream, A, B, C, bias) == dnnl_success) {
         STAT_ADD(calls_onednn);
         ok = true;
     } else {
@@ -633,6 +659,74 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_f32_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+// ---- products on one thread each, several at once (zt_gemm_f32_serial) ------------------------
+
+/* Each OpenMP thread (its number, below ZT_GEMM_SERIAL_THREADS) has its own stream and cache of
+ * single-threaded primitives, used only by that thread, so no lock: a primitive owns its
+ * scratchpad (scratchpad mode user; oneDNN's shared one is per creating thread and not safe to
+ * run from two threads at once). The key holds nthr 1 and serial, so a product's primitive, and
+ * its bits, depend on the shape only: not on the thread, nor on how many run beside it.
+ * zt_gemm_cache_clear empties them (called where no product runs). */
+#ifndef ZT_GEMM_SERIAL_THREADS
+#define ZT_GEMM_SERIAL_THREADS 64
+#endif
+#define SERIAL_CACHE_MAX 32
+
+static struct {
+    dnnl_stream_t stream;
+    gemm_entry cache[SERIAL_CACHE_MAX];
+    int n;
+    unsigned long long tick;
+} S[ZT_GEMM_SERIAL_THREADS];
+
+static void serial_clear(void)
+{
+    for (int t = 0; t < ZT_GEMM_SERIAL_THREADS; t++) {
+        for (int i = 0; i < S[t].n; i++)
+            entry_destroy(&S[t].cache[i]);
+        S[t].n = 0;
+    }
+}
+
+/* the product on oneDNN on this thread alone; false: not run (OpenBLAS's turn) */
+static bool serial_onednn(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int t = omp_get_thread_num();
+    if (G.backend != ZT_GEMM_ONEDNN || K <= 0 || t >= ZT_GEMM_SERIAL_THREADS)
+        return false;
+    if (S[t].stream == NULL && dnnl_stream_create(&S[t].stream, G.eng, dnnl_stream_default_flags) != dnnl_success)
+        return false;
+    gemm_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+                      .nthr = 1, .serial = 1, .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
+    gemm_entry *e = entry_get((gemm_cache){S[t].cache, &S[t].n, SERIAL_CACHE_MAX, &S[t].tick}, &key, alpha, beta);
+    if (e->use_blas)
+        return false;
+    if (entry_run(e, S[t].stream, A, B, C, NULL) != dnnl_success) {
+        STAT_ADD(fallbacks);
+        return false;
+    }
+    STAT_ADD(calls_onednn);
+    return true;
+}
+
+void zt_gemm_f32_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    ensure_decided();
+    long long t0 = now_ns();
+    /* one thread: oneDNN sizes the primitive and runs it by omp_get_max_threads (outside a
+     * parallel region too); the caller's count is put back after */
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(1);
+    if (!serial_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    omp_set_num_threads(nthr);
+    product_done(t0, M, N, K);
 }
 
 // ---- bf16 on a level without a bf16 dot product: widened to fp32 --------------------------------

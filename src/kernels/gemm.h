@@ -12,7 +12,7 @@
  * transposes, alpha/beta, bias presence and OpenMP thread count the result is the same run to
  * run; the two backends give different bits (different blockings), so the backend is chosen once
  * per process and never by timing. Calls from inside an OpenMP parallel region run on OpenBLAS
- * (single-threaded there, like attention.c's per-head products).
+ * (single-threaded there, like attention.c's per-head products), except zt_gemm_f32_serial's.
  */
 #ifndef ZT_KERNELS_GEMM_H
 #define ZT_KERNELS_GEMM_H
@@ -34,6 +34,14 @@ void zt_gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, const float *bias);
+
+/* The fp32 product C (M,N) = alpha op(A) op(B) + beta C on the calling thread alone, for products
+ * run side by side from an OpenMP parallel region (grouped_gemm.c: the experts, one a thread at a
+ * time): on the oneDNN backend a single-threaded primitive from the thread's own cache (gemm.c,
+ * "products on one thread each"), else single-threaded OpenBLAS. Its bits depend on the shape
+ * (and the backend) only: the same from any thread, at any thread count, in a region or not. */
+void zt_gemm_f32_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc);
 
 /* bf16 operands, fp32 result: C (M,N) = alpha op(A) op(B) + beta C + bias (NULL: none), A and B
  * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32

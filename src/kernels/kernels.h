@@ -417,7 +417,7 @@ void moe_scatter_rows(float *dx, const float *dxp, const int32_t *row_of, int N,
  * e-th (OC,C) block */
 void moe_grouped_forward(float *out, const float *in, const float *W, const int32_t *offsets, int E, int C, int OC);
 /* din (rows,C) = dout @ W_e per group (+= with ZT_MM_DINP_ADD; NULL: skipped); dW_e += dout^T @ in
- * (NULL: frozen) */
+ * (NULL: frozen; = with ZT_MM_DWEIGHT_SET, every dW_e then written: 0 for an expert with no rows) */
 void moe_grouped_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
                           const int32_t *offsets, int E, int C, int OC, unsigned flags);
 

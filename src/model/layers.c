@@ -62,15 +62,16 @@ void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *ou
                      u->lora->dropout, lora_key(u, a, ka), N, C, OC, u->lora->rank, a->lp_kind);
 }
 
+unsigned zt_grad_assign_flag(const zt_unit_args *a, int k, const float *dweight) {
+    if (!dweight || !a->grads_unset || !(*a->grads_unset >> k & 1u)) return 0u;
+    *a->grads_unset &= ~(1u << k);
+    return ZT_MM_DWEIGHT_SET;
+}
+
 /* the products' flags: dinp added or assigned, and dW_k assigned when its gradient holds nothing
  * yet (grads_unset bit k, taken here: a later product of the same weight adds) */
 static unsigned backward_flags(const zt_unit_args *a, int k, const float *dweight, bool accumulate) {
-    unsigned f = accumulate ? ZT_MM_DINP_ADD : 0u;
-    if (dweight && a->grads_unset && (*a->grads_unset >> k & 1u)) {
-        *a->grads_unset &= ~(1u << k);
-        f |= ZT_MM_DWEIGHT_SET;
-    }
-    return f;
+    return (accumulate ? ZT_MM_DINP_ADD : 0u) | zt_grad_assign_flag(a, k, dweight);
 }
 
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,

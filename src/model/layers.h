@@ -33,6 +33,9 @@ void zt_linear_forward(const zt_unit *u, const zt_unit_args *a, int k, float *ou
  * dinp += its input gradient, dA and dB += (lora_backward; NULL grads: frozen). */
 void zt_linear_backward(const zt_unit *u, const zt_unit_args *a, int k, float *dinp, float *dweight, float *dbias,
                         const float *dout, const void *slot, int N, int C, int OC, bool accumulate);
+/* ZT_MM_DWEIGHT_SET when parameter k's gradient (dweight, not NULL) is unset (a->grads_unset bit k,
+ * which it then clears: the caller's first product of it assigns it), else 0 */
+unsigned zt_grad_assign_flag(const zt_unit_args *a, int k, const float *dweight);
 /* Whether Linear k's backward can take its output gradient already rounded (under lp compute, and
  * no LoRA adapter on it, whose backward reads the fp32 gradient): the kernel that makes the
  * gradient then writes it rounded, and zt_linear_backward_rounded runs the products on it. */

@@ -452,6 +452,11 @@ static bool block_reads_lp(const zt_unit *u, int k) {
 
 /* the seven Linears may carry LoRA adapters (with experts: the four attention ones) */
 static bool block_adaptable(const zt_unit *u, int k) { return k <= (moe(u->model_cfg) ? P_O : P_DOWN); }
+/* the gradients its products assign: the Linear weights', and one process's experts' (their grouped
+ * products; under expert parallelism they go through the source slots, llama_moe_ep.c, and add) */
+static bool block_assigns(const zt_unit *u, int k) {
+    return block_adaptable(u, k) || (moe(u->model_cfg) && u->ep_parts <= 1 && (k == P_W1 || k == P_W2 || k == P_W3));
+}
 
 /* Selective checkpointing: rebuilds h, and under naive attention att, exactly as block_forward
  * wrote them (the same kernels on the same kept q, k, gate, up; attention without its output
@@ -478,7 +483,7 @@ static const zt_unit_ops BLOCK_OPS = {.saved_floats = block_saved_floats,
                                       .backward = block_backward,
                                       .reads_lp = block_reads_lp,
                                       .adaptable = block_adaptable,
-                                      .assigns_grad = block_adaptable, /* their weight products */
+                                      .assigns_grad = block_assigns, /* their weight products */
                                       .staging_bytes = block_staging_bytes,
                                       .kept_floats = block_kept_floats,
                                       .recompute = block_recompute,

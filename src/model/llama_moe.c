@@ -200,10 +200,14 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
         if ((rc = zt_moe_ep_backward(u, a, pk, &s, dy, dxp, dgate, err))) return rc;
     } else {
         /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
-        moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C, 0);
+        /* (the experts' gradients assigned where the engine left them unset: llama.c's assigns_grad) */
+        moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C,
+                             zt_grad_assign_flag(a, pk->w2, g[pk->w2]));
         swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);
-        moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I, 0);
-        moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I, ZT_MM_DINP_ADD);
+        moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I,
+                             zt_grad_assign_flag(a, pk->w1, g[pk->w1]));
+        moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I,
+                             ZT_MM_DINP_ADD | zt_grad_assign_flag(a, pk->w3, g[pk->w3]));
     }
     moe_scatter_rows(dx, dxp, s.row_of, N, k, C);
     /* tensor parallelism: the experts' input gradient is every part's columns' share; the router's

@@ -8,7 +8,9 @@
 #     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
 #     hybrid's shard groups; every step clipped (--clip 0.05), so the gradient norm's bits count;
 #     with a gated shared expert (--arch llama-moe-shared, a dense parameter): ep 2 on 2 ranks = one
-#     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4;
+#     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4; under bf16 and fp16
+#     compute: ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 (bf16: and zero3) = one
+#     process with 4, the all-to-all's bytes under bf16 7/8 of fp16's (the dispatch 2-byte);
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
 #     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
@@ -78,6 +80,23 @@ check "shared expert: N=2 ep 2" sh2 "$(run 2 ddp 1 $STEPS --ep 2)"
 check "shared expert: N=1 GA=4" sh4 "$(run 1 ddp 4 $STEPS)"
 check "shared expert: N=4 ep 2 x dp 2 zero3" sh4 "$(run 4 zero3 1 $STEPS --ep 2)"
 unset ARCH
+# bf16 mixed and fp16 compute (docs/precision.md, "A mixture of experts"): the tokens go to their
+# experts as the rounded operand (bf16: 2 bytes an element), the results and gradients in fp32;
+# ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 = one process with 4
+for pr in bf16 fp16; do
+  check "$pr: N=1 GA=2" "two-$pr" "$(run 1 ddp 2 $STEPS --precision $pr)"
+  out="$(run 2 ddp 1 $STEPS --ep 2 --precision $pr)"; check "$pr: N=2 ep 2" "two-$pr" "$out"
+  eval "epb_$pr=\"$(grep '^ep bytes' <<<"$out" | cut -d' ' -f3)\""
+  check "$pr: N=1 GA=4" "four-$pr" "$(run 1 ddp 4 $STEPS --precision $pr)"
+  check "$pr: N=4 ep 2 x dp 2 zero1" "four-$pr" "$(run 4 zero1 1 $STEPS --ep 2 --precision $pr)"
+done
+check "bf16: N=4 ep 2 x dp 2 zero3" four-bf16 "$(run 4 zero3 1 $STEPS --ep 2 --precision bf16)"
+# the dispatch (one of the four row exchanges) 2-byte under bf16: 7/8 of fp16's bytes (4-byte values),
+# the routings' padded row counts alike (each expert's rows in whole tiles of 64)
+if /usr/bin/python3 -c 'import sys; r = int(sys.argv[1]) / int(sys.argv[2]); print("bf16/fp16 %.4f" % r); sys.exit(0 if 0.86 < r < 0.89 else 1)' \
+     "${epb_bf16:-0}" "${epb_fp16:-1}"
+then echo "ok   ep 2: all-to-all bytes bf16 $epb_bf16 = 7/8 of fp16's $epb_fp16 (the tokens 2-byte)"
+else echo "FAIL ep 2 all-to-all bytes: bf16 '$epb_bf16', fp16 '$epb_fp16'"; fail=1; fi
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null

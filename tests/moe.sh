@@ -13,7 +13,8 @@
 #     within float rounding with the router losses (every stage's reported) and equal without;
 #     Under bf16 mixed, fp16 and bf16-low compute: one process = zero3 on 2 ranks (and zero1, selective
 #     checkpointing, a shared expert under bf16); bf16 and fp16 within the tolerance tests/tolerance.py
-#     derives from an fp32 run with bf16-rounded initial parameters, a bf16 run at lr x 1.02 outside;
+#     derives from an fp32 run with bf16-rounded initial parameters (2x its divergence), a bf16 run at
+#     lr x 1.1 outside;
 #  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
 #     tests/moe_ep.sh); bf16 and fp16 training (and bf16 zero3 with a shared expert) at the planned
 #     high-water of every memory class;
@@ -79,17 +80,19 @@ export ARCH=llama-moe-shared
 check "shared expert, bf16: N=1 GA=2 ddp" shared-bf16 "$(run 1 ddp 2 $STEPS --precision bf16)"
 check "shared expert, bf16: N=2 zero3" shared-bf16 "$(run 2 zero3 1 $STEPS --precision bf16)"
 unset ARCH
-# bf16 against fp32 within a tolerance the run derives (tests/tolerance.py): 8 x how far an fp32 run
-# whose initial parameters are rounded to bf16 (--bf16-init: bf16's rounding level) ends from fp32;
-# bf16 and fp16 compute inside, bf16 with the learning rate x 1.02 outside (the check can fail)
+# bf16 against fp32 within a tolerance the run derives (tests/tolerance.py): 2 x how far an fp32 run
+# whose initial parameters are rounded to bf16 (--bf16-init: bf16's rounding of the weights alone)
+# ends from fp32 (bf16 compute rounds the activations too: measured 1.1x in the losses, 1.03x in the
+# parameters); bf16 and fp16 compute inside, bf16 with the learning rate x 1.1 outside (the check
+# can fail: 4x the yardstick in the losses)
 dump() { # NAME args...: one process, 2 micro-batches: the final logical parameters and the losses
   local f="$1"; shift
   run 1 ddp 2 $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"
 }
 dump ref; dump yard --bf16-init; dump bf16 --precision bf16; dump fp16 --precision fp16
-dump lr --precision bf16 --lr 0.0102
-/usr/bin/python3 "$SRC/tests/tolerance.py" "$T" llama-moe ref yard "bf16=inside=bf16 vs fp32" \
-  "fp16=inside=fp16 vs fp32" "lr=outside=bf16 with lr x 1.02 vs fp32 (must fail)" || fail=1
+dump lr --precision bf16 --lr 0.011
+/usr/bin/python3 "$SRC/tests/tolerance.py" "$T" llama-moe ref yard:2 "bf16=inside=bf16 vs fp32" \
+  "fp16=inside=fp16 vs fp32" "lr=outside=bf16 with lr x 1.1 vs fp32 (must fail)" || fail=1
 
 # ---- 3. bad input --------------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null

@@ -27,7 +27,9 @@
 #     not under hybrid or pipeline stages, which keep them whole): at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
-#     and on one process, each ending on the straight run.
+#     and on one process, each ending on the straight run; under bf16 mixed the same bytes fewer at rest
+#     (fp32 master, moments), the same bits, and a bf16 ep 2 zero1 commit resumes on one process and
+#     under ep 2 zero3 on the straight run, planned = measured.
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -214,6 +216,28 @@ want=$(( 2 * 3 * 3 * 24 * 32 * 4 ))
 if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ] && [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
 then echo "ok   ep 4, ddp: the experts stored E/ep a rank hold $(( wp - sp )) fewer parameter bytes and $(( wo - so )) fewer moment bytes at rest than whole, the same bits"
 else echo "FAIL ep 4 stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo (want -$want, -$(( 2 * want ))), hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# ... under bf16 mixed: the fp32 master and moments of the experts not held, exactly (and their
+# compute copies), the same bits
+stored="$(run 4 ddp 1 2 --ep 4 --precision bf16)"; whole="$(run 4 ddp 1 2 --ep 4 --experts-whole --precision bf16)"
+read -r sp so <<<"$(rest "$stored")"; read -r wp wo <<<"$(rest "$whole")"
+if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ] && [ -n "$(hash_of "$stored")" ] &&
+   [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
+then echo "ok   ep 4, ddp, bf16: stored E/ep a rank, $(( wp - sp )) fewer master bytes and $(( wo - so )) fewer moment bytes at rest, the same bits"
+else echo "FAIL ep 4 bf16 stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo, hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# a bf16 ep 2 zero1 commit (the master sharded over the expert-data-parallel ranks, stored experts)
+# resumes on one process and under ep 2 zero3, each ending on the straight run; planned = measured
+b2="$("$Z" train "$T/m.yaml" --nproc 2 --set precision.mode=bf16 --set parallel.strategy=zero1 \
+      --set parallel.expert_parallel_size=2 --set checkpoint.every=2 --set checkpoint.dir="$T/ckb" 2>&1)" || true
+straight="$(hash_line "$b2")"
+r1="$("$Z" train "$T/m.yaml" --set precision.mode=bf16 --set training.gradient_accumulation_steps=2 \
+      --resume "$T/ckb/step-00000002" 2>&1)" || true
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --set precision.mode=bf16 --set parallel.strategy=zero3 \
+      --set parallel.expert_parallel_size=2 --resume "$T/ckb/step-00000002" 2>&1)" || true
+if [ -n "$straight" ] && [ "$(hash_line "$r1")" = "$straight" ] && [ "$(hash_line "$r2")" = "$straight" ] &&
+   grep -q "stored E/ep a rank" <<<"$b2" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b2"
+then echo "ok   bf16 ep 2 zero1 (experts stored) -> one process and ep 2 zero3: $straight, planned = measured"
+else echo "FAIL bf16 stored experts' checkpoint: '$straight' -> one process '$(hash_line "$r1")', ep 2 zero3 '$(hash_line "$r2")'"
+  echo "$b2" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 # ZeRO over the expert-data-parallel ranks: ep 2 x dp 2 zero3 saves at step 2 (each rank its part's
 # pieces), and the commit resumes under ep 4 zero1 and on one process, each ending on the straight run
 cfg4=("$T/m.yaml" --set training.gradient_accumulation_steps=1 --set training.global_batch_size=8)

@@ -186,7 +186,6 @@ const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_
            : o->mesh && o->mesh->pp > 1                                    ? "pipeline parallelism"
            : offload                                                       ? "offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
-           : o->precision.compute != ZT_DTYPE_FP32                         ? "low-precision compute"
                                                                            : NULL;
 }
 

@@ -24,7 +24,11 @@
 #     commit resumes to the uninterrupted hash, and cp 2 -> one-process re-save -> cp 2 re-save gives
 #     byte-identical shard files;
 #  5. Accelerate's own cp.yaml (cp 8 on 8 ranks, FSDP2 bf16) and a DeepSpeed sequence_parallel_size
-#     (Ulysses) resolve and train.
+#     (Ulysses) resolve and train;
+#  6. a mixture of experts (the router losses over the whole sequences, src/model/llama_moe.c): cp 2
+#     with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 = ep 4 x cp 2 zero3 bit for bit; cp 2
+#     (allgather, ring) and cp 4 within the run's tolerance of one process; zerotrain train prints one
+#     process's losses with planned = measured; a capacity factor with cp exits 2.
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
@@ -210,5 +214,26 @@ out="$("$Z" train "$T/ds.json" --nproc 2 --set data.train="$T/gpl.bin" --set mod
 if [ $rc -eq 0 ] && grep -q "mesh tp 1 x cp 2 x dp 1 x pp 1 .*ulysses attention" <<<"$out"; then
   echo "ok   deepspeed sequence_parallel_size 2: Ulysses on 2 ranks, $(loss_line "$out")"
 else echo "FAIL deepspeed sequence_parallel_size: exit $rc"; echo "$out" | grep -i 'context\|error' | head -4; fail=1; fi
+
+# 6. a mixture of experts: dropless routing, both router losses, every step clipped (the tool's llama-moe)
+MOE=(--arch llama-moe --clip 0.05)
+out="$(run 2 ddp 2 6 --cp 2 "${MOE[@]}")"; check "llama-moe cp 2, 2 micro-batches" moe "$out"
+out="$(run 4 zero3 1 6 --cp 2 "${MOE[@]}")"; check "llama-moe cp 2 x dp 2 zero3" moe "$out"
+out="$(run 4 ddp 1 6 --cp 2 --ep 2 "${MOE[@]}")"; check "llama-moe ep 2 x cp 2 (the ep group a dp x cp pair)" moe "$out"
+out="$(run 4 zero3 1 6 --cp 2 --ep 4 "${MOE[@]}")"; check "llama-moe ep 4 x cp 2 zero3" moe "$out"
+dump 1 mref "${MOE[@]}"; dump 1 mulp "${MOE[@]}" --ulp; dump 1 mlr "${MOE[@]}" --lr 0.0101
+dump 2 mag "${MOE[@]}" --cp 2; dump 2 mring "${MOE[@]}" --cp 2 --cp-mode ring; dump 4 mc4 "${MOE[@]}" --cp 4 --cp-mode ring
+python3 "$SRC/tests/tolerance.py" "$T" llama-moe mref mulp "mag=inside=llama-moe cp 2 allgather vs one process" \
+  "mring=inside=llama-moe cp 2 ring vs one process" "mc4=inside=llama-moe cp 4 ring vs one process" \
+  "mlr=outside=lr x 1.01 (must fail)" || fail=1
+M=(--set model.preset=llama-tiny-moe)
+a="$("$Z" train "$T/g.yaml" "${M[@]}" 2>&1 || true)"
+b="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${M[@]}" 2>&1 || true)"
+if [ -n "$(loss_line "$a")" ] && [ "$(loss_line "$a")" = "$(loss_line "$b")" ] &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+  echo "ok   train llama-tiny-moe cp 2: $(loss_line "$b") as one process; planned = measured"
+else echo "FAIL train llama-tiny-moe cp 2: '$(loss_line "$b")' vs one process '$(loss_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+bad "capacity factor with cp" "parallel.context_parallel_size: 2 with model.capacity_factor 1.25" \
+  train "$T/g.yaml" --nproc 2 "${CP[@]}" "${M[@]}" --set model.capacity_factor=1.25
 
 exit $fail

@@ -32,7 +32,7 @@ static double router_loss(const float *logits, const float *c, const int32_t *co
     moe_router_forward(probs, lse, idx, w, logits, RN, RE, RK, norm);
     if (idx_out) memcpy(idx_out, idx, sizeof idx);
     double aux, z, l = 0;
-    moe_router_losses(&aux, &z, probs, lse, counts_fixed, RN, RE);
+    moe_router_losses(&aux, &z, probs, lse, counts_fixed, RN, RN, RE);
     for (int i = 0; i < RN * RK; i++) l += (double)c[i] * w[i];
     return l + a * aux + b * z;
 }
@@ -59,7 +59,7 @@ static void test_router_backward_matches_finite_differences(void **state) {
             int32_t idx[RN * RK], counts[RE], offsets[RE + 1], order[RN * RK], row_of[RN * RK];
             moe_router_forward(probs, lse, idx, w, logits, RN, RE, RK, norm);
             assert_int_equal(moe_route_plan(counts, offsets, order, row_of, idx, RN, RE, RK, 0, 1), 0);
-            moe_router_backward(dl, c, probs, lse, w, idx, counts, RN, RE, RK, norm, (float)a, (float)b);
+            moe_router_backward(dl, c, probs, lse, w, idx, counts, RN, RN, RE, RK, norm, (float)a, (float)b);
             double worst = 0;
             for (int i = 0; i < RN * RE; i++) {
                 float x[RN * RE];
@@ -80,6 +80,33 @@ static void test_router_backward_matches_finite_differences(void **state) {
             print_message("router norm_topk %d, %s: max |analytic - FD| %.2e\n", norm,
                           mode == 0 ? "top-k weights" : mode == 1 ? "+ aux loss" : "+ z loss", worst);
         }
+}
+
+/* Context parallelism: a part's tokens with the whole's counts and token count give its share of the
+ * whole's router losses (the parts' shares add up to them) and exactly the whole's gradient rows. */
+static void test_router_losses_split_into_parts(void **state) {
+    (void)state;
+    uint64_t s = 11;
+    float logits[RN * RE], probs[RN * RE], lse[RN], w[RN * RK], c[RN * RK], dl[RN * RE], dlp[RN * RE];
+    int32_t idx[RN * RK], counts[RE], offsets[RE + 1], order[RN * RK + RE], row_of[RN * RK];
+    for (int i = 0; i < RN * RE; i++) logits[i] = 2.0f * uni(&s);
+    for (int i = 0; i < RN * RK; i++) c[i] = uni(&s);
+    moe_router_forward(probs, lse, idx, w, logits, RN, RE, RK, true);
+    moe_route_plan(counts, offsets, order, row_of, idx, RN, RE, RK, 0, 1);
+    double aux, z, sa = 0, sz = 0;
+    moe_router_losses(&aux, &z, probs, lse, counts, RN, RN, RE);
+    moe_router_backward(dl, c, probs, lse, w, idx, counts, RN, RN, RE, RK, true, 0.7f, 0.3f);
+    const int cut[] = {0, 2, RN}; /* parts of 2 and 4 tokens */
+    for (int p = 0; p < 2; p++) {
+        int t0 = cut[p], n = cut[p + 1] - t0;
+        double a, zz;
+        moe_router_losses(&a, &zz, probs + t0 * RE, lse + t0, counts, n, RN, RE);
+        sa += a, sz += zz;
+        moe_router_backward(dlp + t0 * RE, c + t0 * RK, probs + t0 * RE, lse + t0, w + t0 * RK, idx + t0 * RK, counts,
+                            n, RN, RE, RK, true, 0.7f, 0.3f);
+    }
+    assert_true(fabs(sa - aux) <= 1e-12 * fabs(aux) && fabs(sz - z) <= 1e-12 * fabs(z));
+    assert_memory_equal(dlp, dl, sizeof dl);
 }
 
 /* The plan: rows grouped by expert, each expert's tokens in order; row_of inverts order; a capacity
@@ -397,6 +424,7 @@ static void test_qwen_moe_preset_counts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router_backward_matches_finite_differences),
+        cmocka_unit_test(test_router_losses_split_into_parts),
         cmocka_unit_test(test_route_plan_order_and_capacity),
         cmocka_unit_test(test_model_gradients_match_finite_differences),
         cmocka_unit_test(test_losses_and_counters),

@@ -145,6 +145,9 @@ typedef struct zt_batch {
                                     the whole sequence. `positions` then holds the local tokens'
                                     (never NULL: the whole-sequence indices of the part's chunks,
                                     zt_cp_chunks), T is the part's token count. Unused without cp. */
+    uint64_t cp_counted;    /* context parallelism: the counted targets of the whole micro-batch (every
+                               part's; zt_cp_cut_batch sets it), which a unit's losses over the whole
+                               sequence (a mixture's router losses) weigh by; 0 without cp */
     float dloss;            /* d(step loss)/d(per-token loss): 1 / tokens in the global batch */
     int logits_pos;         /* >= 0: the loss unit copies the logits at this position ... */
     float *logits_out;      /* ... of every sequence b into logits_out (B, V); NULL: none */
@@ -494,8 +497,8 @@ void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count);
 /* *out = part `part`'s batch of the whole batch *whole (B sequences of T positions, T a multiple
  * of 2·parts): the inputs and targets of its two chunks copied into inputs and targets
  * (B·T/parts each), their positions into positions (whole->positions' values, packed documents,
- * or the whole-sequence indices), T/parts positions, cp_positions = whole->positions; every other
- * field as *whole's. out may be whole. */
+ * or the whole-sequence indices), T/parts positions, cp_positions = whole->positions, cp_counted =
+ * whole's counted targets (0 when it has none); every other field as *whole's. out may be whole. */
 void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs, int32_t *targets,
                      int32_t *positions, zt_batch *out);
 /* Every unit of m runs on one part of `parts` of each sequence (zt_unit.cp_parts, cp_mode); parts 1:

@@ -81,19 +81,25 @@ static void check_experts(cfg_ctx *x) {
                      "(model.shared_expert_intermediate_size, model.n_shared_experts): the shared expert runs whole, "
                      "tensor parallelism of it is not built", PFX(w), c->tensor_parallel_size, IS);
     }
-    char cp[16];
-    snprintf(cp, sizeof cp, "%d", c->context_parallel_size);
     const struct {
         const char *key, *value;
         bool refused;
-    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1},
-              {"parallel.context_parallel_size", cp, c->context_parallel_size > 1}};
+    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1}};
     for (size_t k = 0; k < sizeof no / sizeof *no; k++)
         if (no[k].refused && !bad(x, no[k].key)) {
             w = LOC(no[k].key, "model.n_experts");
-            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run without sequence or "
-                         "context parallelism: not built", PFX(w), no[k].key, no[k].value, m->n_experts);
+            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run without sequence "
+                         "parallelism: not built", PFX(w), no[k].key, no[k].value, m->n_experts);
         }
+    /* context parallelism: the router losses are the whole sequences' (llama_moe.c); a capacity is not */
+    if (c->context_parallel_size > 1 && m->capacity_factor > 0 && !bad(x, "parallel.context_parallel_size") &&
+        !bad(x, "model.capacity_factor")) {
+        w = LOC("parallel.context_parallel_size", "model.capacity_factor");
+        zt_cfg_error(x, "%s%sparallel.context_parallel_size: %d with model.capacity_factor %g: an expert's capacity is "
+                     "a share of the whole sequences' tokens, which no context-parallel rank holds (dropless routing, "
+                     "model.capacity_factor 0, runs with context parallelism)", PFX(w), c->context_parallel_size,
+                     (double)m->capacity_factor);
+    }
 }
 
 /* The parallel sizes against the model (the world is checked at launch, zt_mesh_layout): tensor

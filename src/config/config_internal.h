@@ -1,4 +1,4 @@
-/* config_internal.h - what the files of src/config share: the key table (keys.c), the error and
+/* config_internal.h - what the files of src/config share: the key table (key_table.c, keys.c), the error and
  * note collector every reader uses (so all problems are reported together), setting a key with its
  * provenance (contradictions between sources are found there), the support table (support.c), and
  * the dialect interpreter (dialect_common.c) that DeepSpeed JSON and Accelerate YAML are read
@@ -14,7 +14,7 @@
 #define ZT_CFG_MAX_SEEN 256
 
 /* ---------------------------------------------------------------------------------------------
- * The key table (keys.c). */
+ * The key table (rows: key_table.c; functions: keys.c). */
 
 typedef enum key_type {
     KT_INT,    /* int, bounds imin..imax */

@@ -1,5 +1,5 @@
 /* train_config.h - the training configuration of `zerotrain train CONFIG` and `zerotrain config`:
- * one key table (src/config/keys.c) read from three dialects that resolve to the same native
+ * one key table (src/config/key_table.c) read from three dialects that resolve to the same native
  * record: native YAML (docs/config-train.md), DeepSpeed JSON (dialect_deepspeed.c) and Accelerate
  * YAML (dialect_accelerate.c). docs/config.md is generated from the tables.
  *
@@ -28,7 +28,7 @@
 #include "zerotrain/zerotrain.h"
 
 #define ZT_PATH_MAX 1024
-#define ZT_CONFIG_MAX_KEYS 160    /* rows in the key table (keys.c checks) */
+#define ZT_CONFIG_MAX_KEYS 160    /* rows in the key table (key_table.c checks) */
 #define ZT_CONFIG_SOURCE_MAX 240  /* bytes of one provenance text */
 #define ZT_CONFIG_NOTE_MAX 360    /* bytes of one note */
 #define ZT_CONFIG_MAX_NOTES 40    /* notes kept per configuration; more are counted */

@@ -700,6 +700,13 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         zt_store_after_forward(e, u, training);
         in = s->out;
     }
+    size_t n = (size_t)b->B * b->T, counted = b->targets ? zt_batch_counted(b) : n;
+    /* context parallelism: aux is this part's share of the whole sequences' losses, and the callers
+     * weigh this micro-batch's loss as its counted targets' share of the whole's (1/cp of a token
+     * file's, the counted share of records'): scaled back so the shares add up to the whole's losses
+     * (a part with no counted target has weight 0: its share is lost from the report, not from the
+     * gradient, which zt_engine_run_backward weighs by the whole's counted targets) */
+    if (b->cp_counted) aux = counted ? aux * (double)b->cp_counted / (double)counted : 0.0;
     if (e->opt.pp_send_out) { /* a stage before the last: its output is an activation, its loss its
                                 * units' auxiliary losses (0 without experts), which the step's
                                 * agreement and the evaluation add to the last stage's */
@@ -707,7 +714,6 @@ int zt_engine_run_forward(zt_engine *e, const zt_batch *b, bool training, const 
         return ZT_OK;
     }
     const float *losses = e->units[m->n_units - 1].out;
-    size_t n = (size_t)b->B * b->T, counted = b->targets ? zt_batch_counted(b) : n;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += losses[i]; /* a target not counted has loss 0 */
     if (loss) *loss = counted ? (float)(sum / (double)counted + aux) : 0.0f;
@@ -755,9 +761,10 @@ int zt_engine_run_backward(zt_engine *e, const zt_batch *b, const float *dout_la
     const zt_model *m = e->model;
     int rc;
     const float *dout = dout_last;
-    /* d(step loss)/d(the micro-batch's auxiliary losses): its counted targets' share of the step */
-    float aux_dloss = b->targets ? (float)((double)b->dloss * zt_engine_loss_scale(e) * (double)zt_batch_counted(b))
-                                 : 0.0f;
+    /* d(step loss)/d(the micro-batch's auxiliary losses): its counted targets' share of the step (the
+     * whole sequences' under context parallelism: the units' losses are shares of the whole's) */
+    double counted_all = b->cp_counted ? (double)b->cp_counted : b->targets ? (double)zt_batch_counted(b) : 0.0;
+    float aux_dloss = b->targets ? (float)((double)b->dloss * zt_engine_loss_scale(e) * counted_all) : 0.0f;
     if (!dout) {
         size_t n = (size_t)b->B * b->T;
         float dloss = b->dloss * zt_engine_loss_scale(e); /* fp16: the loss scale rides on dloss */

@@ -391,13 +391,17 @@ void moe_router_forward(float *probs, float *lse, int32_t *idx, float *w, const 
  * tokens (0: dropless). Returns the slots dropped. Serial, O(R + N*k + E). */
 int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *row_of, const int32_t *idx, int N,
                    int E, int k, int capacity, int align);
-/* aux = E * sum_e (counts_e / N) * mean_t probs_te (load balancing); z = mean_t lse_t^2 */
+/* aux = E * sum_e (counts_e / Nall) * (sum_t probs_te / Nall) (load balancing); z = sum_t lse_t^2 / Nall,
+ * over these N tokens: with Nall = N and counts these tokens' the losses of these N; with the N tokens one
+ * part of Nall (context parallelism) and counts the whole's, this part's share of the whole's losses
+ * (the shares of the parts add up to them) */
 void moe_router_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *counts, int N,
-                       int E);
+                       int Nall, int E);
 /* dlogits (N,E) (assigned) from dw (N,k), the gradient of the top-k weights w (NULL: none), plus
- * aux_scale times the gradient of the load-balancing loss and z_scale times the z loss's. */
+ * aux_scale times the gradient of the load-balancing loss and z_scale times the z loss's (counts
+ * and Nall as moe_router_losses'). */
 void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
-                         const int32_t *idx, const int32_t *counts, int N, int E, int k, bool norm_topk,
+                         const int32_t *idx, const int32_t *counts, int N, int Nall, int E, int k, bool norm_topk,
                          float aux_scale, float z_scale);
 /* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding); elements of the compute
  * dtype kind (0: fp32; ZT_LP_BF16: 2-byte bf16 rows; ZT_LP_FP16: fp16 values in fp32): copied as bytes */

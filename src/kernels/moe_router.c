@@ -95,21 +95,21 @@ int moe_route_plan(int32_t *counts, int32_t *offsets, int32_t *order, int32_t *r
 }
 
 void moe_router_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *counts, int N,
-                       int E)
+                       int Nall, int E)
 {
     double a = 0, zz = 0;
     for (int e = 0; e < E; e++) {
         double P = 0;
         for (size_t t = 0; t < (size_t)N; t++) P += probs[t * (size_t)E + e];
-        a += (double)counts[e] / N * (P / N);
+        a += (double)counts[e] / Nall * (P / Nall);
     }
     for (size_t t = 0; t < (size_t)N; t++) zz += (double)lse[t] * lse[t];
     *aux = E * a;
-    *z = zz / N;
+    *z = zz / Nall;
 }
 
 void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
-                         const int32_t *idx, const int32_t *counts, int N, int E, int k, bool norm_topk,
+                         const int32_t *idx, const int32_t *counts, int N, int Nall, int E, int k, bool norm_topk,
                          float aux_scale, float z_scale)
 {
 #pragma omp parallel
@@ -119,7 +119,7 @@ void moe_router_backward(float *dlogits, const float *dw, const float *probs, co
         for (size_t t = t0; t < t1; t++) {
             const float *p = probs + t * (size_t)E;
             float *g = dlogits + t * (size_t)E;
-            for (int e = 0; e < E; e++) g[e] = aux_scale * E * ((float)counts[e] / N) / N;
+            for (int e = 0; e < E; e++) g[e] = aux_scale * E * ((float)counts[e] / Nall) / Nall;
             if (dw) {
                 const float *dwt = dw + t * (size_t)k, *wt = w + t * (size_t)k;
                 const int32_t *it = idx + t * (size_t)k;
@@ -136,7 +136,7 @@ void moe_router_backward(float *dlogits, const float *dw, const float *probs, co
             }
             float dot = 0;
             for (int e = 0; e < E; e++) dot += p[e] * g[e];
-            float zt = z_scale * 2.0f * lse[t] / N;
+            float zt = z_scale * 2.0f * lse[t] / Nall;
             for (int e = 0; e < E; e++) g[e] = p[e] * (g[e] - dot) + zt * p[e];
         }
     }

@@ -270,9 +270,11 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
     float *const *p = a->params;
     int rc = check_lp_weights(u, a, err);
     if (rc) return rc;
-    if (moe(c) && zt_unit_cp(u))
-        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: mixture-of-experts blocks run without context parallelism "
-                            "only (context parallelism %d): not built", u->name, u->cp_parts);
+    if (moe(c) && zt_unit_cp(u) && c->capacity_factor > 0.0f)
+        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: a capacity factor (%g) with context parallelism (%d parts): "
+                            "an expert's capacity is a share of the whole sequences' tokens, which no part holds; "
+                            "dropless routing (capacity_factor 0) runs", u->name, (double)c->capacity_factor,
+                            u->cp_parts);
     if (zt_unit_cp(u) && !flash(u->model_cfg))
         return zt_error_set(err, ZT_ERR_USAGE, "unit %s: context parallelism needs flash attention (model.attention)", u->name);
     block_saved s;

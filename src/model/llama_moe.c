@@ -21,8 +21,9 @@
  * moe_router_dtype fp32, HF Mixtral's softmax in fp32); the experts' products run as the dense
  * Linears' (matmul_lp.c: compute copies, rounded operands, fp32 accumulation) and xp and h are saved
  * as the rounded operand, gate, up and y in fp32 (the dense block's rule: an activation only
- * products read is stored rounded; SwiGLU's backward and the combine read fp32). No sequence or
- * context parallelism (llama.c refuses them). Tensor parallelism (Megatron's expert tensor parallelism):
+ * products read is stored rounded; SwiGLU's backward and the combine read fp32). No sequence
+ * parallelism (llama.c refuses it). Context parallelism: every part routes its own positions; the
+ * router losses are the whole sequences' (cp_counts below). Tensor parallelism (Megatron's expert tensor parallelism):
  * each part holds I/P columns of every expert (w1, w3 column-parallel in blocks of one expert, w2
  * row-parallel: src/shard/tp_plans.c) and runs the router and the routing whole, the same on every
  * part; its y rows are its columns' share, so the output (after the combine), the top-k weights'
@@ -79,17 +80,18 @@ size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_mo
                        matmul_saved_input_floats(lp_kind, R * C), zt_fp32_floats(G * I), zt_fp32_floats(G * I),
                        matmul_saved_input_floats(lp_kind, G * I), zt_fp32_floats(R * C),
                        ep > 1 ? matmul_saved_input_floats(lp_kind, G * C) : 0,
-                       ep > 1 ? zt_fp32_floats((size_t)ep * (El + 1)) : 0, zt_moe_shared_saved_floats(c, N, lp_kind)};
-    void *ptrs[16];
+                       ep > 1 ? zt_fp32_floats((size_t)ep * (El + 1)) : 0, zt_moe_shared_saved_floats(c, N, lp_kind),
+                       u->cp_parts > 1 ? zt_fp32_floats(E) : 0};
+    void *ptrs[17];
     size_t off = 0;
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 17; i++) {
         ptrs[i] = base && floats[i] ? base + off : NULL;
         off += floats[i];
     }
     *s = (zt_moe_saved){.probs = ptrs[0], .lse = ptrs[1], .w = ptrs[2], .idx = ptrs[3], .counts = ptrs[4],
                         .offsets = ptrs[5], .order = ptrs[6], .row_of = ptrs[7], .xp = ptrs[8], .gate = ptrs[9],
                         .up = ptrs[10], .h = ptrs[11], .y = ptrs[12], .xr = ptrs[13], .roff = ptrs[14],
-                        .shared = ptrs[15]};
+                        .shared = ptrs[15], .counts_all = ptrs[16]};
     return off;
 }
 
@@ -118,6 +120,27 @@ static size_t routed_scratch_floats(const zt_unit *u, size_t N) {
 /* ... then the shared expert's (llama_moe_shared.c) */
 size_t zt_moe_scratch_floats(const zt_unit *u, size_t N) {
     return routed_scratch_floats(u, N) + zt_moe_shared_scratch_floats(u->model_cfg, N);
+}
+
+/* Context parallelism: the router losses are the whole sequences' (one process's; Megatron-LM sums the
+ * load over its tp x cp group too): each part's tokens take the whole's load (the experts' counts
+ * summed over the parts, in the group's fixed tree: exact, as floats below 2^24) and its token count
+ * (N x parts), so each part's losses are its share of the whole's and its gradient the whole's rows. */
+static int cp_of(const zt_unit *u) { return u->cp_parts > 1 ? u->cp_parts : 1; }
+static const int32_t *load_of(const zt_unit *u, const zt_moe_saved *s) {
+    return u->cp_parts > 1 ? s->counts_all : s->counts;
+}
+/* stage: (cp_parts + 2) x E floats of scratch */
+static int cp_counts(const zt_unit *u, const zt_unit_args *a, const zt_moe_saved *s, int E, float *stage,
+                     zt_error *err) {
+    float *mine = stage + (size_t)u->cp_parts * E, *all = mine + E;
+    const float *send[ZT_CP_MAX_PARTS];
+    for (int e = 0; e < E; e++) mine[e] = (float)s->counts[e];
+    for (int p = 0; p < u->cp_parts; p++) send[p] = mine;
+    int rc = a->group->cp_reduce_exchange(a->group, send, all, (size_t)E, stage, "the experts' load over the "
+                                          "context-parallel parts", err);
+    for (int e = 0; e < E && !rc; e++) s->counts_all[e] = (int32_t)all[e];
+    return rc;
 }
 
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
@@ -167,9 +190,11 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     if (rc) return rc;
     /* the shared expert, every token's, added last (llama_moe_shared.c) */
     zt_moe_shared_forward(u, a, pk, s.shared, xop, x, out, scratch + routed_scratch_floats(u, (size_t)N));
+    /* context parallelism: the load over the whole sequences, this part's share of their losses */
+    if (u->cp_parts > 1 && (rc = cp_counts(u, a, &s, E, scratch + (size_t)N * E, err))) return rc;
     if (a->aux_loss) {
         double aux, z;
-        moe_router_losses(&aux, &z, s.probs, s.lse, s.counts, N, E);
+        moe_router_losses(&aux, &z, s.probs, s.lse, load_of(u, &s), N, N * cp_of(u), E);
         *a->aux_loss += (double)c->router_aux_loss_coef * aux + (double)c->router_z_loss_coef * z;
     }
     if (a->moe_counts) {
@@ -214,7 +239,7 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
      * (the same on every part) is added once, after the sum */
     if ((rc = zt_unit_sum(u, a, dx, (size_t)N * C, "block_sparse_moe input gradient", err))) return rc;
     /* the router: the top-k weights' gradient and its losses', through the softmax, then its Linear */
-    moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, s.counts, N, E, k, c->norm_topk_prob,
+    moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, load_of(u, &s), N, N * cp_of(u), E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
     zt_moe_shared_backward(u, a, pk, s.shared, xop, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));

@@ -50,6 +50,8 @@ typedef struct zt_moe_saved {
     void *xr;       /* expert parallelism: the rows received from part s at row s·Rl */
     int32_t *roff;  /* ... and their experts' offsets: roff[s·(El+1) + j], j = 0..El */
     float *shared;  /* the shared expert's (llama_moe_shared.c; NULL: none) */
+    int32_t *counts_all; /* context parallelism: counts summed over the parts, the whole sequences'
+                            (the router losses' load; NULL without cp) */
 } zt_moe_saved;
 /* the layout of unit u's saved buffer at base (NULL: sizes only) under compute lp_kind; returns its floats */
 size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s);

@@ -129,6 +129,8 @@ void zt_cp_cut_batch(const zt_batch *whole, int parts, int part, int32_t *inputs
             for (int t = 0; t < c; t++) positions[to + t] = whole->positions ? whole->positions[from + t] : beg[j] + t;
         }
     zt_batch cut = *whole;
+    cut.cp_counted = 0;
+    for (size_t i = 0; whole->targets && i < (size_t)whole->B * T; i++) cut.cp_counted += whole->targets[i] >= 0;
     cut.T = 2 * c, cut.inputs = inputs, cut.targets = targets, cut.positions = positions;
     cut.cp_positions = whole->positions; /* packed documents' masks; NULL: plain causal */
     *out = cut;

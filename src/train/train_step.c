@@ -174,13 +174,13 @@ static int report_straggler(zt_run *r, int64_t step, zt_error *err) {
 
 /* The step's metrics (metrics.h): the loss, rates, the breakdown into disjoint parts of [t0, t1],
  * the memory. bytes: the step's collective traffic. */
-/* A mixture of experts' counters summed over the data-parallel ranks (the same stage's units; as
- * floats: exact below 2^24 tokens per expert and layer in a step), then read into m. */
+/* A mixture of experts' counters summed over the data-parallel ranks, dp x cp (the same stage's units;
+ * as floats: exact below 2^24 tokens per expert and layer in a step), then read into m. */
 static int moe_metrics(zt_run *r, zt_step_metrics *m, zt_error *err) {
     size_t n;
     int64_t *c = zt_engine_moe_counters(r->s.e, &n);
     if (!c) return ZT_OK;
-    zt_comm *dp = r->s.mesh ? r->s.mesh->dp_comm : NULL;
+    zt_comm *dp = r->s.mesh ? r->s.mesh->dp_cp_comm : NULL;
     if (dp && zt_comm_size(dp) > 1) {
         float *f = malloc(n * sizeof *f);
         if (!f) return zt_error_set(err, ZT_ERR_NOMEM, "out of memory for %zu expert counters", n);

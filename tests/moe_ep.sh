@@ -10,7 +10,8 @@
 #     with a gated shared expert (--arch llama-moe-shared, a dense parameter): ep 2 on 2 ranks = one
 #     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4; under bf16 and fp16
 #     compute: ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 (bf16: and zero3) = one
-#     process with 4, the all-to-all's bytes under bf16 7/8 of fp16's (the dispatch 2-byte);
+#     process with 4, the all-to-all's bytes under bf16 7/8 of fp16's (the dispatch 2-byte); cp 2
+#     with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 under bf16;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
 #     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
@@ -93,6 +94,11 @@ for pr in bf16 fp16; do
   check "$pr: N=4 ep 2 x dp 2 zero1" "four-$pr" "$(run 4 zero1 1 $STEPS --ep 2 --precision $pr)"
 done
 check "bf16: N=4 ep 2 x dp 2 zero3" four-bf16 "$(run 4 zero3 1 $STEPS --ep 2 --precision bf16)"
+# ... and with context parallelism (each part routes its positions, the router losses the whole's):
+# cp 2 with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 under bf16
+check "bf16: cp 2, 2 micro-batches" cp-bf16 "$(run 2 ddp 2 $STEPS --cp 2 --precision bf16)"
+check "bf16: cp 2 x dp 2 zero3" cp-bf16 "$(run 4 zero3 1 $STEPS --cp 2 --precision bf16)"
+check "bf16: ep 2 x cp 2" cp-bf16 "$(run 4 ddp 1 $STEPS --cp 2 --ep 2 --precision bf16)"
 # the dispatch (one of the four row exchanges) 2-byte under bf16: 7/8 of fp16's bytes (4-byte values),
 # the routings' padded row counts alike (each expert's rows in whole tiles of 64)
 if /usr/bin/python3 -c 'import sys; r = int(sys.argv[1]) / int(sys.argv[2]); print("bf16/fp16 %.4f" % r); sys.exit(0 if 0.86 < r < 0.89 else 1)' \

@@ -10,7 +10,7 @@
 #     with a gated shared expert (--arch llama-moe-shared, a dense parameter): ep 2 on 2 ranks = one
 #     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4; under bf16 and fp16
 #     compute: ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 (bf16: and zero3) = one
-#     process with 4, the all-to-all's bytes under bf16 7/8 of fp16's (the dispatch 2-byte); cp 2
+#     process with 4, the all-to-all's bytes under bf16 3/4 of fp16's (tokens, d y 2-byte); cp 2
 #     with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 under bf16;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
@@ -84,7 +84,7 @@ check "shared expert: N=1 GA=4" sh4 "$(run 1 ddp 4 $STEPS)"
 check "shared expert: N=4 ep 2 x dp 2 zero3" sh4 "$(run 4 zero3 1 $STEPS --ep 2)"
 unset ARCH
 # bf16 mixed and fp16 compute (docs/precision.md, "A mixture of experts"): the tokens go to their
-# experts as the rounded operand (bf16: 2 bytes an element), the results and gradients in fp32;
+# experts as the rounded operand (bf16: 2 bytes an element), and so does d y; y and d xp in fp32;
 # ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 = one process with 4
 for pr in bf16 fp16; do
   check "$pr: N=1 GA=2" "two-$pr" "$(run 1 ddp 2 $STEPS --precision $pr)"
@@ -99,11 +99,11 @@ check "bf16: N=4 ep 2 x dp 2 zero3" four-bf16 "$(run 4 zero3 1 $STEPS --ep 2 --p
 check "bf16: cp 2, 2 micro-batches" cp-bf16 "$(run 2 ddp 2 $STEPS --cp 2 --precision bf16)"
 check "bf16: cp 2 x dp 2 zero3" cp-bf16 "$(run 4 zero3 1 $STEPS --cp 2 --precision bf16)"
 check "bf16: ep 2 x cp 2" cp-bf16 "$(run 4 ddp 1 $STEPS --cp 2 --ep 2 --precision bf16)"
-# the dispatch (one of the four row exchanges) 2-byte under bf16: 7/8 of fp16's bytes (4-byte values),
-# the routings' padded row counts alike (each expert's rows in whole tiles of 64)
-if /usr/bin/python3 -c 'import sys; r = int(sys.argv[1]) / int(sys.argv[2]); print("bf16/fp16 %.4f" % r); sys.exit(0 if 0.86 < r < 0.89 else 1)' \
+# the tokens and d y (two of the four row exchanges) 2-byte under bf16: 3/4 of fp16's bytes (4-byte
+# values), the routings' padded row counts alike (each expert's rows in whole tiles of 64)
+if /usr/bin/python3 -c 'import sys; r = int(sys.argv[1]) / int(sys.argv[2]); print("bf16/fp16 %.4f" % r); sys.exit(0 if 0.74 < r < 0.76 else 1)' \
      "${epb_bf16:-0}" "${epb_fp16:-1}"
-then echo "ok   ep 2: all-to-all bytes bf16 $epb_bf16 = 7/8 of fp16's $epb_fp16 (the tokens 2-byte)"
+then echo "ok   ep 2: all-to-all bytes bf16 $epb_bf16 = 3/4 of fp16's $epb_fp16 (the tokens and d y 2-byte)"
 else echo "FAIL ep 2 all-to-all bytes: bf16 '$epb_bf16', fp16 '$epb_fp16'"; fail=1; fi
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------

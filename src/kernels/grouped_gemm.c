@@ -34,7 +34,7 @@ void moe_grouped_backward(float *din, float *dW, const float *dout, const void *
                           const int32_t *offsets, int E, int C, int OC, unsigned flags, int kind, void *staging)
 {
     size_t es = elem_bytes(kind);
-    if (kind) /* rnd(dout) of every group's rows, once */
+    if (kind && dout) /* rnd(dout) of every group's rows, once (dout NULL: staging holds it already) */
         zt_round_to_lp((zt_lp_kind)kind, (char *)staging + (size_t)offsets[0] * OC * es,
                        dout + (size_t)offsets[0] * OC, (size_t)(offsets[E] - offsets[0]) * OC);
     for (int e = 0; e < E; e++) {

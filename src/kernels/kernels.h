@@ -421,7 +421,8 @@ void moe_grouped_forward(float *out, const void *in, const void *W, const int32_
                          int kind);
 /* din (rows,C) = dout @ W_e per group (+= with ZT_MM_DINP_ADD; NULL: skipped); dW_e += dout^T @ in
  * (NULL: frozen); in, W and kind as moe_grouped_forward's. Under a kind, staging holds
- * matmul_lp_staging_bytes(kind, offsets[E], OC) bytes (rnd(dout)); unused under fp32. */
+ * matmul_lp_staging_bytes(kind, offsets[E], OC) bytes (rnd(dout); dout NULL: staging holds rnd(dout)
+ * already); unused under fp32. */
 void moe_grouped_backward(float *din, float *dW, const float *dout, const void *in, const void *W,
                           const int32_t *offsets, int E, int C, int OC, unsigned flags, int kind, void *staging);
 

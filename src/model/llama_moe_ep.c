@@ -37,10 +37,10 @@
  *
  * Under bf16/fp16 compute the tokens go to their experts as the rounded operand (xp's rows: 2 bytes
  * an element under bf16, Megatron's and DeepSpeed's dispatch in the compute dtype), exact since
- * one process's products read those same rounded rows; the results y, d y and d xp stay fp32 (the
- * products' fp32 outputs and the gradients the dense Linears keep fp32: rounding them for the wire
- * alone would make the bits depend on the ep degree), and each source's d y is rounded for its
- * products where it arrives (moe_grouped_backward), as one process rounds it.
+ * one process's products read those same rounded rows; so does d y (rounded at its source, as
+ * one process rounds it for its products: the received rows are their staging); the results y and
+ * d xp stay fp32 (the products' fp32 outputs, which the dense Linears keep fp32 too: rounding them
+ * for the wire alone would make the bits depend on the ep degree).
  *
  * Saved (llama_moe.h's zt_moe_saved): xr (the rows from source s at row s·Rl, Rl =
  * zt_moe_ep_rows), roff (each source's experts' row offsets), gate/up/h over those rows; y (the
@@ -272,16 +272,23 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     void *dst[MAX_PARTS];
     int kind = a->lp_kind;
     size_t xrow = row_bytes(kind, (size_t)C), hrow = row_bytes(kind, (size_t)I), frow = row_bytes(0, (size_t)C);
+    /* under lp compute d y goes rounded (what the products read: one process rounds it for them
+     * too), from the staging, which the products below reuse only after the exchange */
+    const void *dsend = dy;
+    if (kind) {
+        zt_round_to_lp((zt_lp_kind)kind, a->staging, dy, (size_t)s->offsets[E] * C);
+        dsend = a->staging;
+    }
     for (int p = 0; p < P; p++) {
         want[p] = (size_t)s->roff[(size_t)p * (El + 1) + El];
         mine[p] = range_rows(s, p, El);
         cap[p] = Rl;
-        src[p] = dy + range_begin(s, p, El) * C;
-        dst[p] = w.dyr + (size_t)p * Rl * C;
+        src[p] = (const char *)dsend + range_begin(s, p, El) * xrow;
+        dst[p] = (char *)w.dyr + (size_t)p * Rl * xrow;
     }
-    /* 1. d y to the experts' parts */
+    /* 1. d y to the experts' parts (rnd(d y) under lp compute: 2 bytes an element under bf16) */
     snprintf(what, sizeof what, "%s: d results to experts", u->name);
-    rc = exchange_rows(g, src, mine, dst, cap, want, frow, what, err);
+    rc = exchange_rows(g, src, mine, dst, cap, want, xrow, what, err);
     if (rc) return rc;
     if (u->ep_local && a->grads[pk->w1] && (!a->grad_slots || !a->grad_slots[pk->w1]))
         return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts stored E/ep a part without the engine's gradient "
@@ -295,11 +302,12 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
         const int32_t *ro = s->roff + (size_t)p * (El + 1);
         size_t base = (size_t)p * Rl;
         if (!want[p]) continue;
-        float *dyr = w.dyr + base * C, *dxr = w.dxr + base * C;
+        void *dyr = (char *)w.dyr + base * xrow; /* rnd(d y) under lp compute: the product's staging */
+        float *dxr = w.dxr + base * C;
         float *const *sl = a->grad_slots;
         const void *xr = (const char *)s->xr + base * xrow, *h = (const char *)s->h + base * hrow;
-        moe_grouped_backward(w.dgate, slot_of(u, gr, sl, pk->w2, p, in_slice), dyr, h, W2, ro, El, I, C, 0, kind,
-                             a->staging);
+        moe_grouped_backward(w.dgate, slot_of(u, gr, sl, pk->w2, p, in_slice), kind ? NULL : dyr, h, W2, ro, El, I, C,
+                             0, kind, kind ? dyr : a->staging);
         swiglu_backward(w.dgate, w.dup, w.dgate, s->gate + base * I, s->up + base * I, want[p] * I);
         moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w1, p, in_slice), w.dgate, xr, W1, ro, El, C, I, 0, kind,
                              a->staging);

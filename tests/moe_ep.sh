@@ -19,13 +19,14 @@
 #     estimate-memory's high-water for the same configuration equal to the run's plan;
 #  3. checkpoints across ep degrees: a checkpoint saved by ep 2 at step 2 resumes on one process and
 #     on ddp over 2 ranks (ep 1) and ends on the straight run's parameters;
-#     ep 2 x pp 2 on 4 ranks (ddp, zero3) = one process with the same 4 micro-batches, planned =
-#     measured;
+#     ep 2 x pp 2 on 4 ranks (ddp, zero3; each stage's experts stored) = one process with the same
+#     4 micro-batches, planned = measured, the zero3 commit resuming on one process and under ep 2;
 #  4. zerotrain plan --ep's all-to-all bytes (the formula of src/scale/ep_comm.h);
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under hybrid or pipeline stages, which keep them whole): at rest ep 4 holds exactly the
+#     not under hybrid or parameter offload, which keep them whole; with the optimizer on NVMe too):
+#     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
 #     and on one process, each ending on the straight run; under bf16 mixed the same bytes fewer at rest
@@ -177,17 +178,27 @@ for pair in "one process:$r1" "ddp on 2 ranks (ep 1):$r2"; do
 done
 
 # ---- 3b. ep x pp: ep 2 inside each of 2 pipeline stages (4 ranks, 2 micro-batches a data-parallel
-# rank) = one process with the same 4 micro-batches, under ddp and zero3, every class at its plan
+# rank), each stage's experts stored E/ep a rank (the gradient norm: each stage's logical chunks,
+# then the stages') = one process with the same 4 micro-batches, under ddp and zero3, every class at
+# its plan; the zero3 run's step-2 commit resumes on one process and under ep 2 without stages
 four="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 2>&1)"
+PPS=(--nproc 4 --set parallel.expert_parallel_size=2 --set parallel.pipeline_parallel_size=2
+     --set training.gradient_accumulation_steps=2 --set training.global_batch_size=8)
 for s in ddp zero3; do
-  out="$("$Z" train "$T/m.yaml" --nproc 4 --set parallel.strategy=$s --set parallel.expert_parallel_size=2 \
-         --set parallel.pipeline_parallel_size=2 --set training.gradient_accumulation_steps=2 \
-         --set training.global_batch_size=8 2>&1)" || true
+  ck=(); [ $s = zero3 ] && ck=(--set checkpoint.every=2 --set checkpoint.dir="$T/ckpp")
+  out="$("$Z" train "$T/m.yaml" "${PPS[@]}" --set parallel.strategy=$s "${ck[@]}" 2>&1)" || true
   if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$out")" = "$(hash_line "$four")" ] &&
-     grep -q "experts over ep 2" <<<"$out" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
-  then echo "ok   ep 2 x pp 2 ($s, 4 ranks) = one process with 4 micro-batches: $(hash_line "$out")"
+     grep -q "experts over ep 2.*stored E/ep a rank" <<<"$out" &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   ep 2 x pp 2 ($s, 4 ranks, experts stored) = one process with 4 micro-batches: $(hash_line "$out")"
   else echo "FAIL ep 2 x pp 2 ($s): '$(hash_line "$out")' vs one process '$(hash_line "$four")'"; echo "$out" | tail -3; fail=1; fi
 done
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 --resume "$T/ckpp/step-00000002" 2>&1)" || true
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --set parallel.expert_parallel_size=2 --set training.gradient_accumulation_steps=2 \
+       --resume "$T/ckpp/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$r1")" = "$(hash_line "$four")" ] && [ "$(hash_line "$r2")" = "$(hash_line "$four")" ]
+then echo "ok   ep 2 x pp 2's step-2 commit resumed on one process and under ep 2: $(hash_line "$r1")"
+else echo "FAIL ep 2 x pp 2's commit: '$(hash_line "$r1")', '$(hash_line "$r2")' vs '$(hash_line "$four")'"; fail=1; fi
 
 # ---- 4. zerotrain plan, 5. bad input ------------------------------------------------------------------
 cfg=(train "$T/m.yaml")
@@ -259,4 +270,22 @@ if [ -n "$straight" ] && [ "$(hash_line "$r4")" = "$straight" ] && [ "$(hash_lin
 then echo "ok   ep 2 x dp 2 zero3 (experts stored, 4 files) -> ep 4 zero1 and one process: $straight"
 else echo "FAIL zero3 stored experts' checkpoint: '$straight' -> ep 4 zero1 '$(hash_line "$r4")', one process '$(hash_line "$r1")'"
   echo "$z3" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+# with the optimizer state on NVMe (the experts' moments streamed from their El-expert pieces) the
+# experts stay stored: ep 2 x dp 2 zero1 and zero3 end on the straight run, every class at its plan;
+# parameter offload keeps them whole (named in the banner), the same bits
+OFF=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/nv")
+for s in zero1 zero3; do
+  rm -rf "$T/nv"; mkdir -p "$T/nv"
+  out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=$s --set parallel.expert_parallel_size=2 "${OFF[@]}" 2>&1)" || true
+  if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] && grep -q "stored E/ep a rank" <<<"$out" &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   ep 2 x dp 2 $s, optimizer on NVMe, experts stored: $straight, planned = measured"
+  else echo "FAIL ep 2 x dp 2 $s with the optimizer on NVMe: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+done
+rm -rf "$T/nv"; mkdir -p "$T/nv"
+out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set parallel.expert_parallel_size=2 "${OFF[@]}" \
+       --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T/nv" 2>&1)" || true
+if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] && grep -q "every expert stored on every rank" <<<"$out"
+then echo "ok   ep 2 x dp 2 zero3 with parameter offload: the experts whole on every rank, $straight"
+else echo "FAIL zero3 with parameter offload and ep: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|rror" | head -3; fail=1; fi
 exit $fail

@@ -6,7 +6,9 @@
  * formulas (which bench/RESULTS.md measured on the interface counters), with memory equal to the
  * estimator's column; tensor parallelism (the compute of a cut model, the tp bytes against the
  * engine's formula, memory equal to estimate-memory --tp's) and pipeline stages (the cut, the
- * bubble, the step's parts, a stage's memory under 1F1B and GPipe). */
+ * bubble, the step's parts, a stage's memory under 1F1B and GPipe); context parallelism's
+ * allgather and ulysses exchanges pipelined over head groups (the attention hides all but one
+ * group's share, or (G-1)/G of itself). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 #include "scale/predict.h"
 #include "scale/units.h"
 #include "scale/tp_comm.h"
+#include "scale/cp_comm.h"
 #include "shard/tp.h"
 
 #include <math.h>
@@ -447,6 +450,45 @@ static void test_tensor_parallel(void **state) {
     zt_model_free(m1), zt_model_free(m2);
 }
 
+/* cp: allgather's and ulysses' exchanges pipelined over G head groups: a pass's exposed seconds are
+ * max(X/G, X - (G-1)/G x its attention), X the pass's exchange seconds (GPT-2: 12 heads, G = 4;
+ * ulysses' 6 a part after the split, G = 3) */
+static void test_context_parallel_pipelined(void **state) {
+    (void)state;
+    zt_error err = {0};
+    zt_model *m = gpt2_part(1);
+    zt_scale_net pw = {.per_node = 2, .intra_bw = 1e9, .intra_lat = 1e-5, .nic_bw = 1e8, .nics = 1,
+                       .algo = ZT_SCALE_RING};
+    int B = 1, T = 4096, U = m->n_units;
+    double *f = calloc((size_t)U, sizeof *f), *b = calloc((size_t)U, sizeof *b), sent;
+    double S = (double)B * T * 2 * 768 * 4.0; /* the whole sequences' k and v, fp32 */
+    zt_scale_group g = zt_scale_group_of(&pw, 2, 1);
+    double ag = zt_scale_collective(&pw, g, ZT_SCALE_ALL_GATHER, S).seconds;
+    double rs = zt_scale_collective(&pw, g, ZT_SCALE_REDUCE_SCATTER, S).seconds;
+    assert_int_equal(zt_model_set_context_parallel(m, 2, ZT_CP_ALLGATHER, &err), ZT_OK);
+    zt_scale_cp_comm(m, &pw, 1, B, T, 4.0, 100.0, 250.0, 1, f, b, &sent); /* attention far longer */
+    CLOSE(f[1], ag / 4);
+    CLOSE(b[1], (ag + rs) / 4);
+    zt_scale_cp_comm(m, &pw, 1, B, T, 4.0, 0.0, 0.0, 1, f, b, &sent); /* no attention to hide behind */
+    CLOSE(f[1], ag);
+    CLOSE(b[1], ag + rs);
+    zt_scale_cp_comm(m, &pw, 1, B, T, 4.0, ag / 3, 0.0, 1, f, b, &sent); /* between: X - 3/4 of it */
+    CLOSE(f[1], ag - 0.75 * ag / 3);
+    assert_true(f[0] == 0 && b[0] == 0); /* the embedding exchanges nothing */
+    zt_scale_net pair = pw;
+    pair.algo = ZT_SCALE_PAIRWISE;
+    double part = (double)B * T / 2 * 4.0, qkv = part * 3 * 768, o = part * 768;
+    double x = zt_scale_collective(&pair, g, ZT_SCALE_ALL_GATHER, qkv).seconds +
+               zt_scale_collective(&pair, g, ZT_SCALE_ALL_GATHER, o).seconds;
+    assert_int_equal(zt_model_set_context_parallel(m, 2, ZT_CP_ULYSSES, &err), ZT_OK);
+    zt_scale_cp_comm(m, &pw, 1, B, T, 4.0, 100.0, 250.0, 1, f, b, &sent);
+    CLOSE(f[1], x / 3);
+    zt_scale_cp_comm(m, &pw, 1, B, T, 4.0, 0.0, 0.0, 1, f, b, &sent);
+    CLOSE(f[1], x);
+    free(f), free(b);
+    zt_model_free(m);
+}
+
 /* pp: the cut into stages, the bubble (p-1)/(m+p-1), the pipeline's time from its stages, the
  * step's parts, and a stage's memory: its own plan plus the micro-batches it keeps in flight */
 static void test_pipeline(void **state) {
@@ -529,7 +571,7 @@ int main(void) {
         cmocka_unit_test(test_group_shapes),     cmocka_unit_test(test_schedule_by_hand),
         cmocka_unit_test(test_compute_flops), cmocka_unit_test(test_compute_flops_moe),    cmocka_unit_test(test_bytes_between_hosts),
         cmocka_unit_test(test_devices),          cmocka_unit_test(test_tensor_parallel),
-        cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_pipeline),         cmocka_unit_test(test_context_parallel_pipelined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

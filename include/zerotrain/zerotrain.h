@@ -494,6 +494,10 @@ int zt_cp_mode_parse(const char *name, zt_cp_mode *out, zt_error *err);
  * takes chunks `part` and 2·parts - 1 - part (Megatron-LM's and torchtitan's load balance for causal
  * attention: every part gets as many query-key pairs), at begin[0] < begin[1]. */
 void zt_cp_chunks(int T, int parts, int part, int begin[2], int *count);
+/* The head groups allgather's and ulysses' exchanges are pipelined over (src/model/context_parallel.c)
+ * for nkv key/value heads of a rank and `threads` threads: the largest of 4, 3, 2 dividing nkv that
+ * leaves each group at least `threads` key/value heads, else 1 (ZT_CP_HEAD_GROUPS overrides it) */
+int zt_cp_head_groups(int nkv, int threads);
 /* *out = part `part`'s batch of the whole batch *whole (B sequences of T positions, T a multiple
  * of 2·parts): the inputs and targets of its two chunks copied into inputs and targets
  * (B·T/parts each), their positions into positions (whole->positions' values, packed documents,

@@ -274,10 +274,8 @@ static int setup_groups(zt_engine *e, zt_error *err) {
 int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *stored, zt_error *err) {
     if (stored) *stored = false;
     int ep = zt_model_ep_parts(m);
-    bool cut = false;
-    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1;
-    zt_error why;
-    if (ep < 2 || cut || !opt->mesh || opt->mesh->ep != ep || zt_engine_experts_local_check(m, opt, &why)) return ZT_OK;
+    if (!opt->mesh || opt->mesh->ep != ep || zt_model_experts_local(m) || !zt_memory_experts_storable(m, opt, NULL))
+        return ZT_OK;
     int rc = zt_model_store_experts(m, ep, opt->mesh->ep_rank, err);
     if (!rc && stored) *stored = true;
     return rc;

@@ -291,12 +291,16 @@ int zt_engine_job_size(const zt_engine *e);
 /* After the gradient is final: a parameter held by two stages (GPT-2's tied wte) gets the sum of
  * both stages' gradients, first stage's + last's, the same bits on both. */
 int zt_pipeline_tied_grads(zt_engine *e, zt_error *err);
-/* *sumsq = the squared gradient norm of the whole model from this stage's complete chunk partials
- * (plan order): every stage's partials in stage order (a copy's chunks left out), summed in order:
- * the one-process sum's bits; under tensor parallelism in zt_engine_tp_norm's order over the
- * whole model (the cut parameters' chunks per part, summed in part order, then the whole ones),
- * the tp-only run's bits. A collective over the pipeline group (and the tp group). */
-int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *err);
+/* Zeroes the chunks of this stage's copies of a tied parameter in partials (plan order): the
+ * owner's count for both. */
+void zt_pipeline_norm_untie(zt_engine *e, double *partials);
+/* *sumsq = the squared gradient norm of the whole model from this stage's n complete chunk partials
+ * (plan order, untied; with the experts stored E/ep a rank the logical order zt_engine_ep_norm
+ * gives): every stage's partials in stage order, summed in order: the one-process sum's bits;
+ * under tensor parallelism in zt_engine_tp_norm's order over the whole model (the cut parameters'
+ * chunks per part, summed in part order, then the whole ones), the tp-only run's bits. A
+ * collective over the pipeline group (and the tp group). */
+int zt_pipeline_norm(zt_engine *e, const double *partials, size_t n, double *sumsq, zt_error *err);
 
 /* tp_group.c: tensor parallelism */
 /* At create, after the plan: checks the model is cut as the mesh says (ZT_ERR_USAGE), and when it
@@ -312,12 +316,12 @@ int zt_engine_ep_setup(zt_engine *e, zt_error *err);
  * zero3 with AdamW or SGD in fp32, without pipeline stages or offload: ZT_ERR_USAGE naming what
  * is not built. */
 int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err);
-/* The experts stored E/ep a rank (e->edp_groups): *sumsq = the squared gradient norm of the
- * logical model from this part's complete chunk partials (plan order: its experts' chunks, each
- * summed over the edp group already): every part's expert chunks gathered over the ep group and
- * placed where one process numbers them, then all the chunks summed in order (one process's bits).
- * A collective over the ep group. */
-int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err);
+/* The experts stored E/ep a rank (e->edp_groups): *logical (*n chunks, in e->ep_norm) = the chunk
+ * partials of the logical model (of this pipeline stage) from this part's complete ones (plan
+ * order: its experts' chunks, each summed over the edp group already): every part's expert chunks
+ * gathered over the ep group and placed where one process numbers them; summed in order they give
+ * one process's bits. A collective over the ep group. */
+int zt_engine_ep_norm(zt_engine *e, const double *partials, const double **logical, size_t *n, zt_error *err);
 /* The group the units get, or NULL (whole model, whole sequences, every expert here). */
 const zt_unit_group *zt_engine_group(const zt_engine *e);
 /* *sumsq = the squared gradient norm of the logical model from this part's complete chunk

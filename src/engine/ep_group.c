@@ -52,7 +52,8 @@ int zt_engine_ep_setup(zt_engine *e, zt_error *err) {
     return zt_engine_reserve_scratch(e, e->edp_comm, e->mem_plan.scratch_edp, 4, err);
 }
 
-int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err) {
+int zt_engine_ep_norm(zt_engine *e, const double *partials, const double **logical_out, size_t *n_out,
+                      zt_error *err) {
     const zt_model *m = e->model;
     int P = e->group.ep_parts;
     int64_t logical, experts;
@@ -84,6 +85,7 @@ int zt_engine_ep_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
         }
         at += c;
     }
-    *sumsq = zt_sum_in_order(all, logical);
+    *logical_out = all;
+    *n_out = (size_t)logical;
     return ZT_OK;
 }

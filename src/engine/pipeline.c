@@ -386,7 +386,7 @@ int zt_pipeline_tied_grads(zt_engine *e, zt_error *err) {
     return rc;
 }
 
-int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *err) {
+void zt_pipeline_norm_untie(zt_engine *e, double *partials) {
     zt_pipeline *p = e->pp;
     const zt_plan *pl = &e->plan;
     for (int t = 0; t < p->n_tied; t++) /* a copy's chunks are counted by its owner */
@@ -396,7 +396,11 @@ int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *er
                 zt_plan_norm_chunks(pl, p->tied[t], sh, &first, &count);
                 memset(partials + first, 0, (size_t)count * sizeof *partials);
             }
-    double mine = (double)pl->norm_chunks, counts_d[ZT_PP_MAX_STAGES];
+}
+
+int zt_pipeline_norm(zt_engine *e, const double *partials, size_t n, double *sumsq, zt_error *err) {
+    zt_pipeline *p = e->pp;
+    double mine = (double)n, counts_d[ZT_PP_MAX_STAGES];
     size_t counts[ZT_PP_MAX_STAGES], total = 0;
     int rc = zt_all_gather_f64(p->coll, &mine, counts_d, 1, "pipeline: gradient-norm chunks", err);
     if (rc) return rc;
@@ -415,9 +419,9 @@ int zt_pipeline_norm(zt_engine *e, double *partials, double *sumsq, zt_error *er
         for (int s = 0; s < p->p; s++)
             for (int k = 0; k < f->n_params; k++) {
                 if (!zt_pp_stage_holds(f, &p->cut, s, k)) continue;
-                int64_t n = zt_plan_desc_chunks(&f->params[k]);
+                int64_t nk = zt_plan_desc_chunks(&f->params[k]);
                 double *to = f->params[k].tp_parts > 1 ? &cut : &whole;
-                for (int64_t q = 0; q < n && c < total; q++) *to += all[c++];
+                for (int64_t q = 0; q < nk && c < total; q++) *to += all[c++];
             }
         if (c != total || e->group.parts > 64)
             rc = zt_error_set(err, ZT_ERR_INTERNAL, "pipeline: %zu of %zu gradient-norm chunks placed (%d tp parts)", c,

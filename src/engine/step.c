@@ -25,17 +25,22 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         int rc = zt_engine_sum_exclusive(e, e->norm_partials, pl->norm_chunks, err);
         if (rc) return rc;
     }
+    const double *partials = e->norm_partials;
+    size_t n = (size_t)pl->norm_chunks;
+    if (e->pp) zt_pipeline_norm_untie(e, e->norm_partials);
     if (e->edp_groups) { /* the experts stored E/ep a rank: every part's expert chunks (ep_group.c) */
-        double sumsq;
-        int rc = zt_engine_ep_norm(e, e->norm_partials, &sumsq, err);
-        *norm = sqrt(sumsq);
-        return rc;
+        int rc = zt_engine_ep_norm(e, e->norm_partials, &partials, &n, err);
+        if (rc) return rc;
     }
     if (e->pp) { /* pipeline: every stage's chunks, in stage order (and over the tp parts) */
         double sumsq;
-        int rc = zt_pipeline_norm(e, e->norm_partials, &sumsq, err);
+        int rc = zt_pipeline_norm(e, partials, n, &sumsq, err);
         *norm = sqrt(sumsq);
         return rc;
+    }
+    if (e->edp_groups) {
+        *norm = sqrt(zt_sum_in_order(partials, n));
+        return ZT_OK;
     }
     if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
         double sumsq;

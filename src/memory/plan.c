@@ -179,24 +179,24 @@ size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool sha
 }
 
 const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool offload = (o->offload.optimizer_dir && o->offload.optimizer_dir[0]) ||
-                   (o->offload.param_dir && o->offload.param_dir[0]) ||
-                   (po && (po->offload_optimizer || po->offload_param));
+    bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
     return o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
-           : o->mesh && o->mesh->pp > 1                                    ? "pipeline parallelism"
-           : offload                                                       ? "offload"
+           : param_offload                                                 ? "parameter offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
                                                                            : NULL;
 }
 
-void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    int ep = zt_model_ep_parts(m);
+bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
     bool cut = false;
     for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
-    bool want = ep > 1 && !cut && !zt_memory_experts_whole_reason(o, po);
+    return zt_model_ep_parts(m) > 1 && !cut && !zt_memory_experts_whole_reason(o, po);
+}
+
+void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
+    bool want = zt_memory_experts_storable(m, o, po);
     if (want && !zt_model_experts_local(m)) {
         zt_error ignore;
-        zt_model_store_experts(m, ep, 0, &ignore); /* every part's tensors are the same size */
+        zt_model_store_experts(m, zt_model_ep_parts(m), 0, &ignore); /* every part's tensors are the same size */
     } else if (!want) {
         zt_model_whole_experts(m);
     }

@@ -143,21 +143,24 @@ static void unpack_kv(const cp_shape *s, const float *mine, float *k, float *v, 
  * must agree: they do when they run with the same thread count (or ZT_CP_HEAD_GROUPS); a
  * disagreement fails (a message of the wrong length, or one never matched: the deadline), it
  * never gives wrong numbers. */
-static int head_groups(int nkv) {
+int zt_cp_head_groups(int nkv, int threads) {
     const char *env = zt_env(ZT_ENV_CP_HEAD_GROUPS);
     if (env && *env) {
         int want = atoi(env);
         if (want >= 1 && want <= 4 && nkv % want == 0) return want;
         return 1;
     }
-#ifdef _OPENMP
-    int nt = omp_get_max_threads();
-#else
-    int nt = 1;
-#endif
     for (int S = 4; S >= 2; S--)
-        if (nkv % S == 0 && nkv / S >= nt) return S;
+        if (nkv % S == 0 && nkv / S >= threads) return S;
     return 1;
+}
+
+static int head_groups(int nkv) {
+#ifdef _OPENMP
+    return zt_cp_head_groups(nkv, omp_get_max_threads());
+#else
+    return zt_cp_head_groups(nkv, 1);
+#endif
 }
 
 static void attn_span(const char *name) { zt_trace_begin("attention", name); }

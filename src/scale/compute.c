@@ -134,6 +134,7 @@ int zt_scale_compute_model(const zt_model *m, const zt_scale_device *d, int B, i
         c->bwd_total += c->bwd[u];
         c->matmul_s += mm_f + mm_b;
         c->attention_s += att_f + att_b;
+        c->attention_fwd_s += att_f;
         c->memory_s += 3.0 * mem_f;
         c->recompute_s += re;
     }

@@ -34,6 +34,7 @@ typedef struct zt_scale_compute {
     double *fwd, *bwd;        /* seconds per unit for one micro-batch; bwd includes recomputation */
     double fwd_total, bwd_total;
     double matmul_s, attention_s, memory_s, recompute_s; /* the parts of fwd_total + bwd_total */
+    double attention_fwd_s;   /* the forward's share of attention_s */
     double opt_s_per_param;   /* optimizer seconds per parameter this device updates */
     double model_flops_per_token; /* MFU's numerator per token (forward + backward, no recompute) */
     double peak;              /* the peak MFU divides by: bf16 or fp32, per device */

@@ -4,8 +4,20 @@
 
 #include <string.h>
 
+/* Exposed seconds of `comm` seconds of exchanges cut into S head groups, all posted at once and moving
+ * one after the other, group g's attention (attn / S) after its blocks: what arrives faster than the
+ * attention runs hides all but the first group's (comm / S), else the attention hides (S-1)/S of itself
+ * (the schedule's end is the later of the first group's and the last group's arrival plus the
+ * attention left) */
+static double pipelined(double comm, double attn, int S) {
+    if (S <= 1) return comm;
+    double first = comm / S, last = comm - attn * (S - 1) / S;
+    return first > last ? first : last;
+}
+
 void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B, int T, double act_bytes,
-                      double attention_s, int micro_batches, double *fwd, double *bwd, double *sent_per_step) {
+                      double attention_fwd_s, double attention_bwd_s, int micro_batches, double *fwd, double *bwd,
+                      double *sent_per_step) {
     int U = m->n_units;
     zt_cp_mode mode;
     int cp = zt_model_cp_parts(m, &mode);
@@ -18,7 +30,8 @@ void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B,
     zt_model_spec_shape(&spec, &L, &NH, &C, &V, &maxT);
     if (tp < 1) tp = 1;
     double hs = (double)C / NH, Cq = (double)C / tp;
-    double KV = (spec.arch == ZT_ARCH_LLAMA ? spec.llama.n_kv_head * hs : C) / tp;
+    int nkv = (spec.arch == ZT_ARCH_LLAMA ? spec.llama.n_kv_head : NH) / tp; /* a tp part's key/value heads */
+    double KV = nkv * hs;
     double n = (double)B * T, frac = (double)(cp - 1) / cp;
     zt_scale_group g = zt_scale_group_of(net, cp, tp);
     zt_scale_net pairwise = *net;
@@ -27,10 +40,13 @@ void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B,
     if (mode == ZT_CP_ULYSSES) {
         double part = n / cp * act_bytes; /* one part's rows, per channel */
         double qkv = part * (Cq + 2 * KV), o = part * Cq, back = part * (3 * Cq + 2 * KV);
-        f = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds +
-            zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, o).seconds;
-        b = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, back).seconds +
-            zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds;
+        int S = nkv % cp ? 1 : zt_cp_head_groups(nkv / cp, 1);
+        f = pipelined(zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds +
+                          zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, o).seconds,
+                      attention_fwd_s, S);
+        b = pipelined(zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, back).seconds +
+                          zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, qkv).seconds,
+                      attention_bwd_s, S);
         sent = frac * (qkv + o + back + qkv);
     } else {
         double S = n * 2 * KV * act_bytes;
@@ -38,12 +54,14 @@ void zt_scale_cp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B,
         if (mode == ZT_CP_RING) {
             double shifts = zt_scale_collective(&pairwise, g, ZT_SCALE_ALL_GATHER, S).seconds; /* cp - 1 of S/cp */
             double step = shifts / (cp - 1), total = shifts + shifts + shifts + step;
+            double attention_s = attention_fwd_s + attention_bwd_s;
             double exposed = total > attention_s ? total - attention_s : 0;
             f = exposed * shifts / total, b = exposed - f;
             sent = S * (3 * frac + 1.0 / cp);
         } else {
-            f = ag;
-            b = ag + zt_scale_collective(net, g, ZT_SCALE_REDUCE_SCATTER, S).seconds;
+            int groups = zt_cp_head_groups(nkv, 1);
+            f = pipelined(ag, attention_fwd_s, groups);
+            b = pipelined(ag + zt_scale_collective(net, g, ZT_SCALE_REDUCE_SCATTER, S).seconds, attention_bwd_s, groups);
             sent = 3 * frac * S;
         }
     }

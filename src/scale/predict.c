@@ -99,7 +99,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T / cp, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
                      &out->tp_bytes);
     int L = zt_scale_blocks(m);
-    zt_scale_cp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, L ? c->attention_s / L : 0, GA, cpf, cpb, &out->cp_bytes);
+    zt_scale_cp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, L ? c->attention_fwd_s / L : 0,
+                     L ? (c->attention_s - c->attention_fwd_s) / L : 0, GA, cpf, cpb, &out->cp_bytes);
     zt_scale_ep_comm(m, net, tp, cp, rq->opt.B, rq->opt.T / cp, act, GA, epf, epb, &out->ep_bytes);
     for (int u = 0; u < U; u++)
         fw[u] = c->fwd[u] + tpf[u] + cpf[u] + epf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u] + epb[u];

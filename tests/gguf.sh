@@ -2,7 +2,8 @@
 # gguf.sh BUILD SOURCE - `zerotrain export --gguf` judged by llama.cpp itself: node-llama-cpp 3.21.1
 # (its prebuilt CPU build of llama.cpp, driven by tests/gguf.mjs in one process) loads zerotrain's
 # GGUF files of a tiny GPT-2 (GPT-2's byte-level BPE) and a tiny Llama (Mistral's SentencePiece-style
-# tokenizer, GQA 4/2 heads), each trained 12 steps here, and
+# tokenizer, GQA 4/2 heads), each trained 12 steps here (and the Llama with q/k/v biases, Qwen2's
+# attention: llama.cpp's qwen2 architecture, checked in (a) and (g)), and
 #  (a) f32: llama.cpp's next-token probabilities after 12 prefixes of a held-out window of 48 tokens
 #      (6 for a Llama with LoRA adapters, 5 steps on the Llama as a base: the export merges them)
 #      equal zerotrain's (`sample --logits`: the softmax of its fp32 logits, in double) within the
@@ -24,7 +25,8 @@
 #  (g) import: `train --init FILE.gguf` starts from exactly the exported parameters (f32, the Llama:
 #      its q/k rows permuted back), near them from q8_0; a truncated file, an unknown architecture or tensor type: exit 4
 #      naming the file, tensor and field;
-#  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), an
+#  (f) bad input: no tokenizer.json (exit 2), a WordPiece tokenizer.json (exit 3 naming the field), q/k/v
+#      biases with rope scaling (llama.cpp's qwen2 reads no rope_freqs: exit 2), an
 #      unknown --type (exit 2), q8_0/q4_0 on rows of 48 and q4_k on rows of 64 (exit 2 naming the
 #      tensor), --gguf-lora of a model without adapters or in q8_0 (exit 2), an unwritable
 #      path (exit 8 naming it), nothing left behind.
@@ -62,6 +64,14 @@ train() { # NAME MODEL-YAML DATA STEPS [MORE-YAML [TRAIN-ARGS...]]
 train g '{preset: tiny, n_layer: 2, n_embd: 64, n_head: 4, max_seq_len: 128}' "$T/g.bin" 12
 train l '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128}' "$T/l.bin" 12
 train k '{preset: llama-tiny, vocab_size: 32000, max_seq_len: 128, n_layer: 1, n_embd: 256, n_head: 4, n_kv_head: 2, intermediate_size: 512}' "$T/l.bin" 12
+# the Llama with Qwen2's q/k/v biases (its weights in a checkpoint and a Hugging Face directory: the
+# single-file weights have no place for the biases)
+printf 'model: {preset: llama-tiny, vocab_size: 32000, max_seq_len: 128, attention_qkv_bias: true}\ndata: {train: %s}\ntraining: {micro_batch_size: 4, seq_len: 64, steps: 12, warmup_steps: 1, lr: 1e-2}\nlogging: {print_every: 1000}\n' \
+  "$T/l.bin" > "$T/q.yaml"
+"$Z" train "$T/q.yaml" --ckpt-dir "$T/qck" > "$T/q.log" 2>&1 || { cat "$T/q.log"; fail "training q"; }
+"$Z" export "$T/qck" --hf "$T/q-hf" >/dev/null
+"$Z" export "$T/q-hf" --gguf "$T/q32.gguf" --tokenizer "$MISTRAL" >/dev/null
+"$Z" sample --hf "$T/q-hf" --tokenizer "$MISTRAL" --prompt "$(cat "$T/held.txt")" --context 48 --logits "$T/q.zt.f32" > "$T/q.score"
 # LoRA adapters on the Llama (as a base from a Hugging Face directory), merged by the export
 "$Z" export "$T/l.ztw" --hf "$T/base-hf" >/dev/null
 train r '{preset: llama-tiny}' "$T/l.bin" 5 'lora: {rank: 4, alpha: 16, target_modules: all-linear}' --init-hf "$T/base-hf"
@@ -106,6 +116,8 @@ for m in "gl":
 jobs.append({"gguf": f"{T}/r32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.cpp.f32"}})
 jobs.append({"gguf": f"{T}/l32.gguf", "probs": {"ids": ids, "positions": list(range(0, n, 8)), "out": f"{T}/r.lora.f32",
                                                 "lora": f"{T}/r.lora.gguf"}})
+qids = [int(x) for x in open(f"{T}/q.score").readline().split()[1:]]
+jobs.append({"gguf": f"{T}/q32.gguf", "probs": {"ids": qids, "positions": list(range(0, len(qids), 4)), "out": f"{T}/q.cpp.f32"}})
 jobs.append({"gguf": f"{T}/kq4_k.gguf", "probs": {"ids": ids, "positions": list(range(0, n - 1, 2)), "out": f"{T}/k.q4_k.f32"}})
 print(json.dumps(jobs))
 PY
@@ -117,8 +129,8 @@ import json, math, sys
 import numpy as np
 T = sys.argv[1]
 base = None
-for m in "glr":
-    name = {"g": "GPT-2", "l": "Llama", "r": "Llama + LoRA merged"}[m]
+for m in "glrq":
+    name = {"g": "GPT-2", "l": "Llama", "r": "Llama + LoRA merged", "q": "Llama with q/k/v biases (qwen2)"}[m]
     lines = open(f"{T}/{m}.score").read().split("\n")
     ids = [int(x) for x in lines[0].split()[1:]]
     n = len(ids)
@@ -149,6 +161,8 @@ for m in "glr":
     print(f"{name} f32: llama.cpp vs zerotrain log next-token probabilities at {len(pos)} positions x {V} "
           f"(p > 1e-6): max |d log p| = {d:.3g}, tolerance {tol:.3g} (max|z| = {zmax:.3g})")
     assert d <= tol, (name, d, tol)
+    if m == "q":
+        continue
     if m == "l":
         base = logp
     if m == "r":  # the adapters matter: the merged model is not the base
@@ -228,6 +242,11 @@ bad "q8_0 on rows of 48" 2 "tensor token_embd.weight (wte.weight, shape 50257 x 
 bad "q4_0 on rows of 48" 2 "not a multiple of q4_0's block of 32" "$T/n.ztw" --gguf "$T/x.gguf" --type q4_0
 bad "--gguf-lora without adapters" 2 "export --gguf-lora $T/x.gguf: model llama has no LoRA adapters" "$T/l.ztw" --gguf-lora "$T/x.gguf"
 bad "--gguf-lora --type q8_0" 2 "the adapters are written in f32, f16 or bf16" "$T/r.ztw" --gguf-lora "$T/x.gguf" --type q8_0
+printf 'model: {preset: llama-tiny, vocab_size: 32000, max_seq_len: 128, attention_qkv_bias: true, rope_scaling: {factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64}}\ndata: {train: %s}\ntraining: {micro_batch_size: 1, seq_len: 16, steps: 1}\n' \
+  "$T/l.bin" > "$T/qs.yaml"
+"$Z" train "$T/qs.yaml" --ckpt-dir "$T/qsck" >/dev/null 2>&1 || fail "training qs"
+bad "q/k/v biases with rope scaling" 2 "has q/k/v biases (llama.cpp's qwen2 architecture) and rope scaling" \
+  "$T/qsck" --gguf "$T/x.gguf" --tokenizer "$MISTRAL"
 bad "q4_k on rows of 64" 2 "tensor token_embd.weight (embed_tokens.weight, shape 32000 x 64) has rows of 64 elements, not a multiple of q4_k's block of 256" \
   "$T/l.ztw" --gguf "$T/x.gguf" --type q4_k
 mkdir "$T/ro"; chmod 500 "$T/ro"
@@ -248,6 +267,10 @@ c="$("$Z" train "$T/l.yaml" --init "$T/lq8_0.gguf" "${S[@]}" 2>&1 | grep '^done:
 echo "train --init l32.gguf = --init l.ztw: params xxh64 ${b##*xxh64 } after one step"
 $PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init lq8_0.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.01)' "$a" "$c" ||
   fail "--init lq8_0.gguf: $c; f32: $a"
+a="$("$Z" train "$T/q.yaml" --init-hf "$T/q-hf" "${S[@]}" 2>&1 | grep '^done:')"
+b="$("$Z" train "$T/q.yaml" --init "$T/q32.gguf" "${S[@]}" 2>&1 | grep '^done:')"
+[ -n "$a" ] && [ "${a##*xxh64 }" = "${b##*xxh64 }" ] || fail "--init q32.gguf: $b; --init-hf q-hf: $a"
+echo "train --init q32.gguf (qwen2) = --init-hf of its directory: params xxh64 ${b##*xxh64 } after one step"
 a="$("$Z" train "$T/k.yaml" --init "$T/k.ztw" "${S[@]}" 2>&1 | grep '^done:')"
 c="$("$Z" train "$T/k.yaml" --init "$T/kq4_k.gguf" "${S[@]}" 2>&1 | grep '^done:')"
 $PY -c 'import sys; a, c = (float(x.split("loss ")[1].split()[0]) for x in sys.argv[1:3]); print(f"train --init kq4_k.gguf: first loss {c} (f32 {a})"); sys.exit(abs(c / a - 1) > 0.03)' "$a" "$c" ||
@@ -272,6 +295,6 @@ bad_init() { # WHAT TEXT FILE
 }
 bad_init "truncated metadata" "trunc_meta.gguf: truncated in the metadata" trunc_meta.gguf
 bad_init "truncated tensors" "(truncated?)" trunc_data.gguf
-bad_init "unknown architecture" "field general.architecture is \"gptj\"; zerotrain reads gpt2 and llama" arch.gguf
+bad_init "unknown architecture" "field general.architecture is \"gptj\"; zerotrain reads gpt2, llama and qwen2" arch.gguf
 bad_init "unknown tensor type" "tensor blk.0.attn_qkv.weight: field type is ggml type 10" type.gguf
 echo "gguf: ok"

@@ -54,7 +54,8 @@ for cap in 0 1; do
 done
 # ... with shared experts (llama_moe_shared.c): Qwen2-MoE's block (gated, width 160, the top-k not
 # renormalized, dropless) and DeepSeek-MoE's (no gate, width 2 x 96, capacity factor 1)
-"$BUILD/tests/tool_oracle_dump" "$T/qwen.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 0 0.02 0.001 0 160 1 >/dev/null
+"$BUILD/tests/tool_oracle_dump" "$T/qwen.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 0 0.02 0.001 0 160 1 \
+  --qkv-bias >/dev/null
 "$BUILD/tests/tool_oracle_dump" "$T/deepseek.bin" moe 2 64 4 2 192 512 64 2 32 500000 8 1 4 64 0 8 2 96 1 0.02 0.001 1 192 0 >/dev/null
 
 # ---- 2. the strategies -----------------------------------------------------------------------------
@@ -176,17 +177,25 @@ zt="$("$BUILD/tests/tool_score" "$T/ck" "$T/v.bin" 4 16)"
 # written by the test's own code (no transformers) trains through model.init_hf with plain SGD loss
 # for loss as PyTorch trains it; the trained checkpoint's export (model_type qwen2_moe, sharded)
 # scores in PyTorch as zerotrain scores the checkpoint; the directory exported again holds the same
-# tensors and, read and written once more, the same bytes
+# tensors and, read and written once more, the same bytes; then the same for a dense Qwen2 directory
+# (model_type qwen2: q/k/v biases, tied), its export unsharded
 /usr/bin/python3 "$SRC/tests/qwen_moe_hf.py" make "$T/qw" "$T/q.bin" 16 >/dev/null
+/usr/bin/python3 "$SRC/tests/qwen_moe_hf.py" make "$T/q2" "$T/q2.bin" 16 --dense >/dev/null
 printf 'model: {preset: llama-tiny-moe}\ndata: {train: %s}\ntraining: {micro_batch_size: 2, seq_len: 16, steps: 4, lr: 0.05, warmup_steps: 0, decay: constant, grad_clip: 0}\noptimizer: {type: sgd, momentum: 0, weight_decay: 0}\n' \
   "$T/q.bin" > "$T/q.yaml"
 "$Z" train "$T/q.yaml" --set model.init_hf="$T/qw" --set logging.jsonl="$T/q.jsonl" --ckpt-dir "$T/qck" >/dev/null
 "$Z" export "$T/qck" --hf "$T/qw2" --shard-size 100KB >/dev/null
 "$Z" export "$T/qw" --hf "$T/qw3" >/dev/null && "$Z" export "$T/qw3" --hf "$T/qw4" >/dev/null
 zq="$("$BUILD/tests/tool_score" "$T/qck" "$T/q.bin" 2 16)"
+"$Z" train "$T/q.yaml" --set model.preset=llama-tiny --set data.train="$T/q2.bin" --set model.init_hf="$T/q2" \
+  --set logging.jsonl="$T/q2.jsonl" --ckpt-dir "$T/q2ck" >/dev/null
+"$Z" export "$T/q2ck" --hf "$T/q2e" >/dev/null
+"$Z" export "$T/q2" --hf "$T/q23" >/dev/null && "$Z" export "$T/q23" --hf "$T/q24" >/dev/null
+zq2="$("$BUILD/tests/tool_score" "$T/q2ck" "$T/q2.bin" 2 16)"
 if out="$(/usr/bin/python3 "$SRC/tests/moe_hf.py" "$T/hf" "$T/v.bin" 4 16 "$zt" "$T/moe0.bin" "$T/moe1.bin" \
-             "$T/qwen.bin" "$T/deepseek.bin" --qwen "$T/qw" "$T/q.bin" 2 16 0.05 "$T/q.jsonl" "$T/qw2" "$zq" "$T/qw3" 2>&1)"
-then echo "ok   PyTorch: the Mixtral directory, the oracle dropless, with capacity factor 1, and with shared experts (Qwen2-MoE's gated, DeepSeek-MoE's), the Qwen2-MoE directories:"
+             "$T/qwen.bin" "$T/deepseek.bin" --qwen "$T/qw" "$T/q.bin" 2 16 0.05 "$T/q.jsonl" "$T/qw2" "$zq" "$T/qw3" \
+             --qwen "$T/q2" "$T/q2.bin" 2 16 0.05 "$T/q2.jsonl" "$T/q2e" "$zq2" "$T/q23" 2>&1)"
+then echo "ok   PyTorch: the Mixtral directory, the oracle dropless, with capacity factor 1, and with shared experts (Qwen2-MoE's gated with q/k/v biases, DeepSeek-MoE's), the Qwen2-MoE and Qwen2 directories:"
   grep -E "^Mixtral|^loss|tensors:" <<<"$out"; pyout="$out"
 else echo "FAIL PyTorch (Mixtral directory, oracle, Qwen2-MoE directories):"; echo "$out"; fail=1; fi
 "$Z" export "$T/hf" --hf "$T/one" >/dev/null && "$Z" export "$T/one" --hf "$T/two" >/dev/null
@@ -199,22 +208,34 @@ else echo "FAIL model.init_hf from the Mixtral directory:"; echo "$out" | tail -
 
 # ---- 5. Hugging Face Qwen2-MoE (a gated shared expert; qwen_moe_hf.py) ------------------------------
 # (its PyTorch checks ran with section 4's, in moe_hf.py's process)
-grep -E "^ok   (trained from|zerotrain's Qwen2-MoE|the PyTorch-made)" <<<"${pyout:-}" || true
-if cmp -s "$T/qw3/model.safetensors" "$T/qw4/model.safetensors" && cmp -s "$T/qw3/config.json" "$T/qw4/config.json" \
-   && grep -q '"model_type":.*"qwen2_moe"' "$T/qw4/config.json"
-then echo "ok   Qwen2-MoE directory read back and written again: byte-identical"
-else echo "FAIL Qwen2-MoE directory round trip differs"; fail=1; fi
+grep -E "^ok   (trained from|zerotrain's Qwen2|the PyTorch-made)" <<<"${pyout:-}" || true
+for d in "qw3 qw4 qwen2_moe Qwen2-MoE" "q23 q24 qwen2 Qwen2"; do
+  set -- $d
+  if cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors" && cmp -s "$T/$1/config.json" "$T/$2/config.json" \
+     && grep -q "\"model_type\":.*\"$3\"" "$T/$2/config.json"
+  then echo "ok   $4 directory read back and written again: byte-identical"
+  else echo "FAIL $4 directory round trip differs"; fail=1; fi
+done
 # what the qwen2_moe row does not build, refused by name (config.json alone: read before any tensor)
-qbad() { # LABEL "expected text" PYTHON-EDIT-OF-c
+qbad() { # LABEL "expected text" PYTHON-EDIT-OF-c [DIR: qw, or q2 (Qwen2)]
   local d="$T/qbad"; rm -rf "$d"; mkdir -p "$d"
   /usr/bin/python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
-    "$T/qw/config.json" "$d/config.json"
+    "$T/${4:-qw}/config.json" "$d/config.json"
   bad "$1" "$2" train "$T/q.yaml" --set model.init_hf="$d"
 }
 qbad "Qwen2-MoE: an unknown config.json field" "field router_jitter: not a Qwen2-MoE field zerotrain knows" \
   "c['router_jitter'] = 0.1"
-qbad "Qwen2-MoE: q/k/v biases" "field qkv_bias is true" "c['qkv_bias'] = True"
-qbad "Qwen2-MoE: qkv_bias absent (transformers builds the biases)" "field qkv_bias is absent" "del c['qkv_bias']"
+qbad "Qwen2-MoE: qkv_bias not a boolean" "field qkv_bias must be a boolean" "c['qkv_bias'] = 1"
+qbad "Qwen2: a Qwen2-MoE field" "field num_experts: not a Qwen2 field zerotrain knows" "c['num_experts'] = 4" q2
+qbad "Qwen2: a sliding-window layer" "field layer_types lists sliding_attention" \
+  "c['layer_types'][1] = 'sliding_attention'" q2
+qbad "Qwen2: a shape field missing" "field num_key_value_heads is missing" "del c['num_key_value_heads']" q2
+qbad "Llama: attention_bias (o_proj's too)" "field attention_bias must be false" \
+  "c['model_type'] = 'llama'; c['attention_bias'] = True" q2
+bad "q/k/v biases on GPT-2" "model.attention_qkv_bias: applies to model.arch llama; this model is gpt2" \
+  train "$T/q.yaml" --set model.preset=tiny --set model.attention_qkv_bias=true
+bad "model.attention_qkv_bias not a bool" "model.attention_qkv_bias: expected true or false" \
+  train "$T/q.yaml" --set model.attention_qkv_bias=2
 qbad "Qwen2-MoE: dense layers between sparse ones" "field decoder_sparse_step 2" "c['decoder_sparse_step'] = 2"
 qbad "Qwen2-MoE: mlp_only_layers" "field mlp_only_layers lists 1 layers" "c['mlp_only_layers'] = [1]"
 qbad "Qwen2-MoE: no shared expert" "field shared_expert_intermediate_size must be an integer in [1," \

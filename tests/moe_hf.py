@@ -7,7 +7,8 @@ back into zerotrain's layout and the loss computed by torch_oracle.py's Llama wi
 (cross-entropy + router_aux_loss_coef x each layer's load-balancing loss) on the first B windows of
 T+1 tokens; it must match zerotrain's (tool_score on the checkpoint) to 1e-5 relative. Then the
 oracle dumps given (torch_oracle.py's check, in this process: torch is imported once), and with
---qwen, qwen_moe_hf.py's check of Qwen2-MoE directories (the arguments it takes after "check")."""
+--qwen (one or more groups), qwen_moe_hf.py's check of Qwen2-MoE or Qwen2 directories (the arguments it
+takes after "check")."""
 import json
 import os
 import sys
@@ -51,13 +52,13 @@ def main():
     print(f"Mixtral directory: {len(P)} tensors ({E} experts of {L} layers stacked), torch loss {loss:.9g}, "
           f"zerotrain {zt_loss:.9g}, relative difference {rel:.2e}")
     failures = rel > 1e-5
-    args = sys.argv[6:]
-    qwen = args[args.index("--qwen") + 1:] if "--qwen" in args else None
-    for dump in args[:args.index("--qwen")] if qwen is not None else args:
+    groups = (" " + " ".join(sys.argv[6:])).split(" --qwen ")  # the dumps, then each --qwen group
+    for dump in groups[0].split():
         print(f"{dump.rsplit('/', 1)[-1]}:")
         failures += check(dump)
-    if qwen is not None:  # qwen_moe_hf.py's check, in this process (one torch import)
+    for group in groups[1:]:  # qwen_moe_hf.py's check, in this process (one torch import)
         from qwen_moe_hf import check as qwen_check
+        qwen = group.split()
         failures += qwen_check(qwen[0], qwen[1], int(qwen[2]), int(qwen[3]), float(qwen[4]), qwen[5], qwen[6],
                                float(qwen[7]), qwen[8] if len(qwen) > 8 else None)
     sys.exit(1 if failures else 0)

@@ -10,7 +10,8 @@
 #     parameter trained the first step's loss is the same bits (forward is);
 #  3. with the norms trained, sp stays within the tolerance derived in the run as tests/tp.sh does
 #     (8 x what a one-ulp perturbation of every initial parameter of the tp run produces), and a
-#     run that really differs (lr x 1.01) is outside it;
+#     run that really differs (lr x 1.01) is outside it (GPT-2, Llama, and the Llama with q/k/v
+#     biases, Qwen2's);
 #  4. sp composes with data parallelism: sp tp 2 x dp 2 under zero3 (4 ranks) = sp tp 2 with 2
 #     micro-batches on 2 ranks, bit for bit, and zero2 with full recomputation too; tool_dist_check
 #     holds the dp bytes to the strategies' formulas and the tp bytes to docs/parallelism.md's:
@@ -88,7 +89,7 @@ check "gpt2 sp tp 4 = tp 4: the reduce-scatter adds 4 parts in the all-reduce's 
 # 3. norms trained: within the tolerance derived here (tests/tp.sh's method, the tp run as reference);
 # the first step's loss (forward only) is the same bits
 dump() { local n="$1" f="$2"; shift 2; run "$n" ddp 1 10 --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"; }
-for arch in gpt2 llama; do
+for arch in gpt2 llama qwen2; do # qwen2: the Llama with q/k/v biases
   dump 2 ref --arch $arch --tp 2; dump 2 ulp --arch $arch --tp 2 --ulp; dump 2 sp --arch $arch --tp 2 --sp
   dump 2 lr --arch $arch --tp 2 --lr 0.0101
   a="$(cut -d' ' -f2 "$T/ref.losses")" b="$(cut -d' ' -f2 "$T/sp.losses")"

@@ -117,7 +117,8 @@ static void test_gradients_match_finite_differences(void **state) {
 
 /* A small Llama: GQA (4 query heads over 2 KV heads), Llama 3's rope scaling with all three
  * frequency regimes at hs = 8 (wavelengths 6.3, 19.9, 62.8, 199 against 8/4 and 8/1), an odd
- * intermediate size; then the same with tied embeddings. Same bounds as GPT-2's. */
+ * intermediate size; then the same with tied embeddings, and with Qwen2's q/k/v biases (moved off
+ * their zero init by the three steps first). Same bounds as GPT-2's. */
 static const zt_llama_config LLAMA_SMALL = {.max_seq_len = 8, .vocab_size = 37, .n_layer = 2, .n_head = 4,
                                             .n_embd = 32, .n_kv_head = 2, .intermediate_size = 40,
                                             .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
@@ -125,12 +126,14 @@ static const zt_llama_config LLAMA_SMALL = {.max_seq_len = 8, .vocab_size = 37, 
 
 static void test_llama_gradients_match_finite_differences(void **state) {
     zt_error err = {0};
-    for (int tied = 0; tied < 2; tied++) {
+    for (int v = 0; v < 3; v++) { /* untied, tied, tied with Qwen2's q/k/v biases */
         zt_llama_config c = LLAMA_SMALL;
-        c.tie_embeddings = tied;
+        bool tied = v > 0;
+        c.tie_embeddings = tied, c.qkv_bias = v == 2;
         zt_model *m;
         assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
         assert_int_equal(zt_model_find_param(m, "lm_head.weight") >= 0, !tied);
+        assert_int_equal(zt_model_find_param(m, "layers.1.self_attn.v_proj.bias") >= 0, v == 2);
         check_gradients(m);
         zt_model_free(m);
     }
@@ -297,6 +300,7 @@ static void test_llama_presets(void **state) {
     static const struct { const char *name; int64_t params; } known[] = {
         {"llama-7b", 6738415616LL},  {"llama-13b", 13015864320LL}, {"llama-70b", 68976648192LL},
         {"llama3-8b", 8030261248LL}, {"llama3-70b", 70553706496LL}, {"mistral-7b", 7241732096LL},
+        {"qwen2-0.5b", 494032768LL}, /* q/k/v biases, tied */
         /* not a released model: bench/'s GPT-2-124M-sized Llama, 2 x 32000 x 768 + 12 x (2 x 768^2 +
          * 2 x 256 x 768 + 3 x 2048 x 768 + 2 x 768) + 768 */
         {"llama-124M", 124668672LL},

@@ -11,10 +11,13 @@
 
 #include "zerotrain/zerotrain.h"
 #include "kernels/kernels.h"
+#include "ckpt/hf.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t lcg(uint64_t *s) {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -400,30 +403,80 @@ static void test_mixtral_preset_counts(void **state) {
 }
 
 /* Qwen1.5-MoE-A2.7B's preset: the released model's 14,315,784,192 parameters (2,689,173,504 active:
- * four of the 60 experts and the shared expert with its gate), less its q/k/v biases, 3 x 2048 per
- * layer x 24 = 147,456, which zerotrain's Llama attention does not build (docs/models.md). */
+ * four of the 60 experts and the shared expert with its gate), its q/k/v biases (3 x 2048 per
+ * layer) among them (docs/models.md). */
 static void test_qwen_moe_preset_counts(void **state) {
     (void)state;
     zt_error err = {0};
     zt_llama_config c;
     assert_int_equal(zt_llama_preset("qwen1.5-moe-a2.7b", &c, &err), ZT_OK);
+    assert_true(c.qkv_bias);
     zt_model *m;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
-    int64_t total = zt_model_numel(m), biases = 3LL * 2048 * 24;
-    assert_int_equal(total + biases, 14315784192LL);
-    int64_t experts = 0;
-    for (int i = 0; i < m->n_params; i++)
+    int64_t total = zt_model_numel(m), biases = 0, experts = 0;
+    assert_int_equal(total, 14315784192LL);
+    for (int i = 0; i < m->n_params; i++) {
         if (strstr(m->params[i].name, ".experts.")) experts += m->params[i].numel;
+        if (strstr(m->params[i].name, "_proj.bias")) biases += m->params[i].numel;
+    }
+    assert_int_equal(biases, 3LL * 2048 * 24);
     int64_t active = total - experts + experts / c.n_experts * c.n_experts_per_token;
-    assert_int_equal(active + biases, 2689173504LL);
-    print_message("qwen1.5-moe-a2.7b: %lld parameters, %lld active (+ %lld q/k/v biases not built)\n",
+    assert_int_equal(active, 2689173504LL);
+    print_message("qwen1.5-moe-a2.7b: %lld parameters, %lld active (%lld of them q/k/v biases)\n",
                   (long long)total, (long long)active, (long long)biases);
     zt_model_free(m);
+}
+
+/* The released config.json files (their fields as Hugging Face serves them, written here) build the
+ * released models through the Hugging Face rows: Qwen1.5-MoE-A2.7B (qwen2_moe, no qkv_bias field:
+ * q/k/v biases) 14,315,784,192 parameters, Qwen2-0.5B (qwen2, tied) 494,032,768. */
+static void test_released_qwen_configs(void **state) {
+    (void)state;
+    static const struct { const char *json; int64_t params; } cases[] = {
+        {"{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643, "
+         "\"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 2048, \"initializer_range\": 0.02, "
+         "\"intermediate_size\": 5632, \"max_position_embeddings\": 8192, \"max_window_layers\": 21, "
+         "\"model_type\": \"qwen2_moe\", \"num_attention_heads\": 16, \"num_hidden_layers\": 24, "
+         "\"num_key_value_heads\": 16, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 32768, "
+         "\"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.39.0.dev0\", "
+         "\"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936, \"decoder_sparse_step\": 1, "
+         "\"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632, \"num_experts_per_tok\": 4, "
+         "\"num_experts\": 60, \"norm_topk_prob\": false, \"output_router_logits\": false, "
+         "\"router_aux_loss_coef\": 0.001}", 14315784192LL},
+        {"{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643, "
+         "\"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 896, \"initializer_range\": 0.02, "
+         "\"intermediate_size\": 4864, \"max_position_embeddings\": 131072, \"max_window_layers\": 24, "
+         "\"model_type\": \"qwen2\", \"num_attention_heads\": 14, \"num_hidden_layers\": 24, "
+         "\"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072, "
+         "\"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.40.1\", "
+         "\"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}", 494032768LL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char dir[] = "/tmp/zt_qwen_cfg_XXXXXX", path[64];
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(cases[i].json, f);
+        fclose(f);
+        zt_error err = {0};
+        zt_model *m = NULL;
+        int rc = zt_hf_create_model(dir, &m, &err);
+        remove(path);
+        rmdir(dir);
+        if (rc) fail_msg("released config %zu: %s", i, err.msg);
+        assert_true(((const zt_llama_config *)m->cfg)->qkv_bias);
+        if (zt_model_numel(m) != cases[i].params)
+            fail_msg("released config %zu: %lld parameters, the released model has %lld", i,
+                     (long long)zt_model_numel(m), (long long)cases[i].params);
+        zt_model_free(m);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router_backward_matches_finite_differences),
+        cmocka_unit_test(test_released_qwen_configs),
         cmocka_unit_test(test_router_losses_split_into_parts),
         cmocka_unit_test(test_route_plan_order_and_capacity),
         cmocka_unit_test(test_model_gradients_match_finite_differences),

@@ -17,7 +17,7 @@
  *                   [--reduce fp32|bf16|fp16]   (precision.reduce_dtype; give it after --precision)
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
- *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama|llama-moe|llama-moe-shared]
+ *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama|qwen2|llama-moe|llama-moe-shared]
  *                   [--attention flash|naive]   (the model's attention kernel, default flash)
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
@@ -190,8 +190,9 @@ static int run(int argc, char **argv) {
         if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
             i++;
-            bool shared = !strcmp(argv[i], "llama-moe-shared");
-            llama = !strcmp(argv[i], "llama") || !strcmp(argv[i], "llama-moe") || shared;
+            bool shared = !strcmp(argv[i], "llama-moe-shared"), qwen2 = !strcmp(argv[i], "qwen2");
+            llama = !strcmp(argv[i], "llama") || !strcmp(argv[i], "llama-moe") || shared || qwen2;
+            lcfg.qkv_bias = qwen2; /* Qwen2's attention: the Llama with q/k/v biases */
             if (!strcmp(argv[i], "llama-moe") || shared) { /* its MLPs sparse: 4 experts of width 24, top-2, both losses */
                 lcfg.n_experts = 4, lcfg.n_experts_per_token = 2, lcfg.moe_intermediate_size = 24;
                 lcfg.norm_topk_prob = true, lcfg.router_aux_loss_coef = 0.02f, lcfg.router_z_loss_coef = 0.001f;

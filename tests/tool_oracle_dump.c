@@ -7,6 +7,7 @@
  *     (a Llama mixture of experts: E experts, top-K, width IE, norm_topk_prob NORM, the router
  *     losses' coefficients AUX and Z, capacity factor CAP; its router weights x 8; with IS GATE a
  *     shared expert of width IS, with Qwen2-MoE's sigmoid gate when GATE is 1, its weights x 8)
+ * --qkv-bias: a Llama with q/k/v biases (Qwen2's attention), set to values in [-0.1, 0.1].
  * --packed: every row packs documents (zt_batch.positions), of lengths cycling over 1 9 4 13 2 7 ..
  * from the row's index.
  * Format (little-endian): "ZTORACLE" | u32 version (1 GPT-2, 2 Llama; | 0x100 packed) | i32 maxT V
@@ -21,8 +22,12 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    bool packed = argc > 2 && !strcmp(argv[argc - 1], "--packed");
-    if (packed) argc--;
+    bool packed = false, qkv_bias = false; /* trailing flags, in any order */
+    for (; argc > 2 && !strncmp(argv[argc - 1], "--", 2); argc--) {
+        if (!strcmp(argv[argc - 1], "--packed")) packed = true;
+        else if (!strcmp(argv[argc - 1], "--qkv-bias")) qkv_bias = true;
+        else break;
+    }
     bool shared = argc == 27 && !strcmp(argv[2], "moe");
     bool moe = (argc == 25 || shared) && !strcmp(argv[2], "moe");
     bool llama = (argc == 18 && !strcmp(argv[2], "llama")) || moe;
@@ -54,6 +59,7 @@ int main(int argc, char **argv) {
             lc.router_z_loss_coef = strtof(a[20], NULL), lc.capacity_factor = strtof(a[21], NULL);
         }
         if (shared) lc.shared_expert_intermediate_size = atoi(a[22]), lc.shared_expert_gate = atoi(a[23]) != 0;
+        lc.qkv_bias = qkv_bias;
         c = (zt_gpt2_config){.n_layer = lc.n_layer, .n_embd = lc.n_embd, .n_head = lc.n_head,
                              .vocab_size = lc.vocab_size, .max_seq_len = lc.max_seq_len};
     }
@@ -72,6 +78,14 @@ int main(int argc, char **argv) {
     for (int i = 0; moe && i < m->n_params; i++)
         if (strstr(m->params[i].name, "block_sparse_moe.gate") || strstr(m->params[i].name, "shared_expert"))
             for (int64_t j = 0; j < m->params[i].numel; j++) zt_engine_param(e, i)[j] *= 8.0f;
+    /* q/k/v biases (zeros at init) set to N(0, 0.1²)-sized values, so that they move the scores */
+    uint64_t bs = 4242;
+    for (int i = 0; i < m->n_params; i++)
+        if (strstr(m->params[i].name, "_proj.bias"))
+            for (int64_t j = 0; j < m->params[i].numel; j++) {
+                bs = bs * 6364136223846793005ULL + 1442695040888963407ULL;
+                zt_engine_param(e, i)[j] = 0.2f * ((float)((bs >> 40) & 0xffff) / 65535.0f - 0.5f);
+            }
     int n = B * T;
     int32_t *tok = malloc((size_t)(n + 1) * sizeof *tok);
     uint64_t s = 777;

@@ -164,9 +164,10 @@ def llama_loss(cfg, P, idx, targets):
     for l in range(L):
         h = lambda s: P[f"layers.{l}.{s}"]
         xn = rms_norm(x, h("input_layernorm.weight"), eps)
-        q = F.linear(xn, h("self_attn.q_proj.weight")).view(B, T, NH, hs).transpose(1, 2)
-        k = F.linear(xn, h("self_attn.k_proj.weight")).view(B, T, NKV, hs).transpose(1, 2)
-        v = F.linear(xn, h("self_attn.v_proj.weight")).view(B, T, NKV, hs).transpose(1, 2)
+        b = lambda s: P.get(f"layers.{l}.self_attn.{s}_proj.bias")  # Qwen2's q/k/v biases, or None
+        q = F.linear(xn, h("self_attn.q_proj.weight"), b("q")).view(B, T, NH, hs).transpose(1, 2)
+        k = F.linear(xn, h("self_attn.k_proj.weight"), b("k")).view(B, T, NKV, hs).transpose(1, 2)
+        v = F.linear(xn, h("self_attn.v_proj.weight"), b("v")).view(B, T, NKV, hs).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k = k.repeat_interleave(NH // NKV, dim=1)  # transformers' repeat_kv
         v = v.repeat_interleave(NH // NKV, dim=1)

@@ -6,13 +6,15 @@
 #     model's units, a world size not divisible by tp x pp, LoRA adapters with tp (not cut yet);
 #  2. where the summation order is kept fixed the runs are bit-identical (losses and the final
 #     parameters' hash): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 on 4 ranks under ddp,
-#     zero1, zero2 with full recomputation, zero3 and hybrid (GPT-2; Llama under zero3), every step's
+#     zero1, zero2 with full recomputation, zero3 and hybrid (GPT-2; Llama, and Qwen2's with q/k/v
+#     biases, under zero3), every step's
 #     dp collective bytes equal to the formulas over each part's own parameters and the tp group's
 #     bytes to docs/parallelism.md's formula (tool_dist_check checks both);
 #  3. where it cannot be (tp 2 against one process: the row-parallel products and the input
 #     gradients of the column-parallel ones add their halves in another order, and the smaller
 #     products may block differently), losses and parameters agree within a tolerance derived in
-#     the run itself (tests/tolerance.py), and a run that really differs (lr + 1%) is outside it;
+#     the run itself (tests/tolerance.py), and a run that really differs (lr + 1%) is outside it
+#     (GPT-2, Llama, and the Llama with q/k/v biases, Qwen2's);
 #  4. the memory plan covers tp: planned = measured per class and rank (tool_memory_check --tp);
 #  5. checkpoints hold logical tensors: a tp 2 commit re-saved on one process (ddp) and re-saved
 #     back under tp 2 gives byte-identical shard files, the tp 2 run resumed from its commit ends
@@ -68,9 +70,9 @@ bytes_ok() { # label output: the tool found every step's dp bytes equal to the f
   if grep -q "bytes sent over the dp group" <<<"$2"; then echo "FAIL $1: $(grep -m1 'bytes sent' <<<"$2")"; fail=1; fi
 }
 STEPS=6
-for arch in gpt2 llama; do
+for arch in gpt2 llama qwen2; do
   out="$(run 2 ddp 2 $STEPS --tp 2 --arch $arch)"; check "$arch tp 2, 2 micro-batches, 2 ranks" "$arch" "$out"
-  strategies="ddp zero1 zero3"; [ $arch = llama ] && strategies=zero3
+  strategies="ddp zero1 zero3"; [ $arch != gpt2 ] && strategies=zero3
   for s in $strategies; do
     out="$(run 4 $s 1 $STEPS --tp 2 --arch $arch)"; check "$arch tp 2 x dp 2 $s, 4 ranks" "$arch" "$out"; bytes_ok "$arch $s" "$out"
   done
@@ -92,7 +94,7 @@ echo "     tp collective bytes per step (rank 0): $(grep -o 'tp bytes.*' <<<"$ou
 # measured 60-100 x the yardstick) is checked to fail the same test, so the test can fail.
 STEPS=10
 dump() { local n="$1" f="$2"; shift 2; run "$n" ddp 1 $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"; }
-for arch in gpt2 llama; do
+for arch in gpt2 llama qwen2; do # qwen2: the Llama with q/k/v biases, cut as their weights
   dump 1 ref --arch $arch; dump 1 ulp --arch $arch --ulp; dump 2 tp --arch $arch --tp 2; dump 1 lr --arch $arch --lr 0.0101
   python3 "$SRC/tests/tolerance.py" "$T" $arch ref ulp "tp=inside=tp 2 vs one process" "lr=outside=lr x 1.01 (must fail)" || fail=1
 done

@@ -668,11 +668,14 @@ typedef struct zt_llama_config {
      * (1,C). */
     int shared_expert_intermediate_size;
     bool shared_expert_gate;
+    /* Qwen2's attention: q, k and v Linears with biases (o without), layers.L.self_attn.{q,k,v}_proj.bias
+     * (HF Qwen2 always; Qwen2-MoE's qkv_bias) */
+    bool qkv_bias;
 } zt_llama_config;
 
 /* Presets: "llama-tiny" (tests: L=2, C=64, NH=4, NKV=2, I=192, V=50257, maxT=128), "llama-7b",
  * "llama-13b", "llama-70b" (Llama 2), "llama3-8b", "llama3-70b" (Llama 3.1: theta 500000, rope
- * scaling 8/1/4/8192, V=128256), "mistral-7b" (v0.1). ZT_ERR_USAGE lists them on a miss. */
+ * scaling 8/1/4/8192, V=128256), "mistral-7b" (v0.1), "qwen2-0.5b" (q/k/v biases, tied). ZT_ERR_USAGE lists them on a miss. */
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err);
 int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err);
 

@@ -14,6 +14,10 @@
  *          scaling as per-frequency divisors); llama.{context_length, embedding_length,
  *          feed_forward_length, block_count, attention.head_count(_kv),
  *          attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count, vocab_size}.
+ *   Qwen2 (a Llama with q/k/v biases, model.attention_qkv_bias): llama.cpp's qwen2 architecture,
+ *          Llama's names plus blk.N.attn_{q,k,v}.bias and qwen2.* for llama.*; its rope is NeoX's
+ *          (pairs (i, i + hs/2), Hugging Face's), so q and k are written as they are; no rope_freqs
+ *          (refused with rope scaling).
  * zerotrain's matrices are (out, in) row-major, which is GGUF's ne = [in, out]: no transpose. Its
  * Llama rotates q and k in Hugging Face's rotate_half layout (kernels/rope.c: pairs (i, i + hs/2)),
  * llama.cpp in Meta's interleaved one (pairs (2i, 2i+1)), so attn_q and attn_k rows are permuted
@@ -158,8 +162,8 @@ bool zt_gguf_param_name(const zt_model *m, int param, char *out, size_t cap, int
     bool llama = !strcmp(m->name, "llama");
     const zt_param_desc *p = &m->params[param];
     const zt_llama_config *lc = llama ? m->cfg : NULL;
-    *heads = !llama ? 0 : strstr(p->name, "self_attn.q_proj.") ? lc->n_head
-                        : strstr(p->name, "self_attn.k_proj.") ? lc->n_kv_head : 0;
+    *heads = !llama || lc->qkv_bias ? 0 /* GPT-2; Qwen2's NeoX rope: as they are */
+           : strstr(p->name, "self_attn.q_proj.") ? lc->n_head : strstr(p->name, "self_attn.k_proj.") ? lc->n_kv_head : 0;
     return !p->lora && gguf_name(p->name, llama, out, cap);
 }
 
@@ -193,13 +197,20 @@ static void rope_factors(const zt_llama_config *c, float *f) {
 }
 
 /* the model's keys: general.*, then the family's */
+/* llama.cpp's architecture of m: gpt2, llama, or qwen2 (a Llama with q/k/v biases) */
+const char *zt_gguf_arch_of(const zt_model *m) {
+    if (strcmp(m->name, "llama")) return "gpt2";
+    return ((const zt_llama_config *)m->cfg)->qkv_bias ? "qwen2" : "llama";
+}
+
 static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_type type, bool adapter) {
-    const char *arch = llama ? "llama" : "gpt2";
+    const char *arch = zt_gguf_arch_of(m);
     char k[96];
     if (adapter) { /* llama.cpp's llama_adapter_lora_init: the architecture must be the base's */
         zt_gguf_kv_str(kv, "general.architecture", arch);
         zt_gguf_kv_str(kv, "general.type", "adapter");
-        zt_gguf_kv_str(kv, "general.name", llama ? "zerotrain llama LoRA" : "zerotrain gpt2 LoRA");
+        snprintf(k, sizeof k, "zerotrain %s LoRA", arch);
+        zt_gguf_kv_str(kv, "general.name", k);
         zt_gguf_kv_u32(kv, "general.file_type", (uint32_t)zt_gguf_file_type(type));
         zt_gguf_kv_u32(kv, "general.alignment", ALIGN);
         zt_gguf_kv_str(kv, "adapter.type", "lora");
@@ -209,7 +220,8 @@ static void model_keys(zt_gguf_kv *kv, const zt_model *m, bool llama, zt_gguf_ty
 #define ARCH_U32(name, v) (snprintf(k, sizeof k, "%s." name, arch), zt_gguf_kv_u32(kv, k, (uint32_t)(v)))
 #define ARCH_F32(name, v) (snprintf(k, sizeof k, "%s." name, arch), zt_gguf_kv_f32(kv, k, (float)(v)))
     zt_gguf_kv_str(kv, "general.architecture", arch);
-    zt_gguf_kv_str(kv, "general.name", llama ? "zerotrain llama" : "zerotrain gpt2");
+    snprintf(k, sizeof k, "zerotrain %s", arch);
+    zt_gguf_kv_str(kv, "general.name", k);
     zt_gguf_kv_u32(kv, "general.file_type", (uint32_t)zt_gguf_file_type(type));
     zt_gguf_kv_u32(kv, "general.alignment", ALIGN);
     if (type == ZT_GGUF_Q8_0 || type == ZT_GGUF_Q4_0 || zt_gguf_type_is_k(type))
@@ -303,6 +315,13 @@ static int plan_tensors(const zt_model *m, bool llama, const char *path, zt_gguf
         return zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s: model %s is a mixture of experts (%d experts): not "
                             "built (export --hf writes its Mixtral or Qwen2-MoE directory)", path, m->name,
                             m->moe_experts);
+    }
+    if (lc && lc->qkv_bias && lc->rope_scaling.factor > 0) { /* llama.cpp's qwen2 reads no rope_freqs */
+        free(t);
+        return zt_error_set(err, ZT_ERR_USAGE, "export --gguf %s: model %s has q/k/v biases (llama.cpp's qwen2 "
+                            "architecture) and rope scaling (model.rope_scaling.factor %g): llama.cpp's qwen2 takes "
+                            "no rope_freqs, so the file would be another network", path, m->name,
+                            (double)lc->rope_scaling.factor);
     }
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i];

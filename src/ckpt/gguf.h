@@ -64,6 +64,8 @@ int zt_gguf_export(zt_engine *e, const char *path, const zt_gguf_export_options 
 /* Parameter param's GGUF name (false: a LoRA adapter, or no name) and, for Llama's q and k, the
  * heads its rows are permuted within (else 0). */
 bool zt_gguf_param_name(const zt_model *m, int param, char *out, size_t cap, int *heads);
+/* llama.cpp's general.architecture of model m: "gpt2", "llama", or "qwen2" (a Llama with q/k/v biases) */
+const char *zt_gguf_arch_of(const zt_model *m);
 /* Llama's q/k rows between zerotrain's rotate_half layout and llama.cpp's interleaved one (gguf.c):
  * GGUF row h·hs + 2i + j is zerotrain's row h·hs + j·hs/2 + i; inverse: GGUF -> zerotrain. */
 void zt_gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int heads, bool inverse);

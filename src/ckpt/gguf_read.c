@@ -257,13 +257,14 @@ int zt_gguf_load(zt_engine *e, const char *path, zt_error *err) {
                           path, (unsigned long long)i, (unsigned long long)n_kv, (unsigned long long)r.size);
         goto out;
     }
-    if (strcmp(k.arch, "gpt2") && strcmp(k.arch, "llama")) {
-        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: field general.architecture is \"%s\"; zerotrain reads gpt2 and llama",
-                          path, k.arch[0] ? k.arch : "(missing)");
+    if (strcmp(k.arch, "gpt2") && strcmp(k.arch, "llama") && strcmp(k.arch, "qwen2")) {
+        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: field general.architecture is \"%s\"; zerotrain reads gpt2, llama and "
+                          "qwen2", path, k.arch[0] ? k.arch : "(missing)");
         goto out;
     }
-    if (strcmp(k.arch, m->name)) {
-        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: field general.architecture is %s, the model is %s", path, k.arch, m->name);
+    if (strcmp(k.arch, zt_gguf_arch_of(m))) { /* qwen2: the Llama with q/k/v biases */
+        rc = zt_error_set(err, ZT_ERR_CKPT, "%s: field general.architecture is %s, the model is %s", path, k.arch,
+                          zt_gguf_arch_of(m));
         goto out;
     }
     if ((rc = check_shape(m, &k, path, err))) goto out;

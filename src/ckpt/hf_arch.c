@@ -13,7 +13,9 @@
  * "model.layers.L.block_sparse_moe.gate.weight" as zerotrain names it, and each of zerotrain's
  * expert weights stacked by expert ("layers.L.block_sparse_moe.experts.w1.weight", (E·I, C)) is E
  * tensors "model.layers.L.block_sparse_moe.experts.E.w1.weight" (I, C) on disk (zt_hf_entries).
- * Qwen2-MoE (model_type qwen2_moe): a Llama with experts and a gated shared expert (llama_moe_shared.c);
+ * Qwen2 (model_type qwen2): a Llama with q/k/v biases (always; Qwen2ForCausalLM), names as Llama's.
+ * Qwen2-MoE (model_type qwen2_moe): a Llama with experts and a gated shared expert (llama_moe_shared.c),
+ * q/k/v biases unless qkv_bias is false;
  * "block_sparse_moe." is "mlp." on disk, the experts' w1, w2, w3 are experts.E.gate_proj, down_proj,
  * up_proj, the shared expert mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate. */
 #include "ckpt/hf_arch.h"
@@ -169,7 +171,8 @@ static int llama_parse(const cJSON *j, const char *path, zt_hf_model_config *c, 
         (rc = get_num(j, "rms_norm_eps", mistral ? 1e-5 : 1e-6, path, &l->rms_norm_eps, err)) ||
         (rc = get_num(j, "rope_theta", 10000.0, path, &l->rope_theta, err)) ||
         (rc = want_str(j, "hidden_act", act, path, err)) ||
-        (rc = want_bool(j, "attention_bias", false, "zerotrain's Llama has no biases", path, err)) ||
+        (rc = want_bool(j, "attention_bias", false, "zerotrain's Llama attention has q/k/v biases only (Qwen2's: "
+                        "model_type qwen2), not o_proj's", path, err)) ||
         (rc = want_bool(j, "mlp_bias", false, "zerotrain's Llama has no biases", path, err)))
         return rc;
     if (l->hidden_size % l->num_attention_heads)
@@ -230,50 +233,84 @@ static int mixtral_parse(const cJSON *j, const char *path, zt_hf_model_config *c
     return ZT_OK;
 }
 
-/* Qwen2-MoE's config.json fields zerotrain knows: read (the shape, the experts'), or known and
- * without effect on training here (ids, dtypes, dropout 0, sliding-window sizes with
- * use_sliding_window false). Any other field is refused by name: it may change the network. */
-static const char *const QWEN2_MOE_KNOWN[] = {
+/* Qwen2's and Qwen2-MoE's config.json fields zerotrain knows: read (the shape, the experts'), or
+ * known and without effect on training here (ids, dtypes, dropout 0, sliding-window sizes with
+ * use_sliding_window false, layer_types all full_attention). Any other field is refused by name: it
+ * may change the network. */
+static const char *const QWEN2_KNOWN[] = {
     "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta",
-    "rope_scaling", "hidden_act", "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias",
-    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "rope_scaling", "hidden_act", "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias",
+    "use_sliding_window", "sliding_window", "max_window_layers", "layer_types", "attention_dropout",
+    "initializer_range", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype",
+    "transformers_version", "_name_or_path", "producer", NULL};
+static const char *const QWEN2_MOE_KNOWN[] = {
+    "qkv_bias", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
     "norm_topk_prob", "router_aux_loss_coef", "output_router_logits", "decoder_sparse_step", "mlp_only_layers",
-    "use_sliding_window", "sliding_window", "max_window_layers", "attention_dropout", "initializer_range",
-    "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype", "transformers_version",
-    "_name_or_path", "producer", NULL};
+    NULL};
 
-/* The shape fields a Qwen2-MoE config.json must state (transformers' defaults are one model's,
- * not to guess at). */
-static const char *const QWEN2_MOE_REQUIRED[] = {
+/* The shape fields a Qwen2 config.json must state (transformers' defaults are one model's, not to
+ * guess at), and a Qwen2-MoE's too. */
+static const char *const QWEN2_REQUIRED[] = {
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "num_experts",
-    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", NULL};
+    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", NULL};
+static const char *const QWEN2_MOE_REQUIRED[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                                 "shared_expert_intermediate_size", NULL};
 
-/* Qwen2-MoE (transformers' Qwen2MoeForCausalLM): Llama's fields, every layer sparse (decoder_sparse_step
+static bool listed(const char *key, const char *const *list) {
+    for (int i = 0; list && list[i]; i++)
+        if (!strcmp(key, list[i])) return true;
+    return false;
+}
+
+/* Qwen2's fields (and, moe, Qwen2-MoE's): every field known, the shape stated, then Llama's reader;
+ * no sliding window, every layer full attention. */
+static int qwen2_fields_parse(const cJSON *j, const char *path, bool moe, zt_hf_model_config *c, zt_error *err) {
+    const char *family = moe ? "Qwen2-MoE" : "Qwen2";
+    for (const cJSON *f = j->child; f; f = f->next)
+        if (!listed(f->string, QWEN2_KNOWN) && !(moe && listed(f->string, QWEN2_MOE_KNOWN)))
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s: not a %s field zerotrain knows (it may change the "
+                                "network; src/ckpt/hf_arch.c lists the known ones)", path, f->string, family);
+    for (int k = 0; k < (moe ? 2 : 1); k++) {
+        const char *const *req = k ? QWEN2_MOE_REQUIRED : QWEN2_REQUIRED;
+        for (int i = 0; req[i]; i++)
+            if (!cJSON_GetObjectItemCaseSensitive(j, req[i]))
+                return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s is missing (zerotrain reads a %s's shape from "
+                                    "config.json, not transformers' defaults)", path, req[i], family);
+    }
+    int rc = llama_parse(j, path, c, err);
+    if (rc || (rc = want_bool(j, "use_sliding_window", false, "sliding-window attention is not built", path, err)))
+        return rc;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types"), *t;
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt))
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field layer_types must be a list", path);
+        cJSON_ArrayForEach(t, lt) if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention"))
+            return zt_error_set(err, ZT_ERR_USAGE, "%s: field layer_types lists %s: only full_attention layers are "
+                                "built (no sliding window)", path, cJSON_IsString(t) ? t->valuestring : "a non-string");
+    }
+    return ZT_OK;
+}
+
+/* Qwen2 (transformers' Qwen2ForCausalLM): Llama's fields, q/k/v biases always (Qwen2Config has no
+ * field for them). */
+static int qwen2_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
+    int rc = qwen2_fields_parse(j, path, false, c, err);
+    c->llama.qkv_bias = true;
+    return rc;
+}
+
+/* Qwen2-MoE (transformers' Qwen2MoeForCausalLM): Qwen2's fields, every layer sparse (decoder_sparse_step
  * 1, no mlp_only_layers), a shared expert with its sigmoid gate, the top-k kept as probabilities
- * unless norm_topk_prob, and no q/k/v biases: transformers builds them unless qkv_bias is false, and
- * zerotrain's Llama attention has none (not built), so the field must say false. */
+ * unless norm_topk_prob, and q/k/v biases unless qkv_bias is false (transformers' default: true). */
 static int qwen2_moe_parse(const cJSON *j, const char *path, zt_hf_model_config *c, zt_error *err) {
     zt_hf_llama_config *l = &c->llama;
-    for (const cJSON *f = j->child; f; f = f->next) {
-        bool known = false;
-        for (int i = 0; QWEN2_MOE_KNOWN[i] && !known; i++) known = !strcmp(f->string, QWEN2_MOE_KNOWN[i]);
-        if (!known)
-            return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s: not a Qwen2-MoE field zerotrain knows (it may "
-                                "change the network; src/ckpt/hf_arch.c lists the known ones)", path, f->string);
-    }
-    for (int i = 0; QWEN2_MOE_REQUIRED[i]; i++)
-        if (!cJSON_GetObjectItemCaseSensitive(j, QWEN2_MOE_REQUIRED[i]))
-            return zt_error_set(err, ZT_ERR_USAGE, "%s: field %s is missing (zerotrain reads a Qwen2-MoE's shape "
-                                "from config.json, not transformers' defaults)", path, QWEN2_MOE_REQUIRED[i]);
-    int rc = llama_parse(j, path, c, err);
+    int rc = qwen2_fields_parse(j, path, true, c, err);
     if (rc) return rc;
     const cJSON *qb = cJSON_GetObjectItemCaseSensitive(j, "qkv_bias");
-    if (!cJSON_IsFalse(qb))
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: field qkv_bias is %s: q/k/v biases (transformers builds them "
-                            "unless qkv_bias is false; Qwen1.5-MoE's released weights have them) are not built in "
-                            "zerotrain's Llama attention", path, !qb ? "absent" : cJSON_IsTrue(qb) ? "true" : "not a boolean");
+    if (qb && !cJSON_IsNull(qb) && !cJSON_IsBool(qb))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field qkv_bias must be a boolean", path);
+    l->qkv_bias = !cJSON_IsFalse(qb);
     int step = 1;
     if ((rc = get_int(j, "decoder_sparse_step", 1, 1, 4096, path, &step, err))) return rc;
     if (step != 1)
@@ -283,8 +320,6 @@ static int qwen2_moe_parse(const cJSON *j, const char *path, zt_hf_model_config 
     if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) != 0))
         return zt_error_set(err, ZT_ERR_USAGE, "%s: field mlp_only_layers lists %d layers: dense layers in a mixture "
                             "are not built (an empty list)", path, cJSON_IsArray(only) ? cJSON_GetArraySize(only) : -1);
-    if ((rc = want_bool(j, "use_sliding_window", false, "sliding-window attention is not built", path, err)))
-        return rc;
     const cJSON *ntp = cJSON_GetObjectItemCaseSensitive(j, "norm_topk_prob");
     if (ntp && !cJSON_IsNull(ntp) && !cJSON_IsBool(ntp))
         return zt_error_set(err, ZT_ERR_USAGE, "%s: field norm_topk_prob must be a boolean", path);
@@ -318,7 +353,8 @@ static int llama_create(const zt_hf_model_config *c, zt_model **out, zt_error *e
                                    .router_aux_loss_coef = (float)l->router_aux_loss_coef,
                                    .moe_intermediate_size = l->moe_intermediate_size,
                                    .shared_expert_intermediate_size = l->shared_expert_intermediate_size,
-                                   .shared_expert_gate = l->shared_expert_intermediate_size > 0};
+                                   .shared_expert_gate = l->shared_expert_intermediate_size > 0,
+                                   .qkv_bias = l->qkv_bias};
     if (l->rope_scaling_type[0])
         spec.llama.rope_scaling = (zt_rope_scaling){(float)l->rope_factor, (float)l->rope_low_freq_factor,
                                                     (float)l->rope_high_freq_factor,
@@ -380,10 +416,16 @@ static int shared_width(const zt_llama_config *l) {
     return l->n_shared_experts * (l->moe_intermediate_size > 0 ? l->moe_intermediate_size : l->intermediate_size);
 }
 
+/* Qwen2: Llama's fields (its q/k/v biases have no field), no sliding window */
+static void qwen2_write(const zt_model *m, cJSON *j) {
+    llama_fields(m, j);
+    cJSON_AddBoolToObject(j, "use_sliding_window", false);
+}
+
 static void qwen2_moe_write(const zt_model *m, cJSON *j) {
     const zt_llama_config *l = m->cfg;
     llama_fields(m, j);
-    cJSON_AddBoolToObject(j, "qkv_bias", false);
+    cJSON_AddBoolToObject(j, "qkv_bias", l->qkv_bias);
     cJSON_AddNumberToObject(j, "num_experts", l->n_experts);
     cJSON_AddNumberToObject(j, "num_experts_per_tok", l->n_experts_per_token);
     cJSON_AddNumberToObject(j, "moe_intermediate_size", l->moe_intermediate_size > 0 ? l->moe_intermediate_size
@@ -414,6 +456,7 @@ static const zt_hf_arch ARCHS[] = {
     {"gpt2", "GPT2LMHeadModel", "gpt2", gpt2_parse, gpt2_create, gpt2_write, gpt2_name, "transformer.", NULL},
     {"llama", "LlamaForCausalLM", "llama", llama_parse, llama_create, llama_write, llama_name, NULL, NULL},
     {"mistral", "MistralForCausalLM", "mistral", llama_parse, llama_create, llama_write, llama_name, NULL, NULL},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", qwen2_parse, llama_create, qwen2_write, llama_name, NULL, NULL},
     {"mixtral", "MixtralForCausalLM", "llama-moe", mixtral_parse, llama_create, llama_write, llama_name, NULL, NULL},
     {"qwen2_moe", "Qwen2MoeForCausalLM", "llama-moe-shared", qwen2_moe_parse, llama_create, qwen2_moe_write,
      qwen2_moe_name, NULL, QWEN2_MOE_EXPERTS},
@@ -428,6 +471,12 @@ const zt_hf_arch *zt_hf_arch_by_type(const char *model_type) {
 
 int zt_hf_arch_for_model(const zt_model *m, const zt_hf_arch **out, zt_error *err) {
     const char *name = m->name;
+    const zt_llama_config *lc = !strcmp(m->name, "llama") ? m->cfg : NULL;
+    if (lc && lc->qkv_bias && m->moe_experts == 0) name = "qwen2"; /* a dense Llama with q/k/v biases */
+    if (lc && lc->qkv_bias && m->moe_experts > 0 && shared_width(lc) == 0)
+        return zt_error_set(err, ZT_ERR_USAGE, "model llama with experts, q/k/v biases and no shared expert: Mixtral's "
+                            "layout has no biases, so no Hugging Face architecture row exports it (Qwen2-MoE's has a "
+                            "shared expert)");
     if (m->moe_experts > 0 && !strcmp(m->name, "llama")) { /* Mixtral's layout, or Qwen2-MoE's with a shared expert */
         const zt_llama_config *l = m->cfg;
         name = shared_width(l) > 0 ? "llama-moe-shared" : "llama-moe";

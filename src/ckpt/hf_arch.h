@@ -25,6 +25,7 @@ typedef struct zt_hf_llama_config {
     bool norm_topk_prob;                      /* mixtral: true */
     int moe_intermediate_size;                /* qwen2_moe: each expert's width (mixtral: 0, intermediate_size) */
     int shared_expert_intermediate_size;      /* qwen2_moe: the gated shared expert's width */
+    bool qkv_bias;                            /* qwen2: true; qwen2_moe: qkv_bias (default true) */
 } zt_hf_llama_config;
 
 /* What a config.json describes, parsed by its architecture's row. */

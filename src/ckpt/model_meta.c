@@ -110,6 +110,7 @@ cJSON *zt_model_meta_json(const zt_model *m) {
                                     c->rope_scaling.original_max_position_embeddings);
         }
         cJSON_AddBoolToObject(o, "tie_embeddings", c->tie_embeddings);
+        if (c->qkv_bias) cJSON_AddBoolToObject(o, "qkv_bias", true); /* absent: none (the records before it) */
         if (c->n_experts > 0) { /* a mixture of experts: absent for a dense model */
             cJSON *x = cJSON_AddObjectToObject(o, "moe");
             if (x) {
@@ -188,6 +189,7 @@ int zt_model_meta_parse(const cJSON *o, const char *where, zt_model_spec *out, z
                                                 ifield(r, "original_max_position_embeddings", &bad)},
                                .tie_embeddings = cJSON_IsTrue(tie)};
         if (!cJSON_IsBool(tie) && !bad) bad = "tie_embeddings";
+        c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "qkv_bias"));
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "moe");
         if (x) {
             c->n_experts = ifield(x, "n_experts", &bad);

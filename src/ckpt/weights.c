@@ -52,6 +52,11 @@ static int build_header(const zt_model *m, buf *b, zt_error *err) {
                      s.llama.n_experts);
         return -1;
     }
+    if (s.arch == ZT_ARCH_LLAMA && s.llama.qkv_bias) {
+        zt_error_set(err, ZT_ERR_USAGE, "weights file of a model with q/k/v biases (model.attention_qkv_bias): its "
+                     "header has no place for them (not built); save a checkpoint or a Hugging Face directory instead");
+        return -1;
+    }
     int32_t shape5[5];
     zt_model_spec_shape(&s, &shape5[2], &shape5[3], &shape5[4], &shape5[1], &shape5[0]);
     uint32_t version = (s.arch == ZT_ARCH_LLAMA ? VERSION_LLAMA : VERSION) + (s.lora.rank > 0 ? LORA : 0);
@@ -231,7 +236,8 @@ static int parse_model(const unsigned char *d, size_t len, const char *path, zt_
                                     k.rms_norm_eps,
                                     {k.factor, k.low_freq_factor, k.high_freq_factor,
                                      k.original_max_position_embeddings},
-                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH, 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false};
+                                    k.tie_embeddings != 0, ZT_ATTENTION_FLASH, 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false,
+                                    false};
     return lora ? parse_lora(d, len, path, spec, n_params_off, err) : ZT_OK;
 }
 

@@ -105,6 +105,7 @@ static int hf_shape(zt_train_config *cfg, zt_error *err) {
         KV("model.rope_theta=%.9g", l->rope_theta);
         KV("model.rms_norm_eps=%.9g", l->rms_norm_eps);
         KV("model.tie_embeddings=%s", l->tie_word_embeddings ? "true" : "false");
+        KV("model.attention_qkv_bias=%s", l->qkv_bias ? "true" : "false"); /* Qwen2's, Qwen2-MoE's */
         KV("model.rope_scaling.factor=%.9g", l->rope_scaling_type[0] ? l->rope_factor : 0.0);
         if (l->rope_scaling_type[0]) {
             KV("model.rope_scaling.low_freq_factor=%.9g", l->rope_low_freq_factor);

@@ -261,7 +261,8 @@ void zt_cfg_check_invariants(cfg_ctx *x) {
             "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
             "model.n_experts", "model.n_experts_per_token", "model.moe_intermediate_size",
             "model.router_aux_loss_coef", "model.router_z_loss_coef", "model.capacity_factor",
-            "model.n_shared_experts", "model.shared_expert_intermediate_size", "model.shared_expert_gate"};
+            "model.n_shared_experts", "model.shared_expert_intermediate_size", "model.shared_expert_gate",
+            "model.attention_qkv_bias"};
         zt_model_spec ps;
         zt_error ignore;
         zt_train_config preset = *c;

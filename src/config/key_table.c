@@ -77,7 +77,7 @@ const key_def zt_cfg_keys[] = {
     {"model.preset", KT_PRESET, FIELD(model_preset), 0, 0, 0, 0, F_REQUIRED, NULL, "tiny",
      "model to start from (sets model.arch and every model.* key): GPT-2 tiny, gpt2-124M (alias "
      "gpt2), gpt2-350M, gpt2-774M, gpt2-1558M; Llama llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, "
-     "llama3-8b, llama3-70b, mistral-7b; mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b (docs/models.md)", NULL},
+     "llama3-8b, llama3-70b, mistral-7b, qwen2-0.5b (q/k/v biases); mixtures of experts mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b (docs/models.md)", NULL},
     K_ENUM("model.arch", model_arch, ARCHS, NULL,
            "architecture: gpt2 or llama (docs/models.md); from model.preset unless set"),
     K_INT("model.n_layer", model.n_layer, 1, 1024, NULL, "transformer blocks (L)", NULL),
@@ -107,6 +107,9 @@ const key_def zt_cfg_keys[] = {
           "llama: rope scaling's original context (8192 for Llama 3.1)", NULL),
     K_BOOL("model.tie_embeddings", model.tie_embeddings, NULL,
            "the LM head reads the token embedding (GPT-2 always; llama: no lm_head.weight)"),
+    K_BOOL("model.attention_qkv_bias", model.qkv_bias, NULL,
+           "llama: q, k and v Linears with biases, o without (Qwen2's attention; HF qwen2 always, qwen2_moe's "
+           "qkv_bias): layers.L.self_attn.{q,k,v}_proj.bias"),
     K_INT("model.n_experts", model.n_experts, 0, 4096, NULL, "llama: experts of every block's sparse MLP (Mixtral's "
           "mixture of experts; HF num_local_experts); 0: dense (docs/models.md)", ">= 2 when set"),
     K_INT("model.n_experts_per_token", model.n_experts_per_token, 0, 4096, NULL,

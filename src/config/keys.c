@@ -21,7 +21,7 @@
 
 /* Presets zt_model_preset knows (for messages only: zt_model_preset decides). */
 #define PRESET_NAMES "tiny, gpt2-124M, gpt2, gpt2-350M, gpt2-774M, gpt2-1558M, llama-tiny, llama-124M, llama-7b, " \
-                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
+                     "llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, qwen2-0.5b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
 
 void zt_cfg_preset_model(const zt_model_spec *m, zt_llama_config *out) {
     if (m->arch == ZT_ARCH_LLAMA) {

@@ -36,7 +36,7 @@ int zt_model_preset(const char *name, zt_model_spec *spec, zt_error *err) {
     }
     return zt_error_set(err, ZT_ERR_USAGE, "unknown model \"%s\" (GPT-2 presets: tiny, gpt2-124M, gpt2-350M, "
                         "gpt2-774M, gpt2-1558M; Llama presets: llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, "
-                        "llama3-70b, mistral-7b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b)", name);
+                        "llama3-70b, mistral-7b, qwen2-0.5b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b)", name);
 }
 
 int zt_model_spec_create(const zt_model_spec *spec, zt_model **out, zt_error *err) {

@@ -1,11 +1,13 @@
 /* llama.c - Llama on the unit API: the embedding unit (embed_tokens), L decoder blocks and the
  * head unit (final RMSNorm, lm_head, softmax cross-entropy). Parameter names and shapes are Hugging
  * Face's LlamaForCausalLM's without the "model." prefix; Linear weights are stored (OC, C) like
- * torch.nn.Linear, so they export as they are. No biases anywhere. With tie_embeddings the head
- * reads embed_tokens (GPT-2's tying) and there is no lm_head.weight.
+ * torch.nn.Linear, so they export as they are. No biases, except with qkv_bias (Qwen2's attention)
+ * q, k and v's: self_attn.{q,k,v}_proj.bias (Q), (KV), (KV), the block's last three parameters, added
+ * by the projections and their gradients summed over the rows in backward (o has none). With
+ * tie_embeddings the head reads embed_tokens (GPT-2's tying) and there is no lm_head.weight.
  *
  * Block (pre-RMSNorm), N = B*T rows, hs = C/NH, KV = NKV·hs, I = intermediate_size:
- *   xn1 = RMSNorm(x); q = xn1·Wqᵀ, k = xn1·Wkᵀ, v = xn1·Wvᵀ; q, k = RoPE(q, k)
+ *   xn1 = RMSNorm(x); q = xn1·Wqᵀ (+ bq), k = xn1·Wkᵀ (+ bk), v = xn1·Wvᵀ (+ bv); q, k = RoPE(q, k)
  *   y = GQA-attention(q, k, v); r = x + y·Woᵀ
  *   xn2 = RMSNorm(r); h = silu(xn2·Wgᵀ) * (xn2·Wuᵀ); out = r + h·Wdᵀ
  * The saved activations of a block, the kept part first, each buffer 64-byte aligned (the table
@@ -49,7 +51,9 @@ typedef struct preset {
 
 #define LLAMA3_SCALING {8.0f, 1.0f, 4.0f, 8192}
 #define NO_SCALING {0.0f, 0.0f, 0.0f, 0}
-#define DENSE 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false /* no experts */
+#define NO_EXPERTS 0, 0, 0, 0, false, 0.0f, 0.0f, 0.0f, 0, false
+#define DENSE NO_EXPERTS, false /* no experts, no q/k/v biases */
+#define QKV_BIAS true           /* after the experts' fields: q/k/v biases (Qwen2's) */
 static const preset PRESETS[] = {
     /* maxT, V, L, NH, C, NKV, I, theta, eps, scaling, tied, attention kernel */
     {"llama-tiny", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
@@ -61,26 +65,30 @@ static const preset PRESETS[] = {
     {"llama3-8b", {131072, 128256, 32, 32, 4096, 8, 14336, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
     {"llama3-70b", {131072, 128256, 80, 64, 8192, 8, 28672, 500000.0f, 1e-5f, LLAMA3_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
     {"mistral-7b", {32768, 32000, 32, 32, 4096, 8, 14336, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH, DENSE}},
+    /* Qwen2-0.5B (config.json: tied, rms_norm_eps 1e-6, rope_theta 1e6, q/k/v biases; its 32K context):
+     * 494,032,768 parameters, the released count */
+    {"qwen2-0.5b", {32768, 151936, 24, 14, 896, 2, 4864, 1000000.0f, 1e-6f, NO_SCALING, true, ZT_ATTENTION_FLASH,
+                    NO_EXPERTS, QKV_BIAS}},
     /* mixtures of experts, then: experts, top-k, expert width (0: I), shared, norm_topk_prob, aux and
      * z coefficients, capacity factor (0: dropless). Mixtral 8x7B (v0.1's config.json): 46.7B
      * parameters, 12.9B active (docs/models.md counts them) */
     {"mixtral-8x7b", {32768, 32000, 32, 32, 4096, 8, 14336, 1000000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                      8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f, 0, false}},
+                      8, 2, 0, 0, true, 0.02f, 0.0f, 0.0f, 0, false, false}},
     /* bench/moe.sh: llama-124M with 8 experts of half its MLP width, top-2: the dense model's
      * active parameters and FLOPs per token (plus the router's 8·768 per layer) */
     {"llama-124M-moe", {1024, 32000, 12, 12, 768, 4, 2048, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f, 0, false}},
+                        8, 2, 1024, 0, true, 0.01f, 0.001f, 0.0f, 0, false, false}},
     /* tests: llama-tiny's attention, 4 experts of width 96, top-2 */
     {"llama-tiny-moe", {128, 50257, 2, 4, 64, 2, 192, 10000.0f, 1e-5f, NO_SCALING, false, ZT_ATTENTION_FLASH,
-                        4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f, 0, false}},
+                        4, 2, 96, 0, true, 0.01f, 0.001f, 0.0f, 0, false, false}},
     /* ... then the shared expert's width and its gate. Qwen1.5-MoE-A2.7B (config.json): 60 experts of
-     * width 1408, top-4 not renormalized, a gated shared expert of width 5632; 14.3B parameters,
-     * 2.7B active, less its q/k/v biases (not built; docs/models.md counts them) */
+     * width 1408, top-4 not renormalized, a gated shared expert of width 5632, q/k/v biases;
+     * 14,315,784,192 parameters, 2,689,173,504 active: the released counts (docs/models.md) */
     {"qwen1.5-moe-a2.7b", {8192, 151936, 24, 16, 2048, 16, 5632, 1000000.0f, 1e-6f, NO_SCALING, false,
-                           ZT_ATTENTION_FLASH, 60, 4, 1408, 0, false, 0.001f, 0.0f, 0.0f, 5632, true}},
+                           ZT_ATTENTION_FLASH, 60, 4, 1408, 0, false, 0.001f, 0.0f, 0.0f, 5632, true, QKV_BIAS}},
 };
 #define PRESET_NAMES "llama-tiny, llama-124M, llama-7b, llama-13b, llama-70b, llama3-8b, llama3-70b, mistral-7b, " \
-                     "mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
+                     "qwen2-0.5b, mixtral-8x7b, llama-124M-moe, llama-tiny-moe, qwen1.5-moe-a2.7b"
 
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
@@ -139,6 +147,20 @@ static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
 /* ... with experts: the attention's four, the experts' stacked w1, w2, w3 and the shared expert's
  * three Linears (the router and the shared expert's sigmoid gate run in fp32) */
 static const int MOE_LINEARS[] = {P_Q, P_K, P_V, P_O, P_W1, P_W2, P_W3, P_SH_GATE, P_SH_UP, P_SH_DOWN};
+
+/* A block's parameters before the q/k/v biases: the dense ones, or the experts' (with the shared
+ * expert's three weights when it has a width, its gate when asked) */
+static int block_base_params(const zt_llama_config *c) {
+    if (c->n_experts < 1) return P_BLOCK_COUNT;
+    if (zt_moe_shared_width(c) < 1) return P_MOE_BLOCK_COUNT;
+    return c->shared_expert_gate ? P_MOE_SHARED_COUNT : P_SH_ROUTE;
+}
+
+/* q, k and v's biases of a block (qkv_bias: the three after its others), or NULLs without them */
+static void qkv_biases(const zt_llama_config *c, float *const *v, float *out[3]) {
+    int at = block_base_params(c);
+    for (int i = 0; i < 3; i++) out[i] = c->qkv_bias && v ? v[at + i] : NULL;
+}
 
 typedef struct block_saved {
     void *xn1; float *rstd1, *q, *k, *v; void *atty; float *atto, *lse, *res2; /* kept ... */
@@ -299,9 +321,11 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                       err)))
             return rc;
     }
-    zt_linear_forward(u, a, P_Q, s.q, op, x, NULL, N, C, Q);
-    zt_linear_forward(u, a, P_K, s.k, op, x, NULL, N, C, KV);
-    zt_linear_forward(u, a, P_V, s.v, op, x, NULL, N, C, KV);
+    float *bias[3]; /* q, k, v's (qkv_bias), or NULL */
+    qkv_biases(c, p, bias);
+    zt_linear_forward(u, a, P_Q, s.q, op, x, bias[0], N, C, Q);
+    zt_linear_forward(u, a, P_K, s.k, op, x, bias[1], N, C, KV);
+    zt_linear_forward(u, a, P_V, s.v, op, x, bias[2], N, C, KV);
     rope_forward_qk(s.q, s.k, inv_freq, B, T, w.NH, w.NKV, hs, a->batch->positions);
     if (flash(c)) { /* O in fp32: atty itself, or atto (rounded into atty by o_proj's forward) */
         x = a->lp_kind ? s.atto : zt_linear_input(a, s.atty, tmp);
@@ -421,9 +445,11 @@ mlp_done:
     if (seq && (rc = zt_seq_linear_operand(u, a, s.xn1, slot_all, C, "q/k/v input (input_layernorm), again", err)))
         return rc;
     if (seq) xn1 = slot_all;
-    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], NULL, dq, xn1, N, C, Q, false);
-    zt_linear_backward(u, a, P_K, bufC, g[P_K], NULL, dk, xn1, N, C, KV, true);
-    zt_linear_backward(u, a, P_V, bufC, g[P_V], NULL, dv, xn1, N, C, KV, true);
+    float *dbias[3]; /* q, k, v's bias gradients (qkv_bias), or NULL */
+    qkv_biases(c, g, dbias);
+    zt_linear_backward(u, a, P_Q, bufC, g[P_Q], dbias[0], dq, xn1, N, C, Q, false);
+    zt_linear_backward(u, a, P_K, bufC, g[P_K], dbias[1], dk, xn1, N, C, KV, true);
+    zt_linear_backward(u, a, P_V, bufC, g[P_V], dbias[2], dv, xn1, N, C, KV, true);
     if ((rc = zt_unit_input_grad_sum(u, a, bufC, C, "self_attn q/k/v input gradient", err))) return rc;
     rmsnorm_backward(dres, seq ? ng : g[P_NORM1], bufC, a->in, p[P_NORM1], s.rstd1, Nl, C);
     float *const norms[] = {g[P_NORM1], g[P_NORM2]};
@@ -446,7 +472,9 @@ static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
 static bool block_reads_lp(const zt_unit *u, int k) {
     if (zt_unit_is_adapter(u, k)) return true;
     if (!moe(u->model_cfg)) return k <= P_DOWN;
-    return k <= P_O || k == P_W1 || k == P_W2 || k == P_W3 || k == P_SH_GATE || k == P_SH_UP || k == P_SH_DOWN;
+    bool shared = zt_moe_shared_width(u->model_cfg) > 0; /* else q/k/v's biases may follow the experts */
+    return k <= P_O || k == P_W1 || k == P_W2 || k == P_W3 || (shared && (k == P_SH_GATE || k == P_SH_UP ||
+                                                                         k == P_SH_DOWN));
 }
 
 /* the seven Linears may carry LoRA adapters (with experts: the four attention ones) */
@@ -692,9 +720,11 @@ static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
 
 static int add(zt_model *m, const char *name, int64_t d0, int64_t d1, int *idx, zt_error *err) {
     int64_t shape[2] = {d0, d1};
-    /* transformers' _init_weights: N(0, 0.02²) for Linears and the embedding, ones for the norms */
-    return zt_model_add_param(m, name, d1 ? 2 : 1, shape, d1 ? ZT_INIT_NORMAL : ZT_INIT_ONES, d1 ? 0.02f : 0.0f,
-                              d1 != 0, idx, err);
+    /* transformers' _init_weights: N(0, 0.02²) for Linears and the embedding, ones for the norms,
+     * zeros for the biases (1-D, named .bias; not decayed, as the norms) */
+    size_t n = strlen(name);
+    zt_init_kind init = d1 ? ZT_INIT_NORMAL : n > 5 && !strcmp(name + n - 5, ".bias") ? ZT_INIT_ZEROS : ZT_INIT_ONES;
+    return zt_model_add_param(m, name, d1 ? 2 : 1, shape, init, d1 ? 0.02f : 0.0f, d1 != 0, idx, err);
 }
 
 int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
@@ -741,9 +771,7 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
         const int64_t moe_shape[P_MOE_SHARED_COUNT][2] = {
             {C, C}, {KV, C}, {KV, C}, {C, C}, {E, C}, {E * IE, C}, {E * C, IE}, {C, 0}, {C, 0}, {E * IE, C},
             {IS, C}, {IS, C}, {C, IS}, {1, C}};
-        /* the shared expert's three weights when it has a width, its gate when asked */
-        int n_moe = IS > 0 ? (cfg->shared_expert_gate ? P_MOE_SHARED_COUNT : P_SH_ROUTE) : P_MOE_BLOCK_COUNT;
-        int idx[P_MOE_SHARED_COUNT], n = moe(cfg) ? n_moe : P_BLOCK_COUNT;
+        int idx[P_MOE_SHARED_COUNT + 3], n = block_base_params(cfg);
         for (int i = 0; i < n; i++) {
             char name[ZT_NAME_MAX];
             snprintf(name, sizeof name, "layers.%d.%s", l, moe(cfg) ? moe_suffix[i] : suffix[i]);
@@ -752,6 +780,12 @@ int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err) {
             /* the stacked experts: E blocks along dim 0, each its own run of norm chunks, so an
              * expert's partial sums are the same on whichever rank holds it (shard/plan.h) */
             if (moe(cfg) && (i == P_W1 || i == P_W2 || i == P_W3)) m->params[idx[i]].norm_blocks = (int)E;
+        }
+        static const char *bias_suffix[3] = {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"};
+        for (int i = 0; i < 3 && cfg->qkv_bias; i++, n++) { /* q/k/v biases (Qwen2's): after the rest */
+            char name[ZT_NAME_MAX];
+            snprintf(name, sizeof name, "layers.%d.%s", l, bias_suffix[i]);
+            if ((rc = add(m, name, i ? KV : C, 0, &idx[n], err))) goto fail;
         }
         char uname[32];
         snprintf(uname, sizeof uname, "layers.%d", l);

@@ -23,6 +23,9 @@ static const zt_tp_rule LLAMA[] = {
     {"self_attn.q_proj.weight", ZT_TP_COLUMN, 1},
     {"self_attn.k_proj.weight", ZT_TP_COLUMN, 1}, /* GQA: the key/value heads cut like the queries' */
     {"self_attn.v_proj.weight", ZT_TP_COLUMN, 1},
+    {"self_attn.q_proj.bias", ZT_TP_COLUMN, 1},   /* Qwen2's q/k/v biases: cut as their weights' rows */
+    {"self_attn.k_proj.bias", ZT_TP_COLUMN, 1},
+    {"self_attn.v_proj.bias", ZT_TP_COLUMN, 1},
     {"self_attn.o_proj.weight", ZT_TP_ROW, 1},
     {"mlp.gate_proj.weight", ZT_TP_COLUMN, 1},
     {"mlp.up_proj.weight", ZT_TP_COLUMN, 1},

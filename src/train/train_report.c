@@ -24,8 +24,8 @@ static void banner_layout(zt_run *r) {
     fprintf(out, "zerotrain %s | model %s (%s) L=%d C=%d NH=%d", ZT_VERSION, zt_arch_name(r->spec.arch),
             cfg->model_preset, cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head);
     if (r->spec.arch == ZT_ARCH_LLAMA)
-        fprintf(out, " NKV=%d I=%d%s", cfg->model.n_kv_head, cfg->model.intermediate_size,
-                cfg->model.tie_embeddings ? " tied" : "");
+        fprintf(out, " NKV=%d I=%d%s%s", cfg->model.n_kv_head, cfg->model.intermediate_size,
+                cfg->model.tie_embeddings ? " tied" : "", cfg->model.qkv_bias ? " q/k/v biases" : "");
     if (r->spec.arch == ZT_ARCH_LLAMA && cfg->model.n_experts > 0) /* a mixture of experts */
         fprintf(out, " experts %d top-%d width %d", cfg->model.n_experts, cfg->model.n_experts_per_token,
                 cfg->model.moe_intermediate_size > 0 ? cfg->model.moe_intermediate_size : cfg->model.intermediate_size);

@@ -54,15 +54,15 @@ static void product(const bufs *b, int k, int e, int r0, int n) {
  * the experts side by side on the threads), a backward kind with the other product skipped */
 static void grouped(const bufs *b, int k, const int32_t *off) {
     switch (k) {
-    case 0: moe_grouped_forward(b->gate, b->xp, b->W1, off, E, C, I); break;
-    case 1: moe_grouped_forward(b->up, b->xp, b->W3, off, E, C, I); break;
-    case 2: moe_grouped_forward(b->y, b->h, b->W2, off, E, I, C); break;
-    case 3: moe_grouped_backward(b->dh, NULL, b->dy, b->h, b->W2, off, E, I, C, 0); break;
-    case 4: moe_grouped_backward(NULL, b->dW2, b->dy, b->h, b->W2, off, E, I, C, 0); break;
-    case 5: moe_grouped_backward(b->dxp, NULL, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
-    case 6: moe_grouped_backward(NULL, b->dW1, b->dgate, b->xp, b->W1, off, E, C, I, 0); break;
-    case 7: moe_grouped_backward(b->dxp, NULL, b->dup, b->xp, b->W3, off, E, C, I, ZT_MM_DINP_ADD); break;
-    default: moe_grouped_backward(NULL, b->dW3, b->dup, b->xp, b->W3, off, E, C, I, 0); break;
+    case 0: moe_grouped_forward(b->gate, b->xp, b->W1, off, E, C, I, 0); break;
+    case 1: moe_grouped_forward(b->up, b->xp, b->W3, off, E, C, I, 0); break;
+    case 2: moe_grouped_forward(b->y, b->h, b->W2, off, E, I, C, 0); break;
+    case 3: moe_grouped_backward(b->dh, NULL, b->dy, b->h, b->W2, off, E, I, C, 0, 0, NULL); break;
+    case 4: moe_grouped_backward(NULL, b->dW2, b->dy, b->h, b->W2, off, E, I, C, 0, 0, NULL); break;
+    case 5: moe_grouped_backward(b->dxp, NULL, b->dgate, b->xp, b->W1, off, E, C, I, 0, 0, NULL); break;
+    case 6: moe_grouped_backward(NULL, b->dW1, b->dgate, b->xp, b->W1, off, E, C, I, 0, 0, NULL); break;
+    case 7: moe_grouped_backward(b->dxp, NULL, b->dup, b->xp, b->W3, off, E, C, I, ZT_MM_DINP_ADD, 0, NULL); break;
+    default: moe_grouped_backward(NULL, b->dW3, b->dup, b->xp, b->W3, off, E, C, I, 0, 0, NULL); break;
     }
 }
 

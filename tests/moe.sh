@@ -11,8 +11,13 @@
 #     (--arch llama-moe-shared): one process = zero3 on 2 ranks, with selective checkpointing too;
 #     Pipeline parallelism (pp 2, zerotrain train): one process's parameters bit for bit, its losses
 #     within float rounding with the router losses (every stage's reported) and equal without;
+#     Under bf16 mixed, fp16 and bf16-low compute: one process = zero3 on 2 ranks (and zero1, selective
+#     checkpointing, a shared expert under bf16); bf16 and fp16 within the tolerance tests/tolerance.py
+#     derives from an fp32 run with bf16-rounded initial parameters (2x its divergence), a bf16 run at
+#     lr x 1.1 outside;
 #  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
-#     tests/moe_ep.sh);
+#     tests/moe_ep.sh); bf16 and fp16 training (and bf16 zero3 with a shared expert) at the planned
+#     high-water of every memory class;
 #  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
 #     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
 #     directory read as transformers names it) what zerotrain scores on the checkpoint, to 1e-5;
@@ -64,6 +69,31 @@ check "shared expert: N=1 GA=2 ddp" shared "$(run 1 ddp 2 $STEPS)"
 check "shared expert: N=2 zero3" shared "$(run 2 zero3 1 $STEPS)"
 check "shared expert: N=2 zero3 checkpointing selective" shared "$(run 2 zero3 1 $STEPS --recompute selective)"
 unset ARCH
+# bf16 mixed, fp16 and bf16-low compute (docs/precision.md, "A mixture of experts": the router fp32,
+# the experts' products on their compute copies, xp and h saved rounded): one process = zero1, zero3
+for pr in bf16 fp16 bf16-low; do
+  check "$pr: N=1 GA=2 ddp" "moe-$pr" "$(run 1 ddp 2 $STEPS --precision $pr)"
+  check "$pr: N=2 zero3" "moe-$pr" "$(run 2 zero3 1 $STEPS --precision $pr)"
+done
+check "bf16: N=2 zero1" moe-bf16 "$(run 2 zero1 1 $STEPS --precision bf16)"
+check "bf16: N=2 zero3 checkpointing selective" moe-bf16 "$(run 2 zero3 1 $STEPS --precision bf16 --recompute selective)"
+export ARCH=llama-moe-shared
+check "shared expert, bf16: N=1 GA=2 ddp" shared-bf16 "$(run 1 ddp 2 $STEPS --precision bf16)"
+check "shared expert, bf16: N=2 zero3" shared-bf16 "$(run 2 zero3 1 $STEPS --precision bf16)"
+unset ARCH
+# bf16 against fp32 within a tolerance the run derives (tests/tolerance.py): 2 x how far an fp32 run
+# whose initial parameters are rounded to bf16 (--bf16-init: bf16's rounding of the weights alone)
+# ends from fp32 (bf16 compute rounds the activations too: measured 1.1x in the losses, 1.03x in the
+# parameters); bf16 and fp16 compute inside, bf16 with the learning rate x 1.1 outside (the check
+# can fail: 4x the yardstick in the losses)
+dump() { # NAME args...: one process, 2 micro-batches: the final logical parameters and the losses
+  local f="$1"; shift
+  run 1 ddp 2 $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"
+}
+dump ref; dump yard --bf16-init; dump bf16 --precision bf16; dump fp16 --precision fp16
+dump lr --precision bf16 --lr 0.011
+/usr/bin/python3 "$SRC/tests/tolerance.py" "$T" llama-moe ref yard:2 "bf16=inside=bf16 vs fp32" \
+  "fp16=inside=fp16 vs fp32" "lr=outside=bf16 with lr x 1.1 vs fp32 (must fail)" || fail=1
 
 # ---- 3. bad input --------------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
@@ -76,7 +106,18 @@ bad "one expert" "model.n_experts: 1: a mixture needs at least 2 experts" "${cfg
 bad "negative aux coefficient" "model.router_aux_loss_coef" "${cfg[@]}" --set model.router_aux_loss_coef=-0.1
 bad "negative z coefficient" "model.router_z_loss_coef" "${cfg[@]}" --set model.router_z_loss_coef=-1
 bad "negative capacity factor" "model.capacity_factor" "${cfg[@]}" --set model.capacity_factor=-1
-bad "bf16 compute" "precision.mode: bf16 with model.n_experts 4" "${cfg[@]}" --set precision.mode=bf16
+# bf16 and fp16 compute run: every memory class at its planned high-water (xp, h saved rounded)
+for pr in bf16 fp16; do
+  out="$("$Z" train "${cfg[1]}" --set precision.mode=$pr --set training.steps=2 2>&1)" || true
+  if grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+  then echo "ok   train $pr: every memory class at its planned high-water"
+  else echo "FAIL train $pr: planned != measured"; echo "$out" | grep -E "planned|class|rror" | head -5; fail=1; fi
+done
+out="$("$Z" train "${cfg[1]}" --nproc 2 --set precision.mode=bf16 --set parallel.strategy=zero3 --set training.steps=2 \
+       --set model.shared_expert_intermediate_size=48 --set model.shared_expert_gate=true 2>&1)" || true
+if grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+then echo "ok   train bf16 zero3 on 2 ranks with a shared expert: every memory class at its planned high-water"
+else echo "FAIL train bf16 zero3 shared expert: planned != measured"; echo "$out" | grep -E "planned|class|rror" | head -5; fail=1; fi
 bad "shared expert gate without a shared expert" "model.shared_expert_gate: true with no shared expert" "${cfg[@]}" \
   --set model.shared_expert_gate=true
 bad "negative shared-expert width" "model.shared_expert_intermediate_size" "${cfg[@]}" \

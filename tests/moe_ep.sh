@@ -8,7 +8,10 @@
 #     gradient accumulation: ep 2 on 2 ranks x 2 micro-batches (ddp, zero3) = the same 4; ep 4 across
 #     hybrid's shard groups; every step clipped (--clip 0.05), so the gradient norm's bits count;
 #     with a gated shared expert (--arch llama-moe-shared, a dense parameter): ep 2 on 2 ranks = one
-#     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4;
+#     process with 2 micro-batches, ep 2 x dp 2 zero3 = one process with 4; under bf16 and fp16
+#     compute: ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 (bf16: and zero3) = one
+#     process with 4, the all-to-all's bytes under bf16 3/4 of fp16's (tokens, d y 2-byte); cp 2
+#     with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 under bf16;
 #  2. zerotrain train --nproc 2 with parallel.expert_parallel_size 2: the same parameters, validation
 #     loss and sampled text (every rank runs the forwards: the all-to-alls pair) as one process with 2
 #     micro-batches, the all-to-all's bytes in the JSONL (bytes_sent.experts) and the
@@ -26,7 +29,9 @@
 #     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
-#     and on one process, each ending on the straight run.
+#     and on one process, each ending on the straight run; under bf16 mixed the same bytes fewer at rest
+#     (fp32 master, moments), the same bits, and a bf16 ep 2 zero1 commit resumes on one process and
+#     under ep 2 zero3 on the straight run, planned = measured.
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -79,6 +84,28 @@ check "shared expert: N=2 ep 2" sh2 "$(run 2 ddp 1 $STEPS --ep 2)"
 check "shared expert: N=1 GA=4" sh4 "$(run 1 ddp 4 $STEPS)"
 check "shared expert: N=4 ep 2 x dp 2 zero3" sh4 "$(run 4 zero3 1 $STEPS --ep 2)"
 unset ARCH
+# bf16 mixed and fp16 compute (docs/precision.md, "A mixture of experts"): the tokens go to their
+# experts as the rounded operand (bf16: 2 bytes an element), and so does d y; y and d xp in fp32;
+# ep 2 = one process with 2 micro-batches, ep 2 x dp 2 zero1 = one process with 4
+for pr in bf16 fp16; do
+  check "$pr: N=1 GA=2" "two-$pr" "$(run 1 ddp 2 $STEPS --precision $pr)"
+  out="$(run 2 ddp 1 $STEPS --ep 2 --precision $pr)"; check "$pr: N=2 ep 2" "two-$pr" "$out"
+  eval "epb_$pr=\"$(grep '^ep bytes' <<<"$out" | cut -d' ' -f3)\""
+  check "$pr: N=1 GA=4" "four-$pr" "$(run 1 ddp 4 $STEPS --precision $pr)"
+  check "$pr: N=4 ep 2 x dp 2 zero1" "four-$pr" "$(run 4 zero1 1 $STEPS --ep 2 --precision $pr)"
+done
+check "bf16: N=4 ep 2 x dp 2 zero3" four-bf16 "$(run 4 zero3 1 $STEPS --ep 2 --precision bf16)"
+# ... and with context parallelism (each part routes its positions, the router losses the whole's):
+# cp 2 with 2 micro-batches = cp 2 x dp 2 zero3 = ep 2 x cp 2 under bf16
+check "bf16: cp 2, 2 micro-batches" cp-bf16 "$(run 2 ddp 2 $STEPS --cp 2 --precision bf16)"
+check "bf16: cp 2 x dp 2 zero3" cp-bf16 "$(run 4 zero3 1 $STEPS --cp 2 --precision bf16)"
+check "bf16: ep 2 x cp 2" cp-bf16 "$(run 4 ddp 1 $STEPS --cp 2 --ep 2 --precision bf16)"
+# the tokens and d y (two of the four row exchanges) 2-byte under bf16: 3/4 of fp16's bytes (4-byte
+# values), the routings' padded row counts alike (each expert's rows in whole tiles of 64)
+if /usr/bin/python3 -c 'import sys; r = int(sys.argv[1]) / int(sys.argv[2]); print("bf16/fp16 %.4f" % r); sys.exit(0 if 0.74 < r < 0.76 else 1)' \
+     "${epb_bf16:-0}" "${epb_fp16:-1}"
+then echo "ok   ep 2: all-to-all bytes bf16 $epb_bf16 = 3/4 of fp16's $epb_fp16 (the tokens and d y 2-byte)"
+else echo "FAIL ep 2 all-to-all bytes: bf16 '$epb_bf16', fp16 '$epb_fp16'"; fail=1; fi
 
 # ---- 2. zerotrain train ---------------------------------------------------------------------------
 "$Z" tokenize /usr/share/common-licenses/GPL-3 -o "$T/d.bin" --val-fraction 0.1 --val-out "$T/v.bin" >/dev/null
@@ -206,6 +233,28 @@ want=$(( 2 * 3 * 3 * 24 * 32 * 4 ))
 if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ] && [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
 then echo "ok   ep 4, ddp: the experts stored E/ep a rank hold $(( wp - sp )) fewer parameter bytes and $(( wo - so )) fewer moment bytes at rest than whole, the same bits"
 else echo "FAIL ep 4 stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo (want -$want, -$(( 2 * want ))), hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# ... under bf16 mixed: the fp32 master and moments of the experts not held, exactly (and their
+# compute copies), the same bits
+stored="$(run 4 ddp 1 2 --ep 4 --precision bf16)"; whole="$(run 4 ddp 1 2 --ep 4 --experts-whole --precision bf16)"
+read -r sp so <<<"$(rest "$stored")"; read -r wp wo <<<"$(rest "$whole")"
+if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ] && [ -n "$(hash_of "$stored")" ] &&
+   [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
+then echo "ok   ep 4, ddp, bf16: stored E/ep a rank, $(( wp - sp )) fewer master bytes and $(( wo - so )) fewer moment bytes at rest, the same bits"
+else echo "FAIL ep 4 bf16 stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo, hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# a bf16 ep 2 zero1 commit (the master sharded over the expert-data-parallel ranks, stored experts)
+# resumes on one process and under ep 2 zero3, each ending on the straight run; planned = measured
+b2="$("$Z" train "$T/m.yaml" --nproc 2 --set precision.mode=bf16 --set parallel.strategy=zero1 \
+      --set parallel.expert_parallel_size=2 --set checkpoint.every=2 --set checkpoint.dir="$T/ckb" 2>&1)" || true
+straight="$(hash_line "$b2")"
+r1="$("$Z" train "$T/m.yaml" --set precision.mode=bf16 --set training.gradient_accumulation_steps=2 \
+      --resume "$T/ckb/step-00000002" 2>&1)" || true
+r2="$("$Z" train "$T/m.yaml" --nproc 2 --set precision.mode=bf16 --set parallel.strategy=zero3 \
+      --set parallel.expert_parallel_size=2 --resume "$T/ckb/step-00000002" 2>&1)" || true
+if [ -n "$straight" ] && [ "$(hash_line "$r1")" = "$straight" ] && [ "$(hash_line "$r2")" = "$straight" ] &&
+   grep -q "stored E/ep a rank" <<<"$b2" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$b2"
+then echo "ok   bf16 ep 2 zero1 (experts stored) -> one process and ep 2 zero3: $straight, planned = measured"
+else echo "FAIL bf16 stored experts' checkpoint: '$straight' -> one process '$(hash_line "$r1")', ep 2 zero3 '$(hash_line "$r2")'"
+  echo "$b2" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 # ZeRO over the expert-data-parallel ranks: ep 2 x dp 2 zero3 saves at step 2 (each rank its part's
 # pieces), and the commit resumes under ep 4 zero1 and on one process, each ending on the straight run
 cfg4=("$T/m.yaml" --set training.gradient_accumulation_steps=1 --set training.global_batch_size=8)

@@ -6,6 +6,7 @@
 #     router losses, every step clipped): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 under
 #     zero1 and zero3 = ep 2 x tp 2 (ddp, zero3) on 4 ranks; every step's tp bytes equal to the
 #     formula (the tool: the dense formula + each block's top-k weights' gradient sum);
+#     under bf16 compute: tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3;
 #  2. against one process (the parts add their columns' shares in another order): losses and
 #     parameters within the tolerance tests/tolerance.py derives in the run (8 x a one-ulp
 #     perturbation's), for tp 2 and for ep 2 x tp 2; the run with lr x 1.01 falls outside;
@@ -45,6 +46,10 @@ done
 for s in ddp zero3; do
   out="$(run 4 $s 1 $STEPS --tp 2 --ep 2)"; check "ep 2 x tp 2 $s, 4 ranks" moe "$out"; tp_bytes "ep 2 x tp 2 $s" "$out"
 done
+# under bf16 compute (docs/precision.md, "A mixture of experts"): tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3
+check "bf16: tp 2, 2 micro-batches, 2 ranks" moe-bf16 "$(run 2 ddp 2 $STEPS --tp 2 --precision bf16)"
+check "bf16: tp 2 x dp 2 zero1, 4 ranks" moe-bf16 "$(run 4 zero1 1 $STEPS --tp 2 --precision bf16)"
+check "bf16: ep 2 x tp 2 zero3, 4 ranks" moe-bf16 "$(run 4 zero3 1 $STEPS --tp 2 --ep 2 --precision bf16)"
 
 # ---- 2. against one process, within the run's own tolerance ---------------------------------------
 STEPS=16

@@ -161,11 +161,11 @@ static void grouped_run(grouped_out *o, int threads, const float *in, const floa
                         const int32_t *off) {
     int was = omp_get_max_threads();
     omp_set_num_threads(threads);
-    moe_grouped_forward(o->out, in, W, off, GE, GC, GO);
+    moe_grouped_forward(o->out, in, W, off, GE, GC, GO, 0);
     memset(o->dW, 0, sizeof o->dW);
     for (size_t i = 0; i < GE * GO * GC; i++) o->dWset[i] = NAN; /* assigned: never read */
-    moe_grouped_backward(o->din, o->dW, dout, in, W, off, GE, GC, GO, 0);
-    moe_grouped_backward(o->din, o->dWset, dout, in, W, off, GE, GC, GO, ZT_MM_DINP_ADD | ZT_MM_DWEIGHT_SET);
+    moe_grouped_backward(o->din, o->dW, dout, in, W, off, GE, GC, GO, 0, 0, NULL);
+    moe_grouped_backward(o->din, o->dWset, dout, in, W, off, GE, GC, GO, ZT_MM_DINP_ADD | ZT_MM_DWEIGHT_SET, 0, NULL);
     omp_set_num_threads(was);
 }
 

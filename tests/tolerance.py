@@ -2,13 +2,17 @@
 tests/tp.sh and tests/sp.sh derive in the run itself. DIR holds each run's final logical parameters
 (NAME.bin, fp32, tool_dist_check --dump) and its losses line (NAME.losses). REF is the reference run,
 ULP the same run with every initial parameter moved one ulp (--ulp): the yardstick of a rounding-level
-perturbation after the same steps. The tolerance is 8 x the yardstick's divergence from REF (with a
-floor of one fp32 ulp of the loss); each RUN must fall inside or outside it as named. Exit 1 when
+perturbation after the same steps (ULP:F, e.g. yard:2, takes F instead of 8: tests/moe.sh's bf16
+yardstick, an fp32 run from bf16-rounded parameters). The tolerance is 8 (or F) x the yardstick's
+divergence from REF (with a floor of one fp32 ulp of the loss); each RUN must fall inside or outside
+it as named. Exit 1 when
 one does not. Not a test by itself (ctest runs tests/*.sh)."""
 import array
 import sys
 
 T, arch, ref_name, ulp_name = sys.argv[1:5]
+ulp_name, _, factor = ulp_name.partition(":")
+factor = float(factor) if factor else 8.0
 
 
 def params(n):
@@ -31,7 +35,7 @@ def dist(n):
 
 
 ulp_p, ulp_l = dist(ulp_name)
-tol_p, tol_l = 8 * ulp_p, max(8 * ulp_l, 2.0 ** -23)
+tol_p, tol_l = factor * ulp_p, max(factor * ulp_l, 2.0 ** -23)
 ok = True
 for spec in sys.argv[5:]:
     n, want, label = spec.split("=", 2)

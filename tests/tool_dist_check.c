@@ -44,6 +44,8 @@
  *                   [--lr X]   (the AdamW learning rate, default 1e-2)
  *                   [--ulp]   (every initial parameter one ulp up, nextafterf: a perturbation at fp32's
  *                              rounding level, the yardstick tests/tp.sh measures tolerances with)
+ *                   [--bf16-init]   (every initial parameter rounded to bf16, nearest-even: a perturbation
+ *                              at bf16's rounding level, tests/moe.sh's yardstick for bf16 compute)
  *                   [--synthetic-grad]   (one data-parallel rank, ddp: after each step's backward every
  *                              gradient is replaced by a function of (step, parameter, logical index),
  *                              zt_tp_runs mapping a tp part's elements, and clipping is off, so the
@@ -59,6 +61,7 @@
  * Exit 0 when every check passes, 1 with a message otherwise. */
 #include "comm/comm.h"
 #include "comm/mesh.h"
+#include "kernels/kernels.h"
 #include "memory/plan.h"
 #include "shard/plan.h"
 #include "shard/tp.h"
@@ -176,7 +179,7 @@ static int run(int argc, char **argv) {
     const char *freeze = NULL; /* --freeze REGEX: zt_model_freeze before the engine */
     const char *dump = NULL;
     float lr = 1e-2f;
-    bool ulp = false, synth = false;
+    bool ulp = false, synth = false, bf16_init = false;
     int cp = 1, ep = 1;
     zt_cp_mode cp_mode = ZT_CP_ALLGATHER;
     zt_lora_config lora = {.target_modules = "all-linear"}; /* --lora R: rank R > 0 */
@@ -219,6 +222,7 @@ static int run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--ulp")) ulp = true;
+        else if (!strcmp(argv[i], "--bf16-init")) bf16_init = true;
         else if (!strcmp(argv[i], "--synthetic-grad")) synth = true;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora.rank = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc) /* QLoRA's base: nf4 or int8 */
@@ -252,11 +256,12 @@ static int run(int argc, char **argv) {
         (!experts_whole && zt_engine_store_experts(m, &o, NULL, &err)) ||
         zt_model_freeze(m, freeze, NULL, &err) || zt_engine_create(m, &o, &e, &err) || zt_engine_init_params(e, &err))
         return tool_fail(world, "setup", &err);
-    for (int i = 0; i < m->n_params && ulp; i++) { /* --ulp: one ulp up, the logical tensors */
+    for (int i = 0; i < m->n_params && (ulp || bf16_init); i++) { /* --ulp: one ulp up, the logical tensors */
         size_t n = (size_t)m->params[i].logical_numel;
         float *buf = malloc(n * sizeof *buf);
         if (!buf || zt_engine_param_gather(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
-        for (size_t k = 0; k < n; k++) buf[k] = nextafterf(buf[k], INFINITY);
+        if (bf16_init) zt_round_bf16(buf, n); /* --bf16-init: rounded to bf16 */
+        else for (size_t k = 0; k < n; k++) buf[k] = nextafterf(buf[k], INFINITY);
         if (zt_engine_param_set(e, i, buf, &err)) return tool_fail(world, "ulp", &err);
         free(buf);
     }

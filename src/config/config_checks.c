@@ -81,19 +81,15 @@ static void check_experts(cfg_ctx *x) {
                      "(model.shared_expert_intermediate_size, model.n_shared_experts): the shared expert runs whole, "
                      "tensor parallelism of it is not built", PFX(w), c->tensor_parallel_size, IS);
     }
-    static const char *const modes[] = {"fp32", "bf16", "bf16-low", "fp16"};
     const struct {
         const char *key, *value;
         bool refused;
-    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1},
-              {"precision.mode", c->precision >= 0 && c->precision < 4 ? modes[c->precision] : "?",
-               c->precision != ZT_CFG_PREC_FP32}};
+    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1}};
     for (size_t k = 0; k < sizeof no / sizeof *no; k++)
         if (no[k].refused && !bad(x, no[k].key)) {
             w = LOC(no[k].key, "model.n_experts");
-            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run in fp32 "
-                         "(precision.mode fp32), without sequence parallelism: not built", PFX(w), no[k].key,
-                         no[k].value, m->n_experts);
+            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run without sequence "
+                         "parallelism: not built", PFX(w), no[k].key, no[k].value, m->n_experts);
         }
     /* context parallelism: the router losses are the whole sequences' (llama_moe.c); a capacity is not */
     if (c->context_parallel_size > 1 && m->capacity_factor > 0 && !bad(x, "parallel.context_parallel_size") &&

@@ -403,8 +403,9 @@ void moe_router_losses(double *aux, double *z, const float *probs, const float *
 void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
                          const int32_t *idx, const int32_t *counts, int N, int Nall, int E, int k, bool norm_topk,
                          float aux_scale, float z_scale);
-/* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding) */
-void moe_gather_rows(float *xp, const float *x, const int32_t *order, int rows, int k, int C);
+/* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding); elements of the compute
+ * dtype kind (0: fp32; ZT_LP_BF16: 2-byte bf16 rows; ZT_LP_FP16: fp16 values in fp32): copied as bytes */
+void moe_gather_rows(void *xp, const void *x, const int32_t *order, int rows, int k, int C, int kind);
 /* out (N,C) = sum_j w_tj y[row_of(t,j)] (assigned; dropped slots add nothing) */
 void moe_combine_forward(float *out, const float *y, const float *w, const int32_t *row_of, int N, int k, int C);
 /* dy (rows,C) = w_tj dout_t at row_of(t,j) (assigned), dw (N,k) = <dout_t, y[row_of(t,j)]> (0: dropped);
@@ -414,12 +415,17 @@ void moe_combine_backward(float *dy, float *dw, const float *dout, const float *
 /* dx (N,C) = sum_j dxp[row_of(t,j)] (assigned) */
 void moe_scatter_rows(float *dx, const float *dxp, const int32_t *row_of, int N, int k, int C);
 /* out (rows,OC): rows [offsets[e], offsets[e+1]) = in's rows @ W_e^T, W (E*OC, C) stacked, W_e its
- * e-th (OC,C) block */
-void moe_grouped_forward(float *out, const float *in, const float *W, const int32_t *offsets, int E, int C, int OC);
+ * e-th (OC,C) block. kind 0: fp32 in and W; else a zt_lp_kind: in is the rounded operand
+ * (matmul_saved_input_floats's layout) and W the compute copy, as matmul_forward_lp takes them. */
+void moe_grouped_forward(float *out, const void *in, const void *W, const int32_t *offsets, int E, int C, int OC,
+                         int kind);
 /* din (rows,C) = dout @ W_e per group (+= with ZT_MM_DINP_ADD; NULL: skipped); dW_e += dout^T @ in
- * (NULL: frozen; = with ZT_MM_DWEIGHT_SET, every dW_e then written: 0 for an expert with no rows) */
-void moe_grouped_backward(float *din, float *dW, const float *dout, const float *in, const float *W,
-                          const int32_t *offsets, int E, int C, int OC, unsigned flags);
+ * (NULL: frozen; = with ZT_MM_DWEIGHT_SET, every dW_e then written: 0 for an expert with no rows);
+ * in, W and kind as moe_grouped_forward's. Under a kind, staging holds
+ * matmul_lp_staging_bytes(kind, offsets[E], OC) bytes (rnd(dout); dout NULL: staging holds rnd(dout)
+ * already); unused under fp32. */
+void moe_grouped_backward(float *din, float *dW, const float *dout, const void *in, const void *W,
+                          const int32_t *offsets, int E, int C, int OC, unsigned flags, int kind, void *staging);
 
 /* ---- ns_product.c: Muon's Newton-Schulz products, packed, each element's bits fixed -----------
  * Every element is one chain of FMAs over k in order from 0, whatever the threads, tiles or level

@@ -3,7 +3,8 @@
  * expert, then token; row_of[t*k + j] is the row of token t's j-th choice (-1: dropped over the
  * capacity).
  *
- *   gather     xp[r] = x[order[r] / k], 0 for padding rows    (forward: tokens to experts)
+ *   gather     xp[r] = x[order[r] / k], 0 for padding rows    (forward: tokens to experts; in the
+ *              compute dtype's elements: the rounded operand's rows under bf16/fp16 compute)
  *   combine    out_t = sum_j w_tj y[row_of(t,j)]                (forward: weighted, back in token order)
  *   combine'   dy[row] = w_tj dout_t, dw_tj = <dout_t, y[row]>  (backward)
  *   scatter    dx_t = sum_j dxp[row_of(t,j)]                    (backward of gather)
@@ -15,15 +16,16 @@
 
 #include <string.h>
 
-void moe_gather_rows(float *xp, const float *x, const int32_t *order, int rows, int k, int C)
+void moe_gather_rows(void *xp, const void *x, const int32_t *order, int rows, int k, int C, int kind)
 {
+    size_t row = (size_t)C * (kind == ZT_LP_BF16 ? 2 : 4); /* a row's bytes */
 #pragma omp parallel
     {
         size_t r0, r1;
         zt_split_range((size_t)rows, 1, zt_thread_num(), zt_num_threads(), &r0, &r1);
         for (size_t r = r0; r < r1; r++) {
-            if (order[r] < 0) memset(xp + r * (size_t)C, 0, (size_t)C * sizeof *xp); /* padding */
-            else memcpy(xp + r * (size_t)C, x + (size_t)(order[r] / k) * C, (size_t)C * sizeof *xp);
+            if (order[r] < 0) memset((char *)xp + r * row, 0, row); /* padding (bf16's zero is 0 bits too) */
+            else memcpy((char *)xp + r * row, (const char *)x + (size_t)(order[r] / k) * row, row);
         }
     }
 }

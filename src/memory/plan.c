@@ -183,7 +183,6 @@ const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_
     return o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
            : param_offload                                                 ? "parameter offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
-           : o->precision.compute != ZT_DTYPE_FP32                         ? "low-precision compute"
                                                                            : NULL;
 }
 

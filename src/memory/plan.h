@@ -126,7 +126,7 @@ void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int wo
                            zt_plan_group *groups);
 /* Why the engine keeps a mixture's experts whole on every rank under options o (and po's offload,
  * an estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid,
- * parameter offload, Muon/LAMB/1-bit Adam, low-precision compute */
+ * parameter offload, Muon/LAMB/1-bit Adam (any compute precision stores them) */
 const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po);
 /* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o and po: no
  * parameter cut by tensor parallelism (a tensor tp cut is not cut again by ep) and no reason above */

@@ -144,6 +144,9 @@ static const zt_moe_params MOE_PARAMS = {.router = P_ROUTER, .w1 = P_W1, .w2 = P
                                          .shared_gate = P_SH_GATE, .shared_up = P_SH_UP,
                                          .shared_down = P_SH_DOWN, .shared_route = P_SH_ROUTE};
 static const int BLOCK_LINEARS[] = {P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN};
+/* ... with experts: the attention's four, the experts' stacked w1, w2, w3 and the shared expert's
+ * three Linears (the router and the shared expert's sigmoid gate run in fp32) */
+static const int MOE_LINEARS[] = {P_Q, P_K, P_V, P_O, P_W1, P_W2, P_W3, P_SH_GATE, P_SH_UP, P_SH_DOWN};
 
 /* A block's parameters before the q/k/v biases: the dense ones, or the experts' (with the shared
  * expert's three weights when it has a width, its gate when asked) */
@@ -198,7 +201,7 @@ static size_t block_layout(const zt_unit *u, int B, int T, int lp_kind, const zt
                       zt_fp32_floats(N * KV), matmul_saved_input_floats(lp_kind, N * Q),
                       fl && lp_kind ? zt_fp32_floats(N * Q) : 0, fl ? zt_fp32_floats((size_t)B * w.NH * T) : 0,
                       zt_fp32_floats(Nl * C), in_C, zt_fp32_floats(Nl), zt_fp32_floats(N * I), zt_fp32_floats(N * I),
-                      moe(u->model_cfg) ? zt_moe_saved_floats(u, N) : 0,
+                      moe(u->model_cfg) ? zt_moe_saved_floats(u, N, lp_kind) : 0,
                       fl ? 0 : zt_fp32_floats((size_t)B * w.NH * T * T), matmul_saved_input_floats(lp_kind, N * I)};
     void *ptrs[sizeof sizes / sizeof *sizes];
     size_t off = zt_saved_layout(sizes, (int)(sizeof sizes / sizeof *sizes), BLOCK_KEPT_BUFFERS, a, ptrs, kept);
@@ -267,16 +270,28 @@ static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
  * summed (zt_unit_input_grad_sum) before their RMSNorm. Cut along T too (sequence parallelism,
  * layers.h), as GPT-2's block (gpt2.c): the RMSNorms and residuals on this part's rows, gathered
  * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed. */
+/* every Linear weight the block multiplies by has its compute copy under lp compute */
+static int check_lp_weights(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
+    if (!moe(u->model_cfg)) return zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
+    return zt_check_lp_weights(u, a, MOE_LINEARS, zt_moe_shared_width(u->model_cfg) ? 10 : 7, err);
+}
+
+/* xn2 as the router reads it, fp32: under bf16 compute the rounded operand widened (exact) into
+ * wide (N,C floats: wide1|wide2 of the block's scratch), else the slot itself (fp16: fp16 values
+ * in fp32) */
+static const float *router_input(const zt_unit_args *a, const void *xn2, float *wide, size_t NC) {
+    if (a->lp_kind != ZT_LP_BF16) return xn2;
+    zt_bf16_to_f32(wide, xn2, NC);
+    return wide;
+}
+
 static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     widths w = widths_of(u);
     int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     float *const *p = a->params;
-    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, moe(c) ? 4 : 7, err);
+    int rc = check_lp_weights(u, a, err);
     if (rc) return rc;
-    if (moe(c) && a->lp_kind)
-        return zt_error_set(err, ZT_ERR_USAGE, "unit %s: mixture-of-experts blocks run under fp32 compute only "
-                            "(precision.compute %s): not built", u->name, a->lp_kind == ZT_LP_BF16 ? "bf16" : "fp16");
     if (moe(c) && zt_unit_cp(u) && c->capacity_factor > 0.0f)
         return zt_error_set(err, ZT_ERR_USAGE, "unit %s: a capacity factor (%g) with context parallelism (%d parts): "
                             "an expert's capacity is a share of the whole sequences' tokens, which no part holds; "
@@ -341,8 +356,9 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                       "gate/up input (post_attention_layernorm)", err)))
             return rc;
     }
-    if (moe(c)) { /* the sparse MLP (llama_moe.c) on xn2, whole and fp32 */
-        if ((rc = zt_moe_forward(u, a, &MOE_PARAMS, s.moe, s.xn2, proj, moe_scratch(u, a), err))) return rc;
+    if (moe(c)) { /* the sparse MLP (llama_moe.c) on xn2, whole: the experts' products read the operand */
+        const float *x32 = router_input(a, s.xn2, tmp, (size_t)N * C);
+        if ((rc = zt_moe_forward(u, a, &MOE_PARAMS, s.moe, s.xn2, x32, proj, moe_scratch(u, a), err))) return rc;
         residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
         return ZT_OK;
     }
@@ -361,7 +377,7 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
     int B = a->batch->B, T = a->batch->T, C = w.C, N = B * T, hs = w.hs, Q = w.Q, KV = w.KV, I = w.I;
     size_t NC = (size_t)N * C;
     float *const *p = a->params, *const *g = a->grads;
-    int rc = zt_check_lp_weights(u, a, BLOCK_LINEARS, moe(c) ? 4 : 7, err);
+    int rc = check_lp_weights(u, a, err);
     if (rc) return rc;
     block_saved s;
     block_layout(u, B, T, a->lp_kind, a, &s, NULL);
@@ -382,8 +398,10 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         return rc;
     const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
     float *slot_all = ng + 2 * (size_t)C;
-    if (moe(c)) { /* the sparse MLP (llama_moe.c): whole and fp32 */
-        if ((rc = zt_moe_backward(u, a, &MOE_PARAMS, s.moe, s.xn2, dout, bufC, moe_scratch(u, a), err))) return rc;
+    if (moe(c)) { /* the sparse MLP (llama_moe.c), whole; the router's fp32 input in wide1|wide2 */
+        const float *x32 = router_input(a, s.xn2, wide1, NC);
+        if ((rc = zt_moe_backward(u, a, &MOE_PARAMS, s.moe, s.xn2, x32, dout, bufC, moe_scratch(u, a), err)))
+            return rc;
         goto mlp_done;
     }
     /* MLP: out = res2 + h·Wdᵀ, h = silu(gate)·up */
@@ -438,16 +456,25 @@ mlp_done:
     return zt_unit_norm_grads(u, a, ng, norms, 2, C, "the RMSNorms' weight gradients", err);
 }
 
-/* rnd(dout) of the widest Linear output: gate/up's (N,I), or o/down's (N,C) */
+/* rnd(dout) of the widest Linear output: gate/up's (N,I), or o/down's (N,C); with experts their
+ * products' (zt_moe_staging_bytes) when wider */
 static size_t block_staging_bytes(const zt_unit *u, int B, int T, int lp_kind) {
     widths w = widths_of(u);
-    return matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w.I > w.C ? w.I : w.C);
+    size_t dense = matmul_lp_staging_bytes((zt_lp_kind)lp_kind, B * T, w.I > w.C ? w.I : w.C);
+    size_t experts = moe(u->model_cfg) ? zt_moe_staging_bytes(u, (size_t)B * T, lp_kind) : 0;
+    return experts > dense ? experts : dense;
 }
 
 /* the seven Linear weights go through zt_linear_forward/_backward, which take params_lp, and so
- * do their LoRA adapters */
+ * do their LoRA adapters; with experts the four attention ones, the experts' w1, w2, w3 (grouped
+ * products, llama_moe.c) and the shared expert's three: not the router nor the shared expert's
+ * sigmoid gate, which stay fp32 */
 static bool block_reads_lp(const zt_unit *u, int k) {
-    return k <= (moe(u->model_cfg) ? P_O : P_DOWN) || zt_unit_is_adapter(u, k);
+    if (zt_unit_is_adapter(u, k)) return true;
+    if (!moe(u->model_cfg)) return k <= P_DOWN;
+    bool shared = zt_moe_shared_width(u->model_cfg) > 0; /* else q/k/v's biases may follow the experts */
+    return k <= P_O || k == P_W1 || k == P_W2 || k == P_W3 || (shared && (k == P_SH_GATE || k == P_SH_UP ||
+                                                                         k == P_SH_DOWN));
 }
 
 /* the seven Linears may carry LoRA adapters (with experts: the four attention ones) */

@@ -16,9 +16,14 @@
  *   row_of (N·k) | xp (R,C) | gate (R,I) | up (R,I) | h (R,I) | y (R,C)
  * Scratch: logits, then d logits (N,E) | dw (N,k) | dy (R,C)
  * Scratch with experts on every part: ... | dxp (R,C) | dgate (R,I) | dup (R,I).
- * fp32 compute only (the block refuses bf16/fp16 compute with experts), no sequence parallelism
- * (llama.c refuses it). Context parallelism: every part routes its own positions; the router losses
- * are the whole sequences' (cp_counts below). Tensor parallelism (Megatron's expert tensor parallelism):
+ * Under bf16/fp16 compute (docs/precision.md) the router stays fp32 (its Linear on the fp32 master,
+ * or bf16-low's fp32 view, over the rounded operand widened; softmax, top-k, losses fp32: Megatron's
+ * moe_router_dtype fp32, HF Mixtral's softmax in fp32); the experts' products run as the dense
+ * Linears' (matmul_lp.c: compute copies, rounded operands, fp32 accumulation) and xp and h are saved
+ * as the rounded operand, gate, up and y in fp32 (the dense block's rule: an activation only
+ * products read is stored rounded; SwiGLU's backward and the combine read fp32). No sequence
+ * parallelism (llama.c refuses it). Context parallelism: every part routes its own positions; the
+ * router losses are the whole sequences' (cp_counts below). Tensor parallelism (Megatron's expert tensor parallelism):
  * each part holds I/P columns of every expert (w1, w3 column-parallel in blocks of one expert, w2
  * row-parallel: src/shard/tp_plans.c) and runs the router and the routing whole, the same on every
  * part; its y rows are its columns' share, so the output (after the combine), the top-k weights'
@@ -39,6 +44,10 @@
 #include <math.h>
 #include <string.h>
 
+const void *zt_moe_weight(const zt_unit_args *a, int k) {
+    return a->lp_kind ? a->params_lp[k] : (const void *)a->params[k];
+}
+
 int zt_moe_width(const zt_llama_config *c) {
     return c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
 }
@@ -57,30 +66,47 @@ size_t zt_moe_max_rows(const zt_llama_config *c, size_t N) {
     return (capped < R ? capped : R) + (size_t)c->n_experts * (ZT_MOE_ROW_TILE - 1);
 }
 
-size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s) {
+size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s) {
     const zt_llama_config *c = u->model_cfg;
     int ep = u->ep_parts;
     size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     /* the experts' rows here: the part's own (R), or what every part may send this one */
     size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
-    size_t sizes[] = {N * E, N, N * k, N * k, E, E + 1, R, N * k, R * C, G * I, G * I, G * I, R * C,
-                      ep > 1 ? G * C : 0, ep > 1 ? (size_t)ep * (El + 1) : 0, zt_moe_shared_saved_floats(c, N),
-                      u->cp_parts > 1 ? E : 0};
+    /* floats of each buffer: int32 and float arrays alike 4 bytes an element; the products' operands
+     * xp, h, xr in the compute dtype (the rounded operand); the shared expert's block last */
+    size_t floats[] = {zt_fp32_floats(N * E), zt_fp32_floats(N), zt_fp32_floats(N * k), zt_fp32_floats(N * k),
+                       zt_fp32_floats(E), zt_fp32_floats(E + 1), zt_fp32_floats(R), zt_fp32_floats(N * k),
+                       matmul_saved_input_floats(lp_kind, R * C), zt_fp32_floats(G * I), zt_fp32_floats(G * I),
+                       matmul_saved_input_floats(lp_kind, G * I), zt_fp32_floats(R * C),
+                       ep > 1 ? matmul_saved_input_floats(lp_kind, G * C) : 0,
+                       ep > 1 ? zt_fp32_floats((size_t)ep * (El + 1)) : 0, zt_moe_shared_saved_floats(c, N, lp_kind),
+                       u->cp_parts > 1 ? zt_fp32_floats(E) : 0};
     void *ptrs[17];
     size_t off = 0;
-    for (int i = 0; i < 17; i++) { /* int32 and float arrays alike: 4 bytes an element */
-        ptrs[i] = base && sizes[i] ? base + off : NULL;
-        off += zt_fp32_floats(sizes[i]);
+    for (int i = 0; i < 17; i++) {
+        ptrs[i] = base && floats[i] ? base + off : NULL;
+        off += floats[i];
     }
-    *s = (zt_moe_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7],
-                        ptrs[8], ptrs[9], ptrs[10], ptrs[11], ptrs[12], ptrs[13], ptrs[14], ptrs[15], ptrs[16]};
+    *s = (zt_moe_saved){.probs = ptrs[0], .lse = ptrs[1], .w = ptrs[2], .idx = ptrs[3], .counts = ptrs[4],
+                        .offsets = ptrs[5], .order = ptrs[6], .row_of = ptrs[7], .xp = ptrs[8], .gate = ptrs[9],
+                        .up = ptrs[10], .h = ptrs[11], .y = ptrs[12], .xr = ptrs[13], .roff = ptrs[14],
+                        .shared = ptrs[15], .counts_all = ptrs[16]};
     return off;
 }
 
-size_t zt_moe_saved_floats(const zt_unit *u, size_t N) {
+size_t zt_moe_saved_floats(const zt_unit *u, size_t N, int lp_kind) {
     zt_moe_saved s;
-    return zt_moe_layout(u, N, NULL, &s);
+    return zt_moe_layout(u, N, lp_kind, NULL, &s);
+}
+
+/* rnd(dout) of the experts' widest product: their rows (R at most; a source's under expert
+ * parallelism, fewer) times the widest output (I or C), or the shared expert's N rows */
+size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind) {
+    const zt_llama_config *c = u->model_cfg;
+    size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u), Is = (size_t)zt_moe_shared_width(c);
+    size_t routed = zt_moe_max_rows(c, N) * (I > C ? I : C), shared = N * (Is > C ? Is : C);
+    return lp_kind ? matmul_lp_staging_bytes((zt_lp_kind)lp_kind, 1, (int)(routed > shared ? routed : shared)) : 0;
 }
 
 /* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's */
@@ -117,16 +143,16 @@ static int cp_counts(const zt_unit *u, const zt_unit_args *a, const zt_moe_saved
     return rc;
 }
 
-int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
-                   float *out, float *scratch, zt_error *err) {
+int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
+                   const float *x, float *out, float *scratch, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
     int I = zt_moe_part_width(u);
     float *const *p = a->params;
     zt_moe_saved s;
-    int ep = u->ep_parts > 1 ? u->ep_parts : 1;
-    zt_moe_layout(u, (size_t)N, saved, &s);
-    float *logits = scratch;
+    int ep = u->ep_parts > 1 ? u->ep_parts : 1, kind = a->lp_kind;
+    zt_moe_layout(u, (size_t)N, kind, saved, &s);
+    float *logits = scratch; /* the router in fp32 under every compute precision (docs/precision.md) */
     matmul_forward(logits, x, p[pk->router], NULL, N, C, E);
     if (zt_fault_armed()) { /* ZT_FAULT nan:at=router / inf:at=router: this layer's first logit */
         zt_fault_kind fk = zt_fault_point(ZT_FAULT_AT_ROUTER, NULL);
@@ -146,16 +172,16 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N),
                                  ZT_MOE_ROW_TILE);
     int R = s.offsets[E];
-    moe_gather_rows(s.xp, x, s.order, R, k, C);
+    moe_gather_rows(s.xp, xop, s.order, R, k, C, kind); /* the rounded operand's rows under lp compute */
     if (ep > 1) { /* the rows to their experts' parts and the results back (llama_moe_ep.c) */
         size_t Rmax = zt_moe_max_rows(c, (size_t)N);
         int erc = zt_moe_ep_forward(u, a, pk, &s, x, scratch + (size_t)N * E + (size_t)N * k + 2 * Rmax * C, err);
         if (erc) return erc;
     } else {
-        moe_grouped_forward(s.gate, s.xp, p[pk->w1], s.offsets, E, C, I);
-        moe_grouped_forward(s.up, s.xp, p[pk->w3], s.offsets, E, C, I);
-        swiglu_forward(s.h, s.gate, s.up, (size_t)R * I);
-        moe_grouped_forward(s.y, s.h, p[pk->w2], s.offsets, E, I, C);
+        moe_grouped_forward(s.gate, s.xp, zt_moe_weight(a, pk->w1), s.offsets, E, C, I, kind);
+        moe_grouped_forward(s.up, s.xp, zt_moe_weight(a, pk->w3), s.offsets, E, C, I, kind);
+        swiglu_forward_to(s.h, kind, s.gate, s.up, (size_t)R * I);
+        moe_grouped_forward(s.y, s.h, zt_moe_weight(a, pk->w2), s.offsets, E, I, C, kind);
     }
     moe_combine_forward(out, s.y, s.w, s.row_of, N, k, C);
     /* tensor parallelism: each part's y is its columns' share of the experts' output (w2 row-parallel),
@@ -163,7 +189,7 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     int rc = zt_unit_sum(u, a, out, (size_t)N * C, "block_sparse_moe output", err);
     if (rc) return rc;
     /* the shared expert, every token's, added last (llama_moe_shared.c) */
-    zt_moe_shared_forward(u, a, pk, s.shared, x, out, scratch + routed_scratch_floats(u, (size_t)N));
+    zt_moe_shared_forward(u, a, pk, s.shared, xop, x, out, scratch + routed_scratch_floats(u, (size_t)N));
     /* context parallelism: the load over the whole sequences, this part's share of their losses */
     if (u->cp_parts > 1 && (rc = cp_counts(u, a, &s, E, scratch + (size_t)N * E, err))) return rc;
     if (a->aux_loss) {
@@ -179,15 +205,15 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     return ZT_OK;
 }
 
-int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
-                    const float *dout, float *dx, float *scratch, zt_error *err) {
+int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
+                    const float *x, const float *dout, float *dx, float *scratch, zt_error *err) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, E = c->n_experts, k = c->n_experts_per_token, C = c->n_embd;
     int I = zt_moe_part_width(u);
     float *const *p = a->params, *const *g = a->grads;
     zt_moe_saved s;
-    int ep = u->ep_parts > 1 ? u->ep_parts : 1;
-    zt_moe_layout(u, (size_t)N, saved, &s);
+    int ep = u->ep_parts > 1 ? u->ep_parts : 1, kind = a->lp_kind;
+    zt_moe_layout(u, (size_t)N, kind, saved, &s);
     size_t R = zt_moe_max_rows(c, (size_t)N);
     float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k, *dxp = dy + R * C;
     float *dgate = dxp + R * C, *dup = dgate + R * I;
@@ -201,13 +227,13 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     } else {
         /* y = h·W2ᵀ; h = silu(gate)·up; gate = xp·W1ᵀ, up = xp·W3ᵀ */
         /* (the experts' gradients assigned where the engine left them unset: llama.c's assigns_grad) */
-        moe_grouped_backward(dgate, g[pk->w2], dy, s.h, p[pk->w2], s.offsets, E, I, C,
-                             zt_grad_assign_flag(a, pk->w2, g[pk->w2]));
+        moe_grouped_backward(dgate, g[pk->w2], dy, s.h, zt_moe_weight(a, pk->w2), s.offsets, E, I, C,
+                             zt_grad_assign_flag(a, pk->w2, g[pk->w2]), kind, a->staging);
         swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)rows * I);
-        moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, p[pk->w1], s.offsets, E, C, I,
-                             zt_grad_assign_flag(a, pk->w1, g[pk->w1]));
-        moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, p[pk->w3], s.offsets, E, C, I,
-                             ZT_MM_DINP_ADD | zt_grad_assign_flag(a, pk->w3, g[pk->w3]));
+        moe_grouped_backward(dxp, g[pk->w1], dgate, s.xp, zt_moe_weight(a, pk->w1), s.offsets, E, C, I,
+                             zt_grad_assign_flag(a, pk->w1, g[pk->w1]), kind, a->staging);
+        moe_grouped_backward(dxp, g[pk->w3], dup, s.xp, zt_moe_weight(a, pk->w3), s.offsets, E, C, I,
+                             ZT_MM_DINP_ADD | zt_grad_assign_flag(a, pk->w3, g[pk->w3]), kind, a->staging);
     }
     moe_scatter_rows(dx, dxp, s.row_of, N, k, C);
     /* tensor parallelism: the experts' input gradient is every part's columns' share; the router's
@@ -217,6 +243,6 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     moe_router_backward(dlogits, dw, s.probs, s.lse, s.w, s.idx, load_of(u, &s), N, N * cp_of(u), E, k, c->norm_topk_prob,
                         c->router_aux_loss_coef * a->aux_dloss, c->router_z_loss_coef * a->aux_dloss);
     matmul_backward(dx, g[pk->router], NULL, dlogits, x, p[pk->router], N, C, E, ZT_MM_DINP_ADD);
-    zt_moe_shared_backward(u, a, pk, s.shared, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));
+    zt_moe_shared_backward(u, a, pk, s.shared, xop, x, dout, dx, scratch + routed_scratch_floats(u, (size_t)N));
     return ZT_OK;
 }

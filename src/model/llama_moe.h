@@ -14,6 +14,8 @@ typedef struct zt_moe_params {
     int shared_gate, shared_up, shared_down, shared_route;
 } zt_moe_params;
 
+/* the weight of unit parameter k as the products read it: the compute copy under lp compute, else fp32 */
+const void *zt_moe_weight(const zt_unit_args *a, int k);
 /* each expert's width; and its columns on unit u's tensor-parallel part (width / parts: the experts'
  * w1, w3 column-parallel in blocks of one expert, w2 row-parallel, src/shard/tp_plans.c) */
 int zt_moe_width(const zt_llama_config *c);
@@ -23,9 +25,12 @@ int zt_moe_part_width(const zt_unit *u);
 int zt_moe_capacity(const zt_llama_config *c, int N);
 /* floats of the MoE part of unit u's saved buffer (kept whole under selective checkpointing) and
  * of its scratch, for N tokens: its experts spread over u->ep_parts parts (1: all here;
- * llama_moe_ep.c), each of zt_moe_part_width columns */
-size_t zt_moe_saved_floats(const zt_unit *u, size_t N);
+ * llama_moe_ep.c), each of zt_moe_part_width columns; the saved products' operands (xp, h, xr and
+ * the shared expert's h) in the compute dtype lp_kind (matmul_saved_input_floats) */
+size_t zt_moe_saved_floats(const zt_unit *u, size_t N, int lp_kind);
 size_t zt_moe_scratch_floats(const zt_unit *u, size_t N);
+/* bytes of the staging the experts' products need under lp compute: rnd(dout) of the widest */
+size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind);
 /* Each expert's rows are padded to whole tiles of ZT_MOE_ROW_TILE (moe_route_plan): a few shapes
  * for the grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md) */
 enum { ZT_MOE_ROW_TILE = 64 };
@@ -38,15 +43,18 @@ size_t zt_moe_max_rows(const zt_llama_config *c, size_t N);
 typedef struct zt_moe_saved {
     float *probs, *lse, *w;
     int32_t *idx, *counts, *offsets, *order, *row_of;
-    float *xp, *gate, *up, *h, *y;
-    float *xr;      /* expert parallelism: the rows received from part s at xr + s·Rl·C */
+    void *xp;       /* the products' operand: rounded under lp compute (as h and xr) */
+    float *gate, *up;
+    void *h;
+    float *y;
+    void *xr;       /* expert parallelism: the rows received from part s at row s·Rl */
     int32_t *roff;  /* ... and their experts' offsets: roff[s·(El+1) + j], j = 0..El */
     float *shared;  /* the shared expert's (llama_moe_shared.c; NULL: none) */
     int32_t *counts_all; /* context parallelism: counts summed over the parts, the whole sequences'
                             (the router losses' load; NULL without cp) */
 } zt_moe_saved;
-/* the layout of unit u's saved buffer at base (NULL: sizes only); returns its floats */
-size_t zt_moe_layout(const zt_unit *u, size_t N, float *base, zt_moe_saved *s);
+/* the layout of unit u's saved buffer at base (NULL: sizes only) under compute lp_kind; returns its floats */
+size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s);
 /* expert parallelism (llama_moe_ep.c): the rows one part sends one part at most (Rl), the scratch */
 size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep);
 size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N);
@@ -57,24 +65,26 @@ void zt_moe_ep_fold(const zt_unit *u, const zt_unit_group *g, const zt_moe_param
                     float *const *slots);
 int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                        float *dy, float *dxp, float *scratch, zt_error *err);
-/* out (N,C) = MoE(x), x (N,C) the post-attention norm's output; saved: zt_moe_saved_floats floats;
+/* out (N,C) = MoE(x), x (N,C) the post-attention norm's output in fp32 (the router's input: under
+ * bf16 compute the rounded operand widened, exactly) and xop the same as the experts' products read
+ * it (the rounded operand under lp compute, x itself under fp32); saved: zt_moe_saved_floats floats;
  * adds the router losses into *a->aux_loss and the expert counts into a->moe_counts when given */
-int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
-                   float *out, float *scratch, zt_error *err);
+int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
+                   const float *x, float *out, float *scratch, zt_error *err);
 /* dx (N,C) = (assigned) d x from dout (N,C); the router's and experts' gradients += (the router
- * losses' gradients times a->aux_dloss included) */
-int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const float *x,
-                    const float *dout, float *dx, float *scratch, zt_error *err);
+ * losses' gradients times a->aux_dloss included); xop, x as forward's; a->staging: zt_moe_staging_bytes */
+int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
+                    const float *x, const float *dout, float *dx, float *scratch, zt_error *err);
 
 /* Shared experts (llama_moe_shared.c): the shared MLP's width (0: none); the floats of its part of
  * the saved buffer and of the scratch for N tokens; forward adds gate(x)·shared(x) into out (N,C),
  * backward adds d x into dx (N,C) and the shared weights' gradients into a->grads */
 int zt_moe_shared_width(const zt_llama_config *c);
-size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N);
+size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N, int lp_kind);
 size_t zt_moe_shared_scratch_floats(const zt_llama_config *c, size_t N);
 void zt_moe_shared_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
-                           const float *x, float *out, float *scratch);
+                           const void *xop, const float *x, float *out, float *scratch);
 void zt_moe_shared_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
-                            const float *x, const float *dout, float *dx, float *scratch);
+                            const void *xop, const float *x, const float *dout, float *dx, float *scratch);
 
 #endif

@@ -35,7 +35,14 @@
  * part's El experts and the engine hands a gradient of ep x their floats (the slots after the
  * stored gradient, shard/plan.h's grad_slots): the sum stays in slice 0, the stored one.
  *
- * Saved (llama_moe.h's zt_moe_saved): xr (the rows from source s at xr + s·Rl·C, Rl =
+ * Under bf16/fp16 compute the tokens go to their experts as the rounded operand (xp's rows: 2 bytes
+ * an element under bf16, Megatron's and DeepSpeed's dispatch in the compute dtype), exact since
+ * one process's products read those same rounded rows; so does d y (rounded at its source, as
+ * one process rounds it for its products: the received rows are their staging); the results y and
+ * d xp stay fp32 (the products' fp32 outputs, which the dense Linears keep fp32 too: rounding them
+ * for the wire alone would make the bits depend on the ep degree).
+ *
+ * Saved (llama_moe.h's zt_moe_saved): xr (the rows from source s at row s·Rl, Rl =
  * zt_moe_ep_rows), roff (each source's experts' row offsets), gate/up/h over those rows; y (the
  * source's own rows' results, back from their parts).
  * Scratch: dyr (ep·Rl,C; forward: the y rows before they go back) | dxr (ep·Rl,C) | dgate (Rl,I) |
@@ -91,20 +98,23 @@ static size_t range_rows(const zt_moe_saved *s, int q, int El) {
     return (size_t)(s->offsets[(q + 1) * El] - s->offsets[q * El]);
 }
 
-/* One all-to-all over the parts: send[p] = from_base + off_p·C (rows_p rows of C floats) to part p,
- * recv[p] into to_base + roff... as the caller lays out; checks that exactly want[p] rows arrived. */
-static int exchange_rows(const zt_unit_group *g, const float *const *send, const size_t *send_rows,
-                         float *const *recv, const size_t *cap_rows, const size_t *want_rows, size_t C,
+/* bytes of a row of C elements in the compute dtype kind (0: fp32; bf16 2 bytes an element) */
+static size_t row_bytes(int kind, size_t C) { return C * (kind == ZT_LP_BF16 ? 2 : 4); }
+
+/* One all-to-all over the parts: send[p] (rows_p rows of `row` bytes) to part p, recv[p] as the
+ * caller lays out; checks that exactly want[p] rows arrived. */
+static int exchange_rows(const zt_unit_group *g, const void *const *send, const size_t *send_rows,
+                         void *const *recv, const size_t *cap_rows, const size_t *want_rows, size_t row,
                          const char *what, zt_error *err) {
     int P = g->ep_parts > MAX_PARTS ? MAX_PARTS : g->ep_parts;
     size_t sb[MAX_PARTS] = {0}, cb[MAX_PARTS] = {0}, got[MAX_PARTS];
-    for (int p = 0; p < P; p++) sb[p] = send_rows[p] * C * sizeof(float), cb[p] = cap_rows[p] * C * sizeof(float);
-    int rc = g->ep_all_to_all(g, (const void *const *)send, sb, (void *const *)recv, cb, got, what, err);
+    for (int p = 0; p < P; p++) sb[p] = send_rows[p] * row, cb[p] = cap_rows[p] * row;
+    int rc = g->ep_all_to_all(g, send, sb, recv, cb, got, what, err);
     if (rc) return rc;
     for (int p = 0; p < P; p++)
-        if (got[p] != want_rows[p] * C * sizeof(float))
+        if (got[p] != want_rows[p] * row)
             return zt_error_set(err, ZT_ERR_MISMATCH, "%s: part %d sent %zu bytes, its counts said %zu rows of %zu "
-                                "floats", what, p, got[p], want_rows[p], C);
+                                "bytes", what, p, got[p], want_rows[p], row);
     return ZT_OK;
 }
 
@@ -115,6 +125,19 @@ static int check_group(const zt_unit *u, const zt_unit_group *g, zt_error *err) 
         return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts over %d parts without the engine's expert-parallel "
                             "group", u->name, P);
     return ZT_OK;
+}
+
+/* this part's experts' w1, w2, w3 as the products read them (the compute copies under lp compute):
+ * the stored El experts, or part q's slice of the whole tensors */
+static void experts_here(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, int q, const char **W1,
+                         const char **W2, const char **W3) {
+    const zt_llama_config *c = u->model_cfg;
+    size_t El = (size_t)c->n_experts / (size_t)u->ep_parts;
+    size_t at = u->ep_local ? 0 : (size_t)q * El * zt_moe_part_width(u) * c->n_embd; /* elements */
+    at *= a->lp_kind == ZT_LP_BF16 ? 2 : 4;
+    *W1 = (const char *)zt_moe_weight(a, pk->w1) + at;
+    *W2 = (const char *)zt_moe_weight(a, pk->w2) + at;
+    *W3 = (const char *)zt_moe_weight(a, pk->w3) + at;
 }
 
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
@@ -152,36 +175,38 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
         mine[p] = range_rows(s, p, El);
         cap[p] = Rl;
     }
-    /* 2. the rows to their experts' parts */
-    const float *src[MAX_PARTS];
-    float *dst[MAX_PARTS];
+    /* 2. the rows to their experts' parts (the rounded operand's bytes under lp compute) */
+    int kind = a->lp_kind;
+    size_t xrow = row_bytes(kind, (size_t)C), hrow = row_bytes(kind, (size_t)I), frow = row_bytes(0, (size_t)C);
+    const void *src[MAX_PARTS];
+    void *dst[MAX_PARTS];
     for (int p = 0; p < P; p++) {
-        src[p] = s->xp + range_begin(s, p, El) * C;
-        dst[p] = s->xr + (size_t)p * Rl * C;
+        src[p] = (const char *)s->xp + range_begin(s, p, El) * xrow;
+        dst[p] = (char *)s->xr + (size_t)p * Rl * xrow;
     }
     snprintf(what, sizeof what, "%s: tokens to experts", u->name);
-    if ((rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err))) return rc;
+    if ((rc = exchange_rows(g, src, mine, dst, cap, want, xrow, what, err))) return rc;
     /* 3. this part's experts over each source's rows, apart: the products one process runs */
-    float *const *prm = a->params;
-    size_t at = u->ep_local ? 0 : (size_t)q * El * I * C; /* this part's experts in the tensors */
-    const float *W1 = prm[pk->w1] + at, *W3 = prm[pk->w3] + at, *W2 = prm[pk->w2] + at;
+    const char *W1, *W2, *W3;
+    experts_here(u, a, pk, q, &W1, &W2, &W3);
     float *yr = w.dyr; /* forward: the y rows until they go back */
     for (int p = 0; p < P; p++) {
         const int32_t *ro = s->roff + (size_t)p * (El + 1);
         size_t base = (size_t)p * Rl;
         if (!want[p]) continue;
-        moe_grouped_forward(s->gate + base * I, s->xr + base * C, W1, ro, El, C, I);
-        moe_grouped_forward(s->up + base * I, s->xr + base * C, W3, ro, El, C, I);
-        swiglu_forward(s->h + base * I, s->gate + base * I, s->up + base * I, want[p] * I);
-        moe_grouped_forward(yr + base * C, s->h + base * I, W2, ro, El, I, C);
+        void *h = (char *)s->h + base * hrow;
+        moe_grouped_forward(s->gate + base * I, (char *)s->xr + base * xrow, W1, ro, El, C, I, kind);
+        moe_grouped_forward(s->up + base * I, (char *)s->xr + base * xrow, W3, ro, El, C, I, kind);
+        swiglu_forward_to(h, kind, s->gate + base * I, s->up + base * I, want[p] * I);
+        moe_grouped_forward(yr + base * C, h, W2, ro, El, I, C, kind);
     }
-    /* 4. the results back to their tokens' parts, into y where the rows came from */
+    /* 4. the results back to their tokens' parts, into y where the rows came from (fp32) */
     for (int p = 0; p < P; p++) {
         src[p] = yr + (size_t)p * Rl * C;
         dst[p] = s->y + range_begin(s, p, El) * C;
     }
     snprintf(what, sizeof what, "%s: experts' results back", u->name);
-    return exchange_rows(g, src, want, dst, mine, mine, (size_t)C, what, err);
+    return exchange_rows(g, src, want, dst, mine, mine, frow, what, err);
 }
 
 /* b[lo] = the pairwise tree sum of b[lo .. hi) (comm/tree_sum.c's tree: (lo..mid) + (mid..hi)),
@@ -243,40 +268,51 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     ep_scratch w = scratch_of(u, N, P, scratch);
     char what[128];
     size_t want[MAX_PARTS], mine[MAX_PARTS], cap[MAX_PARTS];
-    const float *src[MAX_PARTS];
-    float *dst[MAX_PARTS];
+    const void *src[MAX_PARTS];
+    void *dst[MAX_PARTS];
+    int kind = a->lp_kind;
+    size_t xrow = row_bytes(kind, (size_t)C), hrow = row_bytes(kind, (size_t)I), frow = row_bytes(0, (size_t)C);
+    /* under lp compute d y goes rounded (what the products read: one process rounds it for them
+     * too), from the staging, which the products below reuse only after the exchange */
+    const void *dsend = dy;
+    if (kind) {
+        zt_round_to_lp((zt_lp_kind)kind, a->staging, dy, (size_t)s->offsets[E] * C);
+        dsend = a->staging;
+    }
     for (int p = 0; p < P; p++) {
         want[p] = (size_t)s->roff[(size_t)p * (El + 1) + El];
         mine[p] = range_rows(s, p, El);
         cap[p] = Rl;
-        src[p] = dy + range_begin(s, p, El) * C;
-        dst[p] = w.dyr + (size_t)p * Rl * C;
+        src[p] = (const char *)dsend + range_begin(s, p, El) * xrow;
+        dst[p] = (char *)w.dyr + (size_t)p * Rl * xrow;
     }
-    /* 1. d y to the experts' parts */
+    /* 1. d y to the experts' parts (rnd(d y) under lp compute: 2 bytes an element under bf16) */
     snprintf(what, sizeof what, "%s: d results to experts", u->name);
-    rc = exchange_rows(g, src, mine, dst, cap, want, (size_t)C, what, err);
+    rc = exchange_rows(g, src, mine, dst, cap, want, xrow, what, err);
     if (rc) return rc;
     if (u->ep_local && a->grads[pk->w1] && (!a->grad_slots || !a->grad_slots[pk->w1]))
         return zt_error_set(err, ZT_ERR_INTERNAL, "unit %s: experts stored E/ep a part without the engine's gradient "
                             "slots", u->name);
     /* 2. each source's backward apart, its weight gradients in its own slot (slice p) */
-    float *const *prm = a->params, *const *gr = a->grads;
+    float *const *gr = a->grads;
     size_t in_slice = (size_t)El * I * C; /* w1, w3 (El·I, C); w2 (El·C, I): as many floats */
-    size_t at = u->ep_local ? 0 : (size_t)q * in_slice; /* this part's experts in the tensors */
-    const float *W1 = prm[pk->w1] + at, *W3 = prm[pk->w3] + at, *W2 = prm[pk->w2] + at;
+    const char *W1, *W2, *W3;
+    experts_here(u, a, pk, q, &W1, &W2, &W3);
     for (int p = 0; p < P; p++) {
         const int32_t *ro = s->roff + (size_t)p * (El + 1);
         size_t base = (size_t)p * Rl;
         if (!want[p]) continue;
-        float *dyr = w.dyr + base * C, *dxr = w.dxr + base * C;
+        void *dyr = (char *)w.dyr + base * xrow; /* rnd(d y) under lp compute: the product's staging */
+        float *dxr = w.dxr + base * C;
         float *const *sl = a->grad_slots;
-        moe_grouped_backward(w.dgate, slot_of(u, gr, sl, pk->w2, p, in_slice), dyr, s->h + base * I, W2, ro, El, I, C,
-                             0);
+        const void *xr = (const char *)s->xr + base * xrow, *h = (const char *)s->h + base * hrow;
+        moe_grouped_backward(w.dgate, slot_of(u, gr, sl, pk->w2, p, in_slice), kind ? NULL : dyr, h, W2, ro, El, I, C,
+                             0, kind, kind ? dyr : a->staging);
         swiglu_backward(w.dgate, w.dup, w.dgate, s->gate + base * I, s->up + base * I, want[p] * I);
-        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w1, p, in_slice), w.dgate, s->xr + base * C, W1, ro, El, C,
-                             I, 0);
-        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w3, p, in_slice), w.dup, s->xr + base * C, W3, ro, El, C, I,
-                             ZT_MM_DINP_ADD);
+        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w1, p, in_slice), w.dgate, xr, W1, ro, El, C, I, 0, kind,
+                             a->staging);
+        moe_grouped_backward(dxr, slot_of(u, gr, sl, pk->w3, p, in_slice), w.dup, xr, W3, ro, El, C, I,
+                             ZT_MM_DINP_ADD, kind, a->staging);
     }
     /* 3. the partials in the tree over the sources, into this part's experts (with gradient
      * accumulation: after the micro-batches, zt_moe_ep_fold) */
@@ -287,5 +323,5 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
         dst[p] = dxp + range_begin(s, p, El) * C;
     }
     snprintf(what, sizeof what, "%s: d tokens back", u->name);
-    return exchange_rows(g, src, want, dst, mine, mine, (size_t)C, what, err);
+    return exchange_rows(g, src, want, dst, mine, mine, frow, what, err);
 }

@@ -12,7 +12,9 @@
  * Saved (after the routed part's, kept whole under selective checkpointing), N tokens:
  *   gate (N,Is) | up (N,Is) | h (N,Is) | with the gate: ys (N,C) | s = sigmoid(x·gᵀ) (N)
  * Scratch: dys (N,C) (forward: ys without the gate) | dh, then dgate (N,Is) | dup (N,Is) | ds (N).
- * fp32 compute only, whole (as the routed experts: llama.c refuses the rest). */
+ * Under bf16/fp16 compute its three Linears run as the dense MLP's (layers.h's zt_linear_*: the
+ * compute copies, the block's rounded operand, h saved rounded) and its sigmoid gate in fp32, as the
+ * router. Whole (as the routed experts: llama.c refuses the rest). */
 #include "model/llama_moe.h"
 #include "kernels/kernels.h"
 #include "model/layers.h"
@@ -26,26 +28,29 @@ int zt_moe_shared_width(const zt_llama_config *c) {
 }
 
 typedef struct shared_saved {
-    float *gate, *up, *h, *ys, *s;
+    float *gate, *up;
+    void *h; /* the down product's operand: rounded under lp compute */
+    float *ys, *s;
 } shared_saved;
 
-static size_t shared_layout(const zt_llama_config *c, size_t N, float *base, shared_saved *s) {
+static size_t shared_layout(const zt_llama_config *c, size_t N, int lp_kind, float *base, shared_saved *s) {
     size_t Is = (size_t)zt_moe_shared_width(c), C = (size_t)c->n_embd;
     bool gated = c->shared_expert_gate;
-    size_t sizes[] = {N * Is, N * Is, N * Is, gated ? N * C : 0, gated ? N : 0};
+    size_t floats[] = {zt_fp32_floats(N * Is), zt_fp32_floats(N * Is), matmul_saved_input_floats(lp_kind, N * Is),
+                       gated ? zt_fp32_floats(N * C) : 0, gated ? zt_fp32_floats(N) : 0};
     float *ptrs[5];
     size_t off = 0;
     for (int i = 0; i < 5; i++) {
-        ptrs[i] = base && sizes[i] ? base + off : NULL;
-        off += zt_fp32_floats(sizes[i]);
+        ptrs[i] = base && floats[i] ? base + off : NULL;
+        off += floats[i];
     }
     *s = (shared_saved){ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4]};
     return off;
 }
 
-size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N) {
+size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N, int lp_kind) {
     shared_saved s;
-    return zt_moe_shared_width(c) > 0 ? shared_layout(c, N, NULL, &s) : 0;
+    return zt_moe_shared_width(c) > 0 ? shared_layout(c, N, lp_kind, NULL, &s) : 0;
 }
 
 size_t zt_moe_shared_scratch_floats(const zt_llama_config *c, size_t N) {
@@ -54,18 +59,20 @@ size_t zt_moe_shared_scratch_floats(const zt_llama_config *c, size_t N) {
 }
 
 void zt_moe_shared_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
-                           const float *x, float *out, float *scratch) {
+                           const void *xop, const float *x, float *out, float *scratch) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, C = c->n_embd, Is = zt_moe_shared_width(c);
     if (Is < 1) return;
     float *const *p = a->params;
     shared_saved s;
-    shared_layout(c, (size_t)N, saved, &s);
+    shared_layout(c, (size_t)N, a->lp_kind, saved, &s);
     float *ys = s.ys ? s.ys : scratch;
-    matmul_forward(s.gate, x, p[pk->shared_gate], NULL, N, C, Is);
-    matmul_forward(s.up, x, p[pk->shared_up], NULL, N, C, Is);
-    swiglu_forward(s.h, s.gate, s.up, (size_t)N * Is);
-    matmul_forward(ys, s.h, p[pk->shared_down], NULL, N, Is, C);
+    /* the operands already in the compute dtype: nothing left to round (inp NULL under lp compute) */
+    const float *xin = a->lp_kind ? NULL : x, *hin = a->lp_kind ? NULL : s.h;
+    zt_linear_forward(u, a, pk->shared_gate, s.gate, (void *)xop, xin, NULL, N, C, Is);
+    zt_linear_forward(u, a, pk->shared_up, s.up, (void *)xop, xin, NULL, N, C, Is);
+    swiglu_forward_to(s.h, a->lp_kind, s.gate, s.up, (size_t)N * Is);
+    zt_linear_forward(u, a, pk->shared_down, ys, s.h, hin, NULL, N, Is, C);
     if (!c->shared_expert_gate) {
         residual_forward(out, out, ys, (size_t)N * C);
         return;
@@ -81,13 +88,13 @@ void zt_moe_shared_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe
 }
 
 void zt_moe_shared_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
-                            const float *x, const float *dout, float *dx, float *scratch) {
+                            const void *xop, const float *x, const float *dout, float *dx, float *scratch) {
     const zt_llama_config *c = u->model_cfg;
     int N = a->batch->B * a->batch->T, C = c->n_embd, Is = zt_moe_shared_width(c);
     if (Is < 1) return;
     float *const *p = a->params, *const *g = a->grads;
     shared_saved s;
-    shared_layout(c, (size_t)N, saved, &s);
+    shared_layout(c, (size_t)N, a->lp_kind, saved, &s);
     float *dys = scratch, *dgate = dys + (size_t)N * C, *dup = dgate + (size_t)N * Is, *ds = dup + (size_t)N * Is;
     const float *dy = dout;
     if (c->shared_expert_gate) { /* out += s·ys: d ys = s·dout, d logit = s(1-s)·(dout·ys) */
@@ -105,8 +112,8 @@ void zt_moe_shared_backward(const zt_unit *u, const zt_unit_args *a, const zt_mo
         dy = dys;
     }
     /* ys = h·Wdᵀ; h = silu(gate)·up; gate = x·Wgᵀ, up = x·Wuᵀ */
-    matmul_backward(dgate, g[pk->shared_down], NULL, dy, s.h, p[pk->shared_down], N, Is, C, 0);
+    zt_linear_backward(u, a, pk->shared_down, dgate, g[pk->shared_down], NULL, dy, s.h, N, Is, C, false);
     swiglu_backward(dgate, dup, dgate, s.gate, s.up, (size_t)N * Is);
-    matmul_backward(dx, g[pk->shared_gate], NULL, dgate, x, p[pk->shared_gate], N, C, Is, ZT_MM_DINP_ADD);
-    matmul_backward(dx, g[pk->shared_up], NULL, dup, x, p[pk->shared_up], N, C, Is, ZT_MM_DINP_ADD);
+    zt_linear_backward(u, a, pk->shared_gate, dx, g[pk->shared_gate], NULL, dgate, xop, N, C, Is, true);
+    zt_linear_backward(u, a, pk->shared_up, dx, g[pk->shared_up], NULL, dup, xop, N, C, Is, true);
 }

@@ -171,12 +171,20 @@ R=(--set data.train="$T/qa.jsonl" --set data.cache_dir="$T/cache" --set data.val
    --set eval.batches=4 --set model.preset=llama-tiny --set training.gradient_accumulation_steps=4 --set training.steps=6
    --set training.lr=3e-3)
 val_line() { grep -o 'loss [0-9.]* -> [0-9.]* | val [0-9.]*' <<<"$1" || true; }
-a="$("$Z" train "$T/g.yaml" "${R[@]}" 2>&1 || true)"
-b="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${R[@]}" --set parallel.context_parallel_mode=ring 2>&1 || true)"
-if [ -n "$(val_line "$a")" ] && [ "$(val_line "$a")" = "$(val_line "$b")" ] &&
-   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
-  echo "ok   packed records, cp 2 ring: $(val_line "$b") as one process; planned = measured"
-else echo "FAIL packed records cp 2: '$(val_line "$b")' vs one process '$(val_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+# as_one LABEL LINE_FN ARGS... [-- CP_ARGS...]: one process with ARGS and cp 2 with ARGS and CP_ARGS print
+# the same LINE_FN line, and cp 2 reaches every class's planned high-water
+as_one() {
+  local label="$1" line="$2" args=() cpa=(); shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && cpa=("$@")
+  local a b; a="$("$Z" train "$T/g.yaml" "${args[@]}" 2>&1 || true)"
+  b="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${args[@]}" "${cpa[@]}" 2>&1 || true)"
+  if [ -n "$($line "$a")" ] && [ "$($line "$a")" = "$($line "$b")" ] &&
+     grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
+    echo "ok   $label: $($line "$b") as one process; planned = measured"
+  else echo "FAIL $label: '$($line "$b")' vs one process '$($line "$a")'"; echo "$b" | tail -3; fail=1; fi
+}
+as_one "packed records, cp 2 ring" val_line "${R[@]}" -- --set parallel.context_parallel_mode=ring
 L=(--set model.preset=llama-tiny --set training.gradient_accumulation_steps=2)
 a="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${L[@]}" 2>&1 || true)"
 b="$("$Z" train "$T/g.yaml" --nproc 4 "${CP[@]}" "${L[@]}" --set parallel.pipeline_parallel_size=2 2>&1 || true)"
@@ -227,12 +235,7 @@ python3 "$SRC/tests/tolerance.py" "$T" llama-moe mref mulp "mag=inside=llama-moe
   "mring=inside=llama-moe cp 2 ring vs one process" "mc4=inside=llama-moe cp 4 ring vs one process" \
   "mlr=outside=lr x 1.01 (must fail)" || fail=1
 M=(--set model.preset=llama-tiny-moe)
-a="$("$Z" train "$T/g.yaml" "${M[@]}" 2>&1 || true)"
-b="$("$Z" train "$T/g.yaml" --nproc 2 "${CP[@]}" "${M[@]}" 2>&1 || true)"
-if [ -n "$(loss_line "$a")" ] && [ "$(loss_line "$a")" = "$(loss_line "$b")" ] &&
-   grep -q "every class of every rank reached exactly its planned high-water" <<<"$b"; then
-  echo "ok   train llama-tiny-moe cp 2: $(loss_line "$b") as one process; planned = measured"
-else echo "FAIL train llama-tiny-moe cp 2: '$(loss_line "$b")' vs one process '$(loss_line "$a")'"; echo "$b" | tail -3; fail=1; fi
+as_one "train llama-tiny-moe cp 2" loss_line "${M[@]}"
 bad "capacity factor with cp" "parallel.context_parallel_size: 2 with model.capacity_factor 1.25" \
   train "$T/g.yaml" --nproc 2 "${CP[@]}" "${M[@]}" --set model.capacity_factor=1.25
 

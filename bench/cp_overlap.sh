@@ -37,6 +37,7 @@ while [ $# -gt 0 ]; do
 done
 Z="$build/zerotrain"
 [ -x "$Z" ] || { echo "cp_overlap.sh: no zerotrain at $build" >&2; exit 2; }
+[ -s "$root/data/kjv_train.bin" ] || bash "$root/scripts/prepare_corpus.sh" "$Z" >/dev/null # a fresh checkout
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 W="${keep:-$(mktemp -d)}"; mkdir -p "$W"
 [ -n "$keep" ] || trap 'rm -rf "$W"' EXIT

@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 Z="$build/zerotrain"
+[ -s "$here/../data/kjv_train.bin" ] || bash "$here/../scripts/prepare_corpus.sh" "$Z" >/dev/null # a fresh checkout
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 cat > "$W/c.yaml" <<YEOF

@@ -56,6 +56,16 @@ static int get_num(const cJSON *j, const char *key, double def, const char *path
     return ZT_OK;
 }
 
+/* A mixture's router_aux_loss_coef (Mixtral's and Qwen2-MoE's field; transformers' default 0.001 when
+ * absent or not a number); a negative one is refused. */
+static int get_aux_coef(const cJSON *j, const char *path, double *out, zt_error *err) {
+    const cJSON *aux = cJSON_GetObjectItemCaseSensitive(j, "router_aux_loss_coef");
+    *out = cJSON_IsNumber(aux) ? aux->valuedouble : 0.001;
+    if (!(*out >= 0))
+        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_aux_loss_coef %g must be >= 0", path, *out);
+    return ZT_OK;
+}
+
 /* A boolean field that must be `need` when present (absent: its default, which is `need`). */
 static int want_bool(const cJSON *j, const char *key, bool need, const char *why, const char *path, zt_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
@@ -221,11 +231,7 @@ static int mixtral_parse(const cJSON *j, const char *path, zt_hf_model_config *c
     if (jitter != 0)
         return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_jitter_noise %g: zerotrain's router adds no noise "
                             "(0)", path, jitter);
-    const cJSON *aux = cJSON_GetObjectItemCaseSensitive(j, "router_aux_loss_coef");
-    l->router_aux_loss_coef = cJSON_IsNumber(aux) ? aux->valuedouble : 0.001;
-    if (!(l->router_aux_loss_coef >= 0))
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_aux_loss_coef %g must be >= 0", path,
-                            l->router_aux_loss_coef);
+    if ((rc = get_aux_coef(j, path, &l->router_aux_loss_coef, err))) return rc;
     if ((rc = get_int(j, "num_local_experts", 8, 2, 4096, path, &l->num_local_experts, err)) ||
         (rc = get_int(j, "num_experts_per_tok", 2, 1, l->num_local_experts, path, &l->num_experts_per_tok, err)))
         return rc;
@@ -324,11 +330,7 @@ static int qwen2_moe_parse(const cJSON *j, const char *path, zt_hf_model_config 
     if (ntp && !cJSON_IsNull(ntp) && !cJSON_IsBool(ntp))
         return zt_error_set(err, ZT_ERR_USAGE, "%s: field norm_topk_prob must be a boolean", path);
     l->norm_topk_prob = cJSON_IsTrue(ntp); /* Qwen2MoeConfig's default: false */
-    const cJSON *aux = cJSON_GetObjectItemCaseSensitive(j, "router_aux_loss_coef");
-    l->router_aux_loss_coef = cJSON_IsNumber(aux) ? aux->valuedouble : 0.001;
-    if (!(l->router_aux_loss_coef >= 0))
-        return zt_error_set(err, ZT_ERR_USAGE, "%s: field router_aux_loss_coef %g must be >= 0", path,
-                            l->router_aux_loss_coef);
+    if ((rc = get_aux_coef(j, path, &l->router_aux_loss_coef, err))) return rc;
     if ((rc = get_int(j, "num_experts", 60, 2, 4096, path, &l->num_local_experts, err)) ||
         (rc = get_int(j, "num_experts_per_tok", 4, 1, l->num_local_experts, path, &l->num_experts_per_tok, err)) ||
         (rc = get_int(j, "moe_intermediate_size", 1408, 1, 1 << 22, path, &l->moe_intermediate_size, err)) ||

@@ -132,7 +132,7 @@ static inline void scale_into(float *o, const float *p, int n, float dl)
 void softmax_xent_backward_to(void *out, int kind, const float *probs, const int32_t *targets, const float *dlosses,
                               int N, int V, int64_t v0)
 {
-    const size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+    const size_t esize = zt_lp_elem_bytes(kind);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float *p = probs + (size_t)r * V;

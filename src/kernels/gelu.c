@@ -83,7 +83,7 @@ void gelu_forward_to(void *out, int kind, const float *inp, size_t N)
             gelu_range(out, inp, i0, i1);
         } else {
             float buf[LP_CHUNK];
-            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            size_t esize = zt_lp_elem_bytes(kind);
             for (size_t c = i0; c < i1; c += LP_CHUNK) {
                 size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
                 gelu_range(buf, inp + c, 0, e - c);
@@ -116,7 +116,7 @@ static void gelu_backward_flat(void *dinp, int kind, const float *inp, const flo
             gelu_back_range((float *)dinp + i0, inp + i0, dout + i0, i1 - i0);
         } else {
             float buf[LP_CHUNK];
-            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            size_t esize = zt_lp_elem_bytes(kind);
             for (size_t c = i0; c < i1; c += LP_CHUNK) {
                 size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
                 gelu_back_range(buf, inp + c, dout + c, e - c);

@@ -21,9 +21,6 @@
 #include <omp.h>
 #include <string.h>
 
-/* bytes of an element of an operand in the compute dtype kind: bf16 2, fp16's values and fp32 4 */
-static size_t elem_bytes(int kind) { return kind == ZT_LP_BF16 ? 2 : 4; }
-
 void moe_grouped_forward(float *out, const void *in, const void *W, const int32_t *offsets, int E, int C, int OC,
                          int kind)
 {
@@ -38,7 +35,7 @@ void moe_grouped_forward(float *out, const void *in, const void *W, const int32_
         }
         return;
     }
-    size_t es = elem_bytes(kind);
+    size_t es = zt_lp_elem_bytes(kind);
     for (int e = 0; e < E; e++) {
         int n = offsets[e + 1] - offsets[e];
         if (n <= 0) continue;
@@ -69,7 +66,7 @@ void moe_grouped_backward(float *din, float *dW, const float *dout, const void *
         }
         return;
     }
-    size_t es = elem_bytes(kind);
+    size_t es = zt_lp_elem_bytes(kind);
     if (dout) /* rnd(dout) of every group's rows, once (dout NULL: staging holds it already) */
         zt_round_to_lp((zt_lp_kind)kind, (char *)staging + (size_t)offsets[0] * OC * es,
                        dout + (size_t)offsets[0] * OC, (size_t)(offsets[E] - offsets[0]) * OC);

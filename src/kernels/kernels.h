@@ -99,6 +99,9 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
  * activation) and hands it to backward, which multiplies by it as it is. Backward rounds dout
  * into staging (matmul_lp_staging_bytes); dbias sums the fp32 dout, as matmul_backward does. */
 typedef enum { ZT_LP_BF16 = 1, ZT_LP_FP16 = 2 } zt_lp_kind;
+/* bytes of an element of an operand in compute kind (0: fp32): bf16 2; fp16's values (held in fp32)
+ * and fp32 4 */
+static inline size_t zt_lp_elem_bytes(int kind) { return kind == ZT_LP_BF16 ? 2 : 4; }
 /* Bytes of staging matmul_backward_lp needs: rnd(dout) (N,OC). */
 size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC);
 /* Floats that n elements of a Linear's saved input take in a unit's saved buffer (float array):

@@ -71,7 +71,7 @@ static inline void ln_row_to(void *out, int kind, float *row, float *mean, float
         return;
     }
     layernorm_row(row, mean + r, rstd + r, x, weight, bias, C);
-    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * (kind == ZT_LP_BF16 ? 2 : 4), row,
+    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * zt_lp_elem_bytes(kind), row,
                    (size_t)C);
 }
 

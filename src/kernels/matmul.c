@@ -56,7 +56,7 @@ static inline const float *block_row(float *buf, matmul_rows_fn row, const void 
 static inline void block_store(void *out, int kind, size_t off, const float *d, int n)
 {
     if (kind)
-        zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + off * (kind == ZT_LP_BF16 ? 2 : 4), d, (size_t)n);
+        zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + off * zt_lp_elem_bytes(kind), d, (size_t)n);
     else if ((float *)out + off != d)
         memcpy((float *)out + off, d, (size_t)n * sizeof(float));
 }

@@ -22,16 +22,14 @@
 #include "kernels/kernels.h"
 
 /* bytes per element of a rounded operand */
-static size_t lp_size(zt_lp_kind kind) { return kind == ZT_LP_BF16 ? 2 : 4; }
-
 size_t matmul_lp_staging_bytes(zt_lp_kind kind, int N, int OC)
 {
-    return lp_size(kind) * (size_t)N * (size_t)OC;
+    return zt_lp_elem_bytes(kind) * (size_t)N * (size_t)OC;
 }
 
 size_t matmul_saved_input_floats(int kind, size_t n)
 {
-    size_t bytes = kind ? lp_size((zt_lp_kind)kind) * n : sizeof(float) * n;
+    size_t bytes = kind ? zt_lp_elem_bytes(kind) * n : sizeof(float) * n;
     return ((bytes + 63) & ~(size_t)63) / sizeof(float);
 }
 

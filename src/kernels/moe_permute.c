@@ -18,7 +18,7 @@
 
 void moe_gather_rows(void *xp, const void *x, const int32_t *order, int rows, int k, int C, int kind)
 {
-    size_t row = (size_t)C * (kind == ZT_LP_BF16 ? 2 : 4); /* a row's bytes */
+    size_t row = (size_t)C * zt_lp_elem_bytes(kind); /* a row's bytes */
 #pragma omp parallel
     {
         size_t r0, r1;

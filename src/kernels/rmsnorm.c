@@ -54,7 +54,7 @@ static inline void norm_row_to(void *out, int kind, float *row, const float *x, 
         return;
     }
     rstd[r] = rmsnorm_row(row, x, weight, eps, C);
-    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * (kind == ZT_LP_BF16 ? 2 : 4), row,
+    zt_round_to_lp_serial((zt_lp_kind)kind, (char *)out + (size_t)r * C * zt_lp_elem_bytes(kind), row,
                    (size_t)C);
 }
 

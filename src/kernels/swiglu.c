@@ -42,7 +42,7 @@ void swiglu_forward_to(void *out, int kind, const float *gate, const float *up, 
             swiglu_range(out, gate, up, i0, i1);
         } else {
             float buf[LP_CHUNK];
-            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            size_t esize = zt_lp_elem_bytes(kind);
             for (size_t c = i0; c < i1; c += LP_CHUNK) {
                 size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
                 swiglu_range(buf, gate + c, up + c, 0, e - c);
@@ -87,7 +87,7 @@ void swiglu_backward_to(void *dgate, void *dup, int kind, const float *dout, con
             swiglu_back_range(dgate, dup, dout, gate, up, i0, i1);
         } else {
             float bg[LP_CHUNK], bu[LP_CHUNK];
-            size_t esize = kind == ZT_LP_BF16 ? 2 : 4;
+            size_t esize = zt_lp_elem_bytes(kind);
             for (size_t c = i0; c < i1; c += LP_CHUNK) {
                 size_t e = c + LP_CHUNK < i1 ? c + LP_CHUNK : i1;
                 swiglu_back_range(bg, bu, dout + c, gate + c, up + c, 0, e - c);

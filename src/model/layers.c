@@ -154,7 +154,7 @@ int zt_unit_seq_gather(const zt_unit *u, const zt_unit_args *a, const float *min
 }
 
 /* bytes of an element of a Linear's saved operand: bf16 bits, else fp32 (fp16 values kept in fp32) */
-static int operand_bytes(const zt_unit_args *a) { return a->lp_kind == ZT_LP_BF16 ? 2 : 4; }
+static int operand_bytes(const zt_unit_args *a) { return (int)zt_lp_elem_bytes(a->lp_kind); }
 
 float *zt_norm_output(const zt_unit *u, const zt_unit_args *a, void *slot, float *rows, float *tmp) {
     if (!zt_unit_seq(u)) return zt_linear_input(a, slot, tmp);
@@ -300,7 +300,7 @@ static int copy_generated(const zt_unit *u, const zt_unit_args *a, const float *
 /* the LM head's operand from row r0: the rounded slot under lp compute (bf16: 2 bytes, fp16
  * values: 4), else the fp32 input */
 static const void *operand_rows(const zt_unit_args *a, const void *op, int r0, int C) {
-    size_t esize = a->lp_kind == ZT_LP_BF16 ? 2 : 4;
+    size_t esize = zt_lp_elem_bytes(a->lp_kind);
     return (const char *)op + (size_t)r0 * C * esize;
 }
 

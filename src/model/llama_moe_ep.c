@@ -98,9 +98,6 @@ static size_t range_rows(const zt_moe_saved *s, int q, int El) {
     return (size_t)(s->offsets[(q + 1) * El] - s->offsets[q * El]);
 }
 
-/* bytes of a row of C elements in the compute dtype kind (0: fp32; bf16 2 bytes an element) */
-static size_t row_bytes(int kind, size_t C) { return C * (kind == ZT_LP_BF16 ? 2 : 4); }
-
 /* One all-to-all over the parts: send[p] (rows_p rows of `row` bytes) to part p, recv[p] as the
  * caller lays out; checks that exactly want[p] rows arrived. */
 static int exchange_rows(const zt_unit_group *g, const void *const *send, const size_t *send_rows,
@@ -134,7 +131,7 @@ static void experts_here(const zt_unit *u, const zt_unit_args *a, const zt_moe_p
     const zt_llama_config *c = u->model_cfg;
     size_t El = (size_t)c->n_experts / (size_t)u->ep_parts;
     size_t at = u->ep_local ? 0 : (size_t)q * El * zt_moe_part_width(u) * c->n_embd; /* elements */
-    at *= a->lp_kind == ZT_LP_BF16 ? 2 : 4;
+    at *= zt_lp_elem_bytes(a->lp_kind);
     *W1 = (const char *)zt_moe_weight(a, pk->w1) + at;
     *W2 = (const char *)zt_moe_weight(a, pk->w2) + at;
     *W3 = (const char *)zt_moe_weight(a, pk->w3) + at;
@@ -177,7 +174,8 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
     }
     /* 2. the rows to their experts' parts (the rounded operand's bytes under lp compute) */
     int kind = a->lp_kind;
-    size_t xrow = row_bytes(kind, (size_t)C), hrow = row_bytes(kind, (size_t)I), frow = row_bytes(0, (size_t)C);
+    size_t xrow = (size_t)C * zt_lp_elem_bytes(kind), hrow = (size_t)I * zt_lp_elem_bytes(kind);
+    size_t frow = (size_t)C * sizeof(float);
     const void *src[MAX_PARTS];
     void *dst[MAX_PARTS];
     for (int p = 0; p < P; p++) {
@@ -271,7 +269,8 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     const void *src[MAX_PARTS];
     void *dst[MAX_PARTS];
     int kind = a->lp_kind;
-    size_t xrow = row_bytes(kind, (size_t)C), hrow = row_bytes(kind, (size_t)I), frow = row_bytes(0, (size_t)C);
+    size_t xrow = (size_t)C * zt_lp_elem_bytes(kind), hrow = (size_t)I * zt_lp_elem_bytes(kind);
+    size_t frow = (size_t)C * sizeof(float);
     /* under lp compute d y goes rounded (what the products read: one process rounds it for them
      * too), from the staging, which the products below reuse only after the exchange */
     const void *dsend = dy;

@@ -61,7 +61,7 @@ void zt_adamw_update_round(float *p, const float *g, float *m, float *v, size_t 
                            float eps, float wd, float grad_scale, int64_t t, int lp_kind, void *lp) {
     const adamw_consts k = consts_of(lr, b1, b2, eps, wd, grad_scale, t);
     /* bytes per element of the copy: bf16 bits, or fp32 holding fp16 values */
-    const size_t lp_bytes = lp_kind == ZT_LP_BF16 ? 2 : 4;
+    const size_t lp_bytes = zt_lp_elem_bytes(lp_kind);
 #pragma omp parallel if (n >= ROUND_BLOCK)
     {
         _Alignas(64) float copy[ROUND_BLOCK]; /* the block's copy (bf16: its first half) */

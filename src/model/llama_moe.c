@@ -60,19 +60,22 @@ int zt_moe_capacity(const zt_llama_config *c, int N) {
     return cap < N ? (int)cap : N;
 }
 
+int zt_moe_row_tile(int lp_kind) { return lp_kind ? ZT_MOE_ROW_TILE_LP : 1; }
+
 /* rows of the permuted experts' input at most: N·k, or E x the capacity when fewer, and the padding */
-size_t zt_moe_max_rows(const zt_llama_config *c, size_t N) {
+size_t zt_moe_max_rows(const zt_llama_config *c, size_t N, int tile) {
     size_t R = N * (size_t)c->n_experts_per_token, capped = (size_t)c->n_experts * zt_moe_capacity(c, (int)N);
-    return (capped < R ? capped : R) + (size_t)c->n_experts * (ZT_MOE_ROW_TILE - 1);
+    return (capped < R ? capped : R) + (size_t)c->n_experts * (size_t)(tile - 1);
 }
 
 size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s) {
     const zt_llama_config *c = u->model_cfg;
     int ep = u->ep_parts;
-    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
+    int tile = zt_moe_row_tile(lp_kind);
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N, tile);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     /* the experts' rows here: the part's own (R), or what every part may send this one */
-    size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep) : R, El = E / (size_t)(ep > 1 ? ep : 1);
+    size_t G = ep > 1 ? (size_t)ep * zt_moe_ep_rows(c, N, ep, tile) : R, El = E / (size_t)(ep > 1 ? ep : 1);
     /* floats of each buffer: int32 and float arrays alike 4 bytes an element; the products' operands
      * xp, h, xr in the compute dtype (the rounded operand); the shared expert's block last */
     size_t floats[] = {zt_fp32_floats(N * E), zt_fp32_floats(N), zt_fp32_floats(N * k), zt_fp32_floats(N * k),
@@ -105,14 +108,16 @@ size_t zt_moe_saved_floats(const zt_unit *u, size_t N, int lp_kind) {
 size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind) {
     const zt_llama_config *c = u->model_cfg;
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u), Is = (size_t)zt_moe_shared_width(c);
-    size_t routed = zt_moe_max_rows(c, N) * (I > C ? I : C), shared = N * (Is > C ? Is : C);
+    size_t routed = zt_moe_max_rows(c, N, zt_moe_row_tile(lp_kind)) * (I > C ? I : C), shared = N * (Is > C ? Is : C);
     return lp_kind ? matmul_lp_staging_bytes((zt_lp_kind)lp_kind, 1, (int)(routed > shared ? routed : shared)) : 0;
 }
 
-/* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's */
+/* dlogits (N,E) | dw (N,k) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's;
+ * R for the wider row tile (the scratch is the same for every compute kind) */
+static size_t scratch_rows(const zt_llama_config *c, size_t N) { return zt_moe_max_rows(c, N, ZT_MOE_ROW_TILE_LP); }
 static size_t routed_scratch_floats(const zt_unit *u, size_t N) {
     const zt_llama_config *c = u->model_cfg;
-    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = zt_moe_max_rows(c, N);
+    size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_per_token, R = scratch_rows(c, N);
     size_t C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     return N * E + N * k + 2 * R * C + (u->ep_parts > 1 ? zt_moe_ep_scratch_floats(u, N) : 2 * R * I);
 }
@@ -170,11 +175,11 @@ int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params 
     }
     moe_router_forward(s.probs, s.lse, s.idx, s.w, logits, N, E, k, c->norm_topk_prob);
     int dropped = moe_route_plan(s.counts, s.offsets, s.order, s.row_of, s.idx, N, E, k, zt_moe_capacity(c, N),
-                                 ZT_MOE_ROW_TILE);
+                                 zt_moe_row_tile(kind));
     int R = s.offsets[E];
     moe_gather_rows(s.xp, xop, s.order, R, k, C, kind); /* the rounded operand's rows under lp compute */
     if (ep > 1) { /* the rows to their experts' parts and the results back (llama_moe_ep.c) */
-        size_t Rmax = zt_moe_max_rows(c, (size_t)N);
+        size_t Rmax = scratch_rows(c, (size_t)N);
         int erc = zt_moe_ep_forward(u, a, pk, &s, x, scratch + (size_t)N * E + (size_t)N * k + 2 * Rmax * C, err);
         if (erc) return erc;
     } else {
@@ -214,7 +219,7 @@ int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params
     zt_moe_saved s;
     int ep = u->ep_parts > 1 ? u->ep_parts : 1, kind = a->lp_kind;
     zt_moe_layout(u, (size_t)N, kind, saved, &s);
-    size_t R = zt_moe_max_rows(c, (size_t)N);
+    size_t R = scratch_rows(c, (size_t)N);
     float *dlogits = scratch, *dw = dlogits + (size_t)N * E, *dy = dw + (size_t)N * k, *dxp = dy + R * C;
     float *dgate = dxp + R * C, *dup = dgate + R * I;
     int rows = s.offsets[E];

@@ -31,11 +31,14 @@ size_t zt_moe_saved_floats(const zt_unit *u, size_t N, int lp_kind);
 size_t zt_moe_scratch_floats(const zt_unit *u, size_t N);
 /* bytes of the staging the experts' products need under lp compute: rnd(dout) of the widest */
 size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind);
-/* Each expert's rows are padded to whole tiles of ZT_MOE_ROW_TILE (moe_route_plan): a few shapes
- * for the grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md) */
-enum { ZT_MOE_ROW_TILE = 64 };
-/* rows of the permuted experts' input of N tokens at most, the padding included */
-size_t zt_moe_max_rows(const zt_llama_config *c, size_t N);
+/* Each expert's rows are padded to whole tiles (moe_route_plan) of zt_moe_row_tile(lp_kind) rows:
+ * under bf16/fp16 compute ZT_MOE_ROW_TILE_LP, a few shapes for the low-precision products, which
+ * oneDNN's primitive cache keeps; in fp32 1 (none: the grouped products take their row counts at
+ * run time, grouped_gemm.c). Scratch is sized for the wider tile (it is the same for every kind). */
+enum { ZT_MOE_ROW_TILE_LP = 64 };
+int zt_moe_row_tile(int lp_kind);
+/* rows of the permuted experts' input of N tokens at most, the padding to tiles of `tile` included */
+size_t zt_moe_max_rows(const zt_llama_config *c, size_t N, int tile);
 
 /* What a block's forward saves for its backward (the layout of llama_moe.c's top; with experts
  * spread over parts, llama_moe_ep.c's: gate, up, h then hold the rows this part's experts got from
@@ -56,7 +59,7 @@ typedef struct zt_moe_saved {
 /* the layout of unit u's saved buffer at base (NULL: sizes only) under compute lp_kind; returns its floats */
 size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s);
 /* expert parallelism (llama_moe_ep.c): the rows one part sends one part at most (Rl), the scratch */
-size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep);
+size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep, int tile);
 size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N);
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                       const float *x, float *scratch, zt_error *err);

@@ -45,7 +45,9 @@
  * Threads: the cache and the oneDNN stream are guarded by one mutex (the engine calls kernels
  * from one thread; the mutex only makes a stray second caller safe). Calls made inside an OpenMP
  * parallel region go to OpenBLAS without touching the cache, except zt_gemm_f32_serial's: each
- * thread's own cache of single-threaded primitives ("products on one thread each", below).
+ * thread's own cache of single-threaded primitives ("products on one thread each", below), whose
+ * entries may leave M or K to each call (zt_gemm_f32_serial_rows: oneDNN's runtime dimensions, the
+ * experts' products over row counts that change every call).
  */
 #include "kernels/gemm.h"
 #include "core/env.h"

@@ -7,8 +7,9 @@
 #   - train --init-hf DIR (sharded) continues exactly as train --init W.ztw (same loss lines);
 #     sample --hf DIR gives the same text as sample W.ztw;
 #   - bad inputs: a missing index entry, a missing shard, a wrong shape, a wrong dtype, a truncated
-#     shard, an unknown model_type and a field zerotrain cannot build each fail with the exit
-#     code and a message naming the file and the tensor or field.
+#     shard, an unknown model_type, a field zerotrain cannot build and a tensor the model does not
+#     have (in the index, in one file) each fail with the exit code and a message naming the file
+#     and the tensor or field; GPT-2's attn.bias / attn.masked_bias buffers load as skipped.
 set -euo pipefail
 BUILD="$1"; SRC="$2"; Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_SOURCE_DIR="$SRC"
@@ -104,9 +105,9 @@ PY
 }
 first_shard="model-00001-of-$(printf %05d "$n").safetensors"
 last_shard="model-$(printf %05d "$n")-of-$(printf %05d "$n").safetensors"
-bad() { # NAME EXPECTED_EXIT EXPECTED_TEXT SETUP...
+bad() { # NAME EXPECTED_EXIT EXPECTED_TEXT SETUP... (a copy of $GOOD, default the sharded directory)
   local name="$1" code="$2" text="$3"; shift 3
-  rm -rf "$T/bad"; cp -r "$T/hf" "$T/bad"; "$@"
+  rm -rf "$T/bad"; cp -r "${GOOD:-$T/hf}" "$T/bad"; "$@"
   set +e; out="$("$Z" sample --hf "$T/bad" --tokens 1 2>&1)"; rc=$?; set -e
   if [ "$rc" != "$code" ] || ! grep -qF -- "$text" <<<"$out"; then
     echo "bad input '$name': exit $rc (want $code), message: $out (want: $text)"; exit 1
@@ -129,6 +130,33 @@ llama() { printf '{"model_type": "llama", "hidden_size": 64, "num_attention_head
 bad "llama: heads" 2 "config.json: field num_key_value_heads 3 does not divide num_attention_heads 4" llama
 llama_ok() { printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}' > "$T/bad/config.json"; }
 bad "llama config over GPT-2 tensors" 4 "model.embed_tokens.weight" llama_ok
+# a tensor the model does not have (another architecture's file): refused naming it and its file,
+# in one file and through the index; the buffers transformers' files carry load as skipped
+add_tensor() { # FILE NAME [INDEX]: 4 F32 zeros appended, listed in the header (and the index)
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+path, name = sys.argv[1:3]
+data = open(path, "rb").read()
+(hl,) = struct.unpack_from("<Q", data, 0)
+h = json.loads(data[8:8 + hl]); body = data[8 + hl:]
+h[name] = {"dtype": "F32", "shape": [4], "data_offsets": [len(body), len(body) + 16]}
+j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
+open(path, "wb").write(struct.pack("<Q", len(j)) + j + body + bytes(16))
+if len(sys.argv) > 3:
+    j = json.load(open(sys.argv[3])); j["weight_map"][name] = path.rsplit("/", 1)[1]
+    json.dump(j, open(sys.argv[3], "w"))
+PY
+}
+bad "a tensor the model lacks, in the index" 2 "$T/bad/$last_shard: tensor h.0.attn.q_proj.bias is not one of model gpt2's" \
+  add_tensor "$T/bad/$last_shard" h.0.attn.q_proj.bias "$T/bad/model.safetensors.index.json"
+GOOD="$T/one" bad "a tensor the model lacks, in model.safetensors" 2 \
+  "$T/bad/model.safetensors: tensor transformer.h.1.mlp.gate_proj.weight is not one of model gpt2's" \
+  add_tensor "$T/bad/model.safetensors" transformer.h.1.mlp.gate_proj.weight
+rm -rf "$T/buf"; cp -r "$T/one" "$T/buf"
+for b in h.0.attn.bias transformer.h.1.attn.masked_bias; do add_tensor "$T/buf/model.safetensors" "$b"; done
+s6="$("$Z" sample --hf "$T/buf" --prompt "The" --tokens 12 --seed 7)"
+[ "$s1" = "$s6" ] || { echo "GPT-2's attn.bias / attn.masked_bias buffers: sample differs: [$s6]"; exit 1; }
+echo "GPT-2's attn.bias and attn.masked_bias buffers in model.safetensors: skipped, the same text"
 
 # a Llama (GQA, Llama 3 rope scaling, untied) both ways: export --hf writes LlamaForCausalLM's
 # config.json and model.-prefixed names; --init-hf rebuilds the model from config.json alone and

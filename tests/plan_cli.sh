@@ -8,7 +8,8 @@
 # bad input (unknown model or device, malformed or missing bandwidth, sizes that do not divide)
 # exits 2 naming what is wrong; --gpu cpu measures this machine and runs; --json parses;
 # context parallelism (--cp): memory = estimate-memory --cp's, less per device as cp grows at the
-# same tokens per device, the cp bytes by the formula.
+# same tokens per device, the cp bytes by the formula; expert parallelism (--ep): the bytes an
+# element per precision and profile, the stored experts' reduction over the edp ranks.
 set -uo pipefail
 BUILD="$1"
 ZT="$BUILD/zerotrain"
@@ -132,6 +133,25 @@ assert abs(z[1]["cp_bytes"] / (32 * 3 * 0.5 * S) - 1) < 1e-5, z[1]["cp_bytes"]  
 print(f"     llama3-8b 32k zero3 x8: cp 1 {z[0]['memory'] / 2**30:.1f} GiB {z[0]['tokens_per_s']:.0f} tok/s/dev; "
       f"cp 2 {z[1]['memory'] / 2**30:.1f} GiB {z[1]['tokens_per_s']:.0f}; cp 4 ring {z[2]['memory'] / 2**30:.1f} GiB "
       f"{z[2]['tokens_per_s']:.0f}")
+EOF2
+
+# 3c. expert parallelism: the header says the bytes an element the all-to-alls send and where the
+# experts are stored; JSON: 3/4 of fp32's ep bytes under the engine's bf16 (2+4+2+4), half under
+# nccl's (2+2+2+2); the stored experts reduced over the 8/2 edp ranks (zero1), hybrid's whole
+ep() { "$ZT" plan --model llama-124M-moe --gpu h100 --seq 1024 --ep 2 --tp 1 --pp 1 --hybrid 4 "$@"; }
+txt="$(ep --precision bf16 --profile zerotrain 2>&1)"
+grep -q "expert parallel 2: its all-to-alls on the critical path (2+4+2+4 bytes an element).*stored E/2 a device" <<<"$txt" &&
+  grep -q "(2+2+2+2 bytes an element)" <<<"$(ep --precision bf16 2>&1)" && ok "--ep 2: the header's bytes an element and stored experts" ||
+  bad "--ep 2 header: $(grep -o 'expert parallel[^;]*' <<<"$txt")"
+python3 - "$(ep --precision fp32 --profile zerotrain --json)" "$(ep --precision bf16 --profile zerotrain --json)" \
+  "$(ep --precision bf16 --json)" <<'EOF2' && ok "--ep 2: ep bytes 16:12:8 (fp32, engine bf16, nccl bf16); zero1's experts reduced over 4 edp ranks, hybrid whole" || fail=1
+import json, sys
+f32, b16, nccl = ({r["name"]: r for r in json.loads(a)["rows"]} for a in sys.argv[1:4])
+assert abs(b16["zero1"]["ep_bytes"] / f32["zero1"]["ep_bytes"] - 0.75) < 1e-5, (b16["zero1"], f32["zero1"])
+assert abs(nccl["zero1"]["ep_bytes"] / f32["zero1"]["ep_bytes"] - 0.5) < 1e-5, nccl["zero1"]
+El = 3 * 8 * 1024 * 768 * 12 / 2  # a device's experts: w1, w2, w3 of 4 of the 8 a block, 12 blocks
+assert f32["zero1"]["edp"] == 4 and abs(f32["zero1"]["edp_reduce_bytes"] / (El * 4 * 3 / 4) - 1) < 1e-5, f32["zero1"]
+assert f32["hybrid/4"]["edp"] == 1 and f32["hybrid/4"]["edp_reduce_bytes"] == 0, f32["hybrid/4"]
 EOF2
 
 # 4. bad input: exit 2, the message names it

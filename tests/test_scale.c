@@ -8,7 +8,8 @@
  * engine's formula, memory equal to estimate-memory --tp's) and pipeline stages (the cut, the
  * bubble, the step's parts, a stage's memory under 1F1B and GPipe); context parallelism's
  * allgather and ulysses exchanges pipelined over head groups (the attention hides all but one
- * group's share, or (G-1)/G of itself). */
+ * group's share, or (G-1)/G of itself); expert parallelism's all-to-all bytes per precision and
+ * the experts' reduction over the expert-data-parallel ranks. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -563,6 +564,71 @@ static void test_pipeline(void **state) {
     zt_model_free(m);
 }
 
+/* Expert parallelism (ep_comm.h, predict.h): the all-to-alls' bytes a device sends per step, n·k·C
+ * elements a block and micro-batch each way, (ep-1)/ep of them leaving it: the engine's 4+4+4+4
+ * bytes an element under fp32 and 2+4+2+4 under bf16 (the rounded rows out, the fp32 results and
+ * input gradients back: llama_moe_ep.c), the GPU frameworks' 2+2+2+2; the experts stored E/ep a
+ * device reduced over the expert-data-parallel ranks (D/ep), El experts' gradients: ddp's
+ * all-reduce 2·(edp-1)/edp of them, zero1's reduce-scatter (edp-1)/edp; hybrid keeps them whole;
+ * the memory the estimator's with them stored (pipeline stages too). */
+static void test_expert_parallel(void **state) {
+    (void)state;
+    zt_model *m = NULL;
+    zt_error err = {0};
+    assert_int_equal(zt_estimator_model("llama-124M-moe", ZT_ATTENTION_FLASH, &m, &err), ZT_OK);
+    int ep = 4, D = 8, B = 1, T = 256, GA = 2;
+    assert_int_equal(zt_model_set_expert_parallel(m, ep, &err), ZT_OK);
+    zt_scale_device d = test_device();
+    zt_scale_compute c;
+    assert_int_equal(zt_scale_compute_model(m, &d, B, T, false, ZT_RECOMPUTE_NONE, &c, &err), ZT_OK);
+    zt_scale_request rq = gpt2_request(m, &c, &d, 1, D, B, T);
+    rq.cluster.profile = ZT_SCALE_ZEROTRAIN, rq.cluster.net.algo = ZT_SCALE_PAIRWISE;
+    rq.opt.grad_accum = GA;
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_FP32);
+    double L = 12, C = 768, k = 2, E = 8, I = 1024, X = GA * L * B * T * k * C * (ep - 1) / ep;
+    double El = 3 * E * I * C * L / ep; /* a device's stored experts: w1, w2, w3 of E/ep experts a block */
+    zt_scale_row dp, z1, hy, z3;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &dp, &err), ZT_OK);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO1, 0, &z1, &err), ZT_OK);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_HYBRID, 4, &hy, &err), ZT_OK);
+    assert_int_equal(dp.ep, ep), assert_int_equal(dp.edp, D / ep), assert_int_equal(z1.edp, D / ep);
+    CLOSE(dp.ep_bytes, 16 * X);
+    int edp = D / ep;
+    CLOSE(dp.edp_reduce_bytes, El * 4 * 2 * (edp - 1) / edp);
+    CLOSE(z1.edp_reduce_bytes, El * 4 * (edp - 1) / edp);
+    assert_int_equal(hy.edp, 1); /* hybrid: the experts whole, reduced with the rest */
+    assert_true(hy.edp_reduce_bytes == 0);
+    /* bf16: the engine's 2+4+2+4, 3/4 of fp32's; the GPU frameworks' 2+2+2+2 */
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_BF16);
+    zt_scale_row b16;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &b16, &err), ZT_OK);
+    CLOSE(b16.ep_bytes, 12 * X);
+    assert_true(b16.ep_s < dp.ep_s);
+    rq.cluster.profile = ZT_SCALE_NCCL, rq.cluster.net.algo = ZT_SCALE_RING;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &b16, &err), ZT_OK);
+    CLOSE(b16.ep_bytes, 8 * X);
+    /* the memory: the estimator's with the experts stored; with pp 2 (D 4 = ep: each stage's
+     * experts E/4 a device) less than the same stages with every expert on every device */
+    zt_precision_default(&rq.opt.precision, ZT_PRECISION_FP32);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_ZERO3, 0, &z3, &err), ZT_OK);
+    zt_estimate_request erq = {.model = m, .opt = rq.opt, .plan = rq.plan, .world = D};
+    erq.opt.hybrid_shard_size = 4;
+    zt_estimate est;
+    assert_int_equal(zt_estimate_run(&erq, &est, &err), ZT_OK);
+    assert_true(z3.memory == est.col[ZT_STRATEGY_ZERO3].peak[ZT_EST_AS_GIVEN]);
+    rq.pp = 2;
+    zt_scale_row p_ep, p_whole;
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &p_ep, &err), ZT_OK);
+    assert_int_equal(p_ep.edp, 1); /* 4 data-parallel ranks a stage, all one ep group */
+    assert_int_equal(zt_model_set_expert_parallel(m, 1, &err), ZT_OK);
+    assert_int_equal(zt_scale_predict(&rq, ZT_STRATEGY_DDP, 0, &p_whole, &err), ZT_OK);
+    /* a stage's 6 blocks of experts: weights and moments (12 bytes) a quarter, the gradient whole
+     * with its source slots under accumulation (6.04 of 16 bytes an element saved at the high-water) */
+    assert_true((double)p_whole.memory - (double)p_ep.memory > 5.0 * 3 * E * I * C * (L / 2));
+    zt_scale_compute_free(&c);
+    zt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bandwidth),        cmocka_unit_test(test_latency),
@@ -572,6 +638,7 @@ int main(void) {
         cmocka_unit_test(test_compute_flops), cmocka_unit_test(test_compute_flops_moe),    cmocka_unit_test(test_bytes_between_hosts),
         cmocka_unit_test(test_devices),          cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_pipeline),         cmocka_unit_test(test_context_parallel_pipelined),
+        cmocka_unit_test(test_expert_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,15 +234,21 @@ int zt_hf_load_dir(zt_engine *e, const char *dir, zt_error *err) {
             rc = zt_error_set(err, ZT_ERR_CKPT, "%s: no weight_map object (not a safetensors index)", ipath);
     }
     free(text);
+    for (int i = 0; i < n && !rc; i++) { /* every tensor of the model listed, then nothing else */
+        zt_hf_alt_name(m, has_in_index, wmap, &ents[i]);
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(wmap, ents[i].name)))
+            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: weight_map has no file for tensor %s", ipath, ents[i].name);
+    }
+    for (const cJSON *t = rc ? NULL : wmap->child; t && !rc; t = t->next) {
+        char where[PATH_MAX];
+        snprintf(where, sizeof where, "%s/%s", dir, cJSON_IsString(t) ? t->valuestring : INDEX_NAME);
+        rc = zt_hf_check_extra(m, ents, n, t->string, where, err);
+    }
     shard_cache sc = {0};
     for (int i = 0; i < n && !rc; i++) {
-        zt_hf_alt_name(m, has_in_index, wmap, &ents[i]);
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(wmap, ents[i].name);
         zt_st_file *f = NULL;
-        if (!cJSON_IsString(fn))
-            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: weight_map has no file for tensor %s", ipath, ents[i].name);
-        else if (!(rc = shard_get(&sc, dir, fn->valuestring, &f, err)))
-            rc = zt_st_read(f, e, &ents[i], err);
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(wmap, ents[i].name);
+        if (!(rc = shard_get(&sc, dir, fn->valuestring, &f, err))) rc = zt_st_read(f, e, &ents[i], err);
     }
     shard_cache_free(&sc);
     cJSON_Delete(index);

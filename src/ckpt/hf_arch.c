@@ -576,3 +576,22 @@ void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_
     snprintf(alt, sizeof alt, "%s", m->params[ent->param].name);
     if (has(ctx, alt)) memcpy(ent->name, alt, sizeof alt);
 }
+
+bool zt_hf_buffer_name(const char *name) {
+    static const char *const BUFFERS[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof BUFFERS / sizeof *BUFFERS; i++) {
+        size_t b = strlen(BUFFERS[i]);
+        if (n > b && !strcmp(name + n - b, BUFFERS[i])) return true;
+    }
+    return false;
+}
+
+int zt_hf_check_extra(const zt_model *m, const zt_st_entry *ents, int n, const char *name, const char *file,
+                      zt_error *err) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ents[i].name, name)) return ZT_OK;
+    if (zt_hf_buffer_name(name)) return ZT_OK;
+    return zt_error_set(err, ZT_ERR_USAGE, "%s: tensor %s is not one of model %s's %d tensors: a checkpoint of another "
+                        "architecture or shape (config.json, model.* keys)?", file, name, m->name, n);
+}

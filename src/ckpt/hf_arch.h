@@ -75,5 +75,14 @@ typedef bool (*zt_hf_has_fn)(const void *ctx, const char *name);
  * (files written without transformers' prefix, e.g. "tok_embeddings..." vs "model...."). */
 void zt_hf_alt_name(const zt_model *m, zt_hf_has_fn has, const void *ctx, zt_st_entry *ent);
 bool zt_hf_has_in_file(const void *st_file, const char *name);
+/* Tensors Hugging Face files carry that are buffers, not parameters, which a load skips: the
+ * rotary embedding's "*.rotary_emb.inv_freq" (Llama-family files of older transformers), GPT-2's
+ * causal mask "*.attn.bias" and "*.attn.masked_bias". */
+bool zt_hf_buffer_name(const char *name);
+/* A tensor `name` of file (a path, for the message) that a load of m finds: ZT_OK when it is one of
+ * ents (zt_hf_entries, renamed by zt_hf_alt_name) or a buffer above; else ZT_ERR_USAGE naming the
+ * file and the tensor (the file is another model's: loading the rest would drop it silently). */
+int zt_hf_check_extra(const zt_model *m, const zt_st_entry *ents, int n, const char *name, const char *file,
+                      zt_error *err);
 
 #endif

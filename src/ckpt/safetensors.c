@@ -234,14 +234,18 @@ int zt_safetensors_export(zt_engine *e, const char *path, bool bf16, zt_error *e
 }
 
 int zt_safetensors_load(zt_engine *e, const char *path, zt_error *err) {
+    const zt_model *m = zt_engine_model(e);
     zt_st_entry *ents = NULL;
     zt_st_file *f = NULL;
-    int n = 0, rc = zt_hf_entries(zt_engine_model(e), &ents, &n, err);
+    int n = 0, rc = zt_hf_entries(m, &ents, &n, err);
     if (!rc) rc = zt_st_open(path, &f, err);
     for (int i = 0; i < n && !rc; i++) {
-        zt_hf_alt_name(zt_engine_model(e), zt_hf_has_in_file, f, &ents[i]); /* e.g. "transformer." + name */
-        rc = zt_st_read(f, e, &ents[i], err);
+        zt_hf_alt_name(m, zt_hf_has_in_file, f, &ents[i]); /* e.g. "transformer." + name */
+        if (!zt_st_has(f, ents[i].name))
+            rc = zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s is missing", path, ents[i].name);
     }
+    for (int k = 0; !rc && k < zt_st_count(f); k++) rc = zt_hf_check_extra(m, ents, n, zt_st_name(f, k), path, err);
+    for (int i = 0; i < n && !rc; i++) rc = zt_st_read(f, e, &ents[i], err);
     zt_st_close(f);
     free(ents);
     return rc;

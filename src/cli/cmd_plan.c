@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "memory/plan.h"
 #include "memory/shapes.h"
+#include "scale/ep_comm.h"
 #include "scale/predict.h"
 #include "scale/units.h"
 #include "shard/tp.h"
@@ -58,7 +59,8 @@ static void usage(FILE *out) {
             "                   exchanging keys and values by allgather (default), ring or ulysses (default 1: none)\n"
             "  --ep             expert parallelism over E data-parallel devices (a mixture of experts): 4\n"
             "                   all-to-alls per block and micro-batch on the critical path, their buffers in each\n"
-            "                   device's memory; the experts' weights stay on every device (default 1: none)\n"
+            "                   device's memory; the experts stored E/ep a device and their gradients reduced over\n"
+            "                   the data-parallel ranks / E where the engine does (not hybrid, tp) (default 1: none)\n"
             "  --precision      bf16 (default; cpu: fp32); --reduce-dtype: the gradient collectives (fp32)\n"
             "  --ac             activation checkpointing (none)\n"
             "  --hybrid         hybrid shard sizes to show, in data-parallel ranks (S x tp devices per shard group;\n"
@@ -248,8 +250,13 @@ static void print_text(FILE *out, shown *w) {
     if (a->cp > 1)
         fprintf(out, "; context parallel %d (%s): %d positions of each sequence per device", a->cp,
                 zt_cp_mode_name(a->cp_mode), w->o->T / a->cp);
-    if (a->ep > 1) /* the memory plan holds the all-to-all's buffers; the experts stay on every device */
-        fprintf(out, "; expert parallel %d: its all-to-alls on the critical path, their buffers in the memory", a->ep);
+    if (a->ep > 1) { /* the memory plan holds the all-to-all's buffers and the experts as stored */
+        double to, back;
+        zt_scale_ep_elem_bytes(&w->o->precision, cl->profile == ZT_SCALE_ZEROTRAIN, &to, &back);
+        fprintf(out, "; expert parallel %d: its all-to-alls on the critical path (%.0f+%.0f+%.0f+%.0f bytes an element), "
+                "their buffers in the memory, the experts stored E/%d a device and reduced over the data-parallel "
+                "ranks / %d (hybrid, tp: whole)", a->ep, to, back, to, back, a->ep, a->ep);
+    }
     fprintf(out, "; precision %s, reductions in %s; activation checkpointing %s; pipeline schedule %s\n",
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),
             zt_recompute_name(w->o->activation_checkpointing), zt_scale_pp_schedule_name((zt_scale_pp_schedule)a->pp_schedule));
@@ -315,11 +322,12 @@ static void print_json(FILE *out, const shown *w) {
                 "\"micro_batches\":%d,\"step_s\":%.6g,\"compute_s\":%.6g,"
                 "\"comm_s\":%.6g,\"exposed_s\":%.6g,\"hidden_s\":%.6g,\"bubble_s\":%.6g,\"tp_s\":%.6g,\"p2p_s\":%.6g,"
                 "\"tp_bytes\":%.6g,\"cp_s\":%.6g,\"cp_bytes\":%.6g,\"ep\":%d,\"ep_s\":%.6g,\"ep_bytes\":%.6g,"
+                "\"edp\":%d,\"edp_reduce_bytes\":%.6g,"
                 "\"tokens_per_s\":%.6g,\"mfu\":%.6g,"
                 "\"memory\":%zu,\"fits\":%s,\"node_out_bytes\":%.6g}", i ? "," : "", row_name(r, name, sizeof name),
                 zt_strategy_name(r->strategy), r->shard, r->tp, r->pp, r->cp, r->dp, r->micro_batches, r->step.step_s,
                 r->step.compute_s, r->step.comm_s, r->step.exposed_s, r->step.hidden_s, r->bubble_s, r->tp_s, r->p2p_s,
-                r->tp_bytes, r->cp_s, r->cp_bytes, r->ep, r->ep_s, r->ep_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
+                r->tp_bytes, r->cp_s, r->cp_bytes, r->ep, r->ep_s, r->ep_bytes, r->edp, r->edp_reduce_bytes, r->tokens_per_s, r->mfu, r->memory, r->fits ? "true" : "false", r->node_out_bytes);
     }
     fprintf(out, "]}\n");
 }

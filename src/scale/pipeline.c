@@ -62,9 +62,8 @@ static size_t unit_acts(const zt_model *m, const zt_engine_options *o, int lp_ki
     return bytes + (kept ? zt_memory_alloc_bytes(kept) : 0);
 }
 
-/* Units [first, end) of m as a model of their own (view: its own params and units arrays, the
- * rest shared with m; free with free_view). */
-static int stage_view(const zt_model *m, int first, int end, zt_model *view, zt_error *err) {
+int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o,
+                        const zt_memory_plan_options *po, zt_model *view, zt_error *err) {
     *view = *m;
     int *map = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *map);
     view->params = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *view->params);
@@ -90,25 +89,26 @@ static int stage_view(const zt_model *m, int first, int end, zt_model *view, zt_
         for (int k = 0; k < un->n_params; k++) un->params[k] = map[un->params[k]];
     }
     free(map);
+    if (zt_model_ep_parts(m) > 1) zt_memory_experts_for(view, o, po);
     return ZT_OK;
 }
+
+void zt_scale_view_free(zt_model *view) { free(view->params), free(view->units); }
 
 int zt_scale_stage_memory(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po, int dp,
                           int pp, int stage, int first, int end, int in_flight, size_t *bytes, zt_error *err) {
     zt_memory_plan plan;
     zt_model view;
     const zt_model *sm = m;
-    /* a stage's view; one stage with expert parallelism: the whole model's, its experts stored E/ep
-     * a device where the engine stores them under o (pipeline stages keep them whole) */
-    bool ep = pp <= 1 && zt_model_ep_parts(m) > 1;
-    if (pp > 1 || ep) {
-        int rc = stage_view(m, first, end, &view, err);
+    /* a stage's view (one stage with expert parallelism: the whole model's), its experts stored
+     * E/ep a device where the engine stores them under o (each stage's over its own ep group) */
+    if (pp > 1 || zt_model_ep_parts(m) > 1) {
+        int rc = zt_scale_stage_view(m, first, end, o, po, &view, err);
         if (rc) return rc;
-        if (ep) zt_memory_experts_for(&view, o, po);
         sm = &view;
     }
     int rc = zt_estimate_peak(sm, o, po, dp, &plan, err);
-    if (sm != m) free(view.params), free(view.units);
+    if (sm != m) zt_scale_view_free(&view);
     if (rc) return rc;
     *bytes = plan.peak_total;
     if (pp <= 1) return ZT_OK;

@@ -35,6 +35,15 @@ int zt_scale_in_flight(zt_scale_pp_schedule sch, int pp, int s, int micro_batche
 /* sum_s per_stage[s] + (m - 1)·max_s per_stage[s]; *slowest gets the argmax. */
 double zt_scale_pipeline_seconds(const double *per_stage, int pp, int micro_batches, int *slowest);
 
+/* Units [first, end) of m as a model of their own (*view: its own parameter and unit arrays, the
+ * rest m's; free with zt_scale_view_free), a stage's, its experts stored E/ep a device where the
+ * engine stores them under o and po (zt_memory_experts_for: their parameters El experts, their
+ * shard group the expert-data-parallel ranks; pipeline stages too, each over its own ep group).
+ * ZT_ERR_NOMEM naming the stage. */
+int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o,
+                        const zt_memory_plan_options *po, zt_model *view, zt_error *err);
+void zt_scale_view_free(zt_model *view);
+
 /* Bytes stage s = units [first, end) of pp needs at its high-water on the data-parallel rank
  * needing the most: the engine's memory plan (memory/estimate.h, zt_estimate_peak over `dp` ranks
  * under o) of the stage as a model of its own (its units and the parameters they list: a
@@ -42,7 +51,8 @@ double zt_scale_pipeline_seconds(const double *per_stage, int pp, int micro_batc
  * other micro-batches in flight, (k - 1)·acts (acts: each unit's output and the saved floats it
  * keeps under o's checkpointing, memory/plan.c's rule), plus the buffers between stages: a stage
  * after the first holds k received activations and 2 gradient buffers, one before the last 2 for
- * what it sends, each (B, T, C) fp32 (the pipeline engine's). pp 1: the whole model's plan. */
+ * what it sends, each (B, T, C) fp32 (the pipeline engine's). pp 1: the whole model's plan. The
+ * experts as zt_scale_stage_view stores them. */
 int zt_scale_stage_memory(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po, int dp,
                           int pp, int stage, int first, int end, int in_flight, size_t *bytes, zt_error *err);
 

@@ -15,9 +15,15 @@ static double dtype_bytes(zt_dtype t) { return t == ZT_DTYPE_FP32 ? 4.0 : 2.0; }
 
 /* Elements each unit of [first, end) gathers before forward (at its first use in the stage),
  * before backward (at its last) and reduces (the gradients it completes: at the first use), and
- * the stage's parameters P (all of them) and trainable ones R. */
-static int stage_params(const zt_model *m, int first, int end, double *P_f, double *P_b, double *R_u, double *P,
-                        double *R) {
+ * the stage's parameters P (all of them) and trainable ones R: over the data-parallel ranks (dp)
+ * and, experts stored E/ep a device (their shard group the expert-data-parallel ranks), over
+ * those (edp; m's numel: El experts). */
+typedef struct unit_elems {
+    double *P_f, *P_b, *R_u; /* per unit of the stage */
+    double P, R;
+} unit_elems;
+
+static int stage_params(const zt_model *m, int first, int end, unit_elems *dp, unit_elems *edp) {
     int np = m->n_params > 0 ? m->n_params : 1;
     int *fu = malloc(2 * (size_t)np * sizeof *fu), *lu = fu ? fu + np : NULL;
     if (!fu) return ZT_ERR_NOMEM;
@@ -28,17 +34,29 @@ static int stage_params(const zt_model *m, int first, int end, double *P_f, doub
             if (fu[i] < 0) fu[i] = u;
             lu[i] = u;
         }
-    *P = *R = 0;
+    dp->P = dp->R = edp->P = edp->R = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (fu[i] < 0) continue;
+        unit_elems *x = m->params[i].shard_group == ZT_SHARD_GROUP_EDP ? edp : dp;
         double e = (double)m->params[i].numel;
-        *P += e;
-        P_f[fu[i] - first] += e; /* forward gathers it at its first use, backward at its last */
-        P_b[lu[i] - first] += e;
-        if (m->params[i].trainable) R_u[fu[i] - first] += e, *R += e;
+        x->P += e;
+        x->P_f[fu[i] - first] += e; /* forward gathers it at its first use, backward at its last */
+        x->P_b[lu[i] - first] += e;
+        if (m->params[i].trainable) x->R_u[fu[i] - first] += e, x->R += e;
     }
     free(fu);
     return ZT_OK;
+}
+
+/* op on the dense parameters' bytes over the dp group and on the experts' over the edp group (a
+ * group of one: nothing), one after the other; *edp_sent += the bytes a device sends in the latter */
+static zt_scale_cost two_groups(const zt_scale_net *net, zt_scale_op op, zt_scale_group dp, double dp_bytes,
+                                zt_scale_group edp, int edp_size, double edp_bytes, double *edp_sent) {
+    zt_scale_cost a = zt_scale_collective(net, dp, op, dp_bytes), b = zt_scale_collective(net, edp, op, edp_bytes);
+    if (edp_sent && edp_size > 1)
+        *edp_sent += edp_bytes * (edp_size - 1) / edp_size * (op == ZT_SCALE_ALL_REDUCE ? 2 : 1);
+    a.seconds += b.seconds, a.node_out_bytes += b.node_out_bytes;
+    return a;
 }
 
 int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt_scale_row *out, zt_error *err) {
@@ -87,21 +105,25 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     double g = zt ? (rq->opt.precision.mode == ZT_PRECISION_BF16_LOW ? 2.0 : 4.0) : (lp ? 2.0 : 4.0);
     double r = dtype_bytes(rq->opt.precision.reduce);
     double act = zt || !lp ? 4.0 : 2.0; /* activations between devices (tp sums, stages) */
+    double ep_out, ep_back; /* the all-to-alls' rows (ep_comm.h) */
+    zt_scale_ep_elem_bytes(&rq->opt.precision, zt, &ep_out, &ep_back);
     out->gather_bytes_per_elem = g, out->reduce_bytes_per_elem = r;
 
     int n = U > 0 ? U : 1;
-    double *buf = calloc(14 * (size_t)n + (size_t)pp, sizeof *buf);
+    double *buf = calloc(17 * (size_t)n + (size_t)pp, sizeof *buf);
     if (!buf) return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d units", U);
-    double *gather = buf, *gather_b = gather + n, *reduce = gather_b + n, *P_f = reduce + n, *P_b = P_f + n,
-           *R_u = P_b + n, *tpf = R_u + n, *tpb = tpf + n, *cpf = tpb + n, *cpb = cpf + n, *epf = cpb + n,
-           *epb = epf + n, *fw = epb + n, *bw = fw + n, *per_stage = bw + n;
+    double *gather = buf, *gather_b = gather + n, *reduce = gather_b + n, *tpf = reduce + n, *tpb = tpf + n,
+           *cpf = tpb + n, *cpb = cpf + n, *epf = cpb + n, *epb = epf + n, *fw = epb + n, *bw = fw + n,
+           *per_stage = bw + n + 6 * (size_t)n;
+    unit_elems dpe = {.P_f = bw + n, .P_b = bw + 2 * n, .R_u = bw + 3 * n},
+               edpe = {.P_f = bw + 4 * n, .P_b = bw + 5 * n, .R_u = bw + 6 * n};
     const zt_scale_net *net = &cl->net;
     zt_scale_tp_comm(m, net, tp, rq->opt.B, rq->opt.T / cp, act, rq->opt.activation_checkpointing, GA, tpf, tpb,
                      &out->tp_bytes);
     int L = zt_scale_blocks(m);
     zt_scale_cp_comm(m, net, tp, rq->opt.B, rq->opt.T, act, L ? c->attention_fwd_s / L : 0,
                      L ? (c->attention_s - c->attention_fwd_s) / L : 0, GA, cpf, cpb, &out->cp_bytes);
-    zt_scale_ep_comm(m, net, tp, cp, rq->opt.B, rq->opt.T / cp, act, GA, epf, epb, &out->ep_bytes);
+    zt_scale_ep_comm(m, net, tp, cp, rq->opt.B, rq->opt.T / cp, ep_out, ep_back, GA, epf, epb, &out->ep_bytes);
     for (int u = 0; u < U; u++)
         fw[u] = c->fwd[u] + tpf[u] + cpf[u] + epf[u], bw[u] = c->bwd[u] + tpb[u] + cpb[u] + epb[u];
 
@@ -116,15 +138,30 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     int first = 0, end = U;
     zt_scale_stage_units(m, pp, slow, &first, &end, err);
     int SU = end - first;
-    double P = 0, R = 0;
-    if (stage_params(m, first, end, P_f, P_b, R_u, &P, &R)) {
+    /* the experts stored E/ep a device where the engine stores them (zt_memory_experts_storable):
+     * their gradients reduced and their pieces sharded and gathered over the expert-data-parallel
+     * ranks, D/ep of them ep apart in the dp x cp group (comm/mesh.h), each holding El experts */
+    zt_model stored;
+    bool edp_groups = zt_memory_experts_storable(m, &o, &rq->plan);
+    if (edp_groups && (rc = zt_scale_stage_view(m, 0, U, &o, &rq->plan, &stored, err))) {
+        free(buf);
+        return rc;
+    }
+    int ep = zt_model_ep_parts(m), E = edp_groups ? D / ep : 1;
+    rc = stage_params(edp_groups ? &stored : m, first, end, &dpe, &edpe);
+    if (edp_groups) zt_scale_view_free(&stored);
+    if (rc) {
         free(buf);
         return zt_error_set(err, ZT_ERR_NOMEM, "scale model: %d parameters", m->n_params);
     }
+    double P = dpe.P + edpe.P, R = dpe.R + edpe.R;
+    const double *P_f = dpe.P_f, *P_b = dpe.P_b, *R_u = dpe.R_u;
 
-    /* the stage's data-parallel groups: D ranks at stride tp; hybrid's S of them, its replicas S·tp apart */
+    /* the stage's data-parallel groups: D ranks at stride tp; hybrid's S of them, its replicas S·tp
+     * apart; the experts' edp groups (E of the D ranks at stride ep·tp) */
     zt_scale_group world = zt_scale_group_of(net, D, tp), shard = zt_scale_group_of(net, S, tp),
-                   replicas = zt_scale_group_of(net, D / S, S * tp);
+                   replicas = zt_scale_group_of(net, D / S, S * tp), edp = zt_scale_group_of(net, E, ep * tp);
+    double *edp_sent = &out->edp_reduce_bytes;
     bool sharded_params = strategy == ZT_STRATEGY_ZERO3 || strategy == ZT_STRATEGY_HYBRID;
     /* under pp the GPU frameworks reduce in the last micro-batch and keep the gathered parameters
      * to backward (torch.distributed.pipelining's gradient sync, torchtitan's reshard_after_forward
@@ -136,25 +173,28 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         zt_scale_cost a = {0}, b = {0};
         if (sharded_params) {
             zt_scale_group grp = strategy == ZT_STRATEGY_HYBRID ? shard : world;
-            a = zt_scale_collective(net, grp, ZT_SCALE_ALL_GATHER, P_f[u] * g);
+            a = two_groups(net, ZT_SCALE_ALL_GATHER, grp, P_f[u] * g, edp, E, edpe.P_f[u] * g, NULL);
             gather[u] = a.seconds;
             node_out += a.node_out_bytes * GA;
             if (regather) {
-                zt_scale_cost ab = zt_scale_collective(net, grp, ZT_SCALE_ALL_GATHER, P_b[u] * g);
+                zt_scale_cost ab = two_groups(net, ZT_SCALE_ALL_GATHER, grp, P_b[u] * g, edp, E, edpe.P_b[u] * g, NULL);
                 gather_b[u] = ab.seconds;
                 node_out += ab.node_out_bytes * GA;
             }
         }
-        if (strategy == ZT_STRATEGY_DDP) b = zt_scale_collective(net, world, ZT_SCALE_ALL_REDUCE, R_u[u] * r);
-        else if (strategy == ZT_STRATEGY_HYBRID) {
+        double edp_mb = 0; /* the experts' reduction's bytes a device sends, once */
+        if (strategy == ZT_STRATEGY_DDP)
+            b = two_groups(net, ZT_SCALE_ALL_REDUCE, world, R_u[u] * r, edp, E, edpe.R_u[u] * r, &edp_mb);
+        else if (strategy == ZT_STRATEGY_HYBRID) { /* the experts whole (zt_memory_experts_whole_reason) */
             b = zt_scale_collective(net, shard, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
             if (!zt) { /* FSDP's HSDP: right after the unit's reduce-scatter */
                 zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R_u[u] / S * r);
                 b.seconds += ar.seconds, b.node_out_bytes += ar.node_out_bytes;
             }
-        } else b = zt_scale_collective(net, world, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
+        } else b = two_groups(net, ZT_SCALE_REDUCE_SCATTER, world, R_u[u] * r, edp, E, edpe.R_u[u] * r, &edp_mb);
         reduce[u] = b.seconds;
         node_out += b.node_out_bytes * (every_mb ? GA : 1);
+        *edp_sent += edp_mb * (every_mb ? GA : 1);
     }
     double pre = 0, post = 0;
     if (strategy == ZT_STRATEGY_HYBRID && zt) {
@@ -164,11 +204,12 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         node_out += ar.node_out_bytes;
     }
     if (strategy == ZT_STRATEGY_ZERO1 || strategy == ZT_STRATEGY_ZERO2) {
-        zt_scale_cost a = zt_scale_collective(net, world, ZT_SCALE_ALL_GATHER, P * g);
+        zt_scale_cost a = two_groups(net, ZT_SCALE_ALL_GATHER, world, dpe.P * g, edp, E, edpe.P * g, NULL);
         post = a.seconds;
         node_out += a.node_out_bytes;
     }
-    double local = strategy == ZT_STRATEGY_DDP ? P : P / S;
+    /* updated here: ddp every parameter (El experts), else a 1/S piece (the experts' 1/E of El) */
+    double local = strategy == ZT_STRATEGY_DDP ? P : dpe.P / S + edpe.P / E;
     zt_scale_timeline t = {.n_units = SU, .micro_batches = GA, .fwd = fw + first, .bwd = bw + first,
                            .gather = sharded_params ? gather : NULL,
                            .gather_bwd = sharded_params ? gather_b : NULL, .reduce = reduce,
@@ -203,7 +244,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     out->step.hidden_s = out->step.comm_s - out->step.exposed_s > 0 ? out->step.comm_s - out->step.exposed_s : 0;
     out->bubble_s = bubble > 0 ? bubble : 0;
     out->tp_s = tp_s, out->cp_s = cp_s, out->ep_s = ep_s, out->p2p_s = p2p;
-    out->ep = zt_model_ep_parts(m);
+    out->ep = ep;
+    out->edp = E;
     free(buf);
     out->node_out_bytes = cl->nodes > 1 ? node_out : 0;
     double tokens = (double)rq->opt.B * rq->opt.T * GA / ((double)tp * pp * cp); /* per device */

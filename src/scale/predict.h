@@ -17,6 +17,11 @@
  *           all-reduce of the R_u/S piece across the N/S replicas (ranks S apart): per unit under
  *           FSDP (nccl), all pieces at once after the last reduce-scatter in zerotrain's engine
  * The optimizer updates P (ddp), P/N (zero1-3) or P/S (hybrid) parameters per device.
+ * A mixture's experts spread over ep devices and stored E/ep a device (where the engine stores
+ * them: zt_memory_experts_storable; not hybrid, not tp) are El = E/ep experts a device, and every
+ * collective above runs for them over the expert-data-parallel group (D/ep ranks, ep·tp devices
+ * apart) instead, after the dense parameters' over the D ranks: ddp's all-reduce of El experts'
+ * gradients over D/ep, zero1-3's reduce-scatter and gathers likewise. The all-to-alls: ep_comm.h.
  *
  * Tensor, context and pipeline parallelism (docs/scale.md): the N devices are pp stages x D
  * data-parallel ranks x tp parts (the engine's mesh, tp innermost), D including the cp parts of
@@ -83,6 +88,9 @@ typedef struct zt_scale_row {
     int ep;                       /* expert parallelism's ep (1: none) */
     double ep_s, ep_bytes;        /* ep all-to-alls on the critical path; bytes a device sends in its
                                      ep group per step (ep_comm.h) */
+    int edp;                      /* the experts stored E/ep a device: the expert-data-parallel ranks
+                                     (dp / ep) their gradients are reduced over; 1: none or whole */
+    double edp_reduce_bytes;      /* bytes a device sends in that reduction per step */
     double tokens_per_s;          /* per device */
     double mfu;
     size_t memory;                /* the plan's high-water of the device needing the most */

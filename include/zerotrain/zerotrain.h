@@ -1121,7 +1121,9 @@ typedef struct zt_memory_plan {
     size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
     size_t scratch_edp, scratch_edp_thread; /* ... and the expert-data-parallel group's and the
                                     communication thread's duplicate of it (the experts stored E/ep a
-                                    rank: zt_model_store_experts; in comm) */
+                                    rank: zt_model_store_experts; hybrid: the edp ranks of the shard
+                                    group; in comm) */
+    size_t scratch_edp_replica;  /* ... and hybrid's replica group of the experts' pieces (in comm) */
     size_t shm;                  /* this rank's regions of those comms' shared segments (ranks on
                                     one node: src/comm/shm.c, zt_comm_shm_bytes; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */

@@ -25,7 +25,7 @@
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under hybrid or parameter offload, which keep them whole; with the optimizer on NVMe too):
+#     not under parameter offload, which keeps them whole; with the optimizer on NVMe too):
 #     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1

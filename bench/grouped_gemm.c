@@ -5,26 +5,28 @@
  * policy of src/kernels/gemm.c). Issue 34's goal: the grouped products at >= 85% of that limit.
  *
  * Shapes: one MoE layer of bench/moe.sh's step (llama-124M-moe: B=4 T=256 -> 1024 tokens x top-2 =
- * 2048 rows, E=8 experts, C=768, expert width I=1024; each expert's rows padded to 64, as
- * src/model/llama_moe.c does), the six products of llama_moe.c's order:
+ * 2048 rows, E=8 experts, C=768, expert width I=1024; each expert's rows as routed, unpadded, as
+ * src/model/llama_moe.c runs them in fp32: llama_moe.h's zt_moe_row_tile), the six products of llama_moe.c's order:
  *   forward   gate = xp W1^T, up = xp W3^T (n x 768 -> 1024), y = h W2^T (n x 1024 -> 768)
  *   backward  W2: dh = dy W2, dW2 += dy^T h;  W1: dxp = dgate W1, dW1 += dgate^T xp;
  *             W3: dxp += dup W3, dW3 += dup^T xp
- * for row counts evenly routed (256 an expert) and unevenly (a skewed split, padded). The dense
- * limit runs each product once over all the rows (2048 + padding) with one expert's weight.
- * GFLOP/s = 2 M N K / s over the rows the products run (padding included; "useful" counts only the
- * routed rows). Median of --reps timed rounds after --warmup, the grouped and the dense interleaved.
+ * for row counts evenly routed (256 an expert) and unevenly (a skewed split). The dense
+ * limit runs each product once over all the rows (2048) with one expert's weight.
+ * GFLOP/s = 2 M N K / s over the rows the products run ("useful" counts only the routed rows: the
+ * same without padding). Median of --reps timed rounds after --warmup, the grouped and the dense interleaved.
  *
  *   OMP_NUM_THREADS=2 build/bench/grouped_gemm [--reps 15] [--warmup 3] [--tokens 1024]
  */
 #include "bench_util.h"
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "model/llama_moe.h"
 
 #include <omp.h>
 #include <string.h>
 
-enum { E = 8, TOPK = 2, C = 768, I = 1024, TILE = 64, MAXR = 64 };
+enum { E = 8, TOPK = 2, C = 768, I = 1024, MAXR = 64 };
+#define TILE zt_moe_row_tile(0) /* fp32's: 1 (no padding rows) */
 
 typedef struct bufs {
     float *xp, *gate, *up, *h, *y, *dy, *dh, *dgate, *dup, *dxp, *W1, *W2, *W3, *dW1, *dW2, *dW3;

@@ -15,8 +15,8 @@
 #     checkpointing, a shared expert under bf16); bf16 and fp16 within the tolerance tests/tolerance.py
 #     derives from an fp32 run with bf16-rounded initial parameters (2x its divergence), a bf16 run at
 #     lr x 1.1 outside;
-#  3. bad shapes and what is not built: exit 2 naming the keys and numbers (expert parallelism's:
-#     tests/moe_ep.sh); bf16 and fp16 training (and bf16 zero3 with a shared expert) at the planned
+#  3. bad shapes: exit 2 naming the keys and numbers (tensor parallelism's: tests/moe_tp.sh, expert
+#     parallelism's: tests/moe_ep.sh); bf16 and fp16 training (and bf16 zero3 with a shared expert) at the planned
 #     high-water of every memory class;
 #  4. Hugging Face Mixtral both ways: a checkpoint exported as a sharded Mixtral directory (config.json
 #     model_type mixtral, per-expert tensors experts.E.w1/w2/w3) scores in PyTorch (moe_hf.py: the
@@ -122,8 +122,6 @@ bad "shared expert gate without a shared expert" "model.shared_expert_gate: true
   --set model.shared_expert_gate=true
 bad "negative shared-expert width" "model.shared_expert_intermediate_size" "${cfg[@]}" \
   --set model.shared_expert_intermediate_size=-8
-bad "tensor parallelism with a shared expert" "parallel.tensor_parallel_size: 2 with a shared expert of width 48" \
-  "${cfg[@]}" --nproc 2 --set parallel.tensor_parallel_size=2 --set model.shared_expert_intermediate_size=48
 bad "shared-expert widths that disagree" "model.shared_expert_intermediate_size: 100 with model.n_shared_experts 2 of width 96" \
   "${cfg[@]}" --set model.n_shared_experts=2 --set model.shared_expert_intermediate_size=100
 # a router that produces a non-finite logit (ZT_FAULT nan:at=router, layers.0's first token): the

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
 # moe_tp.sh BUILD SOURCE - tensor parallelism of a Llama mixture of experts (Megatron's expert tensor
 # parallelism: each part holds I/tp columns of every expert, src/model/llama_moe.c; the cut in
-# src/shard/tp_plans.c), alone and with expert parallelism:
+# src/shard/tp_plans.c), alone, with expert parallelism, with a shared expert and with sequence parallelism:
 #  1. bit-identical where the order is fixed (tool_dist_check --arch llama-moe, dropless, both
 #     router losses, every step clipped): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 under
 #     zero1 and zero3 = ep 2 x tp 2 (ddp, zero3) on 4 ranks; every step's tp bytes equal to the
 #     formula (the tool: the dense formula + each block's top-k weights' gradient sum);
 #     under bf16 compute: tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3;
+#     with a gated shared expert (Qwen2-MoE's, --arch llama-moe-shared, cut as the dense MLP,
+#     src/model/llama_moe_shared.c: its gate's dout·ys summed with the top-k weights' gradient) tp 2
+#     = tp 2 x dp 2 zero3 = ep 2 x tp 2 zero3, and under bf16 tp 2 x dp 2 zero3 = ep 2 x tp 2 zero3;
+#     with an ungated one (DeepSeek-MoE's, --arch llama-moe-deepseek) tp 2 = ep 2 x tp 2 zero3;
+#     with sequence parallelism (--sp: the block's rows gathered before the router, its sum
+#     reduce-scattered) sp tp 2 = sp ep 2 x tp 2 zero3, and with the gated shared expert the gated
+#     set above; each 2-rank run's tp bytes equal to the formula (+ B·T per block with the gate, the
+#     sp formula's with sp); with the norms frozen sp = tp without sp (shared expert), bit for bit;
 #  2. against one process (the parts add their columns' shares in another order): losses and
 #     parameters within the tolerance tests/tolerance.py derives in the run (8 x a one-ulp
-#     perturbation's), for tp 2 and for ep 2 x tp 2; the run with lr x 1.01 falls outside;
-#  3. zerotrain train: tp 2 on 2 ranks reaches every class's planned high-water exactly;
+#     perturbation's), for tp 2 and for ep 2 x tp 2, with the gated shared expert for tp 2 and sp
+#     tp 2, with the ungated one for tp 2; the runs with lr x 1.01 fall outside;
+#  3. zerotrain train: tp 2 on 2 ranks reaches every class's planned high-water exactly, and so does
+#     tp 2 with sequence parallelism and a gated shared expert under bf16;
 #     checkpoints hold logical tensors: the tp 2 run resumed from its step-2 commit ends on its own
 #     hash, a ddp run resumes from it as from its one-process re-save, and the Hugging Face
-#     directory exported from the tp 2 commit is the re-save's, byte for byte;
-#  4. bad input: sequence parallelism with experts, an expert width tp does not divide (exit 2).
+#     directory exported from the tp 2 commit is the re-save's, byte for byte (Mixtral's; and
+#     Qwen2-MoE's from the sp tp 2 run with the shared expert);
+#  4. bad input: an expert width, a shared expert's width tp does not divide (exit 2).
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
 BUILD="$1"; SRC="$2"
@@ -26,11 +37,12 @@ trap 'declare -F serve_stop >/dev/null && serve_stop; rm -rf "$T"' EXIT
 source "$SRC/tests/tool_serve.bash"
 for n in 1 2 4; do serve_start "n$n" mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL"; done
 source "$SRC/tests/dist_check.bash" # hash_of, check, bad; sets fail=0
-run() { # N args...
+run() { # N args... (ARCH: llama-moe-shared, llama-moe-deepseek: with a shared expert)
   local n="$1" rc=0; shift
-  serve_run "n$n" "$@" --arch llama-moe --clip 0.05 || rc=$?
+  serve_run "n$n" "$@" --arch "${ARCH:-llama-moe}" --clip 0.05 || rc=$?
   [ $rc = 99 ] || return $rc
-  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" --arch llama-moe --clip 0.05 2>&1
+  mpirun -np "$n" --oversubscribe --bind-to none -x OMP_NUM_THREADS -x ZT_COMM_TIMEOUT "$TOOL" "$@" \
+    --arch "${ARCH:-llama-moe}" --clip 0.05 2>&1
 }
 tp_bytes() { # label output: the tool printed the tp bytes equal to the formula
   if grep -qE '^tp bytes ([0-9]+) \(formula \1\)$' <<<"$2"; then echo "     $1: $(grep '^tp bytes' <<<"$2")"
@@ -50,6 +62,26 @@ done
 check "bf16: tp 2, 2 micro-batches, 2 ranks" moe-bf16 "$(run 2 ddp 2 $STEPS --tp 2 --precision bf16)"
 check "bf16: tp 2 x dp 2 zero1, 4 ranks" moe-bf16 "$(run 4 zero1 1 $STEPS --tp 2 --precision bf16)"
 check "bf16: ep 2 x tp 2 zero3, 4 ranks" moe-bf16 "$(run 4 zero3 1 $STEPS --tp 2 --ep 2 --precision bf16)"
+# with a shared expert, gated (Qwen2-MoE's: its gate's dout·ys in the top-k sum) and not (DeepSeek-MoE's:
+# no collective added); sequence parallelism without and with the gated shared expert. Each key's
+# 2-rank run checks the tp bytes; the rest run on 4 ranks (one micro-batch each)
+bits() { # KEY ARCH all|two TP_ARGS...: tp 2 with 2 micro-batches on 2 ranks = ep 2 x tp 2 zero3; all:
+  local k="$1" how="$3" out; ARCH="$2"; shift 3 # and = tp 2 x dp 2 zero3, and under bf16 too
+  out="$(run 2 ddp 2 $STEPS "$@")"; check "$k: $*, 2 micro-batches, 2 ranks" "$k" "$out"; tp_bytes "$k $*" "$out"
+  check "$k: ep 2 x $* zero3, 4 ranks" "$k" "$(run 4 zero3 1 $STEPS --ep 2 "$@")"
+  [ "$how" = all ] || return 0
+  check "$k: $* x dp 2 zero3, 4 ranks" "$k" "$(run 4 zero3 1 $STEPS "$@")"
+  check "$k, bf16: $* x dp 2 zero3, 4 ranks" "$k-bf16" "$(run 4 zero3 1 $STEPS --precision bf16 "$@")"
+  check "$k, bf16: ep 2 x $* zero3, 4 ranks" "$k-bf16" "$(run 4 zero3 1 $STEPS --ep 2 --precision bf16 "$@")"
+}
+bits shared llama-moe-shared all --tp 2
+bits deepseek llama-moe-deepseek two --tp 2
+bits sp llama-moe two --tp 2 --sp
+bits sp-shared llama-moe-shared all --tp 2 --sp
+# the norms frozen (their weight gradients are the one sum sp splits): sp = tp without sp
+check "shared expert, norms frozen: tp 2 x dp 2" frozen "$(run 4 zero3 1 $STEPS --tp 2 --freeze '.*norm.*')"
+check "shared expert, norms frozen: sp tp 2 x dp 2" frozen "$(run 4 zero3 1 $STEPS --tp 2 --sp --freeze '.*norm.*')"
+unset ARCH
 
 # ---- 2. against one process, within the run's own tolerance ---------------------------------------
 STEPS=16
@@ -58,10 +90,19 @@ dump() { # N NAME GA args...: the final logical parameters and the losses of a d
   run "$n" ddp "$ga" $STEPS --dump "$T/$f.bin" "$@" | grep '^losses' > "$T/$f.losses"
 }
 # the global batch is 2 micro-batches each time: one process's 2, tp 2's 2 on its one dp rank,
-# ep 2 x tp 2's one on each of its 2 dp ranks
+# (ep 2 x) tp 2 x dp 2's one on each of its 2 dp ranks
 dump 1 ref 2; dump 1 ulp 2 --ulp; dump 2 tp 2 --tp 2; dump 4 eptp 1 --tp 2 --ep 2; dump 1 lr 2 --lr 0.0101
 python3 "$SRC/tests/tolerance.py" "$T" llama-moe ref ulp "tp=inside=tp 2 vs one process" \
   "eptp=inside=ep 2 x tp 2 vs one process" "lr=outside=lr x 1.01 (must fail)" || fail=1
+# with the gated shared expert (tp 2, sp tp 2), and the ungated one (tp 2)
+export ARCH=llama-moe-shared
+dump 1 sref 2; dump 1 sulp 2 --ulp; dump 4 stp 1 --tp 2; dump 4 ssp 1 --tp 2 --sp; dump 1 slr 2 --lr 0.0101
+python3 "$SRC/tests/tolerance.py" "$T" llama-moe-shared sref sulp "stp=inside=tp 2 vs one process" \
+  "ssp=inside=sp tp 2 vs one process" "slr=outside=lr x 1.01 (must fail)" || fail=1
+export ARCH=llama-moe-deepseek
+dump 1 dref 2; dump 1 dulp 2 --ulp; dump 4 dtp 1 --tp 2
+python3 "$SRC/tests/tolerance.py" "$T" llama-moe-deepseek dref dulp "dtp=inside=tp 2 vs one process" || fail=1
+unset ARCH
 
 # ---- 3. zerotrain train: the memory plan, checkpoints -----------------------------------------------
 source "$SRC/tests/tiny_vocab.bash"
@@ -92,9 +133,27 @@ if [ -s "$T/hf_tp/model.safetensors" ] && cmp -s "$T/hf_tp/model.safetensors" "$
   echo "ok   the Mixtral directory exported from the tp 2 commit = from the one-process re-save"
 else echo "FAIL export --hf from the tp 2 commit differs (or is missing)"; fail=1; fi
 
+# tp 2 with sequence parallelism and a gated shared expert under bf16: the memory plan; its commit holds
+# logical tensors: the Qwen2-MoE directory exported from it is its one-process re-save's
+SHM=(--set model.shared_expert_intermediate_size=48 --set model.shared_expert_gate=true --set precision.mode=bf16)
+out="$("$Z" train "$T/m.yaml" "${TP[@]}" "${SHM[@]}" --set parallel.sequence_parallel=true --set checkpoint.every=2 \
+       --set checkpoint.dir="$T/ck-sh" 2>&1)" || true
+if [ -n "$(hash_line "$out")" ] && grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+then echo "ok   train bf16: sp tp 2 with a gated shared expert, every memory class at its planned high-water"
+else echo "FAIL train bf16 sp tp 2 shared expert: no hash or planned != measured"
+     echo "$out" | grep -E "planned|class|rror" | head -5; fail=1; fi
+C="$T/ck-sh/step-00000002"
+"$Z" train "$T/m.yaml" "${SHM[@]}" --resume "$C" --stop-after 2 --ckpt-dir "$T/one-sh" >/dev/null 2>&1 || true
+"$Z" export "$C" --hf "$T/hf_sh_tp" >/dev/null 2>&1 || true
+"$Z" export "$T/one-sh/step-00000002" --hf "$T/hf_sh_one" >/dev/null 2>&1 || true
+if [ -s "$T/hf_sh_tp/model.safetensors" ] && cmp -s "$T/hf_sh_tp/model.safetensors" "$T/hf_sh_one/model.safetensors"
+then echo "ok   the Qwen2-MoE directory exported from the sp tp 2 commit = from the one-process re-save"
+else echo "FAIL export --hf from the sp tp 2 shared-expert commit differs (or is missing)"; fail=1; fi
+
 # ---- 4. bad input ------------------------------------------------------------------------------------
-bad "sequence parallelism with experts" "parallel.sequence_parallel: true with model.n_experts 4" \
-  train "$T/m.yaml" "${TP[@]}" --set parallel.sequence_parallel=true
+bad "shared expert width tp does not divide" \
+  "parallel.tensor_parallel_size: 2 does not divide model.shared_expert_intermediate_size (25)" \
+  train "$T/m.yaml" "${TP[@]}" --set model.shared_expert_intermediate_size=25
 bad "expert width tp does not divide" "parallel.tensor_parallel_size: 2 does not divide model.moe_intermediate_size (25)" \
   train "$T/m.yaml" "${TP[@]}" --set model.moe_intermediate_size=25
 exit $fail

@@ -397,7 +397,7 @@ static void test_losses_and_counters(void **state) {
     }
 }
 
-/* Bad shapes name the numbers; tensor parallelism of a shared expert is refused. */
+/* Bad shapes name the numbers; tensor parallelism cuts a shared expert whose width it divides. */
 static void test_bad_shapes(void **state) {
     (void)state;
     zt_error err = {0};
@@ -431,15 +431,20 @@ static void test_bad_shapes(void **state) {
     c.shared_expert_intermediate_size = 24; /* 2 x 12: the same width said twice */
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     zt_model_free(m);
-    /* tensor parallelism cuts the experts (tests/moe_tp.sh), not a shared expert: refused */
+    /* tensor parallelism cuts the experts and the shared expert (tests/moe_tp.sh), when it divides
+     * the shared expert's width */
     c = MOE_SMALL;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     assert_int_equal(m->tp_check(m, 2, &err), ZT_OK);
     zt_model_free(m);
     c.shared_expert_intermediate_size = 20;
     assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
+    assert_int_equal(m->tp_check(m, 2, &err), ZT_OK);
+    zt_model_free(m);
+    c.shared_expert_intermediate_size = 21;
+    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
     assert_int_equal(m->tp_check(m, 2, &err), ZT_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "with a shared expert (width 20): not built"));
+    assert_non_null(strstr(err.msg, "2 does not divide the shared expert's width (shared_expert_intermediate_size) 21"));
     zt_model_free(m);
 }
 

@@ -17,7 +17,10 @@
  *                   [--reduce fp32|bf16|fp16]   (precision.reduce_dtype; give it after --precision)
  *                   [--stall-rank R]   (rank R stops answering at step 2: the others must fail
  *                                       with ZT_ERR_PEER naming it, within ZT_COMM_TIMEOUT)
- *                   [--recompute none|full|selective] [--no-prefetch] [--arch gpt2|llama|qwen2|llama-moe|llama-moe-shared]
+ *                   [--recompute none|full|selective] [--no-prefetch]
+ *                   [--arch gpt2|llama|qwen2|llama-moe|llama-moe-shared|llama-moe-deepseek]   (llama-moe-shared:
+ *                               Qwen2-MoE's gated shared expert; llama-moe-deepseek: DeepSeek-MoE's ungated
+ *                               one, 2 x the expert width)
  *                   [--attention flash|naive]   (the model's attention kernel, default flash)
  *                   [--freeze REGEX]   (zt_model_freeze; rank 0 prints "frozen H0 -> H1", the
  *                                       frozen tensors' hash before and after: they must agree)
@@ -191,14 +194,16 @@ static int run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
             i++;
             bool shared = !strcmp(argv[i], "llama-moe-shared"), qwen2 = !strcmp(argv[i], "qwen2");
-            llama = !strcmp(argv[i], "llama") || !strcmp(argv[i], "llama-moe") || shared || qwen2;
+            bool deepseek = !strcmp(argv[i], "llama-moe-deepseek");
+            llama = !strcmp(argv[i], "llama") || !strcmp(argv[i], "llama-moe") || shared || deepseek || qwen2;
             lcfg.qkv_bias = qwen2; /* Qwen2's attention: the Llama with q/k/v biases */
-            if (!strcmp(argv[i], "llama-moe") || shared) { /* its MLPs sparse: 4 experts of width 24, top-2, both losses */
+            if (!strcmp(argv[i], "llama-moe") || shared || deepseek) { /* its MLPs sparse: 4 experts of width 24, top-2, both losses */
                 lcfg.n_experts = 4, lcfg.n_experts_per_token = 2, lcfg.moe_intermediate_size = 24;
                 lcfg.norm_topk_prob = true, lcfg.router_aux_loss_coef = 0.02f, lcfg.router_z_loss_coef = 0.001f;
             }
             if (shared) /* ... and Qwen2-MoE's gated shared expert of width 32 (a dense parameter) */
                 lcfg.shared_expert_intermediate_size = 32, lcfg.shared_expert_gate = true, lcfg.norm_topk_prob = false;
+            if (deepseek) lcfg.n_shared_experts = 2; /* ... or DeepSeek-MoE's, ungated, of width 2 x 24 */
         }
         else if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
             if (zt_attention_parse(argv[++i], &cfg.attention, &err)) return tool_fail(world, "--attention", &err);
@@ -416,8 +421,10 @@ static int run(int argc, char **argv) {
             double again = sp ? (2.0 * L + 1.0) * Nt * C * op * (tp - 1) / tp : 0.0;
             double norms = sp ? (llama ? 2.0 * C * L + C : 4.0 * C * L + 2.0 * C) * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
             /* a mixture (llama-moe): each block's backward also sums the top-k weights' gradient
-             * (B·T·k floats; src/model/llama_moe.c) */
-            double topk = lcfg.n_experts ? (double)L * Nt * lcfg.n_experts_per_token * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
+             * (B·T·k floats; src/model/llama_moe.c), with a gated shared expert its dout·ys beside it
+             * (B·T more) */
+            int kg = lcfg.n_experts_per_token + (lcfg.shared_expert_gate ? 1 : 0);
+            double topk = lcfg.n_experts ? (double)L * Nt * kg * 4.0 * 2.0 * (tp - 1) / tp : 0.0;
             double want = GA * (ar + again + norms + topk + (tp - 1) * (4.0 * Nt + 16.0 * Nt)) + (tp - 1) * 8.0;
             printf("tp bytes %llu (formula %.0f)\n", (unsigned long long)tp_bytes, want);
             /* Muon and LAMB gather their cut tensors over the tp group too (step_whole.c): not in it */

@@ -74,23 +74,15 @@ static void check_experts(cfg_ctx *x) {
                      "both given, the width must be %d (or give one of them)", PFX(w),
                      m->shared_expert_intermediate_size, m->n_shared_experts, IE, m->n_shared_experts * IE);
     }
-    int IS = m->shared_expert_intermediate_size > 0 ? m->shared_expert_intermediate_size : m->n_shared_experts * IE;
-    if (IS > 0 && c->tensor_parallel_size > 1 && !bad(x, "parallel.tensor_parallel_size")) {
+    /* tensor parallelism cuts the shared expert's columns as the dense MLP's (llama_moe_shared.c) */
+    int tp = c->tensor_parallel_size;
+    if (m->shared_expert_intermediate_size > 0 && tp > 1 && m->shared_expert_intermediate_size % tp != 0 &&
+        !bad(x, "parallel.tensor_parallel_size") && !bad(x, "model.shared_expert_intermediate_size")) {
         w = LOC("parallel.tensor_parallel_size", "model.shared_expert_intermediate_size");
-        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d with a shared expert of width %d "
-                     "(model.shared_expert_intermediate_size, model.n_shared_experts): the shared expert runs whole, "
-                     "tensor parallelism of it is not built", PFX(w), c->tensor_parallel_size, IS);
+        zt_cfg_error(x, "%s%sparallel.tensor_parallel_size: %d does not divide model.shared_expert_intermediate_size "
+                     "(%d): tensor parallelism gives each rank an equal share of the shared expert's columns", PFX(w),
+                     tp, m->shared_expert_intermediate_size);
     }
-    const struct {
-        const char *key, *value;
-        bool refused;
-    } no[] = {{"parallel.sequence_parallel", "true", c->sequence_parallel && c->tensor_parallel_size > 1}};
-    for (size_t k = 0; k < sizeof no / sizeof *no; k++)
-        if (no[k].refused && !bad(x, no[k].key)) {
-            w = LOC(no[k].key, "model.n_experts");
-            zt_cfg_error(x, "%s%s%s: %s with model.n_experts %d: mixture-of-experts blocks run without sequence "
-                         "parallelism: not built", PFX(w), no[k].key, no[k].value, m->n_experts);
-        }
     /* context parallelism: the router losses are the whole sequences' (llama_moe.c); a capacity is not */
     if (c->context_parallel_size > 1 && m->capacity_factor > 0 && !bad(x, "parallel.context_parallel_size") &&
         !bad(x, "model.capacity_factor")) {

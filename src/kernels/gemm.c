@@ -45,7 +45,9 @@
  * Threads: the cache and the oneDNN stream are guarded by one mutex (the engine calls kernels
  * from one thread; the mutex only makes a stray second caller safe). Calls made inside an OpenMP
  * parallel region go to OpenBLAS without touching the cache, except zt_gemm_f32_serial's: each
- * thread's own cache of single-threaded primitives ("products on one thread each", below).
+ * thread's own cache of single-threaded primitives ("products on one thread each", below), whose
+ * entries may leave M or K to each call (zt_gemm_f32_serial_rows: oneDNN's runtime dimensions, the
+ * experts' products over row counts that change every call).
  */
 #include "kernels/gemm.h"
 #include "core/env.h"
@@ -73,6 +75,7 @@ typedef struct {
     /* key */
     int ta, tb, M, N, K, lda, ldb, ldc, nthr, has_bias, bf16; /* bf16: A and B bf16, C fp32 */
     int serial; /* one thread's own (zt_gemm_f32_serial): nthr 1, its scratchpad its own */
+    int rt;     /* ZT_GEMM_RUNTIME_M / _K: that dimension given at each call (key -1; zt_gemm_f32_serial_rows) */
     uint32_t alpha_bits, beta_bits;
     /* value */
     bool use_blas; /* creation failed or only a reference implementation: OpenBLAS */
@@ -353,7 +356,7 @@ void zt_gemm_cache_clear(void)
 
 /* (rows, cols) descriptor of a row-major matrix with leading dimension ld, or of the transpose
  * of a stored (cols, rows) one */
-static dnnl_status_t md_2d(dnnl_memory_desc_t *md, int rows, int cols, int ld, bool trans,
+static dnnl_status_t md_2d(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t cols, int ld, bool trans,
                            dnnl_data_type_t dt)
 {
     dnnl_dims_t dims = {rows, cols};
@@ -382,9 +385,13 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
         goto fail;
     }
     dnnl_data_type_t in_dt = e->bf16 ? dnnl_bf16 : dnnl_f32;
-    TRY(md_2d(&a_md, e->M, e->K, e->lda, e->ta, in_dt));
-    TRY(md_2d(&b_md, e->K, e->N, e->ldb, e->tb, in_dt));
-    TRY(md_2d(&c_md, e->M, e->N, e->ldc, false, dnnl_f32));
+    /* a dimension given at each call: DNNL_RUNTIME_DIM_VAL (oneDNN's gemm-based matmul; the memory
+     * objects of the operands it shapes are made per call, entry_run_rt) */
+    dnnl_dim_t M = e->rt & ZT_GEMM_RUNTIME_M ? DNNL_RUNTIME_DIM_VAL : e->M;
+    dnnl_dim_t K = e->rt & ZT_GEMM_RUNTIME_K ? DNNL_RUNTIME_DIM_VAL : e->K;
+    TRY(md_2d(&a_md, M, K, e->lda, e->ta, in_dt));
+    TRY(md_2d(&b_md, K, e->N, e->ldb, e->tb, in_dt));
+    TRY(md_2d(&c_md, M, e->N, e->ldc, false, dnnl_f32));
     TRY(md_2d(&bias_md, 1, e->N, e->N, false, dnnl_f32));
     TRY(dnnl_primitive_attr_create(&attr));
     if (e->serial) /* its own scratchpad: threads run their primitives at once (no shared one) */
@@ -408,9 +415,11 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
         goto done;
     }
     TRY(dnnl_primitive_create(&e->prim, pd));
-    TRY(dnnl_memory_create(&e->a, &a_md, G.eng, DNNL_MEMORY_NONE));
-    TRY(dnnl_memory_create(&e->b, &b_md, G.eng, DNNL_MEMORY_NONE));
-    TRY(dnnl_memory_create(&e->c, &c_md, G.eng, DNNL_MEMORY_NONE));
+    if (!e->rt) {
+        TRY(dnnl_memory_create(&e->a, &a_md, G.eng, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->b, &b_md, G.eng, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->c, &c_md, G.eng, DNNL_MEMORY_NONE));
+    }
     if (e->has_bias)
         TRY(dnnl_memory_create(&e->bias, &bias_md, G.eng, DNNL_MEMORY_NONE));
     const dnnl_memory_desc_t *sp_md = e->serial ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
@@ -442,6 +451,7 @@ static gemm_entry *entry_get(gemm_cache c, const gemm_entry *key, float alpha, f
         if (e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
             e->nthr == key->nthr && e->has_bias == key->has_bias && e->bf16 == key->bf16 && e->serial == key->serial &&
+            e->rt == key->rt &&
             e->alpha_bits == key->alpha_bits && e->beta_bits == key->beta_bits) {
             if (!e->use_blas)
                 STAT_ADD(cache_hits);
@@ -690,8 +700,44 @@ static void serial_clear(void)
     }
 }
 
+/* An entry whose M or K is given at each call: the operands' memory objects made for this call's
+ * shape (a few microseconds against a product of ~1 ms), run, and destroyed */
+static dnnl_status_t entry_run_rt(gemm_entry *e, dnnl_stream_t stream, int M, int K, const float *A, const float *B,
+                                  float *C)
+{
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_t a = NULL, b = NULL, c = NULL;
+    dnnl_status_t st = md_2d(&a_md, M, K, e->lda, e->ta, dnnl_f32);
+    if (st == dnnl_success)
+        st = md_2d(&b_md, K, e->N, e->ldb, e->tb, dnnl_f32);
+    if (st == dnnl_success)
+        st = md_2d(&c_md, M, e->N, e->ldc, false, dnnl_f32);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&a, &a_md, G.eng, (void *)A);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&b, &b_md, G.eng, (void *)B);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&c, &c_md, G.eng, C);
+    if (st == dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+        int n = 3;
+        if (e->scratch != NULL)
+            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+        st = dnnl_primitive_execute(e->prim, stream, n, args);
+        if (st == dnnl_success)
+            st = dnnl_stream_wait(stream);
+    }
+    if (a != NULL)
+        dnnl_memory_destroy(a);
+    if (b != NULL)
+        dnnl_memory_destroy(b);
+    if (c != NULL)
+        dnnl_memory_destroy(c);
+    return st;
+}
+
 /* the product on oneDNN on this thread alone; false: not run (OpenBLAS's turn) */
-static bool serial_onednn(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+static bool serial_onednn(unsigned rt, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                           const float *B, int ldb, float beta, float *C, int ldc)
 {
     int t = omp_get_thread_num();
@@ -699,12 +745,13 @@ static bool serial_onednn(bool ta, bool tb, int M, int N, int K, float alpha, co
         return false;
     if (S[t].stream == NULL && dnnl_stream_create(&S[t].stream, G.eng, dnnl_stream_default_flags) != dnnl_success)
         return false;
-    gemm_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
-                      .nthr = 1, .serial = 1, .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
+    gemm_entry key = {.ta = ta, .tb = tb, .M = rt & ZT_GEMM_RUNTIME_M ? -1 : M, .N = N,
+                      .K = rt & ZT_GEMM_RUNTIME_K ? -1 : K, .lda = lda, .ldb = ldb, .ldc = ldc, .nthr = 1,
+                      .serial = 1, .rt = (int)rt, .alpha_bits = fbits(alpha), .beta_bits = fbits(beta)};
     gemm_entry *e = entry_get((gemm_cache){S[t].cache, &S[t].n, SERIAL_CACHE_MAX, &S[t].tick}, &key, alpha, beta);
     if (e->use_blas)
         return false;
-    if (entry_run(e, S[t].stream, A, B, C, NULL) != dnnl_success) {
+    if ((rt ? entry_run_rt(e, S[t].stream, M, K, A, B, C) : entry_run(e, S[t].stream, A, B, C, NULL)) != dnnl_success) {
         STAT_ADD(fallbacks);
         return false;
     }
@@ -715,6 +762,12 @@ static bool serial_onednn(bool ta, bool tb, int M, int N, int K, float alpha, co
 void zt_gemm_f32_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, float *C, int ldc)
 {
+    zt_gemm_f32_serial_rows(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void zt_gemm_f32_serial_rows(unsigned runtime, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                             const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
     if (M <= 0 || N <= 0)
         return;
     ensure_decided();
@@ -723,7 +776,7 @@ void zt_gemm_f32_serial(bool trans_a, bool trans_b, int M, int N, int K, float a
      * parallel region too); the caller's count is put back after */
     int nthr = omp_get_max_threads();
     omp_set_num_threads(1);
-    if (!serial_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (!serial_onednn(runtime, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
     omp_set_num_threads(nthr);
     product_done(t0, M, N, K);

@@ -42,6 +42,15 @@ void zt_gemm_f32_bias(bool trans_a, bool trans_b, int M, int N, int K, float alp
  * (and the backend) only: the same from any thread, at any thread count, in a region or not. */
 void zt_gemm_f32_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, float *C, int ldc);
+/* The same with M and/or K (runtime: ZT_GEMM_RUNTIME_M | ZT_GEMM_RUNTIME_K) left to each call: one
+ * primitive for every value of them (oneDNN's gemm-based matmul, as fast as the fixed shape's at the
+ * experts' shapes: bench/RESULTS.md), for products whose row counts change from call to call (the
+ * experts' rows, which would otherwise make a primitive per count or be padded to a few). Bits: a
+ * function of the shape given (M, N, K), as zt_gemm_f32_serial's; not those of zt_gemm_f32_serial
+ * at the same shape (another kernel). runtime 0 is zt_gemm_f32_serial. */
+enum { ZT_GEMM_RUNTIME_M = 1, ZT_GEMM_RUNTIME_K = 2 };
+void zt_gemm_f32_serial_rows(unsigned runtime, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                             const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* bf16 operands, fp32 result: C (M,N) = alpha op(A) op(B) + beta C + bias (NULL: none), A and B
  * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32

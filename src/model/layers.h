@@ -113,8 +113,10 @@ int zt_norm_into_linear(const zt_unit *u, const zt_unit_args *a, float *xl, void
 int zt_seq_linear_operand(const zt_unit *u, const zt_unit_args *a, const void *slot, void *slot_all, int C,
                           const char *what, zt_error *err);
 /* buf (B, T, C): the input gradient of column-parallel Linears, a partial sum over the parts
- * (Megatron's f in backward). Whole along T: summed over the parts in place (all-reduce); cut: this
- * part's rows of the sum at buf's start (reduce-scatter), zt_unit_rows(u, a) rows. */
+ * (Megatron's f in backward; or in forward a sum the unit makes itself after row-parallel products,
+ * a mixture of experts' output: llama_moe.c). Whole along T: summed over the parts in place
+ * (all-reduce); cut: this part's rows of the sum at buf's start (reduce-scatter), zt_unit_rows(u, a)
+ * rows. */
 int zt_unit_input_grad_sum(const zt_unit *u, const zt_unit_args *a, float *buf, int C, const char *what,
                            zt_error *err);
 /* The start of a block's backward: a->din (the residual's gradient, zt_unit_rows x C) = a->dout;

@@ -261,7 +261,8 @@ static size_t moe_scratch_floats(const zt_unit *u, size_t N) {
 
 static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
     int B = a->batch->B, T = a->batch->T;
-    return a->scratch + (size_t)B * T * (widths_of(u).C + 2 * wide_floats(u)) + block_att_floats(u, B, T);
+    size_t N = (size_t)B * T, C = (size_t)widths_of(u).C, norms = zt_unit_seq(u) ? (2 + N) * C : 0;
+    return a->scratch + N * (C + 2 * wide_floats(u)) + block_att_floats(u, B, T) + norms;
 }
 
 /* Cut for tensor parallelism (widths_of): q, k, v, gate and up are column-parallel (this part's
@@ -269,7 +270,9 @@ static float *moe_scratch(const zt_unit *u, const zt_unit_args *a) {
  * the residual (zt_linear_forward_rows); in backward the input gradients of q|k|v and gate|up are
  * summed (zt_unit_input_grad_sum) before their RMSNorm. Cut along T too (sequence parallelism,
  * layers.h), as GPT-2's block (gpt2.c): the RMSNorms and residuals on this part's rows, gathered
- * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed. */
+ * before q|k|v and gate|up, reduce-scattered after o and down, their weight gradients summed; a
+ * mixture's sparse MLP the same way (gathered before it, every part routing every token, its sum
+ * reduce-scattered: llama_moe.c). */
 /* every Linear weight the block multiplies by has its compute copy under lp compute */
 static int check_lp_weights(const zt_unit *u, const zt_unit_args *a, zt_error *err) {
     if (!moe(u->model_cfg)) return zt_check_lp_weights(u, a, BLOCK_LINEARS, 7, err);
@@ -356,9 +359,12 @@ static int block_forward(const zt_unit *u, const zt_unit_args *a, zt_error *err)
                                       "gate/up input (post_attention_layernorm)", err)))
             return rc;
     }
-    if (moe(c)) { /* the sparse MLP (llama_moe.c) on xn2, whole: the experts' products read the operand */
-        const float *x32 = router_input(a, s.xn2, tmp, (size_t)N * C);
-        if ((rc = zt_moe_forward(u, a, &MOE_PARAMS, s.moe, s.xn2, x32, proj, moe_scratch(u, a), err))) return rc;
+    if (moe(c)) { /* the sparse MLP (llama_moe.c) on every token (cut along T: gathered), the experts'
+                   * products on the operand; proj gets its sum (cut along T: this part's rows) */
+        if (zt_unit_seq(u) && a->lp_kind) /* the whole operand, as the first Linear would round it */
+            zt_round_to_lp((zt_lp_kind)a->lp_kind, op, x, (size_t)N * C);
+        const float *x32 = router_input(a, op, tmp, (size_t)N * C);
+        if ((rc = zt_moe_forward(u, a, &MOE_PARAMS, s.moe, op, x32, proj, moe_scratch(u, a), err))) return rc;
         residual_forward(a->out, s.res2, proj, (size_t)Nl * C);
         return ZT_OK;
     }
@@ -398,9 +404,14 @@ static int block_backward(const zt_unit *u, const zt_unit_args *a, zt_error *err
         return rc;
     const void *xn2 = s.xn2, *xn1 = s.xn1; /* cut along T: every part's rows of the operands, re-gathered */
     float *slot_all = ng + 2 * (size_t)C;
-    if (moe(c)) { /* the sparse MLP (llama_moe.c), whole; the router's fp32 input in wide1|wide2 */
-        const float *x32 = router_input(a, s.xn2, wide1, NC);
-        if ((rc = zt_moe_backward(u, a, &MOE_PARAMS, s.moe, s.xn2, x32, dout, bufC, moe_scratch(u, a), err)))
+    if (moe(c)) { /* the sparse MLP (llama_moe.c) on every token; the router's fp32 input in wide1|wide2;
+                   * cut along T the operand re-gathered, and dout (bufC) read before d xn2 goes there */
+        if (seq && (rc = zt_seq_linear_operand(u, a, s.xn2, slot_all, C, "block_sparse_moe input "
+                                               "(post_attention_layernorm), again", err)))
+            return rc;
+        if (seq) xn2 = slot_all;
+        const float *x32 = router_input(a, xn2, wide1, NC);
+        if ((rc = zt_moe_backward(u, a, &MOE_PARAMS, s.moe, xn2, x32, dout, bufC, moe_scratch(u, a), err)))
             return rc;
         goto mlp_done;
     }
@@ -705,18 +716,14 @@ static int check_config(const zt_llama_config *c, zt_error *err) {
 /* Tensor parallelism cuts whole query heads, whole key/value heads and the MLP's columns evenly. */
 static int llama_tp_check(const zt_model *m, int parts, zt_error *err) {
     const zt_llama_config *c = m->cfg;
-    if (moe(c) && parts > 1 && m->sequence_parallel)
-        return zt_error_set(err, ZT_ERR_USAGE, "llama: sequence parallelism over %d ranks with a mixture of experts "
-                            "(%d experts): not built (tensor parallelism without it runs)", parts, c->n_experts);
-    if (moe(c) && parts > 1 && zt_moe_shared_width(c) > 0) /* llama_moe_shared.c runs whole */
-        return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks with a shared expert (width "
-                            "%d): not built (without the shared expert it runs)", parts, zt_moe_shared_width(c));
-    /* a mixture's experts are cut by columns of each expert (llama_moe.c), its dense MLP is none */
-    int width = moe(c) ? zt_moe_width(c) : c->intermediate_size;
+    /* a mixture's experts are cut by columns of each expert (llama_moe.c), its dense MLP is none; its
+     * shared expert by columns as the dense MLP (llama_moe_shared.c) */
+    int width = moe(c) ? zt_moe_width(c) : c->intermediate_size, shared = zt_moe_shared_width(c);
     const char *width_key = moe(c) ? "the experts' width (moe_intermediate_size)" : "intermediate_size";
     const char *what = c->n_head % parts ? "n_head" : c->n_kv_head % parts ? "n_kv_head"
-                     : width % parts ? width_key : NULL;
-    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : width;
+                     : width % parts ? width_key : shared % parts ? "the shared expert's width "
+                     "(shared_expert_intermediate_size)" : NULL;
+    int v = c->n_head % parts ? c->n_head : c->n_kv_head % parts ? c->n_kv_head : width % parts ? width : shared;
     if (what)
         return zt_error_set(err, ZT_ERR_USAGE, "llama: tensor parallelism over %d ranks: %d does not divide %s %d",
                             parts, parts, what, v);

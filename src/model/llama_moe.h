@@ -31,11 +31,14 @@ size_t zt_moe_saved_floats(const zt_unit *u, size_t N, int lp_kind);
 size_t zt_moe_scratch_floats(const zt_unit *u, size_t N);
 /* bytes of the staging the experts' products need under lp compute: rnd(dout) of the widest */
 size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind);
-/* Each expert's rows are padded to whole tiles of ZT_MOE_ROW_TILE (moe_route_plan): a few shapes
- * for the grouped products, which oneDNN's primitive cache keeps (bench/RESULTS.md) */
-enum { ZT_MOE_ROW_TILE = 64 };
-/* rows of the permuted experts' input of N tokens at most, the padding included */
-size_t zt_moe_max_rows(const zt_llama_config *c, size_t N);
+/* Each expert's rows are padded to whole tiles (moe_route_plan) of zt_moe_row_tile(lp_kind) rows:
+ * under bf16/fp16 compute ZT_MOE_ROW_TILE_LP, a few shapes for the low-precision products, which
+ * oneDNN's primitive cache keeps; in fp32 1 (none: the grouped products take their row counts at
+ * run time, grouped_gemm.c). Scratch is sized for the wider tile (it is the same for every kind). */
+enum { ZT_MOE_ROW_TILE_LP = 64 };
+int zt_moe_row_tile(int lp_kind);
+/* rows of the permuted experts' input of N tokens at most, the padding to tiles of `tile` included */
+size_t zt_moe_max_rows(const zt_llama_config *c, size_t N, int tile);
 
 /* What a block's forward saves for its backward (the layout of llama_moe.c's top; with experts
  * spread over parts, llama_moe_ep.c's: gate, up, h then hold the rows this part's experts got from
@@ -56,7 +59,7 @@ typedef struct zt_moe_saved {
 /* the layout of unit u's saved buffer at base (NULL: sizes only) under compute lp_kind; returns its floats */
 size_t zt_moe_layout(const zt_unit *u, size_t N, int lp_kind, float *base, zt_moe_saved *s);
 /* expert parallelism (llama_moe_ep.c): the rows one part sends one part at most (Rl), the scratch */
-size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep);
+size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep, int tile);
 size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N);
 int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const zt_moe_saved *s,
                       const float *x, float *scratch, zt_error *err);
@@ -68,23 +71,45 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
 /* out (N,C) = MoE(x), x (N,C) the post-attention norm's output in fp32 (the router's input: under
  * bf16 compute the rounded operand widened, exactly) and xop the same as the experts' products read
  * it (the rounded operand under lp compute, x itself under fp32); saved: zt_moe_saved_floats floats;
- * adds the router losses into *a->aux_loss and the expert counts into a->moe_counts when given */
+ * adds the router losses into *a->aux_loss and the expert counts into a->moe_counts when given.
+ * Cut along T (sequence parallelism), x and xop are every part's rows (gathered: every part routes
+ * the same N tokens) and out gets this part's rows of the sum at its start (reduce-scattered) */
 int zt_moe_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
                    const float *x, float *out, float *scratch, zt_error *err);
 /* dx (N,C) = (assigned) d x from dout (N,C); the router's and experts' gradients += (the router
- * losses' gradients times a->aux_dloss included); xop, x as forward's; a->staging: zt_moe_staging_bytes */
+ * losses' gradients times a->aux_dloss included); xop, x as forward's; a->staging: zt_moe_staging_bytes.
+ * dx may be dout (read first). Cut along T: dout every part's rows (gathered), x and xop re-gathered,
+ * and dx gets this part's rows of the input gradient at its start */
 int zt_moe_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved, const void *xop,
                     const float *x, const float *dout, float *dx, float *scratch, zt_error *err);
 
-/* Shared experts (llama_moe_shared.c): the shared MLP's width (0: none); the floats of its part of
- * the saved buffer and of the scratch for N tokens; forward adds gate(x)·shared(x) into out (N,C),
- * backward adds d x into dx (N,C) and the shared weights' gradients into a->grads */
+/* A Linear whole on every tensor-parallel part (the router, the shared expert's sigmoid gate), W
+ * (OC,C), read on the block's whole input x (N,C): dW += dyᵀ·x over every token (the same bits on
+ * every part), dx += dy·W on the rows dx holds after the block's sum of the input gradient: every
+ * token's, or cut along T (sequence parallelism) this part's (B, count) rows at dx's start */
+void zt_moe_whole_backward(const zt_unit *u, const zt_unit_args *a, float *dx, float *dW, const float *dy,
+                           const float *x, const float *W, int OC);
+
+/* Shared experts (llama_moe_shared.c): the shared MLP's width (0: none), its columns on unit u's
+ * tensor-parallel part (width / parts), whether it has Qwen2-MoE's sigmoid gate; the floats of its
+ * part of the saved buffer and of the scratch for N tokens. Forward adds gate(x)·shared(x) (this
+ * part's share) into out (N,C). Backward, around the block's sums: zt_moe_shared_backward reads
+ * dout (N,C) (before dx, which may alias it, is written): the dot dout·ys per token into dot (N,
+ * gated only; this part's share, to be summed over the parts) and the down product's and SwiGLU's
+ * gradients into the scratch; _input then adds the gate and up products' input gradient into dx
+ * (N,C) (before the block's sum of it); _gate, after that sum, the sigmoid gate's (dot summed) */
 int zt_moe_shared_width(const zt_llama_config *c);
-size_t zt_moe_shared_saved_floats(const zt_llama_config *c, size_t N, int lp_kind);
-size_t zt_moe_shared_scratch_floats(const zt_llama_config *c, size_t N);
+int zt_moe_shared_part_width(const zt_unit *u);
+bool zt_moe_shared_gated(const zt_llama_config *c);
+size_t zt_moe_shared_saved_floats(const zt_unit *u, size_t N, int lp_kind);
+size_t zt_moe_shared_scratch_floats(const zt_unit *u, size_t N);
 void zt_moe_shared_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
                            const void *xop, const float *x, float *out, float *scratch);
 void zt_moe_shared_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
-                            const void *xop, const float *x, const float *dout, float *dx, float *scratch);
+                            const float *dout, float *dot, float *scratch);
+void zt_moe_shared_backward_input(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, const void *xop,
+                                  float *dx, float *scratch);
+void zt_moe_shared_gate_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_params *pk, float *saved,
+                                 const float *x, float *dot, float *dx);
 
 #endif

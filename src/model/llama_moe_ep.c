@@ -59,16 +59,16 @@ enum { MAX_PARTS = 256 };
 
 /* rows one part sends one part at most: its tokens' slots on El experts (each expert gets a token
  * once, at most the capacity), and their padding */
-size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep) {
+size_t zt_moe_ep_rows(const zt_llama_config *c, size_t N, int ep, int tile) {
     size_t El = (size_t)c->n_experts / (size_t)ep, slots = N * (size_t)c->n_experts_per_token;
     size_t capped = El * (size_t)zt_moe_capacity(c, (int)N);
-    return (capped < slots ? capped : slots) + El * (ZT_MOE_ROW_TILE - 1);
+    return (capped < slots ? capped : slots) + El * (size_t)(tile - 1);
 }
 
 size_t zt_moe_ep_scratch_floats(const zt_unit *u, size_t N) {
     const zt_llama_config *c = u->model_cfg;
     int ep = u->ep_parts;
-    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
+    size_t Rl = zt_moe_ep_rows(c, N, ep, ZT_MOE_ROW_TILE_LP), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     size_t El = (size_t)c->n_experts / (size_t)ep;
     return 2 * (size_t)ep * Rl * C + 2 * Rl * I + 2 * zt_fp32_floats((size_t)ep * El);
 }
@@ -80,7 +80,7 @@ typedef struct ep_scratch {
 
 static ep_scratch scratch_of(const zt_unit *u, size_t N, int ep, float *base) {
     const zt_llama_config *c = u->model_cfg;
-    size_t Rl = zt_moe_ep_rows(c, N, ep), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
+    size_t Rl = zt_moe_ep_rows(c, N, ep, ZT_MOE_ROW_TILE_LP), C = (size_t)c->n_embd, I = (size_t)zt_moe_part_width(u);
     size_t El = (size_t)c->n_experts / (size_t)ep;
     ep_scratch s;
     s.dyr = base;
@@ -143,7 +143,7 @@ int zt_moe_ep_forward(const zt_unit *u, const zt_unit_args *a, const zt_moe_para
     const zt_llama_config *c = u->model_cfg;
     const zt_unit_group *g = a->group;
     int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_part_width(u);
-    size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
+    size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P, zt_moe_row_tile(a->lp_kind));
     int rc = check_group(u, g, err);
     if (rc) return rc;
     int q = g->ep_part;
@@ -259,7 +259,7 @@ int zt_moe_ep_backward(const zt_unit *u, const zt_unit_args *a, const zt_moe_par
     const zt_llama_config *c = u->model_cfg;
     const zt_unit_group *g = a->group;
     int P = u->ep_parts, E = c->n_experts, El = E / P, C = c->n_embd, I = zt_moe_part_width(u);
-    size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P);
+    size_t N = (size_t)a->batch->B * a->batch->T, Rl = zt_moe_ep_rows(c, N, P, zt_moe_row_tile(a->lp_kind));
     int rc = check_group(u, g, err);
     if (rc) return rc;
     int q = g->ep_part;

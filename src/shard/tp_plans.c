@@ -35,6 +35,11 @@ static const zt_tp_rule LLAMA[] = {
     {"block_sparse_moe.experts.w1.weight", ZT_TP_COLUMN, 0},
     {"block_sparse_moe.experts.w3.weight", ZT_TP_COLUMN, 0},
     {"block_sparse_moe.experts.w2.weight", ZT_TP_ROW, 1},
+    /* its shared expert (llama_moe_shared.c): a dense SwiGLU MLP, cut as the MLP above; its sigmoid
+     * gate (1, C) stays whole */
+    {"shared_expert.gate_proj.weight", ZT_TP_COLUMN, 1},
+    {"shared_expert.up_proj.weight", ZT_TP_COLUMN, 1},
+    {"shared_expert.down_proj.weight", ZT_TP_ROW, 1},
 };
 
 const zt_tp_rule *zt_tp_plan_of(const char *name, int *n) {

@@ -25,13 +25,20 @@
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under hybrid or parameter offload, which keep them whole; with the optimizer on NVMe too):
+#     not under parameter offload, which keeps them whole; with the optimizer on NVMe too):
 #     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
 #     and on one process, each ending on the straight run; under bf16 mixed the same bytes fewer at rest
 #     (fp32 master, moments), the same bits, and a bf16 ep 2 zero1 commit resumes on one process and
-#     under ep 2 zero3 on the straight run, planned = measured.
+#     under ep 2 zero3 on the straight run, planned = measured;
+#  7. the experts stored under hybrid (HSDP: sharded over the expert-data-parallel ranks of a shard
+#     group, their pieces all-reduced across the replicas; comm/mesh.h edp_shard x edp_replicate):
+#     ep 2 x hybrid shard 2 on 4 ranks (zero3 inside) = one process with 4 micro-batches = the same
+#     run with the experts whole, the planned gathered high-water smaller; zero2 inside holds the
+#     other experts' parameter bytes fewer at rest; ep 2 x hybrid shard 4 on 8 ranks (the experts'
+#     pieces 1/2 of a part, 2 replicas) = one process with 8 micro-batches; zerotrain train ep 2 x
+#     hybrid 2: one process's parameters, planned = measured, its step-2 commit resumed on one process.
 # (zero2/zero3 with reduce_every_micro_batch reduce each micro-batch, so the owner adds the sources
 # first there: deterministic but another order; docs/parallelism.md.)
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -288,4 +295,41 @@ out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set par
 if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] && grep -q "every expert stored on every rank" <<<"$out"
 then echo "ok   ep 2 x dp 2 zero3 with parameter offload: the experts whole on every rank, $straight"
 else echo "FAIL zero3 with parameter offload and ep: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|rror" | head -3; fail=1; fi
+
+# ---- 7. the experts stored under hybrid (sharded inside a shard group, replicated across) ---------------
+# ep 2 x hybrid shard 2, zero3 inside: each shard group is one ep group, so a rank's experts are its
+# part whole (edp_shard 1) all-reduced over the 2 replicas; against the experts whole (sharded with
+# the dense parameters over the shard group): the same bits, a unit gathering only its part's experts
+planned() { grep -o 'planned at rest [0-9]*, high-water [0-9]* (gathered [0-9]*)' <<<"$1" | tr -dc '0-9 ' | awk '{print $1, $2, $3}'; }
+stored="$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 2)"; check "N=4 ep 2 x hybrid 2 (zero3), experts stored" four "$stored"
+whole="$(run 4 hybrid 1 $STEPS --hybrid 2 --ep 2 --experts-whole)"; check "N=4 ep 2 x hybrid 2 (zero3), experts whole" four "$whole"
+read -r sr sh sg <<<"$(planned "$stored")"; read -r wr wh wg <<<"$(planned "$whole")"
+if [ -n "$sg" ] && [ -n "$wg" ] && [ "$sg" -lt "$wg" ] && [ "$sh" -le "$wh" ]
+then echo "ok   ep 2 x hybrid 2 (zero3): planned high-water $sh bytes stored against $wh whole (gathered $sg against $wg); at rest $sr against $wr"
+else echo "FAIL ep 2 x hybrid 2 (zero3) planned: stored '$sr $sh $sg', whole '$wr $wh $wg'"; fail=1; fi
+# zero2 inside: the parameters replicated in the shard group, the (ep-1)/ep experts a rank does not
+# run no longer held (the moments are E/2 experts' a rank either way: the shard group's half, or a part)
+stored="$(run 4 hybrid 1 2 --hybrid 2 --ep 2 --inner-zero2)"; whole="$(run 4 hybrid 1 2 --hybrid 2 --ep 2 --inner-zero2 --experts-whole)"
+read -r sp so <<<"$(rest "$stored")"; read -r wp wo <<<"$(rest "$whole")"
+want=$(( 2 * 3 * 2 * 24 * 32 * 4 )) # 2 layers x 3 stacked tensors x the 2 other experts of 24 x 32 floats
+if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ "$so" = "$wo" ] && [ -n "$(hash_of "$stored")" ] &&
+   [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
+then echo "ok   ep 2 x hybrid 2 (zero2): the experts stored hold $(( wp - sp )) fewer parameter bytes at rest, the same moments ($so), the same bits"
+else echo "FAIL ep 2 x hybrid 2 (zero2) stored vs whole at rest: params $sp vs $wp (want -$want), optimizer $so vs $wo, hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+# ep 2 x hybrid shard 4 on 8 ranks: 2 expert-data-parallel ranks in each shard group share a part's
+# pieces, all-reduced across the 2 replicas = one process with 8 micro-batches
+check "N=1 GA=8" eight "$(run 1 ddp 8 $STEPS)"
+check "N=8 ep 2 x hybrid 4 (zero3), experts stored" eight "$(mpirun -np 8 --oversubscribe --bind-to none -x OMP_NUM_THREADS \
+  -x ZT_COMM_TIMEOUT "$TOOL" hybrid 1 $STEPS --hybrid 4 --ep 2 --arch llama-moe --clip 0.05 2>&1)"
+# zerotrain train: ep 2 x hybrid 2 ends on one process's parameters, every class at its plan, and its
+# step-2 commit (every rank a file: the replicas share each piece's rows) resumes on one process
+hy="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=hybrid --set parallel.hybrid_shard_size=2 \
+      --set parallel.expert_parallel_size=2 --set checkpoint.every=2 --set checkpoint.dir="$T/ckh" 2>&1)" || true
+r1="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 --resume "$T/ckh/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$four")" ] && [ "$(hash_line "$hy")" = "$(hash_line "$four")" ] && [ "$(hash_line "$r1")" = "$(hash_line "$four")" ] &&
+   grep -q "stored E/ep a rank, sharded over the 1 expert data parallel rank of a shard group, replicated over 2" <<<"$hy" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$hy"
+then echo "ok   train: ep 2 x hybrid 2 (experts stored) = one process, planned = measured, its commit resumed on one process: $(hash_line "$hy")"
+else echo "FAIL train ep 2 x hybrid 2: '$(hash_line "$hy")', resumed '$(hash_line "$r1")' vs '$(hash_line "$four")'"
+  echo "$hy" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 exit $fail

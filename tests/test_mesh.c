@@ -183,12 +183,68 @@ static void test_expert_parallel_order(void **state) {
     assert_int_equal(m.edp, 4);
 }
 
+/* Hybrid with expert parallelism (comm/mesh.h): the edp ranks of one shard group (edp_shard) and
+ * those of the same index in the other shard groups (edp_replicate), against a plain model of them:
+ * every rank's group members found by scanning the world (same ep_rank, same shard group; same
+ * ep_rank, same index in the edp_shard group), their count and this rank's place among them in
+ * dp_cp order; a shard group neither a multiple nor a divisor of ep has none (edp_shard 0). */
+static void test_hybrid_expert_groups(void **state) {
+    (void)state;
+    const struct { int world, cp, shard, ep, es; } cases[] = {{8, 1, 4, 2, 2}, {8, 1, 2, 4, 1}, {4, 1, 2, 2, 1},
+                                                              {8, 1, 2, 2, 1}, {8, 2, 2, 2, 2}, {16, 1, 8, 2, 4},
+                                                              {4, 1, 4, 2, 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        zt_mesh_sizes s = {.tp = 1, .cp = cases[k].cp, .pp = 1, .hybrid = true, .shard = cases[k].shard,
+                           .ep = cases[k].ep};
+        int W = cases[k].world, S = cases[k].shard * cases[k].cp;
+        zt_mesh all[16];
+        zt_error err = {0};
+        for (int r = 0; r < W; r++) assert_int_equal(zt_mesh_layout(W, r, &s, &all[r], &err), ZT_OK);
+        for (int r = 0; r < W; r++) {
+            const zt_mesh *m = &all[r];
+            assert_int_equal(m->edp_shard, cases[k].es);
+            int n_shard = 0, at_shard = -1;
+            for (int q = 0; q < W; q++) /* in dp_cp order: scan by dp_cp rank */
+                for (int x = 0; x < W; x++)
+                    if (all[x].dp_cp_rank == q && all[x].ep_rank == m->ep_rank && q / S == m->dp_cp_rank / S) {
+                        if (x == r) at_shard = n_shard;
+                        n_shard++;
+                    }
+            assert_int_equal(n_shard, m->edp_shard);
+            assert_int_equal(at_shard, m->edp_shard_rank);
+            int n_rep = 0, at_rep = -1;
+            for (int q = 0; q < W; q++)
+                for (int x = 0; x < W; x++)
+                    if (all[x].dp_cp_rank == q && all[x].ep_rank == m->ep_rank &&
+                        all[x].edp_shard_rank == m->edp_shard_rank) {
+                        if (x == r) at_rep = n_rep;
+                        n_rep++;
+                    }
+            assert_int_equal(n_rep, m->edp_replicate);
+            assert_int_equal(at_rep, m->edp_replicate_rank);
+            assert_int_equal(m->edp_shard * m->edp_replicate, m->edp);
+        }
+    }
+    zt_mesh m;
+    zt_error err = {0};
+    zt_mesh_sizes apart = {.tp = 1, .pp = 1, .hybrid = true, .shard = 6, .ep = 4};
+    assert_int_equal(zt_mesh_layout(12, 5, &apart, &m, &err), ZT_OK);
+    assert_int_equal(m.edp_shard, 0);
+    assert_int_equal(zt_mesh_edp_shard_size(6, 4), 0);
+    zt_mesh_sizes flat = {.tp = 1, .pp = 1, .ep = 2};
+    assert_int_equal(zt_mesh_layout(8, 5, &flat, &m, &err), ZT_OK);
+    assert_int_equal(m.edp_shard, m.edp);
+    assert_int_equal(m.edp_shard_rank, m.edp_rank);
+    assert_int_equal(m.edp_replicate, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_order),
         cmocka_unit_test(test_context_parallel_order),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_expert_parallel_order),
+        cmocka_unit_test(test_hybrid_expert_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

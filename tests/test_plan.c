@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "shard/plan.h"
+#include "memory/plan.h"
 #include "optim/optim.h"
 
 #include <math.h>
@@ -261,6 +262,26 @@ static void test_stored_experts(void **state) {
     assert_int_equal(pl.gslot_floats, slots);
     assert_int_equal(pl.gbuf_floats, pl.gfull_floats + slots);
     zt_plan_free(&pl);
+    /* hybrid (memory/experts.c): the experts shard over the edp ranks of a shard group: 8 ranks, ep
+     * 2, shard groups of 4 hold 2 of them (rank r's index r / 2 % 2), of 2 one (each a whole part);
+     * a shard group of 3 is neither a multiple nor a divisor of ep: kept whole, named */
+    zt_engine_options o;
+    zt_engine_options_default(&o);
+    o.strategy = ZT_STRATEGY_HYBRID;
+    zt_plan_group g[ZT_SHARD_GROUP_COUNT];
+    for (int r = 0; r < 8; r++) {
+        zt_memory_plan_groups(m, &o, 8, r, 4, r % 4, g);
+        assert_int_equal(g[ZT_SHARD_GROUP_DP].nshards, 4);
+        assert_int_equal(g[ZT_SHARD_GROUP_EDP].nshards, 2);
+        assert_int_equal(g[ZT_SHARD_GROUP_EDP].shard, r / 2 % 2);
+        zt_memory_plan_groups(m, &o, 8, r, 2, r % 2, g);
+        assert_int_equal(g[ZT_SHARD_GROUP_EDP].nshards, 1);
+    }
+    o.hybrid_shard_size = 4;
+    assert_null(zt_memory_experts_whole_reason(m, &o, NULL));
+    o.hybrid_shard_size = 3;
+    const char *why = zt_memory_experts_whole_reason(m, &o, NULL);
+    assert_true(why && strstr(why, "neither a multiple nor a divisor"));
     assert_int_equal(zt_model_store_experts(m, 2, 0, &err), ZT_ERR_USAGE); /* twice */
     assert_non_null(strstr(err.msg, "stored already"));
     zt_model_whole_experts(m);

@@ -345,8 +345,12 @@ static int run(int argc, char **argv) {
         double unit = 4.0 * (double)(N - 1) * Pw, gunit = gbytes * (double)(N - 1) * Ptw;
         double want[3] = {0, 0, 0};
         int S = o.strategy == ZT_STRATEGY_HYBRID ? mesh->shard * mesh->cp : N, R = N / S;
-        double shard_unit = 4.0 * (double)(S - 1) * (double)P * R; /* in-group passes, all groups */
-        double gshard_unit = gbytes * (double)(S - 1) * (double)Pt * R;
+        /* hybrid: the experts stored E/ep a rank in-group over the edp ranks of a shard group (Se of
+         * them, ep x Re such groups), all-reduced across their Re replicas (comm/mesh.h) */
+        int Se = mesh->edp_shard > 0 ? mesh->edp_shard : 1, Re = mesh->edp_replicate > 0 ? mesh->edp_replicate : 1;
+        double in_d = (double)(S - 1) * R, in_e = (double)(Se - 1) * ep_parts * Re; /* in-group passes, all groups */
+        double shard_unit = 4.0 * (in_d * (double)(P - Pe) + in_e * (double)Pe);
+        double gshard_unit = gbytes * (in_d * (double)(Pt - Pet) + in_e * (double)Pet);
         switch (o.strategy) {
         case ZT_STRATEGY_DDP: want[2] = 2 * gunit; break;
         /* zero1/zero2 all-gather the updated parameters: the trainable ones */
@@ -359,10 +363,13 @@ static int run(int argc, char **argv) {
             want[0] = gunit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
             want[1] = unit * GA * (o.keep_params_after_forward ? 1 : 2) + (double)(N - 1) * Q * GA * 2;
             break;
-        case ZT_STRATEGY_HYBRID: /* zero3 in the group, all-reduce of the pieces across groups */
+        case ZT_STRATEGY_HYBRID: /* zero3 (or zero2) in the group, all-reduce of the pieces across groups */
             want[0] = gshard_unit * (o.reduce_every_micro_batch || GA == 1 ? GA : 1);
             want[1] = shard_unit * GA * (o.keep_params_after_forward ? 1 : 2) + (double)(S - 1) * Q * R * GA * 2;
-            want[2] = 2.0 * gbytes * (double)Pt * (R - 1); /* each piece all-reduced over R replicas */
+            if (o.hybrid_inner == ZT_STRATEGY_ZERO2) /* the updated (trainable) parameters gathered once */
+                want[1] = 4.0 * (in_d * (double)(Pt - Pet) + in_e * (double)Pet);
+            /* each piece all-reduced over its replicas: R (Re for the experts stored) */
+            want[2] = 2.0 * gbytes * ((double)(Pt - Pet) * (R - 1) + (double)Pet * ep_parts * (Re - 1));
             break;
         }
         if (N == 1) want[0] = want[1] = want[2] = 0;
@@ -427,6 +434,10 @@ static int run(int argc, char **argv) {
         printf("memory at rest: params %zu grads %zu optimizer %zu; peaks: params %zu grads %zu\n", mem.params,
                mem.grads, mem.optimizer, mem.peak_params, mem.peak_grads);
         printf("activations %zu\n", mem.activations);
+        zt_memory_plan mp;
+        zt_engine_memory_plan(e, &mp);
+        printf("planned at rest %zu, high-water %zu (gathered %zu)\n", mp.rest[ZT_MEM_PARAMS] +
+               mp.rest[ZT_MEM_GRADS] + mp.rest[ZT_MEM_OPTIMIZER], mp.peak_total, mp.peak[ZT_MEM_GATHERED]);
         if (o.strategy == ZT_STRATEGY_HYBRID) printf("shard groups of %d\n", mesh->shard);
     }
     /* zero3 at rest holds exactly its pieces four times: parameters, gradients, m and v, i.e.

@@ -943,9 +943,11 @@ typedef struct zt_engine zt_engine;
 int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out, zt_error *err);
 /* Expert parallelism's memory (docs/parallelism.md): stores m's stacked experts E/ep a rank
  * (zt_model_store_experts, part opt->mesh->ep_rank) when the engine runs them so: ep > 1, no
- * tensor parallelism, ddp or zero1..3 with AdamW or SGD in fp32, no pipeline stages or offload.
- * Otherwise leaves them whole on every rank (each rank still runs only its own). *stored (may be
- * NULL) says which. Call before zt_engine_create with the same options. */
+ * tensor parallelism, ddp, zero1..3 or hybrid (a shard group that ep divides or that divides ep)
+ * with AdamW or SGD in any precision, with pipeline stages and the optimizer on NVMe, without
+ * parameter offload (zt_memory_experts_whole_reason). Otherwise leaves them whole on every rank
+ * (each rank still runs only its own). *stored (may be NULL) says which. Call before
+ * zt_engine_create with the same options. */
 int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *stored, zt_error *err);
 void zt_engine_free(zt_engine *e);
 /* (Re)initializes every parameter from opt->seed and resets optimizer state and gradients. */
@@ -1121,7 +1123,9 @@ typedef struct zt_memory_plan {
     size_t scratch_tp;           /* ... and the tensor-parallel group's (its all-reduces; in comm) */
     size_t scratch_edp, scratch_edp_thread; /* ... and the expert-data-parallel group's and the
                                     communication thread's duplicate of it (the experts stored E/ep a
-                                    rank: zt_model_store_experts; in comm) */
+                                    rank: zt_model_store_experts; hybrid: the edp ranks of the shard
+                                    group; in comm) */
+    size_t scratch_edp_replica;  /* ... and hybrid's replica group of the experts' pieces (in comm) */
     size_t shm;                  /* this rank's regions of those comms' shared segments (ranks on
                                     one node: src/comm/shm.c, zt_comm_shm_bytes; in comm) */
     size_t offload_file_bytes;   /* NVMe offload: bytes this rank keeps in files (not in memory) */

@@ -267,9 +267,8 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
             for (int f = base; f < base + parts * nwriters; f++) {
                 int part = (f - base) / nwriters, s = (f - base) % nwriters;
                 int64_t rows, len, lo, hi;
+                zt_ckpt_writer_rows(e, p, nwriters, s, &part, &lo, &hi);
                 zt_ckpt_part_shape(p, part, &rows, &len);
-                if (stored) zt_ckpt_writer_rows(p, nwriters, s, &part, &lo, &hi);
-                else zt_plan_rows(rows, len, p->norm_blocks, nwriters, s, &lo, &hi);
                 zt_rect rects[8];
                 int nr = zt_ckpt_part_rects(p, part, lo, hi, rects);
                 /* writer f wrote this parameter's kinds one after another; its rows as rectangles */
@@ -294,9 +293,8 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         for (int f = base; f < base + parts * nwriters; f++) {
             int64_t rows, len, lo, hi;
             int part = (f - base) / nwriters;
+            zt_ckpt_writer_rows(e, p, nwriters, (f - base) % nwriters, &part, &lo, &hi);
             zt_ckpt_part_shape(p, part, &rows, &len);
-            if (stored) zt_ckpt_writer_rows(p, nwriters, (f - base) % nwriters, &part, &lo, &hi);
-            else zt_plan_rows(rows, len, p->norm_blocks, nwriters, f % nwriters, &lo, &hi);
             off[f] += (uint64_t)zt_ckpt_n_kinds(e) * (uint64_t)((hi - lo) * len) * 4;
         }
         cJSON_AddItemToArray(tensors, t);

@@ -39,8 +39,10 @@ int zt_ckpt_file_index(const zt_engine *e);
 /* The writers of each (stage, tensor-parallel part)'s files: the shard group's ranks, or with the
  * experts stored E/ep a rank every data-parallel rank */
 int zt_ckpt_writers(const zt_engine *e);
-/* Writer s of w's rows of parameter p: rows [*lo, *hi) of part *part's tensor (checkpoint_layout.c) */
-void zt_ckpt_writer_rows(const zt_param_desc *p, int w, int s, int *part, int64_t *lo, int64_t *hi);
+/* Writer s of w's rows of parameter p: rows [*lo, *hi) of part *part's tensor (*part: in, a dense
+ * parameter's tensor-parallel part; out, a stored expert tensor's ep part; checkpoint_layout.c) */
+void zt_ckpt_writer_rows(const zt_engine *e, const zt_param_desc *p, int w, int s, int *part, int64_t *lo,
+                         int64_t *hi);
 /* Whether this rank's part writes parameter i; the whole model a manifest describes; the stage
  * writing parameter i; whether this rank writes a file at all. */
 bool zt_ckpt_part_writes(const zt_engine *e, int i);

@@ -24,22 +24,36 @@ int zt_ckpt_writers(const zt_engine *e) {
     return experts_stored(e) ? zt_engine_dp_size(e) : zt_engine_plan(e)->nshards;
 }
 
-/* Writer s of w's rows of parameter p (the whole model's): [*lo, *hi) of its part *part's rows. A
- * dense parameter: the plan's rows of shard s of w (its tensor-parallel part's files each); an
- * expert tensor stored E/ep a rank: writer s is data-parallel rank s, which holds part s % ep, and
- * writes the plan's rows of its expert-data-parallel shard s / ep of w / ep (the pieces ZeRO keeps;
- * under ddp the same rows of the whole part). */
-void zt_ckpt_writer_rows(const zt_param_desc *p, int w, int s, int *part, int64_t *lo, int64_t *hi) {
+/* Under hybrid a rank holds its shard group's piece, and the ranks of the same index in the other
+ * shard groups (its replicas) hold it too. With the experts stored every data-parallel rank writes,
+ * so replicas share a piece's writing: writer j of n, index j % g in its group of g and replica
+ * j / g, writes sub-piece (j % g)·(n / g) + j / g of n, which lies inside piece j % g of g (the
+ * pieces of zt_plan_rows nest: piece k of g is sub-pieces k·(n/g) .. (k+1)·(n/g) - 1 of n). Without
+ * hybrid g = n: writer j writes piece j. */
+static int nested_piece(int j, int n, int g) { return g > 0 && g < n ? (j % g) * (n / g) + j / g : j; }
+static int nest_group(const zt_engine *e, bool experts, int n) {
+    if (zt_engine_options_of(e)->strategy != ZT_STRATEGY_HYBRID) return n;
+    return zt_engine_plan(e)->groups[experts ? ZT_SHARD_GROUP_EDP : ZT_SHARD_GROUP_DP].nshards;
+}
+
+/* Writer s of w's rows of parameter p (the whole model's): [*lo, *hi) of its part *part's rows
+ * (*part: in, a dense parameter's tensor-parallel part; out, the experts' part). A dense
+ * parameter: the plan's rows of shard s of w (its tensor-parallel part's files each); an expert
+ * tensor stored E/ep a rank: writer s is data-parallel rank s, which holds part s % ep, and writes
+ * the plan's rows of its expert-data-parallel shard s / ep of w / ep (the pieces ZeRO keeps; under
+ * ddp the same rows of the whole part); under hybrid the nested sub-pieces above. */
+void zt_ckpt_writer_rows(const zt_engine *e, const zt_param_desc *p, int w, int s, int *part, int64_t *lo,
+                         int64_t *hi) {
     int64_t rows, len;
     int ep = zt_param_experts_stored(p) ? p->tp_parts : 0;
-    *part = ep ? s % ep : p->tp_part;
+    if (ep) *part = s % ep;
     zt_ckpt_part_shape(p, *part, &rows, &len);
-    if (ep) zt_plan_rows(rows, len, p->norm_blocks, w / ep, s / ep, lo, hi);
-    else zt_plan_rows(rows, len, p->norm_blocks, w, s, lo, hi);
+    if (ep) zt_plan_rows(rows, len, p->norm_blocks, w / ep, nested_piece(s / ep, w / ep, nest_group(e, true, w / ep)), lo, hi);
+    else zt_plan_rows(rows, len, p->norm_blocks, w, nested_piece(s, w, nest_group(e, false, w)), lo, hi);
 }
 
 /* this rank's writer rows of parameter i: the plan's piece, or with the experts stored the writer
- * rows of data-parallel rank s (the same rows where the plan shards) */
+ * rows of data-parallel rank s (the same rows where the plan shards, a part of them under hybrid) */
 static void own_rows(const zt_engine *e, int i, int64_t *row0, int64_t *rows) {
     const zt_param_plan *p = &zt_engine_plan(e)->p[i];
     if (!experts_stored(e)) {
@@ -47,21 +61,24 @@ static void own_rows(const zt_engine *e, int i, int64_t *row0, int64_t *rows) {
         *rows = p->row_begin[p->shard + 1] - *row0;
         return;
     }
-    int part;
+    const zt_param_desc *d = &zt_engine_model(e)->params[i];
+    int part = d->tp_part;
     int64_t lo, hi;
-    zt_ckpt_writer_rows(&zt_engine_model(e)->params[i], zt_ckpt_writers(e), zt_engine_rank(e), &part, &lo, &hi);
+    zt_ckpt_writer_rows(e, d, zt_ckpt_writers(e), zt_engine_rank(e), &part, &lo, &hi);
     *row0 = lo;
     *rows = hi - lo;
 }
 
 /* Where this writer's rows of parameter i start in what kind_read reads: the parameter's local
  * layout (the full tensor under ddp/zero1/zero2, the piece under zero3) for kind 0, the state's
- * rows of the parameter for the others (the piece where the optimizer shards, else the whole). */
+ * rows of the parameter for the others (the piece where the optimizer shards, else the whole);
+ * the writer's rows are the piece, or (hybrid, the experts stored) a part of it. */
 size_t zt_ckpt_kind_base(const zt_engine *e, int i, int k) {
-    if (k > 0 ? zt_engine_shards_optim(e) : zt_store_local_is_piece(e)) return 0;
-    int64_t row0, rows;
+    const zt_param_plan *p = &zt_engine_plan(e)->p[i];
+    int64_t row0, rows, held0 = 0; /* the layout's first row: the piece's, or the tensor's */
+    if (k > 0 ? zt_engine_shards_optim(e) : zt_store_local_is_piece(e)) held0 = p->row_begin[p->shard];
     own_rows(e, i, &row0, &rows);
-    return (size_t)(row0 * zt_engine_plan(e)->p[i].row_len);
+    return (size_t)((row0 - held0) * p->row_len);
 }
 
 /* n elements of kind k of parameter i, from element `at` of the parameter's local layout (kind 0)

@@ -1,6 +1,7 @@
 /* mesh.c - the parallel mesh (mesh.h): the sizes checked once, this rank's coordinates, and the
  * sub-communicators of the tensor-, context-, data- and pipeline-parallel axes, the engine's dp x cp
- * group and hybrid's two sub-axes of it.
+ * group and hybrid's two sub-axes of it, expert parallelism's ep and edp groups (and hybrid's two of
+ * the edp group).
  *
  * Invariants: the coordinates come from zt_mesh_layout alone (world rank = ((pp_rank x dp + dp_rank)
  * x cp + cp_rank) x tp + tp_rank, dp_rank = replicate_rank x shard + shard_rank, dp_cp_rank =
@@ -60,8 +61,19 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
     out->ep_rank = out->dp_cp_rank % ep;
     out->edp = out->dp_cp / ep;
     out->edp_rank = out->dp_cp_rank / ep;
+    out->edp_shard = out->edp, out->edp_shard_rank = out->edp_rank;
+    out->edp_replicate = 1, out->edp_replicate_rank = 0;
+    if (s->hybrid) { /* the experts sharded inside a shard group, replicated across (mesh.h) */
+        int es = zt_mesh_edp_shard_size(shard * cp, ep);
+        out->edp_shard = es;
+        out->edp_shard_rank = es ? out->edp_rank % es : 0;
+        out->edp_replicate = es ? out->edp / es : 0;
+        out->edp_replicate_rank = es ? out->edp_rank / es : 0;
+    }
     return ZT_OK;
 }
+
+int zt_mesh_edp_shard_size(int S, int ep) { return S % ep == 0 ? S / ep : ep % S == 0 ? 1 : 0; }
 
 void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *cp_rank, int *dp_rank, int *pp_rank) {
     *tp_rank = r % m->tp;
@@ -90,6 +102,7 @@ void zt_mesh_free(zt_mesh *m) {
     zt_comm_free(m->tp_comm);
     zt_comm_free(m->cp_comm);
     zt_comm_free(m->ep_comm);
+    zt_comm_free(m->edp_shard_comm); /* (edp_replicate_comm is another group's comm) */
     zt_comm_free(m->edp_comm);
     if (m->owns_dp_cp) zt_comm_free(m->dp_cp_comm);
     if (m->owns_dp) zt_comm_free(m->dp_comm);
@@ -139,6 +152,10 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_err
     if (m->ep > 1) { /* within the dp_cp comm: the ep groups are runs of ep consecutive dp_cp ranks */
         if ((rc = split(m->dp_cp_comm, m->edp_rank, m->ep_rank, "ep", &m->ep_comm, err))) goto fail;
         if (m->edp > 1 && (rc = split(m->dp_cp_comm, m->ep_rank, m->edp_rank, "edp", &m->edp_comm, err))) goto fail;
+        /* hybrid: the edp ranks inside a shard group */
+        if (s->hybrid && m->edp > 1 && m->edp_shard > 1 &&
+            (rc = split(m->edp_comm, m->edp_replicate_rank, m->edp_shard_rank, "edp_shard", &m->edp_shard_comm, err)))
+            goto fail;
     }
     if (s->hybrid) {
         /* a shard group is shard x cp x tp consecutive world ranks: on one node when the launcher
@@ -149,6 +166,10 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_err
             (rc = split(m->dp_cp_comm, m->cp_rank * m->shard + m->shard_rank, m->replicate_rank, "replicate",
                         &m->replicate_comm, err)))
             goto fail;
+        /* ... and those holding the same expert piece across the shard groups: the replicate group
+         * (ep divides S) or the whole edp group (S divides ep), the same ranks in the same order */
+        if (m->ep > 1 && m->edp_shard && m->edp_replicate > 1)
+            m->edp_replicate_comm = m->shard * cp % m->ep == 0 ? m->replicate_comm : m->edp_comm;
     }
     *out = m;
     return ZT_OK;

@@ -44,6 +44,22 @@
  * An ep group is then a contiguous run of the gradients' tree over the ranks (grads.c), so the
  * experts' gradients its owner adds over the group's ranks form a subtree of the same tree.
  *
+ * Under hybrid the experts stored E/ep a rank are sharded as the dense parameters are, inside a
+ * shard group (S = shard x cp consecutive dp_cp ranks) and replicated across: the edp ranks of one
+ * shard group are an "edp_shard" group of es = S / ep ranks where ep divides S (each shard group
+ * holds whole ep groups), of 1 where S divides ep (each ep group spans whole shard groups); the
+ * "edp_replicate" groups are the edp ranks with the same index in their edp_shard group:
+ *
+ *   edp_shard_rank = edp_rank % es,   edp_replicate_rank = edp_rank / es
+ *
+ *   dp 8, hybrid shard 4, ep 2:   dp_cp rank  0 1 2 3 | 4 5 6 7
+ *                                 edp_rank    0 0 1 1 | 2 2 3 3
+ *     edp groups {0,2,4,6} {1,3,5,7}; edp_shard {0,2} {4,6} {1,3} {5,7}; edp_replicate {0,4} {2,6} {1,5} {3,7}
+ *
+ * (edp_replicate is then the dense replicate group; where S divides ep, the whole edp group: no
+ * comm of its own either way). An S neither dividing nor divided by ep has no such groups
+ * (edp_shard 0): the engine keeps the experts whole there.
+ *
  * Invariants: world = pp x dp x cp x tp; under hybrid dp = replicate x shard, else shard = dp and
  * replicate = 1 (the strategy shards, or not, over the whole dp axis). Every comm an axis of size 1
  * would have is NULL, except dp_comm, which is the world itself (not owned) when tp = cp = pp = 1
@@ -74,6 +90,9 @@ typedef struct zt_mesh {
     int dp_cp, dp_cp_rank;             /* the engine's data-parallel group: dp x cp ranks (above) */
     int ep, ep_rank;                   /* expert parallelism: ep consecutive dp_cp ranks (above) */
     int edp, edp_rank;                 /* expert data parallelism: dp_cp / ep ranks, same ep_rank */
+    int edp_shard, edp_shard_rank;     /* hybrid: the edp ranks of this rank's shard group (es above; 0:
+                                          none); otherwise edp and edp_rank */
+    int edp_replicate, edp_replicate_rank; /* hybrid: edp / es, the edp_shard groups; otherwise 1, 0 */
     zt_comm *world_comm;               /* the caller's (not owned); NULL on one process */
     zt_comm *tp_comm;                  /* "tp": the tp ranks of this (pp, dp) point; NULL if tp = 1 */
     zt_comm *cp_comm;                  /* "cp": the cp ranks of this (pp, dp, tp) point; NULL if cp = 1 */
@@ -86,6 +105,11 @@ typedef struct zt_mesh {
                                           edp_rank order; NULL if ep = 1 or edp = 1 */
     zt_comm *shard_comm, *replicate_comm; /* hybrid only (whatever their sizes): "shard" (shard x cp
                                              ranks of dp_cp), "replicate" */
+    zt_comm *edp_shard_comm;           /* hybrid with ep > 1: "edp_shard" (above; NULL where one rank
+                                          or no edp_shard) */
+    zt_comm *edp_replicate_comm;       /* ... the edp_replicate group's ranks in their order: the
+                                          replicate comm where ep divides S, the edp comm where S
+                                          divides ep (not owned; NULL where one rank or none) */
     bool owns_dp;                      /* dp_comm was split from the world */
     bool owns_dp_cp;                   /* dp_cp_comm is not dp_comm */
 } zt_mesh;
@@ -101,6 +125,9 @@ int zt_mesh_layout(int world, int rank, const zt_mesh_sizes *s, zt_mesh *out, zt
  * *out is freed with zt_mesh_free. */
 int zt_mesh_create(zt_comm *world, const zt_mesh_sizes *s, zt_mesh **out, zt_error *err);
 void zt_mesh_free(zt_mesh *m);
+/* Hybrid's expert-data-parallel ranks inside a shard group of S dp_cp ranks under ep: S / ep where
+ * ep divides S, 1 where S divides ep, 0 otherwise (no such group: the experts stay whole). */
+int zt_mesh_edp_shard_size(int S, int ep);
 /* The coordinates of world rank r (any rank of m's world; the mesh's own rank order). */
 void zt_mesh_coords(const zt_mesh *m, int r, int *tp_rank, int *cp_rank, int *dp_rank, int *pp_rank);
 /* The world rank at (tp_rank, cp_rank, dp_rank, pp_rank). */

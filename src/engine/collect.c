@@ -98,14 +98,16 @@ static int for_each_bucket(zt_engine *e, const int *params, int n, bucket_fn fn,
 }
 
 /* A bucket's shard group (its parameters share one, for_each_bucket) and the comm its collective
- * runs on: the caller's (the shard group's, ddp's data-parallel ranks, or the communication
- * thread's duplicate), or for the experts stored E/ep a rank the expert-data-parallel ranks' */
+ * runs on: the caller's (the shard group's, ddp's data-parallel ranks, hybrid's replica group, or
+ * the communication thread's duplicate), or for the experts stored E/ep a rank the
+ * expert-data-parallel ranks' (hybrid: the edp ranks of the shard group, or across the replicas) */
 static const zt_plan_group *bucket_group(const zt_engine *e, const int *params) {
     return &e->plan.groups[e->plan.p[params[0]].group];
 }
 static zt_comm *bucket_comm(const zt_engine *e, const int *params, zt_comm *comm) {
     if (e->plan.p[params[0]].group != ZT_SHARD_GROUP_EDP) return comm;
-    return comm && comm == zt_overlap_comm(e) ? zt_overlap_edp_comm(e) : e->edp_comm;
+    if (comm && comm == zt_overlap_comm(e)) return zt_overlap_edp_comm(e);
+    return comm && comm == e->replica_comm ? e->edp_replica_comm : e->edp_comm;
 }
 
 static void block_counts(const zt_engine *e, const int *params, int n, size_t *counts, size_t *total) {
@@ -484,9 +486,10 @@ void zt_engine_comm_bytes(zt_engine *e, zt_comm_bytes *out, bool reset) {
     memset(out, 0, sizeof *out);
     /* the data-parallel collectives: the dp group's, hybrid's replicas', the communication thread's,
      * and the experts stored E/ep a rank's over the expert-data-parallel ranks */
-    zt_comm *comms[6] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm,
-                         zt_overlap_comm(e), e->edp_comm, zt_overlap_edp_comm(e)};
-    for (int k = 0; k < 6; k++) {
+    zt_comm *comms[7] = {e->opt.comm, e->shard_comm != e->opt.comm ? e->shard_comm : NULL, e->replica_comm,
+                         zt_overlap_comm(e), e->edp_comm, zt_overlap_edp_comm(e),
+                         e->edp_replica_comm != e->replica_comm ? e->edp_replica_comm : NULL};
+    for (int k = 0; k < 7; k++) {
         if (!comms[k]) continue;
         zt_comm_counters c;
         zt_comm_counters_get(comms[k], &c);

@@ -282,7 +282,7 @@ int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *sto
 }
 
 int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err) {
-    const char *what = zt_memory_experts_whole_reason(o, NULL);
+    const char *what = zt_memory_experts_whole_reason(m, o, NULL);
     if (!what) return ZT_OK;
     return zt_error_set(err, ZT_ERR_USAGE, "engine: model %s's experts stored E/ep a rank (zt_model_store_experts) with "
                         "%s: not built (keep them whole: expert parallelism runs with every expert on every rank)",
@@ -894,9 +894,10 @@ void zt_engine_memory(const zt_engine *e, zt_memory_report *r) {
     *r = e->mem;
     pthread_mutex_unlock((pthread_mutex_t *)&e->mem_lock);
     /* the comms grow their scratch themselves: what they hold beyond the reservation counts too */
-    zt_comm *comms[6] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm, e->edp_comm,
-                         zt_overlap_edp_comm(e)};
-    for (int k = 0; k < 6; k++) {
+    zt_comm *comms[7] = {e->shard_comm, zt_overlap_comm(e), e->replica_comm, e->tp_comm, e->edp_comm,
+                         zt_overlap_edp_comm(e), e->edp_replica_comm};
+    if (comms[6] == comms[2]) comms[6] = NULL; /* hybrid's experts on the replica group's comm: once */
+    for (int k = 0; k < 7; k++) {
         size_t have = comms[k] ? zt_comm_scratch_bytes(comms[k]) : 0;
         if (have <= e->scratch_reserved[k]) continue;
         size_t extra = have - e->scratch_reserved[k];

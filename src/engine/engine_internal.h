@@ -183,9 +183,9 @@ struct zt_engine {
     double *norm_partials;      /* (plan.norm_chunks) */
     double *norm_gather;        /* (plan.norm_chunks) every shard's own partials, gathered (collect.c) */
     zt_memory_plan mem_plan;    /* computed at creation (src/memory/plan.c); the allocations follow it */
-    size_t scratch_reserved[6]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
-                                   replica_comm, tp_comm, edp_comm, the thread's edp comm (counted in
-                                   mem.comm; growth beyond shows too) */
+    size_t scratch_reserved[7]; /* reduce-scatter scratch reserved on shard_comm, the thread's comm,
+                                   replica_comm, tp_comm, edp_comm, the thread's edp comm,
+                                   edp_replica_comm (counted in mem.comm; growth beyond shows too) */
     /* tensor parallelism (tp_group.c): the cut units' collectives over the mesh's tp group */
     zt_unit_group group;        /* handed to every unit (zt_unit_args.group) when the model is cut */
     zt_comm *tp_comm;           /* the mesh's tp group; NULL when the model is whole */
@@ -202,7 +202,10 @@ struct zt_engine {
      * sharded over the expert-data-parallel ranks (the plan's ZT_SHARD_GROUP_EDP; collect.c splits
      * every bucketed collective by group), their norm chunks completed over the ep group */
     bool edp_groups;
-    zt_comm *edp_comm;          /* the mesh's edp group; NULL when it is one rank */
+    zt_comm *edp_comm;          /* the mesh's edp group (hybrid: its edp_shard group, the experts'
+                                   shard group); NULL when it is one rank */
+    zt_comm *edp_replica_comm;  /* hybrid: the mesh's edp_replicate group (the ranks holding the same
+                                   expert pieces); NULL otherwise or when it is one rank */
     double *ep_norm;            /* (ep_norm_floats) the logical chunk partials and a part's gathered
                                    expert chunks (ep_group.c zt_engine_ep_norm; class comm) */
     size_t ep_norm_floats;
@@ -312,9 +315,8 @@ int zt_engine_cp_setup(zt_engine *e, zt_error *err);
 /* ep_group.c: expert parallelism. At create, after zt_engine_cp_setup: checks the model spreads its
  * experts over the mesh's ep parts (ZT_ERR_USAGE) and, when it does, adds the ep call to the group. */
 int zt_engine_ep_setup(zt_engine *e, zt_error *err);
-/* engine.c: the experts stored E/ep a rank (zt_model_store_experts) run under ddp, zero1, zero2,
- * zero3 with AdamW or SGD in fp32, without pipeline stages or offload: ZT_ERR_USAGE naming what
- * is not built. */
+/* engine.c: the experts stored E/ep a rank (zt_model_store_experts) run where
+ * zt_memory_experts_whole_reason finds no reason against: ZT_ERR_USAGE naming what is not built. */
 int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err);
 /* The experts stored E/ep a rank (e->edp_groups): *logical (*n chunks, in e->ep_norm) = the chunk
  * partials of the logical model (of this pipeline stage) from this part's complete ones (plan

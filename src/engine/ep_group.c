@@ -44,12 +44,19 @@ int zt_engine_ep_setup(zt_engine *e, zt_error *err) {
     e->group.ctx = e;
     if (!e->edp_groups) return ZT_OK;
     /* the experts stored E/ep a rank: the edp comm's scratch and shared segment (class comm, the
-     * memory plan's scratch_edp), the norm's buffers */
-    e->edp_comm = M->edp > 1 ? M->edp_comm : NULL;
+     * memory plan's scratch_edp), the norm's buffers; under hybrid the experts' shard group is the
+     * edp ranks of this rank's shard group and their pieces are all-reduced across the replicas
+     * (comm/mesh.h: edp_shard, edp_replicate; the replica group's comm where ep divides the shard
+     * group, its scratch planned with it, else the edp group's, scratch_edp_replica) */
+    bool hybrid = e->opt.strategy == ZT_STRATEGY_HYBRID;
+    e->edp_comm = hybrid ? M->edp_shard_comm : M->edp > 1 ? M->edp_comm : NULL;
+    e->edp_replica_comm = hybrid ? M->edp_replicate_comm : NULL;
     e->ep_norm_floats = zt_memory_ep_norm_floats(e->model);
     if (!(e->ep_norm = zt_engine_alloc(e, e->ep_norm_floats, &e->mem.comm, "the experts' gradient-norm partials")))
         return zt_engine_oom(e, err, "engine: expert parallelism");
-    return zt_engine_reserve_scratch(e, e->edp_comm, e->mem_plan.scratch_edp, 4, err);
+    int rc = zt_engine_reserve_scratch(e, e->edp_comm, e->mem_plan.scratch_edp, 4, err);
+    if (rc || e->edp_replica_comm == e->replica_comm) return rc; /* (the replica group's: reserved once) */
+    return zt_engine_reserve_scratch(e, e->edp_replica_comm, e->mem_plan.scratch_edp_replica, 6, err);
 }
 
 int zt_engine_ep_norm(zt_engine *e, const double *partials, const double **logical_out, size_t *n_out,

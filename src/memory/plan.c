@@ -178,54 +178,6 @@ size_t zt_memory_max_slice_floats(const zt_model *m, const zt_plan *pl, bool sha
     return (most + 15) / 16 * 16;
 }
 
-const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
-    return o->strategy == ZT_STRATEGY_HYBRID                              ? "the hybrid strategy"
-           : param_offload                                                 ? "parameter offload"
-           : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
-                                                                           : NULL;
-}
-
-bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool cut = false;
-    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
-    return zt_model_ep_parts(m) > 1 && !cut && !zt_memory_experts_whole_reason(o, po);
-}
-
-void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool want = zt_memory_experts_storable(m, o, po);
-    if (want && !zt_model_experts_local(m)) {
-        zt_error ignore;
-        zt_model_store_experts(m, zt_model_ep_parts(m), 0, &ignore); /* every part's tensors are the same size */
-    } else if (!want) {
-        zt_model_whole_experts(m);
-    }
-}
-
-void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int world, int rank, int nshards, int shard,
-                           zt_plan_group *groups) {
-    for (int g = 0; g < ZT_SHARD_GROUP_COUNT; g++) groups[g] = (zt_plan_group){nshards, shard};
-    if (!zt_model_experts_local(m)) return;
-    int ep = zt_model_ep_parts(m), edp = world / ep;
-    bool sharded = o->strategy != ZT_STRATEGY_DDP && edp > 1;
-    groups[ZT_SHARD_GROUP_EDP] = sharded ? (zt_plan_group){edp, rank / ep} : (zt_plan_group){1, 0};
-}
-
-void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts) {
-    *logical = *experts = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        *logical += zt_param_experts_stored(&m->params[i]) ? c * m->params[i].tp_parts : c;
-        if (zt_param_experts_stored(&m->params[i])) *experts += c;
-    }
-}
-
-size_t zt_memory_ep_norm_floats(const zt_model *m) {
-    int64_t logical, experts;
-    zt_memory_ep_chunks(m, &logical, &experts);
-    return 2 * ((size_t)logical + (size_t)(zt_model_ep_parts(m) + 1) * (size_t)experts) + 2;
-}
-
 size_t zt_memory_seq_width(const zt_model *m) {
     size_t w = 0;
     for (int u = 0; u < m->n_units; u++)
@@ -271,8 +223,9 @@ typedef struct sim {
     size_t reduce_elem;            /* bytes per gradient element in the reductions (precision.reduce) */
     size_t block_main, block_thread, block_replica; /* the largest own block of a reduce-scatter
                                       (all-reduces reduce-scatter first) on each comm, bytes */
-    size_t block_edp, block_edp_thread; /* ... on the expert-data-parallel comm (experts stored E/ep a
-                                      rank) and the communication thread's duplicate of it */
+    size_t block_edp, block_edp_thread, block_edp_replica; /* ... on the expert-data-parallel comm
+                                      (experts stored E/ep a rank), the communication thread's duplicate
+                                      of it and (hybrid) the experts' replica group */
     int *glist;                    /* (n_params) one shard group's parameters of a staged list */
 } sim;
 
@@ -374,15 +327,18 @@ static void stage_group(sim *s, bool thread, const int *params, int n, stage_kin
                                                    : param_floats(s, floats)) /* all-gathers move parameters */
                                     : zt_memory_floats_for_bytes(floats * s->reduce_elem);
         if (need > *cap) *cap = need;
-        size_t *block = g == ZT_SHARD_GROUP_EDP ? (thread ? &s->block_edp_thread : &s->block_edp)
+        bool shared = zt_memory_edp_replica_shared(s->m, s->pl, s->replicas); /* the replica group's comm */
+        size_t *block = g == ZT_SHARD_GROUP_EDP ? (thread                 ? &s->block_edp_thread
+                                                   : kind == ST_AR_PIECES ? (shared ? &s->block_replica : &s->block_edp_replica)
+                                                                          : &s->block_edp)
                         : thread                ? &s->block_thread
                         : kind == ST_AR_PIECES  ? &s->block_replica
                                                 : &s->block_main;
         size_t b = 0;
         if (kind == ST_RS && G->nshards > 1) b = own;
         if (kind == ST_AR_FULL && world > 1) b = floats / (size_t)world + ((size_t)rank < floats % (size_t)world);
-        if (kind == ST_AR_PIECES) {
-            int R = s->world / s->pl->nshards, rr = s->rank / s->pl->nshards;
+        if (kind == ST_AR_PIECES) { /* across the replicas of the group's pieces (hybrid) */
+            int R = world / G->nshards, rr = rank / G->nshards;
             b = floats / (size_t)R + ((size_t)rr < floats % (size_t)R);
         }
         size_t elem = s->reduce_elem; /* the reduce-scatter scratch holds gradient elements */
@@ -949,17 +905,21 @@ int zt_memory_plan_compute(const zt_model *m, const zt_engine_options *o, const 
     if (o->pp_in_width > 0 && BT * (size_t)o->pp_in_width > tp_sum) tp_sum = BT * (size_t)o->pp_in_width;
     out->scratch_tp = parts > 1 ? zt_comm_scratch_bytes_for_size(parts, chunk, (tp_sum + (size_t)parts - 1) /
                                                                              (size_t)parts * sizeof(float)) : 0;
-    /* the expert-data-parallel comm (ep_group.c): its reduce-scatters and all-reduces of the experts */
-    int edp = zt_model_experts_local(m) ? world / zt_model_ep_parts(m) : 1;
+    /* the expert-data-parallel comm (ep_group.c): its reduce-scatters and all-reduces of the experts;
+     * hybrid: the edp ranks of the shard group's, and the experts' replica group's */
+    int edp, edp_rep;
+    zt_memory_edp_comms(m, &pl, s.replicas, world, &edp, &edp_rep);
     out->scratch_edp = edp > 1 ? zt_comm_scratch_bytes_for_size(edp, chunk, s.block_edp) : 0;
     out->scratch_edp_thread = edp > 1 && s.overlap ? zt_comm_scratch_bytes_for_size(edp, chunk, s.block_edp_thread) : 0;
+    out->scratch_edp_replica = edp_rep > 1 ? zt_comm_scratch_bytes_for_size(edp_rep, chunk, s.block_edp_replica) : 0;
     /* the same comms' shared segments, this rank's region of each (shm.c; made with the comm) */
     if (po->shm != 0)
         out->shm = zt_comm_shm_bytes_for_size(main_ranks) + (s.overlap ? zt_comm_shm_bytes_for_size(main_ranks) : 0) +
                    (s.replicas ? zt_comm_shm_bytes_for_size(world / pl.nshards) : 0) +
-                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0) + (edp > 1 ? zt_comm_shm_bytes_for_size(edp) * (s.overlap ? 2 : 1) : 0);
+                   (parts > 1 ? zt_comm_shm_bytes_for_size(parts) : 0) + (edp > 1 ? zt_comm_shm_bytes_for_size(edp) * (s.overlap ? 2 : 1) : 0) +
+                   (edp_rep > 1 ? zt_comm_shm_bytes_for_size(edp_rep) : 0);
     size_t held = out->pack_main + out->pack_thread + out->scratch_main + out->scratch_thread + out->scratch_replica +
-                  out->scratch_tp + out->scratch_edp + out->scratch_edp_thread + out->shm;
+                  out->scratch_tp + out->scratch_edp + out->scratch_edp_thread + out->scratch_edp_replica + out->shm;
     out->peak[ZT_MEM_COMM] += held;
     out->rest[ZT_MEM_COMM] += held;
     out->peak_total = s.peak_total + held;

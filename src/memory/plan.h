@@ -118,16 +118,28 @@ typedef struct zt_memory_plan_options {
 
 /* Defaults: the communication thread as the engine decides, no offload, new comms' chunks. */
 void zt_memory_plan_options_default(zt_memory_plan_options *po);
-/* The shard plan's groups for rank `rank` of the engine's data-parallel `world` (the engine builds
- * its plan with them too): every group the shard group (nshards, shard), except, with the experts
- * stored E/ep a rank (zt_model_store_experts) under a ZeRO stage, the expert-data-parallel one
- * (world / ep ranks, this rank's index rank / ep; one shard under ddp). */
+/* src/memory/experts.c. The shard plan's groups for rank `rank` of the engine's data-parallel
+ * `world` (the engine builds its plan with them too): every group the shard group (nshards, shard),
+ * except, with the experts stored E/ep a rank (zt_model_store_experts) under a ZeRO stage, the
+ * expert-data-parallel one (world / ep ranks, this rank's index rank / ep; one shard under ddp;
+ * under hybrid, nshards its shard group, the edp ranks inside it: zt_mesh_edp_shard_size(nshards,
+ * ep) ranks, index rank / ep % that, comm/mesh.h). */
 void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int world, int rank, int nshards, int shard,
                            zt_plan_group *groups);
-/* Why the engine keeps a mixture's experts whole on every rank under options o (and po's offload,
- * an estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid,
+/* The sizes of the comms the experts stored E/ep a rank are reduced over, for plan pl: *reduce
+ * (their all-reduce, reduce-scatters and all-gathers: the edp group, hybrid's edp_shard group) and
+ * *replica (hybrid, replicas true: the edp_replicate group across which their pieces are
+ * all-reduced, where it is a comm apart from the replica group's; else 1); 1 and 1 with the experts
+ * whole. zt_memory_edp_replica_shared: their pieces are all-reduced on the replica group's own comm
+ * (hybrid, ep dividing the shard group: comm/mesh.h), its scratch sized for both. */
+void zt_memory_edp_comms(const zt_model *m, const zt_plan *pl, bool replicas, int world, int *reduce, int *replica);
+bool zt_memory_edp_replica_shared(const zt_model *m, const zt_plan *pl, bool replicas);
+/* Why the engine keeps m's experts whole on every rank under options o (and po's offload, an
+ * estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid with a
+ * shard group that neither holds whole ep groups nor lies inside one (zt_mesh_edp_shard_size 0),
  * parameter offload, Muon/LAMB/1-bit Adam (any compute precision stores them) */
-const char *zt_memory_experts_whole_reason(const zt_engine_options *o, const zt_memory_plan_options *po);
+const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o,
+                                           const zt_memory_plan_options *po);
 /* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o and po: no
  * parameter cut by tensor parallelism (a tensor tp cut is not cut again by ep) and no reason above */
 bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);

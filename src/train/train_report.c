@@ -64,11 +64,16 @@ static void banner_layout(zt_run *r) {
     else if (mesh->tp * mesh->pp > 1)
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
-    if (mesh->ep > 1) /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
+    if (mesh->ep > 1) { /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
+        char how[160] = "every expert stored on every rank";
+        if (zt_model_experts_local(model) && cfg->strategy == ZT_STRATEGY_HYBRID)
+            snprintf(how, sizeof how, "stored E/ep a rank, sharded over the %d expert data parallel rank%s of a shard "
+                     "group, replicated over %d", mesh->edp_shard, mesh->edp_shard == 1 ? "" : "s", mesh->edp_replicate);
+        else if (zt_model_experts_local(model))
+            snprintf(how, sizeof how, "stored E/ep a rank, reduced over the expert data parallel ranks");
         fprintf(out, " | experts over ep %d (%d experts a rank; expert data parallel %d, all-to-all dispatch; %s)",
-                mesh->ep, cfg->model.n_experts / mesh->ep, mesh->edp,
-                zt_model_experts_local(model) ? "stored E/ep a rank, reduced over the expert data parallel ranks"
-                                              : "every expert stored on every rank");
+                mesh->ep, cfg->model.n_experts / mesh->ep, mesh->edp, how);
+    }
     if (r->s.pipe) {
         char cut_text[512];
         zt_pp_describe(model, &r->s.cut, cut_text, sizeof cut_text);

@@ -596,7 +596,7 @@ static void test_expert_parallel(void **state) {
     int edp = D / ep;
     CLOSE(dp.edp_reduce_bytes, El * 4 * 2 * (edp - 1) / edp);
     CLOSE(z1.edp_reduce_bytes, El * 4 * (edp - 1) / edp);
-    assert_int_equal(hy.edp, 1); /* hybrid: the experts whole, reduced with the rest */
+    assert_int_equal(hy.edp, 1); /* hybrid: the experts' reduction priced as whole (predict.c) */
     assert_true(hy.edp_reduce_bytes == 0);
     /* bf16: the engine's 2+4+2+4, 3/4 of fp32's; the GPU frameworks' 2+2+2+2 */
     zt_precision_default(&rq.opt.precision, ZT_PRECISION_BF16);

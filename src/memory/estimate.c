@@ -81,7 +81,24 @@ int zt_estimate_peak(const zt_model *m, const zt_engine_options *o, const zt_mem
     return ZT_OK;
 }
 
+/* The model's experts as they came in (each strategy's plan stores or keeps them whole as the
+ * engine would: zt_memory_experts_for), so that a run leaves the model as it found it */
+static void experts_back(zt_model *m, bool were_local) {
+    zt_error ignore;
+    if (were_local && !zt_model_experts_local(m)) zt_model_store_experts(m, zt_model_ep_parts(m), 0, &ignore);
+    else if (!were_local) zt_model_whole_experts(m);
+}
+
+static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_error *err);
+
 int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
+    bool were_local = zt_model_experts_local(rq->model);
+    int rc = estimate_columns(rq, out, err);
+    experts_back(rq->model, were_local);
+    return rc;
+}
+
+static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
     memset(out, 0, sizeof *out);
     int ranks[64];
     for (int s = 0; s < ZT_EST_STRATEGIES; s++) {

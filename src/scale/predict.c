@@ -140,9 +140,12 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
     int SU = end - first;
     /* the experts stored E/ep a device where the engine stores them (zt_memory_experts_storable):
      * their gradients reduced and their pieces sharded and gathered over the expert-data-parallel
-     * ranks, D/ep of them ep apart in the dp x cp group (comm/mesh.h), each holding El experts */
+     * ranks, D/ep of them ep apart in the dp x cp group (comm/mesh.h), each holding El experts.
+     * Hybrid stores them too (sharded over a shard group's edp ranks, replicated across: memory/
+     * experts.c); its reduction over those two groups is not modeled: priced as whole experts' (the
+     * shard group's reduce-scatter and the replicas' all-reduce of every gradient: an upper bound) */
     zt_model stored;
-    bool edp_groups = zt_memory_experts_storable(m, &o, &rq->plan);
+    bool edp_groups = strategy != ZT_STRATEGY_HYBRID && zt_memory_experts_storable(m, &o, &rq->plan);
     if (edp_groups && (rc = zt_scale_stage_view(m, 0, U, &o, &rq->plan, &stored, err))) {
         free(buf);
         return rc;
@@ -185,7 +188,7 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
         double edp_mb = 0; /* the experts' reduction's bytes a device sends, once */
         if (strategy == ZT_STRATEGY_DDP)
             b = two_groups(net, ZT_SCALE_ALL_REDUCE, world, R_u[u] * r, edp, E, edpe.R_u[u] * r, &edp_mb);
-        else if (strategy == ZT_STRATEGY_HYBRID) { /* the experts whole (zt_memory_experts_whole_reason) */
+        else if (strategy == ZT_STRATEGY_HYBRID) { /* the experts priced as whole (above) */
             b = zt_scale_collective(net, shard, ZT_SCALE_REDUCE_SCATTER, R_u[u] * r);
             if (!zt) { /* FSDP's HSDP: right after the unit's reduce-scatter */
                 zt_scale_cost ar = zt_scale_collective(net, replicas, ZT_SCALE_ALL_REDUCE, R_u[u] / S * r);

@@ -255,7 +255,7 @@ static void print_text(FILE *out, shown *w) {
         zt_scale_ep_elem_bytes(&w->o->precision, cl->profile == ZT_SCALE_ZEROTRAIN, &to, &back);
         fprintf(out, "; expert parallel %d: its all-to-alls on the critical path (%.0f+%.0f+%.0f+%.0f bytes an element), "
                 "their buffers in the memory, the experts stored E/%d a device and reduced over the data-parallel "
-                "ranks / %d (hybrid, tp: whole)", a->ep, to, back, to, back, a->ep, a->ep);
+                "ranks / %d (tp: whole; hybrid: stored, their reduction priced as whole experts')", a->ep, to, back, to, back, a->ep, a->ep);
     }
     fprintf(out, "; precision %s, reductions in %s; activation checkpointing %s; pipeline schedule %s\n",
             zt_precision_mode_name(w->o->precision.mode), zt_dtype_name(w->o->precision.reduce),

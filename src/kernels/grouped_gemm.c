@@ -8,10 +8,10 @@
  * "Mixture of experts: the experts side by side"). The products are matmul.c's (forward NT;
  * backward dinp NN, dweight TN, += as the flags say); their row counts, which change every call, are
  * given at run time (one primitive for every count: no padding rows, llama_moe.h's row tile 1 in
- * fp32), the weight gradient's whole tiles of 64 rows through a fixed-shape product (dweight_rows). Under bf16/fp16 compute (kind) each group is
- * a matmul_forward_lp / matmul_backward_lp on the rounded input and the weight's compute copy
- * (matmul_lp.c: oneDNN's bf16 products, or the operands widened to fp32 where the CPU has no bf16
- * dot product; fp32 accumulation), in expert order, each threaded by the library; the output
+ * fp32), the weight gradient's whole tiles of 64 rows through a fixed-shape product (dweight_rows).
+ * Under bf16/fp16 compute (kind) each group is a matmul_forward_lp / matmul_backward_lp on the
+ * rounded input and the weight's compute copy (matmul_lp.c: oneDNN's bf16 products, or the operands
+ * widened to fp32 where the CPU has no bf16 dot product; fp32 accumulation), in expert order, each threaded by the library; the output
  * gradient is rounded once for all groups (elementwise: the bits of rounding each group's rows).
  * An expert with no rows is skipped (its weight gradient is left as it is, or zeroed when the
  * flags say the gradient is assigned: ZT_MM_DWEIGHT_SET). The bits of a group depend only on its

@@ -364,6 +364,17 @@ static dnnl_status_t md_2d(dnnl_memory_desc_t *md, dnnl_dim_t rows, dnnl_dim_t c
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
 }
 
+/* The operands' descriptors of entry e's product with M rows and K the inner dimension (either
+ * DNNL_RUNTIME_DIM_VAL: given at each call) */
+static dnnl_status_t operand_mds(const gemm_entry *e, dnnl_dim_t M, dnnl_dim_t K, dnnl_data_type_t in_dt,
+                                 dnnl_memory_desc_t *a_md, dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *c_md)
+{
+    dnnl_status_t st = md_2d(a_md, M, K, e->lda, e->ta, in_dt);
+    if (st == dnnl_success)
+        st = md_2d(b_md, K, e->N, e->ldb, e->tb, in_dt);
+    return st == dnnl_success ? md_2d(c_md, M, e->N, e->ldc, false, dnnl_f32) : st;
+}
+
 #define TRY(x)                                                                                     \
     do {                                                                                           \
         if ((st = (x)) != dnnl_success)                                                            \
@@ -389,9 +400,7 @@ static bool entry_create(gemm_entry *e, float alpha, float beta)
      * objects of the operands it shapes are made per call, entry_run_rt) */
     dnnl_dim_t M = e->rt & ZT_GEMM_RUNTIME_M ? DNNL_RUNTIME_DIM_VAL : e->M;
     dnnl_dim_t K = e->rt & ZT_GEMM_RUNTIME_K ? DNNL_RUNTIME_DIM_VAL : e->K;
-    TRY(md_2d(&a_md, M, K, e->lda, e->ta, in_dt));
-    TRY(md_2d(&b_md, K, e->N, e->ldb, e->tb, in_dt));
-    TRY(md_2d(&c_md, M, e->N, e->ldc, false, dnnl_f32));
+    TRY(operand_mds(e, M, K, in_dt, &a_md, &b_md, &c_md));
     TRY(md_2d(&bias_md, 1, e->N, e->N, false, dnnl_f32));
     TRY(dnnl_primitive_attr_create(&attr));
     if (e->serial) /* its own scratchpad: threads run their primitives at once (no shared one) */
@@ -480,7 +489,22 @@ static gemm_entry *entry_get(gemm_cache c, const gemm_entry *key, float alpha, f
     return e;
 }
 
-/* entry e's primitive on A, B, C (and the bias, its scratchpad where it owns one), run to the end */
+/* entry e's primitive on the memory objects a, b, c (and bias, or NULL; its scratchpad where it
+ * owns one), run to the end */
+static dnnl_status_t entry_execute(gemm_entry *e, dnnl_stream_t stream, dnnl_memory_t a, dnnl_memory_t b,
+                                   dnnl_memory_t c, dnnl_memory_t bias)
+{
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    int n = 3;
+    if (bias != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
+    if (e->scratch != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    dnnl_status_t st = dnnl_primitive_execute(e->prim, stream, n, args);
+    return st == dnnl_success ? dnnl_stream_wait(stream) : st;
+}
+
+/* entry e's primitive on A, B, C (and the bias), its memory objects pointed at them */
 static dnnl_status_t entry_run(gemm_entry *e, dnnl_stream_t stream, const void *A, const void *B, float *C,
                                const float *bias)
 {
@@ -491,16 +515,7 @@ static dnnl_status_t entry_run(gemm_entry *e, dnnl_stream_t stream, const void *
         st = dnnl_memory_set_data_handle(e->c, C);
     if (st == dnnl_success && bias != NULL)
         st = dnnl_memory_set_data_handle(e->bias, (void *)bias);
-    if (st != dnnl_success)
-        return st;
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-    int n = 3;
-    if (bias != NULL)
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, e->bias};
-    if (e->scratch != NULL)
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
-    st = dnnl_primitive_execute(e->prim, stream, n, args);
-    return st == dnnl_success ? dnnl_stream_wait(stream) : st;
+    return st == dnnl_success ? entry_execute(e, stream, e->a, e->b, e->c, bias != NULL ? e->bias : NULL) : st;
 }
 
 /* Run the product on oneDNN. Returns false when it did not (the caller runs OpenBLAS): an
@@ -707,26 +722,15 @@ static dnnl_status_t entry_run_rt(gemm_entry *e, dnnl_stream_t stream, int M, in
 {
     dnnl_memory_desc_t a_md, b_md, c_md;
     dnnl_memory_t a = NULL, b = NULL, c = NULL;
-    dnnl_status_t st = md_2d(&a_md, M, K, e->lda, e->ta, dnnl_f32);
-    if (st == dnnl_success)
-        st = md_2d(&b_md, K, e->N, e->ldb, e->tb, dnnl_f32);
-    if (st == dnnl_success)
-        st = md_2d(&c_md, M, e->N, e->ldc, false, dnnl_f32);
+    dnnl_status_t st = operand_mds(e, M, K, dnnl_f32, &a_md, &b_md, &c_md);
     if (st == dnnl_success)
         st = dnnl_memory_create(&a, &a_md, G.eng, (void *)A);
     if (st == dnnl_success)
         st = dnnl_memory_create(&b, &b_md, G.eng, (void *)B);
     if (st == dnnl_success)
         st = dnnl_memory_create(&c, &c_md, G.eng, C);
-    if (st == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-        int n = 3;
-        if (e->scratch != NULL)
-            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
-        st = dnnl_primitive_execute(e->prim, stream, n, args);
-        if (st == dnnl_success)
-            st = dnnl_stream_wait(stream);
-    }
+    if (st == dnnl_success)
+        st = entry_execute(e, stream, a, b, c, NULL);
     if (a != NULL)
         dnnl_memory_destroy(a);
     if (b != NULL)

@@ -89,15 +89,6 @@ static void experts_back(zt_model *m, bool were_local) {
     else if (!were_local) zt_model_whole_experts(m);
 }
 
-static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_error *err);
-
-int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
-    bool were_local = zt_model_experts_local(rq->model);
-    int rc = estimate_columns(rq, out, err);
-    experts_back(rq->model, were_local);
-    return rc;
-}
-
 static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
     memset(out, 0, sizeof *out);
     int ranks[64];
@@ -131,4 +122,11 @@ static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_
         }
     }
     return ZT_OK;
+}
+
+int zt_estimate_run(const zt_estimate_request *rq, zt_estimate *out, zt_error *err) {
+    bool were_local = zt_model_experts_local(rq->model);
+    int rc = estimate_columns(rq, out, err);
+    experts_back(rq->model, were_local);
+    return rc;
 }

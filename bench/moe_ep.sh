@@ -2,7 +2,8 @@
 # moe_ep.sh - expert parallelism (docs/parallelism.md, "Expert parallelism") on bench/moe.sh's model
 # (llama-124M-moe: 8 experts of width 1024, top-2, fp32, B=4, T=256 per rank) on 2 ranks:
 #  1. the all-to-all (zt_all_to_allv: sizes first, then the blocks; on one machine through the shared
-#     segment, each block read from its sender's memory, or through its slots) against Open MPI's
+#     segment, each block copied out of its sender's buffer mapped (zt_shared_alloc, as the step's
+#     are), read with process_vm_readv, or through its slots) against Open MPI's
 #     MPI_Alltoallv (alone, and after an MPI_Alltoall of the counts, which a dispatch needs) at the
 #     sizes one of the step's all-to-alls moves (1024 rows of 768 floats to each rank when evenly
 #     routed; build/bench/alltoall_bench; goal >= 100% of Open MPI's counts + alltoallv);

@@ -378,16 +378,20 @@ static void check_ag(zt_comm *c, const size_t *counts, uint64_t what, bool in_pl
  * ZT_ERR_MISMATCH naming both sizes. Pattern 3: blocks of 1 + ((r*7 + p*3) % 5) * 70001 bytes, up to
  * 280005: through the shared segment's slots several 64 KiB pieces a block, more than a lane holds on
  * 4 ranks (all_to_all_shm.c). Where the comm has a segment, check_a2a_ways runs them once reading
- * the blocks out of the senders' memory (the single copy) and once through the slots. */
+ * the blocks out of the senders' memory (the single copy) and once through the slots; the single
+ * copy with the send blocks in plain memory (process_vm_readv), in a shared buffer (zt_shared_alloc:
+ * mapped by the receivers, the mappings let go once the buffer is freed) and both (src 0 / 1 / 2:
+ * the blocks for odd ranks in plain memory). */
 static size_t a2a_bytes(int r, int p, int pat) {
     if (pat == 1 && (r + p) % 2) return 0;
     if (pat == 3) return 1 + (size_t)((r * 7 + p * 3) % 5) * 70001;
     return 1 + (size_t)((r * 7 + p * 3 + pat) % 5) * 3333; /* up to 13333: 4 chunks on the 4 KiB comm */
 }
-static void check_a2a(zt_comm *c, int pat) {
+static void check_a2a(zt_comm *c, int pat, int src) {
     int N = g_size, me = g_rank;
     const size_t CAP = pat == 3 ? 280008 : 14000;
-    unsigned char *sbuf = malloc((size_t)N * CAP), *rbuf = malloc((size_t)N * CAP);
+    unsigned char *sbuf = src ? zt_shared_alloc((size_t)N * CAP) : malloc((size_t)N * CAP), *rbuf = malloc((size_t)N * CAP);
+    unsigned char *plain = malloc((size_t)N * CAP); /* src 2: the blocks for odd ranks from here */
     const void **sp = malloc((size_t)N * sizeof *sp);
     void **rp = malloc((size_t)N * sizeof *rp);
     size_t *sb = malloc(3 * (size_t)N * sizeof *sb), *cap = sb + N, *got = sb + 2 * N;
@@ -395,9 +399,10 @@ static void check_a2a(zt_comm *c, int pat) {
     for (int p = 0; p < N; p++) {
         sb[p] = a2a_bytes(me, p, pat);
         cap[p] = CAP;
-        sp[p] = sbuf + (size_t)p * CAP;
+        unsigned char *from = (src == 2 && p % 2 ? plain : sbuf) + (size_t)p * CAP;
+        sp[p] = from;
         rp[p] = rbuf + (size_t)p * CAP;
-        for (size_t i = 0; i < sb[p]; i++) sbuf[(size_t)p * CAP + i] = (unsigned char)(me * 31 + p * 17 + i);
+        for (size_t i = 0; i < sb[p]; i++) from[i] = (unsigned char)(me * 31 + p * 17 + i);
         if (p != me) sent += sb[p];
     }
     zt_error err = {0};
@@ -414,6 +419,9 @@ static void check_a2a(zt_comm *c, int pat) {
     zt_coll_counters k = delta(c, ZT_COLL_ALL_TO_ALL);
     CHECK(N == 1 || (k.calls == 1 && k.bytes_sent == sent), "all_to_all counters: calls %llu sent %llu (want %zu)",
           (unsigned long long)k.calls, (unsigned long long)k.bytes_sent, sent);
+    if (src == 1 && pat != 1 && zt_comm_a2a_map(c)) /* every peer's block came out of its buffer mapped here */
+        CHECK(zt_comm_a2a_mapped(c) == N - 1, "all_to_all out of shared buffers: %d mapped, want %d",
+              zt_comm_a2a_mapped(c), N - 1);
     if (pat == 0 && N > 1) { /* rank 0's block for rank 1 over its room: both fail, naming the sizes */
         for (int p = 0; p < N; p++) cap[p] = me == 1 ? 1 : CAP, sb[p] = me == 0 && p == 1 ? 2 : 0;
         err = (zt_error){0};
@@ -428,16 +436,32 @@ static void check_a2a(zt_comm *c, int pat) {
             CHECK(rc == ZT_OK, "all_to_all beside a pair over its room: %s", err.msg);
         delta(c, ZT_COLL_ALL_TO_ALL);
     }
-    free(sbuf), free(rbuf), free(sp), free(rp), free(sb);
+    if (src) zt_shared_free(sbuf);
+    else free(sbuf);
+    free(plain), free(rbuf), free(sp), free(rp), free(sb);
 }
 
 static void check_a2a_ways(zt_comm *c) {
     bool single = zt_comm_a2a_single_copy(c);
     for (int way = 0; way < (single ? 2 : 1); way++) {
         if (single) CHECK(zt_comm_set_a2a_single_copy(c, way == 0) == ZT_OK, "all_to_all: single copy %d", way == 0);
-        for (int pat = 0; pat < 4; pat++) check_a2a(c, pat);
+        for (int pat = 0; pat < 4; pat++) check_a2a(c, pat, 0);
     }
     if (single) zt_comm_set_a2a_single_copy(c, true);
+    for (int src = 1; src <= 2; src++)
+        for (int pat = 0; pat < 4; pat++) check_a2a(c, pat, src);
+    CHECK(!single || zt_comm_a2a_map(c), "all_to_all: mapping a peer's shared buffer failed (the maps turned off)");
+    /* the peers have freed every shared buffer: the next all-to-all lets their mappings go */
+    check_a2a(c, 0, 0);
+    CHECK(zt_comm_a2a_mapped(c) == 0, "all_to_all: %d freed peer buffers still mapped", zt_comm_a2a_mapped(c));
+    if (zt_comm_a2a_map(c)) { /* the same blocks read with process_vm_readv */
+        CHECK(zt_comm_set_a2a_map(c, false) == ZT_OK, "all_to_all: maps off");
+        check_a2a(c, 0, 1);
+        CHECK(zt_comm_a2a_mapped(c) == 0, "all_to_all with the maps off: %d mapped", zt_comm_a2a_mapped(c));
+        zt_comm_set_a2a_map(c, true);
+    }
+    CHECK(zt_comm_set_a2a_map(c, true) == (single ? ZT_OK : ZT_ERR_USAGE), "all_to_all: maps where the probe %s",
+          single ? "passed" : "failed or there is no segment");
     CHECK(zt_comm_set_a2a_single_copy(c, true) == (single ? ZT_OK : ZT_ERR_USAGE), "all_to_all: single copy where the "
           "probe %s", single ? "passed" : "failed or there is no segment");
 }

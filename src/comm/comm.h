@@ -17,6 +17,9 @@
  *   all_reduce_exchange.c  2 ranks apart, small: whole vectors exchanged, each rank adds both
  *   all_reduce_shm.c  ranks on one machine: reduce-scatter + all-gather through the shared segment
  *   shm.c             the comm's node-local shared segment (POSIX shared memory, unlinked at once)
+ *   shared_buffers.c  buffers the peers on the machine can map (memfds): the all-to-all copies a
+ *                     block in one out of its sender's pages
+ *   all_to_all.c      the all-to-all of variable blocks, sizes first (on one machine: all_to_all_shm.c)
  *   broadcast.c       pipelined binomial tree
  *   compressed_all_reduce.c  1-bit Adam's momentum average: signs and one scale per block, with
  *                     the worker's and the server's error feedback
@@ -279,7 +282,9 @@ int zt_all_gather_bf16(zt_comm *c, const uint16_t *send, uint16_t *recv, const s
  * (MPI_Alltoallv's job; the payload counted as ZT_COLL_ALL_TO_ALL: the bytes this rank sends to the
  * others). A block over its receiver's room is ZT_ERR_MISMATCH naming both sizes on both ranks of
  * that pair (the other pairs complete); one over INT_MAX bytes ZT_ERR_USAGE. Traffic per rank: the
- * sizes' 16 (N-1) bytes, then the blocks, each once. */
+ * sizes' 16 (N-1) bytes, then the blocks, each once. Between ranks of one machine a block that lies
+ * in one of its sender's zt_shared_alloc buffers (below) is copied out of it by its receiver with
+ * loads (about half the time of process_vm_readv, which reads any other). */
 int zt_all_to_allv(zt_comm *c, const void *const *send, const size_t *send_bytes, void *const *recv,
                    const size_t *recv_cap, size_t *recv_bytes, const char *tag, zt_error *err);
 
@@ -357,6 +362,23 @@ int zt_comm_set_all_reduce_shm_bytes(zt_comm *c, size_t bytes);
  * same; on = true where the probe failed is ZT_ERR_USAGE. For tests and benchmarks. */
 int zt_comm_set_a2a_single_copy(zt_comm *c, bool on);
 bool zt_comm_a2a_single_copy(const zt_comm *c);
+/* Whether the single copy, for a block that lies in one of its sender's shared buffers (below),
+ * maps that buffer here and copies the block with loads (the default where the single copy is on)
+ * or reads it with process_vm_readv like any other. Each rank decides for itself; on = true without
+ * the single copy's permission is ZT_ERR_USAGE. For tests and benchmarks. */
+int zt_comm_set_a2a_map(zt_comm *c, bool on);
+bool zt_comm_a2a_map(const zt_comm *c);
+/* The peers' shared buffers mapped on c now (each unmapped once its owner has freed it). */
+int zt_comm_a2a_mapped(const zt_comm *c);
+
+/* ---- shared_buffers.c --------------------------------------------------------------------- */
+/* A buffer of `bytes` (64-byte aligned, not zeroed) that this rank's peers on the machine can map:
+ * the all-to-all reads a block that lies in one out of its sender's memory with plain loads
+ * instead of process_vm_readv (half the time at 3 MiB, bench/RESULTS.md). A memfd of its own; where
+ * none can be made, or 128 are live, plain memory (aligned_alloc). NULL only when out of memory. */
+void *zt_shared_alloc(size_t bytes);
+/* Frees a buffer from zt_shared_alloc, of either kind (plain memory is free()d). */
+void zt_shared_free(void *p);
 size_t zt_comm_all_reduce_shm_bytes(const zt_comm *c);
 /* The name of an algorithm: "rs_ag", "exchange", "shm", "auto"; "?" otherwise. */
 const char *zt_ar_algo_name(int algo);

@@ -60,6 +60,25 @@ enum { ZT_REQ_UNPOSTED = 0, ZT_REQ_PENDING = 1, ZT_REQ_DONE = 2 };
 #define ZT_SHM_MAX_DEPTH 8 /* steps in flight on 2 ranks; ZT_SHM_MAX_DEPTH / (N-1) beyond, at least 2 */
 #define ZT_SHM_MAX_RANKS 16 /* beyond, the segment (2 x N x 256 KiB per rank) grows too big: messages */
 #define ZT_SHM_HEADER 4096u
+/* Shared buffers (shared_buffers.c) a process has at once; beyond, zt_shared_alloc gives plain memory */
+#define ZT_SHARED_MAX 128
+/* Where a block lies in one of this process's shared buffers: what a peer needs to map it */
+typedef struct zt_shared_ref {
+    uint64_t id; /* the buffer's, never reused; 0: none */
+    int fd;      /* its memfd in this process (a peer opens /proc/<pid>/fd/<fd>) */
+    uint64_t off, bytes; /* the block's offset in it; the buffer's bytes */
+} zt_shared_ref;
+/* Whether [p, p + len) lies in one shared buffer (then *ref says which and where) */
+bool zt_shared_find_(const void *p, size_t len, zt_shared_ref *ref);
+/* The live shared buffers' ids into ids[ZT_SHARED_MAX]; returns how many */
+int zt_shared_live_(uint64_t *ids);
+/* A peer's shared buffer mapped here (read only) by the all-to-all, until its owner frees it */
+typedef struct zt_peer_map {
+    int rank;
+    uint64_t id;
+    const unsigned char *map;
+    size_t bytes;
+} zt_peer_map;
 /* On 2 ranks every all-reduce through the segment takes the one-shot (each rank publishes its whole
  * vector in pieces through the segment's D x N slots, one piece a slot, and sums all of it: one
  * hand-over per piece instead of the rings' three): pieces of ZT_SHM_OS_PIECE_SMALL bytes up to
@@ -243,6 +262,10 @@ struct zt_comm {
     bool shm_cma;           /* every rank can read every other's memory (process_vm_readv, probed and
                                agreed at the segment's creation): the all-to-all's single copy */
     bool a2a_cma;           /* the all-to-all takes the single copy (shm_cma; zt_comm_set_a2a_single_copy) */
+    bool a2a_map;           /* the single copy maps a sender's shared buffer (shared_buffers.c) and reads a
+                               block in it with loads; off after a mapping failed (zt_comm_set_a2a_map) */
+    zt_peer_map *peer_maps; /* the peers' shared buffers mapped here (all_to_all_shm.c) */
+    int n_peer_maps, cap_peer_maps;
     int shm_stores;         /* zt_ar_stores: how the one-shot publishes */
     uint64_t shm_seen;      /* 2 ranks: the peer's pub_in when this rank last read it */
     int ar_algo;            /* zt_ar_algo: ZT_AR_ALGO_AUTO picks by size (zt_ar_algo_) */
@@ -379,6 +402,8 @@ int zt_a2a_shm_post_(zt_comm_op *op, const void *const *send, void *const *recv,
 /* all_to_all_shm.c: whether every rank of c can read the others' memory (collective over c: shm.c
  * calls it once the segment is mapped) */
 bool zt_a2a_shm_probe_(zt_comm *c);
+/* Unmaps the peers' shared buffers the all-to-all mapped on c (zt_shm_close_) */
+void zt_a2a_maps_free_(zt_comm *c);
 /* shm.c: maps the shared segment when every rank of c is on this node (collective: every rank of
  * c calls it, at creation); zt_shm_close_ unmaps (local). */
 void zt_shm_open_(zt_comm *c);

@@ -90,10 +90,11 @@ void zt_shm_open_(zt_comm *c) {
     c->shm_bytes = bytes;
     c->shm_step = 0;
     c->shm_last = ZT_SHM_RINGS;
-    c->shm_cma = c->a2a_cma = zt_a2a_shm_probe_(c);
+    c->shm_cma = c->a2a_cma = c->a2a_map = zt_a2a_shm_probe_(c);
 }
 
 void zt_shm_close_(zt_comm *c) {
+    zt_a2a_maps_free_(c);
     if (c->shm_map) munmap(c->shm_map, c->shm_bytes);
     c->shm_map = NULL;
 }

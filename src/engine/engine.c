@@ -184,6 +184,15 @@ void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what)
     return p;
 }
 
+void *zt_engine_alloc_exchange(zt_engine *e, size_t n, size_t *counter, const char *what) {
+    if (!e->ep_comm || !zt_comm_a2a_map(e->ep_comm)) return zt_engine_alloc(e, n, counter, what);
+    size_t bytes = zt_memory_alloc_bytes(n);
+    void *p = zt_fault_armed() && zt_fault_point(ZT_FAULT_AT_ALLOC, NULL) == ZT_FAULT_OOM ? NULL : zt_shared_alloc(bytes);
+    if (p && counter) zt_engine_account(e, counter, bytes, true);
+    if (!p) note_oom(e, counter, bytes, what);
+    return p;
+}
+
 int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) {
     char ctx[512];
     va_list ap;
@@ -310,7 +319,9 @@ static int pp_layout(zt_engine *e, zt_error *err) {
             if (!(s->outs[k] = zt_engine_alloc(e, BT * (size_t)m->units[u].out_width, &e->mem.activations, what)))
                 return zt_engine_oom(e, err, "engine: pipeline slots");
             snprintf(what, sizeof what, "the saved activations of unit %s for micro-batch slot %d", m->units[u].name, k);
-            if (s->kept && !(s->saveds[k] = zt_engine_alloc(e, s->kept, &e->mem.activations, what)))
+            void *(*alloc)(zt_engine *, size_t, size_t *, const char *) =
+                m->units[u].ep_parts > 1 ? zt_engine_alloc_exchange : zt_engine_alloc; /* the all-to-all sends from it */
+            if (s->kept && !(s->saveds[k] = alloc(e, s->kept, &e->mem.activations, what)))
                 return zt_engine_oom(e, err, "engine: pipeline slots");
         }
     }
@@ -486,7 +497,7 @@ int zt_engine_create(zt_model *m, const zt_engine_options *opt, zt_engine **out,
     }
     if ((rc = zt_recompute_layout(e, err))) goto fail; /* the saved buffers, per checkpointing mode */
     if ((rc = pp_layout(e, err))) goto fail;      /* pipeline: the other slots, the transfer buffers */
-    if (!(e->scratch = zt_engine_alloc(e, max_scratch, &e->mem.activations, "the units' scratch"))) goto nomem;
+    if (!(e->scratch = zt_engine_alloc_exchange(e, max_scratch, &e->mem.activations, "the units' scratch"))) goto nomem;
     for (int i = 0; i < 2; i++)
         if (!(e->dact[i] = zt_engine_alloc(e, BT * max_width, &e->mem.activations, "an activation gradient (dact)"))) goto nomem;
     if (!(e->dloss = zt_engine_alloc(e, BT, &e->mem.activations, "d loss"))) goto nomem;
@@ -519,10 +530,10 @@ void zt_engine_free(zt_engine *e) {
             free(e->units[u].grads);
             for (int k = 1; k < e->pp_slots && e->units[u].outs; k++) {
                 free(e->units[u].outs[k]);
-                free(e->units[u].saveds[k]);
+                zt_shared_free(e->units[u].saveds[k]); /* (either kind: zt_engine_alloc_exchange) */
             }
             free(e->units[u].outs ? e->units[u].outs[0] : e->units[u].out);
-            free(e->units[u].saveds ? e->units[u].saveds[0] : e->units[u].saved);
+            zt_shared_free(e->units[u].saveds ? e->units[u].saveds[0] : e->units[u].saved);
             free(e->units[u].outs);
             free(e->units[u].saveds);
         }
@@ -558,8 +569,8 @@ void zt_engine_free(zt_engine *e) {
     free(e->micro_grads);
     free(e->micro_pieces);
     free(e->pack);
-    free(e->scratch);
-    free(e->recompute_shared);
+    zt_shared_free(e->scratch);
+    zt_shared_free(e->recompute_shared);
     free(e->dact[0]);
     free(e->dact[1]);
     free(e->dloss);

@@ -279,6 +279,11 @@ void zt_engine_account(zt_engine *e, size_t *counter, size_t bytes, bool add);
  * `what` names the buffer. NULL when memory is out (or ZT_FAULT oom says so), with e->oom saying
  * what failed: zt_engine_oom turns it into the error. */
 void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter, const char *what);
+/* As zt_engine_alloc, for a buffer expert parallelism's all-to-all sends from (the units' scratch,
+ * the staging, a spread unit's saved activations): where the ep comm's all-to-all maps its senders'
+ * buffers, one the ep peers can map (comm's zt_shared_alloc: a block is then copied out of it with
+ * loads, not process_vm_readv); the same bytes counted. Free it with zt_shared_free (either kind). */
+void *zt_engine_alloc_exchange(zt_engine *e, size_t floats, size_t *counter, const char *what);
 /* ZT_ERR_NOMEM (exit 7): "<context>: out of memory for <what> (memory-plan class C, N bytes) on
  * rank R", the buffer from the last failed zt_engine_alloc (else a host allocation). */
 int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -11,6 +11,7 @@
  * moments: offload.c, step.c). The reduced gradient stays bf16 values in an fp32 array.
  */
 #include "engine/engine_internal.h"
+#include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "memory/plan.h"
 
@@ -32,14 +33,14 @@ int zt_engine_precision_setup(zt_engine *e, zt_error *err)
         size_t b = un->ops->staging_bytes(un, e->opt.B, e->opt.T, e->lp_kind);
         if (b > staging) staging = b;
     }
-    if (staging && !(e->staging = zt_engine_alloc(e, zt_memory_floats_for_bytes(staging), &e->mem.activations, "the low-precision operand staging")))
+    if (staging && !(e->staging = zt_engine_alloc_exchange(e, zt_memory_floats_for_bytes(staging), &e->mem.activations, "the low-precision operand staging")))
         return zt_engine_oom(e, err, "engine: the %s compute copies", zt_dtype_name(p->compute));
     return ZT_OK;
 }
 
 void zt_engine_precision_free(zt_engine *e)
 {
-    free(e->staging);
+    zt_shared_free(e->staging);
     e->staging = NULL;
 }
 

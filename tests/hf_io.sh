@@ -9,7 +9,10 @@
 #   - bad inputs: a missing index entry, a missing shard, a wrong shape, a wrong dtype, a truncated
 #     shard, an unknown model_type, a field zerotrain cannot build and a tensor the model does not
 #     have (in the index, in one file) each fail with the exit code and a message naming the file
-#     and the tensor or field; GPT-2's attn.bias / attn.masked_bias buffers load as skipped.
+#     and the tensor or field: docs/design.md's table, 2 for config.json's fields (what model to
+#     build: a configuration), 4 for the tensors, missing and extra alike (weights that do not
+#     match the model: a checkpoint incompatible); GPT-2's attn.bias / attn.masked_bias buffers load
+#     as skipped.
 set -euo pipefail
 BUILD="$1"; SRC="$2"; Z="$BUILD/zerotrain"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_SOURCE_DIR="$SRC"
@@ -147,9 +150,9 @@ if len(sys.argv) > 3:
     json.dump(j, open(sys.argv[3], "w"))
 PY
 }
-bad "a tensor the model lacks, in the index" 2 "$T/bad/$last_shard: tensor h.0.attn.q_proj.bias is not one of model gpt2's" \
+bad "a tensor the model lacks, in the index" 4 "$T/bad/$last_shard: tensor h.0.attn.q_proj.bias is not one of model gpt2's" \
   add_tensor "$T/bad/$last_shard" h.0.attn.q_proj.bias "$T/bad/model.safetensors.index.json"
-GOOD="$T/one" bad "a tensor the model lacks, in model.safetensors" 2 \
+GOOD="$T/one" bad "a tensor the model lacks, in model.safetensors" 4 \
   "$T/bad/model.safetensors: tensor transformer.h.1.mlp.gate_proj.weight is not one of model gpt2's" \
   add_tensor "$T/bad/model.safetensors" transformer.h.1.mlp.gate_proj.weight
 rm -rf "$T/buf"; cp -r "$T/one" "$T/buf"

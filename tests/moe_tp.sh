@@ -14,7 +14,8 @@
 #     with sequence parallelism (--sp: the block's rows gathered before the router, its sum
 #     reduce-scattered) sp tp 2 = sp ep 2 x tp 2 zero3, and with the gated shared expert the gated
 #     set above; each 2-rank run's tp bytes equal to the formula (+ B·T per block with the gate, the
-#     sp formula's with sp); with the norms frozen sp = tp without sp (shared expert), bit for bit;
+#     sp formula's with sp); with the norms frozen sp = tp without sp (shared expert), bit for bit,
+#     in fp32 and under bf16 compute;
 #  2. against one process (the parts add their columns' shares in another order): losses and
 #     parameters within the tolerance tests/tolerance.py derives in the run (8 x a one-ulp
 #     perturbation's), for tp 2 and for ep 2 x tp 2, with the gated shared expert for tp 2 and sp
@@ -81,6 +82,12 @@ bits sp-shared llama-moe-shared all --tp 2 --sp
 # the norms frozen (their weight gradients are the one sum sp splits): sp = tp without sp
 check "shared expert, norms frozen: tp 2 x dp 2" frozen "$(run 4 zero3 1 $STEPS --tp 2 --freeze '.*norm.*')"
 check "shared expert, norms frozen: sp tp 2 x dp 2" frozen "$(run 4 zero3 1 $STEPS --tp 2 --sp --freeze '.*norm.*')"
+# ... and under bf16 compute: sp rounds its part's normalized rows and gathers the bf16 operand, tp
+# rounds the whole; the same rows, the same bits (the router and the gate read the operand widened)
+check "shared expert, norms frozen, bf16: tp 2 x dp 2" frozen-bf16 \
+  "$(run 4 zero3 1 $STEPS --tp 2 --freeze '.*norm.*' --precision bf16)"
+check "shared expert, norms frozen, bf16: sp tp 2 x dp 2" frozen-bf16 \
+  "$(run 4 zero3 1 $STEPS --tp 2 --sp --freeze '.*norm.*' --precision bf16)"
 unset ARCH
 
 # ---- 2. against one process, within the run's own tolerance ---------------------------------------

@@ -378,8 +378,9 @@ static zt_scale_request gpt2_request(const zt_model *m, const zt_scale_compute *
 
 /* tp: the cut model's compute (the Linears' part shapes, the vocabulary-parallel head), the bytes
  * a device sends in its tp group against the engine's formula (docs/parallelism.md, checked on
- * the engine by tool_dist_check), the all-reduces on the critical path, memory = estimate-memory
- * --tp's (the cut model over the data-parallel ranks) */
+ * the engine by tool_dist_check; a mixture's blocks with their top-k weights' gradient sum), the
+ * all-reduces on the critical path, memory = estimate-memory --tp's (the cut model over the
+ * data-parallel ranks) */
 static void test_tensor_parallel(void **state) {
     (void)state;
     zt_error err = {0};
@@ -416,6 +417,31 @@ static void test_tensor_parallel(void **state) {
     zt_scale_tp_comm(m1, &pw, 1, 2, 64, 4.0, ZT_RECOMPUTE_NONE, 1, f, b, &sent);
     assert_true(sent == 0 && f[1] == 0 && b[1] == 0);
     free(f), free(b);
+
+    /* a mixture of experts (llama_moe.c): each block's backward also all-reduces the top-k weights'
+     * gradient, n·k floats, and with Qwen2-MoE's gated shared expert its dout·ys beside it (n more),
+     * fp32 whatever the activations: Mixtral-like llama-124M-moe (L 12, C 768, top-2) and
+     * qwen1.5-moe-a2.7b (L 24, C 2048, top-4, gated), each cut in 2 */
+    const struct { const char *name; double L, C, floats; } moe[] = {{"llama-124M-moe", 12, 768, 2},
+                                                                     {"qwen1.5-moe-a2.7b", 24, 2048, 4 + 1}};
+    for (int i = 0; i < 2; i++) {
+        zt_model *mm = NULL;
+        assert_int_equal(zt_estimator_model(moe[i].name, ZT_ATTENTION_FLASH, &mm, &err), ZT_OK);
+        assert_int_equal(zt_tp_apply(mm, 2, 0, &err), ZT_OK);
+        double *mf = calloc((size_t)mm->n_units, sizeof *mf), *mb = calloc((size_t)mm->n_units, sizeof *mb);
+        int GA = 2, Bs = 2, Ts = 64;
+        double Nt = Bs * Ts, act = 2.0; /* bf16 activations: the top-k sum stays 4 bytes a float */
+        zt_scale_tp_comm(mm, &pw, 2, Bs, Ts, act, ZT_RECOMPUTE_NONE, GA, mf, mb, &sent);
+        double dense = (2.0 + 4.0 * moe[i].L) * Nt * moe[i].C * act, topk = moe[i].L * Nt * moe[i].floats * 4.0;
+        CLOSE(sent, GA * ((dense + topk) * 2.0 / 2 + 20.0 * Nt) + 8.0); /* tp 2: (tp-1)/tp = 1/2 */
+        zt_scale_group g2 = zt_scale_group_of(&pw, 2, 1);
+        double one = zt_scale_collective(&pw, g2, ZT_SCALE_ALL_REDUCE, Nt * moe[i].C * act).seconds;
+        double w = zt_scale_collective(&pw, g2, ZT_SCALE_ALL_REDUCE, Nt * moe[i].floats * 4.0).seconds;
+        CLOSE(mf[1], 2 * one);
+        CLOSE(mb[1], 2 * one + w);
+        free(mf), free(mb);
+        zt_model_free(mm);
+    }
 
     /* one node of 4: tp 2 x dp 2; the all-reduces are exposed, memory is estimate-memory --tp 2's */
     zt_scale_request rq = gpt2_request(m2, &c2, &d, 1, 4, B, T);

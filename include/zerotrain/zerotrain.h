@@ -678,6 +678,10 @@ typedef struct zt_llama_config {
  * scaling 8/1/4/8192, V=128256), "mistral-7b" (v0.1), "qwen2-0.5b" (q/k/v biases, tied). ZT_ERR_USAGE lists them on a miss. */
 int zt_llama_preset(const char *name, zt_llama_config *cfg, zt_error *err);
 int zt_llama_create(const zt_llama_config *cfg, zt_model **out, zt_error *err);
+/* Floats per token a mixture-of-experts block of cfg sums over its tensor-parallel parts in backward
+ * beyond the dense block's sums (src/model/llama_moe.c, docs/parallelism.md): the top-k weights'
+ * gradient (k) and, with a gated shared expert, its dout·ys (1), in one fp32 sum; 0 for dense blocks. */
+int zt_llama_moe_tp_sum_floats(const zt_llama_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------
  * Model families (src/model/arch.c): one record that builds either model, what the trainer,

@@ -592,6 +592,6 @@ int zt_hf_check_extra(const zt_model *m, const zt_st_entry *ents, int n, const c
     for (int i = 0; i < n; i++)
         if (!strcmp(ents[i].name, name)) return ZT_OK;
     if (zt_hf_buffer_name(name)) return ZT_OK;
-    return zt_error_set(err, ZT_ERR_USAGE, "%s: tensor %s is not one of model %s's %d tensors: a checkpoint of another "
+    return zt_error_set(err, ZT_ERR_CKPT, "%s: tensor %s is not one of model %s's %d tensors: a checkpoint of another "
                         "architecture or shape (config.json, model.* keys)?", file, name, m->name, n);
 }

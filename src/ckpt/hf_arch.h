@@ -80,8 +80,9 @@ bool zt_hf_has_in_file(const void *st_file, const char *name);
  * causal mask "*.attn.bias" and "*.attn.masked_bias". */
 bool zt_hf_buffer_name(const char *name);
 /* A tensor `name` of file (a path, for the message) that a load of m finds: ZT_OK when it is one of
- * ents (zt_hf_entries, renamed by zt_hf_alt_name) or a buffer above; else ZT_ERR_USAGE naming the
- * file and the tensor (the file is another model's: loading the rest would drop it silently). */
+ * ents (zt_hf_entries, renamed by zt_hf_alt_name) or a buffer above; else ZT_ERR_CKPT naming the
+ * file and the tensor (the file is another model's: loading the rest would drop it silently; exit 4
+ * as a tensor missing from it, docs/design.md's "checkpoint ... incompatible"). */
 int zt_hf_check_extra(const zt_model *m, const zt_st_entry *ents, int n, const char *name, const char *file,
                       zt_error *err);
 

@@ -18,17 +18,23 @@ const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_op
     bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
     int S = hybrid_group(o), ep = zt_model_ep_parts(m);
     bool hybrid_apart = o->strategy == ZT_STRATEGY_HYBRID && (S < 1 || !zt_mesh_edp_shard_size(S, ep));
+    bool cut = false;
+    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
+    /* hybrid: a shard group of S dp x cp ranks neither a multiple nor a divisor of ep leaves ep groups
+     * (ep consecutive ranks) straddling two shard groups, so an expert's owners would shard it
+     * unevenly inside the shard groups and their pieces would not line up across the replicas */
     return hybrid_apart ? "the hybrid strategy with a shard group neither a multiple nor a divisor of the "
-                          "expert-parallel size"
+                          "expert-parallel size (an ep group would straddle two shard groups; torchtitan refuses "
+                          "such a mesh: its experts' efsdp x ep must equal dp_shard x cp x tp)"
+           : cut                                                           ? "tensor parallelism (a tensor tp cut "
+                                                                             "is not cut again by ep)"
            : param_offload                                                 ? "parameter offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
                                                                            : NULL;
 }
 
 bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool cut = false;
-    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
-    return zt_model_ep_parts(m) > 1 && !cut && !zt_memory_experts_whole_reason(m, o, po);
+    return zt_model_ep_parts(m) > 1 && !zt_memory_experts_whole_reason(m, o, po);
 }
 
 void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {

@@ -136,12 +136,14 @@ void zt_memory_edp_comms(const zt_model *m, const zt_plan *pl, bool replicas, in
 bool zt_memory_edp_replica_shared(const zt_model *m, const zt_plan *pl, bool replicas);
 /* Why the engine keeps m's experts whole on every rank under options o (and po's offload, an
  * estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid with a
- * shard group that neither holds whole ep groups nor lies inside one (zt_mesh_edp_shard_size 0),
- * parameter offload, Muon/LAMB/1-bit Adam (any compute precision stores them) */
+ * shard group that neither holds whole ep groups nor lies inside one (zt_mesh_edp_shard_size 0;
+ * torchtitan refuses such a mesh, the text says so), a parameter cut by tensor parallelism,
+ * parameter offload, Muon/LAMB/1-bit Adam (any compute precision stores them). The text is what
+ * the run's banner and the engine's refusal say. */
 const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o,
                                            const zt_memory_plan_options *po);
 /* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o and po: no
- * parameter cut by tensor parallelism (a tensor tp cut is not cut again by ep) and no reason above */
+ * reason above */
 bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
 /* Estimates: m's experts stored E/ep a rank (part 0's shapes: every part's are equal) or whole, as
  * the engine would run them under o (a model cut by tensor parallelism keeps them whole) */

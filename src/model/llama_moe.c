@@ -119,10 +119,12 @@ size_t zt_moe_staging_bytes(const zt_unit *u, size_t N, int lp_kind) {
     return lp_kind ? matmul_lp_staging_bytes((zt_lp_kind)lp_kind, 1, (int)(routed > shared ? routed : shared)) : 0;
 }
 
-/* dw (N,k), and after it the gated shared expert's dot dout·ys (N): summed over the parts at once */
-static size_t dw_floats(const zt_llama_config *c, size_t N) {
-    return N * (size_t)c->n_experts_per_token + (zt_moe_shared_gated(c) ? N : 0);
+int zt_llama_moe_tp_sum_floats(const zt_llama_config *c) {
+    return c->n_experts > 0 ? c->n_experts_per_token + (zt_moe_shared_gated(c) ? 1 : 0) : 0;
 }
+
+/* dw (N,k), and after it the gated shared expert's dot dout·ys (N): summed over the parts at once */
+static size_t dw_floats(const zt_llama_config *c, size_t N) { return N * (size_t)zt_llama_moe_tp_sum_floats(c); }
 
 /* dlogits (N,E) | dw (dw_floats) | dy (R,C) | dxp (R,C), then dgate, dup (R,I) or expert parallelism's;
  * R for the wider row tile (the scratch is the same for every compute kind) */

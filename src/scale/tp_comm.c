@@ -17,18 +17,24 @@ void zt_scale_tp_comm(const zt_model *m, const zt_scale_net *net, int tp, int B,
     double n = (double)B * T, S = n * C * act_bytes, frac = (double)(tp - 1) / tp;
     zt_scale_group g = zt_scale_group_of(net, tp, 1);
     double ar = zt_scale_collective(net, g, ZT_SCALE_ALL_REDUCE, S).seconds;
+    /* a mixture's blocks: the top-k weights' gradient (and a gated shared expert's dout·ys), fp32 */
+    zt_model_spec spec;
+    int kf = zt_model_spec_of(m, &spec, NULL) || spec.arch != ZT_ARCH_LLAMA ? 0 : zt_llama_moe_tp_sum_floats(&spec.llama);
+    double K = 4.0 * n * kf, topk = kf ? zt_scale_collective(net, g, ZT_SCALE_ALL_REDUCE, K).seconds : 0.0;
     double gathers = zt_scale_collective(net, g, ZT_SCALE_ALL_GATHER, 4.0 * n * tp).seconds +
                      zt_scale_collective(net, g, ZT_SCALE_ALL_GATHER, 16.0 * n * tp).seconds;
-    int reduces = 0;
+    int reduces = 0, blocks = 0;
     for (int u = 0; u < U; u++) {
         bool block = m->units[u].layer >= 0;
         if (u == 0) fwd[u] = ar, reduces += 1;
         else if (block) {
             fwd[u] = 2 * ar;
-            bwd[u] = (ac == ZT_RECOMPUTE_FULL ? 4 : 2) * ar;
+            bwd[u] = (ac == ZT_RECOMPUTE_FULL ? 4 : 2) * ar + topk;
             reduces += ac == ZT_RECOMPUTE_FULL ? 6 : 4;
+            blocks += 1;
         } else if (u == U - 1) fwd[u] = gathers, bwd[u] = ar, reduces += 1;
     }
     /* an all-reduce is a reduce-scatter and an all-gather: each sends (p-1)/p of S */
-    *sent_per_step = micro_batches * (reduces * 2.0 * S * frac + 20.0 * n * (tp - 1)) + 8.0 * (tp - 1);
+    *sent_per_step =
+        micro_batches * ((reduces * S + blocks * K) * 2.0 * frac + 20.0 * n * (tp - 1)) + 8.0 * (tp - 1);
 }

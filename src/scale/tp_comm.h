@@ -11,12 +11,16 @@
  *   block       forward: 2 all-reduces S (attention output, MLP output: the row-parallel sums);
  *               backward: 2 (the column-parallel input gradients of QKV and of the MLP's up
  *               projection); full recomputation re-runs the forward's 2 in backward
+ *   MoE block   (a mixture of experts, src/model/llama_moe.c) backward also: all-reduce K = 4·n·f
+ *               bytes, f = k (the top-k weights' gradient dout·y) + 1 with a gated shared expert
+ *               (its dout·ys), fp32 whatever the activations (the router's dtype;
+ *               zt_llama_moe_tp_sum_floats); full recomputation does not repeat it
  *   head        forward: the vocabulary-parallel loss's all-gathers of the row maxima (n floats
  *               per part) and of the sums (2n doubles per part); backward: all-reduce S (the
  *               input gradient of the vocabulary-parallel product)
  * and once per step the gradient norm's double. Bytes a device sends per step under pairwise
- * collectives: m·((2 + 4L [+ 2L full]) · 2·S·(tp-1)/tp + 20·n·(tp-1)) + 8·(tp-1), the engine's
- * formula (tests/tool_dist_check.c checks the engine against it). */
+ * collectives: m·(((2 + 4L [+ 2L full])·S [+ L·K]) · 2·(tp-1)/tp + 20·n·(tp-1)) + 8·(tp-1), the
+ * engine's formula (tests/tool_dist_check.c checks the engine against it). */
 #ifndef ZT_SCALE_TP_COMM_H
 #define ZT_SCALE_TP_COMM_H
 

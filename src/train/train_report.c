@@ -65,8 +65,11 @@ static void banner_layout(zt_run *r) {
         fprintf(out, " | mesh tp %d x dp %d x pp %d (tp innermost: docs/parallelism.md)", mesh->tp, mesh->dp,
                 mesh->pp);
     if (mesh->ep > 1) { /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
-        char how[160] = "every expert stored on every rank";
-        if (zt_model_experts_local(model) && cfg->strategy == ZT_STRATEGY_HYBRID)
+        char how[320] = "every expert stored on every rank";
+        const char *whole = zt_memory_experts_whole_reason(model, &r->eo, NULL);
+        if (!zt_model_experts_local(model) && whole) /* the reason, as the engine would refuse storing them */
+            snprintf(how, sizeof how, "every expert stored on every rank: kept whole under %s", whole);
+        else if (zt_model_experts_local(model) && cfg->strategy == ZT_STRATEGY_HYBRID)
             snprintf(how, sizeof how, "stored E/ep a rank, sharded over the %d expert data parallel rank%s of a shard "
                      "group, replicated over %d", mesh->edp_shard, mesh->edp_shard == 1 ? "" : "s", mesh->edp_replicate);
         else if (zt_model_experts_local(model))

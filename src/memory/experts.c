@@ -26,9 +26,7 @@ const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_op
 }
 
 bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool cut = false;
-    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
-    return zt_model_ep_parts(m) > 1 && !cut && !zt_memory_experts_whole_reason(m, o, po);
+    return zt_model_ep_parts(m) > 1 && !zt_memory_experts_whole_reason(m, o, po);
 }
 
 void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
@@ -71,7 +69,7 @@ void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts) 
     *logical = *experts = 0;
     for (int i = 0; i < m->n_params; i++) {
         int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        *logical += zt_param_experts_stored(&m->params[i]) ? c * m->params[i].tp_parts : c;
+        *logical += c * zt_param_expert_parts(&m->params[i]);
         if (zt_param_experts_stored(&m->params[i])) *experts += c;
     }
 }

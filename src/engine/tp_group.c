@@ -1,8 +1,8 @@
 /* tp_group.c - the engine's side of tensor parallelism (docs/parallelism.md): the collectives a
  * cut unit calls (zt_unit_group: sums, maxima, the generated logits side by side, and sequence
  * parallelism's all-gathers and reduce-scatters along T) over the mesh's tp group, the gradient norm's sum over the parts, and parameters as logical tensors (gathered
- * from every part, or taken from a whole one; Muon's and LAMB's step gathers its cut matrices and
- * tensors the same way, step_whole.c).
+ * from every part, the experts stored E/ep a rank then from every ep part, or taken from a whole
+ * one; Muon's and LAMB's step gathers its cut matrices and tensors the same way, step_whole.c).
  *
  * Invariants: every sum over the parts is a fixed tree (zt_all_reduce: the same bits on every part)
  * or an in-order sum of gathered values, so the parts stay bit-identical where they replicate

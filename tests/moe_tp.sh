@@ -28,8 +28,9 @@
 #     hash, a ddp run resumes from it as from its one-process re-save, and the Hugging Face
 #     directory exported from the tp 2 commit is the re-save's, byte for byte (Mixtral's; and
 #     Qwen2-MoE's from the sp tp 2 run with the shared expert); ep 2 x tp 2 with the experts stored:
-#     every class at its plan, its commit resumed under tp 2 on its own hash, loaded on one process,
-#     whose re-save resumes alike and exports the same Mixtral directory; and inside 2 pipeline stages
+#     every class at its plan (estimate-memory's too), its commit resumed under tp 2 on its own
+#     hash, loaded on one process, whose re-save resumes alike and exports the same Mixtral
+#     directory; and inside 2 pipeline stages
 #     (pp 2 x tp 2 x ep 2 zero3, 8 ranks) = tp 2 with 4 micro-batches, its commit resumed under tp 2;
 #  4. bad input: an expert width, a shared expert's width tp does not divide (exit 2).
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
@@ -171,6 +172,17 @@ if [ -n "$(hash_line "$et")" ] && [ "$(hash_line "$r")" = "$(hash_line "$et")" ]
 then echo "ok   train: ep 2 x tp 2, experts stored, every class at its plan; its step-2 commit resumed under tp 2: $(hash_line "$r")"
 else echo "FAIL train ep 2 x tp 2 stored: '$(hash_line "$et")', resumed under tp 2 '$(hash_line "$r")'"
   echo "$et" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+# estimate-memory plans the same (its experts stored under tp as the engine stores them)
+plan="$(grep -o 'high-water [0-9.]* MiB' <<<"$et" | head -1 | cut -d' ' -f2)"
+"$Z" estimate-memory "$T/m.yaml" --nproc 4 --set parallel.tensor_parallel_size=2 --set parallel.expert_parallel_size=2 \
+  --json > "$T/est.json" 2>&1 || true
+if /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+hw = json.load(open(sys.argv[1])).get("strategies", {}).get("ddp", {}).get("peak_total")
+sys.exit(0 if hw is not None and sys.argv[2] and abs(hw / 1048576 - float(sys.argv[2])) < 0.051 else 1)
+PY
+then echo "ok   estimate-memory ep 2 x tp 2: the run's planned high-water ($plan MiB)"
+else echo "FAIL estimate-memory ep 2 x tp 2 differs from the run's plan ($plan MiB)"; head -c 300 "$T/est.json"; fail=1; fi
 "$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --resume "$C" --stop-after 2 --ckpt-dir "$T/one-et" >/dev/null 2>&1 || true
 r="$("$Z" train "$T/m.yaml" "${TP2[@]}" --resume "$T/one-et/step-00000002" 2>&1)" || true
 "$Z" export "$C" --hf "$T/hf_et" >/dev/null 2>&1 || true

@@ -4,7 +4,10 @@
 # src/shard/tp_plans.c), alone, with expert parallelism, with a shared expert and with sequence parallelism:
 #  1. bit-identical where the order is fixed (tool_dist_check --arch llama-moe, dropless, both
 #     router losses, every step clipped): tp 2 with 2 micro-batches on 2 ranks = tp 2 x dp 2 under
-#     zero1 and zero3 = ep 2 x tp 2 (ddp, zero3) on 4 ranks; every step's tp bytes equal to the
+#     zero1 and zero3 = ep 2 x tp 2 (ddp, zero3) on 4 ranks, the experts stored E/ep a rank (each rank
+#     its tp slice of its ep part's experts: zt_param_desc.ep_parts) and whole (--experts-whole): at
+#     rest ddp stored holds the other part's slices' parameter and moment bytes fewer, exactly, zero3
+#     plans a smaller gathered high-water; every step's tp bytes equal to the
 #     formula (the tool: the dense formula + each block's top-k weights' gradient sum);
 #     under bf16 compute: tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3;
 #     with a gated shared expert (Qwen2-MoE's, --arch llama-moe-shared, cut as the dense MLP,
@@ -25,7 +28,10 @@
 #     checkpoints hold logical tensors: the tp 2 run resumed from its step-2 commit ends on its own
 #     hash, a ddp run resumes from it as from its one-process re-save, and the Hugging Face
 #     directory exported from the tp 2 commit is the re-save's, byte for byte (Mixtral's; and
-#     Qwen2-MoE's from the sp tp 2 run with the shared expert);
+#     Qwen2-MoE's from the sp tp 2 run with the shared expert); ep 2 x tp 2 with the experts stored:
+#     every class at its plan (estimate-memory's too), its commit resumed under tp 2 on its own
+#     hash, loaded on one process, whose re-save exports the same Mixtral directory; and inside 2
+#     pipeline stages (pp 2 x tp 2 x ep 2 zero3, 8 ranks) the same, its commit resumed under tp 2;
 #  4. bad input: an expert width, a shared expert's width tp does not divide (exit 2).
 # Each rank runs one OpenMP thread, so the kernels see the same thread count everywhere.
 set -euo pipefail
@@ -56,9 +62,26 @@ out="$(run 2 ddp 2 $STEPS --tp 2)"; check "tp 2, 2 micro-batches, 2 ranks" moe "
 for s in zero1 zero3; do
   out="$(run 4 $s 1 $STEPS --tp 2)"; check "tp 2 x dp 2 $s, 4 ranks" moe "$out"
 done
-for s in ddp zero3; do
-  out="$(run 4 $s 1 $STEPS --tp 2 --ep 2)"; check "ep 2 x tp 2 $s, 4 ranks" moe "$out"; tp_bytes "ep 2 x tp 2 $s" "$out"
+for s in ddp zero3; do # the experts stored E/ep a rank (each tp part of an ep part its tp slice of them)
+  out="$(run 4 $s 1 $STEPS --tp 2 --ep 2)"; check "ep 2 x tp 2 $s, 4 ranks, experts stored" moe "$out"
+  tp_bytes "ep 2 x tp 2 $s" "$out"; echo "$out" > "$T/eptp-$s.out"
 done
+# ... against the experts whole on every rank (--experts-whole): the same bits; ddp at rest holds the
+# parameter and moment bytes of the other ep part's experts' tp slices fewer, exactly; zero3 (the
+# experts' pieces: the edp group is 1 rank, so at rest the same) gathers only its part's experts
+rest() { grep -o 'memory at rest: params [0-9]* grads [0-9]* optimizer [0-9]*' <<<"$1" | awk '{print $5, $9}'; }
+planned() { grep -o 'planned at rest [0-9]*, high-water [0-9]* (gathered [0-9]*)' <<<"$1" | tr -dc '0-9 ' | awk '{print $1, $2, $3}'; }
+whole="$(run 4 ddp 1 $STEPS --tp 2 --ep 2 --experts-whole)"; check "ep 2 x tp 2 ddp, experts whole" moe "$whole"
+read -r sp so <<<"$(rest "$(cat "$T/eptp-ddp.out")")"; read -r wp wo <<<"$(rest "$whole")"
+want=$(( 2 * 3 * 2 * 12 * 32 * 4 )) # 2 layers x 3 stacked tensors x 2 experts x (24 / tp) x 32 floats
+if [ -n "$sp" ] && [ $(( wp - sp )) = $want ] && [ $(( wo - so )) = $(( 2 * want )) ]
+then echo "ok   ep 2 x tp 2 ddp: the experts stored hold $(( wp - sp )) fewer parameter bytes and $(( wo - so )) fewer moment bytes at rest than whole"
+else echo "FAIL ep 2 x tp 2 ddp stored vs whole at rest: params $sp vs $wp, optimizer $so vs $wo (want -$want, -$(( 2 * want )))"; fail=1; fi
+whole="$(run 4 zero3 1 $STEPS --tp 2 --ep 2 --experts-whole)"; check "ep 2 x tp 2 zero3, experts whole" moe "$whole"
+read -r sr sh sg <<<"$(planned "$(cat "$T/eptp-zero3.out")")"; read -r wr wh wg <<<"$(planned "$whole")"
+if [ -n "$sg" ] && [ -n "$wg" ] && [ "$sg" -lt "$wg" ] && [ "$sh" -lt "$wh" ] && [ "$sr" -le "$wr" ]
+then echo "ok   ep 2 x tp 2 zero3: planned high-water $sh bytes stored against $wh whole (gathered $sg against $wg); at rest $sr against $wr"
+else echo "FAIL ep 2 x tp 2 zero3 planned: stored '$sr $sh $sg', whole '$wr $wh $wg'"; fail=1; fi
 # under bf16 compute (docs/precision.md, "A mixture of experts"): tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3
 check "bf16: tp 2, 2 micro-batches, 2 ranks" moe-bf16 "$(run 2 ddp 2 $STEPS --tp 2 --precision bf16)"
 check "bf16: tp 2 x dp 2 zero1, 4 ranks" moe-bf16 "$(run 4 zero1 1 $STEPS --tp 2 --precision bf16)"
@@ -139,6 +162,50 @@ else echo "FAIL ddp from the tp 2 commit: '$(hash_line "$a")' vs '$(hash_line "$
 if [ -s "$T/hf_tp/model.safetensors" ] && cmp -s "$T/hf_tp/model.safetensors" "$T/hf_one/model.safetensors"; then
   echo "ok   the Mixtral directory exported from the tp 2 commit = from the one-process re-save"
 else echo "FAIL export --hf from the tp 2 commit differs (or is missing)"; fail=1; fi
+
+# ep 2 x tp 2 on 4 ranks, the experts stored E/ep a rank (each rank its tp slice of its ep part's
+# experts): every class at its plan; its step-2 commit (the experts' slices of every (tp part, ep
+# part)) resumes under tp 2 alone (2 micro-batches) on the straight run's parameters, and loads on one
+# process, whose re-save exports the same Mixtral directory
+ET=(--nproc 4 --set parallel.tensor_parallel_size=2 --set parallel.expert_parallel_size=2)
+TP2=("${TP[@]}" --set training.gradient_accumulation_steps=2)
+et="$("$Z" train "$T/m.yaml" "${ET[@]}" --set checkpoint.every=2 --set checkpoint.dir="$T/cket" 2>&1)" || true
+C="$T/cket/step-00000002"
+r="$("$Z" train "$T/m.yaml" "${TP2[@]}" --resume "$C" 2>&1)" || true
+if [ -n "$(hash_line "$et")" ] && [ "$(hash_line "$r")" = "$(hash_line "$et")" ] &&
+   grep -q "experts over ep 2.*stored E/ep a rank" <<<"$et" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$et"
+then echo "ok   train: ep 2 x tp 2, experts stored, every class at its plan; its step-2 commit resumed under tp 2: $(hash_line "$r")"
+else echo "FAIL train ep 2 x tp 2 stored: '$(hash_line "$et")', resumed under tp 2 '$(hash_line "$r")'"
+  echo "$et" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+# estimate-memory plans the same (its experts stored under tp as the engine stores them)
+plan="$(grep -o 'high-water [0-9.]* MiB' <<<"$et" | head -1 | cut -d' ' -f2)"
+"$Z" estimate-memory "$T/m.yaml" --nproc 4 --set parallel.tensor_parallel_size=2 --set parallel.expert_parallel_size=2 \
+  --json > "$T/est.json" 2>&1 || true
+if /usr/bin/python3 - "$T/est.json" "$plan" <<'PY'
+import json, sys
+hw = json.load(open(sys.argv[1])).get("strategies", {}).get("ddp", {}).get("peak_total")
+sys.exit(0 if hw is not None and sys.argv[2] and abs(hw / 1048576 - float(sys.argv[2])) < 0.051 else 1)
+PY
+then echo "ok   estimate-memory ep 2 x tp 2: the run's planned high-water ($plan MiB)"
+else echo "FAIL estimate-memory ep 2 x tp 2 differs from the run's plan ($plan MiB)"; head -c 300 "$T/est.json"; fail=1; fi
+"$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=2 --resume "$C" --stop-after 2 --ckpt-dir "$T/one-et" >/dev/null 2>&1 || true
+"$Z" export "$C" --hf "$T/hf_et" >/dev/null 2>&1 || true
+"$Z" export "$T/one-et/step-00000002" --hf "$T/hf_et_one" >/dev/null 2>&1 || true
+if [ -s "$T/hf_et/model.safetensors" ] && cmp -s "$T/hf_et/model.safetensors" "$T/hf_et_one/model.safetensors"
+then echo "ok   the Mixtral directory exported from the ep 2 x tp 2 commit = from its one-process re-save"
+else echo "FAIL export --hf from the ep 2 x tp 2 commit differs from its one-process re-save's (or is missing)"; fail=1; fi
+# ... and inside 2 pipeline stages (pp 2 x tp 2 x ep 2 on 8 ranks, zero3: each stage's norm chunks in
+# tp's order, src/engine/pipeline.c) = the same, every class at its plan, its commit resumed under tp 2
+pp="$("$Z" train "$T/m.yaml" --nproc 8 --set parallel.tensor_parallel_size=2 --set parallel.pipeline_parallel_size=2 \
+      --set parallel.expert_parallel_size=2 --set parallel.strategy=zero3 --set checkpoint.every=2 \
+      --set checkpoint.dir="$T/ckpp" 2>&1)" || true
+r="$("$Z" train "$T/m.yaml" "${TP2[@]}" --resume "$T/ckpp/step-00000002" 2>&1)" || true
+if [ -n "$(hash_line "$et")" ] && [ "$(hash_line "$pp")" = "$(hash_line "$et")" ] && [ "$(hash_line "$r")" = "$(hash_line "$et")" ] &&
+   grep -q "experts over ep 2.*stored E/ep a rank" <<<"$pp" && grep -q "every class of every rank reached exactly its planned high-water" <<<"$pp"
+then echo "ok   train: pp 2 x tp 2 x ep 2 zero3 (experts stored) = ep 2 x tp 2, planned = measured, its commit resumed under tp 2: $(hash_line "$pp")"
+else echo "FAIL pp 2 x tp 2 x ep 2: '$(hash_line "$pp")', resumed '$(hash_line "$r")' vs '$(hash_line "$et")'"
+  echo "$pp" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 
 # tp 2 with sequence parallelism and a gated shared expert under bf16: the memory plan; its commit holds
 # logical tensors: the Qwen2-MoE directory exported from it is its one-process re-save's

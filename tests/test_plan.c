@@ -4,13 +4,15 @@
  * 16·Ψ/N within 1% for N = 2, 4, 8 (the granule of rows that keeps shards chunk-aligned costs a
  * little balance); norm blocks (a mixture's stacked experts) restart the chunks at each block and
  * give each block's partial sums the same bits however the parameter is sharded; and shard groups:
- * a parameter in the expert-data-parallel group is sharded over that group's ranks. */
+ * a parameter in the expert-data-parallel group is sharded over that group's ranks; the experts
+ * stored E/ep a rank, alone and under tensor parallelism (a second cut). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "shard/plan.h"
+#include "shard/tp.h"
 #include "memory/plan.h"
 #include "optim/optim.h"
 
@@ -213,17 +215,46 @@ static void test_shard_groups(void **state) {
     zt_model_free(m);
 }
 
-/* The experts stored E/ep a rank (zt_model_store_experts): part 1 of 2 of llama-tiny-moe keeps 2
- * of its 4 experts, the plan gives each expert tensor ep slots of gradient after the gradient
- * layout, and zt_model_whole_experts gives the model back as it was */
-static void test_stored_experts(void **state) {
+/* llama-tiny-moe (vocabulary 256) twice: m to store the experts of, ref to hold it against */
+static void tiny_moe_pair(zt_llama_config *c, zt_model **m, zt_model **ref) {
     zt_error err = {0};
-    zt_llama_config c;
-    assert_int_equal(zt_llama_preset("llama-tiny-moe", &c, &err), ZT_OK);
-    c.vocab_size = 256;
-    zt_model *m, *ref;
-    assert_int_equal(zt_llama_create(&c, &m, &err), ZT_OK);
-    assert_int_equal(zt_llama_create(&c, &ref, &err), ZT_OK);
+    assert_int_equal(zt_llama_preset("llama-tiny-moe", c, &err), ZT_OK);
+    c->vocab_size = 256;
+    assert_int_equal(zt_llama_create(c, m, &err), ZT_OK);
+    assert_int_equal(zt_llama_create(c, ref, &err), ZT_OK);
+}
+
+/* m with its experts stored (ep 2): a second store is refused, and zt_model_whole_experts gives
+ * ref's parameter table back; frees both */
+static void whole_again(zt_model *m, zt_model *ref) {
+    zt_error err = {0};
+    assert_int_equal(zt_model_store_experts(m, 2, 0, &err), ZT_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "stored already"));
+    zt_model_whole_experts(m);
+    assert_false(zt_model_experts_local(m));
+    for (int i = 0; i < m->n_params; i++) assert_memory_equal(&m->params[i], &ref->params[i], sizeof m->params[i]);
+    zt_model_free(m);
+    zt_model_free(ref);
+}
+
+/* a part's logical index of each local element (zt_tp_runs) */
+static int index_run(void *ctx, int64_t local, int64_t logical, int64_t len) {
+    int64_t *at = ctx;
+    for (int64_t k = 0; k < len; k++) at[local + k] = logical + k;
+    return 0;
+}
+
+/* llama-tiny-moe in *m and *ref, cut by tp (parts tp, part tp - 1; 1: not cut), and *m's experts
+ * stored as ep part 1 of 2 (refused before zt_model_set_expert_parallel): each expert tensor keeps
+ * its tp cut and holds the second half of its tp part's elements (the part's experts 2 and 3,
+ * contiguous there), the same logical elements in the same order (zt_tp_runs); the dense
+ * parameters as they were */
+static void store_part_1(int tp, zt_llama_config *c, zt_model **mp, zt_model **refp) {
+    zt_error err = {0};
+    tiny_moe_pair(c, mp, refp);
+    zt_model *m = *mp, *ref = *refp;
+    assert_int_equal(zt_tp_apply(m, tp, tp - 1, &err), ZT_OK);
+    assert_int_equal(zt_tp_apply(ref, tp, tp - 1, &err), ZT_OK);
     assert_int_equal(zt_model_store_experts(m, 2, 1, &err), ZT_ERR_USAGE); /* ep not set first */
     assert_non_null(strstr(err.msg, "experts stored as part 1 of 2, but its experts are spread over 1 part"));
     assert_int_equal(zt_model_set_expert_parallel(m, 2, &err), ZT_OK);
@@ -232,27 +263,51 @@ static void test_stored_experts(void **state) {
     int cut = 0;
     for (int i = 0; i < m->n_params; i++) {
         const zt_param_desc *p = &m->params[i], *q = &ref->params[i];
-        if (q->norm_blocks != c.n_experts) {
+        if (q->norm_blocks != c->n_experts) {
             assert_int_equal(p->numel, q->numel);
             assert_int_equal(p->shard_group, ZT_SHARD_GROUP_DP);
+            assert_false(zt_param_experts_stored(p));
             continue;
         }
         cut++;
+        assert_true(zt_param_experts_stored(p));
+        assert_int_equal(zt_param_expert_parts(p), 2);
         assert_int_equal(p->shape[0], q->shape[0] / 2);
         assert_int_equal(p->numel, q->numel / 2);
-        assert_int_equal(p->logical_numel, q->numel);
-        assert_int_equal(p->tp_parts, 2);
-        assert_int_equal(p->tp_part, 1);
-        assert_int_equal(p->part_group, ZT_PART_EP);
+        assert_int_equal(p->logical_numel, q->logical_numel);
+        assert_int_equal(p->ep_parts, 2);
+        assert_int_equal(p->ep_part, 1);
+        assert_int_equal(p->tp_parts, q->tp_parts);
+        assert_int_equal(p->tp_part, q->tp_part);
+        assert_int_equal(p->tp_dim, q->tp_dim);
         assert_int_equal(p->shard_group, ZT_SHARD_GROUP_EDP);
-        assert_int_equal(p->norm_blocks, c.n_experts / 2);
+        assert_int_equal(p->norm_blocks, c->n_experts / 2);
+        assert_int_equal(zt_tp_part_numel(p, 0), p->numel);
+        int64_t *whole = malloc((size_t)q->numel * sizeof *whole), *mine = malloc((size_t)p->numel * sizeof *mine);
+        assert_non_null(whole);
+        assert_non_null(mine);
+        assert_int_equal(zt_tp_runs(q, q->tp_part, 0, q->numel, index_run, whole), 0);
+        assert_int_equal(zt_tp_runs(p, p->tp_part, 0, p->numel, index_run, mine), 0);
+        assert_memory_equal(mine, whole + p->numel, (size_t)p->numel * sizeof *mine);
+        free(whole);
+        free(mine);
     }
-    assert_int_equal(cut, 3 * c.n_layer); /* w1, w2, w3 of every block */
+    assert_int_equal(cut, 3 * c->n_layer); /* w1, w2, w3 of every block */
+}
+
+/* The experts stored E/ep a rank (zt_model_store_experts, store_part_1): part 1 of 2 of
+ * llama-tiny-moe keeps 2 of its 4 experts, the plan gives each expert tensor ep slots of gradient
+ * after the gradient layout, and zt_model_whole_experts gives the model back as it was */
+static void test_stored_experts(void **state) {
+    zt_error err = {0};
+    zt_llama_config c;
+    zt_model *m, *ref;
+    store_part_1(1, &c, &m, &ref);
     zt_plan pl;
     assert_int_equal(zt_plan_create(m, 1, 0, &pl, &err), ZT_OK);
     size_t slots = 0;
     for (int i = 0; i < m->n_params; i++) {
-        bool expert = m->params[i].part_group == ZT_PART_EP;
+        bool expert = zt_param_experts_stored(&m->params[i]);
         assert_int_equal(pl.p[i].gnumel, expert ? 2 * m->params[i].numel : m->params[i].numel);
         if (!expert) continue;
         assert_int_equal(pl.p[i].gslot, slots); /* in table order, after the gradient layout */
@@ -282,13 +337,23 @@ static void test_stored_experts(void **state) {
     o.hybrid_shard_size = 3;
     const char *why = zt_memory_experts_whole_reason(m, &o, NULL);
     assert_true(why && strstr(why, "neither a multiple nor a divisor"));
-    assert_int_equal(zt_model_store_experts(m, 2, 0, &err), ZT_ERR_USAGE); /* twice */
-    assert_non_null(strstr(err.msg, "stored already"));
-    zt_model_whole_experts(m);
-    assert_false(zt_model_experts_local(m));
-    for (int i = 0; i < m->n_params; i++) assert_memory_equal(&m->params[i], &ref->params[i], sizeof m->params[i]);
-    zt_model_free(m);
-    zt_model_free(ref);
+    whole_again(m, ref);
+}
+
+/* The experts stored E/ep a rank under tensor parallelism (store_part_1 of tp 2's part 1): the ep
+ * cut outside tp's; the plan's gradient is the tp part's E experts (ep slots); zt_model_whole_experts
+ * gives the tp-cut model back as it was */
+static void test_stored_experts_tp(void **state) {
+    zt_error err = {0};
+    zt_llama_config c;
+    zt_model *m, *ref;
+    store_part_1(2, &c, &m, &ref);
+    zt_plan pl;
+    assert_int_equal(zt_plan_create(m, 1, 0, &pl, &err), ZT_OK);
+    for (int i = 0; i < m->n_params; i++)
+        assert_int_equal(pl.p[i].gnumel, ref->params[i].numel); /* the tp part's E experts: ep slots */
+    zt_plan_free(&pl);
+    whole_again(m, ref);
 }
 
 int main(void) {
@@ -299,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_norm_blocks),
         cmocka_unit_test(test_shard_groups),
         cmocka_unit_test(test_stored_experts),
+        cmocka_unit_test(test_stored_experts_tp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,14 +94,17 @@ typedef struct zt_param_desc {
      * tensor, which checkpoints, weights files and zt_engine_param_gather/_set deal in, and where
      * shape sits in it: dimension tp_dim is tp_blocks equal blocks (GPT-2's fused QKV: 3), each
      * cut into tp_parts near-equal ranges, and this process holds range tp_part of every block.
-     * tp_parts 1 (zt_model_add_param's default): the whole tensor, logical_shape = shape. */
+     * tp_parts 1 (zt_model_add_param's default): not cut by tp. */
     int64_t logical_shape[ZT_MAX_DIMS];
     int64_t logical_numel;
     int tp_parts, tp_part, tp_dim, tp_blocks;
-    /* The ranks the parts above are spread over (a zt_part_group): ZT_PART_TP, the tensor-parallel
-     * group (zt_tp_apply), or ZT_PART_EP, the expert-parallel group: a mixture's stacked experts
-     * stored E/ep a rank (zt_model_store_experts: dim 0 cut into ep parts of whole experts) */
-    uint8_t part_group;
+    /* The experts stored E/ep a rank (zt_model_store_experts; docs/parallelism.md): a mixture's
+     * stacked experts' tensor cut over the expert-parallel group, outside the tp cut. Dim 0 of the
+     * logical tensor is ep_parts equal ranges of whole experts and this process holds range
+     * ep_part: all of it, or under tensor parallelism its tp part, cut by the tp_* fields as that
+     * range's own tensor would be (zt_tp_ep_view, src/shard/tp.h; tp_blocks counts the whole
+     * tensor's blocks). 0 or 1: not cut by ep. Neither cut: logical_shape = shape. */
+    int ep_parts, ep_part;
     char lora;        /* 'A' or 'B': a LoRA adapter matrix of parameter lora_base (zt_model_add_lora);
                          0: any other parameter */
     int lora_base;    /* the weight an adapter adapts; -1 for every other parameter */
@@ -117,10 +120,13 @@ typedef struct zt_param_desc {
     int norm_blocks;
 } zt_param_desc;
 
-/* zt_param_desc.part_group */
-typedef enum zt_part_group { ZT_PART_TP = 0, ZT_PART_EP = 1 } zt_part_group;
 /* p is a stacked experts' tensor stored E/ep a rank (zt_model_store_experts): cut over the ep parts */
-static inline bool zt_param_experts_stored(const zt_param_desc *p) { return p->part_group == ZT_PART_EP && p->tp_parts > 1; }
+static inline bool zt_param_experts_stored(const zt_param_desc *p) { return p->ep_parts > 1; }
+/* The ep parts such a tensor is stored over (its logical experts are this many times its own); 1
+ * for every other parameter */
+static inline int zt_param_expert_parts(const zt_param_desc *p) { return p->ep_parts > 1 ? p->ep_parts : 1; }
+/* p holds a part of its logical tensor (cut by tensor parallelism, or its experts stored E/ep a rank) */
+static inline bool zt_param_cut(const zt_param_desc *p) { return p->tp_parts > 1 || p->ep_parts > 1; }
 
 /* zt_param_desc.shard_group: the group a parameter's gradient is reduced and its pieces sharded over */
 typedef enum zt_shard_group {
@@ -522,12 +528,13 @@ int zt_model_set_expert_parallel(zt_model *m, int parts, zt_error *err);
 int zt_model_ep_parts(const zt_model *m);
 /* Stores m's stacked experts E/ep a part (docs/parallelism.md, "Expert parallelism"): each
  * parameter of `parts` norm blocks (= zt_model.moe_experts, the experts stacked along dim 0) keeps
- * part `part`'s rows, its logical tensor the whole (zt_param_desc.part_group ZT_PART_EP), its
+ * part `part`'s rows, its logical tensor the whole (zt_param_desc.ep_parts, ep_part), its
  * gradient reduced and its pieces sharded over the expert-data-parallel ranks
  * (ZT_SHARD_GROUP_EDP); the units run their experts from it (zt_unit.ep_local). Call after
- * zt_model_set_expert_parallel(m, parts) and before zt_engine_create. ZT_ERR_USAGE naming the
- * numbers for parts not the model's ep parts, a part out of range, or a model already cut by
- * tensor parallelism (not built: its experts stay whole on every rank). */
+ * zt_model_set_expert_parallel(m, parts) and before zt_engine_create; a model zt_tp_apply cut keeps
+ * its tp cut inside the ep cut (each tp part of ep part `part` holds its tp slice of the part's
+ * experts). ZT_ERR_USAGE naming the numbers for parts not the model's ep parts, a part out of
+ * range, or experts stored already. */
 int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err);
 /* Whether zt_model_store_experts cut m's experts; and the experts whole again (estimates of
  * strategies that keep them whole: src/memory/estimate.c) */

@@ -259,9 +259,8 @@ static char *build_manifest(zt_engine *e, const zt_ckpt_meta *meta, int nwriters
         cJSON_AddStringToObject(t, "dtype", "f32");
         cJSON *slices = cJSON_AddArrayToObject(t, "slices");
         /* a whole parameter: part 0's files only; the experts stored E/ep a rank: the data-parallel
-         * ranks' files (tensor parallelism is 1 then), each its part's rows */
-        bool stored = zt_param_experts_stored(p);
-        int parts = p->tp_parts > 1 && !stored ? tp : 1;
+         * ranks' files (of every tp part where tensor parallelism cuts them too), each its part's rows */
+        int parts = p->tp_parts > 1 ? tp : 1;
         int base = zt_ckpt_stage_of(e, i) * tp * nwriters; /* its stage's files */
         for (int k = 0; k < zt_ckpt_n_kinds(e); k++)
             for (int f = base; f < base + parts * nwriters; f++) {

@@ -37,18 +37,19 @@ static int nest_group(const zt_engine *e, bool experts, int n) {
 }
 
 /* Writer s of w's rows of parameter p (the whole model's): [*lo, *hi) of its part *part's rows
- * (*part: in, a dense parameter's tensor-parallel part; out, the experts' part). A dense
- * parameter: the plan's rows of shard s of w (its tensor-parallel part's files each); an expert
- * tensor stored E/ep a rank: writer s is data-parallel rank s, which holds part s % ep, and writes
- * the plan's rows of its expert-data-parallel shard s / ep of w / ep (the pieces ZeRO keeps; under
- * ddp the same rows of the whole part); under hybrid the nested sub-pieces above. */
+ * (*part: in, the tensor-parallel part; out, the part index of slices.h: the experts' part, under
+ * tensor parallelism its tp part of it). A dense parameter: the plan's rows of shard s of w (its
+ * tensor-parallel part's files each); an expert tensor stored E/ep a rank: writer s is
+ * data-parallel rank s, which holds part s % ep, and writes the plan's rows of its
+ * expert-data-parallel shard s / ep of w / ep (the pieces ZeRO keeps; under ddp the same rows of
+ * the whole part); under hybrid the nested sub-pieces above. */
 void zt_ckpt_writer_rows(const zt_engine *e, const zt_param_desc *p, int w, int s, int *part, int64_t *lo,
                          int64_t *hi) {
     int64_t rows, len;
-    int ep = zt_param_experts_stored(p) ? p->tp_parts : 0;
-    if (ep) *part = s % ep;
+    int ep = zt_param_expert_parts(p);
+    if (ep > 1) *part = zt_ckpt_part_index(p, *part, s % ep);
     zt_ckpt_part_shape(p, *part, &rows, &len);
-    if (ep) zt_plan_rows(rows, len, p->norm_blocks, w / ep, nested_piece(s / ep, w / ep, nest_group(e, true, w / ep)), lo, hi);
+    if (ep > 1) zt_plan_rows(rows, len, p->norm_blocks, w / ep, nested_piece(s / ep, w / ep, nest_group(e, true, w / ep)), lo, hi);
     else zt_plan_rows(rows, len, p->norm_blocks, w, nested_piece(s, w, nest_group(e, false, w)), lo, hi);
 }
 

@@ -1,5 +1,6 @@
 /* slices.c - a checkpoint's slices as rectangles of logical tensors (slices.h): the rectangles a
- * tensor-parallel part's rows cover, and reading a rectangle from whatever slices overlap it.
+ * tensor- (and expert-) parallel part's rows cover, and reading a rectangle from whatever slices
+ * overlap it.
  *
  * Invariants: every manifest number is read as a whole number in range before use (never a cast
  * out of range, never an offset past the file's end); a rectangle is filled only when the slices
@@ -46,7 +47,24 @@ int zt_ckpt_read_at(int fd, void *p, size_t n, off_t off) {
     return 0;
 }
 
+int zt_ckpt_part_index(const zt_param_desc *p, int tp_part, int ep_part) {
+    return p->ep_parts > 1 ? tp_part * p->ep_parts + ep_part : tp_part;
+}
+
+/* p's part `part` as a tp part of a whole tensor: p itself, or (the experts stored E/ep a rank) *v,
+ * its ep part's view from logical row *row0, *part its tp part */
+static const zt_param_desc *tp_view(const zt_param_desc *p, int *part, zt_param_desc *v, int64_t *row0) {
+    *row0 = 0;
+    if (p->ep_parts <= 1) return p;
+    *v = zt_tp_ep_view(p, *part % p->ep_parts, row0);
+    *part /= p->ep_parts;
+    return v;
+}
+
 void zt_ckpt_part_shape(const zt_param_desc *p, int part, int64_t *rows, int64_t *row_len) {
+    zt_param_desc v;
+    int64_t row0;
+    p = tp_view(p, &part, &v, &row0);
     int64_t R = p->logical_shape[0], L = p->logical_numel / R, b, c;
     *rows = R;
     *row_len = L;
@@ -60,7 +78,7 @@ void zt_ckpt_part_shape(const zt_param_desc *p, int part, int64_t *rows, int64_t
     }
 }
 
-int zt_ckpt_part_rects(const zt_param_desc *p, int part, int64_t lo, int64_t hi, zt_rect *out) {
+static int part_rects(const zt_param_desc *p, int part, int64_t lo, int64_t hi, zt_rect *out) {
     int64_t rows = p->logical_shape[0], row_len = p->logical_numel / rows;
     if (hi <= lo) return 0;
     if (p->tp_parts == 1) {
@@ -80,6 +98,15 @@ int zt_ckpt_part_rects(const zt_param_desc *p, int part, int64_t lo, int64_t hi,
         int64_t a = lo > b * cnt ? lo : b * cnt, z = hi < (b + 1) * cnt ? hi : (b + 1) * cnt;
         if (a < z) out[n++] = (zt_rect){b * Eb + rb + (a - b * cnt), z - a, 0, row_len};
     }
+    return n;
+}
+
+int zt_ckpt_part_rects(const zt_param_desc *p, int part, int64_t lo, int64_t hi, zt_rect *out) {
+    zt_param_desc v;
+    int64_t row0;
+    const zt_param_desc *t = tp_view(p, &part, &v, &row0); /* (sets part: before the call below) */
+    int n = part_rects(t, part, lo, hi, out);
+    for (int k = 0; k < n; k++) out[k].r0 += row0; /* the ep part's rows of the logical tensor */
     return n;
 }
 
@@ -134,9 +161,10 @@ int zt_ckpt_fill_rect(const zt_ckpt_files *fs, const cJSON *tj, const char *kind
 int zt_ckpt_fill_local_rows(const zt_ckpt_files *fs, const cJSON *tj, const char *kind, const zt_param_desc *p,
                             int64_t lo, int64_t hi, float *dst, zt_error *err) {
     zt_rect rects[8];
-    if (p->tp_blocks > 8)
-        return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: %s is cut in %d blocks (at most 8)", p->name, p->tp_blocks);
-    int n = zt_ckpt_part_rects(p, p->tp_part, lo, hi, rects);
+    int blocks = p->ep_parts > 1 && p->tp_parts > 1 && p->tp_dim == 0 ? p->tp_blocks / p->ep_parts : p->tp_blocks;
+    if (blocks > 8)
+        return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: %s is cut in %d blocks (at most 8)", p->name, blocks);
+    int n = zt_ckpt_part_rects(p, zt_ckpt_part_index(p, p->tp_part, p->ep_part), lo, hi, rects);
     int64_t row_len = p->logical_numel / p->logical_shape[0];
     for (int k = 0; k < n; k++) {
         int rc = zt_ckpt_fill_rect(fs, tj, kind, rects[k], row_len, dst, p->name, err);

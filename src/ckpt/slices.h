@@ -5,7 +5,8 @@
  * A checkpoint stores logical tensors (docs/checkpoints.md), each viewed as rows x row_len
  * (logical_shape[0] x the rest): a slice is rows [row0, row0 + rows) x columns [col0, col0 + cols)
  * of it, row-major in its file (col0/cols absent: whole rows, the only form before tensor
- * parallelism). A rank holds rows [lo, hi) of its local tensor (its part, zt_param_desc's tp_*),
+ * parallelism). A rank holds rows [lo, hi) of its local tensor (its part: zt_param_desc's tp_* cut,
+ * inside the ep_* cut of the experts stored E/ep a rank),
  * which are the elements of at most tp_blocks rectangles, in order; loading intersects those with
  * every slice of the manifest, so a checkpoint written under any tp x dp layout loads under any
  * other. */
@@ -33,6 +34,11 @@ typedef struct zt_rect {
     int64_t r0, nr; /* logical rows [r0, r0 + nr) */
     int64_t c0, nc; /* columns [c0, c0 + nc) of each */
 } zt_rect;
+
+/* The part index the functions below take for tp part tp_part (and ep part ep_part) of p: the tp
+ * part, or for an expert tensor stored E/ep a rank (zt_param_desc.ep_parts > 1; each ep part's
+ * experts cut by tp where tp cuts them: zt_tp_ep_view) tp_part x ep_parts + ep_part. */
+int zt_ckpt_part_index(const zt_param_desc *p, int tp_part, int ep_part);
 
 /* The rectangles of parameter p's logical tensor that rows [lo, hi) of part `part`'s local tensor
  * hold, in local order (their elements, row-major, one rectangle after the other, are the local

@@ -871,7 +871,7 @@ static uint64_t param_hash(zt_engine *e, int only) {
         size_t n = (size_t)m->params[i].logical_numel; /* the logical tensor, gathered when cut */
         if (only >= 0 && m->params[i].trainable != (only == 1)) continue;
         const float *local = zt_store_local_is_piece(e) ? NULL : zt_store_local_fp32(e, i);
-        if (!local || m->params[i].tp_parts > 1) {
+        if (!local || zt_param_cut(&m->params[i])) {
             /* bf16-low: hashed as fp32, the same bytes */
             zt_error err;
             float *t = realloc(tmp, n * sizeof *t);

@@ -332,18 +332,21 @@ int zt_engine_ep_norm(zt_engine *e, const double *partials, const double **logic
 /* The group the units get, or NULL (whole model, whole sequences, every expert here). */
 const zt_unit_group *zt_engine_group(const zt_engine *e);
 /* *sumsq = the squared gradient norm of the logical model from this part's complete chunk
- * partials (plan order): the cut parameters' sums of every part, in part order, plus the whole
- * parameters' once. A collective over the tp group. */
+ * partials (plan order; with the experts stored E/ep a rank the logical order zt_engine_ep_norm
+ * gives): the cut parameters' sums of every part, in part order, plus the whole parameters' once.
+ * A collective over the tp group. */
 int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_error *err);
 /* logical (logical_numel floats) <- parameter i's local tensors of every part (local: this part's,
- * numel floats); a collective over the tp group when i is cut, a copy otherwise. */
+ * numel floats); collectives over the tp group and (the experts stored E/ep a rank) the ep group
+ * when i is cut, a copy otherwise. */
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err);
 /* Where parameter i's part sits among the parts concatenated in part order (floats before it; 0
  * when i is whole). */
 size_t zt_engine_tp_part_offset(const zt_engine *e, int i);
 /* logical (logical_numel floats) <- the parts of cut parameter i: stage (logical_numel floats)
  * holds this part's elements at zt_engine_tp_part_offset and receives every part's there (an
- * all-gather over the tp group, in place), then each is placed (zt_tp_place). No allocation: the
+ * all-gather over the tp group, in place), then each is placed (zt_tp_place); the experts stored
+ * E/ep a rank then gather the ep parts' rows of logical over the ep group. No allocation: the
  * optimizer step's gathers (step_whole.c) use it on their planned buffers. */
 int zt_engine_tp_gather_logical(zt_engine *e, int i, float *stage, float *logical, const char *what, zt_error *err);
 

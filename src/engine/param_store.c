@@ -358,7 +358,7 @@ int zt_engine_param_set(zt_engine *e, int idx, const float *full, zt_error *err)
         return zt_error_set(err, ZT_ERR_USAGE, "engine: no parameter %d (model %s has %d)", idx, e->model->name,
                             e->model->n_params);
     const zt_param_desc *p = &e->model->params[idx];
-    if (p->tp_parts == 1) return zt_store_set(e, idx, full, err);
+    if (!zt_param_cut(p)) return zt_store_set(e, idx, full, err);
     float *local = malloc((size_t)p->numel * sizeof *local); /* this part of the logical tensor */
     if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "setting %s: out of memory", p->name);
     zt_tp_take(p, p->tp_part, full, local);
@@ -374,7 +374,7 @@ float *zt_engine_param(zt_engine *e, int idx) {
 
 int zt_engine_param_gather(zt_engine *e, int idx, float *dst, zt_error *err) {
     const zt_param_desc *p = &e->model->params[idx];
-    if (p->tp_parts == 1) return zt_store_gather(e, idx, dst, err);
+    if (!zt_param_cut(p)) return zt_store_gather(e, idx, dst, err);
     float *local = malloc((size_t)p->numel * sizeof *local);
     if (!local) return zt_error_set(err, ZT_ERR_NOMEM, "gathering %s: out of memory", p->name);
     int rc = zt_store_gather(e, idx, local, err);

@@ -419,7 +419,7 @@ int zt_pipeline_norm(zt_engine *e, const double *partials, size_t n, double *sum
         for (int s = 0; s < p->p; s++)
             for (int k = 0; k < f->n_params; k++) {
                 if (!zt_pp_stage_holds(f, &p->cut, s, k)) continue;
-                int64_t nk = zt_plan_desc_chunks(&f->params[k]);
+                int64_t nk = zt_plan_desc_chunks(&f->params[k]) * zt_param_expert_parts(&f->params[k]);
                 double *to = f->params[k].tp_parts > 1 ? &cut : &whole;
                 for (int64_t q = 0; q < nk && c < total; q++) *to += all[c++];
             }

@@ -38,13 +38,13 @@ static int grad_norm(zt_engine *e, double *norm, zt_error *err) {
         *norm = sqrt(sumsq);
         return rc;
     }
-    if (e->edp_groups) {
+    if (e->edp_groups && !e->tp_comm) {
         *norm = sqrt(zt_sum_in_order(partials, n));
         return ZT_OK;
     }
     if (e->tp_comm) { /* tensor parallelism: every part's cut parameters, the whole ones once */
         double sumsq;
-        int rc = zt_engine_tp_norm(e, e->norm_partials, &sumsq, err);
+        int rc = zt_engine_tp_norm(e, partials, &sumsq, err);
         *norm = sqrt(sumsq);
         return rc;
     }

@@ -1,8 +1,8 @@
 /* tp_group.c - the engine's side of tensor parallelism (docs/parallelism.md): the collectives a
  * cut unit calls (zt_unit_group: sums, maxima, the generated logits side by side, and sequence
  * parallelism's all-gathers and reduce-scatters along T) over the mesh's tp group, the gradient norm's sum over the parts, and parameters as logical tensors (gathered
- * from every part, or taken from a whole one; Muon's and LAMB's step gathers its cut matrices and
- * tensors the same way, step_whole.c).
+ * from every part, the experts stored E/ep a rank then from every ep part, or taken from a whole
+ * one; Muon's and LAMB's step gathers its cut matrices and tensors the same way, step_whole.c).
  *
  * Invariants: every sum over the parts is a fixed tree (zt_all_reduce: the same bits on every part)
  * or an in-order sum of gathered values, so the parts stay bit-identical where they replicate
@@ -218,7 +218,7 @@ int zt_engine_tp_norm(zt_engine *e, const double *partials, double *sumsq, zt_er
     double whole = 0, cut[2] = {0, 0}; /* cut[0]: this part's split parameters */
     int64_t chunk = 0;
     for (int i = 0; i < m->n_params; i++) {
-        int64_t n = zt_plan_desc_chunks(&m->params[i]);
+        int64_t n = zt_plan_desc_chunks(&m->params[i]) * zt_param_expert_parts(&m->params[i]);
         double *to = m->params[i].tp_parts > 1 ? &cut[0] : &whole;
         for (int64_t k = 0; k < n; k++) *to += partials[chunk + k];
         chunk += n;
@@ -239,31 +239,39 @@ size_t zt_engine_tp_part_offset(const zt_engine *e, int i) {
     return off;
 }
 
-/* The ranks a cut parameter's parts are spread over: the tp group's, or (the experts stored E/ep a
- * rank) the ep group's */
-static zt_comm *part_comm(const zt_engine *e, const zt_param_desc *p) {
-    return p->part_group == ZT_PART_EP ? e->ep_comm : e->tp_comm;
+/* The experts stored E/ep a rank (zt_param_desc.ep_parts): logical holds this rank's ep part's rows
+ * (its tp parts placed); the ep parts' rows from every ep rank, in place */
+static int gather_ep_rows(zt_engine *e, const zt_param_desc *p, float *logical, const char *what, zt_error *err) {
+    int P = p->ep_parts;
+    size_t counts[P], n = (size_t)(p->logical_numel / P);
+    for (int q = 0; q < P; q++) counts[q] = n;
+    zt_trace_begin("tp", what);
+    int rc = zt_all_gather_f32(e->ep_comm, logical + (size_t)p->ep_part * n, logical, counts, what, err);
+    span_end("all_gather", (size_t)p->logical_numel);
+    return rc;
 }
 
 int zt_engine_tp_gather_logical(zt_engine *e, int i, float *stage, float *logical, const char *what, zt_error *err) {
     const zt_param_desc *p = &e->model->params[i];
-    int P = p->tp_parts;
+    int P = p->tp_parts, rc = 0;
     size_t counts[P > 0 ? P : 1], off = zt_engine_tp_part_offset(e, i);
     for (int q = 0; q < P; q++) counts[q] = (size_t)zt_tp_part_numel(p, q);
-    zt_trace_begin("tp", what);
-    int rc = zt_all_gather_f32(part_comm(e, p), stage + off, stage, counts, what, err);
-    span_end("all_gather", (size_t)p->logical_numel);
+    if (P > 1) { /* the tp parts (of this rank's ep part: zt_tp_ep_view) */
+        zt_trace_begin("tp", what);
+        rc = zt_all_gather_f32(e->tp_comm, stage + off, stage, counts, what, err);
+        span_end("all_gather", (size_t)p->logical_numel);
+    }
     off = 0;
     for (int q = 0; q < P && !rc; q++) {
         zt_tp_place(p, q, stage + off, logical);
         off += counts[q];
     }
-    return rc;
+    return rc || p->ep_parts <= 1 ? rc : gather_ep_rows(e, p, logical, what, err);
 }
 
 int zt_engine_tp_to_logical(zt_engine *e, int i, const float *local, float *logical, zt_error *err) {
     const zt_param_desc *p = &e->model->params[i];
-    if (p->tp_parts == 1) {
+    if (!zt_param_cut(p)) {
         if (logical != local) memcpy(logical, local, (size_t)p->numel * sizeof(float));
         return ZT_OK;
     }

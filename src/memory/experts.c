@@ -18,16 +18,12 @@ const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_op
     bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
     int S = hybrid_group(o), ep = zt_model_ep_parts(m);
     bool hybrid_apart = o->strategy == ZT_STRATEGY_HYBRID && (S < 1 || !zt_mesh_edp_shard_size(S, ep));
-    bool cut = false;
-    for (int i = 0; i < m->n_params; i++) cut |= m->params[i].tp_parts > 1 && m->params[i].part_group == ZT_PART_TP;
     /* hybrid: a shard group of S dp x cp ranks neither a multiple nor a divisor of ep leaves ep groups
      * (ep consecutive ranks) straddling two shard groups, so an expert's owners would shard it
      * unevenly inside the shard groups and their pieces would not line up across the replicas */
     return hybrid_apart ? "the hybrid strategy with a shard group neither a multiple nor a divisor of the "
                           "expert-parallel size (an ep group would straddle two shard groups; torchtitan refuses "
                           "such a mesh: its experts' efsdp x ep must equal dp_shard x cp x tp)"
-           : cut                                                           ? "tensor parallelism (a tensor tp cut "
-                                                                             "is not cut again by ep)"
            : param_offload                                                 ? "parameter offload"
            : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
                                                                            : NULL;
@@ -77,7 +73,7 @@ void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts) 
     *logical = *experts = 0;
     for (int i = 0; i < m->n_params; i++) {
         int64_t c = zt_plan_desc_chunks(&m->params[i]);
-        *logical += zt_param_experts_stored(&m->params[i]) ? c * m->params[i].tp_parts : c;
+        *logical += c * zt_param_expert_parts(&m->params[i]);
         if (zt_param_experts_stored(&m->params[i])) *experts += c;
     }
 }

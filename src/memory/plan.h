@@ -143,10 +143,11 @@ bool zt_memory_edp_replica_shared(const zt_model *m, const zt_plan *pl, bool rep
 const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o,
                                            const zt_memory_plan_options *po);
 /* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o and po: no
- * reason above */
+ * reason above (a model tensor parallelism cut stores them too: each tp part of an ep part holds its
+ * tp slice of the part's experts, zt_param_desc.ep_parts) */
 bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
 /* Estimates: m's experts stored E/ep a rank (part 0's shapes: every part's are equal) or whole, as
- * the engine would run them under o (a model cut by tensor parallelism keeps them whole) */
+ * the engine would run them under o */
 void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
 /* The experts stored E/ep a rank: the logical model's gradient-norm chunks and one part's expert
  * chunks (engine/ep_group.c's norm), and the floats of that norm's buffers (class comm) */

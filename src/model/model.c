@@ -186,22 +186,16 @@ int zt_model_store_experts(zt_model *m, int parts, int part, zt_error *err) {
         return zt_error_set(err, ZT_ERR_USAGE, "model %s: experts stored as part %d of %d, but its experts are "
                             "spread over %d part%s (zt_model_set_expert_parallel first)", m->name, part, parts,
                             zt_model_ep_parts(m), zt_model_ep_parts(m) == 1 ? "" : "s");
-    for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].tp_parts > 1)
-            return zt_error_set(err, ZT_ERR_USAGE, "model %s: experts stored E/ep a rank with %s cut over %d parts "
-                                "(tensor parallelism, or stored already): not built", m->name, m->params[i].name,
-                                m->params[i].tp_parts);
+    if (zt_model_experts_local(m))
+        return zt_error_set(err, ZT_ERR_USAGE, "model %s: experts stored already (E/ep a rank)", m->name);
     for (int i = 0; i < m->n_params; i++) {
         zt_param_desc *p = &m->params[i];
         if (p->norm_blocks != m->moe_experts || p->norm_blocks < 2) continue; /* not a stacked experts' tensor */
-        p->tp_parts = parts;
-        p->tp_part = part;
-        p->tp_dim = 0;
-        p->tp_blocks = 1;
-        p->part_group = ZT_PART_EP;
+        p->ep_parts = parts; /* under tensor parallelism outside its cut (the experts' width) */
+        p->ep_part = part;
         p->shard_group = ZT_SHARD_GROUP_EDP;
-        p->shape[0] = p->logical_shape[0] / parts; /* whole experts: parts divides E (set_expert_parallel) */
-        p->numel = p->logical_numel / parts;
+        p->shape[0] /= parts; /* whole experts: parts divides E (set_expert_parallel) */
+        p->numel /= parts;
         p->norm_blocks = m->moe_experts / parts;
     }
     for (int u = 0; u < m->n_units; u++) m->units[u].ep_local = true;
@@ -214,12 +208,12 @@ void zt_model_whole_experts(zt_model *m) {
     if (!zt_model_experts_local(m)) return;
     for (int i = 0; i < m->n_params; i++) {
         zt_param_desc *p = &m->params[i];
-        if (p->part_group != ZT_PART_EP) continue;
-        p->norm_blocks *= p->tp_parts;
-        p->shape[0] = p->logical_shape[0];
-        p->numel = p->logical_numel;
-        p->tp_parts = 1, p->tp_part = 0, p->tp_dim = 0, p->tp_blocks = 1;
-        p->part_group = ZT_PART_TP;
+        if (!zt_param_experts_stored(p)) continue;
+        int parts = zt_param_expert_parts(p);
+        p->norm_blocks *= parts;
+        p->shape[0] *= parts;
+        p->numel *= parts;
+        p->ep_parts = 0, p->ep_part = 0; /* tensor parallelism's cut stays */
         p->shard_group = ZT_SHARD_GROUP_DP;
     }
     for (int u = 0; u < m->n_units; u++) m->units[u].ep_local = false;

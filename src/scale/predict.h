@@ -18,7 +18,7 @@
  *           FSDP (nccl), all pieces at once after the last reduce-scatter in zerotrain's engine
  * The optimizer updates P (ddp), P/N (zero1-3) or P/S (hybrid) parameters per device.
  * A mixture's experts spread over ep devices and stored E/ep a device (where the engine stores
- * them: zt_memory_experts_storable; not hybrid, not tp) are El = E/ep experts a device, and every
+ * them: zt_memory_experts_storable; not hybrid) are El = E/ep experts a device, and every
  * collective above runs for them over the expert-data-parallel group (D/ep ranks, ep·tp devices
  * apart) instead, after the dense parameters' over the D ranks: ddp's all-reduce of El experts'
  * gradients over D/ep, zero1-3's reduce-scatter and gathers likewise. The all-to-alls: ep_comm.h.

@@ -99,7 +99,7 @@ int zt_plan_create_groups(const zt_model *m, const zt_plan_group *groups, zt_pla
         }
         p->gfull_off = pl->gfull_floats; /* a frozen parameter takes no room in the gradient layouts */
         p->gshard_off = pl->gshard_floats;
-        p->gnumel = zt_param_experts_stored(d) ? d->numel * d->tp_parts : d->numel;
+        p->gnumel = d->numel * zt_param_expert_parts(d);
         p->gslot = pl->gslot_floats;
         if (d->trainable && p->gnumel > d->numel) pl->gslot_floats += align_up((size_t)(p->gnumel - d->numel));
         if (d->trainable) {

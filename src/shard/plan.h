@@ -36,7 +36,7 @@
 typedef struct zt_param_plan {
     int64_t rows, row_len;   /* dim 0, and numel / dim 0 */
     int64_t gnumel;          /* the floats of its gradient as units write it: numel, or with the
-                                experts stored E/ep a part (zt_param_desc.part_group ZT_PART_EP) ep x
+                                experts stored E/ep a part (zt_param_desc.ep_parts) ep x
                                 numel, the stored gradient then ep - 1 slots for the other source
                                 parts' partials (model/llama_moe_ep.c, zt_unit_args.grad_slots) */
     size_t gslot;            /* ... those slots' offset in the gradient buffers' slot region (after

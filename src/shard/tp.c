@@ -5,7 +5,8 @@
  * Invariants: a part's elements are the logical tensor's elements in the same row-major order,
  * restricted to the part's ranges (zt_tp_runs enumerates them), so every per-element rule that
  * holds for the logical tensor (the counter-based init, checkpoints' logical rows) holds for the
- * parts; a model is split once (a second zt_tp_apply is refused). */
+ * parts; a model is split once (a second zt_tp_apply is refused); an expert tensor also stored E/ep
+ * a rank is its ep part's range of experts cut as that range's own tensor (zt_tp_ep_view). */
 #include "shard/tp.h"
 
 #include <stdio.h>
@@ -17,8 +18,26 @@ void zt_tp_range(int64_t extent, int parts, int part, int64_t *begin, int64_t *c
     *begin = (int64_t)part * q + (part < r ? part : r);
 }
 
+zt_param_desc zt_tp_ep_view(const zt_param_desc *p, int q, int64_t *row0) {
+    zt_param_desc v = *p;
+    *row0 = 0;
+    if (p->ep_parts <= 1) return v;
+    v.logical_shape[0] = p->logical_shape[0] / p->ep_parts;
+    v.logical_numel = p->logical_numel / p->ep_parts;
+    if (p->tp_parts > 1 && p->tp_dim == 0) /* w1, w3 cut by tp: an expert a block */
+        v.tp_blocks = p->tp_blocks / p->ep_parts;
+    v.ep_parts = 0, v.ep_part = 0;
+    *row0 = (int64_t)q * v.logical_shape[0];
+    return v;
+}
+
 /* The extent of dimension dim of part `part` (the split dimension cut, the others whole). */
 static int64_t part_extent(const zt_param_desc *p, int part, int dim) {
+    int64_t row0;
+    if (p->ep_parts > 1) {
+        zt_param_desc v = zt_tp_ep_view(p, p->ep_part, &row0);
+        return part_extent(&v, part, dim);
+    }
     int64_t E = p->logical_shape[dim];
     if (p->tp_parts == 1 || dim != p->tp_dim) return E;
     int64_t b, c;
@@ -38,9 +57,26 @@ static int clip_run(int64_t lo, int64_t at, int64_t len, int64_t begin, int64_t 
     return a < b ? fn(ctx, a, at + (a - lo), b - a) : 0;
 }
 
+/* a run of an ep part's view, moved to the ep part's rows of the logical tensor */
+typedef struct shift_ctx {
+    zt_tp_run_fn fn;
+    void *ctx;
+    int64_t shift;
+} shift_ctx;
+static int shifted_run(void *ctx, int64_t local, int64_t logical, int64_t len) {
+    shift_ctx *c = ctx;
+    return c->fn(c->ctx, local, logical + c->shift, len);
+}
+
 int zt_tp_runs(const zt_param_desc *p, int part, int64_t begin, int64_t n, zt_tp_run_fn fn, void *ctx) {
     int64_t end = begin + n;
     if (n <= 0) return 0;
+    if (p->ep_parts > 1) {
+        int64_t row0;
+        zt_param_desc v = zt_tp_ep_view(p, p->ep_part, &row0);
+        shift_ctx c = {fn, ctx, row0 * (p->logical_numel / p->logical_shape[0])};
+        return zt_tp_runs(&v, part, begin, n, shifted_run, &c);
+    }
     if (p->tp_parts == 1) return fn(ctx, begin, begin, n);
     int64_t rows = p->logical_shape[0], row_len = p->logical_numel / rows;
     int rc = 0;
@@ -119,7 +155,7 @@ int zt_tp_apply(zt_model *m, int parts, int part, zt_error *err) {
         return zt_error_set(err, ZT_ERR_USAGE, "tensor parallelism: part %d of %d", part, parts);
     if (parts == 1) return ZT_OK;
     for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].tp_parts != 1)
+        if (zt_param_cut(&m->params[i]))
             return zt_error_set(err, ZT_ERR_USAGE, "tensor parallelism: model %s is split already (%s)", m->name,
                                 m->params[i].name);
     if (m->lora)

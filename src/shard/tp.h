@@ -37,6 +37,13 @@ void zt_tp_range(int64_t extent, int parts, int part, int64_t *begin, int64_t *c
  * (not cut yet); the message names the numbers. */
 int zt_tp_apply(zt_model *m, int parts, int part, zt_error *err);
 
+/* The experts stored E/ep a rank (zt_param_desc.ep_parts > 1): ep part q's range of whole experts
+ * as a tensor of its own, tensor parallelism's cut (if any) kept, its blocks the range's; *row0 its
+ * first row in p's logical tensor. For any other parameter *p and 0. The functions below see p
+ * through it with q = p->ep_part: a part is tp part `part` of this process's ep part (the whole
+ * ep part without tp), placed at that part's rows of the logical tensor. */
+zt_param_desc zt_tp_ep_view(const zt_param_desc *p, int q, int64_t *row0);
+
 /* Elements of parameter p's part `part` (p->tp_part's is p->numel). */
 int64_t zt_tp_part_numel(const zt_param_desc *p, int part);
 

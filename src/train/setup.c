@@ -26,7 +26,7 @@ int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_
      * (src/model/llama_moe_ep.c, through the engine's group) */
     if ((rc = zt_model_set_expert_parallel(model, mesh->ep, err))) return rc;
     /* ... stored E/ep a rank where the engine runs them so (zt_engine_store_experts: ddp, zero1-3,
-     * hybrid, AdamW or SGD, no tensor parallelism, no parameter offload; else whole on every rank) */
+     * hybrid, AdamW or SGD, tensor parallelism too, no parameter offload; else whole on every rank) */
     if ((rc = zt_engine_store_experts(model, eo, NULL, err))) return rc;
     s->smodel = model;
     if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */

@@ -27,7 +27,8 @@
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
 #     with the optimizer on NVMe too, and with the parameters: ep 2 x dp 2 zero3 with both offloads
 #     = the straight run, planned = measured, a smaller planned total than with them whole; Muon on
-#     every expert tensor and LAMB: ep 2 x dp 2 ddp, zero1, zero3 = one process with 4 micro-batches):
+#     every expert tensor and LAMB: ep 2 x dp 2 ddp, zero1, zero3 = one process with 4 micro-batches,
+#     Muon's streamed step with both offloads too):
 #     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
@@ -329,6 +330,17 @@ for opt in lamb muon; do
   then echo "ok   $opt: ep 2 x dp 2 ddp, experts stored: $(( wp - sp )) fewer parameter bytes at rest than whole, the same bits"
   else echo "FAIL $opt stored vs whole: params $sp vs $wp, hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
 done
+# ... and streamed (step_streamed.c: the momentum read from and the update written to the files):
+# Muon on every expert tensor, ep 2 x dp 2 zero3 with both offloads = one process, planned = measured
+MP=(--set optimizer.type=muon --set "optimizer.muon_params=${MU[3]}")
+one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 "${MP[@]}" 2>&1)" || true
+rm -rf "$T/nv"; mkdir -p "$T/nv"
+out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set parallel.expert_parallel_size=2 "${OFF[@]}" \
+       --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T/nv" "${MP[@]}" 2>&1)" || true
+if [ -n "$(hash_line "$one")" ] && [ "$(hash_line "$out")" = "$(hash_line "$one")" ] && grep -q "stored E/ep a rank" <<<"$out" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+then echo "ok   muon: ep 2 x dp 2 zero3, both offloads, experts stored = one process: $(hash_line "$out"), planned = measured"
+else echo "FAIL muon with both offloads: '$(hash_line "$out")' vs one process '$(hash_line "$one")'"; echo "$out" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 
 # ---- 7. the experts stored under hybrid (sharded inside a shard group, replicated across) ---------------
 # ep 2 x hybrid shard 2, zero3 inside: each shard group is one ep group, so a rank's experts are its

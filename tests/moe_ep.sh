@@ -287,7 +287,10 @@ else echo "FAIL zero3 stored experts' checkpoint: '$straight' -> ep 4 zero1 '$(h
 # with the parameters on NVMe too (zero3's pieces read into windows, a unit gathering its part's
 # experts over the edp ranks) as well, its planned gathered high-water below the same run's with the
 # experts whole (ZT_EXPERTS_WHOLE=1), which ends on the same bits (the edp comm's buffers, class comm,
-# are more: at this size they outweigh the experts a unit no longer gathers)
+# are more: at this size they outweigh the experts a unit no longer gathers). With the gradient
+# offload's norm partials taken at the dp group's shard index (pl->shard, not the expert's edp one)
+# rank 3 read past the plan's rows and died of SIGSEGV here, every run: the crash that kept the
+# experts whole under parameter offload
 OFF=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/nv")
 for s in zero1 zero3; do
   rm -rf "$T/nv"; mkdir -p "$T/nv"

@@ -25,7 +25,10 @@
 #  5. bad input: exit 2 naming the keys and numbers (experts not divisible by ep, ep not dividing the
 #     data-parallel ranks, ep with a dense model);
 #  6. every case above stores the experts E/ep a rank where the engine can (zt_engine_store_experts:
-#     not under parameter offload, which keeps them whole; with the optimizer on NVMe too):
+#     with the optimizer on NVMe too, and with the parameters: ep 2 x dp 2 zero3 with both offloads
+#     = the straight run, planned = measured, a smaller planned total than with them whole; Muon on
+#     every expert tensor and LAMB: ep 2 x dp 2 ddp, zero1, zero3 = one process with 4 micro-batches,
+#     Muon's streamed step with both offloads too):
 #     at rest ep 4 holds exactly the
 #     other experts' parameter and moment bytes fewer than with them whole (--experts-whole), the
 #     same bits; a zero3 ep 2 x dp 2 commit (each rank its part's pieces) resumes under ep 4 zero1
@@ -281,7 +284,13 @@ else echo "FAIL zero3 stored experts' checkpoint: '$straight' -> ep 4 zero1 '$(h
   echo "$z3" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 # with the optimizer state on NVMe (the experts' moments streamed from their El-expert pieces) the
 # experts stay stored: ep 2 x dp 2 zero1 and zero3 end on the straight run, every class at its plan;
-# parameter offload keeps them whole (named in the banner), the same bits
+# with the parameters on NVMe too (zero3's pieces read into windows, a unit gathering its part's
+# experts over the edp ranks) as well, its planned gathered high-water below the same run's with the
+# experts whole (ZT_EXPERTS_WHOLE=1), which ends on the same bits (the edp comm's buffers, class comm,
+# are more: at this size they outweigh the experts a unit no longer gathers). With the gradient
+# offload's norm partials taken at the dp group's shard index (pl->shard, not the expert's edp one)
+# rank 3 read past the plan's rows and died of SIGSEGV here, every run: the crash that kept the
+# experts whole under parameter offload
 OFF=(--set memory.offload_optimizer=nvme --set memory.offload_optimizer_nvme_path="$T/nv")
 for s in zero1 zero3; do
   rm -rf "$T/nv"; mkdir -p "$T/nv"
@@ -291,13 +300,50 @@ for s in zero1 zero3; do
   then echo "ok   ep 2 x dp 2 $s, optimizer on NVMe, experts stored: $straight, planned = measured"
   else echo "FAIL ep 2 x dp 2 $s with the optimizer on NVMe: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 done
+gathered() { grep -o '"event":"memory_plan"[^}]*' "$1" 2>/dev/null | grep -o '"gathered":[0-9]*' | cut -d: -f2; }
+for whole in 0 1; do
+  rm -rf "$T/nv"; mkdir -p "$T/nv"
+  out="$(ZT_EXPERTS_WHOLE=$whole "$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 \
+         --set parallel.expert_parallel_size=2 "${OFF[@]}" --set memory.offload_param=nvme \
+         --set memory.offload_param_nvme_path="$T/nv" --set logging.jsonl="$T/po$whole.jsonl" 2>&1)" || true
+  if [ $whole = 0 ]; then po_0="$out"; else po_1="$out"; fi
+done
+gs="$(gathered "$T/po0.jsonl")"; gw="$(gathered "$T/po1.jsonl")"
+if [ -n "$straight" ] && [ "$(hash_line "$po_0")" = "$straight" ] && [ "$(hash_line "$po_1")" = "$straight" ] &&
+   grep -q "stored E/ep a rank" <<<"$po_0" && grep -q "every expert stored on every rank" <<<"$po_1" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$po_0" &&
+   [ -n "$gs" ] && [ -n "$gw" ] && [ "$gs" -lt "$gw" ]
+then echo "ok   ep 2 x dp 2 zero3, parameters and optimizer on NVMe, experts stored: $straight, planned = measured, planned gathered high-water $gs bytes against $gw whole"
+else echo "FAIL ep 2 x dp 2 zero3 with parameter offload: stored '$(hash_line "$po_0")' (gathered $gs), whole '$(hash_line "$po_1")' ($gw) vs '$straight'"
+  echo "$po_0" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
+# Muon (here on every expert tensor too: one process orthogonalizes each stacked (E·I, C) matrix
+# whole) and LAMB (its trust ratio per tensor, the norms' chunks restarting at each expert) with the
+# experts stored: ep 2 x dp 2 = one process with 4 micro-batches; under ddp they hold the other
+# experts' parameter bytes fewer at rest than whole (--experts-whole), the same bits
+MU=(--optimizer muon --muon-params '[a-z]+\.[0-9]+\.[a-z_]+\.[a-z_]+\.weight|layers\.[0-9]+\.block_sparse_moe\.experts\.w[123]\.weight')
+for opt in lamb muon; do
+  args=(--optimizer lamb); [ $opt = muon ] && args=("${MU[@]}")
+  check "$opt: N=1 GA=4" "$opt-four" "$(run 1 ddp 4 $STEPS "${args[@]}")"
+  stored="$(run 4 ddp 1 $STEPS --ep 2 "${args[@]}")"; check "$opt: N=4 ep 2 x dp 2 ddp, experts stored" "$opt-four" "$stored"
+  check "$opt: N=4 ep 2 x dp 2 zero1" "$opt-four" "$(run 4 zero1 1 $STEPS --ep 2 "${args[@]}")"
+  check "$opt: N=4 ep 2 x dp 2 zero3" "$opt-four" "$(run 4 zero3 1 $STEPS --ep 2 "${args[@]}")"
+  whole="$(run 4 ddp 1 $STEPS --ep 2 --experts-whole "${args[@]}")"
+  read -r sp so <<<"$(rest "$stored")"; read -r wp wo <<<"$(rest "$whole")"
+  if [ -n "$sp" ] && [ -n "$wp" ] && [ "$sp" -lt "$wp" ] && [ "$(hash_of "$stored")" = "$(hash_of "$whole")" ]
+  then echo "ok   $opt: ep 2 x dp 2 ddp, experts stored: $(( wp - sp )) fewer parameter bytes at rest than whole, the same bits"
+  else echo "FAIL $opt stored vs whole: params $sp vs $wp, hashes $(hash_of "$stored") $(hash_of "$whole")"; fail=1; fi
+done
+# ... and streamed (step_streamed.c: the momentum read from and the update written to the files):
+# Muon on every expert tensor, ep 2 x dp 2 zero3 with both offloads = one process, planned = measured
+MP=(--set optimizer.type=muon --set "optimizer.muon_params=${MU[3]}")
+one="$("$Z" train "$T/m.yaml" --set training.gradient_accumulation_steps=4 "${MP[@]}" 2>&1)" || true
 rm -rf "$T/nv"; mkdir -p "$T/nv"
 out="$("$Z" train "${cfg4[@]}" --nproc 4 --set parallel.strategy=zero3 --set parallel.expert_parallel_size=2 "${OFF[@]}" \
-       --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T/nv" 2>&1)" || true
-if [ -n "$straight" ] && [ "$(hash_line "$out")" = "$straight" ] &&
-   grep -q "every expert stored on every rank: kept whole under parameter offload" <<<"$out"
-then echo "ok   ep 2 x dp 2 zero3 with parameter offload: the experts whole on every rank (said why), $straight"
-else echo "FAIL zero3 with parameter offload and ep: '$(hash_line "$out")' vs '$straight'"; echo "$out" | grep -E "experts over|rror" | head -3; fail=1; fi
+       --set memory.offload_param=nvme --set memory.offload_param_nvme_path="$T/nv" "${MP[@]}" 2>&1)" || true
+if [ -n "$(hash_line "$one")" ] && [ "$(hash_line "$out")" = "$(hash_line "$one")" ] && grep -q "stored E/ep a rank" <<<"$out" &&
+   grep -q "every class of every rank reached exactly its planned high-water" <<<"$out"
+then echo "ok   muon: ep 2 x dp 2 zero3, both offloads, experts stored = one process: $(hash_line "$out"), planned = measured"
+else echo "FAIL muon with both offloads: '$(hash_line "$out")' vs one process '$(hash_line "$one")'"; echo "$out" | grep -E "experts over|planned|rror" | head -3; fail=1; fi
 
 # ---- 7. the experts stored under hybrid (sharded inside a shard group, replicated across) ---------------
 # ep 2 x hybrid shard 2, zero3 inside: each shard group is one ep group, so a rank's experts are its

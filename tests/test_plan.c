@@ -333,10 +333,19 @@ static void test_stored_experts(void **state) {
         assert_int_equal(g[ZT_SHARD_GROUP_EDP].nshards, 1);
     }
     o.hybrid_shard_size = 4;
-    assert_null(zt_memory_experts_whole_reason(m, &o, NULL));
+    assert_null(zt_memory_experts_whole_reason(m, &o));
     o.hybrid_shard_size = 3;
-    const char *why = zt_memory_experts_whole_reason(m, &o, NULL);
+    const char *why = zt_memory_experts_whole_reason(m, &o);
     assert_true(why && strstr(why, "neither a multiple nor a divisor"));
+    /* every optimizer but 1-bit Adam stores them (Muon and LAMB: step_whole.c over the ep parts) */
+    o.strategy = ZT_STRATEGY_ZERO3;
+    o.offload.param_dir = "/nonexistent";
+    for (int k = ZT_OPT_ADAMW; k <= ZT_OPT_ONEBIT_ADAM; k++) {
+        o.optim.kind = (zt_optimizer_kind)k;
+        why = zt_memory_experts_whole_reason(m, &o);
+        if (k == ZT_OPT_ONEBIT_ADAM) assert_true(why && strstr(why, "1-bit Adam"));
+        else assert_null(why);
+    }
     whole_again(m, ref);
 }
 

@@ -5,6 +5,7 @@
  *   --recompute none|full|selective  --precision fp32|bf16|bf16-low|fp16  --reduce fp32|bf16|fp16
  *   --stochastic-rounding  --scale-power P  --clip X (the gradient-norm clip, optimizer.grad_clip:
  *   small enough that every step clips, the norm's bits reach the parameters)
+ *   --optimizer adamw|sgd|muon|lamb  --muon-params REGEX (optimizer.muon_params)
  * The precision options are collected first and applied once (tool_precision_apply), so their
  * order on the command line does not matter. Header-only: each tool is one file.
  * tool_main: one run (`TOOL STRATEGY GA STEPS ...`), or with `--serve DIR` many runs in one MPI
@@ -89,6 +90,8 @@ static int tool_engine_option(int argc, char **argv, int *i, zt_engine_options *
         }
         o->optim.kind = (zt_optimizer_kind)k;
     }
+    else if (!strcmp(a, "--muon-params")) /* optimizer.muon_params: the 2-D weights Muon updates */
+        snprintf(o->optim.muon_params, sizeof o->optim.muon_params, "%s", argv[++*i]);
     else if (!strcmp(a, "--hybrid")) { /* 0: ranks per node from the launcher, as the trainer does */
         o->hybrid_shard_size = atoi(argv[++*i]);
         if (o->hybrid_shard_size == 0) o->hybrid_shard_size = zt_launcher_default_shard_size(o->comm ? zt_comm_size(o->comm) : 1, NULL);

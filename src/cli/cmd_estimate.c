@@ -401,7 +401,7 @@ static int print_ranks(FILE *out, const shown *w, zt_error *err) {
     fprintf(out, "per rank (%s):", zt_strategy_name((zt_strategy)w->configured));
     zt_engine_options o = *w->opt;
     o.strategy = (zt_strategy)w->configured;
-    zt_memory_experts_for(w->model, &o, w->po);
+    zt_memory_experts_for(w->model, &o);
     for (int r = 0; r < w->world; r++) {
         zt_memory_plan p;
         int rc = zt_memory_plan_compute(w->model, &o, w->po, w->world, r, &p, err);

@@ -55,6 +55,9 @@ const zt_env_def zt_env_defs[ZT_ENV_COUNT] = {
         "model/context_parallel.c"),
     ROW(ZT_ENV_OFFLOAD_DIRECT, "ZT_OFFLOAD_DIRECT", "diagnostic",
         "0: NVMe offload through the page cache instead of O_DIRECT (comparisons)", "engine/offload.c"),
+    ROW(ZT_ENV_EXPERTS_WHOLE, "ZT_EXPERTS_WHOLE", "diagnostic",
+        "1: expert parallelism keeps every expert on every rank instead of storing them E/ep a rank "
+        "(comparisons: the same bits, more memory)", "train/setup.c"),
     ROW(ZT_ENV_FAULT, "ZT_FAULT", "test hook",
         "fault injection: what fails where and when (docs/reliability.md)", "core/fault.c"),
     ROW(ZT_ENV_CPU_FAKE, "ZT_CPU_FAKE", "test hook",

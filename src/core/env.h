@@ -34,6 +34,7 @@ typedef enum zt_env_var {
     ZT_ENV_OVERLAP_COMM,
     ZT_ENV_CP_HEAD_GROUPS,
     ZT_ENV_OFFLOAD_DIRECT,
+    ZT_ENV_EXPERTS_WHOLE,
     /* test hooks */
     ZT_ENV_FAULT,
     ZT_ENV_CPU_FAKE,

@@ -283,7 +283,7 @@ static int setup_groups(zt_engine *e, zt_error *err) {
 int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *stored, zt_error *err) {
     if (stored) *stored = false;
     int ep = zt_model_ep_parts(m);
-    if (!opt->mesh || opt->mesh->ep != ep || zt_model_experts_local(m) || !zt_memory_experts_storable(m, opt, NULL))
+    if (!opt->mesh || opt->mesh->ep != ep || zt_model_experts_local(m) || !zt_memory_experts_storable(m, opt))
         return ZT_OK;
     int rc = zt_model_store_experts(m, ep, opt->mesh->ep_rank, err);
     if (!rc && stored) *stored = true;
@@ -291,7 +291,7 @@ int zt_engine_store_experts(zt_model *m, const zt_engine_options *opt, bool *sto
 }
 
 int zt_engine_experts_local_check(const zt_model *m, const zt_engine_options *o, zt_error *err) {
-    const char *what = zt_memory_experts_whole_reason(m, o, NULL);
+    const char *what = zt_memory_experts_whole_reason(m, o);
     if (!what) return ZT_OK;
     return zt_error_set(err, ZT_ERR_USAGE, "engine: model %s's experts stored E/ep a rank (zt_model_store_experts) with "
                         "%s: not built (keep them whole: expert parallelism runs with every expert on every rank)",

@@ -129,7 +129,7 @@ int zt_grad_offload_finish(zt_engine *e, int u, zt_error *err) {
         size_t cnt = (size_t)zt_plan_shard_numel(pl, i, pl->p[i].shard);
         if (gd == ZT_DTYPE_FP16) zt_round_fp16(g, g, cnt); /* step.c's zt_engine_round_grads, per piece */
         else if (gd == ZT_DTYPE_BF16) zt_round_bf16(g, cnt);
-        zt_grads_piece_partials(pl, i, pl->shard, g, e->norm_partials); /* step.c's grad_norm, per piece */
+        zt_grads_piece_partials(pl, i, pl->p[i].shard, g, e->norm_partials); /* step.c's grad_norm, per piece */
         uint64_t h = XXH3_64bits(g, cnt * sizeof(float));
         e->grad_sum[i] = h ? h : 1;
         if ((rc = zt_nvme_store_write_span_async(e->nvme, e->grad_kind, pl->p[i].gshard_off, cnt, g, w->ticket, err)))

@@ -92,7 +92,7 @@ static void lamb_partials_range(streamed *c, int i, const float *w, const float 
     const zt_optimizer_config *o = &e->opt.optim;
     double *wp = e->lamb_partials, *up = wp + pl->norm_chunks;
     int64_t lo = (int64_t)at, hi = (int64_t)(at + n), rat, rn, rchunk;
-    for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->shard : 0, k, &rat, &rn, &rchunk); k++) {
+    for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->p[i].shard : 0, k, &rat, &rn, &rchunk); k++) {
         int64_t a = lo > rat ? lo : rat, b = hi < rat + rn ? hi : rat + rn;
         if (a >= b) continue;
         int64_t c0 = (a - rat) / ZT_LAMB_CHUNK, c1 = (b - 1 - rat) / ZT_LAMB_CHUNK;

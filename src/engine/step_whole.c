@@ -9,7 +9,12 @@
  * made whole within the part (the dp gather), then gathered over the tp group in the logical
  * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
  * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
- * process's. A pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
+ * process's. The experts stored E/ep a rank (docs/parallelism.md) are cut the same way over the
+ * ep group (part_group ZT_PART_EP), their pieces over the expert-data-parallel ranks: Muon
+ * orthogonalizes the logical stacked matrix as one process does (every rank of the group gathers
+ * it, the round's owner sends the update to the group whole, each rank takes its part), LAMB
+ * takes the logical tensor's chunks restarting at each expert, as one process numbers them. A
+ * pipeline stage steps its own tensors alone. Under bf16-low each slice is widened to
  * fp32 for its update and narrowed back. With offload the elementwise parts run in the two
  * streams of step_streamed.c and only Muon's rounds here (reading U from, and writing the update
  * to, the state's second kind). docs/optimizer.md. */
@@ -147,7 +152,7 @@ int zt_step_muon_setup(zt_engine *e, zt_error *err) {
 }
 
 int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
-    size_t cut = zt_memory_lamb_cut_floats(e->model), cut_chunks = (cut + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    size_t cut = zt_memory_lamb_cut_floats(e->model), cut_chunks = zt_memory_lamb_cut_chunks(e->model);
     if (!(e->lamb_partials = zt_engine_alloc(e, 4 * (size_t)e->plan.norm_chunks + 2 + 4 * cut_chunks,
                                              &e->mem.optimizer, "LAMB's norm partials")))
         return zt_engine_oom(e, err, "engine");
@@ -155,6 +160,20 @@ int zt_step_lamb_setup(zt_engine *e, zt_error *err) {
     if (cut && !(e->lamb_stage = zt_engine_alloc(e, 2 * cut, &e->mem.optimizer, "LAMB's cut tensors, gathered")))
         return zt_engine_oom(e, err, "engine");
     return low_setup(e, err);
+}
+
+/* Parameter i's pieces (this rank's at its rows of `part`) made its whole local tensor in `part`,
+ * over its shard group: the data-parallel ranks', or for the experts stored E/ep a rank the
+ * expert-data-parallel ranks' (hybrid: those of the shard group). Nothing to do where the
+ * optimizer holds the whole local tensor. */
+static int gather_pieces(zt_engine *e, int i, float *part, const char *what, zt_error *err) {
+    const zt_plan *pl = &e->plan;
+    int N = pl->p[i].nshards;
+    if (!e->shard_optim || N <= 1) return ZT_OK;
+    zt_comm *c = pl->p[i].group == ZT_SHARD_GROUP_EDP ? e->edp_comm : e->shard_comm;
+    size_t counts[N];
+    for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
+    return zt_all_gather_f32(c, part + zt_plan_shard_begin(pl, i, pl->p[i].shard), part, counts, what, err);
 }
 
 static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
@@ -179,7 +198,6 @@ static int muon_step(zt_engine *e, float lr, float gscale, zt_error *err) {
 int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int *io_rc, zt_error *io_err,
                         zt_error *err) {
     const zt_model *md = e->model;
-    const zt_plan *pl = &e->plan;
     const zt_optimizer_config *o = &e->opt.optim;
     const float lr_m = o->lr_peak > 0 ? lr * (o->muon_lr / o->lr_peak) : o->muon_lr;
     int n_muon = 0, *list = malloc(((size_t)md->n_params + 1) * sizeof *list);
@@ -189,8 +207,6 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
     zt_comm *c = e->shard_comm, *tc = e->tp_comm;
     int N = c ? zt_comm_size(c) : 1, me = c ? zt_comm_rank(c) : 0, rc = ZT_OK;
     int P = tc ? zt_comm_size(tc) : 1, part = tc ? zt_comm_rank(tc) : 0, R = N * P;
-    bool gather = e->shard_optim && pl->nshards > 1;
-    size_t counts[N > 0 ? N : 1];
     /* rounds of R = N x P matrices: matrix k + j belongs to rank j / P of the group, tp part j % P */
     for (int k = 0; k < n_muon && !rc; k += R) {
         int cnt = n_muon - k < R ? n_muon - k : R;
@@ -217,12 +233,8 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
                 }
             }
             double t0 = omp_get_wtime();
-            if (gather) {
-                for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-                rc = zt_all_gather_f32(c, whole + zt_plan_shard_begin(pl, i, pl->p[i].shard), whole, counts, "muon momentum",
-                                       err);
-            }
-            if (!rc && cut)
+            rc = gather_pieces(e, i, whole, "muon momentum", err);
+            if (!rc && cut) /* the parts over the tp group, or the ep group's (experts stored E/ep a rank) */
                 rc = zt_engine_tp_gather_logical(e, i, e->muon_work, slot, "muon momentum over the parts", err);
             e->comm_s += omp_get_wtime() - t0;
         }
@@ -239,14 +251,24 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
             const zt_param_desc *p = &md->params[i];
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats, *mine = slot;
             double t0 = omp_get_wtime();
-            if (P > 1 && me == owner) { /* the owner's parts get the logical update; a cut one takes its own */
-                rc = zt_broadcast_bytes(tc, slot, (size_t)p->logical_numel * sizeof(float), j % P,
-                                        "muon update over the parts", err);
-                if (!rc && p->tp_parts > 1) zt_tp_take(p, part, slot, e->muon_work);
+            if (p->part_group == ZT_PART_EP && p->tp_parts > 1) {
+                /* experts stored E/ep a rank: every rank of the group gathered the logical matrix
+                 * (the ep parts), so the owner's update goes to the group whole, each taking its part */
+                if (N > 1)
+                    rc = zt_broadcast_bytes(c, slot, (size_t)p->logical_numel * sizeof(float), owner, "muon update",
+                                            err);
+                if (!rc) zt_tp_take(p, p->tp_part, slot, e->muon_work);
+                mine = e->muon_work;
+            } else {
+                if (P > 1 && me == owner) { /* the owner's parts get the logical update; a cut one takes its own */
+                    rc = zt_broadcast_bytes(tc, slot, (size_t)p->logical_numel * sizeof(float), j % P,
+                                            "muon update over the parts", err);
+                    if (!rc && p->tp_parts > 1) zt_tp_take(p, part, slot, e->muon_work);
+                }
+                if (p->tp_parts > 1) mine = e->muon_work;
+                if (!rc && N > 1) /* the group's ranks get their part's update from the owner's row */
+                    rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
             }
-            if (p->tp_parts > 1) mine = e->muon_work;
-            if (!rc && N > 1) /* the group's ranks get their part's update from the owner's row */
-                rc = zt_broadcast_bytes(c, mine, (size_t)p->numel * sizeof(float), owner, "muon update", err);
             e->comm_s += omp_get_wtime() - t0;
             if (rc) break;
             if (streamed) { /* this rank's rows of the update, for pass 2 to apply */
@@ -268,44 +290,45 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
     return rc;
 }
 
-/* The logical tensor of cut parameter i (tensor parallelism) in `logical`, from this rank's
- * elements of it at their place in the part (in `cat`, the parts concatenated): the dp gather
- * makes the part whole, the tp gather and placement the logical tensor (tp_group.c). */
+/* The logical tensor of cut parameter i (tensor parallelism, or the experts stored E/ep a rank) in
+ * `logical`, from this rank's elements of it at their place in the part (in `cat`, the parts
+ * concatenated): the gather over its shard group makes the part whole, the gather over the tp (or
+ * ep) group and the placement the logical tensor (tp_group.c). */
 static int lamb_gather_logical(zt_engine *e, int i, float *cat, float *logical, const char *what, zt_error *err) {
-    const zt_plan *pl = &e->plan;
-    size_t off = zt_engine_tp_part_offset(e, i);
-    int rc = ZT_OK, N = e->shard_comm ? zt_comm_size(e->shard_comm) : 1;
     double t0 = omp_get_wtime();
-    if (e->shard_optim && pl->nshards > 1) {
-        size_t counts[N];
-        for (int q = 0; q < N; q++) counts[q] = (size_t)zt_plan_shard_numel(pl, i, q);
-        rc = zt_all_gather_f32(e->shard_comm, cat + off + zt_plan_shard_begin(pl, i, pl->p[i].shard), cat + off, counts,
-                               what, err);
-    }
+    int rc = gather_pieces(e, i, cat + zt_engine_tp_part_offset(e, i), what, err);
     if (!rc) rc = zt_engine_tp_gather_logical(e, i, cat, logical, what, err);
     e->comm_s += omp_get_wtime() - t0;
     return rc;
 }
 
-/* LAMB's trust ratio of cut parameter i (tensor parallelism) from its logical tensor: the logical
- * p, then the logical u (computed on this rank's elements as zt_lamb_partials computes it), each
- * gathered and its 1,024-element chunk partials taken in order: one process's norms, every rank
- * computing them alike. The staging is 2 x the largest cut tensor (e->lamb_stage). */
+/* The chunk partials of cut parameter p's logical tensor, numbered as one process numbers them
+ * (zt_memory_logical_chunks: a stacked experts' tensor's restart at each expert) */
+static void logical_sum_squares(const zt_param_desc *p, const float *logical, double *partials) {
+    int64_t blocks, bn, chunks = zt_memory_logical_chunks(p, &blocks, &bn), per = chunks / blocks;
+    for (int64_t b = 0; b < blocks; b++) zt_chunk_sum_squares(logical + b * bn, bn, ZT_LAMB_CHUNK, partials + b * per);
+}
+
+/* LAMB's trust ratio of cut parameter i (tensor parallelism, or the experts stored E/ep a rank) from
+ * its logical tensor: the logical p, then the logical u (computed on this rank's elements as
+ * zt_lamb_partials computes it), each gathered and its 1,024-element chunk partials taken in order:
+ * one process's norms, every rank computing them alike. The staging is 2 x the largest cut tensor
+ * (e->lamb_stage). */
 static int lamb_cut_coeff(zt_engine *e, int i, const slice *s, float wd, float *coeff, zt_error *err) {
     const zt_plan *pl = &e->plan;
     const zt_param_desc *p = &e->model->params[i];
     const zt_optimizer_config *o = &e->opt.optim;
     float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
     float *mine = cat + zt_engine_tp_part_offset(e, i) + s->begin; /* this rank's elements in the part */
-    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    int64_t chunks = zt_memory_logical_chunks(p, NULL, NULL);
     double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
     memcpy(mine, s->w, s->n * sizeof(float));
     int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
     if (rc) return rc;
-    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    logical_sum_squares(p, logical, wp);
     zt_lamb_update_values(s->w, s->m, s->v, (int64_t)s->n, o->eps, wd, mine);
     if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
-    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
+    logical_sum_squares(p, logical, up);
     *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
                            o->lamb_max_coeff);
     return ZT_OK;
@@ -327,18 +350,18 @@ int zt_step_lamb_cut_streamed(zt_engine *e, int i, float *coeff, int *io_rc, zt_
     size_t local0 = e->shard_optim && !zt_store_local_is_piece(e) ? (size_t)begin : 0;
     float *cat = e->lamb_stage, *logical = cat + e->lamb_cut_floats;
     float *mine = cat + zt_engine_tp_part_offset(e, i) + begin, *m = logical, *v = logical + n;
-    int64_t chunks = (p->logical_numel + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
+    int64_t chunks = zt_memory_logical_chunks(p, NULL, NULL);
     double *wp = e->lamb_partials + 2 * (size_t)pl->norm_chunks, *up = wp + chunks;
     int r = *io_rc ? ZT_OK : zt_store_read(e, i, local0, n, mine, io_err);
     if (r) *io_rc = r;
     int rc = lamb_gather_logical(e, i, cat, logical, "lamb parameter over the parts", err);
     if (rc) return rc;
-    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, wp);
+    logical_sum_squares(p, logical, wp);
     for (int k = 0; k < 2 && !*io_rc; k++)
         if ((r = zt_engine_state_read(e, k, off, n, k ? v : m, io_err))) *io_rc = r;
     zt_lamb_update_values(mine, m, v, (int64_t)n, o->eps, wd, mine);
     if ((rc = lamb_gather_logical(e, i, cat, logical, "lamb update over the parts", err))) return rc;
-    zt_chunk_sum_squares(logical, p->logical_numel, ZT_LAMB_CHUNK, up);
+    logical_sum_squares(p, logical, up);
     *coeff = zt_lamb_coeff(sqrt(zt_sum_in_order(wp, chunks)), sqrt(zt_sum_in_order(up, chunks)), o->lamb_min_coeff,
                            o->lamb_max_coeff);
     return ZT_OK;
@@ -390,7 +413,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             continue;
         }
         int64_t at, n, chunk; /* per norm block's run of the piece (plan.h) */
-        for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->shard : 0, k, &at, &n, &chunk); k++)
+        for (int k = 0; zt_plan_piece_run(pl, i, e->shard_optim ? pl->p[i].shard : 0, k, &at, &n, &chunk); k++)
             zt_lamb_partials(s.w + at, s.m + at, s.v + at, n, o->eps, wd, wp + chunk, up + chunk);
         slice_store(e, i, &s, false);
     }

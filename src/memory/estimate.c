@@ -104,7 +104,7 @@ static int estimate_columns(const zt_estimate_request *rq, zt_estimate *out, zt_
             zt_engine_options ov = o;
             zt_memory_plan_options po;
             variant(rq, (zt_est_variant)v, &ov, &po);
-            zt_memory_experts_for(rq->model, &ov, &po);
+            zt_memory_experts_for(rq->model, &ov);
             for (int k = 0; k < n; k++) {
                 zt_memory_plan p;
                 int rc = zt_memory_plan_compute(rq->model, &ov, &po, rq->world, ranks[k], &p, err);

@@ -13,9 +13,7 @@ static int hybrid_group(const zt_engine_options *o) {
     return o->mesh ? o->mesh->shard * o->mesh->cp : o->hybrid_shard_size;
 }
 
-const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o,
-                                           const zt_memory_plan_options *po) {
-    bool param_offload = (o->offload.param_dir && o->offload.param_dir[0]) || (po && po->offload_param);
+const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o) {
     int S = hybrid_group(o), ep = zt_model_ep_parts(m);
     bool hybrid_apart = o->strategy == ZT_STRATEGY_HYBRID && (S < 1 || !zt_mesh_edp_shard_size(S, ep));
     /* hybrid: a shard group of S dp x cp ranks neither a multiple nor a divisor of ep leaves ep groups
@@ -24,17 +22,16 @@ const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_op
     return hybrid_apart ? "the hybrid strategy with a shard group neither a multiple nor a divisor of the "
                           "expert-parallel size (an ep group would straddle two shard groups; torchtitan refuses "
                           "such a mesh: its experts' efsdp x ep must equal dp_shard x cp x tp)"
-           : param_offload                                                 ? "parameter offload"
-           : o->optim.kind != ZT_OPT_ADAMW && o->optim.kind != ZT_OPT_SGD ? "an optimizer other than AdamW or SGD"
-                                                                           : NULL;
+           : o->optim.kind == ZT_OPT_ONEBIT_ADAM ? "1-bit Adam (its momentum compressed over the data-parallel ranks)"
+                                                  : NULL;
 }
 
-bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    return zt_model_ep_parts(m) > 1 && !zt_memory_experts_whole_reason(m, o, po);
+bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o) {
+    return zt_model_ep_parts(m) > 1 && !zt_memory_experts_whole_reason(m, o);
 }
 
-void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po) {
-    bool want = zt_memory_experts_storable(m, o, po);
+void zt_memory_experts_for(zt_model *m, const zt_engine_options *o) {
+    bool want = zt_memory_experts_storable(m, o);
     if (want && !zt_model_experts_local(m)) {
         zt_error ignore;
         zt_model_store_experts(m, zt_model_ep_parts(m), 0, &ignore); /* every part's tensors are the same size */

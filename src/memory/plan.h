@@ -134,21 +134,19 @@ void zt_memory_plan_groups(const zt_model *m, const zt_engine_options *o, int wo
  * (hybrid, ep dividing the shard group: comm/mesh.h), its scratch sized for both. */
 void zt_memory_edp_comms(const zt_model *m, const zt_plan *pl, bool replicas, int world, int *reduce, int *replica);
 bool zt_memory_edp_replica_shared(const zt_model *m, const zt_plan *pl, bool replicas);
-/* Why the engine keeps m's experts whole on every rank under options o (and po's offload, an
- * estimate's), or NULL where it stores them E/ep a rank (zt_engine_store_experts): hybrid with a
- * shard group that neither holds whole ep groups nor lies inside one (zt_mesh_edp_shard_size 0;
- * torchtitan refuses such a mesh, the text says so), a parameter cut by tensor parallelism,
- * parameter offload, Muon/LAMB/1-bit Adam (any compute precision stores them). The text is what
- * the run's banner and the engine's refusal say. */
-const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o,
-                                           const zt_memory_plan_options *po);
-/* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o and po: no
- * reason above (a model tensor parallelism cut stores them too: each tp part of an ep part holds its
- * tp slice of the part's experts, zt_param_desc.ep_parts) */
-bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
+/* Why the engine keeps m's experts whole on every rank under options o, or NULL where it stores them
+ * E/ep a rank (zt_engine_store_experts): hybrid with a shard group that neither holds whole ep
+ * groups nor lies inside one (zt_mesh_edp_shard_size 0; torchtitan refuses such a mesh, the text
+ * says so), 1-bit Adam (any compute precision, either offload, AdamW, SGD, Muon and LAMB, tensor
+ * parallelism store them). The text is what the run's banner and the engine's refusal say. */
+const char *zt_memory_experts_whole_reason(const zt_model *m, const zt_engine_options *o);
+/* Whether m's experts (spread over ep > 1 parts) can be stored E/ep a rank under o: no reason above
+ * (a model tensor parallelism cut stores them too: each tp part of an ep part holds its tp slice of
+ * the part's experts, zt_param_desc.ep_parts) */
+bool zt_memory_experts_storable(const zt_model *m, const zt_engine_options *o);
 /* Estimates: m's experts stored E/ep a rank (part 0's shapes: every part's are equal) or whole, as
  * the engine would run them under o */
-void zt_memory_experts_for(zt_model *m, const zt_engine_options *o, const zt_memory_plan_options *po);
+void zt_memory_experts_for(zt_model *m, const zt_engine_options *o);
 /* The experts stored E/ep a rank: the logical model's gradient-norm chunks and one part's expert
  * chunks (engine/ep_group.c's norm), and the floats of that norm's buffers (class comm) */
 void zt_memory_ep_chunks(const zt_model *m, int64_t *logical, int64_t *experts);
@@ -187,11 +185,17 @@ size_t zt_memory_window_floats(const zt_plan *pl, const int *params, int n);
  * parts (0 when whole): every part's row sums of the loss (2·B·T doubles each), the generated
  * position's logits (B x V), or sequence parallelism's (B, T, C), whichever is largest. */
 size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
-/* LAMB under tensor parallelism (engine/step_whole.c): the largest logical tensor of a cut
- * trainable parameter, in floats rounded up to 16 (0 when none is cut). The step stages 2 of it
- * (p, then u, concatenated by part, then placed as the logical tensor) and takes the logical
- * tensor's chunk partials in 4 floats per 1,024 elements more. */
+/* LAMB under tensor parallelism and with the experts stored E/ep a rank (engine/step_whole.c): the
+ * largest logical tensor of a cut trainable parameter, in floats rounded up to 16 (0 when none is
+ * cut). The step stages 2 of it (p, then u, concatenated by part, then placed as the logical
+ * tensor) and takes the logical tensor's chunk partials (zt_memory_logical_chunks) in 4 floats
+ * each more: zt_memory_lamb_cut_chunks, the most of any cut tensor. */
 size_t zt_memory_lamb_cut_floats(const zt_model *m);
+size_t zt_memory_lamb_cut_chunks(const zt_model *m);
+/* The norm chunks of cut parameter p's logical tensor as one process numbers them: a stacked
+ * experts' tensor stored E/ep a rank (part_group ZT_PART_EP) restarts them at each expert, as the
+ * plan's norm blocks (shard/plan.h); a tensor tp cuts has them in one run */
+int64_t zt_memory_logical_chunks(const zt_param_desc *p, int64_t *blocks, int64_t *block_numel);
 /* Muon and LAMB under bf16-low (engine/step_whole.c): the largest slice of a trainable parameter
  * this rank updates (its shard under zero1/2/3 and hybrid, the whole local tensor under ddp), in
  * floats rounded up to 16; the step widens a slice's parameter and moments into 3 of it. */

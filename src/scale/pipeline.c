@@ -62,8 +62,8 @@ static size_t unit_acts(const zt_model *m, const zt_engine_options *o, int lp_ki
     return bytes + (kept ? zt_memory_alloc_bytes(kept) : 0);
 }
 
-int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o,
-                        const zt_memory_plan_options *po, zt_model *view, zt_error *err) {
+int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o, zt_model *view,
+                        zt_error *err) {
     *view = *m;
     int *map = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *map);
     view->params = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *view->params);
@@ -89,7 +89,7 @@ int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_o
         for (int k = 0; k < un->n_params; k++) un->params[k] = map[un->params[k]];
     }
     free(map);
-    if (zt_model_ep_parts(m) > 1) zt_memory_experts_for(view, o, po);
+    if (zt_model_ep_parts(m) > 1) zt_memory_experts_for(view, o);
     return ZT_OK;
 }
 
@@ -103,7 +103,7 @@ int zt_scale_stage_memory(const zt_model *m, const zt_engine_options *o, const z
     /* a stage's view (one stage with expert parallelism: the whole model's), its experts stored
      * E/ep a device where the engine stores them under o (each stage's over its own ep group) */
     if (pp > 1 || zt_model_ep_parts(m) > 1) {
-        int rc = zt_scale_stage_view(m, first, end, o, po, &view, err);
+        int rc = zt_scale_stage_view(m, first, end, o, &view, err);
         if (rc) return rc;
         sm = &view;
     }

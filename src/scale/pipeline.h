@@ -37,11 +37,11 @@ double zt_scale_pipeline_seconds(const double *per_stage, int pp, int micro_batc
 
 /* Units [first, end) of m as a model of their own (*view: its own parameter and unit arrays, the
  * rest m's; free with zt_scale_view_free), a stage's, its experts stored E/ep a device where the
- * engine stores them under o and po (zt_memory_experts_for: their parameters El experts, their
+ * engine stores them under o (zt_memory_experts_for: their parameters El experts, their
  * shard group the expert-data-parallel ranks; pipeline stages too, each over its own ep group).
  * ZT_ERR_NOMEM naming the stage. */
-int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o,
-                        const zt_memory_plan_options *po, zt_model *view, zt_error *err);
+int zt_scale_stage_view(const zt_model *m, int first, int end, const zt_engine_options *o, zt_model *view,
+                        zt_error *err);
 void zt_scale_view_free(zt_model *view);
 
 /* Bytes stage s = units [first, end) of pp needs at its high-water on the data-parallel rank

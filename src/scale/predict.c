@@ -145,8 +145,8 @@ int zt_scale_predict(const zt_scale_request *rq, zt_strategy strategy, int S, zt
      * experts.c); its reduction over those two groups is not modeled: priced as whole experts' (the
      * shard group's reduce-scatter and the replicas' all-reduce of every gradient: an upper bound) */
     zt_model stored;
-    bool edp_groups = strategy != ZT_STRATEGY_HYBRID && zt_memory_experts_storable(m, &o, &rq->plan);
-    if (edp_groups && (rc = zt_scale_stage_view(m, 0, U, &o, &rq->plan, &stored, err))) {
+    bool edp_groups = strategy != ZT_STRATEGY_HYBRID && zt_memory_experts_storable(m, &o);
+    if (edp_groups && (rc = zt_scale_stage_view(m, 0, U, &o, &stored, err))) {
         free(buf);
         return rc;
     }

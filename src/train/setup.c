@@ -3,10 +3,12 @@
  * stage -> engine -> pipeline ->
  * the seeded parameters. */
 #include "train/setup.h"
+#include "core/env.h"
 #include "memory/plan.h"
 #include "shard/tp.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_engine_options *eo,
                           zt_train_setup *s, zt_error *err) {
@@ -26,8 +28,10 @@ int zt_train_setup_create(zt_model *model, const zt_train_setup_options *so, zt_
      * (src/model/llama_moe_ep.c, through the engine's group) */
     if ((rc = zt_model_set_expert_parallel(model, mesh->ep, err))) return rc;
     /* ... stored E/ep a rank where the engine runs them so (zt_engine_store_experts: ddp, zero1-3,
-     * hybrid, AdamW or SGD, tensor parallelism too, no parameter offload; else whole on every rank) */
-    if ((rc = zt_engine_store_experts(model, eo, NULL, err))) return rc;
+     * hybrid, any offload, AdamW, SGD, Muon or LAMB, tensor parallelism too; else, or with
+     * ZT_EXPERTS_WHOLE=1 (comparisons), whole on every rank) */
+    const char *whole = zt_env(ZT_ENV_EXPERTS_WHOLE);
+    if (!(whole && !strcmp(whole, "1")) && (rc = zt_engine_store_experts(model, eo, NULL, err))) return rc;
     s->smodel = model;
     if (mesh->pp > 1) { /* this rank's stage: its units, their parameters (src/shard/stages.h) */
         if (so->init_weights && so->init_weights[0])

@@ -66,7 +66,7 @@ static void banner_layout(zt_run *r) {
                 mesh->pp);
     if (mesh->ep > 1) { /* expert parallelism: within the data-parallel ranks (comm/mesh.h) */
         char how[320] = "every expert stored on every rank";
-        const char *whole = zt_memory_experts_whole_reason(model, &r->eo, NULL);
+        const char *whole = zt_memory_experts_whole_reason(model, &r->eo);
         if (!zt_model_experts_local(model) && whole) /* the reason, as the engine would refuse storing them */
             snprintf(how, sizeof how, "every expert stored on every rank: kept whole under %s", whole);
         else if (zt_model_experts_local(model) && cfg->strategy == ZT_STRATEGY_HYBRID)

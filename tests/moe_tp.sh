@@ -82,6 +82,17 @@ read -r sr sh sg <<<"$(planned "$(cat "$T/eptp-zero3.out")")"; read -r wr wh wg 
 if [ -n "$sg" ] && [ -n "$wg" ] && [ "$sg" -lt "$wg" ] && [ "$sh" -lt "$wh" ] && [ "$sr" -le "$wr" ]
 then echo "ok   ep 2 x tp 2 zero3: planned high-water $sh bytes stored against $wh whole (gathered $sg against $wg); at rest $sr against $wr"
 else echo "FAIL ep 2 x tp 2 zero3 planned: stored '$sr $sh $sg', whole '$wr $wh $wg'"; fail=1; fi
+# Muon (on every expert tensor too: the stacked (E·I, C) matrix gathered over the tp parts, then the ep
+# parts, orthogonalized whole by its owner, the update sent to its tp parts and then each part's group)
+# and LAMB (the logical tensor's norms): ep 2 x tp 2 with the experts stored = tp 2 with 2 micro-batches
+MU=(--optimizer muon --muon-params '[a-z]+\.[0-9]+\.[a-z_]+\.[a-z_]+\.weight|layers\.[0-9]+\.block_sparse_moe\.experts\.w[123]\.weight')
+for opt in lamb muon; do
+  args=(--optimizer lamb); [ $opt = muon ] && args=("${MU[@]}")
+  check "$opt: tp 2, 2 micro-batches, 2 ranks" "moe-$opt" "$(run 2 ddp 2 $STEPS --tp 2 "${args[@]}")"
+  for s in ddp zero3; do
+    check "$opt: ep 2 x tp 2 $s, 4 ranks, experts stored" "moe-$opt" "$(run 4 $s 1 $STEPS --tp 2 --ep 2 "${args[@]}")"
+  done
+done
 # under bf16 compute (docs/precision.md, "A mixture of experts"): tp 2 = tp 2 x dp 2 zero1 = ep 2 x tp 2 zero3
 check "bf16: tp 2, 2 micro-batches, 2 ranks" moe-bf16 "$(run 2 ddp 2 $STEPS --tp 2 --precision bf16)"
 check "bf16: tp 2 x dp 2 zero1, 4 ranks" moe-bf16 "$(run 4 zero1 1 $STEPS --tp 2 --precision bf16)"

@@ -134,7 +134,7 @@ static void lamb_pass1(void *ctx, int i, float *w, const float *g, float *m, flo
         zt_round_bf16(m, n);
         zt_round_bf16(v, n);
     }
-    if (e->model->params[i].tp_parts > 1) return; /* cut by tp: its norms between the passes */
+    if (zt_param_cut(&e->model->params[i])) return; /* cut by tp or ep: its norms between the passes */
     lamb_partials_range(c, i, w, m, v, n, at, e->model->params[i].decay ? o->weight_decay : 0.0f);
 }
 
@@ -156,13 +156,13 @@ static int lamb_ratios(zt_engine *e, float *coeff, zt_error *err) {
     int rc = ZT_OK, io = ZT_OK;
     zt_error io_err;
     for (int i = 0; i < md->n_params && !rc; i++)
-        if (md->params[i].trainable && md->params[i].tp_parts > 1)
+        if (md->params[i].trainable && zt_param_cut(&md->params[i]))
             rc = zt_step_lamb_cut_streamed(e, i, &coeff[i], &io, &io_err, err);
     if (rc) return rc;
     if (io) *err = io_err;
     if ((rc = zt_engine_offload_agree(e, io, err)) || (rc = zt_step_lamb_sum_partials(e, err))) return rc;
     for (int i = 0; i < md->n_params; i++)
-        if (md->params[i].trainable && md->params[i].tp_parts <= 1) coeff[i] = zt_step_lamb_ratio(e, i);
+        if (md->params[i].trainable && !zt_param_cut(&md->params[i])) coeff[i] = zt_step_lamb_ratio(e, i);
     return ZT_OK;
 }
 

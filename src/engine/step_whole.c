@@ -10,7 +10,7 @@
  * layout (tp_group.c): Muon orthogonalizes the logical matrix once and each part takes its own
  * elements of the update back; LAMB takes the logical tensor's chunk partials, so its norms are one
  * process's. The experts stored E/ep a rank (docs/parallelism.md) are cut the same way over the
- * ep group (part_group ZT_PART_EP), their pieces over the expert-data-parallel ranks: Muon
+ * ep group (zt_param_desc.ep_parts), their pieces over the expert-data-parallel ranks: Muon
  * orthogonalizes the logical stacked matrix as one process does (every rank of the group gathers
  * it, the round's owner sends the update to the group whole, each rank takes its part), LAMB
  * takes the logical tensor's chunks restarting at each expert, as one process numbers them. A
@@ -212,7 +212,7 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
         int cnt = n_muon - k < R ? n_muon - k : R;
         for (int j = 0; j < cnt && !rc; j++) {
             int i = list[k + j];
-            bool cut = md->params[i].tp_parts > 1;
+            bool cut = zt_param_cut(&md->params[i]); /* by tp, or the experts stored E/ep a rank */
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats;
             /* the whole part goes to its place among the parts (tp), or is the slot */
             float *whole = cut ? e->muon_work + zt_engine_tp_part_offset(e, i) : slot;
@@ -251,13 +251,17 @@ int zt_step_muon_rounds(zt_engine *e, float lr, float gscale, bool streamed, int
             const zt_param_desc *p = &md->params[i];
             float *slot = e->muon_slots + (size_t)j * e->muon_slot_floats, *mine = slot;
             double t0 = omp_get_wtime();
-            if (p->part_group == ZT_PART_EP && p->tp_parts > 1) {
-                /* experts stored E/ep a rank: every rank of the group gathered the logical matrix
-                 * (the ep parts), so the owner's update goes to the group whole, each taking its part */
-                if (N > 1)
+            if (zt_param_experts_stored(p)) {
+                /* experts stored E/ep a rank: every rank gathered the logical matrix (the tp parts, then
+                 * the ep parts), so the owner's update goes to its tp parts and then to each part's
+                 * group whole, each rank taking its (tp part, ep part) */
+                if (P > 1 && me == owner)
+                    rc = zt_broadcast_bytes(tc, slot, (size_t)p->logical_numel * sizeof(float), j % P,
+                                            "muon update over the parts", err);
+                if (!rc && N > 1)
                     rc = zt_broadcast_bytes(c, slot, (size_t)p->logical_numel * sizeof(float), owner, "muon update",
                                             err);
-                if (!rc) zt_tp_take(p, p->tp_part, slot, e->muon_work);
+                if (!rc) zt_tp_take(p, p->tp_parts > 1 ? part : 0, slot, e->muon_work);
                 mine = e->muon_work;
             } else {
                 if (P > 1 && me == owner) { /* the owner's parts get the logical update; a cut one takes its own */
@@ -404,7 +408,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
             zt_round_bf16(s.m, s.n);
             zt_round_bf16(s.v, s.n);
         }
-        if (p->tp_parts > 1) { /* cut by tensor parallelism: its norms from the logical tensor, now */
+        if (zt_param_cut(p)) { /* cut by tp or stored E/ep a rank: its norms from the logical tensor, now */
             if (!(rc = lamb_cut_coeff(e, i, &s, wd, &coeff, err))) {
                 zt_lamb_apply(s.w, s.m, s.v, s.n, o->eps, wd, step * coeff);
                 zt_engine_round_updated(e, i, s.w, s.m, s.v, s.n, s.begin);
@@ -420,7 +424,7 @@ static int lamb_step(zt_engine *e, float lr, float gscale, zt_error *err) {
     if (rc || (rc = zt_step_lamb_sum_partials(e, err))) return rc;
     for (int i = 0; i < md->n_params; i++) {
         const zt_param_desc *p = &md->params[i];
-        if (!p->trainable || p->tp_parts > 1) continue;
+        if (!p->trainable || zt_param_cut(p)) continue;
         float coeff = zt_step_lamb_ratio(e, i);
         slice s;
         local_slice(e, i, &s, true);

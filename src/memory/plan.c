@@ -163,13 +163,13 @@ size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T) {
 size_t zt_memory_lamb_cut_floats(const zt_model *m) {
     size_t most = 0;
     for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].trainable && m->params[i].tp_parts > 1 && (size_t)m->params[i].logical_numel > most)
+        if (m->params[i].trainable && zt_param_cut(&m->params[i]) && (size_t)m->params[i].logical_numel > most)
             most = (size_t)m->params[i].logical_numel;
     return (most + 15) / 16 * 16;
 }
 
 int64_t zt_memory_logical_chunks(const zt_param_desc *p, int64_t *blocks, int64_t *block_numel) {
-    int64_t nb = p->part_group == ZT_PART_EP && p->tp_parts > 1 ? (int64_t)p->norm_blocks * p->tp_parts : 1;
+    int64_t nb = zt_param_experts_stored(p) ? (int64_t)p->norm_blocks * p->ep_parts : 1;
     int64_t bn = p->logical_numel / (nb > 0 ? nb : 1);
     if (blocks) *blocks = nb;
     if (block_numel) *block_numel = bn;
@@ -179,7 +179,7 @@ int64_t zt_memory_logical_chunks(const zt_param_desc *p, int64_t *blocks, int64_
 size_t zt_memory_lamb_cut_chunks(const zt_model *m) {
     size_t most = (zt_memory_lamb_cut_floats(m) + ZT_NORM_CHUNK - 1) / ZT_NORM_CHUNK;
     for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].trainable && m->params[i].tp_parts > 1) {
+        if (m->params[i].trainable && zt_param_cut(&m->params[i])) {
             size_t c = (size_t)zt_memory_logical_chunks(&m->params[i], NULL, NULL);
             if (c > most) most = c;
         }
@@ -640,7 +640,7 @@ static int whole_step_buffers(sim *s, const zt_model *m, const zt_engine_options
     if (o->optim.kind == ZT_OPT_LAMB) {
         size_t cut = zt_memory_lamb_cut_floats(m);
         for (int i = 0; i < m->n_params; i++)
-            if (m->params[i].trainable && m->params[i].tp_parts > 1)
+            if (m->params[i].trainable && zt_param_cut(&m->params[i]))
                 *lamb_cut_local += s->shard_optim ? (size_t)zt_plan_shard_numel(s->pl, i, s->pl->p[i].shard)
                                                   : (size_t)m->params[i].numel;
         alloc(s, ZT_MEM_OPTIMIZER, 4 * (size_t)norm_chunks + 2 + 4 * zt_memory_lamb_cut_chunks(m));

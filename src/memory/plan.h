@@ -193,7 +193,7 @@ size_t zt_memory_tp_work_floats(const zt_model *m, int B, int T);
 size_t zt_memory_lamb_cut_floats(const zt_model *m);
 size_t zt_memory_lamb_cut_chunks(const zt_model *m);
 /* The norm chunks of cut parameter p's logical tensor as one process numbers them: a stacked
- * experts' tensor stored E/ep a rank (part_group ZT_PART_EP) restarts them at each expert, as the
+ * experts' tensor stored E/ep a rank (zt_param_desc.ep_parts) restarts them at each expert, as the
  * plan's norm blocks (shard/plan.h); a tensor tp cuts has them in one run */
 int64_t zt_memory_logical_chunks(const zt_param_desc *p, int64_t *blocks, int64_t *block_numel);
 /* Muon and LAMB under bf16-low (engine/step_whole.c): the largest slice of a trainable parameter

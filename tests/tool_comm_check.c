@@ -441,6 +441,27 @@ static void check_a2a(zt_comm *c, int pat, int src) {
     free(plain), free(rbuf), free(sp), free(rp), free(sb);
 }
 
+/* zt_shared_alloc past its 128 live buffers: the later ones plain memory, every one usable and freed by
+ * zt_shared_free whichever its kind (out of order); then shared buffers again */
+static void check_shared_many(void) {
+    enum { MANY = 130 };
+    unsigned char *b[MANY];
+    bool ok = true;
+    for (int i = 0; i < MANY; i++) {
+        b[i] = zt_shared_alloc(100 + (size_t)i);
+        ok &= b[i] != NULL && ((uintptr_t)b[i] & 63) == 0;
+        if (b[i]) memset(b[i], i, 100 + (size_t)i);
+    }
+    for (int i = 0; i < MANY && ok; i++) ok &= b[i][99 + i] == (unsigned char)i;
+    CHECK(ok, "shared buffers: %d allocated, each 64-byte aligned and holding its bytes", MANY);
+    for (int i = 1; i < MANY; i += 2) zt_shared_free(b[i]);
+    for (int i = 0; i < MANY; i += 2) zt_shared_free(b[i]);
+    unsigned char *again = zt_shared_alloc(4096);
+    CHECK(again != NULL, "shared buffers: one more after freeing them all");
+    zt_shared_free(again);
+    zt_shared_free(NULL);
+}
+
 static void check_a2a_ways(zt_comm *c) {
     bool single = zt_comm_a2a_single_copy(c);
     for (int way = 0; way < (single ? 2 : 1); way++) {
@@ -1088,6 +1109,7 @@ int main(int argc, char **argv) {
                 check_rs_half(ZT_DTYPE_FP16, c, counts, what + 50, true, false);
             }
             check_a2a_ways(c);
+            check_shared_many();
             size_t ns[] = {0, 1, 3, 1000, 4097, 100003};
             for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
                 for (int algo = ZT_AR_ALGO_AUTO; algo <= ZT_AR_ALGO_SHM; algo++) {

@@ -161,7 +161,8 @@ int zt_ckpt_fill_rect(const zt_ckpt_files *fs, const cJSON *tj, const char *kind
 int zt_ckpt_fill_local_rows(const zt_ckpt_files *fs, const cJSON *tj, const char *kind, const zt_param_desc *p,
                             int64_t lo, int64_t hi, float *dst, zt_error *err) {
     zt_rect rects[8];
-    int blocks = p->ep_parts > 1 && p->tp_parts > 1 && p->tp_dim == 0 ? p->tp_blocks / p->ep_parts : p->tp_blocks;
+    int64_t row0;
+    int blocks = zt_tp_ep_view(p, p->ep_part, &row0).tp_blocks; /* an ep part's own cut */
     if (blocks > 8)
         return zt_error_set(err, ZT_ERR_INTERNAL, "checkpoint: %s is cut in %d blocks (at most 8)", p->name, blocks);
     int n = zt_ckpt_part_rects(p, zt_ckpt_part_index(p, p->tp_part, p->ep_part), lo, hi, rects);

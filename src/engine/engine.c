@@ -164,14 +164,16 @@ static void note_oom(zt_engine *e, const size_t *counter, size_t bytes, const ch
     pthread_mutex_unlock(&e->mem_lock);
 }
 
-void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what) {
+/* n floats counted in `counter`: from the block cache or the heap, or (shared) one buffer the ep peers
+ * can map (zt_shared_alloc; never cached: zt_shared_free lets it go) */
+static void *engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what, bool shared) {
     size_t bytes = zt_memory_alloc_bytes(n);
     if (zt_fault_armed() && zt_fault_point(ZT_FAULT_AT_ALLOC, NULL) == ZT_FAULT_OOM) { /* ZT_FAULT oom */
         note_oom(e, counter, bytes, what);
         return NULL;
     }
-    void *p = bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache ? cache_take(e, bytes) : NULL;
-    if (!p) {
+    void *p = shared ? zt_shared_alloc(bytes) : bytes >= ZT_BLOCK_CACHE_MIN && e->use_cache ? cache_take(e, bytes) : NULL;
+    if (!p && !shared) {
         cache_trim(e, bytes, ZT_BLOCK_CACHE_SLOTS); /* a new block: the cache makes room first */
         p = aligned_alloc(64, bytes);
         if (!p && e->n_cached) { /* out of memory: give everything cached back and try again */
@@ -184,13 +186,16 @@ void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what)
     return p;
 }
 
+void *zt_engine_alloc(zt_engine *e, size_t n, size_t *counter, const char *what) {
+    return engine_alloc(e, n, counter, what, false);
+}
+
 void *zt_engine_alloc_exchange(zt_engine *e, size_t n, size_t *counter, const char *what) {
-    if (!e->ep_comm || !zt_comm_a2a_map(e->ep_comm)) return zt_engine_alloc(e, n, counter, what);
-    size_t bytes = zt_memory_alloc_bytes(n);
-    void *p = zt_fault_armed() && zt_fault_point(ZT_FAULT_AT_ALLOC, NULL) == ZT_FAULT_OOM ? NULL : zt_shared_alloc(bytes);
-    if (p && counter) zt_engine_account(e, counter, bytes, true);
-    if (!p) note_oom(e, counter, bytes, what);
-    return p;
+    return engine_alloc(e, n, counter, what, e->ep_comm && zt_comm_a2a_map(e->ep_comm));
+}
+
+void *zt_engine_alloc_saved(zt_engine *e, const zt_unit *u, size_t n, const char *what) {
+    return (u->ep_parts > 1 ? zt_engine_alloc_exchange : zt_engine_alloc)(e, n, &e->mem.activations, what);
 }
 
 int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) {
@@ -319,9 +324,7 @@ static int pp_layout(zt_engine *e, zt_error *err) {
             if (!(s->outs[k] = zt_engine_alloc(e, BT * (size_t)m->units[u].out_width, &e->mem.activations, what)))
                 return zt_engine_oom(e, err, "engine: pipeline slots");
             snprintf(what, sizeof what, "the saved activations of unit %s for micro-batch slot %d", m->units[u].name, k);
-            void *(*alloc)(zt_engine *, size_t, size_t *, const char *) =
-                m->units[u].ep_parts > 1 ? zt_engine_alloc_exchange : zt_engine_alloc; /* the all-to-all sends from it */
-            if (s->kept && !(s->saveds[k] = alloc(e, s->kept, &e->mem.activations, what)))
+            if (s->kept && !(s->saveds[k] = zt_engine_alloc_saved(e, &m->units[u], s->kept, what)))
                 return zt_engine_oom(e, err, "engine: pipeline slots");
         }
     }

@@ -284,6 +284,9 @@ void *zt_engine_alloc(zt_engine *e, size_t floats, size_t *counter, const char *
  * buffers, one the ep peers can map (comm's zt_shared_alloc: a block is then copied out of it with
  * loads, not process_vm_readv); the same bytes counted. Free it with zt_shared_free (either kind). */
 void *zt_engine_alloc_exchange(zt_engine *e, size_t floats, size_t *counter, const char *what);
+/* Unit u's saved activations (class activations): exchange memory where its experts are spread over
+ * ep parts (the all-to-all sends from them), else zt_engine_alloc's */
+void *zt_engine_alloc_saved(zt_engine *e, const zt_unit *u, size_t floats, const char *what);
 /* ZT_ERR_NOMEM (exit 7): "<context>: out of memory for <what> (memory-plan class C, N bytes) on
  * rank R", the buffer from the last failed zt_engine_alloc (else a host allocation). */
 int zt_engine_oom(zt_engine *e, zt_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

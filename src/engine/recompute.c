@@ -21,7 +21,6 @@
  * next one while this one recomputes and runs backward); with keep_params_after_forward they
  * are still there. */
 #include "engine/engine_internal.h"
-#include "comm/comm.h"
 #include "obs/trace.h"
 
 #include <omp.h>
@@ -67,9 +66,7 @@ int zt_recompute_layout(zt_engine *e, zt_error *err) {
         if (s->rest > shared) shared = s->rest;
         char what[160];
         snprintf(what, sizeof what, "the saved activations of unit %s", un->name);
-        void *(*alloc)(zt_engine *, size_t, size_t *, const char *) =
-            un->ep_parts > 1 ? zt_engine_alloc_exchange : zt_engine_alloc; /* the all-to-all sends from it */
-        if (K && !(s->saved = alloc(e, K, &e->mem.activations, what)))
+        if (K && !(s->saved = zt_engine_alloc_saved(e, un, K, what)))
             return zt_engine_oom(e, err, "engine: laying out activation checkpointing");
     }
     e->recompute_owner = -1;

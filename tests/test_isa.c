@@ -251,6 +251,75 @@ static void levels_agree(void **state)
     free(a), free(b), free(a16), free(b16);
 }
 
+/* ---- the avx2 level's own bf16 product (gemm_packed_bf16.c) ---------------------------------- */
+
+/* C = alpha op(A) op(B) + beta C0 + bias on one shape and orientation: against the double sum of
+ * the exact products within fp32's error bound for K terms; the same bits on 1, 2 and 3 threads
+ * (threads divide the output, never k) and through zt_gemm_bf16 */
+static void packed_case(bool ta, bool tb, int M, int N, int K, float alpha, float beta, bool with_bias)
+{
+    int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    size_t na = (size_t)lda * (ta ? K : M), nb = (size_t)ldb * (tb ? N : K), nc = (size_t)ldc * M;
+    float *af = rnd(na, 1), *bf = rnd(nb, 1), *c0 = rnd(nc, 1), *bias = with_bias ? rnd((size_t)N, 1) : NULL;
+    uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+    zt_f32_to_bf16(a, af, na);
+    zt_f32_to_bf16(b, bf, nb);
+    float *c[4];
+    size_t wf = zt_gemm_bf16_packed_work_floats(M, N, K, 3);
+    float *work = aligned_alloc(64, (wf * sizeof(float) + 63) / 64 * 64);
+    assert_non_null(work);
+    for (int t = 1; t <= 3; t++) {
+        c[t] = malloc(nc * sizeof(float));
+        memcpy(c[t], c0, nc * sizeof(float));
+        zt_gemm_bf16_packed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[t], ldc, bias, work, t);
+    }
+    c[0] = malloc(nc * sizeof(float));
+    memcpy(c[0], c0, nc * sizeof(float));
+    zt_gemm_bf16(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[0], ldc, bias);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double x = bf16d(ta ? a[(size_t)k * lda + m] : a[(size_t)m * lda + k]);
+                double y = bf16d(tb ? b[(size_t)n * ldb + k] : b[(size_t)k * ldb + n]);
+                s += x * y, mag += fabs(x * y);
+            }
+            double ref = alpha * s + (beta != 0.0f ? beta * (double)c0[(size_t)m * ldc + n] : 0.0) +
+                         (bias ? bias[n] : 0.0);
+            mag = fabs(alpha) * mag + fabs(beta * (double)c0[(size_t)m * ldc + n]) + (bias ? fabs(bias[n]) : 0.0);
+            double got = c[1][(size_t)m * ldc + n];
+            if (!(fabs(got - ref) <= (K + 4) * 0x1p-24 * mag + 1e-30))
+                fail_msg("ta %d tb %d M %d N %d K %d: C[%d][%d] = %.9g, want %.9g", ta, tb, M, N, K, m, n, got, ref);
+            for (int t = 0; t <= 3; t++)
+                if (memcmp(&c[t][(size_t)m * ldc + n], &c[1][(size_t)m * ldc + n], sizeof(float)) != 0)
+                    fail_msg("ta %d tb %d M %d N %d K %d: C[%d][%d] differs on %d threads", ta, tb, M, N, K, m, n, t);
+        }
+    for (int m = 0; m < M; m++) /* the padding columns of C untouched */
+        for (int n = N; n < ldc; n++) assert_memory_equal(&c[1][(size_t)m * ldc + n], &c0[(size_t)m * ldc + n], 4);
+    for (int t = 0; t <= 3; t++) free(c[t]);
+    free(af), free(bf), free(c0), free(bias), free(a), free(b), free(work);
+}
+
+static void packed_bf16_product(void **state)
+{
+    (void)state;
+    zt_isa start = (zt_isa)zt_kernels_isa();
+    zt_error err = {0};
+    assert_int_equal(zt_kernels_select(ZT_ISA_AVX2, &err), ZT_OK);
+    /* shapes: K over several blocks of 256 with a tail; M over a 120-row block with a partial tile;
+     * N over a 4096-column block; a split along M (few columns); single rows, columns and k */
+    const int shapes[][3] = {{13, 37, 300}, {125, 50, 9}, {7, 16, 1}, {1, 1, 513}, {3, 4100, 20},
+                             {200, 20, 64}, {12, 32, 256}, {6, 17, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int o = 0; o < 4; o++) {
+            bool ta = o & 1, tb = o & 2;
+            packed_case(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], 1.0f, 0.0f, s % 2 == 0);
+            packed_case(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], 0.5f, 0.75f, s % 2 == 1);
+        }
+    assert_non_null(strstr(zt_gemm_path(true), "packed"));
+    assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
+}
+
 /* ---- bad input -------------------------------------------------------------------------------- */
 
 static void parse_names_and_errors(void **state)
@@ -328,6 +397,7 @@ int main(void)
         cmocka_unit_test(check_names_missing_features),
         cmocka_unit_test(each_level_against_references),
         cmocka_unit_test(levels_agree),
+        cmocka_unit_test(packed_bf16_product),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -814,6 +814,33 @@ static struct {
     size_t cap; /* floats */
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The bf16 paths' workspace of `need` floats, 64-byte aligned: outside a parallel region W's, kept
+ * between calls and held (locked) until workspace_done; inside one (own) a buffer of the caller's.
+ * NULL when there is no memory for it (nothing held). */
+static float *workspace_get(size_t need, bool own)
+{
+    size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+    if (own)
+        return aligned_alloc(64, bytes);
+    pthread_mutex_lock(&W.lock);
+    if (W.cap < need) {
+        free(W.buf);
+        W.buf = aligned_alloc(64, bytes);
+        W.cap = W.buf ? need : 0;
+    }
+    if (W.buf == NULL)
+        pthread_mutex_unlock(&W.lock);
+    return W.buf;
+}
+
+static void workspace_done(float *buf, bool own)
+{
+    if (own)
+        free(buf);
+    else
+        pthread_mutex_unlock(&W.lock);
+}
+
 /* dst (rows, cols) fp32, leading dimension cols = the bf16 block at src (row stride ld) */
 static void widen_block(float *dst, const uint16_t *src, int ld, int rows, int cols)
 {
@@ -845,20 +872,8 @@ static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, con
     int nb = (int)(per < (size_t)N ? per : (size_t)N);
     size_t need = ((size_t)mb + (size_t)nb) * (size_t)kc;
     bool own = omp_in_parallel();
-    float *buf = NULL;
-    if (!own) {
-        pthread_mutex_lock(&W.lock);
-        if (W.cap < need) {
-            free(W.buf);
-            W.buf = malloc(need * sizeof(float));
-            W.cap = W.buf ? need : 0;
-        }
-        buf = W.buf;
-    } else {
-        buf = malloc(need * sizeof(float));
-    }
+    float *buf = workspace_get(need, own);
     if (buf == NULL) { /* no memory for the scratch: the reference loops, counted */
-        if (!own) pthread_mutex_unlock(&W.lock);
         STAT_ADD(fallbacks);
         bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         return;
@@ -880,10 +895,25 @@ static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, con
             }
         }
     }
-    if (own)
-        free(buf);
-    else
-        pthread_mutex_unlock(&W.lock);
+    workspace_done(buf, own);
+}
+
+/* The avx2 level: gemm_packed_bf16.c's own product, which widens the operands as it packs them, on
+ * the process's threads, its workspace kept between calls (W's); inside a parallel region on the
+ * calling thread with a workspace of its own. */
+static void bf16_packed(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                        const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
+{
+    bool own = omp_in_parallel();
+    int threads = own ? 1 : omp_get_max_threads();
+    float *buf = workspace_get(zt_gemm_bf16_packed_work_floats(M, N, K, threads), own);
+    if (buf == NULL) { /* no memory for the workspace: the reference loops, counted */
+        STAT_ADD(fallbacks);
+        bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        return;
+    }
+    zt_gemm_bf16_packed(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, buf, threads);
+    workspace_done(buf, own);
 }
 
 bool zt_gemm_bf16_native(void)
@@ -903,6 +933,8 @@ const char *zt_gemm_path(bool bf16)
     else if (zt_gemm_bf16_native())
         snprintf(buf[1], sizeof buf[1], "oneDNN %s (%s)", isa,
                  zt_kernels_isa() >= ZT_ISA_AMX ? "AMX tiles where oneDNN picks them" : "vdpbf16ps");
+    else if (zt_kernels_isa() == ZT_ISA_AVX2)
+        snprintf(buf[1], sizeof buf[1], "widened to fp32 while packed, zerotrain avx2 6x16");
     else
         snprintf(buf[1], sizeof buf[1], "widened to fp32, %s %s", fp32, core);
     return buf[bf16 ? 1 : 0];
@@ -919,6 +951,11 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
         return;
     ensure_decided();
     long long t0 = now_ns();
+    if (zt_kernels_isa() == ZT_ISA_AVX2 && K > 0) {
+        bf16_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        product_done(t0, M, N, K);
+        return;
+    }
     if (!zt_gemm_bf16_native() && K > 0) {
         bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         product_done(t0, M, N, K);

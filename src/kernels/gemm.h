@@ -56,9 +56,11 @@ void zt_gemm_f32_serial_rows(unsigned runtime, bool trans_a, bool trans_b, int M
  * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32
  * (oneDNN's avx512_core_bf16 / AMX kernels) where the kernels' level has AVX512_BF16: always
  * oneDNN there, whichever the fp32 backend; where oneDNN refuses, reference loops (counted in
- * fallbacks). On the avx2 and avx512 levels: the fp32 product of the operands widened to fp32
- * (exact), on the fp32 backend (gemm.c says how, and what it changes). Same bit rule as the fp32
- * products, per level. */
+ * fallbacks). On the avx2 level: zerotrain's own packed GEMM, the operands widened to fp32 as they
+ * are packed (gemm_packed_bf16.c; an element's bits depend on K and the inputs alone). On the
+ * avx512 level: the fp32 product of the operands widened to fp32 (exact) in a workspace, on the
+ * fp32 backend (gemm.c says how, and what it changes). Same bit rule as the fp32 products, per
+ * level. */
 void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias);
@@ -67,7 +69,8 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
  * false where they are widened to fp32 */
 bool zt_gemm_bf16_native(void);
 /* One line naming the library and ISA the fp32 (bf16 false) or bf16 products run on, e.g.
- * "oneDNN avx512_core_bf16", "OpenBLAS Haswell", "widened to fp32, oneDNN avx2". Static storage. */
+ * "oneDNN avx512_core_bf16", "OpenBLAS Haswell", "widened to fp32 while packed, zerotrain avx2 6x16",
+ * "widened to fp32, oneDNN avx512_core". Static storage. */
 const char *zt_gemm_path(bool bf16);
 /* The backend the products of this process go to, decided on the first call of any zt_gemm_
  * function (ZT_GEMM, then the per-machine rule) and fixed afterwards. */

@@ -306,10 +306,11 @@ static void packed_bf16_product(void **state)
     zt_isa start = (zt_isa)zt_kernels_isa();
     zt_error err = {0};
     assert_int_equal(zt_kernels_select(ZT_ISA_AVX2, &err), ZT_OK);
-    /* shapes: K over several blocks of 256 with a tail; M over a 120-row block with a partial tile;
-     * N over a 4096-column block; a split along M (few columns); single rows, columns and k */
-    const int shapes[][3] = {{13, 37, 300}, {125, 50, 9}, {7, 16, 1}, {1, 1, 513}, {3, 4100, 20},
-                             {200, 20, 64}, {12, 32, 256}, {6, 17, 8}};
+    /* shapes: K over several blocks of 512 with a tail (and a tail of k not a multiple of 8); M
+     * past a 96-row block with a partial tile; N past a 4096-column block (split between threads or
+     * not); few columns, many rows (a split along M); single rows, columns and k */
+    const int shapes[][3] = {{13, 37, 1100}, {125, 50, 9}, {7, 16, 1}, {1, 1, 513}, {3, 4100, 20},
+                             {200, 20, 64}, {12, 32, 256}, {6, 17, 8}, {5, 9000, 70}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int o = 0; o < 4; o++) {
             bool ta = o & 1, tb = o & 2;

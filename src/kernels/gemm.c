@@ -1,5 +1,7 @@
 /* gemm.c - the fp32 GEMM dispatch (gemm.h): OpenBLAS sgemm, or a oneDNN matmul primitive kept in
- * a small cache, one backend per process.
+ * a small cache, one backend per process. The bf16 products: oneDNN's bf16 matmul where the level
+ * has AVX512_BF16; on the avx2 level gemm_packed_bf16.c's own GEMM (widening while it packs); on
+ * the avx512 level the fp32 GEMM of the operands widened into a workspace (bf16_widened, below).
  *
  * Which backend (decided once, on the first call; never by timing, since the two give different
  * bits):

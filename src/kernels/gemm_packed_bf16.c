@@ -7,8 +7,9 @@
  * of the operands widened into a scratch first (gemm.c, bf16_widened): each operand read as 2 bytes,
  * written as 4 and read again as 4 by the GEMM, which then packs it once more. Here the packing
  * itself widens (a bf16 value is the top half of its fp32 value: a shift), so the 2-byte operands
- * are read once, as a packed fp32 GEMM reads its 4-byte ones: the bf16 products read half the bytes
- * of the fp32 ones and cost no more (bench/RESULTS.md, "The bf16 products packed from bf16").
+ * are read once, as a packed fp32 GEMM reads its 4-byte ones. Alone, W1's products run faster than
+ * oneDNN's fp32 ones; inside the W1 step they cost what fp32's do (bench/RESULTS.md, "The bf16
+ * products packed from bf16").
  *
  * How (BLIS's loops, as ns_product.c and oneDNN's brgemm block): N in blocks of NC columns, K in
  * blocks of KC, M in blocks of MC rows; op(B)'s KC x NC block is packed into panels of NR columns
@@ -23,10 +24,11 @@
  * C + alpha·acc, in that order of operations on every path): its bits depend on K and the inputs
  * alone, never on the thread count, the split or the position of the element in a tile (threads
  * divide the output's panels, never k). tests/test_isa.c checks the product against a double
- * reference on every shape class and the same bits at 1 and 2 threads. The bits are not those of
+ * reference on every shape class and the same bits on 1, 2 and 3 threads. The bits are not those of
  * the avx512 level's widened oneDNN products, nor of vdpbf16ps (docs/precision.md). */
 #include "kernels/kernels.h"
 
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -114,7 +116,7 @@ static void pack_panel(float *restrict dst, const uint16_t *X, int64_t ld, bool 
     int valid = lines_end - l0 < P ? (int)(lines_end - l0) : P;
     if (valid < 0) valid = 0;
 #ifdef ZT_PACKED_SIMD
-    if (k_major && valid == P) { /* each k: P adjacent values (8 read for MR = 6, 2 stored over) */
+    if (k_major && valid == P) { /* each k: P adjacent values (MR = 6: six read, eight stored) */
         for (int k = 0; k < kc; k++) {
             const uint16_t *s = X + (k0 + k) * ld + l0;
             if (P == NR) {

@@ -416,6 +416,11 @@ void moe_router_losses(double *aux, double *z, const float *probs, const float *
 void moe_router_backward(float *dlogits, const float *dw, const float *probs, const float *lse, const float *w,
                          const int32_t *idx, const int32_t *counts, int N, int Nall, int E, int k, bool norm_topk,
                          float aux_scale, float z_scale);
+/* dx (rows,C) += dy (rows,E; row stride ldy) @ W (E,C): the router's (or a shared expert gate's)
+ * input gradient, each element one chain of FMAs over the E experts in order onto dx's value: its
+ * bits depend on the row alone, not on how many rows a call takes (sequence parallelism hands a
+ * part its rows only, and a GEMM's order may change with M); threads split the rows. */
+void moe_router_dinp(float *dx, const float *dy, int ldy, const float *W, int rows, int C, int E);
 /* xp (rows,C): xp[r] = x[order[r] / k], zeros where order[r] < 0 (padding); elements of the compute
  * dtype kind (0: fp32; ZT_LP_BF16: 2-byte bf16 rows; ZT_LP_FP16: fp16 values in fp32): copied as bytes */
 void moe_gather_rows(void *xp, const void *x, const int32_t *order, int rows, int k, int C, int kind);

@@ -141,3 +141,17 @@ void moe_router_backward(float *dlogits, const float *dw, const float *probs, co
         }
     }
 }
+
+void moe_router_dinp(float *dx, const float *dy, int ldy, const float *W, int rows, int C, int E)
+{
+#pragma omp parallel for schedule(static) if ((size_t)rows * (size_t)C * (size_t)E >= 65536)
+    for (int r = 0; r < rows; r++) {
+        float *restrict d = dx + (size_t)r * C;
+        const float *g = dy + (size_t)r * ldy;
+        for (int e = 0; e < E; e++) {
+            const float ge = g[e], *restrict w = W + (size_t)e * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) d[c] = fmaf(ge, w[c], d[c]);
+        }
+    }
+}

@@ -88,6 +88,36 @@ static void test_router_backward_matches_finite_differences(void **state) {
 
 /* Context parallelism: a part's tokens with the whole's counts and token count give its share of the
  * whole's router losses (the parts' shares add up to them) and exactly the whole's gradient rows. */
+/* the router's input gradient: dx += dy W against a double reference, and a part's rows (any split,
+ * any thread count) get the bits of the whole's: what sequence parallelism's parts rely on */
+static void test_router_dinp_rows_independent(void **state) {
+    (void)state;
+    enum { N = 70, C = 37, E = 9, LD = 11 };
+    uint64_t sd = 7;
+    float *dy = malloc(sizeof(float) * N * LD), *W = malloc(sizeof(float) * E * C), *x0 = malloc(sizeof(float) * N * C);
+    float *whole = malloc(sizeof(float) * N * C), *parts = malloc(sizeof(float) * N * C);
+    for (int i = 0; i < N * LD; i++) dy[i] = uni(&sd);
+    for (int i = 0; i < E * C; i++) W[i] = uni(&sd);
+    for (int i = 0; i < N * C; i++) x0[i] = uni(&sd);
+    memcpy(whole, x0, sizeof(float) * N * C);
+    memcpy(parts, x0, sizeof(float) * N * C);
+    moe_router_dinp(whole, dy, LD, W, N, C, E);
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const int cuts[] = {0, 1, 17, 18, 69, N};
+    for (int i = 0; i + 1 < (int)(sizeof cuts / sizeof cuts[0]); i++)
+        moe_router_dinp(parts + (size_t)cuts[i] * C, dy + (size_t)cuts[i] * LD, LD, W, cuts[i + 1] - cuts[i], C, E);
+    omp_set_num_threads(nthr);
+    assert_memory_equal(whole, parts, sizeof(float) * N * C);
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            double ref = x0[r * C + c];
+            for (int e = 0; e < E; e++) ref += (double)dy[r * LD + e] * W[e * C + c];
+            assert_true(fabs(ref - whole[r * C + c]) <= 1e-6);
+        }
+    free(dy), free(W), free(x0), free(whole), free(parts);
+}
+
 static void test_router_losses_split_into_parts(void **state) {
     (void)state;
     uint64_t s = 11;
@@ -544,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_router_backward_matches_finite_differences),
         cmocka_unit_test(test_released_qwen_configs),
         cmocka_unit_test(test_router_losses_split_into_parts),
+        cmocka_unit_test(test_router_dinp_rows_independent),
         cmocka_unit_test(test_route_plan_order_and_capacity),
         cmocka_unit_test(test_grouped_products_bits_and_values),
         cmocka_unit_test(test_model_gradients_match_finite_differences),

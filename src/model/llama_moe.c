@@ -146,12 +146,8 @@ void zt_moe_whole_backward(const zt_unit *u, const zt_unit_args *a, float *dx, f
     const zt_llama_config *c = u->model_cfg;
     int B = a->batch->B, T = a->batch->T, C = c->n_embd, t0;
     matmul_backward(NULL, dW, NULL, dy, x, W, B * T, C, OC, 0);
-    if (!zt_unit_seq(u)) {
-        moe_router_dinp(dx, dy, OC, W, B * T, C, OC);
-        return;
-    }
     /* a row-wise kernel, not a GEMM: a part's rows get the bits the whole's would (moe_router_dinp) */
-    int count = zt_unit_rows(u, a, &t0) / B; /* dx: (B, count) rows, dy: (B, T) */
+    int count = zt_unit_rows(u, a, &t0) / B; /* dx: (B, count) rows, dy: (B, T); without sp count = T */
     for (int b = 0; b < B; b++)
         moe_router_dinp(dx + (size_t)b * count * C, dy + ((size_t)b * T + t0) * OC, OC, W, count, C, OC);
 }

@@ -251,11 +251,13 @@ static void levels_agree(void **state)
     free(a), free(b), free(a16), free(b16);
 }
 
-/* ---- the avx2 level's own bf16 product (gemm_packed_bf16.c) ---------------------------------- */
+/* ---- the bf16 product of the levels without AVX512_BF16 (gemm_packed_bf16.c) --------------- */
 
-/* C = alpha op(A) op(B) + beta C0 + bias on one shape and orientation: against the double sum of
- * the exact products within fp32's error bound for K terms; the same bits on 1, 2 and 3 threads
- * (threads divide the output, never k) and through zt_gemm_bf16 */
+/* C = alpha op(A) op(B) + beta C0 + bias on one shape and orientation, on the avx2 level (6 x 16
+ * tiles) and, where the CPU has it, the avx512 level (12 x 32): against the double sum of the
+ * exact products within fp32's error bound for K terms; the same bits on 1, 2 and 3 threads
+ * (threads divide the output, never k), through zt_gemm_bf16, and on both levels (an element's
+ * bits depend on K and its inputs only, not on the tile) */
 static void packed_case(bool ta, bool tb, int M, int N, int K, float alpha, float beta, bool with_bias)
 {
     int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
@@ -264,18 +266,25 @@ static void packed_case(bool ta, bool tb, int M, int N, int K, float alpha, floa
     uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
     zt_f32_to_bf16(a, af, na);
     zt_f32_to_bf16(b, bf, nb);
-    float *c[4];
-    size_t wf = zt_gemm_bf16_packed_work_floats(M, N, K, 3);
-    float *work = aligned_alloc(64, (wf * sizeof(float) + 63) / 64 * 64);
-    assert_non_null(work);
-    for (int t = 1; t <= 3; t++) {
-        c[t] = malloc(nc * sizeof(float));
-        memcpy(c[t], c0, nc * sizeof(float));
-        zt_gemm_bf16_packed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[t], ldc, bias, work, t);
+    const zt_isa levels[] = {ZT_ISA_AVX2, ZT_ISA_AVX512};
+    const int nlev = zt_isa_check(ZT_ISA_AVX512, zt_cpu_features_get(), &(zt_error){0}) == ZT_OK ? 2 : 1;
+    float *c[2][4];
+    for (int l = 0; l < nlev; l++) {
+        zt_error err = {0};
+        assert_int_equal(zt_kernels_select(levels[l], &err), ZT_OK);
+        size_t wf = zt_gemm_bf16_packed_work_floats(M, N, K, 3);
+        float *work = aligned_alloc(64, (wf * sizeof(float) + 63) / 64 * 64);
+        assert_non_null(work);
+        for (int t = 0; t <= 3; t++) {
+            c[l][t] = malloc(nc * sizeof(float));
+            memcpy(c[l][t], c0, nc * sizeof(float));
+            if (t == 0)
+                zt_gemm_bf16(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[l][0], ldc, bias);
+            else
+                zt_gemm_bf16_packed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[l][t], ldc, bias, work, t);
+        }
+        free(work);
     }
-    c[0] = malloc(nc * sizeof(float));
-    memcpy(c[0], c0, nc * sizeof(float));
-    zt_gemm_bf16(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c[0], ldc, bias);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             double s = 0, mag = 0;
@@ -287,17 +296,22 @@ static void packed_case(bool ta, bool tb, int M, int N, int K, float alpha, floa
             double ref = alpha * s + (beta != 0.0f ? beta * (double)c0[(size_t)m * ldc + n] : 0.0) +
                          (bias ? bias[n] : 0.0);
             mag = fabs(alpha) * mag + fabs(beta * (double)c0[(size_t)m * ldc + n]) + (bias ? fabs(bias[n]) : 0.0);
-            double got = c[1][(size_t)m * ldc + n];
+            const float got = c[0][1][(size_t)m * ldc + n];
             if (!(fabs(got - ref) <= (K + 4) * 0x1p-24 * mag + 1e-30))
                 fail_msg("ta %d tb %d M %d N %d K %d: C[%d][%d] = %.9g, want %.9g", ta, tb, M, N, K, m, n, got, ref);
-            for (int t = 0; t <= 3; t++)
-                if (memcmp(&c[t][(size_t)m * ldc + n], &c[1][(size_t)m * ldc + n], sizeof(float)) != 0)
-                    fail_msg("ta %d tb %d M %d N %d K %d: C[%d][%d] differs on %d threads", ta, tb, M, N, K, m, n, t);
+            for (int l = 0; l < nlev; l++)
+                for (int t = 0; t <= 3; t++)
+                    if (memcmp(&c[l][t][(size_t)m * ldc + n], &got, sizeof(float)) != 0)
+                        fail_msg("ta %d tb %d M %d N %d K %d: C[%d][%d] = %.9g on level %s, %d threads (0: "
+                                 "zt_gemm_bf16); %.9g on avx2, 1 thread", ta, tb, M, N, K, m, n,
+                                 c[l][t][(size_t)m * ldc + n], zt_isa_name(levels[l]), t, got);
         }
-    for (int m = 0; m < M; m++) /* the padding columns of C untouched */
-        for (int n = N; n < ldc; n++) assert_memory_equal(&c[1][(size_t)m * ldc + n], &c0[(size_t)m * ldc + n], 4);
-    for (int t = 0; t <= 3; t++) free(c[t]);
-    free(af), free(bf), free(c0), free(bias), free(a), free(b), free(work);
+    for (int l = 0; l < nlev; l++) /* the padding columns of C untouched */
+        for (int m = 0; m < M; m++)
+            for (int n = N; n < ldc; n++) assert_memory_equal(&c[l][1][(size_t)m * ldc + n], &c0[(size_t)m * ldc + n], 4);
+    for (int l = 0; l < nlev; l++)
+        for (int t = 0; t <= 3; t++) free(c[l][t]);
+    free(af), free(bf), free(c0), free(bias), free(a), free(b);
 }
 
 static void packed_bf16_product(void **state)
@@ -305,19 +319,24 @@ static void packed_bf16_product(void **state)
     (void)state;
     zt_isa start = (zt_isa)zt_kernels_isa();
     zt_error err = {0};
-    assert_int_equal(zt_kernels_select(ZT_ISA_AVX2, &err), ZT_OK);
     /* shapes: K over several blocks of 512 with a tail (and a tail of k not a multiple of 8); M
-     * past a 96-row block with a partial tile; N past a 4096-column block (split between threads or
-     * not); few columns, many rows (a split along M); single rows, columns and k */
+     * past a 96-row block with a partial tile (of 6 and of 12 rows); N past a 4096-column block
+     * (split between threads or not) and partial panels of 16 and 32; few columns, many rows (a
+     * split along M); single rows, columns and k */
     const int shapes[][3] = {{13, 37, 1100}, {125, 50, 9}, {7, 16, 1}, {1, 1, 513}, {3, 4100, 20},
-                             {200, 20, 64}, {12, 32, 256}, {6, 17, 8}, {5, 9000, 70}};
+                             {200, 20, 64}, {12, 32, 256}, {6, 17, 8}, {5, 9000, 70}, {25, 70, 17}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int o = 0; o < 4; o++) {
             bool ta = o & 1, tb = o & 2;
             packed_case(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], 1.0f, 0.0f, s % 2 == 0);
             packed_case(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], 0.5f, 0.75f, s % 2 == 1);
         }
-    assert_non_null(strstr(zt_gemm_path(true), "packed"));
+    assert_int_equal(zt_kernels_select(ZT_ISA_AVX2, &err), ZT_OK);
+    assert_non_null(strstr(zt_gemm_path(true), "packed, zerotrain avx2 6x16"));
+    if (zt_isa_check(ZT_ISA_AVX512, zt_cpu_features_get(), &err) == ZT_OK) {
+        assert_int_equal(zt_kernels_select(ZT_ISA_AVX512, &err), ZT_OK);
+        assert_non_null(strstr(zt_gemm_path(true), "packed, zerotrain avx512 12x32"));
+    }
     assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
 }
 

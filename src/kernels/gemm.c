@@ -1,7 +1,7 @@
 /* gemm.c - the fp32 GEMM dispatch (gemm.h): OpenBLAS sgemm, or a oneDNN matmul primitive kept in
  * a small cache, one backend per process. The bf16 products: oneDNN's bf16 matmul where the level
- * has AVX512_BF16; on the avx2 level gemm_packed_bf16.c's own GEMM (widening while it packs); on
- * the avx512 level the fp32 GEMM of the operands widened into a workspace (bf16_widened, below).
+ * has AVX512_BF16; below it (the avx2 and avx512 levels) gemm_packed_bf16.c's own GEMM, which
+ * widens the operands to fp32 while it packs them.
  *
  * Which backend (decided once, on the first call; never by timing, since the two give different
  * bits):
@@ -788,28 +788,17 @@ void zt_gemm_f32_serial_rows(unsigned runtime, bool trans_a, bool trans_b, int M
     product_done(t0, M, N, K);
 }
 
-// ---- bf16 on a level without a bf16 dot product: widened to fp32 --------------------------------
+// ---- bf16 on a level without a bf16 dot product: widened to fp32 while packed ------------------
 
 /* Where the kernels' level has no AVX512_BF16 (avx2, avx512: oneDNN 2.x has no fast bf16 matmul
- * there, only its reference loops or a slow emulation), a bf16 product runs as the fp32 GEMM of its
+ * there, only its reference loops or a slow emulation), a bf16 product is an fp32 product of its
  * operands widened to fp32, as PyTorch and oneDNN do on such CPUs. Widening is exact (a bf16 value
- * is an fp32 value), every product of two bf16 values is exact in fp32, and the sums are fp32: the
- * result differs from oneDNN's vdpbf16ps kernels only in the order of the fp32 sums (and at the
- * speed of fp32). The widened operands live in a scratch of at most ZT_WIDEN_CAP bytes each,
- * filled in panels: K in slices of at most ZT_WIDEN_KC (the slices' products summed into C, as
- * oneDNN's own K-split of the LM head's products does), and within a slice whole rows of op(A) and
- * whole columns of op(B), as many as fit (at least ZT_WIDEN_CAP / 4 / ZT_WIDEN_KC of each, so a
- * product with a large K, the LM head's dinp with K = 50257, is not cut into thin GEMMs). The panels
- * are fixed by the shape: one summation order per shape. The scratch is a GEMM workspace like
- * oneDNN's own (docs/memory.md: not in the plan), kept between calls; products made inside a
- * parallel region get their own. */
-#ifndef ZT_WIDEN_CAP
-#define ZT_WIDEN_CAP ((size_t)16 << 20)
-#endif
-#ifndef ZT_WIDEN_KC
-#define ZT_WIDEN_KC 4096
-#endif
-
+ * is an fp32 value), every product of two bf16 values is exact in fp32, and the sums are fp32.
+ * gemm_packed_bf16.c runs it: BLIS's loops with the widening inside the packing, so the 2-byte
+ * operands are read once and never copied whole (the widened copy handed to the fp32 GEMM that
+ * came before cost the avx512 level ~2% of a W1 step, bench/RESULTS.md). Its workspace (the packed
+ * blocks, a GEMM workspace like oneDNN's own: docs/memory.md, not in the plan) is kept between
+ * calls; products made inside a parallel region get their own. */
 static struct {
     pthread_mutex_t lock;
     float *buf;
@@ -843,65 +832,7 @@ static void workspace_done(float *buf, bool own)
         pthread_mutex_unlock(&W.lock);
 }
 
-/* dst (rows, cols) fp32, leading dimension cols = the bf16 block at src (row stride ld) */
-static void widen_block(float *dst, const uint16_t *src, int ld, int rows, int cols)
-{
-    bool par = !omp_in_parallel() && (size_t)rows * (size_t)cols >= 65536;
-#pragma omp parallel for schedule(static) if (par)
-    for (int r = 0; r < rows; r++)
-        zt_bf16_to_f32_serial(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
-}
-
-/* the panel of op(X) with outer indices [o0, o0 + n) (rows of op(A) / columns of op(B)) and K
- * indices [k0, k0 + kc), widened into dst in X's own orientation; returns dst's leading dimension.
- * outer_contiguous: X is stored (K, outer) (a transposed A, a plain B), else (outer, K). */
-static int widen_panel(float *dst, const uint16_t *X, int ld, bool outer_contiguous, int o0, int n, int k0, int kc)
-{
-    if (outer_contiguous) {
-        widen_block(dst, X + (size_t)k0 * ld + o0, ld, kc, n);
-        return n;
-    }
-    widen_block(dst, X + (size_t)o0 * ld + k0, ld, n, kc);
-    return kc;
-}
-
-static void bf16_widened(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                         const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
-{
-    int kc = K < ZT_WIDEN_KC ? K : ZT_WIDEN_KC;
-    size_t per = ZT_WIDEN_CAP / sizeof(float) / (size_t)kc; /* outer indices per panel, >= 1024 */
-    int mb = (int)(per < (size_t)M ? per : (size_t)M);
-    int nb = (int)(per < (size_t)N ? per : (size_t)N);
-    size_t need = ((size_t)mb + (size_t)nb) * (size_t)kc;
-    bool own = omp_in_parallel();
-    float *buf = workspace_get(need, own);
-    if (buf == NULL) { /* no memory for the scratch: the reference loops, counted */
-        STAT_ADD(fallbacks);
-        bf16_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
-        return;
-    }
-    float *aw = buf, *bw = buf + (size_t)mb * kc;
-    for (int k0 = 0; k0 < K; k0 += kc) {
-        int kk = K - k0 < kc ? K - k0 : kc;
-        float bk = k0 == 0 ? beta : 1.0f; /* later slices add to the first's */
-        bool a_once = mb == M;
-        int ldaw = a_once ? widen_panel(aw, A, lda, ta, 0, M, k0, kk) : 0;
-        for (int n0 = 0; n0 < N; n0 += nb) {
-            int nn = N - n0 < nb ? N - n0 : nb;
-            int ldbw = widen_panel(bw, B, ldb, !tb, n0, nn, k0, kk);
-            for (int m0 = 0; m0 < M; m0 += mb) {
-                int mm = M - m0 < mb ? M - m0 : mb;
-                if (!a_once) ldaw = widen_panel(aw, A, lda, ta, m0, mm, k0, kk);
-                f32_product(ta, tb, mm, nn, kk, alpha, aw, ldaw, bw, ldbw, bk, C + (size_t)m0 * ldc + n0, ldc,
-                            bias && k0 == 0 ? bias + n0 : NULL);
-            }
-        }
-    }
-    workspace_done(buf, own);
-}
-
-/* The avx2 level: gemm_packed_bf16.c's own product, which widens the operands as it packs them, on
- * the process's threads, its workspace kept between calls (W's); inside a parallel region on the
+/* gemm_packed_bf16.c's product, which widens the operands as it packs them, on the process's threads, its workspace kept between calls (W's); inside a parallel region on the
  * calling thread with a workspace of its own. */
 static void bf16_packed(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                         const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
@@ -935,16 +866,15 @@ const char *zt_gemm_path(bool bf16)
     else if (zt_gemm_bf16_native())
         snprintf(buf[1], sizeof buf[1], "oneDNN %s (%s)", isa,
                  zt_kernels_isa() >= ZT_ISA_AMX ? "AMX tiles where oneDNN picks them" : "vdpbf16ps");
-    else if (zt_kernels_isa() == ZT_ISA_AVX2)
-        snprintf(buf[1], sizeof buf[1], "widened to fp32 while packed, zerotrain avx2 6x16");
     else
-        snprintf(buf[1], sizeof buf[1], "widened to fp32, %s %s", fp32, core);
+        snprintf(buf[1], sizeof buf[1], "widened to fp32 while packed, zerotrain %s",
+                 zt_kernels_isa() == ZT_ISA_AVX2 ? "avx2 6x16" : "avx512 12x32");
     return buf[bf16 ? 1 : 0];
 }
 
 /* bf16 products go to oneDNN's bf16 matmul where the level has AVX512_BF16 (whatever the fp32
  * backend: OpenBLAS has no bf16 here), needing only the engine; without it, or inside a parallel
- * region, or with alpha != 1 and a bias, the reference loops. Below that level: widened to fp32. */
+ * region, or with alpha != 1 and a bias, the reference loops. Below that level: gemm_packed_bf16.c. */
 void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias)
@@ -953,13 +883,8 @@ void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
         return;
     ensure_decided();
     long long t0 = now_ns();
-    if (zt_kernels_isa() == ZT_ISA_AVX2 && K > 0) {
-        bf16_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
-        product_done(t0, M, N, K);
-        return;
-    }
     if (!zt_gemm_bf16_native() && K > 0) {
-        bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        bf16_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
         product_done(t0, M, N, K);
         return;
     }

@@ -56,11 +56,9 @@ void zt_gemm_f32_serial_rows(unsigned runtime, bool trans_a, bool trans_b, int M
  * bf16 bit patterns (uint16_t, the upper half of an fp32), the products exact and summed in fp32
  * (oneDNN's avx512_core_bf16 / AMX kernels) where the kernels' level has AVX512_BF16: always
  * oneDNN there, whichever the fp32 backend; where oneDNN refuses, reference loops (counted in
- * fallbacks). On the avx2 level: zerotrain's own packed GEMM, the operands widened to fp32 as they
- * are packed (gemm_packed_bf16.c; an element's bits depend on K and the inputs alone). On the
- * avx512 level: the fp32 product of the operands widened to fp32 (exact) in a workspace, on the
- * fp32 backend (gemm.c says how, and what it changes). Same bit rule as the fp32 products, per
- * level. */
+ * fallbacks). On the avx2 and avx512 levels: zerotrain's own packed GEMM, the operands widened to
+ * fp32 as they are packed (gemm_packed_bf16.c; an element's bits depend on K and the inputs alone,
+ * the same on both levels). Same bit rule as the fp32 products, per level. */
 void zt_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc,
                   const float *bias);

@@ -1,31 +1,34 @@
-/* gemm_packed_bf16.c - the bf16 product on a level without a bf16 dot product (avx2): its own
- * packed GEMM, the operands widened to fp32 while they are packed, never in a pass of their own.
+/* gemm_packed_bf16.c - the bf16 product on the levels without a bf16 dot product (avx2, avx512):
+ * its own packed GEMM, the operands widened to fp32 while they are packed, never in a pass of their
+ * own.
  *
  *   C (M x N, ldc) = alpha · op(A) op(B) + beta · C (+ bias[n]),  op(A) M x K, op(B) K x N, bf16
  *
  * Why: oneDNN 2.x has no bf16 matmul below AVX512_BF16, so the product used to run as the fp32 GEMM
- * of the operands widened into a scratch first (gemm.c, bf16_widened): each operand read as 2 bytes,
- * written as 4 and read again as 4 by the GEMM, which then packs it once more. Here the packing
- * itself widens (a bf16 value is the top half of its fp32 value: a shift), so the 2-byte operands
- * are read once, as a packed fp32 GEMM reads its 4-byte ones. Alone, W1's products run faster than
- * oneDNN's fp32 ones; inside the W1 step they cost what fp32's do (bench/RESULTS.md, "The bf16
- * products packed from bf16").
+ * of the operands widened into a scratch first: each operand read as 2 bytes, written as 4 and
+ * read again as 4 by the GEMM, which then packed it once more. Here the packing itself widens (a
+ * bf16 value is the top half of its fp32 value: a shift), so the 2-byte operands are read once, as
+ * a packed fp32 GEMM reads its 4-byte ones. Alone, W1's products run as fast as oneDNN's fp32 ones
+ * or faster; inside the W1 step about what fp32's cost (bench/RESULTS.md, "The bf16 products
+ * packed from bf16").
  *
  * How (BLIS's loops, as ns_product.c and oneDNN's brgemm block): N in blocks of NC columns, K in
  * blocks of KC, M in blocks of MC rows; op(B)'s KC x NC block is packed into panels of NR columns
  * (a panel's k-th NR values contiguous), op(A)'s MC x KC block into panels of MR rows; an MR x NR
- * micro-kernel holds its tile of C in registers over the KC values of k (the B panel in L1, the A
- * block in L2). Both orientations of each operand are packed by 8 x 8 transposes where the stored
- * rows run along k. Rows and columns past the edges are packed as zeros and the edge tiles go
- * through a full-size tile in memory, with the same epilogue.
+ * micro-kernel holds its tile of C in registers over the KC values of k (the A block in L2). The
+ * tile is the level's: 6 x 16 in ymm on avx2, 12 x 32 in zmm on avx512. Both orientations of each
+ * operand are packed by 8 x 8 transposes where the stored rows run along k. Rows and columns past
+ * the edges are packed as zeros and the edge tiles go through a full-size tile in memory, with the
+ * same epilogue.
  *
  * Determinism: every element of C is one chain of FMAs over k in order within each KC block, the
  * blocks added in order (the first block's epilogue alpha·acc + beta·C + bias, each later one
- * C + alpha·acc, in that order of operations on every path): its bits depend on K and the inputs
- * alone, never on the thread count, the split or the position of the element in a tile (threads
- * divide the output's panels, never k). tests/test_isa.c checks the product against a double
- * reference on every shape class and the same bits on 1, 2 and 3 threads. The bits are not those of
- * the avx512 level's widened oneDNN products, nor of vdpbf16ps (docs/precision.md). */
+ * C + alpha·acc, each operation rounded on its own: the file is built without FMA contraction):
+ * its bits depend on K and the inputs alone, never on the thread count, the split, the tile or the
+ * position of the element in it (threads divide the output's panels, never k), so the avx2 and
+ * avx512 levels give the same bits. tests/test_isa.c checks the product against a double reference
+ * on every shape class and the same bits on 1, 2 and 3 threads and on both levels. The bits are not
+ * those of vdpbf16ps (docs/precision.md). */
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -37,9 +40,15 @@
 #define ZT_PACKED_SIMD 1
 #endif
 
-/* tiles and blocks: KC = 512 (a B panel of 32 KiB, an A block of 192 KiB) measured best of
- * KC 256-640 x MC 96-192 on W1's shapes (bench/RESULTS.md); KC is part of the bits */
+/* tiles and blocks: KC = 512 (an A block of 192 KiB) measured best of KC 256-640 x MC 96-192 on
+ * W1's shapes (bench/RESULTS.md); KC is part of the bits, the tile is not. The avx2 level's tile
+ * is 6 x 16 (12 ymm accumulators, a B panel of 32 KiB in L1); the avx512 level's 12 x 32 (24 zmm
+ * accumulators; its 64 KiB B panel streams from L2, 15 bytes a cycle against L2's 32-64) */
+#ifdef __AVX512F__
+enum { MR = 12, NR = 32, KC = 512, MC = 96, NC = 4096 };
+#else
 enum { MR = 6, NR = 16, KC = 512, MC = 96, NC = 4096 };
+#endif
 
 /* the blocks a thread packs for a shape: KC x NC of op(B), KC x MC of op(A), no larger than the
  * shape needs (K, N and M rounded up to the tiles) */
@@ -56,12 +65,13 @@ static blocks blocks_of(int64_t M, int64_t N, int64_t K)
     return b;
 }
 
-/* per thread: the B block and the A block, each with 8 floats of slack for the packs' overlapping
- * stores, rounded to 8 floats (every thread's share starts 32-byte aligned) */
+/* per thread: the B block and the A block, each with 16 floats of slack for the packs' overlapping
+ * stores, rounded to 16 floats (every thread's share starts 64-byte aligned, and so does every B
+ * panel: NR·kc floats apart) */
 static size_t thread_floats(blocks b)
 {
-    size_t n = (size_t)(b.kc * b.nc + 8) + (size_t)(b.kc * b.mc + 8);
-    return (n + 7) / 8 * 8;
+    size_t n = (size_t)(b.kc * b.nc + 16) + (size_t)(b.kc * b.mc + 16);
+    return (n + 15) / 16 * 16;
 }
 
 size_t zt_gemm_bf16_packed_work_floats(int M, int N, int K, int threads)
@@ -116,33 +126,41 @@ static void pack_panel(float *restrict dst, const uint16_t *X, int64_t ld, bool 
     int valid = lines_end - l0 < P ? (int)(lines_end - l0) : P;
     if (valid < 0) valid = 0;
 #ifdef ZT_PACKED_SIMD
-    if (k_major && valid == P) { /* each k: P adjacent values (MR = 6: six read, eight stored) */
+    if (k_major && valid == P) { /* each k: P adjacent values */
         for (int k = 0; k < kc; k++) {
             const uint16_t *s = X + (k0 + k) * ld + l0;
-            if (P == NR) {
-                _mm256_storeu_ps(dst + (size_t)k * P, widen8(s));
-                _mm256_storeu_ps(dst + (size_t)k * P + 8, widen8(s + 8));
-            } else {
-                int32_t two; /* values 4 and 5: nothing read past the panel's last line */
+            float *d = dst + (size_t)k * P;
+            int j = 0;
+            for (; j + 8 <= P; j += 8) _mm256_storeu_ps(d + j, widen8(s + j));
+            if (j + 4 <= P) { /* MR = 12: values 8-11, four zeros spilled into k + 1 (rewritten) or the slack */
+                __m128i w = _mm_loadl_epi64((const __m128i *)(s + j));
+                _mm256_storeu_ps(d + j, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16)));
+                j += 4;
+            }
+            if (j < P) { /* MR = 6: values 4 and 5 after 0-3 (nothing read past the panel's last line) */
+                int32_t two;
                 memcpy(&two, s + 4, sizeof two);
                 __m128i w = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)s), _mm_cvtsi32_si128(two));
-                __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
-                _mm256_storeu_ps(dst + (size_t)k * P, v); /* lanes 6, 7 (zeros) rewritten by k + 1, or slack */
-            }
+                _mm256_storeu_ps(d, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16)));
+            } /* lanes past P (zeros) rewritten by k + 1, or slack */
         }
         return;
     }
-    if (!k_major) { /* each line runs along k: 8 x 8 blocks transposed */
+    if (!k_major) { /* each line runs along k: 8 x 8 blocks transposed, all of a panel's before any
+                       store (a block's lanes past P spill into k + 1's first values, which the
+                       next j rewrites) */
+        enum { BLOCKS = (MR > NR ? MR : NR + 7) / 8 };
         int k = 0;
         for (; k + 8 <= kc; k += 8) {
-            for (int t0 = 0; t0 < P; t0 += 8) {
-                __m256 r[8];
+            __m256 r[BLOCKS][8];
+            int nb = (P + 7) / 8;
+            for (int b = 0; b < nb; b++) {
                 for (int t = 0; t < 8; t++)
-                    r[t] = t0 + t < valid ? widen8(X + (l0 + t0 + t) * ld + k0 + k) : _mm256_setzero_ps();
-                transpose8(r);
-                for (int j = 0; j < 8; j++) /* k + j's P values; with P = 6 lanes 6, 7 spill over, rewritten next */
-                    _mm256_storeu_ps(dst + (size_t)(k + j) * P + t0, r[j]);
+                    r[b][t] = 8 * b + t < valid ? widen8(X + (l0 + 8 * b + t) * ld + k0 + k) : _mm256_setzero_ps();
+                transpose8(r[b]);
             }
+            for (int j = 0; j < 8; j++)
+                for (int b = 0; b < nb; b++) _mm256_storeu_ps(dst + (size_t)(k + j) * P + 8 * b, r[b][j]);
         }
         for (; k < kc; k++)
             for (int t = 0; t < P; t++)
@@ -196,7 +214,27 @@ static void epilogue(float *c, int64_t ldc, const float *acc, float alpha, float
 /* acc (MR x NR) = sum over k < kc of a[k][0..MR) b[k][0..NR), one FMA chain per element */
 static void micro_kernel(int kc, const float *restrict a, const float *restrict b, float *restrict acc)
 {
-#ifdef ZT_PACKED_SIMD
+#if defined(ZT_PACKED_SIMD) && defined(__AVX512F__)
+    __m512 c[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            __m512 x = _mm512_set1_ps(a[r]);
+            c[r][0] = _mm512_fmadd_ps(x, b0, c[r][0]);
+            c[r][1] = _mm512_fmadd_ps(x, b1, c[r][1]);
+        }
+        a += MR;
+        b += NR;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(acc + r * NR, c[r][0]);
+        _mm512_storeu_ps(acc + r * NR + 16, c[r][1]);
+    }
+#elif defined(ZT_PACKED_SIMD)
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int k = 0; k < kc; k++) {
@@ -234,8 +272,8 @@ typedef struct product {
 /* the rows [m0, m1) and columns [n0, n1) of C on one thread, with its workspace w */
 static void product_block(const product *p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *w)
 {
-    float *bp = w, *ap = w + (size_t)(p->blk.kc * p->blk.nc + 8);
-    _Alignas(32) float acc[MR * NR], edge[MR * NR];
+    float *bp = w, *ap = w + (size_t)(p->blk.kc * p->blk.nc + 16);
+    _Alignas(64) float acc[MR * NR], edge[MR * NR];
     for (int64_t jc = n0; jc < n1; jc += NC) {
         int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         for (int64_t pc = 0; pc < p->K; pc += KC) {

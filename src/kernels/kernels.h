@@ -197,11 +197,12 @@ void zt_round_to_lp_serial(zt_lp_kind kind, void *dst, const float *src, size_t 
 /* in place, stochastic; element i draws its bits from (seed, first_index + i) */
 void zt_round_bf16_stochastic(float *x, size_t n, uint64_t seed, uint64_t first_index);
 
-/* ---- gemm_packed_bf16.c: the bf16 product on the avx2 level, widened while packed ------------ */
+/* ---- gemm_packed_bf16.c: the bf16 product below avx512_bf16, widened while packed ------------ */
 /* C (M x N, ldc) = alpha op(A) op(B) + beta C (+ bias[n]) for bf16 A, B (op = transpose when
  * trans_*), fp32 sums, on `threads` threads (one inside a parallel region); work: the shape's
- * zt_gemm_bf16_packed_work_floats(M, N, K, threads) floats, 32-byte aligned. An element's bits
- * depend on K and the inputs only (gemm.h's zt_gemm_bf16 calls it on the avx2 level). */
+ * zt_gemm_bf16_packed_work_floats(M, N, K, threads) floats, 64-byte aligned. An element's bits
+ * depend on K and the inputs only, the same on every level (gemm.h's zt_gemm_bf16 calls it on the
+ * avx2 and avx512 levels). */
 void zt_gemm_bf16_packed(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias, float *work,
                          int threads);

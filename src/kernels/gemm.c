@@ -832,8 +832,9 @@ static void workspace_done(float *buf, bool own)
         pthread_mutex_unlock(&W.lock);
 }
 
-/* gemm_packed_bf16.c's product, which widens the operands as it packs them, on the process's threads, its workspace kept between calls (W's); inside a parallel region on the
- * calling thread with a workspace of its own. */
+/* gemm_packed_bf16.c's product, which widens the operands as it packs them, on the process's
+ * threads, its workspace kept between calls (W's); inside a parallel region on the calling thread
+ * with a workspace of its own. */
 static void bf16_packed(bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                         const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias)
 {

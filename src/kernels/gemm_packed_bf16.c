@@ -149,7 +149,7 @@ static void pack_panel(float *restrict dst, const uint16_t *X, int64_t ld, bool 
     if (!k_major) { /* each line runs along k: 8 x 8 blocks transposed, all of a panel's before any
                        store (a block's lanes past P spill into k + 1's first values, which the
                        next j rewrites) */
-        enum { BLOCKS = (MR > NR ? MR : NR + 7) / 8 };
+        enum { BLOCKS = ((MR > NR ? MR : NR) + 7) / 8 };
         int k = 0;
         for (; k + 8 <= kc; k += 8) {
             __m256 r[BLOCKS][8];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <math.h>
@@ -340,6 +341,55 @@ static void packed_bf16_product(void **state)
     assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
 }
 
+/* ---- the measured FMA peak bounds the products ------------------------------------------------ */
+
+static double thread_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* On every level the CPU has, the one-core fp32 FMA rate MFU divides by (fma_peak.c) is at least
+ * the rate of that level's own packed product on one thread (a GEMM cannot beat the FMAs it is
+ * made of; 15% for the clocks' noise). A peak loop that spills its accumulators (the avx2 level's
+ * 16 chains in 16 ymm registers measured 67 GFLOP/s a core where this product ran at 100) fails it. */
+static void fma_peak_bounds_products(void **state)
+{
+    (void)state;
+    zt_isa start = (zt_isa)zt_kernels_isa();
+    const int M = 96, N = 256, K = 512, reps = 20;
+    uint16_t *a = malloc(2 * (size_t)M * K), *b = malloc(2 * (size_t)K * N);
+    float *c = malloc(sizeof(float) * (size_t)M * N);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (uint16_t)(0x3f80 + i % 7);
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (uint16_t)(0x3f00 + i % 5);
+    for (zt_isa l = ZT_ISA_AVX2; l <= ZT_ISA_AMX; l++) {
+        zt_error err = {0};
+        if (zt_isa_check(l, zt_cpu_features_get(), &err) != ZT_OK) continue;
+        assert_int_equal(zt_kernels_select(l, &err), ZT_OK);
+        double peak = zt_measure_core_fp32_flops();
+        float *work = aligned_alloc(64, (zt_gemm_bf16_packed_work_floats(M, N, K, 1) * sizeof(float) + 63) / 64 * 64);
+        assert_non_null(work);
+        double best = 0;
+        for (int round = 0; round < 5; round++) {
+            double t0 = thread_seconds();
+            for (int r = 0; r < reps; r++)
+                zt_gemm_bf16_packed(false, false, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N, NULL, work, 1);
+            double t = thread_seconds() - t0, rate = 2.0 * M * N * K * reps / t;
+            if (t > 0 && rate > best) best = rate;
+        }
+        free(work);
+        printf("  level %-11s: one core's FMA peak %.1f GFLOP/s, its packed product on one thread %.1f (%.0f%%)\n",
+               zt_isa_name(l), peak / 1e9, best / 1e9, 100 * best / peak);
+        if (!(best <= 1.15 * peak))
+            fail_msg("level %s: the packed product ran at %.1f GFLOP/s on one thread, above the measured peak %.1f",
+                     zt_isa_name(l), best / 1e9, peak / 1e9);
+    }
+    free(a), free(b), free(c);
+    zt_error err = {0};
+    assert_int_equal(zt_kernels_select(start, &err), ZT_OK);
+}
+
 /* ---- bad input -------------------------------------------------------------------------------- */
 
 static void parse_names_and_errors(void **state)
@@ -418,6 +468,7 @@ int main(void)
         cmocka_unit_test(each_level_against_references),
         cmocka_unit_test(levels_agree),
         cmocka_unit_test(packed_bf16_product),
+        cmocka_unit_test(fma_peak_bounds_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

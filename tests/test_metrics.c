@@ -439,7 +439,7 @@ static void test_peak_measured(void **state) {
     assert_true(!strncmp(q.measured_from, "cache ", 6));
     assert_true(fabs(q.measured_fp32 / p.measured_fp32 - 1) < 1e-5); /* written with 6 digits */
     char path[600];
-    snprintf(path, sizeof path, "%s/peak-v1", dir);
+    snprintf(path, sizeof path, "%s/peak-v2", dir);
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
     fprintf(fp, "another cpu|1|2|x|y\t1e15\t1e15\n");

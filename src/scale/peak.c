@@ -137,9 +137,9 @@ static void cache_key(const zt_cpu_peak *p, char *out, size_t cap) {
 static bool cache_path(char *out, size_t cap) {
     const char *dir = zt_env(ZT_ENV_CACHE_DIR), *xdg = zt_env(ZT_ENV_XDG_CACHE_HOME), *home = zt_env(ZT_ENV_HOME);
     int n;
-    if (dir && *dir) n = snprintf(out, cap, "%s/peak-v1", dir);
-    else if (xdg && *xdg) n = snprintf(out, cap, "%s/zerotrain/peak-v1", xdg);
-    else if (home && *home) n = snprintf(out, cap, "%s/.cache/zerotrain/peak-v1", home);
+    if (dir && *dir) n = snprintf(out, cap, "%s/peak-v2", dir);
+    else if (xdg && *xdg) n = snprintf(out, cap, "%s/zerotrain/peak-v2", xdg);
+    else if (home && *home) n = snprintf(out, cap, "%s/.cache/zerotrain/peak-v2", home);
     else return false;
     return n > 0 && (size_t)n < cap;
 }

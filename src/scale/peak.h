@@ -31,7 +31,8 @@ void zt_cpu_peak_detect(zt_cpu_peak *p);
 /* Adds the measured per-core rates to p: read from the cache file when it holds this CPU's line
  * (model name, family, model, ISA), else measured (fma_peak.c, ~0.25 s) and written there
  * atomically. The cache is $ZT_CACHE_DIR, else $XDG_CACHE_HOME/zerotrain, else ~/.cache/zerotrain,
- * file peak-v1; ZT_PEAK_CACHE=0 measures every time. A cache that cannot be written is not an
+ * file peak-v2 (v1's avx2 rates came from a loop that spilled its accumulators and are not
+ * read); ZT_PEAK_CACHE=0 measures every time. A cache that cannot be written is not an
  * error (the rate is simply measured again next time). */
 void zt_cpu_peak_measure(zt_cpu_peak *p);
 /* One core's rates, measured on the calling thread: zt_measure_core_fp32_flops and

@@ -352,7 +352,7 @@ static double thread_seconds(void)
 
 /* On every level the CPU has, the one-core fp32 FMA rate MFU divides by (fma_peak.c) is at least
  * the rate of that level's own packed product on one thread (a GEMM cannot beat the FMAs it is
- * made of; 15% for the clocks' noise). A peak loop that spills its accumulators (the avx2 level's
+ * made of; 25% for the clocks' noise). A peak loop that spills its accumulators (the avx2 level's
  * 16 chains in 16 ymm registers measured 67 GFLOP/s a core where this product ran at 100) fails it. */
 static void fma_peak_bounds_products(void **state)
 {
@@ -381,7 +381,7 @@ static void fma_peak_bounds_products(void **state)
         free(work);
         printf("  level %-11s: one core's FMA peak %.1f GFLOP/s, its packed product on one thread %.1f (%.0f%%)\n",
                zt_isa_name(l), peak / 1e9, best / 1e9, 100 * best / peak);
-        if (!(best <= 1.15 * peak))
+        if (!(best <= 1.25 * peak))
             fail_msg("level %s: the packed product ran at %.1f GFLOP/s on one thread, above the measured peak %.1f",
                      zt_isa_name(l), best / 1e9, peak / 1e9);
     }

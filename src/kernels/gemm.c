@@ -869,7 +869,7 @@ const char *zt_gemm_path(bool bf16)
                  zt_kernels_isa() >= ZT_ISA_AMX ? "AMX tiles where oneDNN picks them" : "vdpbf16ps");
     else
         snprintf(buf[1], sizeof buf[1], "widened to fp32 while packed, zerotrain %s",
-                 zt_kernels_isa() == ZT_ISA_AVX2 ? "avx2 6x16" : "avx512 12x32");
+                 zt_kernels_isa() == ZT_ISA_AVX2 ? "avx2 6x16" : "avx512 14x32");
     return buf[bf16 ? 1 : 0];
 }
 

@@ -16,7 +16,7 @@
  * blocks of KC, M in blocks of MC rows; op(B)'s KC x NC block is packed into panels of NR columns
  * (a panel's k-th NR values contiguous), op(A)'s MC x KC block into panels of MR rows; an MR x NR
  * micro-kernel holds its tile of C in registers over the KC values of k (the A block in L2). The
- * tile is the level's: 6 x 16 in ymm on avx2, 12 x 32 in zmm on avx512. Both orientations of each
+ * tile is the level's: 6 x 16 in ymm on avx2, 14 x 32 in zmm on avx512. Both orientations of each
  * operand are packed by 8 x 8 transposes where the stored rows run along k. Rows and columns past
  * the edges are packed as zeros and the edge tiles go through a full-size tile in memory, with the
  * same epilogue.
@@ -42,10 +42,12 @@
 
 /* tiles and blocks: KC = 512 (an A block of 192 KiB) measured best of KC 256-640 x MC 96-192 on
  * W1's shapes (bench/RESULTS.md); KC is part of the bits, the tile is not. The avx2 level's tile
- * is 6 x 16 (12 ymm accumulators, a B panel of 32 KiB in L1); the avx512 level's 12 x 32 (24 zmm
- * accumulators; its 64 KiB B panel streams from L2, 15 bytes a cycle against L2's 32-64) */
+ * is 6 x 16 (12 ymm accumulators, a B panel of 32 KiB in L1); the avx512 level's 14 x 32 (28 of
+ * the 32 zmm registers, MC 98; its 64 KiB B panel streams from L2, ~15 bytes a cycle against L2's
+ * 32-64), which ran W1's shapes 2% faster on two threads and 15% on one than 12 x 32, where 24 x 16
+ * and 28 x 16 (the B panel in L1) ran 12% slower (bench/RESULTS.md) */
 #ifdef __AVX512F__
-enum { MR = 12, NR = 32, KC = 512, MC = 96, NC = 4096 };
+enum { MR = 14, NR = 32, KC = 512, MC = 98, NC = 4096 };
 #else
 enum { MR = 6, NR = 16, KC = 512, MC = 96, NC = 4096 };
 #endif
@@ -126,23 +128,19 @@ static void pack_panel(float *restrict dst, const uint16_t *X, int64_t ld, bool 
     int valid = lines_end - l0 < P ? (int)(lines_end - l0) : P;
     if (valid < 0) valid = 0;
 #ifdef ZT_PACKED_SIMD
-    if (k_major && valid == P) { /* each k: P adjacent values */
+    if (k_major && valid == P) { /* each k: P adjacent values, the last P % 8 through a zeroed copy (nothing
+                                    read past the panel's last line; the zeros stored past P are
+                                    rewritten by k + 1, or land in the slack) */
         for (int k = 0; k < kc; k++) {
             const uint16_t *s = X + (k0 + k) * ld + l0;
             float *d = dst + (size_t)k * P;
             int j = 0;
             for (; j + 8 <= P; j += 8) _mm256_storeu_ps(d + j, widen8(s + j));
-            if (j + 4 <= P) { /* MR = 12: values 8-11, four zeros spilled into k + 1 (rewritten) or the slack */
-                __m128i w = _mm_loadl_epi64((const __m128i *)(s + j));
-                _mm256_storeu_ps(d + j, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16)));
-                j += 4;
+            if (j < P) {
+                uint16_t tail[8] = {0};
+                memcpy(tail, s + j, (size_t)(P - j) * sizeof *s);
+                _mm256_storeu_ps(d + j, widen8(tail));
             }
-            if (j < P) { /* MR = 6: values 4 and 5 after 0-3 (nothing read past the panel's last line) */
-                int32_t two;
-                memcpy(&two, s + 4, sizeof two);
-                __m128i w = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)s), _mm_cvtsi32_si128(two));
-                _mm256_storeu_ps(d, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16)));
-            } /* lanes past P (zeros) rewritten by k + 1, or slack */
         }
         return;
     }
@@ -215,25 +213,29 @@ static void epilogue(float *c, int64_t ldc, const float *acc, float alpha, float
 static void micro_kernel(int kc, const float *restrict a, const float *restrict b, float *restrict acc)
 {
 #if defined(ZT_PACKED_SIMD) && defined(__AVX512F__)
-    __m512 c[MR][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    enum { NV = NR / 16 };
+    __m512 c[MR][NV];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 12
+        __m512 bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 14
         for (int r = 0; r < MR; r++) {
             __m512 x = _mm512_set1_ps(a[r]);
-            c[r][0] = _mm512_fmadd_ps(x, b0, c[r][0]);
-            c[r][1] = _mm512_fmadd_ps(x, b1, c[r][1]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(x, bv[v], c[r][v]);
         }
         a += MR;
         b += NR;
     }
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
-        _mm512_storeu_ps(acc + r * NR, c[r][0]);
-        _mm512_storeu_ps(acc + r * NR + 16, c[r][1]);
-    }
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * NR + 16 * v, c[r][v]);
 #elif defined(ZT_PACKED_SIMD)
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;

@@ -30,6 +30,7 @@
  * on every shape class and the same bits on 1, 2 and 3 threads and on both levels. The bits are not
  * those of vdpbf16ps (docs/precision.md). */
 #include "kernels/kernels.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <omp.h>
@@ -179,86 +180,51 @@ static void pack_panel(float *restrict dst, const uint16_t *X, int64_t ld, bool 
 static void epilogue(float *c, int64_t ldc, const float *acc, float alpha, float beta, const float *bias,
                      bool first)
 {
+    const zt_vf va = zt_vset1(alpha), vb = zt_vset1(beta);
     for (int r = 0; r < MR; r++) {
         float *cr = c + r * ldc;
         const float *ar = acc + r * NR;
-#ifdef ZT_PACKED_SIMD
-        __m256 va = _mm256_set1_ps(alpha);
-        for (int j = 0; j < NR; j += 8) {
-            __m256 x = _mm256_mul_ps(_mm256_loadu_ps(ar + j), va);
+        for (int j = 0; j < NR; j += ZT_VL) {
+            zt_vf x = zt_vmul(zt_vload(ar + j), va);
             if (first) {
-                if (beta != 0.0f) x = _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(cr + j)));
-                if (bias) x = _mm256_add_ps(x, _mm256_loadu_ps(bias + j));
+                if (beta != 0.0f) x = zt_vadd(x, zt_vmul(vb, zt_vload(cr + j)));
+                if (bias) x = zt_vadd(x, zt_vload(bias + j));
             } else {
-                x = _mm256_add_ps(_mm256_loadu_ps(cr + j), x);
+                x = zt_vadd(zt_vload(cr + j), x);
             }
-            _mm256_storeu_ps(cr + j, x);
+            zt_vstore(cr + j, x);
         }
-#else
-        for (int j = 0; j < NR; j++) {
-            float x = ar[j] * alpha;
-            if (first) {
-                if (beta != 0.0f) x = x + beta * cr[j];
-                if (bias) x = x + bias[j];
-            } else {
-                x = cr[j] + x;
-            }
-            cr[j] = x;
-        }
-#endif
     }
 }
 
-/* acc (MR x NR) = sum over k < kc of a[k][0..MR) b[k][0..NR), one FMA chain per element */
+/* acc (MR x NR) = sum over k < kc of a[k][0..MR) b[k][0..NR), one FMA chain per element, on
+ * vecmath.h's vectors of the level (the tile's MR x NR / ZT_VL accumulators stay in registers; one
+ * lane without SIMD) */
 static void micro_kernel(int kc, const float *restrict a, const float *restrict b, float *restrict acc)
 {
-#if defined(ZT_PACKED_SIMD) && defined(__AVX512F__)
-    enum { NV = NR / 16 };
-    __m512 c[MR][NV];
+    enum { NV = NR / ZT_VL };
+    zt_vf c[MR][NV];
 #pragma GCC unroll 14
     for (int r = 0; r < MR; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; v++) c[r][v] = zt_vzero();
     for (int k = 0; k < kc; k++) {
-        __m512 bv[NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
+        zt_vf bv[NV];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; v++) bv[v] = zt_vload(b + ZT_VL * v);
 #pragma GCC unroll 14
         for (int r = 0; r < MR; r++) {
-            __m512 x = _mm512_set1_ps(a[r]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(x, bv[v], c[r][v]);
+            zt_vf x = zt_vset1(a[r]);
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; v++) c[r][v] = zt_vfmadd(x, bv[v], c[r][v]);
         }
         a += MR;
         b += NR;
     }
 #pragma GCC unroll 14
     for (int r = 0; r < MR; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * NR + 16 * v, c[r][v]);
-#elif defined(ZT_PACKED_SIMD)
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), x;
-        x = _mm256_broadcast_ss(a + 0), c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
-        x = _mm256_broadcast_ss(a + 1), c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a + 2), c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a + 3), c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
-        x = _mm256_broadcast_ss(a + 4), c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
-        x = _mm256_broadcast_ss(a + 5), c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
-        a += MR;
-        b += NR;
-    }
-    __m256 out[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    for (int i = 0; i < 12; i++) _mm256_store_ps(acc + 8 * i, out[i]);
-#else
-    float t[MR * NR] = {0};
-    for (int k = 0; k < kc; k++, a += MR, b += NR)
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) t[r * NR + j] = fmaf(a[r], b[j], t[r * NR + j]);
-    memcpy(acc, t, sizeof t);
-#endif
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; v++) zt_vstore(acc + r * NR + ZT_VL * v, c[r][v]);
 }
 
 typedef struct product {

@@ -62,7 +62,7 @@ import numpy as np, sys
 g = np.fromfile(sys.argv[1], np.float32); g.view(np.uint32)[7] ^= 0x80000000; g.tofile(sys.argv[1])" "$T/z3/grad-5-1.bin"
   if r="$(/usr/bin/python3 "$SRC/tests/onebit_ref.py" "$T/z3")"; then
     echo "FAIL a perturbed gradient still matched"; fail=1
-  else echo "ok   a gradient perturbed by one ulp: the replay differs ($(grep -m1 FAIL <<<"$r"))"; fi
+  else echo "ok   a gradient element with its sign flipped: the replay differs ($(grep -m1 FAIL <<<"$r"))"; fi
 fi
 
 # 2.-3. zerotrain train on the tiny preset

@@ -86,8 +86,6 @@ static void test_router_backward_matches_finite_differences(void **state) {
         }
 }
 
-/* Context parallelism: a part's tokens with the whole's counts and token count give its share of the
- * whole's router losses (the parts' shares add up to them) and exactly the whole's gradient rows. */
 /* the router's input gradient: dx += dy W against a double reference, and a part's rows (any split,
  * any thread count) get the bits of the whole's: what sequence parallelism's parts rely on */
 static void test_router_dinp_rows_independent(void **state) {
@@ -118,6 +116,8 @@ static void test_router_dinp_rows_independent(void **state) {
     free(dy), free(W), free(x0), free(whole), free(parts);
 }
 
+/* Context parallelism: a part's tokens with the whole's counts and token count give its share of the
+ * whole's router losses (the parts' shares add up to them) and exactly the whole's gradient rows. */
 static void test_router_losses_split_into_parts(void **state) {
     (void)state;
     uint64_t s = 11;
